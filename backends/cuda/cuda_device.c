@@ -1,0 +1,90 @@
+/* cuda_device.c : CUDA device discovery and memory operations. Any error from
+ * cudaGetDeviceCount (no driver, no GPU) means "no GPU": the CPU keeps working. */
+#include "internal.h"
+
+#include <cuda_runtime.h>
+#include <pthread.h>
+
+static pthread_once_t count_once = PTHREAD_ONCE_INIT;
+static int device_count;
+
+static void probe_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 0)
+        n = 0;
+    (void)cudaGetLastError(); /* leave no sticky error behind */
+    device_count = n;
+}
+
+int fm_cuda_probe_device_count(void)
+{
+    pthread_once(&count_once, probe_count);
+    return device_count;
+}
+
+static fm_status cuda_status(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return FM_OK;
+    (void)cudaGetLastError();
+    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)", what,
+                   cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static fm_status cuda_alloc(int device_id, size_t bytes, void **ptr)
+{
+    fm_status s = cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    if (s != FM_OK)
+        return s;
+    return cuda_status(cudaMalloc(ptr, bytes ? bytes : 1), "cudaMalloc");
+}
+
+static void cuda_free(int device_id, void *ptr)
+{
+    (void)device_id;
+    cudaFree(ptr);
+}
+
+static fm_status cuda_copy(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
+                           void *stream)
+{
+    (void)dst_dev, (void)src_dev;
+    fm_status s = cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
+                              "cudaMemcpyAsync");
+    if (s != FM_OK)
+        return s;
+    return cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
+static fm_status cuda_classify(const void *ptr, fm_device *dev)
+{
+    if (fm_cuda_probe_device_count() == 0 || !ptr)
+        return FM_ERR_NOT_APPLICABLE;
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return FM_ERR_NOT_APPLICABLE;
+    }
+    switch (attr.type) {
+    case cudaMemoryTypeDevice:
+        dev->type = FM_DEVICE_CUDA;
+        dev->id = attr.device;
+        return FM_OK;
+    case cudaMemoryTypeManaged:
+        dev->type = FM_DEVICE_CUDA_MANAGED;
+        dev->id = attr.device;
+        return FM_OK;
+    case cudaMemoryTypeHost: /* pinned host memory computes on the cpu */
+    default:
+        dev->type = FM_DEVICE_CPU;
+        dev->id = 0;
+        return FM_OK;
+    }
+}
+
+const fm_device_ops fm_cuda_device_ops = {.device = FM_DEVICE_CUDA,
+                                          .alloc = cuda_alloc,
+                                          .free = cuda_free,
+                                          .copy = cuda_copy,
+                                          .classify = cuda_classify};

@@ -1,0 +1,301 @@
+/*
+ * fusemath.h : the one public header of libfusemath.
+ *
+ * fusemath plans matmul, FFT, random-number and dense-solver calls, runs each on
+ * the CPU or the GPU according to where the operands live, and fuses the work
+ * around the call (scaling, bias, activation) into the call itself.
+ *
+ * Conventions
+ *  - Every function returns an fm_status; FM_OK is 0. On failure a thread-local
+ *    detail message is available from fm_last_error() ("matmul: bias has length
+ *    255, expected N = 256"). Nothing aborts or exits the process.
+ *  - Handles are opaque, created through out-parameters; destroy functions accept
+ *    NULL.
+ *  - Descriptors (fm_tensor) describe shape, strides, dtype and device. Data
+ *    pointers are execute-time arguments: a plan is immutable after planning and
+ *    can be executed from several threads at once with different pointers.
+ */
+#ifndef FUSEMATH_H
+#define FUSEMATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FM_API __declspec(dllexport)
+#else
+#define FM_API __attribute__((visibility("default")))
+#endif
+
+#define FM_VERSION_MAJOR 0
+#define FM_VERSION_MINOR 1
+#define FM_VERSION_PATCH 0
+#define FM_VERSION_NUMBER (FM_VERSION_MAJOR * 10000 + FM_VERSION_MINOR * 100 + FM_VERSION_PATCH)
+
+/*! fm_version_number() : @return FM_VERSION_NUMBER of the library actually loaded. */
+FM_API unsigned fm_version_number(void);
+/*! fm_version_string() : @return "MAJOR.MINOR.PATCH" of the library actually loaded. */
+FM_API const char *fm_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes: one table generates the enum, the names and the messages.  */
+/* ------------------------------------------------------------------------ */
+#define FM_STATUS_TABLE(X)                                                              \
+    X(FM_OK, 0, "success")                                                              \
+    X(FM_ERR_INVALID_ARGUMENT, 1, "invalid argument")                                   \
+    X(FM_ERR_SHAPE, 2, "operand shapes do not match")                                   \
+    X(FM_ERR_DTYPE, 3, "unsupported or mismatched dtype")                               \
+    X(FM_ERR_DEVICE, 4, "operands are on different devices")                            \
+    X(FM_ERR_NOT_SUPPORTED, 5, "not supported by any available backend")                \
+    X(FM_ERR_OUT_OF_MEMORY, 6, "out of memory")                                         \
+    X(FM_ERR_ALIAS, 7, "an output overlaps an input")                                   \
+    X(FM_ERR_TOO_LARGE, 8, "size exceeds the index range of the backend")               \
+    X(FM_ERR_BACKEND, 9, "the backend library reported an error")                       \
+    X(FM_ERR_UNAVAILABLE, 10, "device or backend unavailable")                          \
+    X(FM_ERR_NOT_APPLICABLE, 11, "backend not applicable to this problem")              \
+    X(FM_ERR_FREED, 12, "object used after it was freed")                               \
+    X(FM_ERR_LINALG, 13, "linear algebra error (singular or not positive definite)")    \
+    X(FM_ERR_INTERNAL, 14, "internal error")
+
+typedef enum fm_status {
+#define FM_X_ENUM(name, value, message) name = value,
+    FM_STATUS_TABLE(FM_X_ENUM)
+#undef FM_X_ENUM
+    FM_STATUS_COUNT_
+} fm_status;
+
+/*! fm_status_name() : @return "FM_ERR_SHAPE" etc.; "FM_UNKNOWN_STATUS" for values outside the table. */
+FM_API const char *fm_status_name(fm_status s);
+/*! fm_status_string() : @return a one-line human message for the status. */
+FM_API const char *fm_status_string(fm_status s);
+/*! fm_last_error() : @return the detail message of the last failure on this thread ("" if none).
+ *  The pointer stays valid until the next fusemath call on this thread. */
+FM_API const char *fm_last_error(void);
+/*! fm_clear_error() : forget the detail message of this thread. */
+FM_API void fm_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and devices.                                                  */
+/* ------------------------------------------------------------------------ */
+typedef enum fm_dtype {
+    FM_DTYPE_INVALID = 0,
+    FM_F16,
+    FM_BF16,
+    FM_F32,
+    FM_F64,
+    FM_C64,  /* complex float  (interleaved re, im) */
+    FM_C128, /* complex double (interleaved re, im) */
+    FM_I8,
+    FM_U8,   /* relu bit masks are U8 */
+    FM_I32,
+    FM_I64,
+    FM_U32,
+    FM_DTYPE_COUNT_
+} fm_dtype;
+
+/*! fm_dtype_size() : @return bytes per element, 0 for an invalid dtype. */
+FM_API size_t fm_dtype_size(fm_dtype t);
+/*! fm_dtype_name() : @return "f32", "c64", ... ("invalid" for unknown values). */
+FM_API const char *fm_dtype_name(fm_dtype t);
+/*! fm_dtype_is_complex() : @return 1 for c64/c128, else 0. */
+FM_API int fm_dtype_is_complex(fm_dtype t);
+
+/* Device types use DLPack's codes so DLPack devices convert without a table. */
+typedef enum fm_device_type {
+    FM_DEVICE_AUTO = 0, /* resolve from the pointer (cudaPointerGetAttributes when CUDA is present) */
+    FM_DEVICE_CPU = 1,
+    FM_DEVICE_CUDA = 2,
+    FM_DEVICE_CUDA_HOST = 3,   /* pinned host memory: treated as cpu memory */
+    FM_DEVICE_CUDA_MANAGED = 13
+} fm_device_type;
+
+typedef struct fm_device {
+    int32_t type; /* fm_device_type */
+    int32_t id;   /* 0 for the cpu */
+} fm_device;
+
+#define FM_MAX_NDIM 8
+
+/* A DLPack-shaped strided view. strides count elements, not bytes, and may be
+ * negative or zero (broadcast); the planner copies layouts a backend cannot take. */
+typedef struct fm_tensor {
+    void *data;
+    fm_device device;
+    fm_dtype dtype;
+    int32_t ndim;
+    int64_t shape[FM_MAX_NDIM];
+    int64_t strides[FM_MAX_NDIM];
+} fm_tensor;
+
+/*! fm_tensor_init() : fill *t. strides == NULL means C-contiguous (row-major).
+ *  @return FM_ERR_INVALID_ARGUMENT for ndim outside [0, FM_MAX_NDIM], a negative
+ *  extent, or an invalid dtype. */
+FM_API fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dtype, int ndim,
+                                const int64_t *shape, const int64_t *strides);
+/*! fm_tensor_numel() : @return the number of elements (product of the extents). */
+FM_API int64_t fm_tensor_numel(const fm_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Context: backend registry, library handles, threads, plan cache.         */
+/* ------------------------------------------------------------------------ */
+typedef struct fm_context fm_context;
+
+/*! fm_context_create() : a new context. Reads FUSEMATH_NUM_THREADS, FUSEMATH_BACKEND
+ *  and FUSEMATH_LOG once, here. Backends whose device is absent (CUDA without a
+ *  GPU) are kept but marked unavailable; the CPU always works. */
+FM_API fm_status fm_context_create(fm_context **ctx);
+/*! fm_context_destroy() : releases the context and its cached plans (plans still
+ *  held by the caller stay valid until released). Accepts NULL. */
+FM_API void fm_context_destroy(fm_context *ctx);
+
+/*! fm_context_set_num_threads() : threads used by CPU backends (BLAS and the
+ *  library's own epilogue threads together, never more). n <= 0 restores the default
+ *  (FUSEMATH_NUM_THREADS, else the number of online cores). */
+FM_API fm_status fm_context_set_num_threads(fm_context *ctx, int n);
+FM_API int fm_context_get_num_threads(const fm_context *ctx);
+
+/*! fm_context_backend_count() / fm_context_backend_info() : enumerate registered
+ *  backends. *available is 0 when the backend's device is missing; *why then says why. */
+FM_API int fm_context_backend_count(const fm_context *ctx);
+FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const char **name,
+                                         fm_device_type *device, int *available, const char **why);
+
+/*! fm_cuda_device_count() : @return the number of usable CUDA devices, 0 when the
+ *  build has no CUDA or no GPU/driver is present (never an error, never noise). */
+FM_API int fm_cuda_device_count(void);
+
+/*! fm_context_clear_cache() : drop cached plans. */
+FM_API void fm_context_clear_cache(fm_context *ctx);
+/*! fm_context_cache_size() : @return number of cached plans. */
+FM_API int fm_context_cache_size(const fm_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Operations and plans.                                                    */
+/* ------------------------------------------------------------------------ */
+typedef enum fm_op {
+    FM_OP_MATMUL = 0,
+    FM_OP_FFT = 1,
+    FM_OP_RNG = 2,
+    FM_OP_SOLVE = 3,
+    FM_OP_COUNT_
+} fm_op;
+
+/*! fm_op_name() : @return "matmul", "fft", "rng", "solve". */
+FM_API const char *fm_op_name(fm_op op);
+
+typedef struct fm_plan fm_plan;
+
+/*! fm_plan_retain() / fm_plan_release() : reference counting. release accepts NULL. */
+FM_API void fm_plan_retain(fm_plan *p);
+FM_API void fm_plan_release(fm_plan *p);
+/*! fm_plan_describe() : one line, e.g.
+ *  "matmul cpu/openblas f32 256x512x128 epilogue=bias+relu passes=1".
+ *  @return the line (owned by the plan, valid while the plan lives). */
+FM_API const char *fm_plan_describe(const fm_plan *p);
+/*! fm_plan_op() : @return the operation of the plan. */
+FM_API fm_op fm_plan_op(const fm_plan *p);
+/*! fm_plan_backend() : @return the name of the backend that executes the plan. */
+FM_API const char *fm_plan_backend(const fm_plan *p);
+
+/*! fm_plan_execute() : run the plan on this call's pointers. ptrs[i] belongs to
+ *  operand slot i of the operation (FM_MATMUL_A ... for matmul); slots the plan does
+ *  not use must be NULL; nptrs is the length of ptrs. stream is a backend stream
+ *  (cudaStream_t) or NULL. Thread-safe: many threads may execute one plan at once.
+ *  Returns FM_ERR_ALIAS when an output overlaps an input in memory. */
+FM_API fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Matmul: D = act(alpha * op(A) @ op(B) + beta * C + bias), NumPy semantics.  */
+/* ------------------------------------------------------------------------ */
+/* Operand slots of a matmul plan, in the order fm_plan_execute() takes pointers. */
+enum {
+    FM_MATMUL_A = 0,
+    FM_MATMUL_B = 1,
+    FM_MATMUL_C = 2,
+    FM_MATMUL_BIAS = 3,
+    FM_MATMUL_D = 4,
+    FM_MATMUL_AUX = 5,
+    FM_MATMUL_NSLOTS = 6
+};
+
+/* Epilogue bits; combinations are what nvmath-python / cuBLASLt call RELU_BIAS etc. */
+typedef enum fm_epilogue {
+    FM_EPILOGUE_DEFAULT = 0,
+    FM_EPILOGUE_BIAS = 1u << 0, /* + bias[N] (or bias[..., N] with batch dims) */
+    FM_EPILOGUE_RELU = 1u << 1,
+    FM_EPILOGUE_GELU = 1u << 2, /* tanh approximation, as cuBLASLt */
+    FM_EPILOGUE_AUX = 1u << 3   /* also store aux: relu bit mask or gelu input */
+} fm_epilogue;
+
+/*! fm_epilogue_parse() : "relu", "gelu", "bias", "bias+relu", "gelu+bias+aux",
+ *  "identity"/"none"/"default", or nvmath-python names "RELU_BIAS", "GELU_AUX_BIAS",
+ *  case-insensitive. @return FM_ERR_INVALID_ARGUMENT naming the unknown word. */
+FM_API fm_status fm_epilogue_parse(const char *text, unsigned *epilogue);
+/*! fm_epilogue_format() : canonical name ("bias+relu", "identity") into buf. */
+FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
+
+/* Aux layouts (shared by every backend):
+ *  - relu mask (RELU + AUX): U8 tensor of shape (batch..., M, fm_relu_mask_row_bytes(N)),
+ *    C-contiguous; bit (j % 8) of byte j / 8 of row i is 1 when the pre-activation
+ *    D[i, j] > 0. Rows are padded to a multiple of 16 bytes (128 bits), the layout
+ *    cuBLASLt uses for D^T.
+ *  - gelu input (GELU + AUX): tensor of D's dtype and shape (batch..., M, N) holding
+ *    alpha*A@B + beta*C + bias before the activation; any row stride >= N with unit
+ *    column stride is accepted. */
+FM_API int64_t fm_relu_mask_row_bytes(int64_t n);
+
+typedef enum fm_execution {
+    FM_EXECUTION_AUTO = 0, /* where the operands live; mixed devices are an error */
+    FM_EXECUTION_CPU = 1,  /* compute on the cpu, moving data if needed */
+    FM_EXECUTION_CUDA = 2  /* compute on cuda:device_id, moving data if needed */
+} fm_execution;
+
+typedef struct fm_matmul_options {
+    double alpha[2];         /* real, imaginary part; default {1, 0} */
+    double beta[2];          /* default {0, 0}; ignored without C */
+    unsigned epilogue;       /* fm_epilogue bits */
+    int32_t execution;       /* fm_execution */
+    int32_t device_id;       /* for FM_EXECUTION_CUDA */
+    int32_t num_threads;     /* cpu threads for this plan; 0 = the context's setting */
+    int32_t panel_rows;      /* cpu: rows per fused panel; 0 = heuristic (autotune sets it) */
+    int32_t reserved[8];     /* zero */
+} fm_matmul_options;
+
+/*! fm_matmul_options_init() : defaults (alpha = 1, beta = 0, no epilogue, auto). */
+FM_API void fm_matmul_options_init(fm_matmul_options *o);
+
+/*! fm_matmul_plan() : plan D = act(alpha * A @ B + beta * C + bias).
+ *  a: (..., M, K), b: (..., K, N), c: NULL or broadcastable to d, bias: NULL or (N,) or
+ *  (..., N) broadcast over rows, d: (..., M, N) with the broadcast batch shape of a and b,
+ *  aux: NULL unless the epilogue has FM_EPILOGUE_AUX. 1-D a or b are not accepted here
+ *  (the Python layer promotes them as NumPy does). Data pointers in the descriptors are
+ *  ignored except to resolve FM_DEVICE_AUTO. Plans come from the context's cache when
+ *  an identical problem was planned before. */
+FM_API fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                                const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                                const fm_matmul_options *opts, fm_plan **plan);
+
+/*! fm_matmul() : plan (cached) and execute once with the descriptors' data pointers. */
+FM_API fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                           const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                           const fm_matmul_options *opts, void *stream);
+
+/*! fm_matmul_output_shape() : the shape D must have for a and b (broadcast batch
+ *  dimensions, then M, N). @return FM_ERR_SHAPE naming the mismatching dimension. */
+FM_API fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape);
+
+/*! fm_matmul_autotune() : time the candidate CPU panel sizes / GPU algorithms on
+ *  the given operands (real pointers, outputs are overwritten) and return a new plan
+ *  with the fastest choice; the choice also replaces the cached plan. */
+FM_API fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                                    const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                                    const fm_matmul_options *opts, int repeats, fm_plan **plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FUSEMATH_H */

@@ -1,0 +1,144 @@
+/* context.c : backend registry, thread setting, plan cache, environment. */
+#define _GNU_SOURCE
+#include "context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int default_threads(void)
+{
+    const char *env = getenv("FUSEMATH_NUM_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        long v = strtol(env, &end, 10);
+        if (end && *end == '\0' && v > 0 && v < 4096)
+            return (int)v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int add_backend(fm_context *ctx, const fm_backend *b)
+{
+    if (ctx->nbackends == FM_MAX_BACKENDS)
+        return -1;
+    fm_backend_slot *slot = &ctx->backends[ctx->nbackends++];
+    memset(slot, 0, sizeof *slot);
+    slot->backend = b;
+    const char *why = NULL;
+    fm_status s = b->probe ? b->probe(&slot->state, &why) : FM_OK;
+    slot->available = (s == FM_OK);
+    snprintf(slot->why, sizeof slot->why, "%s", slot->available ? "" : (why ? why : fm_status_string(s)));
+    return 0;
+}
+
+fm_status fm_context_create(fm_context **out)
+{
+    if (!out)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: ctx out-pointer is NULL");
+    *out = NULL;
+    fm_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fm_context_create: out of host memory");
+    atomic_init(&ctx->refcount, 1);
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->num_threads = default_threads();
+    const char *forced = getenv("FUSEMATH_BACKEND");
+    if (forced && *forced)
+        snprintf(ctx->forced_backend, sizeof ctx->forced_backend, "%s", forced);
+    const char *log = getenv("FUSEMATH_LOG");
+    ctx->log_plan = log && strstr(log, "plan") != NULL;
+    for (int i = 0; i < fm_builtin_backend_count; i++)
+        add_backend(ctx, fm_builtin_backends[i]);
+    fm_clear_error(); /* probes of absent devices leave no noise behind */
+    *out = ctx;
+    return FM_OK;
+}
+
+fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b)
+{
+    if (!ctx || !b || !b->name || !b->plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "register_backend: ctx, backend, name and plan are required");
+    pthread_mutex_lock(&ctx->lock);
+    int r = add_backend(ctx, b);
+    pthread_mutex_unlock(&ctx->lock);
+    if (r != 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "register_backend: at most %d backends", FM_MAX_BACKENDS);
+    return FM_OK;
+}
+
+void fm_context_retain_(fm_context *ctx) { atomic_fetch_add(&ctx->refcount, 1); }
+
+void fm_context_release_(fm_context *ctx)
+{
+    if (!ctx || atomic_fetch_sub(&ctx->refcount, 1) != 1)
+        return;
+    for (int i = 0; i < ctx->nbackends; i++)
+        if (ctx->backends[i].backend->release && ctx->backends[i].state)
+            ctx->backends[i].backend->release(ctx->backends[i].state);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx->cache.buckets);
+    free(ctx);
+}
+
+void fm_context_destroy(fm_context *ctx)
+{
+    if (!ctx)
+        return;
+    /* Cached plans hold the context; drop them first so the last reference can go.
+     * Plans the caller still holds keep the context (and its handles) alive. */
+    fm_context_clear_cache(ctx);
+    fm_context_release_(ctx);
+}
+
+fm_status fm_context_set_num_threads(fm_context *ctx, int n)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: ctx is NULL");
+    if (n > 4096)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: n = %d, expected <= 4096", n);
+    atomic_store(&ctx->num_threads, n > 0 ? n : default_threads());
+    return FM_OK;
+}
+
+int fm_context_get_num_threads(const fm_context *ctx)
+{
+    return ctx ? atomic_load(&((fm_context *)ctx)->num_threads) : 0;
+}
+
+int fm_context_threads_for(const fm_context *ctx, int requested)
+{
+    return requested > 0 ? requested : fm_context_get_num_threads(ctx);
+}
+
+int fm_context_backend_count(const fm_context *ctx) { return ctx ? ctx->nbackends : 0; }
+
+fm_status fm_context_backend_info(const fm_context *ctx, int index, const char **name, fm_device_type *device,
+                                  int *available, const char **why)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "backend_info: ctx is NULL");
+    if (index < 0 || index >= ctx->nbackends)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "backend_info: index = %d, expected 0 <= index < %d", index,
+                       ctx->nbackends);
+    const fm_backend_slot *s = &ctx->backends[index];
+    if (name)
+        *name = s->backend->name;
+    if (device)
+        *device = s->backend->device;
+    if (available)
+        *available = s->available;
+    if (why)
+        *why = s->why;
+    return FM_OK;
+}
+
+int fm_cuda_device_count(void) { return fm_builtin_cuda_device_count(); }
+
+const char *fm_op_name(fm_op op)
+{
+    static const char *const names[FM_OP_COUNT_] = {"matmul", "fft", "rng", "solve"};
+    return ((int)op >= 0 && op < FM_OP_COUNT_) ? names[op] : "unknown";
+}

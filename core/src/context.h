@@ -1,0 +1,45 @@
+/* context.h : the context's layout, private to core/. */
+#ifndef FM_CONTEXT_H
+#define FM_CONTEXT_H
+
+#include "internal.h"
+
+#define FM_MAX_BACKENDS 16
+#define FM_CACHE_MAX_PLANS 1024
+
+typedef struct fm_backend_slot {
+    const fm_backend *backend;
+    void *state;
+    int available;
+    char why[160];
+} fm_backend_slot;
+
+typedef struct fm_cache_entry {
+    uint64_t hash;
+    fm_plan *plan;
+    struct fm_cache_entry *next;            /* bucket chain */
+    struct fm_cache_entry *older, *newer;   /* insertion order, for eviction */
+} fm_cache_entry;
+
+typedef struct fm_plan_cache {
+    fm_cache_entry **buckets;
+    size_t nbuckets;
+    int count;
+    fm_cache_entry *oldest, *newest;
+} fm_plan_cache;
+
+struct fm_context {
+    atomic_int refcount; /* the user's reference + one per live plan */
+    pthread_mutex_t lock; /* guards the cache and registration */
+    atomic_int num_threads;
+    int nbackends;
+    fm_backend_slot backends[FM_MAX_BACKENDS];
+    char forced_backend[64];
+    int log_plan;
+    fm_plan_cache cache;
+};
+
+void fm_context_retain_(fm_context *ctx);
+void fm_context_release_(fm_context *ctx);
+
+#endif

@@ -1,0 +1,140 @@
+/* internal.h : what core/, fusion/ and backends/ share; not installed. */
+#ifndef FM_INTERNAL_H
+#define FM_INTERNAL_H
+
+#include <fusemath/fusemath.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <pthread.h>
+
+#define FM_MAX_SLOTS 8
+#define FM_DESCRIBE_LEN 256
+
+/* ---- errors and logging (core/src/status.c, core/src/log.c) ---- */
+/* Set this thread's detail message and return s. printf-style. */
+fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current detail message ("matmul: " + old). */
+void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void *fm_malloc_aligned(size_t bytes, size_t align); /* NULL on failure; free with fm_free_aligned */
+void fm_free_aligned(void *p);
+
+/* ---- problems ---- */
+typedef struct fm_matmul_params {
+    double alpha[2];
+    double beta[2];
+    unsigned epilogue;
+    int32_t num_threads; /* resolved: never 0 */
+    int32_t panel_rows;  /* 0 = backend heuristic */
+} fm_matmul_params;
+
+/* A problem is plain data, zero-initialised before filling so it can be hashed and
+ * compared byte-wise. Data pointers are never part of it. */
+typedef struct fm_problem {
+    fm_op op;
+    int32_t nslots;
+    uint32_t present;               /* bit i: slot i is used */
+    fm_device exec_device;          /* where the computation runs */
+    fm_tensor t[FM_MAX_SLOTS];      /* data == NULL */
+    uint8_t align_log2[FM_MAX_SLOTS]; /* pointer alignment seen at planning, capped at 8 (256 B) */
+    uint32_t output_mask;           /* bit i: slot i is written */
+    int8_t inplace_partner[FM_MAX_SLOTS]; /* input slot that may alias output slot i exactly, or -1 */
+    const char *slot_names[FM_MAX_SLOTS]; /* static strings, for messages (not hashed) */
+    union {
+        fm_matmul_params matmul;
+        uint8_t raw[128];
+    } u;
+} fm_problem;
+
+uint64_t fm_problem_hash(const fm_problem *p);
+bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
+
+/* Normalised view of a matmul problem for backends (core/src/matmul_problem.c). */
+typedef struct fm_matmul_geom {
+    int64_t m, n, k;
+    int32_t batch_ndim;
+    int64_t batch_shape[FM_MAX_NDIM];
+    int64_t batch_count;
+    /* per slot: element strides of the batch dims (0 where broadcast), then row/col strides */
+    int64_t batch_strides[FM_MATMUL_NSLOTS][FM_MAX_NDIM];
+    int64_t row_stride[FM_MATMUL_NSLOTS];
+    int64_t col_stride[FM_MATMUL_NSLOTS];
+    fm_dtype dtype;
+} fm_matmul_geom;
+void fm_matmul_geom_from_problem(const fm_problem *p, fm_matmul_geom *g);
+/* Element offset of batch index `b` (0 .. batch_count-1) for slot s. */
+int64_t fm_matmul_batch_offset(const fm_matmul_geom *g, int slot, int64_t b);
+
+/* ---- plans ---- */
+typedef fm_status (*fm_execute_fn)(const fm_plan *p, void *const *ptrs, void *stream);
+
+struct fm_plan {
+    atomic_int refcount;
+    fm_problem problem;
+    const struct fm_backend *backend;
+    fm_context *ctx;            /* not owned; the plan must not outlive ... see plan.c */
+    void *impl;                 /* backend-owned */
+    fm_execute_fn execute;
+    void (*destroy_impl)(void *impl);
+    size_t required_align[FM_MAX_SLOTS]; /* bytes each pointer must be aligned to at execute */
+    char describe[FM_DESCRIBE_LEN];
+};
+
+/* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */
+fm_plan *fm_plan_alloc(const fm_problem *p);
+
+/* ---- backends ---- */
+typedef struct fm_backend {
+    const char *name;       /* "openblas", "cublaslt" */
+    fm_device_type device;  /* device type whose data it computes on */
+    uint32_t ops;           /* bit (1u << fm_op) per supported operation */
+    int priority;           /* higher is offered first */
+    /* Create per-context state (library handles); return FM_ERR_UNAVAILABLE with a
+     * reason in *why (static string or fm_last_error()) when the device is absent. */
+    fm_status (*probe)(void **state, const char **why);
+    void (*release)(void *state);
+    /* Plan p or return FM_ERR_NOT_APPLICABLE (with a reason via fm_fail) so the next
+     * backend is tried; any other error stops planning. On success fill plan->impl,
+     * execute, destroy_impl, required_align and describe. */
+    fm_status (*plan)(fm_context *ctx, void *state, const fm_problem *p, fm_plan *plan);
+} fm_backend;
+
+/* The table of built-in backends lives in backends/registry.c, not in core/, so a
+ * new backend is a new file plus a row there. */
+extern const fm_backend *const fm_builtin_backends[];
+extern const int fm_builtin_backend_count;
+
+/* Device memory operations, for moving operands when execution is explicit. */
+typedef struct fm_device_ops {
+    fm_device_type device;
+    fm_status (*alloc)(int device_id, size_t bytes, void **ptr);
+    void (*free)(int device_id, void *ptr);
+    /* copy bytes between host and this device (either side may be host) and wait */
+    fm_status (*copy)(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
+                      void *stream);
+    /* classify a pointer for FM_DEVICE_AUTO; return FM_ERR_NOT_APPLICABLE if unknown */
+    fm_status (*classify)(const void *ptr, fm_device *dev);
+} fm_device_ops;
+extern const fm_device_ops *const fm_builtin_device_ops[];
+extern const int fm_builtin_device_ops_count;
+int fm_builtin_cuda_device_count(void);
+
+/* Registration at run time (used by tests with a fake backend). */
+fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
+
+/* ---- context internals ---- */
+int fm_context_threads_for(const fm_context *ctx, int requested);
+fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+/* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+/* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
+ * reference to target. Used by autotune: the tuned plan answers for the default key. */
+void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
+/* Replace the cached plan for its problem (autotune). */
+void fm_context_cache_put(fm_context *ctx, fm_plan *plan);
+
+/* ---- small helpers ---- */
+static inline int fm_min_i(int a, int b) { return a < b ? a : b; }
+static inline int64_t fm_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t fm_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+#endif

@@ -1,0 +1,479 @@
+/* matmul_problem.c : validate matmul operands into a normalised fm_problem and
+ * run the planner. Every operand is expanded to the full batch rank with stride 0
+ * on broadcast dimensions, so backends see one uniform layout. */
+#include "context.h"
+#include "epilogue.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux"};
+
+void fm_matmul_options_init(fm_matmul_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->alpha[0] = 1.0;
+}
+
+static void shape_str(const fm_tensor *t, char *buf, size_t n)
+{
+    size_t u = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < t->ndim && u < n; i++)
+        u += (size_t)snprintf(buf + u, n - u, "%lld%s", (long long)t->shape[i], i + 1 < t->ndim ? ", " : "");
+    if (u < n)
+        snprintf(buf + u, n - u, "%s)", t->ndim == 1 ? "," : "");
+}
+
+static fm_status check_tensor(const char *name, const fm_tensor *t, int min_ndim)
+{
+    if (t->ndim < min_ndim || t->ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_SHAPE, "matmul: %s has ndim = %d, expected %d <= ndim <= %d%s", name, t->ndim,
+                       min_ndim, FM_MAX_NDIM,
+                       min_ndim == 2 ? " (vectors are promoted to matrices by the caller, as NumPy does)" : "");
+    if (fm_dtype_size(t->dtype) == 0)
+        return fm_fail(FM_ERR_DTYPE, "matmul: %s has an invalid dtype (%d)", name, (int)t->dtype);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0)
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape[%d] = %lld, expected >= 0", name, i,
+                           (long long)t->shape[i]);
+    return FM_OK;
+}
+
+fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape)
+{
+    if (!a || !b || !ndim || !shape)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: a, b, ndim and shape must not be NULL");
+    fm_status s;
+    if ((s = check_tensor("a", a, 2)) != FM_OK || (s = check_tensor("b", b, 2)) != FM_OK)
+        return s;
+    int64_t k1 = a->shape[a->ndim - 1], k2 = b->shape[b->ndim - 2];
+    if (k1 != k2) {
+        char sa[128], sb[128];
+        shape_str(a, sa, sizeof sa);
+        shape_str(b, sb, sizeof sb);
+        return fm_fail(FM_ERR_SHAPE, "matmul: a has K = %lld columns but b has %lld rows (a is %s, b is %s)",
+                       (long long)k1, (long long)k2, sa, sb);
+    }
+    int bn = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
+    for (int i = 0; i < bn; i++) { /* right-aligned batch dims */
+        int ia = a->ndim - 3 - i, ib = b->ndim - 3 - i;
+        int64_t ea = ia >= 0 ? a->shape[ia] : 1, eb = ib >= 0 ? b->shape[ib] : 1;
+        if (ea != eb && ea != 1 && eb != 1)
+            return fm_fail(FM_ERR_SHAPE,
+                           "matmul: batch dimensions do not broadcast: a has %lld and b has %lld at batch axis %d "
+                           "from the right",
+                           (long long)ea, (long long)eb, i);
+        shape[bn - 1 - i] = ea == 1 ? eb : ea;
+    }
+    shape[bn] = a->shape[a->ndim - 2];
+    shape[bn + 1] = b->shape[b->ndim - 1];
+    *ndim = bn + 2;
+    return FM_OK;
+}
+
+/* Expand t to rank `ndim` against `target` shape (right-aligned, stride 0 where
+ * broadcast or extent 1). `skip_rows` lets bias of shape (..., N) fill the M axis. */
+static fm_status expand(const char *name, const fm_tensor *t, int ndim, const int64_t *target, fm_tensor *out,
+                        int bias_style)
+{
+    fm_tensor e = *t;
+    e.data = NULL;
+    e.ndim = ndim;
+    int src = t->ndim - 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        int64_t ext = 1, str = 0;
+        int row_axis = (i == ndim - 2);
+        if (bias_style && row_axis && t->ndim < ndim) {
+            /* bias (..., N): no row axis in the source; it broadcasts over rows */
+        } else if (src >= 0) {
+            ext = t->shape[src];
+            str = t->strides[src];
+            src--;
+        }
+        if (ext != target[i] && ext != 1) {
+            char st[128];
+            shape_str(t, st, sizeof st);
+            if (bias_style && i == ndim - 1)
+                return fm_fail(FM_ERR_SHAPE, "matmul: bias has length %lld, expected N = %lld", (long long)ext,
+                               (long long)target[i]);
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s does not broadcast to the output: axis %d has %lld, "
+                           "expected %lld or 1", name, st, i, (long long)ext, (long long)target[i]);
+        }
+        if (bias_style && i == ndim - 1 && ext != target[i])
+            return fm_fail(FM_ERR_SHAPE, "matmul: bias has length %lld, expected N = %lld", (long long)ext,
+                           (long long)target[i]);
+        e.shape[i] = target[i];
+        e.strides[i] = (ext == 1 || target[i] <= 1) ? 0 : str;
+    }
+    if (src >= 0) {
+        char st[128];
+        shape_str(t, st, sizeof st);
+        return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s has more dimensions than the output (%d)", name, st,
+                       ndim);
+    }
+    *out = e;
+    return FM_OK;
+}
+
+static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, const int64_t *shape)
+{
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        ok = t->shape[i] == shape[i];
+    if (ok)
+        return FM_OK;
+    char got[128], want[128];
+    fm_tensor w = {.ndim = ndim};
+    memcpy(w.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    shape_str(t, got, sizeof got);
+    shape_str(&w, want, sizeof want);
+    return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, expected %s", name, got, want);
+}
+
+static fm_status resolve_device(const char *name, const fm_tensor *t, fm_device *dev)
+{
+    fm_device d = t->device;
+    if (d.type == FM_DEVICE_AUTO) {
+        d.type = FM_DEVICE_CPU;
+        d.id = 0;
+        for (int i = 0; i < fm_builtin_device_ops_count; i++) {
+            const fm_device_ops *ops = fm_builtin_device_ops[i];
+            fm_device got;
+            if (ops->classify && ops->classify(t->data, &got) == FM_OK) {
+                d = got;
+                break;
+            }
+        }
+    }
+    if (d.type == FM_DEVICE_CUDA_HOST)
+        d.type = FM_DEVICE_CPU; /* pinned host memory is host memory */
+    if (d.type == FM_DEVICE_CPU)
+        d.id = 0;
+    if (d.type == FM_DEVICE_CUDA_MANAGED)
+        d.type = FM_DEVICE_CUDA;
+    if (d.type != FM_DEVICE_CPU && d.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_DEVICE, "matmul: %s has device type %d, expected cpu (1) or cuda (2)", name, d.type);
+    *dev = d;
+    return FM_OK;
+}
+
+static void device_str(fm_device d, char *buf, size_t n)
+{
+    if (d.type == FM_DEVICE_CUDA)
+        snprintf(buf, n, "cuda:%d", d.id);
+    else
+        snprintf(buf, n, "cpu");
+}
+
+static unsigned align_log2_of(const void *p)
+{
+    uintptr_t v = (uintptr_t)p;
+    unsigned l = 0;
+    if (!v)
+        return 8;
+    while (l < 8 && !(v & ((uintptr_t)1 << l)))
+        l++;
+    return l;
+}
+
+/* Build the problem; shared by plan, stateless and autotune entry points. */
+static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                               const fm_matmul_options *opts, fm_problem *p)
+{
+    fm_status s;
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: ctx is NULL");
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
+                           slot_names[i]);
+    fm_matmul_options defaults;
+    if (!opts) {
+        fm_matmul_options_init(&defaults);
+        opts = &defaults;
+    }
+    unsigned epi = opts->epilogue;
+    if ((s = fm_epilogue_validate(epi)) != FM_OK)
+        return fm_fail(s, "matmul: %s", fm_last_error());
+    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: execution = %d, expected auto (0), cpu (1) or cuda (2)",
+                       opts->execution);
+    if (opts->num_threads < 0 || opts->panel_rows < 0 || opts->device_id < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "matmul: num_threads = %d, panel_rows = %d, device_id = %d; expected values >= 0",
+                       opts->num_threads, opts->panel_rows, opts->device_id);
+
+    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
+    if ((s = check_tensor("d", d, 2)) != FM_OK)
+        return s;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], i == FM_MATMUL_BIAS ? 1 : (i == FM_MATMUL_C ? 0 : 2))) != FM_OK)
+            return s;
+
+    /* dtypes: one dtype for a, b, c, bias and d */
+    fm_dtype dt = a->dtype;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+        if (!ts[i] || i == FM_MATMUL_AUX)
+            continue;
+        if (ts[i]->dtype != dt)
+            return fm_fail(FM_ERR_DTYPE, "matmul: dtype mismatch: a is %s but %s is %s; all operands must share one dtype",
+                           fm_dtype_name(dt), slot_names[i], fm_dtype_name(ts[i]->dtype));
+    }
+    if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 || dt == FM_C128))
+        return fm_fail(FM_ERR_DTYPE, "matmul: dtype %s is not supported; expected f16, bf16, f32, f64, c64 or c128",
+                       fm_dtype_name(dt));
+    if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: epilogue %s is not defined for complex dtype %s",
+                       (epi & FM_EPILOGUE_RELU) ? "relu" : "gelu", fm_dtype_name(dt));
+
+    /* shapes */
+    int ndim;
+    int64_t shape[FM_MAX_NDIM + 2];
+    if ((s = fm_matmul_output_shape(a, b, &ndim, shape)) != FM_OK)
+        return s;
+    if (ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
+    if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
+        return s;
+    int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
+
+    if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BIAS]
+                           ? "matmul: bias was given but the epilogue has no bias; use e.g. 'bias' or 'bias+relu'"
+                           : "matmul: the epilogue adds a bias but bias is NULL; expected a tensor of shape (N,)");
+    if (!!(epi & FM_EPILOGUE_AUX) != !!ts[FM_MATMUL_AUX])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_AUX]
+                           ? "matmul: aux was given but the epilogue stores no aux; use e.g. 'relu+aux'"
+                           : "matmul: the epilogue stores aux but aux is NULL");
+
+    memset(p, 0, sizeof *p);
+    p->op = FM_OP_MATMUL;
+    p->nslots = FM_MATMUL_NSLOTS;
+    p->output_mask = (1u << FM_MATMUL_D) | (1u << FM_MATMUL_AUX);
+    for (int i = 0; i < FM_MAX_SLOTS; i++)
+        p->inplace_partner[i] = -1;
+    p->inplace_partner[FM_MATMUL_D] = FM_MATMUL_C;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        p->slot_names[i] = slot_names[i];
+
+    int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM];
+    memcpy(a_target, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(b_target, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(bias_target, shape, sizeof(int64_t) * (size_t)ndim);
+    a_target[ndim - 1] = k;
+    b_target[ndim - 2] = k;
+    bias_target[ndim - 2] = 1;
+    if ((s = expand("a", a, ndim, a_target, &p->t[FM_MATMUL_A], 0)) != FM_OK ||
+        (s = expand("b", b, ndim, b_target, &p->t[FM_MATMUL_B], 0)) != FM_OK ||
+        (s = expand("d", d, ndim, shape, &p->t[FM_MATMUL_D], 0)) != FM_OK)
+        return s;
+    if (ts[FM_MATMUL_C] && (s = expand("c", ts[FM_MATMUL_C], ndim, shape, &p->t[FM_MATMUL_C], 0)) != FM_OK)
+        return s;
+    if (ts[FM_MATMUL_BIAS]) {
+        const fm_tensor *bias = ts[FM_MATMUL_BIAS];
+        if (bias->ndim == ndim && bias->shape[ndim - 2] != 1)
+            return fm_fail(FM_ERR_SHAPE, "matmul: bias has %lld rows; expected shape (N,), (batch..., N) or "
+                           "(batch..., 1, N)", (long long)bias->shape[ndim - 2]);
+        if ((s = expand("bias", bias, ndim, bias_target, &p->t[FM_MATMUL_BIAS], 1)) != FM_OK)
+            return s;
+    }
+    if (ts[FM_MATMUL_AUX]) {
+        const fm_tensor *aux = ts[FM_MATMUL_AUX];
+        int64_t aux_shape[FM_MAX_NDIM];
+        memcpy(aux_shape, shape, sizeof(int64_t) * (size_t)ndim);
+        if (epi & FM_EPILOGUE_RELU) {
+            aux_shape[ndim - 1] = fm_relu_mask_row_bytes(n);
+            if (aux->dtype != FM_U8)
+                return fm_fail(FM_ERR_DTYPE, "matmul: relu aux (bit mask) has dtype %s, expected u8",
+                               fm_dtype_name(aux->dtype));
+        } else if (aux->dtype != dt) {
+            return fm_fail(FM_ERR_DTYPE, "matmul: gelu aux has dtype %s, expected %s like d",
+                           fm_dtype_name(aux->dtype), fm_dtype_name(dt));
+        }
+        if ((s = exact_shape("aux", aux, ndim, aux_shape)) != FM_OK)
+            return s;
+        if (aux->strides[ndim - 1] != 1 && aux_shape[ndim - 1] > 1)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has column stride %lld, expected 1",
+                           (long long)aux->strides[ndim - 1]);
+        if ((epi & FM_EPILOGUE_RELU) && m > 1 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: relu aux rows must be contiguous (row stride %lld, expected %lld)",
+                           (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
+        if (m > 1 && aux->strides[ndim - 2] < aux_shape[ndim - 1])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has row stride %lld, expected >= %lld",
+                           (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
+        if ((s = expand("aux", aux, ndim, aux_shape, &p->t[FM_MATMUL_AUX], 0)) != FM_OK)
+            return s;
+    }
+
+    /* devices */
+    fm_device devs[FM_MATMUL_NSLOTS];
+    int first = -1;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+        if (!ts[i])
+            continue;
+        p->present |= 1u << i;
+        p->align_log2[i] = (uint8_t)align_log2_of(ts[i]->data);
+        if ((s = resolve_device(slot_names[i], ts[i], &devs[i])) != FM_OK)
+            return s;
+        p->t[i].device = devs[i];
+        if (first < 0)
+            first = i;
+    }
+    if (opts->execution == FM_EXECUTION_AUTO) {
+        for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+            if (!ts[i] || (devs[i].type == devs[first].type && devs[i].id == devs[first].id))
+                continue;
+            char d0[32], d1[32];
+            device_str(devs[first], d0, sizeof d0);
+            device_str(devs[i], d1, sizeof d1);
+            return fm_fail(FM_ERR_DEVICE,
+                           "matmul: %s is on %s but %s is on %s; move them to one device or pass execution='cpu' "
+                           "or 'cuda' to let fusemath move the data",
+                           slot_names[first], d0, slot_names[i], d1);
+        }
+        p->exec_device = devs[first];
+    } else {
+        p->exec_device.type = opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
+        p->exec_device.id = opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id;
+    }
+
+    fm_matmul_params *mp = &p->u.matmul;
+    mp->alpha[0] = opts->alpha[0];
+    mp->alpha[1] = fm_dtype_is_complex(dt) ? opts->alpha[1] : 0.0;
+    if (ts[FM_MATMUL_C]) {
+        mp->beta[0] = opts->beta[0];
+        mp->beta[1] = fm_dtype_is_complex(dt) ? opts->beta[1] : 0.0;
+    }
+    if (!fm_dtype_is_complex(dt) && (opts->alpha[1] != 0.0 || (ts[FM_MATMUL_C] && opts->beta[1] != 0.0)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: alpha or beta has an imaginary part but the dtype %s is real",
+                       fm_dtype_name(dt));
+    mp->epilogue = epi;
+    mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
+    mp->panel_rows = opts->panel_rows;
+    (void)m;
+    return FM_OK;
+}
+
+static fm_status plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan)
+{
+    return fm_plan_problem(ctx, p, plan);
+}
+
+fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                         const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                         const fm_matmul_options *opts, fm_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: plan out-pointer is NULL");
+    *plan = NULL;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux};
+    fm_problem p;
+    fm_status s = build_problem(ctx, ts, opts, &p);
+    if (s != FM_OK)
+        return s;
+    return plan_problem(ctx, &p, plan);
+}
+
+fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                    const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux, const fm_matmul_options *opts,
+                    void *stream)
+{
+    fm_plan *plan = NULL;
+    fm_status s = fm_matmul_plan(ctx, a, b, c, bias, d, aux, opts, &plan);
+    if (s != FM_OK)
+        return s;
+    void *ptrs[FM_MATMUL_NSLOTS] = {a->data, b->data, c ? c->data : NULL, bias ? bias->data : NULL, d->data,
+                                    aux ? aux->data : NULL};
+    s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, stream);
+    fm_plan_release(plan);
+    return s;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                             const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                             const fm_matmul_options *opts, int repeats, fm_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: plan out-pointer is NULL");
+    *plan = NULL;
+    if (repeats < 1 || repeats > 1000)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: repeats = %d, expected 1 <= repeats <= 1000", repeats);
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux};
+    fm_problem p;
+    fm_status s = build_problem(ctx, ts, opts, &p);
+    if (s != FM_OK)
+        return s;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (ts[i] && !ts[i]->data && fm_tensor_numel(ts[i]) > 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: %s has no data pointer; autotune runs on the real operands",
+                           slot_names[i]);
+    void *ptrs[FM_MATMUL_NSLOTS];
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        ptrs[i] = ts[i] ? ts[i]->data : NULL;
+    if (p.u.matmul.panel_rows != 0) /* the caller fixed the choice: nothing to tune */
+        return plan_problem(ctx, &p, plan);
+
+    /* Candidates: the heuristic (0) and fixed panel heights up to M. */
+    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
+    int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
+    fm_plan *best = NULL;
+    double best_t = 0;
+    for (size_t ci = 0; ci < sizeof cand / sizeof cand[0]; ci++) {
+        if (cand[ci] > m)
+            break;
+        fm_problem q = p;
+        q.u.matmul.panel_rows = cand[ci];
+        fm_plan *cp = NULL;
+        s = plan_problem(ctx, &q, &cp);
+        if (s != FM_OK) {
+            fm_plan_release(best);
+            return s;
+        }
+        if ((s = fm_plan_execute(cp, ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK) { /* warm-up */
+            fm_plan_release(cp);
+            fm_plan_release(best);
+            return s;
+        }
+        double t0 = now_seconds();
+        for (int r = 0; r < repeats; r++)
+            fm_plan_execute(cp, ptrs, FM_MATMUL_NSLOTS, NULL);
+        double t = (now_seconds() - t0) / repeats;
+        fm_log_plan(ctx, "autotune: %s: %.3f ms", cp->describe, t * 1e3);
+        if (!best || t < best_t) {
+            fm_plan_release(best);
+            best = cp;
+            best_t = t;
+        } else {
+            fm_plan_release(cp);
+        }
+    }
+    if (!best)
+        return plan_problem(ctx, &p, plan);
+    /* The winner answers for the default key, so later stateless calls get it. Made
+     * as a fresh plan object: cached candidates must keep their own keys. */
+    fm_problem key = p;
+    fm_problem tuned = best->problem;
+    fm_plan_release(best);
+    fm_plan *winner = NULL;
+    if ((s = plan_problem(ctx, &tuned, &winner)) != FM_OK)
+        return s;
+    fm_plan *out = fm_plan_alloc(&key);
+    if (!out) {
+        fm_plan_release(winner);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul autotune: out of host memory");
+    }
+    fm_plan_alias_init(out, winner);
+    fm_context_cache_put(ctx, out);
+    *plan = out;
+    return FM_OK;
+}

@@ -1,0 +1,151 @@
+/* plan.c : plan lifetime, description and the checked execute entry point. */
+#include "context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+fm_plan *fm_plan_alloc(const fm_problem *p)
+{
+    fm_plan *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return NULL;
+    atomic_init(&plan->refcount, 1);
+    plan->problem = *p;
+    for (int i = 0; i < FM_MAX_SLOTS; i++)
+        plan->required_align[i] = 1;
+    return plan;
+}
+
+void fm_plan_retain(fm_plan *p)
+{
+    if (p)
+        atomic_fetch_add(&p->refcount, 1);
+}
+
+void fm_plan_release(fm_plan *p)
+{
+    if (!p || atomic_fetch_sub(&p->refcount, 1) != 1)
+        return;
+    if (p->destroy_impl && p->impl)
+        p->destroy_impl(p->impl);
+    if (p->ctx)
+        fm_context_release_(p->ctx);
+    free(p);
+}
+
+const char *fm_plan_describe(const fm_plan *p) { return p ? p->describe : ""; }
+
+fm_op fm_plan_op(const fm_plan *p) { return p ? p->problem.op : FM_OP_COUNT_; }
+
+const char *fm_plan_backend(const fm_plan *p) { return p && p->backend ? p->backend->name : ""; }
+
+/* Byte range [lo, hi) a strided tensor touches, relative to its data pointer. */
+static void byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t ext = (t->shape[i] - 1) * t->strides[i];
+        if (ext < 0)
+            a += ext;
+        else
+            b += ext;
+    }
+    int64_t es = (int64_t)fm_dtype_size(t->dtype);
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}
+
+static int same_layout(const fm_tensor *x, const fm_tensor *y)
+{
+    if (x->ndim != y->ndim || x->dtype != y->dtype)
+        return 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (x->shape[i] != y->shape[i] || (x->shape[i] > 1 && x->strides[i] != y->strides[i]))
+            return 0;
+    return 1;
+}
+
+static fm_status check_aliasing(const fm_problem *pr, void *const *ptrs)
+{
+    for (int o = 0; o < pr->nslots; o++) {
+        if (!(pr->output_mask & (1u << o)) || !ptrs[o])
+            continue;
+        int64_t olo, ohi;
+        byte_span(&pr->t[o], &olo, &ohi);
+        uintptr_t ob = (uintptr_t)ptrs[o];
+        for (int i = 0; i < pr->nslots; i++) {
+            if (i == o || !(pr->present & (1u << i)) || !ptrs[i])
+                continue;
+            int64_t ilo, ihi;
+            byte_span(&pr->t[i], &ilo, &ihi);
+            if (ohi == olo || ihi == ilo)
+                continue;
+            uintptr_t ib = (uintptr_t)ptrs[i];
+            int overlap = (intptr_t)(ob + olo) < (intptr_t)(ib + ihi) && (intptr_t)(ib + ilo) < (intptr_t)(ob + ohi);
+            if (!overlap)
+                continue;
+            if (pr->inplace_partner[o] == i && ptrs[o] == ptrs[i] && same_layout(&pr->t[o], &pr->t[i]))
+                continue; /* exact in-place use, e.g. D = C */
+            return fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps %s %s in memory%s", fm_op_name(pr->op),
+                           pr->slot_names[o], (pr->output_mask & (1u << i)) ? "output" : "input",
+                           pr->slot_names[i],
+                           pr->inplace_partner[o] == i ? " (only exact, identical-layout reuse is allowed)" : "");
+        }
+    }
+    return FM_OK;
+}
+
+fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *stream)
+{
+    if (!p)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "execute: plan is NULL");
+    const fm_problem *pr = &p->problem;
+    if (!ptrs)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: ptrs is NULL", fm_op_name(pr->op));
+    if (nptrs != pr->nslots)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: nptrs = %d, expected %d", fm_op_name(pr->op), nptrs,
+                       pr->nslots);
+    for (int i = 0; i < pr->nslots; i++) {
+        int used = (pr->present >> i) & 1;
+        if (!used && ptrs[i])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: %s was not planned, expected NULL",
+                           fm_op_name(pr->op), pr->slot_names[i]);
+        if (used && !ptrs[i] && fm_tensor_numel(&pr->t[i]) > 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: %s is NULL, expected a pointer to %lld elements",
+                           fm_op_name(pr->op), pr->slot_names[i], (long long)fm_tensor_numel(&pr->t[i]));
+        if (used && ptrs[i] && ((uintptr_t)ptrs[i] % p->required_align[i]) != 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: %s at %p is not aligned to %zu bytes as planned",
+                           fm_op_name(pr->op), pr->slot_names[i], ptrs[i], p->required_align[i]);
+    }
+    fm_status s = check_aliasing(pr, ptrs);
+    if (s != FM_OK)
+        return s;
+    return p->execute(p, ptrs, stream);
+}
+
+static fm_status alias_execute(const fm_plan *p, void *const *ptrs, void *stream)
+{
+    const fm_plan *target = p->impl;
+    return target->execute(target, ptrs, stream);
+}
+
+static void alias_destroy(void *impl) { fm_plan_release(impl); }
+
+void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
+{
+    alias->impl = target;
+    alias->execute = alias_execute;
+    alias->destroy_impl = alias_destroy;
+    alias->backend = target->backend;
+    alias->ctx = target->ctx;
+    if (alias->ctx)
+        fm_context_retain_(alias->ctx);
+    for (int i = 0; i < FM_MAX_SLOTS; i++)
+        alias->required_align[i] = target->required_align[i];
+    snprintf(alias->describe, sizeof alias->describe, "%s", target->describe);
+}

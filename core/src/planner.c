@@ -1,0 +1,227 @@
+/* planner.c : offer a problem to the backends of its device, cache the plan. */
+#include "context.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t fm_problem_hash(const fm_problem *p)
+{
+    /* FNV-1a over the bytes: problems are zero-filled before being built. */
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof *p; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+bool fm_problem_equal(const fm_problem *a, const fm_problem *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+void fm_log_plan(const fm_context *ctx, const char *fmt, ...)
+{
+    if (!ctx || !ctx->log_plan)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fusemath[plan] ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- cache (caller holds ctx->lock) ---- */
+static fm_plan *cache_find(fm_context *ctx, uint64_t h, const fm_problem *p)
+{
+    if (!ctx->cache.buckets)
+        return NULL;
+    for (fm_cache_entry *e = ctx->cache.buckets[h % ctx->cache.nbuckets]; e; e = e->next)
+        if (e->hash == h && fm_problem_equal(&e->plan->problem, p))
+            return e->plan;
+    return NULL;
+}
+
+static void cache_unlink(fm_context *ctx, fm_cache_entry *e)
+{
+    fm_cache_entry **pp = &ctx->cache.buckets[e->hash % ctx->cache.nbuckets];
+    while (*pp != e)
+        pp = &(*pp)->next;
+    *pp = e->next;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        ctx->cache.oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        ctx->cache.newest = e->older;
+    ctx->cache.count--;
+}
+
+static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
+{
+    if (!ctx->cache.buckets) {
+        ctx->cache.nbuckets = 257;
+        ctx->cache.buckets = calloc(ctx->cache.nbuckets, sizeof *ctx->cache.buckets);
+        if (!ctx->cache.buckets)
+            return; /* no cache: planning still works */
+    }
+    fm_cache_entry *old = NULL;
+    for (fm_cache_entry *e = ctx->cache.buckets[h % ctx->cache.nbuckets]; e; e = e->next)
+        if (e->hash == h && fm_problem_equal(&e->plan->problem, &plan->problem))
+            old = e;
+    if (old) { /* replace (autotune) */
+        cache_unlink(ctx, old);
+        fm_plan_release(old->plan);
+        free(old);
+    }
+    if (ctx->cache.count >= FM_CACHE_MAX_PLANS) { /* evict the oldest */
+        fm_cache_entry *e = ctx->cache.oldest;
+        cache_unlink(ctx, e);
+        fm_plan_release(e->plan);
+        free(e);
+    }
+    fm_cache_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return;
+    e->hash = h;
+    e->plan = plan;
+    fm_plan_retain(plan);
+    e->next = ctx->cache.buckets[h % ctx->cache.nbuckets];
+    ctx->cache.buckets[h % ctx->cache.nbuckets] = e;
+    e->older = ctx->cache.newest;
+    if (ctx->cache.newest)
+        ctx->cache.newest->newer = e;
+    else
+        ctx->cache.oldest = e;
+    ctx->cache.newest = e;
+    ctx->cache.count++;
+}
+
+void fm_context_cache_put(fm_context *ctx, fm_plan *plan)
+{
+    pthread_mutex_lock(&ctx->lock);
+    cache_insert(ctx, fm_problem_hash(&plan->problem), plan);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+void fm_context_clear_cache(fm_context *ctx)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    fm_cache_entry *e = ctx->cache.oldest;
+    while (e) {
+        fm_cache_entry *next = e->newer;
+        fm_plan_release(e->plan);
+        free(e);
+        e = next;
+    }
+    if (ctx->cache.buckets)
+        memset(ctx->cache.buckets, 0, ctx->cache.nbuckets * sizeof *ctx->cache.buckets);
+    ctx->cache.count = 0;
+    ctx->cache.oldest = ctx->cache.newest = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+int fm_context_cache_size(const fm_context *ctx)
+{
+    if (!ctx)
+        return 0;
+    fm_context *c = (fm_context *)ctx;
+    pthread_mutex_lock(&c->lock);
+    int n = c->cache.count;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* ---- backend selection ---- */
+static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **out)
+{
+    char reasons[512] = "";
+    size_t used = 0;
+    int offered = 0, forced_seen = 0;
+    /* Offer by descending priority; registration order breaks ties. */
+    int order[FM_MAX_BACKENDS], n = 0;
+    for (int i = 0; i < ctx->nbackends; i++)
+        order[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ctx->backends[order[j]].backend->priority >
+                                    ctx->backends[order[j - 1]].backend->priority; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int oi = 0; oi < n; oi++) {
+        fm_backend_slot *slot = &ctx->backends[order[oi]];
+        const fm_backend *b = slot->backend;
+        if (ctx->forced_backend[0]) {
+            if (strcmp(ctx->forced_backend, b->name) != 0)
+                continue;
+            forced_seen = 1;
+        }
+        if ((int)b->device != p->exec_device.type || !(b->ops & (1u << p->op)))
+            continue;
+        if (!slot->available) {
+            used += (size_t)snprintf(reasons + used, used < sizeof reasons ? sizeof reasons - used : 0,
+                                     "%s%s: unavailable (%s)", offered++ ? "; " : "", b->name, slot->why);
+            continue;
+        }
+        fm_plan *plan = fm_plan_alloc(p);
+        if (!plan)
+            return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
+        plan->backend = b;
+        fm_clear_error();
+        fm_status s = b->plan(ctx, slot->state, p, plan);
+        if (s == FM_OK) {
+            plan->ctx = ctx;
+            fm_context_retain_(ctx);
+            fm_log_plan(ctx, "%s (chosen)", plan->describe);
+            *out = plan;
+            return FM_OK;
+        }
+        free(plan); /* nothing else owned yet: a failing backend frees what it made */
+        if (s != FM_ERR_NOT_APPLICABLE)
+            return s;
+        fm_log_plan(ctx, "%s/%s: not applicable: %s", fm_op_name(p->op), b->name, fm_last_error());
+        used += (size_t)snprintf(reasons + used, used < sizeof reasons ? sizeof reasons - used : 0, "%s%s: %s",
+                                 offered++ ? "; " : "", b->name, fm_last_error());
+    }
+    if (ctx->forced_backend[0] && !forced_seen)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: FUSEMATH_BACKEND=%s names no registered backend",
+                       fm_op_name(p->op), ctx->forced_backend);
+    if (!offered)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: no backend for %s on %s%s%s", fm_op_name(p->op),
+                       fm_op_name(p->op), p->exec_device.type == FM_DEVICE_CUDA ? "cuda" : "cpu",
+                       ctx->forced_backend[0] ? " with FUSEMATH_BACKEND=" : "", ctx->forced_backend);
+    return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: %s", fm_op_name(p->op), reasons);
+}
+
+fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
+{
+    uint64_t h = fm_problem_hash(p);
+    pthread_mutex_lock(&ctx->lock);
+    fm_plan *hit = cache_find(ctx, h, p);
+    if (hit)
+        fm_plan_retain(hit);
+    pthread_mutex_unlock(&ctx->lock);
+    if (hit) {
+        *out = hit;
+        return FM_OK;
+    }
+    /* Plan outside the lock: planning may be slow (autotuning, JIT). Two threads
+     * planning the same problem both succeed; the later insert replaces the first. */
+    fm_plan *plan = NULL;
+    int staged = 0;
+    for (int i = 0; i < p->nslots; i++)
+        staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
+                                                p->t[i].device.id != p->exec_device.id);
+    fm_status s = staged ? fm_plan_build_staged(ctx, p, &plan) : try_backends(ctx, p, &plan);
+    if (s != FM_OK)
+        return s;
+    fm_context_cache_put(ctx, plan);
+    *out = plan;
+    return FM_OK;
+}

@@ -1,0 +1,63 @@
+/* tensor.c : dtypes and tensor descriptors. */
+#include "internal.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+    int complex;
+} dtype_info[FM_DTYPE_COUNT_] = {
+    [FM_DTYPE_INVALID] = {"invalid", 0, 0}, [FM_F16] = {"f16", 2, 0},  [FM_BF16] = {"bf16", 2, 0},
+    [FM_F32] = {"f32", 4, 0},               [FM_F64] = {"f64", 8, 0},  [FM_C64] = {"c64", 8, 1},
+    [FM_C128] = {"c128", 16, 1},            [FM_I8] = {"i8", 1, 0},    [FM_U8] = {"u8", 1, 0},
+    [FM_I32] = {"i32", 4, 0},               [FM_I64] = {"i64", 8, 0},  [FM_U32] = {"u32", 4, 0},
+};
+
+static int dtype_valid(fm_dtype t) { return (int)t > FM_DTYPE_INVALID && (int)t < FM_DTYPE_COUNT_; }
+
+size_t fm_dtype_size(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].size : 0; }
+
+const char *fm_dtype_name(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].name : "invalid"; }
+
+int fm_dtype_is_complex(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].complex : 0; }
+
+fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dtype, int ndim,
+                         const int64_t *shape, const int64_t *strides)
+{
+    if (!t)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: tensor is NULL");
+    memset(t, 0, sizeof *t);
+    if (ndim < 0 || ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: ndim = %d, expected 0 <= ndim <= %d", ndim,
+                       FM_MAX_NDIM);
+    if (!dtype_valid(dtype))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: dtype = %d is not a valid fm_dtype", (int)dtype);
+    if (ndim > 0 && !shape)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: shape is NULL with ndim = %d", ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: shape[%d] = %lld, expected >= 0", i,
+                           (long long)shape[i]);
+    t->data = data;
+    t->device = device;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->strides[i] = strides ? strides[i] : stride;
+        stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return FM_OK;
+}
+
+int64_t fm_tensor_numel(const fm_tensor *t)
+{
+    if (!t)
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
