@@ -1,0 +1,65 @@
+# FusemathCUDA.cmake: decide whether the CUDA backend is built.
+#
+# FUSEMATH_WITH_CUDA=AUTO builds it when the CUDA toolkit is found (and
+# backends/cuda/*.c exist), ON requires the toolkit, OFF never builds it.
+# backends/cuda/*.c are plain C against the CUDA runtime/library headers, so the
+# CUDA *language* is not enabled (no nvcc needed at build time).
+# Result: FUSEMATH_HAVE_CUDA (ON/OFF), FUSEMATH_CUDA_SOURCES, and, when ON, the CUDA
+# libraries + FM_HAVE_CUDA=1 added to fusemath_deps.
+
+string(TOUPPER "${FUSEMATH_WITH_CUDA}" _fm_cuda_mode)
+if(NOT _fm_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "FUSEMATH_WITH_CUDA must be AUTO, ON or OFF (got '${FUSEMATH_WITH_CUDA}')")
+endif()
+
+set(FUSEMATH_HAVE_CUDA OFF)
+file(GLOB FUSEMATH_CUDA_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/backends/cuda/*.c")
+
+if(NOT _fm_cuda_mode STREQUAL "OFF")
+  # Hint the usual toolkit location unless the user pointed elsewhere.
+  if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND EXISTS "/usr/local/cuda")
+    set(CUDAToolkit_ROOT "/usr/local/cuda")
+  endif()
+  if(_fm_cuda_mode STREQUAL "ON")
+    find_package(CUDAToolkit)
+    if(NOT CUDAToolkit_FOUND)
+      message(FATAL_ERROR "FUSEMATH_WITH_CUDA=ON but the CUDA toolkit was not found "
+                          "(set CUDAToolkit_ROOT, or use FUSEMATH_WITH_CUDA=AUTO/OFF)")
+    endif()
+  else()
+    find_package(CUDAToolkit QUIET)
+  endif()
+
+  if(CUDAToolkit_FOUND AND NOT FUSEMATH_CUDA_SOURCES)
+    message(WARNING "fusemath: CUDA toolkit found but backends/cuda/*.c is empty: CUDA backend not built")
+  elseif(CUDAToolkit_FOUND)
+    set(FUSEMATH_HAVE_CUDA ON)
+  endif()
+endif()
+
+if(FUSEMATH_HAVE_CUDA)
+  message(STATUS "fusemath: CUDA backend ON (toolkit ${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_DIR})")
+  target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_CUDA=1)
+  target_include_directories(fusemath_deps SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+  # Link the library *files* of whichever of these the toolkit has, not the
+  # CUDA:: targets: CUDA::nvrtc drags in CUDA::cuda_driver (stubs/libcuda.so), and
+  # libcuda.so.1 exists only where an NVIDIA driver is installed, so a NEEDED entry
+  # for it would keep libfusemath from loading at all on GPU-less machines (seen
+  # with -fsanitize, where GCC drops --as-needed). The driver API, if used, must be
+  # reached at run time (cudaGetDriverEntryPoint / dlopen), never linked.
+  foreach(_fm_cu cudart cublasLt cufft curand cusolver nvrtc nvJitLink)
+    if(CUDA_${_fm_cu}_LIBRARY) # cache entry set by FindCUDAToolkit
+      set(FUSEMATH_CUDA_${_fm_cu}_LIBRARY "${CUDA_${_fm_cu}_LIBRARY}")
+    else() # e.g. nvJitLink: FindCUDAToolkit knows it only from CMake 3.26 on
+      find_library(FUSEMATH_CUDA_${_fm_cu}_LIBRARY NAMES ${_fm_cu}
+                   HINTS "${CUDAToolkit_LIBRARY_DIR}" NO_DEFAULT_PATH)
+    endif()
+    if(FUSEMATH_CUDA_${_fm_cu}_LIBRARY)
+      target_link_libraries(fusemath_deps INTERFACE "${FUSEMATH_CUDA_${_fm_cu}_LIBRARY}")
+    else()
+      message(STATUS "fusemath: CUDA library ${_fm_cu} not found, not linked")
+    endif()
+  endforeach()
+else()
+  message(STATUS "fusemath: CUDA backend OFF (FUSEMATH_WITH_CUDA=${FUSEMATH_WITH_CUDA})")
+endif()

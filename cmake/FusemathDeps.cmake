@@ -1,0 +1,57 @@
+# FusemathDeps.cmake: find the CPU-side third-party libraries and collect them,
+# with the private include dirs, in the INTERFACE target `fusemath_deps`.
+# fusemath_deps is linked PRIVATE into the shared library, so it never appears in
+# the exported package (consumers only need libfusemath.so itself).
+
+find_package(PkgConfig QUIET)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "fusemath: pkg-config not found. On Debian/Ubuntu: apt-get install pkg-config")
+endif()
+
+# fusemath_require_pc(<prefix> <pkg-config module> <Debian package>)
+# A macro (not a function) so the <prefix>_* result variables stay visible.
+macro(fusemath_require_pc prefix module debpkg)
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(NOT ${prefix}_FOUND)
+    message(FATAL_ERROR "fusemath: pkg-config module '${module}' not found. "
+                        "On Debian/Ubuntu: apt-get install ${debpkg}")
+  endif()
+  message(STATUS "Found ${module} ${${prefix}_VERSION}")
+endmacro()
+
+fusemath_require_pc(FM_OPENBLAS openblas libopenblas-dev) # CBLAS, cblas.h
+fusemath_require_pc(FM_LAPACKE lapacke liblapacke-dev)
+fusemath_require_pc(FM_FFTW3 fftw3 libfftw3-dev)
+fusemath_require_pc(FM_FFTW3F fftw3f libfftw3-dev)
+
+# FFTW's threads libraries have no pkg-config module of their own.
+foreach(_fm_lib fftw3_threads fftw3f_threads)
+  string(TOUPPER "${_fm_lib}" _fm_var)
+  find_library(FUSEMATH_${_fm_var}_LIBRARY NAMES ${_fm_lib}
+               HINTS ${FM_FFTW3_LIBRARY_DIRS} ${FM_FFTW3F_LIBRARY_DIRS})
+  if(NOT FUSEMATH_${_fm_var}_LIBRARY)
+    message(FATAL_ERROR "fusemath: lib${_fm_lib} not found. On Debian/Ubuntu: apt-get install libfftw3-dev")
+  endif()
+endforeach()
+
+find_package(OpenMP QUIET COMPONENTS C)
+if(NOT OpenMP_C_FOUND)
+  message(FATAL_ERROR "fusemath: OpenMP for C not found (GCC ships it as libgomp; "
+                      "On Debian/Ubuntu: apt-get install gcc)")
+endif()
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+
+add_library(fusemath_deps INTERFACE)
+target_include_directories(fusemath_deps INTERFACE
+  "${PROJECT_SOURCE_DIR}/core/src"
+  "${PROJECT_SOURCE_DIR}/fusion"
+  "${PROJECT_SOURCE_DIR}/backends")
+target_link_libraries(fusemath_deps INTERFACE
+  PkgConfig::FM_OPENBLAS
+  PkgConfig::FM_LAPACKE
+  ${FUSEMATH_FFTW3_THREADS_LIBRARY} ${FUSEMATH_FFTW3F_THREADS_LIBRARY}
+  PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F
+  OpenMP::OpenMP_C
+  Threads::Threads
+  m)

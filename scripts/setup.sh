@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# setup.sh: make this checkout ready to build and test, installing only what is
+# missing, so that it is a no-op (and needs no network) on a prepared machine.
+#   1. Debian packages (apt-get only if something is missing)
+#   2. .venv (python3 -m venv --system-site-packages)
+#   3. Python packages whose import fails (pip)
+#   4. pip install of fusemath itself into .venv, when sources changed since last time
+# Usage: scripts/setup.sh [--tools-only]   (--tools-only skips step 4)
+# Env: PYTHON (interpreter for the venv, default python3), VENV (default .venv).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+# The venv's own bin dir (the Makefile puts it first on PATH) must not be taken for
+# the outer interpreter: drop it from PATH, then resolve python3 once and for all.
+PATH=$(tr ':' '\n' <<<"$PATH" | grep -vxF "$PWD/$VENV/bin" | paste -sd: -)
+PYTHON=$(command -v "$PYTHON") || { echo "setup: $PYTHON not found" >&2; exit 1; }
+CMAKE_MIN=3.20 # keep in sync with cmake_minimum_required in CMakeLists.txt
+TOOLS_ONLY=0
+[[ ${1:-} == --tools-only ]] && TOOLS_ONLY=1
+
+log() { echo "setup: $*" >&2; }
+
+# version_ge A B: true when version A >= B
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
+
+cmake_version() { "$1" --version 2>/dev/null | awk 'NR==1 {print $3}'; }
+
+# --- 1. system packages -------------------------------------------------------
+# A package counts as present when dpkg has it OR what it provides is usable, so
+# machines that got cmake/pkg-config some other way (pip, /usr/local) need no apt.
+missing_deb=()
+have_deb() { dpkg -s "$1" >/dev/null 2>&1; }
+pc_ok() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$@"; }
+have_deb libopenblas-dev || pc_ok openblas || missing_deb+=(libopenblas-dev)
+have_deb liblapacke-dev || pc_ok lapacke || missing_deb+=(liblapacke-dev)
+have_deb libfftw3-dev || pc_ok fftw3 fftw3f || missing_deb+=(libfftw3-dev)
+have_deb pkg-config || command -v pkg-config >/dev/null 2>&1 || missing_deb+=(pkg-config)
+have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] || missing_deb+=(cmake)
+# A bare machine may also lack a C compiler, or Python's venv module / headers.
+command -v cc >/dev/null 2>&1 || missing_deb+=(build-essential)
+if [[ ! -x $VENV/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing_deb+=(python3-venv)
+fi
+if ! "$PYTHON" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' >/dev/null 2>&1; then
+  missing_deb+=(python3-dev)
+fi
+
+if ((${#missing_deb[@]})); then
+  log "installing Debian packages: ${missing_deb[*]}"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "no apt-get here: install ${missing_deb[*]} (or equivalents) by hand"
+    exit 1
+  fi
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
+  "${SUDO[@]}" apt-get update
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_deb[@]}"
+fi
+
+# --- 2. virtual environment ---------------------------------------------------
+if [[ -x $VENV/bin/python ]] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+  log "$VENV is broken (its interpreter does not run): recreating it"
+  rm -rf "$VENV"
+fi
+if [[ ! -x $VENV/bin/python ]]; then
+  log "creating $VENV with $("$PYTHON" -c 'import sys; print(sys.executable)')"
+  if ! "$PYTHON" -m venv --system-site-packages "$VENV"; then
+    # e.g. ensurepip unavailable: a pip visible through the outer site-packages still works
+    rm -rf "$VENV"
+    "$PYTHON" -m venv --system-site-packages --without-pip "$VENV"
+  fi
+fi
+VPY=$VENV/bin/python
+export PATH="$PWD/$VENV/bin:$PATH" # pip-installed cmake/ninja, for scikit-build-core too
+
+# When $PYTHON is itself a venv (sys.prefix != sys.base_prefix), the new venv's
+# --system-site-packages exposes only the *base* interpreter's packages. Add the
+# outer venv's site-packages through a .pth (with site.addsitedir, so their own .pth
+# files run too) so its numpy/torch/cupy/... stay importable. Rewritten every run.
+outer_sites=$("$PYTHON" -c 'import site, sys; print(repr(site.getsitepackages()) if sys.prefix != sys.base_prefix else "")')
+venv_site=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth=$venv_site/_fusemath_outer_venv.pth
+if [[ -n $outer_sites ]]; then
+  # One line, no comprehension: .pth lines are exec'd where a comprehension cannot see "site".
+  echo "import os, site; list(map(site.addsitedir, filter(os.path.isdir, $outer_sites)))" >"$pth"
+else
+  rm -f "$pth"
+fi
+
+# --- 3. Python packages -------------------------------------------------------
+# Each is pip-installed only when its import fails (import name -> pip name).
+missing_py=$("$VPY" - <<'EOF'
+import importlib
+need = {"numpy": "numpy", "scipy": "scipy", "pytest": "pytest",
+        "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core"}
+out = []
+for mod, pkg in need.items():
+    try:
+        importlib.import_module(mod)
+    except Exception:
+        out.append(pkg)
+print(" ".join(out))
+EOF
+)
+read -r -a missing_py <<<"$missing_py"
+
+cmake_bin=$(command -v cmake || true)
+if [[ -z $cmake_bin ]] || ! version_ge "$(cmake_version "$cmake_bin")" "$CMAKE_MIN"; then
+  missing_py+=("cmake>=$CMAKE_MIN")
+fi
+
+if ((${#missing_py[@]})); then
+  log "pip installing into $VENV: ${missing_py[*]}"
+  "$VPY" -m pip install --disable-pip-version-check "${missing_py[@]}"
+fi
+# ninja is optional (make is the fallback generator): try, never fail on it.
+if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
+  log "pip installing ninja (optional)"
+  "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
+fi
+
+((TOOLS_ONLY)) && exit 0
+
+# --- 4. build + install fusemath into the venv --------------------------------
+# Re-run only when an input is newer than the stamp, or the build settings (kept in
+# the stamp) changed. The stamp is taken *before* building, so edits made during a
+# build trigger the next one. FUSEMATH_WERROR (CI: ON) applies to the wheel build
+# too: that is where python/src/_fusemath.c is compiled.
+stamp=$VENV/.fusemath-installed
+settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF}"
+inputs=()
+for p in core fusion backends python CMakeLists.txt cmake pyproject.toml; do
+  [[ -e $p ]] && inputs+=("$p")
+done
+if [[ -f $stamp && $(<"$stamp") == "$settings" ]] &&
+  [[ -z $(find "${inputs[@]}" -newer "$stamp" -type f ! -path '*/__pycache__/*' -print -quit) ]]; then
+  log "fusemath in $VENV is up to date"
+  exit 0
+fi
+log "building and installing fusemath into $VENV (pip install --no-build-isolation --no-deps ., $settings)"
+echo "$settings" >"$stamp.new"
+"$VPY" -m pip install --disable-pip-version-check --no-build-isolation --no-deps \
+  --config-settings=cmake.define.FUSEMATH_WERROR="${FUSEMATH_WERROR:-OFF}" .
+mv -f "$stamp.new" "$stamp"
