@@ -68,8 +68,9 @@ fm_status fm_epilogue_format(unsigned e, char *buf, size_t size)
 {
     if (!buf || size == 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: buffer is NULL or empty");
-    if (e & ~FM_EPILOGUE_ALL_)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: unknown bits 0x%x", e & ~FM_EPILOGUE_ALL_);
+    fm_status s = fm_epilogue_validate(e);
+    if (s != FM_OK)
+        return s;
     const char *act = (e & FM_EPILOGUE_RELU) ? "relu" : (e & FM_EPILOGUE_GELU) ? "gelu" : NULL;
     int n;
     if (!act && !(e & FM_EPILOGUE_BIAS))

@@ -17,7 +17,7 @@
 
 void openblas_set_num_threads(int num_threads);
 
-#define PANEL_TARGET_BYTES (256 * 1024) /* a D panel that stays in a core's L2 */
+#define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
 
 typedef struct mm_layout {
@@ -258,11 +258,12 @@ static void choose_panels(openblas_plan *pl)
     if (pl->mp.panel_rows > 0) {
         rows = pl->mp.panel_rows;
     } else {
-        /* Small K: the epilogue's memory traffic dominates, keep the panel in L2.
-         * Large K: compute dominates and every GEMM call repacks B, so take big
-         * panels (OpenBLAS blocks internally). */
+        /* Each GEMM call repacks B, so short panels pay for packing (measured on
+         * 8192x1024x64: 64-row panels 1.25x slower than 512-row ones), while panels
+         * far beyond the cache make the epilogue pass miss. 128..512 rows of at
+         * most PANEL_TARGET_BYTES balance the two; autotune refines. */
         int64_t fit = (int64_t)(PANEL_TARGET_BYTES / ((size_t)n * pl->es));
-        rows = g->k >= 512 ? fm_max_i64(fit, 256) : fm_max_i64(fm_min_i64(fit, 1024), 16);
+        rows = fm_max_i64(fm_min_i64(fit, 512), 128);
         /* at least one panel per thread */
         int64_t per_thread = (m * g->batch_count + threads - 1) / threads;
         if (per_thread < rows)

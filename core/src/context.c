@@ -44,7 +44,8 @@ fm_status fm_context_create(fm_context **out)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fm_context_create: out of host memory");
     atomic_init(&ctx->refcount, 1);
     pthread_mutex_init(&ctx->lock, NULL);
-    ctx->num_threads = default_threads();
+    ctx->default_threads = default_threads();
+    ctx->num_threads = ctx->default_threads;
     const char *forced = getenv("FUSEMATH_BACKEND");
     if (forced && *forced)
         snprintf(ctx->forced_backend, sizeof ctx->forced_backend, "%s", forced);
@@ -99,7 +100,7 @@ fm_status fm_context_set_num_threads(fm_context *ctx, int n)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: ctx is NULL");
     if (n > 4096)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: n = %d, expected <= 4096", n);
-    atomic_store(&ctx->num_threads, n > 0 ? n : default_threads());
+    atomic_store(&ctx->num_threads, n > 0 ? n : ctx->default_threads);
     return FM_OK;
 }
 

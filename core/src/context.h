@@ -32,6 +32,7 @@ struct fm_context {
     atomic_int refcount; /* the user's reference + one per live plan */
     pthread_mutex_t lock; /* guards the cache and registration */
     atomic_int num_threads;
+    int default_threads; /* FUSEMATH_NUM_THREADS or the core count, read at creation */
     int nbackends;
     fm_backend_slot backends[FM_MAX_BACKENDS];
     char forced_backend[64];

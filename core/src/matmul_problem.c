@@ -5,6 +5,7 @@
 #include "epilogue.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -133,6 +134,35 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
     return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, expected %s", name, got, want);
 }
 
+/* An output whose elements share memory (a zero stride, or strides that
+ * interleave) would be written twice: reject it. Sort axes by |stride| and require
+ * each stride to step past everything the smaller axes span. */
+static fm_status check_no_self_overlap(const char *name, const fm_tensor *t)
+{
+    int idx[FM_MAX_NDIM], n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0)
+            return FM_OK;
+        if (t->shape[i] > 1)
+            idx[n++] = i;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && llabs(t->strides[idx[j]]) < llabs(t->strides[idx[j - 1]]); j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    int64_t span = 0; /* elements covered by the smaller axes, minus one */
+    for (int i = 0; i < n; i++) {
+        int64_t st = llabs(t->strides[idx[i]]);
+        if (st <= span)
+            return fm_fail(FM_ERR_ALIAS, "matmul: output %s overlaps itself (axis %d has stride %lld); outputs need "
+                           "distinct memory for every element", name, idx[i], (long long)t->strides[idx[i]]);
+        span += st * (t->shape[idx[i]] - 1);
+    }
+    return FM_OK;
+}
+
 static fm_status resolve_device(const char *name, const fm_tensor *t, fm_device *dev)
 {
     fm_device d = t->device;
@@ -239,6 +269,9 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
     int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
+    if ((s = check_no_self_overlap("d", d)) != FM_OK ||
+        (ts[FM_MATMUL_AUX] && (s = check_no_self_overlap("aux", ts[FM_MATMUL_AUX])) != FM_OK))
+        return s;
 
     if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])
         return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BIAS]
@@ -338,6 +371,16 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     } else {
         p->exec_device.type = opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
         p->exec_device.id = opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id;
+    }
+
+    /* After the mixed-device check, so "a on cpu, b on cuda" names both first. */
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+        if (!ts[i] || devs[i].type != FM_DEVICE_CUDA || devs[i].id < fm_cuda_device_count())
+            continue;
+        return fm_fail(FM_ERR_UNAVAILABLE, "matmul: %s is on cuda:%d but %s", slot_names[i], devs[i].id,
+                       fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
+                                                     "without CUDA)"
+                                                   : "that device does not exist");
     }
 
     fm_matmul_params *mp = &p->u.matmul;
