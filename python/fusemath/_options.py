@@ -1,0 +1,184 @@
+"""Options, epilogues and small argument conversions shared by the fusemath front end."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Optional, Tuple, Union
+
+from . import _fusemath as _C
+
+__all__ = ["Epilogue", "MatmulOptions"]
+
+
+class Epilogue(enum.IntFlag):
+    """Epilogue bits of a matmul, mirroring ``FM_EPILOGUE_*`` in fusemath.h.
+
+    ``D = act(alpha * A @ B + beta * C + bias)``; ``AUX`` also stores the activation's
+    auxiliary output (the relu sign bit mask or the gelu input).
+
+    The combinations carry the names nvmath-python / cuBLASLt use (``RELU_BIAS``,
+    ``GELU_AUX_BIAS``, ...), and strings are accepted wherever an epilogue is: see
+    :meth:`parse`.
+    """
+
+    DEFAULT = _C.EPILOGUE_DEFAULT
+    BIAS = _C.EPILOGUE_BIAS
+    RELU = _C.EPILOGUE_RELU
+    GELU = _C.EPILOGUE_GELU
+    AUX = _C.EPILOGUE_AUX
+    RELU_BIAS = RELU | BIAS
+    GELU_BIAS = GELU | BIAS
+    RELU_AUX = RELU | AUX
+    GELU_AUX = GELU | AUX
+    RELU_AUX_BIAS = RELU | AUX | BIAS
+    GELU_AUX_BIAS = GELU | AUX | BIAS
+
+    @classmethod
+    def parse(cls, text: str) -> "Epilogue":
+        """``Epilogue.parse("bias+relu") == Epilogue.RELU_BIAS``; case-insensitive; words
+        identity/none/default, bias, relu, gelu, aux joined by ``+`` or ``_``.
+        Raises ValueError (InvalidArgumentError) naming an unknown word."""
+        return cls(_C.epilogue_parse(text))
+
+    @property
+    def canonical_name(self) -> str:
+        """The library's canonical spelling: ``"bias+relu"``, ``"identity"``, ..."""
+        return _C.epilogue_format(int(self))
+
+
+#: nvmath-python's name for the same enumeration.
+MatmulEpilog = Epilogue
+
+_EPILOGUE_CACHE: dict = {}
+_ALL_BITS = int(Epilogue.BIAS | Epilogue.RELU | Epilogue.GELU | Epilogue.AUX)
+
+
+def epilogue_bits(epilogue: Union[None, str, int, Epilogue], where: str) -> int:
+    """Epilogue argument (None, str, int or Epilogue) -> validated int bits."""
+    if epilogue is None:
+        return 0
+    if isinstance(epilogue, str):
+        bits = _EPILOGUE_CACHE.get(epilogue)
+        if bits is None:
+            bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
+            if len(_EPILOGUE_CACHE) < 256:
+                _EPILOGUE_CACHE[epilogue] = bits
+        return bits
+    if not isinstance(epilogue, int) and hasattr(epilogue, "__index__") and not isinstance(epilogue, float):
+        epilogue = epilogue.__index__()  # NumPy integers
+    if isinstance(epilogue, bool) or not isinstance(epilogue, int):
+        raise TypeError(
+            f"{where}: epilogue must be None, a str such as 'bias+relu', or a fusemath.Epilogue, "
+            f"not {type(epilogue).__name__}"
+        )
+    bits = int(epilogue)
+    if bits < 0 or bits & ~_ALL_BITS:
+        raise _C.InvalidArgumentError(f"{where}: epilogue {bits:#x} has unknown bits")
+    if bits & Epilogue.RELU and bits & Epilogue.GELU:
+        raise _C.InvalidArgumentError(f"{where}: epilogue has both RELU and GELU; choose one activation")
+    if bits & Epilogue.AUX and not bits & (Epilogue.RELU | Epilogue.GELU):
+        raise _C.InvalidArgumentError(f"{where}: epilogue AUX needs RELU or GELU (RELU_AUX, GELU_AUX)")
+    return bits
+
+
+@dataclass
+class MatmulOptions:
+    """Options of a matmul (like ``nvmath.linalg.advanced.MatmulOptions``).
+
+    Attributes:
+        execution: ``None``/``"auto"`` (where the operands live), ``"cpu"``, ``"cuda"`` or
+            ``"cuda:N"``.
+        device_id: CUDA device for ``execution="cuda"``.
+        num_threads: CPU threads for this matmul; 0 = the library setting
+            (:func:`fusemath.set_num_threads`).
+        panel_rows: CPU rows per fused panel; 0 = heuristic (``Matmul.autotune`` picks one).
+    """
+
+    execution: Optional[str] = None
+    device_id: int = 0
+    num_threads: int = 0
+    panel_rows: int = 0
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(MatmulOptions))
+_DEFAULT_OPTIONS = MatmulOptions()
+
+
+def as_options(options: Union[None, MatmulOptions, Mapping[str, Any]], where: str) -> MatmulOptions:
+    if options is None:
+        return _DEFAULT_OPTIONS
+    if isinstance(options, MatmulOptions):
+        return options
+    if isinstance(options, Mapping):
+        unknown = [k for k in options if k not in _OPTION_NAMES]
+        if unknown:
+            raise TypeError(f"{where}: unknown option(s) {unknown}; expected some of {list(_OPTION_NAMES)}")
+        return MatmulOptions(**options)
+    raise TypeError(f"{where}: options must be a MatmulOptions or a dict, not {type(options).__name__}")
+
+
+def _nonneg_int(value: Any, name: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = value.__index__()
+        except AttributeError:
+            raise TypeError(f"{where}: {name} must be an int, not {type(value).__name__}") from None
+    if value < 0 or value > 0x7FFFFFFF:
+        raise ValueError(f"{where}: {name} = {value} is out of range (0 .. 2**31-1)")
+    return int(value)
+
+
+_AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0)
+
+
+def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int]:
+    """-> (execution code, device_id, num_threads, panel_rows) for the C layer."""
+    if execution is None and opts is _DEFAULT_OPTIONS:
+        return _AUTO_DEFAULTS
+    if execution is None:
+        execution = opts.execution
+    device_id = _nonneg_int(opts.device_id, "device_id", where)
+    num_threads = _nonneg_int(opts.num_threads, "num_threads", where)
+    panel_rows = _nonneg_int(opts.panel_rows, "panel_rows", where)
+    if execution is None:
+        return _C.EXECUTION_AUTO, device_id, num_threads, panel_rows
+    if isinstance(execution, Mapping):  # nvmath style {"name": "cuda", "device_id": 1}
+        unknown = [k for k in execution if k not in ("name", "device_id", "num_threads")]
+        if unknown or "name" not in execution:
+            raise ValueError(f"{where}: execution dict must have 'name' and optionally 'device_id', got {execution!r}")
+        if "device_id" in execution:
+            device_id = _nonneg_int(execution["device_id"], "device_id", where)
+        if "num_threads" in execution and execution["num_threads"] is not None:
+            num_threads = _nonneg_int(execution["num_threads"], "num_threads", where)
+        execution = execution["name"]
+    if not isinstance(execution, str):
+        raise TypeError(f"{where}: execution must be None, 'cpu', 'cuda' or 'cuda:N', not {type(execution).__name__}")
+    text = execution.strip().lower()
+    if text in ("auto", ""):
+        return _C.EXECUTION_AUTO, device_id, num_threads, panel_rows
+    if text == "cpu":
+        return _C.EXECUTION_CPU, 0, num_threads, panel_rows
+    if text == "cuda":
+        return _C.EXECUTION_CUDA, device_id, num_threads, panel_rows
+    if text.startswith("cuda:"):
+        rest = text[5:]
+        if rest.isdigit():
+            return _C.EXECUTION_CUDA, int(rest), num_threads, panel_rows
+    raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
+
+
+def stream_handle(stream: Any, where: str) -> Optional[int]:
+    """A stream argument -> int handle or None (CuPy .ptr, PyTorch .cuda_stream, int)."""
+    if stream is None:
+        return None
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"{where}: stream handle must be >= 0")
+        return stream or None
+    for attr in ("ptr", "cuda_stream", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value or None
+    raise TypeError(
+        f"{where}: stream must be None, an int (cudaStream_t) or a CuPy/PyTorch stream, not {type(stream).__name__}"
+    )

@@ -1,0 +1,66 @@
+"""Library-wide settings and information: threads, backends, devices, versions."""
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+from . import _fusemath as _C
+
+__all__ = [
+    "BackendInfo",
+    "backends",
+    "cuda_device_count",
+    "get_num_threads",
+    "set_num_threads",
+    "clear_cache",
+    "cache_size",
+    "library_version",
+]
+
+
+class BackendInfo(NamedTuple):
+    """One registered backend: ``available`` is False when its device is missing
+    (``why`` then says why, else it is None)."""
+
+    name: str
+    device: str
+    available: bool
+    why: Optional[str]
+
+
+def set_num_threads(n: int) -> None:
+    """Set the number of CPU threads the library uses (BLAS and its own epilogue
+    threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
+    (read at import) or else the number of online cores."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}")
+    _C.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The number of CPU threads the library uses."""
+    return _C.get_num_threads()
+
+
+def backends() -> List[BackendInfo]:
+    """The registered backends, in the order the planner offers problems to them."""
+    return [BackendInfo(*entry) for entry in _C.backends()]
+
+
+def cuda_device_count() -> int:
+    """Number of usable CUDA devices; 0 without a CUDA build, driver or GPU."""
+    return _C.cuda_device_count()
+
+
+def clear_cache() -> None:
+    """Drop the library's cached plans (plans held by Matmul objects stay valid)."""
+    _C.clear_cache()
+
+
+def cache_size() -> int:
+    """Number of plans in the library's cache."""
+    return _C.cache_size()
+
+
+def library_version() -> str:
+    """Version of the libfusemath actually loaded ("MAJOR.MINOR.PATCH")."""
+    return _C.__version__

@@ -1,0 +1,234 @@
+"""Bad inputs: each raises the documented exception type with a message naming the argument."""
+import re
+
+import numpy as np
+import pytest
+
+import fusemath
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+def raises(exc, *fragments):
+    """pytest.raises that also checks every fragment appears (case-insensitive) in the message."""
+    pattern = "".join(f"(?=.*{re.escape(f)})" for f in fragments)
+    return pytest.raises(exc, match=re.compile(pattern, re.IGNORECASE | re.DOTALL))
+
+
+def test_exception_hierarchy():
+    expected = {
+        "InvalidArgumentError": (ValueError, "FM_ERR_INVALID_ARGUMENT"),
+        "ShapeError": (ValueError, "FM_ERR_SHAPE"),
+        "DtypeError": (TypeError, "FM_ERR_DTYPE"),
+        "DeviceError": (ValueError, "FM_ERR_DEVICE"),
+        "NotSupportedError": (TypeError, "FM_ERR_NOT_SUPPORTED"),
+        "OutOfMemoryError": (MemoryError, "FM_ERR_OUT_OF_MEMORY"),
+        "AliasError": (ValueError, "FM_ERR_ALIAS"),
+        "TooLargeError": (ValueError, "FM_ERR_TOO_LARGE"),
+        "LinAlgError": (ValueError, "FM_ERR_LINALG"),
+        "InvalidStateError": (RuntimeError, "FM_ERR_FREED"),
+        "UnavailableError": (RuntimeError, "FM_ERR_UNAVAILABLE"),
+        "BackendError": (RuntimeError, "FM_ERR_BACKEND"),
+        "InternalError": (RuntimeError, "FM_ERR_INTERNAL"),
+        "NotApplicableError": (TypeError, "FM_ERR_NOT_APPLICABLE"),
+    }
+    assert issubclass(fusemath.FusemathError, Exception)
+    assert fusemath.FusemathError.status is None
+    for name, (builtin, status) in expected.items():
+        cls = getattr(fusemath, name)
+        assert issubclass(cls, fusemath.FusemathError), name
+        assert issubclass(cls, builtin), name
+        assert cls.status == status
+        assert cls("x").status == status
+        assert cls.__module__ == "fusemath"
+
+
+def test_shape_mismatch():
+    with raises(fusemath.ShapeError, "a has shape (3, 4)", "b has shape (5, 6)"):
+        fusemath.matmul(f32(3, 4), f32(5, 6))
+    with raises(ValueError, "batch", "a", "b"):
+        fusemath.matmul(f32(2, 3, 4), f32(3, 4, 5))
+    with raises(ValueError, "b", "(4,)"):
+        fusemath.matmul(f32(3, 5), f32(4))
+
+
+def test_mixed_dtypes():
+    with raises(TypeError, "a has dtype float32", "b has dtype float64"):
+        fusemath.matmul(f32(3, 4), np.ones((4, 5)))
+    with raises(fusemath.DtypeError, "c has dtype complex64"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), np.ones((3, 5), np.complex64))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.bool_, np.int8])
+def test_integer_and_bool_dtypes(dtype):
+    a = np.ones((3, 4), dtype)
+    with raises(TypeError, "a and b", np.dtype(dtype).name, "not supported"):
+        fusemath.matmul(a, np.ones((4, 5), dtype))
+
+
+def test_float16_on_cpu_not_supported():
+    a = np.ones((3, 4), np.float16)
+    with raises(TypeError, "f16", "cpu"):
+        fusemath.matmul(a, np.ones((4, 5), np.float16))
+    with pytest.raises(fusemath.NotSupportedError):
+        fusemath.matmul(a, np.ones((4, 5), np.float16), execution="cpu")
+
+
+def test_bias_wrong_length_and_dtype():
+    with raises(ValueError, "bias has length 4", "N = 5"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), bias=f32(4))
+    with raises(fusemath.ShapeError, "bias"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), bias=np.float32(1.0))
+    with raises(TypeError, "bias has dtype float64"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), bias=np.ones(5))
+    with raises(ValueError, "bias"):  # batch dims of bias that do not broadcast
+        fusemath.matmul(f32(2, 3, 4), f32(4, 5), bias=f32(3, 5))
+
+
+def test_unknown_epilogue_name():
+    with raises(fusemath.InvalidArgumentError, "sigmoid"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue="sigmoid")
+    with raises(ValueError, "relu and gelu"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue="relu+gelu")
+    with raises(ValueError, "aux"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue="aux")
+    with raises(ValueError, "unknown bits"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue=64)
+    with raises(TypeError, "epilogue"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue=1.5)
+
+
+@pytest.mark.parametrize("epilogue", ["bias", "bias+relu", "RELU_AUX_BIAS", fusemath.Epilogue.GELU_BIAS])
+def test_bias_epilogue_without_bias(epilogue):
+    with raises(ValueError, "bias", "not given"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue=epilogue)
+
+
+def test_out_aliasing_input():
+    x = np.ones((4, 4), np.float32)
+    y = np.ones((4, 4), np.float32)
+    with raises(fusemath.AliasError, "out", "overlaps"):
+        fusemath.matmul(x, y, out=x)
+    with raises(ValueError, "out", "overlaps"):
+        fusemath.matmul(x, y, out=y[::-1])
+    big = np.ones((8, 4), np.float32)
+    with raises(ValueError, "out", "overlaps"):
+        fusemath.matmul(big[:4], y, out=big[2:6])
+    # c as out is allowed only in the identical layout
+    c = np.ones((4, 4), np.float32)
+    with raises(ValueError, "overlaps"):
+        fusemath.matmul(x, y, c, out=c.T)
+
+
+def test_out_wrong_shape_dtype_readonly():
+    with raises(fusemath.ShapeError, "out has shape (3, 4)", "(3, 5)"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), out=f32(3, 4))
+    with raises(ValueError, "out has dtype float64"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), out=np.ones((3, 5)))
+    ro = f32(3, 5)
+    ro.flags.writeable = False
+    with raises(ValueError, "out", "read-only"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), out=ro)
+
+
+@pytest.mark.parametrize("bad", [[[1.0, 2.0]], "abc", 3, 2.5, None, {"a": 1}, object()])
+def test_non_array_arguments(bad):
+    with raises(TypeError, "a "):
+        fusemath.matmul(bad, f32(2, 2))
+    with raises(TypeError, "b "):
+        fusemath.matmul(f32(2, 2), bad)
+    if bad is not None:
+        with raises(TypeError, "bias"):
+            fusemath.matmul(f32(2, 2), f32(2, 2), bias=bad)
+        with raises(TypeError, "c "):
+            fusemath.matmul(f32(2, 2), f32(2, 2), bad)
+
+
+def test_zero_d_arrays():
+    with raises(ValueError, "a is 0-d"):
+        fusemath.matmul(np.float32(2.0), f32(2, 2))
+    with raises(ValueError, "b is 0-d"):
+        fusemath.matmul(f32(2, 2), np.array(3.0, np.float32))
+
+
+def test_c_shape_and_beta():
+    with raises(ValueError, "c has shape (4, 5)", "(3, 5)"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), f32(4, 5))
+    with raises(ValueError, "c has shape (2, 3, 5)"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), f32(2, 3, 5))
+    with raises(ValueError, "beta", "c is None"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), beta=2.0)
+
+
+def test_complex_alpha_on_real_dtype():
+    with raises(ValueError, "imaginary"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), alpha=1 + 1j)
+    with raises(ValueError, "beta", "imaginary", "float32"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), f32(3, 5), beta=np.complex128(1j))
+    with raises(ValueError, "alpha", "imaginary"):
+        fusemath.Matmul(f32(3, 4), f32(4, 5), alpha=2j)
+    with raises(TypeError, "alpha"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), alpha="2")
+    with raises(TypeError, "alpha"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), alpha=[2.0])
+    # None means the default alpha = 1
+    np.testing.assert_array_equal(fusemath.matmul(f32(3, 4), f32(4, 5), alpha=None), np.full((3, 5), 4.0))
+
+
+def test_activation_on_complex_not_supported():
+    z = np.ones((3, 3), np.complex64)
+    with raises(TypeError, "relu", "complex"):
+        fusemath.matmul(z, z, epilogue="relu")
+
+
+def test_options_and_execution_errors():
+    with raises(TypeError, "unknown option", "nthreads"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), options={"nthreads": 2})
+    with raises(TypeError, "options"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), options=3)
+    with raises(ValueError, "execution", "tpu"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), execution="tpu")
+    with raises(ValueError, "num_threads"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), options={"num_threads": -1})
+    with raises(TypeError, "stream"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), stream="s")
+    with raises(TypeError, "set_num_threads"):
+        fusemath.set_num_threads("2")
+
+
+def test_cuda_execution_without_gpu():
+    if fusemath.cuda_device_count() > 0:
+        pytest.skip("a CUDA device is present")
+    with raises(RuntimeError, "cuda"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), execution="cuda")
+    with pytest.raises(fusemath.UnavailableError):
+        fusemath.matmul(f32(2, 2), f32(2, 2), execution="cuda:1")
+
+
+def test_unaligned_operand():
+    raw = np.zeros(64, np.uint8)
+    a = np.frombuffer(raw, dtype=np.float32, offset=1, count=12).reshape(3, 4)
+    assert not a.flags.aligned
+    with raises(ValueError, "a ", "aligned"):
+        fusemath.matmul(a, f32(4, 2))
+
+
+def test_gpu_dlpack_input_rejected_clearly():
+    class FakeCuda:
+        def __dlpack__(self, *args, **kwargs):
+            raise AssertionError("must not be called for a GPU array")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with raises(fusemath.DeviceError, "a ", "cpu"):
+        fusemath.matmul(FakeCuda(), f32(2, 2))
+
+
+def test_errors_do_not_leak_into_later_calls():
+    with pytest.raises(ValueError):
+        fusemath.matmul(f32(3, 4), f32(5, 6))
+    d = fusemath.matmul(f32(3, 4), f32(4, 5))
+    np.testing.assert_array_equal(d, np.full((3, 5), 4.0, np.float32))
