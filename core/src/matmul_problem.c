@@ -383,6 +383,11 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                                                    : "that device does not exist");
     }
 
+    /* CPU backends ignore pointer alignment; keeping it out of the key stops fresh
+     * buffers from making one cached plan per alignment class. */
+    if (p->exec_device.type == FM_DEVICE_CPU)
+        memset(p->align_log2, 0, sizeof p->align_log2);
+
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];
     mp->alpha[1] = fm_dtype_is_complex(dt) ? opts->alpha[1] : 0.0;

@@ -1,0 +1,543 @@
+/* test_bad_input.c : every bad input at the C API gives the right status and a message
+ * naming the culprit; nothing crashes, nothing is allocated for impossible sizes. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "mmref.h"
+
+#include <stdio.h>
+
+static fm_context *g_ctx;
+
+/* A valid f32 problem: a (M, K), b (K, N), c/d (M, N), bias (N), with real buffers. */
+enum { M = 16, K = 12, N = 256 };
+typedef struct {
+    float a[M * K], b[K * N], c[M * N], d[M * N], bias[N];
+    uint8_t mask[M * 32];
+    float gaux[M * N];
+    fm_tensor ta, tb, tc, td, tbias, tmask, tgaux;
+    fm_matmul_options o;
+} problem;
+
+static problem *problem_new(void)
+{
+    problem *p = calloc(1, sizeof *p);
+    test_rng rng = {11};
+    for (int i = 0; i < M * K; ++i) p->a[i] = (float)rng_uniform(&rng);
+    for (int i = 0; i < K * N; ++i) p->b[i] = (float)rng_uniform(&rng);
+    for (int i = 0; i < M * N; ++i) p->c[i] = (float)rng_uniform(&rng);
+    for (int i = 0; i < N; ++i) p->bias[i] = (float)rng_uniform(&rng);
+    int64_t sa[2] = {M, K}, sb[2] = {K, N}, sd[2] = {M, N}, sbias[1] = {N},
+            smask[2] = {M, fm_relu_mask_row_bytes(N)};
+    fm_tensor_init(&p->ta, p->a, fm_test_cpu, FM_F32, 2, sa, NULL);
+    fm_tensor_init(&p->tb, p->b, fm_test_cpu, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&p->tc, p->c, fm_test_cpu, FM_F32, 2, sd, NULL);
+    fm_tensor_init(&p->td, p->d, fm_test_cpu, FM_F32, 2, sd, NULL);
+    fm_tensor_init(&p->tbias, p->bias, fm_test_cpu, FM_F32, 1, sbias, NULL);
+    fm_tensor_init(&p->tmask, p->mask, fm_test_cpu, FM_U8, 2, smask, NULL);
+    fm_tensor_init(&p->tgaux, p->gaux, fm_test_cpu, FM_F32, 2, sd, NULL);
+    fm_matmul_options_init(&p->o);
+    return p;
+}
+
+/* Plan with the given descriptors; the plan, if any, is released. */
+static fm_status try_plan(const fm_tensor *a, const fm_tensor *b, const fm_tensor *c, const fm_tensor *bias,
+                          const fm_tensor *d, const fm_tensor *aux, const fm_matmul_options *o)
+{
+    fm_plan *p = NULL;
+    fm_status s = fm_matmul_plan(g_ctx, a, b, c, bias, d, aux, o, &p);
+    if (s != FM_OK && p != NULL) {
+        fprintf(stderr, "    plan returned %s but set *plan\n", fm_status_name(s));
+        s = FM_ERR_INTERNAL;
+    }
+    fm_plan_release(p);
+    return s;
+}
+
+#define CHECK_MENTIONS_WORD(word)                                                                      \
+    do {                                                                                               \
+        char e_[512];                                                                                  \
+        fm_test_copy_error_(e_, sizeof e_);                                                            \
+        CHECK_MSG(fm_test_mentions_word(e_, word), "message \"%s\" does not name \"%s\"", e_, word);  \
+    } while (0)
+
+static void test_null_arguments(void)
+{
+    problem *p = problem_new();
+    fm_plan *plan = NULL;
+    CHECK_STATUS(fm_matmul_plan(NULL, &p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o, &plan), FM_ERR_INVALID_ARGUMENT);
+    {
+        char e[512];
+        fm_test_copy_error_(e, sizeof e);
+        CHECK_MSG(fm_test_mentions_word(e, "ctx") || fm_test_contains(e, "context"), "\"%s\" does not name ctx", e);
+    }
+    CHECK(plan == NULL);
+    CHECK_STATUS(fm_matmul_plan(g_ctx, NULL, &p->tb, NULL, NULL, &p->td, NULL, &p->o, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("a");
+    CHECK_STATUS(fm_matmul_plan(g_ctx, &p->ta, NULL, NULL, NULL, &p->td, NULL, &p->o, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("b");
+    CHECK_STATUS(fm_matmul_plan(g_ctx, &p->ta, &p->tb, NULL, NULL, NULL, NULL, &p->o, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("d");
+    CHECK_STATUS(fm_matmul_plan(g_ctx, &p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("plan");
+    CHECK(plan == NULL);
+
+    CHECK_STATUS(fm_matmul(NULL, &p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_matmul(g_ctx, NULL, &p->tb, NULL, NULL, &p->td, NULL, &p->o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("a");
+    CHECK_STATUS(fm_matmul(g_ctx, &p->ta, &p->tb, NULL, NULL, NULL, NULL, &p->o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("d");
+
+    int nd = 0;
+    int64_t shape[FM_MAX_NDIM];
+    CHECK_STATUS(fm_matmul_output_shape(NULL, &p->tb, &nd, shape), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_matmul_output_shape(&p->ta, &p->tb, NULL, shape), FM_ERR_INVALID_ARGUMENT);
+
+    /* execute: NULL plan, NULL ptrs */
+    void *ptrs[FM_MATMUL_NSLOTS] = {p->a, p->b, NULL, NULL, p->d, NULL};
+    CHECK_STATUS(fm_plan_execute(NULL, ptrs, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fm_matmul_plan(g_ctx, &p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o, &plan));
+    if (plan) CHECK_STATUS(fm_plan_execute(plan, NULL, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+    fm_plan_release(plan);
+
+    /* 1-D operands are the Python layer's business */
+    int64_t s1[1] = {K};
+    fm_tensor v;
+    fm_tensor_init(&v, p->a, fm_test_cpu, FM_F32, 1, s1, NULL);
+    fm_status st1 = try_plan(&v, &p->tb, NULL, NULL, &p->td, NULL, &p->o);
+    CHECK_MSG(st1 == FM_ERR_SHAPE || st1 == FM_ERR_INVALID_ARGUMENT, "1-D a -> %s", fm_status_name(st1));
+    CHECK_MENTIONS_WORD("a");
+    free(p);
+}
+
+static void test_shapes(void)
+{
+    problem *p = problem_new();
+    /* inner dimensions */
+    fm_tensor b2 = p->tb;
+    b2.shape[0] = K + 1;
+    CHECK_STATUS(try_plan(&p->ta, &b2, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_SHAPE);
+    CHECK_MENTIONS_WORD("K");
+    int nd = 0;
+    int64_t shape[FM_MAX_NDIM];
+    CHECK_STATUS(fm_matmul_output_shape(&p->ta, &b2, &nd, shape), FM_ERR_SHAPE);
+    CHECK_MENTIONS_WORD("K");
+
+    /* d of the wrong shape */
+    fm_tensor d2 = p->td;
+    d2.shape[0] = M - 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d2, NULL, &p->o), FM_ERR_SHAPE);
+    CHECK_MENTIONS_WORD("d");
+    d2 = p->td;
+    d2.shape[1] = N + 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d2, NULL, &p->o), FM_ERR_SHAPE);
+    int64_t s3[3] = {2, M, N};
+    fm_tensor d3;
+    fm_tensor_init(&d3, p->d, fm_test_cpu, FM_F32, 3, s3, NULL);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d3, NULL, &p->o), FM_ERR_SHAPE);
+
+    /* batch dims not broadcastable: (2, M, K) @ (3, K, N) */
+    int64_t sa[3] = {2, M, K}, sb[3] = {3, K, N}, sd[3] = {3, M, N};
+    fm_tensor a3, b3, dd;
+    float *buf = calloc(6 * M * N + 3 * K * N + 2 * M * K, sizeof(float));
+    fm_tensor_init(&a3, buf, fm_test_cpu, FM_F32, 3, sa, NULL);
+    fm_tensor_init(&b3, buf, fm_test_cpu, FM_F32, 3, sb, NULL);
+    fm_tensor_init(&dd, buf, fm_test_cpu, FM_F32, 3, sd, NULL);
+    CHECK_STATUS(try_plan(&a3, &b3, NULL, NULL, &dd, NULL, &p->o), FM_ERR_SHAPE);
+    CHECK_STATUS(fm_matmul_output_shape(&a3, &b3, &nd, shape), FM_ERR_SHAPE);
+    CHECK(fm_test_contains(fm_last_error(), "2") && fm_test_contains(fm_last_error(), "3"));
+    free(buf);
+
+    /* C not broadcastable to d */
+    fm_tensor c2 = p->tc;
+    c2.shape[1] = N / 2;
+    p->o.beta[0] = 1.0;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, &c2, NULL, &p->td, NULL, &p->o), FM_ERR_SHAPE);
+    CHECK_MENTIONS_WORD("c");
+    free(p);
+}
+
+static void test_dtypes(void)
+{
+    problem *p = problem_new();
+    double *bd = calloc(K * N, sizeof(double));
+    fm_tensor b64;
+    int64_t sb[2] = {K, N};
+    fm_tensor_init(&b64, bd, fm_test_cpu, FM_F64, 2, sb, NULL);
+    CHECK_STATUS(try_plan(&p->ta, &b64, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_DTYPE);
+    CHECK(fm_test_contains(fm_last_error(), "f32") && fm_test_contains(fm_last_error(), "f64"));
+    fm_tensor d64 = p->td; /* d of another dtype */
+    d64.dtype = FM_F64;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d64, NULL, &p->o), FM_ERR_DTYPE);
+
+    /* integers */
+    const fm_dtype ints[] = {FM_I8, FM_U8, FM_I32, FM_I64, FM_U32};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; ++i) {
+        fm_tensor a = p->ta, b = p->tb, d = p->td;
+        a.dtype = b.dtype = d.dtype = ints[i];
+        fm_status s = try_plan(&a, &b, NULL, NULL, &d, NULL, &p->o);
+        CHECK_MSG(s == FM_ERR_DTYPE || s == FM_ERR_NOT_SUPPORTED, "%s matmul -> %s", fm_dtype_name(ints[i]),
+                  fm_status_name(s));
+        CHECK(fm_test_contains(fm_last_error(), fm_dtype_name(ints[i])));
+    }
+    /* half precision has no cpu backend */
+    const fm_dtype halves[] = {FM_F16, FM_BF16};
+    for (size_t i = 0; i < 2; ++i) {
+        fm_tensor a = p->ta, b = p->tb, d = p->td;
+        a.dtype = b.dtype = d.dtype = halves[i];
+        fm_status s = try_plan(&a, &b, NULL, NULL, &d, NULL, &p->o);
+        CHECK_MSG(s == FM_ERR_DTYPE || s == FM_ERR_NOT_SUPPORTED, "%s matmul on cpu -> %s", fm_dtype_name(halves[i]),
+                  fm_status_name(s));
+        CHECK_ERROR_MENTIONS("cpu");
+        CHECK_ERROR_MENTIONS(fm_dtype_name(halves[i]));
+    }
+    fm_tensor bad = p->ta;
+    bad.dtype = (fm_dtype)77;
+    CHECK_STATUS(try_plan(&bad, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_DTYPE);
+    free(bd);
+    free(p);
+}
+
+static void test_bias(void)
+{
+    problem *p = problem_new();
+    p->o.epilogue = FM_EPILOGUE_BIAS;
+    fm_tensor bias = p->tbias;
+    bias.shape[0] = N - 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, &bias, &p->td, NULL, &p->o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bias");
+    CHECK_ERROR_MENTIONS("255");
+    CHECK_ERROR_MENTIONS("256");
+    bias = p->tbias;
+    bias.dtype = FM_F64;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, &bias, &p->td, NULL, &p->o), FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("bias");
+    /* BIAS without a bias tensor, bias without BIAS */
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("bias");
+    p->o.epilogue = 0;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, &p->tbias, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("bias");
+    free(p);
+}
+
+static void test_epilogue_and_aux(void)
+{
+    problem *p = problem_new();
+    /* AUX without its tensor */
+    p->o.epilogue = FM_EPILOGUE_RELU | FM_EPILOGUE_AUX;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("aux");
+    p->o.epilogue = FM_EPILOGUE_GELU | FM_EPILOGUE_AUX;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("aux");
+    /* aux without AUX */
+    p->o.epilogue = FM_EPILOGUE_RELU;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("aux");
+    /* the valid ones plan */
+    p->o.epilogue = FM_EPILOGUE_RELU | FM_EPILOGUE_AUX;
+    CHECK_OK(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &p->o));
+    p->o.epilogue = FM_EPILOGUE_GELU | FM_EPILOGUE_AUX;
+    CHECK_OK(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tgaux, &p->o));
+    /* aux of the wrong shape / dtype */
+    p->o.epilogue = FM_EPILOGUE_RELU | FM_EPILOGUE_AUX;
+    fm_tensor mask = p->tmask;
+    mask.shape[1] = fm_relu_mask_row_bytes(N) - 1; /* one byte short of the padded row */
+    mask.strides[0] = mask.shape[1];
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &mask, &p->o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("aux");
+    mask = p->tmask;
+    mask.shape[0] = M + 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &mask, &p->o), FM_ERR_SHAPE);
+    mask = p->tmask;
+    mask.dtype = FM_F32;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &mask, &p->o), FM_ERR_DTYPE);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tgaux, &p->o), FM_ERR_DTYPE);
+    p->o.epilogue = FM_EPILOGUE_GELU | FM_EPILOGUE_AUX;
+    fm_tensor g = p->tgaux;
+    g.shape[1] = N - 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &g, &p->o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("aux");
+    g = p->tgaux;
+    g.strides[1] = 2; /* gelu aux needs a unit column stride */
+    g.strides[0] = 2 * N;
+    CHECK(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &g, &p->o) != FM_OK);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &p->o), FM_ERR_DTYPE);
+
+    /* relu and gelu together, unknown bits */
+    p->o.epilogue = FM_EPILOGUE_RELU | FM_EPILOGUE_GELU;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("relu");
+    CHECK_ERROR_MENTIONS("gelu");
+    p->o.epilogue = 1u << 7;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("epilogue");
+    p->o.epilogue = FM_EPILOGUE_RELU | (1u << 20);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+
+    /* activations on complex operands */
+    double complex *zbuf = calloc(M * K + K * N + M * N, sizeof(double complex));
+    int64_t sa[2] = {M, K}, sb[2] = {K, N}, sd[2] = {M, N};
+    fm_tensor za, zb, zd;
+    fm_tensor_init(&za, zbuf, fm_test_cpu, FM_C128, 2, sa, NULL);
+    fm_tensor_init(&zb, zbuf + M * K, fm_test_cpu, FM_C128, 2, sb, NULL);
+    fm_tensor_init(&zd, zbuf + M * K + K * N, fm_test_cpu, FM_C128, 2, sd, NULL);
+    const unsigned acts[] = {FM_EPILOGUE_RELU, FM_EPILOGUE_GELU};
+    for (int i = 0; i < 2; ++i) {
+        p->o.epilogue = acts[i];
+        fm_status s = try_plan(&za, &zb, NULL, NULL, &zd, NULL, &p->o);
+        CHECK_MSG(s == FM_ERR_DTYPE || s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_INVALID_ARGUMENT,
+                  "%s on c128 -> %s", i ? "gelu" : "relu", fm_status_name(s));
+        CHECK_ERROR_MENTIONS(i ? "gelu" : "relu");
+        CHECK_ERROR_MENTIONS("complex");
+    }
+    /* complex alpha for real operands cannot be honoured */
+    p->o.epilogue = 0;
+    p->o.alpha[1] = 0.5;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("alpha");
+    free(zbuf);
+    free(p);
+}
+
+static void test_execute_pointers(void)
+{
+    problem *p = problem_new();
+    p->o.epilogue = FM_EPILOGUE_BIAS;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_plan(g_ctx, &p->ta, &p->tb, NULL, &p->tbias, &p->td, NULL, &p->o, &plan));
+    if (!plan) {
+        free(p);
+        return;
+    }
+    void *good[FM_MATMUL_NSLOTS] = {p->a, p->b, NULL, p->bias, p->d, NULL};
+    CHECK_OK(fm_plan_execute(plan, good, FM_MATMUL_NSLOTS, NULL));
+    const int required[] = {FM_MATMUL_A, FM_MATMUL_B, FM_MATMUL_BIAS, FM_MATMUL_D};
+    static const char *const names[] = {"a", "b", "bias", "d"};
+    for (int i = 0; i < 4; ++i) {
+        void *ptrs[FM_MATMUL_NSLOTS];
+        memcpy(ptrs, good, sizeof ptrs);
+        ptrs[required[i]] = NULL;
+        CHECK_STATUS(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+        CHECK_MENTIONS_WORD(names[i]);
+    }
+    /* a pointer in a slot the plan does not use */
+    void *extra[FM_MATMUL_NSLOTS];
+    memcpy(extra, good, sizeof extra);
+    extra[FM_MATMUL_C] = p->c;
+    CHECK_STATUS(fm_plan_execute(plan, extra, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+    memcpy(extra, good, sizeof extra);
+    extra[FM_MATMUL_AUX] = p->mask;
+    CHECK_STATUS(fm_plan_execute(plan, extra, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+    /* nptrs */
+    CHECK_STATUS(fm_plan_execute(plan, good, FM_MATMUL_D, NULL), FM_ERR_INVALID_ARGUMENT); /* D cut off */
+    CHECK_ERROR_MENTIONS("nptrs");
+    CHECK_STATUS(fm_plan_execute(plan, good, 0, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_plan_execute(plan, good, -1, NULL), FM_ERR_INVALID_ARGUMENT);
+    /* a longer array with something in a slot past the operation's last */
+    void *longer[FM_MATMUL_NSLOTS + 1] = {p->a, p->b, NULL, p->bias, p->d, NULL, p->c};
+    CHECK_STATUS(fm_plan_execute(plan, longer, FM_MATMUL_NSLOTS + 1, NULL), FM_ERR_INVALID_ARGUMENT);
+    /* and the good call still works after all of that */
+    CHECK_OK(fm_plan_execute(plan, good, FM_MATMUL_NSLOTS, NULL));
+    fm_plan_release(plan);
+    free(p);
+}
+
+static void test_alias(void)
+{
+    fm_plan *plan = NULL;
+    /* square so that D can sit exactly on A or B */
+    enum { S = 24 };
+    float *buf = calloc(8 * S * S, sizeof(float));
+    test_rng rng = {21};
+    for (int i = 0; i < 8 * S * S; ++i) buf[i] = (float)rng_uniform(&rng);
+    float *a = buf, *b = buf + 2 * S * S, *c = buf + 4 * S * S, *d = buf + 6 * S * S;
+    int64_t sq[2] = {S, S};
+    fm_tensor ta, tb, tc, td;
+    fm_tensor_init(&ta, a, fm_test_cpu, FM_F32, 2, sq, NULL);
+    fm_tensor_init(&tb, b, fm_test_cpu, FM_F32, 2, sq, NULL);
+    fm_tensor_init(&tc, c, fm_test_cpu, FM_F32, 2, sq, NULL);
+    fm_tensor_init(&td, d, fm_test_cpu, FM_F32, 2, sq, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.beta[0] = 1.0;
+    CHECK_OK(fm_matmul_plan(g_ctx, &ta, &tb, &tc, NULL, &td, NULL, &o, &plan));
+    if (plan) {
+        void *cases[][FM_MATMUL_NSLOTS] = {
+            {a, b, c, NULL, a, NULL},          /* D == A */
+            {a, b, c, NULL, b, NULL},          /* D == B */
+            {a, b, c, NULL, a + S * S / 2, NULL}, /* D overlaps the second half of A */
+            {a, b, c, NULL, b - S * S + S, NULL}, /* D's last row is B's first */
+            {a, b, c, NULL, c + 1, NULL},       /* D overlaps C, shifted by one element */
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+            CHECK_STATUS(fm_plan_execute(plan, cases[i], FM_MATMUL_NSLOTS, NULL), FM_ERR_ALIAS);
+            CHECK_MENTIONS_WORD("d");
+        }
+        /* D == C, same layout: in-place accumulate D = A@B + D */
+        float *expect = malloc(S * S * sizeof(float));
+        for (int i = 0; i < S; ++i)
+            for (int j = 0; j < S; ++j) {
+                double acc = c[i * S + j];
+                for (int l = 0; l < S; ++l) acc += (double)a[i * S + l] * b[l * S + j];
+                expect[i * S + j] = (float)acc;
+            }
+        void *inplace[FM_MATMUL_NSLOTS] = {a, b, c, NULL, c, NULL};
+        CHECK_OK(fm_plan_execute(plan, inplace, FM_MATMUL_NSLOTS, NULL));
+        int bad = 0;
+        for (int i = 0; i < S * S; ++i) bad += !(fabsf(c[i] - expect[i]) <= 1e-4f * (1.0f + fabsf(expect[i])));
+        CHECK_MSG(bad == 0, "in-place D == C: %d wrong", bad);
+        free(expect);
+        fm_plan_release(plan);
+    }
+    /* the stateless call checks too */
+    fm_tensor tda = td;
+    tda.data = a;
+    CHECK_STATUS(fm_matmul(g_ctx, &ta, &tb, &tc, NULL, &tda, NULL, &o, NULL), FM_ERR_ALIAS);
+    /* bias and aux overlapping D */
+    fm_tensor tbias;
+    int64_t sn[1] = {S};
+    fm_tensor_init(&tbias, d + 3, fm_test_cpu, FM_F32, 1, sn, NULL);
+    o.epilogue = FM_EPILOGUE_BIAS;
+    CHECK_STATUS(fm_matmul(g_ctx, &ta, &tb, NULL, &tbias, &td, NULL, &o, NULL), FM_ERR_ALIAS);
+    free(buf);
+}
+
+/* An output that overlaps itself (zero or too-small strides) has no defined result. */
+static void test_self_overlapping_output(void)
+{
+    enum { R = 8, C = 6, KK = 5 };
+    float *buf = calloc(3 * R * C + 3 * R * KK + 3 * KK * C, sizeof(float));
+    int64_t sa[3] = {3, R, KK}, sb[3] = {3, KK, C}, sd[3] = {3, R, C};
+    fm_tensor a, b, d;
+    fm_tensor_init(&a, buf, fm_test_cpu, FM_F32, 3, sa, NULL);
+    fm_tensor_init(&b, buf + 3 * R * KK, fm_test_cpu, FM_F32, 3, sb, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    const int64_t bad_strides[][3] = {
+        {0, C, 1},          /* all batches write one matrix */
+        {R * C, 0, 1},      /* all rows write one row */
+        {R * C, 1, 1},      /* rows overlap */
+        {R * C, C, 0},      /* all columns write one element */
+    };
+    for (size_t i = 0; i < sizeof bad_strides / sizeof bad_strides[0]; ++i) {
+        fm_tensor_init(&d, buf + 3 * R * KK + 3 * KK * C, fm_test_cpu, FM_F32, 3, sd, bad_strides[i]);
+        fm_plan *p = NULL;
+        fm_status s = fm_matmul_plan(g_ctx, &a, &b, NULL, NULL, &d, NULL, &o, &p);
+        if (s == FM_OK && p) {
+            void *ptrs[FM_MATMUL_NSLOTS] = {a.data, b.data, NULL, NULL, d.data, NULL};
+            s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, NULL);
+        }
+        fm_plan_release(p);
+        CHECK_MSG(s == FM_ERR_ALIAS || s == FM_ERR_INVALID_ARGUMENT,
+                  "d with strides (%lld, %lld, %lld) overlaps itself but plan+execute gave %s", (long long)bad_strides[i][0],
+                  (long long)bad_strides[i][1], (long long)bad_strides[i][2], fm_status_name(s));
+    }
+    free(buf);
+}
+
+/* k = 3e9 with fake pointers: planning only; must be refused without allocating. */
+static void test_too_large(void)
+{
+    const int64_t big = 3000000000LL;
+    void *fake = (void *)(uintptr_t)0x10000;
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    int64_t sa[2] = {2, big}, sb[2] = {big, 3}, sd[2] = {2, 3};
+    fm_tensor a, b, d;
+    fm_tensor_init(&a, fake, fm_test_cpu, FM_F32, 2, sa, NULL);
+    fm_tensor_init(&b, fake, fm_test_cpu, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&d, fake, fm_test_cpu, FM_F32, 2, sd, NULL);
+    CHECK_STATUS(try_plan(&a, &b, NULL, NULL, &d, NULL, &o), FM_ERR_TOO_LARGE);
+    /* a transposed view: K is the leading dimension (lda = 2), still K > INT32_MAX */
+    int64_t st[2] = {1, 2};
+    fm_tensor at;
+    fm_tensor_init(&at, fake, fm_test_cpu, FM_F32, 2, sa, st);
+    CHECK_STATUS(try_plan(&at, &b, NULL, NULL, &d, NULL, &o), FM_ERR_TOO_LARGE);
+    /* M too large */
+    int64_t sa2[2] = {big, 4}, sb2[2] = {4, 2}, sd2[2] = {big, 2};
+    fm_tensor_init(&a, fake, fm_test_cpu, FM_F64, 2, sa2, NULL);
+    fm_tensor_init(&b, fake, fm_test_cpu, FM_F64, 2, sb2, NULL);
+    fm_tensor_init(&d, fake, fm_test_cpu, FM_F64, 2, sd2, NULL);
+    CHECK_STATUS(try_plan(&a, &b, NULL, NULL, &d, NULL, &o), FM_ERR_TOO_LARGE);
+    /* a leading dimension beyond 32 bits with small extents */
+    int64_t sa3[2] = {3, 4}, sb3[2] = {4, 2}, sd3[2] = {3, 2}, sbig[2] = {big, 1};
+    fm_tensor_init(&a, fake, fm_test_cpu, FM_F32, 2, sa3, sbig);
+    fm_tensor_init(&b, fake, fm_test_cpu, FM_F32, 2, sb3, NULL);
+    fm_tensor_init(&d, fake, fm_test_cpu, FM_F32, 2, sd3, NULL);
+    fm_status s = try_plan(&a, &b, NULL, NULL, &d, NULL, &o);
+    CHECK_MSG(s == FM_ERR_TOO_LARGE || s == FM_OK, "row stride 3e9 -> %s (either refuse or copy later)",
+              fm_status_name(s));
+}
+
+static void test_devices(void)
+{
+    problem *p = problem_new();
+    int ngpu = fm_cuda_device_count();
+    fm_tensor bc = p->tb;
+    bc.device.type = FM_DEVICE_CUDA;
+    bc.device.id = 0;
+    CHECK_STATUS(try_plan(&p->ta, &bc, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_DEVICE);
+    CHECK_ERROR_MENTIONS("cpu");
+    CHECK_ERROR_MENTIONS("cuda");
+    fm_tensor dc = p->td;
+    dc.device.type = FM_DEVICE_CUDA;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &dc, NULL, &p->o), FM_ERR_DEVICE);
+    fm_tensor bad = p->ta;
+    bad.device.type = 77;
+    CHECK(try_plan(&bad, &p->tb, NULL, NULL, &p->td, NULL, &p->o) != FM_OK);
+
+    if (ngpu == 0) {
+        fm_matmul_options o = p->o;
+        o.execution = FM_EXECUTION_CUDA;
+        CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &o), FM_ERR_UNAVAILABLE);
+        CHECK_ERROR_MENTIONS("cuda");
+        /* everything on a GPU that is not there */
+        fm_tensor ac = p->ta;
+        ac.device.type = FM_DEVICE_CUDA;
+        fm_status s = try_plan(&ac, &bc, NULL, NULL, &dc, NULL, &p->o);
+        /* UNAVAILABLE from a cuda backend that is present but has no device, NOT_SUPPORTED
+         * from a build without any cuda backend */
+        CHECK_MSG(s == FM_ERR_UNAVAILABLE || s == FM_ERR_NOT_SUPPORTED, "all operands on cuda, no GPU -> %s",
+                  fm_status_name(s));
+        CHECK_ERROR_MENTIONS("cuda");
+        /* execution=cpu cannot fetch b from a GPU that is not there */
+        o.execution = FM_EXECUTION_CPU;
+        fm_plan *plan = NULL;
+        s = fm_matmul_plan(g_ctx, &p->ta, &bc, NULL, NULL, &p->td, NULL, &o, &plan);
+        if (s == FM_OK) {
+            void *ptrs[FM_MATMUL_NSLOTS] = {p->a, p->b, NULL, NULL, p->d, NULL};
+            s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL);
+            fm_plan_release(plan);
+        }
+        CHECK_MSG(s == FM_ERR_UNAVAILABLE || s == FM_ERR_DEVICE, "execution=cpu with b on cuda, no GPU -> %s",
+                  fm_status_name(s));
+    } else {
+        SKIP("%d CUDA device(s) present: execution=CUDA without a GPU cannot be tested here", ngpu);
+    }
+    fm_matmul_options o = p->o;
+    o.execution = 9;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("execution");
+    free(p);
+}
+
+int main(void)
+{
+    if (fm_context_create(&g_ctx) != FM_OK) {
+        fprintf(stderr, "fm_context_create failed: %s\n", fm_last_error());
+        return 1;
+    }
+    RUN_TEST(test_null_arguments);
+    RUN_TEST(test_shapes);
+    RUN_TEST(test_dtypes);
+    RUN_TEST(test_bias);
+    RUN_TEST(test_epilogue_and_aux);
+    RUN_TEST(test_execute_pointers);
+    RUN_TEST(test_alias);
+    RUN_TEST(test_self_overlapping_output);
+    RUN_TEST(test_too_large);
+    RUN_TEST(test_devices);
+    fm_context_destroy(g_ctx);
+    TEST_MAIN_RETURN();
+}
