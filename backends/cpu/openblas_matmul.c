@@ -19,6 +19,7 @@ void openblas_set_num_threads(int num_threads);
 
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
+#define LARGE_K 256                     /* from here on the GEMM, not the epilogue, dominates */
 
 typedef struct mm_layout {
     int trans; /* operand stored transposed (column-major) */
@@ -246,6 +247,32 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
 }
 
 /* ---- planning ---- */
+/* Split D (per batch) into a pm x pn grid of tiles for `parts` threads, choosing
+ * the grid that packs the least: every GEMM call packs its rows of A and its
+ * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. */
+static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out, int64_t *pn_out)
+{
+    int64_t best_pm = 1, best_pn = parts;
+    double best = -1;
+    for (int64_t pm = 1; pm <= parts; pm++) {
+        int64_t pn = (parts + pm - 1) / pm;
+        if (pm > m || (pn > 1 && n / pn < 128))
+            continue;
+        double cost = (double)pn * (double)m * (double)k + (double)pm * (double)k * (double)n;
+        if (best < 0 || cost < best) {
+            best = cost;
+            best_pm = pm;
+            best_pn = pn;
+        }
+    }
+    if (best < 0) {
+        best_pm = fm_min_i64(parts, m);
+        best_pn = 1;
+    }
+    *pm_out = best_pm;
+    *pn_out = best_pn;
+}
+
 static void choose_panels(openblas_plan *pl)
 {
     const fm_matmul_geom *g = &pl->g;
@@ -254,39 +281,44 @@ static void choose_panels(openblas_plan *pl)
     if (flops < SMALL_FLOPS)
         threads = 1;
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
-    int64_t rows;
+    int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
+    int64_t rows, cols = n;
     if (pl->mp.panel_rows > 0) {
-        rows = pl->mp.panel_rows;
+        rows = fm_min_i64(pl->mp.panel_rows, m);
+    } else if (g->k >= LARGE_K) {
+        /* Compute-bound: one big tile per thread (OpenBLAS blocks inside the call),
+         * tiles shaped to pack the least; the epilogue pass then costs O(1/k). */
+        int parts = (int)fm_max_i64(1, (threads + batch - 1) / batch);
+        int64_t pm, pn;
+        grid_for(m, n, g->k, parts, &pm, &pn);
+        rows = (m + pm - 1) / pm;
+        if (pn > 1)
+            cols = fm_min_i64(((n + pn - 1) / pn + 127) / 128 * 128, n);
     } else {
-        /* Each GEMM call repacks B, so short panels pay for packing (measured on
-         * 8192x1024x64: 64-row panels 1.25x slower than 512-row ones), while panels
-         * far beyond the cache make the epilogue pass miss. 128..512 rows of at
-         * most PANEL_TARGET_BYTES balance the two; autotune refines. */
+        /* Memory-bound (small k): the epilogue's traffic matters, so panels of at most
+         * PANEL_TARGET_BYTES that are still in cache when the activation runs; but each
+         * GEMM call repacks B, so not shorter than 128 rows (64-row panels measured
+         * 1.25x slower than 512-row ones on 8192x1024x64). */
         int64_t fit = (int64_t)(PANEL_TARGET_BYTES / ((size_t)n * pl->es));
         rows = fm_max_i64(fm_min_i64(fit, 512), 128);
-        /* at least one panel per thread */
-        int64_t per_thread = (m * g->batch_count + threads - 1) / threads;
+        int64_t per_thread = (m * batch + threads - 1) / threads; /* at least one panel per thread */
         if (per_thread < rows)
             rows = fm_max_i64(per_thread, 8);
+        rows = fm_min_i64(rows, m);
     }
-    rows = fm_min_i64(rows, m);
     pl->panel_rows = rows;
     pl->n_row_panels = (m + rows - 1) / rows;
-    /* Too few row panels for the threads: also split columns, in blocks of 128 so
-     * relu mask bytes never straddle two blocks. */
-    int64_t row_items = pl->n_row_panels * g->batch_count;
-    pl->col_block = n;
-    if (row_items < threads && n >= 256) {
+    /* Still fewer tiles than threads: split columns too, in blocks of 128 so relu
+     * mask bytes never straddle two blocks. */
+    int64_t row_items = pl->n_row_panels * batch;
+    if (cols == n && row_items < threads && n >= 256) {
         int64_t want = (threads + row_items - 1) / row_items;
-        int64_t cb = (n + want - 1) / want;
-        cb = (cb + 127) / 128 * 128;
-        pl->col_block = fm_min_i64(cb, n);
+        cols = fm_min_i64(((n + want - 1) / want + 127) / 128 * 128, n);
     }
-    pl->n_col_blocks = (n + pl->col_block - 1) / pl->col_block;
-    pl->items = pl->n_row_panels * pl->n_col_blocks * g->batch_count;
-    pl->threads = (int)fm_min_i64(threads, pl->items);
-    if (pl->threads < 1)
-        pl->threads = 1;
+    pl->col_block = cols;
+    pl->n_col_blocks = (n + cols - 1) / cols;
+    pl->items = pl->n_row_panels * pl->n_col_blocks * batch;
+    pl->threads = (int)fm_max_i64(1, fm_min_i64(threads, pl->items));
 }
 
 static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
