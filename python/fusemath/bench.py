@@ -1,0 +1,402 @@
+"""CPU-vs-GPU crossover sweep: ``python -m fusemath.bench`` (what ``make run`` runs).
+
+Times ``relu(a @ b + bias)`` through fusemath (planned :class:`fusemath.Matmul`, fused
+bias+relu epilogue), float32, square n = 64, 128, ..., 4096, on:
+
+* ``cpu``            NumPy data, ``execution="cpu"``;
+* ``gpu+transfers``  NumPy data, ``execution="cuda"`` (host-to-device copies, the product,
+                     the copy back: what a NumPy user pays);
+* ``gpu-resident``   CuPy (or PyTorch) data already on the GPU; the result stays there.
+
+The GPU modes run only when fusemath reports a CUDA device and CuPy or PyTorch can be
+imported; otherwise their rows are absent and a line says why. A GPU error never stops
+the CPU sweep: it is caught, printed and recorded, and that mode stops.
+
+Prints a table (ms per call and GFLOP/s per mode) and the crossover size per GPU mode
+(the smallest n where the GPU beats the CPU), and writes ``matmul_crossover.json`` and
+``matmul_crossover.png`` (matplotlib, if installed) into ``--out-dir`` (default
+``./fusemath-bench``). Every result is checked against NumPy before it is timed.
+About 15-30 s on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+import fusemath
+
+CPU = "cpu"
+GPU_XFER = "gpu+transfers"
+GPU_RES = "gpu-resident"
+GPU_MODES = (GPU_XFER, GPU_RES)
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _time_point(fn: Callable[[], object], sync: Callable[[], None], budget: float) -> Dict[str, float]:
+    """Per-call seconds of fn: warm-up, a cost estimate, then bursts of calls each
+    followed by one sync; per call = burst time / calls. Median and min over bursts."""
+    fn()
+    sync()  # first call: planning, library initialisation, page faults
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    est = max(time.perf_counter() - t0, 1e-7)
+    if est * 3 >= budget:
+        bursts, calls = 3, 1
+    else:
+        bursts = 5
+        calls = int(max(1, min(2000, budget / (bursts * est))))
+    per = []
+    pc = time.perf_counter
+    for _ in range(bursts):
+        t0 = pc()
+        for _ in range(calls):
+            fn()
+        sync()
+        per.append((pc() - t0) / calls)
+    return {"median_s": statistics.median(per), "min_s": min(per), "bursts": bursts, "calls_per_burst": calls}
+
+
+def _no_sync() -> None:
+    pass
+
+
+def _check(name: str, got: np.ndarray, ref: np.ndarray, k: int) -> None:
+    """Raise AssertionError unless got matches NumPy's result within f32 rounding."""
+    eps = float(np.finfo(np.float32).eps)
+    atol, rtol = 32.0 * eps * k, 1e-4
+    if got.shape != ref.shape:
+        raise AssertionError(f"{name}: result shape {got.shape}, expected {ref.shape}")
+    if not np.allclose(got, ref, rtol=rtol, atol=atol):
+        err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+        raise AssertionError(f"{name}: WRONG RESULT (max abs error {err:.3g} > {atol:.3g})")
+
+
+class _GpuLib:
+    """The GPU array library used for the gpu-resident mode (CuPy first, then PyTorch)."""
+
+    def __init__(self):
+        self.name = None
+        self.version = None
+        self.error = None
+        self._mod = None
+        errors = []
+        try:
+            import cupy  # noqa: F401
+
+            self._mod, self.name, self.version = cupy, "cupy", cupy.__version__
+            return
+        except Exception as exc:  # ImportError, or a CUDA error while importing
+            errors.append(f"cupy: {exc}")
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch.cuda.is_available() is False")
+            self._mod, self.name, self.version = torch, "torch", torch.__version__
+            return
+        except Exception as exc:
+            errors.append(f"torch: {exc}")
+        self.error = "; ".join(errors)
+
+    def to_device(self, x: np.ndarray):
+        if self.name == "cupy":
+            return self._mod.asarray(x)
+        return self._mod.from_numpy(x).cuda()
+
+    def to_numpy(self, x) -> np.ndarray:
+        if isinstance(x, np.ndarray):
+            return x
+        if self.name == "cupy":
+            return self._mod.asnumpy(x)
+        return x.detach().cpu().numpy()
+
+    def sync(self) -> None:
+        if self.name == "cupy":
+            self._mod.cuda.get_current_stream().synchronize()
+        else:
+            self._mod.cuda.synchronize()
+
+
+# ---------------------------------------------------------------------------
+# Sweep
+# ---------------------------------------------------------------------------
+def _budget(n: int, base: float) -> float:
+    """Seconds of timed calls per point: more for small n (cheap, noisy), less for big."""
+    return base if n <= 1024 else base * 0.75
+
+
+def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=print) -> dict:
+    rows: Dict[str, List[dict]] = {CPU: [], GPU_XFER: [], GPU_RES: []}
+    gpu_info: dict = {"cuda_device_count": 0, "array_library": None, "enabled": False, "note": None}
+    errors: Dict[str, Optional[str]] = {CPU: None, GPU_XFER: None, GPU_RES: None}
+    modes = [CPU]
+    gpulib = None
+    try:
+        ndev = fusemath.cuda_device_count()
+    except Exception as exc:  # never let a GPU probe break the CPU sweep
+        ndev = 0
+        gpu_info["note"] = f"fusemath.cuda_device_count() failed: {exc!r}"
+    gpu_info["cuda_device_count"] = ndev
+    if not want_gpu:
+        gpu_info["note"] = "GPU modes disabled (--cpu-only)"
+    elif ndev <= 0:
+        gpu_info["note"] = gpu_info["note"] or "fusemath.cuda_device_count() = 0 (no CUDA build, driver or GPU)"
+    else:
+        gpulib = _GpuLib()
+        if gpulib.name is None:
+            gpu_info["note"] = f"{ndev} CUDA device(s), but neither CuPy nor PyTorch is usable ({gpulib.error})"
+            gpulib = None
+        else:
+            gpu_info.update(enabled=True, array_library=f"{gpulib.name} {gpulib.version}")
+            modes += [GPU_XFER, GPU_RES]
+
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        bias = rng.standard_normal(n, dtype=np.float32)
+        ref = np.maximum(a @ b + bias, 0)
+        flops = 2.0 * n * n * n
+        # NumPy's OpenBLAS threads spin for ~0.1-0.15 s after a product and slow down
+        # fusemath's own threads meanwhile (measured 3-6x on the first calls): let them sleep.
+        time.sleep(0.3)
+        for mode in modes:
+            if errors[mode] is not None:
+                continue  # this mode failed at a smaller n: it stays off
+            mm = None
+            try:
+                if mode == CPU:
+                    mm = fusemath.Matmul(a, b, options={"execution": "cpu"})
+                    mm.plan(epilogue="relu", bias=bias)
+                    sync, to_np = _no_sync, np.asarray
+                elif mode == GPU_XFER:
+                    mm = fusemath.Matmul(a, b, options={"execution": "cuda"})
+                    mm.plan(epilogue="relu", bias=bias)
+                    sync, to_np = _no_sync, gpulib.to_numpy  # result comes back as NumPy
+                else:
+                    da, db, dbias = gpulib.to_device(a), gpulib.to_device(b), gpulib.to_device(bias)
+                    mm = fusemath.Matmul(da, db)
+                    mm.plan(epilogue="relu", bias=dbias)
+                    sync, to_np = gpulib.sync, gpulib.to_numpy
+                out = mm.execute()
+                sync()
+                _check(f"{mode} n={n}", to_np(out), ref, n)
+                del out
+                t = _time_point(mm.execute, sync, _budget(n, budget))
+                row = {"n": n, "ms": t["median_s"] * 1e3, "min_ms": t["min_s"] * 1e3,
+                       "gflops": flops / t["median_s"] / 1e9, "bursts": t["bursts"],
+                       "calls_per_burst": t["calls_per_burst"], "plan": mm.describe()}
+                rows[mode].append(row)
+            except Exception as exc:
+                msg = f"n={n}: {type(exc).__name__}: {exc}"
+                errors[mode] = msg
+                log(f"  {mode}: error, mode stopped ({msg})")
+            finally:
+                if mm is not None:
+                    try:
+                        mm.free()
+                    except Exception:
+                        pass
+        cells = []
+        for mode in modes:
+            r = next((r for r in rows[mode] if r["n"] == n), None)
+            cells.append(f"{mode} {r['ms']:.3f} ms" if r else f"{mode} -")
+        log(f"  n={n:5d}: " + ", ".join(cells), flush=True)
+        del a, b, bias, ref
+    return {"rows": rows, "errors": errors, "gpu": gpu_info, "modes": modes}
+
+
+def crossover(rows: Dict[str, List[dict]], mode: str) -> dict:
+    """Smallest n where mode beats the CPU, and the smallest n from which it always does."""
+    cpu = {r["n"]: r["ms"] for r in rows[CPU]}
+    pairs = [(r["n"], r["ms"], cpu[r["n"]]) for r in rows[mode] if r["n"] in cpu]
+    if not pairs:
+        return {"first_n": None, "from_n_on": None, "compared": 0}
+    wins = [n for n, g, c in pairs if g < c]
+    from_on = None
+    for n, g, c in reversed(pairs):
+        if g < c:
+            from_on = n
+        else:
+            break
+    return {"first_n": wins[0] if wins else None, "from_n_on": from_on, "compared": len(pairs)}
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+def format_table(res: dict) -> str:
+    modes = res["modes"]
+    sizes = sorted({r["n"] for m in modes for r in res["rows"][m]} | {r["n"] for r in res["rows"][CPU]})
+    head = f"{'n':>6} |" + "|".join(f" {m + ' ms':>19} {'GFLOP/s':>8} " for m in modes)
+    lines = [head, "-" * len(head)]
+    for n in sizes:
+        cells = []
+        for m in modes:
+            r = next((r for r in res["rows"][m] if r["n"] == n), None)
+            cells.append(f" {r['ms']:19.4f} {r['gflops']:8.1f} " if r else f" {'-':>19} {'-':>8} ")
+        lines.append(f"{n:6d} |" + "|".join(cells))
+    return "\n".join(lines)
+
+
+def write_plot(res: dict, path: str) -> Optional[str]:
+    """PNG with time and GFLOP/s against n, log-log. Returns an error text or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:
+        return f"matplotlib is not available ({exc}): no plot"
+    fig, (ax_t, ax_g) = plt.subplots(1, 2, figsize=(12, 4.8))
+    styles = {CPU: ("o-", "tab:blue"), GPU_XFER: ("s--", "tab:orange"), GPU_RES: ("^-", "tab:green")}
+    for mode in res["modes"]:
+        rs = res["rows"][mode]
+        if not rs:
+            continue
+        ns = [r["n"] for r in rs]
+        st, col = styles[mode]
+        ax_t.plot(ns, [r["ms"] for r in rs], st, color=col, label=mode)
+        ax_g.plot(ns, [r["gflops"] for r in rs], st, color=col, label=mode)
+        if mode in GPU_MODES:
+            x = res["crossover"].get(mode, {}).get("first_n")
+            if x:
+                for ax in (ax_t, ax_g):
+                    ax.axvline(x, color=col, alpha=0.3, lw=1)
+    for ax, ylabel in ((ax_t, "ms per call"), (ax_g, "GFLOP/s")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (square n x n x n)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    m = res["meta"]
+    fig.suptitle(f"fusemath matmul + bias + relu, f32 - {m['machine']['cpu_model']}, "
+                 f"{m['threads']} CPU threads" + ("" if res["gpu"]["enabled"] else " (no GPU)"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fusemath.bench",
+                                description="CPU-vs-GPU crossover sweep of fusemath's fused matmul + bias + relu (f32).")
+    p.add_argument("--out-dir", default=os.path.join(os.getcwd(), "fusemath-bench"),
+                   help="directory for matmul_crossover.json / .png (default: ./fusemath-bench)")
+    p.add_argument("--min-n", type=int, default=64)
+    p.add_argument("--max-n", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=0, help="fusemath CPU threads (default: the library's default)")
+    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per point and mode (default 0.4)")
+    p.add_argument("--cpu-only", action="store_true", help="skip the GPU modes")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.min_n < 1 or args.max_n < args.min_n:
+        p.error("need 1 <= --min-n <= --max-n")
+    sizes = []
+    n = 1
+    while n <= args.max_n:
+        if n >= args.min_n:
+            sizes.append(n)
+        n *= 2
+    if args.threads > 0:
+        fusemath.set_num_threads(args.threads)
+
+    t_start = time.perf_counter()
+    now = datetime.datetime.now().astimezone()
+    meta = {
+        "date": now.isoformat(timespec="seconds"),
+        "machine": {"hostname": socket.gethostname(), "cpu_model": _cpu_model(), "cores": _cores(),
+                    "platform": platform.platform(), "python": sys.version.split()[0],
+                    "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None},
+        "fusemath_version": fusemath.__version__,
+        "numpy_version": np.__version__,
+        "threads": fusemath.get_num_threads(),
+        "problem": "D = relu(A @ B + bias), f32, A, B n x n, bias n; fusemath.Matmul planned once, executed repeatedly",
+        "sizes": sizes,
+    }
+    print(f"fusemath.bench: fused matmul + bias + relu, f32, n = {sizes[0]} .. {sizes[-1]}; "
+          f"fusemath {fusemath.__version__}, {meta['machine']['cpu_model']}, {meta['threads']} CPU threads")
+
+    res = run_sweep(sizes, args.budget, args.seed, not args.cpu_only)
+    res["meta"] = meta
+    if not res["gpu"]["enabled"]:
+        print(f"no GPU: {res['gpu']['note']}; GPU rows are absent")
+    res["crossover"] = {m: crossover(res["rows"], m) for m in GPU_MODES if m in res["modes"]}
+
+    print()
+    print(format_table(res))
+    print()
+    if not res["gpu"]["enabled"]:
+        print("crossover (smallest n where the GPU beats the CPU): no GPU")
+    else:
+        for m in GPU_MODES:
+            c = res["crossover"][m]
+            if res["errors"][m] and not c["compared"]:
+                txt = f"n/a (error: {res['errors'][m]})"
+            elif c["first_n"] is None:
+                txt = f"none: the CPU was faster for every n compared ({c['compared']} sizes)"
+            else:
+                txt = f"n = {c['first_n']}"
+                if c["from_n_on"] is not None and c["from_n_on"] != c["first_n"]:
+                    txt += f" (faster for every n >= {c['from_n_on']})"
+                elif c["from_n_on"] is None:
+                    txt += " (but not at the largest n)"
+            print(f"crossover {m:14}: {txt}")
+    for m, e in res["errors"].items():
+        if e:
+            print(f"error in {m}: {e}")
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    json_path = os.path.join(args.out_dir, "matmul_crossover.json")
+    png_path = os.path.join(args.out_dir, "matmul_crossover.png")
+    plot_note = "--no-plot given" if args.no_plot else write_plot(res, png_path)
+    res["plot"] = None if plot_note else png_path
+    res["plot_note"] = plot_note
+    res["total_seconds"] = time.perf_counter() - t_start
+    with open(json_path, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+        f.write("\n")
+    print(f"\nJSON: {os.path.abspath(json_path)}")
+    if plot_note:
+        print(f"plot: skipped ({plot_note})")
+    else:
+        print(f"plot: {os.path.abspath(png_path)}")
+    print(f"({res['total_seconds']:.0f} s)")
+    return 0 if not res["errors"][CPU] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
