@@ -369,32 +369,15 @@ def _layout(x: np.ndarray) -> Tuple[int, ...]:
     return tuple(s if n > 1 else 0 for n, s in zip(x.shape, x.strides))
 
 
-def _make_runner(raw, pa, pb, pc, pbias, keep, dshape, dtype, key, aux_shape, aux_dtype, scalar):
-    """The per-execute closure: allocate the outputs, call the plan on cached addresses.
+def _make_runner(plan, pa, pb, pc, pbias, keep, dshape, dtype, key, aux_shape, aux_dtype, scalar):
+    """The per-execute callable: a C Runner bound to the plan and the operand addresses.
 
-    `keep` (the operand arrays) is bound as a default argument so that an execution in
-    flight keeps the memory behind pa..pbias alive even if another thread calls free()
-    or reset_operands() meanwhile (the running frame holds `run`, which holds `keep`)."""
-    empty = _empty
-    data_ptr = _data_ptr
-    if key is None:
-        if scalar:
-            def run(stream, _keep=keep):
-                d = empty(dshape, dtype)
-                raw(pa, pb, pc, pbias, data_ptr(d), None, stream)
-                return d[()]
-        else:
-            def run(stream, _keep=keep):
-                d = empty(dshape, dtype)
-                raw(pa, pb, pc, pbias, data_ptr(d), None, stream)
-                return d
-    else:
-        def run(stream, _keep=keep):
-            d = empty(dshape, dtype)
-            x = empty(aux_shape, aux_dtype)
-            raw(pa, pb, pc, pbias, data_ptr(d), data_ptr(x), stream)
-            return d, {key: x}
-    return run
+    It allocates the outputs with numpy.empty, runs the plan (GIL released) and returns the
+    result in one C call. It holds `keep` (the operand arrays), so an execution in flight
+    keeps the memory behind pa..pbias alive even if another thread calls free() or
+    reset_operands() meanwhile."""
+    return _C.make_runner(plan, keep, pa, pb, pc, pbias, _empty, dshape, dtype, aux_shape, aux_dtype, key,
+                          scalar).run
 
 
 class Matmul:
@@ -457,7 +440,7 @@ class Matmul:
         pa, pb, pc, pbias = self._ptrs
         keep = (ops.a, ops.b, ops.c, self._bias)
         self._run = _make_runner(
-            self._plan.execute, pa, pb, pc, pbias, keep, ops.rshape, ops.dtype, key, aux_shape, aux_dtype,
+            self._plan, pa, pb, pc, pbias, keep, ops.rshape, ops.dtype, key, aux_shape, aux_dtype,
             ops.scalar,
         )
 

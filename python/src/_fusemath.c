@@ -80,6 +80,7 @@ typedef struct DLManagedTensorVersioned {
 typedef struct {
     fm_context *ctx;
     PyObject *plan_type;
+    PyObject *runner_type;
     PyObject *base_error;                  /* FusemathError */
     PyObject *errors[FM_STATUS_COUNT_];    /* class per status; [FM_OK] unused */
     PyObject *s_dlpack;                    /* "__dlpack__" */
@@ -910,6 +911,196 @@ static PyType_Spec plan_spec = {
     .slots = plan_slots,
 };
 
+
+/* ------------------------------------------------------------------------ */
+/* Runner: one planned execute bound to its operands, in a single C call.    */
+/* Matmul.execute() goes through it: allocating the output, taking its       */
+/* address and running the plan cost no Python frames (host overhead).       */
+/* ------------------------------------------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *plan;     /* PlanObject */
+    PyObject *keep;     /* the operand arrays: their memory lives while we run */
+    PyObject *empty;    /* numpy.empty */
+    PyObject *d_args;   /* (shape, dtype) */
+    PyObject *aux_args; /* (shape, dtype) or NULL */
+    PyObject *key;      /* "relu_aux" / "gelu_aux" or NULL */
+    PyObject *index;    /* () for a 0-d result to unwrap, or NULL */
+    void *ptrs[4];      /* a, b, c, bias */
+} RunnerObject;
+
+static int runner_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(r->plan);
+    Py_VISIT(r->keep);
+    Py_VISIT(r->empty);
+    Py_VISIT(r->d_args);
+    Py_VISIT(r->aux_args);
+    Py_VISIT(r->key);
+    Py_VISIT(r->index);
+    return 0;
+}
+
+static int runner_clear(PyObject *self)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    Py_CLEAR(r->plan);
+    Py_CLEAR(r->keep);
+    Py_CLEAR(r->empty);
+    Py_CLEAR(r->d_args);
+    Py_CLEAR(r->aux_args);
+    Py_CLEAR(r->key);
+    Py_CLEAR(r->index);
+    return 0;
+}
+
+static void runner_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    runner_clear(self);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+/* A fresh output from numpy.empty and its address. */
+static PyObject *runner_alloc(PyObject *empty, PyObject *args, void **ptr)
+{
+    PyObject *arr = PyObject_Call(empty, args, NULL);
+    if (!arr)
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    *ptr = v.buf;
+    PyBuffer_Release(&v); /* the array owns the memory; we hold the array */
+    return arr;
+}
+
+static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "Runner.run() takes at most one argument (stream)");
+        return NULL;
+    }
+    void *stream = NULL;
+    if (nargs == 1 && ptr_arg("Matmul.execute(): ", "stream", args[0], &stream) < 0)
+        return NULL;
+    if (!r->plan) { /* only after a garbage-collector clear */
+        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the runner was cleared");
+        return NULL;
+    }
+    void *ptrs[FM_MATMUL_NSLOTS] = {r->ptrs[0], r->ptrs[1], r->ptrs[2], r->ptrs[3], NULL, NULL};
+    PyObject *d = runner_alloc(r->empty, r->d_args, &ptrs[FM_MATMUL_D]);
+    if (!d)
+        return NULL;
+    PyObject *aux = NULL;
+    if (r->aux_args && !(aux = runner_alloc(r->empty, r->aux_args, &ptrs[FM_MATMUL_AUX]))) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    PyObject *plan = r->plan, *keep = r->keep; /* alive even if the Matmul is freed meanwhile */
+    Py_INCREF(plan);
+    Py_XINCREF(keep);
+    fm_plan *p = ((PlanObject *)plan)->plan;
+    fm_status s = FM_OK;
+    if (p) {
+        fm_plan_retain(p);
+        Py_BEGIN_ALLOW_THREADS
+        s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
+        Py_END_ALLOW_THREADS
+        fm_plan_release(p);
+    }
+    Py_XDECREF(keep);
+    Py_DECREF(plan);
+    if (!p || s != FM_OK) {
+        Py_DECREF(d);
+        Py_XDECREF(aux);
+        return p ? raise_status(plan_state(plan), s) : plan_freed_error(plan, "execute()");
+    }
+    if (r->index) {
+        PyObject *scalar = PyObject_GetItem(d, r->index);
+        Py_DECREF(d);
+        d = scalar;
+        if (!d) {
+            Py_XDECREF(aux);
+            return NULL;
+        }
+    }
+    if (!aux)
+        return d;
+    return Py_BuildValue("(N{ON})", d, r->key, aux);
+}
+
+static PyObject *mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* make_runner(plan, keep, pa, pb, pc, pbias, empty, dshape, dtype, aux_shape, aux_dtype, key, scalar) */
+    fm_state *st = module_state(module);
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "make_runner() takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)st->plan_type)) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): plan must be a fusemath Plan");
+        return NULL;
+    }
+    void *ptrs[4];
+    for (int i = 0; i < 4; i++)
+        if (ptr_arg("make_runner(): ", slot_names[i], args[2 + i], &ptrs[i]) < 0)
+            return NULL;
+    PyTypeObject *tp = (PyTypeObject *)st->runner_type;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+    RunnerObject *r = (RunnerObject *)alloc(tp, 0);
+    if (!r)
+        return NULL;
+    memcpy(r->ptrs, ptrs, sizeof ptrs);
+    r->plan = Py_NewRef(args[0]);
+    r->keep = Py_NewRef(args[1]);
+    r->empty = Py_NewRef(args[6]);
+    r->d_args = PyTuple_Pack(2, args[7], args[8]);
+    int has_aux = args[11] != Py_None; /* key: "relu_aux" / "gelu_aux" */
+    if (has_aux) {
+        r->aux_args = PyTuple_Pack(2, args[9], args[10]);
+        r->key = Py_NewRef(args[11]);
+    }
+    if (PyObject_IsTrue(args[12]) == 1)
+        r->index = Py_NewRef(st->empty_tuple);
+    if (!r->d_args || (has_aux && !r->aux_args)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static PyMethodDef runner_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))runner_run, METH_FASTCALL,
+     "run(stream=None)\n--\n\nAllocate the result, execute the plan on the bound operands, return it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot runner_slots[] = {
+    {Py_tp_doc, (void *)"A plan bound to its operands (internal to fusemath.Matmul)."},
+    {Py_tp_dealloc, (void *)runner_dealloc},
+    {Py_tp_traverse, (void *)runner_traverse},
+    {Py_tp_clear, (void *)runner_clear},
+    {Py_tp_methods, runner_methods},
+    {0, NULL},
+};
+
+static PyType_Spec runner_spec = {
+    .name = "fusemath._fusemath.Runner",
+    .basicsize = sizeof(RunnerObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = runner_slots,
+};
+
 /* ------------------------------------------------------------------------ */
 /* Matmul entry points.                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1366,6 +1557,9 @@ static PyMethodDef module_methods[] = {
     {"output_shape", (PyCFunction)(void (*)(void))mod_output_shape, METH_FASTCALL, output_shape_doc},
     {"tensor_info", (PyCFunction)(void (*)(void))mod_tensor_info, METH_FASTCALL, tensor_info_doc},
     {"data_ptr", mod_data_ptr, METH_O, data_ptr_doc},
+    {"make_runner", (PyCFunction)(void (*)(void))mod_make_runner, METH_FASTCALL,
+     "make_runner(plan, keep, pa, pb, pc, pbias, empty, dshape, dtype, aux_shape, aux_dtype, key, scalar)\n--\n\n"
+     "Bind a plan to operand addresses; .run(stream) allocates the result with empty() and executes."},
     {"epilogue_parse", mod_epilogue_parse, METH_O,
      "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', ... (ValueError if unknown)."},
     {"epilogue_format", mod_epilogue_format, METH_O,
@@ -1474,6 +1668,9 @@ static int module_exec(PyObject *m)
     st->plan_type = PyType_FromModuleAndSpec(m, &plan_spec, NULL);
     if (!st->plan_type || PyModule_AddObjectRef(m, "Plan", st->plan_type) < 0)
         return -1;
+    st->runner_type = PyType_FromModuleAndSpec(m, &runner_spec, NULL);
+    if (!st->runner_type)
+        return -1;
 
     const char *v = fm_version_string();
     if (PyModule_AddStringConstant(m, "__version__", v ? v : "0.0.0") < 0 ||
@@ -1497,6 +1694,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     if (!st)
         return 0;
     Py_VISIT(st->plan_type);
+    Py_VISIT(st->runner_type);
     Py_VISIT(st->base_error);
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_VISIT(st->errors[i]);
@@ -1511,6 +1709,7 @@ static int module_clear(PyObject *m)
     if (!st)
         return 0;
     Py_CLEAR(st->plan_type);
+    Py_CLEAR(st->runner_type);
     Py_CLEAR(st->base_error);
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_CLEAR(st->errors[i]);
