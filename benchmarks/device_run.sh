@@ -12,10 +12,10 @@ export PYTHONUNBUFFERED=1
 make test >"$OUT/make_test.log" 2>&1
 echo "make test rc=$?" | tee -a "$OUT/make_test.log"
 tail -5 "$OUT/make_test.log"
-.venv/bin/python benchmarks/matmul_cpu.py --machine-tag h200-host --budget "${BUDGET:-0.5}" \
+.venv/bin/python benchmarks/matmul_cpu.py --machine-tag h200-host --budget "${BUDGET:-0.5}" --autotune \
   --out "$OUT/matmul_cpu-h200-host.json" >"$OUT/matmul_cpu.log" 2>&1
 echo "matmul_cpu rc=$?"
-tail -40 "$OUT/matmul_cpu.log"
+tail -75 "$OUT/matmul_cpu.log"
 .venv/bin/python -m fusemath.bench --out-dir "$OUT/bench" >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"
 tail -30 "$OUT/bench.log"
