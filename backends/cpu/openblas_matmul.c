@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void openblas_set_num_threads(int num_threads);
+#include "cpu_pool.h"
+#include "openblas_threads.h"
+
+#include <stdatomic.h>
 
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
@@ -32,20 +35,18 @@ typedef struct openblas_plan {
     fm_matmul_params mp;
     mm_layout la, lb;
     int d_direct;         /* D is row-major with unit column stride */
+    int blas_threaded;    /* FM_CPU_STRATEGY_BLAS_THREADS */
     int64_t panel_rows, col_block;
     int64_t n_row_panels, n_col_blocks, items;
     int threads;
     size_t es;
 } openblas_plan;
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single_thread(void) { openblas_set_num_threads(1); }
-
 static fm_status probe(void **state, const char **why)
 {
     (void)why;
     *state = NULL;
-    pthread_once(&blas_once, blas_single_thread);
+    fm_blas_threads_init();
     return FM_OK;
 }
 
@@ -129,59 +130,124 @@ typedef struct exec_args {
     int a_packed, b_packed;
 } exec_args;
 
-static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item)
+/* The epilogue's view of rows [r0, r0+rows) x cols [c0, c0+cols) of batch b. */
+static fm_cpu_panel make_panel(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t r0, int64_t rows,
+                               int64_t c0, int64_t cols)
 {
     const fm_matmul_geom *g = &pl->g;
-    const size_t es = pl->es;
-    int64_t per_batch = pl->n_row_panels * pl->n_col_blocks;
-    int64_t b = item / per_batch, rem = item % per_batch;
-    int64_t r0 = (rem / pl->n_col_blocks) * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
-    int64_t rows = fm_min_i64(pl->panel_rows, g->m - r0), cols = fm_min_i64(pl->col_block, g->n - c0);
-    unsigned epi = pl->mp.epilogue;
-
-    const char *a = x->a_packed ? x->a + (size_t)(b * g->m * g->k) * es
-                                : x->a + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * (int64_t)es;
-    const char *bm = x->b_packed ? x->b + (size_t)(b * g->k * g->n) * es
-                                 : x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)es;
-    /* move to the panel's rows of A and columns of B */
-    a += (pl->la.trans ? r0 : r0 * pl->la.ld) * (int64_t)es;
-    bm += (pl->lb.trans ? c0 * pl->lb.ld : c0) * (int64_t)es;
-
+    const int64_t es = (int64_t)pl->es;
     fm_cpu_panel p = {0};
     p.rows = rows;
     p.cols = cols;
     p.ldd = x->ldd;
     int64_t d_off = pl->d_direct ? fm_matmul_batch_offset(g, FM_MATMUL_D, b) : b * x->d_batch;
-    p.d = x->d + (d_off + r0 * x->ldd + c0) * (int64_t)es;
+    p.d = x->d + (d_off + r0 * x->ldd + c0) * es;
     if (x->c)
         p.c = x->c + (fm_matmul_batch_offset(g, FM_MATMUL_C, b) + r0 * g->row_stride[FM_MATMUL_C] +
-                      c0 * g->col_stride[FM_MATMUL_C]) * (int64_t)es;
+                      c0 * g->col_stride[FM_MATMUL_C]) * es;
     p.c_rs = g->row_stride[FM_MATMUL_C];
     p.c_cs = g->col_stride[FM_MATMUL_C];
     if (x->bias)
-        p.bias = x->bias + (fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) + c0 * g->col_stride[FM_MATMUL_BIAS]) *
-                               (int64_t)es;
+        p.bias = x->bias + (fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) + c0 * g->col_stride[FM_MATMUL_BIAS]) * es;
     p.bias_cs = g->col_stride[FM_MATMUL_BIAS];
     p.col0 = c0;
     p.last_col_block = (c0 + cols == g->n);
     if (x->aux) {
-        int relu = (epi & FM_EPILOGUE_RELU) != 0;
-        size_t aes = relu ? 1 : es;
+        int relu = (pl->mp.epilogue & FM_EPILOGUE_RELU) != 0;
+        int64_t aes = relu ? 1 : es;
         p.aux_ld = g->row_stride[FM_MATMUL_AUX];
         if (g->m == 1 || p.aux_ld == 0)
             p.aux_ld = relu ? fm_relu_mask_row_bytes(g->n) : g->n;
         p.mask_row_bytes = fm_relu_mask_row_bytes(g->n);
-        p.aux = x->aux + (fm_matmul_batch_offset(g, FM_MATMUL_AUX, b) + r0 * p.aux_ld + (relu ? 0 : c0)) *
-                             (int64_t)aes;
+        p.aux = x->aux + (fm_matmul_batch_offset(g, FM_MATMUL_AUX, b) + r0 * p.aux_ld + (relu ? 0 : c0)) * aes;
     }
+    return p;
+}
 
+/* Operand origins of batch b. */
+static const char *batch_a(const openblas_plan *pl, const exec_args *x, int64_t b)
+{
+    const fm_matmul_geom *g = &pl->g;
+    return x->a_packed ? x->a + (size_t)(b * g->m * g->k) * pl->es
+                       : x->a + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * (int64_t)pl->es;
+}
+
+static const char *batch_b(const openblas_plan *pl, const exec_args *x, int64_t b)
+{
+    const fm_matmul_geom *g = &pl->g;
+    return x->b_packed ? x->b + (size_t)(b * g->k * g->n) * pl->es
+                       : x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)pl->es;
+}
+
+/* One work item of the tiles strategy: (batch, row panel, column block), one
+ * single-threaded GEMM with the epilogue before and after it. */
+static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t es = (int64_t)pl->es;
+    int64_t per_batch = pl->n_row_panels * pl->n_col_blocks;
+    int64_t b = item / per_batch, rem = item % per_batch;
+    int64_t r0 = (rem / pl->n_col_blocks) * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
+    int64_t rows = fm_min_i64(pl->panel_rows, g->m - r0), cols = fm_min_i64(pl->col_block, g->n - c0);
+    const char *a = batch_a(pl, x, b) + (pl->la.trans ? r0 : r0 * pl->la.ld) * es;
+    const char *bm = batch_b(pl, x, b) + (pl->lb.trans ? c0 * pl->lb.ld : c0) * es;
+    fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
     int preloaded = fm_cpu_preload(g->dtype, &p, pl->mp.beta);
     if (g->k > 0)
         gemm(pl, rows, cols, a, pl->la.ld, bm, pl->lb.ld, p.d, x->ldd, preloaded);
     else if (!preloaded)
         for (int64_t i = 0; i < rows; i++)
-            memset((char *)p.d + i * x->ldd * (int64_t)es, 0, (size_t)cols * es);
-    fm_cpu_activate(g->dtype, epi, &p);
+            memset((char *)p.d + i * x->ldd * es, 0, (size_t)cols * pl->es);
+    fm_cpu_activate(g->dtype, pl->mp.epilogue, &p);
+}
+
+/* ---- the blas-threads strategy ---- */
+/* OpenBLAS threads the whole GEMM (sharing packed panels between its threads,
+ * which independent per-tile calls cannot); the preload and the activation are
+ * passes over row chunks around it, run by the passive pool (cpu_pool.c) so no
+ * spinning thread competes with OpenBLAS's. The passes cost O(mn) against the
+ * GEMM's O(mnk). */
+enum { PASS_ROWS = 16 };
+
+typedef struct pass_job {
+    const openblas_plan *pl;
+    const exec_args *x;
+    int64_t b;
+    int activate;
+    atomic_int wrote; /* preload: some chunk was written */
+} pass_job;
+
+static void pass_chunk(void *arg, int64_t ci)
+{
+    pass_job *j = arg;
+    const fm_matmul_geom *g = &j->pl->g;
+    fm_cpu_panel p = make_panel(j->pl, j->x, j->b, ci * PASS_ROWS, fm_min_i64(PASS_ROWS, g->m - ci * PASS_ROWS), 0, g->n);
+    if (j->activate)
+        fm_cpu_activate(g->dtype, j->pl->mp.epilogue, &p);
+    else if (fm_cpu_preload(g->dtype, &p, j->pl->mp.beta))
+        atomic_store(&j->wrote, 1);
+}
+
+static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t chunks = (g->m + PASS_ROWS - 1) / PASS_ROWS;
+    const int has_act = (pl->mp.epilogue & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)) != 0;
+    const int has_pre = x->bias || (x->c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0));
+    for (int64_t b = 0; b < g->batch_count; b++) {
+        pass_job j = {pl, x, b, 0, 0};
+        if (has_pre)
+            fm_pool_run(pl->threads, chunks, pass_chunk, &j);
+        fm_cpu_panel whole = make_panel(pl, x, b, 0, g->m, 0, g->n);
+        fm_blas_threads_begin(pl->threads);
+        gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, whole.d, x->ldd,
+             atomic_load(&j.wrote));
+        fm_blas_threads_end();
+        if (has_act) {
+            j.activate = 1;
+            fm_pool_run(pl->threads, chunks, pass_chunk, &j);
+        }
+    }
 }
 
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
@@ -223,13 +289,19 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         x.ldd = g->n;
         x.d_batch = g->m * g->n;
     }
-    if (pl->threads <= 1 || pl->items == 1) {
-        for (int64_t it = 0; it < pl->items; it++)
-            run_item(pl, &x, it);
+    if (pl->blas_threaded) {
+        run_blas_threaded(pl, &x);
     } else {
+        fm_blas_single_begin();
+        if (pl->threads <= 1 || pl->items == 1) {
+            for (int64_t it = 0; it < pl->items; it++)
+                run_item(pl, &x, it);
+        } else {
 #pragma omp parallel for num_threads(pl->threads) schedule(dynamic, 1)
-        for (int64_t it = 0; it < pl->items; it++)
-            run_item(pl, &x, it);
+            for (int64_t it = 0; it < pl->items; it++)
+                run_item(pl, &x, it);
+        }
+        fm_blas_single_end();
     }
 
     if (d_tmp) {
@@ -278,12 +350,15 @@ static void choose_panels(openblas_plan *pl)
     const fm_matmul_geom *g = &pl->g;
     double flops = 2.0 * (double)g->m * (double)g->n * (double)(g->k > 0 ? g->k : 1) * (double)g->batch_count;
     int threads = pl->mp.num_threads;
-    if (flops < SMALL_FLOPS)
-        threads = 1;
+    if (flops < SMALL_FLOPS && pl->mp.cpu_strategy != FM_CPU_STRATEGY_BLAS_THREADS)
+        threads = 1; /* an explicit strategy is honoured at any size (tests, autotune) */
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
     int64_t rows, cols = n;
-    if (pl->mp.panel_rows > 0) {
+    if (pl->mp.cpu_strategy == FM_CPU_STRATEGY_BLAS_THREADS && threads > 1) {
+        pl->blas_threaded = 1;
+        rows = m;
+    } else if (pl->mp.panel_rows > 0) {
         rows = fm_min_i64(pl->mp.panel_rows, m);
     } else if (g->k >= LARGE_K) {
         /* Compute-bound: one big tile per thread (OpenBLAS blocks inside the call),
@@ -311,14 +386,14 @@ static void choose_panels(openblas_plan *pl)
     /* Still fewer tiles than threads: split columns too, in blocks of 128 so relu
      * mask bytes never straddle two blocks. */
     int64_t row_items = pl->n_row_panels * batch;
-    if (cols == n && row_items < threads && n >= 256) {
+    if (!pl->blas_threaded && cols == n && row_items < threads && n >= 256) {
         int64_t want = (threads + row_items - 1) / row_items;
         cols = fm_min_i64(((n + want - 1) / want + 127) / 128 * 128, n);
     }
     pl->col_block = cols;
     pl->n_col_blocks = (n + cols - 1) / cols;
     pl->items = pl->n_row_panels * pl->n_col_blocks * batch;
-    pl->threads = (int)fm_max_i64(1, fm_min_i64(threads, pl->items));
+    pl->threads = pl->blas_threaded ? threads : (int)fm_max_i64(1, fm_min_i64(threads, pl->items));
 }
 
 static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -368,9 +443,10 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=1 panel=%lldx%lld threads=%d%s%s%s",
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi,
-             (long long)pl.panel_rows, (long long)pl.col_block, pl.threads, pl.la.trans ? " trans_a" : "",
+             pl.blas_threaded ? 1 + !!(pl.mp.epilogue & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)) : 1,
+             pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads, pl.la.trans ? " trans_a" : "",
              pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }

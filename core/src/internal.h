@@ -25,6 +25,7 @@ typedef struct fm_matmul_params {
     unsigned epilogue;
     int32_t num_threads; /* resolved: never 0 */
     int32_t panel_rows;  /* 0 = backend heuristic */
+    int32_t cpu_strategy; /* fm_cpu_strategy */
 } fm_matmul_params;
 
 /* A problem is plain data, zero-initialised before filling so it can be hashed and

@@ -231,6 +231,9 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: execution = %d, expected auto (0), cpu (1) or cuda (2)",
                        opts->execution);
+    if (opts->cpu_strategy < FM_CPU_STRATEGY_AUTO || opts->cpu_strategy > FM_CPU_STRATEGY_BLAS_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: cpu_strategy = %d, expected 0 (auto), 1 (tiles) or 2 (blas_threads)",
+                       opts->cpu_strategy);
     if (opts->num_threads < 0 || opts->panel_rows < 0 || opts->device_id < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
                        "matmul: num_threads = %d, panel_rows = %d, device_id = %d; expected values >= 0",
@@ -401,6 +404,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     mp->epilogue = epi;
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;
+    mp->cpu_strategy = opts->cpu_strategy;
     (void)m;
     return FM_OK;
 }
@@ -475,15 +479,23 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
      * per call, in interleaved rounds, keeping its fastest call: other work on the
      * machine then slows every candidate alike instead of deciding the winner. A
      * candidate replaces the heuristic only when at least 3% faster. */
-    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
+    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024, -1}; /* -1: blas threads */
     enum { NCAND = sizeof cand / sizeof cand[0], ROUNDS = 3 };
     int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
     fm_plan *plans[NCAND] = {0};
     double fastest[NCAND];
     int n = 0;
-    for (int ci = 0; ci < NCAND && (ci == 0 || cand[ci] <= m); ci++) {
+    if (p.u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO)
+        return plan_problem(ctx, &p, plan);
+    for (int ci = 0; ci < NCAND; ci++) {
+        if (ci > 0 && cand[ci] > m)
+            continue;
+        if (cand[ci] < 0 && p.u.matmul.num_threads <= 1)
+            continue;
         fm_problem q = p;
-        q.u.matmul.panel_rows = cand[ci];
+        q.u.matmul.panel_rows = cand[ci] > 0 ? cand[ci] : 0;
+        if (ci > 0)
+            q.u.matmul.cpu_strategy = cand[ci] < 0 ? FM_CPU_STRATEGY_BLAS_THREADS : FM_CPU_STRATEGY_TILES;
         if ((s = plan_problem(ctx, &q, &plans[n])) != FM_OK ||
             (s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK) { /* + warm-up */
             for (int i = 0; i <= n; i++)

@@ -254,6 +254,13 @@ typedef enum fm_execution {
     FM_EXECUTION_CUDA = 2  /* compute on cuda:device_id, moving data if needed */
 } fm_execution;
 
+/* How the CPU backend spreads a matmul over threads. */
+typedef enum fm_cpu_strategy {
+    FM_CPU_STRATEGY_AUTO = 0,
+    FM_CPU_STRATEGY_TILES = 1,       /* one single-threaded GEMM per tile, epilogue fused per tile */
+    FM_CPU_STRATEGY_BLAS_THREADS = 2 /* OpenBLAS threads one GEMM; bias/activation as parallel passes */
+} fm_cpu_strategy;
+
 typedef struct fm_matmul_options {
     double alpha[2];         /* real, imaginary part; default {1, 0} */
     double beta[2];          /* default {0, 0}; ignored without C */
@@ -262,7 +269,8 @@ typedef struct fm_matmul_options {
     int32_t device_id;       /* for FM_EXECUTION_CUDA */
     int32_t num_threads;     /* cpu threads for this plan; 0 = the context's setting */
     int32_t panel_rows;      /* cpu: rows per fused panel; 0 = heuristic (autotune sets it) */
-    int32_t reserved[8];     /* zero */
+    int32_t cpu_strategy;    /* fm_cpu_strategy; 0 = heuristic (autotune sets it) */
+    int32_t reserved[7];     /* zero */
 } fm_matmul_options;
 
 /*! fm_matmul_options_init() : defaults (alpha = 1, beta = 0, no epilogue, auto). */

@@ -1,0 +1,148 @@
+/* test_cpu_strategies.c : both CPU matmul strategies (tiles and blas-threads) give
+ * the float64 reference for every epilogue, with C and beta, f32 and f64, and the
+ * planner takes the strategy option (with threads > 1, or it falls back to tiles). */
+#include "check.h"
+
+#include <fusemath/fusemath.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double urand(void) { return (double)rand() / RAND_MAX - 0.5; }
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+/* D = act(alpha A B + beta C + bias) in double; pre = the activation's input. */
+static void reference(int m, int n, int k, const double *a, const double *b, const double *c, const double *bias,
+                      double alpha, double beta, unsigned epi, double *d, double *pre)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int q = 0; q < k; q++)
+                s += a[i * k + q] * b[q * n + j];
+            double v = alpha * s + (c ? beta * c[i * n + j] : 0) + ((epi & FM_EPILOGUE_BIAS) ? bias[j] : 0);
+            pre[i * n + j] = v;
+            d[i * n + j] = (epi & FM_EPILOGUE_RELU) ? (v > 0 ? v : 0) : (epi & FM_EPILOGUE_GELU) ? gelu_ref(v) : v;
+        }
+}
+
+static void run_case(fm_context *ctx, int f64, int strategy, unsigned epi, int with_c, int m, int n, int k)
+{
+    size_t es = f64 ? 8 : 4;
+    fm_dtype dt = f64 ? FM_F64 : FM_F32;
+    double *ad = malloc(sizeof(double) * m * k), *bd = malloc(sizeof(double) * k * n);
+    double *cd = malloc(sizeof(double) * m * n), *biasd = malloc(sizeof(double) * n);
+    double *ref = malloc(sizeof(double) * m * n), *pre = malloc(sizeof(double) * m * n);
+    void *A = malloc(es * m * k), *B = malloc(es * k * n), *C = malloc(es * m * n), *BIAS = malloc(es * n);
+    void *D = malloc(es * m * n);
+    int64_t row_bytes = fm_relu_mask_row_bytes(n);
+    void *AUX = malloc((epi & FM_EPILOGUE_RELU) ? (size_t)(m * row_bytes) : es * m * n);
+    for (int i = 0; i < m * k; i++) ad[i] = urand();
+    for (int i = 0; i < k * n; i++) bd[i] = urand();
+    for (int i = 0; i < m * n; i++) cd[i] = urand();
+    for (int i = 0; i < n; i++) biasd[i] = urand();
+#define STORE(dst, src, cnt) for (int i = 0; i < (cnt); i++) { if (f64) ((double *)(dst))[i] = (src)[i]; else { ((float *)(dst))[i] = (float)(src)[i]; (src)[i] = ((float *)(dst))[i]; } }
+    STORE(A, ad, m * k);
+    STORE(B, bd, k * n);
+    STORE(C, cd, m * n);
+    STORE(BIAS, biasd, n);
+#undef STORE
+    const double alpha = 0.75, beta = with_c ? -1.25 : 0.0;
+    reference(m, n, k, ad, bd, with_c ? cd : NULL, biasd, alpha, beta, epi, ref, pre);
+
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    fm_tensor ta, tb, tc, tbias, td, taux;
+    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n}, sbias[1] = {n}, saux[2] = {m, row_bytes};
+    fm_tensor_init(&ta, A, cpu, dt, 2, sa, NULL);
+    fm_tensor_init(&tb, B, cpu, dt, 2, sb, NULL);
+    fm_tensor_init(&tc, C, cpu, dt, 2, sd, NULL);
+    fm_tensor_init(&tbias, BIAS, cpu, dt, 1, sbias, NULL);
+    fm_tensor_init(&td, D, cpu, dt, 2, sd, NULL);
+    if (epi & FM_EPILOGUE_RELU)
+        fm_tensor_init(&taux, AUX, cpu, FM_U8, 2, saux, NULL);
+    else
+        fm_tensor_init(&taux, AUX, cpu, dt, 2, sd, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.alpha[0] = alpha;
+    o.beta[0] = beta;
+    o.epilogue = epi;
+    o.cpu_strategy = strategy;
+    o.num_threads = 2;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_plan(ctx, &ta, &tb, with_c ? &tc : NULL, (epi & FM_EPILOGUE_BIAS) ? &tbias : NULL, &td,
+                            (epi & FM_EPILOGUE_AUX) ? &taux : NULL, &o, &plan));
+    if (!plan)
+        goto out;
+    const char *want = strategy == FM_CPU_STRATEGY_BLAS_THREADS ? "blas_threads=" : "panel=";
+    CHECK_MSG(fm_test_contains(fm_plan_describe(plan), want), "describe \"%s\" lacks \"%s\"", fm_plan_describe(plan),
+              want);
+    void *ptrs[FM_MATMUL_NSLOTS] = {A, B, with_c ? C : NULL, (epi & FM_EPILOGUE_BIAS) ? BIAS : NULL, D,
+                                    (epi & FM_EPILOGUE_AUX) ? AUX : NULL};
+    for (int rep = 0; rep < 2; rep++) { /* a second execute must give the same answer */
+        CHECK_OK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL));
+        double eps = f64 ? 1e-15 : 6e-8, worst = 0;
+        int mask_bad = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double got = f64 ? ((double *)D)[i * n + j] : ((float *)D)[i * n + j];
+                double err = fabs(got - ref[i * n + j]) / (4.0 * k * eps * (1.0 + fabs(ref[i * n + j])));
+                if (err > worst) worst = err;
+                if ((epi & FM_EPILOGUE_AUX) && (epi & FM_EPILOGUE_RELU) && fabs(pre[i * n + j]) > 1e-3) {
+                    int bit = (((unsigned char *)AUX)[i * row_bytes + j / 8] >> (j % 8)) & 1;
+                    mask_bad += bit != (pre[i * n + j] > 0);
+                }
+            }
+        CHECK_MSG(worst <= 1.0, "%s strategy %d epilogue 0x%x c=%d: error %.3g x the bound", f64 ? "f64" : "f32",
+                  strategy, epi, with_c, worst);
+        CHECK_MSG(mask_bad == 0, "strategy %d: %d relu mask bits disagree with the pre-activation", strategy, mask_bad);
+    }
+    fm_plan_release(plan);
+out:
+    free(ad), free(bd), free(cd), free(biasd), free(ref), free(pre);
+    free(A), free(B), free(C), free(BIAS), free(D), free(AUX);
+}
+
+static void test_strategies_match_reference(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    const unsigned epis[] = {0, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, FM_EPILOGUE_GELU,
+                             FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_AUX, FM_EPILOGUE_GELU | FM_EPILOGUE_AUX};
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int strategy = FM_CPU_STRATEGY_TILES; strategy <= FM_CPU_STRATEGY_BLAS_THREADS; strategy++)
+            for (size_t e = 0; e < sizeof epis / sizeof epis[0]; e++)
+                for (int with_c = 0; with_c < 2; with_c++)
+                    run_case(ctx, f64, strategy, epis[e], with_c, 67, 301, 45);
+    fm_context_destroy(ctx);
+}
+
+static void test_bad_strategy(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    float a[4] = {0}, b[4] = {0}, d[4] = {0};
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    fm_tensor ta, tb, td;
+    int64_t s[2] = {2, 2};
+    fm_tensor_init(&ta, a, cpu, FM_F32, 2, s, NULL);
+    fm_tensor_init(&tb, b, cpu, FM_F32, 2, s, NULL);
+    fm_tensor_init(&td, d, cpu, FM_F32, 2, s, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.cpu_strategy = 7;
+    fm_plan *plan = NULL;
+    CHECK_STATUS(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("cpu_strategy");
+    fm_context_destroy(ctx);
+}
+
+int main(void)
+{
+    RUN_TEST(test_strategies_match_reference);
+    RUN_TEST(test_bad_strategy);
+    TEST_MAIN_RETURN();
+}
