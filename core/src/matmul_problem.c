@@ -479,7 +479,10 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
      * per call, in interleaved rounds, keeping its fastest call: other work on the
      * machine then slows every candidate alike instead of deciding the winner. A
      * candidate replaces the heuristic only when at least 3% faster. */
-    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024, -1}; /* -1: blas threads */
+    /* The blas-threads strategy is not a candidate: after each call OpenBLAS's threads
+     * spin for milliseconds and slow whatever runs next (measured 3-4x on the next
+     * tile plan on the H200 host), which a timing loop of one plan does not see. */
+    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
     enum { NCAND = sizeof cand / sizeof cand[0], ROUNDS = 3 };
     int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
     fm_plan *plans[NCAND] = {0};
@@ -490,12 +493,10 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
     for (int ci = 0; ci < NCAND; ci++) {
         if (ci > 0 && cand[ci] > m)
             continue;
-        if (cand[ci] < 0 && p.u.matmul.num_threads <= 1)
-            continue;
         fm_problem q = p;
-        q.u.matmul.panel_rows = cand[ci] > 0 ? cand[ci] : 0;
+        q.u.matmul.panel_rows = cand[ci];
         if (ci > 0)
-            q.u.matmul.cpu_strategy = cand[ci] < 0 ? FM_CPU_STRATEGY_BLAS_THREADS : FM_CPU_STRATEGY_TILES;
+            q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
         if ((s = plan_problem(ctx, &q, &plans[n])) != FM_OK ||
             (s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK) { /* + warm-up */
             for (int i = 0; i <= n; i++)
