@@ -411,8 +411,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     const fm_matmul_geom *g = &pl.g;
     if (g->dtype == FM_F16 || g->dtype == FM_BF16)
         return fm_fail(FM_ERR_NOT_APPLICABLE,
-                       "dtype %s is not supported on cpu (this OpenBLAS has no half-precision GEMM); use f32, or "
-                       "execution='cuda'", fm_dtype_name(g->dtype));
+                       "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "
+                       "c128); convert to f32, or use execution='cuda'", fm_dtype_name(g->dtype));
     pl.es = fm_dtype_size(g->dtype);
     if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
         return fm_fail(FM_ERR_TOO_LARGE,

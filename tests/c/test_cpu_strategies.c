@@ -5,6 +5,7 @@
 
 #include <fusemath/fusemath.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,9 +141,44 @@ static void test_bad_strategy(void)
     fm_context_destroy(ctx);
 }
 
+/* Tile plans (OpenBLAS at one thread, shared lock) and blas-threads plans
+ * (exclusive lock, pool) executed from several threads at once: no deadlock, no
+ * oversubscription-induced error, every result right. */
+typedef struct concurrent_arg {
+    fm_context *ctx;
+    int strategy;
+} concurrent_arg;
+
+static void *concurrent_worker(void *p)
+{
+    concurrent_arg *ca = p;
+    for (int i = 0; i < 6; i++)
+        run_case(ca->ctx, i & 1, ca->strategy, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, i % 3 == 0, 130, 257, 64);
+    return NULL;
+}
+
+static void test_strategies_concurrently(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    pthread_t th[4];
+    concurrent_arg args[4];
+    for (int t = 0; t < 4; t++) {
+        args[t].ctx = ctx;
+        args[t].strategy = (t & 1) ? FM_CPU_STRATEGY_BLAS_THREADS : FM_CPU_STRATEGY_TILES;
+        CHECK(pthread_create(&th[t], NULL, concurrent_worker, &args[t]) == 0);
+    }
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     RUN_TEST(test_strategies_match_reference);
+    RUN_TEST(test_strategies_concurrently);
     RUN_TEST(test_bad_strategy);
     TEST_MAIN_RETURN();
 }
