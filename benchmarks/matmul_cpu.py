@@ -184,15 +184,7 @@ fusemath.set_num_threads(ARGS.threads)
 # ---------------------------------------------------------------------------
 # Machine / library information
 # ---------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from fusemath.bench import cpu_model  # noqa: E402  (after the thread environment is set)
 
 
 def numpy_blas_info():

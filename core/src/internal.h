@@ -18,6 +18,10 @@ void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((for
 void *fm_malloc_aligned(size_t bytes, size_t align); /* NULL on failure; free with fm_free_aligned */
 void fm_free_aligned(void *p);
 
+/* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
+ * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
+void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
+
 /* ---- problems ---- */
 typedef struct fm_matmul_params {
     double alpha[2];

@@ -40,26 +40,6 @@ fm_op fm_plan_op(const fm_plan *p) { return p ? p->problem.op : FM_OP_COUNT_; }
 
 const char *fm_plan_backend(const fm_plan *p) { return p && p->backend ? p->backend->name : ""; }
 
-/* Byte range [lo, hi) a strided tensor touches, relative to its data pointer. */
-static void byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
-{
-    int64_t a = 0, b = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0) {
-            *lo = *hi = 0;
-            return;
-        }
-        int64_t ext = (t->shape[i] - 1) * t->strides[i];
-        if (ext < 0)
-            a += ext;
-        else
-            b += ext;
-    }
-    int64_t es = (int64_t)fm_dtype_size(t->dtype);
-    *lo = a * es;
-    *hi = (b + 1) * es;
-}
-
 static int same_layout(const fm_tensor *x, const fm_tensor *y)
 {
     if (x->ndim != y->ndim || x->dtype != y->dtype)
@@ -76,13 +56,13 @@ static fm_status check_aliasing(const fm_problem *pr, void *const *ptrs)
         if (!(pr->output_mask & (1u << o)) || !ptrs[o])
             continue;
         int64_t olo, ohi;
-        byte_span(&pr->t[o], &olo, &ohi);
+        fm_tensor_byte_span(&pr->t[o], &olo, &ohi);
         uintptr_t ob = (uintptr_t)ptrs[o];
         for (int i = 0; i < pr->nslots; i++) {
             if (i == o || !(pr->present & (1u << i)) || !ptrs[i])
                 continue;
             int64_t ilo, ihi;
-            byte_span(&pr->t[i], &ilo, &ihi);
+            fm_tensor_byte_span(&pr->t[i], &ilo, &ihi);
             if (ohi == olo || ihi == ilo)
                 continue;
             uintptr_t ib = (uintptr_t)ptrs[i];

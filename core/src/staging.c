@@ -21,25 +21,6 @@ static const fm_device_ops *ops_for(int type)
     return NULL;
 }
 
-static void span_of(const fm_tensor *t, int64_t *lo, int64_t *hi)
-{
-    int64_t a = 0, b = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0) {
-            *lo = *hi = 0;
-            return;
-        }
-        int64_t ext = (t->shape[i] - 1) * t->strides[i];
-        if (ext < 0)
-            a += ext;
-        else
-            b += ext;
-    }
-    int64_t es = (int64_t)fm_dtype_size(t->dtype);
-    *lo = a * es;
-    *hi = (b + 1) * es;
-}
-
 static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *stream)
 {
     const staging_impl *st = p->impl;
@@ -53,7 +34,7 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
         if (!st->slot_ops[i] || !ptrs[i])
             continue;
         int64_t lo, hi;
-        span_of(&pr->t[i], &lo, &hi);
+        fm_tensor_byte_span(&pr->t[i], &lo, &hi);
         if (hi == lo)
             continue;
         if ((s = st->exec_ops->alloc(exec.id, (size_t)(hi - lo), &stage[i])) != FM_OK)
@@ -73,7 +54,7 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
         if (!stage[i] || !((pr->output_mask >> i) & 1))
             continue;
         int64_t lo, hi;
-        span_of(&pr->t[i], &lo, &hi);
+        fm_tensor_byte_span(&pr->t[i], &lo, &hi);
         s = st->slot_ops[i]->copy((char *)ptrs[i] + lo, pr->t[i].device, stage[i], exec, (size_t)(hi - lo), stream);
     }
     for (int i = 0; i < pr->nslots; i++)

@@ -61,3 +61,22 @@ int64_t fm_tensor_numel(const fm_tensor *t)
         n *= t->shape[i];
     return n;
 }
+
+void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t ext = (t->shape[i] - 1) * t->strides[i];
+        if (ext < 0)
+            a += ext;
+        else
+            b += ext;
+    }
+    int64_t es = (int64_t)fm_dtype_size(t->dtype);
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}

@@ -44,7 +44,8 @@ GPU_MODES = (GPU_XFER, GPU_RES)
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (shared with benchmarks/matmul_cpu.py)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -338,7 +339,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     now = datetime.datetime.now().astimezone()
     meta = {
         "date": now.isoformat(timespec="seconds"),
-        "machine": {"hostname": socket.gethostname(), "cpu_model": _cpu_model(), "cores": _cores(),
+        "machine": {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": _cores(),
                     "platform": platform.platform(), "python": sys.version.split()[0],
                     "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None},
         "fusemath_version": fusemath.__version__,
