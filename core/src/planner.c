@@ -8,14 +8,21 @@
 
 uint64_t fm_problem_hash(const fm_problem *p)
 {
-    /* FNV-1a over the bytes: problems are zero-filled before being built. */
+    /* Word-wise multiply-xorshift over the bytes (problems are zero-filled before
+     * being built): byte-wise FNV over the 1.4 KiB struct cost ~1.5 us per
+     * stateless call. */
     const unsigned char *b = (const unsigned char *)p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof *p; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof *p;
+    size_t i = 0;
+    for (; i + 8 <= sizeof *p; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
     }
-    return h;
+    for (; i < sizeof *p; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
 }
 
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b) { return memcmp(a, b, sizeof *a) == 0; }
