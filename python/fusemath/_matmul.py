@@ -335,7 +335,7 @@ def matmul(
     ops = _Operands(where, a, b, c, alpha, beta)
     epi, bias_arr = ops.epilogue_and_bias(where, epilogue, bias)
     opts = as_options(options, where)
-    ex, dev, nth, panel = resolve_execution(execution, opts, where)
+    ex, dev, nth, panel, strategy = resolve_execution(execution, opts, where)
     sh = stream_handle(stream, where)
     if out is None:
         d = _empty(ops.rshape, ops.dtype)
@@ -349,7 +349,7 @@ def matmul(
         aux = _empty(aux_shape, aux_dtype)
         aux_full = aux.reshape(ops.aux_full_shape(epi))
     try:
-        _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel, sh)
+        _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel, strategy, sh)
     except _C.AliasError as exc:
         raise _C.AliasError(f"{where}: out overlaps an input ({exc})") from None
     if out is None and ops.scalar:

@@ -92,12 +92,16 @@ class MatmulOptions:
         num_threads: CPU threads for this matmul; 0 = the library setting
             (:func:`fusemath.set_num_threads`).
         panel_rows: CPU rows per fused panel; 0 = heuristic (``Matmul.autotune`` picks one).
+        cpu_strategy: ``"auto"`` (heuristic), ``"tiles"`` (one single-threaded GEMM per tile,
+            epilogue fused per tile) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the
+            epilogue runs as parallel passes; can pay off for lone large f64 products).
     """
 
     execution: Optional[str] = None
     device_id: int = 0
     num_threads: int = 0
     panel_rows: int = 0
+    cpu_strategy: str = "auto"
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(MatmulOptions))
@@ -128,13 +132,27 @@ def _nonneg_int(value: Any, name: str, where: str) -> int:
     return int(value)
 
 
-_AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0)
+_AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO)
+_CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
+                   "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS}
 
 
-def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int]:
-    """-> (execution code, device_id, num_threads, panel_rows) for the C layer."""
+def _cpu_strategy(value: Any, where: str) -> int:
+    if isinstance(value, str) and value.strip().lower() in _CPU_STRATEGIES:
+        return _CPU_STRATEGIES[value.strip().lower()]
+    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of 'auto', 'tiles', 'blas_threads'")
+
+
+def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int, int]:
+    """-> (execution code, device_id, num_threads, panel_rows, cpu_strategy) for the C layer."""
+    ex, dev, nth, panel = _resolve_execution(execution, opts, where)
+    strategy = _C.CPU_STRATEGY_AUTO if opts is _DEFAULT_OPTIONS else _cpu_strategy(opts.cpu_strategy, where)
+    return ex, dev, nth, panel, strategy
+
+
+def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int]:
     if execution is None and opts is _DEFAULT_OPTIONS:
-        return _AUTO_DEFAULTS
+        return _AUTO_DEFAULTS[:4]
     if execution is None:
         execution = opts.execution
     device_id = _nonneg_int(opts.device_id, "device_id", where)

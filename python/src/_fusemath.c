@@ -1108,11 +1108,11 @@ enum { MM_RUN, MM_PLAN, MM_TUNE };
 
 #define MM_COMMON_NAMES                                                                                 \
     "a", "b", "c", "bias", "d", "aux", "alpha", "beta", "epilogue", "execution", "device_id", "num_threads", \
-        "panel_rows"
+        "panel_rows", "cpu_strategy"
 static const char *const mm_run_names[] = {MM_COMMON_NAMES, "stream"};
 static const char *const mm_plan_names[] = {MM_COMMON_NAMES};
 static const char *const mm_tune_names[] = {MM_COMMON_NAMES, "repeats"};
-enum { MM_NARGS = 14 };
+enum { MM_NARGS = 15 };
 
 static int epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi)
 {
@@ -1166,6 +1166,10 @@ static int options_from_args(fm_state *st, const char *fname, PyObject **a, fm_m
     if (int_arg(fname, "panel_rows", a[12], 0, INT32_MAX, &v) < 0)
         return -1;
     o->panel_rows = (int32_t)v;
+    v = o->cpu_strategy;
+    if (int_arg(fname, "cpu_strategy", a[13], 0, 2, &v) < 0)
+        return -1;
+    o->cpu_strategy = (int32_t)v;
     return 0;
 }
 
@@ -1219,9 +1223,9 @@ static PyObject *matmul_common(PyObject *module, int mode, PyObject *const *args
         return NULL;
     void *stream = NULL;
     long long repeats = 3;
-    if (mode == MM_RUN && a[13] && ptr_arg(prefix, "stream", a[13], &stream) < 0)
+    if (mode == MM_RUN && a[14] && ptr_arg(prefix, "stream", a[14], &stream) < 0)
         return NULL;
-    if (mode == MM_TUNE && int_arg(prefix, "repeats", a[13], 1, 1000000, &repeats) < 0)
+    if (mode == MM_TUNE && int_arg(prefix, "repeats", a[14], 1, 1000000, &repeats) < 0)
         return NULL;
 
     fm_tensor tens[FM_MATMUL_NSLOTS];
@@ -1679,7 +1683,10 @@ static int module_exec(PyObject *m)
         add_int(m, "EPILOGUE_DEFAULT", FM_EPILOGUE_DEFAULT) < 0 || add_int(m, "EPILOGUE_BIAS", FM_EPILOGUE_BIAS) < 0 ||
         add_int(m, "EPILOGUE_RELU", FM_EPILOGUE_RELU) < 0 || add_int(m, "EPILOGUE_GELU", FM_EPILOGUE_GELU) < 0 ||
         add_int(m, "EPILOGUE_AUX", FM_EPILOGUE_AUX) < 0 || add_int(m, "EXECUTION_AUTO", FM_EXECUTION_AUTO) < 0 ||
-        add_int(m, "EXECUTION_CPU", FM_EXECUTION_CPU) < 0 || add_int(m, "EXECUTION_CUDA", FM_EXECUTION_CUDA) < 0 ||
+        add_int(m, "EXECUTION_CPU", FM_EXECUTION_CPU) < 0 ||
+        add_int(m, "CPU_STRATEGY_AUTO", FM_CPU_STRATEGY_AUTO) < 0 ||
+        add_int(m, "CPU_STRATEGY_TILES", FM_CPU_STRATEGY_TILES) < 0 ||
+        add_int(m, "CPU_STRATEGY_BLAS_THREADS", FM_CPU_STRATEGY_BLAS_THREADS) < 0 || add_int(m, "EXECUTION_CUDA", FM_EXECUTION_CUDA) < 0 ||
         add_int(m, "MATMUL_A", FM_MATMUL_A) < 0 || add_int(m, "MATMUL_B", FM_MATMUL_B) < 0 ||
         add_int(m, "MATMUL_C", FM_MATMUL_C) < 0 || add_int(m, "MATMUL_BIAS", FM_MATMUL_BIAS) < 0 ||
         add_int(m, "MATMUL_D", FM_MATMUL_D) < 0 || add_int(m, "MATMUL_AUX", FM_MATMUL_AUX) < 0 ||

@@ -1,0 +1,32 @@
+"""The CPU strategy option: every strategy gives the float64 reference, bad names are refused."""
+import numpy as np
+import pytest
+
+import fusemath
+from mmref import assert_close, make, reference
+
+
+@pytest.mark.parametrize("strategy", ["auto", "tiles", "blas_threads"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("epilogue,act", [("bias+relu", "relu"), ("bias+gelu", "gelu"), ("bias", None)])
+def test_strategies_match_reference(rng, strategy, dtype, epilogue, act):
+    a = make(rng, (130, 70), dtype)
+    b = make(rng, (70, 260), dtype)
+    bias = make(rng, (260,), dtype)
+    opts = fusemath.MatmulOptions(cpu_strategy=strategy, num_threads=2)
+    with fusemath.Matmul(a, b, options=opts) as mm:
+        mm.plan(epilogue=epilogue, bias=bias)
+        if strategy == "blas_threads":
+            assert "blas_threads=" in mm.describe()
+        _, ref, scale = reference(a, b, bias=bias, act=act)
+        assert_close(mm.execute(), ref, scale, dtype, 70)
+    d = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options={"cpu_strategy": strategy})
+    assert_close(d, ref, scale, dtype, 70)
+
+
+@pytest.mark.parametrize("bad", ["fast", "", 2, None])
+def test_unknown_strategy_is_refused(rng, bad):
+    a = make(rng, (4, 3), np.float32)
+    b = make(rng, (3, 5), np.float32)
+    with pytest.raises(ValueError, match="cpu_strategy"):
+        fusemath.matmul(a, b, options={"cpu_strategy": bad})
