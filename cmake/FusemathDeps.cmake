@@ -55,3 +55,12 @@ target_link_libraries(fusemath_deps INTERFACE
   OpenMP::OpenMP_C
   Threads::Threads
   m)
+
+# glibc's vector math library (glibc >= 2.35 has tanhf/tanh): the CPU gelu loops
+# call it through `omp declare simd` (fusion/cpu_epilogue.c). Optional.
+include(CheckLibraryExists)
+check_library_exists(mvec _ZGVbN4v_tanhf "" FUSEMATH_HAVE_LIBMVEC)
+if(FUSEMATH_HAVE_LIBMVEC AND NOT FUSEMATH_SANITIZE)
+  target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_LIBMVEC=1)
+  target_link_libraries(fusemath_deps INTERFACE mvec)
+endif()

@@ -55,6 +55,17 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
 }
 
 /* ---- activation ---- */
+/* glibc >= 2.35's libmvec has vector tanhf/tanh; declared simd, the omp simd gelu
+ * loops call them 4 (2) lanes at a time instead of one scalar call per element.
+ * Dev machine, 8192x1024x64 with mixed-sign pre-activations: fused f32 gelu 18.0 ->
+ * 14.8 ms, f64 87 -> 40 ms (plain products 7.0 and 13.2 ms). */
+#if defined(FM_HAVE_LIBMVEC)
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+double tanh(double);
+#endif
+
 /* gelu, tanh approximation, as cuBLASLt: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 static inline float gelu_f32(float x)
 {
@@ -98,9 +109,24 @@ static void relu_row_f64(double *restrict d, int64_t n)
         d[j] = d[j] > 0.0 ? d[j] : 0.0;
 }
 
+static void gelu_row_f32(float *restrict d, int64_t n)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++)
+        d[j] = gelu_f32(d[j]);
+}
+
+static void gelu_row_f64(double *restrict d, int64_t n)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++)
+        d[j] = gelu_f64(d[j]);
+}
+
+#define gelu_row(d, n) _Generic((d), float *: gelu_row_f32, double *: gelu_row_f64)(d, n)
 #define relu_row(d, n) _Generic((d), float *: relu_row_f32, double *: relu_row_f64)(d, n)
 
-#define FM_DEFINE_ACTIVATE(fname, T, GELU, IS_F64)                                               \
+#define FM_DEFINE_ACTIVATE(fname, T, IS_F64)                                                     \
     static void fname(unsigned epi, const fm_cpu_panel *p)                                       \
     {                                                                                            \
         const int aux = (epi & FM_EPILOGUE_AUX) != 0;                                            \
@@ -120,14 +146,13 @@ static void relu_row_f64(double *restrict d, int64_t n)
             } else if (epi & FM_EPILOGUE_GELU) {                                                 \
                 if (aux)                                                                         \
                     memcpy((T *)p->aux + i * p->aux_ld, d, sizeof(T) * (size_t)p->cols);         \
-                for (int64_t j = 0; j < p->cols; j++)                                            \
-                    d[j] = GELU(d[j]);                                                           \
+                gelu_row(d, p->cols);                                                            \
             }                                                                                    \
         }                                                                                        \
     }
 
-FM_DEFINE_ACTIVATE(activate_f32, float, gelu_f32, 0)
-FM_DEFINE_ACTIVATE(activate_f64, double, gelu_f64, 1)
+FM_DEFINE_ACTIVATE(activate_f32, float, 0)
+FM_DEFINE_ACTIVATE(activate_f64, double, 1)
 
 void fm_cpu_activate(fm_dtype t, unsigned epi, const fm_cpu_panel *p)
 {
