@@ -18,7 +18,6 @@
 #include "cpu_pool.h"
 #include "openblas_threads.h"
 
-#include <stdatomic.h>
 
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
@@ -212,7 +211,6 @@ typedef struct pass_job {
     const exec_args *x;
     int64_t b, rows; /* one contiguous block of rows per thread (see execute) */
     int activate;
-    atomic_int wrote; /* preload: some chunk was written */
 } pass_job;
 
 static void pass_chunk(void *arg, int64_t ci)
@@ -224,8 +222,8 @@ static void pass_chunk(void *arg, int64_t ci)
     fm_cpu_panel p = make_panel(j->pl, j->x, j->b, ci * j->rows, fm_min_i64(j->rows, g->m - ci * j->rows), 0, g->n);
     if (j->activate)
         fm_cpu_activate(g->dtype, j->pl->mp.epilogue, &p);
-    else if (fm_cpu_preload(g->dtype, &p, j->pl->mp.beta))
-        atomic_store(&j->wrote, 1);
+    else
+        fm_cpu_preload(g->dtype, &p, j->pl->mp.beta);
 }
 
 static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
@@ -233,15 +231,15 @@ static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
     const fm_matmul_geom *g = &pl->g;
     const int64_t rows = (g->m + pl->threads - 1) / pl->threads, chunks = (g->m + rows - 1) / rows;
     const int has_act = (pl->mp.epilogue & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)) != 0;
+    /* the condition under which fm_cpu_preload writes: then the GEMM accumulates */
     const int has_pre = x->bias || (x->c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0));
     for (int64_t b = 0; b < g->batch_count; b++) {
-        pass_job j = {pl, x, b, rows, 0, 0};
+        pass_job j = {pl, x, b, rows, 0};
         if (has_pre)
             fm_pool_run(pl->threads, chunks, pass_chunk, &j);
         fm_cpu_panel whole = make_panel(pl, x, b, 0, g->m, 0, g->n);
         fm_blas_threads_begin(pl->threads);
-        gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, whole.d, x->ldd,
-             atomic_load(&j.wrote));
+        gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, whole.d, x->ldd, has_pre);
         fm_blas_threads_end();
         if (has_act) {
             j.activate = 1;

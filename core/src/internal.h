@@ -10,10 +10,10 @@
 #define FM_MAX_SLOTS 8
 #define FM_DESCRIBE_LEN 256
 
-/* ---- errors and logging (core/src/status.c, core/src/log.c) ---- */
+/* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */
 fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefix the current detail message ("matmul: " + old). */
+/* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void *fm_malloc_aligned(size_t bytes, size_t align); /* NULL on failure; free with fm_free_aligned */
 void fm_free_aligned(void *p);
@@ -76,7 +76,7 @@ struct fm_plan {
     atomic_int refcount;
     fm_problem problem;
     const struct fm_backend *backend;
-    fm_context *ctx;            /* not owned; the plan must not outlive ... see plan.c */
+    fm_context *ctx;            /* holds a reference: a plan outlives fm_context_destroy */
     void *impl;                 /* backend-owned */
     fm_execute_fn execute;
     void (*destroy_impl)(void *impl);

@@ -405,13 +405,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;
     mp->cpu_strategy = opts->cpu_strategy;
-    (void)m;
     return FM_OK;
-}
-
-static fm_status plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan)
-{
-    return fm_plan_problem(ctx, p, plan);
 }
 
 fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -426,7 +420,7 @@ fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b
     fm_status s = build_problem(ctx, ts, opts, &p);
     if (s != FM_OK)
         return s;
-    return plan_problem(ctx, &p, plan);
+    return fm_plan_problem(ctx, &p, plan);
 }
 
 fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -473,7 +467,7 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
         ptrs[i] = ts[i] ? ts[i]->data : NULL;
     if (p.u.matmul.panel_rows != 0) /* the caller fixed the choice: nothing to tune */
-        return plan_problem(ctx, &p, plan);
+        return fm_plan_problem(ctx, &p, plan);
 
     /* Candidates: the heuristic (0) and fixed panel heights up to M. Each is timed
      * per call, in interleaved rounds, keeping its fastest call: other work on the
@@ -489,7 +483,7 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
     double fastest[NCAND];
     int n = 0;
     if (p.u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO)
-        return plan_problem(ctx, &p, plan);
+        return fm_plan_problem(ctx, &p, plan);
     for (int ci = 0; ci < NCAND; ci++) {
         if (ci > 0 && cand[ci] > m)
             continue;
@@ -497,7 +491,7 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
         q.u.matmul.panel_rows = cand[ci];
         if (ci > 0)
             q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
-        if ((s = plan_problem(ctx, &q, &plans[n])) != FM_OK ||
+        if ((s = fm_plan_problem(ctx, &q, &plans[n])) != FM_OK ||
             (s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK) { /* + warm-up */
             for (int i = 0; i <= n; i++)
                 fm_plan_release(plans[i]);
@@ -525,14 +519,14 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
         if (i != win)
             fm_plan_release(plans[i]);
     if (!best)
-        return plan_problem(ctx, &p, plan);
+        return fm_plan_problem(ctx, &p, plan);
     /* The winner answers for the default key, so later stateless calls get it. Made
      * as a fresh plan object: cached candidates must keep their own keys. */
     fm_problem key = p;
     fm_problem tuned = best->problem;
     fm_plan_release(best);
     fm_plan *winner = NULL;
-    if ((s = plan_problem(ctx, &tuned, &winner)) != FM_OK)
+    if ((s = fm_plan_problem(ctx, &tuned, &winner)) != FM_OK)
         return s;
     fm_plan *out = fm_plan_alloc(&key);
     if (!out) {
