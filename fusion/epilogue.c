@@ -1,6 +1,7 @@
 /* epilogue.c : the matmul epilogue chain as data: parsing, naming, validation.
- * The chain always means D = act(alpha * A@B + beta * C + bias), aux = the
- * activation's input (or its sign mask), whatever backend runs it. */
+ * The chain always means D = act(alpha * scale * A@B + beta * C + bias), aux = the
+ * activation's input (or its sign mask), and for the backward kinds
+ * D = (alpha * A@B + beta * C) * act'(aux), whatever backend runs it. */
 #include "epilogue.h"
 
 #include <ctype.h>
@@ -8,22 +9,51 @@
 #include <string.h>
 #include <strings.h>
 
+/* Order here is the canonical order of fm_epilogue_format. */
 static const struct {
     const char *word;
     unsigned bits;
 } words[] = {
-    {"identity", 0}, {"none", 0}, {"default", 0}, {"bias", FM_EPILOGUE_BIAS},
-    {"relu", FM_EPILOGUE_RELU}, {"gelu", FM_EPILOGUE_GELU}, {"aux", FM_EPILOGUE_AUX},
+    {"scale", FM_EPILOGUE_SCALE}, {"bias", FM_EPILOGUE_BIAS},     {"relu", FM_EPILOGUE_RELU},
+    {"gelu", FM_EPILOGUE_GELU},   {"sigmoid", FM_EPILOGUE_SIGMOID}, {"tanh", FM_EPILOGUE_TANH},
+    {"silu", FM_EPILOGUE_SILU},   {"clamp", FM_EPILOGUE_CLAMP},   {"drelu", FM_EPILOGUE_DRELU},
+    {"dgelu", FM_EPILOGUE_DGELU}, {"aux", FM_EPILOGUE_AUX},       {"bgrad", FM_EPILOGUE_BGRAD},
+    {"bgrada", FM_EPILOGUE_BGRADA}, {"bgradb", FM_EPILOGUE_BGRADB},
+    {"identity", 0},              {"none", 0},                    {"default", 0},
 };
+enum { NWORDS = sizeof words / sizeof words[0] };
+
+static int popcount(unsigned x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
 
 fm_status fm_epilogue_validate(unsigned e)
 {
     if (e & ~FM_EPILOGUE_ALL_)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: unknown bits 0x%x", e & ~FM_EPILOGUE_ALL_);
-    if ((e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_GELU))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: relu and gelu together; choose one activation");
-    if ((e & FM_EPILOGUE_AUX) && !(e & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux needs an activation (relu_aux or gelu_aux)");
+    if (popcount(e & FM_EPILOGUE_FORWARD_ACT_) > 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: two activations; choose one of relu, gelu, sigmoid, "
+                       "tanh, silu, clamp");
+    if (popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu and dgelu together; choose one");
+    if ((e & FM_EPILOGUE_BACKWARD_) && (e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BIAS | FM_EPILOGUE_SCALE)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu/dgelu take no forward activation, bias or scale "
+                       "(use drelu, drelu+bgrad, dgelu or dgelu+bgrad)");
+    if ((e & FM_EPILOGUE_BACKWARD_) && (e & FM_EPILOGUE_AUX))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux is an input of drelu/dgelu; drop 'aux' from the name");
+    if ((e & FM_EPILOGUE_AUX) && !(e & FM_EPILOGUE_FORWARD_ACT_))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux needs an activation (e.g. relu_aux or gelu_aux)");
+    if ((e & FM_EPILOGUE_BGRAD) && !(e & FM_EPILOGUE_BACKWARD_))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrad goes with drelu or dgelu (drelu_bgrad, dgelu_bgrad); "
+                       "for the bias gradient of an input use bgrada or bgradb");
+    if ((e & (FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB)) && (e & ~(FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrada/bgradb stand alone (D = A@B plus the gradient)");
+    if ((e & FM_EPILOGUE_BGRADA) && (e & FM_EPILOGUE_BGRADB))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrada and bgradb together; choose one");
     return FM_OK;
 }
 
@@ -44,13 +74,14 @@ fm_status fm_epilogue_parse(const char *text, unsigned *epilogue)
         if (len == 0)
             break;
         size_t i;
-        for (i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (i = 0; i < NWORDS; i++)
             if (strlen(words[i].word) == len && strncasecmp(words[i].word, start, len) == 0)
                 break;
-        if (i == sizeof words / sizeof words[0])
+        if (i == NWORDS)
             return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                           "epilogue: unknown name '%.*s' in '%s'; expected identity, bias, relu, gelu, aux "
-                           "joined by '+' or '_' (e.g. 'bias+relu', 'RELU_AUX_BIAS')",
+                           "epilogue: unknown name '%.*s' in '%s'; expected identity, bias, relu, gelu, sigmoid, "
+                           "tanh, silu, clamp, aux, drelu, dgelu, bgrad, bgrada, bgradb, scale joined by '+' or '_' "
+                           "(e.g. 'bias+relu', 'RELU_AUX_BIAS', 'DGELU_BGRAD')",
                            (int)len, start, text);
         bits |= words[i].bits;
         nwords++;
@@ -71,16 +102,14 @@ fm_status fm_epilogue_format(unsigned e, char *buf, size_t size)
     fm_status s = fm_epilogue_validate(e);
     if (s != FM_OK)
         return s;
-    const char *act = (e & FM_EPILOGUE_RELU) ? "relu" : (e & FM_EPILOGUE_GELU) ? "gelu" : NULL;
-    int n;
-    if (!act && !(e & FM_EPILOGUE_BIAS))
-        n = snprintf(buf, size, "identity");
-    else
-        n = snprintf(buf, size, "%s%s%s%s", (e & FM_EPILOGUE_BIAS) ? "bias" : "",
-                     (act && (e & FM_EPILOGUE_BIAS)) ? "+" : "", act ? act : "",
-                     (e & FM_EPILOGUE_AUX) ? "+aux" : "");
-    if (n < 0 || (size_t)n >= size)
+    char tmp[160] = "identity";
+    size_t used = 0;
+    for (int i = 0; i < NWORDS; i++)
+        if (words[i].bits && (e & words[i].bits))
+            used += (size_t)snprintf(tmp + used, sizeof tmp - used, "%s%s", used ? "+" : "", words[i].word);
+    if (strlen(tmp) >= size)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: buffer of %zu bytes is too small", size);
+    memcpy(buf, tmp, strlen(tmp) + 1);
     return FM_OK;
 }
 

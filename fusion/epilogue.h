@@ -4,9 +4,23 @@
 
 #include "internal.h"
 
-#define FM_EPILOGUE_ALL_ (FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_GELU | FM_EPILOGUE_AUX)
+#define FM_EPILOGUE_FORWARD_ACT_                                                                             \
+    (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU | FM_EPILOGUE_SIGMOID | FM_EPILOGUE_TANH | FM_EPILOGUE_SILU |         \
+     FM_EPILOGUE_CLAMP)
+#define FM_EPILOGUE_BACKWARD_ (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU)
+#define FM_EPILOGUE_ALL_                                                                                     \
+    (FM_EPILOGUE_BIAS | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_AUX | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_BGRAD | \
+     FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB | FM_EPILOGUE_SCALE)
+/* Chains that write the bias-gradient slot. */
+#define FM_EPILOGUE_ANY_BGRAD_ (FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB)
 
-/* Reject unknown bits, two activations, aux without activation. */
+/* Reject unknown bits and combinations without a meaning (two activations, aux
+ * without an activation, a backward kind with a forward one, ...). */
 fm_status fm_epilogue_validate(unsigned e);
+
+/* The chain reads aux (drelu/dgelu) or writes it (AUX bit). */
+static inline int fm_epilogue_uses_aux(unsigned e) { return (e & (FM_EPILOGUE_AUX | FM_EPILOGUE_BACKWARD_)) != 0; }
+/* aux is the relu bit mask (relu+aux, drelu) rather than an activation input. */
+static inline int fm_epilogue_aux_is_mask(unsigned e) { return (e & (FM_EPILOGUE_RELU | FM_EPILOGUE_DRELU)) != 0; }
 
 #endif

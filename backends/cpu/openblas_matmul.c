@@ -414,6 +414,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fail(FM_ERR_NOT_APPLICABLE,
                        "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "
                        "c128); convert to f32, or use execution='cuda'", fm_dtype_name(g->dtype));
+    if (pl.mp.epilogue & ~(FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_GELU | FM_EPILOGUE_AUX))
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "this epilogue is not implemented on the cpu backend yet");
     pl.es = fm_dtype_size(g->dtype);
     if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
         return fm_fail(FM_ERR_TOO_LARGE,

@@ -30,6 +30,10 @@ typedef struct fm_matmul_params {
     int32_t num_threads; /* resolved: never 0 */
     int32_t panel_rows;  /* 0 = backend heuristic */
     int32_t cpu_strategy; /* fm_cpu_strategy */
+    int32_t compute;      /* fm_compute */
+    int32_t gpu_algo;     /* 0 = heuristic's first candidate */
+    int32_t gpu_passes;   /* 0 auto, 1 fused, 2 GEMM + elementwise kernel */
+    double clamp[2];      /* only with FM_EPILOGUE_CLAMP, else zero */
 } fm_matmul_params;
 
 /* A problem is plain data, zero-initialised before filling so it can be hashed and

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux"};
+static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale"};
 
 void fm_matmul_options_init(fm_matmul_options *o)
 {
@@ -243,13 +243,13 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if ((s = check_tensor("d", d, 2)) != FM_OK)
         return s;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], i == FM_MATMUL_BIAS ? 1 : (i == FM_MATMUL_C ? 0 : 2))) != FM_OK)
+        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C ? 0 : 2))) != FM_OK)
             return s;
 
     /* dtypes: one dtype for a, b, c, bias and d */
     fm_dtype dt = a->dtype;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-        if (!ts[i] || i == FM_MATMUL_AUX)
+        if (!ts[i] || i == FM_MATMUL_AUX || i == FM_MATMUL_SCALE)
             continue;
         if (ts[i]->dtype != dt)
             return fm_fail(FM_ERR_DTYPE, "matmul: dtype mismatch: a is %s but %s is %s; all operands must share one dtype",
@@ -258,9 +258,22 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 || dt == FM_C128))
         return fm_fail(FM_ERR_DTYPE, "matmul: dtype %s is not supported; expected f16, bf16, f32, f64, c64 or c128",
                        fm_dtype_name(dt));
-    if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)))
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: epilogue %s is not defined for complex dtype %s",
-                       (epi & FM_EPILOGUE_RELU) ? "relu" : "gelu", fm_dtype_name(dt));
+    if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_SCALE))) {
+        char en[160];
+        fm_epilogue_format(epi, en, sizeof en);
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: epilogue %s is not defined for complex dtype %s (complex "
+                       "data takes bias, bgrada and bgradb only)", en, fm_dtype_name(dt));
+    }
+    if ((epi & FM_EPILOGUE_CLAMP) && !(opts->clamp[0] <= opts->clamp[1]))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: clamp = (%g, %g), expected lo <= hi (and no NaN)",
+                       opts->clamp[0], opts->clamp[1]);
+    if (opts->compute != FM_COMPUTE_DEFAULT && opts->compute != FM_COMPUTE_TF32)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: compute = %d, expected 0 (default) or 1 (tf32)", opts->compute);
+    if (opts->compute == FM_COMPUTE_TF32 && dt != FM_F32)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: compute='tf32' applies to f32 data, not %s", fm_dtype_name(dt));
+    if (opts->gpu_algo < 0 || opts->gpu_algo > 63 || opts->gpu_passes < 0 || opts->gpu_passes > 2)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: gpu_algo = %d, gpu_passes = %d; expected 0..63 and 0..2",
+                       opts->gpu_algo, opts->gpu_passes);
 
     /* shapes */
     int ndim;
@@ -280,15 +293,26 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BIAS]
                            ? "matmul: bias was given but the epilogue has no bias; use e.g. 'bias' or 'bias+relu'"
                            : "matmul: the epilogue adds a bias but bias is NULL; expected a tensor of shape (N,)");
-    if (!!(epi & FM_EPILOGUE_AUX) != !!ts[FM_MATMUL_AUX])
+    if (fm_epilogue_uses_aux(epi) != !!ts[FM_MATMUL_AUX])
         return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_AUX]
-                           ? "matmul: aux was given but the epilogue stores no aux; use e.g. 'relu+aux'"
-                           : "matmul: the epilogue stores aux but aux is NULL");
+                           ? "matmul: aux was given but the epilogue uses no aux; use e.g. 'relu+aux' or 'drelu'"
+                           : (epi & FM_EPILOGUE_BACKWARD_) ? "matmul: drelu/dgelu read aux (the forward pass's mask or "
+                                                             "activation input) but aux is NULL"
+                                                           : "matmul: the epilogue stores aux but aux is NULL");
+    if (!!(epi & FM_EPILOGUE_ANY_BGRAD_) != !!ts[FM_MATMUL_BGRAD])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BGRAD]
+                           ? "matmul: bgrad was given but the epilogue computes no bias gradient"
+                           : "matmul: the epilogue computes a bias gradient but bgrad is NULL");
+    if (!!(epi & FM_EPILOGUE_SCALE) != !!ts[FM_MATMUL_SCALE])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_SCALE]
+                           ? "matmul: scale was given but the epilogue has no 'scale'"
+                           : "matmul: the epilogue has 'scale' but scale is NULL; expected a vector of length N");
 
     memset(p, 0, sizeof *p);
     p->op = FM_OP_MATMUL;
     p->nslots = FM_MATMUL_NSLOTS;
-    p->output_mask = (1u << FM_MATMUL_D) | (1u << FM_MATMUL_AUX);
+    p->output_mask = (1u << FM_MATMUL_D) | (1u << FM_MATMUL_BGRAD) |
+                     ((epi & FM_EPILOGUE_AUX) ? (1u << FM_MATMUL_AUX) : 0); /* drelu/dgelu read aux */
     for (int i = 0; i < FM_MAX_SLOTS; i++)
         p->inplace_partner[i] = -1;
     p->inplace_partner[FM_MATMUL_D] = FM_MATMUL_C;
@@ -320,13 +344,13 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         const fm_tensor *aux = ts[FM_MATMUL_AUX];
         int64_t aux_shape[FM_MAX_NDIM];
         memcpy(aux_shape, shape, sizeof(int64_t) * (size_t)ndim);
-        if (epi & FM_EPILOGUE_RELU) {
+        if (fm_epilogue_aux_is_mask(epi)) {
             aux_shape[ndim - 1] = fm_relu_mask_row_bytes(n);
             if (aux->dtype != FM_U8)
                 return fm_fail(FM_ERR_DTYPE, "matmul: relu aux (bit mask) has dtype %s, expected u8",
                                fm_dtype_name(aux->dtype));
         } else if (aux->dtype != dt) {
-            return fm_fail(FM_ERR_DTYPE, "matmul: gelu aux has dtype %s, expected %s like d",
+            return fm_fail(FM_ERR_DTYPE, "matmul: aux (activation input) has dtype %s, expected %s like d",
                            fm_dtype_name(aux->dtype), fm_dtype_name(dt));
         }
         if ((s = exact_shape("aux", aux, ndim, aux_shape)) != FM_OK)
@@ -334,7 +358,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         if (aux->strides[ndim - 1] != 1 && aux_shape[ndim - 1] > 1)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has column stride %lld, expected 1",
                            (long long)aux->strides[ndim - 1]);
-        if ((epi & FM_EPILOGUE_RELU) && m > 1 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
+        if (fm_epilogue_aux_is_mask(epi) && m > 1 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: relu aux rows must be contiguous (row stride %lld, expected %lld)",
                            (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
         if (m > 1 && aux->strides[ndim - 2] < aux_shape[ndim - 1])
@@ -342,6 +366,42 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                            (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
         if ((s = expand("aux", aux, ndim, aux_shape, &p->t[FM_MATMUL_AUX], 0)) != FM_OK)
             return s;
+    }
+
+    if (ts[FM_MATMUL_SCALE]) {
+        const fm_tensor *sc = ts[FM_MATMUL_SCALE];
+        fm_dtype want = dt == FM_F64 ? FM_F64 : FM_F32;
+        if (sc->dtype != want)
+            return fm_fail(FM_ERR_DTYPE, "matmul: scale has dtype %s, expected %s for %s data", fm_dtype_name(sc->dtype),
+                           fm_dtype_name(want), fm_dtype_name(dt));
+        if (sc->ndim == ndim && sc->shape[ndim - 2] != 1)
+            return fm_fail(FM_ERR_SHAPE, "matmul: scale has %lld rows; expected shape (N,) or (batch..., N)",
+                           (long long)sc->shape[ndim - 2]);
+        if ((s = expand("scale", sc, ndim, bias_target, &p->t[FM_MATMUL_SCALE], 1)) != FM_OK)
+            return s;
+    }
+    if (ts[FM_MATMUL_BGRAD]) {
+        /* (batch..., L): one gradient per batch entry, L = M for bgrada, else N. */
+        const fm_tensor *bg = ts[FM_MATMUL_BGRAD];
+        int along_rows = (epi & FM_EPILOGUE_BGRADA) != 0;
+        int64_t want[FM_MAX_NDIM];
+        memcpy(want, shape, sizeof(int64_t) * (size_t)(ndim - 2));
+        want[ndim - 2] = along_rows ? m : n;
+        if ((s = exact_shape(along_rows ? "bgrad (bgrada: length M)" : "bgrad (length N)", bg, ndim - 1, want)) != FM_OK)
+            return s;
+        fm_tensor e = *bg;
+        e.data = NULL;
+        e.ndim = ndim;
+        memcpy(e.shape, shape, sizeof(int64_t) * (size_t)ndim);
+        for (int i = 0; i < ndim - 2; i++)
+            e.strides[i] = shape[i] > 1 ? bg->strides[i] : 0;
+        e.shape[ndim - 2] = along_rows ? m : 1;
+        e.shape[ndim - 1] = along_rows ? 1 : n;
+        e.strides[ndim - 2] = along_rows && m > 1 ? bg->strides[ndim - 2] : 0;
+        e.strides[ndim - 1] = !along_rows && n > 1 ? bg->strides[ndim - 2] : 0;
+        if ((s = check_no_self_overlap("bgrad", &e)) != FM_OK)
+            return s;
+        p->t[FM_MATMUL_BGRAD] = e;
     }
 
     /* devices */
@@ -405,17 +465,24 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;
     mp->cpu_strategy = opts->cpu_strategy;
+    mp->compute = opts->compute;
+    mp->gpu_algo = opts->gpu_algo;
+    mp->gpu_passes = opts->gpu_passes;
+    if (epi & FM_EPILOGUE_CLAMP) {
+        mp->clamp[0] = opts->clamp[0];
+        mp->clamp[1] = opts->clamp[1];
+    }
     return FM_OK;
 }
 
-fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
-                         const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
-                         const fm_matmul_options *opts, fm_plan **plan)
+fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                           const fm_matmul_options *opts, fm_plan **plan)
 {
     if (!plan)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: plan out-pointer is NULL");
     *plan = NULL;
-    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux};
+    if (!ts)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: tensor array is NULL");
     fm_problem p;
     fm_status s = build_problem(ctx, ts, opts, &p);
     if (s != FM_OK)
@@ -423,19 +490,35 @@ fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b
     return fm_plan_problem(ctx, &p, plan);
 }
 
+fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
+                         const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
+                         const fm_matmul_options *opts, fm_plan **plan)
+{
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux, NULL, NULL};
+    return fm_matmul_plan_v(ctx, ts, opts, plan);
+}
+
+fm_status fm_matmul_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS], const fm_matmul_options *opts,
+                      void *stream)
+{
+    fm_plan *plan = NULL;
+    fm_status s = fm_matmul_plan_v(ctx, ts, opts, &plan);
+    if (s != FM_OK)
+        return s;
+    void *ptrs[FM_MATMUL_NSLOTS];
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        ptrs[i] = ts[i] ? ts[i]->data : NULL;
+    s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, stream);
+    fm_plan_release(plan);
+    return s;
+}
+
 fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                     const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux, const fm_matmul_options *opts,
                     void *stream)
 {
-    fm_plan *plan = NULL;
-    fm_status s = fm_matmul_plan(ctx, a, b, c, bias, d, aux, opts, &plan);
-    if (s != FM_OK)
-        return s;
-    void *ptrs[FM_MATMUL_NSLOTS] = {a->data, b->data, c ? c->data : NULL, bias ? bias->data : NULL, d->data,
-                                    aux ? aux->data : NULL};
-    s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, stream);
-    fm_plan_release(plan);
-    return s;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux, NULL, NULL};
+    return fm_matmul_v(ctx, ts, opts, stream);
 }
 
 static double now_seconds(void)
@@ -449,12 +532,20 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
                              const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                              const fm_matmul_options *opts, int repeats, fm_plan **plan)
 {
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux, NULL, NULL};
+    return fm_matmul_autotune_v(ctx, ts, opts, repeats, plan);
+}
+
+fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                               const fm_matmul_options *opts, int repeats, fm_plan **plan)
+{
     if (!plan)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: plan out-pointer is NULL");
     *plan = NULL;
     if (repeats < 1 || repeats > 1000)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: repeats = %d, expected 1 <= repeats <= 1000", repeats);
-    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux};
+    if (!ts)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: tensor array is NULL");
     fm_problem p;
     fm_status s = build_problem(ctx, ts, opts, &p);
     if (s != FM_OK)

@@ -771,7 +771,8 @@ static PyObject *plan_freed_error(PyObject *self, const char *what)
     return raise_msg(plan_state(self), FM_ERR_FREED, msg);
 }
 
-static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux"};
+static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale"};
+#define PY_NSLOTS 6 /* slots the Python calls take so far */
 
 PyDoc_STRVAR(plan_execute_doc,
              "execute(a, b, c, bias, d, aux, stream=None)\n--\n\n"
@@ -782,14 +783,14 @@ PyDoc_STRVAR(plan_execute_doc,
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PlanObject *po = (PlanObject *)self;
-    if (nargs != FM_MATMUL_NSLOTS && nargs != FM_MATMUL_NSLOTS + 1) {
+    if (nargs != PY_NSLOTS && nargs != PY_NSLOTS + 1) {
         PyErr_Format(PyExc_TypeError,
                      "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux) and an optional stream (%zd given)",
                      nargs);
         return NULL;
     }
-    void *ptrs[FM_MATMUL_NSLOTS];
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+    void *ptrs[FM_MATMUL_NSLOTS] = {0};
+    for (int i = 0; i < PY_NSLOTS; i++) {
         PyObject *o = args[i];
         if (PyLong_CheckExact(o)) { /* fast path */
             int overflow = 0;
@@ -805,7 +806,7 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
             return NULL;
     }
     void *stream = NULL;
-    if (nargs > FM_MATMUL_NSLOTS && ptr_arg("Plan.execute(): ", "stream", args[FM_MATMUL_NSLOTS], &stream) < 0)
+    if (nargs > PY_NSLOTS && ptr_arg("Plan.execute(): ", "stream", args[PY_NSLOTS], &stream) < 0)
         return NULL;
     fm_plan *p = po->plan;
     if (!p)
@@ -1180,7 +1181,7 @@ static int convert_slots(fm_state *st, PyObject **objs, fm_tensor *tens, fm_hold
         holds[i].kind = HOLD_NONE;
         tp[i] = NULL;
     }
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+    for (int i = 0; i < PY_NSLOTS; i++) {
         PyObject *o = objs[i];
         int required = (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D);
         if (!o || o == Py_None) {

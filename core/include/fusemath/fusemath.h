@@ -219,21 +219,36 @@ enum {
     FM_MATMUL_BIAS = 3,
     FM_MATMUL_D = 4,
     FM_MATMUL_AUX = 5,
-    FM_MATMUL_NSLOTS = 6
+    FM_MATMUL_BGRAD = 6, /* bias gradient output of drelu/dgelu+bgrad, bgrada, bgradb */
+    FM_MATMUL_SCALE = 7, /* per-column scale vector (epilogue 'scale') */
+    FM_MATMUL_NSLOTS = 8
 };
 
-/* Epilogue bits; combinations are what nvmath-python / cuBLASLt call RELU_BIAS etc. */
+/* Epilogue bits. D = act(alpha * scale[j] * (A@B)[i,j] + beta * C + bias[j]), then for
+ * the backward kinds D *= act'(aux). Names follow nvmath-python / cuBLASLt
+ * (RELU_AUX_BIAS = relu+aux+bias, DRELU_BGRAD = drelu+bgrad). At most one forward
+ * activation; backward kinds take no bias, scale or forward activation. */
 typedef enum fm_epilogue {
     FM_EPILOGUE_DEFAULT = 0,
-    FM_EPILOGUE_BIAS = 1u << 0, /* + bias[N] (or bias[..., N] with batch dims) */
+    FM_EPILOGUE_BIAS = 1u << 0,    /* + bias[N] (or bias[..., N] with batch dims) */
     FM_EPILOGUE_RELU = 1u << 1,
-    FM_EPILOGUE_GELU = 1u << 2, /* tanh approximation, as cuBLASLt */
-    FM_EPILOGUE_AUX = 1u << 3   /* also store aux: relu bit mask or gelu input */
+    FM_EPILOGUE_GELU = 1u << 2,    /* tanh approximation, as cuBLASLt */
+    FM_EPILOGUE_AUX = 1u << 3,     /* also store aux: relu bit mask, else the activation's input */
+    FM_EPILOGUE_SIGMOID = 1u << 4, /* 1 / (1 + exp(-x)) */
+    FM_EPILOGUE_TANH = 1u << 5,
+    FM_EPILOGUE_SILU = 1u << 6,    /* x * sigmoid(x) */
+    FM_EPILOGUE_CLAMP = 1u << 7,   /* min(max(x, clamp[0]), clamp[1]) from the options */
+    FM_EPILOGUE_DRELU = 1u << 8,   /* backward: D = (alpha A@B + beta C) * (relu mask bit of aux) */
+    FM_EPILOGUE_DGELU = 1u << 9,   /* backward: D = (alpha A@B + beta C) * gelu'(aux) */
+    FM_EPILOGUE_BGRAD = 1u << 10,  /* with drelu/dgelu: bgrad[j] = sum over rows i of D[i, j] */
+    FM_EPILOGUE_BGRADA = 1u << 11, /* bgrad[i] = sum over k of A[i, k] (length M); D = A@B */
+    FM_EPILOGUE_BGRADB = 1u << 12, /* bgrad[j] = sum over k of B[k, j] (length N); D = A@B */
+    FM_EPILOGUE_SCALE = 1u << 13   /* per-column scale vector (slot FM_MATMUL_SCALE) */
 } fm_epilogue;
 
-/*! fm_epilogue_parse() : "relu", "gelu", "bias", "bias+relu", "gelu+bias+aux",
- *  "identity"/"none"/"default", or nvmath-python names "RELU_BIAS", "GELU_AUX_BIAS",
- *  case-insensitive. @return FM_ERR_INVALID_ARGUMENT naming the unknown word. */
+/*! fm_epilogue_parse() : words joined by '+' or '_', case-insensitive: identity (none,
+ *  default), bias, relu, gelu, sigmoid, tanh, silu, clamp, aux, drelu, dgelu, bgrad, bgrada,
+ *  bgradb, scale; so nvmath-python names ("RELU_AUX_BIAS", "DGELU_BGRAD") parse too. @return FM_ERR_INVALID_ARGUMENT naming the unknown word. */
 FM_API fm_status fm_epilogue_parse(const char *text, unsigned *epilogue);
 /*! fm_epilogue_format() : canonical name ("bias+relu", "identity") into buf. */
 FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
@@ -243,9 +258,14 @@ FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
  *    C-contiguous; bit (j % 8) of byte j / 8 of row i is 1 when the pre-activation
  *    D[i, j] > 0. Rows are padded to a multiple of 16 bytes (128 bits), the layout
  *    cuBLASLt uses for D^T.
- *  - gelu input (GELU + AUX): tensor of D's dtype and shape (batch..., M, N) holding
- *    alpha*A@B + beta*C + bias before the activation; any row stride >= N with unit
- *    column stride is accepted. */
+ *  - activation input (GELU, SIGMOID, TANH, SILU or CLAMP + AUX): tensor of D's dtype and
+ *    shape (batch..., M, N) holding alpha*A@B + beta*C + bias before the activation; any
+ *    row stride >= N with unit column stride is accepted.
+ *  DRELU and DGELU read aux in the same layouts (an input then).
+ * Bias gradient (BGRAD, BGRADB: length N; BGRADA: length M): D's dtype, shape (L,) or
+ *  (batch..., L) with D's batch shape: one gradient per batch entry.
+ * Scale (SCALE): shape (N,) or (batch..., N) like bias, dtype f32 for f16/bf16/f32 data and
+ *  f64 for f64 data (cuBLASLt's alpha vector); not for complex dtypes. */
 FM_API int64_t fm_relu_mask_row_bytes(int64_t n);
 
 typedef enum fm_execution {
@@ -261,6 +281,12 @@ typedef enum fm_cpu_strategy {
     FM_CPU_STRATEGY_BLAS_THREADS = 2 /* OpenBLAS threads one GEMM; bias/activation as parallel passes */
 } fm_cpu_strategy;
 
+/* Arithmetic of the GEMM. */
+typedef enum fm_compute {
+    FM_COMPUTE_DEFAULT = 0, /* the dtype's own precision (f16/bf16 accumulate in f32) */
+    FM_COMPUTE_TF32 = 1     /* f32 data on tensor cores with tf32 inputs (opt-in, cuda only) */
+} fm_compute;
+
 typedef struct fm_matmul_options {
     double alpha[2];         /* real, imaginary part; default {1, 0} */
     double beta[2];          /* default {0, 0}; ignored without C */
@@ -270,7 +296,11 @@ typedef struct fm_matmul_options {
     int32_t num_threads;     /* cpu threads for this plan; 0 = the context's setting */
     int32_t panel_rows;      /* cpu: rows per fused panel; 0 = heuristic (autotune sets it) */
     int32_t cpu_strategy;    /* fm_cpu_strategy; 0 = heuristic (autotune sets it) */
-    int32_t reserved[7];     /* zero */
+    int32_t compute;         /* fm_compute */
+    int32_t gpu_algo;        /* cuda: 0 = heuristic's first choice, i = its i-th candidate (autotune) */
+    int32_t gpu_passes;      /* cuda: 0 = auto, 1 = epilogue fused in cuBLASLt, 2 = GEMM + kernel */
+    int32_t reserved[4];     /* zero */
+    double clamp[2];         /* lo, hi for FM_EPILOGUE_CLAMP */
 } fm_matmul_options;
 
 /*! fm_matmul_options_init() : defaults (alpha = 1, beta = 0, no epilogue, auto). */
@@ -291,6 +321,16 @@ FM_API fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_te
 FM_API fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                            const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                            const fm_matmul_options *opts, void *stream);
+
+/*! fm_matmul_plan_v() / fm_matmul_v() / fm_matmul_autotune_v() : the same with every
+ *  operand slot in one array t[FM_MATMUL_NSLOTS] (NULL for unused slots), the form that
+ *  reaches the bias-gradient and scale slots. */
+FM_API fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const t[FM_MATMUL_NSLOTS],
+                                  const fm_matmul_options *opts, fm_plan **plan);
+FM_API fm_status fm_matmul_v(fm_context *ctx, const fm_tensor *const t[FM_MATMUL_NSLOTS],
+                             const fm_matmul_options *opts, void *stream);
+FM_API fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const t[FM_MATMUL_NSLOTS],
+                                      const fm_matmul_options *opts, int repeats, fm_plan **plan);
 
 /*! fm_matmul_output_shape() : the shape D must have for a and b (broadcast batch
  *  dimensions, then M, N). @return FM_ERR_SHAPE naming the mismatching dimension. */
