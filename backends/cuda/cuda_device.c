@@ -83,7 +83,14 @@ static fm_status cuda_classify(const void *ptr, fm_device *dev)
     }
 }
 
+static fm_status cuda_sync(int device_id)
+{
+    fm_status s = cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    return s != FM_OK ? s : cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
 const fm_device_ops fm_cuda_device_ops = {.device = FM_DEVICE_CUDA,
+                                          .sync = cuda_sync,
                                           .alloc = cuda_alloc,
                                           .free = cuda_free,
                                           .copy = cuda_copy,

@@ -79,6 +79,7 @@ void fm_context_release_(fm_context *ctx)
     for (int i = 0; i < ctx->nbackends; i++)
         if (ctx->backends[i].backend->release && ctx->backends[i].state)
             ctx->backends[i].backend->release(ctx->backends[i].state);
+    fm_wisdom_clear_(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache.buckets);
     free(ctx);

@@ -38,6 +38,8 @@ struct fm_context {
     char forced_backend[64];
     int log_plan;
     fm_plan_cache cache;
+    struct fm_wisdom_entry *wisdom; /* guarded by lock */
+    int nwisdom, capwisdom;
 };
 
 void fm_context_retain_(fm_context *ctx);

@@ -122,7 +122,11 @@ typedef struct fm_device_ops {
                       void *stream);
     /* classify a pointer for FM_DEVICE_AUTO; return FM_ERR_NOT_APPLICABLE if unknown */
     fm_status (*classify)(const void *ptr, fm_device *dev);
+    /* wait until all work queued on the device is done (timing in autotune); NULL = nothing to wait for */
+    fm_status (*sync)(int device_id);
 } fm_device_ops;
+/* The memory operations of a device type, or NULL. */
+const fm_device_ops *fm_device_ops_for(int device_type);
 extern const fm_device_ops *const fm_builtin_device_ops[];
 extern const int fm_builtin_device_ops_count;
 int fm_builtin_cuda_device_count(void);
@@ -140,6 +144,17 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **p
 void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
 /* Replace the cached plan for its problem (autotune). */
 void fm_context_cache_put(fm_context *ctx, fm_plan *plan);
+/* The cached plan for p (retained) or NULL. */
+fm_plan *fm_context_cache_get(fm_context *ctx, const fm_problem *p);
+
+/* ---- wisdom (core/src/wisdom.c): autotune results that outlive the process ---- */
+/* Hash of p that is the same in every process (no pointers). */
+uint64_t fm_problem_stable_hash(const fm_problem *p);
+/* Remember that `tuned` (p with its tuning fields set) won for p. */
+void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tuned, const char *describe);
+/* If wisdom holds a result for p (untuned), fill *tuned and return 1. */
+int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned);
+void fm_wisdom_clear_(fm_context *ctx);
 
 /* ---- small helpers ---- */
 static inline int fm_min_i(int a, int b) { return a < b ? a : b; }

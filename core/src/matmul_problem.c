@@ -450,6 +450,9 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
      * buffers from making one cached plan per alignment class. */
     if (p->exec_device.type == FM_DEVICE_CPU)
         memset(p->align_log2, 0, sizeof p->align_log2);
+    else /* GPU kernels gain nothing past 16-byte alignment: fewer cache keys */
+        for (int i = 0; i < FM_MAX_SLOTS; i++)
+            p->align_log2[i] = p->align_log2[i] > 4 ? 4 : p->align_log2[i];
 
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];
@@ -487,7 +490,26 @@ fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_
     fm_status s = build_problem(ctx, ts, opts, &p);
     if (s != FM_OK)
         return s;
-    return fm_plan_problem(ctx, &p, plan);
+    fm_problem tuned;
+    if (!fm_wisdom_lookup(ctx, &p, &tuned))
+        return fm_plan_problem(ctx, &p, plan);
+    if ((*plan = fm_context_cache_get(ctx, &p)) != NULL)
+        return FM_OK;
+    /* Plan the remembered choice; if it no longer plans here, the default does. */
+    fm_plan *winner = NULL;
+    if (fm_plan_problem(ctx, &tuned, &winner) != FM_OK) {
+        fm_clear_error();
+        return fm_plan_problem(ctx, &p, plan);
+    }
+    fm_plan *out = fm_plan_alloc(&p);
+    if (!out) {
+        fm_plan_release(winner);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory");
+    }
+    fm_plan_alias_init(out, winner);
+    fm_context_cache_put(ctx, out);
+    *plan = out;
+    return FM_OK;
 }
 
 fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -557,33 +579,64 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     void *ptrs[FM_MATMUL_NSLOTS];
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
         ptrs[i] = ts[i] ? ts[i]->data : NULL;
-    if (p.u.matmul.panel_rows != 0) /* the caller fixed the choice: nothing to tune */
+    int on_gpu = p.exec_device.type == FM_DEVICE_CUDA;
+    if (!on_gpu && (p.u.matmul.panel_rows != 0 || p.u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO))
+        return fm_plan_problem(ctx, &p, plan); /* the caller fixed the choice: nothing to tune */
+    if (on_gpu && (p.u.matmul.gpu_algo != 0 || p.u.matmul.gpu_passes != 0))
         return fm_plan_problem(ctx, &p, plan);
 
-    /* Candidates: the heuristic (0) and fixed panel heights up to M. Each is timed
-     * per call, in interleaved rounds, keeping its fastest call: other work on the
-     * machine then slows every candidate alike instead of deciding the winner. A
-     * candidate replaces the heuristic only when at least 3% faster. */
-    /* The blas-threads strategy is not a candidate: after each call OpenBLAS's threads
-     * spin for milliseconds and slow whatever runs next (measured 3-4x on the next
-     * tile plan on the H200 host), which a timing loop of one plan does not see. */
+    /* Candidates. CPU: the heuristic (0) and fixed panel heights up to M. GPU: the
+     * heuristic's cuBLASLt algorithms with the chain fused, and the plain GEMM
+     * algorithms followed by the separate epilogue kernel: a fused path that loses
+     * (seen: torch's fused fp64 bias+relu, 1.7x slower than unfused) is not chosen.
+     * Each is timed per call, in interleaved rounds, keeping its fastest call: other
+     * work on the machine then slows every candidate alike instead of deciding the
+     * winner. A candidate replaces the default only when at least 3% faster. */
+    /* The blas-threads strategy is not a CPU candidate: after each call OpenBLAS's
+     * threads spin for milliseconds and slow whatever runs next (measured 3-4x on the
+     * next tile plan on the H200 host), which a timing loop of one plan does not see. */
     static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
-    enum { NCAND = sizeof cand / sizeof cand[0], ROUNDS = 3 };
+    enum { NCPU = sizeof cand / sizeof cand[0], NGPU_ALGOS = 8, NMAX = 1 + 2 * NGPU_ALGOS, ROUNDS = 3 };
     int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
-    fm_plan *plans[NCAND] = {0};
-    double fastest[NCAND];
+    fm_problem qs[NMAX];
+    int nq = 0;
+    qs[nq++] = p; /* the default plan first: the baseline of the 3% rule */
+    if (on_gpu) {
+        for (int passes = 1; passes <= 2; passes++)
+            for (int algo = 0; algo < NGPU_ALGOS; algo++) {
+                qs[nq] = p;
+                qs[nq].u.matmul.gpu_passes = passes;
+                qs[nq].u.matmul.gpu_algo = algo;
+                nq++;
+            }
+    } else {
+        for (int ci = 1; ci < NCPU; ci++) {
+            if (cand[ci] > m)
+                continue;
+            qs[nq] = p;
+            qs[nq].u.matmul.panel_rows = cand[ci];
+            qs[nq].u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
+            nq++;
+        }
+    }
+    const fm_device_ops *dops = fm_device_ops_for(p.exec_device.type);
+    fm_status (*sync)(int) = dops ? dops->sync : NULL;
+    if (sync && (s = sync(p.exec_device.id)) != FM_OK) /* the operands may still be in flight */
+        return s;
+    fm_plan *plans[NMAX] = {0};
+    double fastest[NMAX];
     int n = 0;
-    if (p.u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO)
-        return fm_plan_problem(ctx, &p, plan);
-    for (int ci = 0; ci < NCAND; ci++) {
-        if (ci > 0 && cand[ci] > m)
+    for (int qi = 0; qi < nq; qi++) {
+        s = fm_plan_problem(ctx, &qs[qi], &plans[n]);
+        if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu)) {
+            fm_clear_error(); /* e.g. no fused algorithm, or fewer candidates than asked */
             continue;
-        fm_problem q = p;
-        q.u.matmul.panel_rows = cand[ci];
-        if (ci > 0)
-            q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
-        if ((s = fm_plan_problem(ctx, &q, &plans[n])) != FM_OK ||
-            (s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK) { /* + warm-up */
+        }
+        if (s == FM_OK)
+            s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL); /* + warm-up */
+        if (s == FM_OK && sync)
+            s = sync(p.exec_device.id);
+        if (s != FM_OK) {
             for (int i = 0; i <= n; i++)
                 fm_plan_release(plans[i]);
             return s;
@@ -591,14 +644,20 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         fastest[n++] = 1e300;
     }
     for (int round = 0; round < ROUNDS; round++)
-        for (int i = 0; i < n; i++)
-            for (int r = 0; r < repeats; r++) {
+        for (int i = 0; i < n; i++) {
+            int reps = on_gpu ? 1 : repeats;
+            for (int r = 0; r < reps; r++) {
                 double t0 = now_seconds();
-                fm_plan_execute(plans[i], ptrs, FM_MATMUL_NSLOTS, NULL);
-                double t = now_seconds() - t0;
+                /* GPU: `repeats` queued calls, one wait: launch gaps hide, as in real use */
+                for (int q = 0; q < (on_gpu ? repeats : 1); q++)
+                    fm_plan_execute(plans[i], ptrs, FM_MATMUL_NSLOTS, NULL);
+                if (sync)
+                    sync(p.exec_device.id);
+                double t = (now_seconds() - t0) / (on_gpu ? repeats : 1);
                 if (t < fastest[i])
                     fastest[i] = t;
             }
+        }
     int win = 0;
     for (int i = 1; i < n; i++)
         if (fastest[i] < fastest[win] && fastest[i] < 0.97 * fastest[0])
@@ -624,6 +683,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         fm_plan_release(winner);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul autotune: out of host memory");
     }
+    fm_wisdom_record(ctx, &key, &tuned, winner->describe);
     fm_plan_alias_init(out, winner);
     fm_context_cache_put(ctx, out);
     *plan = out;

@@ -206,6 +206,17 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **ou
     return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: %s", fm_op_name(p->op), reasons);
 }
 
+fm_plan *fm_context_cache_get(fm_context *ctx, const fm_problem *p)
+{
+    uint64_t h = fm_problem_hash(p);
+    pthread_mutex_lock(&ctx->lock);
+    fm_plan *hit = cache_find(ctx, h, p);
+    if (hit)
+        fm_plan_retain(hit);
+    pthread_mutex_unlock(&ctx->lock);
+    return hit;
+}
+
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
 {
     uint64_t h = fm_problem_hash(p);

@@ -13,7 +13,7 @@ typedef struct staging_impl {
     const fm_device_ops *slot_ops[FM_MAX_SLOTS]; /* ops doing the copy for a moved slot, NULL if not moved */
 } staging_impl;
 
-static const fm_device_ops *ops_for(int type)
+const fm_device_ops *fm_device_ops_for(int type)
 {
     for (int i = 0; i < fm_builtin_device_ops_count; i++)
         if ((int)fm_builtin_device_ops[i]->device == type)
@@ -78,7 +78,7 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **o
                        fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
                                                      "without CUDA)"
                                                    : "that device does not exist");
-    const fm_device_ops *exec_ops = ops_for(p->exec_device.type);
+    const fm_device_ops *exec_ops = fm_device_ops_for(p->exec_device.type);
     if (!exec_ops)
         return fm_fail(FM_ERR_UNAVAILABLE, "%s: no memory operations for the execution device", op);
     staging_impl *st = calloc(1, sizeof *st);
@@ -95,14 +95,14 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **o
         if (d.type == p->exec_device.type && d.id == p->exec_device.id)
             continue;
         /* the non-host side knows how to copy */
-        const fm_device_ops *ops = ops_for(d.type != FM_DEVICE_CPU ? d.type : p->exec_device.type);
+        const fm_device_ops *ops = fm_device_ops_for(d.type != FM_DEVICE_CPU ? d.type : p->exec_device.type);
         if (!ops || !ops->copy) {
             free(st);
             return fm_fail(FM_ERR_UNAVAILABLE, "%s: cannot move %s to the execution device", op, p->slot_names[i]);
         }
         st->slot_ops[i] = ops;
         q.t[i].device = p->exec_device;
-        q.align_log2[i] = 8;
+        q.align_log2[i] = p->exec_device.type == FM_DEVICE_CUDA ? 4 : 0; /* fresh buffers; as build_problem caps */
         used += (size_t)snprintf(moved + used, used < sizeof moved ? sizeof moved - used : 0, "%s%s",
                                  used ? "," : "", p->slot_names[i]);
     }

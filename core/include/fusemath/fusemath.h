@@ -168,6 +168,16 @@ FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const
  *  build has no CUDA or no GPU/driver is present (never an error, never noise). */
 FM_API int fm_cuda_device_count(void);
 
+/*! fm_context_wisdom_save() / fm_context_wisdom_load() : autotune results (CPU panel
+ *  choices, GPU algorithm and fused/split choices) as a text file, so a later process
+ *  skips tuning: after load, planning a problem that was tuned gives the tuned plan.
+ *  load merges into what the context holds; entries that no longer plan on this
+ *  machine (another GPU, another cuBLASLt) fall back to the default plan.
+ *  fm_context_wisdom_size() : number of entries held. */
+FM_API fm_status fm_context_wisdom_save(fm_context *ctx, const char *path);
+FM_API fm_status fm_context_wisdom_load(fm_context *ctx, const char *path);
+FM_API int fm_context_wisdom_size(const fm_context *ctx);
+
 /*! fm_context_clear_cache() : drop cached plans. */
 FM_API void fm_context_clear_cache(fm_context *ctx);
 /*! fm_context_cache_size() : @return number of cached plans. */

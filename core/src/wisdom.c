@@ -1,0 +1,200 @@
+/* wisdom.c : autotune results kept by the context and saved as text, so a later
+ * process plans the tuned choice without timing again. An entry maps the stable
+ * hash of an untuned problem to the tuning fields that won. */
+#define _POSIX_C_SOURCE 200809L
+#include "context.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WISDOM_MAGIC "fusemath-wisdom 1"
+
+typedef struct fm_wisdom_entry {
+    uint64_t key;
+    int32_t op;
+    int32_t v[4]; /* matmul: panel_rows, cpu_strategy, gpu_algo, gpu_passes */
+    char note[120]; /* the tuned plan's describe(), for people reading the file */
+} fm_wisdom_entry;
+
+uint64_t fm_problem_stable_hash(const fm_problem *p)
+{
+    fm_problem q = *p;
+    memset(q.slot_names, 0, sizeof q.slot_names); /* pointers differ between processes */
+    return fm_problem_hash(&q);
+}
+
+static void get_fields(const fm_problem *p, int32_t v[4])
+{
+    v[0] = p->u.matmul.panel_rows;
+    v[1] = p->u.matmul.cpu_strategy;
+    v[2] = p->u.matmul.gpu_algo;
+    v[3] = p->u.matmul.gpu_passes;
+}
+
+static int untuned(const fm_problem *p)
+{
+    int32_t v[4];
+    get_fields(p, v);
+    return p->op == FM_OP_MATMUL && !v[0] && !v[1] && !v[2] && !v[3];
+}
+
+/* Insert or replace; called with ctx->lock held. */
+static int put_locked(fm_context *ctx, const fm_wisdom_entry *e)
+{
+    for (int i = 0; i < ctx->nwisdom; i++)
+        if (ctx->wisdom[i].key == e->key && ctx->wisdom[i].op == e->op) {
+            ctx->wisdom[i] = *e;
+            return 0;
+        }
+    if (ctx->nwisdom == ctx->capwisdom) {
+        int cap = ctx->capwisdom ? 2 * ctx->capwisdom : 16;
+        fm_wisdom_entry *w = realloc(ctx->wisdom, (size_t)cap * sizeof *w);
+        if (!w)
+            return -1;
+        ctx->wisdom = w;
+        ctx->capwisdom = cap;
+    }
+    ctx->wisdom[ctx->nwisdom++] = *e;
+    return 0;
+}
+
+void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tuned, const char *describe)
+{
+    if (!untuned(p))
+        return;
+    fm_wisdom_entry e = {.key = fm_problem_stable_hash(p), .op = p->op};
+    get_fields(tuned, e.v);
+    snprintf(e.note, sizeof e.note, "%s", describe ? describe : "");
+    for (char *c = e.note; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    pthread_mutex_lock(&ctx->lock);
+    put_locked(ctx, &e);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned)
+{
+    if (!ctx->nwisdom || !untuned(p)) /* unlocked peek: an int read, rechecked below */
+        return 0;
+    uint64_t key = fm_problem_stable_hash(p);
+    int found = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (int i = 0; i < ctx->nwisdom && !found; i++)
+        if (ctx->wisdom[i].key == key && ctx->wisdom[i].op == (int32_t)p->op) {
+            *tuned = *p;
+            tuned->u.matmul.panel_rows = ctx->wisdom[i].v[0];
+            tuned->u.matmul.cpu_strategy = ctx->wisdom[i].v[1];
+            tuned->u.matmul.gpu_algo = ctx->wisdom[i].v[2];
+            tuned->u.matmul.gpu_passes = ctx->wisdom[i].v[3];
+            found = 1;
+        }
+    pthread_mutex_unlock(&ctx->lock);
+    return found;
+}
+
+void fm_wisdom_clear_(fm_context *ctx)
+{
+    free(ctx->wisdom);
+    ctx->wisdom = NULL;
+    ctx->nwisdom = ctx->capwisdom = 0;
+}
+
+int fm_context_wisdom_size(const fm_context *ctx)
+{
+    if (!ctx)
+        return 0;
+    fm_context *c = (fm_context *)ctx;
+    pthread_mutex_lock(&c->lock);
+    int n = c->nwisdom;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
+{
+    if (!ctx || !path)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: ctx and path must not be NULL");
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot write '%s': %s", path, strerror(errno));
+    pthread_mutex_lock(&ctx->lock);
+    int ok = fprintf(f, "%s\n", WISDOM_MAGIC) > 0;
+    for (int i = 0; i < ctx->nwisdom && ok; i++) {
+        const fm_wisdom_entry *e = &ctx->wisdom[i];
+        ok = fprintf(f, "%s %016" PRIx64 " %d %d %d %d # %s\n", fm_op_name((fm_op)e->op), e->key, e->v[0], e->v[1],
+                     e->v[2], e->v[3], e->note) > 0;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int err = errno;
+        remove(tmp);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: writing '%s' failed: %s", path, strerror(err));
+    }
+    return FM_OK;
+}
+
+fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
+{
+    if (!ctx || !path)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: ctx and path must not be NULL");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: cannot read '%s': %s", path, strerror(errno));
+    char line[512];
+    fm_status s = FM_OK;
+    if (!fgets(line, sizeof line, f) || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
+        fclose(f);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a fusemath wisdom file (expected a first "
+                       "line '%s')", path, WISDOM_MAGIC);
+    }
+    fm_wisdom_entry *got = NULL;
+    int n = 0, cap = 0, lineno = 1;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '\n' || line[0] == '#')
+            continue;
+        char op[16];
+        fm_wisdom_entry e = {0};
+        if (sscanf(line, "%15s %" SCNx64 " %d %d %d %d", op, &e.key, &e.v[0], &e.v[1], &e.v[2], &e.v[3]) != 6) {
+            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", path, lineno);
+            break;
+        }
+        if (strcmp(op, "matmul") != 0)
+            continue; /* other operations' wisdom (e.g. fft) is read by their own code */
+        e.op = FM_OP_MATMUL;
+        const char *note = strstr(line, "# ");
+        if (note) {
+            snprintf(e.note, sizeof e.note, "%s", note + 2);
+            e.note[strcspn(e.note, "\n")] = '\0';
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            fm_wisdom_entry *w = realloc(got, (size_t)cap * sizeof *w);
+            if (!w) {
+                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+                break;
+            }
+            got = w;
+        }
+        got[n++] = e;
+    }
+    fclose(f);
+    if (s == FM_OK) { /* all or nothing */
+        pthread_mutex_lock(&ctx->lock);
+        for (int i = 0; i < n && s == FM_OK; i++)
+            if (put_locked(ctx, &got[i]) != 0)
+                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    free(got);
+    return s;
+}
