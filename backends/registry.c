@@ -5,9 +5,7 @@
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
-#ifdef FM_WIP_CUBLASLT
 extern const fm_backend fm_backend_cublaslt_matmul;
-#endif
 extern const fm_device_ops fm_cuda_device_ops;
 int fm_cuda_probe_device_count(void);
 #endif
@@ -15,9 +13,7 @@ int fm_cuda_probe_device_count(void);
 const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
 #ifdef FM_HAVE_CUDA
-#ifdef FM_WIP_CUBLASLT
     &fm_backend_cublaslt_matmul,
-#endif
 #endif
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);

@@ -2,8 +2,9 @@
 #
 # FUSEMATH_WITH_CUDA=AUTO builds it when the CUDA toolkit is found (and
 # backends/cuda/*.c exist), ON requires the toolkit, OFF never builds it.
-# backends/cuda/*.c are plain C against the CUDA runtime/library headers, so the
-# CUDA *language* is not enabled (no nvcc needed at build time).
+# backends/cuda/*.c and fusion/cuda/*.c (run-time compiled epilogue kernels, NVRTC
+# cache) are plain C against the CUDA runtime/library headers, so the CUDA *language*
+# is not enabled (no nvcc needed at build time).
 # Result: FUSEMATH_HAVE_CUDA (ON/OFF), FUSEMATH_CUDA_SOURCES, and, when ON, the CUDA
 # libraries + FM_HAVE_CUDA=1 added to fusemath_deps.
 
@@ -13,7 +14,9 @@ if(NOT _fm_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
 endif()
 
 set(FUSEMATH_HAVE_CUDA OFF)
-file(GLOB FUSEMATH_CUDA_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/backends/cuda/*.c")
+file(GLOB FUSEMATH_CUDA_BACKEND_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/backends/cuda/*.c")
+file(GLOB FUSEMATH_CUDA_FUSION_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/fusion/cuda/*.c")
+set(FUSEMATH_CUDA_SOURCES ${FUSEMATH_CUDA_BACKEND_SOURCES} ${FUSEMATH_CUDA_FUSION_SOURCES})
 
 if(NOT _fm_cuda_mode STREQUAL "OFF")
   # Hint the usual toolkit location unless the user pointed elsewhere.
@@ -30,7 +33,7 @@ if(NOT _fm_cuda_mode STREQUAL "OFF")
     find_package(CUDAToolkit QUIET)
   endif()
 
-  if(CUDAToolkit_FOUND AND NOT FUSEMATH_CUDA_SOURCES)
+  if(CUDAToolkit_FOUND AND NOT FUSEMATH_CUDA_BACKEND_SOURCES)
     message(WARNING "fusemath: CUDA toolkit found but backends/cuda/*.c is empty: CUDA backend not built")
   elseif(CUDAToolkit_FOUND)
     set(FUSEMATH_HAVE_CUDA ON)

@@ -1,7 +1,9 @@
-/* cpu_epilogue.c : preload (beta*C + bias) and activation passes for CPU panels.
+/* cpu_epilogue.c : preload (beta*C + bias), the scale combine and the activation
+ * passes (forward activations, drelu/dgelu, bgrad column sums) for CPU panels.
  * Each body is written once as a macro and instantiated per dtype with the full
  * function name spelled out, so grep finds every definition. */
 #include "cpu_epilogue.h"
+#include "epilogue.h"
 
 #include <complex.h>
 #include <math.h>
@@ -54,29 +56,92 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
     return 1;
 }
 
+/* ---- scale: D = scale[j] * src + beta*C + bias ---- */
+#define FM_DEFINE_SCALE_COMBINE(fname, T)                                                          \
+    static void fname(const fm_cpu_panel *p, const T *src, int64_t lds, const double beta[2])    \
+    {                                                                                             \
+        const T bt = (T)beta[0];                                                                  \
+        const T *s = p->scale, *bias = p->bias;                                                   \
+        const int64_t scs = p->scale_cs, bcs = p->bias_cs, ccs = p->c_cs;                         \
+        const T *c = beta[0] != 0.0 ? (const T *)p->c : NULL;                                     \
+        for (int64_t i = 0; i < p->rows; i++) {                                                   \
+            T *d = (T *)p->d + i * p->ldd;                                                        \
+            const T *g = src + i * lds;                                                           \
+            if (c) {                                                                              \
+                const T *cr = c + i * p->c_rs;                                                    \
+                if (bias) {                                                                       \
+                    _Pragma("omp simd") for (int64_t j = 0; j < p->cols; j++) d[j] =               \
+                        s[j * scs] * g[j] + bt * cr[j * ccs] + bias[j * bcs];                     \
+                } else {                                                                          \
+                    _Pragma("omp simd") for (int64_t j = 0; j < p->cols; j++) d[j] =               \
+                        s[j * scs] * g[j] + bt * cr[j * ccs];                                     \
+                }                                                                                 \
+            } else if (bias) {                                                                    \
+                _Pragma("omp simd") for (int64_t j = 0; j < p->cols; j++) d[j] =                   \
+                    s[j * scs] * g[j] + bias[j * bcs];                                            \
+            } else {                                                                              \
+                _Pragma("omp simd") for (int64_t j = 0; j < p->cols; j++) d[j] = s[j * scs] * g[j]; \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+FM_DEFINE_SCALE_COMBINE(scale_combine_f32, float)
+FM_DEFINE_SCALE_COMBINE(scale_combine_f64, double)
+
+void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, int64_t lds, const double beta[2])
+{
+    if (t == FM_F32)
+        scale_combine_f32(p, src, lds, beta);
+    else if (t == FM_F64)
+        scale_combine_f64(p, src, lds, beta);
+}
+
 /* ---- activation ---- */
-/* glibc >= 2.35's libmvec has vector tanhf/tanh; declared simd, the omp simd gelu
- * loops call them 4 (2) lanes at a time instead of one scalar call per element.
- * Dev machine, 8192x1024x64 with mixed-sign pre-activations: fused f32 gelu 18.0 ->
- * 14.8 ms, f64 87 -> 40 ms (plain products 7.0 and 13.2 ms). */
+/* glibc >= 2.35's libmvec has vector tanhf/tanh (and expf/exp); declared simd, the
+ * omp simd loops call them 4 (2) lanes at a time instead of one scalar call per
+ * element. Dev machine, 8192x1024x64 with mixed-sign pre-activations: fused f32 gelu
+ * 18.0 -> 14.8 ms, f64 87 -> 40 ms (plain products 7.0 and 13.2 ms). */
 #if defined(FM_HAVE_LIBMVEC)
 #pragma omp declare simd notinbranch
 float tanhf(float);
 #pragma omp declare simd notinbranch
 double tanh(double);
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
 #endif
+
+/* sqrt(2/pi) and the cubic coefficient of the tanh approximation of gelu */
+#define GELU_K0 0.7978845608028654
+#define GELU_K1 0.044715
 
 /* gelu, tanh approximation, as cuBLASLt: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 static inline float gelu_f32(float x)
 {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+    const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
     return 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x)));
 }
 
 static inline double gelu_f64(double x)
 {
-    const double k0 = 0.7978845608028654, k1 = 0.044715;
+    const double k0 = GELU_K0, k1 = GELU_K1;
     return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
+}
+
+/* gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) */
+static inline float dgelu_f32(float x)
+{
+    const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
+    const float x2 = x * x, th = tanhf(k0 * (x + k1 * x2 * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k0 * (1.0f + 3.0f * k1 * x2);
+}
+
+static inline double dgelu_f64(double x)
+{
+    const double k0 = GELU_K0, k1 = GELU_K1;
+    const double x2 = x * x, th = tanh(k0 * (x + k1 * x2 * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k0 * (1.0 + 3.0 * k1 * x2);
 }
 
 static void relu_mask_row(unsigned char *mask, const void *row, int64_t cols, int is_f64)
@@ -93,47 +158,86 @@ static void relu_mask_row(unsigned char *mask, const void *row, int64_t cols, in
     }
 }
 
-/* Branch-free and vectorised: signs of GEMM output are random, so a branch
- * mispredicts half the time (measured: 4 ns per element with the branch). */
-static void relu_row_f32(float *restrict d, int64_t n)
+/* Row kernels, branch-free and vectorised: signs of GEMM output are random, so a
+ * branch mispredicts half the time (measured: 4 ns per element with the branch).
+ * FM_DEFINE_ROW(name, T, EXPR) defines name(d, n, lo, hi) doing d[j] = EXPR(d[j]). */
+#define FM_DEFINE_ROW(fname, T, EXPR)                                                    \
+    static void fname(T *restrict d, int64_t n, T lo, T hi)                              \
+    {                                                                                    \
+        (void)lo, (void)hi;                                                              \
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++)                              \
+        {                                                                                \
+            const T x = d[j];                                                            \
+            d[j] = EXPR;                                                                 \
+        }                                                                                \
+    }
+
+FM_DEFINE_ROW(relu_row_f32, float, x > 0.0f ? x : 0.0f)
+FM_DEFINE_ROW(relu_row_f64, double, x > 0.0 ? x : 0.0)
+FM_DEFINE_ROW(gelu_row_f32, float, gelu_f32(x))
+FM_DEFINE_ROW(gelu_row_f64, double, gelu_f64(x))
+FM_DEFINE_ROW(sigmoid_row_f32, float, 1.0f / (1.0f + expf(-x)))
+FM_DEFINE_ROW(sigmoid_row_f64, double, 1.0 / (1.0 + exp(-x)))
+FM_DEFINE_ROW(tanh_row_f32, float, tanhf(x))
+FM_DEFINE_ROW(tanh_row_f64, double, tanh(x))
+FM_DEFINE_ROW(silu_row_f32, float, x / (1.0f + expf(-x)))
+FM_DEFINE_ROW(silu_row_f64, double, x / (1.0 + exp(-x)))
+/* min(max(x, lo), hi); NaN stays NaN */
+FM_DEFINE_ROW(clamp_row_f32, float, x < lo ? lo : (x > hi ? hi : x))
+FM_DEFINE_ROW(clamp_row_f64, double, x < lo ? lo : (x > hi ? hi : x))
+
+/* drelu: d *= mask bit (0 or 1) of the same element; mask points at byte 0 of the panel's columns. */
+#define FM_DEFINE_DRELU_ROW(fname, T)                                                    \
+    static void fname(T *restrict d, const unsigned char *restrict mask, int64_t n)      \
+    {                                                                                    \
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++)                              \
+            d[j] = d[j] * (T)((mask[j >> 3] >> (j & 7)) & 1);                            \
+    }
+FM_DEFINE_DRELU_ROW(drelu_row_f32, float)
+FM_DEFINE_DRELU_ROW(drelu_row_f64, double)
+
+/* dgelu: d *= gelu'(x) with x the forward pass's activation input */
+#define FM_DEFINE_DGELU_ROW(fname, T, DERIV)                                             \
+    static void fname(T *restrict d, const T *restrict x, int64_t n)                     \
+    {                                                                                    \
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) d[j] = d[j] * DERIV(x[j]);   \
+    }
+FM_DEFINE_DGELU_ROW(dgelu_row_f32, float, dgelu_f32)
+FM_DEFINE_DGELU_ROW(dgelu_row_f64, double, dgelu_f64)
+
+/* column sums of the panel, accumulated in double */
+#define FM_DEFINE_COLSUM_ROW(fname, T)                                                   \
+    static void fname(double *restrict acc, const T *restrict d, int64_t n)              \
+    {                                                                                    \
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) acc[j] += (double)d[j];      \
+    }
+FM_DEFINE_COLSUM_ROW(colsum_row_f32, float)
+FM_DEFINE_COLSUM_ROW(colsum_row_f64, double)
+
+enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_SIGMOID, ACT_TANH, ACT_SILU, ACT_CLAMP };
+
+static int act_kind(unsigned epi)
 {
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++)
-        d[j] = d[j] > 0.0f ? d[j] : 0.0f;
+    if (epi & FM_EPILOGUE_RELU) return ACT_RELU;
+    if (epi & FM_EPILOGUE_GELU) return ACT_GELU;
+    if (epi & FM_EPILOGUE_SIGMOID) return ACT_SIGMOID;
+    if (epi & FM_EPILOGUE_TANH) return ACT_TANH;
+    if (epi & FM_EPILOGUE_SILU) return ACT_SILU;
+    if (epi & FM_EPILOGUE_CLAMP) return ACT_CLAMP;
+    return ACT_NONE;
 }
 
-static void relu_row_f64(double *restrict d, int64_t n)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++)
-        d[j] = d[j] > 0.0 ? d[j] : 0.0;
-}
-
-static void gelu_row_f32(float *restrict d, int64_t n)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++)
-        d[j] = gelu_f32(d[j]);
-}
-
-static void gelu_row_f64(double *restrict d, int64_t n)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++)
-        d[j] = gelu_f64(d[j]);
-}
-
-#define gelu_row(d, n) _Generic((d), float *: gelu_row_f32, double *: gelu_row_f64)(d, n)
-#define relu_row(d, n) _Generic((d), float *: relu_row_f32, double *: relu_row_f64)(d, n)
-
-#define FM_DEFINE_ACTIVATE(fname, T, IS_F64)                                                     \
+#define FM_DEFINE_ACTIVATE(fname, T, SFX, IS_F64)                                                \
     static void fname(unsigned epi, const fm_cpu_panel *p)                                       \
     {                                                                                            \
-        const int aux = (epi & FM_EPILOGUE_AUX) != 0;                                            \
+        const int aux = (epi & FM_EPILOGUE_AUX) != 0, kind = act_kind(epi);                      \
+        const T lo = (T)p->clamp[0], hi = (T)p->clamp[1];                                        \
+        if (p->colsum)                                                                           \
+            memset(p->colsum, 0, sizeof(double) * (size_t)p->cols);                              \
         for (int64_t i = 0; i < p->rows; i++) {                                                  \
             T *d = (T *)p->d + i * p->ldd;                                                       \
-            if (epi & FM_EPILOGUE_RELU) {                                                        \
-                if (aux) {                                                               \
+            if (kind == ACT_RELU) {                                                              \
+                if (aux) {                                                                       \
                     unsigned char *mask = (unsigned char *)p->aux + i * p->aux_ld + p->col0 / 8; \
                     relu_mask_row(mask, d, p->cols, IS_F64);                                     \
                     if (p->last_col_block) {                                                     \
@@ -142,21 +246,34 @@ static void gelu_row_f64(double *restrict d, int64_t n)
                                (size_t)(p->mask_row_bytes - used));                              \
                     }                                                                            \
                 }                                                                                \
-                relu_row(d, p->cols);                                                            \
-            } else if (epi & FM_EPILOGUE_GELU) {                                                 \
+                relu_row_##SFX(d, p->cols, lo, hi);                                              \
+            } else if (kind != ACT_NONE) {                                                       \
                 if (aux)                                                                         \
                     memcpy((T *)p->aux + i * p->aux_ld, d, sizeof(T) * (size_t)p->cols);         \
-                gelu_row(d, p->cols);                                                            \
+                switch (kind) {                                                                  \
+                case ACT_GELU: gelu_row_##SFX(d, p->cols, lo, hi); break;                        \
+                case ACT_SIGMOID: sigmoid_row_##SFX(d, p->cols, lo, hi); break;                  \
+                case ACT_TANH: tanh_row_##SFX(d, p->cols, lo, hi); break;                        \
+                case ACT_SILU: silu_row_##SFX(d, p->cols, lo, hi); break;                        \
+                default: clamp_row_##SFX(d, p->cols, lo, hi); break;                             \
+                }                                                                                \
+            } else if (epi & FM_EPILOGUE_DRELU) {                                                \
+                drelu_row_##SFX(d, (const unsigned char *)p->aux + i * p->aux_ld + p->col0 / 8,  \
+                                p->cols);                                                        \
+            } else if (epi & FM_EPILOGUE_DGELU) {                                                \
+                dgelu_row_##SFX(d, (const T *)p->aux + i * p->aux_ld, p->cols);                  \
             }                                                                                    \
+            if (p->colsum)                                                                       \
+                colsum_row_##SFX(p->colsum, d, p->cols);                                         \
         }                                                                                        \
     }
 
-FM_DEFINE_ACTIVATE(activate_f32, float, 0)
-FM_DEFINE_ACTIVATE(activate_f64, double, 1)
+FM_DEFINE_ACTIVATE(activate_f32, float, f32, 0)
+FM_DEFINE_ACTIVATE(activate_f64, double, f64, 1)
 
 void fm_cpu_activate(fm_dtype t, unsigned epi, const fm_cpu_panel *p)
 {
-    if (!(epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)))
+    if (!(epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_)) && !p->colsum)
         return;
     if (t == FM_F32)
         activate_f32(epi, p);

@@ -1,6 +1,6 @@
 /* cpu_epilogue.h : the matmul epilogue chain lowered for the CPU, applied to one
  * row panel of D while it is still in cache. D panels are row-major (unit column
- * stride, row stride ldd). */
+ * stride, row stride ldd). Semantics: docs/epilogues.md. */
 #ifndef FM_CPU_EPILOGUE_H
 #define FM_CPU_EPILOGUE_H
 
@@ -15,18 +15,38 @@ typedef struct fm_cpu_panel {
     int64_t c_rs, c_cs;
     const void *bias; /* NULL: no bias; bias[j * bias_cs] */
     int64_t bias_cs;
-    void *aux; /* relu: mask bytes at column (col0 / 8); gelu: preactivation */
+    const void *scale; /* NULL: no scale; scale[j * scale_cs] (D's real dtype) */
+    int64_t scale_cs;
+    void *aux; /* relu mask: bytes of row 0 (column 0); else the activation input at the panel origin */
     int64_t aux_ld;
     int64_t col0;       /* first column of the panel in D (for mask bit positions) */
     int last_col_block; /* this panel holds D's last column: it zeroes the mask padding */
     int64_t mask_row_bytes;
+    double clamp[2];    /* lo, hi of FM_EPILOGUE_CLAMP */
+    double *colsum;     /* NULL, or cols doubles: set to the column sums of the final panel (bgrad) */
 } fm_cpu_panel;
 
 /* D = beta * C + bias on the panel (the GEMM then accumulates with beta = 1).
  * beta is {re, im}. Returns 1 when it wrote the panel, 0 when nothing was to add. */
 int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2]);
 
-/* Apply relu/gelu in place (real dtypes) and write aux if requested. */
+/* The scale chain: src holds alpha * A@B of the panel (row stride lds; src may be
+ * p->d itself): D = scale[j] * src + beta * C + bias. Real dtypes. */
+void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, int64_t lds, const double beta[2]);
+
+/* In place on the panel (real dtypes): the forward activation (writing aux when the
+ * epilogue has AUX), or drelu/dgelu reading aux; then, if p->colsum, the column sums
+ * of the result. */
 void fm_cpu_activate(fm_dtype t, unsigned epilogue, const fm_cpu_panel *p);
+
+/* ---- bias gradients (fusion/cpu_bgrad.c) ---- */
+/* out[i * out_stride] = sum over r < nred of x[i * os + r * rs] for i < nout, in
+ * D's dtype t (complex: complex sums); accumulated in double, each output summed in
+ * ascending r by one caller, so the result does not depend on how outputs are split. */
+void fm_cpu_sums_store(fm_dtype t, int64_t nout, int64_t nred, const void *x, int64_t os, int64_t rs, void *out,
+                       int64_t out_stride);
+/* out[j * out_stride] = sum over q < nparts of partial[q * n + j] (in that order), real t. */
+void fm_cpu_reduce_partials(fm_dtype t, int64_t nparts, int64_t n, const double *partial, void *out,
+                            int64_t out_stride);
 
 #endif

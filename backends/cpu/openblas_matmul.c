@@ -3,6 +3,10 @@
  * few for the threads); each panel is one single-threaded GEMM run by one of the
  * library's own threads: bias and beta*C are preloaded into the panel (GEMM beta =
  * 1) and the activation runs right after the GEMM, while the panel is in cache.
+ * With a scale vector the GEMM runs with beta = 0 and scale, beta*C and bias are
+ * applied in the pass after it. Bias gradients: bgrada/bgradb sum the panel's rows
+ * of A / columns of B next to its GEMM; drelu/dgelu+bgrad keep per-panel column sums
+ * of D, reduced in panel order at the end (deterministic for a given plan).
  * OpenBLAS itself is kept at one thread so the two never oversubscribe. */
 #include "cpu_epilogue.h"
 #include "epilogue.h"
@@ -123,10 +127,14 @@ static void *pack_operand(const openblas_plan *pl, int slot, const char *base, i
 
 /* ---- one work item: (batch, row panel, column block) ---- */
 typedef struct exec_args {
-    const char *a, *b, *c, *bias;
-    char *d, *aux;
+    const char *a, *b, *c, *bias, *scale;
+    char *d, *aux, *bgrad;
     int64_t ldd, d_batch; /* D geometry actually written (user's or a temp) */
     int a_packed, b_packed;
+    char *scratch;        /* scale with C == D: per-thread GEMM panels of scratch_bytes */
+    size_t scratch_bytes;
+    double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
+    int64_t nparts;       /* parts (row panels or row chunks) per batch */
 } exec_args;
 
 /* The epilogue's view of rows [r0, r0+rows) x cols [c0, c0+cols) of batch b. */
@@ -149,10 +157,15 @@ static fm_cpu_panel make_panel(const openblas_plan *pl, const exec_args *x, int6
     if (x->bias)
         p.bias = x->bias + (fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) + c0 * g->col_stride[FM_MATMUL_BIAS]) * es;
     p.bias_cs = g->col_stride[FM_MATMUL_BIAS];
+    if (x->scale)
+        p.scale = x->scale + (fm_matmul_batch_offset(g, FM_MATMUL_SCALE, b) + c0 * g->col_stride[FM_MATMUL_SCALE]) * es;
+    p.scale_cs = g->col_stride[FM_MATMUL_SCALE];
+    p.clamp[0] = pl->mp.clamp[0];
+    p.clamp[1] = pl->mp.clamp[1];
     p.col0 = c0;
     p.last_col_block = (c0 + cols == g->n);
     if (x->aux) {
-        int relu = (pl->mp.epilogue & FM_EPILOGUE_RELU) != 0;
+        int relu = fm_epilogue_aux_is_mask(pl->mp.epilogue); /* relu+aux writes, drelu reads the mask */
         int64_t aes = relu ? 1 : es;
         p.aux_ld = g->row_stride[FM_MATMUL_AUX];
         if (g->m == 1 || p.aux_ld == 0)
@@ -178,31 +191,83 @@ static const char *batch_b(const openblas_plan *pl, const exec_args *x, int64_t 
                        : x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)pl->es;
 }
 
+static void zero_rows(char *d, int64_t rows, int64_t cols, int64_t ld, size_t es)
+{
+    for (int64_t i = 0; i < rows; i++)
+        memset(d + (size_t)(i * ld) * es, 0, (size_t)cols * es);
+}
+
+/* bgrada: bgrad[b, r0 + i] = sum_k A[b, r0 + i, k] for the rows of a panel; `a` is the
+ * panel's first row as the GEMM reads it (packed or the user's layout). */
+static void bgrada_rows(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t r0, int64_t rows,
+                        const char *a)
+{
+    const fm_matmul_geom *g = &pl->g;
+    int64_t os = pl->la.trans ? 1 : pl->la.ld, rs = pl->la.trans ? pl->la.ld : 1;
+    char *out = x->bgrad + (fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) + r0 * g->row_stride[FM_MATMUL_BGRAD]) *
+                               (int64_t)pl->es;
+    fm_cpu_sums_store(g->dtype, rows, g->k, a, os, rs, out, g->row_stride[FM_MATMUL_BGRAD]);
+}
+
+/* bgradb: bgrad[b, c0 + j] = sum_k B[b, k, c0 + j]; `bm` is column c0 of B as the GEMM reads it. */
+static void bgradb_cols(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t c0, int64_t cols,
+                        const char *bm)
+{
+    const fm_matmul_geom *g = &pl->g;
+    int64_t os = pl->lb.trans ? pl->lb.ld : 1, rs = pl->lb.trans ? 1 : pl->lb.ld;
+    char *out = x->bgrad + (fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) + c0 * g->col_stride[FM_MATMUL_BGRAD]) *
+                               (int64_t)pl->es;
+    fm_cpu_sums_store(g->dtype, cols, g->k, bm, os, rs, out, g->col_stride[FM_MATMUL_BGRAD]);
+}
+
 /* One work item of the tiles strategy: (batch, row panel, column block), one
- * single-threaded GEMM with the epilogue before and after it. */
-static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item)
+ * single-threaded GEMM with the epilogue before and after it. tid: the calling
+ * thread's index in the team (selects its scratch panel). */
+static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item, int tid)
 {
     const fm_matmul_geom *g = &pl->g;
     const int64_t es = (int64_t)pl->es;
+    const unsigned epi = pl->mp.epilogue;
     int64_t per_batch = pl->n_row_panels * pl->n_col_blocks;
     int64_t b = item / per_batch, rem = item % per_batch;
-    int64_t r0 = (rem / pl->n_col_blocks) * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
+    int64_t rp = rem / pl->n_col_blocks;
+    int64_t r0 = rp * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
     int64_t rows = fm_min_i64(pl->panel_rows, g->m - r0), cols = fm_min_i64(pl->col_block, g->n - c0);
     const char *a = batch_a(pl, x, b) + (pl->la.trans ? r0 : r0 * pl->la.ld) * es;
     const char *bm = batch_b(pl, x, b) + (pl->lb.trans ? c0 * pl->lb.ld : c0) * es;
     fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
-    int preloaded = fm_cpu_preload(g->dtype, &p, pl->mp.beta);
-    if (g->k > 0)
-        gemm(pl, rows, cols, a, pl->la.ld, bm, pl->lb.ld, p.d, x->ldd, preloaded);
-    else if (!preloaded)
-        for (int64_t i = 0; i < rows; i++)
-            memset((char *)p.d + i * x->ldd * es, 0, (size_t)cols * pl->es);
-    fm_cpu_activate(g->dtype, pl->mp.epilogue, &p);
+    if (x->partial)
+        p.colsum = x->partial + (b * x->nparts + rp) * g->n + c0;
+    if (x->scale) {
+        /* alpha*A@B alone first (beta = 0), then scale, beta*C and bias while it is hot */
+        char *src = p.d;
+        int64_t lds = x->ldd;
+        if (x->scratch) { /* C is D's memory: keep it intact until the combine reads it */
+            src = x->scratch + (size_t)tid * x->scratch_bytes;
+            lds = cols;
+        }
+        if (g->k > 0)
+            gemm(pl, rows, cols, a, pl->la.ld, bm, pl->lb.ld, src, lds, 0);
+        else
+            zero_rows(src, rows, cols, lds, pl->es);
+        fm_cpu_scale_combine(g->dtype, &p, src, lds, pl->mp.beta);
+    } else {
+        int preloaded = fm_cpu_preload(g->dtype, &p, pl->mp.beta);
+        if (g->k > 0)
+            gemm(pl, rows, cols, a, pl->la.ld, bm, pl->lb.ld, p.d, x->ldd, preloaded);
+        else if (!preloaded)
+            zero_rows(p.d, rows, cols, x->ldd, pl->es);
+    }
+    fm_cpu_activate(g->dtype, epi, &p);
+    if ((epi & FM_EPILOGUE_BGRADA) && c0 == 0) /* one column block per row panel sums A's rows */
+        bgrada_rows(pl, x, b, r0, rows, a);
+    if ((epi & FM_EPILOGUE_BGRADB) && r0 == 0) /* one row panel per column block sums B's columns */
+        bgradb_cols(pl, x, b, c0, cols, bm);
 }
 
 /* ---- the blas-threads strategy ---- */
 /* OpenBLAS threads the whole GEMM (sharing packed panels between its threads,
- * which independent per-tile calls cannot); the preload and the activation are
+ * which independent per-tile calls cannot); the preload and the epilogue are
  * passes over row chunks around it, run by the passive pool (cpu_pool.c) so no
  * spinning thread competes with OpenBLAS's. The passes cost O(mn) against the
  * GEMM's O(mnk). */
@@ -211,41 +276,135 @@ typedef struct pass_job {
     const exec_args *x;
     int64_t b, rows; /* one contiguous block of rows per thread (see execute) */
     int activate;
+    const char *src; /* scale: alpha*A@B of batch b (row 0), row stride lds */
+    int64_t lds;
 } pass_job;
+
+#define BGRADB_CHUNK_COLS 512 /* columns of B summed per pool item */
+
+/* Rows per chunk of the blas-threads passes: one chunk per thread. */
+static int64_t blas_chunk_rows(const openblas_plan *pl) { return (pl->g.m + pl->threads - 1) / pl->threads; }
 
 static void pass_chunk(void *arg, int64_t ci)
 {
     pass_job *j = arg;
-    const fm_matmul_geom *g = &j->pl->g;
-    if (ci * j->rows >= g->m)
+    const openblas_plan *pl = j->pl;
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t r0 = ci * j->rows;
+    if (r0 >= g->m)
         return;
-    fm_cpu_panel p = make_panel(j->pl, j->x, j->b, ci * j->rows, fm_min_i64(j->rows, g->m - ci * j->rows), 0, g->n);
-    if (j->activate)
-        fm_cpu_activate(g->dtype, j->pl->mp.epilogue, &p);
-    else
-        fm_cpu_preload(g->dtype, &p, j->pl->mp.beta);
+    const int64_t rows = fm_min_i64(j->rows, g->m - r0);
+    fm_cpu_panel p = make_panel(pl, j->x, j->b, r0, rows, 0, g->n);
+    if (!j->activate) {
+        fm_cpu_preload(g->dtype, &p, pl->mp.beta);
+        return;
+    }
+    if (j->x->partial)
+        p.colsum = j->x->partial + (j->b * j->x->nparts + ci) * g->n;
+    if (j->x->scale)
+        fm_cpu_scale_combine(g->dtype, &p, j->src + r0 * j->lds * (int64_t)pl->es, j->lds, pl->mp.beta);
+    fm_cpu_activate(g->dtype, pl->mp.epilogue, &p);
+    if (pl->mp.epilogue & FM_EPILOGUE_BGRADA)
+        bgrada_rows(pl, j->x, j->b, r0, rows,
+                    batch_a(pl, j->x, j->b) + (pl->la.trans ? r0 : r0 * pl->la.ld) * (int64_t)pl->es);
+}
+
+static void bgradb_chunk(void *arg, int64_t ci)
+{
+    pass_job *j = arg;
+    const openblas_plan *pl = j->pl;
+    const int64_t c0 = ci * BGRADB_CHUNK_COLS, cols = fm_min_i64(BGRADB_CHUNK_COLS, pl->g.n - c0);
+    bgradb_cols(pl, j->x, j->b, c0, cols,
+                batch_b(pl, j->x, j->b) + (pl->lb.trans ? c0 * pl->lb.ld : c0) * (int64_t)pl->es);
+}
+
+/* Which passes around the GEMM a plan needs (also what describe() counts). */
+static int needs_pre_pass(const openblas_plan *pl, int has_c)
+{
+    return !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
+           ((pl->mp.epilogue & FM_EPILOGUE_BIAS) || (has_c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0)));
+}
+
+static int needs_post_pass(const openblas_plan *pl)
+{
+    return (pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ |
+                               FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA)) != 0;
 }
 
 static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
 {
     const fm_matmul_geom *g = &pl->g;
-    const int64_t rows = (g->m + pl->threads - 1) / pl->threads, chunks = (g->m + rows - 1) / rows;
-    const int has_act = (pl->mp.epilogue & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)) != 0;
+    const int64_t rows = blas_chunk_rows(pl), chunks = (g->m + rows - 1) / rows;
+    const int scaled = x->scale != NULL;
     /* the condition under which fm_cpu_preload writes: then the GEMM accumulates */
-    const int has_pre = x->bias || (x->c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0));
+    const int has_pre = !scaled && (x->bias || (x->c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0)));
+    const int has_post = needs_post_pass(pl);
     for (int64_t b = 0; b < g->batch_count; b++) {
-        pass_job j = {pl, x, b, rows, 0};
+        pass_job j = {pl, x, b, rows, 0, NULL, 0};
         if (has_pre)
             fm_pool_run(pl->threads, chunks, pass_chunk, &j);
         fm_cpu_panel whole = make_panel(pl, x, b, 0, g->m, 0, g->n);
-        fm_blas_threads_begin(pl->threads);
-        gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, whole.d, x->ldd, has_pre);
-        fm_blas_threads_end();
-        if (has_act) {
+        char *dst = whole.d;
+        int64_t ldd = x->ldd;
+        if (scaled && x->scratch) { /* C is D's memory: the GEMM goes to a temp */
+            dst = x->scratch;
+            ldd = g->n;
+        }
+        if (scaled && g->k == 0) {
+            zero_rows(dst, g->m, g->n, ldd, pl->es);
+        } else {
+            fm_blas_threads_begin(pl->threads);
+            gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, dst, ldd, has_pre);
+            fm_blas_threads_end();
+        }
+        if (has_post) {
             j.activate = 1;
+            j.src = dst;
+            j.lds = ldd;
             fm_pool_run(pl->threads, chunks, pass_chunk, &j);
         }
+        if (pl->mp.epilogue & FM_EPILOGUE_BGRADB)
+            fm_pool_run(pl->threads, (g->n + BGRADB_CHUNK_COLS - 1) / BGRADB_CHUNK_COLS, bgradb_chunk, &j);
     }
+}
+
+/* m == 0 or n == 0: no GEMM, but the bias gradient along the other extent is still
+ * defined (sums over K of A's rows or B's columns; zeros for a sum over no rows). */
+static void bgrad_of_empty(const openblas_plan *pl, void *const *ptrs)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const unsigned epi = pl->mp.epilogue;
+    const int64_t es = (int64_t)pl->es;
+    if (!(epi & FM_EPILOGUE_ANY_BGRAD_) || !ptrs[FM_MATMUL_BGRAD])
+        return;
+    for (int64_t b = 0; b < g->batch_count; b++) {
+        char *out = (char *)ptrs[FM_MATMUL_BGRAD] + fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) * es;
+        if (epi & FM_EPILOGUE_BGRADA)
+            fm_cpu_sums_store(g->dtype, g->m, g->k,
+                              (const char *)ptrs[FM_MATMUL_A] + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * es,
+                              g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], out,
+                              g->row_stride[FM_MATMUL_BGRAD]);
+        else if (epi & FM_EPILOGUE_BGRADB)
+            fm_cpu_sums_store(g->dtype, g->n, g->k,
+                              (const char *)ptrs[FM_MATMUL_B] + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es,
+                              g->col_stride[FM_MATMUL_B], g->row_stride[FM_MATMUL_B], out,
+                              g->col_stride[FM_MATMUL_BGRAD]);
+        else
+            fm_cpu_reduce_partials(g->dtype, 0, g->n, NULL, out, g->col_stride[FM_MATMUL_BGRAD]);
+    }
+}
+
+/* Byte ranges of two operands overlap (then, after the core's alias check, they are
+ * the same memory with the same layout). */
+static int operands_overlap(const fm_problem *pr, int s1, const void *p1, int s2, const void *p2)
+{
+    int64_t lo1, hi1, lo2, hi2;
+    fm_tensor_byte_span(&pr->t[s1], &lo1, &hi1);
+    fm_tensor_byte_span(&pr->t[s2], &lo2, &hi2);
+    if (!p1 || !p2 || lo1 == hi1 || lo2 == hi2)
+        return 0;
+    intptr_t a = (intptr_t)p1, b = (intptr_t)p2;
+    return a + lo1 < b + hi2 && b + lo2 < a + hi1;
 }
 
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
@@ -253,21 +412,31 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     (void)stream;
     const openblas_plan *pl = plan->impl;
     const fm_matmul_geom *g = &pl->g;
-    if (g->m == 0 || g->n == 0 || g->batch_count == 0)
+    const unsigned epi = pl->mp.epilogue;
+    if (g->batch_count == 0)
         return FM_OK;
-    exec_args x = {ptrs[FM_MATMUL_A], ptrs[FM_MATMUL_B], ptrs[FM_MATMUL_C], ptrs[FM_MATMUL_BIAS],
-                   ptrs[FM_MATMUL_D], ptrs[FM_MATMUL_AUX], 0, 0, 0, 0};
-    void *a_tmp = NULL, *b_tmp = NULL, *d_tmp = NULL;
+    if (g->m == 0 || g->n == 0) {
+        bgrad_of_empty(pl, ptrs);
+        return FM_OK;
+    }
+    exec_args x = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
+                   .bias = ptrs[FM_MATMUL_BIAS], .scale = ptrs[FM_MATMUL_SCALE], .d = ptrs[FM_MATMUL_D],
+                   .aux = ptrs[FM_MATMUL_AUX], .bgrad = ptrs[FM_MATMUL_BGRAD]};
+    void *a_tmp = NULL, *b_tmp = NULL, *d_tmp = NULL, *scratch = NULL;
+    double *partial = NULL;
+    fm_status st = FM_OK;
     if (pl->la.copy && g->k > 0) {
-        if (!(a_tmp = pack_operand(pl, FM_MATMUL_A, x.a, g->m, g->k)))
-            return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing a");
+        if (!(a_tmp = pack_operand(pl, FM_MATMUL_A, x.a, g->m, g->k))) {
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing a");
+            goto out;
+        }
         x.a = a_tmp;
         x.a_packed = 1;
     }
     if (pl->lb.copy && g->k > 0) {
         if (!(b_tmp = pack_operand(pl, FM_MATMUL_B, x.b, g->k, g->n))) {
-            fm_free_aligned(a_tmp);
-            return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing b");
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing b");
+            goto out;
         }
         x.b = b_tmp;
         x.b_packed = 1;
@@ -279,13 +448,35 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         /* Compute into a contiguous temp, copy out after. If C is D itself, the
          * preload reads it from the user's memory, which is still intact. */
         if (!(d_tmp = fm_malloc_aligned((size_t)(g->batch_count * g->m * g->n) * pl->es, 64))) {
-            fm_free_aligned(a_tmp);
-            fm_free_aligned(b_tmp);
-            return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for a temporary d");
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for a temporary d");
+            goto out;
         }
         x.d = d_tmp;
         x.ldd = g->n;
         x.d_batch = g->m * g->n;
+    }
+    if (x.scale && x.c && pl->mp.beta[0] != 0.0 && pl->d_direct &&
+        operands_overlap(&plan->problem, FM_MATMUL_C, x.c, FM_MATMUL_D, user_d)) {
+        /* scale with D = C in place: the beta = 0 GEMM must not overwrite C before the
+         * combine reads it, so it writes a scratch panel per thread (the whole D for
+         * the blas-threads strategy) */
+        x.scratch_bytes = pl->blas_threaded ? (size_t)(g->m * g->n) * pl->es
+                                            : (size_t)(pl->panel_rows * pl->col_block) * pl->es;
+        x.scratch_bytes = (x.scratch_bytes + 63) / 64 * 64;
+        if (!(scratch = fm_malloc_aligned(x.scratch_bytes * (size_t)(pl->blas_threaded ? 1 : pl->threads), 64))) {
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the scale chain's scratch panels");
+            goto out;
+        }
+        x.scratch = scratch;
+    }
+    if (epi & FM_EPILOGUE_BGRAD) {
+        /* column sums of D per part (row panel / row chunk), reduced in part order below */
+        x.nparts = pl->blas_threaded ? (g->m + blas_chunk_rows(pl) - 1) / blas_chunk_rows(pl) : pl->n_row_panels;
+        if (!(partial = fm_malloc_aligned(sizeof(double) * (size_t)(g->batch_count * x.nparts * g->n), 64))) {
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the bias gradient's partial sums");
+            goto out;
+        }
+        x.partial = partial;
     }
     if (pl->blas_threaded) {
         run_blas_threaded(pl, &x);
@@ -293,17 +484,22 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         fm_blas_single_begin();
         if (pl->threads <= 1 || pl->items == 1) {
             for (int64_t it = 0; it < pl->items; it++)
-                run_item(pl, &x, it);
+                run_item(pl, &x, it, 0);
         } else {
             /* static: each thread gets consecutive panels, so a fresh output's huge
              * pages are first touched by one thread each; with dynamic, 1 four threads
              * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
 #pragma omp parallel for num_threads(pl->threads) schedule(static)
             for (int64_t it = 0; it < pl->items; it++)
-                run_item(pl, &x, it);
+                run_item(pl, &x, it, omp_get_thread_num());
         }
         fm_blas_single_end();
     }
+    if (partial)
+        for (int64_t b = 0; b < g->batch_count; b++)
+            fm_cpu_reduce_partials(g->dtype, x.nparts, g->n, partial + b * x.nparts * g->n,
+                                   x.bgrad + fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) * (int64_t)pl->es,
+                                   g->col_stride[FM_MATMUL_BGRAD]);
 
     if (d_tmp) {
         for (int64_t b = 0; b < g->batch_count; b++)
@@ -313,10 +509,13 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
                                      j * g->col_stride[FM_MATMUL_D]) * (int64_t)pl->es,
                            (char *)d_tmp + (size_t)((b * g->m + i) * g->n + j) * pl->es, pl->es);
     }
+out:
     fm_free_aligned(a_tmp);
     fm_free_aligned(b_tmp);
     fm_free_aligned(d_tmp);
-    return FM_OK;
+    fm_free_aligned(scratch);
+    fm_free_aligned(partial);
+    return st;
 }
 
 /* ---- planning ---- */
@@ -414,8 +613,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fail(FM_ERR_NOT_APPLICABLE,
                        "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "
                        "c128); convert to f32, or use execution='cuda'", fm_dtype_name(g->dtype));
-    if (pl.mp.epilogue & ~(FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_GELU | FM_EPILOGUE_AUX))
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "this epilogue is not implemented on the cpu backend yet");
+    if (pl.mp.epilogue & ~FM_EPILOGUE_ALL_)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "epilogue bits 0x%x are not implemented on the cpu backend",
+                       pl.mp.epilogue & ~FM_EPILOGUE_ALL_);
     pl.es = fm_dtype_size(g->dtype);
     if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
         return fm_fail(FM_ERR_TOO_LARGE,
@@ -439,9 +639,15 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     out->execute = execute;
     out->destroy_impl = free;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        out->required_align[i] = i == FM_MATMUL_AUX ? 1 : pl.es / (fm_dtype_is_complex(g->dtype) ? 2 : 1);
+        out->required_align[i] = (i == FM_MATMUL_AUX && fm_epilogue_aux_is_mask(pl.mp.epilogue))
+                                     ? 1
+                                     : pl.es / (fm_dtype_is_complex(g->dtype) ? 2 : 1);
 
-    char epi[48], batch[32] = "", copies[32] = "";
+    /* passes over D: tiles fuse everything into one; blas-threads adds a preload
+     * before and an epilogue pass after the threaded GEMM when there is work for them */
+    int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, (p->present >> FM_MATMUL_C) & 1) + needs_post_pass(&pl)
+                                  : 1;
+    char epi[96], batch[32] = "", copies[32] = "";
     fm_epilogue_format(pl.mp.epilogue, epi, sizeof epi);
     if (g->batch_count != 1)
         snprintf(batch, sizeof batch, " batch=%lld", (long long)g->batch_count);
@@ -451,7 +657,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     snprintf(out->describe, sizeof out->describe,
              "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi,
-             pl.blas_threaded ? 1 + !!(pl.mp.epilogue & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU)) : 1,
+             passes,
              pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads, pl.la.trans ? " trans_a" : "",
              pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;

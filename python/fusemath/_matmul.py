@@ -1,9 +1,17 @@
 """``fusemath.matmul`` (stateless) and ``fusemath.Matmul`` (plan once, execute many times).
 
-Both compute ``D = act(alpha * a @ b + beta * c + bias)`` with NumPy's matmul semantics:
-a 1-D ``a`` gets a leading 1 prepended (and removed from the result), a 1-D ``b`` a
-trailing 1 appended; batch dimensions broadcast. All shape/dtype logic lives here, the
-arithmetic in libfusemath, which runs with the GIL released.
+Both compute ``D = act(alpha * a @ b + beta * c + bias)`` (and the other epilogue chains
+of docs/epilogues.md) with NumPy's matmul semantics: a 1-D ``a`` gets a leading 1
+prepended (and removed from the result), a 1-D ``b`` a trailing 1 appended; batch
+dimensions broadcast. The arithmetic runs in libfusemath with the GIL released.
+
+Arrays: NumPy (and other host buffer-protocol / DLPack objects) give NumPy results.
+PyTorch tensors and CuPy arrays (CPU or CUDA) are used zero-copy and give results of
+their own library on their own device; other GPU arrays (``__cuda_array_interface__``,
+CUDA DLPack) are viewed through CuPy (else PyTorch). GPU calls are asynchronous: they
+are queued on ``stream`` (default: the array library's current stream) and never
+synchronize. The stateless path for library arrays is one C call
+(``_fusemath.array_matmul``); the planned path is one C call per execute (the Runner).
 """
 from __future__ import annotations
 
@@ -12,13 +20,16 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from . import _fusemath as _C
+from ._arrays import BF16, NUMPY, adopt, fm_name, is_cuda_object, lib_of
 from ._options import (
+    AUTO_DEFAULTS,
     Epilogue,
     MatmulOptions,
     as_options,
     epilogue_bits,
     resolve_execution,
     stream_handle,
+    validate_bits,
 )
 
 __all__ = ["matmul", "Matmul"]
@@ -26,23 +37,53 @@ __all__ = ["matmul", "Matmul"]
 _ndarray = np.ndarray
 _empty = np.empty
 _data_ptr = _C.data_ptr
+_array_matmul = _C.array_matmul
 _U8 = np.dtype(np.uint8)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 _SUPPORTED = frozenset(
-    np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128)
+    [np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128)] + [BF16]
 )
 _BIAS = int(Epilogue.BIAS)
 _RELU = int(Epilogue.RELU)
 _GELU = int(Epilogue.GELU)
 _AUX = int(Epilogue.AUX)
+_CLAMP = int(Epilogue.CLAMP)
+_SCALE = int(Epilogue.SCALE)
+_DRELU = int(Epilogue.DRELU)
+_DGELU = int(Epilogue.DGELU)
+_BGRAD = int(Epilogue.BGRAD)
+_BGRADA = int(Epilogue.BGRADA)
+_BGRADB = int(Epilogue.BGRADB)
+_ANY_BGRAD = _BGRAD | _BGRADA | _BGRADB
+_ACTS = ((_RELU, "relu"), (_GELU, "gelu"), (int(Epilogue.SIGMOID), "sigmoid"), (int(Epilogue.TANH), "tanh"),
+         (int(Epilogue.SILU), "silu"), (_CLAMP, "clamp"))
+_FORWARD_ACTS = 0
+for _bit, _ in _ACTS:
+    _FORWARD_ACTS |= _bit
+_NOT_COMPLEX = _FORWARD_ACTS | _DRELU | _DGELU | _SCALE  # complex data takes bias, bgrada, bgradb only
+_INPUT_BITS = _BIAS | _SCALE | _CLAMP | _DRELU | _DGELU  # chains that need an argument
+_EXTRA_BITS = _AUX | _ANY_BGRAD  # chains with a second result
+_SLOW_BITS = _INPUT_BITS | _NOT_COMPLEX
+_SLOT_D, _SLOT_AUX, _SLOT_BGRAD = _C.MATMUL_D, _C.MATMUL_AUX, _C.MATMUL_BGRAD
+_INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
+
+
+def _epilogue_name(bits: int) -> str:
+    try:
+        return _C.epilogue_format(bits)
+    except ValueError:
+        return hex(bits)
 
 
 # ---------------------------------------------------------------------------
 # Array arguments
 # ---------------------------------------------------------------------------
 def _as_array(x: Any, name: str, where: str) -> np.ndarray:
-    """A NumPy view of an array argument (no copy). NumPy arrays pass through;
-    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy. Anything
+    """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
+    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy. GPU arrays
+    are a DeviceError here (this is the host path: a and b are host arrays); anything
     else (lists, scalars, None) is a TypeError naming the argument."""
     if type(x) is _ndarray:
         return x
@@ -54,7 +95,7 @@ def _as_array(x: Any, name: str, where: str) -> np.ndarray:
         return np.asarray(x)
     if isinstance(x, (str, int, float, complex, list, tuple)):
         raise TypeError(
-            f"{where}: {name} must be an array (NumPy, DLPack or buffer-protocol object), "
+            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
             f"not {type(x).__name__}"
         )
     if hasattr(x, "__dlpack__"):
@@ -63,28 +104,66 @@ def _as_array(x: Any, name: str, where: str) -> np.ndarray:
             dev_type, dev_id = device()
             if int(dev_type) not in _CPU_DEVICES:
                 raise _C.DeviceError(
-                    f"{where}: {name} lives on DLPack device ({int(dev_type)}, {int(dev_id)}); "
-                    "fusemath's Python front takes CPU arrays only for now"
+                    f"{where}: {name} lives on DLPack device ({int(dev_type)}, {int(dev_id)}) but a and b are "
+                    "host arrays; put all operands on one device (or pass GPU arrays for a and b)"
                 )
         try:
             return np.from_dlpack(x)
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
             raise TypeError(f"{where}: {name} cannot be imported through DLPack: {exc}") from exc
+    if hasattr(x, "__cuda_array_interface__"):
+        raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
+                             "device (or pass GPU arrays for a and b)")
     try:
         view = memoryview(x)
     except TypeError:
         raise TypeError(
-            f"{where}: {name} must be an array (NumPy, DLPack or buffer-protocol object), "
+            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
             f"not {type(x).__name__}"
         ) from None
     return np.asarray(view)
 
 
-def _dtype_name(dt: np.dtype) -> str:
+def _operand(x: Any, name: str, where: str):
+    """An operand of a problem on library arrays: PyTorch/CuPy arrays as they are, other
+    GPU arrays viewed through CuPy/PyTorch, host arrays as NumPy views."""
+    if type(x) is _ndarray:
+        return x
+    if lib_of(x) is not None:
+        return x
+    if is_cuda_object(x):
+        return adopt(x, name, where)[1]
+    return _as_array(x, name, where)
+
+
+def _dtype_of(x):
+    """Canonical dtype (np.dtype, or BF16) of a NumPy or library array."""
+    if isinstance(x, _ndarray):
+        return x.dtype
+    lib = lib_of(x)
+    return lib.dtype_of(x) if lib is not None else x.dtype
+
+
+def _foreign(a: Any, b: Any, where: str):
+    """(lib, a, b) when a or b is a PyTorch/CuPy array or another GPU array (viewed through
+    CuPy/PyTorch); None when both are host arrays for the NumPy path."""
+    lib = lib_of(a) or lib_of(b)
+    if lib is not None:
+        return lib, a, b
+    if type(a) is not _ndarray and is_cuda_object(a):
+        lib, a = adopt(a, "a", where)
+        return lib, a, b
+    if type(b) is not _ndarray and is_cuda_object(b):
+        lib, b = adopt(b, "b", where)
+        return lib, a, b
+    return None
+
+
+def _dtype_name(dt) -> str:
     return str(dt)
 
 
-def _check_real_scalar(where: str, name: str, value: Any, dtype: np.dtype) -> None:
+def _check_real_scalar(where: str, name: str, value: Any, dtype) -> None:
     """A complex scalar with a nonzero imaginary part cannot scale real operands."""
     if type(value) is float or type(value) is int or value is None:
         return
@@ -98,31 +177,125 @@ def _check_real_scalar(where: str, name: str, value: Any, dtype: np.dtype) -> No
         )
 
 
+def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:
+    try:
+        lo, hi = clamp
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: clamp must be a pair of real numbers (lo, hi), not {clamp!r}") from None
+    if not lo <= hi:
+        raise _C.InvalidArgumentError(f"{where}: clamp = ({lo}, {hi}), expected lo <= hi (and no NaN)")
+    return lo, hi
+
+
+def _merge_epilog(where: str, epilogue: Any, epilog: Any) -> Any:
+    if epilog is None:
+        return epilogue
+    if epilogue is not None:
+        raise TypeError(f"{where}: give either epilogue or epilog, not both")
+    return epilog
+
+
+def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
+    """Epilogue arguments -> (bits, bias, scale, aux input, clamp pair). bias=, scale and
+    clamp= imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux."""
+    scale = relu_aux = gelu_aux = None
+    if epilog_inputs is not None:
+        if not isinstance(epilog_inputs, Mapping):
+            raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
+        unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
+        if unknown:
+            raise _C.InvalidArgumentError(
+                f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}"
+            )
+        if "bias" in epilog_inputs:
+            if bias is not None:
+                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+            bias = epilog_inputs["bias"]
+        scale = epilog_inputs.get("scale")
+        relu_aux = epilog_inputs.get("relu_aux")
+        gelu_aux = epilog_inputs.get("gelu_aux")
+    base = epi
+    if bias is not None:
+        epi |= _BIAS
+    if scale is not None:
+        epi |= _SCALE
+    if clamp is not None:
+        epi |= _CLAMP
+    if epi != base:
+        validate_bits(epi, where)
+    if epi & _BIAS and bias is None:
+        raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
+    if epi & _SCALE and scale is None:
+        raise _C.InvalidArgumentError(
+            f"{where}: epilogue {_epilogue_name(epi)!r} has 'scale' but epilog_inputs['scale'] was not given"
+        )
+    clamp_pair = None
+    if epi & _CLAMP:
+        if clamp is None:
+            raise _C.InvalidArgumentError(
+                f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given"
+            )
+        clamp_pair = _clamp_pair(where, clamp)
+    aux_in = None
+    if epi & (_DRELU | _DGELU):
+        key, other, aux_in, wrong = (("relu_aux", "gelu_aux", relu_aux, gelu_aux) if epi & _DRELU
+                                     else ("gelu_aux", "relu_aux", gelu_aux, relu_aux))
+        if aux_in is None:
+            fwd = "RELU_AUX" if epi & _DRELU else "GELU_AUX"
+            raise _C.InvalidArgumentError(
+                f"{where}: epilogue {_epilogue_name(epi)!r} reads the forward pass's aux: pass "
+                f"epilog_inputs={{{key!r}: ...}} (the {key!r} result of the {fwd} matmul)"
+            )
+        if wrong is not None:
+            raise _C.InvalidArgumentError(
+                f"{where}: epilog_inputs[{other!r}] does not go with {_epilogue_name(epi)!r}, which takes {key!r}"
+            )
+    elif relu_aux is not None or gelu_aux is not None:
+        key = "relu_aux" if relu_aux is not None else "gelu_aux"
+        raise _C.InvalidArgumentError(
+            f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU (and their _BGRAD forms) only; "
+            f"the epilogue is {_epilogue_name(epi)!r}"
+        )
+    return epi, bias, scale, aux_in, clamp_pair
+
+
 class _Operands:
     """Validated, promoted operands of one matmul problem (shared by both front ends)."""
 
     __slots__ = (
         "a", "b", "c",                  # promoted (>= 2-D) views handed to the library
-        "a_user", "b_user", "c_user",   # the arrays as given (after NumPy conversion)
-        "dtype", "m", "n", "k", "batch",
+        "a_user", "b_user", "c_user",   # the arrays as given (after conversion)
+        "dtype",                        # canonical dtype: np.dtype or BF16
+        "native",                       # a.dtype as the caller's library spells it
+        "m", "n", "k", "batch",
         "dshape",                       # promoted output shape (..., M, N)
         "rshape",                       # result shape as NumPy returns it (1-D dims removed)
         "a1d", "b1d", "alpha", "beta",
+        "lib", "device",                # library and device (-1: host) of the results
     )
 
-    def __init__(self, where: str, a: Any, b: Any, c: Any, alpha: Any, beta: Any):
-        a = _as_array(a, "a", where)
-        b = _as_array(b, "b", where)
-        dtype = a.dtype
-        if b.dtype != dtype:
+    def __init__(self, where: str, a: Any, b: Any, c: Any, alpha: Any, beta: Any, lib=None):
+        if lib is None:
+            a = _as_array(a, "a", where)
+            b = _as_array(b, "b", where)
+            dtype, bdtype = a.dtype, b.dtype
+            self.lib, self.device = NUMPY, -1
+        else:
+            a = _operand(a, "a", where)
+            b = _operand(b, "b", where)
+            dtype, bdtype = _dtype_of(a), _dtype_of(b)
+            self.lib = lib
+            self.device = lib.device_of(a if lib_of(a) is lib else b)
+        if bdtype != dtype:
             raise _C.DtypeError(
-                f"{where}: a has dtype {_dtype_name(dtype)} but b has dtype {_dtype_name(b.dtype)}; "
+                f"{where}: a has dtype {_dtype_name(dtype)} but b has dtype {_dtype_name(bdtype)}; "
                 "mixed dtypes are not supported (convert one of them)"
             )
         if dtype not in _SUPPORTED:
             raise _C.DtypeError(
                 f"{where}: a and b have dtype {_dtype_name(dtype)}, which is not supported; expected "
-                "float32, float64, complex64 or complex128 (float16 where a GPU backend is available)"
+                "float32, float64, complex64 or complex128 (float16, bfloat16 where a GPU backend is available)"
             )
         if a.ndim == 0 or b.ndim == 0:
             which = "a" if a.ndim == 0 else "b"
@@ -131,29 +304,31 @@ class _Operands:
                 "(use * to scale by a scalar)"
             )
         self.a_user, self.b_user = a, b
+        self.native = a.dtype
         self.a1d = a1d = a.ndim == 1
         self.b1d = b1d = b.ndim == 1
         if a1d:
             a = a[None, :]
         if b1d:
             b = b[:, None]
-        m, k = a.shape[-2], a.shape[-1]
-        k2, n = b.shape[-2], b.shape[-1]
+        ash, bsh = (a.shape, b.shape) if lib is None else (tuple(a.shape), tuple(b.shape))
+        m, k = ash[-2], ash[-1]
+        k2, n = bsh[-2], bsh[-1]
         if k != k2:
             raise _C.ShapeError(
-                f"{where}: a has shape {self.a_user.shape} and b has shape {self.b_user.shape}; the last "
-                f"dimension of a ({k}) must equal the {'only' if b1d else 'second-to-last'} dimension of b ({k2})"
+                f"{where}: a has shape {tuple(self.a_user.shape)} and b has shape {tuple(self.b_user.shape)}; the "
+                f"last dimension of a ({k}) must equal the {'only' if b1d else 'second-to-last'} dimension of b ({k2})"
             )
-        sa, sb = a.shape[:-2], b.shape[:-2]
+        sa, sb = ash[:-2], bsh[:-2]
         if sa == sb:
             batch = sa
         else:
             try:
-                batch = np.broadcast_shapes(sa, sb)
+                batch = tuple(np.broadcast_shapes(sa, sb))
             except ValueError:
                 raise _C.ShapeError(
                     f"{where}: the batch dimensions of a {sa} and of b {sb} do not broadcast "
-                    f"(a has shape {self.a_user.shape}, b has shape {self.b_user.shape})"
+                    f"(a has shape {tuple(self.a_user.shape)}, b has shape {tuple(self.b_user.shape)})"
                 ) from None
         self.a, self.b = a, b
         self.dtype = dtype
@@ -174,86 +349,135 @@ class _Operands:
             self.beta = 1.0 if beta is None else beta
             self.set_c(where, c)
 
+    def conv(self, x: Any, name: str, where: str):
+        """Another array argument of this problem (NumPy view on the host path)."""
+        return _as_array(x, name, where) if self.lib is NUMPY else _operand(x, name, where)
+
+    def empty(self, shape: Tuple[int, ...], dtype):
+        """A new array of the results' library on the results' device."""
+        if self.lib is NUMPY:
+            return _empty(shape, dtype)
+        return _C.lib_empty(self.lib.index, shape, fm_name(dtype), self.device)
+
     # -- c ----------------------------------------------------------------
-    def check_c(self, where: str, c: Any) -> Tuple[np.ndarray, np.ndarray]:
+    def check_c(self, where: str, c: Any):
         """-> (c as given, c promoted to the rank of dshape)."""
-        c = _as_array(c, "c", where)
-        if c.dtype != self.dtype:
+        c = self.conv(c, "c", where)
+        cdt = c.dtype if type(c) is _ndarray else _dtype_of(c)
+        if cdt != self.dtype:
             raise _C.DtypeError(
-                f"{where}: c has dtype {_dtype_name(c.dtype)} but a and b have dtype "
+                f"{where}: c has dtype {_dtype_name(cdt)} but a and b have dtype "
                 f"{_dtype_name(self.dtype)}; mixed dtypes are not supported"
             )
         rshape = self.rshape
-        if c.ndim > len(rshape) or any(
-            cs != rs and cs != 1 for cs, rs in zip(reversed(c.shape), reversed(rshape))
+        cshape = tuple(c.shape)
+        if len(cshape) > len(rshape) or any(
+            cs != rs and cs != 1 for cs, rs in zip(reversed(cshape), reversed(rshape))
         ):
             raise _C.ShapeError(
-                f"{where}: c has shape {c.shape}, which does not broadcast to the result shape {rshape}"
+                f"{where}: c has shape {cshape}, which does not broadcast to the result shape {rshape}"
             )
         cf = c
-        if c.ndim < len(rshape):
-            cf = c[(None,) * (len(rshape) - c.ndim)]
-        if self.a1d and self.b1d:
-            cf = cf[..., None, None]
-        elif self.a1d:
-            cf = cf[..., None, :]
-        elif self.b1d:
-            cf = cf[..., None]
-        return c, cf
+        if len(cshape) < len(rshape):
+            cf = c[(None,) * (len(rshape) - len(cshape))]
+        return c, self.expand_result(cf)
 
     def set_c(self, where: str, c: Any) -> None:
         self.c_user, self.c = self.check_c(where, c)
 
-    # -- bias / epilogue ----------------------------------------------------
-    def check_bias(self, where: str, bias: Any) -> np.ndarray:
-        bias = _as_array(bias, "bias", where)
-        if bias.dtype != self.dtype:
+    # -- epilogue inputs ------------------------------------------------------
+    def _vector(self, where: str, name: str, x: Any, dtype, what: str):
+        x = self.conv(x, name, where)
+        xdt = x.dtype if type(x) is _ndarray else _dtype_of(x)
+        if xdt != dtype:
             raise _C.DtypeError(
-                f"{where}: bias has dtype {_dtype_name(bias.dtype)} but a and b have dtype "
-                f"{_dtype_name(self.dtype)}; mixed dtypes are not supported"
+                f"{where}: {name} has dtype {_dtype_name(xdt)} but {what} {_dtype_name(dtype)}"
+                + ("; mixed dtypes are not supported" if name == "bias" else "")
             )
-        if bias.ndim == 0:
-            raise _C.ShapeError(f"{where}: bias is 0-d; expected shape (N,) or (..., N) with N = {self.n}")
-        if bias.shape[-1] != self.n:
+        if x.ndim == 0:
+            raise _C.ShapeError(f"{where}: {name} is 0-d; expected shape (N,) or (..., N) with N = {self.n}")
+        if x.shape[-1] != self.n:
             raise _C.ShapeError(
-                f"{where}: bias has length {bias.shape[-1]} (shape {bias.shape}), expected N = {self.n}, "
+                f"{where}: {name} has length {x.shape[-1]} (shape {tuple(x.shape)}), expected N = {self.n}, "
                 "the number of columns of the result"
             )
-        return bias
+        return x
 
-    def epilogue_and_bias(self, where: str, epilogue: Any, bias: Any) -> Tuple[int, Optional[np.ndarray]]:
+    def check_bias(self, where: str, bias: Any):
+        return self._vector(where, "bias", bias, self.dtype, "a and b have dtype")
+
+    def check_scale(self, where: str, scale: Any):
+        want = _F64 if self.dtype == _F64 else _F32
+        return self._vector(where, "scale", scale, want, f"{_dtype_name(self.dtype)} data takes a scale of dtype")
+
+    def aux_in_spec(self, mask: bool) -> Tuple[Tuple[int, ...], Any]:
+        """(shape, dtype) of the relu_aux / gelu_aux input: those of the forward pass's result."""
+        if mask:
+            return self.batch + ((() if self.a1d else (self.m,)) + (_C.relu_mask_row_bytes(self.n),)), _U8
+        return self.rshape, self.dtype
+
+    def check_aux_in(self, where: str, epi: int, x: Any):
+        mask = bool(epi & _DRELU)
+        name = "relu_aux" if mask else "gelu_aux"
+        x = self.conv(x, name, where)
+        shape, dtype = self.aux_in_spec(mask)
+        if tuple(x.shape) != shape:
+            raise _C.ShapeError(
+                f"{where}: {name} has shape {tuple(x.shape)}, expected {shape} (the {name!r} result of the "
+                f"{'RELU_AUX' if mask else 'GELU_AUX'} matmul on operands of these shapes)"
+            )
+        xdt = x.dtype if type(x) is _ndarray else _dtype_of(x)
+        if xdt != dtype:
+            raise _C.DtypeError(f"{where}: {name} has dtype {_dtype_name(xdt)}, expected {_dtype_name(dtype)}")
+        return x
+
+    def expand_aux_in(self, epi: int, x):
+        """The aux input with the promoted (size-1) axes put back."""
+        if epi & _DRELU:
+            return x[..., None, :] if self.a1d else x
+        return self.expand_result(x)
+
+    def epilogue_spec(self, where: str, epilogue: Any, bias: Any, epilog_inputs: Any, clamp: Any):
+        """-> (bits, bias, scale, aux input as given, clamp pair), all checked."""
         epi = epilogue_bits(epilogue, where)
+        if bias is None and epilog_inputs is None and clamp is None and not epi & _SLOW_BITS:
+            return epi, None, None, None, None
+        epi, bias, scale, aux_in, clamp_pair = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+        if epi & _NOT_COMPLEX and self.dtype.kind == "c":
+            raise _C.NotSupportedError(
+                f"{where}: epilogue {_epilogue_name(epi)!r} is not defined for complex dtype "
+                f"{_dtype_name(self.dtype)} (complex data takes bias, bgrada and bgradb)"
+            )
         if bias is not None:
             bias = self.check_bias(where, bias)
-            epi |= _BIAS  # bias= implies the BIAS epilogue, like nvmath's epilog_inputs
-        elif epi & _BIAS:
-            raise _C.InvalidArgumentError(
-                f"{where}: epilogue {_C.epilogue_format(epi)!r} adds a bias but bias= was not given"
-            )
-        if epi & (_RELU | _GELU) and self.dtype.kind == "c":
-            raise _C.NotSupportedError(
-                f"{where}: epilogue {_C.epilogue_format(epi)!r} is not defined for complex dtype "
-                f"{_dtype_name(self.dtype)}"
-            )
-        return epi, bias
+        if scale is not None:
+            scale = self.check_scale(where, scale)
+        if aux_in is not None:
+            aux_in = self.check_aux_in(where, epi, aux_in)
+        return epi, bias, scale, aux_in, clamp_pair
 
-    # -- output / aux -----------------------------------------------------
-    def aux_spec(self, epi: int) -> Tuple[Optional[str], Tuple[int, ...], Optional[np.dtype]]:
-        """-> (key in the aux dict, shape as returned, dtype); key None without AUX.
-        The returned shape has the memory layout of the promoted aux (size-1 axes removed)."""
-        if not epi & _AUX:
-            return None, (), None
-        if epi & _RELU:
-            rb = _C.relu_mask_row_bytes(self.n)
-            return "relu_aux", self.batch + ((() if self.a1d else (self.m,)) + (rb,)), _U8
-        return "gelu_aux", self.rshape, self.dtype
+    # -- outputs --------------------------------------------------------------
+    def extra_output(self, epi: int):
+        """(key, slot, shape as returned, promoted shape, dtype) of the second result of the
+        chain ("relu_aux", "gelu_aux", ..., "drelu_bgrad", "bgrada", ...), or None.
+        The returned shape has the memory layout of the promoted one (size-1 axes removed)."""
+        if epi & _AUX:
+            act = next(name for bit, name in _ACTS if epi & bit)
+            if epi & _RELU:
+                rb = _C.relu_mask_row_bytes(self.n)
+                ret = self.batch + ((() if self.a1d else (self.m,)) + (rb,))
+                return "relu_aux", _SLOT_AUX, ret, self.batch + (self.m, rb), _U8
+            return act + "_aux", _SLOT_AUX, self.rshape, self.dshape, self.dtype
+        if epi & _ANY_BGRAD:
+            if epi & _BGRAD:
+                key = "drelu_bgrad" if epi & _DRELU else "dgelu_bgrad"
+            else:
+                key = "bgrada" if epi & _BGRADA else "bgradb"
+            shape = self.batch + ((self.m,) if epi & _BGRADA else (self.n,))
+            return key, _SLOT_BGRAD, shape, shape, self.dtype
+        return None
 
-    def aux_full_shape(self, epi: int) -> Tuple[int, ...]:
-        if epi & _RELU:
-            return self.batch + (self.m, _C.relu_mask_row_bytes(self.n))
-        return self.dshape
-
-    def expand_result(self, x: np.ndarray) -> np.ndarray:
+    def expand_result(self, x):
         """View of an array of the result shape with the promoted (size-1) axes put back."""
         if self.a1d and self.b1d:
             return x[..., None, None]
@@ -265,7 +489,8 @@ class _Operands:
 
     @property
     def scalar(self) -> bool:
-        return self.a1d and self.b1d and not self.batch
+        """The NumPy result is a scalar (two 1-D operands, no batch)."""
+        return self.a1d and self.b1d and not self.batch and self.lib is NUMPY
 
 
 def _check_out(where: str, ops: _Operands, out: Any) -> np.ndarray:
@@ -282,10 +507,6 @@ def _check_out(where: str, ops: _Operands, out: Any) -> np.ndarray:
     return out
 
 
-def _aux_result(key: str, aux: np.ndarray) -> dict:
-    return {key: aux}
-
-
 # ---------------------------------------------------------------------------
 # Stateless matmul
 # ---------------------------------------------------------------------------
@@ -298,44 +519,103 @@ def matmul(
     beta: Any = None,
     bias: Any = None,
     epilogue: Any = None,
+    epilog: Any = None,
+    epilog_inputs: Optional[Mapping[str, Any]] = None,
+    clamp: Any = None,
     out: Any = None,
     execution: Any = None,
     stream: Any = None,
     options: Any = None,
 ):
-    """``D = act(alpha * a @ b + beta * c + bias)`` in one call, with NumPy matmul semantics.
+    """``D = act(alpha * a @ b + beta * c + bias)`` (or another epilogue chain) in one call,
+    with NumPy matmul semantics.
 
     Args:
-        a, b: arrays (NumPy, or any CPU object with the buffer protocol or ``__dlpack__``)
-            of one dtype: float32, float64, complex64 or complex128. 1-D operands are
-            promoted as ``numpy.matmul`` does; batch dimensions broadcast.
+        a, b: arrays of one dtype: float32, float64, complex64, complex128, and on a GPU
+            also float16 and bfloat16 (PyTorch). NumPy arrays or any host object with the
+            buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
+            arrays, on the CPU or a CUDA device (results of that library on that device,
+            allocated with ``torch.empty`` / ``cupy.empty``); other GPU arrays
+            (``__cuda_array_interface__``, CUDA DLPack), viewed through CuPy or PyTorch.
+            1-D operands are promoted as ``numpy.matmul`` does; batch dimensions broadcast.
         c: optional addend, broadcastable to the result; ``beta`` defaults to 1 with ``c``.
         alpha, beta: scalars (complex allowed for complex dtypes).
-        bias: shape ``(N,)`` or ``(..., N)``: added to every row. Implies the BIAS epilogue.
-        epilogue: None, a string (``"relu"``, ``"gelu"``, ``"bias+relu"``, ``"RELU_AUX_BIAS"``,
-            ...) or an :class:`Epilogue`. GELU is the tanh approximation.
+        bias: shape ``(N,)`` or ``(..., N)``: added to every **row** (NumPy's
+            ``a @ b + bias``; nvmath-python's bias is instead an ``(M,)`` column vector).
+            Implies the BIAS epilogue. Same as ``epilog_inputs={"bias": bias}``.
+        epilogue: None, a string (``"relu"``, ``"bias+gelu"``, ``"RELU_AUX_BIAS"``,
+            ``"DRELU_BGRAD"``, ``"sigmoid"``, ``"clamp"``, ...) or an :class:`Epilogue`.
+            ``epilog`` is nvmath-python's name for the same argument. GELU is the tanh
+            approximation. See docs/epilogues.md for every chain.
+        epilog_inputs: nvmath-python style dict of epilogue inputs: ``"bias"``,
+            ``"relu_aux"`` (the bit mask of a RELU_AUX forward call, for DRELU /
+            DRELU_BGRAD), ``"gelu_aux"`` (the pre-activation of a GELU_AUX call, for DGELU /
+            DGELU_BGRAD) and ``"scale"`` (a per-column scale vector, float32 for
+            float16/bfloat16/float32 data and float64 for float64 data; implies SCALE).
+        clamp: ``(lo, hi)`` for the CLAMP activation (``min(max(x, lo), hi)``); implies it,
+            as ``numpy.clip(a @ b, lo, hi)``.
         out: optional output array of exactly the result's shape and dtype (may be ``c``
             itself for an in-place update, must not overlap ``a`` or ``b``).
-        execution: None (where the operands live), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        stream: CUDA stream (int handle or CuPy/PyTorch stream) for GPU execution.
+        execution: None (where the operands live), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
+            operands elsewhere are copied by the library (NumPy inputs with ``"cuda"`` give
+            NumPy results).
+        stream: CUDA stream for GPU work: an int (``cudaStream_t``), a ``cupy.cuda.Stream``,
+            a ``torch.cuda.Stream`` or any object with ``__cuda_stream__``. None: the
+            current stream of the operands' library. GPU calls return without
+            synchronizing; results are allocated on (and ordered by) that stream.
         options: :class:`MatmulOptions` or a dict with the same keys.
 
     Returns:
-        The result as a NumPy array (``out`` if given); with an ``*_AUX`` epilogue the tuple
-        ``(d, {"relu_aux": mask})`` or ``(d, {"gelu_aux": preactivation})``, as nvmath-python.
-        The relu mask is uint8 ``(..., M, fusemath._fusemath.relu_mask_row_bytes(N))`` with
-        bit ``j % 8`` of byte ``j // 8`` of row ``i`` set where ``D[i, j] > 0`` before relu.
+        The result (``out`` if given); with a chain that has a second result, the tuple
+        ``(d, {key: x})`` with nvmath-python's keys: ``"relu_aux"`` (uint8 bit mask
+        ``(..., M, relu_mask_row_bytes(N))``, bit ``j % 8`` of byte ``j // 8`` of row ``i``
+        set where the pre-activation ``> 0``), ``"gelu_aux"`` / ``"sigmoid_aux"`` /
+        ``"tanh_aux"`` / ``"silu_aux"`` / ``"clamp_aux"`` (the pre-activation),
+        ``"drelu_bgrad"`` / ``"dgelu_bgrad"`` / ``"bgradb"`` (length N) and ``"bgrada"``
+        (length M), gradients of shape ``(L,)`` or ``(batch..., L)``.
 
     Raises:
-        ValueError subclasses (ShapeError, InvalidArgumentError, AliasError) for shapes,
-        epilogue names and overlapping outputs; TypeError subclasses (DtypeError,
-        NotSupportedError) for dtypes; see ``fusemath.FusemathError``.
+        ValueError subclasses (ShapeError, InvalidArgumentError, AliasError, DeviceError)
+        for shapes, epilogue names, missing epilogue inputs, overlapping outputs and mixed
+        devices; TypeError subclasses (DtypeError, NotSupportedError) for dtypes;
+        MemoryError (OutOfMemoryError) when host or GPU memory runs out; RuntimeError
+        (BackendError) when cuBLASLt / OpenBLAS / CUDA report an error. See
+        ``fusemath.FusemathError``.
     """
+    if type(a) is not _ndarray or type(b) is not _ndarray:
+        fr = _foreign(a, b, "fusemath.matmul")
+        if fr is not None:  # PyTorch / CuPy / GPU arrays: everything else happens in one C call
+            lib, a, b = fr
+            where = "fusemath.matmul"
+            if epilog is not None:
+                epilogue = _merge_epilog(where, epilogue, epilog)
+            epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
+            scale = aux_in = None
+            if bias is not None or epilog_inputs is not None or clamp is not None or epi & _INPUT_BITS:
+                epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+            if c is None:
+                if beta is not None and beta != 0:
+                    raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
+                beta = 0.0
+            elif beta is None:
+                beta = 1.0
+            if execution is None and options is None:
+                ex = AUTO_DEFAULTS
+            else:
+                ex = resolve_execution(execution, as_options(options, where), where)
+            try:
+                return _array_matmul(lib.index, a, b, c, bias, scale, aux_in, out, alpha, beta, epi, ex[0], ex[1],
+                                     ex[2], ex[3], ex[4], ex[5], clamp, stream)
+            except _C.AliasError as exc:
+                raise _C.AliasError(f"{where}: an output overlaps an input ({exc})") from None
+
     where = "fusemath.matmul"
+    if epilog is not None:
+        epilogue = _merge_epilog(where, epilogue, epilog)
     ops = _Operands(where, a, b, c, alpha, beta)
-    epi, bias_arr = ops.epilogue_and_bias(where, epilogue, bias)
+    epi, bias_arr, scale, aux_in, clamp_pair = ops.epilogue_spec(where, epilogue, bias, epilog_inputs, clamp)
     opts = as_options(options, where)
-    ex, dev, nth, panel, strategy = resolve_execution(execution, opts, where)
+    ex, dev, nth, panel, strategy, compute = resolve_execution(execution, opts, where)
     sh = stream_handle(stream, where)
     if out is None:
         d = _empty(ops.rshape, ops.dtype)
@@ -343,41 +623,46 @@ def matmul(
     else:
         d = _check_out(where, ops, out)
         d_full = ops.expand_result(d)
-    key, aux_shape, aux_dtype = ops.aux_spec(epi)
-    aux = aux_full = None
-    if key is not None:
-        aux = _empty(aux_shape, aux_dtype)
-        aux_full = aux.reshape(ops.aux_full_shape(epi))
+    aux_full = None if aux_in is None else ops.expand_aux_in(epi, aux_in)
+    bgrad = extra = key = None
+    if epi & _EXTRA_BITS:
+        key, slot, ret, full, dt = ops.extra_output(epi)
+        extra = _empty(ret, dt)
+        if slot == _SLOT_AUX:
+            aux_full = extra.reshape(full)
+        else:
+            bgrad = extra
     try:
-        _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel, strategy, sh)
+        _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel,
+                  strategy, sh, bgrad, scale, compute, clamp_pair)
     except _C.AliasError as exc:
         raise _C.AliasError(f"{where}: out overlaps an input ({exc})") from None
     if out is None and ops.scalar:
         d = d[()]
     if key is not None:
-        return d, {key: aux}
+        return d, {key: extra}
     return d
 
 
 # ---------------------------------------------------------------------------
 # Planner object
 # ---------------------------------------------------------------------------
-def _layout(x: np.ndarray) -> Tuple[int, ...]:
-    """Byte strides that matter (0 for axes of extent <= 1; all 0 for empty arrays)."""
-    if x.size == 0:
-        return (0,) * x.ndim
-    return tuple(s if n > 1 else 0 for n, s in zip(x.shape, x.strides))
+def _layout(x) -> Tuple[Any, ...]:
+    """(device, strides that matter): 0 for axes of extent <= 1; all 0 for empty arrays."""
+    if isinstance(x, _ndarray):
+        if x.size == 0:
+            return (-1,) + (0,) * x.ndim
+        return (-1,) + tuple(s if n > 1 else 0 for n, s in zip(x.shape, x.strides))
+    _, device, _, shape, strides = _C.tensor_info(x)
+    if 0 in shape:
+        return (device,) + (0,) * len(shape)
+    return (device,) + tuple(s if n > 1 else 0 for n, s in zip(shape, strides))
 
 
-def _make_runner(plan, pa, pb, pc, pbias, keep, dshape, dtype, key, aux_shape, aux_dtype, scalar):
-    """The per-execute callable: a C Runner bound to the plan and the operand addresses.
-
-    It allocates the outputs with numpy.empty, runs the plan (GIL released) and returns the
-    result in one C call. It holds `keep` (the operand arrays), so an execution in flight
-    keeps the memory behind pa..pbias alive even if another thread calls free() or
-    reset_operands() meanwhile."""
-    return _C.make_runner(plan, keep, pa, pb, pc, pbias, _empty, dshape, dtype, aux_shape, aux_dtype, key,
-                          scalar).run
+def _strides_text(x) -> str:
+    if isinstance(x, _ndarray):
+        return f"{x.strides} (bytes)"
+    return f"{_C.tensor_info(x)[4]} (elements)"
 
 
 class Matmul:
@@ -387,29 +672,37 @@ class Matmul:
         with fusemath.Matmul(a, b) as mm:
             mm.plan(epilogue="bias+relu", bias=b0)
             d = mm.execute()            # a new array per call
+            mm.execute(out=d)           # or into a given array (no allocation)
             a[...] = next_a             # in-place changes are seen by the next execute
             mm.reset_operands(a=other)  # or new arrays of the same shape/dtype/layout
 
-    The operands are referenced (not copied) while the object lives: their memory must
-    not be freed or resized, and their contents at execute time are what is multiplied.
-    ``execute()`` before ``plan()`` plans with the defaults (no epilogue). After
-    ``free()`` (or leaving the ``with`` block) every method raises InvalidStateError.
-    One Matmul may be executed from several threads at once (each call gets its own
-    output); ``plan``/``reset_operands``/``free`` must not race with ``execute``.
+    Operands may be NumPy, PyTorch or CuPy arrays (see :func:`matmul`); results are of
+    the operands' library on their device. The operands are referenced (not copied)
+    while the object lives: their memory must not be freed, resized or re-pointed, and
+    their contents at execute time are what is multiplied. ``execute()`` before
+    ``plan()`` plans with the defaults (no epilogue). After ``free()`` (or leaving the
+    ``with`` block) every method raises InvalidStateError. One Matmul may be executed
+    from several threads at once (each call gets its own output);
+    ``plan``/``reset_operands``/``free`` must not race with ``execute``.
     """
 
-    __slots__ = ("_ops", "_exec", "_epi", "_bias", "_plan", "_run", "_ptrs", "__weakref__")
+    __slots__ = ("_ops", "_exec", "_epi", "_inputs", "_clamp", "_plan", "_run", "__weakref__")
 
     def __init__(self, a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = None, options: Any = None):
         where = "fusemath.Matmul"
         self._plan = None
         self._run = None
         self._ops = None
-        ops = _Operands(where, a, b, c, alpha, beta)
+        lib = None
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            fr = _foreign(a, b, where)
+            if fr is not None:
+                lib, a, b = fr
+        ops = _Operands(where, a, b, c, alpha, beta, lib)
         self._exec = resolve_execution(None, as_options(options, where), where)
         self._epi = 0
-        self._bias = None
-        self._ptrs = [_data_ptr(ops.a), _data_ptr(ops.b), None if ops.c is None else _data_ptr(ops.c), None]
+        self._inputs = (None, None, None)  # bias, aux input (relu_aux / gelu_aux), scale: as given
+        self._clamp = None
         self._ops = ops
 
     # -- state -------------------------------------------------------------
@@ -419,65 +712,76 @@ class Matmul:
             raise _C.InvalidStateError(f"{where}: this Matmul was freed (free() or the end of its with block)")
         return ops
 
-    def _templates(self, ops: _Operands, epi: int):
-        d = _empty(ops.dshape, ops.dtype)
-        aux = None
-        if epi & _AUX:
-            aux = _empty(ops.aux_full_shape(epi), _U8 if epi & _RELU else ops.dtype)
-        return d, aux
+    def _arrays(self, ops: _Operands, epi: int, aux_in):
+        """(d, aux, bgrad) for planning/tuning: templates of the outputs (the library's
+        arrays on the results' device), aux the promoted input of drelu/dgelu."""
+        d = ops.empty(ops.dshape, ops.dtype)
+        aux = None if aux_in is None else ops.expand_aux_in(epi, aux_in)
+        bgrad = None
+        if epi & _EXTRA_BITS:
+            _, slot, _, full, dt = ops.extra_output(epi)
+            x = ops.empty(full, dt)
+            if slot == _SLOT_AUX:
+                aux = x
+            else:
+                bgrad = x
+        return d, aux, bgrad
 
-    def _install(self, plan, epi: int, bias: Optional[np.ndarray]) -> None:
+    def _call(self, fn, ops: _Operands, epi: int, inputs, clamp, **extra):
+        bias, aux_in, scale = inputs
+        d, aux, bgrad = self._arrays(ops, epi, aux_in)
+        ex = self._exec
+        return fn(ops.a, ops.b, ops.c, bias, d, aux, ops.alpha, ops.beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4],
+                  bgrad=bgrad, scale=scale, compute=ex[5], clamp=clamp, **extra)
+
+    def _install(self, plan, epi: int, inputs, clamp) -> None:
         old = self._plan
-        self._plan, self._epi, self._bias = plan, epi, bias
-        self._ptrs[3] = None if bias is None else _data_ptr(bias)
+        self._plan, self._epi, self._inputs, self._clamp = plan, epi, inputs, clamp
         self._rebuild()
         if old is not None and old is not plan:
             old.free()  # executions running on it hold their own reference in C
 
     def _rebuild(self) -> None:
         ops, epi = self._ops, self._epi
-        key, aux_shape, aux_dtype = ops.aux_spec(epi)
-        pa, pb, pc, pbias = self._ptrs
-        keep = (ops.a, ops.b, ops.c, self._bias)
-        self._run = _make_runner(
-            self._plan, pa, pb, pc, pbias, keep, ops.rshape, ops.dtype, key, aux_shape, aux_dtype,
-            ops.scalar,
+        bias, aux_in, scale = self._inputs
+        ptrs = (
+            _data_ptr(ops.a), _data_ptr(ops.b), None if ops.c is None else _data_ptr(ops.c),
+            None if bias is None else _data_ptr(bias), None, None if aux_in is None else _data_ptr(aux_in),
+            None, None if scale is None else _data_ptr(scale),
         )
+        outs = [(_SLOT_D, ops.rshape, fm_name(ops.dtype), None)]
+        if epi & _EXTRA_BITS:
+            key, slot, ret, _, dt = ops.extra_output(epi)
+            outs.append((slot, ret, fm_name(dt), key))
+        keep = (ops.a, ops.b, ops.c, bias, aux_in, scale)
+        self._run = _C.make_runner(self._plan, keep, ptrs, ops.lib.index, ops.device, tuple(outs), ops.scalar).run
 
     # -- planning ------------------------------------------------------------
-    def plan(self, epilogue: Any = None, bias: Any = None, *, epilog: Any = None, epilog_inputs: Optional[Mapping] = None):
-        """Plan the product with an epilogue (None, str, :class:`Epilogue`) and its bias.
+    def plan(self, epilogue: Any = None, bias: Any = None, *, epilog: Any = None,
+             epilog_inputs: Optional[Mapping] = None, clamp: Any = None):
+        """Plan the product with an epilogue chain (None, str, :class:`Epilogue`) and its inputs.
 
-        nvmath-python spellings are accepted: ``plan(epilog=Epilogue.RELU_BIAS,
-        epilog_inputs={"bias": b0})``. Passing ``bias`` implies the BIAS epilogue.
-        Re-planning replaces the previous plan. Returns self.
+        nvmath-python spellings are accepted: ``plan(epilog=Epilogue.DRELU_BGRAD,
+        epilog_inputs={"relu_aux": mask})``. ``bias`` (or ``epilog_inputs["bias"]``, an
+        ``(N,)`` row vector as in NumPy's ``a @ b + bias``), ``epilog_inputs["scale"]`` and
+        ``clamp=(lo, hi)`` imply BIAS, SCALE and CLAMP. Re-planning replaces the previous
+        plan. Returns self.
         """
         where = "Matmul.plan"
         ops = self._alive(where)
-        if epilog is not None:
-            if epilogue is not None:
-                raise TypeError(f"{where}: give either epilogue or epilog, not both")
-            epilogue = epilog
-        if epilog_inputs is not None:
-            if not isinstance(epilog_inputs, Mapping):
-                raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-            unknown = [k for k in epilog_inputs if k != "bias"]
-            if unknown:
-                raise _C.InvalidArgumentError(f"{where}: unknown epilog_inputs {unknown}; only 'bias' is taken")
-            if "bias" in epilog_inputs:
-                if bias is not None:
-                    raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
-                bias = epilog_inputs["bias"]
-        epi, bias_arr = ops.epilogue_and_bias(where, epilogue, bias)
-        d, aux = self._templates(ops, epi)
-        plan = _C.plan_matmul(ops.a, ops.b, ops.c, bias_arr, d, aux, ops.alpha, ops.beta, epi, *self._exec)
-        self._install(plan, epi, bias_arr)
+        epilogue = _merge_epilog(where, epilogue, epilog)
+        epi, bias, scale, aux_in, clamp_pair = ops.epilogue_spec(where, epilogue, bias, epilog_inputs, clamp)
+        inputs = (bias, aux_in, scale)
+        plan = self._call(_C.plan_matmul, ops, epi, inputs, clamp_pair)
+        self._install(plan, epi, inputs, clamp_pair)
         return self
 
     def autotune(self, iterations: int = 3):
-        """Time the candidate configurations on the current operands (``iterations``
-        repeats each) and keep the fastest plan. Plans with the defaults first if
-        :meth:`plan` was not called. Returns self."""
+        """Time the candidate configurations (CPU panel heights, cuBLASLt algorithms and
+        fused/unfused epilogues) on the current operands (``iterations`` repeats each) and
+        keep the fastest plan. Plans with the defaults first if :meth:`plan` was not
+        called. On GPU data it synchronizes the device before and after (it times).
+        Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)
         if isinstance(iterations, bool) or not isinstance(iterations, int):
@@ -486,69 +790,112 @@ class Matmul:
             raise ValueError(f"{where}: iterations = {iterations}, expected >= 1")
         if self._plan is None:
             self.plan()
-        epi, bias = self._epi, self._bias
-        d, aux = self._templates(ops, epi)
-        plan = _C.autotune(ops.a, ops.b, ops.c, bias, d, aux, ops.alpha, ops.beta, epi, *self._exec, iterations)
-        self._install(plan, epi, bias)
+        epi, inputs, clamp = self._epi, self._inputs, self._clamp
+        gpu = not ops.lib.host and ops.device >= 0
+        if gpu:
+            ops.lib.synchronize(ops.device)  # the tuning runs on the default stream
+        plan = self._call(_C.autotune, ops, epi, inputs, clamp, repeats=iterations)
+        if gpu:
+            ops.lib.synchronize(ops.device)
+        self._install(plan, epi, inputs, clamp)
         return self
 
     # -- execution -----------------------------------------------------------
-    def execute(self, *, stream: Any = None):
-        """Compute and return a new result (same return convention as :func:`matmul`)."""
+    def execute(self, *, stream: Any = None, out: Any = None):
+        """Compute and return the result (same return convention as :func:`matmul`).
+
+        stream: None (the current stream of the operands' library, looked up per call:
+            ``torch._C._cuda_getCurrentRawStream`` / ``cupy.cuda.get_current_stream``), an
+            int handle, or a CuPy / PyTorch stream (resolved once and cached while the same
+            object is passed). GPU work is queued without synchronizing; results are
+            allocated with that stream current (a non-current stream takes a slower path).
+        out: an array for the result, of the planned shape and dtype, C-contiguous, of the
+            results' library and device: nothing is allocated (validated once per object).
+        """
         run = self._run
         if run is None:
             self._alive("Matmul.execute")
             self.plan()
             run = self._run
-        if stream is None:
-            return run(None)
-        return run(stream_handle(stream, "Matmul.execute"))
+        return run(stream, out)
 
-    def reset_operands(self, a: Any = None, b: Any = None, c: Any = None, bias: Any = None) -> None:
-        """Point the plan at new arrays (None keeps the current one). Each must have the
-        planned shape, dtype and memory layout (strides); a ValueError says what differs."""
+    def reset_operands(self, a: Any = None, b: Any = None, c: Any = None, bias: Any = None, *,
+                       epilog_inputs: Optional[Mapping] = None) -> None:
+        """Point the plan at new arrays (None keeps the current one): a, b, c, bias, and in
+        ``epilog_inputs`` the bias, scale, relu_aux or gelu_aux. Each must have the planned
+        shape, dtype, device and memory layout (strides); a ValueError says what differs."""
         where = "Matmul.reset_operands"
         ops = self._alive(where)
+        cur_bias, cur_aux, cur_scale = self._inputs
+        items = [("a", a, ops.a_user), ("b", b, ops.b_user), ("c", c, ops.c_user), ("bias", bias, cur_bias)]
+        if epilog_inputs is not None:
+            if not isinstance(epilog_inputs, Mapping):
+                raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
+            aux_key = "relu_aux" if self._epi & _DRELU else "gelu_aux" if self._epi & _DGELU else None
+            for key, value in epilog_inputs.items():
+                if key == "bias":
+                    if bias is not None:
+                        raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+                    items[3] = ("bias", value, cur_bias)
+                elif key == "scale":
+                    items.append(("scale", value, cur_scale))
+                elif key in ("relu_aux", "gelu_aux"):
+                    items.append((key, value, cur_aux if key == aux_key else None))
+                else:
+                    raise _C.InvalidArgumentError(
+                        f"{where}: unknown epilog_inputs [{key!r}]; expected some of {list(_INPUT_KEYS)}"
+                    )
         new = {}
-        for name, value, old in (("a", a, ops.a_user), ("b", b, ops.b_user), ("c", c, ops.c_user), ("bias", bias, self._bias)):
+        for name, value, old in items:
             if value is None:
                 continue
             if old is None:
-                what = "without c" if name == "c" else "without a bias (plan(bias=...) first)"
+                what = ("without c" if name == "c" else
+                        "without a bias (plan(bias=...) first)" if name == "bias" else
+                        f"without {name!r} (plan an epilogue that takes it first)")
                 raise _C.InvalidArgumentError(f"{where}: {name} cannot be reset: the Matmul was planned {what}")
-            x = _as_array(value, name, where)
-            if x.shape != old.shape:
-                raise _C.ShapeError(f"{where}: {name} has shape {x.shape}, the plan was made for {old.shape}")
-            if x.dtype != old.dtype:
-                raise _C.InvalidArgumentError(
-                    f"{where}: {name} has dtype {_dtype_name(x.dtype)}, the plan was made for {_dtype_name(old.dtype)}"
+            x = ops.conv(value, name, where)
+            if tuple(x.shape) != tuple(old.shape):
+                raise _C.ShapeError(
+                    f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}"
                 )
-            if _layout(x) != _layout(old):
+            xdt, odt = _dtype_of(x), _dtype_of(old)
+            if xdt != odt:
                 raise _C.InvalidArgumentError(
-                    f"{where}: {name} has strides {x.strides} (bytes), the plan was made for {old.strides}; "
+                    f"{where}: {name} has dtype {_dtype_name(xdt)}, the plan was made for {_dtype_name(odt)}"
+                )
+            if lib_of(x) is not lib_of(old):
+                raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
+                                     f"{type(old).__name__} (array library and device must stay the same)")
+            lx, lo = _layout(x), _layout(old)
+            if lx[0] != lo[0]:
+                raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
+            if lx != lo:
+                raise _C.InvalidArgumentError(
+                    f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
                     "pass an array with the same memory layout or create a new Matmul"
                 )
             new[name] = x
         if "a" in new:
             x = new["a"]
             ops.a_user, ops.a = x, (x[None, :] if ops.a1d else x)
-            self._ptrs[0] = _data_ptr(ops.a)
         if "b" in new:
             x = new["b"]
             ops.b_user, ops.b = x, (x[:, None] if ops.b1d else x)
-            self._ptrs[1] = _data_ptr(ops.b)
         if "c" in new:
             ops.set_c(where, new["c"])
-            self._ptrs[2] = _data_ptr(ops.c)
-        if "bias" in new:
-            self._bias = new["bias"]
-            self._ptrs[3] = _data_ptr(self._bias)
+        self._inputs = (
+            new.get("bias", cur_bias),
+            new.get("relu_aux", new.get("gelu_aux", cur_aux)),
+            new.get("scale", cur_scale),
+        )
         if new and self._plan is not None:
             self._rebuild()
 
     # -- information -----------------------------------------------------------
     def describe(self) -> str:
-        """One line from the library (backend, dtype, sizes, epilogue, ...)."""
+        """One line from the library (backend, dtype, sizes, epilogue; on the GPU also the
+        cuBLASLt algorithm and passes chosen by the heuristic or :meth:`autotune`)."""
         ops = self._alive("Matmul.describe")
         if self._plan is None:
             return f"matmul {ops.dtype} {ops.m}x{ops.n}x{ops.k} batch={ops.batch} (not planned yet)"
@@ -569,8 +916,9 @@ class Matmul:
         return self._alive("Matmul.result_shape").rshape
 
     @property
-    def dtype(self) -> np.dtype:
-        return self._alive("Matmul.dtype").dtype
+    def dtype(self):
+        """The operands' dtype, as their library spells it (np.dtype, torch.dtype)."""
+        return self._alive("Matmul.dtype").native
 
     # -- lifetime ---------------------------------------------------------------
     def free(self) -> None:
@@ -579,7 +927,7 @@ class Matmul:
         self._plan = None
         self._run = None
         self._ops = None
-        self._bias = None
+        self._inputs = (None, None, None)
         if plan is not None:
             plan.free()
 

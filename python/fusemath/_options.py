@@ -11,14 +11,20 @@ __all__ = ["Epilogue", "MatmulOptions"]
 
 
 class Epilogue(enum.IntFlag):
-    """Epilogue bits of a matmul, mirroring ``FM_EPILOGUE_*`` in fusemath.h.
+    """Epilogue bits of a matmul, mirroring ``FM_EPILOGUE_*`` in fusemath.h (see
+    docs/epilogues.md for the exact semantics).
 
-    ``D = act(alpha * A @ B + beta * C + bias)``; ``AUX`` also stores the activation's
-    auxiliary output (the relu sign bit mask or the gelu input).
+    Forward: ``D = act(alpha * scale[j] * (A @ B)[i, j] + beta * C + bias[j])`` with at most
+    one activation (RELU, GELU, SIGMOID, TANH, SILU, CLAMP); ``AUX`` also returns the
+    activation's auxiliary output (the relu bit mask, else the activation's input).
+    Backward: ``DRELU`` / ``DGELU`` give ``D = (alpha A@B + beta C) * act'(aux)`` from the
+    forward pass's aux (``epilog_inputs={"relu_aux": ...}`` / ``{"gelu_aux": ...}``), with
+    ``BGRAD`` also the bias gradient (column sums of D). ``BGRADA`` / ``BGRADB``: ``D = A@B``
+    plus the row sums of A / column sums of B. ``SCALE``: a per-column scale vector.
 
     The combinations carry the names nvmath-python / cuBLASLt use (``RELU_BIAS``,
-    ``GELU_AUX_BIAS``, ...), and strings are accepted wherever an epilogue is: see
-    :meth:`parse`.
+    ``GELU_AUX_BIAS``, ``DRELU_BGRAD``, ...), and strings are accepted wherever an
+    epilogue is: see :meth:`parse`.
     """
 
     DEFAULT = _C.EPILOGUE_DEFAULT
@@ -26,18 +32,32 @@ class Epilogue(enum.IntFlag):
     RELU = _C.EPILOGUE_RELU
     GELU = _C.EPILOGUE_GELU
     AUX = _C.EPILOGUE_AUX
+    SIGMOID = _C.EPILOGUE_SIGMOID
+    TANH = _C.EPILOGUE_TANH
+    SILU = _C.EPILOGUE_SILU
+    CLAMP = _C.EPILOGUE_CLAMP
+    DRELU = _C.EPILOGUE_DRELU
+    DGELU = _C.EPILOGUE_DGELU
+    BGRAD = _C.EPILOGUE_BGRAD
+    BGRADA = _C.EPILOGUE_BGRADA
+    BGRADB = _C.EPILOGUE_BGRADB
+    SCALE = _C.EPILOGUE_SCALE
     RELU_BIAS = RELU | BIAS
     GELU_BIAS = GELU | BIAS
     RELU_AUX = RELU | AUX
     GELU_AUX = GELU | AUX
     RELU_AUX_BIAS = RELU | AUX | BIAS
     GELU_AUX_BIAS = GELU | AUX | BIAS
+    DRELU_BGRAD = DRELU | BGRAD
+    DGELU_BGRAD = DGELU | BGRAD
 
     @classmethod
     def parse(cls, text: str) -> "Epilogue":
         """``Epilogue.parse("bias+relu") == Epilogue.RELU_BIAS``; case-insensitive; words
-        identity/none/default, bias, relu, gelu, aux joined by ``+`` or ``_``.
-        Raises ValueError (InvalidArgumentError) naming an unknown word."""
+        identity/none/default, bias, relu, gelu, sigmoid, tanh, silu, clamp, aux, drelu, dgelu,
+        bgrad, bgrada, bgradb, scale joined by ``+`` or ``_`` (so ``"DGELU_BGRAD"`` works).
+        Raises ValueError (InvalidArgumentError) naming an unknown word or a chain without
+        a meaning (two activations, aux without an activation, ...)."""
         return cls(_C.epilogue_parse(text))
 
     @property
@@ -50,19 +70,43 @@ class Epilogue(enum.IntFlag):
 MatmulEpilog = Epilogue
 
 _EPILOGUE_CACHE: dict = {}
-_ALL_BITS = int(Epilogue.BIAS | Epilogue.RELU | Epilogue.GELU | Epilogue.AUX)
+_ALL_BITS = 0
+for _member in (Epilogue.BIAS, Epilogue.RELU, Epilogue.GELU, Epilogue.AUX, Epilogue.SIGMOID, Epilogue.TANH,
+                Epilogue.SILU, Epilogue.CLAMP, Epilogue.DRELU, Epilogue.DGELU, Epilogue.BGRAD, Epilogue.BGRADA,
+                Epilogue.BGRADB, Epilogue.SCALE):
+    _ALL_BITS |= int(_member)
+del _member
+
+
+def validate_bits(bits: int, where: str) -> int:
+    """Raise InvalidArgumentError (a ValueError) for a chain without a meaning."""
+    if bits in _EPILOGUE_CACHE:
+        return bits
+    if bits < 0 or bits & ~_ALL_BITS:
+        raise _C.InvalidArgumentError(f"{where}: epilogue {bits:#x} has unknown bits")
+    try:
+        _C.epilogue_format(bits)
+    except _C.InvalidArgumentError as exc:
+        raise _C.InvalidArgumentError(f"{where}: {exc}") from None
+    if len(_EPILOGUE_CACHE) < 256:
+        _EPILOGUE_CACHE[bits] = bits
+    return bits
 
 
 def epilogue_bits(epilogue: Union[None, str, int, Epilogue], where: str) -> int:
     """Epilogue argument (None, str, int or Epilogue) -> validated int bits."""
     if epilogue is None:
         return 0
-    if isinstance(epilogue, str):
+    try:
         bits = _EPILOGUE_CACHE.get(epilogue)
-        if bits is None:
-            bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
-            if len(_EPILOGUE_CACHE) < 256:
-                _EPILOGUE_CACHE[epilogue] = bits
+    except TypeError:  # unhashable
+        bits = None
+    if bits is not None:
+        return bits
+    if isinstance(epilogue, str):
+        bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
+        if len(_EPILOGUE_CACHE) < 256:
+            _EPILOGUE_CACHE[epilogue] = bits
         return bits
     if not isinstance(epilogue, int) and hasattr(epilogue, "__index__") and not isinstance(epilogue, float):
         epilogue = epilogue.__index__()  # NumPy integers
@@ -71,14 +115,7 @@ def epilogue_bits(epilogue: Union[None, str, int, Epilogue], where: str) -> int:
             f"{where}: epilogue must be None, a str such as 'bias+relu', or a fusemath.Epilogue, "
             f"not {type(epilogue).__name__}"
         )
-    bits = int(epilogue)
-    if bits < 0 or bits & ~_ALL_BITS:
-        raise _C.InvalidArgumentError(f"{where}: epilogue {bits:#x} has unknown bits")
-    if bits & Epilogue.RELU and bits & Epilogue.GELU:
-        raise _C.InvalidArgumentError(f"{where}: epilogue has both RELU and GELU; choose one activation")
-    if bits & Epilogue.AUX and not bits & (Epilogue.RELU | Epilogue.GELU):
-        raise _C.InvalidArgumentError(f"{where}: epilogue AUX needs RELU or GELU (RELU_AUX, GELU_AUX)")
-    return bits
+    return validate_bits(int(epilogue), where)
 
 
 @dataclass
@@ -95,6 +132,13 @@ class MatmulOptions:
         cpu_strategy: ``"auto"`` (heuristic), ``"tiles"`` (one single-threaded GEMM per tile,
             epilogue fused per tile) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the
             epilogue runs as parallel passes; can pay off for lone large f64 products).
+        compute: ``"default"`` (the dtype's own precision; f16/bf16 accumulate in f32) or
+            ``"tf32"`` (float32 data on tensor cores with tf32 inputs: opt-in, CUDA only,
+            about 1e-3 relative error).
+
+    The GPU algorithm and the number of passes a plan uses are chosen by the library (and
+    by :meth:`Matmul.autotune`); :meth:`Matmul.describe` shows them. The clamp bounds of the
+    ``CLAMP`` epilogue are an epilogue argument (``clamp=(lo, hi)``), not an option.
     """
 
     execution: Optional[str] = None
@@ -102,6 +146,7 @@ class MatmulOptions:
     num_threads: int = 0
     panel_rows: int = 0
     cpu_strategy: str = "auto"
+    compute: str = "default"
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(MatmulOptions))
@@ -132,7 +177,9 @@ def _nonneg_int(value: Any, name: str, where: str) -> int:
     return int(value)
 
 
-_AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO)
+#: (execution, device_id, num_threads, panel_rows, cpu_strategy, compute) of the defaults
+AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DEFAULT)
+_COMPUTES = {"default": _C.COMPUTE_DEFAULT, "tf32": _C.COMPUTE_TF32}
 _CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
                    "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS}
 
@@ -143,16 +190,25 @@ def _cpu_strategy(value: Any, where: str) -> int:
     raise ValueError(f"{where}: cpu_strategy {value!r} is not one of 'auto', 'tiles', 'blas_threads'")
 
 
-def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int, int]:
-    """-> (execution code, device_id, num_threads, panel_rows, cpu_strategy) for the C layer."""
+def _compute(value: Any, where: str) -> int:
+    if value is None:
+        return _C.COMPUTE_DEFAULT
+    if isinstance(value, str) and value.strip().lower() in _COMPUTES:
+        return _COMPUTES[value.strip().lower()]
+    raise ValueError(f"{where}: compute {value!r} is not one of 'default', 'tf32'")
+
+
+def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int, int, int]:
+    """-> (execution code, device_id, num_threads, panel_rows, cpu_strategy, compute) for the C layer."""
+    if execution is None and opts is _DEFAULT_OPTIONS:
+        return AUTO_DEFAULTS
     ex, dev, nth, panel = _resolve_execution(execution, opts, where)
-    strategy = _C.CPU_STRATEGY_AUTO if opts is _DEFAULT_OPTIONS else _cpu_strategy(opts.cpu_strategy, where)
-    return ex, dev, nth, panel, strategy
+    if opts is _DEFAULT_OPTIONS:
+        return ex, dev, nth, panel, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DEFAULT
+    return ex, dev, nth, panel, _cpu_strategy(opts.cpu_strategy, where), _compute(opts.compute, where)
 
 
 def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int]:
-    if execution is None and opts is _DEFAULT_OPTIONS:
-        return _AUTO_DEFAULTS[:4]
     if execution is None:
         execution = opts.execution
     device_id = _nonneg_int(opts.device_id, "device_id", where)
@@ -186,7 +242,8 @@ def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple
 
 
 def stream_handle(stream: Any, where: str) -> Optional[int]:
-    """A stream argument -> int handle or None (CuPy .ptr, PyTorch .cuda_stream, int)."""
+    """A stream argument -> int handle or None (int, CuPy .ptr, PyTorch .cuda_stream, or the
+    CUDA stream protocol ``__cuda_stream__() -> (version, handle)``)."""
     if stream is None:
         return None
     if isinstance(stream, int) and not isinstance(stream, bool):
@@ -195,6 +252,11 @@ def stream_handle(stream: Any, where: str) -> Optional[int]:
         return stream or None
     for attr in ("ptr", "cuda_stream", "handle"):
         value = getattr(stream, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value or None
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto()[1]
         if isinstance(value, int):
             return value or None
     raise TypeError(

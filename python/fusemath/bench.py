@@ -6,14 +6,23 @@ bias+relu epilogue), float32, square n = 64, 128, ..., 4096, on:
 * ``cpu``            NumPy data, ``execution="cpu"``;
 * ``gpu+transfers``  NumPy data, ``execution="cuda"`` (host-to-device copies, the product,
                      the copy back: what a NumPy user pays);
-* ``gpu-resident``   CuPy (or PyTorch) data already on the GPU; the result stays there.
+* ``gpu-resident``   CuPy (or PyTorch) data already on the GPU; the result stays there,
+                     written by ``execute(out=..., stream=s)`` into a preallocated array
+                     on the array library's stream (``execute(stream=s)``, allocating,
+                     where the front end has no ``out=``).
+
+Every mode is timed the same way: bursts of back-to-back calls, each burst ended by a
+synchronisation (for the GPU modes of the whole device), wall clock per call, median over
+bursts. The gpu-resident rows also carry ``event_ms``, the device time per call measured
+with CUDA events around the same bursts.
 
 The GPU modes run only when fusemath reports a CUDA device and CuPy or PyTorch can be
 imported; otherwise their rows are absent and a line says why. A GPU error never stops
 the CPU sweep: it is caught, printed and recorded, and that mode stops.
 
 Prints a table (ms per call and GFLOP/s per mode) and the crossover size per GPU mode
-(the smallest n where the GPU beats the CPU), and writes ``matmul_crossover.json`` and
+(the smallest n from which the GPU beats the CPU at every larger size compared, and the
+first n where it wins), and writes ``matmul_crossover.json`` and
 ``matmul_crossover.png`` (matplotlib, if installed) into ``--out-dir`` (default
 ``./fusemath-bench``). Every result is checked against NumPy before it is timed.
 About 15-30 s on 2 cores.
@@ -63,9 +72,14 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _time_point(fn: Callable[[], object], sync: Callable[[], None], budget: float) -> Dict[str, float]:
+def _time_point(fn: Callable[[], object], sync: Callable[[], None], budget: float, events=None) -> Dict[str, float]:
     """Per-call seconds of fn: warm-up, a cost estimate, then bursts of calls each
-    followed by one sync; per call = burst time / calls. Median and min over bursts."""
+    followed by one sync; per call = burst time / calls. Median and min over bursts.
+
+    events: optional (record, elapsed_s) pair of the GPU array library: record() marks a
+    point on the stream the calls run on, elapsed_s(e0, e1) is the device time between two
+    marks. Then each burst is also timed with events (``event_median_s``: device time per
+    call, host gaps included); the wall clock (``median_s``) stays the primary figure."""
     fn()
     sync()  # first call: planning, library initialisation, page faults
     t0 = time.perf_counter()
@@ -77,15 +91,24 @@ def _time_point(fn: Callable[[], object], sync: Callable[[], None], budget: floa
     else:
         bursts = 5
         calls = int(max(1, min(2000, budget / (bursts * est))))
-    per = []
+    per, per_ev = [], []
     pc = time.perf_counter
     for _ in range(bursts):
+        if events is not None:
+            e0 = events[0]()
         t0 = pc()
         for _ in range(calls):
             fn()
+        if events is not None:
+            e1 = events[0]()
         sync()
         per.append((pc() - t0) / calls)
-    return {"median_s": statistics.median(per), "min_s": min(per), "bursts": bursts, "calls_per_burst": calls}
+        if events is not None:
+            per_ev.append(events[1](e0, e1) / calls)
+    res = {"median_s": statistics.median(per), "min_s": min(per), "bursts": bursts, "calls_per_burst": calls}
+    if per_ev:
+        res["event_median_s"] = statistics.median(per_ev)
+    return res
 
 
 def _no_sync() -> None:
@@ -104,18 +127,30 @@ def _check(name: str, got: np.ndarray, ref: np.ndarray, k: int) -> None:
 
 
 class _GpuLib:
-    """The GPU array library used for the gpu-resident mode (CuPy first, then PyTorch)."""
+    """The GPU array library used for the gpu-resident mode (CuPy first, then PyTorch).
+
+    It owns one CUDA stream (a blocking one: it orders itself after uploads made on the
+    legacy default stream) that is passed to ``Matmul.execute(stream=...)``; ``sync()``
+    synchronizes the whole device, so the timing holds whichever stream the library uses."""
 
     def __init__(self):
         self.name = None
         self.version = None
         self.error = None
         self._mod = None
+        self.stream = None
+        self.stream_handle = None
+        self.device_name = None
         errors = []
         try:
-            import cupy  # noqa: F401
+            import cupy
 
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                raise RuntimeError("no CUDA device")
+            self.stream = cupy.cuda.Stream()
+            self.stream_handle = int(self.stream.ptr)
             self._mod, self.name, self.version = cupy, "cupy", cupy.__version__
+            self.device_name = self._device_name()
             return
         except Exception as exc:  # ImportError, or a CUDA error while importing
             errors.append(f"cupy: {exc}")
@@ -124,16 +159,34 @@ class _GpuLib:
 
             if not torch.cuda.is_available():
                 raise RuntimeError("torch.cuda.is_available() is False")
+            self.stream = torch.cuda.Stream()
+            self.stream_handle = int(self.stream.cuda_stream)
             self._mod, self.name, self.version = torch, "torch", torch.__version__
+            self.device_name = self._device_name()
             return
         except Exception as exc:
             errors.append(f"torch: {exc}")
         self.error = "; ".join(errors)
 
+    def _device_name(self) -> Optional[str]:
+        try:
+            if self.name == "cupy":
+                name = self._mod.cuda.runtime.getDeviceProperties(0)["name"]
+                return name.decode() if isinstance(name, bytes) else str(name)
+            return self._mod.cuda.get_device_name(0)
+        except Exception:
+            return None
+
     def to_device(self, x: np.ndarray):
         if self.name == "cupy":
-            return self._mod.asarray(x)
-        return self._mod.from_numpy(x).cuda()
+            d = self._mod.asarray(x)
+        else:
+            d = self._mod.from_numpy(x).cuda()
+        self.sync()  # uploaded before any stream uses it
+        return d
+
+    def empty_like(self, x):
+        return self._mod.empty_like(x)
 
     def to_numpy(self, x) -> np.ndarray:
         if isinstance(x, np.ndarray):
@@ -144,9 +197,32 @@ class _GpuLib:
 
     def sync(self) -> None:
         if self.name == "cupy":
-            self._mod.cuda.get_current_stream().synchronize()
+            self._mod.cuda.Device().synchronize()
         else:
             self._mod.cuda.synchronize()
+
+    def events(self):
+        """(record, elapsed_s) for _time_point, on this library's stream."""
+        mod, stream = self._mod, self.stream
+        if self.name == "cupy":
+            def record():
+                ev = mod.cuda.Event()
+                ev.record(stream)
+                return ev
+
+            def elapsed(e0, e1):
+                e1.synchronize()
+                return mod.cuda.get_elapsed_time(e0, e1) * 1e-3
+        else:
+            def record():
+                ev = mod.cuda.Event(enable_timing=True)
+                ev.record(stream)
+                return ev
+
+            def elapsed(e0, e1):
+                e1.synchronize()
+                return e0.elapsed_time(e1) * 1e-3
+        return record, elapsed
 
 
 # ---------------------------------------------------------------------------
@@ -155,6 +231,19 @@ class _GpuLib:
 def _budget(n: int, base: float) -> float:
     """Seconds of timed calls per point: more for small n (cheap, noisy), less for big."""
     return base if n <= 1024 else base * 0.75
+
+
+def _resident_call(mm, out, stream: int):
+    """-> (zero-argument call, array the result lands in or None, description):
+    execute(out=out, stream=stream) when the front end takes out=, else
+    execute(stream=stream) (a new result per call, returned by the call)."""
+    try:
+        mm.execute(out=out, stream=stream)
+    except TypeError as exc:
+        if "out" not in str(exc) or "keyword" not in str(exc):
+            raise
+        return (lambda: mm.execute(stream=stream)), None, f"execute(stream=s), allocating (no out=: {exc})"
+    return (lambda: mm.execute(out=out, stream=stream)), out, "execute(out=preallocated, stream=s)"
 
 
 def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=print) -> dict:
@@ -179,7 +268,8 @@ def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=pr
             gpu_info["note"] = f"{ndev} CUDA device(s), but neither CuPy nor PyTorch is usable ({gpulib.error})"
             gpulib = None
         else:
-            gpu_info.update(enabled=True, array_library=f"{gpulib.name} {gpulib.version}")
+            gpu_info.update(enabled=True, array_library=f"{gpulib.name} {gpulib.version}",
+                            device_name=gpulib.device_name)
             modes += [GPU_XFER, GPU_RES]
 
     rng = np.random.default_rng(seed)
@@ -210,14 +300,27 @@ def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=pr
                     mm = fusemath.Matmul(da, db)
                     mm.plan(epilogue="relu", bias=dbias)
                     sync, to_np = gpulib.sync, gpulib.to_numpy
-                out = mm.execute()
+                call, events = mm.execute, None
+                if mode == GPU_RES:
+                    # the result stays on the GPU, written into a preallocated array on the
+                    # library's stream (allocating per call where execute(out=) is missing)
+                    events = gpulib.events()
+                    call, out_buf, how = _resident_call(mm, gpulib.empty_like(da), gpulib.stream_handle)
+                    gpu_info["gpu_resident_call"] = how
+                    out = call()
+                    if out_buf is not None:
+                        out = out_buf
+                else:
+                    out = mm.execute()
                 sync()
                 _check(f"{mode} n={n}", to_np(out), ref, n)
                 del out
-                t = _time_point(mm.execute, sync, _budget(n, budget))
+                t = _time_point(call, sync, _budget(n, budget), events)
                 row = {"n": n, "ms": t["median_s"] * 1e3, "min_ms": t["min_s"] * 1e3,
                        "gflops": flops / t["median_s"] / 1e9, "bursts": t["bursts"],
                        "calls_per_burst": t["calls_per_burst"], "plan": mm.describe()}
+                if "event_median_s" in t:
+                    row["event_ms"] = t["event_median_s"] * 1e3
                 rows[mode].append(row)
             except Exception as exc:
                 msg = f"n={n}: {type(exc).__name__}: {exc}"
@@ -304,7 +407,8 @@ def write_plot(res: dict, path: str) -> Optional[str]:
         ax.legend()
     m = res["meta"]
     fig.suptitle(f"fusemath matmul + bias + relu, f32 - {m['machine']['cpu_model']}, "
-                 f"{m['threads']} CPU threads" + ("" if res["gpu"]["enabled"] else " (no GPU)"), fontsize=10)
+                 f"{m['threads']} CPU threads" + (f"; {res['gpu'].get('device_name') or 'GPU'}"
+                                                  if res["gpu"]["enabled"] else " (no GPU)"), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -361,7 +465,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(format_table(res))
     print()
     if not res["gpu"]["enabled"]:
-        print("crossover (smallest n where the GPU beats the CPU): no GPU")
+        print("crossover (smallest n from which the GPU beats the CPU): no GPU")
     else:
         for m in GPU_MODES:
             c = res["crossover"][m]
@@ -369,12 +473,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                 txt = f"n/a (error: {res['errors'][m]})"
             elif c["first_n"] is None:
                 txt = f"none: the CPU was faster for every n compared ({c['compared']} sizes)"
+            elif c["from_n_on"] is not None:
+                txt = f"n = {c['from_n_on']} (the GPU is faster for every n >= {c['from_n_on']} compared"
+                txt += ")" if c["first_n"] == c["from_n_on"] else f"; first win at n = {c['first_n']})"
             else:
-                txt = f"n = {c['first_n']}"
-                if c["from_n_on"] is not None and c["from_n_on"] != c["first_n"]:
-                    txt += f" (faster for every n >= {c['from_n_on']})"
-                elif c["from_n_on"] is None:
-                    txt += " (but not at the largest n)"
+                txt = f"none for good: the GPU won at n = {c['first_n']} but not at the largest n compared"
+            if res["errors"][m] and c["compared"]:
+                txt += f" [mode stopped early: {res['errors'][m]}]"
             print(f"crossover {m:14}: {txt}")
     for m, e in res["errors"].items():
         if e:

@@ -7,11 +7,21 @@
  * is freed; every Plan keeps a strong reference to the module so the context
  * outlives the plans made in it.
  *
- * Arrays come in through the buffer protocol (NumPy, memoryview, array.array) or
- * through DLPack (__dlpack__, CPU only for now). Both are turned into fm_tensor
- * descriptors; the buffers / capsules are held while the C library runs and
- * released afterwards. Errors of the library become per-module exception classes
- * that also derive from the matching builtin (ValueError, TypeError, ...).
+ * Arrays come in, zero-copy, through
+ *  - the buffer protocol (NumPy, memoryview, array.array): host memory;
+ *  - registered array libraries (PyTorch tensors, CuPy arrays; registered lazily by
+ *    fusemath._arrays the first time one is seen): their pointer, shape, strides, dtype
+ *    and device are read through the library's cheapest attributes (torch: data_ptr(),
+ *    shape, stride(), dtype, get_device(); cupy: data.ptr, data.device_id, shape,
+ *    strides, dtype), never through an exchange protocol;
+ *  - __cuda_array_interface__ (device resolved by the library from the pointer);
+ *  - DLPack (__dlpack__ / __dlpack_device__): cpu, cuda, cuda_host, cuda_managed.
+ * They become fm_tensor descriptors; buffers / capsules are held while the C library
+ * runs and released afterwards. Results on a registered library's device are
+ * allocated with that library (torch.empty / cupy.empty), so the memory comes from
+ * the caller's allocator and pool, stream-ordered on the stream the call runs on.
+ * Errors of the library become per-module exception classes that also derive from
+ * the matching builtin (ValueError, TypeError, MemoryError, ...).
  */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030B0000
@@ -21,6 +31,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <fusemath/fusemath.h>
@@ -75,18 +86,57 @@ typedef struct DLManagedTensorVersioned {
 #define DLPACK_FLAG_IS_COPIED (UINT64_C(1) << 1)
 
 /* ------------------------------------------------------------------------ */
-/* Module state.                                                            */
+/* Array libraries and module state.                                        */
 /* ------------------------------------------------------------------------ */
+/* How a registered library's arrays are read and allocated. */
+enum { STYLE_NUMPY = 1, STYLE_TORCH = 2, STYLE_CUPY = 3 };
+#define FM_MAX_LIBS 8
+#define LIB_KW_DEVICES 16 /* torch.empty keyword dicts cached for cuda:0..15 (and the cpu) */
+
+typedef struct {
+    int style;
+    int device_count;                  /* CUDA devices the library sees (cupy: device check skipped if 1) */
+    PyObject *name;                    /* "numpy", "torch", "cupy", ... */
+    PyObject *type;                    /* instances are recognised by isinstance(); NULL for numpy */
+    PyObject *dtypes[FM_DTYPE_COUNT_]; /* the library's dtype object per fm dtype (NULL: none) */
+    PyObject *empty;                   /* numpy.empty(shape, dtype) / cupy.empty(shape, dtype) / torch.empty */
+    PyObject *current_stream;          /* torch: f(device) -> raw int; cupy: f(device) -> Stream (.ptr) */
+    PyObject *get_device;              /* cupy: f() -> current device id */
+    PyObject *device_obj;              /* torch: f(index) -> torch.device (-1: cpu) */
+    PyObject *oom;                     /* the library's out-of-memory exception class (or tuple) */
+    PyObject *slow_alloc;              /* f(shape, dtype, device, stream or None): allocation on a
+                                          non-current stream or device (Python, slow path) */
+    PyObject *kwargs[FM_DTYPE_COUNT_][LIB_KW_DEVICES + 1]; /* torch: {"dtype":, "device":} per device+1 */
+} fm_lib;
+
+#define INTERNED(X)                                                                                     \
+    X(dlpack, "__dlpack__") X(dlpack_device, "__dlpack_device__") X(cai, "__cuda_array_interface__")    \
+    X(data_ptr, "data_ptr") X(shape, "shape") X(stride, "stride") X(strides, "strides") X(dtype, "dtype") \
+    X(is_cuda, "is_cuda") X(get_device, "get_device") X(is_conj, "is_conj") X(is_neg, "is_neg")         \
+    X(data, "data") X(ptr, "ptr") X(device_id, "device_id") X(cuda_stream, "cuda_stream")               \
+    X(cuda_stream_proto, "__cuda_stream__") X(typestr, "typestr") X(mask, "mask") X(device, "device")   \
+    X(handle, "handle")
+
+enum {
+#define X_ENUM(n, s) S_##n,
+    INTERNED(X_ENUM)
+#undef X_ENUM
+    S_COUNT
+};
+
 typedef struct {
     fm_context *ctx;
     PyObject *plan_type;
     PyObject *runner_type;
     PyObject *base_error;                  /* FusemathError */
     PyObject *errors[FM_STATUS_COUNT_];    /* class per status; [FM_OK] unused */
-    PyObject *s_dlpack;                    /* "__dlpack__" */
-    PyObject *s_dlpack_device;             /* "__dlpack_device__" */
+    PyObject *s[S_COUNT];                  /* interned attribute names */
     PyObject *empty_tuple;
     PyObject *kw_max_version;              /* {"max_version": (1, 0)} */
+    PyObject *kw_cuda_v1;                  /* {"max_version": (1, 0), "stream": 1}: cuda producers */
+    PyObject *kw_cuda_legacy;              /* {"stream": 1} */
+    int nlibs;
+    fm_lib libs[FM_MAX_LIBS];
 } fm_state;
 
 static inline fm_state *module_state(PyObject *module) { return (fm_state *)PyModule_GetState(module); }
@@ -108,10 +158,11 @@ static const struct {
     {FM_ERR_DTYPE, "DtypeError", B_TYPE, -1, "Unsupported or mismatched dtype."},
     {FM_ERR_DEVICE, "DeviceError", B_VALUE, -1, "Operands are on different or unsupported devices."},
     {FM_ERR_NOT_SUPPORTED, "NotSupportedError", B_TYPE, -1, "Not supported by any available backend."},
-    {FM_ERR_OUT_OF_MEMORY, "OutOfMemoryError", B_MEMORY, -1, "The library ran out of memory."},
+    {FM_ERR_OUT_OF_MEMORY, "OutOfMemoryError", B_MEMORY, -1,
+     "The library (or the array library allocating a result) ran out of host or device memory."},
     {FM_ERR_ALIAS, "AliasError", B_VALUE, -1, "An output overlaps an input in memory."},
     {FM_ERR_TOO_LARGE, "TooLargeError", B_VALUE, -1, "A size exceeds the index range of the backend."},
-    {FM_ERR_BACKEND, "BackendError", B_RUNTIME, -1, "The backend library reported an error."},
+    {FM_ERR_BACKEND, "BackendError", B_RUNTIME, -1, "The backend library (OpenBLAS, cuBLASLt, CUDA) reported an error."},
     {FM_ERR_UNAVAILABLE, "UnavailableError", B_RUNTIME, -1, "The device or backend is unavailable."},
     {FM_ERR_NOT_APPLICABLE, "NotApplicableError", B_TYPE, FM_ERR_NOT_SUPPORTED,
      "No backend is applicable to this problem."},
@@ -132,18 +183,24 @@ static PyObject *builtin_exc(int b)
     }
 }
 
-/* Raise the class of status s with message msg (decoded leniently). */
-static PyObject *raise_msg(fm_state *st, fm_status s, const char *msg)
+/* The class of status s (falls back to FusemathError, then RuntimeError). */
+static PyObject *error_class(fm_state *st, fm_status s)
 {
     PyObject *cls = NULL;
     if (st && (int)s > 0 && (int)s < FM_STATUS_COUNT_)
         cls = st->errors[s];
     if (!cls)
         cls = st && st->base_error ? st->base_error : PyExc_RuntimeError;
+    return cls;
+}
+
+/* Raise the class of status s with message msg (decoded leniently). */
+static PyObject *raise_msg(fm_state *st, fm_status s, const char *msg)
+{
     PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
     if (!text)
         return NULL;
-    PyErr_SetObject(cls, text);
+    PyErr_SetObject(error_class(st, s), text);
     Py_DECREF(text);
     return NULL;
 }
@@ -173,6 +230,23 @@ static void raise_type(PyObject *exc, const char *fmt_prefix, const char *name, 
         PyErr_Format(exc, "%s%s must be %s, not %U", fmt_prefix, name, what, tn);
         Py_DECREF(tn);
     }
+}
+
+/* Take the pending exception and return str(value) (new reference, never NULL unless out of memory). */
+static PyObject *take_error_text(void)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    PyObject *text = ev ? PyObject_Str(ev) : NULL;
+    if (!text) {
+        PyErr_Clear();
+        text = PyUnicode_FromString("unknown error");
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(etb);
+    return text;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -316,18 +390,89 @@ static int ptr_arg(const char *fname, const char *name, PyObject *o, void **p)
     return 0;
 }
 
+/* Fast pointer from an int known to be an address (data_ptr(), .ptr); -1 with an error set. */
+static int long_ptr(PyObject *o, const char *what, void **p)
+{
+    if (!o)
+        return -1;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s is not an int", what);
+        return -1;
+    }
+    void *v = PyLong_AsVoidPtr(o);
+    if (!v && PyErr_Occurred())
+        return -1;
+    *p = v;
+    return 0;
+}
+
+/* A stream argument: an int (cudaStream_t), an object with .ptr (CuPy) or .cuda_stream
+ * (PyTorch) or .handle, or the CUDA stream protocol __cuda_stream__() -> (version, ptr). */
+static int stream_from_object(fm_state *st, const char *fname, PyObject *o, void **h)
+{
+    if (o == Py_None) {
+        *h = NULL;
+        return 0;
+    }
+    if (PyLong_Check(o) && !PyBool_Check(o))
+        return ptr_arg(fname, "stream", o, h);
+    static const int attrs[] = {S_ptr, S_cuda_stream, S_handle};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(o, st->s[attrs[i]]);
+        if (!v) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            continue;
+        }
+        int ok = PyLong_Check(v) && !PyBool_Check(v);
+        int r = ok ? ptr_arg(fname, "stream", v, h) : 0;
+        Py_DECREF(v);
+        if (ok)
+            return r;
+    }
+    PyObject *proto = PyObject_GetAttr(o, st->s[S_cuda_stream_proto]);
+    if (proto) {
+        PyObject *r = PyObject_CallNoArgs(proto);
+        Py_DECREF(proto);
+        if (!r)
+            return -1;
+        int rc = -1;
+        if (PyTuple_Check(r) && PyTuple_Size(r) == 2)
+            rc = ptr_arg(fname, "stream", PyTuple_GetItem(r, 1), h);
+        else
+            PyErr_Format(PyExc_TypeError, "%sstream.__cuda_stream__() did not return (version, handle)", fname);
+        Py_DECREF(r);
+        return rc;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    raise_type(PyExc_TypeError, fname, "stream", "None, an int (cudaStream_t) or a CuPy/PyTorch stream", o);
+    return -1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Array objects -> fm_tensor.                                              */
 /* ------------------------------------------------------------------------ */
 enum { HOLD_NONE = 0, HOLD_BUFFER, HOLD_DLPACK, HOLD_DLPACK_V1 };
 
-/* What keeps an operand's memory alive while the library uses it. */
+/* What keeps an operand's memory alive while the library uses it. Registered
+ * libraries and __cuda_array_interface__ objects need nothing: the caller holds the
+ * object for the duration of the call. */
 typedef struct {
     int kind;
     Py_buffer view;
     PyObject *capsule;
     void *managed; /* DLManagedTensor* or DLManagedTensorVersioned*, owned after the rename */
 } fm_hold;
+
+static void hold_init(fm_hold *h)
+{
+    h->kind = HOLD_NONE;
+    h->capsule = NULL;
+    h->managed = NULL;
+}
 
 static void hold_release(fm_hold *h)
 {
@@ -368,6 +513,12 @@ static void hold_release(fm_hold *h)
         PyErr_WriteUnraisable(NULL); /* a deleter failed: report, do not mask success */
 }
 
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
 /* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). */
 static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
 {
@@ -376,16 +527,10 @@ static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
     char order = '@';
     if (*fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '>' || *fmt == '!')
         order = *fmt++;
-    if (itemsize > 1 && (order == '>' || order == '!')) {
-        const uint16_t one = 1;
-        if (*(const uint8_t *)&one == 1)
-            return FM_DTYPE_INVALID; /* big-endian data on a little-endian host */
-    }
-    if (itemsize > 1 && order == '<') {
-        const uint16_t one = 1;
-        if (*(const uint8_t *)&one != 1)
-            return FM_DTYPE_INVALID;
-    }
+    if (itemsize > 1 && (order == '>' || order == '!') && host_is_little_endian())
+        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host */
+    if (itemsize > 1 && order == '<' && !host_is_little_endian())
+        return FM_DTYPE_INVALID;
     fm_dtype t = FM_DTYPE_INVALID;
     if (fmt[0] && fmt[1] == '\0') {
         switch (fmt[0]) {
@@ -408,6 +553,26 @@ static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
     }
     if (t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) != itemsize)
         t = FM_DTYPE_INVALID;
+    return t;
+}
+
+/* NumPy array-interface typestr ("<f4", "|u1", "<c8") -> dtype. */
+static fm_dtype typestr_dtype(const char *s)
+{
+    if (!s || !s[0] || !s[1])
+        return FM_DTYPE_INVALID;
+    char order = s[0], kind = s[1];
+    int bytes = atoi(s + 2);
+    if (bytes > 1 && ((order == '>' && host_is_little_endian()) || (order == '<' && !host_is_little_endian())))
+        return FM_DTYPE_INVALID;
+    fm_dtype t = FM_DTYPE_INVALID;
+    switch (kind) {
+    case 'f': t = bytes == 2 ? FM_F16 : bytes == 4 ? FM_F32 : bytes == 8 ? FM_F64 : FM_DTYPE_INVALID; break;
+    case 'c': t = bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
+    case 'i': t = bytes == 1 ? FM_I8 : bytes == 4 ? FM_I32 : bytes == 8 ? FM_I64 : FM_DTYPE_INVALID; break;
+    case 'u': t = bytes == 1 ? FM_U8 : bytes == 4 ? FM_U32 : FM_DTYPE_INVALID; break;
+    default: break;
+    }
     return t;
 }
 
@@ -436,6 +601,21 @@ static const char *device_name(int32_t type)
     }
 }
 
+static void zero_tail(fm_tensor *t)
+{
+    for (int i = t->ndim; i < FM_MAX_NDIM; i++) {
+        t->shape[i] = 0;
+        t->strides[i] = 0;
+    }
+}
+
+static int too_many_dims(const char *name, Py_ssize_t ndim)
+{
+    PyErr_Format(PyExc_ValueError, "argument '%s' has %zd dimensions; at most %d are supported", name, ndim,
+                 FM_MAX_NDIM);
+    return -1;
+}
+
 static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h)
 {
     Py_buffer *v = &h->view;
@@ -450,11 +630,8 @@ static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_
                      name, v->format ? v->format : "B", v->itemsize);
         return -1;
     }
-    if (v->ndim < 0 || v->ndim > FM_MAX_NDIM) {
-        PyErr_Format(PyExc_ValueError, "argument '%s' has %d dimensions; at most %d are supported", name, v->ndim,
-                     FM_MAX_NDIM);
-        return -1;
-    }
+    if (v->ndim < 0 || v->ndim > FM_MAX_NDIM)
+        return too_many_dims(name, v->ndim);
     if (v->suboffsets) {
         PyErr_Format(PyExc_TypeError, "argument '%s': indirect (suboffset) buffers are not supported", name);
         return -1;
@@ -479,17 +656,243 @@ static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_
         t->strides[i] = (int64_t)(bs / item);
         contiguous *= extent;
     }
-    for (int i = v->ndim; i < FM_MAX_NDIM; i++) {
-        t->shape[i] = 0;
-        t->strides[i] = 0;
-    }
+    zero_tail(t);
     return 0;
 }
 
-/* Parse (device_type, device_id) returned by __dlpack_device__; -1 with error set. */
-static int check_dlpack_device(fm_state *st, PyObject *obj, const char *name)
+/* shape (and strides, in units of `unit` bytes; NULL = C-contiguous) from tuples. */
+static int dims_from_tuples(const char *name, PyObject *shape, PyObject *strides, Py_ssize_t unit, fm_tensor *t)
 {
-    PyObject *meth = PyObject_GetAttr(obj, st->s_dlpack_device);
+    if (!PyTuple_Check(shape)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': shape is not a tuple", name);
+        return -1;
+    }
+    Py_ssize_t nd = PyTuple_Size(shape);
+    if (nd > FM_MAX_NDIM)
+        return too_many_dims(name, nd);
+    if (strides && strides != Py_None && (!PyTuple_Check(strides) || PyTuple_Size(strides) != nd)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': strides do not match the shape", name);
+        return -1;
+    }
+    t->ndim = (int32_t)nd;
+    int64_t contiguous = 1;
+    for (Py_ssize_t i = nd - 1; i >= 0; i--) {
+        long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+        if (e == -1 && PyErr_Occurred())
+            return -1;
+        if (e < 0) {
+            PyErr_Format(PyExc_ValueError, "argument '%s': negative extent in shape", name);
+            return -1;
+        }
+        t->shape[i] = e;
+        if (strides && strides != Py_None) {
+            long long s = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
+            if (s == -1 && PyErr_Occurred())
+                return -1;
+            if (unit > 1 && s % unit != 0) {
+                PyErr_Format(PyExc_ValueError,
+                             "argument '%s': byte stride %lld of dimension %zd is not a multiple of the item size %zd",
+                             name, s, i, unit);
+                return -1;
+            }
+            t->strides[i] = s / (unit > 0 ? unit : 1);
+        } else {
+            t->strides[i] = contiguous;
+        }
+        contiguous *= e;
+    }
+    zero_tail(t);
+    return 0;
+}
+
+/* The library's dtype object -> fm dtype (identity first, then equality for numpy-likes). */
+static fm_dtype lib_dtype(const fm_lib *lib, PyObject *dt)
+{
+    for (int i = 1; i < FM_DTYPE_COUNT_; i++)
+        if (lib->dtypes[i] == dt)
+            return (fm_dtype)i;
+    if (lib->style == STYLE_TORCH)
+        return FM_DTYPE_INVALID; /* torch dtypes are singletons */
+    for (int i = 1; i < FM_DTYPE_COUNT_; i++) {
+        if (!lib->dtypes[i])
+            continue;
+        int eq = PyObject_RichCompareBool(lib->dtypes[i], dt, Py_EQ);
+        if (eq < 0)
+            PyErr_Clear();
+        else if (eq)
+            return (fm_dtype)i;
+    }
+    return FM_DTYPE_INVALID;
+}
+
+static int unsupported_dtype(const char *name, PyObject *dt)
+{
+    PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, dt);
+    return -1;
+}
+
+static PyObject *call_method0(PyObject *obj, PyObject *name) { return PyObject_CallMethodObjArgs(obj, name, NULL); }
+
+/* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
+static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+{
+    PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
+    if (!o)
+        return -1;
+    fm_dtype dt = lib_dtype(lib, o);
+    if (dt == FM_DTYPE_INVALID) {
+        unsupported_dtype(name, o);
+        Py_DECREF(o);
+        return -1;
+    }
+    Py_DECREF(o);
+    if (fm_dtype_is_complex(dt)) { /* lazily conjugated / negated views are not their memory */
+        static const int bits[2] = {S_is_conj, S_is_neg};
+        static const char *const fix[2] = {"resolve_conj", "resolve_neg"};
+        for (int i = 0; i < 2; i++) {
+            PyObject *r = call_method0(obj, st->s[bits[i]]);
+            if (!r) {
+                PyErr_Clear();
+                continue;
+            }
+            int set = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (set) {
+                PyErr_Format(PyExc_ValueError,
+                             "argument '%s' is a torch tensor with its %s bit set (a lazy view); pass x.%s()", name,
+                             i == 0 ? "conjugate" : "negative", fix[i]);
+                return -1;
+            }
+        }
+    }
+    o = call_method0(obj, st->s[S_get_device]);
+    if (!o)
+        return -1;
+    long dev = PyLong_AsLong(o);
+    Py_DECREF(o);
+    if (dev == -1 && PyErr_Occurred())
+        return -1;
+    if (dev >= 0) {
+        o = PyObject_GetAttr(obj, st->s[S_is_cuda]);
+        int cuda = o ? PyObject_IsTrue(o) : -1;
+        Py_XDECREF(o);
+        if (cuda < 0)
+            return -1;
+        if (!cuda) {
+            PyObject *d = PyObject_GetAttr(obj, st->s[S_device]);
+            PyErr_Format(error_class(st, FM_ERR_DEVICE),
+                         "argument '%s' is a torch tensor on device %R; fusemath takes cpu and cuda tensors", name,
+                         d ? d : Py_None);
+            Py_XDECREF(d);
+            return -1;
+        }
+        t->device.type = FM_DEVICE_CUDA;
+        t->device.id = (int32_t)dev;
+    } else {
+        t->device.type = FM_DEVICE_CPU;
+        t->device.id = 0;
+    }
+    o = call_method0(obj, st->s[S_data_ptr]);
+    int r = long_ptr(o, "tensor.data_ptr()", &t->data);
+    Py_XDECREF(o);
+    if (r < 0)
+        return -1;
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
+    PyObject *strides = shape ? call_method0(obj, st->s[S_stride]) : NULL;
+    r = strides ? dims_from_tuples(name, shape, strides, 1, t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    t->dtype = dt;
+    return r;
+}
+
+/* A CuPy array: data.ptr, data.device_id, shape, strides (bytes), dtype. */
+static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+{
+    PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
+    if (!o)
+        return -1;
+    fm_dtype dt = lib_dtype(lib, o);
+    if (dt == FM_DTYPE_INVALID) {
+        unsupported_dtype(name, o);
+        Py_DECREF(o);
+        return -1;
+    }
+    Py_DECREF(o);
+    PyObject *data = PyObject_GetAttr(obj, st->s[S_data]);
+    if (!data)
+        return -1;
+    PyObject *p = PyObject_GetAttr(data, st->s[S_ptr]);
+    PyObject *dev = p ? PyObject_GetAttr(data, st->s[S_device_id]) : NULL;
+    Py_DECREF(data);
+    int r = dev ? long_ptr(p, "array.data.ptr", &t->data) : -1;
+    long id = r == 0 ? PyLong_AsLong(dev) : -1;
+    Py_XDECREF(p);
+    Py_XDECREF(dev);
+    if (r < 0 || (id == -1 && PyErr_Occurred()))
+        return -1;
+    t->device.type = FM_DEVICE_CUDA;
+    t->device.id = (int32_t)id;
+    t->dtype = dt;
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
+    PyObject *strides = shape ? PyObject_GetAttr(obj, st->s[S_strides]) : NULL;
+    r = strides ? dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
+}
+
+/* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer. */
+static int tensor_from_cai(fm_state *st, PyObject *cai, const char *name, int writable, fm_tensor *t)
+{
+    if (!PyDict_Check(cai)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': __cuda_array_interface__ is not a dict", name);
+        return -1;
+    }
+    PyObject *shape = PyDict_GetItemString(cai, "shape");
+    PyObject *typestr = PyDict_GetItemString(cai, "typestr");
+    PyObject *data = PyDict_GetItemString(cai, "data");
+    PyObject *strides = PyDict_GetItemString(cai, "strides");
+    PyObject *mask = PyDict_GetItemString(cai, "mask");
+    if (!shape || !typestr || !data || !PyUnicode_Check(typestr) || !PyTuple_Check(data) || PyTuple_Size(data) != 2) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': malformed __cuda_array_interface__ (shape, typestr, data)", name);
+        return -1;
+    }
+    if (mask && mask != Py_None) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': masked __cuda_array_interface__ arrays are not supported", name);
+        return -1;
+    }
+    const char *ts = PyUnicode_AsUTF8AndSize(typestr, NULL);
+    if (!ts)
+        return -1;
+    fm_dtype dt = typestr_dtype(ts);
+    if (dt == FM_DTYPE_INVALID) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported element type (typestr '%s')", name, ts);
+        return -1;
+    }
+    if (writable) {
+        int ro = PyObject_IsTrue(PyTuple_GetItem(data, 1));
+        if (ro < 0)
+            return -1;
+        if (ro) {
+            PyErr_Format(PyExc_ValueError, "argument '%s' is read-only; an output must be writable", name);
+            return -1;
+        }
+    }
+    if (long_ptr(PyTuple_GetItem(data, 0), "__cuda_array_interface__['data'][0]", &t->data) < 0)
+        return -1;
+    t->device.type = FM_DEVICE_AUTO;
+    t->device.id = 0;
+    t->dtype = dt;
+    return dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t);
+}
+
+/* Parse (device_type, device_id) of __dlpack_device__; -1 with error set, *type = 0 if absent. */
+static int dlpack_device(fm_state *st, PyObject *obj, const char *name, long *type, long *id)
+{
+    *type = 0;
+    *id = 0;
+    PyObject *meth = PyObject_GetAttr(obj, st->s[S_dlpack_device]);
     if (!meth) {
         PyErr_Clear(); /* optional: the capsule's device is checked anyway */
         return 0;
@@ -498,37 +901,51 @@ static int check_dlpack_device(fm_state *st, PyObject *obj, const char *name)
     Py_DECREF(meth);
     if (!r)
         return -1;
-    long type = -1, id = 0;
+    long ty = -1, i = 0;
     if (PyTuple_Check(r) && PyTuple_Size(r) == 2) {
-        type = PyLong_AsLong(PyTuple_GetItem(r, 0));
-        id = PyLong_AsLong(PyTuple_GetItem(r, 1));
+        ty = PyLong_AsLong(PyTuple_GetItem(r, 0));
+        i = PyLong_AsLong(PyTuple_GetItem(r, 1));
     }
     Py_DECREF(r);
-    if (PyErr_Occurred() || type < 0) {
+    if (PyErr_Occurred() || ty < 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "argument '%s': __dlpack_device__() did not return (device_type, device_id)",
                      name);
         return -1;
     }
-    if (type != DL_CPU && type != DL_CUDA_HOST) {
-        PyErr_Format(st->errors[FM_ERR_DEVICE] ? st->errors[FM_ERR_DEVICE] : PyExc_ValueError,
-                     "argument '%s' lives on device %s:%ld; fusemath's Python front takes CPU arrays only for now",
-                     name, device_name((int32_t)type), id);
-        return -1;
-    }
+    *type = ty;
+    *id = i;
     return 0;
+}
+
+static int dl_device_ok(long type)
+{
+    return type == DL_CPU || type == DL_CUDA_HOST || type == DL_CUDA || type == DL_CUDA_MANAGED;
 }
 
 static int tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const char *name, int writable,
                               fm_tensor *t, fm_hold *h)
 {
-    if (check_dlpack_device(st, obj, name) < 0)
+    long dtype_ = 0, did = 0;
+    if (dlpack_device(st, obj, name, &dtype_, &did) < 0)
         return -1;
-    PyObject *cap = PyObject_Call(meth, st->empty_tuple, st->kw_max_version);
+    if (dtype_ && !dl_device_ok(dtype_)) {
+        PyErr_Format(error_class(st, FM_ERR_DEVICE),
+                     "argument '%s' lives on DLPack device %s (%ld):%ld; fusemath takes cpu and cuda arrays", name,
+                     device_name((int32_t)dtype_), dtype_, did);
+        return -1;
+    }
+    int cuda = dtype_ == DL_CUDA || dtype_ == DL_CUDA_MANAGED;
+    /* cuda producers: stream=1 (the legacy default stream) orders their pending work before ours */
+    PyObject *cap = PyObject_Call(meth, st->empty_tuple, cuda ? st->kw_cuda_v1 : st->kw_max_version);
     if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
         /* a producer older than DLPack 1.0 does not know max_version */
         PyErr_Clear();
-        cap = PyObject_CallNoArgs(meth);
+        cap = cuda ? PyObject_Call(meth, st->empty_tuple, st->kw_cuda_legacy) : PyObject_CallNoArgs(meth);
+        if (!cap && cuda && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            cap = PyObject_CallNoArgs(meth);
+        }
     }
     if (!cap)
         return -1;
@@ -585,10 +1002,10 @@ static int tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const
         return -1;
     }
 
-    if (dl->device.device_type != DL_CPU && dl->device.device_type != DL_CUDA_HOST) {
-        PyErr_Format(st->errors[FM_ERR_DEVICE] ? st->errors[FM_ERR_DEVICE] : PyExc_ValueError,
-                     "argument '%s' lives on device %s:%d; fusemath's Python front takes CPU arrays only for now",
-                     name, device_name(dl->device.device_type), (int)dl->device.device_id);
+    if (!dl_device_ok(dl->device.device_type)) {
+        PyErr_Format(error_class(st, FM_ERR_DEVICE),
+                     "argument '%s' lives on DLPack device %s (%d):%d; fusemath takes cpu and cuda arrays", name,
+                     device_name(dl->device.device_type), (int)dl->device.device_type, (int)dl->device.device_id);
         return -1;
     }
     fm_dtype dt = dlpack_dtype(dl->dtype);
@@ -597,11 +1014,8 @@ static int tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const
                      (int)dl->dtype.code, (int)dl->dtype.bits, (int)dl->dtype.lanes);
         return -1;
     }
-    if (dl->ndim < 0 || dl->ndim > FM_MAX_NDIM) {
-        PyErr_Format(PyExc_ValueError, "argument '%s' has %d dimensions; at most %d are supported", name,
-                     (int)dl->ndim, FM_MAX_NDIM);
-        return -1;
-    }
+    if (dl->ndim < 0 || dl->ndim > FM_MAX_NDIM)
+        return too_many_dims(name, dl->ndim);
     if (dl->ndim > 0 && !dl->shape) {
         PyErr_Format(PyExc_ValueError, "argument '%s': DLPack tensor without a shape", name);
         return -1;
@@ -621,37 +1035,31 @@ static int tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const
         t->strides[i] = dl->strides ? dl->strides[i] : contiguous;
         contiguous *= dl->shape[i];
     }
-    for (int i = dl->ndim; i < FM_MAX_NDIM; i++) {
-        t->shape[i] = 0;
-        t->strides[i] = 0;
-    }
+    zero_tail(t);
     return 0;
 }
 
-/* Take the pending exception and return str(value) (new reference, never NULL unless out of memory). */
-static PyObject *take_error_text(void)
+/* The registered library obj belongs to (index), -1 if none. */
+static int lib_of(fm_state *st, PyObject *obj)
 {
-    PyObject *et, *ev, *etb;
-    PyErr_Fetch(&et, &ev, &etb);
-    PyErr_NormalizeException(&et, &ev, &etb);
-    PyObject *text = ev ? PyObject_Str(ev) : NULL;
-    if (!text) {
-        PyErr_Clear();
-        text = PyUnicode_FromString("unknown error");
-    }
-    Py_XDECREF(et);
-    Py_XDECREF(ev);
-    Py_XDECREF(etb);
-    return text;
+    PyTypeObject *tp = Py_TYPE(obj);
+    for (int i = 0; i < st->nlibs; i++) /* exact types first: no MRO walk on the hot path */
+        if ((PyObject *)tp == st->libs[i].type)
+            return i;
+    for (int i = 0; i < st->nlibs; i++)
+        if (st->libs[i].type && PyType_IsSubtype(tp, (PyTypeObject *)st->libs[i].type))
+            return i;
+    return -1;
 }
 
-/* Fill *t from obj (buffer protocol preferred, then DLPack). On failure h is released. */
-static int tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
-                              fm_hold *h)
+/* Fill *t from obj. *lib (if not NULL) receives the registered library of obj, or -1
+ * (buffer protocol, __cuda_array_interface__, DLPack). On failure h is released. */
+static int tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
+                           int *lib)
 {
-    h->kind = HOLD_NONE;
-    h->capsule = NULL;
-    h->managed = NULL;
+    hold_init(h);
+    if (lib)
+        *lib = -1;
     if (obj == Py_None) {
         PyErr_Format(PyExc_TypeError, "argument '%s' must be an array, not None", name);
         return -1;
@@ -677,8 +1085,26 @@ static int tensor_from_object(fm_state *st, PyObject *obj, const char *name, int
             }
             PyErr_Clear();
         }
+    } else {
+        int li = lib_of(st, obj);
+        if (li >= 0) {
+            if (lib)
+                *lib = li;
+            const fm_lib *L = &st->libs[li];
+            return L->style == STYLE_TORCH ? tensor_from_torch(st, L, obj, name, t)
+                                           : tensor_from_cupy(st, L, obj, name, t);
+        }
+        PyObject *cai = PyObject_GetAttr(obj, st->s[S_cai]);
+        if (cai) {
+            int r = tensor_from_cai(st, cai, name, writable, t);
+            Py_DECREF(cai);
+            return r;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
     }
-    PyObject *meth = PyObject_GetAttr(obj, st->s_dlpack);
+    PyObject *meth = PyObject_GetAttr(obj, st->s[S_dlpack]);
     if (!meth) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
             Py_XDECREF(buffer_error);
@@ -693,7 +1119,8 @@ static int tensor_from_object(fm_state *st, PyObject *obj, const char *name, int
         PyObject *tn = type_name(obj);
         if (tn) {
             PyErr_Format(PyExc_TypeError,
-                         "argument '%s' must be an array (an object with the buffer protocol or __dlpack__), not %U",
+                         "argument '%s' must be an array (buffer protocol, PyTorch, CuPy, "
+                         "__cuda_array_interface__ or __dlpack__), not %U",
                          name, tn);
             Py_DECREF(tn);
         }
@@ -705,6 +1132,219 @@ static int tensor_from_object(fm_state *st, PyObject *obj, const char *name, int
     if (r < 0)
         hold_release(h);
     return r;
+}
+
+static int tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
+                              fm_hold *h)
+{
+    return tensor_from_any(st, obj, name, writable, t, h, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Allocation and streams through a registered library.                    */
+/* ------------------------------------------------------------------------ */
+static void shape_text(const int64_t *shape, int n, char *buf, size_t size)
+{
+    size_t u = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < n && u < size; i++)
+        u += (size_t)snprintf(buf + u, size - u, "%lld%s", (long long)shape[i], i + 1 < n ? ", " : "");
+    if (u < size)
+        snprintf(buf + u, size - u, "%s)", n == 1 ? "," : "");
+}
+
+static PyObject *shape_tuple(const int64_t *shape, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(shape[i]);
+        if (!x) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SetItem(t, i, x);
+    }
+    return t;
+}
+
+/* torch.empty keywords {"dtype": dt, "device": device} (new reference; cached per device). */
+static PyObject *lib_kwargs(fm_state *st, fm_lib *lib, fm_dtype dt, int dev)
+{
+    int slot = dev + 1;
+    int cacheable = slot >= 0 && slot <= LIB_KW_DEVICES;
+    if (cacheable && lib->kwargs[dt][slot])
+        return Py_NewRef(lib->kwargs[dt][slot]);
+    if (!lib->device_obj) {
+        PyErr_SetString(PyExc_SystemError, "fusemath: a torch-style library was registered without a device factory");
+        return NULL;
+    }
+    PyObject *idx = PyLong_FromLong(dev);
+    PyObject *device = idx ? PyObject_CallFunctionObjArgs(lib->device_obj, idx, NULL) : NULL;
+    Py_XDECREF(idx);
+    if (!device)
+        return NULL;
+    PyObject *kw = PyDict_New();
+    if (!kw || PyDict_SetItem(kw, st->s[S_dtype], lib->dtypes[dt]) < 0 ||
+        PyDict_SetItem(kw, st->s[S_device], device) < 0) {
+        Py_XDECREF(kw);
+        Py_DECREF(device);
+        return NULL;
+    }
+    Py_DECREF(device);
+    if (cacheable)
+        lib->kwargs[dt][slot] = Py_NewRef(kw);
+    return kw;
+}
+
+/* Allocation arguments for `shape` (tuple) and dtype dt: *args and *kwargs (torch; else
+ * NULL) are new references. */
+static int lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
+                          PyObject **kwargs)
+{
+    fm_lib *lib = &st->libs[li];
+    *args = NULL;
+    *kwargs = NULL;
+    if ((int)dt <= 0 || dt >= FM_DTYPE_COUNT_ || !lib->dtypes[dt]) {
+        PyErr_Format(error_class(st, FM_ERR_DTYPE), "fusemath: the array library %U has no dtype %s", lib->name,
+                     fm_dtype_name(dt));
+        return -1;
+    }
+    if (lib->style == STYLE_TORCH) {
+        if (!(*kwargs = lib_kwargs(st, lib, dt, dev)))
+            return -1;
+        *args = PyTuple_Pack(1, shape);
+    } else {
+        *args = PyTuple_Pack(2, shape, lib->dtypes[dt]);
+    }
+    if (!*args) {
+        Py_CLEAR(*kwargs);
+        return -1;
+    }
+    return 0;
+}
+
+static void device_text(int dev, char *buf, size_t n)
+{
+    if (dev >= 0)
+        snprintf(buf, n, "cuda:%d", dev);
+    else
+        snprintf(buf, n, "cpu");
+}
+
+/* A new array from the library (args/kwargs from lib_alloc_args) and its address.
+ * stream: not NULL = allocate with that stream current (slow path, Python). The
+ * library's out-of-memory error becomes fusemath.OutOfMemoryError (a MemoryError). */
+static PyObject *lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
+                           const char *what, void **ptr)
+{
+    fm_lib *lib = &st->libs[li];
+    int slow = stream != NULL;
+    if (!slow && lib->style == STYLE_CUPY && dev >= 0 && lib->device_count > 1 && lib->get_device) {
+        PyObject *cur = PyObject_CallNoArgs(lib->get_device); /* cupy.empty allocates on the current device */
+        if (!cur)
+            return NULL;
+        long c = PyLong_AsLong(cur);
+        Py_DECREF(cur);
+        if (c == -1 && PyErr_Occurred())
+            return NULL;
+        slow = c != dev;
+    }
+    PyObject *arr;
+    if (slow && lib->slow_alloc) {
+        PyObject *shape = PyTuple_GetItem(args, 0);
+        PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
+        PyObject *d = PyLong_FromLong(dev);
+        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, shape, native, d, stream ? stream : Py_None, NULL)
+                : NULL;
+        Py_XDECREF(d);
+    } else {
+        arr = PyObject_Call(lib->empty, args, kwargs);
+    }
+    if (!arr) {
+        int oom = lib->oom ? PyErr_ExceptionMatches(lib->oom) : 0;
+        if (oom || PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyObject *text = take_error_text();
+            char dv[32];
+            device_text(dev, dv, sizeof dv);
+            PyObject *shape = PyTuple_GetItem(args, 0);
+            if (text && shape)
+                PyErr_Format(error_class(st, FM_ERR_OUT_OF_MEMORY), "matmul: cannot allocate %s of shape %R on %s (%U): %U",
+                             what, shape, dv, lib->name, text);
+            Py_XDECREF(text);
+        }
+        return NULL;
+    }
+    int r;
+    if (lib->style == STYLE_NUMPY) {
+        Py_buffer v;
+        r = PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE);
+        if (r == 0) {
+            *ptr = v.buf;
+            PyBuffer_Release(&v); /* the array owns the memory; the caller holds the array */
+        }
+    } else if (lib->style == STYLE_TORCH) {
+        PyObject *p = call_method0(arr, st->s[S_data_ptr]);
+        r = long_ptr(p, "tensor.data_ptr()", ptr);
+        Py_XDECREF(p);
+    } else {
+        PyObject *data = PyObject_GetAttr(arr, st->s[S_data]);
+        PyObject *p = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
+        Py_XDECREF(data);
+        r = long_ptr(p, "array.data.ptr", ptr);
+        Py_XDECREF(p);
+    }
+    if (r < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* The library's current stream on device dev (NULL for host arrays). */
+static int lib_current_stream(fm_state *st, int li, int dev, void **h)
+{
+    fm_lib *lib = &st->libs[li];
+    *h = NULL;
+    if (lib->style == STYLE_NUMPY || dev < 0 || !lib->current_stream)
+        return 0;
+    PyObject *d = PyLong_FromLong(dev);
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(lib->current_stream, d, NULL) : NULL;
+    Py_XDECREF(d);
+    if (!r)
+        return -1;
+    int rc;
+    if (PyLong_Check(r)) {
+        rc = long_ptr(r, "current stream", h);
+    } else {
+        PyObject *p = PyObject_GetAttr(r, st->s[S_ptr]);
+        rc = long_ptr(p, "current stream .ptr", h);
+        Py_XDECREF(p);
+    }
+    Py_DECREF(r);
+    return rc;
+}
+
+/* Resolve the stream of a call on library li / device dev: an explicit stream object
+ * (None: the library's current stream). *override is set (new reference, the handle as
+ * an int) when the explicit stream is not the current one and outputs must be allocated:
+ * they are then allocated with that stream current. */
+static int resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
+                          void **h, PyObject **override)
+{
+    *override = NULL;
+    if (!stream_arg || stream_arg == Py_None)
+        return lib_current_stream(st, li, dev, h);
+    if (stream_from_object(st, fname, stream_arg, h) < 0)
+        return -1;
+    if (allocating && st->libs[li].style != STYLE_NUMPY && dev >= 0) {
+        void *cur = NULL;
+        if (lib_current_stream(st, li, dev, &cur) < 0)
+            return -1;
+        if (cur != *h && !(*override = PyLong_FromVoidPtr(*h)))
+            return -1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -772,25 +1412,27 @@ static PyObject *plan_freed_error(PyObject *self, const char *what)
 }
 
 static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale"};
-#define PY_NSLOTS 6 /* slots the Python calls take so far */
 
 PyDoc_STRVAR(plan_execute_doc,
-             "execute(a, b, c, bias, d, aux, stream=None)\n--\n\n"
+             "execute(a, b, c, bias, d, aux[, bgrad, scale], stream=None)\n--\n\n"
              "Run the plan on raw addresses (ints, or None/0 for unused slots), in the slot order of\n"
-             "fusemath.h (A, B, C, BIAS, D, AUX). The GIL is released while it runs.\n"
+             "fusemath.h (A, B, C, BIAS, D, AUX, BGRAD, SCALE): 6 or 8 addresses, then optionally the\n"
+             "stream (int cudaStream_t). The GIL is released while it runs; GPU work is asynchronous.\n"
              "UNSAFE: the addresses must point at memory laid out as planned and alive for the call.");
 
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PlanObject *po = (PlanObject *)self;
-    if (nargs != PY_NSLOTS && nargs != PY_NSLOTS + 1) {
+    int naddr = (nargs == 6 || nargs == 7) ? 6 : (nargs == 8 || nargs == 9) ? 8 : -1;
+    if (naddr < 0) {
         PyErr_Format(PyExc_TypeError,
-                     "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux) and an optional stream (%zd given)",
+                     "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux) or 8 (+ bgrad, scale) and an "
+                     "optional stream (%zd arguments given)",
                      nargs);
         return NULL;
     }
     void *ptrs[FM_MATMUL_NSLOTS] = {0};
-    for (int i = 0; i < PY_NSLOTS; i++) {
+    for (int i = 0; i < naddr; i++) {
         PyObject *o = args[i];
         if (PyLong_CheckExact(o)) { /* fast path */
             int overflow = 0;
@@ -806,7 +1448,7 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
             return NULL;
     }
     void *stream = NULL;
-    if (nargs > PY_NSLOTS && ptr_arg("Plan.execute(): ", "stream", args[PY_NSLOTS], &stream) < 0)
+    if (nargs > naddr && ptr_arg("Plan.execute(): ", "stream", args[naddr], &stream) < 0)
         return NULL;
     fm_plan *p = po->plan;
     if (!p)
@@ -912,22 +1554,37 @@ static PyType_Spec plan_spec = {
     .slots = plan_slots,
 };
 
-
 /* ------------------------------------------------------------------------ */
 /* Runner: one planned execute bound to its operands, in a single C call.    */
-/* Matmul.execute() goes through it: allocating the output, taking its       */
-/* address and running the plan cost no Python frames (host overhead).       */
+/* Matmul.execute() goes through it: resolving the stream, allocating the    */
+/* outputs (or taking the caller's out=), taking their addresses and running */
+/* the plan cost no Python frames (host overhead).                           */
 /* ------------------------------------------------------------------------ */
 typedef struct {
+    int slot;         /* FM_MATMUL_D, _AUX or _BGRAD */
+    fm_dtype dtype;
+    PyObject *args;   /* allocation arguments: (shape,) for torch, (shape, dtype) otherwise */
+    PyObject *kwargs; /* torch: {"dtype":, "device":}; else NULL */
+    PyObject *key;    /* result dict key ("relu_aux", "drelu_bgrad", ...); NULL for D */
+} runner_out;
+
+typedef struct {
     PyObject_HEAD
-    PyObject *plan;     /* PlanObject */
-    PyObject *keep;     /* the operand arrays: their memory lives while we run */
-    PyObject *empty;    /* numpy.empty */
-    PyObject *d_args;   /* (shape, dtype) */
-    PyObject *aux_args; /* (shape, dtype) or NULL */
-    PyObject *key;      /* "relu_aux" / "gelu_aux" or NULL */
-    PyObject *index;    /* () for a 0-d result to unwrap, or NULL */
-    void *ptrs[4];      /* a, b, c, bias */
+    PyObject *plan;        /* PlanObject */
+    PyObject *keep;        /* the operand arrays: their memory lives while we run */
+    int lib;               /* registered library of the results */
+    int device;            /* cuda device of the results, -1 = host */
+    int gpu;               /* results on a GPU: a stream is resolved per call */
+    int nout;
+    void *ptrs[FM_MATMUL_NSLOTS]; /* bound inputs; outputs NULL */
+    runner_out outs[3];    /* outs[0] is D */
+    PyObject *index;       /* () for a 0-d NumPy result to unwrap, or NULL */
+    int rndim;             /* the result shape, for out= */
+    int64_t rshape[FM_MAX_NDIM];
+    PyObject *out_obj;     /* the last out= that passed validation, and its address */
+    void *out_ptr;
+    PyObject *stream_obj;  /* the last explicit stream object and its handle */
+    void *stream_handle;
 } RunnerObject;
 
 static int runner_traverse(PyObject *self, visitproc visit, void *arg)
@@ -936,11 +1593,14 @@ static int runner_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(r->plan);
     Py_VISIT(r->keep);
-    Py_VISIT(r->empty);
-    Py_VISIT(r->d_args);
-    Py_VISIT(r->aux_args);
-    Py_VISIT(r->key);
+    for (int i = 0; i < r->nout; i++) {
+        Py_VISIT(r->outs[i].args);
+        Py_VISIT(r->outs[i].kwargs);
+        Py_VISIT(r->outs[i].key);
+    }
     Py_VISIT(r->index);
+    Py_VISIT(r->out_obj);
+    Py_VISIT(r->stream_obj);
     return 0;
 }
 
@@ -949,11 +1609,15 @@ static int runner_clear(PyObject *self)
     RunnerObject *r = (RunnerObject *)self;
     Py_CLEAR(r->plan);
     Py_CLEAR(r->keep);
-    Py_CLEAR(r->empty);
-    Py_CLEAR(r->d_args);
-    Py_CLEAR(r->aux_args);
-    Py_CLEAR(r->key);
+    for (int i = 0; i < 3; i++) {
+        Py_CLEAR(r->outs[i].args);
+        Py_CLEAR(r->outs[i].kwargs);
+        Py_CLEAR(r->outs[i].key);
+    }
+    r->nout = 0;
     Py_CLEAR(r->index);
+    Py_CLEAR(r->out_obj);
+    Py_CLEAR(r->stream_obj);
     return 0;
 }
 
@@ -967,45 +1631,164 @@ static void runner_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-/* A fresh output from numpy.empty and its address. */
-static PyObject *runner_alloc(PyObject *empty, PyObject *args, void **ptr)
+static void set_ref(PyObject **slot, PyObject *value)
 {
-    PyObject *arr = PyObject_Call(empty, args, NULL);
-    if (!arr)
-        return NULL;
-    Py_buffer v;
-    if (PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE) < 0) {
-        Py_DECREF(arr);
-        return NULL;
+    PyObject *old = *slot;
+    *slot = Py_NewRef(value);
+    Py_XDECREF(old);
+}
+
+/* The address of an out= array seen before (cheap re-read: it may have been re-pointed). */
+static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
+{
+    if (lib->style == STYLE_NUMPY) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(out, &v, PyBUF_WRITABLE) < 0)
+            return -1;
+        *p = v.buf;
+        PyBuffer_Release(&v);
+        return 0;
     }
-    *ptr = v.buf;
-    PyBuffer_Release(&v); /* the array owns the memory; we hold the array */
-    return arr;
+    if (lib->style == STYLE_TORCH) {
+        PyObject *o = call_method0(out, st->s[S_data_ptr]);
+        int r = long_ptr(o, "out.data_ptr()", p);
+        Py_XDECREF(o);
+        return r;
+    }
+    PyObject *data = PyObject_GetAttr(out, st->s[S_data]);
+    PyObject *o = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
+    Py_XDECREF(data);
+    int r = long_ptr(o, "out.data.ptr", p);
+    Py_XDECREF(o);
+    return r;
+}
+
+/* Validate a caller-given result array: the planned library, device, dtype, shape and
+ * a C-contiguous layout (the plan was made for one). Cached per object. */
+static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void **ptr)
+{
+    const fm_lib *lib = &st->libs[r->lib];
+    if (out == r->out_obj) {
+        void *p = NULL;
+        if (out_address(st, lib, out, &p) == 0 && p == r->out_ptr) {
+            *ptr = p;
+            return 0;
+        }
+        PyErr_Clear(); /* validate again: it says what changed */
+    }
+    const char *where = "Matmul.execute(): ";
+    fm_tensor t;
+    fm_hold h;
+    int li = -1;
+    if (tensor_from_any(st, out, "out", 1, &t, &h, &li) < 0)
+        return -1;
+    int rc = -1;
+    int lib_ok = lib->style == STYLE_NUMPY ? (h.kind == HOLD_BUFFER) : (li == r->lib);
+    char want_dev[32], got_dev[32];
+    device_text(r->device, want_dev, sizeof want_dev);
+    device_text(t.device.type == FM_DEVICE_CUDA ? t.device.id : -1, got_dev, sizeof got_dev);
+    int dev_ok = r->device >= 0 ? (t.device.type == FM_DEVICE_CUDA && t.device.id == r->device)
+                                : (t.device.type == FM_DEVICE_CPU);
+    int shape_ok = t.ndim == r->rndim;
+    for (int i = 0; shape_ok && i < t.ndim; i++)
+        shape_ok = t.shape[i] == r->rshape[i];
+    int contiguous = 1;
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; i--) {
+        if (t.shape[i] > 1 && t.strides[i] != expect)
+            contiguous = 0;
+        expect *= t.shape[i];
+    }
+    if (!lib_ok) {
+        PyObject *tn = type_name(out);
+        if (tn)
+            PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout must be an array of the result's library (%U), not %U",
+                         where, lib->name, tn);
+        Py_XDECREF(tn);
+    } else if (!dev_ok) {
+        PyErr_Format(error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where, got_dev,
+                     want_dev);
+    } else if (t.dtype != r->outs[0].dtype) {
+        PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has dtype %s, expected %s (the dtype of a and b)",
+                     where, fm_dtype_name(t.dtype), fm_dtype_name(r->outs[0].dtype));
+    } else if (!shape_ok) {
+        char got[160], want[160];
+        shape_text(t.shape, t.ndim, got, sizeof got);
+        shape_text(r->rshape, r->rndim, want, sizeof want);
+        PyErr_Format(error_class(st, FM_ERR_SHAPE), "%sout has shape %s, expected %s", where, got, want);
+    } else if (!contiguous) {
+        PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT),
+                     "%sout must be C-contiguous (the plan was made for a contiguous result); use "
+                     "fusemath.matmul(..., out=) for other layouts",
+                     where);
+    } else {
+        rc = 0;
+    }
+    hold_release(&h);
+    if (rc == 0) {
+        set_ref(&r->out_obj, out);
+        r->out_ptr = t.data;
+        *ptr = t.data;
+    }
+    return rc;
 }
 
 static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     RunnerObject *r = (RunnerObject *)self;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "Runner.run() takes at most one argument (stream)");
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "Runner.run() takes at most two arguments (stream, out)");
         return NULL;
     }
-    void *stream = NULL;
-    if (nargs == 1 && ptr_arg("Matmul.execute(): ", "stream", args[0], &stream) < 0)
-        return NULL;
     if (!r->plan) { /* only after a garbage-collector clear */
         PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the runner was cleared");
         return NULL;
     }
-    void *ptrs[FM_MATMUL_NSLOTS] = {r->ptrs[0], r->ptrs[1], r->ptrs[2], r->ptrs[3], NULL, NULL};
-    PyObject *d = runner_alloc(r->empty, r->d_args, &ptrs[FM_MATMUL_D]);
-    if (!d)
-        return NULL;
-    PyObject *aux = NULL;
-    if (r->aux_args && !(aux = runner_alloc(r->empty, r->aux_args, &ptrs[FM_MATMUL_AUX]))) {
-        Py_DECREF(d);
-        return NULL;
+    PyObject *stream_arg = nargs > 0 ? args[0] : Py_None;
+    PyObject *out = nargs > 1 ? args[1] : Py_None;
+    fm_state *st = plan_state(r->plan);
+    void *ptrs[FM_MATMUL_NSLOTS];
+    memcpy(ptrs, r->ptrs, sizeof ptrs);
+
+    void *stream = NULL;
+    PyObject *override = NULL;
+    if (stream_arg == Py_None) {
+        if (r->gpu && lib_current_stream(st, r->lib, r->device, &stream) < 0)
+            return NULL;
+    } else {
+        if (stream_arg == r->stream_obj) {
+            stream = r->stream_handle;
+        } else {
+            if (stream_from_object(st, "Matmul.execute(): ", stream_arg, &stream) < 0)
+                return NULL;
+            set_ref(&r->stream_obj, stream_arg);
+            r->stream_handle = stream;
+        }
+        if (r->gpu && (out == Py_None || r->nout > 1)) {
+            void *cur = NULL;
+            if (lib_current_stream(st, r->lib, r->device, &cur) < 0)
+                return NULL;
+            if (cur != stream && !(override = PyLong_FromVoidPtr(stream)))
+                return NULL;
+        }
     }
+
+    PyObject *res[3] = {NULL, NULL, NULL};
+    int first = 0;
+    if (out != Py_None) {
+        if (runner_check_out(st, r, out, &ptrs[FM_MATMUL_D]) < 0)
+            goto fail;
+        res[0] = Py_NewRef(out);
+        first = 1;
+    }
+    for (int i = first; i < r->nout; i++) {
+        const runner_out *o = &r->outs[i];
+        res[i] = lib_alloc(st, r->lib, o->args, o->kwargs, r->device, override, slot_names[o->slot], &ptrs[o->slot]);
+        if (!res[i])
+            goto fail;
+    }
+    Py_CLEAR(override);
+
     PyObject *plan = r->plan, *keep = r->keep; /* alive even if the Matmul is freed meanwhile */
     Py_INCREF(plan);
     Py_XINCREF(keep);
@@ -1019,69 +1802,166 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
         fm_plan_release(p);
     }
     Py_XDECREF(keep);
-    Py_DECREF(plan);
     if (!p || s != FM_OK) {
-        Py_DECREF(d);
-        Py_XDECREF(aux);
-        return p ? raise_status(plan_state(plan), s) : plan_freed_error(plan, "execute()");
+        if (p)
+            raise_status(plan_state(plan), s);
+        else
+            plan_freed_error(plan, "execute()");
+        Py_DECREF(plan);
+        goto fail;
     }
-    if (r->index) {
-        PyObject *scalar = PyObject_GetItem(d, r->index);
-        Py_DECREF(d);
-        d = scalar;
-        if (!d) {
-            Py_XDECREF(aux);
-            return NULL;
-        }
+    Py_DECREF(plan);
+
+    PyObject *d = res[0];
+    if (r->index && out == Py_None) {
+        d = PyObject_GetItem(res[0], r->index);
+        Py_DECREF(res[0]);
+        res[0] = NULL;
+        if (!d)
+            goto fail;
     }
-    if (!aux)
+    if (r->nout == 1)
         return d;
-    return Py_BuildValue("(N{ON})", d, r->key, aux);
+    PyObject *extra = PyDict_New();
+    if (!extra) {
+        Py_DECREF(d);
+        res[0] = NULL;
+        goto fail;
+    }
+    for (int i = 1; i < r->nout; i++) {
+        if (PyDict_SetItem(extra, r->outs[i].key, res[i]) < 0) {
+            Py_DECREF(extra);
+            Py_DECREF(d);
+            res[0] = NULL;
+            goto fail;
+        }
+        Py_CLEAR(res[i]);
+    }
+    return Py_BuildValue("(NN)", d, extra);
+
+fail:
+    Py_XDECREF(override);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(res[i]);
+    return NULL;
+}
+
+static fm_dtype dtype_by_name(PyObject *name)
+{
+    if (!PyUnicode_Check(name))
+        return FM_DTYPE_INVALID;
+    for (int i = 1; i < FM_DTYPE_COUNT_; i++)
+        if (PyUnicode_CompareWithASCIIString(name, fm_dtype_name((fm_dtype)i)) == 0)
+            return (fm_dtype)i;
+    return FM_DTYPE_INVALID;
+}
+
+static int lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li)
+{
+    long v = PyLong_Check(o) ? PyLong_AsLong(o) : -1;
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v >= st->nlibs) {
+        PyErr_Format(PyExc_ValueError, "%s(): lib must be the index of a registered array library", fname);
+        return -1;
+    }
+    *li = (int)v;
+    return 0;
 }
 
 static PyObject *mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* make_runner(plan, keep, pa, pb, pc, pbias, empty, dshape, dtype, aux_shape, aux_dtype, key, scalar) */
+    /* make_runner(plan, keep, ptrs, lib, device, outs, scalar)
+     *   ptrs: 8 addresses (int or None) in slot order, outputs None
+     *   outs: ((slot, shape, dtype name, key or None), ...), D first */
     fm_state *st = module_state(module);
-    if (nargs != 13) {
-        PyErr_Format(PyExc_TypeError, "make_runner() takes 13 arguments (%zd given)", nargs);
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "make_runner() takes 7 arguments (%zd given)", nargs);
         return NULL;
     }
     if (!PyObject_TypeCheck(args[0], (PyTypeObject *)st->plan_type)) {
         PyErr_SetString(PyExc_TypeError, "make_runner(): plan must be a fusemath Plan");
         return NULL;
     }
-    void *ptrs[4];
-    for (int i = 0; i < 4; i++)
-        if (ptr_arg("make_runner(): ", slot_names[i], args[2 + i], &ptrs[i]) < 0)
+    PyObject *ptrs = args[2], *outs = args[5];
+    if (!PyTuple_Check(ptrs) || PyTuple_Size(ptrs) != FM_MATMUL_NSLOTS) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): ptrs must be a tuple of 8 addresses");
+        return NULL;
+    }
+    if (!PyTuple_Check(outs) || PyTuple_Size(outs) < 1 || PyTuple_Size(outs) > 3) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): outs must be a tuple of 1 to 3 output specs");
+        return NULL;
+    }
+    int li;
+    if (lib_index_arg(st, "make_runner", args[3], &li) < 0)
+        return NULL;
+    long dev = PyLong_AsLong(args[4]);
+    if (dev == -1 && PyErr_Occurred())
+        return NULL;
+    void *p[FM_MATMUL_NSLOTS];
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (ptr_arg("make_runner(): ", slot_names[i], PyTuple_GetItem(ptrs, i), &p[i]) < 0)
             return NULL;
     PyTypeObject *tp = (PyTypeObject *)st->runner_type;
     allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
     RunnerObject *r = (RunnerObject *)alloc(tp, 0);
     if (!r)
         return NULL;
-    memcpy(r->ptrs, ptrs, sizeof ptrs);
+    memcpy(r->ptrs, p, sizeof p);
     r->plan = Py_NewRef(args[0]);
     r->keep = Py_NewRef(args[1]);
-    r->empty = Py_NewRef(args[6]);
-    r->d_args = PyTuple_Pack(2, args[7], args[8]);
-    int has_aux = args[11] != Py_None; /* key: "relu_aux" / "gelu_aux" */
-    if (has_aux) {
-        r->aux_args = PyTuple_Pack(2, args[9], args[10]);
-        r->key = Py_NewRef(args[11]);
+    r->lib = li;
+    r->device = (int)dev;
+    r->gpu = st->libs[li].style != STYLE_NUMPY && dev >= 0;
+    Py_ssize_t n = PyTuple_Size(outs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *spec = PyTuple_GetItem(outs, i);
+        if (!PyTuple_Check(spec) || PyTuple_Size(spec) != 4) {
+            PyErr_SetString(PyExc_TypeError, "make_runner(): an output spec is (slot, shape, dtype, key)");
+            goto fail;
+        }
+        long slot = PyLong_AsLong(PyTuple_GetItem(spec, 0));
+        if (slot == -1 && PyErr_Occurred())
+            goto fail;
+        PyObject *shape = PyTuple_GetItem(spec, 1), *key = PyTuple_GetItem(spec, 3);
+        fm_dtype dt = dtype_by_name(PyTuple_GetItem(spec, 2));
+        if ((i == 0) != (slot == FM_MATMUL_D) ||
+            (slot != FM_MATMUL_D && slot != FM_MATMUL_AUX && slot != FM_MATMUL_BGRAD) || !PyTuple_Check(shape) ||
+            dt == FM_DTYPE_INVALID || (i > 0 && !PyUnicode_Check(key))) {
+            PyErr_SetString(PyExc_ValueError, "make_runner(): invalid output spec");
+            goto fail;
+        }
+        runner_out *o = &r->outs[i];
+        o->slot = (int)slot;
+        o->dtype = dt;
+        r->nout = (int)i + 1;
+        if (lib_alloc_args(st, li, shape, dt, (int)dev, &o->args, &o->kwargs) < 0)
+            goto fail;
+        if (i > 0)
+            o->key = Py_NewRef(key);
+        if (i == 0) {
+            fm_tensor t;
+            if (dims_from_tuples("out", shape, NULL, 1, &t) < 0)
+                goto fail;
+            r->rndim = t.ndim;
+            memcpy(r->rshape, t.shape, sizeof r->rshape);
+        }
     }
-    if (PyObject_IsTrue(args[12]) == 1)
+    int scalar = PyObject_IsTrue(args[6]);
+    if (scalar < 0)
+        goto fail;
+    if (scalar)
         r->index = Py_NewRef(st->empty_tuple);
-    if (!r->d_args || (has_aux && !r->aux_args)) {
-        Py_DECREF(r);
-        return NULL;
-    }
     return (PyObject *)r;
+fail:
+    Py_DECREF(r);
+    return NULL;
 }
 
 static PyMethodDef runner_methods[] = {
     {"run", (PyCFunction)(void (*)(void))runner_run, METH_FASTCALL,
-     "run(stream=None)\n--\n\nAllocate the result, execute the plan on the bound operands, return it."},
+     "run(stream=None, out=None)\n--\n\nResolve the stream, allocate the results (or take out=), execute the plan "
+     "on the bound operands, return them."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1103,18 +1983,8 @@ static PyType_Spec runner_spec = {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Matmul entry points.                                                     */
+/* Matmul options.                                                          */
 /* ------------------------------------------------------------------------ */
-enum { MM_RUN, MM_PLAN, MM_TUNE };
-
-#define MM_COMMON_NAMES                                                                                 \
-    "a", "b", "c", "bias", "d", "aux", "alpha", "beta", "epilogue", "execution", "device_id", "num_threads", \
-        "panel_rows", "cpu_strategy"
-static const char *const mm_run_names[] = {MM_COMMON_NAMES, "stream"};
-static const char *const mm_plan_names[] = {MM_COMMON_NAMES};
-static const char *const mm_tune_names[] = {MM_COMMON_NAMES, "repeats"};
-enum { MM_NARGS = 15 };
-
 static int epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi)
 {
     if (!o || o == Py_None)
@@ -1143,45 +2013,94 @@ static int epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *
     return 0;
 }
 
-static int options_from_args(fm_state *st, const char *fname, PyObject **a, fm_matmul_options *o)
+typedef struct {
+    PyObject *alpha, *beta, *epilogue, *execution, *device_id, *num_threads, *panel_rows, *cpu_strategy, *compute,
+        *clamp;
+} opt_objs;
+
+static int fill_options(fm_state *st, const char *fname, const opt_objs *a, fm_matmul_options *o)
 {
     fm_matmul_options_init(o);
     long long v;
-    if (number_arg(fname, "alpha", a[6], o->alpha) < 0 || number_arg(fname, "beta", a[7], o->beta) < 0)
+    if (number_arg(fname, "alpha", a->alpha, o->alpha) < 0 || number_arg(fname, "beta", a->beta, o->beta) < 0)
         return -1;
-    if (epilogue_arg(st, fname, a[8], &o->epilogue) < 0)
+    if (epilogue_arg(st, fname, a->epilogue, &o->epilogue) < 0)
         return -1;
     v = o->execution;
-    if (int_arg(fname, "execution", a[9], 0, 2, &v) < 0)
+    if (int_arg(fname, "execution", a->execution, 0, 2, &v) < 0)
         return -1;
     o->execution = (int32_t)v;
     v = o->device_id;
-    if (int_arg(fname, "device_id", a[10], 0, INT32_MAX, &v) < 0)
+    if (int_arg(fname, "device_id", a->device_id, 0, INT32_MAX, &v) < 0)
         return -1;
     o->device_id = (int32_t)v;
     v = o->num_threads;
-    if (int_arg(fname, "num_threads", a[11], 0, INT32_MAX, &v) < 0)
+    if (int_arg(fname, "num_threads", a->num_threads, 0, INT32_MAX, &v) < 0)
         return -1;
     o->num_threads = (int32_t)v;
     v = o->panel_rows;
-    if (int_arg(fname, "panel_rows", a[12], 0, INT32_MAX, &v) < 0)
+    if (int_arg(fname, "panel_rows", a->panel_rows, 0, INT32_MAX, &v) < 0)
         return -1;
     o->panel_rows = (int32_t)v;
     v = o->cpu_strategy;
-    if (int_arg(fname, "cpu_strategy", a[13], 0, 2, &v) < 0)
+    if (int_arg(fname, "cpu_strategy", a->cpu_strategy, 0, 2, &v) < 0)
         return -1;
     o->cpu_strategy = (int32_t)v;
+    v = o->compute;
+    if (int_arg(fname, "compute", a->compute, 0, 1, &v) < 0)
+        return -1;
+    o->compute = (int32_t)v;
+    if (a->clamp && a->clamp != Py_None) {
+        PyObject *seq = a->clamp;
+        if (PyUnicode_Check(seq) || !PySequence_Check(seq) || PySequence_Size(seq) != 2) {
+            PyErr_Clear();
+            raise_type(PyExc_TypeError, fname, "clamp", "a pair of numbers (lo, hi)", seq);
+            return -1;
+        }
+        for (int i = 0; i < 2; i++) {
+            PyObject *x = PySequence_GetItem(seq, i);
+            double d = x ? PyFloat_AsDouble(x) : -1.0;
+            Py_XDECREF(x);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                raise_type(PyExc_TypeError, fname, "clamp", "a pair of real numbers (lo, hi)", seq);
+                return -1;
+            }
+            o->clamp[i] = d;
+        }
+    }
     return 0;
 }
 
-/* Convert the six operand objects; a, b, d required. */
-static int convert_slots(fm_state *st, PyObject **objs, fm_tensor *tens, fm_hold *holds, const fm_tensor **tp)
+/* ------------------------------------------------------------------------ */
+/* Matmul entry points (low level: the caller gives every array).            */
+/* ------------------------------------------------------------------------ */
+enum { MM_RUN, MM_PLAN, MM_TUNE };
+enum {
+    K_A, K_B, K_C, K_BIAS, K_D, K_AUX, K_ALPHA, K_BETA, K_EPI, K_EXEC, K_DEV, K_NTH, K_PANEL, K_STRAT,
+    K_STREAM, K_BGRAD, K_SCALE, K_COMPUTE, K_CLAMP, K_REPEATS, K_COUNT
+};
+
+#define MM_COMMON_NAMES                                                                                 \
+    "a", "b", "c", "bias", "d", "aux", "alpha", "beta", "epilogue", "execution", "device_id", "num_threads", \
+        "panel_rows", "cpu_strategy"
+#define MM_COMMON_MAP 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+static const char *const mm_run_names[] = {MM_COMMON_NAMES, "stream", "bgrad", "scale", "compute", "clamp"};
+static const int mm_run_map[] = {MM_COMMON_MAP, K_STREAM, K_BGRAD, K_SCALE, K_COMPUTE, K_CLAMP};
+static const char *const mm_plan_names[] = {MM_COMMON_NAMES, "bgrad", "scale", "compute", "clamp"};
+static const int mm_plan_map[] = {MM_COMMON_MAP, K_BGRAD, K_SCALE, K_COMPUTE, K_CLAMP};
+static const char *const mm_tune_names[] = {MM_COMMON_NAMES, "repeats", "bgrad", "scale", "compute", "clamp"};
+static const int mm_tune_map[] = {MM_COMMON_MAP, K_REPEATS, K_BGRAD, K_SCALE, K_COMPUTE, K_CLAMP};
+
+/* Convert the operand objects (slot order); a, b, d required. */
+static int convert_slots(fm_state *st, PyObject **objs, unsigned epi, fm_tensor *tens, fm_hold *holds,
+                         const fm_tensor **tp)
 {
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-        holds[i].kind = HOLD_NONE;
+        hold_init(&holds[i]);
         tp[i] = NULL;
     }
-    for (int i = 0; i < PY_NSLOTS; i++) {
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
         PyObject *o = objs[i];
         int required = (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D);
         if (!o || o == Py_None) {
@@ -1191,7 +2110,7 @@ static int convert_slots(fm_state *st, PyObject **objs, fm_tensor *tens, fm_hold
             }
             continue;
         }
-        int writable = (i == FM_MATMUL_D || i == FM_MATMUL_AUX);
+        int writable = i == FM_MATMUL_D || i == FM_MATMUL_BGRAD || (i == FM_MATMUL_AUX && (epi & FM_EPILOGUE_AUX));
         if (tensor_from_object(st, o, slot_names[i], writable, &tens[i], &holds[i]) < 0)
             return -1;
         tp[i] = &tens[i];
@@ -1210,29 +2129,35 @@ static PyObject *matmul_common(PyObject *module, int mode, PyObject *const *args
 {
     fm_state *st = module_state(module);
     const char *fname = mode == MM_RUN ? "matmul" : mode == MM_PLAN ? "plan_matmul" : "autotune";
-    PyObject *a[MM_NARGS];
     const char *const *names = mode == MM_RUN ? mm_run_names : mode == MM_PLAN ? mm_plan_names : mm_tune_names;
-    int nnames = mode == MM_PLAN ? MM_NARGS - 1 : MM_NARGS;
-    if (parse_args(fname, args, nargs, kwnames, names, nnames, 2, a) < 0)
+    const int *map = mode == MM_RUN ? mm_run_map : mode == MM_PLAN ? mm_plan_map : mm_tune_map;
+    int nnames = mode == MM_PLAN ? 18 : 19;
+    PyObject *raw[19], *v[K_COUNT];
+    if (parse_args(fname, args, nargs, kwnames, names, nnames, 2, raw) < 0)
         return NULL;
-    if (mode == MM_PLAN)
-        a[MM_NARGS - 1] = NULL;
+    for (int i = 0; i < K_COUNT; i++)
+        v[i] = NULL;
+    for (int i = 0; i < nnames; i++)
+        v[map[i]] = raw[i];
     char prefix[32];
     snprintf(prefix, sizeof prefix, "%s(): ", fname);
+    opt_objs oo = {v[K_ALPHA], v[K_BETA], v[K_EPI], v[K_EXEC], v[K_DEV], v[K_NTH], v[K_PANEL], v[K_STRAT],
+                   v[K_COMPUTE], v[K_CLAMP]};
     fm_matmul_options opts;
-    if (options_from_args(st, prefix, a, &opts) < 0)
+    if (fill_options(st, prefix, &oo, &opts) < 0)
         return NULL;
     void *stream = NULL;
     long long repeats = 3;
-    if (mode == MM_RUN && a[14] && ptr_arg(prefix, "stream", a[14], &stream) < 0)
+    if (v[K_STREAM] && stream_from_object(st, prefix, v[K_STREAM], &stream) < 0)
         return NULL;
-    if (mode == MM_TUNE && int_arg(prefix, "repeats", a[14], 1, 1000000, &repeats) < 0)
+    if (int_arg(prefix, "repeats", v[K_REPEATS], 1, 1000000, &repeats) < 0)
         return NULL;
 
+    PyObject *objs[FM_MATMUL_NSLOTS] = {v[K_A], v[K_B], v[K_C], v[K_BIAS], v[K_D], v[K_AUX], v[K_BGRAD], v[K_SCALE]};
     fm_tensor tens[FM_MATMUL_NSLOTS];
     fm_hold holds[FM_MATMUL_NSLOTS];
     const fm_tensor *tp[FM_MATMUL_NSLOTS];
-    if (convert_slots(st, a, tens, holds, tp) < 0) {
+    if (convert_slots(st, objs, opts.epilogue, tens, holds, tp) < 0) {
         release_slots(holds);
         return NULL;
     }
@@ -1243,13 +2168,13 @@ static PyObject *matmul_common(PyObject *module, int mode, PyObject *const *args
     fm_clear_error();
     switch (mode) {
     case MM_RUN:
-        s = fm_matmul(st->ctx, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], &opts, stream);
+        s = fm_matmul_v(st->ctx, tp, &opts, stream);
         break;
     case MM_PLAN:
-        s = fm_matmul_plan(st->ctx, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], &opts, &plan);
+        s = fm_matmul_plan_v(st->ctx, tp, &opts, &plan);
         break;
     default:
-        s = fm_matmul_autotune(st->ctx, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], &opts, tuning, &plan);
+        s = fm_matmul_autotune_v(st->ctx, tp, &opts, tuning, &plan);
         break;
     }
     Py_END_ALLOW_THREADS
@@ -1265,12 +2190,17 @@ static PyObject *matmul_common(PyObject *module, int mode, PyObject *const *args
     return plan_wrap(st, module, plan);
 }
 
+#define MM_SIG_COMMON                                                                                   \
+    "a, b, c, bias, d, aux, alpha=1.0, beta=0.0, epilogue=0, execution=0, device_id=0,\n"               \
+    "       num_threads=0, panel_rows=0, cpu_strategy=0"
+
 PyDoc_STRVAR(matmul_doc,
-             "matmul(a, b, c, bias, d, aux, alpha=1.0, beta=0.0, epilogue=0, execution=0, device_id=0,\n"
-             "       num_threads=0, panel_rows=0, stream=None)\n--\n\n"
-             "Low level: D = act(alpha*A@B + beta*C + bias) into the array d (and aux), with fm_matmul.\n"
-             "a: (..., M, K), b: (..., K, N) (no 1-D promotion here), c/bias/aux may be None.\n"
-             "epilogue is an int of EPILOGUE_* bits or a string. The GIL is released while it runs.");
+             "matmul(" MM_SIG_COMMON ", stream=None, bgrad=None, scale=None,\n"
+             "       compute=0, clamp=None)\n--\n\n"
+             "Low level: D = act(alpha*A@B + beta*C + bias) into the array d (and aux, bgrad), with fm_matmul_v.\n"
+             "a: (..., M, K), b: (..., K, N) (no 1-D promotion here), c/bias/aux/bgrad/scale may be None.\n"
+             "epilogue is an int of EPILOGUE_* bits or a string; compute 0 = default, 1 = tf32; clamp (lo, hi).\n"
+             "The GIL is released while it runs; GPU work is queued on `stream` without synchronizing.");
 
 static PyObject *mod_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1278,10 +2208,10 @@ static PyObject *mod_matmul(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 PyDoc_STRVAR(plan_matmul_doc,
-             "plan_matmul(a, b, c, bias, d, aux, alpha=1.0, beta=0.0, epilogue=0, execution=0, device_id=0,\n"
-             "            num_threads=0, panel_rows=0)\n--\n\n"
+             "plan_matmul(" MM_SIG_COMMON ", bgrad=None, scale=None,\n"
+             "            compute=0, clamp=None)\n--\n\n"
              "Plan D = act(alpha*A@B + beta*C + bias) for operands laid out like the given arrays\n"
-             "(their shapes, strides, dtypes and alignment; the data is not touched). Returns a Plan.");
+             "(their shapes, strides, dtypes, devices and alignment; the data is not touched). Returns a Plan.");
 
 static PyObject *mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1289,16 +2219,353 @@ static PyObject *mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssi
 }
 
 PyDoc_STRVAR(autotune_doc,
-             "autotune(a, b, c, bias, d, aux, alpha=1.0, beta=0.0, epilogue=0, execution=0, device_id=0,\n"
-             "         num_threads=0, panel_rows=0, repeats=3)\n--\n\n"
-             "Time the candidate configurations on these arrays (d and aux are overwritten) and return\n"
-             "a Plan with the fastest; it also replaces the cached plan for this problem.");
+             "autotune(" MM_SIG_COMMON ", repeats=3, bgrad=None,\n"
+             "         scale=None, compute=0, clamp=None)\n--\n\n"
+             "Time the candidate configurations on these arrays (d, aux and bgrad are overwritten) and\n"
+             "return a Plan with the fastest; it also replaces the cached plan for this problem.");
 
 static PyObject *mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     return matmul_common(module, MM_TUNE, args, nargs, kwnames);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Stateless matmul on arrays of a registered library (the fast front end).   */
+/* ------------------------------------------------------------------------ */
+/* Insert an axis of extent 1 at pos (its stride never matters). */
+static void insert_axis(fm_tensor *t, int pos)
+{
+    for (int i = t->ndim; i > pos; i--) {
+        t->shape[i] = t->shape[i - 1];
+        t->strides[i] = t->strides[i - 1];
+    }
+    t->shape[pos] = 1;
+    t->strides[pos] = 0;
+    t->ndim++;
+}
+
+/* From the result shape (1-D dims dropped) to the promoted (..., M, N). */
+static void expand_result(fm_tensor *t, int nbatch, int a1d, int b1d)
+{
+    if (a1d)
+        insert_axis(t, nbatch);
+    if (b1d)
+        insert_axis(t, t->ndim);
+}
+
+static int same_shape(const fm_tensor *t, const int64_t *shape, int n)
+{
+    if (t->ndim != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (t->shape[i] != shape[i])
+            return 0;
+    return 1;
+}
+
+static int shape_mismatch(fm_state *st, const char *name, const fm_tensor *t, const int64_t *want, int n,
+                          const char *hint)
+{
+    char got[160], exp[160];
+    shape_text(t->shape, t->ndim, got, sizeof got);
+    shape_text(want, n, exp, sizeof exp);
+    PyErr_Format(error_class(st, FM_ERR_SHAPE), "matmul: %s has shape %s, expected %s%s", name, got, exp, hint);
+    return -1;
+}
+
+/* The key of the extra result of an epilogue (nvmath-python's names), NULL if none. */
+static const char *extra_key(unsigned epi)
+{
+    if (epi & FM_EPILOGUE_AUX) {
+        if (epi & FM_EPILOGUE_RELU) return "relu_aux";
+        if (epi & FM_EPILOGUE_GELU) return "gelu_aux";
+        if (epi & FM_EPILOGUE_SIGMOID) return "sigmoid_aux";
+        if (epi & FM_EPILOGUE_TANH) return "tanh_aux";
+        if (epi & FM_EPILOGUE_SILU) return "silu_aux";
+        if (epi & FM_EPILOGUE_CLAMP) return "clamp_aux";
+    }
+    if (epi & FM_EPILOGUE_BGRAD)
+        return (epi & FM_EPILOGUE_DRELU) ? "drelu_bgrad" : "dgelu_bgrad";
+    if (epi & FM_EPILOGUE_BGRADA)
+        return "bgrada";
+    if (epi & FM_EPILOGUE_BGRADB)
+        return "bgradb";
+    return NULL;
+}
+
+static int device_index(const fm_tensor *t) { return t->device.type == FM_DEVICE_CUDA ? t->device.id : -1; }
+
+enum {
+    X_LIB, X_A, X_B, X_C, X_BIAS, X_SCALE, X_AUX, X_OUT, X_ALPHA, X_BETA, X_EPI, X_EXEC, X_DEV, X_NTH, X_PANEL,
+    X_STRAT, X_COMPUTE, X_CLAMP, X_STREAM, X_COUNT
+};
+
+PyDoc_STRVAR(array_matmul_doc,
+             "array_matmul(lib, a, b, c, bias, scale, aux, out, alpha, beta, epilogue, execution, device_id,\n"
+             "             num_threads, panel_rows, cpu_strategy, compute, clamp, stream)\n--\n\n"
+             "The stateless matmul of fusemath.matmul for arrays of a registered library, in one C call\n"
+             "(all arguments positional): NumPy matmul semantics (1-D promotion, batch broadcast); the\n"
+             "results are allocated with library `lib` on the device of the operand of that library; GPU\n"
+             "work is queued on `stream` (None: the library's current stream) without synchronizing.\n"
+             "aux is the relu_aux / gelu_aux input of drelu / dgelu. Returns d or (d, {key: extra}).");
+
+static PyObject *mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = module_state(module);
+    if (nargs != X_COUNT) {
+        PyErr_Format(PyExc_TypeError, "array_matmul() takes %d arguments (%zd given)", (int)X_COUNT, nargs);
+        return NULL;
+    }
+    int li;
+    if (lib_index_arg(st, "array_matmul", args[X_LIB], &li) < 0)
+        return NULL;
+    const fm_lib *lib = &st->libs[li];
+    opt_objs oo = {args[X_ALPHA], args[X_BETA], args[X_EPI], args[X_EXEC], args[X_DEV], args[X_NTH],
+                   args[X_PANEL], args[X_STRAT], args[X_COMPUTE], args[X_CLAMP]};
+    fm_matmul_options opts;
+    if (fill_options(st, "matmul(): ", &oo, &opts) < 0)
+        return NULL;
+    const unsigned epi = opts.epilogue;
+
+    fm_tensor tens[FM_MATMUL_NSLOTS];
+    fm_hold holds[FM_MATMUL_NSLOTS];
+    const fm_tensor *tp[FM_MATMUL_NSLOTS];
+    int libs[FM_MATMUL_NSLOTS];
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
+        hold_init(&holds[i]);
+        tp[i] = NULL;
+        libs[i] = -1;
+    }
+    PyObject *res[3] = {NULL, NULL, NULL}; /* d, aux, bgrad */
+    PyObject *override = NULL, *result = NULL;
+    fm_status s;
+
+    fm_tensor *ta = &tens[FM_MATMUL_A], *tb = &tens[FM_MATMUL_B];
+    if (tensor_from_any(st, args[X_A], "a", 0, ta, &holds[FM_MATMUL_A], &libs[FM_MATMUL_A]) < 0 ||
+        tensor_from_any(st, args[X_B], "b", 0, tb, &holds[FM_MATMUL_B], &libs[FM_MATMUL_B]) < 0)
+        goto done;
+    tp[FM_MATMUL_A] = ta;
+    tp[FM_MATMUL_B] = tb;
+    if (ta->ndim == 0 || tb->ndim == 0) {
+        PyErr_Format(error_class(st, FM_ERR_SHAPE),
+                     "matmul: %s is 0-d (a scalar); matmul needs operands with at least one dimension "
+                     "(use * to scale by a scalar)",
+                     ta->ndim == 0 ? "a" : "b");
+        goto done;
+    }
+    const int a1d = ta->ndim == 1, b1d = tb->ndim == 1;
+    if (a1d) { /* (K,) -> (1, K) */
+        ta->shape[1] = ta->shape[0];
+        ta->strides[1] = ta->strides[0];
+        ta->shape[0] = 1;
+        ta->strides[0] = 0;
+        ta->ndim = 2;
+    }
+    if (b1d) { /* (K,) -> (K, 1) */
+        tb->shape[1] = 1;
+        tb->strides[1] = 0;
+        tb->ndim = 2;
+    }
+    int nd = 0;
+    int64_t dshape[FM_MAX_NDIM + 2];
+    fm_clear_error();
+    if ((s = fm_matmul_output_shape(ta, tb, &nd, dshape)) != FM_OK) {
+        raise_status(st, s);
+        goto done;
+    }
+    if (nd > FM_MAX_NDIM) {
+        PyErr_Format(error_class(st, FM_ERR_SHAPE), "matmul: the result would have %d dimensions, at most %d", nd,
+                     FM_MAX_NDIM);
+        goto done;
+    }
+    const int nb = nd - 2;
+    const int64_t m = dshape[nd - 2], n = dshape[nd - 1];
+    int64_t rshape[FM_MAX_NDIM];
+    int rnd = 0;
+    for (int i = 0; i < nb; i++)
+        rshape[rnd++] = dshape[i];
+    if (!a1d)
+        rshape[rnd++] = m;
+    if (!b1d)
+        rshape[rnd++] = n;
+    const fm_dtype dt = ta->dtype;
+
+    /* the results live with the operand of library `lib` */
+    int dev = -1;
+    if (libs[FM_MATMUL_A] == li)
+        dev = device_index(ta);
+    else if (libs[FM_MATMUL_B] == li)
+        dev = device_index(tb);
+    else if (lib->style != STYLE_NUMPY) {
+        PyErr_Format(PyExc_ValueError, "array_matmul(): neither a nor b is an array of %U", lib->name);
+        goto done;
+    }
+
+    if (args[X_C] != Py_None) {
+        fm_tensor *tc = &tens[FM_MATMUL_C];
+        if (tensor_from_any(st, args[X_C], "c", 0, tc, &holds[FM_MATMUL_C], &libs[FM_MATMUL_C]) < 0)
+            goto done;
+        if (tc->ndim > rnd) {
+            char cs[160], rs[160];
+            shape_text(tc->shape, tc->ndim, cs, sizeof cs);
+            shape_text(rshape, rnd, rs, sizeof rs);
+            PyErr_Format(error_class(st, FM_ERR_SHAPE),
+                         "matmul: c has shape %s, which does not broadcast to the result shape %s", cs, rs);
+            goto done;
+        }
+        while (tc->ndim < rnd)
+            insert_axis(tc, 0);
+        expand_result(tc, nb, a1d, b1d);
+        tp[FM_MATMUL_C] = tc;
+    }
+    static const struct {
+        int x, slot;
+        const char *name;
+    } vec_inputs[] = {{X_BIAS, FM_MATMUL_BIAS, "bias"}, {X_SCALE, FM_MATMUL_SCALE, "scale"}};
+    for (int i = 0; i < 2; i++) {
+        int sl = vec_inputs[i].slot;
+        if (args[vec_inputs[i].x] == Py_None)
+            continue;
+        if (tensor_from_any(st, args[vec_inputs[i].x], vec_inputs[i].name, 0, &tens[sl], &holds[sl], &libs[sl]) < 0)
+            goto done;
+        tp[sl] = &tens[sl];
+    }
+    if (args[X_AUX] != Py_None) {
+        fm_tensor *tx = &tens[FM_MATMUL_AUX];
+        const int mask = (epi & FM_EPILOGUE_DRELU) != 0;
+        const char *name = mask ? "relu_aux" : "gelu_aux";
+        if (tensor_from_any(st, args[X_AUX], name, 0, tx, &holds[FM_MATMUL_AUX], &libs[FM_MATMUL_AUX]) < 0)
+            goto done;
+        if (epi & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU)) {
+            int64_t want[FM_MAX_NDIM];
+            int nw = 0;
+            for (int i = 0; i < nb; i++)
+                want[nw++] = dshape[i];
+            if (!a1d)
+                want[nw++] = m;
+            if (mask)
+                want[nw++] = fm_relu_mask_row_bytes(n);
+            else if (!b1d)
+                want[nw++] = n;
+            if (!same_shape(tx, want, nw)) {
+                shape_mismatch(st, name, tx, want, nw,
+                               mask ? " (the relu_aux mask of the forward RELU_AUX call on operands of these shapes)"
+                                    : " (the gelu_aux of the forward GELU_AUX call on operands of these shapes)");
+                goto done;
+            }
+            fm_dtype want_dt = mask ? FM_U8 : dt;
+            if (tx->dtype != want_dt) {
+                PyErr_Format(error_class(st, FM_ERR_DTYPE), "matmul: %s has dtype %s, expected %s", name,
+                             fm_dtype_name(tx->dtype), fm_dtype_name(want_dt));
+                goto done;
+            }
+            if (a1d)
+                insert_axis(tx, nb);
+            if (!mask && b1d)
+                insert_axis(tx, tx->ndim);
+        }
+        tp[FM_MATMUL_AUX] = tx;
+    }
+    if (args[X_OUT] != Py_None) {
+        fm_tensor *td = &tens[FM_MATMUL_D];
+        if (tensor_from_any(st, args[X_OUT], "out", 1, td, &holds[FM_MATMUL_D], &libs[FM_MATMUL_D]) < 0)
+            goto done;
+        if (!same_shape(td, rshape, rnd)) {
+            shape_mismatch(st, "out", td, rshape, rnd, "");
+            goto done;
+        }
+        if (td->dtype != dt) {
+            PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT),
+                         "matmul: out has dtype %s, expected %s (the dtype of a and b)", fm_dtype_name(td->dtype),
+                         fm_dtype_name(dt));
+            goto done;
+        }
+        expand_result(td, nb, a1d, b1d);
+        tp[FM_MATMUL_D] = td;
+        res[0] = Py_NewRef(args[X_OUT]);
+    }
+
+    const unsigned any_bgrad = FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB;
+    int allocating = !res[0] || (epi & (FM_EPILOGUE_AUX | any_bgrad));
+    void *stream = NULL;
+    if (resolve_stream(st, "matmul(): ", li, dev, args[X_STREAM], allocating, &stream, &override) < 0)
+        goto done;
+
+    fm_device odev = {dev >= 0 ? FM_DEVICE_CUDA : FM_DEVICE_CPU, dev >= 0 ? dev : 0};
+    for (int k = 0; k < 3; k++) {
+        static const int slots[3] = {FM_MATMUL_D, FM_MATMUL_AUX, FM_MATMUL_BGRAD};
+        int sl = slots[k];
+        int64_t ret[FM_MAX_NDIM], full[FM_MAX_NDIM];
+        int nret = 0, nfull = 0;
+        fm_dtype odt = dt;
+        if (k == 0) {
+            if (res[0])
+                continue;
+            memcpy(ret, rshape, sizeof(int64_t) * (size_t)rnd);
+            nret = rnd;
+            memcpy(full, dshape, sizeof(int64_t) * (size_t)nd);
+            nfull = nd;
+        } else if (k == 1) {
+            if (!(epi & FM_EPILOGUE_AUX))
+                continue;
+            int mask = (epi & FM_EPILOGUE_RELU) != 0;
+            int64_t last = mask ? fm_relu_mask_row_bytes(n) : n;
+            for (int i = 0; i < nb; i++)
+                ret[nret++] = full[nfull++] = dshape[i];
+            if (!a1d)
+                ret[nret++] = m;
+            if (mask || !b1d)
+                ret[nret++] = last;
+            full[nfull++] = m;
+            full[nfull++] = last;
+            odt = mask ? FM_U8 : dt;
+        } else {
+            if (!(epi & any_bgrad))
+                continue;
+            for (int i = 0; i < nb; i++)
+                ret[nret++] = full[nfull++] = dshape[i];
+            ret[nret++] = full[nfull++] = (epi & FM_EPILOGUE_BGRADA) ? m : n;
+        }
+        PyObject *shape = shape_tuple(ret, nret), *aargs = NULL, *akw = NULL;
+        void *ptr = NULL;
+        if (shape && lib_alloc_args(st, li, shape, odt, dev, &aargs, &akw) == 0)
+            res[k] = lib_alloc(st, li, aargs, akw, dev, override, slot_names[sl], &ptr);
+        Py_XDECREF(shape);
+        Py_XDECREF(aargs);
+        Py_XDECREF(akw);
+        if (!res[k])
+            goto done;
+        fm_tensor_init(&tens[sl], ptr, odev, odt, nfull, full, NULL);
+        tp[sl] = &tens[sl];
+    }
+
+    Py_BEGIN_ALLOW_THREADS
+    fm_clear_error();
+    s = fm_matmul_v(st->ctx, tp, &opts, stream);
+    Py_END_ALLOW_THREADS
+    if (s != FM_OK) {
+        raise_status(st, s);
+        goto done;
+    }
+    const char *key = extra_key(epi);
+    if (!key) {
+        result = res[0];
+        res[0] = NULL;
+    } else {
+        PyObject *extra = res[1] ? res[1] : res[2];
+        result = Py_BuildValue("(O{sO})", res[0], key, extra);
+    }
+done:
+    release_slots(holds);
+    Py_XDECREF(override);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(res[i]);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Array helpers exposed to Python.                                          */
+/* ------------------------------------------------------------------------ */
 PyDoc_STRVAR(output_shape_doc, "output_shape(a, b)\n--\n\nThe shape of D for a (..., M, K) and b (..., K, N).");
 
 static PyObject *mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1317,7 +2584,7 @@ static PyObject *mod_output_shape(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     }
     int ndim = 0;
-    int64_t shape[FM_MAX_NDIM];
+    int64_t shape[FM_MAX_NDIM + 2];
     fm_clear_error();
     fm_status s = fm_matmul_output_shape(&ta, &tb, &ndim, shape);
     hold_release(&ha);
@@ -1325,25 +2592,15 @@ static PyObject *mod_output_shape(PyObject *module, PyObject *const *args, Py_ss
     if (s != FM_OK)
         return raise_status(st, s);
     if (ndim < 0 || ndim > FM_MAX_NDIM)
-        return raise_msg(st, FM_ERR_INTERNAL, "output_shape: the library returned an invalid ndim");
-    PyObject *t = PyTuple_New(ndim);
-    if (!t)
-        return NULL;
-    for (int i = 0; i < ndim; i++) {
-        PyObject *x = PyLong_FromLongLong(shape[i]);
-        if (!x) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SetItem(t, i, x);
-    }
-    return t;
+        return raise_msg(st, FM_ERR_SHAPE, "output_shape: the result would have more than FM_MAX_NDIM dimensions");
+    return shape_tuple(shape, ndim);
 }
 
 PyDoc_STRVAR(tensor_info_doc,
              "tensor_info(obj, writable=False)\n--\n\n"
              "How the library sees an array: (address, (device_type, device_id), dtype name, shape,\n"
-             "element strides). For debugging and tests of the buffer/DLPack conversion.");
+             "element strides). device_type follows DLPack (1 cpu, 2 cuda; 0 = resolved by the library\n"
+             "from the pointer, for __cuda_array_interface__). For debugging and tests.");
 
 static PyObject *mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1362,32 +2619,17 @@ static PyObject *mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssi
     fm_hold h;
     if (tensor_from_object(st, args[0], "obj", writable, &t, &h) < 0)
         return NULL;
-    PyObject *shape = PyTuple_New(t.ndim), *strides = PyTuple_New(t.ndim), *res = NULL;
-    if (shape && strides) {
-        int ok = 1;
-        for (int i = 0; i < t.ndim && ok; i++) {
-            PyObject *x = PyLong_FromLongLong(t.shape[i]);
-            PyObject *y = PyLong_FromLongLong(t.strides[i]);
-            if (!x || !y) {
-                Py_XDECREF(x);
-                Py_XDECREF(y);
-                ok = 0;
-                break;
-            }
-            PyTuple_SetItem(shape, i, x);
-            PyTuple_SetItem(strides, i, y);
-        }
-        if (ok)
-            res = Py_BuildValue("(N(ii)sOO)", PyLong_FromVoidPtr(t.data), (int)t.device.type, (int)t.device.id,
-                                fm_dtype_name(t.dtype), shape, strides);
-    }
+    PyObject *shape = shape_tuple(t.shape, t.ndim), *strides = shape_tuple(t.strides, t.ndim), *res = NULL;
+    if (shape && strides)
+        res = Py_BuildValue("(N(ii)sOO)", PyLong_FromVoidPtr(t.data), (int)t.device.type, (int)t.device.id,
+                            fm_dtype_name(t.dtype), shape, strides);
     Py_XDECREF(shape);
     Py_XDECREF(strides);
     hold_release(&h);
     return res;
 }
 
-PyDoc_STRVAR(data_ptr_doc, "data_ptr(obj)\n--\n\nAddress (int) of element 0 of an array (buffer protocol or DLPack).");
+PyDoc_STRVAR(data_ptr_doc, "data_ptr(obj)\n--\n\nAddress (int) of element 0 of an array (any kind tensor_info takes).");
 
 static PyObject *mod_data_ptr(PyObject *module, PyObject *obj)
 {
@@ -1407,6 +2649,173 @@ static PyObject *mod_data_ptr(PyObject *module, PyObject *obj)
     PyObject *r = PyLong_FromVoidPtr(t.data);
     hold_release(&h);
     return r;
+}
+
+PyDoc_STRVAR(lib_empty_doc,
+             "lib_empty(lib, shape, dtype, device)\n--\n\n"
+             "A new array of registered library `lib` (index), shape (tuple), dtype (fusemath name: 'f32',\n"
+             "'u8', ...) on cuda:device (-1: host), from the library's allocator on its current stream.\n"
+             "The library's out-of-memory error becomes fusemath.OutOfMemoryError.");
+
+static PyObject *mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = module_state(module);
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "lib_empty() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int li;
+    if (lib_index_arg(st, "lib_empty", args[0], &li) < 0)
+        return NULL;
+    fm_dtype dt = dtype_by_name(args[2]);
+    if (dt == FM_DTYPE_INVALID || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_ValueError, "lib_empty(): shape must be a tuple and dtype a fusemath dtype name");
+        return NULL;
+    }
+    long dev = PyLong_AsLong(args[3]);
+    if (dev == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *aargs = NULL, *akw = NULL;
+    if (lib_alloc_args(st, li, args[1], dt, (int)dev, &aargs, &akw) < 0)
+        return NULL;
+    void *ptr;
+    PyObject *arr = lib_alloc(st, li, aargs, akw, (int)dev, NULL, "an array", &ptr);
+    Py_DECREF(aargs);
+    Py_XDECREF(akw);
+    return arr;
+}
+
+PyDoc_STRVAR(current_stream_doc,
+             "current_stream(lib, device)\n--\n\nThe current stream (int handle) of registered library `lib` on "
+             "cuda:device (0 for host libraries).");
+
+static PyObject *mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = module_state(module);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "current_stream() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int li;
+    if (lib_index_arg(st, "current_stream", args[0], &li) < 0)
+        return NULL;
+    long dev = PyLong_AsLong(args[1]);
+    if (dev == -1 && PyErr_Occurred())
+        return NULL;
+    void *h = NULL;
+    if (lib_current_stream(st, li, (int)dev, &h) < 0)
+        return NULL;
+    return PyLong_FromVoidPtr(h);
+}
+
+static void lib_clear(fm_lib *lib)
+{
+    Py_CLEAR(lib->name);
+    Py_CLEAR(lib->type);
+    for (int i = 0; i < FM_DTYPE_COUNT_; i++) {
+        Py_CLEAR(lib->dtypes[i]);
+        for (int j = 0; j <= LIB_KW_DEVICES; j++)
+            Py_CLEAR(lib->kwargs[i][j]);
+    }
+    Py_CLEAR(lib->empty);
+    Py_CLEAR(lib->current_stream);
+    Py_CLEAR(lib->get_device);
+    Py_CLEAR(lib->device_obj);
+    Py_CLEAR(lib->oom);
+    Py_CLEAR(lib->slow_alloc);
+}
+
+static int lib_traverse(fm_lib *lib, visitproc visit, void *arg)
+{
+    Py_VISIT(lib->name);
+    Py_VISIT(lib->type);
+    for (int i = 0; i < FM_DTYPE_COUNT_; i++) {
+        Py_VISIT(lib->dtypes[i]);
+        for (int j = 0; j <= LIB_KW_DEVICES; j++)
+            Py_VISIT(lib->kwargs[i][j]);
+    }
+    Py_VISIT(lib->empty);
+    Py_VISIT(lib->current_stream);
+    Py_VISIT(lib->get_device);
+    Py_VISIT(lib->device_obj);
+    Py_VISIT(lib->oom);
+    Py_VISIT(lib->slow_alloc);
+    return 0;
+}
+
+static PyObject *none_to_null(PyObject *o) { return o == Py_None ? NULL : o; }
+
+PyDoc_STRVAR(register_doc,
+             "register_array_library(name, style, type, dtypes, empty, current_stream, get_device, device_obj,\n"
+             "                       oom, slow_alloc, device_count)\n--\n\n"
+             "Teach the extension an array library (fusemath._arrays does it lazily): style 1 = numpy\n"
+             "(buffer protocol, empty(shape, dtype)), 2 = torch (data_ptr(), shape, stride(), dtype,\n"
+             "get_device(), is_cuda; empty(shape, dtype=, device=device_obj(index))), 3 = cupy (data.ptr,\n"
+             "data.device_id, shape, strides, dtype; empty(shape, dtype)). dtypes maps fusemath dtype names\n"
+             "('f32', 'bf16', 'u8', ...) to the library's dtype objects. current_stream(device) gives the\n"
+             "raw handle (int) or a stream object with .ptr; slow_alloc(shape, dtype, device, stream)\n"
+             "allocates with another stream / device current. Re-registering a name replaces it.\n"
+             "Returns the library's index.");
+
+static PyObject *mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = module_state(module);
+    if (nargs != 11) {
+        PyErr_Format(PyExc_TypeError, "register_array_library() takes 11 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *name = args[0], *type = none_to_null(args[2]), *dtypes = args[3];
+    long style = PyLong_AsLong(args[1]);
+    long ndev = PyLong_AsLong(args[10]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_Check(name) || style < STYLE_NUMPY || style > STYLE_CUPY || !PyDict_Check(dtypes) ||
+        (type && !PyType_Check(type)) || (style != STYLE_NUMPY && !type) || !PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "register_array_library(): invalid arguments");
+        return NULL;
+    }
+    int idx = -1;
+    for (int i = 0; i < st->nlibs; i++)
+        if (PyUnicode_Compare(st->libs[i].name, name) == 0)
+            idx = i;
+    if (idx < 0) {
+        if (st->nlibs >= FM_MAX_LIBS) {
+            PyErr_SetString(PyExc_RuntimeError, "register_array_library(): too many array libraries");
+            return NULL;
+        }
+        idx = st->nlibs;
+    }
+    fm_lib fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.style = (int)style;
+    fresh.device_count = (int)ndev;
+    fresh.name = Py_NewRef(name);
+    fresh.type = type ? Py_NewRef(type) : NULL;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(dtypes, &pos, &k, &v)) {
+        fm_dtype dt = dtype_by_name(k);
+        if (dt == FM_DTYPE_INVALID) {
+            lib_clear(&fresh);
+            PyErr_Format(PyExc_ValueError, "register_array_library(): unknown dtype name %R", k);
+            return NULL;
+        }
+        Py_XDECREF(fresh.dtypes[dt]);
+        fresh.dtypes[dt] = Py_NewRef(v);
+    }
+    PyObject **slots[] = {&fresh.empty, &fresh.current_stream, &fresh.get_device, &fresh.device_obj, &fresh.oom,
+                          &fresh.slow_alloc};
+    for (int i = 0; i < 6; i++) {
+        PyObject *o = none_to_null(args[4 + i]);
+        *slots[i] = o ? Py_NewRef(o) : NULL;
+    }
+    fm_lib old = st->libs[idx];
+    st->libs[idx] = fresh;
+    if (idx == st->nlibs)
+        st->nlibs++;
+    else
+        lib_clear(&old);
+    return PyLong_FromLong(idx);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1435,7 +2844,7 @@ static PyObject *mod_epilogue_format(PyObject *module, PyObject *arg)
     }
     if (int_arg("epilogue_format(): ", "epilogue", arg, 0, (long long)UINT32_MAX, &v) < 0)
         return NULL;
-    char buf[128];
+    char buf[160];
     fm_clear_error();
     fm_status s = fm_epilogue_format((unsigned)v, buf, sizeof buf);
     if (s != FM_OK)
@@ -1555,20 +2964,29 @@ static PyObject *mod_status_name(PyObject *module, PyObject *arg)
     return PyUnicode_FromString(fm_status_name((fm_status)n));
 }
 
+#define FASTCALL(f) (PyCFunction)(void (*)(void))(f)
+
 static PyMethodDef module_methods[] = {
-    {"matmul", (PyCFunction)(void (*)(void))mod_matmul, METH_FASTCALL | METH_KEYWORDS, matmul_doc},
-    {"plan_matmul", (PyCFunction)(void (*)(void))mod_plan_matmul, METH_FASTCALL | METH_KEYWORDS, plan_matmul_doc},
-    {"autotune", (PyCFunction)(void (*)(void))mod_autotune, METH_FASTCALL | METH_KEYWORDS, autotune_doc},
-    {"output_shape", (PyCFunction)(void (*)(void))mod_output_shape, METH_FASTCALL, output_shape_doc},
-    {"tensor_info", (PyCFunction)(void (*)(void))mod_tensor_info, METH_FASTCALL, tensor_info_doc},
+    {"matmul", FASTCALL(mod_matmul), METH_FASTCALL | METH_KEYWORDS, matmul_doc},
+    {"plan_matmul", FASTCALL(mod_plan_matmul), METH_FASTCALL | METH_KEYWORDS, plan_matmul_doc},
+    {"autotune", FASTCALL(mod_autotune), METH_FASTCALL | METH_KEYWORDS, autotune_doc},
+    {"array_matmul", FASTCALL(mod_array_matmul), METH_FASTCALL, array_matmul_doc},
+    {"output_shape", FASTCALL(mod_output_shape), METH_FASTCALL, output_shape_doc},
+    {"tensor_info", FASTCALL(mod_tensor_info), METH_FASTCALL, tensor_info_doc},
     {"data_ptr", mod_data_ptr, METH_O, data_ptr_doc},
-    {"make_runner", (PyCFunction)(void (*)(void))mod_make_runner, METH_FASTCALL,
-     "make_runner(plan, keep, pa, pb, pc, pbias, empty, dshape, dtype, aux_shape, aux_dtype, key, scalar)\n--\n\n"
-     "Bind a plan to operand addresses; .run(stream) allocates the result with empty() and executes."},
+    {"lib_empty", FASTCALL(mod_lib_empty), METH_FASTCALL, lib_empty_doc},
+    {"current_stream", FASTCALL(mod_current_stream), METH_FASTCALL, current_stream_doc},
+    {"register_array_library", FASTCALL(mod_register_array_library), METH_FASTCALL, register_doc},
+    {"make_runner", FASTCALL(mod_make_runner), METH_FASTCALL,
+     "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
+     "Bind a plan to operand addresses (ptrs: 8, slot order); .run(stream, out) allocates the results\n"
+     "(outs: ((slot, shape, dtype name, key), ...), D first) with library `lib` and executes."},
     {"epilogue_parse", mod_epilogue_parse, METH_O,
-     "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', ... (ValueError if unknown)."},
+     "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', 'DGELU_BGRAD', ... "
+     "(ValueError if unknown)."},
     {"epilogue_format", mod_epilogue_format, METH_O,
-     "epilogue_format(bits)\n--\n\nCanonical name of epilogue bits ('bias+relu', 'identity')."},
+     "epilogue_format(bits)\n--\n\nCanonical name of epilogue bits ('bias+relu', 'identity'); ValueError for an "
+     "invalid chain."},
     {"set_num_threads", mod_set_num_threads, METH_O,
      "set_num_threads(n)\n--\n\nCPU threads of the library; n <= 0 restores the default."},
     {"get_num_threads", mod_get_num_threads, METH_NOARGS, "get_num_threads()\n--\n\nCPU threads of the library."},
@@ -1653,11 +3071,16 @@ static int module_exec(PyObject *m)
     fm_state *st = module_state(m);
     if (make_errors(m, st) < 0)
         return -1;
-    st->s_dlpack = PyUnicode_InternFromString("__dlpack__");
-    st->s_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+#define X_INTERN(n, text)                                        \
+    if (!(st->s[S_##n] = PyUnicode_InternFromString(text)))     \
+        return -1;
+    INTERNED(X_INTERN)
+#undef X_INTERN
     st->empty_tuple = PyTuple_New(0);
     st->kw_max_version = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
-    if (!st->s_dlpack || !st->s_dlpack_device || !st->empty_tuple || !st->kw_max_version)
+    st->kw_cuda_v1 = Py_BuildValue("{s(ii)si}", "max_version", 1, 0, "stream", 1);
+    st->kw_cuda_legacy = Py_BuildValue("{si}", "stream", 1);
+    if (!st->empty_tuple || !st->kw_max_version || !st->kw_cuda_v1 || !st->kw_cuda_legacy)
         return -1;
 
     fm_context *ctx = NULL;
@@ -1678,21 +3101,54 @@ static int module_exec(PyObject *m)
         return -1;
 
     const char *v = fm_version_string();
-    if (PyModule_AddStringConstant(m, "__version__", v ? v : "0.0.0") < 0 ||
-        add_int(m, "version_number", fm_version_number()) < 0 ||
-        add_int(m, "header_version_number", FM_VERSION_NUMBER) < 0 || add_int(m, "MAX_NDIM", FM_MAX_NDIM) < 0 ||
-        add_int(m, "EPILOGUE_DEFAULT", FM_EPILOGUE_DEFAULT) < 0 || add_int(m, "EPILOGUE_BIAS", FM_EPILOGUE_BIAS) < 0 ||
-        add_int(m, "EPILOGUE_RELU", FM_EPILOGUE_RELU) < 0 || add_int(m, "EPILOGUE_GELU", FM_EPILOGUE_GELU) < 0 ||
-        add_int(m, "EPILOGUE_AUX", FM_EPILOGUE_AUX) < 0 || add_int(m, "EXECUTION_AUTO", FM_EXECUTION_AUTO) < 0 ||
-        add_int(m, "EXECUTION_CPU", FM_EXECUTION_CPU) < 0 ||
-        add_int(m, "CPU_STRATEGY_AUTO", FM_CPU_STRATEGY_AUTO) < 0 ||
-        add_int(m, "CPU_STRATEGY_TILES", FM_CPU_STRATEGY_TILES) < 0 ||
-        add_int(m, "CPU_STRATEGY_BLAS_THREADS", FM_CPU_STRATEGY_BLAS_THREADS) < 0 || add_int(m, "EXECUTION_CUDA", FM_EXECUTION_CUDA) < 0 ||
-        add_int(m, "MATMUL_A", FM_MATMUL_A) < 0 || add_int(m, "MATMUL_B", FM_MATMUL_B) < 0 ||
-        add_int(m, "MATMUL_C", FM_MATMUL_C) < 0 || add_int(m, "MATMUL_BIAS", FM_MATMUL_BIAS) < 0 ||
-        add_int(m, "MATMUL_D", FM_MATMUL_D) < 0 || add_int(m, "MATMUL_AUX", FM_MATMUL_AUX) < 0 ||
-        add_int(m, "MATMUL_NSLOTS", FM_MATMUL_NSLOTS) < 0)
+    if (PyModule_AddStringConstant(m, "__version__", v ? v : "0.0.0") < 0)
         return -1;
+    static const struct {
+        const char *name;
+        long long value;
+    } ints[] = {
+        {"version_number", 0}, /* filled below */
+        {"header_version_number", FM_VERSION_NUMBER},
+        {"MAX_NDIM", FM_MAX_NDIM},
+        {"EPILOGUE_DEFAULT", FM_EPILOGUE_DEFAULT},
+        {"EPILOGUE_BIAS", FM_EPILOGUE_BIAS},
+        {"EPILOGUE_RELU", FM_EPILOGUE_RELU},
+        {"EPILOGUE_GELU", FM_EPILOGUE_GELU},
+        {"EPILOGUE_AUX", FM_EPILOGUE_AUX},
+        {"EPILOGUE_SIGMOID", FM_EPILOGUE_SIGMOID},
+        {"EPILOGUE_TANH", FM_EPILOGUE_TANH},
+        {"EPILOGUE_SILU", FM_EPILOGUE_SILU},
+        {"EPILOGUE_CLAMP", FM_EPILOGUE_CLAMP},
+        {"EPILOGUE_DRELU", FM_EPILOGUE_DRELU},
+        {"EPILOGUE_DGELU", FM_EPILOGUE_DGELU},
+        {"EPILOGUE_BGRAD", FM_EPILOGUE_BGRAD},
+        {"EPILOGUE_BGRADA", FM_EPILOGUE_BGRADA},
+        {"EPILOGUE_BGRADB", FM_EPILOGUE_BGRADB},
+        {"EPILOGUE_SCALE", FM_EPILOGUE_SCALE},
+        {"EXECUTION_AUTO", FM_EXECUTION_AUTO},
+        {"EXECUTION_CPU", FM_EXECUTION_CPU},
+        {"EXECUTION_CUDA", FM_EXECUTION_CUDA},
+        {"CPU_STRATEGY_AUTO", FM_CPU_STRATEGY_AUTO},
+        {"CPU_STRATEGY_TILES", FM_CPU_STRATEGY_TILES},
+        {"CPU_STRATEGY_BLAS_THREADS", FM_CPU_STRATEGY_BLAS_THREADS},
+        {"COMPUTE_DEFAULT", FM_COMPUTE_DEFAULT},
+        {"COMPUTE_TF32", FM_COMPUTE_TF32},
+        {"MATMUL_A", FM_MATMUL_A},
+        {"MATMUL_B", FM_MATMUL_B},
+        {"MATMUL_C", FM_MATMUL_C},
+        {"MATMUL_BIAS", FM_MATMUL_BIAS},
+        {"MATMUL_D", FM_MATMUL_D},
+        {"MATMUL_AUX", FM_MATMUL_AUX},
+        {"MATMUL_BGRAD", FM_MATMUL_BGRAD},
+        {"MATMUL_SCALE", FM_MATMUL_SCALE},
+        {"MATMUL_NSLOTS", FM_MATMUL_NSLOTS},
+        {"STYLE_NUMPY", STYLE_NUMPY},
+        {"STYLE_TORCH", STYLE_TORCH},
+        {"STYLE_CUPY", STYLE_CUPY},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (add_int(m, ints[i].name, i == 0 ? (long long)fm_version_number() : ints[i].value) < 0)
+            return -1;
     return 0;
 }
 
@@ -1706,6 +3162,11 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->base_error);
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_VISIT(st->errors[i]);
+    for (int i = 0; i < st->nlibs; i++) {
+        int r = lib_traverse(&st->libs[i], visit, arg);
+        if (r)
+            return r;
+    }
     return 0;
 }
 
@@ -1721,10 +3182,15 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->base_error);
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_CLEAR(st->errors[i]);
-    Py_CLEAR(st->s_dlpack);
-    Py_CLEAR(st->s_dlpack_device);
+    for (int i = 0; i < S_COUNT; i++)
+        Py_CLEAR(st->s[i]);
     Py_CLEAR(st->empty_tuple);
     Py_CLEAR(st->kw_max_version);
+    Py_CLEAR(st->kw_cuda_v1);
+    Py_CLEAR(st->kw_cuda_legacy);
+    for (int i = 0; i < st->nlibs; i++)
+        lib_clear(&st->libs[i]);
+    st->nlibs = 0;
     return 0;
 }
 

@@ -300,6 +300,190 @@ static void test_epilogue_and_aux(void)
     free(p);
 }
 
+/* Plan through the slot-array entry point (reaches bgrad and scale). */
+static fm_status try_plan_v(const fm_tensor *a, const fm_tensor *b, const fm_tensor *c, const fm_tensor *bias,
+                            const fm_tensor *d, const fm_tensor *aux, const fm_tensor *bgrad, const fm_tensor *scale,
+                            const fm_matmul_options *o)
+{
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux, bgrad, scale};
+    fm_plan *p = NULL;
+    fm_status s = fm_matmul_plan_v(g_ctx, ts, o, &p);
+    if (s != FM_OK && p != NULL) {
+        fprintf(stderr, "    plan_v returned %s but set *plan\n", fm_status_name(s));
+        s = FM_ERR_INTERNAL;
+    }
+    fm_plan_release(p);
+    return s;
+}
+
+/* The epilogues of commit dda9e9c: drelu/dgelu, bias gradients, scale, clamp. */
+static void test_new_epilogues(void)
+{
+    problem *p = problem_new();
+    float bg[M + N + 1], sc[N + 1];
+    double sc64[N], bg64[N];
+    int64_t sn[1] = {N}, sm[1] = {M}, sn1[1] = {N - 1}, s2n[2] = {2, N};
+    fm_tensor tbg, tbgm, tbg_short, tbg64, tbg2, tsc, tsc64, tsc_short;
+    fm_tensor_init(&tbg, bg, fm_test_cpu, FM_F32, 1, sn, NULL);
+    fm_tensor_init(&tbgm, bg, fm_test_cpu, FM_F32, 1, sm, NULL);
+    fm_tensor_init(&tbg_short, bg, fm_test_cpu, FM_F32, 1, sn1, NULL);
+    fm_tensor_init(&tbg64, bg64, fm_test_cpu, FM_F64, 1, sn, NULL);
+    fm_tensor_init(&tbg2, bg, fm_test_cpu, FM_F32, 2, s2n, NULL); /* batch dims d does not have */
+    fm_tensor_init(&tsc, sc, fm_test_cpu, FM_F32, 1, sn, NULL);
+    fm_tensor_init(&tsc64, sc64, fm_test_cpu, FM_F64, 1, sn, NULL);
+    fm_tensor_init(&tsc_short, sc, fm_test_cpu, FM_F32, 1, sn1, NULL);
+    fm_matmul_options o = p->o;
+
+    /* the valid forms plan (so the failures below are about the one wrong thing) */
+    o.epilogue = FM_EPILOGUE_DRELU | FM_EPILOGUE_BGRAD;
+    CHECK_OK(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &tbg, NULL, &o));
+    o.epilogue = FM_EPILOGUE_DGELU;
+    CHECK_OK(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tgaux, NULL, NULL, &o));
+    o.epilogue = FM_EPILOGUE_BGRADA;
+    CHECK_OK(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbgm, NULL, &o));
+    o.epilogue = FM_EPILOGUE_SCALE | FM_EPILOGUE_BIAS;
+    CHECK_OK(try_plan_v(&p->ta, &p->tb, NULL, &p->tbias, &p->td, NULL, NULL, &tsc, &o));
+
+    /* drelu / dgelu without their aux input */
+    o.epilogue = FM_EPILOGUE_DRELU;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("aux");
+    CHECK_ERROR_MENTIONS("drelu");
+    o.epilogue = FM_EPILOGUE_DGELU | FM_EPILOGUE_BGRAD;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("aux");
+    /* aux of the wrong dtype: drelu reads a u8 mask, dgelu d's dtype */
+    o.epilogue = FM_EPILOGUE_DRELU;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tgaux, NULL, NULL, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("aux");
+    CHECK_ERROR_MENTIONS("u8");
+    o.epilogue = FM_EPILOGUE_DGELU;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, NULL, NULL, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("aux");
+    CHECK_ERROR_MENTIONS("f32");
+    fm_tensor g64 = p->tgaux;
+    g64.dtype = FM_F64;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &g64, NULL, NULL, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("aux");
+    /* drelu/dgelu with a forward activation, bias or scale */
+    o.epilogue = FM_EPILOGUE_DRELU | FM_EPILOGUE_BIAS;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, &p->tbias, &p->td, &p->tmask, NULL, NULL, &o),
+                 FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("bias");
+
+    /* bgrad: missing, alone, wrong shape, wrong dtype, given without a gradient epilogue */
+    o.epilogue = FM_EPILOGUE_DRELU | FM_EPILOGUE_BGRAD;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgrad");
+    o.epilogue = FM_EPILOGUE_BGRADB;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgrad");
+    o.epilogue = FM_EPILOGUE_BGRAD; /* bgrad without drelu/dgelu */
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgrad");
+    CHECK_ERROR_MENTIONS("drelu");
+    o.epilogue = FM_EPILOGUE_DRELU | FM_EPILOGUE_BGRAD;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &tbg_short, NULL, &o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bgrad");
+    CHECK_ERROR_MENTIONS("255");
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &tbgm, NULL, &o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bgrad");
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &tbg2, NULL, &o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bgrad");
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, &p->tmask, &tbg64, NULL, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("bgrad");
+    o.epilogue = FM_EPILOGUE_BGRADA; /* length M, not N */
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL, &o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bgrad");
+    o.epilogue = FM_EPILOGUE_BGRADB;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbgm, NULL, &o), FM_ERR_SHAPE);
+    CHECK_ERROR_MENTIONS("bgrad");
+    o.epilogue = 0;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgrad");
+    /* bgrada and bgradb together; either with anything else */
+    o.epilogue = FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgrada");
+    CHECK_MENTIONS_WORD("bgradb");
+    o.epilogue = FM_EPILOGUE_BGRADB | FM_EPILOGUE_BIAS;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, &p->tbias, &p->td, NULL, &tbg, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("bgradb");
+
+    /* scale: missing, unexpected, wrong dtype, wrong length, complex data */
+    o.epilogue = FM_EPILOGUE_SCALE;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("scale");
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, &tsc64, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("scale");
+    CHECK_ERROR_MENTIONS("f64");
+    fm_tensor sc_u8 = tsc;
+    sc_u8.dtype = FM_U8;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, &sc_u8, &o), FM_ERR_DTYPE);
+    CHECK_MENTIONS_WORD("scale");
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, &tsc_short, &o), FM_ERR_SHAPE);
+    CHECK_MENTIONS_WORD("scale");
+    CHECK_ERROR_MENTIONS("255");
+    o.epilogue = 0;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, &tsc, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("scale");
+    {
+        double complex *zbuf = calloc(M * K + K * N + M * N + N, sizeof(double complex));
+        int64_t sa[2] = {M, K}, sb[2] = {K, N}, sd[2] = {M, N};
+        fm_tensor za, zb, zd, zsc;
+        fm_tensor_init(&za, zbuf, fm_test_cpu, FM_C128, 2, sa, NULL);
+        fm_tensor_init(&zb, zbuf + M * K, fm_test_cpu, FM_C128, 2, sb, NULL);
+        fm_tensor_init(&zd, zbuf + M * K + K * N, fm_test_cpu, FM_C128, 2, sd, NULL);
+        fm_tensor_init(&zsc, sc64, fm_test_cpu, FM_F64, 1, sn, NULL);
+        o.epilogue = FM_EPILOGUE_SCALE;
+        fm_status s = try_plan_v(&za, &zb, NULL, NULL, &zd, NULL, NULL, &zsc, &o);
+        CHECK_MSG(s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_DTYPE, "scale on c128 -> %s", fm_status_name(s));
+        CHECK_MENTIONS_WORD("scale");
+        CHECK_ERROR_MENTIONS("complex");
+        o.epilogue = FM_EPILOGUE_DRELU; /* backward kinds are real too */
+        s = try_plan_v(&za, &zb, NULL, NULL, &zd, &p->tmask, NULL, NULL, &o);
+        CHECK_MSG(s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_DTYPE, "drelu on c128 -> %s", fm_status_name(s));
+        CHECK_MENTIONS_WORD("drelu");
+        free(zbuf);
+    }
+
+    /* clamp: lo > hi, NaN bounds */
+    o.epilogue = FM_EPILOGUE_CLAMP;
+    o.clamp[0] = 1.0;
+    o.clamp[1] = -1.0;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("clamp");
+    o.clamp[0] = NAN;
+    o.clamp[1] = 1.0;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("clamp");
+    o.clamp[0] = -1.0;
+    o.clamp[1] = NAN;
+    CHECK_STATUS(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MENTIONS_WORD("clamp");
+    o.clamp[1] = -1.0; /* lo == hi is a valid (constant) clamp */
+    CHECK_OK(try_plan_v(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, NULL, NULL, &o));
+
+    /* execute: bgrad overlapping an input, and the new slots left NULL */
+    o = p->o;
+    o.epilogue = FM_EPILOGUE_BGRADB;
+    fm_plan *plan = NULL;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &tbg, NULL};
+    CHECK_OK(fm_matmul_plan_v(g_ctx, ts, &o, &plan));
+    if (plan) {
+        void *ptrs[FM_MATMUL_NSLOTS] = {p->a, p->b, NULL, NULL, p->d, NULL, bg, NULL};
+        CHECK_OK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL));
+        ptrs[FM_MATMUL_BGRAD] = p->b + 5;
+        CHECK_STATUS(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL), FM_ERR_ALIAS);
+        CHECK_MENTIONS_WORD("bgrad");
+        ptrs[FM_MATMUL_BGRAD] = NULL;
+        CHECK_STATUS(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL), FM_ERR_INVALID_ARGUMENT);
+        CHECK_MENTIONS_WORD("bgrad");
+        fm_plan_release(plan);
+    }
+    free(p);
+}
+
 static void test_execute_pointers(void)
 {
     problem *p = problem_new();
@@ -533,6 +717,7 @@ int main(void)
     RUN_TEST(test_dtypes);
     RUN_TEST(test_bias);
     RUN_TEST(test_epilogue_and_aux);
+    RUN_TEST(test_new_epilogues);
     RUN_TEST(test_execute_pointers);
     RUN_TEST(test_alias);
     RUN_TEST(test_self_overlapping_output);

@@ -215,16 +215,22 @@ def test_unaligned_operand():
         fusemath.matmul(a, f32(4, 2))
 
 
-def test_gpu_dlpack_input_rejected_clearly():
+def test_unusable_gpu_array_rejected_clearly():
+    # A GPU array of no known library is viewed through CuPy or PyTorch (results are allocated
+    # with them): without either it is a DeviceError, with them this fake cannot be viewed
+    # (TypeError); both name the argument.
     class FakeCuda:
         def __dlpack__(self, *args, **kwargs):
-            raise AssertionError("must not be called for a GPU array")
+            raise AssertionError("not a real DLPack producer")
 
         def __dlpack_device__(self):
             return (2, 0)
 
-    with raises(fusemath.DeviceError, "a ", "cpu"):
+    with raises((fusemath.DeviceError, TypeError), "a ", "GPU"):
         fusemath.matmul(FakeCuda(), f32(2, 2))
+    # as a third operand of host a and b it is a DeviceError naming it
+    with raises(fusemath.DeviceError, "bias", "host"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), bias=FakeCuda())
 
 
 def test_errors_do_not_leak_into_later_calls():

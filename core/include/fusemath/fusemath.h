@@ -266,7 +266,8 @@ FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
 /* Aux layouts (shared by every backend):
  *  - relu mask (RELU + AUX): U8 tensor of shape (batch..., M, fm_relu_mask_row_bytes(N)),
  *    C-contiguous; bit (j % 8) of byte j / 8 of row i is 1 when the pre-activation
- *    D[i, j] > 0. Rows are padded to a multiple of 16 bytes (128 bits), the layout
+ *    D[i, j] > 0. Rows are padded to a multiple of 16 bytes (128 bits; padding bits are
+ *    unspecified: cuBLASLt leaves them, the CPU zeroes them), the layout
  *    cuBLASLt uses for D^T.
  *  - activation input (GELU, SIGMOID, TANH, SILU or CLAMP + AUX): tensor of D's dtype and
  *    shape (batch..., M, N) holding alpha*A@B + beta*C + bias before the activation; any

@@ -1,0 +1,682 @@
+/* cublaslt_matmul.c : matmul on CUDA devices through cuBLASLt.
+ *
+ * Row-major operands map onto column-major cuBLASLt as D^T = B^T A^T, so the
+ * library's "A" is built from our B and its "B" from our A, and a bias of length N
+ * (one per column of our D) is cuBLASLt's native bias (one per row of D^T).
+ * The chain is fused into cuBLASLt's epilogue where cuBLASLt can do it (passes=1);
+ * otherwise the plan is a plain cuBLASLt GEMM plus one generated elementwise kernel
+ * (fusion/cuda/cuda_epilogue_kernel.c) and, for bias gradients, a column-sum kernel. */
+#include "cuda/cuda_epilogue_kernel.h"
+#include "cuda_workspace.h"
+#include "epilogue.h"
+#include "internal.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LT_MAX_CANDIDATES 8
+
+/* One operand as cuBLASLt sees it: a column-major rows x cols matrix with leading
+ * dimension ld, transposed (op = T) or not. */
+typedef struct lt_operand {
+    int ok;
+    cublasOperation_t op;
+    uint64_t rows, cols;
+    int64_t ld;
+} lt_operand;
+
+typedef struct lt_plan {
+    fm_cuda_lt_state *st;
+    int device;
+    fm_matmul_geom g;
+    fm_matmul_params mp;
+    cublasComputeType_t compute;
+    cudaDataType_t dtype, scale_type;
+    /* alpha and beta in the scale type (float, double, or complex of either) */
+    double alpha_d[2], beta_d[2];
+    float alpha_f[2], beta_f[2];
+    lt_operand la, lb; /* cuBLASLt's A (from our B) and B (from our A) */
+    int c_in_gemm;     /* beta*C is added by cuBLASLt (else by the kernel, or there is no C) */
+    int fused;         /* the whole chain runs inside cuBLASLt */
+    cublasLtEpilogue_t lt_epi;
+    int lt_bias_slot;  /* slot whose pointer goes to BIAS_POINTER, or -1 */
+    int alpha_vector;  /* scale as cuBLASLt's alpha vector */
+    cublasLtMatmulDesc_t desc; /* complete when no per-call pointer is needed */
+    int needs_call_desc;
+    cublasLtMatrixLayout_t lay_a, lay_b, lay_c, lay_d;
+    cublasLtMatmulAlgo_t algo;
+    size_t algo_ws;
+    int algo_index, algo_count;
+    /* batch: outer dims looped on the host, inner dims as cuBLASLt's strided batch */
+    int outer_ndim;
+    int64_t outer_shape[FM_MAX_NDIM];
+    int64_t outer_stride[FM_MATMUL_NSLOTS][FM_MAX_NDIM];
+    int64_t inner_count;
+    int64_t inner_stride[FM_MATMUL_NSLOTS];
+    /* second pass */
+    fm_cuda_ew *ew;
+    fm_cuda_ew_args ew_args; /* pointers filled per call */
+    fm_cuda_colsum *colsum;
+    int colsum_src; /* slot summed: D (drelu/dgelu+bgrad), A (bgrada) or B (bgradb) */
+    int64_t cs_rows, cs_cols;
+    fm_cuda_view cs_x, cs_out;
+    size_t cs_ws;
+    size_t es; /* element size */
+} lt_plan;
+
+/* ---- errors ---- */
+static fm_status lt_status(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return FM_OK;
+    return fm_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "matmul on cuda: %s: %s (%s)",
+                   what, cublasLtGetStatusName(s), cublasLtGetStatusString(s));
+}
+
+/* ---- backend state (per context) ---- */
+static fm_status lt_probe(void **state, const char **why)
+{
+    if (fm_cuda_probe_device_count() == 0) {
+        *why = "no CUDA device (no GPU or no driver)";
+        return FM_ERR_UNAVAILABLE;
+    }
+    fm_cuda_lt_state *st = NULL;
+    fm_status s = fm_cuda_lt_state_create(&st);
+    if (s != FM_OK) {
+        *why = fm_last_error();
+        return FM_ERR_UNAVAILABLE;
+    }
+    *state = st;
+    return FM_OK;
+}
+
+static void lt_release(void *state) { fm_cuda_lt_state_destroy(state); }
+
+/* ---- layouts ---- */
+
+/* Our X (rows R x cols C, strides rs/cs) as cuBLASLt's column-major operand that
+ * must equal X^T after op (want_transposed = 1) or X itself (0). */
+static lt_operand operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs, int want_transposed)
+{
+    lt_operand o = {0};
+    int row_major = (cs == 1 || c <= 1) && (r <= 1 || rs >= (c > 1 ? c : 1));
+    int col_major = (rs == 1 || r <= 1) && (c <= 1 || cs >= (r > 1 ? r : 1));
+    if (row_major) { /* memory is column-major X^T (c x r) */
+        o.ok = 1;
+        o.rows = (uint64_t)c;
+        o.cols = (uint64_t)r;
+        o.ld = r <= 1 ? (c > 1 ? c : 1) : rs;
+        o.op = want_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
+    } else if (col_major) { /* memory is column-major X (r x c) */
+        o.ok = 1;
+        o.rows = (uint64_t)r;
+        o.cols = (uint64_t)c;
+        o.ld = c <= 1 ? (r > 1 ? r : 1) : cs;
+        o.op = want_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    }
+    return o;
+}
+
+static int row_major_like_d(const fm_matmul_geom *g, int slot)
+{
+    int64_t rs = g->row_stride[slot], cs = g->col_stride[slot];
+    return (cs == 1 || g->n <= 1) && (g->m <= 1 || rs >= (g->n > 1 ? g->n : 1));
+}
+
+static int64_t d_ld(const fm_matmul_geom *g, int slot)
+{
+    return g->m <= 1 ? (g->n > 1 ? g->n : 1) : g->row_stride[slot];
+}
+
+/* Split the batch dims into an outer part looped on the host and the longest inner
+ * suffix that every operand can express as one (count, stride) pair. */
+static void split_batch(const fm_problem *p, lt_plan *pl)
+{
+    const fm_matmul_geom *g = &pl->g;
+    int nd = g->batch_ndim;
+    int start = nd;
+    while (start > 0) {
+        int s = start - 1, ok = 1;
+        if (s < nd - 1)
+            for (int slot = 0; slot < FM_MATMUL_NSLOTS && ok; slot++) {
+                if (!(p->present & (1u << slot)))
+                    continue;
+                /* dim s folds into the suffix when stepping over it equals stepping
+                 * over the whole suffix; broadcast (0) folds with broadcast only */
+                int64_t inner = g->batch_strides[slot][nd - 1];
+                int64_t span = 1;
+                for (int i = s + 1; i < nd; i++)
+                    span *= g->batch_shape[i];
+                ok = g->batch_strides[slot][s] == inner * span;
+                for (int i = s + 1; i < nd - 1 && ok; i++) {
+                    int64_t sp = 1;
+                    for (int j = i + 1; j < nd; j++)
+                        sp *= g->batch_shape[j];
+                    ok = g->batch_strides[slot][i] == inner * sp;
+                }
+            }
+        if (!ok)
+            break;
+        start = s;
+    }
+    pl->outer_ndim = start;
+    pl->inner_count = 1;
+    for (int i = 0; i < nd; i++) {
+        if (i < start)
+            pl->outer_shape[i] = g->batch_shape[i];
+        else
+            pl->inner_count *= g->batch_shape[i];
+    }
+    for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
+        for (int i = 0; i < start; i++)
+            pl->outer_stride[slot][i] = g->batch_strides[slot][i];
+        pl->inner_stride[slot] = nd > start ? g->batch_strides[slot][nd - 1] : 0;
+    }
+}
+
+static fm_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld,
+                             int64_t count, int64_t stride)
+{
+    fm_status s = lt_status(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+    if (s != FM_OK)
+        return s;
+    int32_t c32 = (int32_t)count;
+    if (count > 1) {
+        if ((s = lt_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &c32, sizeof c32),
+                           "set BATCH_COUNT")) != FM_OK ||
+            (s = lt_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                            sizeof stride),
+                           "set STRIDED_BATCH_OFFSET")) != FM_OK)
+            return s;
+    }
+    return FM_OK;
+}
+
+/* ---- what cuBLASLt can fuse ---- */
+static int lt_epilogue_for(const lt_plan *pl, const fm_problem *p, cublasLtEpilogue_t *out, int *bias_slot)
+{
+    unsigned e = pl->mp.epilogue;
+    const fm_matmul_geom *g = &pl->g;
+    *bias_slot = -1;
+    if (fm_dtype_is_complex(g->dtype) && e)
+        return 0; /* cuBLASLt takes no epilogue with complex types */
+    if (e & (FM_EPILOGUE_SIGMOID | FM_EPILOGUE_TANH | FM_EPILOGUE_SILU | FM_EPILOGUE_CLAMP))
+        return 0;
+    if ((e & FM_EPILOGUE_BIAS) && !(g->col_stride[FM_MATMUL_BIAS] == 1 || g->n <= 1))
+        return 0;
+    if (e & FM_EPILOGUE_SCALE) {
+        /* alpha vector: per row of D^T = per column of ours; no scalar alpha on top */
+        if (pl->mp.alpha[0] != 1.0 || !(g->col_stride[FM_MATMUL_SCALE] == 1 || g->n <= 1))
+            return 0;
+    }
+    if (fm_epilogue_uses_aux(e)) {
+        int64_t rs = g->row_stride[FM_MATMUL_AUX], bs = pl->inner_stride[FM_MATMUL_AUX];
+        if (!fm_epilogue_aux_is_mask(e) && ((g->m > 1 && rs % 8) || bs % 8))
+            return 0; /* cuBLASLt: gelu aux ld and batch stride divisible by 8 */
+    }
+    if ((e & FM_EPILOGUE_ANY_BGRAD_)) {
+        int64_t cs = (e & FM_EPILOGUE_BGRADA) ? g->row_stride[FM_MATMUL_BGRAD] : g->col_stride[FM_MATMUL_BGRAD];
+        int64_t len = (e & FM_EPILOGUE_BGRADA) ? g->m : g->n;
+        if (!(cs == 1 || len <= 1))
+            return 0;
+    }
+    unsigned act = e & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU);
+    int bias = (e & FM_EPILOGUE_BIAS) != 0, aux = (e & FM_EPILOGUE_AUX) != 0;
+    if (e & FM_EPILOGUE_DRELU)
+        *out = (e & FM_EPILOGUE_BGRAD) ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
+    else if (e & FM_EPILOGUE_DGELU)
+        *out = (e & FM_EPILOGUE_BGRAD) ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+    else if (e & FM_EPILOGUE_BGRADA) /* sums of our A = cuBLASLt's B */
+        *out = CUBLASLT_EPILOGUE_BGRADB;
+    else if (e & FM_EPILOGUE_BGRADB)
+        *out = CUBLASLT_EPILOGUE_BGRADA;
+    else if (act == FM_EPILOGUE_RELU)
+        *out = bias ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
+                    : (aux ? CUBLASLT_EPILOGUE_RELU_AUX : CUBLASLT_EPILOGUE_RELU);
+    else if (act == FM_EPILOGUE_GELU)
+        *out = bias ? (aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS)
+                    : (aux ? CUBLASLT_EPILOGUE_GELU_AUX : CUBLASLT_EPILOGUE_GELU);
+    else
+        *out = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (bias)
+        *bias_slot = FM_MATMUL_BIAS;
+    if (e & FM_EPILOGUE_ANY_BGRAD_)
+        *bias_slot = FM_MATMUL_BGRAD;
+    (void)p;
+    return 1;
+}
+
+/* Fill a matmul descriptor. ptrs == NULL at planning: pointer attributes get
+ * stand-in values with the planned alignment (the heuristic reads alignment off them). */
+static fm_status fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmulDesc_t desc, void *const *ptrs,
+                           int fused)
+{
+    fm_status s;
+#define SET(attr, val)                                                                                               \
+    do {                                                                                                             \
+        if ((s = lt_status(cublasLtMatmulDescSetAttribute(desc, attr, &(val), sizeof(val)), "set " #attr)) != FM_OK) \
+            return s;                                                                                                \
+    } while (0)
+    int32_t ta = pl->la.op, tb = pl->lb.op;
+    SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    if (!fused)
+        return FM_OK;
+    uint32_t epi = pl->lt_epi;
+    SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+    const fm_matmul_geom *g = &pl->g;
+    if (pl->lt_bias_slot >= 0) {
+        int slot = pl->lt_bias_slot;
+        void *ptr = ptrs ? ptrs[slot] : (void *)((uintptr_t)1 << p->align_log2[slot]);
+        int64_t bs = pl->inner_stride[slot];
+        SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr);
+        if (pl->inner_count > 1)
+            SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bs);
+    }
+    if (fm_epilogue_uses_aux(pl->mp.epilogue)) {
+        void *ptr = ptrs ? ptrs[FM_MATMUL_AUX] : (void *)((uintptr_t)1 << p->align_log2[FM_MATMUL_AUX]);
+        int mask = fm_epilogue_aux_is_mask(pl->mp.epilogue);
+        /* relu mask: ld and batch stride in bits; activation input: in elements */
+        int64_t ld = mask ? 8 * fm_relu_mask_row_bytes(g->n) : (g->m > 1 ? g->row_stride[FM_MATMUL_AUX] : g->n);
+        int64_t bs = pl->inner_stride[FM_MATMUL_AUX] * (mask ? 8 : 1);
+        if (ld < 8)
+            ld = 8;
+        SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ptr);
+        SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld);
+        if (pl->inner_count > 1)
+            SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, bs);
+    }
+    if (pl->alpha_vector) {
+        int32_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+        int64_t bs = pl->inner_stride[FM_MATMUL_SCALE];
+        SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, mode);
+        if (pl->inner_count > 1)
+            SET(CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, bs);
+    }
+#undef SET
+    return FM_OK;
+}
+
+static int needs_call_desc(const lt_plan *pl)
+{
+    return pl->fused && (pl->lt_bias_slot >= 0 || fm_epilogue_uses_aux(pl->mp.epilogue));
+}
+
+/* Ask the heuristic for up to LT_MAX_CANDIDATES algorithms; pick index pl->mp.gpu_algo. */
+static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
+{
+    cublasLtMatmulPreference_t pref = NULL;
+    fm_status s = lt_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    if (s != FM_OK)
+        return s;
+    uint64_t ws = fm_cuda_lt_workspace_limit(pl->st);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    static const struct {
+        cublasLtMatmulPreferenceAttributes_t attr;
+        int slot;
+    } al[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, FM_MATMUL_B},
+              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, FM_MATMUL_A},
+              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, FM_MATMUL_C},
+              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, FM_MATMUL_D}};
+    for (size_t i = 0; i < sizeof al / sizeof al[0]; i++) {
+        int slot = al[i].slot == FM_MATMUL_C && !pl->c_in_gemm ? FM_MATMUL_D : al[i].slot;
+        uint32_t bytes = 1u << p->align_log2[slot];
+        cublasLtMatmulPreferenceSetAttribute(pref, al[i].attr, &bytes, sizeof bytes);
+    }
+    cublasLtMatmulHeuristicResult_t res[LT_MAX_CANDIDATES];
+    int returned = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(fm_cuda_lt_handle(pl->st), pl->desc, pl->lay_a, pl->lay_b,
+                                                       pl->lay_c, pl->lay_d, pref, LT_MAX_CANDIDATES, res, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+        char epi[160];
+        fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt has no algorithm for %s %s%s (%s)",
+                       fm_dtype_name(pl->g.dtype), pl->fused ? "epilogue=" : "plain GEMM", pl->fused ? epi : "",
+                       st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(st) : "0 candidates");
+    }
+    pl->algo_count = returned;
+    if (pl->mp.gpu_algo >= returned)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt candidate %d requested, heuristic returned %d",
+                       pl->mp.gpu_algo, returned);
+    pl->algo_index = pl->mp.gpu_algo;
+    pl->algo = res[pl->algo_index].algo;
+    pl->algo_ws = res[pl->algo_index].workspaceSize;
+    return FM_OK;
+}
+
+/* ---- types ---- */
+static int lt_types(fm_dtype t, int tf32, cudaDataType_t *dt, cudaDataType_t *scale, cublasComputeType_t *ct)
+{
+    switch (t) {
+    case FM_F16: *dt = CUDA_R_16F, *scale = CUDA_R_32F, *ct = CUBLAS_COMPUTE_32F; return 1;
+    case FM_BF16: *dt = CUDA_R_16BF, *scale = CUDA_R_32F, *ct = CUBLAS_COMPUTE_32F; return 1;
+    case FM_F32: *dt = CUDA_R_32F, *scale = CUDA_R_32F, *ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; return 1;
+    case FM_F64: *dt = CUDA_R_64F, *scale = CUDA_R_64F, *ct = CUBLAS_COMPUTE_64F; return 1;
+    case FM_C64: *dt = CUDA_C_32F, *scale = CUDA_C_32F, *ct = CUBLAS_COMPUTE_32F; return 1;
+    case FM_C128: *dt = CUDA_C_64F, *scale = CUDA_C_64F, *ct = CUBLAS_COMPUTE_64F; return 1;
+    default: return 0;
+    }
+}
+
+static void destroy_plan(void *impl)
+{
+    lt_plan *pl = impl;
+    if (!pl)
+        return;
+    if (pl->desc)
+        cublasLtMatmulDescDestroy(pl->desc);
+    if (pl->lay_a)
+        cublasLtMatrixLayoutDestroy(pl->lay_a);
+    if (pl->lay_b)
+        cublasLtMatrixLayoutDestroy(pl->lay_b);
+    if (pl->lay_c && pl->lay_c != pl->lay_d)
+        cublasLtMatrixLayoutDestroy(pl->lay_c);
+    if (pl->lay_d)
+        cublasLtMatrixLayoutDestroy(pl->lay_d);
+    fm_cuda_ew_destroy(pl->ew);
+    fm_cuda_colsum_destroy(pl->colsum);
+    free(pl);
+}
+
+/* ---- the second pass ---- */
+static fm_cuda_view view_of(const lt_plan *pl, int slot, int64_t rs_scale)
+{
+    fm_cuda_view v = {NULL, pl->g.row_stride[slot] * rs_scale, pl->g.col_stride[slot], pl->inner_stride[slot]};
+    return v;
+}
+
+static fm_status plan_second_pass(lt_plan *pl)
+{
+    unsigned e = pl->mp.epilogue;
+    const fm_matmul_geom *g = &pl->g;
+    unsigned ew_bits = e & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BIAS | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_AUX |
+                            FM_EPILOGUE_BACKWARD_);
+    int add_c = (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0) && !pl->c_in_gemm;
+    fm_status s;
+    if (ew_bits || add_c) {
+        fm_cuda_ew_spec spec = {.dtype = g->dtype, .epilogue = ew_bits, .add_c = add_c};
+        if ((s = fm_cuda_ew_create(&spec, pl->device, &pl->ew)) != FM_OK)
+            return s;
+        fm_cuda_ew_args *a = &pl->ew_args;
+        memset(a, 0, sizeof *a);
+        a->m = g->m;
+        a->n = g->n;
+        a->batch = pl->inner_count;
+        a->d = view_of(pl, FM_MATMUL_D, 1);
+        a->c = view_of(pl, FM_MATMUL_C, 1);
+        a->bias = view_of(pl, FM_MATMUL_BIAS, 1);
+        a->scale = view_of(pl, FM_MATMUL_SCALE, 1);
+        a->aux = view_of(pl, FM_MATMUL_AUX, 1);
+        if (fm_epilogue_uses_aux(e) && fm_epilogue_aux_is_mask(e))
+            a->aux.rs = fm_relu_mask_row_bytes(g->n), a->aux.bs = pl->inner_stride[FM_MATMUL_AUX];
+        memcpy(a->beta, pl->mp.beta, sizeof a->beta);
+        memcpy(a->clamp, pl->mp.clamp, sizeof a->clamp);
+    }
+    if (e & FM_EPILOGUE_ANY_BGRAD_) {
+        if ((s = fm_cuda_colsum_create(g->dtype, pl->device, &pl->colsum)) != FM_OK)
+            return s;
+        fm_cuda_view out = {NULL, 0, 0, pl->inner_stride[FM_MATMUL_BGRAD]};
+        if (e & FM_EPILOGUE_BGRADA) { /* row sums of A = column sums of A^T (K x M) */
+            pl->colsum_src = FM_MATMUL_A;
+            pl->cs_rows = g->k, pl->cs_cols = g->m;
+            pl->cs_x = (fm_cuda_view){NULL, g->col_stride[FM_MATMUL_A], g->row_stride[FM_MATMUL_A],
+                                      pl->inner_stride[FM_MATMUL_A]};
+            out.cs = g->row_stride[FM_MATMUL_BGRAD];
+        } else if (e & FM_EPILOGUE_BGRADB) {
+            pl->colsum_src = FM_MATMUL_B;
+            pl->cs_rows = g->k, pl->cs_cols = g->n;
+            pl->cs_x = view_of(pl, FM_MATMUL_B, 1);
+            out.cs = g->col_stride[FM_MATMUL_BGRAD];
+        } else {
+            pl->colsum_src = FM_MATMUL_D;
+            pl->cs_rows = g->m, pl->cs_cols = g->n;
+            pl->cs_x = view_of(pl, FM_MATMUL_D, 1);
+            out.cs = g->col_stride[FM_MATMUL_BGRAD];
+        }
+        pl->cs_out = out;
+        pl->cs_ws = fm_cuda_colsum_workspace(g->dtype, pl->cs_rows, pl->cs_cols, pl->inner_count);
+    }
+    return FM_OK;
+}
+
+/* ---- execute ---- */
+static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t ws_size)
+{
+    const void *alpha = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F ? (const void *)pl->alpha_d
+                                                                                      : (const void *)pl->alpha_f;
+    const void *beta = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F ? (const void *)pl->beta_d
+                                                                                     : (const void *)pl->beta_f;
+    static const double zero[2] = {0, 0};
+    if (!pl->c_in_gemm)
+        beta = zero; /* all-zero bits read as 0 in every scale type */
+    if (pl->alpha_vector)
+        alpha = ptrs[FM_MATMUL_SCALE];
+    cublasLtMatmulDesc_t desc = pl->desc;
+    cublasLtMatmulDescOpaque_t call_desc;
+    fm_status s;
+    if (pl->needs_call_desc) {
+        desc = &call_desc;
+        if ((s = lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type), "cublasLtMatmulDescInit")) != FM_OK ||
+            (s = fill_desc(pl, NULL, desc, ptrs, 1)) != FM_OK)
+            return s;
+    }
+    const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
+    if (pl->g.m > 0 && pl->g.n > 0) {
+        s = lt_status(cublasLtMatmul(fm_cuda_lt_handle(pl->st), desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
+                                     ptrs[FM_MATMUL_A], pl->lay_b, beta, c, pl->lay_c, ptrs[FM_MATMUL_D], pl->lay_d,
+                                     &pl->algo, ws, pl->algo_ws, stream),
+                      "cublasLtMatmul");
+        if (s != FM_OK)
+            return s;
+    }
+    if (pl->ew) {
+        fm_cuda_ew_args a = pl->ew_args;
+        a.d.ptr = ptrs[FM_MATMUL_D];
+        a.c.ptr = ptrs[FM_MATMUL_C];
+        a.bias.ptr = ptrs[FM_MATMUL_BIAS];
+        a.scale.ptr = ptrs[FM_MATMUL_SCALE];
+        a.aux.ptr = ptrs[FM_MATMUL_AUX];
+        if ((s = fm_cuda_ew_launch(pl->ew, &a, stream)) != FM_OK)
+            return s;
+    }
+    if (pl->colsum) {
+        fm_cuda_view x = pl->cs_x, out = pl->cs_out;
+        x.ptr = ptrs[pl->colsum_src];
+        out.ptr = ptrs[FM_MATMUL_BGRAD];
+        if ((s = fm_cuda_colsum_launch(pl->colsum, pl->cs_rows, pl->cs_cols, pl->inner_count, x, out, ws, ws_size,
+                                       stream)) != FM_OK)
+            return s;
+    }
+    (void)ws_size;
+    return FM_OK;
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
+{
+    const lt_plan *pl = plan->impl;
+    cudaStream_t stream = (cudaStream_t)stream_;
+    fm_status s = fm_cuda_use_device(pl->device);
+    if (s != FM_OK)
+        return s;
+    size_t need = pl->algo_ws > pl->cs_ws ? pl->algo_ws : pl->cs_ws;
+    void *ws = NULL;
+    if (need && (s = fm_cuda_lt_workspace(pl->st, pl->device, stream, need, &ws)) != FM_OK)
+        return s;
+    if (pl->outer_ndim == 0)
+        return run_once(pl, ptrs, stream, ws, need);
+    int64_t outer = 1;
+    for (int i = 0; i < pl->outer_ndim; i++)
+        outer *= pl->outer_shape[i];
+    for (int64_t o = 0; o < outer; o++) {
+        void *p[FM_MATMUL_NSLOTS];
+        int64_t rem = o;
+        int64_t off[FM_MATMUL_NSLOTS] = {0};
+        for (int i = pl->outer_ndim - 1; i >= 0; i--) {
+            int64_t idx = rem % pl->outer_shape[i];
+            rem /= pl->outer_shape[i];
+            for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++)
+                off[slot] += idx * pl->outer_stride[slot][i];
+        }
+        for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
+            size_t es = slot == FM_MATMUL_AUX && fm_epilogue_aux_is_mask(pl->mp.epilogue) ? 1
+                        : slot == FM_MATMUL_SCALE ? (pl->g.dtype == FM_F64 ? 8 : 4)
+                                                  : pl->es;
+            p[slot] = ptrs[slot] ? (char *)ptrs[slot] + off[slot] * (int64_t)es : NULL;
+        }
+        if ((s = run_once(pl, p, stream, ws, need)) != FM_OK)
+            return s;
+    }
+    return FM_OK;
+}
+
+/* ---- plan ---- */
+static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)ctx;
+    if (p->op != FM_OP_MATMUL)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
+    if (p->exec_device.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
+    lt_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
+    pl->st = state;
+    pl->device = p->exec_device.id;
+    pl->mp = p->u.matmul;
+    fm_matmul_geom_from_problem(p, &pl->g);
+    const fm_matmul_geom *g = &pl->g;
+    pl->es = fm_dtype_size(g->dtype);
+    fm_status s = FM_OK;
+    if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute)) {
+        s = fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
+        goto fail;
+    }
+    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) {
+        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
+                    (long long)g->m, (long long)g->n, (long long)g->k);
+        goto fail;
+    }
+    for (int i = 0; i < 2; i++) {
+        pl->alpha_d[i] = pl->mp.alpha[i], pl->beta_d[i] = pl->mp.beta[i];
+        pl->alpha_f[i] = (float)pl->mp.alpha[i], pl->beta_f[i] = (float)pl->mp.beta[i];
+    }
+    split_batch(p, pl);
+    if (pl->inner_count > INT32_MAX) {
+        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: batch of %lld exceeds cuBLASLt's range", (long long)pl->inner_count);
+        goto fail;
+    }
+
+    pl->la = operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
+    pl->lb = operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
+    for (int i = 0; i < 2; i++) {
+        const lt_operand *o = i ? &pl->la : &pl->lb;
+        if (!o->ok) {
+            int slot = i ? FM_MATMUL_B : FM_MATMUL_A;
+            s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s has strides (%lld, %lld) elements; cuBLASLt needs one "
+                        "unit stride and the other at least the extent (make it contiguous first)", p->slot_names[slot],
+                        (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
+            goto fail;
+        }
+    }
+    if (!row_major_like_d(g, FM_MATMUL_D)) {
+        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column stride "
+                    "and a row stride >= N", (long long)g->row_stride[FM_MATMUL_D], (long long)g->col_stride[FM_MATMUL_D]);
+        goto fail;
+    }
+    int has_c = (p->present >> FM_MATMUL_C) & 1;
+    /* C joins the GEMM when cuBLASLt can read it like D (a broadcast C is added by the kernel) */
+    pl->c_in_gemm = has_c && row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
+                    (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0);
+
+    /* fused or split */
+    int can_fuse = lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c);
+    if (pl->mp.gpu_passes == 1 && !can_fuse) {
+        s = fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
+        goto fail;
+    }
+    pl->fused = can_fuse && pl->mp.gpu_passes != 2;
+    pl->alpha_vector = pl->fused && (pl->mp.epilogue & FM_EPILOGUE_SCALE);
+    if (!pl->fused)
+        pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
+
+    /* descriptors */
+    if ((s = lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type), "cublasLtMatmulDescCreate")) !=
+            FM_OK ||
+        (s = fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
+        goto fail;
+    if ((s = make_layout(&pl->lay_a, pl->dtype, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
+                         pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
+                         pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
+        (s = make_layout(&pl->lay_b, pl->dtype, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
+                         pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
+                         pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
+        (s = make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, d_ld(g, FM_MATMUL_D), pl->inner_count,
+                         pl->inner_stride[FM_MATMUL_D])) != FM_OK)
+        goto fail;
+    if (pl->c_in_gemm) {
+        if ((s = make_layout(&pl->lay_c, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, d_ld(g, FM_MATMUL_C),
+                             pl->inner_count, pl->inner_stride[FM_MATMUL_C])) != FM_OK)
+            goto fail;
+    } else {
+        pl->lay_c = pl->lay_d;
+    }
+    if (g->m > 0 && g->n > 0) {
+        s = choose_algo(pl, p);
+        if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0) {
+            /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it */
+            fm_log_plan(ctx, "cublaslt: fused chain refused (%s); using GEMM + kernel", fm_last_error());
+            pl->fused = 0, pl->alpha_vector = 0, pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
+            cublasLtMatmulDescDestroy(pl->desc);
+            pl->desc = NULL;
+            if ((s = lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
+                               "cublasLtMatmulDescCreate")) != FM_OK ||
+                (s = fill_desc(pl, p, pl->desc, NULL, 0)) != FM_OK)
+                goto fail;
+            s = choose_algo(pl, p);
+        }
+        if (s != FM_OK)
+            goto fail;
+    }
+    if (!pl->fused && (s = plan_second_pass(pl)) != FM_OK)
+        goto fail;
+    pl->needs_call_desc = needs_call_desc(pl);
+
+    out->impl = pl;
+    out->execute = execute;
+    out->destroy_impl = destroy_plan;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (p->present & (1u << i))
+            out->required_align[i] = (size_t)1 << p->align_log2[i];
+    char epi[160];
+    fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
+    int passes = 1 + (pl->ew != NULL) + (pl->colsum != NULL);
+    char batch[64] = "";
+    if (g->batch_count > 1)
+        snprintf(batch, sizeof batch, " batch=%lld%s", (long long)g->batch_count,
+                 pl->outer_ndim ? "(host-looped)" : "");
+    snprintf(out->describe, sizeof out->describe,
+             "matmul cuda:%d/cublaslt %s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu", pl->device,
+             fm_dtype_name(g->dtype), pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
+             (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, pl->algo_ws);
+    return FM_OK;
+fail:
+    destroy_plan(pl);
+    return s;
+}
+
+const fm_backend fm_backend_cublaslt_matmul = {
+    .name = "cublaslt",
+    .device = FM_DEVICE_CUDA,
+    .ops = 1u << FM_OP_MATMUL,
+    .priority = 100,
+    .probe = lt_probe,
+    .release = lt_release,
+    .plan = lt_plan_fn,
+};

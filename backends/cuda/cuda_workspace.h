@@ -1,0 +1,30 @@
+/* cuda_workspace.h : per-context cuBLASLt state: the handle and the workspaces. */
+#ifndef FM_CUDA_WORKSPACE_H
+#define FM_CUDA_WORKSPACE_H
+
+#include "internal.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+typedef struct fm_cuda_lt_state fm_cuda_lt_state;
+
+/* Handle + workspace table. The workspace limit is FUSEMATH_CUDA_WORKSPACE_MB
+ * (default 32 MiB, cuBLAS's recommendation for Hopper), read here once. */
+fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out);
+void fm_cuda_lt_state_destroy(fm_cuda_lt_state *st);
+cublasLtHandle_t fm_cuda_lt_handle(const fm_cuda_lt_state *st);
+size_t fm_cuda_lt_workspace_limit(const fm_cuda_lt_state *st);
+
+/* A workspace of at least `bytes` for work queued on `stream` of `device`. One
+ * buffer per (device, stream): work on one stream runs in order, so plans executed
+ * concurrently from several threads on different streams never share one. A buffer
+ * that must grow is released stream-ordered (cudaFreeAsync) on its own stream. */
+fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t stream, size_t bytes, void **ws);
+
+/* Make `device` current for this thread if it is not. */
+fm_status fm_cuda_use_device(int device);
+
+int fm_cuda_probe_device_count(void);
+
+#endif

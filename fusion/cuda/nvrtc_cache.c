@@ -1,0 +1,582 @@
+/* nvrtc_cache.c : NVRTC compilation with an in-memory and an on-disk cache (see nvrtc_cache.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "nvrtc_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define FM_PATH_MAX 4096
+#define FILE_MAGIC "FMNVRTC1"
+#define FILE_HEADER 80                       /* magic 8 + key 32 + size 8 + image sha 32 */
+#define FILE_MAX_IMAGE ((uint64_t)1 << 30)   /* anything larger is not ours */
+#define MEM_MAX_ENTRIES 4096
+#define MEM_MAX_BYTES ((size_t)512 << 20)
+
+/* ------------------------------------------------------------------------ */
+/* SHA-256 (FIPS 180-4)                                                     */
+/* ------------------------------------------------------------------------ */
+typedef struct sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    uint8_t buf[64];
+    size_t fill;
+} sha256;
+
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static inline uint32_t ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha256_block(sha256 *s, const uint8_t *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
+        uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d, s->h[4] += e, s->h[5] += f, s->h[6] += g, s->h[7] += h;
+}
+
+static void sha256_init(sha256 *s)
+{
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof h0);
+    s->len = 0;
+    s->fill = 0;
+}
+
+static void sha256_update(sha256 *s, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    s->len += n;
+    if (s->fill) {
+        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
+        memcpy(s->buf + s->fill, p, take);
+        s->fill += take, p += take, n -= take;
+        if (s->fill < 64)
+            return;
+        sha256_block(s, s->buf);
+        s->fill = 0;
+    }
+    for (; n >= 64; p += 64, n -= 64)
+        sha256_block(s, p);
+    memcpy(s->buf, p, n);
+    s->fill = n;
+}
+
+static void sha256_final(sha256 *s, uint8_t out[32])
+{
+    uint64_t bits = s->len * 8;
+    uint8_t pad = 0x80;
+    sha256_update(s, &pad, 1);
+    pad = 0;
+    while (s->fill != 56)
+        sha256_update(s, &pad, 1);
+    uint8_t lenb[8];
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha256_update(s, lenb, 8);
+    for (int i = 0; i < 8; i++)
+        out[4 * i] = (uint8_t)(s->h[i] >> 24), out[4 * i + 1] = (uint8_t)(s->h[i] >> 16),
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8), out[4 * i + 3] = (uint8_t)s->h[i];
+}
+
+static void sha256_u64(sha256 *s, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    sha256_update(s, b, 8);
+}
+
+static void sha256_bytes(const void *data, size_t n, uint8_t out[32])
+{
+    sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, data, n);
+    sha256_final(&s, out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Paths                                                                    */
+/* ------------------------------------------------------------------------ */
+static _Thread_local char tls_cache_dir[FM_PATH_MAX];
+static _Thread_local char tls_include_dir[FM_PATH_MAX];
+
+static int usable_env(const char *v) { return v && v[0] == '/'; }
+
+const char *fm_nvrtc_cache_dir(void)
+{
+    const char *v = getenv("FUSEMATH_CACHE_DIR");
+    int n = -1;
+    if (usable_env(v))
+        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s", v);
+    else if (usable_env(v = getenv("XDG_CACHE_HOME")))
+        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s/fusemath", v);
+    else if (usable_env(v = getenv("HOME")))
+        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s/.cache/fusemath", v);
+    if (n <= 0 || (size_t)n >= sizeof tls_cache_dir - 128) /* leave room for nvrtc/<hash>.<ext> */
+        return NULL;
+    while (n > 1 && tls_cache_dir[n - 1] == '/') /* "dir/" -> "dir" */
+        tls_cache_dir[--n] = '\0';
+    return tls_cache_dir;
+}
+
+const char *fm_nvrtc_cuda_include_dir(void)
+{
+    const char *roots[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+    for (int i = 0; i < 3; i++) {
+        if (!roots[i] || !roots[i][0])
+            continue;
+        char probe[FM_PATH_MAX];
+        int n = snprintf(probe, sizeof probe, "%s/include/cuda_runtime_api.h", roots[i]);
+        if (n <= 0 || (size_t)n >= sizeof probe || access(probe, R_OK) != 0)
+            continue;
+        snprintf(tls_include_dir, sizeof tls_include_dir, "%s/include", roots[i]);
+        return tls_include_dir;
+    }
+    return NULL;
+}
+
+/* mkdir -p; 0 when the directory exists afterwards. */
+static int make_dirs(const char *path)
+{
+    char buf[FM_PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = saved;
+    }
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* NVRTC facts                                                              */
+/* ------------------------------------------------------------------------ */
+static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;
+static int nvrtc_major = -1, nvrtc_minor = -1;
+static int nvrtc_archs[128];
+static int nvrtc_narchs;
+
+static void nvrtc_probe(void)
+{
+    if (nvrtcVersion(&nvrtc_major, &nvrtc_minor) != NVRTC_SUCCESS)
+        nvrtc_major = nvrtc_minor = -1;
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= (int)(sizeof nvrtc_archs / sizeof nvrtc_archs[0]) &&
+        nvrtcGetSupportedArchs(nvrtc_archs) == NVRTC_SUCCESS)
+        nvrtc_narchs = n;
+}
+
+fm_status fm_nvrtc_version(int *major, int *minor)
+{
+    pthread_once(&nvrtc_once, nvrtc_probe);
+    if (nvrtc_major < 0)
+        return fm_fail(FM_ERR_UNAVAILABLE, "nvrtc: nvrtcVersion failed");
+    if (major)
+        *major = nvrtc_major;
+    if (minor)
+        *minor = nvrtc_minor;
+    return FM_OK;
+}
+
+int fm_nvrtc_supports_arch(int arch)
+{
+    pthread_once(&nvrtc_once, nvrtc_probe);
+    for (int i = 0; i < nvrtc_narchs; i++)
+        if (nvrtc_archs[i] == arch)
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+/* ------------------------------------------------------------------------ */
+static void make_key(const char *source, const char *const *options, int noptions, int arch, int lto, uint8_t key[32])
+{
+    sha256 s;
+    sha256_init(&s);
+    static const char tag[] = "fusemath nvrtc cache v1";
+    sha256_update(&s, tag, sizeof tag);
+    sha256_u64(&s, (uint64_t)(int64_t)nvrtc_major);
+    sha256_u64(&s, (uint64_t)(int64_t)nvrtc_minor);
+    sha256_u64(&s, (uint64_t)(int64_t)arch);
+    sha256_u64(&s, (uint64_t)(lto != 0));
+    sha256_u64(&s, (uint64_t)noptions);
+    for (int i = 0; i < noptions; i++) {
+        size_t n = strlen(options[i]);
+        sha256_u64(&s, n);
+        sha256_update(&s, options[i], n);
+    }
+    size_t n = strlen(source);
+    sha256_u64(&s, n);
+    sha256_update(&s, source, n);
+    sha256_final(&s, key);
+}
+
+static int file_path(const char *dir, const uint8_t key[32], int lto, char *buf, size_t size)
+{
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    int n = snprintf(buf, size, "%s/nvrtc/%s.%s", dir, hex, lto ? "ltoir" : "cubin");
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory cache                                                             */
+/* ------------------------------------------------------------------------ */
+typedef struct mem_entry {
+    uint8_t key[32];
+    void *image;
+    size_t size;
+} mem_entry;
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static mem_entry *mem_entries;
+static size_t mem_count, mem_cap, mem_bytes;
+
+static void *dup_bytes(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+/* 1 and a malloc'ed copy when found. */
+static int mem_get(const uint8_t key[32], void **image, size_t *size)
+{
+    int found = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count; i++)
+        if (memcmp(mem_entries[i].key, key, 32) == 0) {
+            *image = dup_bytes(mem_entries[i].image, mem_entries[i].size);
+            *size = mem_entries[i].size;
+            found = *image != NULL;
+            break;
+        }
+    pthread_mutex_unlock(&mem_lock);
+    return found;
+}
+
+static void mem_put(const uint8_t key[32], const void *image, size_t size)
+{
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count; i++)
+        if (memcmp(mem_entries[i].key, key, 32) == 0)
+            goto out; /* another thread was faster */
+    if (mem_count >= MEM_MAX_ENTRIES || mem_bytes + size > MEM_MAX_BYTES)
+        goto out;
+    if (mem_count == mem_cap) {
+        size_t cap = mem_cap ? 2 * mem_cap : 32;
+        mem_entry *e = realloc(mem_entries, cap * sizeof *e);
+        if (!e)
+            goto out;
+        mem_entries = e, mem_cap = cap;
+    }
+    void *copy = dup_bytes(image, size);
+    if (!copy)
+        goto out;
+    memcpy(mem_entries[mem_count].key, key, 32);
+    mem_entries[mem_count].image = copy;
+    mem_entries[mem_count].size = size;
+    mem_count++;
+    mem_bytes += size;
+out:
+    pthread_mutex_unlock(&mem_lock);
+}
+
+void fm_nvrtc_cache_clear_memory(void)
+{
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count; i++)
+        free(mem_entries[i].image);
+    free(mem_entries);
+    mem_entries = NULL;
+    mem_count = mem_cap = mem_bytes = 0;
+    pthread_mutex_unlock(&mem_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Disk cache                                                               */
+/* ------------------------------------------------------------------------ */
+static void put_u64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t r = write(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* 1 and a malloc'ed image when the file exists and verifies; anything else is a miss. */
+static int disk_get(const char *path, const uint8_t key[32], void **image, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int ok = 0;
+    uint8_t *data = NULL;
+    struct stat st;
+    uint8_t hdr[FILE_HEADER];
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < FILE_HEADER ||
+        (uint64_t)st.st_size > FILE_MAX_IMAGE + FILE_HEADER || read_all(fd, hdr, FILE_HEADER) != 0)
+        goto out;
+    uint64_t n = get_u64le(hdr + 40);
+    if (memcmp(hdr, FILE_MAGIC, 8) != 0 || memcmp(hdr + 8, key, 32) != 0 || n == 0 ||
+        n != (uint64_t)st.st_size - FILE_HEADER)
+        goto out;
+    if (!(data = malloc((size_t)n)) || read_all(fd, data, (size_t)n) != 0)
+        goto out;
+    uint8_t sum[32];
+    sha256_bytes(data, (size_t)n, sum);
+    if (memcmp(sum, hdr + 48, 32) != 0)
+        goto out;
+    *image = data, *size = (size_t)n;
+    data = NULL;
+    ok = 1;
+out:
+    free(data);
+    close(fd);
+    return ok;
+}
+
+static atomic_uint tmp_counter;
+
+/* Best effort: failures only mean no disk cache. */
+static void disk_put(const char *dir, const char *path, const uint8_t key[32], const void *image, size_t size)
+{
+    char sub[FM_PATH_MAX], tmp[FM_PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s/nvrtc", dir) >= (int)sizeof sub || make_dirs(sub) != 0)
+        return;
+    unsigned c = atomic_fetch_add(&tmp_counter, 1);
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.%u.%lx.tmp", path, (long)getpid(), c, (unsigned long)(uintptr_t)&c) >=
+        (int)sizeof tmp)
+        return;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return;
+    uint8_t hdr[FILE_HEADER];
+    memcpy(hdr, FILE_MAGIC, 8);
+    memcpy(hdr + 8, key, 32);
+    put_u64le(hdr + 40, size);
+    sha256_bytes(image, size, hdr + 48);
+    int ok = write_all(fd, hdr, sizeof hdr) == 0 && write_all(fd, image, size) == 0;
+    if (close(fd) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) /* rename is atomic: readers see the old file or the new one */
+        unlink(tmp);
+}
+
+fm_status fm_nvrtc_cache_file(const char *source, const char *const *options, int noptions, int arch, int lto,
+                              char *buf, size_t size)
+{
+    if (!source || (noptions > 0 && !options) || noptions < 0 || !buf)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc cache: NULL argument");
+    pthread_once(&nvrtc_once, nvrtc_probe);
+    const char *dir = fm_nvrtc_cache_dir();
+    if (!dir)
+        return fm_fail(FM_ERR_UNAVAILABLE, "nvrtc cache: no cache directory (FUSEMATH_CACHE_DIR, XDG_CACHE_HOME, HOME)");
+    uint8_t key[32];
+    make_key(source, options, noptions, arch, lto, key);
+    if (file_path(dir, key, lto, buf, size) != 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc cache: path buffer too small");
+    return FM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compilation                                                              */
+/* ------------------------------------------------------------------------ */
+static fm_status nvrtc_fail(nvrtcResult r, const char *what, const char *name, int arch)
+{
+    return fm_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND,
+                   "nvrtc: %s (%s for sm_%d): %s", what, name, arch, nvrtcGetErrorString(r));
+}
+
+static fm_status compile_now(const char *source, const char *name, const char *const *options, int noptions,
+                             int arch, int lto, void **image, size_t *size)
+{
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_fail(r, "nvrtcCreateProgram", name, arch);
+    fm_status s = FM_OK;
+    char arch_opt[32];
+    snprintf(arch_opt, sizeof arch_opt, "-arch=sm_%d", arch);
+    const char **opts = malloc(sizeof *opts * (size_t)(noptions + 2));
+    if (!opts) {
+        nvrtcDestroyProgram(&prog);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory");
+    }
+    int n = 0;
+    for (int i = 0; i < noptions; i++)
+        opts[n++] = options[i];
+    opts[n++] = arch_opt;
+    if (lto)
+        opts[n++] = "-dlto";
+    r = nvrtcCompileProgram(prog, n, opts);
+    free(opts);
+    if (r != NVRTC_SUCCESS) {
+        size_t log_size = 0;
+        char *log = NULL;
+        if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1 && (log = malloc(log_size)) &&
+            nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
+            log[log_size - 1] = '\0';
+            size_t len = strlen(log);
+            while (len && (log[len - 1] == '\n' || log[len - 1] == ' ' || log[len - 1] == '\r'))
+                log[--len] = '\0';
+        } else if (log) {
+            log[0] = '\0';
+        }
+        s = fm_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND,
+                    "nvrtc: compiling %s for sm_%d failed (%s): %s", name, arch, nvrtcGetErrorString(r),
+                    log && log[0] ? log : "(no compiler log)");
+        free(log);
+        nvrtcDestroyProgram(&prog);
+        return s;
+    }
+    size_t n_img = 0;
+    r = lto ? nvrtcGetLTOIRSize(prog, &n_img) : nvrtcGetCUBINSize(prog, &n_img);
+    if (r != NVRTC_SUCCESS || n_img == 0) {
+        s = r != NVRTC_SUCCESS ? nvrtc_fail(r, lto ? "nvrtcGetLTOIRSize" : "nvrtcGetCUBINSize", name, arch)
+                               : fm_fail(FM_ERR_BACKEND, "nvrtc: %s for sm_%d produced an empty %s", name, arch,
+                                         lto ? "LTO-IR" : "cubin");
+        nvrtcDestroyProgram(&prog);
+        return s;
+    }
+    char *img = malloc(n_img);
+    if (!img) {
+        nvrtcDestroyProgram(&prog);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory for a %zu-byte image", n_img);
+    }
+    r = lto ? nvrtcGetLTOIR(prog, img) : nvrtcGetCUBIN(prog, img);
+    nvrtcDestroyProgram(&prog);
+    if (r != NVRTC_SUCCESS) {
+        free(img);
+        return nvrtc_fail(r, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN", name, arch);
+    }
+    *image = img;
+    *size = n_img;
+    return FM_OK;
+}
+
+fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, const char *const *options, int noptions,
+                           int arch, int lto, void **image, size_t *size, int *from_cache)
+{
+    if (from_cache)
+        *from_cache = 0;
+    if (!source || !image || !size || noptions < 0 || (noptions > 0 && !options))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc: source, image and size must not be NULL");
+    for (int i = 0; i < noptions; i++)
+        if (!options[i])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc: option %d is NULL", i);
+    *image = NULL;
+    *size = 0;
+    const char *name = name_for_messages && name_for_messages[0] ? name_for_messages : "fusemath_kernel.cu";
+    fm_status s = fm_nvrtc_version(NULL, NULL);
+    if (s != FM_OK)
+        return s;
+    if (arch <= 0 || !fm_nvrtc_supports_arch(arch)) {
+        char list[256] = "";
+        size_t len = 0;
+        for (int i = 0; i < nvrtc_narchs && len + 8 < sizeof list; i++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", i ? " " : "", nvrtc_archs[i]);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc %d.%d cannot compile %s for sm_%d (supported: %s)", nvrtc_major,
+                       nvrtc_minor, name, arch, list);
+    }
+
+    uint8_t key[32];
+    make_key(source, options, noptions, arch, lto, key);
+    if (mem_get(key, image, size)) {
+        if (from_cache)
+            *from_cache = 1;
+        return FM_OK;
+    }
+    char path[FM_PATH_MAX], dir[FM_PATH_MAX];
+    const char *d = fm_nvrtc_cache_dir();
+    int have_disk = d && snprintf(dir, sizeof dir, "%s", d) < (int)sizeof dir &&
+                    file_path(dir, key, lto, path, sizeof path) == 0;
+    if (have_disk && disk_get(path, key, image, size)) {
+        mem_put(key, *image, *size);
+        if (from_cache)
+            *from_cache = 1;
+        return FM_OK;
+    }
+    if ((s = compile_now(source, name, options, noptions, arch, lto, image, size)) != FM_OK)
+        return s;
+    mem_put(key, *image, *size);
+    if (have_disk)
+        disk_put(dir, path, key, *image, *size);
+    return FM_OK;
+}

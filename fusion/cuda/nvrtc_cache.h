@@ -1,0 +1,56 @@
+/* nvrtc_cache.h : run-time compilation of CUDA C++ with NVRTC, cached in memory and on disk.
+ *
+ * Generic on purpose: the matmul epilogue kernels (cuda_epilogue_kernel.c) and the cuFFT
+ * LTO callbacks both go through it. Needs no GPU: NVRTC compiles for any supported
+ * sm_<arch>; the driver is only needed to load the result.
+ *
+ * Disk cache: one file per (source, options, arch, lto, NVRTC version), named by the
+ * SHA-256 of all of them, under <fm_nvrtc_cache_dir()>/nvrtc/. Files carry a header with
+ * the key and a checksum of the image; anything that does not verify (truncated, corrupt,
+ * written by another version) is ignored and replaced. Writes go to a temporary file
+ * that is renamed into place, so concurrent processes and threads never see a partial
+ * file. When the directory cannot be created or written the cache is memory-only. */
+#ifndef FM_NVRTC_CACHE_H
+#define FM_NVRTC_CACHE_H
+
+#include "internal.h"
+
+#include <stddef.h>
+
+/* Directory of the on-disk cache: $FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else
+ * $HOME/.cache/fusemath; NULL if none usable (unset, empty or relative variables are skipped).
+ * Read from the environment on every call; the string is thread-local and stays valid until
+ * the next call on this thread. */
+const char *fm_nvrtc_cache_dir(void);
+
+/* Compile CUDA C++ source with NVRTC for sm_<arch> (e.g. 90) to a cubin (lto = 0) or LTO-IR
+ * (lto = 1, -dlto). "-arch=sm_<arch>" (and "-dlto") are added to `options` here.
+ * Cached on disk (and in memory) keyed by a strong hash (SHA-256) of source + options + arch +
+ * lto + NVRTC version. *image is malloc'ed (caller frees). *from_cache (may be NULL) says
+ * whether it came from the cache (memory or disk).
+ * Errors: FM_ERR_BACKEND "nvrtc: compiling <name> for sm_<arch> failed: <compiler log>" for
+ * a compile error (the log's first lines are in fm_last_error()); FM_ERR_INVALID_ARGUMENT for
+ * bad arguments or an arch NVRTC does not support; FM_ERR_OUT_OF_MEMORY. Thread-safe. */
+fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, const char *const *options,
+                           int noptions, int arch, int lto, void **image, size_t *size, int *from_cache);
+
+/* NVRTC's version (nvrtcVersion). */
+fm_status fm_nvrtc_version(int *major, int *minor);
+
+/* Whether NVRTC can compile for sm_<arch> (nvrtcGetSupportedArchs). */
+int fm_nvrtc_supports_arch(int arch);
+
+/* The CUDA toolkit's include directory for "-I" when a source needs toolkit headers:
+ * $CUDA_HOME/include, $CUDA_PATH/include or /usr/local/cuda/include, the first that has
+ * cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
+const char *fm_nvrtc_cuda_include_dir(void);
+
+/* Tests: forget the in-memory cache (the disk cache is untouched). */
+void fm_nvrtc_cache_clear_memory(void);
+
+/* Tests: the disk-cache file that fm_nvrtc_compile would use for these arguments, into buf
+ * (FM_ERR_UNAVAILABLE when there is no cache directory). */
+fm_status fm_nvrtc_cache_file(const char *source, const char *const *options, int noptions, int arch, int lto,
+                              char *buf, size_t size);
+
+#endif

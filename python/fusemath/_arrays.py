@@ -1,0 +1,314 @@
+"""Array libraries behind the front end: NumPy (host memory), PyTorch and CuPy.
+
+PyTorch and CuPy are never imported by fusemath on its own: a library is registered
+with the extension (``_fusemath.register_array_library``) the first time one of its
+arrays is passed in, i.e. when the caller has imported it already. From then on the
+extension reads those arrays' pointer, shape, strides, dtype and device directly
+(torch: ``data_ptr()``, ``shape``, ``stride()``, ``dtype``, ``get_device()``; cupy:
+``data.ptr``, ``data.device_id``, ``shape``, ``strides``, ``dtype``), allocates results
+with the library (``torch.empty`` / ``cupy.empty``: the caller's allocator and pool) and
+asks it for its current stream (``torch._C._cuda_getCurrentRawStream(device)``,
+``cupy.cuda.get_current_stream(device).ptr``).
+
+Other GPU arrays (``__cuda_array_interface__`` or a CUDA ``__dlpack_device__``) are
+viewed, zero-copy, as CuPy arrays (PyTorch tensors if CuPy is not installed): results
+need a library to be allocated with.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _fusemath as _C
+
+__all__ = ["Lib", "NUMPY", "BF16", "lib_of", "fm_name", "is_cuda_object", "adopt"]
+
+
+class _DType:
+    """A dtype NumPy does not have (bfloat16 without ml_dtypes): a name, a kind, a size."""
+
+    __slots__ = ("name", "kind", "itemsize")
+
+    def __init__(self, name: str, kind: str, itemsize: int):
+        self.name, self.kind, self.itemsize = name, kind, itemsize
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"dtype({self.name!r})"
+
+
+def _bf16():
+    try:  # NumPy arrays of ml_dtypes.bfloat16 are then recognised too
+        import ml_dtypes  # noqa: F401  (optional; never required)
+
+        return np.dtype(ml_dtypes.bfloat16)
+    except Exception:
+        return _DType("bfloat16", "f", 2)
+
+
+BF16 = _bf16()
+
+_NUMPY_DTYPES = {
+    "f16": np.dtype(np.float16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "c64": np.dtype(np.complex64),
+    "c128": np.dtype(np.complex128),
+    "u8": np.dtype(np.uint8),
+    "i8": np.dtype(np.int8),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u32": np.dtype(np.uint32),
+}
+#: canonical dtype (np.dtype or BF16) -> fusemath dtype name
+_FM_NAMES = {dt: name for name, dt in _NUMPY_DTYPES.items()}
+_FM_NAMES[BF16] = "bf16"
+
+
+def fm_name(dtype: Any) -> str:
+    """The extension's name of a canonical dtype ('f32', 'bf16', 'u8', ...)."""
+    return _FM_NAMES[dtype]
+
+
+class Lib:
+    """One array library as the front end sees it (registered with the extension)."""
+
+    name = "?"
+    index = -1
+    host = False  # NumPy: host memory only
+
+    def dtype_of(self, x) -> Any:
+        """Canonical dtype (an np.dtype, or BF16) of an array of this library."""
+        raise NotImplementedError
+
+    def device_of(self, x) -> int:
+        """CUDA device of an array of this library, -1 for host memory."""
+        raise NotImplementedError
+
+    def synchronize(self, device: int) -> None:
+        """Wait for all work on a device (autotune only)."""
+
+    def adopt(self, x):
+        """A zero-copy view of a foreign GPU array as an array of this library."""
+        raise NotImplementedError
+
+
+class _NumPyLib(Lib):
+    name = "numpy"
+    host = True
+
+    def __init__(self):
+        self.index = _C.register_array_library(
+            "numpy", _C.STYLE_NUMPY, None, dict(_NUMPY_DTYPES), np.empty, None, None, None, None, None, 0
+        )
+
+    def dtype_of(self, x):
+        return x.dtype
+
+    def device_of(self, x) -> int:
+        return -1
+
+
+NUMPY = _NumPyLib()
+
+
+class _StreamCache:
+    """External-stream wrappers per (handle, device), for allocations on a non-current stream."""
+
+    def __init__(self, make):
+        self._make = make
+        self._cache = {}
+
+    def get(self, handle: int, device: int):
+        key = (handle, device)
+        s = self._cache.get(key)
+        if s is None:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            s = self._cache[key] = self._make(handle, device)
+        return s
+
+
+class _TorchLib(Lib):
+    name = "torch"
+
+    def __init__(self, torch, name: str = "torch"):
+        self.name = name  # the tests register a torch-like stand-in under another name
+        self.torch = torch
+        t = torch
+        names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
+                 "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32"}
+        dtypes = {k: getattr(t, v) for k, v in names.items() if hasattr(t, v)}
+        self._canonical = {native: (BF16 if k == "bf16" else _NUMPY_DTYPES[k]) for k, native in dtypes.items()}
+        getter = getattr(t._C, "_cuda_getCurrentRawStream", None)  # 0.1 us; current_stream() is 4 us
+        if getter is None:
+            def getter(device, _cs=t.cuda.current_stream):
+                return _cs(device).cuda_stream
+        oom = getattr(t, "OutOfMemoryError", None) or getattr(t.cuda, "OutOfMemoryError", MemoryError)
+        cpu = t.device("cpu")
+
+        def device_obj(index: int):
+            return cpu if index < 0 else t.device("cuda", index)
+
+        self._device_obj = device_obj
+        self._streams = _StreamCache(lambda h, d: t.cuda.ExternalStream(h, device=device_obj(d)))
+
+        def slow_alloc(shape, dtype, device, stream):
+            dev = device_obj(device)
+            if stream is None:
+                return t.empty(shape, dtype=dtype, device=dev)
+            with t.cuda.stream(self._streams.get(stream, device)):
+                return t.empty(shape, dtype=dtype, device=dev)
+
+        try:
+            ndev = t.cuda.device_count()
+        except Exception:
+            ndev = 0
+        self.index = _C.register_array_library(
+            name, _C.STYLE_TORCH, t.Tensor, dtypes, t.empty, getter, None, device_obj, oom, slow_alloc, ndev
+        )
+
+    def dtype_of(self, x):
+        dt = self._canonical.get(x.dtype)
+        if dt is None:
+            raise _C.DtypeError(f"torch dtype {x.dtype} is not supported by fusemath")
+        return dt
+
+    def device_of(self, x) -> int:
+        return x.get_device()
+
+    def synchronize(self, device: int) -> None:
+        if device >= 0:
+            self.torch.cuda.synchronize(device)
+
+    def adopt(self, x):
+        t = self.torch
+        if hasattr(x, "__dlpack__"):
+            return t.from_dlpack(x)
+        return t.as_tensor(x, device="cuda")  # __cuda_array_interface__: zero-copy
+
+
+class _CuPyLib(Lib):
+    name = "cupy"
+
+    def __init__(self, cupy):
+        self.cupy = cp = cupy
+        dtypes = {k: v for k, v in _NUMPY_DTYPES.items()}
+        getter = cp.cuda.get_current_stream  # (device_id) -> Stream; .ptr is the handle
+        try:
+            getter(0)
+        except TypeError:  # a CuPy whose get_current_stream takes no device
+            def getter(device, _g=cp.cuda.get_current_stream, _D=cp.cuda.Device):
+                with _D(device):
+                    return _g()
+        except Exception:
+            pass
+        self._streams = _StreamCache(lambda h, d: cp.cuda.ExternalStream(h, d))
+
+        def slow_alloc(shape, dtype, device, stream):
+            with cp.cuda.Device(device):
+                if stream is None:
+                    return cp.empty(shape, dtype)
+                with self._streams.get(stream, device):
+                    return cp.empty(shape, dtype)
+
+        try:
+            ndev = cp.cuda.runtime.getDeviceCount()
+        except Exception:
+            ndev = 0
+        self.index = _C.register_array_library(
+            "cupy", _C.STYLE_CUPY, cp.ndarray, dtypes, cp.empty, getter, cp.cuda.runtime.getDevice, None,
+            cp.cuda.memory.OutOfMemoryError, slow_alloc, ndev,
+        )
+
+    def dtype_of(self, x):
+        return x.dtype
+
+    def device_of(self, x) -> int:
+        return x.data.device_id
+
+    def synchronize(self, device: int) -> None:
+        if device >= 0:
+            self.cupy.cuda.Device(device).synchronize()
+
+    def adopt(self, x):
+        cp = self.cupy
+        if hasattr(x, "__cuda_array_interface__"):
+            return cp.asarray(x)  # zero-copy view; honours the producer's CAI stream
+        return cp.from_dlpack(x)
+
+
+_LIBS = {}  # "torch" / "cupy" -> Lib
+_BY_TYPE = {np.ndarray: None}  # type -> Lib (None: NumPy-compatible host array)
+
+
+def _lib(name: str) -> Optional[Lib]:
+    lib = _LIBS.get(name)
+    if lib is None:
+        mod = sys.modules.get(name)
+        if mod is None:
+            return None
+        lib = _LIBS[name] = (_TorchLib if name == "torch" else _CuPyLib)(mod)
+    return lib
+
+
+def lib_of(x) -> Optional[Lib]:
+    """The registered library of x (a PyTorch tensor or CuPy array), None otherwise.
+    Registers the library the first time one of its arrays is seen; never imports it."""
+    t = type(x)
+    try:
+        return _BY_TYPE[t]
+    except KeyError:
+        pass
+    lib = None
+    for name in ("torch", "cupy"):
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        base = mod.Tensor if name == "torch" else mod.ndarray
+        if isinstance(x, base):
+            lib = _lib(name)
+            break
+    if lib is not None or t.__module__ in ("builtins", "numpy", "array"):
+        _BY_TYPE[t] = lib  # other types are asked again: their device may vary per object
+    return lib
+
+
+def is_cuda_object(x) -> bool:
+    """A GPU array of an unregistered kind (__cuda_array_interface__ or a CUDA DLPack device)."""
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        kind = int(dev()[0])
+    except Exception:
+        return False
+    return kind in (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def adopt(x, name: str, where: str):
+    """(lib, view): a foreign GPU array viewed zero-copy through CuPy (else PyTorch)."""
+    for mod in ("cupy", "torch"):
+        if mod not in sys.modules:
+            try:
+                __import__(mod)
+            except Exception:
+                continue
+        lib = _lib(mod)
+        if lib is None:
+            continue
+        try:
+            return lib, lib.adopt(x)
+        except Exception as exc:
+            raise TypeError(f"{where}: {name} (a {type(x).__name__} on the GPU) cannot be viewed as a "
+                            f"{mod} array: {exc}") from exc
+    raise _C.DeviceError(
+        f"{where}: {name} is a GPU array ({type(x).__name__}); fusemath allocates GPU results with CuPy or "
+        "PyTorch and neither is importable"
+    )
