@@ -67,8 +67,10 @@ void fm_cpu_sums_store(fm_dtype t, int64_t nout, int64_t nred, const void *x, in
     double acc[2 * SUMS_CHUNK];
     for (int64_t i0 = 0; i0 < nout; i0 += SUMS_CHUNK) {
         const int64_t cnt = nout - i0 < SUMS_CHUNK ? nout - i0 : SUMS_CHUNK;
-        const char *xc = (const char *)x + i0 * os * (int64_t)rsize * (cplx ? 2 : 1);
-        if (!cplx) {
+        const char *xc = nred > 0 ? (const char *)x + i0 * os * (int64_t)rsize * (cplx ? 2 : 1) : NULL;
+        if (nred == 0) { /* an empty sum; x may be NULL */
+            memset(acc, 0, sizeof acc);
+        } else if (!cplx) {
             sums_real(is_f64, cnt, nred, xc, os, rs, acc, 1);
         } else if (os == 1) {
             /* adjacent complex outputs: 2*cnt adjacent real outputs (re, im interleaved) */

@@ -377,16 +377,15 @@ static void bgrad_of_empty(const openblas_plan *pl, void *const *ptrs)
     const int64_t es = (int64_t)pl->es;
     if (!(epi & FM_EPILOGUE_ANY_BGRAD_) || !ptrs[FM_MATMUL_BGRAD])
         return;
+    const char *a = ptrs[FM_MATMUL_A], *bm = ptrs[FM_MATMUL_B]; /* NULL when empty (k == 0) */
     for (int64_t b = 0; b < g->batch_count; b++) {
         char *out = (char *)ptrs[FM_MATMUL_BGRAD] + fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) * es;
         if (epi & FM_EPILOGUE_BGRADA)
-            fm_cpu_sums_store(g->dtype, g->m, g->k,
-                              (const char *)ptrs[FM_MATMUL_A] + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * es,
+            fm_cpu_sums_store(g->dtype, g->m, g->k, a ? a + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * es : NULL,
                               g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], out,
                               g->row_stride[FM_MATMUL_BGRAD]);
         else if (epi & FM_EPILOGUE_BGRADB)
-            fm_cpu_sums_store(g->dtype, g->n, g->k,
-                              (const char *)ptrs[FM_MATMUL_B] + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es,
+            fm_cpu_sums_store(g->dtype, g->n, g->k, bm ? bm + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es : NULL,
                               g->col_stride[FM_MATMUL_B], g->row_stride[FM_MATMUL_B], out,
                               g->col_stride[FM_MATMUL_BGRAD]);
         else
@@ -613,9 +612,6 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fail(FM_ERR_NOT_APPLICABLE,
                        "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "
                        "c128); convert to f32, or use execution='cuda'", fm_dtype_name(g->dtype));
-    if (pl.mp.epilogue & ~FM_EPILOGUE_ALL_)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "epilogue bits 0x%x are not implemented on the cpu backend",
-                       pl.mp.epilogue & ~FM_EPILOGUE_ALL_);
     pl.es = fm_dtype_size(g->dtype);
     if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
         return fm_fail(FM_ERR_TOO_LARGE,

@@ -655,6 +655,24 @@ static fm_status launch(cudaKernel_t k, const char *who, const char *name, unsig
     return FM_OK;
 }
 
+/* Resident 256-thread blocks per SM for kernel k on device_id (the grid of a grid-stride kernel
+ * is one full wave). The occupancy query runs on the current device, so switch to device_id
+ * for it. Falls back to 4 (at most 64 registers a thread) if the query fails. */
+static int blocks_per_sm(cudaKernel_t k, int device_id)
+{
+    int prev = -1, n = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess || (prev != device_id && cudaSetDevice(device_id) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        return 4;
+    }
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)k, 256, 0) != cudaSuccess || n < 1)
+        n = 4;
+    (void)cudaGetLastError();
+    if (prev != device_id)
+        cudaSetDevice(prev);
+    return n;
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
@@ -669,7 +687,7 @@ static const char EW_WHO[] = "cuda epilogue kernel";
 
 struct fm_cuda_ew {
     fm_cuda_ew_spec spec;
-    int device, sms;
+    int device, sms, blocks_per_sm;
     loaded mod;
     cudaKernel_t kernel;
 };
@@ -700,6 +718,7 @@ fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_
         return s;
     }
     k->kernel = ks[0];
+    k->blocks_per_sm = blocks_per_sm(k->kernel, device_id);
     *out = k;
     return FM_OK;
 }
@@ -748,7 +767,7 @@ fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void 
         .aux_rs = a->aux.rs, .aux_cs = a->aux.cs, .aux_bs = a->aux.bs,
         .beta_re = a->beta[0], .beta_im = a->beta[1], .clamp_lo = a->clamp[0], .clamp_hi = a->clamp[1],
         .small = total < ((int64_t)1 << 31), .rows_fast = !unit && abs64(a->d.rs) < abs64(a->d.cs), .unit = unit};
-    const unsigned blocks = grid_for(ceil_div(total, 256), (int64_t)k->sms * 8);
+    const unsigned blocks = grid_for(ceil_div(total, 256), (int64_t)k->sms * k->blocks_per_sm);
     return launch(k->kernel, EW_WHO, "fm_ew", blocks, &p, stream);
 }
 

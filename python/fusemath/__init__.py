@@ -1,4 +1,4 @@
-"""fusemath: planned matmul with fused epilogues on the CPU (OpenBLAS) or the GPU.
+"""fusemath: planned matmul with fused epilogues on the CPU (OpenBLAS) or the GPU (cuBLASLt).
 
     >>> import numpy as np, fusemath
     >>> a = np.random.rand(64, 32).astype(np.float32)
@@ -7,8 +7,14 @@
     >>> d = fusemath.matmul(a, b, bias=bias, epilogue="relu")    # relu(a @ b + bias)
     >>> mm = fusemath.Matmul(a, b); mm.plan(epilogue="gelu"); d = mm.execute()
 
+NumPy arrays give NumPy results; PyTorch tensors and CuPy arrays (CPU or CUDA) are used
+zero-copy and give results of their own library on their own device, computed
+asynchronously on the library's current stream (or ``stream=``). Epilogue chains follow
+nvmath-python (``epilog=``, ``epilog_inputs={"bias": ..., "relu_aux": ...}``, result keys
+``"relu_aux"``, ``"drelu_bgrad"``, ...); see docs/epilogues.md and docs/api.md.
+
 The arithmetic runs in libfusemath with the GIL released. Errors derive from
-:class:`FusemathError` and from the matching builtin (ValueError, TypeError, ...).
+:class:`FusemathError` and from the matching builtin (ValueError, TypeError, MemoryError, ...).
 """
 from . import _fusemath
 from ._fusemath import (

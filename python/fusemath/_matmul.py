@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import BF16, NUMPY, adopt, fm_name, is_cuda_object, lib_of
+from ._arrays import _BY_TYPE, BF16, NUMPY, adopt, fm_name, is_cuda_object, lib_of
 from ._options import (
     AUTO_DEFAULTS,
     Epilogue,
@@ -38,6 +38,7 @@ _ndarray = np.ndarray
 _empty = np.empty
 _data_ptr = _C.data_ptr
 _array_matmul = _C.array_matmul
+_lib_by_type = _BY_TYPE.get
 _U8 = np.dtype(np.uint8)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -62,9 +63,9 @@ _FORWARD_ACTS = 0
 for _bit, _ in _ACTS:
     _FORWARD_ACTS |= _bit
 _NOT_COMPLEX = _FORWARD_ACTS | _DRELU | _DGELU | _SCALE  # complex data takes bias, bgrada, bgradb only
-_INPUT_BITS = _BIAS | _SCALE | _CLAMP | _DRELU | _DGELU  # chains that need an argument
 _EXTRA_BITS = _AUX | _ANY_BGRAD  # chains with a second result
-_SLOW_BITS = _INPUT_BITS | _NOT_COMPLEX
+_FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
+_AUX_KEYS = {bit: name + "_aux" for bit, name in _ACTS}
 _SLOT_D, _SLOT_AUX, _SLOT_BGRAD = _C.MATMUL_D, _C.MATMUL_AUX, _C.MATMUL_BGRAD
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
@@ -440,7 +441,19 @@ class _Operands:
     def epilogue_spec(self, where: str, epilogue: Any, bias: Any, epilog_inputs: Any, clamp: Any):
         """-> (bits, bias, scale, aux input as given, clamp pair), all checked."""
         epi = epilogue_bits(epilogue, where)
-        if bias is None and epilog_inputs is None and clamp is None and not epi & _SLOW_BITS:
+        if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
+            # the common chains (identity, bias, forward activations, aux): few checks
+            if epi & _NOT_COMPLEX and self.dtype.kind == "c":
+                raise _C.NotSupportedError(
+                    f"{where}: epilogue {_epilogue_name(epi)!r} is not defined for complex dtype "
+                    f"{_dtype_name(self.dtype)} (complex data takes bias, bgrada and bgradb)"
+                )
+            if bias is not None:
+                return epi | _BIAS, self.check_bias(where, bias), None, None, None
+            if epi & _BIAS:
+                raise _C.InvalidArgumentError(
+                    f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given"
+                )
             return epi, None, None, None, None
         epi, bias, scale, aux_in, clamp_pair = _split_inputs(where, epi, bias, epilog_inputs, clamp)
         if epi & _NOT_COMPLEX and self.dtype.kind == "c":
@@ -462,12 +475,11 @@ class _Operands:
         chain ("relu_aux", "gelu_aux", ..., "drelu_bgrad", "bgrada", ...), or None.
         The returned shape has the memory layout of the promoted one (size-1 axes removed)."""
         if epi & _AUX:
-            act = next(name for bit, name in _ACTS if epi & bit)
             if epi & _RELU:
                 rb = _C.relu_mask_row_bytes(self.n)
                 ret = self.batch + ((() if self.a1d else (self.m,)) + (rb,))
                 return "relu_aux", _SLOT_AUX, ret, self.batch + (self.m, rb), _U8
-            return act + "_aux", _SLOT_AUX, self.rshape, self.dshape, self.dtype
+            return _AUX_KEYS[epi & _FORWARD_ACTS], _SLOT_AUX, self.rshape, self.dshape, self.dtype
         if epi & _ANY_BGRAD:
             if epi & _BGRAD:
                 key = "drelu_bgrad" if epi & _DRELU else "dgelu_bgrad"
@@ -583,15 +595,25 @@ def matmul(
         ``fusemath.FusemathError``.
     """
     if type(a) is not _ndarray or type(b) is not _ndarray:
-        fr = _foreign(a, b, "fusemath.matmul")
-        if fr is not None:  # PyTorch / CuPy / GPU arrays: everything else happens in one C call
-            lib, a, b = fr
+        lib = _lib_by_type(type(a))  # PyTorch tensors / CuPy arrays seen before: one dict lookup
+        if lib is None:
+            fr = _foreign(a, b, "fusemath.matmul")
+            if fr is not None:
+                lib, a, b = fr
+        if lib is not None:  # library / GPU arrays: everything else happens in one C call
             where = "fusemath.matmul"
             if epilog is not None:
                 epilogue = _merge_epilog(where, epilogue, epilog)
             epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
             scale = aux_in = None
-            if bias is not None or epilog_inputs is not None or clamp is not None or epi & _INPUT_BITS:
+            if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
+                if bias is not None:
+                    epi |= _BIAS
+                elif epi & _BIAS:
+                    raise _C.InvalidArgumentError(
+                        f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given"
+                    )
+            else:
                 epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
             if c is None:
                 if beta is not None and beta != 0:

@@ -70,6 +70,7 @@ class Epilogue(enum.IntFlag):
 MatmulEpilog = Epilogue
 
 _EPILOGUE_CACHE: dict = {}
+_CACHEABLE = (str, int, Epilogue)
 _ALL_BITS = 0
 for _member in (Epilogue.BIAS, Epilogue.RELU, Epilogue.GELU, Epilogue.AUX, Epilogue.SIGMOID, Epilogue.TANH,
                 Epilogue.SILU, Epilogue.CLAMP, Epilogue.DRELU, Epilogue.DGELU, Epilogue.BGRAD, Epilogue.BGRADA,
@@ -97,12 +98,10 @@ def epilogue_bits(epilogue: Union[None, str, int, Epilogue], where: str) -> int:
     """Epilogue argument (None, str, int or Epilogue) -> validated int bits."""
     if epilogue is None:
         return 0
-    try:
+    if type(epilogue) in _CACHEABLE:  # not bool / float, which hash like ints
         bits = _EPILOGUE_CACHE.get(epilogue)
-    except TypeError:  # unhashable
-        bits = None
-    if bits is not None:
-        return bits
+        if bits is not None:
+            return bits
     if isinstance(epilogue, str):
         bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
         if len(_EPILOGUE_CACHE) < 256:

@@ -1747,6 +1747,10 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *stream_arg = nargs > 0 ? args[0] : Py_None;
     PyObject *out = nargs > 1 ? args[1] : Py_None;
     fm_state *st = plan_state(r->plan);
+    if (!st || r->lib >= st->nlibs) { /* the module was cleared (interpreter shutdown) */
+        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the fusemath module was torn down");
+        return NULL;
+    }
     void *ptrs[FM_MATMUL_NSLOTS];
     memcpy(ptrs, r->ptrs, sizeof ptrs);
 

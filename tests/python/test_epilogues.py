@@ -441,3 +441,48 @@ def test_planner_errors(rng):
     with pytest.raises(ValueError, match="unknown epilog_inputs"):
         mm.reset_operands(epilog_inputs={"gamma": np.ones(8, np.float32)})
     np.testing.assert_allclose(mm.execute(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Options and stream arguments (the GPU ones are accepted and checked here too)
+# ---------------------------------------------------------------------------
+def test_compute_option(rng):
+    a = make(rng, (6, 5), np.float32)
+    b = make(rng, (5, 4), np.float32)
+    assert fusemath.MatmulOptions().compute == "default"
+    for options in ({"compute": "tf32"}, fusemath.MatmulOptions(compute="TF32"), {"compute": "default"}):
+        # the CPU backend computes float32 in float32 whatever the option says
+        np.testing.assert_allclose(fusemath.matmul(a, b, options=options), a @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(fusemath.Matmul(a, b, options=options).execute(), a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="compute 'fast'"):
+        fusemath.matmul(a, b, options={"compute": "fast"})
+    with pytest.raises(ValueError, match="tf32.*f64"):
+        fusemath.matmul(a.astype(np.float64), b.astype(np.float64), options={"compute": "tf32"})
+
+
+def test_stream_arguments_on_host_data(rng):
+    import types
+
+    a = make(rng, (6, 5), np.float64)
+    b = make(rng, (5, 4), np.float64)
+
+    class Proto:
+        def __cuda_stream__(self):
+            return (0, 0)
+
+    mm = fusemath.Matmul(a, b)
+    for s in (None, 0, types.SimpleNamespace(ptr=0), types.SimpleNamespace(cuda_stream=0), Proto()):
+        np.testing.assert_allclose(fusemath.matmul(a, b, stream=s), a @ b, rtol=1e-12)
+        np.testing.assert_allclose(mm.execute(stream=s), a @ b, rtol=1e-12)
+    for bad in ("s", 1.5, -1, types.SimpleNamespace(ptr="x")):
+        with pytest.raises((TypeError, ValueError), match="stream"):
+            mm.execute(stream=bad)
+
+
+def test_epilogue_argument_types():
+    a, b = f64(3, 4), f64(4, 5)
+    fusemath.matmul(a, b, bias=f64(5), epilogue=1)  # int bits work (and are cached) ...
+    for bad in (True, 1.0, 1.5, [1]):  # ... bool and float never alias them
+        with pytest.raises(TypeError, match="epilogue"):
+            fusemath.matmul(a, b, bias=f64(5), epilogue=bad)
+    np.testing.assert_allclose(fusemath.matmul(a, b, epilogue=np.uint32(E.RELU)), np.maximum(a @ b, 0))
