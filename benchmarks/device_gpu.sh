@@ -273,10 +273,11 @@ for t in data.get("tests", []):
     # A short Python GPU subset under memcheck (the library through the Python front end).
     plim=$((lim - (SECONDS - t0) - 5))
     if ((plim >= 30)); then
-      echo "== python: pytest -q -m gpu $SANITIZER_PYTEST (memcheck)" >>"$OUT/sanitizer.log"
+      # The out-of-memory test is left out: its deliberate cudaMalloc failure is reported as an API error.
+      echo "== python: pytest -q -m gpu -k 'not out_of_memory' $SANITIZER_PYTEST (memcheck)" >>"$OUT/sanitizer.log"
       # shellcheck disable=SC2086  # SANITIZER_PYTEST is a list of words
       timeout -k 10 "$plim" "$SAN" --tool memcheck --error-exitcode 86 --print-limit 50 \
-        "$VPY" -m pytest -q -m gpu -p no:cacheprovider $SANITIZER_PYTEST >>"$OUT/sanitizer.log" 2>&1
+        "$VPY" -m pytest -q -m gpu -p no:cacheprovider -k "not out_of_memory" $SANITIZER_PYTEST >>"$OUT/sanitizer.log" 2>&1
       rc=$?
       echo "== python: exit status $rc" >>"$OUT/sanitizer.log"
       if [[ $rc == 0 ]]; then n_ok=$((n_ok + 1)); else n_bad=$((n_bad + 1)); bad+=("python(rc=$rc)"); fi

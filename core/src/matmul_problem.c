@@ -358,7 +358,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         if (aux->strides[ndim - 1] != 1 && aux_shape[ndim - 1] > 1)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has column stride %lld, expected 1",
                            (long long)aux->strides[ndim - 1]);
-        if (fm_epilogue_aux_is_mask(epi) && m > 1 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
+        if (fm_epilogue_aux_is_mask(epi) && m > 1 && aux_shape[ndim - 1] > 0 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: relu aux rows must be contiguous (row stride %lld, expected %lld)",
                            (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
         if (m > 1 && aux->strides[ndim - 2] < aux_shape[ndim - 1])

@@ -1064,6 +1064,15 @@ static int tensor_from_any(fm_state *st, PyObject *obj, const char *name, int wr
         PyErr_Format(PyExc_TypeError, "argument '%s' must be an array, not None", name);
         return -1;
     }
+    /* Registered GPU-capable libraries first: a CuPy array may expose a buffer slot that
+     * only fails (device memory), which would hide it from the library path. */
+    int li0 = lib_of(st, obj);
+    if (li0 >= 0 && st->libs[li0].style != STYLE_NUMPY) {
+        if (lib)
+            *lib = li0;
+        const fm_lib *L = &st->libs[li0];
+        return L->style == STYLE_TORCH ? tensor_from_torch(st, L, obj, name, t) : tensor_from_cupy(st, L, obj, name, t);
+    }
     PyObject *buffer_error = NULL; /* why the buffer export failed, if it did */
     if (PyObject_CheckBuffer(obj)) {
         if (tensor_from_buffer(obj, name, writable, t, h) == 0)
@@ -1086,14 +1095,6 @@ static int tensor_from_any(fm_state *st, PyObject *obj, const char *name, int wr
             PyErr_Clear();
         }
     } else {
-        int li = lib_of(st, obj);
-        if (li >= 0) {
-            if (lib)
-                *lib = li;
-            const fm_lib *L = &st->libs[li];
-            return L->style == STYLE_TORCH ? tensor_from_torch(st, L, obj, name, t)
-                                           : tensor_from_cupy(st, L, obj, name, t);
-        }
         PyObject *cai = PyObject_GetAttr(obj, st->s[S_cai]);
         if (cai) {
             int r = tensor_from_cai(st, cai, name, writable, t);

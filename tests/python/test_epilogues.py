@@ -486,3 +486,13 @@ def test_epilogue_argument_types():
         with pytest.raises(TypeError, match="epilogue"):
             fusemath.matmul(a, b, bias=f64(5), epilogue=bad)
     np.testing.assert_allclose(fusemath.matmul(a, b, epilogue=np.uint32(E.RELU)), np.maximum(a @ b, 0))
+
+
+def test_relu_aux_with_zero_columns():
+    """N = 0: the relu mask has rows of 0 bytes, whatever row stride NumPy gives them."""
+    import fusemath
+    a = np.ones((3, 4), np.float32)
+    b = np.ones((4, 0), np.float32)
+    d, aux = fusemath.matmul(a, b, epilogue="relu_aux")
+    assert d.shape == (3, 0)
+    assert aux["relu_aux"].shape[0] == 3 and aux["relu_aux"].size == 0
