@@ -345,6 +345,13 @@ class Env:
         xp = self.cupy if self.lib == "cupy" else self.np
         return gen.standard_normal(shape, dtype=xp.float64 if key == "fp64" else xp.float32).astype(self.tdtype(key))
 
+    def data_ptr(self, x) -> int:
+        if self.lib == "torch":
+            return x.data_ptr()
+        if self.lib == "cupy":
+            return x.data.ptr
+        return x.ctypes.data
+
     def empty(self, shape, key):
         if self.lib == "torch":
             return self.torch.empty(shape, device="cuda", dtype=self.tdtype(key))
@@ -871,6 +878,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
 
 HOST_LABELS = {
     "a_bare_c": "a  bare C cublasLtMatmul",
+    "b0_fm_plan_execute_raw": "b0 fusemath Plan.execute(raw addresses)",
     "b_fm_execute_out": "b  fusemath execute(out=)",
     "b2_fm_execute_out_bias_relu": "b2 fusemath execute(out=) bias+relu",
     "c_fm_execute_alloc": "c  fusemath execute() allocating",
@@ -923,6 +931,10 @@ def run_host_overhead(env: Env, args) -> dict:
                     raise AssertionError("WRONG RESULT")
                 out["fused_plan"] = mm.describe()
                 fns["b_fm_execute_out"] = lambda: mm.execute(out=d, stream=sh)
+                # the same plan through the raw-address entry point: what the Python layer costs
+                praw = mm._plan
+                addr = [env.data_ptr(a), env.data_ptr(b), 0, 0, env.data_ptr(d), 0, 0, 0]
+                fns["b0_fm_plan_execute_raw"] = lambda: praw.execute(*addr, sh)
             except Exception as exc:
                 out["errors"]["b_fm_execute_out"] = _err(exc)
             try:

@@ -46,6 +46,7 @@ typedef struct lt_plan {
     int alpha_vector;  /* scale as cuBLASLt's alpha vector */
     cublasLtMatmulDesc_t desc; /* complete when no per-call pointer is needed */
     int needs_call_desc;
+    uint64_t serial; /* unique per plan in the process: keys the per-thread descriptor */
     cublasLtMatrixLayout_t lay_a, lay_b, lay_c, lay_d;
     cublasLtMatmulAlgo_t algo;
     size_t algo_ws;
@@ -456,13 +457,27 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
     if (pl->alpha_vector)
         alpha = ptrs[FM_MATMUL_SCALE];
     cublasLtMatmulDesc_t desc = pl->desc;
-    cublasLtMatmulDescOpaque_t call_desc;
     fm_status s;
     if (pl->needs_call_desc) {
-        desc = &call_desc;
-        if ((s = lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type), "cublasLtMatmulDescInit")) != FM_OK ||
-            (s = fill_desc(pl, NULL, desc, ptrs, 1)) != FM_OK)
-            return s;
+        /* The epilogue's pointers live in the descriptor, and plans are shared between
+         * threads: each thread keeps the descriptor of its last (plan, pointers) and
+         * rebuilds it only when they change (a planned call with a fixed bias reuses it). */
+        static _Thread_local struct {
+            uint64_t serial;
+            void *bias, *aux;
+            cublasLtMatmulDescOpaque_t desc;
+        } tl;
+        void *bias = pl->lt_bias_slot >= 0 ? ptrs[pl->lt_bias_slot] : NULL;
+        void *aux = ptrs[FM_MATMUL_AUX];
+        desc = &tl.desc;
+        if (tl.serial != pl->serial || tl.bias != bias || tl.aux != aux) {
+            tl.serial = 0;
+            if ((s = lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type), "cublasLtMatmulDescInit")) !=
+                    FM_OK ||
+                (s = fill_desc(pl, NULL, desc, ptrs, 1)) != FM_OK)
+                return s;
+            tl.serial = pl->serial, tl.bias = bias, tl.aux = aux;
+        }
     }
     const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
     if (pl->g.m > 0 && pl->g.n > 0) {
@@ -652,6 +667,8 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     if (!pl->fused && (s = plan_second_pass(pl)) != FM_OK)
         goto fail;
     pl->needs_call_desc = needs_call_desc(pl);
+    static atomic_uint_fast64_t next_serial = 1;
+    pl->serial = atomic_fetch_add(&next_serial, 1);
 
     out->impl = pl;
     out->execute = execute;

@@ -29,6 +29,8 @@ static fm_status cuda_fail(cudaError_t e, const char *what)
 
 fm_status fm_cuda_use_device(int device)
 {
+    if (device == 0 && fm_cuda_probe_device_count() == 1)
+        return FM_OK; /* one GPU: it is always the current one */
     int cur = -1;
     cudaError_t e = cudaGetDevice(&cur);
     if (e == cudaSuccess && cur == device)
