@@ -35,6 +35,7 @@ from ._fusemath import (
     TooLargeError,
     UnavailableError,
 )
+from . import wisdom
 from ._matmul import Matmul, matmul
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
 from ._runtime import (
@@ -51,6 +52,7 @@ from ._runtime import (
 __version__ = _fusemath.__version__
 
 __all__ = [
+    "wisdom",
     "matmul",
     "Matmul",
     "MatmulOptions",

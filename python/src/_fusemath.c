@@ -2943,6 +2943,36 @@ static PyObject *mod_cache_size(PyObject *module, PyObject *unused)
     return PyLong_FromLong(fm_context_cache_size(module_state(module)->ctx));
 }
 
+/* wisdom_save(path) / wisdom_load(path) / wisdom_size(): autotune results as a file. */
+static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
+{
+    fm_state *st = module_state(module);
+    PyObject *bytes = NULL;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    const char *path = PyBytes_AsString(bytes);
+    fm_status s = FM_OK;
+    if (path) {
+        Py_BEGIN_ALLOW_THREADS
+        s = save ? fm_context_wisdom_save(st->ctx, path) : fm_context_wisdom_load(st->ctx, path);
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(bytes);
+    if (!path)
+        return NULL;
+    if (s != FM_OK)
+        return raise_status(st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_wisdom_save(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 1); }
+static PyObject *mod_wisdom_load(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 0); }
+static PyObject *mod_wisdom_size(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(fm_context_wisdom_size(module_state(module)->ctx));
+}
+
 static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
 {
     (void)module;
@@ -3000,6 +3030,9 @@ static PyMethodDef module_methods[] = {
     {"cuda_device_count", mod_cuda_device_count, METH_NOARGS,
      "cuda_device_count()\n--\n\nNumber of usable CUDA devices (0 without CUDA)."},
     {"clear_cache", mod_clear_cache, METH_NOARGS, "clear_cache()\n--\n\nDrop the context's cached plans."},
+    {"wisdom_save", mod_wisdom_save, METH_O, "wisdom_save(path)\n--\n\nWrite the autotune results to path."},
+    {"wisdom_load", mod_wisdom_load, METH_O, "wisdom_load(path)\n--\n\nMerge autotune results from path."},
+    {"wisdom_size", mod_wisdom_size, METH_NOARGS, "wisdom_size()\n--\n\nNumber of autotune results held."},
     {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
     {"relu_mask_row_bytes", mod_relu_mask_row_bytes, METH_O,
      "relu_mask_row_bytes(n)\n--\n\nBytes per row of the relu aux bit mask for N = n columns."},

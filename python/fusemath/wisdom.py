@@ -1,0 +1,43 @@
+"""Autotune results that outlive the process.
+
+``Matmul.autotune()`` times the candidate plans (CPU panel sizes; GPU cuBLASLt algorithms,
+fused and as GEMM + separate epilogue kernel) and remembers the winner. ``save`` writes
+every remembered result to a text file; ``load`` in a later process merges them back, after
+which planning a tuned problem gives the tuned plan without timing again::
+
+    mm = fusemath.Matmul(a, b); mm.plan(epilogue="bias+relu", bias=b0); mm.autotune()
+    fusemath.wisdom.save("fusemath.wisdom")
+    # later, in another process:
+    fusemath.wisdom.load("fusemath.wisdom")
+
+A result that no longer plans where it is loaded (another GPU, another cuBLASLt) falls back
+to the default plan. The FFT work will keep its FFTW wisdom in the same file.
+"""
+from __future__ import annotations
+
+import os
+from typing import Union
+
+from . import _fusemath as _C
+
+__all__ = ["save", "load", "size"]
+
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+
+
+def save(path: PathLike) -> None:
+    """Write the autotune results of this process to ``path`` (replaced atomically).
+    Raises ValueError (InvalidArgumentError) when the file cannot be written."""
+    _C.wisdom_save(os.fspath(path))
+
+
+def load(path: PathLike) -> None:
+    """Merge the autotune results in ``path`` into this process. Raises ValueError
+    (InvalidArgumentError) naming the path when it cannot be read or is not a wisdom file;
+    nothing is merged from a malformed file."""
+    _C.wisdom_load(os.fspath(path))
+
+
+def size() -> int:
+    """Number of autotune results held."""
+    return _C.wisdom_size()

@@ -1,0 +1,86 @@
+"""fusemath.wisdom: autotune results saved by one process are used by another."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fusemath
+
+
+def test_save_load_in_a_new_process(tmp_path):
+    path = tmp_path / "fm.wisdom"
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 200), np.float32)
+    b = rng.standard_normal((200, 100), np.float32)
+    mm = fusemath.Matmul(a, b)
+    mm.plan(epilogue="relu")
+    mm.autotune(iterations=1)
+    tuned = mm.describe()
+    assert fusemath.wisdom.size() >= 1
+    fusemath.wisdom.save(path)
+    text = path.read_text()
+    assert text.startswith("fusemath-wisdom 1\n") and "matmul " in text
+    # A fresh process: the stateless call plans the tuned choice without tuning.
+    code = textwrap.dedent(f"""
+        import numpy as np, fusemath
+        fusemath.wisdom.load({str(path)!r})
+        assert fusemath.wisdom.size() >= 1
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((300, 200), np.float32)
+        b = rng.standard_normal((200, 100), np.float32)
+        mm = fusemath.Matmul(a, b); mm.plan(epilogue="relu")
+        d = mm.execute()
+        assert np.allclose(d, np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-4, atol=1e-4)
+        print(mm.describe())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == tuned
+
+
+def test_loaded_choice_is_used(tmp_path):
+    """Edit a saved entry to a choice the heuristic would not make (16-row panels): the
+    next plan of that problem must use it."""
+    a = np.ones((300, 200), np.float32)
+    b = np.ones((200, 100), np.float32)
+    mm = fusemath.Matmul(a, b)
+    mm.plan(epilogue="gelu")
+    assert "panel=16x" not in mm.describe()
+    mm.autotune(iterations=1)
+    path = tmp_path / "w"
+    fusemath.wisdom.save(path)
+    lines = path.read_text().splitlines()
+    edited = [lines[0]]
+    for line in lines[1:]:
+        words = line.split()
+        if "epilogue=gelu" in line and "300x100x200" in line:
+            words[2:6] = ["16", "1", "0", "0"]  # panel_rows, cpu_strategy=tiles, gpu_algo, gpu_passes
+        edited.append(" ".join(words))
+    path.write_text("\n".join(edited) + "\n")
+    fusemath.wisdom.load(path)
+    fusemath.clear_cache()
+    mm2 = fusemath.Matmul(a, b)
+    mm2.plan(epilogue="gelu")
+    assert "panel=16x" in mm2.describe(), mm2.describe()
+    d = mm2.execute()
+    assert np.allclose(d, 200 * 0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (200 + 0.044715 * 200**3))), rtol=1e-5)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(ValueError, match="cannot read"):
+        fusemath.wisdom.load(tmp_path / "missing")
+    bad = tmp_path / "bad"
+    bad.write_text("not wisdom\n")
+    with pytest.raises(ValueError, match="not a fusemath wisdom file"):
+        fusemath.wisdom.load(bad)
+    broken = tmp_path / "broken"
+    broken.write_text("fusemath-wisdom 1\nmatmul zz\n")
+    n = fusemath.wisdom.size()
+    with pytest.raises(ValueError, match="line 2 is malformed"):
+        fusemath.wisdom.load(broken)
+    assert fusemath.wisdom.size() == n  # nothing merged
+    with pytest.raises(ValueError, match="cannot write"):
+        fusemath.wisdom.save(tmp_path / "no" / "such" / "dir" / "w")
+    with pytest.raises(TypeError):
+        fusemath.wisdom.save(3)
