@@ -1,0 +1,90 @@
+"""Where the host time of a small GPU matmul goes, piece by piece (torch tensors, 64x64 f32).
+
+Each line is the median over 300 bursts of 20 calls of the per-call host time (the
+device is drained between bursts, so launches never wait for a full queue). Pieces that
+launch nothing (attribute reads, allocation from torch's caching allocator) are what the
+stateless fusemath.matmul pays on top of the library call. Prints a table and writes JSON
+to --out. Run on the GPU machine: python benchmarks/overhead_probe.py --out probe.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def per_call_us(fn, sync, bursts=300, burst=20):
+    for _ in range(50):
+        fn()
+    sync()
+    samples = []
+    for _ in range(bursts):
+        t0 = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        samples.append((time.perf_counter() - t0) / burst * 1e6)
+        sync()
+    return statistics.median(samples)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--n", type=int, default=64)
+    args = p.parse_args()
+    import torch
+
+    import fusemath
+
+    if not torch.cuda.is_available() or fusemath.cuda_device_count() == 0:
+        print("overhead_probe: no GPU; nothing measured")
+        return 0
+    n = args.n
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    d = torch.empty(n, n, device="cuda")
+    bias = torch.randn(n, device="cuda")
+    dev = torch.device("cuda", 0)
+    sync = torch.cuda.synchronize
+    mm = fusemath.Matmul(a, b)
+    mm.plan()
+    pieces = {
+        "tensor.dtype": lambda: a.dtype,
+        "tensor.get_device()": lambda: a.get_device(),
+        "tensor.is_cuda": lambda: a.is_cuda,
+        "tensor.data_ptr()": lambda: a.data_ptr(),
+        "tensor.shape": lambda: a.shape,
+        "tensor.stride()": lambda: a.stride(),
+        "torch.empty(shape, dtype=, device=torch.device)": lambda: torch.empty((n, n), dtype=torch.float32, device=dev),
+        "torch.empty(shape, dtype=, device=int)": lambda: torch.empty((n, n), dtype=torch.float32, device=0),
+        "tensor.new_empty(shape)": lambda: a.new_empty((n, n)),
+        "torch._C._cuda_getCurrentRawStream(0)": lambda: torch._C._cuda_getCurrentRawStream(0),
+        "torch a @ b": lambda: a @ b,
+        "torch.matmul(a, b, out=d)": lambda: torch.matmul(a, b, out=d),
+        "fusemath Matmul.execute(out=d)": lambda: mm.execute(out=d),
+        "fusemath Matmul.execute()": lambda: mm.execute(),
+        "fusemath.matmul(a, b)": lambda: fusemath.matmul(a, b),
+        "fusemath.matmul(a, b, out=d)": lambda: fusemath.matmul(a, b, out=d),
+        "fusemath.matmul(a, b, bias=bias, epilogue='relu')": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu"),
+    }
+    res = {}
+    for name, fn in pieces.items():
+        res[name] = per_call_us(fn, sync)
+        print(f"{name:55s} {res[name]:8.2f} us")
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "fusemath": fusemath.__version__,
+        "n": n,
+        "method": "median over 300 bursts of 20 calls, device drained between bursts",
+    }
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "us_per_call": res}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
