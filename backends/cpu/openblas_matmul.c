@@ -608,6 +608,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     fm_matmul_geom_from_problem(p, &pl.g);
     pl.mp = p->u.matmul;
     const fm_matmul_geom *g = &pl.g;
+    if (p->t[FM_MATMUL_A].dtype == FM_F8E4M3 || p->t[FM_MATMUL_A].dtype == FM_F8E5M2)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fp8 inputs are not supported on cpu (cuBLASLt on sm_89+ takes them); "
+                       "convert to f32, or use execution='cuda'");
     if (g->dtype == FM_F16 || g->dtype == FM_BF16)
         return fm_fail(FM_ERR_NOT_APPLICABLE,
                        "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "

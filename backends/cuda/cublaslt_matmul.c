@@ -34,7 +34,9 @@ typedef struct lt_plan {
     fm_matmul_geom g;
     fm_matmul_params mp;
     cublasComputeType_t compute;
-    cudaDataType_t dtype, scale_type;
+    cudaDataType_t dtype, scale_type; /* of C and D; the scale type */
+    cudaDataType_t a_type, b_type;    /* of our A and B (fp8 inputs differ from D) */
+    int has_scales;                   /* fp8 a_scale / b_scale given */
     /* alpha and beta in the scale type (float, double, or complex of either) */
     double alpha_d[2], beta_d[2];
     float alpha_f[2], beta_f[2];
@@ -65,7 +67,8 @@ typedef struct lt_plan {
     int64_t cs_rows, cs_cols;
     fm_cuda_view cs_x, cs_out;
     size_t cs_ws;
-    size_t es; /* element size */
+    size_t es;    /* element size of D */
+    size_t in_es; /* element size of A and B */
 } lt_plan;
 
 /* ---- errors ---- */
@@ -264,6 +267,13 @@ static fm_status fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmu
     int32_t ta = pl->la.op, tb = pl->lb.op;
     SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
     SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    if (pl->has_scales && ptrs) { /* cuBLASLt's A is our b, its B our a */
+        const void *sa = ptrs[FM_MATMUL_B_SCALE], *sb = ptrs[FM_MATMUL_A_SCALE];
+        if (sa)
+            SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
+        if (sb)
+            SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+    }
     if (!fused)
         return FM_OK;
     uint32_t epi = pl->lt_epi;
@@ -303,7 +313,7 @@ static fm_status fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmu
 
 static int needs_call_desc(const lt_plan *pl)
 {
-    return pl->fused && (pl->lt_bias_slot >= 0 || fm_epilogue_uses_aux(pl->mp.epilogue));
+    return pl->has_scales || (pl->fused && (pl->lt_bias_slot >= 0 || fm_epilogue_uses_aux(pl->mp.epilogue)));
 }
 
 /* Ask the heuristic for up to LT_MAX_CANDIDATES algorithms; pick index pl->mp.gpu_algo. */
@@ -464,19 +474,19 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
          * rebuilds it only when they change (a planned call with a fixed bias reuses it). */
         static _Thread_local struct {
             uint64_t serial;
-            void *bias, *aux;
+            void *bias, *aux, *sa, *sb;
             cublasLtMatmulDescOpaque_t desc;
         } tl;
         void *bias = pl->lt_bias_slot >= 0 ? ptrs[pl->lt_bias_slot] : NULL;
-        void *aux = ptrs[FM_MATMUL_AUX];
+        void *aux = ptrs[FM_MATMUL_AUX], *sa = ptrs[FM_MATMUL_A_SCALE], *sb = ptrs[FM_MATMUL_B_SCALE];
         desc = &tl.desc;
-        if (tl.serial != pl->serial || tl.bias != bias || tl.aux != aux) {
+        if (tl.serial != pl->serial || tl.bias != bias || tl.aux != aux || tl.sa != sa || tl.sb != sb) {
             tl.serial = 0;
             if ((s = lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type), "cublasLtMatmulDescInit")) !=
                     FM_OK ||
-                (s = fill_desc(pl, NULL, desc, ptrs, 1)) != FM_OK)
+                (s = fill_desc(pl, NULL, desc, ptrs, pl->fused)) != FM_OK)
                 return s;
-            tl.serial = pl->serial, tl.bias = bias, tl.aux = aux;
+            tl.serial = pl->serial, tl.bias = bias, tl.aux = aux, tl.sa = sa, tl.sb = sb;
         }
     }
     const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
@@ -539,7 +549,9 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
         for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
             size_t es = slot == FM_MATMUL_AUX && fm_epilogue_aux_is_mask(pl->mp.epilogue) ? 1
                         : slot == FM_MATMUL_SCALE ? (pl->g.dtype == FM_F64 ? 8 : 4)
-                                                  : pl->es;
+                        : (slot == FM_MATMUL_A || slot == FM_MATMUL_B) ? pl->in_es
+                        : slot >= FM_MATMUL_A_SCALE ? 0 /* one value, never offset */
+                                                     : pl->es;
             p[slot] = ptrs[slot] ? (char *)ptrs[slot] + off[slot] * (int64_t)es : NULL;
         }
         if ((s = run_once(pl, p, stream, ws, need)) != FM_OK)
@@ -568,10 +580,31 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     fm_matmul_geom_from_problem(p, &pl->g);
     const fm_matmul_geom *g = &pl->g;
     pl->es = fm_dtype_size(g->dtype);
+    const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
+    pl->in_es = fm_dtype_size(in_dt);
     fm_status s = FM_OK;
     if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute)) {
         s = fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
         goto fail;
+    }
+    pl->a_type = pl->b_type = pl->dtype;
+    const int fp8 = in_dt == FM_F8E4M3 || in_dt == FM_F8E5M2;
+    if (fp8) {
+        pl->a_type = in_dt == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+        pl->b_type = p->t[FM_MATMUL_B].dtype == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+        pl->compute = CUBLAS_COMPUTE_32F, pl->scale_type = CUDA_R_32F;
+        pl->has_scales = (p->present >> FM_MATMUL_A_SCALE & 1) || (p->present >> FM_MATMUL_B_SCALE & 1);
+        int cc = 0;
+        if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, pl->device) != cudaSuccess || cc < 9) {
+            int minor = 0;
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, pl->device);
+            (void)cudaGetLastError();
+            if (!(cc == 8 && minor >= 9)) {
+                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs compute capability 8.9 or newer, "
+                            "cuda:%d has %d.%d", pl->device, cc, minor);
+                goto fail;
+            }
+        }
     }
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) {
         s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
@@ -599,6 +632,14 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
                         (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
             goto fail;
         }
+    }
+    if (fp8 && !(pl->la.op == CUBLAS_OP_T && pl->lb.op == CUBLAS_OP_N)) {
+        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs a row-major (unit column stride) and b "
+                    "column-major (unit row stride), the layout of x @ w.T for a row-major weight w of shape (N, K): "
+                    "cuBLASLt's fp8 kernels take only that form (got a strides (%lld, %lld), b strides (%lld, %lld))",
+                    (long long)g->row_stride[FM_MATMUL_A], (long long)g->col_stride[FM_MATMUL_A],
+                    (long long)g->row_stride[FM_MATMUL_B], (long long)g->col_stride[FM_MATMUL_B]);
+        goto fail;
     }
     if (!row_major_like_d(g, FM_MATMUL_D)) {
         s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column stride "
@@ -631,10 +672,10 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
             FM_OK ||
         (s = fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
         goto fail;
-    if ((s = make_layout(&pl->lay_a, pl->dtype, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
+    if ((s = make_layout(&pl->lay_a, pl->b_type, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
                          pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
                          pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
-        (s = make_layout(&pl->lay_b, pl->dtype, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
+        (s = make_layout(&pl->lay_b, pl->a_type, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
                          pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
                          pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
         (s = make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, d_ld(g, FM_MATMUL_D), pl->inner_count,
@@ -684,8 +725,9 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         snprintf(batch, sizeof batch, " batch=%lld%s", (long long)g->batch_count,
                  pl->outer_ndim ? "(host-looped)" : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cuda:%d/cublaslt %s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu", pl->device,
-             fm_dtype_name(g->dtype), pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
+             "matmul cuda:%d/cublaslt %s%s%s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu",
+             pl->device, fp8 ? fm_dtype_name(in_dt) : "", fp8 ? "->" : "", fm_dtype_name(g->dtype),
+             pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
              (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, pl->algo_ws);
     return FM_OK;
 fail:

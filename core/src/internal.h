@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 
-#define FM_MAX_SLOTS 8
+#define FM_MAX_SLOTS 10
 #define FM_DESCRIBE_LEN 256
 
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */

@@ -9,7 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale"};
+static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale",
+                                                          "a_scale", "b_scale"};
+
+static int is_fp8(fm_dtype t) { return t == FM_F8E4M3 || t == FM_F8E5M2; }
 
 void fm_matmul_options_init(fm_matmul_options *o)
 {
@@ -243,17 +246,43 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if ((s = check_tensor("d", d, 2)) != FM_OK)
         return s;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C ? 0 : 2))) != FM_OK)
+        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C || i >= FM_MATMUL_A_SCALE ? 0 : 2))) != FM_OK)
             return s;
 
-    /* dtypes: one dtype for a, b, c, bias and d */
+    /* dtypes: one dtype for a, b, c, bias and d; fp8 a and b produce f16, bf16 or f32 d */
     fm_dtype dt = a->dtype;
+    const int fp8 = is_fp8(a->dtype);
+    if (fp8) {
+        dt = d->dtype;
+        if (!is_fp8(b->dtype))
+            return fm_fail(FM_ERR_DTYPE, "matmul: a is %s but b is %s; fp8 a needs fp8 b", fm_dtype_name(a->dtype),
+                           fm_dtype_name(b->dtype));
+        if (a->dtype == FM_F8E5M2 && b->dtype == FM_F8E5M2)
+            return fm_fail(FM_ERR_DTYPE, "matmul: a and b are both f8e5m2; cuBLASLt takes e4m3 x e4m3, e4m3 x e5m2 "
+                           "or e5m2 x e4m3");
+        if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32))
+            return fm_fail(FM_ERR_DTYPE, "matmul: fp8 inputs give d of dtype f16, bf16 or f32, not %s",
+                           fm_dtype_name(dt));
+        if (epi & (FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB))
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: bgrada/bgradb (sums of the fp8 inputs) are not supported");
+    }
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-        if (!ts[i] || i == FM_MATMUL_AUX || i == FM_MATMUL_SCALE)
+        if (!ts[i] || i == FM_MATMUL_AUX || i == FM_MATMUL_SCALE || i >= FM_MATMUL_A_SCALE ||
+            (fp8 && (i == FM_MATMUL_A || i == FM_MATMUL_B)))
             continue;
         if (ts[i]->dtype != dt)
-            return fm_fail(FM_ERR_DTYPE, "matmul: dtype mismatch: a is %s but %s is %s; all operands must share one dtype",
-                           fm_dtype_name(dt), slot_names[i], fm_dtype_name(ts[i]->dtype));
+            return fm_fail(FM_ERR_DTYPE, "matmul: dtype mismatch: %s is %s but %s is %s; all operands must share one dtype",
+                           fp8 ? "d" : "a", fm_dtype_name(dt), slot_names[i], fm_dtype_name(ts[i]->dtype));
+    }
+    for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++) {
+        if (!ts[i])
+            continue;
+        if (!fp8)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is given but a is %s; scale factors go with fp8 inputs",
+                           slot_names[i], fm_dtype_name(a->dtype));
+        if (ts[i]->dtype != FM_F32 || fm_tensor_numel(ts[i]) != 1)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s must be one f32 value (shape () or (1,)), got %s with "
+                           "%lld elements", slot_names[i], fm_dtype_name(ts[i]->dtype), (long long)fm_tensor_numel(ts[i]));
     }
     if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 || dt == FM_C128))
         return fm_fail(FM_ERR_DTYPE, "matmul: dtype %s is not supported; expected f16, bf16, f32, f64, c64 or c128",
@@ -402,6 +431,17 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         if ((s = check_no_self_overlap("bgrad", &e)) != FM_OK)
             return s;
         p->t[FM_MATMUL_BGRAD] = e;
+    }
+
+    for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++) {
+        if (!ts[i])
+            continue;
+        fm_tensor e = *ts[i]; /* one value: full rank, all extents 1, strides 0 */
+        e.data = NULL;
+        e.ndim = ndim;
+        for (int j = 0; j < ndim; j++)
+            e.shape[j] = 1, e.strides[j] = 0;
+        p->t[i] = e;
     }
 
     /* devices */

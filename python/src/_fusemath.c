@@ -1412,23 +1412,25 @@ static PyObject *plan_freed_error(PyObject *self, const char *what)
     return raise_msg(plan_state(self), FM_ERR_FREED, msg);
 }
 
-static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale"};
+static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale",
+                                                          "a_scale", "b_scale"};
 
 PyDoc_STRVAR(plan_execute_doc,
-             "execute(a, b, c, bias, d, aux[, bgrad, scale], stream=None)\n--\n\n"
+             "execute(a, b, c, bias, d, aux[, bgrad, scale[, a_scale, b_scale]], stream=None)\n--\n\n"
              "Run the plan on raw addresses (ints, or None/0 for unused slots), in the slot order of\n"
-             "fusemath.h (A, B, C, BIAS, D, AUX, BGRAD, SCALE): 6 or 8 addresses, then optionally the\n"
+             "fusemath.h (A, B, C, BIAS, D, AUX, BGRAD, SCALE, A_SCALE, B_SCALE): 6, 8 or 10 addresses,\n"
+             "then optionally the\n"
              "stream (int cudaStream_t). The GIL is released while it runs; GPU work is asynchronous.\n"
              "UNSAFE: the addresses must point at memory laid out as planned and alive for the call.");
 
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PlanObject *po = (PlanObject *)self;
-    int naddr = (nargs == 6 || nargs == 7) ? 6 : (nargs == 8 || nargs == 9) ? 8 : -1;
+    int naddr = (nargs == 6 || nargs == 7) ? 6 : (nargs == 8 || nargs == 9) ? 8 : (nargs == 10 || nargs == 11) ? 10 : -1;
     if (naddr < 0) {
         PyErr_Format(PyExc_TypeError,
-                     "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux) or 8 (+ bgrad, scale) and an "
-                     "optional stream (%zd arguments given)",
+                     "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux), 8 (+ bgrad, scale) or 10 (+ a_scale, "
+                     "b_scale) and an optional stream (%zd arguments given)",
                      nargs);
         return NULL;
     }
@@ -1889,8 +1891,9 @@ static PyObject *mod_make_runner(PyObject *module, PyObject *const *args, Py_ssi
         return NULL;
     }
     PyObject *ptrs = args[2], *outs = args[5];
-    if (!PyTuple_Check(ptrs) || PyTuple_Size(ptrs) != FM_MATMUL_NSLOTS) {
-        PyErr_SetString(PyExc_TypeError, "make_runner(): ptrs must be a tuple of 8 addresses");
+    Py_ssize_t nptr = PyTuple_Check(ptrs) ? PyTuple_Size(ptrs) : -1;
+    if (nptr != 8 && nptr != FM_MATMUL_NSLOTS) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): ptrs must be a tuple of 8 or 10 addresses");
         return NULL;
     }
     if (!PyTuple_Check(outs) || PyTuple_Size(outs) < 1 || PyTuple_Size(outs) > 3) {
@@ -1903,8 +1906,8 @@ static PyObject *mod_make_runner(PyObject *module, PyObject *const *args, Py_ssi
     long dev = PyLong_AsLong(args[4]);
     if (dev == -1 && PyErr_Occurred())
         return NULL;
-    void *p[FM_MATMUL_NSLOTS];
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+    void *p[FM_MATMUL_NSLOTS] = {0};
+    for (int i = 0; i < nptr; i++)
         if (ptr_arg("make_runner(): ", slot_names[i], PyTuple_GetItem(ptrs, i), &p[i]) < 0)
             return NULL;
     PyTypeObject *tp = (PyTypeObject *)st->runner_type;

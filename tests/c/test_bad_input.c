@@ -706,6 +706,59 @@ static void test_devices(void)
     free(p);
 }
 
+/* fp8 inputs: rules checked before any backend is asked, then the CPU's refusal. */
+static void test_fp8_inputs(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    static unsigned char a8[16 * 16], b8[16 * 16];
+    static float d32[16 * 16], sc = 1.0f;
+    static double d64[16 * 16];
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t s2[2] = {16, 16}, one[1] = {1}, two[1] = {2};
+    fm_tensor a, b, b55, a55, d, dd, asc, bad_sc, f32a;
+    fm_tensor_init(&a, a8, cpu, FM_F8E4M3, 2, s2, NULL);
+    fm_tensor_init(&b, b8, cpu, FM_F8E4M3, 2, s2, NULL);
+    fm_tensor_init(&a55, a8, cpu, FM_F8E5M2, 2, s2, NULL);
+    fm_tensor_init(&b55, b8, cpu, FM_F8E5M2, 2, s2, NULL);
+    fm_tensor_init(&d, d32, cpu, FM_F32, 2, s2, NULL);
+    fm_tensor_init(&dd, d64, cpu, FM_F64, 2, s2, NULL);
+    fm_tensor_init(&asc, &sc, cpu, FM_F32, 1, one, NULL);
+    fm_tensor_init(&bad_sc, d32, cpu, FM_F32, 1, two, NULL);
+    fm_tensor_init(&f32a, d32, cpu, FM_F32, 2, s2, NULL);
+    fm_plan *plan = NULL;
+    const fm_tensor *t1[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &d, NULL, NULL, NULL, &asc, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t1, NULL, &plan), FM_ERR_NOT_SUPPORTED); /* no fp8 on the cpu */
+    CHECK_ERROR_MENTIONS("fp8");
+    CHECK_ERROR_MENTIONS("cpu");
+    const fm_tensor *t2[FM_MATMUL_NSLOTS] = {&a55, &b55, NULL, NULL, &d, NULL, NULL, NULL, NULL, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t2, NULL, &plan), FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("e5m2");
+    const fm_tensor *t3[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &dd, NULL, NULL, NULL, NULL, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t3, NULL, &plan), FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("f64");
+    const fm_tensor *t4[FM_MATMUL_NSLOTS] = {&a, &f32a, NULL, NULL, &d, NULL, NULL, NULL, NULL, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t4, NULL, &plan), FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("fp8 b");
+    const fm_tensor *t5[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &d, NULL, NULL, NULL, &bad_sc, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t5, NULL, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("a_scale");
+    const fm_tensor *t6[FM_MATMUL_NSLOTS] = {&f32a, &f32a, NULL, NULL, &d, NULL, NULL, NULL, NULL, &asc};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t6, NULL, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("b_scale");
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.epilogue = FM_EPILOGUE_BGRADB;
+    int64_t sn[1] = {16};
+    fm_tensor bg;
+    fm_tensor_init(&bg, d32, cpu, FM_F32, 1, sn, NULL);
+    const fm_tensor *t7[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &d, NULL, &bg, NULL, NULL, NULL};
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t7, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("bgradb");
+    CHECK(plan == NULL);
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     if (fm_context_create(&g_ctx) != FM_OK) {
@@ -723,6 +776,7 @@ int main(void)
     RUN_TEST(test_self_overlapping_output);
     RUN_TEST(test_too_large);
     RUN_TEST(test_devices);
+    RUN_TEST(test_fp8_inputs);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }

@@ -176,20 +176,22 @@ static void span(int64_t batch, int64_t rows, int64_t cols, int64_t rs, int64_t 
     }
 }
 
-/* a strided operand: buffer + view (ptr at element `origin`) */
+/* a strided operand: buffer + view (ptr at element `origin`, 256-byte aligned plus `misalign`
+ * elements, with slack on both sides to catch stray writes) */
 typedef struct opnd {
     dbuf b;
     int64_t origin, rs, cs, bs;
 } opnd;
 
 static int opnd_make(opnd *o, fm_dtype t, size_t es, int64_t batch, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
-                     int64_t bs, double lo, double hi)
+                     int64_t bs, double lo, double hi, int misalign)
 {
     int64_t a, z;
     span(batch, rows, cols, rs, cs, bs, &a, &z);
-    o->origin = -a + 3; /* a little slack before and after the view */
+    const int64_t slack = 256 / (int64_t)es;
+    o->origin = -a + slack + misalign;
     o->rs = rs, o->cs = cs, o->bs = bs;
-    if (!dbuf_make(&o->b, es, z - a + 7))
+    if (!dbuf_make(&o->b, es, z - a + 2 * slack + misalign))
         return 0;
     dbuf_fill(&o->b, t, lo, hi);
     return dbuf_upload(&o->b);
@@ -257,31 +259,31 @@ static void run_ew_case(const fm_cuda_ew *k, const ew_case *c)
     opnd D = {0}, C = {0}, bias = {0}, scale = {0}, aux = {0};
     int ok = 1;
     /* D */
-    if (L == 0) ok &= opnd_make(&D, t, es, B, m, n, n, 1, m * n, -2, 2);
-    if (L == 1) ok &= opnd_make(&D, t, es, B, m, n, n + 5, 1, m * (n + 5) + 3, -2, 2);
-    if (L == 2) ok &= opnd_make(&D, t, es, B, m, n, 1, m, m * n + 1, -2, 2);
-    if (L == 3) ok &= opnd_make(&D, t, es, B, m, n, -(2 * n + 1), 2, m * (2 * n + 1), -2, 2);
+    if (L == 0) ok &= opnd_make(&D, t, es, B, m, n, n, 1, m * n, -2, 2, 0);
+    if (L == 1) ok &= opnd_make(&D, t, es, B, m, n, n + 5, 1, m * (n + 5) + 3, -2, 2, 1); /* misaligned */
+    if (L == 2) ok &= opnd_make(&D, t, es, B, m, n, 1, m, m * n + 1, -2, 2, 0);
+    if (L == 3) ok &= opnd_make(&D, t, es, B, m, n, -(2 * n + 1), 2, m * (2 * n + 1), -2, 2, 0);
     /* C */
     if (c->add_c) {
-        if (L == 0) ok &= opnd_make(&C, t, es, B, m, n, n, 1, m * n, -1, 1);
-        if (L == 1) ok &= opnd_make(&C, t, es, B, m, n, n + 2, 1, 0, -1, 1);
-        if (L == 2) ok &= opnd_make(&C, t, es, B, m, n, 1, m, m * n, -1, 1);
-        if (L == 3) ok &= opnd_make(&C, t, es, B, m, n, n, 1, m * n, -1, 1);
+        if (L == 0) ok &= opnd_make(&C, t, es, B, m, n, n, 1, m * n, -1, 1, 0);
+        if (L == 1) ok &= opnd_make(&C, t, es, B, m, n, n + 2, 1, 0, -1, 1, 0);
+        if (L == 2) ok &= opnd_make(&C, t, es, B, m, n, 1, m, m * n, -1, 1, 0);
+        if (L == 3) ok &= opnd_make(&C, t, es, B, m, n, n, 1, m * n, -1, 1, 0);
     }
     if (e & FM_EPILOGUE_BIAS) {
         int64_t cs = L == 2 ? 2 : 1, bs = L == 1 ? 0 : cs * n;
-        ok &= opnd_make(&bias, t, es, B, 1, n, 0, cs, bs, -1, 1);
+        ok &= opnd_make(&bias, t, es, B, 1, n, 0, cs, bs, -1, 1, 0);
     }
     if (e & FM_EPILOGUE_SCALE) {
         int64_t cs = L == 2 ? 3 : 1, bs = L == 1 ? 0 : cs * n + 1;
-        ok &= opnd_make(&scale, st, fm_dtype_size(st), B, 1, n, 0, cs, bs, -1.5, 1.5);
+        ok &= opnd_make(&scale, st, fm_dtype_size(st), B, 1, n, 0, cs, bs, -1.5, 1.5, 0);
     }
     if (mask_out || mask_in) {
         int64_t pitch = (L & 1) ? R + 16 : R;
-        ok &= opnd_make(&aux, FM_U8, 1, B, m, pitch, pitch, 1, m * pitch, 0, 0);
+        ok &= opnd_make(&aux, FM_U8, 1, B, m, pitch, pitch, 1, m * pitch, 0, 0, 0);
     } else if (xaux_out || xaux_in) {
         int64_t rs = L == 0 ? n : n + 1;
-        ok &= opnd_make(&aux, t, es, B, m, n, rs, 1, m * rs, -3, 3);
+        ok &= opnd_make(&aux, t, es, B, m, n, rs, 1, m * rs, -3, 3, 0);
     }
     CHECK_MSG(ok, "%s: allocation failed", what);
     if (!ok)
@@ -635,8 +637,9 @@ static void run_colsum_case(const fm_cuda_colsum *k, fm_dtype t, const cs_case *
     snprintf(what, sizeof what, "colsum %s %s %lldx%lld batch %lld", fm_dtype_name(t), c->name, (long long)c->rows,
              (long long)c->cols, (long long)c->batch);
     opnd x = {0}, out = {0};
-    int ok = opnd_make(&x, t, es, c->batch, c->rows > 0 ? c->rows : 1, c->cols, c->rs, c->cs, c->bs, -1, 1);
-    ok &= opnd_make(&out, t, es, c->batch, 1, c->cols, 0, c->ocs, c->obs, 5, 6);
+    int ok = opnd_make(&x, t, es, c->batch, c->rows > 0 ? c->rows : 1, c->cols, c->rs, c->cs, c->bs, -1, 1,
+                       strcmp(c->name, "rowpad") == 0 /* misaligned start */);
+    ok &= opnd_make(&out, t, es, c->batch, 1, c->cols, 0, c->ocs, c->obs, 5, 6, 0);
     size_t wsb = fm_cuda_colsum_workspace(t, c->rows, c->cols, c->batch);
     void *ws = NULL;
     if (wsb)

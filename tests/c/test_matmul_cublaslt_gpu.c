@@ -207,6 +207,149 @@ static void test_chains(void)
     fm_context_destroy(ctx);
 }
 
+/* fp8: decode on the host so the reference sees exactly the values the GPU reads. */
+static double f8_decode(unsigned char v, int e5m2)
+{
+    int sign = v >> 7, ebits = e5m2 ? 5 : 4, mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    int e = (v >> mbits) & ((1 << ebits) - 1), m = v & ((1 << mbits) - 1);
+    double x = e == 0 ? ldexp((double)m / (1 << mbits), 1 - bias) : ldexp(1.0 + (double)m / (1 << mbits), e - bias);
+    return sign ? -x : x;
+}
+
+/* a byte whose value is finite and of moderate size: exponent field in [bias-3, bias+2] */
+static unsigned char f8_random(test_rng *r, int e5m2)
+{
+    int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    int e = bias - 3 + (int)((rng_uniform(r) + 1) * 3);
+    int m = (int)((rng_uniform(r) + 1) * 0.5 * (1 << mbits)) & ((1 << mbits) - 1);
+    int sign = rng_uniform(r) < 0;
+    return (unsigned char)(sign << 7 | e << mbits | m);
+}
+
+static void fp8_case(fm_context *ctx, fm_dtype ta, fm_dtype tb, fm_dtype td, const char *chain, int passes,
+                     test_rng *rng)
+{
+    const int64_t M = 64, N = 128, K = 96;
+    unsigned epi = 0;
+    CHECK_OK(fm_epilogue_parse(chain, &epi));
+    unsigned char *ha = malloc(M * K), *hbt = malloc(N * K); /* b stored as b^T, row-major (N, K) */
+    for (int64_t i = 0; i < M * K; i++)
+        ha[i] = f8_random(rng, ta == FM_F8E5M2);
+    for (int64_t i = 0; i < N * K; i++)
+        hbt[i] = f8_random(rng, tb == FM_F8E5M2);
+    float hbias[128], scales[2] = {0.5f, 4.0f};
+    for (int j = 0; j < N; j++)
+        hbias[j] = (float)rng_uniform(rng);
+    void *da, *db, *dd, *dbias, *dsc;
+    size_t des = fm_dtype_size(td);
+    cudaMalloc(&da, M * K), cudaMalloc(&db, N * K), cudaMalloc(&dd, M * N * des), cudaMalloc(&dbias, N * des);
+    cudaMalloc(&dsc, 2 * sizeof(float));
+    cudaMemcpy(da, ha, M * K, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, hbt, N * K, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsc, scales, sizeof scales, cudaMemcpyHostToDevice);
+    unsigned char biasbuf[128 * 4];
+    for (int j = 0; j < N; j++) {
+        if (td == FM_F32) {
+            memcpy(biasbuf + 4 * j, &hbias[j], 4);
+            continue;
+        }
+        uint32_t u; /* bf16, round to nearest even; the reference uses the rounded value */
+        memcpy(&u, &hbias[j], 4);
+        uint16_t h16 = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+        memcpy(biasbuf + 2 * j, &h16, 2);
+        uint32_t back = (uint32_t)h16 << 16;
+        memcpy(&hbias[j], &back, 4);
+    }
+    cudaMemcpy(dbias, biasbuf, N * des, cudaMemcpyHostToDevice);
+    fm_device cuda = {FM_DEVICE_CUDA, 0};
+    int64_t sa[2] = {M, K}, sb[2] = {K, N}, sbs[2] = {1, K}, sd[2] = {M, N}, sbias[1] = {N}, one[1] = {1};
+    fm_tensor a, b, d, bias, asc, bsc;
+    fm_tensor_init(&a, da, cuda, ta, 2, sa, NULL);
+    fm_tensor_init(&b, db, cuda, tb, 2, sb, sbs);
+    fm_tensor_init(&d, dd, cuda, td, 2, sd, NULL);
+    fm_tensor_init(&bias, dbias, cuda, td, 1, sbias, NULL);
+    fm_tensor_init(&asc, dsc, cuda, FM_F32, 1, one, NULL);
+    fm_tensor_init(&bsc, (float *)dsc + 1, cuda, FM_F32, 1, one, NULL);
+    const fm_tensor *t[FM_MATMUL_NSLOTS] = {&a, &b, NULL, (epi & FM_EPILOGUE_BIAS) ? &bias : NULL, &d, NULL, NULL, NULL,
+                                            &asc, &bsc};
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.epilogue = epi;
+    o.gpu_passes = passes;
+    fm_plan *plan = NULL;
+    fm_status st = fm_matmul_plan_v(ctx, t, &o, &plan);
+    CHECK_MSG(st == FM_OK, "fp8 %s x %s -> %s %s passes=%d: %s", fm_dtype_name(ta), fm_dtype_name(tb),
+              fm_dtype_name(td), chain, passes, fm_last_error());
+    if (st == FM_OK) {
+        void *ptrs[FM_MATMUL_NSLOTS] = {da, db, NULL, (epi & FM_EPILOGUE_BIAS) ? dbias : NULL, dd, NULL, NULL, NULL,
+                                        dsc, (float *)dsc + 1};
+        CHECK_OK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        unsigned char *hd = malloc(M * N * des);
+        cudaMemcpy(hd, dd, M * N * des, cudaMemcpyDeviceToHost);
+        double num = 0, den = 1e-30;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += f8_decode(ha[i * K + k], ta == FM_F8E5M2) * f8_decode(hbt[j * K + k], tb == FM_F8E5M2);
+                double x = acc * scales[0] * scales[1] + ((epi & FM_EPILOGUE_BIAS) ? hbias[j] : 0);
+                if (epi & FM_EPILOGUE_RELU)
+                    x = x > 0 ? x : 0;
+                double got;
+                if (td == FM_F32) {
+                    got = ((float *)hd)[i * N + j];
+                } else {
+                    uint16_t h16;
+                    memcpy(&h16, hd + 2 * (i * N + j), 2);
+                    uint32_t u = (uint32_t)h16 << 16;
+                    float f;
+                    memcpy(&f, &u, 4);
+                    got = f;
+                }
+                num = fmax(num, fabs(got - x));
+                den = fmax(den, fabs(x));
+            }
+        double tol = td == FM_F32 ? 1e-5 : 1e-2;
+        CHECK_MSG(num / den <= tol, "fp8 %s x %s -> %s %s passes=%d: rel err %.3g (%s)", fm_dtype_name(ta),
+                  fm_dtype_name(tb), fm_dtype_name(td), chain, passes, num / den, fm_plan_describe(plan));
+        free(hd);
+    }
+    fm_plan_release(plan);
+    /* a row-major b is refused with a message that says which layout works */
+    int64_t sbr[2] = {N, 1};
+    fm_tensor brow;
+    fm_tensor_init(&brow, db, cuda, tb, 2, sb, sbr);
+    const fm_tensor *t2[FM_MATMUL_NSLOTS] = {&a, &brow, NULL, NULL, &d, NULL, NULL, NULL, &asc, &bsc};
+    o.epilogue = 0;
+    CHECK_STATUS(fm_matmul_plan_v(ctx, t2, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("column-major");
+    cudaFree(da), cudaFree(db), cudaFree(dd), cudaFree(dbias), cudaFree(dsc);
+    free(ha), free(hbt);
+}
+
+static void test_fp8(void)
+{
+    int cc = 0;
+    cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, 0);
+    if (cc < 9) {
+        SKIP("fp8 needs sm_89+; this GPU is sm_%d", cc * 10);
+        CHECK(1);
+        return;
+    }
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    test_rng rng = {777};
+    static const char *const chains[] = {"identity", "bias+relu"};
+    for (int c = 0; c < 2; c++)
+        for (int passes = 0; passes <= 2; passes += 2) {
+            fp8_case(ctx, FM_F8E4M3, FM_F8E4M3, FM_F32, chains[c], passes, &rng);
+            fp8_case(ctx, FM_F8E4M3, FM_F8E4M3, FM_BF16, chains[c], passes, &rng);
+            fp8_case(ctx, FM_F8E5M2, FM_F8E4M3, FM_BF16, chains[c], passes, &rng);
+        }
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     if (fm_cuda_device_count() == 0) {
@@ -214,6 +357,7 @@ int main(void)
         return 0;
     }
     RUN_TEST(test_chains);
+    RUN_TEST(test_fp8);
     TEST_MAIN_RETURN();
 }
 #else

@@ -94,6 +94,8 @@ typedef enum fm_dtype {
     FM_I32,
     FM_I64,
     FM_U32,
+    FM_F8E4M3, /* fp8 matmul inputs (cuda, sm_89+), 4 exponent / 3 mantissa bits, no infinities */
+    FM_F8E5M2, /* fp8 matmul inputs, 5 exponent / 2 mantissa bits */
     FM_DTYPE_COUNT_
 } fm_dtype;
 
@@ -231,7 +233,9 @@ enum {
     FM_MATMUL_AUX = 5,
     FM_MATMUL_BGRAD = 6, /* bias gradient output of drelu/dgelu+bgrad, bgrada, bgradb */
     FM_MATMUL_SCALE = 7, /* per-column scale vector (epilogue 'scale') */
-    FM_MATMUL_NSLOTS = 8
+    FM_MATMUL_A_SCALE = 8, /* fp8: f32 scalar on the device multiplying a (optional, 1 if absent) */
+    FM_MATMUL_B_SCALE = 9, /* fp8: f32 scalar on the device multiplying b (optional) */
+    FM_MATMUL_NSLOTS = 10
 };
 
 /* Epilogue bits. D = act(alpha * scale[j] * (A@B)[i,j] + beta * C + bias[j]), then for
