@@ -51,6 +51,9 @@ def _bf16():
 
 
 BF16 = _bf16()
+F8E4M3 = _DType("float8_e4m3fn", "f", 1)  # NumPy has no fp8: PyTorch tensors only
+F8E5M2 = _DType("float8_e5m2", "f", 1)
+_STANDINS = {"bf16": BF16, "f8e4m3": F8E4M3, "f8e5m2": F8E5M2}
 
 _NUMPY_DTYPES = {
     "f16": np.dtype(np.float16),
@@ -141,9 +144,10 @@ class _TorchLib(Lib):
         self.torch = torch
         t = torch
         names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
-                 "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32"}
+                 "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32",
+                 "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
         dtypes = {k: getattr(t, v) for k, v in names.items() if hasattr(t, v)}
-        self._canonical = {native: (BF16 if k == "bf16" else _NUMPY_DTYPES[k]) for k, native in dtypes.items()}
+        self._canonical = {native: _STANDINS.get(k) or _NUMPY_DTYPES[k] for k, native in dtypes.items()}
         getter = getattr(t._C, "_cuda_getCurrentRawStream", None)  # 0.1 us; current_stream() is 4 us
         if getter is None:
             def getter(device, _cs=t.cuda.current_stream):

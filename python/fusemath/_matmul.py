@@ -197,6 +197,37 @@ def _merge_epilog(where: str, epilogue: Any, epilog: Any) -> Any:
     return epilog
 
 
+def _quantization_scales(where: str, lib, a: Any, scales: Any):
+    """nvmath-python's quantization_scales for fp8 inputs -> (a_scale, b_scale): a dict
+    {"a": s, "b": s} (or an object with attributes a and b); each a Python number or a
+    one-element float32 array on the operands' device; missing keys mean 1."""
+    if isinstance(scales, Mapping):
+        unknown = [k for k in scales if k not in ("a", "b")]
+        if unknown:
+            raise _C.InvalidArgumentError(
+                f"{where}: quantization_scales has keys {unknown}; expected 'a' and/or 'b' (fp8 output, "
+                "hence a 'd' scale, is not supported)"
+            )
+        sa, sb = scales.get("a"), scales.get("b")
+    else:
+        sa, sb = getattr(scales, "a", None), getattr(scales, "b", None)
+        if getattr(scales, "d", None) is not None:
+            raise _C.InvalidArgumentError(f"{where}: quantization_scales.d is not supported (no fp8 output)")
+    out = []
+    for key, v in (("a", sa), ("b", sb)):
+        if v is None or not isinstance(v, (int, float)):
+            out.append(v)
+            continue
+        if lib.name == "torch":
+            out.append(lib.torch.full((1,), float(v), dtype=lib.torch.float32, device=a.device))
+        elif lib.name == "cupy":
+            with lib.cupy.cuda.Device(a.data.device_id):
+                out.append(lib.cupy.full((1,), float(v), dtype=lib.cupy.float32))
+        else:
+            raise TypeError(f"{where}: quantization_scales['{key}'] must be an array of {lib.name}")
+    return out[0], out[1]
+
+
 def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
     """Epilogue arguments -> (bits, bias, scale, aux input, clamp pair). bias=, scale and
     clamp= imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux."""
@@ -538,6 +569,7 @@ def matmul(
     execution: Any = None,
     stream: Any = None,
     options: Any = None,
+    quantization_scales: Any = None,
 ):
     """``D = act(alpha * a @ b + beta * c + bias)`` (or another epilogue chain) in one call,
     with NumPy matmul semantics.
@@ -576,6 +608,13 @@ def matmul(
             current stream of the operands' library. GPU calls return without
             synchronizing; results are allocated on (and ordered by) that stream.
         options: :class:`MatmulOptions` or a dict with the same keys.
+        quantization_scales: for fp8 inputs (PyTorch ``float8_e4m3fn`` / ``float8_e5m2`` on a
+            GPU of compute capability 8.9+), as nvmath-python: ``{"a": sa, "b": sb}`` with
+            Python numbers or one-element float32 device arrays; ``D = sa * sb * (a @ b)``
+            then the epilogue. The result is bfloat16 unless ``out`` is float16, bfloat16 or
+            float32. cuBLASLt's fp8 kernels need ``b`` column-major: pass ``w.T`` of a
+            row-major ``(N, K)`` weight (the layout of ``x @ w.T``); other layouts are refused
+            with a message saying so.
 
     Returns:
         The result (``out`` if given); with a chain that has a second result, the tuple
@@ -626,10 +665,19 @@ def matmul(
             else:
                 ex = resolve_execution(execution, as_options(options, where), where)
             try:
+                qa = qb = None
+                if quantization_scales is not None:
+                    qa, qb = _quantization_scales(where, lib, a, quantization_scales)
                 return _array_matmul(lib.index, a, b, c, bias, scale, aux_in, out, alpha, beta, epi, ex[0], ex[1],
-                                     ex[2], ex[3], ex[4], ex[5], clamp, stream)
+                                     ex[2], ex[3], ex[4], ex[5], clamp, stream, qa, qb)
             except _C.AliasError as exc:
                 raise _C.AliasError(f"{where}: an output overlaps an input ({exc})") from None
+
+    if quantization_scales is not None:
+        raise _C.InvalidArgumentError(
+            "fusemath.matmul: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
+            "a and b are host arrays here"
+        )
 
     where = "fusemath.matmul"
     if epilog is not None:

@@ -2305,17 +2305,19 @@ static int device_index(const fm_tensor *t) { return t->device.type == FM_DEVICE
 
 enum {
     X_LIB, X_A, X_B, X_C, X_BIAS, X_SCALE, X_AUX, X_OUT, X_ALPHA, X_BETA, X_EPI, X_EXEC, X_DEV, X_NTH, X_PANEL,
-    X_STRAT, X_COMPUTE, X_CLAMP, X_STREAM, X_COUNT
+    X_STRAT, X_COMPUTE, X_CLAMP, X_STREAM, X_ASCALE, X_BSCALE, X_COUNT
 };
 
 PyDoc_STRVAR(array_matmul_doc,
              "array_matmul(lib, a, b, c, bias, scale, aux, out, alpha, beta, epilogue, execution, device_id,\n"
-             "             num_threads, panel_rows, cpu_strategy, compute, clamp, stream)\n--\n\n"
+             "             num_threads, panel_rows, cpu_strategy, compute, clamp, stream, a_scale, b_scale)\n--\n\n"
              "The stateless matmul of fusemath.matmul for arrays of a registered library, in one C call\n"
              "(all arguments positional): NumPy matmul semantics (1-D promotion, batch broadcast); the\n"
              "results are allocated with library `lib` on the device of the operand of that library; GPU\n"
              "work is queued on `stream` (None: the library's current stream) without synchronizing.\n"
-             "aux is the relu_aux / gelu_aux input of drelu / dgelu. Returns d or (d, {key: extra}).");
+             "aux is the relu_aux / gelu_aux input of drelu / dgelu. a_scale / b_scale: fp8 scale factors\n"
+             "(one-element float32 arrays on the device, or None). fp8 a and b give a bfloat16 result\n"
+             "unless out says otherwise. Returns d or (d, {key: extra}).");
 
 static PyObject *mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2396,7 +2398,47 @@ static PyObject *mod_array_matmul(PyObject *module, PyObject *const *args, Py_ss
         rshape[rnd++] = m;
     if (!b1d)
         rshape[rnd++] = n;
-    const fm_dtype dt = ta->dtype;
+    /* fp8 inputs: the result is bfloat16 unless out= has f16 / bf16 / f32 (the core checks) */
+    const int fp8 = ta->dtype == FM_F8E4M3 || ta->dtype == FM_F8E5M2;
+    fm_dtype dt = ta->dtype;
+    if (fp8) {
+        dt = FM_BF16;
+        if (args[X_OUT] != Py_None) {
+            fm_tensor probe;
+            fm_hold hp;
+            if (tensor_from_any(st, args[X_OUT], "out", 1, &probe, &hp, NULL) < 0)
+                goto done;
+            hold_release(&hp);
+            dt = probe.dtype;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        int x = i ? X_BSCALE : X_ASCALE, sl = i ? FM_MATMUL_B_SCALE : FM_MATMUL_A_SCALE;
+        if (args[x] == Py_None)
+            continue;
+        if (tensor_from_any(st, args[x], slot_names[sl], 0, &tens[sl], &holds[sl], &libs[sl]) < 0)
+            goto done;
+        tp[sl] = &tens[sl];
+    }
+
+    if (args[X_OUT] != Py_None) {
+        fm_tensor *td = &tens[FM_MATMUL_D];
+        if (tensor_from_any(st, args[X_OUT], "out", 1, td, &holds[FM_MATMUL_D], &libs[FM_MATMUL_D]) < 0)
+            goto done;
+        if (!same_shape(td, rshape, rnd)) {
+            shape_mismatch(st, "out", td, rshape, rnd, "");
+            goto done;
+        }
+        if (td->dtype != dt) {
+            PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT),
+                         "matmul: out has dtype %s, expected %s (the dtype of a and b)", fm_dtype_name(td->dtype),
+                         fm_dtype_name(dt));
+            goto done;
+        }
+        expand_result(td, nb, a1d, b1d);
+        tp[FM_MATMUL_D] = td;
+        res[0] = Py_NewRef(args[X_OUT]);
+    }
 
     /* the results live with the operand of library `lib` */
     int dev = -1;
@@ -2474,25 +2516,6 @@ static PyObject *mod_array_matmul(PyObject *module, PyObject *const *args, Py_ss
         }
         tp[FM_MATMUL_AUX] = tx;
     }
-    if (args[X_OUT] != Py_None) {
-        fm_tensor *td = &tens[FM_MATMUL_D];
-        if (tensor_from_any(st, args[X_OUT], "out", 1, td, &holds[FM_MATMUL_D], &libs[FM_MATMUL_D]) < 0)
-            goto done;
-        if (!same_shape(td, rshape, rnd)) {
-            shape_mismatch(st, "out", td, rshape, rnd, "");
-            goto done;
-        }
-        if (td->dtype != dt) {
-            PyErr_Format(error_class(st, FM_ERR_INVALID_ARGUMENT),
-                         "matmul: out has dtype %s, expected %s (the dtype of a and b)", fm_dtype_name(td->dtype),
-                         fm_dtype_name(dt));
-            goto done;
-        }
-        expand_result(td, nb, a1d, b1d);
-        tp[FM_MATMUL_D] = td;
-        res[0] = Py_NewRef(args[X_OUT]);
-    }
-
     const unsigned any_bgrad = FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB;
     int allocating = !res[0] || (epi & (FM_EPILOGUE_AUX | any_bgrad));
     void *stream = NULL;

@@ -210,7 +210,7 @@ def test_array_matmul_with_numpy_results_matches_python_path(rng):
 
     def call(a, b, c=None, bias=None, scale=None, aux=None, out=None, alpha=1.0, beta=0.0, epi=0, clamp=None):
         return C.array_matmul(NUMPY.index, a, b, c, bias, scale, aux, out, alpha, beta, epi, 0, 0, 0, 0, 0, 0,
-                              clamp, None)
+                              clamp, None, None, None)
 
     epi = C.epilogue_parse("bias+gelu+aux")
     d, aux = call(a, b, c, bias, alpha=0.5, beta=2.0, epi=epi)
@@ -226,8 +226,8 @@ def test_array_matmul_with_numpy_results_matches_python_path(rng):
     s = call(v, v)
     assert s.shape == () and s == fusemath.matmul(v, v)  # the C path returns a 0-d array
     with pytest.raises(ValueError, match="index of a registered"):
-        C.array_matmul(99, a, b, None, None, None, None, None, 1.0, 0.0, 0, 0, 0, 0, 0, 0, 0, None, None)
-    with pytest.raises(TypeError, match="19 arguments"):
+        C.array_matmul(99, a, b, None, None, None, None, None, 1.0, 0.0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None)
+    with pytest.raises(TypeError, match="21 arguments"):
         C.array_matmul(NUMPY.index, a, b)
 
 

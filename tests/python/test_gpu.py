@@ -550,3 +550,56 @@ def test_one_d_and_zero_d_results(gpu, rng):
     s = fusemath.matmul(gpu.dev(v), gpu.dev(v))
     assert gpu.is_array(s) and tuple(s.shape) == ()
     np.testing.assert_allclose(gpu.host(s), v.astype(np.float64) @ v, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# fp8 (PyTorch float8 tensors, sm_89+)
+# ---------------------------------------------------------------------------
+def _torch_fp8():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("PyTorch without CUDA or float8")
+    if torch.cuda.get_device_capability(0) < (8, 9):
+        pytest.skip("fp8 needs compute capability 8.9+")
+    return torch
+
+
+@pytest.mark.parametrize("fa,fb", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")])
+@pytest.mark.parametrize("chain", ["identity", "bias+relu"])
+def test_fp8_against_decoded_reference(rng, fa, fb, chain):
+    torch = _torch_fp8()
+    M, N, K = 64, 128, 96
+    a = torch.tensor(rng.standard_normal((M, K)), dtype=torch.float32, device="cuda").to(getattr(torch, fa))
+    w = torch.tensor(rng.standard_normal((N, K)), dtype=torch.float32, device="cuda").to(getattr(torch, fb))
+    bias = torch.tensor(rng.standard_normal(N), dtype=torch.bfloat16, device="cuda")
+    kw = {"bias": bias, "epilogue": "relu"} if chain == "bias+relu" else {}
+    d = fusemath.matmul(a, w.T, quantization_scales={"a": 0.5, "b": 4.0}, **kw)
+    assert d.dtype == torch.bfloat16 and d.shape == (M, N) and d.device == a.device
+    # the reference sees exactly the fp8 values the GPU read, in float64
+    ref = 2.0 * (a.double().cpu().numpy() @ w.double().cpu().numpy().T)
+    if chain == "bias+relu":
+        ref = np.maximum(ref + bias.double().cpu().numpy(), 0)
+    assert_norm_close(d.double().cpu().numpy(), ref, 1e-2)
+    # float32 output through out=, scales as device tensors
+    out = torch.empty((M, N), dtype=torch.float32, device="cuda")
+    sa = torch.full((1,), 0.5, dtype=torch.float32, device="cuda")
+    sb = torch.full((1,), 4.0, dtype=torch.float32, device="cuda")
+    kw32 = {"bias": bias.float(), "epilogue": "relu"} if chain == "bias+relu" else {}  # bias has D's dtype
+    assert fusemath.matmul(a, w.T, out=out, quantization_scales={"a": sa, "b": sb}, **kw32) is out
+    torch.cuda.synchronize()
+    assert_norm_close(out.double().cpu().numpy(), ref, 1e-5)
+
+
+def test_fp8_errors(rng):
+    torch = _torch_fp8()
+    a = torch.zeros((32, 32), dtype=torch.float8_e4m3fn, device="cuda")
+    w = torch.zeros((32, 32), dtype=torch.float8_e4m3fn, device="cuda")
+    with pytest.raises(fusemath.NotSupportedError, match="column-major"):
+        fusemath.matmul(a, w)  # row-major b: cuBLASLt's fp8 kernels want x @ w.T
+    with pytest.raises(ValueError, match="'d'"):
+        fusemath.matmul(a, w.T, quantization_scales={"d": 1.0})
+    with pytest.raises(ValueError, match="a_scale"):
+        bad = torch.ones(2, dtype=torch.float32, device="cuda")
+        fusemath.matmul(a, w.T, quantization_scales={"a": bad})
+    with pytest.raises((TypeError, ValueError), match="e5m2|fp8"):
+        fusemath.matmul(a.to(torch.float8_e5m2), w.T.to(torch.float8_e5m2))
