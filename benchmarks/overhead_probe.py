@@ -49,6 +49,13 @@ def main() -> int:
     sync = torch.cuda.synchronize
     mm = fusemath.Matmul(a, b)
     mm.plan()
+    from fusemath import _fusemath as C
+    from fusemath._arrays import lib_of
+    from fusemath._options import AUTO_DEFAULTS
+
+    idx = lib_of(a).index
+    ex = tuple(AUTO_DEFAULTS)
+    sh = torch.cuda.current_stream().cuda_stream
     pieces = {
         "tensor.dtype": lambda: a.dtype,
         "tensor.get_device()": lambda: a.get_device(),
@@ -66,6 +73,10 @@ def main() -> int:
         "fusemath Matmul.execute()": lambda: mm.execute(),
         "fusemath.matmul(a, b)": lambda: fusemath.matmul(a, b),
         "fusemath.matmul(a, b, out=d)": lambda: fusemath.matmul(a, b, out=d),
+        "_fusemath.array_matmul(..., out=d) (no Python wrapper)": lambda: C.array_matmul(
+            idx, a, b, None, None, None, None, d, 1.0, 0.0, 0, *ex, None, None, None, None),
+        "_fusemath.array_matmul(..., out=d, stream=int)": lambda: C.array_matmul(
+            idx, a, b, None, None, None, None, d, 1.0, 0.0, 0, *ex, None, sh, None, None),
         "fusemath.matmul(a, b, bias=bias, epilogue='relu')": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu"),
     }
     res = {}

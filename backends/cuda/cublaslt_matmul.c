@@ -286,6 +286,10 @@ static fm_status fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmu
         SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr);
         if (pl->inner_count > 1)
             SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bs);
+        if (pl->a_type != pl->dtype) { /* fp8: the default bias type is not D's; ours is */
+            int32_t bt = pl->dtype;
+            SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bt);
+        }
     }
     if (fm_epilogue_uses_aux(pl->mp.epilogue)) {
         void *ptr = ptrs ? ptrs[FM_MATMUL_AUX] : (void *)((uintptr_t)1 << p->align_log2[FM_MATMUL_AUX]);
@@ -594,6 +598,14 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         pl->b_type = p->t[FM_MATMUL_B].dtype == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
         pl->compute = CUBLAS_COMPUTE_32F, pl->scale_type = CUDA_R_32F;
         pl->has_scales = (p->present >> FM_MATMUL_A_SCALE & 1) || (p->present >> FM_MATMUL_B_SCALE & 1);
+        for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++)
+            if ((p->present >> i & 1) && p->align_log2[i] < 4) {
+                /* cuBLASLt refused a 4-byte-aligned scale pointer at execute (H200, cuBLASLt 13.1) */
+                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s must be 16-byte aligned (its own allocation, "
+                            "not an offset into one); it is aligned to %d bytes", p->slot_names[i],
+                            1 << p->align_log2[i]);
+                goto fail;
+            }
         int cc = 0;
         if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, pl->device) != cudaSuccess || cc < 9) {
             int minor = 0;
