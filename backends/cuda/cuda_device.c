@@ -32,27 +32,29 @@ static fm_status cuda_status(cudaError_t e, const char *what)
                    cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-static fm_status cuda_alloc(int device_id, size_t bytes, void **ptr)
+/* Stream-ordered: a staged call allocates and frees per call, and cudaMalloc/cudaFree
+ * would synchronize the device each time; the pool behind cudaMallocAsync does not. */
+static fm_status cuda_alloc(int device_id, size_t bytes, void *stream, void **ptr)
 {
     fm_status s = cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
     if (s != FM_OK)
         return s;
-    return cuda_status(cudaMalloc(ptr, bytes ? bytes : 1), "cudaMalloc");
+    return cuda_status(cudaMallocAsync(ptr, bytes ? bytes : 1, (cudaStream_t)stream), "cudaMallocAsync");
 }
 
-static void cuda_free(int device_id, void *ptr)
+static void cuda_free(int device_id, void *ptr, void *stream)
 {
     (void)device_id;
-    cudaFree(ptr);
+    cudaFreeAsync(ptr, (cudaStream_t)stream);
 }
 
 static fm_status cuda_copy(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
-                           void *stream)
+                           void *stream, int wait)
 {
     (void)dst_dev, (void)src_dev;
     fm_status s = cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
                               "cudaMemcpyAsync");
-    if (s != FM_OK)
+    if (s != FM_OK || !wait)
         return s;
     return cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
 }

@@ -115,11 +115,13 @@ extern const int fm_builtin_backend_count;
 /* Device memory operations, for moving operands when execution is explicit. */
 typedef struct fm_device_ops {
     fm_device_type device;
-    fm_status (*alloc)(int device_id, size_t bytes, void **ptr);
-    void (*free)(int device_id, void *ptr);
-    /* copy bytes between host and this device (either side may be host) and wait */
+    /* stream-ordered where the device has streams (cudaMallocAsync / cudaFreeAsync) */
+    fm_status (*alloc)(int device_id, size_t bytes, void *stream, void **ptr);
+    void (*free)(int device_id, void *ptr, void *stream);
+    /* copy bytes between host and this device (either side may be host) on stream; wait for
+     * it when `wait` (a host destination must be complete before anyone reads it) */
     fm_status (*copy)(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
-                      void *stream);
+                      void *stream, int wait);
     /* classify a pointer for FM_DEVICE_AUTO; return FM_ERR_NOT_APPLICABLE if unknown */
     fm_status (*classify)(const void *ptr, fm_device *dev);
     /* wait until all work queued on the device is done (timing in autotune); NULL = nothing to wait for */

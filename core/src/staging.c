@@ -29,6 +29,10 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
     void *inner_ptrs[FM_MAX_SLOTS] = {0};
     void *stage[FM_MAX_SLOTS] = {0};
     fm_status s = FM_OK;
+    /* Everything is ordered on `stream`: device buffers come from the stream-ordered pool,
+     * copies to the device are queued, and only copies to host memory are waited for
+     * (the computation, or the caller, reads them next). */
+    const int exec_on_host = exec.type == FM_DEVICE_CPU;
     for (int i = 0; i < pr->nslots && s == FM_OK; i++) {
         inner_ptrs[i] = ptrs[i];
         if (!st->slot_ops[i] || !ptrs[i])
@@ -37,7 +41,7 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
         fm_tensor_byte_span(&pr->t[i], &lo, &hi);
         if (hi == lo)
             continue;
-        if ((s = st->exec_ops->alloc(exec.id, (size_t)(hi - lo), &stage[i])) != FM_OK)
+        if ((s = st->exec_ops->alloc(exec.id, (size_t)(hi - lo), stream, &stage[i])) != FM_OK)
             break;
         inner_ptrs[i] = (char *)stage[i] - lo;
         int is_output = (pr->output_mask >> i) & 1;
@@ -45,7 +49,7 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
         int needs_in = !is_output || (partner >= 0 && ptrs[partner] == ptrs[i]);
         if (needs_in)
             s = st->slot_ops[i]->copy(stage[i], exec, (const char *)ptrs[i] + lo, pr->t[i].device,
-                                      (size_t)(hi - lo), stream);
+                                      (size_t)(hi - lo), stream, exec_on_host);
     }
     /* An input that is the same memory as a moved output reads the staged copy. */
     if (s == FM_OK)
@@ -55,11 +59,12 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
             continue;
         int64_t lo, hi;
         fm_tensor_byte_span(&pr->t[i], &lo, &hi);
-        s = st->slot_ops[i]->copy((char *)ptrs[i] + lo, pr->t[i].device, stage[i], exec, (size_t)(hi - lo), stream);
+        s = st->slot_ops[i]->copy((char *)ptrs[i] + lo, pr->t[i].device, stage[i], exec, (size_t)(hi - lo), stream,
+                                  1);
     }
     for (int i = 0; i < pr->nslots; i++)
         if (stage[i])
-            st->exec_ops->free(exec.id, stage[i]);
+            st->exec_ops->free(exec.id, stage[i], stream);
     return s;
 }
 
