@@ -264,7 +264,7 @@ for t in data.get("tests", []):
       ((SECONDS - t0 + 20 > lim)) && { echo "== $name: skipped, no time left" >>"$OUT/sanitizer.log"; continue; }
       echo "== $name (memcheck, leak-check $SANITIZER_LEAK): $cmd" >>"$OUT/sanitizer.log"
       # shellcheck disable=SC2086  # cmd is ctest's command line, already quoted by shlex
-      (cd "$wd" && eval timeout -k 10 "$per" "$SAN" --tool memcheck --leak-check "$SANITIZER_LEAK" --error-exitcode 86 \
+      (cd "$wd" && FM_TEST_UNDER_SANITIZER=1 eval timeout -k 10 "$per" "$SAN" --tool memcheck --leak-check "$SANITIZER_LEAK" --error-exitcode 86 \
         --print-limit 50 $cmd) >>"$OUT/sanitizer.log" 2>&1
       rc=$?
       echo "== $name: exit status $rc" >>"$OUT/sanitizer.log"
