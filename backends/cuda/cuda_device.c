@@ -1,5 +1,6 @@
 /* cuda_device.c : CUDA device discovery and memory operations. Any error from
  * cudaGetDeviceCount (no driver, no GPU) means "no GPU": the CPU keeps working. */
+#include "cuda_pinned_copy.h"
 #include "internal.h"
 
 #include <cuda_runtime.h>
@@ -51,9 +52,17 @@ static void cuda_free(int device_id, void *ptr, void *stream)
 static fm_status cuda_copy(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
                            void *stream, int wait)
 {
-    (void)dst_dev, (void)src_dev;
-    fm_status s = cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
-                              "cudaMemcpyAsync");
+    fm_status s;
+    int host_src = src_dev.type == FM_DEVICE_CPU, host_dst = dst_dev.type == FM_DEVICE_CPU;
+    if (bytes >= FM_CUDA_PINNED_MIN_BYTES && host_src != host_dst) { /* where pinned staging pays */
+        int used = 0;
+        s = fm_cuda_pinned_copy(dst, src, bytes, host_src, (cudaStream_t)stream, &used);
+        if (used) /* a copy to the host is complete; one to the device is ordered on the stream */
+            return s != FM_OK || !wait || host_dst ? s
+                                                   : cuda_status(cudaStreamSynchronize((cudaStream_t)stream),
+                                                                 "cudaStreamSynchronize");
+    }
+    s = cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync");
     if (s != FM_OK || !wait)
         return s;
     return cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");

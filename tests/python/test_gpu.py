@@ -447,6 +447,25 @@ def test_execution_cuda_on_numpy(rng, dtype):
                 _check(mm.execute(), ref["d"], ref["d_err"], key, 33, "planned")
 
 
+def test_execution_cuda_large_transfers(rng):
+    """Operands past 4 MiB take the pinned, chunked copy path (8 MiB chunks): several chunks,
+    a partial last one, in and out, against the float64 reference; then again (buffers reused)."""
+    if not any(b.device == "cuda" and b.available for b in fusemath.backends()):
+        pytest.skip("no cuda matmul backend")
+    a = rng.standard_normal((2500, 1100)).astype(np.float32)  # 11 MB
+    b = rng.standard_normal((1100, 2100)).astype(np.float32)  # 9.2 MB
+    bias = rng.standard_normal(2100).astype(np.float32)
+    ref = chain_reference(a, b, bias=bias, act="relu")
+    for _ in range(2):
+        d = fusemath.matmul(a, b, bias=bias, epilogue="relu", execution="cuda")  # d: 21 MB back
+        _check(d, ref["d"], ref["d_err"], "f32", 1100, "d")
+    c = rng.standard_normal((2500, 2100)).astype(np.float32)
+    out = c.copy()
+    fusemath.matmul(a, b, out, beta=1.0, out=out, execution="cuda")  # in place: d = c goes in and out
+    ref = chain_reference(a, b, c, beta=1.0)
+    _check(out, ref["d"], ref["d_err"], "f32", 1100, "in place")
+
+
 def test_mixed_devices(gpu, rng):
     a = rng.standard_normal((8, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
