@@ -617,12 +617,13 @@ static void test_ew_errors(void)
     fm_cuda_ew *k2 = (fm_cuda_ew *)1;
     /* no such device; under compute-sanitizer (FM_TEST_UNDER_SANITIZER set by
      * benchmarks/device_gpu.sh) the deliberate CUDA API error would count as a finding */
-    if (!getenv("FM_TEST_UNDER_SANITIZER"))
+    if (!getenv("FM_TEST_UNDER_SANITIZER")) {
         CHECK_STATUS(fm_cuda_ew_create(&spec, 1000, &k2), FM_ERR_UNAVAILABLE);
-    else
+        CHECK(k2 == NULL);
+        CHECK_ERROR_MENTIONS("cuda epilogue kernel");
+    } else {
         SKIP("invalid device id: a deliberate CUDA API error, left out under the sanitizer");
-    CHECK(k2 == NULL);
-    CHECK_ERROR_MENTIONS("cuda epilogue kernel");
+    }
 }
 
 /* ------------------------------------------------------------------------ */
