@@ -219,12 +219,7 @@ fm_plan *fm_context_cache_get(fm_context *ctx, const fm_problem *p)
 
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
 {
-    uint64_t h = fm_problem_hash(p);
-    pthread_mutex_lock(&ctx->lock);
-    fm_plan *hit = cache_find(ctx, h, p);
-    if (hit)
-        fm_plan_retain(hit);
-    pthread_mutex_unlock(&ctx->lock);
+    fm_plan *hit = fm_context_cache_get(ctx, p);
     if (hit) {
         *out = hit;
         return FM_OK;
