@@ -633,3 +633,42 @@ def test_fp8_errors(rng):
         fusemath.matmul(a, w.T, quantization_scales={"a": bad})
     with pytest.raises((TypeError, ValueError), match="e5m2|fp8"):
         fusemath.matmul(a.to(torch.float8_e5m2), w.T.to(torch.float8_e5m2))
+
+
+def test_one_plan_from_many_threads_and_streams(rng):
+    """A planned GPU matmul executed from 4 threads at once, each on its own stream with its
+    own output: the per-thread descriptors and per-stream workspaces must keep them apart."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    import threading
+
+    a = torch.tensor(rng.standard_normal((512, 384)), dtype=torch.float32, device="cuda")
+    b = torch.tensor(rng.standard_normal((384, 640)), dtype=torch.float32, device="cuda")
+    bias = torch.tensor(rng.standard_normal(640), dtype=torch.float32, device="cuda")
+    mm = fusemath.Matmul(a, b)
+    mm.plan(epilogue="relu", bias=bias)
+    ref = chain_reference(a.double().cpu().numpy(), b.double().cpu().numpy(), bias=bias.double().cpu().numpy(),
+                          act="relu")
+    outs = [[torch.empty((512, 640), device="cuda") for _ in range(10)] for _ in range(4)]
+    torch.cuda.synchronize()  # the operands were written on the default stream
+    errors = []
+
+    def work(t):
+        try:
+            s = torch.cuda.Stream()
+            for d in outs[t]:
+                mm.execute(out=d, stream=s)
+            s.synchronize()
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for row in outs:
+        for d in row:
+            _check(d.cpu().numpy(), ref["d"], ref["d_err"], "f32", 384, "threaded")
