@@ -36,6 +36,17 @@ typedef struct fm_matmul_params {
     double clamp[2];      /* only with FM_EPILOGUE_CLAMP, else zero */
 } fm_matmul_params;
 
+typedef struct fm_fft_params {
+    int32_t kind, inverse, naxes;
+    int32_t axes[3];  /* normalised: 0 <= axis < ndim, ascending */
+    int64_t n[3];     /* logical transform length per axis (c2r: from out) */
+    int32_t norm, effort, num_threads;
+    unsigned prolog_ops, epilog_ops; /* FM_FFT_OP_* still to apply (scales folded away where exact) */
+    int32_t pad_;
+    double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
+    double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
+} fm_fft_params;
+
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */
 typedef struct fm_problem {
@@ -50,6 +61,7 @@ typedef struct fm_problem {
     const char *slot_names[FM_MAX_SLOTS]; /* static strings, for messages (not hashed) */
     union {
         fm_matmul_params matmul;
+        fm_fft_params fft;
         uint8_t raw[128];
     } u;
 } fm_problem;

@@ -358,6 +358,74 @@ FM_API fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const f
                                     const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                                     const fm_matmul_options *opts, int repeats, fm_plan **plan);
 
+/* ------------------------------------------------------------------------ */
+/* FFT: out = epilog(FFT(prolog(in))) over 1-3 axes, batched over the others. */
+/* ------------------------------------------------------------------------ */
+/* Operand slots of an FFT plan, in the order fm_plan_execute() takes pointers. */
+enum {
+    FM_FFT_IN = 0,
+    FM_FFT_OUT = 1,
+    FM_FFT_PROLOG = 2, /* array multiplied into the input as it is loaded (FM_FFT_OP_MULTIPLY) */
+    FM_FFT_EPILOG = 3, /* array multiplied into the output as it is stored */
+    FM_FFT_NSLOTS = 4
+};
+
+typedef enum fm_fft_kind {
+    FM_FFT_C2C = 0, /* complex -> complex, same shape */
+    FM_FFT_R2C = 1, /* real -> complex, last transformed axis n -> n/2 + 1 (forward only) */
+    FM_FFT_C2R = 2  /* complex -> real, last transformed axis n/2 + 1 -> n, n from out (inverse only) */
+} fm_fft_kind;
+
+/* Scaling, as numpy.fft's norm: backward = 1 forward, 1/n inverse; ortho = 1/sqrt(n) both;
+ * forward = 1/n forward, 1 inverse (n = product of the transformed lengths). */
+typedef enum fm_fft_norm { FM_FFT_NORM_BACKWARD = 0, FM_FFT_NORM_ORTHO = 1, FM_FFT_NORM_FORWARD = 2 } fm_fft_norm;
+
+/* Planning effort (FFTW's estimate / measure / patient; cuFFT ignores it). */
+typedef enum fm_fft_effort {
+    FM_FFT_EFFORT_ESTIMATE = 0,
+    FM_FFT_EFFORT_MEASURE = 1,
+    FM_FFT_EFFORT_PATIENT = 2
+} fm_fft_effort;
+
+/* A fused chain, applied elementwise: x -> conj?(x * scale * array), array broadcast against
+ * the input (prolog) or the output (epilog) with NumPy rules (a window, a filter, a phase
+ * ramp; real or complex of the data's precision). */
+enum { FM_FFT_OP_SCALE = 1u << 0, FM_FFT_OP_MULTIPLY = 1u << 1, FM_FFT_OP_CONJ = 1u << 2 };
+typedef struct fm_fft_chain {
+    unsigned ops;     /* FM_FFT_OP_* bits */
+    double scale[2];  /* re, im; with FM_FFT_OP_SCALE */
+} fm_fft_chain;
+
+typedef struct fm_fft_options {
+    int32_t kind;        /* fm_fft_kind */
+    int32_t inverse;     /* 0: forward (exp(-i...)), 1: inverse (exp(+i...)) */
+    int32_t naxes;       /* 1, 2 or 3; 0 = the last min(ndim, 3) axes */
+    int32_t axes[3];     /* axes of the input, distinct; negative counts from the end */
+    int32_t norm;        /* fm_fft_norm */
+    int32_t effort;      /* fm_fft_effort */
+    int32_t execution;   /* fm_execution */
+    int32_t device_id;
+    int32_t num_threads; /* cpu threads; 0 = the context's setting */
+    int32_t reserved[7]; /* zero */
+    fm_fft_chain prolog, epilog;
+} fm_fft_options;
+
+/*! fm_fft_options_init() : forward c2c over the last axis, backward norm, estimate, no chains. */
+FM_API void fm_fft_options_init(fm_fft_options *o);
+
+/*! fm_fft_plan() : plan out = epilog(norm * FFT(prolog(in))). in and out have the same
+ *  batch (non-transformed) extents; transformed extents: equal for c2c, n -> n/2+1 for r2c,
+ *  n/2+1 -> n for c2r (n is out's extent). Dtypes: c2c c64 -> c64 or c128 -> c128; r2c f32 ->
+ *  c64, f64 -> c128; c2r the reverse. Any strides; in == out (same layout) runs in place
+ *  (c2c only). prolog_array / epilog_array: NULL unless the chain has FM_FFT_OP_MULTIPLY. */
+FM_API fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out,
+                             const fm_tensor *prolog_array, const fm_tensor *epilog_array,
+                             const fm_fft_options *opts, fm_plan **plan);
+
+/*! fm_fft() : plan (cached, estimate effort unless opts say otherwise) and execute once. */
+FM_API fm_status fm_fft(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
+                        const fm_tensor *epilog_array, const fm_fft_options *opts, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,335 @@
+/* fft_problem.c : validate FFT operands into a normalised fm_problem and run the planner.
+ * The transform axes are recorded ascending; the problem keeps the operands' own shapes
+ * and strides (backends take any layout through FFTW's guru interface / cuFFT's
+ * advanced layout, or copy). Scales that commute with the transform are folded into
+ * the epilogue scale, together with the norm. */
+#include "context.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const slot_names[FM_FFT_NSLOTS] = {"in", "out", "prolog_array", "epilog_array"};
+
+void fm_fft_options_init(fm_fft_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->prolog.scale[0] = o->epilog.scale[0] = 1.0;
+}
+
+static fm_dtype real_of(fm_dtype t) { return t == FM_C64 ? FM_F32 : t == FM_C128 ? FM_F64 : t; }
+static fm_dtype complex_of(fm_dtype t) { return t == FM_F32 ? FM_C64 : t == FM_F64 ? FM_C128 : t; }
+
+static fm_status check_desc(const char *name, const fm_tensor *t)
+{
+    if (t->ndim < 1 || t->ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_SHAPE, "fft: %s has ndim = %d, expected 1 <= ndim <= %d", name, t->ndim, FM_MAX_NDIM);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0)
+            return fm_fail(FM_ERR_SHAPE, "fft: %s has shape[%d] = %lld, expected >= 0", name, i, (long long)t->shape[i]);
+    return FM_OK;
+}
+
+/* The chain's array broadcasts to `target` (NumPy rules, right-aligned); expand it to the
+ * target's rank with stride 0 where broadcast. */
+static fm_status expand_array(const char *name, const fm_tensor *a, const fm_tensor *target, fm_tensor *out)
+{
+    if (a->ndim > target->ndim)
+        return fm_fail(FM_ERR_SHAPE, "fft: %s has %d dimensions, more than the %d of the data it multiplies", name,
+                       a->ndim, target->ndim);
+    fm_tensor e = *a;
+    e.data = NULL;
+    e.ndim = target->ndim;
+    for (int i = target->ndim - 1, j = a->ndim - 1; i >= 0; i--, j--) {
+        int64_t ext = j >= 0 ? a->shape[j] : 1, st = j >= 0 ? a->strides[j] : 0;
+        if (ext != target->shape[i] && ext != 1)
+            return fm_fail(FM_ERR_SHAPE, "fft: %s has extent %lld on axis %d, expected %lld or 1 (it broadcasts "
+                           "against the data)", name, (long long)ext, j, (long long)target->shape[i]);
+        e.shape[i] = target->shape[i];
+        e.strides[i] = ext == 1 ? 0 : st;
+    }
+    *out = e;
+    return FM_OK;
+}
+
+static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                       fm_problem *p)
+{
+    fm_status s;
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: ctx is NULL");
+    if (!ts[FM_FFT_IN] || !ts[FM_FFT_OUT])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s is NULL, expected a tensor descriptor",
+                       ts[FM_FFT_IN] ? "out" : "in");
+    fm_fft_options defaults;
+    if (!opts) {
+        fm_fft_options_init(&defaults);
+        opts = &defaults;
+    }
+    const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT];
+    if ((s = check_desc("in", in)) != FM_OK || (s = check_desc("out", out)) != FM_OK)
+        return s;
+    if (opts->kind < FM_FFT_C2C || opts->kind > FM_FFT_C2R)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
+    if (opts->inverse != 0 && opts->inverse != 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: inverse = %d, expected 0 or 1", opts->inverse);
+    if (opts->kind == FM_FFT_R2C && opts->inverse)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: r2c is a forward transform (use c2r for the inverse)");
+    if (opts->kind == FM_FFT_C2R && !opts->inverse)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: c2r is an inverse transform (set inverse = 1)");
+    if (opts->norm < FM_FFT_NORM_BACKWARD || opts->norm > FM_FFT_NORM_FORWARD)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: norm = %d, expected 0 (backward), 1 (ortho) or 2 (forward)",
+                       opts->norm);
+    if (opts->effort < FM_FFT_EFFORT_ESTIMATE || opts->effort > FM_FFT_EFFORT_PATIENT)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: effort = %d, expected 0 (estimate), 1 (measure) or 2 (patient)",
+                       opts->effort);
+    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA || opts->device_id < 0 ||
+        opts->num_threads < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: execution = %d, device_id = %d, num_threads = %d; expected "
+                       "execution 0..2 and values >= 0", opts->execution, opts->device_id, opts->num_threads);
+    for (int c = 0; c < 2; c++) {
+        const fm_fft_chain *ch = c ? &opts->epilog : &opts->prolog;
+        if (ch->ops & ~(unsigned)(FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s has unknown ops bits 0x%x", c ? "epilog" : "prolog",
+                           ch->ops & ~(unsigned)(FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ));
+        if ((ch->ops & FM_FFT_OP_SCALE) && !(isfinite(ch->scale[0]) && isfinite(ch->scale[1])))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s scale = (%g, %g) is not finite", c ? "epilog" : "prolog",
+                           ch->scale[0], ch->scale[1]);
+        int has_array = ts[c ? FM_FFT_EPILOG : FM_FFT_PROLOG] != NULL;
+        if (!!(ch->ops & FM_FFT_OP_MULTIPLY) != has_array)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, has_array ? "fft: %s_array was given but the %s has no multiply"
+                                                              : "fft: the %s multiplies by an array but %s_array is NULL",
+                           c ? "epilog" : "prolog", c ? "epilog" : "prolog");
+    }
+
+    /* dtypes */
+    const fm_dtype it = in->dtype, ot = out->dtype;
+    int ok;
+    switch (opts->kind) {
+    case FM_FFT_C2C: ok = (it == FM_C64 || it == FM_C128) && ot == it; break;
+    case FM_FFT_R2C: ok = (it == FM_F32 || it == FM_F64) && ot == complex_of(it); break;
+    default: ok = (it == FM_C64 || it == FM_C128) && ot == real_of(it); break;
+    }
+    if (!ok) {
+        static const char *const want[3] = {"c64 -> c64 or c128 -> c128", "f32 -> c64 or f64 -> c128",
+                                            "c64 -> f32 or c128 -> f64"};
+        static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
+        return fm_fail(FM_ERR_DTYPE, "fft: %s from %s to %s; expected %s%s", kinds[opts->kind], fm_dtype_name(it),
+                       fm_dtype_name(ot), want[opts->kind],
+                       opts->kind == FM_FFT_C2C && (it == FM_F32 || it == FM_F64) ? " (a real input wants r2c)"
+                       : opts->kind == FM_FFT_R2C && fm_dtype_is_complex(it)      ? " (a complex input wants c2c)"
+                                                                                  : "");
+    }
+
+    /* axes */
+    const int nd = in->ndim;
+    if (out->ndim != nd)
+        return fm_fail(FM_ERR_SHAPE, "fft: in has %d dimensions but out has %d", nd, out->ndim);
+    int naxes = opts->naxes ? opts->naxes : (nd < 3 ? nd : 3);
+    if (naxes < 1 || naxes > 3 || naxes > nd)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: naxes = %d, expected 1..3 and at most ndim = %d", opts->naxes, nd);
+    int axes[3];
+    for (int i = 0; i < naxes; i++) {
+        int a = opts->naxes ? opts->axes[i] : nd - naxes + i;
+        if (a < -nd || a >= nd)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: axes[%d] = %d is out of range for %d dimensions", i, a, nd);
+        axes[i] = a < 0 ? a + nd : a;
+        for (int j = 0; j < i; j++)
+            if (axes[j] == axes[i])
+                return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: axis %d is repeated in axes", axes[i]);
+    }
+    /* the last axis given is the halved one of r2c / c2r; keep it last, sort the others */
+    for (int i = 1; i < naxes - 1; i++)
+        for (int j = i; j > 0 && axes[j] < axes[j - 1]; j--) {
+            int t = axes[j];
+            axes[j] = axes[j - 1];
+            axes[j - 1] = t;
+        }
+
+    /* shapes */
+    int64_t n[3];
+    for (int i = 0; i < naxes; i++) {
+        int a = axes[i];
+        int last = i == naxes - 1;
+        int64_t ie = in->shape[a], oe = out->shape[a];
+        n[i] = opts->kind == FM_FFT_C2R ? oe : ie;
+        int64_t want_out = (opts->kind == FM_FFT_R2C && last) ? ie / 2 + 1 : ie;
+        int64_t want_in = (opts->kind == FM_FFT_C2R && last) ? oe / 2 + 1 : oe;
+        if (n[i] < 1)
+            return fm_fail(FM_ERR_SHAPE, "fft: transform length along axis %d is %lld, expected >= 1", a,
+                           (long long)n[i]);
+        if (opts->kind == FM_FFT_C2R ? ie != want_in : oe != want_out)
+            return fm_fail(FM_ERR_SHAPE, "fft: along axis %d, in has %lld and out %lld; expected %s", a,
+                           (long long)ie, (long long)oe,
+                           opts->kind == FM_FFT_C2C       ? "equal extents"
+                           : opts->kind == FM_FFT_R2C && last ? "out = in / 2 + 1 (r2c)"
+                           : opts->kind == FM_FFT_C2R && last ? "in = out / 2 + 1 (c2r: out's extent is n)"
+                                                              : "equal extents");
+    }
+    for (int d = 0; d < nd; d++) {
+        int transformed = 0;
+        for (int i = 0; i < naxes; i++)
+            transformed |= axes[i] == d;
+        if (!transformed && in->shape[d] != out->shape[d])
+            return fm_fail(FM_ERR_SHAPE, "fft: batch axis %d has %lld in in but %lld in out", d,
+                           (long long)in->shape[d], (long long)out->shape[d]);
+    }
+
+    memset(p, 0, sizeof *p);
+    p->op = FM_OP_FFT;
+    p->nslots = FM_FFT_NSLOTS;
+    p->output_mask = 1u << FM_FFT_OUT;
+    for (int i = 0; i < FM_MAX_SLOTS; i++)
+        p->inplace_partner[i] = -1;
+    if (opts->kind == FM_FFT_C2C)
+        p->inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        p->slot_names[i] = slot_names[i];
+    p->t[FM_FFT_IN] = *in;
+    p->t[FM_FFT_OUT] = *out;
+    p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
+
+    /* chains: arrays of the data's precision, real or complex */
+    for (int c = 0; c < 2; c++) {
+        int slot = c ? FM_FFT_EPILOG : FM_FFT_PROLOG;
+        const fm_tensor *arr = ts[slot];
+        if (!arr)
+            continue;
+        const fm_tensor *target = c ? out : in;
+        fm_dtype r = real_of(target->dtype);
+        int real_data = !fm_dtype_is_complex(target->dtype);
+        if (!(arr->dtype == r || (!real_data && arr->dtype == complex_of(r))))
+            return fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
+                           fm_dtype_name(arr->dtype), fm_dtype_name(r), real_data ? "" : " or ",
+                           real_data ? " (the data it multiplies is real)" : fm_dtype_name(complex_of(r)));
+        if ((s = check_desc(slot_names[slot], arr)) != FM_OK ||
+            (s = expand_array(slot_names[slot], arr, target, &p->t[slot])) != FM_OK)
+            return s;
+    }
+
+    /* devices: like matmul, all on one device unless the execution is explicit */
+    fm_device first = {0, 0};
+    int have_first = 0;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++) {
+        if (!ts[i])
+            continue;
+        p->present |= 1u << i;
+        fm_device d = ts[i]->device;
+        if (d.type == FM_DEVICE_AUTO) {
+            d.type = FM_DEVICE_CPU, d.id = 0;
+            for (int k = 0; k < fm_builtin_device_ops_count; k++) {
+                fm_device got;
+                if (fm_builtin_device_ops[k]->classify && fm_builtin_device_ops[k]->classify(ts[i]->data, &got) == FM_OK) {
+                    d = got;
+                    break;
+                }
+            }
+        }
+        if (d.type == FM_DEVICE_CUDA_HOST)
+            d.type = FM_DEVICE_CPU;
+        if (d.type == FM_DEVICE_CUDA_MANAGED)
+            d.type = FM_DEVICE_CUDA;
+        if (d.type == FM_DEVICE_CPU)
+            d.id = 0;
+        if (d.type != FM_DEVICE_CPU && d.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_DEVICE, "fft: %s has device type %d, expected cpu (1) or cuda (2)", slot_names[i],
+                           d.type);
+        p->t[i].device = d;
+        if (!have_first)
+            first = d, have_first = 1;
+        else if (opts->execution == FM_EXECUTION_AUTO && (d.type != first.type || d.id != first.id))
+            return fm_fail(FM_ERR_DEVICE, "fft: in is on %s but %s is on %s; move them to one device or pass "
+                           "execution='cpu' or 'cuda'", first.type == FM_DEVICE_CUDA ? "cuda" : "cpu",
+                           slot_names[i], d.type == FM_DEVICE_CUDA ? "cuda" : "cpu");
+    }
+    if (opts->execution == FM_EXECUTION_AUTO)
+        p->exec_device = first;
+    else
+        p->exec_device = (fm_device){opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA,
+                                     opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id};
+
+    /* parameters */
+    fm_fft_params *fp = &p->u.fft;
+    fp->kind = opts->kind;
+    fp->inverse = opts->inverse;
+    fp->naxes = naxes;
+    double total = 1;
+    for (int i = 0; i < naxes; i++) {
+        fp->axes[i] = axes[i];
+        fp->n[i] = n[i];
+        total *= (double)n[i];
+    }
+    fp->norm = opts->norm;
+    fp->effort = opts->effort;
+    fp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
+    double norm = opts->norm == FM_FFT_NORM_ORTHO                      ? 1.0 / sqrt(total)
+                  : (opts->norm == FM_FFT_NORM_FORWARD) != !!opts->inverse ? 1.0 / total
+                                                                           : 1.0;
+    fp->prolog_ops = opts->prolog.ops;
+    fp->epilog_ops = opts->epilog.ops;
+    fp->prolog_scale[0] = 1, fp->prolog_scale[1] = 0;
+    fp->epilog_scale[0] = 1, fp->epilog_scale[1] = 0;
+    if (opts->prolog.ops & FM_FFT_OP_SCALE)
+        memcpy(fp->prolog_scale, opts->prolog.scale, sizeof fp->prolog_scale);
+    if (opts->epilog.ops & FM_FFT_OP_SCALE)
+        memcpy(fp->epilog_scale, opts->epilog.scale, sizeof fp->epilog_scale);
+    /* real data takes no imaginary scale and no conj */
+    if (opts->kind == FM_FFT_R2C) {
+        if (fp->prolog_scale[1] != 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: r2c input is real: the prolog scale must be real, got "
+                           "(%g, %g)", fp->prolog_scale[0], fp->prolog_scale[1]);
+        fp->prolog_ops &= ~(unsigned)FM_FFT_OP_CONJ;
+    }
+    if (opts->kind == FM_FFT_C2R) {
+        if (fp->epilog_scale[1] != 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: c2r output is real: the epilog scale must be real, got "
+                           "(%g, %g)", fp->epilog_scale[0], fp->epilog_scale[1]);
+        fp->epilog_ops &= ~(unsigned)FM_FFT_OP_CONJ;
+    }
+    /* the norm is real: it commutes with everything; a prolog scale alone commutes with the
+     * transform when the transform is linear over it (c2r needs a real one) */
+    fp->epilog_scale[0] *= norm, fp->epilog_scale[1] *= norm;
+    if (fp->prolog_ops == FM_FFT_OP_SCALE && (opts->kind != FM_FFT_C2R || fp->prolog_scale[1] == 0)) {
+        double a = fp->epilog_scale[0], b = fp->epilog_scale[1], c = fp->prolog_scale[0], d = fp->prolog_scale[1];
+        fp->epilog_scale[0] = a * c - b * d, fp->epilog_scale[1] = a * d + b * c;
+        fp->prolog_scale[0] = 1, fp->prolog_scale[1] = 0;
+        fp->prolog_ops = 0;
+    }
+    fp->prolog_ops &= ~(unsigned)FM_FFT_OP_SCALE;
+    fp->epilog_ops &= ~(unsigned)FM_FFT_OP_SCALE;
+    if (fp->prolog_scale[0] != 1 || fp->prolog_scale[1] != 0)
+        fp->prolog_ops |= FM_FFT_OP_SCALE;
+    if (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0)
+        fp->epilog_ops |= FM_FFT_OP_SCALE;
+    return FM_OK;
+}
+
+fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
+                      const fm_tensor *epilog_array, const fm_fft_options *opts, fm_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: plan out-pointer is NULL");
+    *plan = NULL;
+    const fm_tensor *ts[FM_FFT_NSLOTS] = {in, out, prolog_array, epilog_array};
+    fm_problem p;
+    fm_status s = build(ctx, ts, opts, &p);
+    if (s != FM_OK)
+        return s;
+    return fm_plan_problem(ctx, &p, plan);
+}
+
+fm_status fm_fft(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
+                 const fm_tensor *epilog_array, const fm_fft_options *opts, void *stream)
+{
+    fm_plan *plan = NULL;
+    fm_status s = fm_fft_plan(ctx, in, out, prolog_array, epilog_array, opts, &plan);
+    if (s != FM_OK)
+        return s;
+    void *ptrs[FM_FFT_NSLOTS] = {in->data, out->data, prolog_array ? prolog_array->data : NULL,
+                                 epilog_array ? epilog_array->data : NULL};
+    s = fm_plan_execute(plan, ptrs, FM_FFT_NSLOTS, stream);
+    fm_plan_release(plan);
+    return s;
+}
