@@ -36,6 +36,7 @@ from ._fusemath import (
     UnavailableError,
 )
 from . import wisdom
+from . import fft  # the module fusemath.fft (numpy.fft-style functions and the FFT planner)
 from ._matmul import Matmul, matmul
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
 from ._runtime import (
@@ -53,6 +54,7 @@ __version__ = _fusemath.__version__
 
 __all__ = [
     "wisdom",
+    "fft",
     "matmul",
     "Matmul",
     "MatmulOptions",

@@ -1,0 +1,571 @@
+/* fftw_fft.c : CPU FFT through FFTW3's guru64 interface (c2c, r2c, c2r; single and
+ * double precision; 1-3 axes anywhere, batched over all other axes, any strides).
+ *
+ * Two ways to execute a plan:
+ *  - direct: no prolog/epilog, not c2r, out-of-place, non-negative strides, and the
+ *    caller's pointers have the SIMD alignment (fftw_alignment_of) of the scratch
+ *    arrays the plan was made on: one FFTW plan over the caller's whole layout, run with
+ *    the new-array interface.
+ *  - chunked (everything else): the batch is cut into chunks of about CHUNK_BYTES; a
+ *    chunk's input is gathered into an fftw_malloc'd scratch with the prolog applied on
+ *    the way, FFTW runs on the scratch (a plan for the chunk's count and one for the
+ *    remainder), and the epilog is applied while scattering the result into out, while
+ *    the chunk is still in cache. This also preserves c2r's input, handles in-place c2c
+ *    and misaligned pointers. Chunks run on the library's own threads (OpenMP), each
+ *    with its own scratch and single-threaded plans; a single transform (batch 1) is
+ *    one chunk planned with FFTW's threads, its chain one pass before and one after.
+ * FFTW's planner is not thread-safe: planning and destruction hold one process-wide
+ * mutex; execution is concurrent. Plans are always made on scratch arrays. */
+#include "internal.h"
+
+#include <fftw3.h>
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_BYTES ((int64_t)1 << 20) /* scratch per chunk (input + output) */
+#define THREAD_MIN_ELEMS 32768         /* below this, one thread */
+#define FFTW_THREAD_MIN_ELEMS 65536    /* a single transform this large uses FFTW's threads */
+
+static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int threads_ok;
+
+static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_init_threads() != 0; }
+
+typedef struct fftw_impl {
+    int dbl, kind, inverse, naxes;
+    int64_t n[3];              /* logical lengths, padded in front with 1 */
+    int64_t ext_in[3], ext_out[3];
+    int64_t s_in[3], s_out[3], s_pa[3], s_ea[3]; /* element strides along the transform axes */
+    int nb;                    /* batch axes with extent > 1 */
+    int64_t bext[FM_MAX_NDIM], b_in[FM_MAX_NDIM], b_out[FM_MAX_NDIM], b_pa[FM_MAX_NDIM], b_ea[FM_MAX_NDIM];
+    int64_t batch;             /* product of batch extents (0: nothing to do) */
+    int64_t per_in, per_out;   /* elements per transform on each side */
+    int in_cplx, out_cplx, pa_cplx, ea_cplx;
+    unsigned pro_ops, epi_ops;
+    double pro_scale[2], epi_scale[2];
+    size_t rs;                 /* real scalar size */
+    void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
+    int dir_align_in, dir_align_out;
+    void *chunk_plan, *rem_plan;
+    int64_t chunk, nchunks, rem;
+    int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
+    int threads;               /* OpenMP threads over chunks */
+    int fftw_threads;          /* threads of the chunk plans */
+} fftw_impl;
+
+static fm_status probe(void **state, const char **why)
+{
+    (void)why;
+    *state = NULL;
+    pthread_once(&threads_once, init_threads);
+    return FM_OK;
+}
+
+static void destroy_plan(int dbl, void *p)
+{
+    if (!p)
+        return;
+    if (dbl)
+        fftw_destroy_plan((fftw_plan)p);
+    else
+        fftwf_destroy_plan((fftwf_plan)p);
+}
+
+static void destroy_impl(void *v)
+{
+    fftw_impl *x = v;
+    if (!x)
+        return;
+    pthread_mutex_lock(&planner_lock);
+    destroy_plan(x->dbl, x->direct);
+    destroy_plan(x->dbl, x->chunk_plan);
+    destroy_plan(x->dbl, x->rem_plan);
+    pthread_mutex_unlock(&planner_lock);
+    free(x);
+}
+
+/* One guru64 plan; call with planner_lock held. */
+static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, int hrank, const fftw_iodim64 *hdims,
+                       void *in, void *out, unsigned flags, int nthreads)
+{
+    int sign = x->inverse ? FFTW_BACKWARD : FFTW_FORWARD;
+    if (x->dbl) {
+        if (threads_ok)
+            fftw_plan_with_nthreads(nthreads);
+        if (x->kind == FM_FFT_C2C)
+            return fftw_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
+        if (x->kind == FM_FFT_R2C)
+            return fftw_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
+        return fftw_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
+    }
+    if (threads_ok)
+        fftwf_plan_with_nthreads(nthreads);
+    if (x->kind == FM_FFT_C2C)
+        return fftwf_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
+    if (x->kind == FM_FFT_R2C)
+        return fftwf_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
+    return fftwf_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
+}
+
+static void run_plan(const fftw_impl *x, void *p, void *in, void *out)
+{
+    if (x->dbl) {
+        if (x->kind == FM_FFT_C2C)
+            fftw_execute_dft((fftw_plan)p, in, out);
+        else if (x->kind == FM_FFT_R2C)
+            fftw_execute_dft_r2c((fftw_plan)p, in, out);
+        else
+            fftw_execute_dft_c2r((fftw_plan)p, in, out);
+    } else {
+        if (x->kind == FM_FFT_C2C)
+            fftwf_execute_dft((fftwf_plan)p, in, out);
+        else if (x->kind == FM_FFT_R2C)
+            fftwf_execute_dft_r2c((fftwf_plan)p, in, out);
+        else
+            fftwf_execute_dft_c2r((fftwf_plan)p, in, out);
+    }
+}
+
+static void *xmalloc(const fftw_impl *x, size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 16;
+    return x->dbl ? fftw_malloc(bytes) : fftwf_malloc(bytes);
+}
+static void xfree(const fftw_impl *x, void *p)
+{
+    if (!p)
+        return;
+    if (x->dbl)
+        fftw_free(p);
+    else
+        fftwf_free(p);
+}
+static int xalign(const fftw_impl *x, const void *p)
+{
+    return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
+}
+
+/* ---- gather (prolog) and scatter (epilog), one transform at a time ---- */
+/* One row of n elements: dst = conj?(src * scale * array); src and dst have the same
+ * kind (real or complex); strides in scalars; src == dst (same strides) is allowed. */
+#define DEFINE_MOVERS(T, SUF)                                                                                    \
+    static void row_##SUF(int64_t n, const T *src, int64_t ss, T *dst, int64_t ds, int cplx, const T *a,        \
+                          int64_t as, int acplx, unsigned ops, T sr, T si)                                      \
+    {                                                                                                            \
+        const T cs = (ops & FM_FFT_OP_CONJ) ? (T)-1 : (T)1;                                                      \
+        if (!cplx) {                                                                                             \
+            if (!ops)                                                                                            \
+                for (int64_t i = 0; i < n; i++)                                                                  \
+                    dst[i * ds] = src[i * ss];                                                                   \
+            else if (!(ops & FM_FFT_OP_MULTIPLY))                                                                \
+                for (int64_t i = 0; i < n; i++)                                                                  \
+                    dst[i * ds] = src[i * ss] * sr;                                                              \
+            else                                                                                                 \
+                for (int64_t i = 0; i < n; i++)                                                                  \
+                    dst[i * ds] = src[i * ss] * (sr * a[i * as]);                                                \
+            return;                                                                                              \
+        }                                                                                                        \
+        if (!ops) {                                                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                                    \
+                T re = src[i * ss], im = src[i * ss + 1];                                                        \
+                dst[i * ds] = re, dst[i * ds + 1] = im;                                                          \
+            }                                                                                                    \
+        } else if (!(ops & FM_FFT_OP_MULTIPLY)) {                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                                    \
+                T re = src[i * ss], im = src[i * ss + 1];                                                        \
+                dst[i * ds] = re * sr - im * si, dst[i * ds + 1] = cs * (re * si + im * sr);                     \
+            }                                                                                                    \
+        } else if (!acplx) {                                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                                                    \
+                T re = src[i * ss], im = src[i * ss + 1], fr = sr * a[i * as], fi = si * a[i * as];             \
+                dst[i * ds] = re * fr - im * fi, dst[i * ds + 1] = cs * (re * fi + im * fr);                     \
+            }                                                                                                    \
+        } else {                                                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                                    \
+                T ar = a[i * as], ai = a[i * as + 1], re = src[i * ss], im = src[i * ss + 1];                    \
+                T fr = sr * ar - si * ai, fi = sr * ai + si * ar;                                                \
+                dst[i * ds] = re * fr - im * fi, dst[i * ds + 1] = cs * (re * fi + im * fr);                     \
+            }                                                                                                    \
+        }                                                                                                        \
+    }                                                                                                            \
+    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst)    \
+    {                                                                                                            \
+        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                     \
+        const unsigned ops = x->pro_ops;                                                                         \
+        const int64_t n2 = x->ext_in[2];                                                                         \
+        for (int64_t i0 = 0; i0 < x->ext_in[0]; i0++)                                                            \
+            for (int64_t i1 = 0; i1 < x->ext_in[1]; i1++) {                                                      \
+                const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1]) * ci;                                \
+                const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1]) * ca : NULL;                    \
+                row_##SUF(n2, s, x->s_in[2] * ci, dst, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx, ops,             \
+                          (T)x->pro_scale[0], (T)x->pro_scale[1]);                                               \
+                dst += n2 * ci;                                                                                  \
+            }                                                                                                    \
+    }                                                                                                            \
+    /* src == NULL: apply the epilog in place on out */                                                          \
+    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea) \
+    {                                                                                                            \
+        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                    \
+        const unsigned ops = x->epi_ops;                                                                         \
+        const int64_t n2 = x->ext_out[2];                                                                        \
+        for (int64_t i0 = 0; i0 < x->ext_out[0]; i0++)                                                           \
+            for (int64_t i1 = 0; i1 < x->ext_out[1]; i1++) {                                                     \
+                T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1]) * co;                                  \
+                const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1]) * ca : NULL;                    \
+                row_##SUF(n2, src ? src : d, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a,            \
+                          x->s_ea[2] * ca, x->ea_cplx, ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);             \
+                if (src)                                                                                         \
+                    src += n2 * co;                                                                              \
+            }                                                                                                    \
+    }
+DEFINE_MOVERS(float, f)
+DEFINE_MOVERS(double, d)
+
+/* Element offsets of batch entry b in the four slots. */
+static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
+{
+    off[0] = off[1] = off[2] = off[3] = 0;
+    for (int i = x->nb - 1; i >= 0; i--) {
+        int64_t q = b / x->bext[i], r = b - q * x->bext[i];
+        b = q;
+        off[0] += r * x->b_in[i];
+        off[1] += r * x->b_out[i];
+        off[2] += r * x->b_pa[i];
+        off[3] += r * x->b_ea[i];
+    }
+}
+
+/* Run chunk c with scratch sin/sout (sout == sin when the scratch is in place). */
+static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *sin, void *sout)
+{
+    int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
+    size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
+    int64_t off[4];
+    for (int64_t e = 0; e < cnt; e++) {
+        batch_offsets(x, b0 + e, off);
+        char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
+        if (x->dbl)
+            gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst);
+        else
+            gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst);
+    }
+    run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
+    for (int64_t e = 0; e < cnt; e++) {
+        batch_offsets(x, b0 + e, off);
+        const char *src = (const char *)sout + (size_t)(e * x->per_out) * eout;
+        if (x->dbl)
+            scatter_d(x, (const double *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+        else
+            scatter_f(x, (const float *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+    }
+}
+
+static size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
+{
+    size_t in = (size_t)(count * x->per_in) * x->rs * (x->in_cplx ? 2 : 1);
+    size_t out = (size_t)(count * x->per_out) * x->rs * (x->out_cplx ? 2 : 1);
+    return (x->scratch_inplace ? (in > out ? in : out) : in);
+}
+static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
+{
+    return x->scratch_inplace ? 0 : (size_t)(count * x->per_out) * x->rs * (x->out_cplx ? 2 : 1);
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+{
+    (void)stream;
+    const fftw_impl *x = plan->impl;
+    if (x->batch == 0)
+        return FM_OK;
+    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
+        xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
+        run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
+        return FM_OK;
+    }
+    size_t bin = scratch_in_bytes(x, x->chunk), bout = scratch_out_bytes(x, x->chunk);
+    atomic_int oom = 0;
+    if (x->threads <= 1 || x->nchunks <= 1) {
+        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
+        if (!sin || !sout) {
+            xfree(x, sin);
+            if (sout != sin)
+                xfree(x, sout);
+            return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", bin + bout);
+        }
+        for (int64_t c = 0; c < x->nchunks; c++)
+            run_chunk(x, ptrs, c, sin, sout);
+        xfree(x, sin);
+        if (sout != sin)
+            xfree(x, sout);
+        return FM_OK;
+    }
+#pragma omp parallel num_threads(x->threads)
+    {
+        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
+        if (!sin || !sout)
+            atomic_store(&oom, 1);
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < x->nchunks; c++)
+            if (sin && sout)
+                run_chunk(x, ptrs, c, sin, sout);
+        xfree(x, sin);
+        if (sout != sin)
+            xfree(x, sout);
+    }
+    if (atomic_load(&oom))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch per thread",
+                       bin + bout);
+    return FM_OK;
+}
+
+/* ---- planning ---- */
+static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
+static const char *const effort_names[3] = {"estimate", "measure", "patient"};
+
+static void format_ops(char *buf, size_t size, unsigned ops, int has_array)
+{
+    (void)has_array;
+    if (!ops) {
+        snprintf(buf, size, "none");
+        return;
+    }
+    snprintf(buf, size, "%s%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "scale" : "",
+             (ops & FM_FFT_OP_SCALE) && (ops & (FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ)) ? "+" : "",
+             (ops & FM_FFT_OP_MULTIPLY) ? "multiply" : "",
+             (ops & FM_FFT_OP_MULTIPLY) && (ops & FM_FFT_OP_CONJ) ? "+" : "", (ops & FM_FFT_OP_CONJ) ? "conj" : "");
+}
+
+static fm_status plan_failed(const fftw_impl *x, const char *what)
+{
+    return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s returned NULL)",
+                   x->dbl ? "double" : "single", kind_names[x->kind], x->inverse ? "inverse" : "forward", what);
+}
+
+/* Byte span [lo, hi) of a tensor relative to its data pointer. */
+static int nonneg_strides(const fm_tensor *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1 && t->strides[i] <= 0)
+            return 0;
+    return 1;
+}
+
+static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+{
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
+    int rank = 0;
+    for (int k = 3 - x->naxes; k < 3; k++)
+        dims[rank++] = (fftw_iodim64){x->n[k], x->s_in[k], x->s_out[k]};
+    for (int i = 0; i < x->nb; i++)
+        hd[i] = (fftw_iodim64){x->bext[i], x->b_in[i], x->b_out[i]};
+    int64_t lo, hi_in, hi_out;
+    fm_tensor_byte_span(ti, &lo, &hi_in);
+    fm_tensor_byte_span(to, &lo, &hi_out);
+    void *in = xmalloc(x, (size_t)hi_in), *out = xmalloc(x, (size_t)hi_out);
+    if (!in || !out) {
+        xfree(x, in);
+        xfree(x, out);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
+    }
+    pthread_mutex_lock(&planner_lock);
+    x->direct = make_plan(x, rank, dims, x->nb, hd, in, out, flags, nthreads);
+    pthread_mutex_unlock(&planner_lock);
+    x->dir_align_in = xalign(x, in);
+    x->dir_align_out = xalign(x, out);
+    xfree(x, in);
+    xfree(x, out);
+    return x->direct ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (direct)" : "fftwf_plan_guru64 (direct)");
+}
+
+/* Plan for `count` transforms on contiguous scratch. */
+static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
+{
+    fftw_iodim64 dims[3], hd[1];
+    int rank = 0;
+    int64_t sti = 1, sto = 1;
+    int64_t si[3], so[3];
+    for (int k = 2; k >= 0; k--) {
+        si[k] = sti, so[k] = sto;
+        sti *= x->ext_in[k], sto *= x->ext_out[k];
+    }
+    for (int k = 3 - x->naxes; k < 3; k++)
+        dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
+    hd[0] = (fftw_iodim64){count, x->per_in, x->per_out};
+    void *in = xmalloc(x, scratch_in_bytes(x, count));
+    void *out = x->scratch_inplace ? in : xmalloc(x, scratch_out_bytes(x, count));
+    if (!in || !out) {
+        xfree(x, in);
+        if (out != in)
+            xfree(x, out);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
+    }
+    pthread_mutex_lock(&planner_lock);
+    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
+    pthread_mutex_unlock(&planner_lock);
+    xfree(x, in);
+    if (out != in)
+        xfree(x, out);
+    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (chunk)" : "fftwf_plan_guru64 (chunk)");
+}
+
+static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)ctx, (void)state;
+    if (p->op != FM_OP_FFT)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
+    pthread_once(&threads_once, init_threads);
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    const int has_pa = (p->present >> FM_FFT_PROLOG) & 1, has_ea = (p->present >> FM_FFT_EPILOG) & 1;
+    fftw_impl *x = calloc(1, sizeof *x);
+    if (!x)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    fm_dtype rdt = fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype;
+    x->dbl = rdt == FM_C128;
+    x->rs = x->dbl ? sizeof(double) : sizeof(float);
+    x->kind = fp->kind;
+    x->inverse = fp->inverse;
+    x->naxes = fp->naxes;
+    x->in_cplx = fm_dtype_is_complex(ti->dtype);
+    x->out_cplx = fm_dtype_is_complex(to->dtype);
+    x->pa_cplx = has_pa && fm_dtype_is_complex(p->t[FM_FFT_PROLOG].dtype);
+    x->ea_cplx = has_ea && fm_dtype_is_complex(p->t[FM_FFT_EPILOG].dtype);
+    x->pro_ops = fp->prolog_ops;
+    x->epi_ops = fp->epilog_ops;
+    memcpy(x->pro_scale, fp->prolog_scale, sizeof x->pro_scale);
+    memcpy(x->epi_scale, fp->epilog_scale, sizeof x->epi_scale);
+    for (int k = 0; k < 3; k++) {
+        x->n[k] = x->ext_in[k] = x->ext_out[k] = 1;
+        x->s_in[k] = x->s_out[k] = x->s_pa[k] = x->s_ea[k] = 0;
+    }
+    for (int i = 0; i < x->naxes; i++) {
+        int k = 3 - x->naxes + i, a = fp->axes[i];
+        x->n[k] = fp->n[i];
+        x->ext_in[k] = ti->shape[a];
+        x->ext_out[k] = to->shape[a];
+        x->s_in[k] = ti->strides[a];
+        x->s_out[k] = to->strides[a];
+        x->s_pa[k] = has_pa ? p->t[FM_FFT_PROLOG].strides[a] : 0;
+        x->s_ea[k] = has_ea ? p->t[FM_FFT_EPILOG].strides[a] : 0;
+    }
+    x->batch = 1;
+    for (int d = 0; d < ti->ndim; d++) {
+        int transformed = 0;
+        for (int i = 0; i < x->naxes; i++)
+            transformed |= fp->axes[i] == d;
+        if (transformed)
+            continue;
+        x->batch *= ti->shape[d];
+        if (ti->shape[d] <= 1)
+            continue;
+        x->bext[x->nb] = ti->shape[d];
+        x->b_in[x->nb] = ti->strides[d];
+        x->b_out[x->nb] = to->strides[d];
+        x->b_pa[x->nb] = has_pa ? p->t[FM_FFT_PROLOG].strides[d] : 0;
+        x->b_ea[x->nb] = has_ea ? p->t[FM_FFT_EPILOG].strides[d] : 0;
+        x->nb++;
+    }
+    x->per_in = x->ext_in[0] * x->ext_in[1] * x->ext_in[2];
+    x->per_out = x->ext_out[0] * x->ext_out[1] * x->ext_out[2];
+    x->scratch_inplace = 0;
+    unsigned flags = fp->effort == FM_FFT_EFFORT_PATIENT   ? FFTW_PATIENT
+                     : fp->effort == FM_FFT_EFFORT_MEASURE ? FFTW_MEASURE
+                                                           : FFTW_ESTIMATE;
+    const int req_threads = fp->num_threads > 0 ? fp->num_threads : 1;
+    const double total = (double)x->batch * (double)(x->per_in + x->per_out);
+    fm_status s = FM_OK;
+
+    /* chunking */
+    int64_t entry_bytes = (int64_t)(scratch_in_bytes(x, 1) + scratch_out_bytes(x, 1));
+    if (x->batch > 0) {
+        int64_t c = fm_max_i64(1, CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
+        int want_threads = total < THREAD_MIN_ELEMS ? 1 : req_threads;
+        if (want_threads > 1 && (x->batch + c - 1) / c < want_threads)
+            c = fm_max_i64(1, (x->batch + want_threads - 1) / want_threads);
+        x->chunk = fm_min_i64(c, x->batch);
+        x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
+        x->rem = x->batch % x->chunk;
+        x->threads = (int)fm_min_i64(want_threads, x->nchunks);
+        x->fftw_threads = (x->threads <= 1 && (double)x->per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
+        if ((s = make_chunk_plan(x, x->chunk, flags, x->fftw_threads, &x->chunk_plan)) != FM_OK)
+            goto fail;
+        if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)
+            goto fail;
+        /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
+         * and a planning scratch of reasonable size */
+        int64_t lo, hi_in, hi_out;
+        fm_tensor_byte_span(ti, &lo, &hi_in);
+        fm_tensor_byte_span(to, &lo, &hi_out);
+        double numel_bytes = total * (double)x->rs * 2;
+        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) && nonneg_strides(to) &&
+            (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
+            int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
+            if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)
+                goto fail;
+        }
+    }
+
+    out->impl = x;
+    out->execute = execute;
+    out->destroy_impl = destroy_impl;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = x->rs;
+
+    char shape[96] = "", tr[64] = "", pro[32], epi[32], ax[24] = "";
+    size_t u = 0;
+    int first = 1;
+    for (int d = 0; d < ti->ndim; d++) {
+        int transformed = 0;
+        for (int i = 0; i < x->naxes; i++)
+            transformed |= fp->axes[i] == d;
+        if (!transformed && u < sizeof shape)
+            u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", first ? "" : "x", (long long)ti->shape[d]),
+                first = 0;
+    }
+    if (first)
+        snprintf(shape, sizeof shape, "1");
+    u = 0;
+    for (int i = 0; i < x->naxes && u < sizeof tr; i++)
+        u += (size_t)snprintf(tr + u, sizeof tr - u, "%s%lld", i ? "x" : "", (long long)fp->n[i]);
+    u = 0;
+    for (int i = 0; i < x->naxes && u < sizeof ax; i++)
+        u += (size_t)snprintf(ax + u, sizeof ax - u, "%s%d", i ? "," : "", fp->axes[i]);
+    format_ops(pro, sizeof pro, x->pro_ops, has_pa);
+    format_ops(epi, sizeof epi, x->epi_ops, has_ea);
+    const char *mode = x->batch == 0 ? "empty"
+                       : x->direct   ? "direct"
+                       : x->batch == 1 && (x->pro_ops || x->epi_ops) ? "single(chain: one pass before/after)"
+                                                                      : "chunked";
+    char line[1024];
+    snprintf(line, sizeof line,
+             "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s %s chunks=%lld chunk=%lld threads=%d "
+             "fftw_threads=%d effort=%s",
+             fm_dtype_name(x->in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
+             x->inverse ? "inverse" : "forward", pro, epi, mode, (long long)x->nchunks, (long long)x->chunk,
+             x->threads, x->fftw_threads, effort_names[fp->effort]);
+    size_t len = strlen(line); /* a long line is cut at FM_DESCRIBE_LEN */
+    if (len >= sizeof out->describe)
+        len = sizeof out->describe - 1;
+    memcpy(out->describe, line, len);
+    out->describe[len] = '\0';
+    return FM_OK;
+fail:
+    destroy_impl(x);
+    return s;
+}
+
+const fm_backend fm_backend_fftw_fft = {
+    .name = "fftw",
+    .device = FM_DEVICE_CPU,
+    .ops = 1u << FM_OP_FFT,
+    .priority = 0,
+    .probe = probe,
+    .release = NULL,
+    .plan = plan,
+};

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""CPU FFT benchmark: fusemath (FFTW) against scipy.fft and numpy.fft, side by side.
+
+In one run, with the same thread count for everyone (scipy.fft workers = threads,
+FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
+  1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 2-D 1024^2 and
+  2048^2, 3-D 128^3 and 256^3; per case:
+    fm_plain     planned fusemath.fft.FFT(x).execute()
+    fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
+    fm_stateless fusemath.fft.fft / fftn (plan cached)
+    scipy        scipy.fft.fft / fftn(x, workers=threads)
+    scipy_unf    scipy.fft.fft(x * w, workers=threads) * 0.5 (the unfused chain)
+    numpy        numpy.fft.fft / fftn
+Every fusemath result is checked against NumPy's first. Timing: median of --rounds rounds of
+adaptive repeat counts (--budget seconds per method and case), method order alternating.
+Targets (issue 4): fm_plain >= 1.0x scipy's speed (fm/scipy <= 1.00), fm_fused <= 1.15x fm_plain.
+Writes JSON (date, machine) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--dtypes", default="c64", help="comma-separated: c64,c128")
+    p.add_argument("--budget", type=float, default=0.3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="a few cases only")
+    p.add_argument("--machine-tag", default=platform.node() or "host")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    os.environ["FUSEMATH_NUM_THREADS"] = str(args.threads)
+    import numpy as np
+    import scipy.fft
+
+    import fusemath
+    import fusemath.fft as ffm
+
+    rng = np.random.default_rng(1)
+    cases = []
+    for e in ([10, 16, 22] if args.quick else range(10, 23, 2)):
+        n = 1 << e
+        cases.append(("1d", (max(1, (1 << 22) // n), n), (-1,)))
+    cases += [("2d", (1024, 1024), (0, 1))] + ([] if args.quick else [("2d", (2048, 2048), (0, 1)),
+                                                                       ("3d", (128, 128, 128), (0, 1, 2)),
+                                                                       ("3d", (256, 256, 256), (0, 1, 2))])
+    results = []
+
+    def timeit(fn):
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        one = max(time.perf_counter() - t0, 1e-6)
+        reps = max(1, min(1000, int(args.budget / one)))
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps
+
+    for dt in args.dtypes.split(","):
+        cdt = np.complex64 if dt == "c64" else np.complex128
+        rdt = np.float32 if dt == "c64" else np.float64
+        for kind, shape, axes in cases:
+            x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cdt)
+            wshape = tuple(shape[a] for a in axes)
+            w = rng.random(wshape).astype(rdt)
+            wb = w.reshape((1,) * (len(shape) - len(axes)) + wshape)
+            ref = np.fft.fftn(x, axes=axes)
+            plan = ffm.FFT(x, axes=axes)
+            plan.plan()
+            fused = ffm.FFT(x, axes=axes)
+            fused.plan(prolog={"multiply": wb}, epilog={"scale": 0.5})
+            got = plan.execute()
+            err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+            ref_f = np.fft.fftn(x * wb, axes=axes) * 0.5
+            err_f = np.linalg.norm(fused.execute() - ref_f) / np.linalg.norm(ref_f)
+            tol = 1e-4 if dt == "c64" else 1e-10
+            if not (err < tol and err_f < tol):
+                print(f"WRONG RESULT {kind} {shape}: {err:.3g} {err_f:.3g}", file=sys.stderr)
+                return 1
+            methods = {
+                "fm_plain": plan.execute,
+                "fm_fused": fused.execute,
+                "fm_stateless": lambda: ffm.fftn(x, axes=axes),
+                "scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
+                "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
+                "numpy": lambda: np.fft.fftn(x, axes=axes),
+            }
+            times = {k: [] for k in methods}
+            order = list(methods)
+            for r in range(args.rounds):
+                for k in order if r % 2 == 0 else reversed(order):
+                    times[k].append(timeit(methods[k]))
+            med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+            row = {"dtype": dt, "kind": kind, "shape": list(shape), "axes": list(axes), "ms": med,
+                   "fm_over_scipy": med["fm_plain"] / med["scipy"], "fused_over_plain": med["fm_fused"] / med["fm_plain"],
+                   "fused_over_scipy_unfused": med["fm_fused"] / med["scipy_unf"],
+                   "describe": plan.describe(), "describe_fused": fused.describe()}
+            results.append(row)
+            flags = []
+            if row["fm_over_scipy"] > 1.0:
+                flags.append(f"MISS fm/scipy {row['fm_over_scipy']:.2f}")
+            if row["fused_over_plain"] > 1.15:
+                flags.append(f"MISS fused/plain {row['fused_over_plain']:.2f}")
+            print(f"{dt} {kind} {'x'.join(map(str, shape)):>14}: " +
+                  " ".join(f"{k} {v:8.3f}" for k, v in med.items()) +
+                  f" | fm/scipy {row['fm_over_scipy']:.2f} fused/plain {row['fused_over_plain']:.2f} "
+                  f"fused/scipy_unf {row['fused_over_scipy_unfused']:.2f} {'; '.join(flags) or 'ok'}", flush=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
+            "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
+            "fusemath": fusemath.__version__, "command": " ".join(sys.argv)}
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
+    with open(out, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    print("JSON:", out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,626 @@
+"""fusemath.fft against numpy.fft: every function, norm, many sizes, axes, n / s, out=,
+dtypes, fused prolog / epilog, the FFT planner, and the errors.
+
+Tests that need an FFT backend skip (with the reason) when planning reports none."""
+import math
+
+import numpy as np
+import pytest
+
+import fusemath
+import fusemath.fft as ff
+
+# numpy 2 deprecates s= without axes= (the reference calls of the N-D cases); fusemath keeps
+# numpy's current meaning (the last len(s) axes)
+pytestmark = pytest.mark.filterwarnings("ignore:`axes` should not be `None`:DeprecationWarning")
+
+NORMS = [None, "backward", "ortho", "forward"]
+SIZES = [1, 2, 3, 7, 16, 17, 97, 360, 1009, 4096]
+
+
+def _has_backend():
+    try:
+        ff.fft(np.ones(4, np.complex128))
+        return True, ""
+    except fusemath.NotSupportedError as exc:
+        return False, str(exc)
+
+
+_OK, _WHY = _has_backend()
+needs_backend = pytest.mark.skipif(not _OK, reason=f"no CPU FFT backend: {_WHY}")
+
+
+def tol(dtype, n):
+    """Relative tolerance scaled by log n."""
+    eps = 1e-12 if np.dtype(dtype) in (np.float64, np.complex128) else 1e-5
+    return eps * max(1.0, math.log2(max(n, 2)))
+
+
+def close(got, want, dtype, n):
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    scale = max(np.abs(want).max(initial=0.0), 1.0)
+    err = np.abs(got - want).max(initial=0.0)
+    assert err <= tol(dtype, n) * scale * 4, f"max error {err} (scale {scale}, n {n})"
+
+
+def crand(rng, shape, dtype=np.complex128):
+    x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def rrand(rng, shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------------------
+# module layout
+# ---------------------------------------------------------------------------
+def test_module_is_module():
+    import types
+
+    assert isinstance(fusemath.fft, types.ModuleType)
+    assert fusemath.fft is ff
+    for name in ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn",
+                 "irfftn", "FFT"):
+        assert callable(getattr(ff, name))
+    assert "fft" in fusemath.__all__
+
+
+# ---------------------------------------------------------------------------
+# 1-D
+# ---------------------------------------------------------------------------
+@needs_backend
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_fft_ifft_sizes(rng, n, norm):
+    x = crand(rng, (n,))
+    close(ff.fft(x, norm=norm), np.fft.fft(x, norm=norm), np.complex128, n)
+    close(ff.ifft(x, norm=norm), np.fft.ifft(x, norm=norm), np.complex128, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_rfft_irfft_sizes(rng, n, norm):
+    x = rrand(rng, (n,))
+    close(ff.rfft(x, norm=norm), np.fft.rfft(x, norm=norm), np.complex128, n)
+    if n >= 2:
+        y = crand(rng, (n,))
+        close(ff.irfft(y, norm=norm), np.fft.irfft(y, norm=norm), np.float64, n)
+    y = crand(rng, (n // 2 + 1,))
+    close(ff.irfft(y, n=n, norm=norm), np.fft.irfft(y, n=n, norm=norm), np.float64, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("n", [7, 16, 97, 1009])
+def test_single_precision(rng, dtype, n):
+    x = (crand(rng, (3, n), dtype) if np.dtype(dtype).kind == "c" else rrand(rng, (3, n), dtype))
+    got = ff.fft(x)
+    assert got.dtype == np.complex64
+    close(got, np.fft.fft(x.astype(np.complex128)), np.complex64, n)
+    if np.dtype(dtype).kind == "f":
+        got = ff.rfft(x)
+        assert got.dtype == np.complex64
+        close(got, np.fft.rfft(x.astype(np.float64)), np.complex64, n)
+        back = ff.irfft(got, n=n)
+        assert back.dtype == np.float32
+        close(back, x, np.float32, n)
+    else:
+        got = ff.ifft(x)
+        assert got.dtype == np.complex64
+        close(got, np.fft.ifft(x.astype(np.complex128)), np.complex64, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype,want", [(np.float64, np.complex128), (np.int32, np.complex128),
+                                        (np.int64, np.complex128), (np.bool_, np.complex128),
+                                        (np.float16, np.complex64)])
+def test_real_input_promotes(rng, dtype, want):
+    x = (rng.standard_normal(12) * 4).astype(dtype)
+    got = ff.fft(x)
+    assert got.dtype == want
+    assert np.fft.fft(x).dtype == want  # numpy 2 agrees
+    close(got, np.fft.fft(x), want, 12)
+
+
+@needs_backend
+def test_list_input(rng):
+    close(ff.fft([1.0, 2.0, 3.0]), np.fft.fft([1.0, 2.0, 3.0]), np.complex128, 3)
+
+
+@needs_backend
+@pytest.mark.parametrize("n", [1, 5, 8, 13, 20])
+@pytest.mark.parametrize("func", ["fft", "ifft", "rfft"])
+def test_n_pad_crop(rng, func, n):
+    x = rrand(rng, (4, 10)) if func == "rfft" else crand(rng, (4, 10))
+    for axis in (-1, 0, 1):
+        close(getattr(ff, func)(x, n=n, axis=axis), getattr(np.fft, func)(x, n=n, axis=axis), np.complex128, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 13, 20])
+def test_irfft_n(rng, n):
+    y = crand(rng, (3, 6))
+    for axis in (-1, 0):
+        close(ff.irfft(y, n=n, axis=axis), np.fft.irfft(y, n=n, axis=axis), np.float64, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -2, -3])
+def test_axis_3d(rng, axis):
+    x = crand(rng, (5, 6, 7))
+    close(ff.fft(x, axis=axis), np.fft.fft(x, axis=axis), np.complex128, 7)
+    r = rrand(rng, (5, 6, 7))
+    close(ff.rfft(r, axis=axis), np.fft.rfft(r, axis=axis), np.complex128, 7)
+    close(ff.irfft(x, axis=axis), np.fft.irfft(x, axis=axis), np.float64, 12)
+
+
+@needs_backend
+def test_non_contiguous_views(rng):
+    base = crand(rng, (12, 20))
+    for x in (base[::2, ::3], base.T, base[:, 1:17], base[::-1], base.T[::2]):
+        close(ff.fft(x), np.fft.fft(x), np.complex128, 20)
+        close(ff.fft(x, axis=0), np.fft.fft(x, axis=0), np.complex128, 20)
+        close(ff.fft2(x), np.fft.fft2(x), np.complex128, 20)
+    r = rrand(rng, (12, 20))
+    for x in (r[::2, ::3], r.T, r[:, ::-1]):
+        close(ff.rfft(x), np.fft.rfft(x), np.complex128, 20)
+        close(ff.rfft2(x), np.fft.rfft2(x), np.complex128, 20)
+
+
+@needs_backend
+def test_broadcast_input(rng):
+    x = np.broadcast_to(crand(rng, (1, 16)), (4, 16))
+    close(ff.fft(x), np.fft.fft(x), np.complex128, 16)
+
+
+@needs_backend
+def test_empty_batch():
+    x = np.zeros((0, 8), np.complex128)
+    assert ff.fft(x).shape == np.fft.fft(x).shape
+    assert ff.rfft(np.zeros((0, 8))).shape == (0, 5)
+
+
+# ---------------------------------------------------------------------------
+# 2-D / N-D
+# ---------------------------------------------------------------------------
+ND_CASES = [
+    ((6, 8), None, None),
+    ((6, 8), None, (0, 1)),
+    ((6, 8), None, (1, 0)),
+    ((5, 6, 7), None, None),
+    ((5, 6, 7), None, (0, 2)),
+    ((5, 6, 7), None, (-1, -3)),
+    ((5, 6, 7), (4, 9), None),
+    ((5, 6, 7), (3, 4, 10), None),
+    ((5, 6, 7), (8, 3), (0, 2)),
+    ((3, 4, 5, 6), None, None),          # 4 axes: two fused calls
+    ((2, 3, 4, 5, 6), None, (0, 1, 3, 4)),
+    ((2, 3, 4, 5, 6), (3, 2, 4, 5, 6), None),
+]
+
+
+@needs_backend
+@pytest.mark.parametrize("shape,s,axes", ND_CASES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_fftn(rng, shape, s, axes, norm):
+    x = crand(rng, shape)
+    n = int(np.prod(shape))
+    close(ff.fftn(x, s=s, axes=axes, norm=norm), np.fft.fftn(x, s=s, axes=axes, norm=norm), np.complex128, n)
+    close(ff.ifftn(x, s=s, axes=axes, norm=norm), np.fft.ifftn(x, s=s, axes=axes, norm=norm), np.complex128, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("shape,s,axes", ND_CASES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_rfftn_irfftn(rng, shape, s, axes, norm):
+    x = rrand(rng, shape)
+    n = int(np.prod(shape))
+    close(ff.rfftn(x, s=s, axes=axes, norm=norm), np.fft.rfftn(x, s=s, axes=axes, norm=norm), np.complex128, n)
+    y = crand(rng, shape)
+    close(ff.irfftn(y, s=s, axes=axes, norm=norm), np.fft.irfftn(y, s=s, axes=axes, norm=norm), np.float64, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("s", [None, (4, 6), (9, 11), (1, 1)])
+@pytest.mark.parametrize("axes", [(-2, -1), (0, 2), (2, 0)])
+@pytest.mark.parametrize("norm", NORMS)
+def test_2d_functions(rng, s, axes, norm):
+    x = crand(rng, (5, 6, 7))
+    r = rrand(rng, (5, 6, 7))
+    for name, a, dt in (("fft2", x, np.complex128), ("ifft2", x, np.complex128), ("rfft2", r, np.complex128),
+                        ("irfft2", x, np.float64)):
+        close(getattr(ff, name)(a, s=s, axes=axes, norm=norm), getattr(np.fft, name)(a, s=s, axes=axes, norm=norm),
+              dt, 42)
+
+
+@needs_backend
+def test_fftn_empty_axes(rng):
+    x = rrand(rng, (3, 4))
+    got = ff.fftn(x, axes=())
+    np.testing.assert_array_equal(got, np.fft.fftn(x, axes=()))
+    assert got is not x
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_roundtrips(rng, dtype):
+    x = rrand(rng, (4, 6, 9), dtype)
+    close(ff.irfftn(ff.rfftn(x), s=x.shape), x, dtype, 216)
+    close(ff.ifftn(ff.fftn(x)).real, x, dtype, 216)
+    close(ff.irfft(ff.rfft(x, n=9), n=9), x, dtype, 9)
+
+
+# ---------------------------------------------------------------------------
+# out=
+# ---------------------------------------------------------------------------
+@needs_backend
+def test_out(rng):
+    x = crand(rng, (4, 16))
+    out = np.empty((4, 16), np.complex128)
+    r = ff.fft(x, out=out)
+    assert r is out
+    close(out, np.fft.fft(x), np.complex128, 16)
+    rr = rrand(rng, (4, 16))
+    out = np.empty((4, 9), np.complex128)
+    assert ff.rfft(rr, out=out) is out
+    close(out, np.fft.rfft(rr), np.complex128, 16)
+    out = np.empty((4, 16), np.float64)
+    assert ff.irfft(np.fft.rfft(rr), n=16, out=out) is out
+    close(out, rr, np.float64, 16)
+    # a strided out
+    big = np.zeros((4, 32), np.complex128)
+    r = ff.fft(x, out=big[:, ::2])
+    close(big[:, ::2], np.fft.fft(x), np.complex128, 16)
+    assert np.all(big[:, 1::2] == 0)
+    # 4 axes with out
+    x4 = crand(rng, (2, 3, 4, 5))
+    out = np.empty(x4.shape, np.complex128)
+    assert ff.fftn(x4, out=out) is out
+    close(out, np.fft.fftn(x4), np.complex128, 120)
+
+
+@needs_backend
+def test_out_in_place(rng):
+    x = crand(rng, (3, 16))
+    want = np.fft.fft(x)
+    got = ff.fft(x, out=x)
+    assert got is x
+    close(x, want, np.complex128, 16)
+
+
+def test_out_errors(rng):
+    x = crand(rng, (4, 16))
+    with pytest.raises(ValueError, match="out has shape"):
+        ff.fft(x, out=np.empty((4, 15), np.complex128))
+    with pytest.raises(TypeError, match="out has dtype"):
+        ff.fft(x, out=np.empty((4, 16), np.complex64))
+    with pytest.raises(TypeError, match="out has dtype"):
+        ff.rfft(x.real, out=np.empty((4, 9), np.float64))
+    ro = np.empty((4, 16), np.complex128)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ff.fft(x, out=ro)
+    with pytest.raises(TypeError, match="out must be"):
+        ff.fft(x, out=[0] * 16)
+
+
+# ---------------------------------------------------------------------------
+# prolog / epilog
+# ---------------------------------------------------------------------------
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_prolog_epilog_c2c(rng, dtype):
+    n = 64
+    x = crand(rng, (3, n), dtype)
+    rdt = np.float32 if dtype == np.complex64 else np.float64
+    w = np.hanning(n).astype(rdt)
+    filt = crand(rng, (n,), dtype)
+    got = ff.fft(x, prolog={"multiply": w, "scale": 0.5}, epilog={"multiply": filt, "scale": 2 - 1j, "conj": True})
+    x128 = x.astype(np.complex128)
+    want = np.conj(np.fft.fft(x128 * w * 0.5) * filt.astype(np.complex128) * (2 - 1j))
+    close(got, want, dtype, n)
+    got = ff.ifft(x, norm="ortho", prolog={"conj": True, "scale": 1j}, epilog={"multiply": w})
+    want = np.fft.ifft(np.conj(x128 * 1j), norm="ortho") * w
+    close(got, want, dtype, n)
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_prolog_epilog_r2c_c2r(rng, dtype):
+    n = 100
+    x = rrand(rng, (2, n), dtype)
+    w = np.hamming(n).astype(dtype)
+    cdt = np.complex64 if dtype == np.float32 else np.complex128
+    ramp = np.exp(-2j * np.pi * np.arange(n // 2 + 1) / n).astype(cdt)
+    got = ff.rfft(x, prolog={"multiply": w}, epilog={"multiply": ramp, "conj": True, "scale": 3.0})
+    want = np.conj(np.fft.rfft(x.astype(np.float64) * w) * ramp * 3.0)
+    close(got, want, dtype, n)
+    y = np.fft.rfft(x.astype(np.float64)).astype(cdt)
+    got = ff.irfft(y, n=n, prolog={"multiply": ramp, "scale": 2.0}, epilog={"multiply": w, "scale": 0.25})
+    want = np.fft.irfft(y.astype(np.complex128) * ramp * 2.0, n=n) * w * 0.25
+    close(got, want, dtype, n)
+
+
+@needs_backend
+def test_chain_broadcast_nd(rng):
+    x = crand(rng, (4, 6, 8))
+    col = rrand(rng, (6, 1))
+    e = rrand(rng, (4, 1, 1))
+    got = ff.fft2(x, prolog={"multiply": col}, epilog={"multiply": e})
+    close(got, np.fft.fft2(x * col) * e, np.complex128, 48)
+    # with s= padding the prolog multiplies the padded input
+    w = rrand(rng, (10,))
+    got = ff.fft(x, n=10, prolog={"multiply": w})
+    close(got, np.fft.fft(np.pad(x, [(0, 0), (0, 0), (0, 2)]) * w), np.complex128, 10)
+    # 4 axes: the prolog goes with the first call, the epilog with the last
+    x4 = crand(rng, (2, 3, 4, 5))
+    w4 = rrand(rng, (2, 3, 4, 5))
+    e4 = crand(rng, (3, 1, 5))
+    got = ff.fftn(x4, prolog={"multiply": w4, "conj": True}, epilog={"multiply": e4, "scale": 2.0})
+    close(got, np.fft.fftn(np.conj(x4 * w4)) * e4 * 2.0, np.complex128, 120)
+    r4 = rrand(rng, (2, 3, 4, 5))
+    got = ff.irfftn(ff.rfftn(r4, prolog={"scale": 2.0}), s=r4.shape, epilog={"scale": 0.5})
+    close(got, r4, np.float64, 120)
+
+
+def test_chain_errors(rng):
+    x = crand(rng, (3, 8))
+    with pytest.raises(TypeError, match="prolog must be a dict"):
+        ff.fft(x, prolog=2.0)
+    with pytest.raises(ValueError, match="unknown keys"):
+        ff.fft(x, epilog={"scal": 2.0})
+    with pytest.raises(TypeError, match=r"prolog\['scale'\]"):
+        ff.fft(x, prolog={"scale": "2"})
+    with pytest.raises(TypeError, match=r"epilog\['conj'\]"):
+        ff.fft(x, epilog={"conj": 1})
+    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has shape"):
+        ff.fft(x, prolog={"multiply": np.ones(7)})
+    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has shape"):
+        ff.rfft(x.real, epilog={"multiply": np.ones(8, np.complex128)})
+    with pytest.raises(TypeError, match=r"prolog\['multiply'\] has dtype"):
+        ff.fft(x, prolog={"multiply": np.ones(8, np.float32)})
+    with pytest.raises(TypeError, match=r"prolog\['multiply'\] has dtype"):
+        ff.rfft(x.real, prolog={"multiply": np.ones(8, np.complex128)})
+    with pytest.raises(TypeError, match=r"epilog\['multiply'\] has dtype"):
+        ff.irfft(x, epilog={"multiply": np.ones(14, np.complex128)})
+    with pytest.raises(TypeError, match=r"prolog\['multiply'\] must be an array"):
+        ff.fft(x, prolog={"multiply": [1.0] * 8})
+    with pytest.raises(ValueError, match=r"prolog\['scale'\].*complex"):
+        ff.rfft(x.real, prolog={"scale": 1j})
+    with pytest.raises(ValueError, match=r"epilog\['scale'\].*complex"):
+        ff.irfft(x, epilog={"scale": 1j})
+    with pytest.raises(ValueError, match="not finite"):
+        ff.fft(x, epilog={"scale": float("nan")})
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+def test_errors(rng):
+    x = crand(rng, (4, 8))
+    r = x.real.copy()
+    with pytest.raises(ValueError, match="Invalid number|invalid number"):
+        ff.fft(x, n=0)
+    with pytest.raises(ValueError, match="invalid number"):
+        ff.fft(x, n=-3)
+    with pytest.raises(ValueError, match=r"s\[1\]"):
+        ff.fftn(x, s=(4, 0))
+    with pytest.raises(TypeError, match="n must be an int"):
+        ff.fft(x, n=2.5)
+    with pytest.raises(ValueError, match="norm"):
+        ff.fft(x, norm="unitary")
+    with pytest.raises(np.exceptions.AxisError):
+        ff.fft(x, axis=2)
+    with pytest.raises(IndexError):  # AxisError is an IndexError too, as numpy raises
+        ff.fft(x, axis=-3)
+    with pytest.raises(ValueError, match="repeats axis"):
+        ff.fftn(x, axes=(0, 0))
+    with pytest.raises(ValueError, match="repeats axis"):
+        ff.fft2(x, axes=(1, -1))
+    with pytest.raises(ValueError, match="same length"):
+        ff.fftn(x, s=(4, 8), axes=(0,))
+    with pytest.raises(ValueError, match="only 2 dimensions"):
+        ff.fftn(x, s=(1, 4, 8))
+    with pytest.raises(TypeError, match="real input"):
+        ff.rfft(x)
+    with pytest.raises(TypeError):
+        np.fft.rfft(x)  # numpy agrees
+    with pytest.raises(TypeError, match="real input"):
+        ff.rfftn(x)
+    with pytest.raises(ValueError, match="irfft needs"):
+        ff.irfft(np.ones(1, np.complex128))
+    with pytest.raises(ValueError, match="0-d"):
+        ff.fft(np.complex128(1.0))
+    with pytest.raises(TypeError, match="must be an array, not None"):
+        ff.fft(None)
+    with pytest.raises(TypeError):
+        ff.fft(np.array(["a", "b"], dtype=object))
+    with pytest.raises(TypeError):
+        ff.fft(np.ones(4, np.longdouble))
+    with pytest.raises(ValueError, match="execution"):
+        ff.fft(x, execution="tpu")
+    assert ff.fft2(r, s=(4, 8)).shape == (4, 8)
+
+
+# ---------------------------------------------------------------------------
+# FFT planner
+# ---------------------------------------------------------------------------
+@needs_backend
+def test_planner_c2c(rng):
+    x = crand(rng, (4, 32))
+    with ff.FFT(x, axes=[-1]) as f:
+        assert f.kind == "c2c" and f.result_shape == (4, 32)
+        f.plan()
+        assert "fft" in f.describe()
+        for _ in range(3):
+            close(f.execute(), np.fft.fft(x, axis=-1), np.complex128, 32)
+        close(f.execute(direction="inverse"), np.fft.ifft(x), np.complex128, 32)
+        x2 = crand(rng, (4, 32))
+        f.reset_operand(x2)
+        close(f.execute(), np.fft.fft(x2), np.complex128, 32)
+        # another layout of the same shape re-plans
+        x3 = np.asfortranarray(crand(rng, (4, 32)))
+        f.reset_operand(x3)
+        close(f.execute("forward"), np.fft.fft(x3), np.complex128, 32)
+        out = np.empty((4, 32), np.complex128)
+        assert f.execute(out=out) is out
+        close(out, np.fft.fft(x3), np.complex128, 32)
+    with pytest.raises(fusemath.InvalidStateError):
+        f.execute()
+
+
+@needs_backend
+def test_planner_default_axes_and_norm(rng):
+    x = crand(rng, (3, 4, 5, 6))
+    f = ff.FFT(x)
+    assert f.axes == (1, 2, 3)
+    f.plan(norm="ortho")
+    close(f.execute(), np.fft.fftn(x, axes=(1, 2, 3), norm="ortho"), np.complex128, 120)
+    close(f.execute("inverse"), np.fft.ifftn(x, axes=(1, 2, 3), norm="ortho"), np.complex128, 120)
+    f.free()
+    f.free()  # idempotent
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_planner_r2c_c2r(rng, dtype):
+    x = rrand(rng, (5, 18), dtype)
+    f = ff.FFT(x)
+    assert f.kind == "r2c" and f.result_shape == (5, 10)
+    w = np.hanning(18).astype(dtype)
+    f.plan(prolog={"multiply": w}, epilog={"scale": 2.0})
+    y = f.execute()
+    close(y, 2 * np.fft.rfft2(x.astype(np.float64) * w), dtype, 90)
+    with pytest.raises(ValueError, match="forward only"):
+        f.execute(direction="inverse")
+    yy = np.fft.rfft(x.astype(np.float64)).astype(np.complex64 if dtype == np.float32 else np.complex128)
+    g = ff.FFT(yy, axes=-1, kind="c2r", n=18)
+    assert g.result_shape == (5, 18)
+    g.plan()
+    close(g.execute(), x, dtype, 18)
+    with pytest.raises(ValueError, match="inverse only"):
+        g.execute("forward")
+    g2 = ff.FFT(yy, axes=-1, kind="c2r", n=19)
+    g2.plan()
+    close(g2.execute(), np.fft.irfft(yy.astype(np.complex128), n=19), dtype, 19)
+
+
+@needs_backend
+def test_planner_chain_arrays_are_read_at_execute(rng):
+    x = crand(rng, (16,))
+    w = np.ones(16)
+    f = ff.FFT(x)
+    f.plan(prolog={"multiply": w})
+    close(f.execute(), np.fft.fft(x), np.complex128, 16)
+    w[:] = 2.0
+    close(f.execute(), np.fft.fft(2 * x), np.complex128, 16)
+
+
+def test_planner_errors(rng):
+    x = crand(rng, (4, 8))
+    with pytest.raises(ValueError, match="kind"):
+        ff.FFT(x, kind="dct")
+    with pytest.raises(TypeError, match="does not convert"):
+        ff.FFT(x.real.astype(np.int64))
+    with pytest.raises(TypeError, match="c2c"):
+        ff.FFT(x, kind="r2c")
+    with pytest.raises(ValueError, match="repeats"):
+        ff.FFT(x, axes=(0, -2))
+    with pytest.raises(np.exceptions.AxisError):
+        ff.FFT(x, axes=(5,))
+    with pytest.raises(ValueError, match="1 to 3"):
+        ff.FFT(crand(rng, (2, 2, 2, 2)), axes=(0, 1, 2, 3))
+    with pytest.raises(ValueError, match="is for kind"):
+        ff.FFT(x, n=4)
+    with pytest.raises(ValueError, match="needs 3 input points"):
+        ff.FFT(x, kind="c2r", n=4)
+    f = ff.FFT(x)
+    with pytest.raises(fusemath.InvalidStateError, match="plan"):
+        f.execute()
+    with pytest.raises(ValueError, match="effort"):
+        f.plan(effort="exhaustive")
+    with pytest.raises(ValueError, match="norm"):
+        f.plan(norm="unitary")
+    with pytest.raises(ValueError, match="unknown keys"):
+        f.plan(prolog={"window": 1})
+    with pytest.raises(ValueError, match="direction"):
+        f._direction("sideways")
+    with pytest.raises(ValueError, match="shape"):
+        f.reset_operand(crand(rng, (4, 9)))
+    with pytest.raises(TypeError, match="dtype"):
+        f.reset_operand(x.astype(np.complex64))
+    f.free()
+    with pytest.raises(fusemath.InvalidStateError):
+        f.plan()
+    assert "freed" in repr(f)
+
+
+@needs_backend
+def test_planner_effort_measure(rng):
+    x = crand(rng, (8, 64))
+    keep = x.copy()
+    f = ff.FFT(x, axes=(1,))
+    f.plan(effort="measure")
+    np.testing.assert_array_equal(x, keep)  # planning does not touch the operand
+    close(f.execute(), np.fft.fft(keep), np.complex128, 64)
+
+
+@needs_backend
+def test_low_level_plan(rng):
+    x = crand(rng, (4, 16))
+    out = np.empty_like(x)
+    p = fusemath._fusemath.plan_fft(x, out, None, None, 0, 0, (1,), 0, 0, 0, 0, 0, 0, None, 0, None)
+    assert p.op == "fft"
+    p.execute(fusemath._fusemath.data_ptr(x), fusemath._fusemath.data_ptr(out), None, None)
+    close(out, np.fft.fft(x), np.complex128, 16)
+    with pytest.raises(TypeError, match="4 addresses"):
+        p.execute(1, 2)
+    p.free()
+
+
+# ---------------------------------------------------------------------------
+# an array library (the torch-like stand-in of fakelib: host memory)
+# ---------------------------------------------------------------------------
+@needs_backend
+def test_library_arrays(rng):
+    import fakelib
+
+    fakelib.install()
+    x = crand(rng, (3, 16))
+    t = fakelib.tensor(x)
+    got = ff.fft(t)
+    assert type(got) is type(t)
+    close(np.asarray(got._a), np.fft.fft(x), np.complex128, 16)
+    got = ff.ifft(t, n=8)  # cropping is a view
+    close(np.asarray(got._a), np.fft.ifft(x, n=8), np.complex128, 8)
+
+
+# ---------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_fft_cupy():
+    cp = pytest.importorskip("cupy")
+    x = cp.asarray(np.random.default_rng(0).standard_normal((4, 64)) + 0j)
+    try:
+        y = ff.fft(x)
+    except (fusemath.NotSupportedError, fusemath.UnavailableError) as exc:
+        pytest.skip(f"no GPU FFT backend: {exc}")
+    assert isinstance(y, cp.ndarray)
+    close(cp.asnumpy(y), np.fft.fft(cp.asnumpy(x)), np.complex128, 64)
+
+
+@pytest.mark.gpu
+def test_gpu_fft_torch():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 64, dtype=torch.complex64, device="cuda")
+    try:
+        y = ff.fft(x, epilog={"scale": 2.0})
+    except (fusemath.NotSupportedError, fusemath.UnavailableError) as exc:
+        pytest.skip(f"no GPU FFT backend: {exc}")
+    assert isinstance(y, torch.Tensor) and y.is_cuda
+    close(y.cpu().numpy(), 2 * np.fft.fft(x.cpu().numpy()), np.complex64, 64)
