@@ -1,21 +1,26 @@
 /* fftw_fft.c : CPU FFT through FFTW3's guru64 interface (c2c, r2c, c2r; single and
  * double precision; 1-3 axes anywhere, batched over all other axes, any strides).
  *
- * Two ways to execute a plan:
- *  - direct: no prolog/epilog, not c2r, out-of-place, non-negative strides, and the
- *    caller's pointers have the SIMD alignment (fftw_alignment_of) of the scratch
- *    arrays the plan was made on: one FFTW plan over the caller's whole layout, run with
- *    the new-array interface.
- *  - chunked (everything else): the batch is cut into chunks of about CHUNK_BYTES; a
- *    chunk's input is gathered into an fftw_malloc'd scratch with the prolog applied on
- *    the way, FFTW runs on the scratch (a plan for the chunk's count and one for the
- *    remainder), and the epilog is applied while scattering the result into out, while
- *    the chunk is still in cache. This also preserves c2r's input, handles in-place c2c
- *    and misaligned pointers. Chunks run on the library's own threads (OpenMP), each
- *    with its own scratch and single-threaded plans; a single transform (batch 1) is
- *    one chunk planned with FFTW's threads, its chain one pass before and one after.
- * FFTW's planner is not thread-safe: planning and destruction hold one process-wide
- * mutex; execution is concurrent. Plans are always made on scratch arrays. */
+ * Plans are always made on fftw_malloc'd scratch arrays of the same layout (never on the
+ * caller's data), without FFTW_UNALIGNED; at execute, a plan that touches the caller's
+ * memory is used only if fftw_alignment_of() of the pointers matches the scratch's, else
+ * the chunk falls back to the scratch path. Paths (describe's path=):
+ *  - direct: no chain, not c2r, out of place, non-negative strides: one plan over the
+ *    whole layout, run on the caller's arrays (new-array execute).
+ *  - in>out: epilog only, at most one batch axis: per chunk FFTW in -> out, then the
+ *    epilog in place on the chunk of out while it is in cache.
+ *  - scratch>out: prolog (or c2r, whose input FFTW destroys), at most one batch axis: the
+ *    chunk is gathered into a scratch with the prolog applied, FFTW writes out, epilog
+ *    in place.
+ *  - scratch: everything else (several batch axes, negative out strides, in-place with
+ *    no chain, misaligned pointers): gather with the prolog, FFTW scratch -> scratch,
+ *    scatter with the epilog.
+ * Chunks hold about CHUNK_BYTES of data; a plan for the chunk's count and one for the
+ * remainder. Chunks run on the library's threads (OpenMP), each with its own scratch and
+ * single-threaded plans; a single transform (batch 1) is one chunk planned with FFTW's
+ * threads and its chain is one pass before and/or after the FFT (",single").
+ * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
+ * mutex; execution is concurrent. */
 #include "internal.h"
 
 #include <fftw3.h>
@@ -51,6 +56,10 @@ typedef struct fftw_impl {
     void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
     int dir_align_in, dir_align_out;
     void *chunk_plan, *rem_plan;
+    /* chunks that FFTW writes straight into out (epilog then applied in place), reading
+     * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
+    void *od_plan, *od_rem;
+    int od_in_direct, od_align_in, od_align_out;
     int64_t chunk, nchunks, rem;
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
@@ -84,6 +93,8 @@ static void destroy_impl(void *v)
     destroy_plan(x->dbl, x->direct);
     destroy_plan(x->dbl, x->chunk_plan);
     destroy_plan(x->dbl, x->rem_plan);
+    destroy_plan(x->dbl, x->od_plan);
+    destroy_plan(x->dbl, x->od_rem);
     pthread_mutex_unlock(&planner_lock);
     free(x);
 }
@@ -246,6 +257,34 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
     size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
     int64_t off[4];
+    if (x->od_plan) {
+        batch_offsets(x, b0, off);
+        char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
+        int ok = xalign(x, op) == x->od_align_out;
+        if (x->od_in_direct)
+            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
+        if (ok) {
+            if (!x->od_in_direct)
+                for (int64_t e = 0; e < cnt; e++) {
+                    batch_offsets(x, b0 + e, off);
+                    char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
+                    if (x->dbl)
+                        gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst);
+                    else
+                        gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst);
+                }
+            run_plan(x, cnt == x->chunk ? x->od_plan : x->od_rem, x->od_in_direct ? ip : sin, op);
+            if (x->epi_ops)
+                for (int64_t e = 0; e < cnt; e++) {
+                    batch_offsets(x, b0 + e, off);
+                    if (x->dbl)
+                        scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+                    else
+                        scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+                }
+            return;
+        }
+    }
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
         char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
@@ -414,6 +453,46 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (chunk)" : "fftwf_plan_guru64 (chunk)");
 }
 
+/* Bytes a layout of `count` transforms (extents ext, strides st, batch stride bs) spans. */
+static size_t layout_bytes(const int64_t *ext, const int64_t *st, int64_t count, int64_t bs, size_t es)
+{
+    int64_t hi = (count - 1) * bs;
+    for (int k = 0; k < 3; k++)
+        hi += (ext[k] - 1) * st[k];
+    return (size_t)(hi + 1) * es;
+}
+
+/* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
+static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
+{
+    fftw_iodim64 dims[3], hd[1];
+    int64_t si[3], sti = 1;
+    for (int k = 2; k >= 0; k--)
+        si[k] = sti, sti *= x->ext_in[k];
+    int rank = 0;
+    for (int k = 3 - x->naxes; k < 3; k++)
+        dims[rank++] = (fftw_iodim64){x->n[k], x->od_in_direct ? x->s_in[k] : si[k], x->s_out[k]};
+    int64_t bin = x->nb ? x->b_in[0] : 0, bout = x->nb ? x->b_out[0] : 0;
+    hd[0] = (fftw_iodim64){count, x->od_in_direct ? bin : x->per_in, bout};
+    size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
+    size_t in_bytes = x->od_in_direct ? layout_bytes(x->ext_in, x->s_in, count, bin, ein)
+                                      : (size_t)(count * x->per_in) * ein;
+    void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->ext_out, x->s_out, count, bout, eout));
+    if (!in || !out) {
+        xfree(x, in);
+        xfree(x, out);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
+    }
+    pthread_mutex_lock(&planner_lock);
+    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
+    pthread_mutex_unlock(&planner_lock);
+    x->od_align_in = xalign(x, in);
+    x->od_align_out = xalign(x, out);
+    xfree(x, in);
+    xfree(x, out);
+    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (out direct)" : "fftwf_plan_guru64 (out direct)");
+}
+
 static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     (void)ctx, (void)state;
@@ -497,6 +576,14 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             goto fail;
         if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)
             goto fail;
+        /* with a chain or c2r: FFTW writes out directly, the epilog runs in place */
+        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R) && x->nb <= 1 && nonneg_strides(to)) {
+            x->od_in_direct = !x->pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti);
+            if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
+                goto fail;
+            if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
+                goto fail;
+        }
         /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
          * and a planning scratch of reasonable size */
         int64_t lo, hi_in, hi_out;
@@ -538,16 +625,22 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         u += (size_t)snprintf(ax + u, sizeof ax - u, "%s%d", i ? "," : "", fp->axes[i]);
     format_ops(pro, sizeof pro, x->pro_ops, has_pa);
     format_ops(epi, sizeof epi, x->epi_ops, has_ea);
-    const char *mode = x->batch == 0 ? "empty"
-                       : x->direct   ? "direct"
-                       : x->batch == 1 && (x->pro_ops || x->epi_ops) ? "single(chain: one pass before/after)"
-                                                                      : "chunked";
+    /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
+     * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
+     * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
+     * takes the chain as one pass before / after the FFT ("single"). */
+    const char *mode = x->batch == 0  ? "empty"
+                       : x->direct    ? "direct"
+                       : !x->od_plan  ? "scratch"
+                       : x->od_in_direct ? "in>out" : "scratch>out";
+    char modebuf[48];
+    snprintf(modebuf, sizeof modebuf, "%s%s", mode, x->batch == 1 && (x->pro_ops || x->epi_ops) ? ",single" : "");
     char line[1024];
     snprintf(line, sizeof line,
-             "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s %s chunks=%lld chunk=%lld threads=%d "
+             "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",
              fm_dtype_name(x->in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
-             x->inverse ? "inverse" : "forward", pro, epi, mode, (long long)x->nchunks, (long long)x->chunk,
+             x->inverse ? "inverse" : "forward", pro, epi, modebuf, (long long)x->nchunks, (long long)x->chunk,
              x->threads, x->fftw_threads, effort_names[fp->effort]);
     size_t len = strlen(line); /* a long line is cut at FM_DESCRIBE_LEN */
     if (len >= sizeof out->describe)

@@ -26,8 +26,9 @@ typedef struct {
 /* order: axes from outermost to innermost in memory (NULL: C order); pad: extra elements
  * after each innermost row; step: stride of the innermost axis; neg: axis with a negative
  * stride (-1: none). */
-static void tb_make(tbuf *b, fm_dtype dt, int nd, const int64_t *shape, const int *order, int64_t pad, int64_t step,
-                    int neg)
+/* shift: bytes the view starts after an aligned address (misaligned for FFTW's SIMD) */
+static void tb_make_s(tbuf *b, fm_dtype dt, int nd, const int64_t *shape, const int *order, int64_t pad,
+                      int64_t step, int neg, int64_t shift)
 {
     int ord[FM_MAX_NDIM];
     for (int i = 0; i < nd; i++)
@@ -46,11 +47,12 @@ static void tb_make(tbuf *b, fm_dtype dt, int nd, const int64_t *shape, const in
         strides[neg] = -strides[neg];
     }
     size_t es = fm_dtype_size(dt);
-    b->bytes = (size_t)span * es;
-    b->mem = malloc(b->bytes + 64);
+    b->bytes = (size_t)span * es + (size_t)shift;
+    b->mem = aligned_alloc(64, (b->bytes + 64) / 64 * 64);
     memset(b->mem, 0x5A, b->bytes);
-    fm_tensor_init(&b->t, b->mem + base * (int64_t)es, fm_test_cpu, dt, nd, shape, strides);
+    fm_tensor_init(&b->t, b->mem + shift + base * (int64_t)es, fm_test_cpu, dt, nd, shape, strides);
 }
+#define tb_make(b, dt, nd, shape, order, pad, step, neg) tb_make_s(b, dt, nd, shape, order, pad, step, neg, 0)
 static void tb_free(tbuf *b) { free(b->mem); }
 
 static int64_t numel(int nd, const int64_t *sh)
@@ -191,6 +193,7 @@ typedef struct {
     int64_t pad_in, pad_out, step_in, step_out;
     int neg_in, neg_out;
     int inplace;
+    int64_t shift_in, shift_out; /* bytes */
     unsigned pro_ops, epi_ops;
     double complex pro_scale, epi_scale;
     int pa_nd, ea_nd;           /* 0: no array */
@@ -266,9 +269,9 @@ static void run_case(const fcase *c)
         total *= (double)c->shape[axes[i]];
 
     tbuf bi, bo, bpa, bea;
-    tb_make(&bi, idt, c->nd, in_sh, c->order_in, c->pad_in, c->step_in, c->neg_in);
+    tb_make_s(&bi, idt, c->nd, in_sh, c->order_in, c->pad_in, c->step_in, c->neg_in, c->shift_in);
     if (!c->inplace)
-        tb_make(&bo, odt, c->nd, out_sh, c->order_out, c->pad_out, c->step_out, c->neg_out);
+        tb_make_s(&bo, odt, c->nd, out_sh, c->order_out, c->pad_out, c->step_out, c->neg_out, c->shift_out);
     else
         bo = bi;
     double complex *x = malloc(sizeof *x * (size_t)(nin + 1)), *y = malloc(sizeof *y * (size_t)(nout + 1));
@@ -451,6 +454,38 @@ static void test_identities(void)
             CHECK_MSG(e <= tol, "impulse n=%lld dbl=%d: %.3g > %.3g", (long long)n, dbl, e, tol);
             free(x1), free(x2), free(x3), free(y1), free(y2), free(y3), free(r);
         }
+}
+
+/* a single large transform planned with FFTW's threads: forward then inverse (backward
+ * norm: the inverse takes 1/n as its epilog) gives the input back */
+static void test_large_roundtrip(void)
+{
+    int64_t n = 1 << 17;
+    tbuf a, b, c;
+    tb_make(&a, FM_C128, 1, &n, NULL, 0, 1, -1);
+    tb_make(&b, FM_C128, 1, &n, NULL, 0, 1, -1);
+    tb_make(&c, FM_C128, 1, &n, NULL, 0, 1, -1);
+    double *x = a.t.data, *z = c.t.data;
+    for (int64_t i = 0; i < 2 * n; i++)
+        x[i] = rng_uniform(&g_rng);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.num_threads = 2;
+    CHECK_OK(fm_fft(g_ctx, &a.t, &b.t, NULL, NULL, &o, NULL));
+    o.inverse = 1;
+    fm_plan *p = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &b.t, &c.t, NULL, NULL, &o, &p));
+    if (p) {
+        printf("    %s\n", fm_plan_describe(p));
+        void *ptrs[4] = {b.t.data, c.t.data, NULL, NULL};
+        CHECK_OK(fm_plan_execute(p, ptrs, 4, NULL));
+        fm_plan_release(p);
+    }
+    double e = 0;
+    for (int64_t i = 0; i < 2 * n; i++)
+        e = fabs(z[i] - x[i]) > e ? fabs(z[i] - x[i]) : e;
+    CHECK_MSG(e < 1e-13, "roundtrip error %.3g", e);
+    tb_free(&a), tb_free(&b), tb_free(&c);
 }
 
 /* (3) several axes, layouts, in place; (4) input preserved is checked in every run_case */
@@ -681,6 +716,83 @@ static void test_concurrent(void)
     }
 }
 
+/* pointers whose SIMD alignment differs from planning (direct and out-direct plans fall
+ * back to the scratch path), and many chunks with a remainder on both paths */
+static void test_misaligned_and_chunks(void)
+{
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int chain = 0; chain < 2; chain++)
+                for (int sh = 0; sh < 3; sh++) {
+                    int64_t shape[2] = {6, 40};
+                    int ax[1] = {1};
+                    fcase c = fc_base(dbl, kind, 2, shape, 1, ax);
+                    int64_t q = dbl ? 8 : 4;
+                    c.shift_in = sh & 1 ? q : 0, c.shift_out = sh & 2 ? q : 0;
+                    if (sh == 0)
+                        c.shift_in = c.shift_out = q; /* both shifted alike */
+                    if (chain)
+                        c.epi_ops = FM_FFT_OP_SCALE | (kind == FM_FFT_C2R ? 0u : FM_FFT_OP_CONJ), c.epi_scale = 0.5;
+                    run_case(&c);
+                }
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (int kind = 0; kind < 3; kind++) {
+            int64_t shape[3] = {30, 10, 256};
+            int ax[1] = {2};
+            fcase c = fc_base(dbl, kind, 3, shape, 1, ax); /* two batch axes: scratch path */
+            c.epi_ops = FM_FFT_OP_SCALE, c.epi_scale = 2.0;
+            c.threads = 2;
+            run_case(&c);
+            int64_t shape2[2] = {300, 256};
+            c = fc_base(dbl, kind, 2, shape2, 1, ax); /* one batch axis: out-direct path */
+            c.axes[0] = 1;
+            c.pro_ops = FM_FFT_OP_MULTIPLY, c.pa_nd = 1, c.pa_shape[0] = kind == FM_FFT_C2R ? 129 : 256;
+            c.threads = 2;
+            run_case(&c);
+        }
+}
+
+/* several threads planning (FFTW's planner is serialised inside the backend) and executing */
+static void *plan_thr_main(void *v)
+{
+    int t = (int)(intptr_t)v, bad = 0;
+    for (int r = 0; r < 6; r++) {
+        int64_t n = 60 + 7 * t + r, sh[2] = {3, n};
+        tbuf bi, bo;
+        tb_make(&bi, FM_C128, 2, sh, NULL, 0, 1, -1);
+        tb_make(&bo, FM_C128, 2, sh, NULL, 0, 1, -1);
+        double *in = bi.t.data, *out = bo.t.data;
+        memset(in, 0, sizeof(double) * 2 * (size_t)(3 * n));
+        for (int b = 0; b < 3; b++)
+            in[2 * (b * n + b + 1)] = 1.0; /* impulse at b + 1 */
+        fm_fft_options o;
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 1, o.effort = r & 1 ? FM_FFT_EFFORT_MEASURE : FM_FFT_EFFORT_ESTIMATE;
+        if (fm_fft(g_ctx, &bi.t, &bo.t, NULL, NULL, &o, NULL) != FM_OK)
+            bad++;
+        for (int b = 0; b < 3; b++)
+            for (int64_t k = 0; k < n; k++) {
+                double complex w = cexp(-2 * TEST_PI * I * (double)(((b + 1) * k) % n) / (double)n);
+                if (cabs(CMPLX(out[2 * (b * n + k)], out[2 * (b * n + k) + 1]) - w) > 1e-12)
+                    bad++;
+            }
+        tb_free(&bi), tb_free(&bo);
+    }
+    return (void *)(intptr_t)bad;
+}
+static void test_concurrent_planning(void)
+{
+    enum { T = 4 };
+    pthread_t th[T];
+    for (int t = 0; t < T; t++)
+        pthread_create(&th[t], NULL, plan_thr_main, (void *)(intptr_t)t);
+    for (int t = 0; t < T; t++) {
+        void *r = NULL;
+        pthread_join(th[t], &r);
+        CHECK_MSG(r == NULL, "thread %d: %d bad values or failures", t, (int)(intptr_t)r);
+    }
+}
+
 /* effort = measure plans on scratch and gives the same answer */
 static void test_effort(void)
 {
@@ -829,10 +941,13 @@ int main(void)
     }
     RUN_TEST(test_small_vs_naive);
     RUN_TEST(test_identities);
+    RUN_TEST(test_large_roundtrip);
     RUN_TEST(test_multi_axes_layouts);
     RUN_TEST(test_chains);
     RUN_TEST(test_chain_vs_unfused);
     RUN_TEST(test_concurrent);
+    RUN_TEST(test_concurrent_planning);
+    RUN_TEST(test_misaligned_and_chunks);
     RUN_TEST(test_effort);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);
