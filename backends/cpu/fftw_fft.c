@@ -21,6 +21,7 @@
  * threads and its chain is one pass before and/or after the FFT (",single").
  * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
  * mutex; execution is concurrent. */
+#include "fft_axis_split.h"
 #include "internal.h"
 
 #include <fftw3.h>
@@ -498,6 +499,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     (void)ctx, (void)state;
     if (p->op != FM_OP_FFT)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
+    if (fm_fft_should_split_axes(p)) /* keeps a chain inside the transform's own passes */
+        return fm_fft_plan_axis_split(ctx, p, out);
     pthread_once(&threads_once, init_threads);
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];

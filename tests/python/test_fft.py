@@ -624,3 +624,32 @@ def test_gpu_fft_torch():
         pytest.skip(f"no GPU FFT backend: {exc}")
     assert isinstance(y, torch.Tensor) and y.is_cuda
     close(y.cpu().numpy(), 2 * np.fft.fft(x.cpu().numpy()), np.complex64, 64)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_single_multiaxis_chains_split_into_batched_steps(dtype):
+    """A single 2-D/3-D transform with a chain runs as two batched steps (the chain inside
+    them): c2c, r2c and c2r against numpy on the unfused computation."""
+    rng = np.random.default_rng(11)
+    rdt = np.float32 if dtype == np.complex64 else np.float64
+    tol = 2e-5 if dtype == np.complex64 else 1e-11
+    x = (rng.standard_normal((24, 20, 18)) + 1j * rng.standard_normal((24, 20, 18))).astype(dtype)
+    w = rng.random((20, 18)).astype(rdt)
+    v = (rng.random((24, 20, 18)) + 1j * rng.random((24, 20, 18))).astype(dtype)
+
+    def close(got, ref):
+        assert np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref), np.linalg.norm(got - ref) / np.linalg.norm(ref)
+
+    got = ff.fftn(x, prolog={"multiply": w}, epilog={"scale": 0.5, "conj": True})
+    close(got, np.conj(np.fft.fftn(x * w) * 0.5))
+    with ff.FFT(x, axes=(0, 1, 2)) as plan:
+        plan.plan(prolog={"multiply": w}, epilog={"multiply": v}, effort="estimate")
+        assert "split" in plan.describe()
+        close(plan.execute(), np.fft.fftn(x * w) * v)
+    xr = rng.standard_normal((24, 20, 18)).astype(rdt)
+    vh = v[..., :10]
+    close(ff.rfftn(xr, prolog={"multiply": w}, epilog={"multiply": vh}), np.fft.rfftn(xr * w) * vh)
+    spec = np.fft.rfftn(xr).astype(dtype)
+    wr = rng.random((24, 20, 10)).astype(rdt)
+    got = ff.irfftn(spec, s=(24, 20, 18), prolog={"multiply": wr}, epilog={"multiply": w, "scale": 2.0})
+    close(got, np.fft.irfftn(spec * wr, s=(24, 20, 18)) * w * 2.0)

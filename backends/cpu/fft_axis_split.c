@@ -1,0 +1,182 @@
+/* fft_axis_split.c : a single multi-axis transform with a fused chain, run as two batched
+ * transforms so the chain rides inside them instead of costing whole extra passes.
+ *
+ * FFTW offers no load/store callbacks. A multi-dimensional DFT is separable, so
+ *   forward c2c / r2c over axes (a..., last): [last axis, prolog] then [the other axes, in
+ *   place on out, epilog and the norm]
+ *   inverse c2r: [the other axes, c2c, prolog, into a scratch] then [c2r over the last axis,
+ *   epilog and the norm]
+ * Each step is an ordinary batched plan of the FFTW backend (cached by the planner like any
+ * other), whose chunked paths apply the chain while each chunk is in cache. The whole-array
+ * passes of the "single" path are what this removes (measured 2.0-3.2x the plain transform on
+ * 2-D/3-D before). */
+#include "fft_axis_split.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct split_impl {
+    fm_plan *first, *second;
+    int c2r;              /* first writes a scratch that second reads */
+    size_t scratch_bytes; /* c2r: the complex intermediate */
+} split_impl;
+
+static int64_t batch_count(const fm_problem *p)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *t = &p->t[FM_FFT_IN];
+    int64_t b = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        int transformed = 0;
+        for (int i = 0; i < fp->naxes; i++)
+            transformed |= fp->axes[i] == d;
+        if (!transformed)
+            b *= t->shape[d];
+    }
+    return b;
+}
+
+int fm_fft_should_split_axes(const fm_problem *p)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    return fp->naxes > 1 && (fp->prolog_ops || fp->epilog_ops) && batch_count(p) == 1;
+}
+
+/* the contiguous (C-order) layout of t's shape */
+static fm_tensor contiguous_like(const fm_tensor *t, fm_dtype dt)
+{
+    fm_tensor c = *t;
+    c.dtype = dt;
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        c.strides[d] = st;
+        st *= t->shape[d] > 0 ? t->shape[d] : 1;
+    }
+    return c;
+}
+
+static void drop_chain(fm_problem *q, int epilog)
+{
+    fm_fft_params *f = &q->u.fft;
+    int slot = epilog ? FM_FFT_EPILOG : FM_FFT_PROLOG;
+    if (epilog) {
+        f->epilog_ops = 0, f->epilog_scale[0] = 1, f->epilog_scale[1] = 0;
+    } else {
+        f->prolog_ops = 0, f->prolog_scale[0] = 1, f->prolog_scale[1] = 0;
+    }
+    q->present &= ~(1u << slot);
+    memset(&q->t[slot], 0, sizeof q->t[slot]);
+    q->align_log2[slot] = 0;
+}
+
+/* keep the axes [lo, hi) of f */
+static void keep_axes(fm_fft_params *f, int lo, int hi)
+{
+    int32_t axes[3];
+    int64_t n[3];
+    for (int i = lo; i < hi; i++)
+        axes[i - lo] = f->axes[i], n[i - lo] = f->n[i];
+    f->naxes = hi - lo;
+    memset(f->axes, 0, sizeof f->axes);
+    memset(f->n, 0, sizeof f->n);
+    memcpy(f->axes, axes, sizeof(int32_t) * (size_t)f->naxes);
+    memcpy(f->n, n, sizeof(int64_t) * (size_t)f->naxes);
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+{
+    const split_impl *x = plan->impl;
+    fm_status s;
+    if (!x->c2r) {
+        void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG], NULL};
+        void *p2[FM_FFT_NSLOTS] = {ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
+        if ((s = x->first->execute(x->first, p1, stream)) != FM_OK)
+            return s;
+        return x->second->execute(x->second, p2, stream);
+    }
+    void *scratch = fm_malloc_aligned(x->scratch_bytes ? x->scratch_bytes : 1, 64);
+    if (!scratch)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for a %zu-byte intermediate", x->scratch_bytes);
+    void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], scratch, ptrs[FM_FFT_PROLOG], NULL};
+    void *p2[FM_FFT_NSLOTS] = {scratch, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
+    s = x->first->execute(x->first, p1, stream);
+    if (s == FM_OK)
+        s = x->second->execute(x->second, p2, stream);
+    fm_free_aligned(scratch);
+    return s;
+}
+
+static void destroy(void *v)
+{
+    split_impl *x = v;
+    fm_plan_release(x->first);
+    fm_plan_release(x->second);
+    free(x);
+}
+
+fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const int last = fp->naxes - 1;
+    fm_problem q1 = *p, q2 = *p;
+    split_impl *x = calloc(1, sizeof *x);
+    if (!x)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    if (fp->kind != FM_FFT_C2R) {
+        /* 1: the last axis (r2c halves it), prolog; 2: the others in place on out, c2c, epilog */
+        keep_axes(&q1.u.fft, last, last + 1);
+        drop_chain(&q1, 1);
+        keep_axes(&q2.u.fft, 0, last);
+        q2.u.fft.kind = FM_FFT_C2C;
+        q2.t[FM_FFT_IN] = p->t[FM_FFT_OUT];
+        q2.align_log2[FM_FFT_IN] = p->align_log2[FM_FFT_OUT];
+        q2.inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+        drop_chain(&q2, 0);
+    } else {
+        /* 1: the other axes, c2c inverse, prolog, into a contiguous scratch; 2: c2r over the
+         * last axis from the scratch, epilog */
+        fm_tensor mid = contiguous_like(&p->t[FM_FFT_IN], p->t[FM_FFT_IN].dtype);
+        x->c2r = 1;
+        x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
+        keep_axes(&q1.u.fft, 0, last);
+        q1.u.fft.kind = FM_FFT_C2C;
+        q1.t[FM_FFT_OUT] = mid;
+        q1.align_log2[FM_FFT_OUT] = 6;
+        q1.inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+        drop_chain(&q1, 1);
+        keep_axes(&q2.u.fft, last, last + 1);
+        q2.t[FM_FFT_IN] = mid;
+        q2.align_log2[FM_FFT_IN] = 6;
+        drop_chain(&q2, 0);
+    }
+    fm_status s = fm_plan_problem(ctx, &q1, &x->first);
+    if (s == FM_OK)
+        s = fm_plan_problem(ctx, &q2, &x->second);
+    if (s != FM_OK) {
+        destroy(x);
+        return s;
+    }
+    out->impl = x;
+    out->execute = execute;
+    out->destroy_impl = destroy;
+    /* what the steps ask of the caller's pointers (out is both steps' memory unless c2r) */
+    const size_t *a1 = x->first->required_align, *a2 = x->second->required_align;
+    out->required_align[FM_FFT_IN] = a1[FM_FFT_IN];
+    out->required_align[FM_FFT_PROLOG] = a1[FM_FFT_PROLOG];
+    out->required_align[FM_FFT_EPILOG] = a2[FM_FFT_EPILOG];
+    out->required_align[FM_FFT_OUT] = a2[FM_FFT_OUT];
+    if (!x->c2r) {
+        size_t m = a1[FM_FFT_OUT] > a2[FM_FFT_IN] ? a1[FM_FFT_OUT] : a2[FM_FFT_IN];
+        if (m > out->required_align[FM_FFT_OUT])
+            out->required_align[FM_FFT_OUT] = m;
+    }
+    char line[1024];
+    snprintf(line, sizeof line, "fft cpu/fftw split into [%s] then [%s]", x->first->describe, x->second->describe);
+    size_t len = strlen(line);
+    if (len >= sizeof out->describe)
+        len = sizeof out->describe - 1;
+    memcpy(out->describe, line, len);
+    out->describe[len] = '\0';
+    return FM_OK;
+}

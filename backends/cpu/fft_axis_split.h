@@ -1,0 +1,12 @@
+/* fft_axis_split.h : one multi-axis transform with a chain, as two batched transforms. */
+#ifndef FM_FFT_AXIS_SPLIT_H
+#define FM_FFT_AXIS_SPLIT_H
+
+#include "internal.h"
+
+/* A single transform (batch 1) over 2 or 3 axes with a prolog or epilog. */
+int fm_fft_should_split_axes(const fm_problem *p);
+/* Plan p as [last axis] then [the other axes] (c2r: the reverse), each a cached plan. */
+fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out);
+
+#endif
