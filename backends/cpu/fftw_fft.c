@@ -61,6 +61,10 @@ typedef struct fftw_impl {
      * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
     void *od_plan, *od_rem;
     int od_in_direct, od_align_in, od_align_out;
+    /* the same, transformed in place when the call passes in == out (c2c, one layout): the
+     * column step of a split 2-D/3-D transform runs here with no gather/scatter */
+    void *ip_plan, *ip_rem;
+    int ip_align;
     int64_t chunk, nchunks, rem;
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
@@ -96,6 +100,8 @@ static void destroy_impl(void *v)
     destroy_plan(x->dbl, x->rem_plan);
     destroy_plan(x->dbl, x->od_plan);
     destroy_plan(x->dbl, x->od_rem);
+    destroy_plan(x->dbl, x->ip_plan);
+    destroy_plan(x->dbl, x->ip_rem);
     pthread_mutex_unlock(&planner_lock);
     free(x);
 }
@@ -261,6 +267,18 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     if (x->od_plan) {
         batch_offsets(x, b0, off);
         char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
+        if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, op) == x->ip_align) {
+            run_plan(x, cnt == x->chunk ? x->ip_plan : x->ip_rem, op, op);
+            if (x->epi_ops)
+                for (int64_t e = 0; e < cnt; e++) {
+                    batch_offsets(x, b0 + e, off);
+                    if (x->dbl)
+                        scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+                    else
+                        scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+                }
+            return;
+        }
         int ok = xalign(x, op) == x->od_align_out;
         if (x->od_in_direct)
             ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
@@ -463,6 +481,26 @@ static size_t layout_bytes(const int64_t *ext, const int64_t *st, int64_t count,
     return (size_t)(hi + 1) * es;
 }
 
+/* In-place plan for `count` transforms on out's layout (see fftw_impl.ip_plan). */
+static fm_status make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
+{
+    fftw_iodim64 dims[3], hd[1];
+    int rank = 0;
+    for (int k = 3 - x->naxes; k < 3; k++)
+        dims[rank++] = (fftw_iodim64){x->n[k], x->s_out[k], x->s_out[k]};
+    int64_t bout = x->nb ? x->b_out[0] : 0;
+    hd[0] = (fftw_iodim64){count, bout, bout};
+    void *buf = xmalloc(x, layout_bytes(x->ext_out, x->s_out, count, bout, x->rs * 2));
+    if (!buf)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
+    pthread_mutex_lock(&planner_lock);
+    *out_plan = make_plan(x, rank, dims, 1, hd, buf, buf, flags, nthreads);
+    pthread_mutex_unlock(&planner_lock);
+    x->ip_align = xalign(x, buf);
+    xfree(x, buf);
+    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
+}
+
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
 static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
 {
@@ -586,6 +624,15 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
                 goto fail;
+            int same_layout = ti->ndim == to->ndim;
+            for (int d = 0; same_layout && d < ti->ndim; d++)
+                same_layout = ti->shape[d] <= 1 || ti->strides[d] == to->strides[d];
+            if (x->kind == FM_FFT_C2C && x->od_in_direct && same_layout) {
+                if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
+                    goto fail;
+                if (x->rem && (s = make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
+                    goto fail;
+            }
         }
         /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
          * and a planning scratch of reasonable size */
@@ -636,8 +683,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                        : x->direct    ? "direct"
                        : !x->od_plan  ? "scratch"
                        : x->od_in_direct ? "in>out" : "scratch>out";
-    char modebuf[48];
-    snprintf(modebuf, sizeof modebuf, "%s%s", mode, x->batch == 1 && (x->pro_ops || x->epi_ops) ? ",single" : "");
+    char modebuf[80];
+    snprintf(modebuf, sizeof modebuf, "%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
+             x->batch == 1 && (x->pro_ops || x->epi_ops) ? ",single" : "");
     char line[1024];
     snprintf(line, sizeof line,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
