@@ -168,6 +168,8 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
                            : opts->kind == FM_FFT_C2R && last ? "in = out / 2 + 1 (c2r: out's extent is n)"
                                                               : "equal extents");
     }
+    if ((s = fm_tensor_check_distinct("fft", "out", out)) != FM_OK)
+        return s;
     for (int d = 0; d < nd; d++) {
         int transformed = 0;
         for (int i = 0; i < naxes; i++)

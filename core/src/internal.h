@@ -21,6 +21,8 @@ void fm_free_aligned(void *p);
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
 void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
+/* FM_ERR_ALIAS naming `op` and `name` when two elements of output t share memory. */
+fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t);
 
 /* ---- problems ---- */
 typedef struct fm_matmul_params {

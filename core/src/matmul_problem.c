@@ -142,28 +142,7 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
  * each stride to step past everything the smaller axes span. */
 static fm_status check_no_self_overlap(const char *name, const fm_tensor *t)
 {
-    int idx[FM_MAX_NDIM], n = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0)
-            return FM_OK;
-        if (t->shape[i] > 1)
-            idx[n++] = i;
-    }
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && llabs(t->strides[idx[j]]) < llabs(t->strides[idx[j - 1]]); j--) {
-            int tmp = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = tmp;
-        }
-    int64_t span = 0; /* elements covered by the smaller axes, minus one */
-    for (int i = 0; i < n; i++) {
-        int64_t st = llabs(t->strides[idx[i]]);
-        if (st <= span)
-            return fm_fail(FM_ERR_ALIAS, "matmul: output %s overlaps itself (axis %d has stride %lld); outputs need "
-                           "distinct memory for every element", name, idx[i], (long long)t->strides[idx[i]]);
-        span += st * (t->shape[idx[i]] - 1);
-    }
-    return FM_OK;
+    return fm_tensor_check_distinct("matmul", name, t);
 }
 
 static fm_status resolve_device(const char *name, const fm_tensor *t, fm_device *dev)

@@ -1,6 +1,7 @@
 /* tensor.c : dtypes and tensor descriptors. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -80,4 +81,33 @@ void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
     int64_t es = (int64_t)fm_dtype_size(t->dtype);
     *lo = a * es;
     *hi = (b + 1) * es;
+}
+
+/* An output whose elements share memory (a zero stride, or strides that interleave)
+ * would be written twice: sort axes by |stride| and require each stride to step past
+ * everything the smaller axes span. */
+fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t)
+{
+    int idx[FM_MAX_NDIM], n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0)
+            return FM_OK;
+        if (t->shape[i] > 1)
+            idx[n++] = i;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && llabs(t->strides[idx[j]]) < llabs(t->strides[idx[j - 1]]); j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    int64_t span = 0; /* elements covered by the smaller axes, minus one */
+    for (int i = 0; i < n; i++) {
+        int64_t st = llabs(t->strides[idx[i]]);
+        if (st <= span)
+            return fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps itself (axis %d has stride %lld); outputs need "
+                           "distinct memory for every element", op, name, idx[i], (long long)t->strides[idx[i]]);
+        span += st * (t->shape[idx[i]] - 1);
+    }
+    return FM_OK;
 }

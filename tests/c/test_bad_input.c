@@ -2,6 +2,7 @@
  * naming the culprit; nothing crashes, nothing is allocated for impossible sizes. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include <complex.h>
 #include "mmref.h"
 
 #include <stdio.h>
@@ -759,6 +760,27 @@ static void test_fp8_inputs(void)
     fm_context_destroy(ctx);
 }
 
+/* An FFT output whose elements share memory is refused like a matmul one. */
+static void test_fft_self_overlapping_output(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    static double complex in[4 * 8], out[8];
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t shape[2] = {4, 8}, st0[2] = {0, 1};
+    fm_tensor ti, to;
+    fm_tensor_init(&ti, in, cpu, FM_C128, 2, shape, NULL);
+    fm_tensor_init(&to, out, cpu, FM_C128, 2, shape, st0); /* all 4 rows on one row */
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    fm_plan *plan = NULL;
+    CHECK_STATUS(fm_fft_plan(ctx, &ti, &to, NULL, NULL, &o, &plan), FM_ERR_ALIAS);
+    CHECK_ERROR_MENTIONS("out");
+    CHECK_ERROR_MENTIONS("overlaps itself");
+    CHECK(plan == NULL);
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     if (fm_context_create(&g_ctx) != FM_OK) {
@@ -777,6 +799,7 @@ int main(void)
     RUN_TEST(test_too_large);
     RUN_TEST(test_devices);
     RUN_TEST(test_fp8_inputs);
+    RUN_TEST(test_fft_self_overlapping_output);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }
