@@ -704,6 +704,46 @@ fail:
     return s;
 }
 
+/* FFTW's wisdom (its measured plans), double then single precision, for fusemath.wisdom. */
+#define FFTWF_MARK "\n#fusemath fftwf\n"
+
+static fm_status export_wisdom(char **text)
+{
+    pthread_mutex_lock(&planner_lock);
+    char *d = fftw_export_wisdom_to_string(), *f = fftwf_export_wisdom_to_string();
+    pthread_mutex_unlock(&planner_lock);
+    fm_status s = FM_OK;
+    size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0;
+    *text = malloc(nd + nf + sizeof FFTWF_MARK);
+    if (!*text)
+        s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom: out of host memory for FFTW's wisdom");
+    else
+        snprintf(*text, nd + nf + sizeof FFTWF_MARK, "%s%s%s", d ? d : "", FFTWF_MARK, f ? f : "");
+    fftw_free(d);
+    fftwf_free(f);
+    return s;
+}
+
+static fm_status import_wisdom(const char *text)
+{
+    const char *mark = strstr(text, FFTWF_MARK);
+    if (!mark)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
+    size_t nd = (size_t)(mark - text);
+    char *d = malloc(nd + 1);
+    if (!d)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+    memcpy(d, text, nd);
+    d[nd] = '\0';
+    const char *f = mark + strlen(FFTWF_MARK);
+    pthread_mutex_lock(&planner_lock);
+    int ok = (nd == 0 || fftw_import_wisdom_from_string(d)) && (!*f || fftwf_import_wisdom_from_string(f));
+    pthread_mutex_unlock(&planner_lock);
+    free(d);
+    return ok ? FM_OK : fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from "
+                                                          "another FFTW version)");
+}
+
 const fm_backend fm_backend_fftw_fft = {
     .name = "fftw",
     .device = FM_DEVICE_CPU,
@@ -712,4 +752,6 @@ const fm_backend fm_backend_fftw_fft = {
     .probe = probe,
     .release = NULL,
     .plan = plan,
+    .wisdom_export = export_wisdom,
+    .wisdom_import = import_wisdom,
 };

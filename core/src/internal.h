@@ -119,6 +119,10 @@ typedef struct fm_backend {
      * backend is tried; any other error stops planning. On success fill plan->impl,
      * execute, destroy_impl, required_align and describe. */
     fm_status (*plan)(fm_context *ctx, void *state, const fm_problem *p, fm_plan *plan);
+    /* Optional: the library's own planning knowledge (FFTW wisdom) as text, saved and
+     * loaded with the context's wisdom file. export: malloc'ed string (NULL = nothing). */
+    fm_status (*wisdom_export)(char **text);
+    fm_status (*wisdom_import)(const char *text);
 } fm_backend;
 
 /* The table of built-in backends lives in backends/registry.c, not in core/, so a

@@ -133,6 +133,16 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
                      e->v[2], e->v[3], e->note) > 0;
     }
     pthread_mutex_unlock(&ctx->lock);
+    /* backends' own knowledge, as length-prefixed blobs ("blob <backend> <bytes>\n<text>\n") */
+    for (int i = 0; i < ctx->nbackends && ok; i++) {
+        const fm_backend *b = ctx->backends[i].backend;
+        char *text = NULL;
+        if (!b->wisdom_export || b->wisdom_export(&text) != FM_OK || !text)
+            continue;
+        size_t len = strlen(text);
+        ok = fprintf(f, "blob %s %zu\n", b->name, len) > 0 && fwrite(text, 1, len, f) == len && fputc('\n', f) != EOF;
+        free(text);
+    }
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         int err = errno;
@@ -164,6 +174,39 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
             continue;
         char op[16];
         fm_wisdom_entry e = {0};
+        if (strncmp(line, "blob ", 5) == 0) { /* a backend's text: read it whole, hand it over */
+            char name[64];
+            size_t len = 0;
+            if (sscanf(line + 5, "%63s %zu", name, &len) != 2 || len > ((size_t)1 << 30)) {
+                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is a malformed blob header", path, lineno);
+                break;
+            }
+            char *text = malloc(len + 1);
+            if (!text) {
+                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+                break;
+            }
+            if (fread(text, 1, len, f) != len || fgetc(f) != '\n') {
+                free(text);
+                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s': the %s blob at line %d is truncated", path,
+                            name, lineno);
+                break;
+            }
+            text[len] = '\0';
+            for (size_t k = 0; k < len; k++)
+                lineno += text[k] == '\n';
+            lineno++;
+            const fm_backend *b = NULL;
+            for (int i = 0; i < ctx->nbackends; i++)
+                if (strcmp(ctx->backends[i].backend->name, name) == 0)
+                    b = ctx->backends[i].backend;
+            if (b && b->wisdom_import)
+                s = b->wisdom_import(text); /* another machine's blob for a backend not here: skipped */
+            free(text);
+            if (s != FM_OK)
+                break;
+            continue;
+        }
         if (sscanf(line, "%15s %" SCNx64 " %d %d %d %d", op, &e.key, &e.v[0], &e.v[1], &e.v[2], &e.v[3]) != 6) {
             s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", path, lineno);
             break;
@@ -188,7 +231,7 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         got[n++] = e;
     }
     fclose(f);
-    if (s == FM_OK) { /* all or nothing */
+    if (s == FM_OK) { /* the matmul entries: all or nothing */
         pthread_mutex_lock(&ctx->lock);
         for (int i = 0; i < n && s == FM_OK; i++)
             if (put_locked(ctx, &got[i]) != 0)

@@ -11,7 +11,9 @@ which planning a tuned problem gives the tuned plan without timing again::
     fusemath.wisdom.load("fusemath.wisdom")
 
 A result that no longer plans where it is loaded (another GPU, another cuBLASLt) falls back
-to the default plan. The FFT work will keep its FFTW wisdom in the same file.
+to the default plan. FFTW's own wisdom (the plans measured by ``fusemath.fft.FFT.plan(effort=
+"measure" | "patient")``) travels in the same file, so a later process plans those FFTs without
+measuring again.
 """
 from __future__ import annotations
 

@@ -84,3 +84,37 @@ def test_load_errors(tmp_path):
         fusemath.wisdom.save(tmp_path / "no" / "such" / "dir" / "w")
     with pytest.raises(TypeError):
         fusemath.wisdom.save(3)
+
+
+def test_fftw_wisdom_travels_in_the_same_file(tmp_path):
+    """FFTW's measured plans are saved beside the matmul results and load in a new process;
+    a damaged or truncated blob is refused with a message naming it."""
+    import fusemath.fft as ff
+
+    x = np.ones((64, 96), np.complex64)
+    with ff.FFT(x, axes=(1,)) as plan:
+        plan.plan(effort="measure")
+        plan.execute()
+    path = tmp_path / "w"
+    fusemath.wisdom.save(path)
+    text = path.read_text()
+    assert "blob fftw " in text and "fftw_wisdom" in text and "fftwf_wisdom" in text
+    code = textwrap.dedent(f"""
+        import numpy as np, fusemath, fusemath.fft as ff
+        fusemath.wisdom.load({str(path)!r})
+        x = np.arange(96, dtype=np.complex64)[None, :].repeat(64, 0)
+        with ff.FFT(x, axes=(1,)) as p:
+            p.plan(effort="measure")
+            assert np.allclose(p.execute(), np.fft.fft(x, axis=1), atol=1e-3)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
+    head, _, rest = text.partition("blob fftw ")
+    size, _, blob = rest.partition("\n")
+    bad = tmp_path / "bad"
+    bad.write_text(head + "blob fftw " + size + "\n" + "(not fftw wisdom" + blob[len("(not fftw wisdom"):])
+    with pytest.raises(ValueError, match="FFTW rejected"):
+        fusemath.wisdom.load(bad)
+    cut = tmp_path / "cut"
+    cut.write_text(head + "blob fftw " + size + "\n" + blob[: int(size) // 2])
+    with pytest.raises(ValueError, match="truncated"):
+        fusemath.wisdom.load(cut)
