@@ -258,6 +258,19 @@ static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
     }
 }
 
+/* The epilog on transforms b0 .. b0+cnt-1 of out, in place, right after their FFT. */
+static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, int64_t cnt)
+{
+    int64_t off[4];
+    for (int64_t e = 0; x->epi_ops && e < cnt; e++) {
+        batch_offsets(x, b0 + e, off);
+        if (x->dbl)
+            scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+        else
+            scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+    }
+}
+
 /* Run chunk c with scratch sin/sout (sout == sin when the scratch is in place). */
 static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *sin, void *sout)
 {
@@ -269,14 +282,7 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
         char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
         if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, op) == x->ip_align) {
             run_plan(x, cnt == x->chunk ? x->ip_plan : x->ip_rem, op, op);
-            if (x->epi_ops)
-                for (int64_t e = 0; e < cnt; e++) {
-                    batch_offsets(x, b0 + e, off);
-                    if (x->dbl)
-                        scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
-                    else
-                        scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
-                }
+            epilog_in_place(x, ptrs, b0, cnt);
             return;
         }
         int ok = xalign(x, op) == x->od_align_out;
@@ -293,14 +299,7 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
                         gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst);
                 }
             run_plan(x, cnt == x->chunk ? x->od_plan : x->od_rem, x->od_in_direct ? ip : sin, op);
-            if (x->epi_ops)
-                for (int64_t e = 0; e < cnt; e++) {
-                    batch_offsets(x, b0 + e, off);
-                    if (x->dbl)
-                        scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
-                    else
-                        scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
-                }
+            epilog_in_place(x, ptrs, b0, cnt);
             return;
         }
     }
