@@ -299,6 +299,19 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         fp->prolog_scale[0] = 1, fp->prolog_scale[1] = 0;
         fp->prolog_ops = 0;
     }
+    /* ... and an epilog that is only a scale (the norm included) moves into a prolog that
+     * multiplies anyway, saving a pass over the output: FFT(x * w) * s = FFT(x * w * s), and
+     * with the prolog's conj, FFT(conj(x * w)) * s = FFT(conj(x * w * conj(s))). Real input
+     * (r2c) takes only a real s. */
+    if (!(fp->epilog_ops & ~(unsigned)FM_FFT_OP_SCALE) && (fp->prolog_ops & FM_FFT_OP_MULTIPLY) &&
+        (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0) &&
+        (opts->kind == FM_FFT_C2C || fp->epilog_scale[1] == 0)) {
+        double c = fp->epilog_scale[0], d = (fp->prolog_ops & FM_FFT_OP_CONJ) ? -fp->epilog_scale[1] : fp->epilog_scale[1];
+        double a = fp->prolog_scale[0], b = fp->prolog_scale[1];
+        fp->prolog_scale[0] = a * c - b * d, fp->prolog_scale[1] = a * d + b * c;
+        fp->epilog_scale[0] = 1, fp->epilog_scale[1] = 0;
+        fp->epilog_ops = 0;
+    }
     fp->prolog_ops &= ~(unsigned)FM_FFT_OP_SCALE;
     fp->epilog_ops &= ~(unsigned)FM_FFT_OP_SCALE;
     if (fp->prolog_scale[0] != 1 || fp->prolog_scale[1] != 0)

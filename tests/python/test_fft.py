@@ -653,3 +653,23 @@ def test_single_multiaxis_chains_split_into_batched_steps(dtype):
     wr = rng.random((24, 20, 10)).astype(rdt)
     got = ff.irfftn(spec, s=(24, 20, 18), prolog={"multiply": wr}, epilog={"multiply": w, "scale": 2.0})
     close(got, np.fft.irfftn(spec * wr, s=(24, 20, 18)) * w * 2.0)
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_epilog_scale_folded_into_a_multiplying_prolog(norm):
+    """An epilog that is only a scale (and the norm) is applied inside the prolog when the
+    prolog multiplies anyway; with the prolog's conj the scale goes in conjugated."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((6, 40)) + 1j * rng.standard_normal((6, 40)))
+    w = rng.random(40) + 1j * rng.random(40)
+    s = 0.3 + 0.4j
+    got = ff.fft(x, norm=norm, prolog={"multiply": w, "conj": True}, epilog={"scale": s})
+    ref = np.fft.fft(np.conj(x * w), norm=norm) * s
+    assert np.allclose(got, ref, rtol=1e-12, atol=1e-12)
+    got = ff.ifft(x, norm=norm, prolog={"multiply": w}, epilog={"scale": s})
+    assert np.allclose(got, np.fft.ifft(x * w, norm=norm) * s, rtol=1e-12, atol=1e-12)
+    xr = rng.standard_normal((6, 40))
+    got = ff.rfft(xr, norm=norm, prolog={"multiply": w.real}, epilog={"scale": 2.5})
+    assert np.allclose(got, np.fft.rfft(xr * w.real, norm=norm) * 2.5, rtol=1e-12, atol=1e-12)
+    got = ff.rfft(xr, norm=norm, prolog={"multiply": w.real}, epilog={"scale": s})  # complex: stays an epilog
+    assert np.allclose(got, np.fft.rfft(xr * w.real, norm=norm) * s, rtol=1e-12, atol=1e-12)
