@@ -56,6 +56,8 @@ typedef struct fftw_impl {
     size_t rs;                 /* real scalar size */
     void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
     int dir_align_in, dir_align_out;
+    void *direct_ip;           /* the same in place (c2c, in == out with one layout), or NULL */
+    int dir_align_ip;
     void *chunk_plan, *rem_plan;
     /* chunks that FFTW writes straight into out (epilog then applied in place), reading
      * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
@@ -96,6 +98,7 @@ static void destroy_impl(void *v)
         return;
     pthread_mutex_lock(&planner_lock);
     destroy_plan(x->dbl, x->direct);
+    destroy_plan(x->dbl, x->direct_ip);
     destroy_plan(x->dbl, x->chunk_plan);
     destroy_plan(x->dbl, x->rem_plan);
     destroy_plan(x->dbl, x->od_plan);
@@ -339,6 +342,10 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     const fftw_impl *x = plan->impl;
     if (x->batch == 0)
         return FM_OK;
+    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
+        run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
+        return FM_OK;
+    }
     if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
         xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
@@ -438,6 +445,31 @@ static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, 
     xfree(x, in);
     xfree(x, out);
     return x->direct ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (direct)" : "fftwf_plan_guru64 (direct)");
+}
+
+/* The direct plan in place on out's layout: a chain-free c2c called with in == out (the
+ * second step of a split multi-axis transform) runs as one FFTW call. */
+static fm_status make_direct_inplace(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+{
+    const fm_tensor *to = &p->t[FM_FFT_OUT];
+    fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
+    int rank = 0;
+    for (int k = 3 - x->naxes; k < 3; k++)
+        dims[rank++] = (fftw_iodim64){x->n[k], x->s_out[k], x->s_out[k]};
+    for (int i = 0; i < x->nb; i++)
+        hd[i] = (fftw_iodim64){x->bext[i], x->b_out[i], x->b_out[i]};
+    int64_t lo, hi;
+    fm_tensor_byte_span(to, &lo, &hi);
+    void *buf = xmalloc(x, (size_t)hi);
+    if (!buf)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
+    pthread_mutex_lock(&planner_lock);
+    x->direct_ip = make_plan(x, rank, dims, x->nb, hd, buf, buf, flags, nthreads);
+    pthread_mutex_unlock(&planner_lock);
+    x->dir_align_ip = xalign(x, buf);
+    xfree(x, buf);
+    return x->direct_ip ? FM_OK
+                        : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
 }
 
 /* Plan for `count` transforms on contiguous scratch. */
@@ -643,6 +675,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
             int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
             if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)
+                goto fail;
+            int same_layout = ti->ndim == to->ndim;
+            for (int d = 0; same_layout && d < ti->ndim; d++)
+                same_layout = ti->shape[d] <= 1 || ti->strides[d] == to->strides[d];
+            if (x->kind == FM_FFT_C2C && same_layout && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
         }
     }

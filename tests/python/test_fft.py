@@ -642,6 +642,9 @@ def test_single_multiaxis_chains_split_into_batched_steps(dtype):
 
     got = ff.fftn(x, prolog={"multiply": w}, epilog={"scale": 0.5, "conj": True})
     close(got, np.conj(np.fft.fftn(x * w) * 0.5))
+    # the scale folds into the prolog: the second step is chain-free and runs in place directly
+    close(ff.fftn(x, prolog={"multiply": w}, epilog={"scale": 0.5}, norm="ortho"),
+          np.fft.fftn(x * w, norm="ortho") * 0.5)
     with ff.FFT(x, axes=(0, 1, 2)) as plan:
         plan.plan(prolog={"multiply": w}, epilog={"multiply": v}, effort="estimate")
         assert "split" in plan.describe()
