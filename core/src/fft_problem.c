@@ -218,26 +218,9 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         if (!ts[i])
             continue;
         p->present |= 1u << i;
-        fm_device d = ts[i]->device;
-        if (d.type == FM_DEVICE_AUTO) {
-            d.type = FM_DEVICE_CPU, d.id = 0;
-            for (int k = 0; k < fm_builtin_device_ops_count; k++) {
-                fm_device got;
-                if (fm_builtin_device_ops[k]->classify && fm_builtin_device_ops[k]->classify(ts[i]->data, &got) == FM_OK) {
-                    d = got;
-                    break;
-                }
-            }
-        }
-        if (d.type == FM_DEVICE_CUDA_HOST)
-            d.type = FM_DEVICE_CPU;
-        if (d.type == FM_DEVICE_CUDA_MANAGED)
-            d.type = FM_DEVICE_CUDA;
-        if (d.type == FM_DEVICE_CPU)
-            d.id = 0;
-        if (d.type != FM_DEVICE_CPU && d.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_DEVICE, "fft: %s has device type %d, expected cpu (1) or cuda (2)", slot_names[i],
-                           d.type);
+        fm_device d;
+        if ((s = fm_tensor_resolve_device("fft", slot_names[i], ts[i], &d)) != FM_OK)
+            return s;
         p->t[i].device = d;
         if (!have_first)
             first = d, have_first = 1;

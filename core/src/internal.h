@@ -23,6 +23,9 @@ void fm_free_aligned(void *p);
 void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
 /* FM_ERR_ALIAS naming `op` and `name` when two elements of output t share memory. */
 fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t);
+/* The device t computes on (FM_DEVICE_AUTO resolved from its pointer; pinned -> cpu,
+ * managed -> cuda); FM_ERR_DEVICE naming `op` and `name` for other device types. */
+fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);
 
 /* ---- problems ---- */
 typedef struct fm_matmul_params {

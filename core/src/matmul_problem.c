@@ -140,37 +140,6 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
 /* An output whose elements share memory (a zero stride, or strides that
  * interleave) would be written twice: reject it. Sort axes by |stride| and require
  * each stride to step past everything the smaller axes span. */
-static fm_status check_no_self_overlap(const char *name, const fm_tensor *t)
-{
-    return fm_tensor_check_distinct("matmul", name, t);
-}
-
-static fm_status resolve_device(const char *name, const fm_tensor *t, fm_device *dev)
-{
-    fm_device d = t->device;
-    if (d.type == FM_DEVICE_AUTO) {
-        d.type = FM_DEVICE_CPU;
-        d.id = 0;
-        for (int i = 0; i < fm_builtin_device_ops_count; i++) {
-            const fm_device_ops *ops = fm_builtin_device_ops[i];
-            fm_device got;
-            if (ops->classify && ops->classify(t->data, &got) == FM_OK) {
-                d = got;
-                break;
-            }
-        }
-    }
-    if (d.type == FM_DEVICE_CUDA_HOST)
-        d.type = FM_DEVICE_CPU; /* pinned host memory is host memory */
-    if (d.type == FM_DEVICE_CPU)
-        d.id = 0;
-    if (d.type == FM_DEVICE_CUDA_MANAGED)
-        d.type = FM_DEVICE_CUDA;
-    if (d.type != FM_DEVICE_CPU && d.type != FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_DEVICE, "matmul: %s has device type %d, expected cpu (1) or cuda (2)", name, d.type);
-    *dev = d;
-    return FM_OK;
-}
 
 static void device_str(fm_device d, char *buf, size_t n)
 {
@@ -293,8 +262,8 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
     int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
-    if ((s = check_no_self_overlap("d", d)) != FM_OK ||
-        (ts[FM_MATMUL_AUX] && (s = check_no_self_overlap("aux", ts[FM_MATMUL_AUX])) != FM_OK))
+    if ((s = fm_tensor_check_distinct("matmul", "d", d)) != FM_OK ||
+        (ts[FM_MATMUL_AUX] && (s = fm_tensor_check_distinct("matmul", "aux", ts[FM_MATMUL_AUX])) != FM_OK))
         return s;
 
     if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])
@@ -407,7 +376,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         e.shape[ndim - 1] = along_rows ? 1 : n;
         e.strides[ndim - 2] = along_rows && m > 1 ? bg->strides[ndim - 2] : 0;
         e.strides[ndim - 1] = !along_rows && n > 1 ? bg->strides[ndim - 2] : 0;
-        if ((s = check_no_self_overlap("bgrad", &e)) != FM_OK)
+        if ((s = fm_tensor_check_distinct("matmul", "bgrad", &e)) != FM_OK)
             return s;
         p->t[FM_MATMUL_BGRAD] = e;
     }
@@ -431,7 +400,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             continue;
         p->present |= 1u << i;
         p->align_log2[i] = (uint8_t)align_log2_of(ts[i]->data);
-        if ((s = resolve_device(slot_names[i], ts[i], &devs[i])) != FM_OK)
+        if ((s = fm_tensor_resolve_device("matmul", slot_names[i], ts[i], &devs[i])) != FM_OK)
             return s;
         p->t[i].device = devs[i];
         if (first < 0)

@@ -111,3 +111,32 @@ fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_te
     }
     return FM_OK;
 }
+
+/* The device t computes on: FM_DEVICE_AUTO resolved from the pointer by the device ops,
+ * pinned host memory as cpu, managed memory as cuda. */
+fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev)
+{
+    fm_device d = t->device;
+    if (d.type == FM_DEVICE_AUTO) {
+        d.type = FM_DEVICE_CPU;
+        d.id = 0;
+        for (int i = 0; i < fm_builtin_device_ops_count; i++) {
+            const fm_device_ops *ops = fm_builtin_device_ops[i];
+            fm_device got;
+            if (ops->classify && ops->classify(t->data, &got) == FM_OK) {
+                d = got;
+                break;
+            }
+        }
+    }
+    if (d.type == FM_DEVICE_CUDA_HOST)
+        d.type = FM_DEVICE_CPU; /* pinned host memory is host memory */
+    if (d.type == FM_DEVICE_CPU)
+        d.id = 0;
+    if (d.type == FM_DEVICE_CUDA_MANAGED)
+        d.type = FM_DEVICE_CUDA;
+    if (d.type != FM_DEVICE_CPU && d.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_DEVICE, "%s: %s has device type %d, expected cpu (1) or cuda (2)", op, name, d.type);
+    *dev = d;
+    return FM_OK;
+}
