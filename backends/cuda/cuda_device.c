@@ -1,6 +1,7 @@
 /* cuda_device.c : CUDA device discovery and memory operations. Any error from
  * cudaGetDeviceCount (no driver, no GPU) means "no GPU": the CPU keeps working. */
 #include "cuda_pinned_copy.h"
+#include "cuda_status.h"
 #include "internal.h"
 
 #include <cuda_runtime.h>
@@ -24,23 +25,14 @@ int fm_cuda_probe_device_count(void)
     return device_count;
 }
 
-static fm_status cuda_status(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess)
-        return FM_OK;
-    (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)", what,
-                   cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 /* Stream-ordered: a staged call allocates and frees per call, and cudaMalloc/cudaFree
  * would synchronize the device each time; the pool behind cudaMallocAsync does not. */
 static fm_status cuda_alloc(int device_id, size_t bytes, void *stream, void **ptr)
 {
-    fm_status s = cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    fm_status s = fm_cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
     if (s != FM_OK)
         return s;
-    return cuda_status(cudaMallocAsync(ptr, bytes ? bytes : 1, (cudaStream_t)stream), "cudaMallocAsync");
+    return fm_cuda_status(cudaMallocAsync(ptr, bytes ? bytes : 1, (cudaStream_t)stream), "cudaMallocAsync");
 }
 
 static void cuda_free(int device_id, void *ptr, void *stream)
@@ -59,13 +51,13 @@ static fm_status cuda_copy(void *dst, fm_device dst_dev, const void *src, fm_dev
         s = fm_cuda_pinned_copy(dst, src, bytes, host_src, (cudaStream_t)stream, &used);
         if (used) /* a copy to the host is complete; one to the device is ordered on the stream */
             return s != FM_OK || !wait || host_dst ? s
-                                                   : cuda_status(cudaStreamSynchronize((cudaStream_t)stream),
+                                                   : fm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream),
                                                                  "cudaStreamSynchronize");
     }
-    s = cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync");
+    s = fm_cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync");
     if (s != FM_OK || !wait)
         return s;
-    return cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+    return fm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
 }
 
 static fm_status cuda_classify(const void *ptr, fm_device *dev)
@@ -96,8 +88,8 @@ static fm_status cuda_classify(const void *ptr, fm_device *dev)
 
 static fm_status cuda_sync(int device_id)
 {
-    fm_status s = cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
-    return s != FM_OK ? s : cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    fm_status s = fm_cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    return s != FM_OK ? s : fm_cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 const fm_device_ops fm_cuda_device_ops = {.device = FM_DEVICE_CUDA,

@@ -3,6 +3,7 @@
  * the DMA engine moves chunk c from the other. Pageable cudaMemcpy moves ~4-6 GB/s on the
  * H200 host; pinned DMA runs at the link's speed, so the host memcpy bounds this path. */
 #include "cuda_pinned_copy.h"
+#include "cuda_status.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -50,13 +51,6 @@ static void host_copy(void *dst, const void *src, size_t n)
     }
 }
 
-static fm_status fail(cudaError_t e, const char *what)
-{
-    (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)", what,
-                   cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_device, cudaStream_t stream,
                               int *used)
 {
@@ -75,13 +69,13 @@ fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_d
             int b = (int)(c & 1);
             size_t off = c * CHUNK, n = bytes - off < CHUNK ? bytes - off : CHUNK;
             if ((e = cudaEventSynchronize(done[b])) != cudaSuccess) { /* its last DMA is finished */
-                s = fail(e, "cudaEventSynchronize");
+                s = fm_cuda_status(e, "cudaEventSynchronize");
                 break;
             }
             host_copy(pinned[b], (const char *)src + off, n);
             if ((e = cudaMemcpyAsync((char *)dst + off, pinned[b], n, cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
                 (e = cudaEventRecord(done[b], stream)) != cudaSuccess)
-                s = fail(e, "cudaMemcpyAsync (pinned staging)");
+                s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
         }
         /* no wait: the events keep the buffers until their DMA is done */
     } else {
@@ -92,7 +86,7 @@ fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_d
                 if ((e = cudaMemcpyAsync(pinned[b], (const char *)src + off, n, cudaMemcpyDeviceToHost, stream)) !=
                         cudaSuccess ||
                     (e = cudaEventRecord(done[b], stream)) != cudaSuccess) {
-                    s = fail(e, "cudaMemcpyAsync (pinned staging)");
+                    s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
                     break;
                 }
             }
@@ -100,7 +94,7 @@ fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_d
                 int b = (int)((c - 1) & 1);
                 size_t off = (c - 1) * CHUNK, n = bytes - off < CHUNK ? bytes - off : CHUNK;
                 if ((e = cudaEventSynchronize(done[b])) != cudaSuccess) {
-                    s = fail(e, "cudaEventSynchronize");
+                    s = fm_cuda_status(e, "cudaEventSynchronize");
                     break;
                 }
                 host_copy((char *)dst + off, pinned[b], n);

@@ -1,4 +1,5 @@
 /* cuda_workspace.c : the cuBLASLt handle and per-stream workspaces of a context. */
+#include "cuda_status.h"
 #include "cuda_workspace.h"
 
 #include <stdlib.h>
@@ -20,13 +21,6 @@ struct fm_cuda_lt_state {
     ws_slot slots[FM_WS_SLOTS];
 };
 
-static fm_status cuda_fail(cudaError_t e, const char *what)
-{
-    (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)", what,
-                   cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 fm_status fm_cuda_use_device(int device)
 {
     if (device == 0 && fm_cuda_probe_device_count() == 1)
@@ -35,8 +29,7 @@ fm_status fm_cuda_use_device(int device)
     cudaError_t e = cudaGetDevice(&cur);
     if (e == cudaSuccess && cur == device)
         return FM_OK;
-    e = cudaSetDevice(device);
-    return e == cudaSuccess ? FM_OK : cuda_fail(e, "cudaSetDevice");
+    return fm_cuda_status(cudaSetDevice(device), "cudaSetDevice");
 }
 
 fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out)
@@ -108,7 +101,7 @@ fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t st
     void *p = NULL;
     cudaError_t e = cudaMallocAsync(&p, want, stream);
     if (e != cudaSuccess) {
-        s = cuda_fail(e, "cudaMallocAsync (workspace)");
+        s = fm_cuda_status(e, "cudaMallocAsync (workspace)");
     } else {
         if (slot->ptr)
             cudaFreeAsync(slot->ptr, stream); /* ordered after the work already queued on it */
