@@ -67,8 +67,7 @@ typedef struct lt_plan {
     int64_t cs_rows, cs_cols;
     fm_cuda_view cs_x, cs_out;
     size_t cs_ws;
-    size_t es;    /* element size of D */
-    size_t in_es; /* element size of A and B */
+    size_t slot_es[FM_MATMUL_NSLOTS]; /* bytes per element of each slot (offsets of host-looped batches) */
 } lt_plan;
 
 /* ---- errors ---- */
@@ -550,14 +549,8 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
             for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++)
                 off[slot] += idx * pl->outer_stride[slot][i];
         }
-        for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
-            size_t es = slot == FM_MATMUL_AUX && fm_epilogue_aux_is_mask(pl->mp.epilogue) ? 1
-                        : slot == FM_MATMUL_SCALE ? (pl->g.dtype == FM_F64 ? 8 : 4)
-                        : (slot == FM_MATMUL_A || slot == FM_MATMUL_B) ? pl->in_es
-                        : slot >= FM_MATMUL_A_SCALE ? 0 /* one value, never offset */
-                                                     : pl->es;
-            p[slot] = ptrs[slot] ? (char *)ptrs[slot] + off[slot] * (int64_t)es : NULL;
-        }
+        for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++)
+            p[slot] = ptrs[slot] ? (char *)ptrs[slot] + off[slot] * (int64_t)pl->slot_es[slot] : NULL;
         if ((s = run_once(pl, p, stream, ws, need)) != FM_OK)
             return s;
     }
@@ -583,9 +576,9 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     pl->mp = p->u.matmul;
     fm_matmul_geom_from_problem(p, &pl->g);
     const fm_matmul_geom *g = &pl->g;
-    pl->es = fm_dtype_size(g->dtype);
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) /* aux masks are u8, fp8 inputs 1 byte, scales f32/f64 */
+        pl->slot_es[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 0;
     const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
-    pl->in_es = fm_dtype_size(in_dt);
     fm_status s = FM_OK;
     if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute)) {
         s = fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
