@@ -633,15 +633,16 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     }
     for (int round = 0; round < ROUNDS; round++)
         for (int i = 0; i < n; i++) {
-            int reps = on_gpu ? 1 : repeats;
-            for (int r = 0; r < reps; r++) {
+            /* CPU: `repeats` samples of one call; GPU: one sample of `repeats` queued calls
+             * and one wait (launch gaps hide, as in real use) */
+            const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
+            for (int r = 0; r < samples; r++) {
                 double t0 = now_seconds();
-                /* GPU: `repeats` queued calls, one wait: launch gaps hide, as in real use */
-                for (int q = 0; q < (on_gpu ? repeats : 1); q++)
+                for (int q = 0; q < calls; q++)
                     fm_plan_execute(plans[i], ptrs, FM_MATMUL_NSLOTS, NULL);
                 if (sync)
                     sync(p.exec_device.id);
-                double t = (now_seconds() - t0) / (on_gpu ? repeats : 1);
+                double t = (now_seconds() - t0) / calls;
                 if (t < fastest[i])
                     fastest[i] = t;
             }
