@@ -7,6 +7,7 @@ extern const fm_backend fm_backend_fftw_fft;
 extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
 extern const fm_backend fm_backend_cublaslt_matmul;
+extern const fm_backend fm_backend_cufft_fft;
 extern const fm_device_ops fm_cuda_device_ops;
 int fm_cuda_probe_device_count(void);
 #endif
@@ -16,6 +17,7 @@ const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_fftw_fft,
 #ifdef FM_HAVE_CUDA
     &fm_backend_cublaslt_matmul,
+    &fm_backend_cufft_fft,
 #endif
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);

@@ -24,6 +24,10 @@
 #              and on a short Python GPU subset (SANITIZER_PYTEST, default tests/python/test_gpu.py)
 #   crossover  python -m fusemath.bench (CROSSOVER_ARGS: extra args)
 #   bench      benchmarks/matmul_gpu.py --require-gpu (BENCH_ARGS: extra args, e.g. --quick)
+#   heat       docs/examples/heat2d_spectral on the GPU and the CPU (HEAT_ARGS, default "1024 50")
+#   fftcpu     benchmarks/fft_cpu.py on all cores vs scipy.fft / numpy.fft (FFTCPU_ARGS)
+#   fft        benchmarks/fft_gpu.py --require-gpu (FFT_ARGS): fused FFT vs nvmath-python / CuPy /
+#              torch, plan creation, host overhead (runs build/benchmarks/cufft_bare)
 # Time limits (seconds): T_WHEELS T_BUILD T_CTEST T_PYTEST T_SANITIZER T_BENCH T_CROSSOVER.
 # (ctest's own per-test TIMEOUT property, 900 s, wins over ctest --timeout: a hanging C test
 # costs the whole ctest step. CTEST_ARGS adds arguments, e.g. "-j 8" or "-E test_nvrtc_cache".)
@@ -36,6 +40,8 @@
 #                    key "crossover_sweep" (written as matmul_crossover.json when there is no
 #                    matmul_gpu.json)
 #   matmul_crossover.png
+#   fft_gpu.json / fft_cpu.json / fft_crossover.png  from the FFT steps
+# When more than 8 files would come back, the *.log files are packed into logs.tgz.
 # The summary lines are also what the script prints (stdout), step by step.
 # Exit status: 0 when every step run passed, else 1.
 #
@@ -64,6 +70,12 @@ T_SANITIZER=${T_SANITIZER:-300}
 T_BENCH=${T_BENCH:-400}
 T_CROSSOVER=${T_CROSSOVER:-240}
 BENCH_ARGS=${BENCH_ARGS:-}
+T_FFT=${T_FFT:-420}
+FFT_ARGS=${FFT_ARGS:-}
+T_FFTCPU=${T_FFTCPU:-240}
+FFTCPU_ARGS=${FFTCPU_ARGS:-}
+T_HEAT=${T_HEAT:-120}
+HEAT_ARGS=${HEAT_ARGS:-1024 50}
 CROSSOVER_ARGS=${CROSSOVER_ARGS:-}
 PYTEST_ARGS=${PYTEST_ARGS:-}
 SANITIZER_TESTS=${SANITIZER_TESTS:-gpu|cuda}
@@ -304,6 +316,7 @@ if want crossover; then
     rc=$?
     { echo "== python -m fusemath.bench $CROSSOVER_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
     [[ -f $cdir/matmul_crossover.png ]] && cp "$cdir/matmul_crossover.png" "$OUT/"
+    [[ -f $cdir/fft_crossover.png ]] && cp "$cdir/fft_crossover.png" "$OUT/"
     [[ -f $cdir/matmul_crossover.json ]] && cp "$cdir/matmul_crossover.json" "$OUT/"
     gpu_rows=$(grep -c '^crossover gpu' "$tmp" 2>/dev/null || true)
     result crossover "$rc" $((SECONDS - t0)) "${gpu_rows:-0} crossover line(s) for GPU modes"
@@ -346,6 +359,61 @@ EOF
   fi
 fi
 
+# ---- FFT: the heat example on both devices, the CPU FFT benchmark, the GPU FFT benchmark
+if want heat; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_HEAT"); then
+    say "[heat] skipped: no time left"
+  else
+    rc=0
+    tmp=$(mktemp)
+    for dev in cuda cpu; do
+      # shellcheck disable=SC2086  # HEAT_ARGS is a list of words
+      { echo "== heat2d_spectral $HEAT_ARGS $dev"; timeout -k 10 "$lim" build/tests/example_heat2d_spectral $HEAT_ARGS $dev; } \
+        >>"$tmp" 2>&1 || rc=1
+    done
+    cat "$tmp" >>"$OUT/bench.log"
+    result heat "$rc" $((SECONDS - t0))
+    tail_of "$tmp" 20
+    rm -f "$tmp"
+  fi
+fi
+
+if want fftcpu; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_FFTCPU"); then
+    say "[fftcpu] skipped: no time left"
+  else
+    tmp=$(mktemp)
+    # shellcheck disable=SC2086  # FFTCPU_ARGS is a list of words
+    timeout -k 10 "$lim" "$VPY" benchmarks/fft_cpu.py --machine-tag h200-host --out "$OUT/fft_cpu.json" $FFTCPU_ARGS >"$tmp" 2>&1
+    rc=$?
+    { echo "== benchmarks/fft_cpu.py $FFTCPU_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+    result fftcpu "$rc" $((SECONDS - t0))
+    tail_of "$tmp" 30
+    rm -f "$tmp"
+  fi
+fi
+
+if want fft; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_FFT"); then
+    say "[fft] skipped: no time left"
+  else
+    maxs=$((lim - 45))
+    ((maxs < 30)) && maxs=30
+    tmp=$(mktemp)
+    # shellcheck disable=SC2086  # FFT_ARGS is a list of words
+    timeout -k 10 "$lim" "$VPY" benchmarks/fft_gpu.py --require-gpu --max-seconds "$maxs" \
+      --bare-bin build/benchmarks/cufft_bare --out "$OUT/fft_gpu.json" $FFT_ARGS >"$tmp" 2>&1
+    rc=$?
+    { echo "== benchmarks/fft_gpu.py --max-seconds $maxs $FFT_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+    result fft "$rc" $((SECONDS - t0))
+    tail_of "$tmp" 60
+    rm -f "$tmp"
+  fi
+fi
+
 # Keep $OUT at 8 files: the crossover sweep's JSON goes into matmul_gpu.json when both exist.
 if [[ -f $OUT/matmul_gpu.json && -f $OUT/matmul_crossover.json ]]; then
   python3 - "$OUT/matmul_gpu.json" "$OUT/matmul_crossover.json" <<'EOF' && rm -f "$OUT/matmul_crossover.json"
@@ -362,6 +430,10 @@ fi
 
 # ---- end ----------------------------------------------------------------------------
 nfiles=$(find "$OUT" -mindepth 1 -maxdepth 1 | wc -l)
+if ((nfiles > 7)) && ls "$OUT"/*.log >/dev/null 2>&1; then
+  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+  nfiles=$(find "$OUT" -mindepth 1 -maxdepth 1 | wc -l)
+fi
 say "== done in $((SECONDS - START)) s; $nfiles file(s) in \$OUT: $(find "$OUT" -mindepth 1 -maxdepth 1 -printf '%f ' | sort)"
 ((nfiles > 8)) && say "WARNING: more than 8 files in \$OUT: some will not come back"
 if ((FAILED)); then say "== some steps FAILED (see above)"; else say "== all steps run passed"; fi

@@ -1,4 +1,4 @@
-/* cuda_workspace.h : per-context cuBLASLt state: the handle and the workspaces. */
+/* cuda_workspace.h : per-(device, stream) workspaces; the per-context cuBLASLt state. */
 #ifndef FM_CUDA_WORKSPACE_H
 #define FM_CUDA_WORKSPACE_H
 
@@ -6,6 +6,14 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+
+/* A table of workspaces, one buffer per (device, stream): work on one stream runs in order,
+ * so plans executed concurrently from several threads on different streams never share one.
+ * A buffer that must grow is released stream-ordered (cudaFreeAsync) on its own stream. */
+typedef struct fm_cuda_ws_table fm_cuda_ws_table;
+fm_status fm_cuda_ws_table_create(const char *who, fm_cuda_ws_table **out); /* who: static, for messages */
+void fm_cuda_ws_table_destroy(fm_cuda_ws_table *t);                          /* accepts NULL */
+fm_status fm_cuda_ws_get(fm_cuda_ws_table *t, int device, cudaStream_t stream, size_t bytes, void **ws);
 
 typedef struct fm_cuda_lt_state fm_cuda_lt_state;
 

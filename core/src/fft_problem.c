@@ -4,7 +4,9 @@
  * advanced layout, or copy). Scales that commute with the transform are folded into
  * the epilogue scale, together with the norm. */
 #include "context.h"
+#include "sha256.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +56,68 @@ static fm_status expand_array(const char *name, const fm_tensor *a, const fm_ten
     return FM_OK;
 }
 
+/* A raw callback: a C identifier that the source defines as a function (lexically: the name
+ * as a whole token followed by "("; NVRTC catches what this cannot, with its log). The check
+ * matters: cuFFT crashes on a symbol name the LTO-IR does not define, and the name we hand it
+ * is the wrapper's, which calls this one. */
+static fm_status check_callback(const char *cn, const fm_fft_chain *ch)
+{
+    if (!ch->source || !ch->symbol)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: the %s has a callback but its %s is NULL", cn,
+                       ch->source ? "symbol" : "source");
+    const char *sym = ch->symbol;
+    size_t n = strlen(sym);
+    int ident = n > 0 && n <= 200 && (isalpha((unsigned char)sym[0]) || sym[0] == '_');
+    for (size_t i = 1; ident && i < n; i++)
+        ident = isalnum((unsigned char)sym[i]) || sym[i] == '_';
+    if (!ident)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s callback symbol '%.200s' is not a C identifier (letters, "
+                       "digits and _, not starting with a digit)", cn, sym);
+    if (strncmp(sym, "fm_cb_", 6) == 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s callback symbol '%s' uses the reserved prefix fm_cb_", cn, sym);
+    for (const char *q = strstr(ch->source, sym); q; q = strstr(q + 1, sym)) {
+        int start = q == ch->source || !(isalnum((unsigned char)q[-1]) || q[-1] == '_');
+        const char *e = q + n;
+        if (!start || isalnum((unsigned char)*e) || *e == '_')
+            continue;
+        while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r')
+            e++;
+        if (*e == '(')
+            return FM_OK;
+    }
+    return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s callback symbol '%s' is not defined in its source (expected "
+                   "__device__ T %s(T x, unsigned long long offset, const void *data))", cn, sym, sym);
+}
+
+static void callback_digest(const fm_fft_chain *ch, uint8_t out[32])
+{
+    fm_sha256 h;
+    fm_sha256_init(&h);
+    fm_sha256_update(&h, ch->symbol, strlen(ch->symbol) + 1);
+    fm_sha256_update(&h, ch->source, strlen(ch->source));
+    fm_sha256_final(&h, out);
+}
+
+/* The callback texts of the problem being planned on this thread (fm_fft_plan). */
+static _Thread_local struct {
+    const fm_fft_options *opts;
+    uint8_t digest[2][32];
+} planning;
+
+const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    unsigned ops = epilog ? fp->epilog_ops : fp->prolog_ops;
+    const uint8_t *d = epilog ? fp->epilog_cb : fp->prolog_cb;
+    if (p->op != FM_OP_FFT || !(ops & FM_FFT_OP_CALLBACK) || !planning.opts ||
+        memcmp(d, planning.digest[epilog != 0], 32) != 0)
+        return NULL;
+    const fm_fft_chain *ch = epilog ? &planning.opts->epilog : &planning.opts->prolog;
+    if (symbol)
+        *symbol = ch->symbol;
+    return ch->source;
+}
+
 static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                        fm_problem *p)
 {
@@ -89,19 +153,23 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         opts->num_threads < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: execution = %d, device_id = %d, num_threads = %d; expected "
                        "execution 0..2 and values >= 0", opts->execution, opts->device_id, opts->num_threads);
+    const unsigned all_ops = FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ | FM_FFT_OP_CALLBACK;
     for (int c = 0; c < 2; c++) {
         const fm_fft_chain *ch = c ? &opts->epilog : &opts->prolog;
-        if (ch->ops & ~(unsigned)(FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s has unknown ops bits 0x%x", c ? "epilog" : "prolog",
-                           ch->ops & ~(unsigned)(FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ));
+        const char *cn = c ? "epilog" : "prolog";
+        if (ch->ops & ~all_ops)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s has unknown ops bits 0x%x", cn, ch->ops & ~all_ops);
         if ((ch->ops & FM_FFT_OP_SCALE) && !(isfinite(ch->scale[0]) && isfinite(ch->scale[1])))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s scale = (%g, %g) is not finite", c ? "epilog" : "prolog",
-                           ch->scale[0], ch->scale[1]);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s scale = (%g, %g) is not finite", cn, ch->scale[0],
+                           ch->scale[1]);
         int has_array = ts[c ? FM_FFT_EPILOG : FM_FFT_PROLOG] != NULL;
-        if (!!(ch->ops & FM_FFT_OP_MULTIPLY) != has_array)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, has_array ? "fft: %s_array was given but the %s has no multiply"
-                                                              : "fft: the %s multiplies by an array but %s_array is NULL",
-                           c ? "epilog" : "prolog", c ? "epilog" : "prolog");
+        if (has_array && !(ch->ops & (FM_FFT_OP_MULTIPLY | FM_FFT_OP_CALLBACK)))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s_array was given but the %s neither multiplies nor has a "
+                           "callback", cn, cn);
+        if ((ch->ops & FM_FFT_OP_MULTIPLY) && !has_array)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: the %s multiplies by an array but %s_array is NULL", cn, cn);
+        if ((ch->ops & FM_FFT_OP_CALLBACK) && (s = check_callback(cn, ch)) != FM_OK)
+            return s;
     }
 
     /* dtypes */
@@ -200,6 +268,14 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         if (!arr)
             continue;
         const fm_tensor *target = c ? out : in;
+        if (!((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_MULTIPLY)) {
+            /* only passed to the callback: any dtype and shape */
+            if ((s = check_desc(slot_names[slot], arr)) != FM_OK)
+                return s;
+            p->t[slot] = *arr;
+            p->t[slot].data = NULL;
+            continue;
+        }
         fm_dtype r = real_of(target->dtype);
         int real_data = !fm_dtype_is_complex(target->dtype);
         if (!(arr->dtype == r || (!real_data && arr->dtype == complex_of(r))))
@@ -234,6 +310,10 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     else
         p->exec_device = (fm_device){opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA,
                                      opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id};
+    for (int c = 0; c < 2; c++)
+        if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
+                           "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
 
     /* parameters */
     fm_fft_params *fp = &p->u.fft;
@@ -254,6 +334,10 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
                                                                            : 1.0;
     fp->prolog_ops = opts->prolog.ops;
     fp->epilog_ops = opts->epilog.ops;
+    if (opts->prolog.ops & FM_FFT_OP_CALLBACK)
+        callback_digest(&opts->prolog, fp->prolog_cb);
+    if (opts->epilog.ops & FM_FFT_OP_CALLBACK)
+        callback_digest(&opts->epilog, fp->epilog_cb);
     fp->prolog_scale[0] = 1, fp->prolog_scale[1] = 0;
     fp->epilog_scale[0] = 1, fp->epilog_scale[1] = 0;
     if (opts->prolog.ops & FM_FFT_OP_SCALE)
@@ -287,6 +371,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
      * with the prolog's conj, FFT(conj(x * w)) * s = FFT(conj(x * w * conj(s))). Real input
      * (r2c) takes only a real s. */
     if (!(fp->epilog_ops & ~(unsigned)FM_FFT_OP_SCALE) && (fp->prolog_ops & FM_FFT_OP_MULTIPLY) &&
+        !(fp->prolog_ops & FM_FFT_OP_CALLBACK) && /* the user's function need not be linear */
         (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0) &&
         (opts->kind == FM_FFT_C2C || fp->epilog_scale[1] == 0)) {
         double c = fp->epilog_scale[0], d = (fp->prolog_ops & FM_FFT_OP_CONJ) ? -fp->epilog_scale[1] : fp->epilog_scale[1];
@@ -315,7 +400,12 @@ fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out
     fm_status s = build(ctx, ts, opts, &p);
     if (s != FM_OK)
         return s;
-    return fm_plan_problem(ctx, &p, plan);
+    planning.opts = opts;
+    memcpy(planning.digest[0], p.u.fft.prolog_cb, 32);
+    memcpy(planning.digest[1], p.u.fft.epilog_cb, 32);
+    s = fm_plan_problem(ctx, &p, plan);
+    planning.opts = NULL;
+    return s;
 }
 
 fm_status fm_fft(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,

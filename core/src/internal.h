@@ -50,7 +50,11 @@ typedef struct fm_fft_params {
     int32_t pad_;
     double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
     double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
+    /* FM_FFT_OP_CALLBACK: SHA-256 of the symbol and source of the user's device function (the
+     * text itself is not plain data: fm_fft_callback_text gives it to a backend while planning) */
+    uint8_t prolog_cb[32], epilog_cb[32];
 } fm_fft_params;
+
 
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */
@@ -67,12 +71,17 @@ typedef struct fm_problem {
     union {
         fm_matmul_params matmul;
         fm_fft_params fft;
-        uint8_t raw[128];
+        uint8_t raw[192];
     } u;
 } fm_problem;
 
 uint64_t fm_problem_hash(const fm_problem *p);
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
+
+/* While fm_fft_plan plans on this thread: the source and symbol of the chain's raw callback
+ * (epilog = 0 prolog, 1 epilog) of problem p, or NULL when p has none or is not the problem
+ * being planned (its digest does not match). */
+const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol);
 
 /* Normalised view of a matmul problem for backends (core/src/matmul_problem.c). */
 typedef struct fm_matmul_geom {

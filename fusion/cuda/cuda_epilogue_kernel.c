@@ -590,28 +590,18 @@ static fm_status cu_fail(cudaError_t e, const char *who, const char *what)
     return fm_fail(s, "%s: %s: %s (%s)", who, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/* Compute capability -> the NVRTC target: sm_<major><minor> or, when this NVRTC does not know it,
- * the newest sm_<major><m> with m <= minor (cubins run on later minors of the same major). */
+/* The NVRTC target of device_id and its multiprocessor count (grid sizes). */
 static fm_status device_arch(int device_id, const char *who, int *arch, int *sms)
 {
-    int major = 0, minor = 0;
-    cudaError_t e;
-    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_id)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_id)) != cudaSuccess)
-        return cu_fail(e, who, "cudaDeviceGetAttribute(compute capability)");
-    if ((e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
+    fm_status s = fm_nvrtc_arch_for_device(device_id, who, arch);
+    if (s != FM_OK)
+        return s;
+    cudaError_t e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device_id);
+    if (e != cudaSuccess)
         return cu_fail(e, who, "cudaDeviceGetAttribute(multiprocessor count)");
     if (*sms < 1)
         *sms = 1;
-    for (int m = minor; m >= 0; m--)
-        if (fm_nvrtc_supports_arch(major * 10 + m)) {
-            *arch = major * 10 + m;
-            return FM_OK;
-        }
-    int vmaj = 0, vmin = 0;
-    fm_nvrtc_version(&vmaj, &vmin);
-    return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: NVRTC %d.%d cannot compile for device %d (compute capability %d.%d)",
-                   who, vmaj, vmin, device_id, major, minor);
+    return FM_OK;
 }
 
 typedef struct loaded {

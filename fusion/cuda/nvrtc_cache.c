@@ -2,9 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "nvrtc_cache.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <cuda_runtime.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,108 +24,6 @@
 #define FILE_MAX_IMAGE ((uint64_t)1 << 30)   /* anything larger is not ours */
 #define MEM_MAX_ENTRIES 4096
 #define MEM_MAX_BYTES ((size_t)512 << 20)
-
-/* ------------------------------------------------------------------------ */
-/* SHA-256 (FIPS 180-4)                                                     */
-/* ------------------------------------------------------------------------ */
-typedef struct sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t fill;
-} sha256;
-
-static const uint32_t sha_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-static inline uint32_t ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(sha256 *s, const uint8_t *p)
-{
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
-        uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d, s->h[4] += e, s->h[5] += f, s->h[6] += g, s->h[7] += h;
-}
-
-static void sha256_init(sha256 *s)
-{
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->len = 0;
-    s->fill = 0;
-}
-
-static void sha256_update(sha256 *s, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    s->len += n;
-    if (s->fill) {
-        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
-        memcpy(s->buf + s->fill, p, take);
-        s->fill += take, p += take, n -= take;
-        if (s->fill < 64)
-            return;
-        sha256_block(s, s->buf);
-        s->fill = 0;
-    }
-    for (; n >= 64; p += 64, n -= 64)
-        sha256_block(s, p);
-    memcpy(s->buf, p, n);
-    s->fill = n;
-}
-
-static void sha256_final(sha256 *s, uint8_t out[32])
-{
-    uint64_t bits = s->len * 8;
-    uint8_t pad = 0x80;
-    sha256_update(s, &pad, 1);
-    pad = 0;
-    while (s->fill != 56)
-        sha256_update(s, &pad, 1);
-    uint8_t lenb[8];
-    for (int i = 0; i < 8; i++)
-        lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(s, lenb, 8);
-    for (int i = 0; i < 8; i++)
-        out[4 * i] = (uint8_t)(s->h[i] >> 24), out[4 * i + 1] = (uint8_t)(s->h[i] >> 16),
-        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8), out[4 * i + 3] = (uint8_t)s->h[i];
-}
-
-static void sha256_u64(sha256 *s, uint64_t v)
-{
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    sha256_update(s, b, 8);
-}
-
-static void sha256_bytes(const void *data, size_t n, uint8_t out[32])
-{
-    sha256 s;
-    sha256_init(&s);
-    sha256_update(&s, data, n);
-    sha256_final(&s, out);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Paths                                                                    */
@@ -226,29 +126,52 @@ int fm_nvrtc_supports_arch(int arch)
     return 0;
 }
 
+fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch)
+{
+    int major = 0, minor = 0;
+    cudaError_t e;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_id)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_id)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fm_fail(e == cudaErrorNoDevice || e == cudaErrorInvalidDevice || e == cudaErrorInsufficientDriver
+                           ? FM_ERR_UNAVAILABLE
+                           : FM_ERR_BACKEND,
+                       "%s: cudaDeviceGetAttribute(compute capability of device %d): %s (%s)", who, device_id,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    for (int m = minor; m >= 0; m--)
+        if (fm_nvrtc_supports_arch(major * 10 + m)) {
+            *arch = major * 10 + m;
+            return FM_OK;
+        }
+    pthread_once(&nvrtc_once, nvrtc_probe);
+    return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: NVRTC %d.%d cannot compile for device %d (compute capability %d.%d)",
+                   who, nvrtc_major, nvrtc_minor, device_id, major, minor);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */
 /* ------------------------------------------------------------------------ */
 static void make_key(const char *source, const char *const *options, int noptions, int arch, int lto, uint8_t key[32])
 {
-    sha256 s;
-    sha256_init(&s);
+    fm_sha256 s;
+    fm_sha256_init(&s);
     static const char tag[] = "fusemath nvrtc cache v1";
-    sha256_update(&s, tag, sizeof tag);
-    sha256_u64(&s, (uint64_t)(int64_t)nvrtc_major);
-    sha256_u64(&s, (uint64_t)(int64_t)nvrtc_minor);
-    sha256_u64(&s, (uint64_t)(int64_t)arch);
-    sha256_u64(&s, (uint64_t)(lto != 0));
-    sha256_u64(&s, (uint64_t)noptions);
+    fm_sha256_update(&s, tag, sizeof tag);
+    fm_sha256_u64(&s, (uint64_t)(int64_t)nvrtc_major);
+    fm_sha256_u64(&s, (uint64_t)(int64_t)nvrtc_minor);
+    fm_sha256_u64(&s, (uint64_t)(int64_t)arch);
+    fm_sha256_u64(&s, (uint64_t)(lto != 0));
+    fm_sha256_u64(&s, (uint64_t)noptions);
     for (int i = 0; i < noptions; i++) {
         size_t n = strlen(options[i]);
-        sha256_u64(&s, n);
-        sha256_update(&s, options[i], n);
+        fm_sha256_u64(&s, n);
+        fm_sha256_update(&s, options[i], n);
     }
     size_t n = strlen(source);
-    sha256_u64(&s, n);
-    sha256_update(&s, source, n);
-    sha256_final(&s, key);
+    fm_sha256_u64(&s, n);
+    fm_sha256_update(&s, source, n);
+    fm_sha256_final(&s, key);
 }
 
 static int file_path(const char *dir, const uint8_t key[32], int lto, char *buf, size_t size)
@@ -400,7 +323,7 @@ static int disk_get(const char *path, const uint8_t key[32], void **image, size_
     if (!(data = malloc((size_t)n)) || read_all(fd, data, (size_t)n) != 0)
         goto out;
     uint8_t sum[32];
-    sha256_bytes(data, (size_t)n, sum);
+    fm_sha256_bytes(data, (size_t)n, sum);
     if (memcmp(sum, hdr + 48, 32) != 0)
         goto out;
     *image = data, *size = (size_t)n;
@@ -431,7 +354,7 @@ static void disk_put(const char *dir, const char *path, const uint8_t key[32], c
     memcpy(hdr, FILE_MAGIC, 8);
     memcpy(hdr + 8, key, 32);
     put_u64le(hdr + 40, size);
-    sha256_bytes(image, size, hdr + 48);
+    fm_sha256_bytes(image, size, hdr + 48);
     int ok = write_all(fd, hdr, sizeof hdr) == 0 && write_all(fd, image, size) == 0;
     if (close(fd) != 0)
         ok = 0;

@@ -40,6 +40,11 @@ fm_status fm_nvrtc_version(int *major, int *minor);
 /* Whether NVRTC can compile for sm_<arch> (nvrtcGetSupportedArchs). */
 int fm_nvrtc_supports_arch(int arch);
 
+/* The NVRTC target for device_id: sm_<major><minor> or, when this NVRTC does not know it, the
+ * newest sm_<major><m> with m <= minor (code for one minor runs on later minors of the same
+ * major). FM_ERR_UNAVAILABLE / FM_ERR_NOT_SUPPORTED naming `who` otherwise. */
+fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch);
+
 /* The CUDA toolkit's include directory for "-I" when a source needs toolkit headers:
  * $CUDA_HOME/include, $CUDA_PATH/include or /usr/local/cuda/include, the first that has
  * cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */

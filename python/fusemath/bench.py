@@ -20,12 +20,25 @@ The GPU modes run only when fusemath reports a CUDA device and CuPy or PyTorch c
 imported; otherwise their rows are absent and a line says why. A GPU error never stops
 the CPU sweep: it is caught, printed and recorded, and that mode stops.
 
-Prints a table (ms per call and GFLOP/s per mode) and the crossover size per GPU mode
-(the smallest n from which the GPU beats the CPU at every larger size compared, and the
-first n where it wins), and writes ``matmul_crossover.json`` and
-``matmul_crossover.png`` (matplotlib, if installed) into ``--out-dir`` (default
-``./fusemath-bench``). Every result is checked against NumPy before it is timed.
-About 15-30 s on 2 cores.
+The same sweep for the FFT (``--ops fft``; both by default): a complex64 2-D FFT of an
+n x n array through ``fusemath.fft.fft2`` (stateless calls: the plan comes from the
+library's cache), same sizes, modes
+
+* ``cpu``            NumPy data, the library's CPU threads (FFTW);
+* ``gpu+transfers``  NumPy data, ``fft2(x, execution="cuda")``: the library copies the
+                     input to the GPU and the result back;
+* ``gpu-resident``   CuPy (or PyTorch) data on the GPU, ``fft2(x, out=..., stream=s)`` into a
+                     preallocated array (allocating where ``out=`` is refused), synced as above.
+
+GFLOP/s of the FFT use the usual 5 N log2 N for N = n * n points; results are checked
+against ``numpy.fft.fft2`` (in complex128) at every n.
+
+Prints a table per operation (ms per call and GFLOP/s per mode) and the crossover size per
+GPU mode (the smallest n from which the GPU beats the CPU at every larger size compared,
+and the first n where it wins), and writes ``matmul_crossover.json`` (the FFT results in
+its ``"fft"`` section), ``matmul_crossover.png`` and ``fft_crossover.png`` (matplotlib, if
+installed) into ``--out-dir`` (default ``./fusemath-bench``). Every result is checked
+against NumPy before it is timed. About 15-30 s on 2 cores for the matmul part.
 """
 from __future__ import annotations
 
@@ -246,11 +259,9 @@ def _resident_call(mm, out, stream: int):
     return (lambda: mm.execute(out=out, stream=stream)), out, "execute(out=preallocated, stream=s)"
 
 
-def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=print) -> dict:
-    rows: Dict[str, List[dict]] = {CPU: [], GPU_XFER: [], GPU_RES: []}
+def gpu_setup(want_gpu: bool):
+    """-> (gpu_info dict, _GpuLib or None): whether the GPU modes run, and why not."""
     gpu_info: dict = {"cuda_device_count": 0, "array_library": None, "enabled": False, "note": None}
-    errors: Dict[str, Optional[str]] = {CPU: None, GPU_XFER: None, GPU_RES: None}
-    modes = [CPU]
     gpulib = None
     try:
         ndev = fusemath.cuda_device_count()
@@ -270,7 +281,17 @@ def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=pr
         else:
             gpu_info.update(enabled=True, array_library=f"{gpulib.name} {gpulib.version}",
                             device_name=gpulib.device_name)
-            modes += [GPU_XFER, GPU_RES]
+    return gpu_info, gpulib
+
+
+def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=print, gpu=None) -> dict:
+    """The matmul sweep. gpu: a gpu_setup() result to share between sweeps (None: probe here)."""
+    rows: Dict[str, List[dict]] = {CPU: [], GPU_XFER: [], GPU_RES: []}
+    errors: Dict[str, Optional[str]] = {CPU: None, GPU_XFER: None, GPU_RES: None}
+    if gpu is None:
+        gpu = gpu_setup(want_gpu)
+    gpu_info, gpulib = dict(gpu[0]), gpu[1]
+    modes = [CPU] + ([GPU_XFER, GPU_RES] if gpulib is not None else [])
 
     rng = np.random.default_rng(seed)
     for n in sizes:
@@ -341,6 +362,107 @@ def run_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=pr
     return {"rows": rows, "errors": errors, "gpu": gpu_info, "modes": modes}
 
 
+# ---------------------------------------------------------------------------
+# FFT sweep
+# ---------------------------------------------------------------------------
+def _check_fft(name: str, got: np.ndarray, ref: np.ndarray, n: int) -> None:
+    """Raise AssertionError unless got matches numpy.fft.fft2 (complex128) within c64 rounding:
+    an FFT's error grows like eps * log2(N) * |x| (entries of standard normal data are ~n)."""
+    eps = float(np.finfo(np.float32).eps)
+    atol, rtol = 8.0 * eps * n * max(1.0, np.log2(float(n) * n)), 1e-4
+    if got.shape != ref.shape:
+        raise AssertionError(f"{name}: result shape {got.shape}, expected {ref.shape}")
+    if got.dtype != np.complex64:
+        raise AssertionError(f"{name}: result dtype {got.dtype}, expected complex64")
+    if not np.allclose(got, ref, rtol=rtol, atol=atol):
+        err = float(np.max(np.abs(got.astype(np.complex128) - ref)))
+        raise AssertionError(f"{name}: WRONG RESULT (max abs error {err:.3g} > {atol:.3g})")
+
+
+def _resident_fft_call(fft2, dx, out, stream: int):
+    """-> (zero-argument call, array the result lands in or None, description): like
+    _resident_call, for fusemath.fft.fft2 on GPU data."""
+    try:
+        fft2(dx, out=out, stream=stream)
+    except TypeError as exc:
+        if "out" not in str(exc):
+            raise
+        return (lambda: fft2(dx, stream=stream)), None, f"fft2(x, stream=s), allocating (no out=: {exc})"
+    return (lambda: fft2(dx, out=out, stream=stream)), out, "fft2(x, out=preallocated, stream=s)"
+
+
+def run_fft_sweep(sizes: List[int], budget: float, seed: int, want_gpu: bool, log=print, gpu=None) -> dict:
+    """The FFT sweep: complex64 2-D FFT of n x n through fusemath.fft.fft2, per mode."""
+    fmfft = fusemath.fft  # the module
+
+    rows: Dict[str, List[dict]] = {CPU: [], GPU_XFER: [], GPU_RES: []}
+    errors: Dict[str, Optional[str]] = {CPU: None, GPU_XFER: None, GPU_RES: None}
+    if gpu is None:
+        gpu = gpu_setup(want_gpu)
+    gpu_info, gpulib = dict(gpu[0]), gpu[1]
+    modes = [CPU] + ([GPU_XFER, GPU_RES] if gpulib is not None else [])
+
+    rng = np.random.default_rng(seed + 1)
+    for n in sizes:
+        x = np.empty((n, n), dtype=np.complex64)
+        x.real = rng.standard_normal((n, n), dtype=np.float32)
+        x.imag = rng.standard_normal((n, n), dtype=np.float32)
+        ref = np.fft.fft2(x.astype(np.complex128))
+        npts = float(n) * n
+        flops = 5.0 * npts * np.log2(npts)
+        for mode in modes:
+            if errors[mode] is not None:
+                continue  # this mode failed at a smaller n: it stays off
+            dx = out = out_buf = None
+            try:
+                events = None
+                if mode == CPU:
+                    def call(x=x):
+                        return fmfft.fft2(x, execution="cpu")
+                    sync, to_np = _no_sync, np.asarray
+                    out = call()
+                elif mode == GPU_XFER:
+                    def call(x=x):
+                        return fmfft.fft2(x, execution="cuda")  # NumPy in, NumPy out
+                    sync, to_np = _no_sync, np.asarray
+                    out = call()
+                else:
+                    dx = gpulib.to_device(x)
+                    sync, to_np = gpulib.sync, gpulib.to_numpy
+                    events = gpulib.events()
+                    call, out_buf, how = _resident_fft_call(fmfft.fft2, dx, gpulib.empty_like(dx),
+                                                            gpulib.stream_handle)
+                    gpu_info["gpu_resident_call"] = how
+                    out = call()
+                    if out_buf is not None:
+                        out = out_buf
+                sync()
+                _check_fft(f"fft {mode} n={n}", to_np(out), ref, n)
+                del out
+                t = _time_point(call, sync, _budget(n, budget), events)
+                row = {"n": n, "ms": t["median_s"] * 1e3, "min_ms": t["min_s"] * 1e3,
+                       "gflops": flops / t["median_s"] / 1e9, "bursts": t["bursts"],
+                       "calls_per_burst": t["calls_per_burst"]}
+                if "event_median_s" in t:
+                    row["event_ms"] = t["event_median_s"] * 1e3
+                rows[mode].append(row)
+            except Exception as exc:
+                msg = f"n={n}: {type(exc).__name__}: {exc}"
+                errors[mode] = msg
+                log(f"  fft {mode}: error, mode stopped ({msg})")
+            finally:
+                del dx, out_buf
+        cells = []
+        for mode in modes:
+            r = next((r for r in rows[mode] if r["n"] == n), None)
+            cells.append(f"{mode} {r['ms']:.3f} ms" if r else f"{mode} -")
+        log(f"  fft n={n:5d}: " + ", ".join(cells), flush=True)
+        del x, ref
+    return {"rows": rows, "errors": errors, "gpu": gpu_info, "modes": modes,
+            "problem": "Y = fft2(X), complex64, X n x n; fusemath.fft.fft2 per call (cached plan)",
+            "sizes": sizes}
+
+
 def crossover(rows: Dict[str, List[dict]], mode: str) -> dict:
     """Smallest n where mode beats the CPU, and the smallest n from which it always does."""
     cpu = {r["n"]: r["ms"] for r in rows[CPU]}
@@ -374,8 +496,10 @@ def format_table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def write_plot(res: dict, path: str) -> Optional[str]:
-    """PNG with time and GFLOP/s against n, log-log. Returns an error text or None."""
+def write_plot(res: dict, path: str, meta: Optional[dict] = None, what: str = "matmul + bias + relu, f32",
+               xlabel: str = "n (square n x n x n)") -> Optional[str]:
+    """PNG with time and GFLOP/s against n, log-log. Returns an error text or None.
+    meta: the run's metadata where res has none (the "fft" section)."""
     try:
         import matplotlib
 
@@ -401,12 +525,12 @@ def write_plot(res: dict, path: str) -> Optional[str]:
     for ax, ylabel in ((ax_t, "ms per call"), (ax_g, "GFLOP/s")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("n (square n x n x n)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    m = res["meta"]
-    fig.suptitle(f"fusemath matmul + bias + relu, f32 - {m['machine']['cpu_model']}, "
+    m = res.get("meta") or meta
+    fig.suptitle(f"fusemath {what} - {m['machine']['cpu_model']}, "
                  f"{m['threads']} CPU threads" + (f"; {res['gpu'].get('device_name') or 'GPU'}"
                                                   if res["gpu"]["enabled"] else " (no GPU)"), fontsize=10)
     fig.tight_layout()
@@ -415,11 +539,52 @@ def write_plot(res: dict, path: str) -> Optional[str]:
     return None
 
 
+def crossover_lines(res: dict, label: str = "crossover") -> List[str]:
+    """The crossover line per GPU mode (or why there is none) and the errors, for printing."""
+    lines = []
+    if not res["gpu"]["enabled"]:
+        lines.append(f"{label} (smallest n from which the GPU beats the CPU): no GPU")
+    else:
+        for m in GPU_MODES:
+            c = res["crossover"][m]
+            if res["errors"][m] and not c["compared"]:
+                txt = f"n/a (error: {res['errors'][m]})"
+            elif c["first_n"] is None:
+                txt = f"none: the CPU was faster for every n compared ({c['compared']} sizes)"
+            elif c["from_n_on"] is not None:
+                txt = f"n = {c['from_n_on']} (the GPU is faster for every n >= {c['from_n_on']} compared"
+                txt += ")" if c["first_n"] == c["from_n_on"] else f"; first win at n = {c['first_n']})"
+            else:
+                txt = f"none for good: the GPU won at n = {c['first_n']} but not at the largest n compared"
+            if res["errors"][m] and c["compared"]:
+                txt += f" [mode stopped early: {res['errors'][m]}]"
+            lines.append(f"{label} {m:14}: {txt}")
+    for m, e in res["errors"].items():
+        if e:
+            lines.append(f"error in {m}: {e}" if label == "crossover" else f"error in {label.split()[0]} {m}: {e}")
+    return lines
+
+
+OPS = ("matmul", "fft")
+
+
+def _parse_ops(text: str) -> List[str]:
+    ops = [o.strip().lower() for o in text.split(",") if o.strip()]
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        raise argparse.ArgumentTypeError(f"--ops takes a comma-separated subset of {','.join(OPS)}, got {text!r}")
+    return [o for o in OPS if o in ops]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fusemath.bench",
-                                description="CPU-vs-GPU crossover sweep of fusemath's fused matmul + bias + relu (f32).")
+                                description="CPU-vs-GPU crossover sweeps of fusemath: fused matmul + bias + relu (f32) "
+                                            "and the complex64 2-D FFT.")
     p.add_argument("--out-dir", default=os.path.join(os.getcwd(), "fusemath-bench"),
-                   help="directory for matmul_crossover.json / .png (default: ./fusemath-bench)")
+                   help="directory for matmul_crossover.json / .png and fft_crossover.png "
+                        "(default: ./fusemath-bench)")
+    p.add_argument("--ops", type=_parse_ops, default=list(OPS),
+                   help="operations to sweep, comma-separated: matmul,fft (default: both)")
     p.add_argument("--min-n", type=int, default=64)
     p.add_argument("--max-n", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="fusemath CPU threads (default: the library's default)")
@@ -436,6 +601,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if n >= args.min_n:
             sizes.append(n)
         n *= 2
+    if not sizes:
+        p.error(f"no power of 2 between --min-n {args.min_n} and --max-n {args.max_n}")
     if args.threads > 0:
         fusemath.set_num_threads(args.threads)
 
@@ -451,58 +618,74 @@ def main(argv: Optional[List[str]] = None) -> int:
         "threads": fusemath.get_num_threads(),
         "problem": "D = relu(A @ B + bias), f32, A, B n x n, bias n; fusemath.Matmul planned once, executed repeatedly",
         "sizes": sizes,
+        "ops": args.ops,
     }
-    print(f"fusemath.bench: fused matmul + bias + relu, f32, n = {sizes[0]} .. {sizes[-1]}; "
+    print(f"fusemath.bench: {' and '.join(args.ops)}, n = {sizes[0]} .. {sizes[-1]}; "
           f"fusemath {fusemath.__version__}, {meta['machine']['cpu_model']}, {meta['threads']} CPU threads")
 
-    res = run_sweep(sizes, args.budget, args.seed, not args.cpu_only)
+    gpu = gpu_setup(not args.cpu_only)  # one probe (and one array library stream) for both sweeps
+    if "matmul" in args.ops:
+        print("matmul: fused matmul + bias + relu, f32")
+        res = run_sweep(sizes, args.budget, args.seed, not args.cpu_only, gpu=gpu)
+    else:  # the matmul keys stay, empty
+        res = {"rows": {CPU: [], GPU_XFER: [], GPU_RES: []}, "errors": {CPU: None, GPU_XFER: None, GPU_RES: None},
+               "gpu": dict(gpu[0]), "modes": [CPU] + ([GPU_XFER, GPU_RES] if gpu[1] is not None else [])}
     res["meta"] = meta
     if not res["gpu"]["enabled"]:
         print(f"no GPU: {res['gpu']['note']}; GPU rows are absent")
     res["crossover"] = {m: crossover(res["rows"], m) for m in GPU_MODES if m in res["modes"]}
+    fres = None
+    if "fft" in args.ops:
+        print("fft: complex64 2-D FFT of n x n, fusemath.fft.fft2")
+        fres = run_fft_sweep(sizes, args.budget, args.seed, not args.cpu_only, gpu=gpu)
+        fres["crossover"] = {m: crossover(fres["rows"], m) for m in GPU_MODES if m in fres["modes"]}
+        res["fft"] = fres
 
-    print()
-    print(format_table(res))
-    print()
-    if not res["gpu"]["enabled"]:
-        print("crossover (smallest n from which the GPU beats the CPU): no GPU")
-    else:
-        for m in GPU_MODES:
-            c = res["crossover"][m]
-            if res["errors"][m] and not c["compared"]:
-                txt = f"n/a (error: {res['errors'][m]})"
-            elif c["first_n"] is None:
-                txt = f"none: the CPU was faster for every n compared ({c['compared']} sizes)"
-            elif c["from_n_on"] is not None:
-                txt = f"n = {c['from_n_on']} (the GPU is faster for every n >= {c['from_n_on']} compared"
-                txt += ")" if c["first_n"] == c["from_n_on"] else f"; first win at n = {c['first_n']})"
-            else:
-                txt = f"none for good: the GPU won at n = {c['first_n']} but not at the largest n compared"
-            if res["errors"][m] and c["compared"]:
-                txt += f" [mode stopped early: {res['errors'][m]}]"
-            print(f"crossover {m:14}: {txt}")
-    for m, e in res["errors"].items():
-        if e:
-            print(f"error in {m}: {e}")
+    if "matmul" in args.ops:
+        print()
+        print("matmul: relu(A @ B + bias), f32, n x n x n")
+        print(format_table(res))
+        print()
+        for line in crossover_lines(res):
+            print(line)
+    if fres is not None:
+        print()
+        print("fft: fft2, complex64, n x n (GFLOP/s = 5 N log2 N, N = n*n)")
+        print(format_table(fres))
+        print()
+        for line in crossover_lines(fres, "fft crossover"):
+            print(line)
 
     os.makedirs(args.out_dir, exist_ok=True)
     json_path = os.path.join(args.out_dir, "matmul_crossover.json")
     png_path = os.path.join(args.out_dir, "matmul_crossover.png")
-    plot_note = "--no-plot given" if args.no_plot else write_plot(res, png_path)
+    fft_png_path = os.path.join(args.out_dir, "fft_crossover.png")
+    if args.no_plot:
+        plot_note = "--no-plot given"
+    elif "matmul" not in args.ops:
+        plot_note = "matmul not run (--ops)"
+    else:
+        plot_note = write_plot(res, png_path)
     res["plot"] = None if plot_note else png_path
     res["plot_note"] = plot_note
+    if fres is not None:
+        fplot_note = "--no-plot given" if args.no_plot else write_plot(
+            fres, fft_png_path, meta=meta, what="fft2, complex64", xlabel="n (n x n 2-D FFT)")
+        fres["plot"] = None if fplot_note else fft_png_path
+        fres["plot_note"] = fplot_note
     res["total_seconds"] = time.perf_counter() - t_start
     with open(json_path, "w") as f:
         json.dump(res, f, indent=1, default=str)
         f.write("\n")
     print(f"\nJSON: {os.path.abspath(json_path)}")
-    if plot_note:
-        print(f"plot: skipped ({plot_note})")
-    else:
-        print(f"plot: {os.path.abspath(png_path)}")
+    for what, path, note in (("plot", res["plot"], plot_note),
+                             ("fft plot", fres and fres["plot"], fres and fres["plot_note"])):
+        if what == "fft plot" and fres is None:
+            continue
+        print(f"{what}: skipped ({note})" if note else f"{what}: {os.path.abspath(path)}")
     print(f"({res['total_seconds']:.0f} s)")
-    return 0 if not res["errors"][CPU] else 1
-
+    failed = bool(res["errors"][CPU]) or bool(fres is not None and fres["errors"][CPU])
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,6 +20,16 @@ numpy.fft's signatures (``n`` / ``s`` crop or zero-pad the input, ``axis`` / ``a
     complex64, float64 / complex128 data float64 or complex128; real data - the input of
     rfft*, the output of irfft* - take a real array only) broadcasting against the input
     (prolog) or output (epilog) with NumPy rules; ``conj`` conjugates (ignored on real data).
+    On GPU data a chain may also end with the caller's own CUDA C++ device function: keys
+    ``"source"`` (the code) and ``"name"`` (the function), optionally ``"data"`` (an array of
+    x's library handed to the function as a pointer, without being multiplied). Signature:
+    ``__device__ T name(T x, unsigned long long offset, const void *data)`` with T float2
+    (complex64 data), double2 (complex128), float (float32) or double (float64); offset is the
+    element offset of x from the input's (prolog) or output's (epilog) data pointer (the flat
+    index for C-contiguous arrays), data the "data" (or "multiply") array or NULL. It runs
+    after scale / multiply / conj, compiled once with NVRTC into the cuFFT callback (cached on
+    disk). A name the source does not define, or code that does not compile, raises
+    InvalidArgumentError with the compiler's log; on NumPy data NotSupportedError.
 ``execution=``: None (where x lives), "cpu", "cuda", "cuda:N". ``stream=``: CUDA stream for
     GPU arrays (None: the array library's current stream).
 
@@ -54,7 +64,8 @@ _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho":
 _EFFORTS = {"estimate": _C.FFT_EFFORT_ESTIMATE, "measure": _C.FFT_EFFORT_MEASURE,
             "patient": _C.FFT_EFFORT_PATIENT}
 _OP_SCALE, _OP_MULTIPLY, _OP_CONJ = _C.FFT_OP_SCALE, _C.FFT_OP_MULTIPLY, _C.FFT_OP_CONJ
-_CHAIN_KEYS = ("scale", "multiply", "conj")
+_CHAIN_KEYS = ("scale", "multiply", "conj", "source", "name", "data")
+_OP_CALLBACK = _C.FFT_OP_CALLBACK
 _MAX_AXES = 3  # per library call
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -227,10 +238,31 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
     return axes, tuple(n)
 
 
-def _chain(where: str, name: str, spec: Any):
-    """A prolog / epilog dict -> (ops bits, scale or None, array or None, conj)."""
+class _Chain(tuple):
+    """(ops, scale, array, source, name) of one side; array is the multiply or the data array."""
+    __slots__ = ()
+
+    def __new__(cls, ops=0, scale=None, arr=None, source=None, name=None):
+        return super().__new__(cls, (ops, scale, arr, source, name))
+
+    ops = property(lambda self: self[0])
+    scale = property(lambda self: self[1])
+    arr = property(lambda self: self[2])
+    source = property(lambda self: self[3])
+    name = property(lambda self: self[4])
+
+    @property
+    def multiplies(self) -> bool:
+        return bool(self[0] & _OP_MULTIPLY)
+
+
+_NO_CHAIN = _Chain()
+
+
+def _chain(where: str, name: str, spec: Any) -> _Chain:
+    """A prolog / epilog dict -> _Chain."""
     if spec is None:
-        return 0, None, None
+        return _NO_CHAIN
     if not isinstance(spec, Mapping):
         raise TypeError(f"{where}: {name} must be a dict with keys among {list(_CHAIN_KEYS)}, "
                         f"not {type(spec).__name__}")
@@ -258,7 +290,22 @@ def _chain(where: str, name: str, spec: Any):
         raise TypeError(f"{where}: {name}['conj'] must be a bool, not {type(conj).__name__}")
     if conj:
         ops |= _OP_CONJ
-    return ops, scale, arr
+    source, fname, data = spec.get("source"), spec.get("name"), spec.get("data")
+    if (source is None) != (fname is None):
+        raise ValueError(f"{where}: {name} needs both 'source' and 'name' for a CUDA callback")
+    if source is not None:
+        for key, v in (("source", source), ("name", fname)):
+            if not isinstance(v, str):
+                raise TypeError(f"{where}: {name}[{key!r}] must be a str, not {type(v).__name__}")
+        ops |= _OP_CALLBACK
+    if data is not None:
+        if source is None:
+            raise ValueError(f"{where}: {name}['data'] is only passed to a CUDA callback ('source' and 'name')")
+        if arr is not None:
+            raise ValueError(f"{where}: {name} has both 'multiply' and 'data'; the callback gets the multiply "
+                             "array as its data pointer")
+        arr = data
+    return _Chain(ops, scale, arr, source, fname)
 
 
 def _check_chain_array(where: str, name: str, lib, arr, target_shape, data_dtype: np.dtype):
@@ -286,6 +333,40 @@ def _check_chain_array(where: str, name: str, lib, arr, target_shape, data_dtype
             a != t and a != 1 for a, t in zip(reversed(shape), reversed(target_shape))):
         raise _C.ShapeError(f"{where}: {key} has shape {shape}, which does not broadcast against the "
                             f"{'input' if name == 'prolog' else 'output'} shape {tuple(target_shape)}")
+
+
+def _contiguous(lib, a):
+    """A C-contiguous copy of a GPU array (of its own library)."""
+    if hasattr(a, "contiguous"):  # torch
+        return a.contiguous()
+    return lib.cupy.ascontiguousarray(a)
+
+
+def _copy_into(lib, dst, src) -> None:
+    if hasattr(dst, "copy_"):  # torch
+        dst.copy_(src)
+    else:
+        dst[...] = src
+
+
+def _check_data_array(where: str, name: str, lib, arr) -> None:
+    """A callback's data array: any dtype and shape, but x's library (and so its device)."""
+    key = f"{name}['data']"
+    if lib is NUMPY:
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{where}: {key} must be an array like x, not {type(arr).__name__}")
+    elif lib_of(arr) is not lib:
+        raise TypeError(f"{where}: {key} must be an array of {lib.name} like x, not {type(arr).__name__}")
+
+
+def _check_chain_arrays(where: str, lib, pro: _Chain, epi: _Chain, in_shape, in_dt, out_shape, out_dt) -> None:
+    for name, ch, shape, dt in (("prolog", pro, in_shape, in_dt), ("epilog", epi, out_shape, out_dt)):
+        if ch.arr is None:
+            continue
+        if ch.multiplies:
+            _check_chain_array(where, name, lib, ch.arr, shape, dt)
+        else:
+            _check_data_array(where, name, lib, ch.arr)
 
 
 def _promote(where: str, lib, x, kind: int):
@@ -359,8 +440,10 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
          inverse: bool, one_d: bool, default_axes=None, execution: Any = None, stream: Any = None):
     lib, x = _input(a, "x", where)
     norm_code = _norm_code(norm, where)
-    pro_ops, pro_scale, pro_arr = _chain(where, "prolog", prolog)
-    epi_ops, epi_scale, epi_arr = _chain(where, "epilog", epilog)
+    pro = _chain(where, "prolog", prolog)
+    epi = _chain(where, "epilog", epilog)
+    pro_ops, pro_scale, pro_arr = pro[:3]
+    epi_ops, epi_scale, epi_arr = epi[:3]
     ex, dev_id, nth, _ = _resolve_execution(execution, _DEFAULT_OPTIONS, where)
     if not one_d and axes is not None and hasattr(axes, "__len__") and len(axes) == 0 and not s:
         # numpy: an empty axes list transforms nothing (a copy of x)
@@ -379,10 +462,7 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     if kind == _R2C:
         out_shape[axes_t[-1]] = n[-1] // 2 + 1
     out_shape = tuple(out_shape)
-    if pro_arr is not None:
-        _check_chain_array(where, "prolog", lib, pro_arr, tuple(x.shape), in_dt)
-    if epi_arr is not None:
-        _check_chain_array(where, "epilog", lib, epi_arr, out_shape, out_dt)
+    _check_chain_arrays(where, lib, pro, epi, tuple(x.shape), in_dt, out_shape, out_dt)
     if pro_scale is not None and pro_scale.imag != 0 and kind == _R2C:
         raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but rfft's input is real")
     if epi_scale is not None and epi_scale.imag != 0 and kind == _C2R:
@@ -404,14 +484,24 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
             dst, dshape = out, out_shape
         else:  # c2c stages after the first: in place
             dst, dshape = src, out_shape
-        try:
-            res = _C.fft_execute(
-                lib.index, src, dst,
-                pro_arr if first else None, epi_arr if last else None,
+        args = (pro_arr if first else None, epi_arr if last else None,
                 gkind, inverse, gaxes, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth,
                 pro_ops if first else 0, pro_scale if first else None,
                 epi_ops if last else 0, epi_scale if last else None,
+                pro.source if first else None, pro.name if first else None,
+                epi.source if last else None, epi.name if last else None,
                 dshape, stream)
+        try:
+            try:
+                res = _C.fft_execute(lib.index, src, dst, *args)
+            except _C.NotSupportedError as exc:
+                # cuFFT takes nested positive strides only: transform a contiguous copy
+                if lib is NUMPY or "contiguous" not in str(exc):
+                    raise
+                res = _C.fft_execute(lib.index, _contiguous(lib, src), None, *args)
+                if dst is not None:
+                    _copy_into(lib, dst, res)
+                    res = dst
         except _C.AliasError as exc:
             raise _C.AliasError(f"{where}: out overlaps the input ({exc})") from None
         src = res
@@ -573,7 +663,7 @@ class FFT:
         self._out_dtype = _out_dtype(kind_code, dt)
         self._device = -1 if lib is NUMPY else lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
-        self._chains = (0, None, None, 0, None, None)
+        self._chains = (_NO_CHAIN, _NO_CHAIN)
         self._norm = _C.FFT_NORM_BACKWARD
         self._effort = _C.FFT_EFFORT_ESTIMATE
 
@@ -602,10 +692,11 @@ class FFT:
         key = (inverse, self._layout(self._x)[1], self._layout(out)[1])
         p = self._plans.get(key)
         if p is None:
-            pro_ops, pro_scale, pro_arr, epi_ops, epi_scale, epi_arr = self._chains
+            pro, epi = self._chains
             ex, dev, nth = self._exec
-            p = _C.plan_fft(self._x, out, pro_arr, epi_arr, self._kind, inverse, self._axes, self._norm,
-                            self._effort, ex, dev, nth, pro_ops, pro_scale, epi_ops, epi_scale)
+            p = _C.plan_fft(self._x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
+                            self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+                            pro.source, pro.name, epi.source, epi.name)
             self._plans[key] = p
         return p
 
@@ -627,19 +718,17 @@ class FFT:
         if effort not in _EFFORTS:
             raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
         norm_code = _norm_code(norm, where)
-        pro_ops, pro_scale, pro_arr = _chain(where, "prolog", prolog)
-        epi_ops, epi_scale, epi_arr = _chain(where, "epilog", epilog)
-        x_shape = tuple(self._x.shape)
-        if pro_arr is not None:
-            _check_chain_array(where, "prolog", self._lib, pro_arr, x_shape, self._dtype)
-        if epi_arr is not None:
-            _check_chain_array(where, "epilog", self._lib, epi_arr, self._out_shape, self._out_dtype)
+        pro = _chain(where, "prolog", prolog)
+        epi = _chain(where, "epilog", epilog)
+        pro_scale, epi_scale = pro.scale, epi.scale
+        _check_chain_arrays(where, self._lib, pro, epi, tuple(self._x.shape), self._dtype, self._out_shape,
+                            self._out_dtype)
         if pro_scale is not None and pro_scale.imag != 0 and self._kind == _R2C:
             raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but the r2c input is real")
         if epi_scale is not None and epi_scale.imag != 0 and self._kind == _C2R:
             raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but the c2r output is real")
         self._free_plans()
-        self._chains = (pro_ops, pro_scale, pro_arr, epi_ops, epi_scale, epi_arr)
+        self._chains = (pro, epi)
         self._norm, self._effort = norm_code, _EFFORTS[effort]
         template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
         self._plan_for(self._kind == _C2R, template)
@@ -657,7 +746,7 @@ class FFT:
         else:
             _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
         p = self._plan_for(inverse, out)
-        pro_arr, epi_arr = self._chains[2], self._chains[5]
+        pro_arr, epi_arr = self._chains[0].arr, self._chains[1].arr
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
         elif stream is not None and not isinstance(stream, int):
@@ -716,7 +805,7 @@ class FFT:
             return
         self._free_plans()
         self._x = None
-        self._chains = (0, None, None, 0, None, None)
+        self._chains = (_NO_CHAIN, _NO_CHAIN)
         self._freed = True
 
     def __enter__(self) -> "FFT":

@@ -2638,7 +2638,8 @@ static const char *const fft_slot_names[FM_FFT_NSLOTS] = {"x", "out", "prolog_ar
 static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_options *opt)
 {
     /* o: kind, inverse, axes, norm, effort, execution, device_id, num_threads, prolog_ops, prolog_scale,
-     *    epilog_ops, epilog_scale */
+     *    epilog_ops, epilog_scale, prolog_source, prolog_symbol, epilog_source, epilog_symbol (the
+     *    strings stay owned by the caller's str objects, alive for the call) */
     fm_fft_options_init(opt);
     long long v;
     v = opt->kind;
@@ -2687,15 +2688,35 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
     for (int c = 0; c < 2; c++) {
         fm_fft_chain *ch = c ? &opt->epilog : &opt->prolog;
         v = 0;
-        if (int_arg(fname, c ? "epilog_ops" : "prolog_ops", o[8 + 2 * c], 0, 7, &v) < 0)
+        if (int_arg(fname, c ? "epilog_ops" : "prolog_ops", o[8 + 2 * c], 0, 15, &v) < 0)
             return -1;
         ch->ops = (unsigned)v;
         if (number_arg(fname, c ? "epilog_scale" : "prolog_scale", o[9 + 2 * c], ch->scale) < 0)
             return -1;
+        for (int k = 0; k < 2; k++) {
+            PyObject *str = o[12 + 2 * c + k];
+            const char **dst = k ? &ch->symbol : &ch->source;
+            if (str == Py_None)
+                continue;
+            if (!PyUnicode_Check(str)) {
+                raise_type(PyExc_TypeError, fname, k ? (c ? "epilog['name']" : "prolog['name']")
+                                                     : (c ? "epilog['source']" : "prolog['source']"),
+                           "a str", str);
+                return -1;
+            }
+            Py_ssize_t len;
+            *dst = PyUnicode_AsUTF8AndSize(str, &len);
+            if (!*dst)
+                return -1;
+            if ((size_t)len != strlen(*dst)) {
+                PyErr_Format(PyExc_ValueError, "%s%s contains a NUL character", fname, k ? "name" : "source");
+                return -1;
+            }
+        }
     }
     return 0;
 }
-#define FFT_NOPTS 12
+#define FFT_NOPTS 16
 
 static fm_dtype fft_out_dtype(int kind, fm_dtype in)
 {
@@ -2717,10 +2738,12 @@ enum { F_LIB, F_X, F_OUT, F_PRO, F_EPI, F_OPTS, F_SHAPE = F_OPTS + FFT_NOPTS, F_
 PyDoc_STRVAR(fft_execute_doc,
              "fft_execute(lib, x, out, prolog_array, epilog_array, kind, inverse, axes, norm, effort,\n"
              "            execution, device_id, num_threads, prolog_ops, prolog_scale, epilog_ops,\n"
-             "            epilog_scale, out_shape, stream)\n--\n\n"
+             "            epilog_scale, prolog_source, prolog_symbol, epilog_source, epilog_symbol,\n"
+             "            out_shape, stream)\n--\n\n"
              "Stateless FFT (fm_fft), all arguments positional: out = epilog(norm * FFT(prolog(x))).\n"
              "kind 0 c2c / 1 r2c / 2 c2r; axes None or 1-3 ints (the last is the halved one of r2c / c2r);\n"
-             "norm 0 backward / 1 ortho / 2 forward; *_ops FFT_OP_* bits; *_scale numbers. out None:\n"
+             "norm 0 backward / 1 ortho / 2 forward; *_ops FFT_OP_* bits; *_scale numbers; *_source /\n"
+             "*_symbol: the raw CUDA callback (FFT_OP_CALLBACK) or None. out None:\n"
              "allocated with library `lib` (index) of shape out_shape on x's device. GPU work is queued on\n"
              "`stream` (None: the library's current stream). The GIL is released while it runs. Returns out.");
 
@@ -2830,7 +2853,8 @@ done:
 
 PyDoc_STRVAR(plan_fft_doc,
              "plan_fft(x, out, prolog_array, epilog_array, kind, inverse, axes, norm, effort, execution,\n"
-             "         device_id, num_threads, prolog_ops, prolog_scale, epilog_ops, epilog_scale)\n--\n\n"
+             "         device_id, num_threads, prolog_ops, prolog_scale, epilog_ops, epilog_scale,\n"
+             "         prolog_source, prolog_symbol, epilog_source, epilog_symbol)\n--\n\n"
              "Plan out = epilog(norm * FFT(prolog(x))) for arrays laid out like the given ones (shapes,\n"
              "strides, dtypes, devices; the data is not touched unless effort > 0, which may overwrite out).\n"
              "Returns a Plan; Plan.execute(x, out, prolog, epilog[, stream]) takes the 4 addresses.");
@@ -3508,6 +3532,7 @@ static int module_exec(PyObject *m)
         {"FFT_OP_SCALE", FM_FFT_OP_SCALE},
         {"FFT_OP_MULTIPLY", FM_FFT_OP_MULTIPLY},
         {"FFT_OP_CONJ", FM_FFT_OP_CONJ},
+        {"FFT_OP_CALLBACK", FM_FFT_OP_CALLBACK},
         {"STYLE_NUMPY", STYLE_NUMPY},
         {"STYLE_TORCH", STYLE_TORCH},
         {"STYLE_CUPY", STYLE_CUPY},

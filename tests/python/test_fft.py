@@ -573,7 +573,8 @@ def test_planner_effort_measure(rng):
 def test_low_level_plan(rng):
     x = crand(rng, (4, 16))
     out = np.empty_like(x)
-    p = fusemath._fusemath.plan_fft(x, out, None, None, 0, 0, (1,), 0, 0, 0, 0, 0, 0, None, 0, None)
+    p = fusemath._fusemath.plan_fft(x, out, None, None, 0, 0, (1,), 0, 0, 0, 0, 0, 0, None, 0, None,
+                                    None, None, None, None)
     assert p.op == "fft"
     p.execute(fusemath._fusemath.data_ptr(x), fusemath._fusemath.data_ptr(out), None, None)
     close(out, np.fft.fft(x), np.complex128, 16)

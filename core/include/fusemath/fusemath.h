@@ -142,6 +142,23 @@ FM_API fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_d
 FM_API int64_t fm_tensor_numel(const fm_tensor *t);
 
 /* ------------------------------------------------------------------------ */
+/* Memory on a device, for C callers that keep their data where it computes  */
+/* (a simulation's fields on the GPU) without linking the CUDA runtime.      */
+/* ------------------------------------------------------------------------ */
+/*! fm_memory_alloc() : `bytes` of memory on `device` (cpu: 64-byte aligned host memory;
+ *  cuda:N: device memory, 256-byte aligned). bytes == 0 gives *ptr == NULL and FM_OK.
+ *  @return FM_ERR_UNAVAILABLE (no such GPU), FM_ERR_OUT_OF_MEMORY, FM_ERR_DEVICE for other
+ *  device types, FM_ERR_INVALID_ARGUMENT for ptr == NULL. */
+FM_API fm_status fm_memory_alloc(fm_device device, size_t bytes, void **ptr);
+/*! fm_memory_free() : release memory from fm_memory_alloc on the same device; NULL is a no-op.
+ *  Waits for work queued on the device that may still use it. */
+FM_API void fm_memory_free(fm_device device, void *ptr);
+/*! fm_memory_copy() : copy `bytes` between any two of cpu and cuda memory; returns when the
+ *  copy is complete (synchronous: the destination may be read at once). */
+FM_API fm_status fm_memory_copy(void *dst, fm_device dst_device, const void *src, fm_device src_device,
+                                size_t bytes);
+
+/* ------------------------------------------------------------------------ */
 /* Context: backend registry, library handles, threads, plan cache.         */
 /* ------------------------------------------------------------------------ */
 typedef struct fm_context fm_context;
@@ -389,11 +406,26 @@ typedef enum fm_fft_effort {
 
 /* A fused chain, applied elementwise: x -> conj?(x * scale * array), array broadcast against
  * the input (prolog) or the output (epilog) with NumPy rules (a window, a filter, a phase
- * ramp; real or complex of the data's precision). */
-enum { FM_FFT_OP_SCALE = 1u << 0, FM_FFT_OP_MULTIPLY = 1u << 1, FM_FFT_OP_CONJ = 1u << 2 };
+ * ramp; real or complex of the data's precision).
+ *
+ * FM_FFT_OP_CALLBACK (GPU only): after those ops, x -> symbol(x, offset, data), a CUDA C++
+ * device function the caller writes, compiled at planning with NVRTC into the cuFFT load
+ * (prolog) or store (epilog) callback:
+ *     __device__ T symbol(T x, unsigned long long offset, const void *data)
+ * T is the element type of the data it sees: float2 (c64), double2 (c128), float (f32),
+ * double (f64). offset is the element offset of x from the input's (prolog) or output's
+ * (epilog) data pointer, batch included, in that operand's own strides. data is the chain's
+ * array pointer (prolog_array / epilog_array) or NULL: with FM_FFT_OP_MULTIPLY the array is
+ * multiplied in first and then passed too; without it the array is only passed (any dtype,
+ * any shape, on the data's device). source must define symbol (a C identifier); both strings
+ * are read while planning only. A symbol the source does not define, or source that does not
+ * compile, is an error carrying the compiler's log. On cpu data: FM_ERR_NOT_SUPPORTED. */
+enum { FM_FFT_OP_SCALE = 1u << 0, FM_FFT_OP_MULTIPLY = 1u << 1, FM_FFT_OP_CONJ = 1u << 2, FM_FFT_OP_CALLBACK = 1u << 3 };
 typedef struct fm_fft_chain {
-    unsigned ops;     /* FM_FFT_OP_* bits */
-    double scale[2];  /* re, im; with FM_FFT_OP_SCALE */
+    unsigned ops;       /* FM_FFT_OP_* bits */
+    double scale[2];    /* re, im; with FM_FFT_OP_SCALE */
+    const char *source; /* with FM_FFT_OP_CALLBACK: CUDA C++ source defining symbol */
+    const char *symbol; /* with FM_FFT_OP_CALLBACK: the device function's name */
 } fm_fft_chain;
 
 typedef struct fm_fft_options {

@@ -1,0 +1,536 @@
+/* cufft_fft.c : FFT on CUDA devices through cuFFT (c2c, r2c, c2r; single and double
+ * precision; 1-3 axes anywhere, batched over the others).
+ *
+ * Layout: the transform axes become cuFFT's advanced layout (istride, inembed; c2c axes are
+ * ordered by stride so any nesting order works), the batch axes' longest run that collapses
+ * into one stride becomes cuFFT's batch (idist, odist), any other batch axes are looped on
+ * the host with offset pointers. 64-bit sizes through cufftXtMakePlanMany.
+ *
+ * Chains (prolog / epilog, the norm folded in) run inside cuFFT as LTO callbacks generated
+ * and compiled with NVRTC (fusion/cuda/cufft_callback.c), attached with
+ * cufftXtSetJITCallback between cufftCreate and planning: no pass over the data outside the
+ * FFT. The callbacks read the execute-time array pointers from a small device block the
+ * plan owns (cuFFT's caller info is fixed at planning); it is rewritten, stream-ordered,
+ * only when the pointers change.
+ *
+ * Work area: auto-allocation off; the context's buffer for (device, stream) is set at
+ * execute. A plan's cuFFT handle is one object: executions hold the plan's mutex while they
+ * set the stream / work area and enqueue, and when a new stream must see a rewritten
+ * parameter block, it first waits for the plan's last stream (an event), so concurrent
+ * executions of one plan are correct; one plan per stream runs them concurrently. */
+#include "cuda/cufft_callback.h"
+#include "cuda/nvrtc_cache.h"
+#include "cuda_status.h"
+#include "cuda_workspace.h"
+#include "internal.h"
+
+#include <cuda_runtime.h>
+#include <cufft.h>
+#include <cufftXt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(fm_cufft_cb_params) == 4 * sizeof(void *), "execute writes the block as four pointers");
+
+typedef struct cufft_state {
+    fm_cuda_ws_table *ws;
+} cufft_state;
+
+typedef struct cufft_plan {
+    cufft_state *st;
+    int device;
+    cufftHandle handle;
+    int have_handle;
+    size_t work_size;
+    int empty;                     /* a zero extent: nothing to do */
+    int kind, inverse;
+    size_t es_in, es_out;          /* element sizes */
+    /* batch axes looped on the host */
+    int nloop;
+    int64_t loop_ext[FM_MAX_NDIM], loop_in[FM_MAX_NDIM], loop_out[FM_MAX_NDIM];
+    /* callbacks */
+    /* c2r: cuFFT may overwrite its input, so it transforms a copy (in the work buffer) */
+    int copy_input;
+    int64_t copy_lo;               /* byte offset of the input's first byte from its pointer */
+    size_t copy_bytes, copy_room;  /* bytes copied; room they take at the start of the buffer */
+    int callbacks;                 /* load and/or store callback attached */
+    int params_need_base;          /* looped: the callbacks add the loop offset from the data pointers */
+    void *d_params;                /* device block: fm_cufft_cb_params + the data base pointers */
+    /* execution state, under lock */
+    pthread_mutex_t lock;
+    cudaStream_t last_stream;
+    int used;
+    void *last_work;
+    const void *last_params[4];
+    cudaEvent_t ev;
+    char what[64];
+} cufft_plan;
+
+/* ---- errors ---- */
+static const char *cufft_name(cufftResult r)
+{
+    switch (r) {
+    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
+    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
+    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
+    case CUFFT_INVALID_TYPE: return "CUFFT_INVALID_TYPE";
+    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
+    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
+    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
+    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
+    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
+    case CUFFT_UNALIGNED_DATA: return "CUFFT_UNALIGNED_DATA";
+    case CUFFT_INVALID_DEVICE: return "CUFFT_INVALID_DEVICE";
+    case CUFFT_NO_WORKSPACE: return "CUFFT_NO_WORKSPACE";
+    case CUFFT_NOT_IMPLEMENTED: return "CUFFT_NOT_IMPLEMENTED";
+    case CUFFT_NOT_SUPPORTED: return "CUFFT_NOT_SUPPORTED";
+    case CUFFT_MISSING_DEPENDENCY: return "CUFFT_MISSING_DEPENDENCY";
+    case CUFFT_NVRTC_FAILURE: return "CUFFT_NVRTC_FAILURE";
+    case CUFFT_NVJITLINK_FAILURE: return "CUFFT_NVJITLINK_FAILURE";
+    default: return "CUFFT error";
+    }
+}
+
+static fm_status cufft_status(cufftResult r, const char *what)
+{
+    if (r == CUFFT_SUCCESS)
+        return FM_OK;
+    (void)cudaGetLastError();
+    fm_status s = r == CUFFT_ALLOC_FAILED ? FM_ERR_OUT_OF_MEMORY
+                  : r == CUFFT_INVALID_SIZE || r == CUFFT_NOT_SUPPORTED || r == CUFFT_NOT_IMPLEMENTED
+                      ? FM_ERR_NOT_SUPPORTED
+                      : FM_ERR_BACKEND;
+    return fm_fail(s, "fft on cuda: %s: %s (%d)", what, cufft_name(r), (int)r);
+}
+
+/* ---- backend state ---- */
+static fm_status probe(void **state, const char **why)
+{
+    if (fm_cuda_probe_device_count() == 0) {
+        *why = "no CUDA device (no GPU or no driver)";
+        return FM_ERR_UNAVAILABLE;
+    }
+    cufft_state *st = calloc(1, sizeof *st);
+    if (!st || fm_cuda_ws_table_create("cufft", &st->ws) != FM_OK) {
+        free(st);
+        *why = "out of host memory";
+        return FM_ERR_UNAVAILABLE;
+    }
+    *state = st;
+    return FM_OK;
+}
+
+static void release(void *state)
+{
+    cufft_state *st = state;
+    if (!st)
+        return;
+    fm_cuda_ws_table_destroy(st->ws);
+    free(st);
+}
+
+/* ---- layout ---- */
+typedef struct layout {
+    int rank;
+    long long n[3], inembed[3], onembed[3];
+    long long istride, ostride, idist, odist, batch;
+    int nloop;
+    int64_t loop_ext[FM_MAX_NDIM], loop_in[FM_MAX_NDIM], loop_out[FM_MAX_NDIM];
+} layout;
+
+/* Strides of the transform axes (cuFFT order) -> stride of the innermost and the embeds. */
+static int embed_of(int rank, const int64_t *st, const int64_t *ext, long long *stride, long long *embed)
+{
+    if (st[rank - 1] <= 0)
+        return 0;
+    *stride = st[rank - 1];
+    embed[0] = ext[0];
+    for (int i = 1; i < rank; i++) {
+        if (st[i] <= 0 || st[i - 1] % st[i] != 0 || st[i - 1] / st[i] < ext[i])
+            return 0;
+        embed[i] = st[i - 1] / st[i];
+    }
+    return 1;
+}
+
+static fm_status make_layout(const fm_problem *p, layout *L)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    int ax[3];
+    for (int i = 0; i < fp->naxes; i++)
+        ax[i] = fp->axes[i];
+    /* c2c: any order of the axes is the same transform; order them outermost first */
+    if (fp->kind == FM_FFT_C2C)
+        for (int i = 1; i < fp->naxes; i++)
+            for (int j = i; j > 0 && ti->strides[ax[j]] > ti->strides[ax[j - 1]]; j--) {
+                int t = ax[j];
+                ax[j] = ax[j - 1];
+                ax[j - 1] = t;
+            }
+    L->rank = fp->naxes;
+    int64_t si[3], so[3], ei[3], eo[3];
+    for (int i = 0; i < fp->naxes; i++) {
+        int a = ax[i];
+        for (int k = 0; k < fp->naxes; k++)
+            if (fp->axes[k] == a)
+                L->n[i] = fp->n[k];
+        si[i] = ti->shape[a] > 1 ? ti->strides[a] : 0, so[i] = to->shape[a] > 1 ? to->strides[a] : 0;
+        ei[i] = ti->shape[a], eo[i] = to->shape[a];
+    }
+    /* an axis of extent 1 has no meaningful stride: give it the span of the axes inside it */
+    for (int i = fp->naxes - 1; i >= 0; i--) {
+        if (si[i] == 0)
+            si[i] = i == fp->naxes - 1 ? 1 : si[i + 1] * ei[i + 1];
+        if (so[i] == 0)
+            so[i] = i == fp->naxes - 1 ? 1 : so[i + 1] * eo[i + 1];
+    }
+    if (!embed_of(L->rank, si, ei, &L->istride, L->inembed) || !embed_of(L->rank, so, eo, &L->ostride, L->onembed))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: the transformed axes' strides do not nest as cuFFT's "
+                       "layout requires (in strides / out strides along the axes not decreasing by whole factors); "
+                       "pass contiguous arrays");
+    /* batch axes (extent > 1), outermost (by input stride) first */
+    int b[FM_MAX_NDIM], nb = 0;
+    int lb[FM_MAX_NDIM], nlb = 0; /* batch axes with a negative stride: only a host loop takes them */
+    for (int d = 0; d < ti->ndim; d++) {
+        int tr = 0;
+        for (int i = 0; i < fp->naxes; i++)
+            tr |= fp->axes[i] == d;
+        if (!tr && ti->shape[d] > 1) {
+            if (ti->strides[d] > 0 && to->strides[d] > 0)
+                b[nb++] = d;
+            else
+                lb[nlb++] = d;
+        }
+    }
+    for (int i = 1; i < nb; i++)
+        for (int j = i; j > 0 && ti->strides[b[j]] > ti->strides[b[j - 1]]; j--) {
+            int t = b[j];
+            b[j] = b[j - 1];
+            b[j - 1] = t;
+        }
+    /* the longest (by count) run of consecutive batch axes that collapses in both in and out */
+    int best_lo = 0, best_hi = -1;
+    int64_t best = 0;
+    for (int lo = 0; lo < nb; lo++) {
+        int64_t count = ti->shape[b[lo]];
+        if (count > best)
+            best = count, best_lo = lo, best_hi = lo;
+        for (int hi = lo + 1; hi < nb; hi++) {
+            int prev = b[hi - 1], cur = b[hi];
+            if (ti->strides[prev] != ti->strides[cur] * ti->shape[cur] ||
+                to->strides[prev] != to->strides[cur] * to->shape[cur])
+                break;
+            count *= ti->shape[cur];
+            if (count > best)
+                best = count, best_lo = lo, best_hi = hi;
+        }
+    }
+    if (best_hi >= 0) {
+        L->batch = best;
+        L->idist = ti->strides[b[best_hi]];
+        L->odist = to->strides[b[best_hi]];
+    } else {
+        L->batch = 1;
+        L->idist = L->inembed[0] * L->istride * (L->rank > 1 ? L->inembed[1] : 1) * (L->rank > 2 ? L->inembed[2] : 1);
+        L->odist = L->onembed[0] * L->ostride * (L->rank > 1 ? L->onembed[1] : 1) * (L->rank > 2 ? L->onembed[2] : 1);
+    }
+    if (L->idist <= 0 || L->odist <= 0)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: negative or zero batch strides; pass contiguous arrays");
+    L->nloop = 0;
+    for (int i = 0; i < nb; i++)
+        if (i < best_lo || i > best_hi) {
+            L->loop_ext[L->nloop] = ti->shape[b[i]];
+            L->loop_in[L->nloop] = ti->strides[b[i]];
+            L->loop_out[L->nloop] = to->strides[b[i]];
+            L->nloop++;
+        }
+    for (int i = 0; i < nlb; i++) {
+        L->loop_ext[L->nloop] = ti->shape[lb[i]];
+        L->loop_in[L->nloop] = ti->strides[lb[i]];
+        L->loop_out[L->nloop] = to->strides[lb[i]];
+        L->nloop++;
+    }
+    return FM_OK;
+}
+
+/* ---- callbacks ---- */
+static void fill_cb_spec(const fm_problem *p, int store, int need_base, fm_cufft_cb_spec *sp)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *data = &p->t[store ? FM_FFT_OUT : FM_FFT_IN];
+    const fm_tensor *arr = &p->t[store ? FM_FFT_EPILOG : FM_FFT_PROLOG];
+    memset(sp, 0, sizeof *sp);
+    sp->store = store;
+    sp->data = data->dtype;
+    sp->ops = store ? fp->epilog_ops : fp->prolog_ops;
+    memcpy(sp->scale, store ? fp->epilog_scale : fp->prolog_scale, sizeof sp->scale);
+    sp->ndim = data->ndim;
+    for (int d = 0; d < data->ndim; d++) {
+        sp->extent[d] = data->shape[d];
+        sp->stride[d] = data->strides[d];
+        sp->array_stride[d] = (sp->ops & FM_FFT_OP_MULTIPLY) ? arr->strides[d] : 0;
+    }
+    if (sp->ops & FM_FFT_OP_MULTIPLY)
+        sp->array = arr->dtype;
+    if (sp->ops & FM_FFT_OP_CALLBACK)
+        sp->user_source = fm_fft_callback_text(p, store, &sp->user_symbol);
+    sp->need_base = need_base;
+}
+
+static cufftXtCallbackType cb_type(fm_dtype t, int store)
+{
+    switch (t) {
+    case FM_F32: return store ? CUFFT_CB_ST_REAL : CUFFT_CB_LD_REAL;
+    case FM_F64: return store ? CUFFT_CB_ST_REAL_DOUBLE : CUFFT_CB_LD_REAL_DOUBLE;
+    case FM_C64: return store ? CUFFT_CB_ST_COMPLEX : CUFFT_CB_LD_COMPLEX;
+    default: return store ? CUFFT_CB_ST_COMPLEX_DOUBLE : CUFFT_CB_LD_COMPLEX_DOUBLE;
+    }
+}
+
+static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
+{
+    fm_cufft_cb_spec sp;
+    fill_cb_spec(p, store, pl->params_need_base, &sp);
+    if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
+                       "fm_fft_plan runs", store ? "epilog" : "prolog");
+    void *ltoir = NULL;
+    size_t size = 0;
+    const char *symbol = NULL;
+    fm_status s = fm_cufft_cb_compile(&sp, arch, &ltoir, &size, &symbol, NULL);
+    if (s != FM_OK)
+        return s;
+    void *info[1] = {pl->d_params};
+    s = cufft_status(cufftXtSetJITCallback(pl->handle, symbol, ltoir, size, cb_type(sp.data, store), info),
+                     store ? "cufftXtSetJITCallback(store)" : "cufftXtSetJITCallback(load)");
+    free(ltoir);
+    return s;
+}
+
+/* ---- plan ---- */
+static void destroy_plan(void *impl)
+{
+    cufft_plan *pl = impl;
+    if (!pl)
+        return;
+    if (pl->have_handle)
+        cufftDestroy(pl->handle);
+    if (pl->d_params)
+        cudaFree(pl->d_params); /* synchronizes: no queued callback still reads it */
+    if (pl->ev)
+        cudaEventDestroy(pl->ev);
+    (void)cudaGetLastError();
+    pthread_mutex_destroy(&pl->lock);
+    free(pl);
+}
+
+static cudaDataType cuda_type(fm_dtype t)
+{
+    switch (t) {
+    case FM_F32: return CUDA_R_32F;
+    case FM_F64: return CUDA_R_64F;
+    case FM_C64: return CUDA_C_32F;
+    default: return CUDA_C_64F;
+    }
+}
+
+static fm_status exec_once(cufft_plan *pl, void *in, void *out)
+{
+    cufftResult r = cufftXtExec(pl->handle, in, out, pl->inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
+    return cufft_status(r, "cufftXtExec");
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
+{
+    cufft_plan *pl = plan->impl;
+    if (pl->empty)
+        return FM_OK;
+    cudaStream_t stream = (cudaStream_t)stream_;
+    fm_status s = fm_cuda_use_device(pl->device);
+    if (s != FM_OK)
+        return s;
+    char *buf = NULL;
+    if (pl->copy_room + pl->work_size &&
+        (s = fm_cuda_ws_get(pl->st->ws, pl->device, stream, pl->copy_room + pl->work_size, (void **)&buf)) != FM_OK)
+        return s;
+    void *work = pl->work_size ? buf + pl->copy_room : NULL;
+    char *in = ptrs[FM_FFT_IN];
+    if (pl->copy_input) {
+        cudaError_t e = cudaMemcpyAsync(buf, in + pl->copy_lo, pl->copy_bytes, cudaMemcpyDeviceToDevice, stream);
+        if ((s = fm_cuda_status(e, "fft on cuda: copying the c2r input (cuFFT overwrites it)")) != FM_OK)
+            return s;
+        in = buf - pl->copy_lo;
+    }
+    pthread_mutex_lock(&pl->lock);
+    if (pl->callbacks) {
+        const void *want[4] = {ptrs[FM_FFT_PROLOG], ptrs[FM_FFT_EPILOG], pl->params_need_base ? in : NULL,
+                               pl->params_need_base ? ptrs[FM_FFT_OUT] : NULL};
+        if (!pl->used || memcmp(want, pl->last_params, sizeof want) != 0) {
+            /* the block is about to change: a previous execution on another stream must be done reading it */
+            if (pl->used && pl->last_stream != stream) {
+                cudaError_t e = cudaEventRecord(pl->ev, pl->last_stream);
+                if (e == cudaSuccess)
+                    e = cudaStreamWaitEvent(stream, pl->ev, 0);
+                if ((s = fm_cuda_status(e, "fft on cuda: ordering after the plan's previous stream")) != FM_OK)
+                    goto out;
+            }
+            /* pageable source: copied out before the call returns, so `want` may go */
+            cudaError_t e = cudaMemcpyAsync(pl->d_params, want, sizeof want, cudaMemcpyHostToDevice, stream);
+            if ((s = fm_cuda_status(e, "fft on cuda: writing the callback parameters")) != FM_OK)
+                goto out;
+            memcpy(pl->last_params, want, sizeof want);
+        }
+    }
+    if (!pl->used || pl->last_stream != stream) {
+        if ((s = cufft_status(cufftSetStream(pl->handle, stream), "cufftSetStream")) != FM_OK)
+            goto out;
+        pl->last_stream = stream;
+    }
+    pl->used = 1;
+    if (work && work != pl->last_work) {
+        if ((s = cufft_status(cufftSetWorkArea(pl->handle, work), "cufftSetWorkArea")) != FM_OK)
+            goto out;
+        pl->last_work = work;
+    }
+    if (pl->nloop == 0) {
+        s = exec_once(pl, in, ptrs[FM_FFT_OUT]);
+    } else {
+        int64_t idx[FM_MAX_NDIM] = {0};
+        for (;;) {
+            int64_t oi = 0, oo = 0;
+            for (int k = 0; k < pl->nloop; k++)
+                oi += idx[k] * pl->loop_in[k], oo += idx[k] * pl->loop_out[k];
+            s = exec_once(pl, in + oi * (int64_t)pl->es_in, (char *)ptrs[FM_FFT_OUT] + oo * (int64_t)pl->es_out);
+            if (s != FM_OK)
+                break;
+            int k = pl->nloop - 1;
+            while (k >= 0 && ++idx[k] == pl->loop_ext[k])
+                idx[k--] = 0;
+            if (k < 0)
+                break;
+        }
+    }
+out:
+    pthread_mutex_unlock(&pl->lock);
+    return s;
+}
+
+static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
+
+static void format_ops(char *buf, size_t size, unsigned ops)
+{
+    if (!ops) {
+        snprintf(buf, size, "none");
+        return;
+    }
+    snprintf(buf, size, "%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "+scale" : "", (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "",
+             (ops & FM_FFT_OP_CONJ) ? "+conj" : "", (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
+    memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
+}
+
+static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)ctx;
+    if (p->op != FM_OP_FFT)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
+    if (p->exec_device.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    cufft_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    pthread_mutex_init(&pl->lock, NULL);
+    pl->st = state;
+    pl->device = p->exec_device.id;
+    pl->kind = fp->kind;
+    pl->inverse = fp->inverse;
+    pl->es_in = fm_dtype_size(ti->dtype);
+    pl->es_out = fm_dtype_size(to->dtype);
+    fm_status s = FM_OK;
+    layout L = {0};
+    pl->empty = fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0;
+    if (!pl->empty) {
+        if ((s = make_layout(p, &L)) != FM_OK)
+            goto fail;
+        pl->nloop = L.nloop;
+        memcpy(pl->loop_ext, L.loop_ext, sizeof L.loop_ext);
+        memcpy(pl->loop_in, L.loop_in, sizeof L.loop_in);
+        memcpy(pl->loop_out, L.loop_out, sizeof L.loop_out);
+        if ((s = fm_cuda_use_device(pl->device)) != FM_OK)
+            goto fail;
+        if ((s = cufft_status(cufftCreate(&pl->handle), "cufftCreate")) != FM_OK)
+            goto fail;
+        pl->have_handle = 1;
+        if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK)
+            goto fail;
+        if (fp->kind == FM_FFT_C2R) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(ti, &lo, &hi);
+            pl->copy_input = 1;
+            pl->copy_lo = lo;
+            pl->copy_bytes = (size_t)(hi - lo);
+            pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+        }
+        pl->callbacks = fp->prolog_ops != 0 || fp->epilog_ops != 0;
+        if (pl->callbacks) {
+            pl->params_need_base = L.nloop > 0; /* looped calls shift the pointers cuFFT counts from */
+            int arch = 0;
+            if ((s = fm_nvrtc_arch_for_device(pl->device, "fft on cuda", &arch)) != FM_OK ||
+                (s = fm_cuda_status(cudaMalloc(&pl->d_params, sizeof(fm_cufft_cb_params)),
+                                    "cudaMalloc (callback parameters)")) != FM_OK ||
+                (s = fm_cuda_status(cudaEventCreateWithFlags(&pl->ev, cudaEventDisableTiming), "cudaEventCreate")) !=
+                    FM_OK)
+                goto fail;
+            if (fp->prolog_ops && (s = attach_callback(pl, p, 0, arch)) != FM_OK)
+                goto fail;
+            if (fp->epilog_ops && (s = attach_callback(pl, p, 1, arch)) != FM_OK)
+                goto fail;
+        }
+        cudaDataType it = cuda_type(ti->dtype), ot = cuda_type(to->dtype);
+        cudaDataType et = fm_dtype_is_complex(ti->dtype) ? it : ot;
+        size_t ws = 0;
+        s = cufft_status(cufftXtMakePlanMany(pl->handle, L.rank, L.n, L.inembed, L.istride, L.idist, it, L.onembed,
+                                             L.ostride, L.odist, ot, L.batch, &ws, et),
+                         "cufftXtMakePlanMany");
+        if (s != FM_OK)
+            goto fail;
+        pl->work_size = ws;
+    }
+    out->impl = pl;
+    out->execute = execute;
+    out->destroy_impl = destroy_plan;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    char shape[96] = "1", tr[64] = "", pro[40], epi[40];
+    size_t u = 0;
+    for (int i = 0; i < fp->naxes && u < sizeof tr; i++)
+        u += (size_t)snprintf(tr + u, sizeof tr - u, "%s%lld", i ? "x" : "", (long long)fp->n[i]);
+    snprintf(shape, sizeof shape, "%lld", (long long)L.batch);
+    format_ops(pro, sizeof pro, fp->prolog_ops);
+    format_ops(epi, sizeof epi, fp->epilog_ops);
+    snprintf(out->describe, sizeof out->describe,
+             "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
+             fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
+             fp->inverse ? "inverse" : "forward", pro, epi, pl->callbacks ? "lto" : "none", L.nloop, pl->work_size,
+             pl->copy_input ? " input_copy=1" : "", pl->device);
+    return FM_OK;
+fail:
+    destroy_plan(pl);
+    return s;
+}
+
+const fm_backend fm_backend_cufft_fft = {
+    .name = "cufft",
+    .device = FM_DEVICE_CUDA,
+    .ops = 1u << FM_OP_FFT,
+    .priority = 0,
+    .probe = probe,
+    .release = release,
+    .plan = plan_fn,
+};

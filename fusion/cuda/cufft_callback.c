@@ -1,0 +1,197 @@
+/* cufft_callback.c : FFT chains as cuFFT LTO load / store callbacks (see cufft_callback.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "cufft_callback.h"
+#include "nvrtc_cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const nvrtc_options[] = {"-std=c++17"};
+enum { N_NVRTC_OPTIONS = 1 };
+
+static const char *ctype_of(fm_dtype t)
+{
+    switch (t) {
+    case FM_F32: return "float";
+    case FM_F64: return "double";
+    case FM_C64: return "float2";
+    case FM_C128: return "double2";
+    default: return NULL;
+    }
+}
+
+static int is_double(fm_dtype t) { return t == FM_F64 || t == FM_C128; }
+
+/* One axis of the data operand as the index code walks it: outermost (largest stride) first. */
+typedef struct axis {
+    int64_t extent, stride, astride;
+} axis;
+
+/* Emit code mapping cuFFT's element offset `off` to the array's element offset `a`. The
+ * operand's axes (extent > 1) sorted by decreasing stride must nest: each stride larger than
+ * the furthest offset the inner axes reach, so that q = r / stride; r -= q * stride peels them
+ * off one by one. Axes where the array broadcasts (astride 0) only need r %= stride, and
+ * nothing after the last axis the array varies along is computed. */
+static fm_status emit_index(FILE *f, const fm_cufft_cb_spec *sp)
+{
+    axis ax[FM_MAX_NDIM];
+    int n = 0;
+    int64_t span = 0;
+    for (int d = 0; d < sp->ndim; d++) {
+        if (sp->extent[d] <= 1)
+            continue;
+        if (sp->stride[d] <= 0)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: a %s multiplying by an array needs positive strides on "
+                           "the %s (axis %d has stride %lld); pass a contiguous array", sp->store ? "epilog" : "prolog",
+                           sp->store ? "output" : "input", d, (long long)sp->stride[d]);
+        ax[n++] = (axis){sp->extent[d], sp->stride[d], sp->array_stride[d]};
+        span += (sp->extent[d] - 1) * sp->stride[d];
+    }
+    for (int i = 1; i < n; i++) /* insertion sort, decreasing stride */
+        for (int j = i; j > 0 && ax[j].stride > ax[j - 1].stride; j--) {
+            axis t = ax[j];
+            ax[j] = ax[j - 1];
+            ax[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++) {
+        int64_t inner = 0;
+        for (int j = i + 1; j < n; j++)
+            inner += (ax[j].extent - 1) * ax[j].stride;
+        if (ax[i].stride <= inner)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: the %s's strides do not nest (a stride of %lld inside "
+                           "a span of %lld), so a %s array cannot be indexed from cuFFT's offsets; pass a contiguous "
+                           "array", sp->store ? "output" : "input", (long long)ax[i].stride, (long long)inner,
+                           sp->store ? "epilog" : "prolog");
+    }
+    int last = -1;
+    for (int i = 0; i < n; i++)
+        if (ax[i].astride != 0)
+            last = i;
+    /* 32-bit index arithmetic when every offset fits: integer division by a constant is a
+     * multiply-high, and 32-bit ones are cheaper */
+    const char *u = span < ((int64_t)1 << 31) ? "unsigned int" : "unsigned long long";
+    fprintf(f, "    long long a = 0;\n");
+    if (last < 0)
+        return FM_OK;
+    fprintf(f, "    %s r = (%s)off, q;\n    (void)q;\n", u, u);
+    for (int i = 0; i <= last; i++) {
+        const axis *x = &ax[i];
+        if (i == last && x->stride == 1)
+            fprintf(f, "    a += (long long)r * %lldLL;\n", (long long)x->astride);
+        else if (x->astride == 0)
+            fprintf(f, "    r %%= %lldu;\n", (long long)x->stride);
+        else
+            fprintf(f, "    q = r / %lldu; r -= q * %lldu; a += (long long)q * %lldLL;\n", (long long)x->stride,
+                    (long long)x->stride, (long long)x->astride);
+    }
+    return FM_OK;
+}
+
+static fm_status check_spec(const fm_cufft_cb_spec *sp)
+{
+    if (!sp || !ctype_of(sp->data) || sp->ndim < 1 || sp->ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: invalid spec");
+    const int cplx = fm_dtype_is_complex(sp->data);
+    if ((sp->ops & FM_FFT_OP_MULTIPLY) &&
+        !(ctype_of(sp->array) && is_double(sp->array) == is_double(sp->data) && (cplx || !fm_dtype_is_complex(sp->array))))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: array dtype %s does not fit data of dtype %s",
+                       fm_dtype_name(sp->array), fm_dtype_name(sp->data));
+    if ((sp->ops & FM_FFT_OP_CALLBACK) && (!sp->user_source || !sp->user_symbol))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: user source or symbol missing");
+    if (!cplx && (sp->ops & FM_FFT_OP_SCALE) && sp->scale[1] != 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: complex scale on real data");
+    return FM_OK;
+}
+
+fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const char **symbol)
+{
+    fm_status s = check_spec(sp);
+    if (s != FM_OK)
+        return s;
+    const char *T = ctype_of(sp->data), *R = is_double(sp->data) ? "double" : "float";
+    const int cplx = fm_dtype_is_complex(sp->data), side = sp->store ? 1 : 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft callback: out of host memory");
+    fprintf(f, "// fusemath cuFFT %s callback (generated)\n", sp->store ? "store" : "load");
+    if (sp->ops & FM_FFT_OP_CALLBACK)
+        fprintf(f, "#line 1 \"%s_callback\"\n%s\n#line 1 \"fusemath_generated\"\n", sp->store ? "epilog" : "prolog",
+                sp->user_source);
+    fprintf(f, "struct fm_cb_params { const void *array[2]; const void *base[2]; };\n");
+    if (sp->store)
+        fprintf(f, "extern \"C\" __device__ void " FM_CUFFT_STORE_SYMBOL
+                   "(void *data_out, unsigned long long off, %s x, void *info, void *smem)\n{\n"
+                   "    const unsigned long long cufft_off = off;\n", T);
+    else
+        fprintf(f, "extern \"C\" __device__ %s " FM_CUFFT_LOAD_SYMBOL
+                   "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n    %s x = ((const %s *)data_in)[off];\n",
+                T, T, T);
+    fprintf(f, "    (void)smem;\n    const fm_cb_params *p = (const fm_cb_params *)info;\n    (void)p;\n");
+    if (sp->need_base) /* the offset from the caller's data pointer, not from the looped call's */
+        fprintf(f, "    off += (unsigned long long)((const %s *)data_%s - (const %s *)p->base[%d]);\n", T,
+                sp->store ? "out" : "in", T, side);
+    if (sp->ops & FM_FFT_OP_SCALE) {
+        if (cplx && sp->scale[1] != 0)
+            fprintf(f, "    { const %s sr = %.17g, si = %.17g; %s t; t.x = x.x * sr - x.y * si; t.y = x.x * si + x.y * sr; "
+                       "x = t; }\n", R, sp->scale[0], sp->scale[1], T);
+        else if (cplx)
+            fprintf(f, "    { const %s sr = %.17g; x.x *= sr; x.y *= sr; }\n", R, sp->scale[0]);
+        else
+            fprintf(f, "    x *= (%s)%.17g;\n", R, sp->scale[0]);
+    }
+    if (sp->ops & FM_FFT_OP_MULTIPLY) {
+        fprintf(f, "    {\n");
+        if ((s = emit_index(f, sp)) != FM_OK) {
+            fclose(f);
+            free(buf);
+            return s;
+        }
+        const char *A = ctype_of(sp->array);
+        fprintf(f, "    const %s w = ((const %s *)p->array[%d])[a];\n", A, A, side);
+        if (fm_dtype_is_complex(sp->array))
+            fprintf(f, "    %s t; t.x = x.x * w.x - x.y * w.y; t.y = x.x * w.y + x.y * w.x; x = t;\n", T);
+        else if (cplx)
+            fprintf(f, "    x.x *= w; x.y *= w;\n");
+        else
+            fprintf(f, "    x *= w;\n");
+        fprintf(f, "    }\n");
+    }
+    if ((sp->ops & FM_FFT_OP_CONJ) && cplx)
+        fprintf(f, "    x.y = -x.y;\n");
+    if (sp->ops & FM_FFT_OP_CALLBACK)
+        fprintf(f, "    x = %s(x, off, p->array[%d]);\n", sp->user_symbol, side);
+    if (sp->store)
+        fprintf(f, "    ((%s *)data_out)[cufft_off] = x;\n}\n", T);
+    else
+        fprintf(f, "    return x;\n}\n");
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft callback: out of host memory");
+    }
+    *source = buf;
+    *symbol = sp->store ? FM_CUFFT_STORE_SYMBOL : FM_CUFFT_LOAD_SYMBOL;
+    return FM_OK;
+}
+
+fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir, size_t *size, const char **symbol,
+                              int *from_cache)
+{
+    char *src = NULL;
+    fm_status s = fm_cufft_cb_source(sp, &src, symbol);
+    if (s != FM_OK)
+        return s;
+    const char *name = sp->store ? "the fft epilog callback" : "the fft prolog callback";
+    s = fm_nvrtc_compile(src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 1, ltoir, size, from_cache);
+    free(src);
+    /* the generated part always compiles: a failure is the user's function */
+    if (s == FM_ERR_BACKEND && (sp->ops & FM_FFT_OP_CALLBACK)) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", fm_last_error());
+        s = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
+    }
+    return s;
+}

@@ -1,0 +1,229 @@
+/* test_cufft_callback.c : the FFT chains' raw-callback rules through fm_fft_plan (any machine)
+ * and, where the CUDA toolkit was built in, the generated cuFFT LTO callbacks compiled by
+ * NVRTC for sm_90 without a GPU: every data type x chain compiles to LTO-IR that defines the
+ * symbol handed to cuFFT, a user function that does not compile is an error carrying NVRTC's
+ * log, and layouts whose offsets cannot be mapped back to an index are refused. The callbacks'
+ * arithmetic is checked on the GPU by test_fft_cufft_gpu. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FM_HAVE_CUDA
+#include "cuda/cufft_callback.h"
+#include "cuda/nvrtc_cache.h"
+#endif
+
+static fm_context *g_ctx;
+
+static const char *const user_src = "__device__ float2 phase(float2 x, unsigned long long off, const void *d)\n"
+                                    "{ (void)d; float s, c; sincosf(0.01f * (float)off, &s, &c);\n"
+                                    "  float2 r; r.x = x.x * c - x.y * s; r.y = x.x * s + x.y * c; return r; }\n";
+
+/* Planning rules that hold whatever the machine: checked before any backend is asked. */
+static void test_callback_rules(void)
+{
+    static float complex_buf[2 * 64], out_buf[2 * 64], data[64];
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t sh[1] = {64};
+    fm_tensor in, out, d;
+    fm_tensor_init(&in, complex_buf, cpu, FM_C64, 1, sh, NULL);
+    fm_tensor_init(&out, out_buf, cpu, FM_C64, 1, sh, NULL);
+    fm_tensor_init(&d, data, cpu, FM_F32, 1, sh, NULL);
+    fm_fft_options o;
+    fm_plan *plan = NULL;
+
+    /* cpu data: a CUDA C callback is refused by name */
+    fm_fft_options_init(&o);
+    o.prolog.ops = FM_FFT_OP_CALLBACK, o.prolog.source = user_src, o.prolog.symbol = "phase";
+    CHECK(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("only on the GPU");
+    CHECK(plan == NULL);
+
+    /* not a C identifier */
+    static const char *const bad_names[] = {"", "1x", "a-b", "a b", "x;y"};
+    for (int i = 0; i < 5; i++) {
+        o.prolog.symbol = bad_names[i];
+        CHECK_MSG(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT, "name '%s'",
+                  bad_names[i]);
+        CHECK_ERROR_MENTIONS("identifier");
+    }
+    /* a name the source does not define (a whole-token match followed by '(') */
+    static const char *const undefined[] = {"phas", "phase2", "nothere", "x"};
+    for (int i = 0; i < 4; i++) {
+        o.prolog.symbol = undefined[i];
+        CHECK_MSG(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT, "name '%s'",
+                  undefined[i]);
+        CHECK_ERROR_MENTIONS("not defined");
+        CHECK_ERROR_MENTIONS(undefined[i]);
+    }
+    o.prolog.symbol = "fm_cb_load"; /* the generated wrapper's own name */
+    CHECK(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("reserved");
+    /* NULL source / symbol */
+    o.prolog.symbol = NULL;
+    CHECK(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("symbol");
+    o.prolog.symbol = "phase", o.prolog.source = NULL;
+    CHECK(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("source");
+
+    /* an array without multiply or callback */
+    fm_fft_options_init(&o);
+    CHECK(fm_fft_plan(g_ctx, &in, &out, &d, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("neither multiplies nor has a callback");
+    /* unknown ops bits */
+    o.epilog.ops = 1u << 6;
+    CHECK(fm_fft_plan(g_ctx, &in, &out, NULL, NULL, &o, &plan) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("unknown ops");
+}
+
+#ifdef FM_HAVE_CUDA
+static const fm_dtype data_types[4] = {FM_F32, FM_F64, FM_C64, FM_C128};
+static const char *const ctype[4] = {"float", "double", "float2", "double2"};
+
+/* The source must define, with C linkage, the symbol we hand cuFFT (cuFFT crashes on a name
+ * the LTO-IR lacks; LTO-IR is bitcode, whose string table is not plain bytes, so the check is
+ * on the source that compiled into it). */
+static int defines(const fm_cufft_cb_spec *sp, const char *sym)
+{
+    char *src = NULL;
+    const char *got = NULL;
+    if (fm_cufft_cb_source(sp, &src, &got) != FM_OK)
+        return 0;
+    char want[96];
+    snprintf(want, sizeof want, " %s(", sym);
+    const char *at = strstr(src, want);
+    int ok = at && strcmp(got, sym) == 0 && strstr(src, "extern \"C\" __device__") && strstr(src, "extern \"C\"") < at;
+    free(src);
+    return ok;
+}
+
+static fm_cufft_cb_spec spec_2d(int store, fm_dtype dt, unsigned ops, fm_dtype arr)
+{
+    fm_cufft_cb_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.store = store, sp.data = dt, sp.ops = ops, sp.array = arr;
+    sp.scale[0] = 0.5, sp.scale[1] = fm_dtype_is_complex(dt) ? -0.25 : 0.0;
+    sp.ndim = 2;
+    sp.extent[0] = 8, sp.extent[1] = 100;
+    sp.stride[0] = 100, sp.stride[1] = 1;
+    sp.array_stride[0] = 0, sp.array_stride[1] = 1; /* a window along the transform, broadcast over rows */
+    return sp;
+}
+
+static void test_generated_compile(void)
+{
+    if (!fm_nvrtc_supports_arch(90)) {
+        SKIP("this NVRTC cannot compile for sm_90");
+        CHECK(1);
+        return;
+    }
+    for (int t = 0; t < 4; t++)
+        for (int store = 0; store < 2; store++)
+            for (unsigned ops = 1; ops < 8; ops++) {
+                fm_dtype dt = data_types[t];
+                fm_dtype arr = dt == FM_C64 && (ops & 2) && store ? FM_C64 : dt == FM_C64 ? FM_F32
+                               : dt == FM_C128 ? FM_F64
+                                               : dt;
+                fm_cufft_cb_spec sp = spec_2d(store, dt, ops, arr);
+                if (!fm_dtype_is_complex(dt))
+                    sp.ops &= ~(unsigned)FM_FFT_OP_CONJ;
+                void *img = NULL;
+                size_t n = 0;
+                const char *sym = NULL;
+                fm_status s = fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL);
+                CHECK_MSG(s == FM_OK, "%s %s ops=%u", ctype[t], store ? "store" : "load", ops);
+                if (s == FM_OK) {
+                    CHECK(strcmp(sym, store ? FM_CUFFT_STORE_SYMBOL : FM_CUFFT_LOAD_SYMBOL) == 0);
+                    CHECK_MSG(n > 0 && defines(&sp, sym), "%s: no extern \"C\" %s", ctype[t], sym);
+                }
+                free(img);
+            }
+    /* the looped form (offsets from a shifted pointer) and a large span (64-bit index math) */
+    fm_cufft_cb_spec sp = spec_2d(0, FM_C64, FM_FFT_OP_MULTIPLY, FM_C64);
+    sp.need_base = 1;
+    sp.extent[0] = 1 << 20, sp.stride[0] = 1 << 13, sp.extent[1] = 1 << 13, sp.array_stride[0] = 3;
+    char *src = NULL;
+    const char *sym = NULL;
+    CHECK_OK(fm_cufft_cb_source(&sp, &src, &sym));
+    CHECK(src && strstr(src, "unsigned long long r") && strstr(src, "p->base[0]"));
+    void *img = NULL;
+    size_t n = 0;
+    CHECK_OK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL));
+    free(img);
+    free(src);
+}
+
+static void test_user_function(void)
+{
+    if (!fm_nvrtc_supports_arch(90)) {
+        SKIP("this NVRTC cannot compile for sm_90");
+        CHECK(1);
+        return;
+    }
+    fm_cufft_cb_spec sp = spec_2d(0, FM_C64, FM_FFT_OP_CALLBACK | FM_FFT_OP_SCALE, FM_C64);
+    sp.user_source = user_src, sp.user_symbol = "phase";
+    void *img = NULL;
+    size_t n = 0;
+    const char *sym = NULL;
+    CHECK_OK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL));
+    CHECK(img && n > 0 && defines(&sp, FM_CUFFT_LOAD_SYMBOL));
+    free(img);
+    img = NULL;
+    /* does not compile: NVRTC's log in the error, as an invalid argument (the user's code) */
+    sp.user_source = "__device__ float2 phase(float2 x, unsigned long long off, const void *d) { return y; }";
+    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("error");
+    CHECK_ERROR_MENTIONS("prolog_callback"); /* the #line file name: the user's own line numbers */
+    CHECK(img == NULL);
+    /* the wrong signature for the data type (double2 data, float2 function) */
+    sp = spec_2d(1, FM_C128, FM_FFT_OP_CALLBACK, FM_C128);
+    sp.user_source = user_src, sp.user_symbol = "phase";
+    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("error");
+    free(img);
+}
+
+static void test_layouts_refused(void)
+{
+    char *src = NULL;
+    const char *sym = NULL;
+    /* strides that do not nest: 3 inside a span of 2 * (2 - 1) + ... */
+    fm_cufft_cb_spec sp = spec_2d(0, FM_C64, FM_FFT_OP_MULTIPLY, FM_F32);
+    sp.extent[0] = 2, sp.stride[0] = 3, sp.extent[1] = 4, sp.stride[1] = 2, sp.array_stride[0] = 1;
+    CHECK(fm_cufft_cb_source(&sp, &src, &sym) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("contiguous");
+    /* a negative stride */
+    sp = spec_2d(1, FM_C64, FM_FFT_OP_MULTIPLY, FM_F32);
+    sp.stride[1] = -1;
+    CHECK(fm_cufft_cb_source(&sp, &src, &sym) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("positive strides");
+    CHECK(src == NULL);
+    /* the broadcast axis needs no index: a column-major layout with a per-row array is fine */
+    sp = spec_2d(0, FM_C64, FM_FFT_OP_MULTIPLY, FM_F32);
+    sp.stride[0] = 1, sp.stride[1] = 8, sp.array_stride[0] = 1, sp.array_stride[1] = 0;
+    CHECK_OK(fm_cufft_cb_source(&sp, &src, &sym));
+    CHECK(src && strstr(src, "a += (long long)r * 1LL"));
+    free(src);
+}
+#endif
+
+int main(void)
+{
+    if (fm_context_create(&g_ctx) != FM_OK) {
+        fprintf(stderr, "no context: %s\n", fm_last_error());
+        return 1;
+    }
+    RUN_TEST(test_callback_rules);
+#ifdef FM_HAVE_CUDA
+    RUN_TEST(test_generated_compile);
+    RUN_TEST(test_user_function);
+    RUN_TEST(test_layouts_refused);
+#else
+    printf("built without CUDA: only the planning rules were checked\n");
+#endif
+    fm_context_destroy(g_ctx);
+    TEST_MAIN_RETURN();
+}

@@ -1,0 +1,420 @@
+/* test_fft_cufft_gpu.c : the cuFFT backend.
+ *  1. every check of fft_harness.h (the ones FFTW passes) with execution = cuda: naive-DFT
+ *     references for every kind / precision / norm / layout, identities, fused chains against
+ *     the chain applied by hand, concurrent execution of one plan;
+ *  2. on device-resident data: the c2r input left intact (cuFFT overwrites it), raw CUDA C
+ *     callbacks (prolog with the offset, epilog reading its data array, real data, double),
+ *     one plan re-executed with other chain arrays and on alternating streams, two threads
+ *     on two streams, the plan cache keyed by the callback's text, compile errors. */
+#define _POSIX_C_SOURCE 200809L
+#include "fft_harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#ifdef FM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+static const fm_device gpu0 = {FM_DEVICE_CUDA, 0};
+
+/* A device copy of a host tensor (same strides). */
+typedef struct {
+    void *dev;
+    size_t bytes;
+    fm_tensor t;
+} dbuf;
+
+static int d_from_host(dbuf *d, const fm_tensor *h)
+{
+    int64_t lo, hi;
+    size_t es = fm_dtype_size(h->dtype);
+    lo = 0, hi = 1;
+    for (int i = 0; i < h->ndim; i++)
+        hi += (h->shape[i] - 1) * h->strides[i];
+    d->bytes = (size_t)(hi - lo) * es;
+    if (cudaMalloc(&d->dev, d->bytes + 256) != cudaSuccess)
+        return -1;
+    cudaMemcpy(d->dev, h->data, d->bytes, cudaMemcpyHostToDevice);
+    d->t = *h;
+    d->t.data = d->dev;
+    d->t.device = gpu0;
+    return 0;
+}
+static void d_to_host(const dbuf *d, void *host) { cudaMemcpy(host, d->dev, d->bytes, cudaMemcpyDeviceToHost); }
+static void d_free(dbuf *d) { cudaFree(d->dev); }
+
+/* 1-D c64 rows: x (rows x n) on host, random */
+static void fill_c64(float *x, int64_t count)
+{
+    for (int64_t i = 0; i < 2 * count; i++)
+        x[i] = (float)rng_uniform(&g_rng);
+}
+
+/* reference: forward c2c of each row of y (rows x n), in double, into out */
+static void ref_rows(const double complex *y, int64_t rows, int64_t n, int inverse, double complex *out)
+{
+    int64_t sh[2] = {rows, n};
+    int ax[1] = {1};
+    ref_transform(FM_FFT_C2C, inverse, 2, sh, sh, 1, ax, (double complex *)y, out);
+}
+
+static double max_rel(const float *got, const double complex *ref, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = cabs(CMPLX(got[2 * i], got[2 * i + 1]) - ref[i]);
+        if (!(d <= e))
+            e = d;
+        if (cabs(ref[i]) > m)
+            m = cabs(ref[i]);
+    }
+    return e / (m > 0 ? m : 1);
+}
+
+/* c2r on device data: the input must be left as it was (cuFFT overwrites its input) */
+static void test_c2r_input_intact(void)
+{
+    int64_t out_sh[2] = {64, 96}, in_sh[2] = {64, 49};
+    tbuf hi, ho;
+    tb_make(&hi, FM_C64, 2, in_sh, NULL, 0, 1, -1);
+    tb_make(&ho, FM_F32, 2, out_sh, NULL, 0, 1, -1);
+    fill_c64(hi.t.data, 64 * 49);
+    dbuf di, dout;
+    if (d_from_host(&di, &hi.t) || d_from_host(&dout, &ho.t)) {
+        CHECK_MSG(0, "cudaMalloc");
+        return;
+    }
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.kind = FM_FFT_C2R, o.inverse = 1, o.naxes = 2, o.axes[0] = 0, o.axes[1] = 1;
+    CHECK_OK(fm_fft(g_ctx, &di.t, &dout.t, NULL, NULL, &o, NULL));
+    unsigned char *after = malloc(di.bytes);
+    d_to_host(&di, after);
+    CHECK_MSG(memcmp(after, hi.mem, di.bytes) == 0, "c2r modified its device input");
+    /* and the result equals the staged run (host data through the same backend) */
+    o.execution = FM_EXECUTION_CUDA;
+    CHECK_OK(fm_fft(g_ctx, &hi.t, &ho.t, NULL, NULL, &o, NULL));
+    float *got = malloc(sizeof(float) * 64 * 96);
+    cudaMemcpy(got, dout.dev, sizeof(float) * 64 * 96, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(got, ho.t.data, sizeof(float) * 64 * 96) == 0);
+    free(after), free(got);
+    d_free(&di), d_free(&dout);
+    tb_free(&hi), tb_free(&ho);
+}
+
+static const char *const phase_src =
+    "__device__ float2 phase(float2 x, unsigned long long off, const void *d)\n"
+    "{ (void)d; float s, c; sincosf(0.001f * (float)off, &s, &c);\n"
+    "  float2 r; r.x = x.x * c - x.y * s; r.y = x.x * s + x.y * c; return r; }\n";
+static const char *const add_src =
+    "__device__ float2 add_data(float2 x, unsigned long long off, const void *d)\n"
+    "{ const float *a = (const float *)d; x.x += a[off]; return x; }\n";
+
+/* prolog: user phase ramp after a window multiply (the prolog scale is folded elsewhere);
+ * epilog: user function adding its data array. Against the host computation. */
+static void test_raw_callbacks(void)
+{
+    enum { R = 8, N = 300 };
+    int64_t sh[2] = {R, N}, wn = N;
+    tbuf hx, hw, hd, hy;
+    tb_make(&hx, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hw, FM_F32, 1, &wn, NULL, 0, 1, -1);
+    tb_make(&hd, FM_F32, 2, sh, NULL, 0, 1, -1);
+    fill_c64(hx.t.data, R * N);
+    for (int i = 0; i < N; i++)
+        ((float *)hw.t.data)[i] = 0.5f + 0.001f * (float)i;
+    for (int i = 0; i < R * N; i++)
+        ((float *)hd.t.data)[i] = (float)i * 0.01f;
+    dbuf dx, dw, dd, dy;
+    if (d_from_host(&dx, &hx.t) || d_from_host(&dw, &hw.t) || d_from_host(&dd, &hd.t) || d_from_host(&dy, &hy.t)) {
+        CHECK_MSG(0, "cudaMalloc");
+        return;
+    }
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.norm = FM_FFT_NORM_ORTHO;
+    o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CALLBACK, o.prolog.source = phase_src, o.prolog.symbol = "phase";
+    o.epilog.ops = FM_FFT_OP_CALLBACK, o.epilog.source = add_src, o.epilog.symbol = "add_data";
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &dx.t, &dy.t, &dw.t, &dd.t, &o, &plan));
+    if (!plan)
+        return;
+    CHECK_MSG(strstr(fm_plan_describe(plan), "callbacks=lto"), "%s", fm_plan_describe(plan));
+    void *ptrs[4] = {dx.dev, dy.dev, dw.dev, dd.dev};
+    CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+    float *got = malloc(sizeof(float) * 2 * R * N);
+    cudaMemcpy(got, dy.dev, sizeof(float) * 2 * R * N, cudaMemcpyDeviceToHost);
+    double complex *v = malloc(sizeof *v * R * N), *ref = malloc(sizeof *ref * R * N);
+    const float *x = hx.t.data, *w = hw.t.data, *d = hd.t.data;
+    for (int64_t i = 0; i < R * N; i++)
+        v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * w[i % N] * cexp(I * 0.001 * (double)i);
+    ref_rows(v, R, N, 0, ref);
+    for (int64_t i = 0; i < R * N; i++)
+        ref[i] = ref[i] / sqrt((double)N) + d[i];
+    double e = max_rel(got, ref, R * N);
+    CHECK_MSG(e < 2e-5, "raw callbacks: rel err %.3g", e);
+
+    /* the same plan with another window: the parameter block follows the pointers */
+    dbuf dw2;
+    for (int i = 0; i < N; i++)
+        ((float *)hw.t.data)[i] = 2.0f - 0.002f * (float)i;
+    d_from_host(&dw2, &hw.t);
+    cudaStream_t s2;
+    cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+    void *ptrs2[4] = {dx.dev, dy.dev, dw2.dev, dd.dev};
+    CHECK_OK(fm_plan_execute(plan, ptrs2, 4, s2));
+    CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL)); /* back to the first window, other stream */
+    CHECK_OK(fm_plan_execute(plan, ptrs2, 4, s2));
+    cudaStreamSynchronize(s2);
+    cudaMemcpy(got, dy.dev, sizeof(float) * 2 * R * N, cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < R * N; i++)
+        v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * w[i % N] * cexp(I * 0.001 * (double)i);
+    ref_rows(v, R, N, 0, ref);
+    for (int64_t i = 0; i < R * N; i++)
+        ref[i] = ref[i] / sqrt((double)N) + d[i];
+    e = max_rel(got, ref, R * N);
+    CHECK_MSG(e < 2e-5, "second window on another stream: rel err %.3g", e);
+    cudaStreamDestroy(s2);
+    fm_plan_release(plan);
+
+    /* the plan cache keys on the text: a changed constant is another plan with another result */
+    int before = fm_context_cache_size(g_ctx);
+    fm_fft_options_init(&o);
+    o.prolog.ops = FM_FFT_OP_CALLBACK, o.prolog.source = phase_src, o.prolog.symbol = "phase";
+    CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
+    CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
+    CHECK(fm_context_cache_size(g_ctx) == before + 1);
+    char *src2 = strdup(phase_src);
+    char *k = strstr(src2, "0.001f");
+    k[4] = '2'; /* 0.002f */
+    o.prolog.source = src2;
+    CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
+    CHECK(fm_context_cache_size(g_ctx) == before + 2);
+    cudaMemcpy(got, dy.dev, sizeof(float) * 2 * R * N, cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < R * N; i++)
+        v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * cexp(I * 0.002 * (double)i);
+    ref_rows(v, R, N, 0, ref);
+    e = max_rel(got, ref, R * N);
+    CHECK_MSG(e < 2e-5, "edited callback: rel err %.3g", e);
+    free(src2);
+
+    /* errors at planning, on the GPU: compile failure (log), undefined name */
+    o.prolog.source = "__device__ float2 phase(float2 x, unsigned long long off, const void *d) { return q; }";
+    CHECK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("error");
+    o.prolog.source = phase_src, o.prolog.symbol = "phase_x";
+    CHECK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("phase_x");
+
+    free(got), free(v), free(ref);
+    d_free(&dx), d_free(&dw), d_free(&dd), d_free(&dy), d_free(&dw2);
+    tb_free(&hx), tb_free(&hw), tb_free(&hd), tb_free(&hy);
+}
+
+/* r2c with a real prolog callback (T = float) and c128 with a double2 epilog */
+static void test_raw_callback_types(void)
+{
+    enum { N = 256 };
+    int64_t n = N, h = N / 2 + 1;
+    tbuf hx, hy;
+    tb_make(&hx, FM_F32, 1, &n, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 1, &h, NULL, 0, 1, -1);
+    for (int i = 0; i < N; i++)
+        ((float *)hx.t.data)[i] = (float)rng_uniform(&g_rng);
+    dbuf dx, dy;
+    d_from_host(&dx, &hx.t), d_from_host(&dy, &hy.t);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.kind = FM_FFT_R2C;
+    o.prolog.ops = FM_FFT_OP_CALLBACK, o.prolog.symbol = "sq";
+    o.prolog.source = "__device__ float sq(float x, unsigned long long off, const void *d) { return x * x + (float)off; }";
+    CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
+    float got[2 * (N / 2 + 1)];
+    cudaMemcpy(got, dy.dev, sizeof got, cudaMemcpyDeviceToHost);
+    double complex v[N], full[N];
+    for (int i = 0; i < N; i++) {
+        double xv = ((float *)hx.t.data)[i];
+        v[i] = xv * xv + i;
+    }
+    ref_rows(v, 1, N, 0, full);
+    CHECK_MSG(max_rel(got, full, N / 2 + 1) < 2e-5, "r2c real callback: rel err %.3g", max_rel(got, full, N / 2 + 1));
+    d_free(&dx), d_free(&dy);
+    tb_free(&hx), tb_free(&hy);
+
+    tbuf zx, zy;
+    tb_make(&zx, FM_C128, 1, &n, NULL, 0, 1, -1);
+    tb_make(&zy, FM_C128, 1, &n, NULL, 0, 1, -1);
+    for (int i = 0; i < 2 * N; i++)
+        ((double *)zx.t.data)[i] = rng_uniform(&g_rng);
+    dbuf ex, ey;
+    d_from_host(&ex, &zx.t), d_from_host(&ey, &zy.t);
+    fm_fft_options_init(&o);
+    o.inverse = 1;
+    o.epilog.ops = FM_FFT_OP_CALLBACK | FM_FFT_OP_CONJ, o.epilog.symbol = "twice";
+    o.epilog.source = "__device__ double2 twice(double2 x, unsigned long long off, const void *d)"
+                      " { x.x *= 2.0; x.y *= 2.0; return x; }";
+    CHECK_OK(fm_fft(g_ctx, &ex.t, &ey.t, NULL, NULL, &o, NULL));
+    double gz[2 * N];
+    cudaMemcpy(gz, ey.dev, sizeof gz, cudaMemcpyDeviceToHost);
+    double complex zr[N], zv[N];
+    for (int i = 0; i < N; i++)
+        zv[i] = CMPLX(((double *)zx.t.data)[2 * i], ((double *)zx.t.data)[2 * i + 1]);
+    ref_rows(zv, 1, N, 1, zr);
+    double e = 0, m = 0;
+    for (int i = 0; i < N; i++) {
+        double complex want = 2.0 * conj(zr[i] / N);
+        e = fmax(e, cabs(CMPLX(gz[2 * i], gz[2 * i + 1]) - want));
+        m = fmax(m, cabs(want));
+    }
+    CHECK_MSG(e / m < 1e-12, "c128 callback: rel err %.3g", e / m);
+    d_free(&ex), d_free(&ey);
+    tb_free(&zx), tb_free(&zy);
+}
+
+/* two threads, each its own plan on its own stream, windowed transforms */
+typedef struct {
+    int idx;
+    int ok;
+    double err;
+} sthr;
+static void *stream_thr(void *arg)
+{
+    sthr *a = arg;
+    enum { R = 64, N = 1000 };
+    int64_t sh[2] = {R, N}, wn = N;
+    tbuf hx, hw, hy;
+    tb_make(&hx, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hw, FM_F32, 1, &wn, NULL, 0, 1, -1);
+    test_rng rng = {0x1234567ULL + (uint64_t)a->idx};
+    for (int64_t i = 0; i < 2 * R * N; i++)
+        ((float *)hx.t.data)[i] = (float)rng_uniform(&rng);
+    for (int i = 0; i < N; i++)
+        ((float *)hw.t.data)[i] = 1.0f + (float)a->idx + 0.001f * (float)i;
+    dbuf dx, dw, dy;
+    d_from_host(&dx, &hx.t), d_from_host(&dw, &hw.t), d_from_host(&dy, &hy.t);
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.prolog.ops = FM_FFT_OP_MULTIPLY, o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 0.5;
+    fm_plan *plan = NULL;
+    a->ok = fm_fft_plan(g_ctx, &dx.t, &dy.t, &dw.t, NULL, &o, &plan) == FM_OK;
+    void *ptrs[4] = {dx.dev, dy.dev, dw.dev, NULL};
+    for (int r = 0; r < 50 && a->ok; r++)
+        a->ok = fm_plan_execute(plan, ptrs, 4, s) == FM_OK;
+    cudaStreamSynchronize(s);
+    float *got = malloc(sizeof(float) * 2 * R * N);
+    cudaMemcpy(got, dy.dev, sizeof(float) * 2 * R * N, cudaMemcpyDeviceToHost);
+    double complex *v = malloc(sizeof *v * R * N), *ref = malloc(sizeof *ref * R * N);
+    const float *x = hx.t.data, *w = hw.t.data;
+    for (int64_t i = 0; i < R * N; i++)
+        v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * w[i % N] * 0.5;
+    ref_rows(v, R, N, 0, ref);
+    a->err = max_rel(got, ref, R * N);
+    free(got), free(v), free(ref);
+    fm_plan_release(plan);
+    cudaStreamDestroy(s);
+    d_free(&dx), d_free(&dw), d_free(&dy);
+    tb_free(&hx), tb_free(&hw), tb_free(&hy);
+    return NULL;
+}
+static void test_streams_threads(void)
+{
+    pthread_t th[2];
+    sthr args[2] = {{0, 0, 1}, {1, 0, 1}};
+    for (int t = 0; t < 2; t++)
+        pthread_create(&th[t], NULL, stream_thr, &args[t]);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_MSG(args[t].ok && args[t].err < 2e-5, "thread %d: ok=%d err=%.3g", t, args[t].ok, args[t].err);
+    }
+}
+
+/* a batch axis the plan loops over (fft along the middle axis of a 3-D array) with a window:
+ * the callbacks add the loop's pointer shift back */
+static void test_looped_batch_chain(void)
+{
+    int64_t sh[3] = {5, 64, 3}, wn = 64;
+    tbuf hx, hw, hy;
+    tb_make(&hx, FM_C64, 3, sh, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 3, sh, NULL, 0, 1, -1);
+    tb_make(&hw, FM_F32, 1, &wn, NULL, 0, 1, -1);
+    fill_c64(hx.t.data, 5 * 64 * 3);
+    for (int i = 0; i < 64; i++)
+        ((float *)hw.t.data)[i] = 0.25f + 0.01f * (float)i;
+    /* the window broadcasts along axis 1: shape (64, 1) */
+    int64_t wsh[2] = {64, 1};
+    fm_tensor w2 = hw.t;
+    w2.ndim = 2, w2.shape[0] = 64, w2.shape[1] = 1, w2.strides[0] = 1, w2.strides[1] = 1;
+    (void)wsh;
+    dbuf dx, dw, dy;
+    d_from_host(&dx, &hx.t), d_from_host(&dw, &w2), d_from_host(&dy, &hy.t);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = 1;
+    o.prolog.ops = FM_FFT_OP_MULTIPLY;
+    o.epilog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &dx.t, &dy.t, &dw.t, &dw.t, &o, &plan));
+    if (!plan)
+        return;
+    CHECK_MSG(strstr(fm_plan_describe(plan), "loops=1"), "%s", fm_plan_describe(plan));
+    void *ptrs[4] = {dx.dev, dy.dev, dw.dev, dw.dev};
+    CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+    float *got = malloc(sizeof(float) * 2 * 5 * 64 * 3);
+    cudaMemcpy(got, dy.dev, sizeof(float) * 2 * 5 * 64 * 3, cudaMemcpyDeviceToHost);
+    double complex *v = malloc(sizeof *v * 5 * 64 * 3), *ref = malloc(sizeof *ref * 5 * 64 * 3);
+    const float *x = hx.t.data, *w = hw.t.data;
+    for (int64_t i = 0; i < 5 * 64 * 3; i++)
+        v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * w[(i / 3) % 64];
+    int ax[1] = {1};
+    ref_transform(FM_FFT_C2C, 0, 3, sh, sh, 1, ax, v, ref);
+    for (int64_t i = 0; i < 5 * 64 * 3; i++)
+        ref[i] = conj(ref[i] * w[(i / 3) % 64]);
+    double e = max_rel(got, ref, 5 * 64 * 3);
+    CHECK_MSG(e < 2e-5, "looped batch with chains: rel err %.3g", e);
+    fm_plan_release(plan);
+    free(got), free(v), free(ref);
+    d_free(&dx), d_free(&dw), d_free(&dy);
+    tb_free(&hx), tb_free(&hw), tb_free(&hy);
+}
+
+int main(void)
+{
+    if (fm_cuda_device_count() == 0) {
+        printf("skipped: no GPU\n");
+        return 0;
+    }
+    if (fm_context_create(&g_ctx) != FM_OK) {
+        fprintf(stderr, "no context: %s\n", fm_last_error());
+        return 1;
+    }
+    /* the shared checks, staged to the GPU */
+    g_exec = FM_EXECUTION_CUDA;
+    g_describe = "cuda/cufft";
+    RUN_TEST(test_small_vs_naive);
+    RUN_TEST(test_identities);
+    RUN_TEST(test_large_roundtrip);
+    RUN_TEST(test_multi_axes_layouts);
+    RUN_TEST(test_chains);
+    RUN_TEST(test_chain_vs_unfused);
+    RUN_TEST(test_concurrent);
+    /* device-resident */
+    g_exec = FM_EXECUTION_AUTO;
+    RUN_TEST(test_c2r_input_intact);
+    RUN_TEST(test_raw_callbacks);
+    RUN_TEST(test_raw_callback_types);
+    RUN_TEST(test_streams_threads);
+    RUN_TEST(test_looped_batch_chain);
+    fm_context_destroy(g_ctx);
+    TEST_MAIN_RETURN();
+}
+#else
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 0;
+}
+#endif
