@@ -22,6 +22,7 @@
 #include "cuda/nvrtc_cache.h"
 #include "cuda_status.h"
 #include "cuda_workspace.h"
+#include "fft_axis_split.h"
 #include "internal.h"
 
 #include <cuda_runtime.h>
@@ -54,9 +55,16 @@ typedef struct cufft_plan {
     int copy_input;
     int64_t copy_lo;               /* byte offset of the input's first byte from its pointer */
     size_t copy_bytes, copy_room;  /* bytes copied; room they take at the start of the buffer */
-    int callbacks;                 /* load and/or store callback attached */
+    int callbacks;                 /* the chains run inside cuFFT (LTO callbacks) or as passes */
+    /* cuFFT refused callbacks for this size (CUFFT_INVALID_SIZE for some lengths): the chains
+     * run as a prolog pass into the staging buffer and an epilog pass in place on out */
+    fm_cufft_pass *pass[2];
     int params_need_base;          /* looped: the callbacks add the loop offset from the data pointers */
     void *d_params;                /* device block: fm_cufft_cb_params + the data base pointers */
+    /* cuFFT reads the LTO-IR and the caller-info array when it plans, not when they are set:
+     * both live as long as the plan */
+    void *ltoir[2];
+    void *caller_info[1];
     /* execution state, under lock */
     pthread_mutex_t lock;
     cudaStream_t last_stream;
@@ -158,6 +166,11 @@ static fm_status make_layout(const fm_problem *p, layout *L)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    for (int d = 0; d < ti->ndim; d++)
+        if ((ti->shape[d] > 1 && ti->strides[d] <= 0) || (to->shape[d] > 1 && to->strides[d] <= 0))
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: %s has a %s stride along axis %d; cuFFT takes "
+                           "positive strides: pass contiguous arrays", ti->strides[d] <= 0 ? "in" : "out",
+                           (ti->strides[d] < 0 || to->strides[d] < 0) ? "negative" : "zero", d);
     int ax[3];
     for (int i = 0; i < fp->naxes; i++)
         ax[i] = fp->axes[i];
@@ -192,17 +205,12 @@ static fm_status make_layout(const fm_problem *p, layout *L)
                        "pass contiguous arrays");
     /* batch axes (extent > 1), outermost (by input stride) first */
     int b[FM_MAX_NDIM], nb = 0;
-    int lb[FM_MAX_NDIM], nlb = 0; /* batch axes with a negative stride: only a host loop takes them */
     for (int d = 0; d < ti->ndim; d++) {
         int tr = 0;
         for (int i = 0; i < fp->naxes; i++)
             tr |= fp->axes[i] == d;
-        if (!tr && ti->shape[d] > 1) {
-            if (ti->strides[d] > 0 && to->strides[d] > 0)
-                b[nb++] = d;
-            else
-                lb[nlb++] = d;
-        }
+        if (!tr && ti->shape[d] > 1)
+            b[nb++] = d;
     }
     for (int i = 1; i < nb; i++)
         for (int j = i; j > 0 && ti->strides[b[j]] > ti->strides[b[j - 1]]; j--) {
@@ -246,12 +254,6 @@ static fm_status make_layout(const fm_problem *p, layout *L)
             L->loop_out[L->nloop] = to->strides[b[i]];
             L->nloop++;
         }
-    for (int i = 0; i < nlb; i++) {
-        L->loop_ext[L->nloop] = ti->shape[lb[i]];
-        L->loop_in[L->nloop] = ti->strides[lb[i]];
-        L->loop_out[L->nloop] = to->strides[lb[i]];
-        L->nloop++;
-    }
     return FM_OK;
 }
 
@@ -296,17 +298,15 @@ static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store,
     if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
                        "fm_fft_plan runs", store ? "epilog" : "prolog");
-    void *ltoir = NULL;
     size_t size = 0;
     const char *symbol = NULL;
-    fm_status s = fm_cufft_cb_compile(&sp, arch, &ltoir, &size, &symbol, NULL);
+    fm_status s = fm_cufft_cb_compile(&sp, arch, &pl->ltoir[store], &size, &symbol, NULL);
     if (s != FM_OK)
         return s;
-    void *info[1] = {pl->d_params};
-    s = cufft_status(cufftXtSetJITCallback(pl->handle, symbol, ltoir, size, cb_type(sp.data, store), info),
-                     store ? "cufftXtSetJITCallback(store)" : "cufftXtSetJITCallback(load)");
-    free(ltoir);
-    return s;
+    pl->caller_info[0] = pl->d_params;
+    return cufft_status(cufftXtSetJITCallback(pl->handle, symbol, pl->ltoir[store], size, cb_type(sp.data, store),
+                                              pl->caller_info),
+                        store ? "cufftXtSetJITCallback(store)" : "cufftXtSetJITCallback(load)");
 }
 
 /* ---- plan ---- */
@@ -321,6 +321,10 @@ static void destroy_plan(void *impl)
         cudaFree(pl->d_params); /* synchronizes: no queued callback still reads it */
     if (pl->ev)
         cudaEventDestroy(pl->ev);
+    free(pl->ltoir[0]);
+    free(pl->ltoir[1]);
+    fm_cufft_pass_destroy(pl->pass[0]);
+    fm_cufft_pass_destroy(pl->pass[1]);
     (void)cudaGetLastError();
     pthread_mutex_destroy(&pl->lock);
     free(pl);
@@ -357,12 +361,8 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
         return s;
     void *work = pl->work_size ? buf + pl->copy_room : NULL;
     char *in = ptrs[FM_FFT_IN];
-    if (pl->copy_input) {
-        cudaError_t e = cudaMemcpyAsync(buf, in + pl->copy_lo, pl->copy_bytes, cudaMemcpyDeviceToDevice, stream);
-        if ((s = fm_cuda_status(e, "fft on cuda: copying the c2r input (cuFFT overwrites it)")) != FM_OK)
-            return s;
-        in = buf - pl->copy_lo;
-    }
+    if (pl->copy_input)
+        in = buf - pl->copy_lo; /* filled below, after the parameters the prolog pass reads */
     pthread_mutex_lock(&pl->lock);
     if (pl->callbacks) {
         const void *want[4] = {ptrs[FM_FFT_PROLOG], ptrs[FM_FFT_EPILOG], pl->params_need_base ? in : NULL,
@@ -389,6 +389,15 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
         pl->last_stream = stream;
     }
     pl->used = 1;
+    if (pl->pass[0]) {
+        if ((s = fm_cufft_pass_launch(pl->pass[0], ptrs[FM_FFT_IN], in, pl->d_params, stream)) != FM_OK)
+            goto out;
+    } else if (pl->copy_input) {
+        cudaError_t e = cudaMemcpyAsync(buf, (char *)ptrs[FM_FFT_IN] + pl->copy_lo, pl->copy_bytes,
+                                        cudaMemcpyDeviceToDevice, stream);
+        if ((s = fm_cuda_status(e, "fft on cuda: copying the c2r input (cuFFT overwrites it)")) != FM_OK)
+            goto out;
+    }
     if (work && work != pl->last_work) {
         if ((s = cufft_status(cufftSetWorkArea(pl->handle, work), "cufftSetWorkArea")) != FM_OK)
             goto out;
@@ -412,9 +421,22 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
                 break;
         }
     }
+    if (s == FM_OK && pl->pass[1])
+        s = fm_cufft_pass_launch(pl->pass[1], ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], pl->d_params, stream);
 out:
     pthread_mutex_unlock(&pl->lock);
     return s;
+}
+
+static fm_status make_plan(cufft_plan *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
+{
+    cudaDataType it = cuda_type(in), ot = cuda_type(out);
+    cudaDataType et = fm_dtype_is_complex(in) ? it : ot;
+    long long n[3], ie[3], oe[3];
+    memcpy(n, L->n, sizeof n), memcpy(ie, L->inembed, sizeof ie), memcpy(oe, L->onembed, sizeof oe);
+    return cufft_status(cufftXtMakePlanMany(pl->handle, L->rank, n, ie, L->istride, L->idist, it, oe, L->ostride,
+                                            L->odist, ot, L->batch, ws, et),
+                        "cufftXtMakePlanMany");
 }
 
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
@@ -432,7 +454,6 @@ static void format_ops(char *buf, size_t size, unsigned ops)
 
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)ctx;
     if (p->op != FM_OP_FFT)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
     if (p->exec_device.type != FM_DEVICE_CUDA)
@@ -456,8 +477,15 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     layout L = {0};
     pl->empty = fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0;
     if (!pl->empty) {
-        if ((s = make_layout(p, &L)) != FM_OK)
+        if ((s = make_layout(p, &L)) != FM_OK) {
+            /* one plan cannot nest these axes (an r2c halving an outer axis, in and out laid out
+             * differently): two batched steps can, each over fewer axes */
+            if (s == FM_ERR_NOT_SUPPORTED && fp->naxes > 1 && strstr(fm_last_error(), "do not nest")) {
+                destroy_plan(pl);
+                return fm_fft_plan_axis_split(ctx, p, out);
+            }
             goto fail;
+        }
         pl->nloop = L.nloop;
         memcpy(pl->loop_ext, L.loop_ext, sizeof L.loop_ext);
         memcpy(pl->loop_in, L.loop_in, sizeof L.loop_in);
@@ -492,12 +520,38 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             if (fp->epilog_ops && (s = attach_callback(pl, p, 1, arch)) != FM_OK)
                 goto fail;
         }
-        cudaDataType it = cuda_type(ti->dtype), ot = cuda_type(to->dtype);
-        cudaDataType et = fm_dtype_is_complex(ti->dtype) ? it : ot;
         size_t ws = 0;
-        s = cufft_status(cufftXtMakePlanMany(pl->handle, L.rank, L.n, L.inembed, L.istride, L.idist, it, L.onembed,
-                                             L.ostride, L.odist, ot, L.batch, &ws, et),
-                         "cufftXtMakePlanMany");
+        s = make_plan(pl, &L, ti->dtype, to->dtype, &ws);
+        if (s == FM_ERR_NOT_SUPPORTED && pl->callbacks) {
+            /* cuFFT takes no callbacks for this size: a plain plan, the chains as passes */
+            fm_log_plan(ctx, "cufft: no callbacks for this plan (%s): the chains run as separate passes",
+                        fm_last_error());
+            cufftDestroy(pl->handle);
+            pl->have_handle = 0;
+            if ((s = cufft_status(cufftCreate(&pl->handle), "cufftCreate")) != FM_OK)
+                goto fail;
+            pl->have_handle = 1;
+            if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK ||
+                (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
+                goto fail;
+            for (int side = 0; side < 2; side++) {
+                if (!(side ? fp->epilog_ops : fp->prolog_ops))
+                    continue;
+                fm_cufft_cb_spec sp;
+                fill_cb_spec(p, side, 0, &sp);
+                if ((s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[side])) != FM_OK)
+                    goto fail;
+            }
+            pl->params_need_base = 0;
+            if (pl->pass[0] && !pl->copy_input) { /* the prolog pass writes a staged copy of the input */
+                int64_t lo, hi;
+                fm_tensor_byte_span(ti, &lo, &hi);
+                pl->copy_input = 1;
+                pl->copy_lo = lo;
+                pl->copy_bytes = (size_t)(hi - lo);
+                pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+            }
+        }
         if (s != FM_OK)
             goto fail;
         pl->work_size = ws;
@@ -517,7 +571,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     snprintf(out->describe, sizeof out->describe,
              "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
              fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
-             fp->inverse ? "inverse" : "forward", pro, epi, pl->callbacks ? "lto" : "none", L.nloop, pl->work_size,
+             fp->inverse ? "inverse" : "forward", pro, epi,
+             !pl->callbacks ? "none" : (pl->pass[0] || pl->pass[1]) ? "passes" : "lto", L.nloop, pl->work_size,
              pl->copy_input ? " input_copy=1" : "", pl->device);
     return FM_OK;
 fail:

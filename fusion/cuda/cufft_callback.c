@@ -4,6 +4,7 @@
 #include "cufft_callback.h"
 #include "nvrtc_cache.h"
 
+#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,13 +122,15 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     if (sp->ops & FM_FFT_OP_CALLBACK)
         fprintf(f, "#line 1 \"%s_callback\"\n%s\n#line 1 \"fusemath_generated\"\n", sp->store ? "epilog" : "prolog",
                 sp->user_source);
+    /* C++ linkage on purpose: cuFFT declares the callback with its documented C++ signature
+     * and links the mangled name built from the symbol we give it */
     fprintf(f, "struct fm_cb_params { const void *array[2]; const void *base[2]; };\n");
     if (sp->store)
-        fprintf(f, "extern \"C\" __device__ void " FM_CUFFT_STORE_SYMBOL
+        fprintf(f, "__device__ void " FM_CUFFT_STORE_SYMBOL
                    "(void *data_out, unsigned long long off, %s x, void *info, void *smem)\n{\n"
                    "    const unsigned long long cufft_off = off;\n", T);
     else
-        fprintf(f, "extern \"C\" __device__ %s " FM_CUFFT_LOAD_SYMBOL
+        fprintf(f, "__device__ %s " FM_CUFFT_LOAD_SYMBOL
                    "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n    %s x = ((const %s *)data_in)[off];\n",
                 T, T, T);
     fprintf(f, "    (void)smem;\n    const fm_cb_params *p = (const fm_cb_params *)info;\n    (void)p;\n");
@@ -194,4 +197,116 @@ fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir
         s = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
     }
     return s;
+}
+
+/* ---- separate passes ---- */
+fm_status fm_cufft_pass_source(const fm_cufft_cb_spec *sp, char **source)
+{
+    if (!sp || sp->need_base)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft pass: invalid spec");
+    char *cb = NULL;
+    const char *sym = NULL;
+    fm_status s = fm_cufft_cb_source(sp, &cb, &sym);
+    if (s != FM_OK)
+        return s;
+    const char *T = ctype_of(sp->data);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        free(cb);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
+    }
+    int64_t count = 1;
+    for (int d = 0; d < sp->ndim; d++)
+        count *= sp->extent[d];
+    fputs(cb, f);
+    fprintf(f, "extern \"C\" __global__ void fm_cb_pass(const %s *src, %s *dst, void *info)\n{\n"
+               "    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < %lldull;\n"
+               "         i += (unsigned long long)gridDim.x * blockDim.x) {\n"
+               "        unsigned long long r = i;\n        long long off = 0;\n", T, T, (long long)count);
+    for (int d = sp->ndim - 1; d >= 0; d--)
+        if (sp->extent[d] > 1)
+            fprintf(f, "        off += (long long)(r %% %lldull) * %lldLL; r /= %lldull;\n", (long long)sp->extent[d],
+                    (long long)sp->stride[d], (long long)sp->extent[d]);
+    if (sp->store)
+        fprintf(f, "        " FM_CUFFT_STORE_SYMBOL "((void *)dst, (unsigned long long)off, src[off], info, 0);\n");
+    else
+        fprintf(f, "        dst[off] = " FM_CUFFT_LOAD_SYMBOL "((void *)src, (unsigned long long)off, info, 0);\n");
+    fprintf(f, "    }\n}\n");
+    free(cb);
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
+    }
+    *source = buf;
+    return FM_OK;
+}
+
+struct fm_cufft_pass {
+    void *image;
+    cudaLibrary_t lib;
+    cudaKernel_t kernel;
+    unsigned grid;
+};
+
+static fm_status pass_cuda(cudaError_t e, const char *what)
+{
+    (void)cudaGetLastError();
+    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "fft pass: %s: %s (%s)",
+                   what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+void fm_cufft_pass_destroy(fm_cufft_pass *k)
+{
+    if (!k)
+        return;
+    if (k->lib)
+        cudaLibraryUnload(k->lib);
+    free(k->image);
+    free(k);
+}
+
+fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *sp, int device_id, fm_cufft_pass **out)
+{
+    *out = NULL;
+    fm_cufft_pass *k = calloc(1, sizeof *k);
+    if (!k)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
+    char *src = NULL;
+    int arch = 0, sms = 0;
+    size_t size = 0;
+    fm_status s = fm_cufft_pass_source(sp, &src);
+    if (s == FM_OK)
+        s = fm_nvrtc_arch_for_device(device_id, "fft pass", &arch);
+    if (s == FM_OK)
+        s = fm_nvrtc_compile(src, sp->store ? "the fft epilog pass" : "the fft prolog pass", nvrtc_options,
+                             N_NVRTC_OPTIONS, arch, 0, &k->image, &size, NULL);
+    free(src);
+    cudaError_t e = cudaSuccess;
+    if (s == FM_OK && (e = cudaLibraryLoadData(&k->lib, k->image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+        k->lib = NULL, s = pass_cuda(e, "cudaLibraryLoadData");
+    if (s == FM_OK && (e = cudaLibraryGetKernel(&k->kernel, k->lib, "fm_cb_pass")) != cudaSuccess)
+        s = pass_cuda(e, "cudaLibraryGetKernel");
+    if (s == FM_OK && (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
+        s = pass_cuda(e, "cudaDeviceGetAttribute");
+    if (s != FM_OK) {
+        fm_cufft_pass_destroy(k);
+        return s;
+    }
+    int64_t count = 1;
+    for (int d = 0; d < sp->ndim; d++)
+        count *= sp->extent[d];
+    int64_t blocks = (count + 255) / 256, cap = (int64_t)(sms > 0 ? sms : 1) * 8;
+    k->grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+    *out = k;
+    return FM_OK;
+}
+
+fm_status fm_cufft_pass_launch(const fm_cufft_pass *k, const void *src, void *dst, void *caller_info, void *stream)
+{
+    void *args[3] = {(void *)&src, (void *)&dst, (void *)&caller_info};
+    dim3 grid = {k->grid, 1, 1}, block = {256, 1, 1};
+    cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
+    return e == cudaSuccess ? FM_OK : pass_cuda(e, "cudaLaunchKernel(fm_cb_pass)");
 }

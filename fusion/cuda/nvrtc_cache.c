@@ -156,7 +156,7 @@ static void make_key(const char *source, const char *const *options, int noption
 {
     fm_sha256 s;
     fm_sha256_init(&s);
-    static const char tag[] = "fusemath nvrtc cache v1";
+    static const char tag[] = "fusemath nvrtc cache v2"; /* v2: LTO for compute_XX with -rdc */
     fm_sha256_update(&s, tag, sizeof tag);
     fm_sha256_u64(&s, (uint64_t)(int64_t)nvrtc_major);
     fm_sha256_u64(&s, (uint64_t)(int64_t)nvrtc_minor);
@@ -396,8 +396,10 @@ static fm_status compile_now(const char *source, const char *name, const char *c
         return nvrtc_fail(r, "nvrtcCreateProgram", name, arch);
     fm_status s = FM_OK;
     char arch_opt[32];
-    snprintf(arch_opt, sizeof arch_opt, "-arch=sm_%d", arch);
-    const char **opts = malloc(sizeof *opts * (size_t)(noptions + 2));
+    /* LTO-IR for a link by someone else (cuFFT's JIT LTO): virtual architecture, relocatable
+     * device code (else the unreferenced __device__ function is dropped), as cuFFT's samples do */
+    snprintf(arch_opt, sizeof arch_opt, lto ? "-arch=compute_%d" : "-arch=sm_%d", arch);
+    const char **opts = malloc(sizeof *opts * (size_t)(noptions + 3));
     if (!opts) {
         nvrtcDestroyProgram(&prog);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory");
@@ -406,8 +408,10 @@ static fm_status compile_now(const char *source, const char *name, const char *c
     for (int i = 0; i < noptions; i++)
         opts[n++] = options[i];
     opts[n++] = arch_opt;
-    if (lto)
+    if (lto) {
         opts[n++] = "-dlto";
+        opts[n++] = "--relocatable-device-code=true";
+    }
     r = nvrtcCompileProgram(prog, n, opts);
     free(opts);
     if (r != NVRTC_SUCCESS) {

@@ -24,7 +24,8 @@
 const char *fm_nvrtc_cache_dir(void);
 
 /* Compile CUDA C++ source with NVRTC for sm_<arch> (e.g. 90) to a cubin (lto = 0) or LTO-IR
- * (lto = 1, -dlto). "-arch=sm_<arch>" (and "-dlto") are added to `options` here.
+ * (lto = 1: "-arch=compute_<arch> -dlto --relocatable-device-code=true", what cuFFT's JIT LTO
+ * links; else "-arch=sm_<arch>"), added to `options` here.
  * Cached on disk (and in memory) keyed by a strong hash (SHA-256) of source + options + arch +
  * lto + NVRTC version. *image is malloc'ed (caller frees). *from_cache (may be NULL) says
  * whether it came from the cache (memory or disk).

@@ -83,9 +83,9 @@ static void test_callback_rules(void)
 static const fm_dtype data_types[4] = {FM_F32, FM_F64, FM_C64, FM_C128};
 static const char *const ctype[4] = {"float", "double", "float2", "double2"};
 
-/* The source must define, with C linkage, the symbol we hand cuFFT (cuFFT crashes on a name
- * the LTO-IR lacks; LTO-IR is bitcode, whose string table is not plain bytes, so the check is
- * on the source that compiled into it). */
+/* The source must define the symbol we hand cuFFT as a __device__ function with C++ linkage
+ * (cuFFT links the mangled name of its documented signature and fails on one the LTO-IR lacks;
+ * LTO-IR is bitcode, whose string table is not plain bytes, so the check is on the source). */
 static int defines(const fm_cufft_cb_spec *sp, const char *sym)
 {
     char *src = NULL;
@@ -93,9 +93,9 @@ static int defines(const fm_cufft_cb_spec *sp, const char *sym)
     if (fm_cufft_cb_source(sp, &src, &got) != FM_OK)
         return 0;
     char want[96];
-    snprintf(want, sizeof want, " %s(", sym);
+    snprintf(want, sizeof want, " %s(void *data_", sym);
     const char *at = strstr(src, want);
-    int ok = at && strcmp(got, sym) == 0 && strstr(src, "extern \"C\" __device__") && strstr(src, "extern \"C\"") < at;
+    int ok = at && strcmp(got, sym) == 0 && !strstr(src, "extern \"C\"") && strstr(src, "__device__") < at;
     free(src);
     return ok;
 }
@@ -137,7 +137,7 @@ static void test_generated_compile(void)
                 CHECK_MSG(s == FM_OK, "%s %s ops=%u", ctype[t], store ? "store" : "load", ops);
                 if (s == FM_OK) {
                     CHECK(strcmp(sym, store ? FM_CUFFT_STORE_SYMBOL : FM_CUFFT_LOAD_SYMBOL) == 0);
-                    CHECK_MSG(n > 0 && defines(&sp, sym), "%s: no extern \"C\" %s", ctype[t], sym);
+                    CHECK_MSG(n > 0 && defines(&sp, sym), "%s: no __device__ %s", ctype[t], sym);
                 }
                 free(img);
             }
@@ -186,6 +186,36 @@ static void test_user_function(void)
     free(img);
 }
 
+/* the fallback where cuFFT takes no callbacks: the same chain as a kernel over the operand */
+static void test_pass_kernels(void)
+{
+    if (!fm_nvrtc_supports_arch(90)) {
+        SKIP("this NVRTC cannot compile for sm_90");
+        CHECK(1);
+        return;
+    }
+    static const char *const opts[1] = {"-std=c++17"};
+    for (int t = 0; t < 4; t++)
+        for (int store = 0; store < 2; store++) {
+            fm_dtype dt = data_types[t];
+            fm_cufft_cb_spec sp = spec_2d(store, dt, FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY,
+                                          dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt);
+            char *src = NULL;
+            CHECK_OK(fm_cufft_pass_source(&sp, &src));
+            CHECK(src && strstr(src, "__global__ void fm_cb_pass") && strstr(src, "800ull"));
+            void *img = NULL;
+            size_t n = 0;
+            if (src)
+                CHECK_OK(fm_nvrtc_compile(src, "pass", opts, 1, 90, 0, &img, &n, NULL));
+            free(img);
+            free(src);
+        }
+    fm_cufft_cb_spec sp = spec_2d(0, FM_C64, FM_FFT_OP_SCALE, FM_C64);
+    sp.need_base = 1; /* a pass covers the whole operand: there is no loop offset to add */
+    char *src = NULL;
+    CHECK(fm_cufft_pass_source(&sp, &src) == FM_ERR_INVALID_ARGUMENT);
+}
+
 static void test_layouts_refused(void)
 {
     char *src = NULL;
@@ -220,6 +250,7 @@ int main(void)
 #ifdef FM_HAVE_CUDA
     RUN_TEST(test_generated_compile);
     RUN_TEST(test_user_function);
+    RUN_TEST(test_pass_kernels);
     RUN_TEST(test_layouts_refused);
 #else
     printf("built without CUDA: only the planning rules were checked\n");

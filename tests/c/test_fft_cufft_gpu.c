@@ -133,6 +133,7 @@ static void test_raw_callbacks(void)
     }
     fm_fft_options o;
     fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = -1; /* each row */
     o.norm = FM_FFT_NORM_ORTHO;
     o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CALLBACK, o.prolog.source = phase_src, o.prolog.symbol = "phase";
     o.epilog.ops = FM_FFT_OP_CALLBACK, o.epilog.source = add_src, o.epilog.symbol = "add_data";
@@ -179,8 +180,10 @@ static void test_raw_callbacks(void)
     fm_plan_release(plan);
 
     /* the plan cache keys on the text: a changed constant is another plan with another result */
+    fm_context_clear_cache(g_ctx); /* (a full cache would evict one plan per new one) */
     int before = fm_context_cache_size(g_ctx);
     fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = -1;
     o.prolog.ops = FM_FFT_OP_CALLBACK, o.prolog.source = phase_src, o.prolog.symbol = "phase";
     CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
     CHECK_OK(fm_fft(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, NULL));
@@ -298,6 +301,7 @@ static void *stream_thr(void *arg)
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     fm_fft_options o;
     fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = -1; /* each row */
     o.prolog.ops = FM_FFT_OP_MULTIPLY, o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 0.5;
     fm_plan *plan = NULL;
     a->ok = fm_fft_plan(g_ctx, &dx.t, &dy.t, &dw.t, NULL, &o, &plan) == FM_OK;

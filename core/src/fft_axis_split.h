@@ -6,7 +6,8 @@
 
 /* A single transform (batch 1) over 2 or 3 axes with a prolog or epilog. */
 int fm_fft_should_split_axes(const fm_problem *p);
-/* Plan p as [last axis] then [the other axes] (c2r: the reverse), each a cached plan. */
+/* Plan p as [last axis] then [the other axes] (c2r: the reverse), each a cached plan of
+ * whichever backend takes it; the c2r intermediate comes from p's execution device. */
 fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out);
 
 #endif
