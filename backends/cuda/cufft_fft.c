@@ -428,6 +428,23 @@ out:
     return s;
 }
 
+/* The prolog as a kernel writing chain(in) into the staged copy of the input the FFT reads. */
+static fm_status make_prolog_pass(cufft_plan *pl, const fm_problem *p)
+{
+    fm_cufft_cb_spec sp;
+    fill_cb_spec(p, 0, 0, &sp);
+    fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[0]);
+    if (s != FM_OK || pl->copy_input)
+        return s;
+    int64_t lo, hi;
+    fm_tensor_byte_span(&p->t[FM_FFT_IN], &lo, &hi);
+    pl->copy_input = 1;
+    pl->copy_lo = lo;
+    pl->copy_bytes = (size_t)(hi - lo);
+    pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+    return FM_OK;
+}
+
 static fm_status make_plan(cufft_plan *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
 {
     cudaDataType it = cuda_type(in), ot = cuda_type(out);
@@ -515,7 +532,16 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = fm_cuda_status(cudaEventCreateWithFlags(&pl->ev, cudaEventDisableTiming), "cudaEventCreate")) !=
                     FM_OK)
                 goto fail;
-            if (fp->prolog_ops && (s = attach_callback(pl, p, 0, arch)) != FM_OK)
+            /* The prolog: cuFFT 12.0 (CUDA 13.0) on the H200 runs any LTO *load* callback far
+             * slower than the plain transform (an identity callback: 3.0x at 4096 x 4096, 2.1x at
+             * 2^20 x 64), while a store callback costs 1.26x and a separate pass about one read
+             * and one write. So the prolog is a pass into the staged input by default, the
+             * epilog a store callback; FUSEMATH_CUFFT_PROLOG=callback selects the load callback. */
+            const char *pro_mode = getenv("FUSEMATH_CUFFT_PROLOG");
+            const int prolog_cb = pro_mode && strcmp(pro_mode, "callback") == 0;
+            if (fp->prolog_ops && prolog_cb && (s = attach_callback(pl, p, 0, arch)) != FM_OK)
+                goto fail;
+            if (fp->prolog_ops && !prolog_cb && (s = make_prolog_pass(pl, p)) != FM_OK)
                 goto fail;
             if (fp->epilog_ops && (s = attach_callback(pl, p, 1, arch)) != FM_OK)
                 goto fail;
@@ -534,22 +560,14 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK ||
                 (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
                 goto fail;
-            for (int side = 0; side < 2; side++) {
-                if (!(side ? fp->epilog_ops : fp->prolog_ops))
-                    continue;
-                fm_cufft_cb_spec sp;
-                fill_cb_spec(p, side, 0, &sp);
-                if ((s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[side])) != FM_OK)
-                    goto fail;
-            }
             pl->params_need_base = 0;
-            if (pl->pass[0] && !pl->copy_input) { /* the prolog pass writes a staged copy of the input */
-                int64_t lo, hi;
-                fm_tensor_byte_span(ti, &lo, &hi);
-                pl->copy_input = 1;
-                pl->copy_lo = lo;
-                pl->copy_bytes = (size_t)(hi - lo);
-                pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+            if (fp->prolog_ops && !pl->pass[0] && (s = make_prolog_pass(pl, p)) != FM_OK)
+                goto fail;
+            if (fp->epilog_ops) {
+                fm_cufft_cb_spec sp;
+                fill_cb_spec(p, 1, 0, &sp);
+                if ((s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[1])) != FM_OK)
+                    goto fail;
             }
         }
         if (s != FM_OK)
@@ -572,7 +590,12 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
              "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
              fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
              fp->inverse ? "inverse" : "forward", pro, epi,
-             !pl->callbacks ? "none" : (pl->pass[0] || pl->pass[1]) ? "passes" : "lto", L.nloop, pl->work_size,
+             !pl->callbacks ? "none"
+             : pl->pass[1]  ? "passes"
+             : pl->pass[0]  ? (fp->epilog_ops ? "prolog-pass+lto" : "prolog-pass")
+                            : "lto",
+             L.nloop,
+             pl->work_size,
              pl->copy_input ? " input_copy=1" : "", pl->device);
     return FM_OK;
 fail:

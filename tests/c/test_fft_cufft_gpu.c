@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #ifdef FM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -412,6 +413,16 @@ int main(void)
     RUN_TEST(test_raw_callback_types);
     RUN_TEST(test_streams_threads);
     RUN_TEST(test_looped_batch_chain);
+    /* the prolog as a cuFFT load callback instead of a pass (slower on cuFFT 12.0, kept selectable) */
+    setenv("FUSEMATH_CUFFT_PROLOG", "callback", 1);
+    fm_context_clear_cache(g_ctx);
+    g_exec = FM_EXECUTION_CUDA;
+    RUN_TEST(test_chains);
+    RUN_TEST(test_chain_vs_unfused);
+    g_exec = FM_EXECUTION_AUTO;
+    RUN_TEST(test_raw_callbacks);
+    RUN_TEST(test_looped_batch_chain);
+    unsetenv("FUSEMATH_CUFFT_PROLOG");
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }
