@@ -428,21 +428,28 @@ out:
     return s;
 }
 
+/* The FFT reads a copy of the input in the work buffer (same strides), made at execute. */
+static void stage_input(cufft_plan *pl, const fm_tensor *ti)
+{
+    if (pl->copy_input)
+        return;
+    int64_t lo, hi;
+    fm_tensor_byte_span(ti, &lo, &hi);
+    pl->copy_input = 1;
+    pl->copy_lo = lo;
+    pl->copy_bytes = (size_t)(hi - lo);
+    pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+}
+
 /* The prolog as a kernel writing chain(in) into the staged copy of the input the FFT reads. */
 static fm_status make_prolog_pass(cufft_plan *pl, const fm_problem *p)
 {
     fm_cufft_cb_spec sp;
     fill_cb_spec(p, 0, 0, &sp);
     fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[0]);
-    if (s != FM_OK || pl->copy_input)
-        return s;
-    int64_t lo, hi;
-    fm_tensor_byte_span(&p->t[FM_FFT_IN], &lo, &hi);
-    pl->copy_input = 1;
-    pl->copy_lo = lo;
-    pl->copy_bytes = (size_t)(hi - lo);
-    pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
-    return FM_OK;
+    if (s == FM_OK)
+        stage_input(pl, &p->t[FM_FFT_IN]);
+    return s;
 }
 
 static fm_status make_plan(cufft_plan *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
@@ -514,14 +521,27 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         pl->have_handle = 1;
         if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK)
             goto fail;
-        if (fp->kind == FM_FFT_C2R) {
-            int64_t lo, hi;
-            fm_tensor_byte_span(ti, &lo, &hi);
-            pl->copy_input = 1;
-            pl->copy_lo = lo;
-            pl->copy_bytes = (size_t)(hi - lo);
-            pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
+        /* cuFFT reads and writes real data in pairs: each call's real pointer must be aligned to
+         * two reals (a misaligned one fails at exec with CUFFT_INVALID_VALUE, seen on the H200) */
+        if (fp->kind != FM_FFT_C2C) {
+            const int real_slot = fp->kind == FM_FFT_R2C ? FM_FFT_IN : FM_FFT_OUT;
+            const int64_t *loop = fp->kind == FM_FFT_R2C ? L.loop_in : L.loop_out;
+            int odd_loop = 0;
+            for (int k = 0; k < L.nloop; k++)
+                odd_loop |= (loop[k] & 1) != 0;
+            const size_t real_es = fm_dtype_size(p->t[real_slot].dtype);
+            const int misaligned = ((size_t)1 << p->align_log2[real_slot]) < 2 * real_es;
+            if (odd_loop || (misaligned && fp->kind == FM_FFT_C2R)) {
+                s = fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: cuFFT needs the real %s aligned to two elements "
+                            "in every batch it is given; pass contiguous arrays", real_slot == FM_FFT_IN ? "in" : "out");
+                goto fail;
+            }
+            if (misaligned) /* r2c: transform an aligned copy */
+                stage_input(pl, ti);
+            out->required_align[real_slot] = misaligned ? real_es : 2 * real_es;
         }
+        if (fp->kind == FM_FFT_C2R) /* cuFFT overwrites a c2r input */
+            stage_input(pl, ti);
         pl->callbacks = fp->prolog_ops != 0 || fp->epilog_ops != 0;
         if (pl->callbacks) {
             pl->params_need_base = L.nloop > 0; /* looped calls shift the pointers cuFFT counts from */
@@ -578,7 +598,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     out->execute = execute;
     out->destroy_impl = destroy_plan;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+        if (out->required_align[i] <= 1) /* (the real operand's may be set above) */
+            out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
     char shape[96] = "1", tr[64] = "", pro[40], epi[40];
     size_t u = 0;
     for (int i = 0; i < fp->naxes && u < sizeof tr; i++)

@@ -180,6 +180,17 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     return FM_OK;
 }
 
+/* The generated part always compiles: a compile failure with a user function is the user's
+ * code, an invalid argument (NVRTC's log is in the message). */
+static fm_status user_code_status(const fm_cufft_cb_spec *sp, fm_status s)
+{
+    if (s != FM_ERR_BACKEND || !(sp->ops & FM_FFT_OP_CALLBACK))
+        return s;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fm_last_error());
+    return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
+}
+
 fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir, size_t *size, const char **symbol,
                               int *from_cache)
 {
@@ -190,13 +201,7 @@ fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir
     const char *name = sp->store ? "the fft epilog callback" : "the fft prolog callback";
     s = fm_nvrtc_compile(src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 1, ltoir, size, from_cache);
     free(src);
-    /* the generated part always compiles: a failure is the user's function */
-    if (s == FM_ERR_BACKEND && (sp->ops & FM_FFT_OP_CALLBACK)) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", fm_last_error());
-        s = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
-    }
-    return s;
+    return user_code_status(sp, s);
 }
 
 /* ---- separate passes ---- */
@@ -280,8 +285,8 @@ fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *sp, int device_id, fm_cuf
     if (s == FM_OK)
         s = fm_nvrtc_arch_for_device(device_id, "fft pass", &arch);
     if (s == FM_OK)
-        s = fm_nvrtc_compile(src, sp->store ? "the fft epilog pass" : "the fft prolog pass", nvrtc_options,
-                             N_NVRTC_OPTIONS, arch, 0, &k->image, &size, NULL);
+        s = user_code_status(sp, fm_nvrtc_compile(src, sp->store ? "the fft epilog pass" : "the fft prolog pass",
+                                                  nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->image, &size, NULL));
     free(src);
     cudaError_t e = cudaSuccess;
     if (s == FM_OK && (e = cudaLibraryLoadData(&k->lib, k->image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)

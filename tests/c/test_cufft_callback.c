@@ -210,6 +210,19 @@ static void test_pass_kernels(void)
             free(img);
             free(src);
         }
+    /* a user function that does not compile: the user's error, with the log */
+    fm_cufft_cb_spec bad = spec_2d(0, FM_C64, FM_FFT_OP_CALLBACK, FM_C64);
+    bad.user_symbol = "f";
+    bad.user_source = "__device__ float2 f(float2 x, unsigned long long o, const void *d) { return nope; }";
+    char *bsrc = NULL;
+    CHECK_OK(fm_cufft_pass_source(&bad, &bsrc));
+    void *bimg = NULL;
+    size_t bn = 0;
+    /* (fm_cufft_pass_create needs a device; the mapping is the same function as the LTO compile's) */
+    CHECK(fm_cufft_cb_compile(&bad, 90, &bimg, &bn, &(const char *){NULL}, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("nope");
+    free(bimg);
+    free(bsrc);
     fm_cufft_cb_spec sp = spec_2d(0, FM_C64, FM_FFT_OP_SCALE, FM_C64);
     sp.need_base = 1; /* a pass covers the whole operand: there is no loop offset to add */
     char *src = NULL;
