@@ -70,6 +70,7 @@ typedef struct fftw_impl {
     int64_t chunk, nchunks, rem;
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
+    int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
     int fftw_threads;          /* threads of the chunk plans */
 } fftw_impl;
 
@@ -214,35 +215,43 @@ static int xalign(const fftw_impl *x, const void *p)
             }                                                                                                    \
         }                                                                                                        \
     }                                                                                                            \
-    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst)    \
+    /* One transform's rows (i0, i1) of n2 points; with nthr > 1 the rows, or pieces of them when     \
+     * there are fewer rows than threads, are shared out (a single huge transform). */                   \
+    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst,    \
+                             int nthr)                                                                           \
     {                                                                                                            \
         const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                     \
         const unsigned ops = x->pro_ops;                                                                         \
-        const int64_t n2 = x->ext_in[2];                                                                         \
-        for (int64_t i0 = 0; i0 < x->ext_in[0]; i0++)                                                            \
-            for (int64_t i1 = 0; i1 < x->ext_in[1]; i1++) {                                                      \
-                const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1]) * ci;                                \
-                const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1]) * ca : NULL;                    \
-                row_##SUF(n2, s, x->s_in[2] * ci, dst, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx, ops,             \
-                          (T)x->pro_scale[0], (T)x->pro_scale[1]);                                               \
-                dst += n2 * ci;                                                                                  \
-            }                                                                                                    \
+        const int64_t n2 = x->ext_in[2], e1 = x->ext_in[1], R = x->ext_in[0] * e1;                             \
+        const int64_t S = nthr > 1 && R < nthr ? (nthr + R - 1) / R : 1;                                         \
+        _Pragma("omp parallel for num_threads(nthr) schedule(static) if(nthr > 1)")                             \
+        for (int64_t w = 0; w < R * S; w++) {                                                                    \
+            const int64_t r = w / S, k = w % S, i0 = r / e1, i1 = r % e1;                                        \
+            const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                \
+            const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1] + lo * x->s_in[2]) * ci;                  \
+            const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1] + lo * x->s_pa[2]) * ca : NULL;      \
+            row_##SUF(hi - lo, s, x->s_in[2] * ci, dst + (r * n2 + lo) * ci, ci, ic, a, x->s_pa[2] * ca,        \
+                      x->pa_cplx, ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                  \
+        }                                                                                                        \
     }                                                                                                            \
     /* src == NULL: apply the epilog in place on out */                                                          \
-    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea) \
+    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea, \
+                              int nthr)                                                                          \
     {                                                                                                            \
         const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                    \
         const unsigned ops = x->epi_ops;                                                                         \
-        const int64_t n2 = x->ext_out[2];                                                                        \
-        for (int64_t i0 = 0; i0 < x->ext_out[0]; i0++)                                                           \
-            for (int64_t i1 = 0; i1 < x->ext_out[1]; i1++) {                                                     \
-                T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1]) * co;                                  \
-                const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1]) * ca : NULL;                    \
-                row_##SUF(n2, src ? src : d, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a,            \
-                          x->s_ea[2] * ca, x->ea_cplx, ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);             \
-                if (src)                                                                                         \
-                    src += n2 * co;                                                                              \
-            }                                                                                                    \
+        const int64_t n2 = x->ext_out[2], e1 = x->ext_out[1], R = x->ext_out[0] * e1;                          \
+        const int64_t S = nthr > 1 && R < nthr ? (nthr + R - 1) / R : 1;                                         \
+        _Pragma("omp parallel for num_threads(nthr) schedule(static) if(nthr > 1)")                             \
+        for (int64_t w = 0; w < R * S; w++) {                                                                    \
+            const int64_t r = w / S, k = w % S, i0 = r / e1, i1 = r % e1;                                        \
+            const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                \
+            T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1] + lo * x->s_out[2]) * co;                   \
+            const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1] + lo * x->s_ea[2]) * ca : NULL;      \
+            const T *sp = src ? src + (r * n2 + lo) * co : d;                                                    \
+            row_##SUF(hi - lo, sp, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a, x->s_ea[2] * ca,     \
+                      x->ea_cplx, ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);                                  \
+        }                                                                                                        \
     }
 DEFINE_MOVERS(float, f)
 DEFINE_MOVERS(double, d)
@@ -268,9 +277,9 @@ static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, i
     for (int64_t e = 0; x->epi_ops && e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
         if (x->dbl)
-            scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+            scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
         else
-            scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+            scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
     }
 }
 
@@ -297,9 +306,11 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
                     batch_offsets(x, b0 + e, off);
                     char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
                     if (x->dbl)
-                        gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst);
+                        gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst,
+                                 x->pass_threads);
                     else
-                        gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst);
+                        gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst,
+                                 x->pass_threads);
                 }
             run_plan(x, cnt == x->chunk ? x->od_plan : x->od_rem, x->od_in_direct ? ip : sin, op);
             epilog_in_place(x, ptrs, b0, cnt);
@@ -310,18 +321,20 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
         batch_offsets(x, b0 + e, off);
         char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
         if (x->dbl)
-            gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst);
+            gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst, x->pass_threads);
         else
-            gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst);
+            gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst, x->pass_threads);
     }
     run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
         const char *src = (const char *)sout + (size_t)(e * x->per_out) * eout;
         if (x->dbl)
-            scatter_d(x, (const double *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+            scatter_d(x, (const double *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3],
+                      x->pass_threads);
         else
-            scatter_f(x, (const float *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3]);
+            scatter_f(x, (const float *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3],
+                      x->pass_threads);
     }
 }
 
@@ -620,6 +633,20 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         x->b_out[x->nb] = to->strides[d];
         x->b_pa[x->nb] = has_pa ? p->t[FM_FFT_PROLOG].strides[d] : 0;
         x->b_ea[x->nb] = has_ea ? p->t[FM_FFT_EPILOG].strides[d] : 0;
+        /* a batch axis nested exactly inside the previous one in every operand merges with it
+         * (the batch of a contiguous 3-D array's last-axis step is one axis, not two): one
+         * batch axis is what the out-direct paths take */
+        if (x->nb > 0) {
+            const int j = x->nb - 1;
+            const int64_t e = x->bext[x->nb];
+            if (x->b_in[j] == x->b_in[x->nb] * e && x->b_out[j] == x->b_out[x->nb] * e &&
+                x->b_pa[j] == x->b_pa[x->nb] * e && x->b_ea[j] == x->b_ea[x->nb] * e) {
+                x->bext[j] *= e;
+                x->b_in[j] = x->b_in[x->nb], x->b_out[j] = x->b_out[x->nb];
+                x->b_pa[j] = x->b_pa[x->nb], x->b_ea[j] = x->b_ea[x->nb];
+                continue;
+            }
+        }
         x->nb++;
     }
     x->per_in = x->ext_in[0] * x->ext_in[1] * x->ext_in[2];
@@ -644,6 +671,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         x->rem = x->batch % x->chunk;
         x->threads = (int)fm_min_i64(want_threads, x->nchunks);
         x->fftw_threads = (x->threads <= 1 && (double)x->per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
+        /* one big transform: its chain passes get the threads FFTW gets (chunks run one per thread) */
+        x->pass_threads = x->nchunks == 1 ? x->fftw_threads : 1;
         if ((s = make_chunk_plan(x, x->chunk, flags, x->fftw_threads, &x->chunk_plan)) != FM_OK)
             goto fail;
         if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)

@@ -48,13 +48,18 @@ int fm_fft_should_split_axes(const fm_problem *p)
     return fp->naxes > 1 && (fp->prolog_ops || fp->epilog_ops) && batch_count(p) == 1;
 }
 
-/* the contiguous (C-order) layout of t's shape */
-static fm_tensor contiguous_like(const fm_tensor *t, fm_dtype dt)
+/* A dense layout of t's shape with axis `inner` innermost (stride 1), the others in C order:
+ * the c2r step then reads its halved axis with unit stride, the layout every backend takes
+ * best (cuFFT rejected an interleaved c2r input at exec). */
+static fm_tensor dense_with_inner(const fm_tensor *t, fm_dtype dt, int inner)
 {
     fm_tensor c = *t;
     c.dtype = dt;
-    int64_t st = 1;
+    int64_t st = t->shape[inner] > 0 ? t->shape[inner] : 1;
+    c.strides[inner] = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == inner)
+            continue;
         c.strides[d] = st;
         st *= t->shape[d] > 0 ? t->shape[d] : 1;
     }
@@ -144,9 +149,9 @@ fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *
         q2.inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
         drop_chain(&q2, 0);
     } else {
-        /* 1: the other axes, c2c inverse, prolog, into a contiguous scratch; 2: c2r over the
-         * last axis from the scratch, epilog */
-        fm_tensor mid = contiguous_like(&p->t[FM_FFT_IN], p->t[FM_FFT_IN].dtype);
+        /* 1: the other axes, c2c inverse, prolog, into a dense scratch with the halved axis
+         * innermost; 2: c2r over that axis from the scratch, epilog */
+        fm_tensor mid = dense_with_inner(&p->t[FM_FFT_IN], p->t[FM_FFT_IN].dtype, fp->axes[last]);
         x->c2r = 1;
         x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
         keep_axes(&q1.u.fft, 0, last);
