@@ -235,64 +235,60 @@ static int xalign(const fftw_impl *x, const void *p)
     }                                                                                                            \
     /* One transform's rows (i0, i1) of n2 points; with nthr > 1 the rows, or pieces of them when     \
      * there are fewer rows than threads, are shared out (a single huge transform). */                   \
-    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst,    \
-                             int nthr)                                                                           \
-    {                                                                                                            \
-        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                     \
-        const unsigned ops = x->pro_ops;                                                                         \
-        const int64_t n2 = x->ext_in[2], e1 = x->ext_in[1], R = x->ext_in[0] * e1;                             \
-        const int64_t S = nthr > 1 && R < nthr ? (nthr + R - 1) / R : 1;                                         \
-        /* no OpenMP construct at all on the one-thread path: it runs once per transform, and even a  \
-         * serialised parallel region cost ~1 us there (128-point transforms ran 9x slower) */         \
-        if (nthr <= 1) {                                                                                         \
-            for (int64_t r = 0; r < R; r++) {                                                                    \
-                const int64_t i0 = r / e1, i1 = r % e1;                                                          \
-                const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1]) * ci;                                \
-                const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1]) * ca : NULL;                    \
-                row_##SUF(n2, s, x->s_in[2] * ci, dst + r * n2 * ci, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx,    \
-                          ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                          \
-            }                                                                                                    \
-            return;                                                                                              \
-        }                                                                                                        \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                          \
-        for (int64_t w = 0; w < R * S; w++) {                                                                    \
-            const int64_t r = w / S, k = w % S, i0 = r / e1, i1 = r % e1;                                        \
-            const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                \
-            const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1] + lo * x->s_in[2]) * ci;                  \
-            const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1] + lo * x->s_pa[2]) * ca : NULL;      \
-            row_##SUF(hi - lo, s, x->s_in[2] * ci, dst + (r * n2 + lo) * ci, ci, ic, a, x->s_pa[2] * ca,        \
-                      x->pa_cplx, ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                  \
-        }                                                                                                        \
-    }                                                                                                            \
-    /* src == NULL: apply the epilog in place on out */                                                          \
-    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea, \
-                              int nthr)                                                                          \
-    {                                                                                                            \
-        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                    \
-        const unsigned ops = x->epi_ops;                                                                         \
-        const int64_t n2 = x->ext_out[2], e1 = x->ext_out[1], R = x->ext_out[0] * e1;                          \
-        const int64_t S = nthr > 1 && R < nthr ? (nthr + R - 1) / R : 1;                                         \
-        if (nthr <= 1) {                                                                                         \
-            for (int64_t r = 0; r < R; r++) {                                                                    \
-                const int64_t i0 = r / e1, i1 = r % e1;                                                          \
-                T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1]) * co;                                  \
-                const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1]) * ca : NULL;                    \
-                const T *sp = src ? src + r * n2 * co : d;                                                       \
-                row_##SUF(n2, sp, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a, x->s_ea[2] * ca,      \
-                          x->ea_cplx, ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);                              \
-            }                                                                                                    \
-            return;                                                                                              \
-        }                                                                                                        \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                          \
-        for (int64_t w = 0; w < R * S; w++) {                                                                    \
-            const int64_t r = w / S, k = w % S, i0 = r / e1, i1 = r % e1;                                        \
-            const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                \
-            T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1] + lo * x->s_out[2]) * co;                   \
-            const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1] + lo * x->s_ea[2]) * ca : NULL;      \
-            const T *sp = src ? src + (r * n2 + lo) * co : d;                                                    \
-            row_##SUF(hi - lo, sp, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a, x->s_ea[2] * ca,     \
-                      x->ea_cplx, ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);                                  \
-        }                                                                                                        \
+    /* Piece k of S of row r (rows (i0, i1) of n2 points): the one piece both loops below run. */                         \
+    static inline __attribute__((always_inline)) void gather_piece_##SUF(const fftw_impl *x, const T *in, const T *pa,    \
+        int64_t oin, int64_t opa, T *dst, int64_t r, int64_t k, int64_t S)                                                \
+    {                                                                                                                     \
+        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                              \
+        const int64_t n2 = x->ext_in[2], i0 = r / x->ext_in[1], i1 = r % x->ext_in[1];                                    \
+        const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                             \
+        const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1] + lo * x->s_in[2]) * ci;                               \
+        const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1] + lo * x->s_pa[2]) * ca : NULL;                   \
+        row_##SUF(hi - lo, s, x->s_in[2] * ci, dst + (r * n2 + lo) * ci, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx,          \
+                  x->pro_ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                                    \
+    }                                                                                                                     \
+    /* One transform's rows; with nthr > 1 the rows, or pieces of them when there are fewer rows                          \
+     * than threads, are shared out (a single huge transform). The one-thread path has no OpenMP                          \
+     * construct at all: it runs once per transform, and even a serialised parallel region cost                           \
+     * ~1 us there (128-point transforms ran 9x slower). */                                                               \
+    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst, int nthr)    \
+    {                                                                                                                     \
+        const int64_t R = x->ext_in[0] * x->ext_in[1];                                                                    \
+        if (nthr <= 1) {                                                                                                  \
+            for (int64_t r = 0; r < R; r++)                                                                               \
+                gather_piece_##SUF(x, in, pa, oin, opa, dst, r, 0, 1);                                                    \
+            return;                                                                                                       \
+        }                                                                                                                 \
+        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
+        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
+        for (int64_t w = 0; w < R * S; w++)                                                                               \
+            gather_piece_##SUF(x, in, pa, oin, opa, dst, w / S, w % S, S);                                                \
+    }                                                                                                                     \
+    /* src == NULL: apply the epilog in place on out */                                                                   \
+    static inline __attribute__((always_inline)) void scatter_piece_##SUF(const fftw_impl *x, const T *src, T *out,       \
+        const T *ea, int64_t oout, int64_t oea, int64_t r, int64_t k, int64_t S)                                          \
+    {                                                                                                                     \
+        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                             \
+        const int64_t n2 = x->ext_out[2], i0 = r / x->ext_out[1], i1 = r % x->ext_out[1];                                 \
+        const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                             \
+        T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1] + lo * x->s_out[2]) * co;                                \
+        const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1] + lo * x->s_ea[2]) * ca : NULL;                   \
+        const T *sp = src ? src + (r * n2 + lo) * co : d;                                                                 \
+        row_##SUF(hi - lo, sp, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a, x->s_ea[2] * ca, x->ea_cplx,      \
+                  x->epi_ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);                                                    \
+    }                                                                                                                     \
+    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea, int nthr) \
+    {                                                                                                                     \
+        const int64_t R = x->ext_out[0] * x->ext_out[1];                                                                  \
+        if (nthr <= 1) {                                                                                                  \
+            for (int64_t r = 0; r < R; r++)                                                                               \
+                scatter_piece_##SUF(x, src, out, ea, oout, oea, r, 0, 1);                                                 \
+            return;                                                                                                       \
+        }                                                                                                                 \
+        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
+        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
+        for (int64_t w = 0; w < R * S; w++)                                                                               \
+            scatter_piece_##SUF(x, src, out, ea, oout, oea, w / S, w % S, S);                                             \
     }
 DEFINE_MOVERS(float, f)
 DEFINE_MOVERS(double, d)
@@ -792,18 +788,12 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
              x->batch == 1 && (x->pro_ops || x->epi_ops) ? ",single" : "");
-    char line[1024];
-    snprintf(line, sizeof line,
+    fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",
              fm_dtype_name(x->in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
              x->inverse ? "inverse" : "forward", pro, epi, modebuf, (long long)x->nchunks, (long long)x->chunk,
              x->threads, x->fftw_threads, effort_names[fp->effort]);
-    size_t len = strlen(line); /* a long line is cut at FM_DESCRIBE_LEN */
-    if (len >= sizeof out->describe)
-        len = sizeof out->describe - 1;
-    memcpy(out->describe, line, len);
-    out->describe[len] = '\0';
     return FM_OK;
 fail:
     destroy_impl(x);

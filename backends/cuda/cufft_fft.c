@@ -607,8 +607,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     snprintf(shape, sizeof shape, "%lld", (long long)L.batch);
     format_ops(pro, sizeof pro, fp->prolog_ops);
     format_ops(epi, sizeof epi, fp->epilog_ops);
-    char line[512]; /* cut at FM_DESCRIBE_LEN below */
-    snprintf(line, sizeof line,
+    fm_plan_set_describe(out,
              "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
              fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
              fp->inverse ? "inverse" : "forward", pro, epi,
@@ -619,11 +618,6 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
              L.nloop,
              pl->work_size,
              pl->copy_input ? " input_copy=1" : "", pl->device);
-    size_t len = strlen(line);
-    if (len >= sizeof out->describe)
-        len = sizeof out->describe - 1;
-    memcpy(out->describe, line, len);
-    out->describe[len] = '\0';
     return FM_OK;
 fail:
     destroy_plan(pl);

@@ -186,12 +186,6 @@ fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *
         if (m > out->required_align[FM_FFT_OUT])
             out->required_align[FM_FFT_OUT] = m;
     }
-    char line[1024];
-    snprintf(line, sizeof line, "fft split into [%s] then [%s]", x->first->describe, x->second->describe);
-    size_t len = strlen(line);
-    if (len >= sizeof out->describe)
-        len = sizeof out->describe - 1;
-    memcpy(out->describe, line, len);
-    out->describe[len] = '\0';
+    fm_plan_set_describe(out, "fft split into [%s] then [%s]", x->first->describe, x->second->describe);
     return FM_OK;
 }

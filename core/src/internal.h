@@ -116,6 +116,8 @@ struct fm_plan {
 
 /* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */
 fm_plan *fm_plan_alloc(const fm_problem *p);
+/* Set p's describe() line, printf-style; a longer line is cut at FM_DESCRIBE_LEN. */
+void fm_plan_set_describe(fm_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- backends ---- */
 typedef struct fm_backend {

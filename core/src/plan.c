@@ -1,6 +1,7 @@
 /* plan.c : plan lifetime, description and the checked execute entry point. */
 #include "context.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,14 @@ void fm_plan_release(fm_plan *p)
 }
 
 const char *fm_plan_describe(const fm_plan *p) { return p ? p->describe : ""; }
+
+void fm_plan_set_describe(fm_plan *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->describe, sizeof p->describe, fmt, ap);
+    va_end(ap);
+}
 
 fm_op fm_plan_op(const fm_plan *p) { return p ? p->problem.op : FM_OP_COUNT_; }
 
