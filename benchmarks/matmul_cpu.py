@@ -6,22 +6,41 @@ OMP_NUM_THREADS and FUSEMATH_NUM_THREADS are set before NumPy is imported), for 
 and f64, square n = 256 ... 4096 and the skinny shapes 8192x1024x64 and
 16384x512x128, it times:
 
-    np_plain       a @ b                                  (plain NumPy product)
     np_unfused     np.maximum(a @ b + bias, 0)            (NumPy, unfused epilogue)
+    np_plain       a @ b                                  (plain NumPy product)
     fm_fused       fusemath.Matmul(a, b).plan(epilogue="relu", bias=bias), execute()
-    fm_stateless   fusemath.matmul(a, b, bias=bias, epilogue="relu")
     fm_plain       fusemath.Matmul(a, b).plan(), execute()  (no epilogue)
+    fm_stateless   fusemath.matmul(a, b, bias=bias, epilogue="relu")
+    np_plain_out   np.matmul(a, b, out=o_np)              (into a reused output)
+    fm_fused_out   the fm_fused plan, execute(out=o_fm)   (into a reused output)
 
-Every fusemath result is checked against NumPy's before it is timed. Timing: 4
-rounds (--rounds), the method order reversed every other round so that slow drift
-and bursts of noise hit all methods alike; per round and method a pause (so the
-other library's spinning threads go to sleep), a warm-up, then timed calls
-(time.perf_counter); the number of calls adapts to the size (--budget seconds per
-method) so the whole run takes about 5 minutes on 2 cores. Reported: median and
-min per call; ratios fused/np_plain, unfused/np_plain, fused/fm_plain.
+The first five allocate a fresh result every call (for the skinny shapes 32-64 MB, whose
+pages the kernel hands out and zero-fills on first touch); the two *_out methods write
+into one preallocated output each, touched once before any timing, so comparing them
+with their fresh-output twins separates the cost of first-touching new output pages
+from the GEMM and its epilogue. --no-out-variants leaves the *_out methods out.
+Every fusemath result (fm_fused_out included) is checked against NumPy's before timing.
 
-Targets (PASS/FAIL): fm_fused median <= 1.05 x np_plain median for square n >= 1024,
-<= 1.10 x for the skinny shapes.
+Timing: 8 rounds (--rounds) per case, the method order above in even rounds and reversed
+in odd ones, so that slow drift and bursts of noise hit all methods alike and the key
+pairs (listed next to each other above) are timed back to back; per round and method a
+pause (so the other library's spinning threads go to sleep), a warm-up, then timed calls
+(time.perf_counter). The number of calls per round is --budget / rounds / (time of one
+call), at least one, so each method gets about --budget seconds of timed calls per case
+(more when a single call takes longer than budget / rounds). Reported per method:
+median and min over all timed calls, and the median of each round.
+
+Ratios, for the pairs fm_fused/np_plain, np_unfused/np_plain, fm_fused/fm_plain,
+fm_fused_out/np_plain_out, np_plain/np_plain_out and fm_fused/fm_fused_out:
+  *_paired   the median over rounds of (x's median in round r / y's median in round r):
+             both sides of each per-round ratio were timed seconds apart, so drift
+             slower than a round cancels; the per-round ratios are in the JSON
+             ("paired_ratios_per_round");
+  plain name the ratio of the medians over all calls (as before), and for fused/np_plain
+             also the ratio of the minima (fused_over_np_plain_min).
+
+Targets (PASS/FAIL, on the paired ratio fused_over_np_plain_paired): fm_fused <= 1.05 x
+np_plain for square n >= 1024, <= 1.10 x for the skinny shapes.
 
 Host overhead (64x64x64 f32): runs the C program benchmarks/host_overhead.c (bare
 cblas_sgemm per call) and times in Python a planned Matmul.execute() and the
@@ -33,7 +52,7 @@ Writes JSON to benchmarks/results/matmul_cpu-<machine-tag>-<date>.json (or --out
 Usage (from the repository root, after `make build`):
     .venv/bin/python benchmarks/matmul_cpu.py [--threads N] [--quick] [--machine-tag TAG]
         [--out PATH] [--host-overhead-bin PATH] [--autotune] [--sizes 256,1024] [--no-skinny]
-        [--dtypes f32,f64] [--budget SECONDS] [--rounds N]
+        [--dtypes f32,f64] [--budget SECONDS] [--rounds N] [--no-out-variants]
         [--wait-quiet SECONDS] [--retry-loaded N] [--skip-host-overhead]
 On a shared machine add --wait-quiet 120 --retry-loaded 2: each case waits for other
 processes to go quiet, and is redone when they were busy during its timing (the CPU
@@ -54,6 +73,7 @@ SKINNY_SHAPES = ((8192, 1024, 64), (16384, 512, 128))  # (m, n, k)
 TARGET_SQUARE = 1.05  # fused <= 1.05 x plain NumPy for square n >= 1024
 TARGET_SKINNY = 1.10
 TARGET_SQUARE_MIN_N = 1024
+VERDICT_RATIO = "fused_over_np_plain_paired"  # median of per-round fm_fused / np_plain: cancels drift
 TARGET_HOST_OVERHEAD_US = 2.0
 LOADED_CORES = 0.15  # other processes using more than this during a timing: flagged
 
@@ -78,8 +98,11 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=1.0,
                    help="target seconds of timed calls per method and case (default 1.0); "
                         "at least one call per round is always timed")
-    p.add_argument("--rounds", type=int, default=4,
-                   help="timing rounds per case, method order reversed every other round (default 4)")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="timing rounds per case, method order reversed every other round; the paired "
+                        "ratios are medians over the rounds (default 8)")
+    p.add_argument("--no-out-variants", action="store_true",
+                   help="skip np_plain_out / fm_fused_out (products into a reused, preallocated output)")
     p.add_argument("--autotune", action="store_true",
                    help="also time a fused Matmul after autotune() (adds minutes at large sizes)")
     p.add_argument("--host-overhead-bin", default=None,
@@ -327,7 +350,9 @@ def measure_methods(methods: dict, budget: float, rounds: int):
     reversed every other round, so that disturbances lasting seconds (other processes,
     a noisy host) spread over all methods instead of hitting one block; per round and
     method: a pause, a warm-up, then reps timed calls. reps comes from a first timed
-    call so that each method gets about `budget` seconds of timed calls in all."""
+    call so that each method gets about `budget` seconds of timed calls in all.
+    Returns name -> summary of all its timed calls, plus "round_medians_s": its median
+    in each round (round order), from which the paired per-round ratios are made."""
     names = list(methods)
     est = {}
     for name in names:  # first call of each (warm-up too): estimate its cost
@@ -338,6 +363,7 @@ def measure_methods(methods: dict, budget: float, rounds: int):
         fn()
         est[name] = time.perf_counter() - t0
     samples = {name: [] for name in names}
+    round_medians = {name: [] for name in names}
     for rnd in range(rounds):
         for name in (names if rnd % 2 == 0 else names[::-1]):
             t = max(est[name], 1e-6)
@@ -346,8 +372,47 @@ def measure_methods(methods: dict, budget: float, rounds: int):
             # needs none after the first round
             warm = max(2, min(20, int(0.05 / t))) if t <= 0.2 else (1 if rnd == 0 or t <= 0.5 else 0)
             time.sleep(HANDOVER_PAUSE_S)
-            samples[name] += time_calls(methods[name], reps, warm)
-    return {name: summarize(samples[name]) for name in names}
+            got = time_calls(methods[name], reps, warm)
+            samples[name] += got
+            round_medians[name].append(statistics.median(got))
+    res = {}
+    for name in names:
+        res[name] = summarize(samples[name])
+        res[name]["round_medians_s"] = round_medians[name]
+    return res
+
+
+# (ratio name, numerator method, denominator method). Each gets the ratio of the medians
+# over all calls under its name and the median of the per-round ratios under name + "_paired".
+RATIO_PAIRS = (
+    ("fused_over_np_plain", "fm_fused", "np_plain"),
+    ("unfused_over_np_plain", "np_unfused", "np_plain"),
+    ("fused_over_fm_plain", "fm_fused", "fm_plain"),
+    ("stateless_over_np_plain", "fm_stateless", "np_plain"),
+    ("fm_plain_over_np_plain", "fm_plain", "np_plain"),
+    ("fused_over_np_unfused", "fm_fused", "np_unfused"),
+    # reused outputs: the GEMM without the first touch of fresh output pages
+    ("fused_out_over_np_plain_out", "fm_fused_out", "np_plain_out"),
+    # fresh output / reused output of the same computation: what the new pages cost
+    ("np_plain_over_np_plain_out", "np_plain", "np_plain_out"),
+    ("fused_over_fused_out", "fm_fused", "fm_fused_out"),
+    ("autotuned_over_np_plain", "fm_fused_autotuned", "np_plain"),
+    ("autotuned_over_fm_plain", "fm_fused_autotuned", "fm_plain"),
+)
+
+
+def pair_ratios(res: dict):
+    """Ratios of medians, paired ratios (median over rounds of the per-round ratio) and
+    the per-round ratios themselves, for the RATIO_PAIRS whose methods were timed."""
+    ratios, per_round = {}, {}
+    for key, x, y in RATIO_PAIRS:
+        if x not in res or y not in res:
+            continue
+        ratios[key] = res[x]["median_s"] / res[y]["median_s"]
+        rr = [tx / ty for tx, ty in zip(res[x]["round_medians_s"], res[y]["round_medians_s"])]
+        per_round[key] = rr
+        ratios[key + "_paired"] = statistics.median(rr)
+    return ratios, per_round
 
 
 def check_close(name, got, ref, dtype, k):
@@ -370,7 +435,7 @@ def check_close(name, got, ref, dtype, k):
 # One case
 # ---------------------------------------------------------------------------
 def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, autotune: bool,
-             rounds: int) -> dict:
+             rounds: int, out_variants: bool = True) -> dict:
     dtype = np.float32 if dt == "f32" else np.float64
     a = rng.standard_normal((m, k), dtype=dtype)
     b = rng.standard_normal((k, n), dtype=dtype)
@@ -391,15 +456,34 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
                                     ref_fused, dtype, k),
         "fm_plain": check_close("fm_plain", mm_plain.execute(), ref_plain, dtype, k),
     }
+    o_np = o_fm = None
+    if out_variants:
+        # Preallocated outputs, every page touched now (np.zeros could hand out untouched
+        # calloc/mmap pages), so the timed calls below never fault on their output.
+        o_np = np.empty((m, n), dtype)
+        o_np.fill(1.0)
+        o_fm = np.empty((m, n), dtype)
+        o_fm.fill(-1.0)  # not a plausible result: a call that wrote nothing would fail the check
+        got = mm_fused.execute(out=o_fm)
+        if got is not o_fm:
+            raise AssertionError("fm_fused_out: execute(out=o) did not return o")
+        checks["fm_fused_out"] = check_close("fm_fused_out", o_fm, ref_fused, dtype, k)
+        np.matmul(a, b, out=o_np)
+        checks["np_plain_out"] = check_close("np_plain_out", o_np, ref_plain, dtype, k)
     del ref_plain, ref_fused
 
+    # Order matters a little: the rounds run it forwards and backwards, so neighbours
+    # here are timed back to back; the key pairs are neighbours.
     methods = {
-        "np_plain": lambda: a @ b,
         "np_unfused": lambda: np.maximum(a @ b + bias, 0),
+        "np_plain": lambda: a @ b,
         "fm_fused": mm_fused.execute,
-        "fm_stateless": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu"),
         "fm_plain": mm_plain.execute,
+        "fm_stateless": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu"),
     }
+    if out_variants:
+        methods["np_plain_out"] = lambda: np.matmul(a, b, out=o_np)
+        methods["fm_fused_out"] = lambda: mm_fused.execute(out=o_fm)
     describe = {"fm_fused": mm_fused.describe(), "fm_plain": mm_plain.describe()}
     mm_tuned = None
     if autotune:
@@ -424,18 +508,8 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
     for r in res.values():
         r["gflops"] = flops / r["median_s"] / 1e9
 
-    med = {name: r["median_s"] for name, r in res.items()}
-    ratios = {
-        "fused_over_np_plain": med["fm_fused"] / med["np_plain"],
-        "unfused_over_np_plain": med["np_unfused"] / med["np_plain"],
-        "fused_over_fm_plain": med["fm_fused"] / med["fm_plain"],
-        "stateless_over_np_plain": med["fm_stateless"] / med["np_plain"],
-        "fm_plain_over_np_plain": med["fm_plain"] / med["np_plain"],
-        "fused_over_np_unfused": med["fm_fused"] / med["np_unfused"],
-    }
-    if "fm_fused_autotuned" in med:
-        ratios["autotuned_over_np_plain"] = med["fm_fused_autotuned"] / med["np_plain"]
-        ratios["autotuned_over_fm_plain"] = med["fm_fused_autotuned"] / med["fm_plain"]
+    # ratio of medians (name) and median of per-round ratios (name + "_paired")
+    ratios, per_round = pair_ratios(res)
     # min-based too: less sensitive to noise from other processes
     ratios["fused_over_np_plain_min"] = res["fm_fused"]["min_s"] / res["np_plain"]["min_s"]
 
@@ -446,7 +520,7 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
         target = TARGET_SQUARE
     verdict = None
     if target is not None:
-        verdict = "PASS" if ratios["fused_over_np_plain"] <= target else "FAIL"
+        verdict = "PASS" if ratios[VERDICT_RATIO] <= target else "FAIL"
 
     for mm in (mm_fused, mm_plain, mm_tuned):
         if mm is not None:
@@ -454,8 +528,10 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
     return {
         "kind": kind, "dtype": dt, "m": m, "n": n, "k": k, "flops": flops,
         "label": f"{n}^3" if kind == "square" else f"{m}x{n}x{k}",
-        "methods": res, "ratios": ratios, "max_abs_error_vs_numpy": checks, "plans": describe,
-        "target_fused_over_np_plain": target, "verdict": verdict, "cpu_load_during_timing": load,
+        "methods": res, "ratios": ratios, "paired_ratios_per_round": per_round,
+        "max_abs_error_vs_numpy": checks, "plans": describe,
+        "target_fused_over_np_plain": target, "verdict_ratio": VERDICT_RATIO, "verdict": verdict,
+        "cpu_load_during_timing": load,
     }
 
 
@@ -556,27 +632,44 @@ def host_overhead(bin_path: str) -> dict:
 # ---------------------------------------------------------------------------
 def print_table(cases):
     print()
-    hdr = (f"{'dtype':5} {'shape':>16} | {'np a@b':>9} {'np unfus':>9} {'fm fused':>9} {'fm stless':>9} "
-           f"{'fm plain':>9} | {'fus/np':>6} {'unf/np':>6} {'fus/fmp':>7} {'(min)':>6} | {'GF/s fus':>8} | target verdict")
-    print("median ms per call; ratios of medians, (min) = fused/np of the fastest calls; verdict on the medians")
-    print(hdr)
-    print("-" * len(hdr))
+    print("median ms per call over all rounds; np out / fm out = np.matmul(a, b, out=o) / fused execute(out=o) "
+          "into reused, pre-touched outputs.\n"
+          "paired = median over the rounds of the per-round ratio (drift cancels; the verdict uses paired fus/np); "
+          "out = fm out / np out, paired.\n"
+          "medians = ratio of the medians over all calls; (min) = fused/np of the fastest calls.")
+    ms_cols = (("np_plain", "np a@b"), ("np_unfused", "np unfus"), ("fm_fused", "fm fused"),
+               ("fm_plain", "fm plain"), ("fm_stateless", "fm stls"), ("np_plain_out", "np out"),
+               ("fm_fused_out", "fm out"))
+    paired_cols = (("fused_over_np_plain_paired", "fus/np"), ("unfused_over_np_plain_paired", "unf/np"),
+                   ("fused_over_fm_plain_paired", "fus/fmp"), ("fused_out_over_np_plain_out_paired", "out"))
+    median_cols = (("fused_over_np_plain", "fus/np"), ("fused_over_np_plain_min", "(min)"))
+    w_ms = 9 * len(ms_cols) - 1  # widths of the column groups, as joined below
+    w_pr = 8 * len(paired_cols) - 1
+    w_md = 8 * len(median_cols) - 1
+    hdr1 = f"{'':22} | {'ms per call':^{w_ms}} | {'paired ratios':^{w_pr}} | {'medians':^{w_md}} |"
+    hdr2 = (f"{'dtype':5} {'shape':>16} | " + " ".join(f"{h:>8}" for _, h in ms_cols) + " | "
+            + " ".join(f"{h:>7}" for _, h in paired_cols) + " | "
+            + " ".join(f"{h:>7}" for _, h in median_cols) + f" | {'GF/s fus':>8} | target verdict")
+    print(hdr1)
+    print(hdr2)
+    print("-" * len(hdr2))
     for c in cases:
         r, q = c["methods"], c["ratios"]
-        ms = lambda name: f"{r[name]['median_s'] * 1e3:9.3f}"  # noqa: E731
+        ms = " ".join(f"{r[name]['median_s'] * 1e3:8.3f}" if name in r else f"{'-':>8}" for name, _ in ms_cols)
+        pr = " ".join(f"{q[key]:7.3f}" if key in q else f"{'-':>7}" for key, _ in paired_cols)
+        md = " ".join(f"{q[key]:7.3f}" if key in q else f"{'-':>7}" for key, _ in median_cols)
         tgt = f"<={c['target_fused_over_np_plain']:.2f}" if c["target_fused_over_np_plain"] else "  -  "
-        print(f"{c['dtype']:5} {c['label']:>16} | {ms('np_plain')} {ms('np_unfused')} {ms('fm_fused')} "
-              f"{ms('fm_stateless')} {ms('fm_plain')} | {q['fused_over_np_plain']:6.3f} "
-              f"{q['unfused_over_np_plain']:6.3f} {q['fused_over_fm_plain']:7.3f} {q['fused_over_np_plain_min']:6.3f} | "
-              f"{r['fm_fused']['gflops']:8.1f} | {tgt:>6} {c['verdict'] or ''}"
-              + (f"  (other processes used {busy:.2f} cores)" if (busy := c["cpu_load_during_timing"].get(
-                  "other_processes_cores", 0.0)) > LOADED_CORES else ""))
+        busy = c["cpu_load_during_timing"].get("other_processes_cores", 0.0)
+        print(f"{c['dtype']:5} {c['label']:>16} | {ms} | {pr} | {md} | {r['fm_fused']['gflops']:8.1f} | "
+              f"{tgt:>6} {c['verdict'] or ''}"
+              + (f"  (other processes used {busy:.2f} cores)" if busy > LOADED_CORES else ""))
     if any("fm_fused_autotuned" in c["methods"] for c in cases):
         print("\nautotuned fused Matmul:")
         for c in cases:
             if "fm_fused_autotuned" in c["methods"]:
                 print(f"  {c['dtype']:5} {c['label']:>16}: {c['methods']['fm_fused_autotuned']['median_s'] * 1e3:9.3f} ms"
                       f"  autotuned/np = {c['ratios']['autotuned_over_np_plain']:.3f}"
+                      f" (paired {c['ratios']['autotuned_over_np_plain_paired']:.3f})"
                       f"  ({c['plans']['fm_fused_autotuned']})")
 
 
@@ -628,7 +721,8 @@ def main():
             for attempt in range(1 + args.retry_loaded):
                 quiet = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
                 t0 = time.perf_counter()
-                ci = run_case(kind, m, n, k, dt, rng, args.budget, args.autotune, args.rounds)
+                ci = run_case(kind, m, n, k, dt, rng, args.budget, args.autotune, args.rounds,
+                              out_variants=not args.no_out_variants)
                 ci["case_seconds"] = time.perf_counter() - t0
                 ci["wait_quiet"] = quiet
                 ci["attempt"] = attempt + 1
@@ -640,9 +734,13 @@ def main():
                 print(f"  {dt} {ci['label']}: other processes used {busy:.2f} cores during the timing "
                       f"(attempt {attempt + 1}/{1 + args.retry_loaded})", flush=True)
             cases.append(c)
-            print(f"  {dt} {c['label']:>16}: fused/np {c['ratios']['fused_over_np_plain']:.3f}  "
-                  f"unfused/np {c['ratios']['unfused_over_np_plain']:.3f}  "
-                  f"fused/fm_plain {c['ratios']['fused_over_fm_plain']:.3f}  "
+            q = c["ratios"]
+            out_txt = (f"out fused/np {q['fused_out_over_np_plain_out_paired']:.3f}  "
+                       if "fused_out_over_np_plain_out_paired" in q else "")
+            print(f"  {dt} {c['label']:>16}: paired fused/np {q['fused_over_np_plain_paired']:.3f} "
+                  f"(medians {q['fused_over_np_plain']:.3f})  "
+                  f"unfused/np {q['unfused_over_np_plain_paired']:.3f}  "
+                  f"fused/fm_plain {q['fused_over_fm_plain_paired']:.3f}  {out_txt}"
                   f"{c['verdict'] or ''}  ({c['case_seconds']:.1f} s, other processes "
                   f"{c['cpu_load_during_timing'].get('other_processes_cores', float('nan')):.2f} cores)", flush=True)
 
@@ -657,7 +755,8 @@ def main():
     if host is not None:
         print_host(host)
 
-    verdicts = [{"case": f"{c['dtype']} {c['label']}", "ratio": c["ratios"]["fused_over_np_plain"],
+    verdicts = [{"case": f"{c['dtype']} {c['label']}", "ratio": c["ratios"][VERDICT_RATIO],
+                 "statistic": VERDICT_RATIO, "ratio_of_medians": c["ratios"]["fused_over_np_plain"],
                  "target": c["target_fused_over_np_plain"], "verdict": c["verdict"]}
                 for c in cases if c["verdict"]]
     if host is not None:
@@ -685,10 +784,16 @@ def main():
                      "autotune": args.autotune, "seed": args.seed, "wait_quiet_s": args.wait_quiet,
                      "retry_loaded": args.retry_loaded,
                      "rounds": args.rounds, "handover_pause_s": HANDOVER_PAUSE_S,
+                     "out_variants": not args.no_out_variants,
                      "timing": f"{args.rounds} rounds, method order reversed every other round; per round and "
-                               "method: pause, warm-up, timed calls (perf_counter); median/min over all timed calls"},
+                               "method: pause, warm-up, timed calls (perf_counter); median/min over all timed "
+                               "calls and the median of each round (round_medians_s); ratio X = ratio of the "
+                               "medians over all calls, X_paired = median over rounds of the per-round ratio "
+                               "(paired_ratios_per_round)",
+                     "verdict_statistic": VERDICT_RATIO},
         "targets": {"square_n_ge_1024_fused_over_np_plain": TARGET_SQUARE,
                     "skinny_fused_over_np_plain": TARGET_SKINNY,
+                    "statistic": VERDICT_RATIO,
                     "host_overhead_planned_execute_us": TARGET_HOST_OVERHEAD_US},
         "cases": cases,
         "host_overhead": host,
