@@ -1,9 +1,9 @@
 /* cufft_callback_cost.c : what cuFFT's JIT-LTO callbacks cost by themselves, without fusemath.
  *
  * One batched c64 1-D forward transform, timed with CUDA events (median-free: the mean of
- * `reps` back-to-back executions after warm-up), in five forms: plain; with an identity load
+ * `reps` back-to-back executions after warm-up), in seven forms: plain; with an identity load
  * callback; with a load callback multiplying by a window; with a store callback scaling by 0.5;
- * with both. The callbacks are compiled here with NVRTC exactly as fusemath compiles its own
+ * with both; then plain and identity-load in place. The callbacks are compiled here with NVRTC exactly as fusemath compiles its own
  * (-arch=compute_XX -dlto --relocatable-device-code=true). This is the measurement behind the
  * cuFFT backend running the prolog as a separate pass (docs/performance.md).
  *
@@ -111,6 +111,9 @@ int main(int argc, char **argv)
     run("load_window", 1, -1, n, batch, reps, arch, in, out, window);
     run("store_scale", -1, 2, n, batch, reps, arch, in, out, window);
     run("load_window+store_scale", 1, 2, n, batch, reps, arch, in, out, window);
+    /* in place: does cuFFT pick a different (slower) kernel for a load callback out of place only? */
+    run("plain_inplace", -1, -1, n, batch, reps, arch, in, in, window);
+    run("load_identity_inplace", 0, -1, n, batch, reps, arch, in, in, window);
     cudaFree(in);
     cudaFree(out);
     cudaFree(window);

@@ -28,6 +28,9 @@
 #   fftcpu     benchmarks/fft_cpu.py on all cores vs scipy.fft / numpy.fft (FFTCPU_ARGS)
 #   fft        benchmarks/fft_gpu.py --require-gpu (FFT_ARGS): fused FFT vs nvmath-python / CuPy /
 #              torch, plan creation, host overhead (runs build/benchmarks/cufft_bare)
+#   cbcost     build/benchmarks/cufft_callback_cost for each n:batch in CBCOST_SHAPES (what cuFFT's
+#              LTO callbacks cost by themselves)
+#   matmulcpu  benchmarks/matmul_cpu.py on all cores vs NumPy (MATMULCPU_ARGS) -> matmul_cpu.json
 # Time limits (seconds): T_WHEELS T_BUILD T_CTEST T_PYTEST T_SANITIZER T_BENCH T_CROSSOVER.
 # (ctest's own per-test TIMEOUT property, 900 s, wins over ctest --timeout: a hanging C test
 # costs the whole ctest step. CTEST_ARGS adds arguments, e.g. "-j 8" or "-E test_nvrtc_cache".)
@@ -77,6 +80,10 @@ FFTCPU_ARGS=${FFTCPU_ARGS:-}
 T_HEAT=${T_HEAT:-120}
 HEAT_ARGS=${HEAT_ARGS:-1024 50}
 CROSSOVER_ARGS=${CROSSOVER_ARGS:-}
+T_CBCOST=${T_CBCOST:-120}
+CBCOST_SHAPES=${CBCOST_SHAPES:-"1024:1 1024:64 4096:4096 1048576:64"}
+T_MATMULCPU=${T_MATMULCPU:-360}
+MATMULCPU_ARGS=${MATMULCPU_ARGS:-}
 PYTEST_ARGS=${PYTEST_ARGS:-}
 SANITIZER_TESTS=${SANITIZER_TESTS:-gpu|cuda}
 SANITIZER_PYTEST=${SANITIZER_PYTEST:-tests/python/test_gpu.py}
@@ -410,6 +417,42 @@ if want fft; then
     { echo "== benchmarks/fft_gpu.py --max-seconds $maxs $FFT_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
     result fft "$rc" $((SECONDS - t0))
     tail_of "$tmp" 60
+    rm -f "$tmp"
+  fi
+fi
+
+if want cbcost; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_CBCOST"); then
+    say "[cbcost] skipped: no time left"
+  elif [[ ! -x build/benchmarks/cufft_callback_cost ]]; then
+    say "[cbcost] skipped: build/benchmarks/cufft_callback_cost not built"
+  else
+    rc=0
+    tmp=$(mktemp)
+    for shape in $CBCOST_SHAPES; do # n:batch
+      timeout -k 10 "$lim" build/benchmarks/cufft_callback_cost "${shape%%:*}" "${shape##*:}" 50 >>"$tmp" 2>&1 || rc=1
+    done
+    { echo "== cufft_callback_cost $CBCOST_SHAPES"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+    result cbcost "$rc" $((SECONDS - t0))
+    tail_of "$tmp" 60
+    rm -f "$tmp"
+  fi
+fi
+
+if want matmulcpu; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_MATMULCPU"); then
+    say "[matmulcpu] skipped: no time left"
+  else
+    tmp=$(mktemp)
+    # shellcheck disable=SC2086  # MATMULCPU_ARGS is a list of words
+    timeout -k 10 "$lim" "$VPY" benchmarks/matmul_cpu.py --machine-tag h200-host --out "$OUT/matmul_cpu.json" \
+      $MATMULCPU_ARGS >"$tmp" 2>&1
+    rc=$?
+    { echo "== benchmarks/matmul_cpu.py $MATMULCPU_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+    result matmulcpu "$rc" $((SECONDS - t0))
+    tail_of "$tmp" 40
     rm -f "$tmp"
   fi
 fi
