@@ -122,9 +122,17 @@ PLAN_CASE = ("4096x4096", (4096, 4096), (1,))
 DRY_PLAN_CASE = ("256x512", (256, 512), (1,))
 HOST_SIZES = (64, 1024)
 
-CONTESTANTS = ("fm_fused", "fm_plain", "nvmath_fused", "cupy_unfused", "cupy_plain", "torch_plain")
-FUSED = {"fm_fused": True, "fm_plain": False, "nvmath_fused": True, "cupy_unfused": True, "cupy_plain": False,
-         "torch_plain": False}
+CONTESTANTS = ("fm_fused", "fm_fused_pass", "fm_fused_callback", "fm_plain", "nvmath_fused", "cupy_unfused",
+               "cupy_plain", "torch_plain")
+FUSED = {"fm_fused": True, "fm_fused_pass": True, "fm_fused_callback": True, "fm_plain": False,
+         "nvmath_fused": True, "cupy_unfused": True, "cupy_plain": False, "torch_plain": False}
+# --prolog-sweep: where the prolog as a load callback stops beating the prolog as a pass (the rule
+# behind gpu_prolog="auto"); 1-D c64 transforms of n points, batched
+SWEEP_CASES = tuple((f"sweep-{n}x{b}", (b, n) if b > 1 else (n,), (1,) if b > 1 else (0,))
+                    for n, bs in ((1024, (1, 4, 16, 64, 256, 1024)), (4096, (4, 16, 64, 256)),
+                                  (65536, (1, 4, 16)))
+                    for b in bs)
+SWEEP_CONTESTANTS = ("fm_fused", "fm_fused_pass", "fm_fused_callback", "fm_plain", "cupy_plain")
 SCALE = 0.5
 TOL = 1e-3
 TARGETS = {"fm_fused/cupy_plain": 1.10, "fm_fused/nvmath_fused": 1.00}
@@ -153,6 +161,9 @@ def parse_args(argv):
                                                                 "--quick 5000)")
     p.add_argument("--host-bursts", type=int, default=None, help="host-overhead bursts per method (default 7; "
                                                                  "--quick 3)")
+    p.add_argument("--prolog-sweep", action="store_true",
+                   help="add the prolog-mode sweep (1-D c64, n = 1024 / 4096 / 65536, several batches: "
+                        "gpu_prolog pass vs callback vs plain)")
     p.add_argument("--skip-plan-creation", action="store_true", help="skip the plan-creation subprocesses")
     p.add_argument("--skip-host-overhead", action="store_true", help="skip the host-overhead section")
     p.add_argument("--bare-bin", default=None,
@@ -187,6 +198,8 @@ def parse_args(argv):
         a.case_list = [c for c in base if c[0] in want]
     else:
         a.case_list = list(base)
+    if a.prolog_sweep:
+        a.case_list += list(SWEEP_CASES)
     return a
 
 
@@ -264,6 +277,13 @@ class Env:
         except Exception as exc:
             self.errors["torch"] = _err(exc)
         if want_nvmath:
+            # numba (which nvmath's compile_prolog / compile_epilog use) still calls np.row_stack,
+            # which NumPy 2.4 removed; it was an alias of vstack, so give it back for the peer's sake
+            import numpy
+
+            if not hasattr(numpy, "row_stack"):
+                numpy.row_stack = numpy.vstack
+                self.errors["numba_shim"] = "numpy.row_stack restored as numpy.vstack (NumPy 2.4 removed it)"
             try:
                 import nvmath  # noqa: F401
                 import nvmath.fft  # noqa: F401
@@ -451,26 +471,28 @@ def nvmath_callbacks(env: Env, wsize: int, scale: float):
     return pro, epi
 
 
-def make_contestants(env: Env, x, w, axes, rec: dict):
-    """name -> (call() -> result, cleanup() or None, info dict) for the contestants that could be set
-    up; setup errors go into rec[name]["error"]."""
+def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
+    """name -> (call() -> result, cleanup() or None, info dict) for the contestants in `only` that
+    could be set up; setup errors go into rec[name]["error"]."""
     xp = env.xp
     ff = env.ff
     out = {}
 
     def setup(name, fn):
+        if name not in only:
+            return
         try:
             out[name] = fn()
         except Exception as exc:
             rec[name] = {"error": "setup: " + _err(exc), "ok": False}
 
-    def fm(fused):
+    def fm(fused, gpu_prolog="auto"):
         def f_():
             if ff is None:
                 raise RuntimeError(env.errors.get("fusemath", "fusemath not importable"))
             f = ff.FFT(x, axes=axes)
             if fused:
-                f.plan(prolog={"multiply": w}, epilog={"scale": SCALE})
+                f.plan(prolog={"multiply": w}, epilog={"scale": SCALE}, gpu_prolog=gpu_prolog)
             else:
                 f.plan()
             y = xp.empty_like(x)
@@ -484,6 +506,8 @@ def make_contestants(env: Env, x, w, axes, rec: dict):
         return f_
 
     setup("fm_fused", fm(True))
+    setup("fm_fused_pass", fm(True, "pass"))
+    setup("fm_fused_callback", fm(True, "callback"))
     setup("fm_plain", fm(False))
 
     def nv():
@@ -591,8 +615,9 @@ def run_case(env: Env, case, args, seed: int) -> dict:
             want = np.fft.fft(row * w.get().astype(np.float64)) * SCALE
             got = (ref_fused.reshape(-1, shape[axes[0]])[0] if x.ndim > 1 else ref_fused).get()
             rec["reference_numpy_check_rel_err"] = float(np.abs(got - want).max() / np.abs(want).max())
-        contestants = make_contestants(env, x, w, axes, cres)
-        for cname in CONTESTANTS:
+        only = SWEEP_CONTESTANTS if name.startswith("sweep-") else CONTESTANTS
+        contestants = make_contestants(env, x, w, axes, cres, only)
+        for cname in only:
             if cname not in contestants:
                 if cname not in cres:
                     cres[cname] = {"error": "not set up", "ok": False}
@@ -892,14 +917,14 @@ def _fmt(v, spec=".3f"):
 
 def print_case_table(rec: dict):
     print(f"\n{rec['name']}  shape={tuple(rec['shape'])} axes={tuple(rec['axes'])} complex64")
-    print(f"  {'contestant':14s} {'ms':>10s} {'min ms':>10s} {'reps':>6s} {'rel err':>9s}  ok")
-    for c in CONTESTANTS:
-        r = rec["contestants"].get(c, {})
+    print(f"  {'contestant':17s} {'ms':>10s} {'min ms':>10s} {'reps':>6s} {'rel err':>9s}  ok")
+    for c in (c for c in CONTESTANTS if c in rec["contestants"]):
+        r = rec["contestants"][c]
         if "ms" in r:
-            print(f"  {c:14s} {r['ms']:10.4f} {r['ms_min']:10.4f} {r['reps']:6d} {_fmt(r.get('rel_err'), '.2e'):>9s}  "
+            print(f"  {c:17s} {r['ms']:10.4f} {r['ms_min']:10.4f} {r['reps']:6d} {_fmt(r.get('rel_err'), '.2e'):>9s}  "
                   f"{'ok' if r.get('ok') else 'WRONG'}")
         else:
-            print(f"  {c:14s} {'error':>10s}  {str(r.get('error', ''))[:110]}")
+            print(f"  {c:17s} {'error':>10s}  {str(r.get('error', ''))[:110]}")
     rs = "  ".join(f"{k}={_fmt(v, '.3f')}" for k, v in rec["ratios"].items())
     print(f"  ratios: {rs}")
     ts = "  ".join(f"{k}<={t['limit']:.2f}: {t['result']}" for k, t in rec["targets"].items())
@@ -908,15 +933,15 @@ def print_case_table(rec: dict):
 
 def print_summary(res: dict):
     print("\nsummary (median ms per call)")
-    hdr = f"  {'case':11s}" + "".join(f"{c:>13s}" for c in CONTESTANTS) + f"{'fm/plain':>9s}{'fm/nvm':>8s}  targets"
+    hdr = f"  {'case':15s}" + "".join(f"{c:>18s}" for c in CONTESTANTS) + f"{'fm/plain':>9s}{'fm/nvm':>8s}  targets"
     print(hdr)
     for rec in res["cases"]:
-        line = f"  {rec['name']:11s}"
+        line = f"  {rec['name']:15s}"
         for c in CONTESTANTS:
             r = rec["contestants"].get(c, {})
             v = r.get("ms")
-            line += f"{(_fmt(v, '.4f') + ('' if r.get('ok') or v is None else '!')):>13s}" if v is not None else \
-                f"{'error':>13s}"
+            line += f"{(_fmt(v, '.4f') + ('' if r.get('ok') or v is None else '!')):>18s}" if v is not None else \
+                f"{'-' if c not in rec['contestants'] else 'error':>18s}"
         line += f"{_fmt(rec['ratios'].get('fm_fused/cupy_plain'), '.3f'):>9s}"
         line += f"{_fmt(rec['ratios'].get('fm_fused/nvmath_fused'), '.3f'):>8s}  "
         line += " ".join(t["result"].split()[0] for t in rec["targets"].values())

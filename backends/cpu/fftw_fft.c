@@ -618,6 +618,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     (void)ctx, (void)state;
     if (p->op != FM_OP_FFT)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
+    if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
+        p->t[FM_FFT_OUT].dtype == FM_C32)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "
+                       "precision); pass GPU arrays, or convert to f32/c64 on the cpu",
+                       fm_dtype_name(p->t[FM_FFT_IN].dtype), fm_dtype_name(p->t[FM_FFT_OUT].dtype));
     if (fm_fft_should_split_axes(p)) /* keeps a chain inside the transform's own passes */
         return fm_fft_plan_axis_split(ctx, p, out);
     pthread_once(&threads_once, init_threads);

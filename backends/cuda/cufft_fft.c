@@ -291,9 +291,23 @@ static cufftXtCallbackType cb_type(fm_dtype t, int store)
     }
 }
 
+static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
+
+static void stage_input(cufft_plan *pl, const fm_tensor *ti);
+
 static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
+    if (is_half(p->t[store ? FM_FFT_OUT : FM_FFT_IN].dtype)) {
+        /* cuFFT has no callbacks for half precision (cufftXtCallbackType: single and double
+         * only): the chain runs as a pass computing in float, the prolog's into the staged
+         * input the FFT reads, the epilog's in place on out after it */
+        fill_cb_spec(p, store, 0, &sp);
+        fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
+        if (s == FM_OK && !store)
+            stage_input(pl, &p->t[FM_FFT_IN]);
+        return s;
+    }
     fill_cb_spec(p, store, pl->params_need_base, &sp);
     if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
@@ -336,6 +350,8 @@ static cudaDataType cuda_type(fm_dtype t)
     case FM_F32: return CUDA_R_32F;
     case FM_F64: return CUDA_R_64F;
     case FM_C64: return CUDA_C_32F;
+    case FM_F16: return CUDA_R_16F;
+    case FM_C32: return CUDA_C_16F;
     default: return CUDA_C_64F;
     }
 }
@@ -441,6 +457,27 @@ static void stage_input(cufft_plan *pl, const fm_tensor *ti)
     pl->copy_room = (pl->copy_bytes + 255) & ~(size_t)255;
 }
 
+/* The prolog as a load callback or as a pass. cuFFT 12.0 (CUDA 13.0) on the H200 runs any LTO
+ * *load* callback far slower than the plain transform once the transform is large (an identity
+ * callback: 3.0x at 4096 x 4096, 2.1x at 2^20 x 64), while a separate pass costs about one read
+ * and one write; for small transforms the pass's launch costs more than the callback (1024 x 1:
+ * 0.0089 ms with the callback, 0.0111 ms with the pass). The epilog is always a store callback
+ * (1.27x at 4096 x 4096, cheaper than a pass). */
+#define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 16)
+static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
+{
+    int mode = fp->gpu_prolog;
+    const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
+    if (mode == FM_FFT_PROLOG_AUTO && env)
+        mode = strcmp(env, "callback") == 0 ? FM_FFT_PROLOG_CALLBACK : strcmp(env, "pass") == 0 ? FM_FFT_PROLOG_PASS : mode;
+    if (mode != FM_FFT_PROLOG_AUTO)
+        return mode == FM_FFT_PROLOG_CALLBACK;
+    double elements = (double)L->batch;
+    for (int i = 0; i < fp->naxes; i++)
+        elements *= (double)fp->n[i];
+    return elements <= PROLOG_CALLBACK_MAX_ELEMENTS;
+}
+
 /* The prolog as a kernel writing chain(in) into the staged copy of the input the FFT reads. */
 static fm_status make_prolog_pass(cufft_plan *pl, const fm_problem *p)
 {
@@ -465,6 +502,60 @@ static fm_status make_plan(cufft_plan *pl, const layout *L, fm_dtype in, fm_dtyp
 
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 
+/* Half precision (c32 / f16), cuFFT's rules ("Half-precision cuFFT Transforms"): compute
+ * capability >= 5.3 and every transformed length a power of two. */
+static fm_status check_half(const fm_problem *p)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const char *dt = fm_dtype_name(fm_dtype_is_complex(p->t[FM_FFT_IN].dtype) ? p->t[FM_FFT_IN].dtype
+                                                                               : p->t[FM_FFT_OUT].dtype);
+    for (int i = 0; i < fp->naxes; i++) {
+        int64_t n = fp->n[i];
+        if (n < 1 || (n & (n - 1)) != 0)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: %s %s along axis %d has length %lld; cuFFT's half "
+                           "precision (f16/c32) takes only powers of two as transform lengths: pad or crop to a "
+                           "power of two (n= / s=) or use f32/c64", dt, kind_names[fp->kind], fp->axes[i],
+                           (long long)n);
+    }
+    int major = 0, minor = 0, dev = p->exec_device.id;
+    fm_status s = fm_cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                                 "fft on cuda: cudaDeviceGetAttribute");
+    if (s == FM_OK)
+        s = fm_cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev),
+                           "fft on cuda: cudaDeviceGetAttribute");
+    if (s != FM_OK)
+        return s;
+    if (major * 10 + minor < 53)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: half precision (f16/c32) needs compute capability >= "
+                       "5.3; device %d has %d.%d (use f32/c64)", dev, major, minor);
+    return FM_OK;
+}
+
+/* ... and the layout: the real operand of r2c / c2r dense along the transformed axes (cuFFT
+ * takes no strides on the real side in half precision), at most 2^32 elements per call. */
+static fm_status check_half_layout(const fm_fft_params *fp, const layout *L)
+{
+    double per_call = (double)L->batch;
+    for (int i = 0; i < L->rank; i++)
+        per_call *= (double)L->n[i];
+    if (per_call > 4294967296.0)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: half precision (f16/c32) takes at most 2^32 elements "
+                       "per cuFFT call; this one spans %.0f", per_call);
+    if (fp->kind == FM_FFT_C2C)
+        return FM_OK;
+    const int r2c = fp->kind == FM_FFT_R2C;
+    long long stride = r2c ? L->istride : L->ostride;
+    const long long *embed = r2c ? L->inembed : L->onembed;
+    int dense = stride == 1;
+    for (int i = 1; i < L->rank; i++)
+        dense &= embed[i] == L->n[i];
+    if (!dense)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: half precision (f16) %s needs the real %s dense along "
+                       "the transformed axes (cuFFT takes no strides on the real side in half precision); pass "
+                       "contiguous arrays with the transformed axes last", kind_names[fp->kind], r2c ? "in" : "out");
+    return FM_OK;
+}
+
 static void format_ops(char *buf, size_t size, unsigned ops)
 {
     if (!ops) {
@@ -487,6 +578,12 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    const int half = is_half(ti->dtype) || is_half(to->dtype);
+    if (half) {
+        fm_status hs = check_half(p);
+        if (hs != FM_OK)
+            return hs;
+    }
     cufft_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
@@ -510,6 +607,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             }
             goto fail;
         }
+        if (half && (s = check_half_layout(fp, &L)) != FM_OK)
+            goto fail;
         pl->nloop = L.nloop;
         memcpy(pl->loop_ext, L.loop_ext, sizeof L.loop_ext);
         memcpy(pl->loop_in, L.loop_in, sizeof L.loop_in);
@@ -552,13 +651,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = fm_cuda_status(cudaEventCreateWithFlags(&pl->ev, cudaEventDisableTiming), "cudaEventCreate")) !=
                     FM_OK)
                 goto fail;
-            /* The prolog: cuFFT 12.0 (CUDA 13.0) on the H200 runs any LTO *load* callback far
-             * slower than the plain transform (an identity callback: 3.0x at 4096 x 4096, 2.1x at
-             * 2^20 x 64), while a store callback costs 1.26x and a separate pass about one read
-             * and one write. So the prolog is a pass into the staged input by default, the
-             * epilog a store callback; FUSEMATH_CUFFT_PROLOG=callback selects the load callback. */
-            const char *pro_mode = getenv("FUSEMATH_CUFFT_PROLOG");
-            const int prolog_cb = pro_mode && strcmp(pro_mode, "callback") == 0;
+            const int prolog_cb = prolog_as_callback(fp, &L);
             if (fp->prolog_ops && prolog_cb && (s = attach_callback(pl, p, 0, arch)) != FM_OK)
                 goto fail;
             if (fp->prolog_ops && !prolog_cb && (s = make_prolog_pass(pl, p)) != FM_OK)
@@ -583,7 +676,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             pl->params_need_base = 0;
             if (fp->prolog_ops && !pl->pass[0] && (s = make_prolog_pass(pl, p)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops) {
+            if (fp->epilog_ops && !pl->pass[1]) {
                 fm_cufft_cb_spec sp;
                 fill_cb_spec(p, 1, 0, &sp);
                 if ((s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[1])) != FM_OK)

@@ -21,8 +21,14 @@ void fm_fft_options_init(fm_fft_options *o)
     o->prolog.scale[0] = o->epilog.scale[0] = 1.0;
 }
 
-static fm_dtype real_of(fm_dtype t) { return t == FM_C64 ? FM_F32 : t == FM_C128 ? FM_F64 : t; }
-static fm_dtype complex_of(fm_dtype t) { return t == FM_F32 ? FM_C64 : t == FM_F64 ? FM_C128 : t; }
+static fm_dtype real_of(fm_dtype t)
+{
+    return t == FM_C32 ? FM_F16 : t == FM_C64 ? FM_F32 : t == FM_C128 ? FM_F64 : t;
+}
+static fm_dtype complex_of(fm_dtype t)
+{
+    return t == FM_F16 ? FM_C32 : t == FM_F32 ? FM_C64 : t == FM_F64 ? FM_C128 : t;
+}
 
 static fm_status check_desc(const char *name, const fm_tensor *t)
 {
@@ -149,6 +155,9 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     if (opts->effort < FM_FFT_EFFORT_ESTIMATE || opts->effort > FM_FFT_EFFORT_PATIENT)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: effort = %d, expected 0 (estimate), 1 (measure) or 2 (patient)",
                        opts->effort);
+    if (opts->gpu_prolog < FM_FFT_PROLOG_AUTO || opts->gpu_prolog > FM_FFT_PROLOG_CALLBACK)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: gpu_prolog = %d, expected 0 (auto), 1 (pass) or 2 (callback)",
+                       opts->gpu_prolog);
     if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA || opts->device_id < 0 ||
         opts->num_threads < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: execution = %d, device_id = %d, num_threads = %d; expected "
@@ -176,19 +185,20 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     const fm_dtype it = in->dtype, ot = out->dtype;
     int ok;
     switch (opts->kind) {
-    case FM_FFT_C2C: ok = (it == FM_C64 || it == FM_C128) && ot == it; break;
-    case FM_FFT_R2C: ok = (it == FM_F32 || it == FM_F64) && ot == complex_of(it); break;
-    default: ok = (it == FM_C64 || it == FM_C128) && ot == real_of(it); break;
+    case FM_FFT_C2C: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == it; break;
+    case FM_FFT_R2C: ok = (it == FM_F16 || it == FM_F32 || it == FM_F64) && ot == complex_of(it); break;
+    default: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == real_of(it); break;
     }
     if (!ok) {
-        static const char *const want[3] = {"c64 -> c64 or c128 -> c128", "f32 -> c64 or f64 -> c128",
-                                            "c64 -> f32 or c128 -> f64"};
+        static const char *const want[3] = {"c64 -> c64, c128 -> c128 or c32 -> c32 (cuda)",
+                                            "f32 -> c64, f64 -> c128 or f16 -> c32 (cuda)",
+                                            "c64 -> f32, c128 -> f64 or c32 -> f16 (cuda)"};
         static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
         return fm_fail(FM_ERR_DTYPE, "fft: %s from %s to %s; expected %s%s", kinds[opts->kind], fm_dtype_name(it),
                        fm_dtype_name(ot), want[opts->kind],
-                       opts->kind == FM_FFT_C2C && (it == FM_F32 || it == FM_F64) ? " (a real input wants r2c)"
-                       : opts->kind == FM_FFT_R2C && fm_dtype_is_complex(it)      ? " (a complex input wants c2c)"
-                                                                                  : "");
+                       opts->kind == FM_FFT_C2C && complex_of(it) != it ? " (a real input wants r2c)"
+                       : opts->kind == FM_FFT_R2C && fm_dtype_is_complex(it) ? " (a complex input wants c2c)"
+                                                                             : "");
     }
 
     /* axes */
@@ -328,6 +338,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     }
     fp->norm = opts->norm;
     fp->effort = opts->effort;
+    fp->gpu_prolog = opts->gpu_prolog;
     fp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     double norm = opts->norm == FM_FFT_NORM_ORTHO                      ? 1.0 / sqrt(total)
                   : (opts->norm == FM_FFT_NORM_FORWARD) != !!opts->inverse ? 1.0 / total
@@ -386,6 +397,8 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         fp->prolog_ops |= FM_FFT_OP_SCALE;
     if (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0)
         fp->epilog_ops |= FM_FFT_OP_SCALE;
+    if (!fp->prolog_ops)
+        fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place: one plan key */
     return FM_OK;
 }
 

@@ -47,7 +47,7 @@ typedef struct fm_fft_params {
     int64_t n[3];     /* logical transform length per axis (c2r: from out) */
     int32_t norm, effort, num_threads;
     unsigned prolog_ops, epilog_ops; /* FM_FFT_OP_* still to apply (scales folded away where exact) */
-    int32_t pad_;
+    int32_t gpu_prolog;              /* fm_fft_gpu_prolog as asked (AUTO resolved by the backend) */
     double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
     double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
     /* FM_FFT_OP_CALLBACK: SHA-256 of the symbol and source of the user's device function (the

@@ -13,7 +13,7 @@ static const struct {
     [FM_F32] = {"f32", 4, 0},               [FM_F64] = {"f64", 8, 0},  [FM_C64] = {"c64", 8, 1},
     [FM_C128] = {"c128", 16, 1},            [FM_I8] = {"i8", 1, 0},    [FM_U8] = {"u8", 1, 0},
     [FM_I32] = {"i32", 4, 0},               [FM_I64] = {"i64", 8, 0},  [FM_U32] = {"u32", 4, 0},
-    [FM_F8E4M3] = {"f8e4m3", 1, 0},         [FM_F8E5M2] = {"f8e5m2", 1, 0},
+    [FM_F8E4M3] = {"f8e4m3", 1, 0},         [FM_F8E5M2] = {"f8e5m2", 1, 0},  [FM_C32] = {"c32", 4, 1},
 };
 
 static int dtype_valid(fm_dtype t) { return (int)t > FM_DTYPE_INVALID && (int)t < FM_DTYPE_COUNT_; }

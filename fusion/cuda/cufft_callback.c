@@ -19,11 +19,24 @@ static const char *ctype_of(fm_dtype t)
     case FM_F64: return "double";
     case FM_C64: return "float2";
     case FM_C128: return "double2";
+    case FM_F16: return "unsigned short"; /* half: the storage type; the chain computes in float */
+    case FM_C32: return "ushort2";
     default: return NULL;
     }
 }
 
 static int is_double(fm_dtype t) { return t == FM_F64 || t == FM_C128; }
+static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
+/* The type the chain computes in (and a user callback sees): float / float2 for half data. */
+static const char *compute_of(fm_dtype t) { return t == FM_F16 ? "float" : t == FM_C32 ? "float2" : ctype_of(t); }
+
+/* Half <-> float for the half chains (PTX cvt: no cuda_fp16.h needed). Half data has no cuFFT
+ * callbacks: these sources only run as passes. */
+static const char half_helpers[] =
+    "__device__ __forceinline__ float fm_ld(unsigned short v) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(v)); return f; }\n"
+    "__device__ __forceinline__ unsigned short fm_st(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "__device__ __forceinline__ float2 fm_ld(ushort2 v) { float2 r; r.x = fm_ld(v.x); r.y = fm_ld(v.y); return r; }\n"
+    "__device__ __forceinline__ ushort2 fm_st(float2 v) { ushort2 r; r.x = fm_st(v.x); r.y = fm_st(v.y); return r; }\n";
 
 /* One axis of the data operand as the index code walks it: outermost (largest stride) first. */
 typedef struct axis {
@@ -96,7 +109,8 @@ static fm_status check_spec(const fm_cufft_cb_spec *sp)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: invalid spec");
     const int cplx = fm_dtype_is_complex(sp->data);
     if ((sp->ops & FM_FFT_OP_MULTIPLY) &&
-        !(ctype_of(sp->array) && is_double(sp->array) == is_double(sp->data) && (cplx || !fm_dtype_is_complex(sp->array))))
+        !(ctype_of(sp->array) && is_double(sp->array) == is_double(sp->data) &&
+          is_half(sp->array) == is_half(sp->data) && (cplx || !fm_dtype_is_complex(sp->array))))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft callback: array dtype %s does not fit data of dtype %s",
                        fm_dtype_name(sp->array), fm_dtype_name(sp->data));
     if ((sp->ops & FM_FFT_OP_CALLBACK) && (!sp->user_source || !sp->user_symbol))
@@ -111,8 +125,9 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     fm_status s = check_spec(sp);
     if (s != FM_OK)
         return s;
-    const char *T = ctype_of(sp->data), *R = is_double(sp->data) ? "double" : "float";
-    const int cplx = fm_dtype_is_complex(sp->data), side = sp->store ? 1 : 0;
+    /* S: the element type in memory; T: the one the chain computes in (the same but for half) */
+    const char *S = ctype_of(sp->data), *T = compute_of(sp->data), *R = is_double(sp->data) ? "double" : "float";
+    const int cplx = fm_dtype_is_complex(sp->data), side = sp->store ? 1 : 0, half = is_half(sp->data);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -125,18 +140,28 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     /* C++ linkage on purpose: cuFFT declares the callback with its documented C++ signature
      * and links the mangled name built from the symbol we give it */
     fprintf(f, "struct fm_cb_params { const void *array[2]; const void *base[2]; };\n");
-    if (sp->store)
+    if (half)
+        fputs(half_helpers, f);
+    if (sp->store && half)
+        fprintf(f, "__device__ void " FM_CUFFT_STORE_SYMBOL
+                   "(void *data_out, unsigned long long off, %s xs, void *info, void *smem)\n{\n"
+                   "    const unsigned long long cufft_off = off;\n    %s x = fm_ld(xs);\n", S, T);
+    else if (sp->store)
         fprintf(f, "__device__ void " FM_CUFFT_STORE_SYMBOL
                    "(void *data_out, unsigned long long off, %s x, void *info, void *smem)\n{\n"
                    "    const unsigned long long cufft_off = off;\n", T);
+    else if (half)
+        fprintf(f, "__device__ %s " FM_CUFFT_LOAD_SYMBOL
+                   "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n"
+                   "    %s x = fm_ld(((const %s *)data_in)[off]);\n", S, T, S);
     else
         fprintf(f, "__device__ %s " FM_CUFFT_LOAD_SYMBOL
                    "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n    %s x = ((const %s *)data_in)[off];\n",
                 T, T, T);
     fprintf(f, "    (void)smem;\n    const fm_cb_params *p = (const fm_cb_params *)info;\n    (void)p;\n");
     if (sp->need_base) /* the offset from the caller's data pointer, not from the looped call's */
-        fprintf(f, "    off += (unsigned long long)((const %s *)data_%s - (const %s *)p->base[%d]);\n", T,
-                sp->store ? "out" : "in", T, side);
+        fprintf(f, "    off += (unsigned long long)((const %s *)data_%s - (const %s *)p->base[%d]);\n", S,
+                sp->store ? "out" : "in", S, side);
     if (sp->ops & FM_FFT_OP_SCALE) {
         if (cplx && sp->scale[1] != 0)
             fprintf(f, "    { const %s sr = %.17g, si = %.17g; %s t; t.x = x.x * sr - x.y * si; t.y = x.x * si + x.y * sr; "
@@ -154,7 +179,10 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
             return s;
         }
         const char *A = ctype_of(sp->array);
-        fprintf(f, "    const %s w = ((const %s *)p->array[%d])[a];\n", A, A, side);
+        if (half)
+            fprintf(f, "    const %s w = fm_ld(((const %s *)p->array[%d])[a]);\n", compute_of(sp->array), A, side);
+        else
+            fprintf(f, "    const %s w = ((const %s *)p->array[%d])[a];\n", A, A, side);
         if (fm_dtype_is_complex(sp->array))
             fprintf(f, "    %s t; t.x = x.x * w.x - x.y * w.y; t.y = x.x * w.y + x.y * w.x; x = t;\n", T);
         else if (cplx)
@@ -167,8 +195,12 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
         fprintf(f, "    x.y = -x.y;\n");
     if (sp->ops & FM_FFT_OP_CALLBACK)
         fprintf(f, "    x = %s(x, off, p->array[%d]);\n", sp->user_symbol, side);
-    if (sp->store)
+    if (sp->store && half)
+        fprintf(f, "    ((%s *)data_out)[cufft_off] = fm_st(x);\n}\n", S);
+    else if (sp->store)
         fprintf(f, "    ((%s *)data_out)[cufft_off] = x;\n}\n", T);
+    else if (half)
+        fprintf(f, "    return fm_st(x);\n}\n");
     else
         fprintf(f, "    return x;\n}\n");
     if (fclose(f) != 0 || !buf) {
@@ -194,6 +226,9 @@ static fm_status user_code_status(const fm_cufft_cb_spec *sp, fm_status s)
 fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir, size_t *size, const char **symbol,
                               int *from_cache)
 {
+    if (sp && is_half(sp->data))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft callback: cuFFT has no callbacks for half precision (%s); the "
+                       "chain runs as a pass (fm_cufft_pass_create)", fm_dtype_name(sp->data));
     char *src = NULL;
     fm_status s = fm_cufft_cb_source(sp, &src, symbol);
     if (s != FM_OK)

@@ -30,7 +30,8 @@ typedef struct fm_cufft_cb_params {
 
 typedef struct fm_cufft_cb_spec {
     int store;         /* 0: load callback (prolog), 1: store callback (epilog) */
-    fm_dtype data;     /* the element type the callback sees: f32, f64, c64 or c128 */
+    fm_dtype data;     /* the element type the callback sees: f32, f64, c64 or c128; f16 / c32 for passes
+                          only (cuFFT has no half callbacks), computed in float / float2 */
     unsigned ops;      /* FM_FFT_OP_* still to apply */
     double scale[2];   /* with FM_FFT_OP_SCALE */
     fm_dtype array;    /* with FM_FFT_OP_MULTIPLY: the array's dtype (real or complex, same precision) */

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _fusemath as _C
 
-__all__ = ["Lib", "NUMPY", "BF16", "lib_of", "fm_name", "is_cuda_object", "adopt"]
+__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "fm_name", "is_cuda_object", "adopt"]
 
 
 class _DType:
@@ -53,7 +53,8 @@ def _bf16():
 BF16 = _bf16()
 F8E4M3 = _DType("float8_e4m3fn", "f", 1)  # NumPy has no fp8: PyTorch tensors only
 F8E5M2 = _DType("float8_e5m2", "f", 1)
-_STANDINS = {"bf16": BF16, "f8e4m3": F8E4M3, "f8e5m2": F8E5M2}
+C32 = _DType("complex32", "c", 4)  # complex half: PyTorch (torch.complex32 / chalf) only
+_STANDINS = {"bf16": BF16, "f8e4m3": F8E4M3, "f8e5m2": F8E5M2, "c32": C32}
 
 _NUMPY_DTYPES = {
     "f16": np.dtype(np.float16),
@@ -70,6 +71,7 @@ _NUMPY_DTYPES = {
 #: canonical dtype (np.dtype or BF16) -> fusemath dtype name
 _FM_NAMES = {dt: name for name, dt in _NUMPY_DTYPES.items()}
 _FM_NAMES[BF16] = "bf16"
+_FM_NAMES[C32] = "c32"
 
 
 def fm_name(dtype: Any) -> str:
@@ -145,7 +147,7 @@ class _TorchLib(Lib):
         t = torch
         names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
                  "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32",
-                 "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+                 "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c32": "complex32"}
         dtypes = {k: getattr(t, v) for k, v in names.items() if hasattr(t, v)}
         self._canonical = {native: _STANDINS.get(k) or _NUMPY_DTYPES[k] for k, native in dtypes.items()}
         getter = getattr(t._C, "_cuda_getCurrentRawStream", None)  # 0.1 us; current_stream() is 4 us

@@ -34,7 +34,12 @@ numpy.fft's signatures (``n`` / ``s`` crop or zero-pad the input, ``axis`` / ``a
     GPU arrays (None: the array library's current stream).
 
 Dtypes follow NumPy 2: float32 / float16 input gives complex64, float64 / integer / bool
-input complex128; complex input to rfft* is a TypeError. Results are arrays of the input's
+input complex128; complex input to rfft* is a TypeError. Half precision stays half on PyTorch
+CUDA tensors (cuFFT, as torch.fft does): float16 input gives torch.complex32, complex32 input
+is taken as it is (irfft* gives float16); every transformed length must be a power of two, and
+a prolog / epilog runs as a separate pass computing in float (a "source" function takes float2
+/ float). NumPy and CuPy float16 input is promoted as above (neither has complex32); a complex32
+tensor on the CPU raises NotSupportedError. Results are arrays of the input's
 library (NumPy -> NumPy; PyTorch / CuPy arrays on their device once a backend for it exists).
 Transforms over more than 3 axes run as several fused calls (prolog on the first, epilog on
 the last).
@@ -47,6 +52,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _fusemath as _C
+from ._arrays import C32 as _C32
 from ._arrays import NUMPY, adopt, fm_name, is_cuda_object, lib_of
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
@@ -63,6 +69,7 @@ _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho":
           "forward": _C.FFT_NORM_FORWARD}
 _EFFORTS = {"estimate": _C.FFT_EFFORT_ESTIMATE, "measure": _C.FFT_EFFORT_MEASURE,
             "patient": _C.FFT_EFFORT_PATIENT}
+_GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "pass": _C.FFT_PROLOG_PASS, "callback": _C.FFT_PROLOG_CALLBACK}
 _OP_SCALE, _OP_MULTIPLY, _OP_CONJ = _C.FFT_OP_SCALE, _C.FFT_OP_MULTIPLY, _C.FFT_OP_CONJ
 _CHAIN_KEYS = ("scale", "multiply", "conj", "source", "name", "data")
 _OP_CALLBACK = _C.FFT_OP_CALLBACK
@@ -70,8 +77,8 @@ _MAX_AXES = 3  # per library call
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
-_COMPLEX_OF = {_F32: _C64, _F64: _C128}
-_REAL_OF = {_C64: _F32, _C128: _F64}
+_COMPLEX_OF = {_F16: _C32, _F32: _C64, _F64: _C128}
+_REAL_OF = {_C32: _F16, _C64: _F32, _C128: _F64}
 
 
 # ---------------------------------------------------------------------------
@@ -369,9 +376,24 @@ def _check_chain_arrays(where: str, lib, pro: _Chain, epi: _Chain, in_shape, in_
             _check_data_array(where, name, lib, ch.arr)
 
 
-def _promote(where: str, lib, x, kind: int):
-    """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules."""
+def _half_on_gpu(lib, x, execution: int) -> bool:
+    """float16 stays half precision (cuFFT) for PyTorch CUDA tensors transformed on the GPU."""
+    return (getattr(lib, "torch", None) is not None and execution != _C.EXECUTION_CPU
+            and lib.device_of(x) >= 0)
+
+
+def _promote(where: str, lib, x, kind: int, half: bool = False):
+    """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules; with half,
+    float16 stays half (float16 for rfft, complex32 otherwise)."""
     dt = _dtype(lib, x)
+    if dt is _C32:  # PyTorch only; the cpu refuses it with NotSupportedError
+        if kind == _R2C:
+            raise TypeError(f"{where}: x has complex dtype {dt}; rfft takes real input (use fft for complex "
+                            "input)")
+        return x, dt
+    if half and dt == _F16:
+        want = _F16 if kind == _R2C else _C32
+        return (x if dt == want else _astype(lib, x, want, where)), want
     if getattr(dt, "kind", "?") not in "biufc" or not isinstance(dt, np.dtype):
         raise _C.DtypeError(f"{where}: x has dtype {dt}, which the FFT does not take")
     if dt.kind == "c":
@@ -454,7 +476,7 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     if kind == _C2R:
         in_len[-1] = n[-1] // 2 + 1
     x = _resize(lib, x, axes_t, in_len, where)
-    x, in_dt = _promote(where, lib, x, kind)
+    x, in_dt = _promote(where, lib, x, kind, _half_on_gpu(lib, x, ex))
     out_dt = _out_dtype(kind, in_dt)
     out_shape = list(x.shape)
     for ax, v in zip(axes_t, n):
@@ -627,11 +649,15 @@ class FFT:
             if kind not in _KINDS:
                 raise ValueError(f"{where}: kind {kind!r} is not one of 'c2c', 'r2c', 'c2r' (or None)")
             kind_code = _KINDS[kind]
-        want = (_F32, _F64) if kind_code == _R2C else (_C64, _C128)
+        want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
         if dt not in want:
-            hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128) else ""
+            hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128, _C32) else ""
             raise _C.DtypeError(f"{where}: x has dtype {dt}; a {_KIND_NAMES[kind_code]} transform takes "
-                                f"{want[0]} or {want[1]} (the planner does not convert){hint}")
+                                f"{want[0]}, {want[1]} or {want[2]} (the planner does not convert){hint}")
+        if dt in (_F16, _C32) and getattr(lib, "torch", None) is None:
+            raise TypeError(f"{where}: x has dtype {dt}: half-precision FFTs give complex32 results, which only "
+                            f"PyTorch has ({lib.name} does not); pass a torch CUDA tensor or convert x to "
+                            "float32 / complex64")
         if x.ndim == 0:
             raise ValueError(f"{where}: x is 0-d; the FFT needs at least one dimension")
         if axes is None:
@@ -666,6 +692,7 @@ class FFT:
         self._chains = (_NO_CHAIN, _NO_CHAIN)
         self._norm = _C.FFT_NORM_BACKWARD
         self._effort = _C.FFT_EFFORT_ESTIMATE
+        self._gpu_prolog = _C.FFT_PROLOG_AUTO
 
     # -- helpers ---------------------------------------------------------------
     def _alive(self, what: str) -> None:
@@ -696,7 +723,7 @@ class FFT:
             ex, dev, nth = self._exec
             p = _C.plan_fft(self._x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
                             self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
-                            pro.source, pro.name, epi.source, epi.name)
+                            pro.source, pro.name, epi.source, epi.name, self._gpu_prolog)
             self._plans[key] = p
         return p
 
@@ -706,17 +733,25 @@ class FFT:
         self._plans = {}
 
     # -- public ------------------------------------------------------------------
-    def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward"):
+    def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
+             gpu_prolog: str = "auto"):
         """Plan with the fused chains; plans the default direction now (the other on first use).
 
         effort: "measure" by default: a planner object is made to run many times, and FFTW's
         measured plans pay (c64 1024x1024 2-D on the 2-core dev machine: 9.5 ms measured vs
         43.5 ms estimated). "estimate" plans at once; "patient" searches longer. The stateless
-        functions (fft, fftn, ...) always use estimate with cached plans."""
+        functions (fft, fftn, ...) always use estimate with cached plans.
+
+        gpu_prolog (cuda only): how the prolog runs - "callback" (a cuFFT load callback: no extra
+        pass, but cuFFT runs slower with one on large transforms), "pass" (one generated
+        elementwise kernel before the transform) or "auto" (the callback for small transforms,
+        the pass for large ones; docs/performance.md has the measurements)."""
         self._alive("plan()")
         where = self._where + ".plan"
         if effort not in _EFFORTS:
             raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
+        if gpu_prolog not in _GPU_PROLOG:
+            raise ValueError(f"{where}: gpu_prolog {gpu_prolog!r} is not one of {list(_GPU_PROLOG)}")
         norm_code = _norm_code(norm, where)
         pro = _chain(where, "prolog", prolog)
         epi = _chain(where, "epilog", epilog)
@@ -730,6 +765,7 @@ class FFT:
         self._free_plans()
         self._chains = (pro, epi)
         self._norm, self._effort = norm_code, _EFFORTS[effort]
+        self._gpu_prolog = _GPU_PROLOG[gpu_prolog]
         template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
         self._plan_for(self._kind == _C2R, template)
         self._planned = True

@@ -568,7 +568,7 @@ static fm_dtype typestr_dtype(const char *s)
     fm_dtype t = FM_DTYPE_INVALID;
     switch (kind) {
     case 'f': t = bytes == 2 ? FM_F16 : bytes == 4 ? FM_F32 : bytes == 8 ? FM_F64 : FM_DTYPE_INVALID; break;
-    case 'c': t = bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
+    case 'c': t = bytes == 4 ? FM_C32 : bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
     case 'i': t = bytes == 1 ? FM_I8 : bytes == 4 ? FM_I32 : bytes == 8 ? FM_I64 : FM_DTYPE_INVALID; break;
     case 'u': t = bytes == 1 ? FM_U8 : bytes == 4 ? FM_U32 : FM_DTYPE_INVALID; break;
     default: break;
@@ -583,7 +583,8 @@ static fm_dtype dlpack_dtype(DLDataType d)
     switch (d.code) {
     case DL_FLOAT: return d.bits == 16 ? FM_F16 : d.bits == 32 ? FM_F32 : d.bits == 64 ? FM_F64 : FM_DTYPE_INVALID;
     case DL_BFLOAT: return d.bits == 16 ? FM_BF16 : FM_DTYPE_INVALID;
-    case DL_COMPLEX: return d.bits == 64 ? FM_C64 : d.bits == 128 ? FM_C128 : FM_DTYPE_INVALID;
+    case DL_COMPLEX:
+        return d.bits == 32 ? FM_C32 : d.bits == 64 ? FM_C64 : d.bits == 128 ? FM_C128 : FM_DTYPE_INVALID;
     case DL_INT: return d.bits == 8 ? FM_I8 : d.bits == 32 ? FM_I32 : d.bits == 64 ? FM_I64 : FM_DTYPE_INVALID;
     case DL_UINT: return d.bits == 8 ? FM_U8 : d.bits == 32 ? FM_U32 : FM_DTYPE_INVALID;
     default: return FM_DTYPE_INVALID;
@@ -2721,10 +2722,10 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
 static fm_dtype fft_out_dtype(int kind, fm_dtype in)
 {
     if (kind == FM_FFT_C2C)
-        return (in == FM_C64 || in == FM_C128) ? in : FM_DTYPE_INVALID;
+        return (in == FM_C32 || in == FM_C64 || in == FM_C128) ? in : FM_DTYPE_INVALID;
     if (kind == FM_FFT_R2C)
-        return in == FM_F32 ? FM_C64 : in == FM_F64 ? FM_C128 : FM_DTYPE_INVALID;
-    return in == FM_C64 ? FM_F32 : in == FM_C128 ? FM_F64 : FM_DTYPE_INVALID;
+        return in == FM_F16 ? FM_C32 : in == FM_F32 ? FM_C64 : in == FM_F64 ? FM_C128 : FM_DTYPE_INVALID;
+    return in == FM_C32 ? FM_F16 : in == FM_C64 ? FM_F32 : in == FM_C128 ? FM_F64 : FM_DTYPE_INVALID;
 }
 
 static void fft_release(fm_hold *holds)
@@ -2805,7 +2806,8 @@ static PyObject *mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssi
         if (odt == FM_DTYPE_INVALID) {
             static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
             PyErr_Format(error_class(st, FM_ERR_DTYPE), "fft: x has dtype %s, which a %s transform does not take "
-                         "(c2c: c64 / c128, r2c: f32 / f64, c2r: c64 / c128)", fm_dtype_name(tx->dtype),
+                         "(c2c: c64 / c128 / c32, r2c: f32 / f64 / f16, c2r: c64 / c128 / c32; half on cuda only)",
+                         fm_dtype_name(tx->dtype),
                          kinds[opts.kind]);
             goto done;
         }
@@ -2854,7 +2856,7 @@ done:
 PyDoc_STRVAR(plan_fft_doc,
              "plan_fft(x, out, prolog_array, epilog_array, kind, inverse, axes, norm, effort, execution,\n"
              "         device_id, num_threads, prolog_ops, prolog_scale, epilog_ops, epilog_scale,\n"
-             "         prolog_source, prolog_symbol, epilog_source, epilog_symbol)\n--\n\n"
+             "         prolog_source, prolog_symbol, epilog_source, epilog_symbol, gpu_prolog)\n--\n\n"
              "Plan out = epilog(norm * FFT(prolog(x))) for arrays laid out like the given ones (shapes,\n"
              "strides, dtypes, devices; the data is not touched unless effort > 0, which may overwrite out).\n"
              "Returns a Plan; Plan.execute(x, out, prolog, epilog[, stream]) takes the 4 addresses.");
@@ -2862,13 +2864,17 @@ PyDoc_STRVAR(plan_fft_doc,
 static PyObject *mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     fm_state *st = module_state(module);
-    if (nargs != 4 + FFT_NOPTS) {
-        PyErr_Format(PyExc_TypeError, "plan_fft() takes %d arguments (%zd given)", 4 + FFT_NOPTS, nargs);
+    if (nargs != 5 + FFT_NOPTS) {
+        PyErr_Format(PyExc_TypeError, "plan_fft() takes %d arguments (%zd given)", 5 + FFT_NOPTS, nargs);
         return NULL;
     }
     fm_fft_options opts;
     if (fft_fill_options("plan_fft(): ", args + 4, &opts) < 0)
         return NULL;
+    long long gpu_prolog = FM_FFT_PROLOG_AUTO; /* fm_fft_gpu_prolog */
+    if (int_arg("plan_fft(): ", "gpu_prolog", args[4 + FFT_NOPTS], 0, 2, &gpu_prolog) < 0)
+        return NULL;
+    opts.gpu_prolog = (int32_t)gpu_prolog;
     fm_tensor tens[FM_FFT_NSLOTS];
     fm_hold holds[FM_FFT_NSLOTS];
     const fm_tensor *tp[FM_FFT_NSLOTS];
@@ -3529,6 +3535,9 @@ static int module_exec(PyObject *m)
         {"FFT_EFFORT_ESTIMATE", FM_FFT_EFFORT_ESTIMATE},
         {"FFT_EFFORT_MEASURE", FM_FFT_EFFORT_MEASURE},
         {"FFT_EFFORT_PATIENT", FM_FFT_EFFORT_PATIENT},
+        {"FFT_PROLOG_AUTO", FM_FFT_PROLOG_AUTO},
+        {"FFT_PROLOG_PASS", FM_FFT_PROLOG_PASS},
+        {"FFT_PROLOG_CALLBACK", FM_FFT_PROLOG_CALLBACK},
         {"FFT_OP_SCALE", FM_FFT_OP_SCALE},
         {"FFT_OP_MULTIPLY", FM_FFT_OP_MULTIPLY},
         {"FFT_OP_CONJ", FM_FFT_OP_CONJ},

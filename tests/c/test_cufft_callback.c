@@ -79,6 +79,50 @@ static void test_callback_rules(void)
     CHECK_ERROR_MENTIONS("unknown ops");
 }
 
+/* Half precision (f16 / c32): cuda only, through cuFFT; the dtype rules hold everywhere. */
+static void test_half_rules(void)
+{
+    static uint16_t r16[64], c32[2 * 64], c32b[2 * 64];
+    static float f32[64];
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t sh[1] = {64}, hsh[1] = {33};
+    fm_tensor cin, cout, rin, hout, w32;
+    fm_tensor_init(&cin, c32, cpu, FM_C32, 1, sh, NULL);
+    fm_tensor_init(&cout, c32b, cpu, FM_C32, 1, sh, NULL);
+    fm_tensor_init(&rin, r16, cpu, FM_F16, 1, sh, NULL);
+    fm_tensor_init(&hout, c32b, cpu, FM_C32, 1, hsh, NULL);
+    fm_tensor_init(&w32, f32, cpu, FM_F32, 1, sh, NULL);
+    fm_fft_options o;
+    fm_plan *plan = NULL;
+    /* valid problems, but FFTW has no half precision: refused by name on the cpu */
+    fm_fft_options_init(&o);
+    CHECK(fm_fft_plan(g_ctx, &cin, &cout, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("cuda only");
+    CHECK(plan == NULL);
+    o.kind = FM_FFT_R2C;
+    CHECK(fm_fft_plan(g_ctx, &rin, &hout, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("f16/c32");
+    o.kind = FM_FFT_C2R, o.inverse = 1;
+    CHECK(fm_fft_plan(g_ctx, &hout, &rin, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("FFTW has no half precision");
+    CHECK(fm_fft(g_ctx, &hout, &rin, NULL, NULL, &o, NULL) == FM_ERR_NOT_SUPPORTED);
+    /* dtype pairs: half goes with half */
+    fm_tensor c64o;
+    static float c64buf[2 * 33];
+    fm_tensor_init(&c64o, c64buf, cpu, FM_C64, 1, hsh, NULL);
+    fm_fft_options_init(&o);
+    o.kind = FM_FFT_R2C;
+    CHECK(fm_fft_plan(g_ctx, &rin, &c64o, NULL, NULL, &o, &plan) == FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("f16 -> c32");
+    fm_fft_options_init(&o);
+    CHECK(fm_fft_plan(g_ctx, &rin, &cout, NULL, NULL, &o, &plan) == FM_ERR_DTYPE); /* c2c of real input */
+    CHECK_ERROR_MENTIONS("wants r2c");
+    /* a chain's array has the data's precision: f16 or c32 on c32 data, not f32 */
+    o.prolog.ops = FM_FFT_OP_MULTIPLY;
+    CHECK(fm_fft_plan(g_ctx, &cin, &cout, &w32, NULL, &o, &plan) == FM_ERR_DTYPE);
+    CHECK_ERROR_MENTIONS("expected f16 or c32");
+}
+
 #ifdef FM_HAVE_CUDA
 static const fm_dtype data_types[4] = {FM_F32, FM_F64, FM_C64, FM_C128};
 static const char *const ctype[4] = {"float", "double", "float2", "double2"};
@@ -229,6 +273,72 @@ static void test_pass_kernels(void)
     CHECK(fm_cufft_pass_source(&sp, &src) == FM_ERR_INVALID_ARGUMENT);
 }
 
+/* Half data: no cuFFT callback types, so the chains are passes computing in float; they
+ * compile (NVRTC, sm_90, no GPU) for every chain, with half or real-half arrays and a user
+ * function over float2 / float; the LTO callback path refuses half. */
+static void test_half_passes(void)
+{
+    if (!fm_nvrtc_supports_arch(90)) {
+        SKIP("this NVRTC cannot compile for sm_90");
+        CHECK(1);
+        return;
+    }
+    static const char *const opts[1] = {"-std=c++17"};
+    static const fm_dtype half_types[2] = {FM_F16, FM_C32};
+    for (int t = 0; t < 2; t++)
+        for (int store = 0; store < 2; store++)
+            for (unsigned ops = 1; ops < 8; ops++)
+                for (int carr = 0; carr < 2; carr++) {
+                    fm_dtype dt = half_types[t];
+                    if (carr && dt == FM_F16)
+                        continue; /* real data takes a real array only */
+                    fm_cufft_cb_spec sp = spec_2d(store, dt, ops, carr ? FM_C32 : FM_F16);
+                    if (dt == FM_F16)
+                        sp.ops &= ~(unsigned)FM_FFT_OP_CONJ;
+                    char *src = NULL;
+                    CHECK_OK(fm_cufft_pass_source(&sp, &src));
+                    CHECK(src && strstr(src, "fm_cb_pass(const ") && strstr(src, "cvt.rn.f16.f32"));
+                    CHECK(src && strstr(src, dt == FM_C32 ? "const ushort2 *src" : "const unsigned short *src"));
+                    void *img = NULL;
+                    size_t n = 0;
+                    if (src)
+                        CHECK_MSG(fm_nvrtc_compile(src, "half pass", opts, 1, 90, 0, &img, &n, NULL) == FM_OK,
+                                  "%s %s ops=%u array %s: %s", fm_dtype_name(dt), store ? "store" : "load", ops,
+                                  carr ? "c32" : "f16", fm_last_error());
+                    free(img);
+                    free(src);
+                }
+    /* a user function sees the compute type: float2 for c32 */
+    fm_cufft_cb_spec sp = spec_2d(1, FM_C32, FM_FFT_OP_CALLBACK | FM_FFT_OP_SCALE, FM_C32);
+    sp.user_source = user_src, sp.user_symbol = "phase";
+    char *src = NULL;
+    CHECK_OK(fm_cufft_pass_source(&sp, &src));
+    void *img = NULL;
+    size_t n = 0;
+    if (src)
+        CHECK_OK(fm_nvrtc_compile(src, "half pass", opts, 1, 90, 0, &img, &n, NULL));
+    free(img);
+    free(src);
+    /* no LTO callback for half; and the existing types' sources carry no half helpers */
+    const char *sym = NULL;
+    img = NULL;
+    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("half precision");
+    CHECK(img == NULL);
+    for (int t = 0; t < 4; t++) {
+        fm_cufft_cb_spec s2 = spec_2d(0, data_types[t], FM_FFT_OP_SCALE, data_types[t]);
+        src = NULL;
+        CHECK_OK(fm_cufft_cb_source(&s2, &src, &sym));
+        CHECK(src && !strstr(src, "fm_ld") && !strstr(src, "ushort"));
+        free(src);
+    }
+    /* a half array on single-precision data (and the reverse) does not fit */
+    sp = spec_2d(0, FM_C64, FM_FFT_OP_MULTIPLY, FM_F16);
+    CHECK(fm_cufft_cb_source(&sp, &src, &sym) == FM_ERR_INVALID_ARGUMENT);
+    sp = spec_2d(0, FM_C32, FM_FFT_OP_MULTIPLY, FM_F32);
+    CHECK(fm_cufft_cb_source(&sp, &src, &sym) == FM_ERR_INVALID_ARGUMENT);
+}
+
 static void test_layouts_refused(void)
 {
     char *src = NULL;
@@ -260,10 +370,12 @@ int main(void)
         return 1;
     }
     RUN_TEST(test_callback_rules);
+    RUN_TEST(test_half_rules);
 #ifdef FM_HAVE_CUDA
     RUN_TEST(test_generated_compile);
     RUN_TEST(test_user_function);
     RUN_TEST(test_pass_kernels);
+    RUN_TEST(test_half_passes);
     RUN_TEST(test_layouts_refused);
 #else
     printf("built without CUDA: only the planning rules were checked\n");

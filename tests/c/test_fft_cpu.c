@@ -148,6 +148,10 @@ static void test_bad_inputs(void)
     CHECK_ERROR_MENTIONS("naxes");
     o.naxes = 3, o.axes[0] = 0, o.axes[1] = 1, o.axes[2] = 2;
     CHECK_STATUS(fm_fft_plan(g_ctx, &c8, &c8, NULL, NULL, &o, &p), FM_ERR_INVALID_ARGUMENT);
+    (void)OPTS(FM_FFT_C2C, 0);
+    o.gpu_prolog = 3;
+    CHECK_STATUS(fm_fft_plan(g_ctx, &c8, &c8, NULL, NULL, &o, &p), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("gpu_prolog");
     /* chains */
     (void)OPTS(FM_FFT_C2C, 0);
     o.prolog.ops = FM_FFT_OP_MULTIPLY;

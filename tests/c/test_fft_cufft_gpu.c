@@ -386,6 +386,254 @@ static void test_looped_batch_chain(void)
     tb_free(&hx), tb_free(&hw), tb_free(&hy);
 }
 
+/* gpu_prolog: AUTO takes the load callback for a small transform and the pass for a large one;
+ * explicit PASS / CALLBACK are honoured; every form gives fft(x * w) * 0.5. */
+static void prolog_mode_case(int64_t rows, int64_t n, int mode, const char *want)
+{
+    int64_t sh[2] = {rows, n};
+    tbuf hx, hw, hy;
+    tb_make(&hx, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hw, FM_F32, 1, &n, NULL, 0, 1, -1);
+    fill_c64(hx.t.data, rows * n);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)hw.t.data)[i] = 1.0f + 0.5f * (float)((i * 7) % 13) / 13.0f;
+    dbuf dx, dw, dy;
+    d_from_host(&dx, &hx.t), d_from_host(&dw, &hw.t), d_from_host(&dy, &hy.t);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = 1, o.gpu_prolog = mode;
+    o.prolog.ops = FM_FFT_OP_MULTIPLY;
+    o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 0.5;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &dx.t, &dy.t, &dw.t, NULL, &o, &plan));
+    if (plan) {
+        CHECK_MSG(strstr(fm_plan_describe(plan), want), "mode %d, %lldx%lld: want %s in '%s'", mode,
+                  (long long)rows, (long long)n, want, fm_plan_describe(plan));
+        void *ptrs[4] = {dx.dev, dy.dev, dw.dev, NULL};
+        CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+        float *got = malloc(sizeof(float) * 2 * (size_t)(rows * n));
+        double complex *v = malloc(sizeof *v * (size_t)(rows * n)), *ref = malloc(sizeof *ref * (size_t)(rows * n));
+        cudaMemcpy(got, dy.dev, sizeof(float) * 2 * (size_t)(rows * n), cudaMemcpyDeviceToHost);
+        const float *x = hx.t.data, *w = hw.t.data;
+        for (int64_t i = 0; i < rows * n; i++)
+            v[i] = CMPLX(x[2 * i], x[2 * i + 1]) * w[i % n] * 0.5;
+        ref_rows(v, rows, n, 0, ref);
+        double e = max_rel(got, ref, rows * n);
+        CHECK_MSG(e < 1e-5 * (1 + log2((double)n)), "mode %d %lldx%lld: rel err %.3g", mode, (long long)rows,
+                  (long long)n, e);
+        free(got), free(v), free(ref);
+        fm_plan_release(plan);
+    }
+    d_free(&dx), d_free(&dw), d_free(&dy);
+    tb_free(&hx), tb_free(&hw), tb_free(&hy);
+}
+
+static void test_prolog_modes(void)
+{
+    prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "callbacks=lto");
+    prolog_mode_case(17, 4096, FM_FFT_PROLOG_AUTO, "callbacks=prolog-pass");
+    prolog_mode_case(4, 256, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
+    prolog_mode_case(17, 4096, FM_FFT_PROLOG_CALLBACK, "callbacks=lto");
+}
+
+/* ---- half precision (c32 / f16): cuFFT with CUDA_C_16F / CUDA_R_16F ---- */
+static uint16_t f2h(float f) /* round to nearest even */
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)
+        return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (ax >= 0x477ff000u) /* >= 65520: inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { /* half subnormal or zero: a multiple of 2^-24 */
+        float af;
+        memcpy(&af, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(af * 16777216.0f));
+    }
+    uint32_t h = ((ax >> 23) - 112) << 10 | ((ax & 0x7fffffu) >> 13), rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+static float h2f(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float f = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000u) ? -f : f;
+}
+
+/* half values (count of them) from the device, as floats */
+static float *half_to_host(const void *dev, int64_t count)
+{
+    uint16_t *h = malloc(sizeof *h * (size_t)count);
+    float *f = malloc(sizeof *f * (size_t)count);
+    cudaMemcpy(h, dev, sizeof *h * (size_t)count, cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < count; i++)
+        f[i] = h2f(h[i]);
+    free(h);
+    return f;
+}
+
+/* a device buffer of `count` random halves in [-1, 1); *vals gets them as doubles */
+static void *half_random(int64_t count, double **vals)
+{
+    uint16_t *h = malloc(sizeof *h * (size_t)count);
+    *vals = malloc(sizeof **vals * (size_t)count);
+    for (int64_t i = 0; i < count; i++) {
+        h[i] = f2h((float)rng_uniform(&g_rng));
+        (*vals)[i] = h2f(h[i]);
+    }
+    void *d = NULL;
+    if (cudaMalloc(&d, sizeof *h * (size_t)count) == cudaSuccess)
+        cudaMemcpy(d, h, sizeof *h * (size_t)count, cudaMemcpyHostToDevice);
+    free(h);
+    return d;
+}
+
+/* ||got - ref||_max / max|ref|; half's 11-bit mantissa: 1.5e-3 per level of the FFT */
+static double half_tol(int64_t n) { return 1.5e-3 * log2((double)n); }
+
+static void test_half(void)
+{
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major * 10 + minor < 53) {
+        SKIP("half precision cuFFT needs compute capability >= 5.3 (device 0: %d.%d)", major, minor);
+        CHECK(1);
+        return;
+    }
+    fm_fft_options o;
+    /* c2c c32 forward, n = 256, batch 8 */
+    {
+        enum { B = 8, N = 256 };
+        int64_t sh[2] = {B, N};
+        double *x = NULL;
+        void *dx = half_random(2 * B * N, &x), *dy = NULL;
+        cudaMalloc(&dy, 4 * (size_t)B * N);
+        fm_tensor tx, ty;
+        fm_tensor_init(&tx, dx, gpu0, FM_C32, 2, sh, NULL);
+        fm_tensor_init(&ty, dy, gpu0, FM_C32, 2, sh, NULL);
+        fm_fft_options_init(&o);
+        fm_plan *plan = NULL;
+        CHECK_OK(fm_fft_plan(g_ctx, &tx, &ty, NULL, NULL, &o, &plan));
+        if (plan) {
+            CHECK_MSG(strstr(fm_plan_describe(plan), "cufft c32 c2c"), "describe: %s", fm_plan_describe(plan));
+            void *ptrs[4] = {dx, dy, NULL, NULL};
+            CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+            cudaDeviceSynchronize();
+            double complex *v = malloc(sizeof *v * B * N), *ref = malloc(sizeof *ref * B * N);
+            for (int i = 0; i < B * N; i++)
+                v[i] = CMPLX(x[2 * i], x[2 * i + 1]);
+            ref_rows(v, B, N, 0, ref);
+            float *got = half_to_host(dy, 2 * B * N);
+            double e = max_rel(got, ref, B * N);
+            CHECK_MSG(e < half_tol(N), "c32 c2c n=%d: rel err %.3g", N, e);
+            free(v), free(ref), free(got);
+            fm_plan_release(plan);
+        }
+        /* fused chains run as passes (cuFFT has no half callbacks): x * w (f16) -> FFT -> * e (c32), ortho */
+        int64_t wn = N;
+        double *w = NULL, *ev = NULL;
+        void *dw = half_random(N, &w), *de = half_random(2 * N, &ev);
+        fm_tensor tw, te;
+        fm_tensor_init(&tw, dw, gpu0, FM_F16, 1, &wn, NULL);
+        fm_tensor_init(&te, de, gpu0, FM_C32, 1, &wn, NULL);
+        fm_fft_options_init(&o);
+        o.norm = FM_FFT_NORM_ORTHO;
+        o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+        o.epilog.ops = FM_FFT_OP_MULTIPLY;
+        plan = NULL;
+        CHECK_OK(fm_fft_plan(g_ctx, &tx, &ty, &tw, &te, &o, &plan));
+        if (plan) {
+            CHECK_MSG(strstr(fm_plan_describe(plan), "callbacks=passes"), "describe: %s", fm_plan_describe(plan));
+            void *ptrs[4] = {dx, dy, dw, de};
+            CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+            cudaDeviceSynchronize();
+            double complex *v = malloc(sizeof *v * B * N), *ref = malloc(sizeof *ref * B * N);
+            for (int i = 0; i < B * N; i++)
+                v[i] = conj(CMPLX(x[2 * i], x[2 * i + 1]) * w[i % N]);
+            ref_rows(v, B, N, 0, ref);
+            for (int i = 0; i < B * N; i++)
+                ref[i] *= CMPLX(ev[2 * (i % N)], ev[2 * (i % N) + 1]) / sqrt((double)N);
+            float *got = half_to_host(dy, 2 * B * N);
+            double e = max_rel(got, ref, B * N);
+            CHECK_MSG(e < half_tol(N), "c32 c2c with chains: rel err %.3g", e);
+            free(v), free(ref), free(got);
+            fm_plan_release(plan);
+        }
+        cudaFree(dw), cudaFree(de), free(w), free(ev);
+        /* not a power of two: refused, naming the rule */
+        int64_t sh100[2] = {B, 100};
+        fm_tensor_init(&tx, dx, gpu0, FM_C32, 2, sh100, NULL);
+        fm_tensor_init(&ty, dy, gpu0, FM_C32, 2, sh100, NULL);
+        fm_fft_options_init(&o);
+        plan = NULL;
+        CHECK(fm_fft_plan(g_ctx, &tx, &ty, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+        CHECK_ERROR_MENTIONS("powers of two");
+        CHECK_ERROR_MENTIONS("100");
+        CHECK(plan == NULL);
+        cudaFree(dx), cudaFree(dy), free(x);
+    }
+    /* r2c f16 -> c32, n = 1024, batch 4; then c2r back from that spectrum */
+    {
+        enum { B = 4, N = 1024, M = N / 2 + 1 };
+        int64_t rsh[2] = {B, N}, csh[2] = {B, M};
+        int ax[1] = {1};
+        double *x = NULL;
+        void *dx = half_random(B * N, &x), *dy = NULL, *dz = NULL;
+        cudaMalloc(&dy, 4 * (size_t)B * M);
+        cudaMalloc(&dz, 2 * (size_t)B * N);
+        fm_tensor tx, ty, tz;
+        fm_tensor_init(&tx, dx, gpu0, FM_F16, 2, rsh, NULL);
+        fm_tensor_init(&ty, dy, gpu0, FM_C32, 2, csh, NULL);
+        fm_tensor_init(&tz, dz, gpu0, FM_F16, 2, rsh, NULL);
+        fm_fft_options_init(&o);
+        o.kind = FM_FFT_R2C;
+        CHECK_OK(fm_fft(g_ctx, &tx, &ty, NULL, NULL, &o, NULL));
+        cudaDeviceSynchronize();
+        double complex *v = malloc(sizeof *v * B * N), *ref = malloc(sizeof *ref * B * N);
+        for (int i = 0; i < B * N; i++)
+            v[i] = x[i];
+        ref_transform(FM_FFT_R2C, 0, 2, rsh, csh, 1, ax, v, ref);
+        float *spec = half_to_host(dy, 2 * B * M);
+        double e = max_rel(spec, ref, B * M);
+        CHECK_MSG(e < half_tol(N), "f16 r2c n=%d: rel err %.3g", N, e);
+        /* c2r of the spectrum cuFFT gave (a valid half spectrum), backward norm: 1/n */
+        o.kind = FM_FFT_C2R, o.inverse = 1;
+        CHECK_OK(fm_fft(g_ctx, &ty, &tz, NULL, NULL, &o, NULL));
+        cudaDeviceSynchronize();
+        for (int i = 0; i < B * M; i++)
+            v[i] = CMPLX(spec[2 * i], spec[2 * i + 1]);
+        ref_transform(FM_FFT_C2R, 1, 2, csh, rsh, 1, ax, v, ref);
+        float *back = half_to_host(dz, B * N);
+        double err = 0, mx = 0;
+        for (int i = 0; i < B * N; i++) {
+            double r = creal(ref[i]) / N;
+            err = fmax(err, fabs(back[i] - r));
+            mx = fmax(mx, fabs(r));
+        }
+        CHECK_MSG(err / mx < half_tol(N), "c32 -> f16 c2r n=%d: rel err %.3g", N, err / mx);
+        /* and it is (nearly) the input again */
+        double rt = 0;
+        for (int i = 0; i < B * N; i++)
+            rt = fmax(rt, fabs(back[i] - x[i]));
+        CHECK_MSG(rt < 2 * half_tol(N), "f16 round trip: max err %.3g", rt);
+        /* an odd length along the halved axis: refused */
+        int64_t r6[2] = {B, 6}, c6[2] = {B, 4};
+        fm_tensor_init(&tx, dx, gpu0, FM_F16, 2, r6, NULL);
+        fm_tensor_init(&ty, dy, gpu0, FM_C32, 2, c6, NULL);
+        o.kind = FM_FFT_R2C, o.inverse = 0;
+        CHECK(fm_fft(g_ctx, &tx, &ty, NULL, NULL, &o, NULL) == FM_ERR_NOT_SUPPORTED);
+        CHECK_ERROR_MENTIONS("powers of two");
+        free(v), free(ref), free(spec), free(back), free(x);
+        cudaFree(dx), cudaFree(dy), cudaFree(dz);
+    }
+}
+
 int main(void)
 {
     if (fm_cuda_device_count() == 0) {
@@ -413,8 +661,11 @@ int main(void)
     RUN_TEST(test_raw_callback_types);
     RUN_TEST(test_streams_threads);
     RUN_TEST(test_looped_batch_chain);
-    /* the prolog as a cuFFT load callback instead of a pass (slower on cuFFT 12.0, kept selectable) */
-    setenv("FUSEMATH_CUFFT_PROLOG", "callback", 1);
+    RUN_TEST(test_prolog_modes);
+    RUN_TEST(test_half);
+    /* AUTO makes the small test transforms' prologs load callbacks: run the chains again with
+     * every prolog as a pass */
+    setenv("FUSEMATH_CUFFT_PROLOG", "pass", 1);
     fm_context_clear_cache(g_ctx);
     g_exec = FM_EXECUTION_CUDA;
     RUN_TEST(test_chains);

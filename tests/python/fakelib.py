@@ -30,6 +30,7 @@ float32 = FakeDtype("float32", np.float32)
 float64 = FakeDtype("float64", np.float64)
 complex64 = FakeDtype("complex64", np.complex64)
 complex128 = FakeDtype("complex128", np.complex128)
+complex32 = FakeDtype("complex32", np.uint32)  # storage only (complex half)
 uint8 = FakeDtype("uint8", np.uint8)
 int8 = FakeDtype("int8", np.int8)
 int32 = FakeDtype("int32", np.int32)
@@ -121,7 +122,7 @@ class _Stream:
 module = types.ModuleType("faketorch")
 module.__dict__.update(
     float16=float16, bfloat16=bfloat16, float32=float32, float64=float64, complex64=complex64,
-    complex128=complex128, uint8=uint8, int8=int8, int32=int32, int64=int64, Tensor=Tensor, empty=empty,
+    complex128=complex128, complex32=complex32, uint8=uint8, int8=int8, int32=int32, int64=int64, Tensor=Tensor, empty=empty,
     device=device, OutOfMemoryError=FakeOutOfMemoryError,
     _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0),
     cuda=types.SimpleNamespace(device_count=lambda: 0, current_stream=lambda index=None: _Stream(0),

@@ -545,6 +545,8 @@ def test_planner_errors(rng):
         f.plan(effort="exhaustive")
     with pytest.raises(ValueError, match="norm"):
         f.plan(norm="unitary")
+    with pytest.raises(ValueError, match="gpu_prolog"):
+        f.plan(gpu_prolog="fused")
     with pytest.raises(ValueError, match="unknown keys"):
         f.plan(prolog={"window": 1})
     with pytest.raises(ValueError, match="direction"):
@@ -574,7 +576,7 @@ def test_low_level_plan(rng):
     x = crand(rng, (4, 16))
     out = np.empty_like(x)
     p = fusemath._fusemath.plan_fft(x, out, None, None, 0, 0, (1,), 0, 0, 0, 0, 0, 0, None, 0, None,
-                                    None, None, None, None)
+                                    None, None, None, None, None)
     assert p.op == "fft"
     p.execute(fusemath._fusemath.data_ptr(x), fusemath._fusemath.data_ptr(out), None, None)
     close(out, np.fft.fft(x), np.complex128, 16)
@@ -598,6 +600,28 @@ def test_library_arrays(rng):
     close(np.asarray(got._a), np.fft.fft(x), np.complex128, 16)
     got = ff.ifft(t, n=8)  # cropping is a view
     close(np.asarray(got._a), np.fft.ifft(x, n=8), np.complex128, 8)
+
+
+@needs_backend
+def test_half_precision_on_the_cpu(rng):
+    """f16 / c32 FFTs run on cuda only: complex32 host tensors are refused by name (FFTW has no
+    half precision); float16 host arrays keep NumPy 2's promotion; the planner, which does not
+    convert, refuses float16 arrays of libraries without complex32."""
+    import fakelib
+
+    fakelib.install()
+    c32 = fakelib.Tensor(np.zeros((2, 16), np.uint32), fakelib.complex32)
+    for func in (ff.fft, ff.ifft, ff.irfft):
+        with pytest.raises(fusemath.NotSupportedError, match="cuda only"):
+            func(c32)
+    with pytest.raises(TypeError, match="real input"):
+        ff.rfft(c32)
+    x16 = rng.standard_normal((2, 16)).astype(np.float16)
+    got = ff.rfft(x16)
+    assert got.dtype == np.complex64
+    close(got, np.fft.rfft(x16.astype(np.float64)), np.complex64, 16)
+    with pytest.raises(TypeError, match="PyTorch"):
+        ff.FFT(x16)
 
 
 # ---------------------------------------------------------------------------

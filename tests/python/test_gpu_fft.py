@@ -1164,3 +1164,70 @@ def test_describe_on_gpu(gpu, rng):
         g.plan(effort="estimate")
         assert g.describe().startswith("fft cuda/cufft"), g.describe()
         check(gpu, g.execute(), r_d, C128, np.fft.rfft2(gpu.host(r_d)), "double", 128, "r2c planner")
+
+
+# ---------------------------------------------------------------------------
+# 8. Half precision: PyTorch float16 / complex32 through cuFFT (CUDA_R_16F / CUDA_C_16F)
+# ---------------------------------------------------------------------------
+def _half_close(got, want, n, what):
+    """max |got - want| <= 1.5e-3 * log2(n) * max |want| (half: an 11-bit mantissa)."""
+    got, want = np.asarray(got).astype(C128), np.asarray(want).astype(C128)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    err, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
+    assert err <= 1.5e-3 * math.log2(n) * scale, f"{what}: relative error {err / scale:.3e} (n={n})"
+
+
+@pytest.mark.parametrize("n", [256, 1024])
+def test_half_rfft_irfft_torch(rng, n):
+    torch = _get("torch").m
+    x = rrand(rng, (8, n)).astype(np.float16)
+    x_d = torch.from_numpy(x).to("cuda")
+    y = ff.rfft(x_d)
+    assert isinstance(y, torch.Tensor) and y.is_cuda and y.dtype == torch.complex32, y.dtype
+    assert tuple(y.shape) == (8, n // 2 + 1)
+    spec = y.to(torch.complex64).cpu().numpy()
+    _half_close(spec, np.fft.rfft(x.astype(np.float64)), n, "rfft float16")
+    z = ff.irfft(y, n=n)  # complex32 -> float16
+    assert z.dtype == torch.float16 and tuple(z.shape) == (8, n)
+    _half_close(z.float().cpu().numpy(), np.fft.irfft(spec.astype(C128), n=n), n, "irfft complex32")
+    _half_close(z.float().cpu().numpy(), x.astype(np.float64), n, "float16 round trip")
+
+
+def test_half_fft_complex32_torch(rng):
+    torch = _get("torch").m
+    n = 256
+    x_d = torch.from_numpy(crand(rng, (8, n), np.complex64)).to("cuda").to(torch.complex32)
+    xh = x_d.to(torch.complex64).cpu().numpy().astype(C128)  # the values half precision kept
+    y = ff.fft(x_d)
+    assert y.dtype == torch.complex32 and y.is_cuda
+    _half_close(y.to(torch.complex64).cpu().numpy(), np.fft.fft(xh), n, "fft complex32")
+    y = ff.ifft(x_d, norm="ortho")
+    _half_close(y.to(torch.complex64).cpu().numpy(), np.fft.ifft(xh, norm="ortho"), n, "ifft complex32")
+    # float16 into fft: complex32, as torch.fft.fft gives
+    r = rrand(rng, (4, n)).astype(np.float16)
+    y = ff.fft(torch.from_numpy(r).to("cuda"))
+    assert y.dtype == torch.complex32
+    _half_close(y.to(torch.complex64).cpu().numpy(), np.fft.fft(r.astype(np.float64)), n, "fft float16")
+    # chains run as passes (cuFFT has no half callbacks), computing in float
+    w = (0.5 + 0.5 * rng.random(n)).astype(np.float16)
+    y = ff.fft(x_d, prolog={"multiply": torch.from_numpy(w).to("cuda"), "conj": True}, epilog={"scale": 0.5})
+    want = np.fft.fft(np.conj(xh * w.astype(np.float64))) * 0.5
+    _half_close(y.to(torch.complex64).cpu().numpy(), want, n, "fft complex32 with chains")
+    with ff.FFT(x_d) as f:
+        f.plan(epilog={"scale": 2.0}, effort="estimate")
+        assert "c32 c2c" in f.describe() and "callbacks=passes" in f.describe(), f.describe()
+        _half_close(f.execute().to(torch.complex64).cpu().numpy(), np.fft.fft(xh) * 2, n, "planner complex32")
+    # cuFFT's half precision takes powers of two only
+    with pytest.raises(fusemath.NotSupportedError, match="powers of two"):
+        ff.fft(x_d, n=100)
+
+
+def test_half_cupy_float16_promotes(rng):
+    """CuPy has no complex32: float16 keeps NumPy 2's promotion (complex64), as cupy.fft does."""
+    cp = _get("cupy").m
+    x = rrand(rng, (4, 64)).astype(np.float16)
+    y = ff.rfft(cp.asarray(x))
+    assert y.dtype == np.complex64
+    assert_close(cp.asnumpy(y), np.fft.rfft(x.astype(np.float64)), "single", 64, "cupy float16 rfft")
+    with pytest.raises(TypeError, match="PyTorch"):
+        ff.FFT(cp.asarray(x))

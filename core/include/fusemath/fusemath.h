@@ -96,6 +96,7 @@ typedef enum fm_dtype {
     FM_U32,
     FM_F8E4M3, /* fp8 matmul inputs (cuda, sm_89+), 4 exponent / 3 mantissa bits, no infinities */
     FM_F8E5M2, /* fp8 matmul inputs, 5 exponent / 2 mantissa bits */
+    FM_C32,    /* complex half (interleaved re, im; 4 bytes): FFT on cuda only */
     FM_DTYPE_COUNT_
 } fm_dtype;
 
@@ -103,7 +104,7 @@ typedef enum fm_dtype {
 FM_API size_t fm_dtype_size(fm_dtype t);
 /*! fm_dtype_name() : @return "f32", "c64", ... ("invalid" for unknown values). */
 FM_API const char *fm_dtype_name(fm_dtype t);
-/*! fm_dtype_is_complex() : @return 1 for c64/c128, else 0. */
+/*! fm_dtype_is_complex() : @return 1 for c32/c64/c128, else 0. */
 FM_API int fm_dtype_is_complex(fm_dtype t);
 
 /* Device types use DLPack's codes so DLPack devices convert without a table. */
@@ -404,6 +405,17 @@ typedef enum fm_fft_effort {
     FM_FFT_EFFORT_PATIENT = 2
 } fm_fft_effort;
 
+/* How a prolog chain runs on cuda (the cpu fuses it into its passes either way). A cuFFT
+ * load callback saves a pass over the input but makes cuFFT itself slower on large transforms
+ * (docs/performance.md); a pass costs one read and one write of the input. AUTO picks the
+ * callback for small transforms, the pass for large ones; FUSEMATH_CUFFT_PROLOG=pass|callback
+ * overrides AUTO (for experiments). */
+typedef enum fm_fft_gpu_prolog {
+    FM_FFT_PROLOG_AUTO = 0,
+    FM_FFT_PROLOG_PASS = 1,     /* a generated elementwise kernel before the transform */
+    FM_FFT_PROLOG_CALLBACK = 2  /* a cuFFT LTO load callback */
+} fm_fft_gpu_prolog;
+
 /* A fused chain, applied elementwise: x -> conj?(x * scale * array), array broadcast against
  * the input (prolog) or the output (epilog) with NumPy rules (a window, a filter, a phase
  * ramp; real or complex of the data's precision).
@@ -438,7 +450,8 @@ typedef struct fm_fft_options {
     int32_t execution;   /* fm_execution */
     int32_t device_id;
     int32_t num_threads; /* cpu threads; 0 = the context's setting */
-    int32_t reserved[7]; /* zero */
+    int32_t gpu_prolog;  /* fm_fft_gpu_prolog */
+    int32_t reserved[6]; /* zero */
     fm_fft_chain prolog, epilog;
 } fm_fft_options;
 
@@ -448,7 +461,10 @@ FM_API void fm_fft_options_init(fm_fft_options *o);
 /*! fm_fft_plan() : plan out = epilog(norm * FFT(prolog(in))). in and out have the same
  *  batch (non-transformed) extents; transformed extents: equal for c2c, n -> n/2+1 for r2c,
  *  n/2+1 -> n for c2r (n is out's extent). Dtypes: c2c c64 -> c64 or c128 -> c128; r2c f32 ->
- *  c64, f64 -> c128; c2r the reverse. Any strides; in == out (same layout) runs in place
+ *  c64, f64 -> c128; c2r the reverse. Half precision (c2c c32 -> c32, r2c f16 -> c32, c2r c32 ->
+ *  f16) runs on cuda only (cuFFT; FM_ERR_NOT_SUPPORTED on the cpu): every transformed length a
+ *  power of two, compute capability >= 5.3, chains as separate passes computing in float (a
+ *  callback's T is then float2 / float). Any strides; in == out (same layout) runs in place
  *  (c2c only). prolog_array / epilog_array: NULL unless the chain has FM_FFT_OP_MULTIPLY. */
 FM_API fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out,
                              const fm_tensor *prolog_array, const fm_tensor *epilog_array,
