@@ -304,6 +304,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         if (!ts[i])
             continue;
         p->present |= 1u << i;
+        p->align_log2[i] = (uint8_t)fm_align_log2_of(ts[i]->data);
         fm_device d;
         if ((s = fm_tensor_resolve_device("fft", slot_names[i], ts[i], &d)) != FM_OK)
             return s;
@@ -320,6 +321,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     else
         p->exec_device = (fm_device){opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA,
                                      opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id};
+    fm_problem_key_alignment(p);
     for (int c = 0; c < 2; c++)
         if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "

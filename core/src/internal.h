@@ -75,6 +75,11 @@ typedef struct fm_problem {
     } u;
 } fm_problem;
 
+/* Pointer alignment as log2 (8 for NULL, capped at 8), and the rule putting it in a key:
+ * zero for cpu execution, at most 4 (16 bytes) for cuda. */
+unsigned fm_align_log2_of(const void *p);
+void fm_problem_key_alignment(fm_problem *p);
+
 uint64_t fm_problem_hash(const fm_problem *p);
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 

@@ -149,17 +149,6 @@ static void device_str(fm_device d, char *buf, size_t n)
         snprintf(buf, n, "cpu");
 }
 
-static unsigned align_log2_of(const void *p)
-{
-    uintptr_t v = (uintptr_t)p;
-    unsigned l = 0;
-    if (!v)
-        return 8;
-    while (l < 8 && !(v & ((uintptr_t)1 << l)))
-        l++;
-    return l;
-}
-
 /* Build the problem; shared by plan, stateless and autotune entry points. */
 static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                                const fm_matmul_options *opts, fm_problem *p)
@@ -399,7 +388,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         if (!ts[i])
             continue;
         p->present |= 1u << i;
-        p->align_log2[i] = (uint8_t)align_log2_of(ts[i]->data);
+        p->align_log2[i] = (uint8_t)fm_align_log2_of(ts[i]->data);
         if ((s = fm_tensor_resolve_device("matmul", slot_names[i], ts[i], &devs[i])) != FM_OK)
             return s;
         p->t[i].device = devs[i];
@@ -434,13 +423,7 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                                                    : "that device does not exist");
     }
 
-    /* CPU backends ignore pointer alignment; keeping it out of the key stops fresh
-     * buffers from making one cached plan per alignment class. */
-    if (p->exec_device.type == FM_DEVICE_CPU)
-        memset(p->align_log2, 0, sizeof p->align_log2);
-    else /* GPU kernels gain nothing past 16-byte alignment: fewer cache keys */
-        for (int i = 0; i < FM_MAX_SLOTS; i++)
-            p->align_log2[i] = p->align_log2[i] > 4 ? 4 : p->align_log2[i];
+    fm_problem_key_alignment(p);
 
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];

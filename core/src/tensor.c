@@ -140,3 +140,25 @@ fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_te
     *dev = d;
     return FM_OK;
 }
+
+unsigned fm_align_log2_of(const void *p)
+{
+    uintptr_t v = (uintptr_t)p;
+    unsigned l = 0;
+    if (!v)
+        return 8;
+    while (l < 8 && !(v & ((uintptr_t)1 << l)))
+        l++;
+    return l;
+}
+
+void fm_problem_key_alignment(fm_problem *p)
+{
+    /* CPU backends ignore pointer alignment; keeping it out of the key stops fresh buffers
+     * from making one cached plan per alignment class. GPU code gains nothing past 16 bytes. */
+    if (p->exec_device.type == FM_DEVICE_CPU)
+        memset(p->align_log2, 0, sizeof p->align_log2);
+    else
+        for (int i = 0; i < FM_MAX_SLOTS; i++)
+            p->align_log2[i] = p->align_log2[i] > 4 ? 4 : p->align_log2[i];
+}
