@@ -458,12 +458,13 @@ static void stage_input(cufft_plan *pl, const fm_tensor *ti)
 }
 
 /* The prolog as a load callback or as a pass. cuFFT 12.0 (CUDA 13.0) on the H200 runs any LTO
- * *load* callback far slower than the plain transform once the transform is large (an identity
- * callback: 3.0x at 4096 x 4096, 2.1x at 2^20 x 64), while a separate pass costs about one read
- * and one write; for small transforms the pass's launch costs more than the callback (1024 x 1:
- * 0.0089 ms with the callback, 0.0111 ms with the pass). The epilog is always a store callback
- * (1.27x at 4096 x 4096, cheaper than a pass). */
-#define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 16)
+ * *load* callback slower than the plain transform, about 9-11 ps per element (an identity
+ * callback: 0.072 -> 0.214 ms at 4096 x 4096, 0.65 -> 1.36 ms at 2^20 x 64), while a separate
+ * pass costs about one read and one write (~5 ps per element) plus a launch (~3 us of GPU and
+ * ~4 us of host time): break-even near 2^19-2^20 elements, and the prolog-mode sweep of
+ * benchmarks/fft_gpu.py puts it there. The epilog is always a store callback (1.27x at
+ * 4096 x 4096, cheaper than a pass). */
+#define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 19)
 static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
 {
     int mode = fp->gpu_prolog;

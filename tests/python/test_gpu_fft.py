@@ -1213,10 +1213,13 @@ def test_half_fft_complex32_torch(rng):
     y = ff.fft(x_d, prolog={"multiply": torch.from_numpy(w).to("cuda"), "conj": True}, epilog={"scale": 0.5})
     want = np.fft.fft(np.conj(xh * w.astype(np.float64))) * 0.5
     _half_close(y.to(torch.complex64).cpu().numpy(), want, n, "fft complex32 with chains")
-    with ff.FFT(x_d) as f:
+    with ff.FFT(x_d, axes=-1) as f:
         f.plan(epilog={"scale": 2.0}, effort="estimate")
         assert "c32 c2c" in f.describe() and "callbacks=passes" in f.describe(), f.describe()
         _half_close(f.execute().to(torch.complex64).cpu().numpy(), np.fft.fft(xh) * 2, n, "planner complex32")
+    with ff.FFT(x_d) as f:  # default axes: both (a 2-D transform)
+        f.plan(effort="estimate")
+        _half_close(f.execute().to(torch.complex64).cpu().numpy(), np.fft.fft2(xh), 8 * n, "planner complex32 2-D")
     # cuFFT's half precision takes powers of two only
     with pytest.raises(fusemath.NotSupportedError, match="powers of two"):
         ff.fft(x_d, n=100)
