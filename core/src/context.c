@@ -7,6 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* contexts alive in the process: the last one to go releases the host scratch cache */
+static atomic_int live_contexts;
+
 static int default_threads(void)
 {
     const char *env = getenv("FUSEMATH_NUM_THREADS");
@@ -43,6 +46,7 @@ fm_status fm_context_create(fm_context **out)
     if (!ctx)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fm_context_create: out of host memory");
     atomic_init(&ctx->refcount, 1);
+    atomic_fetch_add(&live_contexts, 1);
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->default_threads = default_threads();
     ctx->num_threads = ctx->default_threads;
@@ -83,6 +87,8 @@ void fm_context_release_(fm_context *ctx)
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache.buckets);
     free(ctx);
+    if (atomic_fetch_sub(&live_contexts, 1) == 1)
+        fm_host_scratch_trim();
 }
 
 void fm_context_destroy(fm_context *ctx)

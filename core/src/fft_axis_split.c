@@ -105,19 +105,26 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
             return s;
         return x->second->execute(x->second, p2, stream);
     }
-    /* stream-ordered on a device with streams: freed after the second step's queued work */
+    /* stream-ordered on a device with streams: freed after the second step's queued work; on
+     * the host, reused between executes (host_scratch.c) */
+    const int host = x->dev.type == FM_DEVICE_CPU;
     const fm_device_ops *ops = fm_device_ops_for(x->dev.type);
     void *scratch = NULL;
     if (!ops)
         return fm_fail(FM_ERR_INTERNAL, "fft: no memory operations for device type %d", x->dev.type);
-    if ((s = ops->alloc(x->dev.id, x->scratch_bytes ? x->scratch_bytes : 1, stream, &scratch)) != FM_OK)
+    if (host && !(scratch = fm_host_scratch_alloc(x->scratch_bytes)))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", x->scratch_bytes);
+    if (!host && (s = ops->alloc(x->dev.id, x->scratch_bytes ? x->scratch_bytes : 1, stream, &scratch)) != FM_OK)
         return s;
     void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], scratch, ptrs[FM_FFT_PROLOG], NULL};
     void *p2[FM_FFT_NSLOTS] = {scratch, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
     s = x->first->execute(x->first, p1, stream);
     if (s == FM_OK)
         s = x->second->execute(x->second, p2, stream);
-    ops->free(x->dev.id, scratch, stream);
+    if (host)
+        fm_host_scratch_free(scratch);
+    else
+        ops->free(x->dev.id, scratch, stream);
     return s;
 }
 

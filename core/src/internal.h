@@ -17,6 +17,12 @@ fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(print
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void *fm_malloc_aligned(size_t bytes, size_t align); /* NULL on failure; free with fm_free_aligned */
 void fm_free_aligned(void *p);
+/* Host scratch for executes (host_scratch.c): 64-byte aligned; large buffers are kept in a
+ * bounded process-wide cache after fm_host_scratch_free and handed out again (no fresh pages
+ * to fault in per call). fm_host_scratch_trim releases the cache. */
+void *fm_host_scratch_alloc(size_t bytes); /* NULL on failure */
+void fm_host_scratch_free(void *p);        /* NULL is fine */
+void fm_host_scratch_trim(void);
 
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
