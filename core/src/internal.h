@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 #define FM_MAX_SLOTS 10
-#define FM_DESCRIBE_LEN 256
+#define FM_DESCRIBE_LEN 640
 
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */

@@ -673,6 +673,8 @@ def test_single_multiaxis_chains_split_into_batched_steps(dtype):
     with ff.FFT(x, axes=(0, 1, 2)) as plan:
         plan.plan(prolog={"multiply": w}, epilog={"multiply": v}, effort="estimate")
         assert "split" in plan.describe()
+        # 3-D on the cpu: 2-D slabs over the inner axes (prolog per slab), then the outer axis
+        assert "axes=(1,2) forward prolog=multiply" in plan.describe(), plan.describe()
         close(plan.execute(), np.fft.fftn(x * w) * v)
     xr = rng.standard_normal((24, 20, 18)).astype(rdt)
     vh = v[..., :10]
