@@ -127,6 +127,24 @@ result() { # result NAME RC SECONDS [note]
   fi
 }
 
+# py_step NAME LIMIT TAIL script args...: a Python benchmark step (bounded, its output into
+# bench.log, its last TAIL lines into the summary)
+py_step() {
+  local name=$1 limit=$2 tail_n=$3 t0=$SECONDS lim tmp rc
+  shift 3
+  if ! lim=$(step_limit "$limit"); then
+    say "[$name] skipped: no time left"
+    return 0
+  fi
+  tmp=$(mktemp)
+  timeout -k 10 "$lim" "$VPY" "$@" >"$tmp" 2>&1
+  rc=$?
+  { echo "== $*"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+  result "$name" "$rc" $((SECONDS - t0))
+  tail_of "$tmp" "$tail_n"
+  rm -f "$tmp"
+}
+
 if want sanitizer && want bench; then
   echo "note: sanitizer and bench in one call may not fit in 600 s; see the header of this script for the two-call split" >&2
 fi
@@ -386,21 +404,9 @@ if want heat; then
   fi
 fi
 
-if want fftcpu; then
-  t0=$SECONDS
-  if ! lim=$(step_limit "$T_FFTCPU"); then
-    say "[fftcpu] skipped: no time left"
-  else
-    tmp=$(mktemp)
-    # shellcheck disable=SC2086  # FFTCPU_ARGS is a list of words
-    timeout -k 10 "$lim" "$VPY" benchmarks/fft_cpu.py --machine-tag h200-host --out "$OUT/fft_cpu.json" $FFTCPU_ARGS >"$tmp" 2>&1
-    rc=$?
-    { echo "== benchmarks/fft_cpu.py $FFTCPU_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
-    result fftcpu "$rc" $((SECONDS - t0))
-    tail_of "$tmp" 30
-    rm -f "$tmp"
-  fi
-fi
+# shellcheck disable=SC2086  # FFTCPU_ARGS is a list of words
+want fftcpu && py_step fftcpu "$T_FFTCPU" 30 benchmarks/fft_cpu.py --machine-tag h200-host --out "$OUT/fft_cpu.json" \
+  $FFTCPU_ARGS
 
 if want fft; then
   t0=$SECONDS
@@ -440,22 +446,9 @@ if want cbcost; then
   fi
 fi
 
-if want matmulcpu; then
-  t0=$SECONDS
-  if ! lim=$(step_limit "$T_MATMULCPU"); then
-    say "[matmulcpu] skipped: no time left"
-  else
-    tmp=$(mktemp)
-    # shellcheck disable=SC2086  # MATMULCPU_ARGS is a list of words
-    timeout -k 10 "$lim" "$VPY" benchmarks/matmul_cpu.py --machine-tag h200-host --out "$OUT/matmul_cpu.json" \
-      $MATMULCPU_ARGS >"$tmp" 2>&1
-    rc=$?
-    { echo "== benchmarks/matmul_cpu.py $MATMULCPU_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
-    result matmulcpu "$rc" $((SECONDS - t0))
-    tail_of "$tmp" 40
-    rm -f "$tmp"
-  fi
-fi
+# shellcheck disable=SC2086  # MATMULCPU_ARGS is a list of words
+want matmulcpu && py_step matmulcpu "$T_MATMULCPU" 40 benchmarks/matmul_cpu.py --machine-tag h200-host \
+  --out "$OUT/matmul_cpu.json" $MATMULCPU_ARGS
 
 # Keep $OUT at 8 files: the crossover sweep's JSON goes into matmul_gpu.json when both exist.
 if [[ -f $OUT/matmul_gpu.json && -f $OUT/matmul_crossover.json ]]; then
