@@ -38,6 +38,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 #define MAX_CASES 4
 
 typedef struct args {
@@ -85,25 +87,6 @@ static void die_lt(const char *what, cublasStatus_t s, int line)
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                                               \
             die_lt(#call, s_, __LINE__);                                                                               \
     } while (0)
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median_of(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 static double min_of(const double *x, int n)
 {

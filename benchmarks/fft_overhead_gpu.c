@@ -34,27 +34,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 enum { M_BARE, M_PLANNED, M_STATELESS, M_FUSED, M_COUNT };
 static const char *const method_names[M_COUNT] = {"bare", "planned", "stateless", "fused"};
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 #define CU(call)                                                                                                       \
     do {                                                                                                               \

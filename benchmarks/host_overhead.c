@@ -30,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 /* OpenBLAS extensions (not in cblas.h on every distribution). */
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
@@ -51,19 +53,6 @@ typedef struct problem {
 enum { M_BLAS = 0, M_BLAS_BR, M_FM_ID, M_FM_BR, M_FM_STATELESS, M_COUNT };
 static const char *const method_names[M_COUNT] = {"cblas_sgemm", "cblas_sgemm_bias_relu", "fm_plan_execute_identity",
                                                   "fm_plan_execute_bias_relu", "fm_matmul_identity"};
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
 
 static void die(const char *what, fm_status s)
 {
@@ -273,9 +262,7 @@ int main(int argc, char **argv)
     double med[M_COUNT], mn[M_COUNT];
     for (int mth = 0; mth < M_COUNT; mth++) {
         double *x = per_call + mth * args.bursts;
-        qsort(x, (size_t)args.bursts, sizeof(double), cmp_double);
-        int b = args.bursts;
-        med[mth] = b % 2 ? x[b / 2] : 0.5 * (x[b / 2 - 1] + x[b / 2]);
+        med[mth] = median_of(x, args.bursts); /* sorts x */
         mn[mth] = x[0];
     }
 

@@ -16,27 +16,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 #define BURST 20
 #define BURSTS 200
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp);
-    return x[n / 2];
-}
 
 #define CK(call)                                                                                                      \
     do {                                                                                                              \
@@ -155,7 +138,7 @@ int main(int argc, char **argv)
             ts_[k] = (now_us() - t0) / BURST;
             CK(cudaStreamSynchronize(s));
         }
-        double mb = median(tb_, BURSTS), mf = median(tf_, BURSTS), ms = median(ts_, BURSTS);
+        double mb = median_of(tb_, BURSTS), mf = median_of(tf_, BURSTS), ms = median_of(ts_, BURSTS);
         printf("%s\n  {\"epilogue\": \"%s\", \"plan\": \"%s\", \"bare_us\": %.3f, \"planned_execute_us\": %.3f, "
                "\"stateless_us\": %.3f, \"planned_above_bare_us\": %.3f, \"stateless_above_bare_us\": %.3f}",
                c ? "," : "", c ? "bias+relu" : "identity", fm_plan_describe(plan), mb, mf, ms, mf - mb, ms - mb);

@@ -1,0 +1,30 @@
+/* bench_timing.h : the monotonic clock and the median the C benchmarks share. */
+#ifndef FM_BENCH_TIMING_H
+#define FM_BENCH_TIMING_H
+
+#include <stdlib.h>
+#include <time.h>
+
+static inline double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static inline double now_us(void) { return now_ns() * 1e-3; }
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median of x[0..n) (sorts x in place) */
+static inline double median_of(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+#endif
