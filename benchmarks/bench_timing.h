@@ -1,7 +1,9 @@
-/* bench_timing.h : the monotonic clock and the median the C benchmarks share. */
+/* bench_timing.h : the monotonic clock, the median and the positional-argument parser the C
+ * benchmarks share. */
 #ifndef FM_BENCH_TIMING_H
 #define FM_BENCH_TIMING_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -25,6 +27,20 @@ static inline double median_of(double *x, int n)
 {
     qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* argv[i] as a positive integer, def when absent; anything else: a message and exit(1) */
+static inline long arg_long(int argc, char **argv, int i, long def)
+{
+    if (argc <= i)
+        return def;
+    char *end = NULL;
+    long v = strtol(argv[i], &end, 10);
+    if (!end || *end != '\0' || v < 1) {
+        fprintf(stderr, "%s: argument %d (%s) must be a positive integer\n", argv[0], i, argv[i]);
+        exit(1);
+    }
+    return v;
 }
 
 #endif

@@ -40,21 +40,6 @@
         }                                                                                                              \
     } while (0)
 
-static long arg_long(int argc, char **argv, int i, long def)
-{
-    if (argc <= i)
-        return def;
-    char *end = NULL;
-    long v = strtol(argv[i], &end, 10);
-    if (!end || *end != '\0' || v < 1) {
-        fprintf(stderr, "cufft_bare: argument %d (%s) must be a positive integer\n"
-                        "usage: cufft_bare [n (64)] [calls per burst (20000)] [bursts (15)]\n",
-                i, argv[i]);
-        exit(1);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && (argv[1][0] == '-')) {

@@ -56,19 +56,6 @@ static const char *const method_names[M_COUNT] = {"bare", "planned", "stateless"
         }                                                                                                              \
     } while (0)
 
-static long arg_long(int argc, char **argv, int i, long def)
-{
-    if (argc <= i)
-        return def;
-    char *end = NULL;
-    long v = strtol(argv[i], &end, 10);
-    if (!end || *end != '\0' || v < 1) {
-        fprintf(stderr, "fft_overhead_gpu: argument %d (%s) must be a positive integer\n", i, argv[i]);
-        exit(1);
-    }
-    return v;
-}
-
 /* JSON-safe copy of a message (quotes, backslashes and control characters replaced). */
 static void json_clean(char *dst, size_t size, const char *src)
 {
