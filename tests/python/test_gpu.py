@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fusemath
+import gpu_libs
 from mmref import (
     assert_norm_close,
     assert_within,
@@ -26,65 +27,17 @@ pytestmark = pytest.mark.gpu
 # ---------------------------------------------------------------------------
 # The array libraries, behind one small interface
 # ---------------------------------------------------------------------------
-class _CuPy:
-    name = "cupy"
-
-    def __init__(self):
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("CuPy sees no GPU")
-        self.m = cupy
-
+class _CuPy(gpu_libs.CuPyLib):
     def dev(self, x, dtype=None):
         """Device copy of a host array (dtype: a NumPy dtype; "bf16" is not a CuPy dtype)."""
         x = np.asarray(x)
         return self.m.asarray(x if dtype is None else x.astype(dtype))
 
-    def host(self, x):
-        return self.m.asnumpy(x)
-
-    def empty(self, shape, dtype):
-        return self.m.empty(shape, dtype)
-
-    def swap(self, x):
-        return self.m.swapaxes(x, -1, -2)
-
-    def is_array(self, x):
-        return isinstance(x, self.m.ndarray)
-
-    def device_of(self, x):
-        return x.device.id
-
-    def new_stream(self):
-        return self.m.cuda.Stream(non_blocking=True)
-
-    def handle(self, s):
-        return s.ptr
-
-    def on(self, s):
-        return s
-
-    def current_handle(self):
-        return self.m.cuda.get_current_stream().ptr
-
     def sum(self, x):
         return x.sum()
 
-    def synchronize(self):
-        self.m.cuda.Device().synchronize()
 
-
-class _Torch:
-    name = "torch"
-
-    def __init__(self):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch.cuda.is_available() is False")
-        self.m = torch
-
+class _Torch(gpu_libs.TorchLib):
     def dev(self, x, dtype=None):
         t = self.m
         x = np.ascontiguousarray(x)
@@ -104,47 +57,15 @@ class _Torch:
         tdt = t.bfloat16 if dtype == "bf16" else getattr(t, np.dtype(dtype).name)
         return t.empty(shape, dtype=tdt, device="cuda")
 
-    def swap(self, x):
-        return x.transpose(-1, -2)
-
     def is_array(self, x):
         return isinstance(x, self.m.Tensor)
-
-    def device_of(self, x):
-        return x.device.index
-
-    def new_stream(self):
-        return self.m.cuda.Stream()
-
-    def handle(self, s):
-        return s.cuda_stream
-
-    def on(self, s):
-        return self.m.cuda.stream(s)
-
-    def current_handle(self):
-        return self.m.cuda.current_stream().cuda_stream
 
     def sum(self, x):
         return x.sum()
 
-    def synchronize(self):
-        self.m.cuda.synchronize()
-
-
-_LIBS = {}
-
 
 def _get(name):
-    if name not in _LIBS:
-        try:
-            _LIBS[name] = (_CuPy if name == "cupy" else _Torch)()
-        except Exception as exc:  # not installed, or no GPU for it
-            _LIBS[name] = exc
-    lib = _LIBS[name]
-    if isinstance(lib, Exception):
-        pytest.skip(f"{name} unavailable: {lib}")
-    return lib
+    return gpu_libs.get(_CuPy if name == "cupy" else _Torch)
 
 
 @pytest.fixture(params=["cupy", "torch"])

@@ -29,6 +29,7 @@ import pytest
 
 import fusemath
 import fusemath.fft as ff
+import gpu_libs
 
 pytestmark = [
     pytest.mark.gpu,
@@ -46,40 +47,16 @@ C128 = np.complex128
 # ---------------------------------------------------------------------------
 # The array libraries, behind one small interface
 # ---------------------------------------------------------------------------
-class _CuPy:
-    name = "cupy"
-
-    def __init__(self):
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("CuPy sees no GPU")
-        self.m = cupy
-
+class _CuPy(gpu_libs.CuPyLib):
     def dev(self, a):
         """A C-contiguous device copy of a host array (same dtype)."""
         return self.m.asarray(np.ascontiguousarray(a))
 
-    def host(self, x):
-        return self.m.asnumpy(x)
-
-    def is_array(self, x):
-        return isinstance(x, self.m.ndarray)
-
     def npdtype(self, x):
         return np.dtype(x.dtype)
 
-    def device_of(self, x):
-        return x.device.id
-
-    def empty(self, shape, dtype):
-        return self.m.empty(shape, dtype)
-
     def zeros(self, shape, dtype):
         return self.m.zeros(shape, dtype)
-
-    def swap(self, x):
-        return self.m.swapaxes(x, -1, -2)
 
     def fortran(self, x):
         return self.m.asfortranarray(x)
@@ -96,32 +73,8 @@ class _CuPy:
     def lib_fft2(self, name, x, s=None, axes=(-2, -1), norm=None):
         return getattr(self.m.fft, name)(x, s=s, axes=axes, norm=norm)
 
-    def new_stream(self):
-        return self.m.cuda.Stream(non_blocking=True)
 
-    def handle(self, s):
-        return s.ptr
-
-    def on(self, s):
-        return s
-
-    def current_handle(self):
-        return self.m.cuda.get_current_stream().ptr
-
-    def synchronize(self):
-        self.m.cuda.Device().synchronize()
-
-
-class _Torch:
-    name = "torch"
-
-    def __init__(self):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch.cuda.is_available() is False")
-        self.m = torch
-
+class _Torch(gpu_libs.TorchLib):
     def dev(self, a):
         return self.m.from_numpy(np.ascontiguousarray(a)).to("cuda")
 
@@ -134,9 +87,6 @@ class _Torch:
     def npdtype(self, x):
         return np.dtype(str(x.dtype).rsplit(".", 1)[-1])
 
-    def device_of(self, x):
-        return x.device.index
-
     def _tdt(self, dtype):
         return getattr(self.m, np.dtype(dtype).name)
 
@@ -145,9 +95,6 @@ class _Torch:
 
     def zeros(self, shape, dtype):
         return self.m.zeros(shape, dtype=self._tdt(dtype), device="cuda")
-
-    def swap(self, x):
-        return x.transpose(-1, -2)
 
     def fortran(self, x):
         return x.transpose(-1, -2).contiguous().transpose(-1, -2)
@@ -164,39 +111,17 @@ class _Torch:
     def lib_fft2(self, name, x, s=None, axes=(-2, -1), norm=None):
         return getattr(self.m.fft, name)(x, s=s, dim=axes, norm=norm)
 
-    def new_stream(self):
-        return self.m.cuda.Stream()
 
-    def handle(self, s):
-        return s.cuda_stream
-
-    def on(self, s):
-        return self.m.cuda.stream(s)
-
-    def current_handle(self):
-        return self.m.cuda.current_stream().cuda_stream
-
-    def synchronize(self):
-        self.m.cuda.synchronize()
-
-
-_LIBS = {}
+def _lib_class(name):
+    return _CuPy if name == "cupy" else _Torch
 
 
 def _load(name):
-    if name not in _LIBS:
-        try:
-            _LIBS[name] = (_CuPy if name == "cupy" else _Torch)()
-        except Exception as exc:  # not installed, or no GPU for it
-            _LIBS[name] = exc
-    return _LIBS[name]
+    return gpu_libs.load(_lib_class(name))
 
 
 def _get(name):
-    lib = _load(name)
-    if isinstance(lib, Exception):
-        pytest.skip(f"{name} unavailable: {lib}")
-    return lib
+    return gpu_libs.get(_lib_class(name))
 
 
 @pytest.fixture(params=["cupy", "torch"])
