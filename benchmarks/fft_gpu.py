@@ -96,6 +96,8 @@ import sys
 import tempfile
 import time
 
+from bench_common import WallEvent, cpu_model, err
+
 REPO_ROOT = os.path.dirname(os.path.abspath(os.path.dirname(os.path.abspath(__file__))))
 
 # (name, shape, axes)
@@ -145,11 +147,6 @@ RATIOS = (("fm_fused", "plain_cufft"), ("fm_fused", "cupy_plain"), ("fm_fused", 
           ("fm_fused", "nvmath_fused"), ("cupy_unfused", "fm_fused"), ("fm_fused", "fm_plain"))
 PLAIN = ("fm_plain", "cupy_plain", "torch_plain")
 CHILD_MARK = "FFT_GPU_CHILD_RESULT "
-
-
-def _err(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) < 600 else text[:600] + " ..."
 
 
 def numba_numpy_shim() -> bool:
@@ -223,18 +220,6 @@ def parse_args(argv):
 # ---------------------------------------------------------------------------------------
 # Environment
 # ---------------------------------------------------------------------------------------
-class _WallEvent:
-    """Stand-in for a CUDA event in --cpu-dry-run (wall clock)."""
-
-    t = 0.0
-
-    def record(self, stream=None):
-        self.t = time.perf_counter()
-
-    def synchronize(self):
-        pass
-
-
 class Env:
     """The array library (CuPy; NumPy in --cpu-dry-run), the benchmark stream and the peers."""
 
@@ -260,7 +245,7 @@ class Env:
             else:
                 self.errors["cupy"] = "no CUDA device"
         except Exception as exc:
-            self.errors["cupy"] = _err(exc)
+            self.errors["cupy"] = err(exc)
 
     def no_gpu_reason(self):
         if self.xp is not None:
@@ -277,7 +262,7 @@ class Env:
             if not self.dry_run and fusemath.cuda_device_count() < 1:
                 self.errors["fusemath"] = "fusemath.cuda_device_count() = 0 (built without CUDA?)"
         except Exception as exc:
-            self.errors["fusemath"] = _err(exc) + " (build it with `make build`; run with .venv/bin/python)"
+            self.errors["fusemath"] = err(exc) + " (build it with `make build`; run with .venv/bin/python)"
         if self.dry_run:
             return
         cp = self.cp
@@ -292,7 +277,7 @@ class Env:
             else:
                 self.errors["torch"] = "torch.cuda.is_available() is False"
         except Exception as exc:
-            self.errors["torch"] = _err(exc)
+            self.errors["torch"] = err(exc)
         if want_nvmath:
             if numba_numpy_shim():
                 self.errors["numba_shim"] = "numpy.row_stack restored as numpy.vstack (NumPy 2.4 removed it)"
@@ -302,11 +287,11 @@ class Env:
 
                 self.nvmath = nvmath
             except Exception as exc:
-                self.errors["nvmath"] = _err(exc)
+                self.errors["nvmath"] = err(exc)
             try:
                 import numba.cuda  # noqa: F401  (nvmath.fft.compile_prolog / _epilog need it)
             except Exception as exc:
-                self.errors["numba"] = _err(exc)
+                self.errors["numba"] = err(exc)
 
     # -- streams and timing -----------------------------------------------------------
     def stream_ctx(self):
@@ -321,7 +306,7 @@ class Env:
         return st
 
     def event(self):
-        return _WallEvent() if self.dry_run else self.cp.cuda.Event()
+        return WallEvent() if self.dry_run else self.cp.cuda.Event()
 
     def record(self, ev):
         if self.dry_run:
@@ -397,15 +382,8 @@ class Env:
 
 
 def machine_info(env: Env) -> dict:
-    m = {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    m["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    m = {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
+         "cpu_model": cpu_model()}
     cp = env.cp
     if cp is not None:
         try:
@@ -415,14 +393,14 @@ def machine_info(env: Env) -> dict:
             m["gpu_memory_bytes"] = int(props.get("totalGlobalMem", 0))
             m["compute_capability"] = f"{props.get('major', '?')}.{props.get('minor', '?')}"
         except Exception as exc:
-            m["gpu_error"] = _err(exc)
+            m["gpu_error"] = err(exc)
         for key, fn in (("cuda_runtime_version", lambda: cp.cuda.runtime.runtimeGetVersion()),
                         ("cuda_driver_version", lambda: cp.cuda.runtime.driverGetVersion()),
                         ("cufft_version", lambda: cp.cuda.cufft.getVersion())):
             try:
                 m[key] = int(fn())
             except Exception as exc:
-                m[key] = _err(exc)
+                m[key] = err(exc)
         try:
             out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit",
                                   "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
@@ -496,7 +474,7 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
         try:
             out[name] = fn()
         except Exception as exc:
-            rec[name] = {"error": "setup: " + _err(exc), "ok": False}
+            rec[name] = {"error": "setup: " + err(exc), "ok": False}
 
     def fm(fused, gpu_prolog="auto"):
         def f_():
@@ -539,7 +517,7 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
             if list(strides) != cstr:  # the prolog indexes w by the flat offset of this layout
                 info["layout_warning"] = f"nvmath input strides {list(strides)} != x's {cstr}"
         except Exception as exc:
-            info["input_layout"] = _err(exc)
+            info["input_layout"] = err(exc)
         f.plan(prolog={"ltoir": pro, "data": int(w.data.ptr)}, epilog={"ltoir": epi}, stream=env.stream)
         st = env.stream
         ex = f.execute
@@ -640,13 +618,13 @@ def run_case(env: Env, case, args, seed: int) -> dict:
             try:
                 y = call()
                 env.sync()
-                err = env.rel_err(y, ref_fused if FUSED[cname] else ref_plain)
+                rel = env.rel_err(y, ref_fused if FUSED[cname] else ref_plain)
                 del y
-                r["rel_err"] = err
-                r["ok"] = bool(err <= TOL)
+                r["rel_err"] = rel
+                r["ok"] = bool(rel <= TOL)
                 r.update(time_call(env, call, args.budget))
             except Exception as exc:
-                r["error"] = _err(exc)
+                r["error"] = err(exc)
                 r.setdefault("ok", False)
             finally:
                 contestants[cname] = None
@@ -759,7 +737,7 @@ def plan_child(args) -> int:
                 g.free()
         rc = 0
     except Exception as exc:
-        res["error"] = _err(exc)
+        res["error"] = err(exc)
         rc = 1
     print(CHILD_MARK + json.dumps(res), flush=True)
     return rc
@@ -820,7 +798,7 @@ def run_binary(path: str, argv, timeout: float = 300.0):
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     except OSError as exc:
-        return {"error": _err(exc)}
+        return {"error": err(exc)}
     for line in reversed(p.stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -865,7 +843,7 @@ def run_host_overhead(env: Env, args) -> dict:
                 y2 = xp.empty_like(x)
                 methods["fm_fused_execute"] = (lambda: gx(out=y2, stream=sh)) if sh else (lambda: gx(out=y2))
             except Exception as exc:
-                errors["fm_execute"] = _err(exc)
+                errors["fm_execute"] = err(exc)
             fftm = xp.fft.fft
             methods["cupy_fft" if not env.dry_run else "numpy_fft"] = lambda: fftm(x)
             if env.torch is not None:
@@ -883,7 +861,7 @@ def run_host_overhead(env: Env, args) -> dict:
                     nex, st = nf.execute, env.stream
                     methods["nvmath_execute"] = lambda: nex(stream=st)
                 except Exception as exc:
-                    errors["nvmath_execute"] = _err(exc)
+                    errors["nvmath_execute"] = err(exc)
             elif not env.dry_run:
                 errors["nvmath_execute"] = env.errors.get("nvmath", "unavailable")
             # warm-up (and drop methods that fail)
@@ -893,7 +871,7 @@ def run_host_overhead(env: Env, args) -> dict:
                         methods[k]()
                     env.sync()
                 except Exception as exc:
-                    errors[k] = _err(exc)
+                    errors[k] = err(exc)
                     del methods[k]
             times = {k: [] for k in methods}
             for _ in range(bursts):
@@ -1067,7 +1045,7 @@ def main(argv=None) -> int:
                 del a
             env.free_memory()
         except Exception as exc:
-            res["warmup_error"] = _err(exc)
+            res["warmup_error"] = err(exc)
 
     for i, case in enumerate(args.case_list):
         if over():
@@ -1077,7 +1055,7 @@ def main(argv=None) -> int:
         try:
             rec = run_case(env, case, args, args.seed + i)
         except Exception as exc:
-            rec = {"name": case[0], "shape": list(case[1]), "axes": list(case[2]), "error": _err(exc),
+            rec = {"name": case[0], "shape": list(case[1]), "axes": list(case[2]), "error": err(exc),
                    "contestants": {}, "ratios": {}, "targets": {}}
             env.free_memory()
         rec["wall_s"] = time.perf_counter() - t0
@@ -1098,7 +1076,7 @@ def main(argv=None) -> int:
         try:
             res["plan_creation"] = run_plan_creation(env, args)
         except Exception as exc:
-            res["plan_creation"] = {"error": _err(exc)}
+            res["plan_creation"] = {"error": err(exc)}
         print(f"\nplan creation: done ({time.perf_counter() - t0:.0f} s)", flush=True)
         write_json(res, out_path)
 
@@ -1112,7 +1090,7 @@ def main(argv=None) -> int:
         try:
             res["host_overhead"] = run_host_overhead(env, args)
         except Exception as exc:
-            res["host_overhead"] = {"error": _err(exc)}
+            res["host_overhead"] = {"error": err(exc)}
         print(f"host overhead: done ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     res["wall_s"] = time.perf_counter() - t_start

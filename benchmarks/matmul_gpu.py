@@ -90,6 +90,8 @@ import subprocess
 import sys
 import time
 
+from bench_common import WallEvent, cpu_model, err
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALL_DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp64")
@@ -191,22 +193,6 @@ def parse_args(argv):
 # ---------------------------------------------------------------------------------------
 # Environment: GPU, libraries, machine
 # ---------------------------------------------------------------------------------------
-def _err(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) < 600 else text[:600] + " ..."
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def dist_version(name: str):
     try:
         from importlib import metadata
@@ -227,19 +213,7 @@ def nvidia_smi() -> dict:
         keys = ("name", "driver_version", "memory_total", "clocks_max_sm", "clocks_sm_at_start", "power_limit", "pstate")
         return dict(zip(keys, [x.strip() for x in first.split(",")]))
     except Exception as exc:
-        return {"error": _err(exc)}
-
-
-class _WallEvent:
-    """Stand-in for a CUDA event in --cpu-dry-run (wall clock)."""
-
-    t = 0.0
-
-    def record(self, stream=None):
-        self.t = time.perf_counter()
-
-    def synchronize(self):
-        pass
+        return {"error": err(exc)}
 
 
 class Env:
@@ -270,7 +244,7 @@ class Env:
             else:
                 self.errors["torch"] = "torch.cuda.is_available() is False"
         except Exception as exc:
-            self.errors["torch"] = _err(exc)
+            self.errors["torch"] = err(exc)
         try:
             import cupy
 
@@ -281,7 +255,7 @@ class Env:
             else:
                 self.errors["cupy"] = "no CUDA device"
         except Exception as exc:
-            self.errors["cupy"] = _err(exc)
+            self.errors["cupy"] = err(exc)
 
     def no_gpu_reason(self):
         if self.lib is not None:
@@ -296,7 +270,7 @@ class Env:
             if not self.dry_run and fusemath.cuda_device_count() < 1:
                 self.errors["fusemath"] = "fusemath.cuda_device_count() = 0 (built without CUDA?)"
         except Exception as exc:
-            self.errors["fusemath"] = _err(exc) + " (build it with `make build`; run with .venv/bin/python)"
+            self.errors["fusemath"] = err(exc) + " (build it with `make build`; run with .venv/bin/python)"
         if self.dry_run:
             self.errors["nvmath"] = "not used in --cpu-dry-run"
         else:
@@ -306,7 +280,7 @@ class Env:
 
                 self.nvmath = nvmath
             except Exception as exc:
-                self.errors["nvmath"] = _err(exc)
+                self.errors["nvmath"] = err(exc)
         if self.lib == "torch":
             t = self.torch
             self.stream = t.cuda.Stream()
@@ -393,7 +367,7 @@ class Env:
             return self.torch.cuda.Event(enable_timing=True)
         if self.lib == "cupy":
             return self.cupy.cuda.Event()
-        return _WallEvent()
+        return WallEvent()
 
     def record(self, ev):
         ev.record(self.stream)
@@ -451,7 +425,7 @@ def machine_info(env: Env) -> dict:
             info.update(cuda_runtime_version=rt.runtimeGetVersion(), cuda_driver_version=rt.driverGetVersion())
             info.setdefault("gpu_name", rt.getDeviceProperties(0)["name"].decode())
     except Exception as exc:
-        info["gpu_info_error"] = _err(exc)
+        info["gpu_info_error"] = err(exc)
     info["l2_cache_bytes"] = env.l2_bytes()
     return info
 
@@ -468,14 +442,14 @@ def library_versions(env: Env) -> dict:
             v["libfusemath"] = env.fusemath.library_version()
             v["fusemath_backends"] = [tuple(b) for b in env.fusemath.backends()]
         except Exception as exc:
-            v["fusemath_info_error"] = _err(exc)
+            v["fusemath_info_error"] = err(exc)
     if env.nvmath is not None:
         try:
             from nvmath.bindings import cublasLt
 
             v["cublasLt_nvmath"] = cublasLt.get_version()
         except Exception as exc:
-            v["cublasLt_nvmath"] = _err(exc)
+            v["cublasLt_nvmath"] = err(exc)
     if env.torch is not None:
         try:
             v["cublas_torch"] = env.torch.backends.cuda.preferred_blas_library().name
@@ -517,7 +491,7 @@ def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: 
             plan[name] = cycle(calls, reps)
             res[name] = {"per_trial_ms": [], "reps": reps, "estimate_ms": est_ms}
         except Exception as exc:
-            res[name] = {"error": _err(exc)}
+            res[name] = {"error": err(exc)}
     names = list(plan)
     for t in range(trials):
         for name in (names if t % 2 == 0 else names[::-1]):
@@ -531,7 +505,7 @@ def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: 
                 env.record(e1)
                 res[name]["per_trial_ms"].append(env.elapsed_ms(e0, e1) / len(seq))
             except Exception as exc:
-                res[name] = {"error": _err(exc)}
+                res[name] = {"error": err(exc)}
     for name in names:
         r = res[name]
         if "error" not in r and r["per_trial_ms"]:
@@ -672,8 +646,8 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                         try:
                             mm.plan(epilogue="drelu+bgrad", aux=s["fm_mask"])
                         except Exception as exc2:
-                            raise RuntimeError(f"plan(DRELU_BGRAD, epilog_inputs={{'relu_aux': mask}}): {_err(exc1)}; "
-                                               f"plan('drelu+bgrad', aux=mask): {_err(exc2)}") from None
+                            raise RuntimeError(f"plan(DRELU_BGRAD, epilog_inputs={{'relu_aux': mask}}): {err(exc1)}; "
+                                               f"plan('drelu+bgrad', aux=mask): {err(exc2)}") from None
                 if args.autotune:
                     mm.autotune()
                 d = env.empty((m, n), dt)
@@ -686,7 +660,7 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                     except TypeError as exc:  # a front end without execute(out=): allocate instead
                         if "out" not in str(exc) or "keyword" not in str(exc):
                             raise
-                        out["fused_call"] = f"execute(stream=s), allocating (execute(out=) failed: {_err(exc)})"
+                        out["fused_call"] = f"execute(stream=s), allocating (execute(out=) failed: {err(exc)})"
                         got = first(mm.execute(stream=env.sh))
                     env.device_sync()
                     check("fused", got, ref_fm)
@@ -697,7 +671,7 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                     calls.append(lambda mm=mm: mm.execute(stream=env.sh))
             methods["fused"] = calls
         except Exception as exc:
-            out["errors"]["fused"] = _err(exc)
+            out["errors"]["fused"] = err(exc)
 
         # ---- nvmath-python (stateful) ------------------------------------------------
         try:
@@ -730,7 +704,7 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                 calls.append(lambda mm=mm: mm.execute(stream=env.stream))
             methods["nvmath"] = calls
         except Exception as exc:
-            out["errors"]["nvmath"] = _err(exc)
+            out["errors"]["nvmath"] = err(exc)
 
         # ---- torch (or, without torch, the array library's) peers ----------------------
         peers = {}
@@ -754,7 +728,7 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                 check(name, got, ref_plain if name == "plain" else ref_fm)
                 methods[name] = calls
             except Exception as exc:
-                out["errors"][name] = _err(exc)
+                out["errors"][name] = err(exc)
         got = None
         del p, ref_fm, ref_nv, ref_plain, got
 
@@ -805,7 +779,7 @@ def run_bare(args) -> dict:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except Exception as exc:
-        return {"error": _err(exc), "command": " ".join(cmd)}
+        return {"error": err(exc), "command": " ".join(cmd)}
     try:
         data = json.loads(r.stdout)
     except ValueError:
@@ -834,7 +808,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
             live[name] = (f, n)
             res[name] = {"loop_us": [], "burst_us": [], "calls": n}
         except Exception as exc:
-            res[name] = {"error": _err(exc)}
+            res[name] = {"error": err(exc)}
     for rep in range(repeats):
         order = list(live) if rep % 2 == 0 else list(live)[::-1]
         for name in order:
@@ -849,7 +823,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
                 env.device_sync()
                 res[name]["loop_us"].append((pc() - t0) / n * 1e6)
             except Exception as exc:
-                res[name] = {"error": _err(exc)}
+                res[name] = {"error": err(exc)}
     for name in live:
         if "error" in res[name]:
             continue
@@ -864,7 +838,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
                 env.device_sync()
                 res[name]["burst_us"].append((t1 - t0) / burst_calls * 1e6)
         except Exception as exc:
-            res[name] = {"error": _err(exc)}
+            res[name] = {"error": err(exc)}
     for name, r in res.items():
         if "error" in r:
             continue
@@ -936,7 +910,7 @@ def run_host_overhead(env: Env, args) -> dict:
                 addr = [env.data_ptr(a), env.data_ptr(b), 0, 0, env.data_ptr(d), 0, 0, 0]
                 fns["b0_fm_plan_execute_raw"] = lambda: praw.execute(*addr, sh)
             except Exception as exc:
-                out["errors"]["b_fm_execute_out"] = _err(exc)
+                out["errors"]["b_fm_execute_out"] = err(exc)
             try:
                 mm2 = fm.Matmul(a, b)
                 mm2.plan(epilogue="relu", bias=bias)
@@ -948,7 +922,7 @@ def run_host_overhead(env: Env, args) -> dict:
                     raise AssertionError("WRONG RESULT")
                 fns["b2_fm_execute_out_bias_relu"] = lambda: mm2.execute(out=d2, stream=sh)
             except Exception as exc:
-                out["errors"]["b2_fm_execute_out_bias_relu"] = _err(exc)
+                out["errors"]["b2_fm_execute_out_bias_relu"] = err(exc)
             try:
                 mm3 = fm.Matmul(a, b)
                 mm3.plan()
@@ -959,7 +933,7 @@ def run_host_overhead(env: Env, args) -> dict:
                     raise AssertionError("WRONG RESULT")
                 fns["c_fm_execute_alloc"] = lambda: mm3.execute(stream=sh)
             except Exception as exc:
-                out["errors"]["c_fm_execute_alloc"] = _err(exc)
+                out["errors"]["c_fm_execute_alloc"] = err(exc)
             try:
                 got = fm.matmul(a, b)
                 env.device_sync()
@@ -967,7 +941,7 @@ def run_host_overhead(env: Env, args) -> dict:
                     raise AssertionError("WRONG RESULT")
                 fns["d_fm_matmul_stateless"] = lambda: fm.matmul(a, b)
             except Exception as exc:
-                out["errors"]["d_fm_matmul_stateless"] = _err(exc)
+                out["errors"]["d_fm_matmul_stateless"] = err(exc)
         # torch / cupy
         if torch is not None:
             fns["e_torch_matmul"] = lambda: a @ b
@@ -978,7 +952,7 @@ def run_host_overhead(env: Env, args) -> dict:
                 ca, cb = cp.asarray(a), cp.asarray(b)  # zero-copy (CUDA array interface / DLPack)
                 fns["f_cupy_matmul"] = lambda: cp.matmul(ca, cb)
             except Exception as exc:
-                out["errors"]["f_cupy_matmul"] = _err(exc)
+                out["errors"]["f_cupy_matmul"] = err(exc)
         else:
             out["errors"]["f_cupy_matmul"] = "cupy not usable: " + env.errors.get("cupy", "?")
         # nvmath
@@ -1001,19 +975,19 @@ def run_host_overhead(env: Env, args) -> dict:
                 fns["g2_nvmath_execute_int_stream"] = lambda: nmm.execute(stream=sh)
                 fns["g3_nvmath_execute_no_stream"] = lambda: nmm.execute()
             except Exception as exc:
-                out["errors"]["g_nvmath_execute"] = _err(exc)
+                out["errors"]["g_nvmath_execute"] = err(exc)
             try:
                 adv.matmul(a, b)
                 fns["h_nvmath_matmul_stateless"] = lambda: adv.matmul(a, b)
             except Exception as exc:
-                out["errors"]["h_nvmath_matmul_stateless"] = _err(exc)
+                out["errors"]["h_nvmath_matmul_stateless"] = err(exc)
         cupy_prev = None
         if cp is not None and env.torch is not None:  # make the benchmark stream CuPy's current stream too
             try:
                 cupy_prev = cp.cuda.get_current_stream()
                 cp.cuda.ExternalStream(env.sh).use()
             except Exception as exc:
-                out["errors"]["cupy_stream"] = _err(exc)
+                out["errors"]["cupy_stream"] = err(exc)
         try:
             timed = host_loop(env, fns, args.host_calls, args.host_repeats)
         finally:
@@ -1151,7 +1125,7 @@ def main(argv=None) -> int:
         try:
             res["host_overhead"] = run_host_overhead(env, args)
         except Exception as exc:
-            res["host_overhead"] = {"error": _err(exc), "rows": {}, "errors": {}}
+            res["host_overhead"] = {"error": err(exc), "rows": {}, "errors": {}}
         print(f"host overhead: done ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     if not args.host_only:
@@ -1168,7 +1142,7 @@ def main(argv=None) -> int:
                     env.device_sync()
                 del x
         except Exception as exc:
-            res["warmup_error"] = _err(exc)
+            res["warmup_error"] = err(exc)
         cases = build_cases(args)
         for i, case in enumerate(cases):
             if time.perf_counter() - t_start > args.max_seconds:
@@ -1180,7 +1154,7 @@ def main(argv=None) -> int:
                 r = run_case(env, case, args, args.seed + i)
             except Exception as exc:  # e.g. out of memory creating the inputs
                 r = {"dtype": case.dtype, "m": case.shape[0], "n": case.shape[1], "k": case.shape[2],
-                     "epilogue": case.epilogue, "methods": {}, "errors": {"case": _err(exc)}, "flags": ["case error"]}
+                     "epilogue": case.epilogue, "methods": {}, "errors": {"case": err(exc)}, "flags": ["case error"]}
                 try:
                     env.device_sync()
                     if env.torch is not None:
