@@ -293,21 +293,9 @@ static cufftXtCallbackType cb_type(fm_dtype t, int store)
 
 static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
 
-static void stage_input(cufft_plan *pl, const fm_tensor *ti);
-
 static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
-    if (is_half(p->t[store ? FM_FFT_OUT : FM_FFT_IN].dtype)) {
-        /* cuFFT has no callbacks for half precision (cufftXtCallbackType: single and double
-         * only): the chain runs as a pass computing in float, the prolog's into the staged
-         * input the FFT reads, the epilog's in place on out after it */
-        fill_cb_spec(p, store, 0, &sp);
-        fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
-        if (s == FM_OK && !store)
-            stage_input(pl, &p->t[FM_FFT_IN]);
-        return s;
-    }
     fill_cb_spec(p, store, pl->params_need_base, &sp);
     if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
@@ -479,13 +467,14 @@ static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
     return elements <= PROLOG_CALLBACK_MAX_ELEMENTS;
 }
 
-/* The prolog as a kernel writing chain(in) into the staged copy of the input the FFT reads. */
-static fm_status make_prolog_pass(cufft_plan *pl, const fm_problem *p)
+/* A chain as a generated kernel: the prolog's writes chain(in) into the staged copy of the
+ * input the FFT reads, the epilog's runs in place on out after the FFT. */
+static fm_status make_pass(cufft_plan *pl, const fm_problem *p, int store)
 {
     fm_cufft_cb_spec sp;
-    fill_cb_spec(p, 0, 0, &sp);
-    fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[0]);
-    if (s == FM_OK)
+    fill_cb_spec(p, store, 0, &sp);
+    fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
+    if (s == FM_OK && !store)
         stage_input(pl, &p->t[FM_FFT_IN]);
     return s;
 }
@@ -652,12 +641,11 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = fm_cuda_status(cudaEventCreateWithFlags(&pl->ev, cudaEventDisableTiming), "cudaEventCreate")) !=
                     FM_OK)
                 goto fail;
-            const int prolog_cb = prolog_as_callback(fp, &L);
-            if (fp->prolog_ops && prolog_cb && (s = attach_callback(pl, p, 0, arch)) != FM_OK)
+            /* cuFFT has no callback types for half precision: its chains are passes computing in float */
+            const int prolog_cb = !half && prolog_as_callback(fp, &L);
+            if (fp->prolog_ops && (s = prolog_cb ? attach_callback(pl, p, 0, arch) : make_pass(pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->prolog_ops && !prolog_cb && (s = make_prolog_pass(pl, p)) != FM_OK)
-                goto fail;
-            if (fp->epilog_ops && (s = attach_callback(pl, p, 1, arch)) != FM_OK)
+            if (fp->epilog_ops && (s = !half ? attach_callback(pl, p, 1, arch) : make_pass(pl, p, 1)) != FM_OK)
                 goto fail;
         }
         size_t ws = 0;
@@ -675,14 +663,10 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
                 goto fail;
             pl->params_need_base = 0;
-            if (fp->prolog_ops && !pl->pass[0] && (s = make_prolog_pass(pl, p)) != FM_OK)
+            if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops && !pl->pass[1]) {
-                fm_cufft_cb_spec sp;
-                fill_cb_spec(p, 1, 0, &sp);
-                if ((s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[1])) != FM_OK)
-                    goto fail;
-            }
+            if (fp->epilog_ops && !pl->pass[1] && (s = make_pass(pl, p, 1)) != FM_OK)
+                goto fail;
         }
         if (s != FM_OK)
             goto fail;

@@ -143,6 +143,7 @@ static int defines(const fm_cufft_cb_spec *sp, const char *sym)
     free(src);
     return ok;
 }
+
 /* the compile checks need an NVRTC that targets sm_90; without one the test says so and passes */
 #define REQUIRE_SM90()                                                                                                 \
     do {                                                                                                               \
