@@ -399,8 +399,8 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         fp->prolog_ops |= FM_FFT_OP_SCALE;
     if (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0)
         fp->epilog_ops |= FM_FFT_OP_SCALE;
-    if (!fp->prolog_ops)
-        fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place: one plan key */
+    if (!fp->prolog_ops || p->exec_device.type != FM_DEVICE_CUDA)
+        fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place (or the cpu): one plan key */
     return FM_OK;
 }
 
