@@ -24,8 +24,11 @@ fusemath_require_pc(FM_LAPACKE lapacke liblapacke-dev)
 fusemath_require_pc(FM_FFTW3 fftw3 libfftw3-dev)
 fusemath_require_pc(FM_FFTW3F fftw3f libfftw3-dev)
 
-# FFTW's threads libraries have no pkg-config module of their own.
-foreach(_fm_lib fftw3_threads fftw3f_threads)
+# FFTW's threads libraries have no pkg-config module of their own. The OpenMP flavour, not
+# the pthreads one: the chain passes and the batched chunks run on OpenMP (libgomp) threads,
+# and with two pools on the same cores (FFTW's pthreads workers, libgomp's spin-waiting ones)
+# each phase of a fused FFT starts while the other pool still holds the cores.
+foreach(_fm_lib fftw3_omp fftw3f_omp)
   string(TOUPPER "${_fm_lib}" _fm_var)
   find_library(FUSEMATH_${_fm_var}_LIBRARY NAMES ${_fm_lib}
                HINTS ${FM_FFTW3_LIBRARY_DIRS} ${FM_FFTW3F_LIBRARY_DIRS})
@@ -50,7 +53,7 @@ target_include_directories(fusemath_deps INTERFACE
 target_link_libraries(fusemath_deps INTERFACE
   PkgConfig::FM_OPENBLAS
   PkgConfig::FM_LAPACKE
-  ${FUSEMATH_FFTW3_THREADS_LIBRARY} ${FUSEMATH_FFTW3F_THREADS_LIBRARY}
+  ${FUSEMATH_FFTW3_OMP_LIBRARY} ${FUSEMATH_FFTW3F_OMP_LIBRARY}
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F
   OpenMP::OpenMP_C
   Threads::Threads

@@ -11,7 +11,7 @@
 
 /* ---- preload: D = beta*C + bias ---- */
 #define FM_DEFINE_PRELOAD(fname, T, BETA_EXPR)                                                    \
-    static void fname(const fm_cpu_panel *p, const double beta[2])                               \
+    FM_SIMD_CLONES static void fname(const fm_cpu_panel *p, const double beta[2])                               \
     {                                                                                             \
         const T bt = BETA_EXPR;                                                                   \
         const T *bias = p->bias;                                                                  \
@@ -58,7 +58,7 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
 
 /* ---- scale: D = scale[j] * src + beta*C + bias ---- */
 #define FM_DEFINE_SCALE_COMBINE(fname, T)                                                          \
-    static void fname(const fm_cpu_panel *p, const T *src, int64_t lds, const double beta[2])    \
+    FM_SIMD_CLONES static void fname(const fm_cpu_panel *p, const T *src, int64_t lds, const double beta[2])    \
     {                                                                                             \
         const T bt = (T)beta[0];                                                                  \
         const T *s = p->scale, *bias = p->bias;                                                   \
@@ -244,7 +244,7 @@ static int act_kind(unsigned epi)
 }
 
 #define FM_DEFINE_ACTIVATE(fname, T, SFX, IS_F64)                                                \
-    static void fname(unsigned epi, const fm_cpu_panel *p)                                       \
+    FM_SIMD_CLONES static void fname(unsigned epi, const fm_cpu_panel *p)                                       \
     {                                                                                            \
         const int aux = (epi & FM_EPILOGUE_AUX) != 0, kind = act_kind(epi);                      \
         const T lo = (T)p->clamp[0], hi = (T)p->clamp[1];                                        \

@@ -12,6 +12,19 @@
 
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */
+/* FM_SIMD_CLONES: the element loops of the CPU chain passes (matmul epilogues, FFT
+ * prolog/epilog) compiled for AVX-512, AVX2 and baseline x86-64, picked once at load time
+ * (GCC/Clang function multi-versioning). The library is built for baseline x86-64, whose
+ * SSE2 loops ran the relu + bias passes of a skinny matmul at half the L2 bandwidth. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_ADDRESS__)
+#if __has_attribute(target_clones)
+#define FM_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef FM_SIMD_CLONES
+#define FM_SIMD_CLONES
+#endif
+
 fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
