@@ -720,8 +720,12 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             goto fail;
         if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)
             goto fail;
-        /* with a chain or c2r: FFTW writes out directly, the epilog runs in place */
-        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R) && x->nb <= 1 && nonneg_strides(to)) {
+        /* several transforms, each on all the threads: FFTW's OpenMP build planned 4 x 2^20 as
+         * one plan over the batch at 19 ms, against 7 ms one transform at a time (16 cores) */
+        const int one_at_a_time = x->threads <= 1 && x->nchunks > 1 && x->fftw_threads > 1;
+        /* with a chain, c2r or one_at_a_time: FFTW writes out directly, the epilog runs in place */
+        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 &&
+            nonneg_strides(to)) {
             x->od_in_direct = !x->pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti);
             if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
                 goto fail;
@@ -743,7 +747,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;
-        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) && nonneg_strides(to) &&
+        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && nonneg_strides(ti) &&
+            nonneg_strides(to) &&
             (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
             int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
             if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)

@@ -703,3 +703,34 @@ def test_epilog_scale_folded_into_a_multiplying_prolog(norm):
     assert np.allclose(got, np.fft.rfft(xr * w.real, norm=norm) * 2.5, rtol=1e-12, atol=1e-12)
     got = ff.rfft(xr, norm=norm, prolog={"multiply": w.real}, epilog={"scale": s})  # complex: stays an epilog
     assert np.allclose(got, np.fft.rfft(xr * w.real, norm=norm) * s, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_few_big_transforms_run_one_at_a_time_on_all_threads(chain):
+    """Fewer transforms than threads, each >= 64K points: one transform at a time with all
+    the threads in FFTW (and the chain passes), out of place, in place and with a strided
+    output; each against numpy."""
+    rng = np.random.default_rng(21)
+    x = (rng.standard_normal((3, 1 << 16)) + 1j * rng.standard_normal((3, 1 << 16))).astype(np.complex64)
+    w = rng.random(1 << 16).astype(np.float32)
+    kw = {"prolog": {"multiply": w}, "epilog": {"scale": 0.5}} if chain else {}
+    ref = np.fft.fft(x * w) * 0.5 if chain else np.fft.fft(x)
+    tol = 2e-5 * np.linalg.norm(ref)
+    old = fusemath.get_num_threads()
+    fusemath.set_num_threads(8)
+    try:
+        with ff.FFT(x, axes=(-1,)) as plan:
+            plan.plan(effort="estimate", **kw)
+            assert "threads=1 fftw_threads=8" in plan.describe(), plan.describe()
+            assert "path=direct" not in plan.describe(), plan.describe()
+            assert np.linalg.norm(plan.execute() - ref) <= tol
+            wide = np.zeros((3, 2 << 16), np.complex64)
+            assert np.linalg.norm(plan.execute(out=wide[:, ::2]) - ref) <= tol
+            assert not wide[:, 1::2].any()
+        xi = x.copy()
+        with ff.FFT(xi, axes=(-1,)) as plan:
+            plan.plan(effort="estimate", **kw)
+            plan.execute(out=xi)
+            assert np.linalg.norm(xi - ref) <= tol
+    finally:
+        fusemath.set_num_threads(old)
