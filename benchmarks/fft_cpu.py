@@ -3,8 +3,9 @@
 
 In one run, with the same thread count for everyone (scipy.fft workers = threads,
 FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
-  1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 2-D 1024^2 and
-  2048^2, 3-D 128^3 and 256^3; per case:
+  1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 1024 columns of
+  4096 points (axis 0 of a C-ordered 4096 x 1024 array), 2-D 1024^2 and 2048^2, 3-D 128^3
+  and 256^3; per case:
     fm_plain     planned fusemath.fft.FFT(x).execute()
     fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
     fm_stateless fusemath.fft.fft / fftn (plan cached)
@@ -49,6 +50,8 @@ def main() -> int:
     for e in ([10, 16, 22] if args.quick else range(10, 23, 2)):
         n = 1 << e
         cases.append(("1d", (max(1, (1 << 22) // n), n), (-1,)))
+    # columns: the transform over the strided leading axis of a C-ordered array
+    cases += [("cols", (4096, 1024), (0,))]
     cases += [("2d", (1024, 1024), (0, 1))] + ([] if args.quick else [("2d", (2048, 2048), (0, 1)),
                                                                        ("3d", (128, 128, 128), (0, 1, 2)),
                                                                        ("3d", (256, 256, 256), (0, 1, 2))])
@@ -72,7 +75,8 @@ def main() -> int:
             x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cdt)
             wshape = tuple(shape[a] for a in axes)
             w = rng.random(wshape).astype(rdt)
-            wb = w.reshape((1,) * (len(shape) - len(axes)) + wshape)
+            own = [a % len(shape) for a in axes]
+            wb = w.reshape(tuple(shape[d] if d in own else 1 for d in range(len(shape))))
             ref = np.fft.fftn(x, axes=axes)
             plan = ffm.FFT(x, axes=axes)
             plan.plan()

@@ -71,6 +71,7 @@ typedef struct fftw_impl {
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
     int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
+    int cols;                  /* point-major chunks (see DEFINE_COLS) */
     int fftw_threads;          /* threads of the chunk plans */
 } fftw_impl;
 
@@ -313,38 +314,100 @@ static int xalign(const fftw_impl *x, const void *p)
 DEFINE_MOVERS(float, f)
 DEFINE_MOVERS(double, d)
 
-/* The epilog on cnt transforms whose batch axis has unit stride in out (the columns of a split
- * 2-D/3-D transform's outer step): point by point of the transform, each point a dense row
- * across the cnt transforms; an array broadcast over the batch is folded into the scale, one
- * that varies along it is read along the row. Transform by transform, each element sat one
- * transform stride from the next: a scalar loop touching a new cache line per element (2-D
- * 1024^2 with an epilog ran 3.4x plain). */
-#define DEFINE_ACROSS(T, SUF)                                                                                      \
-    static void across_##SUF(const fftw_impl *x, T *out, const T *ea, int64_t oout, int64_t oea, int64_t cnt)   \
+/* Point-major chunks. When the batch axis has unit stride and the transform's points are
+ * strided (fft(x, axis=0) of a C-ordered array, the column step of a split 2-D/3-D transform),
+ * a chunk of cnt transforms is moved point by point: point p of all cnt transforms is cnt
+ * contiguous elements of the caller's array, and goes to / comes from scratch[p * cnt ...]
+ * (x->cols: FFTW then transforms the scratch with stride cnt, distance 1) or is updated in
+ * place (the epilog after FFTW wrote out). Each point is one dense row through row_: an
+ * array broadcast over the batch is folded into the scale, one that varies along it is read
+ * along the row. Transform by transform instead, every element was a new cache line for a
+ * scalar loop: FFTW's own strided plan for 1024 columns of 4096 c64 took 43 ms where rows
+ * take 6 (dev machine), and a 2-D 1024^2 with an epilog ran 3.4x its plain transform. */
+#define COL_TILE 8   /* points per tile: one cache line of c64 per transform */
+#define COL_BLOCK 64 /* transforms per tile */
+/* Up to this many points per transform, FFTW's own strided plans (over the whole batch for a
+ * plain call, in place per chunk when in == out) beat the copies through the scratch; above,
+ * they thrash (1024 columns of 4096 c64: 43 ms FFTW vs 15 ms through the scratch; of 1024:
+ * 2.5 vs 3.4 ms; dev machine, 2 threads). */
+#define COLS_DIRECT_MAX_POINTS 1024
+#define DEFINE_COLS(T, SUF)                                                                                        \
+    static inline __attribute__((always_inline)) void point_row_##SUF(int64_t cnt, const T *src, T *dst, int cplx, \
+        const T *a, int64_t as, int acplx, unsigned ops, const double scale[2])                                    \
     {                                                                                                             \
-        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                      \
-        const unsigned ops = (x->epi_ops & ~(unsigned)FM_FFT_OP_MULTIPLY) | FM_FFT_OP_SCALE;                     \
-        const int mul = (x->epi_ops & FM_FFT_OP_MULTIPLY) && ea, along = mul && x->b_ea[0] != 0;                 \
-        for (int64_t i0 = 0; i0 < x->ext_out[0]; i0++)                                                            \
-            for (int64_t i1 = 0; i1 < x->ext_out[1]; i1++)                                                        \
-                for (int64_t k = 0; k < x->ext_out[2]; k++) {                                                     \
-                    T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1] + k * x->s_out[2]) * co;           \
-                    const T *a = mul ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1] + k * x->s_ea[2]) * ca : NULL; \
-                    if (along) {                                                                                  \
-                        row_##SUF(cnt, d, co, d, co, oc, a, x->b_ea[0] * ca, x->ea_cplx, x->epi_ops,              \
-                                  (T)x->epi_scale[0], (T)x->epi_scale[1]);                                        \
-                        continue;                                                                                 \
-                    }                                                                                             \
-                    double fr = x->epi_scale[0], fi = x->epi_scale[1];                                            \
-                    if (mul) {                                                                                    \
-                        const double ar = a[0], ai = x->ea_cplx ? a[1] : 0.0, t = fr * ar - fi * ai;            \
-                        fi = fr * ai + fi * ar, fr = t;                                                           \
-                    }                                                                                             \
-                    row_##SUF(cnt, d, co, d, co, oc, NULL, 0, 0, ops, (T)fr, (T)fi);                              \
+        const int u = cplx ? 2 : 1;                                                                               \
+        if (!(ops & FM_FFT_OP_MULTIPLY) || !a || as != 0) {                                                       \
+            row_##SUF(cnt, src, u, dst, u, cplx, a, as, acplx, ops, (T)scale[0], (T)scale[1]);                   \
+            return;                                                                                               \
+        }                                                                                                         \
+        const double ar = a[0], ai = acplx ? a[1] : 0.0;                                                         \
+        const double fr = scale[0] * ar - scale[1] * ai, fi = scale[0] * ai + scale[1] * ar;                    \
+        row_##SUF(cnt, src, u, dst, u, cplx, NULL, 0, 0, (ops & ~(unsigned)FM_FFT_OP_MULTIPLY) | FM_FFT_OP_SCALE, \
+                  (T)fr, (T)fi);                                                                                  \
+    }                                                                                                             \
+    /* Point pt of the transform -> its element offset (strides st) */                                      \
+    static inline int64_t point_off_##SUF(const int64_t ext[3], const int64_t st[3], int64_t pt)                  \
+    {                                                                                                             \
+        const int64_t k = pt % ext[2], r = pt / ext[2];                                                            \
+        return (r / ext[1]) * st[0] + (r % ext[1]) * st[1] + k * st[2];                                           \
+    }                                                                                                             \
+    /* in -> the chunk's scratch (transform e at e * per_in, as the chunk plans read it), prolog   \
+     * applied: tiles of COL_TILE points x COL_BLOCK transforms, the chain on each point's dense   \
+     * row into a small buffer, then transposed so each transform gets COL_TILE consecutive      \
+     * points (FFTW itself ran 4x slower on a point-major scratch). */                            \
+    static void gather_cols_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa,        \
+                                  int64_t cnt, T *dst)                                                            \
+    {                                                                                                             \
+        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                      \
+        const int mul = (x->pro_ops & FM_FFT_OP_MULTIPLY) && pa;                                                  \
+        T tile[COL_TILE * COL_BLOCK * 2];                                                                         \
+        for (int64_t p0 = 0; p0 < x->per_in; p0 += COL_TILE)                                                      \
+            for (int64_t e0 = 0; e0 < cnt; e0 += COL_BLOCK) {                                                     \
+                const int64_t np = fm_min_i64(COL_TILE, x->per_in - p0), ne = fm_min_i64(COL_BLOCK, cnt - e0);   \
+                for (int64_t p = 0; p < np; p++) {                                                                \
+                    const T *s = in + (oin + point_off_##SUF(x->ext_in, x->s_in, p0 + p) + e0) * ci;             \
+                    const T *a = mul ? pa + (opa + point_off_##SUF(x->ext_in, x->s_pa, p0 + p) + e0 * x->b_pa[0]) * ca \
+                                     : NULL;                                                                      \
+                    point_row_##SUF(ne, s, tile + p * COL_BLOCK * ci, ic, a, x->b_pa[0] * ca, x->pa_cplx,          \
+                                    x->pro_ops, x->pro_scale);                                                    \
                 }                                                                                                 \
+                for (int64_t e = 0; e < ne; e++) {                                                                \
+                    T *d = dst + ((e0 + e) * x->per_in + p0) * ci;                                                \
+                    for (int64_t p = 0; p < np; p++)                                                              \
+                        for (int c = 0; c < ci; c++)                                                              \
+                            d[p * ci + c] = tile[(p * COL_BLOCK + e) * ci + c];                                   \
+                }                                                                                                 \
+            }                                                                                                     \
+    }                                                                                                             \
+    /* The chunk's scratch src -> out with the epilog (the transpose of gather_cols); src == NULL: \
+     * the epilog in place on out, point by point. */                                             \
+    static void scatter_cols_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout,          \
+                                   int64_t oea, int64_t cnt)                                                      \
+    {                                                                                                             \
+        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                     \
+        const int mul = (x->epi_ops & FM_FFT_OP_MULTIPLY) && ea;                                                  \
+        T tile[COL_TILE * COL_BLOCK * 2];                                                                         \
+        for (int64_t p0 = 0; p0 < x->per_out; p0 += COL_TILE)                                                     \
+            for (int64_t e0 = 0; e0 < cnt; e0 += COL_BLOCK) {                                                     \
+                const int64_t np = fm_min_i64(COL_TILE, x->per_out - p0), ne = fm_min_i64(COL_BLOCK, cnt - e0);  \
+                if (src)                                                                                          \
+                    for (int64_t e = 0; e < ne; e++) {                                                            \
+                        const T *q = src + ((e0 + e) * x->per_out + p0) * co;                                     \
+                        for (int64_t p = 0; p < np; p++)                                                          \
+                            for (int c = 0; c < co; c++)                                                          \
+                                tile[(p * COL_BLOCK + e) * co + c] = q[p * co + c];                               \
+                    }                                                                                             \
+                for (int64_t p = 0; p < np; p++) {                                                                \
+                    T *d = out + (oout + point_off_##SUF(x->ext_out, x->s_out, p0 + p) + e0) * co;               \
+                    const T *a = mul ? ea + (oea + point_off_##SUF(x->ext_out, x->s_ea, p0 + p) + e0 * x->b_ea[0]) * ca \
+                                     : NULL;                                                                      \
+                    point_row_##SUF(ne, src ? tile + p * COL_BLOCK * co : d, d, oc, a, x->b_ea[0] * ca,           \
+                                    x->ea_cplx, x->epi_ops, x->epi_scale);                                        \
+                }                                                                                                 \
+            }                                                                                                     \
     }
-DEFINE_ACROSS(float, f)
-DEFINE_ACROSS(double, d)
+DEFINE_COLS(float, f)
+DEFINE_COLS(double, d)
 
 /* Element offsets of batch entry b in the four slots. */
 static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
@@ -367,9 +430,9 @@ static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, i
     if (x->epi_ops && cnt > 1 && x->nb == 1 && x->b_out[0] == 1 && x->s_out[2] != 1 && x->pass_threads <= 1) {
         batch_offsets(x, b0, off);
         if (x->dbl)
-            across_d(x, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+            scatter_cols_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
         else
-            across_f(x, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+            scatter_cols_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
         return;
     }
     for (int64_t e = 0; x->epi_ops && e < cnt; e++) {
@@ -387,14 +450,18 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
     size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
     int64_t off[4];
-    if (x->od_plan) {
+    if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT]) {
         batch_offsets(x, b0, off);
-        char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, op) == x->ip_align) {
+        char *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
+        if (xalign(x, op) == x->ip_align) {
             run_plan(x, cnt == x->chunk ? x->ip_plan : x->ip_rem, op, op);
             epilog_in_place(x, ptrs, b0, cnt);
             return;
         }
+    }
+    if (x->od_plan) {
+        batch_offsets(x, b0, off);
+        char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
         int ok = xalign(x, op) == x->od_align_out;
         if (x->od_in_direct)
             ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
@@ -414,6 +481,19 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
             epilog_in_place(x, ptrs, b0, cnt);
             return;
         }
+    }
+    if (x->cols) {
+        batch_offsets(x, b0, off);
+        if (x->dbl)
+            gather_cols_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
+        else
+            gather_cols_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
+        run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
+        if (x->dbl)
+            scatter_cols_d(x, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+        else
+            scatter_cols_f(x, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+        return;
     }
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
@@ -528,6 +608,15 @@ static int nonneg_strides(const fm_tensor *t)
         if (t->shape[i] > 1 && t->strides[i] <= 0)
             return 0;
     return 1;
+}
+
+/* in and out share one layout (c2c in place is then possible) */
+static int same_layout(const fm_tensor *ti, const fm_tensor *to)
+{
+    int same = ti->ndim == to->ndim;
+    for (int d = 0; same && d < ti->ndim; d++)
+        same = ti->shape[d] <= 1 || ti->strides[d] == to->strides[d];
+    return same;
 }
 
 static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
@@ -780,6 +869,23 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         x->fftw_threads = (x->threads <= 1 && (double)x->per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
         /* chunks run one after the other: their chain passes get the threads FFTW gets */
         x->pass_threads = x->threads <= 1 ? x->fftw_threads : 1;
+        /* point-major chunks: transforms side by side along a unit-stride batch axis, their
+         * points strided, at least 4 per chunk (a point's row is what the loops vectorise) */
+        int pos_strides = 1;
+        for (int k = 3 - x->naxes; k < 3; k++)
+            pos_strides = pos_strides && x->s_in[k] > 0 && x->s_out[k] > 0;
+        x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->s_in[2] != 1 && pos_strides &&
+                  x->chunk >= 4 && x->pass_threads <= 1 &&
+                  (x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || x->per_in > COLS_DIRECT_MAX_POINTS);
+        if (x->cols) {
+            /* long rows per point (COL_BLOCK transforms) amortise the per-row work; c2c
+             * transforms the chunk in place in one scratch, which keeps it near L2's size */
+            x->scratch_inplace = x->kind == FM_FFT_C2C;
+            const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
+            x->chunk = fm_max_i64(x->chunk, fm_min_i64(COL_BLOCK, per_thread));
+            x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
+            x->rem = x->batch % x->chunk;
+        }
         if ((s = make_chunk_plan(x, x->chunk, flags, x->fftw_threads, &x->chunk_plan)) != FM_OK)
             goto fail;
         if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)
@@ -788,7 +894,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
          * one plan over the batch at 19 ms, against 7 ms one transform at a time (16 cores) */
         const int one_at_a_time = x->threads <= 1 && x->nchunks > 1 && x->fftw_threads > 1;
         /* with a chain, c2r or one_at_a_time: FFTW writes out directly, the epilog runs in place */
-        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 &&
+        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 && !x->cols &&
             nonneg_strides(to)) {
             /* An epilog alone on dense cache-sized chunks still copies the chunk into the scratch
              * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory
@@ -802,15 +908,21 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
                 goto fail;
-            int same_layout = ti->ndim == to->ndim;
-            for (int d = 0; same_layout && d < ti->ndim; d++)
-                same_layout = ti->shape[d] <= 1 || ti->strides[d] == to->strides[d];
-            if (x->kind == FM_FFT_C2C && x->od_in_direct && same_layout) {
+            if (x->kind == FM_FFT_C2C && x->od_in_direct && same_layout(ti, to)) {
                 if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                     goto fail;
                 if (x->rem && (s = make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
                     goto fail;
             }
+        }
+        /* columns: FFTW in place on the caller's columns when a call passes in == out and the
+         * transforms are short (the chain then runs on them across the columns) */
+        if (x->cols && x->kind == FM_FFT_C2C && !x->pro_ops && x->per_in <= COLS_DIRECT_MAX_POINTS &&
+            same_layout(ti, to)) {
+            if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
+                goto fail;
+            if (x->rem && (s = make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
+                goto fail;
         }
         /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
          * and a planning scratch of reasonable size */
@@ -818,16 +930,13 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;
-        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && nonneg_strides(ti) &&
+        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
             nonneg_strides(to) &&
             (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
             int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
             if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
-            int same_layout = ti->ndim == to->ndim;
-            for (int d = 0; same_layout && d < ti->ndim; d++)
-                same_layout = ti->shape[d] <= 1 || ti->strides[d] == to->strides[d];
-            if (x->kind == FM_FFT_C2C && same_layout && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
+            if (x->kind == FM_FFT_C2C && same_layout(ti, to) && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
         }
     }
@@ -864,6 +973,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
      * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
      * takes the chain as one pass before / after the FFT ("single"). */
     const char *mode = x->batch == 0  ? "empty"
+                       : x->cols      ? "columns"
                        : x->direct    ? "direct"
                        : !x->od_plan  ? "scratch"
                        : x->od_in_direct ? "in>out" : "scratch>out";
