@@ -603,6 +603,31 @@ static void test_chains(void)
                 run_case(&c);
             }
         }
+    /* column transforms (the transform axis strided, the batch axis unit-stride): the chunk
+     * moves through the scratch in tiles; arrays varying along the batch and broadcast over it */
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (int kind = 0; kind < 3; kind++) {
+            int64_t sh[2] = {24, 70};
+            int ax0[1] = {0};
+            fcase c = fc_base(dbl, kind, 2, sh, 1, ax0);
+            c.pro_ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE, c.pro_scale = kind == FM_FFT_R2C ? 1.5 : CMPLX(0.5, 1.0);
+            c.pa_nd = 2, c.pa_shape[0] = kind == FM_FFT_C2R ? 13 : 24, c.pa_shape[1] = 70;
+            c.pa_cplx = kind != FM_FFT_R2C;
+            c.epi_ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ, c.ea_nd = 2;
+            c.ea_shape[0] = kind == FM_FFT_R2C ? 13 : 24, c.ea_shape[1] = 1, c.ea_cplx = kind != FM_FFT_C2R;
+            c.threads = 2;
+            run_case(&c);
+            if (kind == FM_FFT_C2C) { /* in place, epilog only: FFTW on the columns, epilog across */
+                c = fc_base(dbl, kind, 2, sh, 1, ax0);
+                c.inplace = 1;
+                c.epi_ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE, c.epi_scale = 0.75;
+                c.ea_nd = 2, c.ea_shape[0] = 24, c.ea_shape[1] = 70, c.ea_cplx = 1;
+                run_case(&c);
+                int64_t longc[2] = {2048, 6}; /* plain columns above 1024 points */
+                c = fc_base(dbl, kind, 2, longc, 1, ax0);
+                run_case(&c);
+            }
+        }
     /* a batched chain large enough for several chunks and threads: against the unfused
      * library computation is implied by the naive reference; keep sizes modest */
     int64_t big[2] = {40, 256};
