@@ -21,6 +21,7 @@
  * threads and its chain is one pass before and/or after the FFT (",single").
  * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
  * mutex; execution is concurrent. */
+#include "cpu_fft_chain.h"
 #include "fft_axis_split.h"
 #include "internal.h"
 
@@ -44,15 +45,10 @@ static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_
 typedef struct fftw_impl {
     int dbl, kind, inverse, naxes;
     int64_t n[3];              /* logical lengths, padded in front with 1 */
-    int64_t ext_in[3], ext_out[3];
-    int64_t s_in[3], s_out[3], s_pa[3], s_ea[3]; /* element strides along the transform axes */
+    fm_fft_chain_layout c;     /* extents, strides and the chain, as the movers see them */
     int nb;                    /* batch axes with extent > 1 */
     int64_t bext[FM_MAX_NDIM], b_in[FM_MAX_NDIM], b_out[FM_MAX_NDIM], b_pa[FM_MAX_NDIM], b_ea[FM_MAX_NDIM];
     int64_t batch;             /* product of batch extents (0: nothing to do) */
-    int64_t per_in, per_out;   /* elements per transform on each side */
-    int in_cplx, out_cplx, pa_cplx, ea_cplx;
-    unsigned pro_ops, epi_ops;
-    double pro_scale[2], epi_scale[2];
     size_t rs;                 /* real scalar size */
     void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
     int dir_align_in, dir_align_out;
@@ -170,258 +166,11 @@ static int xalign(const fftw_impl *x, const void *p)
     return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
 }
 
-/* ---- gather (prolog) and scatter (epilog), one transform at a time ---- */
-/* One row of n elements: dst = conj?(src * scale * array); src and dst have the same
- * kind (real or complex); strides in scalars; src == dst (same strides) is allowed. */
-#define DEFINE_MOVERS(T, SUF)                                                                                    \
-    static inline __attribute__((always_inline)) void row_body_##SUF(                                            \
-        int64_t n, const T *src, int64_t ss, T *dst, int64_t ds, int cplx, const T *a, int64_t as, int acplx,    \
-        unsigned ops, T sr, T si)                                                                                \
-    {                                                                                                            \
-        const T cs = (ops & FM_FFT_OP_CONJ) ? (T)-1 : (T)1;                                                      \
-        if (!cplx) {                                                                                             \
-            if (!ops)                                                                                            \
-                for (int64_t i = 0; i < n; i++)                                                                  \
-                    dst[i * ds] = src[i * ss];                                                                   \
-            else if (!(ops & FM_FFT_OP_MULTIPLY))                                                                \
-                for (int64_t i = 0; i < n; i++)                                                                  \
-                    dst[i * ds] = src[i * ss] * sr;                                                              \
-            else                                                                                                 \
-                for (int64_t i = 0; i < n; i++)                                                                  \
-                    dst[i * ds] = src[i * ss] * (sr * a[i * as]);                                                \
-            return;                                                                                              \
-        }                                                                                                        \
-        if (!ops) {                                                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                                    \
-                T re = src[i * ss], im = src[i * ss + 1];                                                        \
-                dst[i * ds] = re, dst[i * ds + 1] = im;                                                          \
-            }                                                                                                    \
-        } else if (!(ops & FM_FFT_OP_MULTIPLY)) {                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                                    \
-                T re = src[i * ss], im = src[i * ss + 1];                                                        \
-                dst[i * ds] = re * sr - im * si, dst[i * ds + 1] = cs * (re * si + im * sr);                     \
-            }                                                                                                    \
-        } else if (!acplx) {                                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                                                    \
-                T re = src[i * ss], im = src[i * ss + 1], fr = sr * a[i * as], fi = si * a[i * as];             \
-                dst[i * ds] = re * fr - im * fi, dst[i * ds + 1] = cs * (re * fi + im * fr);                     \
-            }                                                                                                    \
-        } else {                                                                                                 \
-            for (int64_t i = 0; i < n; i++) {                                                                    \
-                T ar = a[i * as], ai = a[i * as + 1], re = src[i * ss], im = src[i * ss + 1];                    \
-                T fr = sr * ar - si * ai, fi = sr * ai + si * ar;                                                \
-                dst[i * ds] = re * fr - im * fi, dst[i * ds + 1] = cs * (re * fi + im * fr);                     \
-            }                                                                                                    \
-        }                                                                                                        \
-    }                                                                                                            \
-    /* Dense rows out of place: src, dst and the array never overlap, and saying so (restrict)    \
-     * is what lets the loops vectorise without run-time overlap checks. */                        \
-    static inline __attribute__((always_inline)) void dense_apart_##SUF(int64_t n, const T *restrict src,       \
-        T *restrict dst, int cplx, const T *restrict a, int acplx, unsigned ops, T sr, T si)                    \
-    {                                                                                                            \
-        if (cplx && acplx)                                                                                       \
-            row_body_##SUF(n, src, 2, dst, 2, 1, a, 2, 1, ops, sr, si);                                          \
-        else if (cplx)                                                                                           \
-            row_body_##SUF(n, src, 2, dst, 2, 1, a, 1, 0, ops, sr, si);                                          \
-        else                                                                                                     \
-            row_body_##SUF(n, src, 1, dst, 1, 0, a, 1, 0, ops, sr, si);                                          \
-    }                                                                                                            \
-    /* In place: one pointer for both, so each element is read then written (no overlap checks;  \
-     * with two pointers that are equal the compiler's check failed and the scalar loop ran: an  \
-     * in-place epilog scale took ~1 ns per element). */                                           \
-    static inline __attribute__((always_inline)) void dense_inplace_##SUF(int64_t n, T *d, int cplx,            \
-        const T *restrict a, int acplx, unsigned ops, T sr, T si)                                                \
-    {                                                                                                            \
-        if (cplx && acplx)                                                                                       \
-            row_body_##SUF(n, d, 2, d, 2, 1, a, 2, 1, ops, sr, si);                                              \
-        else if (cplx)                                                                                           \
-            row_body_##SUF(n, d, 2, d, 2, 1, a, 1, 0, ops, sr, si);                                              \
-        else                                                                                                     \
-            row_body_##SUF(n, d, 1, d, 1, 0, a, 1, 0, ops, sr, si);                                              \
-    }                                                                                                            \
-    /* Dense rows (the usual case) get the loops with constant strides, which the compiler          \
-     * vectorises: the strided form ran a window multiply at ~2.4 GB/s (128^3 c64, dev machine). */     \
-    FM_SIMD_CLONES static void row_##SUF(int64_t n, const T *src, int64_t ss, T *dst, int64_t ds, int cplx, const T *a,        \
-                          int64_t as, int acplx, unsigned ops, T sr, T si)                                      \
-    {                                                                                                            \
-        const int64_t u = cplx ? 2 : 1, ua = acplx ? 2 : 1;                                                       \
-        if (ss == u && ds == u && (!(ops & FM_FFT_OP_MULTIPLY) || as == ua)) {                                  \
-            if (src == dst)                                                                                      \
-                dense_inplace_##SUF(n, dst, cplx, a, acplx, ops, sr, si);                                        \
-            else                                                                                                 \
-                dense_apart_##SUF(n, src, dst, cplx, a, acplx, ops, sr, si);                                     \
-            return;                                                                                              \
-        }                                                                                                        \
-        row_body_##SUF(n, src, ss, dst, ds, cplx, a, as, acplx, ops, sr, si);                                    \
-    }                                                                                                            \
-    /* One transform's rows (i0, i1) of n2 points; with nthr > 1 the rows, or pieces of them when     \
-     * there are fewer rows than threads, are shared out (a single huge transform). */                   \
-    /* Piece k of S of row r (rows (i0, i1) of n2 points): the one piece both loops below run. */                         \
-    static inline __attribute__((always_inline)) void gather_piece_##SUF(const fftw_impl *x, const T *in, const T *pa,    \
-        int64_t oin, int64_t opa, T *dst, int64_t r, int64_t k, int64_t S)                                                \
-    {                                                                                                                     \
-        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                              \
-        const int64_t n2 = x->ext_in[2], i0 = r / x->ext_in[1], i1 = r % x->ext_in[1];                                    \
-        const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                             \
-        const T *s = in + (oin + i0 * x->s_in[0] + i1 * x->s_in[1] + lo * x->s_in[2]) * ci;                               \
-        const T *a = pa ? pa + (opa + i0 * x->s_pa[0] + i1 * x->s_pa[1] + lo * x->s_pa[2]) * ca : NULL;                   \
-        row_##SUF(hi - lo, s, x->s_in[2] * ci, dst + (r * n2 + lo) * ci, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx,          \
-                  x->pro_ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                                    \
-    }                                                                                                                     \
-    /* One transform's rows; with nthr > 1 the rows, or pieces of them when there are fewer rows                          \
-     * than threads, are shared out (a single huge transform). The one-thread path has no OpenMP                          \
-     * construct at all: it runs once per transform, and even a serialised parallel region cost                           \
-     * ~1 us there (128-point transforms ran 9x slower). */                                                               \
-    static void gather_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst, int nthr)    \
-    {                                                                                                                     \
-        const int64_t R = x->ext_in[0] * x->ext_in[1];                                                                    \
-        if (nthr <= 1) {                                                                                                  \
-            for (int64_t r = 0; r < R; r++)                                                                               \
-                gather_piece_##SUF(x, in, pa, oin, opa, dst, r, 0, 1);                                                    \
-            return;                                                                                                       \
-        }                                                                                                                 \
-        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
-        for (int64_t w = 0; w < R * S; w++)                                                                               \
-            gather_piece_##SUF(x, in, pa, oin, opa, dst, w / S, w % S, S);                                                \
-    }                                                                                                                     \
-    /* src == NULL: apply the epilog in place on out */                                                                   \
-    static inline __attribute__((always_inline)) void scatter_piece_##SUF(const fftw_impl *x, const T *src, T *out,       \
-        const T *ea, int64_t oout, int64_t oea, int64_t r, int64_t k, int64_t S)                                          \
-    {                                                                                                                     \
-        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                             \
-        const int64_t n2 = x->ext_out[2], i0 = r / x->ext_out[1], i1 = r % x->ext_out[1];                                 \
-        const int64_t lo = k * n2 / S, hi = (k + 1) * n2 / S;                                                             \
-        T *d = out + (oout + i0 * x->s_out[0] + i1 * x->s_out[1] + lo * x->s_out[2]) * co;                                \
-        const T *a = ea ? ea + (oea + i0 * x->s_ea[0] + i1 * x->s_ea[1] + lo * x->s_ea[2]) * ca : NULL;                   \
-        const T *sp = src ? src + (r * n2 + lo) * co : d;                                                                 \
-        row_##SUF(hi - lo, sp, src ? co : x->s_out[2] * co, d, x->s_out[2] * co, oc, a, x->s_ea[2] * ca, x->ea_cplx,      \
-                  x->epi_ops, (T)x->epi_scale[0], (T)x->epi_scale[1]);                                                    \
-    }                                                                                                                     \
-    static void scatter_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea, int nthr) \
-    {                                                                                                                     \
-        const int64_t R = x->ext_out[0] * x->ext_out[1];                                                                  \
-        if (nthr <= 1) {                                                                                                  \
-            for (int64_t r = 0; r < R; r++)                                                                               \
-                scatter_piece_##SUF(x, src, out, ea, oout, oea, r, 0, 1);                                                 \
-            return;                                                                                                       \
-        }                                                                                                                 \
-        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
-        for (int64_t w = 0; w < R * S; w++)                                                                               \
-            scatter_piece_##SUF(x, src, out, ea, oout, oea, w / S, w % S, S);                                             \
-    }
-DEFINE_MOVERS(float, f)
-DEFINE_MOVERS(double, d)
-
-/* Point-major chunks. When the batch axis has unit stride and the transform's points are
- * strided (fft(x, axis=0) of a C-ordered array, the column step of a split 2-D/3-D transform),
- * a chunk of cnt transforms is moved point by point: point p of all cnt transforms is cnt
- * contiguous elements of the caller's array, and goes to / comes from scratch[p * cnt ...]
- * (x->cols: FFTW then transforms the scratch with stride cnt, distance 1) or is updated in
- * place (the epilog after FFTW wrote out). Each point is one dense row through row_: an
- * array broadcast over the batch is folded into the scale, one that varies along it is read
- * along the row. Transform by transform instead, every element was a new cache line for a
- * scalar loop: FFTW's own strided plan for 1024 columns of 4096 c64 took 43 ms where rows
- * take 6 (dev machine), and a 2-D 1024^2 with an epilog ran 3.4x its plain transform. */
-#define COL_TILE 8   /* points per tile: one cache line of c64 per transform */
-#define COL_BLOCK 64 /* transforms per tile */
 /* Up to this many points per transform, FFTW's own strided plans (over the whole batch for a
  * plain call, in place per chunk when in == out) beat the copies through the scratch; above,
  * they thrash (1024 columns of 4096 c64: 43 ms FFTW vs 15 ms through the scratch; of 1024:
  * 2.5 vs 3.4 ms; dev machine, 2 threads). */
 #define COLS_DIRECT_MAX_POINTS 1024
-static inline void prefetch_row(const void *p, size_t bytes, int write)
-{
-    for (size_t o = 0; o < bytes; o += 64)
-        if (write)
-            __builtin_prefetch((const char *)p + o, 1, 3);
-        else
-            __builtin_prefetch((const char *)p + o, 0, 3);
-}
-#define DEFINE_COLS(T, SUF)                                                                                        \
-    static inline __attribute__((always_inline)) void point_row_##SUF(int64_t cnt, const T *src, T *dst, int cplx, \
-        const T *a, int64_t as, int acplx, unsigned ops, const double scale[2])                                    \
-    {                                                                                                             \
-        const int u = cplx ? 2 : 1;                                                                               \
-        if (!(ops & FM_FFT_OP_MULTIPLY) || !a || as != 0) {                                                       \
-            row_##SUF(cnt, src, u, dst, u, cplx, a, as, acplx, ops, (T)scale[0], (T)scale[1]);                   \
-            return;                                                                                               \
-        }                                                                                                         \
-        const double ar = a[0], ai = acplx ? a[1] : 0.0;                                                         \
-        const double fr = scale[0] * ar - scale[1] * ai, fi = scale[0] * ai + scale[1] * ar;                    \
-        row_##SUF(cnt, src, u, dst, u, cplx, NULL, 0, 0, (ops & ~(unsigned)FM_FFT_OP_MULTIPLY) | FM_FFT_OP_SCALE, \
-                  (T)fr, (T)fi);                                                                                  \
-    }                                                                                                             \
-    /* Point pt of the transform -> its element offset (strides st) */                                      \
-    static inline int64_t point_off_##SUF(const int64_t ext[3], const int64_t st[3], int64_t pt)                  \
-    {                                                                                                             \
-        const int64_t k = pt % ext[2], r = pt / ext[2];                                                            \
-        return (r / ext[1]) * st[0] + (r % ext[1]) * st[1] + k * st[2];                                           \
-    }                                                                                                             \
-    /* in -> the chunk's scratch (transform e at e * per_in, as the chunk plans read it), prolog   \
-     * applied: tiles of COL_TILE points x COL_BLOCK transforms, the chain on each point's dense   \
-     * row into a small buffer, then transposed so each transform gets COL_TILE consecutive      \
-     * points (FFTW itself ran 4x slower on a point-major scratch). */                            \
-    static void gather_cols_##SUF(const fftw_impl *x, const T *in, const T *pa, int64_t oin, int64_t opa,        \
-                                  int64_t cnt, T *dst)                                                            \
-    {                                                                                                             \
-        const int ic = x->in_cplx, ci = ic ? 2 : 1, ca = x->pa_cplx ? 2 : 1;                                      \
-        const int mul = (x->pro_ops & FM_FFT_OP_MULTIPLY) && pa;                                                  \
-        T tile[COL_TILE * COL_BLOCK * 2];                                                                         \
-        for (int64_t p0 = 0; p0 < x->per_in; p0 += COL_TILE)                                                      \
-            for (int64_t e0 = 0; e0 < cnt; e0 += COL_BLOCK) {                                                     \
-                const int64_t np = fm_min_i64(COL_TILE, x->per_in - p0), ne = fm_min_i64(COL_BLOCK, cnt - e0);   \
-                for (int64_t p = 0; p < np; p++) {                                                                \
-                    if (p0 + COL_TILE + p < x->per_in) /* the next tile's rows: strided, not prefetched by HW */  \
-                        prefetch_row(in + (oin + point_off_##SUF(x->ext_in, x->s_in, p0 + COL_TILE + p) + e0) * ci, \
-                                     (size_t)ne * (size_t)ci * sizeof(T), 0);                                     \
-                    const T *s = in + (oin + point_off_##SUF(x->ext_in, x->s_in, p0 + p) + e0) * ci;             \
-                    const T *a = mul ? pa + (opa + point_off_##SUF(x->ext_in, x->s_pa, p0 + p) + e0 * x->b_pa[0]) * ca \
-                                     : NULL;                                                                      \
-                    point_row_##SUF(ne, s, tile + p * COL_BLOCK * ci, ic, a, x->b_pa[0] * ca, x->pa_cplx,          \
-                                    x->pro_ops, x->pro_scale);                                                    \
-                }                                                                                                 \
-                for (int64_t e = 0; e < ne; e++) {                                                                \
-                    T *d = dst + ((e0 + e) * x->per_in + p0) * ci;                                                \
-                    for (int64_t p = 0; p < np; p++)                                                              \
-                        for (int c = 0; c < ci; c++)                                                              \
-                            d[p * ci + c] = tile[(p * COL_BLOCK + e) * ci + c];                                   \
-                }                                                                                                 \
-            }                                                                                                     \
-    }                                                                                                             \
-    /* The chunk's scratch src -> out with the epilog (the transpose of gather_cols); src == NULL: \
-     * the epilog in place on out, point by point. */                                             \
-    static void scatter_cols_##SUF(const fftw_impl *x, const T *src, T *out, const T *ea, int64_t oout,          \
-                                   int64_t oea, int64_t cnt)                                                      \
-    {                                                                                                             \
-        const int oc = x->out_cplx, co = oc ? 2 : 1, ca = x->ea_cplx ? 2 : 1;                                     \
-        const int mul = (x->epi_ops & FM_FFT_OP_MULTIPLY) && ea;                                                  \
-        T tile[COL_TILE * COL_BLOCK * 2];                                                                         \
-        for (int64_t p0 = 0; p0 < x->per_out; p0 += COL_TILE)                                                     \
-            for (int64_t e0 = 0; e0 < cnt; e0 += COL_BLOCK) {                                                     \
-                const int64_t np = fm_min_i64(COL_TILE, x->per_out - p0), ne = fm_min_i64(COL_BLOCK, cnt - e0);  \
-                if (src)                                                                                          \
-                    for (int64_t e = 0; e < ne; e++) {                                                            \
-                        const T *q = src + ((e0 + e) * x->per_out + p0) * co;                                     \
-                        for (int64_t p = 0; p < np; p++)                                                          \
-                            for (int c = 0; c < co; c++)                                                          \
-                                tile[(p * COL_BLOCK + e) * co + c] = q[p * co + c];                               \
-                    }                                                                                             \
-                for (int64_t p = 0; p < np; p++) {                                                                \
-                    if (p0 + COL_TILE + p < x->per_out)                                                           \
-                        prefetch_row(out + (oout + point_off_##SUF(x->ext_out, x->s_out, p0 + COL_TILE + p) + e0) * co, \
-                                     (size_t)ne * (size_t)co * sizeof(T), 1);                                     \
-                    T *d = out + (oout + point_off_##SUF(x->ext_out, x->s_out, p0 + p) + e0) * co;               \
-                    const T *a = mul ? ea + (oea + point_off_##SUF(x->ext_out, x->s_ea, p0 + p) + e0 * x->b_ea[0]) * ca \
-                                     : NULL;                                                                      \
-                    point_row_##SUF(ne, src ? tile + p * COL_BLOCK * co : d, d, oc, a, x->b_ea[0] * ca,           \
-                                    x->ea_cplx, x->epi_ops, x->epi_scale);                                        \
-                }                                                                                                 \
-            }                                                                                                     \
-    }
-DEFINE_COLS(float, f)
-DEFINE_COLS(double, d)
 
 /* Element offsets of batch entry b in the four slots. */
 static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
@@ -441,20 +190,14 @@ static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
 static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, int64_t cnt)
 {
     int64_t off[4];
-    if (x->epi_ops && cnt > 1 && x->nb == 1 && x->b_out[0] == 1 && x->s_out[2] != 1 && x->pass_threads <= 1) {
+    if (x->c.epi_ops && cnt > 1 && x->nb == 1 && x->b_out[0] == 1 && x->c.s_out[2] != 1 && x->pass_threads <= 1) {
         batch_offsets(x, b0, off);
-        if (x->dbl)
-            scatter_cols_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
-        else
-            scatter_cols_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+        fm_fft_scatter_cols(&x->c, x->dbl, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
         return;
     }
-    for (int64_t e = 0; x->epi_ops && e < cnt; e++) {
+    for (int64_t e = 0; x->c.epi_ops && e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
-        if (x->dbl)
-            scatter_d(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
-        else
-            scatter_f(x, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
+        fm_fft_scatter(&x->c, x->dbl, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
     }
 }
 
@@ -462,7 +205,7 @@ static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, i
 static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *sin, void *sout)
 {
     int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
-    size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
+    size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     int64_t off[4];
     if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT]) {
         batch_offsets(x, b0, off);
@@ -483,13 +226,9 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
             if (!x->od_in_direct)
                 for (int64_t e = 0; e < cnt; e++) {
                     batch_offsets(x, b0 + e, off);
-                    char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
-                    if (x->dbl)
-                        gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst,
-                                 x->pass_threads);
-                    else
-                        gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst,
-                                 x->pass_threads);
+                    char *dst = (char *)sin + (size_t)(e * x->c.per_in) * ein;
+                    fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst,
+                                  x->pass_threads);
                 }
             run_plan(x, cnt == x->chunk ? x->od_plan : x->od_rem, x->od_in_direct ? ip : sin, op);
             epilog_in_place(x, ptrs, b0, cnt);
@@ -498,47 +237,33 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     }
     if (x->cols) {
         batch_offsets(x, b0, off);
-        if (x->dbl)
-            gather_cols_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
-        else
-            gather_cols_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
+        fm_fft_gather_cols(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
         run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
-        if (x->dbl)
-            scatter_cols_d(x, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
-        else
-            scatter_cols_f(x, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
+        fm_fft_scatter_cols(&x->c, x->dbl, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
         return;
     }
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
-        char *dst = (char *)sin + (size_t)(e * x->per_in) * ein;
-        if (x->dbl)
-            gather_d(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (double *)dst, x->pass_threads);
-        else
-            gather_f(x, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], (float *)dst, x->pass_threads);
+        char *dst = (char *)sin + (size_t)(e * x->c.per_in) * ein;
+        fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst, x->pass_threads);
     }
     run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
-        const char *src = (const char *)sout + (size_t)(e * x->per_out) * eout;
-        if (x->dbl)
-            scatter_d(x, (const double *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3],
-                      x->pass_threads);
-        else
-            scatter_f(x, (const float *)src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3],
-                      x->pass_threads);
+        const char *src = (const char *)sout + (size_t)(e * x->c.per_out) * eout;
+        fm_fft_scatter(&x->c, x->dbl, src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
     }
 }
 
 static size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
 {
-    size_t in = (size_t)(count * x->per_in) * x->rs * (x->in_cplx ? 2 : 1);
-    size_t out = (size_t)(count * x->per_out) * x->rs * (x->out_cplx ? 2 : 1);
+    size_t in = (size_t)(count * x->c.per_in) * x->rs * (x->c.in_cplx ? 2 : 1);
+    size_t out = (size_t)(count * x->c.per_out) * x->rs * (x->c.out_cplx ? 2 : 1);
     return (x->scratch_inplace ? (in > out ? in : out) : in);
 }
 static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
 {
-    return x->scratch_inplace ? 0 : (size_t)(count * x->per_out) * x->rs * (x->out_cplx ? 2 : 1);
+    return x->scratch_inplace ? 0 : (size_t)(count * x->c.per_out) * x->rs * (x->c.out_cplx ? 2 : 1);
 }
 
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
@@ -639,7 +364,7 @@ static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, 
     fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->s_in[k], x->s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_in[k], x->c.s_out[k]};
     for (int i = 0; i < x->nb; i++)
         hd[i] = (fftw_iodim64){x->bext[i], x->b_in[i], x->b_out[i]};
     int64_t lo, hi_in, hi_out;
@@ -669,7 +394,7 @@ static fm_status make_direct_inplace(fftw_impl *x, const fm_problem *p, unsigned
     fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->s_out[k], x->s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
     for (int i = 0; i < x->nb; i++)
         hd[i] = (fftw_iodim64){x->bext[i], x->b_out[i], x->b_out[i]};
     int64_t lo, hi;
@@ -695,11 +420,11 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     int64_t si[3], so[3];
     for (int k = 2; k >= 0; k--) {
         si[k] = sti, so[k] = sto;
-        sti *= x->ext_in[k], sto *= x->ext_out[k];
+        sti *= x->c.ext_in[k], sto *= x->c.ext_out[k];
     }
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
-    hd[0] = (fftw_iodim64){count, x->per_in, x->per_out};
+    hd[0] = (fftw_iodim64){count, x->c.per_in, x->c.per_out};
     void *in = xmalloc(x, scratch_in_bytes(x, count));
     void *out = x->scratch_inplace ? in : xmalloc(x, scratch_out_bytes(x, count));
     if (!in || !out) {
@@ -732,10 +457,10 @@ static fm_status make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int n
     fftw_iodim64 dims[3], hd[1];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->s_out[k], x->s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
     int64_t bout = x->nb ? x->b_out[0] : 0;
     hd[0] = (fftw_iodim64){count, bout, bout};
-    void *buf = xmalloc(x, layout_bytes(x->ext_out, x->s_out, count, bout, x->rs * 2));
+    void *buf = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2));
     if (!buf)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
     pthread_mutex_lock(&planner_lock);
@@ -752,16 +477,16 @@ static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int n
     fftw_iodim64 dims[3], hd[1];
     int64_t si[3], sti = 1;
     for (int k = 2; k >= 0; k--)
-        si[k] = sti, sti *= x->ext_in[k];
+        si[k] = sti, sti *= x->c.ext_in[k];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->od_in_direct ? x->s_in[k] : si[k], x->s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], x->od_in_direct ? x->c.s_in[k] : si[k], x->c.s_out[k]};
     int64_t bin = x->nb ? x->b_in[0] : 0, bout = x->nb ? x->b_out[0] : 0;
-    hd[0] = (fftw_iodim64){count, x->od_in_direct ? bin : x->per_in, bout};
-    size_t ein = x->rs * (x->in_cplx ? 2 : 1), eout = x->rs * (x->out_cplx ? 2 : 1);
-    size_t in_bytes = x->od_in_direct ? layout_bytes(x->ext_in, x->s_in, count, bin, ein)
-                                      : (size_t)(count * x->per_in) * ein;
-    void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->ext_out, x->s_out, count, bout, eout));
+    hd[0] = (fftw_iodim64){count, x->od_in_direct ? bin : x->c.per_in, bout};
+    size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
+    size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
+                                      : (size_t)(count * x->c.per_in) * ein;
+    void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout));
     if (!in || !out) {
         xfree(x, in);
         xfree(x, out);
@@ -802,27 +527,27 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     x->kind = fp->kind;
     x->inverse = fp->inverse;
     x->naxes = fp->naxes;
-    x->in_cplx = fm_dtype_is_complex(ti->dtype);
-    x->out_cplx = fm_dtype_is_complex(to->dtype);
-    x->pa_cplx = has_pa && fm_dtype_is_complex(p->t[FM_FFT_PROLOG].dtype);
-    x->ea_cplx = has_ea && fm_dtype_is_complex(p->t[FM_FFT_EPILOG].dtype);
-    x->pro_ops = fp->prolog_ops;
-    x->epi_ops = fp->epilog_ops;
-    memcpy(x->pro_scale, fp->prolog_scale, sizeof x->pro_scale);
-    memcpy(x->epi_scale, fp->epilog_scale, sizeof x->epi_scale);
+    x->c.in_cplx = fm_dtype_is_complex(ti->dtype);
+    x->c.out_cplx = fm_dtype_is_complex(to->dtype);
+    x->c.pa_cplx = has_pa && fm_dtype_is_complex(p->t[FM_FFT_PROLOG].dtype);
+    x->c.ea_cplx = has_ea && fm_dtype_is_complex(p->t[FM_FFT_EPILOG].dtype);
+    x->c.pro_ops = fp->prolog_ops;
+    x->c.epi_ops = fp->epilog_ops;
+    memcpy(x->c.pro_scale, fp->prolog_scale, sizeof x->c.pro_scale);
+    memcpy(x->c.epi_scale, fp->epilog_scale, sizeof x->c.epi_scale);
     for (int k = 0; k < 3; k++) {
-        x->n[k] = x->ext_in[k] = x->ext_out[k] = 1;
-        x->s_in[k] = x->s_out[k] = x->s_pa[k] = x->s_ea[k] = 0;
+        x->n[k] = x->c.ext_in[k] = x->c.ext_out[k] = 1;
+        x->c.s_in[k] = x->c.s_out[k] = x->c.s_pa[k] = x->c.s_ea[k] = 0;
     }
     for (int i = 0; i < x->naxes; i++) {
         int k = 3 - x->naxes + i, a = fp->axes[i];
         x->n[k] = fp->n[i];
-        x->ext_in[k] = ti->shape[a];
-        x->ext_out[k] = to->shape[a];
-        x->s_in[k] = ti->strides[a];
-        x->s_out[k] = to->strides[a];
-        x->s_pa[k] = has_pa ? p->t[FM_FFT_PROLOG].strides[a] : 0;
-        x->s_ea[k] = has_ea ? p->t[FM_FFT_EPILOG].strides[a] : 0;
+        x->c.ext_in[k] = ti->shape[a];
+        x->c.ext_out[k] = to->shape[a];
+        x->c.s_in[k] = ti->strides[a];
+        x->c.s_out[k] = to->strides[a];
+        x->c.s_pa[k] = has_pa ? p->t[FM_FFT_PROLOG].strides[a] : 0;
+        x->c.s_ea[k] = has_ea ? p->t[FM_FFT_EPILOG].strides[a] : 0;
     }
     x->batch = 1;
     for (int d = 0; d < ti->ndim; d++) {
@@ -855,14 +580,16 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         }
         x->nb++;
     }
-    x->per_in = x->ext_in[0] * x->ext_in[1] * x->ext_in[2];
-    x->per_out = x->ext_out[0] * x->ext_out[1] * x->ext_out[2];
+    x->c.b_pa0 = x->nb ? x->b_pa[0] : 0;
+    x->c.b_ea0 = x->nb ? x->b_ea[0] : 0;
+    x->c.per_in = x->c.ext_in[0] * x->c.ext_in[1] * x->c.ext_in[2];
+    x->c.per_out = x->c.ext_out[0] * x->c.ext_out[1] * x->c.ext_out[2];
     x->scratch_inplace = 0;
     unsigned flags = fp->effort == FM_FFT_EFFORT_PATIENT   ? FFTW_PATIENT
                      : fp->effort == FM_FFT_EFFORT_MEASURE ? FFTW_MEASURE
                                                            : FFTW_ESTIMATE;
     const int req_threads = fp->num_threads > 0 ? fp->num_threads : 1;
-    const double total = (double)x->batch * (double)(x->per_in + x->per_out);
+    const double total = (double)x->batch * (double)(x->c.per_in + x->c.per_out);
     fm_status s = FM_OK;
 
     /* chunking */
@@ -878,25 +605,25 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         x->threads = (int)fm_min_i64(want_threads, x->nchunks);
         /* fewer big transforms than threads (4 x 2^20 on 16 cores): one at a time on all the
          * threads, not one thread each with the others idle (that ran 4.0x the plain transform) */
-        if (x->threads > 1 && x->threads < want_threads && (double)x->per_in >= FFTW_THREAD_MIN_ELEMS)
+        if (x->threads > 1 && x->threads < want_threads && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS)
             x->threads = 1;
-        x->fftw_threads = (x->threads <= 1 && (double)x->per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
+        x->fftw_threads = (x->threads <= 1 && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
         /* chunks run one after the other: their chain passes get the threads FFTW gets */
         x->pass_threads = x->threads <= 1 ? x->fftw_threads : 1;
         /* point-major chunks: transforms side by side along a unit-stride batch axis, their
          * points strided, at least 4 per chunk (a point's row is what the loops vectorise) */
         int pos_strides = 1;
         for (int k = 3 - x->naxes; k < 3; k++)
-            pos_strides = pos_strides && x->s_in[k] > 0 && x->s_out[k] > 0;
-        x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->s_in[2] != 1 && pos_strides &&
+            pos_strides = pos_strides && x->c.s_in[k] > 0 && x->c.s_out[k] > 0;
+        x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->c.s_in[2] != 1 && pos_strides &&
                   x->chunk >= 4 && x->pass_threads <= 1 &&
-                  (x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || x->per_in > COLS_DIRECT_MAX_POINTS);
+                  (x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || x->c.per_in > COLS_DIRECT_MAX_POINTS);
         if (x->cols) {
-            /* long rows per point (COL_BLOCK transforms) amortise the per-row work; c2c
+            /* long rows per point (FM_FFT_COL_BLOCK transforms) amortise the per-row work; c2c
              * transforms the chunk in place in one scratch, which keeps it near L2's size */
             x->scratch_inplace = x->kind == FM_FFT_C2C;
             const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
-            x->chunk = fm_max_i64(x->chunk, fm_min_i64(COL_BLOCK, per_thread));
+            x->chunk = fm_max_i64(x->chunk, fm_min_i64(FM_FFT_COL_BLOCK, per_thread));
             x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
             x->rem = x->batch % x->chunk;
         }
@@ -908,7 +635,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
          * one plan over the batch at 19 ms, against 7 ms one transform at a time (16 cores) */
         const int one_at_a_time = x->threads <= 1 && x->nchunks > 1 && x->fftw_threads > 1;
         /* with a chain, c2r or one_at_a_time: FFTW writes out directly, the epilog runs in place */
-        if ((x->pro_ops || x->epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 && !x->cols &&
+        if ((x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 && !x->cols &&
             nonneg_strides(to)) {
             /* An epilog alone on dense cache-sized chunks still copies the chunk into the scratch
              * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory
@@ -916,8 +643,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
              * against 1.04-1.10x). Strided rows (a split's column step) keep FFTW on the caller's
              * memory, where the gather would be a strided copy. */
             const int chunk_fits = entry_bytes * x->chunk <= 2 * CHUNK_BYTES;
-            x->od_in_direct = !x->pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
-                              !(x->epi_ops && x->s_in[2] == 1 && chunk_fits);
+            x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
+                              !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
             if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
                 goto fail;
             if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
@@ -931,7 +658,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         }
         /* columns: FFTW in place on the caller's columns when a call passes in == out and the
          * transforms are short (the chain then runs on them across the columns) */
-        if (x->cols && x->kind == FM_FFT_C2C && !x->pro_ops && x->per_in <= COLS_DIRECT_MAX_POINTS &&
+        if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_DIRECT_MAX_POINTS &&
             same_layout(ti, to)) {
             if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                 goto fail;
@@ -944,7 +671,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;
-        if (!x->pro_ops && !x->epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
+        if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
             nonneg_strides(to) &&
             (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
             int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
@@ -980,8 +707,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     u = 0;
     for (int i = 0; i < x->naxes && u < sizeof ax; i++)
         u += (size_t)snprintf(ax + u, sizeof ax - u, "%s%d", i ? "," : "", fp->axes[i]);
-    format_ops(pro, sizeof pro, x->pro_ops, has_pa);
-    format_ops(epi, sizeof epi, x->epi_ops, has_ea);
+    format_ops(pro, sizeof pro, x->c.pro_ops, has_pa);
+    format_ops(epi, sizeof epi, x->c.epi_ops, has_ea);
     /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
      * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
      * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
@@ -993,11 +720,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
-             x->batch == 1 && (x->pro_ops || x->epi_ops) ? ",single" : "");
+             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "");
     fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",
-             fm_dtype_name(x->in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
+             fm_dtype_name(x->c.in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
              x->inverse ? "inverse" : "forward", pro, epi, modebuf, (long long)x->nchunks, (long long)x->chunk,
              x->threads, x->fftw_threads, effort_names[fp->effort]);
     return FM_OK;
