@@ -886,3 +886,30 @@ def test_random_layouts_and_chains_against_numpy(threads):
             done += 1
     finally:
         fusemath.set_num_threads(old)
+
+
+def test_plain_1d_calls_take_the_short_path_with_numpy_semantics():
+    """fft/ifft/rfft/irfft of a NumPy array with no n, out or chain go straight to the C call:
+    same results and dtypes as numpy over layouts (views, negative strides, Fortran order),
+    axes and norms; the errors such calls can hit still come out as numpy's."""
+    rng = np.random.default_rng(61)
+    base = rng.standard_normal((12, 40)) + 1j * rng.standard_normal((12, 40))
+    for cdt, rdt, tol in ((np.complex64, np.float32, 2e-5), (np.complex128, np.float64, 1e-12)):
+        c = base.astype(cdt)
+        r = base.real.astype(rdt)
+        for view in (lambda v: v, lambda v: v[::-2, ::3], lambda v: np.asfortranarray(v), lambda v: v.T):
+            for axis in (0, -1, np.int64(0)):
+                for norm in (None, "ortho", "forward"):
+                    cases = ((ff.fft, np.fft.fft, view(c)), (ff.ifft, np.fft.ifft, view(c)),
+                             (ff.rfft, np.fft.rfft, view(r)), (ff.irfft, np.fft.irfft, view(c)))
+                    for ours, ref, x in cases:
+                        got, want = ours(x, axis=axis, norm=norm), ref(x, axis=axis, norm=norm)
+                        assert got.shape == want.shape
+                        assert got.dtype == (cdt if want.dtype.kind == "c" else rdt)
+                        assert np.linalg.norm(got - want) <= tol * max(np.linalg.norm(want), 1.0)
+    with pytest.raises(np.exceptions.AxisError):
+        ff.fft(base, axis=2)
+    with pytest.raises(ValueError, match="norm"):
+        ff.fft(base, norm="sideways")
+    with pytest.raises(ValueError):
+        ff.irfft(base[:, :1])  # n = 2 (1 - 1) = 0 points
