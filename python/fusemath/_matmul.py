@@ -553,6 +553,36 @@ def _check_out(where: str, ops: _Operands, out: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Stateless matmul
 # ---------------------------------------------------------------------------
+_FAST_2D = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+
+
+def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any):
+    """The common stateless host call: 2-D NumPy operands of one dtype, a real alpha, an
+    optional (N,) bias, a forward epilogue with no second result. One C call after the
+    checks such a call can fail (about 4 us less than the general path for 64 x 64); None
+    when anything else is asked (the general path then checks and explains)."""
+    if (type(b) is not _ndarray or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _FAST_2D
+            or type(alpha) not in (float, int)):
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or m == 0 or n == 0:
+        return None
+    epi = epilogue_bits(epilogue, "fusemath.matmul") if epilogue is not None else 0
+    if epi & (_FAST_EXCLUDED | _EXTRA_BITS):
+        return None
+    if bias is not None:
+        if type(bias) is not _ndarray or bias.shape != (n,) or bias.dtype != a.dtype:
+            return None
+        epi |= _BIAS
+    elif epi & _BIAS:
+        return None
+    d = _empty((m, n), a.dtype)
+    _C.matmul(a, b, None, bias, d, None, alpha, 0.0, epi, *AUTO_DEFAULTS[:5], None, None, None, AUTO_DEFAULTS[5],
+              None)
+    return d
+
+
 def matmul(
     a: Any,
     b: Any,
@@ -678,6 +708,11 @@ def matmul(
             "fusemath.matmul: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
             "a and b are host arrays here"
         )
+    if (c is None and out is None and beta is None and epilog is None and epilog_inputs is None and clamp is None
+            and execution is None and stream is None and options is None and type(a) is _ndarray):
+        d = _plain_2d(a, b, alpha, bias, epilogue)
+        if d is not None:
+            return d
 
     where = "fusemath.matmul"
     if epilog is not None:
