@@ -463,34 +463,46 @@ _FAST_DTYPES = {_C2C: (np.dtype(np.complex64), np.dtype(np.complex128)),
                 _C2R: (np.dtype(np.complex64), np.dtype(np.complex128))}
 
 
-def _run_plain_1d(where: str, x: np.ndarray, axis: Any, norm: Any, kind: int, inverse: bool):
-    """fft / ifft / rfft / irfft of a NumPy array of the transform's own dtype, with no n, out,
-    chain or execution: one C call after the checks such a call can fail (a cached plan makes
-    the rest of the work ~2 us). None when the call needs the general path."""
-    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0 or type(axis) is not int:
+def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inverse: bool):
+    """A NumPy array of the transform's own dtype, no n / s, out, chain or execution, at most
+    three distinct int axes (None: all): one C call after the checks such a call can fail (a
+    cached plan makes the rest ~2 us). None when the call needs the general path, which then
+    checks and explains."""
+    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0:
         return None
     nd = x.ndim
-    if not -nd <= axis < nd:
-        return None  # the general path raises numpy's AxisError
-    axis %= nd
-    m = x.shape[axis]
+    if axes is None:
+        axes = range(nd)
+    elif type(axes) not in (list, tuple):
+        return None
+    if not 1 <= len(axes) <= _MAX_AXES:
+        return None
+    norm_axes = []
+    for a in axes:
+        if type(a) is not int or not -nd <= a < nd:
+            return None  # the general path raises numpy's errors
+        a %= nd
+        if a in norm_axes:
+            return None
+        norm_axes.append(a)
     shape = list(x.shape)
+    last = norm_axes[-1]
     if kind == _R2C:
-        shape[axis] = m // 2 + 1
+        shape[last] = shape[last] // 2 + 1
     elif kind == _C2R:
-        if m < 2:
+        if shape[last] < 2:
             return None  # n = 2 (m - 1) < 1: the general path says so
-        shape[axis] = 2 * (m - 1)
-    return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, (axis,), _norm_code(norm, where),
+        shape[last] = 2 * (shape[last] - 1)
+    return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, tuple(norm_axes), _norm_code(norm, where),
                           _C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0, None, None, None, None,
                           None, tuple(shape), None)
 
 
 def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any, epilog: Any, *, kind: int,
          inverse: bool, one_d: bool, default_axes=None, execution: Any = None, stream: Any = None):
-    if (one_d and type(a) is np.ndarray and s is None and out is None and prolog is None and epilog is None
-            and execution is None and stream is None):
-        res = _run_plain_1d(where, a, axes[0], norm, kind, inverse)
+    if (type(a) is np.ndarray and s is None and out is None and prolog is None and epilog is None
+            and execution is None and stream is None and default_axes is None):
+        res = _run_plain(where, a, axes, norm, kind, inverse)
         if res is not None:
             return res
     lib, x = _input(a, "x", where)

@@ -888,8 +888,8 @@ def test_random_layouts_and_chains_against_numpy(threads):
         fusemath.set_num_threads(old)
 
 
-def test_plain_1d_calls_take_the_short_path_with_numpy_semantics():
-    """fft/ifft/rfft/irfft of a NumPy array with no n, out or chain go straight to the C call:
+def test_plain_calls_take_the_short_path_with_numpy_semantics():
+    """fft/ifft/rfft/irfft (and the 2-D / n-D forms) of a NumPy array with no n / s, out or chain go straight to the C call:
     same results and dtypes as numpy over layouts (views, negative strides, Fortran order),
     axes and norms; the errors such calls can hit still come out as numpy's."""
     rng = np.random.default_rng(61)
@@ -907,6 +907,23 @@ def test_plain_1d_calls_take_the_short_path_with_numpy_semantics():
                         assert got.shape == want.shape
                         assert got.dtype == (cdt if want.dtype.kind == "c" else rdt)
                         assert np.linalg.norm(got - want) <= tol * max(np.linalg.norm(want), 1.0)
+    x3 = (rng.standard_normal((6, 10, 12)) + 1j * rng.standard_normal((6, 10, 12)))
+    for cdt, rdt, tol in ((np.complex64, np.float32, 2e-5), (np.complex128, np.float64, 1e-12)):
+        c, r = x3.astype(cdt), x3.real.astype(rdt)
+        for view in (lambda v: v, lambda v: v[::-1, ::2], lambda v: v.transpose(2, 0, 1)):
+            for axes in ((0, 1), (-1, 0), [2, 1, 0], None):
+                cases = ((ff.fftn, np.fft.fftn, view(c)), (ff.ifftn, np.fft.ifftn, view(c)),
+                         (ff.rfftn, np.fft.rfftn, view(r)), (ff.irfftn, np.fft.irfftn, view(c)))
+                if axes is not None and len(axes) == 2:
+                    cases += ((ff.fft2, np.fft.fft2, view(c)), (ff.irfft2, np.fft.irfft2, view(c)))
+                for ours, ref, x in cases:
+                    got, want = ours(x, axes=axes, norm="ortho"), ref(x, axes=axes, norm="ortho")
+                    assert got.shape == want.shape and got.dtype == (cdt if want.dtype.kind == "c" else rdt)
+                    assert np.linalg.norm(got - want) <= tol * max(np.linalg.norm(want), 1.0)
+    with pytest.raises(np.exceptions.AxisError):
+        ff.fft2(base[0])  # axes (-2, -1) of a 1-D array
+    with pytest.raises(ValueError, match="repeats"):
+        ff.fftn(base, axes=(0, 0))
     with pytest.raises(np.exceptions.AxisError):
         ff.fft(base, axis=2)
     with pytest.raises(ValueError, match="norm"):
