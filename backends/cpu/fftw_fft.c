@@ -610,8 +610,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         x->fftw_threads = (x->threads <= 1 && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
         /* chunks run one after the other: their chain passes get the threads FFTW gets */
         x->pass_threads = x->threads <= 1 ? x->fftw_threads : 1;
-        /* point-major chunks: transforms side by side along a unit-stride batch axis, their
-         * points strided, at least 4 per chunk (a point's row is what the loops vectorise) */
+        /* column chunks: transforms side by side along a unit-stride batch axis, their points
+         * strided, at least 4 per chunk (a point's row across them is what the loops vectorise) */
         int pos_strides = 1;
         for (int k = 3 - x->naxes; k < 3; k++)
             pos_strides = pos_strides && x->c.s_in[k] > 0 && x->c.s_out[k] > 0;
@@ -623,7 +623,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
              * transforms the chunk in place in one scratch, which keeps it near L2's size */
             x->scratch_inplace = x->kind == FM_FFT_C2C;
             const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
-            x->chunk = fm_max_i64(x->chunk, fm_min_i64(FM_FFT_COL_BLOCK, per_thread));
+            const int64_t by_bytes = fm_max_i64(1, 4 * CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
+            x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
             x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
             x->rem = x->batch % x->chunk;
         }
