@@ -8,6 +8,8 @@ FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
   and 256^3; per case:
     fm_plain     planned fusemath.fft.FFT(x).execute()
     fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
+    fm_plain_out / fm_fused_out  the same into reused outputs (execute(out=)): no page faults of a
+                 fresh result per call
     fm_stateless fusemath.fft.fft / fftn (plan cached)
     scipy        scipy.fft.fft / fftn(x, workers=threads)
     scipy_unf    scipy.fft.fft(x * w, workers=threads) * 0.5 (the unfused chain)
@@ -90,9 +92,13 @@ def main() -> int:
             if not (err < tol and err_f < tol):
                 print(f"WRONG RESULT {kind} {shape}: {err:.3g} {err_f:.3g}", file=sys.stderr)
                 return 1
+            out_p = np.empty_like(got)
+            out_f = np.empty_like(got)
             methods = {
                 "fm_plain": plan.execute,
                 "fm_fused": fused.execute,
+                "fm_plain_out": lambda: plan.execute(out=out_p),
+                "fm_fused_out": lambda: fused.execute(out=out_f),
                 "fm_stateless": lambda: ffm.fftn(x, axes=axes),
                 "scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
                 "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
@@ -107,6 +113,7 @@ def main() -> int:
             row = {"dtype": dt, "kind": kind, "shape": list(shape), "axes": list(axes), "ms": med,
                    "fm_over_scipy": med["fm_plain"] / med["scipy"], "fused_over_plain": med["fm_fused"] / med["fm_plain"],
                    "fused_over_scipy_unfused": med["fm_fused"] / med["scipy_unf"],
+                   "fused_out_over_plain_out": med["fm_fused_out"] / med["fm_plain_out"],
                    "describe": plan.describe(), "describe_fused": fused.describe()}
             results.append(row)
             flags = []
@@ -117,6 +124,7 @@ def main() -> int:
             print(f"{dt} {kind} {'x'.join(map(str, shape)):>14}: " +
                   " ".join(f"{k} {v:8.3f}" for k, v in med.items()) +
                   f" | fm/scipy {row['fm_over_scipy']:.2f} fused/plain {row['fused_over_plain']:.2f} "
+                  f"(out= {row['fused_out_over_plain_out']:.2f}) "
                   f"fused/scipy_unf {row['fused_over_scipy_unfused']:.2f} {'; '.join(flags) or 'ok'}", flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
             "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
