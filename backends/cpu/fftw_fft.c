@@ -7,18 +7,24 @@
  * the chunk falls back to the scratch path. Paths (describe's path=):
  *  - direct: no chain, not c2r, out of place, non-negative strides: one plan over the
  *    whole layout, run on the caller's arrays (new-array execute).
- *  - in>out: epilog only, at most one batch axis: per chunk FFTW in -> out, then the
- *    epilog in place on the chunk of out while it is in cache.
- *  - scratch>out: prolog (or c2r, whose input FFTW destroys), at most one batch axis: the
- *    chunk is gathered into a scratch with the prolog applied, FFTW writes out, epilog
- *    in place.
+ *  - in>out: an epilog on strided rows, or fewer big transforms than threads, at most one
+ *    batch axis: per chunk FFTW in -> out, then the epilog in place on the chunk of out
+ *    while it is in cache ("(in place when in == out)": FFTW in place on the caller's data).
+ *  - scratch>out: a prolog, c2r (whose input FFTW destroys) or an epilog on dense rows, at
+ *    most one batch axis: the chunk is gathered into a scratch with the prolog applied, FFTW
+ *    writes out, epilog in place.
+ *  - columns: transforms side by side along a unit-stride batch axis with strided points
+ *    (a chain, c2r, or more than COLS_DIRECT_MAX_POINTS points): the chunk moves in tiles
+ *    through the scratch (fusion/cpu_fft_chain.c).
  *  - scratch: everything else (several batch axes, negative out strides, in-place with
  *    no chain, misaligned pointers): gather with the prolog, FFTW scratch -> scratch,
  *    scatter with the epilog.
  * Chunks hold about CHUNK_BYTES of data; a plan for the chunk's count and one for the
- * remainder. Chunks run on the library's threads (OpenMP), each with its own scratch and
- * single-threaded plans; a single transform (batch 1) is one chunk planned with FFTW's
- * threads and its chain is one pass before and/or after the FFT (",single").
+ * remainder. Chunks run on the library's threads (OpenMP, shared with FFTW's OpenMP build),
+ * each with its own scratch and single-threaded plans; fewer big transforms than threads run
+ * one at a time on all threads, and a single transform (batch 1) is one chunk planned with
+ * FFTW's threads, its chain one threaded pass before and/or after the FFT (",single").
+ * The chain loops themselves are in fusion/cpu_fft_chain.c.
  * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
  * mutex; execution is concurrent. */
 #include "cpu_fft_chain.h"
