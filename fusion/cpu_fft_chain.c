@@ -92,8 +92,6 @@
         }                                                                                                        \
         row_body_##SUF(n, src, ss, dst, ds, cplx, a, as, acplx, ops, sr, si);                                    \
     }                                                                                                            \
-    /* One transform's rows (i0, i1) of n2 points; with nthr > 1 the rows, or pieces of them when     \
-     * there are fewer rows than threads, are shared out (a single huge transform). */                   \
     /* Piece k of S of row r (rows (i0, i1) of n2 points): the one piece both loops below run. */                         \
     static inline __attribute__((always_inline)) void gather_piece_##SUF(const fm_fft_chain_layout *x, const T *in, const T *pa,    \
         int64_t oin, int64_t opa, T *dst, int64_t r, int64_t k, int64_t S)                                                \
@@ -162,6 +160,12 @@ DEFINE_MOVERS(double, d)
  * applied in place on out's columns. Transform by transform instead, every element was a new
  * cache line for a scalar loop: FFTW's own strided plan for 1024 columns of 4096 c64 took 43 ms
  * where rows take 6 (dev machine), and a 2-D 1024^2 with an epilog ran 3.4x its plain transform. */
+/* Point pt of a transform (C order over its extents ext) -> its element offset (strides st) */
+static inline int64_t point_off(const int64_t ext[3], const int64_t st[3], int64_t pt)
+{
+    const int64_t k = pt % ext[2], r = pt / ext[2];
+    return (r / ext[1]) * st[0] + (r % ext[1]) * st[1] + k * st[2];
+}
 static inline void prefetch_row(const void *p, size_t bytes, int write)
 {
     for (size_t o = 0; o < bytes; o += 64)
@@ -184,12 +188,6 @@ static inline void prefetch_row(const void *p, size_t bytes, int write)
         row_##SUF(cnt, src, u, dst, u, cplx, NULL, 0, 0, (ops & ~(unsigned)FM_FFT_OP_MULTIPLY) | FM_FFT_OP_SCALE, \
                   (T)fr, (T)fi);                                                                                  \
     }                                                                                                             \
-    /* Point pt of the transform -> its element offset (strides st) */                                      \
-    static inline int64_t point_off_##SUF(const int64_t ext[3], const int64_t st[3], int64_t pt)                  \
-    {                                                                                                             \
-        const int64_t k = pt % ext[2], r = pt / ext[2];                                                            \
-        return (r / ext[1]) * st[0] + (r % ext[1]) * st[1] + k * st[2];                                           \
-    }                                                                                                             \
     /* in -> the chunk's scratch (transform e at e * per_in, as the chunk plans read it), prolog   \
      * applied: tiles of FM_FFT_COL_TILE points x FM_FFT_COL_BLOCK transforms, the chain on each point's dense   \
      * row into a small buffer, then transposed so each transform gets FM_FFT_COL_TILE consecutive      \
@@ -205,10 +203,10 @@ static inline void prefetch_row(const void *p, size_t bytes, int write)
                 const int64_t np = fm_min_i64(FM_FFT_COL_TILE, x->per_in - p0), ne = fm_min_i64(FM_FFT_COL_BLOCK, cnt - e0);   \
                 for (int64_t p = 0; p < np; p++) {                                                                \
                     if (p0 + FM_FFT_COL_TILE + p < x->per_in) /* the next tile's rows: strided, not prefetched by HW */  \
-                        prefetch_row(in + (oin + point_off_##SUF(x->ext_in, x->s_in, p0 + FM_FFT_COL_TILE + p) + e0) * ci, \
+                        prefetch_row(in + (oin + point_off(x->ext_in, x->s_in, p0 + FM_FFT_COL_TILE + p) + e0) * ci, \
                                      (size_t)ne * (size_t)ci * sizeof(T), 0);                                     \
-                    const T *s = in + (oin + point_off_##SUF(x->ext_in, x->s_in, p0 + p) + e0) * ci;             \
-                    const T *a = mul ? pa + (opa + point_off_##SUF(x->ext_in, x->s_pa, p0 + p) + e0 * x->b_pa0) * ca \
+                    const T *s = in + (oin + point_off(x->ext_in, x->s_in, p0 + p) + e0) * ci;             \
+                    const T *a = mul ? pa + (opa + point_off(x->ext_in, x->s_pa, p0 + p) + e0 * x->b_pa0) * ca \
                                      : NULL;                                                                      \
                     point_row_##SUF(ne, s, tile + p * FM_FFT_COL_BLOCK * ci, ic, a, x->b_pa0 * ca, x->pa_cplx,          \
                                     x->pro_ops, x->pro_scale);                                                    \
@@ -241,10 +239,10 @@ static inline void prefetch_row(const void *p, size_t bytes, int write)
                     }                                                                                             \
                 for (int64_t p = 0; p < np; p++) {                                                                \
                     if (p0 + FM_FFT_COL_TILE + p < x->per_out)                                                           \
-                        prefetch_row(out + (oout + point_off_##SUF(x->ext_out, x->s_out, p0 + FM_FFT_COL_TILE + p) + e0) * co, \
+                        prefetch_row(out + (oout + point_off(x->ext_out, x->s_out, p0 + FM_FFT_COL_TILE + p) + e0) * co, \
                                      (size_t)ne * (size_t)co * sizeof(T), 1);                                     \
-                    T *d = out + (oout + point_off_##SUF(x->ext_out, x->s_out, p0 + p) + e0) * co;               \
-                    const T *a = mul ? ea + (oea + point_off_##SUF(x->ext_out, x->s_ea, p0 + p) + e0 * x->b_ea0) * ca \
+                    T *d = out + (oout + point_off(x->ext_out, x->s_out, p0 + p) + e0) * co;               \
+                    const T *a = mul ? ea + (oea + point_off(x->ext_out, x->s_ea, p0 + p) + e0 * x->b_ea0) * ca \
                                      : NULL;                                                                      \
                     point_row_##SUF(ne, src ? tile + p * FM_FFT_COL_BLOCK * co : d, d, oc, a, x->b_ea0 * ca,           \
                                     x->ea_cplx, x->epi_ops, x->epi_scale);                                        \

@@ -73,7 +73,7 @@ typedef struct fftw_impl {
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
     int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
-    int cols;                  /* point-major chunks (see DEFINE_COLS) */
+    int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
     int fftw_threads;          /* threads of the chunk plans */
 } fftw_impl;
 
