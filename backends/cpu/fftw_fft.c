@@ -75,6 +75,7 @@ typedef struct fftw_impl {
     int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
     int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
     int fftw_threads;          /* threads of the chunk plans */
+    int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
 } fftw_impl;
 
 static fm_status probe(void **state, const char **why)
@@ -304,11 +305,20 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
             xfree(x, sout);
         return FM_OK;
     }
+    /* column chunks: every thread writes every row of out, so a fresh out is faulted in
+     * first, each thread its own part (host_prefault.c) */
+    const intptr_t ib = (intptr_t)ptrs[FM_FFT_IN], ob = (intptr_t)ptrs[FM_FFT_OUT];
+    const int prefault = x->cols && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
 #pragma omp parallel num_threads(x->threads)
     {
         void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
         if (!sin || !sout)
             atomic_store(&oom, 1);
+        if (prefault) {
+            fm_host_prefault((char *)ptrs[FM_FFT_OUT] + x->out_lo, (size_t)(x->out_hi - x->out_lo),
+                             omp_get_thread_num(), omp_get_num_threads());
+#pragma omp barrier
+        }
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < x->nchunks; c++)
             if (sin && sout)
@@ -675,6 +685,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
          * and a planning scratch of reasonable size */
         int64_t lo, hi_in, hi_out;
+        fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
+        fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;

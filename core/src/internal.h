@@ -36,6 +36,10 @@ void fm_free_aligned(void *p);
 void *fm_host_scratch_alloc(size_t bytes); /* NULL on failure */
 void fm_host_scratch_free(void *p);        /* NULL is fine */
 void fm_host_scratch_trim(void);
+/* Part `part` of `nparts` of [base, base + bytes) mapped writable now, content unchanged
+ * (host_prefault.c): threads about to write strided shares of a fresh output fault it in
+ * side by side instead of queueing on the same pages. */
+void fm_host_prefault(void *base, size_t bytes, int part, int nparts);
 
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */

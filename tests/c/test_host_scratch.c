@@ -2,13 +2,17 @@
  * freed large buffers, no reuse of a buffer too large for a request, small buffers straight
  * from malloc, the byte budget, trim, and threads taking and returning buffers at once (every
  * thread writes its own pattern over its whole buffer and checks it: two threads never hold
- * one buffer). */
+ * one buffer). Also fm_host_prefault (core/src/host_prefault.c): content never changes, bytes
+ * beside the range untouched, fresh pages become resident, bad arguments are ignored. */
+#define _DEFAULT_SOURCE
 #include "check.h"
 #include "internal.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -103,8 +107,78 @@ static void test_threads(void)
     fm_host_scratch_trim();
 }
 
+static void test_prefault_keeps_content(void)
+{
+    /* odd size and offset: parts are cut on page (or 2 MiB) bounds that lie outside the range */
+    const size_t bytes = 9 * MiB + 12345, pad = 3 * 4096;
+    unsigned char *buf = malloc(bytes + 2 * pad + 777);
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
+    unsigned char *p = buf + pad + 777;
+    for (size_t i = 0; i < bytes + 2 * pad; i++)
+        buf[i] = (unsigned char)(i * 131 + 7);
+    for (int nparts = 1; nparts <= 17; nparts += 4)
+        for (int part = 0; part < nparts; part++)
+            fm_host_prefault(p, bytes, part, nparts);
+    int same = 1;
+    for (size_t i = 0; i < bytes + 2 * pad; i++)
+        same &= buf[i] == (unsigned char)(i * 131 + 7);
+    CHECK_MSG(same, "prefault changed bytes in or around the range");
+    /* arguments that mean nothing to do */
+    fm_host_prefault(NULL, bytes, 0, 1);
+    fm_host_prefault(p, 0, 0, 1);
+    fm_host_prefault(p, bytes, 3, 3);
+    fm_host_prefault(p, bytes, -1, 3);
+    fm_host_prefault(p, bytes, 0, 0);
+    free(buf);
+}
+
+static void *prefault_part(void *arg)
+{
+    void **a = arg;
+    fm_host_prefault(a[0], 32 * MiB, (int)(uintptr_t)a[1], 8);
+    return NULL;
+}
+
+static void test_prefault_populates(void)
+{
+    const size_t bytes = 32 * MiB, page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED)
+        return;
+    pthread_t t[8];
+    void *args[8][2];
+    for (int i = 0; i < 8; i++) {
+        args[i][0] = m, args[i][1] = (void *)(uintptr_t)i;
+        pthread_create(&t[i], NULL, prefault_part, args[i]);
+    }
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    unsigned char vec[32 * MiB / 4096];
+    size_t npages = bytes / page, resident = 0;
+    int zero = 1;
+    if (npages <= sizeof vec && mincore(m, bytes, vec) == 0) {
+        for (size_t i = 0; i < npages; i++)
+            resident += vec[i] & 1;
+        for (size_t i = 0; i < bytes; i += 997)
+            zero &= m[i] == 0;
+        CHECK_MSG(zero, "fresh pages read back non-zero after prefault");
+#ifdef MADV_POPULATE_WRITE
+        if (madvise(m, page, MADV_POPULATE_WRITE) == 0)
+            CHECK_MSG(resident == npages, "%zu of %zu fresh pages resident after prefault", resident, npages);
+        else
+            printf("  (this kernel has no MADV_POPULATE_WRITE: residency not checked)\n");
+#endif
+    }
+    munmap(m, bytes);
+}
+
 int main(void)
 {
+    RUN_TEST(test_prefault_keeps_content);
+    RUN_TEST(test_prefault_populates);
     RUN_TEST(test_alignment_and_reuse);
     RUN_TEST(test_small_and_zero);
     RUN_TEST(test_budget);
