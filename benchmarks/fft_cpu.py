@@ -14,8 +14,12 @@ FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
     scipy        scipy.fft.fft / fftn(x, workers=threads)
     scipy_unf    scipy.fft.fft(x * w, workers=threads) * 0.5 (the unfused chain)
     numpy        numpy.fft.fft / fftn
-Every fusemath result is checked against NumPy's first. Timing: median of --rounds rounds of
-adaptive repeat counts (--budget seconds per method and case), method order alternating.
+Every fusemath result is checked against NumPy's first. Timing: --rounds rounds of adaptive
+repeat counts (--budget seconds per method and case), method order reversed every other round;
+each method's time is its median over the rounds. The ratios are paired: the median over rounds
+of the ratio of two methods timed next to each other in the same round (fm_plain sits between
+fm_fused and scipy), which keeps this host's minute-to-minute drift out of them (the H200 host
+moved the same plan's time by 20-30% between blocks of repeats).
 Targets (issue 4): fm_plain >= 1.0x scipy's speed (fm/scipy <= 1.00), fm_fused <= 1.15x fm_plain.
 Writes JSON (date, machine) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
 """
@@ -34,8 +38,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--dtypes", default="c64", help="comma-separated: c64,c128")
-    p.add_argument("--budget", type=float, default=0.3)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--budget", type=float, default=0.1)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="a few cases only")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
@@ -95,12 +99,12 @@ def main() -> int:
             out_p = np.empty_like(got)
             out_f = np.empty_like(got)
             methods = {
-                "fm_plain": plan.execute,
                 "fm_fused": fused.execute,
+                "fm_plain": plan.execute,
+                "scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
                 "fm_plain_out": lambda: plan.execute(out=out_p),
                 "fm_fused_out": lambda: fused.execute(out=out_f),
                 "fm_stateless": lambda: ffm.fftn(x, axes=axes),
-                "scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
                 "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
                 "numpy": lambda: np.fft.fftn(x, axes=axes),
             }
@@ -110,10 +114,16 @@ def main() -> int:
                 for k in order if r % 2 == 0 else reversed(order):
                     times[k].append(timeit(methods[k]))
             med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+            def paired(a, b):
+                return statistics.median(ta / tb for ta, tb in zip(times[a], times[b]))
+
             row = {"dtype": dt, "kind": kind, "shape": list(shape), "axes": list(axes), "ms": med,
-                   "fm_over_scipy": med["fm_plain"] / med["scipy"], "fused_over_plain": med["fm_fused"] / med["fm_plain"],
-                   "fused_over_scipy_unfused": med["fm_fused"] / med["scipy_unf"],
-                   "fused_out_over_plain_out": med["fm_fused_out"] / med["fm_plain_out"],
+                   "fm_over_scipy": paired("fm_plain", "scipy"), "fused_over_plain": paired("fm_fused", "fm_plain"),
+                   "fused_over_scipy_unfused": paired("fm_fused", "scipy_unf"),
+                   "fused_out_over_plain_out": paired("fm_fused_out", "fm_plain_out"),
+                   "ratio_of_medians": {"fm_over_scipy": med["fm_plain"] / med["scipy"],
+                                        "fused_over_plain": med["fm_fused"] / med["fm_plain"]},
                    "describe": plan.describe(), "describe_fused": fused.describe()}
             results.append(row)
             flags = []
