@@ -38,7 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_BYTES ((int64_t)1 << 20) /* scratch per chunk (input + output) */
+/* Scratch per chunk (input + output). 256 KiB, not 1 MiB: on the H200 host's 16 cores a fused
+ * prolog over 1 MiB chunks ran 1.14-1.43x the plain transform, over 256 KiB 1.04-1.12x (paired
+ * runs, benchmarks/fft_cpu.py shapes; 64 KiB and 16 KiB in between); the 2-core dev machine
+ * could not tell them apart. Column chunks keep their own, larger size. */
+#define CHUNK_BYTES ((int64_t)256 << 10)
+#define COL_CHUNK_BYTES ((int64_t)4 << 20) /* column chunks: long point rows (FM_FFT_COL_BLOCK) */
+#define EPILOG_SCRATCH_MAX ((int64_t)2 << 20) /* epilog-only chunks this small go through the scratch */
 #define THREAD_MIN_ELEMS 32768         /* below this, one thread */
 #define FFTW_THREAD_MIN_ELEMS 65536    /* a single transform this large uses FFTW's threads */
 
@@ -639,7 +645,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
              * transforms the chunk in place in one scratch, which keeps it near L2's size */
             x->scratch_inplace = x->kind == FM_FFT_C2C;
             const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
-            const int64_t by_bytes = fm_max_i64(1, 4 * CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
+            const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
             x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
             x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
             x->rem = x->batch % x->chunk;
@@ -659,7 +665,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
              * (benchmarks/fftw_chunks; epilog-only 1024 x 4096 c64, 2 threads: 0.92-1.00x plain
              * against 1.04-1.10x). Strided rows (a split's column step) keep FFTW on the caller's
              * memory, where the gather would be a strided copy. */
-            const int chunk_fits = entry_bytes * x->chunk <= 2 * CHUNK_BYTES;
+            const int chunk_fits = entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
                               !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
             if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
