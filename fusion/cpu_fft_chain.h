@@ -17,6 +17,7 @@ typedef struct fm_fft_chain_layout {
     int64_t s_in[3], s_out[3], s_pa[3], s_ea[3]; /* element strides along the transform axes */
     int64_t b_pa0, b_ea0;                        /* the arrays' strides along the first batch axis */
     int64_t per_in, per_out;                     /* elements per transform */
+    int64_t sd_in, sd_out;                       /* scratch elements from one transform to the next */
     int in_cplx, out_cplx, pa_cplx, ea_cplx;
     unsigned pro_ops, epi_ops;                   /* FM_FFT_OP_* still to apply */
     double pro_scale[2], epi_scale[2];

@@ -257,26 +257,26 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     }
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
-        char *dst = (char *)sin + (size_t)(e * x->c.per_in) * ein;
+        char *dst = (char *)sin + (size_t)(e * x->c.sd_in) * ein;
         fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst, x->pass_threads);
     }
     run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
     for (int64_t e = 0; e < cnt; e++) {
         batch_offsets(x, b0 + e, off);
-        const char *src = (const char *)sout + (size_t)(e * x->c.per_out) * eout;
+        const char *src = (const char *)sout + (size_t)(e * x->c.sd_out) * eout;
         fm_fft_scatter(&x->c, x->dbl, src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
     }
 }
 
 static size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
 {
-    size_t in = (size_t)(count * x->c.per_in) * x->rs * (x->c.in_cplx ? 2 : 1);
-    size_t out = (size_t)(count * x->c.per_out) * x->rs * (x->c.out_cplx ? 2 : 1);
+    size_t in = (size_t)(count * x->c.sd_in) * x->rs * (x->c.in_cplx ? 2 : 1);
+    size_t out = (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
     return (x->scratch_inplace ? (in > out ? in : out) : in);
 }
 static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
 {
-    return x->scratch_inplace ? 0 : (size_t)(count * x->c.per_out) * x->rs * (x->c.out_cplx ? 2 : 1);
+    return x->scratch_inplace ? 0 : (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
 }
 
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
@@ -446,7 +446,7 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     }
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
-    hd[0] = (fftw_iodim64){count, x->c.per_in, x->c.per_out};
+    hd[0] = (fftw_iodim64){count, x->c.sd_in, x->c.sd_out};
     void *in = xmalloc(x, scratch_in_bytes(x, count));
     void *out = x->scratch_inplace ? in : xmalloc(x, scratch_out_bytes(x, count));
     if (!in || !out) {
@@ -606,6 +606,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     x->c.b_ea0 = x->nb ? x->b_ea[0] : 0;
     x->c.per_in = x->c.ext_in[0] * x->c.ext_in[1] * x->c.ext_in[2];
     x->c.per_out = x->c.ext_out[0] * x->c.ext_out[1] * x->c.ext_out[2];
+    x->c.sd_in = x->c.per_in, x->c.sd_out = x->c.per_out;
     x->scratch_inplace = 0;
     unsigned flags = fp->effort == FM_FFT_EFFORT_PATIENT   ? FFTW_PATIENT
                      : fp->effort == FM_FFT_EFFORT_MEASURE ? FFTW_MEASURE
@@ -644,6 +645,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             /* long rows per point (FM_FFT_COL_BLOCK transforms) amortise the per-row work; c2c
              * transforms the chunk in place in one scratch, which keeps it near L2's size */
             x->scratch_inplace = x->kind == FM_FFT_C2C;
+            /* one cache line more between the scratch's transforms: the tile transposes step
+             * across them, and at a power-of-two distance all 64 fell into one cache set (2048
+             * columns of 2048 c64, one thread, dev machine: 20.7 -> 13.0 ms; rows take 11.5) */
+            x->c.sd_in += 64 / ((int64_t)x->rs * (x->c.in_cplx ? 2 : 1));
+            x->c.sd_out += 64 / ((int64_t)x->rs * (x->c.out_cplx ? 2 : 1));
             const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
             const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
             x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
