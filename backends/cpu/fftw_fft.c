@@ -179,11 +179,15 @@ static int xalign(const fftw_impl *x, const void *p)
     return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
 }
 
-/* Up to this many points per transform, FFTW's own strided plans (over the whole batch for a
- * plain call, in place per chunk when in == out) beat the copies through the scratch; above,
- * they thrash (1024 columns of 4096 c64: 43 ms FFTW vs 15 ms through the scratch; of 1024:
- * 2.5 vs 3.4 ms; dev machine, 2 threads). */
-#define COLS_DIRECT_MAX_POINTS 1024
+/* Up to this many points per transform, FFTW's own strided plan over the whole batch beats the
+ * tiles through the scratch for a plain out-of-place call; above, it thrashes on the power-of-two
+ * strides (c64, one thread, dev machine, FFTW vs tiles: 256 columns of 256 points 0.094 vs 0.12
+ * ms; 512 x 512 0.72 vs 0.52; 256 columns of 1024 points 3.0 vs 0.54; 2048 x 2048 ~30 vs 13). */
+#define COLS_DIRECT_MAX_POINTS 256
+/* In place (the column step of a split 2-D/3-D transform), FFTW on the caller's columns per
+ * chunk, the epilog across them, costs no copies: kept up to here (1024^2 with an epilog: the
+ * same within noise either way). */
+#define COLS_INPLACE_MAX_POINTS 1024
 
 /* Element offsets of batch entry b in the four slots. */
 static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
@@ -687,7 +691,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         }
         /* columns: FFTW in place on the caller's columns when a call passes in == out and the
          * transforms are short (the chain then runs on them across the columns) */
-        if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_DIRECT_MAX_POINTS &&
+        if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS &&
             same_layout(ti, to)) {
             if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                 goto fail;

@@ -790,7 +790,7 @@ def test_column_transforms_move_in_tiles(dtype, threads):
     axis=0) of a C-ordered array; 2-D over the leading axes of a 3-D one) run as column
     chunks (path=columns): plain, with prolog / epilog arrays broadcast over the columns and
     varying along them, conj, r2c / c2r, in place, a chunk remainder; plain columns of up to
-    1024 points keep FFTW's own strided plan; against numpy."""
+    256 points keep FFTW's own strided plan; against numpy."""
     rng = np.random.default_rng(51)
     rdt = np.float32 if dtype == np.complex64 else np.float64
     tol = 3e-5 if dtype == np.complex64 else 1e-11
