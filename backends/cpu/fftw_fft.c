@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Scratch per chunk (input + output). 256 KiB, not 1 MiB: on the H200 host's 16 cores a fused
  * prolog over 1 MiB chunks ran 1.14-1.43x the plain transform, over 256 KiB 1.04-1.12x (paired
@@ -82,6 +83,9 @@ typedef struct fftw_impl {
     int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
     int fftw_threads;          /* threads of the chunk plans */
     int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
+    /* plain transforms planned with measure/patient: FFTW over the whole batch (direct) or
+     * chunks copied through the scratch (od_plan), whichever ran faster at planning */
+    int timed, prefer_chunks;
 } fftw_impl;
 
 static fm_status probe(void **state, const char **why)
@@ -283,17 +287,15 @@ static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
     return x->scratch_inplace ? 0 : (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+static fm_status run_impl(const fftw_impl *x, void *const *ptrs)
 {
-    (void)stream;
-    const fftw_impl *x = plan->impl;
     if (x->batch == 0)
         return FM_OK;
     if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
         run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
         return FM_OK;
     }
-    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
+    if (x->direct && !x->prefer_chunks && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
         xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
         return FM_OK;
@@ -341,6 +343,12 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch per thread",
                        bin + bout);
     return FM_OK;
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+{
+    (void)stream;
+    return run_impl(plan->impl, ptrs);
 }
 
 /* ---- planning ---- */
@@ -528,6 +536,84 @@ static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int n
     return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (out direct)" : "fftwf_plan_guru64 (out direct)");
 }
 
+/* Seconds of the fastest of `reps` runs of x on ptrs (1e30 when a run fails). */
+static double best_run(const fftw_impl *x, void *const *ptrs, int reps)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        if (run_impl(x, ptrs) != FM_OK)
+            return 1e30;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        const double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+#define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's batch plan untimed */
+
+/* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
+ * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
+ * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
+ * 4096 x 1024 c64 in 10.5 ms direct and 8.9 through the scratch; the H200 host's 16 cores
+ * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
+ * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
+ * forces the choice at any effort (tests, debugging). */
+static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int64_t hi_in, int64_t hi_out)
+{
+    const char *force = getenv("FUSEMATH_FFT_CPU_PATH");
+    if (force && *force && strcmp(force, "direct") != 0 && strcmp(force, "chunks") != 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct' or 'chunks'",
+                       force);
+    if (force && *force ? strcmp(force, "chunks") != 0 : flags == FFTW_ESTIMATE)
+        return FM_OK;
+    if (hi_in + hi_out > TIMED_MAX_BYTES && !(force && *force))
+        return FM_OK;
+    fm_status s;
+    x->od_in_direct = 0;
+    if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
+        return s;
+    if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
+        return s;
+    x->prefer_chunks = 1;
+    if (force && *force)
+        return FM_OK;
+    void *tin = fm_host_scratch_alloc((size_t)hi_in), *tout = fm_host_scratch_alloc((size_t)hi_out);
+    double direct = 1e30, chunks = 1e30;
+    if (tin && tout) {
+        memset(tin, 0, (size_t)hi_in);
+        memset(tout, 0, (size_t)hi_out);
+        void *ptrs[FM_FFT_NSLOTS] = {0};
+        ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
+        for (int round = 0; round < 4; round++) { /* the first round warms both up */
+            x->prefer_chunks = 0;
+            double d = best_run(x, ptrs, 1);
+            x->prefer_chunks = 1;
+            double c = best_run(x, ptrs, 1);
+            if (round) {
+                direct = d < direct ? d : direct;
+                chunks = c < chunks ? c : chunks;
+            }
+        }
+    }
+    fm_host_scratch_free(tin);
+    fm_host_scratch_free(tout);
+    x->timed = direct < 1e30 && chunks < 1e30;
+    x->prefer_chunks = x->timed && chunks < 0.97 * direct;
+    if (!x->prefer_chunks) {
+        pthread_mutex_lock(&planner_lock);
+        destroy_plan(x->dbl, x->od_plan);
+        destroy_plan(x->dbl, x->od_rem);
+        pthread_mutex_unlock(&planner_lock);
+        x->od_plan = x->od_rem = NULL;
+    }
+    return FM_OK;
+}
+
+
+
 static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     (void)ctx, (void)state;
@@ -714,6 +800,10 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             if (x->kind == FM_FFT_C2C && same_layout(ti, to) && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
+            const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
+                             entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
+            if (x->direct && rows && (s = choose_direct_or_chunks(x, flags, hi_in, hi_out)) != FM_OK)
+                goto fail;
         }
     }
 
@@ -750,12 +840,12 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
      * takes the chain as one pass before / after the FFT ("single"). */
     const char *mode = x->batch == 0  ? "empty"
                        : x->cols      ? "columns"
-                       : x->direct    ? "direct"
+                       : x->direct && !x->prefer_chunks ? "direct"
                        : !x->od_plan  ? "scratch"
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
-    snprintf(modebuf, sizeof modebuf, "%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
-             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "");
+    snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
+             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "", x->timed ? ",timed" : "");
     fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",

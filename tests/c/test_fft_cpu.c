@@ -1,6 +1,7 @@
 /* test_fft_cpu.c : the FFTW backend through the shared FFT checks (fft_harness.h), plus what is
  * FFTW's own: misaligned pointers and chunking, concurrent planning (FFTW's planner is not
- * thread-safe), planning effort, bad inputs through fm_fft_plan, empty transforms. */
+ * thread-safe), planning effort, the timed choice between FFTW's batch plan and chunks through
+ * the scratch (FUSEMATH_FFT_CPU_PATH), bad inputs through fm_fft_plan, empty transforms. */
 #define _POSIX_C_SOURCE 200809L
 #include "fft_harness.h"
 
@@ -94,6 +95,68 @@ static void test_effort(void)
         c.effort = FM_FFT_EFFORT_MEASURE;
         run_case(&c);
     }
+}
+
+/* A plain batch of dense rows runs FFTW over the whole batch (direct) or in chunks through the
+ * scratch: both forced (a fresh context each, plans are cached), each checked against the naive
+ * DFT with a chunk remainder, c2c and r2c, single and double; measure times the two
+ * (",timed"); a bad FUSEMATH_FFT_CPU_PATH is an error naming it. */
+static const char *plan_describe_rows(int dbl, int kind, const int64_t sh[2], int effort, fm_status *st, char *buf,
+                                      size_t size)
+{
+    int64_t osh[2] = {sh[0], kind == FM_FFT_R2C ? sh[1] / 2 + 1 : sh[1]};
+    fm_tensor a, b;
+    fm_tensor_init(&a, NULL, fm_test_cpu, kind == FM_FFT_R2C ? (dbl ? FM_F64 : FM_F32) : (dbl ? FM_C128 : FM_C64), 2,
+                   sh, NULL);
+    fm_tensor_init(&b, NULL, fm_test_cpu, dbl ? FM_C128 : FM_C64, 2, osh, NULL);
+    fm_fft_options o;
+    test_opts_init(&o);
+    o.kind = kind, o.naxes = 1, o.axes[0] = 1, o.effort = effort, o.num_threads = 2;
+    fm_plan *p = NULL;
+    *st = fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p);
+    snprintf(buf, size, "%s", p ? fm_plan_describe(p) : fm_last_error());
+    fm_plan_release(p);
+    return buf;
+}
+
+static void test_direct_or_chunks(void)
+{
+    fm_context *saved = g_ctx;
+    const char *modes[3] = {"chunks", "direct", NULL};
+    const char *want[3] = {"path=scratch>out", "path=direct", ",timed"};
+    char buf[512];
+    for (int m = 0; m < 3; m++) {
+        if (fm_context_create(&g_ctx) != FM_OK) {
+            CHECK(0);
+            break;
+        }
+        if (modes[m])
+            setenv("FUSEMATH_FFT_CPU_PATH", modes[m], 1);
+        else
+            unsetenv("FUSEMATH_FFT_CPU_PATH");
+        const int effort = modes[m] ? FM_FFT_EFFORT_ESTIMATE : FM_FFT_EFFORT_MEASURE;
+        for (int dbl = 0; dbl < 2; dbl++)
+            for (int kind = 0; kind < 2; kind++) { /* c2c, r2c */
+                int64_t shape[2] = {150, 512};     /* c64: chunks of 32, a remainder of 22 */
+                int ax[1] = {1};
+                fm_status st;
+                const char *d = plan_describe_rows(dbl, kind, shape, effort, &st, buf, sizeof buf);
+                CHECK_MSG(st == FM_OK && fm_test_contains(d, want[m]), "mode %s: %s", modes[m] ? modes[m] : "timed", d);
+                fcase c = fc_base(dbl, kind, 2, shape, 1, ax);
+                c.threads = 2, c.effort = effort;
+                run_case(&c);
+            }
+        fm_context_destroy(g_ctx);
+    }
+    g_ctx = saved;
+    setenv("FUSEMATH_FFT_CPU_PATH", "sideways", 1);
+    int64_t shape[2] = {150, 520};
+    fm_status st;
+    const char *d = plan_describe_rows(0, FM_FFT_C2C, shape, FM_FFT_EFFORT_ESTIMATE, &st, buf, sizeof buf);
+    CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
+                  fm_test_contains(d, "'direct' or 'chunks'"),
+              "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);
+    unsetenv("FUSEMATH_FFT_CPU_PATH");
 }
 
 /* (7) bad inputs */
@@ -244,6 +307,7 @@ int main(void)
     RUN_TEST(test_concurrent_planning);
     RUN_TEST(test_misaligned_and_chunks);
     RUN_TEST(test_effort);
+    RUN_TEST(test_direct_or_chunks);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);
     fm_context_destroy(g_ctx);

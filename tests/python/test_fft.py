@@ -930,3 +930,33 @@ def test_plain_calls_take_the_short_path_with_numpy_semantics():
         ff.fft(base, norm="sideways")
     with pytest.raises(ValueError):
         ff.irfft(base[:, :1])  # n = 2 (1 - 1) = 0 points
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
+    """A plain batch of dense rows runs FFTW over the whole batch or in chunks through the
+    scratch: planner objects (effort measure) time both and say ",timed";
+    FUSEMATH_FFT_CPU_PATH forces either (each shape planned once: plans are cached); a bad
+    value is a ValueError naming the variable."""
+    rng = np.random.default_rng(77)
+    rdt = np.float32 if dtype == np.complex64 else np.float64
+    n = 384 if dtype == np.complex64 else 392
+    for rows, mode, want in ((150, "chunks", "path=scratch>out"), (151, "direct", "path=direct"), (152, None, ",timed")):
+        if mode:
+            monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", mode)
+        else:
+            monkeypatch.delenv("FUSEMATH_FFT_CPU_PATH", raising=False)
+        x = crand(rng, (rows, n), dtype)
+        with ff.FFT(x, axes=(1,)) as plan:
+            plan.plan(effort="estimate" if mode else "measure")
+            assert want in plan.describe(), plan.describe()
+            close(plan.execute(), np.fft.fft(x.astype(np.complex128), axis=1), dtype, n)
+        xr = rrand(rng, (rows, n), rdt)
+        with ff.FFT(xr, axes=(1,), kind="r2c") as plan:
+            plan.plan(effort="estimate" if mode else "measure")
+            assert want in plan.describe(), plan.describe()
+            close(plan.execute(), np.fft.rfft(xr.astype(np.float64), axis=1), dtype, n)
+    monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", "sideways")
+    with pytest.raises(ValueError, match="FUSEMATH_FFT_CPU_PATH"):
+        ff.fft(crand(rng, (153, n), dtype), axis=1)
