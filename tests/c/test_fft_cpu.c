@@ -98,11 +98,13 @@ static void test_effort(void)
 }
 
 /* A plain batch of dense rows runs FFTW over the whole batch (direct) or in chunks through the
- * scratch: both forced (a fresh context each, plans are cached), each checked against the naive
- * DFT with a chunk remainder, c2c and r2c, single and double; measure times the two
- * (",timed"); a bad FUSEMATH_FFT_CPU_PATH is an error naming it. */
-static const char *plan_describe_rows(int dbl, int kind, const int64_t sh[2], int effort, fm_status *st, char *buf,
-                                      size_t size)
+ * scratch, a plain 2-D/3-D transform FFTW's own N-D plan or the split: both forced (a fresh
+ * context each, plans are cached), each checked against the naive DFT (a chunk remainder, c2c
+ * and r2c, single and double); measure times the two ("timed"); a bad FUSEMATH_FFT_CPU_PATH
+ * is an error naming it. */
+/* describe() of a plain transform of a 2-D array over its last axis (naxes 1) or both */
+static const char *plan_describe_2d(int dbl, int kind, const int64_t sh[2], int naxes, int effort, fm_status *st,
+                                    char *buf, size_t size)
 {
     int64_t osh[2] = {sh[0], kind == FM_FFT_R2C ? sh[1] / 2 + 1 : sh[1]};
     fm_tensor a, b;
@@ -111,7 +113,7 @@ static const char *plan_describe_rows(int dbl, int kind, const int64_t sh[2], in
     fm_tensor_init(&b, NULL, fm_test_cpu, dbl ? FM_C128 : FM_C64, 2, osh, NULL);
     fm_fft_options o;
     test_opts_init(&o);
-    o.kind = kind, o.naxes = 1, o.axes[0] = 1, o.effort = effort, o.num_threads = 2;
+    o.kind = kind, o.naxes = naxes, o.axes[0] = naxes == 1 ? 1 : 0, o.axes[1] = 1, o.effort = effort, o.num_threads = 2;
     fm_plan *p = NULL;
     *st = fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p);
     snprintf(buf, size, "%s", p ? fm_plan_describe(p) : fm_last_error());
@@ -124,6 +126,7 @@ static void test_direct_or_chunks(void)
     fm_context *saved = g_ctx;
     const char *modes[3] = {"chunks", "direct", NULL};
     const char *want[3] = {"path=scratch>out", "path=direct", ",timed"};
+    const char *want_nd[3] = {"fft split into", "path=direct", "timed"};
     char buf[512];
     for (int m = 0; m < 3; m++) {
         if (fm_context_create(&g_ctx) != FM_OK) {
@@ -140,11 +143,21 @@ static void test_direct_or_chunks(void)
                 int64_t shape[2] = {150, 512};     /* c64: chunks of 32, a remainder of 22 */
                 int ax[1] = {1};
                 fm_status st;
-                const char *d = plan_describe_rows(dbl, kind, shape, effort, &st, buf, sizeof buf);
+                const char *d = plan_describe_2d(dbl, kind, shape, 1, effort, &st, buf, sizeof buf);
                 CHECK_MSG(st == FM_OK && fm_test_contains(d, want[m]), "mode %s: %s", modes[m] ? modes[m] : "timed", d);
                 fcase c = fc_base(dbl, kind, 2, shape, 1, ax);
                 c.threads = 2, c.effort = effort;
                 run_case(&c);
+                int64_t s2[2] = {96, 160}, s3[3] = {12, 20, 24};
+                int a2[2] = {0, 1}, a3[3] = {0, 1, 2};
+                for (int nd = 2; nd <= 3; nd++) {
+                    fcase e = fc_base(dbl, kind, nd, nd == 2 ? s2 : s3, nd, nd == 2 ? a2 : a3);
+                    e.threads = 2, e.effort = effort;
+                    run_case(&e);
+                }
+                const char *dn = plan_describe_2d(dbl, kind, s2, 2, effort, &st, buf, sizeof buf);
+                CHECK_MSG(st == FM_OK && fm_test_contains(dn, want_nd[m]), "2-D, mode %s: %s",
+                          modes[m] ? modes[m] : "timed", dn);
             }
         fm_context_destroy(g_ctx);
     }
@@ -152,7 +165,7 @@ static void test_direct_or_chunks(void)
     setenv("FUSEMATH_FFT_CPU_PATH", "sideways", 1);
     int64_t shape[2] = {150, 520};
     fm_status st;
-    const char *d = plan_describe_rows(0, FM_FFT_C2C, shape, FM_FFT_EFFORT_ESTIMATE, &st, buf, sizeof buf);
+    const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, buf, sizeof buf);
     CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
                   fm_test_contains(d, "'direct' or 'chunks'"),
               "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);

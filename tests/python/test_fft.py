@@ -936,7 +936,8 @@ def test_plain_calls_take_the_short_path_with_numpy_semantics():
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
     """A plain batch of dense rows runs FFTW over the whole batch or in chunks through the
-    scratch: planner objects (effort measure) time both and say ",timed";
+    scratch, a plain 2-D transform FFTW's 2-D plan or the split: planner objects (effort
+    measure) time both and say so ("timed");
     FUSEMATH_FFT_CPU_PATH forces either (each shape planned once: plans are cached); a bad
     value is a ValueError naming the variable."""
     rng = np.random.default_rng(77)
@@ -957,6 +958,12 @@ def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
             plan.plan(effort="estimate" if mode else "measure")
             assert want in plan.describe(), plan.describe()
             close(plan.execute(), np.fft.rfft(xr.astype(np.float64), axis=1), dtype, n)
+        want2 = {"chunks": "fft split into", "direct": "path=direct", None: "timed"}[mode]
+        x2 = crand(rng, (rows - 100, n // 4), dtype)  # one 2-D transform: FFTW's 2-D plan or the split
+        with ff.FFT(x2, axes=(0, 1)) as plan:
+            plan.plan(effort="estimate" if mode else "measure")
+            assert want2 in plan.describe(), plan.describe()
+            close(plan.execute(), np.fft.fft2(x2.astype(np.complex128)), dtype, x2.size)
     monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", "sideways")
     with pytest.raises(ValueError, match="FUSEMATH_FFT_CPU_PATH"):
         ff.fft(crand(rng, (153, n), dtype), axis=1)
