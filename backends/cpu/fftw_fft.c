@@ -554,6 +554,47 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 #define TIMED_ROUNDS 4                       /* the first warms up; the best of the others counts */
 #define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
 
+/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout (the
+ * first round warms both up; after a round over TIMED_LONG_S one more round only): x with
+ * prefer_chunks = pa, then x with prefer_chunks = pb or, when given, plan alt. Returns 0 when
+ * the arrays could not be had or a run failed. */
+static int time_pair(fftw_impl *x, int pa, int pb, const fm_plan *alt, int64_t hi_in, int64_t hi_out, double best[2])
+{
+    void *tin = fm_host_scratch_alloc((size_t)hi_in), *tout = fm_host_scratch_alloc((size_t)hi_out);
+    best[0] = best[1] = 1e30;
+    if (tin && tout) {
+        memset(tin, 0, (size_t)hi_in);
+        memset(tout, 0, (size_t)hi_out);
+        void *ptrs[FM_FFT_NSLOTS] = {0};
+        ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
+        for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
+            x->prefer_chunks = pa;
+            const double a = time_one_run(x, NULL, ptrs);
+            x->prefer_chunks = pb;
+            const double b = time_one_run(alt ? NULL : x, alt, ptrs);
+            if (round)
+                best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
+            else if (a + b > TIMED_LONG_S)
+                rounds = 2;
+        }
+    }
+    fm_host_scratch_free(tin);
+    fm_host_scratch_free(tout);
+    return best[0] < 1e30 && best[1] < 1e30;
+}
+
+enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS };
+
+/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient), "direct", "chunks". */
+static fm_status forced_path(int *path)
+{
+    const char *v = getenv("FUSEMATH_FFT_CPU_PATH");
+    *path = !v || !*v ? PATH_TIMED : !strcmp(v, "direct") ? PATH_DIRECT : !strcmp(v, "chunks") ? PATH_CHUNKS : -1;
+    if (*path < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct' or 'chunks'", v);
+    return FM_OK;
+}
+
 /* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
  * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
  * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
@@ -561,15 +602,9 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
  * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
  * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
  * forces the choice at any effort (tests, debugging). */
-static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int64_t hi_in, int64_t hi_out)
+static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path, int64_t hi_in, int64_t hi_out)
 {
-    const char *force = getenv("FUSEMATH_FFT_CPU_PATH");
-    if (force && *force && strcmp(force, "direct") != 0 && strcmp(force, "chunks") != 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct' or 'chunks'",
-                       force);
-    if (force && *force ? strcmp(force, "chunks") != 0 : flags == FFTW_ESTIMATE)
-        return FM_OK;
-    if (hi_in + hi_out > TIMED_MAX_BYTES && !(force && *force))
+    if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return FM_OK;
     fm_status s;
     x->od_in_direct = 0;
@@ -578,33 +613,11 @@ static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int64_t h
     if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
         return s;
     x->prefer_chunks = 1;
-    if (force && *force)
+    if (path == PATH_CHUNKS)
         return FM_OK;
-    void *tin = fm_host_scratch_alloc((size_t)hi_in), *tout = fm_host_scratch_alloc((size_t)hi_out);
-    double direct = 1e30, chunks = 1e30;
-    if (tin && tout) {
-        memset(tin, 0, (size_t)hi_in);
-        memset(tout, 0, (size_t)hi_out);
-        void *ptrs[FM_FFT_NSLOTS] = {0};
-        ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
-        int rounds = TIMED_ROUNDS;
-        for (int round = 0; round < rounds; round++) { /* the first round warms both up */
-            x->prefer_chunks = 0;
-            double d = time_one_run(x, NULL, ptrs);
-            x->prefer_chunks = 1;
-            double c = time_one_run(x, NULL, ptrs);
-            if (round) {
-                direct = d < direct ? d : direct;
-                chunks = c < chunks ? c : chunks;
-            } else if (d + c > TIMED_LONG_S) {
-                rounds = 2;
-            }
-        }
-    }
-    fm_host_scratch_free(tin);
-    fm_host_scratch_free(tout);
-    x->timed = direct < 1e30 && chunks < 1e30;
-    x->prefer_chunks = x->timed && chunks < 0.97 * direct;
+    double t[2];
+    x->timed = time_pair(x, 0, 1, NULL, hi_in, hi_out, t);
+    x->prefer_chunks = x->timed && t[1] < 0.97 * t[0];
     if (!x->prefer_chunks) {
         pthread_mutex_lock(&planner_lock);
         destroy_plan(x->dbl, x->od_plan);
@@ -615,21 +628,18 @@ static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int64_t h
     return FM_OK;
 }
 
-
-
 /* A single plain transform over 2-3 axes: FFTW's own N-D plan, or the split the chains take
  * (rows or slabs, then the columns in tiles through the scratch). One dev thread ran 4096 x
  * 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
  * FFTW's plan ~5% ahead (run 10). With effort measure or patient both are timed here and the
  * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
  * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */
-static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int64_t hi_in,
-                              int64_t hi_out, fm_plan *out)
+static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
+                              int64_t hi_in, int64_t hi_out, fm_plan *out)
 {
-    const char *force = getenv("FUSEMATH_FFT_CPU_PATH");
-    const int forced = force && *force;
-    if (forced ? strcmp(force, "chunks") != 0 : flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)
+    if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return 0;
+    const int forced = path == PATH_CHUNKS;
     fm_plan *alt = fm_plan_alloc(p);
     if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
         fm_plan_release(alt);
@@ -637,26 +647,9 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     }
     int take = forced;
     if (!forced) {
-        void *tin = fm_host_scratch_alloc((size_t)hi_in), *tout = fm_host_scratch_alloc((size_t)hi_out);
-        double direct = 1e30, split = 1e30;
-        if (tin && tout) {
-            memset(tin, 0, (size_t)hi_in);
-            memset(tout, 0, (size_t)hi_out);
-            void *ptrs[FM_FFT_NSLOTS] = {0};
-            ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
-            int rounds = TIMED_ROUNDS;
-            for (int round = 0; round < rounds; round++) { /* the first round warms both up */
-                const double d = time_one_run(x, NULL, ptrs), q = time_one_run(NULL, alt, ptrs);
-                if (round)
-                    direct = d < direct ? d : direct, split = q < split ? q : split;
-                else if (d + q > TIMED_LONG_S)
-                    rounds = 2;
-            }
-        }
-        fm_host_scratch_free(tin);
-        fm_host_scratch_free(tout);
-        x->timed = direct < 1e30 && split < 1e30;
-        take = x->timed && split < 0.97 * direct;
+        double t[2];
+        x->timed = time_pair(x, 0, 0, alt, hi_in, hi_out, t);
+        take = x->timed && t[1] < 0.97 * t[0];
     }
     if (take) {
         out->impl = alt->impl;
@@ -683,6 +676,10 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     if (fm_fft_should_split_axes(p)) /* keeps a chain inside the transform's own passes */
         return fm_fft_plan_axis_split(ctx, p, out);
     pthread_once(&threads_once, init_threads);
+    int path;
+    fm_status ps = forced_path(&path);
+    if (ps != FM_OK)
+        return ps;
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int has_pa = (p->present >> FM_FFT_PROLOG) & 1, has_ea = (p->present >> FM_FFT_EPILOG) & 1;
@@ -858,9 +855,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
-            if (x->direct && rows && (s = choose_direct_or_chunks(x, flags, hi_in, hi_out)) != FM_OK)
+            if (x->direct && rows && (s = choose_direct_or_chunks(x, flags, path, hi_in, hi_out)) != FM_OK)
                 goto fail;
-            if (x->direct && x->naxes > 1 && x->batch == 1 && choose_nd_or_split(ctx, p, x, flags, hi_in, hi_out, out)) {
+            if (x->direct && x->naxes > 1 && x->batch == 1 && choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
                 destroy_impl(x);
                 return FM_OK;
             }
