@@ -551,7 +551,7 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 }
 
 #define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
-#define TIMED_ROUNDS 4                       /* the first warms up; the best of the others counts */
+#define TIMED_ROUNDS 6                       /* the first warms up; the best of the others counts */
 #define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
 
 /* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout (the
