@@ -32,7 +32,7 @@ void fm_fft_gather(const fm_fft_chain_layout *x, int dbl, const void *in, const 
 void fm_fft_scatter(const fm_fft_chain_layout *x, int dbl, const void *src, void *out, const void *ea, int64_t oout,
                     int64_t oea, int nthr);
 /* cnt transforms side by side along a unit-stride batch axis (columns): in -> dst, transform
- * e at e * per_in, prolog applied. */
+ * e at e * sd_in, prolog applied. */
 void fm_fft_gather_cols(const fm_fft_chain_layout *x, int dbl, const void *in, const void *pa, int64_t oin,
                         int64_t opa, int64_t cnt, void *dst);
 /* The reverse with the epilog; src == NULL: the epilog in place on out's columns. */

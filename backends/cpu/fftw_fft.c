@@ -28,6 +28,7 @@
  * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
  * mutex; execution is concurrent. */
 #include "cpu_fft_chain.h"
+#include "fftw_fft.h"
 #include "fft_axis_split.h"
 #include "internal.h"
 
@@ -44,7 +45,9 @@
  * runs, benchmarks/fft_cpu.py shapes; 64 KiB and 16 KiB in between); the 2-core dev machine
  * could not tell them apart. Column chunks keep their own, larger size. */
 #define CHUNK_BYTES ((int64_t)256 << 10)
-#define COL_CHUNK_BYTES ((int64_t)4 << 20) /* column chunks: long point rows (FM_FFT_COL_BLOCK) */
+/* Column chunks: long point rows (FM_FFT_COL_BLOCK transforms); a column transform takes them
+ * when a quarter of this holds 4 (the rule the tiles were tuned with on 1 MiB chunks). */
+#define COL_CHUNK_BYTES ((int64_t)4 << 20)
 #define EPILOG_SCRATCH_MAX ((int64_t)2 << 20) /* epilog-only chunks this small go through the scratch */
 #define THREAD_MIN_ELEMS 32768         /* below this, one thread */
 #define FFTW_THREAD_MIN_ELEMS 65536    /* a single transform this large uses FFTW's threads */
@@ -86,6 +89,7 @@ typedef struct fftw_impl {
     /* plain transforms planned with measure/patient: FFTW over the whole batch (direct) or
      * chunks copied through the scratch (od_plan), whichever ran faster at planning */
     int timed, prefer_chunks;
+    int prefault; /* columns into a dense out: fault a fresh out in from all threads first */
 } fftw_impl;
 
 static fm_status probe(void **state, const char **why)
@@ -287,19 +291,26 @@ static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
     return x->scratch_inplace ? 0 : (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
 }
 
+static _Thread_local int last_path; /* fm_fftw_last_path(), for the tests */
+int fm_fftw_last_path(void) { return last_path; }
+
 static fm_status run_impl(const fftw_impl *x, void *const *ptrs)
 {
+    last_path = FM_FFTW_RAN_NOTHING;
     if (x->batch == 0)
         return FM_OK;
     if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
         run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
+        last_path = FM_FFTW_RAN_DIRECT_INPLACE;
         return FM_OK;
     }
     if (x->direct && !x->prefer_chunks && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
         xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
+        last_path = FM_FFTW_RAN_DIRECT;
         return FM_OK;
     }
+    last_path = FM_FFTW_RAN_CHUNKS;
     size_t bin = scratch_in_bytes(x, x->chunk), bout = scratch_out_bytes(x, x->chunk);
     atomic_int oom = 0;
     if (x->threads <= 1 || x->nchunks <= 1) {
@@ -320,7 +331,7 @@ static fm_status run_impl(const fftw_impl *x, void *const *ptrs)
     /* column chunks: every thread writes every row of out, so a fresh out is faulted in
      * first, each thread its own part (host_prefault.c) */
     const intptr_t ib = (intptr_t)ptrs[FM_FFT_IN], ob = (intptr_t)ptrs[FM_FFT_OUT];
-    const int prefault = x->cols && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
+    const int prefault = x->prefault && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
 #pragma omp parallel num_threads(x->threads)
     {
         void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
@@ -597,6 +608,15 @@ static fm_status forced_path(int *path)
     return FM_OK;
 }
 
+static void drop_od_plans(fftw_impl *x)
+{
+    pthread_mutex_lock(&planner_lock);
+    destroy_plan(x->dbl, x->od_plan);
+    destroy_plan(x->dbl, x->od_rem);
+    pthread_mutex_unlock(&planner_lock);
+    x->od_plan = x->od_rem = NULL;
+}
+
 /* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
  * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
  * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
@@ -608,25 +628,22 @@ static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path,
 {
     if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return FM_OK;
-    fm_status s;
     x->od_in_direct = 0;
-    if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
-        return s;
-    if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
-        return s;
+    if (make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan) != FM_OK ||
+        (x->rem && make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem) != FM_OK)) {
+        drop_od_plans(x); /* the direct plan works: an alternative that cannot be had is no error */
+        fm_clear_error();
+        return FM_OK;
+    }
     x->prefer_chunks = 1;
     if (path == PATH_CHUNKS)
         return FM_OK;
     double t[2];
     x->timed = time_pair(x, 0, 1, NULL, hi_in, hi_out, t);
     x->prefer_chunks = x->timed && t[1] < 0.97 * t[0];
-    if (!x->prefer_chunks) {
-        pthread_mutex_lock(&planner_lock);
-        destroy_plan(x->dbl, x->od_plan);
-        destroy_plan(x->dbl, x->od_rem);
-        pthread_mutex_unlock(&planner_lock);
-        x->od_plan = x->od_rem = NULL;
-    }
+    if (!x->prefer_chunks)
+        drop_od_plans(x);
+    fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
     return FM_OK;
 }
 
@@ -645,6 +662,7 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     fm_plan *alt = fm_plan_alloc(p);
     if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
         fm_plan_release(alt);
+        fm_clear_error(); /* FFTW's own plan stands: the split was optional */
         return 0;
     }
     int take = forced;
@@ -652,6 +670,7 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
         double t[2];
         x->timed = time_pair(x, 0, 0, alt, hi_in, hi_out, t);
         take = x->timed && t[1] < 0.97 * t[0];
+        fm_clear_error();
     }
     if (take) {
         out->impl = alt->impl;
@@ -663,6 +682,15 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     }
     fm_plan_release(alt);
     return take;
+}
+
+/* Transforms per chunk: about `bytes` of scratch each, but at least one chunk per thread. */
+static int64_t chunk_count(int64_t bytes, int64_t entry_bytes, int64_t batch, int want_threads)
+{
+    int64_t c = fm_max_i64(1, bytes / fm_max_i64(entry_bytes, 1));
+    if (want_threads > 1 && (batch + c - 1) / c < want_threads)
+        c = fm_max_i64(1, (batch + want_threads - 1) / want_threads);
+    return fm_min_i64(c, batch);
 }
 
 static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -763,11 +791,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     /* chunking */
     int64_t entry_bytes = (int64_t)(scratch_in_bytes(x, 1) + scratch_out_bytes(x, 1));
     if (x->batch > 0) {
-        int64_t c = fm_max_i64(1, CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
         int want_threads = total < THREAD_MIN_ELEMS ? 1 : req_threads;
-        if (want_threads > 1 && (x->batch + c - 1) / c < want_threads)
-            c = fm_max_i64(1, (x->batch + want_threads - 1) / want_threads);
-        x->chunk = fm_min_i64(c, x->batch);
+        x->chunk = chunk_count(CHUNK_BYTES, entry_bytes, x->batch, want_threads);
         x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
         x->rem = x->batch % x->chunk;
         x->threads = (int)fm_min_i64(want_threads, x->nchunks);
@@ -784,7 +809,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         for (int k = 3 - x->naxes; k < 3; k++)
             pos_strides = pos_strides && x->c.s_in[k] > 0 && x->c.s_out[k] > 0;
         x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->c.s_in[2] != 1 && pos_strides &&
-                  x->chunk >= 4 && x->pass_threads <= 1 &&
+                  chunk_count(COL_CHUNK_BYTES / 4, entry_bytes, x->batch, want_threads) >= 4 && x->pass_threads <= 1 &&
                   (x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || x->c.per_in > COLS_DIRECT_MAX_POINTS);
         if (x->cols) {
             /* long rows per point (FM_FFT_COL_BLOCK transforms) amortise the per-row work; c2c
@@ -844,6 +869,10 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         int64_t lo, hi_in, hi_out;
         fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
         fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
+        /* only a dense out: a strided view's span holds other data, and populating it could
+         * map gigabytes the call never writes */
+        x->prefault = x->cols && (double)(x->out_hi - x->out_lo) <=
+                                     (double)fm_tensor_numel(to) * (double)fm_dtype_size(to->dtype) + 4096.0;
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;

@@ -2,11 +2,14 @@
  * FFTW's own: misaligned pointers and chunking, concurrent planning (FFTW's planner is not
  * thread-safe), planning effort, the timed choice between FFTW's batch plan and chunks through
  * the scratch (FUSEMATH_FFT_CPU_PATH), bad inputs through fm_fft_plan, empty transforms. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include "fft_harness.h"
+#include "cpu/fftw_fft.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* pointers whose SIMD alignment differs from planning (direct and out-direct plans fall
  * back to the scratch path), and many chunks with a remainder on both paths */
@@ -102,22 +105,30 @@ static void test_effort(void)
  * context each, plans are cached), each checked against the naive DFT (a chunk remainder, c2c
  * and r2c, single and double); measure times the two ("timed"); a bad FUSEMATH_FFT_CPU_PATH
  * is an error naming it. */
-/* describe() of a plain transform of a 2-D array over its last axis (naxes 1) or both */
+/* Plan a plain transform of a 2-D array over its last axis (naxes 1) or both, execute it once
+ * on zeroed arrays; describe() (or the error) in buf, the path the execute took in *ran. */
 static const char *plan_describe_2d(int dbl, int kind, const int64_t sh[2], int naxes, int effort, fm_status *st,
-                                    char *buf, size_t size)
+                                    int *ran, char *buf, size_t size)
 {
     int64_t osh[2] = {sh[0], kind == FM_FFT_R2C ? sh[1] / 2 + 1 : sh[1]};
+    const size_t rs = dbl ? sizeof(double) : sizeof(float);
+    void *in = calloc((size_t)(sh[0] * sh[1]) * 2, rs), *out = calloc((size_t)(osh[0] * osh[1]) * 2, rs);
     fm_tensor a, b;
-    fm_tensor_init(&a, NULL, fm_test_cpu, kind == FM_FFT_R2C ? (dbl ? FM_F64 : FM_F32) : (dbl ? FM_C128 : FM_C64), 2,
+    fm_tensor_init(&a, in, fm_test_cpu, kind == FM_FFT_R2C ? (dbl ? FM_F64 : FM_F32) : (dbl ? FM_C128 : FM_C64), 2,
                    sh, NULL);
-    fm_tensor_init(&b, NULL, fm_test_cpu, dbl ? FM_C128 : FM_C64, 2, osh, NULL);
+    fm_tensor_init(&b, out, fm_test_cpu, dbl ? FM_C128 : FM_C64, 2, osh, NULL);
     fm_fft_options o;
     test_opts_init(&o);
     o.kind = kind, o.naxes = naxes, o.axes[0] = naxes == 1 ? 1 : 0, o.axes[1] = 1, o.effort = effort, o.num_threads = 2;
     fm_plan *p = NULL;
-    *st = fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p);
+    *st = in && out ? fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p) : FM_ERR_OUT_OF_MEMORY;
     snprintf(buf, size, "%s", p ? fm_plan_describe(p) : fm_last_error());
+    *ran = -1;
+    void *ptrs[4] = {in, out, NULL, NULL};
+    if (p && fm_plan_execute(p, ptrs, 4, NULL) == FM_OK)
+        *ran = fm_fftw_last_path();
     fm_plan_release(p);
+    free(in), free(out);
     return buf;
 }
 
@@ -143,8 +154,12 @@ static void test_direct_or_chunks(void)
                 int64_t shape[2] = {150, 512};     /* c64: chunks of 32, a remainder of 22 */
                 int ax[1] = {1};
                 fm_status st;
-                const char *d = plan_describe_2d(dbl, kind, shape, 1, effort, &st, buf, sizeof buf);
+                int ran;
+                const char *d = plan_describe_2d(dbl, kind, shape, 1, effort, &st, &ran, buf, sizeof buf);
                 CHECK_MSG(st == FM_OK && fm_test_contains(d, want[m]), "mode %s: %s", modes[m] ? modes[m] : "timed", d);
+                /* the execute took the path describe() names */
+                const int chunks = fm_test_contains(d, "path=scratch>out");
+                CHECK_MSG(ran == (chunks ? FM_FFTW_RAN_CHUNKS : FM_FFTW_RAN_DIRECT), "ran path %d: %s", ran, d);
                 fcase c = fc_base(dbl, kind, 2, shape, 1, ax);
                 c.threads = 2, c.effort = effort;
                 run_case(&c);
@@ -155,9 +170,13 @@ static void test_direct_or_chunks(void)
                     e.threads = 2, e.effort = effort;
                     run_case(&e);
                 }
-                const char *dn = plan_describe_2d(dbl, kind, s2, 2, effort, &st, buf, sizeof buf);
+                const char *dn = plan_describe_2d(dbl, kind, s2, 2, effort, &st, &ran, buf, sizeof buf);
                 CHECK_MSG(st == FM_OK && fm_test_contains(dn, want_nd[m]), "2-D, mode %s: %s",
                           modes[m] ? modes[m] : "timed", dn);
+                /* FFTW's 2-D plan, or the split ending in the column step */
+                const int split = fm_test_contains(dn, "split");
+                CHECK_MSG(split ? ran != FM_FFTW_RAN_DIRECT && ran > 0 : ran == FM_FFTW_RAN_DIRECT, "ran path %d: %s",
+                          ran, dn);
             }
         fm_context_destroy(g_ctx);
     }
@@ -165,11 +184,66 @@ static void test_direct_or_chunks(void)
     setenv("FUSEMATH_FFT_CPU_PATH", "sideways", 1);
     int64_t shape[2] = {150, 520};
     fm_status st;
-    const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, buf, sizeof buf);
+    int ran;
+    const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, &ran, buf, sizeof buf);
     CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
                   fm_test_contains(d, "'direct' or 'chunks'"),
               "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);
     unsetenv("FUSEMATH_FFT_CPU_PATH");
+}
+
+/* Long columns (8192 c64 points, more than a 256 KiB row chunk holds 4 of) still move in tiles;
+ * a column transform into a strided view of a large array is right and populates only the
+ * pages its elements lie on (the prefault is for dense outputs only). */
+static void test_long_columns_and_strided_out(void)
+{
+    const int64_t n = 8192, cols = 64, ld = 8192; /* out: 64 columns of a 8192 x 8192 c64 array */
+    int64_t sh[2] = {n, cols}, ost[2] = {ld, 1};
+    float *in = calloc((size_t)(n * cols) * 2, sizeof(float));
+    const size_t big = (size_t)(n * ld) * 2 * sizeof(float), page = (size_t)sysconf(_SC_PAGESIZE);
+    float *wide = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(in && wide != MAP_FAILED);
+    if (!in || wide == MAP_FAILED) {
+        free(in);
+        return;
+    }
+    (void)madvise(wide, big, MADV_NOHUGEPAGE); /* page-exact residency below */
+    for (int64_t c = 0; c < cols; c++)
+        in[2 * (3 * cols + c)] = 1.0f; /* an impulse at point 3 in every column */
+    fm_tensor a, b;
+    fm_tensor_init(&a, in, fm_test_cpu, FM_C64, 2, sh, NULL);
+    fm_tensor_init(&b, wide, fm_test_cpu, FM_C64, 2, sh, ost);
+    fm_fft_options o;
+    test_opts_init(&o);
+    o.naxes = 1, o.axes[0] = 0, o.num_threads = 2;
+    o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 2.0;
+    fm_plan *p = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p));
+    if (p) {
+        CHECK_MSG(fm_test_contains(fm_plan_describe(p), "path=columns"), "%s", fm_plan_describe(p));
+        void *ptrs[4] = {in, wide, NULL, NULL};
+        CHECK_OK(fm_plan_execute(p, ptrs, 4, NULL));
+        double err = 0;
+        for (int64_t k = 0; k < n; k += 97)
+            for (int64_t c = 0; c < cols; c += 13) {
+                double complex w = 2.0 * cexp(-2 * TEST_PI * I * (double)((3 * k) % n) / (double)n);
+                const float *v = wide + 2 * (k * ld + c);
+                err = fmax(err, cabs(CMPLX(v[0], v[1]) - w));
+            }
+        CHECK_MSG(err < 1e-4, "columns into a strided view: max error %g", err);
+        unsigned char *vec = malloc(big / page + 1);
+        size_t resident = 0;
+        if (vec && mincore(wide, big, vec) == 0)
+            for (size_t i = 0; i < big / page; i++)
+                resident += vec[i] & 1;
+        /* each row's 64 elements (512 bytes) lie on one page of the row's 16 */
+        CHECK_MSG(resident <= big / page / 8, "%zu of %zu pages of the wide array resident after writing 1/16 of it",
+                  resident, big / page);
+        free(vec);
+        fm_plan_release(p);
+    }
+    munmap(wide, big);
+    free(in);
 }
 
 /* (7) bad inputs */
@@ -321,6 +395,7 @@ int main(void)
     RUN_TEST(test_misaligned_and_chunks);
     RUN_TEST(test_effort);
     RUN_TEST(test_direct_or_chunks);
+    RUN_TEST(test_long_columns_and_strided_out);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);
     fm_context_destroy(g_ctx);

@@ -175,9 +175,46 @@ static void test_prefault_populates(void)
     munmap(m, bytes);
 }
 
+/* Only the pages the range lies on: an unaligned range inside a larger mapping, cut into parts
+ * on 2 MiB bounds that lie outside it; pages before and after it stay unmapped. */
+static void test_prefault_stays_in_range(void)
+{
+    const size_t map = 16 * MiB, page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED)
+        return;
+    (void)madvise(m, map, MADV_NOHUGEPAGE); /* page-exact residency */
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(m + map - page, page, MADV_POPULATE_WRITE) != 0) {
+        printf("  (this kernel has no MADV_POPULATE_WRITE: not checked)\n");
+        munmap(m, map);
+        return;
+    }
+#endif
+    const size_t lo = 3 * MiB + 100, hi = 11 * MiB - 200;
+    for (int part = 0; part < 3; part++)
+        fm_host_prefault(m + lo, hi - lo, part, 3);
+    static unsigned char vec[16 * MiB / 4096];
+    const size_t npages = map / page, first = lo / page, last = (hi + page - 1) / page;
+    size_t outside = 0, inside = 0;
+    if (npages <= sizeof vec && mincore(m, map, vec) == 0) {
+        for (size_t i = 0; i < npages - 1; i++) { /* the last page was populated above */
+            if (i >= first && i < last)
+                inside += vec[i] & 1;
+            else
+                outside += vec[i] & 1;
+        }
+    }
+    CHECK_MSG(inside == last - first, "%zu of %zu pages of the range resident", inside, last - first);
+    CHECK_MSG(outside == 0, "%zu pages outside the range resident", outside);
+    munmap(m, map);
+}
+
 int main(void)
 {
     RUN_TEST(test_prefault_keeps_content);
+    RUN_TEST(test_prefault_stays_in_range);
     RUN_TEST(test_prefault_populates);
     RUN_TEST(test_alignment_and_reuse);
     RUN_TEST(test_small_and_zero);
