@@ -203,25 +203,12 @@ static inline void prefetch_row(const void *p, size_t bytes, int write)
 DEFINE_TRANSPOSE(4)
 DEFINE_TRANSPOSE(8)
 DEFINE_TRANSPOSE(16)
-/* strides in bytes */
-static void transpose_in(int es, int64_t np, int64_t ne, const char *const *rows, char *dst, int64_t dstride)
-{
-    if (es == 4)
-        transpose_in_4(np, ne, rows, dst, dstride);
-    else if (es == 8)
-        transpose_in_8(np, ne, rows, dst, dstride);
-    else
-        transpose_in_16(np, ne, rows, dst, dstride);
-}
-static void transpose_out(int es, int64_t np, int64_t ne, const char *src, int64_t sstride, char *const *rows)
-{
-    if (es == 4)
-        transpose_out_4(np, ne, src, sstride, rows);
-    else if (es == 8)
-        transpose_out_8(np, ne, src, sstride, rows);
-    else
-        transpose_out_16(np, ne, src, sstride, rows);
-}
+/* by element size 4, 8, 16 bytes (strides in bytes) */
+static void (*const transpose_in[3])(int64_t, int64_t, const char *const *, char *, int64_t) = {
+    transpose_in_4, transpose_in_8, transpose_in_16};
+static void (*const transpose_out[3])(int64_t, int64_t, const char *, int64_t, char *const *) = {
+    transpose_out_4, transpose_out_8, transpose_out_16};
+static inline int es_index(int es) { return es == 4 ? 0 : es == 8 ? 1 : 2; }
 #define DEFINE_COLS(T, SUF)                                                                                        \
     static inline __attribute__((always_inline)) void point_row_##SUF(int64_t cnt, const T *src, T *dst, int cplx, \
         const T *a, int64_t as, int acplx, unsigned ops, const double scale[2])                                    \
@@ -265,7 +252,7 @@ static void transpose_out(int es, int64_t np, int64_t ne, const char *src, int64
                                     x->pro_ops, x->pro_scale);                                                    \
                     rows[p] = (const char *)(tile + p * FM_FFT_COL_BLOCK * ci);                                   \
                 }                                                                                                 \
-                transpose_in(es, np, ne, rows, (char *)(dst + (e0 * x->sd_in + p0) * ci), x->sd_in * es);        \
+                transpose_in[es_index(es)](np, ne, rows, (char *)(dst + (e0 * x->sd_in + p0) * ci), x->sd_in * es);        \
             }                                                                                                     \
     }                                                                                                             \
     /* The chunk's scratch src -> out with the epilog (the transpose of gather_cols: into the      \
@@ -289,7 +276,7 @@ static void transpose_out(int es, int64_t np, int64_t ne, const char *src, int64
                                          : (char *)(out + (oout + point_off(x->ext_out, x->s_out, p0 + p) + e0) * co); \
                 }                                                                                                 \
                 if (src)                                                                                          \
-                    transpose_out(es, np, ne, (const char *)(src + (e0 * x->sd_out + p0) * co), x->sd_out * es, rows); \
+                    transpose_out[es_index(es)](np, ne, (const char *)(src + (e0 * x->sd_out + p0) * co), x->sd_out * es, rows); \
                 for (int64_t p = 0; x->epi_ops && p < np; p++) {                                                  \
                     T *d = out + (oout + point_off(x->ext_out, x->s_out, p0 + p) + e0) * co;                      \
                     const T *a = mul ? ea + (oea + point_off(x->ext_out, x->s_ea, p0 + p) + e0 * x->b_ea0) * ca \
