@@ -86,9 +86,7 @@ typedef struct fftw_impl {
     int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
     int fftw_threads;          /* threads of the chunk plans */
     int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
-    /* plain transforms planned with measure/patient: FFTW over the whole batch (direct) or
-     * chunks copied through the scratch (od_plan), whichever ran faster at planning */
-    int timed, prefer_chunks;
+    int timed; /* the plan is the faster of FFTW's and the library's path, timed at planning */
     int prefault; /* columns into a dense out: fault a fresh out in from all threads first */
 } fftw_impl;
 
@@ -251,7 +249,7 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
             if (!x->od_in_direct)
                 for (int64_t e = 0; e < cnt; e++) {
                     batch_offsets(x, b0 + e, off);
-                    char *dst = (char *)sin + (size_t)(e * x->c.per_in) * ein;
+                    char *dst = (char *)sin + (size_t)(e * x->c.sd_in) * ein;
                     fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst,
                                   x->pass_threads);
                 }
@@ -304,7 +302,7 @@ static fm_status run_impl(const fftw_impl *x, void *const *ptrs)
         last_path = FM_FFTW_RAN_DIRECT_INPLACE;
         return FM_OK;
     }
-    if (x->direct && !x->prefer_chunks && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
+    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
         xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
         last_path = FM_FFTW_RAN_DIRECT;
@@ -527,10 +525,10 @@ static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int n
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], x->od_in_direct ? x->c.s_in[k] : si[k], x->c.s_out[k]};
     int64_t bin = x->nb ? x->b_in[0] : 0, bout = x->nb ? x->b_out[0] : 0;
-    hd[0] = (fftw_iodim64){count, x->od_in_direct ? bin : x->c.per_in, bout};
+    hd[0] = (fftw_iodim64){count, x->od_in_direct ? bin : x->c.sd_in, bout};
     size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
-                                      : (size_t)(count * x->c.per_in) * ein;
+                                      : (size_t)(count * x->c.sd_in) * ein;
     void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout));
     if (!in || !out) {
         xfree(x, in);
@@ -566,10 +564,10 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 #define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
 
 /* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout (the
- * first round warms both up; after a round over TIMED_LONG_S one more round only): x with
- * prefer_chunks = pa, then x with prefer_chunks = pb or, when given, plan alt. Returns 0 when
- * the arrays could not be had or a run failed. */
-static int time_pair(fftw_impl *x, int pa, int pb, const fm_plan *alt, int64_t hi_in, int64_t hi_out, double best[2])
+ * first round warms both up; after a round over TIMED_LONG_S one more round only): x as
+ * planned, then plan alt or, without one, x with its direct plan set aside (its chunks).
+ * Returns 0 when the arrays could not be had or a run failed. */
+static int time_pair(fftw_impl *x, const fm_plan *alt, int64_t hi_in, int64_t hi_out, double best[2])
 {
     /* malloc, not the scratch cache: these arrays go back to the system after planning */
     void *tin = aligned_alloc(64, ((size_t)hi_in + 63) & ~(size_t)63);
@@ -580,11 +578,12 @@ static int time_pair(fftw_impl *x, int pa, int pb, const fm_plan *alt, int64_t h
         memset(tout, 0, (size_t)hi_out);
         void *ptrs[FM_FFT_NSLOTS] = {0};
         ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
+        void *const direct = x->direct;
         for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
-            x->prefer_chunks = pa;
             const double a = time_one_run(x, NULL, ptrs);
-            x->prefer_chunks = pb;
+            x->direct = alt ? direct : NULL;
             const double b = time_one_run(alt ? NULL : x, alt, ptrs);
+            x->direct = direct;
             if (round)
                 best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
             else if (a + b > TIMED_LONG_S)
@@ -624,27 +623,28 @@ static void drop_od_plans(fftw_impl *x)
  * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
  * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
  * forces the choice at any effort (tests, debugging). */
-static fm_status choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path, int64_t hi_in, int64_t hi_out)
+static void choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path, int64_t hi_in, int64_t hi_out)
 {
     if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
-        return FM_OK;
+        return;
     x->od_in_direct = 0;
     if (make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan) != FM_OK ||
         (x->rem && make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem) != FM_OK)) {
         drop_od_plans(x); /* the direct plan works: an alternative that cannot be had is no error */
         fm_clear_error();
-        return FM_OK;
+        return;
     }
-    x->prefer_chunks = 1;
-    if (path == PATH_CHUNKS)
-        return FM_OK;
-    double t[2];
-    x->timed = time_pair(x, 0, 1, NULL, hi_in, hi_out, t);
-    x->prefer_chunks = x->timed && t[1] < 0.97 * t[0];
-    if (!x->prefer_chunks)
-        drop_od_plans(x);
+    double t[2] = {0, 0};
+    x->timed = path == PATH_TIMED && time_pair(x, NULL, hi_in, hi_out, t);
     fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
-    return FM_OK;
+    if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
+        drop_od_plans(x);
+        return;
+    }
+    pthread_mutex_lock(&planner_lock); /* the chunks won: without a direct plan, execute takes them */
+    destroy_plan(x->dbl, x->direct);
+    pthread_mutex_unlock(&planner_lock);
+    x->direct = NULL;
 }
 
 /* A single plain transform over 2-3 axes: FFTW's own N-D plan, or the split the chains take
@@ -668,7 +668,7 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     int take = forced;
     if (!forced) {
         double t[2];
-        x->timed = time_pair(x, 0, 0, alt, hi_in, hi_out, t);
+        x->timed = time_pair(x, alt, hi_in, hi_out, t);
         take = x->timed && t[1] < 0.97 * t[0];
         fm_clear_error();
     }
@@ -886,8 +886,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
-            if (x->direct && rows && (s = choose_direct_or_chunks(x, flags, path, hi_in, hi_out)) != FM_OK)
-                goto fail;
+            if (x->direct && rows)
+                choose_direct_or_chunks(x, flags, path, hi_in, hi_out);
             if (x->direct && x->naxes > 1 && x->batch == 1 && choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
                 destroy_impl(x);
                 return FM_OK;
@@ -928,7 +928,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
      * takes the chain as one pass before / after the FFT ("single"). */
     const char *mode = x->batch == 0  ? "empty"
                        : x->cols      ? "columns"
-                       : x->direct && !x->prefer_chunks ? "direct"
+                       : x->direct    ? "direct"
                        : !x->od_plan  ? "scratch"
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
