@@ -79,6 +79,11 @@ typedef struct fftw_impl {
      * column step of a split 2-D/3-D transform runs here with no gather/scatter */
     void *ip_plan, *ip_rem;
     int ip_align;
+    /* c2c with a prolog on dense transforms: the prolog gathered straight into out's place and
+     * FFTW in place there (ip_plan), no scratch between; the faster of this and scratch>out
+     * is timed at planning (choose_prolog_into_out) */
+    int pro_out;
+    int same_io; /* in and out share one layout (a call with in == out may then run in place) */
     int64_t chunk, nchunks, rem;
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
@@ -230,10 +235,16 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
     size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     int64_t off[4];
-    if (x->ip_plan && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT]) {
+    const int same_ptr = ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT];
+    if (x->ip_plan && (x->pro_out || same_ptr) && (!same_ptr || x->same_io)) {
         batch_offsets(x, b0, off);
         char *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
         if (xalign(x, op) == x->ip_align) {
+            for (int64_t e = 0; x->pro_out && e < cnt; e++) {
+                batch_offsets(x, b0 + e, off);
+                fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2],
+                              (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout, x->pass_threads);
+            }
             run_plan(x, cnt == x->chunk ? x->ip_plan : x->ip_rem, op, op);
             epilog_in_place(x, ptrs, b0, cnt);
             return;
@@ -563,48 +574,109 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 #define TIMED_ROUNDS 6                       /* the first warms up; the best of the others counts */
 #define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
 
-/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout (the
- * first round warms both up; after a round over TIMED_LONG_S one more round only): x as
- * planned, then plan alt or, without one, x with its direct plan set aside (its chunks).
- * Returns 0 when the arrays could not be had or a run failed. */
-static int time_pair(fftw_impl *x, const fm_plan *alt, int64_t hi_in, int64_t hi_out, double best[2])
+/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
+ * (in, out, and the prolog / epilog arrays when present; the first round warms both up;
+ * after a round over TIMED_LONG_S one more round only): x as planned, then plan alt or,
+ * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
+ * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
+enum { WITHOUT_DIRECT, WITHOUT_PRO_OUT }; /* what the second candidate of time_pair sets aside */
+static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double best[2])
 {
-    /* malloc, not the scratch cache: these arrays go back to the system after planning */
-    void *tin = aligned_alloc(64, ((size_t)hi_in + 63) & ~(size_t)63);
-    void *tout = aligned_alloc(64, ((size_t)hi_out + 63) & ~(size_t)63);
+    void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
+    int ok = 1;
     best[0] = best[1] = 1e30;
-    if (tin && tout) {
-        memset(tin, 0, (size_t)hi_in);
-        memset(tout, 0, (size_t)hi_out);
-        void *ptrs[FM_FFT_NSLOTS] = {0};
-        ptrs[FM_FFT_IN] = tin, ptrs[FM_FFT_OUT] = tout;
+    for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
+        if (!((p->present >> i) & 1))
+            continue;
+        int64_t lo, hi;
+        fm_tensor_byte_span(&p->t[i], &lo, &hi);
+        /* malloc, not the scratch cache: these arrays go back to the system after planning */
+        const size_t bytes = ((size_t)(hi - lo) + 63) & ~(size_t)63;
+        ok = (buf[i] = aligned_alloc(64, bytes ? bytes : 64)) != NULL;
+        if (ok) {
+            memset(buf[i], 0, bytes);
+            ptrs[i] = (char *)buf[i] - lo;
+        }
+    }
+    if (ok) {
         void *const direct = x->direct;
+        const int pro_out = x->pro_out;
         for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
             const double a = time_one_run(x, NULL, ptrs);
-            x->direct = alt ? direct : NULL;
+            if (!alt && without == WITHOUT_DIRECT)
+                x->direct = NULL;
+            if (!alt && without == WITHOUT_PRO_OUT)
+                x->pro_out = 0;
             const double b = time_one_run(alt ? NULL : x, alt, ptrs);
             x->direct = direct;
+            x->pro_out = pro_out;
             if (round)
                 best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
             else if (a + b > TIMED_LONG_S)
                 rounds = 2;
         }
     }
-    free(tin);
-    free(tout);
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        free(buf[i]);
     return best[0] < 1e30 && best[1] < 1e30;
 }
 
-enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS };
+enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS, PATH_INPLACE };
 
-/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient), "direct", "chunks". */
+/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient); "direct" and "chunks" force
+ * a plain transform's path, "inplace" a prolog's (into out, FFTW in place there); any forced
+ * value turns the timing off, and a prolog then takes the scratch unless "inplace". */
 static fm_status forced_path(int *path)
 {
     const char *v = getenv("FUSEMATH_FFT_CPU_PATH");
-    *path = !v || !*v ? PATH_TIMED : !strcmp(v, "direct") ? PATH_DIRECT : !strcmp(v, "chunks") ? PATH_CHUNKS : -1;
+    *path = !v || !*v                ? PATH_TIMED
+            : !strcmp(v, "direct")  ? PATH_DIRECT
+            : !strcmp(v, "chunks")  ? PATH_CHUNKS
+            : !strcmp(v, "inplace") ? PATH_INPLACE
+                                    : -1;
     if (*path < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct' or 'chunks'", v);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
     return FM_OK;
+}
+
+static void drop_ip_plans(fftw_impl *x)
+{
+    pthread_mutex_lock(&planner_lock);
+    destroy_plan(x->dbl, x->ip_plan);
+    destroy_plan(x->dbl, x->ip_rem);
+    pthread_mutex_unlock(&planner_lock);
+    x->ip_plan = x->ip_rem = NULL;
+}
+
+/* A prolog on dense c2c transforms has two ways to run: gathered into the scratch and FFTW
+ * from there into out (scratch>out), or gathered straight into out's place and FFTW in place
+ * there (prolog>out), which leaves a transform larger than L2 one buffer instead of two. On
+ * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
+ * With effort measure or patient both are timed and the faster kept (prolog>out must win by
+ * 3%); at estimate the scratch stays; FUSEMATH_FFT_CPU_PATH=inplace forces prolog>out. */
+static void choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                   int64_t hi_out)
+{
+    if (path == PATH_DIRECT || path == PATH_CHUNKS ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+        return;
+    if (make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan) != FM_OK ||
+        (x->rem && make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem) != FM_OK)) {
+        drop_ip_plans(x); /* scratch>out works: an alternative that cannot be had is no error */
+        fm_clear_error();
+        return;
+    }
+    x->pro_out = 1;
+    if (path == PATH_INPLACE)
+        return;
+    double t[2] = {0, 0};
+    x->timed = time_pair(x, NULL, WITHOUT_PRO_OUT, p, t);
+    fm_clear_error();
+    if (!(x->timed && t[0] < 0.97 * t[1])) {
+        x->pro_out = 0;
+        drop_ip_plans(x);
+    }
 }
 
 static void drop_od_plans(fftw_impl *x)
@@ -623,7 +695,8 @@ static void drop_od_plans(fftw_impl *x)
  * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
  * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
  * forces the choice at any effort (tests, debugging). */
-static void choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path, int64_t hi_in, int64_t hi_out)
+static void choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                    int64_t hi_out)
 {
     if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return;
@@ -635,7 +708,7 @@ static void choose_direct_or_chunks(fftw_impl *x, unsigned flags, int path, int6
         return;
     }
     double t[2] = {0, 0};
-    x->timed = path == PATH_TIMED && time_pair(x, NULL, hi_in, hi_out, t);
+    x->timed = path == PATH_TIMED && time_pair(x, NULL, WITHOUT_DIRECT, p, t);
     fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
     if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
         drop_od_plans(x);
@@ -668,7 +741,7 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     int take = forced;
     if (!forced) {
         double t[2];
-        x->timed = time_pair(x, alt, hi_in, hi_out, t);
+        x->timed = time_pair(x, alt, WITHOUT_DIRECT, p, t);
         take = x->timed && t[1] < 0.97 * t[0];
         fm_clear_error();
     }
@@ -682,6 +755,18 @@ static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x
     }
     fm_plan_release(alt);
     return take;
+}
+
+/* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */
+static int dense_transforms(const fm_fft_chain_layout *c)
+{
+    int64_t want = 1;
+    for (int k = 2; k >= 0; k--) {
+        if (c->ext_out[k] > 1 && c->s_out[k] != want)
+            return 0;
+        want *= c->ext_out[k];
+    }
+    return 1;
 }
 
 /* Transforms per chunk: about `bytes` of scratch each, but at least one chunk per thread. */
@@ -726,6 +811,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     x->c.out_cplx = fm_dtype_is_complex(to->dtype);
     x->c.pa_cplx = has_pa && fm_dtype_is_complex(p->t[FM_FFT_PROLOG].dtype);
     x->c.ea_cplx = has_ea && fm_dtype_is_complex(p->t[FM_FFT_EPILOG].dtype);
+    x->same_io = same_layout(ti, to);
     x->c.pro_ops = fp->prolog_ops;
     x->c.epi_ops = fp->epilog_ops;
     memcpy(x->c.pro_scale, fp->prolog_scale, sizeof x->c.pro_scale);
@@ -887,12 +973,14 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             if (x->direct && rows)
-                choose_direct_or_chunks(x, flags, path, hi_in, hi_out);
+                choose_direct_or_chunks(x, p, flags, path, hi_in, hi_out);
             if (x->direct && x->naxes > 1 && x->batch == 1 && choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
                 destroy_impl(x);
                 return FM_OK;
             }
         }
+        if (x->od_plan && x->c.pro_ops && x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c))
+            choose_prolog_into_out(x, p, flags, path, hi_in, hi_out);
     }
 
     out->impl = x;
@@ -924,12 +1012,14 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     format_ops(epi, sizeof epi, x->c.epi_ops, has_ea);
     /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
      * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
+     * prolog>out = prolog gathered into out, FFTW in place there, epilog in place;
      * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
      * takes the chain as one pass before / after the FFT ("single"). */
     const char *mode = x->batch == 0  ? "empty"
                        : x->cols      ? "columns"
                        : x->direct    ? "direct"
                        : !x->od_plan  ? "scratch"
+                       : x->pro_out   ? "prolog>out"
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",

@@ -1,7 +1,8 @@
 /* test_fft_cpu.c : the FFTW backend through the shared FFT checks (fft_harness.h), plus what is
  * FFTW's own: misaligned pointers and chunking, concurrent planning (FFTW's planner is not
  * thread-safe), planning effort, the timed choice between FFTW's batch plan and chunks through
- * the scratch (FUSEMATH_FFT_CPU_PATH), bad inputs through fm_fft_plan, empty transforms. */
+ * the scratch and between a prolog through the scratch or into out (FUSEMATH_FFT_CPU_PATH),
+ * bad inputs through fm_fft_plan, empty transforms. */
 #define _DEFAULT_SOURCE
 #include "fft_harness.h"
 #include "cpu/fftw_fft.h"
@@ -105,31 +106,42 @@ static void test_effort(void)
  * context each, plans are cached), each checked against the naive DFT (a chunk remainder, c2c
  * and r2c, single and double); measure times the two ("timed"); a bad FUSEMATH_FFT_CPU_PATH
  * is an error naming it. */
-/* Plan a plain transform of a 2-D array over its last axis (naxes 1) or both, execute it once
- * on zeroed arrays; describe() (or the error) in buf, the path the execute took in *ran. */
-static const char *plan_describe_2d(int dbl, int kind, const int64_t sh[2], int naxes, int effort, fm_status *st,
-                                    int *ran, char *buf, size_t size)
+/* Plan a transform of a 2-D array over its last axis (naxes 1) or both, with (prolog 1) or
+ * without a prolog x * 0.5 * w (w complex, over the last axis), execute it once on zeroed
+ * arrays; describe() (or the error) in buf, the path the execute took in *ran. */
+static const char *plan_describe_chain(int dbl, int kind, const int64_t sh[2], int naxes, int effort, int prolog,
+                                       fm_status *st, int *ran, char *buf, size_t size)
 {
     int64_t osh[2] = {sh[0], kind == FM_FFT_R2C ? sh[1] / 2 + 1 : sh[1]};
     const size_t rs = dbl ? sizeof(double) : sizeof(float);
     void *in = calloc((size_t)(sh[0] * sh[1]) * 2, rs), *out = calloc((size_t)(osh[0] * osh[1]) * 2, rs);
-    fm_tensor a, b;
+    void *w = calloc((size_t)sh[1] * 2, rs);
+    fm_tensor a, b, pa;
     fm_tensor_init(&a, in, fm_test_cpu, kind == FM_FFT_R2C ? (dbl ? FM_F64 : FM_F32) : (dbl ? FM_C128 : FM_C64), 2,
                    sh, NULL);
     fm_tensor_init(&b, out, fm_test_cpu, dbl ? FM_C128 : FM_C64, 2, osh, NULL);
+    fm_tensor_init(&pa, w, fm_test_cpu, dbl ? FM_C128 : FM_C64, 1, sh + 1, NULL);
     fm_fft_options o;
     test_opts_init(&o);
     o.kind = kind, o.naxes = naxes, o.axes[0] = naxes == 1 ? 1 : 0, o.axes[1] = 1, o.effort = effort, o.num_threads = 2;
+    if (prolog)
+        o.prolog.ops = FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY, o.prolog.scale[0] = 0.5;
     fm_plan *p = NULL;
-    *st = in && out ? fm_fft_plan(g_ctx, &a, &b, NULL, NULL, &o, &p) : FM_ERR_OUT_OF_MEMORY;
+    *st = in && out && w ? fm_fft_plan(g_ctx, &a, &b, prolog ? &pa : NULL, NULL, &o, &p) : FM_ERR_OUT_OF_MEMORY;
     snprintf(buf, size, "%s", p ? fm_plan_describe(p) : fm_last_error());
     *ran = -1;
-    void *ptrs[4] = {in, out, NULL, NULL};
+    void *ptrs[4] = {in, out, prolog ? w : NULL, NULL};
     if (p && fm_plan_execute(p, ptrs, 4, NULL) == FM_OK)
         *ran = fm_fftw_last_path();
     fm_plan_release(p);
-    free(in), free(out);
+    free(in), free(out), free(w);
     return buf;
+}
+
+static const char *plan_describe_2d(int dbl, int kind, const int64_t sh[2], int naxes, int effort, fm_status *st,
+                                    int *ran, char *buf, size_t size)
+{
+    return plan_describe_chain(dbl, kind, sh, naxes, effort, 0, st, ran, buf, size);
 }
 
 static void test_direct_or_chunks(void)
@@ -187,8 +199,58 @@ static void test_direct_or_chunks(void)
     int ran;
     const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, &ran, buf, sizeof buf);
     CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
-                  fm_test_contains(d, "'direct' or 'chunks'"),
+                  fm_test_contains(d, "'direct', 'chunks' or 'inplace'"),
               "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);
+    unsetenv("FUSEMATH_FFT_CPU_PATH");
+}
+
+/* A prolog on dense c2c rows is gathered into the scratch (scratch>out) or straight into out
+ * and transformed in place there (prolog>out): forced each way and timed at measure, each
+ * against the naive DFT with an epilog too, in place (in == out), a remainder chunk, rows of
+ * out padded apart, and an out pointer off FFTW's alignment (the chunks fall back to the
+ * scratch). */
+static void test_prolog_into_out(void)
+{
+    fm_context *saved = g_ctx;
+    const char *modes[3] = {"inplace", "chunks", NULL};
+    const char *want[3] = {"path=prolog>out", "path=scratch>out", ",timed"};
+    char buf[512];
+    for (int m = 0; m < 3; m++) {
+        if (fm_context_create(&g_ctx) != FM_OK) {
+            CHECK(0);
+            break;
+        }
+        if (modes[m])
+            setenv("FUSEMATH_FFT_CPU_PATH", modes[m], 1);
+        else
+            unsetenv("FUSEMATH_FFT_CPU_PATH");
+        const int effort = modes[m] ? FM_FFT_EFFORT_ESTIMATE : FM_FFT_EFFORT_MEASURE;
+        for (int dbl = 0; dbl < 2; dbl++) {
+            int64_t shape[2] = {150, 512}; /* c64: chunks of 64, a remainder of 22 */
+            int ax[1] = {1};
+            fm_status st;
+            int ran;
+            const char *d = plan_describe_chain(dbl, FM_FFT_C2C, shape, 1, effort, 1, &st, &ran, buf, sizeof buf);
+            CHECK_MSG(st == FM_OK && fm_test_contains(d, want[m]), "mode %s: %s", modes[m] ? modes[m] : "timed", d);
+            for (int v = 0; v < 5; v++) {
+                fcase c = fc_base(dbl, FM_FFT_C2C, 2, shape, 1, ax);
+                c.pro_ops = FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY, c.pro_scale = 0.5;
+                c.pa_nd = 1, c.pa_shape[0] = shape[1], c.pa_cplx = 1;
+                c.threads = 2, c.effort = effort;
+                if (v == 1)
+                    c.epi_ops = FM_FFT_OP_SCALE | FM_FFT_OP_CONJ, c.epi_scale = 2.0;
+                if (v == 2)
+                    c.inplace = 1;
+                if (v == 3)
+                    c.shift_out = dbl ? 16 : 8;
+                if (v == 4)
+                    c.pad_out = 3;
+                run_case(&c);
+            }
+        }
+        fm_context_destroy(g_ctx);
+    }
+    g_ctx = saved;
     unsetenv("FUSEMATH_FFT_CPU_PATH");
 }
 
@@ -395,6 +457,7 @@ int main(void)
     RUN_TEST(test_misaligned_and_chunks);
     RUN_TEST(test_effort);
     RUN_TEST(test_direct_or_chunks);
+    RUN_TEST(test_prolog_into_out);
     RUN_TEST(test_long_columns_and_strided_out);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);
