@@ -51,7 +51,7 @@ Writes JSON to benchmarks/results/matmul_cpu-<machine-tag>-<date>.json (or --out
 
 Usage (from the repository root, after `make build`):
     .venv/bin/python benchmarks/matmul_cpu.py [--threads N] [--quick] [--machine-tag TAG]
-        [--out PATH] [--host-overhead-bin PATH] [--autotune] [--sizes 256,1024] [--no-skinny]
+        [--out PATH] [--host-overhead-bin PATH] [--autotune] [--blas-threads] [--sizes 256,1024] [--no-skinny]
         [--dtypes f32,f64] [--budget SECONDS] [--rounds N] [--no-out-variants]
         [--wait-quiet SECONDS] [--retry-loaded N] [--skip-host-overhead]
 On a shared machine add --wait-quiet 120 --retry-loaded 2: each case waits for other
@@ -105,6 +105,8 @@ def parse_args(argv):
                    help="skip np_plain_out / fm_fused_out (products into a reused, preallocated output)")
     p.add_argument("--autotune", action="store_true",
                    help="also time a fused Matmul after autotune() (adds minutes at large sizes)")
+    p.add_argument("--blas-threads", action="store_true",
+                   help="also time a fused Matmul with options cpu_strategy='blas_threads' (fm_fused_blas)")
     p.add_argument("--host-overhead-bin", default=None,
                    help="path of the host_overhead C benchmark (default: build/benchmarks/host_overhead "
                         "under the repository root)")
@@ -398,6 +400,8 @@ RATIO_PAIRS = (
     ("fused_over_fused_out", "fm_fused", "fm_fused_out"),
     ("autotuned_over_np_plain", "fm_fused_autotuned", "np_plain"),
     ("autotuned_over_fm_plain", "fm_fused_autotuned", "fm_plain"),
+    ("blas_threads_over_np_plain", "fm_fused_blas", "np_plain"),
+    ("blas_threads_over_fused", "fm_fused_blas", "fm_fused"),
 )
 
 
@@ -435,7 +439,7 @@ def check_close(name, got, ref, dtype, k):
 # One case
 # ---------------------------------------------------------------------------
 def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, autotune: bool,
-             rounds: int, out_variants: bool = True) -> dict:
+             rounds: int, out_variants: bool = True, blas_threads: bool = False) -> dict:
     dtype = np.float32 if dt == "f32" else np.float64
     a = rng.standard_normal((m, k), dtype=dtype)
     b = rng.standard_normal((k, n), dtype=dtype)
@@ -496,6 +500,14 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
         checks["fm_fused_autotuned"] = check_close("fm_fused_autotuned", mm_tuned.execute(),
                                                    np.maximum(a @ b + bias, 0), dtype, k)
         methods["fm_fused_autotuned"] = mm_tuned.execute
+
+    if blas_threads:
+        mm_blas = fusemath.Matmul(a, b, options={"cpu_strategy": "blas_threads"})
+        mm_blas.plan(epilogue="relu", bias=bias)
+        describe["fm_fused_blas"] = mm_blas.describe()
+        checks["fm_fused_blas"] = check_close("fm_fused_blas", mm_blas.execute(), np.maximum(a @ b + bias, 0),
+                                              dtype, k)
+        methods["fm_fused_blas"] = mm_blas.execute
 
     gc.collect()
     gc.disable()
@@ -583,6 +595,14 @@ def host_overhead(bin_path: str) -> dict:
     o = np.empty((64, 64), np.float32)
     py = {}
     calls, bursts = 2000, 15
+    if blas_threads:
+        mm_blas = fusemath.Matmul(a, b, options={"cpu_strategy": "blas_threads"})
+        mm_blas.plan(epilogue="relu", bias=bias)
+        describe["fm_fused_blas"] = mm_blas.describe()
+        checks["fm_fused_blas"] = check_close("fm_fused_blas", mm_blas.execute(), np.maximum(a @ b + bias, 0),
+                                              dtype, k)
+        methods["fm_fused_blas"] = mm_blas.execute
+
     gc.collect()
     gc.disable()
     meter = CpuMeter()
@@ -671,6 +691,14 @@ def print_table(cases):
                       f"  autotuned/np = {c['ratios']['autotuned_over_np_plain']:.3f}"
                       f" (paired {c['ratios']['autotuned_over_np_plain_paired']:.3f})"
                       f"  ({c['plans']['fm_fused_autotuned']})")
+    if any("fm_fused_blas" in c["methods"] for c in cases):
+        print("\nfused Matmul with cpu_strategy='blas_threads' (OpenBLAS threads the GEMM):")
+        for c in cases:
+            if "fm_fused_blas" in c["methods"]:
+                q = c["ratios"]
+                print(f"  {c['dtype']:5} {c['label']:>16}: {c['methods']['fm_fused_blas']['median_s'] * 1e3:9.3f} ms"
+                      f"  blas/np paired {q['blas_threads_over_np_plain_paired']:.3f}"
+                      f"  blas/fused(auto) paired {q['blas_threads_over_fused_paired']:.3f}")
 
 
 def print_host(h):
@@ -722,6 +750,7 @@ def main():
                 quiet = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
                 t0 = time.perf_counter()
                 ci = run_case(kind, m, n, k, dt, rng, args.budget, args.autotune, args.rounds,
+                              blas_threads=args.blas_threads,
                               out_variants=not args.no_out_variants)
                 ci["case_seconds"] = time.perf_counter() - t0
                 ci["wait_quiet"] = quiet
