@@ -204,6 +204,65 @@ static void test_direct_or_chunks(void)
     unsetenv("FUSEMATH_FFT_CPU_PATH");
 }
 
+/* Transforms of 2^17 points gathered into out (one transform: FFTW's threads and threaded
+ * chain passes; three: one per thread) against the shift theorem: a prolog phase ramp
+ * exp(2 pi i j s / n) shifts the spectrum by s, fft(x * ramp)[k] = fft(x)[k - s]. */
+static void prolog_into_out_large(void)
+{
+    fm_context *saved = g_ctx;
+    setenv("FUSEMATH_FFT_CPU_PATH", "inplace", 1);
+    const int64_t n = (int64_t)1 << 17, shift = 5;
+    for (int64_t batch = 1; batch <= 3; batch += 2) {
+        if (fm_context_create(&g_ctx) != FM_OK) {
+            CHECK(0);
+            break;
+        }
+        int64_t sh[2] = {batch, n};
+        double complex *x = malloc(sizeof *x * (size_t)(batch * n)), *y = malloc(sizeof *y * (size_t)(batch * n));
+        double complex *z = malloc(sizeof *z * (size_t)(batch * n)), *w = malloc(sizeof *w * (size_t)n);
+        CHECK(x && y && z && w);
+        if (!x || !y || !z || !w) {
+            free(x), free(y), free(z), free(w);
+            fm_context_destroy(g_ctx);
+            break;
+        }
+        for (int64_t i = 0; i < batch * n; i++)
+            x[i] = CMPLX(rng_uniform(&g_rng), rng_uniform(&g_rng));
+        for (int64_t j = 0; j < n; j++)
+            w[j] = cexp(2 * TEST_PI * I * (double)((j * shift) % n) / (double)n);
+        fm_tensor a, b, c, pa;
+        fm_tensor_init(&a, x, fm_test_cpu, FM_C128, 2, sh, NULL);
+        fm_tensor_init(&b, y, fm_test_cpu, FM_C128, 2, sh, NULL);
+        fm_tensor_init(&c, z, fm_test_cpu, FM_C128, 2, sh, NULL);
+        fm_tensor_init(&pa, w, fm_test_cpu, FM_C128, 1, &n, NULL);
+        fm_fft_options o;
+        test_opts_init(&o);
+        o.naxes = 1, o.axes[0] = 1, o.num_threads = 2;
+        CHECK_OK(fm_fft(g_ctx, &a, &c, NULL, NULL, &o, NULL)); /* plain: fft(x) */
+        o.prolog.ops = FM_FFT_OP_MULTIPLY;
+        fm_plan *p = NULL;
+        CHECK_OK(fm_fft_plan(g_ctx, &a, &b, &pa, NULL, &o, &p));
+        if (p) {
+            CHECK_MSG(fm_test_contains(fm_plan_describe(p), "path=prolog>out"), "%s", fm_plan_describe(p));
+            void *ptrs[4] = {x, y, w, NULL};
+            CHECK_OK(fm_plan_execute(p, ptrs, 4, NULL));
+            double err = 0, ref = 0;
+            for (int64_t bb = 0; bb < batch; bb++)
+                for (int64_t k = 0; k < n; k++) {
+                    err = fmax(err, cabs(y[bb * n + k] - z[bb * n + (k - shift + n) % n]));
+                    ref = fmax(ref, cabs(z[bb * n + k]));
+                }
+            CHECK_MSG(err <= 1e-12 * ref, "batch %lld of 2^17: shift theorem off by %g (max |X| %g)", (long long)batch,
+                      err, ref);
+            fm_plan_release(p);
+        }
+        free(x), free(y), free(z), free(w);
+        fm_context_destroy(g_ctx);
+    }
+    g_ctx = saved;
+    unsetenv("FUSEMATH_FFT_CPU_PATH");
+}
+
 /* A prolog on dense c2c rows is gathered into the scratch (scratch>out) or straight into out
  * and transformed in place there (prolog>out): forced each way and timed at measure, each
  * against the naive DFT with an epilog too, in place (in == out), a remainder chunk, rows of
@@ -252,6 +311,7 @@ static void test_prolog_into_out(void)
     }
     g_ctx = saved;
     unsetenv("FUSEMATH_FFT_CPU_PATH");
+    prolog_into_out_large();
 }
 
 /* Long columns (8192 c64 points, more than a 256 KiB row chunk holds 4 of) still move in tiles;
