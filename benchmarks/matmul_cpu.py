@@ -595,14 +595,6 @@ def host_overhead(bin_path: str) -> dict:
     o = np.empty((64, 64), np.float32)
     py = {}
     calls, bursts = 2000, 15
-    if blas_threads:
-        mm_blas = fusemath.Matmul(a, b, options={"cpu_strategy": "blas_threads"})
-        mm_blas.plan(epilogue="relu", bias=bias)
-        describe["fm_fused_blas"] = mm_blas.describe()
-        checks["fm_fused_blas"] = check_close("fm_fused_blas", mm_blas.execute(), np.maximum(a @ b + bias, 0),
-                                              dtype, k)
-        methods["fm_fused_blas"] = mm_blas.execute
-
     gc.collect()
     gc.disable()
     meter = CpuMeter()

@@ -640,13 +640,27 @@ static fm_status forced_path(int *path)
     return FM_OK;
 }
 
-static void drop_ip_plans(fftw_impl *x)
+/* A chunk plan and its remainder's, destroyed (pointers cleared). */
+static void drop_pair(fftw_impl *x, void **plan, void **rem)
 {
     pthread_mutex_lock(&planner_lock);
-    destroy_plan(x->dbl, x->ip_plan);
-    destroy_plan(x->dbl, x->ip_rem);
+    destroy_plan(x->dbl, *plan);
+    destroy_plan(x->dbl, *rem);
     pthread_mutex_unlock(&planner_lock);
-    x->ip_plan = x->ip_rem = NULL;
+    *plan = *rem = NULL;
+}
+
+/* The plans of an alternative path for a chunk and the remainder, made by `make`; or neither,
+ * and no error: the path the alternative competes with works without it. */
+typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
+{
+    if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
+        (!x->rem || make(x, x->rem, flags, x->fftw_threads, rem) == FM_OK))
+        return 1;
+    drop_pair(x, plan, rem);
+    fm_clear_error();
+    return 0;
 }
 
 /* A prolog on dense c2c transforms has two ways to run: gathered into the scratch and FFTW
@@ -661,12 +675,8 @@ static void choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned f
     if (path == PATH_DIRECT || path == PATH_CHUNKS ||
         (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return;
-    if (make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan) != FM_OK ||
-        (x->rem && make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem) != FM_OK)) {
-        drop_ip_plans(x); /* scratch>out works: an alternative that cannot be had is no error */
-        fm_clear_error();
+    if (!make_pair(x, make_ip_plan, flags, &x->ip_plan, &x->ip_rem))
         return;
-    }
     x->pro_out = 1;
     if (path == PATH_INPLACE)
         return;
@@ -675,17 +685,8 @@ static void choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned f
     fm_clear_error();
     if (!(x->timed && t[0] < 0.97 * t[1])) {
         x->pro_out = 0;
-        drop_ip_plans(x);
+        drop_pair(x, &x->ip_plan, &x->ip_rem);
     }
-}
-
-static void drop_od_plans(fftw_impl *x)
-{
-    pthread_mutex_lock(&planner_lock);
-    destroy_plan(x->dbl, x->od_plan);
-    destroy_plan(x->dbl, x->od_rem);
-    pthread_mutex_unlock(&planner_lock);
-    x->od_plan = x->od_rem = NULL;
 }
 
 /* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
@@ -698,20 +699,17 @@ static void drop_od_plans(fftw_impl *x)
 static void choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
                                     int64_t hi_out)
 {
-    if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+    if (path == PATH_DIRECT || path == PATH_INPLACE ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return;
     x->od_in_direct = 0;
-    if (make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan) != FM_OK ||
-        (x->rem && make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem) != FM_OK)) {
-        drop_od_plans(x); /* the direct plan works: an alternative that cannot be had is no error */
-        fm_clear_error();
+    if (!make_pair(x, make_od_plan, flags, &x->od_plan, &x->od_rem))
         return;
-    }
     double t[2] = {0, 0};
     x->timed = path == PATH_TIMED && time_pair(x, NULL, WITHOUT_DIRECT, p, t);
     fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
     if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
-        drop_od_plans(x);
+        drop_pair(x, &x->od_plan, &x->od_rem);
         return;
     }
     pthread_mutex_lock(&planner_lock); /* the chunks won: without a direct plan, execute takes them */
@@ -729,7 +727,8 @@ static void choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned 
 static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
                               int64_t hi_in, int64_t hi_out, fm_plan *out)
 {
-    if (path == PATH_DIRECT || (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+    if (path == PATH_DIRECT || path == PATH_INPLACE ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return 0;
     const int forced = path == PATH_CHUNKS;
     fm_plan *alt = fm_plan_alloc(p);

@@ -101,6 +101,21 @@ static void test_effort(void)
     }
 }
 
+/* A fresh context (plans are cached by problem; the path is read at planning) with
+ * FUSEMATH_FFT_CPU_PATH set to mode, or unset (NULL). 0 when no context could be made. */
+static int fresh_context_with_path(const char *mode)
+{
+    if (fm_context_create(&g_ctx) != FM_OK) {
+        CHECK(0);
+        return 0;
+    }
+    if (mode)
+        setenv("FUSEMATH_FFT_CPU_PATH", mode, 1);
+    else
+        unsetenv("FUSEMATH_FFT_CPU_PATH");
+    return 1;
+}
+
 /* A plain batch of dense rows runs FFTW over the whole batch (direct) or in chunks through the
  * scratch, a plain 2-D/3-D transform FFTW's own N-D plan or the split: both forced (a fresh
  * context each, plans are cached), each checked against the naive DFT (a chunk remainder, c2c
@@ -152,14 +167,8 @@ static void test_direct_or_chunks(void)
     const char *want_nd[3] = {"fft split into", "path=direct", "timed"};
     char buf[512];
     for (int m = 0; m < 3; m++) {
-        if (fm_context_create(&g_ctx) != FM_OK) {
-            CHECK(0);
+        if (!fresh_context_with_path(modes[m]))
             break;
-        }
-        if (modes[m])
-            setenv("FUSEMATH_FFT_CPU_PATH", modes[m], 1);
-        else
-            unsetenv("FUSEMATH_FFT_CPU_PATH");
         const int effort = modes[m] ? FM_FFT_EFFORT_ESTIMATE : FM_FFT_EFFORT_MEASURE;
         for (int dbl = 0; dbl < 2; dbl++)
             for (int kind = 0; kind < 2; kind++) { /* c2c, r2c */
@@ -210,13 +219,10 @@ static void test_direct_or_chunks(void)
 static void prolog_into_out_large(void)
 {
     fm_context *saved = g_ctx;
-    setenv("FUSEMATH_FFT_CPU_PATH", "inplace", 1);
     const int64_t n = (int64_t)1 << 17, shift = 5;
     for (int64_t batch = 1; batch <= 3; batch += 2) {
-        if (fm_context_create(&g_ctx) != FM_OK) {
-            CHECK(0);
+        if (!fresh_context_with_path("inplace"))
             break;
-        }
         int64_t sh[2] = {batch, n};
         double complex *x = malloc(sizeof *x * (size_t)(batch * n)), *y = malloc(sizeof *y * (size_t)(batch * n));
         double complex *z = malloc(sizeof *z * (size_t)(batch * n)), *w = malloc(sizeof *w * (size_t)n);
@@ -275,14 +281,8 @@ static void test_prolog_into_out(void)
     const char *want[3] = {"path=prolog>out", "path=scratch>out", ",timed"};
     char buf[512];
     for (int m = 0; m < 3; m++) {
-        if (fm_context_create(&g_ctx) != FM_OK) {
-            CHECK(0);
+        if (!fresh_context_with_path(modes[m]))
             break;
-        }
-        if (modes[m])
-            setenv("FUSEMATH_FFT_CPU_PATH", modes[m], 1);
-        else
-            unsetenv("FUSEMATH_FFT_CPU_PATH");
         const int effort = modes[m] ? FM_FFT_EFFORT_ESTIMATE : FM_FFT_EFFORT_MEASURE;
         for (int dbl = 0; dbl < 2; dbl++) {
             int64_t shape[2] = {150, 512}; /* c64: chunks of 64, a remainder of 22 */
@@ -291,6 +291,16 @@ static void test_prolog_into_out(void)
             int ran;
             const char *d = plan_describe_chain(dbl, FM_FFT_C2C, shape, 1, effort, 1, &st, &ran, buf, sizeof buf);
             CHECK_MSG(st == FM_OK && fm_test_contains(d, want[m]), "mode %s: %s", modes[m] ? modes[m] : "timed", d);
+            if (m == 0) { /* "inplace" leaves plain transforms on FFTW's plans, untimed */
+                int64_t s2[2] = {96, 160};
+                d = plan_describe_2d(dbl, FM_FFT_C2C, shape, 1, effort, &st, &ran, buf, sizeof buf);
+                CHECK_MSG(st == FM_OK && fm_test_contains(d, "path=direct") && !fm_test_contains(d, "timed"),
+                          "inplace, plain rows: %s", d);
+                d = plan_describe_2d(dbl, FM_FFT_C2C, s2, 2, effort, &st, &ran, buf, sizeof buf);
+                CHECK_MSG(st == FM_OK && fm_test_contains(d, "path=direct") && !fm_test_contains(d, "split") &&
+                              !fm_test_contains(d, "timed"),
+                          "inplace, plain 2-D: %s", d);
+            }
             for (int v = 0; v < 5; v++) {
                 fcase c = fc_base(dbl, FM_FFT_C2C, 2, shape, 1, ax);
                 c.pro_ops = FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY, c.pro_scale = 0.5;
