@@ -13,6 +13,9 @@
  *  - scratch>out: a prolog, c2r (whose input FFTW destroys) or an epilog on dense rows, at
  *    most one batch axis: the chunk is gathered into a scratch with the prolog applied, FFTW
  *    writes out, epilog in place.
+ *  - prolog>out: a prolog on c2c transforms each contiguous in out: the chunk is gathered
+ *    straight into its place in out with the prolog applied and FFTW runs in place there;
+ *    at measure/patient timed against scratch>out (choose_prolog_into_out).
  *  - columns: transforms side by side along a unit-stride batch axis with strided points
  *    (a chain, c2r, or more than COLS_DIRECT_MAX_POINTS points): the chunk moves in tiles
  *    through the scratch (fusion/cpu_fft_chain.c).
@@ -575,7 +578,8 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 #define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
 
 /* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
- * (in, out, and the prolog / epilog arrays when present; the first round warms both up;
+ * (in, out, and the prolog / epilog arrays when present, TIMED_MAX_BYTES in all at most;
+ * the first round warms both up;
  * after a round over TIMED_LONG_S one more round only): x as planned, then plan alt or,
  * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
  * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
@@ -583,8 +587,15 @@ enum { WITHOUT_DIRECT, WITHOUT_PRO_OUT }; /* what the second candidate of time_p
 static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double best[2])
 {
     void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
-    int ok = 1;
     best[0] = best[1] = 1e30;
+    double total = 0; /* every array's span, the chain's included: the cap is on what is allocated */
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        if ((p->present >> i) & 1) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(&p->t[i], &lo, &hi);
+            total += (double)(hi - lo);
+        }
+    int ok = total <= (double)TIMED_MAX_BYTES;
     for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
         if (!((p->present >> i) & 1))
             continue;
@@ -1021,7 +1032,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                        : x->pro_out   ? "prolog>out"
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
-    snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan ? "(in place when in == out)" : "",
+    snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan && !x->pro_out ? "(in place when in == out)" : "",
              x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "", x->timed ? ",timed" : "");
     fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
