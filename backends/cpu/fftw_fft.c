@@ -29,19 +29,14 @@
  * FFTW's threads, its chain one threaded pass before and/or after the FFT (",single").
  * The chain loops themselves are in fusion/cpu_fft_chain.c.
  * FFTW's planner is not thread-safe: planning and plan destruction hold one process-wide
- * mutex; execution is concurrent. */
-#include "cpu_fft_chain.h"
-#include "fftw_fft.h"
+ * mutex; execution is concurrent. This file plans; fftw_exec.c runs a plan, fftw_timed.c
+ * times a plan's alternatives (fftw_impl.h is what they share). */
 #include "fft_axis_split.h"
-#include "internal.h"
+#include "fftw_impl.h"
 
-#include <fftw3.h>
-#include <omp.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Scratch per chunk (input + output). 256 KiB, not 1 MiB: on the H200 host's 16 cores a fused
  * prolog over 1 MiB chunks ran 1.14-1.43x the plain transform, over 256 KiB 1.04-1.12x (paired
@@ -55,48 +50,11 @@
 #define THREAD_MIN_ELEMS 32768         /* below this, one thread */
 #define FFTW_THREAD_MIN_ELEMS 65536    /* a single transform this large uses FFTW's threads */
 
-static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t fm_fftw_planner_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 static int threads_ok;
 
 static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_init_threads() != 0; }
-
-typedef struct fftw_impl {
-    int dbl, kind, inverse, naxes;
-    int64_t n[3];              /* logical lengths, padded in front with 1 */
-    fm_fft_chain_layout c;     /* extents, strides and the chain, as the movers see them */
-    int nb;                    /* batch axes with extent > 1 */
-    int64_t bext[FM_MAX_NDIM], b_in[FM_MAX_NDIM], b_out[FM_MAX_NDIM], b_pa[FM_MAX_NDIM], b_ea[FM_MAX_NDIM];
-    int64_t batch;             /* product of batch extents (0: nothing to do) */
-    size_t rs;                 /* real scalar size */
-    void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
-    int dir_align_in, dir_align_out;
-    void *direct_ip;           /* the same in place (c2c, in == out with one layout), or NULL */
-    int dir_align_ip;
-    void *chunk_plan, *rem_plan;
-    /* chunks that FFTW writes straight into out (epilog then applied in place), reading
-     * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
-    void *od_plan, *od_rem;
-    int od_in_direct, od_align_in, od_align_out;
-    /* the same, transformed in place when the call passes in == out (c2c, one layout): the
-     * column step of a split 2-D/3-D transform runs here with no gather/scatter */
-    void *ip_plan, *ip_rem;
-    int ip_align;
-    /* c2c with a prolog on dense transforms: the prolog gathered straight into out's place and
-     * FFTW in place there (ip_plan), no scratch between; the faster of this and scratch>out
-     * is timed at planning (choose_prolog_into_out) */
-    int pro_out;
-    int same_io; /* in and out share one layout (a call with in == out may then run in place) */
-    int64_t chunk, nchunks, rem;
-    int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
-    int threads;               /* OpenMP threads over chunks */
-    int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
-    int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
-    int fftw_threads;          /* threads of the chunk plans */
-    int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
-    int timed; /* the plan is the faster of FFTW's and the library's path, timed at planning */
-    int prefault; /* columns into a dense out: fault a fresh out in from all threads first */
-} fftw_impl;
 
 static fm_status probe(void **state, const char **why)
 {
@@ -106,35 +64,25 @@ static fm_status probe(void **state, const char **why)
     return FM_OK;
 }
 
-static void destroy_plan(int dbl, void *p)
-{
-    if (!p)
-        return;
-    if (dbl)
-        fftw_destroy_plan((fftw_plan)p);
-    else
-        fftwf_destroy_plan((fftwf_plan)p);
-}
-
 static void destroy_impl(void *v)
 {
     fftw_impl *x = v;
     if (!x)
         return;
-    pthread_mutex_lock(&planner_lock);
-    destroy_plan(x->dbl, x->direct);
-    destroy_plan(x->dbl, x->direct_ip);
-    destroy_plan(x->dbl, x->chunk_plan);
-    destroy_plan(x->dbl, x->rem_plan);
-    destroy_plan(x->dbl, x->od_plan);
-    destroy_plan(x->dbl, x->od_rem);
-    destroy_plan(x->dbl, x->ip_plan);
-    destroy_plan(x->dbl, x->ip_rem);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
+    fm_fftw_destroy_plan(x->dbl, x->direct);
+    fm_fftw_destroy_plan(x->dbl, x->direct_ip);
+    fm_fftw_destroy_plan(x->dbl, x->chunk_plan);
+    fm_fftw_destroy_plan(x->dbl, x->rem_plan);
+    fm_fftw_destroy_plan(x->dbl, x->od_plan);
+    fm_fftw_destroy_plan(x->dbl, x->od_rem);
+    fm_fftw_destroy_plan(x->dbl, x->ip_plan);
+    fm_fftw_destroy_plan(x->dbl, x->ip_rem);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     free(x);
 }
 
-/* One guru64 plan; call with planner_lock held. */
+/* One guru64 plan; call with fm_fftw_planner_lock held. */
 static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, int hrank, const fftw_iodim64 *hdims,
                        void *in, void *out, unsigned flags, int nthreads)
 {
@@ -157,42 +105,6 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
     return fftwf_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
 }
 
-static void run_plan(const fftw_impl *x, void *p, void *in, void *out)
-{
-    if (x->dbl) {
-        if (x->kind == FM_FFT_C2C)
-            fftw_execute_dft((fftw_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftw_execute_dft_r2c((fftw_plan)p, in, out);
-        else
-            fftw_execute_dft_c2r((fftw_plan)p, in, out);
-    } else {
-        if (x->kind == FM_FFT_C2C)
-            fftwf_execute_dft((fftwf_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftwf_execute_dft_r2c((fftwf_plan)p, in, out);
-        else
-            fftwf_execute_dft_c2r((fftwf_plan)p, in, out);
-    }
-}
-
-/* Scratch: reused between executes (fresh pages per call cost chains 15-40%, host_scratch.c);
- * 64-byte aligned, so fftw_alignment_of() is 0 as for fftw_malloc'd arrays. */
-static void *xmalloc(const fftw_impl *x, size_t bytes)
-{
-    (void)x;
-    return fm_host_scratch_alloc(bytes);
-}
-static void xfree(const fftw_impl *x, void *p)
-{
-    (void)x;
-    fm_host_scratch_free(p);
-}
-static int xalign(const fftw_impl *x, const void *p)
-{
-    return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
-}
-
 /* Up to this many points per transform, FFTW's own strided plan over the whole batch beats the
  * tiles through the scratch for a plain out-of-place call; above, it thrashes on the power-of-two
  * strides (c64, one thread, dev machine, FFTW vs tiles: 256 columns of 256 points 0.094 vs 0.12
@@ -204,176 +116,6 @@ static int xalign(const fftw_impl *x, const void *p)
 #define COLS_INPLACE_MAX_POINTS 1024
 
 /* Element offsets of batch entry b in the four slots. */
-static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
-{
-    off[0] = off[1] = off[2] = off[3] = 0;
-    for (int i = x->nb - 1; i >= 0; i--) {
-        int64_t q = b / x->bext[i], r = b - q * x->bext[i];
-        b = q;
-        off[0] += r * x->b_in[i];
-        off[1] += r * x->b_out[i];
-        off[2] += r * x->b_pa[i];
-        off[3] += r * x->b_ea[i];
-    }
-}
-
-/* The epilog on transforms b0 .. b0+cnt-1 of out, in place, right after their FFT. */
-static void epilog_in_place(const fftw_impl *x, void *const *ptrs, int64_t b0, int64_t cnt)
-{
-    int64_t off[4];
-    if (x->c.epi_ops && cnt > 1 && x->nb == 1 && x->b_out[0] == 1 && x->c.s_out[2] != 1 && x->pass_threads <= 1) {
-        batch_offsets(x, b0, off);
-        fm_fft_scatter_cols(&x->c, x->dbl, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
-        return;
-    }
-    for (int64_t e = 0; x->c.epi_ops && e < cnt; e++) {
-        batch_offsets(x, b0 + e, off);
-        fm_fft_scatter(&x->c, x->dbl, NULL, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
-    }
-}
-
-/* Run chunk c with scratch sin/sout (sout == sin when the scratch is in place). */
-static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *sin, void *sout)
-{
-    int64_t b0 = c * x->chunk, cnt = fm_min_i64(x->chunk, x->batch - b0);
-    size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
-    int64_t off[4];
-    const int same_ptr = ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT];
-    if (x->ip_plan && (x->pro_out || same_ptr) && (!same_ptr || x->same_io)) {
-        batch_offsets(x, b0, off);
-        char *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        if (xalign(x, op) == x->ip_align) {
-            for (int64_t e = 0; x->pro_out && e < cnt; e++) {
-                batch_offsets(x, b0 + e, off);
-                fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2],
-                              (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout, x->pass_threads);
-            }
-            run_plan(x, cnt == x->chunk ? x->ip_plan : x->ip_rem, op, op);
-            epilog_in_place(x, ptrs, b0, cnt);
-            return;
-        }
-    }
-    if (x->od_plan) {
-        batch_offsets(x, b0, off);
-        char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        int ok = xalign(x, op) == x->od_align_out;
-        if (x->od_in_direct)
-            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
-        if (ok) {
-            if (!x->od_in_direct)
-                for (int64_t e = 0; e < cnt; e++) {
-                    batch_offsets(x, b0 + e, off);
-                    char *dst = (char *)sin + (size_t)(e * x->c.sd_in) * ein;
-                    fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst,
-                                  x->pass_threads);
-                }
-            run_plan(x, cnt == x->chunk ? x->od_plan : x->od_rem, x->od_in_direct ? ip : sin, op);
-            epilog_in_place(x, ptrs, b0, cnt);
-            return;
-        }
-    }
-    if (x->cols) {
-        batch_offsets(x, b0, off);
-        fm_fft_gather_cols(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], cnt, sin);
-        run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
-        fm_fft_scatter_cols(&x->c, x->dbl, sout, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], cnt);
-        return;
-    }
-    for (int64_t e = 0; e < cnt; e++) {
-        batch_offsets(x, b0 + e, off);
-        char *dst = (char *)sin + (size_t)(e * x->c.sd_in) * ein;
-        fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2], dst, x->pass_threads);
-    }
-    run_plan(x, cnt == x->chunk ? x->chunk_plan : x->rem_plan, sin, sout);
-    for (int64_t e = 0; e < cnt; e++) {
-        batch_offsets(x, b0 + e, off);
-        const char *src = (const char *)sout + (size_t)(e * x->c.sd_out) * eout;
-        fm_fft_scatter(&x->c, x->dbl, src, ptrs[FM_FFT_OUT], ptrs[FM_FFT_EPILOG], off[1], off[3], x->pass_threads);
-    }
-}
-
-static size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
-{
-    size_t in = (size_t)(count * x->c.sd_in) * x->rs * (x->c.in_cplx ? 2 : 1);
-    size_t out = (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
-    return (x->scratch_inplace ? (in > out ? in : out) : in);
-}
-static size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
-{
-    return x->scratch_inplace ? 0 : (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
-}
-
-static _Thread_local int last_path; /* fm_fftw_last_path(), for the tests */
-int fm_fftw_last_path(void) { return last_path; }
-
-static fm_status run_impl(const fftw_impl *x, void *const *ptrs)
-{
-    last_path = FM_FFTW_RAN_NOTHING;
-    if (x->batch == 0)
-        return FM_OK;
-    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
-        run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
-        last_path = FM_FFTW_RAN_DIRECT_INPLACE;
-        return FM_OK;
-    }
-    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
-        xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
-        run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
-        last_path = FM_FFTW_RAN_DIRECT;
-        return FM_OK;
-    }
-    last_path = FM_FFTW_RAN_CHUNKS;
-    size_t bin = scratch_in_bytes(x, x->chunk), bout = scratch_out_bytes(x, x->chunk);
-    atomic_int oom = 0;
-    if (x->threads <= 1 || x->nchunks <= 1) {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout) {
-            xfree(x, sin);
-            if (sout != sin)
-                xfree(x, sout);
-            return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", bin + bout);
-        }
-        for (int64_t c = 0; c < x->nchunks; c++)
-            run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
-        return FM_OK;
-    }
-    /* column chunks: every thread writes every row of out, so a fresh out is faulted in
-     * first, each thread its own part (host_prefault.c) */
-    const intptr_t ib = (intptr_t)ptrs[FM_FFT_IN], ob = (intptr_t)ptrs[FM_FFT_OUT];
-    const int prefault = x->prefault && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
-#pragma omp parallel num_threads(x->threads)
-    {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout)
-            atomic_store(&oom, 1);
-        if (prefault) {
-            fm_host_prefault((char *)ptrs[FM_FFT_OUT] + x->out_lo, (size_t)(x->out_hi - x->out_lo),
-                             omp_get_thread_num(), omp_get_num_threads());
-#pragma omp barrier
-        }
-#pragma omp for schedule(static)
-        for (int64_t c = 0; c < x->nchunks; c++)
-            if (sin && sout)
-                run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
-    }
-    if (atomic_load(&oom))
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch per thread",
-                       bin + bout);
-    return FM_OK;
-}
-
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
-{
-    (void)stream;
-    return run_impl(plan->impl, ptrs);
-}
-
 /* ---- planning ---- */
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 static const char *const effort_names[3] = {"estimate", "measure", "patient"};
@@ -433,9 +175,9 @@ static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, 
         xfree(x, out);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
     }
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     x->direct = make_plan(x, rank, dims, x->nb, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     x->dir_align_in = xalign(x, in);
     x->dir_align_out = xalign(x, out);
     xfree(x, in);
@@ -459,9 +201,9 @@ static fm_status make_direct_inplace(fftw_impl *x, const fm_problem *p, unsigned
     void *buf = xmalloc(x, (size_t)hi);
     if (!buf)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     x->direct_ip = make_plan(x, rank, dims, x->nb, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     x->dir_align_ip = xalign(x, buf);
     xfree(x, buf);
     return x->direct_ip ? FM_OK
@@ -490,9 +232,9 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
             xfree(x, out);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
     }
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     xfree(x, in);
     if (out != in)
         xfree(x, out);
@@ -509,7 +251,7 @@ static size_t layout_bytes(const int64_t *ext, const int64_t *st, int64_t count,
 }
 
 /* In-place plan for `count` transforms on out's layout (see fftw_impl.ip_plan). */
-static fm_status make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
+fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
 {
     fftw_iodim64 dims[3], hd[1];
     int rank = 0;
@@ -520,16 +262,16 @@ static fm_status make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int n
     void *buf = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2));
     if (!buf)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     *out_plan = make_plan(x, rank, dims, 1, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     x->ip_align = xalign(x, buf);
     xfree(x, buf);
     return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
 }
 
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
-static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
+fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan)
 {
     fftw_iodim64 dims[3], hd[1];
     int64_t si[3], sti = 1;
@@ -549,222 +291,14 @@ static fm_status make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int n
         xfree(x, out);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
     }
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     x->od_align_in = xalign(x, in);
     x->od_align_out = xalign(x, out);
     xfree(x, in);
     xfree(x, out);
     return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (out direct)" : "fftwf_plan_guru64 (out direct)");
-}
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-/* Seconds of one run of x, or of plan pl when x is NULL (1e30 when it fails). */
-static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *ptrs)
-{
-    const double t0 = seconds_now();
-    const fm_status s = x ? run_impl(x, ptrs) : pl->execute(pl, ptrs, NULL);
-    return s == FM_OK ? seconds_now() - t0 : 1e30;
-}
-
-#define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
-#define TIMED_ROUNDS 6                       /* the first warms up; the best of the others counts */
-#define TIMED_LONG_S 0.05                    /* a warm-up round this long: one timed round only */
-
-/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
- * (in, out, and the prolog / epilog arrays when present, TIMED_MAX_BYTES in all at most;
- * the first round warms both up;
- * after a round over TIMED_LONG_S one more round only): x as planned, then plan alt or,
- * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
- * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
-enum { WITHOUT_DIRECT, WITHOUT_PRO_OUT }; /* what the second candidate of time_pair sets aside */
-static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double best[2])
-{
-    void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
-    best[0] = best[1] = 1e30;
-    double total = 0; /* every array's span, the chain's included: the cap is on what is allocated */
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        if ((p->present >> i) & 1) {
-            int64_t lo, hi;
-            fm_tensor_byte_span(&p->t[i], &lo, &hi);
-            total += (double)(hi - lo);
-        }
-    int ok = total <= (double)TIMED_MAX_BYTES;
-    for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
-        if (!((p->present >> i) & 1))
-            continue;
-        int64_t lo, hi;
-        fm_tensor_byte_span(&p->t[i], &lo, &hi);
-        /* malloc, not the scratch cache: these arrays go back to the system after planning */
-        const size_t bytes = ((size_t)(hi - lo) + 63) & ~(size_t)63;
-        ok = (buf[i] = aligned_alloc(64, bytes ? bytes : 64)) != NULL;
-        if (ok) {
-            memset(buf[i], 0, bytes);
-            ptrs[i] = (char *)buf[i] - lo;
-        }
-    }
-    if (ok) {
-        void *const direct = x->direct;
-        const int pro_out = x->pro_out;
-        for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
-            const double a = time_one_run(x, NULL, ptrs);
-            if (!alt && without == WITHOUT_DIRECT)
-                x->direct = NULL;
-            if (!alt && without == WITHOUT_PRO_OUT)
-                x->pro_out = 0;
-            const double b = time_one_run(alt ? NULL : x, alt, ptrs);
-            x->direct = direct;
-            x->pro_out = pro_out;
-            if (round)
-                best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
-            else if (a + b > TIMED_LONG_S)
-                rounds = 2;
-        }
-    }
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        free(buf[i]);
-    return best[0] < 1e30 && best[1] < 1e30;
-}
-
-enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS, PATH_INPLACE };
-
-/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient); "direct" and "chunks" force
- * a plain transform's path, "inplace" a prolog's (into out, FFTW in place there); any forced
- * value turns the timing off, and a prolog then takes the scratch unless "inplace". */
-static fm_status forced_path(int *path)
-{
-    const char *v = getenv("FUSEMATH_FFT_CPU_PATH");
-    *path = !v || !*v                ? PATH_TIMED
-            : !strcmp(v, "direct")  ? PATH_DIRECT
-            : !strcmp(v, "chunks")  ? PATH_CHUNKS
-            : !strcmp(v, "inplace") ? PATH_INPLACE
-                                    : -1;
-    if (*path < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
-    return FM_OK;
-}
-
-/* A chunk plan and its remainder's, destroyed (pointers cleared). */
-static void drop_pair(fftw_impl *x, void **plan, void **rem)
-{
-    pthread_mutex_lock(&planner_lock);
-    destroy_plan(x->dbl, *plan);
-    destroy_plan(x->dbl, *rem);
-    pthread_mutex_unlock(&planner_lock);
-    *plan = *rem = NULL;
-}
-
-/* The plans of an alternative path for a chunk and the remainder, made by `make`; or neither,
- * and no error: the path the alternative competes with works without it. */
-typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
-static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
-{
-    if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
-        (!x->rem || make(x, x->rem, flags, x->fftw_threads, rem) == FM_OK))
-        return 1;
-    drop_pair(x, plan, rem);
-    fm_clear_error();
-    return 0;
-}
-
-/* A prolog on dense c2c transforms has two ways to run: gathered into the scratch and FFTW
- * from there into out (scratch>out), or gathered straight into out's place and FFTW in place
- * there (prolog>out), which leaves a transform larger than L2 one buffer instead of two. On
- * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
- * With effort measure or patient both are timed and the faster kept (prolog>out must win by
- * 3%); at estimate the scratch stays; FUSEMATH_FFT_CPU_PATH=inplace forces prolog>out. */
-static void choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                   int64_t hi_out)
-{
-    if (path == PATH_DIRECT || path == PATH_CHUNKS ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
-        return;
-    if (!make_pair(x, make_ip_plan, flags, &x->ip_plan, &x->ip_rem))
-        return;
-    x->pro_out = 1;
-    if (path == PATH_INPLACE)
-        return;
-    double t[2] = {0, 0};
-    x->timed = time_pair(x, NULL, WITHOUT_PRO_OUT, p, t);
-    fm_clear_error();
-    if (!(x->timed && t[0] < 0.97 * t[1])) {
-        x->pro_out = 0;
-        drop_pair(x, &x->ip_plan, &x->ip_rem);
-    }
-}
-
-/* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
- * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
- * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
- * 4096 x 1024 c64 in 10.5 ms direct and 8.9 through the scratch; the H200 host's 16 cores
- * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
- * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
- * forces the choice at any effort (tests, debugging). */
-static void choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                    int64_t hi_out)
-{
-    if (path == PATH_DIRECT || path == PATH_INPLACE ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
-        return;
-    x->od_in_direct = 0;
-    if (!make_pair(x, make_od_plan, flags, &x->od_plan, &x->od_rem))
-        return;
-    double t[2] = {0, 0};
-    x->timed = path == PATH_TIMED && time_pair(x, NULL, WITHOUT_DIRECT, p, t);
-    fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
-    if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
-        drop_pair(x, &x->od_plan, &x->od_rem);
-        return;
-    }
-    pthread_mutex_lock(&planner_lock); /* the chunks won: without a direct plan, execute takes them */
-    destroy_plan(x->dbl, x->direct);
-    pthread_mutex_unlock(&planner_lock);
-    x->direct = NULL;
-}
-
-/* A single plain transform over 2-3 axes: FFTW's own N-D plan, or the split the chains take
- * (rows or slabs, then the columns in tiles through the scratch). One dev thread ran 4096 x
- * 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
- * FFTW's plan ~5% ahead (run 10). With effort measure or patient both are timed here and the
- * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
- * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */
-static int choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
-                              int64_t hi_in, int64_t hi_out, fm_plan *out)
-{
-    if (path == PATH_DIRECT || path == PATH_INPLACE ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
-        return 0;
-    const int forced = path == PATH_CHUNKS;
-    fm_plan *alt = fm_plan_alloc(p);
-    if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
-        fm_plan_release(alt);
-        fm_clear_error(); /* FFTW's own plan stands: the split was optional */
-        return 0;
-    }
-    int take = forced;
-    if (!forced) {
-        double t[2];
-        x->timed = time_pair(x, alt, WITHOUT_DIRECT, p, t);
-        take = x->timed && t[1] < 0.97 * t[0];
-        fm_clear_error();
-    }
-    if (take) {
-        out->impl = alt->impl;
-        out->execute = alt->execute;
-        out->destroy_impl = alt->destroy_impl;
-        memcpy(out->required_align, alt->required_align, sizeof out->required_align);
-        fm_plan_set_describe(out, "%s%s", alt->describe, forced ? "" : " (timed)");
-        alt->impl = NULL;
-    }
-    fm_plan_release(alt);
-    return take;
 }
 
 /* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */
@@ -802,7 +336,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fft_plan_axis_split(ctx, p, out);
     pthread_once(&threads_once, init_threads);
     int path;
-    fm_status ps = forced_path(&path);
+    fm_status ps = fm_fftw_forced_path(&path);
     if (ps != FM_OK)
         return ps;
     const fm_fft_params *fp = &p->u.fft;
@@ -940,14 +474,14 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             const int chunk_fits = entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
                               !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
-            if ((s = make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
+            if ((s = fm_fftw_make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
                 goto fail;
-            if (x->rem && (s = make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
+            if (x->rem && (s = fm_fftw_make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
                 goto fail;
             if (x->kind == FM_FFT_C2C && x->od_in_direct && same_layout(ti, to)) {
-                if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
+                if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                     goto fail;
-                if (x->rem && (s = make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
+                if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
                     goto fail;
             }
         }
@@ -955,9 +489,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
          * transforms are short (the chain then runs on them across the columns) */
         if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS &&
             same_layout(ti, to)) {
-            if ((s = make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
+            if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                 goto fail;
-            if (x->rem && (s = make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
+            if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
                 goto fail;
         }
         /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
@@ -983,18 +517,18 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             if (x->direct && rows)
-                choose_direct_or_chunks(x, p, flags, path, hi_in, hi_out);
-            if (x->direct && x->naxes > 1 && x->batch == 1 && choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
+                fm_fftw_choose_direct_or_chunks(x, p, flags, path, hi_in, hi_out);
+            if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
                 destroy_impl(x);
                 return FM_OK;
             }
         }
         if (x->od_plan && x->c.pro_ops && x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c))
-            choose_prolog_into_out(x, p, flags, path, hi_in, hi_out);
+            fm_fftw_choose_prolog_into_out(x, p, flags, path, hi_in, hi_out);
     }
 
     out->impl = x;
-    out->execute = execute;
+    out->execute = fm_fftw_execute;
     out->destroy_impl = destroy_impl;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         out->required_align[i] = x->rs;
@@ -1051,9 +585,9 @@ fail:
 
 static fm_status export_wisdom(char **text)
 {
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     char *d = fftw_export_wisdom_to_string(), *f = fftwf_export_wisdom_to_string();
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     fm_status s = FM_OK;
     size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0;
     *text = malloc(nd + nf + sizeof FFTWF_MARK);
@@ -1078,9 +612,9 @@ static fm_status import_wisdom(const char *text)
     memcpy(d, text, nd);
     d[nd] = '\0';
     const char *f = mark + strlen(FFTWF_MARK);
-    pthread_mutex_lock(&planner_lock);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
     int ok = (nd == 0 || fftw_import_wisdom_from_string(d)) && (!*f || fftwf_import_wisdom_from_string(f));
-    pthread_mutex_unlock(&planner_lock);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
     free(d);
     return ok ? FM_OK : fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from "
                                                           "another FFTW version)");

@@ -1,0 +1,112 @@
+/* fftw_impl.h : what the FFTW backend's three files share: fftw_fft.c plans (and is the
+ * backend's table row), fftw_exec.c runs a plan, fftw_timed.c times a plan's alternatives at
+ * planning. Private to backends/cpu/. */
+#ifndef FM_FFTW_IMPL_H
+#define FM_FFTW_IMPL_H
+
+#include "cpu_fft_chain.h"
+#include "internal.h"
+
+#include <fftw3.h>
+#include <pthread.h>
+#include <stdint.h>
+
+/* FFTW's planner is not thread-safe: planning and plan destruction hold this lock */
+extern pthread_mutex_t fm_fftw_planner_lock;
+
+typedef struct fftw_impl {
+    int dbl, kind, inverse, naxes;
+    int64_t n[3];              /* logical lengths, padded in front with 1 */
+    fm_fft_chain_layout c;     /* extents, strides and the chain, as the movers see them */
+    int nb;                    /* batch axes with extent > 1 */
+    int64_t bext[FM_MAX_NDIM], b_in[FM_MAX_NDIM], b_out[FM_MAX_NDIM], b_pa[FM_MAX_NDIM], b_ea[FM_MAX_NDIM];
+    int64_t batch;             /* product of batch extents (0: nothing to do) */
+    size_t rs;                 /* real scalar size */
+    void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
+    int dir_align_in, dir_align_out;
+    void *direct_ip;           /* the same in place (c2c, in == out with one layout), or NULL */
+    int dir_align_ip;
+    void *chunk_plan, *rem_plan;
+    /* chunks that FFTW writes straight into out (epilog then applied in place), reading
+     * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
+    void *od_plan, *od_rem;
+    int od_in_direct, od_align_in, od_align_out;
+    /* the same, transformed in place when the call passes in == out (c2c, one layout): the
+     * column step of a split 2-D/3-D transform runs here with no gather/scatter */
+    void *ip_plan, *ip_rem;
+    int ip_align;
+    /* c2c with a prolog on dense transforms: the prolog gathered straight into out's place and
+     * FFTW in place there (ip_plan), no scratch between; the faster of this and scratch>out
+     * is timed at planning (choose_prolog_into_out) */
+    int pro_out;
+    int same_io; /* in and out share one layout (a call with in == out may then run in place) */
+    int64_t chunk, nchunks, rem;
+    int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
+    int threads;               /* OpenMP threads over chunks */
+    int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
+    int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
+    int fftw_threads;          /* threads of the chunk plans */
+    int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
+    int timed; /* the plan is the faster of FFTW's and the library's path, timed at planning */
+    int prefault; /* columns into a dense out: fault a fresh out in from all threads first */
+} fftw_impl;
+
+static inline void fm_fftw_destroy_plan(int dbl, void *p)
+{
+    if (!p)
+        return;
+    if (dbl)
+        fftw_destroy_plan((fftw_plan)p);
+    else
+        fftwf_destroy_plan((fftwf_plan)p);
+}
+
+/* Scratch: reused between executes (fresh pages per call cost chains 15-40%, host_scratch.c);
+ * 64-byte aligned, so fftw_alignment_of() is 0 as for fftw_malloc'd arrays. */
+static inline void *xmalloc(const fftw_impl *x, size_t bytes)
+{
+    (void)x;
+    return fm_host_scratch_alloc(bytes);
+}
+static inline void xfree(const fftw_impl *x, void *p)
+{
+    (void)x;
+    fm_host_scratch_free(p);
+}
+static inline int xalign(const fftw_impl *x, const void *p)
+{
+    return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
+}
+
+static inline size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
+{
+    size_t in = (size_t)(count * x->c.sd_in) * x->rs * (x->c.in_cplx ? 2 : 1);
+    size_t out = (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
+    return (x->scratch_inplace ? (in > out ? in : out) : in);
+}
+static inline size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
+{
+    return x->scratch_inplace ? 0 : (size_t)(count * x->c.sd_out) * x->rs * (x->c.out_cplx ? 2 : 1);
+}
+
+/* fftw_exec.c: run x on the slots' pointers (FM_FFT_IN, OUT, PROLOG, EPILOG); the plan's execute */
+fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs);
+fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, void *stream);
+
+/* fftw_fft.c: plans for `count` transforms in place on out's layout / from the gathered
+ * scratch or the caller's in straight into out (see fftw_impl.ip_plan, od_plan) */
+fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+
+/* fftw_timed.c: the timed choices between FFTW's plans and the library's own paths */
+#define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
+enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS, PATH_INPLACE };
+fm_status fm_fftw_forced_path(int *path);
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                    int64_t hi_out);
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                     int64_t hi_out);
+int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
+                               int64_t hi_in, int64_t hi_out, fm_plan *out);
+
+#endif

@@ -1,0 +1,216 @@
+/* fftw_timed.c : the FFTW backend's timed choices. Which of FFTW's plans and the library's
+ * own paths is faster depends on the machine, so with effort measure or patient both are run
+ * on zeroed arrays of the call's layout at planning and the faster kept (by 3%);
+ * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). */
+#include "fft_axis_split.h"
+#include "fftw_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+/* Seconds of one run of x, or of plan pl when x is NULL (1e30 when it fails). */
+static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *ptrs)
+{
+    const double t0 = seconds_now();
+    const fm_status s = x ? fm_fftw_run(x, ptrs) : pl->execute(pl, ptrs, NULL);
+    return s == FM_OK ? seconds_now() - t0 : 1e30;
+}
+
+#define TIMED_ROUNDS 6    /* the first warms up; the best of the others counts */
+#define TIMED_LONG_S 0.05 /* a warm-up round this long: one timed round only */
+
+/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
+ * (in, out, and the prolog / epilog arrays when present, TIMED_MAX_BYTES in all at most; the
+ * first round warms both up; after a round over TIMED_LONG_S one more round only): x as
+ * planned, then plan alt or,
+ * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
+ * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
+enum { WITHOUT_DIRECT, WITHOUT_PRO_OUT }; /* what the second candidate of time_pair sets aside */
+static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double best[2])
+{
+    void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
+    best[0] = best[1] = 1e30;
+    double total = 0; /* every array's span, the chain's included: the cap is on what is allocated */
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        if ((p->present >> i) & 1) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(&p->t[i], &lo, &hi);
+            total += (double)(hi - lo);
+        }
+    int ok = total <= (double)TIMED_MAX_BYTES;
+    for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
+        if (!((p->present >> i) & 1))
+            continue;
+        int64_t lo, hi;
+        fm_tensor_byte_span(&p->t[i], &lo, &hi);
+        /* malloc, not the scratch cache: these arrays go back to the system after planning */
+        const size_t bytes = ((size_t)(hi - lo) + 63) & ~(size_t)63;
+        ok = (buf[i] = aligned_alloc(64, bytes ? bytes : 64)) != NULL;
+        if (ok) {
+            memset(buf[i], 0, bytes);
+            ptrs[i] = (char *)buf[i] - lo;
+        }
+    }
+    if (ok) {
+        void *const direct = x->direct;
+        const int pro_out = x->pro_out;
+        for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
+            const double a = time_one_run(x, NULL, ptrs);
+            if (!alt && without == WITHOUT_DIRECT)
+                x->direct = NULL;
+            if (!alt && without == WITHOUT_PRO_OUT)
+                x->pro_out = 0;
+            const double b = time_one_run(alt ? NULL : x, alt, ptrs);
+            x->direct = direct;
+            x->pro_out = pro_out;
+            if (round)
+                best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
+            else if (a + b > TIMED_LONG_S)
+                rounds = 2;
+        }
+    }
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        free(buf[i]);
+    return best[0] < 1e30 && best[1] < 1e30;
+}
+
+/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient); "direct" and "chunks" force
+ * a plain transform's path, "inplace" a prolog's (into out, FFTW in place there); any forced
+ * value turns the timing off, and a prolog then takes the scratch unless "inplace". */
+fm_status fm_fftw_forced_path(int *path)
+{
+    const char *v = getenv("FUSEMATH_FFT_CPU_PATH");
+    *path = !v || !*v                ? PATH_TIMED
+            : !strcmp(v, "direct")  ? PATH_DIRECT
+            : !strcmp(v, "chunks")  ? PATH_CHUNKS
+            : !strcmp(v, "inplace") ? PATH_INPLACE
+                                    : -1;
+    if (*path < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
+    return FM_OK;
+}
+
+/* A chunk plan and its remainder's, destroyed (pointers cleared). */
+static void drop_pair(fftw_impl *x, void **plan, void **rem)
+{
+    pthread_mutex_lock(&fm_fftw_planner_lock);
+    fm_fftw_destroy_plan(x->dbl, *plan);
+    fm_fftw_destroy_plan(x->dbl, *rem);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
+    *plan = *rem = NULL;
+}
+
+/* The plans of an alternative path for a chunk and the remainder, made by `make`; or neither,
+ * and no error: the path the alternative competes with works without it. */
+typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
+{
+    if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
+        (!x->rem || make(x, x->rem, flags, x->fftw_threads, rem) == FM_OK))
+        return 1;
+    drop_pair(x, plan, rem);
+    fm_clear_error();
+    return 0;
+}
+
+/* A prolog on dense c2c transforms has two ways to run: gathered into the scratch and FFTW
+ * from there into out (scratch>out), or gathered straight into out's place and FFTW in place
+ * there (prolog>out), which leaves a transform larger than L2 one buffer instead of two. On
+ * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
+ * With effort measure or patient both are timed and the faster kept (prolog>out must win by
+ * 3%); at estimate the scratch stays; FUSEMATH_FFT_CPU_PATH=inplace forces prolog>out. */
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                   int64_t hi_out)
+{
+    if (path == PATH_DIRECT || path == PATH_CHUNKS ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+        return;
+    if (!make_pair(x, fm_fftw_make_ip_plan, flags, &x->ip_plan, &x->ip_rem))
+        return;
+    x->pro_out = 1;
+    if (path == PATH_INPLACE)
+        return;
+    double t[2] = {0, 0};
+    x->timed = time_pair(x, NULL, WITHOUT_PRO_OUT, p, t);
+    fm_clear_error();
+    if (!(x->timed && t[0] < 0.97 * t[1])) {
+        x->pro_out = 0;
+        drop_pair(x, &x->ip_plan, &x->ip_rem);
+    }
+}
+
+/* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
+ * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
+ * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
+ * 4096 x 1024 c64 in 10.5 ms direct and 8.9 through the scratch; the H200 host's 16 cores
+ * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
+ * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
+ * forces the choice at any effort (tests, debugging). */
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
+                                    int64_t hi_out)
+{
+    if (path == PATH_DIRECT || path == PATH_INPLACE ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+        return;
+    x->od_in_direct = 0;
+    if (!make_pair(x, fm_fftw_make_od_plan, flags, &x->od_plan, &x->od_rem))
+        return;
+    double t[2] = {0, 0};
+    x->timed = path == PATH_TIMED && time_pair(x, NULL, WITHOUT_DIRECT, p, t);
+    fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
+    if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
+        drop_pair(x, &x->od_plan, &x->od_rem);
+        return;
+    }
+    pthread_mutex_lock(&fm_fftw_planner_lock); /* the chunks won: without a direct plan, execute takes them */
+    fm_fftw_destroy_plan(x->dbl, x->direct);
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
+    x->direct = NULL;
+}
+
+/* A single plain transform over 2-3 axes: FFTW's own N-D plan, or the split the chains take
+ * (rows or slabs, then the columns in tiles through the scratch). One dev thread ran 4096 x
+ * 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
+ * FFTW's plan ~5% ahead (run 10). With effort measure or patient both are timed here and the
+ * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
+ * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */
+int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
+                              int64_t hi_in, int64_t hi_out, fm_plan *out)
+{
+    if (path == PATH_DIRECT || path == PATH_INPLACE ||
+        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+        return 0;
+    const int forced = path == PATH_CHUNKS;
+    fm_plan *alt = fm_plan_alloc(p);
+    if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
+        fm_plan_release(alt);
+        fm_clear_error(); /* FFTW's own plan stands: the split was optional */
+        return 0;
+    }
+    int take = forced;
+    if (!forced) {
+        double t[2];
+        x->timed = time_pair(x, alt, WITHOUT_DIRECT, p, t);
+        take = x->timed && t[1] < 0.97 * t[0];
+        fm_clear_error();
+    }
+    if (take) {
+        out->impl = alt->impl;
+        out->execute = alt->execute;
+        out->destroy_impl = alt->destroy_impl;
+        memcpy(out->required_align, alt->required_align, sizeof out->required_align);
+        fm_plan_set_describe(out, "%s%s", alt->describe, forced ? "" : " (timed)");
+        alt->impl = NULL;
+    }
+    fm_plan_release(alt);
+    return take;
+}
+
