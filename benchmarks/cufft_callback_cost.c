@@ -7,14 +7,20 @@
  * (-arch=compute_XX -dlto --relocatable-device-code=true). This is the measurement behind the
  * cuFFT backend running the prolog as a separate pass (docs/performance.md).
  *
+ * Each form runs twice: as cuFFT plans by default, and with the plan property
+ * NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT set (cuFFT >= 11.2 may then JIT-compile kernels for the
+ * plan, callbacks included; "_patient" forms, plan creation time reported).
+ *
  * Usage: cufft_callback_cost [n] [batch] [reps]   (default 4096 4096 50); prints one JSON line
  * per form. Exits 2 without a GPU. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <cufftXt.h>
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static const char *const names[3] = {"ident", "window", "half"};
 static const char *const sources[3] = {
@@ -41,15 +47,25 @@ static int compile(int which, int arch, int n, void **ir, size_t *size)
     return r == NVRTC_SUCCESS ? 0 : -1;
 }
 
-/* load / store: index into names or -1 */
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* load / store: index into names or -1; patient: set NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT */
 static void run(const char *label, int load, int store, int n, int batch, int reps, int arch, void *in, void *out,
-                void *window)
+                void *window, int patient)
 {
     cufftHandle h;
     void *irs[2] = {NULL, NULL};
     size_t sizes[2] = {0, 0};
     void *info[1] = {window};
+    const double t0 = now_s();
     cufftResult r = cufftCreate(&h);
+    if (r == CUFFT_SUCCESS && patient)
+        r = cufftSetPlanPropertyInt64(h, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, 1);
     if (r == CUFFT_SUCCESS && load >= 0 && compile(load, arch, n, &irs[0], &sizes[0]) == 0)
         r = cufftXtSetJITCallback(h, names[load], irs[0], sizes[0], CUFFT_CB_LD_COMPLEX, info);
     if (r == CUFFT_SUCCESS && store >= 0 && compile(store, arch, n, &irs[1], &sizes[1]) == 0)
@@ -58,6 +74,7 @@ static void run(const char *label, int load, int store, int n, int batch, int re
     size_t ws = 0;
     if (r == CUFFT_SUCCESS)
         r = cufftXtMakePlanMany(h, 1, nn, NULL, 1, n, CUDA_C_32F, NULL, 1, n, CUDA_C_32F, batch, &ws, CUDA_C_32F);
+    const double plan_s = now_s() - t0;
     float ms = -1;
     if (r == CUFFT_SUCCESS) {
         cudaEvent_t a, b;
@@ -75,7 +92,8 @@ static void run(const char *label, int load, int store, int n, int batch, int re
         cudaEventDestroy(a);
         cudaEventDestroy(b);
     }
-    printf("{\"form\":\"%s\",\"n\":%d,\"batch\":%d,\"cufft_status\":%d,\"ms\":%.5f}\n", label, n, batch, (int)r, ms);
+    printf("{\"form\":\"%s%s\",\"n\":%d,\"batch\":%d,\"cufft_status\":%d,\"ms\":%.5f,\"plan_s\":%.3f}\n", label,
+           patient ? "_patient" : "", n, batch, (int)r, ms, plan_s);
     cufftDestroy(h);
     free(irs[0]);
     free(irs[1]);
@@ -106,14 +124,16 @@ int main(int argc, char **argv)
     cudaMemset(in, 0, elems * 8);
     cudaMemset(window, 0, (size_t)n * 4);
     const int arch = major * 10 + minor;
-    run("plain", -1, -1, n, batch, reps, arch, in, out, window);
-    run("load_identity", 0, -1, n, batch, reps, arch, in, out, window);
-    run("load_window", 1, -1, n, batch, reps, arch, in, out, window);
-    run("store_scale", -1, 2, n, batch, reps, arch, in, out, window);
-    run("load_window+store_scale", 1, 2, n, batch, reps, arch, in, out, window);
-    /* in place: does cuFFT pick a different (slower) kernel for a load callback out of place only? */
-    run("plain_inplace", -1, -1, n, batch, reps, arch, in, in, window);
-    run("load_identity_inplace", 0, -1, n, batch, reps, arch, in, in, window);
+    for (int patient = 0; patient < 2; patient++) {
+        run("plain", -1, -1, n, batch, reps, arch, in, out, window, patient);
+        run("load_identity", 0, -1, n, batch, reps, arch, in, out, window, patient);
+        run("load_window", 1, -1, n, batch, reps, arch, in, out, window, patient);
+        run("store_scale", -1, 2, n, batch, reps, arch, in, out, window, patient);
+        run("load_window+store_scale", 1, 2, n, batch, reps, arch, in, out, window, patient);
+        /* in place: does cuFFT pick a different (slower) kernel for a load callback out of place only? */
+        run("plain_inplace", -1, -1, n, batch, reps, arch, in, in, window, patient);
+        run("load_identity_inplace", 0, -1, n, batch, reps, arch, in, in, window, patient);
+    }
     cudaFree(in);
     cudaFree(out);
     cudaFree(window);
