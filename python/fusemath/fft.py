@@ -8,6 +8,10 @@
     >>> with ff.FFT(x.astype(complex)) as f:
     ...     f.plan(); y = f.execute(); z = f.execute(direction="inverse")
 
+Helpers as numpy.fft's: fftfreq, rfftfreq (``like=`` an array: the result in its library and on
+its device), fftshift, ifftshift (on the array's own library), so that code written against
+numpy.fft runs unchanged.
+
 Functions: fft, ifft, fft2, ifft2, fftn, ifftn, rfft, irfft, rfft2, irfft2, rfftn, irfftn with
 numpy.fft's signatures (``n`` / ``s`` crop or zero-pad the input, ``axis`` / ``axes``,
 ``norm="backward" | "ortho" | "forward"``, ``out=``), plus the keywords
@@ -59,6 +63,7 @@ from ._options import _DEFAULT_OPTIONS, _resolve_execution
 __all__ = [
     "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn",
     "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
+    "fftfreq", "rfftfreq", "fftshift", "ifftshift",
     "FFT",
 ]
 
@@ -655,6 +660,77 @@ def irfftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=Non
     default 2 * (m - 1))."""
     return _run("fusemath.fft.irfftn", a, s, axes, norm, out, prolog, epilog, kind=_C2R, inverse=True,
                 one_d=False, execution=execution, stream=stream)
+
+
+# ---------------------------------------------------------------------------
+# Helpers (numpy.fft's, on the caller's array library)
+# ---------------------------------------------------------------------------
+def _freq(where: str, n: Any, d: Any, like: Any, real: bool):
+    n = _length(n, "n", where)
+    try:
+        d = float(d)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: d (the sample spacing) must be a real number, not {type(d).__name__}") from None
+    if not d or not np.isfinite(d):
+        raise ValueError(f"{where}: d (the sample spacing) is {d}; expected a finite, nonzero number")
+    ref = np.fft.rfftfreq(n, d) if real else np.fft.fftfreq(n, d)
+    if like is None:
+        return ref
+    lib, x = _input(like, "like", where)
+    if lib is NUMPY:
+        return ref
+    if lib.name == "torch":
+        t = lib.torch
+        return t.as_tensor(ref, device=x.device)
+    cp = lib.cupy
+    with cp.cuda.Device(lib.device_of(x)):
+        return cp.asarray(ref)
+
+
+def fftfreq(n, d=1.0, *, like=None):
+    """Sample frequencies of an n-point FFT with sample spacing d, as ``numpy.fft.fftfreq``
+    ([0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n), float64). ``like``: an array whose library and
+    device the result takes (a CuPy array or PyTorch tensor on its GPU); None: NumPy."""
+    return _freq("fusemath.fft.fftfreq", n, d, like, real=False)
+
+
+def rfftfreq(n, d=1.0, *, like=None):
+    """Sample frequencies of rfft's n // 2 + 1 outputs, as ``numpy.fft.rfftfreq``; ``like`` as
+    for :func:`fftfreq`."""
+    return _freq("fusemath.fft.rfftfreq", n, d, like, real=True)
+
+
+def _shift(where: str, x: Any, axes: Any, inverse: bool):
+    lib, a = _input(x, "x", where)
+    shape = tuple(a.shape)
+    if axes is None:
+        ax = tuple(range(len(shape)))
+    else:
+        try:
+            axes = (operator.index(axes),)  # one axis
+        except TypeError:
+            pass
+        ax = _axes(axes, len(shape), "axes", where)
+    shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
+    if not ax:
+        return a
+    if lib is NUMPY:
+        return np.roll(a, shifts, ax)
+    if lib.name == "torch":
+        return lib.torch.roll(a, shifts, ax)
+    return lib.cupy.roll(a, shifts, ax)
+
+
+def fftshift(x, axes=None):
+    """The zero-frequency term moved to the centre, as ``numpy.fft.fftshift`` (axes: None for
+    all, an int or a sequence of distinct ints); the result is an array of x's library."""
+    return _shift("fusemath.fft.fftshift", x, axes, inverse=False)
+
+
+def ifftshift(x, axes=None):
+    """The inverse of :func:`fftshift` (they differ for odd lengths), as
+    ``numpy.fft.ifftshift``."""
+    return _shift("fusemath.fft.ifftshift", x, axes, inverse=True)
 
 
 # ---------------------------------------------------------------------------

@@ -967,3 +967,64 @@ def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
     monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", "sideways")
     with pytest.raises(ValueError, match="FUSEMATH_FFT_CPU_PATH"):
         ff.fft(crand(rng, (153, n), dtype), axis=1)
+
+
+# ---------------------------------------------------------------------------
+# numpy.fft's helpers
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(7,), (8,), (3, 5), (4, 6, 5), ()])
+def test_fftshift_ifftshift_match_numpy(rng, shape):
+    x = rng.standard_normal(shape)
+    axes_choices = [None] + ([0, -1, (0,)] if shape else [()]) + ([[-1, 0]] if len(shape) >= 2 else [])
+    if len(shape) == 3:
+        axes_choices += [(2, 0), np.int64(1)]
+    for axes in axes_choices:
+        if shape:  # numpy.fft.fftshift of a 0-d array raises from inside np.roll; ours returns it
+            np.testing.assert_array_equal(ff.fftshift(x, axes), np.fft.fftshift(x, axes))
+            np.testing.assert_array_equal(ff.ifftshift(x, axes), np.fft.ifftshift(x, axes))
+        else:
+            np.testing.assert_array_equal(ff.fftshift(x, axes), x)
+        # a property, not only numpy's word: ifftshift undoes fftshift, also for odd lengths
+        np.testing.assert_array_equal(ff.ifftshift(ff.fftshift(x, axes), axes), x)
+    assert type(ff.fftshift([1, 2, 3])) is np.ndarray  # lists are taken as numpy.fft takes them
+    # the zero frequency lands at the centre: index n // 2 of fftshift(fftfreq(n))
+    for n in (7, 8):
+        assert ff.fftshift(ff.fftfreq(n))[n // 2] == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 1000])
+@pytest.mark.parametrize("d", [1.0, 0.1, -2.5])
+def test_fftfreq_rfftfreq_match_numpy(n, d):
+    f, rf = ff.fftfreq(n, d), ff.rfftfreq(n, d)
+    np.testing.assert_allclose(f, np.fft.fftfreq(n, d), rtol=0, atol=0)
+    np.testing.assert_allclose(rf, np.fft.rfftfreq(n, d), rtol=0, atol=0)
+    assert f.dtype == np.float64 and rf.shape == (n // 2 + 1,)
+    # the frequencies of a pure tone: fft of exp(2 pi i f0 t) peaks at f0
+    t = np.arange(n) * d
+    f0 = f[min(3, n - 1)]
+    peak = np.argmax(np.abs(ff.fft(np.exp(2j * np.pi * f0 * t))))
+    assert f[peak] == f0
+    like = np.zeros(3, np.float32)
+    assert type(ff.fftfreq(n, d, like=like)) is np.ndarray
+
+
+def test_helpers_bad_input():
+    x = np.zeros((3, 4))
+    with pytest.raises(np.exceptions.AxisError, match="axes contains axis 2"):
+        ff.fftshift(x, axes=2)
+    with pytest.raises(ValueError, match="repeats axis 0"):
+        ff.ifftshift(x, axes=(0, -2))
+    with pytest.raises(TypeError, match="axes must contain ints"):
+        ff.fftshift(x, axes=(0.5,))
+    with pytest.raises(TypeError, match="x must be an array"):
+        ff.fftshift(None)
+    with pytest.raises(ValueError, match=r"invalid number of FFT data points \(0\).*n"):
+        ff.fftfreq(0)
+    with pytest.raises(TypeError, match="n must be an int"):
+        ff.rfftfreq(2.5)
+    with pytest.raises(TypeError, match="d .* must be a real number"):
+        ff.fftfreq(4, "a")
+    with pytest.raises(ValueError, match="d .* is 0.0; expected a finite, nonzero number"):
+        ff.rfftfreq(4, 0)
+    with pytest.raises(ValueError, match="is inf"):
+        ff.fftfreq(4, float("inf"))

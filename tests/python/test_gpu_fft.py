@@ -392,6 +392,22 @@ def test_non_contiguous_views(gpu, rng, prec):
         check(gpu, y, v, rdt, np.fft.irfft(h, n=16, axis=axis), prec, 16, f"irfft of a {what} view")
 
 
+def test_helpers_keep_the_array_library(gpu, rng):
+    """fftshift / ifftshift on the array's own library and device; fftfreq / rfftfreq with
+    like= an array of it, against numpy.fft's."""
+    h = rng.standard_normal((5, 8))
+    x = gpu.dev(h)
+    for func, ref in ((ff.fftshift, np.fft.fftshift), (ff.ifftshift, np.fft.ifftshift)):
+        for axes in (None, 0, (1,), (1, 0)):
+            y = func(x, axes)
+            assert gpu.is_array(y) and gpu.device_of(y) == gpu.device_of(x), f"{func.__name__} {axes}"
+            np.testing.assert_array_equal(gpu.host(y), ref(h, axes))
+    for func, ref in ((ff.fftfreq, np.fft.fftfreq), (ff.rfftfreq, np.fft.rfftfreq)):
+        f = func(9, 0.5, like=x)
+        assert gpu.is_array(f) and gpu.device_of(f) == gpu.device_of(x), func.__name__
+        np.testing.assert_array_equal(gpu.host(f), ref(9, 0.5))
+
+
 @pytest.mark.parametrize("prec", list(PRECS))
 def test_out(gpu, rng, prec):
     rdt, cdt = PRECS[prec]
