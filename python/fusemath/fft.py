@@ -8,7 +8,8 @@
     >>> with ff.FFT(x.astype(complex)) as f:
     ...     f.plan(); y = f.execute(); z = f.execute(direction="inverse")
 
-Helpers as numpy.fft's: fftfreq, rfftfreq (``like=`` an array: the result in its library and on
+hfft / ihfft (numpy.fft's, the conjugation fused into the transform). Helpers as numpy.fft's:
+fftfreq, rfftfreq (``like=`` an array: the result in its library and on
 its device), fftshift, ifftshift (on the array's own library), so that code written against
 numpy.fft runs unchanged.
 
@@ -62,7 +63,7 @@ from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
     "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn",
-    "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
+    "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
     "fftfreq", "rfftfreq", "fftshift", "ifftshift",
     "FFT",
 ]
@@ -660,6 +661,33 @@ def irfftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=Non
     default 2 * (m - 1))."""
     return _run("fusemath.fft.irfftn", a, s, axes, norm, out, prolog, epilog, kind=_C2R, inverse=True,
                 one_d=False, execution=execution, stream=stream)
+
+
+_SWAPPED_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _swapped_norm(norm: Any, where: str) -> str:
+    _norm_code(norm, where)  # an unknown norm is an error naming it
+    return _SWAPPED_NORM[norm]
+
+
+def hfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=None):
+    """FFT of a signal with Hermitian symmetry, given by its first half (a real spectrum), as
+    ``numpy.fft.hfft``: ``irfft(conj(a), n, norm=<swapped>)``, the conjugation fused into the
+    transform as a prolog (one call, no conjugated copy). Output length n along axis (default
+    2 * (m - 1)), real."""
+    where = "fusemath.fft.hfft"
+    return _run(where, a, None if n is None else [n], [axis], _swapped_norm(norm, where), out, {"conj": True}, None,
+                kind=_C2R, inverse=True, one_d=True, execution=execution, stream=stream)
+
+
+def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=None):
+    """Inverse of :func:`hfft`, as ``numpy.fft.ihfft``: ``conj(rfft(a, n, norm=<swapped>))``,
+    the conjugation fused into the transform as an epilog. Real input; n // 2 + 1 complex
+    outputs along axis."""
+    where = "fusemath.fft.ihfft"
+    return _run(where, a, None if n is None else [n], [axis], _swapped_norm(norm, where), out, None, {"conj": True},
+                kind=_R2C, inverse=False, one_d=True, execution=execution, stream=stream)
 
 
 # ---------------------------------------------------------------------------

@@ -1028,3 +1028,47 @@ def test_helpers_bad_input():
         ff.rfftfreq(4, 0)
     with pytest.raises(ValueError, match="is inf"):
         ff.fftfreq(4, float("inf"))
+
+
+@pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
+@pytest.mark.parametrize("m, n", [(9, None), (9, 16), (9, 17), (9, 10), (5, 3), (33, 64)])
+def test_hfft_ihfft_match_numpy(rng, norm, m, n):
+    a = rng.standard_normal((3, m)) + 1j * rng.standard_normal((3, m))
+    x = rng.standard_normal((m, 4))
+    tol = 1e-12 * np.log2(max(m, n or 0, 2) + 1)
+    got, want = ff.hfft(a, n, norm=norm), np.fft.hfft(a, n, norm=norm)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.abs(want).max())
+    got, want = ff.ihfft(x, n, axis=0, norm=norm), np.fft.ihfft(x, n, axis=0, norm=norm)
+    assert got.dtype == np.complex128 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.abs(want).max())
+    # the property behind them: hfft undoes ihfft for a real signal of length n
+    r = rng.standard_normal(n or 2 * (m - 1))
+    np.testing.assert_allclose(ff.hfft(ff.ihfft(r, norm=norm), len(r), norm=norm), r, rtol=0, atol=tol * 10)
+
+
+def test_hfft_ihfft_single_precision_and_out(rng):
+    a = (rng.standard_normal(17) + 1j * rng.standard_normal(17)).astype(np.complex64)
+    out = np.empty(32, np.float32)
+    got = ff.hfft(a, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, np.fft.hfft(a.astype(np.complex128)), rtol=0, atol=1e-4 * 32)
+    x = rng.standard_normal(32).astype(np.float32)
+    y = ff.ihfft(x)
+    assert y.dtype == np.complex64
+    np.testing.assert_allclose(y, np.fft.ihfft(x.astype(np.float64)), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(a, a.copy())  # input untouched (the conjugation is fused, not in place)
+    b = a.copy()
+    ff.hfft(b)
+    np.testing.assert_array_equal(b, a)
+
+
+def test_hfft_ihfft_bad_input():
+    with pytest.raises(ValueError, match="norm"):
+        ff.hfft(np.ones(4, complex), norm="sideways")
+    with pytest.raises(ValueError, match="norm"):
+        ff.ihfft(np.ones(4), norm="sideways")
+    with pytest.raises(TypeError):
+        ff.ihfft(np.ones(4, complex))  # rfft's rule: complex input is an error
+    with pytest.raises(ValueError, match=r"invalid number of FFT data points \(0\)"):
+        ff.hfft(np.ones(4, complex), 0)

@@ -392,6 +392,21 @@ def test_non_contiguous_views(gpu, rng, prec):
         check(gpu, y, v, rdt, np.fft.irfft(h, n=16, axis=axis), prec, 16, f"irfft of a {what} view")
 
 
+@pytest.mark.parametrize("prec", list(PRECS))
+def test_hfft_ihfft(gpu, rng, prec):
+    """hfft / ihfft: a c2r with a conj prolog and an r2c with a conj epilog, against numpy.fft."""
+    rdt, cdt = PRECS[prec]
+    a = gpu.dev(crand(rng, (3, 9), cdt))
+    x = gpu.dev(rrand(rng, (16, 3), rdt))
+    for norm in (None, "ortho", "forward"):
+        h = gpu.host(a).astype(C128)
+        y = call_unmodified(gpu, ff.hfft, a, 16, norm=norm)
+        check(gpu, y, a, rdt, np.fft.hfft(h, 16, norm=norm), prec, 16, f"hfft norm={norm}")
+        hx = gpu.host(x).astype(np.float64)
+        y = call_unmodified(gpu, ff.ihfft, x, axis=0, norm=norm)
+        check(gpu, y, x, cdt, np.fft.ihfft(hx, axis=0, norm=norm), prec, 16, f"ihfft norm={norm}")
+
+
 def test_helpers_keep_the_array_library(gpu, rng):
     """fftshift / ifftshift on the array's own library and device; fftfreq / rfftfreq with
     like= an array of it, against numpy.fft's."""
