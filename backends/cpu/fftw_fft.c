@@ -567,7 +567,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan && !x->pro_out ? "(in place when in == out)" : "",
-             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "", x->timed ? ",timed" : "");
+             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "", x->timed == TIMED_FROM_WISDOM ? ",wisdom" : x->timed ? ",timed" : "");
     fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",
@@ -580,23 +580,28 @@ fail:
     return s;
 }
 
-/* FFTW's wisdom (its measured plans), double then single precision, for fusemath.wisdom. */
+/* FFTW's wisdom (its measured plans), double then single precision, then the timed choices
+ * (fftw_timed.c), for fusemath.wisdom. A blob without the choices (older files) loads too. */
 #define FFTWF_MARK "\n#fusemath fftwf\n"
+#define CHOICES_MARK "\n#fusemath timed choices\n"
 
 static fm_status export_wisdom(char **text)
 {
     pthread_mutex_lock(&fm_fftw_planner_lock);
     char *d = fftw_export_wisdom_to_string(), *f = fftwf_export_wisdom_to_string();
     pthread_mutex_unlock(&fm_fftw_planner_lock);
+    char *c = fm_fftw_choices_export();
     fm_status s = FM_OK;
-    size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0;
-    *text = malloc(nd + nf + sizeof FFTWF_MARK);
+    size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0, nc = c ? strlen(c) : 0;
+    size_t size = nd + nf + nc + sizeof FFTWF_MARK + sizeof CHOICES_MARK;
+    *text = c ? malloc(size) : NULL;
     if (!*text)
         s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom: out of host memory for FFTW's wisdom");
     else
-        snprintf(*text, nd + nf + sizeof FFTWF_MARK, "%s%s%s", d ? d : "", FFTWF_MARK, f ? f : "");
+        snprintf(*text, size, "%s%s%s%s%s", d ? d : "", FFTWF_MARK, f ? f : "", CHOICES_MARK, c);
     fftw_free(d);
     fftwf_free(f);
+    free(c);
     return s;
 }
 
@@ -605,19 +610,25 @@ static fm_status import_wisdom(const char *text)
     const char *mark = strstr(text, FFTWF_MARK);
     if (!mark)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
-    size_t nd = (size_t)(mark - text);
-    char *d = malloc(nd + 1);
-    if (!d)
+    const char *fs = mark + strlen(FFTWF_MARK), *cm = strstr(fs, CHOICES_MARK);
+    size_t nd = (size_t)(mark - text), nf = cm ? (size_t)(cm - fs) : strlen(fs);
+    char *d = malloc(nd + 1), *f = malloc(nf + 1);
+    if (!d || !f) {
+        free(d), free(f);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+    }
     memcpy(d, text, nd);
     d[nd] = '\0';
-    const char *f = mark + strlen(FFTWF_MARK);
+    memcpy(f, fs, nf);
+    f[nf] = '\0';
     pthread_mutex_lock(&fm_fftw_planner_lock);
     int ok = (nd == 0 || fftw_import_wisdom_from_string(d)) && (!*f || fftwf_import_wisdom_from_string(f));
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    free(d);
-    return ok ? FM_OK : fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from "
-                                                          "another FFTW version)");
+    free(d), free(f);
+    if (!ok)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from another "
+                       "FFTW version)");
+    return cm ? fm_fftw_choices_import(cm + strlen(CHOICES_MARK)) : FM_OK;
 }
 
 const fm_backend fm_backend_fftw_fft = {

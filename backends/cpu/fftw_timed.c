@@ -1,13 +1,130 @@
 /* fftw_timed.c : the FFTW backend's timed choices. Which of FFTW's plans and the library's
  * own paths is faster depends on the machine, so with effort measure or patient both are run
  * on zeroed arrays of the call's layout at planning and the faster kept (by 3%);
- * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). */
+ * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). A choice, once timed, is
+ * remembered per problem for the rest of the process and travels with FFTW's wisdom in the
+ * wisdom file, so the same problem planned again (here, or in a process that loaded the file)
+ * takes it without timing: describe() says "wisdom" instead of "timed". */
 #include "fft_axis_split.h"
+#include "fftw_fft.h"
 #include "fftw_impl.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* ---- the remembered choices ---- */
+enum { CHOICE_CHUNKS = 1, CHOICE_SPLIT = 2, CHOICE_PRO_OUT = 3 }; /* what was decided; 1 = the library's path */
+typedef struct timed_choice {
+    uint64_t key; /* fm_problem_stable_hash: no pointers, the same in every process */
+    int kind, taken;
+} timed_choice;
+static pthread_mutex_t choices_lock = PTHREAD_MUTEX_INITIALIZER;
+static timed_choice *choices;
+static int nchoices, capchoices;
+
+/* Insert or replace; with choices_lock held. 0 when out of memory (the choice is then just
+ * not remembered). */
+static int put_locked(timed_choice c)
+{
+    for (int i = 0; i < nchoices; i++)
+        if (choices[i].key == c.key && choices[i].kind == c.kind) {
+            choices[i] = c;
+            return 1;
+        }
+    if (nchoices == capchoices) {
+        int cap = capchoices ? 2 * capchoices : 32;
+        timed_choice *m = realloc(choices, (size_t)cap * sizeof *m);
+        if (!m)
+            return 0;
+        choices = m, capchoices = cap;
+    }
+    choices[nchoices++] = c;
+    return 1;
+}
+
+static void remember(const fm_problem *p, int kind, int taken)
+{
+    timed_choice c = {fm_problem_stable_hash(p), kind, taken};
+    pthread_mutex_lock(&choices_lock);
+    (void)put_locked(c);
+    pthread_mutex_unlock(&choices_lock);
+}
+
+static int recall(const fm_problem *p, int kind, int *taken)
+{
+    const uint64_t key = fm_problem_stable_hash(p);
+    int found = 0;
+    pthread_mutex_lock(&choices_lock);
+    for (int i = 0; i < nchoices && !found; i++)
+        if (choices[i].key == key && choices[i].kind == kind)
+            *taken = choices[i].taken, found = 1;
+    pthread_mutex_unlock(&choices_lock);
+    return found;
+}
+
+void fm_fftw_forget_choices(void)
+{
+    pthread_mutex_lock(&choices_lock);
+    free(choices);
+    choices = NULL;
+    nchoices = capchoices = 0;
+    pthread_mutex_unlock(&choices_lock);
+}
+
+char *fm_fftw_choices_export(void)
+{
+    pthread_mutex_lock(&choices_lock);
+    const size_t line = 48; /* "choice %d %016x %d\n" is at most 40 */
+    char *text = malloc((size_t)nchoices * line + 1), *w = text;
+    if (text) {
+        *w = '\0';
+        for (int i = 0; i < nchoices; i++)
+            w += snprintf(w, line, "choice %d %016" PRIx64 " %d\n", choices[i].kind, choices[i].key, choices[i].taken);
+    }
+    pthread_mutex_unlock(&choices_lock);
+    return text;
+}
+
+fm_status fm_fftw_choices_import(const char *text)
+{
+    timed_choice *got = NULL;
+    int n = 0, cap = 0, lineno = 0;
+    fm_status s = FM_OK;
+    for (const char *l = text; *l && s == FM_OK; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        lineno++;
+        if (*l == '\n')
+            continue;
+        timed_choice c;
+        int kind, taken;
+        if (sscanf(l, "choice %d %" SCNx64 " %d", &kind, &c.key, &taken) != 3 || kind < CHOICE_CHUNKS ||
+            kind > CHOICE_PRO_OUT || (taken != 0 && taken != 1)) {
+            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob's timed choice %d is malformed (expected "
+                        "'choice <kind 1-3> <hex key> <0|1>')", lineno);
+            break;
+        }
+        c.kind = kind, c.taken = taken;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            timed_choice *m = realloc(got, (size_t)cap * sizeof *m);
+            if (!m) {
+                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+                break;
+            }
+            got = m;
+        }
+        got[n++] = c;
+    }
+    pthread_mutex_lock(&choices_lock); /* all or nothing */
+    for (int i = 0; i < n && s == FM_OK; i++)
+        if (!put_locked(got[i]))
+            s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+    pthread_mutex_unlock(&choices_lock);
+    free(got);
+    return s;
+}
 
 static double seconds_now(void)
 {
@@ -133,15 +250,27 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
     if (path == PATH_DIRECT || path == PATH_CHUNKS ||
         (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return;
+    int known = 0, taken = 0;
+    if (path == PATH_TIMED && (known = recall(p, CHOICE_PRO_OUT, &taken)) && !taken) {
+        x->timed = TIMED_FROM_WISDOM;
+        return;
+    }
     if (!make_pair(x, fm_fftw_make_ip_plan, flags, &x->ip_plan, &x->ip_rem))
         return;
     x->pro_out = 1;
     if (path == PATH_INPLACE)
         return;
+    if (known) {
+        x->timed = TIMED_FROM_WISDOM;
+        return;
+    }
     double t[2] = {0, 0};
     x->timed = time_pair(x, NULL, WITHOUT_PRO_OUT, p, t);
     fm_clear_error();
-    if (!(x->timed && t[0] < 0.97 * t[1])) {
+    taken = x->timed && t[0] < 0.97 * t[1];
+    if (x->timed)
+        remember(p, CHOICE_PRO_OUT, taken);
+    if (!taken) {
         x->pro_out = 0;
         drop_pair(x, &x->ip_plan, &x->ip_rem);
     }
@@ -160,13 +289,25 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
     if (path == PATH_DIRECT || path == PATH_INPLACE ||
         (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return;
+    int known = 0, taken = 1;
+    if (path == PATH_TIMED && (known = recall(p, CHOICE_CHUNKS, &taken)) && !taken) {
+        x->timed = TIMED_FROM_WISDOM;
+        return;
+    }
     x->od_in_direct = 0;
     if (!make_pair(x, fm_fftw_make_od_plan, flags, &x->od_plan, &x->od_rem))
         return;
-    double t[2] = {0, 0};
-    x->timed = path == PATH_TIMED && time_pair(x, NULL, WITHOUT_DIRECT, p, t);
-    fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
-    if (path == PATH_TIMED && !(x->timed && t[1] < 0.97 * t[0])) {
+    if (known) {
+        x->timed = TIMED_FROM_WISDOM;
+    } else if (path == PATH_TIMED) {
+        double t[2] = {0, 0};
+        x->timed = time_pair(x, NULL, WITHOUT_DIRECT, p, t);
+        fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
+        taken = x->timed && t[1] < 0.97 * t[0];
+        if (x->timed)
+            remember(p, CHOICE_CHUNKS, taken);
+    }
+    if (!taken) {
         drop_pair(x, &x->od_plan, &x->od_rem);
         return;
     }
@@ -189,25 +330,31 @@ int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *
         (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
         return 0;
     const int forced = path == PATH_CHUNKS;
+    int known = 0, take = forced;
+    if (!forced && (known = recall(p, CHOICE_SPLIT, &take)) && !take) {
+        x->timed = TIMED_FROM_WISDOM;
+        return 0;
+    }
     fm_plan *alt = fm_plan_alloc(p);
     if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
         fm_plan_release(alt);
         fm_clear_error(); /* FFTW's own plan stands: the split was optional */
         return 0;
     }
-    int take = forced;
-    if (!forced) {
+    if (!forced && !known) {
         double t[2];
         x->timed = time_pair(x, alt, WITHOUT_DIRECT, p, t);
         take = x->timed && t[1] < 0.97 * t[0];
         fm_clear_error();
+        if (x->timed)
+            remember(p, CHOICE_SPLIT, take);
     }
     if (take) {
         out->impl = alt->impl;
         out->execute = alt->execute;
         out->destroy_impl = alt->destroy_impl;
         memcpy(out->required_align, alt->required_align, sizeof out->required_align);
-        fm_plan_set_describe(out, "%s%s", alt->describe, forced ? "" : " (timed)");
+        fm_plan_set_describe(out, "%s%s", alt->describe, forced ? "" : known ? " (wisdom)" : " (timed)");
         alt->impl = NULL;
     }
     fm_plan_release(alt);

@@ -12,8 +12,9 @@ which planning a tuned problem gives the tuned plan without timing again::
 
 A result that no longer plans where it is loaded (another GPU, another cuBLASLt) falls back
 to the default plan. FFTW's own wisdom (the plans measured by ``fusemath.fft.FFT.plan(effort=
-"measure" | "patient")``) travels in the same file, so a later process plans those FFTs without
-measuring again.
+"measure" | "patient")``) travels in the same file, with the paths those plans timed against
+FFTW's (``describe()`` says ``timed``; after a load, ``wisdom``), so a later process plans those
+FFTs without measuring or timing again.
 """
 from __future__ import annotations
 

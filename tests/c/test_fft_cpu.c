@@ -330,6 +330,68 @@ static void test_prolog_into_out(void)
     prolog_into_out_large();
 }
 
+/* Which way a describe() line went: the library's path (1) or FFTW's plan (0). */
+static int took_library_path(const char *d)
+{
+    return fm_test_contains(d, "split into") || fm_test_contains(d, "path=scratch>out") ||
+           fm_test_contains(d, "path=prolog>out");
+}
+
+/* A timed choice is remembered: the same problem planned again in a fresh context takes it
+ * without timing ("wisdom"), the same way; forgotten, it is timed again; saved with the
+ * wisdom file and loaded after forgetting, it is taken from there. The three kinds: plain
+ * rows (direct or chunks), a prolog (scratch or into out), a plain 2-D transform (FFTW's or
+ * the split). A malformed choice in a wisdom file fails the load, naming it. */
+static void test_timed_choices_remembered(void)
+{
+    fm_context *saved = g_ctx;
+    char buf[512], first[3][512], file[96];
+    const int64_t rows[2] = {150, 520}, two_d[2] = {96, 176};
+    fm_status st;
+    int ran;
+    snprintf(file, sizeof file, "/tmp/fm_test_wisdom_%ld", (long)getpid());
+    fm_fftw_forget_choices();
+    for (int round = 0; round < 4; round++) {
+        if (round >= 2)
+            fm_fftw_forget_choices();
+        if (!fresh_context_with_path(NULL))
+            break;
+        if (round == 3)
+            CHECK_OK(fm_context_wisdom_load(g_ctx, file));
+        const char *want = round == 0 || round == 2 ? "timed" : "wisdom";
+        for (int k = 0; k < 3; k++) {
+            const char *d = k == 2 ? plan_describe_2d(0, FM_FFT_C2C, two_d, 2, FM_FFT_EFFORT_MEASURE, &st, &ran, buf,
+                                                      sizeof buf)
+                                   : plan_describe_chain(0, FM_FFT_C2C, rows, 1, FM_FFT_EFFORT_MEASURE, k, &st, &ran,
+                                                         buf, sizeof buf);
+            CHECK_MSG(st == FM_OK && fm_test_contains(d, want), "round %d, kind %d: expected '%s' in %s", round, k,
+                      want, d);
+            if (round == 0)
+                snprintf(first[k], sizeof first[k], "%s", d);
+            else if (round != 2)
+                CHECK_MSG(took_library_path(d) == took_library_path(first[k]), "round %d took another way: %s vs %s",
+                          round, d, first[k]);
+        }
+        if (round == 0)
+            CHECK_OK(fm_context_wisdom_save(g_ctx, file));
+        fm_context_destroy(g_ctx);
+    }
+    g_ctx = saved;
+    /* a malformed choice: the load fails and says which */
+    FILE *f = fopen(file, "w");
+    const char blob[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 9 zz 3\n";
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "fusemath-wisdom 1\nblob fftw %zu\n%s\n", sizeof blob - 1, blob);
+        fclose(f);
+        st = fm_context_wisdom_load(g_ctx, file);
+        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "timed choice 1 is malformed"),
+                  "status %d: %s", (int)st, fm_last_error());
+    }
+    remove(file);
+    fm_fftw_forget_choices();
+}
+
 /* Long columns (8192 c64 points, more than a 256 KiB row chunk holds 4 of) still move in tiles;
  * a column transform into a strided view of a large array is right and populates only the
  * pages its elements lie on (the prefault is for dense outputs only). */
@@ -534,6 +596,7 @@ int main(void)
     RUN_TEST(test_effort);
     RUN_TEST(test_direct_or_chunks);
     RUN_TEST(test_prolog_into_out);
+    RUN_TEST(test_timed_choices_remembered);
     RUN_TEST(test_long_columns_and_strided_out);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);

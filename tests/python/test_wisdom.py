@@ -119,3 +119,30 @@ def test_fftw_wisdom_travels_in_the_same_file(tmp_path):
     cut.write_text(head + "blob fftw " + size + "\n" + blob[: int(size) // 2])
     with pytest.raises(ValueError, match="truncated"):
         fusemath.wisdom.load(cut)
+
+
+def test_fft_timed_choices_travel_in_the_wisdom_file(tmp_path):
+    """An FFT plan timed at effort="measure" (FFTW's plan against the library's path) is
+    remembered; the saved wisdom makes a fresh process take the same way without timing
+    ("wisdom" in describe() instead of "timed")."""
+    path = tmp_path / "fft.wisdom"
+    code = textwrap.dedent("""
+        import sys, numpy as np, fusemath.fft as ff, fusemath
+        x = np.random.default_rng(0).standard_normal((150, 776)).astype(np.complex64)
+        f = ff.FFT(x, axes=(1,)); f.plan(effort="measure")
+        d = f.describe()
+        assert np.allclose(f.execute(), np.fft.fft(x), rtol=1e-4, atol=1e-3)
+        if sys.argv[1] == "save":
+            fusemath.wisdom.save(sys.argv[2])
+        print(d)
+    """)
+    first = subprocess.run([sys.executable, "-c", code, "save", str(path)], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert ",timed" in first, first
+    assert "\n#fusemath timed choices\nchoice 1 " in path.read_text()
+    load = code.replace("f = ff.FFT", "fusemath.wisdom.load(sys.argv[2]); f = ff.FFT")
+    second = subprocess.run([sys.executable, "-c", load, "load", str(path)], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert ",wisdom" in second and ",timed" not in second, second
+    # the same way as the timed plan (FFTW's batch plan, or chunks through the scratch)
+    assert first.split("path=")[1].split(",")[0] == second.split("path=")[1].split(",")[0]
