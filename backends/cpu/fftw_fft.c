@@ -611,6 +611,9 @@ static fm_status import_wisdom(const char *text)
     if (!mark)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
     const char *fs = mark + strlen(FFTWF_MARK), *cm = strstr(fs, CHOICES_MARK);
+    fm_status s;
+    if (cm && (s = fm_fftw_choices_import(cm + strlen(CHOICES_MARK), 1)) != FM_OK)
+        return s; /* nothing merged, FFTW's part neither */
     size_t nd = (size_t)(mark - text), nf = cm ? (size_t)(cm - fs) : strlen(fs);
     char *d = malloc(nd + 1), *f = malloc(nf + 1);
     if (!d || !f) {
@@ -628,7 +631,7 @@ static fm_status import_wisdom(const char *text)
     if (!ok)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from another "
                        "FFTW version)");
-    return cm ? fm_fftw_choices_import(cm + strlen(CHOICES_MARK)) : FM_OK;
+    return cm ? fm_fftw_choices_import(cm + strlen(CHOICES_MARK), 0) : FM_OK;
 }
 
 const fm_backend fm_backend_fftw_fft = {

@@ -109,9 +109,10 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
 void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
                                      int64_t hi_out);
 /* The remembered choices as text for the wisdom file ("choice <kind> <key> <0|1>" lines;
- * malloc'ed, NULL when out of memory), and merged back from such text (all or nothing). */
+ * malloc'ed, NULL when out of memory), and merged back from such text (all or nothing;
+ * check_only: only whether it would load). */
 char *fm_fftw_choices_export(void);
-fm_status fm_fftw_choices_import(const char *text);
+fm_status fm_fftw_choices_import(const char *text, int check_only);
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
                                int64_t hi_in, int64_t hi_out, fm_plan *out);
 

@@ -88,24 +88,37 @@ char *fm_fftw_choices_export(void)
     return text;
 }
 
-fm_status fm_fftw_choices_import(const char *text)
+#define MAX_IMPORTED_CHOICES 65536 /* a wisdom file holds a few hundred; each is a linear merge */
+
+fm_status fm_fftw_choices_import(const char *text, int check_only)
 {
     timed_choice *got = NULL;
     int n = 0, cap = 0, lineno = 0;
     fm_status s = FM_OK;
-    for (const char *l = text; *l && s == FM_OK; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+    for (const char *l = text; *l && s == FM_OK; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
         lineno++;
-        if (*l == '\n')
+        const size_t len = strcspn(l, "\n");
+        if (len == 0)
             continue;
-        timed_choice c;
-        int kind, taken;
-        if (sscanf(l, "choice %d %" SCNx64 " %d", &kind, &c.key, &taken) != 3 || kind < CHOICE_CHUNKS ||
-            kind > CHOICE_PRO_OUT || (taken != 0 && taken != 1)) {
-            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob's timed choice %d is malformed (expected "
-                        "'choice <kind 1-3> <hex key> <0|1>')", lineno);
+        /* exactly what export writes: "choice <kind> <16 hex digits> <0|1>" */
+        char line[64], hex[17] = "";
+        int kind = 0, taken = -1, used = -1;
+        if (len < sizeof line) {
+            memcpy(line, l, len);
+            line[len] = '\0';
+            (void)sscanf(line, "choice %d %16[0-9a-f] %d%n", &kind, hex, &taken, &used);
+        }
+        if (used != (int)len || strlen(hex) != 16 || kind < CHOICE_CHUNKS || kind > CHOICE_PRO_OUT ||
+            (taken != 0 && taken != 1)) {
+            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: line %d of the fftw blob's timed choices is malformed "
+                        "(expected 'choice <kind 1-3> <16 hex digits> <0|1>')", lineno);
             break;
         }
-        c.kind = kind, c.taken = taken;
+        if (n == MAX_IMPORTED_CHOICES) {
+            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob holds more than %d timed choices",
+                        MAX_IMPORTED_CHOICES);
+            break;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 32;
             timed_choice *m = realloc(got, (size_t)cap * sizeof *m);
@@ -115,13 +128,15 @@ fm_status fm_fftw_choices_import(const char *text)
             }
             got = m;
         }
-        got[n++] = c;
+        got[n++] = (timed_choice){strtoull(hex, NULL, 16), kind, taken};
     }
-    pthread_mutex_lock(&choices_lock); /* all or nothing */
-    for (int i = 0; i < n && s == FM_OK; i++)
-        if (!put_locked(got[i]))
-            s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-    pthread_mutex_unlock(&choices_lock);
+    if (!check_only) {
+        pthread_mutex_lock(&choices_lock); /* all or nothing */
+        for (int i = 0; i < n && s == FM_OK; i++)
+            if (!put_locked(got[i]))
+                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+        pthread_mutex_unlock(&choices_lock);
+    }
     free(got);
     return s;
 }

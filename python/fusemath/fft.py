@@ -693,10 +693,17 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=Non
 # ---------------------------------------------------------------------------
 # Helpers (numpy.fft's, on the caller's array library)
 # ---------------------------------------------------------------------------
-def _freq(where: str, n: Any, d: Any, like: Any, real: bool):
+def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"{where}: n must be an int, not bool")
     n = _length(n, "n", where)
+    if device not in (None, "cpu"):
+        raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
+                         "for a GPU array pass like=x)")
     try:
-        d = float(d)
+        if isinstance(d, (str, bytes, bool, np.bool_)):
+            raise TypeError
+        d = float(np.asarray(d, dtype=np.float64).reshape(()))  # a number, or an array of one
     except (TypeError, ValueError):
         raise TypeError(f"{where}: d (the sample spacing) must be a real number, not {type(d).__name__}") from None
     if not d or not np.isfinite(d):
@@ -715,17 +722,18 @@ def _freq(where: str, n: Any, d: Any, like: Any, real: bool):
         return cp.asarray(ref)
 
 
-def fftfreq(n, d=1.0, *, like=None):
+def fftfreq(n, d=1.0, device=None, *, like=None):
     """Sample frequencies of an n-point FFT with sample spacing d, as ``numpy.fft.fftfreq``
-    ([0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n), float64). ``like``: an array whose library and
-    device the result takes (a CuPy array or PyTorch tensor on its GPU); None: NumPy."""
-    return _freq("fusemath.fft.fftfreq", n, d, like, real=False)
+    ([0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n), float64). ``device``: None or "cpu" (NumPy
+    2's). ``like``: an array whose library and device the result takes (a CuPy array or
+    PyTorch tensor on its GPU); None: NumPy."""
+    return _freq("fusemath.fft.fftfreq", n, d, device, like, real=False)
 
 
-def rfftfreq(n, d=1.0, *, like=None):
-    """Sample frequencies of rfft's n // 2 + 1 outputs, as ``numpy.fft.rfftfreq``; ``like`` as
-    for :func:`fftfreq`."""
-    return _freq("fusemath.fft.rfftfreq", n, d, like, real=True)
+def rfftfreq(n, d=1.0, device=None, *, like=None):
+    """Sample frequencies of rfft's n // 2 + 1 outputs, as ``numpy.fft.rfftfreq``; ``device``
+    and ``like`` as for :func:`fftfreq`."""
+    return _freq("fusemath.fft.rfftfreq", n, d, device, like, real=True)
 
 
 def _shift(where: str, x: Any, axes: Any, inverse: bool):
@@ -738,10 +746,13 @@ def _shift(where: str, x: Any, axes: Any, inverse: bool):
             axes = (operator.index(axes),)  # one axis
         except TypeError:
             pass
-        ax = _axes(axes, len(shape), "axes", where)
+        if isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__"):
+            raise TypeError(f"{where}: axes must be an int or a sequence of ints, not {type(axes).__name__}")
+        # each axis checked; a repeated axis rolls twice, as numpy's
+        ax = tuple(_axes((a,), len(shape), "axes", where)[0] for a in axes)
     shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
-    if not ax:
-        return a
+    if not ax:  # nothing to roll: a copy, as numpy's
+        return a.copy() if lib is NUMPY or not hasattr(a, "clone") else a.clone()
     if lib is NUMPY:
         return np.roll(a, shifts, ax)
     if lib.name == "torch":
@@ -751,7 +762,7 @@ def _shift(where: str, x: Any, axes: Any, inverse: bool):
 
 def fftshift(x, axes=None):
     """The zero-frequency term moved to the centre, as ``numpy.fft.fftshift`` (axes: None for
-    all, an int or a sequence of distinct ints); the result is an array of x's library."""
+    all, an int or a sequence of ints); a new array of x's library."""
     return _shift("fusemath.fft.fftshift", x, axes, inverse=False)
 
 

@@ -385,8 +385,23 @@ static void test_timed_choices_remembered(void)
         fprintf(f, "fusemath-wisdom 1\nblob fftw %zu\n%s\n", sizeof blob - 1, blob);
         fclose(f);
         st = fm_context_wisdom_load(g_ctx, file);
-        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "timed choice 1 is malformed"),
+        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "line 1 of the fftw blob's timed "
+                                                                                     "choices is malformed"),
                   "status %d: %s", (int)st, fm_last_error());
+    }
+    /* trailing text, a short key, a choice across two lines: each refused */
+    const char *bad[3] = {"choice 1 00000000000000ab 1junk\n", "choice 1 ab 1\n", "choice 1\n00000000000000ab 1\n"};
+    for (int i = 0; i < 3; i++) {
+        f = fopen(file, "w");
+        if (!f)
+            break;
+        char body[160];
+        int len = snprintf(body, sizeof body, "\n#fusemath fftwf\n\n#fusemath timed choices\n%s", bad[i]);
+        fprintf(f, "fusemath-wisdom 1\nblob fftw %d\n%s\n", len, body);
+        fclose(f);
+        st = fm_context_wisdom_load(g_ctx, file);
+        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "is malformed"),
+                  "'%s': status %d: %s", bad[i], (int)st, fm_last_error());
     }
     remove(file);
     fm_fftw_forget_choices();

@@ -984,6 +984,8 @@ def test_fftshift_ifftshift_match_numpy(rng, shape):
             np.testing.assert_array_equal(ff.ifftshift(x, axes), np.fft.ifftshift(x, axes))
         else:
             np.testing.assert_array_equal(ff.fftshift(x, axes), x)
+        r = ff.fftshift(x, axes)
+        assert r is not x and not np.shares_memory(r, x)  # a new array, even when nothing rolls
         # a property, not only numpy's word: ifftshift undoes fftshift, also for odd lengths
         np.testing.assert_array_equal(ff.ifftshift(ff.fftshift(x, axes), axes), x)
     assert type(ff.fftshift([1, 2, 3])) is np.ndarray  # lists are taken as numpy.fft takes them
@@ -1012,8 +1014,17 @@ def test_helpers_bad_input():
     x = np.zeros((3, 4))
     with pytest.raises(np.exceptions.AxisError, match="axes contains axis 2"):
         ff.fftshift(x, axes=2)
-    with pytest.raises(ValueError, match="repeats axis 0"):
-        ff.ifftshift(x, axes=(0, -2))
+    # a repeated axis rolls twice, as numpy's
+    y = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(ff.ifftshift(y, axes=(1, -1)), np.fft.ifftshift(y, axes=(1, -1)))
+    with pytest.raises(TypeError, match="n must be an int, not bool"):
+        ff.fftfreq(True)
+    with pytest.raises(TypeError, match="d .* must be a real number, not str"):
+        ff.fftfreq(4, "1")
+    np.testing.assert_array_equal(ff.fftfreq(4, np.array([2.0])), np.fft.fftfreq(4, 2.0))
+    np.testing.assert_array_equal(ff.rfftfreq(6, 0.5, "cpu"), np.fft.rfftfreq(6, 0.5, device="cpu"))
+    with pytest.raises(ValueError, match="device 'cuda' is not supported"):
+        ff.fftfreq(4, 1.0, "cuda")
     with pytest.raises(TypeError, match="axes must contain ints"):
         ff.fftshift(x, axes=(0.5,))
     with pytest.raises(TypeError, match="x must be an array"):
@@ -1057,10 +1068,9 @@ def test_hfft_ihfft_single_precision_and_out(rng):
     y = ff.ihfft(x)
     assert y.dtype == np.complex64
     np.testing.assert_allclose(y, np.fft.ihfft(x.astype(np.float64)), rtol=0, atol=1e-6)
-    np.testing.assert_array_equal(a, a.copy())  # input untouched (the conjugation is fused, not in place)
     b = a.copy()
     ff.hfft(b)
-    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(b, a)  # input untouched (the conjugation is fused, not in place)
 
 
 def test_hfft_ihfft_bad_input():

@@ -146,3 +146,42 @@ def test_fft_timed_choices_travel_in_the_wisdom_file(tmp_path):
     assert ",wisdom" in second and ",timed" not in second, second
     # the same way as the timed plan (FFTW's batch plan, or chunks through the scratch)
     assert first.split("path=")[1].split(",")[0] == second.split("path=")[1].split(",")[0]
+
+
+def test_a_malformed_fft_choice_merges_nothing(tmp_path):
+    """A bad timed-choice line fails the load and leaves the process as it was: no choice
+    remembered (the next plan is timed) and none of FFTW's wisdom from the file merged."""
+    good = tmp_path / "good.wisdom"
+    code = textwrap.dedent("""
+        import sys, numpy as np, fusemath.fft as ff, fusemath
+        x = np.zeros((150, 776), np.complex64)
+        f = ff.FFT(x, axes=(1,)); f.plan(effort="measure")
+        fusemath.wisdom.save(sys.argv[1])
+    """)
+    subprocess.run([sys.executable, "-c", code, str(good)], check=True)
+    text = good.read_text()
+    head, _, rest = text.partition("blob fftw ")
+    size, _, blob = rest.partition("\n")
+    blob = blob[: int(size)] + "choice 2 zz 1\n"
+    bad = tmp_path / "bad.wisdom"
+    bad.write_text(head + f"blob fftw {len(blob)}\n" + blob + "\n")
+    probe = textwrap.dedent("""
+        import sys, numpy as np, fusemath.fft as ff, fusemath
+        if sys.argv[1] != "-":
+            try:
+                fusemath.wisdom.load(sys.argv[1])
+                raise SystemExit("the load did not fail")
+            except ValueError as exc:
+                assert "timed choices is malformed" in str(exc), exc
+        fusemath.wisdom.save(sys.argv[2])
+        x = np.zeros((150, 776), np.complex64)
+        f = ff.FFT(x, axes=(1,)); f.plan(effort="measure")
+        print(f.describe())
+    """)
+    after = tmp_path / "after.wisdom"
+    fresh = tmp_path / "fresh.wisdom"
+    d = subprocess.run([sys.executable, "-c", probe, str(bad), str(after)], capture_output=True, text=True,
+                       check=True).stdout
+    assert ",timed" in d, d
+    subprocess.run([sys.executable, "-c", probe, "-", str(fresh)], check=True)
+    assert after.read_text() == fresh.read_text()  # nothing of FFTW's wisdom came in either
