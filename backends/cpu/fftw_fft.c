@@ -32,6 +32,7 @@
  * mutex; execution is concurrent. This file plans; fftw_exec.c runs a plan, fftw_timed.c
  * times a plan's alternatives (fftw_impl.h is what they share). */
 #include "fft_axis_split.h"
+#include "fftw_fft.h"
 #include "fftw_impl.h"
 
 #include <stdio.h>
@@ -634,6 +635,15 @@ static fm_status import_wisdom(const char *text)
     return cm ? fm_fftw_choices_import(cm + strlen(CHOICES_MARK), 0) : FM_OK;
 }
 
+static void forget_wisdom(void)
+{
+    pthread_mutex_lock(&fm_fftw_planner_lock);
+    fftw_forget_wisdom();
+    fftwf_forget_wisdom();
+    pthread_mutex_unlock(&fm_fftw_planner_lock);
+    fm_fftw_forget_choices();
+}
+
 const fm_backend fm_backend_fftw_fft = {
     .name = "fftw",
     .device = FM_DEVICE_CPU,
@@ -644,4 +654,5 @@ const fm_backend fm_backend_fftw_fft = {
     .plan = plan,
     .wisdom_export = export_wisdom,
     .wisdom_import = import_wisdom,
+    .wisdom_forget = forget_wisdom,
 };

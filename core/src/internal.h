@@ -165,6 +165,7 @@ typedef struct fm_backend {
      * loaded with the context's wisdom file. export: malloc'ed string (NULL = nothing). */
     fm_status (*wisdom_export)(char **text);
     fm_status (*wisdom_import)(const char *text);
+    void (*wisdom_forget)(void); /* optional: drop that knowledge (fm_context_wisdom_forget) */
 } fm_backend;
 
 /* The table of built-in backends lives in backends/registry.c, not in core/, so a

@@ -104,6 +104,19 @@ void fm_wisdom_clear_(fm_context *ctx)
     ctx->nwisdom = ctx->capwisdom = 0;
 }
 
+fm_status fm_context_wisdom_forget(fm_context *ctx)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom forget: ctx must not be NULL");
+    pthread_mutex_lock(&ctx->lock);
+    fm_wisdom_clear_(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < ctx->nbackends; i++)
+        if (ctx->backends[i].backend->wisdom_forget)
+            ctx->backends[i].backend->wisdom_forget();
+    return FM_OK;
+}
+
 int fm_context_wisdom_size(const fm_context *ctx)
 {
     if (!ctx)

@@ -23,7 +23,7 @@ from typing import Union
 
 from . import _fusemath as _C
 
-__all__ = ["save", "load", "size"]
+__all__ = ["save", "load", "size", "forget"]
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
@@ -44,3 +44,10 @@ def load(path: PathLike) -> None:
 def size() -> int:
     """Number of autotune results held."""
     return _C.wisdom_size()
+
+
+def forget() -> None:
+    """Drop the autotune results of this process and the backends' planning knowledge (FFTW's
+    wisdom, the CPU FFT's timed path choices): later plans are tuned or timed afresh. Plans
+    already made, and cached, are kept."""
+    _C.wisdom_forget()

@@ -3312,6 +3312,16 @@ static PyObject *mod_wisdom_size(PyObject *module, PyObject *unused)
     return PyLong_FromLong(fm_context_wisdom_size(module_state(module)->ctx));
 }
 
+static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    fm_state *st = module_state(module);
+    fm_status s = fm_context_wisdom_forget(st->ctx);
+    if (s != FM_OK)
+        return raise_status(st, s);
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
 {
     (void)module;
@@ -3374,6 +3384,8 @@ static PyMethodDef module_methods[] = {
     {"wisdom_save", mod_wisdom_save, METH_O, "wisdom_save(path)\n--\n\nWrite the autotune results to path."},
     {"wisdom_load", mod_wisdom_load, METH_O, "wisdom_load(path)\n--\n\nMerge autotune results from path."},
     {"wisdom_size", mod_wisdom_size, METH_NOARGS, "wisdom_size()\n--\n\nNumber of autotune results held."},
+    {"wisdom_forget", mod_wisdom_forget, METH_NOARGS,
+     "wisdom_forget()\n--\n\nDrop the autotune results and the backends' planning knowledge."},
     {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
     {"relu_mask_row_bytes", mod_relu_mask_row_bytes, METH_O,
      "relu_mask_row_bytes(n)\n--\n\nBytes per row of the relu aux bit mask for N = n columns."},

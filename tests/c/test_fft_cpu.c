@@ -338,7 +338,8 @@ static int took_library_path(const char *d)
 }
 
 /* A timed choice is remembered: the same problem planned again in a fresh context takes it
- * without timing ("wisdom"), the same way; forgotten, it is timed again; saved with the
+ * without timing ("wisdom"), the same way; forgotten (fm_context_wisdom_forget), it is timed
+ * again; saved with the
  * wisdom file and loaded after forgetting, it is taken from there. The three kinds: plain
  * rows (direct or chunks), a prolog (scratch or into out), a plain 2-D transform (FFTW's or
  * the split). A malformed choice in a wisdom file fails the load, naming it. */
@@ -352,10 +353,10 @@ static void test_timed_choices_remembered(void)
     snprintf(file, sizeof file, "/tmp/fm_test_wisdom_%ld", (long)getpid());
     fm_fftw_forget_choices();
     for (int round = 0; round < 4; round++) {
-        if (round >= 2)
-            fm_fftw_forget_choices();
         if (!fresh_context_with_path(NULL))
             break;
+        if (round >= 2) /* the public way: the context's wisdom and every backend's */
+            CHECK_OK(fm_context_wisdom_forget(g_ctx));
         if (round == 3)
             CHECK_OK(fm_context_wisdom_load(g_ctx, file));
         const char *want = round == 0 || round == 2 ? "timed" : "wisdom";
@@ -405,6 +406,7 @@ static void test_timed_choices_remembered(void)
     }
     remove(file);
     fm_fftw_forget_choices();
+    CHECK_STATUS(fm_context_wisdom_forget(NULL), FM_ERR_INVALID_ARGUMENT);
 }
 
 /* Long columns (8192 c64 points, more than a 256 KiB row chunk holds 4 of) still move in tiles;

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fusemath
+import fusemath.fft
 
 
 def test_save_load_in_a_new_process(tmp_path):
@@ -185,3 +186,29 @@ def test_a_malformed_fft_choice_merges_nothing(tmp_path):
     assert ",timed" in d, d
     subprocess.run([sys.executable, "-c", probe, "-", str(fresh)], check=True)
     assert after.read_text() == fresh.read_text()  # nothing of FFTW's wisdom came in either
+
+
+def test_forget(tmp_path):
+    """wisdom.forget() drops the autotune results and the FFT's remembered choices: after a
+    load and a forget, the loaded FFT choice is timed again and no matmul result is held."""
+    a = np.ones((300, 200), np.float32)
+    b = np.ones((200, 100), np.float32)
+    mm = fusemath.Matmul(a, b)
+    mm.plan(epilogue="relu")
+    mm.autotune(iterations=1)
+    x = np.zeros((150, 776), np.complex64)
+    f = fusemath.fft.FFT(x, axes=(1,))
+    f.plan(effort="measure")
+    path = tmp_path / "w"
+    fusemath.wisdom.save(path)
+    code = textwrap.dedent("""
+        import sys, numpy as np, fusemath, fusemath.fft as ff
+        fusemath.wisdom.load(sys.argv[1])
+        assert fusemath.wisdom.size() >= 1
+        fusemath.wisdom.forget()
+        assert fusemath.wisdom.size() == 0
+        f = ff.FFT(np.zeros((150, 776), np.complex64), axes=(1,)); f.plan(effort="measure")
+        print(f.describe())
+    """)
+    d = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+    assert ",timed" in d and ",wisdom" not in d, d

@@ -193,10 +193,14 @@ FM_API int fm_cuda_device_count(void);
  *  skips tuning: after load, planning a problem that was tuned gives the tuned plan.
  *  load merges into what the context holds; entries that no longer plan on this
  *  machine (another GPU, another cuBLASLt) fall back to the default plan.
- *  fm_context_wisdom_size() : number of entries held. */
+ *  fm_context_wisdom_size() : number of entries held.
+ *  fm_context_wisdom_forget() : drop them, and the backends' own knowledge (FFTW's wisdom and
+ *  the CPU FFT's timed path choices, which are process-wide): later plans are tuned or timed
+ *  afresh; plans already made (and cached) are kept. */
 FM_API fm_status fm_context_wisdom_save(fm_context *ctx, const char *path);
 FM_API fm_status fm_context_wisdom_load(fm_context *ctx, const char *path);
 FM_API int fm_context_wisdom_size(const fm_context *ctx);
+FM_API fm_status fm_context_wisdom_forget(fm_context *ctx);
 
 /*! fm_context_clear_cache() : drop cached plans. */
 FM_API void fm_context_clear_cache(fm_context *ctx);
