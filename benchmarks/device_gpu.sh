@@ -19,6 +19,7 @@
 #   build      make build (scripts/setup.sh installs only what is missing, works offline)
 #   ctest      ctest --test-dir build --output-on-failure (all tests, gpu label included; CTEST_ARGS)
 #   pytest     .venv/bin/python -m pytest -q -m gpu tests/python        (PYTEST_ARGS: extra args)
+#   pytestcpu  .venv/bin/python -m pytest -q -m "not gpu" tests/python (the CPU tests on 16 cores)
 #   sanitizer  compute-sanitizer --tool memcheck on the C GPU tests (label gpu, or a name matching
 #              SANITIZER_TESTS, default "gpu|cuda"; --leak-check SANITIZER_LEAK, default full)
 #              and on a short Python GPU subset (SANITIZER_PYTEST, default tests/python/test_gpu.py)
@@ -38,6 +39,7 @@
 # Files in $OUT (at most 8, no folders):
 #   summary.txt      machine, then a few lines per step (status, pass/fail counts, tables)
 #   build.log        wheel install + make build      ctest.log   pytest_gpu.log   sanitizer.log
+#   pytest_cpu.log   (step pytestcpu)
 #   bench.log        output of matmul_gpu.py and fusemath.bench
 #   matmul_gpu.json  matmul_gpu.py's JSON; the crossover sweep's JSON is added to it under the
 #                    key "crossover_sweep" (written as matmul_crossover.json when there is no
@@ -254,6 +256,19 @@ if want ctest; then
 fi
 
 # ---- pytest -m gpu ------------------------------------------------------------------
+# the CPU-side Python tests too, on this host's cores (the dev machine has 2): pytest -m "not gpu"
+if want pytestcpu; then
+  t0=$SECONDS
+  if ! lim=$(step_limit "$T_PYTEST"); then
+    say "[pytestcpu] skipped: no time left"
+  else
+    timeout -k 10 "$lim" "$VPY" -m pytest -q -m "not gpu" -p no:cacheprovider tests/python >"$OUT/pytest_cpu.log" 2>&1
+    rc=$?
+    result pytestcpu "$rc" $((SECONDS - t0)) "$(grep -E '(passed|failed|skipped|error|no tests ran)' "$OUT/pytest_cpu.log" | tail -n1)"
+    [[ $rc == 0 ]] || grep -E '^(FAILED|ERROR) ' "$OUT/pytest_cpu.log" | head -n 20 | sed 's/^/    /' | tee -a "$SUMMARY"
+  fi
+fi
+
 if want pytest; then
   t0=$SECONDS
   if ! lim=$(step_limit "$T_PYTEST"); then
