@@ -479,7 +479,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                 goto fail;
             if (x->rem && (s = fm_fftw_make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
                 goto fail;
-            if (x->kind == FM_FFT_C2C && x->od_in_direct && same_layout(ti, to)) {
+            if (x->kind == FM_FFT_C2C && x->od_in_direct && x->same_io) {
                 if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                     goto fail;
                 if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
@@ -489,7 +489,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         /* columns: FFTW in place on the caller's columns when a call passes in == out and the
          * transforms are short (the chain then runs on them across the columns) */
         if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS &&
-            same_layout(ti, to)) {
+            x->same_io) {
             if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
                 goto fail;
             if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
@@ -513,19 +513,19 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
             if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
-            if (x->kind == FM_FFT_C2C && same_layout(ti, to) && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
+            if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
                 goto fail;
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             if (x->direct && rows)
-                fm_fftw_choose_direct_or_chunks(x, p, flags, path, hi_in, hi_out);
-            if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, hi_in, hi_out, out)) {
+                fm_fftw_choose_direct_or_chunks(x, p, flags, path);
+            if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, out)) {
                 destroy_impl(x);
                 return FM_OK;
             }
         }
         if (x->od_plan && x->c.pro_ops && x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c))
-            fm_fftw_choose_prolog_into_out(x, p, flags, path, hi_in, hi_out);
+            fm_fftw_choose_prolog_into_out(x, p, flags, path);
     }
 
     out->impl = x;

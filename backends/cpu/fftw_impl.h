@@ -100,20 +100,17 @@ fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int 
 fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 
 /* fftw_timed.c: the timed choices between FFTW's plans and the library's own paths */
-#define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
-#define TIMED_FROM_WISDOM 2                  /* fftw_impl.timed: the choice was remembered, not timed */
+#define TIMED_FROM_WISDOM 2 /* fftw_impl.timed: the choice was remembered, not timed */
 enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS, PATH_INPLACE };
 fm_status fm_fftw_forced_path(int *path);
-void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                    int64_t hi_out);
-void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                     int64_t hi_out);
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
+int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
+                               fm_plan *out);
 /* The remembered choices as text for the wisdom file ("choice <kind> <key> <0|1>" lines;
  * malloc'ed, NULL when out of memory), and merged back from such text (all or nothing;
  * check_only: only whether it would load). */
 char *fm_fftw_choices_export(void);
 fm_status fm_fftw_choices_import(const char *text, int check_only);
-int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
-                               int64_t hi_in, int64_t hi_out, fm_plan *out);
 
 #endif

@@ -158,9 +158,27 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
 #define TIMED_ROUNDS 6    /* the first warms up; the best of the others counts */
 #define TIMED_LONG_S 0.05 /* a warm-up round this long: one timed round only */
 
+#define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
+
+/* Whether a choice goes untimed: effort estimate, or timing arrays over TIMED_MAX_BYTES in all
+ * (every array's span, the chain's included: what time_pair would allocate). */
+static int too_costly_to_time(const fm_problem *p, unsigned flags)
+{
+    if (flags == FFTW_ESTIMATE)
+        return 1;
+    double total = 0;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        if ((p->present >> i) & 1) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(&p->t[i], &lo, &hi);
+            total += (double)(hi - lo);
+        }
+    return total > (double)TIMED_MAX_BYTES;
+}
+
 /* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
- * (in, out, and the prolog / epilog arrays when present, TIMED_MAX_BYTES in all at most; the
- * first round warms both up; after a round over TIMED_LONG_S one more round only): x as
+ * (in, out, and the prolog / epilog arrays when present; the caller checked
+ * too_costly_to_time; the first round warms both up; after a round over TIMED_LONG_S one more round only): x as
  * planned, then plan alt or,
  * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
  * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
@@ -169,14 +187,7 @@ static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_pro
 {
     void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
     best[0] = best[1] = 1e30;
-    double total = 0; /* every array's span, the chain's included: the cap is on what is allocated */
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        if ((p->present >> i) & 1) {
-            int64_t lo, hi;
-            fm_tensor_byte_span(&p->t[i], &lo, &hi);
-            total += (double)(hi - lo);
-        }
-    int ok = total <= (double)TIMED_MAX_BYTES;
+    int ok = 1;
     for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
         if (!((p->present >> i) & 1))
             continue;
@@ -259,11 +270,9 @@ static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **pl
  * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
  * With effort measure or patient both are timed and the faster kept (prolog>out must win by
  * 3%); at estimate the scratch stays; FUSEMATH_FFT_CPU_PATH=inplace forces prolog>out. */
-void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                   int64_t hi_out)
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path)
 {
-    if (path == PATH_DIRECT || path == PATH_CHUNKS ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+    if (path == PATH_DIRECT || path == PATH_CHUNKS || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return;
     int known = 0, taken = 0;
     if (path == PATH_TIMED && (known = recall(p, CHOICE_PRO_OUT, &taken)) && !taken) {
@@ -298,11 +307,9 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
  * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
  * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
  * forces the choice at any effort (tests, debugging). */
-void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int64_t hi_in,
-                                    int64_t hi_out)
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path)
 {
-    if (path == PATH_DIRECT || path == PATH_INPLACE ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+    if (path == PATH_DIRECT || path == PATH_INPLACE || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return;
     int known = 0, taken = 1;
     if (path == PATH_TIMED && (known = recall(p, CHOICE_CHUNKS, &taken)) && !taken) {
@@ -339,10 +346,9 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
  * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
  * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
-                              int64_t hi_in, int64_t hi_out, fm_plan *out)
+                               fm_plan *out)
 {
-    if (path == PATH_DIRECT || path == PATH_INPLACE ||
-        (path == PATH_TIMED && (flags == FFTW_ESTIMATE || hi_in + hi_out > TIMED_MAX_BYTES)))
+    if (path == PATH_DIRECT || path == PATH_INPLACE || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return 0;
     const int forced = path == PATH_CHUNKS;
     int known = 0, take = forced;
