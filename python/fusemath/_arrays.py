@@ -17,6 +17,7 @@ need a library to be allocated with.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -213,7 +214,15 @@ class _CuPyLib(Lib):
                     return _g()
         except Exception:
             pass
-        self._streams = _StreamCache(lambda h, d: cp.cuda.ExternalStream(h, d))
+        def external(handle, device, _E=cp.cuda.ExternalStream):
+            # CuPy 14 deprecates ExternalStream for Stream.from_external (which wants an
+            # object speaking the CUDA stream protocol, not a handle); the wrapper only
+            # makes our allocation land on the caller's stream, so the warning is noise
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return _E(handle, device)
+
+        self._streams = _StreamCache(external)
 
         def slow_alloc(shape, dtype, device, stream):
             with cp.cuda.Device(device):
