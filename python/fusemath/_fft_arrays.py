@@ -1,0 +1,184 @@
+"""The arrays of a ``fusemath.fft`` transform: x taken from the caller's library (NumPy,
+PyTorch, CuPy, other GPU arrays, lists), cropped or zero-padded to the transform lengths,
+promoted to the dtype the transform takes (NumPy 2 rules, half precision on PyTorch CUDA
+tensors), and the output checked (``out=``) or made in x's library and on its device; with
+the dtype tables (real <-> complex of each precision) these rules share.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+
+from . import _fusemath as _C
+from ._arrays import C32 as _C32
+from ._arrays import NUMPY, adopt, fm_name, is_cuda_object, lib_of
+from ._fft_args import _C2R, _R2C
+
+_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+_C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+_COMPLEX_OF = {_F16: _C32, _F32: _C64, _F64: _C128}
+_REAL_OF = {_C32: _F16, _C64: _F32, _C128: _F64}
+
+
+# ---------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------
+def _input(x: Any, name: str, where: str):
+    """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
+    CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts)."""
+    if type(x) is np.ndarray:
+        return NUMPY, x
+    if isinstance(x, np.ndarray):
+        return NUMPY, x.view(np.ndarray)
+    if x is None:
+        raise TypeError(f"{where}: {name} must be an array, not None")
+    lib = lib_of(x)
+    if lib is not None:
+        return lib, x
+    if is_cuda_object(x):
+        return adopt(x, name, where)
+    if hasattr(x, "__dlpack__") and not isinstance(x, (list, tuple)):
+        try:
+            return NUMPY, np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError):
+            pass
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:
+        raise TypeError(f"{where}: {name} must be an array, not {type(x).__name__} ({exc})") from None
+    if arr.dtype == object:
+        raise TypeError(f"{where}: {name} must be a numeric array, not {type(x).__name__} of objects")
+    return NUMPY, arr
+
+
+def _dtype(lib, x) -> np.dtype:
+    return x.dtype if lib is NUMPY else lib.dtype_of(x)
+
+
+def _astype(lib, x, dtype: np.dtype, where: str):
+    """x converted to dtype in its own library (a copy)."""
+    if lib is NUMPY:
+        return x.astype(dtype)
+    torch = getattr(lib, "torch", None)
+    if torch is not None and hasattr(x, "to"):
+        return x.to(getattr(torch, dtype.name))
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    raise _C.DtypeError(f"{where}: x has dtype {_dtype(lib, x)}; convert it to {dtype} first")
+
+
+def _zeros(lib, x, shape: Tuple[int, ...], where: str):
+    """Zeros of x's dtype, library and device."""
+    if lib is NUMPY:
+        return np.zeros(shape, x.dtype)
+    torch = getattr(lib, "torch", None)
+    if torch is not None and hasattr(torch, "zeros"):
+        return torch.zeros(shape, dtype=x.dtype, device=x.device)
+    cupy = getattr(lib, "cupy", None)
+    if cupy is not None:
+        with cupy.cuda.Device(x.data.device_id):
+            return cupy.zeros(shape, dtype=x.dtype)
+    raise _C.NotSupportedError(f"{where}: zero-padding arrays of {lib.name} is not supported; pad x first")
+
+
+def _resize(lib, x, axes: Sequence[int], lengths: Sequence[int], where: str):
+    """x cropped (a view) or zero-padded (a copy) to lengths along axes, as numpy.fft does."""
+    shape = list(x.shape)
+    crop = [slice(None)] * len(shape)
+    pad = False
+    for ax, n in zip(axes, lengths):
+        if shape[ax] > n:
+            crop[ax] = slice(0, n)
+            shape[ax] = n
+        elif shape[ax] < n:
+            pad = True
+    if any(c != slice(None) for c in crop):
+        x = x[tuple(crop)]
+    if not pad:
+        return x
+    big = list(x.shape)
+    for ax, n in zip(axes, lengths):
+        big[ax] = n
+    z = _zeros(lib, x, tuple(big), where)
+    z[tuple(slice(0, e) for e in x.shape)] = x
+    return z
+
+
+def _contiguous(lib, a):
+    """A C-contiguous copy of a GPU array (of its own library)."""
+    if hasattr(a, "contiguous"):  # torch
+        return a.contiguous()
+    return lib.cupy.ascontiguousarray(a)
+
+
+def _copy_into(lib, dst, src) -> None:
+    if hasattr(dst, "copy_"):  # torch
+        dst.copy_(src)
+    else:
+        dst[...] = src
+
+
+def _half_on_gpu(lib, x, execution: int) -> bool:
+    """float16 stays half precision (cuFFT) for PyTorch CUDA tensors transformed on the GPU."""
+    return (getattr(lib, "torch", None) is not None and execution != _C.EXECUTION_CPU
+            and lib.device_of(x) >= 0)
+
+
+def _promote(where: str, lib, x, kind: int, half: bool = False):
+    """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules; with half,
+    float16 stays half (float16 for rfft, complex32 otherwise)."""
+    dt = _dtype(lib, x)
+    if dt is _C32:  # PyTorch only; the cpu refuses it with NotSupportedError
+        if kind == _R2C:
+            raise TypeError(f"{where}: x has complex dtype {dt}; rfft takes real input (use fft for complex "
+                            "input)")
+        return x, dt
+    if half and dt == _F16:
+        want = _F16 if kind == _R2C else _C32
+        return (x if dt == want else _astype(lib, x, want, where)), want
+    if getattr(dt, "kind", "?") not in "biufc" or not isinstance(dt, np.dtype):
+        raise _C.DtypeError(f"{where}: x has dtype {dt}, which the FFT does not take")
+    if dt.kind == "c":
+        if kind == _R2C:
+            raise TypeError(f"{where}: x has complex dtype {dt}; rfft takes real input (use fft for complex "
+                            "input)")
+        if dt not in (_C64, _C128):
+            raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: complex64, complex128")
+        return x, dt
+    if dt.kind == "f" and dt.itemsize > 8:
+        raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: float16/32/64, integers, complex64/128")
+    real = _F32 if dt in (_F16, _F32) else _F64
+    want = real if kind == _R2C else _COMPLEX_OF[real]
+    return (x if dt == want else _astype(lib, x, want, where)), want
+
+
+def _out_dtype(kind: int, in_dtype: np.dtype) -> np.dtype:
+    if kind == _R2C:
+        return _COMPLEX_OF[in_dtype]
+    if kind == _C2R:
+        return _REAL_OF[in_dtype]
+    return in_dtype
+
+
+def _check_out(where: str, lib, out, shape, dtype):
+    if lib is NUMPY:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"{where}: out must be a NumPy array like x, not {type(out).__name__}")
+        odt = out.dtype
+        if not out.flags.writeable:
+            raise ValueError(f"{where}: out is read-only")
+    else:
+        if lib_of(out) is not lib:
+            raise TypeError(f"{where}: out must be an array of {lib.name} like x, not {type(out).__name__}")
+        odt = lib.dtype_of(out)
+    if tuple(out.shape) != tuple(shape):
+        raise _C.ShapeError(f"{where}: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    if odt != dtype:
+        raise _C.DtypeError(f"{where}: out has dtype {odt}, expected {dtype}")
+
+
+def _empty(lib, shape, dtype, device: int):
+    if lib is NUMPY:
+        return np.empty(shape, dtype)
+    return _C.lib_empty(lib.index, tuple(shape), fm_name(dtype), device)

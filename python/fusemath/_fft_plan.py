@@ -1,0 +1,267 @@
+"""The :class:`FFT` planner of ``fusemath.fft`` (plan once, execute many times, in the spirit
+of nvmath-python's ``FFT``): the operand checked and kept zero-copy, ``plan()`` with the
+fused chains, effort, norm and GPU prolog mode, one library plan per direction and layout,
+``execute()``, ``reset_operand()`` and ``free()``; with the tables of the planner's string
+arguments (kind, effort, gpu_prolog, direction). Re-exported by ``fusemath.fft``.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from . import _fusemath as _C
+from ._arrays import C32 as _C32
+from ._arrays import NUMPY
+from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
+from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
+from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays
+from ._options import _DEFAULT_OPTIONS, _resolve_execution
+
+_KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
+_KIND_NAMES = {v: k for k, v in _KINDS.items()}
+_EFFORTS = {"estimate": _C.FFT_EFFORT_ESTIMATE, "measure": _C.FFT_EFFORT_MEASURE,
+            "patient": _C.FFT_EFFORT_PATIENT}
+_GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "pass": _C.FFT_PROLOG_PASS, "callback": _C.FFT_PROLOG_CALLBACK}
+
+
+# ---------------------------------------------------------------------------
+# Planner
+# ---------------------------------------------------------------------------
+_DIRECTIONS = ("forward", "inverse")
+
+
+class FFT:
+    """Plan an FFT once, execute it many times (in the spirit of nvmath-python's ``FFT``).
+
+    ``FFT(x, axes=None, kind=None, *, n=None, execution=None)``: x is used zero-copy (not
+    promoted: complex64 / complex128 for c2c and c2r, float32 / float64 for r2c). axes: 1 to 3
+    distinct axes (default: the last min(ndim, 3)); for r2c / c2r the last of them is the
+    halved one. kind: None (complex x -> "c2c", real x -> "r2c"), "c2c", "r2c" or "c2r";
+    n: for c2r, the output length along the last axis (default 2 * (m - 1)).
+
+    ``plan(prolog=None, epilog=None, effort="measure", norm="backward")`` fixes the fused
+    chains (dicts as in the functions; their arrays are kept and read at each execute) and
+    the scaling; ``execute(direction=None, out=None, stream=None)`` runs it on the current
+    operand: direction "forward" (c2c, r2c; the default except for c2r) or "inverse" (c2c,
+    c2r) and returns a new array (or ``out``). ``reset_operand(x)`` swaps in another array
+    of the same shape and dtype (other strides re-plan). ``free()`` / ``with`` release it.
+    """
+
+    def __init__(self, x: Any, axes: Any = None, kind: Optional[str] = None, *, n: Optional[int] = None,
+                 execution: Any = None):
+        where = "fusemath.fft.FFT"
+        self._freed = False
+        self._plans = {}
+        self._planned = False
+        lib, x = _input(x, "x", where)
+        dt = _dtype(lib, x)
+        if kind is None:
+            kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
+        else:
+            if kind not in _KINDS:
+                raise ValueError(f"{where}: kind {kind!r} is not one of 'c2c', 'r2c', 'c2r' (or None)")
+            kind_code = _KINDS[kind]
+        want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
+        if dt not in want:
+            hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128, _C32) else ""
+            raise _C.DtypeError(f"{where}: x has dtype {dt}; a {_KIND_NAMES[kind_code]} transform takes "
+                                f"{want[0]}, {want[1]} or {want[2]} (the planner does not convert){hint}")
+        if dt in (_F16, _C32) and getattr(lib, "torch", None) is None:
+            raise TypeError(f"{where}: x has dtype {dt}: half-precision FFTs give complex32 results, which only "
+                            f"PyTorch has ({lib.name} does not); pass a torch CUDA tensor or convert x to "
+                            "float32 / complex64")
+        if x.ndim == 0:
+            raise ValueError(f"{where}: x is 0-d; the FFT needs at least one dimension")
+        if axes is None:
+            axes = tuple(range(max(0, x.ndim - _MAX_AXES), x.ndim))
+        elif isinstance(axes, int):
+            axes = (axes,)
+        axes = _axes(axes, x.ndim, "axes", where)
+        if not 1 <= len(axes) <= _MAX_AXES:
+            raise ValueError(f"{where}: axes has {len(axes)} entries; the planner takes 1 to 3 axes")
+        shape = list(x.shape)
+        if kind_code == _C2R:
+            m = shape[axes[-1]]
+            n = 2 * (m - 1) if n is None else _length(n, "n", where)
+            if n < 1:
+                raise ValueError(f"{where}: c2r with input length {m} along axis {axes[-1]} gives no output; "
+                                 "pass n")
+            if n // 2 + 1 != m:
+                raise _C.ShapeError(f"{where}: c2r output length n = {n} needs {n // 2 + 1} input points along "
+                                    f"axis {axes[-1]}, x has {m}")
+            shape[axes[-1]] = n
+        elif n is not None:
+            raise ValueError(f"{where}: n is for kind='c2r' only")
+        elif kind_code == _R2C:
+            shape[axes[-1]] = shape[axes[-1]] // 2 + 1
+        self._where = where
+        self._lib, self._x, self._dtype = lib, x, dt
+        self._kind, self._axes = kind_code, axes
+        self._out_shape = tuple(shape)
+        self._out_dtype = _out_dtype(kind_code, dt)
+        self._device = -1 if lib is NUMPY else lib.device_of(x)
+        self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
+        self._chains = (_NO_CHAIN, _NO_CHAIN)
+        self._norm = _C.FFT_NORM_BACKWARD
+        self._effort = _C.FFT_EFFORT_ESTIMATE
+        self._gpu_prolog = _C.FFT_PROLOG_AUTO
+
+    # -- helpers ---------------------------------------------------------------
+    def _alive(self, what: str) -> None:
+        if self._freed:
+            raise _C.InvalidStateError(f"{self._where}.{what}: the FFT was freed")
+
+    def _layout(self, arr):
+        info = _C.tensor_info(arr)
+        return tuple(info[3]), tuple(info[4]), info[0] % 64
+
+    def _direction(self, direction: Optional[str]) -> bool:
+        if direction is None:
+            return self._kind == _C2R
+        if direction not in _DIRECTIONS:
+            raise ValueError(f"{self._where}.execute: direction {direction!r} is not 'forward' or 'inverse'")
+        inverse = direction == "inverse"
+        if self._kind == _R2C and inverse:
+            raise ValueError(f"{self._where}.execute: an r2c FFT is forward only (plan a c2r FFT for the inverse)")
+        if self._kind == _C2R and not inverse:
+            raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
+        return inverse
+
+    def _plan_for(self, inverse: bool, out):
+        key = (inverse, self._layout(self._x)[1], self._layout(out)[1])
+        p = self._plans.get(key)
+        if p is None:
+            pro, epi = self._chains
+            ex, dev, nth = self._exec
+            p = _C.plan_fft(self._x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
+                            self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+                            pro.source, pro.name, epi.source, epi.name, self._gpu_prolog)
+            self._plans[key] = p
+        return p
+
+    def _free_plans(self) -> None:
+        for p in self._plans.values():
+            p.free()
+        self._plans = {}
+
+    # -- public ------------------------------------------------------------------
+    def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
+             gpu_prolog: str = "auto"):
+        """Plan with the fused chains; plans the default direction now (the other on first use).
+
+        effort: "measure" by default: a planner object is made to run many times, and FFTW's
+        measured plans pay (c64 1024x1024 2-D on the 2-core dev machine: 9.5 ms measured vs
+        43.5 ms estimated). "estimate" plans at once; "patient" searches longer. The stateless
+        functions (fft, fftn, ...) always use estimate with cached plans.
+
+        gpu_prolog (cuda only): how the prolog runs - "callback" (a cuFFT load callback: no extra
+        pass, but cuFFT runs slower with one on large transforms), "pass" (one generated
+        elementwise kernel before the transform) or "auto" (the callback for small transforms,
+        the pass for large ones; docs/performance.md has the measurements)."""
+        self._alive("plan()")
+        where = self._where + ".plan"
+        if effort not in _EFFORTS:
+            raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
+        if gpu_prolog not in _GPU_PROLOG:
+            raise ValueError(f"{where}: gpu_prolog {gpu_prolog!r} is not one of {list(_GPU_PROLOG)}")
+        norm_code = _norm_code(norm, where)
+        pro = _chain(where, "prolog", prolog)
+        epi = _chain(where, "epilog", epilog)
+        pro_scale, epi_scale = pro.scale, epi.scale
+        _check_chain_arrays(where, self._lib, pro, epi, tuple(self._x.shape), self._dtype, self._out_shape,
+                            self._out_dtype)
+        if pro_scale is not None and pro_scale.imag != 0 and self._kind == _R2C:
+            raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but the r2c input is real")
+        if epi_scale is not None and epi_scale.imag != 0 and self._kind == _C2R:
+            raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but the c2r output is real")
+        self._free_plans()
+        self._chains = (pro, epi)
+        self._norm, self._effort = norm_code, _EFFORTS[effort]
+        self._gpu_prolog = _GPU_PROLOG[gpu_prolog]
+        template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
+        self._plan_for(self._kind == _C2R, template)
+        self._planned = True
+        return self
+
+    def execute(self, direction: Optional[str] = None, out: Any = None, stream: Any = None):
+        """Run the FFT on the current operand; returns a new array, or out."""
+        self._alive("execute()")
+        if not self._planned:
+            raise _C.InvalidStateError(f"{self._where}.execute: call plan() first")
+        inverse = self._direction(direction)
+        if out is None:
+            out = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
+        else:
+            _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
+        p = self._plan_for(inverse, out)
+        pro_arr, epi_arr = self._chains[0].arr, self._chains[1].arr
+        if stream is None and self._device >= 0:
+            stream = _C.current_stream(self._lib.index, self._device)
+        elif stream is not None and not isinstance(stream, int):
+            from ._options import stream_handle
+            stream = stream_handle(stream, self._where + ".execute")
+        args = [_C.data_ptr(self._x), _C.data_ptr(out),
+                None if pro_arr is None else _C.data_ptr(pro_arr),
+                None if epi_arr is None else _C.data_ptr(epi_arr)]
+        if stream is not None:
+            args.append(stream)
+        p.execute(*args)
+        return out
+
+    def reset_operand(self, x: Any) -> None:
+        """Use another array of the same shape, dtype and library/device from now on."""
+        self._alive("reset_operand()")
+        where = self._where + ".reset_operand"
+        lib, x = _input(x, "x", where)
+        dt = _dtype(lib, x)
+        if lib is not self._lib or (lib is not NUMPY and lib.device_of(x) != self._device):
+            raise _C.DeviceError(f"{where}: x must be an array of {self._lib.name} on the planned device")
+        if tuple(x.shape) != tuple(self._x.shape):
+            raise _C.ShapeError(f"{where}: x has shape {tuple(x.shape)}, the FFT was planned for "
+                                f"{tuple(self._x.shape)}")
+        if dt != self._dtype:
+            raise _C.DtypeError(f"{where}: x has dtype {dt}, the FFT was planned for {self._dtype}")
+        self._x = x  # other strides get their own plan on the next execute
+
+    def describe(self) -> str:
+        """One line describing the default-direction plan (or the problem, before plan())."""
+        self._alive("describe()")
+        if self._plans:
+            return next(iter(self._plans.values())).describe()
+        return (f"fft {_KIND_NAMES[self._kind]} {self._dtype} shape={tuple(self._x.shape)} axes={self._axes} "
+                "(not planned)")
+
+    @property
+    def result_shape(self) -> Tuple[int, ...]:
+        return self._out_shape
+
+    @property
+    def result_dtype(self):
+        return self._out_dtype
+
+    @property
+    def kind(self) -> str:
+        return _KIND_NAMES[self._kind]
+
+    @property
+    def axes(self) -> Tuple[int, ...]:
+        return self._axes
+
+    def free(self) -> None:
+        """Release the plans and the operand references; later use raises InvalidStateError."""
+        if self._freed:
+            return
+        self._free_plans()
+        self._x = None
+        self._chains = (_NO_CHAIN, _NO_CHAIN)
+        self._freed = True
+
+    def __enter__(self) -> "FFT":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        if self._freed:
+            return "<fusemath.fft.FFT (freed)>"
+        return f"<fusemath.fft.FFT {self.describe()}>"

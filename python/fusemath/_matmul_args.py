@@ -1,0 +1,263 @@
+"""The arguments of ``fusemath.matmul`` and ``fusemath.Matmul`` before they make a problem:
+the epilogue bits and their tables (activations, chains with a second result, epilog_inputs
+keys), host array arguments viewed as NumPy arrays (buffer protocol, DLPack) or taken from
+PyTorch / CuPy / other GPU arrays, real-scalar checks, and the parsing of the epilogue
+arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) and of fp8
+``quantization_scales``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Tuple
+
+import numpy as np
+
+from . import _fusemath as _C
+from ._arrays import adopt, is_cuda_object, lib_of
+from ._options import Epilogue, validate_bits
+
+_ndarray = np.ndarray
+_BIAS = int(Epilogue.BIAS)
+_RELU = int(Epilogue.RELU)
+_GELU = int(Epilogue.GELU)
+_AUX = int(Epilogue.AUX)
+_CLAMP = int(Epilogue.CLAMP)
+_SCALE = int(Epilogue.SCALE)
+_DRELU = int(Epilogue.DRELU)
+_DGELU = int(Epilogue.DGELU)
+_BGRAD = int(Epilogue.BGRAD)
+_BGRADA = int(Epilogue.BGRADA)
+_BGRADB = int(Epilogue.BGRADB)
+_ANY_BGRAD = _BGRAD | _BGRADA | _BGRADB
+_ACTS = ((_RELU, "relu"), (_GELU, "gelu"), (int(Epilogue.SIGMOID), "sigmoid"), (int(Epilogue.TANH), "tanh"),
+         (int(Epilogue.SILU), "silu"), (_CLAMP, "clamp"))
+_FORWARD_ACTS = 0
+for _bit, _ in _ACTS:
+    _FORWARD_ACTS |= _bit
+_NOT_COMPLEX = _FORWARD_ACTS | _DRELU | _DGELU | _SCALE  # complex data takes bias, bgrada, bgradb only
+_EXTRA_BITS = _AUX | _ANY_BGRAD  # chains with a second result
+_FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
+_AUX_KEYS = {bit: name + "_aux" for bit, name in _ACTS}
+_SLOT_D, _SLOT_AUX, _SLOT_BGRAD = _C.MATMUL_D, _C.MATMUL_AUX, _C.MATMUL_BGRAD
+_INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
+_CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
+
+
+def _epilogue_name(bits: int) -> str:
+    try:
+        return _C.epilogue_format(bits)
+    except ValueError:
+        return hex(bits)
+
+
+# ---------------------------------------------------------------------------
+# Array arguments
+# ---------------------------------------------------------------------------
+def _as_array(x: Any, name: str, where: str) -> np.ndarray:
+    """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
+    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy. GPU arrays
+    are a DeviceError here (this is the host path: a and b are host arrays); anything
+    else (lists, scalars, None) is a TypeError naming the argument."""
+    if type(x) is _ndarray:
+        return x
+    if isinstance(x, _ndarray):
+        return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
+    if x is None:
+        raise TypeError(f"{where}: {name} must be an array, not None")
+    if isinstance(x, np.generic):  # NumPy scalars are 0-d arrays
+        return np.asarray(x)
+    if isinstance(x, (str, int, float, complex, list, tuple)):
+        raise TypeError(
+            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
+            f"not {type(x).__name__}"
+        )
+    if hasattr(x, "__dlpack__"):
+        device = getattr(x, "__dlpack_device__", None)
+        if device is not None:
+            dev_type, dev_id = device()
+            if int(dev_type) not in _CPU_DEVICES:
+                raise _C.DeviceError(
+                    f"{where}: {name} lives on DLPack device ({int(dev_type)}, {int(dev_id)}) but a and b are "
+                    "host arrays; put all operands on one device (or pass GPU arrays for a and b)"
+                )
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(f"{where}: {name} cannot be imported through DLPack: {exc}") from exc
+    if hasattr(x, "__cuda_array_interface__"):
+        raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
+                             "device (or pass GPU arrays for a and b)")
+    try:
+        view = memoryview(x)
+    except TypeError:
+        raise TypeError(
+            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
+            f"not {type(x).__name__}"
+        ) from None
+    return np.asarray(view)
+
+
+def _operand(x: Any, name: str, where: str):
+    """An operand of a problem on library arrays: PyTorch/CuPy arrays as they are, other
+    GPU arrays viewed through CuPy/PyTorch, host arrays as NumPy views."""
+    if type(x) is _ndarray:
+        return x
+    if lib_of(x) is not None:
+        return x
+    if is_cuda_object(x):
+        return adopt(x, name, where)[1]
+    return _as_array(x, name, where)
+
+
+def _dtype_of(x):
+    """Canonical dtype (np.dtype, or BF16) of a NumPy or library array."""
+    if isinstance(x, _ndarray):
+        return x.dtype
+    lib = lib_of(x)
+    return lib.dtype_of(x) if lib is not None else x.dtype
+
+
+def _foreign(a: Any, b: Any, where: str):
+    """(lib, a, b) when a or b is a PyTorch/CuPy array or another GPU array (viewed through
+    CuPy/PyTorch); None when both are host arrays for the NumPy path."""
+    lib = lib_of(a) or lib_of(b)
+    if lib is not None:
+        return lib, a, b
+    if type(a) is not _ndarray and is_cuda_object(a):
+        lib, a = adopt(a, "a", where)
+        return lib, a, b
+    if type(b) is not _ndarray and is_cuda_object(b):
+        lib, b = adopt(b, "b", where)
+        return lib, a, b
+    return None
+
+
+def _dtype_name(dt) -> str:
+    return str(dt)
+
+
+def _check_real_scalar(where: str, name: str, value: Any, dtype) -> None:
+    """A complex scalar with a nonzero imaginary part cannot scale real operands."""
+    if type(value) is float or type(value) is int or value is None:
+        return
+    try:
+        imag = complex(value).imag
+    except (TypeError, ValueError):
+        return  # not a number: the C layer raises TypeError naming it
+    if imag != 0:
+        raise _C.InvalidArgumentError(
+            f"{where}: {name} = {value!r} has an imaginary part but the operands are real ({_dtype_name(dtype)})"
+        )
+
+
+def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:
+    try:
+        lo, hi = clamp
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: clamp must be a pair of real numbers (lo, hi), not {clamp!r}") from None
+    if not lo <= hi:
+        raise _C.InvalidArgumentError(f"{where}: clamp = ({lo}, {hi}), expected lo <= hi (and no NaN)")
+    return lo, hi
+
+
+def _merge_epilog(where: str, epilogue: Any, epilog: Any) -> Any:
+    if epilog is None:
+        return epilogue
+    if epilogue is not None:
+        raise TypeError(f"{where}: give either epilogue or epilog, not both")
+    return epilog
+
+
+def _quantization_scales(where: str, lib, a: Any, scales: Any):
+    """nvmath-python's quantization_scales for fp8 inputs -> (a_scale, b_scale): a dict
+    {"a": s, "b": s} (or an object with attributes a and b); each a Python number or a
+    one-element float32 array on the operands' device; missing keys mean 1."""
+    if isinstance(scales, Mapping):
+        unknown = [k for k in scales if k not in ("a", "b")]
+        if unknown:
+            raise _C.InvalidArgumentError(
+                f"{where}: quantization_scales has keys {unknown}; expected 'a' and/or 'b' (fp8 output, "
+                "hence a 'd' scale, is not supported)"
+            )
+        sa, sb = scales.get("a"), scales.get("b")
+    else:
+        sa, sb = getattr(scales, "a", None), getattr(scales, "b", None)
+        if getattr(scales, "d", None) is not None:
+            raise _C.InvalidArgumentError(f"{where}: quantization_scales.d is not supported (no fp8 output)")
+    out = []
+    for key, v in (("a", sa), ("b", sb)):
+        if v is None or not isinstance(v, (int, float)):
+            out.append(v)
+            continue
+        if lib.name == "torch":
+            out.append(lib.torch.full((1,), float(v), dtype=lib.torch.float32, device=a.device))
+        elif lib.name == "cupy":
+            with lib.cupy.cuda.Device(a.data.device_id):
+                out.append(lib.cupy.full((1,), float(v), dtype=lib.cupy.float32))
+        else:
+            raise TypeError(f"{where}: quantization_scales['{key}'] must be an array of {lib.name}")
+    return out[0], out[1]
+
+
+def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
+    """Epilogue arguments -> (bits, bias, scale, aux input, clamp pair). bias=, scale and
+    clamp= imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux."""
+    scale = relu_aux = gelu_aux = None
+    if epilog_inputs is not None:
+        if not isinstance(epilog_inputs, Mapping):
+            raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
+        unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
+        if unknown:
+            raise _C.InvalidArgumentError(
+                f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}"
+            )
+        if "bias" in epilog_inputs:
+            if bias is not None:
+                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+            bias = epilog_inputs["bias"]
+        scale = epilog_inputs.get("scale")
+        relu_aux = epilog_inputs.get("relu_aux")
+        gelu_aux = epilog_inputs.get("gelu_aux")
+    base = epi
+    if bias is not None:
+        epi |= _BIAS
+    if scale is not None:
+        epi |= _SCALE
+    if clamp is not None:
+        epi |= _CLAMP
+    if epi != base:
+        validate_bits(epi, where)
+    if epi & _BIAS and bias is None:
+        raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
+    if epi & _SCALE and scale is None:
+        raise _C.InvalidArgumentError(
+            f"{where}: epilogue {_epilogue_name(epi)!r} has 'scale' but epilog_inputs['scale'] was not given"
+        )
+    clamp_pair = None
+    if epi & _CLAMP:
+        if clamp is None:
+            raise _C.InvalidArgumentError(
+                f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given"
+            )
+        clamp_pair = _clamp_pair(where, clamp)
+    aux_in = None
+    if epi & (_DRELU | _DGELU):
+        key, other, aux_in, wrong = (("relu_aux", "gelu_aux", relu_aux, gelu_aux) if epi & _DRELU
+                                     else ("gelu_aux", "relu_aux", gelu_aux, relu_aux))
+        if aux_in is None:
+            fwd = "RELU_AUX" if epi & _DRELU else "GELU_AUX"
+            raise _C.InvalidArgumentError(
+                f"{where}: epilogue {_epilogue_name(epi)!r} reads the forward pass's aux: pass "
+                f"epilog_inputs={{{key!r}: ...}} (the {key!r} result of the {fwd} matmul)"
+            )
+        if wrong is not None:
+            raise _C.InvalidArgumentError(
+                f"{where}: epilog_inputs[{other!r}] does not go with {_epilogue_name(epi)!r}, which takes {key!r}"
+            )
+    elif relu_aux is not None or gelu_aux is not None:
+        key = "relu_aux" if relu_aux is not None else "gelu_aux"
+        raise _C.InvalidArgumentError(
+            f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU (and their _BGRAD forms) only; "
+            f"the epilogue is {_epilogue_name(epi)!r}"
+        )
+    return epi, bias, scale, aux_in, clamp_pair
