@@ -575,10 +575,13 @@ static void choose_panels(openblas_plan *pl)
          * 1.25x slower than 512-row ones on 8192x1024x64). */
         int64_t fit = (int64_t)(PANEL_TARGET_BYTES / ((size_t)n * pl->es));
         rows = fm_max_i64(fm_min_i64(fit, 512), 128);
-        /* at least four panels per thread, so the dynamic schedule can balance them:
-         * on 16 cores 8192x1024x64 ran 1.25x faster fused with 128-row panels (4 per
-         * thread) than with 512 (1 per thread); on 2 cores 512 stays the best */
-        int64_t balanced = (m * batch) / (4 * (int64_t)threads);
+        /* at least two panels per thread. Four were chosen when panels were scheduled
+         * dynamically (on 16 cores 8192x1024x64 ran 1.25x faster with 128-row panels
+         * than with 512, one per thread); with the static schedule a shorter panel only
+         * repacks B more often: in 6 of 8 paired samples on 16 cores (H200 host,
+         * benchmarks/matmul_cpu_layouts.py) panels for two per thread beat four per thread
+         * by 1-7% on the skinny shapes. On 2 cores 512 stays the best. */
+        int64_t balanced = (m * batch) / (2 * (int64_t)threads);
         if (balanced < rows)
             rows = fm_max_i64(balanced, 64);
         rows = fm_min_i64(rows, m);
