@@ -14,7 +14,7 @@ from ._arrays import NUMPY
 from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
 from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
 from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays
-from ._options import _DEFAULT_OPTIONS, _resolve_execution
+from ._options import _DEFAULT_OPTIONS, _resolve_execution, stream_handle
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
@@ -27,6 +27,7 @@ _GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "pass": _C.FFT_PROLOG_PASS, "callback
 # Planner
 # ---------------------------------------------------------------------------
 _DIRECTIONS = ("forward", "inverse")
+_MAX_PLANS = 32  # per FFT object: see _plan_for
 
 
 class FFT:
@@ -135,6 +136,10 @@ class FFT:
             p = _C.plan_fft(self._x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
                             self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
                             pro.source, pro.name, epi.source, epi.name, self._gpu_prolog)
+            if len(self._plans) >= _MAX_PLANS:
+                # one plan per (direction, x layout, out layout): operands reset to ever new
+                # strides must not grow it without bound; the first (default) plan stays
+                self._plans.pop(list(self._plans)[1]).free()
             self._plans[key] = p
         return p
 
@@ -197,7 +202,6 @@ class FFT:
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
         elif stream is not None and not isinstance(stream, int):
-            from ._options import stream_handle
             stream = stream_handle(stream, self._where + ".execute")
         args = [_C.data_ptr(self._x), _C.data_ptr(out),
                 None if pro_arr is None else _C.data_ptr(pro_arr),
@@ -232,18 +236,22 @@ class FFT:
 
     @property
     def result_shape(self) -> Tuple[int, ...]:
+        self._alive("result_shape")
         return self._out_shape
 
     @property
     def result_dtype(self):
+        self._alive("result_dtype")
         return self._out_dtype
 
     @property
     def kind(self) -> str:
+        self._alive("kind")
         return _KIND_NAMES[self._kind]
 
     @property
     def axes(self) -> Tuple[int, ...]:
+        self._alive("axes")
         return self._axes
 
     def free(self) -> None:

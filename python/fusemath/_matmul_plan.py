@@ -294,6 +294,7 @@ class Matmul:
 
     @property
     def epilogue(self) -> Epilogue:
+        self._alive("Matmul.epilogue")
         return Epilogue(self._epi)
 
     @property

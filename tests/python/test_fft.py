@@ -556,9 +556,26 @@ def test_planner_errors(rng):
     with pytest.raises(TypeError, match="dtype"):
         f.reset_operand(x.astype(np.complex64))
     f.free()
-    with pytest.raises(fusemath.InvalidStateError):
-        f.plan()
+    for call in (f.plan, f.execute, f.describe, lambda: f.reset_operand(x), lambda: f.result_shape,
+                 lambda: f.result_dtype, lambda: f.kind, lambda: f.axes):
+        with pytest.raises(fusemath.InvalidStateError, match="freed"):
+            call()
     assert "freed" in repr(f)
+
+
+@needs_backend
+def test_planner_plans_per_layout_are_bounded(rng):
+    """Each new operand layout gets its own plan; resetting to ever new strides must not
+    grow the planner without bound, and every result stays right."""
+    f = ff.FFT(crand(rng, (6, 16)), axes=(1,))
+    f.plan(effort="estimate")
+    for extra in range(40):
+        x = np.empty((6, 16 + extra), np.complex128)[:, :16]
+        x[...] = crand(rng, (6, 16))
+        f.reset_operand(x)
+        np.testing.assert_allclose(f.execute(), np.fft.fft(x, axis=1), rtol=1e-12, atol=1e-12)
+    assert len(f._plans) <= 32
+    assert f.describe().startswith("fft")
 
 
 @needs_backend

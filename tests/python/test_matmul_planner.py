@@ -171,7 +171,8 @@ def test_free_and_context_manager(rng):
     with fusemath.Matmul(a, a) as mm:
         mm.plan("relu")
         assert "relu" in mm.describe()
-    for call in (mm.execute, mm.plan, mm.describe, mm.autotune, lambda: mm.reset_operands(a=a)):
+    for call in (mm.execute, mm.plan, mm.describe, mm.autotune, lambda: mm.reset_operands(a=a),
+                 lambda: mm.epilogue, lambda: mm.result_shape, lambda: mm.backend):
         with pytest.raises(fusemath.InvalidStateError, match="freed"):
             call()
     with pytest.raises(RuntimeError):
