@@ -1,18 +1,45 @@
 # FusemathPython.cmake: wheel build under scikit-build-core (SKBUILD defined).
-# Builds python/src/_fusemath.c as a limited-API (abi3, Python >= 3.11) extension
-# and installs it with libfusemath.so into the wheel's fusemath/ package dir; both
+# Builds python/src/fmpy_*.c as the limited-API (abi3, Python >= 3.11) extension
+# _fusemath and installs it with libfusemath.so into the wheel's fusemath/ package dir; both
 # carry RUNPATH $ORIGIN so the extension finds the library next to it.
 # (The pure-Python files come from python/fusemath via wheel.packages.)
 
-set(_fm_ext_source "${PROJECT_SOURCE_DIR}/python/src/_fusemath.c")
+# The extension's sources, one topic per file (fmpy.h lists them). Every .c file under
+# python/src must be listed: a missing one only shows at import, as an undefined symbol.
+set(_fm_ext_dir "${PROJECT_SOURCE_DIR}/python/src")
+set(_fm_ext_sources
+    "${_fm_ext_dir}/fmpy_module.c"
+    "${_fm_ext_dir}/fmpy_errors.c"
+    "${_fm_ext_dir}/fmpy_args.c"
+    "${_fm_ext_dir}/fmpy_tensor.c"
+    "${_fm_ext_dir}/fmpy_dlpack.c"
+    "${_fm_ext_dir}/fmpy_alloc.c"
+    "${_fm_ext_dir}/fmpy_plan.c"
+    "${_fm_ext_dir}/fmpy_runner.c"
+    "${_fm_ext_dir}/fmpy_matmul.c"
+    "${_fm_ext_dir}/fmpy_array_matmul.c"
+    "${_fm_ext_dir}/fmpy_fft.c"
+    "${_fm_ext_dir}/fmpy_array_helpers.c")
 set(_fm_pkg_dir fusemath) # relative to the wheel's platlib (CMAKE_INSTALL_PREFIX)
 
 set_target_properties(fusemath PROPERTIES INSTALL_RPATH "$ORIGIN")
 install(TARGETS fusemath LIBRARY DESTINATION ${_fm_pkg_dir})
 
-if(NOT EXISTS "${_fm_ext_source}")
-  message(WARNING "fusemath: ${_fm_ext_source} does not exist: the wheel has no _fusemath extension")
+if(NOT EXISTS "${_fm_ext_dir}/fmpy_module.c")
+  message(WARNING "fusemath: ${_fm_ext_dir}/fmpy_module.c does not exist: the wheel has no _fusemath extension")
   return()
+endif()
+set(_fm_ext_missing "")
+foreach(_fm_f IN LISTS _fm_ext_sources)
+  if(NOT EXISTS "${_fm_f}")
+    list(APPEND _fm_ext_missing "${_fm_f}")
+  endif()
+endforeach()
+file(GLOB _fm_ext_found CONFIGURE_DEPENDS "${_fm_ext_dir}/*.c")
+list(REMOVE_ITEM _fm_ext_found ${_fm_ext_sources})
+if(_fm_ext_missing OR _fm_ext_found)
+  message(FATAL_ERROR "fusemath: the _fusemath sources in cmake/FusemathPython.cmake do not match "
+                      "${_fm_ext_dir}: missing [${_fm_ext_missing}], not listed [${_fm_ext_found}]")
 endif()
 
 # Development.SABIModule / USE_SABI need CMake >= 3.26; scikit-build-core
@@ -21,10 +48,10 @@ endif()
 # Py_LIMITED_API set by hand.
 if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.26 OR SKBUILD_SABI_COMPONENT STREQUAL "Development.SABIModule")
   find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.SABIModule)
-  Python_add_library(_fusemath MODULE USE_SABI 3.11 WITH_SOABI "${_fm_ext_source}")
+  Python_add_library(_fusemath MODULE USE_SABI 3.11 WITH_SOABI ${_fm_ext_sources})
 else()
   find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.Module)
-  Python_add_library(_fusemath MODULE "${_fm_ext_source}")
+  Python_add_library(_fusemath MODULE ${_fm_ext_sources})
   set_target_properties(_fusemath PROPERTIES PREFIX "" SUFFIX ".abi3.so")
   target_compile_definitions(_fusemath PRIVATE Py_LIMITED_API=0x030B0000)
 endif()

@@ -127,7 +127,7 @@ fi
 # Re-run only when an input is newer than the stamp, or the build settings (kept in
 # the stamp) changed. The stamp is taken *before* building, so edits made during a
 # build trigger the next one. FUSEMATH_WERROR (CI: ON) applies to the wheel build
-# too: that is where python/src/_fusemath.c is compiled.
+# too: that is where python/src/fmpy_*.c (the _fusemath extension) is compiled.
 stamp=$VENV/.fusemath-installed
 settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF}"
 inputs=()

@@ -1,0 +1,298 @@
+/*
+ * fmpy.h : what the source files of the CPython extension module fusemath._fusemath
+ * (python/src/fmpy_*.c) share; private to the extension, never installed.
+ *
+ * Limited API (abi3, Python >= 3.11) only: module state instead of static globals,
+ * heap types, multi-phase initialisation, METH_FASTCALL on the hot paths. The
+ * module state owns one fm_context, created at exec and destroyed when the module
+ * is freed; every Plan keeps a strong reference to the module so the context
+ * outlives the plans made in it.
+ *
+ * Arrays come in, zero-copy, through
+ *  - the buffer protocol (NumPy, memoryview, array.array): host memory;
+ *  - registered array libraries (PyTorch tensors, CuPy arrays; registered lazily by
+ *    fusemath._arrays the first time one is seen): their pointer, shape, strides, dtype
+ *    and device are read through the library's cheapest attributes (torch: data_ptr(),
+ *    shape, stride(), dtype, get_device(); cupy: data.ptr, data.device_id, shape,
+ *    strides, dtype), never through an exchange protocol;
+ *  - __cuda_array_interface__ (device resolved by the library from the pointer);
+ *  - DLPack (__dlpack__ / __dlpack_device__): cpu, cuda, cuda_host, cuda_managed.
+ * They become fm_tensor descriptors; buffers / capsules are held while the C library
+ * runs and released afterwards. Results on a registered library's device are
+ * allocated with that library (torch.empty / cupy.empty), so the memory comes from
+ * the caller's allocator and pool, stream-ordered on the stream the call runs on.
+ * Errors of the library become per-module exception classes that also derive from
+ * the matching builtin (ValueError, TypeError, MemoryError, ...).
+ *
+ * The files, one topic each:
+ *   fmpy_module.c         the method table, the module lifecycle, small module functions
+ *   fmpy_errors.c         the exception classes and raising them
+ *   fmpy_args.c           small argument helpers
+ *   fmpy_tensor.c         array objects -> fm_tensor (buffer, registered libraries, CAI)
+ *   fmpy_dlpack.c         DLPack capsules -> fm_tensor
+ *   fmpy_alloc.c          allocation and streams through a registered library
+ *   fmpy_plan.c           the Plan type
+ *   fmpy_runner.c         the Runner type behind Matmul.execute(), make_runner
+ *   fmpy_matmul.c         matmul options; matmul, plan_matmul, autotune
+ *   fmpy_array_matmul.c   array_matmul, the stateless matmul front end
+ *   fmpy_fft.c            fft_execute, plan_fft
+ *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
+ */
+#ifndef FMPY_H
+#define FMPY_H
+
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fusemath/fusemath.h>
+
+/* ------------------------------------------------------------------------ */
+/* DLPack: the stable ABI, declared here so no header is needed.            */
+/* ------------------------------------------------------------------------ */
+enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3, DL_CUDA_MANAGED = 13 };
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_OPAQUE = 3, DL_BFLOAT = 4, DL_COMPLEX = 5, DL_BOOL = 6 };
+
+typedef struct {
+    int32_t device_type;
+    int32_t device_id;
+} DLDevice;
+
+typedef struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} DLDataType;
+
+typedef struct {
+    void *data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape;
+    int64_t *strides; /* in elements; NULL = compact row-major */
+    uint64_t byte_offset;
+} DLTensor;
+
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+typedef struct {
+    uint32_t major;
+    uint32_t minor;
+} DLPackVersion;
+
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#define DLPACK_FLAG_READ_ONLY (UINT64_C(1) << 0)
+#define DLPACK_FLAG_IS_COPIED (UINT64_C(1) << 1)
+
+/* ------------------------------------------------------------------------ */
+/* Array libraries and module state.                                        */
+/* ------------------------------------------------------------------------ */
+/* How a registered library's arrays are read and allocated. */
+enum { STYLE_NUMPY = 1, STYLE_TORCH = 2, STYLE_CUPY = 3 };
+#define FM_MAX_LIBS 8
+#define LIB_KW_DEVICES 16 /* torch.empty keyword dicts cached for cuda:0..15 (and the cpu) */
+
+typedef struct {
+    int style;
+    int device_count;                  /* CUDA devices the library sees (cupy: device check skipped if 1) */
+    PyObject *name;                    /* "numpy", "torch", "cupy", ... */
+    PyObject *type;                    /* instances are recognised by isinstance(); NULL for numpy */
+    PyObject *dtypes[FM_DTYPE_COUNT_]; /* the library's dtype object per fm dtype (NULL: none) */
+    PyObject *empty;                   /* numpy.empty(shape, dtype) / cupy.empty(shape, dtype) / torch.empty */
+    PyObject *current_stream;          /* torch: f(device) -> raw int; cupy: f(device) -> Stream (.ptr) */
+    PyObject *get_device;              /* cupy: f() -> current device id */
+    PyObject *device_obj;              /* torch: f(index) -> torch.device (-1: cpu) */
+    PyObject *oom;                     /* the library's out-of-memory exception class (or tuple) */
+    PyObject *slow_alloc;              /* f(shape, dtype, device, stream or None): allocation on a
+                                          non-current stream or device (Python, slow path) */
+    PyObject *kwargs[FM_DTYPE_COUNT_][LIB_KW_DEVICES + 1]; /* torch: {"dtype":, "device":} per device+1 */
+} fm_lib;
+
+#define INTERNED(X)                                                                                     \
+    X(dlpack, "__dlpack__") X(dlpack_device, "__dlpack_device__") X(cai, "__cuda_array_interface__")    \
+    X(data_ptr, "data_ptr") X(shape, "shape") X(stride, "stride") X(strides, "strides") X(dtype, "dtype") \
+    X(is_cuda, "is_cuda") X(get_device, "get_device") X(is_conj, "is_conj") X(is_neg, "is_neg")         \
+    X(data, "data") X(ptr, "ptr") X(device_id, "device_id") X(cuda_stream, "cuda_stream")               \
+    X(cuda_stream_proto, "__cuda_stream__") X(typestr, "typestr") X(mask, "mask") X(device, "device")   \
+    X(handle, "handle")
+
+enum {
+#define X_ENUM(n, s) S_##n,
+    INTERNED(X_ENUM)
+#undef X_ENUM
+    S_COUNT
+};
+
+typedef struct {
+    fm_context *ctx;
+    PyObject *plan_type;
+    PyObject *runner_type;
+    PyObject *base_error;                  /* FusemathError */
+    PyObject *errors[FM_STATUS_COUNT_];    /* class per status; [FM_OK] unused */
+    PyObject *s[S_COUNT];                  /* interned attribute names */
+    PyObject *empty_tuple;
+    PyObject *kw_max_version;              /* {"max_version": (1, 0)} */
+    PyObject *kw_cuda_v1;                  /* {"max_version": (1, 0), "stream": 1}: cuda producers */
+    PyObject *kw_cuda_legacy;              /* {"stream": 1} */
+    int nlibs;
+    fm_lib libs[FM_MAX_LIBS];
+} fm_state;
+
+static inline fm_state *fmpy_module_state(PyObject *module) { return (fm_state *)PyModule_GetState(module); }
+
+/* PyDoc_STRVAR without `static`: the docstring of a function defined in a topic file
+ * and listed in the method table of fmpy_module.c (declared below, by file). */
+#define FMPY_DOC_VAR(name, str) const char name[] = PyDoc_STR(str)
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_errors.c: exception classes and raising them.                       */
+/* ------------------------------------------------------------------------ */
+PyObject *fmpy_error_class(fm_state *st, fm_status s);
+PyObject *fmpy_raise_msg(fm_state *st, fm_status s, const char *msg);
+PyObject *fmpy_raise_status(fm_state *st, fm_status s);
+PyObject *fmpy_type_name(PyObject *o);
+void fmpy_raise_type(PyObject *exc, const char *fmt_prefix, const char *name, const char *what, PyObject *o);
+PyObject *fmpy_take_error_text(void);
+int fmpy_make_errors(PyObject *m, fm_state *st);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_args.c: small argument helpers.                                     */
+/* ------------------------------------------------------------------------ */
+int fmpy_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *const *names, int n, int nrequired, PyObject **out);
+int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
+int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);
+int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p);
+int fmpy_long_ptr(PyObject *o, const char *what, void **p);
+int fmpy_stream_from_object(fm_state *st, const char *fname, PyObject *o, void **h);
+fm_dtype fmpy_dtype_by_name(PyObject *name);
+int fmpy_lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li);
+
+/* ------------------------------------------------------------------------ */
+/* Array objects -> fm_tensor: fmpy_tensor.c, fmpy_dlpack.c.                */
+/* ------------------------------------------------------------------------ */
+enum { HOLD_NONE = 0, HOLD_BUFFER, HOLD_DLPACK, HOLD_DLPACK_V1 };
+
+/* What keeps an operand's memory alive while the library uses it. Registered
+ * libraries and __cuda_array_interface__ objects need nothing: the caller holds the
+ * object for the duration of the call. */
+typedef struct {
+    int kind;
+    Py_buffer view;
+    PyObject *capsule;
+    void *managed; /* DLManagedTensor* or DLManagedTensorVersioned*, owned after the rename */
+} fm_hold;
+
+void fmpy_hold_init(fm_hold *h);
+void fmpy_hold_release(fm_hold *h);
+void fmpy_zero_tail(fm_tensor *t);
+int fmpy_too_many_dims(const char *name, Py_ssize_t ndim);
+int fmpy_dims_from_tuples(const char *name, PyObject *shape, PyObject *strides, Py_ssize_t unit, fm_tensor *t);
+PyObject *fmpy_call_method0(PyObject *obj, PyObject *name);
+int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
+                         int *lib);
+int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h);
+/* fmpy_dlpack.c */
+const char *fmpy_device_name(int32_t type);
+int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const char *name, int writable,
+                            fm_tensor *t, fm_hold *h);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_alloc.c: allocation and streams through a registered library.       */
+/* ------------------------------------------------------------------------ */
+void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size);
+PyObject *fmpy_shape_tuple(const int64_t *shape, int n);
+int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
+                        PyObject **kwargs);
+void fmpy_device_text(int dev, char *buf, size_t n);
+PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
+                         const char *what, void **ptr);
+int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h);
+int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
+                        void **h, PyObject **override);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_plan.c: the Plan type.                                              */
+/* ------------------------------------------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    fm_plan *plan;
+    PyObject *module; /* strong: the context in its state must outlive the plan */
+} PlanObject;
+
+fm_state *fmpy_plan_state(PyObject *self);
+PyObject *fmpy_plan_wrap(fm_state *st, PyObject *module, fm_plan *plan);
+PyObject *fmpy_plan_freed_error(PyObject *self, const char *what);
+extern const char *const fmpy_slot_names[FM_MATMUL_NSLOTS];
+extern PyType_Spec fmpy_plan_spec;
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_runner.c: the Runner type.                                          */
+/* ------------------------------------------------------------------------ */
+extern PyType_Spec fmpy_runner_spec;
+PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_matmul.c: matmul options and the low-level entry points.            */
+/* ------------------------------------------------------------------------ */
+typedef struct {
+    PyObject *alpha, *beta, *epilogue, *execution, *device_id, *num_threads, *panel_rows, *cpu_strategy, *compute,
+        *clamp;
+} opt_objs;
+
+int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi);
+int fmpy_fill_options(fm_state *st, const char *fname, const opt_objs *a, fm_matmul_options *o);
+void fmpy_release_slots(fm_hold *holds);
+extern const char fmpy_matmul_doc[], fmpy_plan_matmul_doc[], fmpy_autotune_doc[];
+PyObject *fmpy_mod_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *fmpy_mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *fmpy_mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_array_matmul.c: the stateless matmul front end.                     */
+/* ------------------------------------------------------------------------ */
+int fmpy_device_index(const fm_tensor *t);
+extern const char fmpy_array_matmul_doc[];
+PyObject *fmpy_mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_fft.c: FFT.                                                         */
+/* ------------------------------------------------------------------------ */
+extern const char fmpy_fft_execute_doc[], fmpy_plan_fft_doc[];
+PyObject *fmpy_mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_array_helpers.c: array helpers exposed to Python.                   */
+/* ------------------------------------------------------------------------ */
+void fmpy_lib_clear(fm_lib *lib);
+int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
+extern const char fmpy_output_shape_doc[], fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
+    fmpy_current_stream_doc[], fmpy_register_doc[];
+PyObject *fmpy_mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
+PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif

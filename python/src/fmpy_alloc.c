@@ -1,0 +1,211 @@
+/* fmpy_alloc.c : results allocated by a registered array library (numpy / cupy /
+ * torch .empty) on the operands' device, the stream a call runs on, and shape / device
+ * text for messages. */
+#include "fmpy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Allocation and streams through a registered library.                    */
+/* ------------------------------------------------------------------------ */
+void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size)
+{
+    size_t u = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < n && u < size; i++)
+        u += (size_t)snprintf(buf + u, size - u, "%lld%s", (long long)shape[i], i + 1 < n ? ", " : "");
+    if (u < size)
+        snprintf(buf + u, size - u, "%s)", n == 1 ? "," : "");
+}
+
+PyObject *fmpy_shape_tuple(const int64_t *shape, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(shape[i]);
+        if (!x) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SetItem(t, i, x);
+    }
+    return t;
+}
+
+/* torch.empty keywords {"dtype": dt, "device": device} (new reference; cached per device). */
+static PyObject *lib_kwargs(fm_state *st, fm_lib *lib, fm_dtype dt, int dev)
+{
+    int slot = dev + 1;
+    int cacheable = slot >= 0 && slot <= LIB_KW_DEVICES;
+    if (cacheable && lib->kwargs[dt][slot])
+        return Py_NewRef(lib->kwargs[dt][slot]);
+    if (!lib->device_obj) {
+        PyErr_SetString(PyExc_SystemError, "fusemath: a torch-style library was registered without a device factory");
+        return NULL;
+    }
+    PyObject *idx = PyLong_FromLong(dev);
+    PyObject *device = idx ? PyObject_CallFunctionObjArgs(lib->device_obj, idx, NULL) : NULL;
+    Py_XDECREF(idx);
+    if (!device)
+        return NULL;
+    PyObject *kw = PyDict_New();
+    if (!kw || PyDict_SetItem(kw, st->s[S_dtype], lib->dtypes[dt]) < 0 ||
+        PyDict_SetItem(kw, st->s[S_device], device) < 0) {
+        Py_XDECREF(kw);
+        Py_DECREF(device);
+        return NULL;
+    }
+    Py_DECREF(device);
+    if (cacheable)
+        lib->kwargs[dt][slot] = Py_NewRef(kw);
+    return kw;
+}
+
+/* Allocation arguments for `shape` (tuple) and dtype dt: *args and *kwargs (torch; else
+ * NULL) are new references. */
+int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
+                        PyObject **kwargs)
+{
+    fm_lib *lib = &st->libs[li];
+    *args = NULL;
+    *kwargs = NULL;
+    if ((int)dt <= 0 || dt >= FM_DTYPE_COUNT_ || !lib->dtypes[dt]) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_DTYPE), "fusemath: the array library %U has no dtype %s", lib->name,
+                     fm_dtype_name(dt));
+        return -1;
+    }
+    if (lib->style == STYLE_TORCH) {
+        if (!(*kwargs = lib_kwargs(st, lib, dt, dev)))
+            return -1;
+        *args = PyTuple_Pack(1, shape);
+    } else {
+        *args = PyTuple_Pack(2, shape, lib->dtypes[dt]);
+    }
+    if (!*args) {
+        Py_CLEAR(*kwargs);
+        return -1;
+    }
+    return 0;
+}
+
+void fmpy_device_text(int dev, char *buf, size_t n)
+{
+    if (dev >= 0)
+        snprintf(buf, n, "cuda:%d", dev);
+    else
+        snprintf(buf, n, "cpu");
+}
+
+/* A new array from the library (args/kwargs from fmpy_lib_alloc_args) and its address.
+ * stream: not NULL = allocate with that stream current (slow path, Python). The
+ * library's out-of-memory error becomes fusemath.OutOfMemoryError (a MemoryError). */
+PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
+                         const char *what, void **ptr)
+{
+    fm_lib *lib = &st->libs[li];
+    int slow = stream != NULL;
+    if (!slow && lib->style == STYLE_CUPY && dev >= 0 && lib->device_count > 1 && lib->get_device) {
+        PyObject *cur = PyObject_CallNoArgs(lib->get_device); /* cupy.empty allocates on the current device */
+        if (!cur)
+            return NULL;
+        long c = PyLong_AsLong(cur);
+        Py_DECREF(cur);
+        if (c == -1 && PyErr_Occurred())
+            return NULL;
+        slow = c != dev;
+    }
+    PyObject *arr;
+    if (slow && lib->slow_alloc) {
+        PyObject *shape = PyTuple_GetItem(args, 0);
+        PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
+        PyObject *d = PyLong_FromLong(dev);
+        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, shape, native, d, stream ? stream : Py_None, NULL)
+                : NULL;
+        Py_XDECREF(d);
+    } else {
+        arr = PyObject_Call(lib->empty, args, kwargs);
+    }
+    if (!arr) {
+        int oom = lib->oom ? PyErr_ExceptionMatches(lib->oom) : 0;
+        if (oom || PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyObject *text = fmpy_take_error_text();
+            char dv[32];
+            fmpy_device_text(dev, dv, sizeof dv);
+            PyObject *shape = PyTuple_GetItem(args, 0);
+            if (text && shape)
+                PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "matmul: cannot allocate %s of shape %R on %s (%U): %U",
+                             what, shape, dv, lib->name, text);
+            Py_XDECREF(text);
+        }
+        return NULL;
+    }
+    int r;
+    if (lib->style == STYLE_NUMPY) {
+        Py_buffer v;
+        r = PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE);
+        if (r == 0) {
+            *ptr = v.buf;
+            PyBuffer_Release(&v); /* the array owns the memory; the caller holds the array */
+        }
+    } else if (lib->style == STYLE_TORCH) {
+        PyObject *p = fmpy_call_method0(arr, st->s[S_data_ptr]);
+        r = fmpy_long_ptr(p, "tensor.data_ptr()", ptr);
+        Py_XDECREF(p);
+    } else {
+        PyObject *data = PyObject_GetAttr(arr, st->s[S_data]);
+        PyObject *p = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
+        Py_XDECREF(data);
+        r = fmpy_long_ptr(p, "array.data.ptr", ptr);
+        Py_XDECREF(p);
+    }
+    if (r < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* The library's current stream on device dev (NULL for host arrays). */
+int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
+{
+    fm_lib *lib = &st->libs[li];
+    *h = NULL;
+    if (lib->style == STYLE_NUMPY || dev < 0 || !lib->current_stream)
+        return 0;
+    PyObject *d = PyLong_FromLong(dev);
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(lib->current_stream, d, NULL) : NULL;
+    Py_XDECREF(d);
+    if (!r)
+        return -1;
+    int rc;
+    if (PyLong_Check(r)) {
+        rc = fmpy_long_ptr(r, "current stream", h);
+    } else {
+        PyObject *p = PyObject_GetAttr(r, st->s[S_ptr]);
+        rc = fmpy_long_ptr(p, "current stream .ptr", h);
+        Py_XDECREF(p);
+    }
+    Py_DECREF(r);
+    return rc;
+}
+
+/* Resolve the stream of a call on library li / device dev: an explicit stream object
+ * (None: the library's current stream). *override is set (new reference, the handle as
+ * an int) when the explicit stream is not the current one and outputs must be allocated:
+ * they are then allocated with that stream current. */
+int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
+                        void **h, PyObject **override)
+{
+    *override = NULL;
+    if (!stream_arg || stream_arg == Py_None)
+        return fmpy_lib_current_stream(st, li, dev, h);
+    if (fmpy_stream_from_object(st, fname, stream_arg, h) < 0)
+        return -1;
+    if (allocating && st->libs[li].style != STYLE_NUMPY && dev >= 0) {
+        void *cur = NULL;
+        if (fmpy_lib_current_stream(st, li, dev, &cur) < 0)
+            return -1;
+        if (cur != *h && !(*override = PyLong_FromVoidPtr(*h)))
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* fmpy_module.c : the module fusemath._fusemath: its small functions (epilogue names,
+ * threads, backends, plan cache, wisdom), its method table (the other functions are
+ * defined in the topic files, declared in fmpy.h) and its lifecycle (exec, traverse,
+ * clear, free, PyInit). */
+#include "fmpy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Small module functions.                                                  */
+/* ------------------------------------------------------------------------ */
+static PyObject *mod_epilogue_parse(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    if (!PyUnicode_Check(arg)) {
+        fmpy_raise_type(PyExc_TypeError, "epilogue_parse(): ", "text", "a str", arg);
+        return NULL;
+    }
+    unsigned e = 0;
+    if (fmpy_epilogue_arg(st, "epilogue_parse(): ", arg, &e) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(e);
+}
+
+static PyObject *mod_epilogue_format(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    long long v = 0;
+    if (!arg || arg == Py_None) {
+        fmpy_raise_type(PyExc_TypeError, "epilogue_format(): ", "epilogue", "an int", Py_None);
+        return NULL;
+    }
+    if (fmpy_int_arg("epilogue_format(): ", "epilogue", arg, 0, (long long)UINT32_MAX, &v) < 0)
+        return NULL;
+    char buf[160];
+    fm_clear_error();
+    fm_status s = fm_epilogue_format((unsigned)v, buf, sizeof buf);
+    if (s != FM_OK)
+        return fmpy_raise_status(st, s);
+    buf[sizeof buf - 1] = '\0';
+    return PyUnicode_FromString(buf);
+}
+
+static PyObject *mod_set_num_threads(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    long long n = 0;
+    if (arg == Py_None) {
+        fmpy_raise_type(PyExc_TypeError, "set_num_threads(): ", "n", "an int", arg);
+        return NULL;
+    }
+    if (fmpy_int_arg("set_num_threads(): ", "n", arg, INT32_MIN, INT32_MAX, &n) < 0)
+        return NULL;
+    fm_clear_error();
+    fm_status s = fm_context_set_num_threads(st->ctx, (int)n);
+    if (s != FM_OK)
+        return fmpy_raise_status(st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_get_num_threads(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(fm_context_get_num_threads(fmpy_module_state(module)->ctx));
+}
+
+static PyObject *mod_backends(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    fm_state *st = fmpy_module_state(module);
+    int n = fm_context_backend_count(st->ctx);
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const char *name = NULL, *why = NULL;
+        fm_device_type dev = FM_DEVICE_AUTO;
+        int avail = 0;
+        fm_clear_error();
+        fm_status s = fm_context_backend_info(st->ctx, i, &name, &dev, &avail, &why);
+        if (s != FM_OK) {
+            Py_DECREF(list);
+            return fmpy_raise_status(st, s);
+        }
+        PyObject *whyo;
+        if (avail || !why || !why[0]) {
+            whyo = Py_None;
+            Py_INCREF(whyo);
+        } else {
+            whyo = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
+        }
+        PyObject *item = whyo ? Py_BuildValue("(ssNN)", name ? name : "?", fmpy_device_name((int32_t)dev),
+                                              PyBool_FromLong(avail), whyo)
+                              : NULL;
+        if (!item || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
+static PyObject *mod_cuda_device_count(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = fm_cuda_device_count();
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(n);
+}
+
+static PyObject *mod_clear_cache(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    fm_context_clear_cache(fmpy_module_state(module)->ctx);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_cache_size(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(fm_context_cache_size(fmpy_module_state(module)->ctx));
+}
+
+/* wisdom_save(path) / wisdom_load(path) / wisdom_size(): autotune results as a file. */
+static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
+{
+    fm_state *st = fmpy_module_state(module);
+    PyObject *bytes = NULL;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    const char *path = PyBytes_AsString(bytes);
+    fm_status s = FM_OK;
+    if (path) {
+        Py_BEGIN_ALLOW_THREADS
+        s = save ? fm_context_wisdom_save(st->ctx, path) : fm_context_wisdom_load(st->ctx, path);
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(bytes);
+    if (!path)
+        return NULL;
+    if (s != FM_OK)
+        return fmpy_raise_status(st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_wisdom_save(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 1); }
+static PyObject *mod_wisdom_load(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 0); }
+static PyObject *mod_wisdom_size(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(fm_context_wisdom_size(fmpy_module_state(module)->ctx));
+}
+
+static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    fm_state *st = fmpy_module_state(module);
+    fm_status s = fm_context_wisdom_forget(st->ctx);
+    if (s != FM_OK)
+        return fmpy_raise_status(st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    long long n = 0;
+    if (arg == Py_None) {
+        fmpy_raise_type(PyExc_TypeError, "relu_mask_row_bytes(): ", "n", "an int", arg);
+        return NULL;
+    }
+    if (fmpy_int_arg("relu_mask_row_bytes(): ", "n", arg, 0, INT64_MAX / 2, &n) < 0)
+        return NULL;
+    return PyLong_FromLongLong(fm_relu_mask_row_bytes(n));
+}
+
+static PyObject *mod_status_name(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    long long n = 0;
+    if (arg == Py_None) {
+        fmpy_raise_type(PyExc_TypeError, "status_name(): ", "status", "an int", arg);
+        return NULL;
+    }
+    if (fmpy_int_arg("status_name(): ", "status", arg, INT32_MIN, INT32_MAX, &n) < 0)
+        return NULL;
+    return PyUnicode_FromString(fm_status_name((fm_status)n));
+}
+
+#define FASTCALL(f) (PyCFunction)(void (*)(void))(f)
+
+static PyMethodDef module_methods[] = {
+    {"matmul", FASTCALL(fmpy_mod_matmul), METH_FASTCALL | METH_KEYWORDS, fmpy_matmul_doc},
+    {"plan_matmul", FASTCALL(fmpy_mod_plan_matmul), METH_FASTCALL | METH_KEYWORDS, fmpy_plan_matmul_doc},
+    {"autotune", FASTCALL(fmpy_mod_autotune), METH_FASTCALL | METH_KEYWORDS, fmpy_autotune_doc},
+    {"array_matmul", FASTCALL(fmpy_mod_array_matmul), METH_FASTCALL, fmpy_array_matmul_doc},
+    {"fft_execute", FASTCALL(fmpy_mod_fft_execute), METH_FASTCALL, fmpy_fft_execute_doc},
+    {"plan_fft", FASTCALL(fmpy_mod_plan_fft), METH_FASTCALL, fmpy_plan_fft_doc},
+    {"output_shape", FASTCALL(fmpy_mod_output_shape), METH_FASTCALL, fmpy_output_shape_doc},
+    {"tensor_info", FASTCALL(fmpy_mod_tensor_info), METH_FASTCALL, fmpy_tensor_info_doc},
+    {"data_ptr", fmpy_mod_data_ptr, METH_O, fmpy_data_ptr_doc},
+    {"lib_empty", FASTCALL(fmpy_mod_lib_empty), METH_FASTCALL, fmpy_lib_empty_doc},
+    {"current_stream", FASTCALL(fmpy_mod_current_stream), METH_FASTCALL, fmpy_current_stream_doc},
+    {"register_array_library", FASTCALL(fmpy_mod_register_array_library), METH_FASTCALL, fmpy_register_doc},
+    {"make_runner", FASTCALL(fmpy_mod_make_runner), METH_FASTCALL,
+     "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
+     "Bind a plan to operand addresses (ptrs: 8, slot order); .run(stream, out) allocates the results\n"
+     "(outs: ((slot, shape, dtype name, key), ...), D first) with library `lib` and executes."},
+    {"epilogue_parse", mod_epilogue_parse, METH_O,
+     "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', 'DGELU_BGRAD', ... "
+     "(ValueError if unknown)."},
+    {"epilogue_format", mod_epilogue_format, METH_O,
+     "epilogue_format(bits)\n--\n\nCanonical name of epilogue bits ('bias+relu', 'identity'); ValueError for an "
+     "invalid chain."},
+    {"set_num_threads", mod_set_num_threads, METH_O,
+     "set_num_threads(n)\n--\n\nCPU threads of the library; n <= 0 restores the default."},
+    {"get_num_threads", mod_get_num_threads, METH_NOARGS, "get_num_threads()\n--\n\nCPU threads of the library."},
+    {"backends", mod_backends, METH_NOARGS,
+     "backends()\n--\n\nList of (name, device, available, why) for the registered backends."},
+    {"cuda_device_count", mod_cuda_device_count, METH_NOARGS,
+     "cuda_device_count()\n--\n\nNumber of usable CUDA devices (0 without CUDA)."},
+    {"clear_cache", mod_clear_cache, METH_NOARGS, "clear_cache()\n--\n\nDrop the context's cached plans."},
+    {"wisdom_save", mod_wisdom_save, METH_O, "wisdom_save(path)\n--\n\nWrite the autotune results to path."},
+    {"wisdom_load", mod_wisdom_load, METH_O, "wisdom_load(path)\n--\n\nMerge autotune results from path."},
+    {"wisdom_size", mod_wisdom_size, METH_NOARGS, "wisdom_size()\n--\n\nNumber of autotune results held."},
+    {"wisdom_forget", mod_wisdom_forget, METH_NOARGS,
+     "wisdom_forget()\n--\n\nDrop the autotune results and the backends' planning knowledge."},
+    {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
+    {"relu_mask_row_bytes", mod_relu_mask_row_bytes, METH_O,
+     "relu_mask_row_bytes(n)\n--\n\nBytes per row of the relu aux bit mask for N = n columns."},
+    {"status_name", mod_status_name, METH_O, "status_name(status)\n--\n\n'FM_ERR_SHAPE' etc."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------ */
+/* Module lifecycle.                                                        */
+/* ------------------------------------------------------------------------ */
+static int add_int(PyObject *m, const char *name, long long v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o)
+        return -1;
+    int r = PyModule_AddObjectRef(m, name, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static int module_exec(PyObject *m)
+{
+    fm_state *st = fmpy_module_state(m);
+    if (fmpy_make_errors(m, st) < 0)
+        return -1;
+#define X_INTERN(n, text)                                        \
+    if (!(st->s[S_##n] = PyUnicode_InternFromString(text)))     \
+        return -1;
+    INTERNED(X_INTERN)
+#undef X_INTERN
+    st->empty_tuple = PyTuple_New(0);
+    st->kw_max_version = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
+    st->kw_cuda_v1 = Py_BuildValue("{s(ii)si}", "max_version", 1, 0, "stream", 1);
+    st->kw_cuda_legacy = Py_BuildValue("{si}", "stream", 1);
+    if (!st->empty_tuple || !st->kw_max_version || !st->kw_cuda_v1 || !st->kw_cuda_legacy)
+        return -1;
+
+    fm_context *ctx = NULL;
+    fm_status s = fm_context_create(&ctx);
+    if (s != FM_OK) {
+        const char *detail = fm_last_error();
+        PyErr_Format(PyExc_ImportError, "fusemath: cannot create the library context: %s",
+                     detail && detail[0] ? detail : fm_status_string(s));
+        return -1;
+    }
+    st->ctx = ctx;
+
+    st->plan_type = PyType_FromModuleAndSpec(m, &fmpy_plan_spec, NULL);
+    if (!st->plan_type || PyModule_AddObjectRef(m, "Plan", st->plan_type) < 0)
+        return -1;
+    st->runner_type = PyType_FromModuleAndSpec(m, &fmpy_runner_spec, NULL);
+    if (!st->runner_type)
+        return -1;
+
+    const char *v = fm_version_string();
+    if (PyModule_AddStringConstant(m, "__version__", v ? v : "0.0.0") < 0)
+        return -1;
+    static const struct {
+        const char *name;
+        long long value;
+    } ints[] = {
+        {"version_number", 0}, /* filled below */
+        {"header_version_number", FM_VERSION_NUMBER},
+        {"MAX_NDIM", FM_MAX_NDIM},
+        {"EPILOGUE_DEFAULT", FM_EPILOGUE_DEFAULT},
+        {"EPILOGUE_BIAS", FM_EPILOGUE_BIAS},
+        {"EPILOGUE_RELU", FM_EPILOGUE_RELU},
+        {"EPILOGUE_GELU", FM_EPILOGUE_GELU},
+        {"EPILOGUE_AUX", FM_EPILOGUE_AUX},
+        {"EPILOGUE_SIGMOID", FM_EPILOGUE_SIGMOID},
+        {"EPILOGUE_TANH", FM_EPILOGUE_TANH},
+        {"EPILOGUE_SILU", FM_EPILOGUE_SILU},
+        {"EPILOGUE_CLAMP", FM_EPILOGUE_CLAMP},
+        {"EPILOGUE_DRELU", FM_EPILOGUE_DRELU},
+        {"EPILOGUE_DGELU", FM_EPILOGUE_DGELU},
+        {"EPILOGUE_BGRAD", FM_EPILOGUE_BGRAD},
+        {"EPILOGUE_BGRADA", FM_EPILOGUE_BGRADA},
+        {"EPILOGUE_BGRADB", FM_EPILOGUE_BGRADB},
+        {"EPILOGUE_SCALE", FM_EPILOGUE_SCALE},
+        {"EXECUTION_AUTO", FM_EXECUTION_AUTO},
+        {"EXECUTION_CPU", FM_EXECUTION_CPU},
+        {"EXECUTION_CUDA", FM_EXECUTION_CUDA},
+        {"CPU_STRATEGY_AUTO", FM_CPU_STRATEGY_AUTO},
+        {"CPU_STRATEGY_TILES", FM_CPU_STRATEGY_TILES},
+        {"CPU_STRATEGY_BLAS_THREADS", FM_CPU_STRATEGY_BLAS_THREADS},
+        {"COMPUTE_DEFAULT", FM_COMPUTE_DEFAULT},
+        {"COMPUTE_TF32", FM_COMPUTE_TF32},
+        {"MATMUL_A", FM_MATMUL_A},
+        {"MATMUL_B", FM_MATMUL_B},
+        {"MATMUL_C", FM_MATMUL_C},
+        {"MATMUL_BIAS", FM_MATMUL_BIAS},
+        {"MATMUL_D", FM_MATMUL_D},
+        {"MATMUL_AUX", FM_MATMUL_AUX},
+        {"MATMUL_BGRAD", FM_MATMUL_BGRAD},
+        {"MATMUL_SCALE", FM_MATMUL_SCALE},
+        {"MATMUL_NSLOTS", FM_MATMUL_NSLOTS},
+        {"FFT_IN", FM_FFT_IN},
+        {"FFT_OUT", FM_FFT_OUT},
+        {"FFT_PROLOG", FM_FFT_PROLOG},
+        {"FFT_EPILOG", FM_FFT_EPILOG},
+        {"FFT_NSLOTS", FM_FFT_NSLOTS},
+        {"FFT_C2C", FM_FFT_C2C},
+        {"FFT_R2C", FM_FFT_R2C},
+        {"FFT_C2R", FM_FFT_C2R},
+        {"FFT_NORM_BACKWARD", FM_FFT_NORM_BACKWARD},
+        {"FFT_NORM_ORTHO", FM_FFT_NORM_ORTHO},
+        {"FFT_NORM_FORWARD", FM_FFT_NORM_FORWARD},
+        {"FFT_EFFORT_ESTIMATE", FM_FFT_EFFORT_ESTIMATE},
+        {"FFT_EFFORT_MEASURE", FM_FFT_EFFORT_MEASURE},
+        {"FFT_EFFORT_PATIENT", FM_FFT_EFFORT_PATIENT},
+        {"FFT_PROLOG_AUTO", FM_FFT_PROLOG_AUTO},
+        {"FFT_PROLOG_PASS", FM_FFT_PROLOG_PASS},
+        {"FFT_PROLOG_CALLBACK", FM_FFT_PROLOG_CALLBACK},
+        {"FFT_OP_SCALE", FM_FFT_OP_SCALE},
+        {"FFT_OP_MULTIPLY", FM_FFT_OP_MULTIPLY},
+        {"FFT_OP_CONJ", FM_FFT_OP_CONJ},
+        {"FFT_OP_CALLBACK", FM_FFT_OP_CALLBACK},
+        {"STYLE_NUMPY", STYLE_NUMPY},
+        {"STYLE_TORCH", STYLE_TORCH},
+        {"STYLE_CUPY", STYLE_CUPY},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (add_int(m, ints[i].name, i == 0 ? (long long)fm_version_number() : ints[i].value) < 0)
+            return -1;
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    fm_state *st = fmpy_module_state(m);
+    if (!st)
+        return 0;
+    Py_VISIT(st->plan_type);
+    Py_VISIT(st->runner_type);
+    Py_VISIT(st->base_error);
+    for (int i = 0; i < FM_STATUS_COUNT_; i++)
+        Py_VISIT(st->errors[i]);
+    for (int i = 0; i < st->nlibs; i++) {
+        int r = fmpy_lib_traverse(&st->libs[i], visit, arg);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+/* Drops Python references only; the context is destroyed in module_free, when no
+ * Plan can reference it any more (each Plan holds the module). */
+static int module_clear(PyObject *m)
+{
+    fm_state *st = fmpy_module_state(m);
+    if (!st)
+        return 0;
+    Py_CLEAR(st->plan_type);
+    Py_CLEAR(st->runner_type);
+    Py_CLEAR(st->base_error);
+    for (int i = 0; i < FM_STATUS_COUNT_; i++)
+        Py_CLEAR(st->errors[i]);
+    for (int i = 0; i < S_COUNT; i++)
+        Py_CLEAR(st->s[i]);
+    Py_CLEAR(st->empty_tuple);
+    Py_CLEAR(st->kw_max_version);
+    Py_CLEAR(st->kw_cuda_v1);
+    Py_CLEAR(st->kw_cuda_legacy);
+    for (int i = 0; i < st->nlibs; i++)
+        fmpy_lib_clear(&st->libs[i]);
+    st->nlibs = 0;
+    return 0;
+}
+
+static void module_free(void *m)
+{
+    fm_state *st = fmpy_module_state((PyObject *)m);
+    if (!st)
+        return;
+    module_clear((PyObject *)m);
+    fm_context_destroy(st->ctx);
+    st->ctx = NULL;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "fusemath._fusemath",
+    .m_doc = "Low-level binding of libfusemath (see the fusemath package for the NumPy-style API).",
+    .m_size = sizeof(fm_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__fusemath(void) { return PyModuleDef_Init(&module_def); }

@@ -1,0 +1,413 @@
+/* fmpy_runner.c : the Runner type behind Matmul.execute() (a plan bound to its
+ * operands, run in one C call) and make_runner, which creates one. */
+#include "fmpy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Runner: one planned execute bound to its operands, in a single C call.    */
+/* Matmul.execute() goes through it: resolving the stream, allocating the    */
+/* outputs (or taking the caller's out=), taking their addresses and running */
+/* the plan cost no Python frames (host overhead).                           */
+/* ------------------------------------------------------------------------ */
+typedef struct {
+    int slot;         /* FM_MATMUL_D, _AUX or _BGRAD */
+    fm_dtype dtype;
+    PyObject *args;   /* allocation arguments: (shape,) for torch, (shape, dtype) otherwise */
+    PyObject *kwargs; /* torch: {"dtype":, "device":}; else NULL */
+    PyObject *key;    /* result dict key ("relu_aux", "drelu_bgrad", ...); NULL for D */
+} runner_out;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *plan;        /* PlanObject */
+    PyObject *keep;        /* the operand arrays: their memory lives while we run */
+    int lib;               /* registered library of the results */
+    int device;            /* cuda device of the results, -1 = host */
+    int gpu;               /* results on a GPU: a stream is resolved per call */
+    int nout;
+    void *ptrs[FM_MATMUL_NSLOTS]; /* bound inputs; outputs NULL */
+    runner_out outs[3];    /* outs[0] is D */
+    PyObject *index;       /* () for a 0-d NumPy result to unwrap, or NULL */
+    int rndim;             /* the result shape, for out= */
+    int64_t rshape[FM_MAX_NDIM];
+    PyObject *out_obj;     /* the last out= that passed validation, and its address */
+    void *out_ptr;
+    PyObject *stream_obj;  /* the last explicit stream object and its handle */
+    void *stream_handle;
+} RunnerObject;
+
+static int runner_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(r->plan);
+    Py_VISIT(r->keep);
+    for (int i = 0; i < r->nout; i++) {
+        Py_VISIT(r->outs[i].args);
+        Py_VISIT(r->outs[i].kwargs);
+        Py_VISIT(r->outs[i].key);
+    }
+    Py_VISIT(r->index);
+    Py_VISIT(r->out_obj);
+    Py_VISIT(r->stream_obj);
+    return 0;
+}
+
+static int runner_clear(PyObject *self)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    Py_CLEAR(r->plan);
+    Py_CLEAR(r->keep);
+    for (int i = 0; i < 3; i++) {
+        Py_CLEAR(r->outs[i].args);
+        Py_CLEAR(r->outs[i].kwargs);
+        Py_CLEAR(r->outs[i].key);
+    }
+    r->nout = 0;
+    Py_CLEAR(r->index);
+    Py_CLEAR(r->out_obj);
+    Py_CLEAR(r->stream_obj);
+    return 0;
+}
+
+static void runner_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    runner_clear(self);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static void set_ref(PyObject **slot, PyObject *value)
+{
+    PyObject *old = *slot;
+    *slot = Py_NewRef(value);
+    Py_XDECREF(old);
+}
+
+/* The address of an out= array seen before (cheap re-read: it may have been re-pointed). */
+static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
+{
+    if (lib->style == STYLE_NUMPY) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(out, &v, PyBUF_WRITABLE) < 0)
+            return -1;
+        *p = v.buf;
+        PyBuffer_Release(&v);
+        return 0;
+    }
+    if (lib->style == STYLE_TORCH) {
+        PyObject *o = fmpy_call_method0(out, st->s[S_data_ptr]);
+        int r = fmpy_long_ptr(o, "out.data_ptr()", p);
+        Py_XDECREF(o);
+        return r;
+    }
+    PyObject *data = PyObject_GetAttr(out, st->s[S_data]);
+    PyObject *o = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
+    Py_XDECREF(data);
+    int r = fmpy_long_ptr(o, "out.data.ptr", p);
+    Py_XDECREF(o);
+    return r;
+}
+
+/* Validate a caller-given result array: the planned library, device, dtype, shape and
+ * a C-contiguous layout (the plan was made for one). Cached per object. */
+static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void **ptr)
+{
+    const fm_lib *lib = &st->libs[r->lib];
+    if (out == r->out_obj) {
+        void *p = NULL;
+        if (out_address(st, lib, out, &p) == 0 && p == r->out_ptr) {
+            *ptr = p;
+            return 0;
+        }
+        PyErr_Clear(); /* validate again: it says what changed */
+    }
+    const char *where = "Matmul.execute(): ";
+    fm_tensor t;
+    fm_hold h;
+    int li = -1;
+    if (fmpy_tensor_from_any(st, out, "out", 1, &t, &h, &li) < 0)
+        return -1;
+    int rc = -1;
+    int lib_ok = lib->style == STYLE_NUMPY ? (h.kind == HOLD_BUFFER) : (li == r->lib);
+    char want_dev[32], got_dev[32];
+    fmpy_device_text(r->device, want_dev, sizeof want_dev);
+    fmpy_device_text(t.device.type == FM_DEVICE_CUDA ? t.device.id : -1, got_dev, sizeof got_dev);
+    int dev_ok = r->device >= 0 ? (t.device.type == FM_DEVICE_CUDA && t.device.id == r->device)
+                                : (t.device.type == FM_DEVICE_CPU);
+    int shape_ok = t.ndim == r->rndim;
+    for (int i = 0; shape_ok && i < t.ndim; i++)
+        shape_ok = t.shape[i] == r->rshape[i];
+    int contiguous = 1;
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; i--) {
+        if (t.shape[i] > 1 && t.strides[i] != expect)
+            contiguous = 0;
+        expect *= t.shape[i];
+    }
+    if (!lib_ok) {
+        PyObject *tn = fmpy_type_name(out);
+        if (tn)
+            PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout must be an array of the result's library (%U), not %U",
+                         where, lib->name, tn);
+        Py_XDECREF(tn);
+    } else if (!dev_ok) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where, got_dev,
+                     want_dev);
+    } else if (t.dtype != r->outs[0].dtype) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has dtype %s, expected %s (the dtype of a and b)",
+                     where, fm_dtype_name(t.dtype), fm_dtype_name(r->outs[0].dtype));
+    } else if (!shape_ok) {
+        char got[160], want[160];
+        fmpy_shape_text(t.shape, t.ndim, got, sizeof got);
+        fmpy_shape_text(r->rshape, r->rndim, want, sizeof want);
+        PyErr_Format(fmpy_error_class(st, FM_ERR_SHAPE), "%sout has shape %s, expected %s", where, got, want);
+    } else if (!contiguous) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                     "%sout must be C-contiguous (the plan was made for a contiguous result); use "
+                     "fusemath.matmul(..., out=) for other layouts",
+                     where);
+    } else {
+        rc = 0;
+    }
+    fmpy_hold_release(&h);
+    if (rc == 0) {
+        set_ref(&r->out_obj, out);
+        r->out_ptr = t.data;
+        *ptr = t.data;
+    }
+    return rc;
+}
+
+static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    RunnerObject *r = (RunnerObject *)self;
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "Runner.run() takes at most two arguments (stream, out)");
+        return NULL;
+    }
+    if (!r->plan) { /* only after a garbage-collector clear */
+        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the runner was cleared");
+        return NULL;
+    }
+    PyObject *stream_arg = nargs > 0 ? args[0] : Py_None;
+    PyObject *out = nargs > 1 ? args[1] : Py_None;
+    fm_state *st = fmpy_plan_state(r->plan);
+    if (!st || r->lib >= st->nlibs) { /* the module was cleared (interpreter shutdown) */
+        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the fusemath module was torn down");
+        return NULL;
+    }
+    void *ptrs[FM_MATMUL_NSLOTS];
+    memcpy(ptrs, r->ptrs, sizeof ptrs);
+
+    void *stream = NULL;
+    PyObject *override = NULL;
+    if (stream_arg == Py_None) {
+        if (r->gpu && fmpy_lib_current_stream(st, r->lib, r->device, &stream) < 0)
+            return NULL;
+    } else {
+        if (stream_arg == r->stream_obj) {
+            stream = r->stream_handle;
+        } else {
+            if (fmpy_stream_from_object(st, "Matmul.execute(): ", stream_arg, &stream) < 0)
+                return NULL;
+            set_ref(&r->stream_obj, stream_arg);
+            r->stream_handle = stream;
+        }
+        if (r->gpu && (out == Py_None || r->nout > 1)) {
+            void *cur = NULL;
+            if (fmpy_lib_current_stream(st, r->lib, r->device, &cur) < 0)
+                return NULL;
+            if (cur != stream && !(override = PyLong_FromVoidPtr(stream)))
+                return NULL;
+        }
+    }
+
+    PyObject *res[3] = {NULL, NULL, NULL};
+    int first = 0;
+    if (out != Py_None) {
+        if (runner_check_out(st, r, out, &ptrs[FM_MATMUL_D]) < 0)
+            goto fail;
+        res[0] = Py_NewRef(out);
+        first = 1;
+    }
+    for (int i = first; i < r->nout; i++) {
+        const runner_out *o = &r->outs[i];
+        res[i] = fmpy_lib_alloc(st, r->lib, o->args, o->kwargs, r->device, override, fmpy_slot_names[o->slot], &ptrs[o->slot]);
+        if (!res[i])
+            goto fail;
+    }
+    Py_CLEAR(override);
+
+    PyObject *plan = r->plan, *keep = r->keep; /* alive even if the Matmul is freed meanwhile */
+    Py_INCREF(plan);
+    Py_XINCREF(keep);
+    fm_plan *p = ((PlanObject *)plan)->plan;
+    fm_status s = FM_OK;
+    if (p) {
+        fm_plan_retain(p);
+        Py_BEGIN_ALLOW_THREADS
+        s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
+        Py_END_ALLOW_THREADS
+        fm_plan_release(p);
+    }
+    Py_XDECREF(keep);
+    if (!p || s != FM_OK) {
+        if (p)
+            fmpy_raise_status(fmpy_plan_state(plan), s);
+        else
+            fmpy_plan_freed_error(plan, "execute()");
+        Py_DECREF(plan);
+        goto fail;
+    }
+    Py_DECREF(plan);
+
+    PyObject *d = res[0];
+    if (r->index && out == Py_None) {
+        d = PyObject_GetItem(res[0], r->index);
+        Py_DECREF(res[0]);
+        res[0] = NULL;
+        if (!d)
+            goto fail;
+    }
+    if (r->nout == 1)
+        return d;
+    PyObject *extra = PyDict_New();
+    if (!extra) {
+        Py_DECREF(d);
+        res[0] = NULL;
+        goto fail;
+    }
+    for (int i = 1; i < r->nout; i++) {
+        if (PyDict_SetItem(extra, r->outs[i].key, res[i]) < 0) {
+            Py_DECREF(extra);
+            Py_DECREF(d);
+            res[0] = NULL;
+            goto fail;
+        }
+        Py_CLEAR(res[i]);
+    }
+    return Py_BuildValue("(NN)", d, extra);
+
+fail:
+    Py_XDECREF(override);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(res[i]);
+    return NULL;
+}
+
+PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* make_runner(plan, keep, ptrs, lib, device, outs, scalar)
+     *   ptrs: 8 addresses (int or None) in slot order, outputs None
+     *   outs: ((slot, shape, dtype name, key or None), ...), D first */
+    fm_state *st = fmpy_module_state(module);
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "make_runner() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)st->plan_type)) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): plan must be a fusemath Plan");
+        return NULL;
+    }
+    PyObject *ptrs = args[2], *outs = args[5];
+    Py_ssize_t nptr = PyTuple_Check(ptrs) ? PyTuple_Size(ptrs) : -1;
+    if (nptr != 8 && nptr != FM_MATMUL_NSLOTS) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): ptrs must be a tuple of 8 or 10 addresses");
+        return NULL;
+    }
+    if (!PyTuple_Check(outs) || PyTuple_Size(outs) < 1 || PyTuple_Size(outs) > 3) {
+        PyErr_SetString(PyExc_TypeError, "make_runner(): outs must be a tuple of 1 to 3 output specs");
+        return NULL;
+    }
+    int li;
+    if (fmpy_lib_index_arg(st, "make_runner", args[3], &li) < 0)
+        return NULL;
+    long dev = PyLong_AsLong(args[4]);
+    if (dev == -1 && PyErr_Occurred())
+        return NULL;
+    void *p[FM_MATMUL_NSLOTS] = {0};
+    for (int i = 0; i < nptr; i++)
+        if (fmpy_ptr_arg("make_runner(): ", fmpy_slot_names[i], PyTuple_GetItem(ptrs, i), &p[i]) < 0)
+            return NULL;
+    PyTypeObject *tp = (PyTypeObject *)st->runner_type;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+    RunnerObject *r = (RunnerObject *)alloc(tp, 0);
+    if (!r)
+        return NULL;
+    memcpy(r->ptrs, p, sizeof p);
+    r->plan = Py_NewRef(args[0]);
+    r->keep = Py_NewRef(args[1]);
+    r->lib = li;
+    r->device = (int)dev;
+    r->gpu = st->libs[li].style != STYLE_NUMPY && dev >= 0;
+    Py_ssize_t n = PyTuple_Size(outs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *spec = PyTuple_GetItem(outs, i);
+        if (!PyTuple_Check(spec) || PyTuple_Size(spec) != 4) {
+            PyErr_SetString(PyExc_TypeError, "make_runner(): an output spec is (slot, shape, dtype, key)");
+            goto fail;
+        }
+        long slot = PyLong_AsLong(PyTuple_GetItem(spec, 0));
+        if (slot == -1 && PyErr_Occurred())
+            goto fail;
+        PyObject *shape = PyTuple_GetItem(spec, 1), *key = PyTuple_GetItem(spec, 3);
+        fm_dtype dt = fmpy_dtype_by_name(PyTuple_GetItem(spec, 2));
+        if ((i == 0) != (slot == FM_MATMUL_D) ||
+            (slot != FM_MATMUL_D && slot != FM_MATMUL_AUX && slot != FM_MATMUL_BGRAD) || !PyTuple_Check(shape) ||
+            dt == FM_DTYPE_INVALID || (i > 0 && !PyUnicode_Check(key))) {
+            PyErr_SetString(PyExc_ValueError, "make_runner(): invalid output spec");
+            goto fail;
+        }
+        runner_out *o = &r->outs[i];
+        o->slot = (int)slot;
+        o->dtype = dt;
+        r->nout = (int)i + 1;
+        if (fmpy_lib_alloc_args(st, li, shape, dt, (int)dev, &o->args, &o->kwargs) < 0)
+            goto fail;
+        if (i > 0)
+            o->key = Py_NewRef(key);
+        if (i == 0) {
+            fm_tensor t;
+            if (fmpy_dims_from_tuples("out", shape, NULL, 1, &t) < 0)
+                goto fail;
+            r->rndim = t.ndim;
+            memcpy(r->rshape, t.shape, sizeof r->rshape);
+        }
+    }
+    int scalar = PyObject_IsTrue(args[6]);
+    if (scalar < 0)
+        goto fail;
+    if (scalar)
+        r->index = Py_NewRef(st->empty_tuple);
+    return (PyObject *)r;
+fail:
+    Py_DECREF(r);
+    return NULL;
+}
+
+static PyMethodDef runner_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))runner_run, METH_FASTCALL,
+     "run(stream=None, out=None)\n--\n\nResolve the stream, allocate the results (or take out=), execute the plan "
+     "on the bound operands, return them."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot runner_slots[] = {
+    {Py_tp_doc, (void *)"A plan bound to its operands (internal to fusemath.Matmul)."},
+    {Py_tp_dealloc, (void *)runner_dealloc},
+    {Py_tp_traverse, (void *)runner_traverse},
+    {Py_tp_clear, (void *)runner_clear},
+    {Py_tp_methods, runner_methods},
+    {0, NULL},
+};
+
+PyType_Spec fmpy_runner_spec = {
+    .name = "fusemath._fusemath.Runner",
+    .basicsize = sizeof(RunnerObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = runner_slots,
+};

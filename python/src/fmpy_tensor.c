@@ -1,0 +1,504 @@
+/* fmpy_tensor.c : array objects -> fm_tensor: the buffer protocol, registered array
+ * libraries (PyTorch, CuPy) and __cuda_array_interface__, and the dispatch over them
+ * (DLPack: fmpy_dlpack.c); an fm_hold keeps the operand's memory alive meanwhile. */
+#include "fmpy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Array objects -> fm_tensor.                                              */
+/* ------------------------------------------------------------------------ */
+void fmpy_hold_init(fm_hold *h)
+{
+    h->kind = HOLD_NONE;
+    h->capsule = NULL;
+    h->managed = NULL;
+}
+
+void fmpy_hold_release(fm_hold *h)
+{
+    if (h->kind == HOLD_NONE)
+        return;
+    /* Deleters and buffer releases may run Python code: keep a pending error intact. */
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+    int had_error = PyErr_Occurred() != NULL;
+    if (had_error)
+        PyErr_Fetch(&et, &ev, &etb);
+    switch (h->kind) {
+    case HOLD_BUFFER:
+        PyBuffer_Release(&h->view);
+        break;
+    case HOLD_DLPACK: {
+        DLManagedTensor *m = (DLManagedTensor *)h->managed;
+        if (m && m->deleter)
+            m->deleter(m);
+        Py_XDECREF(h->capsule);
+        break;
+    }
+    case HOLD_DLPACK_V1: {
+        DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)h->managed;
+        if (m && m->deleter)
+            m->deleter(m);
+        Py_XDECREF(h->capsule);
+        break;
+    }
+    default:
+        break;
+    }
+    h->kind = HOLD_NONE;
+    h->capsule = NULL;
+    h->managed = NULL;
+    if (had_error)
+        PyErr_Restore(et, ev, etb);
+    else if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL); /* a deleter failed: report, do not mask success */
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). */
+static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
+{
+    if (!fmt)
+        fmt = "B";
+    char order = '@';
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '>' || *fmt == '!')
+        order = *fmt++;
+    if (itemsize > 1 && (order == '>' || order == '!') && host_is_little_endian())
+        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host */
+    if (itemsize > 1 && order == '<' && !host_is_little_endian())
+        return FM_DTYPE_INVALID;
+    fm_dtype t = FM_DTYPE_INVALID;
+    if (fmt[0] && fmt[1] == '\0') {
+        switch (fmt[0]) {
+        case 'e': t = FM_F16; break;
+        case 'f': t = FM_F32; break;
+        case 'd': t = FM_F64; break;
+        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+            t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
+            break;
+        case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
+            t = itemsize == 1 ? FM_U8 : itemsize == 4 ? FM_U32 : FM_DTYPE_INVALID;
+            break;
+        default: break;
+        }
+    } else if (fmt[0] == 'Z' && fmt[1] && fmt[2] == '\0') {
+        if (fmt[1] == 'f')
+            t = FM_C64;
+        else if (fmt[1] == 'd')
+            t = FM_C128;
+    }
+    if (t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) != itemsize)
+        t = FM_DTYPE_INVALID;
+    return t;
+}
+
+/* NumPy array-interface typestr ("<f4", "|u1", "<c8") -> dtype. */
+static fm_dtype typestr_dtype(const char *s)
+{
+    if (!s || !s[0] || !s[1])
+        return FM_DTYPE_INVALID;
+    char order = s[0], kind = s[1];
+    int bytes = atoi(s + 2);
+    if (bytes > 1 && ((order == '>' && host_is_little_endian()) || (order == '<' && !host_is_little_endian())))
+        return FM_DTYPE_INVALID;
+    fm_dtype t = FM_DTYPE_INVALID;
+    switch (kind) {
+    case 'f': t = bytes == 2 ? FM_F16 : bytes == 4 ? FM_F32 : bytes == 8 ? FM_F64 : FM_DTYPE_INVALID; break;
+    case 'c': t = bytes == 4 ? FM_C32 : bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
+    case 'i': t = bytes == 1 ? FM_I8 : bytes == 4 ? FM_I32 : bytes == 8 ? FM_I64 : FM_DTYPE_INVALID; break;
+    case 'u': t = bytes == 1 ? FM_U8 : bytes == 4 ? FM_U32 : FM_DTYPE_INVALID; break;
+    default: break;
+    }
+    return t;
+}
+
+void fmpy_zero_tail(fm_tensor *t)
+{
+    for (int i = t->ndim; i < FM_MAX_NDIM; i++) {
+        t->shape[i] = 0;
+        t->strides[i] = 0;
+    }
+}
+
+int fmpy_too_many_dims(const char *name, Py_ssize_t ndim)
+{
+    PyErr_Format(PyExc_ValueError, "argument '%s' has %zd dimensions; at most %d are supported", name, ndim,
+                 FM_MAX_NDIM);
+    return -1;
+}
+
+static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h)
+{
+    Py_buffer *v = &h->view;
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, v, flags) < 0)
+        return -1;
+    h->kind = HOLD_BUFFER;
+
+    fm_dtype dt = format_dtype(v->format, v->itemsize);
+    if (dt == FM_DTYPE_INVALID) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported element type (buffer format '%s', itemsize %zd)",
+                     name, v->format ? v->format : "B", v->itemsize);
+        return -1;
+    }
+    if (v->ndim < 0 || v->ndim > FM_MAX_NDIM)
+        return fmpy_too_many_dims(name, v->ndim);
+    if (v->suboffsets) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': indirect (suboffset) buffers are not supported", name);
+        return -1;
+    }
+    t->data = v->buf;
+    t->device.type = FM_DEVICE_CPU;
+    t->device.id = 0;
+    t->dtype = dt;
+    t->ndim = v->ndim;
+    Py_ssize_t item = v->itemsize;
+    Py_ssize_t contiguous = item;
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        Py_ssize_t extent = v->shape ? v->shape[i] : (item ? v->len / item : 0);
+        Py_ssize_t bs = v->strides ? v->strides[i] : contiguous;
+        if (bs % item != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "argument '%s': byte stride %zd of dimension %d is not a multiple of the item size %zd",
+                         name, bs, i, item);
+            return -1;
+        }
+        t->shape[i] = (int64_t)extent;
+        t->strides[i] = (int64_t)(bs / item);
+        contiguous *= extent;
+    }
+    fmpy_zero_tail(t);
+    return 0;
+}
+
+/* shape (and strides, in units of `unit` bytes; NULL = C-contiguous) from tuples. */
+int fmpy_dims_from_tuples(const char *name, PyObject *shape, PyObject *strides, Py_ssize_t unit, fm_tensor *t)
+{
+    if (!PyTuple_Check(shape)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': shape is not a tuple", name);
+        return -1;
+    }
+    Py_ssize_t nd = PyTuple_Size(shape);
+    if (nd > FM_MAX_NDIM)
+        return fmpy_too_many_dims(name, nd);
+    if (strides && strides != Py_None && (!PyTuple_Check(strides) || PyTuple_Size(strides) != nd)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': strides do not match the shape", name);
+        return -1;
+    }
+    t->ndim = (int32_t)nd;
+    int64_t contiguous = 1;
+    for (Py_ssize_t i = nd - 1; i >= 0; i--) {
+        long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+        if (e == -1 && PyErr_Occurred())
+            return -1;
+        if (e < 0) {
+            PyErr_Format(PyExc_ValueError, "argument '%s': negative extent in shape", name);
+            return -1;
+        }
+        t->shape[i] = e;
+        if (strides && strides != Py_None) {
+            long long s = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
+            if (s == -1 && PyErr_Occurred())
+                return -1;
+            if (unit > 1 && s % unit != 0) {
+                PyErr_Format(PyExc_ValueError,
+                             "argument '%s': byte stride %lld of dimension %zd is not a multiple of the item size %zd",
+                             name, s, i, unit);
+                return -1;
+            }
+            t->strides[i] = s / (unit > 0 ? unit : 1);
+        } else {
+            t->strides[i] = contiguous;
+        }
+        contiguous *= e;
+    }
+    fmpy_zero_tail(t);
+    return 0;
+}
+
+/* The library's dtype object -> fm dtype (identity first, then equality for numpy-likes). */
+static fm_dtype lib_dtype(const fm_lib *lib, PyObject *dt)
+{
+    for (int i = 1; i < FM_DTYPE_COUNT_; i++)
+        if (lib->dtypes[i] == dt)
+            return (fm_dtype)i;
+    if (lib->style == STYLE_TORCH)
+        return FM_DTYPE_INVALID; /* torch dtypes are singletons */
+    for (int i = 1; i < FM_DTYPE_COUNT_; i++) {
+        if (!lib->dtypes[i])
+            continue;
+        int eq = PyObject_RichCompareBool(lib->dtypes[i], dt, Py_EQ);
+        if (eq < 0)
+            PyErr_Clear();
+        else if (eq)
+            return (fm_dtype)i;
+    }
+    return FM_DTYPE_INVALID;
+}
+
+static int unsupported_dtype(const char *name, PyObject *dt)
+{
+    PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, dt);
+    return -1;
+}
+
+PyObject *fmpy_call_method0(PyObject *obj, PyObject *name) { return PyObject_CallMethodObjArgs(obj, name, NULL); }
+
+/* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
+static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+{
+    PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
+    if (!o)
+        return -1;
+    fm_dtype dt = lib_dtype(lib, o);
+    if (dt == FM_DTYPE_INVALID) {
+        unsupported_dtype(name, o);
+        Py_DECREF(o);
+        return -1;
+    }
+    Py_DECREF(o);
+    if (fm_dtype_is_complex(dt)) { /* lazily conjugated / negated views are not their memory */
+        static const int bits[2] = {S_is_conj, S_is_neg};
+        static const char *const fix[2] = {"resolve_conj", "resolve_neg"};
+        for (int i = 0; i < 2; i++) {
+            PyObject *r = fmpy_call_method0(obj, st->s[bits[i]]);
+            if (!r) {
+                PyErr_Clear();
+                continue;
+            }
+            int set = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (set) {
+                PyErr_Format(PyExc_ValueError,
+                             "argument '%s' is a torch tensor with its %s bit set (a lazy view); pass x.%s()", name,
+                             i == 0 ? "conjugate" : "negative", fix[i]);
+                return -1;
+            }
+        }
+    }
+    o = fmpy_call_method0(obj, st->s[S_get_device]);
+    if (!o)
+        return -1;
+    long dev = PyLong_AsLong(o);
+    Py_DECREF(o);
+    if (dev == -1 && PyErr_Occurred())
+        return -1;
+    if (dev >= 0) {
+        o = PyObject_GetAttr(obj, st->s[S_is_cuda]);
+        int cuda = o ? PyObject_IsTrue(o) : -1;
+        Py_XDECREF(o);
+        if (cuda < 0)
+            return -1;
+        if (!cuda) {
+            PyObject *d = PyObject_GetAttr(obj, st->s[S_device]);
+            PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE),
+                         "argument '%s' is a torch tensor on device %R; fusemath takes cpu and cuda tensors", name,
+                         d ? d : Py_None);
+            Py_XDECREF(d);
+            return -1;
+        }
+        t->device.type = FM_DEVICE_CUDA;
+        t->device.id = (int32_t)dev;
+    } else {
+        t->device.type = FM_DEVICE_CPU;
+        t->device.id = 0;
+    }
+    o = fmpy_call_method0(obj, st->s[S_data_ptr]);
+    int r = fmpy_long_ptr(o, "tensor.data_ptr()", &t->data);
+    Py_XDECREF(o);
+    if (r < 0)
+        return -1;
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
+    PyObject *strides = shape ? fmpy_call_method0(obj, st->s[S_stride]) : NULL;
+    r = strides ? fmpy_dims_from_tuples(name, shape, strides, 1, t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    t->dtype = dt;
+    return r;
+}
+
+/* A CuPy array: data.ptr, data.device_id, shape, strides (bytes), dtype. */
+static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+{
+    PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
+    if (!o)
+        return -1;
+    fm_dtype dt = lib_dtype(lib, o);
+    if (dt == FM_DTYPE_INVALID) {
+        unsupported_dtype(name, o);
+        Py_DECREF(o);
+        return -1;
+    }
+    Py_DECREF(o);
+    PyObject *data = PyObject_GetAttr(obj, st->s[S_data]);
+    if (!data)
+        return -1;
+    PyObject *p = PyObject_GetAttr(data, st->s[S_ptr]);
+    PyObject *dev = p ? PyObject_GetAttr(data, st->s[S_device_id]) : NULL;
+    Py_DECREF(data);
+    int r = dev ? fmpy_long_ptr(p, "array.data.ptr", &t->data) : -1;
+    long id = r == 0 ? PyLong_AsLong(dev) : -1;
+    Py_XDECREF(p);
+    Py_XDECREF(dev);
+    if (r < 0 || (id == -1 && PyErr_Occurred()))
+        return -1;
+    t->device.type = FM_DEVICE_CUDA;
+    t->device.id = (int32_t)id;
+    t->dtype = dt;
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
+    PyObject *strides = shape ? PyObject_GetAttr(obj, st->s[S_strides]) : NULL;
+    r = strides ? fmpy_dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
+}
+
+/* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer. */
+static int tensor_from_cai(fm_state *st, PyObject *cai, const char *name, int writable, fm_tensor *t)
+{
+    if (!PyDict_Check(cai)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': __cuda_array_interface__ is not a dict", name);
+        return -1;
+    }
+    PyObject *shape = PyDict_GetItemString(cai, "shape");
+    PyObject *typestr = PyDict_GetItemString(cai, "typestr");
+    PyObject *data = PyDict_GetItemString(cai, "data");
+    PyObject *strides = PyDict_GetItemString(cai, "strides");
+    PyObject *mask = PyDict_GetItemString(cai, "mask");
+    if (!shape || !typestr || !data || !PyUnicode_Check(typestr) || !PyTuple_Check(data) || PyTuple_Size(data) != 2) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': malformed __cuda_array_interface__ (shape, typestr, data)", name);
+        return -1;
+    }
+    if (mask && mask != Py_None) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': masked __cuda_array_interface__ arrays are not supported", name);
+        return -1;
+    }
+    const char *ts = PyUnicode_AsUTF8AndSize(typestr, NULL);
+    if (!ts)
+        return -1;
+    fm_dtype dt = typestr_dtype(ts);
+    if (dt == FM_DTYPE_INVALID) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported element type (typestr '%s')", name, ts);
+        return -1;
+    }
+    if (writable) {
+        int ro = PyObject_IsTrue(PyTuple_GetItem(data, 1));
+        if (ro < 0)
+            return -1;
+        if (ro) {
+            PyErr_Format(PyExc_ValueError, "argument '%s' is read-only; an output must be writable", name);
+            return -1;
+        }
+    }
+    if (fmpy_long_ptr(PyTuple_GetItem(data, 0), "__cuda_array_interface__['data'][0]", &t->data) < 0)
+        return -1;
+    t->device.type = FM_DEVICE_AUTO;
+    t->device.id = 0;
+    t->dtype = dt;
+    return fmpy_dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t);
+}
+
+/* The registered library obj belongs to (index), -1 if none. */
+static int lib_of(fm_state *st, PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    for (int i = 0; i < st->nlibs; i++) /* exact types first: no MRO walk on the hot path */
+        if ((PyObject *)tp == st->libs[i].type)
+            return i;
+    for (int i = 0; i < st->nlibs; i++)
+        if (st->libs[i].type && PyType_IsSubtype(tp, (PyTypeObject *)st->libs[i].type))
+            return i;
+    return -1;
+}
+
+/* Fill *t from obj. *lib (if not NULL) receives the registered library of obj, or -1
+ * (buffer protocol, __cuda_array_interface__, DLPack). On failure h is released. */
+int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
+                         int *lib)
+{
+    fmpy_hold_init(h);
+    if (lib)
+        *lib = -1;
+    if (obj == Py_None) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' must be an array, not None", name);
+        return -1;
+    }
+    /* Registered GPU-capable libraries first: a CuPy array may expose a buffer slot that
+     * only fails (device memory), which would hide it from the library path. */
+    int li0 = lib_of(st, obj);
+    if (li0 >= 0 && st->libs[li0].style != STYLE_NUMPY) {
+        if (lib)
+            *lib = li0;
+        const fm_lib *L = &st->libs[li0];
+        return L->style == STYLE_TORCH ? tensor_from_torch(st, L, obj, name, t) : tensor_from_cupy(st, L, obj, name, t);
+    }
+    PyObject *buffer_error = NULL; /* why the buffer export failed, if it did */
+    if (PyObject_CheckBuffer(obj)) {
+        if (tensor_from_buffer(obj, name, writable, t, h) == 0)
+            return 0;
+        if (h->kind != HOLD_NONE) { /* the buffer was obtained but is unusable: error already set */
+            fmpy_hold_release(h);
+            return -1;
+        }
+        buffer_error = fmpy_take_error_text();
+        if (!buffer_error)
+            return -1;
+        if (writable) { /* the usual reason: a read-only array given as an output */
+            Py_buffer probe;
+            if (PyObject_GetBuffer(obj, &probe, PyBUF_STRIDES) == 0) {
+                PyBuffer_Release(&probe);
+                Py_DECREF(buffer_error);
+                PyErr_Format(PyExc_ValueError, "argument '%s' is read-only; an output must be writable", name);
+                return -1;
+            }
+            PyErr_Clear();
+        }
+    } else {
+        PyObject *cai = PyObject_GetAttr(obj, st->s[S_cai]);
+        if (cai) {
+            int r = tensor_from_cai(st, cai, name, writable, t);
+            Py_DECREF(cai);
+            return r;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    PyObject *meth = PyObject_GetAttr(obj, st->s[S_dlpack]);
+    if (!meth) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            Py_XDECREF(buffer_error);
+            return -1;
+        }
+        PyErr_Clear();
+        if (buffer_error) {
+            PyErr_Format(PyExc_TypeError, "argument '%s': its buffer cannot be used: %U", name, buffer_error);
+            Py_DECREF(buffer_error);
+            return -1;
+        }
+        PyObject *tn = fmpy_type_name(obj);
+        if (tn) {
+            PyErr_Format(PyExc_TypeError,
+                         "argument '%s' must be an array (buffer protocol, PyTorch, CuPy, "
+                         "__cuda_array_interface__ or __dlpack__), not %U",
+                         name, tn);
+            Py_DECREF(tn);
+        }
+        return -1;
+    }
+    Py_XDECREF(buffer_error);
+    int r = fmpy_tensor_from_dlpack(st, obj, meth, name, writable, t, h);
+    Py_DECREF(meth);
+    if (r < 0)
+        fmpy_hold_release(h);
+    return r;
+}
+
+int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
+                            fm_hold *h)
+{
+    return fmpy_tensor_from_any(st, obj, name, writable, t, h, NULL);
+}
