@@ -11,10 +11,11 @@
  * Arrays come in, zero-copy, through
  *  - the buffer protocol (NumPy, memoryview, array.array): host memory;
  *  - registered array libraries (PyTorch tensors, CuPy arrays; registered lazily by
- *    fusemath._arrays the first time one is seen): their pointer, shape, strides, dtype
- *    and device are read through the library's cheapest attributes (torch: data_ptr(),
- *    shape, stride(), dtype, get_device(); cupy: data.ptr, data.device_id, shape,
- *    strides, dtype), never through an exchange protocol;
+ *    fusemath._arrays the first time one is seen): through DLPack's C exchange API where
+ *    the library has one (PyTorch >= 2.10: C function pointers, fmpy_xapi.c), otherwise
+ *    through the library's cheapest attributes (torch: data_ptr(), shape, stride(), dtype,
+ *    get_device(); cupy: data.ptr, data.device_id, shape, strides, dtype), never through
+ *    __dlpack__ capsules;
  *  - __cuda_array_interface__ (device resolved by the library from the pointer);
  *  - DLPack (__dlpack__ / __dlpack_device__): cpu, cuda, cuda_host, cuda_managed.
  * They become fm_tensor descriptors; buffers / capsules are held while the C library
@@ -37,6 +38,7 @@
  *   fmpy_array_matmul.c   array_matmul, the stateless matmul front end
  *   fmpy_fft.c            fft_execute, plan_fft
  *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
+ *   fmpy_xapi.c           DLPack's C exchange API: the fast path for libraries that have it
  */
 #ifndef FMPY_H
 #define FMPY_H
@@ -103,6 +105,23 @@ typedef struct DLManagedTensorVersioned {
 #define DLPACK_FLAG_READ_ONLY (UINT64_C(1) << 0)
 #define DLPACK_FLAG_IS_COPIED (UINT64_C(1) << 1)
 
+/* DLPack's C exchange API (dlpack.h, DLPackExchangeAPI; major version 1): a table of C
+ * functions an array library publishes as __dlpack_c_exchange_api__ on its array type. */
+typedef struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    struct DLPackExchangeAPIHeader *prev_api;
+} DLPackExchangeAPIHeader;
+
+typedef struct {
+    DLPackExchangeAPIHeader header;
+    int (*managed_tensor_allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                                    void (*set_error)(void *error_ctx, const char *kind, const char *message));
+    int (*managed_tensor_from_py_object_no_sync)(void *py_object, DLManagedTensorVersioned **out);
+    int (*managed_tensor_to_py_object_no_sync)(DLManagedTensorVersioned *tensor, void **out_py_object);
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensor *out);
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_current_stream);
+} DLPackExchangeAPI;
+
 /* ------------------------------------------------------------------------ */
 /* Array libraries and module state.                                        */
 /* ------------------------------------------------------------------------ */
@@ -125,6 +144,8 @@ typedef struct {
     PyObject *slow_alloc;              /* f(shape, dtype, device, stream or None): allocation on a
                                           non-current stream or device (Python, slow path) */
     PyObject *kwargs[FM_DTYPE_COUNT_][LIB_KW_DEVICES + 1]; /* torch: {"dtype":, "device":} per device+1 */
+    const DLPackExchangeAPI *xapi;     /* the type's DLPack C exchange table, or NULL (fmpy_xapi.c) */
+    PyObject *xapi_capsule;            /* keeps it alive */
 } fm_lib;
 
 #define INTERNED(X)                                                                                     \
@@ -287,12 +308,23 @@ PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t 
 void fmpy_lib_clear(fm_lib *lib);
 int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
 extern const char fmpy_output_shape_doc[], fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
-    fmpy_current_stream_doc[], fmpy_register_doc[];
+    fmpy_current_stream_doc[], fmpy_register_doc[], fmpy_lib_uses_dlpack_c_api_doc[];
 PyObject *fmpy_mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
 PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
+
+/* ------------------------------------------------------------------------ */
+/* fmpy_xapi.c: DLPack's C exchange API. Each returns 1 (tensor) or Py_NotImplemented  */
+/* (alloc) where the table cannot serve the case: the caller takes the Python path. */
+/* ------------------------------------------------------------------------ */
+void fmpy_xapi_attach(fm_lib *lib);
+int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
+int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h);
+PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, const char *what,
+                          void **ptr);
 
 #endif

@@ -114,6 +114,19 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs,
         slow = c != dev;
     }
     PyObject *arr;
+    if (!slow && lib->xapi) {
+        PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
+        fm_dtype dt = FM_DTYPE_INVALID;
+        for (int i = 1; i < FM_DTYPE_COUNT_ && native; i++)
+            if (lib->dtypes[i] == native)
+                dt = (fm_dtype)i;
+        if (dt != FM_DTYPE_INVALID) {
+            arr = fmpy_xapi_alloc(st, lib, PyTuple_GetItem(args, 0), dt, dev, what, ptr);
+            if (arr != Py_NotImplemented)
+                return arr;
+            Py_DECREF(arr);
+        }
+    }
     if (slow && lib->slow_alloc) {
         PyObject *shape = PyTuple_GetItem(args, 0);
         PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
@@ -132,7 +145,7 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs,
             fmpy_device_text(dev, dv, sizeof dv);
             PyObject *shape = PyTuple_GetItem(args, 0);
             if (text && shape)
-                PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "matmul: cannot allocate %s of shape %R on %s (%U): %U",
+                PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "fusemath: cannot allocate %s of shape %R on %s (%U): %U",
                              what, shape, dv, lib->name, text);
             Py_XDECREF(text);
         }
@@ -171,6 +184,8 @@ int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
     *h = NULL;
     if (lib->style == STYLE_NUMPY || dev < 0 || !lib->current_stream)
         return 0;
+    if (lib->xapi)
+        return fmpy_xapi_current_stream(lib, dev, h);
     PyObject *d = PyLong_FromLong(dev);
     PyObject *r = d ? PyObject_CallFunctionObjArgs(lib->current_stream, d, NULL) : NULL;
     Py_XDECREF(d);

@@ -148,6 +148,19 @@ PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ss
     return PyLong_FromVoidPtr(h);
 }
 
+FMPY_DOC_VAR(fmpy_lib_uses_dlpack_c_api_doc,
+             "lib_uses_dlpack_c_api(lib)\n--\n\nTrue when registered library `lib` is read, allocated and asked "
+             "for its stream through DLPack's C exchange API (its array type has __dlpack_c_exchange_api__).");
+
+PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    int li;
+    if (fmpy_lib_index_arg(st, "lib_uses_dlpack_c_api", arg, &li) < 0)
+        return NULL;
+    return PyBool_FromLong(st->libs[li].xapi != NULL);
+}
+
 void fmpy_lib_clear(fm_lib *lib)
 {
     Py_CLEAR(lib->name);
@@ -163,6 +176,8 @@ void fmpy_lib_clear(fm_lib *lib)
     Py_CLEAR(lib->device_obj);
     Py_CLEAR(lib->oom);
     Py_CLEAR(lib->slow_alloc);
+    lib->xapi = NULL;
+    Py_CLEAR(lib->xapi_capsule);
 }
 
 int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg)
@@ -180,6 +195,7 @@ int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg)
     Py_VISIT(lib->device_obj);
     Py_VISIT(lib->oom);
     Py_VISIT(lib->slow_alloc);
+    Py_VISIT(lib->xapi_capsule);
     return 0;
 }
 
@@ -249,6 +265,7 @@ PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *arg
         PyObject *o = none_to_null(args[4 + i]);
         *slots[i] = o ? Py_NewRef(o) : NULL;
     }
+    fmpy_xapi_attach(&fresh);
     fm_lib old = st->libs[idx];
     st->libs[idx] = fresh;
     if (idx == st->nlibs)

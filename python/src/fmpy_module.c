@@ -205,6 +205,7 @@ static PyMethodDef module_methods[] = {
     {"lib_empty", FASTCALL(fmpy_mod_lib_empty), METH_FASTCALL, fmpy_lib_empty_doc},
     {"current_stream", FASTCALL(fmpy_mod_current_stream), METH_FASTCALL, fmpy_current_stream_doc},
     {"register_array_library", FASTCALL(fmpy_mod_register_array_library), METH_FASTCALL, fmpy_register_doc},
+    {"lib_uses_dlpack_c_api", fmpy_mod_lib_uses_dlpack_c_api, METH_O, fmpy_lib_uses_dlpack_c_api_doc},
     {"make_runner", FASTCALL(fmpy_mod_make_runner), METH_FASTCALL,
      "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
      "Bind a plan to operand addresses (ptrs: 8, slot order); .run(stream, out) allocates the results\n"

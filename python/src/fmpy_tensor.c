@@ -433,6 +433,11 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
         if (lib)
             *lib = li0;
         const fm_lib *L = &st->libs[li0];
+        if (L->xapi) {
+            int r = fmpy_xapi_tensor(L, obj, t);
+            if (r <= 0)
+                return r;
+        }
         return L->style == STYLE_TORCH ? tensor_from_torch(st, L, obj, name, t) : tensor_from_cupy(st, L, obj, name, t);
     }
     PyObject *buffer_error = NULL; /* why the buffer export failed, if it did */

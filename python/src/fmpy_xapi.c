@@ -1,0 +1,192 @@
+/* fmpy_xapi.c : DLPack's C exchange API. A registered array library whose array type
+ * carries __dlpack_c_exchange_api__ (a PyCapsule "dlpack_exchange_api" holding a
+ * DLPackExchangeAPI table; PyTorch >= 2.10 has one) has its arrays read, its results
+ * allocated and its current stream queried through C function pointers: no attribute
+ * reads, method calls or keyword parsing on the hot path (on the H200 machine
+ * torch.empty costs 3.5 us, data_ptr()/shape/stride() 0.1-0.15 us each).
+ *
+ * Each function answers 1 ("not handled") whenever the table cannot express the case
+ * (a dtype outside the table below, complex data whose lazy conj/neg bits DLPack does not
+ * carry, another device type, a layout the allocator did not make): the caller then takes
+ * the library's Python path, which also produces the error messages. FUSEMATH_DLPACK_C_API=0
+ * in the environment (read when a library is registered) turns the fast path off. */
+#include "fmpy.h"
+
+static const char CAPSULE_NAME[] = "dlpack_exchange_api";
+
+/* DLPack dtypes fusemath maps directly (lanes 1); fp8 and the rest take the slow path. */
+static const struct {
+    fm_dtype dt;
+    uint8_t code, bits;
+} DL_DTYPES[] = {
+    {FM_F16, DL_FLOAT, 16},   {FM_BF16, DL_BFLOAT, 16}, {FM_F32, DL_FLOAT, 32},  {FM_F64, DL_FLOAT, 64},
+    {FM_C32, DL_COMPLEX, 32}, {FM_C64, DL_COMPLEX, 64}, {FM_C128, DL_COMPLEX, 128}, {FM_I8, DL_INT, 8},
+    {FM_U8, DL_UINT, 8},      {FM_I32, DL_INT, 32},     {FM_I64, DL_INT, 64},    {FM_U32, DL_UINT, 32},
+};
+#define N_DL_DTYPES (sizeof DL_DTYPES / sizeof DL_DTYPES[0])
+
+static fm_dtype from_dl(DLDataType d)
+{
+    if (d.lanes != 1)
+        return FM_DTYPE_INVALID;
+    for (size_t i = 0; i < N_DL_DTYPES; i++)
+        if (DL_DTYPES[i].code == d.code && DL_DTYPES[i].bits == d.bits)
+            return DL_DTYPES[i].dt;
+    return FM_DTYPE_INVALID;
+}
+
+static int to_dl(fm_dtype dt, DLDataType *d)
+{
+    for (size_t i = 0; i < N_DL_DTYPES; i++)
+        if (DL_DTYPES[i].dt == dt) {
+            d->code = DL_DTYPES[i].code;
+            d->bits = DL_DTYPES[i].bits;
+            d->lanes = 1;
+            return 0;
+        }
+    return -1;
+}
+
+void fmpy_xapi_attach(fm_lib *lib)
+{
+    lib->xapi = NULL;
+    lib->xapi_capsule = NULL;
+    const char *env = getenv("FUSEMATH_DLPACK_C_API");
+    if (!lib->type || (env && strcmp(env, "0") == 0))
+        return;
+    PyObject *cap = PyObject_GetAttrString(lib->type, "__dlpack_c_exchange_api__");
+    if (!cap) {
+        PyErr_Clear();
+        return;
+    }
+    const DLPackExchangeAPI *api =
+        PyCapsule_IsValid(cap, CAPSULE_NAME) ? (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, CAPSULE_NAME) : NULL;
+    /* major 1 fixes the table's layout; every function used here must be present */
+    if (!api || api->header.version.major != 1 || !api->managed_tensor_allocator ||
+        !api->managed_tensor_to_py_object_no_sync || !api->dltensor_from_py_object_no_sync ||
+        !api->current_work_stream) {
+        PyErr_Clear();
+        Py_DECREF(cap);
+        return;
+    }
+    lib->xapi = api;
+    lib->xapi_capsule = cap;
+}
+
+int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t)
+{
+    DLTensor dl;
+    if (lib->xapi->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
+        PyErr_Clear(); /* the Python path explains (or copes) */
+        return 1;
+    }
+    fm_dtype dt = from_dl(dl.dtype);
+    /* complex: a lazily conjugated or negated view is not its memory, and the DLTensor
+     * does not say so; the Python path checks those bits */
+    if (dt == FM_DTYPE_INVALID || !lib->dtypes[dt] || fm_dtype_is_complex(dt) || dl.ndim < 0 ||
+        dl.ndim > FM_MAX_NDIM)
+        return 1;
+    if (dl.device.device_type == DL_CUDA) {
+        t->device.type = FM_DEVICE_CUDA;
+        t->device.id = dl.device.device_id;
+    } else if (dl.device.device_type == DL_CPU) {
+        t->device.type = FM_DEVICE_CPU;
+        t->device.id = 0;
+    } else {
+        return 1;
+    }
+    t->data = dl.data ? (char *)dl.data + dl.byte_offset : NULL;
+    t->dtype = dt;
+    t->ndim = dl.ndim;
+    int64_t contiguous = 1;
+    for (int i = dl.ndim - 1; i >= 0; i--) {
+        t->shape[i] = dl.shape[i];
+        t->strides[i] = dl.strides ? dl.strides[i] : contiguous; /* NULL: compact row-major */
+        contiguous *= dl.shape[i];
+    }
+    fmpy_zero_tail(t);
+    return 0;
+}
+
+int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h)
+{
+    *h = NULL;
+    return lib->xapi->current_work_stream(DL_CUDA, dev, h) == 0 ? 0 : -1; /* Python error set */
+}
+
+typedef struct {
+    char text[512];
+} alloc_error;
+
+static void set_error(void *ctx, const char *kind, const char *message)
+{
+    alloc_error *e = ctx;
+    snprintf(e->text, sizeof e->text, "%s: %s", kind ? kind : "error", message ? message : "");
+}
+
+static int is_row_major(const DLTensor *d)
+{
+    if (!d->strides)
+        return 1;
+    int64_t want = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        if (d->shape[i] != 1 && d->strides[i] != want)
+            return 0;
+        want *= d->shape[i];
+    }
+    return 1;
+}
+
+PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, const char *what,
+                          void **ptr)
+{
+    DLTensor proto;
+    memset(&proto, 0, sizeof proto);
+    Py_ssize_t nd = PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+    if (nd < 0 || nd > FM_MAX_NDIM || to_dl(dt, &proto.dtype) < 0)
+        return Py_NewRef(Py_NotImplemented);
+    int64_t ext[FM_MAX_NDIM];
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+        if (e == -1 && PyErr_Occurred())
+            return NULL;
+        ext[i] = e;
+    }
+    proto.device.device_type = dev >= 0 ? DL_CUDA : DL_CPU;
+    proto.device.device_id = dev >= 0 ? dev : 0;
+    proto.ndim = (int32_t)nd;
+    proto.shape = ext;
+    DLManagedTensorVersioned *mt = NULL;
+    alloc_error err = {""};
+    if (lib->xapi->managed_tensor_allocator(&proto, &mt, &err, set_error) != 0 || !mt) {
+        char dv[32];
+        fmpy_device_text(dev, dv, sizeof dv);
+        const char *msg = err.text[0] ? err.text : "the allocator failed";
+        int oom = strstr(msg, "emory") != NULL; /* "MemoryError: ...", "CUDA out of memory" */
+        PyObject *text = NULL;
+        if (PyErr_Occurred()) {
+            oom = oom || PyErr_ExceptionMatches(PyExc_MemoryError) || (lib->oom && PyErr_ExceptionMatches(lib->oom));
+            text = fmpy_take_error_text();
+        }
+        PyObject *cls = fmpy_error_class(st, oom ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND);
+        if (text)
+            PyErr_Format(cls, "fusemath: cannot allocate %s of shape %R on %s (%U): %s; %U", what, shape, dv,
+                         lib->name, msg, text);
+        else
+            PyErr_Format(cls, "fusemath: cannot allocate %s of shape %R on %s (%U): %s", what, shape, dv, lib->name,
+                         msg);
+        Py_XDECREF(text);
+        return NULL;
+    }
+    if (!is_row_major(&mt->dl_tensor) || mt->dl_tensor.ndim != proto.ndim) {
+        if (mt->deleter) /* not the layout asked for: give it back, take the Python path */
+            mt->deleter(mt);
+        return Py_NewRef(Py_NotImplemented);
+    }
+    void *data = mt->dl_tensor.data ? (char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset : NULL;
+    void *obj = NULL;
+    if (lib->xapi->managed_tensor_to_py_object_no_sync(mt, &obj) != 0 || !obj)
+        return NULL; /* a Python error is set; mt belonged to the call */
+    *ptr = data;
+    return (PyObject *)obj;
+}

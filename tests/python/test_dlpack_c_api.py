@@ -1,0 +1,134 @@
+"""DLPack's C exchange API (python/src/fmpy_xapi.c): arrays of a library that publishes
+__dlpack_c_exchange_api__ are read, allocated and asked for their stream through that
+C table, with the same results and errors as the Python path. On the CPU through
+fakexapi (the table written with ctypes over NumPy memory); on a GPU the PyTorch tests in
+test_gpu.py run through the same code (torch >= 2.10 has the table)."""
+import numpy as np
+import pytest
+
+import fakelib
+import fakexapi
+import fusemath
+from fusemath import _fusemath as _C
+
+
+@pytest.fixture(scope="module")
+def xlib():
+    return fakexapi.install()
+
+
+@pytest.fixture(autouse=True)
+def reset_stats():
+    for k in fakexapi.STATS:
+        fakexapi.STATS[k] = 0
+    fakexapi.CONFIG.update(limit=None, transposed_alloc=False)
+    yield
+
+
+X = fakexapi.tensor
+
+
+def test_the_table_is_found_only_where_published(xlib):
+    assert _C.lib_uses_dlpack_c_api(xlib.index)
+    assert not _C.lib_uses_dlpack_c_api(fakelib.install().index)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stateless_matmul_reads_and_allocates_through_the_table(xlib, rng, dtype):
+    a = rng.standard_normal((37, 19)).astype(dtype)
+    b = rng.standard_normal((19, 23)).astype(dtype)
+    bias = rng.standard_normal(23).astype(dtype)
+    ta, tb, tbias = X(a), X(b), X(bias)
+    d = fusemath.matmul(ta, tb, bias=tbias, epilogue="relu")
+    assert isinstance(d, fakexapi.XTensor)
+    ref = np.maximum(a.astype(np.float64) @ b + bias, 0)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(d.numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
+    assert fakexapi.STATS["read"] == 3 and fakexapi.STATS["alloc"] == 1 and fakexapi.STATS["to_py"] == 1
+    assert ta.calls == tb.calls == tbias.calls == 0, "the Python attribute path was not used"
+
+
+def test_strided_views_and_byte_offsets(xlib, rng):
+    """Transposed (strides given) and sliced (another base) operands; every DLTensor the
+    fake reports carries byte_offset 64 from a base 64 bytes lower."""
+    base = rng.standard_normal((30, 40))
+    a = base[3:20:2, 5:36:3]  # 9 x 11, strided
+    b = rng.standard_normal((25, 11)).T  # 11 x 25, transposed
+    d = fusemath.matmul(X(a), X(b))
+    np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12, atol=1e-12)
+    assert fakexapi.STATS["read"] == 2
+
+
+def test_out_and_aux_outputs(xlib, rng):
+    a = rng.standard_normal((16, 8))
+    b = rng.standard_normal((8, 12))
+    bias = rng.standard_normal(12)
+    d, aux = fusemath.matmul(X(a), X(b), bias=X(bias), epilogue="RELU_AUX_BIAS")
+    pre = a @ b + bias
+    np.testing.assert_allclose(d.numpy(), np.maximum(pre, 0), rtol=1e-12, atol=1e-12)
+    assert isinstance(aux["relu_aux"], fakexapi.XTensor)
+    bits = np.unpackbits(aux["relu_aux"].numpy(), axis=1, bitorder="little")[:, :12]
+    np.testing.assert_array_equal(bits, (pre > 0).astype(np.uint8))
+    assert fakexapi.STATS["alloc"] == 2
+    out = X(np.empty((16, 12)))
+    r = fusemath.matmul(X(a), X(b), out=out)
+    assert r is out
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_complex_takes_the_python_path_and_its_checks(xlib, rng):
+    """DLPack does not carry PyTorch's lazy conj/neg bits: complex operands are read the
+    slow way, which refuses a conjugate-bit view."""
+    a = (rng.standard_normal((6, 5)) + 1j * rng.standard_normal((6, 5))).astype(np.complex128)
+    b = (rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))).astype(np.complex128)
+    ta = X(a)
+    d = fusemath.matmul(ta, X(b))
+    np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12, atol=1e-12)
+    assert ta.calls > 0
+    ta.conj_bit = True
+    with pytest.raises(ValueError, match="conjugate bit"):
+        fusemath.matmul(ta, X(b))
+
+
+def test_unsupported_dtype_is_still_explained(xlib):
+    t = fakexapi.XTensor(np.zeros((3, 3), np.int16))
+    with pytest.raises(TypeError, match="dtype"):
+        fusemath.matmul(t, t)
+
+
+def test_allocator_out_of_memory(xlib, rng):
+    a = rng.standard_normal((64, 8))
+    fakexapi.CONFIG["limit"] = 1000
+    with pytest.raises(fusemath.OutOfMemoryError, match="cannot allocate d of shape \\(64, 64\\)") as info:
+        fusemath.matmul(X(a), X(a.T.copy()))
+    assert isinstance(info.value, MemoryError) and "fake xapi: out of memory" in str(info.value)
+    fakexapi.CONFIG["limit"] = None
+    d = fusemath.matmul(X(a), X(a.T.copy()))  # and the library is usable afterwards
+    np.testing.assert_allclose(d.numpy(), a @ a.T, rtol=1e-12, atol=1e-12)
+
+
+def test_a_layout_not_asked_for_is_given_back(xlib, rng):
+    """An allocator that hands out a column-major array: the tensor is released through its
+    deleter and the result comes from the library's Python allocation instead."""
+    fakexapi.CONFIG["transposed_alloc"] = True
+    a = rng.standard_normal((7, 5))
+    b = rng.standard_normal((5, 9))
+    d = fusemath.matmul(X(a), X(b))
+    np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12, atol=1e-12)
+    assert d.numpy().flags.c_contiguous
+    assert fakexapi.STATS["alloc"] == 1 and fakexapi.STATS["freed"] == 1 and fakexapi.STATS["to_py"] == 0
+
+
+def test_planned_matmul_and_fft(xlib, rng):
+    a = rng.standard_normal((12, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 10)).astype(np.float32)
+    mm = fusemath.Matmul(X(a), X(b))
+    mm.plan("relu")
+    for _ in range(3):
+        d = mm.execute()
+        assert isinstance(d, fakexapi.XTensor)
+        np.testing.assert_allclose(d.numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-5, atol=1e-5)
+    x = rng.standard_normal((4, 32))
+    y = fusemath.fft.rfft(X(x))
+    assert isinstance(y, fakexapi.XTensor)
+    np.testing.assert_allclose(y.numpy(), np.fft.rfft(x), rtol=1e-12, atol=1e-12)
