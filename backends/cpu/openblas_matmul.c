@@ -575,13 +575,14 @@ static void choose_panels(openblas_plan *pl)
          * 1.25x slower than 512-row ones on 8192x1024x64). */
         int64_t fit = (int64_t)(PANEL_TARGET_BYTES / ((size_t)n * pl->es));
         rows = fm_max_i64(fm_min_i64(fit, 512), 128);
-        /* at least two panels per thread. Four were chosen when panels were scheduled
-         * dynamically (on 16 cores 8192x1024x64 ran 1.25x faster with 128-row panels
-         * than with 512, one per thread); with the static schedule a shorter panel only
-         * repacks B more often: in 6 of 8 paired samples on 16 cores (H200 host,
-         * benchmarks/matmul_cpu_layouts.py) panels for two per thread beat four per thread
-         * by 1-7% on the skinny shapes. On 2 cores 512 stays the best. */
-        int64_t balanced = (m * batch) / (2 * (int64_t)threads);
+        /* at least four panels per thread: on 16 cores 8192x1024x64 ran 1.25x faster
+         * fused with 128-row panels (4 per thread) than with 512 (1 per thread); on 2
+         * cores 512 stays the best. Tried again on the H200 host (2026-11-30, fourth
+         * session): two and one panel per thread looked better in paired samples of
+         * benchmarks/matmul_cpu_layouts.py, but in matmul_cpu.py runs 10-11 the fusion
+         * then cost 12-13% over the plain product on 8192x1024x64 (1-3% with 128-row
+         * panels in run 9: the larger panel no longer stays in L2 for the epilogue). */
+        int64_t balanced = (m * batch) / (4 * (int64_t)threads);
         if (balanced < rows)
             rows = fm_max_i64(balanced, 64);
         rows = fm_min_i64(rows, m);
