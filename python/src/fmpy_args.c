@@ -217,7 +217,7 @@ fm_dtype fmpy_dtype_by_name(PyObject *name)
 
 int fmpy_lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li)
 {
-    long v = PyLong_Check(o) ? PyLong_AsLong(o) : -1;
+    long v = PyLong_Check(o) && !PyBool_Check(o) ? PyLong_AsLong(o) : -1;
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (v < 0 || v >= st->nlibs) {

@@ -135,6 +135,7 @@ static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
     fm_status s = FM_OK;
     if (path) {
         Py_BEGIN_ALLOW_THREADS
+        fm_clear_error();
         s = save ? fm_context_wisdom_save(st->ctx, path) : fm_context_wisdom_load(st->ctx, path);
         Py_END_ALLOW_THREADS
     }
@@ -158,6 +159,7 @@ static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
 {
     (void)unused;
     fm_state *st = fmpy_module_state(module);
+    fm_clear_error();
     fm_status s = fm_context_wisdom_forget(st->ctx);
     if (s != FM_OK)
         return fmpy_raise_status(st, s);
@@ -208,7 +210,7 @@ static PyMethodDef module_methods[] = {
     {"lib_uses_dlpack_c_api", fmpy_mod_lib_uses_dlpack_c_api, METH_O, fmpy_lib_uses_dlpack_c_api_doc},
     {"make_runner", FASTCALL(fmpy_mod_make_runner), METH_FASTCALL,
      "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
-     "Bind a plan to operand addresses (ptrs: 8, slot order); .run(stream, out) allocates the results\n"
+     "Bind a plan to operand addresses (ptrs: 8 or 10, slot order); .run(stream, out) allocates the results\n"
      "(outs: ((slot, shape, dtype name, key), ...), D first) with library `lib` and executes."},
     {"epilogue_parse", mod_epilogue_parse, METH_O,
      "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', 'DGELU_BGRAD', ... "

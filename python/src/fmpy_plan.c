@@ -142,6 +142,7 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
     fm_plan_retain(p); /* another thread may free() the Python object meanwhile */
     fm_status s;
     Py_BEGIN_ALLOW_THREADS
+    fm_clear_error(); /* no stale detail from an earlier failure on this thread */
     s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
     Py_END_ALLOW_THREADS
     fm_plan_release(p);

@@ -249,6 +249,7 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (p) {
         fm_plan_retain(p);
         Py_BEGIN_ALLOW_THREADS
+        fm_clear_error();
         s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
         Py_END_ALLOW_THREADS
         fm_plan_release(p);

@@ -412,3 +412,13 @@ def test_second_module_instance_has_its_own_state():
     assert "matmul" in plan.describe()
     del plan
     gc.collect()
+
+
+def test_library_index_is_an_int_not_a_bool():
+    """True would pass for index 1 (bool is an int subclass): refused like any non-index."""
+    from fusemath import _fusemath as C
+
+    for bad in (True, False, -1, 10**6, "0", 1.0):
+        with pytest.raises((ValueError, TypeError)):
+            C.current_stream(bad, 0)
+    assert C.current_stream(0, -1) == 0  # NumPy (index 0): no stream
