@@ -124,13 +124,16 @@ static void set_error(void *ctx, const char *kind, const char *message)
     snprintf(e->text, sizeof e->text, "%s: %s", kind ? kind : "error", message ? message : "");
 }
 
-static int is_row_major(const DLTensor *d)
+/* d is what was asked for (proto's ndim, shape, dtype, device), compact row-major */
+static int is_as_asked(const DLTensor *d, const DLTensor *proto)
 {
-    if (!d->strides)
-        return 1;
+    if (d->ndim != proto->ndim || d->dtype.code != proto->dtype.code || d->dtype.bits != proto->dtype.bits ||
+        d->dtype.lanes != proto->dtype.lanes || d->device.device_type != proto->device.device_type ||
+        d->device.device_id != proto->device.device_id)
+        return 0;
     int64_t want = 1;
     for (int i = d->ndim - 1; i >= 0; i--) {
-        if (d->shape[i] != 1 && d->strides[i] != want)
+        if (d->shape[i] != proto->shape[i] || (d->strides && d->shape[i] != 1 && d->strides[i] != want))
             return 0;
         want *= d->shape[i];
     }
@@ -159,34 +162,27 @@ PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_d
     DLManagedTensorVersioned *mt = NULL;
     alloc_error err = {""};
     if (lib->xapi->managed_tensor_allocator(&proto, &mt, &err, set_error) != 0 || !mt) {
-        char dv[32];
-        fmpy_device_text(dev, dv, sizeof dv);
-        const char *msg = err.text[0] ? err.text : "the allocator failed";
-        int oom = strstr(msg, "emory") != NULL; /* "MemoryError: ...", "CUDA out of memory" */
-        PyObject *text = NULL;
-        if (PyErr_Occurred()) {
-            oom = oom || PyErr_ExceptionMatches(PyExc_MemoryError) || (lib->oom && PyErr_ExceptionMatches(lib->oom));
-            text = fmpy_take_error_text();
-        }
-        PyObject *cls = fmpy_error_class(st, oom ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND);
-        if (text)
-            PyErr_Format(cls, "fusemath: cannot allocate %s of shape %R on %s (%U): %s; %U", what, shape, dv,
-                         lib->name, msg, text);
-        else
-            PyErr_Format(cls, "fusemath: cannot allocate %s of shape %R on %s (%U): %s", what, shape, dv, lib->name,
-                         msg);
-        Py_XDECREF(text);
-        return NULL;
+        /* Take the Python path: it raises the library's own exception, which fmpy_lib_alloc
+         * maps to OutOfMemoryError only when it is the library's out-of-memory error. The
+         * table cannot tell: PyTorch reports every failure (a bad device, a sticky CUDA
+         * error) as kind "MemoryError", with e.what() (C++ backtrace included) as text. */
+        PyErr_Clear(); /* mt: NULL on failure (dlpack.h), nothing to give back */
+        (void)st;
+        (void)what;
+        return Py_NewRef(Py_NotImplemented);
     }
-    if (!is_row_major(&mt->dl_tensor) || mt->dl_tensor.ndim != proto.ndim) {
+    if (!is_as_asked(&mt->dl_tensor, &proto)) {
         if (mt->deleter) /* not the layout asked for: give it back, take the Python path */
             mt->deleter(mt);
         return Py_NewRef(Py_NotImplemented);
     }
     void *data = mt->dl_tensor.data ? (char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset : NULL;
     void *obj = NULL;
-    if (lib->xapi->managed_tensor_to_py_object_no_sync(mt, &obj) != 0 || !obj)
-        return NULL; /* a Python error is set; mt belonged to the call */
+    if (lib->xapi->managed_tensor_to_py_object_no_sync(mt, &obj) != 0 || !obj) {
+        if (!PyErr_Occurred()) /* mt belonged to the call either way */
+            PyErr_SetString(PyExc_SystemError, "fusemath: managed_tensor_to_py_object_no_sync gave no object");
+        return NULL;
+    }
     *ptr = data;
     return (PyObject *)obj;
 }

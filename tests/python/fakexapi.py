@@ -71,8 +71,11 @@ _DL = {"float16": (DL_FLOAT, 16), "bfloat16": (DL_BFLOAT, 16), "float32": (DL_FL
 _FROM_DL = {v: getattr(fakelib, k) for k, v in _DL.items()}
 
 #: calls of each table function; what the tests configure
-STATS = {"read": 0, "alloc": 0, "to_py": 0, "stream": 0, "freed": 0}
-CONFIG = {"limit": None, "transposed_alloc": False}
+STATS = {"read": 0, "alloc": 0, "to_py": 0, "stream": 0, "freed": 0, "alloc_failed": 0}
+#: limit: allocations above this many elements fail; fail: (kind, message) every allocation
+#: fails with (PyTorch's allocator reports every failure as kind "MemoryError")
+CONFIG = {"limit": None, "transposed_alloc": False, "fail": None}
+STREAM_BASE = 0x5000  # current_work_stream(cuda, d) answers STREAM_BASE + d
 _LIVE = {}  # address of a DLManagedTensorVersioned -> (struct, array, shape/strides buffers)
 
 
@@ -127,7 +130,12 @@ def _allocate(proto, out, err_ctx, set_error):
     shape = tuple(p.shape[i] for i in range(p.ndim))
     n = int(np.prod(shape, dtype=np.float64))
     if CONFIG["limit"] is not None and n > CONFIG["limit"]:
+        STATS["alloc_failed"] += 1
         set_error(err_ctx, b"MemoryError", f"fake xapi: out of memory for {n} elements".encode())
+        return -1
+    if CONFIG["fail"] is not None:
+        STATS["alloc_failed"] += 1
+        set_error(err_ctx, *(x.encode() for x in CONFIG["fail"]))
         return -1
     dtype = _FROM_DL[(p.dtype.code, p.dtype.bits)]
     arr = np.empty(shape[::-1], dtype.np).T if CONFIG["transposed_alloc"] and p.ndim == 2 else np.empty(shape, dtype.np)
@@ -154,12 +162,13 @@ def _to_py(mt, out):
 
 def _work_stream(device_type, device_id, out):
     STATS["stream"] += 1
-    out[0] = None
+    out[0] = STREAM_BASE + device_id if device_type == 2 else None
     return 0
 
 
+READ = DLTENSOR_FROM_PY(_dltensor_from_py)  # kept: a test swaps the table's entry and restores it
 _API = ExchangeAPI(Header(DLPackVersion(1, 3), None), ALLOCATOR(_allocate), MANAGED_FROM_PY(_managed_from_py),
-                   TO_PY(_to_py), DLTENSOR_FROM_PY(_dltensor_from_py), WORK_STREAM(_work_stream))
+                   TO_PY(_to_py), READ, WORK_STREAM(_work_stream))
 _NAME = b"dlpack_exchange_api"
 _new_capsule = C.pythonapi.PyCapsule_New
 _new_capsule.restype = C.py_object

@@ -21,8 +21,10 @@ def xlib():
 def reset_stats():
     for k in fakexapi.STATS:
         fakexapi.STATS[k] = 0
-    fakexapi.CONFIG.update(limit=None, transposed_alloc=False)
+    fakexapi.CONFIG.update(limit=None, transposed_alloc=False, fail=None)
+    fakelib.LIMIT[0] = None
     yield
+    fakelib.LIMIT[0] = None
 
 
 X = fakexapi.tensor
@@ -97,14 +99,67 @@ def test_unsupported_dtype_is_still_explained(xlib):
 
 
 def test_allocator_out_of_memory(xlib, rng):
+    """A failed table allocation is retried through the library's Python allocation, whose
+    own out-of-memory error becomes fusemath.OutOfMemoryError (the table cannot tell: PyTorch
+    reports every allocator failure as kind "MemoryError")."""
     a = rng.standard_normal((64, 8))
     fakexapi.CONFIG["limit"] = 1000
+    fakelib.LIMIT[0] = 1000
     with pytest.raises(fusemath.OutOfMemoryError, match="cannot allocate d of shape \\(64, 64\\)") as info:
         fusemath.matmul(X(a), X(a.T.copy()))
-    assert isinstance(info.value, MemoryError) and "fake xapi: out of memory" in str(info.value)
+    assert isinstance(info.value, MemoryError) and "fake: tried to allocate 4096 elements" in str(info.value)
+    assert fakexapi.STATS["alloc_failed"] == 1
     fakexapi.CONFIG["limit"] = None
+    fakelib.LIMIT[0] = None
     d = fusemath.matmul(X(a), X(a.T.copy()))  # and the library is usable afterwards
     np.testing.assert_allclose(d.numpy(), a @ a.T, rtol=1e-12, atol=1e-12)
+    assert fakexapi.STATS["alloc"] == 1
+
+
+def test_allocator_failure_that_is_not_out_of_memory(xlib, rng):
+    """PyTorch's allocator calls SetError(ctx, "MemoryError", e.what()) for any exception: a
+    failure of the table is not taken for an out-of-memory error; the Python allocation decides."""
+    fakexapi.CONFIG["fail"] = ("MemoryError", "CUDA error: an illegal memory access was encountered")
+    a = rng.standard_normal((6, 4))
+    d = fusemath.matmul(X(a), X(a.T.copy()))
+    np.testing.assert_allclose(d.numpy(), a @ a.T, rtol=1e-12, atol=1e-12)
+    assert isinstance(d, fakexapi.XTensor) and fakexapi.STATS["alloc_failed"] == 1
+
+
+def test_current_stream_through_the_table(xlib):
+    assert _C.current_stream(xlib.index, 3) == fakexapi.STREAM_BASE + 3
+    assert fakexapi.STATS["stream"] == 1
+    assert _C.current_stream(xlib.index, -1) == 0  # host: not asked
+
+
+def test_zero_d_and_zero_size(xlib, rng):
+    a, b = rng.standard_normal(5), rng.standard_normal(5)
+    d = fusemath.matmul(X(a), X(b))  # 0-d result
+    assert isinstance(d, fakexapi.XTensor) and d.numpy().shape == ()
+    np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12)
+    z = fusemath.matmul(X(np.zeros((0, 5))), X(np.ones((5, 3))))
+    assert z.numpy().shape == (0, 3)
+    assert fakexapi.STATS["read"] == 4 and fakexapi.STATS["alloc"] == 2 and fakexapi.STATS["to_py"] == 2
+
+
+def test_a_read_the_table_refuses_takes_the_python_path(xlib, rng):
+    """dltensor_from_py_object_no_sync failing (-1, Python error set): the error is cleared and
+    the Python path reads the tensor."""
+    def refuse(obj, out):
+        fakexapi.STATS["read"] += 1
+        return -1
+
+    fn = fakexapi.DLTENSOR_FROM_PY(refuse)
+    fakexapi._API.dltensor_from_py_object_no_sync = fn
+    try:
+        a = rng.standard_normal((4, 3))
+        ta = X(a)
+        d = fusemath.matmul(ta, X(a.T.copy()))
+        np.testing.assert_allclose(d.numpy(), a @ a.T, rtol=1e-12, atol=1e-12)
+        assert fakexapi.STATS["read"] == 2 and ta.calls > 0
+    finally:
+        fakexapi._API.dltensor_from_py_object_no_sync = fakexapi.READ
+        del fn
 
 
 def test_a_layout_not_asked_for_is_given_back(xlib, rng):
@@ -124,11 +179,15 @@ def test_planned_matmul_and_fft(xlib, rng):
     b = rng.standard_normal((7, 10)).astype(np.float32)
     mm = fusemath.Matmul(X(a), X(b))
     mm.plan("relu")
+    before = fakexapi.STATS["alloc"]
     for _ in range(3):
         d = mm.execute()
         assert isinstance(d, fakexapi.XTensor)
         np.testing.assert_allclose(d.numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-5, atol=1e-5)
+    assert fakexapi.STATS["alloc"] - before == 3, "each execute() allocates through the table"
+    before = fakexapi.STATS["alloc"]
     x = rng.standard_normal((4, 32))
     y = fusemath.fft.rfft(X(x))
     assert isinstance(y, fakexapi.XTensor)
+    assert fakexapi.STATS["alloc"] - before == 1, "the complex FFT output comes from the table"
     np.testing.assert_allclose(y.numpy(), np.fft.rfft(x), rtol=1e-12, atol=1e-12)
