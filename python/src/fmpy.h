@@ -229,6 +229,7 @@ void fmpy_zero_tail(fm_tensor *t);
 int fmpy_too_many_dims(const char *name, Py_ssize_t ndim);
 int fmpy_dims_from_tuples(const char *name, PyObject *shape, PyObject *strides, Py_ssize_t unit, fm_tensor *t);
 PyObject *fmpy_call_method0(PyObject *obj, PyObject *name);
+int fmpy_torch_lazy_bits(fm_state *st, PyObject *obj, const char *name, int complex);
 int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
                          int *lib);
 int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h);

@@ -247,6 +247,31 @@ static int unsupported_dtype(const char *name, PyObject *dt)
 
 PyObject *fmpy_call_method0(PyObject *obj, PyObject *name) { return PyObject_CallMethodObjArgs(obj, name, NULL); }
 
+/* Lazily conjugated / negated torch views are not their memory: refuse them. The
+ * negative bit also appears on real tensors (z.conj().imag); the conjugate bit only on
+ * complex ones. Neither is carried by DLPack, so the C exchange path asks too. */
+int fmpy_torch_lazy_bits(fm_state *st, PyObject *obj, const char *name, int complex)
+{
+    static const int bits[2] = {S_is_conj, S_is_neg};
+    static const char *const fix[2] = {"resolve_conj", "resolve_neg"};
+    for (int i = complex ? 0 : 1; i < 2; i++) {
+        PyObject *r = fmpy_call_method0(obj, st->s[bits[i]]);
+        if (!r) {
+            PyErr_Clear();
+            continue;
+        }
+        int set = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (set) {
+            PyErr_Format(PyExc_ValueError,
+                         "argument '%s' is a torch tensor with its %s bit set (a lazy view); pass x.%s()", name,
+                         i == 0 ? "conjugate" : "negative", fix[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
 static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
 {
@@ -260,25 +285,8 @@ static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, con
         return -1;
     }
     Py_DECREF(o);
-    if (fm_dtype_is_complex(dt)) { /* lazily conjugated / negated views are not their memory */
-        static const int bits[2] = {S_is_conj, S_is_neg};
-        static const char *const fix[2] = {"resolve_conj", "resolve_neg"};
-        for (int i = 0; i < 2; i++) {
-            PyObject *r = fmpy_call_method0(obj, st->s[bits[i]]);
-            if (!r) {
-                PyErr_Clear();
-                continue;
-            }
-            int set = PyObject_IsTrue(r);
-            Py_DECREF(r);
-            if (set) {
-                PyErr_Format(PyExc_ValueError,
-                             "argument '%s' is a torch tensor with its %s bit set (a lazy view); pass x.%s()", name,
-                             i == 0 ? "conjugate" : "negative", fix[i]);
-                return -1;
-            }
-        }
-    }
+    if (fmpy_torch_lazy_bits(st, obj, name, fm_dtype_is_complex(dt)) < 0)
+        return -1;
     o = fmpy_call_method0(obj, st->s[S_get_device]);
     if (!o)
         return -1;
@@ -414,6 +422,32 @@ static int lib_of(fm_state *st, PyObject *obj)
     return -1;
 }
 
+/* The exchange table reads objects of the type it was found on. A subclass too, unless
+ * it overrides __torch_function__ (its data_ptr()/stride() may then mean something else,
+ * which the attribute path honours); torch.nn.Parameter's override only disables the
+ * protocol, but telling that apart would need torch itself, so it takes the attribute path. */
+static int xapi_reads_type(const fm_lib *L, PyObject *obj)
+{
+    PyObject *tp = (PyObject *)Py_TYPE(obj);
+    if (tp == L->type)
+        return 1;
+    /* walk the MRO up to the library's type: does a class on the way define its own? */
+    PyObject *mro = PyObject_GetAttrString(tp, "__mro__");
+    int ok = mro && PyTuple_Check(mro);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_Size(mro); i++) {
+        PyObject *cls = PyTuple_GetItem(mro, i);
+        if (cls == L->type)
+            break;
+        PyObject *dict = PyObject_GetAttrString(cls, "__dict__");
+        int has = dict ? PyMapping_HasKeyString(dict, "__torch_function__") : 1;
+        Py_XDECREF(dict);
+        ok = !has;
+    }
+    Py_XDECREF(mro);
+    PyErr_Clear();
+    return ok;
+}
+
 /* Fill *t from obj. *lib (if not NULL) receives the registered library of obj, or -1
  * (buffer protocol, __cuda_array_interface__, DLPack). On failure h is released. */
 int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
@@ -433,8 +467,10 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
         if (lib)
             *lib = li0;
         const fm_lib *L = &st->libs[li0];
-        if (L->xapi) {
+        if (L->xapi && xapi_reads_type(L, obj)) {
             int r = fmpy_xapi_tensor(L, obj, t);
+            if (r == 0 && L->style == STYLE_TORCH) /* real data only here: the negative bit */
+                r = fmpy_torch_lazy_bits(st, obj, name, 0);
             if (r <= 0)
                 return r;
         }

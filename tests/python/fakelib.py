@@ -56,6 +56,7 @@ class Tensor:
         self._a = array
         self._dtype = dtype or _BY_NP[array.dtype]
         self.conj_bit = False
+        self.neg_bit = False
         self.calls = 0
 
     @property
@@ -84,7 +85,7 @@ class Tensor:
         return self.conj_bit
 
     def is_neg(self):
-        return False
+        return self.neg_bit
 
     def __getitem__(self, index):
         return Tensor(self._a[index], self._dtype)

@@ -44,6 +44,13 @@ def test_tensor_info_of_torch_like_tensors(lib):
     z.conj_bit = True
     with pytest.raises(ValueError, match="resolve_conj"):
         C.tensor_info(z)
+    # torch's z.conj().imag: a real tensor with the negative bit, whose memory is -value
+    r = T(np.ones((2, 2), np.float32))
+    r.neg_bit = True
+    with pytest.raises(ValueError, match="resolve_neg"):
+        C.tensor_info(r)
+    with pytest.raises(ValueError, match="resolve_neg"):
+        fusemath.matmul(r, T(np.ones((2, 2), np.float32)))
     bf = fakelib.Tensor(np.zeros((2, 3), np.uint16), fakelib.bfloat16)
     assert C.tensor_info(bf)[2] == "bf16"
 

@@ -191,3 +191,35 @@ def test_planned_matmul_and_fft(xlib, rng):
     assert isinstance(y, fakexapi.XTensor)
     assert fakexapi.STATS["alloc"] - before == 1, "the complex FFT output comes from the table"
     np.testing.assert_allclose(y.numpy(), np.fft.rfft(x), rtol=1e-12, atol=1e-12)
+
+
+def test_negative_bit_of_a_real_tensor_is_refused(xlib):
+    """DLPack does not carry PyTorch's negative bit (z.conj().imag has it): the table's
+    reading of such a tensor would be the un-negated memory, so the bit is asked for."""
+    r = X(np.ones((3, 3)))
+    r.neg_bit = True
+    with pytest.raises(ValueError, match="negative bit"):
+        fusemath.matmul(r, X(np.ones((3, 3))))
+
+
+def test_subclasses_that_override_the_protocol_take_the_attribute_path(xlib, rng):
+    """A subclass with its own __torch_function__ may give data_ptr()/stride() another
+    meaning: it is read through them, not through the table; a plain subclass uses the table."""
+
+    class Plain(fakexapi.XTensor):
+        pass
+
+    class Overriding(fakexapi.XTensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return NotImplemented
+
+    a = rng.standard_normal((5, 4))
+    b = rng.standard_normal((4, 3))
+    for cls, via_table in ((Plain, True), (Overriding, False)):
+        for k in fakexapi.STATS:
+            fakexapi.STATS[k] = 0
+        ta = cls(a)
+        d = fusemath.matmul(ta, X(b))
+        np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12, atol=1e-12)
+        assert (ta.calls == 0) == via_table, cls
