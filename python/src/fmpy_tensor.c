@@ -416,10 +416,12 @@ static int lib_of(fm_state *st, PyObject *obj)
     for (int i = 0; i < st->nlibs; i++) /* exact types first: no MRO walk on the hot path */
         if ((PyObject *)tp == st->libs[i].type)
             return i;
+    int best = -1; /* a subclass: the library of its most derived registered base */
     for (int i = 0; i < st->nlibs; i++)
-        if (st->libs[i].type && PyType_IsSubtype(tp, (PyTypeObject *)st->libs[i].type))
-            return i;
-    return -1;
+        if (st->libs[i].type && PyType_IsSubtype(tp, (PyTypeObject *)st->libs[i].type) &&
+            (best < 0 || PyType_IsSubtype((PyTypeObject *)st->libs[i].type, (PyTypeObject *)st->libs[best].type)))
+            best = i;
+    return best;
 }
 
 /* The exchange table reads objects of the type it was found on. A subclass too, unless
