@@ -39,7 +39,9 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             v = 0;
-            if (fmpy_int_arg(fname, "axes[i]", PyTuple_GetItem(seq, i), -FM_MAX_NDIM, FM_MAX_NDIM - 1, &v) < 0) {
+            char what[24];
+            snprintf(what, sizeof what, "axes[%zd]", i);
+            if (fmpy_int_arg(fname, what, PyTuple_GetItem(seq, i), -FM_MAX_NDIM, FM_MAX_NDIM - 1, &v) < 0) {
                 Py_DECREF(seq);
                 return -1;
             }
@@ -81,7 +83,8 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
             if (!*dst)
                 return -1;
             if ((size_t)len != strlen(*dst)) {
-                PyErr_Format(PyExc_ValueError, "%s%s contains a NUL character", fname, k ? "name" : "source");
+                PyErr_Format(PyExc_ValueError, "%s%s['%s'] contains a NUL character", fname, c ? "epilog" : "prolog",
+                             k ? "name" : "source");
                 return -1;
             }
         }
@@ -191,7 +194,9 @@ PyObject *fmpy_mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssize
         int64_t oshape[FM_MAX_NDIM];
         for (int i = 0; i < tx->ndim; i++) {
             long long e = 0;
-            if (fmpy_int_arg("fft_execute(): ", "out_shape[i]", PyTuple_GetItem(shape, i), 0, INT64_MAX, &e) < 0)
+            char what[32];
+            snprintf(what, sizeof what, "out_shape[%d]", i);
+            if (fmpy_int_arg("fft_execute(): ", what, PyTuple_GetItem(shape, i), 0, INT64_MAX, &e) < 0)
                 goto done;
             oshape[i] = e;
         }

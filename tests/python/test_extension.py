@@ -422,3 +422,20 @@ def test_library_index_is_an_int_not_a_bool():
         with pytest.raises((ValueError, TypeError)):
             C.current_stream(bad, 0)
     assert C.current_stream(0, -1) == 0  # NumPy (index 0): no stream
+
+
+def test_low_level_fft_messages_name_the_entry():
+    """The C entry points name the offending entry (axes[1], prolog['name']), not a
+    placeholder, for callers that bypass fusemath.fft's own checks."""
+    from fusemath import _fusemath as C
+
+    x = np.ones((4, 4), complex)
+    out = np.empty_like(x)
+    args = [x, out, None, None, 0, False, (0, 99), 0, 0, 0, 0, 0, 0, None, 0, None, None, None, None, None, 0]
+    with pytest.raises(ValueError, match=r"axes\[1\] is out of range"):
+        C.plan_fft(*args)
+    args[6] = (0, 1)
+    args[17] = "cb\0x"  # the prolog's symbol name
+    args[16] = "__device__ void f() {}"
+    with pytest.raises(ValueError, match=r"prolog\['name'\] contains a NUL"):
+        C.plan_fft(*args)
