@@ -16,7 +16,7 @@ static int default_threads(void)
     if (env && *env) {
         char *end = NULL;
         long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v > 0 && v < 4096)
+        if (end && *end == '\0' && v > 0 && v <= FM_MAX_THREADS)
             return (int)v;
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -105,8 +105,8 @@ fm_status fm_context_set_num_threads(fm_context *ctx, int n)
 {
     if (!ctx)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: ctx is NULL");
-    if (n > 4096)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: n = %d, expected <= 4096", n);
+    if (n > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: n = %d, expected <= %d", n, FM_MAX_THREADS);
     atomic_store(&ctx->num_threads, n > 0 ? n : ctx->default_threads);
     return FM_OK;
 }
@@ -116,9 +116,28 @@ int fm_context_get_num_threads(const fm_context *ctx)
     return ctx ? atomic_load(&((fm_context *)ctx)->num_threads) : 0;
 }
 
+/* More threads than four per online core never pays for these kernels, and each one costs
+ * stacks and BLAS buffers (libgomp exits the process when it cannot create them): the
+ * count a plan runs with is capped there, whatever was asked. */
+static int thread_cap(void)
+{
+    static atomic_int cap;
+    int c = atomic_load(&cap);
+    if (c == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c = n > 0 && n < FM_MAX_THREADS / 4 ? 4 * (int)n : FM_MAX_THREADS;
+        if (c < 16)
+            c = 16;
+        atomic_store(&cap, c);
+    }
+    return c;
+}
+
 int fm_context_threads_for(const fm_context *ctx, int requested)
 {
-    return requested > 0 ? requested : fm_context_get_num_threads(ctx);
+    int n = requested > 0 ? requested : fm_context_get_num_threads(ctx);
+    int cap = thread_cap();
+    return n > cap ? cap : n;
 }
 
 int fm_context_backend_count(const fm_context *ctx) { return ctx ? ctx->nbackends : 0; }

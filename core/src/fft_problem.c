@@ -162,6 +162,9 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         opts->num_threads < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: execution = %d, device_id = %d, num_threads = %d; expected "
                        "execution 0..2 and values >= 0", opts->execution, opts->device_id, opts->num_threads);
+    if (opts->num_threads > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: num_threads = %d, expected 0 (the library setting) to %d",
+                       opts->num_threads, FM_MAX_THREADS);
     const unsigned all_ops = FM_FFT_OP_SCALE | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ | FM_FFT_OP_CALLBACK;
     for (int c = 0; c < 2; c++) {
         const fm_fft_chain *ch = c ? &opts->epilog : &opts->prolog;

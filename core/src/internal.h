@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #define FM_MAX_SLOTS 10
+#define FM_MAX_THREADS 4096 /* the most CPU threads a context setting or a plan may ask for */
 #define FM_DESCRIBE_LEN 640
 
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
@@ -198,6 +199,8 @@ int fm_builtin_cuda_device_count(void);
 fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
 
 /* ---- context internals ---- */
+/* The thread count a plan runs with: requested (0: the context setting), at most four per
+ * online core (and at least 16 allowed). */
 int fm_context_threads_for(const fm_context *ctx, int requested);
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */

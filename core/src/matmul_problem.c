@@ -178,6 +178,9 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
                        "matmul: num_threads = %d, panel_rows = %d, device_id = %d; expected values >= 0",
                        opts->num_threads, opts->panel_rows, opts->device_id);
+    if (opts->num_threads > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: num_threads = %d, expected 0 (the library setting) to %d",
+                       opts->num_threads, FM_MAX_THREADS);
 
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
     if ((s = check_tensor("d", d, 2)) != FM_OK)

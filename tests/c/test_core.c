@@ -294,6 +294,15 @@ static void test_threads_setting(void)
     CHECK(fm_context_get_num_threads(ctx) == def);
     fm_context_destroy(ctx);
     CHECK_STATUS(fm_context_set_num_threads(NULL, 2), FM_ERR_INVALID_ARGUMENT);
+    fm_context *big = NULL;
+    CHECK_OK(fm_context_create(&big));
+    if (big) {
+        CHECK_STATUS(fm_context_set_num_threads(big, 4097), FM_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(strstr(fm_last_error(), "4096") != NULL, "message: %s", fm_last_error());
+        CHECK_OK(fm_context_set_num_threads(big, 4096)); /* stored as asked; plans cap what they run */
+        CHECK(fm_context_get_num_threads(big) == 4096);
+        fm_context_destroy(big);
+    }
 
     /* FUSEMATH_NUM_THREADS is read at creation and is the default that n <= 0 restores. */
     setenv("FUSEMATH_NUM_THREADS", "3", 1);

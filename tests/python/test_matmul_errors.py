@@ -238,3 +238,29 @@ def test_errors_do_not_leak_into_later_calls():
         fusemath.matmul(f32(3, 4), f32(5, 6))
     d = fusemath.matmul(f32(3, 4), f32(4, 5))
     np.testing.assert_array_equal(d, np.full((3, 5), 4.0, np.float32))
+
+
+def test_thread_counts_are_bounded(rng):
+    """A plan never starts more than four threads per core (at least 16 allowed): asking
+    for thousands used to start them all (and libgomp exits the process when it cannot)."""
+    import os
+
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    with pytest.raises(ValueError, match="num_threads = 100000"):
+        fusemath.matmul(a, a, options={"num_threads": 100000})
+    cap = max(4 * os.cpu_count(), 16)
+    old = fusemath.get_num_threads()
+    try:
+        fusemath.set_num_threads(4096)
+        assert fusemath.get_num_threads() == 4096
+        tall = rng.standard_normal((8192, 32)).astype(np.float32)  # many panels: more than the cap
+        wide = rng.standard_normal((32, 64)).astype(np.float32)
+        mm = fusemath.Matmul(tall, wide)
+        mm.plan()
+        threads = int(mm.describe().split("threads=")[1].split()[0])
+        assert 1 <= threads <= cap, mm.describe()
+        np.testing.assert_allclose(mm.execute(), tall.astype(np.float64) @ wide, rtol=1e-4, atol=1e-3)
+        with pytest.raises(ValueError, match="4096"):
+            fusemath.set_num_threads(4097)
+    finally:
+        fusemath.set_num_threads(old)
