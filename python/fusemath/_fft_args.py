@@ -80,6 +80,9 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
         else:
             axes = range(ndim)
     axes = _axes(axes, ndim, aname, where)
+    if not axes:
+        raise ValueError(f"{where}: {aname if s is None or len(s) else sname} is empty: there is nothing to "
+                         "transform (give at least one axis)")
     if s is None:
         s = [None] * len(axes)
     if len(s) != len(axes):

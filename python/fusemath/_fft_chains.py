@@ -58,6 +58,8 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
             raise TypeError(f"{where}: {name}['scale'] must be a number, not {type(scale).__name__}")
         try:
             scale = complex(scale)
+        except OverflowError:
+            raise ValueError(f"{where}: {name}['scale'] is too large for a float64") from None
         except (TypeError, ValueError):
             raise TypeError(f"{where}: {name}['scale'] must be a number, not {type(scale).__name__}") from None
         if not (np.isfinite(scale.real) and np.isfinite(scale.imag)):

@@ -29,6 +29,8 @@ def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
         if isinstance(d, (str, bytes, bool, np.bool_)):
             raise TypeError
         d = float(np.asarray(d, dtype=np.float64).reshape(()))  # a number, or an array of one
+    except OverflowError:
+        raise ValueError(f"{where}: d (the sample spacing) is too large for a float64") from None
     except (TypeError, ValueError):
         raise TypeError(f"{where}: d (the sample spacing) must be a real number, not {type(d).__name__}") from None
     if not d or not np.isfinite(d):

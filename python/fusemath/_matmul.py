@@ -15,6 +15,8 @@ synchronize. The stateless path for library arrays is one C call
 """
 from __future__ import annotations
 
+import numbers
+
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -217,7 +219,7 @@ def matmul(
             else:
                 epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
             if c is None:
-                if beta is not None and beta != 0:
+                if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
                     raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
                 beta = 0.0
             elif beta is None:

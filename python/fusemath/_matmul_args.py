@@ -153,6 +153,8 @@ def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:
     try:
         lo, hi = clamp
         lo, hi = float(lo), float(hi)
+    except OverflowError:
+        raise ValueError(f"{where}: clamp has a bound too large for a float64") from None
     except (TypeError, ValueError):
         raise TypeError(f"{where}: clamp must be a pair of real numbers (lo, hi), not {clamp!r}") from None
     if not lo <= hi:

@@ -7,6 +7,8 @@ host ``out=``.
 """
 from __future__ import annotations
 
+import numbers
+
 from typing import Any, Tuple
 
 import numpy as np
@@ -128,7 +130,7 @@ class _Operands:
             if c is not None and beta is not None:
                 _check_real_scalar(where, "beta", beta, dtype)
         if c is None:
-            if beta is not None and beta != 0:
+            if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
                 raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
             self.c = self.c_user = None
             self.beta = 0.0

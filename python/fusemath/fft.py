@@ -173,8 +173,14 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     pro_ops, pro_scale, pro_arr = pro[:3]
     epi_ops, epi_scale, epi_arr = epi[:3]
     ex, dev_id, nth, _ = _resolve_execution(execution, _DEFAULT_OPTIONS, where)
-    if not one_d and axes is not None and hasattr(axes, "__len__") and len(axes) == 0 and not s:
-        # numpy: an empty axes list transforms nothing (a copy of x)
+    if not one_d and axes is not None and hasattr(axes, "__len__") and len(axes) == 0 and (
+            s is None or (hasattr(s, "__len__") and len(s) == 0)):
+        # numpy: an empty axes list transforms nothing (a copy of x); a chain or out= would be
+        # skipped silently by that copy, and rfftn/irfftn have no last axis to halve
+        if kind != _C2C or out is not None or pro_ops or epi_ops:
+            raise ValueError(f"{where}: axes is empty: there is nothing to transform"
+                             + ("" if kind == _C2C else " (rfftn/irfftn need at least one axis)")
+                             + ("; prolog=, epilog= and out= need at least one axis" if kind == _C2C else ""))
         return np.array(x, copy=True) if lib is NUMPY else x.clone() if hasattr(x, "clone") else x.copy()
     axes_t, n = _cook(where, x, s, axes, default_axes, kind, one_d)
     # input lengths, then the transform's dtype

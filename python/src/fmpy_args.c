@@ -87,8 +87,14 @@ int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2
         return 0;
     if (PyFloat_Check(o) || PyLong_Check(o)) {
         double x = PyFloat_AsDouble(o);
-        if (x == -1.0 && PyErr_Occurred())
+        if (x == -1.0 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) { /* an int beyond the double range */
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "%s%s is too large for a float64 (about 1.8e308 at most)", fname,
+                             name);
+            }
             return -1;
+        }
         z[0] = x;
         z[1] = 0.0;
         return 0;

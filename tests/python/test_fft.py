@@ -1099,3 +1099,25 @@ def test_hfft_ihfft_bad_input():
         ff.ihfft(np.ones(4, complex))  # rfft's rule: complex input is an error
     with pytest.raises(ValueError, match=r"invalid number of FFT data points \(0\)"):
         ff.hfft(np.ones(4, complex), 0)
+
+
+def test_empty_axes_and_huge_numbers_are_clear_errors():
+    """axes=() transforms nothing: a plain c2c call returns a copy as numpy does, but a chain
+    or out= would be skipped silently, and rfftn/irfftn have no axis to halve; numbers beyond
+    float64 are ValueErrors naming them (not OverflowError)."""
+    x = np.arange(12.0).reshape(3, 4) + 1j
+    np.testing.assert_array_equal(ff.fftn(x, axes=()), x)
+    for kw in ({"epilog": {"conj": True}}, {"prolog": {"scale": 2}}, {"out": np.zeros_like(x)}):
+        with pytest.raises(ValueError, match="axes is empty"):
+            ff.fftn(x, axes=(), **kw)
+    for fn, a in ((ff.rfftn, x.real), (ff.irfftn, x)):
+        with pytest.raises(ValueError, match="axes is empty"):
+            fn(a, axes=())
+        with pytest.raises(ValueError, match="s is empty"):
+            fn(a, s=[])
+    with pytest.raises(ValueError, match="axes is empty"):
+        ff.fftn(x, s=np.array([2, 2]), axes=())
+    with pytest.raises(ValueError, match=r"prolog\['scale'\] is too large"):
+        ff.fft(x, prolog={"scale": 2**1100})
+    with pytest.raises(ValueError, match="d .* too large"):
+        ff.fftfreq(4, d=10**400)

@@ -264,3 +264,18 @@ def test_thread_counts_are_bounded(rng):
             fusemath.set_num_threads(4097)
     finally:
         fusemath.set_num_threads(old)
+
+
+def test_scalars_beyond_float64_and_array_beta():
+    a = np.ones((4, 4))
+    with pytest.raises(ValueError, match="alpha is too large for a float64"):
+        fusemath.matmul(a, a, alpha=10**400)
+    with pytest.raises(ValueError, match="beta is too large for a float64"):
+        fusemath.matmul(a, a, c=a, beta=10**400)
+    with pytest.raises(ValueError, match="clamp has a bound too large"):
+        fusemath.matmul(a, a, epilogue="clamp", clamp=(0, 10**400))
+    with pytest.raises(ValueError, match="alpha is too large"):
+        fusemath.Matmul(a, a, alpha=10**400).plan()
+    with pytest.raises(ValueError, match="beta = array.* was given but c is None"):
+        fusemath.matmul(a, a, beta=np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(fusemath.matmul(a, a, beta=np.float32(0)), a @ a)
