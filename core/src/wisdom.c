@@ -181,6 +181,14 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
     }
     fm_wisdom_entry *got = NULL;
     int n = 0, cap = 0, lineno = 1;
+    /* backends' blobs are held until the whole file has parsed: a malformed line after
+     * a blob must not leave that blob imported */
+    enum { MAX_BLOBS = 32 };
+    struct {
+        const fm_backend *backend;
+        char *text;
+    } blobs[MAX_BLOBS];
+    int nblobs = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         if (line[0] == '\n' || line[0] == '#')
@@ -213,11 +221,17 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
             for (int i = 0; i < ctx->nbackends; i++)
                 if (strcmp(ctx->backends[i].backend->name, name) == 0)
                     b = ctx->backends[i].backend;
-            if (b && b->wisdom_import)
-                s = b->wisdom_import(text); /* another machine's blob for a backend not here: skipped */
-            free(text);
-            if (s != FM_OK)
+            if (!b || !b->wisdom_import) { /* another machine's blob for a backend not here: skipped */
+                free(text);
+                continue;
+            }
+            if (nblobs == MAX_BLOBS) {
+                free(text);
+                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' has more than %d blobs", path, MAX_BLOBS);
                 break;
+            }
+            blobs[nblobs].backend = b;
+            blobs[nblobs++].text = text;
             continue;
         }
         if (sscanf(line, "%15s %" SCNx64 " %d %d %d %d", op, &e.key, &e.v[0], &e.v[1], &e.v[2], &e.v[3]) != 6) {
@@ -244,7 +258,15 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         got[n++] = e;
     }
     fclose(f);
-    if (s == FM_OK) { /* the matmul entries: all or nothing */
+    /* the file parsed: each backend checks and imports its blob (a blob its backend refuses
+     * stops the load; the blobs imported before it stay), then the matmul entries, all or
+     * nothing */
+    for (int i = 0; i < nblobs; i++) {
+        if (s == FM_OK)
+            s = blobs[i].backend->wisdom_import(blobs[i].text);
+        free(blobs[i].text);
+    }
+    if (s == FM_OK) {
         pthread_mutex_lock(&ctx->lock);
         for (int i = 0; i < n && s == FM_OK; i++)
             if (put_locked(ctx, &got[i]) != 0)
