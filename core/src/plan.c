@@ -108,7 +108,9 @@ fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: %s is NULL, expected a pointer to %lld elements",
                            fm_op_name(pr->op), pr->slot_names[i], (long long)fm_tensor_numel(&pr->t[i]));
         if (used && ptrs[i] && ((uintptr_t)ptrs[i] % p->required_align[i]) != 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: %s at %p is not aligned to %zu bytes as planned",
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "%s execute: %s at %p is not aligned to %zu bytes as planned (the backend reads whole "
+                           "elements); pass an aligned copy (x.copy())",
                            fm_op_name(pr->op), pr->slot_names[i], ptrs[i], p->required_align[i]);
     }
     fm_status s = check_aliasing(pr, ptrs);

@@ -279,3 +279,16 @@ def test_scalars_beyond_float64_and_array_beta():
     with pytest.raises(ValueError, match="beta = array.* was given but c is None"):
         fusemath.matmul(a, a, beta=np.array([1.0, 2.0]))
     np.testing.assert_array_equal(fusemath.matmul(a, a, beta=np.float32(0)), a @ a)
+
+
+def test_misaligned_operands_are_refused_with_advice():
+    """A float64 view at an odd byte address (legal in NumPy) cannot be read by BLAS element
+    by element as planned: a clear error that says what to do, and the copy works."""
+    raw = np.zeros(8 * 64 + 8, np.uint8)
+    a = raw[1:1 + 8 * 64].view(np.float64).reshape(8, 8)
+    assert a.ctypes.data % 8 != 0
+    a[...] = np.arange(64.0).reshape(8, 8)
+    b = np.eye(8)
+    with pytest.raises(ValueError, match=r"a at 0x[0-9a-f]+ is not aligned to 8 bytes.*aligned copy"):
+        fusemath.matmul(a, b)
+    np.testing.assert_array_equal(fusemath.matmul(a.copy(), b), a @ b)  # ascontiguousarray keeps it as is
