@@ -45,6 +45,8 @@ def _axes(axes: Any, ndim: int, name: str, where: str) -> Tuple[int, ...]:
         raise TypeError(f"{where}: {name} must be a sequence of ints, not {type(axes).__name__}")
     out = []
     for a in axes:
+        if isinstance(a, (bool, np.bool_)):
+            raise TypeError(f"{where}: {name} must contain ints, not bool")
         try:
             a = operator.index(a)
         except TypeError:

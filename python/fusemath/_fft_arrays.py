@@ -131,8 +131,8 @@ def _promote(where: str, lib, x, kind: int, half: bool = False):
     dt = _dtype(lib, x)
     if dt is _C32:  # PyTorch only; the cpu refuses it with NotSupportedError
         if kind == _R2C:
-            raise TypeError(f"{where}: x has complex dtype {dt}; rfft takes real input (use fft for complex "
-                            "input)")
+            raise TypeError(f"{where}: x has complex dtype {dt}; this transform (rfft, rfftn, ihfft) takes "
+                            "real input (use fft for complex input)")
         return x, dt
     if half and dt == _F16:
         want = _F16 if kind == _R2C else _C32
@@ -141,8 +141,8 @@ def _promote(where: str, lib, x, kind: int, half: bool = False):
         raise _C.DtypeError(f"{where}: x has dtype {dt}, which the FFT does not take")
     if dt.kind == "c":
         if kind == _R2C:
-            raise TypeError(f"{where}: x has complex dtype {dt}; rfft takes real input (use fft for complex "
-                            "input)")
+            raise TypeError(f"{where}: x has complex dtype {dt}; this transform (rfft, rfftn, ihfft) takes "
+                            "real input (use fft for complex input)")
         if dt not in (_C64, _C128):
             raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: complex64, complex128")
         return x, dt

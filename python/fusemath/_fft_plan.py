@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
+import numpy as np
+
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY
@@ -74,8 +76,10 @@ class FFT:
             raise ValueError(f"{where}: x is 0-d; the FFT needs at least one dimension")
         if axes is None:
             axes = tuple(range(max(0, x.ndim - _MAX_AXES), x.ndim))
-        elif isinstance(axes, int):
-            axes = (axes,)
+        elif isinstance(axes, bool):
+            raise TypeError(f"{where}: axes must be an int or a sequence of ints, not bool")
+        elif isinstance(axes, (int, np.integer)):
+            axes = (int(axes),)
         axes = _axes(axes, x.ndim, "axes", where)
         if not 1 <= len(axes) <= _MAX_AXES:
             raise ValueError(f"{where}: axes has {len(axes)} entries; the planner takes 1 to 3 axes")

@@ -171,8 +171,8 @@ class Matmul:
         ops = self._alive(where)
         if isinstance(iterations, bool) or not isinstance(iterations, int):
             raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}")
-        if iterations < 1:
-            raise ValueError(f"{where}: iterations = {iterations}, expected >= 1")
+        if not 1 <= iterations <= 1_000_000:
+            raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000000")
         if self._plan is None:
             self.plan()
         epi, inputs, clamp = self._epi, self._inputs, self._clamp

@@ -1,6 +1,8 @@
 """Library-wide settings and information: threads, backends, devices, versions."""
 from __future__ import annotations
 
+import operator
+
 from typing import List, NamedTuple, Optional
 
 from . import _fusemath as _C
@@ -31,9 +33,9 @@ def set_num_threads(n: int) -> None:
     """Set the number of CPU threads the library uses (BLAS and its own epilogue
     threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
     (read at import) or else the number of online cores."""
-    if isinstance(n, bool) or not isinstance(n, int):
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
         raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}")
-    _C.set_num_threads(n)
+    _C.set_num_threads(operator.index(n))  # NumPy integers too
 
 
 def get_num_threads() -> int:

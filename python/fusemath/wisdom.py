@@ -28,17 +28,28 @@ __all__ = ["save", "load", "size", "forget"]
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
 
+def _path(path: PathLike, what: str):
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"fusemath.wisdom.{what}: path must be a str, bytes or os.PathLike, "
+                        f"not {type(path).__name__}") from None
+    if ("\0" if isinstance(p, str) else b"\0") in p:
+        raise ValueError(f"fusemath.wisdom.{what}: path {p!r} contains a NUL character")
+    return p
+
+
 def save(path: PathLike) -> None:
     """Write the autotune results of this process to ``path`` (replaced atomically).
     Raises ValueError (InvalidArgumentError) when the file cannot be written."""
-    _C.wisdom_save(os.fspath(path))
+    _C.wisdom_save(_path(path, "save"))
 
 
 def load(path: PathLike) -> None:
     """Merge the autotune results in ``path`` into this process. Raises ValueError
     (InvalidArgumentError) naming the path when it cannot be read or is not a wisdom file;
     nothing is merged from a malformed file."""
-    _C.wisdom_load(os.fspath(path))
+    _C.wisdom_load(_path(path, "load"))
 
 
 def size() -> int:

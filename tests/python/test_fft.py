@@ -1121,3 +1121,14 @@ def test_empty_axes_and_huge_numbers_are_clear_errors():
         ff.fft(x, prolog={"scale": 2**1100})
     with pytest.raises(ValueError, match="d .* too large"):
         ff.fftfreq(4, d=10**400)
+
+
+def test_argument_wording_found_by_fuzzing():
+    x = np.ones((4, 4), complex)
+    with pytest.raises(TypeError, match="axes must be an int or a sequence of ints, not bool"):
+        ff.FFT(x, axes=True)
+    with pytest.raises(TypeError, match="axes must contain ints, not bool"):
+        ff.fftn(x, axes=(True,))
+    np.testing.assert_allclose(ff.FFT(x, axes=np.int64(0)).plan().execute(), np.fft.fft(x, axis=0))
+    with pytest.raises(TypeError, match="ihfft: .*takes real input"):
+        ff.ihfft(x)

@@ -292,3 +292,19 @@ def test_misaligned_operands_are_refused_with_advice():
     with pytest.raises(ValueError, match=r"a at 0x[0-9a-f]+ is not aligned to 8 bytes.*aligned copy"):
         fusemath.matmul(a, b)
     np.testing.assert_array_equal(fusemath.matmul(a.copy(), b), a @ b)  # ascontiguousarray keeps it as is
+
+
+def test_argument_wording_found_by_fuzzing(tmp_path):
+    a = np.ones((4, 4))
+    with pytest.raises(ValueError, match="iterations = 1099511627776, expected 1 to 1000000"):
+        fusemath.Matmul(a, a).plan().autotune(iterations=2**40)
+    old = fusemath.get_num_threads()
+    try:
+        fusemath.set_num_threads(np.int64(2))  # NumPy integers, as elsewhere
+        assert fusemath.get_num_threads() == 2
+    finally:
+        fusemath.set_num_threads(old)
+    with pytest.raises(TypeError, match="wisdom.load: path must be"):
+        fusemath.wisdom.load(None)
+    with pytest.raises(ValueError, match="NUL character"):
+        fusemath.wisdom.save(str(tmp_path / "a\0b"))
