@@ -28,9 +28,9 @@ def _input(x: Any, name: str, where: str):
     """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
     CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts)."""
     if type(x) is np.ndarray:
-        return NUMPY, x
+        return NUMPY, x if x.dtype.isnative else _native(x)
     if isinstance(x, np.ndarray):
-        return NUMPY, x.view(np.ndarray)
+        return NUMPY, _native(x.view(np.ndarray))
     if x is None:
         raise TypeError(f"{where}: {name} must be an array, not None")
     lib = lib_of(x)
@@ -49,7 +49,12 @@ def _input(x: Any, name: str, where: str):
         raise TypeError(f"{where}: {name} must be an array, not {type(x).__name__} ({exc})") from None
     if arr.dtype == object:
         raise TypeError(f"{where}: {name} must be a numeric array, not {type(x).__name__} of objects")
-    return NUMPY, arr
+    return NUMPY, _native(arr)
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """arr, or a copy in the machine's byte order (big-endian data computes as numpy.fft does)."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def _dtype(lib, x) -> np.dtype:

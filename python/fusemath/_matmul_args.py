@@ -52,7 +52,15 @@ def _epilogue_name(bits: int) -> str:
 # ---------------------------------------------------------------------------
 # Array arguments
 # ---------------------------------------------------------------------------
-def _as_array(x: Any, name: str, where: str) -> np.ndarray:
+def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray:
+    """A NumPy array for a host array argument: an input in a byte order other than the
+    machine's is a native copy (as NumPy's own routines compute), anything else a view
+    (no copy)."""
+    arr = _host_view(x, name, where)
+    return arr if output or arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def _host_view(x: Any, name: str, where: str) -> np.ndarray:
     """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
     DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy. GPU arrays
     are a DeviceError here (this is the host path: a and b are host arrays); anything

@@ -294,7 +294,7 @@ class _Operands:
 
 
 def _check_out(where: str, ops: _Operands, out: Any) -> np.ndarray:
-    out = _as_array(out, "out", where)
+    out = _as_array(out, "out", where, output=True)
     if out.shape != ops.rshape:
         raise _C.ShapeError(f"{where}: out has shape {out.shape}, expected {ops.rshape}")
     if out.dtype != ops.dtype:

@@ -1132,3 +1132,14 @@ def test_argument_wording_found_by_fuzzing():
     np.testing.assert_allclose(ff.FFT(x, axes=np.int64(0)).plan().execute(), np.fft.fft(x, axis=0))
     with pytest.raises(TypeError, match="ihfft: .*takes real input"):
         ff.ihfft(x)
+
+
+def test_big_endian_input_keeps_its_precision():
+    """'>f4' is float32 data in another byte order: float32 results, as numpy.fft gives."""
+    x = np.arange(16, dtype=">f4").reshape(2, 8)
+    for fn, ref in ((ff.fft, np.fft.fft), (ff.rfft, np.fft.rfft)):
+        got = fn(x)
+        assert got.dtype == ref(x).dtype == np.complex64
+        np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-4)
+    z = (np.arange(8) + 1j).astype(">c16")
+    np.testing.assert_allclose(ff.ifft(z), np.fft.ifft(z), rtol=1e-12, atol=1e-12)

@@ -308,3 +308,12 @@ def test_argument_wording_found_by_fuzzing(tmp_path):
         fusemath.wisdom.load(None)
     with pytest.raises(ValueError, match="NUL character"):
         fusemath.wisdom.save(str(tmp_path / "a\0b"))
+
+
+def test_big_endian_inputs_compute_and_outputs_are_refused():
+    a = np.arange(16, dtype=">f8").reshape(4, 4)
+    b = np.ones((4, 4))
+    np.testing.assert_array_equal(fusemath.matmul(a, b), a.astype(np.float64) @ b)
+    np.testing.assert_array_equal(fusemath.matmul(b, a), b @ a.astype(np.float64))
+    with pytest.raises(ValueError, match="out has dtype >f8"):
+        fusemath.matmul(b, b, out=np.zeros((4, 4), ">f8"))
