@@ -147,7 +147,9 @@ def matmul(
             (``__cuda_array_interface__``, CUDA DLPack), viewed through CuPy or PyTorch.
             1-D operands are promoted as ``numpy.matmul`` does; batch dimensions broadcast.
         c: optional addend, broadcastable to the result; ``beta`` defaults to 1 with ``c``.
-        alpha, beta: scalars (complex allowed for complex dtypes).
+        alpha, beta: scalars (complex allowed for complex dtypes). As in BLAS, ``beta = 0``
+            ignores ``c`` (NaN or inf there does not propagate) and ``k = 0`` gives
+            ``beta * c`` (plus the epilogue) whatever ``alpha`` is.
         bias: shape ``(N,)`` or ``(..., N)``: added to every **row** (NumPy's
             ``a @ b + bias``; nvmath-python's bias is instead an ``(M,)`` column vector).
             Implies the BIAS epilogue. Same as ``epilog_inputs={"bias": bias}``.
