@@ -272,22 +272,28 @@ int fmpy_torch_lazy_bits(fm_state *st, PyObject *obj, const char *name, int comp
     return 0;
 }
 
-/* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
-static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+/* obj.dtype as an fm dtype; FM_DTYPE_INVALID with an exception set when it is not one. */
+static fm_dtype obj_dtype(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name)
 {
     PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
     if (!o)
-        return -1;
+        return FM_DTYPE_INVALID;
     fm_dtype dt = lib_dtype(lib, o);
-    if (dt == FM_DTYPE_INVALID) {
+    if (dt == FM_DTYPE_INVALID)
         unsupported_dtype(name, o);
-        Py_DECREF(o);
-        return -1;
-    }
     Py_DECREF(o);
+    return dt;
+}
+
+/* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
+static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
+{
+    fm_dtype dt = obj_dtype(st, lib, obj, name);
+    if (dt == FM_DTYPE_INVALID)
+        return -1;
     if (fmpy_torch_lazy_bits(st, obj, name, fm_dtype_is_complex(dt)) < 0)
         return -1;
-    o = fmpy_call_method0(obj, st->s[S_get_device]);
+    PyObject *o = fmpy_call_method0(obj, st->s[S_get_device]);
     if (!o)
         return -1;
     long dev = PyLong_AsLong(o);
@@ -331,16 +337,9 @@ static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, con
 /* A CuPy array: data.ptr, data.device_id, shape, strides (bytes), dtype. */
 static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, const char *name, fm_tensor *t)
 {
-    PyObject *o = PyObject_GetAttr(obj, st->s[S_dtype]);
-    if (!o)
+    fm_dtype dt = obj_dtype(st, lib, obj, name);
+    if (dt == FM_DTYPE_INVALID)
         return -1;
-    fm_dtype dt = lib_dtype(lib, o);
-    if (dt == FM_DTYPE_INVALID) {
-        unsupported_dtype(name, o);
-        Py_DECREF(o);
-        return -1;
-    }
-    Py_DECREF(o);
     PyObject *data = PyObject_GetAttr(obj, st->s[S_data]);
     if (!data)
         return -1;
