@@ -28,7 +28,7 @@ def _input(x: Any, name: str, where: str):
     """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
     CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts)."""
     if type(x) is np.ndarray:
-        return NUMPY, x if x.dtype.isnative else _native(x)
+        return NUMPY, x if x.dtype.isnative and x.flags.aligned else _native(x)
     if isinstance(x, np.ndarray):
         return NUMPY, _native(x.view(np.ndarray))
     if x is None:
@@ -53,8 +53,11 @@ def _input(x: Any, name: str, where: str):
 
 
 def _native(arr: np.ndarray) -> np.ndarray:
-    """arr, or a copy in the machine's byte order (big-endian data computes as numpy.fft does)."""
-    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+    """arr, or a copy in the machine's byte order and aligned to its element size (big-endian
+    or misaligned data computes as numpy.fft does)."""
+    if not arr.dtype.isnative:
+        return arr.astype(arr.dtype.newbyteorder("="))
+    return arr if arr.flags.aligned else arr.copy()
 
 
 def _dtype(lib, x) -> np.dtype:

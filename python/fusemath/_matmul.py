@@ -96,7 +96,7 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any):
     checks such a call can fail (about 1.5 us less than the general path for 64 x 64); None
     when anything else is asked (the general path then checks and explains)."""
     if (type(b) is not _ndarray or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _FAST_2D
-            or type(alpha) not in (float, int)):
+            or type(alpha) not in (float, int) or not (a.flags.aligned and b.flags.aligned)):
         return None
     m, k = a.shape
     n = b.shape[1]
@@ -106,7 +106,7 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any):
     if epi & (_FAST_EXCLUDED | _EXTRA_BITS):
         return None
     if bias is not None:
-        if type(bias) is not _ndarray or bias.shape != (n,) or bias.dtype != a.dtype:
+        if type(bias) is not _ndarray or bias.shape != (n,) or bias.dtype != a.dtype or not bias.flags.aligned:
             return None
         epi |= _BIAS
     elif epi & _BIAS:

@@ -54,10 +54,15 @@ def _epilogue_name(bits: int) -> str:
 # ---------------------------------------------------------------------------
 def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray:
     """A NumPy array for a host array argument: an input in a byte order other than the
-    machine's is a native copy (as NumPy's own routines compute), anything else a view
+    machine's, or at an address that is not a multiple of its element size, is a native,
+    aligned copy (NumPy's own routines compute on such arrays too); anything else a view
     (no copy)."""
     arr = _host_view(x, name, where)
-    return arr if output or arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+    if output:
+        return arr
+    if not arr.dtype.isnative:
+        return arr.astype(arr.dtype.newbyteorder("="))
+    return arr if arr.flags.aligned else arr.copy()  # BLAS reads whole elements
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:

@@ -129,7 +129,7 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
     three distinct int axes (None: all): one C call after the checks such a call can fail (a
     cached plan makes the rest ~2 us). None when the call needs the general path, which then
     checks and explains."""
-    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0:
+    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0 or not x.flags.aligned:
         return None
     nd = x.ndim
     if axes is None:

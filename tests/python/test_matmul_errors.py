@@ -281,17 +281,25 @@ def test_scalars_beyond_float64_and_array_beta():
     np.testing.assert_array_equal(fusemath.matmul(a, a, beta=np.float32(0)), a @ a)
 
 
-def test_misaligned_operands_are_refused_with_advice():
-    """A float64 view at an odd byte address (legal in NumPy) cannot be read by BLAS element
-    by element as planned: a clear error that says what to do, and the copy works."""
+def test_misaligned_operands_are_copied_and_outputs_refused_with_advice():
+    """A float64 view at an odd byte address (legal in NumPy): as an input it is computed
+    from an aligned copy, as NumPy does; as out= (which must be written in place) it is a
+    clear error that says what to do."""
     raw = np.zeros(8 * 64 + 8, np.uint8)
     a = raw[1:1 + 8 * 64].view(np.float64).reshape(8, 8)
-    assert a.ctypes.data % 8 != 0
+    assert not a.flags.aligned
     a[...] = np.arange(64.0).reshape(8, 8)
     b = np.eye(8)
-    with pytest.raises(ValueError, match=r"a at 0x[0-9a-f]+ is not aligned to 8 bytes.*aligned copy"):
-        fusemath.matmul(a, b)
-    np.testing.assert_array_equal(fusemath.matmul(a.copy(), b), a @ b)  # ascontiguousarray keeps it as is
+    np.testing.assert_array_equal(fusemath.matmul(a, b), a @ b)
+    mm = fusemath.Matmul(a, b)
+    np.testing.assert_array_equal(mm.plan().execute(), a @ b)
+    with pytest.raises(ValueError, match=r"d at 0x[0-9a-f]+ is not aligned to 8 bytes.*aligned copy"):
+        fusemath.matmul(b, b, out=a)
+    import fusemath.fft as ff
+
+    z = raw[1:1 + 8 * 64].view(np.complex128).reshape(4, 8)
+    z[...] = np.arange(32).reshape(4, 8) + 1j
+    np.testing.assert_allclose(ff.fft(z), np.fft.fft(z), rtol=1e-12, atol=1e-12)  # ascontiguousarray keeps it as is
 
 
 def test_argument_wording_found_by_fuzzing(tmp_path):
