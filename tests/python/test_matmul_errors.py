@@ -211,8 +211,11 @@ def test_unaligned_operand():
     raw = np.zeros(64, np.uint8)
     a = np.frombuffer(raw, dtype=np.float32, offset=1, count=12).reshape(3, 4)
     assert not a.flags.aligned
-    with raises(ValueError, "a ", "aligned"):
-        fusemath.matmul(a, f32(4, 2))
+    b = f32(4, 2)
+    np.testing.assert_allclose(fusemath.matmul(a, b), a @ b, rtol=1e-6)  # from an aligned copy
+    out = np.frombuffer(bytearray(64), dtype=np.float32, offset=1, count=6).reshape(3, 2)
+    with raises(ValueError, "d ", "aligned"):  # an output cannot be a copy
+        fusemath.matmul(a, b, out=out)
 
 
 def test_unusable_gpu_array_rejected_clearly():
