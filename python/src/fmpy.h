@@ -325,7 +325,6 @@ PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
 void fmpy_xapi_attach(fm_lib *lib);
 int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
 int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h);
-PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, const char *what,
-                          void **ptr);
+PyObject *fmpy_xapi_alloc(const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, void **ptr);
 
 #endif

@@ -121,7 +121,7 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs,
             if (lib->dtypes[i] == native)
                 dt = (fm_dtype)i;
         if (dt != FM_DTYPE_INVALID) {
-            arr = fmpy_xapi_alloc(st, lib, PyTuple_GetItem(args, 0), dt, dev, what, ptr);
+            arr = fmpy_xapi_alloc(lib, PyTuple_GetItem(args, 0), dt, dev, ptr);
             if (arr != Py_NotImplemented)
                 return arr;
             Py_DECREF(arr);

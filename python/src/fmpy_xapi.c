@@ -114,14 +114,10 @@ int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h)
     return lib->xapi->current_work_stream(DL_CUDA, dev, h) == 0 ? 0 : -1; /* Python error set */
 }
 
-typedef struct {
-    char text[512];
-} alloc_error;
-
-static void set_error(void *ctx, const char *kind, const char *message)
+/* The allocator's error report is not used: a failure takes the Python path (below). */
+static void ignore_error(void *ctx, const char *kind, const char *message)
 {
-    alloc_error *e = ctx;
-    snprintf(e->text, sizeof e->text, "%s: %s", kind ? kind : "error", message ? message : "");
+    (void)ctx, (void)kind, (void)message;
 }
 
 /* d is what was asked for (proto's ndim, shape, dtype, device), compact row-major */
@@ -140,8 +136,7 @@ static int is_as_asked(const DLTensor *d, const DLTensor *proto)
     return 1;
 }
 
-PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, const char *what,
-                          void **ptr)
+PyObject *fmpy_xapi_alloc(const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, void **ptr)
 {
     DLTensor proto;
     memset(&proto, 0, sizeof proto);
@@ -160,15 +155,12 @@ PyObject *fmpy_xapi_alloc(fm_state *st, const fm_lib *lib, PyObject *shape, fm_d
     proto.ndim = (int32_t)nd;
     proto.shape = ext;
     DLManagedTensorVersioned *mt = NULL;
-    alloc_error err = {""};
-    if (lib->xapi->managed_tensor_allocator(&proto, &mt, &err, set_error) != 0 || !mt) {
+    if (lib->xapi->managed_tensor_allocator(&proto, &mt, NULL, ignore_error) != 0 || !mt) {
         /* Take the Python path: it raises the library's own exception, which fmpy_lib_alloc
          * maps to OutOfMemoryError only when it is the library's out-of-memory error. The
          * table cannot tell: PyTorch reports every failure (a bad device, a sticky CUDA
          * error) as kind "MemoryError", with e.what() (C++ backtrace included) as text. */
         PyErr_Clear(); /* mt: NULL on failure (dlpack.h), nothing to give back */
-        (void)st;
-        (void)what;
         return Py_NewRef(Py_NotImplemented);
     }
     if (!is_as_asked(&mt->dl_tensor, &proto)) {
