@@ -28,7 +28,7 @@ def _input(x: Any, name: str, where: str):
     """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
     CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts)."""
     if type(x) is np.ndarray:
-        return NUMPY, x if x.dtype.isnative and x.flags.aligned else _native(x)
+        return NUMPY, _native(x)
     if isinstance(x, np.ndarray):
         return NUMPY, _native(x.view(np.ndarray))
     if x is None:

@@ -129,7 +129,7 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
     three distinct int axes (None: all): one C call after the checks such a call can fail (a
     cached plan makes the rest ~2 us). None when the call needs the general path, which then
     checks and explains."""
-    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0 or not x.flags.aligned:
+    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0:
         return None
     nd = x.ndim
     if axes is None:
@@ -154,9 +154,14 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
         if shape[last] < 2:
             return None  # n = 2 (m - 1) < 1: the general path says so
         shape[last] = 2 * (shape[last] - 1)
-    return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, tuple(norm_axes), _norm_code(norm, where),
-                          _C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0, None, None, None, None,
-                          None, tuple(shape), None)
+    try:
+        return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, tuple(norm_axes),
+                              _norm_code(norm, where), _C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0,
+                              None, None, None, None, None, tuple(shape), None)
+    except _C.InvalidArgumentError:
+        if x.flags.aligned:  # a misaligned x: the general path transforms an aligned copy
+            raise
+        return None
 
 
 def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any, epilog: Any, *, kind: int,
