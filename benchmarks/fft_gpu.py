@@ -41,9 +41,10 @@ then repetitions of k back-to-back calls (k chosen so a repetition takes about 2
 fm_fused / plain_cufft (the fastest of fm_plain, cupy_plain, torch_plain), fm_fused /
 cupy_plain, fm_fused / torch_plain, fm_fused / nvmath_fused, cupy_unfused / fm_fused (and
 fm_fused / fm_plain). Targets, PASS / FAIL per case: fm_fused <= 1.10 x plain cuFFT
-(plain_cufft) and <= 1.00 x nvmath_fused. fm_fused_pass / fm_fused_callback: the same plan
-with gpu_prolog="pass" / "callback" (fm_fused is "auto"); --prolog-sweep adds 1-D cases of
-several sizes timing the two against each other.
+(plain_cufft) and <= 1.00 x nvmath_fused. fm_fused_kernel / fm_fused_pass / fm_fused_callback:
+the same plan with gpu_prolog="kernel" / "pass" / "callback" (fm_fused is "auto"; the kernel
+takes 1-D c2c power-of-two lengths up to 4096, an error row elsewhere); --prolog-sweep adds
+1-D cases of several sizes timing them against each other.
 
 Plan creation (case 4096x4096): FFT(x, axes).plan(prolog=..., epilog=...) timed in a fresh
 subprocess with FUSEMATH_CACHE_DIR set to a new empty temporary directory (cold: includes the
@@ -104,6 +105,8 @@ REPO_ROOT = os.path.dirname(os.path.abspath(os.path.dirname(os.path.abspath(__fi
 CASES = (
     ("1024x1", (1024,), (0,)),
     ("4096x4096", (4096, 4096), (1,)),
+    ("1024x16384", (16384, 1024), (1,)),
+    ("256x65536", (65536, 256), (1,)),
     ("2^20x64", (64, 2 ** 20), (1,)),
     ("2^24x4", (4, 2 ** 24), (1,)),
     ("2d-4096^2", (4096, 4096), (0, 1)),
@@ -112,6 +115,8 @@ CASES = (
 QUICK_CASES = (
     ("1024x1", (1024,), (0,)),
     ("4096x4096", (4096, 4096), (1,)),
+    ("1024x16384", (16384, 1024), (1,)),
+    ("256x65536", (65536, 256), (1,)),
     ("2^20x8", (8, 2 ** 20), (1,)),
     ("2d-2048^2", (2048, 2048), (0, 1)),
     ("3d-256^3", (256, 256, 256), (0, 1, 2)),
@@ -127,9 +132,9 @@ PLAN_CASE = ("4096x4096", (4096, 4096), (1,))
 DRY_PLAN_CASE = ("256x512", (256, 512), (1,))
 HOST_SIZES = (64, 1024)
 
-CONTESTANTS = ("fm_fused", "fm_fused_pass", "fm_fused_callback", "fm_plain", "nvmath_fused", "cupy_unfused",
-               "cupy_plain", "torch_plain")
-FUSED = {"fm_fused": True, "fm_fused_pass": True, "fm_fused_callback": True, "fm_plain": False,
+CONTESTANTS = ("fm_fused", "fm_fused_kernel", "fm_fused_pass", "fm_fused_callback", "fm_plain", "nvmath_fused",
+               "cupy_unfused", "cupy_plain", "torch_plain")
+FUSED = {"fm_fused": True, "fm_fused_kernel": True, "fm_fused_pass": True, "fm_fused_callback": True, "fm_plain": False,
          "nvmath_fused": True, "cupy_unfused": True, "cupy_plain": False, "torch_plain": False}
 # --prolog-sweep: where the prolog as a load callback stops beating the prolog as a pass (the rule
 # behind gpu_prolog="auto"); 1-D c64 transforms of n points, batched
@@ -137,7 +142,7 @@ SWEEP_CASES = tuple((f"sweep-{n}x{b}", (b, n) if b > 1 else (n,), (1,) if b > 1 
                     for n, bs in ((1024, (1, 4, 16, 64, 256, 1024)), (4096, (4, 16, 64, 256)),
                                   (65536, (1, 4, 16)))
                     for b in bs)
-SWEEP_CONTESTANTS = ("fm_fused", "fm_fused_pass", "fm_fused_callback", "fm_plain", "cupy_plain")
+SWEEP_CONTESTANTS = ("fm_fused", "fm_fused_kernel", "fm_fused_pass", "fm_fused_callback", "fm_plain", "cupy_plain")
 SCALE = 0.5
 TOL = 1e-3
 # "plain cuFFT" = the fastest of the plain contestants (fm_plain, cupy_plain, torch_plain): CuPy's
@@ -496,6 +501,7 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
         return f_
 
     setup("fm_fused", fm(True))
+    setup("fm_fused_kernel", fm(True, "kernel"))
     setup("fm_fused_pass", fm(True, "pass"))
     setup("fm_fused_callback", fm(True, "callback"))
     setup("fm_plain", fm(False))

@@ -121,19 +121,6 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 static const char *const effort_names[3] = {"estimate", "measure", "patient"};
 
-static void format_ops(char *buf, size_t size, unsigned ops, int has_array)
-{
-    (void)has_array;
-    if (!ops) {
-        snprintf(buf, size, "none");
-        return;
-    }
-    snprintf(buf, size, "%s%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "scale" : "",
-             (ops & FM_FFT_OP_SCALE) && (ops & (FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ)) ? "+" : "",
-             (ops & FM_FFT_OP_MULTIPLY) ? "multiply" : "",
-             (ops & FM_FFT_OP_MULTIPLY) && (ops & FM_FFT_OP_CONJ) ? "+" : "", (ops & FM_FFT_OP_CONJ) ? "conj" : "");
-}
-
 static fm_status plan_failed(const fftw_impl *x, const char *what)
 {
     return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s returned NULL)",
@@ -553,8 +540,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     u = 0;
     for (int i = 0; i < x->naxes && u < sizeof ax; i++)
         u += (size_t)snprintf(ax + u, sizeof ax - u, "%s%d", i ? "," : "", fp->axes[i]);
-    format_ops(pro, sizeof pro, x->c.pro_ops, has_pa);
-    format_ops(epi, sizeof epi, x->c.epi_ops, has_ea);
+    fm_fft_ops_text(pro, sizeof pro, x->c.pro_ops);
+    fm_fft_ops_text(epi, sizeof epi, x->c.epi_ops);
     /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
      * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
      * prolog>out = prolog gathered into out, FFTW in place there, epilog in place;

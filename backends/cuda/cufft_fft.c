@@ -258,29 +258,6 @@ static fm_status make_layout(const fm_problem *p, layout *L)
 }
 
 /* ---- callbacks ---- */
-static void fill_cb_spec(const fm_problem *p, int store, int need_base, fm_cufft_cb_spec *sp)
-{
-    const fm_fft_params *fp = &p->u.fft;
-    const fm_tensor *data = &p->t[store ? FM_FFT_OUT : FM_FFT_IN];
-    const fm_tensor *arr = &p->t[store ? FM_FFT_EPILOG : FM_FFT_PROLOG];
-    memset(sp, 0, sizeof *sp);
-    sp->store = store;
-    sp->data = data->dtype;
-    sp->ops = store ? fp->epilog_ops : fp->prolog_ops;
-    memcpy(sp->scale, store ? fp->epilog_scale : fp->prolog_scale, sizeof sp->scale);
-    sp->ndim = data->ndim;
-    for (int d = 0; d < data->ndim; d++) {
-        sp->extent[d] = data->shape[d];
-        sp->stride[d] = data->strides[d];
-        sp->array_stride[d] = (sp->ops & FM_FFT_OP_MULTIPLY) ? arr->strides[d] : 0;
-    }
-    if (sp->ops & FM_FFT_OP_MULTIPLY)
-        sp->array = arr->dtype;
-    if (sp->ops & FM_FFT_OP_CALLBACK)
-        sp->user_source = fm_fft_callback_text(p, store, &sp->user_symbol);
-    sp->need_base = need_base;
-}
-
 static cufftXtCallbackType cb_type(fm_dtype t, int store)
 {
     switch (t) {
@@ -296,7 +273,7 @@ static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
 static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
-    fill_cb_spec(p, store, pl->params_need_base, &sp);
+    fm_cufft_cb_spec_from_problem(p, store, pl->params_need_base, &sp);
     if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
                        "fm_fft_plan runs", store ? "epilog" : "prolog");
@@ -455,10 +432,7 @@ static void stage_input(cufft_plan *pl, const fm_tensor *ti)
 #define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 19)
 static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
 {
-    int mode = fp->gpu_prolog;
-    const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
-    if (mode == FM_FFT_PROLOG_AUTO && env)
-        mode = strcmp(env, "callback") == 0 ? FM_FFT_PROLOG_CALLBACK : strcmp(env, "pass") == 0 ? FM_FFT_PROLOG_PASS : mode;
+    int mode = fm_fft_gpu_prolog_mode(fp);
     if (mode != FM_FFT_PROLOG_AUTO)
         return mode == FM_FFT_PROLOG_CALLBACK;
     double elements = (double)L->batch;
@@ -472,7 +446,7 @@ static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
 static fm_status make_pass(cufft_plan *pl, const fm_problem *p, int store)
 {
     fm_cufft_cb_spec sp;
-    fill_cb_spec(p, store, 0, &sp);
+    fm_cufft_cb_spec_from_problem(p, store, 0, &sp);
     fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
     if (s == FM_OK && !store)
         stage_input(pl, &p->t[FM_FFT_IN]);
@@ -546,17 +520,6 @@ static fm_status check_half_layout(const fm_fft_params *fp, const layout *L)
     return FM_OK;
 }
 
-static void format_ops(char *buf, size_t size, unsigned ops)
-{
-    if (!ops) {
-        snprintf(buf, size, "none");
-        return;
-    }
-    snprintf(buf, size, "%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "+scale" : "", (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "",
-             (ops & FM_FFT_OP_CONJ) ? "+conj" : "", (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
-    memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
-}
-
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
@@ -567,6 +530,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
+    if (fm_fft_gpu_prolog_mode(fp) == FM_FFT_PROLOG_KERNEL)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "gpu_prolog is 'kernel' (cuFFT runs the 'pass' and 'callback' forms)");
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int half = is_half(ti->dtype) || is_half(to->dtype);
     if (half) {
@@ -683,8 +648,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     for (int i = 0; i < fp->naxes && u < sizeof tr; i++)
         u += (size_t)snprintf(tr + u, sizeof tr - u, "%s%lld", i ? "x" : "", (long long)fp->n[i]);
     snprintf(shape, sizeof shape, "%lld", (long long)L.batch);
-    format_ops(pro, sizeof pro, fp->prolog_ops);
-    format_ops(epi, sizeof epi, fp->epilog_ops);
+    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
+    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     fm_plan_set_describe(out,
              "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
              fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,

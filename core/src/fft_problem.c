@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const slot_names[FM_FFT_NSLOTS] = {"in", "out", "prolog_array", "epilog_array"};
@@ -110,6 +111,28 @@ static _Thread_local struct {
     uint8_t digest[2][32];
 } planning;
 
+void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
+{
+    if (!ops) {
+        snprintf(buf, size, "none");
+        return;
+    }
+    snprintf(buf, size, "%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "+scale" : "", (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "",
+             (ops & FM_FFT_OP_CONJ) ? "+conj" : "", (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
+    memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
+}
+
+int fm_fft_gpu_prolog_mode(const fm_fft_params *fp)
+{
+    const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
+    if (fp->gpu_prolog != FM_FFT_PROLOG_AUTO || !env)
+        return fp->gpu_prolog;
+    return strcmp(env, "callback") == 0 ? FM_FFT_PROLOG_CALLBACK
+           : strcmp(env, "pass") == 0   ? FM_FFT_PROLOG_PASS
+           : strcmp(env, "kernel") == 0 ? FM_FFT_PROLOG_KERNEL
+                                        : FM_FFT_PROLOG_AUTO;
+}
+
 const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -155,8 +178,9 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     if (opts->effort < FM_FFT_EFFORT_ESTIMATE || opts->effort > FM_FFT_EFFORT_PATIENT)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: effort = %d, expected 0 (estimate), 1 (measure) or 2 (patient)",
                        opts->effort);
-    if (opts->gpu_prolog < FM_FFT_PROLOG_AUTO || opts->gpu_prolog > FM_FFT_PROLOG_CALLBACK)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: gpu_prolog = %d, expected 0 (auto), 1 (pass) or 2 (callback)",
+    if (opts->gpu_prolog < FM_FFT_PROLOG_AUTO || opts->gpu_prolog > FM_FFT_PROLOG_KERNEL)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: gpu_prolog = %d, expected 0 (auto), 1 (pass), 2 (callback) or 3 (kernel)",
                        opts->gpu_prolog);
     if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA || opts->device_id < 0 ||
         opts->num_threads < 0)
@@ -402,7 +426,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
         fp->prolog_ops |= FM_FFT_OP_SCALE;
     if (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0)
         fp->epilog_ops |= FM_FFT_OP_SCALE;
-    if (!fp->prolog_ops || p->exec_device.type != FM_DEVICE_CUDA)
+    if ((!fp->prolog_ops && !fp->epilog_ops) || p->exec_device.type != FM_DEVICE_CUDA)
         fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place (or the cpu): one plan key */
     return FM_OK;
 }

@@ -71,7 +71,7 @@ typedef struct fm_fft_params {
     int64_t n[3];     /* logical transform length per axis (c2r: from out) */
     int32_t norm, effort, num_threads;
     unsigned prolog_ops, epilog_ops; /* FM_FFT_OP_* still to apply (scales folded away where exact) */
-    int32_t gpu_prolog;              /* fm_fft_gpu_prolog as asked (AUTO resolved by the backend) */
+    int32_t gpu_prolog;              /* fm_fft_gpu_prolog as asked (AUTO resolved by the backends) */
     double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
     double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
     /* FM_FFT_OP_CALLBACK: SHA-256 of the symbol and source of the user's device function (the
@@ -111,6 +111,10 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
  * (epilog = 0 prolog, 1 epilog) of problem p, or NULL when p has none or is not the problem
  * being planned (its digest does not match). */
 const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol);
+/* fp->gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback */
+int fm_fft_gpu_prolog_mode(const fm_fft_params *fp);
+/* "scale+multiply+conj+callback" (the ops present) or "none", for describe() */
+void fm_fft_ops_text(char *buf, size_t size, unsigned ops);
 
 /* Normalised view of a matmul problem for backends (core/src/matmul_problem.c). */
 typedef struct fm_matmul_geom {

@@ -103,6 +103,29 @@ static fm_status emit_index(FILE *f, const fm_cufft_cb_spec *sp)
     return FM_OK;
 }
 
+void fm_cufft_cb_spec_from_problem(const fm_problem *p, int store, int need_base, fm_cufft_cb_spec *sp)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *data = &p->t[store ? FM_FFT_OUT : FM_FFT_IN];
+    const fm_tensor *arr = &p->t[store ? FM_FFT_EPILOG : FM_FFT_PROLOG];
+    memset(sp, 0, sizeof *sp);
+    sp->store = store;
+    sp->data = data->dtype;
+    sp->ops = store ? fp->epilog_ops : fp->prolog_ops;
+    memcpy(sp->scale, store ? fp->epilog_scale : fp->prolog_scale, sizeof sp->scale);
+    sp->ndim = data->ndim;
+    for (int d = 0; d < data->ndim; d++) {
+        sp->extent[d] = data->shape[d];
+        sp->stride[d] = data->strides[d];
+        sp->array_stride[d] = (sp->ops & FM_FFT_OP_MULTIPLY) ? arr->strides[d] : 0;
+    }
+    if (sp->ops & FM_FFT_OP_MULTIPLY)
+        sp->array = arr->dtype;
+    if (sp->ops & FM_FFT_OP_CALLBACK)
+        sp->user_source = fm_fft_callback_text(p, store, &sp->user_symbol);
+    sp->need_base = need_base;
+}
+
 static fm_status check_spec(const fm_cufft_cb_spec *sp)
 {
     if (!sp || !ctype_of(sp->data) || sp->ndim < 1 || sp->ndim > FM_MAX_NDIM)

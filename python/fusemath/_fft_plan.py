@@ -22,7 +22,8 @@ _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
 _EFFORTS = {"estimate": _C.FFT_EFFORT_ESTIMATE, "measure": _C.FFT_EFFORT_MEASURE,
             "patient": _C.FFT_EFFORT_PATIENT}
-_GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "pass": _C.FFT_PROLOG_PASS, "callback": _C.FFT_PROLOG_CALLBACK}
+_GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "kernel": _C.FFT_PROLOG_KERNEL, "pass": _C.FFT_PROLOG_PASS,
+               "callback": _C.FFT_PROLOG_CALLBACK}
 
 
 # ---------------------------------------------------------------------------
@@ -162,10 +163,14 @@ class FFT:
         43.5 ms estimated). "estimate" plans at once; "patient" searches longer. The stateless
         functions (fft, fftn, ...) always use estimate with cached plans.
 
-        gpu_prolog (cuda only): how the prolog runs - "callback" (a cuFFT load callback: no extra
-        pass, but cuFFT runs slower with one on large transforms), "pass" (one generated
-        elementwise kernel before the transform) or "auto" (the callback for small transforms,
-        the pass for large ones; docs/performance.md has the measurements)."""
+        gpu_prolog (cuda only): how the chains run - "kernel" (the transform and both chains in
+        one generated kernel: one read and one write of the data; 1-D c2c, complex64 /
+        complex128, power-of-two lengths up to 4096 / 2048), "callback" (cuFFT with a load
+        callback: no extra pass, but cuFFT runs slower with one on large transforms), "pass"
+        (cuFFT after one generated elementwise kernel) or "auto" (the kernel where it applies,
+        else the callback for small transforms and the pass for large ones;
+        docs/performance.md has the measurements). With "pass" and "callback" the epilog is a
+        cuFFT store callback."""
         self._alive("plan()")
         where = self._where + ".plan"
         if effort not in _EFFORTS:

@@ -248,7 +248,7 @@ PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (fft_fill_options("plan_fft(): ", args + 4, &opts) < 0)
         return NULL;
     long long gpu_prolog = FM_FFT_PROLOG_AUTO; /* fm_fft_gpu_prolog */
-    if (fmpy_int_arg("plan_fft(): ", "gpu_prolog", args[4 + FFT_NOPTS], 0, 2, &gpu_prolog) < 0)
+    if (fmpy_int_arg("plan_fft(): ", "gpu_prolog", args[4 + FFT_NOPTS], 0, 3, &gpu_prolog) < 0)
         return NULL;
     opts.gpu_prolog = (int32_t)gpu_prolog;
     fm_tensor tens[FM_FFT_NSLOTS];

@@ -543,9 +543,12 @@ static void test_bad_inputs(void)
     o.naxes = 3, o.axes[0] = 0, o.axes[1] = 1, o.axes[2] = 2;
     CHECK_STATUS(fm_fft_plan(g_ctx, &c8, &c8, NULL, NULL, &o, &p), FM_ERR_INVALID_ARGUMENT);
     (void)OPTS(FM_FFT_C2C, 0);
-    o.gpu_prolog = 3;
+    o.gpu_prolog = 4;
     CHECK_STATUS(fm_fft_plan(g_ctx, &c8, &c8, NULL, NULL, &o, &p), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("gpu_prolog");
+    CHECK_ERROR_MENTIONS("3 (kernel)");
+    o.gpu_prolog = -1;
+    CHECK_STATUS(fm_fft_plan(g_ctx, &c8, &c8, NULL, NULL, &o, &p), FM_ERR_INVALID_ARGUMENT);
     /* chains */
     (void)OPTS(FM_FFT_C2C, 0);
     o.prolog.ops = FM_FFT_OP_MULTIPLY;

@@ -438,10 +438,132 @@ static void prolog_mode_case(int64_t rows, int64_t n, int mode, const char *want
 
 static void test_prolog_modes(void)
 {
-    prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "callbacks=lto");
+    prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "cuda/fused-kernel");
     prolog_mode_case(9, 65536, FM_FFT_PROLOG_AUTO, "callbacks=prolog-pass"); /* 2^19 + 2^16 elements */
     prolog_mode_case(4, 256, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
+    prolog_mode_case(4, 256, FM_FFT_PROLOG_CALLBACK, "callbacks=lto");
     prolog_mode_case(9, 65536, FM_FFT_PROLOG_CALLBACK, "callbacks=lto");
+    prolog_mode_case(4096, 4096, FM_FFT_PROLOG_KERNEL, "radices=8x8x8x8");
+    prolog_mode_case(3, 32, FM_FFT_PROLOG_KERNEL, "radices=4x8");
+    /* the kernel asked for where it does not apply: refused with both backends' reasons */
+    int64_t sh[2] = {2, 96};
+    dbuf dx, dy;
+    tbuf hx, hy;
+    tb_make(&hx, FM_C64, 2, sh, NULL, 0, 1, -1);
+    tb_make(&hy, FM_C64, 2, sh, NULL, 0, 1, -1);
+    d_from_host(&dx, &hx.t), d_from_host(&dy, &hy.t);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.gpu_prolog = FM_FFT_PROLOG_KERNEL;
+    o.epilog.ops = FM_FFT_OP_CONJ;
+    fm_plan *plan = NULL;
+    CHECK(fm_fft_plan(g_ctx, &dx.t, &dy.t, NULL, NULL, &o, &plan) == FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("power of two");
+    CHECK_ERROR_MENTIONS("gpu_prolog is 'kernel'");
+    CHECK(plan == NULL);
+    d_free(&dx), d_free(&dy);
+    tb_free(&hx), tb_free(&hy);
+}
+
+/* The fused kernel at every length it takes (both precisions, both directions) on a batch laid
+ * out as (A, n, B) with the transform along the middle axis (stride B, batch axes of unequal
+ * strides), out of place and in place; fft(x * w) * 0.5, conjugated for the inverse ones,
+ * against FFTW in double on the host (an independent library), unfused. */
+static void kernel_case(fm_dtype dt, int64_t n, int inverse, int inplace)
+{
+    const int dbl = dt == FM_C128;
+    const int64_t A = 3, B = n >= 1024 ? 2 : 5, count = A * n * B;
+    const size_t es = fm_dtype_size(dt);
+    double complex *x = malloc(sizeof *x * (size_t)count), *rows = malloc(sizeof *rows * (size_t)count),
+                   *ref = malloc(sizeof *ref * (size_t)count);
+    double *w = malloc(sizeof *w * (size_t)n);
+    void *hbuf = malloc(es * (size_t)count), *hw = malloc(es / 2 * (size_t)n);
+    for (int64_t i = 0; i < count; i++)
+        x[i] = CMPLX(rng_uniform(&g_rng), rng_uniform(&g_rng));
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = 0.5 + (double)((i * 7) % 13) / 13.0;
+        if (dbl)
+            ((double *)hw)[i] = w[i];
+        else
+            ((float *)hw)[i] = (float)w[i];
+    }
+    for (int64_t i = 0; i < count; i++) {
+        if (dbl)
+            ((double *)hbuf)[2 * i] = creal(x[i]), ((double *)hbuf)[2 * i + 1] = cimag(x[i]);
+        else
+            ((float *)hbuf)[2 * i] = (float)creal(x[i]), ((float *)hbuf)[2 * i + 1] = (float)cimag(x[i]);
+    }
+    /* rows[(a B + b) n + k] = x[a, k, b] * w[k] * 0.5, as the device rounded x */
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t k = 0; k < n; k++) {
+                int64_t i = (a * n + k) * B + b;
+                double complex xv = dbl ? x[i] : CMPLX((float)creal(x[i]), (float)cimag(x[i]));
+                rows[(a * B + b) * n + k] = xv * (dbl ? w[k] : (double)(float)w[k]) * 0.5;
+            }
+    ref_rows(rows, A * B, n, inverse, ref);
+    void *din = NULL, *dout = NULL, *dw = NULL;
+    cudaMalloc(&din, es * (size_t)count), cudaMalloc(&dw, es / 2 * (size_t)n);
+    dout = din;
+    if (!inplace)
+        cudaMalloc(&dout, es * (size_t)count);
+    cudaMemcpy(din, hbuf, es * (size_t)count, cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, hw, es / 2 * (size_t)n, cudaMemcpyHostToDevice);
+    int64_t sh[3] = {A, n, B}, wsh[3] = {1, n, 1};
+    fm_tensor ti, to, tw;
+    fm_tensor_init(&ti, din, gpu0, dt, 3, sh, NULL);
+    fm_tensor_init(&to, dout, gpu0, dt, 3, sh, NULL);
+    fm_tensor_init(&tw, dw, gpu0, dbl ? FM_F64 : FM_F32, 3, wsh, NULL);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = 1, o.inverse = inverse;
+    o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE, o.prolog.scale[0] = 0.5;
+    if (inverse)
+        o.epilog.ops = FM_FFT_OP_CONJ;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_fft_plan(g_ctx, &ti, &to, &tw, NULL, &o, &plan));
+    if (plan) {
+        CHECK_MSG(strstr(fm_plan_describe(plan), "cuda/fused-kernel"), "%s", fm_plan_describe(plan));
+        void *ptrs[4] = {din, dout, dw, NULL};
+        CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
+        cudaMemcpy(hbuf, dout, es * (size_t)count, cudaMemcpyDeviceToHost);
+        double e = 0, m = 0;
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t k = 0; k < n; k++) {
+                    int64_t i = (a * n + k) * B + b;
+                    double complex want = ref[(a * B + b) * n + k];
+                    if (inverse)
+                        want = conj(want);
+                    double complex got = dbl ? CMPLX(((double *)hbuf)[2 * i], ((double *)hbuf)[2 * i + 1])
+                                             : CMPLX(((float *)hbuf)[2 * i], ((float *)hbuf)[2 * i + 1]);
+                    double d = cabs(got - want);
+                    if (!(d <= e))
+                        e = d;
+                    if (cabs(want) > m)
+                        m = cabs(want);
+                }
+        e /= m > 0 ? m : 1;
+        const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
+        CHECK_MSG(e < tol, "%s n=%lld %s%s: rel err %.3g > %.3g", fm_dtype_name(dt), (long long)n,
+                  inverse ? "inverse" : "forward", inplace ? " in place" : "", e, tol);
+        fm_plan_release(plan);
+    }
+    cudaFree(din), cudaFree(dw);
+    if (!inplace)
+        cudaFree(dout);
+    free(x), free(rows), free(ref), free(w), free(hbuf), free(hw);
+}
+
+static void test_fused_kernel(void)
+{
+    for (int64_t n = 2; n <= 4096; n *= 2) {
+        kernel_case(FM_C64, n, n % 16 == 0, n % 64 == 0);
+        if (n <= 2048)
+            kernel_case(FM_C128, n, n % 16 != 0, n % 32 == 0);
+    }
+    kernel_case(FM_C64, 4096, 1, 0);
+    kernel_case(FM_C128, 2048, 0, 1);
 }
 
 /* ---- half precision (c32 / f16): cuFFT with CUDA_C_16F / CUDA_R_16F ---- */
@@ -657,7 +779,7 @@ int main(void)
     }
     /* the shared checks, staged to the GPU */
     g_exec = FM_EXECUTION_CUDA;
-    g_describe = "cuda/cufft";
+    g_describe = "fft cuda/"; /* cuFFT, or the fused kernel for the 1-D c2c chains it takes */
     RUN_TEST(test_small_vs_naive);
     RUN_TEST(test_identities);
     RUN_TEST(test_large_roundtrip);
@@ -673,17 +795,22 @@ int main(void)
     RUN_TEST(test_streams_threads);
     RUN_TEST(test_looped_batch_chain);
     RUN_TEST(test_prolog_modes);
+    RUN_TEST(test_fused_kernel);
     RUN_TEST(test_half);
-    /* AUTO makes the small test transforms' prologs load callbacks: run the chains again with
-     * every prolog as a pass */
-    setenv("FUSEMATH_CUFFT_PROLOG", "pass", 1);
-    fm_context_clear_cache(g_ctx);
-    g_exec = FM_EXECUTION_CUDA;
-    RUN_TEST(test_chains);
-    RUN_TEST(test_chain_vs_unfused);
-    g_exec = FM_EXECUTION_AUTO;
-    RUN_TEST(test_raw_callbacks);
-    RUN_TEST(test_looped_batch_chain);
+    /* AUTO gives the small test transforms' chains to the fused kernel where it applies: run
+     * the chains again through cuFFT, every prolog as a load callback, then as a pass */
+    static const char *const modes[2] = {"callback", "pass"};
+    for (int m = 0; m < 2; m++) {
+        setenv("FUSEMATH_CUFFT_PROLOG", modes[m], 1);
+        fm_context_clear_cache(g_ctx);
+        g_exec = FM_EXECUTION_CUDA;
+        g_describe = "fft cuda/cufft";
+        RUN_TEST(test_chains);
+        RUN_TEST(test_chain_vs_unfused);
+        g_exec = FM_EXECUTION_AUTO;
+        RUN_TEST(test_raw_callbacks);
+        RUN_TEST(test_looped_batch_chain);
+    }
     unsetenv("FUSEMATH_CUFFT_PROLOG");
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();

@@ -864,6 +864,54 @@ def test_callback_complex128(gpu, rng):
     check(gpu, y, x_d, C128, want, "double", 210, "prolog and epilog double2 callbacks")
 
 
+@pytest.mark.parametrize("prec", list(PRECS))
+@pytest.mark.parametrize("mode", ["auto", "kernel", "callback", "pass"])
+def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
+    """fft(x * w) * s through the fused kernel and through cuFFT (load callback, pass), against
+    numpy: every radix plan, a transposed batch (the transform along axis 0), in place."""
+    rdt, cdt = PRECS[prec]
+    top = 4096 if cdt == np.complex64 else 2048
+    for n in (2, 16, 32, 512, top):
+        x = crand(rng, (n, 6), cdt)
+        w = (0.5 + rng.random(n)).astype(rdt)
+        x_d, w_d = gpu.dev(x), gpu.dev(w[:, None])
+        want = np.fft.ifft(x.astype(C128) * w[:, None], axis=0) * 3.0
+        with ff.FFT(x_d, axes=0, inverse=True) as f:
+            f.plan(prolog={"multiply": w_d}, epilog={"scale": 3.0 * n}, gpu_prolog=mode)
+            fused = mode in ("auto", "kernel")
+            assert ("cuda/fused-kernel" in f.describe()) == fused, (mode, f.describe())
+            check(gpu, f.execute(), x_d, cdt, want, prec, n, f"{mode} n={n}")
+            y_d = gpu.dev(np.zeros_like(x))
+            f.execute(out=y_d)
+            check(gpu, y_d, x_d, cdt, want, prec, n, f"{mode} n={n} out=")
+        # in place on a row-major batch
+        xr = crand(rng, (3, n), cdt)
+        xr_d = gpu.dev(xr)
+        with ff.FFT(xr_d, axes=-1) as g:
+            g.plan(prolog={"multiply": gpu.dev(w), "conj": True}, gpu_prolog=mode)
+            g.execute(out=xr_d)
+        check(gpu, xr_d, xr_d, cdt, np.fft.fft(np.conj(xr.astype(C128) * w)), prec, n, f"{mode} n={n} in place")
+
+
+def test_fused_kernel_refusals(gpu, rng):
+    """gpu_prolog="kernel" where the kernel does not apply: a clear error, not another path."""
+    x_d = gpu.dev(crand(rng, (2, 96), np.complex64))
+    with ff.FFT(x_d) as f:
+        with pytest.raises(fusemath.NotSupportedError, match="power of two"):
+            f.plan(epilog={"conj": True}, gpu_prolog="kernel")
+    x_d = gpu.dev(crand(rng, (2, 8192), np.complex64))
+    with ff.FFT(x_d) as f:
+        with pytest.raises(fusemath.NotSupportedError, match="4096"):
+            f.plan(epilog={"conj": True}, gpu_prolog="kernel")
+        f.plan(epilog={"conj": True})  # auto: cuFFT with a store callback
+        assert f.describe().startswith("fft cuda/cufft"), f.describe()
+    # no chain: cuFFT runs plain transforms even when asked for the kernel
+    x_d = gpu.dev(crand(rng, (2, 64), np.complex64))
+    with ff.FFT(x_d) as f:
+        f.plan(gpu_prolog="kernel")
+        assert f.describe().startswith("fft cuda/cufft"), f.describe()
+
+
 def test_callback_in_planner(gpu, rng):
     shape = (4, 128)
     x1, x2 = crand(rng, shape, np.complex64), crand(rng, shape, np.complex64)
@@ -871,7 +919,8 @@ def test_callback_in_planner(gpu, rng):
     phase = np.exp(1j * 0.01 * _flat(shape))
     with ff.FFT(x1_d, axes=-1) as f:
         f.plan(prolog={"source": SRC_PHASE_F, "name": "phase_f"})
-        assert f.describe().startswith("fft cuda/cufft"), f.describe()
+        # a 1-D c2c power of two: the user's function runs inside the fused kernel
+        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
         for _ in range(2):
             check(gpu, f.execute(), x1_d, np.complex64, np.fft.fft(x1.astype(C128) * phase), "single", 128,
                   "planned callback")

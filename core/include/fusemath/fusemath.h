@@ -409,15 +409,19 @@ typedef enum fm_fft_effort {
     FM_FFT_EFFORT_PATIENT = 2
 } fm_fft_effort;
 
-/* How a prolog chain runs on cuda (the cpu fuses it into its passes either way). A cuFFT
- * load callback saves a pass over the input but makes cuFFT itself slower on large transforms
- * (docs/performance.md); a pass costs one read and one write of the input. AUTO picks the
- * callback for small transforms, the pass for large ones; FUSEMATH_CUFFT_PROLOG=pass|callback
- * overrides AUTO (for experiments). */
+/* How the chains run on cuda (the cpu fuses them into its passes either way).
+ * KERNEL: the whole transform is one generated kernel that reads through the prolog and writes
+ * through the epilog (1-D c2c, complex64 / complex128, power-of-two lengths up to 4096 / 2048):
+ * one read and one write of the data, no cuFFT. PASS / CALLBACK: cuFFT, the prolog as a
+ * separate elementwise kernel or as a cuFFT LTO load callback (which makes cuFFT itself
+ * slower on large transforms, docs/performance.md), the epilog as a store callback. AUTO: the
+ * kernel where it applies, else the callback for small transforms and the pass for large ones.
+ * FUSEMATH_CUFFT_PROLOG=kernel|pass|callback overrides AUTO (for experiments). */
 typedef enum fm_fft_gpu_prolog {
     FM_FFT_PROLOG_AUTO = 0,
     FM_FFT_PROLOG_PASS = 1,     /* a generated elementwise kernel before the transform */
-    FM_FFT_PROLOG_CALLBACK = 2  /* a cuFFT LTO load callback */
+    FM_FFT_PROLOG_CALLBACK = 2, /* a cuFFT LTO load callback */
+    FM_FFT_PROLOG_KERNEL = 3    /* the transform and both chains in one generated kernel */
 } fm_fft_gpu_prolog;
 
 /* A fused chain, applied elementwise: x -> conj?(x * scale * array), array broadcast against

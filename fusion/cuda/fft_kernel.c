@@ -1,0 +1,377 @@
+/* fft_kernel.c : a batched 1-D c2c FFT with its chains as one generated kernel (see fft_kernel.h).
+ *
+ * The transform (Stockham, self-sorting): with Ns the product of the radices already applied,
+ * a stage of radix R takes butterfly j (0 <= j < n/R) from x[j + r n/R], r < R, multiplies
+ * element r by w^(r k n/(Ns R)) where k = j mod Ns and w = exp(-+2 pi i / n), does a length-R
+ * DFT in registers and writes element r to y[(j - k) R + k + r Ns]. After the last stage y is
+ * the transform in natural order. Each thread holds 8 values (E = min(8, n)): one radix-8
+ * butterfly, or 8/R butterflies of a smaller radix, j = t + u n/E. The first stage reads
+ * straight from global memory, the last writes straight to it, both coalesced (consecutive
+ * threads, consecutive j); the stages in between exchange through shared memory, padded by
+ * one element in 32 against bank conflicts. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "fft_kernel.h"
+#include "nvrtc_cache.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const nvrtc_options[] = {"-std=c++17"};
+enum { N_NVRTC_OPTIONS = 1 };
+
+#define SMEM_LIMIT 36000 /* bytes of shared memory per block we allow ourselves (static limit: 48 KiB) */
+#define BLOCK_TARGET 256 /* threads per block we aim for when rows are short */
+
+struct fm_fft_kernel {
+    void *image;
+    cudaLibrary_t lib;
+    cudaKernel_t kernel;
+    unsigned grid, tpr, rpb;
+    char radices[32];
+};
+
+static size_t elem_size(fm_dtype t) { return t == FM_C128 ? 16 : 8; }
+static int64_t padded(int64_t n) { return n + n / 32; }
+
+int64_t fm_fft_kernel_max_n(fm_dtype t)
+{
+    if (t != FM_C64 && t != FM_C128)
+        return 0;
+    int64_t n = 2;
+    while ((size_t)padded(2 * n) * elem_size(t) <= SMEM_LIMIT)
+        n *= 2;
+    return n;
+}
+
+/* Radices in the order applied: radix 8, after one radix-2 or radix-4 stage where needed. */
+static int radix_plan(int64_t n, int r[16])
+{
+    int m = 0, k = 0;
+    while (((int64_t)1 << m) < n)
+        m++;
+    if (m % 3 == 1)
+        r[k++] = 2;
+    else if (m % 3 == 2)
+        r[k++] = 4;
+    for (int i = 0; i < m / 3; i++)
+        r[k++] = 8;
+    return k;
+}
+
+static int64_t rows_of(const fm_fft_kernel_spec *s)
+{
+    int64_t rows = 1;
+    for (int i = 0; i < s->nbatch; i++)
+        rows *= s->batch_ext[i];
+    return rows;
+}
+
+static void geometry(const fm_fft_kernel_spec *s, unsigned *tpr, unsigned *rpb)
+{
+    const int64_t e = s->n < 8 ? s->n : 8;
+    *tpr = (unsigned)(s->n / e);
+    unsigned r = *tpr >= BLOCK_TARGET ? 1 : BLOCK_TARGET / *tpr;
+    while (r > 1 && (size_t)r * (size_t)padded(s->n) * elem_size(s->dtype) > SMEM_LIMIT)
+        r /= 2;
+    const int64_t rows = rows_of(s);
+    while (r > 1 && (int64_t)(r / 2) >= rows) /* no block of mostly idle rows */
+        r /= 2;
+    *rpb = r;
+}
+
+fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
+{
+    if (!s || (s->dtype != FM_C64 && s->dtype != FM_C128))
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: complex64 / complex128 only");
+    const int64_t max = fm_fft_kernel_max_n(s->dtype);
+    if (s->n < 2 || s->n > max || (s->n & (s->n - 1)) != 0)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: length %lld is not a power of two in [2, %lld] for %s",
+                       (long long)s->n, (long long)max, fm_dtype_name(s->dtype));
+    if (s->in_stride <= 0 || s->out_stride <= 0)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: non-positive stride along the transformed axis");
+    if (s->nbatch < 0 || s->nbatch > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: bad batch rank");
+    for (int i = 0; i < s->nbatch; i++)
+        if (s->batch_ext[i] < 1 || s->batch_in[i] < 0 || s->batch_out[i] < 0)
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: negative batch stride");
+    if (s->prolog && s->epilog && (s->prolog->ops & FM_FFT_OP_CALLBACK) && (s->epilog->ops & FM_FFT_OP_CALLBACK))
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: user functions in both the prolog and the epilog "
+                       "(compiled as separate cuFFT callbacks instead)");
+    if ((s->prolog && (s->prolog->store || s->prolog->need_base || s->prolog->data != s->dtype)) ||
+        (s->epilog && (!s->epilog->store || s->epilog->need_base || s->epilog->data != s->dtype)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft kernel: invalid chain spec");
+    unsigned tpr, rpb;
+    geometry(s, &tpr, &rpb);
+    const int64_t blocks = (rows_of(s) + rpb - 1) / rpb;
+    if (blocks > 2147483647)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: %lld rows exceed one grid", (long long)rows_of(s));
+    return FM_OK;
+}
+
+/* A chain's source: in namespace ns unless it holds the user's function (which must stay at
+ * global scope, as the user wrote it); the other chain is then namespaced, so the two sources'
+ * own definitions never collide. */
+static fm_status emit_chain(FILE *f, const fm_cufft_cb_spec *c, const char *ns, const char **qual)
+{
+    char *src = NULL;
+    const char *sym = NULL;
+    fm_status s = fm_cufft_cb_source(c, &src, &sym);
+    if (s != FM_OK)
+        return s == FM_ERR_NOT_SUPPORTED ? fm_fail(FM_ERR_NOT_APPLICABLE, "%s", fm_last_error()) : s;
+    const int user = (c->ops & FM_FFT_OP_CALLBACK) != 0;
+    if (user)
+        fprintf(f, "%s\n", src), *qual = "";
+    else
+        fprintf(f, "namespace %s {\n%s\n}\n", ns, src), *qual = ns;
+    free(src);
+    return FM_OK;
+}
+
+static void emit_dfts(FILE *f, int sign)
+{
+    /* mul_s(a): a * (sign i) */
+    if (sign < 0)
+        fprintf(f, "__device__ __forceinline__ T mul_s(T a) { T r; r.x = a.y; r.y = -a.x; return r; }\n");
+    else
+        fprintf(f, "__device__ __forceinline__ T mul_s(T a) { T r; r.x = -a.y; r.y = a.x; return r; }\n");
+    fprintf(f,
+            "__device__ __forceinline__ T add(T a, T b) { T r; r.x = a.x + b.x; r.y = a.y + b.y; return r; }\n"
+            "__device__ __forceinline__ T sub(T a, T b) { T r; r.x = a.x - b.x; r.y = a.y - b.y; return r; }\n"
+            "__device__ __forceinline__ T cmul(T a, T b) { T r; r.x = a.x * b.x - a.y * b.y; r.y = a.x * b.y + a.y * b.x; return r; }\n"
+            "__device__ __forceinline__ void dft2(T &a0, T &a1) { T t = a0; a0 = add(t, a1); a1 = sub(t, a1); }\n"
+            "__device__ __forceinline__ void dft4(T &a0, T &a1, T &a2, T &a3)\n{\n"
+            "    T t0 = add(a0, a2), t1 = sub(a0, a2), t2 = add(a1, a3), t3 = mul_s(sub(a1, a3));\n"
+            "    a0 = add(t0, t2); a2 = sub(t0, t2); a1 = add(t1, t3); a3 = sub(t1, t3);\n}\n");
+    /* w8 = exp(sign 2 pi i / 8) = c (1 + sign i); w8^3 = c (-1 + sign i) */
+    fprintf(f,
+            "__device__ __forceinline__ T mul_w1(T a) { const R c = (R)0.70710678118654752440; T r; r.x = c * (a.x %s a.y); r.y = c * (a.y %s a.x); return r; }\n"
+            "__device__ __forceinline__ T mul_w3(T a) { const R c = (R)0.70710678118654752440; T r; r.x = c * (-a.x %s a.y); r.y = c * (%sa.x - a.y); return r; }\n",
+            sign < 0 ? "+" : "-", sign < 0 ? "-" : "+", sign < 0 ? "+" : "-", sign < 0 ? "-" : "");
+    fprintf(f, "__device__ __forceinline__ void dft8(T &a0, T &a1, T &a2, T &a3, T &a4, T &a5, T &a6, T &a7)\n{\n"
+               "    dft4(a0, a2, a4, a6); dft4(a1, a3, a5, a7);\n"
+               "    T o1 = mul_w1(a3), o2 = mul_s(a5), o3 = mul_w3(a7);\n"
+               "    T x0 = add(a0, a1), x4 = sub(a0, a1), x1 = add(a2, o1), x5 = sub(a2, o1);\n"
+               "    T x2 = add(a4, o2), x6 = sub(a4, o2), x3 = add(a6, o3), x7 = sub(a6, o3);\n"
+               "    a0 = x0; a1 = x1; a2 = x2; a3 = x3; a4 = x4; a5 = x5; a6 = x6; a7 = x7;\n}\n");
+}
+
+static void emit_twiddles(FILE *f, const fm_fft_kernel_spec *s)
+{
+    const int dbl = s->dtype == FM_C128;
+    const double sign = s->inverse ? 1.0 : -1.0;
+    fprintf(f, "__device__ const T fm_tw[%lld] = {\n", (long long)s->n);
+    for (int64_t k = 0; k < s->n; k++) {
+        /* k / n is exact (n a power of two): the angle's only rounding is 2 pi's */
+        double a = 2.0 * 3.14159265358979323846 * ((double)k / (double)s->n);
+        double c = cos(a), si = sign * sin(a);
+        if (dbl)
+            fprintf(f, "{%.17e, %.17e},%s", c, si, k % 4 == 3 ? "\n" : " ");
+        else
+            fprintf(f, "{%.9ef, %.9ef},%s", (double)(float)c, (double)(float)si, k % 4 == 3 ? "\n" : " ");
+    }
+    fprintf(f, "};\n");
+}
+
+fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
+{
+    *source = NULL;
+    fm_status st = fm_fft_kernel_check(s);
+    if (st != FM_OK)
+        return st;
+    int rad[16];
+    const int nst = radix_plan(s->n, rad);
+    const int64_t n = s->n, e = n < 8 ? n : 8;
+    unsigned tpr, rpb;
+    geometry(s, &tpr, &rpb);
+    const int64_t rows = rows_of(s);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft kernel: out of host memory");
+    const char *pq = NULL, *eq = NULL;
+    fprintf(f, "// fusemath fused FFT kernel (generated): n = %lld %s %s\n", (long long)n, fm_dtype_name(s->dtype),
+            s->inverse ? "inverse" : "forward");
+    if (s->prolog && (st = emit_chain(f, s->prolog, "fm_pro", &pq)) != FM_OK)
+        goto fail;
+    if (s->epilog && (st = emit_chain(f, s->epilog, "fm_epi", &eq)) != FM_OK)
+        goto fail;
+    fprintf(f, "typedef %s T;\ntypedef %s R;\n", s->dtype == FM_C128 ? "double2" : "float2",
+            s->dtype == FM_C128 ? "double" : "float");
+    emit_dfts(f, s->inverse ? 1 : -1);
+    emit_twiddles(f, s);
+    fprintf(f, "#define SMI(i) ((i) + ((i) >> 5))\n");
+    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const T *in, T *out, const void *pa, "
+               "const void *ea)\n{\n", tpr * rpb);
+    if (nst > 1)
+        fprintf(f, "    __shared__ T sm[%u][%lld];\n    T *x = sm[threadIdx.y];\n", rpb, (long long)padded(n));
+    fprintf(f, "    const unsigned t = threadIdx.x;\n"
+               "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + threadIdx.y;\n"
+               "    const bool valid = row < %lldull;\n"
+               "    long long bi = 0, bo = 0;\n    (void)pa; (void)ea;\n",
+            rpb, (long long)rows);
+    if (s->nbatch > 0) {
+        fprintf(f, "    {\n        unsigned long long rr = row, q;\n");
+        for (int i = s->nbatch - 1; i >= 0; i--) {
+            if (i > 0)
+                fprintf(f, "        q = rr %% %lldull; rr /= %lldull;\n", (long long)s->batch_ext[i],
+                        (long long)s->batch_ext[i]);
+            else
+                fprintf(f, "        q = rr;\n");
+            fprintf(f, "        bi += (long long)q * %lldLL; bo += (long long)q * %lldLL;\n", (long long)s->batch_in[i],
+                    (long long)s->batch_out[i]);
+        }
+        fprintf(f, "        (void)q;\n    }\n");
+    }
+    if (s->prolog)
+        fprintf(f, "    %s::fm_cb_params pp = {{pa, ea}, {nullptr, nullptr}};\n", pq[0] ? pq : "");
+    if (s->epilog)
+        fprintf(f, "    %s::fm_cb_params ep = {{pa, ea}, {nullptr, nullptr}};\n", eq[0] ? eq : "");
+    fprintf(f, "    T v[%lld];\n", (long long)e);
+    int64_t ns = 1;
+    for (int si = 0; si < nst; si++) {
+        const int r = rad[si];
+        const int64_t u_count = e / r, stride = n / r;
+        const int first = si == 0, last = si == nst - 1;
+        fprintf(f, "    // stage %d: radix %d, Ns = %lld\n", si, r, (long long)ns);
+        fprintf(f, "#pragma unroll\n    for (int u = 0; u < %lld; u++) {\n", (long long)u_count);
+        fprintf(f, "        const unsigned j = t + u * %uu, k = j & %lldu;\n        (void)k;\n", tpr, (long long)(ns - 1));
+        fprintf(f, "#pragma unroll\n        for (int r = 0; r < %d; r++) {\n", r);
+        if (first) {
+            fprintf(f, "            const long long off = bi + (long long)(j + r * %lldu) * %lldLL;\n", (long long)stride,
+                    (long long)s->in_stride);
+            if (s->prolog)
+                fprintf(f, "            v[u * %d + r] = valid ? %s::fm_cb_load((void *)in, (unsigned long long)off, &pp, 0) "
+                           ": T{};\n", r, pq);
+            else
+                fprintf(f, "            v[u * %d + r] = valid ? in[off] : T{};\n", r);
+        } else {
+            fprintf(f, "            const unsigned i = j + r * %lldu;\n            v[u * %d + r] = x[SMI(i)];\n",
+                    (long long)stride, r);
+        }
+        fprintf(f, "        }\n");
+        if (ns > 1)
+            fprintf(f, "#pragma unroll\n        for (int r = 1; r < %d; r++)\n"
+                       "            v[u * %d + r] = cmul(v[u * %d + r], fm_tw[r * k * %lldu]);\n",
+                    r, r, r, (long long)(n / (ns * r)));
+        if (r == 2)
+            fprintf(f, "        dft2(v[u * 2], v[u * 2 + 1]);\n");
+        else if (r == 4)
+            fprintf(f, "        dft4(v[u * 4], v[u * 4 + 1], v[u * 4 + 2], v[u * 4 + 3]);\n");
+        else
+            fprintf(f, "        dft8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);\n");
+        fprintf(f, "    }\n");
+        /* write: to global memory after the last stage, else to shared memory for the next */
+        if (!last && !first)
+            fprintf(f, "    __syncthreads();\n");
+        fprintf(f, "#pragma unroll\n    for (int u = 0; u < %lld; u++) {\n", (long long)u_count);
+        fprintf(f, "        const unsigned j = t + u * %uu, k = j & %lldu;\n", tpr, (long long)(ns - 1));
+        fprintf(f, "#pragma unroll\n        for (int r = 0; r < %d; r++) {\n", r);
+        fprintf(f, "            const unsigned o = (j - k) * %du + k + r * %lldu;\n", r, (long long)ns);
+        if (last) {
+            fprintf(f, "            if (valid) {\n                const long long off = bo + (long long)o * %lldLL;\n",
+                    (long long)s->out_stride);
+            if (s->epilog)
+                fprintf(f, "                %s::fm_cb_store((void *)out, (unsigned long long)off, v[u * %d + r], &ep, 0);\n",
+                        eq, r);
+            else
+                fprintf(f, "                out[off] = v[u * %d + r];\n", r);
+            fprintf(f, "            }\n");
+        } else {
+            fprintf(f, "            x[SMI(o)] = v[u * %d + r];\n", r);
+        }
+        fprintf(f, "        }\n    }\n");
+        if (!last)
+            fprintf(f, "    __syncthreads();\n");
+        ns *= r;
+    }
+    fprintf(f, "}\n");
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft kernel: out of host memory");
+    }
+    *source = buf;
+    return FM_OK;
+fail:
+    fclose(f);
+    free(buf);
+    return st;
+}
+
+static fm_status kernel_cuda(cudaError_t e, const char *what)
+{
+    (void)cudaGetLastError();
+    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "fft kernel: %s: %s (%s)",
+                   what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+void fm_fft_kernel_destroy(fm_fft_kernel *k)
+{
+    if (!k)
+        return;
+    if (k->lib)
+        cudaLibraryUnload(k->lib);
+    free(k->image);
+    free(k);
+}
+
+fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_fft_kernel **out)
+{
+    *out = NULL;
+    char *src = NULL;
+    fm_status st = fm_fft_kernel_source(s, &src);
+    if (st != FM_OK)
+        return st;
+    fm_fft_kernel *k = calloc(1, sizeof *k);
+    if (!k) {
+        free(src);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft kernel: out of host memory");
+    }
+    int arch = 0;
+    size_t size = 0;
+    const int user = (s->prolog && (s->prolog->ops & FM_FFT_OP_CALLBACK)) ||
+                     (s->epilog && (s->epilog->ops & FM_FFT_OP_CALLBACK));
+    st = fm_nvrtc_arch_for_device(device_id, "fft kernel", &arch);
+    if (st == FM_OK) {
+        st = fm_nvrtc_compile(src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->image, &size,
+                              NULL);
+        if (st == FM_ERR_BACKEND && user) { /* the generated part compiles: the user's code does not */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", fm_last_error());
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
+        }
+    }
+    free(src);
+    cudaError_t e = cudaSuccess;
+    if (st == FM_OK && (e = cudaLibraryLoadData(&k->lib, k->image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+        k->lib = NULL, st = kernel_cuda(e, "cudaLibraryLoadData");
+    if (st == FM_OK && (e = cudaLibraryGetKernel(&k->kernel, k->lib, "fm_fft_kernel")) != cudaSuccess)
+        st = kernel_cuda(e, "cudaLibraryGetKernel");
+    if (st != FM_OK) {
+        fm_fft_kernel_destroy(k);
+        return st;
+    }
+    geometry(s, &k->tpr, &k->rpb);
+    k->grid = (unsigned)((rows_of(s) + k->rpb - 1) / k->rpb);
+    int rad[16], nst = radix_plan(s->n, rad);
+    size_t used = 0;
+    for (int i = 0; i < nst && used < sizeof k->radices; i++)
+        used += (size_t)snprintf(k->radices + used, sizeof k->radices - used, "%s%d", i ? "x" : "", rad[i]);
+    *out = k;
+    return FM_OK;
+}
+
+fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out, const void *prolog_array,
+                               const void *epilog_array, void *stream)
+{
+    void *args[4] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array};
+    dim3 grid = {k->grid, 1, 1}, block = {k->tpr, k->rpb, 1};
+    cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
+    return e == cudaSuccess ? FM_OK : kernel_cuda(e, "cudaLaunchKernel(fm_fft_kernel)");
+}
+
+const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }

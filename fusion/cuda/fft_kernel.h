@@ -1,0 +1,56 @@
+/* fft_kernel.h : a whole batched 1-D c2c FFT, prolog and epilog included, as one generated kernel.
+ *
+ * cuFFT runs any load callback 2-3x slower than its plain transform on the H200 (see
+ * docs/performance.md), and a separate prolog pass is one more read and write of the data. For
+ * the transforms that fit in one thread block's shared memory (power-of-two lengths up to 4096
+ * complex64 / 2048 complex128) this file writes the transform itself: a self-sorting Stockham
+ * FFT in radix 8 (one radix-2 or radix-4 stage first where log2(n) is not a multiple of 3),
+ * each row read once from global memory through the prolog chain and written once through the
+ * epilog chain. The chains are the same code the cuFFT callbacks use (fm_cufft_cb_source),
+ * compiled into the kernel, so their semantics (offsets, broadcast arrays, the user's function)
+ * are identical. Twiddles are a table of exp(-+2 pi i k / n) computed in double on the host and
+ * compiled into the module as constants.
+ *
+ * Execute-time pointers are kernel arguments: the plan holds no mutable state, so one plan
+ * runs on several streams and threads at once. */
+#ifndef FM_FFT_KERNEL_H
+#define FM_FFT_KERNEL_H
+
+#include "cufft_callback.h"
+
+typedef struct fm_fft_kernel_spec {
+    fm_dtype dtype;   /* FM_C64 or FM_C128, input and output */
+    int64_t n;        /* transform length: a power of two, 2 .. fm_fft_kernel_max_n(dtype) */
+    int inverse;      /* exp(+2 pi i ...) instead of exp(-2 pi i ...); unnormalized either way */
+    int64_t in_stride, out_stride; /* along the transformed axis, elements, > 0 */
+    /* batch axes, outermost first (the row index is their C-order multi-index) */
+    int nbatch;
+    int64_t batch_ext[FM_MAX_NDIM], batch_in[FM_MAX_NDIM], batch_out[FM_MAX_NDIM];
+    /* the chains (need_base 0), or NULL: at most one of them may hold a user function */
+    const fm_cufft_cb_spec *prolog, *epilog;
+} fm_fft_kernel_spec;
+
+typedef struct fm_fft_kernel fm_fft_kernel;
+
+/* The longest transform one block holds (shared memory of at most ~34 KB per block). */
+int64_t fm_fft_kernel_max_n(fm_dtype t);
+
+/* Whether the spec can be a kernel; FM_ERR_NOT_APPLICABLE with the reason otherwise. */
+fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s);
+
+/* The CUDA C++ source (malloc'ed, caller frees) - also for tests. */
+fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source);
+
+/* Compile (NVRTC, cached on disk) and load for device_id. A user function that does not
+ * compile: FM_ERR_INVALID_ARGUMENT with NVRTC's log. */
+fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_fft_kernel **out);
+void fm_fft_kernel_destroy(fm_fft_kernel *k); /* accepts NULL */
+
+/* Enqueue on stream (cudaStream_t); the arrays are the chains' multiply operands or NULL. */
+fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out, const void *prolog_array,
+                               const void *epilog_array, void *stream);
+
+/* "8x8x8x8": the radices, for describe() */
+const char *fm_fft_kernel_radices(const fm_fft_kernel *k);
+
+#endif
