@@ -8,8 +8,8 @@
  * each row read once from global memory through the prolog chain and written once through the
  * epilog chain. The chains are the same code the cuFFT callbacks use (fm_cufft_cb_source),
  * compiled into the kernel, so their semantics (offsets, broadcast arrays, the user's function)
- * are identical. Twiddles are a table of exp(-+2 pi i k / n) computed in double on the host and
- * compiled into the module as constants.
+ * are identical. Twiddles are tables (one per stage, laid out for coalesced loads) computed in
+ * double on the host and compiled into the module as constants.
  *
  * Execute-time pointers are kernel arguments: the plan holds no mutable state, so one plan
  * runs on several streams and threads at once. */

@@ -876,13 +876,13 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
         w = (0.5 + rng.random(n)).astype(rdt)
         x_d, w_d = gpu.dev(x), gpu.dev(w[:, None])
         want = np.fft.ifft(x.astype(C128) * w[:, None], axis=0) * 3.0
-        with ff.FFT(x_d, axes=0, inverse=True) as f:
-            f.plan(prolog={"multiply": w_d}, epilog={"scale": 3.0 * n}, gpu_prolog=mode)
+        with ff.FFT(x_d, axes=0) as f:
+            f.plan(prolog={"multiply": w_d}, epilog={"scale": 3.0}, gpu_prolog=mode)
             fused = mode in ("auto", "kernel")
+            check(gpu, f.execute(direction="inverse"), x_d, cdt, want, prec, n, f"{mode} n={n}")
             assert ("cuda/fused-kernel" in f.describe()) == fused, (mode, f.describe())
-            check(gpu, f.execute(), x_d, cdt, want, prec, n, f"{mode} n={n}")
             y_d = gpu.dev(np.zeros_like(x))
-            f.execute(out=y_d)
+            f.execute(direction="inverse", out=y_d)
             check(gpu, y_d, x_d, cdt, want, prec, n, f"{mode} n={n} out=")
         # in place on a row-major batch
         xr = crand(rng, (3, n), cdt)
