@@ -896,18 +896,18 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
 def test_fused_kernel_refusals(gpu, rng):
     """gpu_prolog="kernel" where the kernel does not apply: a clear error, not another path."""
     x_d = gpu.dev(crand(rng, (2, 96), np.complex64))
-    with ff.FFT(x_d) as f:
+    with ff.FFT(x_d, axes=-1) as f:
         with pytest.raises(fusemath.NotSupportedError, match="power of two"):
             f.plan(epilog={"conj": True}, gpu_prolog="kernel")
     x_d = gpu.dev(crand(rng, (2, 8192), np.complex64))
-    with ff.FFT(x_d) as f:
+    with ff.FFT(x_d, axes=-1) as f:
         with pytest.raises(fusemath.NotSupportedError, match="4096"):
             f.plan(epilog={"conj": True}, gpu_prolog="kernel")
         f.plan(epilog={"conj": True})  # auto: cuFFT with a store callback
         assert f.describe().startswith("fft cuda/cufft"), f.describe()
     # no chain: cuFFT runs plain transforms even when asked for the kernel
     x_d = gpu.dev(crand(rng, (2, 64), np.complex64))
-    with ff.FFT(x_d) as f:
+    with ff.FFT(x_d, axes=-1) as f:
         f.plan(gpu_prolog="kernel")
         assert f.describe().startswith("fft cuda/cufft"), f.describe()
 
