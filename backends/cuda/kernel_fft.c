@@ -6,12 +6,15 @@
  * through the epilog, where cuFFT needs a separate pass or a load callback that slows its own
  * transform 2-3x. Everything else (no chains, other lengths, r2c / c2r, several axes,
  * gpu_prolog "pass" / "callback", half precision) is left to the cuFFT backend: this one is
- * offered first and answers FM_ERR_NOT_APPLICABLE.
+ * offered first and answers FM_ERR_NOT_APPLICABLE. In AUTO mode it also leaves strided transform
+ * axes to cuFFT, and splits a multi-axis c2c transform with a prolog into [last axis: this
+ * kernel] + [other axes: cuFFT] (split_axes).
  *
  * The plan is the loaded kernel and nothing mutable: execute-time pointers are kernel
  * arguments, so a plan runs concurrently on any number of streams and threads. */
 #include "cuda/fft_kernel.h"
 #include "cuda_status.h"
+#include "fft_axis_split.h"
 #include "cuda_workspace.h"
 #include "internal.h"
 
@@ -109,9 +112,28 @@ static fm_status spec_of(const fm_problem *p, fm_fft_kernel_spec *ks, fm_cufft_c
     return fm_fft_kernel_check(ks);
 }
 
+/* Several axes with a prolog: separable, so [the last axis with the prolog] as this kernel,
+ * then [the other axes, in place on out, with the epilog] through cuFFT (fft_axis_split.c). The
+ * prolog then costs nothing beyond the first axis's own read, where cuFFT needs a pass or a
+ * load callback. Only when the last axis is contiguous in and out and the kernel takes its
+ * length. */
+static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    if (fp->kind != FM_FFT_C2C || !fp->prolog_ops)
+        return not_here("several axes: only a c2c prolog is worth splitting off the last axis");
+    const int ax = fp->axes[fp->naxes - 1];
+    const int64_t n = fp->n[fp->naxes - 1];
+    if (ti->dtype != to->dtype || n > fm_fft_kernel_max_n(ti->dtype) || n < 2 || (n & (n - 1)) != 0 ||
+        ti->shape[ax] != n || to->shape[ax] != n || ti->strides[ax] != 1 || to->strides[ax] != 1)
+        return not_here("several axes: the last one is not a contiguous power-of-two length the kernel takes");
+    return fm_fft_plan_axis_split(ctx, p, out);
+}
+
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)ctx, (void)state;
+    (void)state;
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
     if (p->exec_device.type != FM_DEVICE_CUDA)
@@ -123,11 +145,17 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     const int mode = fm_fft_gpu_prolog_mode(fp);
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
+    if (fp->naxes > 1)
+        return split_axes(ctx, p, out);
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
     fm_status s = spec_of(p, &ks, chain);
     if (s != FM_OK)
         return s;
+    /* a strided transform axis reads and writes one element per 32-byte sector: cuFFT does
+     * better there unless the kernel is asked for */
+    if (mode == FM_FFT_PROLOG_AUTO && (ks.in_stride != 1 || ks.out_stride != 1))
+        return not_here("the transformed axis is strided (gpu_prolog='kernel' takes it anyway)");
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");

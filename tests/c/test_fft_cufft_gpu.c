@@ -522,6 +522,7 @@ static void kernel_case(fm_dtype dt, int64_t n, int inverse, int inplace)
     fm_fft_options o;
     fm_fft_options_init(&o);
     o.naxes = 1, o.axes[0] = 1, o.inverse = inverse;
+    o.gpu_prolog = FM_FFT_PROLOG_KERNEL; /* AUTO leaves a strided transform axis to cuFFT */
     o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE, o.prolog.scale[0] = 0.5;
     if (inverse)
         o.epilog.ops = FM_FFT_OP_CONJ;
