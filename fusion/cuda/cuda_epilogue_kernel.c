@@ -579,16 +579,6 @@ fm_status fm_cuda_colsum_compile(fm_dtype dtype, int arch, void **image, size_t 
 /* ------------------------------------------------------------------------ */
 /* Device side                                                              */
 /* ------------------------------------------------------------------------ */
-static fm_status cu_fail(cudaError_t e, const char *who, const char *what)
-{
-    (void)cudaGetLastError(); /* clear a non-sticky error */
-    fm_status s = FM_ERR_BACKEND;
-    if (e == cudaErrorMemoryAllocation)
-        s = FM_ERR_OUT_OF_MEMORY;
-    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice)
-        s = FM_ERR_UNAVAILABLE;
-    return fm_fail(s, "%s: %s: %s (%s)", who, what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
 
 /* The NVRTC target of device_id and its multiprocessor count (grid sizes). */
 static fm_status device_arch(int device_id, const char *who, int *arch, int *sms)
@@ -598,38 +588,10 @@ static fm_status device_arch(int device_id, const char *who, int *arch, int *sms
         return s;
     cudaError_t e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device_id);
     if (e != cudaSuccess)
-        return cu_fail(e, who, "cudaDeviceGetAttribute(multiprocessor count)");
+        return fm_cuda_runtime_fail(e, who, "cudaDeviceGetAttribute(multiprocessor count)");
     if (*sms < 1)
         *sms = 1;
     return FM_OK;
-}
-
-typedef struct loaded {
-    void *image;
-    cudaLibrary_t lib;
-} loaded;
-
-static fm_status load_image(loaded *l, const char *who, const char *const *names, cudaKernel_t *kernels, int n)
-{
-    cudaError_t e = cudaLibraryLoadData(&l->lib, l->image, NULL, NULL, 0, NULL, NULL, 0);
-    if (e != cudaSuccess) {
-        l->lib = NULL;
-        return cu_fail(e, who, "cudaLibraryLoadData");
-    }
-    for (int i = 0; i < n; i++)
-        if ((e = cudaLibraryGetKernel(&kernels[i], l->lib, names[i])) != cudaSuccess) {
-            char what[96];
-            snprintf(what, sizeof what, "cudaLibraryGetKernel(%s)", names[i]);
-            return cu_fail(e, who, what);
-        }
-    return FM_OK;
-}
-
-static void unload(loaded *l)
-{
-    if (l->lib)
-        cudaLibraryUnload(l->lib);
-    free(l->image);
 }
 
 static fm_status launch(cudaKernel_t k, const char *who, const char *name, unsigned blocks, void *params, void *stream)
@@ -640,7 +602,7 @@ static fm_status launch(cudaKernel_t k, const char *who, const char *name, unsig
     if (e != cudaSuccess) {
         char what[96];
         snprintf(what, sizeof what, "cudaLaunchKernel(%s)", name);
-        return cu_fail(e, who, what);
+        return fm_cuda_runtime_fail(e, who, what);
     }
     return FM_OK;
 }
@@ -678,7 +640,7 @@ static const char EW_WHO[] = "cuda epilogue kernel";
 struct fm_cuda_ew {
     fm_cuda_ew_spec spec;
     int device, sms, blocks_per_sm;
-    loaded mod;
+    fm_nvrtc_module mod;
     cudaKernel_t kernel;
 };
 
@@ -703,7 +665,7 @@ fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_
     cudaKernel_t ks[1] = {NULL};
     if ((s = device_arch(device_id, EW_WHO, &arch, &k->sms)) != FM_OK ||
         (s = fm_cuda_ew_compile(&k->spec, arch, &k->mod.image, &size, NULL)) != FM_OK ||
-        (s = load_image(&k->mod, EW_WHO, names, ks, 1)) != FM_OK) {
+        (s = fm_nvrtc_module_load(&k->mod, EW_WHO, names, ks, 1)) != FM_OK) {
         fm_cuda_ew_destroy(k);
         return s;
     }
@@ -717,7 +679,7 @@ void fm_cuda_ew_destroy(fm_cuda_ew *k)
 {
     if (!k)
         return;
-    unload(&k->mod);
+    fm_nvrtc_module_unload(&k->mod);
     free(k);
 }
 
@@ -805,7 +767,7 @@ size_t fm_cuda_colsum_workspace(fm_dtype dtype, int64_t rows, int64_t cols, int6
 struct fm_cuda_colsum {
     fm_dtype dtype;
     int device, sms;
-    loaded mod;
+    fm_nvrtc_module mod;
     cudaKernel_t cols_unit, cols_strided, rows, final_;
 };
 
@@ -830,7 +792,7 @@ fm_status fm_cuda_colsum_create(fm_dtype dtype, int device_id, fm_cuda_colsum **
     fm_status s;
     if ((s = device_arch(device_id, CS_WHO, &arch, &k->sms)) != FM_OK ||
         (s = fm_cuda_colsum_compile(dtype, arch, &k->mod.image, &size, NULL)) != FM_OK ||
-        (s = load_image(&k->mod, CS_WHO, names, ks, 4)) != FM_OK) {
+        (s = fm_nvrtc_module_load(&k->mod, CS_WHO, names, ks, 4)) != FM_OK) {
         fm_cuda_colsum_destroy(k);
         return s;
     }
@@ -843,7 +805,7 @@ void fm_cuda_colsum_destroy(fm_cuda_colsum *k)
 {
     if (!k)
         return;
-    unload(&k->mod);
+    fm_nvrtc_module_unload(&k->mod);
     free(k);
 }
 

@@ -307,26 +307,16 @@ fm_status fm_cufft_pass_source(const fm_cufft_cb_spec *sp, char **source)
 }
 
 struct fm_cufft_pass {
-    void *image;
-    cudaLibrary_t lib;
+    fm_nvrtc_module mod;
     cudaKernel_t kernel;
     unsigned grid;
 };
-
-static fm_status pass_cuda(cudaError_t e, const char *what)
-{
-    (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "fft pass: %s: %s (%s)",
-                   what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
 
 void fm_cufft_pass_destroy(fm_cufft_pass *k)
 {
     if (!k)
         return;
-    if (k->lib)
-        cudaLibraryUnload(k->lib);
-    free(k->image);
+    fm_nvrtc_module_unload(&k->mod);
     free(k);
 }
 
@@ -344,15 +334,14 @@ fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *sp, int device_id, fm_cuf
         s = fm_nvrtc_arch_for_device(device_id, "fft pass", &arch);
     if (s == FM_OK)
         s = user_code_status(sp, fm_nvrtc_compile(src, sp->store ? "the fft epilog pass" : "the fft prolog pass",
-                                                  nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->image, &size, NULL));
+                                                  nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->mod.image, &size, NULL));
     free(src);
+    static const char *const names[1] = {"fm_cb_pass"};
     cudaError_t e = cudaSuccess;
-    if (s == FM_OK && (e = cudaLibraryLoadData(&k->lib, k->image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
-        k->lib = NULL, s = pass_cuda(e, "cudaLibraryLoadData");
-    if (s == FM_OK && (e = cudaLibraryGetKernel(&k->kernel, k->lib, "fm_cb_pass")) != cudaSuccess)
-        s = pass_cuda(e, "cudaLibraryGetKernel");
+    if (s == FM_OK)
+        s = fm_nvrtc_module_load(&k->mod, "fft pass", names, &k->kernel, 1);
     if (s == FM_OK && (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
-        s = pass_cuda(e, "cudaDeviceGetAttribute");
+        s = fm_cuda_runtime_fail(e, "fft pass", "cudaDeviceGetAttribute");
     if (s != FM_OK) {
         fm_cufft_pass_destroy(k);
         return s;
@@ -371,5 +360,5 @@ fm_status fm_cufft_pass_launch(const fm_cufft_pass *k, const void *src, void *ds
     void *args[3] = {(void *)&src, (void *)&dst, (void *)&caller_info};
     dim3 grid = {k->grid, 1, 1}, block = {256, 1, 1};
     cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
-    return e == cudaSuccess ? FM_OK : pass_cuda(e, "cudaLaunchKernel(fm_cb_pass)");
+    return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, "fft pass", "cudaLaunchKernel(fm_cb_pass)");
 }

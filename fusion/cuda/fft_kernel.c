@@ -28,8 +28,7 @@ enum { N_NVRTC_OPTIONS = 1 };
 #define BLOCK_TARGET 256 /* threads per block we aim for when rows are short */
 
 struct fm_fft_kernel {
-    void *image;
-    cudaLibrary_t lib;
+    fm_nvrtc_module mod;
     cudaKernel_t kernel;
     unsigned grid, tpr, rpb;
     char radices[32];
@@ -320,20 +319,11 @@ fail:
     return st;
 }
 
-static fm_status kernel_cuda(cudaError_t e, const char *what)
-{
-    (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "fft kernel: %s: %s (%s)",
-                   what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 void fm_fft_kernel_destroy(fm_fft_kernel *k)
 {
     if (!k)
         return;
-    if (k->lib)
-        cudaLibraryUnload(k->lib);
-    free(k->image);
+    fm_nvrtc_module_unload(&k->mod);
     free(k);
 }
 
@@ -355,8 +345,8 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
                      (s->epilog && (s->epilog->ops & FM_FFT_OP_CALLBACK));
     st = fm_nvrtc_arch_for_device(device_id, "fft kernel", &arch);
     if (st == FM_OK) {
-        st = fm_nvrtc_compile(src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->image, &size,
-                              NULL);
+        st = fm_nvrtc_compile(src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->mod.image,
+                              &size, NULL);
         if (st == FM_ERR_BACKEND && user) { /* the generated part compiles: the user's code does not */
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", fm_last_error());
@@ -364,11 +354,9 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         }
     }
     free(src);
-    cudaError_t e = cudaSuccess;
-    if (st == FM_OK && (e = cudaLibraryLoadData(&k->lib, k->image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
-        k->lib = NULL, st = kernel_cuda(e, "cudaLibraryLoadData");
-    if (st == FM_OK && (e = cudaLibraryGetKernel(&k->kernel, k->lib, "fm_fft_kernel")) != cudaSuccess)
-        st = kernel_cuda(e, "cudaLibraryGetKernel");
+    static const char *const names[1] = {"fm_fft_kernel"};
+    if (st == FM_OK)
+        st = fm_nvrtc_module_load(&k->mod, "fft kernel", names, &k->kernel, 1);
     if (st != FM_OK) {
         fm_fft_kernel_destroy(k);
         return st;
@@ -389,7 +377,7 @@ fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out
     void *args[4] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array};
     dim3 grid = {k->grid, 1, 1}, block = {k->tpr, k->rpb, 1};
     cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
-    return e == cudaSuccess ? FM_OK : kernel_cuda(e, "cudaLaunchKernel(fm_fft_kernel)");
+    return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, "fft kernel", "cudaLaunchKernel(fm_fft_kernel)");
 }
 
 const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }

@@ -507,3 +507,40 @@ fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, co
         disk_put(dir, path, key, *image, *size);
     return FM_OK;
 }
+
+/* ---- modules ---- */
+fm_status fm_cuda_runtime_fail(cudaError_t e, const char *who, const char *what)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error */
+    fm_status s = FM_ERR_BACKEND;
+    if (e == cudaErrorMemoryAllocation)
+        s = FM_ERR_OUT_OF_MEMORY;
+    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice)
+        s = FM_ERR_UNAVAILABLE;
+    return fm_fail(s, "%s: %s: %s (%s)", who, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+fm_status fm_nvrtc_module_load(fm_nvrtc_module *m, const char *who, const char *const *names, cudaKernel_t *kernels,
+                               int n)
+{
+    cudaError_t e = cudaLibraryLoadData(&m->lib, m->image, NULL, NULL, 0, NULL, NULL, 0);
+    if (e != cudaSuccess) {
+        m->lib = NULL;
+        return fm_cuda_runtime_fail(e, who, "cudaLibraryLoadData");
+    }
+    for (int i = 0; i < n; i++)
+        if ((e = cudaLibraryGetKernel(&kernels[i], m->lib, names[i])) != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "cudaLibraryGetKernel(%s)", names[i]);
+            return fm_cuda_runtime_fail(e, who, what);
+        }
+    return FM_OK;
+}
+
+void fm_nvrtc_module_unload(fm_nvrtc_module *m)
+{
+    if (m->lib)
+        cudaLibraryUnload(m->lib);
+    free(m->image);
+    m->lib = NULL, m->image = NULL;
+}

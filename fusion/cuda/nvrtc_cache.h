@@ -15,6 +15,7 @@
 
 #include "internal.h"
 
+#include <cuda_runtime.h>
 #include <stddef.h>
 
 /* Directory of the on-disk cache: $FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else
@@ -50,6 +51,24 @@ fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch);
  * $CUDA_HOME/include, $CUDA_PATH/include or /usr/local/cuda/include, the first that has
  * cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
 const char *fm_nvrtc_cuda_include_dir(void);
+
+/* ---- loading what fm_nvrtc_compile made (lto 0) ----
+ * A CUDA library (context-independent: its kernels launch on whichever device is current). */
+typedef struct fm_nvrtc_module {
+    void *image; /* from fm_nvrtc_compile, owned: freed by fm_nvrtc_module_unload */
+    cudaLibrary_t lib;
+} fm_nvrtc_module;
+
+/* Load m->image and get the kernels names[0..n) into kernels; errors name `who`. */
+fm_status fm_nvrtc_module_load(fm_nvrtc_module *m, const char *who, const char *const *names, cudaKernel_t *kernels,
+                               int n);
+/* Unload and free the image; a zeroed module is fine. */
+void fm_nvrtc_module_unload(fm_nvrtc_module *m);
+
+/* A failed CUDA runtime call as a status naming who and what: FM_ERR_OUT_OF_MEMORY for
+ * cudaErrorMemoryAllocation, FM_ERR_UNAVAILABLE for no device / driver, else FM_ERR_BACKEND;
+ * clears a non-sticky error. */
+fm_status fm_cuda_runtime_fail(cudaError_t e, const char *who, const char *what);
 
 /* Tests: forget the in-memory cache (the disk cache is untouched). */
 void fm_nvrtc_cache_clear_memory(void);
