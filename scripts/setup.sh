@@ -40,6 +40,8 @@ have_deb pkg-config || command -v pkg-config >/dev/null 2>&1 || missing_deb+=(pk
 have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] || missing_deb+=(cmake)
 # A bare machine may also lack a C compiler, or Python's venv module / headers.
 command -v cc >/dev/null 2>&1 || missing_deb+=(build-essential)
+# test_fft_kernel runs the generated CUDA kernels on the host through the C++ compiler
+command -v c++ >/dev/null 2>&1 || missing_deb+=(g++)
 if [[ ! -x $VENV/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing_deb+=(python3-venv)
 fi

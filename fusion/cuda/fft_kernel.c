@@ -361,8 +361,7 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         fm_fft_kernel_destroy(k);
         return st;
     }
-    geometry(s, &k->tpr, &k->rpb);
-    k->grid = (unsigned)((rows_of(s) + k->rpb - 1) / k->rpb);
+    fm_fft_kernel_launch_shape(s, &k->grid, &k->tpr, &k->rpb);
     int rad[16], nst = radix_plan(s->n, rad);
     size_t used = 0;
     for (int i = 0; i < nst && used < sizeof k->radices; i++)
@@ -381,3 +380,9 @@ fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out
 }
 
 const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }
+
+void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y)
+{
+    geometry(s, block_x, block_y);
+    *grid = (unsigned)((rows_of(s) + *block_y - 1) / *block_y);
+}

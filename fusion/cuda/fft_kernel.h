@@ -50,6 +50,9 @@ void fm_fft_kernel_destroy(fm_fft_kernel *k); /* accepts NULL */
 fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out, const void *prolog_array,
                                const void *epilog_array, void *stream);
 
+/* The launch shape the spec gets: grid blocks of block_x (threads per row) x block_y (rows) - tests */
+void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y);
+
 /* "8x8x8x8": the radices, for describe() */
 const char *fm_fft_kernel_radices(const fm_fft_kernel *k);
 

@@ -1,13 +1,22 @@
 /* test_fft_kernel.c : the fused FFT kernel generator (fusion/cuda/fft_kernel.c) without a GPU:
  * which specs it takes and refuses, and that every generated source compiles with NVRTC for
  * sm_90 (each length, both directions, both precisions, every chain form, a user function next
- * to a generated chain). Its arithmetic is checked on the GPU by test_fft_cufft_gpu against
- * FFTW in double precision. */
+ * to a generated chain).
+ *
+ * Its arithmetic too: the generated CUDA C++ is compiled by the host C++ compiler behind a small
+ * prelude (float2/double2, __shared__ as function statics, __syncthreads as a barrier) and run
+ * with one thread per CUDA thread, block after block, on host memory, against FFTW in double
+ * (the library's CPU FFT). That checks the generator's index arithmetic, twiddles, chains and
+ * barriers on any machine; test_fft_cufft_gpu checks the same against FFTW on the GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 
+#include <complex.h>
+#include <dlfcn.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef FM_HAVE_CUDA
 #include "cuda/fft_kernel.h"
@@ -143,6 +152,180 @@ static void test_chain_forms_compile(void)
     s.epilog = &epi;
     CHECK(compiles(&s));
 }
+
+/* ---- the generated kernel on the host ---- */
+static const char emu_prelude[] =
+    "#include <cmath>\n#include <pthread.h>\n"
+    "struct float2 { float x, y; };\nstruct double2 { double x, y; };\nstruct ushort2 { unsigned short x, y; };\n"
+    "struct fm_emu_dim3 { unsigned x, y, z; };\n"
+    "extern thread_local fm_emu_dim3 threadIdx, blockIdx;\nvoid fm_emu_barrier();\n"
+    "#define __device__\n#define __global__\n#define __forceinline__ inline\n#define __shared__ static\n"
+    "#define __launch_bounds__(...)\n#define __syncthreads() fm_emu_barrier()\n";
+static const char emu_driver[] =
+    "\nthread_local fm_emu_dim3 threadIdx, blockIdx;\nstatic pthread_barrier_t fm_emu_bar;\n"
+    "void fm_emu_barrier() { pthread_barrier_wait(&fm_emu_bar); }\n"
+    "namespace {\nstruct emu_arg { unsigned tx, ty, bx; const void *in; void *out; const void *pa, *ea; };\n"
+    "void *emu_thread(void *p)\n{\n    emu_arg *a = (emu_arg *)p;\n"
+    "    threadIdx = {a->tx, a->ty, 0}; blockIdx = {a->bx, 0, 0};\n"
+    "    fm_fft_kernel((const T *)a->in, (T *)a->out, a->pa, a->ea);\n    return nullptr;\n}\n}\n"
+    "extern \"C\" int fm_emu_launch(unsigned grid, unsigned bx, unsigned by, const void *in, void *out,\n"
+    "                              const void *pa, const void *ea)\n{\n"
+    "    const unsigned nt = bx * by;\n    emu_arg *args = new emu_arg[nt];\n    pthread_t *th = new pthread_t[nt];\n"
+    "    pthread_attr_t attr;\n    pthread_attr_init(&attr);\n    pthread_attr_setstacksize(&attr, 1 << 18);\n"
+    "    int rc = 0;\n"
+    "    for (unsigned b = 0; b < grid && rc == 0; b++) {\n"
+    "        pthread_barrier_init(&fm_emu_bar, nullptr, nt);\n"
+    "        for (unsigned i = 0; i < nt; i++) {\n"
+    "            args[i] = {i % bx, i / bx, b, in, out, pa, ea};\n"
+    "            if (pthread_create(&th[i], &attr, emu_thread, &args[i]) != 0)\n"
+    "                return -1; /* the started threads wait at the barrier: the test fails, hung */\n"
+    "        }\n"
+    "        for (unsigned i = 0; i < nt; i++)\n            pthread_join(th[i], nullptr);\n"
+    "        pthread_barrier_destroy(&fm_emu_bar);\n    }\n"
+    "    pthread_attr_destroy(&attr);\n    delete[] args;\n    delete[] th;\n    return rc;\n}\n";
+
+typedef int (*emu_launch_fn)(unsigned, unsigned, unsigned, const void *, void *, const void *, const void *);
+static fm_context *g_ctx;
+static char g_dir[64];
+static int g_serial;
+
+/* Compile the spec's kernel with the host compiler and load it; NULL (a failed check) if not. */
+static void *emu_load(const fm_fft_kernel_spec *s, emu_launch_fn *fn)
+{
+    char *src = NULL;
+    if (fm_fft_kernel_source(s, &src) != FM_OK) {
+        CHECK_MSG(0, "source: %s", fm_last_error());
+        return NULL;
+    }
+    char cpp[128], so[128], cmd[512];
+    snprintf(cpp, sizeof cpp, "%s/k%d.cpp", g_dir, g_serial);
+    snprintf(so, sizeof so, "%s/k%d.so", g_dir, g_serial++);
+    FILE *f = fopen(cpp, "w");
+    if (f) {
+        fputs(emu_prelude, f), fputs(src, f), fputs(emu_driver, f);
+        fclose(f);
+    }
+    free(src);
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -o %s %s -lpthread", so, cpp);
+    int rc = f ? system(cmd) : -1;
+    CHECK_MSG(rc == 0, "host compile of the generated kernel failed: %s", cmd);
+    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    *fn = h ? (emu_launch_fn)(uintptr_t)dlsym(h, "fm_emu_launch") : NULL;
+    CHECK_MSG(h && *fn, "dlopen %s: %s", so, dlerror());
+    unlink(cpp), unlink(so);
+    return h;
+}
+
+/* FFTW in double, unnormalized either way: ref[row * n + k] over the rows of v (rows x n) */
+static void fftw_rows(double complex *v, int64_t rows, int64_t n, int inverse, double complex *ref)
+{
+    int64_t sh[2] = {rows, n};
+    fm_tensor tv, tr;
+    fm_tensor_init(&tv, v, (fm_device){FM_DEVICE_CPU, 0}, FM_C128, 2, sh, NULL);
+    fm_tensor_init(&tr, ref, (fm_device){FM_DEVICE_CPU, 0}, FM_C128, 2, sh, NULL);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.naxes = 1, o.axes[0] = 1, o.inverse = inverse;
+    o.norm = inverse ? FM_FFT_NORM_FORWARD : FM_FFT_NORM_BACKWARD; /* no 1/n on either side */
+    CHECK_OK(fm_fft(g_ctx, &tv, &tr, NULL, NULL, &o, NULL));
+}
+
+/* x laid out (A, n, B), the transform along the middle axis; y = chain(fft(x * w * 0.5)), the
+ * epilog a conj for the inverse ones; in place or not. */
+static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, int inplace)
+{
+    const int dbl = dt == FM_C128;
+    const int64_t count = A * n * B, rows = A * B;
+    const size_t es = fm_dtype_size(dt);
+    fm_fft_kernel_spec s;
+    memset(&s, 0, sizeof s);
+    s.dtype = dt, s.n = n, s.inverse = inverse, s.in_stride = s.out_stride = B;
+    s.nbatch = 2;
+    s.batch_ext[0] = A, s.batch_in[0] = s.batch_out[0] = n * B;
+    s.batch_ext[1] = B, s.batch_in[1] = s.batch_out[1] = 1;
+    fm_cufft_cb_spec pro, epi;
+    memset(&pro, 0, sizeof pro);
+    pro.data = dt, pro.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE, pro.scale[0] = 0.5, pro.ndim = 3;
+    pro.array = dbl ? FM_F64 : FM_F32;
+    const int64_t ext[3] = {A, n, B}, st[3] = {n * B, B, 1};
+    for (int d = 0; d < 3; d++)
+        pro.extent[d] = ext[d], pro.stride[d] = st[d];
+    pro.array_stride[1] = 1;
+    epi = pro;
+    epi.store = 1, epi.ops = FM_FFT_OP_CONJ, epi.array_stride[1] = 0;
+    s.prolog = &pro;
+    s.epilog = inverse ? &epi : NULL;
+    emu_launch_fn launch = NULL;
+    void *h = emu_load(&s, &launch);
+    if (!h)
+        return;
+    unsigned grid, bx, by;
+    fm_fft_kernel_launch_shape(&s, &grid, &bx, &by);
+    void *in = malloc(es * (size_t)count), *out = inplace ? in : malloc(es * (size_t)count);
+    void *w = malloc(es / 2 * (size_t)n);
+    double complex *rowsv = malloc(sizeof *rowsv * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
+    for (int64_t i = 0; i < count; i++) {
+        double re = sin(0.37 * (double)i + 0.1 * (double)n), im = cos(1.13 * (double)i);
+        if (dbl)
+            ((double *)in)[2 * i] = re, ((double *)in)[2 * i + 1] = im;
+        else
+            ((float *)in)[2 * i] = (float)re, ((float *)in)[2 * i + 1] = (float)im;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        double wk = 0.5 + (double)((k * 7) % 13) / 13.0;
+        if (dbl)
+            ((double *)w)[k] = wk;
+        else
+            ((float *)w)[k] = (float)wk;
+    }
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t k = 0; k < n; k++) {
+                int64_t i = (a * n + k) * B + b;
+                double complex xv = dbl ? CMPLX(((double *)in)[2 * i], ((double *)in)[2 * i + 1])
+                                        : CMPLX(((float *)in)[2 * i], ((float *)in)[2 * i + 1]);
+                double wk = dbl ? ((double *)w)[k] : ((float *)w)[k];
+                rowsv[(a * B + b) * n + k] = xv * wk * 0.5;
+            }
+    fftw_rows(rowsv, rows, n, inverse, ref);
+    CHECK_MSG(launch(grid, bx, by, in, out, w, NULL) == 0, "launch");
+    double e = 0, m = 0;
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t k = 0; k < n; k++) {
+                int64_t i = (a * n + k) * B + b;
+                double complex want = ref[(a * B + b) * n + k];
+                if (inverse)
+                    want = conj(want);
+                double complex got = dbl ? CMPLX(((double *)out)[2 * i], ((double *)out)[2 * i + 1])
+                                         : CMPLX(((float *)out)[2 * i], ((float *)out)[2 * i + 1]);
+                if (!(cabs(got - want) <= e))
+                    e = cabs(got - want);
+                if (cabs(want) > m)
+                    m = cabs(want);
+            }
+    e /= m > 0 ? m : 1;
+    const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
+    CHECK_MSG(e < tol, "%s n=%lld %s (%lld, n, %lld)%s: rel err %.3g > %.3g", fm_dtype_name(dt), (long long)n,
+              inverse ? "inverse" : "forward", (long long)A, (long long)B, inplace ? " in place" : "", e, tol);
+    dlclose(h);
+    free(in), free(w), free(rowsv), free(ref);
+    if (!inplace)
+        free(out);
+}
+
+static void test_emulated_numerics(void)
+{
+    if (system("c++ --version >/dev/null 2>&1") != 0) {
+        CHECK_MSG(0, "no host C++ compiler (c++): scripts/setup.sh installs g++");
+        return;
+    }
+    for (int64_t n = 2; n <= 4096; n *= 2)
+        emu_case(FM_C64, n, n % 16 == 0, 3, n >= 1024 ? 1 : 2, n % 64 == 0);
+    for (int64_t n = 2; n <= 2048; n *= 2)
+        emu_case(FM_C128, n, n % 16 != 0, 2, 3, n % 32 == 0);
+    emu_case(FM_C64, 64, 0, 37, 1, 0); /* a partial last block of rows */
+}
 #endif
 
 int main(void)
@@ -151,6 +334,14 @@ int main(void)
     RUN_TEST(test_limits);
     RUN_TEST(test_every_length_compiles);
     RUN_TEST(test_chain_forms_compile);
+    snprintf(g_dir, sizeof g_dir, "/tmp/fm_emu_XXXXXX");
+    if (!mkdtemp(g_dir) || fm_context_create(&g_ctx) != FM_OK) {
+        fprintf(stderr, "no scratch directory or context\n");
+        return 1;
+    }
+    RUN_TEST(test_emulated_numerics);
+    fm_context_destroy(g_ctx);
+    rmdir(g_dir);
     TEST_MAIN_RETURN();
 #else
     printf("skipped: built without CUDA\n");
