@@ -30,6 +30,7 @@ enum { N_NVRTC_OPTIONS = 1 };
 struct fm_fft_kernel {
     fm_nvrtc_module mod;
     cudaKernel_t kernel;
+    unsigned long long rows;
     unsigned grid, tpr, rpb;
     char radices[32];
 };
@@ -78,7 +79,9 @@ static void geometry(const fm_fft_kernel_spec *s, unsigned *tpr, unsigned *rpb)
     while (r > 1 && (size_t)r * (size_t)padded(s->n) * elem_size(s->dtype) > SMEM_LIMIT)
         r /= 2;
     const int64_t rows = rows_of(s);
-    while (r > 1 && (int64_t)(r / 2) >= rows) /* no block of mostly idle rows */
+    /* no block of mostly idle rows; only a few row counts change the source this way (the
+     * count itself is a kernel argument, so other batch sizes reuse the compiled kernel) */
+    while (r > 1 && (int64_t)(r / 2) >= rows)
         r /= 2;
     *rpb = r;
 }
@@ -202,7 +205,6 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
     const int64_t n = s->n, e = n < 8 ? n : 8;
     unsigned tpr, rpb;
     geometry(s, &tpr, &rpb);
-    const int64_t rows = rows_of(s);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -221,14 +223,14 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
     emit_twiddles(f, s, rad, nst);
     fprintf(f, "#define SMI(i) ((i) + ((i) >> 5))\n");
     fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const T *in, T *out, const void *pa, "
-               "const void *ea)\n{\n", tpr * rpb);
+               "const void *ea, unsigned long long rows)\n{\n", tpr * rpb);
     if (nst > 1)
         fprintf(f, "    __shared__ T sm[%u][%lld];\n    T *x = sm[threadIdx.y];\n", rpb, (long long)padded(n));
     fprintf(f, "    const unsigned t = threadIdx.x;\n"
                "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + threadIdx.y;\n"
-               "    const bool valid = row < %lldull;\n"
+               "    const bool valid = row < rows;\n"
                "    long long bi = 0, bo = 0;\n    (void)pa; (void)ea;\n",
-            rpb, (long long)rows);
+            rpb);
     if (s->nbatch > 0) {
         fprintf(f, "    {\n        unsigned long long rr = row, q;\n");
         for (int i = s->nbatch - 1; i >= 0; i--) {
@@ -362,6 +364,7 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         return st;
     }
     fm_fft_kernel_launch_shape(s, &k->grid, &k->tpr, &k->rpb);
+    k->rows = (unsigned long long)rows_of(s);
     int rad[16], nst = radix_plan(s->n, rad);
     size_t used = 0;
     for (int i = 0; i < nst && used < sizeof k->radices; i++)
@@ -373,7 +376,8 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
 fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out, const void *prolog_array,
                                const void *epilog_array, void *stream)
 {
-    void *args[4] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array};
+    unsigned long long rows = k->rows;
+    void *args[5] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array, (void *)&rows};
     dim3 grid = {k->grid, 1, 1}, block = {k->tpr, k->rpb, 1};
     cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
     return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, "fft kernel", "cudaLaunchKernel(fm_fft_kernel)");

@@ -115,6 +115,30 @@ static void test_every_length_compiles(void)
         }
 }
 
+/* The batch size is a kernel argument: other batch sizes reuse the compiled kernel (the NVRTC
+ * cache is keyed by the source); only small counts, which shrink the rows per block, differ. */
+static void test_batch_size_not_in_source(void)
+{
+    fm_fft_kernel_spec a, b;
+    fm_cufft_cb_spec pa, pb;
+    spec(&a, FM_C64, 300, 1024);
+    spec(&b, FM_C64, 70000, 1024);
+    chain(&pa, 0, FM_C64, 300, 1024, FM_FFT_OP_MULTIPLY);
+    chain(&pb, 0, FM_C64, 70000, 1024, FM_FFT_OP_MULTIPLY);
+    a.prolog = &pa, b.prolog = &pb;
+    char *sa = NULL, *sb = NULL;
+    CHECK_OK(fm_fft_kernel_source(&a, &sa));
+    CHECK_OK(fm_fft_kernel_source(&b, &sb));
+    CHECK(sa && sb && strcmp(sa, sb) == 0);
+    free(sb), sb = NULL;
+    spec(&b, FM_C64, 1, 1024); /* one row: one row per block, another source */
+    chain(&pb, 0, FM_C64, 1, 1024, FM_FFT_OP_MULTIPLY);
+    b.prolog = &pb;
+    CHECK_OK(fm_fft_kernel_source(&b, &sb));
+    CHECK(sa && sb && strcmp(sa, sb) != 0);
+    free(sa), free(sb);
+}
+
 static void test_chain_forms_compile(void)
 {
     fm_fft_kernel_spec s;
@@ -164,19 +188,20 @@ static const char emu_prelude[] =
 static const char emu_driver[] =
     "\nthread_local fm_emu_dim3 threadIdx, blockIdx;\nstatic pthread_barrier_t fm_emu_bar;\n"
     "void fm_emu_barrier() { pthread_barrier_wait(&fm_emu_bar); }\n"
-    "namespace {\nstruct emu_arg { unsigned tx, ty, bx; const void *in; void *out; const void *pa, *ea; };\n"
+    "namespace {\nstruct emu_arg { unsigned tx, ty, bx; const void *in; void *out; const void *pa, *ea; "
+    "unsigned long long rows; };\n"
     "void *emu_thread(void *p)\n{\n    emu_arg *a = (emu_arg *)p;\n"
     "    threadIdx = {a->tx, a->ty, 0}; blockIdx = {a->bx, 0, 0};\n"
-    "    fm_fft_kernel((const T *)a->in, (T *)a->out, a->pa, a->ea);\n    return nullptr;\n}\n}\n"
+    "    fm_fft_kernel((const T *)a->in, (T *)a->out, a->pa, a->ea, a->rows);\n    return nullptr;\n}\n}\n"
     "extern \"C\" int fm_emu_launch(unsigned grid, unsigned bx, unsigned by, const void *in, void *out,\n"
-    "                              const void *pa, const void *ea)\n{\n"
+    "                              const void *pa, const void *ea, unsigned long long rows)\n{\n"
     "    const unsigned nt = bx * by;\n    emu_arg *args = new emu_arg[nt];\n    pthread_t *th = new pthread_t[nt];\n"
     "    pthread_attr_t attr;\n    pthread_attr_init(&attr);\n    pthread_attr_setstacksize(&attr, 1 << 18);\n"
     "    int rc = 0;\n"
     "    for (unsigned b = 0; b < grid && rc == 0; b++) {\n"
     "        pthread_barrier_init(&fm_emu_bar, nullptr, nt);\n"
     "        for (unsigned i = 0; i < nt; i++) {\n"
-    "            args[i] = {i % bx, i / bx, b, in, out, pa, ea};\n"
+    "            args[i] = {i % bx, i / bx, b, in, out, pa, ea, rows};\n"
     "            if (pthread_create(&th[i], &attr, emu_thread, &args[i]) != 0)\n"
     "                return -1; /* the started threads wait at the barrier: the test fails, hung */\n"
     "        }\n"
@@ -184,7 +209,8 @@ static const char emu_driver[] =
     "        pthread_barrier_destroy(&fm_emu_bar);\n    }\n"
     "    pthread_attr_destroy(&attr);\n    delete[] args;\n    delete[] th;\n    return rc;\n}\n";
 
-typedef int (*emu_launch_fn)(unsigned, unsigned, unsigned, const void *, void *, const void *, const void *);
+typedef int (*emu_launch_fn)(unsigned, unsigned, unsigned, const void *, void *, const void *, const void *,
+                             unsigned long long);
 static fm_context *g_ctx;
 static char g_dir[64];
 static int g_serial;
@@ -288,7 +314,7 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
                 rowsv[(a * B + b) * n + k] = xv * wk * 0.5;
             }
     fftw_rows(rowsv, rows, n, inverse, ref);
-    CHECK_MSG(launch(grid, bx, by, in, out, w, NULL) == 0, "launch");
+    CHECK_MSG(launch(grid, bx, by, in, out, w, NULL, (unsigned long long)rows) == 0, "launch");
     double e = 0, m = 0;
     for (int64_t a = 0; a < A; a++)
         for (int64_t b = 0; b < B; b++)
@@ -334,6 +360,7 @@ int main(void)
     RUN_TEST(test_limits);
     RUN_TEST(test_every_length_compiles);
     RUN_TEST(test_chain_forms_compile);
+    RUN_TEST(test_batch_size_not_in_source);
     snprintf(g_dir, sizeof g_dir, "/tmp/fm_emu_XXXXXX");
     if (!mkdtemp(g_dir) || fm_context_create(&g_ctx) != FM_OK) {
         fprintf(stderr, "no scratch directory or context\n");
