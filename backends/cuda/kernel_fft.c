@@ -133,7 +133,13 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
     if (ti->dtype != to->dtype || n > fm_fft_kernel_max_n(ti->dtype) || n < 2 || (n & (n - 1)) != 0 ||
         ti->shape[ax] != n || to->shape[ax] != n || ti->strides[ax] != 1 || to->strides[ax] != 1)
         return not_here("several axes: the last one is not a contiguous power-of-two length the kernel takes");
-    return fm_fft_plan_axis_split(ctx, p, out);
+    fm_status s = fm_fft_plan_axis_split(ctx, p, out);
+    if (s != FM_OK && s != FM_ERR_OUT_OF_MEMORY) { /* a step nobody takes: cuFFT may take the whole */
+        char why[512];
+        snprintf(why, sizeof why, "the 2-D split: %s", fm_last_error());
+        return not_here(why);
+    }
+    return s;
 }
 
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -167,6 +173,13 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     pl->device = p->exec_device.id;
     if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&ks, pl->device, &pl->k)) != FM_OK) {
         destroy_plan(pl);
+        if (s == FM_ERR_INVALID_ARGUMENT && mode == FM_FFT_PROLOG_AUTO) {
+            /* the user's function did not compile inside the kernel (a name clash with its own
+             * code, say): cuFFT compiles it as a callback on its own and reports what is wrong */
+            char why[768];
+            snprintf(why, sizeof why, "the chain's user function did not compile in the kernel: %s", fm_last_error());
+            return not_here(why);
+        }
         return s;
     }
     out->impl = pl;

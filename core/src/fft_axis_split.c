@@ -176,6 +176,11 @@ fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *
         q2.align_log2[FM_FFT_IN] = 6;
         drop_chain(&q2, 0);
     }
+    /* a step left without a chain has no chain mode to honour (a forced one would refuse it) */
+    if (!q1.u.fft.prolog_ops && !q1.u.fft.epilog_ops)
+        q1.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
+    if (!q2.u.fft.prolog_ops && !q2.u.fft.epilog_ops)
+        q2.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
     fm_status s = fm_plan_problem(ctx, &q1, &x->first);
     if (s == FM_OK)
         s = fm_plan_problem(ctx, &q2, &x->second);

@@ -124,6 +124,8 @@ void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
 
 int fm_fft_gpu_prolog_mode(const fm_fft_params *fp)
 {
+    if (!fp->prolog_ops && !fp->epilog_ops) /* nothing to place: the mode means nothing */
+        return FM_FFT_PROLOG_AUTO;
     const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
     if (fp->gpu_prolog != FM_FFT_PROLOG_AUTO || !env)
         return fp->gpu_prolog;

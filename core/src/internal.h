@@ -111,7 +111,8 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
  * (epilog = 0 prolog, 1 epilog) of problem p, or NULL when p has none or is not the problem
  * being planned (its digest does not match). */
 const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol);
-/* fp->gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback */
+/* fp->gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback; AUTO
+ * whatever was asked when there is no chain */
 int fm_fft_gpu_prolog_mode(const fm_fft_params *fp);
 /* "scale+multiply+conj+callback" (the ops present) or "none", for describe() */
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops);

@@ -92,7 +92,7 @@ fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: complex64 / complex128 only");
     const int64_t max = fm_fft_kernel_max_n(s->dtype);
     if (s->n < 2 || s->n > max || (s->n & (s->n - 1)) != 0)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: length %lld is not a power of two in [2, %lld] for %s",
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: length %lld; it takes a power of two from 2 to %lld for %s",
                        (long long)s->n, (long long)max, fm_dtype_name(s->dtype));
     if (s->in_stride <= 0 || s->out_stride <= 0)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: non-positive stride along the transformed axis");
@@ -138,34 +138,34 @@ static void emit_dfts(FILE *f, int sign)
 {
     /* mul_s(a): a * (sign i) */
     if (sign < 0)
-        fprintf(f, "__device__ __forceinline__ T mul_s(T a) { T r; r.x = a.y; r.y = -a.x; return r; }\n");
+        fprintf(f, "__device__ __forceinline__ fmk_T fmk_mul_s(fmk_T a) { fmk_T r; r.x = a.y; r.y = -a.x; return r; }\n");
     else
-        fprintf(f, "__device__ __forceinline__ T mul_s(T a) { T r; r.x = -a.y; r.y = a.x; return r; }\n");
+        fprintf(f, "__device__ __forceinline__ fmk_T fmk_mul_s(fmk_T a) { fmk_T r; r.x = -a.y; r.y = a.x; return r; }\n");
     fprintf(f,
-            "__device__ __forceinline__ T add(T a, T b) { T r; r.x = a.x + b.x; r.y = a.y + b.y; return r; }\n"
-            "__device__ __forceinline__ T sub(T a, T b) { T r; r.x = a.x - b.x; r.y = a.y - b.y; return r; }\n"
-            "__device__ __forceinline__ T cmul(T a, T b) { T r; r.x = a.x * b.x - a.y * b.y; r.y = a.x * b.y + a.y * b.x; return r; }\n"
-            "__device__ __forceinline__ void dft2(T &a0, T &a1) { T t = a0; a0 = add(t, a1); a1 = sub(t, a1); }\n"
-            "__device__ __forceinline__ void dft4(T &a0, T &a1, T &a2, T &a3)\n{\n"
-            "    T t0 = add(a0, a2), t1 = sub(a0, a2), t2 = add(a1, a3), t3 = mul_s(sub(a1, a3));\n"
-            "    a0 = add(t0, t2); a2 = sub(t0, t2); a1 = add(t1, t3); a3 = sub(t1, t3);\n}\n");
+            "__device__ __forceinline__ fmk_T fmk_add(fmk_T a, fmk_T b) { fmk_T r; r.x = a.x + b.x; r.y = a.y + b.y; return r; }\n"
+            "__device__ __forceinline__ fmk_T fmk_sub(fmk_T a, fmk_T b) { fmk_T r; r.x = a.x - b.x; r.y = a.y - b.y; return r; }\n"
+            "__device__ __forceinline__ fmk_T fmk_cmul(fmk_T a, fmk_T b)\n"
+            "{ fmk_T r; r.x = a.x * b.x - a.y * b.y; r.y = a.x * b.y + a.y * b.x; return r; }\n"
+            "__device__ __forceinline__ void fmk_dft2(fmk_T &a0, fmk_T &a1) { fmk_T t = a0; a0 = fmk_add(t, a1); a1 = fmk_sub(t, a1); }\n"
+            "__device__ __forceinline__ void fmk_dft4(fmk_T &a0, fmk_T &a1, fmk_T &a2, fmk_T &a3)\n{\n"
+            "    fmk_T t0 = fmk_add(a0, a2), t1 = fmk_sub(a0, a2), t2 = fmk_add(a1, a3), t3 = fmk_mul_s(fmk_sub(a1, a3));\n"
+            "    a0 = fmk_add(t0, t2); a2 = fmk_sub(t0, t2); a1 = fmk_add(t1, t3); a3 = fmk_sub(t1, t3);\n}\n");
     /* w8 = exp(sign 2 pi i / 8) = c (1 + sign i); w8^3 = c (-1 + sign i) */
     fprintf(f,
-            "__device__ __forceinline__ T mul_w1(T a) { const R c = (R)0.70710678118654752440; T r; r.x = c * (a.x %s a.y); r.y = c * (a.y %s a.x); return r; }\n"
-            "__device__ __forceinline__ T mul_w3(T a) { const R c = (R)0.70710678118654752440; T r; r.x = c * (-a.x %s a.y); r.y = c * (%sa.x - a.y); return r; }\n",
+            "__device__ __forceinline__ fmk_T fmk_mul_w1(fmk_T a)\n"
+            "{ const fmk_R c = (fmk_R)0.70710678118654752440; fmk_T r; r.x = c * (a.x %s a.y); r.y = c * (a.y %s a.x); return r; }\n"
+            "__device__ __forceinline__ fmk_T fmk_mul_w3(fmk_T a)\n"
+            "{ const fmk_R c = (fmk_R)0.70710678118654752440; fmk_T r; r.x = c * (-a.x %s a.y); r.y = c * (%sa.x - a.y); return r; }\n",
             sign < 0 ? "+" : "-", sign < 0 ? "-" : "+", sign < 0 ? "+" : "-", sign < 0 ? "-" : "");
-    fprintf(f, "__device__ __forceinline__ void dft8(T &a0, T &a1, T &a2, T &a3, T &a4, T &a5, T &a6, T &a7)\n{\n"
-               "    dft4(a0, a2, a4, a6); dft4(a1, a3, a5, a7);\n"
-               "    T o1 = mul_w1(a3), o2 = mul_s(a5), o3 = mul_w3(a7);\n"
-               "    T x0 = add(a0, a1), x4 = sub(a0, a1), x1 = add(a2, o1), x5 = sub(a2, o1);\n"
-               "    T x2 = add(a4, o2), x6 = sub(a4, o2), x3 = add(a6, o3), x7 = sub(a6, o3);\n"
+    fprintf(f, "__device__ __forceinline__ void fmk_dft8(fmk_T &a0, fmk_T &a1, fmk_T &a2, fmk_T &a3, fmk_T &a4, fmk_T &a5, "
+               "fmk_T &a6, fmk_T &a7)\n{\n"
+               "    fmk_dft4(a0, a2, a4, a6); fmk_dft4(a1, a3, a5, a7);\n"
+               "    fmk_T o1 = fmk_mul_w1(a3), o2 = fmk_mul_s(a5), o3 = fmk_mul_w3(a7);\n"
+               "    fmk_T x0 = fmk_add(a0, a1), x4 = fmk_sub(a0, a1), x1 = fmk_add(a2, o1), x5 = fmk_sub(a2, o1);\n"
+               "    fmk_T x2 = fmk_add(a4, o2), x6 = fmk_sub(a4, o2), x3 = fmk_add(a6, o3), x7 = fmk_sub(a6, o3);\n"
                "    a0 = x0; a1 = x1; a2 = x2; a3 = x3; a4 = x4; a5 = x5; a6 = x6; a7 = x7;\n}\n");
 }
 
-/* Per stage (after the first), r-major: fm_tw[offset + (r - 1) Ns + k] = w^(r k n / (Ns R)), so
- * that the warp's loads for one r are consecutive in k (a few cache lines, where one table
- * indexed by r k n / (Ns R) scattered them over up to 32 lines per load: 2x the plain
- * transform's time at n = 4096 on the H200). Each value from double, rounded once. */
 static void emit_twiddles(FILE *f, const fm_fft_kernel_spec *s, const int *rad, int nst)
 {
     const int dbl = s->dtype == FM_C128;
@@ -173,7 +173,7 @@ static void emit_twiddles(FILE *f, const fm_fft_kernel_spec *s, const int *rad, 
     int64_t total = 0, ns = rad[0];
     for (int si = 1; si < nst; si++)
         total += (rad[si] - 1) * ns, ns *= rad[si];
-    fprintf(f, "__device__ const T fm_tw[%lld] = {\n", (long long)(total > 0 ? total : 1));
+    fprintf(f, "__device__ const fmk_T fmk_tw[%lld] = {\n", (long long)(total > 0 ? total : 1));
     if (total == 0)
         fprintf(f, "{0, 0}");
     ns = rad[0];
@@ -217,15 +217,15 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         goto fail;
     if (s->epilog && (st = emit_chain(f, s->epilog, "fm_epi", &eq)) != FM_OK)
         goto fail;
-    fprintf(f, "typedef %s T;\ntypedef %s R;\n", s->dtype == FM_C128 ? "double2" : "float2",
+    fprintf(f, "typedef %s fmk_T;\ntypedef %s fmk_R;\n", s->dtype == FM_C128 ? "double2" : "float2",
             s->dtype == FM_C128 ? "double" : "float");
     emit_dfts(f, s->inverse ? 1 : -1);
     emit_twiddles(f, s, rad, nst);
-    fprintf(f, "#define SMI(i) ((i) + ((i) >> 5))\n");
-    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const T *in, T *out, const void *pa, "
+    fprintf(f, "#define FMK_SMI(i) ((i) + ((i) >> 5))\n");
+    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const fmk_T *in, fmk_T *out, const void *pa, "
                "const void *ea, unsigned long long rows)\n{\n", tpr * rpb);
     if (nst > 1)
-        fprintf(f, "    __shared__ T sm[%u][%lld];\n    T *x = sm[threadIdx.y];\n", rpb, (long long)padded(n));
+        fprintf(f, "    __shared__ fmk_T sm[%u][%lld];\n    fmk_T *x = sm[threadIdx.y];\n", rpb, (long long)padded(n));
     fprintf(f, "    const unsigned t = threadIdx.x;\n"
                "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + threadIdx.y;\n"
                "    const bool valid = row < rows;\n"
@@ -248,7 +248,7 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         fprintf(f, "    %s::fm_cb_params pp = {{pa, ea}, {nullptr, nullptr}};\n", pq[0] ? pq : "");
     if (s->epilog)
         fprintf(f, "    %s::fm_cb_params ep = {{pa, ea}, {nullptr, nullptr}};\n", eq[0] ? eq : "");
-    fprintf(f, "    T v[%lld];\n", (long long)e);
+    fprintf(f, "    fmk_T v[%lld];\n", (long long)e);
     int64_t ns = 1, tw_off = 0;
     for (int si = 0; si < nst; si++) {
         const int r = rad[si];
@@ -263,24 +263,24 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
                     (long long)s->in_stride);
             if (s->prolog)
                 fprintf(f, "            v[u * %d + r] = valid ? %s::fm_cb_load((void *)in, (unsigned long long)off, &pp, 0) "
-                           ": T{};\n", r, pq);
+                           ": fmk_T{};\n", r, pq);
             else
-                fprintf(f, "            v[u * %d + r] = valid ? in[off] : T{};\n", r);
+                fprintf(f, "            v[u * %d + r] = valid ? in[off] : fmk_T{};\n", r);
         } else {
-            fprintf(f, "            const unsigned i = j + r * %lldu;\n            v[u * %d + r] = x[SMI(i)];\n",
+            fprintf(f, "            const unsigned i = j + r * %lldu;\n            v[u * %d + r] = x[FMK_SMI(i)];\n",
                     (long long)stride, r);
         }
         fprintf(f, "        }\n");
         if (ns > 1)
             fprintf(f, "#pragma unroll\n        for (int r = 1; r < %d; r++)\n"
-                       "            v[u * %d + r] = cmul(v[u * %d + r], fm_tw[%lldu + (r - 1) * %lldu + k]);\n",
+                       "            v[u * %d + r] = fmk_cmul(v[u * %d + r], fmk_tw[%lldu + (r - 1) * %lldu + k]);\n",
                     r, r, r, (long long)tw_off, (long long)ns);
         if (r == 2)
-            fprintf(f, "        dft2(v[u * 2], v[u * 2 + 1]);\n");
+            fprintf(f, "        fmk_dft2(v[u * 2], v[u * 2 + 1]);\n");
         else if (r == 4)
-            fprintf(f, "        dft4(v[u * 4], v[u * 4 + 1], v[u * 4 + 2], v[u * 4 + 3]);\n");
+            fprintf(f, "        fmk_dft4(v[u * 4], v[u * 4 + 1], v[u * 4 + 2], v[u * 4 + 3]);\n");
         else
-            fprintf(f, "        dft8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);\n");
+            fprintf(f, "        fmk_dft8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);\n");
         fprintf(f, "    }\n");
         /* write: to global memory after the last stage, else to shared memory for the next */
         if (!last && !first)
@@ -299,7 +299,7 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
                 fprintf(f, "                out[off] = v[u * %d + r];\n", r);
             fprintf(f, "            }\n");
         } else {
-            fprintf(f, "            x[SMI(o)] = v[u * %d + r];\n", r);
+            fprintf(f, "            x[FMK_SMI(o)] = v[u * %d + r];\n", r);
         }
         fprintf(f, "        }\n    }\n");
         if (!last)

@@ -251,7 +251,7 @@ static double rel_err(const double complex *got, const double complex *ref, int6
     double e = 0, m = 0;
     for (int64_t i = 0; i < n; i++) {
         double d = cabs(got[i] - ref[i]);
-        if (!(d <= e)) /* NaN propagates */
+        if (!(d <= e) && !isnan(e)) /* a NaN sticks */
             e = d;
         if (cabs(ref[i]) > m)
             m = cabs(ref[i]);

@@ -894,8 +894,9 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
         check(gpu, xr_d, xr_d, cdt, np.fft.fft(np.conj(xr.astype(C128) * w)), prec, n, f"{mode} n={n} in place")
 
 
+@pytest.mark.parametrize("mode", ["auto", "kernel"])
 @pytest.mark.parametrize("prec", list(PRECS))
-def test_fused_kernel_split_2d(gpu, rng, prec):
+def test_fused_kernel_split_2d(gpu, rng, prec, mode):
     """One 2-D c2c with a prolog: the last axis through the kernel (prolog fused), the first
     through cuFFT in place (epilog as its store callback); 3-D and batched 2-D stay with cuFFT
     (a split measured 7x slower at 512^3); against numpy, both directions."""
@@ -907,7 +908,12 @@ def test_fused_kernel_split_2d(gpu, rng, prec):
         filt = crand(rng, shape[-2:], cdt)
         x_d = gpu.dev(x)
         with ff.FFT(x_d, axes=axes) as f:
-            f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"multiply": gpu.dev(filt), "conj": True})
+            if not split and mode == "kernel":  # asked for where it does not apply: an error
+                with pytest.raises(fusemath.NotSupportedError):
+                    f.plan(prolog={"multiply": gpu.dev(w)}, gpu_prolog=mode)
+                continue
+            f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"multiply": gpu.dev(filt), "conj": True},
+                   gpu_prolog=mode)
             want_path = "fft split into [fft cuda/fused-kernel" if split else "fft cuda/cufft"
             assert f.describe().startswith(want_path), f.describe()
             npts = int(np.prod([shape[a] for a in axes]))
@@ -915,6 +921,41 @@ def test_fused_kernel_split_2d(gpu, rng, prec):
             check(gpu, f.execute(), x_d, cdt, want, prec, npts, f"split {shape} forward")
             want = np.conj(np.fft.ifftn(x.astype(C128) * w, axes=axes) * filt)
             check(gpu, f.execute(direction="inverse"), x_d, cdt, want, prec, npts, f"split {shape} inverse")
+
+
+def test_fused_kernel_forced_split_without_epilog(gpu, rng):
+    """gpu_prolog="kernel" on one 2-D transform with a prolog only: the split's second step has
+    no chain left and goes to cuFFT (a forced mode must not refuse it), forward and inverse."""
+    x = crand(rng, (64, 256), np.complex64)
+    w = (0.5 + rng.random(256)).astype(np.float32)
+    x_d = gpu.dev(x)
+    with ff.FFT(x_d, axes=(0, 1)) as f:
+        f.plan(prolog={"multiply": gpu.dev(w), "scale": 2.0}, gpu_prolog="kernel")
+        assert f.describe().startswith("fft split into [fft cuda/fused-kernel"), f.describe()
+        check(gpu, f.execute(), x_d, np.complex64, np.fft.fft2(x.astype(C128) * w) * 2.0, "single", 64 * 256)
+        check(gpu, f.execute(direction="inverse"), x_d, np.complex64, np.fft.ifft2(x.astype(C128) * w) * 2.0,
+              "single", 64 * 256)
+
+
+@pytest.mark.parametrize("prec", list(PRECS))
+def test_fused_kernel_epilog_array(gpu, rng, prec):
+    """The epilog's array multiplied inside the kernel (a complex filter over the transform, a real
+    one per row), with a user prolog function; against numpy."""
+    rdt, cdt = PRECS[prec]
+    n = 512
+    x = crand(rng, (7, n), cdt)
+    filt, rowscale = crand(rng, (n,), cdt), (0.5 + rng.random((7, 1))).astype(rdt)
+    x_d = gpu.dev(x)
+    src, name = (SRC_PHASE_F, "phase_f") if cdt == np.complex64 else (SRC_PHASE_D, "phase_d")
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(prolog={"source": src, "name": name}, epilog={"multiply": gpu.dev(filt)})
+        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
+        want = np.fft.fft(x.astype(C128) * np.exp(1j * 0.01 * _flat((7, n)))) * filt
+        check(gpu, f.execute(), x_d, cdt, want, prec, n, "user prolog + epilog filter")
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(epilog={"multiply": gpu.dev(rowscale), "conj": True})
+        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
+        check(gpu, f.execute(), x_d, cdt, np.conj(np.fft.fft(x.astype(C128)) * rowscale), prec, n, "row scale")
 
 
 def test_fused_kernel_refusals(gpu, rng):
