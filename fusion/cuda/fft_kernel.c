@@ -25,13 +25,14 @@ static const char *const nvrtc_options[] = {"-std=c++17"};
 enum { N_NVRTC_OPTIONS = 1 };
 
 #define SMEM_LIMIT 36000 /* bytes of shared memory per block we allow ourselves (static limit: 48 KiB) */
+/* (lanes mode: up to 512 threads, at most 32 lanes per block) */
 #define BLOCK_TARGET 256 /* threads per block we aim for when rows are short */
 
 struct fm_fft_kernel {
     fm_nvrtc_module mod;
     cudaKernel_t kernel;
     unsigned long long rows;
-    unsigned grid, tpr, rpb;
+    unsigned grid, bx, by; /* launch shape */
     char radices[32];
 };
 
@@ -71,12 +72,30 @@ static int64_t rows_of(const fm_fft_kernel_spec *s)
     return rows;
 }
 
+/* Rows mode (the transformed axis contiguous): a row's threads are threadIdx.x, rows are
+ * threadIdx.y. Lanes mode (the transformed axis strided, the innermost batch axis contiguous in
+ * and out): neighbouring rows are neighbouring elements in memory, so the rows ("lanes") are
+ * threadIdx.x and a row's threads threadIdx.y: a warp's loads then cover whole 32-byte
+ * sectors of several lanes instead of one element per sector. */
+static int lanes_mode(const fm_fft_kernel_spec *s)
+{
+    return (s->in_stride != 1 || s->out_stride != 1) && s->nbatch > 0 && s->batch_in[s->nbatch - 1] == 1 &&
+           s->batch_out[s->nbatch - 1] == 1;
+}
+
+/* One row's slice of shared memory: padded against bank conflicts within a row, and in lanes
+ * mode by one more element so that the lanes (neighbouring threads) fall in other banks. */
+static int64_t row_stride(const fm_fft_kernel_spec *s) { return padded(s->n) + (lanes_mode(s) ? 1 : 0); }
+
+/* threads per row, rows per block */
 static void geometry(const fm_fft_kernel_spec *s, unsigned *tpr, unsigned *rpb)
 {
     const int64_t e = s->n < 8 ? s->n : 8;
     *tpr = (unsigned)(s->n / e);
-    unsigned r = *tpr >= BLOCK_TARGET ? 1 : BLOCK_TARGET / *tpr;
-    while (r > 1 && (size_t)r * (size_t)padded(s->n) * elem_size(s->dtype) > SMEM_LIMIT)
+    unsigned r = lanes_mode(s) ? (*tpr >= 512 ? 1 : 512 / *tpr) : (*tpr >= BLOCK_TARGET ? 1 : BLOCK_TARGET / *tpr);
+    if (lanes_mode(s) && r > 32)
+        r = 32;
+    while (r > 1 && (size_t)r * (size_t)row_stride(s) * elem_size(s->dtype) > SMEM_LIMIT)
         r /= 2;
     const int64_t rows = rows_of(s);
     /* no block of mostly idle rows; only a few row counts change the source this way (the
@@ -224,10 +243,11 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
     fprintf(f, "#define FMK_SMI(i) ((i) + ((i) >> 5))\n");
     fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const fmk_T *in, fmk_T *out, const void *pa, "
                "const void *ea, unsigned long long rows)\n{\n", tpr * rpb);
+    const int lanes = lanes_mode(s);
+    fprintf(f, "    const unsigned t = threadIdx.%c, lane = threadIdx.%c;\n", lanes ? 'y' : 'x', lanes ? 'x' : 'y');
     if (nst > 1)
-        fprintf(f, "    __shared__ fmk_T sm[%u][%lld];\n    fmk_T *x = sm[threadIdx.y];\n", rpb, (long long)padded(n));
-    fprintf(f, "    const unsigned t = threadIdx.x;\n"
-               "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + threadIdx.y;\n"
+        fprintf(f, "    __shared__ fmk_T sm[%u][%lld];\n    fmk_T *x = sm[lane];\n", rpb, (long long)row_stride(s));
+    fprintf(f, "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + lane;\n"
                "    const bool valid = row < rows;\n"
                "    long long bi = 0, bo = 0;\n    (void)pa; (void)ea;\n",
             rpb);
@@ -363,7 +383,7 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         fm_fft_kernel_destroy(k);
         return st;
     }
-    fm_fft_kernel_launch_shape(s, &k->grid, &k->tpr, &k->rpb);
+    fm_fft_kernel_launch_shape(s, &k->grid, &k->bx, &k->by);
     k->rows = (unsigned long long)rows_of(s);
     int rad[16], nst = radix_plan(s->n, rad);
     size_t used = 0;
@@ -378,7 +398,7 @@ fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out
 {
     unsigned long long rows = k->rows;
     void *args[5] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array, (void *)&rows};
-    dim3 grid = {k->grid, 1, 1}, block = {k->tpr, k->rpb, 1};
+    dim3 grid = {k->grid, 1, 1}, block = {k->bx, k->by, 1};
     cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
     return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, "fft kernel", "cudaLaunchKernel(fm_fft_kernel)");
 }
@@ -387,6 +407,9 @@ const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }
 
 void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y)
 {
-    geometry(s, block_x, block_y);
-    *grid = (unsigned)((rows_of(s) + *block_y - 1) / *block_y);
+    unsigned tpr, rpb;
+    geometry(s, &tpr, &rpb);
+    *block_x = lanes_mode(s) ? rpb : tpr;
+    *block_y = lanes_mode(s) ? tpr : rpb;
+    *grid = (unsigned)((rows_of(s) + rpb - 1) / rpb);
 }

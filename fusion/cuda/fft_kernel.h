@@ -11,6 +11,10 @@
  * are identical. Twiddles are tables (one per stage, laid out for coalesced loads) computed in
  * double on the host and compiled into the module as constants.
  *
+ * A transform along a strided axis whose rows are neighbours in memory (the innermost batch axis
+ * contiguous: a transform along axis 0 of a C-ordered array) runs in "lanes" mode: the rows are
+ * the block's fast thread index, so a warp reads whole 32-byte sectors of several rows.
+ *
  * Execute-time pointers are kernel arguments: the plan holds no mutable state, so one plan
  * runs on several streams and threads at once. */
 #ifndef FM_FFT_KERNEL_H

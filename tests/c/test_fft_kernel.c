@@ -112,6 +112,12 @@ static void test_every_length_compiles(void)
             s.prolog = &pro, s.epilog = &epi;
             s.inverse = n % 8 != 0; /* both directions across the lengths */
             CHECK_MSG(compiles(&s), "%s n = %lld", fm_dtype_name(types[ti]), (long long)n);
+            /* lanes mode: the transform along axis 0 of (n, 7), the rows contiguous */
+            s.in_stride = s.out_stride = 7;
+            s.batch_ext[0] = 7, s.batch_in[0] = s.batch_out[0] = 1;
+            pro.stride[0] = epi.stride[0] = 1, pro.stride[1] = epi.stride[1] = 7;
+            pro.extent[0] = epi.extent[0] = 7;
+            CHECK_MSG(compiles(&s), "%s n = %lld, lanes", fm_dtype_name(types[ti]), (long long)n);
         }
 }
 
@@ -326,6 +332,9 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
         return;
     unsigned grid, bx, by;
     fm_fft_kernel_launch_shape(&s, &grid, &bx, &by);
+    const unsigned tpr = (unsigned)(n < 8 ? 1 : n / 8);
+    CHECK_MSG(B > 1 ? by == tpr : bx == tpr, "n=%lld B=%lld: block %ux%u (rows mode for B = 1, lanes "
+              "for B > 1)", (long long)n, (long long)B, bx, by);
     void *in = malloc(es * (size_t)count), *out = inplace ? in : malloc(es * (size_t)count);
     void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
     double complex *rowsv = malloc(sizeof *rowsv * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
@@ -393,11 +402,18 @@ static void test_emulated_numerics(void)
         CHECK_MSG(0, "no host C++ compiler (c++): scripts/setup.sh installs g++");
         return;
     }
-    for (int64_t n = 2; n <= 4096; n *= 2)
-        emu_case(FM_C64, n, n % 16 == 0, 3, n >= 1024 ? 1 : 2, n % 64 == 0);
-    for (int64_t n = 2; n <= 2048; n *= 2)
+    /* B = 1: the transformed axis contiguous (rows mode); B > 1: strided, the batch axis B
+     * contiguous (lanes mode: the rows are a block's fast thread index) */
+    for (int64_t n = 2; n <= 4096; n *= 2) {
+        emu_case(FM_C64, n, n % 16 == 0, 3, 1, n % 64 == 0);
+        emu_case(FM_C64, n, n % 16 != 0, 2, n >= 1024 ? 2 : 5, n % 32 == 0);
+    }
+    for (int64_t n = 2; n <= 2048; n *= 2) {
         emu_case(FM_C128, n, n % 16 != 0, 2, 3, n % 32 == 0);
+        emu_case(FM_C128, n, n % 16 == 0, 3, 1, 0);
+    }
     emu_case(FM_C64, 64, 0, 37, 1, 0); /* a partial last block of rows */
+    emu_case(FM_C64, 64, 1, 3, 40, 0); /* lanes: blocks of 32 lanes across the batch axis's end */
 }
 #endif
 
