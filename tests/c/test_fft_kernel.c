@@ -223,7 +223,7 @@ static void test_chain_forms_compile(void)
 
 /* ---- the generated kernel on the host ---- */
 static const char emu_prelude[] =
-    "#include <cmath>\n#include <pthread.h>\n"
+    "#include <cmath>\n#include <cstdio>\n#include <pthread.h>\n"
     "struct float2 { float x, y; };\nstruct double2 { double x, y; };\nstruct ushort2 { unsigned short x, y; };\n"
     "struct fm_emu_dim3 { unsigned x, y, z; };\n"
     "extern thread_local fm_emu_dim3 threadIdx, blockIdx;\nvoid fm_emu_barrier();\n"
@@ -240,14 +240,16 @@ static const char emu_driver[] =
     "extern \"C\" int fm_emu_launch(unsigned grid, unsigned bx, unsigned by, const void *in, void *out,\n"
     "                              const void *pa, const void *ea, unsigned long long rows)\n{\n"
     "    const unsigned nt = bx * by;\n    emu_arg *args = new emu_arg[nt];\n    pthread_t *th = new pthread_t[nt];\n"
-    "    pthread_attr_t attr;\n    pthread_attr_init(&attr);\n    pthread_attr_setstacksize(&attr, 1 << 18);\n"
+    "    pthread_attr_t attr;\n    pthread_attr_init(&attr);\n    pthread_attr_setstacksize(&attr, 1 << 21); /* static TLS of the loaded libraries (ASan, CUDA) included */\n"
     "    int rc = 0;\n"
     "    for (unsigned b = 0; b < grid && rc == 0; b++) {\n"
     "        pthread_barrier_init(&fm_emu_bar, nullptr, nt);\n"
     "        for (unsigned i = 0; i < nt; i++) {\n"
     "            args[i] = {i % bx, i / bx, b, in, out, pa, ea, rows};\n"
-    "            if (pthread_create(&th[i], &attr, emu_thread, &args[i]) != 0)\n"
-    "                return -1; /* the started threads wait at the barrier: the test fails, hung */\n"
+    "            int e = pthread_create(&th[i], &attr, emu_thread, &args[i]);\n"
+    "            if (e != 0) { /* the started threads wait at the barrier: the test fails, hung */\n"
+    "                fprintf(stderr, \"emulator: pthread_create of thread %u of %u: error %d\\n\", i, nt, e);\n"
+    "                return -1;\n            }\n"
     "        }\n"
     "        for (unsigned i = 0; i < nt; i++)\n            pthread_join(th[i], nullptr);\n"
     "        pthread_barrier_destroy(&fm_emu_bar);\n    }\n"
