@@ -23,9 +23,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct kernel_state {
+    fm_cuda_ws_table *ws; /* the four-step's intermediate, per device and stream */
+} kernel_state;
+
 typedef struct kernel_plan {
     int device;
     fm_fft_kernel *k;
+    /* four-step (a length beyond one block): k = the column step into a scratch, k2 = the row
+     * step out of it */
+    fm_fft_kernel *k2;
+    size_t scratch_bytes;
+    kernel_state *st;
 } kernel_plan;
 
 static fm_status probe(void **state, const char **why)
@@ -34,11 +43,24 @@ static fm_status probe(void **state, const char **why)
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
     }
-    *state = NULL;
+    kernel_state *st = calloc(1, sizeof *st);
+    if (!st || fm_cuda_ws_table_create("fft kernel", &st->ws) != FM_OK) {
+        free(st);
+        *why = "out of host memory";
+        return FM_ERR_UNAVAILABLE;
+    }
+    *state = st;
     return FM_OK;
 }
 
-static void release(void *state) { (void)state; }
+static void release(void *state)
+{
+    kernel_state *st = state;
+    if (!st)
+        return;
+    fm_cuda_ws_table_destroy(st->ws);
+    free(st);
+}
 
 static void destroy_plan(void *impl)
 {
@@ -46,6 +68,7 @@ static void destroy_plan(void *impl)
     if (!pl)
         return;
     fm_fft_kernel_destroy(pl->k);
+    fm_fft_kernel_destroy(pl->k2);
     free(pl);
 }
 
@@ -55,8 +78,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
         return s;
-    return fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG], ptrs[FM_FFT_EPILOG],
-                                stream);
+    if (!pl->k2)
+        return fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG],
+                                    ptrs[FM_FFT_EPILOG], stream);
+    void *mid = NULL; /* stream-ordered: the next execution on this stream reuses it after these */
+    if ((s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid)) != FM_OK ||
+        (s = fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], mid, ptrs[FM_FFT_PROLOG], NULL, stream)) != FM_OK)
+        return s;
+    return fm_fft_kernel_launch(pl->k2, mid, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG], stream);
 }
 
 static fm_status not_here(const char *why)
@@ -142,9 +171,103 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
     return s;
 }
 
+/* Contiguous rows of n along the last axis, in and out: the batch count, else 0. */
+static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
+{
+    if (t->strides[ax] != 1)
+        return 0;
+    int64_t expect = n, rows = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == ax || t->shape[d] == 1)
+            continue;
+        if (d > ax || t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d], rows *= t->shape[d];
+    }
+    return rows;
+}
+
+/* A length beyond one block (up to max^2, e.g. 2^24 complex64), contiguous rows: the four-step.
+ * x as n1 x n2 (row-major); A: length-n1 transforms down the n2 columns (lanes mode, prolog on
+ * load, w_n^(j2 k1) on store) into a scratch; B: length-n2 transforms along its rows, stored
+ * transposed (X[k1 + n1 k2]) through the epilog. Two reads and two writes of the data, where
+ * cuFFT takes about 2.6 for 2^20 and a prolog pass adds one. Only with gpu_prolog="kernel"
+ * until it is measured against cuFFT (fft_gpu.py's 2^20 x 64 and 2^24 x 4 cases). */
+static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *out, int mode)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    const int ax = fp->axes[0];
+    const int64_t n = fp->n[0], max = fm_fft_kernel_max_n(ti->dtype);
+    if (mode != FM_FFT_PROLOG_KERNEL)
+        return not_here("a length beyond one block (the four-step runs only with gpu_prolog='kernel' for now)");
+    if (n > max * max || n > ((int64_t)1 << 24) || ti->shape[ax] != n || to->shape[ax] != n)
+        return not_here("the four-step takes powers of two up to 2^24 (complex64) / 2^22 (complex128), unpadded");
+    const int64_t rows = contiguous_rows(ti, ax, n);
+    if (rows == 0 || contiguous_rows(to, ax, n) != rows)
+        return not_here("the four-step takes contiguous rows along the last axis, in and out");
+    int64_t n2 = 1;
+    while (n2 * n2 < n)
+        n2 *= 2;
+    if (n2 > max)
+        n2 = max;
+    const int64_t n1 = n / n2;
+    fm_cufft_cb_spec chain[2];
+    memset(chain, 0, sizeof chain);
+    fm_fft_kernel_spec a, b;
+    memset(&a, 0, sizeof a);
+    a.dtype = ti->dtype, a.n = n1, a.inverse = fp->inverse, a.in_stride = a.out_stride = n2;
+    a.nbatch = 2;
+    a.batch_ext[0] = rows, a.batch_in[0] = a.batch_out[0] = n;
+    a.batch_ext[1] = n2, a.batch_in[1] = a.batch_out[1] = 1;
+    a.tw_n = n, a.tw_rows = n2;
+    b = a;
+    b.n = n2, b.in_stride = 1, b.out_stride = n1, b.tw_n = 0, b.tw_rows = 0;
+    b.batch_ext[1] = n1, b.batch_in[1] = n2, b.batch_out[1] = 1;
+    if (fp->prolog_ops) {
+        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
+        a.prolog = &chain[0];
+    }
+    if (fp->epilog_ops) {
+        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
+        b.epilog = &chain[1];
+    }
+    for (int i = 0; i < 2; i++)
+        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
+                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    fm_status s;
+    if ((s = fm_fft_kernel_check(&a)) != FM_OK || (s = fm_fft_kernel_check(&b)) != FM_OK)
+        return s;
+    kernel_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    pl->device = p->exec_device.id;
+    pl->st = st;
+    pl->scratch_bytes = (size_t)(rows * n) * fm_dtype_size(ti->dtype);
+    if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&a, pl->device, &pl->k)) != FM_OK ||
+        (s = fm_fft_kernel_create(&b, pl->device, &pl->k2)) != FM_OK) {
+        destroy_plan(pl);
+        return s;
+    }
+    out->impl = pl;
+    out->execute = execute;
+    out->destroy_impl = destroy_plan;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    char pro[40], epi[40];
+    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
+    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
+    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s four-step=%lldx%lld "
+                         "radices=%s+%s passes=2 device=%d",
+                         fm_dtype_name(ti->dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
+                         pro, epi, (long long)n1, (long long)n2, fm_fft_kernel_radices(pl->k),
+                         fm_fft_kernel_radices(pl->k2), pl->device);
+    return FM_OK;
+}
+
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
     if (p->exec_device.type != FM_DEVICE_CUDA)
@@ -161,6 +284,18 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
     fm_status s = spec_of(p, &ks, chain);
+    const fm_dtype dt = p->t[FM_FFT_IN].dtype;
+    const int64_t n0 = fp->n[0];
+    if (s == FM_ERR_NOT_APPLICABLE && fp->kind == FM_FFT_C2C && (fp->prolog_ops || fp->epilog_ops) &&
+        (dt == FM_C64 || dt == FM_C128) && p->t[FM_FFT_OUT].dtype == dt && n0 > fm_fft_kernel_max_n(dt) &&
+        (n0 & (n0 - 1)) == 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", fm_last_error());
+        s = plan_four_step(p, state, out, mode);
+        if (s == FM_ERR_NOT_APPLICABLE) /* the one-block reason is the clearer one */
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "%s", why);
+        return s;
+    }
     if (s != FM_OK)
         return s;
     /* a strided transform axis reads and writes one element per 32-byte sector: cuFFT does

@@ -120,6 +120,9 @@ fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
     for (int i = 0; i < s->nbatch; i++)
         if (s->batch_ext[i] < 1 || s->batch_in[i] < 0 || s->batch_out[i] < 0)
             return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: negative batch stride");
+    if (s->tw_n < 0 || s->tw_n > ((int64_t)1 << 24) || (s->tw_n > 0 && s->tw_rows < 1))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft kernel: bad four-step twiddle (tw_n %lld, tw_rows %lld)",
+                       (long long)s->tw_n, (long long)s->tw_rows);
     if (s->prolog && s->epilog && (s->prolog->ops & FM_FFT_OP_CALLBACK) && (s->epilog->ops & FM_FFT_OP_CALLBACK))
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: user functions in both the prolog and the epilog "
                        "(compiled as separate cuFFT callbacks instead)");
@@ -312,6 +315,16 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         if (last) {
             fprintf(f, "            if (valid) {\n                const long long off = bo + (long long)o * %lldLL;\n",
                     (long long)s->out_stride);
+            if (s->tw_n > 0) /* p / tw_n exactly representable (tw_n <= 2^24): one rounding in sincospi */
+                fprintf(f, "                {\n"
+                           "                    const unsigned long long p = ((row %% %lldull) * o) %% %lldull;\n"
+                           "                    fmk_R sn, cs;\n"
+                           "                    %s((fmk_R)2 * (fmk_R)p / (fmk_R)%lld, &sn, &cs);\n"
+                           "                    fmk_T w; w.x = cs; w.y = %ssn;\n"
+                           "                    v[u * %d + r] = fmk_cmul(v[u * %d + r], w);\n"
+                           "                }\n",
+                        (long long)s->tw_rows, (long long)s->tw_n, s->dtype == FM_C128 ? "sincospi" : "sincospif",
+                        (long long)s->tw_n, s->inverse ? "" : "-", r, r);
             if (s->epilog)
                 fprintf(f, "                %s::fm_cb_store((void *)out, (unsigned long long)off, v[u * %d + r], &ep, 0);\n",
                         eq, r);

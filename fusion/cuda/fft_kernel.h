@@ -32,6 +32,9 @@ typedef struct fm_fft_kernel_spec {
     int64_t batch_ext[FM_MAX_NDIM], batch_in[FM_MAX_NDIM], batch_out[FM_MAX_NDIM];
     /* the chains (need_base 0), or NULL: at most one of them may hold a user function */
     const fm_cufft_cb_spec *prolog, *epilog;
+    /* The four-step's inner twiddle (0: none): output element k of row `row` is multiplied by
+     * exp(-+2 pi i ((row mod tw_rows) k mod tw_n) / tw_n) before the epilog and the store. */
+    int64_t tw_n, tw_rows;
 } fm_fft_kernel_spec;
 
 typedef struct fm_fft_kernel fm_fft_kernel;

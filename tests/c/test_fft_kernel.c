@@ -211,6 +211,17 @@ static void test_chain_forms_compile(void)
     chain(&epi, 1, FM_C64, 5, 1024, FM_FFT_OP_MULTIPLY);
     s.prolog = &pro, s.epilog = &epi;
     CHECK_MSG(compiles(&s), "user function named like the kernel's helpers");
+    /* the four-step's column step (lanes, the twiddle on store, sincospi[f]) in both precisions */
+    for (int dbl = 0; dbl < 2; dbl++) {
+        memset(&s, 0, sizeof s);
+        s.dtype = dbl ? FM_C128 : FM_C64, s.n = 1024, s.in_stride = s.out_stride = 1024, s.inverse = dbl;
+        s.nbatch = 2, s.batch_ext[0] = 4, s.batch_in[0] = s.batch_out[0] = 1 << 20;
+        s.batch_ext[1] = 1024, s.batch_in[1] = s.batch_out[1] = 1;
+        s.tw_n = 1 << 20, s.tw_rows = 1024;
+        CHECK_MSG(compiles(&s), "four-step column step, %s", dbl ? "c128" : "c64");
+    }
+    s.tw_n = 1 << 25;
+    CHECK(fm_fft_kernel_check(&s) == FM_ERR_INVALID_ARGUMENT);
     /* several batch axes with their own strides (a transposed batch) */
     spec(&s, FM_C128, 1, 64);
     s.nbatch = 2;
@@ -228,7 +239,10 @@ static const char emu_prelude[] =
     "struct fm_emu_dim3 { unsigned x, y, z; };\n"
     "extern thread_local fm_emu_dim3 threadIdx, blockIdx;\nvoid fm_emu_barrier();\n"
     "#define __device__\n#define __global__\n#define __forceinline__ inline\n#define __shared__ static\n"
-    "#define __launch_bounds__(...)\n#define __syncthreads() fm_emu_barrier()\n";
+    "#define __launch_bounds__(...)\n#define __syncthreads() fm_emu_barrier()\n"
+    "inline void sincospif(float x, float *s, float *c) { double a = M_PI * (double)x; *s = (float)std::sin(a); "
+    "*c = (float)std::cos(a); }\n"
+    "inline void sincospi(double x, double *s, double *c) { *s = std::sin(M_PI * x); *c = std::cos(M_PI * x); }\n";
 static const char emu_driver[] =
     "\nthread_local fm_emu_dim3 threadIdx, blockIdx;\nstatic pthread_barrier_t fm_emu_bar;\n"
     "void fm_emu_barrier() { pthread_barrier_wait(&fm_emu_bar); }\n"
@@ -398,6 +412,99 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
         free(out);
 }
 
+/* A long 1-D transform (n = n1 n2 > what one block holds) as the four-step the kernel backend
+ * runs: A = lanes-mode length-n1 transforms down the columns of x viewed as n1 x n2 (prolog on
+ * load, the twiddle w^(j2 k1) on store) into a scratch, then B = length-n2 transforms along its
+ * rows, stored transposed (X[k1 + n1 k2]) through the epilog. y = conj(fft(x * w) * filter)
+ * for the inverse ones, fft(x * w) otherwise; against FFTW. */
+static void emu_four_step(fm_dtype dt, int64_t n1, int64_t n2, int inverse, int64_t batch)
+{
+    const int dbl = dt == FM_C128;
+    const int64_t n = n1 * n2, count = batch * n;
+    const size_t es = fm_dtype_size(dt);
+    fm_cufft_cb_spec pro, epi;
+    memset(&pro, 0, sizeof pro);
+    pro.data = dt, pro.ops = FM_FFT_OP_MULTIPLY, pro.ndim = 2, pro.array = dbl ? FM_F64 : FM_F32;
+    pro.extent[0] = batch, pro.extent[1] = n, pro.stride[0] = n, pro.stride[1] = 1, pro.array_stride[1] = 1;
+    epi = pro;
+    epi.store = 1, epi.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ, epi.array = dt;
+    fm_fft_kernel_spec a, b;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt, a.n = n1, a.inverse = inverse, a.in_stride = a.out_stride = n2;
+    a.nbatch = 2;
+    a.batch_ext[0] = batch, a.batch_in[0] = a.batch_out[0] = n;
+    a.batch_ext[1] = n2, a.batch_in[1] = a.batch_out[1] = 1;
+    a.prolog = &pro, a.tw_n = n, a.tw_rows = n2;
+    b = a;
+    b.n = n2, b.in_stride = 1, b.out_stride = n1, b.prolog = NULL, b.tw_n = 0, b.tw_rows = 0;
+    b.batch_ext[1] = n1, b.batch_in[1] = n2, b.batch_out[1] = 1;
+    b.epilog = inverse ? &epi : NULL;
+    emu_launch_fn la = NULL, lb = NULL;
+    void *ha = emu_load(&a, &la), *hb = emu_load(&b, &lb);
+    void *x = malloc(es * (size_t)count), *mid = malloc(es * (size_t)count), *y = malloc(es * (size_t)count);
+    void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
+    double complex *v = malloc(sizeof *v * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
+    for (int64_t i = 0; i < count; i++) {
+        double re = sin(0.31 * (double)i), im = cos(0.77 * (double)i + 0.2);
+        if (dbl)
+            ((double *)x)[2 * i] = re, ((double *)x)[2 * i + 1] = im;
+        else
+            ((float *)x)[2 * i] = (float)re, ((float *)x)[2 * i + 1] = (float)im;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        double wk = 0.5 + (double)((k * 5) % 11) / 11.0, fr = cos(0.01 * (double)k), fi = sin(0.03 * (double)k);
+        if (dbl)
+            ((double *)w)[k] = wk, ((double *)filt)[2 * k] = fr, ((double *)filt)[2 * k + 1] = fi;
+        else
+            ((float *)w)[k] = (float)wk, ((float *)filt)[2 * k] = (float)fr, ((float *)filt)[2 * k + 1] = (float)fi;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        double complex xv = dbl ? CMPLX(((double *)x)[2 * i], ((double *)x)[2 * i + 1])
+                                : CMPLX(((float *)x)[2 * i], ((float *)x)[2 * i + 1]);
+        v[i] = xv * (dbl ? ((double *)w)[i % n] : ((float *)w)[i % n]);
+    }
+    fftw_rows(v, batch, n, inverse, ref);
+    if (ha && hb) {
+        unsigned g, bx, by;
+        fm_fft_kernel_launch_shape(&a, &g, &bx, &by);
+        CHECK_MSG(la(g, bx, by, x, mid, w, NULL, (unsigned long long)(batch * n2)) == 0, "launch A");
+        fm_fft_kernel_launch_shape(&b, &g, &bx, &by);
+        CHECK_MSG(lb(g, bx, by, mid, y, NULL, filt, (unsigned long long)(batch * n1)) == 0, "launch B");
+        double e = 0, m = 0;
+        for (int64_t i = 0; i < count; i++) {
+            double complex want = ref[i];
+            if (inverse) {
+                int64_t k = i % n;
+                want = conj(want * (dbl ? CMPLX(((double *)filt)[2 * k], ((double *)filt)[2 * k + 1])
+                                        : CMPLX(((float *)filt)[2 * k], ((float *)filt)[2 * k + 1])));
+            }
+            double complex got = dbl ? CMPLX(((double *)y)[2 * i], ((double *)y)[2 * i + 1])
+                                     : CMPLX(((float *)y)[2 * i], ((float *)y)[2 * i + 1]);
+            if (!(cabs(got - want) <= e) && !isnan(e)) /* a NaN sticks */
+                e = cabs(got - want);
+            if (cabs(want) > m)
+                m = cabs(want);
+        }
+        e /= m > 0 ? m : 1;
+        const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
+        CHECK_MSG(e < tol, "four-step %s %lld x %lld %s, batch %lld: rel err %.3g > %.3g", fm_dtype_name(dt),
+                  (long long)n1, (long long)n2, inverse ? "inverse" : "forward", (long long)batch, e, tol);
+    }
+    if (ha)
+        dlclose(ha);
+    if (hb)
+        dlclose(hb);
+    free(x), free(mid), free(y), free(w), free(filt), free(v), free(ref);
+}
+
+static void test_emulated_four_step(void)
+{
+    emu_four_step(FM_C64, 64, 128, 0, 2);
+    emu_four_step(FM_C64, 128, 64, 1, 1);
+    emu_four_step(FM_C128, 64, 64, 1, 2);
+    emu_four_step(FM_C128, 32, 128, 0, 1);
+}
+
 static void test_emulated_numerics(void)
 {
     if (system("c++ --version >/dev/null 2>&1") != 0) {
@@ -433,6 +540,7 @@ int main(void)
         return 1;
     }
     RUN_TEST(test_emulated_numerics);
+    RUN_TEST(test_emulated_four_step);
     fm_context_destroy(g_ctx);
     rmdir(g_dir);
     TEST_MAIN_RETURN();

@@ -958,14 +958,41 @@ def test_fused_kernel_epilog_array(gpu, rng, prec):
         check(gpu, f.execute(), x_d, cdt, np.conj(np.fft.fft(x.astype(C128)) * rowscale), prec, n, "row scale")
 
 
+@pytest.mark.parametrize("shape,dtype", [((3, 8192), np.complex64), ((2, 2 ** 20), np.complex64),
+                                         ((2, 4096), np.complex128), ((2, 3, 2 ** 14), np.complex128)])
+def test_fused_kernel_four_step(gpu, rng, shape, dtype):
+    """Lengths beyond one block through the four-step (gpu_prolog="kernel"): a window on load, a
+    filter and conj on store, both directions, in place too; auto keeps cuFFT until measured."""
+    prec = "single" if dtype == np.complex64 else "double"
+    n = shape[-1]
+    x = crand(rng, shape, dtype)
+    w = (0.5 + rng.random(n)).astype(np.float32 if dtype == np.complex64 else np.float64)
+    filt = crand(rng, (n,), dtype)
+    x_d = gpu.dev(x)
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"multiply": gpu.dev(filt), "conj": True}, gpu_prolog="kernel")
+        assert "four-step" in f.describe(), f.describe()
+        xw = x.astype(C128) * w
+        check(gpu, f.execute(), x_d, dtype, np.conj(np.fft.fft(xw) * filt), prec, n, f"four-step {shape}")
+        check(gpu, f.execute(direction="inverse"), x_d, dtype, np.conj(np.fft.ifft(xw) * filt), prec, n,
+              f"four-step {shape} inverse")
+        y_d = gpu.dev(x)
+        f.reset_operand(y_d)
+        f.execute(out=y_d)
+        check(gpu, y_d, y_d, dtype, np.conj(np.fft.fft(xw) * filt), prec, n, f"four-step {shape} in place")
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(prolog={"multiply": gpu.dev(w)})
+        assert f.describe().startswith("fft cuda/cufft"), f.describe()
+
+
 def test_fused_kernel_refusals(gpu, rng):
     """gpu_prolog="kernel" where the kernel does not apply: a clear error, not another path."""
     x_d = gpu.dev(crand(rng, (2, 96), np.complex64))
     with ff.FFT(x_d, axes=-1) as f:
         with pytest.raises(fusemath.NotSupportedError, match="power of two"):
             f.plan(epilog={"conj": True}, gpu_prolog="kernel")
-    x_d = gpu.dev(crand(rng, (2, 8192), np.complex64))
-    with ff.FFT(x_d, axes=-1) as f:
+    x_d = gpu.dev(crand(rng, (8192, 2), np.complex64))  # beyond one block, and not contiguous rows
+    with ff.FFT(x_d, axes=0) as f:
         with pytest.raises(fusemath.NotSupportedError, match="4096"):
             f.plan(epilog={"conj": True}, gpu_prolog="kernel")
         f.plan(epilog={"conj": True})  # auto: cuFFT with a store callback
