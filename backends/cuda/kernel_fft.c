@@ -31,8 +31,8 @@ typedef struct kernel_plan {
     int device;
     fm_fft_kernel *k;
     /* four-step (a length beyond one block): k = the column step into a scratch, k2 = the row
-     * step out of it */
-    fm_fft_kernel *k2;
+     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out */
+    fm_fft_kernel *k2, *k3;
     size_t scratch_bytes;
     kernel_state *st;
 } kernel_plan;
@@ -69,6 +69,7 @@ static void destroy_plan(void *impl)
         return;
     fm_fft_kernel_destroy(pl->k);
     fm_fft_kernel_destroy(pl->k2);
+    fm_fft_kernel_destroy(pl->k3);
     free(pl);
 }
 
@@ -78,9 +79,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
         return s;
-    if (!pl->k2)
-        return fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG],
-                                    ptrs[FM_FFT_EPILOG], stream);
+    if (!pl->scratch_bytes) { /* one pass per axis: the prolog with the first, the epilog with the last */
+        fm_fft_kernel *const ks[3] = {pl->k, pl->k2, pl->k3};
+        const int nk = pl->k3 ? 3 : pl->k2 ? 2 : 1;
+        for (int i = 0; i < nk && s == FM_OK; i++)
+            s = fm_fft_kernel_launch(ks[i], i ? ptrs[FM_FFT_OUT] : ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT],
+                                     i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
+        return s;
+    }
     void *mid = NULL; /* stream-ordered: the next execution on this stream reuses it after these */
     if ((s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid)) != FM_OK ||
         (s = fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], mid, ptrs[FM_FFT_PROLOG], NULL, stream)) != FM_OK)
@@ -266,6 +272,97 @@ static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *
     return FM_OK;
 }
 
+/* Several axes with gpu_prolog="kernel": one kernel pass per axis, the first (the input's most
+ * contiguous axis, rows mode) from in to out with the prolog, the others in place on out (lanes
+ * mode where the rows are neighbours), the epilog with the last. As many reads and writes as
+ * axes, like cuFFT's own multi-axis plans, with the chains free. Only when asked for until it is
+ * measured (fft_gpu.py's 2-D and 3-D cases). */
+static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    if (fp->kind != FM_FFT_C2C || ti->dtype != to->dtype || (ti->dtype != FM_C64 && ti->dtype != FM_C128) ||
+        ti->ndim != to->ndim)
+        return not_here("several axes: complex64 / complex128 c2c only");
+    for (int d = 0; d < ti->ndim; d++)
+        if (ti->shape[d] != to->shape[d] || (ti->shape[d] > 1 && (ti->strides[d] < 0 || to->strides[d] <= 0)))
+            return not_here("several axes: in and out of one shape with positive strides");
+    int order[3];
+    for (int i = 0; i < fp->naxes; i++)
+        order[i] = i;
+    for (int i = 1; i < fp->naxes; i++) /* the input's smallest stride first */
+        for (int j = i; j > 0 && ti->strides[fp->axes[order[j]]] < ti->strides[fp->axes[order[j - 1]]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    fm_cufft_cb_spec chain[2];
+    memset(chain, 0, sizeof chain);
+    if (fp->prolog_ops)
+        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
+    if (fp->epilog_ops)
+        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
+    for (int i = 0; i < 2; i++)
+        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
+                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    fm_fft_kernel_spec spec[3];
+    fm_status s;
+    for (int i = 0; i < fp->naxes; i++) {
+        const int ax = fp->axes[order[i]];
+        const fm_tensor *src = i ? to : ti;
+        fm_fft_kernel_spec *k = &spec[i];
+        memset(k, 0, sizeof *k);
+        k->dtype = ti->dtype, k->n = fp->n[order[i]], k->inverse = fp->inverse;
+        if (src->shape[ax] != k->n)
+            return not_here("several axes: a padded or cropped axis");
+        k->in_stride = src->strides[ax], k->out_stride = to->strides[ax];
+        for (int d = 0; d < ti->ndim; d++)
+            if (d != ax && ti->shape[d] > 1) {
+                k->batch_ext[k->nbatch] = ti->shape[d];
+                k->batch_in[k->nbatch] = src->strides[d];
+                k->batch_out[k->nbatch] = to->strides[d];
+                k->nbatch++;
+            }
+        k->prolog = i == 0 && fp->prolog_ops ? &chain[0] : NULL;
+        k->epilog = i == fp->naxes - 1 && fp->epilog_ops ? &chain[1] : NULL;
+        if ((s = fm_fft_kernel_check(k)) != FM_OK)
+            return s;
+    }
+    kernel_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    pl->device = p->exec_device.id;
+    fm_fft_kernel **slots[3] = {&pl->k, &pl->k2, &pl->k3};
+    s = fm_cuda_use_device(pl->device);
+    for (int i = 0; i < fp->naxes && s == FM_OK; i++)
+        s = fm_fft_kernel_create(&spec[i], pl->device, slots[i]);
+    if (s != FM_OK) {
+        destroy_plan(pl);
+        return s;
+    }
+    out->impl = pl;
+    out->execute = execute;
+    out->destroy_impl = destroy_plan;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    char pro[40], epi[40], shape[64] = "", rad[96] = "";
+    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
+    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
+    size_t u = 0, v = 0;
+    for (int i = 0; i < fp->naxes; i++) {
+        u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%s%lld", i ? "x" : "",
+                              (long long)fp->n[i]);
+        v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
+                              fm_fft_kernel_radices(*slots[i]));
+    }
+    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
+                         "passes=%d device=%d",
+                         fm_dtype_name(ti->dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, fp->naxes, rad,
+                         fp->naxes, pl->device);
+    return FM_OK;
+}
+
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
@@ -280,7 +377,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
     if (fp->naxes > 1)
-        return split_axes(ctx, p, out);
+        return mode == FM_FFT_PROLOG_KERNEL ? plan_axis_passes(p, out) : split_axes(ctx, p, out);
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
     fm_status s = spec_of(p, &ks, chain);

@@ -901,21 +901,20 @@ def test_fused_kernel_split_2d(gpu, rng, prec, mode):
     through cuFFT in place (epilog as its store callback); 3-D and batched 2-D stay with cuFFT
     (a split measured 7x slower at 512^3); against numpy, both directions."""
     rdt, cdt = PRECS[prec]
-    for shape, axes, split in (((64, 256), (0, 1), True), ((6, 16, 32), (0, 1, 2), False),
+    for shape, axes, split in (((64, 256), (0, 1), True), ((8, 16, 32), (0, 1, 2), False),
                                ((5, 8, 128), (1, 2), False)):
         x = crand(rng, shape, cdt)
         w = (0.5 + rng.random(shape[-1])).astype(rdt)
         filt = crand(rng, shape[-2:], cdt)
         x_d = gpu.dev(x)
         with ff.FFT(x_d, axes=axes) as f:
-            if not split and mode == "kernel":  # asked for where it does not apply: an error
-                with pytest.raises(fusemath.NotSupportedError):
-                    f.plan(prolog={"multiply": gpu.dev(w)}, gpu_prolog=mode)
-                continue
             f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"multiply": gpu.dev(filt), "conj": True},
                    gpu_prolog=mode)
-            want_path = "fft split into [fft cuda/fused-kernel" if split else "fft cuda/cufft"
+            # "kernel": one kernel pass per axis; auto: the 2-D split, else cuFFT
+            want_path = ("fft cuda/fused-kernel" if mode == "kernel" else
+                         "fft split into [fft cuda/fused-kernel" if split else "fft cuda/cufft")
             assert f.describe().startswith(want_path), f.describe()
+            assert (f"axis-passes={len(axes)}" in f.describe()) == (mode == "kernel"), f.describe()
             npts = int(np.prod([shape[a] for a in axes]))
             want = np.conj(np.fft.fftn(x.astype(C128) * w, axes=axes) * filt)
             check(gpu, f.execute(), x_d, cdt, want, prec, npts, f"split {shape} forward")
@@ -923,14 +922,14 @@ def test_fused_kernel_split_2d(gpu, rng, prec, mode):
             check(gpu, f.execute(direction="inverse"), x_d, cdt, want, prec, npts, f"split {shape} inverse")
 
 
-def test_fused_kernel_forced_split_without_epilog(gpu, rng):
-    """gpu_prolog="kernel" on one 2-D transform with a prolog only: the split's second step has
-    no chain left and goes to cuFFT (a forced mode must not refuse it), forward and inverse."""
+def test_fused_kernel_split_without_epilog(gpu, rng):
+    """One 2-D transform with a prolog only: the split's second step has no chain left and goes
+    to cuFFT plain, forward and inverse (the backward norm lands in that step's epilog)."""
     x = crand(rng, (64, 256), np.complex64)
     w = (0.5 + rng.random(256)).astype(np.float32)
     x_d = gpu.dev(x)
     with ff.FFT(x_d, axes=(0, 1)) as f:
-        f.plan(prolog={"multiply": gpu.dev(w), "scale": 2.0}, gpu_prolog="kernel")
+        f.plan(prolog={"multiply": gpu.dev(w), "scale": 2.0})
         assert f.describe().startswith("fft split into [fft cuda/fused-kernel"), f.describe()
         check(gpu, f.execute(), x_d, np.complex64, np.fft.fft2(x.astype(C128) * w) * 2.0, "single", 64 * 256)
         check(gpu, f.execute(direction="inverse"), x_d, np.complex64, np.fft.ifft2(x.astype(C128) * w) * 2.0,
