@@ -99,6 +99,32 @@ static fm_status not_here(const char *why)
     return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why);
 }
 
+/* The problem's chains as specs over its input / output (ops 0 where absent). */
+static fm_status chains_of(const fm_problem *p, fm_cufft_cb_spec chain[2])
+{
+    const fm_fft_params *fp = &p->u.fft;
+    memset(chain, 0, 2 * sizeof *chain);
+    if (fp->prolog_ops)
+        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
+    if (fp->epilog_ops)
+        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
+    for (int i = 0; i < 2; i++)
+        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
+                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    return FM_OK;
+}
+
+/* The plan's kernels are made: hand pl to out. */
+static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
+{
+    out->impl = pl;
+    out->execute = execute;
+    out->destroy_impl = destroy_plan;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+}
+
 /* The problem as a kernel spec; FM_ERR_NOT_APPLICABLE where it does not fit. */
 static fm_status spec_of(const fm_problem *p, fm_fft_kernel_spec *ks, fm_cufft_cb_spec chain[2])
 {
@@ -132,18 +158,11 @@ static fm_status spec_of(const fm_problem *p, fm_fft_kernel_spec *ks, fm_cufft_c
         ks->batch_out[ks->nbatch] = to->strides[d];
         ks->nbatch++;
     }
-    if (fp->prolog_ops) {
-        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
-        ks->prolog = &chain[0];
-    }
-    if (fp->epilog_ops) {
-        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
-        ks->epilog = &chain[1];
-    }
-    for (int i = 0; i < 2; i++)
-        if ((i ? ks->epilog : ks->prolog) && (chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
-                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    fm_status s = chains_of(p, chain);
+    if (s != FM_OK)
+        return s;
+    ks->prolog = fp->prolog_ops ? &chain[0] : NULL;
+    ks->epilog = fp->epilog_ops ? &chain[1] : NULL;
     return fm_fft_kernel_check(ks);
 }
 
@@ -219,7 +238,6 @@ static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *
         n2 = max;
     const int64_t n1 = n / n2;
     fm_cufft_cb_spec chain[2];
-    memset(chain, 0, sizeof chain);
     fm_fft_kernel_spec a, b;
     memset(&a, 0, sizeof a);
     a.dtype = ti->dtype, a.n = n1, a.inverse = fp->inverse, a.in_stride = a.out_stride = n2;
@@ -230,19 +248,11 @@ static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *
     b = a;
     b.n = n2, b.in_stride = 1, b.out_stride = n1, b.tw_n = 0, b.tw_rows = 0;
     b.batch_ext[1] = n1, b.batch_in[1] = n2, b.batch_out[1] = 1;
-    if (fp->prolog_ops) {
-        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
-        a.prolog = &chain[0];
-    }
-    if (fp->epilog_ops) {
-        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
-        b.epilog = &chain[1];
-    }
-    for (int i = 0; i < 2; i++)
-        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
-                           "fm_fft_plan runs", i ? "epilog" : "prolog");
-    fm_status s;
+    fm_status s = chains_of(p, chain);
+    if (s != FM_OK)
+        return s;
+    a.prolog = fp->prolog_ops ? &chain[0] : NULL;
+    b.epilog = fp->epilog_ops ? &chain[1] : NULL;
     if ((s = fm_fft_kernel_check(&a)) != FM_OK || (s = fm_fft_kernel_check(&b)) != FM_OK)
         return s;
     kernel_plan *pl = calloc(1, sizeof *pl);
@@ -256,11 +266,7 @@ static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *
         destroy_plan(pl);
         return s;
     }
-    out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    hand_over(p, pl, out);
     char pro[40], epi[40];
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
@@ -297,17 +303,10 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
             order[j - 1] = t;
         }
     fm_cufft_cb_spec chain[2];
-    memset(chain, 0, sizeof chain);
-    if (fp->prolog_ops)
-        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
-    if (fp->epilog_ops)
-        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
-    for (int i = 0; i < 2; i++)
-        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
-                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    fm_status s = chains_of(p, chain);
+    if (s != FM_OK)
+        return s;
     fm_fft_kernel_spec spec[3];
-    fm_status s;
     for (int i = 0; i < fp->naxes; i++) {
         const int ax = fp->axes[order[i]];
         const fm_tensor *src = i ? to : ti;
@@ -341,11 +340,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
         destroy_plan(pl);
         return s;
     }
-    out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    hand_over(p, pl, out);
     char pro[40], epi[40], shape[64] = "", rad[96] = "";
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
@@ -414,11 +409,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         }
         return s;
     }
-    out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    hand_over(p, pl, out);
     int64_t rows = 1;
     for (int i = 0; i < ks.nbatch; i++)
         rows *= ks.batch_ext[i];

@@ -302,6 +302,42 @@ static void *emu_load(const fm_fft_kernel_spec *s, emu_launch_fn *fn)
     return h;
 }
 
+/* element i of a complex64 / complex128 host buffer, and the same for a real one */
+static double complex cget(const void *buf, int dbl, int64_t i)
+{
+    return dbl ? CMPLX(((const double *)buf)[2 * i], ((const double *)buf)[2 * i + 1])
+               : CMPLX(((const float *)buf)[2 * i], ((const float *)buf)[2 * i + 1]);
+}
+static void cset(void *buf, int dbl, int64_t i, double re, double im)
+{
+    if (dbl)
+        ((double *)buf)[2 * i] = re, ((double *)buf)[2 * i + 1] = im;
+    else
+        ((float *)buf)[2 * i] = (float)re, ((float *)buf)[2 * i + 1] = (float)im;
+}
+static double rget(const void *buf, int dbl, int64_t i) { return dbl ? ((const double *)buf)[i] : ((const float *)buf)[i]; }
+static void rset(void *buf, int dbl, int64_t i, double v)
+{
+    if (dbl)
+        ((double *)buf)[i] = v;
+    else
+        ((float *)buf)[i] = (float)v;
+}
+
+/* max |got - want| / max |want|, a NaN anywhere sticking */
+typedef struct relerr {
+    double e, m;
+} relerr;
+static void relerr_add(relerr *r, double complex got, double complex want)
+{
+    double d = cabs(got - want);
+    if (!(d <= r->e) && !isnan(r->e))
+        r->e = d;
+    if (cabs(want) > r->m)
+        r->m = cabs(want);
+}
+static double relerr_value(const relerr *r) { return r->e / (r->m > 0 ? r->m : 1); }
+
 /* FFTW in double, unnormalized either way: ref[row * n + k] over the rows of v (rows x n) */
 static void fftw_rows(double complex *v, int64_t rows, int64_t n, int inverse, double complex *ref)
 {
@@ -354,56 +390,28 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
     void *in = malloc(es * (size_t)count), *out = inplace ? in : malloc(es * (size_t)count);
     void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
     double complex *rowsv = malloc(sizeof *rowsv * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
-    for (int64_t i = 0; i < count; i++) {
-        double re = sin(0.37 * (double)i + 0.1 * (double)n), im = cos(1.13 * (double)i);
-        if (dbl)
-            ((double *)in)[2 * i] = re, ((double *)in)[2 * i + 1] = im;
-        else
-            ((float *)in)[2 * i] = (float)re, ((float *)in)[2 * i + 1] = (float)im;
-    }
+    for (int64_t i = 0; i < count; i++)
+        cset(in, dbl, i, sin(0.37 * (double)i + 0.1 * (double)n), cos(1.13 * (double)i));
     for (int64_t k = 0; k < n; k++) {
-        double fr = cos(0.3 * (double)k), fi = sin(0.7 * (double)k);
-        if (dbl)
-            ((double *)filt)[2 * k] = fr, ((double *)filt)[2 * k + 1] = fi;
-        else
-            ((float *)filt)[2 * k] = (float)fr, ((float *)filt)[2 * k + 1] = (float)fi;
-        double wk = 0.5 + (double)((k * 7) % 13) / 13.0;
-        if (dbl)
-            ((double *)w)[k] = wk;
-        else
-            ((float *)w)[k] = (float)wk;
+        cset(filt, dbl, k, cos(0.3 * (double)k), sin(0.7 * (double)k));
+        rset(w, dbl, k, 0.5 + (double)((k * 7) % 13) / 13.0);
     }
-    for (int64_t a = 0; a < A; a++)
+    for (int64_t a = 0; a < A; a++) /* rowsv[(a B + b) n + k] = x[a, k, b] w[k] 0.5, as stored */
         for (int64_t b = 0; b < B; b++)
-            for (int64_t k = 0; k < n; k++) {
-                int64_t i = (a * n + k) * B + b;
-                double complex xv = dbl ? CMPLX(((double *)in)[2 * i], ((double *)in)[2 * i + 1])
-                                        : CMPLX(((float *)in)[2 * i], ((float *)in)[2 * i + 1]);
-                double wk = dbl ? ((double *)w)[k] : ((float *)w)[k];
-                rowsv[(a * B + b) * n + k] = xv * wk * 0.5;
-            }
+            for (int64_t k = 0; k < n; k++)
+                rowsv[(a * B + b) * n + k] = cget(in, dbl, (a * n + k) * B + b) * rget(w, dbl, k) * 0.5;
     fftw_rows(rowsv, rows, n, inverse, ref);
     CHECK_MSG(launch(grid, bx, by, in, out, w, filt, (unsigned long long)rows) == 0, "launch");
-    double e = 0, m = 0;
+    relerr r = {0, 0};
     for (int64_t a = 0; a < A; a++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t k = 0; k < n; k++) {
-                int64_t i = (a * n + k) * B + b;
                 double complex want = ref[(a * B + b) * n + k];
-                if (inverse) {
-                    double complex fk = dbl ? CMPLX(((double *)filt)[2 * k], ((double *)filt)[2 * k + 1])
-                                            : CMPLX(((float *)filt)[2 * k], ((float *)filt)[2 * k + 1]);
-                    want = conj(want * fk);
-                }
-                double complex got = dbl ? CMPLX(((double *)out)[2 * i], ((double *)out)[2 * i + 1])
-                                         : CMPLX(((float *)out)[2 * i], ((float *)out)[2 * i + 1]);
-                if (!(cabs(got - want) <= e) && !isnan(e)) /* a NaN sticks */
-                    e = cabs(got - want);
-                if (cabs(want) > m)
-                    m = cabs(want);
+                if (inverse)
+                    want = conj(want * cget(filt, dbl, k));
+                relerr_add(&r, cget(out, dbl, (a * n + k) * B + b), want);
             }
-    e /= m > 0 ? m : 1;
-    const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
+    const double e = relerr_value(&r), tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
     CHECK_MSG(e < tol, "%s n=%lld %s (%lld, n, %lld)%s: rel err %.3g > %.3g", fm_dtype_name(dt), (long long)n,
               inverse ? "inverse" : "forward", (long long)A, (long long)B, inplace ? " in place" : "", e, tol);
     dlclose(h);
@@ -444,25 +452,14 @@ static void emu_four_step(fm_dtype dt, int64_t n1, int64_t n2, int inverse, int6
     void *x = malloc(es * (size_t)count), *mid = malloc(es * (size_t)count), *y = malloc(es * (size_t)count);
     void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
     double complex *v = malloc(sizeof *v * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
-    for (int64_t i = 0; i < count; i++) {
-        double re = sin(0.31 * (double)i), im = cos(0.77 * (double)i + 0.2);
-        if (dbl)
-            ((double *)x)[2 * i] = re, ((double *)x)[2 * i + 1] = im;
-        else
-            ((float *)x)[2 * i] = (float)re, ((float *)x)[2 * i + 1] = (float)im;
-    }
+    for (int64_t i = 0; i < count; i++)
+        cset(x, dbl, i, sin(0.31 * (double)i), cos(0.77 * (double)i + 0.2));
     for (int64_t k = 0; k < n; k++) {
-        double wk = 0.5 + (double)((k * 5) % 11) / 11.0, fr = cos(0.01 * (double)k), fi = sin(0.03 * (double)k);
-        if (dbl)
-            ((double *)w)[k] = wk, ((double *)filt)[2 * k] = fr, ((double *)filt)[2 * k + 1] = fi;
-        else
-            ((float *)w)[k] = (float)wk, ((float *)filt)[2 * k] = (float)fr, ((float *)filt)[2 * k + 1] = (float)fi;
+        rset(w, dbl, k, 0.5 + (double)((k * 5) % 11) / 11.0);
+        cset(filt, dbl, k, cos(0.01 * (double)k), sin(0.03 * (double)k));
     }
-    for (int64_t i = 0; i < count; i++) {
-        double complex xv = dbl ? CMPLX(((double *)x)[2 * i], ((double *)x)[2 * i + 1])
-                                : CMPLX(((float *)x)[2 * i], ((float *)x)[2 * i + 1]);
-        v[i] = xv * (dbl ? ((double *)w)[i % n] : ((float *)w)[i % n]);
-    }
+    for (int64_t i = 0; i < count; i++)
+        v[i] = cget(x, dbl, i) * rget(w, dbl, i % n);
     fftw_rows(v, batch, n, inverse, ref);
     if (ha && hb) {
         unsigned g, bx, by;
@@ -470,23 +467,10 @@ static void emu_four_step(fm_dtype dt, int64_t n1, int64_t n2, int inverse, int6
         CHECK_MSG(la(g, bx, by, x, mid, w, NULL, (unsigned long long)(batch * n2)) == 0, "launch A");
         fm_fft_kernel_launch_shape(&b, &g, &bx, &by);
         CHECK_MSG(lb(g, bx, by, mid, y, NULL, filt, (unsigned long long)(batch * n1)) == 0, "launch B");
-        double e = 0, m = 0;
-        for (int64_t i = 0; i < count; i++) {
-            double complex want = ref[i];
-            if (inverse) {
-                int64_t k = i % n;
-                want = conj(want * (dbl ? CMPLX(((double *)filt)[2 * k], ((double *)filt)[2 * k + 1])
-                                        : CMPLX(((float *)filt)[2 * k], ((float *)filt)[2 * k + 1])));
-            }
-            double complex got = dbl ? CMPLX(((double *)y)[2 * i], ((double *)y)[2 * i + 1])
-                                     : CMPLX(((float *)y)[2 * i], ((float *)y)[2 * i + 1]);
-            if (!(cabs(got - want) <= e) && !isnan(e)) /* a NaN sticks */
-                e = cabs(got - want);
-            if (cabs(want) > m)
-                m = cabs(want);
-        }
-        e /= m > 0 ? m : 1;
-        const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
+        relerr r = {0, 0};
+        for (int64_t i = 0; i < count; i++)
+            relerr_add(&r, cget(y, dbl, i), inverse ? conj(ref[i] * cget(filt, dbl, i % n)) : ref[i]);
+        const double e = relerr_value(&r), tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)n));
         CHECK_MSG(e < tol, "four-step %s %lld x %lld %s, batch %lld: rel err %.3g > %.3g", fm_dtype_name(dt),
                   (long long)n1, (long long)n2, inverse ? "inverse" : "forward", (long long)batch, e, tol);
     }
@@ -533,14 +517,9 @@ static void emu_axis_passes(fm_dtype dt, int64_t A, int64_t B, int64_t C, int in
     void *x = malloc(es * (size_t)count), *y = malloc(es * (size_t)count), *w = malloc(es / 2 * (size_t)count);
     double complex *v = malloc(sizeof *v * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
     for (int64_t i = 0; i < count; i++) {
-        double re = sin(0.23 * (double)i), im = cos(0.61 * (double)i), wi = 0.5 + (double)((i * 3) % 7) / 7.0;
-        if (dbl)
-            ((double *)x)[2 * i] = re, ((double *)x)[2 * i + 1] = im, ((double *)w)[i] = wi;
-        else
-            ((float *)x)[2 * i] = (float)re, ((float *)x)[2 * i + 1] = (float)im, ((float *)w)[i] = (float)wi;
-        double complex xv = dbl ? CMPLX(((double *)x)[2 * i], ((double *)x)[2 * i + 1])
-                                : CMPLX(((float *)x)[2 * i], ((float *)x)[2 * i + 1]);
-        v[i] = xv * (dbl ? ((double *)w)[i] : ((float *)w)[i]);
+        cset(x, dbl, i, sin(0.23 * (double)i), cos(0.61 * (double)i));
+        rset(w, dbl, i, 0.5 + (double)((i * 3) % 7) / 7.0);
+        v[i] = cget(x, dbl, i) * rget(w, dbl, i);
     }
     fm_tensor tv, tr;
     fm_tensor_init(&tv, v, (fm_device){FM_DEVICE_CPU, 0}, FM_C128, 3, ext, NULL);
@@ -558,18 +537,10 @@ static void emu_axis_passes(fm_dtype dt, int64_t A, int64_t B, int64_t C, int in
             CHECK_MSG(fn[i](g, bx, by, i ? y : x, y, i == 0 ? w : NULL, NULL, (unsigned long long)rows) == 0, "pass %d",
                       i);
         }
-        double e = 0, m = 0;
-        for (int64_t i = 0; i < count; i++) {
-            double complex want = conj(ref[i]); /* the epilog */
-            double complex got = dbl ? CMPLX(((double *)y)[2 * i], ((double *)y)[2 * i + 1])
-                                     : CMPLX(((float *)y)[2 * i], ((float *)y)[2 * i + 1]);
-            if (!(cabs(got - want) <= e) && !isnan(e)) /* a NaN sticks */
-                e = cabs(got - want);
-            if (cabs(want) > m)
-                m = cabs(want);
-        }
-        e /= m > 0 ? m : 1;
-        const double tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)count));
+        relerr r = {0, 0};
+        for (int64_t i = 0; i < count; i++)
+            relerr_add(&r, cget(y, dbl, i), conj(ref[i])); /* the epilog's conj */
+        const double e = relerr_value(&r), tol = (dbl ? 1e-14 : 2e-7) * (4 + log2((double)count));
         CHECK_MSG(e < tol, "axis passes %s %lldx%lldx%lld %s: rel err %.3g > %.3g", fm_dtype_name(dt), (long long)A,
                   (long long)B, (long long)C, inverse ? "inverse" : "forward", e, tol);
     }
