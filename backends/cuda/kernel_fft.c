@@ -23,18 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct kernel_state {
-    fm_cuda_ws_table *ws; /* the four-step's intermediate, per device and stream */
-} kernel_state;
-
 typedef struct kernel_plan {
     int device;
     fm_fft_kernel *k;
     /* four-step (a length beyond one block): k = the column step into a scratch, k2 = the row
-     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out */
+     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out;
+     * none: an empty problem (nothing to do) */
     fm_fft_kernel *k2, *k3;
     size_t scratch_bytes;
-    kernel_state *st;
 } kernel_plan;
 
 static fm_status probe(void **state, const char **why)
@@ -43,24 +39,11 @@ static fm_status probe(void **state, const char **why)
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
     }
-    kernel_state *st = calloc(1, sizeof *st);
-    if (!st || fm_cuda_ws_table_create("fft kernel", &st->ws) != FM_OK) {
-        free(st);
-        *why = "out of host memory";
-        return FM_ERR_UNAVAILABLE;
-    }
-    *state = st;
+    *state = NULL;
     return FM_OK;
 }
 
-static void release(void *state)
-{
-    kernel_state *st = state;
-    if (!st)
-        return;
-    fm_cuda_ws_table_destroy(st->ws);
-    free(st);
-}
+static void release(void *state) { (void)state; }
 
 static void destroy_plan(void *impl)
 {
@@ -76,6 +59,8 @@ static void destroy_plan(void *impl)
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
 {
     const kernel_plan *pl = plan->impl;
+    if (!pl->k)
+        return FM_OK; /* empty */
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
         return s;
@@ -87,11 +72,20 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
                                      i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
         return s;
     }
-    void *mid = NULL; /* stream-ordered: the next execution on this stream reuses it after these */
-    if ((s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid)) != FM_OK ||
-        (s = fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], mid, ptrs[FM_FFT_PROLOG], NULL, stream)) != FM_OK)
+    /* the intermediate is this execution's own, stream-ordered (cudaMallocAsync / cudaFreeAsync
+     * from the pool: cheap): executions sharing a stream from several threads cannot interleave
+     * on one buffer, and nothing stays allocated between calls */
+    const fm_device_ops *ops = fm_device_ops_for(FM_DEVICE_CUDA);
+    void *mid = NULL;
+    if (!ops)
+        return fm_fail(FM_ERR_INTERNAL, "fft kernel: no CUDA memory operations");
+    if ((s = ops->alloc(pl->device, pl->scratch_bytes, stream, &mid)) != FM_OK)
         return s;
-    return fm_fft_kernel_launch(pl->k2, mid, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG], stream);
+    s = fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], mid, ptrs[FM_FFT_PROLOG], NULL, stream);
+    if (s == FM_OK)
+        s = fm_fft_kernel_launch(pl->k2, mid, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG], stream);
+    ops->free(pl->device, mid, stream);
+    return s;
 }
 
 static fm_status not_here(const char *why)
@@ -218,7 +212,7 @@ static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
  * transposed (X[k1 + n1 k2]) through the epilog. Two reads and two writes of the data, where
  * cuFFT takes about 2.6 for 2^20 and a prolog pass adds one. Only with gpu_prolog="kernel"
  * until it is measured against cuFFT (fft_gpu.py's 2^20 x 64 and 2^24 x 4 cases). */
-static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *out, int mode)
+static fm_status plan_four_step(const fm_problem *p, fm_plan *out, int mode)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
@@ -259,7 +253,6 @@ static fm_status plan_four_step(const fm_problem *p, kernel_state *st, fm_plan *
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pl->device = p->exec_device.id;
-    pl->st = st;
     pl->scratch_bytes = (size_t)(rows * n) * fm_dtype_size(ti->dtype);
     if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&a, pl->device, &pl->k)) != FM_OK ||
         (s = fm_fft_kernel_create(&b, pl->device, &pl->k2)) != FM_OK) {
@@ -341,13 +334,13 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
         return s;
     }
     hand_over(p, pl, out);
-    char pro[40], epi[40], shape[64] = "", rad[96] = "";
+    char pro[40], epi[40], shape[96] = "", rad[96] = "";
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     size_t u = 0, v = 0;
-    for (int i = 0; i < fp->naxes; i++) {
-        u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%s%lld", i ? "x" : "",
-                              (long long)fp->n[i]);
+    for (int i = 0; i < fp->naxes; i++) { /* in pass order, as the radices */
+        u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
+                              fp->axes[order[i]], (long long)fp->n[order[i]]);
         v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
                               fm_fft_kernel_radices(*slots[i]));
     }
@@ -360,6 +353,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
 
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
+    (void)state;
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
     if (p->exec_device.type != FM_DEVICE_CUDA)
@@ -371,6 +365,14 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     const int mode = fm_fft_gpu_prolog_mode(fp);
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
+    if (mode == FM_FFT_PROLOG_KERNEL && (fm_tensor_numel(&p->t[FM_FFT_IN]) == 0 || fm_tensor_numel(&p->t[FM_FFT_OUT]) == 0)) {
+        kernel_plan *pl = calloc(1, sizeof *pl); /* nothing to compute (cuFFT declines a forced kernel) */
+        if (!pl)
+            return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+        hand_over(p, pl, out);
+        fm_plan_set_describe(out, "fft cuda/fused-kernel empty (nothing to compute) device=%d", p->exec_device.id);
+        return FM_OK;
+    }
     if (fp->naxes > 1)
         return mode == FM_FFT_PROLOG_KERNEL ? plan_axis_passes(p, out) : split_axes(ctx, p, out);
     fm_fft_kernel_spec ks;
@@ -383,7 +385,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         (n0 & (n0 - 1)) == 0) {
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
-        s = plan_four_step(p, state, out, mode);
+        s = plan_four_step(p, out, mode);
         if (s == FM_ERR_NOT_APPLICABLE) /* the one-block reason is the clearer one */
             return fm_fail(FM_ERR_NOT_APPLICABLE, "%s", why);
         return s;

@@ -996,6 +996,12 @@ def test_fused_kernel_refusals(gpu, rng):
             f.plan(epilog={"conj": True}, gpu_prolog="kernel")
         f.plan(epilog={"conj": True})  # auto: cuFFT with a store callback
         assert f.describe().startswith("fft cuda/cufft"), f.describe()
+    # empty operands with the kernel forced: nothing to compute, an empty result (no launch)
+    x_d = gpu.dev(np.zeros((0, 8, 16), np.complex64))
+    with ff.FFT(x_d, axes=(1, 2)) as f:
+        f.plan(prolog={"multiply": gpu.dev(np.ones(16, np.float32))}, gpu_prolog="kernel")
+        y = f.execute()
+        assert gpu.host(y).shape == (0, 8, 16)
     # no chain: cuFFT runs plain transforms even when asked for the kernel
     x_d = gpu.dev(crand(rng, (2, 64), np.complex64))
     with ff.FFT(x_d, axes=-1) as f:
