@@ -93,22 +93,6 @@ static fm_status not_here(const char *why)
     return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why);
 }
 
-/* The problem's chains as specs over its input / output (ops 0 where absent). */
-static fm_status chains_of(const fm_problem *p, fm_cufft_cb_spec chain[2])
-{
-    const fm_fft_params *fp = &p->u.fft;
-    memset(chain, 0, 2 * sizeof *chain);
-    if (fp->prolog_ops)
-        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
-    if (fp->epilog_ops)
-        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
-    for (int i = 0; i < 2; i++)
-        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
-                           "fm_fft_plan runs", i ? "epilog" : "prolog");
-    return FM_OK;
-}
-
 /* The plan's kernels are made: hand pl to out. */
 static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
 {
@@ -117,47 +101,6 @@ static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
     out->destroy_impl = destroy_plan;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
-}
-
-/* The problem as a kernel spec; FM_ERR_NOT_APPLICABLE where it does not fit. */
-static fm_status spec_of(const fm_problem *p, fm_fft_kernel_spec *ks, fm_cufft_cb_spec chain[2])
-{
-    const fm_fft_params *fp = &p->u.fft;
-    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    if (fp->kind != FM_FFT_C2C || fp->naxes != 1)
-        return not_here("one-axis c2c transforms only");
-    if (!fp->prolog_ops && !fp->epilog_ops)
-        return not_here("no chain to fuse (cuFFT runs plain transforms)");
-    if (ti->dtype != to->dtype || (ti->dtype != FM_C64 && ti->dtype != FM_C128))
-        return not_here("complex64 / complex128 only");
-    if (fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0 || ti->ndim != to->ndim)
-        return not_here("empty or reshaped operands");
-    const int ax = fp->axes[0];
-    memset(ks, 0, sizeof *ks);
-    ks->dtype = ti->dtype;
-    ks->n = fp->n[0];
-    ks->inverse = fp->inverse;
-    if (ti->shape[ax] != ks->n || to->shape[ax] != ks->n)
-        return not_here("the transformed axis is padded or cropped");
-    ks->in_stride = ti->strides[ax], ks->out_stride = to->strides[ax];
-    for (int d = 0; d < ti->ndim; d++) {
-        if (ti->shape[d] != to->shape[d])
-            return not_here("in and out shapes differ");
-        if (d == ax || ti->shape[d] == 1)
-            continue;
-        if (ti->strides[d] < 0 || to->strides[d] <= 0)
-            return not_here("negative or zero batch strides");
-        ks->batch_ext[ks->nbatch] = ti->shape[d];
-        ks->batch_in[ks->nbatch] = ti->strides[d];
-        ks->batch_out[ks->nbatch] = to->strides[d];
-        ks->nbatch++;
-    }
-    fm_status s = chains_of(p, chain);
-    if (s != FM_OK)
-        return s;
-    ks->prolog = fp->prolog_ops ? &chain[0] : NULL;
-    ks->epilog = fp->epilog_ops ? &chain[1] : NULL;
-    return fm_fft_kernel_check(ks);
 }
 
 /* One 2-D transform with a prolog: separable, so [the last axis with the prolog] as this kernel,
@@ -190,22 +133,6 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
     return s;
 }
 
-/* Contiguous rows of n along the last axis, in and out: the batch count, else 0. */
-static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
-{
-    if (t->strides[ax] != 1)
-        return 0;
-    int64_t expect = n, rows = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (d == ax || t->shape[d] == 1)
-            continue;
-        if (d > ax || t->strides[d] != expect)
-            return 0;
-        expect *= t->shape[d], rows *= t->shape[d];
-    }
-    return rows;
-}
-
 /* A length beyond one block (up to max^2, e.g. 2^24 complex64), contiguous rows: the four-step.
  * x as n1 x n2 (row-major); A: length-n1 transforms down the n2 columns (lanes mode, prolog on
  * load, w_n^(j2 k1) on store) into a scratch; B: length-n2 transforms along its rows, stored
@@ -215,45 +142,20 @@ static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
 static fm_status plan_four_step(const fm_problem *p, fm_plan *out, int mode)
 {
     const fm_fft_params *fp = &p->u.fft;
-    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    const int ax = fp->axes[0];
-    const int64_t n = fp->n[0], max = fm_fft_kernel_max_n(ti->dtype);
     if (mode != FM_FFT_PROLOG_KERNEL)
         return not_here("a length beyond one block (the four-step runs only with gpu_prolog='kernel' for now)");
-    if (n > max * max || n > ((int64_t)1 << 24) || ti->shape[ax] != n || to->shape[ax] != n)
-        return not_here("the four-step takes powers of two up to 2^24 (complex64) / 2^22 (complex128), unpadded");
-    const int64_t rows = contiguous_rows(ti, ax, n);
-    if (rows == 0 || contiguous_rows(to, ax, n) != rows)
-        return not_here("the four-step takes contiguous rows along the last axis, in and out");
-    int64_t n2 = 1;
-    while (n2 * n2 < n)
-        n2 *= 2;
-    if (n2 > max)
-        n2 = max;
-    const int64_t n1 = n / n2;
     fm_cufft_cb_spec chain[2];
     fm_fft_kernel_spec a, b;
-    memset(&a, 0, sizeof a);
-    a.dtype = ti->dtype, a.n = n1, a.inverse = fp->inverse, a.in_stride = a.out_stride = n2;
-    a.nbatch = 2;
-    a.batch_ext[0] = rows, a.batch_in[0] = a.batch_out[0] = n;
-    a.batch_ext[1] = n2, a.batch_in[1] = a.batch_out[1] = 1;
-    a.tw_n = n, a.tw_rows = n2;
-    b = a;
-    b.n = n2, b.in_stride = 1, b.out_stride = n1, b.tw_n = 0, b.tw_rows = 0;
-    b.batch_ext[1] = n1, b.batch_in[1] = n2, b.batch_out[1] = 1;
-    fm_status s = chains_of(p, chain);
+    int64_t scratch = 0;
+    fm_status s = fm_fft_kernel_four_step(p, chain, &a, &b, &scratch);
     if (s != FM_OK)
         return s;
-    a.prolog = fp->prolog_ops ? &chain[0] : NULL;
-    b.epilog = fp->epilog_ops ? &chain[1] : NULL;
-    if ((s = fm_fft_kernel_check(&a)) != FM_OK || (s = fm_fft_kernel_check(&b)) != FM_OK)
-        return s;
+    const int64_t n1 = a.n, n2 = b.n, rows = a.batch_ext[0], n = n1 * n2;
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pl->device = p->exec_device.id;
-    pl->scratch_bytes = (size_t)(rows * n) * fm_dtype_size(ti->dtype);
+    pl->scratch_bytes = (size_t)scratch * fm_dtype_size(a.dtype);
     if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&a, pl->device, &pl->k)) != FM_OK ||
         (s = fm_fft_kernel_create(&b, pl->device, &pl->k2)) != FM_OK) {
         destroy_plan(pl);
@@ -265,7 +167,7 @@ static fm_status plan_four_step(const fm_problem *p, fm_plan *out, int mode)
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s four-step=%lldx%lld "
                          "radices=%s+%s passes=2 device=%d",
-                         fm_dtype_name(ti->dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
+                         fm_dtype_name(a.dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
                          pro, epi, (long long)n1, (long long)n2, fm_fft_kernel_radices(pl->k),
                          fm_fft_kernel_radices(pl->k2), pl->device);
     return FM_OK;
@@ -279,48 +181,12 @@ static fm_status plan_four_step(const fm_problem *p, fm_plan *out, int mode)
 static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
-    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    if (fp->kind != FM_FFT_C2C || ti->dtype != to->dtype || (ti->dtype != FM_C64 && ti->dtype != FM_C128) ||
-        ti->ndim != to->ndim)
-        return not_here("several axes: complex64 / complex128 c2c only");
-    for (int d = 0; d < ti->ndim; d++)
-        if (ti->shape[d] != to->shape[d] || (ti->shape[d] > 1 && (ti->strides[d] < 0 || to->strides[d] <= 0)))
-            return not_here("several axes: in and out of one shape with positive strides");
-    int order[3];
-    for (int i = 0; i < fp->naxes; i++)
-        order[i] = i;
-    for (int i = 1; i < fp->naxes; i++) /* the input's smallest stride first */
-        for (int j = i; j > 0 && ti->strides[fp->axes[order[j]]] < ti->strides[fp->axes[order[j - 1]]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
     fm_cufft_cb_spec chain[2];
-    fm_status s = chains_of(p, chain);
+    fm_fft_kernel_spec spec[3];
+    int order[3];
+    fm_status s = fm_fft_kernel_axis_passes(p, chain, spec, order);
     if (s != FM_OK)
         return s;
-    fm_fft_kernel_spec spec[3];
-    for (int i = 0; i < fp->naxes; i++) {
-        const int ax = fp->axes[order[i]];
-        const fm_tensor *src = i ? to : ti;
-        fm_fft_kernel_spec *k = &spec[i];
-        memset(k, 0, sizeof *k);
-        k->dtype = ti->dtype, k->n = fp->n[order[i]], k->inverse = fp->inverse;
-        if (src->shape[ax] != k->n)
-            return not_here("several axes: a padded or cropped axis");
-        k->in_stride = src->strides[ax], k->out_stride = to->strides[ax];
-        for (int d = 0; d < ti->ndim; d++)
-            if (d != ax && ti->shape[d] > 1) {
-                k->batch_ext[k->nbatch] = ti->shape[d];
-                k->batch_in[k->nbatch] = src->strides[d];
-                k->batch_out[k->nbatch] = to->strides[d];
-                k->nbatch++;
-            }
-        k->prolog = i == 0 && fp->prolog_ops ? &chain[0] : NULL;
-        k->epilog = i == fp->naxes - 1 && fp->epilog_ops ? &chain[1] : NULL;
-        if ((s = fm_fft_kernel_check(k)) != FM_OK)
-            return s;
-    }
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
@@ -346,7 +212,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     }
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
                          "passes=%d device=%d",
-                         fm_dtype_name(ti->dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, fp->naxes, rad,
+                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, fp->naxes, rad,
                          fp->naxes, pl->device);
     return FM_OK;
 }
@@ -377,7 +243,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return mode == FM_FFT_PROLOG_KERNEL ? plan_axis_passes(p, out) : split_axes(ctx, p, out);
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
-    fm_status s = spec_of(p, &ks, chain);
+    fm_status s = fm_fft_kernel_one(p, chain, &ks);
     const fm_dtype dt = p->t[FM_FFT_IN].dtype;
     const int64_t n0 = fp->n[0];
     if (s == FM_ERR_NOT_APPLICABLE && fp->kind == FM_FFT_C2C && (fp->prolog_ops || fp->epilog_ops) &&

@@ -433,6 +433,12 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     return FM_OK;
 }
 
+fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                               fm_problem *p)
+{
+    return build(ctx, ts, opts, p);
+}
+
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                       const fm_tensor *epilog_array, const fm_fft_options *opts, fm_plan **plan)
 {

@@ -111,6 +111,10 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
  * (epilog = 0 prolog, 1 epilog) of problem p, or NULL when p has none or is not the problem
  * being planned (its digest does not match). */
 const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol);
+/* The problem fm_fft_plan would plan for these operands (slots FM_FFT_IN..EPILOG) and options:
+ * validation, norm folding, layouts. Tests drive backends' planning with it. */
+fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                               fm_problem *p);
 /* fp->gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback; AUTO
  * whatever was asked when there is no chain */
 int fm_fft_gpu_prolog_mode(const fm_fft_params *fp);

@@ -60,6 +60,21 @@ fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out
 /* The launch shape the spec gets: grid blocks of block_x (threads per row) x block_y (rows) - tests */
 void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y);
 
+/* ---- a problem's kernels (fft_kernel_plan.c): FM_ERR_NOT_APPLICABLE with the reason where they
+ * do not apply. chain: storage for the chain specs the kernel specs point to. ---- */
+/* The problem's chains as specs over its input / output (ops 0 where absent). */
+fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2]);
+/* A 1-D c2c transform with a chain as one kernel. */
+fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *k);
+/* A 1-D c2c length beyond one block on contiguous rows: the four-step's column step a (in to a
+ * scratch of *scratch_elems elements, same layout as in) and row step b (scratch to out). */
+fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *a,
+                                  fm_fft_kernel_spec *b, int64_t *scratch_elems);
+/* Several axes: spec[i] is pass i (p's axis order[i]); pass 0 reads in and writes out with the
+ * prolog, the others run in place on out, the last with the epilog. */
+fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
+                                    int order[3]);
+
 /* "8x8x8x8": the radices, for describe() */
 const char *fm_fft_kernel_radices(const fm_fft_kernel *k);
 

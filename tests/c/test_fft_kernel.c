@@ -564,6 +564,181 @@ static void test_emulated_four_step(void)
     emu_four_step(FM_C128, 32, 128, 0, 1);
 }
 
+/* ---- the backend's own planning (fft_kernel_plan.c) on problems built by the core ----
+ * Host tensors through fm_fft_problem_build (validation, norm folding, layouts as fm_fft_plan
+ * sees them), the kernels the backend would make for it, run in its execute order (one kernel
+ * in to out; the four-step in to scratch to out; axis passes in to out, then in place on out),
+ * against the library's CPU FFT of the same call (FFTW with its own chain code). */
+typedef struct ht {
+    fm_tensor t;
+    void *mem;
+} ht;
+
+/* A host tensor of shape sh laid out in the axis order `order` (outermost first; NULL: C order),
+ * filled from seed (complex, or real for a real dtype). */
+static void ht_make(ht *h, fm_dtype dt, int nd, const int64_t *sh, const int *order, double seed)
+{
+    int64_t st[FM_MAX_NDIM], span = 1, count = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        int d = order ? order[i] : i;
+        st[d] = span;
+        span *= sh[d];
+    }
+    for (int d = 0; d < nd; d++)
+        count *= sh[d];
+    h->mem = calloc((size_t)(count > 0 ? count : 1), fm_dtype_size(dt));
+    fm_tensor_init(&h->t, h->mem, (fm_device){FM_DEVICE_CPU, 0}, dt, nd, sh, st);
+    const int cplx = fm_dtype_is_complex(dt), dbl = dt == FM_C128 || dt == FM_F64;
+    for (int64_t i = 0; i < count; i++) {
+        double re = 0.5 + 0.5 * sin(seed + 0.37 * (double)i), im = cos(seed + 1.13 * (double)i);
+        if (cplx)
+            cset(h->mem, dbl, i, re, im);
+        else
+            rset(h->mem, dbl, i, re);
+    }
+}
+
+/* Plan problem (in, out, pa, ea, o) the backend's way and run it on the host; 0 if it does not
+ * plan (a failed check). kind: "one", "four", "passes". */
+static int emu_problem(const fm_tensor *in, const fm_tensor *out, const fm_tensor *pa, const fm_tensor *ea,
+                       const fm_fft_options *o, const char *kind)
+{
+    const fm_tensor *ts[FM_FFT_NSLOTS] = {in, out, pa, ea};
+    fm_problem p;
+    fm_status st = fm_fft_problem_build(g_ctx, ts, o, &p);
+    CHECK_MSG(st == FM_OK, "problem: %s", fm_last_error());
+    if (st != FM_OK)
+        return 0;
+    fm_cufft_cb_spec chain[2];
+    fm_fft_kernel_spec k[3];
+    int order[3], nk = 0;
+    int64_t scratch = 0;
+    if (strcmp(kind, "one") == 0)
+        st = fm_fft_kernel_one(&p, chain, &k[0]), nk = 1;
+    else if (strcmp(kind, "four") == 0)
+        st = fm_fft_kernel_four_step(&p, chain, &k[0], &k[1], &scratch), nk = 2;
+    else
+        st = fm_fft_kernel_axis_passes(&p, chain, k, order), nk = p.u.fft.naxes;
+    CHECK_MSG(st == FM_OK, "%s: %s", kind, fm_last_error());
+    if (st != FM_OK)
+        return 0;
+    void *mid = scratch ? malloc((size_t)scratch * fm_dtype_size(in->dtype)) : NULL;
+    int ok = 1;
+    for (int i = 0; i < nk && ok; i++) {
+        emu_launch_fn fn = NULL;
+        void *h = emu_load(&k[i], &fn);
+        if (!h)
+            return 0;
+        unsigned g, bx, by;
+        fm_fft_kernel_launch_shape(&k[i], &g, &bx, &by);
+        int64_t rows = 1;
+        for (int j = 0; j < k[i].nbatch; j++)
+            rows *= k[i].batch_ext[j];
+        const void *src = i == 0 ? in->data : mid ? mid : out->data;
+        void *dst = mid && i == 0 ? mid : out->data;
+        const void *a = i == 0 && pa ? pa->data : NULL, *e = i == nk - 1 && ea ? ea->data : NULL;
+        ok = fn(g, bx, by, src, dst, a, e, (unsigned long long)rows) == 0;
+        CHECK_MSG(ok, "%s: kernel %d", kind, i);
+        dlclose(h);
+    }
+    free(mid);
+    return ok;
+}
+
+static void emu_vs_cpu(const char *what, const char *kind, ht *in, ht *out, const ht *pa, const ht *ea,
+                       const fm_fft_options *o, int dbl)
+{
+    const int64_t count = fm_tensor_numel(&out->t);
+    ht ref;
+    ht_make(&ref, out->t.dtype, out->t.ndim, out->t.shape, NULL, 0);
+    /* the CPU reference first: the emulated call may work in place on in */
+    CHECK_OK(fm_fft(g_ctx, &in->t, &ref.t, pa ? &pa->t : NULL, ea ? &ea->t : NULL, o, NULL));
+    if (emu_problem(&in->t, &out->t, pa ? &pa->t : NULL, ea ? &ea->t : NULL, o, kind)) {
+        relerr r = {0, 0};
+        int64_t idx[FM_MAX_NDIM] = {0};
+        for (int64_t i = 0; i < count; i++) { /* out in its own layout, ref in C order */
+            int64_t off = 0, rem = i;
+            for (int d = out->t.ndim - 1; d >= 0; d--)
+                idx[d] = rem % out->t.shape[d], rem /= out->t.shape[d];
+            for (int d = 0; d < out->t.ndim; d++)
+                off += idx[d] * out->t.strides[d];
+            relerr_add(&r, cget(out->mem, dbl, off), cget(ref.mem, dbl, i));
+        }
+        const double e = relerr_value(&r), tol = dbl ? 1e-13 : 5e-6;
+        CHECK_MSG(e < tol, "%s: rel err %.3g > %.3g against the CPU path", what, e, tol);
+    }
+    free(ref.mem);
+}
+
+static void test_emulated_backend_planning(void)
+{
+    fm_fft_options o;
+    /* one kernel: (5, 256) rows, a window and the ortho norm, inverse, epilog scale */
+    {
+        int64_t sh[2] = {5, 256}, wsh[1] = {256};
+        ht x, y, w;
+        ht_make(&x, FM_C64, 2, sh, NULL, 1), ht_make(&y, FM_C64, 2, sh, NULL, 0), ht_make(&w, FM_F32, 1, wsh, NULL, 2);
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 1, o.inverse = 1, o.norm = FM_FFT_NORM_ORTHO;
+        o.prolog.ops = FM_FFT_OP_MULTIPLY, o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 3;
+        emu_vs_cpu("one kernel, rows", "one", &x, &y, &w, NULL, &o, 0);
+        free(x.mem), free(y.mem), free(w.mem);
+    }
+    /* one kernel, lanes: axis 0 of (128, 6) c128, into an F-ordered out, a complex epilog filter */
+    {
+        int64_t sh[2] = {128, 6}, fsh[2] = {128, 1};
+        const int f_order[2] = {1, 0};
+        ht x, y, f;
+        ht_make(&x, FM_C128, 2, sh, NULL, 3), ht_make(&y, FM_C128, 2, sh, f_order, 0);
+        ht_make(&f, FM_C128, 2, fsh, NULL, 4);
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 0;
+        o.epilog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+        emu_vs_cpu("one kernel, lanes in, rows out", "one", &x, &y, NULL, &f, &o, 1);
+        free(x.mem), free(y.mem), free(f.mem);
+    }
+    /* the four-step: (2, 8192) c64 and (3, 4096) c128, norm "forward", in place for the second */
+    {
+        int64_t sh[2] = {2, 8192}, wsh[1] = {8192};
+        ht x, y, w, f;
+        ht_make(&x, FM_C64, 2, sh, NULL, 5), ht_make(&y, FM_C64, 2, sh, NULL, 0);
+        ht_make(&w, FM_F32, 1, wsh, NULL, 6), ht_make(&f, FM_C64, 1, wsh, NULL, 7);
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 1, o.norm = FM_FFT_NORM_FORWARD;
+        o.prolog.ops = FM_FFT_OP_MULTIPLY, o.epilog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+        emu_vs_cpu("four-step c64", "four", &x, &y, &w, &f, &o, 0);
+        free(x.mem), free(y.mem), free(w.mem), free(f.mem);
+        int64_t sh2[2] = {3, 4096}, w2[1] = {4096};
+        ht x2, w2t;
+        ht_make(&x2, FM_C128, 2, sh2, NULL, 8), ht_make(&w2t, FM_F64, 1, w2, NULL, 9);
+        o.inverse = 1, o.epilog.ops = 0;
+        emu_vs_cpu("four-step c128 inverse in place", "four", &x2, &x2, &w2t, NULL, &o, 1);
+        free(x2.mem), free(w2t.mem);
+    }
+    /* axis passes: 3-D (8, 16, 32), F-ordered in, C-ordered out, a full-shape prolog array; and
+     * 2-D (16, 64) in place with an epilog scale and the backward norm, inverse */
+    {
+        int64_t sh[3] = {8, 16, 32};
+        const int f_order[3] = {2, 1, 0};
+        ht x, y, w;
+        ht_make(&x, FM_C64, 3, sh, f_order, 10), ht_make(&y, FM_C64, 3, sh, NULL, 0);
+        ht_make(&w, FM_F32, 3, sh, NULL, 11);
+        fm_fft_options_init(&o);
+        o.naxes = 3, o.axes[0] = 0, o.axes[1] = 1, o.axes[2] = 2;
+        o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+        emu_vs_cpu("axis passes 3-D, F in, C out", "passes", &x, &y, &w, NULL, &o, 0);
+        free(x.mem), free(y.mem), free(w.mem);
+        int64_t sh2[2] = {16, 64};
+        ht x2;
+        ht_make(&x2, FM_C128, 2, sh2, NULL, 12);
+        fm_fft_options_init(&o);
+        o.naxes = 2, o.axes[0] = 0, o.axes[1] = 1, o.inverse = 1;
+        o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 0.25, o.epilog.scale[1] = 0.5;
+        emu_vs_cpu("axis passes 2-D in place, inverse", "passes", &x2, &x2, NULL, NULL, &o, 1);
+        free(x2.mem);
+    }
+}
+
 static void test_emulated_numerics(void)
 {
     if (system("c++ --version >/dev/null 2>&1") != 0) {
@@ -601,6 +776,7 @@ int main(void)
     RUN_TEST(test_emulated_numerics);
     RUN_TEST(test_emulated_four_step);
     RUN_TEST(test_emulated_axis_passes);
+    RUN_TEST(test_emulated_backend_planning);
     fm_context_destroy(g_ctx);
     rmdir(g_dir);
     TEST_MAIN_RETURN();

@@ -1,0 +1,172 @@
+/* fft_kernel_plan.c : which fused FFT kernels a problem takes (see fft_kernel.h), apart from the
+ * backend (backends/cuda/kernel_fft.c) so that the host emulation in tests/c/test_fft_kernel.c
+ * drives the same planning as the GPU: the problem's norm folding, layouts and chains as the
+ * core builds them. */
+#include "fft_kernel.h"
+
+#include <string.h>
+
+static fm_status not_here(const char *why) { return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why); }
+
+fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2])
+{
+    const fm_fft_params *fp = &p->u.fft;
+    memset(chain, 0, 2 * sizeof *chain);
+    if (fp->prolog_ops)
+        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
+    if (fp->epilog_ops)
+        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
+    for (int i = 0; i < 2; i++)
+        if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
+                           "fm_fft_plan runs", i ? "epilog" : "prolog");
+    return FM_OK;
+}
+
+fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *ks)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    memset(ks, 0, sizeof *ks);
+    if (fp->kind != FM_FFT_C2C || fp->naxes != 1)
+        return not_here("one-axis c2c transforms only");
+    if (!fp->prolog_ops && !fp->epilog_ops)
+        return not_here("no chain to fuse (cuFFT runs plain transforms)");
+    if (ti->dtype != to->dtype || (ti->dtype != FM_C64 && ti->dtype != FM_C128))
+        return not_here("complex64 / complex128 only");
+    if (fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0 || ti->ndim != to->ndim)
+        return not_here("empty or reshaped operands");
+    const int ax = fp->axes[0];
+    ks->dtype = ti->dtype;
+    ks->n = fp->n[0];
+    ks->inverse = fp->inverse;
+    if (ti->shape[ax] != ks->n || to->shape[ax] != ks->n)
+        return not_here("the transformed axis is padded or cropped");
+    ks->in_stride = ti->strides[ax], ks->out_stride = to->strides[ax];
+    for (int d = 0; d < ti->ndim; d++) {
+        if (ti->shape[d] != to->shape[d])
+            return not_here("in and out shapes differ");
+        if (d == ax || ti->shape[d] == 1)
+            continue;
+        if (ti->strides[d] < 0 || to->strides[d] <= 0)
+            return not_here("negative or zero batch strides");
+        ks->batch_ext[ks->nbatch] = ti->shape[d];
+        ks->batch_in[ks->nbatch] = ti->strides[d];
+        ks->batch_out[ks->nbatch] = to->strides[d];
+        ks->nbatch++;
+    }
+    fm_status s = fm_fft_kernel_chains(p, chain);
+    if (s != FM_OK)
+        return s;
+    ks->prolog = fp->prolog_ops ? &chain[0] : NULL;
+    ks->epilog = fp->epilog_ops ? &chain[1] : NULL;
+    return fm_fft_kernel_check(ks);
+}
+
+/* Contiguous rows of n along axis ax (the last one that is not 1): the batch count, else 0. */
+static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
+{
+    if (t->strides[ax] != 1)
+        return 0;
+    int64_t expect = n, rows = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == ax || t->shape[d] == 1)
+            continue;
+        if (d > ax || t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d], rows *= t->shape[d];
+    }
+    return rows;
+}
+
+fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *a,
+                                  fm_fft_kernel_spec *b, int64_t *scratch_elems)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    memset(a, 0, sizeof *a);
+    memset(b, 0, sizeof *b);
+    if (fp->kind != FM_FFT_C2C || fp->naxes != 1 || ti->dtype != to->dtype ||
+        (ti->dtype != FM_C64 && ti->dtype != FM_C128))
+        return not_here("the four-step: one-axis complex64 / complex128 c2c only");
+    const int ax = fp->axes[0];
+    const int64_t n = fp->n[0], max = fm_fft_kernel_max_n(ti->dtype);
+    if (n <= max || n > max * max || n > ((int64_t)1 << 24) || (n & (n - 1)) != 0 || ti->shape[ax] != n ||
+        to->shape[ax] != n)
+        return not_here("the four-step takes powers of two beyond one block up to 2^24 (complex64) / 2^22 "
+                        "(complex128), unpadded");
+    const int64_t rows = contiguous_rows(ti, ax, n);
+    if (rows == 0 || contiguous_rows(to, ax, n) != rows)
+        return not_here("the four-step takes contiguous rows along the last axis, in and out");
+    int64_t n2 = 1;
+    while (n2 * n2 < n)
+        n2 *= 2;
+    if (n2 > max)
+        n2 = max;
+    const int64_t n1 = n / n2;
+    a->dtype = ti->dtype, a->n = n1, a->inverse = fp->inverse, a->in_stride = a->out_stride = n2;
+    a->nbatch = 2;
+    a->batch_ext[0] = rows, a->batch_in[0] = a->batch_out[0] = n;
+    a->batch_ext[1] = n2, a->batch_in[1] = a->batch_out[1] = 1;
+    a->tw_n = n, a->tw_rows = n2;
+    *b = *a;
+    b->n = n2, b->in_stride = 1, b->out_stride = n1, b->tw_n = 0, b->tw_rows = 0;
+    b->batch_ext[1] = n1, b->batch_in[1] = n2, b->batch_out[1] = 1;
+    fm_status s = fm_fft_kernel_chains(p, chain);
+    if (s != FM_OK)
+        return s;
+    a->prolog = fp->prolog_ops ? &chain[0] : NULL;
+    b->epilog = fp->epilog_ops ? &chain[1] : NULL;
+    if ((s = fm_fft_kernel_check(a)) != FM_OK || (s = fm_fft_kernel_check(b)) != FM_OK)
+        return s;
+    *scratch_elems = rows * n;
+    return FM_OK;
+}
+
+fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
+                                    int order[3])
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    if (fp->kind != FM_FFT_C2C || fp->naxes < 2 || ti->dtype != to->dtype ||
+        (ti->dtype != FM_C64 && ti->dtype != FM_C128) || ti->ndim != to->ndim)
+        return not_here("several axes: complex64 / complex128 c2c only");
+    if (fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0)
+        return not_here("several axes: empty operands");
+    for (int d = 0; d < ti->ndim; d++)
+        if (ti->shape[d] != to->shape[d] || (ti->shape[d] > 1 && (ti->strides[d] < 0 || to->strides[d] <= 0)))
+            return not_here("several axes: in and out of one shape with positive strides");
+    for (int i = 0; i < fp->naxes; i++)
+        order[i] = i;
+    for (int i = 1; i < fp->naxes; i++) /* the input's smallest stride first */
+        for (int j = i; j > 0 && ti->strides[fp->axes[order[j]]] < ti->strides[fp->axes[order[j - 1]]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    fm_status s = fm_fft_kernel_chains(p, chain);
+    if (s != FM_OK)
+        return s;
+    for (int i = 0; i < fp->naxes; i++) {
+        const int ax = fp->axes[order[i]];
+        const fm_tensor *src = i ? to : ti; /* the first pass reads in, the others work in place on out */
+        fm_fft_kernel_spec *k = &spec[i];
+        memset(k, 0, sizeof *k);
+        k->dtype = ti->dtype, k->n = fp->n[order[i]], k->inverse = fp->inverse;
+        if (src->shape[ax] != k->n)
+            return not_here("several axes: a padded or cropped axis");
+        k->in_stride = src->strides[ax], k->out_stride = to->strides[ax];
+        for (int d = 0; d < ti->ndim; d++)
+            if (d != ax && ti->shape[d] > 1) {
+                k->batch_ext[k->nbatch] = ti->shape[d];
+                k->batch_in[k->nbatch] = src->strides[d];
+                k->batch_out[k->nbatch] = to->strides[d];
+                k->nbatch++;
+            }
+        k->prolog = i == 0 && fp->prolog_ops ? &chain[0] : NULL;
+        k->epilog = i == fp->naxes - 1 && fp->epilog_ops ? &chain[1] : NULL;
+        if ((s = fm_fft_kernel_check(k)) != FM_OK)
+            return s;
+    }
+    return FM_OK;
+}
