@@ -474,6 +474,18 @@ def test_planner_c2c(rng):
 
 
 @needs_backend
+@pytest.mark.parametrize("mode", ["auto", "kernel", "pass", "callback"])
+def test_gpu_prolog_modes_on_the_cpu(rng, mode):
+    """gpu_prolog places the chains on the GPU; on NumPy data every mode plans the CPU path and
+    gives the same answer (one code for both devices)."""
+    x = crand(rng, (3, 64))
+    w = np.hanning(64)
+    with ff.FFT(x, axes=-1) as f:
+        f.plan(prolog={"multiply": w}, epilog={"scale": 0.5}, gpu_prolog=mode)
+        assert f.describe().startswith("fft cpu/fftw"), f.describe()
+        np.testing.assert_allclose(f.execute(), np.fft.fft(x * w) * 0.5, rtol=1e-12, atol=1e-12)
+
+
 def test_planner_default_axes_and_norm(rng):
     x = crand(rng, (3, 4, 5, 6))
     f = ff.FFT(x)
