@@ -183,8 +183,8 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
     fm_fft_kernel_spec spec[3];
-    int order[3];
-    fm_status s = fm_fft_kernel_axis_passes(p, chain, spec, order);
+    int order[3], np = 0;
+    fm_status s = fm_fft_kernel_axis_passes(p, chain, spec, order, &np);
     if (s != FM_OK)
         return s;
     kernel_plan *pl = calloc(1, sizeof *pl);
@@ -193,7 +193,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     pl->device = p->exec_device.id;
     fm_fft_kernel **slots[3] = {&pl->k, &pl->k2, &pl->k3};
     s = fm_cuda_use_device(pl->device);
-    for (int i = 0; i < fp->naxes && s == FM_OK; i++)
+    for (int i = 0; i < np && s == FM_OK; i++)
         s = fm_fft_kernel_create(&spec[i], pl->device, slots[i]);
     if (s != FM_OK) {
         destroy_plan(pl);
@@ -204,7 +204,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     size_t u = 0, v = 0;
-    for (int i = 0; i < fp->naxes; i++) { /* in pass order, as the radices */
+    for (int i = 0; i < np; i++) { /* in pass order, as the radices */
         u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
                               fp->axes[order[i]], (long long)fp->n[order[i]]);
         v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
@@ -212,8 +212,8 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     }
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
                          "passes=%d device=%d",
-                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, fp->naxes, rad,
-                         fp->naxes, pl->device);
+                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, np, rad, np,
+                         pl->device);
     return FM_OK;
 }
 

@@ -70,10 +70,11 @@ fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_f
  * scratch of *scratch_elems elements, same layout as in) and row step b (scratch to out). */
 fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *a,
                                   fm_fft_kernel_spec *b, int64_t *scratch_elems);
-/* Several axes: spec[i] is pass i (p's axis order[i]); pass 0 reads in and writes out with the
- * prolog, the others run in place on out, the last with the epilog. */
+/* Several axes: *npasses kernels, spec[i] is pass i (p's axis order[i]; axes of length 1 get
+ * none); pass 0 reads in and writes out with the prolog, the others run in place on out, the
+ * last with the epilog. */
 fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
-                                    int order[3]);
+                                    int order[3], int *npasses);
 
 /* "8x8x8x8": the radices, for describe() */
 const char *fm_fft_kernel_radices(const fm_fft_kernel *k);

@@ -124,7 +124,7 @@ fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2]
 }
 
 fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
-                                    int order[3])
+                                    int order[3], int *npasses)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
@@ -136,9 +136,13 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[
     for (int d = 0; d < ti->ndim; d++)
         if (ti->shape[d] != to->shape[d] || (ti->shape[d] > 1 && (ti->strides[d] < 0 || to->strides[d] <= 0)))
             return not_here("several axes: in and out of one shape with positive strides");
+    int np = 0; /* an axis of length 1 is the identity: no pass */
     for (int i = 0; i < fp->naxes; i++)
-        order[i] = i;
-    for (int i = 1; i < fp->naxes; i++) /* the input's smallest stride first */
+        if (fp->n[i] > 1 || ti->shape[fp->axes[i]] != 1)
+            order[np++] = i;
+    if (np == 0)
+        return not_here("several axes: all of length 1");
+    for (int i = 1; i < np; i++) /* the input's smallest stride first */
         for (int j = i; j > 0 && ti->strides[fp->axes[order[j]]] < ti->strides[fp->axes[order[j - 1]]]; j--) {
             int t = order[j];
             order[j] = order[j - 1];
@@ -147,7 +151,7 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[
     fm_status s = fm_fft_kernel_chains(p, chain);
     if (s != FM_OK)
         return s;
-    for (int i = 0; i < fp->naxes; i++) {
+    for (int i = 0; i < np; i++) {
         const int ax = fp->axes[order[i]];
         const fm_tensor *src = i ? to : ti; /* the first pass reads in, the others work in place on out */
         fm_fft_kernel_spec *k = &spec[i];
@@ -164,9 +168,10 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[
                 k->nbatch++;
             }
         k->prolog = i == 0 && fp->prolog_ops ? &chain[0] : NULL;
-        k->epilog = i == fp->naxes - 1 && fp->epilog_ops ? &chain[1] : NULL;
+        k->epilog = i == np - 1 && fp->epilog_ops ? &chain[1] : NULL;
         if ((s = fm_fft_kernel_check(k)) != FM_OK)
             return s;
     }
+    *npasses = np;
     return FM_OK;
 }
