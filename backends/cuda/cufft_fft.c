@@ -430,9 +430,10 @@ static void stage_input(cufft_plan *pl, const fm_tensor *ti)
  * benchmarks/fft_gpu.py puts it there. The epilog is always a store callback (1.27x at
  * 4096 x 4096, cheaper than a pass). */
 #define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 19)
-static int prolog_as_callback(const fm_fft_params *fp, const layout *L)
+static int prolog_as_callback(const fm_problem *p, const layout *L)
 {
-    int mode = fm_fft_gpu_prolog_mode(fp);
+    const fm_fft_params *fp = &p->u.fft;
+    int mode = fm_fft_gpu_prolog_mode(p);
     if (mode != FM_FFT_PROLOG_AUTO)
         return mode == FM_FFT_PROLOG_CALLBACK;
     double elements = (double)L->batch;
@@ -530,7 +531,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
-    if (fm_fft_gpu_prolog_mode(fp) == FM_FFT_PROLOG_KERNEL)
+    if (fm_fft_gpu_prolog_mode(p) == FM_FFT_PROLOG_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "gpu_prolog is 'kernel' (cuFFT runs the 'pass' and 'callback' forms)");
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int half = is_half(ti->dtype) || is_half(to->dtype);
@@ -607,7 +608,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                     FM_OK)
                 goto fail;
             /* cuFFT has no callback types for half precision: its chains are passes computing in float */
-            const int prolog_cb = !half && prolog_as_callback(fp, &L);
+            const int prolog_cb = !half && prolog_as_callback(p, &L);
             if (fp->prolog_ops && (s = prolog_cb ? attach_callback(pl, p, 0, arch) : make_pass(pl, p, 0)) != FM_OK)
                 goto fail;
             if (fp->epilog_ops && (s = !half ? attach_callback(pl, p, 1, arch) : make_pass(pl, p, 1)) != FM_OK)

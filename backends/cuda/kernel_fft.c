@@ -27,8 +27,7 @@ typedef struct kernel_plan {
     int device;
     fm_fft_kernel *k;
     /* four-step (a length beyond one block): k = the column step into a scratch, k2 = the row
-     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out;
-     * none: an empty problem (nothing to do) */
+     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out */
     fm_fft_kernel *k2, *k3;
     size_t scratch_bytes;
 } kernel_plan;
@@ -59,8 +58,6 @@ static void destroy_plan(void *impl)
 static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
 {
     const kernel_plan *pl = plan->impl;
-    if (!pl->k)
-        return FM_OK; /* empty */
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
         return s;
@@ -228,27 +225,15 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
             return not_here("an operand is not in CUDA device memory");
     const fm_fft_params *fp = &p->u.fft;
-    const int mode = fm_fft_gpu_prolog_mode(fp);
+    const int mode = fm_fft_gpu_prolog_mode(p);
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
-    if (mode == FM_FFT_PROLOG_KERNEL && (fm_tensor_numel(&p->t[FM_FFT_IN]) == 0 || fm_tensor_numel(&p->t[FM_FFT_OUT]) == 0)) {
-        kernel_plan *pl = calloc(1, sizeof *pl); /* nothing to compute (cuFFT declines a forced kernel) */
-        if (!pl)
-            return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-        hand_over(p, pl, out);
-        fm_plan_set_describe(out, "fft cuda/fused-kernel empty (nothing to compute) device=%d", p->exec_device.id);
-        return FM_OK;
-    }
     if (fp->naxes > 1)
         return mode == FM_FFT_PROLOG_KERNEL ? plan_axis_passes(p, out) : split_axes(ctx, p, out);
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
     fm_status s = fm_fft_kernel_one(p, chain, &ks);
-    const fm_dtype dt = p->t[FM_FFT_IN].dtype;
-    const int64_t n0 = fp->n[0];
-    if (s == FM_ERR_NOT_APPLICABLE && fp->kind == FM_FFT_C2C && (fp->prolog_ops || fp->epilog_ops) &&
-        (dt == FM_C64 || dt == FM_C128) && p->t[FM_FFT_OUT].dtype == dt && n0 > fm_fft_kernel_max_n(dt) &&
-        (n0 & (n0 - 1)) == 0) {
+    if (s == FM_ERR_NOT_APPLICABLE && fp->n[0] > fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype)) {
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
         s = plan_four_step(p, out, mode);

@@ -122,9 +122,13 @@ void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
     memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
 }
 
-int fm_fft_gpu_prolog_mode(const fm_fft_params *fp)
+int fm_fft_gpu_prolog_mode(const fm_problem *p)
 {
-    if (!fp->prolog_ops && !fp->epilog_ops) /* nothing to place: the mode means nothing */
+    const fm_fft_params *fp = &p->u.fft;
+    /* nothing to place, or nothing to compute: the mode means nothing (whoever runs empty
+     * problems runs this one) */
+    if ((!fp->prolog_ops && !fp->epilog_ops) || fm_tensor_numel(&p->t[FM_FFT_IN]) == 0 ||
+        fm_tensor_numel(&p->t[FM_FFT_OUT]) == 0)
         return FM_FFT_PROLOG_AUTO;
     const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
     if (fp->gpu_prolog != FM_FFT_PROLOG_AUTO || !env)

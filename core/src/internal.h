@@ -115,9 +115,9 @@ const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **s
  * validation, norm folding, layouts. Tests drive backends' planning with it. */
 fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                                fm_problem *p);
-/* fp->gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback; AUTO
- * whatever was asked when there is no chain */
-int fm_fft_gpu_prolog_mode(const fm_fft_params *fp);
+/* p's gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback; AUTO
+ * whatever was asked when there is no chain or nothing to compute */
+int fm_fft_gpu_prolog_mode(const fm_problem *p);
 /* "scale+multiply+conj+callback" (the ops present) or "none", for describe() */
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops);
 

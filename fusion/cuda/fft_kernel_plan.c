@@ -89,6 +89,8 @@ fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2]
     if (fp->kind != FM_FFT_C2C || fp->naxes != 1 || ti->dtype != to->dtype ||
         (ti->dtype != FM_C64 && ti->dtype != FM_C128))
         return not_here("the four-step: one-axis complex64 / complex128 c2c only");
+    if (!fp->prolog_ops && !fp->epilog_ops)
+        return not_here("no chain to fuse (cuFFT runs plain transforms)");
     const int ax = fp->axes[0];
     const int64_t n = fp->n[0], max = fm_fft_kernel_max_n(ti->dtype);
     if (n <= max || n > max * max || n > ((int64_t)1 << 24) || (n & (n - 1)) != 0 || ti->shape[ax] != n ||

@@ -121,28 +121,36 @@ static void test_every_length_compiles(void)
         }
 }
 
-/* The chain mode: FUSEMATH_CUFFT_PROLOG overrides AUTO only, and only where a chain exists (a
- * plain transform with the variable set must still plan: cuFFT refuses a forced kernel). */
+/* The chain mode: FUSEMATH_CUFFT_PROLOG overrides AUTO only, and only where a chain exists and
+ * something is computed (a plain or empty transform with the variable set must still plan:
+ * cuFFT refuses a forced kernel). */
 static void test_gpu_prolog_mode(void)
 {
-    fm_fft_params fp;
-    memset(&fp, 0, sizeof fp);
+    fm_problem prob;
+    memset(&prob, 0, sizeof prob);
+    int64_t four = 4;
+    fm_tensor_init(&prob.t[FM_FFT_IN], NULL, (fm_device){FM_DEVICE_CUDA, 0}, FM_C64, 1, &four, NULL);
+    prob.t[FM_FFT_OUT] = prob.t[FM_FFT_IN];
+    fm_fft_params *fp = &prob.u.fft;
     setenv("FUSEMATH_CUFFT_PROLOG", "kernel", 1);
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_AUTO);
-    fp.gpu_prolog = FM_FFT_PROLOG_KERNEL;
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_AUTO); /* no chain: nothing to place */
-    fp.epilog_ops = FM_FFT_OP_CONJ;
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_KERNEL);
-    fp.gpu_prolog = FM_FFT_PROLOG_PASS;
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_PASS); /* asked for: the variable does not override */
-    fp.gpu_prolog = FM_FFT_PROLOG_AUTO;
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_KERNEL);
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
+    fp->gpu_prolog = FM_FFT_PROLOG_KERNEL;
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO); /* no chain: nothing to place */
+    fp->epilog_ops = FM_FFT_OP_CONJ;
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_KERNEL);
+    fp->gpu_prolog = FM_FFT_PROLOG_PASS;
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_PASS); /* asked for: the variable does not override */
+    fp->gpu_prolog = FM_FFT_PROLOG_AUTO;
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_KERNEL);
+    prob.t[FM_FFT_OUT].shape[0] = 0; /* empty: nothing to compute */
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
+    prob.t[FM_FFT_OUT].shape[0] = 4;
     setenv("FUSEMATH_CUFFT_PROLOG", "callback", 1);
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_CALLBACK);
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_CALLBACK);
     setenv("FUSEMATH_CUFFT_PROLOG", "nonsense", 1);
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_AUTO);
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
     unsetenv("FUSEMATH_CUFFT_PROLOG");
-    CHECK(fm_fft_gpu_prolog_mode(&fp) == FM_FFT_PROLOG_AUTO);
+    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
 }
 
 /* The batch size is a kernel argument: other batch sizes reuse the compiled kernel (the NVRTC
