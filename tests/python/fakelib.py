@@ -133,15 +133,21 @@ module.__dict__.update(
 _LIB = []
 
 
-def install():
-    """Register the library (once) and route Tensor objects to it in the front end."""
-    if not _LIB:
+def register(mod, name, cls, cache):
+    """Register mod as a torch-like library (once, kept in the list cache) and route cls objects
+    to it in the front end."""
+    if not cache:
         from fusemath import _arrays
 
-        lib = _arrays._TorchLib(module, name="faketorch")
-        _arrays._BY_TYPE[Tensor] = lib
-        _LIB.append(lib)
-    return _LIB[0]
+        lib = _arrays._TorchLib(mod, name=name)
+        _arrays._BY_TYPE[cls] = lib
+        cache.append(lib)
+    return cache[0]
+
+
+def install():
+    """Register the library (once) and route Tensor objects to it in the front end."""
+    return register(module, "faketorch", Tensor, _LIB)
 
 
 def tensor(array):

@@ -188,13 +188,7 @@ _LIB = []
 
 
 def install():
-    if not _LIB:
-        from fusemath import _arrays
-
-        lib = _arrays._TorchLib(module, name="fakexapi")
-        _arrays._BY_TYPE[XTensor] = lib
-        _LIB.append(lib)
-    return _LIB[0]
+    return fakelib.register(module, "fakexapi", XTensor, _LIB)
 
 
 def tensor(array):
