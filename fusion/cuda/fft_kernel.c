@@ -33,6 +33,7 @@ struct fm_fft_kernel {
     cudaKernel_t kernel;
     unsigned long long rows;
     unsigned grid, bx, by; /* launch shape */
+    size_t dyn_smem;       /* dynamic shared memory bytes (0: the static array) */
     char radices[32];
 };
 
@@ -83,26 +84,70 @@ static int lanes_mode(const fm_fft_kernel_spec *s)
            s->batch_out[s->nbatch - 1] == 1;
 }
 
-/* One row's slice of shared memory: padded against bank conflicts within a row, and in lanes
- * mode by one more element so that the lanes (neighbouring threads) fall in other banks. */
-static int64_t row_stride(const fm_fft_kernel_spec *s) { return padded(s->n) + (lanes_mode(s) ? 1 : 0); }
-
-/* threads per row, rows per block */
-static void geometry(const fm_fft_kernel_spec *s, unsigned *tpr, unsigned *rpb)
+/* Transposed store: rows read contiguously (rows mode) but written along a stride, with the
+ * rows neighbours in the output (the four-step's last step, X[k1 + n1 k2]). The last stage
+ * then goes through shared memory and the block stores lane-fastest, so that a warp writes
+ * whole sectors of several rows instead of one element per sector. */
+static int transposed_store(const fm_fft_kernel_spec *s)
 {
-    const int64_t e = s->n < 8 ? s->n : 8;
-    *tpr = (unsigned)(s->n / e);
-    unsigned r = lanes_mode(s) ? (*tpr >= 512 ? 1 : 512 / *tpr) : (*tpr >= BLOCK_TARGET ? 1 : BLOCK_TARGET / *tpr);
-    if (lanes_mode(s) && r > 32)
-        r = 32;
-    while (r > 1 && (size_t)r * (size_t)row_stride(s) * elem_size(s->dtype) > SMEM_LIMIT)
+    return !lanes_mode(s) && s->in_stride == 1 && s->out_stride != 1 && s->nbatch > 0 &&
+           s->batch_out[s->nbatch - 1] == 1;
+}
+
+/* The launch geometry and shared-memory layout of a spec. */
+typedef struct geom {
+    unsigned e;   /* values per thread: 8 (16 where 8 would need more than 1024 threads) */
+    unsigned tpr; /* threads per row, n / e */
+    unsigned rpb; /* rows per block */
+    int64_t rs;   /* one row's slice of shared memory, elements */
+    size_t smem;  /* bytes of shared memory per block */
+    int dynamic;  /* smem exceeds the static limit: dynamic shared memory */
+} geom;
+
+static void geometry(const fm_fft_kernel_spec *s, geom *g)
+{
+    const int wide = lanes_mode(s) || transposed_store(s);
+    const size_t es = elem_size(s->dtype);
+    /* rows that share 32-byte sectors need at least this many of them in a block */
+    const unsigned want = wide ? (unsigned)(32 / es) : 1;
+    g->e = s->n < 8 ? (unsigned)s->n : 8;
+    g->tpr = (unsigned)(s->n / g->e);
+    if (g->tpr * want > 1024)
+        g->e = 16, g->tpr = (unsigned)(s->n / 16);
+    unsigned r;
+    if (wide) {
+        r = g->tpr >= 512 ? 1 : 512 / g->tpr;
+        r = r > 32 ? 32 : r < want ? want : r;
+    } else {
+        r = g->tpr >= BLOCK_TARGET ? 1 : BLOCK_TARGET / g->tpr;
+    }
+    /* one row's slice: padded against bank conflicts within a row; with several lanes in a warp
+     * also by up to 31 more (see below) */
+    const size_t row_max = (size_t)(padded(s->n) + (wide ? 32 : 0)) * es;
+    size_t limit = SMEM_LIMIT;
+    if (wide && want * row_max > limit)
+        limit = want * row_max; /* dynamic shared memory, up to ~136 KB (4096 complex64 x 4 lanes) */
+    while (r > 1 && r * row_max > limit)
         r /= 2;
     const int64_t rows = rows_of(s);
     /* no block of mostly idle rows; only a few row counts change the source this way (the
      * count itself is a kernel argument, so other batch sizes reuse the compiled kernel) */
     while (r > 1 && (int64_t)(r / 2) >= rows)
         r /= 2;
-    *rpb = r;
+    g->rpb = r;
+    g->rs = padded(s->n);
+    if (wide) {
+        /* shared memory serves 128 bytes per wavefront: 16 complex64 or 8 complex128. Threads
+         * go lane-fastest, each lane over consecutive elements, so lanes that start unit / rpb
+         * elements apart (mod unit) fill one wavefront without a conflict. */
+        const int64_t unit = 128 / (int64_t)es, target = r >= unit ? 1 : unit / r;
+        while (g->rs % unit != target % unit)
+            g->rs++;
+    }
+    int rad[16];
+    const int staged = radix_plan(s->n, rad) > 1 || transposed_store(s);
+    g->smem = staged ? (size_t)r * (size_t)g->rs * es : 0;
+    g->dynamic = g->smem > SMEM_LIMIT;
 }
 
 fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
@@ -129,9 +174,9 @@ fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
     if ((s->prolog && (s->prolog->store || s->prolog->need_base || s->prolog->data != s->dtype)) ||
         (s->epilog && (!s->epilog->store || s->epilog->need_base || s->epilog->data != s->dtype)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft kernel: invalid chain spec");
-    unsigned tpr, rpb;
-    geometry(s, &tpr, &rpb);
-    const int64_t blocks = (rows_of(s) + rpb - 1) / rpb;
+    geom g;
+    geometry(s, &g);
+    const int64_t blocks = (rows_of(s) + g.rpb - 1) / g.rpb;
     if (blocks > 2147483647)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: %lld rows exceed one grid", (long long)rows_of(s));
     return FM_OK;
@@ -216,6 +261,47 @@ static void emit_twiddles(FILE *f, const fm_fft_kernel_spec *s, const int *rad, 
     fprintf(f, "};\n");
 }
 
+/* The batch offsets of a row: its C-order multi-index over the batch axes times their strides. */
+static void emit_offsets(FILE *f, const fm_fft_kernel_spec *s)
+{
+    fprintf(f, "__device__ __forceinline__ void fmk_offsets(unsigned long long rr, long long &bi, long long &bo)\n{\n"
+               "    bi = 0; bo = 0; (void)rr;\n");
+    if (s->nbatch > 0)
+        fprintf(f, "    unsigned long long q;\n");
+    for (int i = s->nbatch - 1; i >= 0; i--) {
+        if (i > 0)
+            fprintf(f, "    q = rr %% %lldull; rr /= %lldull;\n", (long long)s->batch_ext[i], (long long)s->batch_ext[i]);
+        else
+            fprintf(f, "    q = rr;\n");
+        fprintf(f, "    bi += (long long)q * %lldLL; bo += (long long)q * %lldLL;\n", (long long)s->batch_in[i],
+                (long long)s->batch_out[i]);
+    }
+    fprintf(f, "}\n");
+}
+
+/* Output element o of row `row` (names in the generated code) into global memory: the four-step's
+ * twiddle, then the epilog or a plain store. val: an lvalue holding the value. */
+static void emit_store(FILE *f, const fm_fft_kernel_spec *s, const char *eq, const char *row, const char *o,
+                       const char *bo, const char *val, const char *indent)
+{
+    fprintf(f, "%sconst long long off = %s + (long long)%s * %lldLL;\n", indent, bo, o, (long long)s->out_stride);
+    if (s->tw_n > 0) /* p / tw_n exactly representable (tw_n <= 2^24): one rounding in sincospi */
+        fprintf(f, "%s{\n"
+                   "%s    const unsigned long long p = ((%s %% %lldull) * %s) %% %lldull;\n"
+                   "%s    fmk_R sn, cs;\n"
+                   "%s    %s((fmk_R)2 * (fmk_R)p / (fmk_R)%lld, &sn, &cs);\n"
+                   "%s    fmk_T w; w.x = cs; w.y = %ssn;\n"
+                   "%s    %s = fmk_cmul(%s, w);\n"
+                   "%s}\n",
+                indent, indent, row, (long long)s->tw_rows, o, (long long)s->tw_n, indent, indent,
+                s->dtype == FM_C128 ? "sincospi" : "sincospif", (long long)s->tw_n, indent, s->inverse ? "" : "-",
+                indent, val, val, indent);
+    if (s->epilog)
+        fprintf(f, "%s%s::fm_cb_store((void *)out, (unsigned long long)off, %s, &ep, 0);\n", indent, eq, val);
+    else
+        fprintf(f, "%sout[off] = %s;\n", indent, val);
+}
+
 fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
 {
     *source = NULL;
@@ -224,9 +310,11 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         return st;
     int rad[16];
     const int nst = radix_plan(s->n, rad);
-    const int64_t n = s->n, e = n < 8 ? n : 8;
-    unsigned tpr, rpb;
-    geometry(s, &tpr, &rpb);
+    const int64_t n = s->n;
+    geom g;
+    geometry(s, &g);
+    const unsigned e = g.e, tpr = g.tpr, rpb = g.rpb;
+    const int lanes = lanes_mode(s), tstore = transposed_store(s);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -243,40 +331,35 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
             s->dtype == FM_C128 ? "double" : "float");
     emit_dfts(f, s->inverse ? 1 : -1);
     emit_twiddles(f, s, rad, nst);
+    emit_offsets(f, s);
     fprintf(f, "#define FMK_SMI(i) ((i) + ((i) >> 5))\n");
+    /* dynamic shared memory through a macro, so that a host emulation can give it storage */
+    fprintf(f, "#define FMK_SMEM_ELEMS %lld\n#ifndef FMK_DYN_SHARED\n#define FMK_DYN_SHARED(name) extern __shared__ "
+               "fmk_T name[]\n#endif\n", (long long)(g.smem / elem_size(s->dtype)));
     fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const fmk_T *in, fmk_T *out, const void *pa, "
                "const void *ea, unsigned long long rows)\n{\n", tpr * rpb);
-    const int lanes = lanes_mode(s);
     fprintf(f, "    const unsigned t = threadIdx.%c, lane = threadIdx.%c;\n", lanes ? 'y' : 'x', lanes ? 'x' : 'y');
-    if (nst > 1)
-        fprintf(f, "    __shared__ fmk_T sm[%u][%lld];\n    fmk_T *x = sm[lane];\n", rpb, (long long)row_stride(s));
+    if (g.smem) {
+        if (g.dynamic)
+            fprintf(f, "    FMK_DYN_SHARED(sm);\n");
+        else
+            fprintf(f, "    __shared__ fmk_T sm[FMK_SMEM_ELEMS];\n");
+        fprintf(f, "    fmk_T *x = sm + lane * %lldu;\n", (long long)g.rs);
+    }
     fprintf(f, "    const unsigned long long row = (unsigned long long)blockIdx.x * %uu + lane;\n"
                "    const bool valid = row < rows;\n"
-               "    long long bi = 0, bo = 0;\n    (void)pa; (void)ea;\n",
+               "    long long bi, bo;\n    fmk_offsets(row, bi, bo);\n    (void)pa; (void)ea; (void)bo;\n",
             rpb);
-    if (s->nbatch > 0) {
-        fprintf(f, "    {\n        unsigned long long rr = row, q;\n");
-        for (int i = s->nbatch - 1; i >= 0; i--) {
-            if (i > 0)
-                fprintf(f, "        q = rr %% %lldull; rr /= %lldull;\n", (long long)s->batch_ext[i],
-                        (long long)s->batch_ext[i]);
-            else
-                fprintf(f, "        q = rr;\n");
-            fprintf(f, "        bi += (long long)q * %lldLL; bo += (long long)q * %lldLL;\n", (long long)s->batch_in[i],
-                    (long long)s->batch_out[i]);
-        }
-        fprintf(f, "        (void)q;\n    }\n");
-    }
     if (s->prolog)
         fprintf(f, "    %s::fm_cb_params pp = {{pa, ea}, {nullptr, nullptr}};\n", pq[0] ? pq : "");
     if (s->epilog)
         fprintf(f, "    %s::fm_cb_params ep = {{pa, ea}, {nullptr, nullptr}};\n", eq[0] ? eq : "");
-    fprintf(f, "    fmk_T v[%lld];\n", (long long)e);
+    fprintf(f, "    fmk_T v[%u];\n", e);
     int64_t ns = 1, tw_off = 0;
     for (int si = 0; si < nst; si++) {
         const int r = rad[si];
         const int64_t u_count = e / r, stride = n / r;
-        const int first = si == 0, last = si == nst - 1;
+        const int first = si == 0, last = si == nst - 1, to_global = last && !tstore;
         fprintf(f, "    // stage %d: radix %d, Ns = %lld\n", si, r, (long long)ns);
         fprintf(f, "#pragma unroll\n    for (int u = 0; u < %lld; u++) {\n", (long long)u_count);
         fprintf(f, "        const unsigned j = t + u * %uu, k = j & %lldu;\n        (void)k;\n", tpr, (long long)(ns - 1));
@@ -303,43 +386,43 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         else if (r == 4)
             fprintf(f, "        fmk_dft4(v[u * 4], v[u * 4 + 1], v[u * 4 + 2], v[u * 4 + 3]);\n");
         else
-            fprintf(f, "        fmk_dft8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);\n");
+            fprintf(f, "        fmk_dft8(v[u * 8], v[u * 8 + 1], v[u * 8 + 2], v[u * 8 + 3], v[u * 8 + 4], v[u * 8 + 5], "
+                       "v[u * 8 + 6], v[u * 8 + 7]);\n");
         fprintf(f, "    }\n");
         /* write: to global memory after the last stage, else to shared memory for the next */
-        if (!last && !first)
+        if (!to_global && !first)
             fprintf(f, "    __syncthreads();\n");
         fprintf(f, "#pragma unroll\n    for (int u = 0; u < %lld; u++) {\n", (long long)u_count);
         fprintf(f, "        const unsigned j = t + u * %uu, k = j & %lldu;\n", tpr, (long long)(ns - 1));
         fprintf(f, "#pragma unroll\n        for (int r = 0; r < %d; r++) {\n", r);
         fprintf(f, "            const unsigned o = (j - k) * %du + k + r * %lldu;\n", r, (long long)ns);
-        if (last) {
-            fprintf(f, "            if (valid) {\n                const long long off = bo + (long long)o * %lldLL;\n",
-                    (long long)s->out_stride);
-            if (s->tw_n > 0) /* p / tw_n exactly representable (tw_n <= 2^24): one rounding in sincospi */
-                fprintf(f, "                {\n"
-                           "                    const unsigned long long p = ((row %% %lldull) * o) %% %lldull;\n"
-                           "                    fmk_R sn, cs;\n"
-                           "                    %s((fmk_R)2 * (fmk_R)p / (fmk_R)%lld, &sn, &cs);\n"
-                           "                    fmk_T w; w.x = cs; w.y = %ssn;\n"
-                           "                    v[u * %d + r] = fmk_cmul(v[u * %d + r], w);\n"
-                           "                }\n",
-                        (long long)s->tw_rows, (long long)s->tw_n, s->dtype == FM_C128 ? "sincospi" : "sincospif",
-                        (long long)s->tw_n, s->inverse ? "" : "-", r, r);
-            if (s->epilog)
-                fprintf(f, "                %s::fm_cb_store((void *)out, (unsigned long long)off, v[u * %d + r], &ep, 0);\n",
-                        eq, r);
-            else
-                fprintf(f, "                out[off] = v[u * %d + r];\n", r);
+        if (to_global) {
+            char val[32];
+            snprintf(val, sizeof val, "v[u * %d + r]", r);
+            fprintf(f, "            if (valid) {\n");
+            emit_store(f, s, eq, "row", "o", "bo", val, "                ");
             fprintf(f, "            }\n");
         } else {
             fprintf(f, "            x[FMK_SMI(o)] = v[u * %d + r];\n", r);
         }
         fprintf(f, "        }\n    }\n");
-        if (!last)
+        if (!to_global)
             fprintf(f, "    __syncthreads();\n");
         if (si > 0)
             tw_off += (r - 1) * ns;
         ns *= r;
+    }
+    if (tstore) { /* the block's rows from shared memory, lane-fastest: whole output sectors */
+        fprintf(f, "#pragma unroll\n    for (unsigned q = 0; q < %uu; q++) {\n", e);
+        fprintf(f, "        const unsigned idx = (lane * %uu + t) + q * %uu, l = idx %% %uu, o = idx / %uu;\n", tpr,
+                tpr * rpb, rpb, rpb);
+        fprintf(f, "        const unsigned long long rw = (unsigned long long)blockIdx.x * %uu + l;\n"
+                   "        if (rw < rows) {\n"
+                   "            long long bi2, bo2;\n            fmk_offsets(rw, bi2, bo2);\n"
+                   "            fmk_T val = sm[l * %lldu + FMK_SMI(o)];\n",
+                rpb, (long long)g.rs);
+        emit_store(f, s, eq, "rw", "o", "bo2", "val", "            ");
+        fprintf(f, "        }\n    }\n");
     }
     fprintf(f, "}\n");
     if (fclose(f) != 0 || !buf) {
@@ -396,6 +479,25 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         fm_fft_kernel_destroy(k);
         return st;
     }
+    geom g;
+    geometry(s, &g);
+    if (g.dynamic) { /* beyond the 48 KiB a block gets without asking */
+        int optin = 0;
+        cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id);
+        if (e == cudaSuccess && (size_t)optin < g.smem) {
+            fm_fft_kernel_destroy(k);
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: needs %zu bytes of shared memory per block, the device "
+                           "offers %d", g.smem, optin);
+        }
+        if (e == cudaSuccess)
+            e = cudaKernelSetAttributeForDevice(k->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g.smem,
+                                                device_id);
+        if (e != cudaSuccess) {
+            fm_fft_kernel_destroy(k);
+            return fm_cuda_runtime_fail(e, "fft kernel", "cudaKernelSetAttributeForDevice(max dynamic shared memory)");
+        }
+        k->dyn_smem = g.smem;
+    }
     fm_fft_kernel_launch_shape(s, &k->grid, &k->bx, &k->by);
     k->rows = (unsigned long long)rows_of(s);
     int rad[16], nst = radix_plan(s->n, rad);
@@ -412,7 +514,7 @@ fm_status fm_fft_kernel_launch(const fm_fft_kernel *k, const void *in, void *out
     unsigned long long rows = k->rows;
     void *args[5] = {(void *)&in, (void *)&out, (void *)&prolog_array, (void *)&epilog_array, (void *)&rows};
     dim3 grid = {k->grid, 1, 1}, block = {k->bx, k->by, 1};
-    cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, 0, (cudaStream_t)stream);
+    cudaError_t e = cudaLaunchKernel((const void *)k->kernel, grid, block, args, k->dyn_smem, (cudaStream_t)stream);
     return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, "fft kernel", "cudaLaunchKernel(fm_fft_kernel)");
 }
 
@@ -420,9 +522,9 @@ const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }
 
 void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y)
 {
-    unsigned tpr, rpb;
-    geometry(s, &tpr, &rpb);
-    *block_x = lanes_mode(s) ? rpb : tpr;
-    *block_y = lanes_mode(s) ? tpr : rpb;
-    *grid = (unsigned)((rows_of(s) + rpb - 1) / rpb);
+    geom g;
+    geometry(s, &g);
+    *block_x = lanes_mode(s) ? g.rpb : g.tpr;
+    *block_y = lanes_mode(s) ? g.tpr : g.rpb;
+    *grid = (unsigned)((rows_of(s) + g.rpb - 1) / g.rpb);
 }

@@ -248,6 +248,7 @@ static const char emu_prelude[] =
     "extern thread_local fm_emu_dim3 threadIdx, blockIdx;\nvoid fm_emu_barrier();\n"
     "#define __device__\n#define __global__\n#define __forceinline__ inline\n#define __shared__ static\n"
     "#define __launch_bounds__(...)\n#define __syncthreads() fm_emu_barrier()\n"
+    "#define FMK_DYN_SHARED(name) static fmk_T name[FMK_SMEM_ELEMS]\n"
     "inline void sincospif(float x, float *s, float *c) { double a = M_PI * (double)x; *s = (float)std::sin(a); "
     "*c = (float)std::cos(a); }\n"
     "inline void sincospi(double x, double *s, double *c) { *s = std::sin(M_PI * x); *c = std::cos(M_PI * x); }\n";
@@ -392,9 +393,10 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
         return;
     unsigned grid, bx, by;
     fm_fft_kernel_launch_shape(&s, &grid, &bx, &by);
-    const unsigned tpr = (unsigned)(n < 8 ? 1 : n / 8);
-    CHECK_MSG(B > 1 ? by == tpr : bx == tpr, "n=%lld B=%lld: block %ux%u (rows mode for B = 1, lanes "
-              "for B > 1)", (long long)n, (long long)B, bx, by);
+    /* 8 values per thread, 16 where lanes mode needs the room (complex64 4096: 4 lanes x 256) */
+    const unsigned tpr = (unsigned)(n < 8 ? 1 : n / 8), tpr16 = (unsigned)(n / 16);
+    CHECK_MSG(B > 1 ? (by == tpr || (by == tpr16 && bx * by == 1024)) : bx == tpr,
+              "n=%lld B=%lld: block %ux%u (rows mode for B = 1, lanes for B > 1)", (long long)n, (long long)B, bx, by);
     void *in = malloc(es * (size_t)count), *out = inplace ? in : malloc(es * (size_t)count);
     void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
     double complex *rowsv = malloc(sizeof *rowsv * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);
