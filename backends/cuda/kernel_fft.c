@@ -19,15 +19,28 @@
 #include "internal.h"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The backend's state in a context: the multi-step's scratch, one per (device, stream), held
+ * between calls like cuFFT's work area (a fresh cudaMallocAsync of hundreds of MB per call
+ * costs more than the transform where the pool returns memory at each synchronization). */
+typedef struct kernel_state {
+    fm_cuda_ws_table *ws;
+    /* held from taking the scratch until the steps are queued: two executions on one stream
+     * from two threads would otherwise interleave their steps on the one buffer */
+    pthread_mutex_t lock;
+} kernel_state;
+
 typedef struct kernel_plan {
     int device;
+    kernel_state *st;
     fm_fft_kernel *k;
-    /* four-step (a length beyond one block): k = the column step into a scratch, k2 = the row
-     * step out of it (scratch_bytes > 0); several axes: k, then k2 and k3 in place on out */
+    /* multi-step (a length beyond one block, scratch_bytes > 0): k from in into the scratch, then
+     * k2 (and k3) - the last one out of the scratch into out; several axes: k from in to out,
+     * then k2 and k3 in place on out */
     fm_fft_kernel *k2, *k3;
     size_t scratch_bytes;
 } kernel_plan;
@@ -38,11 +51,26 @@ static fm_status probe(void **state, const char **why)
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
     }
-    *state = NULL;
+    kernel_state *st = calloc(1, sizeof *st);
+    if (!st || fm_cuda_ws_table_create("fft kernel scratch", &st->ws) != FM_OK) {
+        free(st);
+        *why = "out of host memory";
+        return FM_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&st->lock, NULL);
+    *state = st;
     return FM_OK;
 }
 
-static void release(void *state) { (void)state; }
+static void release(void *state)
+{
+    kernel_state *st = state;
+    if (!st)
+        return;
+    fm_cuda_ws_table_destroy(st->ws);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
 
 static void destroy_plan(void *impl)
 {
@@ -69,19 +97,16 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
                                      i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
         return s;
     }
-    /* the intermediate is this execution's own, stream-ordered (cudaMallocAsync / cudaFreeAsync
-     * from the pool: cheap): executions sharing a stream from several threads cannot interleave
-     * on one buffer, and nothing stays allocated between calls */
-    const fm_device_ops *ops = fm_device_ops_for(FM_DEVICE_CUDA);
+    /* the multi-step: in -> scratch (-> scratch) -> out */
+    fm_fft_kernel *const ks[3] = {pl->k, pl->k2, pl->k3};
+    const int nk = pl->k3 ? 3 : 2;
     void *mid = NULL;
-    if (!ops)
-        return fm_fail(FM_ERR_INTERNAL, "fft kernel: no CUDA memory operations");
-    if ((s = ops->alloc(pl->device, pl->scratch_bytes, stream, &mid)) != FM_OK)
-        return s;
-    s = fm_fft_kernel_launch(pl->k, ptrs[FM_FFT_IN], mid, ptrs[FM_FFT_PROLOG], NULL, stream);
-    if (s == FM_OK)
-        s = fm_fft_kernel_launch(pl->k2, mid, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG], stream);
-    ops->free(pl->device, mid, stream);
+    pthread_mutex_lock(&pl->st->lock);
+    s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid);
+    for (int i = 0; i < nk && s == FM_OK; i++)
+        s = fm_fft_kernel_launch(ks[i], i ? mid : ptrs[FM_FFT_IN], i == nk - 1 ? ptrs[FM_FFT_OUT] : mid,
+                                 i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
+    pthread_mutex_unlock(&pl->st->lock);
     return s;
 }
 
@@ -130,43 +155,52 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
     return s;
 }
 
-/* A length beyond one block (up to max^2, e.g. 2^24 complex64), contiguous rows: the four-step.
- * x as n1 x n2 (row-major); A: length-n1 transforms down the n2 columns (lanes mode, prolog on
- * load, w_n^(j2 k1) on store) into a scratch; B: length-n2 transforms along its rows, stored
- * transposed (X[k1 + n1 k2]) through the epilog. Two reads and two writes of the data, where
- * cuFFT takes about 2.6 for 2^20 and a prolog pass adds one. Only with gpu_prolog="kernel"
- * until it is measured against cuFFT (fft_gpu.py's 2^20 x 64 and 2^24 x 4 cases). */
-static fm_status plan_four_step(const fm_problem *p, fm_plan *out, int mode)
+/* A length beyond one block (powers of two up to 2^24), contiguous rows: the multi-step
+ * (fm_fft_kernel_steps): two or three kernels, each reading and writing whole sectors, the
+ * prolog in the first one's loads and the epilog in the last one's stores. cuFFT takes about
+ * two passes over the data for 2^20 and three for 2^24 and a prolog pass adds one. Only with
+ * gpu_prolog="kernel" until it is measured against cuFFT (fft_gpu.py's 2^20 x 64 and 2^24 x 4). */
+static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out, int mode)
 {
     const fm_fft_params *fp = &p->u.fft;
     if (mode != FM_FFT_PROLOG_KERNEL)
-        return not_here("a length beyond one block (the four-step runs only with gpu_prolog='kernel' for now)");
+        return not_here("a length beyond one block (the multi-step runs only with gpu_prolog='kernel' for now)");
     fm_cufft_cb_spec chain[2];
-    fm_fft_kernel_spec a, b;
+    fm_fft_kernel_spec spec[3];
+    int ns = 0;
     int64_t scratch = 0;
-    fm_status s = fm_fft_kernel_four_step(p, chain, &a, &b, &scratch);
+    fm_status s = fm_fft_kernel_steps(p, chain, spec, &ns, &scratch);
     if (s != FM_OK)
         return s;
-    const int64_t n1 = a.n, n2 = b.n, rows = a.batch_ext[0], n = n1 * n2;
+    const int64_t rows = spec[0].batch_ext[0], n = fp->n[0];
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pl->device = p->exec_device.id;
-    pl->scratch_bytes = (size_t)scratch * fm_dtype_size(a.dtype);
-    if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&a, pl->device, &pl->k)) != FM_OK ||
-        (s = fm_fft_kernel_create(&b, pl->device, &pl->k2)) != FM_OK) {
+    pl->st = st;
+    pl->scratch_bytes = (size_t)scratch * fm_dtype_size(spec[0].dtype);
+    fm_fft_kernel **slots[3] = {&pl->k, &pl->k2, &pl->k3};
+    s = fm_cuda_use_device(pl->device);
+    for (int i = 0; i < ns && s == FM_OK; i++)
+        s = fm_fft_kernel_create(&spec[i], pl->device, slots[i]);
+    if (s != FM_OK) {
         destroy_plan(pl);
         return s;
     }
     hand_over(p, pl, out);
-    char pro[40], epi[40];
+    char pro[40], epi[40], fac[64] = "", rad[96] = "";
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s four-step=%lldx%lld "
-                         "radices=%s+%s passes=2 device=%d",
-                         fm_dtype_name(a.dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
-                         pro, epi, (long long)n1, (long long)n2, fm_fft_kernel_radices(pl->k),
-                         fm_fft_kernel_radices(pl->k2), pl->device);
+    size_t u = 0, v = 0;
+    for (int i = 0; i < ns; i++) {
+        u += (size_t)snprintf(fac + u, u < sizeof fac ? sizeof fac - u : 0, "%s%lld", i ? "x" : "", (long long)spec[i].n);
+        v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
+                              fm_fft_kernel_radices(*slots[i]));
+    }
+    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
+                         "passes=%d device=%d",
+                         fm_dtype_name(spec[0].dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
+                         pro, epi, fac, rad, ns, pl->device);
     return FM_OK;
 }
 
@@ -214,9 +248,25 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     return FM_OK;
 }
 
+/* gpu_prolog="auto" with several axes: one kernel pass per axis where that was measured to win.
+ * 3-D 512^3 complex64 with a window: 1.08x plain cuFFT against 1.37x for cuFFT plus a prolog
+ * pass (benchmarks/results/fft_gpu-2026-11-30-h200-variants.json): three or more transformed
+ * axes, each a power of two of at most FM_FFT_KERNEL_STEP_MAX (whole sectors in lanes mode). */
+static int auto_axis_passes(const fm_problem *p)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    int long_axes = 0;
+    for (int i = 0; i < fp->naxes; i++) {
+        const int64_t n = fp->n[i];
+        if (n > FM_FFT_KERNEL_STEP_MAX || (n & (n - 1)) != 0)
+            return 0;
+        long_axes += n > 1;
+    }
+    return long_axes >= 3;
+}
+
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
     if (p->exec_device.type != FM_DEVICE_CUDA)
@@ -228,15 +278,21 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     const int mode = fm_fft_gpu_prolog_mode(p);
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
-    if (fp->naxes > 1)
-        return mode == FM_FFT_PROLOG_KERNEL ? plan_axis_passes(p, out) : split_axes(ctx, p, out);
+    if (fp->naxes > 1) {
+        if (mode == FM_FFT_PROLOG_KERNEL || auto_axis_passes(p)) {
+            fm_status s = plan_axis_passes(p, out);
+            if (s != FM_ERR_NOT_APPLICABLE || mode == FM_FFT_PROLOG_KERNEL)
+                return s;
+        }
+        return split_axes(ctx, p, out);
+    }
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
     fm_status s = fm_fft_kernel_one(p, chain, &ks);
     if (s == FM_ERR_NOT_APPLICABLE && fp->n[0] > fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype)) {
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
-        s = plan_four_step(p, out, mode);
+        s = plan_steps(p, state, out, mode);
         if (s == FM_ERR_NOT_APPLICABLE) /* the one-block reason is the clearer one */
             return fm_fail(FM_ERR_NOT_APPLICABLE, "%s", why);
         return s;

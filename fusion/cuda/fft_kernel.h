@@ -66,10 +66,19 @@ void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, uns
 fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2]);
 /* A 1-D c2c transform with a chain as one kernel. */
 fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *k);
-/* A 1-D c2c length beyond one block on contiguous rows: the four-step's column step a (in to a
- * scratch of *scratch_elems elements, same layout as in) and row step b (scratch to out). */
-fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *a,
-                                  fm_fft_kernel_spec *b, int64_t *scratch_elems);
+/* A 1-D c2c length beyond one block on contiguous rows: the multi-step (Cooley-Tukey over n =
+ * n1 n2 [n3], each factor at most FM_FFT_KERNEL_STEP_MAX). Step 0 (in -> a scratch of
+ * *scratch_elems elements, same layout as in): length n1 down the columns of x as n1 x n/n1
+ * (lanes mode), prolog on load, twiddle on store; with three factors step 1 (in place on the
+ * scratch): length n2 down the columns of each n2 x n3 block, twiddle on store; the last step
+ * (scratch -> out): along the rows, stored transposed (transposed-store mode) through the
+ * epilog. Each step reads and writes whole 32-byte sectors. */
+#define FM_FFT_KERNEL_STEP_MAX 1024 /* the longest factor with >= 32 bytes of lanes in 36 KB */
+fm_status fm_fft_kernel_steps(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
+                              int64_t *scratch_elems);
+/* The same with another factor limit (tests: three steps at small n). */
+fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain[2], int64_t cap,
+                                     fm_fft_kernel_spec spec[3], int *nsteps, int64_t *scratch_elems);
 /* Several axes: *npasses kernels, spec[i] is pass i (p's axis order[i]; axes of length 1 get
  * none); pass 0 reads in and writes out with the prolog, the others run in place on out, the
  * last with the epilog. */

@@ -79,50 +79,95 @@ static int64_t contiguous_rows(const fm_tensor *t, int ax, int64_t n)
     return rows;
 }
 
-fm_status fm_fft_kernel_four_step(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *a,
-                                  fm_fft_kernel_spec *b, int64_t *scratch_elems)
+/* The smallest power of two whose k-th power reaches n. */
+static int64_t root_up(int64_t n, int k)
+{
+    int64_t r = 1;
+    for (;;) {
+        int64_t pw = 1;
+        for (int i = 0; i < k; i++)
+            pw *= r;
+        if (pw >= n)
+            return r;
+        r *= 2;
+    }
+}
+
+fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain[2], int64_t cap,
+                                     fm_fft_kernel_spec spec[3], int *nsteps, int64_t *scratch_elems)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    memset(a, 0, sizeof *a);
-    memset(b, 0, sizeof *b);
+    memset(spec, 0, 3 * sizeof *spec);
     if (fp->kind != FM_FFT_C2C || fp->naxes != 1 || ti->dtype != to->dtype ||
         (ti->dtype != FM_C64 && ti->dtype != FM_C128))
-        return not_here("the four-step: one-axis complex64 / complex128 c2c only");
+        return not_here("the multi-step: one-axis complex64 / complex128 c2c only");
     if (!fp->prolog_ops && !fp->epilog_ops)
         return not_here("no chain to fuse (cuFFT runs plain transforms)");
     const int ax = fp->axes[0];
     const int64_t n = fp->n[0], max = fm_fft_kernel_max_n(ti->dtype);
-    if (n <= max || n > max * max || n > ((int64_t)1 << 24) || (n & (n - 1)) != 0 || ti->shape[ax] != n ||
-        to->shape[ax] != n)
-        return not_here("the four-step takes powers of two beyond one block up to 2^24 (complex64) / 2^22 "
-                        "(complex128), unpadded");
+    if (cap < 2 || cap > max)
+        cap = max;
+    if (n <= max || n > ((int64_t)1 << 24) || (n & (n - 1)) != 0 || ti->shape[ax] != n || to->shape[ax] != n)
+        return not_here("the multi-step takes powers of two beyond one block up to 2^24, unpadded");
     const int64_t rows = contiguous_rows(ti, ax, n);
     if (rows == 0 || contiguous_rows(to, ax, n) != rows)
-        return not_here("the four-step takes contiguous rows along the last axis, in and out");
-    int64_t n2 = 1;
-    while (n2 * n2 < n)
-        n2 *= 2;
-    if (n2 > max)
-        n2 = max;
-    const int64_t n1 = n / n2;
-    a->dtype = ti->dtype, a->n = n1, a->inverse = fp->inverse, a->in_stride = a->out_stride = n2;
+        return not_here("the multi-step takes contiguous rows along the last axis, in and out");
+    /* factors of at most cap: two where they do, else three (as equal as powers of two allow) */
+    int64_t f[3] = {1, 1, 1};
+    int ns = n <= cap * cap ? 2 : 3;
+    if (ns == 2) {
+        f[1] = root_up(n, 2), f[0] = n / f[1];
+    } else {
+        f[2] = root_up(n, 3), f[1] = root_up(n / f[2], 2), f[0] = n / (f[1] * f[2]);
+    }
+    for (int i = 0; i < ns; i++)
+        if (f[i] > cap || f[i] < 2)
+            return not_here("the multi-step: no factors within one block");
+    const int64_t n1 = f[0], m = n / n1; /* x as n1 x m: step A down the columns */
+    fm_fft_kernel_spec *a = &spec[0], *c = &spec[ns - 1];
+    a->dtype = ti->dtype, a->n = n1, a->inverse = fp->inverse, a->in_stride = a->out_stride = m;
     a->nbatch = 2;
     a->batch_ext[0] = rows, a->batch_in[0] = a->batch_out[0] = n;
-    a->batch_ext[1] = n2, a->batch_in[1] = a->batch_out[1] = 1;
-    a->tw_n = n, a->tw_rows = n2;
-    *b = *a;
-    b->n = n2, b->in_stride = 1, b->out_stride = n1, b->tw_n = 0, b->tw_rows = 0;
-    b->batch_ext[1] = n1, b->batch_in[1] = n2, b->batch_out[1] = 1;
+    a->batch_ext[1] = m, a->batch_in[1] = a->batch_out[1] = 1;
+    a->tw_n = n, a->tw_rows = m;
+    const int64_t n2 = f[1], n3 = ns == 3 ? f[2] : 1;
+    if (ns == 3) { /* B: length n2 down the columns of each k1's n2 x n3 block, in place */
+        fm_fft_kernel_spec *b = &spec[1];
+        *b = *a;
+        b->n = n2, b->in_stride = b->out_stride = n3, b->tw_n = m, b->tw_rows = n3;
+        b->nbatch = 3;
+        b->batch_ext[1] = n1, b->batch_in[1] = b->batch_out[1] = m;
+        b->batch_ext[2] = n3, b->batch_in[2] = b->batch_out[2] = 1;
+    }
+    /* the last step: length n_last along the rows, stored transposed, k1 (then k2) fastest */
+    const int64_t nl = f[ns - 1];
+    *c = *a;
+    c->n = nl, c->in_stride = 1, c->out_stride = n / nl, c->tw_n = 0, c->tw_rows = 0;
+    if (ns == 2) {
+        c->batch_ext[1] = n1, c->batch_in[1] = n2, c->batch_out[1] = 1;
+    } else {
+        c->nbatch = 3;
+        c->batch_ext[1] = n2, c->batch_in[1] = n3, c->batch_out[1] = n1;
+        c->batch_ext[2] = n1, c->batch_in[2] = m, c->batch_out[2] = 1;
+    }
     fm_status s = fm_fft_kernel_chains(p, chain);
     if (s != FM_OK)
         return s;
     a->prolog = fp->prolog_ops ? &chain[0] : NULL;
-    b->epilog = fp->epilog_ops ? &chain[1] : NULL;
-    if ((s = fm_fft_kernel_check(a)) != FM_OK || (s = fm_fft_kernel_check(b)) != FM_OK)
-        return s;
+    c->epilog = fp->epilog_ops ? &chain[1] : NULL;
+    for (int i = 0; i < ns; i++)
+        if ((s = fm_fft_kernel_check(&spec[i])) != FM_OK)
+            return s;
+    *nsteps = ns;
     *scratch_elems = rows * n;
     return FM_OK;
+}
+
+fm_status fm_fft_kernel_steps(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
+                              int64_t *scratch_elems)
+{
+    return fm_fft_kernel_steps_capped(p, chain, FM_FFT_KERNEL_STEP_MAX, spec, nsteps, scratch_elems);
 }
 
 fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],

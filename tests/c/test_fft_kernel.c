@@ -626,7 +626,9 @@ static int emu_problem(const fm_tensor *in, const fm_tensor *out, const fm_tenso
     if (strcmp(kind, "one") == 0)
         st = fm_fft_kernel_one(&p, chain, &k[0]), nk = 1;
     else if (strcmp(kind, "four") == 0)
-        st = fm_fft_kernel_four_step(&p, chain, &k[0], &k[1], &scratch), nk = 2;
+        st = fm_fft_kernel_steps(&p, chain, k, &nk, &scratch);
+    else if (strncmp(kind, "steps", 5) == 0) /* "steps<cap>": three steps at small n */
+        st = fm_fft_kernel_steps_capped(&p, chain, atoll(kind + 5), k, &nk, &scratch);
     else
         st = fm_fft_kernel_axis_passes(&p, chain, k, order, &nk);
     CHECK_MSG(st == FM_OK, "%s: %s", kind, fm_last_error());
@@ -644,8 +646,9 @@ static int emu_problem(const fm_tensor *in, const fm_tensor *out, const fm_tenso
         int64_t rows = 1;
         for (int j = 0; j < k[i].nbatch; j++)
             rows *= k[i].batch_ext[j];
+        /* multi-step: in -> mid (-> mid) -> out; passes: in -> out, then out in place */
         const void *src = i == 0 ? in->data : mid ? mid : out->data;
-        void *dst = mid && i == 0 ? mid : out->data;
+        void *dst = mid && i < nk - 1 ? mid : out->data;
         const void *a = i == 0 && pa ? pa->data : NULL, *e = i == nk - 1 && ea ? ea->data : NULL;
         ok = fn(g, bx, by, src, dst, a, e, (unsigned long long)rows) == 0;
         CHECK_MSG(ok, "%s: kernel %d", kind, i);
@@ -724,6 +727,24 @@ static void test_emulated_backend_planning(void)
         o.inverse = 1, o.epilog.ops = 0;
         emu_vs_cpu("four-step c128 inverse in place", "four", &x2, &x2, &w2t, NULL, &o, 1);
         free(x2.mem), free(w2t.mem);
+        /* three steps (factors capped for the test: 16 x 16 x 32 and 16 x 16 x 16) */
+        int64_t sh3[2] = {2, 8192}, w3[1] = {8192};
+        ht x3, y3, w3t, f3;
+        ht_make(&x3, FM_C64, 2, sh3, NULL, 14), ht_make(&y3, FM_C64, 2, sh3, NULL, 0);
+        ht_make(&w3t, FM_F32, 1, w3, NULL, 15), ht_make(&f3, FM_C64, 1, w3, NULL, 16);
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 1;
+        o.prolog.ops = FM_FFT_OP_MULTIPLY, o.epilog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ;
+        emu_vs_cpu("three steps c64", "steps32", &x3, &y3, &w3t, &f3, &o, 0);
+        free(x3.mem), free(y3.mem), free(w3t.mem), free(f3.mem);
+        int64_t sh4[3] = {2, 1, 4096};
+        ht x4, y4;
+        ht_make(&x4, FM_C128, 3, sh4, NULL, 17), ht_make(&y4, FM_C128, 3, sh4, NULL, 0);
+        fm_fft_options_init(&o);
+        o.naxes = 1, o.axes[0] = 2, o.inverse = 1, o.norm = FM_FFT_NORM_ORTHO;
+        o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = 2;
+        emu_vs_cpu("three steps c128 inverse", "steps16", &x4, &y4, NULL, NULL, &o, 1);
+        free(x4.mem), free(y4.mem);
     }
     /* axis passes: 3-D (8, 16, 32), F-ordered in, C-ordered out, a full-shape prolog array; and
      * 2-D (16, 64) in place with an epilog scale and the backward norm, inverse */
