@@ -45,6 +45,10 @@ int64_t fm_fft_kernel_max_n(fm_dtype t);
 /* Whether the spec can be a kernel; FM_ERR_NOT_APPLICABLE with the reason otherwise. */
 fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s);
 
+/* Whether the kernel reads and writes whole 32-byte sectors: rows contiguous, or lanes mode
+ * (strided transform axis, neighbouring rows neighbours in memory), or a transposed store. */
+int fm_fft_kernel_coalesced(const fm_fft_kernel_spec *s);
+
 /* The CUDA C++ source (malloc'ed, caller frees) - also for tests. */
 fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source);
 

@@ -441,11 +441,12 @@ static void prolog_mode_case(int64_t rows, int64_t n, int mode, const char *want
 static void test_prolog_modes(void)
 {
     prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "cuda/fused-kernel");
-    prolog_mode_case(9, 65536, FM_FFT_PROLOG_AUTO, "callbacks=prolog-pass"); /* 2^19 + 2^16 elements */
+    prolog_mode_case(9, 65536, FM_FFT_PROLOG_AUTO, "steps=256x256"); /* beyond one block: the multi-step */
     prolog_mode_case(4, 256, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
+    prolog_mode_case(9, 65536, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
     prolog_mode_case(4, 256, FM_FFT_PROLOG_CALLBACK, "callbacks=lto");
     prolog_mode_case(9, 65536, FM_FFT_PROLOG_CALLBACK, "callbacks=lto");
-    prolog_mode_case(4096, 4096, FM_FFT_PROLOG_KERNEL, "radices=8x8x8x8");
+    prolog_mode_case(4096, 4096, FM_FFT_PROLOG_KERNEL, "radices=16x16x16");
     prolog_mode_case(3, 32, FM_FFT_PROLOG_KERNEL, "radices=4x8");
     /* the kernel asked for where it does not apply: refused with both backends' reasons */
     int64_t sh[2] = {2, 96};

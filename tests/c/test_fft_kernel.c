@@ -393,10 +393,11 @@ static void emu_case(fm_dtype dt, int64_t n, int inverse, int64_t A, int64_t B, 
         return;
     unsigned grid, bx, by;
     fm_fft_kernel_launch_shape(&s, &grid, &bx, &by);
-    /* 8 values per thread, 16 where lanes mode needs the room (complex64 4096: 4 lanes x 256) */
-    const unsigned tpr = (unsigned)(n < 8 ? 1 : n / 8), tpr16 = (unsigned)(n / 16);
-    CHECK_MSG(B > 1 ? (by == tpr || (by == tpr16 && bx * by == 1024)) : bx == tpr,
-              "n=%lld B=%lld: block %ux%u (rows mode for B = 1, lanes for B > 1)", (long long)n, (long long)B, bx, by);
+    /* 8 values per thread, or 16 (where that saves a stage, or lanes mode needs the room) */
+    const unsigned tpr8 = (unsigned)(n < 8 ? 1 : n / 8), tpr16 = (unsigned)(n < 16 ? 1 : n / 16);
+    const unsigned tpr = B > 1 ? by : bx;
+    CHECK_MSG(tpr == tpr8 || tpr == tpr16, "n=%lld B=%lld: block %ux%u (rows mode for B = 1, lanes for B > 1)",
+              (long long)n, (long long)B, bx, by);
     void *in = malloc(es * (size_t)count), *out = inplace ? in : malloc(es * (size_t)count);
     void *w = malloc(es / 2 * (size_t)n), *filt = malloc(es * (size_t)n);
     double complex *rowsv = malloc(sizeof *rowsv * (size_t)count), *ref = malloc(sizeof *ref * (size_t)count);

@@ -879,8 +879,8 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
         with ff.FFT(x_d, axes=0) as f:
             f.plan(prolog={"multiply": w_d}, epilog={"scale": 3.0}, gpu_prolog=mode)
             check(gpu, f.execute(direction="inverse"), x_d, cdt, want, prec, n, f"{mode} n={n}")
-            # a strided transform axis: the kernel only when asked for (auto leaves it to cuFFT)
-            assert ("cuda/fused-kernel" in f.describe()) == (mode == "kernel"), (mode, f.describe())
+            # a strided transform axis with the rows neighbours in memory: the kernel's lanes mode
+            assert ("cuda/fused-kernel" in f.describe()) == (mode in ("auto", "kernel")), (mode, f.describe())
             y_d = gpu.dev(np.zeros_like(x))
             f.execute(direction="inverse", out=y_d)
             check(gpu, y_d, x_d, cdt, want, prec, n, f"{mode} n={n} out=")
@@ -984,8 +984,12 @@ def test_fused_kernel_four_step(gpu, rng, shape, dtype, steps):
         f.reset_operand(y_d)
         f.execute(out=y_d)
         check(gpu, y_d, y_d, dtype, np.conj(np.fft.fft(xw) * filt), prec, n, f"four-step {shape} in place")
-    with ff.FFT(x_d, axes=-1) as f:
+    with ff.FFT(x_d, axes=-1) as f:  # auto takes the multi-step too (measured faster than cuFFT + a pass)
         f.plan(prolog={"multiply": gpu.dev(w)})
+        assert f"steps={steps} " in f.describe(), f.describe()
+        check(gpu, f.execute(), x_d, dtype, np.fft.fft(x.astype(C128) * w), prec, n, f"auto {shape}")
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(prolog={"multiply": gpu.dev(w)}, gpu_prolog="pass")
         assert f.describe().startswith("fft cuda/cufft"), f.describe()
 
 
