@@ -247,21 +247,23 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     return FM_OK;
 }
 
-/* gpu_prolog="auto" with several axes: one kernel pass per axis where that was measured to win.
- * 3-D 512^3 complex64 with a window: 1.08x plain cuFFT against 1.37x for cuFFT plus a prolog
- * pass (benchmarks/results/fft_gpu-2026-11-30-h200-variants.json): three or more transformed
- * axes, each a power of two of at most FM_FFT_KERNEL_STEP_MAX (whole sectors in lanes mode). */
+/* gpu_prolog="auto" with several axes: one kernel pass per axis where that was measured to win
+ * (benchmarks/results/fft_gpu-2026-11-30-h200-*.json, complex64 with a window): 3-D 512^3
+ * 1.08x plain cuFFT against 1.37x for cuFFT plus a prolog pass; 2-D 4096^2 1.08x against 1.10x
+ * for the split (last axis in the kernel, first axis cuFFT) and 1.41x for cuFFT plus a pass.
+ * Two or more transformed axes, each a power of two the kernel takes. */
 static int auto_axis_passes(const fm_problem *p)
 {
     const fm_fft_params *fp = &p->u.fft;
+    const int64_t max = fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype);
     int long_axes = 0;
     for (int i = 0; i < fp->naxes; i++) {
         const int64_t n = fp->n[i];
-        if (n > FM_FFT_KERNEL_STEP_MAX || (n & (n - 1)) != 0)
+        if (n > max || (n & (n - 1)) != 0)
             return 0;
         long_axes += n > 1;
     }
-    return long_axes >= 3;
+    return long_axes >= 2;
 }
 
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)

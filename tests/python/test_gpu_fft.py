@@ -897,22 +897,27 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
 @pytest.mark.parametrize("mode", ["auto", "kernel"])
 @pytest.mark.parametrize("prec", list(PRECS))
 def test_fused_kernel_split_2d(gpu, rng, prec, mode):
-    """Several axes with chains. "auto": one 2-D c2c with a prolog splits into the last axis
-    through the kernel (prolog fused) and the first through cuFFT in place (epilog as its store
-    callback); 3-D takes one kernel pass per axis (1.08x plain cuFFT at 512^3, where cuFFT plus a
-    prolog pass took 1.37x and a split 7x); batched 2-D stays with cuFFT. "kernel": one kernel
-    pass per axis throughout. Against numpy, both directions."""
+    """Several axes with chains: one kernel pass per axis, in "auto" too where every axis is a
+    power of two the kernel takes (2-D 4096^2 1.08x plain cuFFT, 3-D 512^3 1.08x); a 2-D c2c
+    whose first axis is not (96) splits into the last axis through the kernel (prolog fused)
+    and the first through cuFFT in place (epilog as its store callback); batched with such an
+    axis stays with cuFFT. Against numpy, both directions."""
     rdt, cdt = PRECS[prec]
     split, passes, cufft = "fft split into [fft cuda/fused-kernel", "fft cuda/fused-kernel", "fft cuda/cufft"
-    for shape, axes, auto_path in (((64, 256), (0, 1), split), ((8, 16, 32), (0, 1, 2), passes),
-                                   ((5, 8, 128), (1, 2), cufft)):
+    for shape, axes, auto_path in (((64, 256), (0, 1), passes), ((96, 256), (0, 1), split),
+                                   ((8, 16, 32), (0, 1, 2), passes), ((5, 8, 128), (1, 2), passes),
+                                   ((5, 12, 128), (1, 2), cufft)):
         x = crand(rng, shape, cdt)
         w = (0.5 + rng.random(shape[-1])).astype(rdt)
         filt = crand(rng, shape[-2:], cdt)
         x_d = gpu.dev(x)
         with ff.FFT(x_d, axes=axes) as f:
-            f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"multiply": gpu.dev(filt), "conj": True},
-                   gpu_prolog=mode)
+            chains = {"prolog": {"multiply": gpu.dev(w)}, "epilog": {"multiply": gpu.dev(filt), "conj": True}}
+            if mode == "kernel" and auto_path != passes:  # an axis the kernel does not take
+                with pytest.raises(fusemath.NotSupportedError, match="power of two"):
+                    f.plan(gpu_prolog=mode, **chains)
+                continue
+            f.plan(gpu_prolog=mode, **chains)
             want_path = passes if mode == "kernel" else auto_path
             assert f.describe().startswith(want_path), f.describe()
             assert (f"axis-passes={len(axes)}" in f.describe()) == (want_path == passes), f.describe()
@@ -926,15 +931,15 @@ def test_fused_kernel_split_2d(gpu, rng, prec, mode):
 def test_fused_kernel_split_without_epilog(gpu, rng):
     """One 2-D transform with a prolog only: the split's second step has no chain left and goes
     to cuFFT plain, forward and inverse (the backward norm lands in that step's epilog)."""
-    x = crand(rng, (64, 256), np.complex64)
+    x = crand(rng, (96, 256), np.complex64)  # 96: the first axis is cuFFT's
     w = (0.5 + rng.random(256)).astype(np.float32)
     x_d = gpu.dev(x)
     with ff.FFT(x_d, axes=(0, 1)) as f:
         f.plan(prolog={"multiply": gpu.dev(w), "scale": 2.0})
         assert f.describe().startswith("fft split into [fft cuda/fused-kernel"), f.describe()
-        check(gpu, f.execute(), x_d, np.complex64, np.fft.fft2(x.astype(C128) * w) * 2.0, "single", 64 * 256)
+        check(gpu, f.execute(), x_d, np.complex64, np.fft.fft2(x.astype(C128) * w) * 2.0, "single", 96 * 256)
         check(gpu, f.execute(direction="inverse"), x_d, np.complex64, np.fft.ifft2(x.astype(C128) * w) * 2.0,
-              "single", 64 * 256)
+              "single", 96 * 256)
 
 
 @pytest.mark.parametrize("prec", list(PRECS))
