@@ -256,6 +256,8 @@ static int auto_axis_passes(const fm_problem *p)
 {
     const fm_fft_params *fp = &p->u.fft;
     const int64_t max = fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype);
+    if (!fp->prolog_ops && !fp->epilog_ops)
+        return 0; /* plain transforms are cuFFT's */
     int long_axes = 0;
     for (int i = 0; i < fp->naxes; i++) {
         const int64_t n = fp->n[i];

@@ -178,6 +178,8 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[
     if (fp->kind != FM_FFT_C2C || fp->naxes < 2 || ti->dtype != to->dtype ||
         (ti->dtype != FM_C64 && ti->dtype != FM_C128) || ti->ndim != to->ndim)
         return not_here("several axes: complex64 / complex128 c2c only");
+    if (!fp->prolog_ops && !fp->epilog_ops)
+        return not_here("no chain to fuse (cuFFT runs plain transforms)");
     if (fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0)
         return not_here("several axes: empty operands");
     for (int d = 0; d < ti->ndim; d++)

@@ -779,6 +779,33 @@ static void test_emulated_backend_planning(void)
     }
 }
 
+/* No chain: every kernel path declines (cuFFT runs plain transforms), several axes included. */
+static void test_no_chain_declines(void)
+{
+    int64_t sh[2] = {4, 32}, sh1[2] = {2, 8192};
+    ht x, x1;
+    ht_make(&x, FM_C64, 2, sh, NULL, 1), ht_make(&x1, FM_C64, 2, sh1, NULL, 2);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.naxes = 2, o.axes[0] = 0, o.axes[1] = 1, o.gpu_prolog = FM_FFT_PROLOG_KERNEL;
+    const fm_tensor *ts[FM_FFT_NSLOTS] = {&x.t, &x.t, NULL, NULL};
+    fm_problem p;
+    CHECK_OK(fm_fft_problem_build(g_ctx, ts, &o, &p));
+    fm_cufft_cb_spec chain[2];
+    fm_fft_kernel_spec k[3];
+    int order[3], nk = 0;
+    int64_t scratch = 0;
+    CHECK(fm_fft_kernel_axis_passes(&p, chain, k, order, &nk) == FM_ERR_NOT_APPLICABLE);
+    CHECK(strstr(fm_last_error(), "no chain") != NULL);
+    o.naxes = 1, o.axes[0] = 1;
+    CHECK_OK(fm_fft_problem_build(g_ctx, ts, &o, &p));
+    CHECK(fm_fft_kernel_one(&p, chain, &k[0]) == FM_ERR_NOT_APPLICABLE);
+    const fm_tensor *ts1[FM_FFT_NSLOTS] = {&x1.t, &x1.t, NULL, NULL};
+    CHECK_OK(fm_fft_problem_build(g_ctx, ts1, &o, &p));
+    CHECK(fm_fft_kernel_steps(&p, chain, k, &nk, &scratch) == FM_ERR_NOT_APPLICABLE);
+    free(x.mem), free(x1.mem);
+}
+
 static void test_emulated_numerics(void)
 {
     if (system("c++ --version >/dev/null 2>&1") != 0) {
@@ -817,6 +844,7 @@ int main(void)
     RUN_TEST(test_emulated_four_step);
     RUN_TEST(test_emulated_axis_passes);
     RUN_TEST(test_emulated_backend_planning);
+    RUN_TEST(test_no_chain_declines);
     fm_context_destroy(g_ctx);
     rmdir(g_dir);
     TEST_MAIN_RETURN();
