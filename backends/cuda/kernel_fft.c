@@ -1,17 +1,19 @@
-/* kernel_fft.c : fused FFTs on CUDA devices as one generated kernel (fusion/cuda/fft_kernel.c).
+/* kernel_fft.c : fused FFTs on CUDA devices as generated kernels (fusion/cuda/fft_kernel.c).
  *
- * Takes the 1-D c2c transforms with a prolog or epilog chain that fit in one thread block
- * (power-of-two lengths up to 4096 complex64 / 2048 complex128), any batch layout with
- * positive strides: the input is read once through the prolog and the output written once
- * through the epilog, where cuFFT needs a separate pass or a load callback that slows its own
- * transform 2-3x. Everything else (no chains, other lengths, r2c / c2r, several axes,
+ * Takes the c2c transforms with a prolog or epilog chain of power-of-two lengths: 1-D up to
+ * 4096 complex64 / 2048 complex128 as one kernel (any batch layout with positive strides),
+ * longer 1-D lengths up to 2^24 on contiguous rows as the multi-step (two or three kernels),
+ * several axes as one kernel per axis. Each kernel reads its input once through the prolog and
+ * writes once through the epilog, where cuFFT needs a separate pass or a load callback that
+ * slows its own transform 2-4x. Everything else (no chains, other lengths, r2c / c2r,
  * gpu_prolog "pass" / "callback", half precision) is left to the cuFFT backend: this one is
- * offered first and answers FM_ERR_NOT_APPLICABLE. In AUTO mode it also leaves strided transform
- * axes to cuFFT, and splits a single 2-D c2c transform with a prolog into [last axis: this
- * kernel] + [first axis: cuFFT] (split_axes).
+ * offered first and answers FM_ERR_NOT_APPLICABLE. In AUTO mode it takes only the layouts that
+ * read and write whole sectors, and splits a single 2-D c2c transform with a prolog whose first
+ * axis it does not take into [last axis: this kernel] + [first axis: cuFFT] (split_axes).
  *
- * The plan is the loaded kernel and nothing mutable: execute-time pointers are kernel
- * arguments, so a plan runs concurrently on any number of streams and threads. */
+ * The plan is the loaded kernels and nothing mutable: execute-time pointers are kernel
+ * arguments, so a plan runs concurrently on any number of streams and threads (the multi-step's
+ * scratch is per stream, taken under a lock). */
 #include "cuda/fft_kernel.h"
 #include "cuda_status.h"
 #include "fft_axis_split.h"
