@@ -163,14 +163,15 @@ class FFT:
         43.5 ms estimated). "estimate" plans at once; "patient" searches longer. The stateless
         functions (fft, fftn, ...) always use estimate with cached plans.
 
-        gpu_prolog (cuda only): how the chains run - "kernel" (the transform and both chains in
-        one generated kernel: one read and one write of the data; 1-D c2c, complex64 /
-        complex128, power-of-two lengths up to 4096 / 2048), "callback" (cuFFT with a load
-        callback: no extra pass, but cuFFT runs slower with one on large transforms), "pass"
-        (cuFFT after one generated elementwise kernel) or "auto" (the kernel where it applies,
-        else the callback for small transforms and the pass for large ones;
-        docs/performance.md has the measurements). With "pass" and "callback" the epilog is a
-        cuFFT store callback."""
+        gpu_prolog (cuda only): how the chains run - "kernel" (the transform and both chains as
+        generated kernels, one read and one write of the data each; c2c, complex64 / complex128,
+        power-of-two lengths: 1-D up to 4096 / 2048 points in one kernel, longer 1-D up to 2^24
+        on contiguous rows in two or three, several axes one kernel per axis), "callback" (cuFFT
+        with a load callback: no extra pass, but cuFFT runs slower with one on large
+        transforms), "pass" (cuFFT after one generated elementwise kernel) or "auto" (the kernel
+        where it reads and writes whole memory sectors, else the callback for small transforms
+        and the pass for large ones; docs/performance.md has the measurements). With "pass" and
+        "callback" the epilog is a cuFFT store callback.
         self._alive("plan()")
         where = self._where + ".plan"
         if effort not in _EFFORTS:
