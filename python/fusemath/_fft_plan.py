@@ -171,7 +171,7 @@ class FFT:
         transforms), "pass" (cuFFT after one generated elementwise kernel) or "auto" (the kernel
         where it reads and writes whole memory sectors, else the callback for small transforms
         and the pass for large ones; docs/performance.md has the measurements). With "pass" and
-        "callback" the epilog is a cuFFT store callback.
+        "callback" the epilog is a cuFFT store callback."""
         self._alive("plan()")
         where = self._where + ".plan"
         if effort not in _EFFORTS:
