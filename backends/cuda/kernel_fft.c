@@ -39,11 +39,10 @@ typedef struct kernel_state {
 typedef struct kernel_plan {
     int device;
     kernel_state *st;
-    fm_fft_kernel *k;
-    /* multi-step (a length beyond one block, scratch_bytes > 0): k from in into the scratch, then
-     * k2 (and k3) - the last one out of the scratch into out; several axes: k from in to out,
-     * then k2 and k3 in place on out */
-    fm_fft_kernel *k2, *k3;
+    /* run in order: one kernel; several axes: k[0] from in to out, the others in place on out;
+     * the multi-step (scratch_bytes > 0): k[0] from in into the scratch, the last one out of it */
+    fm_fft_kernel *k[3];
+    int nk;
     size_t scratch_bytes;
 } kernel_plan;
 
@@ -79,9 +78,8 @@ static void destroy_plan(void *impl)
     kernel_plan *pl = impl;
     if (!pl)
         return;
-    fm_fft_kernel_destroy(pl->k);
-    fm_fft_kernel_destroy(pl->k2);
-    fm_fft_kernel_destroy(pl->k3);
+    for (int i = 0; i < 3; i++)
+        fm_fft_kernel_destroy(pl->k[i]);
     free(pl);
 }
 
@@ -91,24 +89,17 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
         return s;
-    if (!pl->scratch_bytes) { /* one pass per axis: the prolog with the first, the epilog with the last */
-        fm_fft_kernel *const ks[3] = {pl->k, pl->k2, pl->k3};
-        const int nk = pl->k3 ? 3 : pl->k2 ? 2 : 1;
-        for (int i = 0; i < nk && s == FM_OK; i++)
-            s = fm_fft_kernel_launch(ks[i], i ? ptrs[FM_FFT_OUT] : ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT],
-                                     i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
-        return s;
+    void *mid = NULL, *in = ptrs[FM_FFT_IN], *out = ptrs[FM_FFT_OUT];
+    if (pl->scratch_bytes) {
+        pthread_mutex_lock(&pl->st->lock);
+        s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid);
     }
-    /* the multi-step: in -> scratch (-> scratch) -> out */
-    fm_fft_kernel *const ks[3] = {pl->k, pl->k2, pl->k3};
-    const int nk = pl->k3 ? 3 : 2;
-    void *mid = NULL;
-    pthread_mutex_lock(&pl->st->lock);
-    s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid);
-    for (int i = 0; i < nk && s == FM_OK; i++)
-        s = fm_fft_kernel_launch(ks[i], i ? mid : ptrs[FM_FFT_IN], i == nk - 1 ? ptrs[FM_FFT_OUT] : mid,
-                                 i ? NULL : ptrs[FM_FFT_PROLOG], i == nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
-    pthread_mutex_unlock(&pl->st->lock);
+    /* the prolog with the first kernel, the epilog with the last */
+    for (int i = 0; i < pl->nk && s == FM_OK; i++)
+        s = fm_fft_kernel_launch(pl->k[i], i == 0 ? in : mid ? mid : out, mid && i < pl->nk - 1 ? mid : out,
+                                 i ? NULL : ptrs[FM_FFT_PROLOG], i == pl->nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
+    if (pl->scratch_bytes)
+        pthread_mutex_unlock(&pl->st->lock);
     return s;
 }
 
@@ -125,6 +116,40 @@ static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
     out->destroy_impl = destroy_plan;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+}
+
+/* What describe() says of a made plan: the chains and the kernels' radices ('+' between kernels). */
+typedef struct plan_text {
+    char pro[40], epi[40], rad[96];
+} plan_text;
+
+/* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
+static fm_status make_plan(const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec, int nk,
+                           size_t scratch_bytes, fm_plan *out, plan_text *txt)
+{
+    kernel_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    pl->device = p->exec_device.id;
+    pl->st = st;
+    pl->scratch_bytes = scratch_bytes;
+    pl->nk = nk;
+    fm_status s = fm_cuda_use_device(pl->device);
+    for (int i = 0; i < nk && s == FM_OK; i++)
+        s = fm_fft_kernel_create(&spec[i], pl->device, &pl->k[i]);
+    if (s != FM_OK) {
+        destroy_plan(pl);
+        return s;
+    }
+    hand_over(p, pl, out);
+    fm_fft_ops_text(txt->pro, sizeof txt->pro, p->u.fft.prolog_ops);
+    fm_fft_ops_text(txt->epi, sizeof txt->epi, p->u.fft.epilog_ops);
+    size_t v = 0;
+    txt->rad[0] = 0;
+    for (int i = 0; i < nk; i++)
+        v += (size_t)snprintf(txt->rad + v, v < sizeof txt->rad ? sizeof txt->rad - v : 0, "%s%s", i ? "+" : "",
+                              fm_fft_kernel_radices(pl->k[i]));
+    return FM_OK;
 }
 
 /* One 2-D transform with a prolog: separable, so [the last axis with the prolog] as this kernel,
@@ -161,8 +186,8 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
  * (fm_fft_kernel_steps): two or three kernels, each reading and writing whole sectors, the
  * prolog in the first one's loads and the epilog in the last one's stores, where cuFFT takes
  * two or three passes of its own and a prolog pass adds one (or a load callback slows it down
- * 2-4x). Measured on the H200 with a window (fft_gpu.py): 2^24 x 4 1.11x plain cuFFT against
- * 1.37x for cuFFT plus a pass; 2^20 x 64 1.37x against 1.46x. */
+ * 2-4x). Measured on the H200 with a window (fft_gpu.py): 2^24 x 4 1.08x plain cuFFT against
+ * 1.37x for cuFFT plus a pass; 2^20 x 64 1.10x against 1.46x. */
 static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -173,43 +198,24 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
     fm_status s = fm_fft_kernel_steps(p, chain, spec, &ns, &scratch);
     if (s != FM_OK)
         return s;
-    const int64_t rows = spec[0].batch_ext[0], n = fp->n[0];
-    kernel_plan *pl = calloc(1, sizeof *pl);
-    if (!pl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-    pl->device = p->exec_device.id;
-    pl->st = st;
-    pl->scratch_bytes = (size_t)scratch * fm_dtype_size(spec[0].dtype);
-    fm_fft_kernel **slots[3] = {&pl->k, &pl->k2, &pl->k3};
-    s = fm_cuda_use_device(pl->device);
-    for (int i = 0; i < ns && s == FM_OK; i++)
-        s = fm_fft_kernel_create(&spec[i], pl->device, slots[i]);
-    if (s != FM_OK) {
-        destroy_plan(pl);
+    plan_text t;
+    if ((s = make_plan(p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
         return s;
-    }
-    hand_over(p, pl, out);
-    char pro[40], epi[40], fac[64] = "", rad[96] = "";
-    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
-    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
-    size_t u = 0, v = 0;
-    for (int i = 0; i < ns; i++) {
+    char fac[64] = "";
+    size_t u = 0;
+    for (int i = 0; i < ns; i++)
         u += (size_t)snprintf(fac + u, u < sizeof fac ? sizeof fac - u : 0, "%s%lld", i ? "x" : "", (long long)spec[i].n);
-        v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
-                              fm_fft_kernel_radices(*slots[i]));
-    }
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
                          "passes=%d device=%d",
-                         fm_dtype_name(spec[0].dtype), (long long)rows, (long long)n, fp->inverse ? "inverse" : "forward",
-                         pro, epi, fac, rad, ns, pl->device);
+                         fm_dtype_name(spec[0].dtype), (long long)spec[0].batch_ext[0], (long long)fp->n[0],
+                         fp->inverse ? "inverse" : "forward", t.pro, t.epi, fac, t.rad, ns, p->exec_device.id);
     return FM_OK;
 }
 
-/* Several axes with gpu_prolog="kernel": one kernel pass per axis, the first (the input's most
- * contiguous axis, rows mode) from in to out with the prolog, the others in place on out (lanes
- * mode where the rows are neighbours), the epilog with the last. As many reads and writes as
- * axes, like cuFFT's own multi-axis plans, with the chains free. Only when asked for until it is
- * measured (fft_gpu.py's 2-D and 3-D cases). */
+/* Several axes: one kernel pass per axis, the first (the input's most contiguous axis, rows
+ * mode) from in to out with the prolog, the others in place on out (lanes mode where the rows
+ * are neighbours), the epilog with the last. As many reads and writes as axes, like cuFFT's own
+ * multi-axis plans, with the chains free ("auto": see auto_axis_passes). */
 static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -219,33 +225,18 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     fm_status s = fm_fft_kernel_axis_passes(p, chain, spec, order, &np);
     if (s != FM_OK)
         return s;
-    kernel_plan *pl = calloc(1, sizeof *pl);
-    if (!pl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-    pl->device = p->exec_device.id;
-    fm_fft_kernel **slots[3] = {&pl->k, &pl->k2, &pl->k3};
-    s = fm_cuda_use_device(pl->device);
-    for (int i = 0; i < np && s == FM_OK; i++)
-        s = fm_fft_kernel_create(&spec[i], pl->device, slots[i]);
-    if (s != FM_OK) {
-        destroy_plan(pl);
+    plan_text t;
+    if ((s = make_plan(p, NULL, spec, np, 0, out, &t)) != FM_OK)
         return s;
-    }
-    hand_over(p, pl, out);
-    char pro[40], epi[40], shape[96] = "", rad[96] = "";
-    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
-    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
-    size_t u = 0, v = 0;
-    for (int i = 0; i < np; i++) { /* in pass order, as the radices */
+    char shape[96] = "";
+    size_t u = 0;
+    for (int i = 0; i < np; i++) /* in pass order, as the radices */
         u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
                               fp->axes[order[i]], (long long)fp->n[order[i]]);
-        v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
-                              fm_fft_kernel_radices(*slots[i]));
-    }
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
                          "passes=%d device=%d",
-                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", pro, epi, np, rad, np,
-                         pl->device);
+                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", t.pro, t.epi, np,
+                         t.rad, np, p->exec_device.id);
     return FM_OK;
 }
 
@@ -311,12 +302,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     if (mode == FM_FFT_PROLOG_AUTO && !fm_fft_kernel_coalesced(&ks))
         return not_here("the transformed axis is strided and the rows are not neighbours in memory "
                         "(gpu_prolog='kernel' takes it anyway)");
-    kernel_plan *pl = calloc(1, sizeof *pl);
-    if (!pl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-    pl->device = p->exec_device.id;
-    if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = fm_fft_kernel_create(&ks, pl->device, &pl->k)) != FM_OK) {
-        destroy_plan(pl);
+    plan_text t;
+    if ((s = make_plan(p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
         if (s == FM_ERR_INVALID_ARGUMENT && mode == FM_FFT_PROLOG_AUTO) {
             /* the user's function did not compile inside the kernel (a name clash with its own
              * code, say): cuFFT compiles it as a callback on its own and reports what is wrong */
@@ -326,17 +313,13 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         }
         return s;
     }
-    hand_over(p, pl, out);
     int64_t rows = 1;
     for (int i = 0; i < ks.nbatch; i++)
         rows *= ks.batch_ext[i];
-    char pro[40], epi[40];
-    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
-    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
                          "device=%d",
                          fm_dtype_name(ks.dtype), (long long)rows, (long long)ks.n, fp->inverse ? "inverse" : "forward",
-                         pro, epi, fm_fft_kernel_radices(pl->k), pl->device);
+                         t.pro, t.epi, t.rad, p->exec_device.id);
     return FM_OK;
 }
 
