@@ -122,6 +122,7 @@ typedef struct geom {
     int64_t rs;   /* one row's slice of shared memory, elements */
     size_t smem;  /* bytes of shared memory per block */
     int dynamic;  /* smem exceeds the static limit: dynamic shared memory */
+    unsigned minb; /* blocks per SM the registers must allow (__launch_bounds__), 0: ptxas's choice */
     int nst;      /* stages */
     int rad[16];  /* their radices, in the order applied */
 } geom;
@@ -183,6 +184,14 @@ static void geometry(const fm_fft_kernel_spec *s, geom *g)
         while (g->rs % unit != target % unit)
             g->rs++;
     }
+    /* complex64: at most 64 registers per thread, so that 1024 threads stay resident on an SM;
+     * left to itself ptxas took 80 for 1024-point rows and lanes (512-768 threads per SM). Only
+     * below 1024 threads per block: an explicit minimum of one block changes ptxas's choices
+     * (80 -> 121 registers). complex128 keeps ptxas's choice (64 registers spill 1.2 KB there).
+     * FUSEMATH_FFT_KERNEL_REGCAP=0 turns the cap off (benchmarks). */
+    const char *cap = getenv("FUSEMATH_FFT_KERNEL_REGCAP");
+    const unsigned threads = g->tpr * r;
+    g->minb = s->dtype == FM_C64 && threads <= 512 && !(cap && cap[0] == '0') ? 1024 / threads : 0;
     const int staged = g->nst > 1 || transposed_store(s);
     g->smem = staged ? (size_t)r * (size_t)g->rs * es : 0;
     g->dynamic = g->smem > SMEM_LIMIT;
@@ -400,8 +409,13 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
     /* dynamic shared memory through a macro, so that a host emulation can give it storage */
     fprintf(f, "#define FMK_SMEM_ELEMS %lld\n#ifndef FMK_DYN_SHARED\n#define FMK_DYN_SHARED(name) extern __shared__ "
                "fmk_T name[]\n#endif\n", (long long)(g.smem / elem_size(s->dtype)));
-    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%u) fm_fft_kernel(const fmk_T *in, fmk_T *out, const void *pa, "
-               "const void *ea, unsigned long long rows)\n{\n", tpr * rpb);
+    char bounds[32];
+    if (g.minb)
+        snprintf(bounds, sizeof bounds, "%u, %u", tpr * rpb, g.minb);
+    else
+        snprintf(bounds, sizeof bounds, "%u", tpr * rpb);
+    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%s) fm_fft_kernel(const fmk_T *in, fmk_T *out, const void *pa, "
+               "const void *ea, unsigned long long rows)\n{\n", bounds);
     fprintf(f, "    const unsigned t = threadIdx.%c, lane = threadIdx.%c;\n", lanes ? 'y' : 'x', lanes ? 'x' : 'y');
     if (g.smem) {
         if (g.dynamic)
