@@ -177,6 +177,45 @@ static void test_batch_size_not_in_source(void)
     free(sa), free(sb);
 }
 
+/* The launch bounds a spec's source declares, "" when the spec is refused. */
+static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char *buf, size_t size)
+{
+    fm_fft_kernel_spec s;
+    fm_cufft_cb_spec p;
+    spec(&s, t, rows, n);
+    chain(&p, 0, t, rows, n, FM_FFT_OP_MULTIPLY);
+    s.prolog = &p;
+    char *src = NULL;
+    buf[0] = 0;
+    if (fm_fft_kernel_source(&s, &src) == FM_OK) {
+        const char *b = strstr(src, "__launch_bounds__(");
+        if (b)
+            snprintf(buf, size, "%.*s", (int)(strchr(b, ')') - b + 1), b);
+    }
+    free(src);
+}
+
+/* complex64 kernels with 16 values per thread declare a minimum of blocks per SM (registers
+ * capped at 64, so 1024 threads stay resident); 8 values per thread, complex128 and the env
+ * switch leave ptxas's choice. */
+static void test_register_cap(void)
+{
+    char b[64];
+    unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
+    bounds_of(FM_C64, 4096, 4096, b, sizeof b); /* 256 threads of 16 values: 4 blocks */
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256, 4)") == 0, "4096-point rows: %s", b);
+    bounds_of(FM_C64, 4096, 1024, b, sizeof b); /* 1024 points: 16x8x8, 16 values */
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256, 4)") == 0, "1024-point rows: %s", b);
+    bounds_of(FM_C64, 4096, 256, b, sizeof b); /* 8 values per thread: no cap */
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "256-point rows: %s", b);
+    bounds_of(FM_C128, 4096, 1024, b, sizeof b);
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "complex128 rows: %s", b);
+    setenv("FUSEMATH_FFT_KERNEL_REGCAP", "0", 1);
+    bounds_of(FM_C64, 4096, 4096, b, sizeof b);
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "cap off: %s", b);
+    unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
+}
+
 static void test_chain_forms_compile(void)
 {
     fm_fft_kernel_spec s;
@@ -834,6 +873,7 @@ int main(void)
     RUN_TEST(test_every_length_compiles);
     RUN_TEST(test_chain_forms_compile);
     RUN_TEST(test_batch_size_not_in_source);
+    RUN_TEST(test_register_cap);
     RUN_TEST(test_gpu_prolog_mode);
     snprintf(g_dir, sizeof g_dir, "/tmp/fm_emu_XXXXXX");
     if (!mkdtemp(g_dir) || fm_context_create(&g_ctx) != FM_OK) {
