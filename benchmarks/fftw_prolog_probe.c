@@ -8,12 +8,16 @@
  *   split2       fused: per row, even and odd samples through the prolog into two half-length
  *                scratches, FFTW in place on each (n/2 points, in L2), then the radix-2 butterfly
  *                with twiddles into out (the last pass FFTW would have made anyway)
+ *   fm_plain     fusemath's planned c2c (effort measure, T threads), in -> out
+ *   fm_fused     the same plan with the prolog multiply(w) + scale(s): what the library does
+ *   gather_simd, scratch_out_simd   gather / scratch_out with the prolog as an explicit simd loop
  * Rounds alternate the methods; prints one JSON line: per method the median ms over 15 rounds
  * and the median over rounds of its ratio to `whole`, and a max-error check of split2 against
  * scratch_out.   fftw_prolog_probe [T] [n] [B]   (defaults 16 65536 64) */
 #define _POSIX_C_SOURCE 200809L
 #include <complex.h>
 #include <fftw3.h>
+#include <fusemath/fusemath.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -22,14 +26,51 @@
 
 #include "bench_timing.h"
 
-#define METHODS 6
+#define METHODS 10
 #define ROUNDS 15
-static const char *const names[METHODS] = {"whole", "rows", "gather", "scratch_out", "prolog_out", "split2"};
+static const char *const names[METHODS] = {"whole", "rows", "gather", "scratch_out", "prolog_out", "split2", "fm_plain",
+                                               "fm_fused",  "gather_simd", "scratch_out_simd"};
+
+/* fusemath's plan of the batch, with or without the prolog; NULL (and a message) on failure. */
+static fm_plan *fm_plan_of(fm_context *ctx, float complex *x, float complex *y, float *w, long n, long B, int T, int fused)
+{
+    fm_tensor in, out, win;
+    const fm_device cpu = {FM_DEVICE_CPU, 0};
+    const int64_t shape[2] = {B, n}, wshape[1] = {n};
+    fm_tensor_init(&in, x, cpu, FM_C64, 2, shape, NULL);
+    fm_tensor_init(&out, y, cpu, FM_C64, 2, shape, NULL);
+    fm_tensor_init(&win, w, cpu, FM_F32, 1, wshape, NULL);
+    fm_fft_options o;
+    fm_fft_options_init(&o);
+    o.effort = FM_FFT_EFFORT_MEASURE, o.num_threads = T, o.naxes = 1, o.axes[0] = 1;
+    if (fused) {
+        o.prolog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_SCALE;
+        o.prolog.scale[0] = 0.5;
+    }
+    fm_plan *p = NULL;
+    if (fm_fft_plan(ctx, &in, &out, fused ? &win : NULL, NULL, &o, &p) != FM_OK) {
+        fprintf(stderr, "fftw_prolog_probe: fm_fft_plan: %s\n", fm_last_error());
+        return NULL;
+    }
+    fprintf(stderr, "%s\n", fm_plan_describe(p));
+    return p;
+}
 
 static void prolog(const float complex *x, const float *w, float s, float complex *dst, long n, long step, long first)
 {
     for (long j = 0; j < n; j++)
         dst[j] = x[first + j * step] * (w[first + j * step] * s);
+}
+
+/* The prolog on a dense row as float pairs, restrict and an explicit simd loop. */
+static void prolog_simd(const float *restrict x, const float *restrict w, float s, float *restrict dst, long n)
+{
+#pragma omp simd
+    for (long j = 0; j < n; j++) {
+        const float f = w[j] * s;
+        dst[2 * j] = x[2 * j] * f;
+        dst[2 * j + 1] = x[2 * j + 1] * f;
+    }
 }
 
 int main(int argc, char **argv)
@@ -63,6 +104,12 @@ int main(int argc, char **argv)
     fftwf_plan row = fftwf_plan_dft_1d(nn, x, y, FFTW_FORWARD, FFTW_MEASURE);
     fftwf_plan row_ip = fftwf_plan_dft_1d(nn, y, y, FFTW_FORWARD, FFTW_MEASURE);
     fftwf_plan half_ip = fftwf_plan_dft_1d(hh, scr, scr, FFTW_FORWARD, FFTW_MEASURE);
+    fm_context *ctx = NULL;
+    if (fm_context_create(&ctx) != FM_OK)
+        return 1;
+    fm_plan *fp[2] = {fm_plan_of(ctx, x, y, w, n, B, T, 0), fm_plan_of(ctx, x, y, w, n, B, T, 1)};
+    if (!fp[0] || !fp[1])
+        return 1;
     /* planning with MEASURE wrote over x: refill */
     srand(3);
     for (size_t i = 0; i < total; i++)
@@ -75,6 +122,12 @@ int main(int argc, char **argv)
             double t0 = now_us();
             if (m == 0) {
                 fftwf_execute(whole);
+            } else if (m == 6 || m == 7) {
+                void *ptrs[FM_FFT_NSLOTS] = {x, y, m == 7 ? w : NULL, NULL};
+                if (fm_plan_execute(fp[m - 6], ptrs, FM_FFT_NSLOTS, NULL) != FM_OK) {
+                    fprintf(stderr, "fftw_prolog_probe: execute: %s\n", fm_last_error());
+                    return 1;
+                }
             } else {
 #pragma omp parallel num_threads(T)
                 {
@@ -93,6 +146,11 @@ int main(int argc, char **argv)
                         } else if (m == 4) {
                             prolog(xb, w, s, yb, n, 1, 0);
                             fftwf_execute_dft(row_ip, yb, yb);
+                        } else if (m == 8) {
+                            prolog_simd((const float *)xb, w, s, (float *)sc, n);
+                        } else if (m == 9) {
+                            prolog_simd((const float *)xb, w, s, (float *)sc, n);
+                            fftwf_execute_dft(row, sc, yb);
                         } else {
                             float complex *e = sc, *o = sc + h;
                             prolog(xb, w, s, e, h, 2, 0);
@@ -111,7 +169,7 @@ int main(int argc, char **argv)
             t[m] = now_us() - t0;
             if (r == 0 && m == 3)
                 memcpy(ref, y, total * sizeof *y);
-            if (r == 0 && m == 5)
+            if (r == 0 && (m == 5 || m == 7 || m == 9))
                 for (size_t i = 0; i < total; i++)
                     if (cabsf(y[i] - ref[i]) > err)
                         err = cabsf(y[i] - ref[i]);
@@ -121,11 +179,14 @@ int main(int argc, char **argv)
         for (int m = 0; m < METHODS; m++)
             ms[m][r - 1] = t[m] / 1e3, ratio[m][r - 1] = t[m] / t[0];
     }
-    printf("{\"threads\": %d, \"n\": %ld, \"batch\": %ld, \"split2_max_abs_err_vs_scratch_out\": %.3e", T, n, B, err);
+    printf("{\"threads\": %d, \"n\": %ld, \"batch\": %ld, \"split2_fm_fused_simd_max_abs_err_vs_scratch_out\": %.3e", T, n, B,
+           err);
     for (int m = 0; m < METHODS; m++)
         printf(", \"%s_ms\": %.4f, \"%s_over_whole\": %.4f", names[m], median_of(ms[m], ROUNDS), names[m],
                median_of(ratio[m], ROUNDS));
     printf("}\n");
+    fm_plan_release(fp[0]), fm_plan_release(fp[1]);
+    fm_context_destroy(ctx);
     fftwf_destroy_plan(whole), fftwf_destroy_plan(row), fftwf_destroy_plan(row_ip), fftwf_destroy_plan(half_ip);
     fftwf_free(x), fftwf_free(y), fftwf_free(ref), fftwf_free(w), fftwf_free(tw), fftwf_free(scr);
     fftwf_cleanup_threads();
