@@ -1,5 +1,5 @@
 /* test_host_scratch.c : the host scratch cache (core/src/host_scratch.c): alignment, reuse of
- * freed large buffers, no reuse of a buffer too large for a request, small buffers straight
+ * freed large buffers (a thread's own first), no reuse of a buffer too large for a request, small buffers straight
  * from malloc, the byte budget, trim, and threads taking and returning buffers at once (every
  * thread writes its own pattern over its whole buffer and checks it: two threads never hold
  * one buffer). Also fm_host_prefault (core/src/host_prefault.c): content never changes, bytes
@@ -95,6 +95,33 @@ static void *worker(void *arg)
         fm_host_scratch_free(b);
     }
     return NULL;
+}
+
+/* Thread B returns a 1 MiB buffer and then thread A (the test's own) a 1.5 MiB one; B's is the
+ * smaller fit for A's next request of 1 MiB, but A gets its own back. */
+static void *return_one(void *arg)
+{
+    fm_host_scratch_free(arg);
+    return NULL;
+}
+
+static void test_own_buffer_first(void)
+{
+    fm_host_scratch_trim();
+    void *theirs = fm_host_scratch_alloc(MiB), *mine = fm_host_scratch_alloc(3 * MiB / 2);
+    CHECK(theirs && mine);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, return_one, theirs) == 0);
+    pthread_join(t, NULL);
+    fm_host_scratch_free(mine);
+    void *got = fm_host_scratch_alloc(MiB);
+    CHECK_MSG(got == mine, "a thread's next request takes the buffer it returned (%p), not another thread's (%p): "
+              "got %p", mine, theirs, got);
+    void *second = fm_host_scratch_alloc(MiB); /* none of its own left: the other thread's */
+    CHECK_MSG(second == theirs, "then any buffer that fits: got %p, expected %p", second, theirs);
+    fm_host_scratch_free(got);
+    fm_host_scratch_free(second);
+    fm_host_scratch_trim();
 }
 
 static void test_threads(void)
@@ -219,6 +246,7 @@ int main(void)
     RUN_TEST(test_alignment_and_reuse);
     RUN_TEST(test_small_and_zero);
     RUN_TEST(test_budget);
+    RUN_TEST(test_own_buffer_first);
     RUN_TEST(test_threads);
     TEST_MAIN_RETURN();
 }
