@@ -155,8 +155,22 @@ static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *p
     return s == FM_OK ? seconds_now() - t0 : 1e30;
 }
 
-#define TIMED_ROUNDS 6    /* the first warms up; the best of the others counts */
-#define TIMED_LONG_S 0.05 /* a warm-up round this long: one timed round only */
+#define TIMED_MAX_ROUNDS 12 /* timed rounds at most, after one warm-up round */
+#define TIMED_BUDGET_S 0.25  /* rounds stop where this much time would be spent (one round at least) */
+
+double fm_fftw_timed_ratio(const double *a, const double *b, int n)
+{
+    double r[TIMED_MAX_ROUNDS];
+    int m = 0;
+    for (int i = 0; i < n && m < TIMED_MAX_ROUNDS; i++) {
+        const double v = a[i] > 0 ? b[i] / a[i] : 1e30;
+        int j = m++;
+        for (; j > 0 && r[j - 1] > v; j--) /* insertion: a dozen values */
+            r[j] = r[j - 1];
+        r[j] = v;
+    }
+    return m == 0 ? 1.0 : m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
+}
 
 #define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */
 
@@ -176,17 +190,34 @@ static int too_costly_to_time(const fm_problem *p, unsigned flags)
     return total > (double)TIMED_MAX_BYTES;
 }
 
-/* The best seconds of two candidates, run by turns on zeroed arrays of the call's layout
- * (in, out, and the prolog / epilog arrays when present; the caller checked
- * too_costly_to_time; the first round warms both up; after a round over TIMED_LONG_S one more round only): x as
- * planned, then plan alt or,
- * without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
- * runs) set aside. Returns 0 when the arrays could not be had or a run failed. */
+/* Two candidates timed by turns on zeroed arrays of the call's layout (in, out, and the prolog /
+ * epilog arrays when present; the caller checked too_costly_to_time): x as planned, then plan alt
+ * or, without one, x with its direct plan (its chunks run) or its prolog-into-out (scratch>out
+ * runs) set aside. One warm-up round, then as many rounds as TIMED_BUDGET_S allows (1 to
+ * TIMED_MAX_ROUNDS), the order within a round alternating; rel[0] = 1 and rel[1] = the median
+ * over rounds of (second / first) - see fm_fftw_timed_ratio. Returns 0 when the arrays could not
+ * be had or a run failed. */
 enum { WITHOUT_DIRECT, WITHOUT_PRO_OUT }; /* what the second candidate of time_pair sets aside */
-static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double best[2])
+static double run_second(fftw_impl *x, const fm_plan *alt, int without, void *const *ptrs)
+{
+    if (alt)
+        return time_one_run(NULL, alt, ptrs);
+    void *const direct = x->direct;
+    const int pro_out = x->pro_out;
+    if (without == WITHOUT_DIRECT)
+        x->direct = NULL;
+    if (without == WITHOUT_PRO_OUT)
+        x->pro_out = 0;
+    const double t = time_one_run(x, NULL, ptrs);
+    x->direct = direct;
+    x->pro_out = pro_out;
+    return t;
+}
+
+static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_problem *p, double rel[2])
 {
     void *buf[FM_FFT_NSLOTS] = {0}, *ptrs[FM_FFT_NSLOTS] = {0};
-    best[0] = best[1] = 1e30;
+    rel[0] = rel[1] = 1.0;
     int ok = 1;
     for (int i = 0; i < FM_FFT_NSLOTS && ok; i++) {
         if (!((p->present >> i) & 1))
@@ -201,27 +232,31 @@ static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_pro
             ptrs[i] = (char *)buf[i] - lo;
         }
     }
-    if (ok) {
-        void *const direct = x->direct;
-        const int pro_out = x->pro_out;
-        for (int round = 0, rounds = TIMED_ROUNDS; round < rounds; round++) {
-            const double a = time_one_run(x, NULL, ptrs);
-            if (!alt && without == WITHOUT_DIRECT)
-                x->direct = NULL;
-            if (!alt && without == WITHOUT_PRO_OUT)
-                x->pro_out = 0;
-            const double b = time_one_run(alt ? NULL : x, alt, ptrs);
-            x->direct = direct;
-            x->pro_out = pro_out;
-            if (round)
-                best[0] = a < best[0] ? a : best[0], best[1] = b < best[1] ? b : best[1];
-            else if (a + b > TIMED_LONG_S)
-                rounds = 2;
+    double ta[TIMED_MAX_ROUNDS], tb[TIMED_MAX_ROUNDS];
+    int n = 0;
+    for (int round = 0, rounds = 1 + TIMED_MAX_ROUNDS; ok && round < rounds; round++) {
+        double a, b;
+        if (round % 2) {
+            b = run_second(x, alt, without, ptrs);
+            a = time_one_run(x, NULL, ptrs);
+        } else {
+            a = time_one_run(x, NULL, ptrs);
+            b = run_second(x, alt, without, ptrs);
+        }
+        ok = a < 1e30 && b < 1e30;
+        if (round == 0) {
+            const double fit = TIMED_BUDGET_S / (a + b > 1e-9 ? a + b : 1e-9);
+            rounds = 1 + (fit < 1 ? 1 : fit > TIMED_MAX_ROUNDS ? TIMED_MAX_ROUNDS : (int)fit);
+        } else {
+            ta[n] = a, tb[n] = b, n++;
         }
     }
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         free(buf[i]);
-    return best[0] < 1e30 && best[1] < 1e30;
+    if (!ok || n == 0)
+        return 0;
+    rel[1] = fm_fftw_timed_ratio(ta, tb, n);
+    return 1;
 }
 
 /* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient); "direct" and "chunks" force

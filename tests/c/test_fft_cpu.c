@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE
 #include "fft_harness.h"
 #include "cpu/fftw_fft.h"
+#include "cpu/fftw_impl.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -267,6 +268,22 @@ static void prolog_into_out_large(void)
     }
     g_ctx = saved;
     unsetenv("FUSEMATH_FFT_CPU_PATH");
+}
+
+/* A timed choice goes by the median of per-round ratios: one lucky round of the slower path
+ * (which the best time of each used to let win) does not decide it. */
+static void test_timed_ratio(void)
+{
+    /* path b takes 1.25x path a in every round but one, where it ran 0.5x */
+    const double a[7] = {2.0, 2.1, 1.9, 2.0, 2.2, 2.0, 2.0}, b[7] = {2.5, 2.6, 2.4, 1.0, 2.75, 2.5, 2.5};
+    const double r = fm_fftw_timed_ratio(a, b, 7);
+    CHECK_MSG(r > 1.2 && r < 1.3, "median ratio %.3f, expected 1.25", r);
+    CHECK_MSG(fm_fftw_timed_ratio(b, a, 7) < 0.85, "the reverse: %.3f", fm_fftw_timed_ratio(b, a, 7));
+    const double e2[2] = {1.0, 3.0}, f2[2] = {2.0, 3.0}; /* even count: the mean of the middle two */
+    CHECK(fabs(fm_fftw_timed_ratio(e2, f2, 2) - 1.5) < 1e-12);
+    CHECK(fm_fftw_timed_ratio(a, b, 0) == 1.0);
+    const double z[1] = {0.0}, one[1] = {1.0}; /* a zero time: b counts as far slower, no division by 0 */
+    CHECK(fm_fftw_timed_ratio(z, one, 1) > 1e20);
 }
 
 /* A prolog on dense c2c rows is gathered into the scratch (scratch>out) or straight into out
@@ -642,6 +659,7 @@ int main(void)
     RUN_TEST(test_misaligned_and_chunks);
     RUN_TEST(test_effort);
     RUN_TEST(test_direct_or_chunks);
+    RUN_TEST(test_timed_ratio);
     RUN_TEST(test_prolog_into_out);
     RUN_TEST(test_timed_choices_remembered);
     RUN_TEST(test_long_columns_and_strided_out);
