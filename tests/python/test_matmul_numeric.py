@@ -270,6 +270,19 @@ def test_out_is_c_in_place(rng, dtype):
     assert_close(d, ref, scale, dtype, 6)
 
 
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
+def test_out_with_bias_relu(rng, dtype):
+    """The stateless call into a given out (2-D NumPy, bias, relu: the one-C-call path)."""
+    a = make(rng, (9, 7), dtype)
+    b = make(rng, (7, 5), dtype)
+    bias = make(rng, (5,), dtype)
+    out = np.full((9, 5), np.nan, dtype)
+    d = fusemath.matmul(a, b, bias=bias, epilogue="relu", alpha=0.5, out=out)
+    assert d is out
+    _, ref, scale = reference(a, b, None, alpha=0.5, bias=bias, act="relu")
+    assert_close(d, ref, scale, dtype, 7)
+
+
 def test_out_strided_view(rng):
     a = make(rng, (6, 4), np.float64)
     b = make(rng, (4, 5), np.float64)
