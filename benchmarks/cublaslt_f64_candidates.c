@@ -6,52 +6,19 @@
  * timing (ms per call, CUDA events, mean over the repetitions).
  *   cublaslt_f64_candidates        (8192^3, 8192x8192x1024, 16384x4096x512, 1024^3) */
 #define _DEFAULT_SOURCE /* srand48, drand48 */
-#include <cublasLt.h>
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-static float timeit_lt(cublasLtHandle_t lt, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-                       cublasLtMatrixLayout_t lc, const cublasLtMatmulAlgo_t *algo, void *A, void *B, void *C, void *ws,
-                       size_t wss, int reps)
-{
-    double one = 1, zero = 0;
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    for (int i = 0; i < 2; i++)
-        cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0);
-    cudaEventRecord(e0, 0);
-    for (int i = 0; i < reps; i++)
-        cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0);
-    cudaEventRecord(e1, 0);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    return ms / reps;
-}
+#include "cublaslt_f64_probe.h"
 
 static void shape(int m, int n, int k, int reps)
 {
-    void *A, *B, *C, *ws;
-    size_t wss = 256u << 20;
-    cudaMalloc(&A, (size_t)m * k * 8), cudaMalloc(&B, (size_t)k * n * 8), cudaMalloc(&C, (size_t)m * n * 8);
-    cudaMalloc(&ws, wss);
-    {
-        size_t na = (size_t)m * k, nb = (size_t)k * n, mx = na > nb ? na : nb;
-        double *h = malloc(mx * 8);
-        srand48(7);
-        for (size_t i = 0; i < mx; i++)
-            h[i] = drand48() - 0.5;
-        cudaMemcpy(A, h, na * 8, cudaMemcpyHostToDevice);
-        for (size_t i = 0; i < mx; i++)
-            h[i] = drand48() - 0.5;
-        cudaMemcpy(B, h, nb * 8, cudaMemcpyHostToDevice);
-        free(h);
-    }
+    f64_problem pb;
+    if (f64_problem_init(&pb, m, n, k, 7))
+        return;
+    double *A = pb.A, *B = pb.B, *C = pb.C;
     cublasHandle_t h;
     cublasCreate(&h);
-    cublasSetWorkspace(h, ws, wss);
+    cublasSetWorkspace(h, pb.ws, pb.wss);
     double one = 1, zero = 0;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
@@ -65,20 +32,11 @@ static void shape(int m, int n, int k, int reps)
     float ms;
     cudaEventElapsedTime(&ms, e0, e1);
     printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"form\":\"cublasDgemm\",\"ms\":%.4f}\n", m, n, k, ms / reps);
-    cublasLtHandle_t lt;
-    cublasLtCreate(&lt);
     cublasLtMatmulDesc_t d;
     cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_64F, CUDA_R_64F);
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatrixLayoutCreate(&la, CUDA_R_64F, m, k, m);
-    cublasLtMatrixLayoutCreate(&lb, CUDA_R_64F, k, n, k);
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_64F, m, n, m);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss);
     cublasLtMatmulHeuristicResult_t res[64];
     int got = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, pref, 64, res, &got);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(pb.lt, d, pb.la, pb.lb, pb.lc, pb.lc, pb.pref, 64, res, &got);
     printf("{\"heuristic_status\":%d,\"returned\":%d}\n", (int)st, got);
     int top = got < 6 ? got : 6;
     for (int round = 0; round < 3; round++) {
@@ -91,7 +49,7 @@ static void shape(int m, int n, int k, int reps)
         printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"round\":%d,\"form\":\"dgemm\",\"ms\":%.4f}\n", m, n, k, round, ms / reps);
         for (int i = 0; i < top; i++)
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"round\":%d,\"form\":\"lt\",\"idx\":%d,\"ms\":%.4f}\n", m, n, k, round, i,
-                   timeit_lt(lt, d, la, lb, lc, &res[i].algo, A, B, C, ws, wss, reps));
+                   f64_time(&pb, d, &res[i].algo, reps));
     }
     for (int i = 0; i < got; i++) {
         int tile = -1, stages = -1, id = -1, splitk = -1;
@@ -100,16 +58,14 @@ static void shape(int m, int n, int k, int reps)
         cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
         cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
         cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
-        float t = timeit_lt(lt, d, la, lb, lc, &res[i].algo, A, B, C, ws, wss, reps);
+        float t = f64_time(&pb, d, &res[i].algo, reps);
         printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"form\":\"lt\",\"idx\":%d,\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,"
                "\"ws\":%zu,\"ms\":%.4f}\n", m, n, k, i, id, tile, stages, splitk, res[i].workspaceSize, t);
     }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(d);
-    cublasLtDestroy(lt);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
     cublasDestroy(h);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(ws);
+    f64_problem_free(&pb);
 }
 
 int main(void)

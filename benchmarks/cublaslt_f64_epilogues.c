@@ -11,94 +11,76 @@
  * checked against plain + bias, relu on the host. Also every f64 algorithm id's epilogue mask.
  *   cublaslt_f64_epilogues [forced]   (8192x8192x1024, 16384x4096x512, 1024^3, 8192^3) */
 #define _DEFAULT_SOURCE /* srand48, drand48 */
-#include <cublasLt.h>
-#include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-static float timeit(cublasLtHandle_t lt, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-                    cublasLtMatrixLayout_t lc, const cublasLtMatmulAlgo_t *algo, void *A, void *B, void *C, void *ws,
-                    size_t wss, int reps)
+#include "cublaslt_f64_probe.h"
+
+static const struct {
+    cublasLtEpilogue_t e;
+    const char *name;
+    int bias;
+} eps[] = {{CUBLASLT_EPILOGUE_DEFAULT, "plain", 0},     {CUBLASLT_EPILOGUE_RELU, "relu", 0},
+           {CUBLASLT_EPILOGUE_BIAS, "bias", 1},         {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias", 1},
+           {CUBLASLT_EPILOGUE_GELU, "gelu", 0},         {CUBLASLT_EPILOGUE_GELU_BIAS, "gelu_bias", 1}};
+#define NEPS (int)(sizeof eps / sizeof eps[0])
+
+/* An f64 matmul descriptor with epilogue e (and the problem's bias where e adds one). */
+static cublasLtMatmulDesc_t desc_of(const f64_problem *p, int e)
 {
-    double one = 1, zero = 0;
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    if (cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0) != CUBLAS_STATUS_SUCCESS)
-        return -1;
-    cudaEventRecord(e0, 0);
-    for (int i = 0; i < reps; i++)
-        cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0);
-    cudaEventRecord(e1, 0);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    return ms / reps;
+    cublasLtMatmulDesc_t d;
+    cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_64F, CUDA_R_64F);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &eps[e].e, sizeof eps[e].e);
+    if (eps[e].bias)
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias, sizeof p->bias);
+    return d;
 }
 
+/* The fastest of up to 16 heuristic candidates for d: its index in res, -1 for none. */
+static int fastest(const f64_problem *p, cublasLtMatmulDesc_t d, cublasLtMatmulHeuristicResult_t res[16], int *got,
+                   cublasStatus_t *st, float *best, int reps)
+{
+    *got = 0, *best = -1;
+    *st = cublasLtMatmulAlgoGetHeuristic(p->lt, d, p->la, p->lb, p->lc, p->lc, p->pref, 16, res, got);
+    int bi = -1;
+    for (int i = 0; *st == CUBLAS_STATUS_SUCCESS && i < *got; i++) {
+        const float t = f64_time(p, d, &res[i].algo, reps);
+        if (t > 0 && (bi < 0 || t < *best))
+            *best = t, bi = i;
+    }
+    return bi;
+}
+
+static int algo_id(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t what)
+{
+    int v = -1;
+    size_t w;
+    cublasLtMatmulAlgoConfigGetAttribute(a, what, &v, sizeof v, &w);
+    return v;
+}
+
+/* Each epilogue (gelu_bias aside) with its own fastest heuristic candidate, 3 rounds. */
 static void shape(int m, int n, int k, int reps)
 {
-    static const struct { cublasLtEpilogue_t e; const char *name; } eps[] = {
-        {CUBLASLT_EPILOGUE_DEFAULT, "plain"}, {CUBLASLT_EPILOGUE_RELU, "relu"}, {CUBLASLT_EPILOGUE_BIAS, "bias"},
-        {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias"}, {CUBLASLT_EPILOGUE_GELU, "gelu"}};
-    void *A, *B, *C, *bias, *ws;
-    size_t wss = 256u << 20;
-    cudaMalloc(&A, (size_t)m * k * 8), cudaMalloc(&B, (size_t)k * n * 8), cudaMalloc(&C, (size_t)m * n * 8);
-    cudaMalloc(&bias, (size_t)m * 8), cudaMalloc(&ws, wss);
-    size_t na = (size_t)m * k, nb = (size_t)k * n, mx = na > nb ? na : nb;
-    double *h = malloc(mx * 8);
-    srand48(7);
-    for (size_t i = 0; i < mx; i++)
-        h[i] = drand48() - 0.5;
-    cudaMemcpy(A, h, na * 8, cudaMemcpyHostToDevice);
-    cudaMemcpy(bias, h, (size_t)m * 8, cudaMemcpyHostToDevice);
-    for (size_t i = 0; i < mx; i++)
-        h[i] = drand48() - 0.5;
-    cudaMemcpy(B, h, nb * 8, cudaMemcpyHostToDevice);
-    free(h);
-    cublasLtHandle_t lt;
-    cublasLtCreate(&lt);
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatrixLayoutCreate(&la, CUDA_R_64F, m, k, m);
-    cublasLtMatrixLayoutCreate(&lb, CUDA_R_64F, k, n, k);
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_64F, m, n, m);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss);
+    f64_problem p;
+    if (f64_problem_init(&p, m, n, k, 7))
+        return;
     for (int round = 0; round < 3; round++)
-        for (size_t e = 0; e < sizeof eps / sizeof eps[0]; e++) {
-            cublasLtMatmulDesc_t d;
-            cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_64F, CUDA_R_64F);
-            cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &eps[e].e, sizeof eps[e].e);
-            if (eps[e].e == CUBLASLT_EPILOGUE_BIAS || eps[e].e == CUBLASLT_EPILOGUE_RELU_BIAS)
-                cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        for (int e = 0; e < NEPS - 1; e++) {
+            cublasLtMatmulDesc_t d = desc_of(&p, e);
             cublasLtMatmulHeuristicResult_t res[16];
-            int got = 0;
-            cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, pref, 16, res, &got);
-            float best = -1;
-            int bi = -1;
-            for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < got; i++) {
-                float t = timeit(lt, d, la, lb, lc, &res[i].algo, A, B, C, ws, wss, reps);
-                if (t > 0 && (best < 0 || t < best))
-                    best = t, bi = i;
-            }
-            int id = -1, tile = -1;
-            size_t w;
-            if (bi >= 0) {
-                cublasLtMatmulAlgoConfigGetAttribute(&res[bi].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
-                cublasLtMatmulAlgoConfigGetAttribute(&res[bi].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
-            }
+            int got;
+            cublasStatus_t st;
+            float best;
+            const int bi = fastest(&p, d, res, &got, &st, &best, reps);
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"round\":%d,\"epilogue\":\"%s\",\"status\":%d,\"candidates\":%d,"
                    "\"best_idx\":%d,\"algo\":%d,\"tile\":%d,\"ms\":%.4f}\n", m, n, k, round, eps[e].name, (int)st, got, bi,
-                   id, tile, best);
+                   bi >= 0 ? algo_id(&res[bi].algo, CUBLASLT_ALGO_CONFIG_ID) : -1,
+                   bi >= 0 ? algo_id(&res[bi].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) : -1, best);
             fflush(stdout);
             cublasLtMatmulDescDestroy(d);
         }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
-    cublasLtDestroy(lt);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(bias), cudaFree(ws);
+    f64_problem_free(&p);
 }
 
 static void algo_masks(void)
@@ -120,100 +102,74 @@ static void algo_masks(void)
     cublasLtDestroy(lt);
 }
 
-/* The plain product's fastest candidate forced onto each epilogue. */
+/* relu_bias with algo against plain + bias, relu on the host: the largest absolute difference. */
+static double relu_bias_error(const f64_problem *p, cublasLtMatmulDesc_t plain, cublasLtMatmulDesc_t fused,
+                              const cublasLtMatmulAlgo_t *algo)
+{
+    const size_t mn = (size_t)p->m * p->n;
+    const double one = 1, zero = 0;
+    double *P = malloc(mn * 8), *F = malloc(mn * 8), *hb = malloc((size_t)p->m * 8), err = 0;
+    if (P && F && hb) {
+        cublasLtMatmul(p->lt, plain, &one, p->A, p->la, p->B, p->lb, &zero, p->C, p->lc, p->C, p->lc, algo, p->ws, p->wss, 0);
+        cudaMemcpy(P, p->C, mn * 8, cudaMemcpyDeviceToHost);
+        cublasLtMatmul(p->lt, fused, &one, p->A, p->la, p->B, p->lb, &zero, p->C, p->lc, p->C, p->lc, algo, p->ws, p->wss, 0);
+        cudaMemcpy(F, p->C, mn * 8, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hb, p->bias, (size_t)p->m * 8, cudaMemcpyDeviceToHost);
+        for (size_t j = 0; j < (size_t)p->n; j++)
+            for (size_t i = 0; i < (size_t)p->m; i++) {
+                const double v = P[j * p->m + i] + hb[i], want = v > 0 ? v : 0, dif = fabs(F[j * p->m + i] - want);
+                err = dif > err ? dif : err;
+            }
+    } else {
+        err = -1;
+    }
+    free(P), free(F), free(hb);
+    return err;
+}
+
+/* The plain product's fastest candidate forced onto each epilogue (gelu aside). */
 static void forced(int m, int n, int k, int reps)
 {
-    static const struct { cublasLtEpilogue_t e; const char *name; } eps[] = {
-        {CUBLASLT_EPILOGUE_DEFAULT, "plain"}, {CUBLASLT_EPILOGUE_RELU, "relu"}, {CUBLASLT_EPILOGUE_BIAS, "bias"},
-        {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias"}, {CUBLASLT_EPILOGUE_GELU_BIAS, "gelu_bias"}};
-    double *A, *B, *C, *bias, *ws;
-    size_t wss = 256u << 20;
-    cudaMalloc((void **)&A, (size_t)m * k * 8), cudaMalloc((void **)&B, (size_t)k * n * 8);
-    cudaMalloc((void **)&C, (size_t)m * n * 8), cudaMalloc((void **)&bias, (size_t)m * 8);
-    cudaMalloc((void **)&ws, wss);
-    size_t na = (size_t)m * k, nb = (size_t)k * n, mx = na > nb ? na : nb;
-    double *h = malloc(mx * 8);
-    srand48(11);
-    for (size_t i = 0; i < mx; i++)
-        h[i] = drand48() - 0.5;
-    cudaMemcpy(A, h, na * 8, cudaMemcpyHostToDevice);
-    cudaMemcpy(bias, h, (size_t)m * 8, cudaMemcpyHostToDevice);
-    for (size_t i = 0; i < mx; i++)
-        h[i] = drand48() - 0.5;
-    cudaMemcpy(B, h, nb * 8, cudaMemcpyHostToDevice);
-    free(h);
-    cublasLtHandle_t lt;
-    cublasLtCreate(&lt);
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatrixLayoutCreate(&la, CUDA_R_64F, m, k, m);
-    cublasLtMatrixLayoutCreate(&lb, CUDA_R_64F, k, n, k);
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_64F, m, n, m);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss);
-    cublasLtMatmulDesc_t d[5];
-    for (int e = 0; e < 5; e++) {
-        cublasLtMatmulDescCreate(&d[e], CUBLAS_COMPUTE_64F, CUDA_R_64F);
-        cublasLtMatmulDescSetAttribute(d[e], CUBLASLT_MATMUL_DESC_EPILOGUE, &eps[e].e, sizeof eps[e].e);
-        if (e >= 2)
-            cublasLtMatmulDescSetAttribute(d[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-    }
+    f64_problem p;
+    if (f64_problem_init(&p, m, n, k, 11))
+        return;
+    cublasLtMatmulDesc_t d[NEPS];
+    for (int e = 0; e < NEPS; e++)
+        d[e] = desc_of(&p, e);
     cublasLtMatmulHeuristicResult_t res[16];
-    int got = 0;
-    cublasLtMatmulAlgoGetHeuristic(lt, d[0], la, lb, lc, lc, pref, 16, res, &got);
-    int best = -1;
-    float bt = 0;
-    for (int i = 0; i < got; i++) {
-        float t = timeit(lt, d[0], la, lb, lc, &res[i].algo, A, B, C, ws, wss, reps);
-        if (t > 0 && (best < 0 || t < bt))
-            best = i, bt = t;
-    }
+    int got;
+    cublasStatus_t st;
+    float bt;
+    const int best = fastest(&p, d[0], res, &got, &st, &bt, reps);
     if (best < 0) {
         printf("{\"m\":%d,\"forced\":\"no plain candidate\"}\n", m);
-        return;
-    }
-    const cublasLtMatmulAlgo_t *algo = &res[best].algo;
-    int id = -1;
-    size_t w;
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
-    int ok[5];
-    for (int e = 0; e < 5; e++) {
-        cublasLtMatmulHeuristicResult_t r;
-        cublasStatus_t st = cublasLtMatmulAlgoCheck(lt, d[e], la, lb, lc, lc, algo, &r);
-        ok[e] = st == CUBLAS_STATUS_SUCCESS;
-        printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"forced_algo\":%d,\"epilogue\":\"%s\",\"check_status\":%d}\n", m, n, k,
-               id, eps[e].name, (int)st);
-    }
-    for (int round = 0; round < 3; round++)
-        for (int e = 0; e < 5; e++)
-            if (ok[e])
-                printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"round\":%d,\"forced_algo\":%d,\"epilogue\":\"%s\",\"ms\":%.4f}\n",
-                       m, n, k, round, id, eps[e].name, timeit(lt, d[e], la, lb, lc, algo, A, B, C, ws, wss, reps));
-    if (m == 1024 && ok[0] && ok[3]) { /* relu_bias against plain + bias, relu on the host */
-        double one = 1, zero = 0, *P = malloc((size_t)m * n * 8), *F = malloc((size_t)m * n * 8), *hb = malloc((size_t)m * 8);
-        cublasLtMatmul(lt, d[0], &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0);
-        cudaMemcpy(P, C, (size_t)m * n * 8, cudaMemcpyDeviceToHost);
-        cublasLtMatmul(lt, d[3], &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wss, 0);
-        cudaMemcpy(F, C, (size_t)m * n * 8, cudaMemcpyDeviceToHost);
-        cudaMemcpy(hb, bias, (size_t)m * 8, cudaMemcpyDeviceToHost);
-        double err = 0;
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                double v = P[(size_t)j * m + i] + hb[i], want = v > 0 ? v : 0, dif = F[(size_t)j * m + i] - want;
-                if (dif < 0)
-                    dif = -dif;
-                if (dif > err)
-                    err = dif;
+    } else {
+        const cublasLtMatmulAlgo_t *algo = &res[best].algo;
+        const int id = algo_id(algo, CUBLASLT_ALGO_CONFIG_ID);
+        int ok[NEPS];
+        for (int e = 0; e < NEPS; e++) {
+            if (eps[e].e == CUBLASLT_EPILOGUE_GELU) {
+                ok[e] = 0;
+                continue;
             }
-        printf("{\"m\":%d,\"forced_algo\":%d,\"relu_bias_max_abs_err_vs_plain\":%.3e}\n", m, id, err);
-        free(P), free(F), free(hb);
+            cublasLtMatmulHeuristicResult_t r;
+            const cublasStatus_t cs = cublasLtMatmulAlgoCheck(p.lt, d[e], p.la, p.lb, p.lc, p.lc, algo, &r);
+            ok[e] = cs == CUBLAS_STATUS_SUCCESS;
+            printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"forced_algo\":%d,\"epilogue\":\"%s\",\"check_status\":%d}\n", m, n, k,
+                   id, eps[e].name, (int)cs);
+        }
+        for (int round = 0; round < 3; round++)
+            for (int e = 0; e < NEPS; e++)
+                if (ok[e])
+                    printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"round\":%d,\"forced_algo\":%d,\"epilogue\":\"%s\",\"ms\":%.4f}\n",
+                           m, n, k, round, id, eps[e].name, f64_time(&p, d[e], algo, reps));
+        if (m == 1024 && ok[0] && ok[3])
+            printf("{\"m\":%d,\"forced_algo\":%d,\"relu_bias_max_abs_err_vs_plain\":%.3e}\n", m, id,
+                   relu_bias_error(&p, d[0], d[3], algo));
     }
-    for (int e = 0; e < 5; e++)
+    for (int e = 0; e < NEPS; e++)
         cublasLtMatmulDescDestroy(d[e]);
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
-    cublasLtDestroy(lt);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(bias), cudaFree(ws);
+    f64_problem_free(&p);
 }
 
 int main(int argc, char **argv)

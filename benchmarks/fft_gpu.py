@@ -570,8 +570,8 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
     return out
 
 
-def time_call(env: Env, call, budget: float, min_reps: int = 5, warmup: int = 3, rep_ms: float = 2.0):
-    """Median / min ms per call: repetitions of k back-to-back calls between two events."""
+def calls_per_rep(env: Env, call, warmup: int, rep_ms: float) -> int:
+    """After warmup calls, how many back-to-back calls take about rep_ms (1 to 2000)."""
     for _ in range(warmup):
         call()
     env.sync()
@@ -579,8 +579,12 @@ def time_call(env: Env, call, budget: float, min_reps: int = 5, warmup: int = 3,
     env.record(e0)
     call()
     env.record(e1)
-    est = max(env.elapsed_ms(e0, e1), 1e-4)
-    k = int(max(1, min(2000, math.ceil(rep_ms / est))))
+    return int(max(1, min(2000, math.ceil(rep_ms / max(env.elapsed_ms(e0, e1), 1e-4)))))
+
+
+def time_call(env: Env, call, budget: float, min_reps: int = 5, warmup: int = 3, rep_ms: float = 2.0):
+    """Median / min ms per call: repetitions of k back-to-back calls between two events."""
+    k = calls_per_rep(env, call, warmup, rep_ms)
     times = []
     t_end = time.perf_counter() + budget
     evs = [(env.event(), env.event()) for _ in range(8)]
@@ -603,16 +607,7 @@ def time_paired(env: Env, calls: dict, budget: float, min_rounds: int = 7, warmu
     k back-to-back calls of each method in turn, so both sides of a ratio see the same state of
     the machine (launch costs on the H200 host move between 8 and 13 us per call within minutes)."""
     names = list(calls)
-    ks = {}
-    for n, call in calls.items():
-        for _ in range(warmup):
-            call()
-        env.sync()
-        e0, e1 = env.event(), env.event()
-        env.record(e0)
-        call()
-        env.record(e1)
-        ks[n] = int(max(1, min(2000, math.ceil(rep_ms / max(env.elapsed_ms(e0, e1), 1e-4)))))
+    ks = {n: calls_per_rep(env, call, warmup, rep_ms) for n, call in calls.items()}
     per = {n: [] for n in names}
     evs = {n: (env.event(), env.event()) for n in names}
     t_end = time.perf_counter() + budget
