@@ -604,7 +604,7 @@ def time_call(env: Env, call, budget: float, min_reps: int = 5, warmup: int = 3,
 
 def time_paired(env: Env, calls: dict, budget: float, min_rounds: int = 7, warmup: int = 3, rep_ms: float = 2.0):
     """Median over rounds of per-round ratios of each method to the last one: every round times
-    k back-to-back calls of each method in turn, so both sides of a ratio see the same state of
+    k back-to-back calls of each method in turn (the order reversed every other round), so both sides of a ratio see the same state of
     the machine (launch costs on the H200 host move between 8 and 13 us per call within minutes)."""
     names = list(calls)
     ks = {n: calls_per_rep(env, call, warmup, rep_ms) for n, call in calls.items()}
@@ -612,7 +612,7 @@ def time_paired(env: Env, calls: dict, budget: float, min_rounds: int = 7, warmu
     evs = {n: (env.event(), env.event()) for n in names}
     t_end = time.perf_counter() + budget
     while len(per[names[0]]) < min_rounds or time.perf_counter() < t_end:
-        for n in names:
+        for n in (names if len(per[names[0]]) % 2 == 0 else names[::-1]):  # the order alternates
             a, b = evs[n]
             env.record(a)
             for _ in range(ks[n]):
@@ -698,8 +698,7 @@ def run_case(env: Env, case, args, seed: int) -> dict:
             rec["ratios"][f"{a}/{b}"] = ms[a] / ms[b]
         else:
             rec["ratios"][f"{a}/{b}"] = None
-    if isinstance(rec.get("paired"), dict) and "fm_fused/fm_plain" in rec["paired"]:
-        rec["ratios"]["fm_fused/fm_plain (paired)"] = rec["paired"]["fm_fused/fm_plain"]
+    rec["ratios"]["fm_fused/fm_plain (paired)"] = (rec.get("paired") or {}).get("fm_fused/fm_plain")
     for key, lim in TARGETS.items():
         v = rec["ratios"].get(key)
         a, b = key.replace(" (paired)", "").split("/")

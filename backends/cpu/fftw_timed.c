@@ -163,7 +163,7 @@ double fm_fftw_timed_ratio(const double *a, const double *b, int n)
     double r[TIMED_MAX_ROUNDS];
     int m = 0;
     for (int i = 0; i < n && m < TIMED_MAX_ROUNDS; i++) {
-        const double v = a[i] > 0 ? b[i] / a[i] : 1e30;
+        const double v = a[i] > 0 ? b[i] / a[i] : b[i] > 0 ? 1e30 : 1.0;
         int j = m++;
         for (; j > 0 && r[j - 1] > v; j--) /* insertion: a dozen values */
             r[j] = r[j - 1];

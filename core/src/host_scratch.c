@@ -10,8 +10,8 @@
  * context's destroy calls it). Buffers are 64-byte aligned, like fftw_malloc's or better.
  *
  * A request takes back, first, a buffer that the same thread returned: the library's OpenMP
- * threads are the same ones call after call, and a buffer last written on another core sits in
- * that core's L2, so the first pass over it is a write miss on every line (a 512 KiB FFT
+ * threads are the same ones call after call (and mostly stay on their cores), and a buffer last
+ * written by another thread sits in that thread's core's L2, so the first pass over it is a write miss on every line (a 512 KiB FFT
  * scratch per thread on the H200 host's 16 cores, where the prolog pass alone costs ~0.22x
  * the transform). */
 #include "internal.h"
@@ -96,6 +96,7 @@ void fm_host_scratch_free(void *p)
         fm_free_aligned(base);
         return;
     }
+    const uint64_t me = this_thread();
     pthread_mutex_lock(&lock);
     /* room: evict the oldest buffers until this one fits the slots and the byte budget */
     for (;;) {
@@ -110,7 +111,7 @@ void fm_host_scratch_free(void *p)
             slots[free_slot].base = base;
             slots[free_slot].capacity = capacity;
             slots[free_slot].stamp = ++clock_;
-            slots[free_slot].owner = this_thread();
+            slots[free_slot].owner = me;
             total += capacity;
             break;
         }

@@ -185,7 +185,8 @@ static void geometry(const fm_fft_kernel_spec *s, geom *g)
             g->rs++;
     }
     /* complex64 with 16 values per thread: at most 64 registers, so that 1024 threads stay
-     * resident on an SM; left to itself ptxas took 80 (512-768 threads per SM). Measured on the
+     * resident on an SM; left to itself ptxas took 80 (512-768 threads per SM); capped, ptxas
+     * spills 16-32 bytes per thread there (to L1). Measured on the
      * H200 (paired A/B): 2^20 x 64 1.105 -> 1.02 x plain cuFFT, 4096 x 4096 1.09 -> 1.01, 2^24 x 4
      * 1.08 -> 0.97. With 8 values ptxas needs ~48 and the cap made it take 63 (256-point rows
      * 1.00 -> 1.06: five blocks per SM became four), so those keep ptxas's choice; so do blocks
@@ -193,7 +194,10 @@ static void geometry(const fm_fft_kernel_spec *s, geom *g)
      * complex128 (64 registers spill 1.2 KB there). FUSEMATH_FFT_KERNEL_REGCAP=0: no cap (A/B). */
     const char *cap = getenv("FUSEMATH_FFT_KERNEL_REGCAP");
     const unsigned threads = g->tpr * r;
-    g->minb = s->dtype == FM_C64 && g->e == 16 && threads <= 512 && !(cap && cap[0] == '0') ? 1024 / threads : 0;
+    g->minb = s->dtype == FM_C64 && g->e == 16 && threads <= 512 && !(cap && !strcmp(cap, "0")) ? 1024 / threads : 0;
+    if (g->minb > 32) /* an SM holds 32 blocks at most (ptxas ignores more); a block of fewer than 32
+                       * threads still takes a warp's registers, so 32 keeps the 64-register cap */
+        g->minb = 32;
     const int staged = g->nst > 1 || transposed_store(s);
     g->smem = staged ? (size_t)r * (size_t)g->rs * es : 0;
     g->dynamic = g->smem > SMEM_LIMIT;

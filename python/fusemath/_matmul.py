@@ -114,7 +114,7 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: An
         return None
     if out is None:
         d = _empty((m, n), a.dtype)
-    elif type(out) is _ndarray and out.shape == (m, n) and out.dtype == a.dtype:
+    elif type(out) is _ndarray and out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable:
         d = out
     else:
         return None

@@ -284,6 +284,7 @@ static void test_timed_ratio(void)
     CHECK(fm_fftw_timed_ratio(a, b, 0) == 1.0);
     const double z[1] = {0.0}, one[1] = {1.0}; /* a zero time: b counts as far slower, no division by 0 */
     CHECK(fm_fftw_timed_ratio(z, one, 1) > 1e20);
+    CHECK(fm_fftw_timed_ratio(z, z, 1) == 1.0); /* both nothing: a tie */
 }
 
 /* A prolog on dense c2c rows is gathered into the scratch (scratch>out) or straight into out

@@ -177,12 +177,17 @@ static void test_batch_size_not_in_source(void)
     free(sa), free(sb);
 }
 
-/* The launch bounds a spec's source declares, "" when the spec is refused. */
-static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char *buf, size_t size)
+/* The launch bounds a spec's source declares, "" when the spec is refused. mode: 'r' rows,
+ * 'l' lanes (the rows are neighbours, the transform strided), 't' transposed store. */
+static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char mode, char *buf, size_t size)
 {
     fm_fft_kernel_spec s;
     fm_cufft_cb_spec p;
     spec(&s, t, rows, n);
+    if (mode == 'l')
+        s.in_stride = s.out_stride = rows, s.batch_in[0] = s.batch_out[0] = 1;
+    if (mode == 't')
+        s.out_stride = rows, s.batch_out[0] = 1;
     chain(&p, 0, t, rows, n, FM_FFT_OP_MULTIPLY);
     s.prolog = &p;
     char *src = NULL;
@@ -196,24 +201,43 @@ static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char *buf, size_t siz
 }
 
 /* complex64 kernels with 16 values per thread declare a minimum of blocks per SM (registers
- * capped at 64, so 1024 threads stay resident); 8 values per thread, complex128 and the env
- * switch leave ptxas's choice. */
+ * capped at 64, so 1024 threads stay resident; at most 32 blocks, what an SM holds); 8 values
+ * per thread, blocks of 1024 threads, complex128 and FUSEMATH_FFT_KERNEL_REGCAP=0 leave ptxas's
+ * choice. */
 static void test_register_cap(void)
 {
-    char b[64];
+    static const struct {
+        fm_dtype t;
+        int64_t rows, n;
+        char mode;
+        const char *want;
+    } cases[] = {
+        {FM_C64, 4096, 4096, 'r', "__launch_bounds__(256, 4)"},  /* 16x16x16 */
+        {FM_C64, 4096, 1024, 'r', "__launch_bounds__(256, 4)"},  /* 16x8x8 */
+        {FM_C64, 4096, 256, 'r', "__launch_bounds__(256)"},      /* 8 values per thread */
+        {FM_C128, 4096, 1024, 'r', "__launch_bounds__(256)"},    /* complex128 */
+        {FM_C64, 4096, 1024, 'l', "__launch_bounds__(512, 2)"},  /* lanes: a 2^20 multi-step's first step */
+        {FM_C64, 4096, 4096, 'l', "__launch_bounds__(1024)"},    /* 1024 threads: no minimum */
+        {FM_C64, 4, 16, 'l', "__launch_bounds__(4, 32)"},        /* four threads: 32 blocks at most */
+        {FM_C64, 4096, 1024, 't', "__launch_bounds__(512, 2)"},  /* transposed store: its last step */
+    };
+    const char *had = getenv("FUSEMATH_FFT_KERNEL_REGCAP");
+    char saved[64] = "", b[64];
+    if (had)
+        snprintf(saved, sizeof saved, "%s", had);
     unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
-    bounds_of(FM_C64, 4096, 4096, b, sizeof b); /* 256 threads of 16 values: 4 blocks */
-    CHECK_MSG(strcmp(b, "__launch_bounds__(256, 4)") == 0, "4096-point rows: %s", b);
-    bounds_of(FM_C64, 4096, 1024, b, sizeof b); /* 1024 points: 16x8x8, 16 values */
-    CHECK_MSG(strcmp(b, "__launch_bounds__(256, 4)") == 0, "1024-point rows: %s", b);
-    bounds_of(FM_C64, 4096, 256, b, sizeof b); /* 8 values per thread: no cap */
-    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "256-point rows: %s", b);
-    bounds_of(FM_C128, 4096, 1024, b, sizeof b);
-    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "complex128 rows: %s", b);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bounds_of(cases[i].t, cases[i].rows, cases[i].n, cases[i].mode, b, sizeof b);
+        CHECK_MSG(strcmp(b, cases[i].want) == 0, "%s %lld x %lld (%c): %s, expected %s", fm_dtype_name(cases[i].t),
+                  (long long)cases[i].rows, (long long)cases[i].n, cases[i].mode, b, cases[i].want);
+    }
     setenv("FUSEMATH_FFT_KERNEL_REGCAP", "0", 1);
-    bounds_of(FM_C64, 4096, 4096, b, sizeof b);
+    bounds_of(FM_C64, 4096, 4096, 'r', b, sizeof b);
     CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "cap off: %s", b);
-    unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
+    if (had)
+        setenv("FUSEMATH_FFT_KERNEL_REGCAP", saved, 1);
+    else
+        unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
 }
 
 static void test_chain_forms_compile(void)

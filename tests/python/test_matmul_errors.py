@@ -129,8 +129,12 @@ def test_out_wrong_shape_dtype_readonly():
         fusemath.matmul(f32(3, 4), f32(4, 5), out=np.ones((3, 5)))
     ro = f32(3, 5)
     ro.flags.writeable = False
-    with raises(ValueError, "out", "read-only"):
-        fusemath.matmul(f32(3, 4), f32(4, 5), out=ro)
+    # the one-C-call path (2-D NumPy operands) and the general one (options=) say the same
+    for kw in ({}, {"options": fusemath.MatmulOptions()}):
+        with raises(fusemath.InvalidArgumentError, "out is read-only"):
+            fusemath.matmul(f32(3, 4), f32(4, 5), out=ro, **kw)
+        with raises(fusemath.InvalidArgumentError, "out is read-only"):
+            fusemath.matmul(f32(3, 4), f32(4, 5), out=np.broadcast_to(f32(1, 5), (3, 5)), **kw)
 
 
 @pytest.mark.parametrize("bad", [[[1.0, 2.0]], "abc", 3, 2.5, None, {"a": 1}, object()])
