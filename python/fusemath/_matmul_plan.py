@@ -195,7 +195,8 @@ class Matmul:
             object is passed). GPU work is queued without synchronizing; results are
             allocated with that stream current (a non-current stream takes a slower path).
         out: an array for the result, of the planned shape and dtype, C-contiguous, of the
-            results' library and device: nothing is allocated (validated once per object).
+            results' library and device: nothing is allocated (fully validated once per object; a NumPy
+            array reshaped, retyped or resized in place since is validated again).
         """
         run = self._run
         if run is None:

@@ -31,6 +31,10 @@ typedef struct {
     int64_t rshape[FM_MAX_NDIM];
     PyObject *out_obj;     /* the last out= that passed validation, and its address */
     void *out_ptr;
+    /* NumPy out=: its buffer's bytes, item size and format when it passed (a NumPy array can be
+     * reshaped, retyped or resized in place: the next call re-validates then) */
+    Py_ssize_t out_len, out_itemsize;
+    char out_format[8];
     PyObject *stream_obj;  /* the last explicit stream object and its handle */
     void *stream_handle;
 } RunnerObject;
@@ -86,17 +90,11 @@ static void set_ref(PyObject **slot, PyObject *value)
     Py_XDECREF(old);
 }
 
-/* The address of an out= array seen before (cheap re-read: it may have been re-pointed). */
+/* The address of a torch / CuPy out= array seen before (cheap re-read: it may have been
+ * re-pointed; its shape cannot change without a new allocation we would see or a smaller view of
+ * the same storage, which stays writable). */
 static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
 {
-    if (lib->style == STYLE_NUMPY) {
-        Py_buffer v;
-        if (PyObject_GetBuffer(out, &v, PyBUF_WRITABLE) < 0)
-            return -1;
-        *p = v.buf;
-        PyBuffer_Release(&v);
-        return 0;
-    }
     if (lib->style == STYLE_TORCH) {
         PyObject *o = fmpy_call_method0(out, st->s[S_data_ptr]);
         int r = fmpy_long_ptr(o, "out.data_ptr()", p);
@@ -111,14 +109,47 @@ static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
     return r;
 }
 
+/* Whether a NumPy out= validated before is still the array it was: address, bytes, item size,
+ * format, the planned shape, C-contiguous. With record != 0 it is taken as the new reference
+ * instead (after a validation). 0 for changed or unreadable (no exception left set). */
+static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(out, &v, PyBUF_RECORDS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *fmt = v.format ? v.format : "B";
+    int same = 1;
+    if (record) {
+        r->out_len = v.len, r->out_itemsize = v.itemsize;
+        if (strlen(fmt) < sizeof r->out_format)
+            strcpy(r->out_format, fmt);
+        else
+            r->out_format[0] = 0; /* a long format: validated every call */
+    } else {
+        same = v.buf == r->out_ptr && v.len == r->out_len && v.itemsize == r->out_itemsize && v.ndim == r->rndim &&
+               r->out_format[0] && strcmp(fmt, r->out_format) == 0;
+        Py_ssize_t expect = v.itemsize;
+        for (int i = v.ndim - 1; same && i >= 0; i--) {
+            same = v.shape[i] == r->rshape[i] && (v.shape[i] <= 1 || v.strides[i] == expect);
+            expect *= v.shape[i];
+        }
+    }
+    *p = v.buf;
+    PyBuffer_Release(&v);
+    return same;
+}
+
 /* Validate a caller-given result array: the planned library, device, dtype, shape and
- * a C-contiguous layout (the plan was made for one). Cached per object. */
+ * a C-contiguous layout (the plan was made for one). Cached per object, and checked again on
+ * every call (NumPy: the buffer's size, format, shape and strides; torch / CuPy: the address). */
 static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void **ptr)
 {
     const fm_lib *lib = &st->libs[r->lib];
     if (out == r->out_obj) {
         void *p = NULL;
-        if (out_address(st, lib, out, &p) == 0 && p == r->out_ptr) {
+        if (lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0) : out_address(st, lib, out, &p) == 0 && p == r->out_ptr) {
             *ptr = p;
             return 0;
         }
@@ -174,6 +205,9 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
     }
     fmpy_hold_release(&h);
     if (rc == 0) {
+        void *p = NULL;
+        if (lib->style == STYLE_NUMPY)
+            (void)numpy_out_same(r, out, &p, 1);
         set_ref(&r->out_obj, out);
         r->out_ptr = t.data;
         *ptr = t.data;

@@ -290,3 +290,30 @@ def test_low_level_plan_execute_raw_pointers(rng):
     with pytest.raises(fusemath.InvalidStateError):
         plan.describe()
     assert "freed" in repr(plan)
+
+
+def test_execute_out_changed_in_place_is_validated_again():
+    """execute(out=o) caches o's validation; a NumPy array reshaped, retyped or resized in place
+    afterwards is checked again (a resize that kept the address once made the next call write
+    the full result into a one-element buffer)."""
+    mm = fusemath.Matmul(np.ones((64, 64)), np.ones((64, 64)))
+    mm.plan()
+    o = np.zeros((64, 64))
+    assert mm.execute(out=o) is o and (o == 64).all()
+    o.shape = (32, 128)
+    with pytest.raises(fusemath.ShapeError, match=r"out has shape \(32, 128\), expected \(64, 64\)"):
+        mm.execute(out=o)
+    o.shape = (64, 64)
+    o[...] = 0
+    assert (mm.execute(out=o) == 64).all()  # back to its planned shape: accepted again
+    o.dtype = np.float32
+    with pytest.raises(fusemath.InvalidArgumentError, match="out has dtype f32, expected f64"):
+        mm.execute(out=o)
+    o = np.zeros((64, 64))
+    mm.execute(out=o)
+    o.resize((1,), refcheck=False)
+    with pytest.raises(fusemath.ShapeError, match=r"out has shape \(1,\)"):
+        mm.execute(out=o)
+    t = np.zeros((64, 64)).T  # same shape, not C-contiguous
+    with pytest.raises(ValueError, match="C-contiguous"):
+        mm.execute(out=t)
