@@ -1,11 +1,15 @@
 /* wisdom.c : autotune results kept by the context and saved as text, so a later
  * process plans the tuned choice without timing again. An entry maps the stable
  * hash of an untuned problem to the tuning fields that won. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,16 +132,65 @@ int fm_context_wisdom_size(const fm_context *ctx)
     return n;
 }
 
+/* Where a save of path writes: path itself, or the file a symlink at path points to (a save
+ * replaces the file by renaming a finished temporary over it, which would replace the link
+ * itself). Anything there that is not a regular file (a directory, a FIFO, a device) is refused:
+ * the rename would replace it. dest has PATH_MAX bytes. */
+static fm_status save_destination(const char *path, char *dest)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot use '%s': %s", path, strerror(errno));
+        if (strlen(path) >= PATH_MAX)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
+        strcpy(dest, path); /* a new file */
+        return FM_OK;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        if (!realpath(path, dest))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' is a symbolic link whose target cannot be "
+                           "written (%s)", path, strerror(errno));
+        if (stat(dest, &st) != 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot use '%s': %s", dest, strerror(errno));
+    } else {
+        if (strlen(path) >= PATH_MAX)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
+        strcpy(dest, path);
+    }
+    if (!S_ISREG(st.st_mode))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' exists and is not a regular file (a wisdom file "
+                       "replaces what is there)", path);
+    return FM_OK;
+}
+
 fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
 {
     if (!ctx || !path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: ctx and path must not be NULL");
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot write '%s': %s", path, strerror(errno));
+    char dest[PATH_MAX], tmp[PATH_MAX + 64];
+    fm_status s = save_destination(path, dest);
+    if (s != FM_OK)
+        return s;
+    /* a temporary of its own per call (several threads may save to one path at once), created
+     * with O_EXCL and the umask's permissions, renamed over dest once complete */
+    static atomic_uint serial;
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", dest, (long)getpid(), atomic_fetch_add(&serial, 1));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        const int err = errno;
+        if (fd >= 0) {
+            close(fd);
+            remove(tmp);
+        }
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot write '%s': %s", path, strerror(err));
+    }
     pthread_mutex_lock(&ctx->lock);
     int ok = fprintf(f, "%s\n", WISDOM_MAGIC) > 0;
     for (int i = 0; i < ctx->nwisdom && ok; i++) {
@@ -157,7 +210,7 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
         free(text);
     }
     ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok || rename(tmp, dest) != 0) {
         int err = errno;
         remove(tmp);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: writing '%s' failed: %s", path, strerror(err));

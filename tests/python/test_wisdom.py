@@ -212,3 +212,59 @@ def test_forget(tmp_path):
     """)
     d = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
     assert ",timed" in d and ",wisdom" not in d, d
+
+
+def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
+    """A save replaces the file by renaming a finished temporary over it: through a symbolic
+    link it must write the link's target (and leave the link), and a FIFO, device or directory
+    at the path is refused rather than replaced (saving to /dev/null once replaced the device
+    node with a regular file)."""
+    import os
+    import stat
+
+    target = tmp_path / "real.wisdom"
+    link = tmp_path / "link.wisdom"
+    os.symlink(target, link)
+    fusemath.wisdom.save(str(target))
+    before = target.read_text()
+    fusemath.wisdom.save(str(link))
+    assert os.path.islink(link) and os.readlink(link) == str(target)
+    assert target.read_text().splitlines()[0] == before.splitlines()[0] == "fusemath-wisdom 1"
+    fusemath.wisdom.load(str(link))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        fusemath.wisdom.save(str(fifo))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    with pytest.raises(ValueError, match="not a regular file"):
+        fusemath.wisdom.save(str(tmp_path))
+    dangling = tmp_path / "dangling"
+    os.symlink(tmp_path / "missing" / "x.wisdom", dangling)
+    with pytest.raises(ValueError, match="symbolic link"):
+        fusemath.wisdom.save(str(dangling))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "link.wisdom", "pipe", "real.wisdom"]
+
+
+def test_concurrent_saves_to_one_path(tmp_path):
+    """Each save has a temporary of its own: threads saving to one path at once never fail and
+    the file is always a complete wisdom file."""
+    import threading
+
+    path = str(tmp_path / "same.wisdom")
+    errors = []
+
+    def saver():
+        for _ in range(50):
+            try:
+                fusemath.wisdom.save(path)
+            except Exception as exc:  # noqa: BLE001 - collected and reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=saver) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    fusemath.wisdom.load(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["same.wisdom"]  # no temporaries left behind
