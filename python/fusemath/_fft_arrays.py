@@ -14,6 +14,7 @@ from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY, adopt, fm_name, is_cuda_object, lib_of
 from ._fft_args import _C2R, _R2C
+from ._matmul_args import native_aligned
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
@@ -52,12 +53,8 @@ def _input(x: Any, name: str, where: str):
     return NUMPY, _native(arr)
 
 
-def _native(arr: np.ndarray) -> np.ndarray:
-    """arr, or a copy in the machine's byte order and aligned to its element size (big-endian
-    or misaligned data computes as numpy.fft does)."""
-    if not arr.dtype.isnative:
-        return arr.astype(arr.dtype.newbyteorder("="))
-    return arr if arr.flags.aligned else arr.copy()
+# big-endian or misaligned data computes from a native, aligned copy, as numpy.fft does
+_native = native_aligned
 
 
 def _dtype(lib, x) -> np.dtype:

@@ -7,6 +7,7 @@ arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) an
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping, Tuple
 
 import numpy as np
@@ -58,11 +59,30 @@ def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray
     aligned copy (NumPy's own routines compute on such arrays too); anything else a view
     (no copy)."""
     arr = _host_view(x, name, where)
-    if output:
+    return arr if output else native_aligned(arr)
+
+
+def native_aligned(arr: np.ndarray) -> np.ndarray:
+    """arr, or a copy in the machine's byte order and aligned to its element size (BLAS and FFTW
+    read whole native elements); the copy is remembered (copied_from)."""
+    if arr.dtype.isnative and arr.flags.aligned:
         return arr
-    if not arr.dtype.isnative:
-        return arr.astype(arr.dtype.newbyteorder("="))
-    return arr if arr.flags.aligned else arr.copy()  # BLAS reads whole elements
+    copy = arr.astype(arr.dtype.newbyteorder("=")) if not arr.dtype.isnative else arr.copy()
+    _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
+    weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)
+    return copy
+
+
+# Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
+# it was made from: a planner that holds a copy refreshes it from there before every execute, so
+# in-place changes to the caller's array are seen as they are for every other operand.
+_COPIED_FROM: dict = {}
+
+
+def copied_from(arr: Any):
+    """The caller's array that _as_array copied into arr, or None."""
+    entry = _COPIED_FROM.get(id(arr))
+    return entry[1] if entry is not None and entry[0]() is arr else None
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:

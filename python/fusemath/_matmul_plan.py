@@ -21,6 +21,7 @@ from ._matmul_args import (
     _dtype_of,
     _foreign,
     _merge_epilog,
+    copied_from,
     _ndarray,
 )
 from ._matmul_operands import _Operands
@@ -139,7 +140,16 @@ class Matmul:
             key, slot, ret, _, dt = ops.extra_output(epi)
             outs.append((slot, ret, fm_name(dt), key))
         keep = (ops.a, ops.b, ops.c, bias, aux_in, scale)
-        self._run = _C.make_runner(self._plan, keep, ptrs, ops.lib.index, ops.device, tuple(outs), ops.scalar).run
+        run = _C.make_runner(self._plan, keep, ptrs, ops.lib.index, ops.device, tuple(outs), ops.scalar).run
+        # a big-endian or misaligned host operand is computed from a native, aligned copy: the
+        # copy follows the caller's array before each execute (in-place changes are seen)
+        stale = tuple((x, src) for x in keep if x is not None and (src := copied_from(x)) is not None)
+        if stale:
+            def run(stream, out, _run=run, _stale=stale):
+                for copy, src in _stale:
+                    copy[...] = src
+                return _run(stream, out)
+        self._run = run
 
     # -- planning ------------------------------------------------------------
     def plan(self, epilogue: Any = None, bias: Any = None, *, epilog: Any = None,

@@ -1155,3 +1155,22 @@ def test_big_endian_input_keeps_its_precision():
         np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-4)
     z = (np.arange(8) + 1j).astype(">c16")
     np.testing.assert_allclose(ff.ifft(z), np.fft.ifft(z), rtol=1e-12, atol=1e-12)
+
+
+def test_planner_sees_in_place_changes_of_a_copied_operand():
+    """A big-endian or misaligned x is transformed from a native, aligned copy that follows x's
+    content before every execute."""
+    x = np.arange(8).astype(">c16")
+    f = ff.FFT(x)
+    f.plan(effort="estimate")
+    np.testing.assert_allclose(f.execute(), np.fft.fft(x.astype(np.complex128)), atol=1e-12)
+    x[...] = 0
+    np.testing.assert_array_equal(f.execute(), np.zeros(8))
+    raw = np.zeros(16 * 8 + 16, np.uint8)
+    y = raw[1:1 + 128].view(np.complex128)
+    assert not y.flags.aligned
+    y[...] = 1
+    f.reset_operand(y)
+    np.testing.assert_allclose(f.execute(), np.fft.fft(np.ones(8)), atol=1e-12)
+    y[...] = np.arange(8)
+    np.testing.assert_allclose(f.execute(), np.fft.fft(np.arange(8.0)), atol=1e-12)

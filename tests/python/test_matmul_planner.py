@@ -317,3 +317,24 @@ def test_execute_out_changed_in_place_is_validated_again():
     t = np.zeros((64, 64)).T  # same shape, not C-contiguous
     with pytest.raises(ValueError, match="C-contiguous"):
         mm.execute(out=t)
+
+
+def test_planner_sees_in_place_changes_of_copied_operands():
+    """A big-endian or misaligned operand is computed from a native, aligned copy; the planner
+    refreshes that copy before every execute, so it sees in-place changes of the caller's array
+    like any other operand (it used to keep computing from the first copy)."""
+    a = np.arange(12.0).reshape(4, 3).astype(">f8")
+    b = np.ones((3, 2))
+    mm = fusemath.Matmul(a, b)
+    mm.plan()
+    np.testing.assert_array_equal(mm.execute(), a.astype(np.float64) @ b)
+    a[...] = 0
+    np.testing.assert_array_equal(mm.execute(), np.zeros((4, 2)))
+    raw = np.zeros(8 * 6 + 8, np.uint8)
+    m = raw[1:1 + 48].view(np.float64).reshape(3, 2)  # misaligned
+    assert not m.flags.aligned
+    m[...] = 2.0
+    mm.reset_operands(a=np.ones((4, 3)), b=m)
+    np.testing.assert_array_equal(mm.execute(), np.full((4, 2), 6.0))
+    m[...] = 3.0
+    np.testing.assert_array_equal(mm.execute(), np.full((4, 2), 9.0))
