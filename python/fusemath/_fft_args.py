@@ -36,7 +36,13 @@ def _length(n: Any, name: str, where: str) -> int:
         raise TypeError(f"{where}: {name} must be an int, not {type(n).__name__}") from None
     if v < 1:
         raise ValueError(f"{where}: invalid number of FFT data points ({v}) specified in {name}; expected >= 1")
+    if v > _MAX_POINTS:
+        raise ValueError(f"{where}: {name} = {v} is too large (at most 2**58 points: a result must be addressable "
+                         "in bytes)")
     return v
+
+
+_MAX_POINTS = 1 << 58  # 16-byte elements within a signed 64-bit byte count
 
 
 def _axes(axes: Any, ndim: int, name: str, where: str) -> Tuple[int, ...]:

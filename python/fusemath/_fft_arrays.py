@@ -27,7 +27,15 @@ _REAL_OF = {_C32: _F16, _C64: _F32, _C128: _F64}
 # ---------------------------------------------------------------------------
 def _input(x: Any, name: str, where: str):
     """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
-    CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts)."""
+    CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts); at most
+    8 dimensions (FM_MAX_NDIM)."""
+    lib, arr = _input_any(x, name, where)
+    if len(arr.shape) > 8:
+        raise _C.ShapeError(f"{where}: {name} has {len(arr.shape)} dimensions; at most 8 are supported")
+    return lib, arr
+
+
+def _input_any(x: Any, name: str, where: str):
     if type(x) is np.ndarray:
         return NUMPY, _native(x)
     if isinstance(x, np.ndarray):

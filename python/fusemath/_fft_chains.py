@@ -13,6 +13,7 @@ import numpy as np
 from . import _fusemath as _C
 from ._arrays import NUMPY, is_cuda_object, lib_of
 from ._fft_arrays import _COMPLEX_OF, _REAL_OF
+from ._matmul_args import native_aligned
 
 _OP_SCALE, _OP_MULTIPLY, _OP_CONJ = _C.FFT_OP_SCALE, _C.FFT_OP_MULTIPLY, _C.FFT_OP_CONJ
 _CHAIN_KEYS = ("scale", "multiply", "conj", "source", "name", "data")
@@ -68,6 +69,10 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
     arr = spec.get("multiply")
     if arr is not None:
         ops |= _OP_MULTIPLY
+        if getattr(arr, "ndim", None) == 0:  # a 0-d array broadcasts like a one-element one
+            arr = arr.reshape(1)
+        if isinstance(arr, np.ndarray):  # big-endian or misaligned: a native aligned copy, as x
+            arr = native_aligned(arr)
     conj = spec.get("conj", False)
     if not isinstance(conj, (bool, np.bool_)):
         raise TypeError(f"{where}: {name}['conj'] must be a bool, not {type(conj).__name__}")

@@ -214,9 +214,10 @@ class FFT:
             stream = _C.current_stream(self._lib.index, self._device)
         elif stream is not None and not isinstance(stream, int):
             stream = stream_handle(stream, self._where + ".execute")
-        src = copied_from(self._x)
-        if src is not None:  # a big-endian or misaligned x runs from a copy: it follows x's content
-            self._x[...] = src
+        for arr in (self._x, pro_arr, epi_arr):  # big-endian or misaligned arrays run from copies
+            src = None if arr is None else copied_from(arr)
+            if src is not None:
+                arr[...] = src
         args = [_C.data_ptr(self._x), _C.data_ptr(out),
                 None if pro_arr is None else _C.data_ptr(pro_arr),
                 None if epi_arr is None else _C.data_ptr(epi_arr)]

@@ -119,6 +119,7 @@ def _groups(axes: Tuple[int, ...], kind: int):
 # ---------------------------------------------------------------------------
 # The common driver
 # ---------------------------------------------------------------------------
+_MAX_NDIM = 8  # FM_MAX_NDIM
 _FAST_DTYPES = {_C2C: (np.dtype(np.complex64), np.dtype(np.complex128)),
                 _R2C: (np.dtype(np.float32), np.dtype(np.float64)),
                 _C2R: (np.dtype(np.complex64), np.dtype(np.complex128))}
@@ -129,7 +130,7 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
     three distinct int axes (None: all): one C call after the checks such a call can fail (a
     cached plan makes the rest ~2 us). None when the call needs the general path, which then
     checks and explains."""
-    if x.dtype not in _FAST_DTYPES[kind] or x.ndim == 0 or x.size == 0:
+    if x.dtype not in _FAST_DTYPES[kind] or not 1 <= x.ndim <= _MAX_NDIM or x.size == 0:
         return None
     nd = x.ndim
     if axes is None:

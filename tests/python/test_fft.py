@@ -1174,3 +1174,34 @@ def test_planner_sees_in_place_changes_of_a_copied_operand():
     np.testing.assert_allclose(f.execute(), np.fft.fft(np.ones(8)), atol=1e-12)
     y[...] = np.arange(8)
     np.testing.assert_allclose(f.execute(), np.fft.fft(np.arange(8.0)), atol=1e-12)
+
+
+def test_zero_d_and_misaligned_chain_arrays():
+    """A 0-d multiply array broadcasts like a one-element one; a misaligned one computes from an
+    aligned copy (as x does), which a planner refreshes before every execute."""
+    x = np.random.default_rng(5).random(8)
+    np.testing.assert_allclose(ff.fft(x, prolog={"multiply": np.array(2.0)}), np.fft.fft(2 * x), atol=1e-12)
+    np.testing.assert_allclose(ff.fft(x, epilog={"multiply": np.array(0.5)}), 0.5 * np.fft.fft(x), atol=1e-12)
+    raw = np.zeros(8 * 8 + 8, np.uint8)
+    w = raw[1:65].view(np.float64)
+    assert not w.flags.aligned
+    w[...] = 3.0
+    np.testing.assert_allclose(ff.fft(x, prolog={"multiply": w}), np.fft.fft(3 * x), atol=1e-12)
+    f = ff.FFT(x + 0j)
+    f.plan(prolog={"multiply": w}, effort="estimate")
+    w[...] = 4.0
+    np.testing.assert_allclose(f.execute(), np.fft.fft(4 * x), atol=1e-12)
+
+
+def test_too_many_points_or_dimensions_name_the_argument():
+    x = np.ones(8)
+    with pytest.raises(ValueError, match=r"fusemath.fft.fft: n = 10+ is too large"):
+        ff.fft(x, n=10**30)
+    with pytest.raises(ValueError, match=r"s\[1\] = 10+ is too large"):
+        ff.fftn(np.ones((2, 2)), s=(2, 10**30))
+    nine = np.ones((1,) * 8 + (4,)) + 0j
+    with pytest.raises(fusemath.ShapeError, match="x has 9 dimensions; at most 8"):
+        ff.fft(nine)
+    with pytest.raises(fusemath.ShapeError, match="x has 9 dimensions; at most 8"):
+        ff.FFT(nine)
+    assert ff.fft(nine[0]).shape == nine[0].shape  # 8 dimensions are fine
