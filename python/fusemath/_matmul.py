@@ -114,7 +114,8 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: An
         return None
     if out is None:
         d = _empty((m, n), a.dtype)
-    elif type(out) is _ndarray and out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable:
+    elif (type(out) is _ndarray and out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable
+          and out.flags.aligned):
         d = out
     else:
         return None
