@@ -71,9 +71,23 @@ static mm_layout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs)
 }
 
 /* ---- GEMM on one panel ---- */
+static void zero_rows(char *d, int64_t rows, int64_t cols, int64_t ld, size_t es)
+{
+    for (int64_t i = 0; i < rows; i++)
+        memset(d + (size_t)(i * ld) * es, 0, (size_t)cols * es);
+}
+
 static void gemm(const openblas_plan *pl, int64_t rows, int64_t cols, const void *a, int64_t lda, const void *b,
                  int64_t ldb, void *d, int64_t ldd, int accumulate)
 {
+    /* alpha = 0: as BLAS specifies, A and B are not read (inf / NaN there do not propagate).
+     * OpenBLAS itself skips them on some paths and not on others (its small-matrix kernels form
+     * the product: the answer depended on the operands' layout), so it is decided here. */
+    if (pl->mp.alpha[0] == 0.0 && pl->mp.alpha[1] == 0.0) {
+        if (!accumulate)
+            zero_rows(d, rows, cols, ldd, pl->es);
+        return;
+    }
     const enum CBLAS_TRANSPOSE ta = pl->la.trans ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = pl->lb.trans ? CblasTrans : CblasNoTrans;
     const int m = (int)rows, n = (int)cols, k = (int)pl->g.k;
@@ -189,12 +203,6 @@ static const char *batch_b(const openblas_plan *pl, const exec_args *x, int64_t 
     const fm_matmul_geom *g = &pl->g;
     return x->b_packed ? x->b + (size_t)(b * g->k * g->n) * pl->es
                        : x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)pl->es;
-}
-
-static void zero_rows(char *d, int64_t rows, int64_t cols, int64_t ld, size_t es)
-{
-    for (int64_t i = 0; i < rows; i++)
-        memset(d + (size_t)(i * ld) * es, 0, (size_t)cols * es);
 }
 
 /* bgrada: bgrad[b, r0 + i] = sum_k A[b, r0 + i, k] for the rows of a panel; `a` is the

@@ -428,3 +428,20 @@ def test_aux_with_1d_operands(rng, dtype):
     bits = unpack_relu_mask(aux["relu_aux"], 1)[:, 0]
     sure2 = np.abs(pre2) > 1e-3
     np.testing.assert_array_equal(bits[sure2], (pre2 > 0)[sure2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_alpha_zero_reads_neither_operand(dtype):
+    """alpha = 0 as BLAS defines it: D = act(beta * c + bias) without reading a and b, whatever
+    their layout (OpenBLAS's small-matrix kernels formed the product, so inf in b gave NaN for
+    C-ordered operands and 0 for Fortran-ordered ones)."""
+    a = np.ones((2, 2), dtype)
+    b = np.ones((2, 3), dtype)
+    b[0, 1] = np.inf
+    for bb in (b, np.asfortranarray(b), b.T.copy().T):
+        np.testing.assert_array_equal(fusemath.matmul(a, bb, alpha=0.0), np.zeros((2, 3), dtype))
+    c = np.full((2, 3), 2.0, dtype)
+    bias = np.ones(3, dtype)
+    act = "relu" if np.dtype(dtype).kind == "f" else None  # complex types take no activation
+    got = fusemath.matmul(a, b, c, alpha=0.0, beta=0.5, bias=bias, epilogue=act)
+    np.testing.assert_array_equal(got, np.full((2, 3), 2.0, dtype))
