@@ -218,6 +218,17 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
     return FM_OK;
 }
 
+/* After fgets of a line longer than the buffer: drop the rest of that line (a long comment or
+ * note; what is parsed fits in the buffer), so it is not read as lines of its own. */
+static void drop_rest_of_line(FILE *f, const char *line)
+{
+    if (strchr(line, '\n'))
+        return;
+    int ch;
+    while ((ch = fgetc(f)) != EOF && ch != '\n')
+        ;
+}
+
 fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
 {
     if (!ctx || !path)
@@ -227,7 +238,10 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: cannot read '%s': %s", path, strerror(errno));
     char line[512];
     fm_status s = FM_OK;
-    if (!fgets(line, sizeof line, f) || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
+    const int first = fgets(line, sizeof line, f) != NULL;
+    if (first)
+        drop_rest_of_line(f, line);
+    if (!first || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
         fclose(f);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a fusemath wisdom file (expected a first "
                        "line '%s')", path, WISDOM_MAGIC);
@@ -243,6 +257,7 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
     } blobs[MAX_BLOBS];
     int nblobs = 0;
     while (fgets(line, sizeof line, f)) {
+        drop_rest_of_line(f, line);
         lineno++;
         if (line[0] == '\n' || line[0] == '#')
             continue;

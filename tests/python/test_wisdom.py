@@ -268,3 +268,15 @@ def test_concurrent_saves_to_one_path(tmp_path):
     assert not errors, errors[:3]
     fusemath.wisdom.load(path)
     assert [p.name for p in tmp_path.iterdir()] == ["same.wisdom"]  # no temporaries left behind
+
+
+def test_long_comment_lines_load(tmp_path):
+    """Lines are read in 512-byte pieces; a longer comment line is one line, not several
+    (its rest was parsed as a malformed entry)."""
+    path = tmp_path / "w"
+    fusemath.wisdom.save(str(path))
+    head, rest = path.read_text().split("\n", 1)
+    path.write_text(head + "\n# " + "x" * 2000 + "\n" + rest)
+    fusemath.wisdom.load(str(path))
+    path.write_text(head + "\n# " + "y" * 2000)  # and at the end of the file, without a newline
+    fusemath.wisdom.load(str(path))
