@@ -47,17 +47,19 @@ def _input_any(x: Any, name: str, where: str):
         return lib, x
     if is_cuda_object(x):
         return adopt(x, name, where)
+    dlpack_error = None
     if hasattr(x, "__dlpack__") and not isinstance(x, (list, tuple)):
         try:
             return NUMPY, np.from_dlpack(x)
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            dlpack_error = exc  # NumPy may still read it another way (the buffer protocol)
+    why = f" (its __dlpack__ failed: {type(dlpack_error).__name__}: {dlpack_error})" if dlpack_error else ""
     try:
         arr = np.asarray(x)
     except Exception as exc:
-        raise TypeError(f"{where}: {name} must be an array, not {type(x).__name__} ({exc})") from None
+        raise TypeError(f"{where}: {name} must be an array, not {type(x).__name__} ({exc}){why}") from None
     if arr.dtype == object:
-        raise TypeError(f"{where}: {name} must be a numeric array, not {type(x).__name__} of objects")
+        raise TypeError(f"{where}: {name} must be a numeric array, not {type(x).__name__} of objects{why}")
     return NUMPY, _native(arr)
 
 

@@ -73,7 +73,9 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
             arr = arr.reshape(1)
         if isinstance(arr, np.ndarray):  # big-endian or misaligned: a native aligned copy, as x
             arr = native_aligned(arr)
-    conj = spec.get("conj", False)
+    conj = spec.get("conj")
+    if conj is None:  # absent, as for every other key
+        conj = False
     if not isinstance(conj, (bool, np.bool_)):
         raise TypeError(f"{where}: {name}['conj'] must be a bool, not {type(conj).__name__}")
     if conj:

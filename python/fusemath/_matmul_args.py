@@ -106,10 +106,13 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
     if hasattr(x, "__dlpack__"):
         device = getattr(x, "__dlpack_device__", None)
         if device is not None:
-            dev_type, dev_id = device()
-            if int(dev_type) not in _CPU_DEVICES:
+            try:
+                dev_type, dev_id = (int(v) for v in device())
+            except (TypeError, ValueError):
+                raise TypeError(f"{where}: {name}.__dlpack_device__() did not return (device_type, device_id)") from None
+            if dev_type not in _CPU_DEVICES:
                 raise _C.DeviceError(
-                    f"{where}: {name} lives on DLPack device ({int(dev_type)}, {int(dev_id)}) but a and b are "
+                    f"{where}: {name} lives on DLPack device ({dev_type}, {dev_id}) but a and b are "
                     "host arrays; put all operands on one device (or pass GPU arrays for a and b)"
                 )
         try:

@@ -255,9 +255,11 @@ def stream_handle(stream: Any, where: str) -> Optional[int]:
             return value or None
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
-        value = proto()[1]
-        if isinstance(value, int):
+        got = proto()
+        value = got[1] if isinstance(got, tuple) and len(got) == 2 else None
+        if isinstance(value, int) and not isinstance(value, bool):
             return value or None
+        raise TypeError(f"{where}: stream.__cuda_stream__() returned {got!r}, expected (version, handle)")
     raise TypeError(
         f"{where}: stream must be None, an int (cudaStream_t) or a CuPy/PyTorch stream, not {type(stream).__name__}"
     )

@@ -1205,3 +1205,17 @@ def test_too_many_points_or_dimensions_name_the_argument():
     with pytest.raises(fusemath.ShapeError, match="x has 9 dimensions; at most 8"):
         ff.FFT(nine)
     assert ff.fft(nine[0]).shape == nine[0].shape  # 8 dimensions are fine
+
+
+def test_dlpack_failure_is_reported_and_conj_none_is_absent():
+    class Broken:
+        def __dlpack__(self, **kw):
+            raise BufferError("no export here")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(TypeError, match="its __dlpack__ failed: BufferError: no export here"):
+        ff.fft(Broken())
+    x = np.arange(4.0)
+    np.testing.assert_allclose(ff.fft(x, prolog={"conj": None}), np.fft.fft(x), atol=1e-12)

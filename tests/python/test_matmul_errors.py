@@ -333,3 +333,24 @@ def test_big_endian_inputs_compute_and_outputs_are_refused():
     np.testing.assert_array_equal(fusemath.matmul(b, a), b @ a.astype(np.float64))
     with pytest.raises(ValueError, match="out has dtype >f8"):
         fusemath.matmul(b, b, out=np.zeros((4, 4), ">f8"))
+
+
+def test_broken_protocol_objects_are_named():
+    """Objects whose DLPack or stream protocol methods return the wrong thing get a TypeError
+    naming the argument and the method, not an unpacking error from inside the library."""
+
+    class BadDevice:
+        def __dlpack__(self, **kw):
+            return np.ones((2, 2)).__dlpack__()
+
+        def __dlpack_device__(self):
+            return None
+
+    class BadStream:
+        def __cuda_stream__(self):
+            return 5
+
+    with raises(TypeError, "a.__dlpack_device__() did not return (device_type, device_id)"):
+        fusemath.matmul(BadDevice(), f32(2, 2).astype(np.float64))
+    with raises(TypeError, "stream.__cuda_stream__() returned 5, expected (version, handle)"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), stream=BadStream())
