@@ -354,3 +354,9 @@ def test_broken_protocol_objects_are_named():
         fusemath.matmul(BadDevice(), f32(2, 2).astype(np.float64))
     with raises(TypeError, "stream.__cuda_stream__() returned 5, expected (version, handle)"):
         fusemath.matmul(f32(2, 2), f32(2, 2), stream=BadStream())
+
+
+def test_out_overlapping_itself():
+    o = np.lib.stride_tricks.as_strided(np.zeros(3), shape=(2, 3), strides=(0, 8))
+    with raises(fusemath.AliasError, "out overlaps itself", "stride 0"):
+        fusemath.matmul(np.ones((2, 2)), np.ones((2, 3)), out=o)
