@@ -38,7 +38,7 @@ static fm_status check_desc(const char *name, const fm_tensor *t)
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] < 0)
             return fm_fail(FM_ERR_SHAPE, "fft: %s has shape[%d] = %lld, expected >= 0", name, i, (long long)t->shape[i]);
-    return FM_OK;
+    return fm_tensor_check_range("fft", name, t);
 }
 
 /* The chain's array broadcasts to `target` (NumPy rules, right-aligned); expand it to the
@@ -170,6 +170,10 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT];
     if ((s = check_desc("in", in)) != FM_OK || (s = check_desc("out", out)) != FM_OK)
         return s;
+    for (int i = 0; i < (int)(sizeof opts->reserved / sizeof opts->reserved[0]); i++)
+        if (opts->reserved[i] != 0) /* a later version may give them a meaning: refuse garbage now */
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: options.reserved[%d] = %d, expected 0 (fm_fft_options_init "
+                           "sets it)", i, (int)opts->reserved[i]);
     if (opts->kind < FM_FFT_C2C || opts->kind > FM_FFT_C2R)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
     if (opts->inverse != 0 && opts->inverse != 1)

@@ -45,6 +45,11 @@ void fm_host_prefault(void *base, size_t bytes, int part, int nparts);
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
 void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
+/* Whether t's element count, and its byte span from the lowest to the highest element it
+ * addresses, fit a signed 64-bit count (FM_ERR_TOO_LARGE naming op and name otherwise; a
+ * descriptor past that matches no real buffer, and the span arithmetic would overflow). Every
+ * operand is checked before fm_tensor_byte_span or fm_tensor_check_distinct looks at it. */
+fm_status fm_tensor_check_range(const char *op, const char *name, const fm_tensor *t);
 /* FM_ERR_ALIAS naming `op` and `name` when two elements of output t share memory. */
 fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t);
 /* The device t computes on (FM_DEVICE_AUTO resolved from its pointer; pinned -> cpu,

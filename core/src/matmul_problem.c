@@ -43,7 +43,7 @@ static fm_status check_tensor(const char *name, const fm_tensor *t, int min_ndim
         if (t->shape[i] < 0)
             return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape[%d] = %lld, expected >= 0", name, i,
                            (long long)t->shape[i]);
-    return FM_OK;
+    return fm_tensor_check_range("matmul", name, t);
 }
 
 fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape)
@@ -181,6 +181,10 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if (opts->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: num_threads = %d, expected 0 (the library setting) to %d",
                        opts->num_threads, FM_MAX_THREADS);
+    for (int i = 0; i < (int)(sizeof opts->reserved / sizeof opts->reserved[0]); i++)
+        if (opts->reserved[i] != 0) /* a later version may give them a meaning: refuse garbage now */
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: options.reserved[%d] = %d, expected 0 "
+                           "(fm_matmul_options_init sets it)", i, (int)opts->reserved[i]);
 
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
     if ((s = check_tensor("d", d, 2)) != FM_OK)

@@ -49,7 +49,11 @@ fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dt
     for (int i = ndim - 1; i >= 0; i--) {
         t->shape[i] = shape[i];
         t->strides[i] = strides ? strides[i] : stride;
-        stride *= shape[i] > 0 ? shape[i] : 1;
+        if (__builtin_mul_overflow(stride, shape[i] > 0 ? shape[i] : 1, &stride) && !strides) {
+            memset(t, 0, sizeof *t);
+            return fm_fail(FM_ERR_TOO_LARGE, "fm_tensor_init: the shape has more elements than a 64-bit count holds "
+                           "(at axis %d)", i);
+        }
     }
     return FM_OK;
 }
@@ -60,8 +64,35 @@ int64_t fm_tensor_numel(const fm_tensor *t)
         return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
-        n *= t->shape[i];
+        if (t->shape[i] == 0)
+            return 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (__builtin_mul_overflow(n, t->shape[i], &n))
+            return INT64_MAX; /* saturates: never reads as empty */
     return n;
+}
+
+fm_status fm_tensor_check_range(const char *op, const char *name, const fm_tensor *t)
+{
+    const int64_t es = (int64_t)fm_dtype_size(t->dtype);
+    if (es == 0)
+        return fm_fail(FM_ERR_DTYPE, "%s: %s has an invalid dtype (%d)", op, name, (int)t->dtype);
+    int64_t n = 1, span = 0, bytes;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0)
+            return FM_OK; /* empty: nothing is addressed */
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t ext;
+        const int64_t st = t->strides[i];
+        if (__builtin_mul_overflow(n, t->shape[i], &n) || st == INT64_MIN ||
+            __builtin_mul_overflow(st < 0 ? -st : st, t->shape[i] - 1, &ext) || __builtin_add_overflow(span, ext, &span))
+            return fm_fail(FM_ERR_TOO_LARGE, "%s: %s spans more than a 64-bit offset holds (axis %d: extent %lld, "
+                           "stride %lld)", op, name, i, (long long)t->shape[i], (long long)st);
+    }
+    if (__builtin_mul_overflow(n, es, &bytes) || __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(span, es, &bytes))
+        return fm_fail(FM_ERR_TOO_LARGE, "%s: %s spans more bytes than a 64-bit offset holds", op, name);
+    return FM_OK;
 }
 
 void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
@@ -83,9 +114,9 @@ void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
     *hi = (b + 1) * es;
 }
 
-/* An output whose elements share memory (a zero stride, or strides that interleave)
- * would be written twice: sort axes by |stride| and require each stride to step past
- * everything the smaller axes span. */
+/* An output whose elements share memory (a zero stride, or strides that interleave) would be
+ * written twice: sort axes by |stride| and require each stride to step past everything the
+ * smaller axes span. The caller checked fm_tensor_check_range: no stride arithmetic overflows. */
 fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t)
 {
     int idx[FM_MAX_NDIM], n = 0;

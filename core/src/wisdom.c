@@ -139,6 +139,8 @@ int fm_context_wisdom_size(const fm_context *ctx)
 static fm_status save_destination(const char *path, char *dest)
 {
     struct stat st;
+    if (!*path)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is empty");
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot use '%s': %s", path, strerror(errno));

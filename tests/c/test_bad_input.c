@@ -622,6 +622,63 @@ static void test_self_overlapping_output(void)
 }
 
 /* k = 3e9 with fake pointers: planning only; must be refused without allocating. */
+/* Descriptors whose element count or byte span does not fit 64 bits match no buffer: refused at
+ * planning naming the operand (strides of INT64_MAX / 2 on c, bias or d were planned, and the
+ * execution then read and wrote far outside the buffers); INT64_MIN strides too (|stride|
+ * overflowed); fm_tensor_init refuses a shape whose C-order strides overflow and
+ * fm_tensor_numel saturates instead of wrapping to 0 ("empty"). Nonzero reserved option
+ * fields are refused. */
+static void test_descriptor_ranges(void)
+{
+    problem *p = problem_new();
+    const int64_t s22[2] = {M, N}, huge[2] = {INT64_MAX / 2, 1}, minst[2] = {INT64_MIN, 1}, sb1[1] = {INT64_MAX / 2};
+    fm_tensor c, d, bias;
+    fm_tensor_init(&c, p->c, fm_test_cpu, FM_F32, 2, s22, huge);
+    p->o.beta[0] = 1;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, &c, NULL, &p->td, NULL, &p->o), FM_ERR_TOO_LARGE);
+    CHECK_MENTIONS_WORD("c");
+    p->o.beta[0] = 0;
+    fm_tensor_init(&d, p->d, fm_test_cpu, FM_F32, 2, s22, huge);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d, NULL, &p->o), FM_ERR_TOO_LARGE);
+    CHECK_MENTIONS_WORD("d");
+    fm_tensor_init(&d, p->d, fm_test_cpu, FM_F32, 2, s22, minst);
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &d, NULL, &p->o), FM_ERR_TOO_LARGE);
+    const int64_t sbias[1] = {N};
+    fm_tensor_init(&bias, p->bias, fm_test_cpu, FM_F32, 1, sbias, sb1);
+    p->o.epilogue = FM_EPILOGUE_BIAS;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, &bias, &p->td, NULL, &p->o), FM_ERR_TOO_LARGE);
+    CHECK_MENTIONS_WORD("bias");
+    p->o.epilogue = 0;
+    fm_tensor t;
+    const int64_t hh[2] = {INT64_MAX, INT64_MAX}, h3[3] = {1LL << 40, 1LL << 40, 1LL << 40};
+    CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 2, hh, NULL), FM_ERR_TOO_LARGE);
+    const int64_t st3[3] = {1, 1, 1};
+    CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 3, h3, st3), FM_OK); /* strides given: planning judges */
+    CHECK(fm_tensor_numel(&t) == INT64_MAX);
+    /* the same checks on the fft path */
+    fm_fft_options fo;
+    fm_fft_options_init(&fo);
+    fm_tensor fin, fout;
+    fm_tensor_init(&fin, p->c, fm_test_cpu, FM_C64, 2, s22, huge);
+    fm_tensor_init(&fout, p->d, fm_test_cpu, FM_C64, 2, s22, NULL);
+    fm_plan *plan = NULL;
+    CHECK_STATUS(fm_fft_plan(g_ctx, &fin, &fout, NULL, NULL, &fo, &plan), FM_ERR_TOO_LARGE);
+    CHECK_MENTIONS_WORD("in");
+    /* reserved fields */
+    p->o.reserved[2] = 7;
+    CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("reserved[2]");
+    p->o.reserved[2] = 0;
+    fo.reserved[5] = 1;
+    const int64_t s1[1] = {4};
+    fm_tensor_init(&fin, p->c, fm_test_cpu, FM_C64, 1, s1, NULL);
+    fm_tensor_init(&fout, p->d, fm_test_cpu, FM_C64, 1, s1, NULL);
+    CHECK_STATUS(fm_fft_plan(g_ctx, &fin, &fout, NULL, NULL, &fo, &plan), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("reserved[5]");
+    fm_plan_release(plan);
+    free(p);
+}
+
 static void test_too_large(void)
 {
     const int64_t big = 3000000000LL;
@@ -797,6 +854,7 @@ int main(void)
     RUN_TEST(test_alias);
     RUN_TEST(test_self_overlapping_output);
     RUN_TEST(test_too_large);
+    RUN_TEST(test_descriptor_ranges);
     RUN_TEST(test_devices);
     RUN_TEST(test_fp8_inputs);
     RUN_TEST(test_fft_self_overlapping_output);

@@ -86,6 +86,8 @@ def test_load_errors(tmp_path):
         fusemath.wisdom.save(tmp_path / "no" / "such" / "dir" / "w")
     with pytest.raises(TypeError):
         fusemath.wisdom.save(3)
+    with pytest.raises(ValueError, match="path is empty"):
+        fusemath.wisdom.save("")
 
 
 def test_fftw_wisdom_travels_in_the_same_file(tmp_path):
