@@ -15,7 +15,7 @@ from ._arrays import C32 as _C32
 from ._arrays import NUMPY
 from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
 from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
-from ._matmul_args import copied_from
+from ._matmul_args import refresh_copy
 from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays
 from ._options import _DEFAULT_OPTIONS, _resolve_execution, stream_handle
 
@@ -133,13 +133,14 @@ class FFT:
             raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
         return inverse
 
-    def _plan_for(self, inverse: bool, out):
-        key = (inverse, self._layout(self._x)[1], self._layout(out)[1])
+    def _plan_for(self, inverse: bool, out, x=None, chains=None):
+        x = self._x if x is None else x
+        key = (inverse, self._layout(x)[1], self._layout(out)[1])
         p = self._plans.get(key)
         if p is None:
-            pro, epi = self._chains
+            pro, epi = self._chains if chains is None else chains
             ex, dev, nth = self._exec
-            p = _C.plan_fft(self._x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
+            p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
                             self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
                             pro.source, pro.name, epi.source, epi.name, self._gpu_prolog)
             if len(self._plans) >= _MAX_PLANS:
@@ -203,22 +204,23 @@ class FFT:
         self._alive("execute()")
         if not self._planned:
             raise _C.InvalidStateError(f"{self._where}.execute: call plan() first")
+        # this call's operands, held by the frame until the transform is done: another thread's
+        # reset_operand() or plan() may replace them meanwhile (their memory must stay alive)
+        x, chains = self._x, self._chains
         inverse = self._direction(direction)
         if out is None:
             out = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
         else:
             _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
-        p = self._plan_for(inverse, out)
-        pro_arr, epi_arr = self._chains[0].arr, self._chains[1].arr
+        p = self._plan_for(inverse, out, x, chains)
+        pro_arr, epi_arr = chains[0].arr, chains[1].arr
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
         elif stream is not None and not isinstance(stream, int):
             stream = stream_handle(stream, self._where + ".execute")
-        for arr in (self._x, pro_arr, epi_arr):  # big-endian or misaligned arrays run from copies
-            src = None if arr is None else copied_from(arr)
-            if src is not None:
-                arr[...] = src
-        args = [_C.data_ptr(self._x), _C.data_ptr(out),
+        for arr in (x, pro_arr, epi_arr):  # big-endian or misaligned arrays run from copies
+            refresh_copy(arr)
+        args = [_C.data_ptr(x), _C.data_ptr(out),
                 None if pro_arr is None else _C.data_ptr(pro_arr),
                 None if epi_arr is None else _C.data_ptr(epi_arr)]
         if stream is not None:

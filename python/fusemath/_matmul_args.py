@@ -64,25 +64,37 @@ def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray
 
 def native_aligned(arr: np.ndarray) -> np.ndarray:
     """arr, or a copy in the machine's byte order and aligned to its element size (BLAS and FFTW
-    read whole native elements); the copy is remembered (copied_from)."""
+    read whole native elements), in arr's own memory order; the copy is remembered (copy_behind)."""
     if arr.dtype.isnative and arr.flags.aligned:
         return arr
-    copy = arr.astype(arr.dtype.newbyteorder("=")) if not arr.dtype.isnative else arr.copy()
+    copy = arr.astype(arr.dtype.newbyteorder("="), order="K")
     _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
     weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)
     return copy
 
 
 # Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
-# it was made from: a planner that holds a copy refreshes it from there before every execute, so
-# in-place changes to the caller's array are seen as they are for every other operand.
+# it was made from: a planner that holds a copy (or a view of one: a promoted 1-D operand, a
+# broadcast c) refreshes it from there before every execute, so in-place changes to the caller's
+# array are seen as they are for every other operand.
 _COPIED_FROM: dict = {}
 
 
-def copied_from(arr: Any):
-    """The caller's array that _as_array copied into arr, or None."""
-    entry = _COPIED_FROM.get(id(arr))
-    return entry[1] if entry is not None and entry[0]() is arr else None
+def copy_behind(arr: Any):
+    """(copy, source) when arr is, or views, a copy native_aligned made; else None."""
+    while isinstance(arr, np.ndarray):
+        entry = _COPIED_FROM.get(id(arr))
+        if entry is not None and entry[0]() is arr:
+            return arr, entry[1]
+        arr = arr.base
+    return None
+
+
+def refresh_copy(arr: Any) -> None:
+    """Bring the copy behind arr (if any) up to date with the caller's array it was made from."""
+    found = copy_behind(arr) if arr is not None else None
+    if found is not None:
+        found[0][...] = found[1]
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:

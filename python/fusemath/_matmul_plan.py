@@ -21,7 +21,7 @@ from ._matmul_args import (
     _dtype_of,
     _foreign,
     _merge_epilog,
-    copied_from,
+    copy_behind,
     _ndarray,
 )
 from ._matmul_operands import _Operands
@@ -143,7 +143,7 @@ class Matmul:
         run = _C.make_runner(self._plan, keep, ptrs, ops.lib.index, ops.device, tuple(outs), ops.scalar).run
         # a big-endian or misaligned host operand is computed from a native, aligned copy: the
         # copy follows the caller's array before each execute (in-place changes are seen)
-        stale = tuple((x, src) for x in keep if x is not None and (src := copied_from(x)) is not None)
+        stale = tuple({id(f[0]): f for x in keep if x is not None and (f := copy_behind(x)) is not None}.values())
         if stale:
             def run(stream, out, _run=run, _stale=stale):
                 for copy, src in _stale:

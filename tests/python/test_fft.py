@@ -1219,3 +1219,37 @@ def test_dlpack_failure_is_reported_and_conj_none_is_absent():
         ff.fft(Broken())
     x = np.arange(4.0)
     np.testing.assert_allclose(ff.fft(x, prolog={"conj": None}), np.fft.fft(x), atol=1e-12)
+
+
+def test_execute_keeps_its_operand_alive_against_a_concurrent_reset():
+    """execute() holds this call's x while another thread's reset_operand() replaces it (the old
+    array, held by the planner alone, was freed mid-transform: a crash or garbage)."""
+    import threading
+    import time
+
+    shape = (64, 4096)
+    f = ff.FFT(np.ones(shape, complex), axes=-1)
+    f.plan(effort="estimate")
+    ref = np.fft.fft(np.ones(shape, complex), axis=-1)
+    stop = time.time() + 1.5
+    wrong = [0, 0]
+
+    def resetter():
+        while time.time() < stop:
+            f.reset_operand(np.ones(shape, complex))
+            junk = np.full(shape, 1e300 + 0j)  # reuses the freed memory
+            del junk
+
+    def worker():
+        o = np.empty(shape, complex)
+        while time.time() < stop:
+            f.execute(out=o)
+            wrong[0] += 1
+            wrong[1] += not np.allclose(o, ref)
+
+    threads = [threading.Thread(target=resetter), threading.Thread(target=worker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong[0] > 0 and wrong[1] == 0

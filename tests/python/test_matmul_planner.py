@@ -338,3 +338,30 @@ def test_planner_sees_in_place_changes_of_copied_operands():
     np.testing.assert_array_equal(mm.execute(), np.full((4, 2), 6.0))
     m[...] = 3.0
     np.testing.assert_array_equal(mm.execute(), np.full((4, 2), 9.0))
+
+
+def test_planner_refreshes_views_of_copied_operands():
+    """A 1-D operand is promoted to a view (x[None, :]) and a lower-rank c is broadcast: the
+    planner holds a view of the native copy, which must follow the caller's array too; and a
+    misaligned Fortran-order operand keeps its order in the copy (reset_operands compares it
+    with the plan's layout)."""
+    a = np.array([1.0, 2.0, 3.0], ">f8")
+    mm = fusemath.Matmul(a, np.ones((3, 2)))
+    mm.plan()
+    np.testing.assert_array_equal(mm.execute(), [6.0, 6.0])
+    a[...] = 0
+    np.testing.assert_array_equal(mm.execute(), [0.0, 0.0])
+    c = np.array([10.0, 20.0], ">f8")
+    mm = fusemath.Matmul(np.ones((2, 3)), np.ones((3, 2)), c)
+    mm.plan()
+    np.testing.assert_array_equal(mm.execute(), [[13.0, 23.0], [13.0, 23.0]])
+    c[...] = 0
+    np.testing.assert_array_equal(mm.execute(), np.full((2, 2), 3.0))
+    f_order = np.ones((4, 3), order="F")
+    raw = np.zeros(97, np.uint8)
+    am = raw[1:].view(np.float64).reshape(3, 4).T  # misaligned, Fortran order like f_order
+    am[...] = 2.0
+    mm = fusemath.Matmul(f_order, np.ones((3, 5)))
+    mm.plan()
+    mm.reset_operands(a=am)
+    np.testing.assert_array_equal(mm.execute(), np.full((4, 5), 6.0))
