@@ -59,6 +59,8 @@ def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray
     aligned copy (NumPy's own routines compute on such arrays too); anything else a view
     (no copy)."""
     arr = _host_view(x, name, where)
+    if arr.ndim > 8:  # FM_MAX_NDIM
+        raise _C.ShapeError(f"{where}: {name} has {arr.ndim} dimensions; at most 8 are supported")
     return arr if output else native_aligned(arr)
 
 

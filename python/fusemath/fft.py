@@ -243,7 +243,8 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
                     _copy_into(lib, dst, res)
                     res = dst
         except _C.AliasError as exc:
-            raise _C.AliasError(f"{where}: out overlaps the input ({exc})") from None
+            how = "overlaps itself" if "overlaps itself" in str(exc) else "overlaps the input"
+            raise _C.AliasError(f"{where}: out {how} ({exc})") from None
         src = res
     return src
 

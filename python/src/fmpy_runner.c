@@ -141,6 +141,42 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
     return same;
 }
 
+/* What fusemath.matmul(out=) refuses in Python, refused with the same classes and words here
+ * (the generic buffer reader would say "argument 'out'" with builtin exception types, and a
+ * misaligned out would be named by its C slot, d, at execute). 0 when none applies. */
+static int numpy_out_precheck(fm_state *st, PyObject *out, const char *where)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(out, &v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear(); /* not a buffer: the full check says what it is */
+        return 0;
+    }
+    const char *fmt = v.format ? v.format : "B";
+    const int big = fmt[0] == '>' || fmt[0] == '!';
+    int rc = 0;
+    if (v.readonly) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout is read-only", where);
+        rc = -1;
+    } else if (big) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                     "%sout is in big-endian byte order; the result is written in the machine's (pass a native array)",
+                     where);
+        rc = -1;
+    } else {
+        /* NumPy's own alignment: a complex element ("Z...") is aligned to its component */
+        const char *f = strchr("@=<", fmt[0]) ? fmt + 1 : fmt;
+        const Py_ssize_t align = f[0] == 'Z' ? v.itemsize / 2 : v.itemsize;
+        if (align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0) {
+            PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                         "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
+                         "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
+            rc = -1;
+        }
+    }
+    PyBuffer_Release(&v);
+    return rc;
+}
+
 /* Validate a caller-given result array: the planned library, device, dtype, shape and
  * a C-contiguous layout (the plan was made for one). Cached per object, and checked again on
  * every call (NumPy: the buffer's size, format, shape and strides; torch / CuPy: the address). */
@@ -156,6 +192,8 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
         PyErr_Clear(); /* validate again: it says what changed */
     }
     const char *where = "Matmul.execute(): ";
+    if (lib->style == STYLE_NUMPY && numpy_out_precheck(st, out, where) < 0)
+        return -1;
     fm_tensor t;
     fm_hold h;
     int li = -1;
@@ -290,7 +328,11 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     Py_XDECREF(keep);
     if (!p || s != FM_OK) {
-        if (p)
+        if (p && s == FM_ERR_ALIAS && out != Py_None) /* said from the caller's side, as fusemath.matmul does */
+            PyErr_Format(fmpy_error_class(st, FM_ERR_ALIAS), "Matmul.execute(): out %s (%s)",
+                         strstr(fm_last_error(), "overlaps itself") ? "overlaps itself" : "overlaps an input",
+                         fm_last_error());
+        else if (p)
             fmpy_raise_status(fmpy_plan_state(plan), s);
         else
             fmpy_plan_freed_error(plan, "execute()");

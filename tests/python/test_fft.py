@@ -1253,3 +1253,9 @@ def test_execute_keeps_its_operand_alive_against_a_concurrent_reset():
     for t in threads:
         t.join()
     assert wrong[0] > 0 and wrong[1] == 0
+
+
+def test_out_overlapping_itself_says_so():
+    so = np.lib.stride_tricks.as_strided(np.zeros(200, complex), (8, 16), (16, 16))
+    with pytest.raises(fusemath.AliasError, match="fft2: out overlaps itself"):
+        ff.fft2(np.ones((8, 16), complex), out=so)

@@ -365,3 +365,34 @@ def test_planner_refreshes_views_of_copied_operands():
     mm.plan()
     mm.reset_operands(a=am)
     np.testing.assert_array_equal(mm.execute(), np.full((4, 5), 6.0))
+
+
+def test_execute_out_errors_match_the_stateless_call():
+    """Matmul.execute(out=) refuses what fusemath.matmul(out=) refuses, with the same classes
+    and naming out (not the C slot d, not builtin exception types)."""
+    a = np.ones((4, 4))
+    mm = fusemath.Matmul(a, np.ones((4, 4)))
+    mm.plan()
+    ro = np.zeros((4, 4))
+    ro.flags.writeable = False
+    raw = np.zeros(8 * 16 + 8, np.uint8)
+    misaligned = raw[1:129].view(np.float64).reshape(4, 4)
+    cases = [(ro, fusemath.InvalidArgumentError, "out is read-only"),
+             (np.zeros((4, 4), ">f8"), fusemath.InvalidArgumentError, "out is in big-endian byte order"),
+             (misaligned, fusemath.InvalidArgumentError, "out at 0x"),
+             (a, fusemath.AliasError, "Matmul.execute(): out overlaps an input")]
+    for out, exc, text in cases:
+        with pytest.raises(exc, match=re.escape(text)):
+            mm.execute(out=out)
+    o = np.zeros((4, 4))
+    mm.execute(out=o)
+    o.flags.writeable = False  # made read-only after it passed once
+    with pytest.raises(fusemath.InvalidArgumentError, match="out is read-only"):
+        mm.execute(out=o)
+
+
+def test_more_than_eight_dimensions():
+    for call in (lambda: fusemath.matmul(np.ones((1,) * 7 + (2, 3)), np.ones((3, 2))),
+                 lambda: fusemath.Matmul(np.ones((1,) * 7 + (2, 3)), np.ones((3, 2)))):
+        with pytest.raises(fusemath.ShapeError, match="a has 9 dimensions; at most 8"):
+            call()
