@@ -49,6 +49,11 @@ class FFT:
     operand: direction "forward" (c2c, r2c; the default except for c2r) or "inverse" (c2c,
     c2r) and returns a new array (or ``out``). ``reset_operand(x)`` swaps in another array
     of the same shape and dtype (other strides re-plan). ``free()`` / ``with`` release it.
+
+    Threads: ``execute()`` may run from several threads at once (the GIL is released during the
+    transform); each call uses the operand and chains it started with, so a concurrent
+    ``reset_operand()`` is safe. A concurrent ``plan()`` or ``free()`` frees the plans a running
+    call would take: that call raises ``InvalidStateError`` instead of computing.
     """
 
     def __init__(self, x: Any, axes: Any = None, kind: Optional[str] = None, *, n: Optional[int] = None,

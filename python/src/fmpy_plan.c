@@ -107,7 +107,9 @@ static PyObject *plan_execute_fft(PyObject *self, PyObject *const *args, Py_ssiz
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PlanObject *po = (PlanObject *)self;
-    if (po->plan && fm_plan_op(po->plan) == FM_OP_FFT)
+    if (!po->plan) /* freed (by free(), or by a re-plan in another thread): say so whatever the arguments */
+        return fmpy_plan_freed_error(self, "execute()");
+    if (fm_plan_op(po->plan) == FM_OP_FFT)
         return plan_execute_fft(self, args, nargs);
     int naddr = (nargs == 6 || nargs == 7) ? 6 : (nargs == 8 || nargs == 9) ? 8 : (nargs == 10 || nargs == 11) ? 10 : -1;
     if (naddr < 0) {

@@ -1259,3 +1259,15 @@ def test_out_overlapping_itself_says_so():
     so = np.lib.stride_tricks.as_strided(np.zeros(200, complex), (8, 16), (16, 16))
     with pytest.raises(fusemath.AliasError, match="fft2: out overlaps itself"):
         ff.fft2(np.ones((8, 16), complex), out=so)
+
+
+def test_freed_plan_says_so():
+    """A plan freed under a caller (free(), or plan() in another thread) raises InvalidStateError
+    whatever arguments it is given (an FFT plan's execute used to be checked against the matmul
+    argument count first)."""
+    f = ff.FFT(np.ones(8, complex))
+    f.plan(effort="estimate")
+    p = next(iter(f._plans.values()))
+    f.free()
+    with pytest.raises(fusemath.InvalidStateError, match="freed"):
+        p.execute(0, 0, None, None)
