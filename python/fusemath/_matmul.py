@@ -304,6 +304,8 @@ def matmul(
         raise _alias_error(where, "out", exc) from None
     if out is None and ops.scalar:
         d = d[()]
+    elif out is not None and isinstance(out, _ndarray):
+        d = out  # the caller's object itself (a subclass such as np.matrix stays one), as NumPy returns it
     if key is not None:
         return d, {key: extra}
     return d

@@ -445,3 +445,11 @@ def test_alpha_zero_reads_neither_operand(dtype):
     act = "relu" if np.dtype(dtype).kind == "f" else None  # complex types take no activation
     got = fusemath.matmul(a, b, c, alpha=0.0, beta=0.5, bias=bias, epilogue=act)
     np.testing.assert_array_equal(got, np.full((2, 3), 2.0, dtype))
+
+
+def test_out_subclass_is_returned_itself():
+    """out= is returned as given, as NumPy does: an ndarray subclass stays that object."""
+    for out in (np.matrix(np.zeros((2, 2))), np.ma.zeros((2, 2))):
+        got = fusemath.matmul(np.ones((2, 3)), np.ones((3, 2)), out=out)
+        assert got is out
+        np.testing.assert_array_equal(np.asarray(out), np.full((2, 2), 3.0))
