@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "context.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,17 +11,25 @@
 /* contexts alive in the process: the last one to go releases the host scratch cache */
 static atomic_int live_contexts;
 
-static int default_threads(void)
+/* FUSEMATH_NUM_THREADS, else the online cores. Unset, empty or 0: the cores (as
+ * set_num_threads(0)); anything but an integer from 0 to FM_MAX_THREADS is an error naming the
+ * variable (it was ignored without a word, and the library ran on every core). */
+static fm_status default_threads(int *threads)
 {
-    const char *env = getenv("FUSEMATH_NUM_THREADS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v > 0 && v <= FM_MAX_THREADS)
-            return (int)v;
-    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    *threads = n > 0 ? (int)n : 1;
+    const char *env = getenv("FUSEMATH_NUM_THREADS");
+    if (!env || !*env)
+        return FM_OK;
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(env, &end, 10);
+    if (errno || end == env || *end != '\0' || v < 0 || v > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_NUM_THREADS = '%.40s': expected an integer from 1 to %d "
+                       "(0 or unset: the number of online cores)", env, FM_MAX_THREADS);
+    if (v > 0)
+        *threads = (int)v;
+    return FM_OK;
 }
 
 static int add_backend(fm_context *ctx, const fm_backend *b)
@@ -48,7 +57,15 @@ fm_status fm_context_create(fm_context **out)
     atomic_init(&ctx->refcount, 1);
     atomic_fetch_add(&live_contexts, 1);
     pthread_mutex_init(&ctx->lock, NULL);
-    ctx->default_threads = default_threads();
+    int threads = 1;
+    fm_status s = default_threads(&threads);
+    if (s != FM_OK) {
+        atomic_fetch_sub(&live_contexts, 1);
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return s;
+    }
+    ctx->default_threads = threads;
     ctx->num_threads = ctx->default_threads;
     const char *forced = getenv("FUSEMATH_BACKEND");
     if (forced && *forced)

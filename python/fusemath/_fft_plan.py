@@ -286,6 +286,7 @@ class FFT:
         self._freed = True
 
     def __enter__(self) -> "FFT":
+        self._alive("__enter__")
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,7 +6,10 @@ Re-exported by ``fusemath._matmul`` (and as ``fusemath.Matmul``).
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Mapping, Optional, Tuple
+
+import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import fm_name, lib_of
@@ -179,8 +182,9 @@ class Matmul:
         Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)
-        if isinstance(iterations, bool) or not isinstance(iterations, int):
+        if isinstance(iterations, (bool, np.bool_)) or not hasattr(iterations, "__index__"):
             raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}")
+        iterations = operator.index(iterations)  # NumPy integers too
         if not 1 <= iterations <= 1_000_000:
             raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000000")
         if self._plan is None:

@@ -5,6 +5,8 @@ import enum
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Optional, Tuple, Union
 
+import numpy as np
+
 from . import _fusemath as _C
 
 __all__ = ["Epilogue", "MatmulOptions"]
@@ -166,7 +168,9 @@ def as_options(options: Union[None, MatmulOptions, Mapping[str, Any]], where: st
 
 
 def _nonneg_int(value: Any, name: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be an int, not bool")
+    if not isinstance(value, int):
         try:
             value = value.__index__()
         except AttributeError:

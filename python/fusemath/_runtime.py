@@ -29,13 +29,19 @@ class BackendInfo(NamedTuple):
     why: Optional[str]
 
 
+_MAX_THREADS = 4096  # FM_MAX_THREADS (core/src/internal.h)
+
+
 def set_num_threads(n: int) -> None:
     """Set the number of CPU threads the library uses (BLAS and its own epilogue
     threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
     (read at import) or else the number of online cores."""
     if isinstance(n, bool) or not hasattr(n, "__index__"):
         raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}")
-    _C.set_num_threads(operator.index(n))  # NumPy integers too
+    n = operator.index(n)  # NumPy integers too
+    if n > _MAX_THREADS:  # checked here too: a value past a C int would be an OverflowError there
+        raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= {_MAX_THREADS}")
+    _C.set_num_threads(max(n, 0))
 
 
 def get_num_threads() -> int:

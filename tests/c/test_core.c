@@ -371,6 +371,38 @@ static void test_version(void)
     CHECK_MSG(s && strcmp(s, want) == 0, "fm_version_string() = \"%s\", expected \"%s\"", s ? s : "(null)", want);
 }
 
+/* FUSEMATH_NUM_THREADS: an integer from 0 (the cores) to FM_MAX_THREADS; anything else makes
+ * context creation fail naming the variable (it used to be ignored silently). */
+static void test_num_threads_env(void)
+{
+    const char *had = getenv("FUSEMATH_NUM_THREADS");
+    char saved[64] = "";
+    if (had)
+        snprintf(saved, sizeof saved, "%s", had);
+    static const char *const bad[] = {"abc", "3x", "-3", "4097", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("FUSEMATH_NUM_THREADS", bad[i], 1);
+        fm_context *c = (fm_context *)0x1;
+        CHECK_STATUS(fm_context_create(&c), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("FUSEMATH_NUM_THREADS");
+        CHECK(c == NULL);
+    }
+    setenv("FUSEMATH_NUM_THREADS", "3", 1);
+    fm_context *c = NULL;
+    CHECK_STATUS(fm_context_create(&c), FM_OK);
+    CHECK(c && fm_context_get_num_threads(c) == 3);
+    fm_context_destroy(c);
+    setenv("FUSEMATH_NUM_THREADS", "0", 1);
+    c = NULL;
+    CHECK_STATUS(fm_context_create(&c), FM_OK);
+    CHECK(c && fm_context_get_num_threads(c) >= 1);
+    fm_context_destroy(c);
+    if (had)
+        setenv("FUSEMATH_NUM_THREADS", saved, 1);
+    else
+        unsetenv("FUSEMATH_NUM_THREADS");
+}
+
 int main(void)
 {
     RUN_TEST(test_status_table);
@@ -384,5 +416,6 @@ int main(void)
     RUN_TEST(test_threads_setting);
     RUN_TEST(test_backends);
     RUN_TEST(test_version);
+    RUN_TEST(test_num_threads_env);
     TEST_MAIN_RETURN();
 }

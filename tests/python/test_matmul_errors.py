@@ -360,3 +360,42 @@ def test_out_overlapping_itself():
     o = np.lib.stride_tricks.as_strided(np.zeros(3), shape=(2, 3), strides=(0, 8))
     with raises(fusemath.AliasError, "out overlaps itself", "stride 0"):
         fusemath.matmul(np.ones((2, 2)), np.ones((2, 3)), out=o)
+
+
+def test_thread_and_count_arguments_are_consistent():
+    """NumPy integers are ints everywhere, bools nowhere, and a thread count past the limit is
+    the library's InvalidArgumentError whatever its size."""
+    import fusemath.fft as ff
+
+    mm = fusemath.Matmul(f32(4, 4), f32(4, 4))
+    mm.plan()
+    mm.autotune(iterations=np.int64(1))
+    with raises(TypeError, "num_threads", "bool"):
+        fusemath.matmul(f32(2, 2), f32(2, 2), options={"num_threads": True})
+    for n in (4097, 2**31, 2**70):
+        with raises(fusemath.InvalidArgumentError, "set_num_threads", "4096"):
+            fusemath.set_num_threads(n)
+    before = fusemath.get_num_threads()
+    fusemath.set_num_threads(np.int32(2))
+    assert fusemath.get_num_threads() == 2
+    fusemath.set_num_threads(0)
+    assert fusemath.get_num_threads() >= 1
+    fusemath.set_num_threads(before)
+    f = ff.FFT(np.ones(4, complex))
+    f.free()
+    with pytest.raises(fusemath.InvalidStateError):
+        with f:
+            pass
+
+
+def test_bad_num_threads_environment_is_an_error():
+    import subprocess
+    import sys
+
+    env = dict(__import__("os").environ, FUSEMATH_NUM_THREADS="3x")
+    r = subprocess.run([sys.executable, "-c", "import fusemath"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "FUSEMATH_NUM_THREADS = '3x'" in r.stderr
+    env["FUSEMATH_NUM_THREADS"] = "3"
+    r = subprocess.run([sys.executable, "-c", "import fusemath; print(fusemath.get_num_threads())"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "3"
