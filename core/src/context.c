@@ -51,20 +51,16 @@ fm_status fm_context_create(fm_context **out)
     if (!out)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: ctx out-pointer is NULL");
     *out = NULL;
+    int threads = 1;
+    fm_status s = default_threads(&threads); /* before anything is counted or allocated */
+    if (s != FM_OK)
+        return s;
     fm_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fm_context_create: out of host memory");
     atomic_init(&ctx->refcount, 1);
     atomic_fetch_add(&live_contexts, 1);
     pthread_mutex_init(&ctx->lock, NULL);
-    int threads = 1;
-    fm_status s = default_threads(&threads);
-    if (s != FM_OK) {
-        atomic_fetch_sub(&live_contexts, 1);
-        pthread_mutex_destroy(&ctx->lock);
-        free(ctx);
-        return s;
-    }
     ctx->default_threads = threads;
     ctx->num_threads = ctx->default_threads;
     const char *forced = getenv("FUSEMATH_BACKEND");

@@ -78,18 +78,21 @@ fm_status fm_tensor_check_range(const char *op, const char *name, const fm_tenso
     if (es == 0)
         return fm_fail(FM_ERR_DTYPE, "%s: %s has an invalid dtype (%d)", op, name, (int)t->dtype);
     int64_t n = 1, span = 0, bytes;
+    int empty = 0;
     for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] == 0)
-            return FM_OK; /* empty: nothing is addressed */
+        empty |= t->shape[i] == 0;
+    /* the strides are checked on an empty tensor too: batch offsets are computed from them */
     for (int i = 0; i < t->ndim; i++) {
         int64_t ext;
         const int64_t st = t->strides[i];
-        if (__builtin_mul_overflow(n, t->shape[i], &n) || st == INT64_MIN ||
+        if (t->shape[i] == 0)
+            continue;
+        if ((!empty && __builtin_mul_overflow(n, t->shape[i], &n)) || st == INT64_MIN ||
             __builtin_mul_overflow(st < 0 ? -st : st, t->shape[i] - 1, &ext) || __builtin_add_overflow(span, ext, &span))
             return fm_fail(FM_ERR_TOO_LARGE, "%s: %s spans more than a 64-bit offset holds (axis %d: extent %lld, "
                            "stride %lld)", op, name, i, (long long)t->shape[i], (long long)st);
     }
-    if (__builtin_mul_overflow(n, es, &bytes) || __builtin_add_overflow(span, 1, &span) ||
+    if ((!empty && __builtin_mul_overflow(n, es, &bytes)) || __builtin_add_overflow(span, 1, &span) ||
         __builtin_mul_overflow(span, es, &bytes))
         return fm_fail(FM_ERR_TOO_LARGE, "%s: %s spans more bytes than a 64-bit offset holds", op, name);
     return FM_OK;

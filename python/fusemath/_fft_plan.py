@@ -6,7 +6,7 @@ arguments (kind, effort, gpu_prolog, direction). Re-exported by ``fusemath.fft``
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -32,6 +32,15 @@ _GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "kernel": _C.FFT_PROLOG_KERNEL, "pass
 # ---------------------------------------------------------------------------
 _DIRECTIONS = ("forward", "inverse")
 _MAX_PLANS = 32  # per FFT object: see _plan_for
+
+
+class _Setup(NamedTuple):
+    """What an FFT's plans depend on besides x's layout, replaced as one object by plan()."""
+    chains: tuple
+    norm: int
+    effort: int
+    gpu_prolog: int
+    plans: dict  # (inverse, x layout, out layout) -> Plan
 
 
 class FFT:
@@ -60,7 +69,6 @@ class FFT:
                  execution: Any = None):
         where = "fusemath.fft.FFT"
         self._freed = False
-        self._plans = {}
         self._planned = False
         lib, x = _input(x, "x", where)
         dt = _dtype(lib, x)
@@ -112,10 +120,8 @@ class FFT:
         self._out_dtype = _out_dtype(kind_code, dt)
         self._device = -1 if lib is NUMPY else lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
-        self._chains = (_NO_CHAIN, _NO_CHAIN)
-        self._norm = _C.FFT_NORM_BACKWARD
-        self._effort = _C.FFT_EFFORT_ESTIMATE
-        self._gpu_prolog = _C.FFT_PROLOG_AUTO
+        self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
+                             _C.FFT_PROLOG_AUTO, {})
 
     # -- helpers ---------------------------------------------------------------
     def _alive(self, what: str) -> None:
@@ -138,27 +144,28 @@ class FFT:
             raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
         return inverse
 
-    def _plan_for(self, inverse: bool, out, x=None, chains=None):
-        x = self._x if x is None else x
+    def _plan_for(self, inverse: bool, out, x, setup: "_Setup"):
+        """The plan of setup (planned now on first use) for this direction and these layouts."""
         key = (inverse, self._layout(x)[1], self._layout(out)[1])
-        p = self._plans.get(key)
+        plans = setup.plans
+        p = plans.get(key)
         if p is None:
-            pro, epi = self._chains if chains is None else chains
+            pro, epi = setup.chains
             ex, dev, nth = self._exec
-            p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, self._norm,
-                            self._effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
-                            pro.source, pro.name, epi.source, epi.name, self._gpu_prolog)
-            if len(self._plans) >= _MAX_PLANS:
+            p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, setup.norm,
+                            setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+                            pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
+            if len(plans) >= _MAX_PLANS:
                 # one plan per (direction, x layout, out layout): operands reset to ever new
                 # strides must not grow it without bound; the first (default) plan stays
-                self._plans.pop(list(self._plans)[1]).free()
-            self._plans[key] = p
+                plans.pop(list(plans)[1]).free()
+            plans[key] = p
         return p
 
-    def _free_plans(self) -> None:
-        for p in self._plans.values():
+    @staticmethod
+    def _free_setup(setup: "_Setup") -> None:
+        for p in list(setup.plans.values()):  # one step (a concurrent execute may add to it)
             p.free()
-        self._plans = {}
 
     # -- public ------------------------------------------------------------------
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
@@ -195,12 +202,13 @@ class FFT:
             raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but the r2c input is real")
         if epi_scale is not None and epi_scale.imag != 0 and self._kind == _C2R:
             raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but the c2r output is real")
-        self._free_plans()
-        self._chains = (pro, epi)
-        self._norm, self._effort = norm_code, _EFFORTS[effort]
-        self._gpu_prolog = _GPU_PROLOG[gpu_prolog]
+        # everything a plan depends on, swapped in one step: an execute() running in another
+        # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
+        new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog], {})
         template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
-        self._plan_for(self._kind == _C2R, template)
+        self._plan_for(self._kind == _C2R, template, self._x, new)
+        old, self._setup = self._setup, new
+        self._free_setup(old)
         self._planned = True
         return self
 
@@ -209,15 +217,18 @@ class FFT:
         self._alive("execute()")
         if not self._planned:
             raise _C.InvalidStateError(f"{self._where}.execute: call plan() first")
-        # this call's operands, held by the frame until the transform is done: another thread's
-        # reset_operand() or plan() may replace them meanwhile (their memory must stay alive)
-        x, chains = self._x, self._chains
+        # this call's operand and setup (chains, plans), held by the frame until the transform is
+        # done: another thread's reset_operand() or plan() may replace them meanwhile
+        x, setup = self._x, self._setup
+        if x is None:
+            raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
+        chains = setup.chains
         inverse = self._direction(direction)
         if out is None:
             out = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
         else:
             _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
-        p = self._plan_for(inverse, out, x, chains)
+        p = self._plan_for(inverse, out, x, setup)
         pro_arr, epi_arr = chains[0].arr, chains[1].arr
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
@@ -251,8 +262,9 @@ class FFT:
     def describe(self) -> str:
         """One line describing the default-direction plan (or the problem, before plan())."""
         self._alive("describe()")
-        if self._plans:
-            return next(iter(self._plans.values())).describe()
+        plans = self._setup.plans
+        if plans:
+            return next(iter(plans.values())).describe()
         return (f"fft {_KIND_NAMES[self._kind]} {self._dtype} shape={tuple(self._x.shape)} axes={self._axes} "
                 "(not planned)")
 
@@ -280,9 +292,9 @@ class FFT:
         """Release the plans and the operand references; later use raises InvalidStateError."""
         if self._freed:
             return
-        self._free_plans()
+        old, self._setup = self._setup, _Setup((_NO_CHAIN, _NO_CHAIN), 0, 0, 0, {})
+        self._free_setup(old)
         self._x = None
-        self._chains = (_NO_CHAIN, _NO_CHAIN)
         self._freed = True
 
     def __enter__(self) -> "FFT":

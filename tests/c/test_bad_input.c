@@ -655,6 +655,16 @@ static void test_descriptor_ranges(void)
     const int64_t st3[3] = {1, 1, 1};
     CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 3, h3, st3), FM_OK); /* strides given: planning judges */
     CHECK(fm_tensor_numel(&t) == INT64_MAX);
+    /* an empty operand (k = 0) is still addressed by batch offsets: its strides are checked too */
+    {
+        const int64_t sa0[3] = {2, M, 0}, sb0[3] = {2, 0, N}, sd0[3] = {2, M, N}, sta[3] = {INT64_MAX, 1, 1};
+        fm_tensor a0, b0, d0;
+        fm_tensor_init(&a0, p->a, fm_test_cpu, FM_F32, 3, sa0, sta);
+        fm_tensor_init(&b0, p->b, fm_test_cpu, FM_F32, 3, sb0, NULL);
+        fm_tensor_init(&d0, p->d, fm_test_cpu, FM_F32, 3, sd0, NULL);
+        CHECK_STATUS(try_plan(&a0, &b0, NULL, NULL, &d0, NULL, &p->o), FM_ERR_TOO_LARGE);
+        CHECK_MENTIONS_WORD("a");
+    }
     /* the same checks on the fft path */
     fm_fft_options fo;
     fm_fft_options_init(&fo);

@@ -586,7 +586,7 @@ def test_planner_plans_per_layout_are_bounded(rng):
         x[...] = crand(rng, (6, 16))
         f.reset_operand(x)
         np.testing.assert_allclose(f.execute(), np.fft.fft(x, axis=1), rtol=1e-12, atol=1e-12)
-    assert len(f._plans) <= 32
+    assert len(f._setup.plans) <= 32
     assert f.describe().startswith("fft")
 
 
@@ -1267,7 +1267,42 @@ def test_freed_plan_says_so():
     argument count first)."""
     f = ff.FFT(np.ones(8, complex))
     f.plan(effort="estimate")
-    p = next(iter(f._plans.values()))
+    p = next(iter(f._setup.plans.values()))
     f.free()
     with pytest.raises(fusemath.InvalidStateError, match="freed"):
         p.execute(0, 0, None, None)
+
+
+def test_replan_between_an_execute_capture_and_its_plan(monkeypatch):
+    """plan() in another thread lands after an execute() captured its setup: that call runs on
+    the setup it captured (or finds its plans freed), and the plans of the new setup are built
+    for the new chains only (a plan for the old, broadcast window was cached under the new
+    chains and used only its first row from then on)."""
+    import fusemath._fft_plan as fp
+
+    m, n = 64, 32
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, n)) + 1j * rng.standard_normal((m, n))
+    w_old, w_new = np.full((1, n), 2.0), rng.standard_normal((m, n))
+    f = ff.FFT(x, axes=(1,))
+    f.plan(prolog={"multiply": w_old}, effort="estimate")
+    real_empty = fp._empty
+    fired = []
+
+    def replan_once(*args, **kwargs):
+        if not fired:
+            fired.append(1)
+            f.plan(prolog={"multiply": w_new}, effort="estimate")
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(fp, "_empty", replan_once)
+    first = f.execute(direction="inverse")  # captured the old setup; plans its own inverse
+    monkeypatch.setattr(fp, "_empty", real_empty)
+    np.testing.assert_allclose(first, np.fft.ifft(x * w_old, axis=1), atol=1e-12)
+    np.testing.assert_allclose(f.execute(direction="inverse"), np.fft.ifft(x * w_new, axis=1), atol=1e-12)
+    fired.clear()
+    monkeypatch.setattr(fp, "_empty", replan_once)
+    with pytest.raises(fusemath.InvalidStateError, match="freed"):  # its forward plan was freed by plan()
+        f.execute()
+    monkeypatch.setattr(fp, "_empty", real_empty)
+    np.testing.assert_allclose(f.execute(), np.fft.fft(x * w_new, axis=1), atol=1e-12)
