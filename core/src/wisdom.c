@@ -134,35 +134,54 @@ int fm_context_wisdom_size(const fm_context *ctx)
 
 /* Where a save of path writes: path itself, or the file a symlink at path points to (a save
  * replaces the file by renaming a finished temporary over it, which would replace the link
- * itself). Anything there that is not a regular file (a directory, a FIFO, a device) is refused:
- * the rename would replace it. dest has PATH_MAX bytes. */
-static fm_status save_destination(const char *path, char *dest)
+ * itself), existing or not yet. Anything there that is not a regular file (a directory, a FIFO,
+ * a device) is refused: the rename would replace it. dest has PATH_MAX bytes; *mode is the
+ * existing file's permission bits, or -1 for a new file (the temporary's, from the umask). */
+static fm_status save_destination(const char *path, char *dest, int *mode)
 {
     struct stat st;
+    *mode = -1;
     if (!*path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is empty");
+    if (strlen(path) >= PATH_MAX)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot use '%s': %s", path, strerror(errno));
-        if (strlen(path) >= PATH_MAX)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
         strcpy(dest, path); /* a new file */
         return FM_OK;
     }
     if (S_ISLNK(st.st_mode)) {
-        if (!realpath(path, dest))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' is a symbolic link whose target cannot be "
-                           "written (%s)", path, strerror(errno));
+        if (!realpath(path, dest)) {
+            if (errno != ENOENT)
+                return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' is a symbolic link that cannot be followed "
+                               "(%s)", path, strerror(errno));
+            /* a link to a file not written yet: its target, relative to the link's directory */
+            char target[PATH_MAX];
+            const ssize_t n = readlink(path, target, sizeof target - 1);
+            if (n < 0)
+                return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot read the symbolic link '%s': %s", path,
+                               strerror(errno));
+            target[n] = '\0';
+            const char *slash = strrchr(path, '/');
+            const int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - path + 1);
+            if (dirlen + strlen(target) >= PATH_MAX)
+                return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
+            snprintf(dest, PATH_MAX, "%.*s%s", dirlen, path, target);
+            if (lstat(dest, &st) == 0 && S_ISLNK(st.st_mode))
+                return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' is a symbolic link to a dangling link",
+                               path);
+            return FM_OK;
+        }
         if (stat(dest, &st) != 0)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: cannot use '%s': %s", dest, strerror(errno));
     } else {
-        if (strlen(path) >= PATH_MAX)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
         strcpy(dest, path);
     }
     if (!S_ISREG(st.st_mode))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' exists and is not a regular file (a wisdom file "
                        "replaces what is there)", path);
+    *mode = (int)(st.st_mode & 07777);
     return FM_OK;
 }
 
@@ -171,7 +190,8 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
     if (!ctx || !path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: ctx and path must not be NULL");
     char dest[PATH_MAX], tmp[PATH_MAX + 64];
-    fm_status s = save_destination(path, dest);
+    int mode = -1;
+    fm_status s = save_destination(path, dest, &mode);
     if (s != FM_OK)
         return s;
     /* a temporary of its own per call (several threads may save to one path at once), created
@@ -180,10 +200,12 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", dest, (long)getpid(), atomic_fetch_add(&serial, 1));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)
             break;
     }
+    if (fd >= 0 && mode >= 0)
+        (void)fchmod(fd, (mode_t)mode); /* a replaced file keeps its permissions */
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         const int err = errno;

@@ -306,7 +306,7 @@ def _check_out(where: str, ops: _Operands, out: Any) -> np.ndarray:
         raise _C.InvalidArgumentError(f"{where}: out is read-only")
     if not out.flags.aligned:
         raise _C.InvalidArgumentError(
-            f"{where}: out at {hex(out.__array_interface__['data'][0])} is not aligned to {out.dtype.itemsize} bytes "
+            f"{where}: out at {hex(out.__array_interface__['data'][0])} is not aligned to {out.dtype.alignment} bytes "
             "(the result is written as whole elements); pass an aligned array (NumPy allocates aligned ones)"
         )
     return out

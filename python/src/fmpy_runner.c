@@ -117,6 +117,8 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
     Py_buffer v;
     if (PyObject_GetBuffer(out, &v, PyBUF_RECORDS) < 0) {
         PyErr_Clear();
+        if (record)
+            r->out_format[0] = 0; /* nothing recorded: every later call validates in full */
         return 0;
     }
     const char *fmt = v.format ? v.format : "B";
@@ -144,7 +146,7 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
 /* What fusemath.matmul(out=) refuses in Python, refused with the same classes and words here
  * (the generic buffer reader would say "argument 'out'" with builtin exception types, and a
  * misaligned out would be named by its C slot, d, at execute). 0 when none applies. */
-static int numpy_out_precheck(fm_state *st, PyObject *out, const char *where)
+static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out, const char *where)
 {
     Py_buffer v;
     if (PyObject_GetBuffer(out, &v, PyBUF_RECORDS_RO) < 0) {
@@ -152,27 +154,27 @@ static int numpy_out_precheck(fm_state *st, PyObject *out, const char *where)
         return 0;
     }
     const char *fmt = v.format ? v.format : "B";
-    const int big = fmt[0] == '>' || fmt[0] == '!';
-    int rc = 0;
-    if (v.readonly) {
+    const char *f = fmt[0] && strchr("@=<", fmt[0]) ? fmt + 1 : fmt; /* little-endian hosts only */
+    /* numeric element codes NumPy writes: reals, and complex as "Z" + the component's */
+    const int complex_ = f[0] == 'Z' && f[1] && strchr("efdg", f[1]) && !f[2];
+    const int numeric = complex_ || (f[0] && strchr("efdgbBhHiIlLqQ", f[0]) && !f[1]);
+    const Py_ssize_t align = complex_ ? v.itemsize / 2 : v.itemsize;
+    int rc = -1;
+    if (v.readonly)
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout is read-only", where);
-        rc = -1;
-    } else if (big) {
+    else if (fmt[0] == '>' || fmt[0] == '!')
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
                      "%sout is in big-endian byte order; the result is written in the machine's (pass a native array)",
                      where);
-        rc = -1;
-    } else {
-        /* NumPy's own alignment: a complex element ("Z...") is aligned to its component */
-        const char *f = strchr("@=<", fmt[0]) ? fmt + 1 : fmt;
-        const Py_ssize_t align = f[0] == 'Z' ? v.itemsize / 2 : v.itemsize;
-        if (align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0) {
-            PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
-                         "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
-                         "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
-            rc = -1;
-        }
-    }
+    else if (f[0] == '?' || (!numeric && f[0]))
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has element format '%s', expected %s",
+                     where, fmt, fm_dtype_name(r->outs[0].dtype));
+    else if (numeric && align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0)
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                     "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
+                     "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
+    else
+        rc = 0;
     PyBuffer_Release(&v);
     return rc;
 }
@@ -192,7 +194,7 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
         PyErr_Clear(); /* validate again: it says what changed */
     }
     const char *where = "Matmul.execute(): ";
-    if (lib->style == STYLE_NUMPY && numpy_out_precheck(st, out, where) < 0)
+    if (lib->style == STYLE_NUMPY && numpy_out_precheck(st, r, out, where) < 0)
         return -1;
     fm_tensor t;
     fm_hold h;

@@ -396,3 +396,16 @@ def test_more_than_eight_dimensions():
                  lambda: fusemath.Matmul(np.ones((1,) * 7 + (2, 3)), np.ones((3, 2)))):
         with pytest.raises(fusemath.ShapeError, match="a has 9 dimensions; at most 8"):
             call()
+
+
+def test_execute_out_of_another_element_type_names_it():
+    mm = fusemath.Matmul(np.ones((4, 4)), np.ones((4, 4)))
+    mm.plan()
+    for out in (np.zeros((4, 4), bool), np.zeros((4, 4), "S8")):
+        with pytest.raises(fusemath.InvalidArgumentError, match="out has element format .*, expected f64"):
+            mm.execute(out=out)
+    raw = np.zeros(16 * 16 + 16, np.uint8)
+    z = raw[8:8 + 256].view(np.complex128).reshape(4, 4)  # 8-byte aligned: NumPy's aligned complex128
+    mz = fusemath.Matmul(np.ones((4, 4), complex), np.ones((4, 4), complex))
+    mz.plan()
+    assert mz.execute(out=z) is z and (z == 4).all()

@@ -241,10 +241,18 @@ def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
     with pytest.raises(ValueError, match="not a regular file"):
         fusemath.wisdom.save(str(tmp_path))
     dangling = tmp_path / "dangling"
-    os.symlink(tmp_path / "missing" / "x.wisdom", dangling)
-    with pytest.raises(ValueError, match="symbolic link"):
+    os.symlink(tmp_path / "missing" / "x.wisdom", dangling)  # into a directory that does not exist
+    with pytest.raises(ValueError, match="cannot write"):
         fusemath.wisdom.save(str(dangling))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "link.wisdom", "pipe", "real.wisdom"]
+    later = tmp_path / "later"
+    os.symlink("later.wisdom", later)  # relative, to a file not written yet: created there
+    fusemath.wisdom.save(str(later))
+    assert os.path.islink(later) and (tmp_path / "later.wisdom").read_text().startswith("fusemath-wisdom 1")
+    os.chmod(target, 0o600)  # a replaced file keeps its permissions
+    fusemath.wisdom.save(str(link))
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "later", "later.wisdom", "link.wisdom", "pipe",
+                                                          "real.wisdom"]
 
 
 def test_concurrent_saves_to_one_path(tmp_path):
