@@ -167,7 +167,8 @@ static fm_status save_destination(const char *path, char *dest, int *mode)
             const int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - path + 1);
             if (dirlen + strlen(target) >= PATH_MAX)
                 return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: path is too long");
-            snprintf(dest, PATH_MAX, "%.*s%s", dirlen, path, target);
+            memcpy(dest, path, (size_t)dirlen); /* lengths checked above */
+            memcpy(dest + dirlen, target, strlen(target) + 1);
             if (lstat(dest, &st) == 0 && S_ISLNK(st.st_mode))
                 return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: '%s' is a symbolic link to a dangling link",
                                path);
