@@ -271,9 +271,12 @@ class Matmul:
             if lx[0] != lo[0]:
                 raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
             if lx != lo:
+                copied = copy_behind(x) is not None or copy_behind(old) is not None
                 raise _C.InvalidArgumentError(
                     f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
                     "pass an array with the same memory layout or create a new Matmul"
+                    + (" (a misaligned or big-endian array is used through a compact native copy: these are the "
+                       "copy's strides)" if copied else "")
                 )
             new[name] = x
         if "a" in new:

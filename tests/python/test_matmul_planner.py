@@ -409,3 +409,12 @@ def test_execute_out_of_another_element_type_names_it():
     mz = fusemath.Matmul(np.ones((4, 4), complex), np.ones((4, 4), complex))
     mz.plan()
     assert mz.execute(out=z) is z and (z == 4).all()
+
+
+def test_reset_layout_message_explains_a_copy():
+    raw = np.zeros(8 * 24 + 8, np.uint8)
+    m = raw[1:1 + 192].view(np.float64).reshape(4, 6)[:, ::2]  # misaligned and strided: used through a copy
+    mm = fusemath.Matmul(m, np.ones((3, 2)))
+    mm.plan()
+    with pytest.raises(fusemath.InvalidArgumentError, match="compact native copy"):
+        mm.reset_operands(a=np.ones((4, 6))[:, ::2])
