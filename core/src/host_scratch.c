@@ -11,9 +11,9 @@
  *
  * A request takes back, first, a buffer that the same thread returned: the library's OpenMP
  * threads are the same ones call after call (and mostly stay on their cores), and a buffer last
- * written by another thread sits in that thread's core's L2, so the first pass over it is a write miss on every line (a 512 KiB FFT
- * scratch per thread on the H200 host's 16 cores, where the prolog pass alone costs ~0.22x
- * the transform). */
+ * written by another thread sits in that core's L2, so the first pass over it is a write miss on
+ * every line (a 512 KiB FFT scratch per thread on the H200 host's 16 cores, where the prolog
+ * pass alone costs ~0.22x the transform). */
 #include "internal.h"
 
 #include <pthread.h>

@@ -15,7 +15,7 @@ from ._arrays import C32 as _C32
 from ._arrays import NUMPY
 from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
 from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
-from ._matmul_args import refresh_copy
+from ._matmul_args import refresh_copies
 from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays
 from ._options import _DEFAULT_OPTIONS, _resolve_execution, stream_handle
 
@@ -234,8 +234,7 @@ class FFT:
             stream = _C.current_stream(self._lib.index, self._device)
         elif stream is not None and not isinstance(stream, int):
             stream = stream_handle(stream, self._where + ".execute")
-        for arr in (x, pro_arr, epi_arr):  # big-endian or misaligned arrays run from copies
-            refresh_copy(arr)
+        refresh_copies(x, pro_arr, epi_arr)  # big-endian or misaligned arrays run from copies
         args = [_C.data_ptr(x), _C.data_ptr(out),
                 None if pro_arr is None else _C.data_ptr(pro_arr),
                 None if epi_arr is None else _C.data_ptr(epi_arr)]

@@ -34,6 +34,7 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
+    alias_error,
 )
 from ._matmul_operands import _Operands, _check_out, _empty
 from ._matmul_plan import Matmul
@@ -90,12 +91,6 @@ _lib_by_type = _BY_TYPE.get
 _FAST_2D = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
-def _alias_error(where: str, what: str, exc: Exception) -> Exception:
-    """The library's alias error, said from the caller's side: out overlaps an input, or itself."""
-    how = "overlaps itself" if "overlaps itself" in str(exc) else "overlaps an input"
-    return _C.AliasError(f"{where}: {what} {how} ({exc})")
-
-
 def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: Any):
     """The common stateless host call: 2-D NumPy operands of one dtype, a real alpha, an
     optional (N,) bias, a forward epilogue with no second result, an optional NumPy out of the
@@ -129,7 +124,7 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: An
         _C.matmul(a, b, None, bias, d, None, alpha, 0.0, epi, *AUTO_DEFAULTS[:5], None, None, None, AUTO_DEFAULTS[5],
                   None)
     except _C.AliasError as exc:
-        raise _alias_error("fusemath.matmul", "out", exc) from None
+        raise alias_error("fusemath.matmul", "out", exc) from None
     except _C.InvalidArgumentError:
         # a misaligned operand: the general path computes from an aligned copy (checked only
         # here, after a refusal, so the common call pays nothing for it)
@@ -261,7 +256,7 @@ def matmul(
                 return _array_matmul(lib.index, a, b, c, bias, scale, aux_in, out, alpha, beta, epi, ex[0], ex[1],
                                      ex[2], ex[3], ex[4], ex[5], clamp, stream, qa, qb)
             except _C.AliasError as exc:
-                raise _alias_error(where, "an output", exc) from None
+                raise alias_error(where, "an output", exc) from None
 
     if quantization_scales is not None:
         raise _C.InvalidArgumentError(
@@ -301,7 +296,7 @@ def matmul(
         _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel,
                   strategy, sh, bgrad, scale, compute, clamp_pair)
     except _C.AliasError as exc:
-        raise _alias_error(where, "out", exc) from None
+        raise alias_error(where, "out", exc) from None
     if out is None and ops.scalar:
         d = d[()]
     elif out is not None and isinstance(out, _ndarray):

@@ -82,6 +82,12 @@ def native_aligned(arr: np.ndarray) -> np.ndarray:
 _COPIED_FROM: dict = {}
 
 
+def alias_error(where: str, what: str, exc: Exception, other: str = "an input") -> Exception:
+    """The library's alias error said from the caller's side: what overlaps other, or itself."""
+    how = "overlaps itself" if "overlaps itself" in str(exc) else f"overlaps {other}"
+    return _C.AliasError(f"{where}: {what} {how} ({exc})")
+
+
 def copy_behind(arr: Any):
     """(copy, source) when arr is, or views, a copy native_aligned made; else None."""
     while isinstance(arr, np.ndarray):
@@ -92,11 +98,15 @@ def copy_behind(arr: Any):
     return None
 
 
-def refresh_copy(arr: Any) -> None:
-    """Bring the copy behind arr (if any) up to date with the caller's array it was made from."""
-    found = copy_behind(arr) if arr is not None else None
-    if found is not None:
-        found[0][...] = found[1]
+def refresh_copies(*arrs: Any) -> None:
+    """Bring the copies behind arrs (if any) up to date with the caller's arrays they were made
+    from; one dict test when no copy exists (an execute path)."""
+    if not _COPIED_FROM:
+        return
+    for arr in arrs:
+        found = copy_behind(arr)
+        if found is not None:
+            found[0][...] = found[1]
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:
@@ -123,7 +133,9 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
             try:
                 dev_type, dev_id = (int(v) for v in device())
             except (TypeError, ValueError):
-                raise TypeError(f"{where}: {name}.__dlpack_device__() did not return (device_type, device_id)") from None
+                raise TypeError(
+                    f"{where}: {name}.__dlpack_device__() did not return (device_type, device_id)"
+                ) from None
             if dev_type not in _CPU_DEVICES:
                 raise _C.DeviceError(
                     f"{where}: {name} lives on DLPack device ({dev_type}, {dev_id}) but a and b are "

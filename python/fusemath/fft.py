@@ -72,6 +72,7 @@ from ._fft_arrays import (
 from ._fft_chains import _chain, _check_chain_arrays
 from ._fft_helpers import fftfreq, fftshift, ifftshift, rfftfreq
 from ._fft_plan import FFT
+from ._matmul_args import alias_error
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 # Importable from here as before the split into the _fft_*.py modules (private names).
@@ -243,8 +244,7 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
                     _copy_into(lib, dst, res)
                     res = dst
         except _C.AliasError as exc:
-            how = "overlaps itself" if "overlaps itself" in str(exc) else "overlaps the input"
-            raise _C.AliasError(f"{where}: out {how} ({exc})") from None
+            raise alias_error(where, "out", exc, "the input") from None
         src = res
     return src
 

@@ -31,9 +31,8 @@ typedef struct {
     int64_t rshape[FM_MAX_NDIM];
     PyObject *out_obj;     /* the last out= that passed validation, and its address */
     void *out_ptr;
-    /* NumPy out=: its buffer's bytes, item size and format when it passed (a NumPy array can be
-     * reshaped, retyped or resized in place: the next call re-validates then) */
-    Py_ssize_t out_len, out_itemsize;
+    /* NumPy out=: its buffer's element format when it passed (a NumPy array can be reshaped,
+     * retyped or resized in place: shape, strides and format are compared on every call) */
     char out_format[8];
     PyObject *stream_obj;  /* the last explicit stream object and its handle */
     void *stream_handle;
@@ -109,8 +108,8 @@ static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
     return r;
 }
 
-/* Whether a NumPy out= validated before is still the array it was: address, bytes, item size,
- * format, the planned shape, C-contiguous. With record != 0 it is taken as the new reference
+/* Whether a NumPy out= validated before is still the array it was: address, format, the planned
+ * shape, C-contiguous (which fixes its size). With record != 0 it is taken as the new reference
  * instead (after a validation). 0 for changed or unreadable (no exception left set). */
 static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
 {
@@ -124,14 +123,12 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
     const char *fmt = v.format ? v.format : "B";
     int same = 1;
     if (record) {
-        r->out_len = v.len, r->out_itemsize = v.itemsize;
         if (strlen(fmt) < sizeof r->out_format)
             strcpy(r->out_format, fmt);
         else
             r->out_format[0] = 0; /* a long format: validated every call */
     } else {
-        same = v.buf == r->out_ptr && v.len == r->out_len && v.itemsize == r->out_itemsize && v.ndim == r->rndim &&
-               r->out_format[0] && strcmp(fmt, r->out_format) == 0;
+        same = v.buf == r->out_ptr && v.ndim == r->rndim && r->out_format[0] && strcmp(fmt, r->out_format) == 0;
         Py_ssize_t expect = v.itemsize;
         for (int i = v.ndim - 1; same && i >= 0; i--) {
             same = v.shape[i] == r->rshape[i] && (v.shape[i] <= 1 || v.strides[i] == expect);
@@ -164,8 +161,8 @@ static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout is read-only", where);
     else if (fmt[0] == '>' || fmt[0] == '!')
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
-                     "%sout is in big-endian byte order; the result is written in the machine's (pass a native array)",
-                     where);
+                     "%sout is in big-endian byte order; the result is written in the machine's (pass a "
+                     "native array)", where);
     else if (f[0] == '?' || (!numeric && f[0]))
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has element format '%s', expected %s",
                      where, fmt, fm_dtype_name(r->outs[0].dtype));
@@ -187,7 +184,9 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
     const fm_lib *lib = &st->libs[r->lib];
     if (out == r->out_obj) {
         void *p = NULL;
-        if (lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0) : out_address(st, lib, out, &p) == 0 && p == r->out_ptr) {
+        const int same = lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0)
+                                                   : out_address(st, lib, out, &p) == 0 && p == r->out_ptr;
+        if (same) {
             *ptr = p;
             return 0;
         }
