@@ -137,19 +137,23 @@ PLAN_CASE = ("4096x4096", (4096, 4096), (1,))
 DRY_PLAN_CASE = ("256x512", (256, 512), (1,))
 HOST_SIZES = (64, 1024)
 
-CONTESTANTS = ("fm_fused", "fm_fused_kernel", "fm_fused_pass", "fm_fused_callback", "fm_plain", "nvmath_fused",
+CONTESTANTS = ("fm_fused", "fm_fused_kernel", "fm_fused_pass", "fm_fused_callback", "fm_split_callback", "fm_plain", "nvmath_fused",
                "cupy_unfused", "cupy_plain", "torch_plain")
-FUSED = {"fm_fused": True, "fm_fused_kernel": True, "fm_fused_pass": True, "fm_fused_callback": True, "fm_plain": False,
+FUSED = {"fm_fused": True, "fm_fused_kernel": True, "fm_fused_pass": True, "fm_fused_callback": True, "fm_split_callback": True,
+         "fm_plain": False,
          "nvmath_fused": True, "cupy_unfused": True, "cupy_plain": False, "torch_plain": False}
 # --prolog-sweep: where the prolog as a load callback stops beating the prolog as a pass (the rule
 # behind gpu_prolog="auto"); 1-D c64 transforms of n points, batched
-SWEEP_CASES = tuple((f"sweep-{n}x{b}", (b, n) if b > 1 else (n,), (1,) if b > 1 else (0,))
-                    for n, bs in ((1024, (1, 4, 16, 64, 256, 1024)), (4096, (4, 16, 64, 256)),
-                                  (65536, (1, 4, 16)))
-                    for b in bs)
+def sweep_cases(spec):
+    """1-D cases 'sweep-<n>x<batch>' from (n, batches) pairs."""
+    return tuple((f"sweep-{n}x{b}", (b, n) if b > 1 else (n,), (1,) if b > 1 else (0,)) for n, bs in spec for b in bs)
+
+
+SWEEP_CASES = sweep_cases(((1024, (1, 4, 16, 64, 256, 1024)), (4096, (4, 16, 64, 256)), (65536, (1, 4, 16))))
 SWEEP_CONTESTANTS = ("fm_fused", "fm_fused_kernel", "fm_fused_pass", "fm_fused_callback", "fm_plain", "cupy_plain")
 SCALE = 0.5
-TOL = 1e-3
+TOL = {"complex64": 1e-3, "complex128": 1e-9}
+REAL = {"complex64": "float32", "complex128": "float64"}
 # "plain cuFFT" = the fastest of the plain contestants (fm_plain, cupy_plain, torch_plain): CuPy's
 # per-call costs (allocation, plan cache) can make its plain call slower than the transform
 TARGETS = {"fm_fused/plain_cufft": 1.10, "fm_fused/fm_plain (paired)": 1.10, "fm_fused/nvmath_fused": 1.00}
@@ -188,6 +192,12 @@ def parse_args(argv):
     p.add_argument("--prolog-sweep", action="store_true",
                    help="add the prolog-mode sweep (1-D c64, n = 1024 / 4096 / 65536, several batches: "
                         "gpu_prolog pass vs callback vs plain)")
+    p.add_argument("--sweep", default=None, metavar="N:B,...",
+                   help="add 1-D sweep cases of N points batched B times (the prolog-sweep contestants)")
+    p.add_argument("--split-probe", action="store_true",
+                   help="2-axis cases: add fm_split_callback, the chain run as two fusemath plans (the last "
+                        "axis with the prolog as a cuFFT load callback, then the first axis in place with "
+                        "the epilog): what a split plan would cost")
     p.add_argument("--skip-plan-creation", action="store_true", help="skip the plan-creation subprocesses")
     p.add_argument("--skip-host-overhead", action="store_true", help="skip the host-overhead section")
     p.add_argument("--bare-bin", default=None,
@@ -195,6 +205,8 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output JSON (default benchmarks/results/fft_gpu-<YYYYMMDD>-<host>.json)")
     p.add_argument("--require-gpu", action="store_true", help="exit with status 2 (not 0) when there is no GPU")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--dtype", choices=("complex64", "complex128"), default="complex64",
+                   help="data type of x (the window is the matching real type); default complex64, the issue's")
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="exercise the script without a GPU (NumPy arrays, fusemath on the CPU, numpy.fft in place "
                         "of cupy.fft, wall-clock timing, small sizes, JSON into the temp directory); the numbers "
@@ -224,6 +236,14 @@ def parse_args(argv):
         a.case_list = list(base)
     if a.prolog_sweep:
         a.case_list += list(SWEEP_CASES)
+    if a.sweep:
+        try:
+            pairs = [tuple(int(v) for v in item.split(":")) for item in a.sweep.split(",") if item.strip()]
+            if any(len(t) != 2 or t[0] < 2 or t[1] < 1 for t in pairs):
+                raise ValueError
+        except ValueError:
+            p.error("--sweep: expected N:B pairs, N >= 2, B >= 1, e.g. 1024:16384,4096:4096")
+        a.case_list += list(sweep_cases(tuple((n, (b,)) for n, b in pairs)))
     return a
 
 
@@ -354,15 +374,16 @@ class Env:
     def rng(self, seed):
         return self.xp.random.default_rng(seed)
 
-    def data(self, shape, axes, seed):
-        """x (complex64, normal), w (float32 in [0.5, 1.5], a cosine ripple; the transform shape)."""
+    def data(self, shape, axes, seed, dtype="complex64"):
+        """x (dtype, normal), w (its real type, in [0.5, 1.5], a cosine ripple; the transform shape)."""
         xp = self.xp
         g = self.rng(seed)
-        # (re, im) pairs of float32 viewed as complex64
-        x = g.standard_normal(tuple(shape) + (2,), dtype=xp.float32).view(xp.complex64).reshape(shape)
+        rt = getattr(xp, REAL[dtype])
+        # (re, im) pairs of the real type viewed as the complex one
+        x = g.standard_normal(tuple(shape) + (2,), dtype=rt).view(getattr(xp, dtype)).reshape(shape)
         wshape = tuple(shape[a] for a in axes)
         wsize = math.prod(wshape)
-        w = (1.0 + 0.5 * xp.cos(xp.arange(wsize, dtype=xp.float32) * xp.float32(0.37))).astype(xp.float32)
+        w = (1.0 + 0.5 * xp.cos(xp.arange(wsize, dtype=rt) * rt(0.37))).astype(rt)
         if tuple(axes) != tuple(range(len(shape) - len(axes), len(shape))):
             # not the trailing axes (1024x16384-axis0): 1 along the batch axes after them
             wshape = tuple(shape[d] if d in axes else 1 for d in range(min(axes), len(shape)))
@@ -448,13 +469,14 @@ def library_versions(env: Env) -> dict:
 # ---------------------------------------------------------------------------------------
 # Contestants
 # ---------------------------------------------------------------------------------------
-def nvmath_callbacks(env: Env, wsize: int, scale: float):
-    """(prolog LTO-IR, epilog LTO-IR): prolog x -> x * w[offset % wsize] (w: float32 user data),
-    epilog stores element * scale. Compiled by numba through nvmath.fft.compile_prolog / _epilog."""
+def nvmath_callbacks(env: Env, wsize: int, scale: float, dtype: str = "complex64"):
+    """(prolog LTO-IR, epilog LTO-IR): prolog x -> x * w[offset % wsize] (w: real user data of
+    dtype's precision), epilog stores element * scale. Compiled by numba through
+    nvmath.fft.compile_prolog / _epilog."""
     np = env.np
     nvmath = env.nvmath
     nw = np.uint64(wsize)      # uint64 like offset: uint64 % int64 would type as float64 in numba
-    sc = np.float32(scale)
+    sc = getattr(np, REAL[dtype])(scale)
 
     # Real-by-complex products written per component: two f32 multiplies per element (numba's
     # complex64 * float32 promotes the real factor to complex and, without fastmath, keeps the
@@ -469,8 +491,8 @@ def nvmath_callbacks(env: Env, wsize: int, scale: float):
         data_out[offset] = complex(element.real * sc, element.imag * sc)
 
     with env.cp.cuda.Device():
-        pro = nvmath.fft.compile_prolog(prolog_window, "complex64", "float32")
-        epi = nvmath.fft.compile_epilog(epilog_scale, "complex64", "float32")
+        pro = nvmath.fft.compile_prolog(prolog_window, dtype, REAL[dtype])
+        epi = nvmath.fft.compile_epilog(epilog_scale, dtype, REAL[dtype])
     return pro, epi
 
 
@@ -514,6 +536,27 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
     setup("fm_fused_callback", fm(True, "callback"))
     setup("fm_plain", fm(False))
 
+    def split():
+        if len(axes) != 2 or w.ndim != 2:
+            raise RuntimeError("two transformed axes only")
+        rows = ff.FFT(x, axes=(axes[1],))
+        rows.plan(prolog={"multiply": w}, gpu_prolog="callback")
+        y = xp.empty_like(x)
+        cols = ff.FFT(y, axes=(axes[0],))
+        cols.plan(epilog={"scale": SCALE})
+        sh = env.sh
+
+        def call():
+            rows.execute(out=y, stream=sh)
+            return cols.execute(out=y, stream=sh)
+
+        def free():
+            rows.free()
+            cols.free()
+        return call, free, {"plan": rows.describe() + " then " + cols.describe()}
+
+    setup("fm_split_callback", split)
+
     def nv():
         if env.dry_run:
             raise RuntimeError("not used in --cpu-dry-run")
@@ -523,7 +566,7 @@ def make_contestants(env: Env, x, w, axes, rec: dict, only=CONTESTANTS):
             raise RuntimeError("numba unavailable: " + env.errors["numba"])
         if w.ndim != len(axes):
             raise RuntimeError("the prolog indexes the window by offset % size: trailing axes only")
-        pro, epi = nvmath_callbacks(env, int(w.size), SCALE)
+        pro, epi = nvmath_callbacks(env, int(w.size), SCALE, str(x.dtype))
         f = env.nvmath.fft.FFT(x, axes=list(axes), stream=env.stream)
         info = {}
         try:
@@ -630,11 +673,11 @@ def run_case(env: Env, case, args, seed: int) -> dict:
     name, shape, axes = case
     xp = env.xp
     n_elems = math.prod(shape)
-    rec = {"name": name, "shape": list(shape), "axes": list(axes), "dtype": "complex64",
-           "bytes": n_elems * 8, "contestants": {}, "ratios": {}, "targets": {}}
+    rec = {"name": name, "shape": list(shape), "axes": list(axes), "dtype": args.dtype,
+           "bytes": n_elems * (16 if args.dtype == "complex128" else 8), "contestants": {}, "ratios": {}, "targets": {}}
     cres = rec["contestants"]
     with env.stream_ctx():
-        x, w = env.data(shape, axes, seed)
+        x, w = env.data(shape, axes, seed, args.dtype)
         # complex128 references on the device
         x128 = x.astype(xp.complex128)
         ref_fused = env.fft(xp, x128 * w.astype(xp.float64), axes) * SCALE
@@ -649,7 +692,8 @@ def run_case(env: Env, case, args, seed: int) -> dict:
             want = np.fft.fft(row * w.get().astype(np.float64)) * SCALE
             got = (ref_fused.reshape(-1, shape[axes[0]])[0] if x.ndim > 1 else ref_fused).get()
             rec["reference_numpy_check_rel_err"] = float(np.abs(got - want).max() / np.abs(want).max())
-        only = SWEEP_CONTESTANTS if name.startswith("sweep-") else CONTESTANTS
+        only = SWEEP_CONTESTANTS if name.startswith("sweep-") else \
+            tuple(c for c in CONTESTANTS if c != "fm_split_callback" or (args.split_probe and len(axes) == 2))
         contestants = make_contestants(env, x, w, axes, cres, only)
         if contestants.get("fm_fused") and contestants.get("fm_plain"):
             # fused against plain cuFFT through the same call path, interleaved (see time_paired)
@@ -672,7 +716,7 @@ def run_case(env: Env, case, args, seed: int) -> dict:
                 rel = env.rel_err(y, ref_fused if FUSED[cname] else ref_plain)
                 del y
                 r["rel_err"] = rel
-                r["ok"] = bool(rel <= TOL)
+                r["ok"] = bool(rel <= TOL[args.dtype])
                 r.update(time_call(env, call, args.budget))
             except Exception as exc:
                 r["error"] = err(exc)
@@ -969,7 +1013,7 @@ def _fmt(v, spec=".3f"):
 
 
 def print_case_table(rec: dict):
-    print(f"\n{rec['name']}  shape={tuple(rec['shape'])} axes={tuple(rec['axes'])} complex64")
+    print(f"\n{rec['name']}  shape={tuple(rec['shape'])} axes={tuple(rec['axes'])} {rec.get('dtype', 'complex64')}")
     print(f"  {'contestant':17s} {'ms':>10s} {'min ms':>10s} {'reps':>6s} {'rel err':>9s}  ok")
     for c in (c for c in CONTESTANTS if c in rec["contestants"]):
         r = rec["contestants"][c]
@@ -1068,8 +1112,10 @@ def main(argv=None) -> int:
         "versions": library_versions(env),
         "import_errors": env.errors,
         "settings": {"budget_s": args.budget, "max_seconds": args.max_seconds, "quick": args.quick,
-                     "cpu_dry_run": args.cpu_dry_run, "scale": SCALE, "tolerance": TOL, "targets": TARGETS,
-                     "window": "real float32, 1 + 0.5 cos(0.37 i) (flat index i), shape = the transformed extents",
+                     "cpu_dry_run": args.cpu_dry_run, "scale": SCALE, "tolerance": TOL[args.dtype], "targets": TARGETS,
+                     "dtype": args.dtype,
+                     "window": f"real {REAL[args.dtype]}, 1 + 0.5 cos(0.37 i) (flat index i), shape = the "
+                               "transformed extents",
                      "stream": "one non-blocking CuPy stream: current for CuPy and (ExternalStream) PyTorch; "
                                "passed as stream= to fusemath (int handle) and nvmath (stream object)",
                      "timing": "CUDA events around k back-to-back calls per repetition; median over repetitions "

@@ -261,6 +261,20 @@ static int auto_axis_passes(const fm_problem *p)
     return long_axes >= 2;
 }
 
+/* gpu_prolog="auto", complex128 rows along a contiguous last axis: where cuFFT does the length
+ * in one pass, its LTO load callback costs little in double precision (0.6 ps per element,
+ * against 9-11 in single), and beats this kernel: the c128 sweep of fft_gpu.py (2^24 elements,
+ * benchmarks/results/fft_gpu-2026-11-30-h200-c128-sweep.json) measured fused / plain cuFFT
+ * 1.00-1.10 with the callback against 1.03-1.20 for the one-block kernel at 256-2048 points,
+ * and 1.26 against 1.99 for the two-step kernel at 4096 (one pass of cuFFT's against two).
+ * From 8192 points on, where cuFFT takes several passes too, the multi-step wins (0.90-1.07);
+ * up to 128 points, and on small arrays where launches dominate, the kernel does. */
+static int c128_rows_for_cufft(const fm_problem *p, int64_t n, int64_t rows, int contiguous)
+{
+    return p->t[FM_FFT_IN].dtype == FM_C128 && fm_fft_gpu_prolog_mode(p) == FM_FFT_PROLOG_AUTO && contiguous &&
+           n >= 256 && n <= 4096 && (double)rows * (double)n > (double)(1 << 16);
+}
+
 static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
@@ -286,6 +300,9 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     fm_cufft_cb_spec chain[2];
     fm_status s = fm_fft_kernel_one(p, chain, &ks);
     if (s == FM_ERR_NOT_APPLICABLE && fp->n[0] > fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype)) {
+        const fm_tensor *ti = &p->t[FM_FFT_IN];
+        if (c128_rows_for_cufft(p, fp->n[0], fm_tensor_numel(ti) / fp->n[0], ti->strides[ti->ndim - 1] == 1))
+            return not_here("complex128 rows of 4096 points: cuFFT's one pass with a load callback beats two steps");
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
         s = plan_steps(p, state, out);
@@ -295,6 +312,11 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     }
     if (s != FM_OK)
         return s;
+    int64_t rows = 1;
+    for (int i = 0; i < ks.nbatch; i++)
+        rows *= ks.batch_ext[i];
+    if (c128_rows_for_cufft(p, ks.n, rows, ks.in_stride == 1 && ks.out_stride == 1))
+        return not_here("complex128 rows of 256-4096 points: cuFFT with a load callback measured faster");
     /* a strided transform axis whose rows are not neighbours reads and writes one element per
      * 32-byte sector: cuFFT does better there unless the kernel is asked for. Where they are
      * neighbours (lanes mode): 1024 x 16384 along axis 0 measured 1.21x plain cuFFT, against
@@ -313,9 +335,6 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         }
         return s;
     }
-    int64_t rows = 1;
-    for (int i = 0; i < ks.nbatch; i++)
-        rows *= ks.batch_ext[i];
     fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
                          "device=%d",
                          fm_dtype_name(ks.dtype), (long long)rows, (long long)ks.n, fp->inverse ? "inverse" : "forward",

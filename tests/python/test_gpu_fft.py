@@ -894,6 +894,22 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
         check(gpu, xr_d, xr_d, cdt, np.fft.fft(np.conj(xr.astype(C128) * w)), prec, n, f"{mode} n={n} in place")
 
 
+@pytest.mark.parametrize("n,rows,engine", [(128, 1024, "cuda/fused-kernel"), (1024, 128, "callbacks=lto"),
+                                             (4096, 32, "callbacks=lto"), (8192, 16, "steps="),
+                                             (1024, 8, "cuda/fused-kernel")])
+def test_auto_complex128_rows(gpu, rng, n, rows, engine):
+    """gpu_prolog="auto" on complex128 rows: cuFFT with a load callback for 256-4096 points on
+    arrays beyond 2^16 elements (measured faster there), the fused kernel for short rows, the
+    multi-step from 8192 points and on small arrays; the same answer whichever runs."""
+    x = crand(rng, (rows, n), C128)
+    w = 0.5 + rng.random(n)
+    x_d = gpu.dev(x)
+    with ff.FFT(x_d, axes=-1) as f:
+        f.plan(prolog={"multiply": gpu.dev(w)}, epilog={"scale": 0.25})
+        assert engine in f.describe(), f.describe()
+        check(gpu, f.execute(), x_d, C128, np.fft.fft(x * w) * 0.25, "double", n, f.describe())
+
+
 @pytest.mark.parametrize("mode", ["auto", "kernel"])
 @pytest.mark.parametrize("prec", list(PRECS))
 def test_fused_kernel_split_2d(gpu, rng, prec, mode):
