@@ -5,7 +5,9 @@ In one run, with the same thread count for everyone (scipy.fft workers = threads
 FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
   1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 1024 columns of
   4096 points (axis 0 of a C-ordered 4096 x 1024 array), 2-D 1024^2 and 2048^2, 3-D 128^3
-  and 256^3; per case:
+  and 256^3; real transforms (the spectral-solver pattern): r2c 2-D 1024^2 / 2048^2 and 3-D
+  128^3 with the fused chain rfftn(x) * f (epilog: a real filter over the half spectrum), and
+  c2r of the same shapes with irfftn(X * f) (prolog), norm "backward" in both; per case:
     fm_plain     planned fusemath.fft.FFT(x).execute()
     fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
     fm_plain_out / fm_fused_out  the same into reused outputs (execute(out=)): no page faults of a
@@ -61,6 +63,9 @@ def main() -> int:
     cases += [("2d", (1024, 1024), (0, 1))] + ([] if args.quick else [("2d", (2048, 2048), (0, 1)),
                                                                        ("3d", (128, 128, 128), (0, 1, 2)),
                                                                        ("3d", (256, 256, 256), (0, 1, 2))])
+    for real in ("r2c", "c2r"):
+        cases += [(real, (1024, 1024), (0, 1))] + ([] if args.quick else [(real, (2048, 2048), (0, 1)),
+                                                                           (real, (128, 128, 128), (0, 1, 2))])
     results = []
 
     def timeit(fn):
@@ -74,24 +79,62 @@ def main() -> int:
             fn()
         return (time.perf_counter() - t0) / reps
 
+    def real_case(kind, shape, axes, rdt, cdt):
+        """r2c: rfftn(x), fused rfftn(x) * f; c2r: irfftn(X), fused irfftn(X * f) (f real, half
+        spectrum); plans, references and peers."""
+        half = tuple(shape[:-1]) + (shape[-1] // 2 + 1,)
+        f = rng.random(half).astype(rdt)
+        if kind == "r2c":
+            x = rng.standard_normal(shape).astype(rdt)
+            ref, ref_f = np.fft.rfftn(x, axes=axes), np.fft.rfftn(x, axes=axes) * f
+            plan = ffm.FFT(x, axes=axes, kind="r2c")
+            plan.plan()
+            fused = ffm.FFT(x, axes=axes, kind="r2c")
+            fused.plan(epilog={"multiply": f})
+            return x, f, plan, fused, ref, ref_f, "forward", {
+                "scipy": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads),
+                "fm_stateless": lambda: ffm.rfftn(x, axes=axes),
+                "scipy_unf": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads) * f,
+                "numpy": lambda: np.fft.rfftn(x, axes=axes)}
+        x = np.fft.rfftn(rng.standard_normal(shape), axes=axes).astype(cdt)
+        n = shape[-1]
+        ref, ref_f = np.fft.irfftn(x, s=shape, axes=axes), np.fft.irfftn(x * f, s=shape, axes=axes)
+        plan = ffm.FFT(x, axes=axes, kind="c2r", n=n)
+        plan.plan()
+        fused = ffm.FFT(x, axes=axes, kind="c2r", n=n)
+        fused.plan(prolog={"multiply": f})
+        return x, f, plan, fused, ref, ref_f, "inverse", {
+            "scipy": lambda: scipy.fft.irfftn(x, s=shape, axes=axes, workers=args.threads),
+            "fm_stateless": lambda: ffm.irfftn(x, s=shape, axes=axes),
+            "scipy_unf": lambda: scipy.fft.irfftn(x * f, s=shape, axes=axes, workers=args.threads),
+            "numpy": lambda: np.fft.irfftn(x, s=shape, axes=axes)}
+
     for dt in args.dtypes.split(","):
         cdt = np.complex64 if dt == "c64" else np.complex128
         rdt = np.float32 if dt == "c64" else np.float64
         for kind, shape, axes in cases:
-            x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cdt)
-            wshape = tuple(shape[a] for a in axes)
-            w = rng.random(wshape).astype(rdt)
-            own = [a % len(shape) for a in axes]
-            wb = w.reshape(tuple(shape[d] if d in own else 1 for d in range(len(shape))))
-            ref = np.fft.fftn(x, axes=axes)
-            plan = ffm.FFT(x, axes=axes)
-            plan.plan()
-            fused = ffm.FFT(x, axes=axes)
-            fused.plan(prolog={"multiply": wb}, epilog={"scale": 0.5})
-            got = plan.execute()
+            if kind in ("r2c", "c2r"):
+                x, wb, plan, fused, ref, ref_f, direction, peers = real_case(kind, shape, axes, rdt, cdt)
+            else:
+                x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cdt)
+                wshape = tuple(shape[a] for a in axes)
+                w = rng.random(wshape).astype(rdt)
+                own = [a % len(shape) for a in axes]
+                wb = w.reshape(tuple(shape[d] if d in own else 1 for d in range(len(shape))))
+                ref = np.fft.fftn(x, axes=axes)
+                plan = ffm.FFT(x, axes=axes)
+                plan.plan()
+                fused = ffm.FFT(x, axes=axes)
+                fused.plan(prolog={"multiply": wb}, epilog={"scale": 0.5})
+                ref_f = np.fft.fftn(x * wb, axes=axes) * 0.5
+                direction = "forward"
+                peers = {"scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
+                         "fm_stateless": lambda: ffm.fftn(x, axes=axes),
+                         "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
+                         "numpy": lambda: np.fft.fftn(x, axes=axes)}
+            got = plan.execute(direction=direction)
             err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
-            ref_f = np.fft.fftn(x * wb, axes=axes) * 0.5
-            err_f = np.linalg.norm(fused.execute() - ref_f) / np.linalg.norm(ref_f)
+            err_f = np.linalg.norm(fused.execute(direction=direction) - ref_f) / np.linalg.norm(ref_f)
             tol = 1e-4 if dt == "c64" else 1e-10
             if not (err < tol and err_f < tol):
                 print(f"WRONG RESULT {kind} {shape}: {err:.3g} {err_f:.3g}", file=sys.stderr)
@@ -99,14 +142,14 @@ def main() -> int:
             out_p = np.empty_like(got)
             out_f = np.empty_like(got)
             methods = {
-                "fm_fused": fused.execute,
-                "fm_plain": plan.execute,
-                "scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
-                "fm_plain_out": lambda: plan.execute(out=out_p),
-                "fm_fused_out": lambda: fused.execute(out=out_f),
-                "fm_stateless": lambda: ffm.fftn(x, axes=axes),
-                "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
-                "numpy": lambda: np.fft.fftn(x, axes=axes),
+                "fm_fused": lambda: fused.execute(direction=direction),
+                "fm_plain": lambda: plan.execute(direction=direction),
+                "scipy": peers["scipy"],
+                "fm_plain_out": lambda: plan.execute(out=out_p, direction=direction),
+                "fm_fused_out": lambda: fused.execute(out=out_f, direction=direction),
+                "fm_stateless": peers["fm_stateless"],
+                "scipy_unf": peers["scipy_unf"],
+                "numpy": peers["numpy"],
             }
             times = {k: [] for k in methods}
             order = list(methods)

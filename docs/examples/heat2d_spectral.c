@@ -108,8 +108,10 @@ int main(int argc, char **argv)
     fwd.kind = FM_FFT_R2C;
     fwd.naxes = 2, fwd.axes[0] = 0, fwd.axes[1] = 1;
     fwd.epilog.ops = FM_FFT_OP_MULTIPLY; /* U *= exp(-nu k^2 dt), fused into the transform */
+    fwd.effort = FM_FFT_EFFORT_MEASURE;  /* planned once, run every step: let FFTW time its plans */
     fm_fft_options_init(&inv);
     inv.kind = FM_FFT_C2R;
+    inv.effort = FM_FFT_EFFORT_MEASURE;
     inv.inverse = 1;
     inv.naxes = 2, inv.axes[0] = 0, inv.axes[1] = 1; /* norm backward: the 1/N^2 is fused */
     CHECK(fm_fft_plan(ctx, &tu, &tuhat, NULL, &tdecay, &fwd, &pf));

@@ -998,6 +998,46 @@ def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
         ff.fft(crand(rng, (153, n), dtype), axis=1)
 
 
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_real_multi_axis_chains_single_or_split(monkeypatch, dtype):
+    """r2c / c2r over several axes with a chain (the spectral-solver pattern: rfftn(x) * f,
+    irfftn(X * f)): FFTW's own N-D plan with the chain as passes, or the split; timed at effort
+    measure, the N-D plan at estimate, FUSEMATH_FFT_CPU_PATH=chunks forces the split and =direct
+    the N-D plan. Each against numpy in float64. c2r's norm rides the input copy as a prolog
+    scale (no pass over the output)."""
+    rng = np.random.default_rng(78)
+    cdt = np.complex64 if dtype == np.float32 else np.complex128
+    for k, (mode, effort, want) in enumerate(((None, "estimate", ",single"), (None, "measure", "timed"),
+                                              ("chunks", "estimate", "fft split into"),
+                                              ("direct", "measure", ",single"))):
+        if mode:
+            monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", mode)
+        else:
+            monkeypatch.delenv("FUSEMATH_FFT_CPU_PATH", raising=False)
+        shape = (48 + 2 * k, 40) if k % 2 else (12 + k, 10, 16)  # a new shape each time: plans are cached
+        axes = tuple(range(len(shape)))
+        half = shape[:-1] + (shape[-1] // 2 + 1,)
+        x = rrand(rng, shape, dtype)
+        f = rrand(rng, half, dtype)
+        with ff.FFT(x, axes=axes, kind="r2c") as plan:
+            plan.plan(epilog={"multiply": f}, effort=effort)
+            assert want in plan.describe(), plan.describe()
+            close(plan.execute(), np.fft.rfftn(x.astype(np.float64), axes=axes) * f, cdt, x.size)
+        X = np.fft.rfftn(rrand(rng, shape, np.float64), axes=axes).astype(cdt)
+        with ff.FFT(X, axes=axes, kind="c2r", n=shape[-1]) as plan:
+            plan.plan(prolog={"multiply": f}, effort=effort)
+            assert want in plan.describe(), plan.describe()
+            got = plan.execute(direction="inverse")
+            close(got, np.fft.irfftn(X.astype(np.complex128) * f, s=shape, axes=axes), cdt, x.size)
+        with ff.FFT(X, axes=axes, kind="c2r", n=shape[-1]) as plan:
+            plan.plan(effort=effort)  # the norm alone
+            if mode != "chunks":
+                assert "prolog=scale epilog=none" in plan.describe(), plan.describe()
+            close(plan.execute(direction="inverse"), np.fft.irfftn(X.astype(np.complex128), s=shape, axes=axes),
+                  cdt, x.size)
+
+
 # ---------------------------------------------------------------------------
 # numpy.fft's helpers
 # ---------------------------------------------------------------------------
