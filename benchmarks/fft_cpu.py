@@ -43,6 +43,7 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=0.1)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="a few cases only")
+    p.add_argument("--kinds", default=None, help="comma-separated case kinds to run: 1d,cols,2d,3d,r2c,c2r")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -66,7 +67,22 @@ def main() -> int:
     for real in ("r2c", "c2r"):
         cases += [(real, (1024, 1024), (0, 1))] + ([] if args.quick else [(real, (2048, 2048), (0, 1)),
                                                                            (real, (128, 128, 128), (0, 1, 2))])
+    if args.kinds:
+        want = set(args.kinds.split(","))
+        bad = want - {c[0] for c in cases}
+        if bad:
+            p.error(f"--kinds: unknown {sorted(bad)}")
+        cases = [c for c in cases if c[0] in want]
     results = []
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
+            "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
+            "fusemath": fusemath.__version__, "command": " ".join(sys.argv)}
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
+
+    def save():  # after every case: a run stopped by a time limit keeps what it measured
+        with open(out, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
 
     def timeit(fn):
         fn()
@@ -169,6 +185,7 @@ def main() -> int:
                                         "fused_over_plain": med["fm_fused"] / med["fm_plain"]},
                    "describe": plan.describe(), "describe_fused": fused.describe()}
             results.append(row)
+            save()
             flags = []
             if row["fm_over_scipy"] > 1.0:
                 flags.append(f"MISS fm/scipy {row['fm_over_scipy']:.2f}")
@@ -179,13 +196,7 @@ def main() -> int:
                   f" | fm/scipy {row['fm_over_scipy']:.2f} fused/plain {row['fused_over_plain']:.2f} "
                   f"(out= {row['fused_out_over_plain_out']:.2f}) "
                   f"fused/scipy_unf {row['fused_over_scipy_unfused']:.2f} {'; '.join(flags) or 'ok'}", flush=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
-            "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
-            "fusemath": fusemath.__version__, "command": " ".join(sys.argv)}
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
-    with open(out, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+    save()
     print("JSON:", out)
     return 0
 
