@@ -81,8 +81,9 @@ def main() -> int:
                                    f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
 
     def save():  # after every case: a run stopped by a time limit keeps what it measured
-        with open(out, "w") as f:
+        with open(out + ".tmp", "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
+        os.replace(out + ".tmp", out)  # a kill mid-write leaves the previous file whole
 
     def timeit(fn):
         fn()

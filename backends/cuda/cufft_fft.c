@@ -429,8 +429,9 @@ static void stage_input(cufft_plan *pl, const fm_tensor *ti)
  * ~4 us of host time): break-even near 2^19-2^20 elements, and the prolog-mode sweep of
  * benchmarks/fft_gpu.py puts it there. The epilog is always a store callback (1.27x at
  * 4096 x 4096, cheaper than a pass). In complex128 the callback costs far less (0.6 ps per element
- * at 1024 points) and beat the pass on one axis up to 2^20 points at 2^24-2^26 elements (the c128
- * sweep of fft_gpu.py); at 2^24 points and on a 2-D 4096^2 the pass did. */
+ * at 1024 points) and beat the pass on one c2c axis up to 2^20 points at 2^24-2^26 elements (the
+ * c128 sweep of fft_gpu.py); at 2^24 points and on a 2-D 4096^2 the pass did. c2c only: a c2r
+ * copies its input anyway (stage_input), and the pass writes into that copy at no extra cost. */
 #define PROLOG_CALLBACK_MAX_ELEMENTS (1 << 19)
 #define PROLOG_CALLBACK_C128_MAX_N (1 << 20)
 static int prolog_as_callback(const fm_problem *p, const layout *L)
@@ -439,7 +440,8 @@ static int prolog_as_callback(const fm_problem *p, const layout *L)
     int mode = fm_fft_gpu_prolog_mode(p);
     if (mode != FM_FFT_PROLOG_AUTO)
         return mode == FM_FFT_PROLOG_CALLBACK;
-    if (p->t[FM_FFT_IN].dtype == FM_C128 && fp->naxes == 1 && fp->n[0] <= PROLOG_CALLBACK_C128_MAX_N)
+    if (p->t[FM_FFT_IN].dtype == FM_C128 && fp->kind == FM_FFT_C2C && fp->naxes == 1 &&
+        fp->n[0] <= PROLOG_CALLBACK_C128_MAX_N)
         return 1;
     double elements = (double)L->batch;
     for (int i = 0; i < fp->naxes; i++)

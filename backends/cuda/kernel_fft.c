@@ -300,8 +300,10 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     fm_cufft_cb_spec chain[2];
     fm_status s = fm_fft_kernel_one(p, chain, &ks);
     if (s == FM_ERR_NOT_APPLICABLE && fp->n[0] > fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype)) {
-        const fm_tensor *ti = &p->t[FM_FFT_IN];
-        if (c128_rows_for_cufft(p, fp->n[0], fm_tensor_numel(ti) / fp->n[0], ti->strides[ti->ndim - 1] == 1))
+        const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+        const int ax = fp->axes[0], pow2 = (fp->n[0] & (fp->n[0] - 1)) == 0;
+        if (pow2 && c128_rows_for_cufft(p, fp->n[0], fm_tensor_numel(ti) / fp->n[0],
+                                        ti->strides[ax] == 1 && to->strides[ax] == 1))
             return not_here("complex128 rows of 4096 points: cuFFT's one pass with a load callback beats two steps");
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
