@@ -527,7 +527,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             if (x->direct && rows)
-                fm_fftw_choose_direct_or_chunks(x, p, flags, path);
+                fm_fftw_choose_direct_or_chunks(x, p, flags, path,
+                                                x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c));
             if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, out)) {
                 destroy_impl(x);
                 return FM_OK;
@@ -571,14 +572,15 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     fm_fft_ops_text(epi, sizeof epi, x->c.epi_ops);
     /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
      * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
-     * prolog>out = prolog gathered into out, FFTW in place there, epilog in place;
+     * prolog>out = prolog gathered into out, FFTW in place there, epilog in place (copy>out
+     * without a prolog: a plain batch of rows copied into out);
      * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
      * takes the chain as one pass before / after the FFT ("single"). */
     const char *mode = x->batch == 0  ? "empty"
                        : x->cols      ? "columns"
                        : x->direct    ? "direct"
                        : !x->od_plan  ? "scratch"
-                       : x->pro_out   ? "prolog>out"
+                       : x->pro_out   ? (x->c.pro_ops ? "prolog>out" : "copy>out")
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan && !x->pro_out ? "(in place when in == out)" : "",

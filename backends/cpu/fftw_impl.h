@@ -110,7 +110,8 @@ fm_status fm_fftw_forced_path(int *path);
  * 1.42-1.52x the plain transform, where scratch>out ran 1.11-1.19x. */
 double fm_fftw_timed_ratio(const double *a, const double *b, int n);
 void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
-void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
+/* into_out: the chunks may also run copied into out, FFTW in place there (dense c2c rows) */
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int into_out);
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
                                fm_plan *out);
 /* The remembered choices as text for the wisdom file ("choice <kind> <key> <0|1>" lines;
