@@ -328,6 +328,16 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     const int split_candidate = fm_fft_should_split_axes(p);
     if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
         return fm_fft_plan_axis_split(ctx, p, out);
+    if (split_candidate && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE && fm_fftw_split_remembered(p)) {
+        /* timed before (or wisdom): the split, without measuring FFTW's N-D plan first */
+        fm_status s = fm_fft_plan_axis_split(ctx, p, out);
+        if (s == FM_OK) {
+            char d[sizeof out->describe];
+            memcpy(d, out->describe, sizeof d);
+            fm_plan_set_describe(out, "%s (wisdom)", d);
+        }
+        return s;
+    }
     pthread_once(&threads_once, init_threads);
     int path;
     fm_status ps = fm_fftw_forced_path(&path);

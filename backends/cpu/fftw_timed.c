@@ -65,6 +65,12 @@ static int recall(const fm_problem *p, int kind, int *taken)
     return found;
 }
 
+int fm_fftw_split_remembered(const fm_problem *p)
+{
+    int take = 0;
+    return recall(p, CHOICE_SPLIT, &take) && take;
+}
+
 void fm_fftw_forget_choices(void)
 {
     pthread_mutex_lock(&choices_lock);

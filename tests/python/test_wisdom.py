@@ -152,6 +152,36 @@ def test_fft_timed_choices_travel_in_the_wisdom_file(tmp_path):
     assert first.split("path=")[1].split(",")[0] == second.split("path=")[1].split(",")[0]
 
 
+def test_remembered_split_of_a_real_transform_skips_the_timing(tmp_path):
+    """An r2c over two axes with a chain times FFTW's N-D plan against the split; a wisdom file
+    that says "split" makes a later process plan the split straight away ("(wisdom)"), with the
+    right answer."""
+    path = tmp_path / "real.wisdom"
+    code = textwrap.dedent("""
+        import sys, numpy as np, fusemath.fft as ff, fusemath
+        rng = np.random.default_rng(1)
+        u, f = rng.random((96, 80)), rng.random((96, 41))
+        if sys.argv[1] == "load":
+            fusemath.wisdom.load(sys.argv[2])
+        p = ff.FFT(u, axes=(0, 1), kind="r2c"); p.plan(epilog={"multiply": f}, effort="measure")
+        assert np.allclose(p.execute(), np.fft.rfft2(u) * f, rtol=1e-10, atol=1e-9)
+        if sys.argv[1] == "save":
+            fusemath.wisdom.save(sys.argv[2])
+        print(p.describe())
+    """)
+    first = subprocess.run([sys.executable, "-c", code, "save", str(path)], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert "timed" in first, first
+    lines = path.read_text().split("\n")
+    split = [i for i, line in enumerate(lines) if line.startswith("choice 2 ")]
+    assert len(split) == 1, lines
+    lines[split[0]] = lines[split[0]].rsplit(" ", 1)[0] + " 1"  # as if the split had won
+    path.write_text("\n".join(lines))
+    second = subprocess.run([sys.executable, "-c", code, "load", str(path)], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert second.startswith("fft split into") and second.endswith("(wisdom)"), second
+
+
 def test_a_malformed_fft_choice_merges_nothing(tmp_path):
     """A bad timed-choice line fails the load and leaves the process as it was: no choice
     remembered (the next plan is timed) and none of FFTW's wisdom from the file merged."""
