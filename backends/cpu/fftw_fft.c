@@ -476,6 +476,19 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
             x->rem = x->batch % x->chunk;
         }
+        /* The chunks are shared out statically: a count that is not a multiple of the threads
+         * leaves some threads a round more (the 1025 columns of a 2048^2 r2c's split on 16
+         * threads: 17 chunks of 64, two rounds for one thread while 15 idle). Spread the batch
+         * over the next multiple of the threads instead (columns keep at least 4 per chunk). */
+        if (x->threads > 1 && x->nchunks % x->threads) {
+            const int64_t want = (x->nchunks + x->threads - 1) / x->threads * x->threads;
+            const int64_t c = (x->batch + want - 1) / want;
+            if (c >= (x->cols ? 4 : 1)) {
+                x->chunk = c;
+                x->nchunks = (x->batch + c - 1) / c;
+                x->rem = x->batch % c;
+            }
+        }
         if ((s = make_chunk_plan(x, x->chunk, flags, x->fftw_threads, &x->chunk_plan)) != FM_OK)
             goto fail;
         if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)

@@ -999,6 +999,30 @@ def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
 
 
 @needs_backend
+def test_chunks_shared_evenly_over_the_threads():
+    """The chunks are shared out statically, so their count is spread over a multiple of the
+    threads where the batch allows (1025 columns on 8 threads: not 17 chunks of 64, one thread
+    doing two), and the results stay right (against numpy)."""
+    rng = np.random.default_rng(81)
+    before = fusemath.get_num_threads()
+    fusemath.set_num_threads(8)
+    try:
+        for shape, axes in (((96, 1025), (0,)), ((1025, 96), (1,)), ((1025, 256), (1,))):
+            x = crand(rng, shape, np.complex64)
+            w = (0.5 + rng.random(shape[axes[0]])).astype(np.float32)
+            wb = w.reshape((-1, 1) if axes == (0,) else (1, -1))
+            with ff.FFT(x, axes=axes) as f:
+                f.plan(prolog={"multiply": wb}, effort="estimate")
+                d = f.describe()
+                chunks, threads = (int(d.split(k + "=")[1].split()[0]) for k in ("chunks", "threads"))
+                assert threads > 1 and chunks % threads == 0, d
+                close(f.execute(), np.fft.fft(x.astype(np.complex128) * wb, axis=axes[0]), np.complex64,
+                      shape[axes[0]])
+    finally:
+        fusemath.set_num_threads(before)
+
+
+@needs_backend
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_plain_rows_copied_into_out(monkeypatch, dtype):
     """A plain c2c batch of rows may run copied into out chunk by chunk, FFTW in place there
