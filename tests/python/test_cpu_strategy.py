@@ -30,3 +30,19 @@ def test_unknown_strategy_is_refused(rng, bad):
     b = make(rng, (3, 5), np.float32)
     with pytest.raises(ValueError, match="cpu_strategy"):
         fusemath.matmul(a, b, options={"cpu_strategy": bad})
+
+
+@pytest.mark.parametrize("m,rows", [(10000, 125), (8192, 128)])
+def test_panels_shared_evenly_over_the_threads(rng, m, rows):
+    """Memory-bound products are cut into row panels shared out statically over the threads:
+    a panel count that is not a multiple of the threads is spread over the next one (10000 rows
+    on 16 threads: 80 panels of 125, not 65 of 156 with one thread doing a fifth); the result
+    against the float64 reference."""
+    a = make(rng, (m, 64), np.float32)
+    b = make(rng, (64, 256), np.float32)
+    bias = make(rng, (256,), np.float32)
+    with fusemath.Matmul(a, b, options=fusemath.MatmulOptions(num_threads=16)) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        assert f"panel={rows}x256 threads=16" in mm.describe(), mm.describe()
+        _, ref, scale = reference(a, b, bias=bias, act="relu")
+        assert_close(mm.execute(), ref, scale, np.float32, 64)
