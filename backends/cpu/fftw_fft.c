@@ -328,7 +328,13 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     const int split_candidate = fm_fft_should_split_axes(p);
     if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
         return fm_fft_plan_axis_split(ctx, p, out);
-    if (split_candidate && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE && fm_fftw_split_remembered(p)) {
+    pthread_once(&threads_once, init_threads);
+    int path;
+    fm_status ps = fm_fftw_forced_path(&path);
+    if (ps != FM_OK)
+        return ps;
+    if (split_candidate && path == PATH_TIMED && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE &&
+        fm_fftw_split_remembered(p)) {
         /* timed before (or wisdom): the split, without measuring FFTW's N-D plan first */
         fm_status s = fm_fft_plan_axis_split(ctx, p, out);
         if (s == FM_OK) {
@@ -338,11 +344,6 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         }
         return s;
     }
-    pthread_once(&threads_once, init_threads);
-    int path;
-    fm_status ps = fm_fftw_forced_path(&path);
-    if (ps != FM_OK)
-        return ps;
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int has_pa = (p->present >> FM_FFT_PROLOG) & 1, has_ea = (p->present >> FM_FFT_EPILOG) & 1;
