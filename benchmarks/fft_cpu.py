@@ -7,7 +7,9 @@ FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
   4096 points (axis 0 of a C-ordered 4096 x 1024 array), 2-D 1024^2 and 2048^2, 3-D 128^3
   and 256^3; real transforms (the spectral-solver pattern): r2c 2-D 1024^2 / 2048^2 and 3-D
   128^3 with the fused chain rfftn(x) * f (epilog: a real filter over the half spectrum), and
-  c2r of the same shapes with irfftn(X * f) (prolog), norm "backward" in both; per case:
+  c2r of the same shapes with irfftn(X * f) (prolog), norm "backward" in both; inverse c2c
+  (ifft over 4096 x 1024 rows, ifftn over 1024^2: the norm is a chain of its own) with
+  ifft(x*w)*0.5 fused; per case:
     fm_plain     planned fusemath.fft.FFT(x).execute()
     fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
     fm_plain_out / fm_fused_out  the same into reused outputs (execute(out=)): no page faults of a
@@ -43,7 +45,7 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=0.1)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="a few cases only")
-    p.add_argument("--kinds", default=None, help="comma-separated case kinds to run: 1d,cols,2d,3d,r2c,c2r")
+    p.add_argument("--kinds", default=None, help="comma-separated case kinds to run: 1d,cols,2d,3d,r2c,c2r,inv")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -67,6 +69,8 @@ def main() -> int:
     for real in ("r2c", "c2r"):
         cases += [(real, (1024, 1024), (0, 1))] + ([] if args.quick else [(real, (2048, 2048), (0, 1)),
                                                                            (real, (128, 128, 128), (0, 1, 2))])
+    # inverse c2c (ifft / ifftn: the norm is a chain of its own): rows and 2-D
+    cases += [("inv", (4096, 1024), (-1,))] + ([] if args.quick else [("inv", (1024, 1024), (0, 1))])
     if args.kinds:
         want = set(args.kinds.split(","))
         bad = want - {c[0] for c in cases}
@@ -138,17 +142,20 @@ def main() -> int:
                 w = rng.random(wshape).astype(rdt)
                 own = [a % len(shape) for a in axes]
                 wb = w.reshape(tuple(shape[d] if d in own else 1 for d in range(len(shape))))
-                ref = np.fft.fftn(x, axes=axes)
+                inv = kind == "inv"
+                npf, spf, fmf = ((np.fft.ifftn, scipy.fft.ifftn, ffm.ifftn) if inv else
+                                 (np.fft.fftn, scipy.fft.fftn, ffm.fftn))
+                ref = npf(x, axes=axes)
                 plan = ffm.FFT(x, axes=axes)
                 plan.plan()
                 fused = ffm.FFT(x, axes=axes)
                 fused.plan(prolog={"multiply": wb}, epilog={"scale": 0.5})
-                ref_f = np.fft.fftn(x * wb, axes=axes) * 0.5
-                direction = "forward"
-                peers = {"scipy": lambda: scipy.fft.fftn(x, axes=axes, workers=args.threads),
-                         "fm_stateless": lambda: ffm.fftn(x, axes=axes),
-                         "scipy_unf": lambda: scipy.fft.fftn(x * wb, axes=axes, workers=args.threads) * 0.5,
-                         "numpy": lambda: np.fft.fftn(x, axes=axes)}
+                ref_f = npf(x * wb, axes=axes) * 0.5
+                direction = "inverse" if inv else "forward"
+                peers = {"scipy": lambda: spf(x, axes=axes, workers=args.threads),
+                         "fm_stateless": lambda: fmf(x, axes=axes),
+                         "scipy_unf": lambda: spf(x * wb, axes=axes, workers=args.threads) * 0.5,
+                         "numpy": lambda: npf(x, axes=axes)}
             got = plan.execute(direction=direction)
             err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
             err_f = np.linalg.norm(fused.execute(direction=direction) - ref_f) / np.linalg.norm(ref_f)
