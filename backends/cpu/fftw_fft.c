@@ -333,17 +333,6 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     fm_status ps = fm_fftw_forced_path(&path);
     if (ps != FM_OK)
         return ps;
-    if (split_candidate && path == PATH_TIMED && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE &&
-        fm_fftw_split_remembered(p)) {
-        /* timed before (or wisdom): the split, without measuring FFTW's N-D plan first */
-        fm_status s = fm_fft_plan_axis_split(ctx, p, out);
-        if (s == FM_OK) {
-            char d[sizeof out->describe];
-            memcpy(d, out->describe, sizeof d);
-            fm_plan_set_describe(out, "%s (wisdom)", d);
-        }
-        return s;
-    }
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int has_pa = (p->present >> FM_FFT_PROLOG) & 1, has_ea = (p->present >> FM_FFT_EPILOG) & 1;
@@ -373,8 +362,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
      * threads, paired in one process, fused / plain): ifft-like scale-only chains on c2c rows
      * 1.06 -> 0.73 (the prolog path timed faster than plain's), 3-D 96^3 1.15 -> 1.06, batched
      * 2-D 1.20 -> 1.07, r2c batched 2-D 1.13 -> 1.07; columns 1.10 -> 1.13 (noise level). */
-    if (x->c.epi_ops == FM_FFT_OP_SCALE && !(x->c.pro_ops & FM_FFT_OP_CALLBACK) &&
-        (x->kind == FM_FFT_C2C || x->c.epi_scale[1] == 0)) {
+    if (x->c.epi_ops == FM_FFT_OP_SCALE && (x->kind == FM_FFT_C2C || x->c.epi_scale[1] == 0)) {
         const double a = x->c.pro_scale[0], b = x->c.pro_scale[1], c = x->c.epi_scale[0];
         const double d = (x->c.pro_ops & FM_FFT_OP_CONJ) ? -x->c.epi_scale[1] : x->c.epi_scale[1];
         x->c.pro_scale[0] = a * c - b * d, x->c.pro_scale[1] = a * d + b * c;
@@ -540,6 +528,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         fm_tensor_byte_span(ti, &lo, &hi_in);
         fm_tensor_byte_span(to, &lo, &hi_out);
         double numel_bytes = total * (double)x->rs * 2;
+        /* dense c2c transforms may also run gathered (or, plain, copied) into out, in place there */
+        const int into_out = x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c);
         if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
             nonneg_strides(to) &&
             (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
@@ -551,14 +541,13 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
             const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                              entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
             if (x->direct && rows)
-                fm_fftw_choose_direct_or_chunks(x, p, flags, path,
-                                                x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c));
+                fm_fftw_choose_direct_or_chunks(x, p, flags, path, into_out);
             if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, out)) {
                 destroy_impl(x);
                 return FM_OK;
             }
         }
-        if (x->od_plan && x->c.pro_ops && x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c))
+        if (x->od_plan && x->c.pro_ops && into_out)
             fm_fftw_choose_prolog_into_out(x, p, flags, path);
     }
 

@@ -109,8 +109,6 @@ fm_status fm_fftw_forced_path(int *path);
  * host's 16 cores prolog>out won the timing for 64 x 65536 c64 in some processes and then ran
  * 1.42-1.52x the plain transform, where scratch>out ran 1.11-1.19x. */
 double fm_fftw_timed_ratio(const double *a, const double *b, int n);
-/* Whether a timed choice (this process, or wisdom) took the split for problem p. */
-int fm_fftw_split_remembered(const fm_problem *p);
 void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
 /* into_out: the chunks may also run copied into out, FFTW in place there (dense c2c rows) */
 void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int into_out);

@@ -65,12 +65,6 @@ static int recall(const fm_problem *p, int kind, int *taken)
     return found;
 }
 
-int fm_fftw_split_remembered(const fm_problem *p)
-{
-    int take = 0;
-    return recall(p, CHOICE_SPLIT, &take) && take;
-}
-
 void fm_fftw_forget_choices(void)
 {
     pthread_mutex_lock(&choices_lock);
@@ -396,8 +390,8 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
 }
 
 /* A single transform over 2-3 axes, plain or (r2c / c2r) with a chain: FFTW's own N-D plan (the
- * chain as passes), or the split (rows or slabs, then the columns in tiles through the scratch). One dev thread ran 4096 x
- * 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
+ * chain as passes), or the split (rows or slabs, then the columns in tiles through the scratch).
+ * One dev thread ran 4096 x 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
  * FFTW's plan ~5% ahead (run 10). With effort measure or patient both are timed here and the
  * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
  * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */

@@ -599,10 +599,9 @@ static void choose_panels(openblas_plan *pl)
          * thread doing 5 where the average is 4.06); spread m over the next multiple instead */
         const int64_t panels = (m + rows - 1) / rows;
         if (threads > 1 && batch == 1 && panels > threads && panels % threads) {
-            const int64_t even = (m + (panels + threads - 1) / threads * threads - 1) /
-                                 ((panels + threads - 1) / threads * threads);
-            if (even >= 64)
-                rows = even;
+            const int64_t want = (panels + threads - 1) / threads * threads;
+            if ((m + want - 1) / want >= 64)
+                rows = (m + want - 1) / want;
         }
     }
     pl->panel_rows = rows;
