@@ -106,7 +106,8 @@ def parse_args(argv):
     p.add_argument("--autotune", action="store_true",
                    help="also time a fused Matmul after autotune() (adds minutes at large sizes)")
     p.add_argument("--blas-threads", action="store_true",
-                   help="also time a fused Matmul with options cpu_strategy='blas_threads' (fm_fused_blas)")
+                   help="also time the fused Matmul with each strategy forced: cpu_strategy='blas_threads' "
+                        "(fm_fused_blas) and 'tiles' (fm_fused_tiles)")
     p.add_argument("--host-overhead-bin", default=None,
                    help="path of the host_overhead C benchmark (default: build/benchmarks/host_overhead "
                         "under the repository root)")
@@ -402,6 +403,7 @@ RATIO_PAIRS = (
     ("autotuned_over_fm_plain", "fm_fused_autotuned", "fm_plain"),
     ("blas_threads_over_np_plain", "fm_fused_blas", "np_plain"),
     ("blas_threads_over_fused", "fm_fused_blas", "fm_fused"),
+    ("tiles_over_np_plain", "fm_fused_tiles", "np_plain"),
 )
 
 
@@ -508,6 +510,12 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
         checks["fm_fused_blas"] = check_close("fm_fused_blas", mm_blas.execute(), np.maximum(a @ b + bias, 0),
                                               dtype, k)
         methods["fm_fused_blas"] = mm_blas.execute
+        mm_tiles = fusemath.Matmul(a, b, options={"cpu_strategy": "tiles"})
+        mm_tiles.plan(epilogue="relu", bias=bias)
+        describe["fm_fused_tiles"] = mm_tiles.describe()
+        checks["fm_fused_tiles"] = check_close("fm_fused_tiles", mm_tiles.execute(), np.maximum(a @ b + bias, 0),
+                                               dtype, k)
+        methods["fm_fused_tiles"] = mm_tiles.execute
 
     gc.collect()
     gc.disable()
@@ -690,7 +698,8 @@ def print_table(cases):
                 q = c["ratios"]
                 print(f"  {c['dtype']:5} {c['label']:>16}: {c['methods']['fm_fused_blas']['median_s'] * 1e3:9.3f} ms"
                       f"  blas/np paired {q['blas_threads_over_np_plain_paired']:.3f}"
-                      f"  blas/fused(auto) paired {q['blas_threads_over_fused_paired']:.3f}")
+                      f"  blas/fused(auto) paired {q['blas_threads_over_fused_paired']:.3f}"
+                      f"  tiles/np paired {q['tiles_over_np_plain_paired']:.3f}")
 
 
 def print_host(h):

@@ -56,6 +56,36 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
     return 1;
 }
 
+/* ---- add bias: D += bias (after a beta = 0 GEMM) ---- */
+#define FM_DEFINE_ADD_BIAS(fname, T)                                                              \
+    FM_SIMD_CLONES static void fname(const fm_cpu_panel *p)                                       \
+    {                                                                                             \
+        const T *bias = p->bias;                                                                  \
+        const int64_t bcs = p->bias_cs;                                                           \
+        for (int64_t i = 0; i < p->rows; i++) {                                                   \
+            T *d = (T *)p->d + i * p->ldd;                                                        \
+            _Pragma("omp simd") for (int64_t j = 0; j < p->cols; j++) d[j] += bias[j * bcs];      \
+        }                                                                                         \
+    }
+
+FM_DEFINE_ADD_BIAS(add_bias_f32, float)
+FM_DEFINE_ADD_BIAS(add_bias_f64, double)
+FM_DEFINE_ADD_BIAS(add_bias_c64, float complex)
+FM_DEFINE_ADD_BIAS(add_bias_c128, double complex)
+
+void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p)
+{
+    if (!p->bias)
+        return;
+    switch (t) {
+    case FM_F32: add_bias_f32(p); break;
+    case FM_F64: add_bias_f64(p); break;
+    case FM_C64: add_bias_c64(p); break;
+    case FM_C128: add_bias_c128(p); break;
+    default: break;
+    }
+}
+
 /* ---- scale: D = scale[j] * src + beta*C + bias ---- */
 #define FM_DEFINE_SCALE_COMBINE(fname, T)                                                          \
     FM_SIMD_CLONES static void fname(const fm_cpu_panel *p, const T *src, int64_t lds, const double beta[2])    \

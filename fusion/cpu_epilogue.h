@@ -30,6 +30,9 @@ typedef struct fm_cpu_panel {
  * beta is {re, im}. Returns 1 when it wrote the panel, 0 when nothing was to add. */
 int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2]);
 
+/* D += bias on the panel (the GEMM ran with beta = 0); nothing without a bias. */
+void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p);
+
 /* The scale chain: src holds alpha * A@B of the panel (row stride lds; src may be
  * p->d itself): D = scale[j] * src + beta * C + bias. Real dtypes. */
 void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, int64_t lds, const double beta[2]);

@@ -11,7 +11,7 @@
 #include "cpu_epilogue.h"
 #include "epilogue.h"
 
-#include <cblas.h>
+#include "blas_api.h"
 #include <limits.h>
 #include <omp.h>
 #include <pthread.h>
@@ -26,6 +26,9 @@
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
 #define LARGE_K 256                     /* from here on the GEMM, not the epilogue, dominates */
+#define FOLD_BLOCK_BYTES (64 * 1024)   /* rows of D per bias+activation block (blas-threads pass) */
+#define BLAS_THREADS_MIN_SIDE 256       /* blas_threads_pay(): m and n at least this */
+#define BLAS_THREADS_MIN_MNK (512.0 * 512.0 * 512.0)
 
 typedef struct mm_layout {
     int trans; /* operand stored transposed (column-major) */
@@ -284,6 +287,7 @@ typedef struct pass_job {
     const exec_args *x;
     int64_t b, rows; /* one contiguous block of rows per thread (see execute) */
     int activate;
+    int fold_bias; /* the post pass adds the bias too (the GEMM ran with beta = 0) */
     const char *src; /* scale: alpha*A@B of batch b (row 0), row stride lds */
     int64_t lds;
 } pass_job;
@@ -302,6 +306,16 @@ static void pass_chunk(void *arg, int64_t ci)
     if (r0 >= g->m)
         return;
     const int64_t rows = fm_min_i64(j->rows, g->m - r0);
+    if (j->fold_bias) {
+        /* bias and activation in one sweep over D, block by block while a block is in L1/L2 */
+        const int64_t step = fm_max_i64(1, FOLD_BLOCK_BYTES / (g->n * (int64_t)pl->es));
+        for (int64_t s = r0; s < r0 + rows; s += step) {
+            fm_cpu_panel p = make_panel(pl, j->x, j->b, s, fm_min_i64(step, r0 + rows - s), 0, g->n);
+            fm_cpu_add_bias(g->dtype, &p);
+            fm_cpu_activate(g->dtype, pl->mp.epilogue, &p);
+        }
+        return;
+    }
     fm_cpu_panel p = make_panel(pl, j->x, j->b, r0, rows, 0, g->n);
     if (!j->activate) {
         fm_cpu_preload(g->dtype, &p, pl->mp.beta);
@@ -327,16 +341,29 @@ static void bgradb_chunk(void *arg, int64_t ci)
 }
 
 /* Which passes around the GEMM a plan needs (also what describe() counts). */
-static int needs_pre_pass(const openblas_plan *pl, int has_c)
-{
-    return !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
-           ((pl->mp.epilogue & FM_EPILOGUE_BIAS) || (has_c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0)));
-}
-
 static int needs_post_pass(const openblas_plan *pl)
 {
     return (pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ |
                                FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA)) != 0;
+}
+
+static int has_c_term(const openblas_plan *pl, int has_c)
+{
+    return has_c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0);
+}
+
+/* bias + a forward activation, no C term: one pass after a beta = 0 GEMM adds the
+ * bias and activates, where a preload before the GEMM would be a second pass */
+static int folds_bias(const openblas_plan *pl, int has_c)
+{
+    return needs_post_pass(pl) && (pl->mp.epilogue & FM_EPILOGUE_BIAS) && !has_c_term(pl, has_c) &&
+           !(pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_ANY_BGRAD_));
+}
+
+static int needs_pre_pass(const openblas_plan *pl, int has_c)
+{
+    return !(pl->mp.epilogue & FM_EPILOGUE_SCALE) && !folds_bias(pl, has_c) &&
+           ((pl->mp.epilogue & FM_EPILOGUE_BIAS) || has_c_term(pl, has_c));
 }
 
 static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
@@ -344,11 +371,11 @@ static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
     const fm_matmul_geom *g = &pl->g;
     const int64_t rows = blas_chunk_rows(pl), chunks = (g->m + rows - 1) / rows;
     const int scaled = x->scale != NULL;
+    const int has_post = needs_post_pass(pl), fold_bias = x->bias && folds_bias(pl, x->c != NULL);
     /* the condition under which fm_cpu_preload writes: then the GEMM accumulates */
-    const int has_pre = !scaled && (x->bias || (x->c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0)));
-    const int has_post = needs_post_pass(pl);
+    const int has_pre = !scaled && !fold_bias && (x->bias || has_c_term(pl, x->c != NULL));
     for (int64_t b = 0; b < g->batch_count; b++) {
-        pass_job j = {pl, x, b, rows, 0, NULL, 0};
+        pass_job j = {pl, x, b, rows, 0, 0, NULL, 0};
         if (has_pre)
             fm_pool_run(pl->threads, chunks, pass_chunk, &j);
         fm_cpu_panel whole = make_panel(pl, x, b, 0, g->m, 0, g->n);
@@ -367,6 +394,7 @@ static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
         }
         if (has_post) {
             j.activate = 1;
+            j.fold_bias = fold_bias;
             j.src = dst;
             j.lds = ldd;
             fm_pool_run(pl->threads, chunks, pass_chunk, &j);
@@ -552,6 +580,21 @@ static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out
     *pn_out = best_pn;
 }
 
+/* The heuristic's blas-threads choice: only when OpenBLAS threads on fusemath's pool
+ * (no spinning workers to slow the passes down), for big compute-bound products
+ * where one threaded GEMM packs A and B once and every tile GEMM would pack its own
+ * share again (f64 1024^3 on 16 cores: tiles 1.06-1.12x NumPy's a @ b, the pool's
+ * threaded GEMM + pass 1.02-1.05x: benchmarks/openblas_callback_probe.c). Skinny
+ * products (small k, or a small side) stay on tiles, whose epilogue runs while each
+ * panel is in cache. */
+static int blas_threads_pay(const openblas_plan *pl)
+{
+    const fm_matmul_geom *g = &pl->g;
+    return fm_blas_threads_on_pool() && pl->mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && pl->mp.panel_rows <= 0 &&
+           g->k >= LARGE_K && g->m >= BLAS_THREADS_MIN_SIDE && g->n >= BLAS_THREADS_MIN_SIDE &&
+           (double)g->m * (double)g->n * (double)g->k >= BLAS_THREADS_MIN_MNK;
+}
+
 static void choose_panels(openblas_plan *pl)
 {
     const fm_matmul_geom *g = &pl->g;
@@ -562,7 +605,10 @@ static void choose_panels(openblas_plan *pl)
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
     int64_t rows, cols = n;
-    if (pl->mp.cpu_strategy == FM_CPU_STRATEGY_BLAS_THREADS && threads > 1) {
+    if (threads > 1 && (pl->mp.cpu_strategy == FM_CPU_STRATEGY_BLAS_THREADS || blas_threads_pay(pl)) &&
+        (!fm_blas_threads_on_pool() || fm_pool_reserve(threads) == 0)) {
+        /* on the pool, OpenBLAS's jobs each need a thread of their own (openblas_threads.c):
+         * without them (the system refused a thread) the tiles serve */
         pl->blas_threaded = 1;
         rows = m;
     } else if (pl->mp.panel_rows > 0) {
@@ -675,11 +721,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s",
-             fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi,
-             passes,
-             pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads, pl.la.trans ? " trans_a" : "",
-             pl.lb.trans ? " trans_b" : "", copies);
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld%s threads=%d%s%s%s",
+             fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
+             pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block,
+             pl.blas_threaded && fm_blas_threads_on_pool() ? " on_pool" : "", pl.threads,
+             pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }
 

@@ -46,3 +46,28 @@ def test_panels_shared_evenly_over_the_threads(rng, m, rows):
         assert f"panel={rows}x256 threads=16" in mm.describe(), mm.describe()
         _, ref, scale = reference(a, b, bias=bias, act="relu")
         assert_close(mm.execute(), ref, scale, np.float32, 64)
+
+
+def test_auto_threads_big_products_through_blas_only_on_the_pool(rng):
+    """With an OpenBLAS that hands its threads to fusemath's pool (scipy-openblas's threads
+    callback: describe() says on_pool), the heuristic lets OpenBLAS thread big compute-bound
+    products and folds bias + activation into one pass after it; with the system OpenBLAS it
+    keeps the tiles. Skinny products stay on tiles either way. Results against float64."""
+    a = make(rng, (600, 520), np.float64)
+    b = make(rng, (520, 610), np.float64)
+    bias = make(rng, (610,), np.float64)
+    with fusemath.Matmul(a, b, options=fusemath.MatmulOptions(cpu_strategy="blas_threads", num_threads=2)) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        on_pool = " on_pool " in mm.describe()
+    _, ref, scale = reference(a, b, bias=bias, act="relu")
+    with fusemath.Matmul(a, b, options=fusemath.MatmulOptions(num_threads=2)) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        desc = mm.describe()
+        assert ("blas_threads=600x610 on_pool" in desc) == on_pool, desc
+        assert ("passes=2 " if on_pool else "passes=1 ") in desc, desc
+        assert_close(mm.execute(), ref, scale, np.float64, 520)
+    s = make(rng, (4096, 64), np.float64)
+    t = make(rng, (64, 512), np.float64)
+    with fusemath.Matmul(s, t, options=fusemath.MatmulOptions(num_threads=2)) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias[:512])
+        assert "panel=" in mm.describe(), mm.describe()
