@@ -39,7 +39,7 @@ build: setup
 	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DFUSEMATH_WERROR=$(FUSEMATH_WERROR) \
 	  -DFUSEMATH_WITH_CUDA=$(FUSEMATH_WITH_CUDA) \
-	  -DFUSEMATH_SANITIZE=OFF -DBUILD_TESTING=ON -DPython3_EXECUTABLE=$(CURDIR)/$(PY)
+	  -DFUSEMATH_SANITIZE=OFF -DBUILD_TESTING=ON
 	cmake --build $(BUILD_DIR) --parallel $(JOBS)
 
 # Both suites always run; the target fails if either failed.
@@ -68,7 +68,7 @@ asan:
 	cmake -S . -B $(ASAN_DIR) $(call GENERATOR,$(ASAN_DIR)) \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
 	  -DFUSEMATH_SANITIZE=ON -DFUSEMATH_WERROR=ON \
-	  -DFUSEMATH_WITH_CUDA=$(FUSEMATH_WITH_CUDA) -DBUILD_TESTING=ON -DPython3_EXECUTABLE=$(CURDIR)/$(PY)
+	  -DFUSEMATH_WITH_CUDA=$(FUSEMATH_WITH_CUDA) -DBUILD_TESTING=ON
 	cmake --build $(ASAN_DIR) --parallel $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/cmake/lsan.supp:print_suppressions=0 \

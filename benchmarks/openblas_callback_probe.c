@@ -11,8 +11,7 @@
  *   cb_plain       the GEMM's jobs run on fusemath's pool (cpu_pool.c) through the callback
  *   cb_fused       the same, then the pass on the same pool
  *   spin_plain/_fused  as cb_*, on a gang in this file whose workers spin 200 us before
- *                  sleeping (the first host run had cpu_pool.c's workers sleep at once:
- *                  cb_* 1.035-1.077 at 1024^3, spin_* 0.987-1.054; cpu_pool.c now spins too)
+ *                  sleeping (cpu_pool.c's workers sleep at once)
  * 7 rounds; in each, every method after a 0.2 s pause: 2 warm-up calls, then the median of
  * `reps` calls. Ratios to native_plain are per round, then the median over rounds. JSON
  * lines on stdout. */

@@ -20,7 +20,6 @@ macro(fusemath_require_pc prefix module debpkg)
 endmacro()
 
 fusemath_require_pc(FM_OPENBLAS openblas libopenblas-dev) # CBLAS, cblas.h
-include(FusemathBlas) # which OpenBLAS the CPU matmul calls: target fusemath_blas
 fusemath_require_pc(FM_LAPACKE lapacke liblapacke-dev)
 fusemath_require_pc(FM_FFTW3 fftw3 libfftw3-dev)
 fusemath_require_pc(FM_FFTW3F fftw3f libfftw3-dev)
@@ -52,7 +51,7 @@ target_include_directories(fusemath_deps INTERFACE
   "${PROJECT_SOURCE_DIR}/fusion"
   "${PROJECT_SOURCE_DIR}/backends")
 target_link_libraries(fusemath_deps INTERFACE
-  fusemath_blas
+  PkgConfig::FM_OPENBLAS
   PkgConfig::FM_LAPACKE
   ${FUSEMATH_FFTW3_OMP_LIBRARY} ${FUSEMATH_FFTW3F_OMP_LIBRARY}
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F

@@ -23,11 +23,7 @@ set(_fm_ext_sources
     "${_fm_ext_dir}/fmpy_xapi.c")
 set(_fm_pkg_dir fusemath) # relative to the wheel's platlib (CMAKE_INSTALL_PREFIX)
 
-set(_fm_lib_rpath "$ORIGIN")
-if(FUSEMATH_BLAS_RPATH) # scipy-openblas: cmake/FusemathBlas.cmake
-  list(APPEND _fm_lib_rpath "${FUSEMATH_BLAS_RPATH}")
-endif()
-set_target_properties(fusemath PROPERTIES INSTALL_RPATH "${_fm_lib_rpath}")
+set_target_properties(fusemath PROPERTIES INSTALL_RPATH "$ORIGIN")
 install(TARGETS fusemath LIBRARY DESTINATION ${_fm_pkg_dir})
 
 if(NOT EXISTS "${_fm_ext_dir}/fmpy_module.c")

@@ -117,24 +117,6 @@ if ((${#missing_py[@]})); then
   log "pip installing into $VENV: ${missing_py[*]}"
   "$VPY" -m pip install --disable-pip-version-check "${missing_py[@]}"
 fi
-# scipy-openblas32 (optional): the OpenBLAS build NumPy and SciPy ship, newer than the
-# distribution's, with the threads callback through which the CPU matmul runs OpenBLAS's
-# threaded GEMM on fusemath's own pool (cmake/FusemathBlas.cmake). A wheel in .whl/ is
-# installed offline (the GPU machine); without either, the build uses the system OpenBLAS.
-if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
-  sob_whl=$(compgen -G '.whl/scipy_openblas32-*.whl' | head -n1 || true)
-  if [[ -n $sob_whl ]]; then
-    log "pip installing $sob_whl"
-    "$VPY" -m pip install --disable-pip-version-check -q --no-index --no-deps "$sob_whl" ||
-      log "could not install $sob_whl: the CPU matmul uses the system OpenBLAS"
-  else
-    log "pip installing scipy-openblas32 (optional)"
-    "$VPY" -m pip install --disable-pip-version-check -q --retries 1 --timeout 15 scipy-openblas32 ||
-      log "no scipy-openblas32 (offline?): the CPU matmul uses the system OpenBLAS"
-  fi
-fi
-BLAS_USED=$("$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1 && echo scipy-openblas || echo system)
-
 # ninja is optional (make is the fallback generator): try, never fail on it.
 if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
   log "pip installing ninja (optional)"
@@ -149,7 +131,7 @@ fi
 # build trigger the next one. FUSEMATH_WERROR (CI: ON) applies to the wheel build
 # too: that is where python/src/fmpy_*.c (the _fusemath extension) is compiled.
 stamp=$VENV/.fusemath-installed
-settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF} BLAS=$BLAS_USED"
+settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF}"
 inputs=()
 for p in core fusion backends python CMakeLists.txt cmake pyproject.toml; do
   [[ -e $p ]] && inputs+=("$p")

@@ -11,7 +11,7 @@
 #include "cpu_epilogue.h"
 #include "epilogue.h"
 
-#include "blas_api.h"
+#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <pthread.h>
@@ -27,8 +27,6 @@
 #define SMALL_FLOPS 4.0e6               /* below this, one thread beats a team */
 #define LARGE_K 256                     /* from here on the GEMM, not the epilogue, dominates */
 #define FOLD_BLOCK_BYTES (64 * 1024)   /* rows of D per bias+activation block (blas-threads pass) */
-#define BLAS_THREADS_MIN_SIDE 256       /* blas_threads_pay(): m and n at least this */
-#define BLAS_THREADS_MIN_MNK (512.0 * 512.0 * 512.0)
 
 typedef struct mm_layout {
     int trans; /* operand stored transposed (column-major) */
@@ -580,21 +578,6 @@ static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out
     *pn_out = best_pn;
 }
 
-/* The heuristic's blas-threads choice: only when OpenBLAS threads on fusemath's pool
- * (no spinning workers to slow the passes down), for big compute-bound products
- * where one threaded GEMM packs A and B once and every tile GEMM would pack its own
- * share again (f64 1024^3 on 16 cores: tiles 1.06-1.12x NumPy's a @ b, the pool's
- * threaded GEMM + pass 1.02-1.05x: benchmarks/openblas_callback_probe.c). Skinny
- * products (small k, or a small side) stay on tiles, whose epilogue runs while each
- * panel is in cache. */
-static int blas_threads_pay(const openblas_plan *pl)
-{
-    const fm_matmul_geom *g = &pl->g;
-    return fm_blas_threads_on_pool() && pl->mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && pl->mp.panel_rows <= 0 &&
-           g->k >= LARGE_K && g->m >= BLAS_THREADS_MIN_SIDE && g->n >= BLAS_THREADS_MIN_SIDE &&
-           (double)g->m * (double)g->n * (double)g->k >= BLAS_THREADS_MIN_MNK;
-}
-
 static void choose_panels(openblas_plan *pl)
 {
     const fm_matmul_geom *g = &pl->g;
@@ -605,10 +588,7 @@ static void choose_panels(openblas_plan *pl)
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
     int64_t rows, cols = n;
-    if (threads > 1 && (pl->mp.cpu_strategy == FM_CPU_STRATEGY_BLAS_THREADS || blas_threads_pay(pl)) &&
-        (!fm_blas_threads_on_pool() || fm_pool_reserve(threads) == 0)) {
-        /* on the pool, OpenBLAS's jobs each need a thread of their own (openblas_threads.c):
-         * without them (the system refused a thread) the tiles serve */
+    if (pl->mp.cpu_strategy == FM_CPU_STRATEGY_BLAS_THREADS && threads > 1) {
         pl->blas_threaded = 1;
         rows = m;
     } else if (pl->mp.panel_rows > 0) {
@@ -721,10 +701,9 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld%s threads=%d%s%s%s",
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
-             pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block,
-             pl.blas_threaded && fm_blas_threads_on_pool() ? " on_pool" : "", pl.threads,
+             pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads,
              pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }
