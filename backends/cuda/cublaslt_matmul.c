@@ -43,6 +43,8 @@ typedef struct lt_plan {
     lt_operand la, lb; /* cuBLASLt's A (from our B) and B (from our A) */
     int c_in_gemm;     /* beta*C is added by cuBLASLt (else by the kernel, or there is no C) */
     int fused;         /* the whole chain runs inside cuBLASLt */
+    int no_product;    /* alpha = 0 or k = 0: no GEMM; the kernel writes act(beta*C + bias) (BLAS reads
+                          neither A nor B for alpha = 0: an inf there must not become NaN = inf * 0) */
     cublasLtEpilogue_t lt_epi;
     int lt_bias_slot;  /* slot whose pointer goes to BIAS_POINTER, or -1 */
     int alpha_vector;  /* scale as cuBLASLt's alpha vector */
@@ -411,8 +413,8 @@ static fm_status plan_second_pass(lt_plan *pl)
                             FM_EPILOGUE_BACKWARD_);
     int add_c = (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0) && !pl->c_in_gemm;
     fm_status s;
-    if (ew_bits || add_c) {
-        fm_cuda_ew_spec spec = {.dtype = g->dtype, .epilogue = ew_bits, .add_c = add_c};
+    if (ew_bits || add_c || pl->no_product) {
+        fm_cuda_ew_spec spec = {.dtype = g->dtype, .epilogue = ew_bits, .add_c = add_c, .zero_d = pl->no_product};
         if ((s = fm_cuda_ew_create(&spec, pl->device, &pl->ew)) != FM_OK)
             return s;
         fm_cuda_ew_args *a = &pl->ew_args;
@@ -493,7 +495,7 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
         }
     }
     const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
-    if (pl->g.m > 0 && pl->g.n > 0) {
+    if (pl->g.m > 0 && pl->g.n > 0 && !pl->no_product) {
         s = lt_status(cublasLtMatmul(fm_cuda_lt_handle(pl->st), desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
                                      ptrs[FM_MATMUL_A], pl->lay_b, beta, c, pl->lay_c, ptrs[FM_MATMUL_D], pl->lay_d,
                                      &pl->algo, ws, pl->algo_ws, stream),
@@ -652,12 +654,21 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         goto fail;
     }
     int has_c = (p->present >> FM_MATMUL_C) & 1;
+    pl->no_product = !fp8 && ((pl->mp.alpha[0] == 0.0 && pl->mp.alpha[1] == 0.0) || g->k == 0);
     /* C joins the GEMM when cuBLASLt can read it like D (a broadcast C is added by the kernel) */
     pl->c_in_gemm = has_c && row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
-                    (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0);
+                    (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0) && !pl->no_product;
 
     /* fused or split */
-    int can_fuse = lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c);
+    int can_fuse = lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
+                   !pl->no_product;
+    if (pl->no_product && (pl->mp.gpu_passes == 1 || pl->mp.gpu_algo > 0)) {
+        /* autotune's candidates: one plan serves, there is no cuBLASLt algorithm to choose */
+        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: with %s no GEMM runs (one kernel writes "
+                    "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
+                    g->k == 0 ? "k = 0" : "alpha = 0");
+        goto fail;
+    }
     if (pl->mp.gpu_passes == 1 && !can_fuse) {
         s = fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
         goto fail;
@@ -693,7 +704,7 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     } else {
         pl->lay_c = pl->lay_d;
     }
-    if (g->m > 0 && g->n > 0) {
+    if (g->m > 0 && g->n > 0 && !pl->no_product) {
         s = choose_algo(pl, p);
         if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0) {
             /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it */
@@ -724,16 +735,17 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
             out->required_align[i] = (size_t)1 << p->align_log2[i];
     char epi[160];
     fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
-    int passes = 1 + (pl->ew != NULL) + (pl->colsum != NULL);
+    int passes = !pl->no_product + (pl->ew != NULL) + (pl->colsum != NULL);
     char batch[64] = "";
     if (g->batch_count > 1)
         snprintf(batch, sizeof batch, " batch=%lld%s", (long long)g->batch_count,
                  pl->outer_ndim ? "(host-looped)" : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cuda:%d/cublaslt %s%s%s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu",
+             "matmul cuda:%d/cublaslt %s%s%s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu%s",
              pl->device, fp8 ? fm_dtype_name(in_dt) : "", fp8 ? "->" : "", fm_dtype_name(g->dtype),
              pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
-             (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, pl->algo_ws);
+             (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, pl->algo_ws,
+             pl->no_product ? " no_product" : "");
     return FM_OK;
 fail:
     destroy_plan(pl);

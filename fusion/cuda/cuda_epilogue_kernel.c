@@ -247,12 +247,23 @@ static const char src_ew[] =
     "  align |= (u64)ap;\n"
     "#endif\n"
     "  const bool vec = unit && cnt == 8 && (align & 15) == 0;\n"
-    "  st_t dv[8] = {};\n"
-    "  fm_get8<false>(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
     "  ct_t x[8];\n"
+    "  st_t dv[8] = {};\n"
+    "#if FM_ZERO_D /* no product (alpha = 0 or k = 0): D is not read */\n"
+    "#pragma unroll\n"
+    "  for (int k = 0; k < 8; k++) {\n"
+    "#if FM_COMPLEX\n"
+    "    x[k] = fm_zero();\n"
+    "#else\n"
+    "    x[k] = (ct_t)0;\n"
+    "#endif\n"
+    "  }\n"
+    "#else\n"
+    "  fm_get8<false>(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
     "#pragma unroll\n"
     "  for (int k = 0; k < 8; k++) x[k] = fm_ld(dv[k]);\n"
-    "#if FM_SCALE\n"
+    "#endif\n"
+    "#if FM_SCALE && !FM_ZERO_D\n"
     "  { sc_t sv[8] = {};\n"
     "    fm_get8<true>(sp, unit ? 1 : p.scale_cs, cnt, vec, sv);\n"
     "#pragma unroll\n"
@@ -503,7 +514,8 @@ static void ew_name(const fm_cuda_ew_spec *spec, char *buf, size_t size)
     char chain[128];
     if (fm_epilogue_format(ew_bits(spec->epilogue), chain, sizeof chain) != FM_OK)
         snprintf(chain, sizeof chain, "0x%x", ew_bits(spec->epilogue));
-    snprintf(buf, size, "fusemath_ew_%s_%s%s.cu", fm_dtype_name(spec->dtype), chain, spec->add_c ? "_addc" : "");
+    snprintf(buf, size, "fusemath_ew_%s_%s%s%s.cu", fm_dtype_name(spec->dtype), chain, spec->add_c ? "_addc" : "",
+             spec->zero_d ? "_zerod" : "");
 }
 
 fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
@@ -525,9 +537,9 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
     sb_printf(&b,
               "#define FM_SCALE %d\n#define FM_ADD_C %d\n#define FM_BIAS %d\n#define FM_ACT %d\n"
               "#define FM_MASK_OUT %d\n#define FM_XAUX_OUT %d\n#define FM_MASK_IN %d\n#define FM_XAUX_IN %d\n"
-              "#define FM_P_SIZE %zu\n",
+              "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n",
               !!(e & FM_EPILOGUE_SCALE), !!spec->add_c, !!(e & FM_EPILOGUE_BIAS), act_code(e), mask, xaux,
-              !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), sizeof(ew_params));
+              !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params));
     sb_puts(&b, src_arith);
     sb_puts(&b, src_ew);
     return sb_finish(&b, source);
@@ -658,6 +670,7 @@ fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_
     k->spec = *spec;
     k->spec.epilogue = ew_bits(spec->epilogue);
     k->spec.add_c = !!spec->add_c;
+    k->spec.zero_d = !!spec->zero_d;
     k->device = device_id;
     int arch = 0;
     size_t size = 0;

@@ -27,6 +27,7 @@ typedef struct fm_cuda_ew_spec {
                           SILU CLAMP), AUX (store aux), DRELU/DGELU (read aux). BGRAD/BGRADA/BGRADB are ignored
                           (the column-sum kernel does them). Complex dtypes: BIAS only. */
     int add_c;         /* this pass adds beta*C (the GEMM ran with beta = 0) */
+    int zero_d;        /* no GEMM ran (alpha = 0 or k = 0): x starts at 0, D is only written */
 } fm_cuda_ew_spec;
 
 typedef struct fm_cuda_ew_args {
@@ -42,7 +43,7 @@ typedef struct fm_cuda_ew fm_cuda_ew;
 fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_ew **out);
 void fm_cuda_ew_destroy(fm_cuda_ew *k); /* accepts NULL */
 
-/* In place on D, for every (b, i, j): x = D[i,j] (the GEMM's alpha*A@B [+ beta*C]);
+/* In place on D, for every (b, i, j): x = D[i,j] (the GEMM's alpha*A@B [+ beta*C]), or 0 with zero_d;
  * if SCALE x *= scale[j]; if add_c x += beta*C[i,j]; if BIAS x += bias[j];
  * if AUX store aux (relu: mask bit x > 0, rows padded to fm_relu_mask_row_bytes(n) with zero bits
  * (whole bytes are written, padding bytes too); else x in D's dtype); x = act(x);

@@ -495,6 +495,34 @@ def test_one_d_and_zero_d_results(gpu, rng):
     np.testing.assert_allclose(gpu.host(s), v.astype(np.float64) @ v, rtol=1e-4)
 
 
+@pytest.mark.parametrize("key", ["f32", "f64", "c64", "c128"])
+def test_alpha_zero_and_empty_k_on_gpu(gpu, key):
+    """alpha = 0 as BLAS defines it, as on the CPU: D = act(beta * c + bias) without reading a and
+    b (an inf there must not turn into NaN = inf * 0); and k = 0, an empty sum: the same D."""
+    dt = DTYPES[key][0]
+    a = np.ones((3, 4), dt)
+    b = np.ones((4, 5), dt)
+    b[1, 2] = np.inf
+    c = np.full((3, 5), 2.0, dt)
+    bias = np.arange(5).astype(dt) - 3.0
+    act = "relu" if key in ("f32", "f64") else None  # complex types take no activation
+    want = 0.5 * c + bias
+    if act:
+        want = np.maximum(want, 0)
+    got = fusemath.matmul(gpu.dev(a), gpu.dev(b), gpu.dev(c), alpha=0.0, beta=0.5, bias=gpu.dev(bias), epilogue=act)
+    np.testing.assert_array_equal(gpu.host(got), want)
+    np.testing.assert_array_equal(gpu.host(fusemath.matmul(gpu.dev(a), gpu.dev(b), alpha=0.0)), np.zeros((3, 5), dt))
+    empty_a, empty_b = np.ones((3, 0), dt), np.ones((0, 5), dt)
+    got = fusemath.matmul(gpu.dev(empty_a), gpu.dev(empty_b), gpu.dev(c), beta=0.5, bias=gpu.dev(bias), epilogue=act)
+    np.testing.assert_array_equal(gpu.host(got), want)
+    with fusemath.Matmul(gpu.dev(empty_a), gpu.dev(empty_b)) as mm:
+        mm.plan(epilogue="bias+relu" if act else "bias", bias=gpu.dev(bias))
+        assert "no_product" in mm.describe() and "passes=1" in mm.describe(), mm.describe()
+        mm.autotune()  # one candidate: nothing to choose, and no failure
+        want0 = np.maximum(bias, 0) if act else bias
+        np.testing.assert_array_equal(gpu.host(mm.execute()), np.broadcast_to(want0, (3, 5)))
+
+
 # ---------------------------------------------------------------------------
 # fp8 (PyTorch float8 tensors, sm_89+)
 # ---------------------------------------------------------------------------
