@@ -628,9 +628,10 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         goto fail;
     }
 
+    pl->no_product = !fp8 && ((pl->mp.alpha[0] == 0.0 && pl->mp.alpha[1] == 0.0) || g->k == 0);
     pl->la = operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
     pl->lb = operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && !pl->no_product; i++) { /* no product: a and b are never read */
         const lt_operand *o = i ? &pl->la : &pl->lb;
         if (!o->ok) {
             int slot = i ? FM_MATMUL_B : FM_MATMUL_A;
@@ -654,7 +655,6 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         goto fail;
     }
     int has_c = (p->present >> FM_MATMUL_C) & 1;
-    pl->no_product = !fp8 && ((pl->mp.alpha[0] == 0.0 && pl->mp.alpha[1] == 0.0) || g->k == 0);
     /* C joins the GEMM when cuBLASLt can read it like D (a broadcast C is added by the kernel) */
     pl->c_in_gemm = has_c && row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
                     (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0) && !pl->no_product;
@@ -683,7 +683,9 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     if (!pl->fused)
         pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
 
-    /* descriptors */
+    /* descriptors (none without a product: a, b and their layouts are never used) */
+    if (pl->no_product)
+        goto second_pass;
     if ((s = lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type), "cublasLtMatmulDescCreate")) !=
             FM_OK ||
         (s = fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
@@ -704,7 +706,7 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     } else {
         pl->lay_c = pl->lay_d;
     }
-    if (g->m > 0 && g->n > 0 && !pl->no_product) {
+    if (g->m > 0 && g->n > 0) {
         s = choose_algo(pl, p);
         if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0) {
             /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it */
@@ -721,6 +723,7 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         if (s != FM_OK)
             goto fail;
     }
+second_pass:
     if (!pl->fused && (s = plan_second_pass(pl)) != FM_OK)
         goto fail;
     pl->needs_call_desc = needs_call_desc(pl);
