@@ -383,8 +383,9 @@ static void run_blas_threaded(const openblas_plan *pl, const exec_args *x)
             dst = x->scratch;
             ldd = g->n;
         }
-        if (scaled && g->k == 0) {
-            zero_rows(dst, g->m, g->n, ldd, pl->es);
+        if (g->k == 0) { /* an empty sum: no BLAS call with k = 0 (as the tiles, run_item) */
+            if (!has_pre)
+                zero_rows(dst, g->m, g->n, ldd, pl->es);
         } else {
             fm_blas_threads_begin(pl->threads);
             gemm(pl, g->m, g->n, batch_a(pl, x, b), pl->la.ld, batch_b(pl, x, b), pl->lb.ld, dst, ldd, has_pre);

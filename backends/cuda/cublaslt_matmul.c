@@ -628,7 +628,11 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
         goto fail;
     }
 
-    pl->no_product = !fp8 && ((pl->mp.alpha[0] == 0.0 && pl->mp.alpha[1] == 0.0) || g->k == 0);
+    /* alpha as cuBLASLt would see it: a double that rounds to 0 in a float scale type is 0 */
+    const int wide_scale = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F;
+    const int alpha_zero = wide_scale ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
+                                      : (pl->alpha_f[0] == 0.0f && pl->alpha_f[1] == 0.0f);
+    pl->no_product = !fp8 && (alpha_zero || g->k == 0);
     pl->la = operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
     pl->lb = operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
     for (int i = 0; i < 2 && !pl->no_product; i++) { /* no product: a and b are never read */

@@ -263,7 +263,7 @@ static const char src_ew[] =
     "#pragma unroll\n"
     "  for (int k = 0; k < 8; k++) x[k] = fm_ld(dv[k]);\n"
     "#endif\n"
-    "#if FM_SCALE && !FM_ZERO_D\n"
+    "#if FM_SCALE /* with FM_ZERO_D too: 0 * scale[j], as the CPU computes it (inf there gives NaN) */\n"
     "  { sc_t sv[8] = {};\n"
     "    fm_get8<true>(sp, unit ? 1 : p.scale_cs, cnt, vec, sv);\n"
     "#pragma unroll\n"

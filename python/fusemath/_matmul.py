@@ -166,9 +166,9 @@ def matmul(
         c: optional addend, broadcastable to the result; ``beta`` defaults to 1 with ``c``.
         alpha, beta: scalars (complex allowed for complex dtypes). As in BLAS, ``beta = 0``
             ignores ``c`` (NaN or inf there does not propagate), ``k = 0`` gives
-            ``beta * c`` (plus the epilogue) whatever ``alpha`` is, and on the CPU ``alpha = 0``
-            does not read ``a`` and ``b`` (NaN or inf there does not propagate; NumPy's
-            ``0 * (a @ b)`` would give NaN).
+            ``beta * c`` (plus the epilogue) whatever ``alpha`` is, and ``alpha = 0`` does not
+            read ``a`` and ``b``, on the CPU and the GPU (NaN or inf there does not propagate;
+            NumPy's ``0 * (a @ b)`` would give NaN).
         bias: shape ``(N,)`` or ``(..., N)``: added to every **row** (NumPy's
             ``a @ b + bias``; nvmath-python's bias is instead an ``(M,)`` column vector).
             Implies the BIAS epilogue. Same as ``epilog_inputs={"bias": bias}``.

@@ -1,6 +1,6 @@
 /* test_nvrtc_cache.c : NVRTC compilation and its memory/disk cache (fusion/cuda/nvrtc_cache.c),
  * and the generated CUDA sources of the unfused epilogue (fusion/cuda/cuda_epilogue_kernel.c):
- * every dtype x chain x add_c (and two zero_d chains per dtype) and every column-sum dtype must compile for sm_90.
+ * every dtype x chain x add_c (and four zero_d chains per dtype) and every column-sum dtype must compile for sm_90.
  * Needs no GPU: NVRTC compiles for any architecture it knows. Uses a fresh temporary
  * FUSEMATH_CACHE_DIR and removes it at the end. */
 #define _XOPEN_SOURCE 700
@@ -411,11 +411,13 @@ static void test_generated_sources(void)
                 memset(j, 0, sizeof *j);
                 j->spec = (fm_cuda_ew_spec){.dtype = all_dtypes[d], .epilogue = chains[c], .add_c = add_c};
             }
-        /* no product (alpha = 0 or k = 0): x starts at 0; the first chain without C, a middle one with */
-        for (int q = 0; q < 2 && njobs < MAX_JOBS; q++) {
+        /* no product (alpha = 0 or k = 0): x starts at 0; the first chain, a middle one, drelu and
+         * dgelu (the last two), with and without C */
+        const int pick[4] = {0, nc / 2, nc - 2, nc - 1};
+        for (int q = 0; q < 4 && njobs < MAX_JOBS; q++) {
             job *j = &jobs[njobs++];
             memset(j, 0, sizeof *j);
-            j->spec = (fm_cuda_ew_spec){.dtype = all_dtypes[d], .epilogue = chains[q * nc / 2], .add_c = q, .zero_d = 1};
+            j->spec = (fm_cuda_ew_spec){.dtype = all_dtypes[d], .epilogue = chains[pick[q]], .add_c = q & 1, .zero_d = 1};
         }
     }
     for (int d = 0; d < 6 && njobs < MAX_JOBS; d++) {
@@ -424,7 +426,7 @@ static void test_generated_sources(void)
         j->colsum = 1;
         j->dtype = all_dtypes[d];
     }
-    CHECK(njobs == 4 * 54 * 2 + 2 * 2 * 2 + 6 * 2 + 6); /* chains x add_c, zero_d, colsum */
+    CHECK(njobs == 4 * 54 * 2 + 2 * 2 * 2 + 6 * 4 + 6); /* chains x add_c, zero_d, colsum */
 
     /* a source has the kernels and the chain's switches */
     char *src = NULL;

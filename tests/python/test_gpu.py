@@ -515,6 +515,12 @@ def test_alpha_zero_and_empty_k_on_gpu(gpu, key):
     empty_a, empty_b = np.ones((3, 0), dt), np.ones((0, 5), dt)
     got = fusemath.matmul(gpu.dev(empty_a), gpu.dev(empty_b), gpu.dev(c), beta=0.5, bias=gpu.dev(bias), epilogue=act)
     np.testing.assert_array_equal(gpu.host(got), want)
+    if key in ("f32", "f64"):  # a scale vector multiplies the (zero) product: 0 * inf is NaN, as on the CPU
+        scale = np.array([np.inf, 1.0, -1.0, 2.0, 0.5], dt)
+        cpu = fusemath.matmul(a, b, alpha=0.0, bias=bias, epilog_inputs={"scale": scale})
+        got = fusemath.matmul(gpu.dev(a), gpu.dev(b), alpha=0.0, bias=gpu.dev(bias), epilog_inputs={"scale": gpu.dev(scale)})
+        np.testing.assert_array_equal(gpu.host(got), cpu)
+        assert np.isnan(cpu[:, 0]).all()
     with fusemath.Matmul(gpu.dev(empty_a), gpu.dev(empty_b)) as mm:
         mm.plan(epilogue="bias+relu" if act else "bias", bias=gpu.dev(bias))
         assert "no_product" in mm.describe() and "passes=1" in mm.describe(), mm.describe()
