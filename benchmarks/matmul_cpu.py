@@ -503,19 +503,13 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
                                                    np.maximum(a @ b + bias, 0), dtype, k)
         methods["fm_fused_autotuned"] = mm_tuned.execute
 
-    if blas_threads:
-        mm_blas = fusemath.Matmul(a, b, options={"cpu_strategy": "blas_threads"})
-        mm_blas.plan(epilogue="relu", bias=bias)
-        describe["fm_fused_blas"] = mm_blas.describe()
-        checks["fm_fused_blas"] = check_close("fm_fused_blas", mm_blas.execute(), np.maximum(a @ b + bias, 0),
-                                              dtype, k)
-        methods["fm_fused_blas"] = mm_blas.execute
-        mm_tiles = fusemath.Matmul(a, b, options={"cpu_strategy": "tiles"})
-        mm_tiles.plan(epilogue="relu", bias=bias)
-        describe["fm_fused_tiles"] = mm_tiles.describe()
-        checks["fm_fused_tiles"] = check_close("fm_fused_tiles", mm_tiles.execute(), np.maximum(a @ b + bias, 0),
-                                               dtype, k)
-        methods["fm_fused_tiles"] = mm_tiles.execute
+    if blas_threads:  # each strategy forced, next to the heuristic's choice
+        for name, strategy in (("fm_fused_blas", "blas_threads"), ("fm_fused_tiles", "tiles")):
+            mm_forced = fusemath.Matmul(a, b, options={"cpu_strategy": strategy})
+            mm_forced.plan(epilogue="relu", bias=bias)
+            describe[name] = mm_forced.describe()
+            checks[name] = check_close(name, mm_forced.execute(), np.maximum(a @ b + bias, 0), dtype, k)
+            methods[name] = mm_forced.execute
 
     gc.collect()
     gc.disable()
