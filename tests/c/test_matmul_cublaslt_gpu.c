@@ -362,6 +362,80 @@ static void test_fp8(void)
     fm_context_destroy(ctx);
 }
 
+/* alpha = 0 and k = 0 through the C API: no GEMM runs (describe() says no_product), a and b are
+ * not read (an inf in b stays out of D), D = act(beta * C + bias) exactly. */
+static void no_product_case(fm_context *ctx, fm_dtype dt, int64_t k, double alpha)
+{
+    enum { M = 5, N = 6 };
+    const int real = !fm_dtype_is_complex(dt);
+    const size_t es = fm_dtype_size(dt);
+    const int64_t kk = k > 0 ? k : 1;
+    void *ha = calloc((size_t)(M * kk), es), *hb = calloc((size_t)(kk * N), es), *hc = malloc(M * N * es);
+    void *hbias = malloc(N * es), *hd = malloc(M * N * es);
+    for (int64_t i = 0; i < M * kk; i++)
+        elem_set(ha, dt, i, 1.0);
+    for (int64_t i = 0; i < kk * N; i++)
+        elem_set(hb, dt, i, i == 2 ? INFINITY : 1.0);
+    for (int64_t i = 0; i < M * N; i++)
+        elem_set(hc, dt, i, 2.0);
+    for (int64_t j = 0; j < N; j++)
+        elem_set(hbias, dt, j, (double)j - 3.0);
+    void *da, *db, *dc, *dbias, *dd;
+    cudaMalloc(&da, M * kk * es), cudaMalloc(&db, kk * N * es), cudaMalloc(&dc, M * N * es);
+    cudaMalloc(&dbias, N * es), cudaMalloc(&dd, M * N * es);
+    cudaMemcpy(da, ha, M * kk * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, hb, kk * N * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(dc, hc, M * N * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(dbias, hbias, N * es, cudaMemcpyHostToDevice);
+    fm_device cuda = {FM_DEVICE_CUDA, 0};
+    int64_t sa[2] = {M, k}, sb[2] = {k, N}, sd[2] = {M, N}, sn[1] = {N};
+    fm_tensor ta, tb, tc, tbias, td;
+    fm_tensor_init(&ta, da, cuda, dt, 2, sa, NULL);
+    fm_tensor_init(&tb, db, cuda, dt, 2, sb, NULL);
+    fm_tensor_init(&tc, dc, cuda, dt, 2, sd, NULL);
+    fm_tensor_init(&tbias, dbias, cuda, dt, 1, sn, NULL);
+    fm_tensor_init(&td, dd, cuda, dt, 2, sd, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.epilogue = FM_EPILOGUE_BIAS | (real ? FM_EPILOGUE_RELU : 0);
+    o.alpha[0] = alpha;
+    o.beta[0] = 0.5;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&ta, &tb, &tc, &tbias, &td, NULL, NULL, NULL};
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_plan_v(ctx, ts, &o, &plan));
+    if (plan) {
+        CHECK_MSG(fm_test_contains(fm_plan_describe(plan), "no_product"), "%s", fm_plan_describe(plan));
+        void *ptrs[FM_MATMUL_NSLOTS] = {da, db, dc, dbias, dd, NULL, NULL, NULL};
+        CHECK_OK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaMemcpy(hd, dd, M * N * es, cudaMemcpyDeviceToHost);
+        int bad = 0;
+        for (int64_t i = 0; i < M * N; i++) {
+            double want = 1.0 + (double)(i % N) - 3.0;
+            if (real && want < 0)
+                want = 0;
+            bad += elem_get(hd, dt, i) != want;
+        }
+        CHECK_MSG(bad == 0, "%s k=%lld alpha=%g: %d of %d elements differ from act(0.5 * C + bias)",
+                  fm_dtype_name(dt), (long long)k, alpha, bad, M * N);
+        fm_plan_release(plan);
+    }
+    cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dbias), cudaFree(dd);
+    free(ha), free(hb), free(hc), free(hbias), free(hd);
+}
+
+static void test_no_product(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    const fm_dtype dts[] = {FM_F32, FM_F64, FM_C64, FM_C128};
+    for (int i = 0; i < 4; i++) {
+        no_product_case(ctx, dts[i], 4, 0.0);  /* alpha = 0: inf in b must not become NaN */
+        no_product_case(ctx, dts[i], 0, 1.0);  /* k = 0: an empty sum */
+    }
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     if (fm_cuda_device_count() == 0) {
@@ -370,6 +444,7 @@ int main(void)
     }
     RUN_TEST(test_chains);
     RUN_TEST(test_fp8);
+    RUN_TEST(test_no_product);
     TEST_MAIN_RETURN();
 }
 #else
