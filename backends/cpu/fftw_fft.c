@@ -470,8 +470,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
          * threads: 17 chunks of 64, two rounds for one thread while 15 idle). Spread the batch
          * over the next multiple of the threads instead (columns keep at least 4 per chunk). */
         if (x->threads > 1 && x->nchunks % x->threads) {
-            const int64_t want = (x->nchunks + x->threads - 1) / x->threads * x->threads;
-            const int64_t c = (x->batch + want - 1) / want;
+            const int64_t c = fm_part_for_threads(x->batch, x->nchunks, x->threads);
             if (c >= (x->cols ? 4 : 1)) {
                 x->chunk = c;
                 x->nchunks = (x->batch + c - 1) / c;

@@ -626,9 +626,9 @@ static void choose_panels(openblas_plan *pl)
          * thread doing 5 where the average is 4.06); spread m over the next multiple instead */
         const int64_t panels = (m + rows - 1) / rows;
         if (threads > 1 && batch == 1 && panels > threads && panels % threads) {
-            const int64_t want = (panels + threads - 1) / threads * threads;
-            if ((m + want - 1) / want >= 64)
-                rows = (m + want - 1) / want;
+            const int64_t spread = fm_part_for_threads(m, panels, threads);
+            if (spread >= 64)
+                rows = spread;
         }
     }
     pl->panel_rows = rows;

@@ -459,13 +459,18 @@ static fm_status plan_second_pass(lt_plan *pl)
     return FM_OK;
 }
 
+/* cuBLASLt reads alpha and beta as doubles for f64/c128 scale types, else as floats */
+static int scalars_are_double(const lt_plan *pl)
+{
+    return pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F;
+}
+
 /* ---- execute ---- */
 static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t ws_size)
 {
-    const void *alpha = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F ? (const void *)pl->alpha_d
-                                                                                      : (const void *)pl->alpha_f;
-    const void *beta = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F ? (const void *)pl->beta_d
-                                                                                     : (const void *)pl->beta_f;
+    const int wide = scalars_are_double(pl);
+    const void *alpha = wide ? (const void *)pl->alpha_d : (const void *)pl->alpha_f;
+    const void *beta = wide ? (const void *)pl->beta_d : (const void *)pl->beta_f;
     static const double zero[2] = {0, 0};
     if (!pl->c_in_gemm)
         beta = zero; /* all-zero bits read as 0 in every scale type */
@@ -629,9 +634,8 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     }
 
     /* alpha as cuBLASLt would see it: a double that rounds to 0 in a float scale type is 0 */
-    const int wide_scale = pl->scale_type == CUDA_R_64F || pl->scale_type == CUDA_C_64F;
-    const int alpha_zero = wide_scale ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
-                                      : (pl->alpha_f[0] == 0.0f && pl->alpha_f[1] == 0.0f);
+    const int alpha_zero = scalars_are_double(pl) ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
+                                                  : (pl->alpha_f[0] == 0.0f && pl->alpha_f[1] == 0.0f);
     pl->no_product = !fp8 && (alpha_zero || g->k == 0);
     pl->la = operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
     pl->lb = operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);

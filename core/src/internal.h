@@ -240,5 +240,13 @@ void fm_wisdom_clear_(fm_context *ctx);
 static inline int fm_min_i(int a, int b) { return a < b ? a : b; }
 static inline int64_t fm_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t fm_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* The part size that cuts `total` into the smallest multiple of `threads` parts that is at least
+ * `parts`: a static schedule then gives every thread the same count (the CPU FFT's chunks, the
+ * CPU matmul's row panels). */
+static inline int64_t fm_part_for_threads(int64_t total, int64_t parts, int threads)
+{
+    const int64_t want = (parts + threads - 1) / threads * threads;
+    return (total + want - 1) / want;
+}
 
 #endif
