@@ -17,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LT_MAX_CANDIDATES 8
+/* gpu_algo 0..LT_BASE_CANDIDATES-1: the heuristic's list at the workspace limit (the choices
+ * plans had before the wider search, so saved wisdom keeps its meaning); beyond it, the
+ * wider search of widen_candidates(), up to LT_MAX_CANDIDATES in all (gpu_algo <= 63). */
+#define LT_BASE_CANDIDATES 8
+#define LT_PER_ID_CANDIDATES 4
+#define LT_MAX_CANDIDATES 64
 
 /* One operand as cuBLASLt sees it: a column-major rows x cols matrix with leading
  * dimension ld, transposed (op = T) or not. */
@@ -321,15 +326,15 @@ static int needs_call_desc(const lt_plan *pl)
     return pl->has_scales || (pl->fused && (pl->lt_bias_slot >= 0 || fm_epilogue_uses_aux(pl->mp.epilogue)));
 }
 
-/* Ask the heuristic for up to LT_MAX_CANDIDATES algorithms; pick index pl->mp.gpu_algo. */
-static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
+/* A heuristic preference: workspace limit, the operands' alignments, and optionally the
+ * search limited to the algorithm id the results are seeded with. */
+static fm_status make_pref(const lt_plan *pl, const fm_problem *p, uint64_t ws, int by_id,
+                           cublasLtMatmulPreference_t *pref)
 {
-    cublasLtMatmulPreference_t pref = NULL;
-    fm_status s = lt_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    fm_status s = lt_status(cublasLtMatmulPreferenceCreate(pref), "cublasLtMatmulPreferenceCreate");
     if (s != FM_OK)
         return s;
-    uint64_t ws = fm_cuda_lt_workspace_limit(pl->st);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     static const struct {
         cublasLtMatmulPreferenceAttributes_t attr;
         int slot;
@@ -340,12 +345,86 @@ static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
     for (size_t i = 0; i < sizeof al / sizeof al[0]; i++) {
         int slot = al[i].slot == FM_MATMUL_C && !pl->c_in_gemm ? FM_MATMUL_D : al[i].slot;
         uint32_t bytes = 1u << p->align_log2[slot];
-        cublasLtMatmulPreferenceSetAttribute(pref, al[i].attr, &bytes, sizeof bytes);
+        cublasLtMatmulPreferenceSetAttribute(*pref, al[i].attr, &bytes, sizeof bytes);
     }
-    cublasLtMatmulHeuristicResult_t res[LT_MAX_CANDIDATES];
-    int returned = 0;
+    if (by_id) {
+        uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
+        cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof mode);
+    }
+    return FM_OK;
+}
+
+/* Appends up to `want` heuristic answers for pref to list[0..count), skipping algorithms
+ * already there; seed (by-id search) initialises the results. Returns the new count. */
+static int append_heuristic(const lt_plan *pl, cublasLtMatmulPreference_t pref, int want,
+                            const cublasLtMatmulAlgo_t *seed, cublasLtMatmulHeuristicResult_t *list, int count,
+                            cublasStatus_t *status)
+{
+    cublasLtMatmulHeuristicResult_t res[LT_BASE_CANDIDATES];
+    if (want > LT_BASE_CANDIDATES)
+        want = LT_BASE_CANDIDATES;
+    memset(res, 0, sizeof res);
+    for (int i = 0; seed && i < want; i++)
+        res[i].algo = *seed;
+    int got = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(fm_cuda_lt_handle(pl->st), pl->desc, pl->lay_a, pl->lay_b,
-                                                       pl->lay_c, pl->lay_d, pref, LT_MAX_CANDIDATES, res, &returned);
+                                                       pl->lay_c, pl->lay_d, pref, want, res, &got);
+    if (status)
+        *status = st;
+    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < got && count < LT_MAX_CANDIDATES; i++) {
+        int dup = res[i].state != CUBLAS_STATUS_SUCCESS;
+        for (int j = 0; j < count && !dup; j++)
+            dup = memcmp(&list[j].algo, &res[i].algo, sizeof res[i].algo) == 0;
+        if (!dup)
+            list[count++] = res[i];
+    }
+    return count;
+}
+
+/* The wider search behind gpu_algo >= the first list's length (autotune walks it): the
+ * heuristic's answers at smaller workspace limits, then its best configurations of every
+ * algorithm id of these types (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID). On the H200 it found
+ * fused fp32 / tf32 / bf16 kernels 3-9% faster than the best of the first list. The order
+ * is fixed, so an index (saved in wisdom) names the same algorithm in a later process. */
+static int widen_candidates(const lt_plan *pl, const fm_problem *p, uint64_t ws, cublasLtMatmulHeuristicResult_t *list,
+                            int count)
+{
+    static const uint64_t limits[] = {0, (uint64_t)1 << 20, (uint64_t)4 << 20};
+    cublasLtMatmulPreference_t pref;
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0] && limits[i] < ws; i++) {
+        if (make_pref(pl, p, limits[i], 0, &pref) != FM_OK)
+            return count;
+        count = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, count, NULL);
+        cublasLtMatmulPreferenceDestroy(pref);
+    }
+    int ids[LT_MAX_CANDIDATES], nids = 0;
+    cublasLtHandle_t h = fm_cuda_lt_handle(pl->st);
+    if (cublasLtMatmulAlgoGetIds(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype,
+                                 LT_MAX_CANDIDATES, ids, &nids) != CUBLAS_STATUS_SUCCESS ||
+        make_pref(pl, p, ws, 1, &pref) != FM_OK)
+        return count;
+    for (int i = 0; i < nids && count < LT_MAX_CANDIDATES; i++) {
+        cublasLtMatmulAlgo_t seed;
+        if (cublasLtMatmulAlgoInit(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype, ids[i],
+                                   &seed) == CUBLAS_STATUS_SUCCESS)
+            count = append_heuristic(pl, pref, LT_PER_ID_CANDIDATES, &seed, list, count, NULL);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return count;
+}
+
+/* The heuristic's candidates at the workspace limit (up to LT_BASE_CANDIDATES: gpu_algo 0 is
+ * its first choice), widened only when gpu_algo asks beyond them; pick pl->mp.gpu_algo. */
+static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
+{
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = fm_cuda_lt_workspace_limit(pl->st);
+    fm_status s = make_pref(pl, p, ws, 0, &pref);
+    if (s != FM_OK)
+        return s;
+    cublasLtMatmulHeuristicResult_t list[LT_MAX_CANDIDATES];
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    int returned = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, 0, &st);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
         char epi[160];
@@ -354,13 +433,15 @@ static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
                        fm_dtype_name(pl->g.dtype), pl->fused ? "epilogue=" : "plain GEMM", pl->fused ? epi : "",
                        st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(st) : "0 candidates");
     }
+    if (pl->mp.gpu_algo >= returned)
+        returned = widen_candidates(pl, p, ws, list, returned);
     pl->algo_count = returned;
     if (pl->mp.gpu_algo >= returned)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt candidate %d requested, heuristic returned %d",
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt candidate %d requested, the search found %d",
                        pl->mp.gpu_algo, returned);
     pl->algo_index = pl->mp.gpu_algo;
-    pl->algo = res[pl->algo_index].algo;
-    pl->algo_ws = res[pl->algo_index].workspaceSize;
+    pl->algo = list[pl->algo_index].algo;
+    pl->algo_ws = list[pl->algo_index].workspaceSize;
     return FM_OK;
 }
 
@@ -751,12 +832,19 @@ second_pass:
     if (g->batch_count > 1)
         snprintf(batch, sizeof batch, " batch=%lld%s", (long long)g->batch_count,
                  pl->outer_ndim ? "(host-looped)" : "");
+    int algo_id = -1, tile = -1; /* which cuBLASLt kernel: tells wider-search picks apart */
+    size_t w;
+    if (pl->algo_count > 0) {
+        cublasLtMatmulAlgoConfigGetAttribute(&pl->algo, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof algo_id, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&pl->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+    }
     snprintf(out->describe, sizeof out->describe,
-             "matmul cuda:%d/cublaslt %s%s%s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d ws=%zu%s",
+             "matmul cuda:%d/cublaslt %s%s%s%s %lldx%lldx%lld%.40s epilogue=%.90s passes=%d algo=%d/%d(id %d tile %d) "
+             "ws=%zu%s",
              pl->device, fp8 ? fm_dtype_name(in_dt) : "", fp8 ? "->" : "", fm_dtype_name(g->dtype),
              pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
-             (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, pl->algo_ws,
-             pl->no_product ? " no_product" : "");
+             (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, algo_id, tile,
+             pl->algo_ws, pl->no_product ? " no_product" : "");
     return FM_OK;
 fail:
     destroy_plan(pl);

@@ -564,39 +564,21 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         return fm_plan_problem(ctx, &p, plan);
 
     /* Candidates. CPU: the heuristic (0) and fixed panel heights up to M. GPU: the
-     * heuristic's cuBLASLt algorithms with the chain fused, and the plain GEMM
-     * algorithms followed by the separate epilogue kernel: a fused path that loses
-     * (seen: torch's fused fp64 bias+relu, 1.7x slower than unfused) is not chosen.
-     * Each is timed per call, in interleaved rounds, keeping its fastest call: other
-     * work on the machine then slows every candidate alike instead of deciding the
-     * winner. A candidate replaces the default only when at least 3% faster. */
+     * backend's algorithms with the chain fused (gpu_algo 0, 1, ... until the backend has
+     * no more: cuBLASLt's heuristic list, then its wider search), and the plain GEMM
+     * algorithms followed by the separate epilogue kernel (the first GPU_PLAIN_ALGOS): a
+     * fused path that loses (seen: torch's fused fp64 bias+relu, 1.7x slower than unfused)
+     * is not chosen. Each is timed per call, in interleaved rounds, keeping its fastest
+     * call: other work on the machine then slows every candidate alike instead of
+     * deciding the winner. After the first round only candidates within 10% of the
+     * fastest go on. A candidate replaces the default only when at least 3% faster. */
     /* The blas-threads strategy is not a CPU candidate: after each call OpenBLAS's
      * threads spin for milliseconds and slow whatever runs next (measured 3-4x on the
      * next tile plan on the H200 host), which a timing loop of one plan does not see. */
     static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
-    enum { NCPU = sizeof cand / sizeof cand[0], NGPU_ALGOS = 8, NMAX = 1 + 2 * NGPU_ALGOS, ROUNDS = 3 };
+    enum { NCPU = sizeof cand / sizeof cand[0], GPU_FUSED_ALGOS = 64, GPU_PLAIN_ALGOS = 8, ROUNDS = 3,
+           NMAX = 1 + GPU_FUSED_ALGOS + GPU_PLAIN_ALGOS };
     int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
-    fm_problem qs[NMAX];
-    int nq = 0;
-    qs[nq++] = p; /* the default plan first: the baseline of the 3% rule */
-    if (on_gpu) {
-        for (int passes = 1; passes <= 2; passes++)
-            for (int algo = 0; algo < NGPU_ALGOS; algo++) {
-                qs[nq] = p;
-                qs[nq].u.matmul.gpu_passes = passes;
-                qs[nq].u.matmul.gpu_algo = algo;
-                nq++;
-            }
-    } else {
-        for (int ci = 1; ci < NCPU; ci++) {
-            if (cand[ci] > m)
-                continue;
-            qs[nq] = p;
-            qs[nq].u.matmul.panel_rows = cand[ci];
-            qs[nq].u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
-            nq++;
-        }
-    }
     const fm_device_ops *dops = fm_device_ops_for(p.exec_device.type);
     fm_status (*sync)(int) = dops ? dops->sync : NULL;
     if (sync && (s = sync(p.exec_device.id)) != FM_OK) /* the operands may still be in flight */
@@ -604,10 +586,28 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     fm_plan *plans[NMAX] = {0};
     double fastest[NMAX];
     int n = 0;
-    for (int qi = 0; qi < nq; qi++) {
-        s = fm_plan_problem(ctx, &qs[qi], &plans[n]);
+    /* qi 0: the default plan (the baseline of the 3% rule); then the candidates */
+    for (int qi = 0; qi < NMAX; qi++) {
+        fm_problem q = p;
+        if (qi > 0 && on_gpu) {
+            int fused = qi <= GPU_FUSED_ALGOS;
+            q.u.matmul.gpu_passes = fused ? 1 : 2;
+            q.u.matmul.gpu_algo = fused ? qi - 1 : qi - 1 - GPU_FUSED_ALGOS;
+        } else if (qi > 0) {
+            if (qi >= NCPU)
+                break;
+            if (cand[qi] > m)
+                continue;
+            q.u.matmul.panel_rows = cand[qi];
+            q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
+        }
+        s = fm_plan_problem(ctx, &q, &plans[n]);
         if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu)) {
-            fm_clear_error(); /* e.g. no fused algorithm, or fewer candidates than asked */
+            fm_clear_error(); /* e.g. no fused algorithm, or no more candidates */
+            if (on_gpu && qi > 0 && qi <= GPU_FUSED_ALGOS)
+                qi = GPU_FUSED_ALGOS; /* the backend's candidates are numbered without gaps */
+            else if (on_gpu && qi > GPU_FUSED_ALGOS)
+                break;
             continue;
         }
         if (s == FM_OK)
@@ -621,8 +621,14 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         }
         fastest[n++] = 1e300;
     }
-    for (int round = 0; round < ROUNDS; round++)
+    for (int round = 0; round < ROUNDS; round++) {
+        double best_so_far = 1e300;
+        for (int i = 0; i < n; i++)
+            if (fastest[i] < best_so_far)
+                best_so_far = fastest[i];
         for (int i = 0; i < n; i++) {
+            if (round > 0 && i > 0 && fastest[i] > 1.10 * best_so_far)
+                continue; /* out of the running: not worth more device time */
             /* CPU: `repeats` samples of one call; GPU: one sample of `repeats` queued calls
              * and one wait (launch gaps hide, as in real use) */
             const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
@@ -637,6 +643,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                     fastest[i] = t;
             }
         }
+    }
     int win = 0;
     for (int i = 1; i < n; i++)
         if (fastest[i] < fastest[win] && fastest[i] < 0.97 * fastest[0])

@@ -13,6 +13,7 @@
 #endif
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef FM_HAVE_CUDA
 typedef struct chain {
@@ -79,8 +80,13 @@ static double rel_err(const void *x, const void *y, fm_dtype dt, int64_t n)
     return num / den;
 }
 
-static void run_case(fm_context *ctx, fm_dtype dt, const char *chain_name, int passes, int batched, test_rng *rng)
+/* One chain on the GPU (gpu_passes = passes, gpu_algo = algo) against the CPU backend.
+ * Returns 0 when the GPU refused the plan (passes=1: cuBLASLt cannot fuse the chain, or
+ * algo is beyond the backend's candidates), else 1. */
+static int run_case(fm_context *ctx, fm_dtype dt, const char *chain_name, int passes, int algo, int batched,
+                    test_rng *rng)
 {
+    int made = 1;
     unsigned epi = 0;
     CHECK_OK(fm_epilogue_parse(chain_name, &epi));
     int64_t M = 67, N = 130, K = 33, B = batched ? 3 : 1;
@@ -111,6 +117,7 @@ static void run_case(fm_context *ctx, fm_dtype dt, const char *chain_name, int p
     o.clamp[0] = -0.25, o.clamp[1] = 0.5;
     o.alpha[0] = (epi & FM_EPILOGUE_SCALE) ? 1.0 : 0.75;
     o.gpu_passes = passes;
+    o.gpu_algo = algo;
     const fm_tensor *th[FM_MATMUL_NSLOTS] = {&a.h, &b.h, NULL, bias.bytes ? &bias.h : NULL, &d.h,
                                              aux.bytes ? &aux.h : NULL, bgrad.bytes ? &bgrad.h : NULL,
                                              scale.bytes ? &scale.h : NULL};
@@ -120,12 +127,15 @@ static void run_case(fm_context *ctx, fm_dtype dt, const char *chain_name, int p
     fm_status s_cpu = fm_matmul_v(ctx, th, &o, NULL);
     fm_plan *plan = NULL;
     fm_status s_gpu = fm_matmul_plan_v(ctx, td, &o, &plan);
-    if (passes == 1 && s_gpu != FM_OK) { /* cuBLASLt may refuse a fused chain: fine */
+    if ((passes == 1 && s_gpu != FM_OK) || (algo > 0 && s_gpu == FM_ERR_NOT_APPLICABLE)) {
+        /* cuBLASLt may refuse a fused chain; and the candidates end somewhere */
         fm_clear_error();
+        made = 0;
         goto done;
     }
     CHECK_MSG(s_cpu == FM_OK, "%s cpu %s: %s", fm_dtype_name(dt), chain_name, fm_last_error());
-    CHECK_MSG(s_gpu == FM_OK, "%s gpu %s passes=%d: %s", fm_dtype_name(dt), chain_name, passes, fm_last_error());
+    CHECK_MSG(s_gpu == FM_OK, "%s gpu %s passes=%d algo=%d: %s", fm_dtype_name(dt), chain_name, passes, algo,
+              fm_last_error());
     if (s_cpu != FM_OK || s_gpu != FM_OK)
         goto done;
     void *ptrs[FM_MATMUL_NSLOTS];
@@ -188,6 +198,7 @@ done:
         buf_free(&bgrad);
     if (scale.bytes)
         buf_free(&scale);
+    return made;
 }
 
 static void test_chains(void)
@@ -202,7 +213,71 @@ static void test_chains(void)
                 continue;
             for (int passes = 0; passes <= 2; passes++)
                 for (int batched = 0; batched <= 1; batched++)
-                    run_case(ctx, dts[t], chains[c].name, passes, batched, &rng);
+                    run_case(ctx, dts[t], chains[c].name, passes, 0, batched, &rng);
+        }
+    fm_context_destroy(ctx);
+}
+
+/* Wisdom saves gpu_algo as an index: in a fresh context (as in a later process) the same
+ * index must name the same cuBLASLt kernel (describe() names its id and tile). */
+static void last_describe_same_in_new_context(fm_context *ctx, int algo)
+{
+    int64_t sa[2] = {67, 33}, sb[2] = {33, 130}, sd[2] = {67, 130}, n = 130;
+    fm_device cuda = {FM_DEVICE_CUDA, 0};
+    fm_tensor a, b, bias, d;
+    void *p = NULL; /* planning reads no data: one buffer serves every operand */
+    if (cudaMalloc(&p, (size_t)67 * 130 * 4) != cudaSuccess) {
+        CHECK_MSG(0, "cudaMalloc failed");
+        return;
+    }
+    fm_tensor_init(&a, p, cuda, FM_F32, 2, sa, NULL);
+    fm_tensor_init(&b, p, cuda, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&bias, p, cuda, FM_F32, 1, &n, NULL);
+    fm_tensor_init(&d, p, cuda, FM_F32, 2, sd, NULL);
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&a, &b, NULL, &bias, &d, NULL, NULL, NULL};
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU;
+    o.gpu_passes = 1;
+    o.gpu_algo = algo;
+    fm_context *fresh = NULL;
+    CHECK_OK(fm_context_create(&fresh));
+    fm_plan *p1 = NULL, *p2 = NULL;
+    CHECK_OK(fm_matmul_plan_v(ctx, ts, &o, &p1));
+    CHECK_OK(fm_matmul_plan_v(fresh, ts, &o, &p2));
+    if (p1 && p2)
+        CHECK_MSG(strcmp(fm_plan_describe(p1), fm_plan_describe(p2)) == 0, "gpu_algo %d: '%s' in one context, '%s' in another",
+                  algo, fm_plan_describe(p1), fm_plan_describe(p2));
+    fm_plan_release(p1);
+    fm_plan_release(p2);
+    fm_context_destroy(fresh);
+    cudaFree(p);
+}
+
+/* Every candidate of the wider cuBLASLt search (gpu_algo beyond the heuristic's first list:
+ * smaller workspace limits, every algorithm id; what autotune walks) computes the right
+ * answer, fused and split, plain and batched, and the candidates end with NOT_APPLICABLE. */
+static void test_wider_search(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    test_rng rng = {777};
+    static const fm_dtype dts[] = {FM_F32, FM_F64, FM_C64};
+    static const char *names[] = {"identity", "bias+relu", "bias+gelu+aux", "drelu+bgrad"};
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (size_t c = 0; c < sizeof names / sizeof names[0]; c++) {
+            if (fm_dtype_is_complex(dts[t]) && c > 0)
+                continue;
+            for (int passes = 1; passes <= 2; passes++) {
+                int algo = 0;
+                while (algo < 64 && run_case(ctx, dts[t], names[c], passes, algo, c == 1, &rng))
+                    algo++;
+                CHECK_MSG(algo < 64, "%s %s passes=%d: 64 candidates and no end", fm_dtype_name(dts[t]), names[c], passes);
+                if (passes == 1 && dts[t] == FM_F32 && c == 1) {
+                    CHECK_MSG(algo > 8, "f32 bias+relu: the wider search found only %d candidates", algo);
+                    last_describe_same_in_new_context(ctx, algo - 1);
+                }
+            }
         }
     fm_context_destroy(ctx);
 }
@@ -445,6 +520,7 @@ int main(void)
     RUN_TEST(test_chains);
     RUN_TEST(test_fp8);
     RUN_TEST(test_no_product);
+    RUN_TEST(test_wider_search);
     TEST_MAIN_RETURN();
 }
 #else
