@@ -1,0 +1,201 @@
+"""Which cuBLASLt kernel does torch._addmm_activation run, and how does each of fusemath's
+autotune candidates time, for one fused bias+relu product, in one process?
+
+Written for the one case the wider search left behind (fp32 1024^3: fusemath's autotuned plan
+0.058-0.060 ms in matmul_gpu.py's rotation of three operand sets, torch's 0.054). For every
+candidate fusemath offers (gpu_algo 0, 1, ... with the chain fused, through the C API by
+ctypes, since Python does not expose gpu_algo) and for torch's call: time with the three sets
+rotated and with one set, CUDA events around back-to-back calls, trials interleaved; and the
+names of the kernels each one launches (torch.profiler). JSON to --out.
+
+    python benchmarks/matmul_gpu_kernel_probe.py [--shape 1024x1024x1024] [--dtype fp32]
+        [--lib build/libfusemath.so] [--out probe.json]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+FM_DEVICE_CUDA = 2
+FM_F32, FM_BF16, FM_F16 = 3, 2, 1
+FM_EPILOGUE_BIAS, FM_EPILOGUE_RELU = 1, 2
+NSLOTS = 10
+
+
+class Device(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", Device), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 8), ("strides", ctypes.c_int64 * 8)]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("alpha", ctypes.c_double * 2), ("beta", ctypes.c_double * 2), ("epilogue", ctypes.c_uint),
+                ("execution", ctypes.c_int32), ("device_id", ctypes.c_int32), ("num_threads", ctypes.c_int32),
+                ("panel_rows", ctypes.c_int32), ("cpu_strategy", ctypes.c_int32), ("compute", ctypes.c_int32),
+                ("gpu_algo", ctypes.c_int32), ("gpu_passes", ctypes.c_int32), ("reserved", ctypes.c_int32 * 4),
+                ("clamp", ctypes.c_double * 2)]
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    lib.fm_context_create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.fm_tensor_init.argtypes = [ctypes.POINTER(Tensor), ctypes.c_void_p, Device, ctypes.c_int, ctypes.c_int,
+                                   ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
+    lib.fm_matmul_options_init.argtypes = [ctypes.POINTER(Options)]
+    lib.fm_matmul_plan_v.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(Tensor)), ctypes.POINTER(Options),
+                                     ctypes.POINTER(ctypes.c_void_p)]
+    lib.fm_plan_execute.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_void_p]
+    lib.fm_plan_describe.argtypes = [ctypes.c_void_p]
+    lib.fm_plan_describe.restype = ctypes.c_char_p
+    lib.fm_plan_release.argtypes = [ctypes.c_void_p]
+    lib.fm_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def tensor(lib, x, fmt):
+    t = Tensor()
+    shape = (ctypes.c_int64 * x.dim())(*x.shape)
+    lib.fm_tensor_init(ctypes.byref(t), x.data_ptr(), Device(FM_DEVICE_CUDA, x.device.index or 0), fmt, x.dim(),
+                       shape, None)
+    return t
+
+
+def time_all(methods, reps, trials):
+    """methods: name -> zero-argument callable doing `reps` calls. ms per call, median of trials."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    per = {name: [] for name in methods}
+    for f in methods.values():
+        f()
+    torch.cuda.synchronize()
+    names = list(methods)
+    for t in range(trials):
+        for name in names if t % 2 == 0 else names[::-1]:
+            e0.record()
+            methods[name]()
+            e1.record()
+            e1.synchronize()
+            per[name].append(e0.elapsed_time(e1) / reps)
+    return {name: statistics.median(v) for name, v in per.items()}
+
+
+def kernels_of(f):
+    """Names of the GPU kernels f launches (torch.profiler's CUDA activity)."""
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            f()
+            torch.cuda.synchronize()
+        names = set()
+        for e in prof.events():
+            if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+                names.add(e.name)
+            for kk in getattr(e, "kernels", []) or []:
+                names.add(kk.name)
+        return sorted(x for x in names if not x.startswith("cuda"))
+    except Exception as exc:  # the profiler is a diagnostic here, not the measurement
+        return [f"profiler failed: {exc!r}"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="1024x1024x1024")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--lib", default=os.path.join(os.path.dirname(__file__), "..", "build", "libfusemath.so"))
+    ap.add_argument("--reps", type=int, default=300)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--out", default="matmul_gpu_kernel_probe.json")
+    args = ap.parse_args()
+    m, n, k = (int(v) for v in args.shape.split("x"))
+    tdt, fmt = {"fp32": (torch.float32, FM_F32), "bf16": (torch.bfloat16, FM_BF16),
+                "fp16": (torch.float16, FM_F16)}[args.dtype]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    lib = load(args.lib)
+    ctx = ctypes.c_void_p()
+    assert lib.fm_context_create(ctypes.byref(ctx)) == 0, lib.fm_last_error()
+    g = torch.Generator(device="cuda").manual_seed(1234)
+    sets = [{"a": torch.randn(m, k, device="cuda", dtype=tdt, generator=g),
+             "b": torch.randn(k, n, device="cuda", dtype=tdt, generator=g),
+             "bias": torch.randn(n, device="cuda", dtype=tdt, generator=g),
+             "d": torch.empty(m, n, device="cuda", dtype=tdt)} for _ in range(3)]
+    ref = torch.relu(sets[0]["a"].double() @ sets[0]["b"].double() + sets[0]["bias"].double())
+    reps = args.reps - args.reps % 3
+
+    def torch_call(rot):
+        def f():
+            for i in range(reps):
+                s = sets[i % 3 if rot else 0]
+                torch._addmm_activation(s["bias"], s["a"], s["b"])
+        return f
+
+    methods = {"torch_addmm_rot": torch_call(True), "torch_addmm_one": torch_call(False)}
+    plans, info = [], {}
+    for algo in range(64):
+        o = Options()
+        lib.fm_matmul_options_init(ctypes.byref(o))
+        o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU
+        o.gpu_passes = 1
+        o.gpu_algo = algo
+        s0 = sets[0]
+        ts = [tensor(lib, s0["a"], fmt), tensor(lib, s0["b"], fmt), None, tensor(lib, s0["bias"], fmt),
+              tensor(lib, s0["d"], fmt)] + [None] * (NSLOTS - 5)
+        arr = (ctypes.POINTER(Tensor) * NSLOTS)(*[ctypes.pointer(t) if t is not None else None for t in ts])
+        plan = ctypes.c_void_p()
+        if lib.fm_matmul_plan_v(ctx, arr, ctypes.byref(o), ctypes.byref(plan)) != 0:
+            break
+        ptrs = []
+        for s in sets:
+            p = (ctypes.c_void_p * NSLOTS)()
+            p[0], p[1], p[3], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["bias"].data_ptr(), s["d"].data_ptr()
+            ptrs.append(p)
+        plans.append(plan)
+        name = f"fm_algo_{algo}"
+        info[name] = {"describe": lib.fm_plan_describe(plan).decode()}
+
+        def fm_call(rot, plan=plan, ptrs=ptrs):
+            def f():
+                for i in range(reps):
+                    lib.fm_plan_execute(plan, ptrs[i % 3 if rot else 0], NSLOTS, None)
+            return f
+
+        methods[name + "_rot"] = fm_call(True)
+        methods[name + "_one"] = fm_call(False)
+        fm_call(False)()
+        torch.cuda.synchronize()
+        err = ((sets[0]["d"].double() - ref).abs().max() / ref.abs().max()).item()
+        info[name]["rel_err"] = err
+    t0 = time.perf_counter()
+    times = time_all(methods, reps, args.trials)
+    kern = {"torch_addmm": kernels_of(lambda: torch._addmm_activation(sets[0]["bias"], sets[0]["a"], sets[0]["b"]))}
+    for algo, plan in enumerate(plans):
+        p = (ctypes.c_void_p * NSLOTS)()
+        s = sets[0]
+        p[0], p[1], p[3], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["bias"].data_ptr(), s["d"].data_ptr()
+        kern[f"fm_algo_{algo}"] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
+    rows = []
+    for name in ["torch_addmm"] + list(info):
+        rows.append({"method": name, "rot_ms": times[name + "_rot"], "one_ms": times[name + "_one"],
+                     "kernels": kern.get(name), **info.get(name, {})})
+    rows.sort(key=lambda r: r["rot_ms"])
+    for r in rows:
+        print(f"{r['method']:>16} rot {r['rot_ms']:.5f} one {r['one_ms']:.5f}  {r.get('describe', '')[-48:]}  "
+              f"{(r['kernels'] or ['?'])[0][:90]}")
+    out = {"benchmark": "matmul_gpu_kernel_probe", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [m, n, k], "dtype": args.dtype,
+           "reps": reps, "trials": args.trials, "timing_seconds": time.perf_counter() - t0, "rows": rows}
+    with open(args.out, "w") as fh:
+        json.dump(out, fh, indent=1)
+    for p in plans:
+        lib.fm_plan_release(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
