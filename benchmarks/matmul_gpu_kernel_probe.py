@@ -9,7 +9,9 @@ rotated and with one set, CUDA events around back-to-back calls, trials interlea
 names of the kernels each one launches (torch.profiler). JSON to --out.
 
     python benchmarks/matmul_gpu_kernel_probe.py [--shape 1024x1024x1024] [--dtype fp32]
-        [--lib build/libfusemath.so] [--out probe.json]
+        [--epilogue bias+relu|none] [--passes 1|2] [--lib build/libfusemath.so] [--out probe.json]
+
+--epilogue none compares the plain GEMM candidates with torch.mm (the GEMM kernel alone).
 """
 import argparse
 import ctypes
@@ -22,7 +24,7 @@ import time
 import torch
 
 FM_DEVICE_CUDA = 2
-FM_F32, FM_BF16, FM_F16 = 3, 2, 1
+FM_F64, FM_F32, FM_BF16, FM_F16 = 4, 3, 2, 1
 FM_EPILOGUE_BIAS, FM_EPILOGUE_RELU = 1, 2
 NSLOTS = 10
 
@@ -107,14 +109,16 @@ def kernels_of(f):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="1024x1024x1024")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp64", "fp32", "bf16", "fp16"])
+    ap.add_argument("--epilogue", default="bias+relu", choices=["bias+relu", "none"])
+    ap.add_argument("--passes", type=int, default=1, choices=[1, 2])
     ap.add_argument("--lib", default=os.path.join(os.path.dirname(__file__), "..", "build", "libfusemath.so"))
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--out", default="matmul_gpu_kernel_probe.json")
     args = ap.parse_args()
     m, n, k = (int(v) for v in args.shape.split("x"))
-    tdt, fmt = {"fp32": (torch.float32, FM_F32), "bf16": (torch.bfloat16, FM_BF16),
+    tdt, fmt = {"fp64": (torch.float64, FM_F64), "fp32": (torch.float32, FM_F32), "bf16": (torch.bfloat16, FM_BF16),
                 "fp16": (torch.float16, FM_F16)}[args.dtype]
     torch.backends.cuda.matmul.allow_tf32 = False
     lib = load(args.lib)
@@ -125,26 +129,31 @@ def main():
              "b": torch.randn(k, n, device="cuda", dtype=tdt, generator=g),
              "bias": torch.randn(n, device="cuda", dtype=tdt, generator=g),
              "d": torch.empty(m, n, device="cuda", dtype=tdt)} for _ in range(3)]
-    ref = torch.relu(sets[0]["a"].double() @ sets[0]["b"].double() + sets[0]["bias"].double())
-    reps = args.reps - args.reps % 3
+    fused = args.epilogue != "none"
+    ref = sets[0]["a"].double() @ sets[0]["b"].double()
+    if fused:
+        ref = torch.relu(ref + sets[0]["bias"].double())
+    reps = max(3, args.reps - args.reps % 3)
+
+    def peer(s):
+        return torch._addmm_activation(s["bias"], s["a"], s["b"]) if fused else torch.mm(s["a"], s["b"])
 
     def torch_call(rot):
         def f():
             for i in range(reps):
-                s = sets[i % 3 if rot else 0]
-                torch._addmm_activation(s["bias"], s["a"], s["b"])
+                peer(sets[i % 3 if rot else 0])
         return f
 
-    methods = {"torch_addmm_rot": torch_call(True), "torch_addmm_one": torch_call(False)}
+    methods = {"torch_peer_rot": torch_call(True), "torch_peer_one": torch_call(False)}
     plans, info = [], {}
     for algo in range(64):
         o = Options()
         lib.fm_matmul_options_init(ctypes.byref(o))
-        o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU
-        o.gpu_passes = 1
+        o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU if fused else 0
+        o.gpu_passes = args.passes
         o.gpu_algo = algo
         s0 = sets[0]
-        ts = [tensor(lib, s0["a"], fmt), tensor(lib, s0["b"], fmt), None, tensor(lib, s0["bias"], fmt),
+        ts = [tensor(lib, s0["a"], fmt), tensor(lib, s0["b"], fmt), None, tensor(lib, s0["bias"], fmt) if fused else None,
               tensor(lib, s0["d"], fmt)] + [None] * (NSLOTS - 5)
         arr = (ctypes.POINTER(Tensor) * NSLOTS)(*[ctypes.pointer(t) if t is not None else None for t in ts])
         plan = ctypes.c_void_p()
@@ -173,14 +182,14 @@ def main():
         info[name]["rel_err"] = err
     t0 = time.perf_counter()
     times = time_all(methods, reps, args.trials)
-    kern = {"torch_addmm": kernels_of(lambda: torch._addmm_activation(sets[0]["bias"], sets[0]["a"], sets[0]["b"]))}
+    kern = {"torch_peer": kernels_of(lambda: peer(sets[0]))}
     for algo, plan in enumerate(plans):
         p = (ctypes.c_void_p * NSLOTS)()
         s = sets[0]
         p[0], p[1], p[3], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["bias"].data_ptr(), s["d"].data_ptr()
         kern[f"fm_algo_{algo}"] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
     rows = []
-    for name in ["torch_addmm"] + list(info):
+    for name in ["torch_peer"] + list(info):
         rows.append({"method": name, "rot_ms": times[name + "_rot"], "one_ms": times[name + "_one"],
                      "kernels": kern.get(name), **info.get(name, {})})
     rows.sort(key=lambda r: r["rot_ms"])
@@ -189,6 +198,7 @@ def main():
               f"{(r['kernels'] or ['?'])[0][:90]}")
     out = {"benchmark": "matmul_gpu_kernel_probe", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [m, n, k], "dtype": args.dtype,
+           "epilogue": args.epilogue, "passes": args.passes, "peer": "torch._addmm_activation" if fused else "torch.mm",
            "reps": reps, "trials": args.trials, "timing_seconds": time.perf_counter() - t0, "rows": rows}
     with open(args.out, "w") as fh:
         json.dump(out, fh, indent=1)
