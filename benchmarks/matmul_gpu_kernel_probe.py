@@ -145,7 +145,7 @@ def main():
         return f
 
     methods = {"torch_peer_rot": torch_call(True), "torch_peer_one": torch_call(False)}
-    plans, info = [], {}
+    plans, plan_ptrs, info = [], [], {}
     for algo in range(64):
         o = Options()
         lib.fm_matmul_options_init(ctypes.byref(o))
@@ -162,9 +162,12 @@ def main():
         ptrs = []
         for s in sets:
             p = (ctypes.c_void_p * NSLOTS)()
-            p[0], p[1], p[3], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["bias"].data_ptr(), s["d"].data_ptr()
+            p[0], p[1], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["d"].data_ptr()
+            if fused:  # a pointer in a slot the plan does not use is refused
+                p[3] = s["bias"].data_ptr()
             ptrs.append(p)
         plans.append(plan)
+        plan_ptrs.append(ptrs[0])
         name = f"fm_algo_{algo}"
         info[name] = {"describe": lib.fm_plan_describe(plan).decode()}
 
@@ -176,7 +179,9 @@ def main():
 
         methods[name + "_rot"] = fm_call(True)
         methods[name + "_one"] = fm_call(False)
-        fm_call(False)()
+        st = lib.fm_plan_execute(plan, ptrs[0], NSLOTS, None)
+        if st != 0:
+            raise RuntimeError(f"fm_plan_execute: status {st}: {lib.fm_last_error().decode()}")
         torch.cuda.synchronize()
         err = ((sets[0]["d"].double() - ref).abs().max() / ref.abs().max()).item()
         info[name]["rel_err"] = err
@@ -184,9 +189,7 @@ def main():
     times = time_all(methods, reps, args.trials)
     kern = {"torch_peer": kernels_of(lambda: peer(sets[0]))}
     for algo, plan in enumerate(plans):
-        p = (ctypes.c_void_p * NSLOTS)()
-        s = sets[0]
-        p[0], p[1], p[3], p[4] = s["a"].data_ptr(), s["b"].data_ptr(), s["bias"].data_ptr(), s["d"].data_ptr()
+        p = plan_ptrs[algo]
         kern[f"fm_algo_{algo}"] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
     rows = []
     for name in ["torch_peer"] + list(info):
