@@ -569,12 +569,11 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
      * plain GEMM followed by the separate epilogue kernel: a fused path that loses (seen:
      * torch's fused fp64 bias+relu, 1.7x slower than unfused) is not chosen, and the split
      * path gets the fastest GEMM (the wider search held an fp64 kernel 5-9% faster than
-     * the heuristic's first choice, which is torch's, on the H200). Each is timed per call, in interleaved rounds, keeping its fastest
-     * call: other work on the machine then slows every candidate alike instead of
-     * deciding the winner. After the first round only candidates within 10% of the
-     * fastest go on. A candidate replaces the default only when at least 3% faster on
-     * the CPU (host timings scatter by more) or 1% on a GPU (kernel times repeat within
-     * ~0.5% there; fp32 gelu's better kernel was 2.2% faster on the H200). */
+     * the heuristic's first choice, which is torch's, on the H200). Each is timed in
+     * interleaved rounds (below). After the first round only candidates within 10% of the
+     * fastest go on. A candidate replaces the default only when at least 3% faster on the
+     * CPU (host timings scatter by more) or 1% on a GPU (kernel times repeat within ~0.5%
+     * there; fp32 gelu's better kernel was 2.2% faster on the H200). */
     /* The blas-threads strategy is not a CPU candidate: after each call OpenBLAS's
      * threads spin for milliseconds and slow whatever runs next (measured 3-4x on the
      * next tile plan on the H200 host), which a timing loop of one plan does not see. */
@@ -624,17 +623,27 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         }
         fastest[n++] = 1e300;
     }
+    /* Each round times every candidate still running, in alternating order; a candidate is
+     * judged by the median over rounds of its time divided by the default's time in the
+     * same round. A GPU's clock drifts between rounds (fp64 on the H200 by up to 25%), so
+     * comparing each one's fastest call across rounds picked by the drift, not the kernel. */
+    double round_t[NMAX][ROUNDS];
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < ROUNDS; r++)
+            round_t[i][r] = 0;
     for (int round = 0; round < ROUNDS; round++) {
         double best_so_far = 1e300;
         for (int i = 0; i < n; i++)
             if (fastest[i] < best_so_far)
                 best_so_far = fastest[i];
-        for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            int i = round % 2 ? n - 1 - j : j;
             if (round > 0 && i > 0 && fastest[i] > 1.10 * best_so_far)
                 continue; /* out of the running: not worth more device time */
             /* CPU: `repeats` samples of one call; GPU: one sample of `repeats` queued calls
              * and one wait (launch gaps hide, as in real use) */
             const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
+            double best_here = 1e300;
             for (int r = 0; r < samples; r++) {
                 double t0 = now_seconds();
                 for (int q = 0; q < calls; q++)
@@ -642,17 +651,36 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                 if (sync)
                     sync(p.exec_device.id);
                 double t = (now_seconds() - t0) / calls;
-                if (t < fastest[i])
-                    fastest[i] = t;
+                if (t < best_here)
+                    best_here = t;
             }
+            round_t[i][round] = best_here;
+            if (best_here < fastest[i])
+                fastest[i] = best_here;
         }
     }
+    double score[NMAX];
     int win = 0;
-    for (int i = 1; i < n; i++)
-        if (fastest[i] < fastest[win] && fastest[i] < (on_gpu ? 0.99 : 0.97) * fastest[0])
+    score[0] = 1.0;
+    for (int i = 1; i < n; i++) {
+        double ratios[ROUNDS];
+        int nr = 0;
+        for (int r = 0; r < ROUNDS; r++)
+            if (round_t[i][r] > 0 && round_t[0][r] > 0)
+                ratios[nr++] = round_t[i][r] / round_t[0][r];
+        for (int a = 1; a < nr; a++) /* insertion sort: at most ROUNDS values */
+            for (int b = a; b > 0 && ratios[b] < ratios[b - 1]; b--) {
+                double t = ratios[b];
+                ratios[b] = ratios[b - 1];
+                ratios[b - 1] = t;
+            }
+        score[i] = nr == 0 ? 1e300 : nr % 2 ? ratios[nr / 2] : 0.5 * (ratios[nr / 2 - 1] + ratios[nr / 2]);
+        if (score[i] < score[win] && score[i] < (on_gpu ? 0.99 : 0.97))
             win = i;
+    }
     for (int i = 0; i < n; i++)
-        fm_log_plan(ctx, "autotune: %s: %.3f ms%s", plans[i]->describe, fastest[i] * 1e3, i == win ? " (chosen)" : "");
+        fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3, score[i],
+                    i == win ? " (chosen)" : "");
     fm_plan *best = plans[win];
     for (int i = 0; i < n; i++)
         if (i != win)
