@@ -385,32 +385,46 @@ static int append_heuristic(const lt_plan *pl, cublasLtMatmulPreference_t pref, 
  * heuristic's answers at smaller workspace limits, then its best configurations of every
  * algorithm id of these types (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID). On the H200 it found
  * fused fp32 / tf32 / bf16 kernels 3-9% faster than the best of the first list. The order
- * is fixed, so an index (saved in wisdom) names the same algorithm in a later process. */
-static int widen_candidates(const lt_plan *pl, const fm_problem *p, uint64_t ws, cublasLtMatmulHeuristicResult_t *list,
-                            int count)
+ * is fixed, so an index (saved in wisdom) names the same algorithm in a later process with
+ * the same GPU, cuBLASLt and workspace limit. An id the heuristic has nothing for is
+ * skipped; running out of memory fails the plan (a shorter list would renumber the rest). */
+static fm_status widen_candidates(const lt_plan *pl, const fm_problem *p, uint64_t ws,
+                                  cublasLtMatmulHeuristicResult_t *list, int *count)
 {
     static const uint64_t limits[] = {0, (uint64_t)1 << 20, (uint64_t)4 << 20};
     cublasLtMatmulPreference_t pref;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    fm_status s;
     for (size_t i = 0; i < sizeof limits / sizeof limits[0] && limits[i] < ws; i++) {
-        if (make_pref(pl, p, limits[i], 0, &pref) != FM_OK)
-            return count;
-        count = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, count, NULL);
+        if ((s = make_pref(pl, p, limits[i], 0, &pref)) != FM_OK)
+            return s;
+        *count = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, *count, &st);
         cublasLtMatmulPreferenceDestroy(pref);
+        if (st == CUBLAS_STATUS_ALLOC_FAILED)
+            return lt_status(st, "cublasLtMatmulAlgoGetHeuristic");
     }
     int ids[LT_MAX_CANDIDATES], nids = 0;
     cublasLtHandle_t h = fm_cuda_lt_handle(pl->st);
-    if (cublasLtMatmulAlgoGetIds(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype,
-                                 LT_MAX_CANDIDATES, ids, &nids) != CUBLAS_STATUS_SUCCESS ||
-        make_pref(pl, p, ws, 1, &pref) != FM_OK)
-        return count;
-    for (int i = 0; i < nids && count < LT_MAX_CANDIDATES; i++) {
+    st = cublasLtMatmulAlgoGetIds(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype,
+                                  LT_MAX_CANDIDATES, ids, &nids);
+    if (st == CUBLAS_STATUS_ALLOC_FAILED)
+        return lt_status(st, "cublasLtMatmulAlgoGetIds");
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return FM_OK; /* no ids for these types: the list ends here */
+    if ((s = make_pref(pl, p, ws, 1, &pref)) != FM_OK)
+        return s;
+    for (int i = 0; i < nids && *count < LT_MAX_CANDIDATES; i++) {
         cublasLtMatmulAlgo_t seed;
+        memset(&seed, 0, sizeof seed); /* bytes Init leaves alone must not differ between runs (memcmp) */
         if (cublasLtMatmulAlgoInit(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype, ids[i],
-                                   &seed) == CUBLAS_STATUS_SUCCESS)
-            count = append_heuristic(pl, pref, LT_PER_ID_CANDIDATES, &seed, list, count, NULL);
+                                   &seed) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        *count = append_heuristic(pl, pref, LT_PER_ID_CANDIDATES, &seed, list, *count, &st);
+        if (st == CUBLAS_STATUS_ALLOC_FAILED)
+            break;
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    return count;
+    return st == CUBLAS_STATUS_ALLOC_FAILED ? lt_status(st, "cublasLtMatmulAlgoGetHeuristic") : FM_OK;
 }
 
 /* The heuristic's candidates at the workspace limit (up to LT_BASE_CANDIDATES: gpu_algo 0 is
@@ -433,8 +447,8 @@ static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
                        fm_dtype_name(pl->g.dtype), pl->fused ? "epilogue=" : "plain GEMM", pl->fused ? epi : "",
                        st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(st) : "0 candidates");
     }
-    if (pl->mp.gpu_algo >= returned)
-        returned = widen_candidates(pl, p, ws, list, returned);
+    if (pl->mp.gpu_algo >= returned && (s = widen_candidates(pl, p, ws, list, &returned)) != FM_OK)
+        return s;
     pl->algo_count = returned;
     if (pl->mp.gpu_algo >= returned)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt candidate %d requested, the search found %d",
@@ -758,6 +772,12 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
                     g->k == 0 ? "k = 0" : "alpha = 0");
         goto fail;
     }
+    if ((g->m == 0 || g->n == 0 || g->batch_count == 0) && pl->mp.gpu_algo > 0) {
+        /* an empty result: no GEMM runs, so every index would be the same plan */
+        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "
+                    "gpu_algo > 0 does not apply", (long long)g->m, (long long)g->n, (long long)g->batch_count);
+        goto fail;
+    }
     if (pl->mp.gpu_passes == 1 && !can_fuse) {
         s = fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
         goto fail;
@@ -797,8 +817,9 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
     }
     if (g->m > 0 && g->n > 0) {
         s = choose_algo(pl, p);
-        if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0) {
-            /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it */
+        if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0 && pl->algo_count == 0) {
+            /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it (not when only
+             * gpu_algo was past the fused list: the split list's index names another kernel) */
             fm_log_plan(ctx, "cublaslt: fused chain refused (%s); using GEMM + kernel", fm_last_error());
             pl->fused = 0, pl->alpha_vector = 0, pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
             cublasLtMatmulDescDestroy(pl->desc);

@@ -217,11 +217,15 @@ fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
  * online core (and at least 16 allowed). */
 int fm_context_threads_for(const fm_context *ctx, int requested);
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+/* The same without the plan cache (neither looked up nor filled): autotune's candidates. */
+fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
 fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **plan);
 /* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
  * reference to target. Used by autotune: the tuned plan answers for the default key. */
 void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
+/* The plan an alias executes; p itself when p is no alias. */
+const fm_plan *fm_plan_alias_target(const fm_plan *p);
 /* Replace the cached plan for its problem (autotune). */
 void fm_context_cache_put(fm_context *ctx, fm_plan *plan);
 /* The cached plan for p (retained) or NULL. */

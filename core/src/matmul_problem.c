@@ -528,6 +528,24 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The fastest of `samples` timings of `calls` executions (plus a wait for the device). */
+static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, fm_status (*sync)(int),
+                        int device)
+{
+    double best = 1e300;
+    for (int r = 0; r < samples; r++) {
+        double t0 = now_seconds();
+        for (int q = 0; q < calls; q++)
+            fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL);
+        if (sync)
+            sync(device);
+        double t = (now_seconds() - t0) / calls;
+        if (t < best)
+            best = t;
+    }
+    return best;
+}
+
 fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                              const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                              const fm_matmul_options *opts, int repeats, fm_plan **plan)
@@ -603,7 +621,9 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             q.u.matmul.panel_rows = cand[qi];
             q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
         }
-        s = fm_plan_problem(ctx, &q, &plans[n]);
+        /* the default through the cache (it may be an earlier winner); candidates outside it,
+         * so that tuning leaves one entry (the winner) instead of up to 128 */
+        s = qi == 0 ? fm_plan_problem(ctx, &q, &plans[n]) : fm_plan_problem_uncached(ctx, &q, &plans[n]);
         if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu)) {
             fm_clear_error(); /* e.g. no fused algorithm, or no more candidates */
             if (on_gpu && qi > 0 && qi <= GPU_FUSED_ALGOS)
@@ -623,58 +643,55 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         }
         fastest[n++] = 1e300;
     }
-    /* Each round times every candidate still running, in alternating order; a candidate is
-     * judged by the median over rounds of its time divided by the default's time in the
-     * same round. A GPU's clock drifts between rounds (fp64 on the H200 by up to 25%), so
-     * comparing each one's fastest call across rounds picked by the drift, not the kernel. */
-    double round_t[NMAX][ROUNDS];
+    /* Timing. In each round every candidate still running is timed between two timings of
+     * the default, and scored by its time over their mean; the order alternates between
+     * rounds, and a candidate's score is the median over its rounds. A GPU's clock drifts
+     * (fp64 on the H200 by up to 25% within a process), so raw times taken at different
+     * moments, or a candidate's fastest call across rounds, were decided by the drift. After
+     * the first round, candidates scoring over 10% behind the best stop. */
+    const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
+    double ratio[NMAX][ROUNDS], score[NMAX];
+    int nratio[NMAX] = {0}, alive[NMAX];
     for (int i = 0; i < n; i++)
-        for (int r = 0; r < ROUNDS; r++)
-            round_t[i][r] = 0;
+        alive[i] = 1;
     for (int round = 0; round < ROUNDS; round++) {
-        double best_so_far = 1e300;
-        for (int i = 0; i < n; i++)
-            if (fastest[i] < best_so_far)
-                best_so_far = fastest[i];
-        for (int j = 0; j < n; j++) {
-            int i = round % 2 ? n - 1 - j : j;
-            if (round > 0 && i > 0 && fastest[i] > 1.10 * best_so_far)
-                continue; /* out of the running: not worth more device time */
-            /* CPU: `repeats` samples of one call; GPU: one sample of `repeats` queued calls
-             * and one wait (launch gaps hide, as in real use) */
-            const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
-            double best_here = 1e300;
-            for (int r = 0; r < samples; r++) {
-                double t0 = now_seconds();
-                for (int q = 0; q < calls; q++)
-                    fm_plan_execute(plans[i], ptrs, FM_MATMUL_NSLOTS, NULL);
-                if (sync)
-                    sync(p.exec_device.id);
-                double t = (now_seconds() - t0) / calls;
-                if (t < best_here)
-                    best_here = t;
-            }
-            round_t[i][round] = best_here;
-            if (best_here < fastest[i])
-                fastest[i] = best_here;
+        double before = time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id);
+        if (before < fastest[0])
+            fastest[0] = before;
+        for (int j = 1; j < n; j++) {
+            int i = round % 2 ? n - j : j;
+            if (!alive[i])
+                continue;
+            double t = time_plan(plans[i], ptrs, samples, calls, sync, p.exec_device.id);
+            double after = time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id);
+            ratio[i][nratio[i]++] = t / (0.5 * (before + after));
+            if (t < fastest[i])
+                fastest[i] = t;
+            if (after < fastest[0])
+                fastest[0] = after;
+            before = after;
+        }
+        if (round == 0) {
+            double best = 1.0;
+            for (int i = 1; i < n; i++)
+                if (ratio[i][0] < best)
+                    best = ratio[i][0];
+            for (int i = 1; i < n; i++)
+                alive[i] = ratio[i][0] <= 1.10 * best;
         }
     }
-    double score[NMAX];
     int win = 0;
     score[0] = 1.0;
     for (int i = 1; i < n; i++) {
-        double ratios[ROUNDS];
-        int nr = 0;
-        for (int r = 0; r < ROUNDS; r++)
-            if (round_t[i][r] > 0 && round_t[0][r] > 0)
-                ratios[nr++] = round_t[i][r] / round_t[0][r];
+        double *r = ratio[i];
+        int nr = nratio[i];
         for (int a = 1; a < nr; a++) /* insertion sort: at most ROUNDS values */
-            for (int b = a; b > 0 && ratios[b] < ratios[b - 1]; b--) {
-                double t = ratios[b];
-                ratios[b] = ratios[b - 1];
-                ratios[b - 1] = t;
+            for (int b = a; b > 0 && r[b] < r[b - 1]; b--) {
+                double t = r[b];
+                r[b] = r[b - 1];
+                r[b - 1] = t;
             }
-        score[i] = nr == 0 ? 1e300 : nr % 2 ? ratios[nr / 2] : 0.5 * (ratios[nr / 2 - 1] + ratios[nr / 2]);
+        score[i] = nr == 0 ? 1e300 : nr % 2 ? r[nr / 2] : 0.5 * (r[nr / 2 - 1] + r[nr / 2]);
         if (score[i] < score[win] && score[i] < (on_gpu ? 0.99 : 0.97))
             win = i;
     }
@@ -690,7 +707,9 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     /* The winner answers for the default key, so later stateless calls get it. Made
      * as a fresh plan object: cached candidates must keep their own keys. */
     fm_problem key = p;
-    fm_problem tuned = best->problem;
+    fm_problem tuned = fm_plan_alias_target(best)->problem; /* the default may be an earlier winner's alias */
+    if (win > 0)
+        fm_context_cache_put(ctx, best); /* planned outside the cache: its own key gets it now */
     fm_plan_release(best);
     fm_plan *winner = NULL;
     if ((s = fm_plan_problem(ctx, &tuned, &winner)) != FM_OK)

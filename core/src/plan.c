@@ -140,3 +140,8 @@ void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
         alias->required_align[i] = target->required_align[i];
     snprintf(alias->describe, sizeof alias->describe, "%s", target->describe);
 }
+
+const fm_plan *fm_plan_alias_target(const fm_plan *p)
+{
+    return p && p->execute == alias_execute ? (const fm_plan *)p->impl : p;
+}

@@ -227,14 +227,19 @@ fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
     /* Plan outside the lock: planning may be slow (autotuning, JIT). Two threads
      * planning the same problem both succeed; the later insert replaces the first. */
     fm_plan *plan = NULL;
-    int staged = 0;
-    for (int i = 0; i < p->nslots; i++)
-        staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
-                                                p->t[i].device.id != p->exec_device.id);
-    fm_status s = staged ? fm_plan_build_staged(ctx, p, &plan) : try_backends(ctx, p, &plan);
+    fm_status s = fm_plan_problem_uncached(ctx, p, &plan);
     if (s != FM_OK)
         return s;
     fm_context_cache_put(ctx, plan);
     *out = plan;
     return FM_OK;
+}
+
+fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, fm_plan **out)
+{
+    int staged = 0;
+    for (int i = 0; i < p->nslots; i++)
+        staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
+                                                p->t[i].device.id != p->exec_device.id);
+    return staged ? fm_plan_build_staged(ctx, p, out) : try_backends(ctx, p, out);
 }

@@ -178,8 +178,10 @@ class Matmul:
         """Time the candidate configurations (CPU panel heights; on a GPU, cuBLASLt's
         algorithms with the epilogue fused - its heuristic's list and a wider search over
         workspace limits and algorithm ids - and plain GEMMs plus the generated epilogue
-        kernel) on the current operands (``iterations`` repeats each) and keep the fastest
-        plan (a candidate must beat the default by 3% on the CPU, 1% on a GPU). Plans with
+        kernel) on the current operands (each timing: ``iterations`` calls) and keep the
+        fastest plan. Every candidate is timed between two timings of the default, in three
+        rounds, and must beat it by 3% on the CPU, 1% on a GPU (median over the rounds);
+        candidates over 10% behind after the first round stop. Plans with
         the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
         device before and after (it times). Returns self."""
         where = "Matmul.autotune"

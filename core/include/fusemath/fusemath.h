@@ -334,8 +334,9 @@ typedef struct fm_matmul_options {
     int32_t panel_rows;      /* cpu: rows per fused panel; 0 = heuristic (autotune sets it) */
     int32_t cpu_strategy;    /* fm_cpu_strategy; 0 = heuristic (autotune sets it) */
     int32_t compute;         /* fm_compute */
-    int32_t gpu_algo;        /* cuda: 0 = heuristic's first choice, 1..7 its next candidates, 8..63 a wider
-                                search (smaller workspaces, every cuBLASLt algorithm id); autotune sets it */
+    int32_t gpu_algo;        /* cuda: 0 = cuBLASLt heuristic's first choice, then its other candidates (up to
+                                8), then a wider search (smaller workspaces, every algorithm id), at most
+                                0..63; an index past the last is refused. autotune sets it */
     int32_t gpu_passes;      /* cuda: 0 = auto, 1 = epilogue fused in cuBLASLt, 2 = GEMM + kernel */
     int32_t reserved[4];     /* zero */
     double clamp[2];         /* lo, hi for FM_EPILOGUE_CLAMP */
