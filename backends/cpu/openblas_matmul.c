@@ -709,6 +709,17 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     return FM_OK;
 }
 
+char *openblas_get_config(void); /* OpenBLAS's own; reference CBLAS headers lack it */
+
+/* Wisdom salt: tuned panel heights depend on the BLAS build and the CPU it picked (the
+ * thread count is part of the problem already). */
+static void wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
+{
+    (void)ctx, (void)state, (void)p;
+    const char *config = openblas_get_config();
+    snprintf(buf, n, "%s", config ? config : "");
+}
+
 const fm_backend fm_backend_openblas_matmul = {
     .name = "openblas",
     .device = FM_DEVICE_CPU,
@@ -717,4 +728,5 @@ const fm_backend fm_backend_openblas_matmul = {
     .probe = probe,
     .release = NULL,
     .plan = plan,
+    .wisdom_salt = wisdom_salt,
 };

@@ -872,6 +872,20 @@ fail:
     return s;
 }
 
+/* Wisdom salt: a tuned gpu_algo indexes cuBLASLt's candidate lists, which depend on the
+ * cuBLASLt build, the GPU and the workspace limit. */
+static void lt_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
+{
+    (void)ctx;
+    int dev = p->exec_device.id, major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        cudaGetLastError(); /* not sticky: clear it; the salt then says 0 */
+    snprintf(buf, n, "cublasLt %zu sm_%d%d %d SMs workspace %zu", cublasLtGetVersion(), major, minor, sms,
+             state ? fm_cuda_lt_workspace_limit(state) : (size_t)0);
+}
+
 const fm_backend fm_backend_cublaslt_matmul = {
     .name = "cublaslt",
     .device = FM_DEVICE_CUDA,
@@ -880,4 +894,5 @@ const fm_backend fm_backend_cublaslt_matmul = {
     .probe = lt_probe,
     .release = lt_release,
     .plan = lt_plan_fn,
+    .wisdom_salt = lt_wisdom_salt,
 };

@@ -181,6 +181,10 @@ typedef struct fm_backend {
     fm_status (*wisdom_export)(char **text);
     fm_status (*wisdom_import)(const char *text);
     void (*wisdom_forget)(void); /* optional: drop that knowledge (fm_context_wisdom_forget) */
+    /* Optional: what a tuned choice depends on besides the problem (library version, device
+     * model, settings), as text in buf. Wisdom entries are keyed by it too, so a choice tuned
+     * with another library build, GPU or thread count is not applied here. */
+    void (*wisdom_salt)(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n);
 } fm_backend;
 
 /* The table of built-in backends lives in backends/registry.c, not in core/, so a

@@ -31,6 +31,28 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
     return fm_problem_hash(&q);
 }
 
+/* The key of p's entry: the problem's stable hash with the salt of every backend that
+ * could plan it (see fm_backend.wisdom_salt) hashed on (FNV-1a). */
+static uint64_t wisdom_key(const fm_context *ctx, const fm_problem *p)
+{
+    uint64_t h = fm_problem_stable_hash(p);
+    for (int i = 0; i < ctx->nbackends; i++) {
+        const fm_backend_slot *slot = &ctx->backends[i];
+        const fm_backend *b = slot->backend;
+        if (!slot->available || !b->wisdom_salt || (int)b->device != p->exec_device.type ||
+            !(b->ops & (1u << p->op)))
+            continue;
+        char salt[256] = "";
+        b->wisdom_salt(ctx, slot->state, p, salt, sizeof salt);
+        for (const char *c = b->name; *c; c++)
+            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+        for (const char *c = salt; *c; c++)
+            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+        h = (h ^ 0xffu) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 static void get_fields(const fm_problem *p, int32_t v[4])
 {
     v[0] = p->u.matmul.panel_rows;
@@ -70,7 +92,7 @@ void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tu
 {
     if (!untuned(p))
         return;
-    fm_wisdom_entry e = {.key = fm_problem_stable_hash(p), .op = p->op};
+    fm_wisdom_entry e = {.key = wisdom_key(ctx, p), .op = p->op};
     get_fields(tuned, e.v);
     snprintf(e.note, sizeof e.note, "%s", describe ? describe : "");
     for (char *c = e.note; *c; c++)
@@ -85,7 +107,7 @@ int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned)
 {
     if (!ctx->nwisdom || !untuned(p)) /* unlocked peek: an int read, rechecked below */
         return 0;
-    uint64_t key = fm_problem_stable_hash(p);
+    uint64_t key = wisdom_key(ctx, p);
     int found = 0;
     pthread_mutex_lock(&ctx->lock);
     for (int i = 0; i < ctx->nwisdom && !found; i++)

@@ -4,7 +4,10 @@
 #include "internal.h"
 #include "mmref.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* ---- a fake CPU backend: plans only m == 7 (m == 13: a hard error) ---- */
 static atomic_int fake_probes, fake_releases, fake_plans, fake_executes, fake_destroys;
@@ -448,6 +451,76 @@ static void test_register_bad(void)
     fm_context_destroy(ctx);
 }
 
+/* ---- wisdom salt: a backend's salt (its build, device, settings) keys the entries ---- */
+static const char *g_salt = "";
+static void salt_fn(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
+{
+    (void)ctx, (void)state, (void)p;
+    snprintf(buf, n, "%s", g_salt);
+}
+static fm_status salt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *plan)
+{
+    (void)ctx, (void)state, (void)p, (void)plan;
+    return fm_fail(FM_ERR_NOT_APPLICABLE, "salt: plans nothing (OpenBLAS does)");
+}
+static const fm_backend salt_backend = {
+    .name = "salt",
+    .device = FM_DEVICE_CPU,
+    .ops = 1u << FM_OP_MATMUL,
+    .priority = 1000000,
+    .plan = salt_plan,
+    .wisdom_salt = salt_fn,
+};
+
+/* Autotune one CPU matmul in a fresh context (with the salt backend when salt != NULL),
+ * save the wisdom, and return the entry's key as written in the file. */
+static void key_after_autotune(const char *salt, char key[32])
+{
+    key[0] = 0;
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    if (salt) {
+        g_salt = salt;
+        CHECK_OK(fm_context_register_backend(ctx, &salt_backend));
+    }
+    test_rng rng = {5};
+    small_mm s;
+    small_make(&s, FM_F32, 64, 48, 32, &rng);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_autotune(ctx, &s.a.t, &s.b.t, NULL, NULL, &s.d.t, NULL, &o, 1, &plan));
+    fm_plan_release(plan);
+    char file[64];
+    snprintf(file, sizeof file, "/tmp/fm_test_salt_%ld", (long)getpid());
+    CHECK_OK(fm_context_wisdom_save(ctx, file));
+    FILE *f = fopen(file, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "matmul ", 7) == 0)
+            sscanf(line + 7, "%31s", key);
+    if (f)
+        fclose(f);
+    remove(file);
+    small_free(&s);
+    fm_context_destroy(ctx);
+}
+
+static void test_wisdom_salt(void)
+{
+    char none[32], a1[32], a2[32], b[32];
+    key_after_autotune(NULL, none);
+    key_after_autotune("build A", a1);
+    key_after_autotune("build A", a2);
+    key_after_autotune("build B", b);
+    CHECK_MSG(none[0] && a1[0] && b[0], "no matmul entry in the wisdom file ('%s', '%s', '%s')", none, a1, b);
+    CHECK_MSG(strcmp(a1, a2) == 0, "the same salt gave two keys: %s, %s", a1, a2);
+    CHECK_MSG(strcmp(none, a1) != 0 && strcmp(a1, b) != 0, "a salt does not change the key: %s / %s / %s", none, a1,
+              b);
+}
+
 int main(void)
 {
     unsetenv("FUSEMATH_NUM_THREADS");
@@ -457,5 +530,6 @@ int main(void)
     RUN_TEST(test_forced_backend);
     RUN_TEST(test_unavailable_backend);
     RUN_TEST(test_register_bad);
+    RUN_TEST(test_wisdom_salt);
     TEST_MAIN_RETURN();
 }
