@@ -147,6 +147,9 @@ def parse_args(argv):
     p.add_argument("--max-seconds", type=float, default=None,
                    help="stop starting new cases after this many seconds (default 330; --quick 50)")
     p.add_argument("--autotune", action="store_true", help="autotune the fused and the nvmath plans before timing")
+    p.add_argument("--plan-log", action="store_true",
+                   help="FUSEMATH_LOG=plan: fusemath prints its planner's choices and every autotune candidate "
+                        "(time, ratio to the default) to stderr")
     p.add_argument("--skip-host-overhead", action="store_true", help="skip the 64x64x64 host-overhead section")
     p.add_argument("--host-only", action="store_true", help="only the host-overhead section")
     p.add_argument("--host-calls", type=int, default=2000, help="calls per host-overhead loop (default 2000)")
@@ -269,6 +272,8 @@ class Env:
 
     def load_rest(self):
         try:
+            if getattr(self, "plan_log", False):
+                os.environ["FUSEMATH_LOG"] = "plan"  # read when fusemath makes its context (import)
             import fusemath
 
             self.fusemath = fusemath
@@ -1109,6 +1114,7 @@ def main(argv=None) -> int:
     if reason:
         print(f"matmul_gpu: no GPU: {reason}; nothing measured")
         return 2 if args.require_gpu else 0
+    env.plan_log = args.plan_log
     env.load_rest()
     now = datetime.datetime.now().astimezone()
     res = {

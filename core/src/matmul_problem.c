@@ -643,12 +643,13 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         }
         fastest[n++] = 1e300;
     }
-    /* Timing. In each round every candidate still running is timed between two timings of
-     * the default, and scored by its time over their mean; the order alternates between
-     * rounds, and a candidate's score is the median over its rounds. A GPU's clock drifts
-     * (fp64 on the H200 by up to 25% within a process), so raw times taken at different
-     * moments, or a candidate's fastest call across rounds, were decided by the drift. After
-     * the first round, candidates scoring over 10% behind the best stop. */
+    /* Timing, in rounds of alternating order. GPU: every candidate still running is timed
+     * between two timings of the default and scored by its time over their mean, the score
+     * being the median over its rounds: the clock drifts (fp64 on the H200 by up to 25%
+     * within a process), so raw times taken at different moments, or a candidate's fastest
+     * call across rounds, were decided by the drift. CPU: host noise comes as spikes, which
+     * the fastest of all a candidate's calls filters best; the score is its fastest call over
+     * the default's. After the first round, candidates scoring over 10% behind the best stop. */
     const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
     double ratio[NMAX][ROUNDS], score[NMAX];
     int nratio[NMAX] = {0}, alive[NMAX];
@@ -663,7 +664,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             if (!alive[i])
                 continue;
             double t = time_plan(plans[i], ptrs, samples, calls, sync, p.exec_device.id);
-            double after = time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id);
+            double after = on_gpu ? time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id) : before;
             ratio[i][nratio[i]++] = t / (0.5 * (before + after));
             if (t < fastest[i])
                 fastest[i] = t;
@@ -673,11 +674,13 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         }
         if (round == 0) {
             double best = 1.0;
+            for (int i = 1; i < n; i++) {
+                double r = on_gpu ? ratio[i][0] : fastest[i] / fastest[0];
+                if (r < best)
+                    best = r;
+            }
             for (int i = 1; i < n; i++)
-                if (ratio[i][0] < best)
-                    best = ratio[i][0];
-            for (int i = 1; i < n; i++)
-                alive[i] = ratio[i][0] <= 1.10 * best;
+                alive[i] = (on_gpu ? ratio[i][0] : fastest[i] / fastest[0]) <= 1.10 * best;
         }
     }
     int win = 0;
@@ -691,7 +694,10 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                 r[b] = r[b - 1];
                 r[b - 1] = t;
             }
-        score[i] = nr == 0 ? 1e300 : nr % 2 ? r[nr / 2] : 0.5 * (r[nr / 2 - 1] + r[nr / 2]);
+        if (!on_gpu)
+            score[i] = fastest[i] / fastest[0];
+        else
+            score[i] = nr == 0 ? 1e300 : nr % 2 ? r[nr / 2] : 0.5 * (r[nr / 2 - 1] + r[nr / 2]);
         if (score[i] < score[win] && score[i] < (on_gpu ? 0.99 : 0.97))
             win = i;
     }

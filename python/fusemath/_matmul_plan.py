@@ -179,9 +179,10 @@ class Matmul:
         algorithms with the epilogue fused - its heuristic's list and a wider search over
         workspace limits and algorithm ids - and plain GEMMs plus the generated epilogue
         kernel) on the current operands (each timing: ``iterations`` calls) and keep the
-        fastest plan. Every candidate is timed between two timings of the default, in three
-        rounds, and must beat it by 3% on the CPU, 1% on a GPU (median over the rounds);
-        candidates over 10% behind after the first round stop. Plans with
+        fastest plan, in three rounds; candidates over 10% behind after the first round stop.
+        CPU: a candidate's fastest call must beat the default's by 3%. GPU: each candidate is
+        timed between two timings of the default (the clock drifts) and must beat their mean
+        by 1%, as the median over the rounds. Plans with
         the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
         device before and after (it times). Returns self."""
         where = "Matmul.autotune"
