@@ -650,6 +650,8 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
      * call across rounds, were decided by the drift. CPU: host noise comes as spikes, which
      * the fastest of all a candidate's calls filters best; the score is its fastest call over
      * the default's. After the first round, candidates scoring over 10% behind the best stop. */
+    if (n == 0) /* nothing planned (the default refused): let the planner say why */
+        return fm_plan_problem(ctx, &p, plan);
     const int samples = on_gpu ? 1 : repeats, calls = on_gpu ? repeats : 1;
     double ratio[NMAX][ROUNDS], score[NMAX];
     int nratio[NMAX] = {0}, alive[NMAX];
