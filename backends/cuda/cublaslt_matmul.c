@@ -773,6 +773,17 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
                     g->k == 0 ? "k = 0" : "alpha = 0");
         goto fail;
     }
+    if ((p->present & (1u << FM_MATMUL_AUX)) && (pl->mp.epilogue & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU))) {
+        const fm_tensor *aux = &p->t[FM_MATMUL_AUX];
+        for (int i = 0; i + 2 < aux->ndim; i++)
+            if (aux->strides[i] == 0 && aux->shape[i] > 1) {
+                /* allowed since the CPU path reads it; not yet run through cuBLASLt's aux batch
+                 * stride or the generated kernel on a GPU, so refused rather than guessed */
+                s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the relu_aux/gelu_aux input repeats over batch "
+                            "axis %d (stride 0); pass it with its own memory per batch (e.g. .contiguous())", i);
+                goto fail;
+            }
+    }
     if ((g->m == 0 || g->n == 0 || g->batch_count == 0) && pl->mp.gpu_algo > 0) {
         /* an empty result: no GEMM runs, so every index would be the same plan */
         s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "

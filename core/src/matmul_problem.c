@@ -258,8 +258,11 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
     int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
+    /* aux is written by the forward *_aux chains; drelu/dgelu read it (an input may repeat,
+     * e.g. one mask broadcast over the batch) */
     if ((s = fm_tensor_check_distinct("matmul", "d", d)) != FM_OK ||
-        (ts[FM_MATMUL_AUX] && (s = fm_tensor_check_distinct("matmul", "aux", ts[FM_MATMUL_AUX])) != FM_OK))
+        (ts[FM_MATMUL_AUX] && (epi & FM_EPILOGUE_AUX) &&
+         (s = fm_tensor_check_distinct("matmul", "aux", ts[FM_MATMUL_AUX])) != FM_OK))
         return s;
 
     if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])

@@ -125,9 +125,11 @@ def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: An
                   None)
     except _C.AliasError as exc:
         raise alias_error("fusemath.matmul", "out", exc) from None
-    except _C.InvalidArgumentError:
-        # a misaligned operand: the general path computes from an aligned copy (checked only
-        # here, after a refusal, so the common call pays nothing for it)
+    except ValueError:
+        # a misaligned operand (the C side refuses it as InvalidArgumentError, or its array
+        # conversion as a plain ValueError for a byte stride that is no multiple of the item
+        # size): the general path computes from an aligned copy (checked only here, after a
+        # refusal, so the common call pays nothing for it)
         if a.flags.aligned and b.flags.aligned and (bias is None or bias.flags.aligned):
             raise
         return None

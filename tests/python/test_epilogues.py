@@ -167,6 +167,48 @@ def test_dgelu_from_forward_aux(rng, dtype, bgrad, batch):
     assert_within(d, ref["d"], ref["d_err"], dtype, k2, what="dgelu")
 
 
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
+@pytest.mark.parametrize("kind", ["drelu", "dgelu"])
+@pytest.mark.parametrize("bgrad", [False, True])
+def test_backward_aux_broadcast_over_the_batch(rng, dtype, kind, bgrad):
+    """One relu mask / gelu input (a stride-0 view) serves every batch: it is read, not
+    written, so a repeated input is fine (the forward aux, an output, must stay distinct)."""
+    m, n, k2 = 9, 21, 5
+    g = make(rng, (3, m, k2), dtype)
+    w2t = make(rng, (k2, n), dtype)
+    if kind == "drelu":
+        one = rng.integers(0, 256, (1, m, C.relu_mask_row_bytes(n)), dtype=np.uint8)
+        aux = np.broadcast_to(one, (3,) + one.shape[1:])
+        ref = chain_reference(g, w2t, drelu_mask=unpack_relu_mask(np.ascontiguousarray(aux), n),
+                              bgrad="bgrad" if bgrad else None)
+    else:
+        aux = np.broadcast_to(make(rng, (1, m, n), dtype), (3, m, n))
+        ref = chain_reference(g, w2t, dgelu_x=np.ascontiguousarray(aux), bgrad="bgrad" if bgrad else None)
+    assert aux.strides[0] == 0
+    name = kind.upper() + ("_BGRAD" if bgrad else "")
+    result = fusemath.matmul(g, w2t, epilogue=name, epilog_inputs={f"{kind[1:]}_aux": aux})
+    d, bg = _unpack(result, f"{kind}_bgrad") if bgrad else (result, None)
+    assert_within(d, ref["d"], ref["d_err"], dtype, k2, what=f"{kind} with a broadcast aux")
+    if bgrad:
+        assert_within(bg, ref["bgrad"], ref["bgrad_err"], dtype, k2 + m, what=f"{kind} bgrad, broadcast aux")
+    mm = fusemath.Matmul(g, w2t)  # the planner takes it too
+    mm.plan(epilog=name, epilog_inputs={f"{kind[1:]}_aux": aux})
+    got = mm.execute()
+    assert_within(got[0] if bgrad else got, ref["d"], ref["d_err"], dtype, k2, what=f"planned {kind}")
+
+
+def test_forward_aux_output_must_not_repeat(rng):
+    """The aux of a forward chain is an OUTPUT (here the gelu input, through the C entry
+    point): memory that repeats over the batch stays refused, two batches would write it."""
+    a, b = make(rng, (2, 3, 4), np.float32), make(rng, (4, 5), np.float32)
+    d = np.empty((2, 3, 5), np.float32)
+    base = np.empty((3, 5), np.float32)
+    aux = np.lib.stride_tricks.as_strided(base, shape=(2, 3, 5), strides=(0,) + base.strides)  # writable, repeats
+    with pytest.raises(fusemath.AliasError, match="aux overlaps itself"):
+        C.matmul(a, b, None, None, d, aux, 1.0, 0.0, int(C.EPILOGUE_GELU | C.EPILOGUE_AUX), C.EXECUTION_AUTO, 0, 0,
+                 0, C.CPU_STRATEGY_AUTO, None, None, None, C.COMPUTE_DEFAULT, None)
+
+
 # ---------------------------------------------------------------------------
 # bgrada / bgradb
 # ---------------------------------------------------------------------------

@@ -310,6 +310,30 @@ def test_misaligned_operands_are_copied_and_outputs_refused_with_advice():
     np.testing.assert_allclose(ff.fft(z), np.fft.fft(z), rtol=1e-12, atol=1e-12)  # ascontiguousarray keeps it as is
 
 
+@pytest.mark.parametrize("which", ["a", "b", "bias"])
+def test_byte_strides_off_the_item_size_are_copied(which):
+    """A view whose byte stride is no multiple of the item size (legal in NumPy) takes the
+    same aligned copy in the stateless fast path as in the general one (found by fuzzing: the
+    fast path raised the array conversion's ValueError instead)."""
+    raw = np.zeros(400, np.uint8)
+    odd = np.ndarray((4, 5), np.float32, raw.data, offset=1, strides=(21, 4))
+    odd[...] = np.arange(20, dtype=np.float32).reshape(4, 5)
+    a, b, bias = f32(3, 4), f32(4, 5), f32(5)
+    if which == "a":
+        a = np.ndarray((3, 4), np.float32, raw.data, offset=1, strides=(17, 4))
+        a[...] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    elif which == "b":
+        b = odd
+    else:
+        bias = np.ndarray((5,), np.float32, raw.data, offset=3, strides=(5,))
+        bias[...] = np.arange(5, dtype=np.float32)
+    assert not (a.flags.aligned and b.flags.aligned and bias.flags.aligned)
+    want = np.maximum(a.astype(np.float64) @ b + bias, 0)
+    for kw in ({}, {"options": {}}):  # the one-C-call path and the general one
+        got = fusemath.matmul(a, b, bias=bias, epilogue="relu", **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_argument_wording_found_by_fuzzing(tmp_path):
     a = np.ones((4, 4))
     with pytest.raises(ValueError, match="iterations = 1099511627776, expected 1 to 1000000"):
