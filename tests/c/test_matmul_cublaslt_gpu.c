@@ -220,22 +220,35 @@ static void test_chains(void)
     fm_context_destroy(ctx);
 }
 
+/* A plain f32 m x k @ k x n problem on the GPU, for planning only: one buffer (planning
+ * reads no data) serves every operand. Returns the buffer (cudaFree it), NULL on failure. */
+static void *plain_f32_problem(int64_t m, int64_t n, int64_t k, fm_tensor t[3], const fm_tensor *ts[FM_MATMUL_NSLOTS])
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)(m > k ? m : k) * (size_t)(n > k ? n : k) * 4 + 256) != cudaSuccess) {
+        CHECK_MSG(0, "cudaMalloc failed");
+        return NULL;
+    }
+    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n};
+    fm_device cuda = {FM_DEVICE_CUDA, 0};
+    fm_tensor_init(&t[0], p, cuda, FM_F32, 2, sa, NULL);
+    fm_tensor_init(&t[1], p, cuda, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&t[2], p, cuda, FM_F32, 2, sd, NULL);
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        ts[i] = NULL;
+    ts[FM_MATMUL_A] = &t[0], ts[FM_MATMUL_B] = &t[1], ts[FM_MATMUL_D] = &t[2];
+    return p;
+}
+
 /* Wisdom saves gpu_algo as an index: in a fresh context (as in a later process) the same
  * index must name the same cuBLASLt kernel (describe() names its id and tile). */
 static void last_describe_same_in_new_context(fm_context *ctx)
 {
-    int64_t sa[2] = {67, 33}, sb[2] = {33, 130}, sd[2] = {67, 130};
-    fm_device cuda = {FM_DEVICE_CUDA, 0};
-    fm_tensor a, b, d;
-    void *p = NULL; /* planning reads no data: one buffer serves every operand */
-    if (cudaMalloc(&p, (size_t)67 * 130 * 4) != cudaSuccess) {
-        CHECK_MSG(0, "cudaMalloc failed");
+    fm_tensor t[3];
+    const fm_tensor *ts[FM_MATMUL_NSLOTS];
+    void *p = plain_f32_problem(67, 130, 33, t, ts);
+    if (!p)
         return;
-    }
-    fm_tensor_init(&a, p, cuda, FM_F32, 2, sa, NULL);
-    fm_tensor_init(&b, p, cuda, FM_F32, 2, sb, NULL);
-    fm_tensor_init(&d, p, cuda, FM_F32, 2, sd, NULL);
-    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &d, NULL, NULL, NULL};
     fm_matmul_options o;
     fm_matmul_options_init(&o);
     o.gpu_passes = 1;
@@ -261,18 +274,11 @@ static void last_describe_same_in_new_context(fm_context *ctx)
  * per pass count instead of 64 identical ones. */
 static void empty_result_has_one_candidate(fm_context *ctx)
 {
-    int64_t sa[2] = {0, 33}, sb[2] = {33, 130}, sd[2] = {0, 130};
-    fm_device cuda = {FM_DEVICE_CUDA, 0};
-    void *p = NULL;
-    if (cudaMalloc(&p, (size_t)33 * 130 * 4) != cudaSuccess) {
-        CHECK_MSG(0, "cudaMalloc failed");
+    fm_tensor t[3];
+    const fm_tensor *ts[FM_MATMUL_NSLOTS];
+    void *p = plain_f32_problem(0, 130, 33, t, ts);
+    if (!p)
         return;
-    }
-    fm_tensor a, b, d;
-    fm_tensor_init(&a, p, cuda, FM_F32, 2, sa, NULL);
-    fm_tensor_init(&b, p, cuda, FM_F32, 2, sb, NULL);
-    fm_tensor_init(&d, p, cuda, FM_F32, 2, sd, NULL);
-    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&a, &b, NULL, NULL, &d, NULL, NULL, NULL};
     fm_matmul_options o;
     fm_matmul_options_init(&o);
     fm_plan *plan = NULL;
