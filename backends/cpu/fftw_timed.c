@@ -162,14 +162,9 @@ double fm_fftw_timed_ratio(const double *a, const double *b, int n)
 {
     double r[TIMED_MAX_ROUNDS];
     int m = 0;
-    for (int i = 0; i < n && m < TIMED_MAX_ROUNDS; i++) {
-        const double v = a[i] > 0 ? b[i] / a[i] : b[i] > 0 ? 1e30 : 1.0;
-        int j = m++;
-        for (; j > 0 && r[j - 1] > v; j--) /* insertion: a dozen values */
-            r[j] = r[j - 1];
-        r[j] = v;
-    }
-    return m == 0 ? 1.0 : m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
+    for (int i = 0; i < n && m < TIMED_MAX_ROUNDS; i++)
+        r[m++] = a[i] > 0 ? b[i] / a[i] : b[i] > 0 ? 1e30 : 1.0;
+    return m == 0 ? 1.0 : fm_median(r, m);
 }
 
 #define TIMED_MAX_BYTES ((int64_t)512 << 20) /* larger problems keep FFTW's plan untimed */

@@ -13,7 +13,6 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -885,34 +884,16 @@ fail:
 }
 
 /* Wisdom salt: a tuned gpu_algo indexes cuBLASLt's candidate lists, which depend on the
- * cuBLASLt build, the GPU and the workspace limit. Looked up on every plan request once a
- * wisdom file is loaded, so the device part is read once per device and process. */
+ * cuBLASLt build, the GPU and the workspace limit (read when planning, not per call). */
 static void lt_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
     (void)ctx;
-    enum { MAX_DEV = 64 };
-    static atomic_int ready[MAX_DEV], cc[MAX_DEV], sms[MAX_DEV];
-    int dev = p->exec_device.id;
-    int c = 0, m = 0;
-    if (dev >= 0 && dev < MAX_DEV && atomic_load_explicit(&ready[dev], memory_order_acquire)) {
-        c = atomic_load_explicit(&cc[dev], memory_order_relaxed);
-        m = atomic_load_explicit(&sms[dev], memory_order_relaxed);
-    } else {
-        int major = 0, minor = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&m, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            cudaGetLastError(); /* not sticky: clear it; the salt then says 0 */
-            major = minor = m = 0;
-        }
-        c = 10 * major + minor;
-        if (dev >= 0 && dev < MAX_DEV && c > 0) { /* racing threads store the same values */
-            atomic_store_explicit(&cc[dev], c, memory_order_relaxed);
-            atomic_store_explicit(&sms[dev], m, memory_order_relaxed);
-            atomic_store_explicit(&ready[dev], 1, memory_order_release);
-        }
-    }
-    snprintf(buf, n, "cublasLt %zu sm_%d %d SMs workspace %zu", cublasLtGetVersion(), c, m,
+    int dev = p->exec_device.id, major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        cudaGetLastError(); /* not sticky: clear it; the salt then says what was read */
+    snprintf(buf, n, "cublasLt %zu sm_%d%d %d SMs workspace %zu", cublasLtGetVersion(), major, minor, sms,
              state ? fm_cuda_lt_workspace_limit(state) : (size_t)0);
 }
 

@@ -248,6 +248,17 @@ void fm_wisdom_clear_(fm_context *ctx);
 static inline int fm_min_i(int a, int b) { return a < b ? a : b; }
 static inline int64_t fm_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t fm_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* The median of v[0..n), n >= 1 and small (sorts v in place: insertion). */
+static inline double fm_median(double *v, int n)
+{
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+            const double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 /* The part size that cuts `total` into the smallest multiple of `threads` parts that is at least
  * `parts`: a static schedule then gives every thread the same count (the CPU FFT's chunks, the
  * CPU matmul's row panels). */

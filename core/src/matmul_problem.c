@@ -471,11 +471,13 @@ fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_
     fm_status s = build_problem(ctx, ts, opts, &p);
     if (s != FM_OK)
         return s;
+    /* The cache first: a planned problem (tuned or not) never pays the wisdom lookup, which
+     * hashes every backend's salt. */
+    if ((*plan = fm_context_cache_get(ctx, &p)) != NULL)
+        return FM_OK;
     fm_problem tuned;
     if (!fm_wisdom_lookup(ctx, &p, &tuned))
         return fm_plan_problem(ctx, &p, plan);
-    if ((*plan = fm_context_cache_get(ctx, &p)) != NULL)
-        return FM_OK;
     /* Plan the remembered choice; if it no longer plans here, the default does. */
     fm_plan *winner = NULL;
     if (fm_plan_problem(ctx, &tuned, &winner) != FM_OK) {
@@ -669,43 +671,29 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             if (!alive[i])
                 continue;
             double t = time_plan(plans[i], ptrs, samples, calls, sync, p.exec_device.id);
-            double after = on_gpu ? time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id) : before;
-            ratio[i][nratio[i]++] = t / (0.5 * (before + after));
             if (t < fastest[i])
                 fastest[i] = t;
-            if (after < fastest[0])
-                fastest[0] = after;
-            before = after;
-        }
-        if (round == 0) {
-            double best = 1.0;
-            for (int i = 1; i < n; i++) {
-                double r = on_gpu ? ratio[i][0] : fastest[i] / fastest[0];
-                if (r < best)
-                    best = r;
+            if (on_gpu) {
+                double after = time_plan(plans[0], ptrs, samples, calls, sync, p.exec_device.id);
+                ratio[i][nratio[i]++] = t / (0.5 * (before + after));
+                before = after;
             }
-            for (int i = 1; i < n; i++)
-                alive[i] = (on_gpu ? ratio[i][0] : fastest[i] / fastest[0]) <= 1.10 * best;
         }
+        /* the scores so far: GPU the median ratio, CPU the fastest call over the default's */
+        double best = 1.0;
+        for (int i = 1; i < n; i++) {
+            score[i] = on_gpu ? fm_median(ratio[i], nratio[i]) : fastest[i] / fastest[0];
+            if (alive[i] && score[i] < best)
+                best = score[i];
+        }
+        for (int i = 1; round == 0 && i < n; i++)
+            alive[i] = score[i] <= 1.10 * best;
     }
     int win = 0;
     score[0] = 1.0;
-    for (int i = 1; i < n; i++) {
-        double *r = ratio[i];
-        int nr = nratio[i];
-        for (int a = 1; a < nr; a++) /* insertion sort: at most ROUNDS values */
-            for (int b = a; b > 0 && r[b] < r[b - 1]; b--) {
-                double t = r[b];
-                r[b] = r[b - 1];
-                r[b - 1] = t;
-            }
-        if (!on_gpu)
-            score[i] = fastest[i] / fastest[0];
-        else
-            score[i] = nr == 0 ? 1e300 : nr % 2 ? r[nr / 2] : 0.5 * (r[nr / 2 - 1] + r[nr / 2]);
+    for (int i = 1; i < n; i++)
         if (score[i] < score[win] && score[i] < (on_gpu ? 0.99 : 0.97))
             win = i;
-    }
     for (int i = 0; i < n; i++)
         fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3, score[i],
                     i == win ? " (chosen)" : "");
