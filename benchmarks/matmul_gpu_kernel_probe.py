@@ -19,6 +19,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
@@ -74,6 +75,7 @@ def time_all(methods, reps, trials):
     """methods: name -> zero-argument callable doing `reps` calls. ms per call, median of trials."""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     per = {name: [] for name in methods}
+    clk = {name: [] for name in methods}
     for f in methods.values():
         f()
     torch.cuda.synchronize()
@@ -85,25 +87,48 @@ def time_all(methods, reps, trials):
             e1.record()
             e1.synchronize()
             per[name].append(e0.elapsed_time(e1) / reps)
-    return {name: statistics.median(v) for name, v in per.items()}
+            c = clocks()
+            if c:
+                clk[name].append(c)
+    return ({name: statistics.median(v) for name, v in per.items()},
+            {name: {"sm_mhz": statistics.median(x["sm_mhz"] for x in v), "watts": statistics.median(x["watts"] for x in v)}
+             for name, v in clk.items() if v})
 
 
 def kernels_of(f):
-    """Names of the GPU kernels f launches (torch.profiler's CUDA activity)."""
+    """The GPU kernels f launches (torch.profiler's chrome trace): name, grid, block, device time."""
     try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             f()
             torch.cuda.synchronize()
-        names = set()
-        for e in prof.events():
-            if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
-                names.add(e.name)
-            for kk in getattr(e, "kernels", []) or []:
-                names.add(kk.name)
-        return sorted(x for x in names if not x.startswith("cuda"))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as fh:
+                events = json.load(fh).get("traceEvents", [])
+        found = []
+        for e in events:
+            if e.get("cat") != "kernel":
+                continue
+            a = e.get("args", {})
+            found.append({"name": e.get("name", "?"), "us": e.get("dur"), "grid": a.get("grid"),
+                          "block": a.get("block"), "smem": a.get("shared memory"),
+                          "regs": a.get("registers per thread")})
+        return found
     except Exception as exc:  # the profiler is a diagnostic here, not the measurement
-        return [f"profiler failed: {exc!r}"]
+        return [{"name": f"profiler failed: {exc!r}"}]
+
+
+def clocks():
+    """SM clock (MHz) and power (W) now, when pynvml is there: fp64 GEMMs run into the power limit."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "watts": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0}
+    except Exception:
+        return None
 
 
 def main():
@@ -186,7 +211,7 @@ def main():
         err = ((sets[0]["d"].double() - ref).abs().max() / ref.abs().max()).item()
         info[name]["rel_err"] = err
     t0 = time.perf_counter()
-    times = time_all(methods, reps, args.trials)
+    times, clk = time_all(methods, reps, args.trials)
     kern = {"torch_peer": kernels_of(lambda: peer(sets[0]))}
     for algo, plan in enumerate(plans):
         p = plan_ptrs[algo]
@@ -194,11 +219,17 @@ def main():
     rows = []
     for name in ["torch_peer"] + list(info):
         rows.append({"method": name, "rot_ms": times[name + "_rot"], "one_ms": times[name + "_one"],
-                     "kernels": kern.get(name), **info.get(name, {})})
+                     "kernels": kern.get(name), "clock_rot": clk.get(name + "_rot"),
+                     "clock_one": clk.get(name + "_one"), **info.get(name, {})})
     rows.sort(key=lambda r: r["rot_ms"])
     for r in rows:
-        print(f"{r['method']:>16} rot {r['rot_ms']:.5f} one {r['one_ms']:.5f}  {r.get('describe', '')[-48:]}  "
-              f"{(r['kernels'] or ['?'])[0][:90]}")
+        ks = r["kernels"] or [{"name": "?"}]
+        c = r["clock_one"] or {}
+        print(f"{r['method']:>16} rot {r['rot_ms']:.5f} one {r['one_ms']:.5f} {c.get('sm_mhz', '-')} MHz "
+              f"{c.get('watts', '-')} W  {r.get('describe', '')[-40:]}")
+        for kk in ks:
+            print(f"{'':>18}{kk.get('us')} us grid {kk.get('grid')} block {kk.get('block')} smem {kk.get('smem')} "
+                  f"regs {kk.get('regs')} {kk['name'][:100]}")
     out = {"benchmark": "matmul_gpu_kernel_probe", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [m, n, k], "dtype": args.dtype,
            "epilogue": args.epilogue, "passes": args.passes, "peer": "torch._addmm_activation" if fused else "torch.mm",

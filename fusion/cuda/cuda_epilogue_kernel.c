@@ -4,9 +4,11 @@
  * The CUDA C++ source is a fixed body specialised by #defines (dtype, chain) and compiled
  * with NVRTC through nvrtc_cache.c. It needs no toolkit header: f16 converts with PTX cvt
  * instructions, bf16 with integer arithmetic (round to nearest even), so it compiles the
- * same wherever libnvrtc is found. One thread handles 8 consecutive columns of a row (so a
- * relu mask byte is written whole, by one thread). With unit column strides (the launch checks
- * them: the `unit` flag) the 8 elements move as 16-byte vector accesses wherever the addresses
+ * same wherever libnvrtc is found. One thread handles FM_CW consecutive columns of a row: 8 when
+ * a relu mask is read or written (a mask byte whole, by one thread), else 16 bytes' worth (2 for
+ * f64), so that a warp's 16-byte accesses are contiguous (8 f64 per thread made each access
+ * touch half sectors: fp64 8192^2 bias+relu ran at 2.6 TB/s on the H200). With unit column
+ * strides (the launch checks them: the `unit` flag) the elements move as 16-byte vector accesses wherever the addresses
  * are 16-byte aligned, else element by element; other strides take the same code with strided
  * element accesses, rows fastest when |rs| < |cs| so that column-major D stays coalesced. The
  * stride choice is a uniform run-time flag rather than a second kernel: it costs nothing at run
@@ -161,32 +163,33 @@ static const char src_ew[] =
     "  int small, rows_fast, unit, pad_;\n"
     "};\n"
     "static_assert(sizeof(P) == FM_P_SIZE, \"parameter block must match the host's\");\n"
+    "static_assert(!(FM_MASK_OUT || FM_MASK_IN) || FM_CW == 8, \"a relu mask byte is one thread's 8 columns\");\n"
     "\n"
-    "/* up to 8 consecutive elements of a row (stride cs); vec: one aligned 16-byte access per 16 bytes */\n"
+    "/* up to FM_CW consecutive elements of a row (stride cs); vec: one aligned 16-byte access per 16 bytes */\n"
     "template <bool RO, typename T>\n"
-    "__device__ __forceinline__ void fm_get8(const T *p, i64 cs, int cnt, bool vec, T (&v)[8]) {\n"
+    "__device__ __forceinline__ void fm_getw(const T *p, i64 cs, int cnt, bool vec, T (&v)[FM_CW]) {\n"
     "  if (vec) {\n"
-    "    union { uint4 q[sizeof(T) / 2]; T e[8]; } u;\n"
+    "    union { uint4 q[FM_CW * sizeof(T) / 16]; T e[FM_CW]; } u;\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < (int)(sizeof(T) / 2); k++) u.q[k] = fm_load1<RO>((const uint4 *)p + k);\n"
+    "    for (int k = 0; k < (int)(FM_CW * sizeof(T) / 16); k++) u.q[k] = fm_load1<RO>((const uint4 *)p + k);\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) v[k] = u.e[k];\n"
+    "    for (int k = 0; k < FM_CW; k++) v[k] = u.e[k];\n"
     "  } else {\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) if (k < cnt) v[k] = fm_load1<RO>(p + k * cs);\n"
+    "    for (int k = 0; k < FM_CW; k++) if (k < cnt) v[k] = fm_load1<RO>(p + k * cs);\n"
     "  }\n"
     "}\n"
     "template <typename T>\n"
-    "__device__ __forceinline__ void fm_put8(T *p, i64 cs, int cnt, bool vec, const T (&v)[8]) {\n"
+    "__device__ __forceinline__ void fm_putw(T *p, i64 cs, int cnt, bool vec, const T (&v)[FM_CW]) {\n"
     "  if (vec) {\n"
-    "    union { uint4 q[sizeof(T) / 2]; T e[8]; } u;\n"
+    "    union { uint4 q[FM_CW * sizeof(T) / 16]; T e[FM_CW]; } u;\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) u.e[k] = v[k];\n"
+    "    for (int k = 0; k < FM_CW; k++) u.e[k] = v[k];\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < (int)(sizeof(T) / 2); k++) ((uint4 *)p)[k] = u.q[k];\n"
+    "    for (int k = 0; k < (int)(FM_CW * sizeof(T) / 16); k++) ((uint4 *)p)[k] = u.q[k];\n"
     "  } else {\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) if (k < cnt) p[k * cs] = v[k];\n"
+    "    for (int k = 0; k < FM_CW; k++) if (k < cnt) p[k * cs] = v[k];\n"
     "  }\n"
     "}\n"
     "\n"
@@ -217,9 +220,9 @@ static const char src_ew[] =
     "}\n"
     "#endif\n"
     "\n"
-    "/* columns 8*ch .. 8*ch+7 of row i of batch entry b; unit: every column stride is 1 */\n"
+    "/* columns FM_CW*ch .. FM_CW*ch+FM_CW-1 of row i of batch entry b; unit: every column stride is 1 */\n"
     "__device__ __forceinline__ void fm_item(const P &p, const bool unit, i64 b, i64 i, i64 ch) {\n"
-    "  const i64 j0 = ch * 8;\n"
+    "  const i64 j0 = ch * FM_CW;\n"
     "#if FM_MASK_OUT || FM_MASK_IN\n"
     "  unsigned char *mrow = (unsigned char *)p.aux + b * p.aux_bs + i * p.aux_rs;\n"
     "#endif\n"
@@ -227,7 +230,7 @@ static const char src_ew[] =
     "  if (j0 >= p.n) { mrow[ch] = 0; return; } /* row padding: whole zero bytes */\n"
     "#endif\n"
     "  const i64 left = p.n - j0;\n"
-    "  const int cnt = left < 8 ? (int)left : 8;\n"
+    "  const int cnt = left < FM_CW ? (int)left : FM_CW;\n"
     "  st_t *dp = (st_t *)p.d + b * p.d_bs + i * p.d_rs + j0 * (unit ? 1 : p.d_cs);\n"
     "  u64 align = (u64)dp;\n"
     "#if FM_ADD_C\n"
@@ -246,61 +249,61 @@ static const char src_ew[] =
     "  st_t *ap = (st_t *)p.aux + b * p.aux_bs + i * p.aux_rs + j0 * (unit ? 1 : p.aux_cs);\n"
     "  align |= (u64)ap;\n"
     "#endif\n"
-    "  const bool vec = unit && cnt == 8 && (align & 15) == 0;\n"
-    "  st_t dv[8] = {};\n"
+    "  const bool vec = unit && cnt == FM_CW && (align & 15) == 0;\n"
+    "  st_t dv[FM_CW] = {};\n"
     "#if !FM_ZERO_D /* no product (alpha = 0 or k = 0): D is not read, x starts at 0 */\n"
-    "  fm_get8<false>(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
+    "  fm_getw<false>(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
     "#endif\n"
-    "  ct_t x[8];\n"
+    "  ct_t x[FM_CW];\n"
     "#pragma unroll\n"
-    "  for (int k = 0; k < 8; k++) x[k] = fm_ld(dv[k]);\n"
+    "  for (int k = 0; k < FM_CW; k++) x[k] = fm_ld(dv[k]);\n"
     "#if FM_SCALE /* with FM_ZERO_D too: 0 * scale[j], as the CPU computes it (inf there gives NaN) */\n"
-    "  { sc_t sv[8] = {};\n"
-    "    fm_get8<true>(sp, unit ? 1 : p.scale_cs, cnt, vec, sv);\n"
+    "  { sc_t sv[FM_CW] = {};\n"
+    "    fm_getw<true>(sp, unit ? 1 : p.scale_cs, cnt, vec, sv);\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) x[k] = x[k] * (ct_t)sv[k]; }\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = x[k] * (ct_t)sv[k]; }\n"
     "#endif\n"
     "#if FM_ADD_C\n"
-    "  { st_t cv[8] = {};\n"
-    "    fm_get8<true>(cp, unit ? 1 : p.c_cs, cnt, vec, cv);\n"
+    "  { st_t cv[FM_CW] = {};\n"
+    "    fm_getw<true>(cp, unit ? 1 : p.c_cs, cnt, vec, cv);\n"
     "    const rt_t br = (rt_t)p.beta_re, bi = (rt_t)p.beta_im;\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) x[k] = fm_add(x[k], fm_cmul(br, bi, fm_ld(cv[k]))); }\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = fm_add(x[k], fm_cmul(br, bi, fm_ld(cv[k]))); }\n"
     "#endif\n"
     "#if FM_BIAS\n"
-    "  { st_t bv[8] = {};\n"
-    "    fm_get8<true>(bp, unit ? 1 : p.bias_cs, cnt, vec, bv);\n"
+    "  { st_t bv[FM_CW] = {};\n"
+    "    fm_getw<true>(bp, unit ? 1 : p.bias_cs, cnt, vec, bv);\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) x[k] = fm_add(x[k], fm_ld(bv[k])); }\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = fm_add(x[k], fm_ld(bv[k])); }\n"
     "#endif\n"
     "#if FM_MASK_OUT\n"
     "  { u32 m = 0;\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) m |= (u32)(k < cnt && x[k] > (ct_t)0) << k;\n"
+    "    for (int k = 0; k < FM_CW; k++) m |= (u32)(k < cnt && x[k] > (ct_t)0) << k;\n"
     "    mrow[ch] = (unsigned char)m; }\n"
     "#elif FM_XAUX_OUT\n"
-    "  { st_t av[8];\n"
+    "  { st_t av[FM_CW];\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) av[k] = fm_st(x[k]);\n"
-    "    fm_put8(ap, unit ? 1 : p.aux_cs, cnt, vec, av); }\n"
+    "    for (int k = 0; k < FM_CW; k++) av[k] = fm_st(x[k]);\n"
+    "    fm_putw(ap, unit ? 1 : p.aux_cs, cnt, vec, av); }\n"
     "#endif\n"
     "#if FM_ACT\n"
     "#pragma unroll\n"
-    "  for (int k = 0; k < 8; k++) x[k] = fm_act(x[k], p);\n"
+    "  for (int k = 0; k < FM_CW; k++) x[k] = fm_act(x[k], p);\n"
     "#endif\n"
     "#if FM_MASK_IN\n"
     "  { const u32 m = __ldg((const unsigned char *)mrow + ch);\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) x[k] = ((m >> k) & 1u) ? x[k] : (ct_t)0; }\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = ((m >> k) & 1u) ? x[k] : (ct_t)0; }\n"
     "#elif FM_XAUX_IN\n"
-    "  { st_t av[8] = {};\n"
-    "    fm_get8<true>((const st_t *)ap, unit ? 1 : p.aux_cs, cnt, vec, av);\n"
+    "  { st_t av[FM_CW] = {};\n"
+    "    fm_getw<true>((const st_t *)ap, unit ? 1 : p.aux_cs, cnt, vec, av);\n"
     "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) x[k] = x[k] * fm_dgelu(fm_ld(av[k])); }\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = x[k] * fm_dgelu(fm_ld(av[k])); }\n"
     "#endif\n"
     "#pragma unroll\n"
-    "  for (int k = 0; k < 8; k++) dv[k] = fm_st(x[k]);\n"
-    "  fm_put8(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
+    "  for (int k = 0; k < FM_CW; k++) dv[k] = fm_st(x[k]);\n"
+    "  fm_putw(dp, unit ? 1 : p.d_cs, cnt, vec, dv);\n"
     "}\n"
     "\n"
     "/* items t = (b, i, ch), chunks fastest (rows fastest for strided D with |rs| < |cs|);\n"
@@ -500,6 +503,16 @@ static int act_code(unsigned e)
     return 0;
 }
 
+/* columns per thread (FM_CW): 8 with a relu mask (one byte per thread), else 16 bytes' worth */
+static int chunk_width(const fm_cuda_ew_spec *spec)
+{
+    unsigned e = ew_bits(spec->epilogue);
+    if (((e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_AUX)) || (e & FM_EPILOGUE_DRELU))
+        return 8;
+    size_t w = 16 / fm_dtype_size(spec->dtype);
+    return w > 8 ? 8 : w < 1 ? 1 : (int)w;
+}
+
 static void ew_name(const fm_cuda_ew_spec *spec, char *buf, size_t size)
 {
     char chain[128];
@@ -519,6 +532,7 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
     unsigned e = ew_bits(spec->epilogue);
     int mask = (e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_AUX);
     int xaux = (e & FM_EPILOGUE_AUX) && !mask;
+    int cw = chunk_width(spec);
     char name[192];
     ew_name(spec, name, sizeof name);
     sbuf b = {0};
@@ -528,9 +542,9 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
     sb_printf(&b,
               "#define FM_SCALE %d\n#define FM_ADD_C %d\n#define FM_BIAS %d\n#define FM_ACT %d\n"
               "#define FM_MASK_OUT %d\n#define FM_XAUX_OUT %d\n#define FM_MASK_IN %d\n#define FM_XAUX_IN %d\n"
-              "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n",
+              "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n#define FM_CW %d\n",
               !!(e & FM_EPILOGUE_SCALE), !!spec->add_c, !!(e & FM_EPILOGUE_BIAS), act_code(e), mask, xaux,
-              !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params));
+              !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params), cw);
     sb_puts(&b, src_arith);
     sb_puts(&b, src_ew);
     return sb_finish(&b, source);
@@ -707,7 +721,7 @@ fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void 
                                                                     : NULL;
     if (missing)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %s pointer is NULL", EW_WHO, missing);
-    const int64_t nch = mask_out ? fm_relu_mask_row_bytes(a->n) : ceil_div(a->n, 8);
+    const int64_t nch = mask_out ? fm_relu_mask_row_bytes(a->n) : ceil_div(a->n, chunk_width(&k->spec));
     if (a->m > INT64_MAX / a->batch || a->m * a->batch > INT64_MAX / nch)
         return fm_fail(FM_ERR_TOO_LARGE, "%s: %lld x %lld x %lld elements overflow the index range", EW_WHO,
                        (long long)a->batch, (long long)a->m, (long long)a->n);

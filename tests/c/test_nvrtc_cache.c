@@ -436,6 +436,23 @@ static void test_generated_sources(void)
           strstr(src, "#define FM_ADD_C 1") && !strstr(src, "#include"));
     free(src);
     src = NULL;
+    /* columns per thread: 16 bytes' worth (contiguous warp accesses), 8 where a thread owns a mask byte */
+    static const struct { fm_dtype t; unsigned e; const char *want; } widths[] = {
+        {FM_F64, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, "#define FM_CW 2\n"},
+        {FM_F32, FM_EPILOGUE_GELU, "#define FM_CW 4\n"},
+        {FM_C128, FM_EPILOGUE_BIAS, "#define FM_CW 1\n"},
+        {FM_F16, FM_EPILOGUE_RELU, "#define FM_CW 8\n"},
+        {FM_F64, FM_EPILOGUE_RELU | FM_EPILOGUE_AUX, "#define FM_CW 8\n"},
+        {FM_F64, FM_EPILOGUE_DRELU, "#define FM_CW 8\n"},
+        {FM_F64, FM_EPILOGUE_GELU | FM_EPILOGUE_AUX, "#define FM_CW 2\n"},
+    };
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        fm_cuda_ew_spec w = {.dtype = widths[i].t, .epilogue = widths[i].e};
+        CHECK_OK(fm_cuda_ew_source(&w, &src));
+        CHECK(src && strstr(src, widths[i].want));
+        free(src);
+        src = NULL;
+    }
     CHECK_OK(fm_cuda_colsum_source(FM_C128, &src));
     CHECK(src && strstr(src, "fm_colsum_final") && strstr(src, "double2"));
     free(src);
