@@ -534,15 +534,10 @@ static double now_seconds(void)
 }
 
 /* The fastest of `samples` timings of `calls` executions (plus a wait for the device). */
-/* Seconds per call of plan: the fastest of `samples` timings of `calls` calls each, after
- * `warm` untimed calls of the same plan (synchronized before the clock starts). */
-static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, int warm,
-                        fm_status (*sync)(int), int device)
+/* Seconds per call of plan: the fastest of `samples` timings of `calls` calls each. */
+static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, fm_status (*sync)(int),
+                        int device)
 {
-    for (int q = 0; q < warm; q++)
-        fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL);
-    if (warm > 0 && sync)
-        sync(device);
     double best = 1e300;
     for (int r = 0; r < samples; r++) {
         double t0 = now_seconds();
@@ -557,19 +552,15 @@ static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int
     return best;
 }
 
-/* GPU timing sizes for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
- * per timing (shorter windows were host-timer noise); and where a timing is 5 ms or more of
- * device time, 50 ms of untimed calls of the same plan first. Why: fp64 GEMMs on the H200 run
- * at its 700 W cap, where the clock follows the power draw with a lag. Timed right after the
- * default (the heaviest draw), a kernel that draws less ran at the default's lowered clock and
- * lost by 2-3%; run long enough to get its own clock, it was 2-4% faster (the 128x128x32 fp64
- * kernel, 8192x8192x1024 and 8192^3, in back-to-back runs of 150 ms). */
-static void gpu_timing_size(double est, int repeats, int *calls, int *warm)
+/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
+ * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
+ * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
+ * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
+ * fp64 choice and moved bf16 and fp16 8192^3 to a kernel 2-3% slower in matmul_gpu.py. */
+static int gpu_timing_calls(double est, int repeats)
 {
-    const double window = 1e-3, long_window = 5e-3, settle = 50e-3;
-    double c = est > 0 ? window / est : repeats;
-    *calls = c > 1000 ? 1000 : c > repeats ? (int)c + 1 : repeats;
-    *warm = est * *calls >= long_window ? (int)(settle / est) + 1 : 0;
+    double c = est > 0 ? 1e-3 / est : repeats;
+    return c > 1000 ? 1000 : c > repeats ? (int)c + 1 : repeats;
 }
 
 fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -631,7 +622,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         return s;
     fm_plan *plans[NMAX] = {0};
     double fastest[NMAX];
-    int calls[NMAX], warm[NMAX]; /* per timing (GPU: see gpu_timing_size) */
+    int calls[NMAX]; /* per timing (GPU: see gpu_timing_calls) */
     int n = 0;
     /* qi 0: the default plan (the baseline of the 3% rule); then the candidates */
     for (int qi = 0; qi < NMAX; qi++) {
@@ -668,10 +659,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                 fm_plan_release(plans[i]);
             return s;
         }
-        if (on_gpu)
-            gpu_timing_size(time_plan(plans[n], ptrs, 1, 1, 0, sync, p.exec_device.id), repeats, &calls[n], &warm[n]);
-        else
-            calls[n] = 1, warm[n] = 0;
+        calls[n] = on_gpu ? gpu_timing_calls(time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id), repeats) : 1;
         fastest[n++] = 1e300;
     }
     /* Timing, in rounds of alternating order. GPU: every candidate still running is timed
@@ -689,18 +677,18 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     for (int i = 0; i < n; i++)
         alive[i] = 1;
     for (int round = 0; round < ROUNDS; round++) {
-        double before = time_plan(plans[0], ptrs, samples, calls[0], warm[0], sync, p.exec_device.id);
+        double before = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id);
         if (before < fastest[0])
             fastest[0] = before;
         for (int j = 1; j < n; j++) {
             int i = round % 2 ? n - j : j;
             if (!alive[i])
                 continue;
-            double t = time_plan(plans[i], ptrs, samples, calls[i], warm[i], sync, p.exec_device.id);
+            double t = time_plan(plans[i], ptrs, samples, calls[i], sync, p.exec_device.id);
             if (t < fastest[i])
                 fastest[i] = t;
             if (on_gpu) {
-                double after = time_plan(plans[0], ptrs, samples, calls[0], warm[0], sync, p.exec_device.id);
+                double after = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id);
                 ratio[i][nratio[i]++] = t / (0.5 * (before + after));
                 before = after;
             }

@@ -178,9 +178,8 @@ class Matmul:
         """Time the candidate configurations (CPU panel heights; on a GPU, cuBLASLt's
         algorithms with the epilogue fused - its heuristic's list and a wider search over
         workspace limits and algorithm ids - and plain GEMMs plus the generated epilogue
-        kernel) on the current operands (each timing: ``iterations`` calls; on a GPU at least
-        1 ms of them, and after 50 ms of the same plan where a timing takes 5 ms or more, so
-        that a power-capped clock settles at that kernel's draw) and keep the
+        kernel) on the current operands (each timing: ``iterations`` calls, on a GPU at least
+        1 ms of them) and keep the
         fastest plan, in three rounds; candidates over 10% behind after the first round stop.
         CPU: a candidate's fastest call must beat the default's by 3%. GPU: each candidate is
         timed between two timings of the default (the clock drifts) and must beat their mean

@@ -378,8 +378,7 @@ FM_API fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, 
 /*! fm_matmul_autotune() : time the candidate CPU panel sizes / GPU algorithms on
  *  the given operands (real pointers, outputs are overwritten) and return a new plan
  *  with the fastest choice; the choice also replaces the cached plan. repeats: calls per
- *  timing (CPU: timings per candidate); a GPU timing also lasts at least 1 ms and, when it
- *  takes 5 ms or more, follows 50 ms of the same plan (power-capped clocks settle). */
+ *  timing (CPU: timings per candidate); a GPU timing also lasts at least 1 ms. */
 FM_API fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                                     const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                                     const fm_matmul_options *opts, int repeats, fm_plan **plan);
