@@ -144,6 +144,10 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=None,
                    help="seconds of timed calls per method and case, over all trials (default 0.5; --quick 0.2)")
     p.add_argument("--trials", type=int, default=5, help="timing trials per method and case (default 5)")
+    p.add_argument("--methods", default=",".join(PEERS),
+                   help="peers timed next to fused, comma-separated, of " + ",".join(PEERS) + " (default all). "
+                   "Under a power cap (fp64 on the H200) a method's time depends on what ran before it: "
+                   "timing fused and plain alone tells that apart from the fusion's own cost")
     p.add_argument("--max-seconds", type=float, default=None,
                    help="stop starting new cases after this many seconds (default 330; --quick 50)")
     p.add_argument("--autotune", action="store_true", help="autotune the fused and the nvmath plans before timing")
@@ -187,6 +191,10 @@ def parse_args(argv):
     bad = [e for e in a.epilogues if e not in ALL_EPILOGUES]
     if bad:
         p.error(f"--epilogues: unknown {bad} (choose from {','.join(ALL_EPILOGUES)})")
+    a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    bad = [m for m in a.methods if m not in PEERS]
+    if bad:
+        p.error(f"--methods: unknown {bad} (choose from {','.join(PEERS)})")
     if a.budget is None:
         a.budget = 0.2 if a.quick else 0.5
     if a.max_seconds is None:
@@ -744,6 +752,10 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
         got = None
         del p, ref_fm, ref_nv, ref_plain, got
 
+        for name in list(methods):
+            if name != "fused" and name not in args.methods:
+                del methods[name]
+                out["errors"][name] = "not timed (--methods)"
         try:
             timed = time_methods(env, methods, args.budget, args.trials)
         finally:

@@ -556,7 +556,8 @@ static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int
  * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
  * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
  * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
- * fp64 choice and moved bf16 and fp16 8192^3 to a kernel 2-3% slower in matmul_gpu.py. */
+ * choice on the H200 (fp64 kept its kernels; bf16 and fp16 8192^3 took the same tile-20 kernel
+ * with and without it, 3-4% slower than tile 24 in matmul_gpu.py's longer timings). */
 static int gpu_timing_calls(double est, int repeats)
 {
     double c = est > 0 ? 1e-3 / est : repeats;
