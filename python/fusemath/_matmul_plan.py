@@ -182,8 +182,10 @@ class Matmul:
         1 ms of them) and keep the
         fastest plan, in three rounds; candidates over 10% behind after the first round stop.
         CPU: a candidate's fastest call must beat the default's by 3%. GPU: each candidate is
-        timed between two timings of the default (the clock drifts) and must beat their mean
-        by 1%, as the median over the rounds. Plans with
+        timed between two timings of the default (the clock drifts) and must beat their mean,
+        as the median over the rounds, by 1% or by twice the default's typical change between
+        those two timings when that is larger (at a power cap timings scatter by a few
+        percent). Plans with
         the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
         device before and after (it times). Returns self."""
         where = "Matmul.autotune"
