@@ -12,6 +12,9 @@ names of the kernels each one launches (torch.profiler). JSON to --out.
         [--epilogue bias+relu|none] [--passes 1|2] [--lib build/libfusemath.so] [--out probe.json]
 
 --epilogue none compares the plain GEMM candidates with torch.mm (the GEMM kernel alone).
+torch_out is torch.mm(a, b, out=d) into the very output buffers fusemath's plans write (with an
+epilogue: addmm(out=d) then relu_, another call): whether the output buffer decides a gap seen
+between one kernel launched by torch and by fusemath at the H200's power cap.
 """
 import argparse
 import ctypes
@@ -96,7 +99,9 @@ def time_all(methods, reps, trials):
 
 
 def kernels_of(f):
-    """The GPU kernels f launches (torch.profiler's chrome trace): name, grid, block, device time."""
+    """The GPU work f queues (torch.profiler's chrome trace): kernels with name, grid, block and
+    device time; memsets and copies too (a per-call memset between two GEMMs would stop the
+    next one from starting while the previous drains)."""
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             f()
@@ -108,10 +113,11 @@ def kernels_of(f):
                 events = json.load(fh).get("traceEvents", [])
         found = []
         for e in events:
-            if e.get("cat") != "kernel":
+            if e.get("cat") not in ("kernel", "gpu_memset", "gpu_memcpy"):
                 continue
             a = e.get("args", {})
-            found.append({"name": e.get("name", "?"), "us": e.get("dur"), "grid": a.get("grid"),
+            found.append({"name": f"[{e['cat']}] " * (e["cat"] != "kernel") + e.get("name", "?"), "us": e.get("dur"),
+                          "grid": a.get("grid"),
                           "block": a.get("block"), "smem": a.get("shared memory"),
                           "regs": a.get("registers per thread")})
         return found
@@ -169,7 +175,20 @@ def main():
                 peer(sets[i % 3 if rot else 0])
         return f
 
-    methods = {"torch_peer_rot": torch_call(True), "torch_peer_one": torch_call(False)}
+    def peer_out(s):  # torch writing into the preallocated d that fusemath's plans write
+        if fused:  # not the peer's kernel (addmm then relu_), but the same output buffer
+            torch.relu_(torch.addmm(s["bias"], s["a"], s["b"], out=s["d"]))
+        else:
+            torch.mm(s["a"], s["b"], out=s["d"])
+
+    def torch_out_call(rot):
+        def f():
+            for i in range(reps):
+                peer_out(sets[i % 3 if rot else 0])
+        return f
+
+    methods = {"torch_peer_rot": torch_call(True), "torch_peer_one": torch_call(False),
+               "torch_out_rot": torch_out_call(True), "torch_out_one": torch_out_call(False)}
     plans, plan_ptrs, info = [], [], {}
     for algo in range(64):
         o = Options()
@@ -212,12 +231,12 @@ def main():
         info[name]["rel_err"] = err
     t0 = time.perf_counter()
     times, clk = time_all(methods, reps, args.trials)
-    kern = {"torch_peer": kernels_of(lambda: peer(sets[0]))}
+    kern = {"torch_peer": kernels_of(lambda: peer(sets[0])), "torch_out": kernels_of(lambda: peer_out(sets[0]))}
     for algo, plan in enumerate(plans):
         p = plan_ptrs[algo]
         kern[f"fm_algo_{algo}"] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
     rows = []
-    for name in ["torch_peer"] + list(info):
+    for name in ["torch_peer", "torch_out"] + list(info):
         rows.append({"method": name, "rot_ms": times[name + "_rot"], "one_ms": times[name + "_one"],
                      "kernels": kern.get(name), "clock_rot": clk.get(name + "_rot"),
                      "clock_one": clk.get(name + "_one"), **info.get(name, {})})
