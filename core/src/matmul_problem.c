@@ -692,7 +692,8 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             if (on_gpu) {
                 double after = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id);
                 ratio[i][nratio[i]++] = t / (0.5 * (before + after));
-                drift[ndrift++] = fabs(after / before - 1.0);
+                if (before > 0.0)
+                    drift[ndrift++] = fabs(after / before - 1.0);
                 before = after;
             }
         }
