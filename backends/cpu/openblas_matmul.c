@@ -555,12 +555,7 @@ out:
 /* ---- planning ---- */
 /* Split D (per batch) into a pm x pn grid of tiles for `parts` threads, choosing
  * the grid that packs the least: every GEMM call packs its rows of A and its
- * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. On a tie the grid
- * with more row bands: a thread's tile then spans fewer rows, so fewer threads write
- * (and first touch) each page of a fresh D. On the 2-core dev machine the square
- * products tie between 1 x 2 and 2 x 1; into a fresh NumPy result 2 x 1 took
- * 0.132 s against 0.175 (f32 2048^3) and 0.037 against 0.066 (f64 1024^3), NumPy 0.13
- * and 0.047; into a reused output 0.128 against 0.130 and 0.038 against 0.057. */
+ * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. */
 static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out, int64_t *pn_out)
 {
     int64_t best_pm = 1, best_pn = parts;
@@ -570,7 +565,7 @@ static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out
         if (pm > m || (pn > 1 && n / pn < 128))
             continue;
         double cost = (double)pn * (double)m * (double)k + (double)pm * (double)k * (double)n;
-        if (best < 0 || cost <= best) { /* pm rises: a tie goes to more row bands */
+        if (best < 0 || cost < best) {
             best = cost;
             best_pm = pm;
             best_pn = pn;
