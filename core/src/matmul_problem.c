@@ -605,8 +605,9 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
      * no more: cuBLASLt's heuristic list, then its wider search), and the same for the
      * plain GEMM followed by the separate epilogue kernel: a fused path that loses (seen:
      * torch's fused fp64 bias+relu, 1.7x slower than unfused) is not chosen, and the split
-     * path gets the fastest GEMM (the wider search held an fp64 kernel 5-9% faster than
-     * the heuristic's first choice, which is torch's, on the H200). Each is timed in
+     * path gets the fastest GEMM (the wider search holds an fp64 kernel 2-7% faster than
+     * the heuristic's first choice in long loops at the H200's power cap, though slower on a
+     * cool GPU; there the drift rule below keeps the default). Each is timed in
      * interleaved rounds (below). After the first round only candidates within 10% of the
      * fastest go on. A candidate replaces the default only when at least 3% faster on the
      * CPU (host timings scatter by more) or, on a GPU, 1% or twice the timings' own drift
