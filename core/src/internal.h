@@ -259,6 +259,13 @@ static inline double fm_median(double *v, int n)
         }
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+/* Matmul autotune's timing rules (matmul_problem.c): calls per GPU timing for a plan taking
+ * est seconds a call (at least `repeats` and 1 ms, at most 1000); the relative gain a
+ * candidate must show over the default given the default's drifts between the two timings
+ * around each candidate (GPU; drift is reordered), 3% on the CPU. */
+int fm_autotune_gpu_calls(double est_seconds, int repeats);
+double fm_autotune_required_gain(int on_gpu, double *drift, int n);
+
 /* The part size that cuts `total` into the smallest multiple of `threads` parts that is at least
  * `parts`: a static schedule then gives every thread the same count (the CPU FFT's chunks, the
  * CPU matmul's row panels). */

@@ -559,10 +559,23 @@ static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int
  * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
  * choice on the H200 (fp64 kept its kernels; bf16 and fp16 8192^3 took the same tile-20 kernel
  * with and without it, 3-4% slower than tile 24 in matmul_gpu.py's longer timings). */
-static int gpu_timing_calls(double est, int repeats)
+int fm_autotune_gpu_calls(double est, int repeats)
 {
     double c = est > 0 ? 1e-3 / est : repeats;
     return c > 1000 ? 1000 : c > repeats ? (int)c + 1 : repeats;
+}
+
+/* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
+ * typical change between the two timings around a candidate (drift[0..n), reordered), when
+ * that is larger. At the H200's power cap (fp64, 8192^3 bf16) the default drifted by a few
+ * percent between two timings and a second copy of the default scored 0.96-0.98 of it: a 1%
+ * rule then picked among kernels by chance. */
+double fm_autotune_required_gain(int on_gpu, double *drift, int n)
+{
+    if (!on_gpu)
+        return 0.03;
+    double noise = n > 0 ? fm_median(drift, n) : 0.0;
+    return 2.0 * noise > 0.01 ? 2.0 * noise : 0.01;
 }
 
 fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -625,7 +638,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         return s;
     fm_plan *plans[NMAX] = {0};
     double fastest[NMAX];
-    int calls[NMAX]; /* per timing (GPU: see gpu_timing_calls) */
+    int calls[NMAX]; /* per timing (GPU: see fm_autotune_gpu_calls) */
     int n = 0;
     /* qi 0: the default plan (the baseline of the 3% rule); then the candidates */
     for (int qi = 0; qi < NMAX; qi++) {
@@ -662,7 +675,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                 fm_plan_release(plans[i]);
             return s;
         }
-        calls[n] = on_gpu ? gpu_timing_calls(time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id), repeats) : 1;
+        calls[n] = on_gpu ? fm_autotune_gpu_calls(time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id), repeats) : 1;
         fastest[n++] = 1e300;
     }
     /* Timing, in rounds of alternating order. GPU: every candidate still running is timed
@@ -708,16 +721,10 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         for (int i = 1; round == 0 && i < n; i++)
             alive[i] = score[i] <= 1.10 * best;
     }
-    /* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
-     * typical change between the two timings around a candidate, when that is larger. At the
-     * H200's power cap (fp64, 8192^3 bf16) the default drifted by a few percent between two
-     * timings and a second copy of the default scored 0.96-0.98 of it: a 1% rule then picked
-     * among kernels by chance. */
-    double noise = ndrift > 0 ? fm_median(drift, ndrift) : 0.0;
-    double need = on_gpu ? (2.0 * noise > 0.01 ? 2.0 * noise : 0.01) : 0.03;
+    const double need = fm_autotune_required_gain(on_gpu, drift, ndrift);
     if (on_gpu)
         fm_log_plan(ctx, "autotune: the default's drift between two timings %.2f%% (median of %d): a candidate must "
-                    "be %.1f%% faster", 100.0 * noise, ndrift, 100.0 * need);
+                    "be %.1f%% faster", ndrift > 0 ? 100.0 * fm_median(drift, ndrift) : 0.0, ndrift, 100.0 * need);
     int win = 0;
     score[0] = 1.0;
     for (int i = 1; i < n; i++)

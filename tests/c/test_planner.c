@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "mmref.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -521,6 +522,22 @@ static void test_wisdom_salt(void)
               b);
 }
 
+/* Autotune's timing rules: a GPU timing lasts 1 ms (at least `repeats` calls, at most 1000);
+ * a candidate must win by 3% on the CPU, on a GPU by 1% or twice the median drift. */
+static void test_autotune_rules(void)
+{
+    CHECK(fm_autotune_gpu_calls(10e-6, 3) == 101);  /* 100 calls make 1 ms */
+    CHECK(fm_autotune_gpu_calls(2e-3, 3) == 3);     /* long calls: the repeats */
+    CHECK(fm_autotune_gpu_calls(1e-9, 3) == 1000);  /* capped */
+    CHECK(fm_autotune_gpu_calls(0.0, 5) == 5);      /* a zero estimate: the repeats */
+    double quiet[] = {0.003, 0.001, 0.002};
+    CHECK(fm_autotune_required_gain(1, quiet, 3) == 0.01);
+    double capped[] = {0.05, 0.04, 0.045, 0.001, 0.06};
+    CHECK(fabs(fm_autotune_required_gain(1, capped, 5) - 0.09) < 1e-12); /* median 0.045 */
+    CHECK(fm_autotune_required_gain(1, NULL, 0) == 0.01);
+    CHECK(fm_autotune_required_gain(0, capped, 5) == 0.03);
+}
+
 int main(void)
 {
     unsetenv("FUSEMATH_NUM_THREADS");
@@ -531,5 +548,6 @@ int main(void)
     RUN_TEST(test_unavailable_backend);
     RUN_TEST(test_register_bad);
     RUN_TEST(test_wisdom_salt);
+    RUN_TEST(test_autotune_rules);
     TEST_MAIN_RETURN();
 }
