@@ -31,8 +31,16 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
     return fm_problem_hash(&q);
 }
 
-/* The key of p's entry: the problem's stable hash with the salt of every backend that
- * could plan it (see fm_backend.wisdom_salt) hashed on (FNV-1a). */
+/* h with the bytes of s hashed on (FNV-1a steps). */
+static uint64_t hash_text(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The key of p's entry: the problem's stable hash with the name and salt of every backend
+ * that could plan it (see fm_backend.wisdom_salt) hashed on. */
 static uint64_t wisdom_key(const fm_context *ctx, const fm_problem *p)
 {
     uint64_t h = fm_problem_stable_hash(p);
@@ -44,11 +52,8 @@ static uint64_t wisdom_key(const fm_context *ctx, const fm_problem *p)
             continue;
         char salt[256] = "";
         b->wisdom_salt(ctx, slot->state, p, salt, sizeof salt);
-        for (const char *c = b->name; *c; c++)
-            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-        for (const char *c = salt; *c; c++)
-            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-        h = (h ^ 0xffu) * 0x100000001b3ull;
+        h = hash_text(hash_text(h, b->name), salt);
+        h = (h ^ 0xffu) * 0x100000001b3ull; /* ends this backend's part */
     }
     return h;
 }

@@ -657,6 +657,7 @@ static const char EW_WHO[] = "cuda epilogue kernel";
 struct fm_cuda_ew {
     fm_cuda_ew_spec spec;
     int device, sms, blocks_per_sm;
+    int cw; /* columns per thread, the source's FM_CW */
     fm_nvrtc_module mod;
     cudaKernel_t kernel;
 };
@@ -676,6 +677,7 @@ fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_
     k->spec.epilogue = ew_bits(spec->epilogue);
     k->spec.add_c = !!spec->add_c;
     k->spec.zero_d = !!spec->zero_d;
+    k->cw = chunk_width(&k->spec);
     k->device = device_id;
     int arch = 0;
     size_t size = 0;
@@ -721,7 +723,7 @@ fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void 
                                                                     : NULL;
     if (missing)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %s pointer is NULL", EW_WHO, missing);
-    const int64_t nch = mask_out ? fm_relu_mask_row_bytes(a->n) : ceil_div(a->n, chunk_width(&k->spec));
+    const int64_t nch = mask_out ? fm_relu_mask_row_bytes(a->n) : ceil_div(a->n, k->cw);
     if (a->m > INT64_MAX / a->batch || a->m * a->batch > INT64_MAX / nch)
         return fm_fail(FM_ERR_TOO_LARGE, "%s: %lld x %lld x %lld elements overflow the index range", EW_WHO,
                        (long long)a->batch, (long long)a->m, (long long)a->n);
