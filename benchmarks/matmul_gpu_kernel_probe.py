@@ -14,7 +14,9 @@ names of the kernels each one launches (torch.profiler). JSON to --out.
 --epilogue none compares the plain GEMM candidates with torch.mm (the GEMM kernel alone).
 torch_out is torch.mm(a, b, out=d) into the very output buffers fusemath's plans write (with an
 epilogue: addmm(out=d) then relu_, another call): whether the output buffer decides a gap seen
-between one kernel launched by torch and by fusemath at the H200's power cap.
+between one kernel launched by torch and by fusemath at the H200's power cap. fm_algo_N_fresh is
+the other way round: fusemath's plan writing into a new torch.empty output on every call, as
+torch's own call does. --algos 0,1 times only those candidates (longer trials for the rest).
 """
 import argparse
 import ctypes
@@ -146,6 +148,7 @@ def main():
     ap.add_argument("--lib", default=os.path.join(os.path.dirname(__file__), "..", "build", "libfusemath.so"))
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--algos", default="", help="comma-separated gpu_algo indices to time (default: all)")
     ap.add_argument("--out", default="matmul_gpu_kernel_probe.json")
     args = ap.parse_args()
     m, n, k = (int(v) for v in args.shape.split("x"))
@@ -190,7 +193,8 @@ def main():
     methods = {"torch_peer_rot": torch_call(True), "torch_peer_one": torch_call(False),
                "torch_out_rot": torch_out_call(True), "torch_out_one": torch_out_call(False)}
     plans, plan_ptrs, info = [], [], {}
-    for algo in range(64):
+    wanted = {int(v) for v in args.algos.split(",") if v}
+    for algo in range(max(wanted) + 1 if wanted else 64):
         o = Options()
         lib.fm_matmul_options_init(ctypes.byref(o))
         o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU if fused else 0
@@ -210,6 +214,9 @@ def main():
             if fused:  # a pointer in a slot the plan does not use is refused
                 p[3] = s["bias"].data_ptr()
             ptrs.append(p)
+        if wanted and algo not in wanted:
+            lib.fm_plan_release(plan)
+            continue
         plans.append(plan)
         plan_ptrs.append(ptrs[0])
         name = f"fm_algo_{algo}"
@@ -221,8 +228,18 @@ def main():
                     lib.fm_plan_execute(plan, ptrs[i % 3 if rot else 0], NSLOTS, None)
             return f
 
+        def fm_fresh(plan=plan, ptrs=ptrs):
+            def f():
+                for i in range(reps):
+                    p = (ctypes.c_void_p * NSLOTS)(*ptrs[0])
+                    d = torch.empty(m, n, device="cuda", dtype=tdt)  # freed at the next call, as torch's
+                    p[4] = d.data_ptr()
+                    lib.fm_plan_execute(plan, p, NSLOTS, None)
+            return f
+
         methods[name + "_rot"] = fm_call(True)
         methods[name + "_one"] = fm_call(False)
+        methods[name + "_fresh"] = fm_fresh()
         st = lib.fm_plan_execute(plan, ptrs[0], NSLOTS, None)
         if st != 0:
             raise RuntimeError(f"fm_plan_execute: status {st}: {lib.fm_last_error().decode()}")
@@ -232,19 +249,20 @@ def main():
     t0 = time.perf_counter()
     times, clk = time_all(methods, reps, args.trials)
     kern = {"torch_peer": kernels_of(lambda: peer(sets[0])), "torch_out": kernels_of(lambda: peer_out(sets[0]))}
-    for algo, plan in enumerate(plans):
-        p = plan_ptrs[algo]
-        kern[f"fm_algo_{algo}"] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
+    for name, plan, p in zip(info, plans, plan_ptrs):
+        kern[name] = kernels_of(lambda plan=plan, p=p: lib.fm_plan_execute(plan, p, NSLOTS, None))
     rows = []
     for name in ["torch_peer", "torch_out"] + list(info):
         rows.append({"method": name, "rot_ms": times[name + "_rot"], "one_ms": times[name + "_one"],
+                     "fresh_ms": times.get(name + "_fresh"),
                      "kernels": kern.get(name), "clock_rot": clk.get(name + "_rot"),
                      "clock_one": clk.get(name + "_one"), **info.get(name, {})})
     rows.sort(key=lambda r: r["rot_ms"])
     for r in rows:
         ks = r["kernels"] or [{"name": "?"}]
         c = r["clock_one"] or {}
-        print(f"{r['method']:>16} rot {r['rot_ms']:.5f} one {r['one_ms']:.5f} {c.get('sm_mhz', '-')} MHz "
+        fresh = f" fresh {r['fresh_ms']:.5f}" if r["fresh_ms"] else ""
+        print(f"{r['method']:>16} rot {r['rot_ms']:.5f} one {r['one_ms']:.5f}{fresh} {c.get('sm_mhz', '-')} MHz "
               f"{c.get('watts', '-')} W  {r.get('describe', '')[-40:]}")
         for kk in ks:
             print(f"{'':>18}{kk.get('us')} us grid {kk.get('grid')} block {kk.get('block')} smem {kk.get('smem')} "
