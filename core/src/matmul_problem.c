@@ -559,11 +559,22 @@ static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int
  * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
  * choice on the H200 (fp64 kept its kernels; bf16 and fp16 8192^3 took the same tile-20 kernel
  * with and without it, 3-4% slower than tile 24 in matmul_gpu.py's longer timings). */
-int fm_autotune_gpu_calls(double est, int repeats)
+static int window_calls(double est, double window_s, int at_least, int at_most)
 {
-    double c = est > 0 ? 1e-3 / est : repeats;
-    return c > 1000 ? 1000 : c > repeats ? (int)c + 1 : repeats;
+    double c = est > 0 ? window_s / est : at_least;
+    return c > at_most ? at_most : c > at_least ? (int)c + 1 : at_least;
 }
+
+int fm_autotune_gpu_calls(double est, int repeats) { return window_calls(est, 1e-3, repeats, 1000); }
+
+/* Calls per window of the sustained check: 100 ms (at least 3 calls, at most 2000). The
+ * short timings above rank kernels by their speed at whatever clock the GPU has just then;
+ * in a long loop a GPU that reaches its power limit (the H200 at 700 W: every 8192^3 bf16 /
+ * fp16 and fp64 kernel) runs each kernel at the clock its own draw allows, which can reverse
+ * the order. Measured on the H200, bf16 8192^3 bias+relu: a tile-20 kernel 1.6% faster than
+ * the default (tile 24) in 1 ms timings was 1.5-3% slower in 100 ms windows, and so in
+ * matmul_gpu.py's loops (the kernel probe, 2026-12-01). */
+int fm_autotune_sustained_calls(double est) { return window_calls(est, 0.1, 3, 2000); }
 
 /* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
  * typical change between the two timings around a candidate (drift[0..n), reordered), when
@@ -730,6 +741,27 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     for (int i = 1; i < n; i++)
         if (score[i] < score[win] && score[i] < 1.0 - need)
             win = i;
+    if (on_gpu && win > 0) {
+        /* Sustained check: the winner against the default in 100 ms windows, alternating
+         * (default first and last); it stays only if it still wins by the same margin
+         * (see fm_autotune_sustained_calls). Costs about 0.9 s. */
+        enum { SUSTAIN_ROUNDS = 4 };
+        const int sc = fm_autotune_sustained_calls(fastest[0]);
+        double r[SUSTAIN_ROUNDS];
+        double before = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id);
+        for (int k = 0; k < SUSTAIN_ROUNDS; k++) {
+            double t = time_plan(plans[win], ptrs, 1, sc, sync, p.exec_device.id);
+            double after = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id);
+            r[k] = before + after > 0.0 ? t / (0.5 * (before + after)) : 1.0;
+            before = after;
+        }
+        const double sustained = fm_median(r, SUSTAIN_ROUNDS);
+        fm_log_plan(ctx, "autotune: sustained check, %d windows of %d calls each: %s at %.3f x the default: %s",
+                    SUSTAIN_ROUNDS, sc, plans[win]->describe, sustained,
+                    sustained < 1.0 - need ? "kept" : "the default instead");
+        if (sustained >= 1.0 - need)
+            win = 0;
+    }
     for (int i = 0; i < n; i++)
         fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3, score[i],
                     i == win ? " (chosen)" : "");

@@ -185,8 +185,9 @@ class Matmul:
         timed between two timings of the default (the clock drifts) and must beat their mean,
         as the median over the rounds, by 1% or by twice the default's typical change between
         those two timings when that is larger (at a power cap timings scatter by a few
-        percent). Plans with
-        the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
+        percent). A GPU winner must then win again in four 100 ms windows alternating with
+        the default (in long loops at a power limit kernels can swap places; about 0.9 s).
+        Plans with the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
         device before and after (it times). Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)

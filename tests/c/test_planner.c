@@ -522,7 +522,8 @@ static void test_wisdom_salt(void)
               b);
 }
 
-/* Autotune's timing rules: a GPU timing lasts 1 ms (at least `repeats` calls, at most 1000);
+/* Autotune's timing rules: a GPU timing lasts 1 ms (at least `repeats` calls, at most 1000), a
+ * window of the sustained check 100 ms (3 to 2000 calls);
  * a candidate must win by 3% on the CPU, on a GPU by 1% or twice the median drift. */
 static void test_autotune_rules(void)
 {
@@ -530,6 +531,11 @@ static void test_autotune_rules(void)
     CHECK(fm_autotune_gpu_calls(2e-3, 3) == 3);     /* long calls: the repeats */
     CHECK(fm_autotune_gpu_calls(1e-9, 3) == 1000);  /* capped */
     CHECK(fm_autotune_gpu_calls(0.0, 5) == 5);      /* a zero estimate: the repeats */
+    CHECK(fm_autotune_sustained_calls(1.6e-3) == 63);  /* 100 ms windows: 8192^3 bf16 on the H200 */
+    CHECK(fm_autotune_sustained_calls(20e-3) == 6);
+    CHECK(fm_autotune_sustained_calls(0.1) == 3);       /* at least 3 calls */
+    CHECK(fm_autotune_sustained_calls(10e-6) == 2000);  /* at most 2000 */
+    CHECK(fm_autotune_sustained_calls(0.0) == 3);
     double quiet[] = {0.003, 0.001, 0.002};
     CHECK(fm_autotune_required_gain(1, quiet, 3) == 0.01);
     double capped[] = {0.05, 0.04, 0.045, 0.001, 0.06};
