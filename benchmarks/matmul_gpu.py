@@ -35,7 +35,10 @@ bgrad of length M; unfused torch: (a @ b) * mask then .sum(0)). addmm_act has no
 
 Timing (CUDA events on the benchmark stream): per case and method a warm-up and a cost
 estimate, then --trials (5) trials of back-to-back calls, methods interleaved trial by
-trial (order reversed every other trial), each trial about --budget/--trials seconds;
+trial (order reversed every other trial), each trial about --budget/--trials seconds and
+preceded by --lead-in times as long of the same method's calls, untimed (default 0.5: at a
+power limit the clock follows the draw of the kernel running, so without it a trial starts
+at its predecessor's clock; the H200 caps fp64 and 8192^3 bf16/fp16 at 700 W);
 reported: median and min per call over trials. Where one input set (A, B, D) fits in the
 GPU's L2 cache (60 MB on an H200), three sets are rotated call by call, so that no call
 finds its inputs left in L2 by the previous one (outputs: fusemath writes one buffer, the
@@ -144,6 +147,8 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=None,
                    help="seconds of timed calls per method and case, over all trials (default 0.5; --quick 0.2)")
     p.add_argument("--trials", type=int, default=5, help="timing trials per method and case (default 5)")
+    p.add_argument("--lead-in", type=float, default=0.5,
+                   help="untimed calls of the same method before each trial, as a fraction of the trial (default 0.5)")
     p.add_argument("--methods", default=",".join(PEERS),
                    help="peers timed next to fused, comma-separated, of " + ",".join(PEERS) + " (default all). "
                    "Under a power cap (fp64 on the H200) a method's time depends on what ran before it: "
@@ -203,6 +208,8 @@ def parse_args(argv):
         a.host_repeats = 3 if a.quick else 7
     if a.trials < 1 or a.budget <= 0 or a.host_calls < 1 or a.host_repeats < 1:
         p.error("--trials, --budget, --host-calls and --host-repeats must be positive")
+    if a.lead_in < 0:
+        p.error("--lead-in must be >= 0")
     return a
 
 
@@ -487,12 +494,15 @@ def cycle(calls, n):
     return [calls[i % len(calls)] for i in range(n)]
 
 
-def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: int = 2000) -> dict:
+def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: int = 2000,
+                 lead_in: float = 0.0) -> dict:
     """methods: name -> list of zero-argument callables (one per input set). Returns name ->
     {median_ms, min_ms, reps, trials} or {error}. CUDA events on the benchmark stream around
-    reps back-to-back calls; methods interleaved trial by trial."""
+    reps back-to-back calls; methods interleaved trial by trial, each trial after lead_in *
+    reps untimed calls of the same method."""
     res = {}
     plan = {}
+    lead = {}
     e0, e1 = env.event(), env.event()
     for name, calls in methods.items():
         try:
@@ -507,7 +517,8 @@ def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: 
             est_ms = max(env.elapsed_ms(e0, e1) / n_est, 1e-4)
             reps = int(min(max_reps, max(3, (budget / trials) * 1e3 / est_ms)))
             plan[name] = cycle(calls, reps)
-            res[name] = {"per_trial_ms": [], "reps": reps, "estimate_ms": est_ms}
+            lead[name] = cycle(calls, int(round(lead_in * reps)))
+            res[name] = {"per_trial_ms": [], "reps": reps, "lead_in_calls": len(lead[name]), "estimate_ms": est_ms}
         except Exception as exc:
             res[name] = {"error": err(exc)}
     names = list(plan)
@@ -517,6 +528,8 @@ def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: 
                 continue
             seq = plan[name]
             try:
+                for f in lead[name]:
+                    f()
                 env.record(e0)
                 for f in seq:
                     f()
@@ -757,7 +770,7 @@ def run_case(env: Env, case: Case, args, seed: int) -> dict:
                 del methods[name]
                 out["errors"][name] = "not timed (--methods)"
         try:
-            timed = time_methods(env, methods, args.budget, args.trials)
+            timed = time_methods(env, methods, args.budget, args.trials, lead_in=args.lead_in)
         finally:
             _free_all(fm_objs)
             _free_all(nv_objs)
@@ -1138,7 +1151,7 @@ def main(argv=None) -> int:
         "versions": library_versions(env),
         "array_library": env.lib,
         "import_errors": env.errors,
-        "settings": {"budget_s": args.budget, "trials": args.trials, "max_seconds": args.max_seconds,
+        "settings": {"budget_s": args.budget, "trials": args.trials, "lead_in": args.lead_in, "max_seconds": args.max_seconds,
                      "autotune": args.autotune, "seed": args.seed, "targets": TARGETS, "tolerance": TOLERANCE,
                      "cpu_dry_run": args.cpu_dry_run,
                      "stream": "one non-blocking stream: current for torch; handed to fusemath (int handle) and "
