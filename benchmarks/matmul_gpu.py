@@ -517,7 +517,8 @@ def time_methods(env: Env, methods: dict, budget: float, trials: int, max_reps: 
             est_ms = max(env.elapsed_ms(e0, e1) / n_est, 1e-4)
             reps = int(min(max_reps, max(3, (budget / trials) * 1e3 / est_ms)))
             plan[name] = cycle(calls, reps)
-            lead[name] = cycle(calls, int(round(lead_in * reps)))
+            n_lead = int(round(lead_in * reps))  # ends on the last input set: the trial starts on the first
+            lead[name] = [calls[(i - n_lead) % len(calls)] for i in range(n_lead)]
             res[name] = {"per_trial_ms": [], "reps": reps, "lead_in_calls": len(lead[name]), "estimate_ms": est_ms}
         except Exception as exc:
             res[name] = {"error": err(exc)}

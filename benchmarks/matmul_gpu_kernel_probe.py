@@ -16,7 +16,7 @@ torch_out is torch.mm(a, b, out=d) into the very output buffers fusemath's plans
 epilogue: addmm(out=d) then relu_, another call): whether the output buffer decides a gap seen
 between one kernel launched by torch and by fusemath at the H200's power cap. fm_algo_N_fresh is
 the other way round: fusemath's plan writing into a new torch.empty output on every call, as
-torch's own call does. --algos 0,1 times only those candidates (longer trials for the rest).
+torch's own call does. --algos 0,1 times only those candidates (fewer methods: more trials fit).
 """
 import argparse
 import ctypes

@@ -534,23 +534,27 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The fastest of `samples` timings of `calls` executions (plus a wait for the device). */
-/* Seconds per call of plan: the fastest of `samples` timings of `calls` calls each. */
-static double time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, fm_status (*sync)(int),
-                        int device)
+/* *seconds = per call of plan: the fastest of `samples` timings of `calls` calls each (each
+ * timing ends with a wait for the device). A failed call or wait is returned: a plan that
+ * fails fast must not look fast. */
+static fm_status time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, fm_status (*sync)(int),
+                           int device, double *seconds)
 {
+    fm_status s;
     double best = 1e300;
     for (int r = 0; r < samples; r++) {
         double t0 = now_seconds();
         for (int q = 0; q < calls; q++)
-            fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL);
-        if (sync)
-            sync(device);
+            if ((s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK)
+                return s;
+        if (sync && (s = sync(device)) != FM_OK)
+            return s;
         double t = (now_seconds() - t0) / calls;
         if (t < best)
             best = t;
     }
-    return best;
+    *seconds = best;
+    return FM_OK;
 }
 
 /* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
@@ -567,14 +571,14 @@ static int window_calls(double est, double window_s, int at_least, int at_most)
 
 int fm_autotune_gpu_calls(double est, int repeats) { return window_calls(est, 1e-3, repeats, 1000); }
 
-/* Calls per window of the sustained check: 100 ms (at least 3 calls, at most 2000). The
+/* Calls per window of the sustained check: 100 ms (at least 1 call, at most 2000). The
  * short timings above rank kernels by their speed at whatever clock the GPU has just then;
  * in a long loop a GPU that reaches its power limit (the H200 at 700 W: every 8192^3 bf16 /
  * fp16 and fp64 kernel) runs each kernel at the clock its own draw allows, which can reverse
  * the order. Measured on the H200, bf16 8192^3 bias+relu: a tile-20 kernel 1.6% faster than
  * the default (tile 24) in 1 ms timings was 1.5-3% slower in 100 ms windows, and so in
  * matmul_gpu.py's loops (the kernel probe, 2026-12-01). */
-int fm_autotune_sustained_calls(double est) { return window_calls(est, 0.1, 3, 2000); }
+int fm_autotune_sustained_calls(double est) { return window_calls(est, 0.1, 1, 2000); }
 
 /* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
  * typical change between the two timings around a candidate (drift[0..n), reordered), when
@@ -677,16 +681,18 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
                 break;
             continue;
         }
+        double est = 0.0;
         if (s == FM_OK)
             s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL); /* + warm-up */
         if (s == FM_OK && sync)
             s = sync(p.exec_device.id);
+        if (s == FM_OK && on_gpu)
+            s = time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id, &est);
         if (s != FM_OK) {
-            for (int i = 0; i <= n; i++)
-                fm_plan_release(plans[i]);
-            return s;
+            n++; /* released below with the others */
+            goto fail;
         }
-        calls[n] = on_gpu ? fm_autotune_gpu_calls(time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id), repeats) : 1;
+        calls[n] = on_gpu ? fm_autotune_gpu_calls(est, repeats) : 1;
         fastest[n++] = 1e300;
     }
     /* Timing, in rounds of alternating order. GPU: every candidate still running is timed
@@ -704,18 +710,27 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     for (int i = 0; i < n; i++)
         alive[i] = 1;
     for (int round = 0; round < ROUNDS; round++) {
-        double before = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id);
+        double before, t, after;
+        if ((s = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id, &before)) != FM_OK)
+            goto fail; /* the default itself fails: that is the caller's error */
         if (before < fastest[0])
             fastest[0] = before;
         for (int j = 1; j < n; j++) {
             int i = round % 2 ? n - j : j;
             if (!alive[i])
                 continue;
-            double t = time_plan(plans[i], ptrs, samples, calls[i], sync, p.exec_device.id);
+            if (time_plan(plans[i], ptrs, samples, calls[i], sync, p.exec_device.id, &t) != FM_OK) {
+                fm_clear_error(); /* a candidate that fails drops out */
+                alive[i] = 0;
+                fastest[i] = 1e300;
+                nratio[i] = 0;
+                continue;
+            }
             if (t < fastest[i])
                 fastest[i] = t;
             if (on_gpu) {
-                double after = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id);
+                if ((s = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id, &after)) != FM_OK)
+                    goto fail;
                 ratio[i][nratio[i]++] = t / (0.5 * (before + after));
                 if (before > 0.0)
                     drift[ndrift++] = fabs(after / before - 1.0);
@@ -725,7 +740,7 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         /* the scores so far: GPU the median ratio, CPU the fastest call over the default's */
         double best = 1.0;
         for (int i = 1; i < n; i++) {
-            score[i] = on_gpu ? fm_median(ratio[i], nratio[i]) : fastest[i] / fastest[0];
+            score[i] = !on_gpu ? fastest[i] / fastest[0] : nratio[i] > 0 ? fm_median(ratio[i], nratio[i]) : 1e300;
             if (alive[i] && score[i] < best)
                 best = score[i];
         }
@@ -744,14 +759,20 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     if (on_gpu && win > 0) {
         /* Sustained check: the winner against the default in 100 ms windows, alternating
          * (default first and last); it stays only if it still wins by the same margin
-         * (see fm_autotune_sustained_calls). Costs about 0.9 s. */
+         * (see fm_autotune_sustained_calls). Costs about 0.9 s, or nine calls where one takes
+         * longer than 100 ms. A winner that fails here is dropped. */
         enum { SUSTAIN_ROUNDS = 4 };
         const int sc = fm_autotune_sustained_calls(fastest[0]);
-        double r[SUSTAIN_ROUNDS];
-        double before = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id);
+        double r[SUSTAIN_ROUNDS], before, t, after;
+        if ((s = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id, &before)) != FM_OK)
+            goto fail;
         for (int k = 0; k < SUSTAIN_ROUNDS; k++) {
-            double t = time_plan(plans[win], ptrs, 1, sc, sync, p.exec_device.id);
-            double after = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id);
+            if (time_plan(plans[win], ptrs, 1, sc, sync, p.exec_device.id, &t) != FM_OK) {
+                fm_clear_error();
+                t = 1e300;
+            }
+            if ((s = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id, &after)) != FM_OK)
+                goto fail;
             r[k] = before + after > 0.0 ? t / (0.5 * (before + after)) : 1.0;
             before = after;
         }
@@ -763,8 +784,11 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             win = 0;
     }
     for (int i = 0; i < n; i++)
-        fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3, score[i],
-                    i == win ? " (chosen)" : "");
+        if (fastest[i] >= 1e300)
+            fm_log_plan(ctx, "autotune: %s: failed, dropped", plans[i]->describe);
+        else
+            fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3,
+                        score[i], i == win ? " (chosen)" : "");
     fm_plan *best = plans[win];
     for (int i = 0; i < n; i++)
         if (i != win)
@@ -791,4 +815,8 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
     fm_context_cache_put(ctx, out);
     *plan = out;
     return FM_OK;
+fail:
+    for (int i = 0; i < n; i++)
+        fm_plan_release(plans[i]);
+    return s;
 }
