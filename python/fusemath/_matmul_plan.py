@@ -178,7 +178,7 @@ class Matmul:
         """Time the candidate configurations (CPU panel heights; on a GPU, cuBLASLt's
         algorithms with the epilogue fused - its heuristic's list and a wider search over
         workspace limits and algorithm ids - and plain GEMMs plus the generated epilogue
-        kernel) on the current operands (each timing: ``iterations`` calls, on a GPU at least
+        kernel) on the current operands (each timing: ``iterations`` calls, 1 to 1000, on a GPU at least
         1 ms of them) and keep the
         fastest plan, in three rounds; candidates over 10% behind after the first round stop.
         CPU: a candidate's fastest call must beat the default's by 3%. GPU: each candidate is
@@ -194,8 +194,8 @@ class Matmul:
         if isinstance(iterations, (bool, np.bool_)) or not hasattr(iterations, "__index__"):
             raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}")
         iterations = operator.index(iterations)  # NumPy integers too
-        if not 1 <= iterations <= 1_000_000:
-            raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000000")
+        if not 1 <= iterations <= 1000:  # the C planner's limit (fm_matmul_autotune's repeats)
+            raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000")
         if self._plan is None:
             self.plan()
         epi, inputs, clamp = self._epi, self._inputs, self._clamp

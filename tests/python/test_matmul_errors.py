@@ -336,8 +336,10 @@ def test_byte_strides_off_the_item_size_are_copied(which):
 
 def test_argument_wording_found_by_fuzzing(tmp_path):
     a = np.ones((4, 4))
-    with pytest.raises(ValueError, match="iterations = 1099511627776, expected 1 to 1000000"):
+    with pytest.raises(ValueError, match="iterations = 1099511627776, expected 1 to 1000"):
         fusemath.Matmul(a, a).plan().autotune(iterations=2**40)
+    with pytest.raises(ValueError, match=r"Matmul.autotune: iterations = 1001, expected 1 to 1000$"):
+        fusemath.Matmul(a, a).plan().autotune(iterations=1001)  # C's own limit, said in Python's terms
     old = fusemath.get_num_threads()
     try:
         fusemath.set_num_threads(np.int64(2))  # NumPy integers, as elsewhere
