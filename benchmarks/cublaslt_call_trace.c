@@ -97,6 +97,12 @@ __attribute__((format(printf, 4, 5))) static void append(char *out, size_t cap, 
         *used = *used + (size_t)k < cap - 1 ? *used + (size_t)k : cap - 1;
 }
 
+/* Reads attribute id of obj through the getter fn into buf, asking its size first (a buffer of
+ * any other size is refused); true when it answered and fits. got: the size read. */
+#define READ_ATTR(fn, obj, attr_t, id, buf, got)                                                           \
+    ((fn)((obj), (attr_t)(id), NULL, 0, &(got)) == CUBLAS_STATUS_SUCCESS && (got) > 0 &&                   \
+     (got) <= sizeof(buf) && (fn)((obj), (attr_t)(id), (buf), (got), &(got)) == CUBLAS_STATUS_SUCCESS)
+
 static int is_pointer_attr(int id)
 {
     switch (id) {
@@ -113,15 +119,13 @@ static int is_pointer_attr(int id)
 
 /* " d<id>=<hex bytes>" for every descriptor attribute id 0..63 that answers; pointer-valued
  * ones as their low 8 bits plus 0x1000 when set, so that two calls with different buffers
- * compare. The size is asked first: a buffer of any other size is refused. */
+ * compare. */
 static uint64_t dump_desc(char *out, size_t cap, size_t *used, cublasLtMatmulDesc_t d, uint64_t h)
 {
     for (int id = 0; id < 64; id++) {
         unsigned char buf[64];
         size_t got = 0;
-        cublasLtMatmulDescAttributes_t a = (cublasLtMatmulDescAttributes_t)id;
-        if (g.desc_get(d, a, NULL, 0, &got) != CUBLAS_STATUS_SUCCESS || got == 0 || got > sizeof buf ||
-            g.desc_get(d, a, buf, got, &got) != CUBLAS_STATUS_SUCCESS)
+        if (!READ_ATTR(g.desc_get, d, cublasLtMatmulDescAttributes_t, id, buf, got))
             continue;
         if (is_pointer_attr(id) && got == 8) {
             uint64_t v;
@@ -145,9 +149,7 @@ static uint64_t dump_layout(char *out, size_t cap, size_t *used, const char *nam
     for (int id = 0; id < 16; id++) {
         unsigned char buf[16];
         size_t got = 0;
-        cublasLtMatrixLayoutAttribute_t a = (cublasLtMatrixLayoutAttribute_t)id;
-        if (g.layout_get(l, a, NULL, 0, &got) != CUBLAS_STATUS_SUCCESS || got == 0 || got > sizeof buf ||
-            g.layout_get(l, a, buf, got, &got) != CUBLAS_STATUS_SUCCESS)
+        if (!READ_ATTR(g.layout_get, l, cublasLtMatrixLayoutAttribute_t, id, buf, got))
             continue;
         h = mix(h, &id, sizeof id);
         h = mix(h, buf, got);
@@ -171,10 +173,8 @@ static void algo_config(const cublasLtMatmulAlgo_t *algo, long long cfg[9])
     for (int id = 0; id < 9; id++) {
         unsigned char buf[8] = {0};
         size_t got = 0;
-        cublasLtMatmulAlgoConfigAttributes_t a = (cublasLtMatmulAlgoConfigAttributes_t)id;
         cfg[id] = -1;
-        if (g.config_get(algo, a, NULL, 0, &got) != CUBLAS_STATUS_SUCCESS || got == 0 || got > sizeof buf ||
-            g.config_get(algo, a, buf, got, &got) != CUBLAS_STATUS_SUCCESS)
+        if (!READ_ATTR(g.config_get, algo, cublasLtMatmulAlgoConfigAttributes_t, id, buf, got))
             continue;
         uint64_t v = 0;
         memcpy(&v, buf, got); /* little-endian */

@@ -557,18 +557,18 @@ static fm_status time_plan(const fm_plan *plan, void *const *ptrs, int samples, 
     return FM_OK;
 }
 
-/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
- * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
- * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
- * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
- * choice on the H200 (fp64 kept its kernels; bf16 and fp16 8192^3 took the same tile-20 kernel
- * with and without it, 3-4% slower than tile 24 in matmul_gpu.py's longer timings). */
+/* Calls that fill window_s seconds at `est` seconds a call, within [at_least, at_most]. */
 static int window_calls(double est, double window_s, int at_least, int at_most)
 {
     double c = est > 0 ? window_s / est : at_least;
     return c > at_most ? at_most : c > at_least ? (int)c + 1 : at_least;
 }
 
+/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
+ * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
+ * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
+ * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
+ * choice on the H200; the sustained check below is what settles such choices. */
 int fm_autotune_gpu_calls(double est, int repeats) { return window_calls(est, 1e-3, repeats, 1000); }
 
 /* Calls per window of the sustained check: 100 ms (at least 1 call, at most 2000). The

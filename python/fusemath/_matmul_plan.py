@@ -178,17 +178,20 @@ class Matmul:
         """Time the candidate configurations (CPU panel heights; on a GPU, cuBLASLt's
         algorithms with the epilogue fused - its heuristic's list and a wider search over
         workspace limits and algorithm ids - and plain GEMMs plus the generated epilogue
-        kernel) on the current operands (each timing: ``iterations`` calls, 1 to 1000, on a GPU at least
-        1 ms of them) and keep the
-        fastest plan, in three rounds; candidates over 10% behind after the first round stop.
+        kernel) on the current operands and keep the fastest plan. Each timing makes
+        ``iterations`` calls (1 to 1000; on a GPU at least 1 ms of them), in three rounds;
+        candidates over 10% behind after the first round stop.
+
         CPU: a candidate's fastest call must beat the default's by 3%. GPU: each candidate is
         timed between two timings of the default (the clock drifts) and must beat their mean,
         as the median over the rounds, by 1% or by twice the default's typical change between
         those two timings when that is larger (at a power cap timings scatter by a few
         percent). A GPU winner must then win again in four 100 ms windows alternating with
         the default (in long loops at a power limit kernels can swap places; about 0.9 s).
-        Plans with the defaults first if :meth:`plan` was not called. On GPU data it synchronizes the
-        device before and after (it times). Returns self."""
+        A candidate whose call fails drops out; a failing default raises.
+
+        Plans with the defaults first if :meth:`plan` was not called. On GPU data it
+        synchronizes the device before and after (it times). Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)
         if isinstance(iterations, (bool, np.bool_)) or not hasattr(iterations, "__index__"):
