@@ -51,6 +51,10 @@ calls then one device-wide sync; --host-repeats repeats, median; and bursts of 2
 with a sync between bursts, median of the per-call enqueue time):
     a  bare C cublasLtMatmul, algorithm chosen beforehand (build/benchmarks/cublaslt_bare,
        run as a subprocess; its JSON is kept)
+    a0 the same bare call made from this process (build/benchmarks/cublaslt_bare_inproc.so,
+       ctypes, one ctypes call per loop or burst), timed in the same loops as the others
+       (a2: with RELU_BIAS); the baseline of "above bare" when it ran, since a baseline
+       timed in another process moved 2-4 us against this one between runs
     b  fusemath planned execute(out=..., stream=s)        (b2: same with bias+relu)
     c  fusemath planned execute(stream=s), allocating
     d  stateless fusemath.matmul(a, b) (plan from the library's cache)
@@ -58,7 +62,8 @@ with a sync between bursts, median of the per-call enqueue time):
     f  cupy a @ b (cupy.matmul)
     g  nvmath stateful execute(stream=s)  (g2: stream as int, g3: no stream argument)
     h  stateless nvmath.linalg.advanced.matmul(a, b)
-each as us/call and us above the bare C call (b2 above the bare bias+relu call).
+each as us/call and us above the bare C call (b2 above the bare bias+relu call); the JSON also
+keeps each row above cublaslt_bare's own process ("above_bare_process_us").
 
 Every peer is optional: a missing package or an error in one case is recorded (the error
 text in the JSON, "error" in the table) and the run goes on.
@@ -839,17 +844,33 @@ def run_bare(args) -> dict:
     return data
 
 
+class Calls:
+    """A method timed by a callable that makes n calls itself (the in-process bare C call:
+    one ctypes call per loop, not per matmul)."""
+
+    def __init__(self, run_n):
+        self.run_n = run_n
+
+
+def _run(f, n):
+    if isinstance(f, Calls):
+        f.run_n(n)
+    else:
+        for _ in range(n):
+            f()
+
+
 def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, burst_calls: int = 20) -> dict:
     """Per-call host time (us): loops of `calls` back-to-back calls + one device-wide sync
-    (median/min over repeats), and bursts of burst_calls (enqueue time, sync untimed)."""
+    (median/min over repeats, the methods in alternating order), and bursts of burst_calls
+    (enqueue time, sync untimed)."""
     res = {}
     pc = time.perf_counter
     live = {}
     for name, f in fns.items():
         try:
             t0 = pc()
-            for _ in range(20):
-                f()
+            _run(f, 20)
             env.device_sync()
             est = (pc() - t0) / 20
             n = int(max(20, min(calls, 2.0 / max(est, 1e-7))))  # at most ~2 s per loop
@@ -866,8 +887,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
             try:
                 env.device_sync()
                 t0 = pc()
-                for _ in range(n):
-                    f()
+                _run(f, n)
                 env.device_sync()
                 res[name]["loop_us"].append((pc() - t0) / n * 1e6)
             except Exception as exc:
@@ -880,8 +900,7 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
         try:
             for _ in range(nb):
                 t0 = pc()
-                for _ in range(burst_calls):
-                    f()
+                _run(f, burst_calls)
                 t1 = pc()
                 env.device_sync()
                 res[name]["burst_us"].append((t1 - t0) / burst_calls * 1e6)
@@ -898,8 +917,40 @@ def host_loop(env: Env, fns: dict, calls: int, repeats: int, bursts: int = 100, 
     return res
 
 
+def open_bare_inproc(env: Env, a, b, d, bias) -> tuple:
+    """The bare cuBLASLt call loaded into this process (build/benchmarks/cublaslt_bare_inproc.so)
+    on a, b, d (and bias: RELU_BIAS) and the benchmark stream: (Calls, close) or raises."""
+    import ctypes
+
+    path = os.path.join(REPO_ROOT, "build", "benchmarks", "cublaslt_bare_inproc.so")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found (built by `make build` with the CUDA toolkit)")
+    lib = ctypes.CDLL(path)
+    lib.fm_bare_open.restype = ctypes.c_void_p
+    lib.fm_bare_open.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_int] * 3 + [ctypes.c_size_t] * 2
+    lib.fm_bare_calls.restype = ctypes.c_int
+    lib.fm_bare_calls.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.fm_bare_close.argtypes = [ctypes.c_void_p]
+    lib.fm_bare_error.restype = ctypes.c_char_p
+    m, k = a.shape
+    n = b.shape[1]
+    h = lib.fm_bare_open(env.data_ptr(a), env.data_ptr(b), env.data_ptr(d), env.data_ptr(bias) if bias is not None else 0,
+                         m, n, k, env.sh or 0, 32 << 20)  # 32 MiB, as cublaslt_bare
+    if not h:
+        raise RuntimeError("fm_bare_open: " + lib.fm_bare_error().decode())
+    calls = lib.fm_bare_calls
+
+    def run_n(count):
+        if calls(h, count) != 0:
+            raise RuntimeError("fm_bare_calls: " + lib.fm_bare_error().decode())
+
+    return Calls(run_n), lambda: lib.fm_bare_close(h)
+
+
 HOST_LABELS = {
-    "a_bare_c": "a  bare C cublasLtMatmul",
+    "a_bare_c": "a  bare C cublasLtMatmul (own process)",
+    "a0_bare_inproc": "a0 bare C cublasLtMatmul (this process)",
+    "a2_bare_inproc_bias_relu": "a2 the same, RELU_BIAS",
     "b0_fm_plan_execute_raw": "b0 fusemath Plan.execute(raw addresses)",
     "b_fm_execute_out": "b  fusemath execute(out=)",
     "b2_fm_execute_out_bias_relu": "b2 fusemath execute(out=) bias+relu",
@@ -936,6 +987,23 @@ def run_host_overhead(env: Env, args) -> dict:
         bias = env.randn((64,), "fp32", gen)
         ref = a @ b
         keep = []
+        closers = []
+        for key, bb in (("a0_bare_inproc", None), ("a2_bare_inproc_bias_relu", bias)):
+            if env.dry_run:
+                out["errors"][key] = "not in --cpu-dry-run"
+                continue
+            try:
+                dd = env.empty((64, 64), "fp32")
+                f, close = open_bare_inproc(env, a, b, dd, bb)
+                closers.append(close)
+                f.run_n(1)
+                env.device_sync()
+                want = ref if bb is None else env.relu(ref + bb)
+                if rel_err(env, dd, want, "fp32") > 1e-4:
+                    raise AssertionError("WRONG RESULT")
+                fns[key] = f
+            except Exception as exc:
+                out["errors"][key] = err(exc)
         # fusemath
         if fm is None:
             for key in ("b_fm_execute_out", "b2_fm_execute_out_bias_relu", "c_fm_execute_alloc", "d_fm_matmul_stateless"):
@@ -1046,19 +1114,39 @@ def run_host_overhead(env: Env, args) -> dict:
                 mm.free()
             except Exception:
                 pass
+        for close in closers:
+            close()
+    # "above bare": against the bare call timed in this process, in the same loops, when it ran
+    # (the fair comparison); else against cublaslt_bare's own process. Both are kept.
+    inproc = {k: timed[k] for k in ("a0_bare_inproc", "a2_bare_inproc_bias_relu")
+              if k in timed and "error" not in timed[k]}
+    out["bare_base"] = "this process" if "a0_bare_inproc" in inproc else "own process"
     rows = {}
     if base is not None:
-        rows["a_bare_c"] = {"us_per_call": base, "above_bare_us": 0.0, "burst_us_per_call": base_burst,
-                            "above_bare_burst_us": 0.0}
+        rows["a_bare_c"] = {"us_per_call": base, "burst_us_per_call": base_burst}
     for name, r in timed.items():
         if "error" in r:
             out["errors"][name] = r["error"]
             continue
-        b0, bb0 = (base_br, base_burst_br) if name.startswith("b2_") else (base, base_burst)
+        br = name.startswith(("b2_", "a2_"))
+        b0, bb0 = (base_br, base_burst_br) if br else (base, base_burst)
+        r["above_bare_process_us"] = r["us_per_call"] - b0 if b0 is not None else None
+        if r.get("burst_us_per_call") is not None and bb0 is not None:
+            r["above_bare_process_burst_us"] = r["burst_us_per_call"] - bb0
+        ip = inproc.get("a2_bare_inproc_bias_relu" if br else "a0_bare_inproc")
+        if ip is not None:
+            b0, bb0 = ip["us_per_call"], ip.get("burst_us_per_call")
         r["above_bare_us"] = r["us_per_call"] - b0 if b0 is not None else None
         if r.get("burst_us_per_call") is not None and bb0 is not None:
             r["above_bare_burst_us"] = r["burst_us_per_call"] - bb0
         rows[name] = r
+    if "a_bare_c" in rows:
+        r = rows["a_bare_c"]
+        r["above_bare_process_us"] = 0.0
+        ip = inproc.get("a0_bare_inproc")
+        r["above_bare_us"] = r["us_per_call"] - (ip["us_per_call"] if ip else base)
+        if ip and ip.get("burst_us_per_call") is not None:
+            r["above_bare_burst_us"] = r["burst_us_per_call"] - ip["burst_us_per_call"]
     out["rows"] = rows
     return out
 
@@ -1107,7 +1195,8 @@ def format_tables(res: dict) -> str:
     if ho:
         lines.append("")
         lines.append("host overhead, 64x64x64 f32 (us per call: loop of back-to-back calls + sync, median; "
-                     "burst of 20: enqueue time)")
+                     f"burst of 20: enqueue time; above the bare call timed in {ho.get('bare_base', 'its own process')}; "
+                     "b2 above the bare RELU_BIAS call)")
         lines.append(f"{'method':40} {'us/call':>8} {'above bare':>10} {'burst20':>8} {'above':>7}")
         for key, label in HOST_LABELS.items():
             r = ho["rows"].get(key)
