@@ -6,23 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* one lane step of the plan cache's hash */
+#define FM_HASH_STEP(h, w) ((h) = ((h) ^ (w)) * 0xff51afd7ed558ccdull, (h) ^= (h) >> 32)
+
 uint64_t fm_problem_hash(const fm_problem *p)
 {
-    /* Word-wise multiply-xorshift over the bytes (problems are zero-filled before
-     * being built): byte-wise FNV over the 1.4 KiB struct cost ~1.5 us per
-     * stateless call. */
+    /* Word-wise multiply-xorshift over the bytes (problems are zero-filled before being
+     * built), in four independent scalar lanes: one chain of dependent multiplies over the
+     * 1.8 KiB struct cost ~0.45 us per stateless call (byte-wise FNV ~1.5 us); four lanes
+     * let the multiplies overlap. (An array of lanes gets vectorised into SSE2, which has no
+     * 64-bit multiply and ran slower than scalar code.) */
     const unsigned char *b = (const unsigned char *)p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof *p;
+    uint64_t h0 = 0x9E3779B97F4A7C15ull ^ sizeof *p, h1 = 0xC2B2AE3D27D4EB4Full, h2 = 0x165667B19E3779F9ull,
+             h3 = 0x27D4EB2F165667C5ull;
     size_t i = 0;
-    for (; i + 8 <= sizeof *p; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+    for (; i + 32 <= sizeof *p; i += 32) {
+        uint64_t w[4];
+        memcpy(w, b + i, 32);
+        FM_HASH_STEP(h0, w[0]);
+        FM_HASH_STEP(h1, w[1]);
+        FM_HASH_STEP(h2, w[2]);
+        FM_HASH_STEP(h3, w[3]);
     }
+    FM_HASH_STEP(h0, h1);
+    FM_HASH_STEP(h0, h2);
+    FM_HASH_STEP(h0, h3);
     for (; i < sizeof *p; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
+        h0 = (h0 ^ b[i]) * 0x100000001b3ull;
+    return h0 ^ (h0 >> 29);
 }
 
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b) { return memcmp(a, b, sizeof *a) == 0; }

@@ -24,11 +24,25 @@ typedef struct fm_wisdom_entry {
     char note[120]; /* the tuned plan's describe(), for people reading the file */
 } fm_wisdom_entry;
 
+/* The hash saved in wisdom files: word-wise multiply-xorshift over the problem's bytes. Its
+ * own function, not the plan cache's fm_problem_hash (free to change for speed), so that
+ * files written by earlier versions keep matching. */
 uint64_t fm_problem_stable_hash(const fm_problem *p)
 {
     fm_problem q = *p;
     memset(q.slot_names, 0, sizeof q.slot_names); /* pointers differ between processes */
-    return fm_problem_hash(&q);
+    const unsigned char *b = (const unsigned char *)&q;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof q;
+    size_t i = 0;
+    for (; i + 8 <= sizeof q; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    for (; i < sizeof q; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
 }
 
 /* h with the bytes of s hashed on (FNV-1a steps). */

@@ -248,6 +248,8 @@ int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int 
 void fmpy_device_text(int dev, char *buf, size_t n);
 PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
                          const char *what, void **ptr);
+PyObject *fmpy_lib_alloc_dims(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
+                              PyObject *stream, const char *what, void **ptr);
 int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h);
 int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
                         void **h, PyObject **override);
@@ -325,6 +327,6 @@ PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
 void fmpy_xapi_attach(fm_lib *lib);
 int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
 int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h);
-PyObject *fmpy_xapi_alloc(const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, void **ptr);
+PyObject *fmpy_xapi_alloc(const fm_lib *lib, const int64_t *shape, int nd, fm_dtype dt, int dev, void **ptr);
 
 #endif

@@ -98,8 +98,8 @@ void fmpy_device_text(int dev, char *buf, size_t n)
 /* A new array from the library (args/kwargs from fmpy_lib_alloc_args) and its address.
  * stream: not NULL = allocate with that stream current (slow path, Python). The
  * library's out-of-memory error becomes fusemath.OutOfMemoryError (a MemoryError). */
-PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
-                         const char *what, void **ptr)
+static PyObject *lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
+                           const char *what, void **ptr, int try_xapi)
 {
     fm_lib *lib = &st->libs[li];
     int slow = stream != NULL;
@@ -114,14 +114,23 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs,
         slow = c != dev;
     }
     PyObject *arr;
-    if (!slow && lib->xapi) {
+    if (!slow && lib->xapi && try_xapi) {
         PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
         fm_dtype dt = FM_DTYPE_INVALID;
         for (int i = 1; i < FM_DTYPE_COUNT_ && native; i++)
             if (lib->dtypes[i] == native)
                 dt = (fm_dtype)i;
-        if (dt != FM_DTYPE_INVALID) {
-            arr = fmpy_xapi_alloc(lib, PyTuple_GetItem(args, 0), dt, dev, ptr);
+        PyObject *shape = PyTuple_GetItem(args, 0);
+        Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+        if (dt != FM_DTYPE_INVALID && nd >= 0 && nd <= FM_MAX_NDIM) {
+            int64_t ext[FM_MAX_NDIM];
+            for (Py_ssize_t i = 0; i < nd; i++) {
+                long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+                if (e == -1 && PyErr_Occurred())
+                    return NULL;
+                ext[i] = e;
+            }
+            arr = fmpy_xapi_alloc(lib, ext, (int)nd, dt, dev, ptr);
             if (arr != Py_NotImplemented)
                 return arr;
             Py_DECREF(arr);
@@ -174,6 +183,37 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs,
         Py_DECREF(arr);
         return NULL;
     }
+    return arr;
+}
+
+PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
+                         const char *what, void **ptr)
+{
+    return lib_alloc(st, li, args, kwargs, dev, stream, what, ptr, 1);
+}
+
+/* The same from a shape given as dims: the exchange table's allocator directly where it
+ * serves the call (no tuple, no argument packing: the stateless calls' common case), else
+ * through fmpy_lib_alloc_args + fmpy_lib_alloc. */
+PyObject *fmpy_lib_alloc_dims(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
+                              PyObject *stream, const char *what, void **ptr)
+{
+    const fm_lib *lib = &st->libs[li];
+    /* cupy.empty allocates on the current device: more than one device takes the checked path */
+    int tried = !stream && lib->xapi && !(lib->style == STYLE_CUPY && lib->device_count > 1) && (int)dt > 0 &&
+                dt < FM_DTYPE_COUNT_ && lib->dtypes[dt];
+    if (tried) {
+        PyObject *arr = fmpy_xapi_alloc(lib, shape, nd, dt, dev, ptr);
+        if (arr != Py_NotImplemented)
+            return arr;
+        Py_DECREF(arr);
+    }
+    PyObject *tuple = fmpy_shape_tuple(shape, nd), *args = NULL, *kwargs = NULL, *arr = NULL;
+    if (tuple && fmpy_lib_alloc_args(st, li, tuple, dt, dev, &args, &kwargs) == 0)
+        arr = lib_alloc(st, li, args, kwargs, dev, stream, what, ptr, !tried);
+    Py_XDECREF(tuple);
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
     return arr;
 }
 

@@ -323,13 +323,8 @@ PyObject *fmpy_mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssiz
                 ret[nret++] = full[nfull++] = dshape[i];
             ret[nret++] = full[nfull++] = (epi & FM_EPILOGUE_BGRADA) ? m : n;
         }
-        PyObject *shape = fmpy_shape_tuple(ret, nret), *aargs = NULL, *akw = NULL;
         void *ptr = NULL;
-        if (shape && fmpy_lib_alloc_args(st, li, shape, odt, dev, &aargs, &akw) == 0)
-            res[k] = fmpy_lib_alloc(st, li, aargs, akw, dev, override, fmpy_slot_names[sl], &ptr);
-        Py_XDECREF(shape);
-        Py_XDECREF(aargs);
-        Py_XDECREF(akw);
+        res[k] = fmpy_lib_alloc_dims(st, li, ret, nret, odt, dev, override, fmpy_slot_names[sl], &ptr);
         if (!res[k])
             goto done;
         fm_tensor_init(&tens[sl], ptr, odev, odt, nfull, full, NULL);

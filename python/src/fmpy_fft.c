@@ -200,12 +200,8 @@ PyObject *fmpy_mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssize
                 goto done;
             oshape[i] = e;
         }
-        PyObject *aargs = NULL, *akw = NULL;
         void *ptr = NULL;
-        if (fmpy_lib_alloc_args(st, li, shape, odt, dev, &aargs, &akw) == 0)
-            res = fmpy_lib_alloc(st, li, aargs, akw, dev, override, "out", &ptr);
-        Py_XDECREF(aargs);
-        Py_XDECREF(akw);
+        res = fmpy_lib_alloc_dims(st, li, oshape, tx->ndim, odt, dev, override, "out", &ptr);
         if (!res)
             goto done;
         fm_device odev = {dev >= 0 ? FM_DEVICE_CUDA : FM_DEVICE_CPU, dev >= 0 ? dev : 0};

@@ -136,20 +136,15 @@ static int is_as_asked(const DLTensor *d, const DLTensor *proto)
     return 1;
 }
 
-PyObject *fmpy_xapi_alloc(const fm_lib *lib, PyObject *shape, fm_dtype dt, int dev, void **ptr)
+PyObject *fmpy_xapi_alloc(const fm_lib *lib, const int64_t *shape, int nd, fm_dtype dt, int dev, void **ptr)
 {
     DLTensor proto;
     memset(&proto, 0, sizeof proto);
-    Py_ssize_t nd = PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
     if (nd < 0 || nd > FM_MAX_NDIM || to_dl(dt, &proto.dtype) < 0)
         return Py_NewRef(Py_NotImplemented);
     int64_t ext[FM_MAX_NDIM];
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-        if (e == -1 && PyErr_Occurred())
-            return NULL;
-        ext[i] = e;
-    }
+    for (int i = 0; i < nd; i++)
+        ext[i] = shape[i];
     proto.device.device_type = dev >= 0 ? DL_CUDA : DL_CPU;
     proto.device.device_id = dev >= 0 ? dev : 0;
     proto.ndim = (int32_t)nd;
