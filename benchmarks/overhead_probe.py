@@ -1,7 +1,8 @@
 """Where the host time of a small GPU matmul goes, piece by piece (torch tensors, 64x64 f32).
 
 Each line is the median over 300 bursts of 20 calls of the per-call host time (the
-device is drained between bursts, so launches never wait for a full queue). Pieces that
+device is drained between bursts, so launches never wait for a full queue), all on one
+created torch.cuda.Stream (as benchmarks/matmul_gpu.py; the legacy default stream costs more). Pieces that
 launch nothing (attribute reads, allocation from torch's caching allocator) are what the
 stateless fusemath.matmul pays on top of the library call. Prints a table and writes JSON
 to --out. Run on the GPU machine: python benchmarks/overhead_probe.py --out probe.json
@@ -55,7 +56,8 @@ def main() -> int:
 
     idx = lib_of(a).index
     ex = tuple(AUTO_DEFAULTS)
-    sh = torch.cuda.current_stream().cuda_stream
+    stream = torch.cuda.Stream()
+    sh = stream.cuda_stream
     pieces = {
         "tensor.dtype": lambda: a.dtype,
         "tensor.get_device()": lambda: a.get_device(),
@@ -63,6 +65,8 @@ def main() -> int:
         "tensor.data_ptr()": lambda: a.data_ptr(),
         "tensor.shape": lambda: a.shape,
         "tensor.stride()": lambda: a.stride(),
+        "tensor.is_neg()": lambda: a.is_neg(),
+        "tensor.is_conj()": lambda: a.is_conj(),
         "torch.empty(shape, dtype=, device=torch.device)": lambda: torch.empty((n, n), dtype=torch.float32, device=dev),
         "torch.empty(shape, dtype=, device=int)": lambda: torch.empty((n, n), dtype=torch.float32, device=0),
         "tensor.new_empty(shape)": lambda: a.new_empty((n, n)),
@@ -76,14 +80,17 @@ def main() -> int:
         "fusemath.matmul(a, b, out=d)": lambda: fusemath.matmul(a, b, out=d),
         "_fusemath.array_matmul(..., out=d) (no Python wrapper)": lambda: C.array_matmul(
             idx, a, b, None, None, None, None, d, 1.0, 0.0, 0, *ex, None, None, None, None),
+        "_fusemath.array_matmul(...) allocating (no Python wrapper)": lambda: C.array_matmul(
+            idx, a, b, None, None, None, None, None, 1.0, 0.0, 0, *ex, None, None, None, None),
         "_fusemath.array_matmul(..., out=d, stream=int)": lambda: C.array_matmul(
             idx, a, b, None, None, None, None, d, 1.0, 0.0, 0, *ex, None, sh, None, None),
         "fusemath.matmul(a, b, bias=bias, epilogue='relu')": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu"),
     }
     res = {}
-    for name, fn in pieces.items():
-        res[name] = per_call_us(fn, sync)
-        print(f"{name:55s} {res[name]:8.2f} us")
+    with torch.cuda.stream(stream):  # a created stream, as matmul_gpu.py (the legacy default stream costs more)
+        for name, fn in pieces.items():
+            res[name] = per_call_us(fn, sync)
+            print(f"{name:55s} {res[name]:8.2f} us")
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "gpu": torch.cuda.get_device_name(0),
@@ -91,7 +98,7 @@ def main() -> int:
         "fusemath": fusemath.__version__,
         "n": n,
         "dlpack_c_api": bool(C.lib_uses_dlpack_c_api(idx)),  # FUSEMATH_DLPACK_C_API=0 turns it off
-        "method": "median over 300 bursts of 20 calls, device drained between bursts",
+        "method": "median over 300 bursts of 20 calls, device drained between bursts, on a created stream",
     }
     if args.out:
         with open(args.out, "w") as f:
