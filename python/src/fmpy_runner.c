@@ -29,7 +29,9 @@ typedef struct {
     PyObject *index;       /* () for a 0-d NumPy result to unwrap, or NULL */
     int rndim;             /* the result shape, for out= */
     int64_t rshape[FM_MAX_NDIM];
-    PyObject *out_obj;     /* the last out= that passed validation, and its address */
+    const void *out_id;    /* identity of the last out= that passed validation (compared, never
+                            * dereferenced: no reference is held, so the caller's array is not kept
+                            * alive), and its address */
     void *out_ptr;
     /* NumPy out=: its buffer's element format when it passed (a NumPy array can be reshaped,
      * retyped or resized in place: shape, strides and format are compared on every call) */
@@ -50,7 +52,6 @@ static int runner_traverse(PyObject *self, visitproc visit, void *arg)
         Py_VISIT(r->outs[i].key);
     }
     Py_VISIT(r->index);
-    Py_VISIT(r->out_obj);
     Py_VISIT(r->stream_obj);
     return 0;
 }
@@ -67,7 +68,6 @@ static int runner_clear(PyObject *self)
     }
     r->nout = 0;
     Py_CLEAR(r->index);
-    Py_CLEAR(r->out_obj);
     Py_CLEAR(r->stream_obj);
     return 0;
 }
@@ -89,23 +89,34 @@ static void set_ref(PyObject **slot, PyObject *value)
     Py_XDECREF(old);
 }
 
-/* The address of a torch / CuPy out= array seen before (cheap re-read: it may have been
- * re-pointed; its shape cannot change without a new allocation we would see or a smaller view of
- * the same storage, which stays writable). */
-static int out_address(fm_state *st, const fm_lib *lib, PyObject *out, void **p)
+/* Whether a torch out= validated before is still the array it was: read through the DLPack
+ * exchange table (one C call, cheaper than data_ptr()), the planned dtype, device and shape,
+ * C-contiguous; it may have been re-pointed (the address is returned). torch can change a
+ * tensor's shape and strides in place at the same address (t_(), resize_(), as_strided_()), so
+ * the address alone does not say it is the same array. A failed check leaves no exception: the
+ * full validation then says what changed. Libraries without the table (CuPy)
+ * are validated in full on every call. 0 for changed or unreadable. */
+static int xapi_out_same(fm_state *st, const RunnerObject *r, const fm_lib *lib, PyObject *out, void **p)
 {
-    if (lib->style == STYLE_TORCH) {
-        PyObject *o = fmpy_call_method0(out, st->s[S_data_ptr]);
-        int r = fmpy_long_ptr(o, "out.data_ptr()", p);
-        Py_XDECREF(o);
-        return r;
+    fm_tensor t;
+    /* the library's own type exactly: out_id may name a new object of another type by now */
+    if (!lib->xapi || (PyObject *)Py_TYPE(out) != lib->type || fmpy_xapi_tensor(lib, out, &t) != 0 ||
+        t.dtype != r->outs[0].dtype || t.ndim != r->rndim)
+        return 0;
+    /* `out.data = ...` can swap in a view with the negative bit set; the table does not say */
+    if (lib->style == STYLE_TORCH && fmpy_torch_lazy_bits(st, out, "out", 0) != 0)
+        return 0;
+    if (r->device >= 0 ? !(t.device.type == FM_DEVICE_CUDA && t.device.id == r->device)
+                       : t.device.type != FM_DEVICE_CPU)
+        return 0;
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; i--) {
+        if (t.shape[i] != r->rshape[i] || (t.shape[i] > 1 && t.strides[i] != expect))
+            return 0;
+        expect *= t.shape[i];
     }
-    PyObject *data = PyObject_GetAttr(out, st->s[S_data]);
-    PyObject *o = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
-    Py_XDECREF(data);
-    int r = fmpy_long_ptr(o, "out.data.ptr", p);
-    Py_XDECREF(o);
-    return r;
+    *p = t.data;
+    return 1;
 }
 
 /* Whether a NumPy out= validated before is still the array it was: address, format, the planned
@@ -178,14 +189,16 @@ static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out
 
 /* Validate a caller-given result array: the planned library, device, dtype, shape and
  * a C-contiguous layout (the plan was made for one). Cached per object, and checked again on
- * every call (NumPy: the buffer's size, format, shape and strides; torch / CuPy: the address). */
+ * every call (NumPy: the buffer's size, format, shape and strides; torch through the exchange
+ * table: dtype, device, shape and strides); otherwise validated in full. */
 static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void **ptr)
 {
     const fm_lib *lib = &st->libs[r->lib];
-    if (out == r->out_obj) {
+    /* the same object as last time (or a new one at its address: every check below reads `out`
+     * itself, which the caller holds) */
+    if (out == (const PyObject *)r->out_id) {
         void *p = NULL;
-        const int same = lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0)
-                                                   : out_address(st, lib, out, &p) == 0 && p == r->out_ptr;
+        const int same = lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0) : xapi_out_same(st, r, lib, out, &p);
         if (same) {
             *ptr = p;
             return 0;
@@ -247,7 +260,7 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
         void *p = NULL;
         if (lib->style == STYLE_NUMPY)
             (void)numpy_out_same(r, out, &p, 1);
-        set_ref(&r->out_obj, out);
+        r->out_id = out;
         r->out_ptr = t.data;
         *ptr = t.data;
     }

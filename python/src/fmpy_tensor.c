@@ -363,18 +363,12 @@ static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, cons
     return r;
 }
 
-/* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer. */
-static int tensor_from_cai(fm_state *st, PyObject *cai, const char *name, int writable, fm_tensor *t)
+/* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer.
+ * The entries are held (not borrowed) while they are read: reading them may run the caller's
+ * code (__index__, __bool__), which could drop them from the dict. */
+static int cai_read(PyObject *shape, PyObject *typestr, PyObject *data, PyObject *strides, PyObject *mask,
+                    const char *name, int writable, fm_tensor *t)
 {
-    if (!PyDict_Check(cai)) {
-        PyErr_Format(PyExc_TypeError, "argument '%s': __cuda_array_interface__ is not a dict", name);
-        return -1;
-    }
-    PyObject *shape = PyDict_GetItemString(cai, "shape");
-    PyObject *typestr = PyDict_GetItemString(cai, "typestr");
-    PyObject *data = PyDict_GetItemString(cai, "data");
-    PyObject *strides = PyDict_GetItemString(cai, "strides");
-    PyObject *mask = PyDict_GetItemString(cai, "mask");
     if (!shape || !typestr || !data || !PyUnicode_Check(typestr) || !PyTuple_Check(data) || PyTuple_Size(data) != 2) {
         PyErr_Format(PyExc_TypeError, "argument '%s': malformed __cuda_array_interface__ (shape, typestr, data)", name);
         return -1;
@@ -406,6 +400,22 @@ static int tensor_from_cai(fm_state *st, PyObject *cai, const char *name, int wr
     t->device.id = 0;
     t->dtype = dt;
     return fmpy_dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t);
+}
+
+static int tensor_from_cai(PyObject *cai, const char *name, int writable, fm_tensor *t)
+{
+    if (!PyDict_Check(cai)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': __cuda_array_interface__ is not a dict", name);
+        return -1;
+    }
+    static const char *const keys[5] = {"shape", "typestr", "data", "strides", "mask"};
+    PyObject *v[5];
+    for (int i = 0; i < 5; i++)
+        v[i] = Py_XNewRef(PyDict_GetItemString(cai, keys[i]));
+    int r = cai_read(v[0], v[1], v[2], v[3], v[4], name, writable, t);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(v[i]);
+    return r;
 }
 
 /* The registered library obj belongs to (index), -1 if none. */
@@ -501,7 +511,7 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
     } else {
         PyObject *cai = PyObject_GetAttr(obj, st->s[S_cai]);
         if (cai) {
-            int r = tensor_from_cai(st, cai, name, writable, t);
+            int r = tensor_from_cai(cai, name, writable, t);
             Py_DECREF(cai);
             return r;
         }

@@ -223,3 +223,32 @@ def test_subclasses_that_override_the_protocol_take_the_attribute_path(xlib, rng
         d = fusemath.matmul(ta, X(b))
         np.testing.assert_allclose(d.numpy(), a @ b, rtol=1e-12, atol=1e-12)
         assert (ta.calls == 0) == via_table, cls
+
+
+@pytest.mark.parametrize("which", ["xapi", "python"])
+def test_planned_out_changed_in_place_is_validated_again(xlib, rng, which):
+    """Matmul.execute(out=) remembers an out it validated. torch can change a tensor's shape
+    and strides in place at the same address (out.t_(), resize_(), as_strided_()): such an out
+    must be refused as a fresh one would be, not written as if it were the planned layout
+    (before: the cached path compared the address only and wrote (a @ b) into a transposed
+    out). The exchange table's read (xapi) and the attribute path (python) alike."""
+    mod = fakexapi if which == "xapi" else fakelib
+    if which == "python":
+        fakelib.install()
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 4)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    with fusemath.Matmul(mod.tensor(a), mod.tensor(b)) as m:
+        m.plan()
+        out = mod.tensor(np.zeros((4, 4), np.float32))
+        m.execute(out=out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+        out._a = out._a.T  # what out.t_() does: same address, strides (1, 4)
+        with pytest.raises(fusemath.InvalidArgumentError, match="C-contiguous"):
+            m.execute(out=out)
+        out._a = out._a.T.reshape(-1)[:4].reshape(2, 2)  # out.resize_(2, 2): same address, smaller
+        with pytest.raises(fusemath.ShapeError, match=r"out has shape \(2, 2\), expected \(4, 4\)"):
+            m.execute(out=out)
+        out._a = np.zeros((4, 4), np.float32)  # re-pointed to new memory of the planned layout: fine
+        m.execute(out=out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)

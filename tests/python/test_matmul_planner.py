@@ -292,6 +292,25 @@ def test_low_level_plan_execute_raw_pointers(rng):
     assert "freed" in repr(plan)
 
 
+def test_execute_does_not_keep_the_out_array_alive():
+    """execute(out=o) remembers o's identity to skip re-validating it, but holds no reference:
+    a large result array the caller drops is freed at once, not when the Matmul is freed
+    (before, the runner kept the last out= alive)."""
+    import weakref
+
+    mm = fusemath.Matmul(np.ones((8, 8)), np.ones((8, 8)))
+    mm.plan()
+    o = np.zeros((8, 8))
+    mm.execute(out=o)
+    mm.execute(out=o)  # the cached path
+    gone = weakref.ref(o)
+    del o
+    assert gone() is None
+    o2 = np.zeros((8, 8))  # a new array, perhaps at the old one's address: validated and used
+    assert (mm.execute(out=o2) == 8).all()
+    mm.free()
+
+
 def test_execute_out_changed_in_place_is_validated_again():
     """execute(out=o) caches o's validation; a NumPy array reshaped, retyped or resized in place
     afterwards is checked again (a resize that kept the address once made the next call write
