@@ -39,7 +39,8 @@ struct fm_context {
     int log_plan;
     fm_plan_cache cache;
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
-    int nwisdom, capwisdom;
+    atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */
+    int capwisdom;
 };
 
 void fm_context_retain_(fm_context *ctx);

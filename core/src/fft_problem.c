@@ -153,7 +153,7 @@ const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **s
     return ch->source;
 }
 
-static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                        fm_problem *p)
 {
     fm_status s;
@@ -439,6 +439,16 @@ static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS]
     if ((!fp->prolog_ops && !fp->epilog_ops) || p->exec_device.type != FM_DEVICE_CUDA)
         fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place (or the cpu): one plan key */
     return FM_OK;
+}
+
+/* The problem of a call; its bytes are the plan cache's and wisdom's key (see fm_problem_key_tails). */
+static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                       fm_problem *p)
+{
+    fm_status s = build_fields(ctx, ts, opts, p);
+    if (s == FM_OK)
+        fm_problem_key_tails(p);
+    return s;
 }
 
 fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,

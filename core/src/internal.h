@@ -109,6 +109,11 @@ typedef struct fm_problem {
 unsigned fm_align_log2_of(const void *p);
 void fm_problem_key_alignment(fm_problem *p);
 
+/* Zero every slot's data pointer and its shape/strides past ndim. Builders copy callers'
+ * descriptors, whose entries past ndim are whatever the caller left there (fm_tensor_init zeroes
+ * them, a hand-filled descriptor need not); a problem's bytes are the cache and wisdom key, so an
+ * identical problem would otherwise miss both. */
+void fm_problem_key_tails(fm_problem *p);
 uint64_t fm_problem_hash(const fm_problem *p);
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 
@@ -226,7 +231,8 @@ fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, fm_plan
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
 fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **plan);
 /* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
- * reference to target. Used by autotune: the tuned plan answers for the default key. */
+ * reference to target. Used by autotune: the tuned plan answers for the default key. An alias
+ * given as target is replaced by its own target: repeated autotunes never build a chain. */
 void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
 /* The plan an alias executes; p itself when p is no alias. */
 const fm_plan *fm_plan_alias_target(const fm_plan *p);

@@ -151,8 +151,8 @@ static void device_str(fm_device d, char *buf, size_t n)
 }
 
 /* Build the problem; shared by plan, stateless and autotune entry points. */
-static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
-                               const fm_matmul_options *opts, fm_problem *p)
+static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                                      const fm_matmul_options *opts, fm_problem *p)
 {
     fm_status s;
     if (!ctx)
@@ -458,6 +458,16 @@ static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MAT
         mp->clamp[1] = opts->clamp[1];
     }
     return FM_OK;
+}
+
+/* The problem of a call; its bytes are the plan cache's and wisdom's key (see fm_problem_key_tails). */
+static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                               const fm_matmul_options *opts, fm_problem *p)
+{
+    fm_status s = build_problem_fields(ctx, ts, opts, p);
+    if (s == FM_OK)
+        fm_problem_key_tails(p);
+    return s;
 }
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

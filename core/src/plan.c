@@ -129,6 +129,12 @@ static void alias_destroy(void *impl) { fm_plan_release(impl); }
 
 void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
 {
+    if (target->execute == alias_execute) { /* never a chain: point at the alias's own target */
+        fm_plan *real = target->impl;
+        fm_plan_retain(real);
+        fm_plan_release(target);
+        target = real;
+    }
     alias->impl = target;
     alias->execute = alias_execute;
     alias->destroy_impl = alias_destroy;

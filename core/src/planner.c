@@ -58,6 +58,16 @@ uint64_t fm_problem_hash(const fm_problem *p)
     return r ^ (r >> 29);
 }
 
+void fm_problem_key_tails(fm_problem *p)
+{
+    for (int i = 0; i < FM_MAX_SLOTS; i++) {
+        fm_tensor *t = &p->t[i];
+        t->data = NULL;
+        for (int j = t->ndim > 0 ? t->ndim : 0; j < FM_MAX_NDIM; j++)
+            t->shape[j] = t->strides[j] = 0;
+    }
+}
+
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...)

@@ -4,6 +4,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -124,7 +125,7 @@ void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tu
 
 int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned)
 {
-    if (!ctx->nwisdom || !untuned(p)) /* unlocked peek: an int read, rechecked below */
+    if (!atomic_load_explicit(&ctx->nwisdom, memory_order_relaxed) || !untuned(p)) /* peek; rechecked below */
         return 0;
     uint64_t key = wisdom_key(ctx, p);
     int found = 0;
@@ -146,7 +147,8 @@ void fm_wisdom_clear_(fm_context *ctx)
 {
     free(ctx->wisdom);
     ctx->wisdom = NULL;
-    ctx->nwisdom = ctx->capwisdom = 0;
+    ctx->capwisdom = 0;
+    ctx->nwisdom = 0;
 }
 
 fm_status fm_context_wisdom_forget(fm_context *ctx)
@@ -295,6 +297,23 @@ static void drop_rest_of_line(FILE *f, const char *line)
         ;
 }
 
+/* Four decimal integers (then the end of the line or a "# note"), each within int32: strtoll
+ * reports what does not fit, where sscanf's %d would silently wrap it into range. */
+static int parse_fields(const char *text, int32_t v[4])
+{
+    for (int i = 0; i < 4; i++) {
+        char *end = NULL;
+        errno = 0;
+        long long x = strtoll(text, &end, 10);
+        if (end == text || errno == ERANGE || x < INT32_MIN || x > INT32_MAX || (*end && !isspace((unsigned char)*end)))
+            return -1;
+        v[i] = (int32_t)x;
+        text = end;
+    }
+    text += strspn(text, " \t\r\n");
+    return *text == '\0' || *text == '#' ? 0 : -1;
+}
+
 fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
 {
     if (!ctx || !path)
@@ -307,7 +326,8 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
     const int first = fgets(line, sizeof line, f) != NULL;
     if (first)
         drop_rest_of_line(f, line);
-    if (!first || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
+    /* the whole first line: "fusemath-wisdom 17" is a later format, not this one */
+    if (!first || strcspn(line, "\r\n") != strlen(WISDOM_MAGIC) || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
         fclose(f);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a fusemath wisdom file (expected a first "
                        "line '%s')", path, WISDOM_MAGIC);
@@ -368,7 +388,8 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
             blobs[nblobs++].text = text;
             continue;
         }
-        if (sscanf(line, "%15s %" SCNx64 " %d %d %d %d", op, &e.key, &e.v[0], &e.v[1], &e.v[2], &e.v[3]) != 6) {
+        int used = 0;
+        if (sscanf(line, "%15s %" SCNx64 "%n", op, &e.key, &used) != 2 || parse_fields(line + used, e.v) != 0) {
             s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", path, lineno);
             break;
         }

@@ -289,6 +289,74 @@ static void test_plan_cache(void)
     small_free(&sd);
 }
 
+/* A descriptor filled by hand may hold anything past its ndim; the problem (the cache and
+ * wisdom key) must not: the same problem with other junk there is one cached plan (before: one
+ * plan per junk pattern, and wisdom missed). */
+static void test_cache_ignores_bytes_past_ndim(void)
+{
+    reset_counters();
+    unsetenv("FUSEMATH_BACKEND");
+    test_rng rng = {11};
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx) return;
+    CHECK_OK(fm_context_register_backend(ctx, &fake_backend));
+    small_mm s;
+    small_make(&s, FM_F32, 9, 6, 4, &rng);
+    fm_plan *first = NULL;
+    CHECK_OK(small_plan(ctx, &s, FM_EPILOGUE_BIAS, &first));
+    for (int junk = 1; junk <= 3; junk++) {
+        fm_tensor *ts[4] = {&s.a.t, &s.b.t, &s.d.t, &s.bias_t};
+        for (int i = 0; i < 4; i++)
+            for (int j = ts[i]->ndim; j < FM_MAX_NDIM; j++)
+                ts[i]->shape[j] = 1000 * junk + j, ts[i]->strides[j] = -junk;
+        fm_plan *again = NULL;
+        CHECK_OK(small_plan(ctx, &s, FM_EPILOGUE_BIAS, &again));
+        CHECK_MSG(again == first, "junk %d past ndim gave another plan (%p, not the cached %p)", junk, (void *)again,
+                  (void *)first);
+        fm_plan_release(again);
+    }
+    CHECK(fm_context_cache_size(ctx) == 1);
+    fm_plan_release(first);
+    fm_context_destroy(ctx);
+    small_free(&s);
+}
+
+/* Autotuning one problem again and again replaces the cached plan with an alias of the winner;
+ * an alias of an alias would grow a chain one link per call (memory, and every later execute
+ * walking it). The alias's target is never itself an alias. */
+static void test_repeated_autotune_builds_no_chain(void)
+{
+    unsetenv("FUSEMATH_BACKEND");
+    test_rng rng = {13};
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx) return;
+    small_mm s;
+    small_make(&s, FM_F32, 8, 8, 8, &rng);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    for (int i = 0; i < 20; i++) {
+        fm_plan *plan = NULL;
+        CHECK_OK(fm_matmul_autotune(ctx, &s.a.t, &s.b.t, NULL, NULL, &s.d.t, NULL, &o, 1, &plan));
+        const fm_plan *t = fm_plan_alias_target(plan);
+        CHECK_MSG(fm_plan_alias_target(t) == t, "autotune %d: the alias's target is an alias too", i);
+        fm_plan_release(plan);
+    }
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_plan(ctx, &s.a.t, &s.b.t, NULL, NULL, &s.d.t, NULL, &o, &plan));
+    if (plan) {
+        const fm_plan *t = fm_plan_alias_target(plan);
+        CHECK(fm_plan_alias_target(t) == t);
+        memset(s.d.buf, 0, (size_t)s.d.nbuf * sizeof(float));
+        CHECK_OK(small_exec(plan, &s, 0));
+        small_verify(&s, 0, "the plan after 20 autotunes");
+    }
+    fm_plan_release(plan);
+    fm_context_destroy(ctx);
+    small_free(&s);
+}
+
 /* Plans still held by the caller stay valid after fm_context_destroy. */
 static void test_plan_outlives_context(void)
 {
@@ -648,6 +716,8 @@ int main(void)
     unsetenv("FUSEMATH_NUM_THREADS");
     RUN_TEST(test_fake_backend_choice);
     RUN_TEST(test_plan_cache);
+    RUN_TEST(test_cache_ignores_bytes_past_ndim);
+    RUN_TEST(test_repeated_autotune_builds_no_chain);
     RUN_TEST(test_autotune_failures);
     RUN_TEST(test_plan_outlives_context);
     RUN_TEST(test_forced_backend);

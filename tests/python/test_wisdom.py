@@ -88,6 +88,17 @@ def test_load_errors(tmp_path):
         with pytest.raises(ValueError, match=r"line 3: panel_rows .* expected >= 0, 0\.\.2, 0\.\.63 and 0\.\.2"):
             fusemath.wisdom.load(edited)
         assert fusemath.wisdom.size() == n  # all or nothing
+    later = tmp_path / "later"  # a later format's magic line, not this one's with a suffix
+    later.write_text("fusemath-wisdom 17\nmatmul 0123456789abcdef 0 0 0 0 # ok\n")
+    with pytest.raises(ValueError, match="not a fusemath wisdom file"):
+        fusemath.wisdom.load(later)
+    # fields that do not fit an int: refused, not wrapped into range (4294967312 would read as 16)
+    for fields in ("4294967312 1 0 0", "16 4294967297 0 0", "99999999999999999999 0 0 0", "16 0 0", "16 0 0 0 7"):
+        wrapped = tmp_path / "wrapped"
+        wrapped.write_text(f"fusemath-wisdom 1\nmatmul 00000000000000aa {fields}\n")
+        with pytest.raises(ValueError, match="line 2 is malformed"):
+            fusemath.wisdom.load(wrapped)
+        assert fusemath.wisdom.size() == n
     with pytest.raises(ValueError, match="cannot write"):
         fusemath.wisdom.save(tmp_path / "no" / "such" / "dir" / "w")
     with pytest.raises(TypeError):
