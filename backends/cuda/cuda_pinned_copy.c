@@ -11,25 +11,37 @@
 
 #define CHUNK ((size_t)8 << 20)
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* one pipeline at a time: two buffers */
-static void *pinned[2];
-static cudaEvent_t done[2];
-static int ready = -1; /* -1 untried, 0 unavailable, 1 ready */
+#define MAX_DEVICES 16
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* one pipeline at a time */
+/* Per device: an event can only be recorded on a stream of the device it was made on, so each
+ * device has its own pair (the pinned buffers too, made while that device is current). */
+static struct {
+    void *pinned[2];
+    cudaEvent_t done[2];
+    int ready; /* 0 untried, -1 unavailable, 1 ready */
+} dev_state[MAX_DEVICES];
+
+/* The pair of the current device (the caller's stream belongs to it), or -1. */
 static int setup(void)
 {
-    if (ready >= 0)
-        return ready;
-    ready = 0;
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES) {
+        (void)cudaGetLastError();
+        return -1; /* callers fall back to plain copies */
+    }
+    if (dev_state[dev].ready)
+        return dev_state[dev].ready > 0 ? dev : -1;
+    dev_state[dev].ready = -1;
     for (int i = 0; i < 2; i++) {
-        if (cudaHostAlloc(&pinned[i], CHUNK, cudaHostAllocPortable) != cudaSuccess ||
-            cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming) != cudaSuccess) {
+        if (cudaHostAlloc(&dev_state[dev].pinned[i], CHUNK, cudaHostAllocPortable) != cudaSuccess ||
+            cudaEventCreateWithFlags(&dev_state[dev].done[i], cudaEventDisableTiming) != cudaSuccess) {
             (void)cudaGetLastError();
-            return 0; /* callers fall back to plain copies; what was made stays for the process */
+            return -1; /* callers fall back to plain copies; what was made stays for the process */
         }
     }
-    ready = 1;
-    return 1;
+    dev_state[dev].ready = 1;
+    return dev;
 }
 
 static void host_copy(void *dst, const void *src, size_t n)
@@ -56,10 +68,13 @@ fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_d
 {
     *used = 0;
     pthread_mutex_lock(&lock);
-    if (!setup()) {
+    const int dev = setup();
+    if (dev < 0) {
         pthread_mutex_unlock(&lock);
         return FM_OK; /* not used: the caller copies directly */
     }
+    void *const *pinned = dev_state[dev].pinned;
+    cudaEvent_t *done = dev_state[dev].done;
     *used = 1;
     fm_status s = FM_OK;
     cudaError_t e;
@@ -77,7 +92,10 @@ fm_status fm_cuda_pinned_copy(void *dst, const void *src, size_t bytes, int to_d
                 (e = cudaEventRecord(done[b], stream)) != cudaSuccess)
                 s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
         }
-        /* no wait: the events keep the buffers until their DMA is done */
+        /* no wait: the events keep the buffers until their DMA is done; after a failure no event
+         * may cover a queued DMA, so the stream is drained before the buffers are refilled */
+        if (s != FM_OK)
+            cudaStreamSynchronize(stream);
     } else {
         for (size_t c = 0; c < nchunks + 1 && s == FM_OK; c++) {
             if (c < nchunks) { /* queue chunk c, then drain chunk c - 1 while it runs */

@@ -2,22 +2,33 @@
 #include "cuda_status.h"
 #include "cuda_workspace.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define FM_WS_SLOTS 64
 
-typedef struct ws_slot {
-    cudaStream_t stream;
+/* One buffer per (device, stream). `use` is held by the lease holder from fm_cuda_ws_acquire
+ * until its kernels are queued (fm_cuda_ws_release): two threads enqueuing on one stream (the
+ * legacy default stream, a stream shared between threads) would otherwise interleave their
+ * kernels on the buffer, or one would free it (to grow it) under the other's queued work. */
+struct ws_slot {
+    unsigned long long key; /* the stream's id (cudaStreamGetId): unique for the process's life */
     int device;
-    void *ptr;
+    int in_table;
+    struct fm_cuda_ws_table *owner;
+    int users;        /* leases held or waited for: never evicted while > 0 (table lock) */
+    uint64_t last_use; /* for eviction, least recently used first (table lock) */
+    pthread_mutex_t use;
+    void *ptr;        /* buffer and size: only the lease holder touches them */
     size_t size;
-} ws_slot;
+};
 
 struct fm_cuda_ws_table {
     const char *who;
     pthread_mutex_t lock;
     int nslots;
+    uint64_t clock;
     ws_slot slots[FM_WS_SLOTS];
 };
 
@@ -34,20 +45,40 @@ fm_status fm_cuda_ws_table_create(const char *who, fm_cuda_ws_table **out)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory", who);
     t->who = who;
     pthread_mutex_init(&t->lock, NULL);
+    for (int i = 0; i < FM_WS_SLOTS; i++) {
+        pthread_mutex_init(&t->slots[i].use, NULL);
+        t->slots[i].owner = t;
+    }
     *out = t;
     return FM_OK;
+}
+
+/* Free a slot's buffer, whatever stream may still be using it: the device's queued work is
+ * waited for first (the stream may be gone, so nothing can be ordered on it). The calling
+ * thread's current device is kept. */
+static void free_slot_buffer(ws_slot *sl)
+{
+    if (!sl->ptr)
+        return;
+    int cur = -1;
+    int switched = cudaGetDevice(&cur) == cudaSuccess && cur != sl->device && cudaSetDevice(sl->device) == cudaSuccess;
+    cudaDeviceSynchronize();
+    cudaFree(sl->ptr);
+    if (switched)
+        cudaSetDevice(cur);
+    (void)cudaGetLastError();
+    sl->ptr = NULL;
+    sl->size = 0;
 }
 
 void fm_cuda_ws_table_destroy(fm_cuda_ws_table *t)
 {
     if (!t)
         return;
-    for (int i = 0; i < t->nslots; i++)
-        if (t->slots[i].ptr) {
-            cudaSetDevice(t->slots[i].device);
-            cudaFree(t->slots[i].ptr); /* synchronizes: nothing queued still uses it */
-        }
-    (void)cudaGetLastError();
+    for (int i = 0; i < t->nslots; i++) /* all leases were released: no execute runs on a dying context */
+        free_slot_buffer(&t->slots[i]);
+    for (int i = 0; i < FM_WS_SLOTS; i++)
+        pthread_mutex_destroy(&t->slots[i].use);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -103,49 +134,98 @@ void fm_cuda_lt_state_destroy(fm_cuda_lt_state *st)
 cublasLtHandle_t fm_cuda_lt_handle(const fm_cuda_lt_state *st) { return st->handle; }
 size_t fm_cuda_lt_workspace_limit(const fm_cuda_lt_state *st) { return st->limit; }
 
-fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t stream, size_t bytes, void **ws)
+fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t stream, size_t bytes, void **ws,
+                               fm_cuda_ws_lease *lease)
 {
-    return fm_cuda_ws_get(st->ws, device, stream, bytes, ws);
+    return fm_cuda_ws_acquire(st->ws, device, stream, bytes, ws, lease);
 }
 
-fm_status fm_cuda_ws_get(fm_cuda_ws_table *st, int device, cudaStream_t stream, size_t bytes, void **ws)
+/* The key of a stream: its id. The handle value is no key: cudaStreamPerThread (0x2) names a
+ * different stream in every thread, and a destroyed stream's handle can come back for a new
+ * stream while the old one's work still runs. */
+static int stream_key(cudaStream_t stream, unsigned long long *key)
 {
-    fm_status s = FM_OK;
-    pthread_mutex_lock(&st->lock);
-    ws_slot *slot = NULL;
-    for (int i = 0; i < st->nslots; i++)
-        if (st->slots[i].stream == stream && st->slots[i].device == device) {
-            slot = &st->slots[i];
-            break;
+#if CUDART_VERSION >= 12000
+    return cudaStreamGetId(stream, key) == cudaSuccess ? 0 : -1;
+#else
+    *key = (unsigned long long)(uintptr_t)stream;
+    return 0;
+#endif
+}
+
+fm_status fm_cuda_ws_acquire(fm_cuda_ws_table *t, int device, cudaStream_t stream, size_t bytes, void **ws,
+                             fm_cuda_ws_lease *lease)
+{
+    *ws = NULL;
+    *lease = NULL;
+    unsigned long long key = 0;
+    if (stream_key(stream, &key) != 0) {
+        (void)cudaGetLastError();
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the stream %p is not a valid CUDA stream", t->who, (void *)stream);
+    }
+    pthread_mutex_lock(&t->lock);
+    ws_slot *sl = NULL;
+    for (int i = 0; i < t->nslots && !sl; i++)
+        if (t->slots[i].in_table && t->slots[i].key == key && t->slots[i].device == device)
+            sl = &t->slots[i];
+    if (!sl && t->nslots < FM_WS_SLOTS) {
+        sl = &t->slots[t->nslots++];
+    } else if (!sl) { /* full: the least recently used idle slot goes (its stream may be long gone) */
+        for (int i = 0; i < t->nslots; i++)
+            if (t->slots[i].users == 0 && (!sl || t->slots[i].last_use < sl->last_use))
+                sl = &t->slots[i];
+        if (!sl) {
+            pthread_mutex_unlock(&t->lock);
+            return fm_fail(FM_ERR_UNAVAILABLE, "%s: %d streams are executing on one context at this moment; use "
+                           "fewer at once or one context per group of streams", t->who, FM_WS_SLOTS);
         }
-    if (slot && slot->size >= bytes) {
-        *ws = slot->ptr;
-        pthread_mutex_unlock(&st->lock);
-        return FM_OK;
+        free_slot_buffer(sl);
     }
-    if (!slot && st->nslots == FM_WS_SLOTS) {
-        pthread_mutex_unlock(&st->lock);
-        return fm_fail(FM_ERR_UNAVAILABLE, "%s: more than %d streams in use on one context; use fewer streams "
-                       "or one context per group of streams", st->who, FM_WS_SLOTS);
+    if (!sl->in_table || sl->key != key || sl->device != device) {
+        sl->in_table = 1;
+        sl->key = key;
+        sl->device = device;
     }
-    if (!slot) {
-        slot = &st->slots[st->nslots++];
-        *slot = (ws_slot){stream, device, NULL, 0};
+    sl->users++;
+    sl->last_use = ++t->clock;
+    pthread_mutex_unlock(&t->lock);
+
+    pthread_mutex_lock(&sl->use);
+    fm_status s = FM_OK;
+    if (sl->size < bytes) {
+        size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* grow in useful steps */
+        void *p = NULL;
+        cudaError_t e = cudaMallocAsync(&p, want, stream);
+        if (e != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "cudaMallocAsync (%s workspace of %zu bytes)", t->who, want);
+            s = fm_cuda_status(e, what);
+        } else {
+            if (sl->ptr)
+                cudaFreeAsync(sl->ptr, stream); /* ordered after the work already queued with it */
+            sl->ptr = p;
+            sl->size = want;
+        }
     }
-    size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* grow in useful steps */
-    void *p = NULL;
-    cudaError_t e = cudaMallocAsync(&p, want, stream);
-    if (e != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "cudaMallocAsync (%s workspace of %zu bytes)", st->who, want);
-        s = fm_cuda_status(e, what);
-    } else {
-        if (slot->ptr)
-            cudaFreeAsync(slot->ptr, stream); /* ordered after the work already queued on it */
-        slot->ptr = p;
-        slot->size = want;
-        *ws = p;
+    if (s != FM_OK) {
+        fm_cuda_ws_release(sl);
+        return s;
     }
-    pthread_mutex_unlock(&st->lock);
-    return s;
+    *ws = sl->ptr;
+    *lease = sl;
+    return FM_OK;
+}
+
+void fm_cuda_ws_release(fm_cuda_ws_lease lease)
+{
+    if (!lease)
+        return;
+    ws_slot *sl = lease;
+    pthread_mutex_unlock(&sl->use);
+    /* the table lock: users is read by eviction. The slot's table is found from the slot: slots
+     * live in their table's array, so the lease carries no other pointer. */
+    fm_cuda_ws_table *t = sl->owner;
+    pthread_mutex_lock(&t->lock);
+    sl->users--;
+    pthread_mutex_unlock(&t->lock);
 }

@@ -15,9 +15,9 @@
  *
  * Work area: auto-allocation off; the context's buffer for (device, stream) is set at
  * execute. A plan's cuFFT handle is one object: executions hold the plan's mutex while they
- * set the stream / work area and enqueue, and when a new stream must see a rewritten
- * parameter block, it first waits for the plan's last stream (an event), so concurrent
- * executions of one plan are correct; one plan per stream runs them concurrently. */
+ * set the stream / work area and enqueue; a plan with a parameter block records an event after
+ * each execution and every execution first waits for it, so executions of one plan on
+ * several streams are ordered around the block; one plan per stream runs them concurrently. */
 #include "cuda/cufft_callback.h"
 #include "cuda/nvrtc_cache.h"
 #include "cuda_status.h"
@@ -337,8 +337,10 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
     if (s != FM_OK)
         return s;
     char *buf = NULL;
+    fm_cuda_ws_lease lease = NULL; /* held until the steps using buf are queued */
     if (pl->copy_room + pl->work_size &&
-        (s = fm_cuda_ws_get(pl->st->ws, pl->device, stream, pl->copy_room + pl->work_size, (void **)&buf)) != FM_OK)
+        (s = fm_cuda_ws_acquire(pl->st->ws, pl->device, stream, pl->copy_room + pl->work_size, (void **)&buf,
+                                &lease)) != FM_OK)
         return s;
     void *work = pl->work_size ? buf + pl->copy_room : NULL;
     char *in = ptrs[FM_FFT_IN];
@@ -348,15 +350,17 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
     if (pl->callbacks) {
         const void *want[4] = {ptrs[FM_FFT_PROLOG], ptrs[FM_FFT_EPILOG], pl->params_need_base ? in : NULL,
                                pl->params_need_base ? ptrs[FM_FFT_OUT] : NULL};
+        /* The one parameter block serves every stream: each execution waits for the previous
+         * one (an event recorded after it, on its own stream), so a block written on one stream
+         * is never read before the write lands nor rewritten under an FFT still reading it on
+         * another. (Compared by handle, streams cannot be told apart: cudaStreamPerThread is
+         * one handle for every thread's stream; on one stream the wait costs nothing.) */
+        if (pl->used) {
+            cudaError_t e = cudaStreamWaitEvent(stream, pl->ev, 0);
+            if ((s = fm_cuda_status(e, "fft on cuda: ordering after the plan's previous execution")) != FM_OK)
+                goto out;
+        }
         if (!pl->used || memcmp(want, pl->last_params, sizeof want) != 0) {
-            /* the block is about to change: a previous execution on another stream must be done reading it */
-            if (pl->used && pl->last_stream != stream) {
-                cudaError_t e = cudaEventRecord(pl->ev, pl->last_stream);
-                if (e == cudaSuccess)
-                    e = cudaStreamWaitEvent(stream, pl->ev, 0);
-                if ((s = fm_cuda_status(e, "fft on cuda: ordering after the plan's previous stream")) != FM_OK)
-                    goto out;
-            }
             /* pageable source: copied out before the call returns, so `want` may go */
             cudaError_t e = cudaMemcpyAsync(pl->d_params, want, sizeof want, cudaMemcpyHostToDevice, stream);
             if ((s = fm_cuda_status(e, "fft on cuda: writing the callback parameters")) != FM_OK)
@@ -404,8 +408,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
     }
     if (s == FM_OK && pl->pass[1])
         s = fm_cufft_pass_launch(pl->pass[1], ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], pl->d_params, stream);
+    if (pl->callbacks && pl->used) { /* the next execution, on whatever stream, waits for this one */
+        fm_status r = fm_cuda_status(cudaEventRecord(pl->ev, stream), "fft on cuda: marking the execution's end");
+        if (s == FM_OK)
+            s = r;
+    }
 out:
     pthread_mutex_unlock(&pl->lock);
+    fm_cuda_ws_release(lease);
     return s;
 }
 

@@ -28,12 +28,11 @@
 
 /* The backend's state in a context: the multi-step's scratch, one per (device, stream), held
  * between calls like cuFFT's work area (a fresh cudaMallocAsync of hundreds of MB per call
- * costs more than the transform where the pool returns memory at each synchronization). */
+ * costs more than the transform where the pool returns memory at each synchronization). The
+ * scratch is leased (fm_cuda_ws_acquire) until the steps are queued: two executions on one
+ * stream from two threads cannot interleave their steps on the one buffer. */
 typedef struct kernel_state {
     fm_cuda_ws_table *ws;
-    /* held from taking the scratch until the steps are queued: two executions on one stream
-     * from two threads would otherwise interleave their steps on the one buffer */
-    pthread_mutex_t lock;
 } kernel_state;
 
 typedef struct kernel_plan {
@@ -58,7 +57,6 @@ static fm_status probe(void **state, const char **why)
         *why = "out of host memory";
         return FM_ERR_OUT_OF_MEMORY;
     }
-    pthread_mutex_init(&st->lock, NULL);
     *state = st;
     return FM_OK;
 }
@@ -69,7 +67,6 @@ static void release(void *state)
     if (!st)
         return;
     fm_cuda_ws_table_destroy(st->ws);
-    pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
@@ -90,16 +87,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     if (s != FM_OK)
         return s;
     void *mid = NULL, *in = ptrs[FM_FFT_IN], *out = ptrs[FM_FFT_OUT];
-    if (pl->scratch_bytes) {
-        pthread_mutex_lock(&pl->st->lock);
-        s = fm_cuda_ws_get(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid);
-    }
+    fm_cuda_ws_lease lease = NULL;
+    if (pl->scratch_bytes)
+        s = fm_cuda_ws_acquire(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid, &lease);
     /* the prolog with the first kernel, the epilog with the last */
     for (int i = 0; i < pl->nk && s == FM_OK; i++)
         s = fm_fft_kernel_launch(pl->k[i], i == 0 ? in : mid ? mid : out, mid && i < pl->nk - 1 ? mid : out,
                                  i ? NULL : ptrs[FM_FFT_PROLOG], i == pl->nk - 1 ? ptrs[FM_FFT_EPILOG] : NULL, stream);
-    if (pl->scratch_bytes)
-        pthread_mutex_unlock(&pl->st->lock);
+    fm_cuda_ws_release(lease);
     return s;
 }
 
