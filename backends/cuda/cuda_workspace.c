@@ -85,13 +85,21 @@ void fm_cuda_ws_table_destroy(fm_cuda_ws_table *t)
 
 fm_status fm_cuda_use_device(int device)
 {
-    if (device == 0 && fm_cuda_probe_device_count() == 1)
-        return FM_OK; /* one GPU: it is always the current one */
-    int cur = -1;
-    cudaError_t e = cudaGetDevice(&cur);
-    if (e == cudaSuccess && cur == device)
-        return FM_OK;
-    return fm_cuda_status(cudaSetDevice(device), "cudaSetDevice");
+    /* cudaGetDevice answers 0 in a thread that never made a context current, and the libraries'
+     * launches on the legacy default stream (handle 0) then fail (cuBLASLt: EXECUTION_FAILED in
+     * every thread but the first, measured on the H200): each thread calls cudaSetDevice once
+     * (and again whenever the device differs), which makes the primary context current. */
+    static _Thread_local int made_current = -1;
+    if (device == made_current) {
+        if (fm_cuda_probe_device_count() == 1)
+            return FM_OK; /* one GPU, made current in this thread: it still is */
+        int cur = -1;
+        if (cudaGetDevice(&cur) == cudaSuccess && cur == device)
+            return FM_OK;
+    }
+    fm_status s = fm_cuda_status(cudaSetDevice(device), "cudaSetDevice");
+    made_current = s == FM_OK ? device : -1;
+    return s;
 }
 
 fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out)
