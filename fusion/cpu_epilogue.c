@@ -159,18 +159,21 @@ static inline double gelu_f64(double x)
     return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
 }
 
-/* gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) */
+/* gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). x^2 is capped at
+ * 100: past |x| = 10, th is exactly +-1 in both precisions and the value exactly 1 or 0, while an
+ * uncapped x^2 overflows (|x| > 1.8e19 in f32, 1.3e154 in f64) into 0 * inf = NaN. A NaN x stays
+ * NaN (fmin drops it from x2, but th is NaN). */
 static inline float dgelu_f32(float x)
 {
     const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
-    const float x2 = x * x, th = tanhf(k0 * (x + k1 * x2 * x));
+    const float x2 = fminf(x * x, 100.0f), th = tanhf(k0 * (x + k1 * x2 * x));
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k0 * (1.0f + 3.0f * k1 * x2);
 }
 
 static inline double dgelu_f64(double x)
 {
     const double k0 = GELU_K0, k1 = GELU_K1;
-    const double x2 = x * x, th = tanh(k0 * (x + k1 * x2 * x));
+    const double x2 = fmin(x * x, 100.0), th = tanh(k0 * (x + k1 * x2 * x));
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k0 * (1.0 + 3.0 * k1 * x2);
 }
 

@@ -538,3 +538,24 @@ def test_relu_aux_with_zero_columns():
     d, aux = fusemath.matmul(a, b, epilogue="relu_aux")
     assert d.shape == (3, 0)
     assert aux["relu_aux"].shape[0] == 3 and aux["relu_aux"].size == 0
+
+
+@pytest.mark.parametrize("dtype,xs", [(np.float32, [1e19, 2e19, -2e19, 3e38, 9.5, -9.5, 0.3]),
+                                      (np.float64, [1e154, 2e154, -2e154, 1e300, 9.5, -9.5, 0.3])])
+def test_dgelu_at_huge_activation_inputs(dtype, xs):
+    """gelu'(x) tends to 1 (x >> 0) and 0 (x << 0); where x*x overflows the dtype the formula gave
+    0 * inf = NaN (found by a review). Finite inputs give the limit; NaN stays NaN; moderate inputs
+    match the formula evaluated in float64."""
+    xs = np.array(xs, np.float64)
+    aux = np.array([np.append(xs, np.nan)], dtype)
+    a, b = np.ones((1, 1), dtype), np.ones((1, aux.shape[1]), dtype)
+    d, extra = fusemath.matmul(a, b, epilogue="dgelu+bgrad", epilog_inputs={"gelu_aux": aux})
+    k0, k1 = np.sqrt(2 / np.pi), 0.044715
+    with np.errstate(over="ignore", invalid="ignore"):
+        th = np.tanh(k0 * (xs + k1 * xs ** 3))
+        formula = 0.5 * (1 + th) + 0.5 * xs * (1 - th * th) * k0 * (1 + 3 * k1 * xs * xs)
+    want = np.where(np.abs(xs) > 10, (xs > 0).astype(np.float64), formula)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(d[0, :-1], want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(extra["dgelu_bgrad"][:-1], want, rtol=tol, atol=tol)
+    assert np.isnan(d[0, -1]) and np.isnan(extra["dgelu_bgrad"][-1])

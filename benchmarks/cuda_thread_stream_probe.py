@@ -1,5 +1,13 @@
-"""Diagnostic (temporary): bf16 fusemath.matmul from several threads fails with
-CUBLAS_STATUS_EXECUTION_FAILED. Each case runs in a fresh process."""
+"""cuda_thread_stream_probe.py: stateless GPU matmuls (PyTorch tensors) from several Python threads
+on each kind of stream: one torch stream per thread, the legacy default stream (handle 0) shared,
+the same from threads started one after another ("serial"), cudaStreamPerThread (handle 2), and
+with no cuBLASLt workspace (FUSEMATH_CUDA_WORKSPACE_MB=0). Each case runs in a fresh process and
+prints the errors raised and the results that differ from torch's own product.
+
+Found (thirteenth session, H200): on the legacy stream every thread but the first failed with
+CUBLAS_STATUS_EXECUTION_FAILED (the thread had no current CUDA context; fm_cuda_use_device now calls
+cudaSetDevice once per thread). Run on the GPU machine: .venv/bin/python benchmarks/cuda_thread_stream_probe.py
+"""
 import os, subprocess, sys
 
 CASE = r'''
