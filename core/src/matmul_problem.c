@@ -84,6 +84,12 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
 static fm_status expand(const char *name, const fm_tensor *t, int ndim, const int64_t *target, fm_tensor *out,
                         int bias_style)
 {
+    if (t->ndim > ndim) { /* before the axes: which axis would "not broadcast" is meaningless then */
+        char st[128];
+        shape_str(t, st, sizeof st);
+        return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s has more dimensions than the output (%d)", name, st,
+                       ndim);
+    }
     fm_tensor e = *t;
     e.data = NULL;
     e.ndim = ndim;

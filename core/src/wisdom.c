@@ -321,6 +321,11 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
     FILE *f = fopen(path, "r");
     if (!f)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: cannot read '%s': %s", path, strerror(errno));
+    struct stat sb; /* a regular file only: /dev/zero has no end and no newline to skip to */
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a regular file", path);
+    }
     char line[512];
     fm_status s = FM_OK;
     const int first = fgets(line, sizeof line, f) != NULL;

@@ -31,6 +31,8 @@ def _norm_code(norm: Any, where: str) -> int:
 
 def _length(n: Any, name: str, where: str) -> int:
     try:
+        if isinstance(n, (bool, np.bool_)):  # an index to Python, not a length (NumPy refuses it too)
+            raise TypeError
         v = operator.index(n)
     except TypeError:
         raise TypeError(f"{where}: {name} must be an int, not {type(n).__name__}") from None

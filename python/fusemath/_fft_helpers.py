@@ -26,7 +26,7 @@ def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
         raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
                          "for a GPU array pass like=x)")
     try:
-        if isinstance(d, (str, bytes, bool, np.bool_)):
+        if d is None or isinstance(d, (str, bytes, bool, np.bool_)):  # (None would become NaN)
             raise TypeError
         d = float(np.asarray(d, dtype=np.float64).reshape(()))  # a number, or an array of one
     except OverflowError:

@@ -75,7 +75,7 @@ class FFT:
         if kind is None:
             kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
         else:
-            if kind not in _KINDS:
+            if not isinstance(kind, str) or kind not in _KINDS:  # (a list would not even hash)
                 raise ValueError(f"{where}: kind {kind!r} is not one of 'c2c', 'r2c', 'c2r' (or None)")
             kind_code = _KINDS[kind]
         want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
@@ -188,9 +188,9 @@ class FFT:
         "callback" the epilog is a cuFFT store callback."""
         self._alive("plan()")
         where = self._where + ".plan"
-        if effort not in _EFFORTS:
+        if not isinstance(effort, str) or effort not in _EFFORTS:
             raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
-        if gpu_prolog not in _GPU_PROLOG:
+        if not isinstance(gpu_prolog, str) or gpu_prolog not in _GPU_PROLOG:
             raise ValueError(f"{where}: gpu_prolog {gpu_prolog!r} is not one of {list(_GPU_PROLOG)}")
         norm_code = _norm_code(norm, where)
         pro = _chain(where, "prolog", prolog)
@@ -232,7 +232,7 @@ class FFT:
         pro_arr, epi_arr = chains[0].arr, chains[1].arr
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
-        elif stream is not None and not isinstance(stream, int):
+        elif stream is not None and (not isinstance(stream, int) or isinstance(stream, bool)):
             stream = stream_handle(stream, self._where + ".execute")
         refresh_copies(x, pro_arr, epi_arr)  # big-endian or misaligned arrays run from copies
         args = [_C.data_ptr(x), _C.data_ptr(out),

@@ -7,6 +7,8 @@ arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) an
 """
 from __future__ import annotations
 
+import numbers
+
 import weakref
 from typing import Any, Mapping, Tuple
 
@@ -245,6 +247,9 @@ def _quantization_scales(where: str, lib, a: Any, scales: Any):
             )
         sa, sb = scales.get("a"), scales.get("b")
     else:
+        if not (hasattr(scales, "a") or hasattr(scales, "b")) or isinstance(scales, (str, bytes, numbers.Number)):
+            raise TypeError(f"{where}: quantization_scales must be a dict {{'a': ..., 'b': ...}} or an object with "
+                            f"attributes a and b, not {type(scales).__name__}")
         sa, sb = getattr(scales, "a", None), getattr(scales, "b", None)
         if getattr(scales, "d", None) is not None:
             raise _C.InvalidArgumentError(f"{where}: quantization_scales.d is not supported (no fp8 output)")

@@ -125,6 +125,15 @@ class _Operands:
         self.dshape = batch + (m, n)
         self.rshape = batch + ((() if a1d else (m,)) + (() if b1d else (n,)))
         self.alpha = alpha
+        # here, not first at plan() under a C name (beta without c has its own message below)
+        for name, v in (("alpha", alpha), ("beta", beta if c is not None else None)):
+            if v is not None and type(v) is not float and type(v) is not int:
+                try:
+                    complex(v)
+                except OverflowError:
+                    pass  # a number too large for a float64: the C layer says so
+                except (TypeError, ValueError):
+                    raise TypeError(f"{where}: {name} must be a number, not {type(v).__name__}") from None
         if dtype.kind != "c":
             _check_real_scalar(where, "alpha", alpha, dtype)
             if c is not None and beta is not None:

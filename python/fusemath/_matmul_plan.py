@@ -194,9 +194,12 @@ class Matmul:
         synchronizes the device before and after (it times). Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)
-        if isinstance(iterations, (bool, np.bool_)) or not hasattr(iterations, "__index__"):
-            raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}")
-        iterations = operator.index(iterations)  # NumPy integers too
+        try:
+            if isinstance(iterations, (bool, np.bool_)):
+                raise TypeError
+            iterations = operator.index(iterations)  # NumPy integers too (not an array of one)
+        except TypeError:
+            raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}") from None
         if not 1 <= iterations <= 1000:  # the C planner's limit (fm_matmul_autotune's repeats)
             raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000")
         if self._plan is None:

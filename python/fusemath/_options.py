@@ -239,7 +239,7 @@ def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple
         return _C.EXECUTION_CUDA, device_id, num_threads, panel_rows
     if text.startswith("cuda:"):
         rest = text[5:]
-        if rest.isdigit():
+        if rest.isascii() and rest.isdigit():  # ('²'.isdigit() is True, int('²') fails)
             return _C.EXECUTION_CUDA, int(rest), num_threads, panel_rows
     raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
 

@@ -36,9 +36,12 @@ def set_num_threads(n: int) -> None:
     """Set the number of CPU threads the library uses (BLAS and its own epilogue
     threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
     (read at import) or else the number of online cores."""
-    if isinstance(n, bool) or not hasattr(n, "__index__"):
-        raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}")
-    n = operator.index(n)  # NumPy integers too
+    try:
+        if isinstance(n, bool):
+            raise TypeError
+        n = operator.index(n)  # NumPy integers too (an array of one has __index__ but refuses it)
+    except TypeError:
+        raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}") from None
     if n > _MAX_THREADS:  # checked here too: a value past a C int would be an OverflowError there
         raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= {_MAX_THREADS}")
     _C.set_num_threads(max(n, 0))
