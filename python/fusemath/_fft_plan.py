@@ -6,6 +6,7 @@ arguments (kind, effort, gpu_prolog, direction). Re-exported by ``fusemath.fft``
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -32,6 +33,9 @@ _GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "kernel": _C.FFT_PROLOG_KERNEL, "pass
 # ---------------------------------------------------------------------------
 _DIRECTIONS = ("forward", "inverse")
 _MAX_PLANS = 32  # per FFT object: see _plan_for
+
+
+_PLANS_LOCK = threading.Lock()  # guards every _Setup.plans dict (held for dict operations only)
 
 
 class _Setup(NamedTuple):
@@ -145,26 +149,35 @@ class FFT:
         return inverse
 
     def _plan_for(self, inverse: bool, out, x, setup: "_Setup"):
-        """The plan of setup (planned now on first use) for this direction and these layouts."""
+        """The plan of setup (planned now on first use) for this direction and these layouts.
+        Safe from several threads: the dict is read and changed under a lock (planning runs
+        outside it), and an evicted plan is dropped, not freed, since another thread's execute
+        may hold it (it goes with the last reference)."""
         key = (inverse, self._layout(x)[1], self._layout(out)[1])
         plans = setup.plans
-        p = plans.get(key)
+        with _PLANS_LOCK:
+            p = plans.get(key)
         if p is None:
             pro, epi = setup.chains
             ex, dev, nth = self._exec
             p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, setup.norm,
                             setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
                             pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
-            if len(plans) >= _MAX_PLANS:
-                # one plan per (direction, x layout, out layout): operands reset to ever new
-                # strides must not grow it without bound; the first (default) plan stays
-                plans.pop(list(plans)[1]).free()
-            plans[key] = p
+            with _PLANS_LOCK:
+                if key in plans:  # another thread planned it meanwhile: one plan per key
+                    return plans[key]
+                if len(plans) >= _MAX_PLANS:
+                    # one plan per (direction, x layout, out layout): operands reset to ever new
+                    # strides must not grow it without bound; the first (default) plan stays
+                    plans.pop(list(plans)[1])
+                plans[key] = p
         return p
 
     @staticmethod
     def _free_setup(setup: "_Setup") -> None:
-        for p in list(setup.plans.values()):  # one step (a concurrent execute may add to it)
+        with _PLANS_LOCK:
+            plans = list(setup.plans.values())
+        for p in plans:
             p.free()
 
     # -- public ------------------------------------------------------------------

@@ -69,8 +69,11 @@ def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray
 def native_aligned(arr: np.ndarray) -> np.ndarray:
     """arr, or a copy in the machine's byte order and aligned to its element size (BLAS and FFTW
     read whole native elements), in arr's own memory order; the copy is remembered (copy_behind)."""
-    if arr.dtype.isnative and arr.flags.aligned:
+    isz = arr.dtype.itemsize
+    if arr.dtype.isnative and arr.flags.aligned and all(st % isz == 0 for st in arr.strides):
         return arr
+    # (a structured array's field can step by a byte count that is no multiple of its element:
+    # the libraries count strides in elements, so it is copied too)
     copy = arr.astype(arr.dtype.newbyteorder("="), order="K")
     _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
     weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)

@@ -160,8 +160,11 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
         return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, tuple(norm_axes),
                               _norm_code(norm, where), _C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0,
                               None, None, None, None, None, tuple(shape), None)
-    except _C.InvalidArgumentError:
-        if x.flags.aligned:  # a misaligned x: the general path transforms an aligned copy
+    except ValueError:
+        # a misaligned x (refused by the core as InvalidArgumentError) or a byte stride that is
+        # no multiple of the element (a structured array's field, refused by the array reader as
+        # a plain ValueError): the general path transforms a native, aligned copy
+        if x.flags.aligned and all(st % x.dtype.itemsize == 0 for st in x.strides):
             raise
         return None
 

@@ -1436,3 +1436,59 @@ def test_replan_between_an_execute_capture_and_its_plan(monkeypatch):
         f.execute()
     monkeypatch.setattr(fp, "_empty", real_empty)
     np.testing.assert_allclose(f.execute(), np.fft.fft(x * w_new, axis=1), atol=1e-12)
+
+
+def test_planner_execute_from_threads_past_the_plan_limit():
+    """execute() from 4 threads with out= arrays of 40 layouts (past the planner's 32 kept plans):
+    the plan dict is changed under a lock and an evicted plan is dropped, not freed under another
+    thread's execute (before: KeyError or 'the plan was freed' now and then; a review's repro)."""
+    import sys
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # makes the window the old code had easy to hit
+    try:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((4, 16)) + 1j * rng.standard_normal((4, 16))
+        ref = np.fft.fft(x, axis=-1)
+        f = ff.FFT(x, axes=-1)
+        f.plan(effort="estimate")
+        errors, wrong = [], []
+
+        def work():
+            for _ in range(5):
+                for k in range(1, 41):
+                    out = np.zeros((4, 16 * k), complex)[:, ::k]  # a new out layout per k
+                    try:
+                        if not np.allclose(f.execute(out=out), ref):
+                            wrong.append(k)
+                    except Exception as exc:  # reported below
+                        errors.append(repr(exc))
+
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors and not wrong, (errors[:3], wrong[:3])
+
+
+def test_structured_array_fields_as_operands():
+    """A field of a structured array steps by a byte count that is no multiple of its element
+    (packed: 12 bytes for an f8 after an i4) or is aligned but strided by 24 bytes: NumPy
+    transforms them; so does fusemath, from a native copy (before: 'byte stride 12 ... is not a
+    multiple of the item size' from the stateless path)."""
+    rec = np.zeros(16, dtype=[("t", "i4"), ("v", "f8")])
+    rec["v"] = np.arange(16.0) ** 1.5
+    v = rec["v"]
+    np.testing.assert_allclose(ff.rfft(v), np.fft.rfft(v), rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(ff.fft(v), np.fft.fft(v), rtol=1e-12, atol=1e-10)
+    rec2 = np.zeros(16, dtype=[("z", "c16"), ("w", "f8")])
+    rec2["z"] = np.arange(16) * (1 + 2j)
+    z = rec2["z"]
+    np.testing.assert_allclose(ff.fft(z, norm="ortho"), np.fft.fft(z, norm="ortho"), rtol=1e-12, atol=1e-10)
+    m = np.zeros((4, 4), dtype=[("t", "i4"), ("v", "f8")])
+    m["v"] = np.arange(16.0).reshape(4, 4)
+    np.testing.assert_allclose(fusemath.matmul(m["v"], m["v"]), m["v"] @ m["v"], rtol=1e-12)
