@@ -625,27 +625,6 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
     return FM_OK;
 }
 
-static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t need);
-
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
-{
-    const lt_plan *pl = plan->impl;
-    cudaStream_t stream = (cudaStream_t)stream_;
-    fm_status s = fm_cuda_use_device(pl->device);
-    if (s != FM_OK)
-        return s;
-    if (pl->g.batch_count == 0) /* an empty batch: nothing to write (with no batch count cuBLASLt would run one) */
-        return FM_OK;
-    size_t need = pl->algo_ws > pl->cs_ws ? pl->algo_ws : pl->cs_ws;
-    void *ws = NULL;
-    fm_cuda_ws_lease lease = NULL;
-    if (need && (s = fm_cuda_lt_workspace(pl->st, pl->device, stream, need, &ws, &lease)) != FM_OK)
-        return s;
-    s = run_all(pl, ptrs, stream, ws, need);
-    fm_cuda_ws_release(lease); /* the kernels using ws are queued */
-    return s;
-}
-
 /* Every batch of the plan (the outer ones a loop here), queued on stream with workspace ws. */
 static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t need)
 {
@@ -671,6 +650,25 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
             return s;
     }
     return FM_OK;
+}
+
+static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
+{
+    const lt_plan *pl = plan->impl;
+    cudaStream_t stream = (cudaStream_t)stream_;
+    fm_status s = fm_cuda_use_device(pl->device);
+    if (s != FM_OK)
+        return s;
+    if (pl->g.batch_count == 0) /* an empty batch: nothing to write (with no batch count cuBLASLt would run one) */
+        return FM_OK;
+    size_t need = pl->algo_ws > pl->cs_ws ? pl->algo_ws : pl->cs_ws;
+    void *ws = NULL;
+    fm_cuda_ws_lease lease = NULL;
+    if (need && (s = fm_cuda_lt_workspace(pl->st, pl->device, stream, need, &ws, &lease)) != FM_OK)
+        return s;
+    s = run_all(pl, ptrs, stream, ws, need);
+    fm_cuda_ws_release(lease); /* the kernels using ws are queued */
+    return s;
 }
 
 /* ---- plan ---- */

@@ -15,8 +15,7 @@
 struct ws_slot {
     unsigned long long key; /* the stream's id (cudaStreamGetId): unique for the process's life */
     int device;
-    int in_table;
-    struct fm_cuda_ws_table *owner;
+    struct fm_cuda_ws_table *owner; /* for fm_cuda_ws_release, which gets the slot only */
     int users;        /* leases held or waited for: never evicted while > 0 (table lock) */
     uint64_t last_use; /* for eviction, least recently used first (table lock) */
     pthread_mutex_t use;
@@ -174,7 +173,7 @@ fm_status fm_cuda_ws_acquire(fm_cuda_ws_table *t, int device, cudaStream_t strea
     pthread_mutex_lock(&t->lock);
     ws_slot *sl = NULL;
     for (int i = 0; i < t->nslots && !sl; i++)
-        if (t->slots[i].in_table && t->slots[i].key == key && t->slots[i].device == device)
+        if (t->slots[i].key == key && t->slots[i].device == device)
             sl = &t->slots[i];
     if (!sl && t->nslots < FM_WS_SLOTS) {
         sl = &t->slots[t->nslots++];
@@ -189,11 +188,8 @@ fm_status fm_cuda_ws_acquire(fm_cuda_ws_table *t, int device, cudaStream_t strea
         }
         free_slot_buffer(sl);
     }
-    if (!sl->in_table || sl->key != key || sl->device != device) {
-        sl->in_table = 1;
-        sl->key = key;
-        sl->device = device;
-    }
+    sl->key = key;
+    sl->device = device;
     sl->users++;
     sl->last_use = ++t->clock;
     pthread_mutex_unlock(&t->lock);
@@ -230,9 +226,7 @@ void fm_cuda_ws_release(fm_cuda_ws_lease lease)
         return;
     ws_slot *sl = lease;
     pthread_mutex_unlock(&sl->use);
-    /* the table lock: users is read by eviction. The slot's table is found from the slot: slots
-     * live in their table's array, so the lease carries no other pointer. */
-    fm_cuda_ws_table *t = sl->owner;
+    fm_cuda_ws_table *t = sl->owner; /* its lock: eviction reads users */
     pthread_mutex_lock(&t->lock);
     sl->users--;
     pthread_mutex_unlock(&t->lock);

@@ -408,7 +408,7 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
     }
     if (s == FM_OK && pl->pass[1])
         s = fm_cufft_pass_launch(pl->pass[1], ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], pl->d_params, stream);
-    if (pl->callbacks && pl->used) { /* the next execution, on whatever stream, waits for this one */
+    if (pl->callbacks) { /* the next execution, on whatever stream, waits for this one */
         fm_status r = fm_cuda_status(cudaEventRecord(pl->ev, stream), "fft on cuda: marking the execution's end");
         if (s == FM_OK)
             s = r;
