@@ -5,12 +5,14 @@
  * Per case (64x64x64 f32 by default; identity and bias+relu): the enqueue time per
  * call in bursts of 20 calls (the stream is drained between bursts, so the queue
  * never fills and the time is host time), median over 200 bursts for each method.
- * Prints one JSON object. Usage: host_overhead_gpu [n] */
+ * bf16 plans carry a cuBLASLt workspace, so they also pay its lease (f32 ones do not).
+ * Prints one JSON object. Usage: host_overhead_gpu [n] [f32|bf16] */
 #define _POSIX_C_SOURCE 200809L
 #include <fusemath/fusemath.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +41,8 @@ typedef struct bare {
 } bare;
 
 /* D^T = B^T A^T column-major, as fusemath does it; bias over N as cuBLASLt's native bias */
-static void bare_init(bare *b, int n, int bias_relu, void *bias_ptr, void *ws_limit_ptr, size_t ws_limit)
+static void bare_init(bare *b, int n, int bias_relu, void *bias_ptr, size_t ws_limit, cudaDataType_t t)
 {
-    (void)ws_limit_ptr;
     CK(cublasLtCreate(&b->lt));
     CK(cublasLtMatmulDescCreate(&b->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     if (bias_relu) {
@@ -49,9 +50,9 @@ static void bare_init(bare *b, int n, int bias_relu, void *bias_ptr, void *ws_li
         CK(cublasLtMatmulDescSetAttribute(b->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
         CK(cublasLtMatmulDescSetAttribute(b->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
     }
-    CK(cublasLtMatrixLayoutCreate(&b->la, CUDA_R_32F, n, n, n));
-    CK(cublasLtMatrixLayoutCreate(&b->lb, CUDA_R_32F, n, n, n));
-    CK(cublasLtMatrixLayoutCreate(&b->ld, CUDA_R_32F, n, n, n));
+    CK(cublasLtMatrixLayoutCreate(&b->la, t, n, n, n));
+    CK(cublasLtMatrixLayoutCreate(&b->lb, t, n, n, n));
+    CK(cublasLtMatrixLayoutCreate(&b->ld, t, n, n, n));
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));
     CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_limit, sizeof ws_limit));
@@ -70,40 +71,54 @@ static void bare_init(bare *b, int n, int bias_relu, void *bias_ptr, void *ws_li
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 64;
-    if (n < 1 || fm_cuda_device_count() == 0) {
-        printf("{\"error\": \"no GPU (or bad size)\"}\n");
+    const int bf16 = argc > 2 && strcmp(argv[2], "bf16") == 0;
+    if (n < 1 || fm_cuda_device_count() == 0 || (argc > 2 && !bf16 && strcmp(argv[2], "f32") != 0)) {
+        printf("{\"error\": \"no GPU (or bad arguments: [n] [f32|bf16])\"}\n");
         return 2;
     }
-    size_t bytes = (size_t)n * n * sizeof(float);
-    float *h = malloc(bytes);
-    for (size_t i = 0; i < (size_t)n * n; i++)
-        h[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    const size_t es = bf16 ? 2 : 4;
+    const fm_dtype fdt = bf16 ? FM_BF16 : FM_F32;
+    const cudaDataType_t cdt = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    size_t bytes = (size_t)n * n * es;
+    unsigned char *h = malloc(bytes);
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        float v = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        if (bf16) {
+            uint16_t hi = (uint16_t)(u >> 16); /* exact: the values have few mantissa bits */
+            memcpy(h + i * 2, &hi, 2);
+        } else {
+            memcpy(h + i * 4, &u, 4);
+        }
+    }
     void *a, *b, *d, *bias, *ws;
     CK(cudaMalloc(&a, bytes));
     CK(cudaMalloc(&b, bytes));
     CK(cudaMalloc(&d, bytes));
-    CK(cudaMalloc(&bias, n * sizeof(float)));
+    CK(cudaMalloc(&bias, n * es));
     size_t ws_limit = (size_t)32 << 20;
     CK(cudaMalloc(&ws, ws_limit));
     CK(cudaMemcpy(a, h, bytes, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(b, h, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(bias, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(bias, h, n * es, cudaMemcpyHostToDevice));
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
     fm_context *ctx;
     CK(fm_context_create(&ctx));
-    printf("{\"n\": %d, \"burst\": %d, \"bursts\": %d, \"cases\": [", n, BURST, BURSTS);
+    printf("{\"n\": %d, \"dtype\": \"%s\", \"burst\": %d, \"bursts\": %d, \"cases\": [", n, bf16 ? "bf16" : "f32", BURST,
+           BURSTS);
     for (int c = 0; c < 2; c++) {
         bare br;
-        bare_init(&br, n, c, bias, ws, ws_limit);
+        bare_init(&br, n, c, bias, ws_limit, cdt);
         fm_device cuda = {FM_DEVICE_CUDA, 0};
         int64_t sh[2] = {n, n}, sb[1] = {n};
         fm_tensor ta, tb, td, tbias;
-        fm_tensor_init(&ta, a, cuda, FM_F32, 2, sh, NULL);
-        fm_tensor_init(&tb, b, cuda, FM_F32, 2, sh, NULL);
-        fm_tensor_init(&td, d, cuda, FM_F32, 2, sh, NULL);
-        fm_tensor_init(&tbias, bias, cuda, FM_F32, 1, sb, NULL);
+        fm_tensor_init(&ta, a, cuda, fdt, 2, sh, NULL);
+        fm_tensor_init(&tb, b, cuda, fdt, 2, sh, NULL);
+        fm_tensor_init(&td, d, cuda, fdt, 2, sh, NULL);
+        fm_tensor_init(&tbias, bias, cuda, fdt, 1, sb, NULL);
         fm_matmul_options o;
         fm_matmul_options_init(&o);
         o.epilogue = c ? (FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU) : 0;

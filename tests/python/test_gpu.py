@@ -450,6 +450,45 @@ def test_planner_backward_on_gpu(gpu, rng):
     assert_within(gpu.host(extra["drelu_bgrad"]), ref["bgrad"], ref["bgrad_err"], np.float32, 16 + m)
 
 
+@pytest.mark.parametrize("path", ["kernel", "cublaslt"])
+@pytest.mark.parametrize("dtype,xs", [(np.float32, [1e19, 2e19, -2e19, 3e38, 9.5, -9.5]),
+                                      (np.float64, [1e154, 2e154, -2e154, 1e300, 9.5, -9.5])])
+def test_dgelu_at_huge_activation_inputs_on_gpu(gpu, dtype, xs, path):
+    """The GPU twin of test_epilogues.py's test: gelu'(x) is 1 for x >> 0 and 0 for x << 0;
+    where x*x overflows the dtype the formula gives 0 * inf = NaN. NaN stays NaN.
+    path "kernel": 7 columns, a gelu aux row stride cuBLASLt refuses (not a multiple of 8), so
+    fusemath's own elementwise kernel runs after the product (f64 takes it at any layout).
+    path "cublaslt": 8 columns, cuBLASLt's fused DGELU_BGRAD for f32. That kernel returns NaN
+    for an f32 input of 3e38 (measured on the H200, cuBLASLt 13.0; inputs up to 2e19 are
+    right), a limitation of cuBLASLt's kernel documented in docs/api.md, so the value is
+    left out there."""
+    xs = list(xs)
+    if path == "cublaslt":
+        xs = [x for x in xs if not (dtype == np.float32 and x > 1e38)] + [0.3, 1.0]
+    xs = np.array(xs + ([0.3] if path == "kernel" else []), np.float64)
+    host_aux = np.array([np.append(xs, np.nan)] * 2)
+    assert host_aux.shape[1] == (7 if path == "kernel" else 8)
+    aux = gpu.dev(host_aux, dtype)
+    a, b = gpu.dev(np.ones((2, 1)), dtype), gpu.dev(np.ones((1, host_aux.shape[1])), dtype)
+    mm = fusemath.Matmul(a, b)
+    mm.plan(epilog="dgelu+bgrad", epilog_inputs={"gelu_aux": aux})
+    fused_in_cublaslt = "passes=1" in mm.describe()
+    assert fused_in_cublaslt == (path == "cublaslt" and dtype == np.float32), mm.describe()
+    d, extra = mm.execute()
+    k0, k1 = np.sqrt(2 / np.pi), 0.044715
+    with np.errstate(over="ignore", invalid="ignore"):
+        th = np.tanh(k0 * (xs + k1 * xs ** 3))
+        formula = 0.5 * (1 + th) + 0.5 * xs * (1 - th * th) * k0 * (1 + 3 * k1 * xs * xs)
+    want = np.where(np.abs(xs) > 10, (xs > 0).astype(np.float64), formula)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    got, bgrad = gpu.host(d), gpu.host(extra["dgelu_bgrad"])
+    for row in got:
+        np.testing.assert_allclose(row[:-1], want, rtol=tol, atol=tol)
+        assert np.isnan(row[-1])
+    np.testing.assert_allclose(bgrad[:-1], 2 * want, rtol=tol, atol=tol)
+    assert np.isnan(bgrad[-1])
+
+
 @pytest.mark.parametrize("key", ["f32", "tf32", "f16"])
 def test_autotune_on_gpu(gpu, rng, key):
     dt = DTYPES[key][0]
