@@ -3,7 +3,7 @@
  * tiles statically (thread t takes tiles t*T/threads .. (t+1)*T/threads - 1, in row-major
  * order), each tile one single-threaded cblas GEMM, as the library's tiles strategy does.
  *
- *   panel_phases f32|f64 M N K threads reps RxC[,RxC...] [fresh]
+ *   panel_phases f32|f64 M N K threads reps RxC[,RxC...] [fresh|kept] [pool|pooldyn|omp|ompdyn]
  *
  * Variants, interleaved call by call (rep r runs every variant once, in a rotated order):
  *   plain    GEMM beta = 0
@@ -13,6 +13,14 @@
  * median over calls of the mean over threads of the phase's time in that call; ms.
  * "fresh": D is allocated (malloc, i.e. a fresh mmap at these sizes) and freed every call,
  * as NumPy's `a @ b` and fusemath's `execute()` do; else one D, first touched before timing.
+ * Scheduling: pool (default) = the library's pool, thread t takes a static range of tiles;
+ * pooldyn = the pool's atomic counter hands out tiles one by one; omp / ompdyn = OpenMP
+ * `parallel for` over the tiles, schedule(static) (what the library's tiles strategy runs)
+ * or schedule(dynamic, 1).
+ * Per thread and call also: when it started its first tile and finished its last (ms after
+ * the call began), reported as the median over calls of the latest start, the mean busy
+ * time, the largest busy time and the latest finish: the wall time minus the mean busy
+ * time is what imbalance and wake-up cost.
  * Prints one JSON object per tile shape. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -21,12 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <omp.h>
+#include <stdatomic.h>
 
 #include "../backends/cpu/cpu_pool.h"
 
 void openblas_set_num_threads(int num_threads);
 
 enum { V_PLAIN, V_FUSED3, V_FUSED2, NV };
+enum { S_POOL, S_POOLDYN, S_OMP, S_OMPDYN };
+enum { X_START, X_BUSY, X_MAXBUSY, X_END, NX };
 static const char *const vname[NV] = {"plain", "fused3", "fused2"};
 #define MAXT 256
 
@@ -43,6 +55,7 @@ typedef struct job {
     const void *a, *b, *bias;
     void *d;
     double ph[MAXT][3]; /* per thread: preload, gemm, pass */
+    double first[MAXT], last[MAXT], t_call;
 } job;
 
 static void gemm(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0, int beta1)
@@ -94,13 +107,10 @@ static void relu(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c
     }
 }
 
-static void run_thread(void *arg, int64_t t)
+static void run_tile(job *j, int64_t it, int t)
 {
-    job *j = arg;
-    const int64_t lo = t * j->tiles / j->threads, hi = (t + 1) * j->tiles / j->threads;
     double *ph = j->ph[t];
-    ph[0] = ph[1] = ph[2] = 0;
-    for (int64_t it = lo; it < hi; it++) {
+    {
         const int64_t r0 = (it / j->tiles_c) * j->tr, c0 = (it % j->tiles_c) * j->tc;
         const int64_t rows = j->m - r0 < j->tr ? j->m - r0 : j->tr, cols = j->n - c0 < j->tc ? j->n - c0 : j->tc;
         double t0 = now_ms(), t1 = t0;
@@ -114,6 +124,45 @@ static void run_thread(void *arg, int64_t t)
             relu(j, rows, cols, r0, c0, j->variant == V_FUSED2);
         const double t3 = now_ms();
         ph[0] += t1 - t0, ph[1] += t2 - t1, ph[2] += t3 - t2;
+        if (j->first[t] < 0)
+            j->first[t] = t0 - j->t_call;
+        j->last[t] = t3 - j->t_call;
+    }
+}
+
+static void run_range(void *arg, int64_t t)
+{
+    job *j = arg;
+    for (int64_t it = t * j->tiles / j->threads; it < (t + 1) * j->tiles / j->threads; it++)
+        run_tile(j, it, (int)t);
+}
+
+static _Thread_local int pool_slot = -1;
+static atomic_int pool_slots;
+static void run_one(void *arg, int64_t it)
+{
+    if (pool_slot < 0) /* a stable slot per pool thread (the pool's threads live on) */
+        pool_slot = atomic_fetch_add(&pool_slots, 1);
+    run_tile(arg, it, pool_slot);
+}
+
+static void run_call(job *j, int sched)
+{
+    for (int t = 0; t < j->threads; t++)
+        j->ph[t][0] = j->ph[t][1] = j->ph[t][2] = 0, j->first[t] = -1, j->last[t] = 0;
+    j->t_call = now_ms();
+    if (sched == S_POOL) {
+        fm_pool_run(j->threads, j->threads, run_range, j);
+    } else if (sched == S_POOLDYN) {
+        fm_pool_run(j->threads, j->tiles, run_one, j);
+    } else if (sched == S_OMP) {
+#pragma omp parallel for num_threads(j->threads) schedule(static)
+        for (int64_t it = 0; it < j->tiles; it++)
+            run_tile(j, it, omp_get_thread_num());
+    } else {
+#pragma omp parallel for num_threads(j->threads) schedule(dynamic, 1)
+        for (int64_t it = 0; it < j->tiles; it++)
+            run_tile(j, it, omp_get_thread_num());
     }
 }
 
@@ -139,6 +188,9 @@ int main(int argc, char **argv)
     const int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
     const int threads = atoi(argv[5]), reps = atoi(argv[6]);
     const int fresh = argc > 8 && strcmp(argv[8], "fresh") == 0;
+    const char *sname = argc > 9 ? argv[9] : "pool";
+    const int sched = !strcmp(sname, "pooldyn") ? S_POOLDYN : !strcmp(sname, "omp") ? S_OMP
+                      : !strcmp(sname, "ompdyn") ? S_OMPDYN : S_POOL;
     if (m < 1 || n < 1 || k < 1 || threads < 1 || threads > MAXT || reps < 1) {
         fprintf(stderr, "panel_phases: M, N, K, reps must be positive and 1 <= threads <= %d\n", MAXT);
         return 2;
@@ -148,7 +200,8 @@ int main(int argc, char **argv)
     void *a = malloc((size_t)(m * k) * es), *b = malloc((size_t)(k * n) * es), *bias = malloc((size_t)n * es);
     void *dkeep = fresh ? NULL : malloc((size_t)(m * n) * es);
     double *wall = malloc(sizeof(double) * (size_t)reps * NV), *phs = malloc(sizeof(double) * (size_t)reps * NV * 3);
-    if (!a || !b || !bias || (!fresh && !dkeep) || !wall || !phs) {
+    double *xs = malloc(sizeof(double) * (size_t)reps * NV * NX);
+    if (!a || !b || !bias || (!fresh && !dkeep) || !wall || !phs || !xs) {
         fprintf(stderr, "panel_phases: out of memory\n");
         return 1;
     }
@@ -181,7 +234,7 @@ int main(int argc, char **argv)
             for (int v = 0; v < NV; v++) {
                 j.variant = v;
                 j.d = fresh ? malloc((size_t)(m * n) * es) : dkeep;
-                fm_pool_run(threads, threads, run_thread, &j);
+                run_call(&j, sched);
                 if (fresh)
                     free(j.d);
             }
@@ -191,8 +244,18 @@ int main(int argc, char **argv)
                 j.variant = v;
                 j.d = fresh ? malloc((size_t)(m * n) * es) : dkeep;
                 const double t0 = now_ms();
-                fm_pool_run(threads, threads, run_thread, &j);
+                run_call(&j, sched);
                 wall[v * reps + r] = now_ms() - t0;
+                double start = 0, busy = 0, maxbusy = 0, end = 0;
+                for (int t = 0; t < threads; t++) {
+                    const double bt = j.ph[t][0] + j.ph[t][1] + j.ph[t][2];
+                    start = j.first[t] > start ? j.first[t] : start;
+                    end = j.last[t] > end ? j.last[t] : end;
+                    maxbusy = bt > maxbusy ? bt : maxbusy;
+                    busy += bt / threads;
+                }
+                xs[(v * NX + X_START) * reps + r] = start, xs[(v * NX + X_BUSY) * reps + r] = busy;
+                xs[(v * NX + X_MAXBUSY) * reps + r] = maxbusy, xs[(v * NX + X_END) * reps + r] = end;
                 if (fresh)
                     free(j.d);
                 for (int p = 0; p < 3; p++) {
@@ -203,22 +266,25 @@ int main(int argc, char **argv)
                 }
             }
         printf("{\"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"threads\": %d, \"tile\": \"%s\", "
-               "\"tiles\": %lld, \"fresh_d\": %s, \"reps\": %d",
+               "\"tiles\": %lld, \"fresh_d\": %s, \"sched\": \"%s\", \"reps\": %d",
                argv[1], (long long)m, (long long)n, (long long)k, threads, tok, (long long)j.tiles,
-               fresh ? "true" : "false", reps);
+               fresh ? "true" : "false", sname, reps);
         double plain = 0;
         for (int v = 0; v < NV; v++) {
             const double w = median(wall + v * reps, reps);
             if (v == V_PLAIN)
                 plain = w;
             printf(", \"%s\": {\"ms\": %.4f, \"over_plain\": %.4f, \"preload_ms\": %.4f, \"gemm_ms\": %.4f, "
-                   "\"pass_ms\": %.4f}",
+                   "\"pass_ms\": %.4f, \"last_start_ms\": %.4f, \"mean_busy_ms\": %.4f, \"max_busy_ms\": %.4f, "
+                   "\"last_end_ms\": %.4f}",
                    vname[v], w, w / plain, median(phs + (v * 3 + 0) * reps, reps),
-                   median(phs + (v * 3 + 1) * reps, reps), median(phs + (v * 3 + 2) * reps, reps));
+                   median(phs + (v * 3 + 1) * reps, reps), median(phs + (v * 3 + 2) * reps, reps),
+                   median(xs + (v * NX + X_START) * reps, reps), median(xs + (v * NX + X_BUSY) * reps, reps),
+                   median(xs + (v * NX + X_MAXBUSY) * reps, reps), median(xs + (v * NX + X_END) * reps, reps));
         }
         printf("}\n");
         fflush(stdout);
     }
-    free(a), free(b), free(bias), free(dkeep), free(wall), free(phs);
+    free(a), free(b), free(bias), free(dkeep), free(wall), free(phs), free(xs);
     return 0;
 }
