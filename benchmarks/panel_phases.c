@@ -22,7 +22,7 @@
  * time, the largest busy time and the latest finish: the wall time minus the mean busy
  * time is what imbalance and wake-up cost.
  * Prints one JSON object per tile shape. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getcpu */
 #include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "../backends/cpu/cpu_pool.h"
@@ -56,6 +57,7 @@ typedef struct job {
     void *d;
     double ph[MAXT][3]; /* per thread: preload, gemm, pass */
     double first[MAXT], last[MAXT], t_call;
+    int cpu[MAXT];
 } job;
 
 static void gemm(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0, int beta1)
@@ -126,6 +128,7 @@ static void run_tile(job *j, int64_t it, int t)
         ph[0] += t1 - t0, ph[1] += t2 - t1, ph[2] += t3 - t2;
         if (j->first[t] < 0)
             j->first[t] = t0 - j->t_call;
+        j->cpu[t] = sched_getcpu();
         j->last[t] = t3 - j->t_call;
     }
 }
@@ -201,6 +204,8 @@ int main(int argc, char **argv)
     void *dkeep = fresh ? NULL : malloc((size_t)(m * n) * es);
     double *wall = malloc(sizeof(double) * (size_t)reps * NV), *phs = malloc(sizeof(double) * (size_t)reps * NV * 3);
     double *xs = malloc(sizeof(double) * (size_t)reps * NV * NX);
+    static double thread_busy[MAXT];
+    static int thread_cpu[MAXT];
     if (!a || !b || !bias || (!fresh && !dkeep) || !wall || !phs || !xs) {
         fprintf(stderr, "panel_phases: out of memory\n");
         return 1;
@@ -254,6 +259,9 @@ int main(int argc, char **argv)
                     maxbusy = bt > maxbusy ? bt : maxbusy;
                     busy += bt / threads;
                 }
+                if (v == V_PLAIN)
+                    for (int t = 0; t < threads; t++)
+                        thread_busy[t] += (j.ph[t][0] + j.ph[t][1] + j.ph[t][2]) / reps, thread_cpu[t] = j.cpu[t];
                 xs[(v * NX + X_START) * reps + r] = start, xs[(v * NX + X_BUSY) * reps + r] = busy;
                 xs[(v * NX + X_MAXBUSY) * reps + r] = maxbusy, xs[(v * NX + X_END) * reps + r] = end;
                 if (fresh)
@@ -282,7 +290,14 @@ int main(int argc, char **argv)
                    median(xs + (v * NX + X_START) * reps, reps), median(xs + (v * NX + X_BUSY) * reps, reps),
                    median(xs + (v * NX + X_MAXBUSY) * reps, reps), median(xs + (v * NX + X_END) * reps, reps));
         }
-        printf("}\n");
+        /* plain: each thread slot's mean busy time over the calls and the CPU it last ran on */
+        printf(", \"plain_thread_busy_ms\": [");
+        for (int t = 0; t < threads; t++)
+            printf("%s%.3f", t ? ", " : "", thread_busy[t]), thread_busy[t] = 0;
+        printf("], \"plain_thread_cpu\": [");
+        for (int t = 0; t < threads; t++)
+            printf("%s%d", t ? ", " : "", thread_cpu[t]);
+        printf("]}\n");
         fflush(stdout);
     }
     free(a), free(b), free(bias), free(dkeep), free(wall), free(phs), free(xs);
