@@ -83,7 +83,10 @@ static void gemm(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c
         }                                                                                                              \
     }
 
-static void preload(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0)
+/* vectorised as the library's passes are (core/src/internal.h: FM_SIMD_CLONES) */
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+CLONES static void preload(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0)
 {
     if (j->f64) {
         ROWS_LOOP(double, x[q] = bb[q])
@@ -92,7 +95,7 @@ static void preload(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_
     }
 }
 
-static void relu(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0, int add_bias)
+CLONES static void relu(const job *j, int64_t rows, int64_t cols, int64_t r0, int64_t c0, int add_bias)
 {
     if (j->f64) {
         if (add_bias) {

@@ -43,6 +43,7 @@ typedef struct openblas_plan {
     int64_t panel_rows, col_block;
     int64_t n_row_panels, n_col_blocks, items;
     int threads;
+    int dynamic; /* tiles handed out one by one (schedule(dynamic)) instead of a static split */
     size_t es;
 } openblas_plan;
 
@@ -523,9 +524,15 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
             /* static: each thread gets consecutive panels, so a fresh output's huge
              * pages are first touched by one thread each; with dynamic, 1 four threads
              * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
+            if (pl->dynamic) {
+#pragma omp parallel for num_threads(pl->threads) schedule(dynamic, 1)
+                for (int64_t it = 0; it < pl->items; it++)
+                    run_item(pl, &x, it, omp_get_thread_num());
+            } else {
 #pragma omp parallel for num_threads(pl->threads) schedule(static)
-            for (int64_t it = 0; it < pl->items; it++)
-                run_item(pl, &x, it, omp_get_thread_num());
+                for (int64_t it = 0; it < pl->items; it++)
+                    run_item(pl, &x, it, omp_get_thread_num());
+            }
         }
         fm_blas_single_end();
     }
@@ -603,6 +610,23 @@ static void choose_panels(openblas_plan *pl)
         rows = (m + pm - 1) / pm;
         if (pn > 1)
             cols = fm_min_i64(((n + pn - 1) / pn + 127) / 128 * 128, n);
+        /* One tile per thread finishes when the slowest thread does. On the H200 host's 16
+         * vCPUs the same GEMM ran 4.3-8.4 ms from one vCPU to the next, and in a 2048^3 f64
+         * product the slowest thread's tile took 1.25x the mean (benchmarks/panel_phases.c,
+         * 2026-12-01). Four tiles per thread, handed out as threads come free, absorb that
+         * where the tiles stay large enough (>= 256 x 256) that packing them costs little
+         * more; 1024^3 on 16 threads would need 128 x 128 tiles, which cost 1.25x in GEMM time. */
+        if (batch == 1 && threads >= 4) {
+            int64_t pm4, pn4;
+            grid_for(m, n, g->k, 4 * parts, &pm4, &pn4);
+            const int64_t rows4 = (m + pm4 - 1) / pm4;
+            const int64_t cols4 = pn4 > 1 ? fm_min_i64(((n + pn4 - 1) / pn4 + 127) / 128 * 128, n) : n;
+            if (rows4 >= 256 && cols4 >= 256 && ((m + rows4 - 1) / rows4) * ((n + cols4 - 1) / cols4) >= 3 * parts) {
+                rows = rows4;
+                cols = cols4;
+                pl->dynamic = 1;
+            }
+        }
     } else {
         /* Memory-bound (small k): the epilogue's traffic matters, so panels of at most
          * PANEL_TARGET_BYTES that are still in cache when the activation runs; but each
@@ -702,10 +726,10 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s",
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
              pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads,
-             pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
+             pl.dynamic ? " tiles=dynamic" : "", pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }
 

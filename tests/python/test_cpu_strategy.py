@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fusemath
-from mmref import assert_close, make, reference
+from mmref import assert_close, make, reference, unpack_relu_mask
 
 
 @pytest.mark.parametrize("strategy", ["auto", "tiles", "blas_threads"])
@@ -71,3 +71,45 @@ def test_blas_threads_folds_bias_into_the_activation_pass(rng, dtype):
     bits = np.unpackbits(mask, axis=1, bitorder="little")[:, :2048].astype(bool)
     clear = np.abs(ref) > 1e-3 * np.abs(ref).max()  # signs that rounding cannot flip
     np.testing.assert_array_equal(bits[clear], (ref > 0)[clear])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dynamic_tiles_match_reference(rng, dtype):
+    """Compute-bound products with room for four tiles of >= 256 x 256 per thread hand the
+    tiles out dynamically (describe() says tiles=dynamic): bias + relu with its mask, beta * C
+    with C = D's memory (per-thread scratch panels), and drelu + bgrad (per-panel column sums,
+    reduced in panel order) against the float64 reference; the same plan twice gives the same
+    bias gradient bit for bit whichever thread ran which tile."""
+    m, k, n = 1024, 256, 1024
+    a, b = make(rng, (m, k), dtype), make(rng, (k, n), dtype)
+    bias = make(rng, (n,), dtype)
+    opts = fusemath.MatmulOptions(num_threads=4)
+    with fusemath.Matmul(a, b, options=opts) as mm:
+        mm.plan(epilogue="relu_aux", bias=bias)
+        assert "panel=256x256 threads=4 tiles=dynamic" in mm.describe(), mm.describe()
+        d, aux = mm.execute()
+    pre, ref, scale = reference(a, b, bias=bias)
+    assert_close(d, np.maximum(ref, 0), scale, dtype, k)
+    np.testing.assert_array_equal(unpack_relu_mask(aux["relu_aux"], n), (d > 0))
+
+    c = make(rng, (m, n), dtype)
+    want_c, ref_c, scale_c = reference(a, b, c=c.copy(), alpha=0.5, beta=2.0, bias=bias, act="gelu")
+    with fusemath.Matmul(a, b, c, alpha=0.5, beta=2.0, options=opts) as mm:
+        mm.plan(epilogue="bias+gelu", bias=bias)
+        assert "tiles=dynamic" in mm.describe(), mm.describe()
+        got = mm.execute(out=c)  # D is C's memory
+    assert got is c
+    assert_close(c, ref_c, scale_c, dtype, k)
+
+    mask = np.packbits(rng.random((m, n)) > 0.5, axis=-1, bitorder="little")
+    with fusemath.Matmul(a, b, options=opts) as mm:
+        mm.plan(epilogue="drelu+bgrad", epilog_inputs={"relu_aux": mask})
+        assert "tiles=dynamic" in mm.describe(), mm.describe()
+        d1, g1 = mm.execute()
+        d2, g2 = mm.execute()
+    keep = unpack_relu_mask(mask, n)
+    _, ref_d, scale_d = reference(a, b)
+    assert_close(d1, np.where(keep, ref_d, 0), scale_d, dtype, k)
+    assert_close(g1["drelu_bgrad"], np.where(keep, ref_d, 0).sum(axis=0), np.abs(scale_d).sum(axis=0), dtype, k + m)
+    np.testing.assert_array_equal(g1["drelu_bgrad"], g2["drelu_bgrad"])
+    np.testing.assert_array_equal(d1, d2)
