@@ -462,10 +462,11 @@ def test_dgelu_at_huge_activation_inputs_on_gpu(gpu, dtype, xs, path):
     for an f32 input of 3e38 (measured on the H200, cuBLASLt 13.0; inputs up to 2e19 are
     right), a limitation of cuBLASLt's kernel documented in docs/api.md, so the value is
     left out there."""
-    xs = list(xs)
-    if path == "cublaslt":
-        xs = [x for x in xs if not (dtype == np.float32 and x > 1e38)] + [0.3, 1.0]
-    xs = np.array(xs + ([0.3] if path == "kernel" else []), np.float64)
+    xs = list(xs)  # 6 values, + NaN: 7 columns
+    if path == "cublaslt":  # 7 values + NaN: 8 columns
+        xs = [x for x in xs if not (dtype == np.float32 and x > 1e38)]
+        xs += [0.3, 1.0][: 7 - len(xs)]
+    xs = np.array(xs, np.float64)
     host_aux = np.array([np.append(xs, np.nan)] * 2)
     assert host_aux.shape[1] == (7 if path == "kernel" else 8)
     aux = gpu.dev(host_aux, dtype)
