@@ -44,6 +44,13 @@ def _length(n: Any, name: str, where: str) -> int:
     return v
 
 
+def _is_minus_one(v: Any) -> bool:
+    try:
+        return operator.index(v) == -1
+    except TypeError:
+        return False
+
+
 _MAX_POINTS = 1 << 58  # 16-byte elements within a signed 64-bit byte count
 
 
@@ -107,6 +114,8 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
                                  f"(x has extent {m} there)"
                                  + ("; irfft needs an input length >= 2 or an explicit n" if kind == _C2R else ""))
         else:
+            if not one_d and not isinstance(v, (bool, np.bool_)) and _is_minus_one(v):
+                v = x.shape[a]  # NumPy 2: s[i] = -1 keeps the input's extent (also irfftn's last axis)
             v = _length(v, sname if one_d else f"{sname}[{i}]", where)
         n.append(v)
     return axes, tuple(n)

@@ -38,6 +38,19 @@ _MAX_PLANS = 32  # per FFT object: see _plan_for
 _PLANS_LOCK = threading.Lock()  # guards every _Setup.plans dict (held for dict operations only)
 
 
+
+# The C layer names the chains' arrays by slot; the Python caller passed them as dict entries.
+_SLOT_WORDS = (("prolog_array", "prolog['multiply']"), ("epilog_array", "epilog['multiply']"))
+
+
+def _restated(where: str, exc: Exception) -> Exception:
+    """The library's error in the caller's words: the planner's name first, the chain arrays
+    as the caller passed them (same exception type)."""
+    msg = str(exc)
+    for slot, said in _SLOT_WORDS:
+        msg = msg.replace(slot, said)
+    return type(exc)(f"{where}: {msg}")
+
 class _Setup(NamedTuple):
     """What an FFT's plans depend on besides x's layout, replaced as one object by plan()."""
     chains: tuple
@@ -160,9 +173,12 @@ class FFT:
         if p is None:
             pro, epi = setup.chains
             ex, dev, nth = self._exec
-            p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, setup.norm,
-                            setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
-                            pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
+            try:
+                p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, setup.norm,
+                                setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+                                pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
+            except _C.FusemathError as exc:
+                raise _restated(self._where, exc) from None
             with _PLANS_LOCK:
                 if key in plans:  # another thread planned it meanwhile: one plan per key
                     return plans[key]
@@ -253,7 +269,10 @@ class FFT:
                 None if epi_arr is None else _C.data_ptr(epi_arr)]
         if stream is not None:
             args.append(stream)
-        p.execute(*args)
+        try:
+            p.execute(*args)
+        except _C.FusemathError as exc:
+            raise _restated(self._where + ".execute", exc) from None
         return out
 
     def reset_operand(self, x: Any) -> None:

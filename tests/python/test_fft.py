@@ -1492,3 +1492,42 @@ def test_structured_array_fields_as_operands():
     m = np.zeros((4, 4), dtype=[("t", "i4"), ("v", "f8")])
     m["v"] = np.arange(16.0).reshape(4, 4)
     np.testing.assert_allclose(fusemath.matmul(m["v"], m["v"]), m["v"] @ m["v"], rtol=1e-12)
+
+
+def test_planner_errors_name_the_planner_and_the_chain_arrays():
+    """Errors from the C layer reach the FFT planner's caller with the planner's name first and
+    the chain arrays as the caller passed them (prolog['multiply']), not by the C slot name."""
+    x = np.ones(8, np.complex64)
+    f = fusemath.fft.FFT(x)
+    f.plan(prolog={"multiply": x})
+    with pytest.raises(fusemath.AliasError) as err:
+        f.execute(out=x)
+    msg = str(err.value)
+    assert msg.startswith("fusemath.fft.FFT.execute: ") and "prolog['multiply']" in msg, msg
+    assert "prolog_array" not in msg
+    e = np.ones(8, np.complex64)
+    g = fusemath.fft.FFT(np.ones(8, np.complex64))
+    g.plan(epilog={"multiply": e})
+    with pytest.raises(fusemath.AliasError, match=r"epilog\['multiply'\]"):
+        g.execute(out=e)
+    z = fusemath.fft.FFT(np.zeros((0, 8), np.complex64), axes=0)
+    with pytest.raises(fusemath.ShapeError, match=r"^fusemath\.fft\.FFT: .*length along axis 0 is 0"):
+        z.plan()
+
+
+def test_s_minus_one_keeps_the_extent_as_numpy_2():
+    """s[i] = -1: the input's extent along that axis (NumPy 2), for c2c, r2c and c2r (irfftn's
+    last axis too: the extent, as NumPy, not 2 * (m - 1)); n = -1 and s[i] = -2 stay errors."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6))
+    z = x + 1j * rng.standard_normal((4, 6))
+    cases = [(ff.fftn, np.fft.fftn, z, (-1, 8)), (ff.rfftn, np.fft.rfftn, x, (-1, -1)),
+             (ff.irfftn, np.fft.irfftn, z, (3, -1)), (ff.ifft2, np.fft.ifft2, z, (5, -1))]
+    for ours, theirs, a, s in cases:
+        got, want = ours(a, s=s, axes=(0, 1)), theirs(a, s=s, axes=(0, 1))
+        assert got.shape == want.shape, (ours.__name__, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\(-1\) specified in n"):
+        ff.fft(z, n=-1)
+    with pytest.raises(ValueError, match=r"\(-2\) specified in s\[0\]"):
+        ff.fftn(z, s=(-2, 8), axes=(0, 1))
