@@ -118,6 +118,14 @@ def gelu_grad(x):
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
 
 
+def gelu_grad_limits(xs):
+    """gelu'(x) in float64 where the formula is finite, its limits 1 (x > 10) and 0 (x < -10)
+    beyond, where x * x overflows: what a kernel must return at huge activation inputs."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        formula = gelu_grad(xs)
+    return np.where(np.abs(xs) > 10, (xs > 0).astype(np.float64), formula)
+
+
 def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
