@@ -166,15 +166,19 @@ static inline double gelu_f64(double x)
 static inline float dgelu_f32(float x)
 {
     const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
-    const float x2 = fminf(x * x, 100.0f), th = tanhf(k0 * (x + k1 * x2 * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k0 * (1.0f + 3.0f * k1 * x2);
+    /* past |x| = 10 tanh is exactly +-1 in f32 and f64, so capping x^2 and x there changes no
+     * finite result; uncapped, x*x overflowed (0 * inf = NaN) and x = +-inf gave inf * 0 */
+    const float x2 = fminf(x * x, 100.0f), xc = x > 10.0f ? 10.0f : (x < -10.0f ? -10.0f : x);
+    const float th = tanhf(k0 * (x + k1 * x2 * x));
+    return 0.5f * (1.0f + th) + 0.5f * xc * (1.0f - th * th) * k0 * (1.0f + 3.0f * k1 * x2);
 }
 
 static inline double dgelu_f64(double x)
 {
     const double k0 = GELU_K0, k1 = GELU_K1;
-    const double x2 = fmin(x * x, 100.0), th = tanh(k0 * (x + k1 * x2 * x));
-    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k0 * (1.0 + 3.0 * k1 * x2);
+    const double x2 = fmin(x * x, 100.0), xc = x > 10.0 ? 10.0 : (x < -10.0 ? -10.0 : x);
+    const double th = tanh(k0 * (x + k1 * x2 * x));
+    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * k0 * (1.0 + 3.0 * k1 * x2);
 }
 
 static void relu_mask_row(unsigned char *mask, const void *row, int64_t cols, int is_f64)

@@ -521,14 +521,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
             for (int64_t it = 0; it < pl->items; it++)
                 run_item(pl, &x, it, 0);
         } else {
-            /* static: each thread gets consecutive panels, so a fresh output's huge
-             * pages are first touched by one thread each; with dynamic, 1 four threads
-             * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
-            if (pl->dynamic) {
+            if (pl->dynamic) { /* large tiles, four per thread: see choose_panels */
 #pragma omp parallel for num_threads(pl->threads) schedule(dynamic, 1)
                 for (int64_t it = 0; it < pl->items; it++)
                     run_item(pl, &x, it, omp_get_thread_num());
             } else {
+                /* static: each thread gets consecutive panels, so a fresh output's huge
+                 * pages are first touched by one thread each; with dynamic, 1 four threads
+                 * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
 #pragma omp parallel for num_threads(pl->threads) schedule(static)
                 for (int64_t it = 0; it < pl->items; it++)
                     run_item(pl, &x, it, omp_get_thread_num());

@@ -215,11 +215,13 @@ static const char src_ew[] =
     "}\n"
     "__device__ __forceinline__ ct_t fm_dgelu(ct_t x) {\n"
     "  const ct_t k0 = (ct_t)0.7978845608028654, k1 = (ct_t)0.044715;\n"
-    /* x^2 capped: past |x| ~ 10 tanh is +-1 anyway, and an uncapped x^2 overflows (f32 at
-     * |x| > 1.8e19) into 0 * inf = NaN where the derivative is 0 or 1 */
+    /* x^2 and x capped at |x| = 10, where tanh is already exactly +-1: an uncapped x^2 overflows
+     * (f32 at |x| > 1.8e19) into 0 * inf = NaN, and x = +-inf gave inf * 0, where the
+     * derivative is 1 or 0 (NaN stays NaN through th) */
     "  const ct_t x2 = FM_FMIN(x * x, (ct_t)100);\n"
+    "  const ct_t xc = x > (ct_t)10 ? (ct_t)10 : (x < (ct_t)-10 ? (ct_t)-10 : x);\n"
     "  const ct_t th = FM_TANH(k0 * (x + k1 * x2 * x));\n"
-    "  return (ct_t)0.5 * ((ct_t)1 + th) + (ct_t)0.5 * x * ((ct_t)1 - th * th) * k0 * ((ct_t)1 + (ct_t)3 * k1 * x2);\n"
+    "  return (ct_t)0.5 * ((ct_t)1 + th) + (ct_t)0.5 * xc * ((ct_t)1 - th * th) * k0 * ((ct_t)1 + (ct_t)3 * k1 * x2);\n"
     "}\n"
     "#endif\n"
     "\n"

@@ -37,6 +37,21 @@ class _Chain(tuple):
     def multiplies(self) -> bool:
         return bool(self[0] & _OP_MULTIPLY)
 
+    @property
+    def array_key(self) -> str:
+        """The dict key the caller passed the array under."""
+        return "data" if self[0] & _OP_CALLBACK else "multiply"
+
+
+def restated(where: str, exc: Exception, pro: "_Chain", epi: "_Chain") -> Exception:
+    """The library's error in the caller's words, same exception type: `where` first, and the
+    chains' arrays named as the caller passed them (prolog['multiply'] or prolog['data']), not by
+    the C layer's slot names."""
+    msg = str(exc)
+    for slot, side, chain in (("prolog_array", "prolog", pro), ("epilog_array", "epilog", epi)):
+        msg = msg.replace(slot, f"{side}[{chain.array_key!r}]")
+    return type(exc)(f"{where}: {msg}")
+
 
 _NO_CHAIN = _Chain()
 

@@ -17,7 +17,7 @@ from ._arrays import NUMPY
 from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
 from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
 from ._matmul_args import refresh_copies
-from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays
+from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays, restated
 from ._options import _DEFAULT_OPTIONS, _resolve_execution, stream_handle
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
@@ -38,18 +38,6 @@ _MAX_PLANS = 32  # per FFT object: see _plan_for
 _PLANS_LOCK = threading.Lock()  # guards every _Setup.plans dict (held for dict operations only)
 
 
-
-# The C layer names the chains' arrays by slot; the Python caller passed them as dict entries.
-_SLOT_WORDS = (("prolog_array", "prolog['multiply']"), ("epilog_array", "epilog['multiply']"))
-
-
-def _restated(where: str, exc: Exception) -> Exception:
-    """The library's error in the caller's words: the planner's name first, the chain arrays
-    as the caller passed them (same exception type)."""
-    msg = str(exc)
-    for slot, said in _SLOT_WORDS:
-        msg = msg.replace(slot, said)
-    return type(exc)(f"{where}: {msg}")
 
 class _Setup(NamedTuple):
     """What an FFT's plans depend on besides x's layout, replaced as one object by plan()."""
@@ -161,7 +149,7 @@ class FFT:
             raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
         return inverse
 
-    def _plan_for(self, inverse: bool, out, x, setup: "_Setup"):
+    def _plan_for(self, inverse: bool, out, x, setup: "_Setup", where: str):
         """The plan of setup (planned now on first use) for this direction and these layouts.
         Safe from several threads: the dict is read and changed under a lock (planning runs
         outside it), and an evicted plan is dropped, not freed, since another thread's execute
@@ -178,7 +166,7 @@ class FFT:
                                 setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
                                 pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
             except _C.FusemathError as exc:
-                raise _restated(self._where, exc) from None
+                raise restated(where, exc, pro, epi) from None
             with _PLANS_LOCK:
                 if key in plans:  # another thread planned it meanwhile: one plan per key
                     return plans[key]
@@ -235,7 +223,7 @@ class FFT:
         # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
         new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog], {})
         template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
-        self._plan_for(self._kind == _C2R, template, self._x, new)
+        self._plan_for(self._kind == _C2R, template, self._x, new, self._where + ".plan")
         old, self._setup = self._setup, new
         self._free_setup(old)
         self._planned = True
@@ -257,7 +245,7 @@ class FFT:
             out = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
         else:
             _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
-        p = self._plan_for(inverse, out, x, setup)
+        p = self._plan_for(inverse, out, x, setup, self._where + ".execute")
         pro_arr, epi_arr = chains[0].arr, chains[1].arr
         if stream is None and self._device >= 0:
             stream = _C.current_stream(self._lib.index, self._device)
@@ -272,7 +260,7 @@ class FFT:
         try:
             p.execute(*args)
         except _C.FusemathError as exc:
-            raise _restated(self._where + ".execute", exc) from None
+            raise restated(self._where + ".execute", exc, *chains) from None
         return out
 
     def reset_operand(self, x: Any) -> None:

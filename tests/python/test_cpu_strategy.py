@@ -73,6 +73,10 @@ def test_blas_threads_folds_bias_into_the_activation_pass(rng, dtype):
     np.testing.assert_array_equal(bits[clear], (ref > 0)[clear])
 
 
+def wide_of(x):
+    return np.asarray(x, np.float64)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dynamic_tiles_match_reference(rng, dtype):
     """Compute-bound products with room for four tiles of >= 256 x 256 per thread hand the
@@ -100,6 +104,17 @@ def test_dynamic_tiles_match_reference(rng, dtype):
         got = mm.execute(out=c)  # D is C's memory
     assert got is c
     assert_close(c, ref_c, scale_c, dtype, k)
+
+    # a per-column scale with C = D's memory: each GEMM goes to its thread's scratch panel first
+    c2 = make(rng, (m, n), dtype)
+    sc = make(rng, (n,), dtype)
+    ref_s = (wide_of(a) @ wide_of(b)) * wide_of(sc) + 2.0 * wide_of(c2) + wide_of(bias)
+    scale_s = (np.abs(wide_of(a)) @ np.abs(wide_of(b))) * np.abs(wide_of(sc)) + 2 * np.abs(wide_of(c2))
+    with fusemath.Matmul(a, b, c2, beta=2.0, options=opts) as mm:
+        mm.plan(epilogue="bias", bias=bias, epilog_inputs={"scale": sc})
+        assert "tiles=dynamic" in mm.describe(), mm.describe()
+        assert mm.execute(out=c2) is c2
+    assert_close(c2, ref_s, scale_s, dtype, k)
 
     mask = np.packbits(rng.random((m, n)) > 0.5, axis=-1, bitorder="little")
     with fusemath.Matmul(a, b, options=opts) as mm:

@@ -541,8 +541,8 @@ def test_relu_aux_with_zero_columns():
     assert aux["relu_aux"].shape[0] == 3 and aux["relu_aux"].size == 0
 
 
-@pytest.mark.parametrize("dtype,xs", [(np.float32, [1e19, 2e19, -2e19, 3e38, 9.5, -9.5, 0.3]),
-                                      (np.float64, [1e154, 2e154, -2e154, 1e300, 9.5, -9.5, 0.3])])
+@pytest.mark.parametrize("dtype,xs", [(np.float32, [1e19, 2e19, -2e19, 3e38, 9.5, -9.5, 0.3, np.inf, -np.inf]),
+                                      (np.float64, [1e154, 2e154, -2e154, 1e300, 9.5, -9.5, 0.3, np.inf, -np.inf])])
 def test_dgelu_at_huge_activation_inputs(dtype, xs):
     """gelu'(x) tends to 1 (x >> 0) and 0 (x << 0); where x*x overflows the dtype the formula gave
     0 * inf = NaN (found by a review). Finite inputs give the limit; NaN stays NaN; moderate inputs

@@ -1510,8 +1510,14 @@ def test_planner_errors_name_the_planner_and_the_chain_arrays():
     g.plan(epilog={"multiply": e})
     with pytest.raises(fusemath.AliasError, match=r"epilog\['multiply'\]"):
         g.execute(out=e)
+    # the functions too: out overlapping a chain's array is named as such, not as "the input"
+    w = np.ones(8, np.complex64)
+    with pytest.raises(fusemath.AliasError) as err:
+        ff.fft(np.ones(8, np.complex64), out=w, prolog={"multiply": w})
+    msg = str(err.value)
+    assert msg.startswith("fusemath.fft.fft: ") and "prolog['multiply']" in msg and "the input" not in msg, msg
     z = fusemath.fft.FFT(np.zeros((0, 8), np.complex64), axes=0)
-    with pytest.raises(fusemath.ShapeError, match=r"^fusemath\.fft\.FFT: .*length along axis 0 is 0"):
+    with pytest.raises(fusemath.ShapeError, match=r"^fusemath\.fft\.FFT\.plan: .*length along axis 0 is 0"):
         z.plan()
 
 

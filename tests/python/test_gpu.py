@@ -457,19 +457,21 @@ def test_planner_backward_on_gpu(gpu, rng):
 def test_dgelu_at_huge_activation_inputs_on_gpu(gpu, dtype, xs, path):
     """The GPU twin of test_epilogues.py's test: gelu'(x) is 1 for x >> 0 and 0 for x << 0;
     where x*x overflows the dtype the formula gives 0 * inf = NaN. NaN stays NaN.
-    path "kernel": 7 columns, a gelu aux row stride cuBLASLt refuses (not a multiple of 8), so
+    path "kernel": 9 columns, a gelu aux row stride cuBLASLt refuses (not a multiple of 8), so
     fusemath's own elementwise kernel runs after the product (f64 takes it at any layout).
     path "cublaslt": 8 columns, cuBLASLt's fused DGELU_BGRAD for f32. That kernel returns NaN
     for an f32 input of 3e38 (measured on the H200, cuBLASLt 13.0; inputs up to 2e19 are
     right), a limitation of cuBLASLt's kernel documented in docs/api.md, so the value is
     left out there."""
-    xs = list(xs)  # 6 values, + NaN: 7 columns
-    if path == "cublaslt":  # 7 values + NaN: 8 columns
+    xs = list(xs)
+    if path == "kernel":  # 8 values + NaN: 9 columns; +-inf give the limits too
+        xs += [np.inf, -np.inf]
+    else:  # 7 values + NaN: 8 columns
         xs = [x for x in xs if not (dtype == np.float32 and x > 1e38)]
         xs += [0.3, 1.0][: 7 - len(xs)]
     xs = np.array(xs, np.float64)
     host_aux = np.array([np.append(xs, np.nan)] * 2)
-    assert host_aux.shape[1] == (7 if path == "kernel" else 8)
+    assert host_aux.shape[1] == (9 if path == "kernel" else 8)
     aux = gpu.dev(host_aux, dtype)
     a, b = gpu.dev(np.ones((2, 1)), dtype), gpu.dev(np.ones((1, host_aux.shape[1])), dtype)
     mm = fusemath.Matmul(a, b)
