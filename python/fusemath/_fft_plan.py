@@ -38,7 +38,6 @@ _MAX_PLANS = 32  # per FFT object: see _plan_for
 _PLANS_LOCK = threading.Lock()  # guards every _Setup.plans dict (held for dict operations only)
 
 
-
 class _Setup(NamedTuple):
     """What an FFT's plans depend on besides x's layout, replaced as one object by plan()."""
     chains: tuple
