@@ -5,6 +5,7 @@
  * remembered per problem for the rest of the process and travels with FFTW's wisdom in the
  * wisdom file, so the same problem planned again (here, or in a process that loaded the file)
  * takes it without timing: describe() says "wisdom" instead of "timed". */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "fft_axis_split.h"
 #include "fftw_fft.h"
 #include "fftw_impl.h"

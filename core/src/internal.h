@@ -17,7 +17,17 @@
  * prolog/epilog) compiled for AVX-512, AVX2 and baseline x86-64, picked once at load time
  * (GCC/Clang function multi-versioning). The library is built for baseline x86-64, whose
  * SSE2 loops ran the relu + bias passes of a skinny matmul at half the L2 bandwidth. */
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_ADDRESS__)
+/* Not under ASan or TSan: the load-time resolvers run before the sanitizer's runtime is up
+ * (TSan builds crashed in activate_f64's resolver before any test ran). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FM_NO_SIMD_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FM_NO_SIMD_CLONES 1
+#endif
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(FM_NO_SIMD_CLONES)
 #if __has_attribute(target_clones)
 #define FM_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
