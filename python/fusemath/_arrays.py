@@ -16,6 +16,7 @@ need a library to be allocated with.
 """
 from __future__ import annotations
 
+import operator
 import sys
 import warnings
 from typing import Any, Optional
@@ -73,6 +74,17 @@ _NUMPY_DTYPES = {
 _FM_NAMES = {dt: name for name, dt in _NUMPY_DTYPES.items()}
 _FM_NAMES[BF16] = "bf16"
 _FM_NAMES[C32] = "c32"
+
+
+def int_arg(v: Any, name: str, where: str) -> int:
+    """v as a Python int: ints and NumPy integers; bools (an index to Python, not a count) and
+    arrays of one are a TypeError naming the argument."""
+    try:
+        if isinstance(v, (bool, np.bool_)):
+            raise TypeError
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be an int, not {type(v).__name__}") from None
 
 
 def fm_name(dtype: Any) -> str:

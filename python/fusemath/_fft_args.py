@@ -12,6 +12,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _fusemath as _C
+from ._arrays import int_arg
 
 _C2C, _R2C, _C2R = _C.FFT_C2C, _C.FFT_R2C, _C.FFT_C2R
 _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho": _C.FFT_NORM_ORTHO,
@@ -29,26 +30,17 @@ def _norm_code(norm: Any, where: str) -> int:
         raise ValueError(f'{where}: invalid norm value {norm!r}; should be "backward", "ortho" or "forward"') from None
 
 
-def _length(n: Any, name: str, where: str) -> int:
-    try:
-        if isinstance(n, (bool, np.bool_)):  # an index to Python, not a length (NumPy refuses it too)
-            raise TypeError
-        v = operator.index(n)
-    except TypeError:
-        raise TypeError(f"{where}: {name} must be an int, not {type(n).__name__}") from None
+def _length(n: Any, name: str, where: str, keep: Optional[int] = None) -> int:
+    """n as a transform length; with keep (the input's extent), -1 means keep it (NumPy 2's s[i])."""
+    v = int_arg(n, name, where)  # bools refused, as NumPy does
+    if v == -1 and keep is not None:
+        v = keep
     if v < 1:
         raise ValueError(f"{where}: invalid number of FFT data points ({v}) specified in {name}; expected >= 1")
     if v > _MAX_POINTS:
         raise ValueError(f"{where}: {name} = {v} is too large (at most 2**58 points: a result must be addressable "
                          "in bytes)")
     return v
-
-
-def _is_minus_one(v: Any) -> bool:
-    try:
-        return operator.index(v) == -1
-    except TypeError:
-        return False
 
 
 _MAX_POINTS = 1 << 58  # 16-byte elements within a signed 64-bit byte count
@@ -114,8 +106,6 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
                                  f"(x has extent {m} there)"
                                  + ("; irfft needs an input length >= 2 or an explicit n" if kind == _C2R else ""))
         else:
-            if not one_d and not isinstance(v, (bool, np.bool_)) and _is_minus_one(v):
-                v = x.shape[a]  # NumPy 2: s[i] = -1 keeps the input's extent (also irfftn's last axis)
-            v = _length(v, sname if one_d else f"{sname}[{i}]", where)
+            v = _length(v, sname if one_d else f"{sname}[{i}]", where, keep=None if one_d else x.shape[a])
         n.append(v)
     return axes, tuple(n)

@@ -43,12 +43,15 @@ class _Chain(tuple):
         return "data" if self[0] & _OP_CALLBACK else "multiply"
 
 
+CHAIN_SLOTS = ("prolog_array", "epilog_array")  # the C layer's names of the chains' arrays
+
+
 def restated(where: str, exc: Exception, pro: "_Chain", epi: "_Chain") -> Exception:
     """The library's error in the caller's words, same exception type: `where` first, and the
     chains' arrays named as the caller passed them (prolog['multiply'] or prolog['data']), not by
     the C layer's slot names."""
     msg = str(exc)
-    for slot, side, chain in (("prolog_array", "prolog", pro), ("epilog_array", "epilog", epi)):
+    for slot, side, chain in zip(CHAIN_SLOTS, ("prolog", "epilog"), (pro, epi)):
         msg = msg.replace(slot, f"{side}[{chain.array_key!r}]")
     return type(exc)(f"{where}: {msg}")
 

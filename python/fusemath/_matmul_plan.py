@@ -6,13 +6,12 @@ Re-exported by ``fusemath._matmul`` (and as ``fusemath.Matmul``).
 """
 from __future__ import annotations
 
-import operator
 from typing import Any, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import fm_name, lib_of
+from ._arrays import fm_name, int_arg, lib_of
 from ._matmul_args import (
     _DGELU,
     _DRELU,
@@ -194,12 +193,7 @@ class Matmul:
         synchronizes the device before and after (it times). Returns self."""
         where = "Matmul.autotune"
         ops = self._alive(where)
-        try:
-            if isinstance(iterations, (bool, np.bool_)):
-                raise TypeError
-            iterations = operator.index(iterations)  # NumPy integers too (not an array of one)
-        except TypeError:
-            raise TypeError(f"{where}: iterations must be an int, not {type(iterations).__name__}") from None
+        iterations = int_arg(iterations, "iterations", where)  # NumPy integers too
         if not 1 <= iterations <= 1000:  # the C planner's limit (fm_matmul_autotune's repeats)
             raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000")
         if self._plan is None:

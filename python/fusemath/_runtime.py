@@ -1,11 +1,10 @@
 """Library-wide settings and information: threads, backends, devices, versions."""
 from __future__ import annotations
 
-import operator
-
 from typing import List, NamedTuple, Optional
 
 from . import _fusemath as _C
+from ._arrays import int_arg
 
 __all__ = [
     "BackendInfo",
@@ -36,12 +35,7 @@ def set_num_threads(n: int) -> None:
     """Set the number of CPU threads the library uses (BLAS and its own epilogue
     threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
     (read at import) or else the number of online cores."""
-    try:
-        if isinstance(n, bool):
-            raise TypeError
-        n = operator.index(n)  # NumPy integers too (an array of one has __index__ but refuses it)
-    except TypeError:
-        raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}") from None
+    n = int_arg(n, "n", "set_num_threads")  # NumPy integers too
     if n > _MAX_THREADS:  # checked here too: a value past a C int would be an OverflowError there
         raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= {_MAX_THREADS}")
     _C.set_num_threads(max(n, 0))

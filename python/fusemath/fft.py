@@ -69,7 +69,7 @@ from ._fft_arrays import (
     _promote,
     _resize,
 )
-from ._fft_chains import _chain, _check_chain_arrays, restated
+from ._fft_chains import CHAIN_SLOTS, _chain, _check_chain_arrays, restated
 from ._fft_helpers import fftfreq, fftshift, ifftshift, rfftfreq
 from ._fft_plan import FFT
 from ._matmul_args import alias_error
@@ -247,7 +247,7 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
                     _copy_into(lib, dst, res)
                     res = dst
         except _C.AliasError as exc:
-            if "_array" in str(exc):  # out overlaps a chain's array, not x
+            if any(slot in str(exc) for slot in CHAIN_SLOTS):  # out overlaps a chain's array, not x
                 raise restated(where, exc, pro, epi) from None
             raise alias_error(where, "out", exc, "the input") from None
         src = res
