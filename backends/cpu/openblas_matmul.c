@@ -9,6 +9,7 @@
  * of D, reduced in panel order at the end (deterministic for a given plan).
  * OpenBLAS itself is kept at one thread so the two never oversubscribe. */
 #include "cpu_epilogue.h"
+#include "cpu_gemm_kernel.h"
 #include "epilogue.h"
 
 #include <cblas.h>
@@ -44,6 +45,8 @@ typedef struct openblas_plan {
     int64_t n_row_panels, n_col_blocks, items;
     int threads;
     int dynamic; /* tiles handed out one by one (schedule(dynamic)) instead of a static split */
+    const fm_cpu_gemm_kernel *kern; /* fusemath's own small-k kernel instead of cblas (NULL: cblas) */
+    int kern_relu;                  /* the kernel applies relu in registers (no slab pass) */
     size_t es;
 } openblas_plan;
 
@@ -151,6 +154,9 @@ typedef struct exec_args {
     size_t scratch_bytes;
     double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
     int64_t nparts;       /* parts (row panels or row chunks) per batch */
+    char *bp;             /* own kernel: B packed in strips (one B for every batch) */
+    char *bias_p;         /* own kernel: the bias packed, [batch][strips * nr], or NULL */
+    int64_t bias_p_len;   /* elements per batch of bias_p */
 } exec_args;
 
 /* The epilogue's view of rows [r0, r0+rows) x cols [c0, c0+cols) of batch b. */
@@ -230,6 +236,39 @@ static void bgradb_cols(const openblas_plan *pl, const exec_args *x, int64_t b, 
     fm_cpu_sums_store(g->dtype, cols, g->k, bm, os, rs, out, g->col_stride[FM_MATMUL_BGRAD]);
 }
 
+/* Rows of D per call of the own kernel when an activation pass follows it: a slab the
+ * pass (fm_cpu_activate) finds in L1 */
+#define KERNEL_SLAB_BYTES (32 * 1024)
+
+/* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, bias and relu
+ * in registers; other activations (and aux outputs) as a pass over each L1 slab. */
+static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t r0, int64_t rows,
+                            int64_t c0, int64_t cols)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t es = (int64_t)pl->es, nr = pl->kern->nr, ars = g->row_stride[FM_MATMUL_A];
+    const char *a = x->a + (fm_matmul_batch_offset(g, FM_MATMUL_A, b) + r0 * ars) * es;
+    fm_cpu_gemm_args ka = {.k = g->k, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
+                           .a_cs = g->col_stride[FM_MATMUL_A],
+                           .bp = x->bp + (c0 / nr) * g->k * nr * es,
+                           .bias = x->bias_p ? x->bias_p + (b * x->bias_p_len + c0) * es : NULL,
+                           .relu = pl->kern_relu};
+    if (!(pl->mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) || pl->kern_relu) {
+        fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
+        pl->kern->block(&ka, rows, cols, p.d, x->ldd);
+        return;
+    }
+    int64_t slab = fm_max_i64(1, KERNEL_SLAB_BYTES / (cols * es));
+    slab = (slab + pl->kern->mr - 1) / pl->kern->mr * pl->kern->mr;
+    for (int64_t i = 0; i < rows; i += slab) {
+        const int64_t h = fm_min_i64(slab, rows - i);
+        fm_cpu_panel s = make_panel(pl, x, b, r0 + i, h, c0, cols);
+        ka.a = a + i * ka.a_rs * es;
+        pl->kern->block(&ka, h, cols, s.d, x->ldd);
+        fm_cpu_activate(g->dtype, pl->mp.epilogue, &s);
+    }
+}
+
 /* One work item of the tiles strategy: (batch, row panel, column block), one
  * single-threaded GEMM with the epilogue before and after it. tid: the calling
  * thread's index in the team (selects its scratch panel). */
@@ -243,6 +282,10 @@ static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item, 
     int64_t rp = rem / pl->n_col_blocks;
     int64_t r0 = rp * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
     int64_t rows = fm_min_i64(pl->panel_rows, g->m - r0), cols = fm_min_i64(pl->col_block, g->n - c0);
+    if (pl->kern) {
+        run_item_kernel(pl, x, b, r0, rows, c0, cols);
+        return;
+    }
     const char *a = batch_a(pl, x, b) + (pl->la.trans ? r0 : r0 * pl->la.ld) * es;
     const char *bm = batch_b(pl, x, b) + (pl->lb.trans ? c0 * pl->lb.ld : c0) * es;
     fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
@@ -429,6 +472,65 @@ static void bgrad_of_empty(const openblas_plan *pl, void *const *ptrs)
     }
 }
 
+/* ---- the own kernel's packed operands ---- */
+/* Packing units: one per strip of B (of the one B all batches share), then one per
+ * batch for the bias. */
+static int64_t kernel_strips(const openblas_plan *pl) { return (pl->g.n + pl->kern->nr - 1) / pl->kern->nr; }
+
+static int64_t kernel_pack_units(const openblas_plan *pl, const exec_args *x)
+{
+    return kernel_strips(pl) + (x->bias_p ? pl->g.batch_count : 0);
+}
+
+/* One buffer for the packed B and the packed bias; NULL when out of memory. */
+static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const size_t bbytes = (fm_cpu_gemm_packed_bytes(pl->kern, g->dtype, g->k, g->n) + 63) / 64 * 64;
+    x->bias_p_len = kernel_strips(pl) * pl->kern->nr;
+    const size_t biasbytes = x->bias ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
+    char *buf = fm_host_scratch_alloc(bbytes + biasbytes);
+    if (buf) {
+        x->bp = buf;
+        x->bias_p = x->bias ? buf + bbytes : NULL;
+    }
+    return buf;
+}
+
+/* Packing units [u0, u1) of kernel_pack_units. */
+static void kernel_pack(const openblas_plan *pl, const exec_args *x, int64_t u0, int64_t u1)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es;
+    if (u0 < strips) /* the user's b through its strides (no copy is made for the kernel) */
+        pl->kern->pack(g->k, g->n, x->b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u0,
+                       fm_min_i64(u1, strips));
+    for (int64_t u = fm_max_i64(u0, strips); u < u1; u++) { /* the bias of batch u - strips, as a 1 x n matrix */
+        const int64_t b = u - strips;
+        pl->kern->pack(1, g->n, x->bias + fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) * es, 0,
+                       g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, strips);
+    }
+}
+
+/* Why the own kernel cannot compute this problem, or NULL when it can: real f32/f64, one
+ * B for every batch, a forward epilogue (alpha, bias, activation, aux), no C term. */
+static const char *kernel_misfit(const openblas_plan *pl, int has_c)
+{
+    const fm_matmul_geom *g = &pl->g;
+    if (!fm_cpu_gemm_kernel_for(g->dtype))
+        return "it computes f32 and f64 only";
+    if (g->k == 0 || pl->mp.alpha[0] == 0.0)
+        return "k = 0 and alpha = 0 are left to the tiles";
+    if (pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_ANY_BGRAD_))
+        return "it has no scale, backward activation or bias gradient epilogue";
+    if (has_c_term(pl, has_c))
+        return "it has no beta * C term";
+    for (int i = 0; i < g->batch_ndim; i++)
+        if (g->batch_strides[FM_MATMUL_B][i] != 0 && g->batch_shape[i] > 1)
+            return "it needs one b for every batch (b broadcast over the batch dimensions)";
+    return NULL;
+}
+
 /* Byte ranges of two operands overlap (then, after the core's alias check, they are
  * the same memory with the same layout). */
 static int operands_overlap(const fm_problem *pr, int s1, const void *p1, int s2, const void *p2)
@@ -457,7 +559,7 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     exec_args x = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                    .bias = ptrs[FM_MATMUL_BIAS], .scale = ptrs[FM_MATMUL_SCALE], .d = ptrs[FM_MATMUL_D],
                    .aux = ptrs[FM_MATMUL_AUX], .bgrad = ptrs[FM_MATMUL_BGRAD]};
-    void *a_tmp = NULL, *b_tmp = NULL, *d_tmp = NULL, *scratch = NULL;
+    void *a_tmp = NULL, *b_tmp = NULL, *d_tmp = NULL, *scratch = NULL, *kernel_buf = NULL;
     double *partial = NULL;
     fm_status st = FM_OK;
     if (pl->la.copy && g->k > 0) {
@@ -513,25 +615,40 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         }
         x.partial = partial;
     }
+    if (pl->kern && !(kernel_buf = kernel_pack_alloc(pl, &x))) {
+        st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
+        goto out;
+    }
     if (pl->blas_threaded) {
         run_blas_threaded(pl, &x);
     } else {
         fm_blas_single_begin();
         if (pl->threads <= 1 || pl->items == 1) {
+            if (kernel_buf)
+                kernel_pack(pl, &x, 0, kernel_pack_units(pl, &x));
             for (int64_t it = 0; it < pl->items; it++)
                 run_item(pl, &x, it, 0);
         } else {
-            if (pl->dynamic) { /* large tiles, four per thread: see choose_panels */
-#pragma omp parallel for num_threads(pl->threads) schedule(dynamic, 1)
-                for (int64_t it = 0; it < pl->items; it++)
-                    run_item(pl, &x, it, omp_get_thread_num());
-            } else {
-                /* static: each thread gets consecutive panels, so a fresh output's huge
-                 * pages are first touched by one thread each; with dynamic, 1 four threads
-                 * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
-#pragma omp parallel for num_threads(pl->threads) schedule(static)
-                for (int64_t it = 0; it < pl->items; it++)
-                    run_item(pl, &x, it, omp_get_thread_num());
+#pragma omp parallel num_threads(pl->threads)
+            {
+                if (kernel_buf) { /* every thread reads all of B: pack it first, together */
+                    const int64_t units = kernel_pack_units(pl, &x);
+#pragma omp for schedule(static)
+                    for (int64_t u = 0; u < units; u++)
+                        kernel_pack(pl, &x, u, u + 1);
+                }
+                if (pl->dynamic) { /* large tiles, four per thread: see choose_panels */
+#pragma omp for schedule(dynamic, 1) nowait
+                    for (int64_t it = 0; it < pl->items; it++)
+                        run_item(pl, &x, it, omp_get_thread_num());
+                } else {
+                    /* static: each thread gets consecutive panels, so a fresh output's huge
+                     * pages are first touched by one thread each; with dynamic, 1 four threads
+                     * faulted the same 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
+#pragma omp for schedule(static) nowait
+                    for (int64_t it = 0; it < pl->items; it++)
+                        run_item(pl, &x, it, omp_get_thread_num());
+                }
             }
         }
         fm_blas_single_end();
@@ -556,6 +673,7 @@ out:
     fm_free_aligned(d_tmp);
     fm_free_aligned(scratch);
     fm_free_aligned(partial);
+    fm_host_scratch_free(kernel_buf);
     return st;
 }
 
@@ -701,6 +819,20 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     if (!pl.d_direct && (double)g->batch_count * (double)g->m * (double)g->n * (double)pl.es > 1e15)
         return fm_fail(FM_ERR_TOO_LARGE, "matmul: d is too large for a temporary copy");
     choose_panels(&pl);
+    const int has_c = (p->present >> FM_MATMUL_C) & 1;
+    const char *misfit = kernel_misfit(&pl, has_c);
+    if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul: cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take "
+                       "this product: %s", misfit);
+    /* Memory-bound products (small k): the own kernel stores each block of D once with the
+     * epilogue applied, where cblas tiles need passes over D around the call */
+    if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL ||
+        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit && g->k < LARGE_K && !pl.blas_threaded)) {
+        pl.kern = fm_cpu_gemm_kernel_for(g->dtype);
+        pl.kern_relu = (pl.mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) == FM_EPILOGUE_RELU &&
+                       !(pl.mp.epilogue & FM_EPILOGUE_AUX);
+        pl.la.copy = pl.lb.copy = 0; /* it reads A through its strides and packs B itself */
+    }
 
     openblas_plan *impl = malloc(sizeof *impl);
     if (!impl)
@@ -716,8 +848,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
 
     /* passes over D: tiles fuse everything into one; blas-threads adds a preload
      * before and an epilogue pass after the threaded GEMM when there is work for them */
-    int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, (p->present >> FM_MATMUL_C) & 1) + needs_post_pass(&pl)
-                                  : 1;
+    int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, has_c) + needs_post_pass(&pl) : 1;
     char epi[96], batch[32] = "", copies[32] = "";
     fm_epilogue_format(pl.mp.epilogue, epi, sizeof epi);
     if (g->batch_count != 1)
@@ -726,10 +857,11 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s",
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
              pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads,
-             pl.dynamic ? " tiles=dynamic" : "", pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
+             pl.dynamic ? " tiles=dynamic" : "", pl.kern ? " kernel=" : "", pl.kern ? pl.kern->isa : "",
+             pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }
 
@@ -741,7 +873,7 @@ static void wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p,
 {
     (void)ctx, (void)state, (void)p;
     const char *config = openblas_get_config();
-    snprintf(buf, n, "%s", config ? config : "");
+    snprintf(buf, n, "%s kernel=%s", config ? config : "", fm_cpu_gemm_kernel_for(FM_F32)->isa);
 }
 
 const fm_backend fm_backend_openblas_matmul = {

@@ -178,8 +178,9 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
     if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: execution = %d, expected auto (0), cpu (1) or cuda (2)",
                        opts->execution);
-    if (opts->cpu_strategy < FM_CPU_STRATEGY_AUTO || opts->cpu_strategy > FM_CPU_STRATEGY_BLAS_THREADS)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: cpu_strategy = %d, expected 0 (auto), 1 (tiles) or 2 (blas_threads)",
+    if (opts->cpu_strategy < FM_CPU_STRATEGY_AUTO || opts->cpu_strategy > FM_CPU_STRATEGY_KERNEL)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "matmul: cpu_strategy = %d, expected 0 (auto), 1 (tiles), 2 (blas_threads) or 3 (kernel)",
                        opts->cpu_strategy);
     if (opts->num_threads < 0 || opts->panel_rows < 0 || opts->device_id < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
@@ -679,17 +680,21 @@ fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MAT
             q.u.matmul.gpu_passes = fused ? 1 : 2;
             q.u.matmul.gpu_algo = fused ? qi - 1 : qi - 1 - GPU_FUSED_ALGOS;
         } else if (qi > 0) {
-            if (qi >= NCPU)
+            /* each panel height (0: the heuristic's) through cblas, then through the own
+             * kernel where it applies (NOT_APPLICABLE skips it) */
+            if (qi >= 2 * NCPU)
                 break;
-            if (cand[qi] > m)
+            const int ci = qi % NCPU;
+            if (cand[ci] > m)
                 continue;
-            q.u.matmul.panel_rows = cand[qi];
-            q.u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
+            q.u.matmul.panel_rows = cand[ci];
+            q.u.matmul.cpu_strategy = qi < NCPU ? FM_CPU_STRATEGY_TILES : FM_CPU_STRATEGY_KERNEL;
         }
         /* the default through the cache (it may be an earlier winner); candidates outside it,
          * so that tuning leaves one entry (the winner) instead of up to 128 */
         s = qi == 0 ? fm_plan_problem(ctx, &q, &plans[n]) : fm_plan_problem_uncached(ctx, &q, &plans[n]);
-        if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu)) {
+        if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu) ||
+            (s == FM_ERR_NOT_SUPPORTED && !on_gpu && qi >= NCPU)) { /* the own kernel does not take it */
             fm_clear_error(); /* e.g. no fused algorithm, or no more candidates */
             if (on_gpu && qi > 0 && qi <= GPU_FUSED_ALGOS)
                 qi = GPU_FUSED_ALGOS; /* the backend's candidates are numbered without gaps */

@@ -401,11 +401,11 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         if (strcmp(op, "matmul") != 0)
             continue; /* other operations' wisdom (e.g. fft) is read by their own code */
         /* the ranges fm_matmul_options accepts: an edited file must not plan what no caller could ask */
-        if (e.v[0] < 0 || e.v[1] < FM_CPU_STRATEGY_AUTO || e.v[1] > FM_CPU_STRATEGY_BLAS_THREADS || e.v[2] < 0 ||
+        if (e.v[0] < 0 || e.v[1] < FM_CPU_STRATEGY_AUTO || e.v[1] > FM_CPU_STRATEGY_KERNEL || e.v[2] < 0 ||
             e.v[2] > 63 || e.v[3] < 0 || e.v[3] > 2) {
             s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d: panel_rows %d, cpu_strategy %d, gpu_algo %d, "
                         "gpu_passes %d; expected >= 0, %d..%d, 0..63 and 0..2", path, lineno, e.v[0], e.v[1], e.v[2],
-                        e.v[3], FM_CPU_STRATEGY_AUTO, FM_CPU_STRATEGY_BLAS_THREADS);
+                        e.v[3], FM_CPU_STRATEGY_AUTO, FM_CPU_STRATEGY_KERNEL);
             break;
         }
         e.op = FM_OP_MATMUL;

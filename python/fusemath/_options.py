@@ -130,9 +130,12 @@ class MatmulOptions:
         num_threads: CPU threads for this matmul; 0 = the library setting
             (:func:`fusemath.set_num_threads`).
         panel_rows: CPU rows per fused panel; 0 = heuristic (``Matmul.autotune`` picks one).
-        cpu_strategy: ``"auto"`` (heuristic), ``"tiles"`` (one single-threaded GEMM per tile,
-            epilogue fused per tile) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the
-            epilogue runs as parallel passes; can pay off for lone large f64 products).
+        cpu_strategy: ``"auto"`` (heuristic), ``"tiles"`` (one single-threaded OpenBLAS GEMM
+            per tile, epilogue fused per tile), ``"kernel"`` (the same tiles through fusemath's
+            own GEMM kernel, which applies alpha, bias and relu in registers before storing D;
+            real float32/float64 with forward epilogues and no beta*C; ``"auto"`` picks it
+            when k < 256) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
+            as parallel passes; can pay off for lone large f64 products).
         compute: ``"default"`` (the dtype's own precision; f16/bf16 accumulate in f32) or
             ``"tf32"`` (float32 data on tensor cores with tf32 inputs: opt-in, CUDA only,
             about 1e-3 relative error).
@@ -184,13 +187,13 @@ def _nonneg_int(value: Any, name: str, where: str) -> int:
 AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DEFAULT)
 _COMPUTES = {"default": _C.COMPUTE_DEFAULT, "tf32": _C.COMPUTE_TF32}
 _CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
-                   "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS}
+                   "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS, "kernel": _C.CPU_STRATEGY_KERNEL}
 
 
 def _cpu_strategy(value: Any, where: str) -> int:
     if isinstance(value, str) and value.strip().lower() in _CPU_STRATEGIES:
         return _CPU_STRATEGIES[value.strip().lower()]
-    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of 'auto', 'tiles', 'blas_threads'")
+    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of 'auto', 'tiles', 'blas_threads', 'kernel'")
 
 
 def _compute(value: Any, where: str) -> int:

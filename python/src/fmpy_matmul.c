@@ -58,7 +58,7 @@ int fmpy_fill_options(fm_state *st, const char *fname, const opt_objs *a, fm_mat
         return -1;
     o->panel_rows = (int32_t)v;
     v = o->cpu_strategy;
-    if (fmpy_int_arg(fname, "cpu_strategy", a->cpu_strategy, 0, 2, &v) < 0)
+    if (fmpy_int_arg(fname, "cpu_strategy", a->cpu_strategy, FM_CPU_STRATEGY_AUTO, FM_CPU_STRATEGY_KERNEL, &v) < 0)
         return -1;
     o->cpu_strategy = (int32_t)v;
     v = o->compute;

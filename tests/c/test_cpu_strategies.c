@@ -1,6 +1,9 @@
-/* test_cpu_strategies.c : both CPU matmul strategies (tiles and blas-threads) give
- * the float64 reference for every epilogue, with C and beta, f32 and f64, and the
- * planner takes the strategy option (with threads > 1, or it falls back to tiles). */
+/* test_cpu_strategies.c : the CPU matmul strategies (cblas tiles, blas-threads, and
+ * tiles through fusemath's own kernel) give the float64 reference for every epilogue,
+ * with C and beta (not the kernel: it refuses a C term), f32 and f64, in each of the
+ * kernel's instruction-set variants this CPU runs; and the planner takes the strategy
+ * option (with threads > 1, or it falls back to tiles). */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #include "check.h"
 
 #include <fusemath/fusemath.h>
@@ -27,6 +30,8 @@ static void reference(int m, int n, int k, const double *a, const double *b, con
             d[i * n + j] = (epi & FM_EPILOGUE_RELU) ? (v > 0 ? v : 0) : (epi & FM_EPILOGUE_GELU) ? gelu_ref(v) : v;
         }
 }
+
+static const char *want_isa; /* test_kernel_variants: the variant describe() must name */
 
 static void run_case(fm_context *ctx, int f64, int strategy, unsigned epi, int with_c, int m, int n, int k)
 {
@@ -76,9 +81,14 @@ static void run_case(fm_context *ctx, int f64, int strategy, unsigned epi, int w
                             (epi & FM_EPILOGUE_AUX) ? &taux : NULL, &o, &plan));
     if (!plan)
         goto out;
-    const char *want = strategy == FM_CPU_STRATEGY_BLAS_THREADS ? "blas_threads=" : "panel=";
+    const char *want = strategy == FM_CPU_STRATEGY_BLAS_THREADS ? "blas_threads="
+                       : strategy == FM_CPU_STRATEGY_KERNEL     ? " kernel="
+                                                                : "panel=";
     CHECK_MSG(fm_test_contains(fm_plan_describe(plan), want), "describe \"%s\" lacks \"%s\"", fm_plan_describe(plan),
               want);
+    if (strategy == FM_CPU_STRATEGY_KERNEL && want_isa)
+        CHECK_MSG(fm_test_contains(fm_plan_describe(plan), want_isa), "describe \"%s\" lacks \"%s\"",
+                  fm_plan_describe(plan), want_isa);
     void *ptrs[FM_MATMUL_NSLOTS] = {A, B, with_c ? C : NULL, (epi & FM_EPILOGUE_BIAS) ? BIAS : NULL, D,
                                     (epi & FM_EPILOGUE_AUX) ? AUX : NULL};
     for (int rep = 0; rep < 2; rep++) { /* a second execute must give the same answer */
@@ -114,10 +124,101 @@ static void test_strategies_match_reference(void)
     const unsigned epis[] = {0, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, FM_EPILOGUE_GELU,
                              FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_AUX, FM_EPILOGUE_GELU | FM_EPILOGUE_AUX};
     for (int f64 = 0; f64 < 2; f64++)
-        for (int strategy = FM_CPU_STRATEGY_TILES; strategy <= FM_CPU_STRATEGY_BLAS_THREADS; strategy++)
+        for (int strategy = FM_CPU_STRATEGY_TILES; strategy <= FM_CPU_STRATEGY_KERNEL; strategy++)
             for (size_t e = 0; e < sizeof epis / sizeof epis[0]; e++)
-                for (int with_c = 0; with_c < 2; with_c++)
+                for (int with_c = 0; with_c < 2 - (strategy == FM_CPU_STRATEGY_KERNEL); with_c++)
                     run_case(ctx, f64, strategy, epis[e], with_c, 67, 301, 45);
+    fm_context_destroy(ctx);
+}
+
+/* Each variant of the own kernel (FUSEMATH_CPU_KERNEL caps it; read when a plan is made,
+ * so a fresh context per variant): remainders of the register block in both directions
+ * (m = 67, n = 301 and 5 x 7), k from 1 up to 300. */
+static void test_kernel_variants(void)
+{
+    const char *caps[] = {"generic", "avx2", "avx512"};
+    const unsigned epis[] = {0, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, FM_EPILOGUE_BIAS | FM_EPILOGUE_GELU | FM_EPILOGUE_AUX,
+                             FM_EPILOGUE_RELU | FM_EPILOGUE_AUX};
+    for (int v = 0; v < 3; v++) {
+        setenv("FUSEMATH_CPU_KERNEL", caps[v], 1);
+        want_isa = v == 0 ? "kernel=generic" : NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (v == 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            want_isa = "kernel=avx2";
+        if (v == 2 && __builtin_cpu_supports("avx512f"))
+            want_isa = "kernel=avx512";
+#endif
+        fm_context *ctx = NULL;
+        CHECK_OK(fm_context_create(&ctx));
+        if (!ctx)
+            break;
+        for (int f64 = 0; f64 < 2; f64++)
+            for (size_t e = 0; e < sizeof epis / sizeof epis[0]; e++) {
+                run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 0, 67, 301, 45);
+                run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 0, 5, 7, 1);
+                run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 0, 9, 33, 300);
+            }
+        fm_context_destroy(ctx);
+    }
+    unsetenv("FUSEMATH_CPU_KERNEL");
+    want_isa = NULL;
+}
+
+/* cpu_strategy = kernel on a product the kernel does not compute: a clear error naming
+ * what it lacks, never a silent fallback. */
+static void test_kernel_refusals(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    double buf[64] = {0};
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t s2[2] = {2, 2}, s3[3] = {2, 2, 2}, sv[1] = {2};
+    fm_tensor ta, tb, tc, td, tz, tb3, ta3, td3, tbias;
+    fm_tensor_init(&ta, buf, cpu, FM_F64, 2, s2, NULL);
+    fm_tensor_init(&tb, buf + 8, cpu, FM_F64, 2, s2, NULL);
+    fm_tensor_init(&tc, buf + 16, cpu, FM_F64, 2, s2, NULL);
+    fm_tensor_init(&td, buf + 24, cpu, FM_F64, 2, s2, NULL);
+    fm_tensor_init(&tz, buf, cpu, FM_C128, 2, s2, NULL);
+    fm_tensor_init(&ta3, buf, cpu, FM_F64, 3, s3, NULL);
+    fm_tensor_init(&tb3, buf + 8, cpu, FM_F64, 3, s3, NULL);
+    fm_tensor_init(&td3, buf + 32, cpu, FM_F64, 3, s3, NULL);
+    fm_tensor_init(&tbias, buf + 60, cpu, FM_F64, 1, sv, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.cpu_strategy = FM_CPU_STRATEGY_KERNEL;
+    fm_plan *plan = NULL;
+    /* complex */
+    fm_tensor zd = tz;
+    zd.data = buf + 40;
+    CHECK_STATUS(fm_matmul_plan(ctx, &tz, &tz, NULL, NULL, &zd, NULL, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("f32 and f64 only");
+    /* beta * C */
+    o.beta[0] = 1.0;
+    CHECK_STATUS(fm_matmul_plan(ctx, &ta, &tb, &tc, NULL, &td, NULL, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("beta * C");
+    o.beta[0] = 0.0;
+    /* a backward activation (aux: gelu's input) */
+    o.epilogue = FM_EPILOGUE_DGELU;
+    CHECK_STATUS(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, &tc, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("backward activation");
+    o.epilogue = 0;
+    /* alpha = 0 */
+    o.alpha[0] = 0.0;
+    CHECK_STATUS(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("alpha = 0");
+    o.alpha[0] = 1.0;
+    /* one b per batch */
+    CHECK_STATUS(fm_matmul_plan(ctx, &ta3, &tb3, NULL, NULL, &td3, NULL, &o, &plan), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("one b for every batch");
+    CHECK_ERROR_MENTIONS("cpu_strategy 'kernel'");
+    /* b broadcast over the batch is taken */
+    o.epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU;
+    CHECK_OK(fm_matmul_plan(ctx, &ta3, &tb, NULL, &tbias, &td3, NULL, &o, &plan));
+    if (plan)
+        CHECK_MSG(fm_test_contains(fm_plan_describe(plan), " kernel="), "describe: %s", fm_plan_describe(plan));
+    fm_plan_release(plan);
     fm_context_destroy(ctx);
 }
 
@@ -153,7 +254,7 @@ static void *concurrent_worker(void *p)
 {
     concurrent_arg *ca = p;
     for (int i = 0; i < 6; i++)
-        run_case(ca->ctx, i & 1, ca->strategy, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, i % 3 == 0, 130, 257, 64);
+        run_case(ca->ctx, i & 1, ca->strategy, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, i % 3 == 0 && ca->strategy != FM_CPU_STRATEGY_KERNEL, 130, 257, 64);
     return NULL;
 }
 
@@ -167,7 +268,7 @@ static void test_strategies_concurrently(void)
     concurrent_arg args[4];
     for (int t = 0; t < 4; t++) {
         args[t].ctx = ctx;
-        args[t].strategy = (t & 1) ? FM_CPU_STRATEGY_BLAS_THREADS : FM_CPU_STRATEGY_TILES;
+        args[t].strategy = (t & 1) ? FM_CPU_STRATEGY_BLAS_THREADS : t ? FM_CPU_STRATEGY_KERNEL : FM_CPU_STRATEGY_TILES;
         CHECK(pthread_create(&th[t], NULL, concurrent_worker, &args[t]) == 0);
     }
     for (int t = 0; t < 4; t++)
@@ -178,6 +279,8 @@ static void test_strategies_concurrently(void)
 int main(void)
 {
     RUN_TEST(test_strategies_match_reference);
+    RUN_TEST(test_kernel_variants);
+    RUN_TEST(test_kernel_refusals);
     RUN_TEST(test_strategies_concurrently);
     RUN_TEST(test_bad_strategy);
     TEST_MAIN_RETURN();

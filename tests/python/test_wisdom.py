@@ -85,7 +85,7 @@ def test_load_errors(tmp_path):
     for fields in ("-5 0 0 0", "0 9 0 0", "0 0 64 0", "0 0 0 -4"):  # values no caller could ask for
         edited = tmp_path / "edited"
         edited.write_text(f"fusemath-wisdom 1\nmatmul 0123456789abcdef 0 0 0 0 # ok\nmatmul 00000000000000aa {fields}\n")
-        with pytest.raises(ValueError, match=r"line 3: panel_rows .* expected >= 0, 0\.\.2, 0\.\.63 and 0\.\.2"):
+        with pytest.raises(ValueError, match=r"line 3: panel_rows .* expected >= 0, 0\.\.3, 0\.\.63 and 0\.\.2"):
             fusemath.wisdom.load(edited)
         assert fusemath.wisdom.size() == n  # all or nothing
     later = tmp_path / "later"  # a later format's magic line, not this one's with a suffix

@@ -1,0 +1,159 @@
+/* cpu_gemm_kernel.c : the small-k GEMM kernel's variants (cpu_gemm_kernel.inc) for
+ * AVX-512, AVX2 and plain C, f32 and f64, and the choice between them for this CPU. */
+#include "cpu_gemm_kernel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FM_GEMM_KERNEL_X86 1
+#include <immintrin.h>
+#endif
+
+/* ---- plain C: any CPU (MR x NR = 4 x 8 scalars) ---- */
+#define T float
+#define V float
+#define VL 1
+#define NRV 8
+#define MR 4
+#define KTARGET
+#define KNAME(x) generic_f32_##x
+#define KISA "generic"
+#define V_ZERO() 0.0f
+#define V_LOAD(p) (*(p))
+#define V_BCAST(x) (x)
+#define V_FMA(a, b, c) ((a) * (b) + (c))
+#define V_MUL(a, b) ((a) * (b))
+#define V_ADD(a, b) ((a) + (b))
+#define V_MAX(a, z) ((a) > (z) ? (a) : (z))
+#define V_STORE(p, v) (*(p) = (v))
+#include "cpu_gemm_kernel.inc"
+
+#define T double
+#define V double
+#define VL 1
+#define NRV 8
+#define MR 4
+#define KTARGET
+#define KNAME(x) generic_f64_##x
+#define KISA "generic"
+#define V_ZERO() 0.0
+#define V_LOAD(p) (*(p))
+#define V_BCAST(x) (x)
+#define V_FMA(a, b, c) ((a) * (b) + (c))
+#define V_MUL(a, b) ((a) * (b))
+#define V_ADD(a, b) ((a) + (b))
+#define V_MAX(a, z) ((a) > (z) ? (a) : (z))
+#define V_STORE(p, v) (*(p) = (v))
+#include "cpu_gemm_kernel.inc"
+
+#ifdef FM_GEMM_KERNEL_X86
+/* ---- AVX2 + FMA: 16 ymm registers, 6 x 2 accumulators ---- */
+#define T float
+#define V __m256
+#define VL 8
+#define NRV 2
+#define MR 6
+#define KTARGET __attribute__((target("avx2,fma")))
+#define KNAME(x) avx2_f32_##x
+#define KISA "avx2"
+#define V_ZERO() _mm256_setzero_ps()
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_BCAST(x) _mm256_set1_ps(x)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#define V_MAX(a, z) _mm256_max_ps(a, z) /* NaN in a gives z, as x > 0 ? x : 0 */
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#include "cpu_gemm_kernel.inc"
+
+#define T double
+#define V __m256d
+#define VL 4
+#define NRV 2
+#define MR 6
+#define KTARGET __attribute__((target("avx2,fma")))
+#define KNAME(x) avx2_f64_##x
+#define KISA "avx2"
+#define V_ZERO() _mm256_setzero_pd()
+#define V_LOAD(p) _mm256_loadu_pd(p)
+#define V_BCAST(x) _mm256_set1_pd(x)
+#define V_FMA(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define V_MUL(a, b) _mm256_mul_pd(a, b)
+#define V_ADD(a, b) _mm256_add_pd(a, b)
+#define V_MAX(a, z) _mm256_max_pd(a, z)
+#define V_STORE(p, v) _mm256_storeu_pd(p, v)
+#include "cpu_gemm_kernel.inc"
+
+/* ---- AVX-512: 32 zmm registers, 8 x 2 accumulators ---- */
+#define T float
+#define V __m512
+#define VL 16
+#define NRV 2
+#define MR 8
+#define KTARGET __attribute__((target("avx512f,avx2,fma")))
+#define KNAME(x) avx512_f32_##x
+#define KISA "avx512"
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_BCAST(x) _mm512_set1_ps(x)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_MAX(a, z) _mm512_max_ps(a, z)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#include "cpu_gemm_kernel.inc"
+
+#define T double
+#define V __m512d
+#define VL 8
+#define NRV 2
+#define MR 8
+#define KTARGET __attribute__((target("avx512f,avx2,fma")))
+#define KNAME(x) avx512_f64_##x
+#define KISA "avx512"
+#define V_ZERO() _mm512_setzero_pd()
+#define V_LOAD(p) _mm512_loadu_pd(p)
+#define V_BCAST(x) _mm512_set1_pd(x)
+#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define V_MUL(a, b) _mm512_mul_pd(a, b)
+#define V_ADD(a, b) _mm512_add_pd(a, b)
+#define V_MAX(a, z) _mm512_max_pd(a, z)
+#define V_STORE(p, v) _mm512_storeu_pd(p, v)
+#include "cpu_gemm_kernel.inc"
+#endif
+
+/* FUSEMATH_CPU_KERNEL=avx2|generic caps the variant (tests run the narrower ones on a
+ * machine that has the wider; a cap above what the CPU has is ignored). */
+static int isa_cap(void)
+{
+    const char *e = getenv("FUSEMATH_CPU_KERNEL");
+    if (e && !strcmp(e, "generic"))
+        return 0;
+    if (e && !strcmp(e, "avx2"))
+        return 1;
+    return 2;
+}
+
+const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t)
+{
+    if (t != FM_F32 && t != FM_F64)
+        return NULL;
+    const int f64 = t == FM_F64, cap = isa_cap();
+#ifdef FM_GEMM_KERNEL_X86
+    __builtin_cpu_init();
+    if (cap >= 2 && __builtin_cpu_supports("avx512f"))
+        return f64 ? &avx512_f64_kernel : &avx512_f32_kernel;
+    if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return f64 ? &avx2_f64_kernel : &avx2_f32_kernel;
+#else
+    (void)cap;
+#endif
+    return f64 ? &generic_f64_kernel : &generic_f32_kernel;
+}
+
+size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n)
+{
+    const int64_t strips = (n + kn->nr - 1) / kn->nr;
+    return (size_t)(strips * kn->nr * k) * fm_dtype_size(t);
+}

@@ -1,0 +1,44 @@
+/* cpu_gemm_kernel.h : fusemath's own GEMM microkernel for products with a small k,
+ * the forward epilogue applied in registers before D is stored.
+ *
+ * Why: with k of 64-128 the product is bound by writing D, and OpenBLAS as a black
+ * box needs the bias and the activation as passes over each D tile (4-8% of the
+ * product on the H200 host, docs/performance.md). Here every MR x NR block of D is
+ * summed over the whole k in registers, then alpha, bias and relu are applied and the
+ * block is stored once. B is packed once per execute into strips of NR columns
+ * (k x NR each, zero padded) that every thread reads; A is read in place through
+ * its strides (a broadcast per element, so any layout works without packing). */
+#ifndef FM_CPU_GEMM_KERNEL_H
+#define FM_CPU_GEMM_KERNEL_H
+
+#include "internal.h"
+
+typedef struct fm_cpu_gemm_args {
+    int64_t k;
+    double alpha;
+    const void *a;      /* A at the block's first row; element (i, p) at a[i * a_rs + p * a_cs] */
+    int64_t a_rs, a_cs;
+    const void *bp;     /* packed B at the block's first strip */
+    const void *bias;   /* packed bias (contiguous, zero padded) at the block's first column, or NULL */
+    int relu;           /* max(x, 0) before the store (NaN gives 0, as fm_cpu_activate) */
+} fm_cpu_gemm_args;
+
+typedef struct fm_cpu_gemm_kernel {
+    const char *isa; /* "avx512", "avx2" or "generic" (describe() names it) */
+    int mr;          /* rows per register block */
+    int nr;          /* columns per packed strip */
+    /* strips [s0, s1) of the k x n matrix (element (p, j) at src[p * rs + j * cs]) into
+     * dst + s * k * nr, zero beyond column n */
+    void (*pack)(int64_t k, int64_t n, const void *src, int64_t rs, int64_t cs, void *dst, int64_t s0, int64_t s1);
+    /* D[rows x cols] (row stride ldd, unit column stride) = epilogue(alpha * A @ B);
+     * cols counted from the block's first strip */
+    void (*block)(const fm_cpu_gemm_args *x, int64_t rows, int64_t cols, void *d, int64_t ldd);
+} fm_cpu_gemm_kernel;
+
+/* The fastest variant this CPU runs for real dtype t (f32, f64); NULL for other dtypes. */
+const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t);
+
+/* Bytes of the packed form of a k x n matrix for kernel kn. */
+size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n);
+
+#endif

@@ -1,0 +1,148 @@
+"""fusemath's own small-k GEMM kernel (cpu_strategy="kernel", auto for k < 256): results
+against the float64 reference in every layout and forward epilogue, answers that do not
+depend on the threads or the panels, NaN/inf as the cblas tiles give them, and clear
+refusals of what it does not compute."""
+import numpy as np
+import pytest
+
+import fusemath
+from mmref import LAYOUTS, MAX_SLOPE, activation, assert_close, make, reference, unpack_relu_mask
+
+KERNEL = fusemath.MatmulOptions(cpu_strategy="kernel", num_threads=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("la", LAYOUTS)
+@pytest.mark.parametrize("lb", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(37, 45, 13), (9, 100, 1), (130, 33, 70)])
+def test_layouts_match_reference(rng, dtype, la, lb, m, n, k):
+    """A is read through its strides and B packed from its strides: no copy of either."""
+    a = make(rng, (m, k), dtype, la)
+    b = make(rng, (k, n), dtype, lb)
+    bias = make(rng, (n,), dtype, "strided")
+    with fusemath.Matmul(a, b, alpha=-0.5, options=KERNEL) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        assert " kernel=" in mm.describe() and "copies=a" not in mm.describe(), mm.describe()
+        _, ref, scale = reference(a, b, alpha=-0.5, bias=bias, act="relu")
+        assert_close(mm.execute(), ref, scale, dtype, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["relu", "gelu", "sigmoid", "tanh", "silu", None])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_forward_epilogues_match_reference(rng, dtype, act, with_bias):
+    m, n, k = 203, 290, 64  # n: nine strips of 32 and a partial one
+    a, b = make(rng, (m, k), dtype), make(rng, (k, n), dtype)
+    bias = make(rng, (n,), dtype) if with_bias else None
+    words = (["bias"] if with_bias else []) + ([act] if act else [])
+    epilogue = "+".join(words) or None
+    d = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options=KERNEL)
+    _, pre, scale = reference(a, b, bias=bias)
+    ref = activation(act, pre) if act else pre
+    assert_close(d, ref, scale * MAX_SLOPE[act], dtype, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_aux_outputs(rng, dtype):
+    """relu's mask and gelu's input come from the slab pass after the kernel."""
+    m, n, k = 70, 301, 40
+    a, b, bias = make(rng, (m, k), dtype), make(rng, (k, n), dtype), make(rng, (n,), dtype)
+    pre, ref, scale = reference(a, b, bias=bias, act="relu")
+    with fusemath.Matmul(a, b, options=KERNEL) as mm:
+        mm.plan(epilogue="relu_aux_bias", bias=bias)
+        d, aux = mm.execute()
+        mask = aux["relu_aux"]
+        assert_close(d, ref, scale, dtype, k)
+        clear = np.abs(pre) > 1e-3 * scale
+        assert np.array_equal(unpack_relu_mask(mask, n)[clear], (pre > 0)[clear])
+    with fusemath.Matmul(a, b, options=KERNEL) as mm:
+        mm.plan(epilogue="gelu_aux_bias", bias=bias)
+        d, aux = mm.execute()
+        assert_close(aux["gelu_aux"], pre, scale, dtype, k, "gelu input")
+        assert_close(d, activation("gelu", pre), scale * MAX_SLOPE["gelu"], dtype, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_with_one_b(rng, dtype):
+    """A batched, B shared (2-D): one packed B for every batch; the bias per batch entry."""
+    a = make(rng, (3, 2, 41, 30), dtype)
+    b = make(rng, (30, 77), dtype, "T")
+    bias = make(rng, (3, 2, 77), dtype)
+    d = fusemath.matmul(a, b, bias=bias[..., None, :].squeeze(-2), epilogue="bias+gelu", options=KERNEL)
+    _, ref, scale = reference(a, b, bias=bias[..., None, :], act="gelu")
+    assert_close(d, ref, scale * MAX_SLOPE["gelu"], dtype, 30)
+
+
+def test_answer_does_not_depend_on_threads_or_panels(rng):
+    """Every element is summed over k in order by one thread: bit-identical for any split."""
+    a, b, bias = make(rng, (1000, 96), np.float32), make(rng, (96, 200), np.float32), make(rng, (200,), np.float32)
+    outs = []
+    for threads, panel in [(1, 0), (2, 0), (3, 16), (2, 1000), (4, 7)]:
+        opts = fusemath.MatmulOptions(cpu_strategy="kernel", num_threads=threads, panel_rows=panel)
+        outs.append(fusemath.matmul(a, b, bias=bias, epilogue="bias+relu", options=opts))
+    for o in outs[1:]:
+        assert np.array_equal(o, outs[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_and_inf_as_the_tiles_give_them(rng, dtype):
+    """relu(NaN) = 0 and inf * 0 = NaN in both strategies: the same answers, bit for bit in
+    where NaN and inf stand."""
+    a, b, bias = make(rng, (40, 16), dtype), make(rng, (16, 50), dtype), make(rng, (50,), dtype)
+    a[3, 5] = np.nan
+    a[7, :] = np.inf
+    b[:, 9] = 0  # inf * 0 in row 7, column 9
+    a[11, 2] = -np.inf
+    for epilogue in ("bias+relu", "bias"):
+        got = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options=KERNEL)
+        want = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options={"cpu_strategy": "tiles"})
+        assert np.array_equal(np.isnan(got), np.isnan(want)), epilogue
+        assert np.array_equal(np.isinf(got), np.isinf(want)), epilogue
+        fin = np.isfinite(want)
+        _, ref, scale = reference(np.nan_to_num(a, posinf=0, neginf=0, nan=0), b, bias=bias,
+                                  act="relu" if "relu" in epilogue else None)
+        rows_clean = np.ones(40, bool)
+        rows_clean[[3, 7, 11]] = False
+        assert_close(got[rows_clean], ref[rows_clean], scale[rows_clean], dtype, 16)
+        assert np.isfinite(got[rows_clean]).all() and fin[rows_clean].all()
+    relu = fusemath.matmul(a, b, bias=bias, epilogue="bias+relu", options=KERNEL)
+    assert (relu[3] == 0).all()  # NaN row: relu gives 0, as max(x, 0) with x > 0 false
+
+
+def test_auto_picks_it_for_small_k_only(rng):
+    a32 = make(rng, (512, 64), np.float32)
+    with fusemath.Matmul(a32, make(rng, (64, 256), np.float32)) as mm:
+        mm.plan(epilogue="relu")
+        assert " kernel=" in mm.describe()
+    with fusemath.Matmul(make(rng, (512, 256), np.float32), make(rng, (256, 256), np.float32)) as mm:
+        mm.plan(epilogue="relu")
+        assert " kernel=" not in mm.describe()  # compute-bound: cblas tiles
+    with fusemath.Matmul(make(rng, (64, 8), np.complex64), make(rng, (8, 64), np.complex64)) as mm:
+        mm.plan()
+        assert " kernel=" not in mm.describe()
+    with fusemath.Matmul(a32, make(rng, (64, 256), np.float32), options={"cpu_strategy": "tiles"}) as mm:
+        mm.plan(epilogue="relu")
+        assert " kernel=" not in mm.describe()
+
+
+@pytest.mark.parametrize("case,match", [
+    ("complex", "f32 and f64 only"),
+    ("beta_c", "beta \\* C"),
+    ("dgelu", "backward activation"),
+    ("alpha0", "alpha = 0"),
+    ("batched_b", "one b for every batch"),
+])
+def test_forced_kernel_refuses_with_a_reason(rng, case, match):
+    dtype = np.complex64 if case == "complex" else np.float32
+    a = make(rng, (2, 6, 4) if case == "batched_b" else (6, 4), dtype)
+    b = make(rng, (2, 4, 5) if case == "batched_b" else (4, 5), dtype)
+    kw, plan_kw = {}, {}
+    if case == "beta_c":
+        kw = {"c": make(rng, (6, 5), dtype), "beta": 0.5}
+    if case == "alpha0":
+        kw = {"alpha": 0.0}
+    if case == "dgelu":
+        plan_kw = {"epilog": "DGELU", "epilog_inputs": {"gelu_aux": make(rng, (6, 5), dtype)}}
+    with fusemath.Matmul(a, b, options={"cpu_strategy": "kernel"}, **kw) as mm:
+        with pytest.raises(fusemath.NotSupportedError, match=f"cpu_strategy 'kernel'.*{match}"):
+            mm.plan(**plan_kw)
