@@ -106,8 +106,10 @@ def parse_args(argv):
     p.add_argument("--autotune", action="store_true",
                    help="also time a fused Matmul after autotune() (adds minutes at large sizes)")
     p.add_argument("--blas-threads", action="store_true",
-                   help="also time the fused Matmul with each strategy forced: cpu_strategy='blas_threads' "
-                        "(fm_fused_blas) and 'tiles' (fm_fused_tiles)")
+                   help="the same as --strategies blas_threads,tiles")
+    p.add_argument("--strategies", default="",
+                   help="comma-separated cpu_strategy values (tiles, kernel, blas_threads): also time the "
+                        "fused Matmul with each forced (fm_fused_tiles, fm_fused_kernel, fm_fused_blas)")
     p.add_argument("--host-overhead-bin", default=None,
                    help="path of the host_overhead C benchmark (default: build/benchmarks/host_overhead "
                         "under the repository root)")
@@ -404,7 +406,11 @@ RATIO_PAIRS = (
     ("blas_threads_over_np_plain", "fm_fused_blas", "np_plain"),
     ("blas_threads_over_fused", "fm_fused_blas", "fm_fused"),
     ("tiles_over_np_plain", "fm_fused_tiles", "np_plain"),
+    ("kernel_over_np_plain", "fm_fused_kernel", "np_plain"),
+    ("kernel_over_tiles", "fm_fused_kernel", "fm_fused_tiles"),
 )
+
+FORCED = {"blas_threads": "fm_fused_blas", "tiles": "fm_fused_tiles", "kernel": "fm_fused_kernel"}
 
 
 def pair_ratios(res: dict):
@@ -441,7 +447,7 @@ def check_close(name, got, ref, dtype, k):
 # One case
 # ---------------------------------------------------------------------------
 def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, autotune: bool,
-             rounds: int, out_variants: bool = True, blas_threads: bool = False) -> dict:
+             rounds: int, out_variants: bool = True, strategies: tuple = ()) -> dict:
     dtype = np.float32 if dt == "f32" else np.float64
     a = rng.standard_normal((m, k), dtype=dtype)
     b = rng.standard_normal((k, n), dtype=dtype)
@@ -503,13 +509,13 @@ def run_case(kind: str, m: int, n: int, k: int, dt: str, rng, budget: float, aut
                                                    np.maximum(a @ b + bias, 0), dtype, k)
         methods["fm_fused_autotuned"] = mm_tuned.execute
 
-    if blas_threads:  # each strategy forced, next to the heuristic's choice
-        for name, strategy in (("fm_fused_blas", "blas_threads"), ("fm_fused_tiles", "tiles")):
-            mm_forced = fusemath.Matmul(a, b, options={"cpu_strategy": strategy})
-            mm_forced.plan(epilogue="relu", bias=bias)
-            describe[name] = mm_forced.describe()
-            checks[name] = check_close(name, mm_forced.execute(), np.maximum(a @ b + bias, 0), dtype, k)
-            methods[name] = mm_forced.execute
+    for strategy in strategies:  # each strategy forced, next to the heuristic's choice
+        name = FORCED[strategy]
+        mm_forced = fusemath.Matmul(a, b, options={"cpu_strategy": strategy})
+        mm_forced.plan(epilogue="relu", bias=bias)
+        describe[name] = mm_forced.describe()
+        checks[name] = check_close(name, mm_forced.execute(), np.maximum(a @ b + bias, 0), dtype, k)
+        methods[name] = mm_forced.execute
 
     gc.collect()
     gc.disable()
@@ -685,15 +691,16 @@ def print_table(cases):
                       f"  autotuned/np = {c['ratios']['autotuned_over_np_plain']:.3f}"
                       f" (paired {c['ratios']['autotuned_over_np_plain_paired']:.3f})"
                       f"  ({c['plans']['fm_fused_autotuned']})")
-    if any("fm_fused_blas" in c["methods"] for c in cases):
-        print("\nfused Matmul with cpu_strategy='blas_threads' (OpenBLAS threads the GEMM):")
+    for strategy, name in FORCED.items():
+        if not any(name in c["methods"] for c in cases):
+            continue
+        print(f"\nfused Matmul with cpu_strategy='{strategy}', paired ratios:")
         for c in cases:
-            if "fm_fused_blas" in c["methods"]:
+            if name in c["methods"]:
                 q = c["ratios"]
-                print(f"  {c['dtype']:5} {c['label']:>16}: {c['methods']['fm_fused_blas']['median_s'] * 1e3:9.3f} ms"
-                      f"  blas/np paired {q['blas_threads_over_np_plain_paired']:.3f}"
-                      f"  blas/fused(auto) paired {q['blas_threads_over_fused_paired']:.3f}"
-                      f"  tiles/np paired {q['tiles_over_np_plain_paired']:.3f}")
+                extra = "".join(f"  {key} {q[key + '_paired']:.3f}" for key, x, _ in RATIO_PAIRS
+                                if x == name and key + "_paired" in q)
+                print(f"  {c['dtype']:5} {c['label']:>16}: {c['methods'][name]['median_s'] * 1e3:9.3f} ms{extra}")
 
 
 def print_host(h):
@@ -733,6 +740,12 @@ def main():
         print("WARNING: NumPy and fusemath use the same OpenBLAS; fusemath sets it to 1 thread, so NumPy's "
               "products below ran single-threaded and the comparison is not fair.")
 
+    strategies = [x.strip() for x in args.strategies.split(",") if x.strip()]
+    if args.blas_threads:
+        strategies += [x for x in ("blas_threads", "tiles") if x not in strategies]
+    for x in strategies:
+        if x not in FORCED:
+            raise SystemExit(f"--strategies: {x!r} is not one of {', '.join(FORCED)}")
     rng = np.random.default_rng(args.seed)
     shapes = [("square", n, n, n) for n in args.sizes]
     if not args.no_skinny:
@@ -745,7 +758,7 @@ def main():
                 quiet = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
                 t0 = time.perf_counter()
                 ci = run_case(kind, m, n, k, dt, rng, args.budget, args.autotune, args.rounds,
-                              blas_threads=args.blas_threads,
+                              strategies=strategies,
                               out_variants=not args.no_out_variants)
                 ci["case_seconds"] = time.perf_counter() - t0
                 ci["wait_quiet"] = quiet
