@@ -4,8 +4,8 @@
  * Why: with k of 64-128 the product is bound by writing D, and OpenBLAS as a black
  * box needs the bias and the activation as passes over each D tile (4-8% of the
  * product on the H200 host, docs/performance.md). Here every MR x NR block of D is
- * summed over the whole k in registers, then alpha, bias and relu are applied and the
- * block is stored once. B is packed once per execute into strips of NR columns
+ * summed over the whole k in registers, then alpha, beta*C, bias and relu are applied
+ * and the block is stored once. B is packed once per execute into strips of NR columns
  * (k x NR each, zero padded) that every thread reads; A is read in place through
  * its strides (a broadcast per element, so any layout works without packing). */
 #ifndef FM_CPU_GEMM_KERNEL_H
@@ -20,6 +20,10 @@ typedef struct fm_cpu_gemm_args {
     int64_t a_rs, a_cs;
     const void *bp;     /* packed B at the block's first strip */
     const void *bias;   /* packed bias (contiguous, zero padded) at the block's first column, or NULL */
+    const void *c;      /* C at the block's origin (element (i, j) at c[i * c_rs + j * c_cs]), or NULL;
+                         * may be D itself: each block of C is read before that block of D is stored */
+    int64_t c_rs, c_cs;
+    double beta;
     int relu;           /* max(x, 0) before the store (NaN gives 0, as fm_cpu_activate) */
 } fm_cpu_gemm_args;
 
@@ -30,7 +34,7 @@ typedef struct fm_cpu_gemm_kernel {
     /* strips [s0, s1) of the k x n matrix (element (p, j) at src[p * rs + j * cs]) into
      * dst + s * k * nr, zero beyond column n */
     void (*pack)(int64_t k, int64_t n, const void *src, int64_t rs, int64_t cs, void *dst, int64_t s0, int64_t s1);
-    /* D[rows x cols] (row stride ldd, unit column stride) = epilogue(alpha * A @ B);
+    /* D[rows x cols] (row stride ldd, unit column stride) = epilogue(alpha * A @ B + beta * C);
      * cols counted from the block's first strip */
     void (*block)(const fm_cpu_gemm_args *x, int64_t rows, int64_t cols, void *d, int64_t ldd);
 } fm_cpu_gemm_kernel;

@@ -47,6 +47,7 @@ typedef struct openblas_plan {
     int dynamic; /* tiles handed out one by one (schedule(dynamic)) instead of a static split */
     const fm_cpu_gemm_kernel *kern; /* fusemath's own small-k kernel instead of cblas (NULL: cblas) */
     int kern_relu;                  /* the kernel applies relu in registers (no slab pass) */
+    int64_t kern_b_batches;         /* distinct Bs it packs: 1 (B broadcast over the batch) or the batch count */
     size_t es;
 } openblas_plan;
 
@@ -154,7 +155,8 @@ typedef struct exec_args {
     size_t scratch_bytes;
     double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
     int64_t nparts;       /* parts (row panels or row chunks) per batch */
-    char *bp;             /* own kernel: B packed in strips (one B for every batch) */
+    char *bp;             /* own kernel: B packed in strips, bp_batch elements per distinct B */
+    int64_t bp_batch;
     char *bias_p;         /* own kernel: the bias packed, [batch][strips * nr], or NULL */
     int64_t bias_p_len;   /* elements per batch of bias_p */
 } exec_args;
@@ -236,12 +238,17 @@ static void bgradb_cols(const openblas_plan *pl, const exec_args *x, int64_t b, 
     fm_cpu_sums_store(g->dtype, cols, g->k, bm, os, rs, out, g->col_stride[FM_MATMUL_BGRAD]);
 }
 
+static int has_c_term(const openblas_plan *pl, int has_c)
+{
+    return has_c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0);
+}
+
 /* Rows of D per call of the own kernel when an activation pass follows it: a slab the
  * pass (fm_cpu_activate) finds in L1 */
 #define KERNEL_SLAB_BYTES (32 * 1024)
 
-/* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, bias and relu
- * in registers; other activations (and aux outputs) as a pass over each L1 slab. */
+/* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, beta*C, bias and
+ * relu in registers; other activations (and aux outputs) as a pass over each L1 slab. */
 static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t r0, int64_t rows,
                             int64_t c0, int64_t cols)
 {
@@ -250,11 +257,15 @@ static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t
     const char *a = x->a + (fm_matmul_batch_offset(g, FM_MATMUL_A, b) + r0 * ars) * es;
     fm_cpu_gemm_args ka = {.k = g->k, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
                            .a_cs = g->col_stride[FM_MATMUL_A],
-                           .bp = x->bp + (c0 / nr) * g->k * nr * es,
+                           .bp = x->bp + ((pl->kern_b_batches > 1 ? b : 0) * x->bp_batch + (c0 / nr) * g->k * nr) * es,
                            .bias = x->bias_p ? x->bias_p + (b * x->bias_p_len + c0) * es : NULL,
+                           .beta = pl->mp.beta[0],
                            .relu = pl->kern_relu};
+    const int with_c = has_c_term(pl, x->c != NULL);
     if (!(pl->mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) || pl->kern_relu) {
         fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
+        if (with_c)
+            ka.c = p.c, ka.c_rs = p.c_rs, ka.c_cs = p.c_cs;
         pl->kern->block(&ka, rows, cols, p.d, x->ldd);
         return;
     }
@@ -264,6 +275,8 @@ static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t
         const int64_t h = fm_min_i64(slab, rows - i);
         fm_cpu_panel s = make_panel(pl, x, b, r0 + i, h, c0, cols);
         ka.a = a + i * ka.a_rs * es;
+        if (with_c)
+            ka.c = s.c, ka.c_rs = s.c_rs, ka.c_cs = s.c_cs;
         pl->kern->block(&ka, h, cols, s.d, x->ldd);
         fm_cpu_activate(g->dtype, pl->mp.epilogue, &s);
     }
@@ -389,11 +402,6 @@ static int needs_post_pass(const openblas_plan *pl)
                                FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA)) != 0;
 }
 
-static int has_c_term(const openblas_plan *pl, int has_c)
-{
-    return has_c && (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0);
-}
-
 /* bias + a forward activation, no C term: one pass after a beta = 0 GEMM adds the
  * bias and activates, where a preload before the GEMM would be a second pass */
 static int folds_bias(const openblas_plan *pl, int has_c)
@@ -473,20 +481,21 @@ static void bgrad_of_empty(const openblas_plan *pl, void *const *ptrs)
 }
 
 /* ---- the own kernel's packed operands ---- */
-/* Packing units: one per strip of B (of the one B all batches share), then one per
- * batch for the bias. */
+/* Packing units: one per strip of each distinct B (one when B is broadcast over the
+ * batch, else one B per batch), then one per batch for the bias. */
 static int64_t kernel_strips(const openblas_plan *pl) { return (pl->g.n + pl->kern->nr - 1) / pl->kern->nr; }
 
 static int64_t kernel_pack_units(const openblas_plan *pl, const exec_args *x)
 {
-    return kernel_strips(pl) + (x->bias_p ? pl->g.batch_count : 0);
+    return kernel_strips(pl) * pl->kern_b_batches + (x->bias_p ? pl->g.batch_count : 0);
 }
 
 /* One buffer for the packed B and the packed bias; NULL when out of memory. */
 static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
 {
     const fm_matmul_geom *g = &pl->g;
-    const size_t bbytes = (fm_cpu_gemm_packed_bytes(pl->kern, g->dtype, g->k, g->n) + 63) / 64 * 64;
+    x->bp_batch = kernel_strips(pl) * pl->kern->nr * g->k;
+    const size_t bbytes = ((size_t)(x->bp_batch * pl->kern_b_batches) * pl->es + 63) / 64 * 64;
     x->bias_p_len = kernel_strips(pl) * pl->kern->nr;
     const size_t biasbytes = x->bias ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
     char *buf = fm_host_scratch_alloc(bbytes + biasbytes);
@@ -501,20 +510,22 @@ static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
 static void kernel_pack(const openblas_plan *pl, const exec_args *x, int64_t u0, int64_t u1)
 {
     const fm_matmul_geom *g = &pl->g;
-    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es;
-    if (u0 < strips) /* the user's b through its strides (no copy is made for the kernel) */
-        pl->kern->pack(g->k, g->n, x->b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u0,
-                       fm_min_i64(u1, strips));
-    for (int64_t u = fm_max_i64(u0, strips); u < u1; u++) { /* the bias of batch u - strips, as a 1 x n matrix */
-        const int64_t b = u - strips;
+    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es, bunits = strips * pl->kern_b_batches;
+    for (int64_t u = u0; u < fm_min_i64(u1, bunits); u++) { /* the user's b through its strides (no copy) */
+        const int64_t b = u / strips, st = u % strips;
+        pl->kern->pack(g->k, g->n, x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es, g->row_stride[FM_MATMUL_B],
+                       g->col_stride[FM_MATMUL_B], x->bp + b * x->bp_batch * es, st, st + 1);
+    }
+    for (int64_t u = fm_max_i64(u0, bunits); u < u1; u++) { /* the bias of batch u - bunits, as a 1 x n matrix */
+        const int64_t b = u - bunits;
         pl->kern->pack(1, g->n, x->bias + fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) * es, 0,
                        g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, strips);
     }
 }
 
-/* Why the own kernel cannot compute this problem, or NULL when it can: real f32/f64, one
- * B for every batch, a forward epilogue (alpha, bias, activation, aux), no C term. */
-static const char *kernel_misfit(const openblas_plan *pl, int has_c)
+/* Why the own kernel cannot compute this problem, or NULL when it can: real f32/f64 with
+ * a forward epilogue (alpha, beta*C, bias, activation, aux). */
+static const char *kernel_misfit(const openblas_plan *pl)
 {
     const fm_matmul_geom *g = &pl->g;
     if (!fm_cpu_gemm_kernel_for(g->dtype))
@@ -523,12 +534,16 @@ static const char *kernel_misfit(const openblas_plan *pl, int has_c)
         return "k = 0 and alpha = 0 are left to the tiles";
     if (pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_ANY_BGRAD_))
         return "it has no scale, backward activation or bias gradient epilogue";
-    if (has_c_term(pl, has_c))
-        return "it has no beta * C term";
+    return NULL;
+}
+
+/* 1 when every batch multiplies by the same B (packed once), else the batch count. */
+static int64_t kernel_b_batches(const fm_matmul_geom *g)
+{
     for (int i = 0; i < g->batch_ndim; i++)
         if (g->batch_strides[FM_MATMUL_B][i] != 0 && g->batch_shape[i] > 1)
-            return "it needs one b for every batch (b broadcast over the batch dimensions)";
-    return NULL;
+            return g->batch_count;
+    return 1;
 }
 
 /* Byte ranges of two operands overlap (then, after the core's alias check, they are
@@ -820,7 +835,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fail(FM_ERR_TOO_LARGE, "matmul: d is too large for a temporary copy");
     choose_panels(&pl);
     const int has_c = (p->present >> FM_MATMUL_C) & 1;
-    const char *misfit = kernel_misfit(&pl, has_c);
+    const char *misfit = kernel_misfit(&pl);
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul: cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take "
                        "this product: %s", misfit);
@@ -832,6 +847,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         pl.kern_relu = (pl.mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) == FM_EPILOGUE_RELU &&
                        !(pl.mp.epilogue & FM_EPILOGUE_AUX);
         pl.la.copy = pl.lb.copy = 0; /* it reads A through its strides and packs B itself */
+        pl.kern_b_batches = kernel_b_batches(g);
     }
 
     openblas_plan *impl = malloc(sizeof *impl);

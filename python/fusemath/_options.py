@@ -132,9 +132,9 @@ class MatmulOptions:
         panel_rows: CPU rows per fused panel; 0 = heuristic (``Matmul.autotune`` picks one).
         cpu_strategy: ``"auto"`` (heuristic), ``"tiles"`` (one single-threaded OpenBLAS GEMM
             per tile, epilogue fused per tile), ``"kernel"`` (the same tiles through fusemath's
-            own GEMM kernel, which applies alpha, bias and relu in registers before storing D;
-            real float32/float64 with forward epilogues and no beta*C; ``"auto"`` picks it
-            when k < 256) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
+            own GEMM kernel, which applies alpha, beta*C, bias and relu in registers before
+            storing D; real float32/float64 with forward epilogues; ``"auto"`` picks it when
+            k < 256) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
             as parallel passes; can pay off for lone large f64 products).
         compute: ``"default"`` (the dtype's own precision; f16/bf16 accumulate in f32) or
             ``"tf32"`` (float32 data on tensor cores with tf32 inputs: opt-in, CUDA only,

@@ -317,8 +317,8 @@ typedef enum fm_cpu_strategy {
     FM_CPU_STRATEGY_TILES = 1,        /* one single-threaded cblas GEMM per tile, epilogue fused per tile */
     FM_CPU_STRATEGY_BLAS_THREADS = 2, /* OpenBLAS threads one GEMM; bias/activation as parallel passes */
     FM_CPU_STRATEGY_KERNEL = 3        /* tiles through fusemath's own GEMM kernel, the epilogue in registers
-                                         (real f32/f64, forward epilogues, no beta*C, one b for all batches;
-                                         auto picks it for k < 256) */
+                                         (real f32/f64, alpha != 0, forward epilogues with beta*C; auto
+                                         picks it for k < 256) */
 } fm_cpu_strategy;
 
 /* Arithmetic of the GEMM. */
