@@ -152,6 +152,19 @@ const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t)
     return f64 ? &generic_f64_kernel : &generic_f32_kernel;
 }
 
+int64_t fm_cpu_gemm_kc(int64_t k)
+{
+    /* FUSEMATH_CPU_KERNEL_KC=<n> (0: all of k in one block) for measuring the choice */
+    const char *e = getenv("FUSEMATH_CPU_KERNEL_KC");
+    if (e && *e) {
+        char *end = NULL;
+        const long long v = strtoll(e, &end, 10);
+        if (end && !*end && v >= 0)
+            return v == 0 || v >= k ? 0 : (int64_t)v;
+    }
+    return k > FM_CPU_GEMM_KC + FM_CPU_GEMM_KC / 2 ? FM_CPU_GEMM_KC : 0;
+}
+
 size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n)
 {
     const int64_t strips = (n + kn->nr - 1) / kn->nr;

@@ -15,6 +15,8 @@
 
 typedef struct fm_cpu_gemm_args {
     int64_t k;
+    int64_t kc;         /* k per block (0: all of k in one): the first block starts from beta*C,
+                         * later ones add to D, the last applies bias and relu */
     double alpha;
     const void *a;      /* A at the block's first row; element (i, p) at a[i * a_rs + p * a_cs] */
     int64_t a_rs, a_cs;
@@ -41,6 +43,11 @@ typedef struct fm_cpu_gemm_kernel {
 
 /* The fastest variant this CPU runs for real dtype t (f32, f64); NULL for other dtypes. */
 const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t);
+
+/* k per block for a product of this k (0: one block): KC = 256 for k > 384, so that a
+ * strip of B's block (16-32 KiB) stays in L1; FUSEMATH_CPU_KERNEL_KC overrides it. */
+#define FM_CPU_GEMM_KC 256
+int64_t fm_cpu_gemm_kc(int64_t k);
 
 /* Bytes of the packed form of a k x n matrix for kernel kn. */
 size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n);

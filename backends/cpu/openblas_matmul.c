@@ -48,6 +48,7 @@ typedef struct openblas_plan {
     const fm_cpu_gemm_kernel *kern; /* fusemath's own small-k kernel instead of cblas (NULL: cblas) */
     int kern_relu;                  /* the kernel applies relu in registers (no slab pass) */
     int64_t kern_b_batches;         /* distinct Bs it packs: 1 (B broadcast over the batch) or the batch count */
+    int64_t kern_kc;                /* k per block of the kernel (0: all of k at once) */
     size_t es;
 } openblas_plan;
 
@@ -246,6 +247,7 @@ static int has_c_term(const openblas_plan *pl, int has_c)
 /* Rows of D per call of the own kernel when an activation pass follows it: a slab the
  * pass (fm_cpu_activate) finds in L1 */
 #define KERNEL_SLAB_BYTES (32 * 1024)
+#define KERNEL_TILE_COLS 256 /* column block of the kernel's compute-bound tiles (a multiple of 128) */
 
 /* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, beta*C, bias and
  * relu in registers; other activations (and aux outputs) as a pass over each L1 slab. */
@@ -255,7 +257,7 @@ static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t
     const fm_matmul_geom *g = &pl->g;
     const int64_t es = (int64_t)pl->es, nr = pl->kern->nr, ars = g->row_stride[FM_MATMUL_A];
     const char *a = x->a + (fm_matmul_batch_offset(g, FM_MATMUL_A, b) + r0 * ars) * es;
-    fm_cpu_gemm_args ka = {.k = g->k, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
+    fm_cpu_gemm_args ka = {.k = g->k, .kc = pl->kern_kc, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
                            .a_cs = g->col_stride[FM_MATMUL_A],
                            .bp = x->bp + ((pl->kern_b_batches > 1 ? b : 0) * x->bp_batch + (c0 / nr) * g->k * nr) * es,
                            .bias = x->bias_p ? x->bias_p + (b * x->bias_p_len + c0) * es : NULL,
@@ -734,6 +736,16 @@ static void choose_panels(openblas_plan *pl)
         rows = m;
     } else if (pl->mp.panel_rows > 0) {
         rows = fm_min_i64(pl->mp.panel_rows, m);
+    } else if (g->k >= LARGE_K && pl->kern) {
+        /* The own kernel packs B once for every tile, so small tiles repack nothing: at least
+         * four per thread (up to 16 register blocks x 256 columns), handed out as threads come
+         * free, which absorbs the H200 host's unequal vCPUs (see below) */
+        const int64_t mr = pl->kern->mr, ncb = (n + KERNEL_TILE_COLS - 1) / KERNEL_TILE_COLS;
+        const int64_t want = (m * batch * ncb + 4 * (int64_t)threads - 1) / (4 * (int64_t)threads);
+        rows = fm_min_i64(fm_max_i64((want + mr - 1) / mr * mr, mr), 16 * mr);
+        rows = fm_min_i64(rows, m);
+        cols = fm_min_i64(KERNEL_TILE_COLS, n);
+        pl->dynamic = threads > 1;
     } else if (g->k >= LARGE_K) {
         /* Compute-bound: one big tile per thread (OpenBLAS blocks inside the call),
          * tiles shaped to pack the least; the epilogue pass then costs O(1/k). */
@@ -833,7 +845,6 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     pl.d_direct = (dcs == 1 || g->n <= 1) && (g->m <= 1 || drs >= (g->n > 1 ? g->n : 1)) && drs <= INT_MAX;
     if (!pl.d_direct && (double)g->batch_count * (double)g->m * (double)g->n * (double)pl.es > 1e15)
         return fm_fail(FM_ERR_TOO_LARGE, "matmul: d is too large for a temporary copy");
-    choose_panels(&pl);
     const int has_c = (p->present >> FM_MATMUL_C) & 1;
     const char *misfit = kernel_misfit(&pl);
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
@@ -842,13 +853,15 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     /* Memory-bound products (small k): the own kernel stores each block of D once with the
      * epilogue applied, where cblas tiles need passes over D around the call */
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL ||
-        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit && g->k < LARGE_K && !pl.blas_threaded)) {
+        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit && g->k < LARGE_K)) {
         pl.kern = fm_cpu_gemm_kernel_for(g->dtype);
         pl.kern_relu = (pl.mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) == FM_EPILOGUE_RELU &&
                        !(pl.mp.epilogue & FM_EPILOGUE_AUX);
         pl.la.copy = pl.lb.copy = 0; /* it reads A through its strides and packs B itself */
         pl.kern_b_batches = kernel_b_batches(g);
+        pl.kern_kc = fm_cpu_gemm_kc(g->k);
     }
+    choose_panels(&pl);
 
     openblas_plan *impl = malloc(sizeof *impl);
     if (!impl)

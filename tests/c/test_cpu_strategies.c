@@ -133,7 +133,7 @@ static void test_strategies_match_reference(void)
 
 /* Each variant of the own kernel (FUSEMATH_CPU_KERNEL caps it; read when a plan is made,
  * so a fresh context per variant): remainders of the register block in both directions
- * (m = 67, n = 301 and 5 x 7), k from 1 up to 300. */
+ * (m = 67, n = 301 and 5 x 7), k from 1 up to 700 (in k blocks, beta*C in the first). */
 static void test_kernel_variants(void)
 {
     const char *caps[] = {"generic", "avx2", "avx512"};
@@ -158,6 +158,7 @@ static void test_kernel_variants(void)
                 run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 1, 67, 301, 45);
                 run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 1, 5, 7, 1);
                 run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 0, 9, 33, 300);
+                run_case(ctx, f64, FM_CPU_STRATEGY_KERNEL, epis[e], 1, 37, 70, 700); /* k blocks 256, 256, 188 */
             }
         fm_context_destroy(ctx);
     }

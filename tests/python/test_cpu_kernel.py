@@ -182,3 +182,26 @@ def test_forced_kernel_refuses_with_a_reason(rng, case, match):
     with fusemath.Matmul(a, b, options={"cpu_strategy": "kernel"}, **kw) as mm:
         with pytest.raises(fusemath.NotSupportedError, match=f"cpu_strategy 'kernel'.*{match}"):
             mm.plan(**plan_kw)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [385, 777])
+def test_long_k_in_blocks(rng, dtype, k):
+    """k > 384 is summed in blocks of 256: beta*C (here D's own memory) joins the first block,
+    bias and relu the last, and the compute-bound tiles are handed out dynamically."""
+    m, n = 300, 520
+    a, b, bias = make(rng, (m, k), dtype, "F"), make(rng, (k, n), dtype), make(rng, (n,), dtype)
+    c = make(rng, (m, n), dtype)
+    _, ref, scale = reference(a, b, c, alpha=0.5, beta=-2.0, bias=bias, act="relu")
+    opts = fusemath.MatmulOptions(cpu_strategy="kernel", num_threads=3)
+    with fusemath.Matmul(a, b, c, alpha=0.5, beta=-2.0, options=opts) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        assert "tiles=dynamic" in mm.describe(), mm.describe()
+        mm.execute(out=c)
+    assert_close(c, ref, scale, dtype, k)
+    _, ref, scale = reference(a, b, bias=bias, act="gelu")
+    with fusemath.Matmul(a, b, options=opts) as mm:
+        mm.plan(epilogue="gelu_aux_bias", bias=bias)
+        d, aux = mm.execute()
+    assert_close(d, ref, scale * MAX_SLOPE["gelu"], dtype, k)
+    assert_close(aux["gelu_aux"], _, scale, dtype, k, "gelu input")
