@@ -20,7 +20,9 @@ typedef struct fm_cpu_gemm_args {
     double alpha;
     const void *a;      /* A at the block's first row; element (i, p) at a[i * a_rs + p * a_cs] */
     int64_t a_rs, a_cs;
-    const void *bp;     /* packed B at the block's first strip */
+    const void *bp;     /* B at the block's first strip: packed, or the caller's rows (see b_ld) */
+    int64_t b_ld;       /* elements from one k row of a strip to the next: nr packed, B's row stride direct */
+    int64_t b_strip;    /* elements from one strip to the next: k * nr packed, nr direct */
     const void *bias;   /* packed bias (contiguous, zero padded) at the block's first column, or NULL */
     const void *c;      /* C at the block's origin (element (i, j) at c[i * c_rs + j * c_cs]), or NULL;
                          * may be D itself: each block of C is read before that block of D is stored */

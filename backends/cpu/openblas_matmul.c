@@ -49,6 +49,8 @@ typedef struct openblas_plan {
     int kern_relu;                  /* the kernel applies relu in registers (no slab pass) */
     int64_t kern_b_batches;         /* distinct Bs it packs: 1 (B broadcast over the batch) or the batch count */
     int64_t kern_kc;                /* k per block of the kernel (0: all of k at once) */
+    int kern_b_direct;              /* the kernel reads B's rows in place (small, row-major, n % nr == 0) */
+    int kern_bias_direct;           /* ... and the bias (unit stride, n % nr == 0) */
     size_t es;
 } openblas_plan;
 
@@ -247,6 +249,7 @@ static int has_c_term(const openblas_plan *pl, int has_c)
 /* Rows of D per call of the own kernel when an activation pass follows it: a slab the
  * pass (fm_cpu_activate) finds in L1 */
 #define KERNEL_SLAB_BYTES (32 * 1024)
+#define KERNEL_DIRECT_B_BYTES (32 * 1024) /* B up to this size is read in place, not packed */
 #define KERNEL_TILE_COLS 256 /* column block of the kernel's compute-bound tiles (a multiple of 128) */
 
 /* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, beta*C, bias and
@@ -259,8 +262,14 @@ static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t
     const char *a = x->a + (fm_matmul_batch_offset(g, FM_MATMUL_A, b) + r0 * ars) * es;
     fm_cpu_gemm_args ka = {.k = g->k, .kc = pl->kern_kc, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
                            .a_cs = g->col_stride[FM_MATMUL_A],
-                           .bp = x->bp + ((pl->kern_b_batches > 1 ? b : 0) * x->bp_batch + (c0 / nr) * g->k * nr) * es,
-                           .bias = x->bias_p ? x->bias_p + (b * x->bias_p_len + c0) * es : NULL,
+                           .bp = pl->kern_b_direct
+                                     ? x->b + (fm_matmul_batch_offset(g, FM_MATMUL_B, b) + c0) * es
+                                     : x->bp + ((pl->kern_b_batches > 1 ? b : 0) * x->bp_batch + (c0 / nr) * g->k * nr) * es,
+                           .b_ld = pl->kern_b_direct ? g->row_stride[FM_MATMUL_B] : nr,
+                           .b_strip = pl->kern_b_direct ? nr : g->k * nr,
+                           .bias = !x->bias            ? NULL
+                                   : pl->kern_bias_direct ? x->bias + (fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) + c0) * es
+                                                          : x->bias_p + (b * x->bias_p_len + c0) * es,
                            .beta = pl->mp.beta[0],
                            .relu = pl->kern_relu};
     const int with_c = has_c_term(pl, x->c != NULL);
@@ -489,21 +498,28 @@ static int64_t kernel_strips(const openblas_plan *pl) { return (pl->g.n + pl->ke
 
 static int64_t kernel_pack_units(const openblas_plan *pl, const exec_args *x)
 {
-    return kernel_strips(pl) * pl->kern_b_batches + (x->bias_p ? pl->g.batch_count : 0);
+    return (pl->kern_b_direct ? 0 : kernel_strips(pl) * pl->kern_b_batches) + (x->bias_p ? pl->g.batch_count : 0);
+}
+
+/* Whether an execute has anything to pack (small row-major B and a unit-stride bias do not). */
+static int kernel_packs(const openblas_plan *pl, const exec_args *x)
+{
+    return !pl->kern_b_direct || (x->bias && !pl->kern_bias_direct);
 }
 
 /* One buffer for the packed B and the packed bias; NULL when out of memory. */
 static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
 {
     const fm_matmul_geom *g = &pl->g;
-    x->bp_batch = kernel_strips(pl) * pl->kern->nr * g->k;
+    x->bp_batch = pl->kern_b_direct ? 0 : kernel_strips(pl) * pl->kern->nr * g->k;
     const size_t bbytes = ((size_t)(x->bp_batch * pl->kern_b_batches) * pl->es + 63) / 64 * 64;
+    const int pack_bias = x->bias && !pl->kern_bias_direct;
     x->bias_p_len = kernel_strips(pl) * pl->kern->nr;
-    const size_t biasbytes = x->bias ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
+    const size_t biasbytes = pack_bias ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
     char *buf = fm_host_scratch_alloc(bbytes + biasbytes);
     if (buf) {
         x->bp = buf;
-        x->bias_p = x->bias ? buf + bbytes : NULL;
+        x->bias_p = pack_bias ? buf + bbytes : NULL;
     }
     return buf;
 }
@@ -512,7 +528,8 @@ static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
 static void kernel_pack(const openblas_plan *pl, const exec_args *x, int64_t u0, int64_t u1)
 {
     const fm_matmul_geom *g = &pl->g;
-    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es, bunits = strips * pl->kern_b_batches;
+    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es;
+    const int64_t bunits = pl->kern_b_direct ? 0 : strips * pl->kern_b_batches;
     for (int64_t u = u0; u < fm_min_i64(u1, bunits); u++) { /* the user's b through its strides (no copy) */
         const int64_t b = u / strips, st = u % strips;
         pl->kern->pack(g->k, g->n, x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es, g->row_stride[FM_MATMUL_B],
@@ -632,7 +649,7 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         }
         x.partial = partial;
     }
-    if (pl->kern && !(kernel_buf = kernel_pack_alloc(pl, &x))) {
+    if (pl->kern && kernel_packs(pl, &x) && !(kernel_buf = kernel_pack_alloc(pl, &x))) {
         st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
         goto out;
     }
@@ -860,6 +877,12 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         pl.la.copy = pl.lb.copy = 0; /* it reads A through its strides and packs B itself */
         pl.kern_b_batches = kernel_b_batches(g);
         pl.kern_kc = fm_cpu_gemm_kc(g->k);
+        /* a B that fits L1 is read in place: packing it (and the scratch for it) cost 0.3-0.8 us
+         * of a 64x64x64 product's 3-4 us on the H200 host */
+        const int64_t nr = pl.kern->nr;
+        pl.kern_b_direct = g->n % nr == 0 && (g->col_stride[FM_MATMUL_B] == 1 || g->n == 1) &&
+                           (double)g->k * (double)g->n * (double)pl.es <= KERNEL_DIRECT_B_BYTES;
+        pl.kern_bias_direct = g->n % nr == 0 && (g->col_stride[FM_MATMUL_BIAS] == 1 || g->n == 1);
     }
     choose_panels(&pl);
 

@@ -205,3 +205,20 @@ def test_long_k_in_blocks(rng, dtype, k):
         d, aux = mm.execute()
     assert_close(d, ref, scale * MAX_SLOPE["gelu"], dtype, k)
     assert_close(aux["gelu_aux"], _, scale, dtype, k, "gelu input")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias_layout", ["C", "strided", None])
+@pytest.mark.parametrize("batched_b", [False, True])
+def test_small_b_read_in_place(rng, dtype, bias_layout, batched_b):
+    """A small row-major B whose width is a multiple of the strip (64 columns) is read in place,
+    rows padded or not, and a unit-stride bias too; a strided bias is still packed."""
+    k, n = 24, 64
+    a = make(rng, (3, 45, k), dtype)
+    base = make(rng, ((3,) if batched_b else ()) + (k, n + 7), dtype)
+    b = base[..., :n]  # row stride n + 7, unit column stride
+    bias = None if bias_layout is None else make(rng, (n,), dtype, bias_layout)
+    epilogue = "relu" if bias is None else "bias+relu"
+    d = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options=KERNEL)
+    _, ref, scale = reference(a, b, bias=bias, act="relu")
+    assert_close(d, ref, scale, dtype, k)
