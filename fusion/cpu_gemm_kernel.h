@@ -35,6 +35,7 @@ typedef struct fm_cpu_gemm_kernel {
     const char *isa; /* "avx512", "avx2" or "generic" (describe() names it) */
     int mr;          /* rows per register block */
     int nr;          /* columns per packed strip */
+    int large_k;     /* measured as fast as OpenBLAS for k >= 256 too (docs/performance.md, run 17) */
     /* strips [s0, s1) of the k x n matrix (element (p, j) at src[p * rs + j * cs]) into
      * dst + s * k * nr, zero beyond column n */
     void (*pack)(int64_t k, int64_t n, const void *src, int64_t rs, int64_t cs, void *dst, int64_t s0, int64_t s1);

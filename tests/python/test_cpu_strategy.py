@@ -87,7 +87,7 @@ def test_dynamic_tiles_match_reference(rng, dtype):
     m, k, n = 1024, 256, 1024
     a, b = make(rng, (m, k), dtype), make(rng, (k, n), dtype)
     bias = make(rng, (n,), dtype)
-    opts = fusemath.MatmulOptions(num_threads=4)
+    opts = fusemath.MatmulOptions(num_threads=4, cpu_strategy="tiles")  # auto may pick the own kernel
     with fusemath.Matmul(a, b, options=opts) as mm:
         mm.plan(epilogue="relu_aux", bias=bias)
         assert "panel=256x256 threads=4 tiles=dynamic" in mm.describe(), mm.describe()
