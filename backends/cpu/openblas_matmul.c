@@ -904,18 +904,21 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     /* passes over D: tiles fuse everything into one; blas-threads adds a preload
      * before and an epilogue pass after the threaded GEMM when there is work for them */
     int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, has_c) + needs_post_pass(&pl) : 1;
-    char epi[96], batch[32] = "", copies[32] = "";
+    char epi[96], batch[32] = "", copies[32] = "", kernel_desc[48] = "";
     fm_epilogue_format(pl.mp.epilogue, epi, sizeof epi);
     if (g->batch_count != 1)
         snprintf(batch, sizeof batch, " batch=%lld", (long long)g->batch_count);
     if (pl.la.copy || pl.lb.copy || !pl.d_direct)
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
+    if (pl.kern)
+        snprintf(kernel_desc, sizeof kernel_desc, pl.kern_kc ? " kernel=%s kc=%lld" : " kernel=%s", pl.kern->isa,
+                 (long long)pl.kern_kc);
     snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s%s%s",
+             "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
              pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads,
-             pl.dynamic ? " tiles=dynamic" : "", pl.kern ? " kernel=" : "", pl.kern ? pl.kern->isa : "",
+             pl.dynamic ? " tiles=dynamic" : "", kernel_desc,
              pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }

@@ -199,7 +199,7 @@ def test_long_k_in_blocks(rng, dtype, k):
     opts = fusemath.MatmulOptions(cpu_strategy="kernel", num_threads=3)
     with fusemath.Matmul(a, b, c, alpha=0.5, beta=-2.0, options=opts) as mm:
         mm.plan(epilogue="bias+relu", bias=bias)
-        assert "tiles=dynamic" in mm.describe(), mm.describe()
+        assert "tiles=dynamic" in mm.describe() and "kc=256" in mm.describe(), mm.describe()
         mm.execute(out=c)
     assert_close(c, ref, scale, dtype, k)
     _, ref, scale = reference(a, b, bias=bias, act="gelu")
