@@ -59,7 +59,7 @@
 #define KTARGET __attribute__((target("avx2,fma")))
 #define KNAME(x) avx2_f32_##x
 #define KISA "avx2"
-#define KLARGE_K 0 /* 2-core Zen 3: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
+#define KLARGE_K 0 /* 2-core Zen 3, k in blocks: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
 #define V_ZERO() _mm256_setzero_ps()
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_BCAST(x) _mm256_set1_ps(x)
@@ -78,7 +78,7 @@
 #define KTARGET __attribute__((target("avx2,fma")))
 #define KNAME(x) avx2_f64_##x
 #define KISA "avx2"
-#define KLARGE_K 0 /* 2-core Zen 3: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
+#define KLARGE_K 0 /* 2-core Zen 3, k in blocks: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
 #define V_ZERO() _mm256_setzero_pd()
 #define V_LOAD(p) _mm256_loadu_pd(p)
 #define V_BCAST(x) _mm256_set1_pd(x)
@@ -168,7 +168,7 @@ int64_t fm_cpu_gemm_kc(int64_t k)
         if (end && !*end && v >= 0)
             return v == 0 || v >= k ? 0 : (int64_t)v;
     }
-    return k > FM_CPU_GEMM_KC + FM_CPU_GEMM_KC / 2 ? FM_CPU_GEMM_KC : 0;
+    return k > FM_CPU_GEMM_ONE_BLOCK_K ? FM_CPU_GEMM_KC : 0;
 }
 
 size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n)

@@ -35,7 +35,7 @@ typedef struct fm_cpu_gemm_kernel {
     const char *isa; /* "avx512", "avx2" or "generic" (describe() names it) */
     int mr;          /* rows per register block */
     int nr;          /* columns per packed strip */
-    int large_k;     /* measured as fast as OpenBLAS for k >= 256 too (docs/performance.md, run 17) */
+    int large_k;     /* measured as fast as OpenBLAS with k in blocks (k > 384) too (docs/performance.md) */
     /* strips [s0, s1) of the k x n matrix (element (p, j) at src[p * rs + j * cs]) into
      * dst + s * k * nr, zero beyond column n */
     void (*pack)(int64_t k, int64_t n, const void *src, int64_t rs, int64_t cs, void *dst, int64_t s0, int64_t s1);
@@ -50,6 +50,7 @@ const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t);
 /* k per block for a product of this k (0: one block): KC = 256 for k > 384, so that a
  * strip of B's block (16-32 KiB) stays in L1; FUSEMATH_CPU_KERNEL_KC overrides it. */
 #define FM_CPU_GEMM_KC 256
+#define FM_CPU_GEMM_ONE_BLOCK_K (FM_CPU_GEMM_KC + FM_CPU_GEMM_KC / 2) /* up to this k: one block */
 int64_t fm_cpu_gemm_kc(int64_t k);
 
 /* Bytes of the packed form of a k x n matrix for kernel kn. */

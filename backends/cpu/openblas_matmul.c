@@ -868,12 +868,15 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
         return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul: cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take "
                        "this product: %s", misfit);
     /* Memory-bound products (small k): the own kernel stores each block of D once with the
-     * epilogue applied, where cblas tiles need passes over D around the call. Compute-bound
-     * ones too where its variant for this CPU measured at least OpenBLAS's speed (AVX-512 on
-     * the H200 host: one packed B for all tiles, small tiles handed out dynamically) */
+     * epilogue applied, where cblas tiles need passes over D around the call; up to k = 384
+     * (one k block) it also beat the tiles on compute-bound products (2-core dev, AVX2:
+     * 0.70-0.96x at 256^3-2048x2048x256). Longer k (in blocks) where its variant for this CPU
+     * measured at least OpenBLAS's speed (AVX-512 on the H200 host: one packed B for all
+     * tiles, small tiles handed out dynamically) */
     const fm_cpu_gemm_kernel *kern = fm_cpu_gemm_kernel_for(g->dtype);
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL ||
-        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit && (g->k < LARGE_K || kern->large_k))) {
+        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit &&
+         (g->k <= FM_CPU_GEMM_ONE_BLOCK_K || kern->large_k))) {
         pl.kern = kern;
         pl.kern_relu = (pl.mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) == FM_EPILOGUE_RELU &&
                        !(pl.mp.epilogue & FM_EPILOGUE_AUX);

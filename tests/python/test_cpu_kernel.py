@@ -110,15 +110,18 @@ def test_nan_and_inf_as_the_tiles_give_them(rng, dtype):
     assert (relu[3] == 0).all()  # NaN row: relu gives 0, as max(x, 0) with x > 0 false
 
 
-def test_auto_picks_it_for_small_k_and_on_avx512(rng):
-    """Small k: always the kernel. k >= 256: the kernel only where its variant measured at
-    OpenBLAS's speed there (AVX-512), else cblas tiles."""
+def test_auto_picks_it_for_one_k_block_and_on_avx512(rng):
+    """k <= 384 (one k block): always the kernel. Longer k: the kernel only where its variant
+    measured at OpenBLAS's speed there (AVX-512), else cblas tiles."""
     a32 = make(rng, (512, 64), np.float32)
     with fusemath.Matmul(a32, make(rng, (64, 256), np.float32)) as mm:
         mm.plan(epilogue="relu")
         assert " kernel=" in mm.describe()
         avx512 = "kernel=avx512" in mm.describe()
-    with fusemath.Matmul(make(rng, (512, 256), np.float32), make(rng, (256, 256), np.float32)) as mm:
+    with fusemath.Matmul(make(rng, (512, 384), np.float32), make(rng, (384, 256), np.float32)) as mm:
+        mm.plan(epilogue="relu")
+        assert " kernel=" in mm.describe() and " kc=" not in mm.describe(), mm.describe()
+    with fusemath.Matmul(make(rng, (512, 385), np.float32), make(rng, (385, 256), np.float32)) as mm:
         mm.plan(epilogue="relu")
         assert (" kernel=" in mm.describe()) == avx512, mm.describe()
     with fusemath.Matmul(make(rng, (64, 8), np.complex64), make(rng, (8, 64), np.complex64)) as mm:
