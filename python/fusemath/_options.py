@@ -134,7 +134,7 @@ class MatmulOptions:
             per tile, epilogue fused per tile), ``"kernel"`` (the same tiles through fusemath's
             own GEMM kernel, which applies alpha, beta*C, bias and relu in registers before
             storing D; real float32/float64 with forward epilogues; ``"auto"`` picks it when
-            k < 256) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
+            k <= 384, and for longer k on AVX-512 CPUs) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
             as parallel passes; can pay off for lone large f64 products).
         compute: ``"default"`` (the dtype's own precision; f16/bf16 accumulate in f32) or
             ``"tf32"`` (float32 data on tensor cores with tf32 inputs: opt-in, CUDA only,

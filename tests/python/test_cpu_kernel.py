@@ -1,4 +1,4 @@
-"""fusemath's own small-k GEMM kernel (cpu_strategy="kernel", auto for k < 256): results
+"""fusemath's own small-k GEMM kernel (cpu_strategy="kernel", auto for k <= 384 and on AVX-512): results
 against the float64 reference in every layout, forward epilogue, with beta*C (also in place)
 and batched B, answers that do not
 depend on the threads or the panels, NaN/inf as the cblas tiles give them, and clear

@@ -318,7 +318,7 @@ typedef enum fm_cpu_strategy {
     FM_CPU_STRATEGY_BLAS_THREADS = 2, /* OpenBLAS threads one GEMM; bias/activation as parallel passes */
     FM_CPU_STRATEGY_KERNEL = 3        /* tiles through fusemath's own GEMM kernel, the epilogue in registers
                                          (real f32/f64, alpha != 0, forward epilogues with beta*C; auto
-                                         picks it for k < 256) */
+                                         picks it for k <= 384, and on AVX-512 for longer k) */
 } fm_cpu_strategy;
 
 /* Arithmetic of the GEMM. */
