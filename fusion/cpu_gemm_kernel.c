@@ -20,14 +20,7 @@
 #define KNAME(x) generic_f32_##x
 #define KISA "generic"
 #define KLARGE_K 0
-#define V_ZERO() 0.0f
-#define V_LOAD(p) (*(p))
-#define V_BCAST(x) (x)
-#define V_FMA(a, b, c) ((a) * (b) + (c))
-#define V_MUL(a, b) ((a) * (b))
-#define V_ADD(a, b) ((a) + (b))
-#define V_MAX(a, z) ((a) > (z) ? (a) : (z))
-#define V_STORE(p, v) (*(p) = (v))
+#include "cpu_gemm_kernel_scalar.h"
 #include "cpu_gemm_kernel.inc"
 
 #define T double
@@ -39,14 +32,7 @@
 #define KNAME(x) generic_f64_##x
 #define KISA "generic"
 #define KLARGE_K 0
-#define V_ZERO() 0.0
-#define V_LOAD(p) (*(p))
-#define V_BCAST(x) (x)
-#define V_FMA(a, b, c) ((a) * (b) + (c))
-#define V_MUL(a, b) ((a) * (b))
-#define V_ADD(a, b) ((a) + (b))
-#define V_MAX(a, z) ((a) > (z) ? (a) : (z))
-#define V_STORE(p, v) (*(p) = (v))
+#include "cpu_gemm_kernel_scalar.h"
 #include "cpu_gemm_kernel.inc"
 
 #ifdef FM_GEMM_KERNEL_X86
