@@ -2,6 +2,8 @@
  * AVX-512, AVX2 and plain C, f32 and f64, and the choice between them for this CPU. */
 #include "cpu_gemm_kernel.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,7 @@
 #define KTARGET
 #define KNAME(x) generic_f32_##x
 #define KISA "generic"
-#define KLARGE_K 0
+#define KAUTO_MAX_K 0 /* scalar: 4-6x OpenBLAS's time, never auto's choice */
 #include "cpu_gemm_kernel_scalar.h"
 #include "cpu_gemm_kernel.inc"
 
@@ -31,7 +33,7 @@
 #define KTARGET
 #define KNAME(x) generic_f64_##x
 #define KISA "generic"
-#define KLARGE_K 0
+#define KAUTO_MAX_K 0 /* scalar: 4-6x OpenBLAS's time, never auto's choice */
 #include "cpu_gemm_kernel_scalar.h"
 #include "cpu_gemm_kernel.inc"
 
@@ -45,7 +47,7 @@
 #define KTARGET __attribute__((target("avx2,fma")))
 #define KNAME(x) avx2_f32_##x
 #define KISA "avx2"
-#define KLARGE_K 0 /* 2-core Zen 3, k in blocks: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
+#define KAUTO_MAX_K FM_CPU_GEMM_ONE_BLOCK_K /* 2-core Zen 3: k in blocks ran 1.0-1.2x OpenBLAS */
 #define V_ZERO() _mm256_setzero_ps()
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_BCAST(x) _mm256_set1_ps(x)
@@ -64,7 +66,7 @@
 #define KTARGET __attribute__((target("avx2,fma")))
 #define KNAME(x) avx2_f64_##x
 #define KISA "avx2"
-#define KLARGE_K 0 /* 2-core Zen 3, k in blocks: 1.0-1.2x OpenBLAS at 1024^3-2048^3 */
+#define KAUTO_MAX_K FM_CPU_GEMM_ONE_BLOCK_K /* 2-core Zen 3: k in blocks ran 1.0-1.2x OpenBLAS */
 #define V_ZERO() _mm256_setzero_pd()
 #define V_LOAD(p) _mm256_loadu_pd(p)
 #define V_BCAST(x) _mm256_set1_pd(x)
@@ -84,7 +86,7 @@
 #define KTARGET __attribute__((target("avx512f,avx2,fma")))
 #define KNAME(x) avx512_f32_##x
 #define KISA "avx512"
-#define KLARGE_K 1 /* H200 host: squares 0.86-1.0x NumPy, f64 1024^3 0.997 vs 1.08 tiled */
+#define KAUTO_MAX_K INT64_MAX /* H200 host: squares 0.73-1.03x NumPy (cblas tiles 0.81-1.10) */
 #define V_ZERO() _mm512_setzero_ps()
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_BCAST(x) _mm512_set1_ps(x)
@@ -103,7 +105,7 @@
 #define KTARGET __attribute__((target("avx512f,avx2,fma")))
 #define KNAME(x) avx512_f64_##x
 #define KISA "avx512"
-#define KLARGE_K 1 /* H200 host: squares 0.86-1.0x NumPy, f64 1024^3 0.997 vs 1.08 tiled */
+#define KAUTO_MAX_K INT64_MAX /* H200 host: squares 0.73-1.03x NumPy (cblas tiles 0.81-1.10) */
 #define V_ZERO() _mm512_setzero_pd()
 #define V_LOAD(p) _mm512_loadu_pd(p)
 #define V_BCAST(x) _mm512_set1_pd(x)
@@ -127,19 +129,33 @@ static int isa_cap(void)
     return 2;
 }
 
+/* What this CPU runs, found once (2: AVX-512, 1: AVX2 + FMA, 0: neither). */
+static int cpu_isa;
+static pthread_once_t cpu_isa_once = PTHREAD_ONCE_INIT;
+
+static void find_cpu_isa(void)
+{
+#ifdef FM_GEMM_KERNEL_X86
+    __builtin_cpu_init();
+    cpu_isa = __builtin_cpu_supports("avx512f")                                      ? 2
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                 : 0;
+#endif
+}
+
 const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t)
 {
     if (t != FM_F32 && t != FM_F64)
         return NULL;
-    const int f64 = t == FM_F64, cap = isa_cap();
+    pthread_once(&cpu_isa_once, find_cpu_isa);
+    const int f64 = t == FM_F64, isa = cpu_isa < isa_cap() ? cpu_isa : isa_cap();
 #ifdef FM_GEMM_KERNEL_X86
-    __builtin_cpu_init();
-    if (cap >= 2 && __builtin_cpu_supports("avx512f"))
+    if (isa == 2)
         return f64 ? &avx512_f64_kernel : &avx512_f32_kernel;
-    if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (isa == 1)
         return f64 ? &avx2_f64_kernel : &avx2_f32_kernel;
 #else
-    (void)cap;
+    (void)isa;
 #endif
     return f64 ? &generic_f64_kernel : &generic_f32_kernel;
 }
@@ -157,8 +173,3 @@ int64_t fm_cpu_gemm_kc(int64_t k)
     return k > FM_CPU_GEMM_ONE_BLOCK_K ? FM_CPU_GEMM_KC : 0;
 }
 
-size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n)
-{
-    const int64_t strips = (n + kn->nr - 1) / kn->nr;
-    return (size_t)(strips * kn->nr * k) * fm_dtype_size(t);
-}

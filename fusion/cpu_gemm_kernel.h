@@ -1,13 +1,15 @@
-/* cpu_gemm_kernel.h : fusemath's own GEMM microkernel for products with a small k,
- * the forward epilogue applied in registers before D is stored.
+/* cpu_gemm_kernel.h : fusemath's own GEMM microkernel, the forward epilogue applied in
+ * registers before D is stored.
  *
  * Why: with k of 64-128 the product is bound by writing D, and OpenBLAS as a black
  * box needs the bias and the activation as passes over each D tile (4-8% of the
  * product on the H200 host, docs/performance.md). Here every MR x NR block of D is
- * summed over the whole k in registers, then alpha, beta*C, bias and relu are applied
- * and the block is stored once. B is packed once per execute into strips of NR columns
- * (k x NR each, zero padded) that every thread reads; A is read in place through
- * its strides (a broadcast per element, so any layout works without packing). */
+ * summed over k in registers (in blocks of KC for long k), then alpha, beta*C, bias
+ * and relu are applied and the block is stored once. B is packed into strips of NR
+ * columns (k x NR each, zero padded): once per execute when every batch shares it,
+ * which every thread then reads, else per work item into the thread's scratch; a
+ * small row-major B is read in place. A is read through its strides (a broadcast per
+ * element, so any layout works without packing). */
 #ifndef FM_CPU_GEMM_KERNEL_H
 #define FM_CPU_GEMM_KERNEL_H
 
@@ -34,8 +36,9 @@ typedef struct fm_cpu_gemm_args {
 typedef struct fm_cpu_gemm_kernel {
     const char *isa; /* "avx512", "avx2" or "generic" (describe() names it) */
     int mr;          /* rows per register block */
-    int nr;          /* columns per packed strip */
-    int large_k;     /* measured as fast as OpenBLAS with k in blocks (k > 384) too (docs/performance.md) */
+    int nr;          /* columns per packed strip; divides 128 (column blocks are multiples of 128) */
+    int64_t auto_max_k; /* auto picks this variant up to this k (0: never): set from measurements
+                         * against OpenBLAS (docs/design.md "Own kernel") */
     /* strips [s0, s1) of the k x n matrix (element (p, j) at src[p * rs + j * cs]) into
      * dst + s * k * nr, zero beyond column n */
     void (*pack)(int64_t k, int64_t n, const void *src, int64_t rs, int64_t cs, void *dst, int64_t s0, int64_t s1);
@@ -53,7 +56,5 @@ const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t);
 #define FM_CPU_GEMM_ONE_BLOCK_K (FM_CPU_GEMM_KC + FM_CPU_GEMM_KC / 2) /* up to this k: one block */
 int64_t fm_cpu_gemm_kc(int64_t k);
 
-/* Bytes of the packed form of a k x n matrix for kernel kn. */
-size_t fm_cpu_gemm_packed_bytes(const fm_cpu_gemm_kernel *kn, fm_dtype t, int64_t k, int64_t n);
 
 #endif

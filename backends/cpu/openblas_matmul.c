@@ -47,10 +47,9 @@ typedef struct openblas_plan {
     int dynamic; /* tiles handed out one by one (schedule(dynamic)) instead of a static split */
     const fm_cpu_gemm_kernel *kern; /* fusemath's own small-k kernel instead of cblas (NULL: cblas) */
     int kern_relu;                  /* the kernel applies relu in registers (no slab pass) */
-    int64_t kern_b_batches;         /* distinct Bs it packs: 1 (B broadcast over the batch) or the batch count */
     int64_t kern_kc;                /* k per block of the kernel (0: all of k at once) */
-    int kern_b_direct;              /* the kernel reads B's rows in place (small, row-major, n % nr == 0) */
-    int kern_bias_direct;           /* ... and the bias (unit stride, n % nr == 0) */
+    int kern_b;                     /* how the kernel gets B: KERNEL_B_* */
+    int kern_bias_direct;           /* it reads the bias in place (unit stride, n % nr == 0), else packs it */
     size_t es;
 } openblas_plan;
 
@@ -158,8 +157,10 @@ typedef struct exec_args {
     size_t scratch_bytes;
     double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
     int64_t nparts;       /* parts (row panels or row chunks) per batch */
-    char *bp;             /* own kernel: B packed in strips, bp_batch elements per distinct B */
-    int64_t bp_batch;
+    char *bp;             /* own kernel, KERNEL_B_SHARED: B packed in strips; KERNEL_B_PER_ITEM: one
+                           * buffer of bp_thread_bytes per thread, bp_tag[tid] saying what it holds */
+    size_t bp_thread_bytes;
+    int64_t *bp_tag;
     char *bias_p;         /* own kernel: the bias packed, [batch][strips * nr], or NULL */
     int64_t bias_p_len;   /* elements per batch of bias_p */
 } exec_args;
@@ -250,46 +251,76 @@ static int has_c_term(const openblas_plan *pl, int has_c)
  * pass (fm_cpu_activate) finds in L1 */
 #define KERNEL_SLAB_BYTES (32 * 1024)
 #define KERNEL_DIRECT_B_BYTES (32 * 1024) /* B up to this size is read in place, not packed */
+#define KERNEL_ITEM_B_BYTES (128 * 1024) /* auto packs a B per batch entry (per item) up to this */
+#define KERNEL_MIN_ROWS 64 /* auto packs B (shared: over all batches' rows) for at least this many rows */
 #define KERNEL_TILE_COLS 256 /* column block of the kernel's compute-bound tiles (a multiple of 128) */
+
+/* How the own kernel gets B: read in place (small, row-major, n a multiple of the strip),
+ * packed once per execute (one B for every batch), or packed per work item into the
+ * thread's buffer (a B per batch entry: packing them all first cost a pass over memory and
+ * B's size again in scratch; per item the strips are still in cache when the kernel reads them). */
+enum { KERNEL_B_DIRECT, KERNEL_B_SHARED, KERNEL_B_PER_ITEM };
+
+/* B of work item (batch b, columns from c0) as the kernel reads it, into ka. */
+static void kernel_b_for_item(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t c0, int64_t cols,
+                              int tid, fm_cpu_gemm_args *ka)
+{
+    const fm_matmul_geom *g = &pl->g;
+    const int64_t es = (int64_t)pl->es, nr = pl->kern->nr;
+    const char *bsrc = x->b + (fm_matmul_batch_offset(g, FM_MATMUL_B, b) + c0 * g->col_stride[FM_MATMUL_B]) * es;
+    ka->b_ld = nr;
+    ka->b_strip = g->k * nr;
+    if (pl->kern_b == KERNEL_B_DIRECT) {
+        ka->bp = bsrc;
+        ka->b_ld = g->row_stride[FM_MATMUL_B];
+        ka->b_strip = nr;
+    } else if (pl->kern_b == KERNEL_B_SHARED) {
+        ka->bp = x->bp + (c0 / nr) * g->k * nr * es; /* c0 is a multiple of nr (plan checks) */
+    } else {
+        char *buf = x->bp + (size_t)tid * x->bp_thread_bytes;
+        const int64_t tag = b * pl->n_col_blocks + c0 / pl->col_block + 1;
+        if (x->bp_tag[tid] != tag) { /* consecutive items of a thread often share it */
+            pl->kern->pack(g->k, cols, bsrc, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], buf, 0,
+                           (cols + nr - 1) / nr);
+            x->bp_tag[tid] = tag;
+        }
+        ka->bp = buf;
+    }
+}
 
 /* A work item through fusemath's own kernel (cpu_gemm_kernel.h): alpha, beta*C, bias and
  * relu in registers; other activations (and aux outputs) as a pass over each L1 slab. */
 static void run_item_kernel(const openblas_plan *pl, const exec_args *x, int64_t b, int64_t r0, int64_t rows,
-                            int64_t c0, int64_t cols)
+                            int64_t c0, int64_t cols, int tid)
 {
     const fm_matmul_geom *g = &pl->g;
-    const int64_t es = (int64_t)pl->es, nr = pl->kern->nr, ars = g->row_stride[FM_MATMUL_A];
+    const int64_t es = (int64_t)pl->es, ars = g->row_stride[FM_MATMUL_A];
     const char *a = x->a + (fm_matmul_batch_offset(g, FM_MATMUL_A, b) + r0 * ars) * es;
     fm_cpu_gemm_args ka = {.k = g->k, .kc = pl->kern_kc, .alpha = pl->mp.alpha[0], .a = a, .a_rs = ars,
                            .a_cs = g->col_stride[FM_MATMUL_A],
-                           .bp = pl->kern_b_direct
-                                     ? x->b + (fm_matmul_batch_offset(g, FM_MATMUL_B, b) + c0) * es
-                                     : x->bp + ((pl->kern_b_batches > 1 ? b : 0) * x->bp_batch + (c0 / nr) * g->k * nr) * es,
-                           .b_ld = pl->kern_b_direct ? g->row_stride[FM_MATMUL_B] : nr,
-                           .b_strip = pl->kern_b_direct ? nr : g->k * nr,
                            .bias = !x->bias            ? NULL
                                    : pl->kern_bias_direct ? x->bias + (fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) + c0) * es
                                                           : x->bias_p + (b * x->bias_p_len + c0) * es,
                            .beta = pl->mp.beta[0],
                            .relu = pl->kern_relu};
+    kernel_b_for_item(pl, x, b, c0, cols, tid, &ka);
     const int with_c = has_c_term(pl, x->c != NULL);
-    if (!(pl->mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) || pl->kern_relu) {
-        fm_cpu_panel p = make_panel(pl, x, b, r0, rows, c0, cols);
-        if (with_c)
-            ka.c = p.c, ka.c_rs = p.c_rs, ka.c_cs = p.c_cs;
-        pl->kern->block(&ka, rows, cols, p.d, x->ldd);
-        return;
+    /* one call for the item, or slabs with the activation pass after each */
+    const int pass = (pl->mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) && !pl->kern_relu;
+    int64_t slab = rows;
+    if (pass) {
+        slab = fm_max_i64(1, KERNEL_SLAB_BYTES / (cols * es));
+        slab = (slab + pl->kern->mr - 1) / pl->kern->mr * pl->kern->mr;
     }
-    int64_t slab = fm_max_i64(1, KERNEL_SLAB_BYTES / (cols * es));
-    slab = (slab + pl->kern->mr - 1) / pl->kern->mr * pl->kern->mr;
     for (int64_t i = 0; i < rows; i += slab) {
         const int64_t h = fm_min_i64(slab, rows - i);
         fm_cpu_panel s = make_panel(pl, x, b, r0 + i, h, c0, cols);
-        ka.a = a + i * ka.a_rs * es;
+        ka.a = a + i * ars * es;
         if (with_c)
             ka.c = s.c, ka.c_rs = s.c_rs, ka.c_cs = s.c_cs;
         pl->kern->block(&ka, h, cols, s.d, x->ldd);
-        fm_cpu_activate(g->dtype, pl->mp.epilogue, &s);
+        if (pass)
+            fm_cpu_activate(g->dtype, pl->mp.epilogue, &s);
     }
 }
 
@@ -307,7 +338,7 @@ static void run_item(const openblas_plan *pl, const exec_args *x, int64_t item, 
     int64_t r0 = rp * pl->panel_rows, c0 = (rem % pl->n_col_blocks) * pl->col_block;
     int64_t rows = fm_min_i64(pl->panel_rows, g->m - r0), cols = fm_min_i64(pl->col_block, g->n - c0);
     if (pl->kern) {
-        run_item_kernel(pl, x, b, r0, rows, c0, cols);
+        run_item_kernel(pl, x, b, r0, rows, c0, cols, tid);
         return;
     }
     const char *a = batch_a(pl, x, b) + (pl->la.trans ? r0 : r0 * pl->la.ld) * es;
@@ -492,34 +523,49 @@ static void bgrad_of_empty(const openblas_plan *pl, void *const *ptrs)
 }
 
 /* ---- the own kernel's packed operands ---- */
-/* Packing units: one per strip of each distinct B (one when B is broadcast over the
- * batch, else one B per batch), then one per batch for the bias. */
+/* Packing before the items: one unit per strip of a shared B, one per batch entry of a
+ * bias that is not read in place. */
 static int64_t kernel_strips(const openblas_plan *pl) { return (pl->g.n + pl->kern->nr - 1) / pl->kern->nr; }
+
+static int kernel_packs_bias(const openblas_plan *pl, const exec_args *x) { return x->bias && !pl->kern_bias_direct; }
+
+static int64_t kernel_b_units(const openblas_plan *pl) { return pl->kern_b == KERNEL_B_SHARED ? kernel_strips(pl) : 0; }
 
 static int64_t kernel_pack_units(const openblas_plan *pl, const exec_args *x)
 {
-    return (pl->kern_b_direct ? 0 : kernel_strips(pl) * pl->kern_b_batches) + (x->bias_p ? pl->g.batch_count : 0);
+    return kernel_b_units(pl) + (kernel_packs_bias(pl, x) ? pl->g.batch_count : 0);
 }
 
-/* Whether an execute has anything to pack (small row-major B and a unit-stride bias do not). */
-static int kernel_packs(const openblas_plan *pl, const exec_args *x)
-{
-    return !pl->kern_b_direct || (x->bias && !pl->kern_bias_direct);
-}
-
-/* One buffer for the packed B and the packed bias; NULL when out of memory. */
-static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
+/* The kernel's scratch: shared packed B, per-thread B buffers (+ their tags), packed
+ * bias; NULL when it needs none or is out of memory (*fail says which). */
+static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x, int *fail)
 {
     const fm_matmul_geom *g = &pl->g;
-    x->bp_batch = pl->kern_b_direct ? 0 : kernel_strips(pl) * pl->kern->nr * g->k;
-    const size_t bbytes = ((size_t)(x->bp_batch * pl->kern_b_batches) * pl->es + 63) / 64 * 64;
-    const int pack_bias = x->bias && !pl->kern_bias_direct;
-    x->bias_p_len = kernel_strips(pl) * pl->kern->nr;
-    const size_t biasbytes = pack_bias ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
-    char *buf = fm_host_scratch_alloc(bbytes + biasbytes);
-    if (buf) {
-        x->bp = buf;
-        x->bias_p = pack_bias ? buf + bbytes : NULL;
+    const int64_t nr = pl->kern->nr;
+    *fail = 0;
+    size_t bbytes = 0, tagbytes = 0;
+    if (pl->kern_b == KERNEL_B_SHARED)
+        bbytes = (size_t)(kernel_strips(pl) * nr * g->k) * pl->es;
+    if (pl->kern_b == KERNEL_B_PER_ITEM) {
+        x->bp_thread_bytes = ((size_t)((pl->col_block + nr - 1) / nr * nr * g->k) * pl->es + 63) / 64 * 64;
+        bbytes = x->bp_thread_bytes * (size_t)pl->threads;
+        tagbytes = sizeof(int64_t) * (size_t)pl->threads;
+    }
+    bbytes = (bbytes + 63) / 64 * 64;
+    x->bias_p_len = kernel_strips(pl) * nr;
+    const size_t biasbytes = kernel_packs_bias(pl, x) ? (size_t)(x->bias_p_len * g->batch_count) * pl->es : 0;
+    if (bbytes + tagbytes + biasbytes == 0)
+        return NULL;
+    char *buf = fm_host_scratch_alloc(bbytes + biasbytes + tagbytes);
+    if (!buf) {
+        *fail = 1;
+        return NULL;
+    }
+    x->bp = buf;
+    x->bias_p = biasbytes ? buf + bbytes : NULL;
+    if (tagbytes) {
+        x->bp_tag = (int64_t *)(buf + bbytes + biasbytes);
+        memset(x->bp_tag, 0, tagbytes); /* 0: holds nothing yet */
     }
     return buf;
 }
@@ -528,17 +574,14 @@ static void *kernel_pack_alloc(const openblas_plan *pl, exec_args *x)
 static void kernel_pack(const openblas_plan *pl, const exec_args *x, int64_t u0, int64_t u1)
 {
     const fm_matmul_geom *g = &pl->g;
-    const int64_t strips = kernel_strips(pl), es = (int64_t)pl->es;
-    const int64_t bunits = pl->kern_b_direct ? 0 : strips * pl->kern_b_batches;
-    for (int64_t u = u0; u < fm_min_i64(u1, bunits); u++) { /* the user's b through its strides (no copy) */
-        const int64_t b = u / strips, st = u % strips;
-        pl->kern->pack(g->k, g->n, x->b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * es, g->row_stride[FM_MATMUL_B],
-                       g->col_stride[FM_MATMUL_B], x->bp + b * x->bp_batch * es, st, st + 1);
-    }
+    const int64_t es = (int64_t)pl->es, bunits = kernel_b_units(pl);
+    if (u0 < bunits) /* the user's b, through its strides */
+        pl->kern->pack(g->k, g->n, x->b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u0,
+                       fm_min_i64(u1, bunits));
     for (int64_t u = fm_max_i64(u0, bunits); u < u1; u++) { /* the bias of batch u - bunits, as a 1 x n matrix */
         const int64_t b = u - bunits;
         pl->kern->pack(1, g->n, x->bias + fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) * es, 0,
-                       g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, strips);
+                       g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, kernel_strips(pl));
     }
 }
 
@@ -550,19 +593,23 @@ static const char *kernel_misfit(const openblas_plan *pl)
     if (!fm_cpu_gemm_kernel_for(g->dtype))
         return "it computes f32 and f64 only";
     if (g->k == 0 || pl->mp.alpha[0] == 0.0)
-        return "k = 0 and alpha = 0 are left to the tiles";
+        return "it needs k > 0 and alpha != 0 (cblas tiles compute those)";
     if (pl->mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_ANY_BGRAD_))
         return "it has no scale, backward activation or bias gradient epilogue";
     return NULL;
 }
 
-/* 1 when every batch multiplies by the same B (packed once), else the batch count. */
-static int64_t kernel_b_batches(const fm_matmul_geom *g)
+/* How the kernel gets B (KERNEL_B_*), from the problem alone. */
+static int kernel_b_mode(const openblas_plan *pl)
 {
+    const fm_matmul_geom *g = &pl->g;
+    if (g->n % pl->kern->nr == 0 && g->col_stride[FM_MATMUL_B] == 1 &&
+        (double)g->k * (double)g->n * (double)pl->es <= KERNEL_DIRECT_B_BYTES)
+        return KERNEL_B_DIRECT;
     for (int i = 0; i < g->batch_ndim; i++)
         if (g->batch_strides[FM_MATMUL_B][i] != 0 && g->batch_shape[i] > 1)
-            return g->batch_count;
-    return 1;
+            return KERNEL_B_PER_ITEM;
+    return KERNEL_B_SHARED;
 }
 
 /* Byte ranges of two operands overlap (then, after the core's alias check, they are
@@ -649,7 +696,8 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         }
         x.partial = partial;
     }
-    if (pl->kern && kernel_packs(pl, &x) && !(kernel_buf = kernel_pack_alloc(pl, &x))) {
+    int kernel_oom = 0;
+    if (pl->kern && (kernel_buf = kernel_pack_alloc(pl, &x, &kernel_oom)) == NULL && kernel_oom) {
         st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
         goto out;
     }
@@ -658,14 +706,14 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
     } else {
         fm_blas_single_begin();
         if (pl->threads <= 1 || pl->items == 1) {
-            if (kernel_buf)
+            if (pl->kern)
                 kernel_pack(pl, &x, 0, kernel_pack_units(pl, &x));
             for (int64_t it = 0; it < pl->items; it++)
                 run_item(pl, &x, it, 0);
         } else {
 #pragma omp parallel num_threads(pl->threads)
             {
-                if (kernel_buf) { /* every thread reads all of B: pack it first, together */
+                if (pl->kern) { /* every thread reads all of a shared B: pack it first, together */
                     const int64_t units = kernel_pack_units(pl, &x);
 #pragma omp for schedule(static)
                     for (int64_t u = 0; u < units; u++)
@@ -867,30 +915,40 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul: cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take "
                        "this product: %s", misfit);
-    /* Memory-bound products (small k): the own kernel stores each block of D once with the
-     * epilogue applied, where cblas tiles need passes over D around the call; up to k = 384
-     * (one k block) it also beat the tiles on compute-bound products (2-core dev, AVX2:
-     * 0.70-0.96x at 256^3-2048x2048x256). Longer k (in blocks) where its variant for this CPU
-     * measured at least OpenBLAS's speed (AVX-512 on the H200 host: one packed B for all
-     * tiles, small tiles handed out dynamically) */
+    /* Auto's choice of the own kernel, up to the k its variant measured at OpenBLAS's speed
+     * (auto_max_k): memory-bound products (small k), where it stores each block of D once
+     * with the epilogue applied while cblas tiles need passes over D around the call; on
+     * AVX2 up to k = 384 (one k block: 0.70-0.96x the tiles at 256^3-2048x2048x256 on dev);
+     * on AVX-512 any k (the H200 host: one packed B for all tiles, small tiles handed out
+     * dynamically); the plain-C variant never. Packing B pays only over enough rows: single
+     * threaded on dev, n = 256-2048 with k = 64-256, the kernel took 1.1-1.7x the tiles' time
+     * at m = 4-16, 0.96-1.06 at 32, 0.84-0.98 at 64; a B per batch entry, packed per item,
+     * also needs a small B (batch 32, m = 64: 0.80 at 512x64, 1.08 at 256x256, 1.19 at
+     * 2048x128 f32). */
     const fm_cpu_gemm_kernel *kern = fm_cpu_gemm_kernel_for(g->dtype);
-    if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL ||
-        (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && !misfit &&
-         (g->k <= FM_CPU_GEMM_ONE_BLOCK_K || kern->large_k))) {
+    if (kern) {
+        pl.kern = kern; /* provisionally, for kernel_b_mode */
+        pl.kern_b = kernel_b_mode(&pl);
+        pl.kern = NULL;
+    }
+    const double b_bytes = (double)g->k * (double)g->n * (double)pl.es;
+    const int auto_kernel =
+        !misfit && g->k <= kern->auto_max_k &&
+        (pl.kern_b == KERNEL_B_DIRECT ||
+         (pl.kern_b == KERNEL_B_SHARED && g->m * g->batch_count >= KERNEL_MIN_ROWS) ||
+         (pl.kern_b == KERNEL_B_PER_ITEM && g->m >= KERNEL_MIN_ROWS && b_bytes <= KERNEL_ITEM_B_BYTES));
+    if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL || (pl.mp.cpu_strategy == FM_CPU_STRATEGY_AUTO && auto_kernel)) {
         pl.kern = kern;
         pl.kern_relu = (pl.mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) == FM_EPILOGUE_RELU &&
                        !(pl.mp.epilogue & FM_EPILOGUE_AUX);
         pl.la.copy = pl.lb.copy = 0; /* it reads A through its strides and packs B itself */
-        pl.kern_b_batches = kernel_b_batches(g);
         pl.kern_kc = fm_cpu_gemm_kc(g->k);
-        /* a B that fits L1 is read in place: packing it (and the scratch for it) cost 0.3-0.8 us
-         * of a 64x64x64 product's 3-4 us on the H200 host */
-        const int64_t nr = pl.kern->nr;
-        pl.kern_b_direct = g->n % nr == 0 && (g->col_stride[FM_MATMUL_B] == 1 || g->n == 1) &&
-                           (double)g->k * (double)g->n * (double)pl.es <= KERNEL_DIRECT_B_BYTES;
-        pl.kern_bias_direct = g->n % nr == 0 && (g->col_stride[FM_MATMUL_BIAS] == 1 || g->n == 1);
+        pl.kern_bias_direct = g->n % kern->nr == 0 && g->col_stride[FM_MATMUL_BIAS] == 1;
     }
     choose_panels(&pl);
+    if (pl.kern && pl.kern_b == KERNEL_B_SHARED && pl.n_col_blocks > 1 && pl.col_block % pl.kern->nr)
+        return fm_fail(FM_ERR_INTERNAL, "matmul: column blocks of %lld are not a multiple of the %s kernel's %d-column "
+                       "strips", (long long)pl.col_block, pl.kern->isa, pl.kern->nr);
 
     openblas_plan *impl = malloc(sizeof *impl);
     if (!impl)
@@ -914,9 +972,12 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     if (pl.la.copy || pl.lb.copy || !pl.d_direct)
         snprintf(copies, sizeof copies, " copies=%s%s%s", pl.la.copy ? "a" : "",
                  pl.lb.copy ? (pl.la.copy ? ",b" : "b") : "", !pl.d_direct ? ((pl.la.copy || pl.lb.copy) ? ",d" : "d") : "");
-    if (pl.kern)
-        snprintf(kernel_desc, sizeof kernel_desc, pl.kern_kc ? " kernel=%s kc=%lld" : " kernel=%s", pl.kern->isa,
-                 (long long)pl.kern_kc);
+    if (pl.kern) {
+        static const char *b_modes[] = {"direct", "packed", "per_item"};
+        int w = snprintf(kernel_desc, sizeof kernel_desc, " kernel=%s b=%s", pl.kern->isa, b_modes[pl.kern_b]);
+        if (pl.kern_kc && w > 0 && (size_t)w < sizeof kernel_desc)
+            snprintf(kernel_desc + w, sizeof kernel_desc - (size_t)w, " kc=%lld", (long long)pl.kern_kc);
+    }
     snprintf(out->describe, sizeof out->describe,
              "matmul cpu/openblas %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s%s%s%s",
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,

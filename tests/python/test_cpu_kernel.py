@@ -12,6 +12,13 @@ from mmref import LAYOUTS, MAX_SLOPE, activation, assert_close, make, reference,
 KERNEL = fusemath.MatmulOptions(cpu_strategy="kernel", num_threads=2)
 
 
+def _variant():
+    """The kernel variant this CPU runs ("avx512", "avx2" or "generic"): auto never takes generic."""
+    with fusemath.Matmul(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), options=KERNEL) as mm:
+        mm.plan()
+        return mm.describe().split(" kernel=")[1].split()[0]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("la", LAYOUTS)
 @pytest.mark.parametrize("lb", LAYOUTS)
@@ -69,7 +76,10 @@ def test_batched_with_one_b(rng, dtype):
     a = make(rng, (3, 2, 41, 30), dtype)
     b = make(rng, (30, 77), dtype, "T")
     bias = make(rng, (3, 2, 77), dtype)
-    d = fusemath.matmul(a, b, bias=bias[..., None, :].squeeze(-2), epilogue="bias+gelu", options=KERNEL)
+    with fusemath.Matmul(a, b, options=KERNEL) as mm:
+        mm.plan(epilogue="bias+gelu", bias=bias)
+        assert "b=packed" in mm.describe(), mm.describe()
+        d = mm.execute()
     _, ref, scale = reference(a, b, bias=bias[..., None, :], act="gelu")
     assert_close(d, ref, scale * MAX_SLOPE["gelu"], dtype, 30)
 
@@ -113,14 +123,15 @@ def test_nan_and_inf_as_the_tiles_give_them(rng, dtype):
 def test_auto_picks_it_for_one_k_block_and_on_avx512(rng):
     """k <= 384 (one k block): always the kernel. Longer k: the kernel only where its variant
     measured at OpenBLAS's speed there (AVX-512), else cblas tiles."""
+    variant = _variant()
+    vector, avx512 = variant != "generic", variant == "avx512"
     a32 = make(rng, (512, 64), np.float32)
     with fusemath.Matmul(a32, make(rng, (64, 256), np.float32)) as mm:
         mm.plan(epilogue="relu")
-        assert " kernel=" in mm.describe()
-        avx512 = "kernel=avx512" in mm.describe()
+        assert (" kernel=" in mm.describe()) == vector, mm.describe()
     with fusemath.Matmul(make(rng, (512, 384), np.float32), make(rng, (384, 256), np.float32)) as mm:
         mm.plan(epilogue="relu")
-        assert " kernel=" in mm.describe() and " kc=" not in mm.describe(), mm.describe()
+        assert (" kernel=" in mm.describe()) == vector and " kc=" not in mm.describe(), mm.describe()
     with fusemath.Matmul(make(rng, (512, 385), np.float32), make(rng, (385, 256), np.float32)) as mm:
         mm.plan(epilogue="relu")
         assert (" kernel=" in mm.describe()) == avx512, mm.describe()
@@ -167,7 +178,10 @@ def test_batched_with_b_per_batch(rng, dtype):
     a = make(rng, (4, 53, 20), dtype, "strided")
     b = make(rng, (4, 20, 45), dtype, "T")
     bias = make(rng, (45,), dtype)
-    d = fusemath.matmul(a, b, bias=bias, epilogue="bias+relu", options=KERNEL)
+    with fusemath.Matmul(a, b, options=KERNEL) as mm:
+        mm.plan(epilogue="bias+relu", bias=bias)
+        assert "b=per_item" in mm.describe(), mm.describe()
+        d = mm.execute()
     _, ref, scale = reference(a, b, bias=bias, act="relu")
     assert_close(d, ref, scale, dtype, 20)
 
@@ -175,7 +189,7 @@ def test_batched_with_b_per_batch(rng, dtype):
 @pytest.mark.parametrize("case,match", [
     ("complex", "f32 and f64 only"),
     ("dgelu", "backward activation"),
-    ("alpha0", "alpha = 0"),
+    ("alpha0", "alpha != 0"),
 ])
 def test_forced_kernel_refuses_with_a_reason(rng, case, match):
     dtype = np.complex64 if case == "complex" else np.float32
@@ -217,14 +231,38 @@ def test_long_k_in_blocks(rng, dtype, k):
 @pytest.mark.parametrize("bias_layout", ["C", "strided", None])
 @pytest.mark.parametrize("batched_b", [False, True])
 def test_small_b_read_in_place(rng, dtype, bias_layout, batched_b):
-    """A small row-major B whose width is a multiple of the strip (64 columns) is read in place,
-    rows padded or not, and a unit-stride bias too; a strided bias is still packed."""
+    """A small row-major B whose width is a multiple of the strip (64 columns) is read in place
+    (describe: b=direct), rows padded, a batch of them too; with a unit-stride or a strided
+    (packed) bias."""
     k, n = 24, 64
     a = make(rng, (3, 45, k), dtype)
     base = make(rng, ((3,) if batched_b else ()) + (k, n + 7), dtype)
     b = base[..., :n]  # row stride n + 7, unit column stride
     bias = None if bias_layout is None else make(rng, (n,), dtype, bias_layout)
     epilogue = "relu" if bias is None else "bias+relu"
-    d = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options=KERNEL)
+    with fusemath.Matmul(a, b, options=KERNEL) as mm:
+        mm.plan(epilogue=epilogue, bias=bias)
+        assert "b=direct" in mm.describe(), mm.describe()
+        d = mm.execute()
     _, ref, scale = reference(a, b, bias=bias, act="relu")
     assert_close(d, ref, scale, dtype, k)
+
+
+@pytest.mark.parametrize("shape,kernel", [
+    ((None, 32, 512, 64), False),   # packing B over 32 rows does not pay: cblas tiles
+    ((None, 64, 512, 64), True),
+    ((4, 16, 512, 64), True),       # one B for the batch: packed once over 4 x 16 rows
+    (("b", 64, 512, 64), True),     # a B per batch entry, 64 KiB: packed per item
+    (("b", 64, 2048, 128), False),  # ... 1 MiB per item: cblas tiles
+    ((None, 8, 64, 64), True),      # 16 KiB B read in place: no packing to pay for
+])
+def test_auto_packs_b_only_where_it_pays(rng, shape, kernel):
+    batch, m, n, k = shape
+    a = make(rng, ((4,) if batch else ()) + (m, k), np.float32)
+    b = make(rng, ((4,) if batch == "b" else ()) + (k, n), np.float32)
+    vector = _variant() != "generic"
+    with fusemath.Matmul(a, b) as mm:
+        mm.plan(epilogue="relu")
+        assert (" kernel=" in mm.describe()) == (kernel and vector), mm.describe()
+        _, ref, scale = reference(a, b, act="relu")
+        assert_close(mm.execute(), ref, scale, np.float32, k)
