@@ -41,6 +41,8 @@
 /* ---- AVX2 + FMA: 16 ymm registers, 6 x 2 accumulators ---- */
 #define T float
 #define V __m256
+#define W 256
+#define SX ps
 #define VL 8
 #define NRV 2
 #define MR 6
@@ -48,18 +50,13 @@
 #define KNAME(x) avx2_f32_##x
 #define KISA "avx2"
 #define KAUTO_MAX_K FM_CPU_GEMM_ONE_BLOCK_K /* 2-core Zen 3: k in blocks ran 1.0-1.2x OpenBLAS */
-#define V_ZERO() _mm256_setzero_ps()
-#define V_LOAD(p) _mm256_loadu_ps(p)
-#define V_BCAST(x) _mm256_set1_ps(x)
-#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define V_MUL(a, b) _mm256_mul_ps(a, b)
-#define V_ADD(a, b) _mm256_add_ps(a, b)
-#define V_MAX(a, z) _mm256_max_ps(a, z) /* NaN in a gives z, as x > 0 ? x : 0 */
-#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#include "cpu_gemm_kernel_simd.h"
 #include "cpu_gemm_kernel.inc"
 
 #define T double
 #define V __m256d
+#define W 256
+#define SX pd
 #define VL 4
 #define NRV 2
 #define MR 6
@@ -67,19 +64,14 @@
 #define KNAME(x) avx2_f64_##x
 #define KISA "avx2"
 #define KAUTO_MAX_K FM_CPU_GEMM_ONE_BLOCK_K /* 2-core Zen 3: k in blocks ran 1.0-1.2x OpenBLAS */
-#define V_ZERO() _mm256_setzero_pd()
-#define V_LOAD(p) _mm256_loadu_pd(p)
-#define V_BCAST(x) _mm256_set1_pd(x)
-#define V_FMA(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define V_MUL(a, b) _mm256_mul_pd(a, b)
-#define V_ADD(a, b) _mm256_add_pd(a, b)
-#define V_MAX(a, z) _mm256_max_pd(a, z)
-#define V_STORE(p, v) _mm256_storeu_pd(p, v)
+#include "cpu_gemm_kernel_simd.h"
 #include "cpu_gemm_kernel.inc"
 
 /* ---- AVX-512: 32 zmm registers, 8 x 2 accumulators ---- */
 #define T float
 #define V __m512
+#define W 512
+#define SX ps
 #define VL 16
 #define NRV 2
 #define MR 8
@@ -87,18 +79,13 @@
 #define KNAME(x) avx512_f32_##x
 #define KISA "avx512"
 #define KAUTO_MAX_K INT64_MAX /* H200 host: squares 0.73-1.03x NumPy (cblas tiles 0.81-1.10) */
-#define V_ZERO() _mm512_setzero_ps()
-#define V_LOAD(p) _mm512_loadu_ps(p)
-#define V_BCAST(x) _mm512_set1_ps(x)
-#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define V_MUL(a, b) _mm512_mul_ps(a, b)
-#define V_ADD(a, b) _mm512_add_ps(a, b)
-#define V_MAX(a, z) _mm512_max_ps(a, z)
-#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#include "cpu_gemm_kernel_simd.h"
 #include "cpu_gemm_kernel.inc"
 
 #define T double
 #define V __m512d
+#define W 512
+#define SX pd
 #define VL 8
 #define NRV 2
 #define MR 8
@@ -106,14 +93,7 @@
 #define KNAME(x) avx512_f64_##x
 #define KISA "avx512"
 #define KAUTO_MAX_K INT64_MAX /* H200 host: squares 0.73-1.03x NumPy (cblas tiles 0.81-1.10) */
-#define V_ZERO() _mm512_setzero_pd()
-#define V_LOAD(p) _mm512_loadu_pd(p)
-#define V_BCAST(x) _mm512_set1_pd(x)
-#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define V_MUL(a, b) _mm512_mul_pd(a, b)
-#define V_ADD(a, b) _mm512_add_pd(a, b)
-#define V_MAX(a, z) _mm512_max_pd(a, z)
-#define V_STORE(p, v) _mm512_storeu_pd(p, v)
+#include "cpu_gemm_kernel_simd.h"
 #include "cpu_gemm_kernel.inc"
 #endif
 
