@@ -913,8 +913,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     const int has_c = (p->present >> FM_MATMUL_C) & 1;
     const char *misfit = kernel_misfit(&pl);
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul: cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take "
-                       "this product: %s", misfit);
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take this "
+                       "product: %s", misfit); /* the planner prefixes "matmul: openblas: " */
     /* Auto's choice of the own kernel, up to the k its variant measured at OpenBLAS's speed
      * (auto_max_k): memory-bound products (small k), where it stores each block of D once
      * with the epilogue applied while cblas tiles need passes over D around the call; on
@@ -983,7 +983,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
              fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes,
              pl.blas_threaded ? "blas_threads" : "panel", (long long)pl.panel_rows, (long long)pl.col_block, pl.threads,
              pl.dynamic ? " tiles=dynamic" : "", kernel_desc,
-             pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
+             !pl.kern && pl.la.trans ? " trans_a" : "", !pl.kern && pl.lb.trans ? " trans_b" : "", copies);
     return FM_OK;
 }
 
