@@ -177,6 +177,28 @@ static void test_kernel_variants(void)
     want_isa = NULL;
 }
 
+/* FUSEMATH_CPU_KERNEL_KC sets the k block (read at planning): a number, 0 for one block;
+ * anything else leaves the default (256 for k > 384). Results stay right with any block. */
+static void test_kernel_kc_setting(void)
+{
+    const struct { const char *value, *want; } rows[] = {
+        {"7", " kc=7"}, {"0", NULL}, {"junk", " kc=256"}, {"-3", " kc=256"}, {"", " kc=256"}};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        setenv("FUSEMATH_CPU_KERNEL_KC", rows[r].value, 1);
+        fm_context *ctx = NULL;
+        CHECK_OK(fm_context_create(&ctx));
+        if (!ctx)
+            break;
+        run_case(ctx, 1, FM_CPU_STRATEGY_KERNEL, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, 1, 21, 40, 400);
+        if (rows[r].want)
+            CHECK_MSG(fm_test_contains(last_describe, rows[r].want), "KC=%s: \"%s\"", rows[r].value, last_describe);
+        else
+            CHECK_MSG(!fm_test_contains(last_describe, " kc="), "KC=%s: \"%s\"", rows[r].value, last_describe);
+        fm_context_destroy(ctx);
+    }
+    unsetenv("FUSEMATH_CPU_KERNEL_KC");
+}
+
 /* cpu_strategy = kernel on a product the kernel does not compute: a clear error naming
  * what it lacks, never a silent fallback. */
 static void test_kernel_refusals(void)
@@ -289,6 +311,7 @@ int main(void)
 {
     RUN_TEST(test_strategies_match_reference);
     RUN_TEST(test_kernel_variants);
+    RUN_TEST(test_kernel_kc_setting);
     RUN_TEST(test_kernel_refusals);
     RUN_TEST(test_strategies_concurrently);
     RUN_TEST(test_bad_strategy);
