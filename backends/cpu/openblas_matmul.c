@@ -587,10 +587,10 @@ static void kernel_pack(const openblas_plan *pl, const exec_args *x, int64_t u0,
 
 /* Why the own kernel cannot compute this problem, or NULL when it can: real f32/f64 with
  * a forward epilogue (alpha, beta*C, bias, activation, aux). */
-static const char *kernel_misfit(const openblas_plan *pl)
+static const char *kernel_misfit(const openblas_plan *pl, const fm_cpu_gemm_kernel *kern)
 {
     const fm_matmul_geom *g = &pl->g;
-    if (!fm_cpu_gemm_kernel_for(g->dtype))
+    if (!kern)
         return "it computes f32 and f64 only";
     if (g->k == 0 || pl->mp.alpha[0] == 0.0)
         return "it needs k > 0 and alpha != 0 (cblas tiles compute those)";
@@ -599,11 +599,11 @@ static const char *kernel_misfit(const openblas_plan *pl)
     return NULL;
 }
 
-/* How the kernel gets B (KERNEL_B_*), from the problem alone. */
-static int kernel_b_mode(const openblas_plan *pl)
+/* How kernel kern gets B (KERNEL_B_*), from the problem alone. */
+static int kernel_b_mode(const openblas_plan *pl, const fm_cpu_gemm_kernel *kern)
 {
     const fm_matmul_geom *g = &pl->g;
-    if (g->n % pl->kern->nr == 0 && g->col_stride[FM_MATMUL_B] == 1 &&
+    if (g->n % kern->nr == 0 && g->col_stride[FM_MATMUL_B] == 1 &&
         (double)g->k * (double)g->n * (double)pl->es <= KERNEL_DIRECT_B_BYTES)
         return KERNEL_B_DIRECT;
     for (int i = 0; i < g->batch_ndim; i++)
@@ -911,7 +911,8 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     if (!pl.d_direct && (double)g->batch_count * (double)g->m * (double)g->n * (double)pl.es > 1e15)
         return fm_fail(FM_ERR_TOO_LARGE, "matmul: d is too large for a temporary copy");
     const int has_c = (p->present >> FM_MATMUL_C) & 1;
-    const char *misfit = kernel_misfit(&pl);
+    const fm_cpu_gemm_kernel *kern = fm_cpu_gemm_kernel_for(g->dtype); /* NULL: a dtype it lacks */
+    const char *misfit = kernel_misfit(&pl, kern);
     if (pl.mp.cpu_strategy == FM_CPU_STRATEGY_KERNEL && misfit)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy 'kernel' (fusemath's own GEMM kernel) cannot take this "
                        "product: %s", misfit); /* the planner prefixes "matmul: openblas: " */
@@ -925,12 +926,7 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
      * at m = 4-16, 0.96-1.06 at 32, 0.84-0.98 at 64; a B per batch entry, packed per item,
      * also needs a small B (batch 32, m = 64: 0.80 at 512x64, 1.08 at 256x256, 1.19 at
      * 2048x128 f32). */
-    const fm_cpu_gemm_kernel *kern = fm_cpu_gemm_kernel_for(g->dtype);
-    if (kern) {
-        pl.kern = kern; /* provisionally, for kernel_b_mode */
-        pl.kern_b = kernel_b_mode(&pl);
-        pl.kern = NULL;
-    }
+    pl.kern_b = kern ? kernel_b_mode(&pl, kern) : KERNEL_B_DIRECT;
     const double b_bytes = (double)g->k * (double)g->n * (double)pl.es;
     const int auto_kernel =
         !misfit && g->k <= kern->auto_max_k &&

@@ -134,8 +134,9 @@ class MatmulOptions:
             per tile, epilogue fused per tile), ``"kernel"`` (the same tiles through fusemath's
             own GEMM kernel, which applies alpha, beta*C, bias and relu in registers before
             storing D; real float32/float64 with forward epilogues; ``"auto"`` picks it when
-            k <= 384, and for longer k on AVX-512 CPUs) or ``"blas_threads"`` (OpenBLAS threads one GEMM, the epilogue runs
-            as parallel passes; can pay off for lone large f64 products).
+            k <= 384, and for longer k on AVX-512 CPUs) or ``"blas_threads"`` (OpenBLAS
+            threads one GEMM, the epilogue runs as parallel passes; can pay off for lone large
+            f64 products).
         compute: ``"default"`` (the dtype's own precision; f16/bf16 accumulate in f32) or
             ``"tf32"`` (float32 data on tensor cores with tf32 inputs: opt-in, CUDA only,
             about 1e-3 relative error).
@@ -193,7 +194,7 @@ _CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
 def _cpu_strategy(value: Any, where: str) -> int:
     if isinstance(value, str) and value.strip().lower() in _CPU_STRATEGIES:
         return _CPU_STRATEGIES[value.strip().lower()]
-    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of 'auto', 'tiles', 'blas_threads', 'kernel'")
+    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of {', '.join(map(repr, _CPU_STRATEGIES))}")
 
 
 def _compute(value: Any, where: str) -> int:
