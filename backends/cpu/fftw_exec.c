@@ -180,8 +180,9 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     return FM_OK;
 }
 
-fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, void *stream)
+fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
+    (void)args; /* pointer-only: nothing per call */
     (void)stream;
     return fm_fftw_run(plan->impl, ptrs);
 }

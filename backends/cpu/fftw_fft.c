@@ -57,8 +57,9 @@ static int threads_ok;
 
 static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_init_threads() != 0; }
 
-static fm_status probe(void **state, const char **why)
+static fm_status probe(const fm_settings *settings, void **state, const char **why)
 {
+    (void)settings;
     (void)why;
     *state = NULL;
     pthread_once(&threads_once, init_threads);

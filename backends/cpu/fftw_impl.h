@@ -92,7 +92,7 @@ static inline size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
 
 /* fftw_exec.c: run x on the slots' pointers (FM_FFT_IN, OUT, PROLOG, EPILOG); the plan's execute */
 fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs);
-fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, void *stream);
+fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream);
 
 /* fftw_fft.c: plans for `count` transforms in place on out's layout / from the gathered
  * scratch or the caller's in straight into out (see fftw_impl.ip_plan, od_plan) */

@@ -152,7 +152,7 @@ static double seconds_now(void)
 static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *ptrs)
 {
     const double t0 = seconds_now();
-    const fm_status s = x ? fm_fftw_run(x, ptrs) : pl->execute(pl, ptrs, NULL);
+    const fm_status s = x ? fm_fftw_run(x, ptrs) : pl->execute(pl, ptrs, &fm_no_exec_args, NULL);
     return s == FM_OK ? seconds_now() - t0 : 1e30;
 }
 

@@ -53,8 +53,9 @@ typedef struct openblas_plan {
     size_t es;
 } openblas_plan;
 
-static fm_status probe(void **state, const char **why)
+static fm_status probe(const fm_settings *settings, void **state, const char **why)
 {
+    (void)settings;
     (void)why;
     *state = NULL;
     fm_blas_threads_init();
@@ -625,8 +626,9 @@ static int operands_overlap(const fm_problem *pr, int s1, const void *p1, int s2
     return a + lo1 < b + hi2 && b + lo2 < a + hi1;
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
+    (void)args; /* pointer-only: nothing per call */
     (void)stream;
     const openblas_plan *pl = plan->impl;
     const fm_matmul_geom *g = &pl->g;
@@ -994,6 +996,32 @@ static void wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p,
     snprintf(buf, n, "%s kernel=%s", config ? config : "", fm_cpu_gemm_kernel_for(FM_F32)->isa);
 }
 
+/* Autotune's candidates: each panel height up to M (0: the heuristic's) through cblas tiles,
+ * then through the own kernel (which refuses what it does not take: the candidate is dropped).
+ * The blas-threads strategy is not a candidate: after each call OpenBLAS's threads spin for
+ * milliseconds and slow whatever runs next (measured 3-4x on the next tile plan on the H200
+ * host), which a timing loop of one plan does not see. */
+static int tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand, int *group,
+                           int max)
+{
+    (void)ctx, (void)state;
+    static const int32_t heights[] = {0, 16, 32, 64, 128, 256, 512, 1024};
+    enum { NH = sizeof heights / sizeof heights[0] };
+    const fm_tensor *d = &p->t[FM_MATMUL_D];
+    const int64_t m = d->shape[d->ndim - 2];
+    int n = 0;
+    for (int strategy = 0; strategy < 2; strategy++)
+        for (int h = 0; h < NH && n < max; h++) {
+            if (heights[h] > m)
+                continue;
+            cand[n] = *p;
+            cand[n].u.matmul.panel_rows = heights[h];
+            cand[n].u.matmul.cpu_strategy = strategy ? FM_CPU_STRATEGY_KERNEL : FM_CPU_STRATEGY_TILES;
+            group[n++] = -1; /* each on its own: a height the kernel refuses says nothing of the next */
+        }
+    return n;
+}
+
 const fm_backend fm_backend_openblas_matmul = {
     .name = "openblas",
     .device = FM_DEVICE_CPU,
@@ -1003,4 +1031,5 @@ const fm_backend fm_backend_openblas_matmul = {
     .release = NULL,
     .plan = plan,
     .wisdom_salt = wisdom_salt,
+    .tune_candidates = tune_candidates,
 };

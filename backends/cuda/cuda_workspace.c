@@ -101,7 +101,7 @@ fm_status fm_cuda_use_device(int device)
     return s;
 }
 
-fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out)
+fm_status fm_cuda_lt_state_create(const fm_settings *settings, fm_cuda_lt_state **out)
 {
     fm_cuda_lt_state *st = calloc(1, sizeof *st);
     if (!st)
@@ -112,13 +112,8 @@ fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out)
         return fm_fail(FM_ERR_UNAVAILABLE, "cublasLtCreate: %s", cublasLtGetStatusName(s));
     }
     st->limit = (size_t)32 << 20;
-    const char *env = getenv("FUSEMATH_CUDA_WORKSPACE_MB");
-    if (env && *env) {
-        char *end;
-        long long mb = strtoll(env, &end, 10);
-        if (*end == '\0' && mb >= 0 && mb <= (1LL << 20))
-            st->limit = (size_t)mb << 20;
-    }
+    if (settings->cuda_workspace_mb >= 0) /* FUSEMATH_CUDA_WORKSPACE_MB */
+        st->limit = (size_t)settings->cuda_workspace_mb << 20;
     fm_status fs = fm_cuda_ws_table_create("cublaslt", &st->ws);
     if (fs != FM_OK) {
         cublasLtDestroy(st->handle);

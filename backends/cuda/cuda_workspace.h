@@ -27,7 +27,7 @@ typedef struct fm_cuda_lt_state fm_cuda_lt_state;
 
 /* Handle + workspace table. The workspace limit is FUSEMATH_CUDA_WORKSPACE_MB
  * (default 32 MiB, cuBLAS's recommendation for Hopper), read here once. */
-fm_status fm_cuda_lt_state_create(fm_cuda_lt_state **out);
+fm_status fm_cuda_lt_state_create(const fm_settings *settings, fm_cuda_lt_state **out);
 void fm_cuda_lt_state_destroy(fm_cuda_lt_state *st);
 cublasLtHandle_t fm_cuda_lt_handle(const fm_cuda_lt_state *st);
 size_t fm_cuda_lt_workspace_limit(const fm_cuda_lt_state *st);

@@ -40,6 +40,7 @@ typedef struct cufft_state {
 
 typedef struct cufft_plan {
     cufft_state *st;
+    const fm_attachments *attach; /* while planning: the fm_plan's attachments (callback sources) */
     int device;
     cufftHandle handle;
     int have_handle;
@@ -113,8 +114,9 @@ static fm_status cufft_status(cufftResult r, const char *what)
 }
 
 /* ---- backend state ---- */
-static fm_status probe(void **state, const char **why)
+static fm_status probe(const fm_settings *settings, void **state, const char **why)
 {
+    (void)settings;
     if (fm_cuda_probe_device_count() == 0) {
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
@@ -273,7 +275,7 @@ static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
 static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
-    fm_cufft_cb_spec_from_problem(p, store, pl->params_need_base, &sp);
+    fm_cufft_cb_spec_from_problem(p, pl->attach, store, pl->params_need_base, &sp);
     if ((sp.ops & FM_FFT_OP_CALLBACK) && !sp.user_source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
                        "fm_fft_plan runs", store ? "epilog" : "prolog");
@@ -327,8 +329,9 @@ static fm_status exec_once(cufft_plan *pl, void *in, void *out)
     return cufft_status(r, "cufftXtExec");
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream_)
+static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
+    (void)args; /* pointer-only: nothing per call */
     cufft_plan *pl = plan->impl;
     if (pl->empty)
         return FM_OK;
@@ -464,7 +467,7 @@ static int prolog_as_callback(const fm_problem *p, const layout *L)
 static fm_status make_pass(cufft_plan *pl, const fm_problem *p, int store)
 {
     fm_cufft_cb_spec sp;
-    fm_cufft_cb_spec_from_problem(p, store, 0, &sp);
+    fm_cufft_cb_spec_from_problem(p, pl->attach, store, 0, &sp);
     fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
     if (s == FM_OK && !store)
         stage_input(pl, &p->t[FM_FFT_IN]);
@@ -562,6 +565,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pthread_mutex_init(&pl->lock, NULL);
     pl->st = state;
+    pl->attach = out->attach;
     pl->device = p->exec_device.id;
     pl->kind = fp->kind;
     pl->inverse = fp->inverse;
@@ -655,6 +659,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             goto fail;
         pl->work_size = ws;
     }
+    pl->attach = NULL; /* valid while planning only */
     out->impl = pl;
     out->execute = execute;
     out->destroy_impl = destroy_plan;

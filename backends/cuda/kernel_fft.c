@@ -45,8 +45,9 @@ typedef struct kernel_plan {
     size_t scratch_bytes;
 } kernel_plan;
 
-static fm_status probe(void **state, const char **why)
+static fm_status probe(const fm_settings *settings, void **state, const char **why)
 {
+    (void)settings;
     if (fm_cuda_probe_device_count() == 0) {
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
@@ -80,8 +81,9 @@ static void destroy_plan(void *impl)
     free(pl);
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
+    (void)args; /* pointer-only: nothing per call */
     const kernel_plan *pl = plan->impl;
     fm_status s = fm_cuda_use_device(pl->device);
     if (s != FM_OK)
@@ -190,7 +192,7 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
     fm_fft_kernel_spec spec[3];
     int ns = 0;
     int64_t scratch = 0;
-    fm_status s = fm_fft_kernel_steps(p, chain, spec, &ns, &scratch);
+    fm_status s = fm_fft_kernel_steps(p, out->attach, chain, spec, &ns, &scratch);
     if (s != FM_OK)
         return s;
     plan_text t;
@@ -217,7 +219,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     fm_cufft_cb_spec chain[2];
     fm_fft_kernel_spec spec[3];
     int order[3], np = 0;
-    fm_status s = fm_fft_kernel_axis_passes(p, chain, spec, order, &np);
+    fm_status s = fm_fft_kernel_axis_passes(p, out->attach, chain, spec, order, &np);
     if (s != FM_OK)
         return s;
     plan_text t;
@@ -293,7 +295,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     }
     fm_fft_kernel_spec ks;
     fm_cufft_cb_spec chain[2];
-    fm_status s = fm_fft_kernel_one(p, chain, &ks);
+    fm_status s = fm_fft_kernel_one(p, out->attach, chain, &ks);
     if (s == FM_ERR_NOT_APPLICABLE && fp->n[0] > fm_fft_kernel_max_n(p->t[FM_FFT_IN].dtype)) {
         const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
         const int ax = fp->axes[0], pow2 = (fp->n[0] & (fp->n[0] - 1)) == 0;

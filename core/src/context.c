@@ -1,4 +1,4 @@
-/* context.c : backend registry, thread setting, plan cache, environment. */
+/* context.c : backend registry, thread setting, plan cache; the environment through settings.c. */
 #define _GNU_SOURCE
 #include "context.h"
 
@@ -11,27 +11,6 @@
 /* contexts alive in the process: the last one to go releases the host scratch cache */
 static atomic_int live_contexts;
 
-/* FUSEMATH_NUM_THREADS, else the online cores. Unset, empty or 0: the cores (as
- * set_num_threads(0)); anything but an integer from 0 to FM_MAX_THREADS is an error naming the
- * variable (it was ignored without a word, and the library ran on every core). */
-static fm_status default_threads(int *threads)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    *threads = n > 0 ? (int)n : 1;
-    const char *env = getenv("FUSEMATH_NUM_THREADS");
-    if (!env || !*env)
-        return FM_OK;
-    char *end = NULL;
-    errno = 0;
-    const long v = strtol(env, &end, 10);
-    if (errno || end == env || *end != '\0' || v < 0 || v > FM_MAX_THREADS)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_NUM_THREADS = '%.40s': expected an integer from 1 to %d "
-                       "(0 or unset: the number of online cores)", env, FM_MAX_THREADS);
-    if (v > 0)
-        *threads = (int)v;
-    return FM_OK;
-}
-
 static int add_backend(fm_context *ctx, const fm_backend *b)
 {
     if (ctx->nbackends == FM_MAX_BACKENDS)
@@ -40,7 +19,7 @@ static int add_backend(fm_context *ctx, const fm_backend *b)
     memset(slot, 0, sizeof *slot);
     slot->backend = b;
     const char *why = NULL;
-    fm_status s = b->probe ? b->probe(&slot->state, &why) : FM_OK;
+    fm_status s = b->probe ? b->probe(&ctx->settings, &slot->state, &why) : FM_OK;
     slot->available = (s == FM_OK);
     snprintf(slot->why, sizeof slot->why, "%s", slot->available ? "" : (why ? why : fm_status_string(s)));
     return 0;
@@ -51,8 +30,8 @@ fm_status fm_context_create(fm_context **out)
     if (!out)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: ctx out-pointer is NULL");
     *out = NULL;
-    int threads = 1;
-    fm_status s = default_threads(&threads); /* before anything is counted or allocated */
+    fm_settings settings;
+    fm_status s = fm_settings_read(&settings); /* before anything is counted or allocated */
     if (s != FM_OK)
         return s;
     fm_context *ctx = calloc(1, sizeof *ctx);
@@ -61,13 +40,8 @@ fm_status fm_context_create(fm_context **out)
     atomic_init(&ctx->refcount, 1);
     atomic_fetch_add(&live_contexts, 1);
     pthread_mutex_init(&ctx->lock, NULL);
-    ctx->default_threads = threads;
-    ctx->num_threads = ctx->default_threads;
-    const char *forced = getenv("FUSEMATH_BACKEND");
-    if (forced && *forced)
-        snprintf(ctx->forced_backend, sizeof ctx->forced_backend, "%s", forced);
-    const char *log = getenv("FUSEMATH_LOG");
-    ctx->log_plan = log && strstr(log, "plan") != NULL;
+    ctx->settings = settings;
+    ctx->num_threads = settings.num_threads;
     for (int i = 0; i < fm_builtin_backend_count; i++)
         add_backend(ctx, fm_builtin_backends[i]);
     fm_clear_error(); /* probes of absent devices leave no noise behind */
@@ -120,7 +94,7 @@ fm_status fm_context_set_num_threads(fm_context *ctx, int n)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: ctx is NULL");
     if (n > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "set_num_threads: n = %d, expected <= %d", n, FM_MAX_THREADS);
-    atomic_store(&ctx->num_threads, n > 0 ? n : ctx->default_threads);
+    atomic_store(&ctx->num_threads, n > 0 ? n : ctx->settings.num_threads);
     return FM_OK;
 }
 

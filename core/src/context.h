@@ -32,11 +32,9 @@ struct fm_context {
     atomic_int refcount; /* the user's reference + one per live plan */
     pthread_mutex_t lock; /* guards the cache and registration */
     atomic_int num_threads;
-    int default_threads; /* FUSEMATH_NUM_THREADS or the core count, read at creation */
+    fm_settings settings; /* the environment, read at creation; settings.num_threads is the default */
     int nbackends;
     fm_backend_slot backends[FM_MAX_BACKENDS];
-    char forced_backend[64];
-    int log_plan;
     fm_plan_cache cache;
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
     atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */

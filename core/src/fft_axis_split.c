@@ -97,16 +97,16 @@ static void keep_axes(fm_fft_params *f, int lo, int hi)
     memcpy(f->n, n, sizeof(int64_t) * (size_t)f->naxes);
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
+static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     const split_impl *x = plan->impl;
     fm_status s;
     if (!x->c2r) {
         void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG], NULL};
         void *p2[FM_FFT_NSLOTS] = {ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
-        if ((s = x->first->execute(x->first, p1, stream)) != FM_OK)
+        if ((s = x->first->execute(x->first, p1, args, stream)) != FM_OK)
             return s;
-        return x->second->execute(x->second, p2, stream);
+        return x->second->execute(x->second, p2, args, stream);
     }
     /* stream-ordered on a device with streams: freed after the second step's queued work; on
      * the host, reused between executes (host_scratch.c) */
@@ -121,9 +121,9 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, void *stream)
         return s;
     void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], scratch, ptrs[FM_FFT_PROLOG], NULL};
     void *p2[FM_FFT_NSLOTS] = {scratch, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
-    s = x->first->execute(x->first, p1, stream);
+    s = x->first->execute(x->first, p1, args, stream);
     if (s == FM_OK)
-        s = x->second->execute(x->second, p2, stream);
+        s = x->second->execute(x->second, p2, args, stream);
     if (host)
         fm_host_scratch_free(scratch);
     else
@@ -183,9 +183,9 @@ fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *
         q1.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
     if (!q2.u.fft.prolog_ops && !q2.u.fft.epilog_ops)
         q2.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
-    fm_status s = fm_plan_problem(ctx, &q1, &x->first);
+    fm_status s = fm_plan_problem_with(ctx, &q1, out->attach, &x->first);
     if (s == FM_OK)
-        s = fm_plan_problem(ctx, &q2, &x->second);
+        s = fm_plan_problem_with(ctx, &q2, out->attach, &x->second);
     if (s != FM_OK) {
         destroy(x);
         return s;

@@ -4,6 +4,7 @@
  * advanced layout, or copy). Scales that commute with the transform are folded into
  * the epilogue scale, together with the norm. */
 #include "context.h"
+#include "operation.h"
 #include "sha256.h"
 
 #include <ctype.h>
@@ -105,12 +106,6 @@ static void callback_digest(const fm_fft_chain *ch, uint8_t out[32])
     fm_sha256_final(&h, out);
 }
 
-/* The callback texts of the problem being planned on this thread (fm_fft_plan). */
-static _Thread_local struct {
-    const fm_fft_options *opts;
-    uint8_t digest[2][32];
-} planning;
-
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
 {
     if (!ops) {
@@ -130,35 +125,35 @@ int fm_fft_gpu_prolog_mode(const fm_problem *p)
     if ((!fp->prolog_ops && !fp->epilog_ops) || fm_tensor_numel(&p->t[FM_FFT_IN]) == 0 ||
         fm_tensor_numel(&p->t[FM_FFT_OUT]) == 0)
         return FM_FFT_PROLOG_AUTO;
-    const char *env = getenv("FUSEMATH_CUFFT_PROLOG");
-    if (fp->gpu_prolog != FM_FFT_PROLOG_AUTO || !env)
-        return fp->gpu_prolog;
+    return fp->gpu_prolog;
+}
+
+int fm_fft_prolog_mode_setting(const fm_settings *settings, int asked)
+{
+    const char *env = settings ? settings->cufft_prolog : "";
+    if (asked != FM_FFT_PROLOG_AUTO || !*env)
+        return asked;
     return strcmp(env, "callback") == 0 ? FM_FFT_PROLOG_CALLBACK
            : strcmp(env, "pass") == 0   ? FM_FFT_PROLOG_PASS
            : strcmp(env, "kernel") == 0 ? FM_FFT_PROLOG_KERNEL
                                         : FM_FFT_PROLOG_AUTO;
 }
 
-const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol)
+const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog, const char **symbol)
 {
     const fm_fft_params *fp = &p->u.fft;
     unsigned ops = epilog ? fp->epilog_ops : fp->prolog_ops;
-    const uint8_t *d = epilog ? fp->epilog_cb : fp->prolog_cb;
-    if (p->op != FM_OP_FFT || !(ops & FM_FFT_OP_CALLBACK) || !planning.opts ||
-        memcmp(d, planning.digest[epilog != 0], 32) != 0)
+    if (!att || p->op != FM_OP_FFT || !(ops & FM_FFT_OP_CALLBACK))
         return NULL;
-    const fm_fft_chain *ch = epilog ? &planning.opts->epilog : &planning.opts->prolog;
     if (symbol)
-        *symbol = ch->symbol;
-    return ch->source;
+        *symbol = att->text[epilog ? FM_FFT_ATTACH_EPILOG_SYMBOL : FM_FFT_ATTACH_PROLOG_SYMBOL];
+    return att->text[epilog ? FM_FFT_ATTACH_EPILOG_SOURCE : FM_FFT_ATTACH_PROLOG_SOURCE];
 }
 
 static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                        fm_problem *p)
 {
     fm_status s;
-    if (!ctx)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: ctx is NULL");
     if (!ts[FM_FFT_IN] || !ts[FM_FFT_OUT])
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s is NULL, expected a tensor descriptor",
                        ts[FM_FFT_IN] ? "out" : "in");
@@ -176,6 +171,9 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
                            "sets it)", i, (int)opts->reserved[i]);
     if (opts->kind < FM_FFT_C2C || opts->kind > FM_FFT_C2R)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
+    if (opts->last_n < 0 || (opts->last_n && opts->kind != FM_FFT_C2R))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: last_n = %d, expected 0%s", (int)opts->last_n,
+                       opts->kind == FM_FFT_C2R ? " or the output length n > 0" : " (it is for c2r only)");
     if (opts->inverse != 0 && opts->inverse != 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: inverse = %d, expected 0 or 1", opts->inverse);
     if (opts->kind == FM_FFT_R2C && opts->inverse)
@@ -270,6 +268,9 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
         int last = i == naxes - 1;
         int64_t ie = in->shape[a], oe = out->shape[a];
         n[i] = opts->kind == FM_FFT_C2R ? oe : ie;
+        if (opts->kind == FM_FFT_C2R && last && opts->last_n && oe != opts->last_n)
+            return fm_fail(FM_ERR_SHAPE, "fft: c2r out has %lld along axis %d but last_n = %d", (long long)oe, a,
+                           (int)opts->last_n);
         int64_t want_out = (opts->kind == FM_FFT_R2C && last) ? ie / 2 + 1 : ie;
         int64_t want_in = (opts->kind == FM_FFT_C2R && last) ? oe / 2 + 1 : oe;
         if (n[i] < 1)
@@ -294,16 +295,9 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
                            (long long)in->shape[d], (long long)out->shape[d]);
     }
 
-    memset(p, 0, sizeof *p);
-    p->op = FM_OP_FFT;
-    p->nslots = FM_FFT_NSLOTS;
-    p->output_mask = 1u << FM_FFT_OUT;
-    for (int i = 0; i < FM_MAX_SLOTS; i++)
-        p->inplace_partner[i] = -1;
+    /* the header is fm_problem_begin's (zeroed, names, roles) */
     if (opts->kind == FM_FFT_C2C)
         p->inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        p->slot_names[i] = slot_names[i];
     p->t[FM_FFT_IN] = *in;
     p->t[FM_FFT_OUT] = *out;
     p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
@@ -377,8 +371,8 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     }
     fp->norm = opts->norm;
     fp->effort = opts->effort;
-    fp->gpu_prolog = opts->gpu_prolog;
-    fp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
+    fp->gpu_prolog = fm_fft_prolog_mode_setting(ctx ? fm_context_settings(ctx) : NULL, opts->gpu_prolog);
+    fp->num_threads = ctx ? fm_context_threads_for(ctx, opts->num_threads) : 0;
     double norm = opts->norm == FM_FFT_NORM_ORTHO                      ? 1.0 / sqrt(total)
                   : (opts->norm == FM_FFT_NORM_FORWARD) != !!opts->inverse ? 1.0 / total
                                                                            : 1.0;
@@ -441,51 +435,107 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     return FM_OK;
 }
 
-/* The problem of a call; its bytes are the plan cache's and wisdom's key (see fm_problem_key_tails). */
-static fm_status build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                       fm_problem *p)
+static const uint8_t slot_roles[FM_FFT_NSLOTS] = {FM_SLOT_INPUT, FM_SLOT_OUTPUT, FM_SLOT_INPUT, FM_SLOT_INPUT};
+
+static void options_init(void *o) { fm_fft_options_init(o); }
+
+static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts_, fm_problem *p,
+                       fm_attachments *att)
 {
+    const fm_fft_options *opts = opts_;
     fm_status s = build_fields(ctx, ts, opts, p);
-    if (s == FM_OK)
-        fm_problem_key_tails(p);
-    return s;
+    if (s != FM_OK || !opts)
+        return s;
+    if (opts->prolog.ops & FM_FFT_OP_CALLBACK) {
+        att->text[FM_FFT_ATTACH_PROLOG_SOURCE] = opts->prolog.source;
+        att->text[FM_FFT_ATTACH_PROLOG_SYMBOL] = opts->prolog.symbol;
+    }
+    if (opts->epilog.ops & FM_FFT_OP_CALLBACK) {
+        att->text[FM_FFT_ATTACH_EPILOG_SOURCE] = opts->epilog.source;
+        att->text[FM_FFT_ATTACH_EPILOG_SYMBOL] = opts->epilog.symbol;
+    }
+    return FM_OK;
 }
+
+/* out's descriptor for in and the options: the dtype the kind maps in's to, the shape with the
+ * last transformed axis n -> n/2 + 1 (r2c) or m -> options.last_n, else 2 (m - 1) (c2r); then
+ * every check of planning made against it. */
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
+{
+    fm_fft_options defaults;
+    const fm_fft_options *opts = opts_;
+    if (!opts) {
+        fm_fft_options_init(&defaults);
+        opts = &defaults;
+    }
+    const fm_tensor *in = ts[FM_FFT_IN];
+    if (!in)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: in is NULL, expected a tensor descriptor");
+    fm_status s = check_desc("in", in);
+    if (s != FM_OK)
+        return s;
+    if (opts->kind < FM_FFT_C2C || opts->kind > FM_FFT_C2R)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
+    const int nd = in->ndim;
+    int naxes = opts->naxes ? opts->naxes : (nd < 3 ? nd : 3);
+    int last = naxes >= 1 && naxes <= 3 ? (opts->naxes ? opts->axes[naxes - 1] : nd - 1) : nd - 1;
+    if (last < 0)
+        last += nd;
+    fm_tensor out = *in;
+    out.data = NULL;
+    out.dtype = opts->kind == FM_FFT_C2C ? in->dtype : opts->kind == FM_FFT_R2C ? complex_of(in->dtype) : real_of(in->dtype);
+    if (last >= 0 && last < nd) {
+        const int64_t e = in->shape[last];
+        out.shape[last] = opts->kind == FM_FFT_R2C   ? e / 2 + 1
+                          : opts->kind == FM_FFT_C2C ? e
+                          : opts->last_n > 0         ? opts->last_n
+                                                     : 2 * (e - 1);
+    }
+    fm_tensor_init(&out, NULL, in->device, out.dtype, nd, out.shape, NULL);
+    fm_device dev;
+    if ((s = fm_tensor_resolve_device("fft", "in", in, &dev)) != FM_OK)
+        return s;
+    out.device = dev;
+    const fm_tensor *all[FM_FFT_NSLOTS] = {in, &out, ts[FM_FFT_PROLOG], ts[FM_FFT_EPILOG]};
+    fm_problem p;
+    memset(&p, 0, sizeof p);
+    if ((s = build_fields(NULL, all, opts, &p)) != FM_OK) /* every other check, against this out */
+        return s;
+    specs[FM_FFT_OUT] = out;
+    *written = 1u << FM_FFT_OUT;
+    return FM_OK;
+}
+
+const fm_operation fm_operation_fft = {
+    .op = FM_OP_FFT,
+    .name = "fft",
+    .nslots = FM_FFT_NSLOTS,
+    .slot_names = slot_names,
+    .slot_roles = slot_roles,
+    .options_size = sizeof(fm_fft_options),
+    .options_init = options_init,
+    .build = build,
+    .output_specs = output_specs,
+    .ntunables = 0,
+};
 
 fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                                fm_problem *p)
 {
-    return build(ctx, ts, opts, p);
+    fm_attachments att;
+    return fm_operation_build(ctx, &fm_operation_fft, ts, opts, p, &att);
 }
 
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                       const fm_tensor *epilog_array, const fm_fft_options *opts, fm_plan **plan)
 {
-    if (!plan)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: plan out-pointer is NULL");
-    *plan = NULL;
     const fm_tensor *ts[FM_FFT_NSLOTS] = {in, out, prolog_array, epilog_array};
-    fm_problem p;
-    fm_status s = build(ctx, ts, opts, &p);
-    if (s != FM_OK)
-        return s;
-    planning.opts = opts;
-    memcpy(planning.digest[0], p.u.fft.prolog_cb, 32);
-    memcpy(planning.digest[1], p.u.fft.epilog_cb, 32);
-    s = fm_plan_problem(ctx, &p, plan);
-    planning.opts = NULL;
-    return s;
+    return fm_plan_create(ctx, FM_OP_FFT, ts, FM_FFT_NSLOTS, opts, plan);
 }
 
 fm_status fm_fft(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                  const fm_tensor *epilog_array, const fm_fft_options *opts, void *stream)
 {
-    fm_plan *plan = NULL;
-    fm_status s = fm_fft_plan(ctx, in, out, prolog_array, epilog_array, opts, &plan);
-    if (s != FM_OK)
-        return s;
-    void *ptrs[FM_FFT_NSLOTS] = {in->data, out->data, prolog_array ? prolog_array->data : NULL,
-                                 epilog_array ? epilog_array->data : NULL};
-    s = fm_plan_execute(plan, ptrs, FM_FFT_NSLOTS, stream);
-    fm_plan_release(plan);
-    return s;
+    const fm_tensor *ts[FM_FFT_NSLOTS] = {in, out, prolog_array, epilog_array};
+    return fm_run(ctx, FM_OP_FFT, ts, FM_FFT_NSLOTS, opts, NULL, stream);
 }

@@ -11,6 +11,8 @@
 #define FM_MAX_THREADS 4096 /* the most CPU threads a context setting or a plan may ask for */
 #define FM_DESCRIBE_LEN 640
 
+typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
+
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */
 /* FM_SIMD_CLONES: the element loops of the CPU chain passes (matmul epilogues, FFT
@@ -66,6 +68,15 @@ fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_te
  * managed -> cuda); FM_ERR_DEVICE naming `op` and `name` for other device types. */
 fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);
 
+/* Plan-time attachments: what a problem's key holds only as a digest (an FFT callback's source
+ * text and symbol), handed to the backends while they plan. Valid during planning only: a plan
+ * that needs any of it later copies it. Meaning per operation (fft: FM_FFT_ATTACH_*). */
+#define FM_MAX_ATTACHMENTS 4
+typedef struct fm_attachments {
+    const char *text[FM_MAX_ATTACHMENTS];
+} fm_attachments;
+enum { FM_FFT_ATTACH_PROLOG_SOURCE, FM_FFT_ATTACH_PROLOG_SYMBOL, FM_FFT_ATTACH_EPILOG_SOURCE, FM_FFT_ATTACH_EPILOG_SYMBOL };
+
 /* ---- problems ---- */
 typedef struct fm_matmul_params {
     double alpha[2];
@@ -98,6 +109,7 @@ typedef struct fm_fft_params {
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */
 typedef struct fm_problem {
+    uint64_t settings_key;          /* the context's fm_settings.plan_key */
     fm_op op;
     int32_t nslots;
     uint32_t present;               /* bit i: slot i is used */
@@ -127,17 +139,19 @@ void fm_problem_key_tails(fm_problem *p);
 uint64_t fm_problem_hash(const fm_problem *p);
 bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 
-/* While fm_fft_plan plans on this thread: the source and symbol of the chain's raw callback
- * (epilog = 0 prolog, 1 epilog) of problem p, or NULL when p has none or is not the problem
- * being planned (its digest does not match). */
-const char *fm_fft_callback_text(const fm_problem *p, int epilog, const char **symbol);
+/* The source and symbol of the chain's raw callback (epilog = 0 prolog, 1 epilog) of problem p
+ * among the attachments the plan is being made with, or NULL when p has none. */
+const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog, const char **symbol);
 /* The problem fm_fft_plan would plan for these operands (slots FM_FFT_IN..EPILOG) and options:
  * validation, norm folding, layouts. Tests drive backends' planning with it. */
 fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                                fm_problem *p);
-/* p's gpu_prolog with AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback; AUTO
- * whatever was asked when there is no chain or nothing to compute */
+/* p's gpu_prolog (AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback when the problem
+ * was built); AUTO whatever was asked when there is no chain or nothing to compute */
 int fm_fft_gpu_prolog_mode(const fm_problem *p);
+/* The mode a problem built under these settings records: asked, or for AUTO what
+ * FUSEMATH_CUFFT_PROLOG=kernel|pass|callback says (for experiments; settings NULL: asked). */
+int fm_fft_prolog_mode_setting(const fm_settings *settings, int asked);
 /* "scale+multiply+conj+callback" (the ops present) or "none", for describe() */
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops);
 
@@ -158,7 +172,12 @@ void fm_matmul_geom_from_problem(const fm_problem *p, fm_matmul_geom *g);
 int64_t fm_matmul_batch_offset(const fm_matmul_geom *g, int slot, int64_t b);
 
 /* ---- plans ---- */
-typedef fm_status (*fm_execute_fn)(const fm_plan *p, void *const *ptrs, void *stream);
+/* args: the caller's per-call arguments, or a zeroed fm_exec_args when it passed none (never NULL). */
+typedef fm_status (*fm_execute_fn)(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream);
+
+/* The zeroed arguments an execute gets when its caller passed none. */
+extern const fm_exec_args fm_no_exec_args;
+
 
 struct fm_plan {
     atomic_int refcount;
@@ -169,6 +188,7 @@ struct fm_plan {
     fm_execute_fn execute;
     void (*destroy_impl)(void *impl);
     size_t required_align[FM_MAX_SLOTS]; /* bytes each pointer must be aligned to at execute */
+    const fm_attachments *attach; /* while a backend plans it: the attachments (never NULL); NULL after */
     char describe[FM_DESCRIBE_LEN];
 };
 
@@ -176,6 +196,30 @@ struct fm_plan {
 fm_plan *fm_plan_alloc(const fm_problem *p);
 /* Set p's describe() line, printf-style; a longer line is cut at FM_DESCRIBE_LEN. */
 void fm_plan_set_describe(fm_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- settings: every environment variable the library reads, read once at context creation ---- */
+struct fm_settings {
+    int num_threads;           /* FUSEMATH_NUM_THREADS, else the online cores */
+    char backend[64];          /* FUSEMATH_BACKEND: only this backend plans ("" = any) */
+    int log_plan;              /* FUSEMATH_LOG contains "plan" */
+    char cpu_kernel[16];       /* FUSEMATH_CPU_KERNEL: cap on the own GEMM kernel's ISA ("" = the best) */
+    int cpu_kernel_kc;         /* FUSEMATH_CPU_KERNEL_KC: the kernel's k block (0: k in one block; -1: its default) */
+    char fft_cpu_path[16];     /* FUSEMATH_FFT_CPU_PATH: direct|chunks|inplace forced ("" = timed/heuristic) */
+    char cufft_prolog[16];     /* FUSEMATH_CUFFT_PROLOG: kernel|pass|callback for AUTO ("" = none) */
+    int fft_kernel_regcap;     /* FUSEMATH_FFT_KERNEL_REGCAP (0: no register cap; -1: the default) */
+    long cuda_workspace_mb;    /* FUSEMATH_CUDA_WORKSPACE_MB (-1 = default) */
+    char cache_dir[512];       /* FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else ~/.cache/fusemath */
+    char cuda_home[512];       /* CUDA_HOME, else CUDA_PATH ("" = neither) */
+    /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
+     * directories): part of every problem's key, so a plan made under other settings is never
+     * returned from the cache or wisdom. */
+    uint64_t plan_key;
+};
+/* The settings of ctx. */
+const fm_settings *fm_context_settings(const fm_context *ctx);
+/* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the
+ * variable for a malformed FUSEMATH_NUM_THREADS. */
+fm_status fm_settings_read(fm_settings *s);
 
 /* ---- backends ---- */
 typedef struct fm_backend {
@@ -185,7 +229,7 @@ typedef struct fm_backend {
     int priority;           /* higher is offered first */
     /* Create per-context state (library handles); return FM_ERR_UNAVAILABLE with a
      * reason in *why (static string or fm_last_error()) when the device is absent. */
-    fm_status (*probe)(void **state, const char **why);
+    fm_status (*probe)(const fm_settings *settings, void **state, const char **why);
     void (*release)(void *state);
     /* Plan p or return FM_ERR_NOT_APPLICABLE (with a reason via fm_fail) so the next
      * backend is tried; any other error stops planning. On success fill plan->impl,
@@ -200,6 +244,13 @@ typedef struct fm_backend {
      * model, settings), as text in buf. Wisdom entries are keyed by it too, so a choice tuned
      * with another library build, GPU or thread count is not applied here. */
     void (*wisdom_salt)(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n);
+    /* Optional: the variants of p worth timing in autotune (p with the operation's tunable fields
+     * set, see fm_operation.tunables), at most max of them, into cand[]; group[i] numbers runs of
+     * candidates where the first that fails to plan ends its run (a library's candidate list of
+     * unknown length). Return the count. The generic autotune (core/src/autotune.c) times the
+     * default plan against every candidate of every backend that could plan p. */
+    int (*tune_candidates)(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand, int *group,
+                           int max);
 } fm_backend;
 
 /* The table of built-in backends lives in backends/registry.c, not in core/, so a
@@ -236,10 +287,12 @@ fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
  * online core (and at least 16 allowed). */
 int fm_context_threads_for(const fm_context *ctx, int requested);
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+/* The same with plan-time attachments (att NULL: none). */
+fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* The same without the plan cache (neither looked up nor filled): autotune's candidates. */
-fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
-fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **plan);
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
  * reference to target. Used by autotune: the tuned plan answers for the default key. An alias
  * given as target is replaced by its own target: repeated autotunes never build a chain. */
@@ -275,7 +328,7 @@ static inline double fm_median(double *v, int n)
         }
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-/* Matmul autotune's timing rules (matmul_problem.c): calls per GPU timing for a plan taking
+/* Autotune's timing rules (autotune.c): calls per GPU timing for a plan taking
  * est seconds a call (at least `repeats` and 1 ms, at most 1000); the relative gain a
  * candidate must show over the default given the default's drifts between the two timings
  * around each candidate (GPU; drift is reordered), 3% on the CPU. */

@@ -3,8 +3,10 @@
  * on broadcast dimensions, so backends see one uniform layout. */
 #include "context.h"
 #include "epilogue.h"
+#include "operation.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,21 +159,10 @@ static void device_str(fm_device d, char *buf, size_t n)
 }
 
 /* Build the problem; shared by plan, stateless and autotune entry points. */
-static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
-                                      const fm_matmul_options *opts, fm_problem *p)
+/* The options alone: ranges, reserved fields, the epilogue's own rules. */
+static fm_status check_options(const fm_matmul_options *opts)
 {
     fm_status s;
-    if (!ctx)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: ctx is NULL");
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
-                           slot_names[i]);
-    fm_matmul_options defaults;
-    if (!opts) {
-        fm_matmul_options_init(&defaults);
-        opts = &defaults;
-    }
     unsigned epi = opts->epilogue;
     if ((s = fm_epilogue_validate(epi)) != FM_OK)
         return fm_fail(s, "matmul: %s", fm_last_error());
@@ -193,19 +184,32 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
         if (opts->reserved[i] != 0) /* a later version may give them a meaning: refuse garbage now */
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: options.reserved[%d] = %d, expected 0 "
                            "(fm_matmul_options_init sets it)", i, (int)opts->reserved[i]);
+    if (opts->compute != FM_COMPUTE_DEFAULT && opts->compute != FM_COMPUTE_TF32)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: compute = %d, expected 0 (default) or 1 (tf32)", opts->compute);
+    if (opts->gpu_algo < 0 || opts->gpu_algo > 63 || opts->gpu_passes < 0 || opts->gpu_passes > 2)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: gpu_algo = %d, gpu_passes = %d; expected 0..63 and 0..2",
+                       opts->gpu_algo, opts->gpu_passes);
+    if ((epi & FM_EPILOGUE_CLAMP) && !(opts->clamp[0] <= opts->clamp[1]))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: clamp = (%g, %g), expected lo <= hi (and no NaN)",
+                       opts->clamp[0], opts->clamp[1]);
+    return FM_OK;
+}
 
+/* The descriptors' own validity, and the one dtype of the product (*dt: d's; fp8 a and b give
+ * f16, bf16 or f32 d, which then comes from d, or is f32 when d is absent: output specs). */
+static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const fm_matmul_options *opts,
+                              fm_dtype *dt_out)
+{
+    fm_status s;
+    const unsigned epi = opts->epilogue;
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
-    if ((s = check_tensor("d", d, 2)) != FM_OK)
-        return s;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (ts[i] && i != FM_MATMUL_D && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C || i >= FM_MATMUL_A_SCALE ? 0 : 2))) != FM_OK)
+        if (ts[i] && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C || i >= FM_MATMUL_A_SCALE ? 0 : 2))) != FM_OK)
             return s;
-
-    /* dtypes: one dtype for a, b, c, bias and d; fp8 a and b produce f16, bf16 or f32 d */
     fm_dtype dt = a->dtype;
     const int fp8 = is_fp8(a->dtype);
     if (fp8) {
-        dt = d->dtype;
+        dt = d ? d->dtype : FM_F32;
         if (!is_fp8(b->dtype))
             return fm_fail(FM_ERR_DTYPE, "matmul: a is %s but b is %s; fp8 a needs fp8 b", fm_dtype_name(a->dtype),
                            fm_dtype_name(b->dtype));
@@ -245,16 +249,35 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
         return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: epilogue %s is not defined for complex dtype %s (complex "
                        "data takes bias, bgrada and bgradb only)", en, fm_dtype_name(dt));
     }
-    if ((epi & FM_EPILOGUE_CLAMP) && !(opts->clamp[0] <= opts->clamp[1]))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: clamp = (%g, %g), expected lo <= hi (and no NaN)",
-                       opts->clamp[0], opts->clamp[1]);
-    if (opts->compute != FM_COMPUTE_DEFAULT && opts->compute != FM_COMPUTE_TF32)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: compute = %d, expected 0 (default) or 1 (tf32)", opts->compute);
     if (opts->compute == FM_COMPUTE_TF32 && dt != FM_F32)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: compute='tf32' applies to f32 data, not %s", fm_dtype_name(dt));
-    if (opts->gpu_algo < 0 || opts->gpu_algo > 63 || opts->gpu_passes < 0 || opts->gpu_passes > 2)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: gpu_algo = %d, gpu_passes = %d; expected 0..63 and 0..2",
-                       opts->gpu_algo, opts->gpu_passes);
+    *dt_out = dt;
+    return FM_OK;
+}
+
+static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], unsigned epi, fm_dtype dt, int ndim,
+                                 const int64_t *shape, fm_problem *p);
+static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                                const fm_matmul_options *opts, fm_dtype dt, fm_problem *p);
+
+static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                                      const fm_matmul_options *opts, fm_problem *p)
+{
+    fm_status s;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
+                           slot_names[i]);
+    fm_matmul_options defaults;
+    if (!opts) {
+        fm_matmul_options_init(&defaults);
+        opts = &defaults;
+    }
+    const unsigned epi = opts->epilogue;
+    fm_dtype dt;
+    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
+        return s;
+    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
 
     /* shapes */
     int ndim;
@@ -265,7 +288,6 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
         return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
-    int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
     /* aux is written by the forward *_aux chains; drelu/dgelu read it (an input may repeat,
      * e.g. one mask broadcast over the batch) */
     if ((s = fm_tensor_check_distinct("matmul", "d", d)) != FM_OK ||
@@ -292,17 +314,22 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
                            ? "matmul: scale was given but the epilogue has no 'scale'"
                            : "matmul: the epilogue has 'scale' but scale is NULL; expected a vector of length N");
 
-    memset(p, 0, sizeof *p);
-    p->op = FM_OP_MATMUL;
-    p->nslots = FM_MATMUL_NSLOTS;
-    p->output_mask = (1u << FM_MATMUL_D) | (1u << FM_MATMUL_BGRAD) |
-                     ((epi & FM_EPILOGUE_AUX) ? (1u << FM_MATMUL_AUX) : 0); /* drelu/dgelu read aux */
-    for (int i = 0; i < FM_MAX_SLOTS; i++)
-        p->inplace_partner[i] = -1;
+    /* the header is fm_problem_begin's (zeroed, names, roles); aux is an output of the forward
+     * chains only (drelu/dgelu read it) */
+    p->output_mask = (1u << FM_MATMUL_D) | (1u << FM_MATMUL_BGRAD) | ((epi & FM_EPILOGUE_AUX) ? (1u << FM_MATMUL_AUX) : 0);
     p->inplace_partner[FM_MATMUL_D] = FM_MATMUL_C;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        p->slot_names[i] = slot_names[i];
+    if ((s = expand_operands(ts, epi, dt, ndim, shape, p)) != FM_OK)
+        return s;
+    return finish_problem(ctx, ts, opts, dt, p);
+}
 
+/* Every operand expanded to the full batch rank (stride 0 where broadcast) into p->t[]. */
+static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], unsigned epi, fm_dtype dt, int ndim,
+                                 const int64_t *shape, fm_problem *p)
+{
+    fm_status s;
+    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
+    const int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
     int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM];
     memcpy(a_target, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(b_target, shape, sizeof(int64_t) * (size_t)ndim);
@@ -398,7 +425,15 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
             e.shape[j] = 1, e.strides[j] = 0;
         p->t[i] = e;
     }
+    return FM_OK;
+}
 
+/* Devices, alignment, and the plain-data parameters. */
+static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
+                                const fm_matmul_options *opts, fm_dtype dt, fm_problem *p)
+{
+    fm_status s;
+    const unsigned epi = opts->epilogue;
     /* devices */
     fm_device devs[FM_MATMUL_NSLOTS];
     int first = -1;
@@ -467,50 +502,92 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
     return FM_OK;
 }
 
-/* The problem of a call; its bytes are the plan cache's and wisdom's key (see fm_problem_key_tails). */
-static fm_status build_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
-                               const fm_matmul_options *opts, fm_problem *p)
+/* A C-contiguous descriptor of shape[0..ndim) on dev. */
+static void contiguous_spec(fm_tensor *t, fm_dtype dt, fm_device dev, int ndim, const int64_t *shape)
 {
-    fm_status s = build_problem_fields(ctx, ts, opts, p);
-    if (s == FM_OK)
-        fm_problem_key_tails(p);
-    return s;
+    fm_tensor_init(t, NULL, dev, dt, ndim, shape, NULL);
 }
+
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
+{
+    fm_matmul_options defaults;
+    const fm_matmul_options *opts = opts_;
+    if (!opts) {
+        fm_matmul_options_init(&defaults);
+        opts = &defaults;
+    }
+    for (int i = FM_MATMUL_A; i <= FM_MATMUL_B; i++)
+        if (!ts[i])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor", slot_names[i]);
+    fm_status s;
+    fm_dtype dt;
+    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
+        return s;
+    int ndim;
+    int64_t shape[FM_MAX_NDIM + 2];
+    if ((s = fm_matmul_output_shape(ts[FM_MATMUL_A], ts[FM_MATMUL_B], &ndim, shape)) != FM_OK)
+        return s;
+    if (ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
+    fm_device dev;
+    if ((s = fm_tensor_resolve_device("matmul", "a", ts[FM_MATMUL_A], &dev)) != FM_OK)
+        return s;
+    const unsigned epi = opts->epilogue;
+    const int64_t m = shape[ndim - 2], n = shape[ndim - 1];
+    contiguous_spec(&specs[FM_MATMUL_D], dt, dev, ndim, shape);
+    *written = 1u << FM_MATMUL_D;
+    if (epi & FM_EPILOGUE_AUX) {
+        int64_t aux[FM_MAX_NDIM];
+        memcpy(aux, shape, sizeof(int64_t) * (size_t)ndim);
+        const int mask = fm_epilogue_aux_is_mask(epi);
+        if (mask)
+            aux[ndim - 1] = fm_relu_mask_row_bytes(n);
+        contiguous_spec(&specs[FM_MATMUL_AUX], mask ? FM_U8 : dt, dev, ndim, aux);
+        *written |= 1u << FM_MATMUL_AUX;
+    }
+    if (epi & FM_EPILOGUE_ANY_BGRAD_) {
+        int64_t bg[FM_MAX_NDIM];
+        memcpy(bg, shape, sizeof(int64_t) * (size_t)(ndim - 2));
+        bg[ndim - 2] = (epi & FM_EPILOGUE_BGRADA) ? m : n;
+        contiguous_spec(&specs[FM_MATMUL_BGRAD], dt, dev, ndim - 1, bg);
+        *written |= 1u << FM_MATMUL_BGRAD;
+    }
+    return FM_OK;
+}
+
+static const uint8_t slot_roles[FM_MATMUL_NSLOTS] = {
+    FM_SLOT_INPUT, FM_SLOT_INPUT, FM_SLOT_INPUT, FM_SLOT_INPUT, FM_SLOT_OUTPUT,
+    FM_SLOT_OUTPUT, /* aux: written by forward kinds, read by drelu/dgelu (the problem's output_mask says) */
+    FM_SLOT_OUTPUT, FM_SLOT_INPUT, FM_SLOT_INPUT, FM_SLOT_INPUT};
+
+static void options_init(void *o) { fm_matmul_options_init(o); }
+
+static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts, fm_problem *p,
+                       fm_attachments *att)
+{
+    (void)att;
+    return build_problem_fields(ctx, ts, opts, p);
+}
+
+const fm_operation fm_operation_matmul = {
+    .op = FM_OP_MATMUL,
+    .name = "matmul",
+    .nslots = FM_MATMUL_NSLOTS,
+    .slot_names = slot_names,
+    .slot_roles = slot_roles,
+    .options_size = sizeof(fm_matmul_options),
+    .options_init = options_init,
+    .build = build,
+    .output_specs = output_specs,
+    .ntunables = 4,
+    .tunables = {offsetof(fm_matmul_params, panel_rows), offsetof(fm_matmul_params, cpu_strategy),
+                 offsetof(fm_matmul_params, gpu_algo), offsetof(fm_matmul_params, gpu_passes)},
+};
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                            const fm_matmul_options *opts, fm_plan **plan)
 {
-    if (!plan)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: plan out-pointer is NULL");
-    *plan = NULL;
-    if (!ts)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: tensor array is NULL");
-    fm_problem p;
-    fm_status s = build_problem(ctx, ts, opts, &p);
-    if (s != FM_OK)
-        return s;
-    /* The cache first: a planned problem (tuned or not) never pays the wisdom lookup, which
-     * hashes every backend's salt. */
-    if ((*plan = fm_context_cache_get(ctx, &p)) != NULL)
-        return FM_OK;
-    fm_problem tuned;
-    if (!fm_wisdom_lookup(ctx, &p, &tuned))
-        return fm_plan_problem(ctx, &p, plan);
-    /* Plan the remembered choice; if it no longer plans here, the default does. */
-    fm_plan *winner = NULL;
-    if (fm_plan_problem(ctx, &tuned, &winner) != FM_OK) {
-        fm_clear_error();
-        return fm_plan_problem(ctx, &p, plan);
-    }
-    fm_plan *out = fm_plan_alloc(&p);
-    if (!out) {
-        fm_plan_release(winner);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory");
-    }
-    fm_plan_alias_init(out, winner);
-    fm_context_cache_put(ctx, out);
-    *plan = out;
-    return FM_OK;
+    return fm_plan_create(ctx, FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, opts, plan);
 }
 
 fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -524,16 +601,7 @@ fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b
 fm_status fm_matmul_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS], const fm_matmul_options *opts,
                       void *stream)
 {
-    fm_plan *plan = NULL;
-    fm_status s = fm_matmul_plan_v(ctx, ts, opts, &plan);
-    if (s != FM_OK)
-        return s;
-    void *ptrs[FM_MATMUL_NSLOTS];
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        ptrs[i] = ts[i] ? ts[i]->data : NULL;
-    s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, stream);
-    fm_plan_release(plan);
-    return s;
+    return fm_run(ctx, FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, opts, NULL, stream);
 }
 
 fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -542,72 +610,6 @@ fm_status fm_matmul(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, con
 {
     const fm_tensor *ts[FM_MATMUL_NSLOTS] = {a, b, c, bias, d, aux, NULL, NULL};
     return fm_matmul_v(ctx, ts, opts, stream);
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* *seconds = per call of plan: the fastest of `samples` timings of `calls` calls each (each
- * timing ends with a wait for the device). A failed call or wait is returned: a plan that
- * fails fast must not look fast. */
-static fm_status time_plan(const fm_plan *plan, void *const *ptrs, int samples, int calls, fm_status (*sync)(int),
-                           int device, double *seconds)
-{
-    fm_status s;
-    double best = 1e300;
-    for (int r = 0; r < samples; r++) {
-        double t0 = now_seconds();
-        for (int q = 0; q < calls; q++)
-            if ((s = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL)) != FM_OK)
-                return s;
-        if (sync && (s = sync(device)) != FM_OK)
-            return s;
-        double t = (now_seconds() - t0) / calls;
-        if (t < best)
-            best = t;
-    }
-    *seconds = best;
-    return FM_OK;
-}
-
-/* Calls that fill window_s seconds at `est` seconds a call, within [at_least, at_most]. */
-static int window_calls(double est, double window_s, int at_least, int at_most)
-{
-    double c = est > 0 ? window_s / est : at_least;
-    return c > at_most ? at_most : c > at_least ? (int)c + 1 : at_least;
-}
-
-/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
- * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
- * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
- * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
- * choice on the H200; the sustained check below is what settles such choices. */
-int fm_autotune_gpu_calls(double est, int repeats) { return window_calls(est, 1e-3, repeats, 1000); }
-
-/* Calls per window of the sustained check: 100 ms (at least 1 call, at most 2000). The
- * short timings above rank kernels by their speed at whatever clock the GPU has just then;
- * in a long loop a GPU that reaches its power limit (the H200 at 700 W: every 8192^3 bf16 /
- * fp16 and fp64 kernel) runs each kernel at the clock its own draw allows, which can reverse
- * the order. Measured on the H200, bf16 8192^3 bias+relu: a tile-20 kernel 1.6% faster than
- * the default (tile 24) in 1 ms timings was 1.5-3% slower in 100 ms windows, and so in
- * matmul_gpu.py's loops (the kernel probe, 2026-12-01). */
-int fm_autotune_sustained_calls(double est) { return window_calls(est, 0.1, 1, 2000); }
-
-/* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
- * typical change between the two timings around a candidate (drift[0..n), reordered), when
- * that is larger. At the H200's power cap (fp64, 8192^3 bf16) the default drifted by a few
- * percent between two timings and a second copy of the default scored 0.96-0.98 of it: a 1%
- * rule then picked among kernels by chance. */
-double fm_autotune_required_gain(int on_gpu, double *drift, int n)
-{
-    if (!on_gpu)
-        return 0.03;
-    double noise = n > 0 ? fm_median(drift, n) : 0.0;
-    return 2.0 * noise > 0.01 ? 2.0 * noise : 0.01;
 }
 
 fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
@@ -621,223 +623,5 @@ fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const fm_tenso
 fm_status fm_matmul_autotune_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                                const fm_matmul_options *opts, int repeats, fm_plan **plan)
 {
-    if (!plan)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: plan out-pointer is NULL");
-    *plan = NULL;
-    if (repeats < 1 || repeats > 1000)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: repeats = %d, expected 1 <= repeats <= 1000", repeats);
-    if (!ts)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: tensor array is NULL");
-    fm_problem p;
-    fm_status s = build_problem(ctx, ts, opts, &p);
-    if (s != FM_OK)
-        return s;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (ts[i] && !ts[i]->data && fm_tensor_numel(ts[i]) > 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul autotune: %s has no data pointer; autotune runs on the real operands",
-                           slot_names[i]);
-    void *ptrs[FM_MATMUL_NSLOTS];
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        ptrs[i] = ts[i] ? ts[i]->data : NULL;
-    int on_gpu = p.exec_device.type == FM_DEVICE_CUDA;
-    if (!on_gpu && (p.u.matmul.panel_rows != 0 || p.u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO))
-        return fm_plan_problem(ctx, &p, plan); /* the caller fixed the choice: nothing to tune */
-    if (on_gpu && (p.u.matmul.gpu_algo != 0 || p.u.matmul.gpu_passes != 0))
-        return fm_plan_problem(ctx, &p, plan);
-
-    /* Candidates. CPU: the heuristic (0) and fixed panel heights up to M. GPU: the
-     * backend's algorithms with the chain fused (gpu_algo 0, 1, ... until the backend has
-     * no more: cuBLASLt's heuristic list, then its wider search), and the same for the
-     * plain GEMM followed by the separate epilogue kernel: a fused path that loses (seen:
-     * torch's fused fp64 bias+relu, 1.7x slower than unfused) is not chosen, and the split
-     * path gets the fastest GEMM (the wider search holds an fp64 kernel 2-7% faster than
-     * the heuristic's first choice in long loops at the H200's power cap, though slower on a
-     * cool GPU; there the drift rule below keeps the default). Each is timed in
-     * interleaved rounds (below). After the first round only candidates within 10% of the
-     * fastest go on. A candidate replaces the default only when at least 3% faster on the
-     * CPU (host timings scatter by more) or, on a GPU, 1% or twice the timings' own drift
-     * when that is larger (below; fp32 gelu's better kernel was 2.2% faster on the H200). */
-    /* The blas-threads strategy is not a CPU candidate: after each call OpenBLAS's
-     * threads spin for milliseconds and slow whatever runs next (measured 3-4x on the
-     * next tile plan on the H200 host), which a timing loop of one plan does not see. */
-    static const int32_t cand[] = {0, 16, 32, 64, 128, 256, 512, 1024};
-    enum { NCPU = sizeof cand / sizeof cand[0], GPU_FUSED_ALGOS = 64, GPU_PLAIN_ALGOS = 64, ROUNDS = 3,
-           NMAX = 1 + GPU_FUSED_ALGOS + GPU_PLAIN_ALGOS };
-    int64_t m = p.t[FM_MATMUL_D].shape[p.t[FM_MATMUL_D].ndim - 2];
-    const fm_device_ops *dops = fm_device_ops_for(p.exec_device.type);
-    fm_status (*sync)(int) = dops ? dops->sync : NULL;
-    if (sync && (s = sync(p.exec_device.id)) != FM_OK) /* the operands may still be in flight */
-        return s;
-    fm_plan *plans[NMAX] = {0};
-    double fastest[NMAX];
-    int calls[NMAX]; /* per timing (GPU: see fm_autotune_gpu_calls) */
-    int n = 0;
-    /* qi 0: the default plan (the baseline of the 3% rule); then the candidates */
-    for (int qi = 0; qi < NMAX; qi++) {
-        fm_problem q = p;
-        if (qi > 0 && on_gpu) {
-            int fused = qi <= GPU_FUSED_ALGOS;
-            q.u.matmul.gpu_passes = fused ? 1 : 2;
-            q.u.matmul.gpu_algo = fused ? qi - 1 : qi - 1 - GPU_FUSED_ALGOS;
-        } else if (qi > 0) {
-            /* each panel height (0: the heuristic's) through cblas, then through the own
-             * kernel where it applies (NOT_APPLICABLE skips it) */
-            if (qi >= 2 * NCPU)
-                break;
-            const int ci = qi % NCPU;
-            if (cand[ci] > m)
-                continue;
-            q.u.matmul.panel_rows = cand[ci];
-            q.u.matmul.cpu_strategy = qi < NCPU ? FM_CPU_STRATEGY_TILES : FM_CPU_STRATEGY_KERNEL;
-        }
-        /* the default through the cache (it may be an earlier winner); candidates outside it,
-         * so that tuning leaves one entry (the winner) instead of up to 128 */
-        s = qi == 0 ? fm_plan_problem(ctx, &q, &plans[n]) : fm_plan_problem_uncached(ctx, &q, &plans[n]);
-        if (s == FM_ERR_NOT_APPLICABLE || (s != FM_OK && qi > 0 && on_gpu) ||
-            (s == FM_ERR_NOT_SUPPORTED && !on_gpu && qi >= NCPU)) { /* the own kernel does not take it */
-            fm_clear_error(); /* e.g. no fused algorithm, or no more candidates */
-            if (on_gpu && qi > 0 && qi <= GPU_FUSED_ALGOS)
-                qi = GPU_FUSED_ALGOS; /* the backend's candidates are numbered without gaps */
-            else if (on_gpu && qi > GPU_FUSED_ALGOS)
-                break;
-            continue;
-        }
-        double est = 0.0;
-        if (s == FM_OK)
-            s = fm_plan_execute(plans[n], ptrs, FM_MATMUL_NSLOTS, NULL); /* + warm-up */
-        if (s == FM_OK && sync)
-            s = sync(p.exec_device.id);
-        if (s == FM_OK && on_gpu)
-            s = time_plan(plans[n], ptrs, 1, 1, sync, p.exec_device.id, &est);
-        if (s != FM_OK) {
-            n++; /* released below with the others */
-            goto fail;
-        }
-        calls[n] = on_gpu ? fm_autotune_gpu_calls(est, repeats) : 1;
-        fastest[n++] = 1e300;
-    }
-    /* Timing, in rounds of alternating order. GPU: every candidate still running is timed
-     * between two timings of the default and scored by its time over their mean, the score
-     * being the median over its rounds: the clock drifts (fp64 on the H200 by up to 25%
-     * within a process), so raw times taken at different moments, or a candidate's fastest
-     * call across rounds, were decided by the drift. CPU: host noise comes as spikes, which
-     * the fastest of all a candidate's calls filters best; the score is its fastest call over
-     * the default's. After the first round, candidates scoring over 10% behind the best stop. */
-    if (n == 0) /* nothing planned (the default refused): let the planner say why */
-        return fm_plan_problem(ctx, &p, plan);
-    const int samples = on_gpu ? 1 : repeats;
-    double ratio[NMAX][ROUNDS], score[NMAX], drift[NMAX * ROUNDS];
-    int nratio[NMAX] = {0}, alive[NMAX], ndrift = 0;
-    for (int i = 0; i < n; i++)
-        alive[i] = 1;
-    for (int round = 0; round < ROUNDS; round++) {
-        double before, t, after;
-        if ((s = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id, &before)) != FM_OK)
-            goto fail; /* the default itself fails: that is the caller's error */
-        if (before < fastest[0])
-            fastest[0] = before;
-        for (int j = 1; j < n; j++) {
-            int i = round % 2 ? n - j : j;
-            if (!alive[i])
-                continue;
-            if (time_plan(plans[i], ptrs, samples, calls[i], sync, p.exec_device.id, &t) != FM_OK) {
-                fm_clear_error(); /* a candidate that fails drops out */
-                alive[i] = 0;
-                fastest[i] = 1e300;
-                nratio[i] = 0;
-                continue;
-            }
-            if (t < fastest[i])
-                fastest[i] = t;
-            if (on_gpu) {
-                if ((s = time_plan(plans[0], ptrs, samples, calls[0], sync, p.exec_device.id, &after)) != FM_OK)
-                    goto fail;
-                ratio[i][nratio[i]++] = t / (0.5 * (before + after));
-                if (before > 0.0)
-                    drift[ndrift++] = fabs(after / before - 1.0);
-                before = after;
-            }
-        }
-        /* the scores so far: GPU the median ratio, CPU the fastest call over the default's */
-        double best = 1.0;
-        for (int i = 1; i < n; i++) {
-            score[i] = !on_gpu ? fastest[i] / fastest[0] : nratio[i] > 0 ? fm_median(ratio[i], nratio[i]) : 1e300;
-            if (alive[i] && score[i] < best)
-                best = score[i];
-        }
-        for (int i = 1; round == 0 && i < n; i++)
-            alive[i] = score[i] <= 1.10 * best;
-    }
-    const double need = fm_autotune_required_gain(on_gpu, drift, ndrift);
-    if (on_gpu)
-        fm_log_plan(ctx, "autotune: the default's drift between two timings %.2f%% (median of %d): a candidate must "
-                    "be %.1f%% faster", ndrift > 0 ? 100.0 * fm_median(drift, ndrift) : 0.0, ndrift, 100.0 * need);
-    int win = 0;
-    score[0] = 1.0;
-    for (int i = 1; i < n; i++)
-        if (score[i] < score[win] && score[i] < 1.0 - need)
-            win = i;
-    if (on_gpu && win > 0) {
-        /* Sustained check: the winner against the default in 100 ms windows, alternating
-         * (default first and last); it stays only if it still wins by the same margin
-         * (see fm_autotune_sustained_calls). Costs about 0.9 s, or nine calls where one takes
-         * longer than 100 ms. A winner that fails here is dropped. */
-        enum { SUSTAIN_ROUNDS = 4 };
-        const int sc = fm_autotune_sustained_calls(fastest[0]);
-        double r[SUSTAIN_ROUNDS], before, t, after;
-        if ((s = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id, &before)) != FM_OK)
-            goto fail;
-        for (int k = 0; k < SUSTAIN_ROUNDS; k++) {
-            if (time_plan(plans[win], ptrs, 1, sc, sync, p.exec_device.id, &t) != FM_OK) {
-                fm_clear_error();
-                t = 1e300;
-            }
-            if ((s = time_plan(plans[0], ptrs, 1, sc, sync, p.exec_device.id, &after)) != FM_OK)
-                goto fail;
-            r[k] = before + after > 0.0 ? t / (0.5 * (before + after)) : 1.0;
-            before = after;
-        }
-        const double sustained = fm_median(r, SUSTAIN_ROUNDS);
-        fm_log_plan(ctx, "autotune: sustained check, %d windows of %d calls each: %s at %.3f x the default: %s",
-                    SUSTAIN_ROUNDS, sc, plans[win]->describe, sustained,
-                    sustained < 1.0 - need ? "kept" : "the default instead");
-        if (sustained >= 1.0 - need)
-            win = 0;
-    }
-    for (int i = 0; i < n; i++)
-        if (fastest[i] >= 1e300)
-            fm_log_plan(ctx, "autotune: %s: failed, dropped", plans[i]->describe);
-        else
-            fm_log_plan(ctx, "autotune: %s: %.3f ms, %.3f x the default%s", plans[i]->describe, fastest[i] * 1e3,
-                        score[i], i == win ? " (chosen)" : "");
-    fm_plan *best = plans[win];
-    for (int i = 0; i < n; i++)
-        if (i != win)
-            fm_plan_release(plans[i]);
-    if (!best)
-        return fm_plan_problem(ctx, &p, plan);
-    /* The winner answers for the default key, so later stateless calls get it. Made
-     * as a fresh plan object: cached candidates must keep their own keys. */
-    fm_problem key = p;
-    fm_problem tuned = fm_plan_alias_target(best)->problem; /* the default may be an earlier winner's alias */
-    if (win > 0)
-        fm_context_cache_put(ctx, best); /* planned outside the cache: its own key gets it now */
-    fm_plan_release(best);
-    fm_plan *winner = NULL;
-    if ((s = fm_plan_problem(ctx, &tuned, &winner)) != FM_OK)
-        return s;
-    fm_plan *out = fm_plan_alloc(&key);
-    if (!out) {
-        fm_plan_release(winner);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul autotune: out of host memory");
-    }
-    fm_wisdom_record(ctx, &key, &tuned, winner->describe);
-    fm_plan_alias_init(out, winner);
-    fm_context_cache_put(ctx, out);
-    *plan = out;
-    return FM_OK;
-fail:
-    for (int i = 0; i < n; i++)
-        fm_plan_release(plans[i]);
-    return s;
+    return fm_autotune(ctx, FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, opts, repeats, plan);
 }

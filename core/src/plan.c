@@ -89,7 +89,21 @@ static fm_status check_aliasing(const fm_problem *pr, void *const *ptrs)
     return FM_OK;
 }
 
+const fm_exec_args fm_no_exec_args;
+
+void fm_exec_args_init(fm_exec_args *a)
+{
+    if (a)
+        memset(a, 0, sizeof *a);
+}
+
 fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *stream)
+{
+    return fm_plan_execute_args(p, ptrs, nptrs, NULL, stream);
+}
+
+fm_status fm_plan_execute_args(const fm_plan *p, void *const *ptrs, int nptrs, const fm_exec_args *args,
+                               void *stream)
 {
     if (!p)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "execute: plan is NULL");
@@ -116,13 +130,17 @@ fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *
     fm_status s = check_aliasing(pr, ptrs);
     if (s != FM_OK)
         return s;
-    return p->execute(p, ptrs, stream);
+    if (args && (args->reserved[0] || args->reserved[1] || args->reserved[2] || args->ninfo < 0 ||
+                 (args->ninfo > 0 && !args->info)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args has reserved fields set or ninfo = %d without "
+                       "info; expected fm_exec_args_init's zeros there", fm_op_name(pr->op), (int)args->ninfo);
+    return p->execute(p, ptrs, args ? args : &fm_no_exec_args, stream);
 }
 
-static fm_status alias_execute(const fm_plan *p, void *const *ptrs, void *stream)
+static fm_status alias_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     const fm_plan *target = p->impl;
-    return target->execute(target, ptrs, stream);
+    return target->execute(target, ptrs, args, stream);
 }
 
 static void alias_destroy(void *impl) { fm_plan_release(impl); }
@@ -150,4 +168,18 @@ void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
 const fm_plan *fm_plan_alias_target(const fm_plan *p)
 {
     return p && p->execute == alias_execute ? (const fm_plan *)p->impl : p;
+}
+
+fm_status fm_plan_slot_info(const fm_plan *p, int slot, fm_tensor *desc, int *used)
+{
+    if (!p || !desc || !used)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "plan slot info: plan, desc and used must not be NULL");
+    const fm_problem *pr = &p->problem;
+    if (slot < 0 || slot >= pr->nslots)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s plan slot info: slot = %d, expected 0 <= slot < %d",
+                       fm_op_name(pr->op), slot, pr->nslots);
+    *used = (int)((pr->present >> slot) & 1u);
+    *desc = pr->t[slot];
+    desc->data = NULL;
+    return FM_OK;
 }

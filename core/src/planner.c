@@ -72,7 +72,7 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b) { return memcmp(
 
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...)
 {
-    if (!ctx || !ctx->log_plan)
+    if (!ctx || !ctx->settings.log_plan)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -188,7 +188,7 @@ int fm_context_cache_size(const fm_context *ctx)
 }
 
 /* ---- backend selection ---- */
-static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **out)
+static fm_status try_backends(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
     char reasons[512] = "";
     size_t used = 0;
@@ -207,8 +207,8 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **ou
     for (int oi = 0; oi < n; oi++) {
         fm_backend_slot *slot = &ctx->backends[order[oi]];
         const fm_backend *b = slot->backend;
-        if (ctx->forced_backend[0]) {
-            if (strcmp(ctx->forced_backend, b->name) != 0)
+        if (ctx->settings.backend[0]) {
+            if (strcmp(ctx->settings.backend, b->name) != 0)
                 continue;
             forced_seen = 1;
         }
@@ -223,8 +223,10 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **ou
         if (!plan)
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
         plan->backend = b;
+        plan->attach = att;
         fm_clear_error();
         fm_status s = b->plan(ctx, slot->state, p, plan);
+        plan->attach = NULL;
         if (s == FM_OK) {
             plan->ctx = ctx;
             fm_context_retain_(ctx);
@@ -239,13 +241,13 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, fm_plan **ou
         used += (size_t)snprintf(reasons + used, used < sizeof reasons ? sizeof reasons - used : 0, "%s%s: %s",
                                  offered++ ? "; " : "", b->name, fm_last_error());
     }
-    if (ctx->forced_backend[0] && !forced_seen)
+    if (ctx->settings.backend[0] && !forced_seen)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: FUSEMATH_BACKEND=%s names no registered backend",
-                       fm_op_name(p->op), ctx->forced_backend);
+                       fm_op_name(p->op), ctx->settings.backend);
     if (!offered)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: no backend for %s on %s%s%s", fm_op_name(p->op),
                        fm_op_name(p->op), p->exec_device.type == FM_DEVICE_CUDA ? "cuda" : "cpu",
-                       ctx->forced_backend[0] ? " with FUSEMATH_BACKEND=" : "", ctx->forced_backend);
+                       ctx->settings.backend[0] ? " with FUSEMATH_BACKEND=" : "", ctx->settings.backend);
     return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: %s", fm_op_name(p->op), reasons);
 }
 
@@ -262,6 +264,11 @@ fm_plan *fm_context_cache_get(fm_context *ctx, const fm_problem *p)
 
 fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
 {
+    return fm_plan_problem_with(ctx, p, NULL, out);
+}
+
+fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
+{
     fm_plan *hit = fm_context_cache_get(ctx, p);
     if (hit) {
         *out = hit;
@@ -270,7 +277,7 @@ fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
     /* Plan outside the lock: planning may be slow (autotuning, JIT). Two threads
      * planning the same problem both succeed; the later insert replaces the first. */
     fm_plan *plan = NULL;
-    fm_status s = fm_plan_problem_uncached(ctx, p, &plan);
+    fm_status s = fm_plan_problem_uncached(ctx, p, att, &plan);
     if (s != FM_OK)
         return s;
     fm_context_cache_put(ctx, plan);
@@ -278,11 +285,14 @@ fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
     return FM_OK;
 }
 
-fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, fm_plan **out)
+fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
+    static const fm_attachments none;
+    if (!att)
+        att = &none;
     int staged = 0;
     for (int i = 0; i < p->nslots; i++)
         staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
                                                 p->t[i].device.id != p->exec_device.id);
-    return staged ? fm_plan_build_staged(ctx, p, out) : try_backends(ctx, p, out);
+    return staged ? fm_plan_build_staged(ctx, p, att, out) : try_backends(ctx, p, att, out);
 }

@@ -21,7 +21,7 @@ const fm_device_ops *fm_device_ops_for(int type)
     return NULL;
 }
 
-static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *stream)
+static fm_status staged_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     const staging_impl *st = p->impl;
     const fm_problem *pr = &p->problem;
@@ -53,7 +53,7 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, void *strea
     }
     /* An input that is the same memory as a moved output reads the staged copy. */
     if (s == FM_OK)
-        s = st->inner->execute(st->inner, inner_ptrs, stream);
+        s = st->inner->execute(st->inner, inner_ptrs, args, stream);
     for (int i = 0; i < pr->nslots && s == FM_OK; i++) {
         if (!stage[i] || !((pr->output_mask >> i) & 1))
             continue;
@@ -75,7 +75,7 @@ static void staging_destroy(void *impl)
     free(st);
 }
 
-fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **out)
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
     const char *op = fm_op_name(p->op);
     if (p->exec_device.type == FM_DEVICE_CUDA && fm_cuda_device_count() <= p->exec_device.id)
@@ -111,7 +111,7 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, fm_plan **o
         used += (size_t)snprintf(moved + used, used < sizeof moved ? sizeof moved - used : 0, "%s%s",
                                  used ? "," : "", p->slot_names[i]);
     }
-    fm_status s = fm_plan_problem(ctx, &q, &st->inner);
+    fm_status s = fm_plan_problem_with(ctx, &q, att, &st->inner);
     if (s != FM_OK) {
         free(st);
         return s;

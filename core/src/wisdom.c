@@ -3,6 +3,7 @@
  * hash of an untuned problem to the tuning fields that won. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
+#include "operation.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -21,7 +22,7 @@
 typedef struct fm_wisdom_entry {
     uint64_t key;
     int32_t op;
-    int32_t v[4]; /* matmul: panel_rows, cpu_strategy, gpu_algo, gpu_passes */
+    int32_t v[FM_MAX_TUNABLES]; /* the operation's tunable fields (fm_operation.tunables), in order */
     char note[120]; /* the tuned plan's describe(), for people reading the file */
 } fm_wisdom_entry;
 
@@ -73,21 +74,6 @@ static uint64_t wisdom_key(const fm_context *ctx, const fm_problem *p)
     return h;
 }
 
-static void get_fields(const fm_problem *p, int32_t v[4])
-{
-    v[0] = p->u.matmul.panel_rows;
-    v[1] = p->u.matmul.cpu_strategy;
-    v[2] = p->u.matmul.gpu_algo;
-    v[3] = p->u.matmul.gpu_passes;
-}
-
-static int untuned(const fm_problem *p)
-{
-    int32_t v[4];
-    get_fields(p, v);
-    return p->op == FM_OP_MATMUL && !v[0] && !v[1] && !v[2] && !v[3];
-}
-
 /* Insert or replace; called with ctx->lock held. */
 static int put_locked(fm_context *ctx, const fm_wisdom_entry *e)
 {
@@ -110,10 +96,10 @@ static int put_locked(fm_context *ctx, const fm_wisdom_entry *e)
 
 void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tuned, const char *describe)
 {
-    if (!untuned(p))
+    if (!fm_problem_untuned(p))
         return;
     fm_wisdom_entry e = {.key = wisdom_key(ctx, p), .op = p->op};
-    get_fields(tuned, e.v);
+    fm_problem_tunables(tuned, e.v);
     snprintf(e.note, sizeof e.note, "%s", describe ? describe : "");
     for (char *c = e.note; *c; c++)
         if (*c == '\n')
@@ -125,7 +111,7 @@ void fm_wisdom_record(fm_context *ctx, const fm_problem *p, const fm_problem *tu
 
 int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned)
 {
-    if (!atomic_load_explicit(&ctx->nwisdom, memory_order_relaxed) || !untuned(p)) /* peek; rechecked below */
+    if (!atomic_load_explicit(&ctx->nwisdom, memory_order_relaxed) || !fm_problem_untuned(p)) /* peek; rechecked below */
         return 0;
     uint64_t key = wisdom_key(ctx, p);
     int found = 0;
@@ -133,10 +119,7 @@ int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned)
     for (int i = 0; i < ctx->nwisdom && !found; i++)
         if (ctx->wisdom[i].key == key && ctx->wisdom[i].op == (int32_t)p->op) {
             *tuned = *p;
-            tuned->u.matmul.panel_rows = ctx->wisdom[i].v[0];
-            tuned->u.matmul.cpu_strategy = ctx->wisdom[i].v[1];
-            tuned->u.matmul.gpu_algo = ctx->wisdom[i].v[2];
-            tuned->u.matmul.gpu_passes = ctx->wisdom[i].v[3];
+            fm_problem_set_tunables(tuned, ctx->wisdom[i].v);
             found = 1;
         }
     pthread_mutex_unlock(&ctx->lock);

@@ -103,7 +103,8 @@ static fm_status emit_index(FILE *f, const fm_cufft_cb_spec *sp)
     return FM_OK;
 }
 
-void fm_cufft_cb_spec_from_problem(const fm_problem *p, int store, int need_base, fm_cufft_cb_spec *sp)
+void fm_cufft_cb_spec_from_problem(const fm_problem *p, const fm_attachments *att, int store, int need_base,
+                                   fm_cufft_cb_spec *sp)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *data = &p->t[store ? FM_FFT_OUT : FM_FFT_IN];
@@ -122,7 +123,7 @@ void fm_cufft_cb_spec_from_problem(const fm_problem *p, int store, int need_base
     if (sp->ops & FM_FFT_OP_MULTIPLY)
         sp->array = arr->dtype;
     if (sp->ops & FM_FFT_OP_CALLBACK)
-        sp->user_source = fm_fft_callback_text(p, store, &sp->user_symbol);
+        sp->user_source = fm_fft_callback_text(att, p, store, &sp->user_symbol);
     sp->need_base = need_base;
 }
 

@@ -46,7 +46,8 @@ typedef struct fm_cufft_cb_spec {
 } fm_cufft_cb_spec;
 
 /* The spec of problem p's prolog (store 0) or epilog (store 1) chain over its input / output. */
-void fm_cufft_cb_spec_from_problem(const fm_problem *p, int store, int need_base, fm_cufft_cb_spec *sp);
+void fm_cufft_cb_spec_from_problem(const fm_problem *p, const fm_attachments *att, int store, int need_base,
+                                   fm_cufft_cb_spec *sp);
 
 /* The callback's CUDA C++ source (malloc'ed, caller frees) and its symbol. Errors:
  * FM_ERR_NOT_SUPPORTED when the operand's layout cannot be mapped back from cuFFT's element

@@ -67,9 +67,9 @@ void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, uns
 /* ---- a problem's kernels (fft_kernel_plan.c): FM_ERR_NOT_APPLICABLE with the reason where they
  * do not apply. chain: storage for the chain specs the kernel specs point to. ---- */
 /* The problem's chains as specs over its input / output (ops 0 where absent). */
-fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2]);
+fm_status fm_fft_kernel_chains(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2]);
 /* A 1-D c2c transform with a chain as one kernel. */
-fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *k);
+fm_status fm_fft_kernel_one(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *k);
 /* A 1-D c2c length beyond one block on contiguous rows: the multi-step (Cooley-Tukey over n =
  * n1 n2 [n3], each factor at most FM_FFT_KERNEL_STEP_MAX). Step 0 (in -> a scratch of
  * *scratch_elems elements, same layout as in): length n1 down the columns of x as n1 x n/n1
@@ -78,15 +78,15 @@ fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_f
  * (scratch -> out): along the rows, stored transposed (transposed-store mode) through the
  * epilog. Each step reads and writes whole 32-byte sectors. */
 #define FM_FFT_KERNEL_STEP_MAX 1024 /* the longest factor with >= 32 bytes of lanes in 36 KB */
-fm_status fm_fft_kernel_steps(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
+fm_status fm_fft_kernel_steps(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
                               int64_t *scratch_elems);
 /* The same with another factor limit (tests: three steps at small n). */
-fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain[2], int64_t cap,
+fm_status fm_fft_kernel_steps_capped(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], int64_t cap,
                                      fm_fft_kernel_spec spec[3], int *nsteps, int64_t *scratch_elems);
 /* Several axes: *npasses kernels, spec[i] is pass i (p's axis order[i]; axes of length 1 get
  * none); pass 0 reads in and writes out with the prolog, the others run in place on out, the
  * last with the epilog. */
-fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
+fm_status fm_fft_kernel_axis_passes(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
                                     int order[3], int *npasses);
 
 /* "8x8x8x8": the radices, for describe() */

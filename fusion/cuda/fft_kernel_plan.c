@@ -8,14 +8,14 @@
 
 static fm_status not_here(const char *why) { return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why); }
 
-fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2])
+fm_status fm_fft_kernel_chains(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2])
 {
     const fm_fft_params *fp = &p->u.fft;
     memset(chain, 0, 2 * sizeof *chain);
     if (fp->prolog_ops)
-        fm_cufft_cb_spec_from_problem(p, 0, 0, &chain[0]);
+        fm_cufft_cb_spec_from_problem(p, att, 0, 0, &chain[0]);
     if (fp->epilog_ops)
-        fm_cufft_cb_spec_from_problem(p, 1, 0, &chain[1]);
+        fm_cufft_cb_spec_from_problem(p, att, 1, 0, &chain[1]);
     for (int i = 0; i < 2; i++)
         if ((chain[i].ops & FM_FFT_OP_CALLBACK) && !chain[i].user_source)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft on cuda: the %s callback's source is only available while "
@@ -23,7 +23,7 @@ fm_status fm_fft_kernel_chains(const fm_problem *p, fm_cufft_cb_spec chain[2])
     return FM_OK;
 }
 
-fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *ks)
+fm_status fm_fft_kernel_one(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *ks)
 {
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
@@ -55,7 +55,7 @@ fm_status fm_fft_kernel_one(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_f
         ks->batch_out[ks->nbatch] = to->strides[d];
         ks->nbatch++;
     }
-    fm_status s = fm_fft_kernel_chains(p, chain);
+    fm_status s = fm_fft_kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     ks->prolog = fp->prolog_ops ? &chain[0] : NULL;
@@ -93,7 +93,7 @@ static int64_t root_up(int64_t n, int k)
     }
 }
 
-fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain[2], int64_t cap,
+fm_status fm_fft_kernel_steps_capped(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], int64_t cap,
                                      fm_fft_kernel_spec spec[3], int *nsteps, int64_t *scratch_elems)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -151,7 +151,7 @@ fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain
         c->batch_ext[1] = n2, c->batch_in[1] = n3, c->batch_out[1] = n1;
         c->batch_ext[2] = n1, c->batch_in[2] = m, c->batch_out[2] = 1;
     }
-    fm_status s = fm_fft_kernel_chains(p, chain);
+    fm_status s = fm_fft_kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     a->prolog = fp->prolog_ops ? &chain[0] : NULL;
@@ -164,13 +164,13 @@ fm_status fm_fft_kernel_steps_capped(const fm_problem *p, fm_cufft_cb_spec chain
     return FM_OK;
 }
 
-fm_status fm_fft_kernel_steps(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
+fm_status fm_fft_kernel_steps(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3], int *nsteps,
                               int64_t *scratch_elems)
 {
-    return fm_fft_kernel_steps_capped(p, chain, FM_FFT_KERNEL_STEP_MAX, spec, nsteps, scratch_elems);
+    return fm_fft_kernel_steps_capped(p, att, chain, FM_FFT_KERNEL_STEP_MAX, spec, nsteps, scratch_elems);
 }
 
-fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
+fm_status fm_fft_kernel_axis_passes(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec spec[3],
                                     int order[3], int *npasses)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -197,7 +197,7 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, fm_cufft_cb_spec chain[
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    fm_status s = fm_fft_kernel_chains(p, chain);
+    fm_status s = fm_fft_kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     for (int i = 0; i < np; i++) {

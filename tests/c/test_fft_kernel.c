@@ -121,9 +121,22 @@ static void test_every_length_compiles(void)
         }
 }
 
-/* The chain mode: FUSEMATH_CUFFT_PROLOG overrides AUTO only, and only where a chain exists and
- * something is computed (a plain or empty transform with the variable set must still plan:
- * cuFFT refuses a forced kernel). */
+/* The chain mode: FUSEMATH_CUFFT_PROLOG (read into the context's settings) overrides AUTO only
+ * when the problem is built, and the mode counts only where a chain exists and something is
+ * computed (a plain or empty transform with the variable set must still plan: cuFFT refuses a
+ * forced kernel). */
+static int mode_under(const char *env, int asked)
+{
+    fm_settings st;
+    if (env)
+        setenv("FUSEMATH_CUFFT_PROLOG", env, 1);
+    else
+        unsetenv("FUSEMATH_CUFFT_PROLOG");
+    fm_settings_read(&st);
+    unsetenv("FUSEMATH_CUFFT_PROLOG");
+    return fm_fft_prolog_mode_setting(&st, asked);
+}
+
 static void test_gpu_prolog_mode(void)
 {
     fm_problem prob;
@@ -132,24 +145,22 @@ static void test_gpu_prolog_mode(void)
     fm_tensor_init(&prob.t[FM_FFT_IN], NULL, (fm_device){FM_DEVICE_CUDA, 0}, FM_C64, 1, &four, NULL);
     prob.t[FM_FFT_OUT] = prob.t[FM_FFT_IN];
     fm_fft_params *fp = &prob.u.fft;
-    setenv("FUSEMATH_CUFFT_PROLOG", "kernel", 1);
-    CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
-    fp->gpu_prolog = FM_FFT_PROLOG_KERNEL;
+    fp->gpu_prolog = mode_under("kernel", FM_FFT_PROLOG_AUTO);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO); /* no chain: nothing to place */
     fp->epilog_ops = FM_FFT_OP_CONJ;
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_KERNEL);
-    fp->gpu_prolog = FM_FFT_PROLOG_PASS;
+    fp->gpu_prolog = mode_under("kernel", FM_FFT_PROLOG_PASS);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_PASS); /* asked for: the variable does not override */
-    fp->gpu_prolog = FM_FFT_PROLOG_AUTO;
+    fp->gpu_prolog = mode_under("kernel", FM_FFT_PROLOG_AUTO);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_KERNEL);
     prob.t[FM_FFT_OUT].shape[0] = 0; /* empty: nothing to compute */
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
     prob.t[FM_FFT_OUT].shape[0] = 4;
-    setenv("FUSEMATH_CUFFT_PROLOG", "callback", 1);
+    fp->gpu_prolog = mode_under("callback", FM_FFT_PROLOG_AUTO);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_CALLBACK);
-    setenv("FUSEMATH_CUFFT_PROLOG", "nonsense", 1);
+    fp->gpu_prolog = mode_under("nonsense", FM_FFT_PROLOG_AUTO);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
-    unsetenv("FUSEMATH_CUFFT_PROLOG");
+    fp->gpu_prolog = mode_under(NULL, FM_FFT_PROLOG_AUTO);
     CHECK(fm_fft_gpu_prolog_mode(&prob) == FM_FFT_PROLOG_AUTO);
 }
 
@@ -688,13 +699,13 @@ static int emu_problem(const fm_tensor *in, const fm_tensor *out, const fm_tenso
     int order[3], nk = 0;
     int64_t scratch = 0;
     if (strcmp(kind, "one") == 0)
-        st = fm_fft_kernel_one(&p, chain, &k[0]), nk = 1;
+        st = fm_fft_kernel_one(&p, NULL, chain, &k[0]), nk = 1;
     else if (strcmp(kind, "four") == 0)
-        st = fm_fft_kernel_steps(&p, chain, k, &nk, &scratch);
+        st = fm_fft_kernel_steps(&p, NULL, chain, k, &nk, &scratch);
     else if (strncmp(kind, "steps", 5) == 0) /* "steps<cap>": three steps at small n */
-        st = fm_fft_kernel_steps_capped(&p, chain, atoll(kind + 5), k, &nk, &scratch);
+        st = fm_fft_kernel_steps_capped(&p, NULL, chain, atoll(kind + 5), k, &nk, &scratch);
     else
-        st = fm_fft_kernel_axis_passes(&p, chain, k, order, &nk);
+        st = fm_fft_kernel_axis_passes(&p, NULL, chain, k, order, &nk);
     CHECK_MSG(st == FM_OK, "%s: %s", kind, fm_last_error());
     if (st != FM_OK)
         return 0;
@@ -858,14 +869,14 @@ static void test_no_chain_declines(void)
     fm_fft_kernel_spec k[3];
     int order[3], nk = 0;
     int64_t scratch = 0;
-    CHECK(fm_fft_kernel_axis_passes(&p, chain, k, order, &nk) == FM_ERR_NOT_APPLICABLE);
+    CHECK(fm_fft_kernel_axis_passes(&p, NULL, chain, k, order, &nk) == FM_ERR_NOT_APPLICABLE);
     CHECK(strstr(fm_last_error(), "no chain") != NULL);
     o.naxes = 1, o.axes[0] = 1;
     CHECK_OK(fm_fft_problem_build(g_ctx, ts, &o, &p));
-    CHECK(fm_fft_kernel_one(&p, chain, &k[0]) == FM_ERR_NOT_APPLICABLE);
+    CHECK(fm_fft_kernel_one(&p, NULL, chain, &k[0]) == FM_ERR_NOT_APPLICABLE);
     const fm_tensor *ts1[FM_FFT_NSLOTS] = {&x1.t, &x1.t, NULL, NULL};
     CHECK_OK(fm_fft_problem_build(g_ctx, ts1, &o, &p));
-    CHECK(fm_fft_kernel_steps(&p, chain, k, &nk, &scratch) == FM_ERR_NOT_APPLICABLE);
+    CHECK(fm_fft_kernel_steps(&p, NULL, chain, k, &nk, &scratch) == FM_ERR_NOT_APPLICABLE);
     free(x.mem), free(x1.mem);
 }
 

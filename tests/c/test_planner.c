@@ -15,7 +15,7 @@
 static atomic_int fake_probes, fake_releases, fake_plans, fake_executes, fake_destroys;
 static const float FAKE_MARKER = 777.0f;
 
-static fm_status fake_probe(void **state, const char **why)
+static fm_status fake_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)why;
     atomic_fetch_add(&fake_probes, 1);
@@ -29,7 +29,7 @@ static void fake_release(void *state)
     free(state);
 }
 
-static fm_status fake_execute(const fm_plan *p, void *const *ptrs, void *stream)
+static fm_status fake_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)p;
     (void)stream;
@@ -439,7 +439,7 @@ static void test_forced_backend(void)
 }
 
 /* A backend whose device is absent: listed as unavailable with its reason, never offered. */
-static fm_status absent_probe(void **state, const char **why)
+static fm_status absent_probe(const fm_settings *settings, void **state, const char **why)
 {
     *state = NULL;
     *why = "fake accelerator not present";
@@ -602,7 +602,7 @@ typedef struct {
     int calls;
 } flaky_impl;
 
-static fm_status flaky_execute(const fm_plan *p, void *const *ptrs, void *stream)
+static fm_status flaky_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)ptrs;
     (void)stream;

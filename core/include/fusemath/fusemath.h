@@ -242,6 +242,71 @@ FM_API const char *fm_plan_backend(const fm_plan *p);
  *  Returns FM_ERR_ALIAS when an output overlaps an input in memory. */
 FM_API fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *stream);
 
+/* Per-call arguments besides the pointers, for operations that take them (an RNG's stream
+ * position, a count) and per-call information back (a solver's info). Which fields an operation
+ * reads or writes is documented with it; the others must be left as fm_exec_args_init sets them.
+ * Pointer-only operations (matmul, fft) take NULL or initialised arguments alike. */
+#define FM_EXEC_MAX_SCALARS 4
+typedef struct fm_exec_args {
+    int64_t ints[FM_EXEC_MAX_SCALARS];     /* per-call integers (offsets, counters, counts) */
+    double reals[FM_EXEC_MAX_SCALARS];     /* per-call real scalars */
+    int64_t *info;                         /* per-call information out (NULL: not wanted) */
+    int32_t ninfo;                         /* entries info has room for */
+    int32_t reserved[3];                   /* zero */
+} fm_exec_args;
+
+/*! fm_exec_args_init() : zero everything. */
+FM_API void fm_exec_args_init(fm_exec_args *a);
+
+/*! fm_plan_execute_args() : fm_plan_execute with per-call arguments (NULL: none). */
+FM_API fm_status fm_plan_execute_args(const fm_plan *p, void *const *ptrs, int nptrs, const fm_exec_args *args,
+                                      void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* The generic operation interface: every operation through the same calls, */
+/* its operands as an array of slots (FM_MATMUL_A..., FM_FFT_IN...) and its */
+/* options struct (fm_matmul_options, fm_fft_options, ...) by pointer.      */
+/* ------------------------------------------------------------------------ */
+/* What a slot is to its operation. */
+typedef enum fm_slot_role {
+    FM_SLOT_INPUT = 1,  /* read */
+    FM_SLOT_OUTPUT = 2  /* written (an in-place partner input may share its memory exactly) */
+} fm_slot_role;
+
+/*! fm_op_slot_count() : @return the number of operand slots of op (0 for an unknown op). */
+FM_API int fm_op_slot_count(fm_op op);
+/*! fm_op_slot_name() : @return the slot's name ("a", "bias", "in") or "" when out of range. */
+FM_API const char *fm_op_slot_name(fm_op op, int slot);
+/*! fm_op_slot_role() : @return the slot's fm_slot_role, or 0 when out of range. */
+FM_API int fm_op_slot_role(fm_op op, int slot);
+
+/*! fm_output_specs() : the descriptors the outputs of op must have for these inputs and
+ *  options. t[0..nslots): the operands (NULL where absent; an output slot may be NULL: it is
+ *  what the caller asks about). For each output slot the operation writes (bit i of *written),
+ *  specs[i] gets its shape, dtype and device with C-contiguous strides and data = NULL; other
+ *  entries are zeroed. The caller allocates from these and plans with them. Every check the
+ *  planner makes of the inputs and options is made here too, with the same messages. */
+FM_API fm_status fm_output_specs(fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                                 fm_tensor *specs, uint32_t *written);
+
+/*! fm_plan_create() : plan op for operands t[0..nslots) and options (NULL: defaults); the same
+ *  plan fm_matmul_plan_v / fm_fft_plan give (cached, wisdom applied). */
+FM_API fm_status fm_plan_create(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots,
+                                const void *opts, fm_plan **plan);
+/*! fm_run() : plan (cached) and execute once with the descriptors' data pointers. */
+FM_API fm_status fm_run(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                        const fm_exec_args *args, void *stream);
+/*! fm_autotune() : time the candidates every backend offers for this problem on the given
+ *  operands (real pointers, outputs are overwritten), keep the fastest for later plans of the
+ *  same problem (cache and wisdom) and return its plan. repeats: timings per candidate (CPU),
+ *  calls per timing (GPU, at least 1 ms). An operation or problem with nothing to tune gives
+ *  the default plan. */
+FM_API fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                             int repeats, fm_plan **plan);
+/*! fm_plan_slot_info() : the descriptor (data = NULL) the plan was made for in slot `slot`, and
+ *  whether the slot is used (*used = 0: the plan takes NULL there). */
+FM_API fm_status fm_plan_slot_info(const fm_plan *p, int slot, fm_tensor *desc, int *used);
+
 /* ------------------------------------------------------------------------ */
 /* Matmul: D = act(alpha * op(A) @ op(B) + beta * C + bias), NumPy semantics.  */
 /* ------------------------------------------------------------------------ */
@@ -465,7 +530,9 @@ typedef struct fm_fft_options {
     int32_t device_id;
     int32_t num_threads; /* cpu threads; 0 = the context's setting */
     int32_t gpu_prolog;  /* fm_fft_gpu_prolog */
-    int32_t reserved[6]; /* zero */
+    int32_t last_n;      /* c2r, for fm_output_specs only: n of the last transformed axis (0: 2 (m - 1));
+                            when planning, 0 or out's extent there */
+    int32_t reserved[5]; /* zero */
     fm_fft_chain prolog, epilog;
 } fm_fft_options;
 

@@ -1,0 +1,59 @@
+/* operation.h : the operation table. One row (an fm_operation) per operation, defined in the
+ * operation's own file (core/src/<op>_problem.c) and listed in core/src/operations.c; the
+ * planner, the plan cache, wisdom, autotune and the generic entry points (fm_plan_create,
+ * fm_run, fm_output_specs, fm_autotune) know operations only through it. */
+#ifndef FM_OPERATION_H
+#define FM_OPERATION_H
+
+#include "internal.h"
+
+#define FM_MAX_TUNABLES 4
+
+typedef struct fm_operation {
+    fm_op op;
+    const char *name;                    /* "matmul": messages' prefix */
+    int nslots;
+    const char *const *slot_names;       /* nslots static strings */
+    const uint8_t *slot_roles;           /* fm_slot_role per slot */
+    size_t options_size;                 /* the options struct this op's calls take */
+    void (*options_init)(void *opts);
+    /* The problem for operands t[0..nslots) and options (NULL: defaults), every check made with
+     * a message naming the argument; fills *att with what the key holds as a digest only. The
+     * generic code zeroes p before and normalises its key tails after. */
+    fm_status (*build)(fm_context *ctx, const fm_tensor *const *t, const void *opts, fm_problem *p,
+                       fm_attachments *att);
+    /* The output descriptors for these inputs and options (see fm_output_specs); inputs
+     * validated as build would. */
+    fm_status (*output_specs)(const fm_tensor *const *t, const void *opts, fm_tensor *specs, uint32_t *written);
+    /* The int32 fields of the params union that autotune and wisdom set (byte offsets into
+     * fm_problem.u); all zero = untuned (the planner's own choice). */
+    int ntunables;
+    uint16_t tunables[FM_MAX_TUNABLES];
+} fm_operation;
+
+/* The row of op, or NULL for an unknown op. */
+const fm_operation *fm_operation_for(fm_op op);
+/* Values of op's tunable fields in p (v has FM_MAX_TUNABLES entries; unused ones zero). */
+void fm_problem_tunables(const fm_problem *p, int32_t *v);
+void fm_problem_set_tunables(fm_problem *p, const int32_t *v);
+/* Whether every tunable field of p is zero. */
+int fm_problem_untuned(const fm_problem *p);
+
+/* The rows (each in its operation's file). */
+extern const fm_operation fm_operation_matmul;
+extern const fm_operation fm_operation_fft;
+
+/* Helpers every builder uses. The operation's slot names and roles fill p's header (op, nslots,
+ * slot_names, output_mask, inplace_partner = -1, settings_key). */
+void fm_problem_begin(fm_context *ctx, const fm_operation *op, fm_problem *p);
+
+/* The problem of op for these operands and options: zeroed, built, key tails normalised. */
+fm_status fm_operation_build(fm_context *ctx, const fm_operation *op, const fm_tensor *const *t, const void *opts,
+                             fm_problem *p, fm_attachments *att);
+/* A built problem planned: the cache, else wisdom's remembered choice, else the planner. */
+fm_status fm_plan_built(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
+/* Autotune a built problem on the operands at ptrs (core/src/autotune.c). */
+fm_status fm_autotune_problem(fm_context *ctx, const fm_problem *p, const fm_attachments *att, void *const *ptrs,
+                              int repeats, fm_plan **plan);
+
+#endif

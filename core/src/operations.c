@@ -1,0 +1,209 @@
+/* operations.c : the table of operations and the generic entry points over it.
+ * Adding an operation: its own core/src/<op>_problem.c defining an fm_operation, plus one row
+ * here (docs/adding-an-operation.md lists the rest). */
+#include "context.h"
+#include "operation.h"
+
+#include <stddef.h>
+#include <string.h>
+
+static const fm_operation *const operations[FM_OP_COUNT_] = {
+    [FM_OP_MATMUL] = &fm_operation_matmul,
+    [FM_OP_FFT] = &fm_operation_fft,
+};
+
+const fm_operation *fm_operation_for(fm_op op)
+{
+    return (unsigned)op < FM_OP_COUNT_ ? operations[op] : NULL;
+}
+
+int fm_op_slot_count(fm_op op)
+{
+    const fm_operation *o = fm_operation_for(op);
+    return o ? o->nslots : 0;
+}
+
+const char *fm_op_slot_name(fm_op op, int slot)
+{
+    const fm_operation *o = fm_operation_for(op);
+    return o && slot >= 0 && slot < o->nslots ? o->slot_names[slot] : "";
+}
+
+int fm_op_slot_role(fm_op op, int slot)
+{
+    const fm_operation *o = fm_operation_for(op);
+    return o && slot >= 0 && slot < o->nslots ? o->slot_roles[slot] : 0;
+}
+
+void fm_problem_tunables(const fm_problem *p, int32_t *v)
+{
+    const fm_operation *o = fm_operation_for(p->op);
+    memset(v, 0, FM_MAX_TUNABLES * sizeof *v);
+    for (int i = 0; o && i < o->ntunables; i++)
+        memcpy(&v[i], p->u.raw + o->tunables[i], sizeof *v);
+}
+
+void fm_problem_set_tunables(fm_problem *p, const int32_t *v)
+{
+    const fm_operation *o = fm_operation_for(p->op);
+    for (int i = 0; o && i < o->ntunables; i++)
+        memcpy(p->u.raw + o->tunables[i], &v[i], sizeof *v);
+}
+
+int fm_problem_untuned(const fm_problem *p)
+{
+    int32_t v[FM_MAX_TUNABLES];
+    fm_problem_tunables(p, v);
+    for (int i = 0; i < FM_MAX_TUNABLES; i++)
+        if (v[i])
+            return 0;
+    return 1;
+}
+
+void fm_problem_begin(fm_context *ctx, const fm_operation *op, fm_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->settings_key = ctx ? ctx->settings.plan_key : 0;
+    p->op = op->op;
+    p->nslots = op->nslots;
+    for (int i = 0; i < FM_MAX_SLOTS; i++) {
+        p->inplace_partner[i] = -1;
+        if (i < op->nslots) {
+            p->slot_names[i] = op->slot_names[i];
+            if (op->slot_roles[i] == FM_SLOT_OUTPUT)
+                p->output_mask |= 1u << i;
+        }
+    }
+}
+
+/* The row of op and the checks every generic entry makes of its arguments. */
+static fm_status generic_args(const char *what, fm_op op, const fm_tensor *const *t, int nslots,
+                              const fm_operation **row)
+{
+    const fm_operation *o = fm_operation_for(op);
+    if (!o)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: op = %d is not an operation of this library", what, (int)op);
+    if (!t)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: tensor array is NULL", o->name);
+    if (nslots != o->nslots)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: nslots = %d, expected %d", o->name, nslots, o->nslots);
+    *row = o;
+    return FM_OK;
+}
+
+fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_tensor *const *t, const void *opts,
+                             fm_problem *p, fm_attachments *att)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", o->name);
+    memset(att, 0, sizeof *att);
+    fm_problem_begin(ctx, o, p);
+    fm_status s = o->build(ctx, t, opts, p, att);
+    if (s != FM_OK)
+        return s;
+    p->settings_key = ctx->settings.plan_key;
+    fm_problem_key_tails(p);
+    return FM_OK;
+}
+
+fm_status fm_output_specs(fm_op op, const fm_tensor *const *t, int nslots, const void *opts, fm_tensor *specs,
+                          uint32_t *written)
+{
+    const fm_operation *o = NULL;
+    fm_status s = generic_args("output specs", op, t, nslots, &o);
+    if (s != FM_OK)
+        return s;
+    if (!specs || !written)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: specs and written must not be NULL", o->name);
+    memset(specs, 0, (size_t)o->nslots * sizeof *specs);
+    *written = 0;
+    return o->output_specs(t, opts, specs, written);
+}
+
+/* p planned: from the cache, else the choice wisdom remembers for it (when it still plans
+ * here), else the planner's own. A remembered choice answers for p's key through an alias, so
+ * later calls of the same problem find it in the cache. */
+fm_status fm_plan_built(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan)
+{
+    /* The cache first: a planned problem (tuned or not) never pays the wisdom lookup, which
+     * hashes every backend's salt. */
+    if ((*plan = fm_context_cache_get(ctx, p)) != NULL)
+        return FM_OK;
+    fm_problem tuned;
+    if (!fm_wisdom_lookup(ctx, p, &tuned))
+        return fm_plan_problem_with(ctx, p, att, plan);
+    fm_plan *winner = NULL;
+    if (fm_plan_problem_with(ctx, &tuned, att, &winner) != FM_OK) {
+        fm_clear_error();
+        return fm_plan_problem_with(ctx, p, att, plan);
+    }
+    fm_plan *out = fm_plan_alloc(p);
+    if (!out) {
+        fm_plan_release(winner);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory", fm_op_name(p->op));
+    }
+    fm_plan_alias_init(out, winner);
+    fm_context_cache_put(ctx, out);
+    *plan = out;
+    return FM_OK;
+}
+
+fm_status fm_plan_create(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                         fm_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: plan out-pointer is NULL",
+                       fm_operation_for(op) ? fm_op_name(op) : "plan");
+    *plan = NULL;
+    const fm_operation *o = NULL;
+    fm_status s = generic_args("plan", op, t, nslots, &o);
+    if (s != FM_OK)
+        return s;
+    fm_problem p;
+    fm_attachments att;
+    if ((s = fm_operation_build(ctx, o, t, opts, &p, &att)) != FM_OK)
+        return s;
+    return fm_plan_built(ctx, &p, &att, plan);
+}
+
+fm_status fm_run(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                 const fm_exec_args *args, void *stream)
+{
+    fm_plan *plan = NULL;
+    fm_status s = fm_plan_create(ctx, op, t, nslots, opts, &plan);
+    if (s != FM_OK)
+        return s;
+    void *ptrs[FM_MAX_SLOTS];
+    for (int i = 0; i < nslots; i++)
+        ptrs[i] = t[i] ? t[i]->data : NULL;
+    s = fm_plan_execute_args(plan, ptrs, nslots, args, stream);
+    fm_plan_release(plan);
+    return s;
+}
+
+fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
+                      int repeats, fm_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "autotune: plan out-pointer is NULL");
+    *plan = NULL;
+    const fm_operation *o = NULL;
+    fm_status s = generic_args("autotune", op, t, nslots, &o);
+    if (s != FM_OK)
+        return s;
+    if (repeats < 1 || repeats > 1000)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: repeats = %d, expected 1 <= repeats <= 1000", o->name,
+                       repeats);
+    fm_problem p;
+    fm_attachments att;
+    if ((s = fm_operation_build(ctx, o, t, opts, &p, &att)) != FM_OK)
+        return s;
+    for (int i = 0; i < nslots; i++)
+        if (t[i] && !t[i]->data && fm_tensor_numel(t[i]) > 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: %s has no data pointer; autotune runs on the real "
+                           "operands", o->name, o->slot_names[i]);
+    void *ptrs[FM_MAX_SLOTS];
+    for (int i = 0; i < nslots; i++)
+        ptrs[i] = t[i] ? t[i]->data : NULL;
+    return fm_autotune_problem(ctx, &p, &att, ptrs, repeats, plan);
+}

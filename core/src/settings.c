@@ -1,0 +1,109 @@
+/* settings.c : every environment variable the library reads, read once when a context is
+ * created (fm_settings). Backends and fusion read the context's copy, never the environment, so
+ * a plan depends on nothing that can change behind the cache; the settings that change a plan are
+ * hashed into plan_key, which every problem carries in its key. */
+#include "context.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* FUSEMATH_NUM_THREADS, else the online cores. Unset, empty or 0: the cores (as
+ * set_num_threads(0)); anything but an integer from 0 to FM_MAX_THREADS is an error naming the
+ * variable (it was ignored without a word, and the library ran on every core). */
+static fm_status read_threads(int *threads)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    *threads = n > 0 ? (int)n : 1;
+    const char *env = getenv("FUSEMATH_NUM_THREADS");
+    if (!env || !*env)
+        return FM_OK;
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(env, &end, 10);
+    if (errno || end == env || *end != '\0' || v < 0 || v > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_NUM_THREADS = '%.40s': expected an integer from 1 to %d "
+                       "(0 or unset: the number of online cores)", env, FM_MAX_THREADS);
+    if (v > 0)
+        *threads = (int)v;
+    return FM_OK;
+}
+
+static void copy_env(char *dst, size_t n, const char *name)
+{
+    const char *v = getenv(name);
+    snprintf(dst, n, "%s", v ? v : "");
+}
+
+/* An integer variable: def when unset, empty or malformed, else its value clamped to [lo, hi]
+ * (out-of-range values also give def). */
+static long long env_int(const char *name, long long def, long long lo, long long hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end = NULL;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    return errno || end == v || *end || x < lo || x > hi ? def : x;
+}
+
+/* Directories: only absolute paths count (a relative one would move with the working directory). */
+static void cache_dir(char *dst, size_t n)
+{
+    const char *v = getenv("FUSEMATH_CACHE_DIR");
+    int w = -1;
+    if (v && v[0] == '/')
+        w = snprintf(dst, n, "%s", v);
+    else if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/')
+        w = snprintf(dst, n, "%s/fusemath", v);
+    else if ((v = getenv("HOME")) && v[0] == '/')
+        w = snprintf(dst, n, "%s/.cache/fusemath", v);
+    if (w <= 0 || (size_t)w >= n - 128) /* leave room for nvrtc/<hash>.<ext> */
+        dst[0] = '\0';
+    while (w > 1 && (size_t)w < n && dst[w - 1] == '/') /* "dir/" -> "dir" */
+        dst[--w] = '\0';
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+fm_status fm_settings_read(fm_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    fm_status st = read_threads(&s->num_threads);
+    if (st != FM_OK)
+        return st;
+    copy_env(s->backend, sizeof s->backend, "FUSEMATH_BACKEND");
+    const char *log = getenv("FUSEMATH_LOG");
+    s->log_plan = log && strstr(log, "plan") != NULL;
+    copy_env(s->cpu_kernel, sizeof s->cpu_kernel, "FUSEMATH_CPU_KERNEL");
+    s->cpu_kernel_kc = (int)env_int("FUSEMATH_CPU_KERNEL_KC", -1, 0, 1 << 30);
+    copy_env(s->fft_cpu_path, sizeof s->fft_cpu_path, "FUSEMATH_FFT_CPU_PATH");
+    copy_env(s->cufft_prolog, sizeof s->cufft_prolog, "FUSEMATH_CUFFT_PROLOG");
+    s->fft_kernel_regcap = (int)env_int("FUSEMATH_FFT_KERNEL_REGCAP", -1, 0, 255);
+    s->cuda_workspace_mb = (long)env_int("FUSEMATH_CUDA_WORKSPACE_MB", -1, 0, 1LL << 20);
+    cache_dir(s->cache_dir, sizeof s->cache_dir);
+    const char *home = getenv("CUDA_HOME");
+    snprintf(s->cuda_home, sizeof s->cuda_home, "%s", home && *home ? home : getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "");
+    /* the settings that change what a plan does (not the directories, thread default or log) */
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = hash_bytes(h, s->backend, sizeof s->backend);
+    h = hash_bytes(h, s->cpu_kernel, sizeof s->cpu_kernel);
+    h = hash_bytes(h, &s->cpu_kernel_kc, sizeof s->cpu_kernel_kc);
+    h = hash_bytes(h, s->fft_cpu_path, sizeof s->fft_cpu_path);
+    h = hash_bytes(h, s->cufft_prolog, sizeof s->cufft_prolog);
+    h = hash_bytes(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
+    h = hash_bytes(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
+    s->plan_key = h;
+    return FM_OK;
+}
+
+const fm_settings *fm_context_settings(const fm_context *ctx) { return &ctx->settings; }
