@@ -1,4 +1,5 @@
-/* epilogue.h : epilogue chains shared by every backend. */
+/* epilogue.h : the matmul epilogue chain, parsed and validated in core (every backend sees the
+ * same rules); fusion/ lowers a validated chain for a backend (cpu_epilogue.c, cuda_epilogue_kernel.c). */
 #ifndef FM_EPILOGUE_H
 #define FM_EPILOGUE_H
 
