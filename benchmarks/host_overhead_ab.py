@@ -1,0 +1,108 @@
+"""Host overhead per call of two builds of fusemath, side by side in one run.
+
+A change to the layers between a call and its backend (core, the extension, the Python front)
+must not make calls dearer. This times the same small calls with build A and build B, each in its
+own subprocess (two builds of one package cannot share a process), alternating A, B, B, A, ... for
+--rounds rounds, and reports per case the median over rounds of each build's per-call time and of
+the paired differences B - A.
+
+    python benchmarks/host_overhead_ab.py --a /tmp/fm_before --b .venv/lib/python3.11/site-packages
+
+--a / --b: a directory to put first on sys.path (where that build's `fusemath` package lives).
+Cases: CPU (NumPy): planned 64x64 f32 `Matmul.execute(out=)`, stateless `fusemath.matmul` 64x64,
+stateless `fusemath.fft.fft` on 1024 complex64 points, planned `FFT.execute(out=)` 1024 points;
+with --gpu also torch CUDA tensors: planned 64x64 matmul execute and stateless matmul, planned
+1024-point FFT execute. Writes JSON with --json.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+WORKER = r'''
+import sys, time, json
+sys.path.insert(0, sys.argv[1])
+import numpy as np, fusemath, fusemath.fft as ff
+calls, gpu = int(sys.argv[2]), sys.argv[3] == "1"
+
+def per_call(f):
+    for _ in range(200):
+        f()
+    best = 1e9
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            f()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best * 1e6
+
+r = {}
+a = np.random.rand(64, 64).astype(np.float32); b = np.random.rand(64, 64).astype(np.float32)
+d = np.empty((64, 64), np.float32)
+mm = fusemath.Matmul(a, b); mm.plan()
+r["cpu planned matmul 64^3 execute(out=)"] = per_call(lambda: mm.execute(out=d))
+r["cpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(a, b))
+x = (np.random.rand(1024) + 1j * np.random.rand(1024)).astype(np.complex64); y = np.empty_like(x)
+r["cpu stateless fft 1024 c64"] = per_call(lambda: ff.fft(x))
+f = ff.FFT(x); f.plan(effort="estimate")
+r["cpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: f.execute(out=y))
+if gpu:
+    import torch
+    ta = torch.randn(64, 64, device="cuda"); tb = torch.randn(64, 64, device="cuda")
+    td = torch.empty(64, 64, device="cuda")
+    tm = fusemath.Matmul(ta, tb); tm.plan()
+    r["gpu planned matmul 64^3 execute(out=)"] = per_call(lambda: tm.execute(out=td))
+    r["gpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(ta, tb))
+    tx = torch.randn(1024, dtype=torch.complex64, device="cuda"); ty = torch.empty_like(tx)
+    tf = ff.FFT(tx); tf.plan(effort="estimate")
+    r["gpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: tf.execute(out=ty))
+    torch.cuda.synchronize()
+print(json.dumps(r))
+'''
+
+
+def run(path, calls, gpu):
+    out = subprocess.run([sys.executable, "-c", WORKER, os.path.abspath(path), str(calls), "1" if gpu else "0"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--a", required=True, help="sys.path entry of build A (before)")
+    ap.add_argument("--b", required=True, help="sys.path entry of build B (after)")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--machine-tag", default=platform.node())
+    args = ap.parse_args()
+    samples = {"a": [], "b": []}
+    for r in range(args.rounds):
+        for side in ("ab" if r % 2 == 0 else "ba"):
+            samples[side].append(run(getattr(args, side), args.calls, args.gpu))
+    rows = {}
+    for case in samples["a"][0]:
+        ta = [s[case] for s in samples["a"]]
+        tb = [s[case] for s in samples["b"]]
+        diff = [y - x for x, y in zip(ta, tb)]
+        rows[case] = {"a_us": statistics.median(ta), "b_us": statistics.median(tb),
+                      "b_minus_a_us": statistics.median(diff), "diff_min": min(diff), "diff_max": max(diff)}
+    print(f"{'case':44s} {'A us':>8s} {'B us':>8s} {'B-A us':>8s}  (spread of B-A)")
+    for case, v in rows.items():
+        print(f"{case:44s} {v['a_us']:8.2f} {v['b_us']:8.2f} {v['b_minus_a_us']:+8.2f}  "
+              f"({v['diff_min']:+.2f} .. {v['diff_max']:+.2f})")
+    if args.json:
+        meta = {"date": time.strftime("%Y-%m-%d"), "machine": args.machine_tag, "cpu": platform.processor(),
+                "nproc": os.cpu_count(), "command": " ".join(sys.argv), "rounds": args.rounds, "calls": args.calls,
+                "a": args.a, "b": args.b}
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, "cases": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
