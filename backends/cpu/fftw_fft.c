@@ -32,7 +32,6 @@
  * mutex; execution is concurrent. This file plans; fftw_exec.c runs a plan, fftw_timed.c
  * times a plan's alternatives (fftw_impl.h is what they share). */
 #include "fft_axis_split.h"
-#include "fftw_fft.h"
 #include "fftw_impl.h"
 
 #include <stdio.h>
@@ -57,7 +56,7 @@ static int threads_ok;
 
 static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_init_threads() != 0; }
 
-static fm_status probe(const fm_settings *settings, void **state, const char **why)
+static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
     (void)why;
@@ -66,7 +65,7 @@ static fm_status probe(const fm_settings *settings, void **state, const char **w
     return FM_OK;
 }
 
-static void destroy_impl(void *v)
+static void fm_fftw_destroy(void *v)
 {
     fftw_impl *x = v;
     if (!x)
@@ -311,35 +310,12 @@ static int64_t chunk_count(int64_t bytes, int64_t entry_bytes, int64_t batch, in
     return fm_min_i64(c, batch);
 }
 
-static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+/* x's transform, chain and batch as the movers see them, from problem p. */
+static void layout_from_problem(fftw_impl *x, const fm_problem *p)
 {
-    (void)state;
-    if (p->op != FM_OP_FFT)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
-    if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
-        p->t[FM_FFT_OUT].dtype == FM_C32)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "
-                       "precision); pass GPU arrays, or convert to f32/c64 on the cpu",
-                       fm_dtype_name(p->t[FM_FFT_IN].dtype), fm_dtype_name(p->t[FM_FFT_OUT].dtype));
-    /* Several axes with a chain: c2c splits into batched steps that carry the chain inside
-     * their own passes (fft_axis_split.c). r2c / c2r take FFTW's own N-D plan with the chain as
-     * passes ("single") unless the split times faster: on the dev machine (2 cores, 1024^2 and
-     * 2048^2 f64) the split ran 1.30-1.35x the plain r2c with an epilog multiply and 1.21-1.57x
-     * the plain c2r with the norm, "single" 1.05-1.12 and 1.05-1.18. */
-    const int split_candidate = fm_fft_should_split_axes(p);
-    if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
-        return fm_fft_plan_axis_split(ctx, p, out);
-    pthread_once(&threads_once, init_threads);
-    int path;
-    fm_status ps = fm_fftw_forced_path(&path);
-    if (ps != FM_OK)
-        return ps;
     const fm_fft_params *fp = &p->u.fft;
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     const int has_pa = (p->present >> FM_FFT_PROLOG) & 1, has_ea = (p->present >> FM_FFT_EPILOG) & 1;
-    fftw_impl *x = calloc(1, sizeof *x);
-    if (!x)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     fm_dtype rdt = fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype;
     x->dbl = rdt == FM_C128;
     x->rs = x->dbl ? sizeof(double) : sizeof(float);
@@ -421,147 +397,158 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
     x->c.per_out = x->c.ext_out[0] * x->c.ext_out[1] * x->c.ext_out[2];
     x->c.sd_in = x->c.per_in, x->c.sd_out = x->c.per_out;
     x->scratch_inplace = 0;
-    unsigned flags = fp->effort == FM_FFT_EFFORT_PATIENT   ? FFTW_PATIENT
-                     : fp->effort == FM_FFT_EFFORT_MEASURE ? FFTW_MEASURE
-                                                           : FFTW_ESTIMATE;
-    const int req_threads = fp->num_threads > 0 ? fp->num_threads : 1;
-    const double total = (double)x->batch * (double)(x->c.per_in + x->c.per_out);
-    fm_status s = FM_OK;
+}
 
-    /* chunking */
-    int64_t entry_bytes = (int64_t)(scratch_in_bytes(x, 1) + scratch_out_bytes(x, 1));
-    if (x->batch > 0) {
-        int want_threads = total < THREAD_MIN_ELEMS ? 1 : req_threads;
-        x->chunk = chunk_count(CHUNK_BYTES, entry_bytes, x->batch, want_threads);
+/* What the steps of planning a non-empty batch share. */
+typedef struct sizing {
+    unsigned flags;      /* FFTW's planner flags for the effort */
+    int req_threads;     /* the threads asked for (the problem's, resolved) */
+    double total;        /* elements in and out over the batch */
+    int64_t entry_bytes; /* scratch per transform, as the row chunks count it */
+} sizing;
+
+/* Chunks, threads and the column path (x->chunk, nchunks, rem, threads, fftw_threads,
+ * pass_threads, cols; the columns' scratch padding). */
+static void plan_chunking(fftw_impl *x, const sizing *z)
+{
+    int want_threads = z->total < THREAD_MIN_ELEMS ? 1 : z->req_threads;
+    x->chunk = chunk_count(CHUNK_BYTES, z->entry_bytes, x->batch, want_threads);
+    x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
+    x->rem = x->batch % x->chunk;
+    x->threads = (int)fm_min_i64(want_threads, x->nchunks);
+    /* fewer big transforms than threads (4 x 2^20 on 16 cores): one at a time on all the
+     * threads, not one thread each with the others idle (that ran 4.0x the plain transform) */
+    if (x->threads > 1 && x->threads < want_threads && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS)
+        x->threads = 1;
+    x->fftw_threads = (x->threads <= 1 && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS) ? z->req_threads : 1;
+    /* chunks run one after the other: their chain passes get the threads FFTW gets */
+    x->pass_threads = x->threads <= 1 ? x->fftw_threads : 1;
+    /* column chunks: transforms side by side along a unit-stride batch axis, their points
+     * strided, at least 4 per chunk (a point's row across them is what the loops vectorise) */
+    int pos_strides = 1;
+    for (int k = 3 - x->naxes; k < 3; k++)
+        pos_strides = pos_strides && x->c.s_in[k] > 0 && x->c.s_out[k] > 0;
+    x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->c.s_in[2] != 1 && pos_strides &&
+              chunk_count(COL_CHUNK_BYTES / 4, z->entry_bytes, x->batch, want_threads) >= 4 && x->pass_threads <= 1 &&
+              (x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || x->c.per_in > COLS_DIRECT_MAX_POINTS);
+    if (x->cols) {
+        /* long rows per point (FM_FFT_COL_BLOCK transforms) amortise the per-row work; c2c
+         * transforms the chunk in place in one scratch, which keeps it near L2's size */
+        x->scratch_inplace = x->kind == FM_FFT_C2C;
+        /* one cache line more between the scratch's transforms: the tile transposes step
+         * across them, and at a power-of-two distance all 64 fell into one cache set (2048
+         * columns of 2048 c64, one thread, dev machine: 20.7 -> 13.0 ms; rows take 11.5) */
+        x->c.sd_in += 64 / ((int64_t)x->rs * (x->c.in_cplx ? 2 : 1));
+        x->c.sd_out += 64 / ((int64_t)x->rs * (x->c.out_cplx ? 2 : 1));
+        const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
+        const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(z->entry_bytes, 1));
+        x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
         x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
         x->rem = x->batch % x->chunk;
-        x->threads = (int)fm_min_i64(want_threads, x->nchunks);
-        /* fewer big transforms than threads (4 x 2^20 on 16 cores): one at a time on all the
-         * threads, not one thread each with the others idle (that ran 4.0x the plain transform) */
-        if (x->threads > 1 && x->threads < want_threads && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS)
-            x->threads = 1;
-        x->fftw_threads = (x->threads <= 1 && (double)x->c.per_in >= FFTW_THREAD_MIN_ELEMS) ? req_threads : 1;
-        /* chunks run one after the other: their chain passes get the threads FFTW gets */
-        x->pass_threads = x->threads <= 1 ? x->fftw_threads : 1;
-        /* column chunks: transforms side by side along a unit-stride batch axis, their points
-         * strided, at least 4 per chunk (a point's row across them is what the loops vectorise) */
-        int pos_strides = 1;
-        for (int k = 3 - x->naxes; k < 3; k++)
-            pos_strides = pos_strides && x->c.s_in[k] > 0 && x->c.s_out[k] > 0;
-        x->cols = x->nb == 1 && x->b_in[0] == 1 && x->b_out[0] == 1 && x->c.s_in[2] != 1 && pos_strides &&
-                  chunk_count(COL_CHUNK_BYTES / 4, entry_bytes, x->batch, want_threads) >= 4 && x->pass_threads <= 1 &&
-                  (x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || x->c.per_in > COLS_DIRECT_MAX_POINTS);
-        if (x->cols) {
-            /* long rows per point (FM_FFT_COL_BLOCK transforms) amortise the per-row work; c2c
-             * transforms the chunk in place in one scratch, which keeps it near L2's size */
-            x->scratch_inplace = x->kind == FM_FFT_C2C;
-            /* one cache line more between the scratch's transforms: the tile transposes step
-             * across them, and at a power-of-two distance all 64 fell into one cache set (2048
-             * columns of 2048 c64, one thread, dev machine: 20.7 -> 13.0 ms; rows take 11.5) */
-            x->c.sd_in += 64 / ((int64_t)x->rs * (x->c.in_cplx ? 2 : 1));
-            x->c.sd_out += 64 / ((int64_t)x->rs * (x->c.out_cplx ? 2 : 1));
-            const int64_t per_thread = (x->batch + x->threads - 1) / x->threads;
-            const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(entry_bytes, 1));
-            x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
-            x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
-            x->rem = x->batch % x->chunk;
-        }
-        /* The chunks are shared out statically: a count that is not a multiple of the threads
-         * leaves some threads a round more (the 1025 columns of a 2048^2 r2c's split on 16
-         * threads: 17 chunks of 64, two rounds for one thread while 15 idle). Spread the batch
-         * over the next multiple of the threads instead (columns keep at least 4 per chunk). */
-        if (x->threads > 1 && x->nchunks % x->threads) {
-            const int64_t c = fm_part_for_threads(x->batch, x->nchunks, x->threads);
-            if (c >= (x->cols ? 4 : 1)) {
-                x->chunk = c;
-                x->nchunks = (x->batch + c - 1) / c;
-                x->rem = x->batch % c;
-            }
-        }
-        if ((s = make_chunk_plan(x, x->chunk, flags, x->fftw_threads, &x->chunk_plan)) != FM_OK)
-            goto fail;
-        if (x->rem && (s = make_chunk_plan(x, x->rem, flags, x->fftw_threads, &x->rem_plan)) != FM_OK)
-            goto fail;
-        /* several transforms, each on all the threads: FFTW's OpenMP build planned 4 x 2^20 as
-         * one plan over the batch at 19 ms, against 7 ms one transform at a time (16 cores) */
-        const int one_at_a_time = x->threads <= 1 && x->nchunks > 1 && x->fftw_threads > 1;
-        /* with a chain, c2r or one_at_a_time: FFTW writes out directly, the epilog runs in place */
-        if ((x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || one_at_a_time) && x->nb <= 1 && !x->cols &&
-            nonneg_strides(to)) {
-            /* An epilog alone on dense cache-sized chunks still copies the chunk into the scratch
-             * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory
-             * (benchmarks/fftw_chunks; epilog-only 1024 x 4096 c64, 2 threads: 0.92-1.00x plain
-             * against 1.04-1.10x). Strided rows (a split's column step) keep FFTW on the caller's
-             * memory, where the gather would be a strided copy. */
-            const int chunk_fits = entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
-            x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
-                              !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
-            if ((s = fm_fftw_make_od_plan(x, x->chunk, flags, x->fftw_threads, &x->od_plan)) != FM_OK)
-                goto fail;
-            if (x->rem && (s = fm_fftw_make_od_plan(x, x->rem, flags, x->fftw_threads, &x->od_rem)) != FM_OK)
-                goto fail;
-            if (x->kind == FM_FFT_C2C && x->od_in_direct && x->same_io) {
-                if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
-                    goto fail;
-                if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
-                    goto fail;
-            }
-        }
-        /* columns: FFTW in place on the caller's columns when a call passes in == out and the
-         * transforms are short (the chain then runs on them across the columns) */
-        if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS &&
-            x->same_io) {
-            if ((s = fm_fftw_make_ip_plan(x, x->chunk, flags, x->fftw_threads, &x->ip_plan)) != FM_OK)
-                goto fail;
-            if (x->rem && (s = fm_fftw_make_ip_plan(x, x->rem, flags, x->fftw_threads, &x->ip_rem)) != FM_OK)
-                goto fail;
-        }
-        /* direct on the caller's arrays: no chain, input preserved, layout FFTW takes,
-         * and a planning scratch of reasonable size */
-        int64_t lo, hi_in, hi_out;
-        fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
-        fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
-        /* only a dense out: a strided view's span holds other data, and populating it could
-         * map gigabytes the call never writes */
-        x->prefault = x->cols && (double)(x->out_hi - x->out_lo) <=
-                                     (double)fm_tensor_numel(to) * (double)fm_dtype_size(to->dtype) + 4096.0;
-        fm_tensor_byte_span(ti, &lo, &hi_in);
-        fm_tensor_byte_span(to, &lo, &hi_out);
-        double numel_bytes = total * (double)x->rs * 2;
-        /* dense c2c transforms may also run gathered (or, plain, copied) into out, in place there */
-        const int into_out = x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c);
-        if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
-            nonneg_strides(to) &&
-            (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
-            int dthreads = total >= FFTW_THREAD_MIN_ELEMS ? req_threads : 1;
-            if ((s = make_direct(x, p, flags, dthreads)) != FM_OK)
-                goto fail;
-            if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct_inplace(x, p, flags, dthreads)) != FM_OK)
-                goto fail;
-            const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
-                             entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
-            if (x->direct && rows)
-                fm_fftw_choose_direct_or_chunks(x, p, flags, path, into_out);
-            if (x->direct && x->naxes > 1 && x->batch == 1 && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, out)) {
-                destroy_impl(x);
-                return FM_OK;
-            }
-        }
-        if (x->od_plan && x->c.pro_ops && into_out)
-            fm_fftw_choose_prolog_into_out(x, p, flags, path);
     }
-
-    if (split_candidate && fm_fftw_choose_nd_or_split(ctx, p, x, flags, path, out)) {
-        destroy_impl(x);
-        return FM_OK;
+    /* The chunks are shared out statically: a count that is not a multiple of the threads
+     * leaves some threads a round more (the 1025 columns of a 2048^2 r2c's split on 16
+     * threads: 17 chunks of 64, two rounds for one thread while 15 idle). Spread the batch
+     * over the next multiple of the threads instead (columns keep at least 4 per chunk). */
+    if (x->threads > 1 && x->nchunks % x->threads) {
+        const int64_t c = fm_part_for_threads(x->batch, x->nchunks, x->threads);
+        if (c >= (x->cols ? 4 : 1)) {
+            x->chunk = c;
+            x->nchunks = (x->batch + c - 1) / c;
+            x->rem = x->batch % c;
+        }
     }
+}
 
-    out->impl = x;
-    out->execute = fm_fftw_execute;
-    out->destroy_impl = destroy_impl;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = x->rs;
+/* A chunk plan of make's kind for the chunk's count and one for the remainder's. */
+static fm_status make_chunk_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem)
+{
+    fm_status s = make(x, x->chunk, flags, x->fftw_threads, plan);
+    if (s == FM_OK && x->rem)
+        s = make(x, x->rem, flags, x->fftw_threads, rem);
+    return s;
+}
 
+/* The chunks' own plans: through the scratch (always: the fallback of every path), straight
+ * into out (chains, c2r, one transform at a time on all threads) and in place on out when a
+ * call passes in == out. Sets *one_at_a_time. */
+static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizing *z, int *one_at_a_time)
+{
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    fm_status s = make_chunk_pair(x, z->flags, make_chunk_plan, &x->chunk_plan, &x->rem_plan);
+    if (s != FM_OK)
+        return s;
+    /* several transforms, each on all the threads: FFTW's OpenMP build planned 4 x 2^20 as
+     * one plan over the batch at 19 ms, against 7 ms one transform at a time (16 cores) */
+    *one_at_a_time = x->threads <= 1 && x->nchunks > 1 && x->fftw_threads > 1;
+    /* with a chain, c2r or one_at_a_time: FFTW writes out directly, the epilog runs in place */
+    if ((x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || *one_at_a_time) && x->nb <= 1 && !x->cols &&
+        nonneg_strides(to)) {
+        /* An epilog alone on dense cache-sized chunks still copies the chunk into the scratch
+         * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory
+         * (benchmarks/fftw_chunks; epilog-only 1024 x 4096 c64, 2 threads: 0.92-1.00x plain
+         * against 1.04-1.10x). Strided rows (a split's column step) keep FFTW on the caller's
+         * memory, where the gather would be a strided copy. */
+        const int chunk_fits = z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
+        x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
+                          !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
+        if ((s = make_chunk_pair(x, z->flags, fm_fftw_make_od_plan, &x->od_plan, &x->od_rem)) != FM_OK)
+            return s;
+        if (x->kind == FM_FFT_C2C && x->od_in_direct && x->same_io &&
+            (s = make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem)) != FM_OK)
+            return s;
+    }
+    /* columns: FFTW in place on the caller's columns when a call passes in == out and the
+     * transforms are short (the chain then runs on them across the columns) */
+    if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS && x->same_io)
+        return make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem);
+    return FM_OK;
+}
+
+/* FFTW's plan over the caller's whole arrays where it applies (no chain, input preserved, a
+ * layout FFTW takes, a planning scratch of reasonable size), and the timed choices against it
+ * (fftw_timed.c). *split: the choice took the split, which `out` now holds. */
+static fm_status make_direct_and_choose(fm_context *ctx, const fm_problem *p, fftw_impl *x, const sizing *z,
+                                        int one_at_a_time, fm_plan *out, int *split)
+{
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    fm_status s;
+    int64_t lo, hi_in, hi_out;
+    fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
+    fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
+    /* only a dense out: a strided view's span holds other data, and populating it could
+     * map gigabytes the call never writes */
+    x->prefault = x->cols && (double)(x->out_hi - x->out_lo) <=
+                                 (double)fm_tensor_numel(to) * (double)fm_dtype_size(to->dtype) + 4096.0;
+    fm_tensor_byte_span(ti, &lo, &hi_in);
+    fm_tensor_byte_span(to, &lo, &hi_out);
+    const double numel_bytes = z->total * (double)x->rs * 2;
+    /* dense c2c transforms may also run gathered (or, plain, copied) into out, in place there */
+    const int into_out = x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c);
+    if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
+        nonneg_strides(to) && (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
+        const int dthreads = z->total >= FFTW_THREAD_MIN_ELEMS ? z->req_threads : 1;
+        if ((s = make_direct(x, p, z->flags, dthreads)) != FM_OK)
+            return s;
+        if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct_inplace(x, p, z->flags, dthreads)) != FM_OK)
+            return s;
+        const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
+                         z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
+        if (x->direct && rows)
+            fm_fftw_choose_direct_or_chunks(x, p, z->flags, into_out);
+        if (x->direct && x->naxes > 1 && x->batch == 1 && (*split = fm_fftw_choose_nd_or_split(ctx, p, x, z->flags, out)))
+            return FM_OK;
+    }
+    if (x->od_plan && x->c.pro_ops && into_out)
+        fm_fftw_choose_prolog_into_out(x, p, z->flags);
+    return FM_OK;
+}
+
+/* describe() of x's plan for p. */
+static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     char shape[96] = "", tr[64] = "", pro[32], epi[32], ax[24] = "";
     size_t u = 0;
     int first = 1;
@@ -597,53 +584,113 @@ static fm_status plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan
                        : x->od_in_direct ? "in>out" : "scratch>out";
     char modebuf[80];
     snprintf(modebuf, sizeof modebuf, "%s%s%s%s", mode, x->ip_plan && !x->pro_out ? "(in place when in == out)" : "",
-             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "", x->timed == TIMED_FROM_WISDOM ? ",wisdom" : x->timed ? ",timed" : "");
+             x->batch == 1 && (x->c.pro_ops || x->c.epi_ops) ? ",single" : "",
+             x->timed == TIMED_FROM_WISDOM ? ",wisdom" : x->timed ? ",timed" : "");
     fm_plan_set_describe(out,
              "fft cpu/fftw %s %s %sx[%s] axes=(%s) %s prolog=%s epilog=%s path=%s chunks=%lld chunk=%lld threads=%d "
              "fftw_threads=%d effort=%s",
              fm_dtype_name(x->c.in_cplx ? ti->dtype : to->dtype), kind_names[x->kind], shape, tr, ax,
              x->inverse ? "inverse" : "forward", pro, epi, modebuf, (long long)x->nchunks, (long long)x->chunk,
              x->threads, x->fftw_threads, effort_names[fp->effort]);
-    return FM_OK;
-fail:
-    destroy_impl(x);
-    return s;
 }
 
-/* FFTW's wisdom (its measured plans), double then single precision, then the timed choices
- * (fftw_timed.c), for fusemath.wisdom. A blob without the choices (older files) loads too. */
+/* The backend's plan: FFTW's plans for x and the paths around them (the file's header), then
+ * describe(); a choice timed here is recorded in the context's wisdom. */
+static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)state;
+    if (p->op != FM_OP_FFT)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
+    if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
+        p->t[FM_FFT_OUT].dtype == FM_C32)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "
+                       "precision); pass GPU arrays, or convert to f32/c64 on the cpu",
+                       fm_dtype_name(p->t[FM_FFT_IN].dtype), fm_dtype_name(p->t[FM_FFT_OUT].dtype));
+    /* Several axes with a chain: c2c splits into batched steps that carry the chain inside
+     * their own passes (fft_axis_split.c). r2c / c2r take FFTW's own N-D plan with the chain as
+     * passes ("single") unless the split times faster: on the dev machine (2 cores, 1024^2 and
+     * 2048^2 f64) the split ran 1.30-1.35x the plain r2c with an epilog multiply and 1.21-1.57x
+     * the plain c2r with the norm, "single" 1.05-1.12 and 1.05-1.18. */
+    const int split_candidate = fm_fft_should_split_axes(p);
+    if (split_candidate && p->u.fft.kind == FM_FFT_C2C) {
+        fm_problem steps; /* the steps make their own choices */
+        fm_fftw_untuned(p, &steps);
+        return fm_fft_plan_axis_split(ctx, &steps, out);
+    }
+    pthread_once(&threads_once, init_threads);
+    fftw_impl *x = calloc(1, sizeof *x);
+    if (!x)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    fm_status s = fm_fftw_choice_begin(ctx, p, x);
+    if (s != FM_OK) {
+        free(x);
+        return s;
+    }
+    layout_from_problem(x, p);
+    const int effort = p->u.fft.effort;
+    sizing z = {
+        .flags = effort == FM_FFT_EFFORT_PATIENT ? FFTW_PATIENT : effort == FM_FFT_EFFORT_MEASURE ? FFTW_MEASURE
+                                                                                               : FFTW_ESTIMATE,
+        .req_threads = p->u.fft.num_threads > 0 ? p->u.fft.num_threads : 1,
+        .total = (double)x->batch * (double)(x->c.per_in + x->c.per_out),
+        .entry_bytes = (int64_t)(scratch_in_bytes(x, 1) + scratch_out_bytes(x, 1)),
+    };
+    int split = 0, one_at_a_time = 0;
+    if (x->batch > 0) {
+        plan_chunking(x, &z);
+        if ((s = make_chunk_plans(x, p, &z, &one_at_a_time)) == FM_OK)
+            s = make_direct_and_choose(ctx, p, x, &z, one_at_a_time, out, &split);
+    }
+    if (s == FM_OK && !split && split_candidate)
+        split = fm_fftw_choose_nd_or_split(ctx, p, x, z.flags, out);
+    const int chosen = x->chosen;
+    if (s != FM_OK || split) {
+        fm_fftw_destroy(x);
+        if (s == FM_OK)
+            fm_fftw_choice_record(ctx, p, chosen, out->describe);
+        return s;
+    }
+    out->impl = x;
+    out->execute = fm_fftw_execute;
+    out->destroy_impl = fm_fftw_destroy;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = x->rs;
+    describe_plan(x, p, out);
+    fm_fftw_choice_record(ctx, p, chosen, out->describe);
+    return FM_OK;
+}
+
+/* FFTW's wisdom (its measured plans), double then single precision, for the context's wisdom
+ * file (the timed choices are entries of the file itself, op "fft"). A blob of a version 1 file
+ * also holds the timed choices of that time after CHOICES_MARK: keyed before problems carried
+ * their settings, they match nothing now and are skipped. */
 #define FFTWF_MARK "\n#fusemath fftwf\n"
 #define CHOICES_MARK "\n#fusemath timed choices\n"
 
-static fm_status export_wisdom(char **text)
+static fm_status fm_fftw_wisdom_export(char **text)
 {
     pthread_mutex_lock(&fm_fftw_planner_lock);
     char *d = fftw_export_wisdom_to_string(), *f = fftwf_export_wisdom_to_string();
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    char *c = fm_fftw_choices_export();
     fm_status s = FM_OK;
-    size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0, nc = c ? strlen(c) : 0;
-    size_t size = nd + nf + nc + sizeof FFTWF_MARK + sizeof CHOICES_MARK;
-    *text = c ? malloc(size) : NULL;
+    size_t nd = d ? strlen(d) : 0, nf = f ? strlen(f) : 0;
+    size_t size = nd + nf + sizeof FFTWF_MARK;
+    *text = malloc(size);
     if (!*text)
         s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom: out of host memory for FFTW's wisdom");
     else
-        snprintf(*text, size, "%s%s%s%s%s", d ? d : "", FFTWF_MARK, f ? f : "", CHOICES_MARK, c);
+        snprintf(*text, size, "%s%s%s", d ? d : "", FFTWF_MARK, f ? f : "");
     fftw_free(d);
     fftwf_free(f);
-    free(c);
     return s;
 }
 
-static fm_status import_wisdom(const char *text)
+static fm_status fm_fftw_wisdom_import(const char *text)
 {
     const char *mark = strstr(text, FFTWF_MARK);
     if (!mark)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
     const char *fs = mark + strlen(FFTWF_MARK), *cm = strstr(fs, CHOICES_MARK);
-    fm_status s;
-    if (cm && (s = fm_fftw_choices_import(cm + strlen(CHOICES_MARK), 1)) != FM_OK)
-        return s; /* nothing merged, FFTW's part neither */
     size_t nd = (size_t)(mark - text), nf = cm ? (size_t)(cm - fs) : strlen(fs);
     char *d = malloc(nd + 1), *f = malloc(nf + 1);
     if (!d || !f) {
@@ -661,27 +708,36 @@ static fm_status import_wisdom(const char *text)
     if (!ok)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from another "
                        "FFTW version)");
-    return cm ? fm_fftw_choices_import(cm + strlen(CHOICES_MARK), 0) : FM_OK;
+    return FM_OK;
 }
 
-static void forget_wisdom(void)
+/* FFTW's wisdom is the process's (FFTW keeps one): every context's forget drops it. */
+static void fm_fftw_wisdom_forget(void)
 {
     pthread_mutex_lock(&fm_fftw_planner_lock);
     fftw_forget_wisdom();
     fftwf_forget_wisdom();
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    fm_fftw_forget_choices();
 }
 
+/* A timed choice was timed against this FFTW's plans: another build's does not apply. */
+static void fm_fftw_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
+{
+    (void)ctx, (void)state, (void)p;
+    snprintf(buf, n, "%s", fftw_version);
+}
+
+/* Names: fm_fftw_*, as FFTW's own fftw_plan (a type) and fftw_execute would clash. */
 const fm_backend fm_backend_fftw_fft = {
     .name = "fftw",
     .device = FM_DEVICE_CPU,
     .ops = 1u << FM_OP_FFT,
     .priority = 0,
-    .probe = probe,
+    .probe = fm_fftw_probe,
     .release = NULL,
-    .plan = plan,
-    .wisdom_export = export_wisdom,
-    .wisdom_import = import_wisdom,
-    .wisdom_forget = forget_wisdom,
+    .plan = fm_fftw_plan,
+    .wisdom_export = fm_fftw_wisdom_export,
+    .wisdom_import = fm_fftw_wisdom_import,
+    .wisdom_forget = fm_fftw_wisdom_forget,
+    .wisdom_salt = fm_fftw_wisdom_salt,
 };

@@ -7,7 +7,4 @@
 enum { FM_FFTW_RAN_NOTHING, FM_FFTW_RAN_DIRECT, FM_FFTW_RAN_DIRECT_INPLACE, FM_FFTW_RAN_CHUNKS };
 int fm_fftw_last_path(void);
 
-/* Forget the timed choices remembered in this process (they are also in saved wisdom). */
-void fm_fftw_forget_choices(void);
-
 #endif

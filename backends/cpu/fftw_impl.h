@@ -47,8 +47,12 @@ typedef struct fftw_impl {
     int cols;                  /* column chunks (fm_fft_gather_cols / fm_fft_scatter_cols) */
     int fftw_threads;          /* threads of the chunk plans */
     int64_t in_lo, in_hi, out_lo, out_hi; /* byte spans around the data pointers */
+    /* the way where FFTW's plan and the library's paths compete (fftw_timed.c): path is PATH_TIMED
+     * (time them, or at estimate the heuristic) or the forced / remembered PATH_*; remembered: path
+     * is the problem's cpu_path (the context's wisdom); chosen: what a timing here decided (0: none) */
+    int path, remembered, chosen;
     int timed; /* the plan is the faster of FFTW's and the library's path, timed at planning (1) or
-                  remembered from an earlier timing or the wisdom file (TIMED_FROM_WISDOM) */
+                  remembered in the context's wisdom (TIMED_FROM_WISDOM) */
     int prefault; /* columns into a dense out: fault a fresh out in from all threads first */
 } fftw_impl;
 
@@ -96,28 +100,34 @@ fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_
 
 /* fftw_fft.c: plans for `count` transforms in place on out's layout / from the gathered
  * scratch or the caller's in straight into out (see fftw_impl.ip_plan, od_plan) */
+typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 
 /* fftw_timed.c: the timed choices between FFTW's plans and the library's own paths */
 #define TIMED_FROM_WISDOM 2 /* fftw_impl.timed: the choice was remembered, not timed */
-enum { PATH_TIMED, PATH_DIRECT, PATH_CHUNKS, PATH_INPLACE };
-fm_status fm_fftw_forced_path(int *path);
+enum { PATH_TIMED = FM_FFT_CPU_PATH_TIMED, PATH_DIRECT = FM_FFT_CPU_PATH_DIRECT, PATH_CHUNKS = FM_FFT_CPU_PATH_CHUNKS,
+       PATH_INPLACE = FM_FFT_CPU_PATH_INPLACE };
+/* x->path and x->remembered for planning p: FUSEMATH_FFT_CPU_PATH (the context's settings; a
+ * malformed value is an error naming it), else p's cpu_path, else what the context's wisdom
+ * remembers for p (a step of a split is planned without the generic wisdom lookup), else timed. */
+fm_status fm_fftw_choice_begin(fm_context *ctx, const fm_problem *p, fftw_impl *x);
+/* After planning p: the way a timing decided (x->chosen) recorded in the context's wisdom. */
+void fm_fftw_choice_record(fm_context *ctx, const fm_problem *p, int chosen, const char *describe);
 /* What a timed choice compares: the median over rounds of b[i] / a[i] (n rounds, at most 12
  * used; 1 for none). Each round runs both candidates back to back, so each ratio sees one state
  * of the machine. The best time of each, used before, let one lucky round decide: on the H200
  * host's 16 cores prolog>out won the timing for 64 x 65536 c64 in some processes and then ran
  * 1.42-1.52x the plain transform, where scratch>out ran 1.11-1.19x. */
 double fm_fftw_timed_ratio(const double *a, const double *b, int n);
-void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path);
+/* The choices, each going x->path's way */
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags);
 /* into_out: the chunks may also run copied into out, FFTW in place there (dense c2c rows) */
-void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int into_out);
-int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
-                               fm_plan *out);
-/* The remembered choices as text for the wisdom file ("choice <kind> <key> <0|1>" lines;
- * malloc'ed, NULL when out of memory), and merged back from such text (all or nothing;
- * check_only: only whether it would load). */
-char *fm_fftw_choices_export(void);
-fm_status fm_fftw_choices_import(const char *text, int check_only);
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int into_out);
+/* 1 with `out` holding the split (x is then the caller's to destroy), else 0 */
+int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, fm_plan *out);
+/* p with its tunable fields zeroed: what a split's steps are built from (each step makes its own
+ * choices, none of the whole transform's) */
+void fm_fftw_untuned(const fm_problem *p, fm_problem *q);
 
 #endif

@@ -1,145 +1,69 @@
 /* fftw_timed.c : the FFTW backend's timed choices. Which of FFTW's plans and the library's
  * own paths is faster depends on the machine, so with effort measure or patient both are run
  * on zeroed arrays of the call's layout at planning and the faster kept (by 3%);
- * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). A choice, once timed, is
- * remembered per problem for the rest of the process and travels with FFTW's wisdom in the
- * wisdom file, so the same problem planned again (here, or in a process that loaded the file)
+ * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). A timed choice is recorded in the
+ * context's wisdom as the problem's cpu_path (fm_fft_params), so the same problem planned again
+ * (the generic planner looks wisdom up first; here, or in a process that loaded the saved file)
  * takes it without timing: describe() says "wisdom" instead of "timed". */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "fft_axis_split.h"
-#include "fftw_fft.h"
 #include "fftw_impl.h"
+#include "operation.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---- the remembered choices ---- */
-enum { CHOICE_CHUNKS = 1, CHOICE_SPLIT = 2, CHOICE_PRO_OUT = 3 }; /* what was decided; 1 = the library's path */
-typedef struct timed_choice {
-    uint64_t key; /* fm_problem_stable_hash: no pointers, the same in every process */
-    int kind, taken;
-} timed_choice;
-static pthread_mutex_t choices_lock = PTHREAD_MUTEX_INITIALIZER;
-static timed_choice *choices;
-static int nchoices, capchoices;
-
-/* Insert or replace; with choices_lock held. 0 when out of memory (the choice is then just
- * not remembered). */
-static int put_locked(timed_choice c)
+/* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
+ * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a prolog's
+ * (into out, FFTW in place there); any forced value turns the timing off, and a prolog then
+ * takes the scratch unless "inplace". */
+static fm_status forced_path(const fm_context *ctx, int *path)
 {
-    for (int i = 0; i < nchoices; i++)
-        if (choices[i].key == c.key && choices[i].kind == c.kind) {
-            choices[i] = c;
-            return 1;
-        }
-    if (nchoices == capchoices) {
-        int cap = capchoices ? 2 * capchoices : 32;
-        timed_choice *m = realloc(choices, (size_t)cap * sizeof *m);
-        if (!m)
-            return 0;
-        choices = m, capchoices = cap;
+    const char *v = fm_context_settings(ctx)->fft_cpu_path;
+    *path = !*v                      ? PATH_TIMED
+            : !strcmp(v, "direct")  ? PATH_DIRECT
+            : !strcmp(v, "chunks")  ? PATH_CHUNKS
+            : !strcmp(v, "inplace") ? PATH_INPLACE
+                                    : -1;
+    if (*path < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
+    return FM_OK;
+}
+
+fm_status fm_fftw_choice_begin(fm_context *ctx, const fm_problem *p, fftw_impl *x)
+{
+    fm_status s = forced_path(ctx, &x->path);
+    if (s != FM_OK || x->path != PATH_TIMED)
+        return s;
+    fm_problem tuned;
+    if (p->u.fft.cpu_path) {
+        x->path = p->u.fft.cpu_path;
+        x->remembered = 1;
+    } else if (p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE && fm_wisdom_lookup(ctx, p, &tuned) &&
+               tuned.u.fft.cpu_path) {
+        x->path = tuned.u.fft.cpu_path;
+        x->remembered = 1;
     }
-    choices[nchoices++] = c;
-    return 1;
+    return FM_OK;
 }
 
-static void remember(const fm_problem *p, int kind, int taken)
+void fm_fftw_choice_record(fm_context *ctx, const fm_problem *p, int chosen, const char *describe)
 {
-    timed_choice c = {fm_problem_stable_hash(p), kind, taken};
-    pthread_mutex_lock(&choices_lock);
-    (void)put_locked(c);
-    pthread_mutex_unlock(&choices_lock);
+    if (!chosen)
+        return;
+    fm_problem tuned = *p;
+    tuned.u.fft.cpu_path = chosen;
+    fm_wisdom_record(ctx, p, &tuned, describe);
 }
 
-static int recall(const fm_problem *p, int kind, int *taken)
+void fm_fftw_untuned(const fm_problem *p, fm_problem *q)
 {
-    const uint64_t key = fm_problem_stable_hash(p);
-    int found = 0;
-    pthread_mutex_lock(&choices_lock);
-    for (int i = 0; i < nchoices && !found; i++)
-        if (choices[i].key == key && choices[i].kind == kind)
-            *taken = choices[i].taken, found = 1;
-    pthread_mutex_unlock(&choices_lock);
-    return found;
-}
-
-void fm_fftw_forget_choices(void)
-{
-    pthread_mutex_lock(&choices_lock);
-    free(choices);
-    choices = NULL;
-    nchoices = capchoices = 0;
-    pthread_mutex_unlock(&choices_lock);
-}
-
-char *fm_fftw_choices_export(void)
-{
-    pthread_mutex_lock(&choices_lock);
-    const size_t line = 48; /* "choice %d %016x %d\n" is at most 40 */
-    char *text = malloc((size_t)nchoices * line + 1), *w = text;
-    if (text) {
-        *w = '\0';
-        for (int i = 0; i < nchoices; i++)
-            w += snprintf(w, line, "choice %d %016" PRIx64 " %d\n", choices[i].kind, choices[i].key, choices[i].taken);
-    }
-    pthread_mutex_unlock(&choices_lock);
-    return text;
-}
-
-#define MAX_IMPORTED_CHOICES 65536 /* a wisdom file holds a few hundred; each is a linear merge */
-
-fm_status fm_fftw_choices_import(const char *text, int check_only)
-{
-    timed_choice *got = NULL;
-    int n = 0, cap = 0, lineno = 0;
-    fm_status s = FM_OK;
-    for (const char *l = text; *l && s == FM_OK; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
-        lineno++;
-        const size_t len = strcspn(l, "\n");
-        if (len == 0)
-            continue;
-        /* exactly what export writes: "choice <kind> <16 hex digits> <0|1>" */
-        char line[64], hex[17] = "";
-        int kind = 0, taken = -1, used = -1;
-        if (len < sizeof line) {
-            memcpy(line, l, len);
-            line[len] = '\0';
-            (void)sscanf(line, "choice %d %16[0-9a-f] %d%n", &kind, hex, &taken, &used);
-        }
-        if (used != (int)len || strlen(hex) != 16 || kind < CHOICE_CHUNKS || kind > CHOICE_PRO_OUT ||
-            (taken != 0 && taken != 1)) {
-            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: line %d of the fftw blob's timed choices is malformed "
-                        "(expected 'choice <kind 1-3> <16 hex digits> <0|1>')", lineno);
-            break;
-        }
-        if (n == MAX_IMPORTED_CHOICES) {
-            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob holds more than %d timed choices",
-                        MAX_IMPORTED_CHOICES);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 32;
-            timed_choice *m = realloc(got, (size_t)cap * sizeof *m);
-            if (!m) {
-                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-                break;
-            }
-            got = m;
-        }
-        got[n++] = (timed_choice){strtoull(hex, NULL, 16), kind, taken};
-    }
-    if (!check_only) {
-        pthread_mutex_lock(&choices_lock); /* all or nothing */
-        for (int i = 0; i < n && s == FM_OK; i++)
-            if (!put_locked(got[i]))
-                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-        pthread_mutex_unlock(&choices_lock);
-    }
-    free(got);
-    return s;
+    static const int32_t zeros[FM_MAX_TUNABLES];
+    *q = *p;
+    fm_problem_set_tunables(q, zeros);
 }
 
 static double seconds_now(void)
@@ -255,23 +179,6 @@ static int time_pair(fftw_impl *x, const fm_plan *alt, int without, const fm_pro
     return 1;
 }
 
-/* FUSEMATH_FFT_CPU_PATH: unset or empty = timed (measure/patient); "direct" and "chunks" force
- * a plain transform's path, "inplace" a prolog's (into out, FFTW in place there); any forced
- * value turns the timing off, and a prolog then takes the scratch unless "inplace". */
-fm_status fm_fftw_forced_path(int *path)
-{
-    const char *v = getenv("FUSEMATH_FFT_CPU_PATH");
-    *path = !v || !*v                ? PATH_TIMED
-            : !strcmp(v, "direct")  ? PATH_DIRECT
-            : !strcmp(v, "chunks")  ? PATH_CHUNKS
-            : !strcmp(v, "inplace") ? PATH_INPLACE
-                                    : -1;
-    if (*path < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
-    return FM_OK;
-}
-
 /* A chunk plan and its remainder's, destroyed (pointers cleared). */
 static void drop_pair(fftw_impl *x, void **plan, void **rem)
 {
@@ -284,7 +191,6 @@ static void drop_pair(fftw_impl *x, void **plan, void **rem)
 
 /* The plans of an alternative path for a chunk and the remainder, made by `make`; or neither,
  * and no error: the path the alternative competes with works without it. */
-typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
 {
     if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
@@ -300,31 +206,25 @@ static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **pl
  * there (prolog>out), which leaves a transform larger than L2 one buffer instead of two. On
  * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
  * With effort measure or patient both are timed and the faster kept (prolog>out must win by
- * 3%); at estimate the scratch stays; FUSEMATH_FFT_CPU_PATH=inplace forces prolog>out. */
-void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags, int path)
+ * 3%; chosen: inplace or chunks); at estimate the scratch stays; inplace (forced or
+ * remembered) takes prolog>out, direct and chunks the scratch. */
+void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags)
 {
+    const int path = x->path;
+    if (x->remembered)
+        x->timed = TIMED_FROM_WISDOM;
     if (path == PATH_DIRECT || path == PATH_CHUNKS || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return;
-    int known = 0, taken = 0;
-    if (path == PATH_TIMED && (known = recall(p, CHOICE_PRO_OUT, &taken)) && !taken) {
-        x->timed = TIMED_FROM_WISDOM;
-        return;
-    }
     if (!make_pair(x, fm_fftw_make_ip_plan, flags, &x->ip_plan, &x->ip_rem))
         return;
     x->pro_out = 1;
     if (path == PATH_INPLACE)
         return;
-    if (known) {
-        x->timed = TIMED_FROM_WISDOM;
-        return;
-    }
     double t[2] = {0, 0};
     x->timed = time_pair(x, NULL, WITHOUT_PRO_OUT, p, t);
     fm_clear_error();
-    taken = x->timed && t[0] < 0.97 * t[1];
-    if (x->timed)
-        remember(p, CHOICE_PRO_OUT, taken);
+    const int taken = x->timed && t[0] < 0.97 * t[1];
+    x->chosen = !x->timed ? 0 : taken ? PATH_INPLACE : PATH_CHUNKS;
     if (!taken) {
         x->pro_out = 0;
         drop_pair(x, &x->ip_plan, &x->ip_rem);
@@ -336,18 +236,17 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
  * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
  * 4096 x 1024 c64 in 10.5 ms direct and 8.9 through the scratch; the H200 host's 16 cores
  * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
- * arrays of the call's layout and the faster kept; FUSEMATH_FFT_CPU_PATH=direct|chunks
- * forces the choice at any effort (tests, debugging), =inplace the chunks copied into out. */
-void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int path, int into_out)
+ * arrays of the call's layout and the faster kept (chosen: direct, chunks, or inplace for the
+ * chunks copied into out); a forced or remembered direct|chunks takes that path at any effort,
+ * inplace the chunks copied into out. */
+void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int into_out)
 {
+    const int path = x->path;
+    if (x->remembered)
+        x->timed = TIMED_FROM_WISDOM;
     if (path == PATH_DIRECT || (path == PATH_INPLACE && !into_out) ||
         (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return;
-    int known = 0, taken = 1;
-    if (path == PATH_TIMED && (known = recall(p, CHOICE_CHUNKS, &taken)) && !taken) {
-        x->timed = TIMED_FROM_WISDOM;
-        return;
-    }
     x->od_in_direct = 0;
     if (!make_pair(x, fm_fftw_make_od_plan, flags, &x->od_plan, &x->od_rem))
         return;
@@ -355,21 +254,19 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
      * buffer instead of two): timed first, the direct plan set aside, and the faster of the two
      * then against the direct plan. On the dev machine's 2 threads the copy into out ran 0.77-0.89x
      * the better of direct and scratch>out for c64 rows of 1024-16384 points. */
-    if (into_out && (path == PATH_TIMED || path == PATH_INPLACE)) { /* inplace: forced, untimed */
+    if (into_out && (path == PATH_TIMED || path == PATH_INPLACE)) { /* inplace: untimed */
         void *const direct = x->direct;
         x->direct = NULL;
-        fm_fftw_choose_prolog_into_out(x, p, flags, path);
+        fm_fftw_choose_prolog_into_out(x, p, flags);
         x->direct = direct;
     }
-    if (known) {
-        x->timed = TIMED_FROM_WISDOM;
-    } else if (path == PATH_TIMED) {
+    int taken = 1;
+    if (path == PATH_TIMED) {
         double t[2] = {0, 0};
         x->timed = time_pair(x, NULL, WITHOUT_DIRECT, p, t);
         fm_clear_error(); /* a failed timing run leaves its message; planning itself succeeded */
         taken = x->timed && t[1] < 0.97 * t[0];
-        if (x->timed)
-            remember(p, CHOICE_CHUNKS, taken);
+        x->chosen = !x->timed ? 0 : !taken ? PATH_DIRECT : x->pro_out ? PATH_INPLACE : PATH_CHUNKS;
     }
     if (!taken) {
         drop_pair(x, &x->od_plan, &x->od_rem);
@@ -387,44 +284,42 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
 
 /* A single transform over 2-3 axes, plain or (r2c / c2r) with a chain: FFTW's own N-D plan (the
  * chain as passes), or the split (rows or slabs, then the columns in tiles through the scratch).
- * One dev thread ran 4096 x 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200 host's 16 cores had
- * FFTW's plan ~5% ahead (run 10). With effort measure or patient both are timed here and the
- * faster kept; FUSEMATH_FFT_CPU_PATH=direct keeps FFTW's plan, =chunks takes the split.
- * Returns 1 with `out` holding the split (x is then the caller's to destroy), else 0. */
-int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, int path,
-                               fm_plan *out)
+ * One dev thread ran 4096 x 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200
+ * host's 16 cores had FFTW's plan ~5% ahead (run 10). With effort measure or patient both are
+ * timed here and the faster kept (chosen: chunks for the split, else direct); direct or inplace
+ * (forced or remembered) keeps FFTW's plan, chunks takes the split. */
+int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, fm_plan *out)
 {
+    const int path = x->path;
+    if (x->remembered)
+        x->timed = TIMED_FROM_WISDOM;
     if (path == PATH_DIRECT || path == PATH_INPLACE || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return 0;
-    const int forced = path == PATH_CHUNKS;
-    int known = 0, take = forced;
-    if (!forced && (known = recall(p, CHOICE_SPLIT, &take)) && !take) {
-        x->timed = TIMED_FROM_WISDOM;
-        return 0;
-    }
+    fm_problem steps; /* the split's steps make their own choices */
+    fm_fftw_untuned(p, &steps);
     fm_plan *alt = fm_plan_alloc(p);
-    if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
+    if (!alt || fm_fft_plan_axis_split(ctx, &steps, alt) != FM_OK) {
         fm_plan_release(alt);
         fm_clear_error(); /* FFTW's own plan stands: the split was optional */
         return 0;
     }
-    if (!forced && !known) {
+    int take = path == PATH_CHUNKS;
+    if (path == PATH_TIMED) {
         double t[2];
         x->timed = time_pair(x, alt, WITHOUT_DIRECT, p, t);
         take = x->timed && t[1] < 0.97 * t[0];
         fm_clear_error();
-        if (x->timed)
-            remember(p, CHOICE_SPLIT, take);
+        x->chosen = !x->timed ? 0 : take ? PATH_CHUNKS : PATH_DIRECT;
     }
     if (take) {
         out->impl = alt->impl;
         out->execute = alt->execute;
         out->destroy_impl = alt->destroy_impl;
         memcpy(out->required_align, alt->required_align, sizeof out->required_align);
-        fm_plan_set_describe(out, "%s%s", alt->describe, forced ? "" : known ? " (wisdom)" : " (timed)");
+        fm_plan_set_describe(out, "%s%s", alt->describe,
+                             x->remembered ? " (wisdom)" : path == PATH_TIMED ? " (timed)" : "");
         alt->impl = NULL;
     }
     fm_plan_release(alt);
     return take;
 }
-

@@ -506,6 +506,15 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
     return FM_OK;
 }
 
+/* cpu_path as a wisdom file holds it: one of the ways FUSEMATH_FFT_CPU_PATH names. */
+static fm_status check_tunables(const int32_t *v)
+{
+    if (v[0] < FM_FFT_CPU_PATH_DIRECT || v[0] > FM_FFT_CPU_PATH_INPLACE)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "cpu_path %d; expected %d (direct), %d (chunks) or %d (inplace)", v[0],
+                       FM_FFT_CPU_PATH_DIRECT, FM_FFT_CPU_PATH_CHUNKS, FM_FFT_CPU_PATH_INPLACE);
+    return FM_OK;
+}
+
 const fm_operation fm_operation_fft = {
     .op = FM_OP_FFT,
     .name = "fft",
@@ -516,7 +525,9 @@ const fm_operation fm_operation_fft = {
     .options_init = options_init,
     .build = build,
     .output_specs = output_specs,
-    .ntunables = 0,
+    .ntunables = 1,
+    .tunables = {offsetof(fm_fft_params, cpu_path)},
+    .check_tunables = check_tunables,
 };
 
 fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,

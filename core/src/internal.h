@@ -98,12 +98,18 @@ typedef struct fm_fft_params {
     int32_t norm, effort, num_threads;
     unsigned prolog_ops, epilog_ops; /* FM_FFT_OP_* still to apply (scales folded away where exact) */
     int32_t gpu_prolog;              /* fm_fft_gpu_prolog as asked (AUTO resolved by the backends) */
+    int32_t cpu_path; /* tunable: FM_FFT_CPU_PATH_* the CPU FFT takes where FFTW's plan and the library's
+                         paths compete (0: timed at measure/patient, else the heuristic); wisdom sets it */
     double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
     double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
     /* FM_FFT_OP_CALLBACK: SHA-256 of the symbol and source of the user's device function (the
      * text itself is not plain data: fm_fft_callback_text gives it to a backend while planning) */
     uint8_t prolog_cb[32], epilog_cb[32];
 } fm_fft_params;
+/* fm_fft_params.cpu_path, named as FUSEMATH_FFT_CPU_PATH names them (backends/cpu/fftw_timed.c):
+ * FFTW's plans (direct), the library's chunks through the scratch or the split (chunks), a
+ * prolog or a plain c2c batch of rows gathered into out, FFTW in place there (inplace). */
+enum { FM_FFT_CPU_PATH_TIMED, FM_FFT_CPU_PATH_DIRECT, FM_FFT_CPU_PATH_CHUNKS, FM_FFT_CPU_PATH_INPLACE };
 
 
 /* A problem is plain data, zero-initialised before filling so it can be hashed and

@@ -569,6 +569,17 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
     return build_problem_fields(ctx, ts, opts, p);
 }
 
+/* The ranges fm_matmul_options accepts for the tunable fields (wisdom files are checked with it). */
+static fm_status check_tunables(const int32_t *v)
+{
+    if (v[0] < 0 || v[1] < FM_CPU_STRATEGY_AUTO || v[1] > FM_CPU_STRATEGY_KERNEL || v[2] < 0 || v[2] > 63 ||
+        v[3] < 0 || v[3] > 2)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "panel_rows %d, cpu_strategy %d, gpu_algo %d, gpu_passes %d; "
+                       "expected >= 0, %d..%d, 0..63 and 0..2", v[0], v[1], v[2], v[3], FM_CPU_STRATEGY_AUTO,
+                       FM_CPU_STRATEGY_KERNEL);
+    return FM_OK;
+}
+
 const fm_operation fm_operation_matmul = {
     .op = FM_OP_MATMUL,
     .name = "matmul",
@@ -582,6 +593,7 @@ const fm_operation fm_operation_matmul = {
     .ntunables = 4,
     .tunables = {offsetof(fm_matmul_params, panel_rows), offsetof(fm_matmul_params, cpu_strategy),
                  offsetof(fm_matmul_params, gpu_algo), offsetof(fm_matmul_params, gpu_passes)},
+    .check_tunables = check_tunables,
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

@@ -29,6 +29,10 @@ typedef struct fm_operation {
      * fm_problem.u); all zero = untuned (the planner's own choice). */
     int ntunables;
     uint16_t tunables[FM_MAX_TUNABLES];
+    /* Optional: whether v[0..ntunables) (as a wisdom file holds them) are values a caller could
+     * ask for; FM_ERR_INVALID_ARGUMENT with a message naming them otherwise, so that an edited
+     * file never plans what no call could. */
+    fm_status (*check_tunables)(const int32_t *v);
 } fm_operation;
 
 /* The row of op, or NULL for an unknown op. */

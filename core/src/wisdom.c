@@ -1,6 +1,14 @@
-/* wisdom.c : autotune results kept by the context and saved as text, so a later
- * process plans the tuned choice without timing again. An entry maps the stable
- * hash of an untuned problem to the tuning fields that won. */
+/* wisdom.c : tuned choices kept by the context and saved as text, so a later process plans the
+ * tuned choice without timing again. An entry maps the stable hash of an untuned problem to the
+ * values of its operation's tunable fields (fm_operation.tunables) that won: autotune's winners
+ * and the backends' own timed choices (the CPU FFT's path, backends/cpu/fftw_timed.c) alike.
+ *
+ * The file: a first line WISDOM_MAGIC, then one line per entry,
+ *   <op name> <key, 16 hex digits> <the op's ntunables values> # <the tuned plan's describe()>
+ * and the backends' own knowledge (FFTW's wisdom) as length-prefixed blobs. Version 1 files
+ * (matmul lines with 4 values) were keyed before problems carried their settings_key: their
+ * entries can never match a problem of this build, so they load without error and are not
+ * applied (FUSEMATH_LOG=plan says so); their blobs, the backends' own knowledge, still load. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
 #include "operation.h"
@@ -17,7 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WISDOM_MAGIC "fusemath-wisdom 1"
+#define WISDOM_MAGIC "fusemath-wisdom 2"
+#define WISDOM_MAGIC_V1 "fusemath-wisdom 1" /* read: its entries skipped (see above) */
 
 typedef struct fm_wisdom_entry {
     uint64_t key;
@@ -246,8 +255,11 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
     int ok = fprintf(f, "%s\n", WISDOM_MAGIC) > 0;
     for (int i = 0; i < ctx->nwisdom && ok; i++) {
         const fm_wisdom_entry *e = &ctx->wisdom[i];
-        ok = fprintf(f, "%s %016" PRIx64 " %d %d %d %d # %s\n", fm_op_name((fm_op)e->op), e->key, e->v[0], e->v[1],
-                     e->v[2], e->v[3], e->note) > 0;
+        const fm_operation *o = fm_operation_for((fm_op)e->op);
+        ok = fprintf(f, "%s %016" PRIx64, o->name, e->key) > 0;
+        for (int k = 0; k < o->ntunables && ok; k++)
+            ok = fprintf(f, " %d", e->v[k]) > 0;
+        ok = ok && fprintf(f, " # %s\n", e->note) > 0;
     }
     pthread_mutex_unlock(&ctx->lock);
     /* backends' own knowledge, as length-prefixed blobs ("blob <backend> <bytes>\n<text>\n") */
@@ -280,11 +292,11 @@ static void drop_rest_of_line(FILE *f, const char *line)
         ;
 }
 
-/* Four decimal integers (then the end of the line or a "# note"), each within int32: strtoll
+/* n decimal integers (then the end of the line or a "# note"), each within int32: strtoll
  * reports what does not fit, where sscanf's %d would silently wrap it into range. */
-static int parse_fields(const char *text, int32_t v[4])
+static int parse_fields(const char *text, int n, int32_t *v)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < n; i++) {
         char *end = NULL;
         errno = 0;
         long long x = strtoll(text, &end, 10);
@@ -295,6 +307,126 @@ static int parse_fields(const char *text, int32_t v[4])
     }
     text += strspn(text, " \t\r\n");
     return *text == '\0' || *text == '#' ? 0 : -1;
+}
+
+/* The operation called name in a file, or NULL (one this build does not have). */
+static const fm_operation *operation_named(const char *name)
+{
+    for (int op = 0; op < FM_OP_COUNT_; op++) {
+        const fm_operation *o = fm_operation_for((fm_op)op);
+        if (o && strcmp(o->name, name) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+enum { MAX_BLOBS = 32 };
+
+/* A load in progress: what the file holds, merged only once all of it has parsed. */
+typedef struct loading {
+    fm_context *ctx;
+    const char *path;
+    FILE *f;
+    int version, lineno;
+    fm_wisdom_entry *got; /* the entries */
+    int n, cap;
+    int old_entries; /* a version 1 file's, skipped */
+    /* backends' blobs are held until the whole file has parsed: a malformed line after a blob
+     * must not leave that blob imported */
+    struct {
+        const fm_backend *backend;
+        char *text;
+    } blobs[MAX_BLOBS];
+    int nblobs;
+} loading;
+
+/* The blob whose header is line ("blob <backend> <bytes>"): read whole, held for its backend
+ * (skipped when that backend is not here, as another machine's may be). */
+static fm_status read_blob(loading *ld, const char *line)
+{
+    char name[64];
+    size_t len = 0;
+    if (sscanf(line + 5, "%63s %zu", name, &len) != 2 || len > ((size_t)1 << 30))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is a malformed blob header", ld->path,
+                       ld->lineno);
+    char *text = malloc(len + 1);
+    if (!text)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+    if (fread(text, 1, len, ld->f) != len || fgetc(ld->f) != '\n') {
+        free(text);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s': the %s blob at line %d is truncated", ld->path,
+                       name, ld->lineno);
+    }
+    text[len] = '\0';
+    for (size_t k = 0; k < len; k++)
+        ld->lineno += text[k] == '\n';
+    ld->lineno++;
+    const fm_backend *b = NULL;
+    for (int i = 0; i < ld->ctx->nbackends; i++)
+        if (strcmp(ld->ctx->backends[i].backend->name, name) == 0)
+            b = ld->ctx->backends[i].backend;
+    if (!b || !b->wisdom_import) {
+        free(text);
+        return FM_OK;
+    }
+    if (ld->nblobs == MAX_BLOBS) {
+        free(text);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' has more than %d blobs", ld->path, MAX_BLOBS);
+    }
+    ld->blobs[ld->nblobs].backend = b;
+    ld->blobs[ld->nblobs++].text = text;
+    return FM_OK;
+}
+
+/* The entry on line: "<op> <key> <values> # note", the values checked by the operation's own
+ * check_tunables. Lines of operations this build does not have are skipped (a later build's:
+ * they do not apply here), and so are a version 1 file's (see the top of this file). */
+static fm_status read_entry(loading *ld, const char *line)
+{
+    char op[16];
+    uint64_t key = 0;
+    int used = 0;
+    if (sscanf(line, "%15s %" SCNx64 "%n", op, &key, &used) != 2)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", ld->path, ld->lineno);
+    if (ld->version == 1) {
+        ld->old_entries++;
+        return FM_OK;
+    }
+    const fm_operation *o = operation_named(op);
+    if (!o)
+        return FM_OK;
+    fm_wisdom_entry e = {.key = key, .op = (int32_t)o->op};
+    if (parse_fields(line + used, o->ntunables, e.v) != 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed (expected '%s <16 hex digits> "
+                       "<%d integers> # note')", ld->path, ld->lineno, o->name, o->ntunables);
+    /* an edited file must not plan what no caller could ask */
+    if (o->check_tunables && o->check_tunables(e.v) != FM_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", fm_last_error());
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d: %s", ld->path, ld->lineno, why);
+    }
+    const char *note = strstr(line + used, "# ");
+    if (note) {
+        snprintf(e.note, sizeof e.note, "%s", note + 2);
+        e.note[strcspn(e.note, "\r\n")] = '\0';
+    }
+    if (ld->n == ld->cap) {
+        const int cap = ld->cap ? 2 * ld->cap : 16;
+        fm_wisdom_entry *w = realloc(ld->got, (size_t)cap * sizeof *w);
+        if (!w)
+            return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
+        ld->got = w;
+        ld->cap = cap;
+    }
+    ld->got[ld->n++] = e;
+    return FM_OK;
+}
+
+/* Whether line (the first, newline included) is exactly magic: "fusemath-wisdom 17" is a later
+ * format, not this one with a suffix. */
+static int is_magic(const char *line, const char *magic)
+{
+    return strcspn(line, "\r\n") == strlen(magic) && strncmp(line, magic, strlen(magic)) == 0;
 }
 
 fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
@@ -310,120 +442,43 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a regular file", path);
     }
     char line[512];
-    fm_status s = FM_OK;
     const int first = fgets(line, sizeof line, f) != NULL;
     if (first)
         drop_rest_of_line(f, line);
-    /* the whole first line: "fusemath-wisdom 17" is a later format, not this one */
-    if (!first || strcspn(line, "\r\n") != strlen(WISDOM_MAGIC) || strncmp(line, WISDOM_MAGIC, strlen(WISDOM_MAGIC)) != 0) {
+    const int version = !first ? 0 : is_magic(line, WISDOM_MAGIC) ? 2 : is_magic(line, WISDOM_MAGIC_V1) ? 1 : 0;
+    if (!version) {
         fclose(f);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a fusemath wisdom file (expected a first "
                        "line '%s')", path, WISDOM_MAGIC);
     }
-    fm_wisdom_entry *got = NULL;
-    int n = 0, cap = 0, lineno = 1;
-    /* backends' blobs are held until the whole file has parsed: a malformed line after
-     * a blob must not leave that blob imported */
-    enum { MAX_BLOBS = 32 };
-    struct {
-        const fm_backend *backend;
-        char *text;
-    } blobs[MAX_BLOBS];
-    int nblobs = 0;
-    while (fgets(line, sizeof line, f)) {
+    loading ld = {.ctx = ctx, .path = path, .f = f, .version = version, .lineno = 1};
+    fm_status s = FM_OK;
+    while (s == FM_OK && fgets(line, sizeof line, f)) {
         drop_rest_of_line(f, line);
-        lineno++;
+        ld.lineno++;
         if (line[0] == '\n' || line[0] == '#')
             continue;
-        char op[16];
-        fm_wisdom_entry e = {0};
-        if (strncmp(line, "blob ", 5) == 0) { /* a backend's text: read it whole, hand it over */
-            char name[64];
-            size_t len = 0;
-            if (sscanf(line + 5, "%63s %zu", name, &len) != 2 || len > ((size_t)1 << 30)) {
-                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is a malformed blob header", path, lineno);
-                break;
-            }
-            char *text = malloc(len + 1);
-            if (!text) {
-                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-                break;
-            }
-            if (fread(text, 1, len, f) != len || fgetc(f) != '\n') {
-                free(text);
-                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s': the %s blob at line %d is truncated", path,
-                            name, lineno);
-                break;
-            }
-            text[len] = '\0';
-            for (size_t k = 0; k < len; k++)
-                lineno += text[k] == '\n';
-            lineno++;
-            const fm_backend *b = NULL;
-            for (int i = 0; i < ctx->nbackends; i++)
-                if (strcmp(ctx->backends[i].backend->name, name) == 0)
-                    b = ctx->backends[i].backend;
-            if (!b || !b->wisdom_import) { /* another machine's blob for a backend not here: skipped */
-                free(text);
-                continue;
-            }
-            if (nblobs == MAX_BLOBS) {
-                free(text);
-                s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' has more than %d blobs", path, MAX_BLOBS);
-                break;
-            }
-            blobs[nblobs].backend = b;
-            blobs[nblobs++].text = text;
-            continue;
-        }
-        int used = 0;
-        if (sscanf(line, "%15s %" SCNx64 "%n", op, &e.key, &used) != 2 || parse_fields(line + used, e.v) != 0) {
-            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", path, lineno);
-            break;
-        }
-        if (strcmp(op, "matmul") != 0)
-            continue; /* other operations' wisdom (e.g. fft) is read by their own code */
-        /* the ranges fm_matmul_options accepts: an edited file must not plan what no caller could ask */
-        if (e.v[0] < 0 || e.v[1] < FM_CPU_STRATEGY_AUTO || e.v[1] > FM_CPU_STRATEGY_KERNEL || e.v[2] < 0 ||
-            e.v[2] > 63 || e.v[3] < 0 || e.v[3] > 2) {
-            s = fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d: panel_rows %d, cpu_strategy %d, gpu_algo %d, "
-                        "gpu_passes %d; expected >= 0, %d..%d, 0..63 and 0..2", path, lineno, e.v[0], e.v[1], e.v[2],
-                        e.v[3], FM_CPU_STRATEGY_AUTO, FM_CPU_STRATEGY_KERNEL);
-            break;
-        }
-        e.op = FM_OP_MATMUL;
-        const char *note = strstr(line, "# ");
-        if (note) {
-            snprintf(e.note, sizeof e.note, "%s", note + 2);
-            e.note[strcspn(e.note, "\n")] = '\0';
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            fm_wisdom_entry *w = realloc(got, (size_t)cap * sizeof *w);
-            if (!w) {
-                s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-                break;
-            }
-            got = w;
-        }
-        got[n++] = e;
+        s = strncmp(line, "blob ", 5) == 0 ? read_blob(&ld, line) : read_entry(&ld, line);
     }
     fclose(f);
     /* the file parsed: each backend checks and imports its blob (a blob its backend refuses
-     * stops the load; the blobs imported before it stay), then the matmul entries, all or
-     * nothing */
-    for (int i = 0; i < nblobs; i++) {
+     * stops the load; the blobs imported before it stay), then the entries, all or nothing */
+    for (int i = 0; i < ld.nblobs; i++) {
         if (s == FM_OK)
-            s = blobs[i].backend->wisdom_import(blobs[i].text);
-        free(blobs[i].text);
+            s = ld.blobs[i].backend->wisdom_import(ld.blobs[i].text);
+        free(ld.blobs[i].text);
     }
     if (s == FM_OK) {
         pthread_mutex_lock(&ctx->lock);
-        for (int i = 0; i < n && s == FM_OK; i++)
-            if (put_locked(ctx, &got[i]) != 0)
+        for (int i = 0; i < ld.n && s == FM_OK; i++)
+            if (put_locked(ctx, &ld.got[i]) != 0)
                 s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
         pthread_mutex_unlock(&ctx->lock);
     }
-    free(got);
+    if (s == FM_OK && ld.old_entries)
+        fm_log_plan(ctx, "wisdom load: '%s' is a version 1 file: its %d entries were keyed before problems carried "
+                    "their settings and match no problem now (not applied; its blobs were loaded)", path,
+                    ld.old_entries);
+    free(ld.got);
     return s;
 }

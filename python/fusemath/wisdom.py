@@ -11,10 +11,13 @@ which planning a tuned problem gives the tuned plan without timing again::
     fusemath.wisdom.load("fusemath.wisdom")
 
 A result that no longer plans where it is loaded (another GPU, another cuBLASLt) falls back
-to the default plan. FFTW's own wisdom (the plans measured by ``fusemath.fft.FFT.plan(effort=
-"measure" | "patient")``) travels in the same file, with the paths those plans timed against
-FFTW's (``describe()`` says ``timed``; after a load, ``wisdom``), so a later process plans those
-FFTs without measuring or timing again.
+to the default plan. The CPU FFT's timed choices are results like autotune's: a plan made with
+``fusemath.fft.FFT.plan(effort="measure" | "patient")`` times FFTW's own plan against the
+library's paths (``describe()`` says ``timed``) and remembers the faster (one ``fft`` line of
+the file; planned from there, ``describe()`` says ``wisdom``). FFTW's own wisdom (the plans it
+measured) travels in the same file, so a later process plans those FFTs without measuring or
+timing again. Files of an earlier format version load without error, but their results are not
+applied (they were keyed differently); the FFTW wisdom in them still is.
 """
 from __future__ import annotations
 
@@ -40,25 +43,26 @@ def _path(path: PathLike, what: str):
 
 
 def save(path: PathLike) -> None:
-    """Write the autotune results of this process to ``path`` (replaced atomically).
+    """Write the results of this process (autotune's, the CPU FFT's timed choices) and FFTW's
+    wisdom to ``path`` (replaced atomically).
     Raises ValueError (InvalidArgumentError) when the file cannot be written."""
     _C.wisdom_save(_path(path, "save"))
 
 
 def load(path: PathLike) -> None:
-    """Merge the autotune results in ``path`` into this process. Raises ValueError
+    """Merge the results in ``path`` into this process. Raises ValueError
     (InvalidArgumentError) naming the path when it cannot be read or is not a wisdom file;
     nothing is merged from a malformed file."""
     _C.wisdom_load(_path(path, "load"))
 
 
 def size() -> int:
-    """Number of autotune results held."""
+    """Number of results held (autotune's and the CPU FFT's timed choices)."""
     return _C.wisdom_size()
 
 
 def forget() -> None:
-    """Drop the autotune results of this process and the backends' planning knowledge (FFTW's
-    wisdom, the CPU FFT's timed path choices): later plans are tuned or timed afresh. Plans
+    """Drop the results of this process (autotune's, the CPU FFT's timed path choices) and the
+    backends' planning knowledge (FFTW's wisdom): later plans are tuned or timed afresh. Plans
     already made, and cached, are kept."""
     _C.wisdom_forget()

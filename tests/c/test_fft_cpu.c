@@ -1,8 +1,8 @@
 /* test_fft_cpu.c : the FFTW backend through the shared FFT checks (fft_harness.h), plus what is
  * FFTW's own: misaligned pointers and chunking, concurrent planning (FFTW's planner is not
  * thread-safe), planning effort, the timed choice between FFTW's batch plan and chunks through
- * the scratch and between a prolog through the scratch or into out (FUSEMATH_FFT_CPU_PATH),
- * bad inputs through fm_fft_plan, empty transforms. */
+ * the scratch and between a prolog through the scratch or into out (FUSEMATH_FFT_CPU_PATH), those
+ * choices in the context's wisdom, bad inputs through fm_fft_plan, empty transforms. */
 #define _DEFAULT_SOURCE
 #include "fft_harness.h"
 #include "cpu/fftw_fft.h"
@@ -102,18 +102,18 @@ static void test_effort(void)
     }
 }
 
-/* A fresh context (plans are cached by problem; the path is read at planning) with
- * FUSEMATH_FFT_CPU_PATH set to mode, or unset (NULL). 0 when no context could be made. */
+/* A fresh context with FUSEMATH_FFT_CPU_PATH set to mode, or unset (NULL): the context reads it
+ * at its creation (and plans are cached by problem). 0 when no context could be made. */
 static int fresh_context_with_path(const char *mode)
 {
-    if (fm_context_create(&g_ctx) != FM_OK) {
-        CHECK(0);
-        return 0;
-    }
     if (mode)
         setenv("FUSEMATH_FFT_CPU_PATH", mode, 1);
     else
         unsetenv("FUSEMATH_FFT_CPU_PATH");
+    if (fm_context_create(&g_ctx) != FM_OK) {
+        CHECK(0);
+        return 0;
+    }
     return 1;
 }
 
@@ -202,15 +202,18 @@ static void test_direct_or_chunks(void)
             }
         fm_context_destroy(g_ctx);
     }
+    /* a bad value: the context is made, planning an FFT on the cpu fails naming the variable */
+    if (fresh_context_with_path("sideways")) {
+        int64_t shape[2] = {150, 520};
+        fm_status st;
+        int ran;
+        const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, &ran, buf, sizeof buf);
+        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
+                      fm_test_contains(d, "'direct', 'chunks' or 'inplace'"),
+                  "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);
+        fm_context_destroy(g_ctx);
+    }
     g_ctx = saved;
-    setenv("FUSEMATH_FFT_CPU_PATH", "sideways", 1);
-    int64_t shape[2] = {150, 520};
-    fm_status st;
-    int ran;
-    const char *d = plan_describe_2d(0, FM_FFT_C2C, shape, 1, FM_FFT_EFFORT_ESTIMATE, &st, &ran, buf, sizeof buf);
-    CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(d, "FUSEMATH_FFT_CPU_PATH") &&
-                  fm_test_contains(d, "'direct', 'chunks' or 'inplace'"),
-              "bad FUSEMATH_FFT_CPU_PATH: status %d, %s", (int)st, d);
     unsetenv("FUSEMATH_FFT_CPU_PATH");
 }
 
@@ -355,12 +358,41 @@ static int took_library_path(const char *d)
            fm_test_contains(d, "path=prolog>out");
 }
 
-/* A timed choice is remembered: the same problem planned again in a fresh context takes it
- * without timing ("wisdom"), the same way; forgotten (fm_context_wisdom_forget), it is timed
- * again; saved with the
- * wisdom file and loaded after forgetting, it is taken from there. The three kinds: plain
- * rows (direct or chunks), a prolog (scratch or into out), a plain 2-D transform (FFTW's or
- * the split). A malformed choice in a wisdom file fails the load, naming it. */
+/* The whole of file (NULL when it cannot be read). */
+static char *read_text(const char *file)
+{
+    FILE *f = fopen(file, "r");
+    char *text = NULL;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        rewind(f);
+        text = size >= 0 ? calloc((size_t)size + 1, 1) : NULL;
+        if (text && fread(text, 1, (size_t)size, f) != (size_t)size)
+            text[0] = '\0';
+    }
+    if (f)
+        fclose(f);
+    return text;
+}
+
+/* Load text as a wisdom file into g_ctx: the load's status. */
+static fm_status load_text(const char *file, const char *text)
+{
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return FM_ERR_INTERNAL;
+    fputs(text, f);
+    fclose(f);
+    return fm_context_wisdom_load(g_ctx, file);
+}
+
+/* A timed choice is recorded in the context's wisdom (an "fft" entry): the same problem planned
+ * again after the plan cache was cleared takes it without timing ("wisdom"), the same way;
+ * forgotten (fm_context_wisdom_forget), it is timed again, and so it is in another fresh context
+ * (nothing is kept process-wide); saved with the wisdom file and loaded into a fresh context, it
+ * is taken from there. The three kinds: plain rows (direct or chunks), a prolog (scratch or into
+ * out), a plain 2-D transform (FFTW's or the split). */
 static void test_timed_choices_remembered(void)
 {
     fm_context *saved = g_ctx;
@@ -369,15 +401,22 @@ static void test_timed_choices_remembered(void)
     fm_status st;
     int ran;
     snprintf(file, sizeof file, "/tmp/fm_test_wisdom_%ld", (long)getpid());
-    fm_fftw_forget_choices();
-    for (int round = 0; round < 4; round++) {
-        if (!fresh_context_with_path(NULL))
-            break;
-        if (round >= 2) /* the public way: the context's wisdom and every backend's */
+    g_ctx = NULL;
+    for (int round = 0; round < 5; round++) {
+        if (round == 0 || round >= 3) { /* 0, 3, 4: a fresh context */
+            if (g_ctx)
+                fm_context_destroy(g_ctx);
+            g_ctx = NULL;
+            if (!fresh_context_with_path(NULL))
+                break;
+        } else {
+            fm_context_clear_cache(g_ctx);
+        }
+        if (round == 2) /* the public way: the context's wisdom and every backend's */
             CHECK_OK(fm_context_wisdom_forget(g_ctx));
-        if (round == 3)
+        if (round == 4)
             CHECK_OK(fm_context_wisdom_load(g_ctx, file));
-        const char *want = round == 0 || round == 2 ? "timed" : "wisdom";
+        const char *want = round == 1 || round == 4 ? "wisdom" : "timed";
         for (int k = 0; k < 3; k++) {
             const char *d = k == 2 ? plan_describe_2d(0, FM_FFT_C2C, two_d, 2, FM_FFT_EFFORT_MEASURE, &st, &ran, buf,
                                                       sizeof buf)
@@ -387,70 +426,86 @@ static void test_timed_choices_remembered(void)
                       want, d);
             if (round == 0)
                 snprintf(first[k], sizeof first[k], "%s", d);
-            else if (round != 2)
+            else if (round == 1 || round == 4)
                 CHECK_MSG(took_library_path(d) == took_library_path(first[k]), "round %d took another way: %s vs %s",
                           round, d, first[k]);
         }
-        if (round == 0)
+        if (round == 0) {
             CHECK_OK(fm_context_wisdom_save(g_ctx, file));
-        fm_context_destroy(g_ctx);
-    }
-    g_ctx = saved;
-    /* a malformed choice: the load fails and says which */
-    FILE *f = fopen(file, "w");
-    const char blob[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 9 zz 3\n";
-    CHECK(f != NULL);
-    if (f) {
-        fprintf(f, "fusemath-wisdom 1\nblob fftw %zu\n%s\n", sizeof blob - 1, blob);
-        fclose(f);
-        st = fm_context_wisdom_load(g_ctx, file);
-        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "line 1 of the fftw blob's timed "
-                                                                                     "choices is malformed"),
-                  "status %d: %s", (int)st, fm_last_error());
-    }
-    /* trailing text, a short key, a choice across two lines: each refused */
-    const char *bad[3] = {"choice 1 00000000000000ab 1junk\n", "choice 1 ab 1\n", "choice 1\n00000000000000ab 1\n"};
-    for (int i = 0; i < 3; i++) {
-        f = fopen(file, "w");
-        if (!f)
-            break;
-        char body[160];
-        int len = snprintf(body, sizeof body, "\n#fusemath fftwf\n\n#fusemath timed choices\n%s", bad[i]);
-        fprintf(f, "fusemath-wisdom 1\nblob fftw %d\n%s\n", len, body);
-        fclose(f);
-        st = fm_context_wisdom_load(g_ctx, file);
-        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "is malformed"),
-                  "'%s': status %d: %s", bad[i], (int)st, fm_last_error());
-    }
-    /* a valid blob, then a malformed line: the load fails and imports nothing (the blob was
-     * once imported as soon as it was read) */
-    fm_fftw_forget_choices();
-    f = fopen(file, "w");
-    if (f) {
-        const char good[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 1 00000000000000ab 1\n";
-        fprintf(f, "fusemath-wisdom 1\nblob fftw %zu\n%s\nmatmul zz\n", sizeof good - 1, good);
-        fclose(f);
-        st = fm_context_wisdom_load(g_ctx, file);
-        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "line 9 is malformed"),
-                  "status %d: %s", (int)st, fm_last_error());
-        CHECK_OK(fm_context_wisdom_save(g_ctx, file));
-        char *saved_text = NULL; /* the whole file: FFTW's wisdom from the rounds above comes first */
-        f = fopen(file, "r");
-        if (f && fseek(f, 0, SEEK_END) == 0) {
-            long size = ftell(f);
-            rewind(f);
-            saved_text = size >= 0 ? calloc((size_t)size + 1, 1) : NULL;
-            if (saved_text && fread(saved_text, 1, (size_t)size, f) != (size_t)size)
-                saved_text[0] = '\0';
+            char *text = read_text(file); /* the choices are the file's own entries now */
+            CHECK_MSG(text && fm_test_contains(text, "\nfft ") && !fm_test_contains(text, "timed choices"), "%s",
+                      text ? text : "(unreadable)");
+            free(text);
         }
-        if (f)
-            fclose(f);
-        CHECK(saved_text != NULL && strstr(saved_text, "#fusemath timed choices") != NULL);
-        CHECK_MSG(saved_text && strstr(saved_text, "00000000000000ab") == NULL, "the failed load imported the choice");
-        free(saved_text);
     }
+    if (g_ctx)
+        fm_context_destroy(g_ctx);
+    g_ctx = saved;
     remove(file);
-    fm_fftw_forget_choices();
+}
+
+/* FFT entries as the load checks them: a cpu_path no caller could ask for and a malformed line
+ * fail the load naming the line, and nothing of the file is merged (a valid entry and FFTW blob
+ * before a bad line neither); an operation this build lacks is skipped; a version 1 file (keys
+ * from before problems carried their settings, the timed choices inside the fftw blob) loads
+ * without error and applies none of its entries. */
+static void test_fft_wisdom_entries(void)
+{
+    char file[96], text[512];
+    snprintf(file, sizeof file, "/tmp/fm_test_fft_wisdom_%ld", (long)getpid());
+    const int before = fm_context_wisdom_size(g_ctx);
+    static const struct {
+        const char *line, *why;
+    } bad[] = {
+        {"fft 00000000000000ab 9 # x", "line 2: cpu_path 9; expected 1 (direct), 2 (chunks) or 3 (inplace)"},
+        {"fft 00000000000000ab 0", "line 2: cpu_path 0"},
+        {"fft 00000000000000ab -1", "line 2: cpu_path -1"},
+        {"fft 00000000000000ab 1junk", "line 2 is malformed"},
+        {"fft 00000000000000ab", "line 2 is malformed"},
+        {"fft 00000000000000ab 1 2", "line 2 is malformed"},
+        {"fft 00000000000000ab 4294967298", "line 2 is malformed"},
+        {"fft zz 1", "line 2 is malformed"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "fusemath-wisdom 2\n%s\nfft 00000000000000ac 2 # fine\n", bad[i].line);
+        const fm_status st = load_text(file, text);
+        CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), bad[i].why),
+                  "'%s': status %d: %s", bad[i].line, (int)st, fm_last_error());
+        CHECK(fm_context_wisdom_size(g_ctx) == before);
+    }
+    /* a valid entry and blob, then a malformed line: the load fails and imports nothing */
+    const char good[] = "\n#fusemath fftwf\n";
+    snprintf(text, sizeof text, "fusemath-wisdom 2\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\nmatmul zz\n",
+             sizeof good - 1, good);
+    fm_status st = load_text(file, text);
+    CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "line 7 is malformed"),
+              "status %d: %s", (int)st, fm_last_error());
+    CHECK(fm_context_wisdom_size(g_ctx) == before);
+    /* the same, well formed: the entry comes in and is saved as it was read */
+    snprintf(text, sizeof text, "fusemath-wisdom 2\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\n", sizeof good - 1,
+             good);
+    CHECK_OK(load_text(file, text));
+    CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
+    CHECK_OK(fm_context_wisdom_save(g_ctx, file));
+    char *saved = read_text(file);
+    CHECK_MSG(saved && fm_test_contains(saved, "fusemath-wisdom 2\n") &&
+                  fm_test_contains(saved, "\nfft 00000000000000ab 2 # x\n"),
+              "%s", saved ? saved : "(unreadable)");
+    free(saved);
+    /* a later build's operation: skipped */
+    CHECK_OK(load_text(file, "fusemath-wisdom 2\nsolve 00000000000000ab 1 2 3 4 5 # later\n"));
+    CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
+    /* version 1: loads, its entries never apply (the old fftw blob's timed choices neither) */
+    const char old_blob[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 1 00000000000000ab 1\n";
+    snprintf(text, sizeof text, "fusemath-wisdom 1\nmatmul 0123456789abcdef 16 1 0 0 # old\nblob fftw %zu\n%s\n",
+             sizeof old_blob - 1, old_blob);
+    CHECK_OK(load_text(file, text));
+    CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
+    CHECK_STATUS(load_text(file, "fusemath-wisdom 3\n"), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("expected a first line 'fusemath-wisdom 2'");
+    CHECK_OK(fm_context_wisdom_forget(g_ctx));
+    CHECK(fm_context_wisdom_size(g_ctx) == 0);
+    remove(file);
     CHECK_STATUS(fm_context_wisdom_forget(NULL), FM_ERR_INVALID_ARGUMENT);
 }
 
@@ -663,6 +718,7 @@ int main(void)
     RUN_TEST(test_timed_ratio);
     RUN_TEST(test_prolog_into_out);
     RUN_TEST(test_timed_choices_remembered);
+    RUN_TEST(test_fft_wisdom_entries);
     RUN_TEST(test_long_columns_and_strided_out);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);

@@ -22,7 +22,7 @@ def test_save_load_in_a_new_process(tmp_path):
     assert fusemath.wisdom.size() >= 1
     fusemath.wisdom.save(path)
     text = path.read_text()
-    assert text.startswith("fusemath-wisdom 1\n") and "matmul " in text
+    assert text.startswith("fusemath-wisdom 2\n") and "matmul " in text
     # A fresh process: the stateless call plans the tuned choice without tuning.
     code = textwrap.dedent(f"""
         import numpy as np, fusemath
@@ -77,17 +77,24 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match="not a fusemath wisdom file"):
         fusemath.wisdom.load(bad)
     broken = tmp_path / "broken"
-    broken.write_text("fusemath-wisdom 1\nmatmul zz\n")
+    broken.write_text("fusemath-wisdom 2\nmatmul zz\n")
     n = fusemath.wisdom.size()
     with pytest.raises(ValueError, match="line 2 is malformed"):
         fusemath.wisdom.load(broken)
     assert fusemath.wisdom.size() == n  # nothing merged
     for fields in ("-5 0 0 0", "0 9 0 0", "0 0 64 0", "0 0 0 -4"):  # values no caller could ask for
         edited = tmp_path / "edited"
-        edited.write_text(f"fusemath-wisdom 1\nmatmul 0123456789abcdef 0 0 0 0 # ok\nmatmul 00000000000000aa {fields}\n")
+        edited.write_text(f"fusemath-wisdom 2\nmatmul 0123456789abcdef 0 0 0 0 # ok\nmatmul 00000000000000aa {fields}\n")
         with pytest.raises(ValueError, match=r"line 3: panel_rows .* expected >= 0, 0\.\.3, 0\.\.63 and 0\.\.2"):
             fusemath.wisdom.load(edited)
         assert fusemath.wisdom.size() == n  # all or nothing
+    for fields, why in (("0", "line 2: cpu_path 0; expected 1"), ("4", "line 2: cpu_path 4"), ("1 1", "line 2 is malformed"),
+                        ("", "line 2 is malformed")):  # the fft row's own check of its tunable
+        edited = tmp_path / "edited_fft"
+        edited.write_text(f"fusemath-wisdom 2\nfft 00000000000000aa {fields}\nfft 0123456789abcdef 2 # ok\n")
+        with pytest.raises(ValueError, match=why):
+            fusemath.wisdom.load(edited)
+        assert fusemath.wisdom.size() == n
     later = tmp_path / "later"  # a later format's magic line, not this one's with a suffix
     later.write_text("fusemath-wisdom 17\nmatmul 0123456789abcdef 0 0 0 0 # ok\n")
     with pytest.raises(ValueError, match="not a fusemath wisdom file"):
@@ -95,7 +102,7 @@ def test_load_errors(tmp_path):
     # fields that do not fit an int: refused, not wrapped into range (4294967312 would read as 16)
     for fields in ("4294967312 1 0 0", "16 4294967297 0 0", "99999999999999999999 0 0 0", "16 0 0", "16 0 0 0 7"):
         wrapped = tmp_path / "wrapped"
-        wrapped.write_text(f"fusemath-wisdom 1\nmatmul 00000000000000aa {fields}\n")
+        wrapped.write_text(f"fusemath-wisdom 2\nmatmul 00000000000000aa {fields}\n")
         with pytest.raises(ValueError, match="line 2 is malformed"):
             fusemath.wisdom.load(wrapped)
         assert fusemath.wisdom.size() == n
@@ -159,8 +166,10 @@ def test_fft_timed_choices_travel_in_the_wisdom_file(tmp_path):
     first = subprocess.run([sys.executable, "-c", code, "save", str(path)], capture_output=True, text=True,
                            check=True).stdout.strip()
     assert ",timed" in first, first
-    text = path.read_text()
-    assert "\n#fusemath timed choices\nchoice " in text and "\nchoice 1 " in text, text
+    text = path.read_text()  # the choice is an entry of the file: "fft <key> <cpu_path> # describe()"
+    assert any(line.startswith("fft ") and line.split()[2] in ("1", "2", "3") and "150x[776]" in line
+               for line in text.splitlines()), text
+    assert "timed choices" not in text, text
     load = code.replace("f = ff.FFT", "fusemath.wisdom.load(sys.argv[2]); f = ff.FFT")
     second = subprocess.run([sys.executable, "-c", load, "load", str(path)], capture_output=True, text=True,
                             check=True).stdout.strip()
@@ -190,9 +199,13 @@ def test_remembered_split_of_a_real_transform_skips_the_timing(tmp_path):
                            check=True).stdout.strip()
     assert "timed" in first, first
     lines = path.read_text().split("\n")
-    split = [i for i, line in enumerate(lines) if line.startswith("choice 2 ")]
-    assert len(split) == 1, lines
-    lines[split[0]] = lines[split[0]].rsplit(" ", 1)[0] + " 1"  # as if the split had won
+    # the whole transform's entry (its steps, timed as the split's candidates, have their own)
+    top = [i for i, line in enumerate(lines) if line.startswith("fft ") and
+           (" # fft split into" in line or "x[96x80]" in line)]
+    assert len(top) == 1, lines
+    words = lines[top[0]].split(" ")
+    words[2] = "2"  # cpu_path = chunks: as if the split had won
+    lines[top[0]] = " ".join(words)
     path.write_text("\n".join(lines))
     second = subprocess.run([sys.executable, "-c", code, "load", str(path)], capture_output=True, text=True,
                             check=True).stdout.strip()
@@ -200,8 +213,9 @@ def test_remembered_split_of_a_real_transform_skips_the_timing(tmp_path):
 
 
 def test_a_malformed_fft_choice_merges_nothing(tmp_path):
-    """A bad timed-choice line fails the load and leaves the process as it was: no choice
-    remembered (the next plan is timed) and none of FFTW's wisdom from the file merged."""
+    """A bad fft entry (a cpu_path no caller could ask for) fails the load naming it and leaves
+    the process as it was: no choice remembered (the next plan is timed) and none of FFTW's
+    wisdom from the file merged."""
     good = tmp_path / "good.wisdom"
     code = textwrap.dedent("""
         import sys, numpy as np, fusemath.fft as ff, fusemath
@@ -210,12 +224,8 @@ def test_a_malformed_fft_choice_merges_nothing(tmp_path):
         fusemath.wisdom.save(sys.argv[1])
     """)
     subprocess.run([sys.executable, "-c", code, str(good)], check=True)
-    text = good.read_text()
-    head, _, rest = text.partition("blob fftw ")
-    size, _, blob = rest.partition("\n")
-    blob = blob[: int(size)] + "choice 2 zz 1\n"
     bad = tmp_path / "bad.wisdom"
-    bad.write_text(head + f"blob fftw {len(blob)}\n" + blob + "\n")
+    bad.write_text(good.read_text() + "fft 00000000000000ab 7 # edited\n")
     probe = textwrap.dedent("""
         import sys, numpy as np, fusemath.fft as ff, fusemath
         if sys.argv[1] != "-":
@@ -223,7 +233,7 @@ def test_a_malformed_fft_choice_merges_nothing(tmp_path):
                 fusemath.wisdom.load(sys.argv[1])
                 raise SystemExit("the load did not fail")
             except ValueError as exc:
-                assert "timed choices is malformed" in str(exc), exc
+                assert "cpu_path 7; expected 1 (direct), 2 (chunks) or 3 (inplace)" in str(exc), exc
         fusemath.wisdom.save(sys.argv[2])
         x = np.zeros((150, 776), np.complex64)
         f = ff.FFT(x, axes=(1,)); f.plan(effort="measure")
@@ -236,6 +246,30 @@ def test_a_malformed_fft_choice_merges_nothing(tmp_path):
     assert ",timed" in d, d
     subprocess.run([sys.executable, "-c", probe, "-", str(fresh)], check=True)
     assert after.read_text() == fresh.read_text()  # nothing of FFTW's wisdom came in either
+
+
+def test_files_of_version_1_load_and_apply_nothing(tmp_path):
+    """A file written before problems carried their settings ("fusemath-wisdom 1": matmul lines of
+    4 values, the CPU FFT's choices inside the fftw blob) loads without error: its entries could
+    never match a problem now and are not applied (the next plan is the planner's own), while
+    FFTW's wisdom in its blob still loads."""
+    fresh = tmp_path / "fresh.wisdom"
+    fusemath.wisdom.save(fresh)
+    head, _, rest = fresh.read_text().partition("blob fftw ")
+    size, _, blob = rest.partition("\n")
+    fftw_part = blob[: int(size)] + "\n#fusemath timed choices\nchoice 1 00000000000000ab 1\n"
+    old = tmp_path / "old.wisdom"
+    old.write_text("fusemath-wisdom 1\nmatmul 0123456789abcdef 16 1 0 0 # fusemath matmul cpu/openblas ...\n"
+                   f"blob fftw {len(fftw_part)}\n{fftw_part}\n")
+    n = fusemath.wisdom.size()
+    fusemath.wisdom.load(old)
+    assert fusemath.wisdom.size() == n
+    fusemath.wisdom.save(tmp_path / "again.wisdom")  # and saved again, it is a file of this version
+    assert (tmp_path / "again.wisdom").read_text().startswith("fusemath-wisdom 2\n")
+    broken = tmp_path / "broken.wisdom"  # still a file to read: a line that is no entry is an error
+    broken.write_text("fusemath-wisdom 1\nmatmul zz\n")
+    with pytest.raises(ValueError, match="line 2 is malformed"):
+        fusemath.wisdom.load(broken)
 
 
 def test_forget(tmp_path):
@@ -279,7 +313,7 @@ def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
     before = target.read_text()
     fusemath.wisdom.save(str(link))
     assert os.path.islink(link) and os.readlink(link) == str(target)
-    assert target.read_text().splitlines()[0] == before.splitlines()[0] == "fusemath-wisdom 1"
+    assert target.read_text().splitlines()[0] == before.splitlines()[0] == "fusemath-wisdom 2"
     fusemath.wisdom.load(str(link))
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -295,7 +329,7 @@ def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
     later = tmp_path / "later"
     os.symlink("later.wisdom", later)  # relative, to a file not written yet: created there
     fusemath.wisdom.save(str(later))
-    assert os.path.islink(later) and (tmp_path / "later.wisdom").read_text().startswith("fusemath-wisdom 1")
+    assert os.path.islink(later) and (tmp_path / "later.wisdom").read_text().startswith("fusemath-wisdom 2")
     os.chmod(target, 0o600)  # a replaced file keeps its permissions
     fusemath.wisdom.save(str(link))
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
