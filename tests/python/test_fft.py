@@ -3,6 +3,9 @@ dtypes, fused prolog / epilog, the FFT planner, and the errors.
 
 Tests that need an FFT backend skip (with the reason) when planning reports none."""
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -961,22 +964,26 @@ def test_plain_calls_take_the_short_path_with_numpy_semantics():
         ff.irfft(base[:, :1])  # n = 2 (1 - 1) = 0 points
 
 
-@needs_backend
-@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
-    """A plain batch of dense rows runs FFTW over the whole batch or in chunks through the
-    scratch, a plain 2-D transform FFTW's 2-D plan or the split: planner objects (effort
-    measure) time both and say so ("timed");
-    FUSEMATH_FFT_CPU_PATH forces either (each shape planned once: plans are cached); a bad
-    value is a ValueError naming the variable."""
-    rng = np.random.default_rng(77)
+def _with_cpu_path(mode, body, *args):
+    """Run body(*args), a function of this module, in a fresh process started with
+    FUSEMATH_FFT_CPU_PATH=mode (None: unset): the library reads its environment once, when its
+    context is created."""
+    env = dict(os.environ)
+    env.pop("FUSEMATH_FFT_CPU_PATH", None)
+    if mode is not None:
+        env["FUSEMATH_FFT_CPU_PATH"] = mode
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import test_fft; test_fft.{body}(*{args!r})"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{body}{args} with FUSEMATH_FFT_CPU_PATH={mode}:\n{r.stdout}\n{r.stderr}"
+
+
+def _plain_rows_body(dtype, rows, mode, want):
+    dtype = np.dtype(dtype).type
+    rng = np.random.default_rng(77 + rows)
     rdt = np.float32 if dtype == np.complex64 else np.float64
     n = 384 if dtype == np.complex64 else 392
-    for rows, mode, want in ((150, "chunks", "path=scratch>out"), (151, "direct", "path=direct"), (152, None, ",timed")):
-        if mode:
-            monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", mode)
-        else:
-            monkeypatch.delenv("FUSEMATH_FFT_CPU_PATH", raising=False)
+    if True:
         x = crand(rng, (rows, n), dtype)
         with ff.FFT(x, axes=(1,)) as plan:
             plan.plan(effort="estimate" if mode else "measure")
@@ -993,9 +1000,34 @@ def test_plain_rows_direct_or_chunks(monkeypatch, dtype):
             plan.plan(effort="estimate" if mode else "measure")
             assert want2 in plan.describe(), plan.describe()
             close(plan.execute(), np.fft.fft2(x2.astype(np.complex128)), dtype, x2.size)
-    monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", "sideways")
-    with pytest.raises(ValueError, match="FUSEMATH_FFT_CPU_PATH"):
-        ff.fft(crand(rng, (153, n), dtype), axis=1)
+
+
+def _bad_cpu_path(dtype):
+    """A bad FUSEMATH_FFT_CPU_PATH is a ValueError naming the variable (a process of its own: this
+    module's import already runs a transform)."""
+    code = ("import numpy as np, fusemath.fft as ff\n"
+            "try:\n"
+            f"    ff.fft(np.ones((153, 384), np.{dtype}), axis=1)\n"
+            "except ValueError as e:\n"
+            "    assert 'FUSEMATH_FFT_CPU_PATH' in str(e), str(e)\n"
+            "else:\n"
+            "    raise SystemExit('no error for FUSEMATH_FFT_CPU_PATH=sideways')\n")
+    env = dict(os.environ, FUSEMATH_FFT_CPU_PATH="sideways")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_backend
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_plain_rows_direct_or_chunks(dtype):
+    """A plain batch of dense rows runs FFTW over the whole batch or in chunks through the
+    scratch, a plain 2-D transform FFTW's 2-D plan or the split: planner objects (effort
+    measure) time both and say so ("timed");
+    FUSEMATH_FFT_CPU_PATH forces either; a bad value is a ValueError naming the variable."""
+    name = np.dtype(dtype).name
+    for rows, mode, want in ((150, "chunks", "path=scratch>out"), (151, "direct", "path=direct"), (152, None, ",timed")):
+        _with_cpu_path(mode, "_plain_rows_body", name, rows, mode, want)
+    _bad_cpu_path(name)
 
 
 @needs_backend
@@ -1024,13 +1056,17 @@ def test_chunks_shared_evenly_over_the_threads():
 
 @needs_backend
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-def test_plain_rows_copied_into_out(monkeypatch, dtype):
+def test_plain_rows_copied_into_out(dtype):
     """A plain c2c batch of rows may run copied into out chunk by chunk, FFTW in place there
     (copy>out; timed at effort measure against the scratch and FFTW's batch plan,
     FUSEMATH_FFT_CPU_PATH=inplace forces it): right out of place, in place (in == out), into a
     misaligned out (the scratch path then) and with the input left as it was."""
+    _with_cpu_path("inplace", "_copied_into_out_body", np.dtype(dtype).name)
+
+
+def _copied_into_out_body(dtype):
+    dtype = np.dtype(dtype).type
     rng = np.random.default_rng(80)
-    monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", "inplace")
     n = 256 if dtype == np.complex64 else 264
     x = crand(rng, (40, n), dtype)
     x0 = x.copy()
@@ -1053,21 +1089,23 @@ def test_plain_rows_copied_into_out(monkeypatch, dtype):
 
 @needs_backend
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_real_multi_axis_chains_single_or_split(monkeypatch, dtype):
+def test_real_multi_axis_chains_single_or_split(dtype):
     """r2c / c2r over several axes with a chain (the spectral-solver pattern: rfftn(x) * f,
     irfftn(X * f)): FFTW's own N-D plan with the chain as passes, or the split; timed at effort
     measure, the N-D plan at estimate, FUSEMATH_FFT_CPU_PATH=chunks forces the split and =direct
     the N-D plan. Each against numpy in float64. c2r's norm rides the input copy as a prolog
     scale (no pass over the output)."""
-    rng = np.random.default_rng(78)
-    cdt = np.complex64 if dtype == np.float32 else np.complex128
     for k, (mode, effort, want) in enumerate(((None, "estimate", ",single"), (None, "measure", "timed|wisdom"),
                                               ("chunks", "estimate", "fft split into"),
                                               ("direct", "measure", ",single"))):
-        if mode:
-            monkeypatch.setenv("FUSEMATH_FFT_CPU_PATH", mode)
-        else:
-            monkeypatch.delenv("FUSEMATH_FFT_CPU_PATH", raising=False)
+        _with_cpu_path(mode, "_real_multi_axis_body", np.dtype(dtype).name, k, mode, effort, want)
+
+
+def _real_multi_axis_body(dtype, k, mode, effort, want):
+    dtype = np.dtype(dtype).type
+    rng = np.random.default_rng(78 + k)
+    cdt = np.complex64 if dtype == np.float32 else np.complex128
+    if True:
         shape = (48 + 2 * k, 40) if k % 2 else (12 + k, 10, 16)  # a new shape each time: plans are cached
         axes = tuple(range(len(shape)))
         half = shape[:-1] + (shape[-1] // 2 + 1,)
