@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -97,14 +96,14 @@
 #include "cpu_gemm_kernel.inc"
 #endif
 
-/* FUSEMATH_CPU_KERNEL=avx2|generic caps the variant (tests run the narrower ones on a
- * machine that has the wider; a cap above what the CPU has is ignored). */
-static int isa_cap(void)
+/* The context's FUSEMATH_CPU_KERNEL=avx2|generic (fm_settings.cpu_kernel) caps the variant (tests
+ * run the narrower ones on a machine that has the wider; a cap above what the CPU has is ignored). */
+static int isa_cap(const fm_settings *settings)
 {
-    const char *e = getenv("FUSEMATH_CPU_KERNEL");
-    if (e && !strcmp(e, "generic"))
+    const char *e = settings ? settings->cpu_kernel : "";
+    if (!strcmp(e, "generic"))
         return 0;
-    if (e && !strcmp(e, "avx2"))
+    if (!strcmp(e, "avx2"))
         return 1;
     return 2;
 }
@@ -123,12 +122,12 @@ static void find_cpu_isa(void)
 #endif
 }
 
-const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t)
+const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t, const fm_settings *settings)
 {
     if (t != FM_F32 && t != FM_F64)
         return NULL;
     pthread_once(&cpu_isa_once, find_cpu_isa);
-    const int f64 = t == FM_F64, isa = cpu_isa < isa_cap() ? cpu_isa : isa_cap();
+    const int f64 = t == FM_F64, cap = isa_cap(settings), isa = cpu_isa < cap ? cpu_isa : cap;
 #ifdef FM_GEMM_KERNEL_X86
     if (isa == 2)
         return f64 ? &avx512_f64_kernel : &avx512_f32_kernel;
@@ -140,16 +139,12 @@ const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t)
     return f64 ? &generic_f64_kernel : &generic_f32_kernel;
 }
 
-int64_t fm_cpu_gemm_kc(int64_t k)
+int64_t fm_cpu_gemm_kc(int64_t k, const fm_settings *settings)
 {
-    /* FUSEMATH_CPU_KERNEL_KC=<n> (0: all of k in one block) for measuring the choice */
-    const char *e = getenv("FUSEMATH_CPU_KERNEL_KC");
-    if (e && *e) {
-        char *end = NULL;
-        const long long v = strtoll(e, &end, 10);
-        if (end && !*end && v >= 0)
-            return v == 0 || v >= k ? 0 : (int64_t)v;
-    }
+    /* FUSEMATH_CPU_KERNEL_KC=<n> (fm_settings.cpu_kernel_kc; 0: all of k in one block, -1: unset)
+     * for measuring the choice */
+    const int v = settings ? settings->cpu_kernel_kc : -1;
+    if (v >= 0)
+        return v == 0 || v >= k ? 0 : (int64_t)v;
     return k > FM_CPU_GEMM_ONE_BLOCK_K ? FM_CPU_GEMM_KC : 0;
 }
-

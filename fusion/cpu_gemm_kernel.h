@@ -47,14 +47,16 @@ typedef struct fm_cpu_gemm_kernel {
     void (*block)(const fm_cpu_gemm_args *x, int64_t rows, int64_t cols, void *d, int64_t ldd);
 } fm_cpu_gemm_kernel;
 
-/* The fastest variant this CPU runs for real dtype t (f32, f64); NULL for other dtypes. */
-const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t);
+/* The fastest variant this CPU runs for real dtype t (f32, f64), capped by the context's
+ * settings->cpu_kernel (FUSEMATH_CPU_KERNEL=avx2|generic; settings NULL: no cap); NULL for other
+ * dtypes. */
+const fm_cpu_gemm_kernel *fm_cpu_gemm_kernel_for(fm_dtype t, const fm_settings *settings);
 
 /* k per block for a product of this k (0: one block): KC = 256 for k > 384, so that a
- * strip of B's block (16-32 KiB) stays in L1; FUSEMATH_CPU_KERNEL_KC overrides it. */
+ * strip of B's block (16-32 KiB) stays in L1; settings->cpu_kernel_kc (FUSEMATH_CPU_KERNEL_KC,
+ * read at context creation; -1: unset) overrides it (settings NULL: the default). */
 #define FM_CPU_GEMM_KC 256
 #define FM_CPU_GEMM_ONE_BLOCK_K (FM_CPU_GEMM_KC + FM_CPU_GEMM_KC / 2) /* up to this k: one block */
-int64_t fm_cpu_gemm_kc(int64_t k);
-
+int64_t fm_cpu_gemm_kc(int64_t k, const fm_settings *settings);
 
 #endif

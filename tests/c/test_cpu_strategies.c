@@ -2,9 +2,12 @@
  * tiles through fusemath's own kernel) give the float64 reference for every epilogue,
  * with C and beta, f32 and f64, in each of the
  * kernel's instruction-set variants this CPU runs; and the planner takes the strategy
- * option (with threads > 1, or it falls back to tiles). */
+ * option (with threads > 1, or it falls back to tiles). The kernel is the "gemmkernel"
+ * backend, the others "openblas": which plans what, FUSEMATH_BACKEND forcing either, and the
+ * autotune candidates and wisdom salts of each. */
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #include "check.h"
+#include "internal.h"
 
 #include <fusemath/fusemath.h>
 #include <math.h>
@@ -133,8 +136,8 @@ static void test_strategies_match_reference(void)
     fm_context_destroy(ctx);
 }
 
-/* Each variant of the own kernel (FUSEMATH_CPU_KERNEL caps it; read when a plan is made,
- * so a fresh context per variant): remainders of the register block in both directions
+/* Each variant of the own kernel (FUSEMATH_CPU_KERNEL caps it; read when a context is created,
+ * so a fresh context per variant, planning after the variable is gone again): remainders of the register block in both directions
  * (m = 67, n = 301 and 5 x 7), k from 1 up to 700 (in k blocks, beta*C in the first). */
 static void test_kernel_variants(void)
 {
@@ -156,6 +159,7 @@ static void test_kernel_variants(void)
 #endif
         fm_context *ctx = NULL;
         CHECK_OK(fm_context_create(&ctx));
+        unsetenv("FUSEMATH_CPU_KERNEL"); /* the context has read it */
         if (!ctx)
             break;
         /* auto takes the vector variants for this product, never the plain-C one (4-6x OpenBLAS) */
@@ -173,11 +177,10 @@ static void test_kernel_variants(void)
             }
         fm_context_destroy(ctx);
     }
-    unsetenv("FUSEMATH_CPU_KERNEL");
     want_isa = NULL;
 }
 
-/* FUSEMATH_CPU_KERNEL_KC sets the k block (read at planning): a number, 0 for one block;
+/* FUSEMATH_CPU_KERNEL_KC sets the k block (read at context creation): a number, 0 for one block;
  * anything else leaves the default (256 for k > 384). Results stay right with any block. */
 static void test_kernel_kc_setting(void)
 {
@@ -187,6 +190,7 @@ static void test_kernel_kc_setting(void)
         setenv("FUSEMATH_CPU_KERNEL_KC", rows[r].value, 1);
         fm_context *ctx = NULL;
         CHECK_OK(fm_context_create(&ctx));
+        unsetenv("FUSEMATH_CPU_KERNEL_KC"); /* the context has read it */
         if (!ctx)
             break;
         run_case(ctx, 1, FM_CPU_STRATEGY_KERNEL, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, 1, 21, 40, 400);
@@ -196,11 +200,11 @@ static void test_kernel_kc_setting(void)
             CHECK_MSG(!fm_test_contains(last_describe, " kc="), "KC=%s: \"%s\"", rows[r].value, last_describe);
         fm_context_destroy(ctx);
     }
-    unsetenv("FUSEMATH_CPU_KERNEL_KC");
 }
 
 /* cpu_strategy = kernel on a product the kernel does not compute: a clear error naming
- * what it lacks, never a silent fallback. */
+ * what it lacks (from the gemmkernel backend, which stops planning there), never a silent
+ * fallback to cblas. */
 static void test_kernel_refusals(void)
 {
     fm_context *ctx = NULL;
@@ -229,6 +233,8 @@ static void test_kernel_refusals(void)
     zd.data = buf + 40;
     CHECK_STATUS(fm_matmul_plan(ctx, &tz, &tz, NULL, NULL, &zd, NULL, &o, &plan), FM_ERR_NOT_SUPPORTED);
     CHECK_ERROR_MENTIONS("f32 and f64 only");
+    CHECK_ERROR_MENTIONS("matmul: gemmkernel: cpu_strategy 'kernel'");
+    CHECK_MSG(!fm_test_contains(fm_last_error(), "openblas"), "fell through to openblas: %s", fm_last_error());
     /* a backward activation (aux: gelu's input) */
     o.epilogue = FM_EPILOGUE_DGELU;
     CHECK_STATUS(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, &tc, &o, &plan), FM_ERR_NOT_SUPPORTED);
@@ -307,12 +313,217 @@ static void test_strategies_concurrently(void)
     fm_context_destroy(ctx);
 }
 
+/* ---- the two CPU backends: "gemmkernel" (the own kernel) before "openblas" (cblas) ---- */
+typedef struct product {
+    void *buf;
+    fm_tensor ta, tb, td;
+} product;
+
+/* Contiguous m x k @ k x n -> m x n operands of dtype dt (planning reads no data). */
+static void product_init(product *p, fm_dtype dt, int64_t m, int64_t n, int64_t k)
+{
+    const size_t es = fm_dtype_size(dt);
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n};
+    char *buf = calloc((size_t)(m * k + k * n + m * n), es);
+    p->buf = buf;
+    fm_tensor_init(&p->ta, buf, cpu, dt, 2, sa, NULL);
+    fm_tensor_init(&p->tb, buf + (size_t)(m * k) * es, cpu, dt, 2, sb, NULL);
+    fm_tensor_init(&p->td, buf + (size_t)(m * k + k * n) * es, cpu, dt, 2, sd, NULL);
+}
+
+static fm_status product_plan(fm_context *ctx, const product *p, int strategy, fm_plan **plan)
+{
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.epilogue = fm_dtype_is_complex(p->td.dtype) ? 0 : FM_EPILOGUE_RELU; /* relu: real only */
+    o.cpu_strategy = strategy;
+    o.num_threads = 2;
+    *plan = NULL;
+    return fm_matmul_plan(ctx, &p->ta, &p->tb, NULL, NULL, &p->td, NULL, &o, plan);
+}
+
+/* The backend and the start of describe() of a plan, or the refusal: want NULL means the
+ * planner must refuse with FM_ERR_NOT_SUPPORTED, the error mentioning why_part. */
+static void expect_plan(fm_context *ctx, fm_dtype dt, int64_t m, int64_t n, int64_t k, int strategy,
+                        const char *want, const char *why_part)
+{
+    product p;
+    product_init(&p, dt, m, n, k);
+    fm_plan *plan = NULL;
+    fm_status s = product_plan(ctx, &p, strategy, &plan);
+    if (!want) {
+        CHECK_MSG(s == FM_ERR_NOT_SUPPORTED, "%lldx%lldx%lld strategy %d: %s, expected a refusal", (long long)m,
+                  (long long)n, (long long)k, strategy, fm_status_name(s));
+        CHECK_MSG(fm_test_contains(fm_last_error(), why_part), "%lldx%lldx%lld strategy %d: \"%s\" lacks \"%s\"",
+                  (long long)m, (long long)n, (long long)k, strategy, fm_last_error(), why_part);
+    } else if (s != FM_OK || !plan) {
+        CHECK_MSG(0, "%lldx%lldx%lld strategy %d: %s, expected a %s plan", (long long)m, (long long)n, (long long)k,
+                  strategy, fm_status_name(s), want);
+    } else {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "matmul cpu/%s %s ", want, fm_dtype_name(dt));
+        CHECK_MSG(strcmp(fm_plan_backend(plan), want) == 0, "planned by %s, expected %s: %s", fm_plan_backend(plan),
+                  want, fm_plan_describe(plan));
+        CHECK_MSG(strncmp(fm_plan_describe(plan), prefix, strlen(prefix)) == 0, "describe \"%s\", expected \"%s...\"",
+                  fm_plan_describe(plan), prefix);
+        /* the kernel's own fields only where it computes */
+        CHECK_MSG(fm_test_contains(fm_plan_describe(plan), " kernel=") == !strcmp(want, "gemmkernel"), "describe: %s",
+                  fm_plan_describe(plan));
+    }
+    fm_plan_release(plan);
+    free(p.buf);
+}
+
+static int cpu_has_vector_kernel(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+/* Which backend plans what: auto gives the kernel the products its rules give it (a vector
+ * variant; 64+ rows when B is packed), openblas the rest; 'kernel' is gemmkernel's, 'tiles' and
+ * 'blas_threads' openblas's. */
+static void test_backend_per_strategy(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    const char *auto_kernel = cpu_has_vector_kernel() ? "gemmkernel" : "openblas";
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_AUTO, auto_kernel, NULL);
+    expect_plan(ctx, FM_F64, 130, 257, 64, FM_CPU_STRATEGY_AUTO, auto_kernel, NULL);
+    expect_plan(ctx, FM_F32, 32, 512, 64, FM_CPU_STRATEGY_AUTO, "openblas", NULL); /* B packed for 32 rows */
+    expect_plan(ctx, FM_C64, 130, 257, 64, FM_CPU_STRATEGY_AUTO, "openblas", NULL);
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_TILES, "openblas", NULL);
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_BLAS_THREADS, "openblas", NULL);
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_KERNEL, "gemmkernel", NULL);
+    expect_plan(ctx, FM_F32, 32, 512, 64, FM_CPU_STRATEGY_KERNEL, "gemmkernel", NULL);
+    fm_context_destroy(ctx);
+}
+
+/* FUSEMATH_BACKEND=openblas: OpenBLAS only, never the kernel (auto computes cblas tiles, right;
+ * 'kernel' is refused). FUSEMATH_BACKEND=gemmkernel: the kernel only, by the same rules (what
+ * auto leaves to cblas is refused, with the kernel's reason). */
+static void test_forced_backend_setting(void)
+{
+    setenv("FUSEMATH_BACKEND", "openblas", 1);
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    unsetenv("FUSEMATH_BACKEND");
+    if (!ctx)
+        return;
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_AUTO, "openblas", NULL);
+    run_case(ctx, 0, FM_CPU_STRATEGY_AUTO, FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU, 1, 130, 257, 64);
+    CHECK_MSG(fm_test_contains(last_describe, "cpu/openblas") && !fm_test_contains(last_describe, " kernel="),
+              "FUSEMATH_BACKEND=openblas: %s", last_describe);
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_KERNEL, NULL, "openblas: cpu_strategy 'kernel'");
+    fm_context_destroy(ctx);
+
+    setenv("FUSEMATH_BACKEND", "gemmkernel", 1);
+    ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    unsetenv("FUSEMATH_BACKEND");
+    if (!ctx)
+        return;
+    if (cpu_has_vector_kernel())
+        expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_AUTO, "gemmkernel", NULL);
+    else
+        expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_AUTO, NULL, "gemmkernel: auto never picks");
+    expect_plan(ctx, FM_F32, 32, 512, 64, FM_CPU_STRATEGY_AUTO, NULL, "gemmkernel: auto leaves 32 rows to cblas");
+    expect_plan(ctx, FM_F32, 32, 512, 64, FM_CPU_STRATEGY_KERNEL, "gemmkernel", NULL);
+    expect_plan(ctx, FM_C64, 130, 257, 64, FM_CPU_STRATEGY_AUTO, NULL, "gemmkernel: it computes f32 and f64 only");
+    expect_plan(ctx, FM_F32, 130, 257, 64, FM_CPU_STRATEGY_TILES, NULL, "gemmkernel: cpu_strategy 'tiles'");
+    fm_context_destroy(ctx);
+}
+
+extern const fm_backend fm_backend_openblas_matmul, fm_backend_gemmkernel_matmul;
+
+/* The candidates a backend offers for p's problem: their count, every one with `strategy`,
+ * panel heights up to m, each in a group of its own. */
+static int candidates_of(const fm_backend *be, const fm_context *ctx, const fm_plan *plan, int strategy)
+{
+    static fm_problem cand[32];
+    int group[32];
+    const int n = be->tune_candidates(ctx, NULL, &plan->problem, cand, group, 32);
+    const int64_t m = plan->problem.t[FM_MATMUL_D].shape[0];
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(cand[i].u.matmul.cpu_strategy == strategy, "%s candidate %d: strategy %d", be->name, i,
+                  cand[i].u.matmul.cpu_strategy);
+        CHECK_MSG(cand[i].u.matmul.panel_rows <= m && group[i] == -1, "%s candidate %d: height %d, group %d", be->name,
+                  i, cand[i].u.matmul.panel_rows, group[i]);
+    }
+    return n;
+}
+
+/* Autotune's candidates per backend: openblas the cblas tiles at each height, gemmkernel the
+ * kernel at each height where it computes the product at all. Wisdom salts: openblas its build,
+ * gemmkernel its variant and k block (from the context's settings). */
+static void test_tune_candidates_and_salts(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    if (!ctx)
+        return;
+    const fm_dtype dts[2] = {FM_F32, FM_C64};
+    for (int i = 0; i < 2; i++) {
+        product p;
+        product_init(&p, dts[i], 130, 257, 64);
+        fm_plan *plan = NULL;
+        CHECK_OK(product_plan(ctx, &p, FM_CPU_STRATEGY_AUTO, &plan));
+        if (plan) {
+            /* heights 0 (the heuristic's), 16, 32, 64, 128: those up to m = 130 */
+            CHECK(candidates_of(&fm_backend_openblas_matmul, ctx, plan, FM_CPU_STRATEGY_TILES) == 5);
+            const int nk = candidates_of(&fm_backend_gemmkernel_matmul, ctx, plan, FM_CPU_STRATEGY_KERNEL);
+            CHECK_MSG(nk == (dts[i] == FM_F32 ? 5 : 0), "%s: %d kernel candidates", fm_dtype_name(dts[i]), nk);
+        }
+        fm_plan_release(plan);
+        free(p.buf);
+    }
+    const struct { const char *cap, *kc; int64_t k; const char *want; } salts[] = {
+        {"", "", 64, " kc=0"}, {"", "", 700, " kc=256"}, {"", "7", 700, " kc=7"},
+        {"generic", "", 64, "kernel=generic"}};
+    for (size_t r = 0; r < sizeof salts / sizeof salts[0]; r++) {
+        setenv("FUSEMATH_CPU_KERNEL", salts[r].cap, 1);
+        setenv("FUSEMATH_CPU_KERNEL_KC", salts[r].kc, 1);
+        fm_context *c2 = NULL;
+        CHECK_OK(fm_context_create(&c2));
+        unsetenv("FUSEMATH_CPU_KERNEL");
+        unsetenv("FUSEMATH_CPU_KERNEL_KC");
+        if (!c2)
+            break;
+        product p;
+        product_init(&p, FM_F32, 40, 64, salts[r].k);
+        fm_plan *plan = NULL;
+        CHECK_OK(product_plan(c2, &p, FM_CPU_STRATEGY_TILES, &plan));
+        if (plan) {
+            char kernel_salt[256] = "", blas_salt[256] = "";
+            fm_backend_gemmkernel_matmul.wisdom_salt(c2, NULL, &plan->problem, kernel_salt, sizeof kernel_salt);
+            fm_backend_openblas_matmul.wisdom_salt(c2, NULL, &plan->problem, blas_salt, sizeof blas_salt);
+            CHECK_MSG(fm_test_contains(kernel_salt, salts[r].want) && fm_test_contains(kernel_salt, "kernel="),
+                      "cap '%s' kc '%s' k %lld: gemmkernel salt \"%s\" lacks \"%s\"", salts[r].cap, salts[r].kc,
+                      (long long)salts[r].k, kernel_salt, salts[r].want);
+            CHECK_MSG(!fm_test_contains(blas_salt, "kernel="), "openblas salt \"%s\"", blas_salt);
+        }
+        fm_plan_release(plan);
+        free(p.buf);
+        fm_context_destroy(c2);
+    }
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     RUN_TEST(test_strategies_match_reference);
     RUN_TEST(test_kernel_variants);
     RUN_TEST(test_kernel_kc_setting);
     RUN_TEST(test_kernel_refusals);
+    RUN_TEST(test_backend_per_strategy);
+    RUN_TEST(test_forced_backend_setting);
+    RUN_TEST(test_tune_candidates_and_salts);
     RUN_TEST(test_strategies_concurrently);
     RUN_TEST(test_bad_strategy);
     TEST_MAIN_RETURN();

@@ -2,7 +2,14 @@
 against the float64 reference in every layout, forward epilogue, with beta*C (also in place)
 and batched B, answers that do not
 depend on the threads or the panels, NaN/inf as the cblas tiles give them, and clear
-refusals of what it does not compute."""
+refusals of what it does not compute. It is the "gemmkernel" backend, offered before "openblas":
+FUSEMATH_BACKEND forces either, FUSEMATH_LOG=plan says why it declines, autotune times both
+backends' candidates; FUSEMATH_CPU_KERNEL(_KC) are read when a context is created (so in a fresh
+process here)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -266,3 +273,115 @@ def test_auto_packs_b_only_where_it_pays(rng, shape, kernel):
         assert (" kernel=" in mm.describe()) == (kernel and vector), mm.describe()
         _, ref, scale = reference(a, b, act="relu")
         assert_close(mm.execute(), ref, scale, np.float32, k)
+
+
+def _run(code, **env):
+    """code in a fresh process (the variables are read when its context is created): stdout, stderr."""
+    full = dict(os.environ, **env)
+    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, r.stderr
+
+
+_DESCRIBE = """
+import sys
+import numpy as np, fusemath
+m, n, k, strategy = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+with fusemath.Matmul(a, b, options={"cpu_strategy": strategy}) as mm:
+    try:
+        mm.plan(epilogue="relu")
+        print(mm.backend, "|", mm.describe())
+        assert np.array_equal(mm.execute(), np.full((m, n), k, np.float32))
+    except fusemath.NotSupportedError as e:
+        print("refused |", e)
+"""
+
+
+def _describe(m, n, k, strategy="auto", **env):
+    full = dict(os.environ, **env)
+    r = subprocess.run([sys.executable, "-c", _DESCRIBE, str(m), str(n), str(k), strategy], env=full,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    backend, text = r.stdout.strip().split(" | ", 1)
+    return backend, text, r.stderr
+
+
+def test_backend_name_in_describe(rng):
+    """Kernel plans are the gemmkernel backend's ("matmul cpu/gemmkernel ..."), cblas plans openblas's."""
+    vector = _variant() != "generic"
+    a, b = make(rng, (130, 64), np.float32), make(rng, (64, 257), np.float32)
+    for strategy, backend in [("kernel", "gemmkernel"), ("tiles", "openblas"), ("blas_threads", "openblas"),
+                              ("auto", "gemmkernel" if vector else "openblas")]:
+        with fusemath.Matmul(a, b, options=fusemath.MatmulOptions(cpu_strategy=strategy, num_threads=2)) as mm:
+            mm.plan(epilogue="relu")
+            assert mm.backend == backend and mm.describe().startswith(f"matmul cpu/{backend} f32 "), mm.describe()
+            assert (" kernel=" in mm.describe()) == (backend == "gemmkernel"), mm.describe()
+            _, ref, scale = reference(a, b, act="relu")
+            assert_close(mm.execute(), ref, scale, np.float32, 64)
+
+
+def test_settings_are_read_at_context_creation():
+    """FUSEMATH_CPU_KERNEL caps the variant, FUSEMATH_CPU_KERNEL_KC sets the k block: both taken by the
+    context when it is created (here: a fresh process)."""
+    backend, text, _ = _describe(40, 64, 700, "kernel", FUSEMATH_CPU_KERNEL="generic", FUSEMATH_CPU_KERNEL_KC="7")
+    assert backend == "gemmkernel" and "kernel=generic" in text and " kc=7" in text, text
+    backend, text, _ = _describe(40, 64, 700, "kernel", FUSEMATH_CPU_KERNEL_KC="0")
+    assert backend == "gemmkernel" and " kc=" not in text, text
+    backend, text, _ = _describe(40, 64, 700, "kernel", FUSEMATH_CPU_KERNEL_KC="junk")
+    assert " kc=256" in text, text
+
+
+def test_forced_backends_and_the_plan_log():
+    """FUSEMATH_BACKEND=openblas: OpenBLAS only, never the kernel; =gemmkernel: the kernel only, by the
+    same rules (what auto leaves to cblas is refused with the kernel's reason, which FUSEMATH_LOG=plan
+    shows when openblas takes the product)."""
+    vector = _variant() != "generic"
+    backend, text, _ = _describe(130, 257, 64, FUSEMATH_BACKEND="openblas")
+    assert backend == "openblas" and " kernel=" not in text, text
+    backend, text, _ = _describe(130, 257, 64, "kernel", FUSEMATH_BACKEND="openblas")
+    assert backend == "refused" and "openblas: cpu_strategy 'kernel'" in text, text
+    backend, text, _ = _describe(130, 257, 64, FUSEMATH_BACKEND="gemmkernel")
+    assert backend == ("gemmkernel" if vector else "refused"), text
+    backend, text, _ = _describe(32, 512, 64, FUSEMATH_BACKEND="gemmkernel")
+    assert backend == "refused" and "gemmkernel: auto leaves 32 rows to cblas" in text, text
+    backend, text, _ = _describe(32, 512, 64, "kernel", FUSEMATH_BACKEND="gemmkernel")
+    assert backend == "gemmkernel", text
+    backend, text, log = _describe(32, 512, 64, FUSEMATH_LOG="plan")
+    assert backend == "openblas", text
+    assert "matmul/gemmkernel: not applicable: auto leaves 32 rows to cblas" in log, log
+
+
+def test_forced_kernel_stops_planning():
+    """cpu_strategy='kernel' on a product it does not compute: the gemmkernel backend's error ends the
+    planning (openblas is never asked)."""
+    code = """
+import numpy as np, fusemath
+a = np.ones((6, 4), np.complex64)
+try:
+    fusemath.matmul(a, a.T.copy(), options={"cpu_strategy": "kernel"})
+except fusemath.NotSupportedError as e:
+    print(e)
+"""
+    out, log = _run(code, FUSEMATH_LOG="plan")
+    assert out.startswith("matmul: gemmkernel: cpu_strategy 'kernel'") and "openblas" not in out, out
+    assert "matmul/openblas" not in log, log
+
+
+def test_autotune_times_both_backends():
+    """Autotune's candidates: the cblas tiles from openblas, the kernel from gemmkernel (only where it
+    computes the product); the winner's answer is right."""
+    code = """
+import numpy as np, fusemath
+for dtype in (np.float32, np.complex64):
+    a, b = np.ones((256, 64), dtype), np.ones((64, 96), dtype)
+    with fusemath.Matmul(a, b) as mm:
+        mm.autotune(iterations=1)
+        assert np.array_equal(mm.execute(), np.full((256, 96), 64, dtype))
+        print(mm.backend)
+"""
+    out, log = _run(code, FUSEMATH_LOG="plan")
+    f32, c64 = log.split(" c64 ", 1)
+    assert "autotune: matmul cpu/openblas f32" in f32 and "autotune: matmul cpu/gemmkernel f32" in f32, log
+    assert "autotune: matmul cpu/gemmkernel" not in c64 and "autotune: matmul cpu/openblas c64" in c64, log
+    assert out.split()[1] == "openblas", out

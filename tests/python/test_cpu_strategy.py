@@ -18,6 +18,10 @@ def test_strategies_match_reference(rng, strategy, dtype, epilogue, act):
         mm.plan(epilogue=epilogue, bias=bias)
         if strategy == "blas_threads":
             assert "blas_threads=" in mm.describe()
+        # cblas is the openblas backend; auto may give the product to the own kernel (gemmkernel)
+        assert mm.backend == ("gemmkernel" if " kernel=" in mm.describe() else "openblas"), mm.describe()
+        assert strategy == "auto" or mm.backend == "openblas", mm.describe()
+        assert mm.describe().startswith(f"matmul cpu/{mm.backend} "), mm.describe()
         _, ref, scale = reference(a, b, bias=bias, act=act)
         assert_close(mm.execute(), ref, scale, dtype, 70)
     d = fusemath.matmul(a, b, bias=bias, epilogue=epilogue, options={"cpu_strategy": strategy})
