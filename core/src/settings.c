@@ -85,7 +85,7 @@ fm_status fm_settings_read(fm_settings *s)
     const char *log = getenv("FUSEMATH_LOG");
     s->log_plan = log && strstr(log, "plan") != NULL;
     copy_env(s->cpu_kernel, sizeof s->cpu_kernel, "FUSEMATH_CPU_KERNEL");
-    s->cpu_kernel_kc = (int)env_int("FUSEMATH_CPU_KERNEL_KC", -1, 0, 1 << 30);
+    s->cpu_kernel_kc = (int)env_int("FUSEMATH_CPU_KERNEL_KC", -1, 0, INT32_MAX);
     copy_env(s->fft_cpu_path, sizeof s->fft_cpu_path, "FUSEMATH_FFT_CPU_PATH");
     copy_env(s->cufft_prolog, sizeof s->cufft_prolog, "FUSEMATH_CUFFT_PROLOG");
     s->fft_kernel_regcap = (int)env_int("FUSEMATH_FFT_KERNEL_REGCAP", -1, 0, 255);
