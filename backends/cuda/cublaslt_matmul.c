@@ -500,7 +500,7 @@ static fm_cuda_view view_of(const lt_plan *pl, int slot, int64_t rs_scale)
     return v;
 }
 
-static fm_status plan_second_pass(lt_plan *pl)
+static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
 {
     unsigned e = pl->mp.epilogue;
     const fm_matmul_geom *g = &pl->g;
@@ -510,7 +510,7 @@ static fm_status plan_second_pass(lt_plan *pl)
     fm_status s;
     if (ew_bits || add_c || pl->no_product) {
         fm_cuda_ew_spec spec = {.dtype = g->dtype, .epilogue = ew_bits, .add_c = add_c, .zero_d = pl->no_product};
-        if ((s = fm_cuda_ew_create(&spec, pl->device, &pl->ew)) != FM_OK)
+        if ((s = fm_cuda_ew_create(set, &spec, pl->device, &pl->ew)) != FM_OK)
             return s;
         fm_cuda_ew_args *a = &pl->ew_args;
         memset(a, 0, sizeof *a);
@@ -528,7 +528,7 @@ static fm_status plan_second_pass(lt_plan *pl)
         memcpy(a->clamp, pl->mp.clamp, sizeof a->clamp);
     }
     if (e & FM_EPILOGUE_ANY_BGRAD_) {
-        if ((s = fm_cuda_colsum_create(g->dtype, pl->device, &pl->colsum)) != FM_OK)
+        if ((s = fm_cuda_colsum_create(set, g->dtype, pl->device, &pl->colsum)) != FM_OK)
             return s;
         fm_cuda_view out = {NULL, 0, 0, pl->inner_stride[FM_MATMUL_BGRAD]};
         if (e & FM_EPILOGUE_BGRADA) { /* row sums of A = column sums of A^T (K x M) */
@@ -858,7 +858,7 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
             goto fail;
     }
 second_pass:
-    if (!pl->fused && (s = plan_second_pass(pl)) != FM_OK)
+    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
         goto fail;
     pl->needs_call_desc = needs_call_desc(pl);
     static atomic_uint_fast64_t next_serial = 1;

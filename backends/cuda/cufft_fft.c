@@ -272,7 +272,7 @@ static cufftXtCallbackType cb_type(fm_dtype t, int store)
 
 static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
 
-static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
+static fm_status attach_callback(const fm_settings *set, cufft_plan *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
     fm_cufft_cb_spec_from_problem(p, pl->attach, store, pl->params_need_base, &sp);
@@ -281,7 +281,7 @@ static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store,
                        "fm_fft_plan runs", store ? "epilog" : "prolog");
     size_t size = 0;
     const char *symbol = NULL;
-    fm_status s = fm_cufft_cb_compile(&sp, arch, &pl->ltoir[store], &size, &symbol, NULL);
+    fm_status s = fm_cufft_cb_compile(set, &sp, arch, &pl->ltoir[store], &size, &symbol, NULL);
     if (s != FM_OK)
         return s;
     pl->caller_info[0] = pl->d_params;
@@ -464,11 +464,11 @@ static int prolog_as_callback(const fm_problem *p, const layout *L)
 
 /* A chain as a generated kernel: the prolog's writes chain(in) into the staged copy of the
  * input the FFT reads, the epilog's runs in place on out after the FFT. */
-static fm_status make_pass(cufft_plan *pl, const fm_problem *p, int store)
+static fm_status make_pass(const fm_settings *set, cufft_plan *pl, const fm_problem *p, int store)
 {
     fm_cufft_cb_spec sp;
     fm_cufft_cb_spec_from_problem(p, pl->attach, store, 0, &sp);
-    fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
+    fm_status s = fm_cufft_pass_create(set, &sp, pl->device, &pl->pass[store]);
     if (s == FM_OK && !store)
         stage_input(pl, &p->t[FM_FFT_IN]);
     return s;
@@ -551,6 +551,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
+    const fm_settings *set = fm_context_settings(ctx);
     if (fm_fft_gpu_prolog_mode(p) == FM_FFT_PROLOG_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "gpu_prolog is 'kernel' (cuFFT runs the 'pass' and 'callback' forms)");
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
@@ -630,9 +631,9 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 goto fail;
             /* cuFFT has no callback types for half precision: its chains are passes computing in float */
             const int prolog_cb = !half && prolog_as_callback(p, &L);
-            if (fp->prolog_ops && (s = prolog_cb ? attach_callback(pl, p, 0, arch) : make_pass(pl, p, 0)) != FM_OK)
+            if (fp->prolog_ops && (s = prolog_cb ? attach_callback(set, pl, p, 0, arch) : make_pass(set, pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops && (s = !half ? attach_callback(pl, p, 1, arch) : make_pass(pl, p, 1)) != FM_OK)
+            if (fp->epilog_ops && (s = !half ? attach_callback(set, pl, p, 1, arch) : make_pass(set, pl, p, 1)) != FM_OK)
                 goto fail;
         }
         size_t ws = 0;
@@ -650,9 +651,9 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
                 goto fail;
             pl->params_need_base = 0;
-            if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(pl, p, 0)) != FM_OK)
+            if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(set, pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops && !pl->pass[1] && (s = make_pass(pl, p, 1)) != FM_OK)
+            if (fp->epilog_ops && !pl->pass[1] && (s = make_pass(set, pl, p, 1)) != FM_OK)
                 goto fail;
         }
         if (s != FM_OK)

@@ -121,8 +121,8 @@ typedef struct plan_text {
 } plan_text;
 
 /* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
-static fm_status make_plan(const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec, int nk,
-                           size_t scratch_bytes, fm_plan *out, plan_text *txt)
+static fm_status make_plan(const fm_settings *set, const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec,
+                           int nk, size_t scratch_bytes, fm_plan *out, plan_text *txt)
 {
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
@@ -133,7 +133,7 @@ static fm_status make_plan(const fm_problem *p, kernel_state *st, const fm_fft_k
     pl->nk = nk;
     fm_status s = fm_cuda_use_device(pl->device);
     for (int i = 0; i < nk && s == FM_OK; i++)
-        s = fm_fft_kernel_create(&spec[i], pl->device, &pl->k[i]);
+        s = fm_fft_kernel_create(set, &spec[i], pl->device, &pl->k[i]);
     if (s != FM_OK) {
         destroy_plan(pl);
         return s;
@@ -185,7 +185,7 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
  * two or three passes of its own and a prolog pass adds one (or a load callback slows it down
  * 2-4x). Measured on the H200 with a window (fft_gpu.py): 2^24 x 4 1.08x plain cuFFT against
  * 1.37x for cuFFT plus a pass; 2^20 x 64 1.10x against 1.46x. */
-static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
+static fm_status plan_steps(const fm_settings *set, const fm_problem *p, kernel_state *st, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
@@ -196,7 +196,7 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
+    if ((s = make_plan(set, p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
         return s;
     char fac[64] = "";
     size_t u = 0;
@@ -213,7 +213,7 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
  * mode) from in to out with the prolog, the others in place on out (lanes mode where the rows
  * are neighbours), the epilog with the last. As many reads and writes as axes, like cuFFT's own
  * multi-axis plans, with the chains free ("auto": see auto_axis_passes). */
-static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
+static fm_status plan_axis_passes(const fm_settings *set, const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
@@ -223,7 +223,7 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(p, NULL, spec, np, 0, out, &t)) != FM_OK)
+    if ((s = make_plan(set, p, NULL, spec, np, 0, out, &t)) != FM_OK)
         return s;
     char shape[96] = "";
     size_t u = 0;
@@ -287,7 +287,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
     if (fp->naxes > 1) {
         if (mode == FM_FFT_PROLOG_KERNEL || auto_axis_passes(p)) {
-            fm_status s = plan_axis_passes(p, out);
+            fm_status s = plan_axis_passes(fm_context_settings(ctx), p, out);
             if (s != FM_ERR_NOT_APPLICABLE || mode == FM_FFT_PROLOG_KERNEL)
                 return s;
         }
@@ -304,7 +304,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             return not_here("complex128 rows of 4096 points: cuFFT's one pass with a load callback beats two steps");
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
-        s = plan_steps(p, state, out);
+        s = plan_steps(fm_context_settings(ctx), p, state, out);
         if (s == FM_ERR_NOT_APPLICABLE) /* the one-block reason is the clearer one */
             return fm_fail(FM_ERR_NOT_APPLICABLE, "%s", why);
         return s;
@@ -324,7 +324,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return not_here("the transformed axis is strided and the rows are not neighbours in memory "
                         "(gpu_prolog='kernel' takes it anyway)");
     plan_text t;
-    if ((s = make_plan(p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
+    if ((s = make_plan(fm_context_settings(ctx), p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
         if (s == FM_ERR_INVALID_ARGUMENT && mode == FM_FFT_PROLOG_AUTO) {
             /* the user's function did not compile inside the kernel (a name clash with its own
              * code, say): cuFFT compiles it as a callback on its own and reports what is wrong */
