@@ -1,4 +1,4 @@
-/* kernel_fft.c : fused FFTs on CUDA devices as generated kernels (fusion/cuda/fft_kernel.c).
+/* fftkernel_fft.c : the "fftkernel" backend, fused FFTs on CUDA devices as generated kernels (fusion/cuda/fft_kernel.c).
  *
  * Takes the c2c transforms with a prolog or epilog chain of power-of-two lengths: 1-D up to
  * 4096 complex64 / 2048 complex128 as one kernel (any batch layout with positive strides),
@@ -45,7 +45,7 @@ typedef struct kernel_plan {
     size_t scratch_bytes;
 } kernel_plan;
 
-static fm_status probe(const fm_settings *settings, void **state, const char **why)
+static fm_status fftkernel_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
     if (fm_cuda_probe_device_count() == 0) {
@@ -62,7 +62,7 @@ static fm_status probe(const fm_settings *settings, void **state, const char **w
     return FM_OK;
 }
 
-static void release(void *state)
+static void fftkernel_release(void *state)
 {
     kernel_state *st = state;
     if (!st)
@@ -71,7 +71,7 @@ static void release(void *state)
     free(st);
 }
 
-static void destroy_plan(void *impl)
+static void fftkernel_destroy(void *impl)
 {
     kernel_plan *pl = impl;
     if (!pl)
@@ -81,7 +81,7 @@ static void destroy_plan(void *impl)
     free(pl);
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
+static fm_status fftkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
     const kernel_plan *pl = plan->impl;
@@ -109,8 +109,8 @@ static fm_status not_here(const char *why)
 static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
 {
     out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
+    out->execute = fftkernel_execute;
+    out->destroy_impl = fftkernel_destroy;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
 }
@@ -135,7 +135,7 @@ static fm_status make_plan(const fm_settings *set, const fm_problem *p, kernel_s
     for (int i = 0; i < nk && s == FM_OK; i++)
         s = fm_fft_kernel_create(set, &spec[i], pl->device, &pl->k[i]);
     if (s != FM_OK) {
-        destroy_plan(pl);
+        fftkernel_destroy(pl);
         return s;
     }
     hand_over(p, pl, out);
@@ -202,7 +202,7 @@ static fm_status plan_steps(const fm_settings *set, const fm_problem *p, kernel_
     size_t u = 0;
     for (int i = 0; i < ns; i++)
         u += (size_t)snprintf(fac + u, u < sizeof fac ? sizeof fac - u : 0, "%s%lld", i ? "x" : "", (long long)spec[i].n);
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
                          "passes=%d device=%d",
                          fm_dtype_name(spec[0].dtype), (long long)spec[0].batch_ext[0], (long long)fp->n[0],
                          fp->inverse ? "inverse" : "forward", t.pro, t.epi, fac, t.rad, ns, p->exec_device.id);
@@ -230,7 +230,7 @@ static fm_status plan_axis_passes(const fm_settings *set, const fm_problem *p, f
     for (int i = 0; i < np; i++) /* in pass order, as the radices */
         u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
                               fp->axes[order[i]], (long long)fp->n[order[i]]);
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
                          "passes=%d device=%d",
                          fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", t.pro, t.epi, np,
                          t.rad, np, p->exec_device.id);
@@ -272,7 +272,7 @@ static int c128_rows_for_cufft(const fm_problem *p, int64_t n, int64_t rows, int
            n >= 256 && n <= 4096 && (double)rows * (double)n > (double)(1 << 16);
 }
 
-static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+static fm_status fftkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
@@ -334,19 +334,19 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         }
         return s;
     }
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
                          "device=%d",
                          fm_dtype_name(ks.dtype), (long long)rows, (long long)ks.n, fp->inverse ? "inverse" : "forward",
                          t.pro, t.epi, t.rad, p->exec_device.id);
     return FM_OK;
 }
 
-const fm_backend fm_backend_kernel_fft = {
+const fm_backend fm_backend_fftkernel_fft = {
     .name = "fftkernel",
     .device = FM_DEVICE_CUDA,
     .ops = 1u << FM_OP_FFT,
     .priority = 1, /* before cuFFT: it declines what it does not fuse */
-    .probe = probe,
-    .release = release,
-    .plan = plan_fn,
+    .probe = fftkernel_probe,
+    .release = fftkernel_release,
+    .plan = fftkernel_plan,
 };
