@@ -9,7 +9,7 @@ extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
 extern const fm_backend fm_backend_cublaslt_matmul;
 extern const fm_backend fm_backend_cufft_fft;
-extern const fm_backend fm_backend_kernel_fft;
+extern const fm_backend fm_backend_fftkernel_fft;
 extern const fm_device_ops fm_cuda_device_ops;
 int fm_cuda_probe_device_count(void);
 #endif
@@ -21,7 +21,7 @@ const fm_backend *const fm_builtin_backends[] = {
 #ifdef FM_HAVE_CUDA
     &fm_backend_cublaslt_matmul,
     &fm_backend_cufft_fft,
-    &fm_backend_kernel_fft,
+    &fm_backend_fftkernel_fft,
 #endif
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);

@@ -87,7 +87,7 @@ static fm_status lt_status(cublasStatus_t s, const char *what)
 }
 
 /* ---- backend state (per context) ---- */
-static fm_status lt_probe(const fm_settings *settings, void **state, const char **why)
+static fm_status cublaslt_probe(const fm_settings *settings, void **state, const char **why)
 {
     if (fm_cuda_probe_device_count() == 0) {
         *why = "no CUDA device (no GPU or no driver)";
@@ -103,7 +103,7 @@ static fm_status lt_probe(const fm_settings *settings, void **state, const char 
     return FM_OK;
 }
 
-static void lt_release(void *state) { fm_cuda_lt_state_destroy(state); }
+static void cublaslt_release(void *state) { fm_cuda_lt_state_destroy(state); }
 
 /* ---- layouts ---- */
 
@@ -473,7 +473,7 @@ static int lt_types(fm_dtype t, int tf32, cudaDataType_t *dt, cudaDataType_t *sc
     }
 }
 
-static void destroy_plan(void *impl)
+static void cublaslt_destroy(void *impl)
 {
     lt_plan *pl = impl;
     if (!pl)
@@ -500,7 +500,7 @@ static fm_cuda_view view_of(const lt_plan *pl, int slot, int64_t rs_scale)
     return v;
 }
 
-static fm_status plan_second_pass(lt_plan *pl)
+static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
 {
     unsigned e = pl->mp.epilogue;
     const fm_matmul_geom *g = &pl->g;
@@ -510,7 +510,7 @@ static fm_status plan_second_pass(lt_plan *pl)
     fm_status s;
     if (ew_bits || add_c || pl->no_product) {
         fm_cuda_ew_spec spec = {.dtype = g->dtype, .epilogue = ew_bits, .add_c = add_c, .zero_d = pl->no_product};
-        if ((s = fm_cuda_ew_create(&spec, pl->device, &pl->ew)) != FM_OK)
+        if ((s = fm_cuda_ew_create(set, &spec, pl->device, &pl->ew)) != FM_OK)
             return s;
         fm_cuda_ew_args *a = &pl->ew_args;
         memset(a, 0, sizeof *a);
@@ -528,7 +528,7 @@ static fm_status plan_second_pass(lt_plan *pl)
         memcpy(a->clamp, pl->mp.clamp, sizeof a->clamp);
     }
     if (e & FM_EPILOGUE_ANY_BGRAD_) {
-        if ((s = fm_cuda_colsum_create(g->dtype, pl->device, &pl->colsum)) != FM_OK)
+        if ((s = fm_cuda_colsum_create(set, g->dtype, pl->device, &pl->colsum)) != FM_OK)
             return s;
         fm_cuda_view out = {NULL, 0, 0, pl->inner_stride[FM_MATMUL_BGRAD]};
         if (e & FM_EPILOGUE_BGRADA) { /* row sums of A = column sums of A^T (K x M) */
@@ -652,7 +652,7 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
     return FM_OK;
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
+static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
     (void)args; /* pointer-only: nothing per call */
     const lt_plan *pl = plan->impl;
@@ -673,7 +673,7 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_a
 }
 
 /* ---- plan ---- */
-static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     (void)ctx;
     if (p->op != FM_OP_MATMUL)
@@ -858,15 +858,15 @@ static fm_status lt_plan_fn(fm_context *ctx, void *state, const fm_problem *p, f
             goto fail;
     }
 second_pass:
-    if (!pl->fused && (s = plan_second_pass(pl)) != FM_OK)
+    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
         goto fail;
     pl->needs_call_desc = needs_call_desc(pl);
     static atomic_uint_fast64_t next_serial = 1;
     pl->serial = atomic_fetch_add(&next_serial, 1);
 
     out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
+    out->execute = cublaslt_execute;
+    out->destroy_impl = cublaslt_destroy;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
         if (p->present & (1u << i))
             out->required_align[i] = (size_t)1 << p->align_log2[i];
@@ -892,13 +892,13 @@ second_pass:
              pl->algo_ws, pl->no_product ? " no_product" : "");
     return FM_OK;
 fail:
-    destroy_plan(pl);
+    cublaslt_destroy(pl);
     return s;
 }
 
 /* Wisdom salt: a tuned gpu_algo indexes cuBLASLt's candidate lists, which depend on the
  * cuBLASLt build, the GPU and the workspace limit (read when planning, not per call). */
-static void lt_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
+static void cublaslt_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
     (void)ctx;
     int dev = p->exec_device.id, major = 0, minor = 0, sms = 0;
@@ -917,7 +917,7 @@ static void lt_wisdom_salt(const fm_context *ctx, void *state, const fm_problem 
  * holds an fp64 kernel 2-7% faster than the heuristic's first choice in long loops at the H200's
  * power cap). The lists are numbered without gaps: the first index that does not plan ends its
  * group. */
-static int lt_tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand, int *group,
+static int cublaslt_tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand, int *group,
                               int max)
 {
     (void)ctx, (void)state;
@@ -938,9 +938,9 @@ const fm_backend fm_backend_cublaslt_matmul = {
     .device = FM_DEVICE_CUDA,
     .ops = 1u << FM_OP_MATMUL,
     .priority = 100,
-    .probe = lt_probe,
-    .release = lt_release,
-    .plan = lt_plan_fn,
-    .wisdom_salt = lt_wisdom_salt,
-    .tune_candidates = lt_tune_candidates,
+    .probe = cublaslt_probe,
+    .release = cublaslt_release,
+    .plan = cublaslt_plan,
+    .wisdom_salt = cublaslt_wisdom_salt,
+    .tune_candidates = cublaslt_tune_candidates,
 };

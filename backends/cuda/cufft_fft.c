@@ -38,7 +38,7 @@ typedef struct cufft_state {
     fm_cuda_ws_table *ws;
 } cufft_state;
 
-typedef struct cufft_plan {
+typedef struct cufft_impl {
     cufft_state *st;
     const fm_attachments *attach; /* while planning: the fm_plan's attachments (callback sources) */
     int device;
@@ -74,7 +74,7 @@ typedef struct cufft_plan {
     const void *last_params[4];
     cudaEvent_t ev;
     char what[64];
-} cufft_plan;
+} cufft_impl;
 
 /* ---- errors ---- */
 static const char *cufft_name(cufftResult r)
@@ -114,7 +114,7 @@ static fm_status cufft_status(cufftResult r, const char *what)
 }
 
 /* ---- backend state ---- */
-static fm_status probe(const fm_settings *settings, void **state, const char **why)
+static fm_status cufft_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
     if (fm_cuda_probe_device_count() == 0) {
@@ -131,7 +131,7 @@ static fm_status probe(const fm_settings *settings, void **state, const char **w
     return FM_OK;
 }
 
-static void release(void *state)
+static void cufft_release(void *state)
 {
     cufft_state *st = state;
     if (!st)
@@ -272,7 +272,7 @@ static cufftXtCallbackType cb_type(fm_dtype t, int store)
 
 static int is_half(fm_dtype t) { return t == FM_F16 || t == FM_C32; }
 
-static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store, int arch)
+static fm_status attach_callback(const fm_settings *set, cufft_impl *pl, const fm_problem *p, int store, int arch)
 {
     fm_cufft_cb_spec sp;
     fm_cufft_cb_spec_from_problem(p, pl->attach, store, pl->params_need_base, &sp);
@@ -281,7 +281,7 @@ static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store,
                        "fm_fft_plan runs", store ? "epilog" : "prolog");
     size_t size = 0;
     const char *symbol = NULL;
-    fm_status s = fm_cufft_cb_compile(&sp, arch, &pl->ltoir[store], &size, &symbol, NULL);
+    fm_status s = fm_cufft_cb_compile(set, &sp, arch, &pl->ltoir[store], &size, &symbol, NULL);
     if (s != FM_OK)
         return s;
     pl->caller_info[0] = pl->d_params;
@@ -291,9 +291,9 @@ static fm_status attach_callback(cufft_plan *pl, const fm_problem *p, int store,
 }
 
 /* ---- plan ---- */
-static void destroy_plan(void *impl)
+static void cufft_destroy(void *impl)
 {
-    cufft_plan *pl = impl;
+    cufft_impl *pl = impl;
     if (!pl)
         return;
     if (pl->have_handle)
@@ -323,16 +323,16 @@ static cudaDataType cuda_type(fm_dtype t)
     }
 }
 
-static fm_status exec_once(cufft_plan *pl, void *in, void *out)
+static fm_status exec_once(cufft_impl *pl, void *in, void *out)
 {
     cufftResult r = cufftXtExec(pl->handle, in, out, pl->inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
     return cufft_status(r, "cufftXtExec");
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
+static fm_status cufft_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
     (void)args; /* pointer-only: nothing per call */
-    cufft_plan *pl = plan->impl;
+    cufft_impl *pl = plan->impl;
     if (pl->empty)
         return FM_OK;
     cudaStream_t stream = (cudaStream_t)stream_;
@@ -423,7 +423,7 @@ out:
 }
 
 /* The FFT reads a copy of the input in the work buffer (same strides), made at execute. */
-static void stage_input(cufft_plan *pl, const fm_tensor *ti)
+static void stage_input(cufft_impl *pl, const fm_tensor *ti)
 {
     if (pl->copy_input)
         return;
@@ -464,17 +464,17 @@ static int prolog_as_callback(const fm_problem *p, const layout *L)
 
 /* A chain as a generated kernel: the prolog's writes chain(in) into the staged copy of the
  * input the FFT reads, the epilog's runs in place on out after the FFT. */
-static fm_status make_pass(cufft_plan *pl, const fm_problem *p, int store)
+static fm_status make_pass(const fm_settings *set, cufft_impl *pl, const fm_problem *p, int store)
 {
     fm_cufft_cb_spec sp;
     fm_cufft_cb_spec_from_problem(p, pl->attach, store, 0, &sp);
-    fm_status s = fm_cufft_pass_create(&sp, pl->device, &pl->pass[store]);
+    fm_status s = fm_cufft_pass_create(set, &sp, pl->device, &pl->pass[store]);
     if (s == FM_OK && !store)
         stage_input(pl, &p->t[FM_FFT_IN]);
     return s;
 }
 
-static fm_status make_plan(cufft_plan *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
+static fm_status make_plan(cufft_impl *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
 {
     cudaDataType it = cuda_type(in), ot = cuda_type(out);
     cudaDataType et = fm_dtype_is_complex(in) ? it : ot;
@@ -541,7 +541,7 @@ static fm_status check_half_layout(const fm_fft_params *fp, const layout *L)
     return FM_OK;
 }
 
-static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
@@ -551,6 +551,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
+    const fm_settings *set = fm_context_settings(ctx);
     if (fm_fft_gpu_prolog_mode(p) == FM_FFT_PROLOG_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "gpu_prolog is 'kernel' (cuFFT runs the 'pass' and 'callback' forms)");
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
@@ -560,7 +561,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         if (hs != FM_OK)
             return hs;
     }
-    cufft_plan *pl = calloc(1, sizeof *pl);
+    cufft_impl *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pthread_mutex_init(&pl->lock, NULL);
@@ -579,7 +580,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             /* one plan cannot nest these axes (an r2c halving an outer axis, in and out laid out
              * differently): two batched steps can, each over fewer axes */
             if (s == FM_ERR_NOT_SUPPORTED && fp->naxes > 1 && strstr(fm_last_error(), "do not nest")) {
-                destroy_plan(pl);
+                cufft_destroy(pl);
                 return fm_fft_plan_axis_split(ctx, p, out);
             }
             goto fail;
@@ -630,9 +631,9 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 goto fail;
             /* cuFFT has no callback types for half precision: its chains are passes computing in float */
             const int prolog_cb = !half && prolog_as_callback(p, &L);
-            if (fp->prolog_ops && (s = prolog_cb ? attach_callback(pl, p, 0, arch) : make_pass(pl, p, 0)) != FM_OK)
+            if (fp->prolog_ops && (s = prolog_cb ? attach_callback(set, pl, p, 0, arch) : make_pass(set, pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops && (s = !half ? attach_callback(pl, p, 1, arch) : make_pass(pl, p, 1)) != FM_OK)
+            if (fp->epilog_ops && (s = !half ? attach_callback(set, pl, p, 1, arch) : make_pass(set, pl, p, 1)) != FM_OK)
                 goto fail;
         }
         size_t ws = 0;
@@ -650,9 +651,9 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
                 (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
                 goto fail;
             pl->params_need_base = 0;
-            if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(pl, p, 0)) != FM_OK)
+            if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(set, pl, p, 0)) != FM_OK)
                 goto fail;
-            if (fp->epilog_ops && !pl->pass[1] && (s = make_pass(pl, p, 1)) != FM_OK)
+            if (fp->epilog_ops && !pl->pass[1] && (s = make_pass(set, pl, p, 1)) != FM_OK)
                 goto fail;
         }
         if (s != FM_OK)
@@ -661,8 +662,8 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
     }
     pl->attach = NULL; /* valid while planning only */
     out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
+    out->execute = cufft_execute;
+    out->destroy_impl = cufft_destroy;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         if (out->required_align[i] <= 1) /* (the real operand's may be set above) */
             out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
@@ -686,7 +687,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
              pl->copy_input ? " input_copy=1" : "", pl->device);
     return FM_OK;
 fail:
-    destroy_plan(pl);
+    cufft_destroy(pl);
     return s;
 }
 
@@ -695,7 +696,7 @@ const fm_backend fm_backend_cufft_fft = {
     .device = FM_DEVICE_CUDA,
     .ops = 1u << FM_OP_FFT,
     .priority = 0,
-    .probe = probe,
-    .release = release,
-    .plan = plan_fn,
+    .probe = cufft_probe,
+    .release = cufft_release,
+    .plan = cufft_plan,
 };

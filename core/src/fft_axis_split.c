@@ -16,19 +16,29 @@
  *
  * The cuFFT backend uses the same split when one plan cannot express the layout (an r2c whose
  * halved axis is not the innermost of the transformed ones, in and out nested differently):
- * the steps are then cuFFT plans and the c2r intermediate is stream-ordered device memory. */
+ * the steps are then cuFFT plans and the c2r intermediate is stream-ordered device memory.
+ *
+ * A transform over more than 3 axes (which no backend takes) runs the same way as successive
+ * transforms of at most 3 axes each (fm_fft_plan_steps): the last 3 axes given first (r2c: the
+ * real-to-complex step, with the halved axis), then the others in threes in place on out; c2r the
+ * reverse, the complex steps in place on a scratch and the complex-to-real one last. The prolog
+ * rides the first step, the epilog and the norm the last. */
 #include "fft_axis_split.h"
+#include "context.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct split_impl {
-    fm_plan *first, *second;
-    int c2r;              /* first writes a scratch that second reads */
+/* Steps run one after another: the first reads in, every later one reads what the one before
+ * wrote (out, or for c2r the scratch); the last writes out. */
+typedef struct steps_impl {
+    int nsteps;
+    fm_plan *step[FM_MAX_NDIM];
+    int c2r;              /* the steps but the last write a scratch that the next reads */
     size_t scratch_bytes; /* c2r: the complex intermediate */
     fm_device dev;        /* where the scratch lives (the execution device) */
-} split_impl;
+} steps_impl;
 
 static int64_t batch_count(const fm_problem *p)
 {
@@ -97,33 +107,39 @@ static void keep_axes(fm_fft_params *f, int lo, int hi)
     memcpy(f->n, n, sizeof(int64_t) * (size_t)f->naxes);
 }
 
+static fm_status run_steps(const steps_impl *x, void *const *ptrs, void *scratch, const fm_exec_args *args,
+                           void *stream)
+{
+    fm_status s = FM_OK;
+    for (int i = 0; i < x->nsteps && s == FM_OK; i++) {
+        const int last = i == x->nsteps - 1;
+        void *src = i == 0 ? ptrs[FM_FFT_IN] : x->c2r ? scratch : ptrs[FM_FFT_OUT];
+        void *dst = x->c2r && !last ? scratch : ptrs[FM_FFT_OUT];
+        void *p[FM_FFT_NSLOTS] = {src, dst, i == 0 ? ptrs[FM_FFT_PROLOG] : NULL, last ? ptrs[FM_FFT_EPILOG] : NULL};
+        s = x->step[i]->execute(x->step[i], p, args, stream);
+    }
+    return s;
+}
+
 static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
-    const split_impl *x = plan->impl;
+    const steps_impl *x = plan->impl;
     fm_status s;
-    if (!x->c2r) {
-        void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT], ptrs[FM_FFT_PROLOG], NULL};
-        void *p2[FM_FFT_NSLOTS] = {ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
-        if ((s = x->first->execute(x->first, p1, args, stream)) != FM_OK)
-            return s;
-        return x->second->execute(x->second, p2, args, stream);
-    }
-    /* stream-ordered on a device with streams: freed after the second step's queued work; on
+    if (!x->c2r)
+        return run_steps(x, ptrs, NULL, args, stream);
+    /* stream-ordered on a device with streams: freed after the last step's queued work; on
      * the host, reused between executes (host_scratch.c) */
     const int host = x->dev.type == FM_DEVICE_CPU;
     const fm_device_ops *ops = fm_device_ops_for(x->dev.type);
     void *scratch = NULL;
+    const size_t bytes = x->scratch_bytes ? x->scratch_bytes : 1;
     if (!ops)
         return fm_fail(FM_ERR_INTERNAL, "fft: no memory operations for device type %d", x->dev.type);
-    if (host && !(scratch = fm_host_scratch_alloc(x->scratch_bytes)))
+    if (host && !(scratch = fm_host_scratch_alloc(bytes)))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", x->scratch_bytes);
-    if (!host && (s = ops->alloc(x->dev.id, x->scratch_bytes ? x->scratch_bytes : 1, stream, &scratch)) != FM_OK)
+    if (!host && (s = ops->alloc(x->dev.id, bytes, stream, &scratch)) != FM_OK)
         return s;
-    void *p1[FM_FFT_NSLOTS] = {ptrs[FM_FFT_IN], scratch, ptrs[FM_FFT_PROLOG], NULL};
-    void *p2[FM_FFT_NSLOTS] = {scratch, ptrs[FM_FFT_OUT], NULL, ptrs[FM_FFT_EPILOG]};
-    s = x->first->execute(x->first, p1, args, stream);
-    if (s == FM_OK)
-        s = x->second->execute(x->second, p2, args, stream);
+    s = run_steps(x, ptrs, scratch, args, stream);
     if (host)
         fm_host_scratch_free(scratch);
     else
@@ -133,77 +149,196 @@ static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_a
 
 static void destroy(void *v)
 {
-    split_impl *x = v;
-    fm_plan_release(x->first);
-    fm_plan_release(x->second);
+    steps_impl *x = v;
+    for (int i = 0; i < x->nsteps; i++)
+        fm_plan_release(x->step[i]);
     free(x);
+}
+
+/* Plan each step problem (a step that fails frees the whole impl), then make out run them:
+ * execute, destroy, and what the steps ask of the caller's pointers (out is every step's
+ * memory unless c2r). */
+static fm_status plan_and_install(fm_context *ctx, const fm_problem *q, const fm_attachments *att, steps_impl *x,
+                                  fm_plan *out)
+{
+    for (int i = 0; i < x->nsteps; i++) {
+        fm_status s = fm_plan_problem_with(ctx, &q[i], att, &x->step[i]);
+        if (s != FM_OK) {
+            x->nsteps = i;
+            destroy(x);
+            return s;
+        }
+    }
+    out->impl = x;
+    out->execute = execute;
+    out->destroy_impl = destroy;
+    const size_t *a1 = x->step[0]->required_align, *an = x->step[x->nsteps - 1]->required_align;
+    out->required_align[FM_FFT_IN] = a1[FM_FFT_IN];
+    out->required_align[FM_FFT_PROLOG] = a1[FM_FFT_PROLOG];
+    out->required_align[FM_FFT_EPILOG] = an[FM_FFT_EPILOG];
+    out->required_align[FM_FFT_OUT] = an[FM_FFT_OUT];
+    for (int i = 0; i < x->nsteps && !x->c2r; i++) {
+        const size_t *a = x->step[i]->required_align;
+        size_t m = i > 0 && a[FM_FFT_IN] > a[FM_FFT_OUT] ? a[FM_FFT_IN] : a[FM_FFT_OUT];
+        if (m > out->required_align[FM_FFT_OUT])
+            out->required_align[FM_FFT_OUT] = m;
+    }
+    return FM_OK;
+}
+
+/* a step left without a chain has no chain mode to honour (a forced one would refuse it) */
+static void auto_mode_if_plain(fm_problem *q)
+{
+    if (!q->u.fft.prolog_ops && !q->u.fft.epilog_ops)
+        q->u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
 }
 
 fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     const int last = fp->naxes - 1;
-    fm_problem q1 = *p, q2 = *p;
-    split_impl *x = calloc(1, sizeof *x);
+    fm_problem q[2] = {*p, *p};
+    steps_impl *x = calloc(1, sizeof *x);
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    x->nsteps = 2;
     x->dev = p->exec_device;
     if (fp->kind != FM_FFT_C2R) {
         /* 1: the inner axes (r2c halves the last), prolog; 2: the others in place on out, c2c,
          * epilog. On the cpu a 3-D transform goes as 2-D slabs then the outer axis, as FFTW's own
          * 3-D plans do (each slab's prolog while it is in cache); cuFFT splits off the last axis. */
         const int k = p->exec_device.type == FM_DEVICE_CPU && fp->naxes == 3 ? 1 : last;
-        keep_axes(&q1.u.fft, k, fp->naxes);
-        drop_chain(&q1, 1);
-        keep_axes(&q2.u.fft, 0, k);
-        q2.u.fft.kind = FM_FFT_C2C;
-        q2.t[FM_FFT_IN] = p->t[FM_FFT_OUT];
-        q2.align_log2[FM_FFT_IN] = p->align_log2[FM_FFT_OUT];
-        q2.inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-        drop_chain(&q2, 0);
+        keep_axes(&q[0].u.fft, k, fp->naxes);
+        drop_chain(&q[0], 1);
+        keep_axes(&q[1].u.fft, 0, k);
+        q[1].u.fft.kind = FM_FFT_C2C;
+        q[1].t[FM_FFT_IN] = p->t[FM_FFT_OUT];
+        q[1].align_log2[FM_FFT_IN] = p->align_log2[FM_FFT_OUT];
+        q[1].inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+        drop_chain(&q[1], 0);
     } else {
         /* 1: the other axes, c2c inverse, prolog, into a dense scratch with the halved axis
          * innermost; 2: c2r over that axis from the scratch, epilog */
         fm_tensor mid = dense_with_inner(&p->t[FM_FFT_IN], p->t[FM_FFT_IN].dtype, fp->axes[last]);
         x->c2r = 1;
         x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
-        keep_axes(&q1.u.fft, 0, last);
-        q1.u.fft.kind = FM_FFT_C2C;
-        q1.t[FM_FFT_OUT] = mid;
-        q1.align_log2[FM_FFT_OUT] = 6;
-        q1.inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-        drop_chain(&q1, 1);
-        keep_axes(&q2.u.fft, last, last + 1);
-        q2.t[FM_FFT_IN] = mid;
-        q2.align_log2[FM_FFT_IN] = 6;
-        drop_chain(&q2, 0);
+        keep_axes(&q[0].u.fft, 0, last);
+        q[0].u.fft.kind = FM_FFT_C2C;
+        q[0].t[FM_FFT_OUT] = mid;
+        q[0].align_log2[FM_FFT_OUT] = 6;
+        q[0].inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+        drop_chain(&q[0], 1);
+        keep_axes(&q[1].u.fft, last, last + 1);
+        q[1].t[FM_FFT_IN] = mid;
+        q[1].align_log2[FM_FFT_IN] = 6;
+        drop_chain(&q[1], 0);
     }
-    /* a step left without a chain has no chain mode to honour (a forced one would refuse it) */
-    if (!q1.u.fft.prolog_ops && !q1.u.fft.epilog_ops)
-        q1.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
-    if (!q2.u.fft.prolog_ops && !q2.u.fft.epilog_ops)
-        q2.u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
-    fm_status s = fm_plan_problem_with(ctx, &q1, out->attach, &x->first);
-    if (s == FM_OK)
-        s = fm_plan_problem_with(ctx, &q2, out->attach, &x->second);
+    auto_mode_if_plain(&q[0]);
+    auto_mode_if_plain(&q[1]);
+    fm_status s = plan_and_install(ctx, q, out->attach, x, out);
+    if (s != FM_OK)
+        return s;
+    fm_plan_set_describe(out, "fft split into [%s] then [%s]", x->step[0]->describe, x->step[1]->describe);
+    return FM_OK;
+}
+
+/* The axes of p in order and their lengths (past the third: from the shapes, c2r from out's). */
+static int all_axes(const fm_problem *p, int axes[FM_MAX_NDIM], int64_t n[FM_MAX_NDIM])
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *from = &p->t[fp->kind == FM_FFT_C2R ? FM_FFT_OUT : FM_FFT_IN];
+    for (int i = 0; i < fp->naxes; i++) {
+        axes[i] = i < 3 ? fp->axes[i] : fp->axes_more[i - 3];
+        n[i] = i < 3 ? fp->n[i] : from->shape[axes[i]];
+    }
+    return fp->naxes;
+}
+
+/* q: a step over the axes [lo, hi) of the list, of this kind, reading `in` and writing `out`,
+ * with the prolog (first step) and the epilog (last) or without. */
+static void make_step(const fm_problem *p, const int *axes, const int64_t *n, int lo, int hi, int kind,
+                      const fm_tensor *in, int in_align, const fm_tensor *out, int out_align, int first, int last,
+                      fm_problem *q)
+{
+    *q = *p;
+    fm_fft_params *f = &q->u.fft;
+    f->kind = kind;
+    f->naxes = hi - lo;
+    memset(f->axes, 0, sizeof f->axes);
+    memset(f->n, 0, sizeof f->n);
+    memset(f->axes_more, 0, sizeof f->axes_more);
+    for (int i = lo; i < hi; i++)
+        f->axes[i - lo] = axes[i], f->n[i - lo] = n[i];
+    q->t[FM_FFT_IN] = *in, q->align_log2[FM_FFT_IN] = (uint8_t)in_align;
+    q->t[FM_FFT_OUT] = *out, q->align_log2[FM_FFT_OUT] = (uint8_t)out_align;
+    q->inplace_partner[FM_FFT_OUT] = kind == FM_FFT_C2C ? FM_FFT_IN : -1;
+    if (!first)
+        drop_chain(q, 0);
+    if (!last)
+        drop_chain(q, 1);
+    auto_mode_if_plain(q);
+}
+
+fm_status fm_fft_plan_steps(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    if (fp->naxes <= 3)
+        return FM_ERR_NOT_APPLICABLE; /* the backends' */
+    int axes[FM_MAX_NDIM];
+    int64_t n[FM_MAX_NDIM];
+    const int k = all_axes(p, axes, n);
+    /* the groups of axes in running order: the last three (with the halved axis), then the
+     * others in threes from the front; c2r runs them the other way round */
+    int lo[FM_MAX_NDIM], hi[FM_MAX_NDIM], ng = 0;
+    lo[ng] = k - 3, hi[ng++] = k;
+    for (int a = 0; a < k - 3; a += 3)
+        lo[ng] = a, hi[ng++] = a + 3 < k - 3 ? a + 3 : k - 3;
+    const int c2r = fp->kind == FM_FFT_C2R;
+    steps_impl *x = calloc(1, sizeof *x);
+    fm_plan *out = fm_plan_alloc(p);
+    if (!x || !out) {
+        free(x), free(out);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    }
+    x->nsteps = ng;
+    x->dev = p->exec_device;
+    x->c2r = c2r;
+    const fm_tensor *in = &p->t[FM_FFT_IN], *dst = &p->t[FM_FFT_OUT];
+    const int ain = p->align_log2[FM_FFT_IN], aout = p->align_log2[FM_FFT_OUT];
+    fm_problem q[FM_MAX_NDIM];
+    if (!c2r) {
+        /* in -> out (r2c: the halved axis), then c2c in place on out */
+        for (int i = 0; i < ng; i++)
+            make_step(p, axes, n, lo[i], hi[i], i ? FM_FFT_C2C : fp->kind, i ? dst : in, i ? aout : ain, dst, aout,
+                      i == 0, i == ng - 1, &q[i]);
+    } else {
+        /* c2c in -> a dense scratch with the halved axis innermost, in place on it, then c2r into out */
+        fm_tensor mid = dense_with_inner(in, in->dtype, axes[k - 1]);
+        x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
+        for (int i = 0; i < ng; i++) {
+            const int g = i < ng - 1 ? i + 1 : 0, last = i == ng - 1;
+            make_step(p, axes, n, lo[g], hi[g], last ? FM_FFT_C2R : FM_FFT_C2C, i ? &mid : in, i ? 6 : ain,
+                      last ? dst : &mid, last ? aout : 6, i == 0, last, &q[i]);
+        }
+    }
+    out->attach = att;
+    fm_status s = plan_and_install(ctx, q, att, x, out);
+    out->attach = NULL;
     if (s != FM_OK) {
-        destroy(x);
+        free(out);
         return s;
     }
-    out->impl = x;
-    out->execute = execute;
-    out->destroy_impl = destroy;
-    /* what the steps ask of the caller's pointers (out is both steps' memory unless c2r) */
-    const size_t *a1 = x->first->required_align, *a2 = x->second->required_align;
-    out->required_align[FM_FFT_IN] = a1[FM_FFT_IN];
-    out->required_align[FM_FFT_PROLOG] = a1[FM_FFT_PROLOG];
-    out->required_align[FM_FFT_EPILOG] = a2[FM_FFT_EPILOG];
-    out->required_align[FM_FFT_OUT] = a2[FM_FFT_OUT];
-    if (!x->c2r) {
-        size_t m = a1[FM_FFT_OUT] > a2[FM_FFT_IN] ? a1[FM_FFT_OUT] : a2[FM_FFT_IN];
-        if (m > out->required_align[FM_FFT_OUT])
-            out->required_align[FM_FFT_OUT] = m;
+    char text[FM_DESCRIBE_LEN];
+    size_t used = 0;
+    for (int i = 0; i < ng && used < sizeof text; i++) {
+        int w = snprintf(text + used, sizeof text - used, "%s[%s]", i ? " then " : "", x->step[i]->describe);
+        used += w > 0 ? (size_t)w : 0;
     }
-    fm_plan_set_describe(out, "fft split into [%s] then [%s]", x->first->describe, x->second->describe);
+    fm_plan_set_describe(out, "fft over %d axes in %d steps: %s", k, ng, text);
+    out->backend = x->step[0]->backend;
+    out->ctx = ctx;
+    fm_context_retain_(ctx);
+    fm_log_plan(ctx, "%s (chosen)", out->describe);
+    *plan = out;
     return FM_OK;
 }

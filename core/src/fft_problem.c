@@ -1,9 +1,11 @@
 /* fft_problem.c : validate FFT operands into a normalised fm_problem and run the planner.
- * The transform axes are recorded ascending; the problem keeps the operands' own shapes
- * and strides (backends take any layout through FFTW's guru interface / cuFFT's
- * advanced layout, or copy). Scales that commute with the transform are folded into
+ * The transform axes are recorded ascending but for the last given, kept last; a transform over
+ * more than 3 axes is planned by core as steps (fft_axis_split.c). The problem keeps the
+ * operands' own shapes and strides (backends take any layout through FFTW's guru interface /
+ * cuFFT's advanced layout, or copy). Scales that commute with the transform are folded into
  * the epilogue scale, together with the norm. */
 #include "context.h"
+#include "fft_axis_split.h"
 #include "operation.h"
 #include "sha256.h"
 
@@ -150,21 +152,10 @@ const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p,
     return att->text[epilog ? FM_FFT_ATTACH_EPILOG_SOURCE : FM_FFT_ATTACH_PROLOG_SOURCE];
 }
 
-static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                       fm_problem *p)
+/* The options alone: ranges, reserved zeros, the chains' ops and callbacks. */
+static fm_status check_options(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts)
 {
     fm_status s;
-    if (!ts[FM_FFT_IN] || !ts[FM_FFT_OUT])
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s is NULL, expected a tensor descriptor",
-                       ts[FM_FFT_IN] ? "out" : "in");
-    fm_fft_options defaults;
-    if (!opts) {
-        fm_fft_options_init(&defaults);
-        opts = &defaults;
-    }
-    const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT];
-    if ((s = check_desc("in", in)) != FM_OK || (s = check_desc("out", out)) != FM_OK)
-        return s;
     for (int i = 0; i < (int)(sizeof opts->reserved / sizeof opts->reserved[0]); i++)
         if (opts->reserved[i] != 0) /* a later version may give them a meaning: refuse garbage now */
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: options.reserved[%d] = %d, expected 0 (fm_fft_options_init "
@@ -215,35 +206,38 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
         if ((ch->ops & FM_FFT_OP_CALLBACK) && (s = check_callback(cn, ch)) != FM_OK)
             return s;
     }
+    return FM_OK;
+}
 
-    /* dtypes */
-    const fm_dtype it = in->dtype, ot = out->dtype;
+static fm_status check_dtypes(int kind, fm_dtype it, fm_dtype ot)
+{
     int ok;
-    switch (opts->kind) {
+    switch (kind) {
     case FM_FFT_C2C: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == it; break;
     case FM_FFT_R2C: ok = (it == FM_F16 || it == FM_F32 || it == FM_F64) && ot == complex_of(it); break;
     default: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == real_of(it); break;
     }
-    if (!ok) {
-        static const char *const want[3] = {"c64 -> c64, c128 -> c128 or c32 -> c32 (cuda)",
-                                            "f32 -> c64, f64 -> c128 or f16 -> c32 (cuda)",
-                                            "c64 -> f32, c128 -> f64 or c32 -> f16 (cuda)"};
-        static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
-        return fm_fail(FM_ERR_DTYPE, "fft: %s from %s to %s; expected %s%s", kinds[opts->kind], fm_dtype_name(it),
-                       fm_dtype_name(ot), want[opts->kind],
-                       opts->kind == FM_FFT_C2C && complex_of(it) != it ? " (a real input wants r2c)"
-                       : opts->kind == FM_FFT_R2C && fm_dtype_is_complex(it) ? " (a complex input wants c2c)"
-                                                                             : "");
-    }
+    if (ok)
+        return FM_OK;
+    static const char *const want[3] = {"c64 -> c64, c128 -> c128 or c32 -> c32 (cuda)",
+                                        "f32 -> c64, f64 -> c128 or f16 -> c32 (cuda)",
+                                        "c64 -> f32, c128 -> f64 or c32 -> f16 (cuda)"};
+    static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
+    return fm_fail(FM_ERR_DTYPE, "fft: %s from %s to %s; expected %s%s", kinds[kind], fm_dtype_name(it),
+                   fm_dtype_name(ot), want[kind],
+                   kind == FM_FFT_C2C && complex_of(it) != it ? " (a real input wants r2c)"
+                   : kind == FM_FFT_R2C && fm_dtype_is_complex(it) ? " (a complex input wants c2c)"
+                                                                    : "");
+}
 
-    /* axes */
-    const int nd = in->ndim;
-    if (out->ndim != nd)
-        return fm_fail(FM_ERR_SHAPE, "fft: in has %d dimensions but out has %d", nd, out->ndim);
+/* The transform axes of an nd-dimensional input, normalised: 0 <= axis < nd, the last given
+ * kept last (the halved one of r2c / c2r), the others ascending. */
+static fm_status resolve_axes(const fm_fft_options *opts, int nd, int *naxes_out, int axes[FM_MAX_NDIM])
+{
     int naxes = opts->naxes ? opts->naxes : (nd < 3 ? nd : 3);
-    if (naxes < 1 || naxes > 3 || naxes > nd)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: naxes = %d, expected 1..3 and at most ndim = %d", opts->naxes, nd);
-    int axes[3];
+    if (naxes < 1 || naxes > nd)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: naxes = %d, expected 1 <= naxes <= ndim = %d", opts->naxes,
+                       nd);
     for (int i = 0; i < naxes; i++) {
         int a = opts->naxes ? opts->axes[i] : nd - naxes + i;
         if (a < -nd || a >= nd)
@@ -253,16 +247,20 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
             if (axes[j] == axes[i])
                 return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: axis %d is repeated in axes", axes[i]);
     }
-    /* the last axis given is the halved one of r2c / c2r; keep it last, sort the others */
     for (int i = 1; i < naxes - 1; i++)
         for (int j = i; j > 0 && axes[j] < axes[j - 1]; j--) {
             int t = axes[j];
             axes[j] = axes[j - 1];
             axes[j - 1] = t;
         }
+    *naxes_out = naxes;
+    return FM_OK;
+}
 
-    /* shapes */
-    int64_t n[3];
+/* The transform lengths n[] (c2r: from out) and the extents in and out must have. */
+static fm_status check_shapes(const fm_fft_options *opts, const fm_tensor *in, const fm_tensor *out, int naxes,
+                              const int *axes, int64_t *n)
+{
     for (int i = 0; i < naxes; i++) {
         int a = axes[i];
         int last = i == naxes - 1;
@@ -284,9 +282,10 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
                            : opts->kind == FM_FFT_C2R && last ? "in = out / 2 + 1 (c2r: out's extent is n)"
                                                               : "equal extents");
     }
+    fm_status s;
     if ((s = fm_tensor_check_distinct("fft", "out", out)) != FM_OK)
         return s;
-    for (int d = 0; d < nd; d++) {
+    for (int d = 0; d < in->ndim; d++) {
         int transformed = 0;
         for (int i = 0; i < naxes; i++)
             transformed |= axes[i] == d;
@@ -294,21 +293,20 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
             return fm_fail(FM_ERR_SHAPE, "fft: batch axis %d has %lld in in but %lld in out", d,
                            (long long)in->shape[d], (long long)out->shape[d]);
     }
+    return FM_OK;
+}
 
-    /* the header is fm_problem_begin's (zeroed, names, roles) */
-    if (opts->kind == FM_FFT_C2C)
-        p->inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-    p->t[FM_FFT_IN] = *in;
-    p->t[FM_FFT_OUT] = *out;
-    p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
-
-    /* chains: arrays of the data's precision, real or complex */
+/* The chains' arrays (of the data's precision, real or complex, broadcast to it) into p. */
+static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                                    fm_problem *p)
+{
+    fm_status s;
     for (int c = 0; c < 2; c++) {
         int slot = c ? FM_FFT_EPILOG : FM_FFT_PROLOG;
         const fm_tensor *arr = ts[slot];
         if (!arr)
             continue;
-        const fm_tensor *target = c ? out : in;
+        const fm_tensor *target = c ? ts[FM_FFT_OUT] : ts[FM_FFT_IN];
         if (!((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_MULTIPLY)) {
             /* only passed to the callback: any dtype and shape */
             if ((s = check_desc(slot_names[slot], arr)) != FM_OK)
@@ -327,8 +325,13 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
             (s = expand_array(slot_names[slot], arr, target, &p->t[slot])) != FM_OK)
             return s;
     }
+    return FM_OK;
+}
 
-    /* devices: like matmul, all on one device unless the execution is explicit */
+/* Devices: like matmul, all on one device unless the execution is explicit; a callback needs cuda. */
+static fm_status place_devices(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts, fm_problem *p)
+{
+    fm_status s;
     fm_device first = {0, 0};
     int have_first = 0;
     for (int i = 0; i < FM_FFT_NSLOTS; i++) {
@@ -357,31 +360,14 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
         if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
                            "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
+    return FM_OK;
+}
 
-    /* parameters */
-    fm_fft_params *fp = &p->u.fft;
-    fp->kind = opts->kind;
-    fp->inverse = opts->inverse;
-    fp->naxes = naxes;
-    double total = 1;
-    for (int i = 0; i < naxes; i++) {
-        fp->axes[i] = axes[i];
-        fp->n[i] = n[i];
-        total *= (double)n[i];
-    }
-    fp->norm = opts->norm;
-    fp->effort = opts->effort;
-    fp->gpu_prolog = fm_fft_prolog_mode_setting(ctx ? fm_context_settings(ctx) : NULL, opts->gpu_prolog);
-    fp->num_threads = ctx ? fm_context_threads_for(ctx, opts->num_threads) : 0;
-    double norm = opts->norm == FM_FFT_NORM_ORTHO                      ? 1.0 / sqrt(total)
-                  : (opts->norm == FM_FFT_NORM_FORWARD) != !!opts->inverse ? 1.0 / total
-                                                                           : 1.0;
+/* The chains' scales and the norm folded where that is exact, the ops left to apply. */
+static fm_status fold_scales(const fm_fft_options *opts, double norm, fm_fft_params *fp)
+{
     fp->prolog_ops = opts->prolog.ops;
     fp->epilog_ops = opts->epilog.ops;
-    if (opts->prolog.ops & FM_FFT_OP_CALLBACK)
-        callback_digest(&opts->prolog, fp->prolog_cb);
-    if (opts->epilog.ops & FM_FFT_OP_CALLBACK)
-        callback_digest(&opts->epilog, fp->epilog_cb);
     fp->prolog_scale[0] = 1, fp->prolog_scale[1] = 0;
     fp->epilog_scale[0] = 1, fp->epilog_scale[1] = 0;
     if (opts->prolog.ops & FM_FFT_OP_SCALE)
@@ -430,9 +416,76 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
         fp->prolog_ops |= FM_FFT_OP_SCALE;
     if (fp->epilog_scale[0] != 1 || fp->epilog_scale[1] != 0)
         fp->epilog_ops |= FM_FFT_OP_SCALE;
+    return FM_OK;
+}
+
+/* The parameters: kind, axes (past the third in axes_more), lengths, settings, the chains. */
+static fm_status set_params(fm_context *ctx, const fm_fft_options *opts, int naxes, const int *axes,
+                            const int64_t *n, fm_problem *p)
+{
+    fm_fft_params *fp = &p->u.fft;
+    fp->kind = opts->kind;
+    fp->inverse = opts->inverse;
+    fp->naxes = naxes;
+    double total = 1;
+    for (int i = 0; i < naxes; i++) {
+        if (i < 3)
+            fp->axes[i] = axes[i], fp->n[i] = n[i];
+        else
+            fp->axes_more[i - 3] = (int8_t)axes[i];
+        total *= (double)n[i];
+    }
+    fp->norm = opts->norm;
+    fp->effort = opts->effort;
+    fp->gpu_prolog = fm_fft_prolog_mode_setting(ctx ? fm_context_settings(ctx) : NULL, opts->gpu_prolog);
+    fp->num_threads = ctx ? fm_context_threads_for(ctx, opts->num_threads) : 0;
+    double norm = opts->norm == FM_FFT_NORM_ORTHO                      ? 1.0 / sqrt(total)
+                  : (opts->norm == FM_FFT_NORM_FORWARD) != !!opts->inverse ? 1.0 / total
+                                                                           : 1.0;
+    if (opts->prolog.ops & FM_FFT_OP_CALLBACK)
+        callback_digest(&opts->prolog, fp->prolog_cb);
+    if (opts->epilog.ops & FM_FFT_OP_CALLBACK)
+        callback_digest(&opts->epilog, fp->epilog_cb);
+    fm_status s = fold_scales(opts, norm, fp);
+    if (s != FM_OK)
+        return s;
     if ((!fp->prolog_ops && !fp->epilog_ops) || p->exec_device.type != FM_DEVICE_CUDA)
         fp->gpu_prolog = FM_FFT_PROLOG_AUTO; /* nothing to place (or the cpu): one plan key */
     return FM_OK;
+}
+
+static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
+                              fm_problem *p)
+{
+    fm_status s;
+    if (!ts[FM_FFT_IN] || !ts[FM_FFT_OUT])
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s is NULL, expected a tensor descriptor",
+                       ts[FM_FFT_IN] ? "out" : "in");
+    fm_fft_options defaults;
+    if (!opts) {
+        fm_fft_options_init(&defaults);
+        opts = &defaults;
+    }
+    const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT];
+    if ((s = check_desc("in", in)) != FM_OK || (s = check_desc("out", out)) != FM_OK ||
+        (s = check_options(ts, opts)) != FM_OK || (s = check_dtypes(opts->kind, in->dtype, out->dtype)) != FM_OK)
+        return s;
+    if (out->ndim != in->ndim)
+        return fm_fail(FM_ERR_SHAPE, "fft: in has %d dimensions but out has %d", in->ndim, out->ndim);
+    int naxes = 0, axes[FM_MAX_NDIM];
+    int64_t n[FM_MAX_NDIM];
+    if ((s = resolve_axes(opts, in->ndim, &naxes, axes)) != FM_OK ||
+        (s = check_shapes(opts, in, out, naxes, axes, n)) != FM_OK)
+        return s;
+    /* the header is fm_problem_begin's (zeroed, names, roles) */
+    if (opts->kind == FM_FFT_C2C)
+        p->inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
+    p->t[FM_FFT_IN] = *in;
+    p->t[FM_FFT_OUT] = *out;
+    p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
+    if ((s = place_chain_arrays(ts, opts, p)) != FM_OK || (s = place_devices(ts, opts, p)) != FM_OK)
+        return s;
+    return set_params(ctx, opts, naxes, axes, n, p);
 }
 
 static const uint8_t slot_roles[FM_FFT_NSLOTS] = {FM_SLOT_INPUT, FM_SLOT_OUTPUT, FM_SLOT_INPUT, FM_SLOT_INPUT};
@@ -478,7 +531,7 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
     const int nd = in->ndim;
     int naxes = opts->naxes ? opts->naxes : (nd < 3 ? nd : 3);
-    int last = naxes >= 1 && naxes <= 3 ? (opts->naxes ? opts->axes[naxes - 1] : nd - 1) : nd - 1;
+    int last = naxes >= 1 && naxes <= nd ? (opts->naxes ? opts->axes[naxes - 1] : nd - 1) : nd - 1;
     if (last < 0)
         last += nd;
     fm_tensor out = *in;
@@ -491,7 +544,9 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
                           : opts->last_n > 0         ? opts->last_n
                                                      : 2 * (e - 1);
     }
-    fm_tensor_init(&out, NULL, in->device, out.dtype, nd, out.shape, NULL);
+    int64_t shape[FM_MAX_NDIM]; /* fm_tensor_init zeroes out first: not from out.shape itself */
+    memcpy(shape, out.shape, sizeof shape);
+    fm_tensor_init(&out, NULL, in->device, out.dtype, nd, shape, NULL);
     fm_device dev;
     if ((s = fm_tensor_resolve_device("fft", "in", in, &dev)) != FM_OK)
         return s;
@@ -525,6 +580,7 @@ const fm_operation fm_operation_fft = {
     .options_init = options_init,
     .build = build,
     .output_specs = output_specs,
+    .plan_steps = fm_fft_plan_steps,
     .ntunables = 1,
     .tunables = {offsetof(fm_fft_params, cpu_path)},
     .check_tunables = check_tunables,

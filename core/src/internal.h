@@ -93,13 +93,16 @@ typedef struct fm_matmul_params {
 
 typedef struct fm_fft_params {
     int32_t kind, inverse, naxes;
-    int32_t axes[3];  /* normalised: 0 <= axis < ndim, ascending */
+    int32_t axes[3];  /* normalised: 0 <= axis < ndim, ascending but for the last (r2c / c2r: the halved) */
     int64_t n[3];     /* logical transform length per axis (c2r: from out) */
     int32_t norm, effort, num_threads;
     unsigned prolog_ops, epilog_ops; /* FM_FFT_OP_* still to apply (scales folded away where exact) */
     int32_t gpu_prolog;              /* fm_fft_gpu_prolog as asked (AUTO resolved by the backends) */
     int32_t cpu_path; /* tunable: FM_FFT_CPU_PATH_* the CPU FFT takes where FFTW's plan and the library's
                          paths compete (0: timed at measure/patient, else the heuristic); wisdom sets it */
+    /* naxes > 3: the axes after axes[0..2], in the same order (their n from the shapes). Core
+     * plans such a problem as steps of at most 3 axes (fft_axis_split.c); backends never see it. */
+    int8_t axes_more[FM_MAX_NDIM - 3];
     double prolog_scale[2]; /* x * prolog_scale * prolog_array, then conj */
     double epilog_scale[2]; /* y * epilog_scale * epilog_array, then conj; the norm is folded in here */
     /* FM_FFT_OP_CALLBACK: SHA-256 of the symbol and source of the user's device function (the

@@ -25,6 +25,10 @@ typedef struct fm_operation {
     /* The output descriptors for these inputs and options (see fm_output_specs); inputs
      * validated as build would. */
     fm_status (*output_specs)(const fm_tensor *const *t, const void *opts, fm_tensor *specs, uint32_t *written);
+    /* Optional: plan p itself as steps of other problems, each planned through the planner (FFT
+     * over more than 3 axes), instead of offering p to the backends; FM_ERR_NOT_APPLICABLE (no
+     * message needed) when the backends plan p. */
+    fm_status (*plan_steps)(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
     /* The int32 fields of the params union that autotune and wisdom set (byte offsets into
      * fm_problem.u); all zero = untuned (the planner's own choice). */
     int ntunables;

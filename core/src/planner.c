@@ -1,5 +1,6 @@
 /* planner.c : offer a problem to the backends of its device, cache the plan. */
 #include "context.h"
+#include "operation.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -294,5 +295,13 @@ fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const f
     for (int i = 0; i < p->nslots; i++)
         staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
                                                 p->t[i].device.id != p->exec_device.id);
-    return staged ? fm_plan_build_staged(ctx, p, att, out) : try_backends(ctx, p, att, out);
+    if (staged)
+        return fm_plan_build_staged(ctx, p, att, out);
+    const fm_operation *o = fm_operation_for(p->op);
+    if (o && o->plan_steps) {
+        fm_status s = o->plan_steps(ctx, p, att, out);
+        if (s != FM_ERR_NOT_APPLICABLE)
+            return s;
+    }
+    return try_backends(ctx, p, att, out);
 }

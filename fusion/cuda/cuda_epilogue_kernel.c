@@ -572,7 +572,8 @@ fm_status fm_cuda_colsum_source(fm_dtype dtype, char **source)
     return sb_finish(&b, source);
 }
 
-fm_status fm_cuda_ew_compile(const fm_cuda_ew_spec *spec, int arch, void **image, size_t *size, int *from_cache)
+fm_status fm_cuda_ew_compile(const fm_settings *settings, const fm_cuda_ew_spec *spec, int arch, void **image,
+                             size_t *size, int *from_cache)
 {
     char *src = NULL;
     fm_status s = fm_cuda_ew_source(spec, &src);
@@ -580,12 +581,13 @@ fm_status fm_cuda_ew_compile(const fm_cuda_ew_spec *spec, int arch, void **image
         return s;
     char name[192];
     ew_name(spec, name, sizeof name);
-    s = fm_nvrtc_compile(src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
+    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
     free(src);
     return s;
 }
 
-fm_status fm_cuda_colsum_compile(fm_dtype dtype, int arch, void **image, size_t *size, int *from_cache)
+fm_status fm_cuda_colsum_compile(const fm_settings *settings, fm_dtype dtype, int arch, void **image, size_t *size,
+                                 int *from_cache)
 {
     char *src = NULL;
     fm_status s = fm_cuda_colsum_source(dtype, &src);
@@ -593,7 +595,7 @@ fm_status fm_cuda_colsum_compile(fm_dtype dtype, int arch, void **image, size_t 
         return s;
     char name[64];
     snprintf(name, sizeof name, "fusemath_colsum_%s.cu", fm_dtype_name(dtype));
-    s = fm_nvrtc_compile(src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
+    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
     free(src);
     return s;
 }
@@ -667,7 +669,7 @@ struct fm_cuda_ew {
     cudaKernel_t kernel;
 };
 
-fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_ew **out)
+fm_status fm_cuda_ew_create(const fm_settings *settings, const fm_cuda_ew_spec *spec, int device_id, fm_cuda_ew **out)
 {
     if (!out)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: out is NULL", EW_WHO);
@@ -689,7 +691,7 @@ fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_
     static const char *const names[1] = {"fm_ew"};
     cudaKernel_t ks[1] = {NULL};
     if ((s = device_arch(device_id, EW_WHO, &arch, &k->sms)) != FM_OK ||
-        (s = fm_cuda_ew_compile(&k->spec, arch, &k->mod.image, &size, NULL)) != FM_OK ||
+        (s = fm_cuda_ew_compile(settings, &k->spec, arch, &k->mod.image, &size, NULL)) != FM_OK ||
         (s = fm_nvrtc_module_load(&k->mod, EW_WHO, names, ks, 1)) != FM_OK) {
         fm_cuda_ew_destroy(k);
         return s;
@@ -796,7 +798,7 @@ struct fm_cuda_colsum {
     cudaKernel_t cols_unit, cols_strided, rows, final_;
 };
 
-fm_status fm_cuda_colsum_create(fm_dtype dtype, int device_id, fm_cuda_colsum **out)
+fm_status fm_cuda_colsum_create(const fm_settings *settings, fm_dtype dtype, int device_id, fm_cuda_colsum **out)
 {
     if (!out)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: out is NULL", CS_WHO);
@@ -816,7 +818,7 @@ fm_status fm_cuda_colsum_create(fm_dtype dtype, int device_id, fm_cuda_colsum **
     cudaKernel_t ks[4] = {NULL, NULL, NULL, NULL};
     fm_status s;
     if ((s = device_arch(device_id, CS_WHO, &arch, &k->sms)) != FM_OK ||
-        (s = fm_cuda_colsum_compile(dtype, arch, &k->mod.image, &size, NULL)) != FM_OK ||
+        (s = fm_cuda_colsum_compile(settings, dtype, arch, &k->mod.image, &size, NULL)) != FM_OK ||
         (s = fm_nvrtc_module_load(&k->mod, CS_WHO, names, ks, 4)) != FM_OK) {
         fm_cuda_colsum_destroy(k);
         return s;

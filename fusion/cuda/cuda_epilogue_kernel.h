@@ -39,8 +39,9 @@ typedef struct fm_cuda_ew_args {
 
 typedef struct fm_cuda_ew fm_cuda_ew;
 
-/* Generate the source, compile it (cached) for device_id's architecture, load it. */
-fm_status fm_cuda_ew_create(const fm_cuda_ew_spec *spec, int device_id, fm_cuda_ew **out);
+/* Generate the source, compile it (cached; settings as fm_nvrtc_compile's) for device_id's
+ * architecture, load it. */
+fm_status fm_cuda_ew_create(const fm_settings *settings, const fm_cuda_ew_spec *spec, int device_id, fm_cuda_ew **out);
 void fm_cuda_ew_destroy(fm_cuda_ew *k); /* accepts NULL */
 
 /* In place on D, for every (b, i, j): x = D[i,j] (the GEMM's alpha*A@B [+ beta*C]), or 0 with zero_d;
@@ -54,7 +55,7 @@ void fm_cuda_ew_destroy(fm_cuda_ew *k); /* accepts NULL */
 fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void *stream /* cudaStream_t */);
 
 typedef struct fm_cuda_colsum fm_cuda_colsum;
-fm_status fm_cuda_colsum_create(fm_dtype dtype, int device_id, fm_cuda_colsum **out);
+fm_status fm_cuda_colsum_create(const fm_settings *settings, fm_dtype dtype, int device_id, fm_cuda_colsum **out);
 void fm_cuda_colsum_destroy(fm_cuda_colsum *k); /* accepts NULL */
 
 /* out[b*out.bs + j*out.cs] = sum_{i<rows} x[b*x.bs + i*x.rs + j*x.cs], j < cols, b < batch (rs of out is
@@ -72,7 +73,9 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source);
 fm_status fm_cuda_colsum_source(fm_dtype dtype, char **source);
 /* Generate and compile (through the NVRTC cache) for sm_<arch> without a device; *image as
  * fm_nvrtc_compile (caller frees). */
-fm_status fm_cuda_ew_compile(const fm_cuda_ew_spec *spec, int arch, void **image, size_t *size, int *from_cache);
-fm_status fm_cuda_colsum_compile(fm_dtype dtype, int arch, void **image, size_t *size, int *from_cache);
+fm_status fm_cuda_ew_compile(const fm_settings *settings, const fm_cuda_ew_spec *spec, int arch, void **image,
+                             size_t *size, int *from_cache);
+fm_status fm_cuda_colsum_compile(const fm_settings *settings, fm_dtype dtype, int arch, void **image, size_t *size,
+                                 int *from_cache);
 
 #endif

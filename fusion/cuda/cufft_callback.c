@@ -247,8 +247,8 @@ static fm_status user_code_status(const fm_cufft_cb_spec *sp, fm_status s)
     return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
 }
 
-fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir, size_t *size, const char **symbol,
-                              int *from_cache)
+fm_status fm_cufft_cb_compile(const fm_settings *settings, const fm_cufft_cb_spec *sp, int arch, void **ltoir,
+                              size_t *size, const char **symbol, int *from_cache)
 {
     if (sp && is_half(sp->data))
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft callback: cuFFT has no callbacks for half precision (%s); the "
@@ -258,7 +258,7 @@ fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *sp, int arch, void **ltoir
     if (s != FM_OK)
         return s;
     const char *name = sp->store ? "the fft epilog callback" : "the fft prolog callback";
-    s = fm_nvrtc_compile(src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 1, ltoir, size, from_cache);
+    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 1, ltoir, size, from_cache);
     free(src);
     return user_code_status(sp, s);
 }
@@ -321,7 +321,8 @@ void fm_cufft_pass_destroy(fm_cufft_pass *k)
     free(k);
 }
 
-fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *sp, int device_id, fm_cufft_pass **out)
+fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_spec *sp, int device_id,
+                               fm_cufft_pass **out)
 {
     *out = NULL;
     fm_cufft_pass *k = calloc(1, sizeof *k);
@@ -334,7 +335,7 @@ fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *sp, int device_id, fm_cuf
     if (s == FM_OK)
         s = fm_nvrtc_arch_for_device(device_id, "fft pass", &arch);
     if (s == FM_OK)
-        s = user_code_status(sp, fm_nvrtc_compile(src, sp->store ? "the fft epilog pass" : "the fft prolog pass",
+        s = user_code_status(sp, fm_nvrtc_compile(settings, src, sp->store ? "the fft epilog pass" : "the fft prolog pass",
                                                   nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->mod.image, &size, NULL));
     free(src);
     static const char *const names[1] = {"fm_cb_pass"};

@@ -55,17 +55,19 @@ void fm_cufft_cb_spec_from_problem(const fm_problem *p, const fm_attachments *at
  * the axes inside it); FM_ERR_INVALID_ARGUMENT for a bad spec. */
 fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *spec, char **source, const char **symbol);
 
-/* Generate and compile to LTO-IR for sm_<arch> (cached). *ltoir malloc'ed (caller frees).
+/* Generate and compile to LTO-IR for sm_<arch> (cached; settings as fm_nvrtc_compile's). *ltoir
+ * malloc'ed (caller frees).
  * A user function that does not compile: FM_ERR_INVALID_ARGUMENT with NVRTC's log. */
-fm_status fm_cufft_cb_compile(const fm_cufft_cb_spec *spec, int arch, void **ltoir, size_t *size,
-                              const char **symbol, int *from_cache);
+fm_status fm_cufft_cb_compile(const fm_settings *settings, const fm_cufft_cb_spec *spec, int arch, void **ltoir,
+                              size_t *size, const char **symbol, int *from_cache);
 
 /* ---- the same chains as separate passes, where cuFFT refuses callbacks for a size ----
  * One kernel over every element of the data operand (C order over its extents, its own
  * strides): a load pass writes chain(src[off]) to dst[off] (dst: a scratch of the input's
  * layout), a store pass applies the chain in place (src == dst == out). need_base must be 0. */
 typedef struct fm_cufft_pass fm_cufft_pass;
-fm_status fm_cufft_pass_create(const fm_cufft_cb_spec *spec, int device_id, fm_cufft_pass **out);
+fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_spec *spec, int device_id,
+                               fm_cufft_pass **out);
 void fm_cufft_pass_destroy(fm_cufft_pass *k); /* accepts NULL */
 fm_status fm_cufft_pass_launch(const fm_cufft_pass *k, const void *src, void *dst, void *caller_info,
                                void *stream /* cudaStream_t */);

@@ -127,7 +127,8 @@ typedef struct geom {
     int rad[16];  /* their radices, in the order applied */
 } geom;
 
-static void geometry(const fm_fft_kernel_spec *s, geom *g)
+/* regcap: fm_settings.fft_kernel_regcap (0: no register cap; -1, the default, or any other: the cap) */
+static void geometry(const fm_fft_kernel_spec *s, int regcap, geom *g)
 {
     const int wide = lanes_mode(s) || transposed_store(s);
     const size_t es = elem_size(s->dtype);
@@ -192,9 +193,8 @@ static void geometry(const fm_fft_kernel_spec *s, geom *g)
      * 1.00 -> 1.06: five blocks per SM became four), so those keep ptxas's choice; so do blocks
      * of 1024 threads (an explicit minimum of one block changes ptxas's choices: 80 -> 121) and
      * complex128 (64 registers spill 1.2 KB there). FUSEMATH_FFT_KERNEL_REGCAP=0: no cap (A/B). */
-    const char *cap = getenv("FUSEMATH_FFT_KERNEL_REGCAP");
     const unsigned threads = g->tpr * r;
-    g->minb = s->dtype == FM_C64 && g->e == 16 && threads <= 512 && !(cap && !strcmp(cap, "0")) ? 1024 / threads : 0;
+    g->minb = s->dtype == FM_C64 && g->e == 16 && threads <= 512 && regcap != 0 ? 1024 / threads : 0;
     if (g->minb > 32) /* an SM holds 32 blocks at most (ptxas ignores more); a block of fewer than 32
                        * threads still takes a warp's registers, so 32 keeps the 64-register cap */
         g->minb = 32;
@@ -228,7 +228,7 @@ fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s)
         (s->epilog && (!s->epilog->store || s->epilog->need_base || s->epilog->data != s->dtype)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft kernel: invalid chain spec");
     geom g;
-    geometry(s, &g);
+    geometry(s, -1, &g);
     const int64_t blocks = (rows_of(s) + g.rpb - 1) / g.rpb;
     if (blocks > 2147483647)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft kernel: %lld rows exceed one grid", (long long)rows_of(s));
@@ -382,7 +382,7 @@ static void emit_store(FILE *f, const fm_fft_kernel_spec *s, const char *eq, con
         fprintf(f, "%sout[off] = %s;\n", indent, val);
 }
 
-fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
+fm_status fm_fft_kernel_source(const fm_settings *settings, const fm_fft_kernel_spec *s, char **source)
 {
     *source = NULL;
     fm_status st = fm_fft_kernel_check(s);
@@ -390,7 +390,7 @@ fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source)
         return st;
     const int64_t n = s->n;
     geom g;
-    geometry(s, &g);
+    geometry(s, settings ? settings->fft_kernel_regcap : -1, &g);
     const int nst = g.nst, *rad = g.rad;
     const unsigned e = g.e, tpr = g.tpr, rpb = g.rpb;
     const int lanes = lanes_mode(s), tstore = transposed_store(s);
@@ -534,11 +534,12 @@ void fm_fft_kernel_destroy(fm_fft_kernel *k)
     free(k);
 }
 
-fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_fft_kernel **out)
+fm_status fm_fft_kernel_create(const fm_settings *settings, const fm_fft_kernel_spec *s, int device_id,
+                               fm_fft_kernel **out)
 {
     *out = NULL;
     char *src = NULL;
-    fm_status st = fm_fft_kernel_source(s, &src);
+    fm_status st = fm_fft_kernel_source(settings, s, &src);
     if (st != FM_OK)
         return st;
     fm_fft_kernel *k = calloc(1, sizeof *k);
@@ -552,8 +553,8 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
                      (s->epilog && (s->epilog->ops & FM_FFT_OP_CALLBACK));
     st = fm_nvrtc_arch_for_device(device_id, "fft kernel", &arch);
     if (st == FM_OK) {
-        st = fm_nvrtc_compile(src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->mod.image,
-                              &size, NULL);
+        st = fm_nvrtc_compile(settings, src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0,
+                              &k->mod.image, &size, NULL);
         if (st == FM_ERR_BACKEND && user) { /* the generated part compiles: the user's code does not */
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", fm_last_error());
@@ -569,7 +570,7 @@ fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_ff
         return st;
     }
     geom g;
-    geometry(s, &g);
+    geometry(s, -1, &g); /* the launch geometry: the register cap changes only the source */
     if (g.dynamic) { /* beyond the 48 KiB a block gets without asking */
         int optin = 0;
         cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id);
@@ -611,7 +612,7 @@ const char *fm_fft_kernel_radices(const fm_fft_kernel *k) { return k->radices; }
 void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, unsigned *block_x, unsigned *block_y)
 {
     geom g;
-    geometry(s, &g);
+    geometry(s, -1, &g);
     *block_x = lanes_mode(s) ? g.rpb : g.tpr;
     *block_y = lanes_mode(s) ? g.tpr : g.rpb;
     *grid = (unsigned)((rows_of(s) + g.rpb - 1) / g.rpb);

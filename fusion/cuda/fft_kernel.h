@@ -49,12 +49,14 @@ fm_status fm_fft_kernel_check(const fm_fft_kernel_spec *s);
  * (strided transform axis, neighbouring rows neighbours in memory), or a transposed store. */
 int fm_fft_kernel_coalesced(const fm_fft_kernel_spec *s);
 
-/* The CUDA C++ source (malloc'ed, caller frees) - also for tests. */
-fm_status fm_fft_kernel_source(const fm_fft_kernel_spec *s, char **source);
+/* The CUDA C++ source (malloc'ed, caller frees) - also for tests. settings: the context's
+ * (fft_kernel_regcap: 0 leaves the registers to ptxas) or NULL for the defaults. */
+fm_status fm_fft_kernel_source(const fm_settings *settings, const fm_fft_kernel_spec *s, char **source);
 
-/* Compile (NVRTC, cached on disk) and load for device_id. A user function that does not
+/* Compile (NVRTC, cached on disk under the settings' cache_dir) and load for device_id. A user function that does not
  * compile: FM_ERR_INVALID_ARGUMENT with NVRTC's log. */
-fm_status fm_fft_kernel_create(const fm_fft_kernel_spec *s, int device_id, fm_fft_kernel **out);
+fm_status fm_fft_kernel_create(const fm_settings *settings, const fm_fft_kernel_spec *s, int device_id,
+                               fm_fft_kernel **out);
 void fm_fft_kernel_destroy(fm_fft_kernel *k); /* accepts NULL */
 
 /* Enqueue on stream (cudaStream_t); the arrays are the chains' multiply operands or NULL. */

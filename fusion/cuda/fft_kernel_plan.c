@@ -1,5 +1,5 @@
 /* fft_kernel_plan.c : which fused FFT kernels a problem takes (see fft_kernel.h), apart from the
- * backend (backends/cuda/kernel_fft.c) so that the host emulation in tests/c/test_fft_kernel.c
+ * backend (backends/cuda/fftkernel_fft.c) so that the host emulation in tests/c/test_fft_kernel.c
  * drives the same planning as the GPU: the problem's norm folding, layouts and chains as the
  * core builds them. */
 #include "fft_kernel.h"

@@ -28,32 +28,18 @@
 /* ------------------------------------------------------------------------ */
 /* Paths                                                                    */
 /* ------------------------------------------------------------------------ */
-static _Thread_local char tls_cache_dir[FM_PATH_MAX];
 static _Thread_local char tls_include_dir[FM_PATH_MAX];
 
-static int usable_env(const char *v) { return v && v[0] == '/'; }
-
-const char *fm_nvrtc_cache_dir(void)
+const char *fm_nvrtc_cache_dir(const fm_settings *settings)
 {
-    const char *v = getenv("FUSEMATH_CACHE_DIR");
-    int n = -1;
-    if (usable_env(v))
-        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s", v);
-    else if (usable_env(v = getenv("XDG_CACHE_HOME")))
-        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s/fusemath", v);
-    else if (usable_env(v = getenv("HOME")))
-        n = snprintf(tls_cache_dir, sizeof tls_cache_dir, "%s/.cache/fusemath", v);
-    if (n <= 0 || (size_t)n >= sizeof tls_cache_dir - 128) /* leave room for nvrtc/<hash>.<ext> */
-        return NULL;
-    while (n > 1 && tls_cache_dir[n - 1] == '/') /* "dir/" -> "dir" */
-        tls_cache_dir[--n] = '\0';
-    return tls_cache_dir;
+    /* resolved at context creation (settings.c), with room left for nvrtc/<hash>.<ext> */
+    return settings && settings->cache_dir[0] ? settings->cache_dir : NULL;
 }
 
-const char *fm_nvrtc_cuda_include_dir(void)
+const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings)
 {
-    const char *roots[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-    for (int i = 0; i < 3; i++) {
+    const char *roots[2] = {settings ? settings->cuda_home : NULL, "/usr/local/cuda"};
+    for (int i = 0; i < 2; i++) {
         if (!roots[i] || !roots[i][0])
             continue;
         char probe[FM_PATH_MAX];
@@ -362,13 +348,13 @@ static void disk_put(const char *dir, const char *path, const uint8_t key[32], c
         unlink(tmp);
 }
 
-fm_status fm_nvrtc_cache_file(const char *source, const char *const *options, int noptions, int arch, int lto,
-                              char *buf, size_t size)
+fm_status fm_nvrtc_cache_file(const fm_settings *settings, const char *source, const char *const *options, int noptions,
+                              int arch, int lto, char *buf, size_t size)
 {
     if (!source || (noptions > 0 && !options) || noptions < 0 || !buf)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "nvrtc cache: NULL argument");
     pthread_once(&nvrtc_once, nvrtc_probe);
-    const char *dir = fm_nvrtc_cache_dir();
+    const char *dir = fm_nvrtc_cache_dir(settings);
     if (!dir)
         return fm_fail(FM_ERR_UNAVAILABLE, "nvrtc cache: no cache directory (FUSEMATH_CACHE_DIR, XDG_CACHE_HOME, HOME)");
     uint8_t key[32];
@@ -458,8 +444,9 @@ static fm_status compile_now(const char *source, const char *name, const char *c
     return FM_OK;
 }
 
-fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, const char *const *options, int noptions,
-                           int arch, int lto, void **image, size_t *size, int *from_cache)
+fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, const char *name_for_messages,
+                           const char *const *options, int noptions, int arch, int lto, void **image, size_t *size,
+                           int *from_cache)
 {
     if (from_cache)
         *from_cache = 0;
@@ -491,7 +478,7 @@ fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, co
         return FM_OK;
     }
     char path[FM_PATH_MAX], dir[FM_PATH_MAX];
-    const char *d = fm_nvrtc_cache_dir();
+    const char *d = fm_nvrtc_cache_dir(settings);
     int have_disk = d && snprintf(dir, sizeof dir, "%s", d) < (int)sizeof dir &&
                     file_path(dir, key, lto, path, sizeof path) == 0;
     if (have_disk && disk_get(path, key, image, size)) {

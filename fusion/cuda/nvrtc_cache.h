@@ -5,7 +5,7 @@
  * sm_<arch>; the driver is only needed to load the result.
  *
  * Disk cache: one file per (source, options, arch, lto, NVRTC version), named by the
- * SHA-256 of all of them, under <fm_nvrtc_cache_dir()>/nvrtc/. Files carry a header with
+ * SHA-256 of all of them, under <fm_nvrtc_cache_dir(settings)>/nvrtc/. Files carry a header with
  * the key and a checksum of the image; anything that does not verify (truncated, corrupt,
  * written by another version) is ignored and replaced. Writes go to a temporary file
  * that is renamed into place, so concurrent processes and threads never see a partial
@@ -18,11 +18,14 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-/* Directory of the on-disk cache: $FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else
- * $HOME/.cache/fusemath; NULL if none usable (unset, empty or relative variables are skipped).
- * Read from the environment on every call; the string is thread-local and stays valid until
- * the next call on this thread. */
-const char *fm_nvrtc_cache_dir(void);
+/* The settings (the context's, fm_context_settings; NULL: no disk cache, the toolkit at
+ * /usr/local/cuda only) give the directories: read once from the environment at context
+ * creation, never here. */
+
+/* Directory of the on-disk cache: settings.cache_dir ($FUSEMATH_CACHE_DIR, else
+ * $XDG_CACHE_HOME/fusemath, else $HOME/.cache/fusemath; unset, empty or relative variables are
+ * skipped); NULL if none. The string is the settings'. */
+const char *fm_nvrtc_cache_dir(const fm_settings *settings);
 
 /* Compile CUDA C++ source with NVRTC for sm_<arch> (e.g. 90) to a cubin (lto = 0) or LTO-IR
  * (lto = 1: "-arch=compute_<arch> -dlto --relocatable-device-code=true", what cuFFT's JIT LTO
@@ -33,8 +36,9 @@ const char *fm_nvrtc_cache_dir(void);
  * Errors: FM_ERR_BACKEND "nvrtc: compiling <name> for sm_<arch> failed: <compiler log>" for
  * a compile error (the log's first lines are in fm_last_error()); FM_ERR_INVALID_ARGUMENT for
  * bad arguments or an arch NVRTC does not support; FM_ERR_OUT_OF_MEMORY. Thread-safe. */
-fm_status fm_nvrtc_compile(const char *source, const char *name_for_messages, const char *const *options,
-                           int noptions, int arch, int lto, void **image, size_t *size, int *from_cache);
+fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, const char *name_for_messages,
+                           const char *const *options, int noptions, int arch, int lto, void **image, size_t *size,
+                           int *from_cache);
 
 /* NVRTC's version (nvrtcVersion). */
 fm_status fm_nvrtc_version(int *major, int *minor);
@@ -48,9 +52,9 @@ int fm_nvrtc_supports_arch(int arch);
 fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch);
 
 /* The CUDA toolkit's include directory for "-I" when a source needs toolkit headers:
- * $CUDA_HOME/include, $CUDA_PATH/include or /usr/local/cuda/include, the first that has
- * cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
-const char *fm_nvrtc_cuda_include_dir(void);
+ * <settings.cuda_home>/include ($CUDA_HOME, else $CUDA_PATH) or /usr/local/cuda/include, the
+ * first that has cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
+const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings);
 
 /* ---- loading what fm_nvrtc_compile made (lto 0) ----
  * A CUDA library (context-independent: its kernels launch on whichever device is current). */
@@ -75,7 +79,7 @@ void fm_nvrtc_cache_clear_memory(void);
 
 /* Tests: the disk-cache file that fm_nvrtc_compile would use for these arguments, into buf
  * (FM_ERR_UNAVAILABLE when there is no cache directory). */
-fm_status fm_nvrtc_cache_file(const char *source, const char *const *options, int noptions, int arch, int lto,
-                              char *buf, size_t size);
+fm_status fm_nvrtc_cache_file(const fm_settings *settings, const char *source, const char *const *options, int noptions,
+                              int arch, int lto, char *buf, size_t size);
 
 #endif

@@ -24,6 +24,17 @@
 #include <pthread.h>
 #include <time.h>
 
+/* The environment's settings, read as a context reads them (the NVRTC disk cache's directory,
+ * the register cap): the library's functions take them instead of reading the environment. */
+static fm_settings g_settings_;
+static pthread_once_t g_settings_once_ = PTHREAD_ONCE_INIT;
+static void read_settings_(void) { (void)fm_settings_read(&g_settings_); }
+static const fm_settings *env_settings(void)
+{
+    pthread_once(&g_settings_once_, read_settings_);
+    return &g_settings_;
+}
+
 /* ------------------------------------------------------------------------ */
 /* host helpers                                                             */
 /* ------------------------------------------------------------------------ */
@@ -461,9 +472,9 @@ static void *warm_main(void *unused)
         void *img = NULL;
         size_t n = 0;
         if (warm_jobs[i].colsum)
-            fm_cuda_colsum_compile(warm_jobs[i].spec.dtype, warm_arch, &img, &n, NULL);
+            fm_cuda_colsum_compile(env_settings(), warm_jobs[i].spec.dtype, warm_arch, &img, &n, NULL);
         else
-            fm_cuda_ew_compile(&warm_jobs[i].spec, warm_arch, &img, &n, NULL);
+            fm_cuda_ew_compile(env_settings(), &warm_jobs[i].spec, warm_arch, &img, &n, NULL);
         free(img);
     }
 }
@@ -516,7 +527,7 @@ static void test_ew_all(void)
             for (int add_c = 0; add_c < 2; add_c++) {
                 fm_cuda_ew_spec spec = {.dtype = t, .epilogue = ch[c], .add_c = add_c};
                 fm_cuda_ew *k = NULL;
-                fm_status s = fm_cuda_ew_create(&spec, 0, &k);
+                fm_status s = fm_cuda_ew_create(env_settings(), &spec, 0, &k);
                 char chain[96];
                 fm_epilogue_format(ch[c], chain, sizeof chain);
                 CHECK_MSG(s == FM_OK && k, "create %s %s add_c=%d", fm_dtype_name(t), chain, add_c);
@@ -550,7 +561,7 @@ static void test_ew_large(void)
     for (int q = 0; q < 2; q++) {
         fm_cuda_ew_spec spec = {.dtype = ts[q], .epilogue = FM_EPILOGUE_BIAS | FM_EPILOGUE_GELU | FM_EPILOGUE_AUX};
         fm_cuda_ew *k = NULL;
-        CHECK_OK(fm_cuda_ew_create(&spec, 0, &k));
+        CHECK_OK(fm_cuda_ew_create(env_settings(), &spec, 0, &k));
         if (!k)
             continue;
         ew_case cs = {ts[q], spec.epilogue, 0, 2048, 1024, 2, 0};
@@ -594,7 +605,7 @@ static void test_ew_errors(void)
 {
     fm_cuda_ew_spec spec = {.dtype = FM_F32, .epilogue = FM_EPILOGUE_BIAS};
     fm_cuda_ew *k = NULL;
-    CHECK_OK(fm_cuda_ew_create(&spec, 0, &k));
+    CHECK_OK(fm_cuda_ew_create(env_settings(), &spec, 0, &k));
     if (!k)
         return;
     fm_cuda_ew_args a;
@@ -618,7 +629,7 @@ static void test_ew_errors(void)
     /* no such device; under compute-sanitizer (FM_TEST_UNDER_SANITIZER set by
      * benchmarks/device_gpu.sh) the deliberate CUDA API error would count as a finding */
     if (!getenv("FM_TEST_UNDER_SANITIZER")) {
-        CHECK_STATUS(fm_cuda_ew_create(&spec, 1000, &k2), FM_ERR_UNAVAILABLE);
+        CHECK_STATUS(fm_cuda_ew_create(env_settings(), &spec, 1000, &k2), FM_ERR_UNAVAILABLE);
         CHECK(k2 == NULL);
         CHECK_ERROR_MENTIONS("cuda epilogue kernel");
     } else {
@@ -726,7 +737,7 @@ static void test_colsum_all(void)
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (int d = 0; d < 6; d++) {
         fm_cuda_colsum *k = NULL;
-        CHECK_OK(fm_cuda_colsum_create(all_dtypes[d], 0, &k));
+        CHECK_OK(fm_cuda_colsum_create(env_settings(), all_dtypes[d], 0, &k));
         if (!k)
             continue;
         for (int q = 0; q < ncases; q++)
@@ -735,7 +746,7 @@ static void test_colsum_all(void)
     }
     /* bandwidth: f32 8192 x 8192 column sums, row-major and transposed */
     fm_cuda_colsum *k = NULL;
-    CHECK_OK(fm_cuda_colsum_create(FM_F32, 0, &k));
+    CHECK_OK(fm_cuda_colsum_create(env_settings(), FM_F32, 0, &k));
     const int64_t m = 8192, n = 8192;
     void *x = NULL, *o = NULL, *ws = NULL;
     size_t wsb = fm_cuda_colsum_workspace(FM_F32, m, n, 1);

@@ -13,6 +13,18 @@
 #ifdef FM_HAVE_CUDA
 #include "cuda/cufft_callback.h"
 #include "cuda/nvrtc_cache.h"
+#include <pthread.h>
+
+/* The environment's settings, read as a context reads them (the NVRTC disk cache's directory,
+ * the register cap): the library's functions take them instead of reading the environment. */
+static fm_settings g_settings_;
+static pthread_once_t g_settings_once_ = PTHREAD_ONCE_INIT;
+static void read_settings_(void) { (void)fm_settings_read(&g_settings_); }
+static const fm_settings *env_settings(void)
+{
+    pthread_once(&g_settings_once_, read_settings_);
+    return &g_settings_;
+}
 #endif
 
 static fm_context *g_ctx;
@@ -184,7 +196,7 @@ static void test_generated_compile(void)
                 void *img = NULL;
                 size_t n = 0;
                 const char *sym = NULL;
-                fm_status s = fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL);
+                fm_status s = fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL);
                 CHECK_MSG(s == FM_OK, "%s %s ops=%u", ctype[t], store ? "store" : "load", ops);
                 if (s == FM_OK) {
                     CHECK(strcmp(sym, store ? FM_CUFFT_STORE_SYMBOL : FM_CUFFT_LOAD_SYMBOL) == 0);
@@ -202,7 +214,7 @@ static void test_generated_compile(void)
     CHECK(src && strstr(src, "unsigned long long r") && strstr(src, "p->base[0]"));
     void *img = NULL;
     size_t n = 0;
-    CHECK_OK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL));
+    CHECK_OK(fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL));
     free(img);
     free(src);
 }
@@ -215,20 +227,20 @@ static void test_user_function(void)
     void *img = NULL;
     size_t n = 0;
     const char *sym = NULL;
-    CHECK_OK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL));
+    CHECK_OK(fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL));
     CHECK(img && n > 0 && defines(&sp, FM_CUFFT_LOAD_SYMBOL));
     free(img);
     img = NULL;
     /* does not compile: NVRTC's log in the error, as an invalid argument (the user's code) */
     sp.user_source = "__device__ float2 phase(float2 x, unsigned long long off, const void *d) { return y; }";
-    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK(fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("error");
     CHECK_ERROR_MENTIONS("prolog_callback"); /* the #line file name: the user's own line numbers */
     CHECK(img == NULL);
     /* the wrong signature for the data type (double2 data, float2 function) */
     sp = spec_2d(1, FM_C128, FM_FFT_OP_CALLBACK, FM_C128);
     sp.user_source = user_src, sp.user_symbol = "phase";
-    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK(fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL) == FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("error");
     free(img);
 }
@@ -249,7 +261,7 @@ static void test_pass_kernels(void)
             void *img = NULL;
             size_t n = 0;
             if (src)
-                CHECK_OK(fm_nvrtc_compile(src, "pass", opts, 1, 90, 0, &img, &n, NULL));
+                CHECK_OK(fm_nvrtc_compile(env_settings(), src, "pass", opts, 1, 90, 0, &img, &n, NULL));
             free(img);
             free(src);
         }
@@ -262,7 +274,7 @@ static void test_pass_kernels(void)
     void *bimg = NULL;
     size_t bn = 0;
     /* (fm_cufft_pass_create needs a device; the mapping is the same function as the LTO compile's) */
-    CHECK(fm_cufft_cb_compile(&bad, 90, &bimg, &bn, &(const char *){NULL}, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK(fm_cufft_cb_compile(env_settings(), &bad, 90, &bimg, &bn, &(const char *){NULL}, NULL) == FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("nope");
     free(bimg);
     free(bsrc);
@@ -297,7 +309,7 @@ static void test_half_passes(void)
                     void *img = NULL;
                     size_t n = 0;
                     if (src)
-                        CHECK_MSG(fm_nvrtc_compile(src, "half pass", opts, 1, 90, 0, &img, &n, NULL) == FM_OK,
+                        CHECK_MSG(fm_nvrtc_compile(env_settings(), src, "half pass", opts, 1, 90, 0, &img, &n, NULL) == FM_OK,
                                   "%s %s ops=%u array %s: %s", fm_dtype_name(dt), store ? "store" : "load", ops,
                                   carr ? "c32" : "f16", fm_last_error());
                     free(img);
@@ -311,13 +323,13 @@ static void test_half_passes(void)
     void *img = NULL;
     size_t n = 0;
     if (src)
-        CHECK_OK(fm_nvrtc_compile(src, "half pass", opts, 1, 90, 0, &img, &n, NULL));
+        CHECK_OK(fm_nvrtc_compile(env_settings(), src, "half pass", opts, 1, 90, 0, &img, &n, NULL));
     free(img);
     free(src);
     /* no LTO callback for half; and the existing types' sources carry no half helpers */
     const char *sym = NULL;
     img = NULL;
-    CHECK(fm_cufft_cb_compile(&sp, 90, &img, &n, &sym, NULL) == FM_ERR_NOT_SUPPORTED);
+    CHECK(fm_cufft_cb_compile(env_settings(), &sp, 90, &img, &n, &sym, NULL) == FM_ERR_NOT_SUPPORTED);
     CHECK_ERROR_MENTIONS("half precision");
     CHECK(img == NULL);
     for (int t = 0; t < 4; t++) {

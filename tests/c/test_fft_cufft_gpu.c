@@ -366,7 +366,7 @@ static void test_looped_batch_chain(void)
     if (!plan)
         return;
     /* cuFFT loops over the batch axis it cannot collapse; the fused kernel indexes any batch */
-    CHECK_MSG(strstr(fm_plan_describe(plan), "loops=1") || strstr(fm_plan_describe(plan), "cuda/fused-kernel"), "%s",
+    CHECK_MSG(strstr(fm_plan_describe(plan), "loops=1") || strstr(fm_plan_describe(plan), "cuda/fftkernel"), "%s",
               fm_plan_describe(plan));
     void *ptrs[4] = {dx.dev, dy.dev, dw.dev, dw.dev};
     CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
@@ -440,7 +440,7 @@ static void prolog_mode_case(int64_t rows, int64_t n, int mode, const char *want
 
 static void test_prolog_modes(void)
 {
-    prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "cuda/fused-kernel");
+    prolog_mode_case(4, 256, FM_FFT_PROLOG_AUTO, "cuda/fftkernel");
     prolog_mode_case(9, 65536, FM_FFT_PROLOG_AUTO, "steps=256x256"); /* beyond one block: the multi-step */
     prolog_mode_case(4, 256, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
     prolog_mode_case(9, 65536, FM_FFT_PROLOG_PASS, "callbacks=prolog-pass");
@@ -530,7 +530,7 @@ static void kernel_case(fm_dtype dt, int64_t n, int inverse, int inplace)
     fm_plan *plan = NULL;
     CHECK_OK(fm_fft_plan(g_ctx, &ti, &to, &tw, NULL, &o, &plan));
     if (plan) {
-        CHECK_MSG(strstr(fm_plan_describe(plan), "cuda/fused-kernel"), "%s", fm_plan_describe(plan));
+        CHECK_MSG(strstr(fm_plan_describe(plan), "cuda/fftkernel"), "%s", fm_plan_describe(plan));
         void *ptrs[4] = {din, dout, dw, NULL};
         CHECK_OK(fm_plan_execute(plan, ptrs, 4, NULL));
         cudaMemcpy(hbuf, dout, es * (size_t)count, cudaMemcpyDeviceToHost);

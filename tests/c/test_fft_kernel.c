@@ -22,6 +22,17 @@
 #include "cuda/fft_kernel.h"
 #include "cuda/nvrtc_cache.h"
 
+/* The environment's settings, read as a context reads them (the NVRTC disk cache's directory,
+ * the register cap): the library's functions take them instead of reading the environment. */
+static fm_settings g_settings_;
+static pthread_once_t g_settings_once_ = PTHREAD_ONCE_INIT;
+static void read_settings_(void) { (void)fm_settings_read(&g_settings_); }
+static const fm_settings *env_settings(void)
+{
+    pthread_once(&g_settings_once_, read_settings_);
+    return &g_settings_;
+}
+
 static const char *const opts[] = {"-std=c++17"};
 
 static void chain(fm_cufft_cb_spec *c, int store, fm_dtype t, int64_t rows, int64_t n, unsigned ops)
@@ -46,11 +57,11 @@ static void spec(fm_fft_kernel_spec *s, fm_dtype t, int64_t rows, int64_t n)
 static int compiles(const fm_fft_kernel_spec *s)
 {
     char *src = NULL;
-    if (fm_fft_kernel_source(s, &src) != FM_OK)
+    if (fm_fft_kernel_source(env_settings(), s, &src) != FM_OK)
         return 0;
     void *img = NULL;
     size_t size = 0;
-    fm_status st = fm_nvrtc_compile(src, "fft kernel test", opts, 1, 90, 0, &img, &size, NULL);
+    fm_status st = fm_nvrtc_compile(env_settings(), src, "fft kernel test", opts, 1, 90, 0, &img, &size, NULL);
     if (st != FM_OK)
         fprintf(stderr, "%s\n", fm_last_error());
     free(src);
@@ -176,21 +187,21 @@ static void test_batch_size_not_in_source(void)
     chain(&pb, 0, FM_C64, 70000, 1024, FM_FFT_OP_MULTIPLY);
     a.prolog = &pa, b.prolog = &pb;
     char *sa = NULL, *sb = NULL;
-    CHECK_OK(fm_fft_kernel_source(&a, &sa));
-    CHECK_OK(fm_fft_kernel_source(&b, &sb));
+    CHECK_OK(fm_fft_kernel_source(env_settings(), &a, &sa));
+    CHECK_OK(fm_fft_kernel_source(env_settings(), &b, &sb));
     CHECK(sa && sb && strcmp(sa, sb) == 0);
     free(sb), sb = NULL;
     spec(&b, FM_C64, 1, 1024); /* one row: one row per block, another source */
     chain(&pb, 0, FM_C64, 1, 1024, FM_FFT_OP_MULTIPLY);
     b.prolog = &pb;
-    CHECK_OK(fm_fft_kernel_source(&b, &sb));
+    CHECK_OK(fm_fft_kernel_source(env_settings(), &b, &sb));
     CHECK(sa && sb && strcmp(sa, sb) != 0);
     free(sa), free(sb);
 }
 
 /* The launch bounds a spec's source declares, "" when the spec is refused. mode: 'r' rows,
  * 'l' lanes (the rows are neighbours, the transform strided), 't' transposed store. */
-static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char mode, char *buf, size_t size)
+static void bounds_of(const fm_settings *set, fm_dtype t, int64_t rows, int64_t n, char mode, char *buf, size_t size)
 {
     fm_fft_kernel_spec s;
     fm_cufft_cb_spec p;
@@ -203,7 +214,7 @@ static void bounds_of(fm_dtype t, int64_t rows, int64_t n, char mode, char *buf,
     s.prolog = &p;
     char *src = NULL;
     buf[0] = 0;
-    if (fm_fft_kernel_source(&s, &src) == FM_OK) {
+    if (fm_fft_kernel_source(set, &s, &src) == FM_OK) {
         const char *b = strstr(src, "__launch_bounds__(");
         if (b)
             snprintf(buf, size, "%.*s", (int)(strchr(b, ')') - b + 1), b);
@@ -232,18 +243,26 @@ static void test_register_cap(void)
         {FM_C64, 4, 16, 'l', "__launch_bounds__(4, 32)"},        /* four threads: 32 blocks at most */
         {FM_C64, 4096, 1024, 't', "__launch_bounds__(512, 2)"},  /* transposed store: its last step */
     };
+    /* the settings as a context created with the variable unset, then with it = 0, reads them */
     const char *had = getenv("FUSEMATH_FFT_KERNEL_REGCAP");
     char saved[64] = "", b[64];
     if (had)
         snprintf(saved, sizeof saved, "%s", had);
     unsetenv("FUSEMATH_FFT_KERNEL_REGCAP");
+    fm_settings set;
+    CHECK_OK(fm_settings_read(&set));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bounds_of(cases[i].t, cases[i].rows, cases[i].n, cases[i].mode, b, sizeof b);
+        bounds_of(&set, cases[i].t, cases[i].rows, cases[i].n, cases[i].mode, b, sizeof b);
         CHECK_MSG(strcmp(b, cases[i].want) == 0, "%s %lld x %lld (%c): %s, expected %s", fm_dtype_name(cases[i].t),
                   (long long)cases[i].rows, (long long)cases[i].n, cases[i].mode, b, cases[i].want);
     }
     setenv("FUSEMATH_FFT_KERNEL_REGCAP", "0", 1);
-    bounds_of(FM_C64, 4096, 4096, 'r', b, sizeof b);
+    CHECK_OK(fm_settings_read(&set));
+    bounds_of(&set, FM_C64, 4096, 4096, 'r', b, sizeof b);
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "cap off: %s", b);
+    bounds_of(NULL, FM_C64, 4096, 4096, 'r', b, sizeof b); /* no settings: the default cap */
+    CHECK_MSG(strcmp(b, "__launch_bounds__(256, 4)") == 0, "no settings: %s", b);
+    bounds_of(&set, FM_C64, 4096, 4096, 'r', b, sizeof b);
     CHECK_MSG(strcmp(b, "__launch_bounds__(256)") == 0, "cap off: %s", b);
     if (had)
         setenv("FUSEMATH_FFT_KERNEL_REGCAP", saved, 1);
@@ -362,7 +381,7 @@ static int g_serial;
 static void *emu_load(const fm_fft_kernel_spec *s, emu_launch_fn *fn)
 {
     char *src = NULL;
-    if (fm_fft_kernel_source(s, &src) != FM_OK) {
+    if (fm_fft_kernel_source(env_settings(), s, &src) != FM_OK) {
         CHECK_MSG(0, "source: %s", fm_last_error());
         return NULL;
     }

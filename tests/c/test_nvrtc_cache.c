@@ -77,7 +77,21 @@ static int count_files(const char *dir, const char *suffix)
     return n;
 }
 
-static void set_cache_dir(const char *d) { setenv("FUSEMATH_CACHE_DIR", d, 1); }
+/* The library takes the cache directory from the settings a context reads at creation, not
+ * from the environment: g_set is read again after every change of the environment here. */
+static fm_settings g_set;
+
+static const char *cache_dir_now(void)
+{
+    CHECK_OK(fm_settings_read(&g_set));
+    return fm_nvrtc_cache_dir(&g_set);
+}
+
+static void set_cache_dir(const char *d)
+{
+    setenv("FUSEMATH_CACHE_DIR", d, 1);
+    CHECK_OK(fm_settings_read(&g_set));
+}
 
 /* ------------------------------------------------------------------------ */
 static void test_cache_dir(void)
@@ -87,24 +101,24 @@ static void test_cache_dir(void)
     const char *d;
 
     setenv("FUSEMATH_CACHE_DIR", "/some/where/", 1);
-    d = fm_nvrtc_cache_dir();
+    d = cache_dir_now();
     CHECK_MSG(d && strcmp(d, "/some/where") == 0, "got %s", d ? d : "(null)");
 
     unsetenv("FUSEMATH_CACHE_DIR");
     setenv("XDG_CACHE_HOME", "/xdg", 1);
     setenv("HOME", "/home/u", 1);
-    d = fm_nvrtc_cache_dir();
+    d = cache_dir_now();
     CHECK_MSG(d && strcmp(d, "/xdg/fusemath") == 0, "got %s", d ? d : "(null)");
 
     setenv("FUSEMATH_CACHE_DIR", "", 1); /* empty: skipped */
     setenv("XDG_CACHE_HOME", "relative/dir", 1); /* relative: skipped, as the XDG spec says */
-    d = fm_nvrtc_cache_dir();
+    d = cache_dir_now();
     CHECK_MSG(d && strcmp(d, "/home/u/.cache/fusemath") == 0, "got %s", d ? d : "(null)");
 
     unsetenv("FUSEMATH_CACHE_DIR");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
-    CHECK(fm_nvrtc_cache_dir() == NULL);
+    CHECK(cache_dir_now() == NULL);
 
     if (save_x)
         setenv("XDG_CACHE_HOME", save_x, 1);
@@ -112,7 +126,7 @@ static void test_cache_dir(void)
         setenv("HOME", save_h, 1);
     free(save_x), free(save_h);
     set_cache_dir(tmpdir);
-    d = fm_nvrtc_cache_dir();
+    d = cache_dir_now();
     CHECK(d && strcmp(d, tmpdir) == 0);
 }
 
@@ -126,10 +140,10 @@ static void test_version_and_archs(void)
     CHECK(!fm_nvrtc_supports_arch(12));
     void *img = NULL;
     size_t n = 0;
-    CHECK_STATUS(fm_nvrtc_compile(good_src, "t.cu", NULL, 0, 12, 0, &img, &n, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_nvrtc_compile(&g_set, good_src, "t.cu", NULL, 0, 12, 0, &img, &n, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("sm_12");
     CHECK(img == NULL);
-    CHECK_STATUS(fm_nvrtc_compile(NULL, "t.cu", NULL, 0, ARCH, 0, &img, &n, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_nvrtc_compile(&g_set, NULL, "t.cu", NULL, 0, ARCH, 0, &img, &n, NULL), FM_ERR_INVALID_ARGUMENT);
 }
 
 static void test_cubin_and_cache(void)
@@ -137,51 +151,51 @@ static void test_cubin_and_cache(void)
     void *a = NULL, *b = NULL, *c = NULL;
     size_t na = 0, nb = 0, nc = 0;
     int fc = -1;
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, ARCH, 0, &a, &na, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, ARCH, 0, &a, &na, &fc));
     CHECK(fc == 0);
     CHECK_MSG(is_cubin(a, na), "not a CUDA ELF (%zu bytes)", na);
 
     char path[1024];
-    CHECK_OK(fm_nvrtc_cache_file(good_src, NULL, 0, ARCH, 0, path, sizeof path));
+    CHECK_OK(fm_nvrtc_cache_file(&g_set, good_src, NULL, 0, ARCH, 0, path, sizeof path));
     CHECK_MSG(strncmp(path, tmpdir, strlen(tmpdir)) == 0, "cache file %s not under FUSEMATH_CACHE_DIR %s", path, tmpdir);
     struct stat st;
     CHECK_MSG(stat(path, &st) == 0 && (size_t)st.st_size > na, "cache file %s missing", path);
 
     /* memory hit */
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, ARCH, 0, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, ARCH, 0, &b, &nb, &fc));
     CHECK(fc == 1);
     CHECK(nb == na && memcmp(a, b, na) == 0);
     /* disk hit */
     fm_nvrtc_cache_clear_memory();
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, ARCH, 0, &c, &nc, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, ARCH, 0, &c, &nc, &fc));
     CHECK(fc == 1);
     CHECK(nc == na && memcmp(a, c, na) == 0);
     free(b), free(c);
     b = c = NULL;
 
     /* from_cache may be NULL; name may be NULL */
-    CHECK_OK(fm_nvrtc_compile(good_src, NULL, NULL, 0, ARCH, 0, &b, &nb, NULL));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, NULL, NULL, 0, ARCH, 0, &b, &nb, NULL));
     free(b);
     b = NULL;
 
     /* misses: other source, other option, other arch */
     char other[512];
     snprintf(other, sizeof other, "%s// another\n", good_src);
-    CHECK_OK(fm_nvrtc_compile(other, "scale2.cu", NULL, 0, ARCH, 0, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, other, "scale2.cu", NULL, 0, ARCH, 0, &b, &nb, &fc));
     CHECK(fc == 0 && is_cubin(b, nb));
     free(b);
     const char *opt[2] = {"-DFM_SOMETHING=1", "-std=c++17"};
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", opt, 1, ARCH, 0, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", opt, 1, ARCH, 0, &b, &nb, &fc));
     CHECK(fc == 0 && is_cubin(b, nb));
     free(b);
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", opt, 2, ARCH, 0, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", opt, 2, ARCH, 0, &b, &nb, &fc));
     CHECK(fc == 0);
     free(b);
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", opt, 2, ARCH, 0, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", opt, 2, ARCH, 0, &b, &nb, &fc));
     CHECK(fc == 1);
     free(b);
     if (fm_nvrtc_supports_arch(80)) {
-        CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, 80, 0, &b, &nb, &fc));
+        CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, 80, 0, &b, &nb, &fc));
         CHECK(fc == 0 && is_cubin(b, nb));
         CHECK(nb != na || memcmp(a, b, na) != 0);
         free(b);
@@ -189,16 +203,16 @@ static void test_cubin_and_cache(void)
     b = NULL;
 
     /* LTO-IR: its own entry, its own format */
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, ARCH, 1, &b, &nb, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, ARCH, 1, &b, &nb, &fc));
     CHECK(fc == 0);
     CHECK_MSG(is_ltoir(b, nb), "not LTO-IR (%zu bytes, %02x %02x %02x %02x)", nb, nb > 3 ? ((unsigned char *)b)[0] : 0,
               nb > 3 ? ((unsigned char *)b)[1] : 0, nb > 3 ? ((unsigned char *)b)[2] : 0,
               nb > 3 ? ((unsigned char *)b)[3] : 0);
     fm_nvrtc_cache_clear_memory();
-    CHECK_OK(fm_nvrtc_compile(good_src, "scale.cu", NULL, 0, ARCH, 1, &c, &nc, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, good_src, "scale.cu", NULL, 0, ARCH, 1, &c, &nc, &fc));
     CHECK(fc == 1 && nc == nb && memcmp(b, c, nb) == 0);
     char lpath[1024];
-    CHECK_OK(fm_nvrtc_cache_file(good_src, NULL, 0, ARCH, 1, lpath, sizeof lpath));
+    CHECK_OK(fm_nvrtc_cache_file(&g_set, good_src, NULL, 0, ARCH, 1, lpath, sizeof lpath));
     CHECK(strcmp(lpath, path) != 0 && stat(lpath, &st) == 0);
     free(b), free(c);
     free(a);
@@ -211,10 +225,10 @@ static void test_corrupt_files(void)
     void *ref = NULL, *img = NULL;
     size_t nref = 0, n = 0;
     int fc = -1;
-    CHECK_OK(fm_nvrtc_compile(src, "corrupt.cu", NULL, 0, ARCH, 0, &ref, &nref, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, src, "corrupt.cu", NULL, 0, ARCH, 0, &ref, &nref, &fc));
     CHECK(fc == 0);
     char path[1024];
-    CHECK_OK(fm_nvrtc_cache_file(src, NULL, 0, ARCH, 0, path, sizeof path));
+    CHECK_OK(fm_nvrtc_cache_file(&g_set, src, NULL, 0, ARCH, 0, path, sizeof path));
     struct stat st;
     CHECK(stat(path, &st) == 0);
     const off_t full = st.st_size;
@@ -243,14 +257,14 @@ static void test_corrupt_files(void)
         }
         close(fd);
         fm_nvrtc_cache_clear_memory();
-        CHECK_OK(fm_nvrtc_compile(src, "corrupt.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
+        CHECK_OK(fm_nvrtc_compile(&g_set, src, "corrupt.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
         CHECK_MSG(fc == 0, "%s cache file was used", what);
         CHECK_MSG(n == nref && memcmp(img, ref, n) == 0, "%s: recompiled image differs", what);
         free(img);
         img = NULL;
         CHECK_MSG(stat(path, &st) == 0 && st.st_size == full, "%s: cache file not rewritten", what);
         fm_nvrtc_cache_clear_memory();
-        CHECK_OK(fm_nvrtc_compile(src, "corrupt.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
+        CHECK_OK(fm_nvrtc_compile(&g_set, src, "corrupt.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
         CHECK_MSG(fc == 1 && n == nref && memcmp(img, ref, n) == 0, "%s: rewritten file not used", what);
         free(img);
         img = NULL;
@@ -264,7 +278,7 @@ static void test_compile_error(void)
     void *img = (void *)1;
     size_t n = 7;
     int fc = -1;
-    CHECK_STATUS(fm_nvrtc_compile(bad, "fm_bad_source.cu", NULL, 0, ARCH, 0, &img, &n, &fc), FM_ERR_BACKEND);
+    CHECK_STATUS(fm_nvrtc_compile(&g_set, bad, "fm_bad_source.cu", NULL, 0, ARCH, 0, &img, &n, &fc), FM_ERR_BACKEND);
     CHECK_ERROR_MENTIONS("fm_bad_source.cu(4): error"); /* the compiler's log line */
     CHECK_ERROR_MENTIONS("expected a \";\"");
     CHECK_ERROR_MENTIONS("sm_90");
@@ -272,7 +286,7 @@ static void test_compile_error(void)
     printf("    compile error message: %s\n", fm_last_error());
     /* an unknown option is reported too */
     const char *opt[1] = {"--no-such-option"};
-    CHECK_STATUS(fm_nvrtc_compile(good_src, "opt.cu", opt, 1, ARCH, 0, &img, &n, &fc), FM_ERR_BACKEND);
+    CHECK_STATUS(fm_nvrtc_compile(&g_set, good_src, "opt.cu", opt, 1, ARCH, 0, &img, &n, &fc), FM_ERR_BACKEND);
     CHECK_ERROR_MENTIONS("nvrtc");
 }
 
@@ -291,10 +305,10 @@ static void test_unwritable_dir(void)
     void *img = NULL;
     size_t n = 0;
     int fc = -1;
-    CHECK_OK(fm_nvrtc_compile(src, "nodisk.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, src, "nodisk.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
     CHECK(fc == 0 && is_cubin(img, n));
     free(img);
-    CHECK_OK(fm_nvrtc_compile(src, "nodisk.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
+    CHECK_OK(fm_nvrtc_compile(&g_set, src, "nodisk.cu", NULL, 0, ARCH, 0, &img, &n, &fc));
     CHECK(fc == 1);
     free(img);
     set_cache_dir(tmpdir);
@@ -313,7 +327,7 @@ typedef struct race_arg {
 static void *race_main(void *p)
 {
     race_arg *r = p;
-    r->s = fm_nvrtc_compile(race_src, "race.cu", NULL, 0, ARCH, 0, &r->img, &r->n, NULL);
+    r->s = fm_nvrtc_compile(&g_set, race_src, "race.cu", NULL, 0, ARCH, 0, &r->img, &r->n, NULL);
     return NULL;
 }
 
@@ -363,8 +377,8 @@ static void *job_main(void *unused)
         job *j = &jobs[i];
         void *img = NULL;
         size_t n = 0;
-        j->s = j->colsum ? fm_cuda_colsum_compile(j->dtype, ARCH, &img, &n, NULL)
-                         : fm_cuda_ew_compile(&j->spec, ARCH, &img, &n, NULL);
+        j->s = j->colsum ? fm_cuda_colsum_compile(&g_set, j->dtype, ARCH, &img, &n, NULL)
+                         : fm_cuda_ew_compile(&g_set, &j->spec, ARCH, &img, &n, NULL);
         if (j->s != FM_OK)
             snprintf(j->err, sizeof j->err, "%s", fm_last_error());
         j->cubin = j->s == FM_OK && is_cubin(img, n);
@@ -503,10 +517,10 @@ static void test_generated_sources(void)
     void *img = NULL;
     size_t n = 0;
     int fc = 0;
-    CHECK_OK(fm_cuda_ew_compile(&jobs[3].spec, ARCH, &img, &n, &fc));
+    CHECK_OK(fm_cuda_ew_compile(&g_set, &jobs[3].spec, ARCH, &img, &n, &fc));
     CHECK(fc == 1);
     free(img);
-    CHECK_OK(fm_cuda_colsum_compile(FM_BF16, ARCH, &img, &n, &fc));
+    CHECK_OK(fm_cuda_colsum_compile(&g_set, FM_BF16, ARCH, &img, &n, &fc));
     CHECK(fc == 1);
     free(img);
 }
@@ -521,11 +535,11 @@ static void test_create_without_gpu(void)
     }
     fm_cuda_ew *k = (fm_cuda_ew *)1;
     fm_cuda_ew_spec sp = {.dtype = FM_F32, .epilogue = FM_EPILOGUE_BIAS};
-    fm_status s = fm_cuda_ew_create(&sp, 0, &k);
+    fm_status s = fm_cuda_ew_create(&g_set, &sp, 0, &k);
     CHECK(s != FM_OK && k == NULL);
     CHECK_ERROR_MENTIONS("cuda epilogue kernel");
     fm_cuda_colsum *c = (fm_cuda_colsum *)1;
-    s = fm_cuda_colsum_create(FM_F32, 0, &c);
+    s = fm_cuda_colsum_create(&g_set, FM_F32, 0, &c);
     CHECK(s != FM_OK && c == NULL);
     CHECK_ERROR_MENTIONS("cuda column-sum kernel");
     fm_cuda_ew_destroy(NULL);

@@ -1575,3 +1575,29 @@ def test_s_minus_one_keeps_the_extent_as_numpy_2():
         ff.fft(z, n=-1)
     with pytest.raises(ValueError, match=r"\(-2\) specified in s\[0\]"):
         ff.fftn(z, s=(-2, 8), axes=(0, 1))
+
+
+def test_fftn_over_four_axes_matches_numpy():
+    """fftn / ifftn / rfftn / irfftn over 4 and more axes (core plans them as steps of at most 3
+    axes: the prolog in the first, the epilog and the norm in the last) equal numpy.fft's."""
+    rng = np.random.default_rng(25)
+    x = rng.standard_normal((3, 4, 2, 5, 2))
+    z = x + 1j * rng.standard_normal(x.shape)
+    for axes in [(0, 1, 2, 3), (4, 0, 2, 1), None]:
+        for norm in [None, "ortho", "forward"]:
+            np.testing.assert_allclose(ff.fftn(z, axes=axes, norm=norm), np.fft.fftn(z, axes=axes, norm=norm),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(ff.ifftn(z, axes=axes, norm=norm), np.fft.ifftn(z, axes=axes, norm=norm),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(ff.rfftn(x, axes=axes, norm=norm), np.fft.rfftn(x, axes=axes, norm=norm),
+                                       rtol=1e-12, atol=1e-12)
+            h = np.fft.rfftn(x, axes=axes)
+            np.testing.assert_allclose(ff.irfftn(h, s=None if axes is None else [x.shape[a] for a in axes],
+                                                 axes=axes, norm=norm),
+                                       np.fft.irfftn(h, s=None if axes is None else [x.shape[a] for a in axes],
+                                                     axes=axes, norm=norm), rtol=1e-12, atol=1e-12)
+    # single precision, and the chains around a 4-axis transform
+    z32 = z[..., 0].astype(np.complex64)
+    w = rng.standard_normal(z32.shape[-1]).astype(np.float32)
+    got = ff.fftn(z32, prolog={"multiply": w}, epilog={"conj": True})
+    np.testing.assert_allclose(got, np.conj(np.fft.fftn(z32 * w)), rtol=2e-5, atol=2e-5 * np.abs(got).max())

@@ -880,7 +880,7 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
             f.plan(prolog={"multiply": w_d}, epilog={"scale": 3.0}, gpu_prolog=mode)
             check(gpu, f.execute(direction="inverse"), x_d, cdt, want, prec, n, f"{mode} n={n}")
             # a strided transform axis with the rows neighbours in memory: the kernel's lanes mode
-            assert ("cuda/fused-kernel" in f.describe()) == (mode in ("auto", "kernel")), (mode, f.describe())
+            assert ("cuda/fftkernel" in f.describe()) == (mode in ("auto", "kernel")), (mode, f.describe())
             y_d = gpu.dev(np.zeros_like(x))
             f.execute(direction="inverse", out=y_d)
             check(gpu, y_d, x_d, cdt, want, prec, n, f"{mode} n={n} out=")
@@ -889,14 +889,14 @@ def test_fused_kernel_and_cufft_agree(gpu, rng, mode, prec):
         xr_d = gpu.dev(xr)
         with ff.FFT(xr_d, axes=-1) as g:
             g.plan(prolog={"multiply": gpu.dev(w), "conj": True}, gpu_prolog=mode)
-            assert ("cuda/fused-kernel" in g.describe()) == (mode in ("auto", "kernel")), (mode, g.describe())
+            assert ("cuda/fftkernel" in g.describe()) == (mode in ("auto", "kernel")), (mode, g.describe())
             g.execute(out=xr_d)
         check(gpu, xr_d, xr_d, cdt, np.fft.fft(np.conj(xr.astype(C128) * w)), prec, n, f"{mode} n={n} in place")
 
 
-@pytest.mark.parametrize("n,rows,engine", [(128, 1024, "cuda/fused-kernel"), (1024, 128, "callbacks=lto"),
+@pytest.mark.parametrize("n,rows,engine", [(128, 1024, "cuda/fftkernel"), (1024, 128, "callbacks=lto"),
                                              (4096, 32, "callbacks=lto"), (8192, 16, "steps="),
-                                             (1024, 8, "cuda/fused-kernel")])
+                                             (1024, 8, "cuda/fftkernel")])
 def test_auto_complex128_rows(gpu, rng, n, rows, engine):
     """gpu_prolog="auto" on complex128 rows: cuFFT with a load callback for 256-4096 points on
     arrays beyond 2^16 elements (measured faster there), the fused kernel for short rows, the
@@ -919,7 +919,7 @@ def test_fused_kernel_split_2d(gpu, rng, prec, mode):
     and the first through cuFFT in place (epilog as its store callback); batched with such an
     axis stays with cuFFT. Against numpy, both directions."""
     rdt, cdt = PRECS[prec]
-    split, passes, cufft = "fft split into [fft cuda/fused-kernel", "fft cuda/fused-kernel", "fft cuda/cufft"
+    split, passes, cufft = "fft split into [fft cuda/fftkernel", "fft cuda/fftkernel", "fft cuda/cufft"
     for shape, axes, auto_path in (((64, 256), (0, 1), passes), ((96, 256), (0, 1), split),
                                    ((8, 16, 32), (0, 1, 2), passes), ((5, 8, 128), (1, 2), passes),
                                    ((5, 12, 128), (1, 2), cufft)):
@@ -952,7 +952,7 @@ def test_fused_kernel_split_without_epilog(gpu, rng):
     x_d = gpu.dev(x)
     with ff.FFT(x_d, axes=(0, 1)) as f:
         f.plan(prolog={"multiply": gpu.dev(w), "scale": 2.0})
-        assert f.describe().startswith("fft split into [fft cuda/fused-kernel"), f.describe()
+        assert f.describe().startswith("fft split into [fft cuda/fftkernel"), f.describe()
         check(gpu, f.execute(), x_d, np.complex64, np.fft.fft2(x.astype(C128) * w) * 2.0, "single", 96 * 256)
         check(gpu, f.execute(direction="inverse"), x_d, np.complex64, np.fft.ifft2(x.astype(C128) * w) * 2.0,
               "single", 96 * 256)
@@ -970,12 +970,12 @@ def test_fused_kernel_epilog_array(gpu, rng, prec):
     src, name = (SRC_PHASE_F, "phase_f") if cdt == np.complex64 else (SRC_PHASE_D, "phase_d")
     with ff.FFT(x_d, axes=-1) as f:
         f.plan(prolog={"source": src, "name": name}, epilog={"multiply": gpu.dev(filt)})
-        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
+        assert f.describe().startswith("fft cuda/fftkernel"), f.describe()
         want = np.fft.fft(x.astype(C128) * np.exp(1j * 0.01 * _flat((7, n)))) * filt
         check(gpu, f.execute(), x_d, cdt, want, prec, n, "user prolog + epilog filter")
     with ff.FFT(x_d, axes=-1) as f:
         f.plan(epilog={"multiply": gpu.dev(rowscale), "conj": True})
-        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
+        assert f.describe().startswith("fft cuda/fftkernel"), f.describe()
         check(gpu, f.execute(), x_d, cdt, np.conj(np.fft.fft(x.astype(C128)) * rowscale), prec, n, "row scale")
 
 
@@ -1047,7 +1047,7 @@ def test_callback_in_planner(gpu, rng):
     with ff.FFT(x1_d, axes=-1) as f:
         f.plan(prolog={"source": SRC_PHASE_F, "name": "phase_f"})
         # a 1-D c2c power of two: the user's function runs inside the fused kernel
-        assert f.describe().startswith("fft cuda/fused-kernel"), f.describe()
+        assert f.describe().startswith("fft cuda/fftkernel"), f.describe()
         for _ in range(2):
             check(gpu, f.execute(), x1_d, np.complex64, np.fft.fft(x1.astype(C128) * phase), "single", 128,
                   "planned callback")

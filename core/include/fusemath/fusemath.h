@@ -452,7 +452,7 @@ FM_API fm_status fm_matmul_autotune(fm_context *ctx, const fm_tensor *a, const f
                                     const fm_matmul_options *opts, int repeats, fm_plan **plan);
 
 /* ------------------------------------------------------------------------ */
-/* FFT: out = epilog(FFT(prolog(in))) over 1-3 axes, batched over the others. */
+/* FFT: out = epilog(FFT(prolog(in))) over 1 to ndim axes, batched over the others. */
 /* ------------------------------------------------------------------------ */
 /* Operand slots of an FFT plan, in the order fm_plan_execute() takes pointers. */
 enum {
@@ -522,8 +522,11 @@ typedef struct fm_fft_chain {
 typedef struct fm_fft_options {
     int32_t kind;        /* fm_fft_kind */
     int32_t inverse;     /* 0: forward (exp(-i...)), 1: inverse (exp(+i...)) */
-    int32_t naxes;       /* 1, 2 or 3; 0 = the last min(ndim, 3) axes */
-    int32_t axes[3];     /* axes of the input, distinct; negative counts from the end */
+    int32_t naxes;       /* 1..ndim; 0 = the last min(ndim, 3) axes */
+    int32_t axes[FM_MAX_NDIM]; /* axes of the input, distinct; negative counts from the end; the
+                            last is the halved one of r2c / c2r. Over more than 3 axes the
+                            transform runs as successive transforms of at most 3 axes (the prolog
+                            in the first, the epilog and the norm in the last) */
     int32_t norm;        /* fm_fft_norm */
     int32_t effort;      /* fm_fft_effort */
     int32_t execution;   /* fm_execution */

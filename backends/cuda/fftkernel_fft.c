@@ -1,4 +1,4 @@
-/* kernel_fft.c : fused FFTs on CUDA devices as generated kernels (fusion/cuda/fft_kernel.c).
+/* fftkernel_fft.c : the "fftkernel" backend, fused FFTs on CUDA devices as generated kernels (fusion/cuda/fft_kernel.c).
  *
  * Takes the c2c transforms with a prolog or epilog chain of power-of-two lengths: 1-D up to
  * 4096 complex64 / 2048 complex128 as one kernel (any batch layout with positive strides),
@@ -45,7 +45,7 @@ typedef struct kernel_plan {
     size_t scratch_bytes;
 } kernel_plan;
 
-static fm_status probe(const fm_settings *settings, void **state, const char **why)
+static fm_status fftkernel_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
     if (fm_cuda_probe_device_count() == 0) {
@@ -62,7 +62,7 @@ static fm_status probe(const fm_settings *settings, void **state, const char **w
     return FM_OK;
 }
 
-static void release(void *state)
+static void fftkernel_release(void *state)
 {
     kernel_state *st = state;
     if (!st)
@@ -71,7 +71,7 @@ static void release(void *state)
     free(st);
 }
 
-static void destroy_plan(void *impl)
+static void fftkernel_destroy(void *impl)
 {
     kernel_plan *pl = impl;
     if (!pl)
@@ -81,7 +81,7 @@ static void destroy_plan(void *impl)
     free(pl);
 }
 
-static fm_status execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
+static fm_status fftkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
     const kernel_plan *pl = plan->impl;
@@ -109,8 +109,8 @@ static fm_status not_here(const char *why)
 static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
 {
     out->impl = pl;
-    out->execute = execute;
-    out->destroy_impl = destroy_plan;
+    out->execute = fftkernel_execute;
+    out->destroy_impl = fftkernel_destroy;
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
 }
@@ -121,8 +121,8 @@ typedef struct plan_text {
 } plan_text;
 
 /* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
-static fm_status make_plan(const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec, int nk,
-                           size_t scratch_bytes, fm_plan *out, plan_text *txt)
+static fm_status make_plan(const fm_settings *set, const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec,
+                           int nk, size_t scratch_bytes, fm_plan *out, plan_text *txt)
 {
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
@@ -133,9 +133,9 @@ static fm_status make_plan(const fm_problem *p, kernel_state *st, const fm_fft_k
     pl->nk = nk;
     fm_status s = fm_cuda_use_device(pl->device);
     for (int i = 0; i < nk && s == FM_OK; i++)
-        s = fm_fft_kernel_create(&spec[i], pl->device, &pl->k[i]);
+        s = fm_fft_kernel_create(set, &spec[i], pl->device, &pl->k[i]);
     if (s != FM_OK) {
-        destroy_plan(pl);
+        fftkernel_destroy(pl);
         return s;
     }
     hand_over(p, pl, out);
@@ -185,7 +185,7 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
  * two or three passes of its own and a prolog pass adds one (or a load callback slows it down
  * 2-4x). Measured on the H200 with a window (fft_gpu.py): 2^24 x 4 1.08x plain cuFFT against
  * 1.37x for cuFFT plus a pass; 2^20 x 64 1.10x against 1.46x. */
-static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
+static fm_status plan_steps(const fm_settings *set, const fm_problem *p, kernel_state *st, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
@@ -196,13 +196,13 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
+    if ((s = make_plan(set, p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
         return s;
     char fac[64] = "";
     size_t u = 0;
     for (int i = 0; i < ns; i++)
         u += (size_t)snprintf(fac + u, u < sizeof fac ? sizeof fac - u : 0, "%s%lld", i ? "x" : "", (long long)spec[i].n);
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
                          "passes=%d device=%d",
                          fm_dtype_name(spec[0].dtype), (long long)spec[0].batch_ext[0], (long long)fp->n[0],
                          fp->inverse ? "inverse" : "forward", t.pro, t.epi, fac, t.rad, ns, p->exec_device.id);
@@ -213,7 +213,7 @@ static fm_status plan_steps(const fm_problem *p, kernel_state *st, fm_plan *out)
  * mode) from in to out with the prolog, the others in place on out (lanes mode where the rows
  * are neighbours), the epilog with the last. As many reads and writes as axes, like cuFFT's own
  * multi-axis plans, with the chains free ("auto": see auto_axis_passes). */
-static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
+static fm_status plan_axis_passes(const fm_settings *set, const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
@@ -223,14 +223,14 @@ static fm_status plan_axis_passes(const fm_problem *p, fm_plan *out)
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(p, NULL, spec, np, 0, out, &t)) != FM_OK)
+    if ((s = make_plan(set, p, NULL, spec, np, 0, out, &t)) != FM_OK)
         return s;
     char shape[96] = "";
     size_t u = 0;
     for (int i = 0; i < np; i++) /* in pass order, as the radices */
         u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
                               fp->axes[order[i]], (long long)fp->n[order[i]]);
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
                          "passes=%d device=%d",
                          fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", t.pro, t.epi, np,
                          t.rad, np, p->exec_device.id);
@@ -272,7 +272,7 @@ static int c128_rows_for_cufft(const fm_problem *p, int64_t n, int64_t rows, int
            n >= 256 && n <= 4096 && (double)rows * (double)n > (double)(1 << 16);
 }
 
-static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+static fm_status fftkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     if (p->op != FM_OP_FFT)
         return not_here("only fft");
@@ -287,7 +287,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return not_here("gpu_prolog asks for cuFFT ('pass' or 'callback')");
     if (fp->naxes > 1) {
         if (mode == FM_FFT_PROLOG_KERNEL || auto_axis_passes(p)) {
-            fm_status s = plan_axis_passes(p, out);
+            fm_status s = plan_axis_passes(fm_context_settings(ctx), p, out);
             if (s != FM_ERR_NOT_APPLICABLE || mode == FM_FFT_PROLOG_KERNEL)
                 return s;
         }
@@ -304,7 +304,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
             return not_here("complex128 rows of 4096 points: cuFFT's one pass with a load callback beats two steps");
         char why[512];
         snprintf(why, sizeof why, "%s", fm_last_error());
-        s = plan_steps(p, state, out);
+        s = plan_steps(fm_context_settings(ctx), p, state, out);
         if (s == FM_ERR_NOT_APPLICABLE) /* the one-block reason is the clearer one */
             return fm_fail(FM_ERR_NOT_APPLICABLE, "%s", why);
         return s;
@@ -324,7 +324,7 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         return not_here("the transformed axis is strided and the rows are not neighbours in memory "
                         "(gpu_prolog='kernel' takes it anyway)");
     plan_text t;
-    if ((s = make_plan(p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
+    if ((s = make_plan(fm_context_settings(ctx), p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
         if (s == FM_ERR_INVALID_ARGUMENT && mode == FM_FFT_PROLOG_AUTO) {
             /* the user's function did not compile inside the kernel (a name clash with its own
              * code, say): cuFFT compiles it as a callback on its own and reports what is wrong */
@@ -334,19 +334,19 @@ static fm_status plan_fn(fm_context *ctx, void *state, const fm_problem *p, fm_p
         }
         return s;
     }
-    fm_plan_set_describe(out, "fft cuda/fused-kernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
                          "device=%d",
                          fm_dtype_name(ks.dtype), (long long)rows, (long long)ks.n, fp->inverse ? "inverse" : "forward",
                          t.pro, t.epi, t.rad, p->exec_device.id);
     return FM_OK;
 }
 
-const fm_backend fm_backend_kernel_fft = {
+const fm_backend fm_backend_fftkernel_fft = {
     .name = "fftkernel",
     .device = FM_DEVICE_CUDA,
     .ops = 1u << FM_OP_FFT,
     .priority = 1, /* before cuFFT: it declines what it does not fuse */
-    .probe = probe,
-    .release = release,
-    .plan = plan_fn,
+    .probe = fftkernel_probe,
+    .release = fftkernel_release,
+    .plan = fftkernel_plan,
 };
