@@ -809,7 +809,11 @@ int main(void)
     static const char *const modes[2] = {"callback", "pass"};
     for (int m = 0; m < 2; m++) {
         setenv("FUSEMATH_CUFFT_PROLOG", modes[m], 1);
-        fm_context_clear_cache(g_ctx);
+        fm_context_destroy(g_ctx); /* the variable is read when a context is created */
+        if (fm_context_create(&g_ctx) != FM_OK) {
+            printf("fm_context_create failed: %s\n", fm_last_error());
+            return 1;
+        }
         g_exec = FM_EXECUTION_CUDA;
         g_describe = "fft cuda/cufft";
         RUN_TEST(test_chains);
