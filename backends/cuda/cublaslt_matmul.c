@@ -255,34 +255,15 @@ static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const 
 }
 
 /* ---- plan ---- */
-static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+
+/* cuBLASLt's types for the problem; fp8 inputs: their scales' alignment and the device's
+ * compute capability. */
+static fm_status plan_types(lt_plan *pl, const fm_problem *p, fm_dtype in_dt, int fp8)
 {
-    (void)ctx;
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
-    if (p->exec_device.type != FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
-    for (int i = 0; i < p->nslots; i++)
-        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
-    lt_plan *pl = calloc(1, sizeof *pl);
-    if (!pl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
-    pl->st = state;
-    pl->device = p->exec_device.id;
-    pl->mp = p->u.matmul;
-    fm_matmul_geom_from_problem(p, &pl->g);
     const fm_matmul_geom *g = &pl->g;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) /* aux masks are u8, fp8 inputs 1 byte, scales f32/f64 */
-        pl->slot_es[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 0;
-    const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
-    fm_status s = FM_OK;
-    if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute)) {
-        s = fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
-        goto fail;
-    }
+    if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute))
+        return fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
     pl->a_type = pl->b_type = pl->dtype;
-    const int fp8 = in_dt == FM_F8E4M3 || in_dt == FM_F8E5M2;
     if (fp8) {
         pl->a_type = in_dt == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
         pl->b_type = p->t[FM_MATMUL_B].dtype == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
@@ -291,37 +272,39 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
         for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++)
             if ((p->present >> i & 1) && p->align_log2[i] < 4) {
                 /* cuBLASLt refused a 4-byte-aligned scale pointer at execute (H200, cuBLASLt 13.1) */
-                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s must be 16-byte aligned (its own allocation, "
-                            "not an offset into one); it is aligned to %d bytes", p->slot_names[i],
-                            1 << p->align_log2[i]);
-                goto fail;
+                return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s must be 16-byte aligned (its own "
+                               "allocation, not an offset into one); it is aligned to %d bytes", p->slot_names[i],
+                               1 << p->align_log2[i]);
             }
         int cc = 0;
         if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, pl->device) != cudaSuccess || cc < 9) {
             int minor = 0;
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, pl->device);
             (void)cudaGetLastError();
-            if (!(cc == 8 && minor >= 9)) {
-                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs compute capability 8.9 or newer, "
-                            "cuda:%d has %d.%d", pl->device, cc, minor);
-                goto fail;
-            }
+            if (!(cc == 8 && minor >= 9))
+                return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs compute capability 8.9 or newer, "
+                               "cuda:%d has %d.%d", pl->device, cc, minor);
         }
     }
-    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) {
-        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
-                    (long long)g->m, (long long)g->n, (long long)g->k);
-        goto fail;
-    }
+    return FM_OK;
+}
+
+/* Sizes, scalars and the batch split; whether a product runs; a, b, d (and c) as cuBLASLt can
+ * read them. */
+static fm_status plan_operands(lt_plan *pl, const fm_problem *p, int fp8)
+{
+    const fm_matmul_geom *g = &pl->g;
+    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
+                       (long long)g->m, (long long)g->n, (long long)g->k);
     for (int i = 0; i < 2; i++) {
         pl->alpha_d[i] = pl->mp.alpha[i], pl->beta_d[i] = pl->mp.beta[i];
         pl->alpha_f[i] = (float)pl->mp.alpha[i], pl->beta_f[i] = (float)pl->mp.beta[i];
     }
     fm_lt_split_batch(p, pl);
-    if (pl->inner_count > INT32_MAX) {
-        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: batch of %lld exceeds cuBLASLt's range", (long long)pl->inner_count);
-        goto fail;
-    }
+    if (pl->inner_count > INT32_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: batch of %lld exceeds cuBLASLt's range",
+                       (long long)pl->inner_count);
 
     /* alpha as cuBLASLt would see it: a double that rounds to 0 in a float scale type is 0 */
     const int alpha_zero = scalars_are_double(pl) ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
@@ -333,39 +316,42 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
         const lt_operand *o = i ? &pl->la : &pl->lb;
         if (!o->ok) {
             int slot = i ? FM_MATMUL_B : FM_MATMUL_A;
-            s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s has strides (%lld, %lld) elements; cuBLASLt needs one "
-                        "unit stride and the other at least the extent (make it contiguous first)", p->slot_names[slot],
-                        (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
-            goto fail;
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s has strides (%lld, %lld) elements; cuBLASLt "
+                           "needs one unit stride and the other at least the extent (make it contiguous first)",
+                           p->slot_names[slot], (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
         }
     }
-    if (fp8 && !(pl->la.op == CUBLAS_OP_T && pl->lb.op == CUBLAS_OP_N)) {
-        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs a row-major (unit column stride) and b "
-                    "column-major (unit row stride), the layout of x @ w.T for a row-major weight w of shape (N, K): "
-                    "cuBLASLt's fp8 kernels take only that form (got a strides (%lld, %lld), b strides (%lld, %lld))",
-                    (long long)g->row_stride[FM_MATMUL_A], (long long)g->col_stride[FM_MATMUL_A],
-                    (long long)g->row_stride[FM_MATMUL_B], (long long)g->col_stride[FM_MATMUL_B]);
-        goto fail;
-    }
-    if (!fm_lt_row_major_like_d(g, FM_MATMUL_D)) {
-        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column stride "
-                    "and a row stride >= N", (long long)g->row_stride[FM_MATMUL_D], (long long)g->col_stride[FM_MATMUL_D]);
-        goto fail;
-    }
+    if (fp8 && !(pl->la.op == CUBLAS_OP_T && pl->lb.op == CUBLAS_OP_N))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs a row-major (unit column stride) and b "
+                       "column-major (unit row stride), the layout of x @ w.T for a row-major weight w of shape "
+                       "(N, K): cuBLASLt's fp8 kernels take only that form (got a strides (%lld, %lld), b strides "
+                       "(%lld, %lld))",
+                       (long long)g->row_stride[FM_MATMUL_A], (long long)g->col_stride[FM_MATMUL_A],
+                       (long long)g->row_stride[FM_MATMUL_B], (long long)g->col_stride[FM_MATMUL_B]);
+    if (!fm_lt_row_major_like_d(g, FM_MATMUL_D))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column "
+                       "stride and a row stride >= N", (long long)g->row_stride[FM_MATMUL_D],
+                       (long long)g->col_stride[FM_MATMUL_D]);
     int has_c = (p->present >> FM_MATMUL_C) & 1;
     /* C joins the GEMM when cuBLASLt can read it like D (a broadcast C is added by the kernel) */
     pl->c_in_gemm = has_c && fm_lt_row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
                     (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0) && !pl->no_product;
+    return FM_OK;
+}
 
-    /* fused or split */
+/* Fused or split: what cuBLASLt's epilogue can take, what gpu_passes / gpu_algo ask for, and
+ * the refusals of choices that do not apply. */
+static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
+{
+    const fm_matmul_geom *g = &pl->g;
+    int has_c = (p->present >> FM_MATMUL_C) & 1;
     int can_fuse = fm_lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
                    !pl->no_product;
     if (pl->no_product && (pl->mp.gpu_passes == 1 || pl->mp.gpu_algo > 0)) {
         /* autotune's candidates: one plan serves, there is no cuBLASLt algorithm to choose */
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: with %s no GEMM runs (one kernel writes "
-                    "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
-                    g->k == 0 ? "k = 0" : "alpha = 0");
-        goto fail;
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: with %s no GEMM runs (one kernel writes "
+                       "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
+                       g->k == 0 ? "k = 0" : "alpha = 0");
     }
     if ((p->present & (1u << FM_MATMUL_AUX)) && (pl->mp.epilogue & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU))) {
         const fm_tensor *aux = &p->t[FM_MATMUL_AUX];
@@ -373,21 +359,18 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
             if (aux->strides[i] == 0 && aux->shape[i] > 1) {
                 /* allowed since the CPU path reads it; not yet run through cuBLASLt's aux batch
                  * stride or the generated kernel on a GPU, so refused rather than guessed */
-                s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the relu_aux/gelu_aux input repeats over batch "
-                            "axis %d (stride 0); pass it with its own memory per batch (e.g. .contiguous())", i);
-                goto fail;
+                return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the relu_aux/gelu_aux input repeats over "
+                               "batch axis %d (stride 0); pass it with its own memory per batch (e.g. .contiguous())",
+                               i);
             }
     }
     if ((g->m == 0 || g->n == 0 || g->batch_count == 0) && pl->mp.gpu_algo > 0) {
         /* an empty result: no GEMM runs, so every index would be the same plan */
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "
-                    "gpu_algo > 0 does not apply", (long long)g->m, (long long)g->n, (long long)g->batch_count);
-        goto fail;
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "
+                       "gpu_algo > 0 does not apply", (long long)g->m, (long long)g->n, (long long)g->batch_count);
     }
-    if (pl->mp.gpu_passes == 1 && !can_fuse) {
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
-        goto fail;
-    }
+    if (pl->mp.gpu_passes == 1 && !can_fuse)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
     /* f64/c128 epilogues inside cuBLASLt ran 2x slower than GEMM + kernel on the H200
      * (8192^3 bias+relu: 42.3 ms fused, 20.3 ms unfused): split by default there;
      * autotune still times both. */
@@ -397,27 +380,32 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
     pl->alpha_vector = pl->fused && (pl->mp.epilogue & FM_EPILOGUE_SCALE);
     if (!pl->fused)
         pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
+    return FM_OK;
+}
 
-    /* descriptors (none without a product: a, b and their layouts are never used) */
-    if (pl->no_product)
-        goto second_pass;
-    if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type), "cublasLtMatmulDescCreate")) !=
-            FM_OK ||
+/* The GEMM's descriptor, layouts and algorithm (only where a product runs). A fused chain that
+ * cuBLASLt refuses falls back to GEMM + kernel when gpu_passes leaves the choice open. */
+static fm_status plan_gemm(fm_context *ctx, lt_plan *pl, const fm_problem *p)
+{
+    const fm_matmul_geom *g = &pl->g;
+    fm_status s;
+    if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
+                          "cublasLtMatmulDescCreate")) != FM_OK ||
         (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
-        goto fail;
+        return s;
     if ((s = fm_lt_make_layout(&pl->lay_a, pl->b_type, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
-                         pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
+                               pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
+                               pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
         (s = fm_lt_make_layout(&pl->lay_b, pl->a_type, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
-                         pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
-        (s = fm_lt_make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, fm_lt_d_ld(g, FM_MATMUL_D), pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_D])) != FM_OK)
-        goto fail;
+                               pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
+                               pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
+        (s = fm_lt_make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, fm_lt_d_ld(g, FM_MATMUL_D),
+                               pl->inner_count, pl->inner_stride[FM_MATMUL_D])) != FM_OK)
+        return s;
     if (pl->c_in_gemm) {
         if ((s = fm_lt_make_layout(&pl->lay_c, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, fm_lt_d_ld(g, FM_MATMUL_C),
-                             pl->inner_count, pl->inner_stride[FM_MATMUL_C])) != FM_OK)
-            goto fail;
+                                   pl->inner_count, pl->inner_stride[FM_MATMUL_C])) != FM_OK)
+            return s;
     } else {
         pl->lay_c = pl->lay_d;
     }
@@ -431,27 +419,21 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
             cublasLtMatmulDescDestroy(pl->desc);
             pl->desc = NULL;
             if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
-                               "cublasLtMatmulDescCreate")) != FM_OK ||
+                                  "cublasLtMatmulDescCreate")) != FM_OK ||
                 (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, 0)) != FM_OK)
-                goto fail;
+                return s;
             s = fm_lt_choose_algo(pl, p);
         }
         if (s != FM_OK)
-            goto fail;
+            return s;
     }
-second_pass:
-    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
-        goto fail;
-    pl->needs_call_desc = fm_lt_needs_call_desc(pl);
-    static atomic_uint_fast64_t next_serial = 1;
-    pl->serial = atomic_fetch_add(&next_serial, 1);
+    return FM_OK;
+}
 
-    out->impl = pl;
-    out->execute = cublaslt_execute;
-    out->destroy_impl = cublaslt_destroy;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (p->present & (1u << i))
-            out->required_align[i] = (size_t)1 << p->align_log2[i];
+/* The plan's describe() line. */
+static void describe_plan(const lt_plan *pl, fm_dtype in_dt, int fp8, fm_plan *out)
+{
+    const fm_matmul_geom *g = &pl->g;
     char epi[160];
     fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
     int passes = !pl->no_product + (pl->ew != NULL) + (pl->colsum != NULL);
@@ -472,6 +454,49 @@ second_pass:
              pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
              (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, algo_id, tile,
              pl->algo_ws, pl->no_product ? " no_product" : "");
+}
+
+static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)ctx;
+    if (p->op != FM_OP_MATMUL)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
+    if (p->exec_device.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
+    lt_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
+    pl->st = state;
+    pl->device = p->exec_device.id;
+    pl->mp = p->u.matmul;
+    fm_matmul_geom_from_problem(p, &pl->g);
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) /* aux masks are u8, fp8 inputs 1 byte, scales f32/f64 */
+        pl->slot_es[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 0;
+    const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
+    const int fp8 = in_dt == FM_F8E4M3 || in_dt == FM_F8E5M2;
+    fm_status s = FM_OK;
+    if ((s = plan_types(pl, p, in_dt, fp8)) != FM_OK || (s = plan_operands(pl, p, fp8)) != FM_OK ||
+        (s = plan_fusion(pl, p)) != FM_OK)
+        goto fail;
+    /* descriptors (none without a product: a, b and their layouts are never used) */
+    if (!pl->no_product && (s = plan_gemm(ctx, pl, p)) != FM_OK)
+        goto fail;
+    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
+        goto fail;
+    pl->needs_call_desc = fm_lt_needs_call_desc(pl);
+    static atomic_uint_fast64_t next_serial = 1;
+    pl->serial = atomic_fetch_add(&next_serial, 1);
+
+    out->impl = pl;
+    out->execute = cublaslt_execute;
+    out->destroy_impl = cublaslt_destroy;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (p->present & (1u << i))
+            out->required_align[i] = (size_t)1 << p->align_log2[i];
+    describe_plan(pl, in_dt, fp8, out);
     return FM_OK;
 fail:
     cublaslt_destroy(pl);
