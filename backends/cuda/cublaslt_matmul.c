@@ -5,7 +5,9 @@
  * (one per column of our D) is cuBLASLt's native bias (one per row of D^T).
  * The chain is fused into cuBLASLt's epilogue where cuBLASLt can do it (passes=1);
  * otherwise the plan is a plain cuBLASLt GEMM plus one generated elementwise kernel
- * (fusion/cuda/cuda_epilogue_kernel.c) and, for bias gradients, a column-sum kernel. */
+ * (fusion/cuda/cuda_epilogue_kernel.c) and, for bias gradients, a column-sum kernel.
+ * The plan (cublaslt_matmul.h) is built here from cublaslt_layout.c (operands, batch, layouts,
+ * epilogue, descriptors) and cublaslt_search.c (the algorithm candidates). */
 #include "cublaslt_matmul.h"
 #include "epilogue.h"
 
