@@ -5,80 +5,18 @@
  * (one per column of our D) is cuBLASLt's native bias (one per row of D^T).
  * The chain is fused into cuBLASLt's epilogue where cuBLASLt can do it (passes=1);
  * otherwise the plan is a plain cuBLASLt GEMM plus one generated elementwise kernel
- * (fusion/cuda/cuda_epilogue_kernel.c) and, for bias gradients, a column-sum kernel. */
-#include "cuda/cuda_epilogue_kernel.h"
-#include "cuda_workspace.h"
+ * (fusion/cuda/cuda_epilogue_kernel.c) and, for bias gradients, a column-sum kernel.
+ * The plan (cublaslt_matmul.h) is built here from cublaslt_layout.c (operands, batch, layouts,
+ * epilogue, descriptors) and cublaslt_search.c (the algorithm candidates). */
+#include "cublaslt_matmul.h"
 #include "epilogue.h"
-#include "internal.h"
 
-#include <cublasLt.h>
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* gpu_algo 0..LT_BASE_CANDIDATES-1: the heuristic's list at the workspace limit (the choices
- * plans had before the wider search, so saved wisdom keeps its meaning); beyond it, the
- * wider search of widen_candidates(), up to LT_MAX_CANDIDATES in all (gpu_algo <= 63). */
-#define LT_BASE_CANDIDATES 8
-#define LT_PER_ID_CANDIDATES 4
-#define LT_MAX_CANDIDATES 64
-
-/* One operand as cuBLASLt sees it: a column-major rows x cols matrix with leading
- * dimension ld, transposed (op = T) or not. */
-typedef struct lt_operand {
-    int ok;
-    cublasOperation_t op;
-    uint64_t rows, cols;
-    int64_t ld;
-} lt_operand;
-
-typedef struct lt_plan {
-    fm_cuda_lt_state *st;
-    int device;
-    fm_matmul_geom g;
-    fm_matmul_params mp;
-    cublasComputeType_t compute;
-    cudaDataType_t dtype, scale_type; /* of C and D; the scale type */
-    cudaDataType_t a_type, b_type;    /* of our A and B (fp8 inputs differ from D) */
-    int has_scales;                   /* fp8 a_scale / b_scale given */
-    /* alpha and beta in the scale type (float, double, or complex of either) */
-    double alpha_d[2], beta_d[2];
-    float alpha_f[2], beta_f[2];
-    lt_operand la, lb; /* cuBLASLt's A (from our B) and B (from our A) */
-    int c_in_gemm;     /* beta*C is added by cuBLASLt (else by the kernel, or there is no C) */
-    int fused;         /* the whole chain runs inside cuBLASLt */
-    int no_product;    /* alpha = 0 or k = 0: no GEMM; the kernel writes act(beta*C + bias) (BLAS reads
-                          neither A nor B for alpha = 0: an inf there must not become NaN = inf * 0) */
-    cublasLtEpilogue_t lt_epi;
-    int lt_bias_slot;  /* slot whose pointer goes to BIAS_POINTER, or -1 */
-    int alpha_vector;  /* scale as cuBLASLt's alpha vector */
-    cublasLtMatmulDesc_t desc; /* complete when no per-call pointer is needed */
-    int needs_call_desc;
-    uint64_t serial; /* unique per plan in the process: keys the per-thread descriptor */
-    cublasLtMatrixLayout_t lay_a, lay_b, lay_c, lay_d;
-    cublasLtMatmulAlgo_t algo;
-    size_t algo_ws;
-    int algo_index, algo_count;
-    /* batch: outer dims looped on the host, inner dims as cuBLASLt's strided batch */
-    int outer_ndim;
-    int64_t outer_shape[FM_MAX_NDIM];
-    int64_t outer_stride[FM_MATMUL_NSLOTS][FM_MAX_NDIM];
-    int64_t inner_count;
-    int64_t inner_stride[FM_MATMUL_NSLOTS];
-    /* second pass */
-    fm_cuda_ew *ew;
-    fm_cuda_ew_args ew_args; /* pointers filled per call */
-    fm_cuda_colsum *colsum;
-    int colsum_src; /* slot summed: D (drelu/dgelu+bgrad), A (bgrada) or B (bgradb) */
-    int64_t cs_rows, cs_cols;
-    fm_cuda_view cs_x, cs_out;
-    size_t cs_ws;
-    size_t slot_es[FM_MATMUL_NSLOTS]; /* bytes per element of each slot (offsets of host-looped batches) */
-} lt_plan;
-
 /* ---- errors ---- */
-static fm_status lt_status(cublasStatus_t s, const char *what)
+fm_status fm_lt_status(cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return FM_OK;
@@ -104,360 +42,6 @@ static fm_status cublaslt_probe(const fm_settings *settings, void **state, const
 }
 
 static void cublaslt_release(void *state) { fm_cuda_lt_state_destroy(state); }
-
-/* ---- layouts ---- */
-
-/* Our X (rows R x cols C, strides rs/cs) as cuBLASLt's column-major operand that
- * must equal X^T after op (want_transposed = 1) or X itself (0). */
-static lt_operand operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs, int want_transposed)
-{
-    lt_operand o = {0};
-    int row_major = (cs == 1 || c <= 1) && (r <= 1 || rs >= (c > 1 ? c : 1));
-    int col_major = (rs == 1 || r <= 1) && (c <= 1 || cs >= (r > 1 ? r : 1));
-    if (row_major) { /* memory is column-major X^T (c x r) */
-        o.ok = 1;
-        o.rows = (uint64_t)c;
-        o.cols = (uint64_t)r;
-        o.ld = r <= 1 ? (c > 1 ? c : 1) : rs;
-        o.op = want_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
-    } else if (col_major) { /* memory is column-major X (r x c) */
-        o.ok = 1;
-        o.rows = (uint64_t)r;
-        o.cols = (uint64_t)c;
-        o.ld = c <= 1 ? (r > 1 ? r : 1) : cs;
-        o.op = want_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    }
-    return o;
-}
-
-static int row_major_like_d(const fm_matmul_geom *g, int slot)
-{
-    int64_t rs = g->row_stride[slot], cs = g->col_stride[slot];
-    return (cs == 1 || g->n <= 1) && (g->m <= 1 || rs >= (g->n > 1 ? g->n : 1));
-}
-
-static int64_t d_ld(const fm_matmul_geom *g, int slot)
-{
-    return g->m <= 1 ? (g->n > 1 ? g->n : 1) : g->row_stride[slot];
-}
-
-/* Split the batch dims into an outer part looped on the host and the longest inner
- * suffix that every operand can express as one (count, stride) pair. */
-static void split_batch(const fm_problem *p, lt_plan *pl)
-{
-    const fm_matmul_geom *g = &pl->g;
-    int nd = g->batch_ndim;
-    int start = nd;
-    while (start > 0) {
-        int s = start - 1, ok = 1;
-        if (s < nd - 1)
-            for (int slot = 0; slot < FM_MATMUL_NSLOTS && ok; slot++) {
-                if (!(p->present & (1u << slot)))
-                    continue;
-                /* dim s folds into the suffix when stepping over it equals stepping
-                 * over the whole suffix; broadcast (0) folds with broadcast only */
-                int64_t inner = g->batch_strides[slot][nd - 1];
-                int64_t span = 1;
-                for (int i = s + 1; i < nd; i++)
-                    span *= g->batch_shape[i];
-                ok = g->batch_strides[slot][s] == inner * span;
-                for (int i = s + 1; i < nd - 1 && ok; i++) {
-                    int64_t sp = 1;
-                    for (int j = i + 1; j < nd; j++)
-                        sp *= g->batch_shape[j];
-                    ok = g->batch_strides[slot][i] == inner * sp;
-                }
-            }
-        if (!ok)
-            break;
-        start = s;
-    }
-    pl->outer_ndim = start;
-    pl->inner_count = 1;
-    for (int i = 0; i < nd; i++) {
-        if (i < start)
-            pl->outer_shape[i] = g->batch_shape[i];
-        else
-            pl->inner_count *= g->batch_shape[i];
-    }
-    for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
-        for (int i = 0; i < start; i++)
-            pl->outer_stride[slot][i] = g->batch_strides[slot][i];
-        pl->inner_stride[slot] = nd > start ? g->batch_strides[slot][nd - 1] : 0;
-    }
-}
-
-static fm_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld,
-                             int64_t count, int64_t stride)
-{
-    fm_status s = lt_status(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld), "cublasLtMatrixLayoutCreate");
-    if (s != FM_OK)
-        return s;
-    int32_t c32 = (int32_t)count;
-    if (count > 1) {
-        if ((s = lt_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &c32, sizeof c32),
-                           "set BATCH_COUNT")) != FM_OK ||
-            (s = lt_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                            sizeof stride),
-                           "set STRIDED_BATCH_OFFSET")) != FM_OK)
-            return s;
-    }
-    return FM_OK;
-}
-
-/* ---- what cuBLASLt can fuse ---- */
-static int lt_epilogue_for(const lt_plan *pl, const fm_problem *p, cublasLtEpilogue_t *out, int *bias_slot)
-{
-    unsigned e = pl->mp.epilogue;
-    const fm_matmul_geom *g = &pl->g;
-    *bias_slot = -1;
-    if (fm_dtype_is_complex(g->dtype) && e)
-        return 0; /* cuBLASLt takes no epilogue with complex types */
-    if (e & (FM_EPILOGUE_SIGMOID | FM_EPILOGUE_TANH | FM_EPILOGUE_SILU | FM_EPILOGUE_CLAMP))
-        return 0;
-    if ((e & FM_EPILOGUE_BIAS) && !(g->col_stride[FM_MATMUL_BIAS] == 1 || g->n <= 1))
-        return 0;
-    if (e & FM_EPILOGUE_SCALE) {
-        /* alpha vector: per row of D^T = per column of ours; no scalar alpha on top */
-        if (pl->mp.alpha[0] != 1.0 || !(g->col_stride[FM_MATMUL_SCALE] == 1 || g->n <= 1))
-            return 0;
-    }
-    if (fm_epilogue_uses_aux(e)) {
-        int64_t rs = g->row_stride[FM_MATMUL_AUX], bs = pl->inner_stride[FM_MATMUL_AUX];
-        if (!fm_epilogue_aux_is_mask(e) && ((g->m > 1 && rs % 8) || bs % 8))
-            return 0; /* cuBLASLt: gelu aux ld and batch stride divisible by 8 */
-    }
-    if ((e & FM_EPILOGUE_ANY_BGRAD_)) {
-        int64_t cs = (e & FM_EPILOGUE_BGRADA) ? g->row_stride[FM_MATMUL_BGRAD] : g->col_stride[FM_MATMUL_BGRAD];
-        int64_t len = (e & FM_EPILOGUE_BGRADA) ? g->m : g->n;
-        if (!(cs == 1 || len <= 1))
-            return 0;
-    }
-    unsigned act = e & (FM_EPILOGUE_RELU | FM_EPILOGUE_GELU);
-    int bias = (e & FM_EPILOGUE_BIAS) != 0, aux = (e & FM_EPILOGUE_AUX) != 0;
-    if (e & FM_EPILOGUE_DRELU)
-        *out = (e & FM_EPILOGUE_BGRAD) ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
-    else if (e & FM_EPILOGUE_DGELU)
-        *out = (e & FM_EPILOGUE_BGRAD) ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
-    else if (e & FM_EPILOGUE_BGRADA) /* sums of our A = cuBLASLt's B */
-        *out = CUBLASLT_EPILOGUE_BGRADB;
-    else if (e & FM_EPILOGUE_BGRADB)
-        *out = CUBLASLT_EPILOGUE_BGRADA;
-    else if (act == FM_EPILOGUE_RELU)
-        *out = bias ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
-                    : (aux ? CUBLASLT_EPILOGUE_RELU_AUX : CUBLASLT_EPILOGUE_RELU);
-    else if (act == FM_EPILOGUE_GELU)
-        *out = bias ? (aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS)
-                    : (aux ? CUBLASLT_EPILOGUE_GELU_AUX : CUBLASLT_EPILOGUE_GELU);
-    else
-        *out = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (bias)
-        *bias_slot = FM_MATMUL_BIAS;
-    if (e & FM_EPILOGUE_ANY_BGRAD_)
-        *bias_slot = FM_MATMUL_BGRAD;
-    (void)p;
-    return 1;
-}
-
-/* Fill a matmul descriptor. ptrs == NULL at planning: pointer attributes get
- * stand-in values with the planned alignment (the heuristic reads alignment off them). */
-static fm_status fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmulDesc_t desc, void *const *ptrs,
-                           int fused)
-{
-    fm_status s;
-#define SET(attr, val)                                                                                               \
-    do {                                                                                                             \
-        if ((s = lt_status(cublasLtMatmulDescSetAttribute(desc, attr, &(val), sizeof(val)), "set " #attr)) != FM_OK) \
-            return s;                                                                                                \
-    } while (0)
-    int32_t ta = pl->la.op, tb = pl->lb.op;
-    SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
-    SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
-    if (pl->has_scales && ptrs) { /* cuBLASLt's A is our b, its B our a */
-        const void *sa = ptrs[FM_MATMUL_B_SCALE], *sb = ptrs[FM_MATMUL_A_SCALE];
-        if (sa)
-            SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
-        if (sb)
-            SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
-    }
-    if (!fused)
-        return FM_OK;
-    uint32_t epi = pl->lt_epi;
-    SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-    const fm_matmul_geom *g = &pl->g;
-    if (pl->lt_bias_slot >= 0) {
-        int slot = pl->lt_bias_slot;
-        void *ptr = ptrs ? ptrs[slot] : (void *)((uintptr_t)1 << p->align_log2[slot]);
-        int64_t bs = pl->inner_stride[slot];
-        SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr);
-        if (pl->inner_count > 1)
-            SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bs);
-        if (pl->a_type != pl->dtype) { /* fp8: the default bias type is not D's; ours is */
-            int32_t bt = pl->dtype;
-            SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bt);
-        }
-    }
-    if (fm_epilogue_uses_aux(pl->mp.epilogue)) {
-        void *ptr = ptrs ? ptrs[FM_MATMUL_AUX] : (void *)((uintptr_t)1 << p->align_log2[FM_MATMUL_AUX]);
-        int mask = fm_epilogue_aux_is_mask(pl->mp.epilogue);
-        /* relu mask: ld and batch stride in bits; activation input: in elements */
-        int64_t ld = mask ? 8 * fm_relu_mask_row_bytes(g->n) : (g->m > 1 ? g->row_stride[FM_MATMUL_AUX] : g->n);
-        int64_t bs = pl->inner_stride[FM_MATMUL_AUX] * (mask ? 8 : 1);
-        if (ld < 8)
-            ld = 8;
-        SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ptr);
-        SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld);
-        if (pl->inner_count > 1)
-            SET(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, bs);
-    }
-    if (pl->alpha_vector) {
-        int32_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
-        int64_t bs = pl->inner_stride[FM_MATMUL_SCALE];
-        SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, mode);
-        if (pl->inner_count > 1)
-            SET(CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, bs);
-    }
-#undef SET
-    return FM_OK;
-}
-
-static int needs_call_desc(const lt_plan *pl)
-{
-    return pl->has_scales || (pl->fused && (pl->lt_bias_slot >= 0 || fm_epilogue_uses_aux(pl->mp.epilogue)));
-}
-
-/* A heuristic preference: workspace limit, the operands' alignments, and optionally the
- * search limited to the algorithm id the results are seeded with. */
-static fm_status make_pref(const lt_plan *pl, const fm_problem *p, uint64_t ws, int by_id,
-                           cublasLtMatmulPreference_t *pref)
-{
-    fm_status s = lt_status(cublasLtMatmulPreferenceCreate(pref), "cublasLtMatmulPreferenceCreate");
-    if (s != FM_OK)
-        return s;
-    cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    static const struct {
-        cublasLtMatmulPreferenceAttributes_t attr;
-        int slot;
-    } al[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, FM_MATMUL_B},
-              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, FM_MATMUL_A},
-              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, FM_MATMUL_C},
-              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, FM_MATMUL_D}};
-    for (size_t i = 0; i < sizeof al / sizeof al[0]; i++) {
-        int slot = al[i].slot == FM_MATMUL_C && !pl->c_in_gemm ? FM_MATMUL_D : al[i].slot;
-        uint32_t bytes = 1u << p->align_log2[slot];
-        cublasLtMatmulPreferenceSetAttribute(*pref, al[i].attr, &bytes, sizeof bytes);
-    }
-    if (by_id) {
-        uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
-        cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof mode);
-    }
-    return FM_OK;
-}
-
-/* Appends up to `want` heuristic answers for pref to list[0..count), skipping algorithms
- * already there; seed (by-id search) initialises the results. Returns the new count. */
-static int append_heuristic(const lt_plan *pl, cublasLtMatmulPreference_t pref, int want,
-                            const cublasLtMatmulAlgo_t *seed, cublasLtMatmulHeuristicResult_t *list, int count,
-                            cublasStatus_t *status)
-{
-    cublasLtMatmulHeuristicResult_t res[LT_BASE_CANDIDATES];
-    if (want > LT_BASE_CANDIDATES)
-        want = LT_BASE_CANDIDATES;
-    memset(res, 0, sizeof res);
-    for (int i = 0; seed && i < want; i++)
-        res[i].algo = *seed;
-    int got = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(fm_cuda_lt_handle(pl->st), pl->desc, pl->lay_a, pl->lay_b,
-                                                       pl->lay_c, pl->lay_d, pref, want, res, &got);
-    if (status)
-        *status = st;
-    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < got && count < LT_MAX_CANDIDATES; i++) {
-        int dup = res[i].state != CUBLAS_STATUS_SUCCESS;
-        for (int j = 0; j < count && !dup; j++)
-            dup = memcmp(&list[j].algo, &res[i].algo, sizeof res[i].algo) == 0;
-        if (!dup)
-            list[count++] = res[i];
-    }
-    return count;
-}
-
-/* The wider search behind gpu_algo >= the first list's length (autotune walks it): the
- * heuristic's answers at smaller workspace limits, then its best configurations of every
- * algorithm id of these types (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID). On the H200 it found
- * fused fp32 / tf32 / bf16 kernels 3-9% faster than the best of the first list. The order
- * is fixed, so an index (saved in wisdom) names the same algorithm in a later process with
- * the same GPU, cuBLASLt and workspace limit. An id the heuristic has nothing for is
- * skipped; running out of memory fails the plan (a shorter list would renumber the rest). */
-static fm_status widen_candidates(const lt_plan *pl, const fm_problem *p, uint64_t ws,
-                                  cublasLtMatmulHeuristicResult_t *list, int *count)
-{
-    static const uint64_t limits[] = {0, (uint64_t)1 << 20, (uint64_t)4 << 20};
-    cublasLtMatmulPreference_t pref;
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    fm_status s;
-    for (size_t i = 0; i < sizeof limits / sizeof limits[0] && limits[i] < ws; i++) {
-        if ((s = make_pref(pl, p, limits[i], 0, &pref)) != FM_OK)
-            return s;
-        *count = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, *count, &st);
-        cublasLtMatmulPreferenceDestroy(pref);
-        if (st == CUBLAS_STATUS_ALLOC_FAILED)
-            return lt_status(st, "cublasLtMatmulAlgoGetHeuristic");
-    }
-    int ids[LT_MAX_CANDIDATES], nids = 0;
-    cublasLtHandle_t h = fm_cuda_lt_handle(pl->st);
-    st = cublasLtMatmulAlgoGetIds(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype,
-                                  LT_MAX_CANDIDATES, ids, &nids);
-    if (st == CUBLAS_STATUS_ALLOC_FAILED)
-        return lt_status(st, "cublasLtMatmulAlgoGetIds");
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return FM_OK; /* no ids for these types: the list ends here */
-    if ((s = make_pref(pl, p, ws, 1, &pref)) != FM_OK)
-        return s;
-    for (int i = 0; i < nids && *count < LT_MAX_CANDIDATES; i++) {
-        cublasLtMatmulAlgo_t seed;
-        memset(&seed, 0, sizeof seed); /* bytes Init leaves alone must not differ between runs (memcmp) */
-        if (cublasLtMatmulAlgoInit(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype, ids[i],
-                                   &seed) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        *count = append_heuristic(pl, pref, LT_PER_ID_CANDIDATES, &seed, list, *count, &st);
-        if (st == CUBLAS_STATUS_ALLOC_FAILED)
-            break;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-    return st == CUBLAS_STATUS_ALLOC_FAILED ? lt_status(st, "cublasLtMatmulAlgoGetHeuristic") : FM_OK;
-}
-
-/* The heuristic's candidates at the workspace limit (up to LT_BASE_CANDIDATES: gpu_algo 0 is
- * its first choice), widened only when gpu_algo asks beyond them; pick pl->mp.gpu_algo. */
-static fm_status choose_algo(lt_plan *pl, const fm_problem *p)
-{
-    cublasLtMatmulPreference_t pref = NULL;
-    uint64_t ws = fm_cuda_lt_workspace_limit(pl->st);
-    fm_status s = make_pref(pl, p, ws, 0, &pref);
-    if (s != FM_OK)
-        return s;
-    cublasLtMatmulHeuristicResult_t list[LT_MAX_CANDIDATES];
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    int returned = append_heuristic(pl, pref, LT_BASE_CANDIDATES, NULL, list, 0, &st);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
-        char epi[160];
-        fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt has no algorithm for %s %s%s (%s)",
-                       fm_dtype_name(pl->g.dtype), pl->fused ? "epilogue=" : "plain GEMM", pl->fused ? epi : "",
-                       st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(st) : "0 candidates");
-    }
-    if (pl->mp.gpu_algo >= returned && (s = widen_candidates(pl, p, ws, list, &returned)) != FM_OK)
-        return s;
-    pl->algo_count = returned;
-    if (pl->mp.gpu_algo >= returned)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt candidate %d requested, the search found %d",
-                       pl->mp.gpu_algo, returned);
-    pl->algo_index = pl->mp.gpu_algo;
-    pl->algo = list[pl->algo_index].algo;
-    pl->algo_ws = list[pl->algo_index].workspaceSize;
-    return FM_OK;
-}
 
 /* ---- types ---- */
 static int lt_types(fm_dtype t, int tf32, cudaDataType_t *dt, cudaDataType_t *scale, cublasComputeType_t *ct)
@@ -587,19 +171,19 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
         desc = &tl.desc;
         if (tl.serial != pl->serial || tl.bias != bias || tl.aux != aux || tl.sa != sa || tl.sb != sb) {
             tl.serial = 0;
-            if ((s = lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type), "cublasLtMatmulDescInit")) !=
-                    FM_OK ||
-                (s = fill_desc(pl, NULL, desc, ptrs, pl->fused)) != FM_OK)
+            if ((s = fm_lt_status(cublasLtMatmulDescInit(desc, pl->compute, pl->scale_type),
+                                  "cublasLtMatmulDescInit")) != FM_OK ||
+                (s = fm_lt_fill_desc(pl, NULL, desc, ptrs, pl->fused)) != FM_OK)
                 return s;
             tl.serial = pl->serial, tl.bias = bias, tl.aux = aux, tl.sa = sa, tl.sb = sb;
         }
     }
     const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
     if (pl->g.m > 0 && pl->g.n > 0 && !pl->no_product) {
-        s = lt_status(cublasLtMatmul(fm_cuda_lt_handle(pl->st), desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
-                                     ptrs[FM_MATMUL_A], pl->lay_b, beta, c, pl->lay_c, ptrs[FM_MATMUL_D], pl->lay_d,
-                                     &pl->algo, ws, pl->algo_ws, stream),
-                      "cublasLtMatmul");
+        s = fm_lt_status(cublasLtMatmul(fm_cuda_lt_handle(pl->st), desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
+                                        ptrs[FM_MATMUL_A], pl->lay_b, beta, c, pl->lay_c, ptrs[FM_MATMUL_D], pl->lay_d,
+                                        &pl->algo, ws, pl->algo_ws, stream),
+                         "cublasLtMatmul");
         if (s != FM_OK)
             return s;
     }
@@ -673,34 +257,15 @@ static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const 
 }
 
 /* ---- plan ---- */
-static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+
+/* cuBLASLt's types for the problem; fp8 inputs: their scales' alignment and the device's
+ * compute capability. */
+static fm_status plan_types(lt_plan *pl, const fm_problem *p, fm_dtype in_dt, int fp8)
 {
-    (void)ctx;
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
-    if (p->exec_device.type != FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
-    for (int i = 0; i < p->nslots; i++)
-        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
-    lt_plan *pl = calloc(1, sizeof *pl);
-    if (!pl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
-    pl->st = state;
-    pl->device = p->exec_device.id;
-    pl->mp = p->u.matmul;
-    fm_matmul_geom_from_problem(p, &pl->g);
     const fm_matmul_geom *g = &pl->g;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) /* aux masks are u8, fp8 inputs 1 byte, scales f32/f64 */
-        pl->slot_es[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 0;
-    const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
-    fm_status s = FM_OK;
-    if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute)) {
-        s = fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
-        goto fail;
-    }
+    if (!lt_types(g->dtype, pl->mp.compute == FM_COMPUTE_TF32, &pl->dtype, &pl->scale_type, &pl->compute))
+        return fm_fail(FM_ERR_DTYPE, "matmul on cuda: dtype %s is not supported", fm_dtype_name(g->dtype));
     pl->a_type = pl->b_type = pl->dtype;
-    const int fp8 = in_dt == FM_F8E4M3 || in_dt == FM_F8E5M2;
     if (fp8) {
         pl->a_type = in_dt == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
         pl->b_type = p->t[FM_MATMUL_B].dtype == FM_F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
@@ -709,81 +274,86 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
         for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++)
             if ((p->present >> i & 1) && p->align_log2[i] < 4) {
                 /* cuBLASLt refused a 4-byte-aligned scale pointer at execute (H200, cuBLASLt 13.1) */
-                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s must be 16-byte aligned (its own allocation, "
-                            "not an offset into one); it is aligned to %d bytes", p->slot_names[i],
-                            1 << p->align_log2[i]);
-                goto fail;
+                return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s must be 16-byte aligned (its own "
+                               "allocation, not an offset into one); it is aligned to %d bytes", p->slot_names[i],
+                               1 << p->align_log2[i]);
             }
         int cc = 0;
         if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, pl->device) != cudaSuccess || cc < 9) {
             int minor = 0;
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, pl->device);
             (void)cudaGetLastError();
-            if (!(cc == 8 && minor >= 9)) {
-                s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs compute capability 8.9 or newer, "
-                            "cuda:%d has %d.%d", pl->device, cc, minor);
-                goto fail;
-            }
+            if (!(cc == 8 && minor >= 9))
+                return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs compute capability 8.9 or newer, "
+                               "cuda:%d has %d.%d", pl->device, cc, minor);
         }
     }
-    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) {
-        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
-                    (long long)g->m, (long long)g->n, (long long)g->k);
-        goto fail;
-    }
+    return FM_OK;
+}
+
+/* Sizes, scalars and the batch split; whether a product runs; a, b, d (and c) as cuBLASLt can
+ * read them. */
+static fm_status plan_operands(lt_plan *pl, const fm_problem *p, int fp8)
+{
+    const fm_matmul_geom *g = &pl->g;
+    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: %lldx%lldx%lld exceeds cuBLASLt's 32-bit dimension range",
+                       (long long)g->m, (long long)g->n, (long long)g->k);
     for (int i = 0; i < 2; i++) {
         pl->alpha_d[i] = pl->mp.alpha[i], pl->beta_d[i] = pl->mp.beta[i];
         pl->alpha_f[i] = (float)pl->mp.alpha[i], pl->beta_f[i] = (float)pl->mp.beta[i];
     }
-    split_batch(p, pl);
-    if (pl->inner_count > INT32_MAX) {
-        s = fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: batch of %lld exceeds cuBLASLt's range", (long long)pl->inner_count);
-        goto fail;
-    }
+    fm_lt_split_batch(p, pl);
+    if (pl->inner_count > INT32_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, "matmul on cuda: batch of %lld exceeds cuBLASLt's range",
+                       (long long)pl->inner_count);
 
     /* alpha as cuBLASLt would see it: a double that rounds to 0 in a float scale type is 0 */
     const int alpha_zero = scalars_are_double(pl) ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
                                                   : (pl->alpha_f[0] == 0.0f && pl->alpha_f[1] == 0.0f);
     pl->no_product = !fp8 && (alpha_zero || g->k == 0);
-    pl->la = operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
-    pl->lb = operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
+    pl->la = fm_lt_operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
+    pl->lb = fm_lt_operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
     for (int i = 0; i < 2 && !pl->no_product; i++) { /* no product: a and b are never read */
         const lt_operand *o = i ? &pl->la : &pl->lb;
         if (!o->ok) {
             int slot = i ? FM_MATMUL_B : FM_MATMUL_A;
-            s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s has strides (%lld, %lld) elements; cuBLASLt needs one "
-                        "unit stride and the other at least the extent (make it contiguous first)", p->slot_names[slot],
-                        (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
-            goto fail;
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: %s has strides (%lld, %lld) elements; cuBLASLt "
+                           "needs one unit stride and the other at least the extent (make it contiguous first)",
+                           p->slot_names[slot], (long long)g->row_stride[slot], (long long)g->col_stride[slot]);
         }
     }
-    if (fp8 && !(pl->la.op == CUBLAS_OP_T && pl->lb.op == CUBLAS_OP_N)) {
-        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs a row-major (unit column stride) and b "
-                    "column-major (unit row stride), the layout of x @ w.T for a row-major weight w of shape (N, K): "
-                    "cuBLASLt's fp8 kernels take only that form (got a strides (%lld, %lld), b strides (%lld, %lld))",
-                    (long long)g->row_stride[FM_MATMUL_A], (long long)g->col_stride[FM_MATMUL_A],
-                    (long long)g->row_stride[FM_MATMUL_B], (long long)g->col_stride[FM_MATMUL_B]);
-        goto fail;
-    }
-    if (!row_major_like_d(g, FM_MATMUL_D)) {
-        s = fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column stride "
-                    "and a row stride >= N", (long long)g->row_stride[FM_MATMUL_D], (long long)g->col_stride[FM_MATMUL_D]);
-        goto fail;
-    }
+    if (fp8 && !(pl->la.op == CUBLAS_OP_T && pl->lb.op == CUBLAS_OP_N))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: fp8 needs a row-major (unit column stride) and b "
+                       "column-major (unit row stride), the layout of x @ w.T for a row-major weight w of shape "
+                       "(N, K): cuBLASLt's fp8 kernels take only that form (got a strides (%lld, %lld), b strides "
+                       "(%lld, %lld))",
+                       (long long)g->row_stride[FM_MATMUL_A], (long long)g->col_stride[FM_MATMUL_A],
+                       (long long)g->row_stride[FM_MATMUL_B], (long long)g->col_stride[FM_MATMUL_B]);
+    if (!fm_lt_row_major_like_d(g, FM_MATMUL_D))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul on cuda: d has strides (%lld, %lld); expected a unit column "
+                       "stride and a row stride >= N", (long long)g->row_stride[FM_MATMUL_D],
+                       (long long)g->col_stride[FM_MATMUL_D]);
     int has_c = (p->present >> FM_MATMUL_C) & 1;
     /* C joins the GEMM when cuBLASLt can read it like D (a broadcast C is added by the kernel) */
-    pl->c_in_gemm = has_c && row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
+    pl->c_in_gemm = has_c && fm_lt_row_major_like_d(g, FM_MATMUL_C) && !(pl->mp.epilogue & FM_EPILOGUE_SCALE) &&
                     (pl->inner_count == 1 || pl->inner_stride[FM_MATMUL_C] != 0) && !pl->no_product;
+    return FM_OK;
+}
 
-    /* fused or split */
-    int can_fuse = lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
+/* Fused or split: what cuBLASLt's epilogue can take, what gpu_passes / gpu_algo ask for, and
+ * the refusals of choices that do not apply. */
+static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
+{
+    const fm_matmul_geom *g = &pl->g;
+    int has_c = (p->present >> FM_MATMUL_C) & 1;
+    int can_fuse = fm_lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
                    !pl->no_product;
     if (pl->no_product && (pl->mp.gpu_passes == 1 || pl->mp.gpu_algo > 0)) {
         /* autotune's candidates: one plan serves, there is no cuBLASLt algorithm to choose */
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: with %s no GEMM runs (one kernel writes "
-                    "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
-                    g->k == 0 ? "k = 0" : "alpha = 0");
-        goto fail;
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: with %s no GEMM runs (one kernel writes "
+                       "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
+                       g->k == 0 ? "k = 0" : "alpha = 0");
     }
     if ((p->present & (1u << FM_MATMUL_AUX)) && (pl->mp.epilogue & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU))) {
         const fm_tensor *aux = &p->t[FM_MATMUL_AUX];
@@ -791,21 +361,18 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
             if (aux->strides[i] == 0 && aux->shape[i] > 1) {
                 /* allowed since the CPU path reads it; not yet run through cuBLASLt's aux batch
                  * stride or the generated kernel on a GPU, so refused rather than guessed */
-                s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the relu_aux/gelu_aux input repeats over batch "
-                            "axis %d (stride 0); pass it with its own memory per batch (e.g. .contiguous())", i);
-                goto fail;
+                return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the relu_aux/gelu_aux input repeats over "
+                               "batch axis %d (stride 0); pass it with its own memory per batch (e.g. .contiguous())",
+                               i);
             }
     }
     if ((g->m == 0 || g->n == 0 || g->batch_count == 0) && pl->mp.gpu_algo > 0) {
         /* an empty result: no GEMM runs, so every index would be the same plan */
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "
-                    "gpu_algo > 0 does not apply", (long long)g->m, (long long)g->n, (long long)g->batch_count);
-        goto fail;
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "matmul on cuda: the result is empty (%lldx%lld, batch %lld): "
+                       "gpu_algo > 0 does not apply", (long long)g->m, (long long)g->n, (long long)g->batch_count);
     }
-    if (pl->mp.gpu_passes == 1 && !can_fuse) {
-        s = fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
-        goto fail;
-    }
+    if (pl->mp.gpu_passes == 1 && !can_fuse)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cuBLASLt cannot fuse this chain/layout");
     /* f64/c128 epilogues inside cuBLASLt ran 2x slower than GEMM + kernel on the H200
      * (8192^3 bias+relu: 42.3 ms fused, 20.3 ms unfused): split by default there;
      * autotune still times both. */
@@ -815,32 +382,37 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
     pl->alpha_vector = pl->fused && (pl->mp.epilogue & FM_EPILOGUE_SCALE);
     if (!pl->fused)
         pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
+    return FM_OK;
+}
 
-    /* descriptors (none without a product: a, b and their layouts are never used) */
-    if (pl->no_product)
-        goto second_pass;
-    if ((s = lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type), "cublasLtMatmulDescCreate")) !=
-            FM_OK ||
-        (s = fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
-        goto fail;
-    if ((s = make_layout(&pl->lay_a, pl->b_type, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
-                         pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
-        (s = make_layout(&pl->lay_b, pl->a_type, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
-                         pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
-        (s = make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, d_ld(g, FM_MATMUL_D), pl->inner_count,
-                         pl->inner_stride[FM_MATMUL_D])) != FM_OK)
-        goto fail;
+/* The GEMM's descriptor, layouts and algorithm (only where a product runs). A fused chain that
+ * cuBLASLt refuses falls back to GEMM + kernel when gpu_passes leaves the choice open. */
+static fm_status plan_gemm(fm_context *ctx, lt_plan *pl, const fm_problem *p)
+{
+    const fm_matmul_geom *g = &pl->g;
+    fm_status s;
+    if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
+                          "cublasLtMatmulDescCreate")) != FM_OK ||
+        (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
+        return s;
+    if ((s = fm_lt_make_layout(&pl->lay_a, pl->b_type, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
+                               pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
+                               pl->inner_stride[FM_MATMUL_B])) != FM_OK ||
+        (s = fm_lt_make_layout(&pl->lay_b, pl->a_type, pl->lb.op == CUBLAS_OP_N ? g->k : g->m,
+                               pl->lb.op == CUBLAS_OP_N ? g->m : g->k, pl->lb.ld, pl->inner_count,
+                               pl->inner_stride[FM_MATMUL_A])) != FM_OK ||
+        (s = fm_lt_make_layout(&pl->lay_d, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, fm_lt_d_ld(g, FM_MATMUL_D),
+                               pl->inner_count, pl->inner_stride[FM_MATMUL_D])) != FM_OK)
+        return s;
     if (pl->c_in_gemm) {
-        if ((s = make_layout(&pl->lay_c, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, d_ld(g, FM_MATMUL_C),
-                             pl->inner_count, pl->inner_stride[FM_MATMUL_C])) != FM_OK)
-            goto fail;
+        if ((s = fm_lt_make_layout(&pl->lay_c, pl->dtype, (uint64_t)g->n, (uint64_t)g->m, fm_lt_d_ld(g, FM_MATMUL_C),
+                                   pl->inner_count, pl->inner_stride[FM_MATMUL_C])) != FM_OK)
+            return s;
     } else {
         pl->lay_c = pl->lay_d;
     }
     if (g->m > 0 && g->n > 0) {
-        s = choose_algo(pl, p);
+        s = fm_lt_choose_algo(pl, p);
         if (s == FM_ERR_NOT_APPLICABLE && pl->fused && pl->mp.gpu_passes == 0 && pl->algo_count == 0) {
             /* cuBLASLt refused the fused chain (e.g. BGRADB on Hopper): split it (not when only
              * gpu_algo was past the fused list: the split list's index names another kernel) */
@@ -848,28 +420,22 @@ static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p
             pl->fused = 0, pl->alpha_vector = 0, pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
             cublasLtMatmulDescDestroy(pl->desc);
             pl->desc = NULL;
-            if ((s = lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
-                               "cublasLtMatmulDescCreate")) != FM_OK ||
-                (s = fill_desc(pl, p, pl->desc, NULL, 0)) != FM_OK)
-                goto fail;
-            s = choose_algo(pl, p);
+            if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
+                                  "cublasLtMatmulDescCreate")) != FM_OK ||
+                (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, 0)) != FM_OK)
+                return s;
+            s = fm_lt_choose_algo(pl, p);
         }
         if (s != FM_OK)
-            goto fail;
+            return s;
     }
-second_pass:
-    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
-        goto fail;
-    pl->needs_call_desc = needs_call_desc(pl);
-    static atomic_uint_fast64_t next_serial = 1;
-    pl->serial = atomic_fetch_add(&next_serial, 1);
+    return FM_OK;
+}
 
-    out->impl = pl;
-    out->execute = cublaslt_execute;
-    out->destroy_impl = cublaslt_destroy;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (p->present & (1u << i))
-            out->required_align[i] = (size_t)1 << p->align_log2[i];
+/* The plan's describe() line. */
+static void describe_plan(const lt_plan *pl, fm_dtype in_dt, int fp8, fm_plan *out)
+{
+    const fm_matmul_geom *g = &pl->g;
     char epi[160];
     fm_epilogue_format(pl->mp.epilogue, epi, sizeof epi);
     int passes = !pl->no_product + (pl->ew != NULL) + (pl->colsum != NULL);
@@ -890,6 +456,49 @@ second_pass:
              pl->mp.compute == FM_COMPUTE_TF32 ? "(tf32)" : "", (long long)g->m,
              (long long)g->n, (long long)g->k, batch, epi, passes, pl->algo_index, pl->algo_count, algo_id, tile,
              pl->algo_ws, pl->no_product ? " no_product" : "");
+}
+
+static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    (void)ctx;
+    if (p->op != FM_OP_MATMUL)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
+    if (p->exec_device.type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
+    lt_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
+    pl->st = state;
+    pl->device = p->exec_device.id;
+    pl->mp = p->u.matmul;
+    fm_matmul_geom_from_problem(p, &pl->g);
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) /* aux masks are u8, fp8 inputs 1 byte, scales f32/f64 */
+        pl->slot_es[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 0;
+    const fm_dtype in_dt = p->t[FM_MATMUL_A].dtype;
+    const int fp8 = in_dt == FM_F8E4M3 || in_dt == FM_F8E5M2;
+    fm_status s = FM_OK;
+    if ((s = plan_types(pl, p, in_dt, fp8)) != FM_OK || (s = plan_operands(pl, p, fp8)) != FM_OK ||
+        (s = plan_fusion(pl, p)) != FM_OK)
+        goto fail;
+    /* descriptors (none without a product: a, b and their layouts are never used) */
+    if (!pl->no_product && (s = plan_gemm(ctx, pl, p)) != FM_OK)
+        goto fail;
+    if (!pl->fused && (s = plan_second_pass(fm_context_settings(ctx), pl)) != FM_OK)
+        goto fail;
+    pl->needs_call_desc = fm_lt_needs_call_desc(pl);
+    static atomic_uint_fast64_t next_serial = 1;
+    pl->serial = atomic_fetch_add(&next_serial, 1);
+
+    out->impl = pl;
+    out->execute = cublaslt_execute;
+    out->destroy_impl = cublaslt_destroy;
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        if (p->present & (1u << i))
+            out->required_align[i] = (size_t)1 << p->align_log2[i];
+    describe_plan(pl, in_dt, fp8, out);
     return FM_OK;
 fail:
     cublaslt_destroy(pl);
