@@ -1,5 +1,5 @@
 /* test_nvrtc_cache.c : NVRTC compilation and its memory/disk cache (fusion/cuda/nvrtc_cache.c),
- * and the generated CUDA sources of the unfused epilogue (fusion/cuda/cuda_epilogue_kernel.c):
+ * and the generated CUDA sources of the unfused epilogue (fusion/cuda/cuda_epilogue_source.c):
  * every dtype x chain x add_c (and four zero_d chains per dtype) and every column-sum dtype must compile for sm_90.
  * Needs no GPU: NVRTC compiles for any architecture it knows. Uses a fresh temporary
  * FUSEMATH_CACHE_DIR and removes it at the end. */
