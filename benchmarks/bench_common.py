@@ -1,6 +1,15 @@
-"""Helpers the GPU benchmark scripts share (run as `python benchmarks/<name>.py`, so this folder
-is on sys.path, for their child processes too)."""
+"""Helpers the benchmark scripts share (they run as `python benchmarks/<name>.py`, so this folder is on
+sys.path). Imports nothing heavy: matmul_cpu.py sets thread variables before NumPy loads."""
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
 import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def err(exc: BaseException) -> str:
@@ -9,8 +18,78 @@ def err(exc: BaseException) -> str:
     return text if len(text) < 600 else text[:600] + " ..."
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def command_line() -> str:
+    return " ".join([os.path.relpath(os.path.abspath(sys.argv[0]), REPO_ROOT)] + sys.argv[1:])
+
+
+def paired(xs, ys) -> float:
+    """Median over rounds of the per-round ratio x / y (both timed next to each other in each round)."""
+    return statistics.median(x / y for x, y in zip(xs, ys) if y > 0)
+
+
+def write_json(path: str, obj) -> None:
+    """Written whole or not at all (a kill mid-write keeps the previous file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def c_program(name: str, path: str = None):
+    """-> (path of the C baseline build/benchmarks/<name>, or None, and a note). When a configured
+    build/ (`make build`) lacks it, it is built here with FUSEMATH_BUILD_BENCHMARKS=ON."""
+    if path:
+        return (path, "") if os.path.exists(path) else (None, f"{path} not found")
+    build = os.path.join(REPO_ROOT, "build")
+    exe = os.path.join(build, "benchmarks", name)
+    how = f"cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON && cmake --build build --target {name.split('.')[0]}"
+    if os.path.exists(exe):
+        return exe, ""
+    cmake = shutil.which("cmake") or os.path.join(os.path.dirname(sys.executable), "cmake")
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")) or not os.path.exists(cmake):
+        return None, f"{exe} not found: run `make build`, then `{how}`"
+    print(f"building {name}: {how}", file=sys.stderr, flush=True)
+    for cmd in ([cmake, "-S", REPO_ROOT, "-B", build, "-DFUSEMATH_BUILD_BENCHMARKS=ON"],
+                [cmake, "--build", build, "--target", name.split(".")[0]]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, f"`{how}` failed: {(r.stderr or r.stdout).strip()[-300:]}"
+    return (exe, "built here") if os.path.exists(exe) else (None, f"{exe} not built (no CUDA toolkit?)")
+
+
+def run_json(cmd, timeout: float = 300.0):
+    """Run a C baseline; its last stdout line that parses as a JSON object, or {"error": ...}."""
+    try:
+        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"error": err(exc)}
+    text = p.stdout.strip()
+    for cand in (text, *reversed(text.splitlines())):
+        try:
+            r = json.loads(cand)
+            if isinstance(r, dict):
+                r["exit_status"] = p.returncode
+                return r
+        except ValueError:
+            continue
+    return {"error": f"exit status {p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
+
+
 class WallEvent:
-    """Stand-in for a CUDA event in --cpu-dry-run (wall clock)."""
+    """Stand-in for a CUDA event in the scripts' --cpu-dry-run (wall clock)."""
 
     t = 0.0
 
@@ -19,12 +98,3 @@ class WallEvent:
 
     def synchronize(self):
         pass
-
-
-def cpu_model() -> str:
-    """The CPU's model name (fusemath.bench's), "unknown" when fusemath is not importable."""
-    try:
-        from fusemath.bench import cpu_model as model
-    except ImportError:
-        return "unknown"
-    return model()

@@ -25,17 +25,20 @@ of the ratio of two methods timed next to each other in the same round (fm_plain
 fm_fused and scipy), which keeps this host's minute-to-minute drift out of them (the H200 host
 moved the same plan's time by 20-30% between blocks of repeats).
 Targets (issue 4): fm_plain >= 1.0x scipy's speed (fm/scipy <= 1.00), fm_fused <= 1.15x fm_plain.
-Writes JSON (date, machine) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
+Writes JSON (date, machine, command) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
+Usage (after `make build`): .venv/bin/python benchmarks/fft_cpu.py [--machine-tag TAG] [--threads N]
+    [--kinds 1d,cols,2d,3d,r2c,c2r,inv] [--dtypes c64,c128] [--budget S] [--rounds N] [--quick] [--out PATH]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
+
+from bench_common import command_line, cpu_model, paired, write_json
 
 
 def main() -> int:
@@ -78,16 +81,14 @@ def main() -> int:
             p.error(f"--kinds: unknown {sorted(bad)}")
         cases = [c for c in cases if c[0] in want]
     results = []
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
-            "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
-            "fusemath": fusemath.__version__, "command": " ".join(sys.argv)}
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": cpu_model(),
+            "cores": len(os.sched_getaffinity(0)), "threads": args.threads, "numpy": np.__version__,
+            "scipy": scipy.__version__, "fusemath": fusemath.__version__, "command": command_line()}
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
 
     def save():  # after every case: a run stopped by a time limit keeps what it measured
-        with open(out + ".tmp", "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=1)
-        os.replace(out + ".tmp", out)  # a kill mid-write leaves the previous file whole
+        write_json(out, {"meta": meta, "results": results})
 
     def timeit(fn):
         fn()
@@ -182,13 +183,13 @@ def main() -> int:
                     times[k].append(timeit(methods[k]))
             med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
-            def paired(a, b):
-                return statistics.median(ta / tb for ta, tb in zip(times[a], times[b]))
+            def pr(a, b):
+                return paired(times[a], times[b])
 
             row = {"dtype": dt, "kind": kind, "shape": list(shape), "axes": list(axes), "ms": med,
-                   "fm_over_scipy": paired("fm_plain", "scipy"), "fused_over_plain": paired("fm_fused", "fm_plain"),
-                   "fused_over_scipy_unfused": paired("fm_fused", "scipy_unf"),
-                   "fused_out_over_plain_out": paired("fm_fused_out", "fm_plain_out"),
+                   "fm_over_scipy": pr("fm_plain", "scipy"), "fused_over_plain": pr("fm_fused", "fm_plain"),
+                   "fused_over_scipy_unfused": pr("fm_fused", "scipy_unf"),
+                   "fused_out_over_plain_out": pr("fm_fused_out", "fm_plain_out"),
                    "ratio_of_medians": {"fm_over_scipy": med["fm_plain"] / med["scipy"],
                                         "fused_over_plain": med["fm_fused"] / med["fm_plain"]},
                    "describe": plan.describe(), "describe_fused": fused.describe()}
