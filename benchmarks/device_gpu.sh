@@ -23,7 +23,7 @@
 #   sanitizer  compute-sanitizer --tool memcheck on the C GPU tests (names matching SANITIZER_TESTS,
 #              default "gpu|cuda": all of them; "^$" runs none; --leak-check SANITIZER_LEAK, default full)
 #              and on a short Python GPU subset (SANITIZER_PYTEST, default tests/python/test_gpu.py)
-#   crossover  python -m fusemath.bench (CROSSOVER_ARGS: extra args)
+#   crossover  benchmarks/crossover.py (CROSSOVER_ARGS: extra args)
 #   bench      benchmarks/matmul_gpu.py --require-gpu (BENCH_ARGS: extra args, e.g. --quick)
 #   heat       docs/examples/heat2d_spectral on the GPU and the CPU (HEAT_ARGS, default "1024 50")
 #   fftcpu     benchmarks/fft_cpu.py on all cores vs scipy.fft / numpy.fft (FFTCPU_ARGS)
@@ -40,7 +40,7 @@
 #   summary.txt      machine, then a few lines per step (status, pass/fail counts, tables)
 #   build.log        wheel install + make build      ctest.log   pytest_gpu.log   sanitizer.log
 #   pytest_cpu.log   (step pytestcpu)
-#   bench.log        output of matmul_gpu.py and fusemath.bench
+#   bench.log        output of matmul_gpu.py and crossover.py
 #   matmul_gpu.json  matmul_gpu.py's JSON; the crossover sweep's JSON is added to it under the
 #                    key "crossover_sweep" (written as matmul_crossover.json when there is no
 #                    matmul_gpu.json)
@@ -351,9 +351,9 @@ if want crossover; then
     tmp=$(mktemp)
     cdir=$(mktemp -d)
     # shellcheck disable=SC2086  # CROSSOVER_ARGS is a list of words
-    timeout -k 10 "$lim" "$VPY" -m fusemath.bench --out-dir "$cdir" $CROSSOVER_ARGS >"$tmp" 2>&1
+    timeout -k 10 "$lim" "$VPY" benchmarks/crossover.py --out-dir "$cdir" $CROSSOVER_ARGS >"$tmp" 2>&1
     rc=$?
-    { echo "== python -m fusemath.bench $CROSSOVER_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
+    { echo "== benchmarks/crossover.py $CROSSOVER_ARGS"; cat "$tmp"; echo; } >>"$OUT/bench.log"
     [[ -f $cdir/matmul_crossover.png ]] && cp "$cdir/matmul_crossover.png" "$OUT/"
     [[ -f $cdir/fft_crossover.png ]] && cp "$cdir/fft_crossover.png" "$OUT/"
     [[ -f $cdir/matmul_crossover.json ]] && cp "$cdir/matmul_crossover.json" "$OUT/"
