@@ -138,7 +138,8 @@ if want hostc; then
     echo "]}"
   }
   run_step hostc "${T_HOSTC:-120}" "$OUT/bench.log" 2 bash -c "$(declare -f hc); hc >'$OUT/host_overhead_gpu.json' &&
-    python3 -m json.tool '$OUT/host_overhead_gpu.json' >/dev/null && echo host_overhead_gpu.json written"
+    python3 -m json.tool '$OUT/host_overhead_gpu.json' >/dev/null && echo host_overhead_gpu.json written ||
+    { rm -f '$OUT/host_overhead_gpu.json'; false; }"
 fi
 
 n=$(find "$OUT" -mindepth 1 -maxdepth 1 | wc -l)

@@ -272,9 +272,10 @@ def main() -> int:
     fails = [v for v in verdicts if v["verdict"] == "FAIL"]
     print(f"targets: {sum(v['verdict'] == 'PASS' for v in verdicts)} PASS, {len(fails)} FAIL"
           + "".join(f"\n  FAIL {v['case']}: {v['ratio']:.3f} > {v['target']}" for v in fails))
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.machine_tag or socket.gethostname())
     result = {
         "benchmark": "matmul_cpu", "date": now.isoformat(timespec="seconds"), "command": command_line(),
-        "machine": {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+        "machine": {"tag": tag, "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": len(os.sched_getaffinity(0)),
                     "threads_used": args.threads, "platform": platform.platform(),
                     "python": sys.version.split()[0], "loadavg_at_start": os.getloadavg()},
         "numpy": numpy_info(),
@@ -287,7 +288,6 @@ def main() -> int:
         "targets": {"square_n_ge_1024_fused_over_np_plain": TARGET_SQUARE, "skinny_fused_over_np_plain": TARGET_SKINNY,
                     "host_overhead_planned_execute_us": TARGET_HOST_US},
         "cases": cases, "host_overhead": host, "verdicts": verdicts, "total_seconds": time.perf_counter() - t_start}
-    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.machine_tag or socket.gethostname())
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"matmul_cpu-{tag}-{now:%Y%m%d}.json")
     write_json(out, result)
