@@ -4,11 +4,11 @@
  * the same output. Row-major D = A @ B as column-major D^T = B^T A^T (cuBLASLt's A is our B), with
  * RELU_BIAS when a bias is given (its per-row bias of D^T is our per-column bias); compute 32F.
  * Two builds of this file (benchmarks/CMakeLists.txt):
- *   cublaslt_bare [n (64)] [calls (2000)] [repeats (5)]   the executable: f32 and bf16, identity and
- *       bias+relu on n x n x n, each checked against a CPU reference, then timed, the cases
- *       interleaved: loops of `calls` back-to-back calls and one sync (median / min over repeats),
- *       and bursts of 20 calls with an untimed sync between (enqueue time per call, median over 200).
- *       Prints one JSON object; exit 1 on a failing call or a wrong result.
+ *   cublaslt_bare [n (64)] [calls (2000)] [repeats (5)]   the executable: identity and bias+relu, f32,
+ *       n x n x n, each checked against a CPU reference, then timed, the two interleaved: loops of
+ *       `calls` back-to-back calls and one sync (median / min over repeats), and bursts of 20 calls
+ *       with an untimed sync between (enqueue time per call, median over 200). Prints one JSON
+ *       object; exit 1 on a failing call or a wrong result.
  *   cublaslt_bare_inproc.so (FM_BARE_MODULE)   the same call in the benchmark's own process, loaded
  *       by matmul_gpu.py with ctypes and timed in its loops (a baseline timed in another process
  *       moved 0-2.8 us against this one). One ctypes call runs a whole loop:
@@ -137,119 +137,76 @@ int fm_bare_calls(bare *g, int calls)
 
 #define BURST 20
 #define BURSTS 200
-#define CU(call)                                                                                                       \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "cublaslt_bare: %s failed (line %d): %s\n", #call, __LINE__, cudaGetErrorString(e_));      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
-static float bf16_round(float f, uint16_t *bits) /* round to nearest even (finite data) */
+static float *upload(size_t cnt, void **dev, unsigned *rng) /* uniform in [-1, 1): never an all-zero product */
 {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    *bits = (uint16_t)(u >> 16);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* device copy of x[0..cnt) as f32 or bf16 (x itself rounded to what the GPU sees) */
-static void *upload(float *x, size_t cnt, int bf16, unsigned *rng)
-{
-    uint16_t *h16 = malloc(cnt * 2);
-    void *dev;
-    for (size_t i = 0; i < cnt; i++) {
-        *rng = *rng * 1664525u + 1013904223u; /* uniform in [-1, 1): never an all-zero product */
+    float *x = malloc(cnt * 4);
+    for (size_t i = 0; i < cnt; i++, *rng = *rng * 1664525u + 1013904223u)
         x[i] = (float)((*rng >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-        if (bf16)
-            x[i] = bf16_round(x[i], &h16[i]);
-    }
-    CU(cudaMalloc(&dev, cnt * (bf16 ? 2 : 4)));
-    CU(cudaMemcpy(dev, bf16 ? (void *)h16 : (void *)x, cnt * (bf16 ? 2 : 4), cudaMemcpyHostToDevice));
-    free(h16);
-    return dev;
+    if (cudaMalloc(dev, cnt * 4) != cudaSuccess || cudaMemcpy(*dev, x, cnt * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+        exit(1);
+    return x;
 }
 
 int main(int argc, char **argv)
 {
     int n = (int)arg_long(argc, argv, 1, 64), calls = (int)arg_long(argc, argv, 2, 2000);
-    int repeats = (int)arg_long(argc, argv, 3, 5), ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+    int repeats = (int)arg_long(argc, argv, 3, 5), ndev = 0, ok = 1;
+    cudaStream_t s;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) {
         fprintf(stderr, "cublaslt_bare: no CUDA device\n");
         return 1;
     }
-    cudaStream_t s;
-    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     size_t nn = (size_t)n * n;
-    float *ha = malloc(nn * 4), *hb = malloc(nn * 4), *hbias = malloc((size_t)n * 4), *hd = malloc(nn * 4);
-    uint16_t *h16 = malloc(nn * 2);
-    bare *cases[4];
-    double loop[4][64], burst[4][BURSTS], err[4];
     unsigned rng = 12345u;
-    int ok = 1;
-    if (repeats > 64)
-        repeats = 64;
-    for (int c = 0; c < 4; c++) { /* c: bit 0 bias+relu, bit 1 bf16 */
-        int bf16 = c >> 1, br = c & 1;
-        void *da = upload(ha, nn, bf16, &rng), *db = upload(hb, nn, bf16, &rng), *dd;
-        void *dbias = upload(hbias, (size_t)n, bf16, &rng);
-        CU(cudaMalloc(&dd, nn * (bf16 ? 2 : 4)));
-        cases[c] = open_bare(bf16 ? CUDA_R_16BF : CUDA_R_32F, (uintptr_t)da, (uintptr_t)db, (uintptr_t)dd,
-                             br ? (uintptr_t)dbias : 0, n, n, n, (uintptr_t)s, (size_t)32 << 20);
-        if (!cases[c] || fm_bare_calls(cases[c], 1) != 0) {
+    void *da, *db, *dbias, *dd;
+    float *ha = upload(nn, &da, &rng), *hb = upload(nn, &db, &rng), *hbias = upload((size_t)n, &dbias, &rng);
+    float *hd = upload(nn, &dd, &rng);
+    bare *cases[2];
+    double loop[2][64], burst[2][BURSTS], err[2];
+    repeats = repeats > 64 ? 64 : repeats;
+    for (int c = 0; c < 2; c++) { /* identity, bias+relu */
+        cases[c] = open_bare(CUDA_R_32F, (uintptr_t)da, (uintptr_t)db, (uintptr_t)dd, c ? (uintptr_t)dbias : 0, n, n, n,
+                             (uintptr_t)s, (size_t)32 << 20);
+        if (!cases[c] || fm_bare_calls(cases[c], 1) != 0 || cudaStreamSynchronize(s) != cudaSuccess ||
+            cudaMemcpy(hd, dd, nn * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
             fprintf(stderr, "cublaslt_bare: %s\n", fm_bare_error());
             return 1;
         }
-        CU(cudaStreamSynchronize(s));
-        CU(cudaMemcpy(bf16 ? (void *)h16 : (void *)hd, dd, nn * (bf16 ? 2 : 4), cudaMemcpyDeviceToHost));
-        double worst = 0, scale = 1e-30;
+        double worst = 0, scale = 1e-30; /* correctness first: never time a wrong answer */
         for (size_t i = 0; i < nn; i++) {
-            double ref = hbias[i % n] * br;
+            double ref = c ? hbias[i % n] : 0.0;
             for (int p = 0; p < n; p++)
                 ref += (double)ha[i / n * n + p] * hb[(size_t)p * n + i % n];
-            ref = br && ref < 0 ? 0 : ref;
-            float got = hd[i];
-            if (bf16) {
-                uint32_t u = (uint32_t)h16[i] << 16;
-                memcpy(&got, &u, 4);
-            }
-            worst = fmax(worst, fabs(got - ref)), scale = fmax(scale, fabs(ref));
+            ref = c && ref < 0 ? 0 : ref;
+            worst = fmax(worst, fabs(hd[i] - ref)), scale = fmax(scale, fabs(ref));
         }
-        err[c] = worst / scale;
-        if (!(err[c] <= (bf16 ? 2e-2 : 1e-4))) {
-            fprintf(stderr, "cublaslt_bare: WRONG RESULT (case %d): max error %g of max |D|\n", c, err[c]);
+        if (!((err[c] = worst / scale) <= 1e-4)) {
+            fprintf(stderr, "cublaslt_bare: WRONG RESULT: max error %g of max |D|\n", err[c]);
             ok = 0;
         }
         fm_bare_calls(cases[c], calls); /* warm-up */
     }
-    CU(cudaStreamSynchronize(s));
-    for (int r = 0; r < repeats; r++)
-        for (int c = 0; c < 4; c++) {
+    cudaStreamSynchronize(s);
+    for (int r = 0; r < repeats + BURSTS; r++) /* loops (calls, one sync), then bursts (enqueue time) */
+        for (int c = 0; c < 2; c++) {
             double t0 = now_us();
-            fm_bare_calls(cases[c], calls);
-            CU(cudaStreamSynchronize(s));
-            loop[c][r] = (now_us() - t0) / calls;
-        }
-    for (int r = 0; r < BURSTS; r++)
-        for (int c = 0; c < 4; c++) {
-            double t0 = now_us();
-            fm_bare_calls(cases[c], BURST);
-            burst[c][r] = (now_us() - t0) / BURST;
-            CU(cudaStreamSynchronize(s));
+            fm_bare_calls(cases[c], r < repeats ? calls : BURST);
+            double t1 = now_us();
+            cudaStreamSynchronize(s);
+            if (r < repeats)
+                loop[c][r] = (now_us() - t0) / calls;
+            else
+                burst[c][r - repeats] = (t1 - t0) / BURST;
         }
     printf("{\"benchmark\": \"cublaslt_bare\", \"n\": %d, \"calls\": %d, \"repeats\": %d, \"burst_calls\": %d, "
            "\"bursts\": %d, \"workspace_bytes\": %d, \"cublasLt_version\": %zu, \"correct\": %s, \"cases\": [",
            n, calls, repeats, BURST, BURSTS, 32 << 20, cublasLtGetVersion(), ok ? "true" : "false");
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 2; c++) {
         double lmed = median_of(loop[c], repeats), bmed = median_of(burst[c], BURSTS); /* sorted now */
-        printf("%s\n {\"dtype\": \"%s\", \"epilogue\": \"%s\", \"max_rel_err\": %.3g, \"loop_us_per_call\": "
+        printf("%s\n {\"dtype\": \"f32\", \"epilogue\": \"%s\", \"max_rel_err\": %.3g, \"loop_us_per_call\": "
                "{\"median\": %.3f, \"min\": %.3f}, \"burst_us_per_call\": {\"median\": %.3f, \"min\": %.3f}}",
-               c ? "," : "", c >> 1 ? "bf16" : "f32", c & 1 ? "bias_relu" : "none", err[c], lmed, loop[c][0], bmed,
-               burst[c][0]);
+               c ? "," : "", c ? "bias_relu" : "none", err[c], lmed, loop[c][0], bmed, burst[c][0]);
         fm_bare_close(cases[c]);
     }
     printf("\n]}\n");
