@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,33 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def machine(gpu: bool = False) -> dict:
+    """hostname, CPU model, cores, platform, Python; with gpu, nvidia-smi's name / driver / clock / power limit."""
+    m = {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+         "platform": platform.platform(), "python": sys.version.split()[0]}
+    if gpu:
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit",
+                                "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout
+            m["nvidia_smi"] = dict(zip(("name", "driver_version", "clocks_max_sm", "power_limit"),
+                                       (x.strip() for x in q.splitlines()[0].split(","))))
+        except Exception as exc:
+            m["nvidia_smi"] = {"error": err(exc)}
+    return m
+
+
+def versions(*dists) -> dict:
+    """The installed versions of the given distributions."""
+    from importlib import metadata
+    out = {}
+    for d in dists:
+        try:
+            out[d] = metadata.version(d)
+        except Exception:
+            pass
+    return out
 
 
 def command_line() -> str:

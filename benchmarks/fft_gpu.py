@@ -19,14 +19,12 @@ import argparse
 import datetime
 import math
 import os
-import platform
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
-from bench_common import REPO_ROOT, WallEvent, c_program, command_line, cpu_model, err, paired, run_json, write_json
+from bench_common import REPO_ROOT, WallEvent, c_program, command_line, err, machine, paired, run_json, versions, write_json
 
 CASES = (("1024x1", (1024,), (0,)), ("4096x4096", (4096, 4096), (1,)), ("1024x16384", (16384, 1024), (1,)),
          ("256x65536", (65536, 256), (1,)), ("1024x16384-axis0", (1024, 16384), (0,)), ("2^20x64", (64, 2 ** 20), (1,)),
@@ -323,19 +321,6 @@ def run_host_overhead(env, args) -> dict:
     return out
 
 
-def machine_info(env) -> dict:
-    m = {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_model": cpu_model()}
-    if env.cp is not None:
-        props, rt = env.cp.cuda.runtime.getDeviceProperties(0), env.cp.cuda.runtime
-        m.update(gpu_name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-                 cuda_runtime_version=rt.runtimeGetVersion(), cuda_driver_version=rt.driverGetVersion(),
-                 cufft_version=env.cp.cuda.cufft.getVersion())
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
-        m["nvidia_smi"] = q.splitlines()[0] if q else None
-    return m
-
-
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     t_start, now = time.perf_counter(), datetime.datetime.now().astimezone()
@@ -343,15 +328,14 @@ def main(argv=None) -> int:
     if "cupy" in env.errors:
         print(f"fft_gpu: no GPU: {env.errors['cupy']}; nothing measured")
         return 2 if args.require_gpu else 0
-    from importlib import metadata
-    vers = {}
-    for dist in ("numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "torch", "nvmath-python", "numba-cuda", "fusemath"):
-        try:
-            vers[dist] = metadata.version(dist)
-        except Exception:
-            pass
+    vers = versions("numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "torch", "nvmath-python", "numba-cuda", "fusemath")
+    mach = machine(gpu=not env.dry)
+    if env.cp is not None:
+        rt = env.cp.cuda.runtime
+        mach.update(gpu_name=env.cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), cufft_version=env.cp.cuda.cufft.getVersion(),
+                    cuda_runtime_version=rt.runtimeGetVersion(), cuda_driver_version=rt.driverGetVersion())
     res = {"benchmark": "fft_gpu", "date": now.isoformat(timespec="seconds"), "command": command_line(),
-           "machine": machine_info(env), "versions": vers, "import_errors": env.errors,
+           "machine": mach, "versions": vers, "import_errors": env.errors,
            "settings": {"budget_s": args.budget, "max_seconds": args.max_seconds, "dtype": args.dtype, "scale": SCALE,
                         "tolerance": TOL[args.dtype], "targets": TARGETS, "cpu_dry_run": args.cpu_dry_run},
            "cases": [], "host_overhead": None, "skipped": []}

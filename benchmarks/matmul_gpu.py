@@ -1,66 +1,36 @@
 #!/usr/bin/env python3
 """GPU matmul benchmark (issue 3): fusemath's fused epilogues against nvmath-python and PyTorch.
 
-One process, one GPU, one non-blocking torch stream (current for torch, handed to fusemath as an int
-handle and to nvmath as the stream object), random normal data; for bf16, fp16, fp32, tf32 (fp32 data,
-TF32 compute) and fp64 on (M, N, K) = 8192^3, 8192x8192x1024, 16384x4096x512, 1024^3, 128^3 it times
-D = relu(A @ B + bias) (and gelu + bias, tanh form, on 8192x8192x1024 and 1024^3 in bf16 / fp32):
-    fused      fusemath.Matmul(a, b).plan(epilogue=..., bias=bias_n), execute(out=d, stream=s) (one d for
-               every input set: the peers' allocators hand each call the block the previous one freed)
-    nvmath     nvmath.linalg.advanced.Matmul(a, b).plan(epilog=RELU_BIAS / GELU_BIAS, bias of length M:
-               cuBLASLt's column-major view), execute(stream=s)
-    addmm_act  torch._addmm_activation(bias_n, a, b, use_gelu=...)
-    unfused    torch.relu(a @ b + bias_n) (F.gelu(..., approximate="tanh"))
-    plain      a @ b (the floor)
-Each result is checked against an fp32 (fp64) reference first. Timing: CUDA events on the stream;
---trials trials per method, the methods interleaved trial by trial (order reversed every other one),
-each trial preceded by --lead-in times as many untimed calls of the same method (at the H200's 700 W
-cap a trial otherwise starts at the clock its predecessor left). Where an input set fits in L2 three
-are rotated. Ratios are paired (median over trials of the per-trial ratio). Targets (flagged MISS):
-fused <= 1.00x nvmath and addmm_act, <= 1.03x plain, <= 1.00x unfused.
-
-Host overhead, 64x64x64 f32 (us per call: loops of back-to-back calls and one sync, median over 7; and
-bursts of 20 calls, the enqueue time): the bare cublasLtMatmul in its own process (cublaslt_bare) and
-in this one (cublaslt_bare_inproc.so: the baseline of "above bare"), fusemath's planned execute(out=)
-(target <= 1 us above bare), allocating execute(), stateless fusemath.matmul (target <= 3 us), torch
-a @ b, cupy a @ b, nvmath's planned and stateless calls. The C baselines are built here when missing.
-
-JSON: benchmarks/results/matmul_gpu-<YYYYMMDD>-<host>.json (or --out), then a table. Without a GPU:
-"no GPU", exit 0 (2 with --require-gpu); exit 1 when a fusemath result was wrong. --cpu-dry-run runs
-the script on NumPy arrays and fusemath's CPU backend (no peers but NumPy) to check the script itself.
-Usage (after `make build`): .venv/bin/python benchmarks/matmul_gpu.py [--quick] [--autotune] [--plan-log]
-    [--shapes 8192x8192x1024,1024] [--dtypes bf16,fp32] [--epilogues relu,gelu] [--methods plain,unfused]
-    [--budget S] [--trials N] [--lead-in F] [--max-seconds S] [--host-only | --skip-host-overhead]
-    [--bare-bin PATH] [--out PATH] [--require-gpu] [--cpu-dry-run]
-On the GPU machine benchmarks/device_gpu.sh (step "bench") runs it.
+D = relu(A @ B + bias) (and gelu on a smaller set) for bf16, fp16, fp32, tf32 and fp64 on 8192^3,
+8192x8192x1024, 16384x4096x512, 1024^3 and 128^3, on one torch stream: fusemath's planned
+execute(out=, stream=), nvmath-python's planned Matmul (RELU_BIAS / GELU_BIAS), torch's
+_addmm_activation, torch's unfused relu(a @ b + bias) and plain a @ b. Every result is checked first;
+trials are interleaved (order alternating), each after an untimed lead-in of the same method (the H200
+runs at its power cap); ratios are paired. Then the 64x64x64 f32 host overhead of every call against
+the bare cublasLtMatmul timed in this process (cublaslt_bare_inproc.so) and in its own (cublaslt_bare).
+JSON: benchmarks/results/matmul_gpu-<YYYYMMDD>-<host>.json (or --out); benchmarks/README.md has more.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import math
 import os
-import platform
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
-from bench_common import REPO_ROOT, WallEvent, c_program, command_line, cpu_model, err, paired, run_json, write_json
+from bench_common import (REPO_ROOT, WallEvent, c_program, command_line, err, machine, paired, run_json, versions,
+                          write_json)
 
 DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp64")
 SHAPES = ((8192, 8192, 8192), (8192, 8192, 1024), (16384, 4096, 512), (1024, 1024, 1024), (128, 128, 128))
 GELU_SHAPES, GELU_DTYPES = ((8192, 8192, 1024), (1024, 1024, 1024)), ("bf16", "fp32")
 TARGETS = {"nvmath": 1.00, "addmm_act": 1.00, "plain": 1.03, "unfused": 1.00}
-PEERS = tuple(TARGETS)
 TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3, "fp32": 1e-4, "fp64": 1e-10}  # of max |ref|
 HOST_CALLS, HOST_REPEATS = 2000, 7
-
-
-def shape(text):
-    v = [int(x) for x in text.lower().replace("^3", "").split("x")]
-    return tuple(v * 3 if len(v) == 1 else v)
 
 
 def parse_args(argv):
@@ -70,7 +40,7 @@ def parse_args(argv):
     p.add_argument("--shapes", default=None, help="comma-separated MxNxK (or n for n^3)")
     p.add_argument("--dtypes", default=None, help="comma-separated, of " + ",".join(DTYPES))
     p.add_argument("--epilogues", default="relu,gelu", help="relu,gelu (gelu on its smaller set)")
-    p.add_argument("--methods", default=",".join(PEERS), help="peers timed next to fused (default all)")
+    p.add_argument("--methods", default=",".join(TARGETS), help="peers timed next to fused (default all)")
     p.add_argument("--budget", type=float, default=None, help="seconds of timed calls per method and case (0.5)")
     p.add_argument("--trials", type=int, default=5, help="timing trials per method and case (5)")
     p.add_argument("--lead-in", type=float, default=0.5, help="untimed calls before each trial, fraction of it (0.5)")
@@ -85,15 +55,13 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--cpu-dry-run", action="store_true", help="check the script without a GPU (numbers mean nothing)")
     a = p.parse_args(argv)
-    a.shapes = ([shape(s) for s in a.shapes.split(",")] if a.shapes else
-                [(256, 256, 256), (512, 384, 128)] if a.cpu_dry_run else list(GELU_SHAPES if a.quick else SHAPES))
-    a.dtypes = (a.dtypes.split(",") if a.dtypes else
-                ["fp32", "fp64"] if a.cpu_dry_run else list(GELU_DTYPES if a.quick else DTYPES))
+    a.shapes = ([tuple(int(x) for x in s.replace("^3", "").split("x")) * (1 if "x" in s else 3) for s in a.shapes.split(",")]
+                if a.shapes else [(256,) * 3, (512, 384, 128)] if a.cpu_dry_run else list(GELU_SHAPES if a.quick else SHAPES))
+    a.dtypes = a.dtypes.split(",") if a.dtypes else ["fp32", "fp64"] if a.cpu_dry_run else list(GELU_DTYPES if a.quick else DTYPES)
     a.epilogues, a.methods = a.epilogues.split(","), a.methods.split(",")
-    if set(a.dtypes) - set(DTYPES) or set(a.epilogues) - {"relu", "gelu"} or set(a.methods) - set(PEERS):
-        p.error(f"--dtypes of {','.join(DTYPES)}, --epilogues of relu,gelu, --methods of {','.join(PEERS)}")
-    a.budget = a.budget or (0.2 if a.quick else 0.5)
-    a.max_seconds = a.max_seconds or (50.0 if a.quick else 330.0)
+    if set(a.dtypes) - set(DTYPES) or set(a.epilogues) - {"relu", "gelu"} or set(a.methods) - set(TARGETS):
+        p.error(f"--dtypes of {','.join(DTYPES)}, --epilogues of relu,gelu, --methods of {','.join(TARGETS)}")
+    a.budget, a.max_seconds = a.budget or (0.2 if a.quick else 0.5), a.max_seconds or (50.0 if a.quick else 330.0)
     return a
 
 
@@ -101,12 +69,8 @@ class Env:
     """torch on the GPU (or NumPy and fusemath's CPU backend in --cpu-dry-run), the stream, the peers."""
 
     def __init__(self, args):
-        self.dry, self.errors = args.cpu_dry_run, {}
-        self.torch = self.cupy = self.nvmath = self.stream = self.sh = None
-        if self.dry:
-            import numpy
-            self.np = numpy
-        else:
+        self.dry, self.errors, self.torch, self.cupy, self.nvmath, self.stream, self.sh = args.cpu_dry_run, {}, *[None] * 5
+        if not self.dry:
             try:
                 import torch
                 if not torch.cuda.is_available():
@@ -116,23 +80,27 @@ class Env:
             except Exception as exc:
                 self.errors["torch"] = err(exc)
                 return
+        import numpy
+        self.np, self.lib = numpy, self.torch or numpy
         if args.plan_log:
             os.environ["FUSEMATH_LOG"] = "plan"  # read when fusemath makes its context (at import)
         import fusemath
         self.fm = fusemath
         for name in () if self.dry else ("cupy", "nvmath.linalg.advanced"):
             try:
-                mod = __import__(name)
-                setattr(self, name.split(".")[0], mod)
+                setattr(self, name.split(".")[0], __import__(name))
             except Exception as exc:
                 self.errors[name] = err(exc)
 
     def ctx(self):
-        return self.torch.cuda.stream(self.stream) if self.torch else __import__("contextlib").nullcontext()
+        return self.torch.cuda.stream(self.stream) if self.torch else contextlib.nullcontext()
 
     def dtype(self, key):
-        lib = self.torch or self.np
-        return {"bf16": getattr(lib, "bfloat16", None), "fp16": lib.float16, "fp64": lib.float64}.get(key, lib.float32)
+        return {"bf16": getattr(self.lib, "bfloat16", None), "fp16": self.lib.float16, "fp64": self.lib.float64}.get(
+            key, self.lib.float32)
+
+    def gen(self, seed):
+        return self.torch.Generator(device="cuda").manual_seed(seed) if self.torch else self.np.random.default_rng(seed)
 
     def randn(self, shp, key, gen):
         if self.torch:
@@ -148,7 +116,7 @@ class Env:
     def act(self, x, ep):
         if ep == "relu":
             return self.torch.relu(x) if self.torch else self.np.maximum(x, 0)
-        if self.torch:
+        if self.torch:  # gelu, tanh form (as cuBLASLt's)
             return self.torch.nn.functional.gelu(x, approximate="tanh")
         return 0.5 * x * (1.0 + self.np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
@@ -184,41 +152,9 @@ class Env:
         return getattr(self.torch.cuda.get_device_properties(0), "L2_cache_size", 0) if self.torch else 60 << 20
 
 
-def machine_info(env) -> dict:
-    info = {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
-            "platform": platform.platform(), "python": sys.version.split()[0]}
-    try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout
-        info["nvidia_smi"] = dict(zip(("name", "driver_version", "clocks_max_sm", "power_limit"),
-                                      [x.strip() for x in q.splitlines()[0].split(",")]))
-    except Exception as exc:
-        info["nvidia_smi"] = {"error": err(exc)}
-    if env.torch:
-        t, prop = env.torch, env.torch.cuda.get_device_properties(0)
-        info.update(gpu_name=t.cuda.get_device_name(0), sm=f"{prop.major}.{prop.minor}", torch_cuda_version=t.version.cuda,
-                    l2_cache_bytes=env.l2_bytes())
-    return info
-
-
-def versions(env) -> dict:
-    v = {"fusemath": env.fm.__version__, "numpy": __import__("numpy").__version__}
-    for name, mod in (("torch", env.torch), ("cupy", env.cupy), ("nvmath-python", env.nvmath)):
-        if mod is not None:
-            v[name] = getattr(mod, "__version__", None)
-    if env.nvmath is not None:
-        try:
-            from nvmath.bindings import cublasLt
-            v["cublasLt_nvmath"] = cublasLt.get_version()
-        except Exception as exc:
-            v["cublasLt_nvmath"] = err(exc)
-    return v
-
-
 def time_methods(env, methods: dict, budget, trials, lead_in) -> dict:
-    """name -> list of calls (one per input set) -> {per_trial_ms, median_ms, min_ms} or {error}."""
-    res, plan, lead = {}, {}, {}
-    e0, e1 = env.event(), env.event()
+    """name -> calls (one per input set) -> {per_trial_ms, median_ms, min_ms} or {error}."""
+    res, plan, lead, e0, e1 = {}, {}, {}, env.event(), env.event()
     for name, calls in methods.items():
         try:
             for f in calls:  # warm-up: every input set once; then a cost estimate from three calls
@@ -233,19 +169,17 @@ def time_methods(env, methods: dict, budget, trials, lead_in) -> dict:
             res[name] = {"per_trial_ms": [], "reps": reps, "lead_in_calls": len(lead[name])}
         except Exception as exc:
             res[name] = {"error": err(exc)}
-    names = list(plan)
     for t in range(trials):
-        for name in (names if t % 2 == 0 else names[::-1]):
-            if "error" in res[name]:
-                continue
+        for name in (list(plan) if t % 2 == 0 else list(plan)[::-1]):
             try:
-                for f in lead[name]:
-                    f()
-                e0.record(env.stream)
-                for f in plan[name]:
-                    f()
-                e1.record(env.stream)
-                res[name]["per_trial_ms"].append(env.elapsed_ms(e0, e1) / len(plan[name]))
+                if "error" not in res[name]:
+                    for f in lead[name]:
+                        f()
+                    e0.record(env.stream)
+                    for f in plan[name]:
+                        f()
+                    e1.record(env.stream)
+                    res[name]["per_trial_ms"].append(env.elapsed_ms(e0, e1) / len(plan[name]))
             except Exception as exc:
                 res[name] = {"error": err(exc)}
     for r in res.values():
@@ -256,38 +190,23 @@ def time_methods(env, methods: dict, budget, trials, lead_in) -> dict:
 
 
 def run_case(env, ep, dt, shp, args, seed) -> dict:
-    torch, fm, nv = env.torch, env.fm, env.nvmath
-    m, n, k = shp
+    torch, fm, nv, (m, n, k) = env.torch, env.fm, env.nvmath, shp
     out = {"dtype": dt, "m": m, "n": n, "k": k, "epilogue": ep, "methods": {}, "errors": {}, "checks": {}}
     elem = {"bf16": 2, "fp16": 2, "fp64": 8}.get(dt, 4)
-    nsets = out["input_sets"] = 3 if elem * (m * k + k * n + m * n) <= env.l2_bytes() else 1
-    refkey = "fp64" if dt == "fp64" else "fp32"
-    objs, methods = [], {}
+    nsets = out["input_sets"] = 3 if elem * (m * k + k * n + m * n) <= env.l2_bytes() else 1  # no input left in L2
+    refkey, objs, methods = "fp64" if dt == "fp64" else "fp32", [], {}
     with env.ctx():
-        gen = env.torch.Generator(device="cuda").manual_seed(seed) if torch else env.np.random.default_rng(seed)
-        sets = [{key: env.randn(s, dt, gen) for key, s in (("a", (m, k)), ("b", (k, n)), ("bias_n", (n,)), ("bias_m", (m,)))}
+        g = env.gen(seed)
+        sets = [{key: env.randn(s, dt, g) for key, s in (("a", (m, k)), ("b", (k, n)), ("bias_n", (n,)), ("bias_m", (m,)))}
                 for _ in range(nsets)]
         env.set_tf32(False)
-        s0 = sets[0]
-        p = env.cast(s0["a"], refkey) @ env.cast(s0["b"], refkey)
-        refs = {"fused": env.act(p + env.cast(s0["bias_n"], refkey), ep), "plain": p,
-                "nvmath": env.act(p + env.cast(s0["bias_m"], refkey)[:, None], ep)}
+        p = env.cast(sets[0]["a"], refkey) @ env.cast(sets[0]["b"], refkey)
+        refs = {"fused": env.act(p + env.cast(sets[0]["bias_n"], refkey), ep), "plain": p,  # nvmath: a bias per row
+                "nvmath": env.act(p + env.cast(sets[0]["bias_m"], refkey)[:, None], ep)}
         env.set_tf32(dt == "tf32")
 
-        def add(name, make):  # make() -> list of calls; the first call's result is checked
-            try:
-                calls = make()
-                got = calls[0]()
-                env.sync()
-                e = out["checks"][name] = env.rel_err(got, refs.get(name, refs["fused"]), refkey)
-                if not e <= TOLERANCE[dt]:
-                    raise AssertionError(f"WRONG RESULT: max error {e:.3g} of max |ref| > {TOLERANCE[dt]:g}")
-                methods[name] = calls
-            except Exception as exc:
-                out["errors"][name] = err(exc)
-
         def fused():
-            d, calls = env.empty((m, n), dt), []
+            d, calls = env.empty((m, n), dt), []  # one d for all sets: the peers' allocators recycle one block
             for s in sets:
                 mm = fm.Matmul(s["a"], s["b"], options=fm.MatmulOptions(compute="tf32") if dt == "tf32" else None)
                 objs.append(mm.plan(epilogue=ep, bias=s["bias_n"]))
@@ -312,63 +231,85 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                 calls.append(lambda mm=mm: mm.execute(stream=env.stream))
             return calls
 
-        add("fused", fused)
-        for name, make in (("nvmath", nvmath),
-                           ("addmm_act", lambda: [lambda s=s: torch._addmm_activation(s["bias_n"], s["a"], s["b"],
-                                                                                    use_gelu=ep == "gelu") for s in sets]),
+        def addmm_act():
+            if torch is None:
+                raise RuntimeError("needs torch")
+            return [lambda s=s: torch._addmm_activation(s["bias_n"], s["a"], s["b"], use_gelu=ep == "gelu") for s in sets]
+
+        for name, make in (("fused", fused), ("nvmath", nvmath), ("addmm_act", addmm_act),
                            ("unfused", lambda: [lambda s=s: env.act(s["a"] @ s["b"] + s["bias_n"], ep) for s in sets]),
                            ("plain", lambda: [lambda s=s: s["a"] @ s["b"] for s in sets])):
-            if name not in args.methods:
-                out["errors"][name] = "not timed (--methods)"
-            elif name == "addmm_act" and torch is None:
-                out["errors"][name] = "needs torch"
-            else:
-                add(name, make)
+            try:
+                if name != "fused" and name not in args.methods:
+                    raise RuntimeError("not timed (--methods)")
+                calls = make()
+                got = calls[0]()
+                env.sync()
+                e = out["checks"][name] = env.rel_err(got, refs.get(name, refs["fused"]), refkey)
+                if not e <= TOLERANCE[dt]:
+                    raise AssertionError(f"WRONG RESULT: max error {e:.3g} of max |ref| > {TOLERANCE[dt]:g}")
+                methods[name] = calls
+            except Exception as exc:
+                out["errors"][name] = err(exc)
         del p, refs
         try:
-            timed = time_methods(env, methods, args.budget, args.trials, args.lead_in)
+            for name, r in time_methods(env, methods, args.budget, args.trials, args.lead_in).items():
+                if "error" in r:
+                    out["errors"][name] = r["error"]
+                else:
+                    out["methods"][name] = r
         finally:
             for o in objs:
                 o.free()
-        for name, r in timed.items():
-            if "error" in r:
-                out["errors"][name] = r["error"]
-            else:
-                out["methods"][name] = r
         del sets, methods
     env.set_tf32(False)
     env.sync()
-    out["ratios"], out["ratios_of_medians"], out["flags"] = {}, {}, []
-    meth = out["methods"]
-    for peer in PEERS:
-        if "median_ms" in meth.get("fused", {}) and "median_ms" in meth.get(peer, {}):
-            r = out["ratios"][f"fused/{peer}"] = paired(meth["fused"]["per_trial_ms"], meth[peer]["per_trial_ms"])
-            out["ratios_of_medians"][f"fused/{peer}"] = meth["fused"]["median_ms"] / meth[peer]["median_ms"]
-            if r > TARGETS[peer]:
-                rmin = meth["fused"]["min_ms"] / meth[peer]["min_ms"]
-                out["flags"].append(f"MISS fused/{peer} {r:.3f} > {TARGETS[peer]:.2f}"
-                                    + (f" (ratio of mins {rmin:.3f} meets it: noise?)" if rmin <= TARGETS[peer] else ""))
+    out.update(ratios={}, ratios_of_medians={}, flags=[])
+    me = out["methods"]
+    for peer, lim in TARGETS.items():
+        if "median_ms" in me.get("fused", {}) and "median_ms" in me.get(peer, {}):
+            r = out["ratios"][f"fused/{peer}"] = paired(me["fused"]["per_trial_ms"], me[peer]["per_trial_ms"])
+            out["ratios_of_medians"][f"fused/{peer}"] = me["fused"]["median_ms"] / me[peer]["median_ms"]
+            rmin = me["fused"]["min_ms"] / me[peer]["min_ms"]
+            if r > lim:
+                out["flags"].append(f"MISS fused/{peer} {r:.3f} > {lim:.2f}"
+                                    + (f" (ratio of mins {rmin:.3f} meets it: noise?)" if rmin <= lim else ""))
     if "fused" in out["errors"]:
         out["flags"].append("fused error")
         out["wrong_result"] = "WRONG RESULT" in out["errors"]["fused"]
     return out
 
 
-class Loop:
-    """A method timed by a callable that makes n calls itself (the in-process bare C call)."""
+def bare_inproc(env, a, b, d, bias):
+    """The bare cuBLASLt call loaded into this process (cublaslt_bare_inproc.so): run_n(calls), close()."""
+    import ctypes
+    path, note = c_program("cublaslt_bare_inproc.so")
+    if not path:
+        raise FileNotFoundError(note)
+    lib = ctypes.CDLL(path)
+    lib.fm_bare_open.restype, lib.fm_bare_error.restype = ctypes.c_void_p, ctypes.c_char_p
+    lib.fm_bare_open.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_int] * 3 + [ctypes.c_size_t] * 2
+    lib.fm_bare_calls.argtypes, lib.fm_bare_close.argtypes = [ctypes.c_void_p, ctypes.c_int], [ctypes.c_void_p]
+    h = lib.fm_bare_open(a.data_ptr(), b.data_ptr(), d.data_ptr(), bias.data_ptr() if bias is not None else 0,
+                         64, 64, 64, env.sh, 32 << 20)
+    if not h:
+        raise RuntimeError("fm_bare_open: " + lib.fm_bare_error().decode())
 
-    def __init__(self, run_n):
-        self.run_n = run_n
+    def run_n(count):
+        if lib.fm_bare_calls(h, count) != 0:
+            raise RuntimeError("fm_bare_calls: " + lib.fm_bare_error().decode())
+    run_n.loop = True  # one ctypes call runs all the calls: its own cost is paid once
+    return run_n, lambda: lib.fm_bare_close(h)
 
 
 def host_loop(env, fns: dict) -> dict:
-    """Per-call host time (us): loops of back-to-back calls + one sync (median over HOST_REPEATS, the
-    order alternating) and bursts of 20 calls with an untimed sync between (the enqueue time)."""
+    """Per-call host time (us): loops of back-to-back calls + one sync (median over HOST_REPEATS, the order
+    alternating), and bursts of 20 calls with an untimed sync between (the enqueue time)."""
     res, live, pc = {}, {}, time.perf_counter
 
     def run(f, count):
-        if isinstance(f, Loop):
-            return f.run_n(count)
+        if getattr(f, "loop", False):
+            return f(count)
         for _ in range(count):
             f()
 
@@ -400,29 +341,6 @@ def host_loop(env, fns: dict) -> dict:
     return res
 
 
-def bare_inproc(env, a, b, d, bias):
-    """The bare cuBLASLt call loaded into this process (build/benchmarks/cublaslt_bare_inproc.so)."""
-    import ctypes
-    path, note = c_program("cublaslt_bare_inproc.so")
-    if not path:
-        raise FileNotFoundError(note)
-    lib = ctypes.CDLL(path)
-    lib.fm_bare_open.restype = ctypes.c_void_p
-    lib.fm_bare_open.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_int] * 3 + [ctypes.c_size_t] * 2
-    lib.fm_bare_calls.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.fm_bare_close.argtypes = [ctypes.c_void_p]
-    lib.fm_bare_error.restype = ctypes.c_char_p
-    h = lib.fm_bare_open(a.data_ptr(), b.data_ptr(), d.data_ptr(), bias.data_ptr() if bias is not None else 0,
-                         64, 64, 64, env.sh, 32 << 20)
-    if not h:
-        raise RuntimeError("fm_bare_open: " + lib.fm_bare_error().decode())
-
-    def run_n(count):
-        if lib.fm_bare_calls(h, count) != 0:
-            raise RuntimeError("fm_bare_calls: " + lib.fm_bare_error().decode())
-    return Loop(run_n), lambda: lib.fm_bare_close(h)
-
-
 HOST_ROWS = {"a_bare_c": "a  bare cublasLtMatmul, own process", "a0_bare_inproc": "a0 bare cublasLtMatmul, this process",
              "a2_bare_inproc_bias_relu": "a2 the same, RELU_BIAS", "b_fm_execute_out": "b  fusemath execute(out=)",
              "b2_fm_execute_out_bias_relu": "b2 fusemath execute(out=) bias+relu",
@@ -441,15 +359,11 @@ def run_host_overhead(env, args) -> dict:
         out["errors"]["a_bare_c"] = bare["error"]
     torch, fm, cp, nv, sh = env.torch, env.fm, env.cupy, env.nvmath, env.sh
     with env.ctx():
-        gen = torch.Generator(device="cuda").manual_seed(args.seed) if torch else env.np.random.default_rng(args.seed)
-        a, b, bias = env.randn((64, 64), "fp32", gen), env.randn((64, 64), "fp32", gen), env.randn((64,), "fp32", gen)
+        g = env.gen(args.seed)
+        a, b, bias = env.randn((64, 64), "fp32", g), env.randn((64, 64), "fp32", g), env.randn((64,), "fp32", g)
         d, d2 = env.empty((64, 64), "fp32"), env.empty((64, 64), "fp32")
-
-        def add(key, make):
-            try:
-                fns[key] = make()
-            except Exception as exc:
-                out["errors"][key] = err(exc)
+        mm, mm2, mm3 = fm.Matmul(a, b).plan(), fm.Matmul(a, b).plan(epilogue="relu", bias=bias), fm.Matmul(a, b).plan()
+        keep += [mm, mm2, mm3]
 
         def inproc(bb):
             if env.dry:
@@ -458,35 +372,37 @@ def run_host_overhead(env, args) -> dict:
             closers.append(close)
             return f
 
-        add("a0_bare_inproc", lambda: inproc(None))
-        add("a2_bare_inproc_bias_relu", lambda: inproc(bias))
-        mm, mm2, mm3 = fm.Matmul(a, b).plan(), fm.Matmul(a, b).plan(epilogue="relu", bias=bias), fm.Matmul(a, b).plan()
-        keep += [mm, mm2, mm3]
-        add("b_fm_execute_out", lambda: lambda: mm.execute(out=d, stream=sh))
-        add("b2_fm_execute_out_bias_relu", lambda: lambda: mm2.execute(out=d2, stream=sh))
-        add("c_fm_execute_alloc", lambda: lambda: mm3.execute(stream=sh))
-        add("d_fm_matmul_stateless", lambda: lambda: fm.matmul(a, b))
-        add("e_torch_matmul", lambda: (lambda: a @ b) if torch else None)
-        if cp is not None:
+        def cupy_mm():
             ca, cb = cp.asarray(a), cp.asarray(b)
             cp.cuda.ExternalStream(sh).use()  # the benchmark stream is CuPy's current stream too
-            add("f_cupy_matmul", lambda: lambda: cp.matmul(ca, cb))
-        if nv is not None:
-            adv = nv.linalg.advanced
-            nmm = adv.Matmul(a, b, stream=env.stream)
+            return lambda: cp.matmul(ca, cb)
+
+        def nvmath_mm():
+            nmm = nv.linalg.advanced.Matmul(a, b, stream=env.stream)
             nmm.plan(stream=env.stream)
             keep.append(nmm)
-            add("g_nvmath_execute", lambda: lambda: nmm.execute(stream=env.stream))
-            add("h_nvmath_matmul_stateless", lambda: lambda: adv.matmul(a, b))
-        fns = {k: f for k, f in fns.items() if f is not None}
+            return lambda: nmm.execute(stream=env.stream)
+
+        for key, make in (("a0_bare_inproc", lambda: inproc(None)), ("a2_bare_inproc_bias_relu", lambda: inproc(bias)),
+                          ("b_fm_execute_out", lambda: lambda: mm.execute(out=d, stream=sh)),
+                          ("b2_fm_execute_out_bias_relu", lambda: lambda: mm2.execute(out=d2, stream=sh)),
+                          ("c_fm_execute_alloc", lambda: lambda: mm3.execute(stream=sh)),
+                          ("d_fm_matmul_stateless", lambda: lambda: fm.matmul(a, b)),
+                          ("e_torch_matmul", lambda: torch and (lambda: a @ b)), ("f_cupy_matmul", lambda: cp and cupy_mm()),
+                          ("g_nvmath_execute", lambda: nv and nvmath_mm()),
+                          ("h_nvmath_matmul_stateless", lambda: nv and (lambda: nv.linalg.advanced.matmul(a, b)))):
+            try:
+                if (f := make()) is not None:
+                    fns[key] = f
+            except Exception as exc:
+                out["errors"][key] = err(exc)
         ref = a @ b
         for key, want, res in (("b_fm_execute_out", ref, d), ("b2_fm_execute_out_bias_relu", env.act(ref + bias, "relu"), d2)):
-            if key in fns:
-                fns[key]()
-                env.sync()
-                if env.rel_err(res, want, "fp32") > 1e-4:
-                    out["errors"][key] = "WRONG RESULT"
-                    del fns[key]
+            fns[key]()
+            env.sync()
+            if env.rel_err(res, want, "fp32") > 1e-4:
+                out["errors"][key] = "WRONG RESULT"
+                del fns[key]
         out["fused_plan"] = mm.describe()
         try:
             timed = host_loop(env, fns)
@@ -495,9 +411,7 @@ def run_host_overhead(env, args) -> dict:
                 o.free()
             for close in closers:
                 close()
-    rows = {}
-    if "none" in base:
-        rows["a_bare_c"] = {"us_per_call": base["none"][0], "burst_us_per_call": base["none"][1]}
+    rows = {"a_bare_c": {"us_per_call": base["none"][0], "burst_us_per_call": base["none"][1]}} if "none" in base else {}
     rows.update({k: r for k, r in timed.items() if "error" not in r})
     out["errors"].update({k: r["error"] for k, r in timed.items() if "error" in r})
     # "above bare": the bare call timed in this process and loops when it ran, else cublaslt_bare's process
@@ -514,27 +428,25 @@ def run_host_overhead(env, args) -> dict:
 
 def table(res) -> str:
     lines = [f"{'case (ms, median)':32} {'fused':>9} {'nvmath':>9} {'addmm_act':>9} {'unfused':>9} {'plain':>9} | "
-             f"{'f/nv':>6} {'f/addmm':>7} {'f/unf':>6} {'f/plain':>7} | flags"]
+             f"{'f/nv':>6} {'f/addmm':>7} {'f/plain':>7} {'f/unf':>6} | flags"]
     for c in res["cases"]:
         ms = " ".join(f"{c['methods'][x]['median_ms']:9.4f}" if x in c["methods"] else f"{'-':>9}"
                       for x in ("fused", "nvmath", "addmm_act", "unfused", "plain"))
-        rt = " ".join(f"{c['ratios'].get('fused/' + x, float('nan')):{w}.3f}" for x, w in
-                      (("nvmath", 6), ("addmm_act", 7), ("unfused", 6), ("plain", 7)))
-        lines.append(f"{c['dtype']} {c['m']}x{c['n']}x{c['k']} {c['epilogue']:<14} {ms} | {rt} | "
-                     + ("; ".join(c["flags"]) or "ok"))
-    errs = {(m, e) for c in res["cases"] for m, e in c["errors"].items() if not e.startswith("not timed")}
-    lines += [f"  error {m}: {e}" for m, e in sorted(errs)] + [f"skipped (time cap): {s}" for s in res["skipped"]]
+        rt = " ".join(f"{c['ratios'].get('fused/' + x, float('nan')):{w}.3f}" for x, w in zip(TARGETS, (6, 7, 7, 6)))
+        lines.append(f"{c['dtype']} {c['m']}x{c['n']}x{c['k']} {c['epilogue']:<14} {ms} | {rt} | " + ("; ".join(c["flags"]) or "ok"))
+    lines += [f"  error {m}: {e}" for m, e in sorted({(m, e) for c in res["cases"] for m, e in c["errors"].items()
+                                                     if not e.endswith("(--methods)")})]
+    lines += [f"skipped (time cap): {s}" for s in res["skipped"]]
     ho = res.get("host_overhead") or {}
     if ho.get("rows") is not None:
         lines.append(f"\nhost overhead 64x64x64 f32, us per call: loop / burst of 20, above the bare call timed in "
                      f"{ho['bare_base']} (b2 above the RELU_BIAS one)")
         for key, label in HOST_ROWS.items():
             r = ho["rows"].get(key)
-            if r:
-                lines.append(f"  {label:40} {r['us_per_call']:8.2f} / {r['burst_us_per_call']:8.2f}"
-                             + (f"   {r['above_bare_us']:+.2f} / {r['above_bare_burst_us']:+.2f}" if "above_bare_us" in r else ""))
-            elif key in ho["errors"]:
-                lines.append(f"  {label:40} error: {ho['errors'][key][:150]}")
+            if r or key in ho["errors"]:
+                lines.append(f"  {label:40} " + (f"{r['us_per_call']:8.2f} / {r['burst_us_per_call']:8.2f}" + (
+                    f"   {r['above_bare_us']:+.2f} / {r['above_bare_burst_us']:+.2f}" if "above_bare_us" in r else "")
+                    if r else f"error: {ho['errors'][key][:150]}"))
     return "\n".join(lines)
 
 
@@ -545,24 +457,28 @@ def main(argv=None) -> int:
     if "torch" in env.errors:
         print(f"matmul_gpu: no GPU: {env.errors['torch']}; nothing measured")
         return 2 if args.require_gpu else 0
-    res = {"benchmark": "matmul_gpu", "date": now.isoformat(timespec="seconds"), "command": command_line(),
-           "machine": machine_info(env), "versions": versions(env), "import_errors": env.errors,
+    mach = machine(gpu=not env.dry)
+    if env.torch:
+        prop = env.torch.cuda.get_device_properties(0)
+        mach.update(gpu_name=env.torch.cuda.get_device_name(0), sm=f"{prop.major}.{prop.minor}",
+                    torch_cuda_version=env.torch.version.cuda, l2_cache_bytes=env.l2_bytes())
+    vers = versions("fusemath", "numpy", "torch", "cupy", "nvmath-python", "cuda-bindings")
+    if env.nvmath is not None:
+        with contextlib.suppress(Exception):
+            vers["cublasLt_nvmath"] = __import__("nvmath.bindings.cublasLt").bindings.cublasLt.get_version()
+    res = {"benchmark": "matmul_gpu", "date": now.isoformat(timespec="seconds"), "command": command_line(), "machine": mach,
+           "versions": vers, "import_errors": env.errors, "cases": [], "skipped": [],
            "settings": {"budget_s": args.budget, "trials": args.trials, "lead_in": args.lead_in, "seed": args.seed,
                         "max_seconds": args.max_seconds, "autotune": args.autotune, "targets": TARGETS,
-                        "tolerance": TOLERANCE, "cpu_dry_run": args.cpu_dry_run},
-           "cases": [], "skipped": []}
-    print(f"matmul_gpu: {res['machine'].get('gpu_name', 'cpu dry run')}, {res['machine']['cpu_model']}; "
-          f"{res['versions']}", flush=True)
-    for k, v in env.errors.items():
-        print(f"  note: {k}: {v}", flush=True)
+                        "tolerance": TOLERANCE, "cpu_dry_run": args.cpu_dry_run}}
+    print(f"matmul_gpu: {mach.get('gpu_name', 'cpu dry run')}, {mach['cpu_model']}; {vers}; notes: {env.errors}", flush=True)
     if not args.skip_host_overhead:
         try:
             res["host_overhead"] = run_host_overhead(env, args)
         except Exception as exc:
             res["host_overhead"] = {"error": err(exc)}
-    cases = [] if args.host_only else \
-        [(ep, dt, s) for ep in args.epilogues for s in args.shapes for dt in args.dtypes
-         if ep == "relu" or (s in GELU_SHAPES and dt in GELU_DTYPES)]
+    cases = [] if args.host_only else [(ep, dt, s) for ep in args.epilogues for s in args.shapes for dt in args.dtypes
+                                       if ep == "relu" or (s in GELU_SHAPES and dt in GELU_DTYPES)]
     if cases and env.torch:  # clocks up before the first timed case
         with env.ctx():
             x, t0 = env.torch.randn((4096, 4096), device="cuda", dtype=env.torch.bfloat16), time.perf_counter()
@@ -571,7 +487,6 @@ def main(argv=None) -> int:
                     x @ x
                 env.sync()
     for i, (ep, dt, s) in enumerate(cases):
-        label = f"{dt} {s[0]}x{s[1]}x{s[2]} {ep}"
         if time.perf_counter() - t_start > args.max_seconds:
             res["skipped"] += [f"{d} {x[0]}x{x[1]}x{x[2]} {e}" for e, d, x in cases[i:]]
             break
@@ -585,12 +500,11 @@ def main(argv=None) -> int:
                 env.torch.cuda.empty_cache()
         r["seconds"] = time.perf_counter() - t0
         res["cases"].append(r)
-        print(f"  {label:32} " + " ".join(f"{k} {v:.3f}" for k, v in r["ratios"].items())
+        print(f"  {dt} {s[0]}x{s[1]}x{s[2]} {ep:<14} " + " ".join(f"{k} {v:.3f}" for k, v in r["ratios"].items())
               + f"  [{'; '.join(r['flags']) or 'ok'}] ({r['seconds']:.1f} s)", flush=True)
     res["total_seconds"] = time.perf_counter() - t_start
-    host = socket.gethostname().split(".")[0]
-    path = args.out or (os.path.join("/tmp", f"matmul_gpu-dryrun-{now:%Y%m%d}.json") if args.cpu_dry_run else
-                        os.path.join(REPO_ROOT, "benchmarks", "results", f"matmul_gpu-{now:%Y%m%d}-{host}.json"))
+    path = args.out or (f"/tmp/matmul_gpu-dryrun-{now:%Y%m%d}.json" if args.cpu_dry_run else os.path.join(
+        REPO_ROOT, "benchmarks", "results", f"matmul_gpu-{now:%Y%m%d}-{socket.gethostname().split('.')[0]}.json"))
     write_json(path, res)
     print("\n" + table(res) + f"\n\nJSON: {path} ({res['total_seconds']:.0f} s)")
     return 1 if any(c.get("wrong_result") for c in res["cases"]) else 0
