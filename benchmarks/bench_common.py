@@ -8,7 +8,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -114,15 +113,3 @@ def run_json(cmd, timeout: float = 300.0):
         except ValueError:
             continue
     return {"error": f"exit status {p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
-
-
-class WallEvent:
-    """Stand-in for a CUDA event in the scripts' --cpu-dry-run (wall clock)."""
-
-    t = 0.0
-
-    def record(self, stream=None):
-        self.t = time.perf_counter()
-
-    def synchronize(self):
-        pass

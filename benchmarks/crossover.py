@@ -1,17 +1,9 @@
 #!/usr/bin/env python3
 """CPU-vs-GPU crossover sweep (`make run`): from which size does the GPU pay, transfers included?
 
-relu(a @ b + bias) through a planned fusemath.Matmul (f32, n x n x n) and a complex64 2-D FFT through
-fusemath.fft.fft2 (n x n), n = 64 ... 4096, in three modes:
-    cpu            NumPy data, execution="cpu"
-    gpu+transfers  NumPy data, execution="cuda": the copies to the GPU and back included
-    gpu-resident   CuPy (or PyTorch) data on the GPU, execute(out=..., stream=s) into a preallocated array
-Every result is checked against NumPy first. Timing: bursts of back-to-back calls, each ended by a device
-synchronisation; per call = burst time / calls, median over bursts. Without a CUDA device or a GPU array
-library the GPU modes are skipped (a line says why); a GPU error stops that mode only. Prints a table per
-operation and the crossover (the smallest n from which the GPU beats the CPU at every larger n), writes
-matmul_crossover.json (the FFT under "fft") and, with matplotlib, matmul_crossover.png and
-fft_crossover.png into --out-dir (default ./fusemath-bench).
+relu(a @ b + bias) f32 (n x n x n) and the c64 fft2 (n x n), n = 64 ... 4096, on the CPU, on the GPU with NumPy
+data (execution="cuda") and on GPU-resident CuPy / PyTorch data; checked, then bursts ended by a device sync.
+Writes matmul_crossover.json (the FFT under "fft") and, with matplotlib, the two plots into --out-dir.
 """
 from __future__ import annotations
 
@@ -19,8 +11,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import socket
 import statistics
 import sys
 import time
@@ -31,7 +21,7 @@ import fusemath
 import fusemath.fft
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import cpu_model  # noqa: E402
+from bench_common import machine  # noqa: E402
 
 CPU, XFER, RES = "cpu", "gpu+transfers", "gpu-resident"
 
@@ -44,17 +34,13 @@ class GpuLib:
         for name in ("cupy", "torch"):
             try:
                 mod = __import__(name)
-                if name == "cupy":
-                    mod.cuda.runtime.getDeviceCount()
-                    self.stream = mod.cuda.Stream()
-                    self.handle, self.device = int(self.stream.ptr), mod.cuda.runtime.getDeviceProperties(0)["name"]
-                else:
-                    if not mod.cuda.is_available():
-                        raise RuntimeError("torch.cuda.is_available() is False")
-                    self.stream = mod.cuda.Stream()
-                    self.handle, self.device = int(self.stream.cuda_stream), mod.cuda.get_device_name(0)
+                cp = name == "cupy"
+                if not (mod.cuda.runtime.getDeviceCount() if cp else mod.cuda.is_available()):
+                    raise RuntimeError("no CUDA device")
+                self.stream = mod.cuda.Stream()
+                self.handle = int(self.stream.ptr if cp else self.stream.cuda_stream)
+                self.device = mod.cuda.runtime.getDeviceProperties(0)["name"].decode() if cp else mod.cuda.get_device_name(0)
                 self.mod, self.name, self.version = mod, name, mod.__version__
-                self.device = self.device.decode() if isinstance(self.device, bytes) else self.device
                 return
             except Exception as exc:
                 errors.append(f"{name}: {exc}")
@@ -224,9 +210,7 @@ def main(argv=None) -> int:
             gpu, note = None, f"a CUDA device, but neither CuPy nor PyTorch is usable ({gpu.error})"
     modes = [CPU] + ([XFER, RES] if gpu else [])
     meta = {"date": now.isoformat(timespec="seconds"), "threads": fusemath.get_num_threads(), "sizes": sizes, "ops": ops,
-            "machine": {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
-                        "platform": platform.platform(), "python": sys.version.split()[0]},
-            "fusemath_version": fusemath.__version__, "numpy_version": np.__version__,
+            "machine": machine(), "fusemath_version": fusemath.__version__, "numpy_version": np.__version__,
             "command": " ".join(["benchmarks/crossover.py"] + sys.argv[1:])}
     gpu_info = {"enabled": bool(gpu), "note": note, "array_library": gpu and f"{gpu.name} {gpu.version}",
                 "device_name": gpu and gpu.device}

@@ -1,21 +1,9 @@
-/* cublaslt_bare.c : the bare cuBLASLt baseline of fusemath's GPU host overhead, what a C programmer
- * who knows cuBLASLt writes: descriptors, layouts and the heuristic's first algorithm (32 MiB
- * workspace) made once; the timed part is cublasLtMatmul alone, on one non-blocking stream, into
- * the same output. Row-major D = A @ B as column-major D^T = B^T A^T (cuBLASLt's A is our B), with
- * RELU_BIAS when a bias is given (its per-row bias of D^T is our per-column bias); compute 32F.
- * Two builds of this file (benchmarks/CMakeLists.txt):
- *   cublaslt_bare [n (64)] [calls (2000)] [repeats (5)]   the executable: identity and bias+relu, f32,
- *       n x n x n, each checked against a CPU reference, then timed, the two interleaved: loops of
- *       `calls` back-to-back calls and one sync (median / min over repeats), and bursts of 20 calls
- *       with an untimed sync between (enqueue time per call, median over 200). Prints one JSON
- *       object; exit 1 on a failing call or a wrong result.
- *   cublaslt_bare_inproc.so (FM_BARE_MODULE)   the same call in the benchmark's own process, loaded
- *       by matmul_gpu.py with ctypes and timed in its loops (a baseline timed in another process
- *       moved 0-2.8 us against this one). One ctypes call runs a whole loop:
- *         fm_bare_open(a, b, d, bias, m, n, k, stream, workspace_bytes)  f32 device buffers (bias 0:
- *             none) -> handle, or NULL with the reason in fm_bare_error()
- *         fm_bare_calls(h, calls) -> 0, or the failing cublasStatus_t;  fm_bare_close(h)
- * Links libcublasLt and libcudart only (never libcuda: the runtime finds the driver). */
+/* cublaslt_bare.c : the bare cublasLtMatmul baseline of the GPU host overhead (benchmarks/README.md): descriptors,
+ * layouts and the heuristic's first algorithm (32 MiB workspace) made once, D = A @ B row-major as column-major
+ * D^T = B^T A^T, RELU_BIAS when a bias is given. Built twice: the executable cublaslt_bare [n calls repeats]
+ * (f32 identity and bias+relu, checked, then loops and bursts of 20 timed; one JSON object), and the module
+ * cublaslt_bare_inproc.so (FM_BARE_MODULE) with fm_bare_open / fm_bare_calls / fm_bare_close, which
+ * matmul_gpu.py times in its own loops (ctypes) and host_overhead_gpu.c includes. cuBLASLt + cudart only. */
 #define _POSIX_C_SOURCE 200809L
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

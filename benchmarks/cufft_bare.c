@@ -1,12 +1,6 @@
-/* cufft_bare.c : the bare cuFFT baseline of fusemath's GPU FFT host overhead, what a C programmer
- * who knows cuFFT writes: one cufftPlan1d (c64, batch 1) made beforehand, the stream set once,
- * buffers cudaMalloc'ed once; the timed part is cufftExecC2C alone. Per burst: wall clock around
- * `calls` back-to-back calls and one cudaStreamSynchronize. Prints one JSON line
- *   {"n", "calls", "bursts", "us_per_call_median", "us_per_call_min", "cufft_version"}
- * (benchmarks/fft_gpu.py runs it; fft_overhead_gpu times the same call in fusemath's process).
- * Usage: cufft_bare [n (64)] [calls per burst (20000)] [bursts (15)]
- * No GPU: {"error": ...} and exit status 2; a failing CUDA/cuFFT call: exit 1. Links libcufft and
- * libcudart only. */
+/* cufft_bare.c : the bare cufftExecC2C baseline of the GPU FFT host overhead: one cufftPlan1d (c64, batch 1) made
+ * beforehand, the stream set once; bursts of `calls` calls and one sync. Usage: cufft_bare [n calls bursts];
+ * one JSON line {n, calls, bursts, us_per_call_median, us_per_call_min, cufft_version}; no GPU: exit 2. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <cufft.h>

@@ -5,25 +5,10 @@
 #   STEPS="wheels build bench crossover" BENCH_ARGS="--autotune" bash benchmarks/device_gpu.sh
 #   STEPS="wheels build fft fftcpu" bash benchmarks/device_gpu.sh
 #   STEPS="build matmulcpu hostc" bash benchmarks/device_gpu.sh
-# A device call may run 600 s, less than all steps on a fresh machine. Steps (in this order):
-#   wheels     install the carried .whl/nvmath_python-*.whl into /tmp/site (and .whl/fallback/*.whl
-#              when nvmath does not import with the machine's cuda-* packages); carry .whl in the call
-#   build      make build, then the C baselines (-DFUSEMATH_BUILD_BENCHMARKS=ON)
-#   ctest      ctest --test-dir build (CTEST_ARGS)      pytest / pytestcpu   pytest -m gpu / "not gpu"
-#   sanitizer  compute-sanitizer memcheck on the C tests matching SANITIZER_TESTS (default gpu|cuda) and
-#              on SANITIZER_PYTEST (default tests/python/test_gpu.py)
-#   bench      benchmarks/matmul_gpu.py (BENCH_ARGS)   -> matmul_gpu.json
-#   crossover  benchmarks/crossover.py (CROSSOVER_ARGS) -> matmul_crossover.json, *_crossover.png
-#   heat       docs/examples/heat2d_spectral on the GPU and the CPU (HEAT_ARGS, default "1024 50")
-#   fftcpu     benchmarks/fft_cpu.py (FFTCPU_ARGS)      -> fft_cpu.json
-#   fft        benchmarks/fft_gpu.py (FFT_ARGS)         -> fft_gpu.json
-#   matmulcpu  benchmarks/matmul_cpu.py (MATMULCPU_ARGS) -> matmul_cpu.json
-#   hostc      build/benchmarks/host_overhead_gpu for HOSTC_CASES (default "64:f32 64:bf16 1024:bf16
-#              4096:bf16")                              -> host_overhead_gpu.json
-# Each step has a time limit (T_<STEP>, seconds) and none starts after DEADLINE_S (default 570 s); the
-# Python benchmarks are told the time left (--max-seconds) so that they still write their JSON.
-# $OUT: summary.txt (machine, one line per step, the benchmarks' tables), the JSON and PNG files, logs
-# (packed into logs.tgz when more than 8 files would come back). Exit status 0 when every step passed.
+# A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft matmulcpu hostc; what each runs, its *_ARGS
+# and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
+# DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-/tmp/fusemath-device-out}

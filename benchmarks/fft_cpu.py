@@ -1,33 +1,8 @@
 #!/usr/bin/env python3
-"""CPU FFT benchmark: fusemath (FFTW) against scipy.fft and numpy.fft, side by side.
+"""CPU FFT benchmark (issue 4): fusemath (FFTW) against scipy.fft and numpy.fft, side by side.
 
-In one run, with the same thread count for everyone (scipy.fft workers = threads,
-FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
-  1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 1024 columns of
-  4096 points (axis 0 of a C-ordered 4096 x 1024 array), 2-D 1024^2 and 2048^2, 3-D 128^3
-  and 256^3; real transforms (the spectral-solver pattern): r2c 2-D 1024^2 / 2048^2 and 3-D
-  128^3 with the fused chain rfftn(x) * f (epilog: a real filter over the half spectrum), and
-  c2r of the same shapes with irfftn(X * f) (prolog), norm "backward" in both; inverse c2c
-  (ifft over 4096 x 1024 rows, ifftn over 1024^2: the norm is a chain of its own) with
-  ifft(x*w)*0.5 fused; per case:
-    fm_plain     planned fusemath.fft.FFT(x).execute()
-    fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
-    fm_plain_out / fm_fused_out  the same into reused outputs (execute(out=)): no page faults of a
-                 fresh result per call
-    fm_stateless fusemath.fft.fft / fftn (plan cached)
-    scipy        scipy.fft.fft / fftn(x, workers=threads)
-    scipy_unf    scipy.fft.fft(x * w, workers=threads) * 0.5 (the unfused chain)
-    numpy        numpy.fft.fft / fftn
-Every fusemath result is checked against NumPy's first. Timing: --rounds rounds of adaptive
-repeat counts (--budget seconds per method and case), method order reversed every other round;
-each method's time is its median over the rounds. The ratios are paired: the median over rounds
-of the ratio of two methods timed next to each other in the same round (fm_plain sits between
-fm_fused and scipy), which keeps this host's minute-to-minute drift out of them (the H200 host
-moved the same plan's time by 20-30% between blocks of repeats).
-Targets (issue 4): fm_plain >= 1.0x scipy's speed (fm/scipy <= 1.00), fm_fused <= 1.15x fm_plain.
-Writes JSON (date, machine, command) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
-Usage (after `make build`): .venv/bin/python benchmarks/fft_cpu.py [--machine-tag TAG] [--threads N]
-    [--kinds 1d,cols,2d,3d,r2c,c2r,inv] [--dtypes c64,c128] [--budget S] [--rounds N] [--quick] [--out PATH]
+1-D rows, columns, 2-D, 3-D, r2c / c2r and inverse cases, plain and fused (fft(x * w) * 0.5), one thread count
+for everyone, paired ratios over rounds; targets fm / scipy <= 1.00, fused / plain <= 1.15; benchmarks/README.md.
 """
 from __future__ import annotations
 

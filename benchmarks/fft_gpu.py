@@ -1,22 +1,16 @@
 #!/usr/bin/env python3
 """GPU FFT benchmark (issue 4): fusemath's fused FFT against plain cuFFT, nvmath-python, CuPy and PyTorch.
 
-y = fft(x * w) * 0.5, complex64 (or --dtype complex128), w a real window over the transformed axes, on
-one non-blocking CuPy stream (PyTorch's current stream too; passed to fusemath and nvmath). Contestants:
-fm_fused (FFT(x, axes).plan(prolog={"multiply": w}, epilog={"scale": 0.5}), execute(out=y, stream=s)),
-fm_plain, nvmath_fused (numba LTO-IR prolog and epilog), cupy_unfused, cupy_plain, torch_plain; each
-checked against a complex128 reference first, then timed with CUDA events (median over repetitions of
-~2 ms). fm_fused and fm_plain are also timed in alternating rounds ("fm_fused/fm_plain (paired)").
-Targets: fm_fused <= 1.10x plain cuFFT (the fastest plain call) and <= 1.00x nvmath_fused. Host overhead
-(1-D c64, n = 64 and 1024): per-call host time of planned execute(out=) against the bare cufftExecC2C
-(cufft_bare in its own process, fft_overhead_gpu in C next to fusemath's calls: target <= 1 us above it).
-JSON: benchmarks/results/fft_gpu-<YYYYMMDD>-<host>.json (or --out), rewritten after every case; see
-benchmarks/README.md. --cpu-dry-run checks the script on NumPy and fusemath's CPU backend.
+y = fft(x * w) * 0.5 (complex64, or --dtype complex128) on one CuPy stream; fused / plain cuFFT (the fastest of
+fusemath's, CuPy's and torch's plain calls), paired fused / fm_plain, fused / nvmath; the 1-D host overhead
+against the bare cufftExecC2C (cufft_bare, fft_overhead_gpu); benchmarks/README.md.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import gc
 import math
 import os
 import socket
@@ -24,14 +18,12 @@ import statistics
 import sys
 import time
 
-from bench_common import REPO_ROOT, WallEvent, c_program, command_line, err, machine, paired, run_json, versions, write_json
+from bench_common import REPO_ROOT, c_program, command_line, err, machine, paired, run_json, versions, write_json
 
 CASES = (("1024x1", (1024,), (0,)), ("4096x4096", (4096, 4096), (1,)), ("1024x16384", (16384, 1024), (1,)),
          ("256x65536", (65536, 256), (1,)), ("1024x16384-axis0", (1024, 16384), (0,)), ("2^20x64", (64, 2 ** 20), (1,)),
          ("2^24x4", (4, 2 ** 24), (1,)), ("2d-4096^2", (4096, 4096), (0, 1)), ("3d-512^3", (512, 512, 512), (0, 1, 2)))
 QUICK = ("1024x1", "4096x4096", "1024x16384", "2d-4096^2")
-DRY_CASES = (("1024x1", (1024,), (0,)), ("256x512", (256, 512), (1,)), ("256x512-axis0", (256, 512), (0,)),
-             ("2d-256^2", (256, 256), (0, 1)), ("3d-32^3", (32, 32, 32), (0, 1, 2)))
 CONTESTANTS = ("fm_fused", "fm_plain", "nvmath_fused", "cupy_unfused", "cupy_plain", "torch_plain")
 PLAIN = ("fm_plain", "cupy_plain", "torch_plain")
 TARGETS = {"fm_fused/plain_cufft": 1.10, "fm_fused/fm_plain (paired)": 1.10, "fm_fused/nvmath_fused": 1.00}
@@ -52,76 +44,65 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output JSON path")
     p.add_argument("--require-gpu", action="store_true", help="exit 2 (not 0) without a GPU")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--cpu-dry-run", action="store_true", help="check the script without a GPU (numbers mean nothing)")
     a = p.parse_args(argv)
-    base = DRY_CASES if a.cpu_dry_run else CASES
-    want = a.cases.split(",") if a.cases else QUICK if a.quick else [c[0] for c in base]
-    a.case_list = [c for c in base if c[0] in want]
+    want = a.cases.split(",") if a.cases else QUICK if a.quick else [c[0] for c in CASES]
+    a.case_list = [c for c in CASES if c[0] in want]
     if len(a.case_list) != len(set(want)):
-        p.error(f"--cases: choose from {','.join(c[0] for c in base)}")
-    a.budget = a.budget or (0.2 if a.quick or a.cpu_dry_run else 0.5)
-    if a.quick or a.cpu_dry_run:
+        p.error(f"--cases: choose from {','.join(c[0] for c in CASES)}")
+    a.budget = a.budget or (0.2 if a.quick else 0.5)
+    if a.quick:
         a.host_calls = min(a.host_calls, 2000)
     return a
 
 
 class Env:
-    """CuPy and its stream (NumPy in --cpu-dry-run), torch on the same stream, nvmath-python."""
+    """CuPy and its non-blocking stream (PyTorch's current stream too), nvmath-python with numba."""
 
-    def __init__(self, dry):
+    def __init__(self):
         import numpy
-        self.np, self.dry, self.errors = numpy, dry, {}
-        self.cp = self.torch = self.nvmath = self.stream = self.sh = self.tstream = None
-        if dry:
-            self.xp = numpy
-        else:
+        self.np, self.errors, self.torch, self.nvmath, self.tstream = numpy, {}, None, None, None
+        try:
+            import cupy
+            cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            self.errors["cupy"] = err(exc)
+            return
+        self.cp = self.xp = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.sh = int(self.stream.ptr)
+        for name in ("torch", "nvmath.fft", "numba.cuda"):
             try:
-                import cupy
-                cupy.cuda.runtime.getDeviceCount()
-                self.cp = self.xp = cupy
+                if name == "numba.cuda" and not hasattr(numpy, "row_stack"):
+                    numpy.row_stack = numpy.vstack  # numba (nvmath's compile_prolog) still calls it; NumPy 2.4 removed it
+                setattr(self, name.split(".")[0], __import__(name))
             except Exception as exc:
-                self.errors["cupy"] = err(exc)
-                return
-            self.stream = self.cp.cuda.Stream(non_blocking=True)
-            self.sh = int(self.stream.ptr)
-            for name in ("torch", "nvmath.fft", "numba.cuda"):
-                try:
-                    if name == "numba.cuda" and not hasattr(numpy, "row_stack"):
-                        numpy.row_stack = numpy.vstack  # numba (nvmath's compile_prolog) still calls it; NumPy 2.4 removed it
-                    mod = __import__(name)
-                    setattr(self, name.split(".")[0], mod)
-                except Exception as exc:
-                    self.errors[name] = err(exc)
-            if self.torch is not None:
-                self.tstream = self.torch.cuda.ExternalStream(self.sh)
+                self.errors[name] = err(exc)
+        if self.torch is not None:
+            self.tstream = self.torch.cuda.ExternalStream(self.sh)
         import fusemath.fft as ff
         self.ff = ff
 
     def ctx(self):
-        import contextlib
         st = contextlib.ExitStack()
-        if self.stream is not None:
-            st.enter_context(self.stream)
+        st.enter_context(self.stream)
         if self.tstream is not None:
             st.enter_context(self.torch.cuda.stream(self.tstream))
         return st
 
     def event(self):
-        return WallEvent() if self.dry else self.cp.cuda.Event()
+        return self.cp.cuda.Event()
 
     def elapsed_ms(self, e0, e1):
         e1.synchronize()
-        return (e1.t - e0.t) * 1e3 if self.dry else float(self.cp.cuda.get_elapsed_time(e0, e1))
+        return float(self.cp.cuda.get_elapsed_time(e0, e1))
 
     def sync(self):
-        if self.stream is not None:
-            self.stream.synchronize()
+        self.stream.synchronize()
 
     def free_memory(self):
-        __import__("gc").collect()
-        if self.cp is not None:
-            self.sync()
-            self.cp.get_default_memory_pool().free_all_blocks()
+        gc.collect()
+        self.sync()
+        self.cp.get_default_memory_pool().free_all_blocks()
         if self.torch is not None:
             self.torch.cuda.empty_cache()
 
@@ -151,7 +132,7 @@ class Env:
 def nvmath_fft(env, x, w, axes):
     """nvmath.fft.FFT with a numba-compiled prolog x * w[offset % w.size] and epilog * SCALE."""
     if env.nvmath is None or "numba.cuda" in env.errors:
-        raise RuntimeError(env.errors.get("nvmath.fft") or env.errors.get("numba.cuda") or "not in --cpu-dry-run")
+        raise RuntimeError(env.errors.get("nvmath.fft") or env.errors.get("numba.cuda") or "?")
     if w.ndim != len(axes):
         raise RuntimeError("its prolog indexes the window by the flat offset: trailing axes only")
     np, dt = env.np, str(x.dtype)
@@ -183,7 +164,7 @@ def contestants(env, x, w, axes):
 
     def torch_plain():
         if env.torch is None:
-            raise RuntimeError(env.errors.get("torch", "not in --cpu-dry-run"))
+            raise RuntimeError(env.errors.get("torch", "?"))
         xt = env.torch.as_tensor(x, device="cuda")
         tf = env.torch.fft
         return ((lambda: tf.fft(xt, dim=axes[0])) if len(axes) == 1 else (lambda: tf.fftn(xt, dim=tuple(axes)))), None, {}
@@ -290,11 +271,6 @@ def run_host_overhead(env, args) -> dict:
             if env.torch is not None:
                 xt = env.torch.as_tensor(x, device="cuda")
                 methods["torch_fft"] = lambda: env.torch.fft.fft(xt)
-            if env.nvmath is not None:
-                nf = env.nvmath.fft.FFT(x, axes=[0], stream=env.stream)
-                nf.plan(stream=env.stream)
-                objs.append(nf)
-                methods["nvmath_execute"] = lambda: nf.execute(stream=env.stream)
             times = {k: [] for k in methods}
             for k, fn in methods.items():  # warm-up
                 for _ in range(200):
@@ -324,33 +300,30 @@ def run_host_overhead(env, args) -> dict:
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     t_start, now = time.perf_counter(), datetime.datetime.now().astimezone()
-    env = Env(args.cpu_dry_run)
+    env = Env()
     if "cupy" in env.errors:
         print(f"fft_gpu: no GPU: {env.errors['cupy']}; nothing measured")
         return 2 if args.require_gpu else 0
     vers = versions("numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "torch", "nvmath-python", "numba-cuda", "fusemath")
-    mach = machine(gpu=not env.dry)
-    if env.cp is not None:
-        rt = env.cp.cuda.runtime
-        mach.update(gpu_name=env.cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), cufft_version=env.cp.cuda.cufft.getVersion(),
+    mach, rt = machine(gpu=True), env.cp.cuda.runtime
+    mach.update(gpu_name=env.cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), cufft_version=env.cp.cuda.cufft.getVersion(),
                     cuda_runtime_version=rt.runtimeGetVersion(), cuda_driver_version=rt.driverGetVersion())
     res = {"benchmark": "fft_gpu", "date": now.isoformat(timespec="seconds"), "command": command_line(),
            "machine": mach, "versions": vers, "import_errors": env.errors,
            "settings": {"budget_s": args.budget, "max_seconds": args.max_seconds, "dtype": args.dtype, "scale": SCALE,
-                        "tolerance": TOL[args.dtype], "targets": TARGETS, "cpu_dry_run": args.cpu_dry_run},
+                        "tolerance": TOL[args.dtype], "targets": TARGETS},
            "cases": [], "host_overhead": None, "skipped": []}
-    host = socket.gethostname().split(".")[0]
-    path = args.out or (os.path.join("/tmp", f"fft_gpu-dryrun-{now:%Y%m%d}.json") if args.cpu_dry_run else
-                        os.path.join(REPO_ROOT, "benchmarks", "results", f"fft_gpu-{now:%Y%m%d}-{host}.json"))
-    print(f"fft_gpu: {res['machine'].get('gpu_name', 'cpu dry run')}, cuFFT {res['machine'].get('cufft_version', '-')}; "
+    path = args.out or os.path.join(REPO_ROOT, "benchmarks", "results",
+                                    f"fft_gpu-{now:%Y%m%d}-{socket.gethostname().split('.')[0]}.json")
+    print(f"fft_gpu: {res['machine']['gpu_name']}, cuFFT {res['machine'].get('cufft_version', '-')}; "
           f"{vers}; notes: {env.errors or 'none'}", flush=True)
-    if not env.dry:  # clocks up before the first timed case
-        with env.ctx():
-            a, t0 = env.xp.ones((4096, 4096), dtype=env.xp.complex64), time.perf_counter()
-            while time.perf_counter() - t0 < 1.0:
-                env.xp.fft.fft(a)
-                env.sync()
-        env.free_memory()
+    with env.ctx():  # clocks up before the first timed case
+        a, t0 = env.xp.ones((4096, 4096), dtype=env.xp.complex64), time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            env.xp.fft.fft(a)
+            env.sync()
+    del a
+    env.free_memory()
     print(f"{'case':18} {'fm_fused ms':>11} {'fm_plain ms':>11} {'fused/plain cuFFT':>17} {'paired':>7} "
           f"{'fused/nvmath':>12}  plan")
     for i, case in enumerate(args.case_list):

@@ -1,18 +1,8 @@
-/* fft_overhead_gpu.c : host time per call of fusemath's GPU FFT against the bare cufftExecC2C, in
- * one process, on the same buffers and stream (benchmarks/fft_gpu.py runs it; target: planned
- * execute <= 1 us above the bare call). A c64 1-D forward transform of length n, batch 1, memory
- * from cudaMalloc, one non-blocking stream; in this order within each round:
- *   bare       cufftPlan1d made beforehand, cufftSetStream once; cufftExecC2C
- *   planned    fm_fft_plan once; fm_plan_execute(plan, {in, out, NULL, NULL}, 4, s)
- *   stateless  fm_fft(ctx, &in, &out, NULL, NULL, &opts, s) (plan from the context's cache)
- *   fused      planned with prolog = multiply by a real f32 window, epilog = scale 0.5
- * Per round and method: wall clock around `calls` back-to-back calls and one cudaStreamSynchronize;
- * median and min over the rounds. Every method's result is checked against a double-precision DFT
- * first (max |got - ref| / max |ref| <= 1e-3). Prints one JSON line {"n", "bare_us", "planned_us",
- * "stateless_us", "fused_us", ..._min, "planned_above_bare_us", ..., "plan", "errors"}; a fusemath
- * method that fails is reported in "errors" (its time null) and the others still run.
- * Usage: fft_overhead_gpu [n (64)] [calls per round (20000)] [rounds (15)]
- * No GPU: {"error": ...} and exit status 2; a failing CUDA/cuFFT call or a wrong result: exit 1. */
+/* fft_overhead_gpu.c : host time per call of fusemath's GPU FFT next to the bare cufftExecC2C in one process
+ * (benchmarks/README.md): c64 1-D, batch 1; bare, planned (fm_plan_execute), stateless (fm_fft) and fused
+ * (prolog window, epilog scale) in rounds of `calls` calls and one sync, median over rounds; every result
+ * checked against a double-precision DFT first. Usage: fft_overhead_gpu [n (64)] [calls (20000)] [rounds (15)];
+ * one JSON line; no GPU: {"error"} and exit 2. */
 #define _POSIX_C_SOURCE 200809L
 #include <fusemath/fusemath.h>
 

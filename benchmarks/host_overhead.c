@@ -1,14 +1,7 @@
-/* host_overhead.c : host cost per call of a small planned fusemath matmul against the bare BLAS
- * call it wraps (benchmarks/matmul_cpu.py runs it; target: planned execute <= 2 us above it).
- * For an n x n x n f32 product (64 by default), per call:
- *   cblas_sgemm                 the bare OpenBLAS call (at 1 thread, as fusemath keeps it), beta = 0
- *   fm_plan_execute_identity    a planned fusemath matmul, no epilogue
- *   fm_plan_execute_bias_relu   a planned fusemath matmul with the fused epilogue
- *   fm_matmul_identity          the stateless call (descriptors -> cached plan -> run)
- * Every result is checked first. Then `bursts` bursts of `calls` calls per method after a warm-up,
- * the methods interleaved burst by burst; median and min over bursts of the per-call time (ns).
- * Prints one JSON object; exit 1 on an error or a wrong result.
- * Usage: host_overhead [n (64)] [calls (2000)] [bursts (15)] [threads (the context's default)] */
+/* host_overhead.c : host cost per call of a small planned fusemath matmul next to the bare cblas_sgemm it wraps
+ * (OpenBLAS at 1 thread, as fusemath keeps it), n x n x n f32: cblas_sgemm, fm_plan_execute (identity and
+ * bias+relu) and the stateless fm_matmul; results checked first, then bursts of `calls` calls, the methods
+ * interleaved, median and min over bursts (ns). One JSON object. Usage: host_overhead [n calls bursts threads] */
 #define _POSIX_C_SOURCE 200809L
 #include <fusemath/fusemath.h>
 

@@ -1,9 +1,6 @@
-/* host_overhead_gpu.c : the library's own host cost per GPU matmul call, in C: a planned fm_plan_execute
- * and the stateless fm_matmul_v next to the bare cublasLtMatmul (cublaslt_bare.c's call: the heuristic's
- * first algorithm, 32 MiB workspace), on the same buffers and stream, identity and bias+relu on
- * n x n x n f32 or bf16. Enqueue time per call in bursts of 20 (the stream drained between bursts, so
- * it is host time), median of 200 bursts per method. bf16 plans may lease a cuBLASLt workspace.
- * Prints one JSON object. Usage: host_overhead_gpu [n (64)] [f32|bf16] */
+/* host_overhead_gpu.c : the library's own host cost per GPU matmul call, in C: planned fm_plan_execute and stateless
+ * fm_matmul_v next to cublaslt_bare.c's bare call, same buffers and stream, identity and bias+relu, n x n x n f32
+ * or bf16; enqueue time per call in bursts of 20, median of 200. Usage: host_overhead_gpu [n (64)] [f32|bf16] */
 #define FM_BARE_MODULE
 #include "cublaslt_bare.c"
 

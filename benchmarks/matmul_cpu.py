@@ -1,31 +1,9 @@
 #!/usr/bin/env python3
 """CPU matmul benchmark (issue 2): fusemath's fused bias+relu against NumPy, side by side.
 
-One process, the same thread count for everyone (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and
-FUSEMATH_NUM_THREADS are set before NumPy loads), f32 and f64, square n = 256 ... 4096 and the
-skinny shapes 8192x1024x64 and 16384x512x128. Per case:
-
-    np_unfused     np.maximum(a @ b + bias, 0)
-    np_plain       a @ b
-    fm_fused       fusemath.Matmul(a, b).plan(epilogue="relu", bias=bias), execute()
-    fm_plain       fusemath.Matmul(a, b).plan(), execute()
-    fm_stateless   fusemath.matmul(a, b, bias=bias, epilogue="relu")
-    fm_fused_<s>   with --strategies: the fused plan with cpu_strategy=<s> forced (tiles, kernel, blas_threads)
-
-Every fusemath result is checked against NumPy's first. Timing: --rounds rounds, the method order
-reversed every other round; per round and method a 0.2 s pause (NumPy's OpenBLAS threads spin ~0.1 s
-after a product), a warm-up, then timed calls (about --budget s per method in all). Ratios: X_paired =
-the median over rounds of the per-round ratio (drift cancels), X = the ratio of the medians.
-Targets (on fused_over_np_plain_paired): <= 1.05 for square n >= 1024, <= 1.10 for the skinny shapes.
-
-Host overhead (64x64x64 f32): build/benchmarks/host_overhead (C: bare cblas_sgemm next to
-fm_plan_execute; built here when missing) and, in Python, a planned Matmul.execute() and the stateless
-fusemath.matmul in bursts; target: planned execute <= 2 us above the bare cblas_sgemm.
-
-JSON: benchmarks/results/matmul_cpu-<machine-tag>-<date>.json (or --out).
-Usage (after `make build`): .venv/bin/python benchmarks/matmul_cpu.py [--machine-tag TAG] [--threads N]
-    [--sizes 1024,2048] [--no-skinny] [--dtypes f32,f64] [--strategies tiles,kernel] [--budget S]
-    [--rounds N] [--quick] [--skip-host-overhead] [--host-overhead-bin PATH] [--out PATH]
+f32 / f64 squares and the skinny shapes, one thread count for everyone (set before NumPy loads); paired ratios
+over rounds with pauses between methods, and the 64x64 host overhead against the bare cblas_sgemm
+(build/benchmarks/host_overhead); benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -81,7 +59,6 @@ if any(os.environ.get(k) != str(ARGS.threads) for k in THREAD_ENV):
 
 import datetime  # noqa: E402
 import gc  # noqa: E402
-import platform  # noqa: E402
 import re  # noqa: E402
 import socket  # noqa: E402
 import statistics  # noqa: E402
@@ -89,7 +66,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench_common import c_program, command_line, cpu_model, paired, run_json, write_json  # noqa: E402
+from bench_common import c_program, command_line, cpu_model, machine, paired, run_json, write_json  # noqa: E402
 
 _ = np.ones((8, 8)) @ np.ones((8, 8))  # NumPy loads its BLAS now
 
@@ -109,28 +86,21 @@ fusemath.set_num_threads(ARGS.threads)
 
 
 def numpy_info() -> dict:
-    info = {"version": np.__version__}
-    try:
-        info["config"] = np.show_config(mode="dicts")
-        blas = info["config"]["Build Dependencies"]["blas"]
-        info.update(blas_name=blas.get("name"), blas_version=blas.get("version"))
-    except Exception as exc:  # informational only
-        info["config_error"] = repr(exc)
-    return info
+    info = {"version": np.__version__, "config": np.show_config(mode="dicts")}
+    blas = info["config"].get("Build Dependencies", {}).get("blas", {})
+    return dict(info, blas_name=blas.get("name"), blas_version=blas.get("version"))
 
 
 def measure(methods: dict, budget: float, rounds: int) -> dict:
     """name -> {median_s, min_s, reps, round_medians_s}: `rounds` rounds, the order reversed every other
     one; per round and method a pause, a warm-up and timed calls (budget / rounds seconds)."""
-    est = {}
+    est, samples, medians = {}, {name: [] for name in methods}, {name: [] for name in methods}
     for name, fn in methods.items():  # first calls: warm-up and a cost estimate
         time.sleep(PAUSE_S)
         fn()
         t0 = time.perf_counter()
         fn()
         est[name] = max(time.perf_counter() - t0, 1e-6)
-    samples = {name: [] for name in methods}
-    medians = {name: [] for name in methods}
     for r in range(rounds):
         for name in (list(methods) if r % 2 == 0 else list(methods)[::-1]):
             t, fn = est[name], methods[name]
@@ -256,8 +226,8 @@ def main() -> int:
             c = run_case(kind, m, n, k, dt, rng, args)
             cases.append(c)
             q = c["ratios"]
-            extra = "".join(f"  {key[:-len('_over_np_plain_paired')]}/np {q[key]:.3f}" for key in q
-                            if key.endswith("_over_np_plain_paired") and key.split("_")[0] in ("tiles", "kernel", "blas"))
+            extra = "".join(f"  {s}/np {q[s + '_over_np_plain_paired']:.3f}" for s in ("tiles", "kernel", "blas_threads")
+                            if s + "_over_np_plain_paired" in q)
             print(f"  {dt} {c['label']:>16}: fused/np {q[VERDICT]:.3f} (medians {q['fused_over_np_plain']:.3f})  "
                   f"unfused/np {q['unfused_over_np_plain_paired']:.3f}  fused/fm_plain "
                   f"{q['fused_over_fm_plain_paired']:.3f}{extra}  {c['verdict'] or ''}", flush=True)
@@ -275,9 +245,7 @@ def main() -> int:
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.machine_tag or socket.gethostname())
     result = {
         "benchmark": "matmul_cpu", "date": now.isoformat(timespec="seconds"), "command": command_line(),
-        "machine": {"tag": tag, "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cores": len(os.sched_getaffinity(0)),
-                    "threads_used": args.threads, "platform": platform.platform(),
-                    "python": sys.version.split()[0], "loadavg_at_start": os.getloadavg()},
+        "machine": dict(machine(), tag=tag, threads_used=args.threads, loadavg_at_start=os.getloadavg()),
         "numpy": numpy_info(),
         "blas_check": {"blas_libs_mapped_by_numpy": BLAS_NUMPY, "blas_libs_added_by_fusemath": BLAS_ADDED},
         "fusemath": {"version": fusemath.__version__, "num_threads": fusemath.get_num_threads(),

@@ -1,14 +1,8 @@
 #!/usr/bin/env python3
 """GPU matmul benchmark (issue 3): fusemath's fused epilogues against nvmath-python and PyTorch.
 
-D = relu(A @ B + bias) (and gelu on a smaller set) for bf16, fp16, fp32, tf32 and fp64 on 8192^3,
-8192x8192x1024, 16384x4096x512, 1024^3 and 128^3, on one torch stream: fusemath's planned
-execute(out=, stream=), nvmath-python's planned Matmul (RELU_BIAS / GELU_BIAS), torch's
-_addmm_activation, torch's unfused relu(a @ b + bias) and plain a @ b. Every result is checked first;
-trials are interleaved (order alternating), each after an untimed lead-in of the same method (the H200
-runs at its power cap); ratios are paired. Then the 64x64x64 f32 host overhead of every call against
-the bare cublasLtMatmul timed in this process (cublaslt_bare_inproc.so) and in its own (cublaslt_bare).
-JSON: benchmarks/results/matmul_gpu-<YYYYMMDD>-<host>.json (or --out); benchmarks/README.md has more.
+relu / gelu (+ bias) for bf16 ... fp64 on the issue's shapes, one torch stream, paired ratios over interleaved
+trials with lead-ins, and the 64x64 f32 host overhead against the bare cublasLtMatmul; benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ import statistics
 import sys
 import time
 
-from bench_common import (REPO_ROOT, WallEvent, c_program, command_line, err, machine, paired, run_json, versions,
-                          write_json)
+from bench_common import REPO_ROOT, c_program, command_line, err, machine, paired, run_json, versions, write_json
 
 DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp64")
 SHAPES = ((8192, 8192, 8192), (8192, 8192, 1024), (16384, 4096, 512), (1024, 1024, 1024), (128, 128, 128))
@@ -53,11 +46,10 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output JSON path")
     p.add_argument("--require-gpu", action="store_true", help="exit 2 (not 0) without a GPU")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--cpu-dry-run", action="store_true", help="check the script without a GPU (numbers mean nothing)")
     a = p.parse_args(argv)
     a.shapes = ([tuple(int(x) for x in s.replace("^3", "").split("x")) * (1 if "x" in s else 3) for s in a.shapes.split(",")]
-                if a.shapes else [(256,) * 3, (512, 384, 128)] if a.cpu_dry_run else list(GELU_SHAPES if a.quick else SHAPES))
-    a.dtypes = a.dtypes.split(",") if a.dtypes else ["fp32", "fp64"] if a.cpu_dry_run else list(GELU_DTYPES if a.quick else DTYPES)
+                if a.shapes else list(GELU_SHAPES if a.quick else SHAPES))
+    a.dtypes = a.dtypes.split(",") if a.dtypes else list(GELU_DTYPES if a.quick else DTYPES)
     a.epilogues, a.methods = a.epilogues.split(","), a.methods.split(",")
     if set(a.dtypes) - set(DTYPES) or set(a.epilogues) - {"relu", "gelu"} or set(a.methods) - set(TARGETS):
         p.error(f"--dtypes of {','.join(DTYPES)}, --epilogues of relu,gelu, --methods of {','.join(TARGETS)}")
@@ -66,95 +58,68 @@ def parse_args(argv):
 
 
 class Env:
-    """torch on the GPU (or NumPy and fusemath's CPU backend in --cpu-dry-run), the stream, the peers."""
+    """torch and its stream (current for torch; fusemath gets the handle, nvmath the object), the peers."""
 
     def __init__(self, args):
-        self.dry, self.errors, self.torch, self.cupy, self.nvmath, self.stream, self.sh = args.cpu_dry_run, {}, *[None] * 5
-        if not self.dry:
-            try:
-                import torch
-                if not torch.cuda.is_available():
-                    raise RuntimeError("torch.cuda.is_available() is False")
-                self.torch, self.stream = torch, torch.cuda.Stream()
-                self.sh = int(self.stream.cuda_stream)
-            except Exception as exc:
-                self.errors["torch"] = err(exc)
-                return
-        import numpy
-        self.np, self.lib = numpy, self.torch or numpy
+        self.errors, self.cupy, self.nvmath = {}, None, None
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch.cuda.is_available() is False")
+        except Exception as exc:
+            self.errors["torch"] = err(exc)
+            return
+        self.torch, self.stream = torch, torch.cuda.Stream()
+        self.sh = int(self.stream.cuda_stream)
         if args.plan_log:
             os.environ["FUSEMATH_LOG"] = "plan"  # read when fusemath makes its context (at import)
         import fusemath
         self.fm = fusemath
-        for name in () if self.dry else ("cupy", "nvmath.linalg.advanced"):
+        for name in ("cupy", "nvmath.linalg.advanced"):
             try:
                 setattr(self, name.split(".")[0], __import__(name))
             except Exception as exc:
                 self.errors[name] = err(exc)
 
-    def ctx(self):
-        return self.torch.cuda.stream(self.stream) if self.torch else contextlib.nullcontext()
-
     def dtype(self, key):
-        return {"bf16": getattr(self.lib, "bfloat16", None), "fp16": self.lib.float16, "fp64": self.lib.float64}.get(
-            key, self.lib.float32)
-
-    def gen(self, seed):
-        return self.torch.Generator(device="cuda").manual_seed(seed) if self.torch else self.np.random.default_rng(seed)
+        t = self.torch
+        return {"bf16": t.bfloat16, "fp16": t.float16, "fp64": t.float64}.get(key, t.float32)
 
     def randn(self, shp, key, gen):
-        if self.torch:
-            return self.torch.randn(shp, device="cuda", dtype=self.dtype(key), generator=gen)
-        return gen.standard_normal(shp).astype(self.dtype(key))
+        return self.torch.randn(shp, device="cuda", dtype=self.dtype(key), generator=gen)
 
     def empty(self, shp, key):
-        return self.torch.empty(shp, device="cuda", dtype=self.dtype(key)) if self.torch else self.np.empty(shp, self.dtype(key))
+        return self.torch.empty(shp, device="cuda", dtype=self.dtype(key))
 
-    def cast(self, x, key):
-        return x.to(self.dtype(key)) if self.torch else x.astype(self.dtype(key))
-
-    def act(self, x, ep):
-        if ep == "relu":
-            return self.torch.relu(x) if self.torch else self.np.maximum(x, 0)
-        if self.torch:  # gelu, tanh form (as cuBLASLt's)
-            return self.torch.nn.functional.gelu(x, approximate="tanh")
-        return 0.5 * x * (1.0 + self.np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    def act(self, x, ep):  # gelu in its tanh form, as cuBLASLt's
+        return self.torch.relu(x) if ep == "relu" else self.torch.nn.functional.gelu(x, approximate="tanh")
 
     def rel_err(self, got, ref, refkey):
         got = got[0] if isinstance(got, tuple) else got
-        if self.torch and not isinstance(got, self.torch.Tensor):
-            got = self.torch.from_dlpack(got)
+        got = got if isinstance(got, self.torch.Tensor) else self.torch.from_dlpack(got)
         if tuple(got.shape) != tuple(ref.shape):
             raise AssertionError(f"result shape {tuple(got.shape)}, expected {tuple(ref.shape)}")
-        d = float(abs(self.cast(got, refkey) - ref).max())
-        return float("inf") if math.isnan(d) else d / max(float(abs(ref).max()), 1e-300)
-
-    def event(self):
-        return self.torch.cuda.Event(enable_timing=True) if self.torch else WallEvent()
+        d = float((got.to(self.dtype(refkey)) - ref).abs().max())
+        return float("inf") if math.isnan(d) else d / max(float(ref.abs().max()), 1e-300)
 
     def elapsed_ms(self, e0, e1):
         e1.synchronize()
-        return e0.elapsed_time(e1) if self.torch else (e1.t - e0.t) * 1e3
+        return e0.elapsed_time(e1)
 
     def sync(self):
-        if self.torch:
-            self.torch.cuda.synchronize()
+        self.torch.cuda.synchronize()
 
     def set_tf32(self, on):
-        if self.torch:
-            m = self.torch.backends.cuda.matmul
-            try:
-                m.allow_tf32 = bool(on)
-            except Exception:  # where the legacy flag is refused
-                m.fp32_precision = "tf32" if on else "ieee"
-
-    def l2_bytes(self):
-        return getattr(self.torch.cuda.get_device_properties(0), "L2_cache_size", 0) if self.torch else 60 << 20
+        m = self.torch.backends.cuda.matmul
+        try:
+            m.allow_tf32 = bool(on)
+        except Exception:  # where the legacy flag is refused
+            m.fp32_precision = "tf32" if on else "ieee"
 
 
 def time_methods(env, methods: dict, budget, trials, lead_in) -> dict:
     """name -> calls (one per input set) -> {per_trial_ms, median_ms, min_ms} or {error}."""
-    res, plan, lead, e0, e1 = {}, {}, {}, env.event(), env.event()
+    res, plan, lead, e0, e1 = {}, {}, {}, env.torch.cuda.Event(enable_timing=True), env.torch.cuda.Event(enable_timing=True)
     for name, calls in methods.items():
         try:
             for f in calls:  # warm-up: every input set once; then a cost estimate from three calls
@@ -193,16 +158,17 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
     torch, fm, nv, (m, n, k) = env.torch, env.fm, env.nvmath, shp
     out = {"dtype": dt, "m": m, "n": n, "k": k, "epilogue": ep, "methods": {}, "errors": {}, "checks": {}}
     elem = {"bf16": 2, "fp16": 2, "fp64": 8}.get(dt, 4)
-    nsets = out["input_sets"] = 3 if elem * (m * k + k * n + m * n) <= env.l2_bytes() else 1  # no input left in L2
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 60 << 20
+    nsets = out["input_sets"] = 3 if elem * (m * k + k * n + m * n) <= l2 else 1  # no input left in L2
     refkey, objs, methods = "fp64" if dt == "fp64" else "fp32", [], {}
-    with env.ctx():
-        g = env.gen(seed)
+    with torch.cuda.stream(env.stream):
+        g = torch.Generator(device="cuda").manual_seed(seed)
         sets = [{key: env.randn(s, dt, g) for key, s in (("a", (m, k)), ("b", (k, n)), ("bias_n", (n,)), ("bias_m", (m,)))}
                 for _ in range(nsets)]
         env.set_tf32(False)
-        p = env.cast(sets[0]["a"], refkey) @ env.cast(sets[0]["b"], refkey)
-        refs = {"fused": env.act(p + env.cast(sets[0]["bias_n"], refkey), ep), "plain": p,  # nvmath: a bias per row
-                "nvmath": env.act(p + env.cast(sets[0]["bias_m"], refkey)[:, None], ep)}
+        s0 = {key: x.to(env.dtype(refkey)) for key, x in sets[0].items()}
+        p = s0["a"] @ s0["b"]  # nvmath's bias (cuBLASLt's column-major view): one per row of D
+        refs = {"fused": env.act(p + s0["bias_n"], ep), "plain": p, "nvmath": env.act(p + s0["bias_m"][:, None], ep)}
         env.set_tf32(dt == "tf32")
 
         def fused():
@@ -218,7 +184,7 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
 
         def nvmath():
             if nv is None:
-                raise RuntimeError("nvmath-python not importable: " + env.errors.get("nvmath.linalg.advanced", "dry run"))
+                raise RuntimeError("nvmath-python not importable: " + env.errors.get("nvmath.linalg.advanced", "?"))
             adv, calls = nv.linalg.advanced, []
             opts = adv.MatmulOptions(compute_type=nv.linalg.ComputeType.COMPUTE_32F_FAST_TF32) if dt == "tf32" else None
             for s in sets:
@@ -231,12 +197,9 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                 calls.append(lambda mm=mm: mm.execute(stream=env.stream))
             return calls
 
-        def addmm_act():
-            if torch is None:
-                raise RuntimeError("needs torch")
-            return [lambda s=s: torch._addmm_activation(s["bias_n"], s["a"], s["b"], use_gelu=ep == "gelu") for s in sets]
-
-        for name, make in (("fused", fused), ("nvmath", nvmath), ("addmm_act", addmm_act),
+        for name, make in (("fused", fused), ("nvmath", nvmath),
+                           ("addmm_act", lambda: [lambda s=s: torch._addmm_activation(s["bias_n"], s["a"], s["b"],
+                                                                                    use_gelu=ep == "gelu") for s in sets]),
                            ("unfused", lambda: [lambda s=s: env.act(s["a"] @ s["b"] + s["bias_n"], ep) for s in sets]),
                            ("plain", lambda: [lambda s=s: s["a"] @ s["b"] for s in sets])):
             try:
@@ -251,7 +214,7 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                 methods[name] = calls
             except Exception as exc:
                 out["errors"][name] = err(exc)
-        del p, refs
+        del p, refs, s0
         try:
             for name, r in time_methods(env, methods, args.budget, args.trials, args.lead_in).items():
                 if "error" in r:
@@ -261,7 +224,7 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
         finally:
             for o in objs:
                 o.free()
-        del sets, methods
+        sets.clear(), methods.clear()  # the inputs go before the next case makes its own
     env.set_tf32(False)
     env.sync()
     out.update(ratios={}, ratios_of_medians={}, flags=[])
@@ -345,8 +308,7 @@ HOST_ROWS = {"a_bare_c": "a  bare cublasLtMatmul, own process", "a0_bare_inproc"
              "a2_bare_inproc_bias_relu": "a2 the same, RELU_BIAS", "b_fm_execute_out": "b  fusemath execute(out=)",
              "b2_fm_execute_out_bias_relu": "b2 fusemath execute(out=) bias+relu",
              "c_fm_execute_alloc": "c  fusemath execute(), allocating", "d_fm_matmul_stateless": "d  fusemath.matmul(a, b)",
-             "e_torch_matmul": "e  torch a @ b", "f_cupy_matmul": "f  cupy a @ b",
-             "g_nvmath_execute": "g  nvmath Matmul.execute(stream=s)", "h_nvmath_matmul_stateless": "h  nvmath matmul(a, b)"}
+             "e_torch_matmul": "e  torch a @ b", "g_nvmath_execute": "g  nvmath Matmul.execute(stream=s)"}
 
 
 def run_host_overhead(env, args) -> dict:
@@ -357,30 +319,22 @@ def run_host_overhead(env, args) -> dict:
             for c in bare.get("cases", []) if c["dtype"] == "f32"}
     if "error" in bare:
         out["errors"]["a_bare_c"] = bare["error"]
-    torch, fm, cp, nv, sh = env.torch, env.fm, env.cupy, env.nvmath, env.sh
-    with env.ctx():
-        g = env.gen(args.seed)
+    torch, fm, nv, sh = env.torch, env.fm, env.nvmath, env.sh
+    with torch.cuda.stream(env.stream):
+        g = torch.Generator(device="cuda").manual_seed(args.seed)
         a, b, bias = env.randn((64, 64), "fp32", g), env.randn((64, 64), "fp32", g), env.randn((64,), "fp32", g)
         d, d2 = env.empty((64, 64), "fp32"), env.empty((64, 64), "fp32")
         mm, mm2, mm3 = fm.Matmul(a, b).plan(), fm.Matmul(a, b).plan(epilogue="relu", bias=bias), fm.Matmul(a, b).plan()
         keep += [mm, mm2, mm3]
 
         def inproc(bb):
-            if env.dry:
-                raise RuntimeError("not in --cpu-dry-run")
             f, close = bare_inproc(env, a, b, env.empty((64, 64), "fp32"), bb)
             closers.append(close)
             return f
 
-        def cupy_mm():
-            ca, cb = cp.asarray(a), cp.asarray(b)
-            cp.cuda.ExternalStream(sh).use()  # the benchmark stream is CuPy's current stream too
-            return lambda: cp.matmul(ca, cb)
-
         def nvmath_mm():
             nmm = nv.linalg.advanced.Matmul(a, b, stream=env.stream)
-            nmm.plan(stream=env.stream)
-            keep.append(nmm)
+            keep.append(nmm.plan(stream=env.stream) or nmm)
             return lambda: nmm.execute(stream=env.stream)
 
         for key, make in (("a0_bare_inproc", lambda: inproc(None)), ("a2_bare_inproc_bias_relu", lambda: inproc(bias)),
@@ -388,9 +342,7 @@ def run_host_overhead(env, args) -> dict:
                           ("b2_fm_execute_out_bias_relu", lambda: lambda: mm2.execute(out=d2, stream=sh)),
                           ("c_fm_execute_alloc", lambda: lambda: mm3.execute(stream=sh)),
                           ("d_fm_matmul_stateless", lambda: lambda: fm.matmul(a, b)),
-                          ("e_torch_matmul", lambda: torch and (lambda: a @ b)), ("f_cupy_matmul", lambda: cp and cupy_mm()),
-                          ("g_nvmath_execute", lambda: nv and nvmath_mm()),
-                          ("h_nvmath_matmul_stateless", lambda: nv and (lambda: nv.linalg.advanced.matmul(a, b)))):
+                          ("e_torch_matmul", lambda: lambda: a @ b), ("g_nvmath_execute", lambda: nv and nvmath_mm())):
             try:
                 if (f := make()) is not None:
                     fns[key] = f
@@ -457,11 +409,9 @@ def main(argv=None) -> int:
     if "torch" in env.errors:
         print(f"matmul_gpu: no GPU: {env.errors['torch']}; nothing measured")
         return 2 if args.require_gpu else 0
-    mach = machine(gpu=not env.dry)
-    if env.torch:
-        prop = env.torch.cuda.get_device_properties(0)
-        mach.update(gpu_name=env.torch.cuda.get_device_name(0), sm=f"{prop.major}.{prop.minor}",
-                    torch_cuda_version=env.torch.version.cuda, l2_cache_bytes=env.l2_bytes())
+    mach, prop = machine(gpu=True), env.torch.cuda.get_device_properties(0)
+    mach.update(gpu_name=prop.name, sm=f"{prop.major}.{prop.minor}", torch_cuda_version=env.torch.version.cuda,
+                cuda_runtime_version=env.cupy.cuda.runtime.runtimeGetVersion() if env.cupy else None)
     vers = versions("fusemath", "numpy", "torch", "cupy", "nvmath-python", "cuda-bindings")
     if env.nvmath is not None:
         with contextlib.suppress(Exception):
@@ -470,8 +420,8 @@ def main(argv=None) -> int:
            "versions": vers, "import_errors": env.errors, "cases": [], "skipped": [],
            "settings": {"budget_s": args.budget, "trials": args.trials, "lead_in": args.lead_in, "seed": args.seed,
                         "max_seconds": args.max_seconds, "autotune": args.autotune, "targets": TARGETS,
-                        "tolerance": TOLERANCE, "cpu_dry_run": args.cpu_dry_run}}
-    print(f"matmul_gpu: {mach.get('gpu_name', 'cpu dry run')}, {mach['cpu_model']}; {vers}; notes: {env.errors}", flush=True)
+                        "tolerance": TOLERANCE}}
+    print(f"matmul_gpu: {mach['gpu_name']}, {mach['cpu_model']}; {vers}; notes: {env.errors}", flush=True)
     if not args.skip_host_overhead:
         try:
             res["host_overhead"] = run_host_overhead(env, args)
@@ -479,8 +429,8 @@ def main(argv=None) -> int:
             res["host_overhead"] = {"error": err(exc)}
     cases = [] if args.host_only else [(ep, dt, s) for ep in args.epilogues for s in args.shapes for dt in args.dtypes
                                        if ep == "relu" or (s in GELU_SHAPES and dt in GELU_DTYPES)]
-    if cases and env.torch:  # clocks up before the first timed case
-        with env.ctx():
+    if cases:  # clocks up before the first timed case
+        with env.torch.cuda.stream(env.stream):
             x, t0 = env.torch.randn((4096, 4096), device="cuda", dtype=env.torch.bfloat16), time.perf_counter()
             while time.perf_counter() - t0 < 1.0:
                 for _ in range(20):
@@ -496,15 +446,14 @@ def main(argv=None) -> int:
         except Exception as exc:  # e.g. out of memory making the inputs
             r = {"dtype": dt, "m": s[0], "n": s[1], "k": s[2], "epilogue": ep, "methods": {}, "ratios": {},
                  "errors": {"case": err(exc)}, "flags": ["case error"]}
-            if env.torch:
-                env.torch.cuda.empty_cache()
+            env.torch.cuda.empty_cache()
         r["seconds"] = time.perf_counter() - t0
         res["cases"].append(r)
         print(f"  {dt} {s[0]}x{s[1]}x{s[2]} {ep:<14} " + " ".join(f"{k} {v:.3f}" for k, v in r["ratios"].items())
               + f"  [{'; '.join(r['flags']) or 'ok'}] ({r['seconds']:.1f} s)", flush=True)
     res["total_seconds"] = time.perf_counter() - t_start
-    path = args.out or (f"/tmp/matmul_gpu-dryrun-{now:%Y%m%d}.json" if args.cpu_dry_run else os.path.join(
-        REPO_ROOT, "benchmarks", "results", f"matmul_gpu-{now:%Y%m%d}-{socket.gethostname().split('.')[0]}.json"))
+    path = args.out or os.path.join(REPO_ROOT, "benchmarks", "results",
+                                    f"matmul_gpu-{now:%Y%m%d}-{socket.gethostname().split('.')[0]}.json")
     write_json(path, res)
     print("\n" + table(res) + f"\n\nJSON: {path} ({res['total_seconds']:.0f} s)")
     return 1 if any(c.get("wrong_result") for c in res["cases"]) else 0

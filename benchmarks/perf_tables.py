@@ -32,14 +32,13 @@ FFT_ISSUE_CASES = ("1024x1", "4096x4096", "2^20x64", "2^24x4", "2d-4096^2", "3d-
 
 
 def load(*prefixes):
-    """[(run name, JSON, date)] of results/<prefix>*.json, oldest first (--cpu-dry-run checks left out)."""
+    """[(run name, JSON, date)] of results/<prefix>*.json, oldest first."""
     runs = []
     for path in (p for pre in prefixes for p in glob.glob(os.path.join(HERE, "results", pre + "*.json"))):
         with open(path) as f:
             d = json.load(f)
-        if not (d.get("settings") or {}).get("cpu_dry_run"):
-            date = d.get("date") or d.get("meta", {}).get("date") or NR
-            runs.append((os.path.basename(path)[:-5], d, date.replace("T", " ")[:16]))
+        date = d.get("date") or d.get("meta", {}).get("date") or NR
+        runs.append((os.path.basename(path)[:-5], d, date.replace("T", " ")[:16]))
     return sorted(runs, key=lambda r: r[2])
 
 
