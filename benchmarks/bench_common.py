@@ -75,11 +75,9 @@ def write_json(path: str, obj) -> None:
     os.replace(path + ".tmp", path)
 
 
-def c_program(name: str, path: str = None):
+def c_program(name: str):
     """-> (path of the C baseline build/benchmarks/<name>, or None, and a note). When a configured
     build/ (`make build`) lacks it, it is built here with FUSEMATH_BUILD_BENCHMARKS=ON."""
-    if path:
-        return (path, "") if os.path.exists(path) else (None, f"{path} not found")
     build = os.path.join(REPO_ROOT, "build")
     exe = os.path.join(build, "benchmarks", name)
     how = f"cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON && cmake --build build --target {name.split('.')[0]}"
@@ -98,18 +96,9 @@ def c_program(name: str, path: str = None):
 
 
 def run_json(cmd, timeout: float = 300.0):
-    """Run a C baseline; its last stdout line that parses as a JSON object, or {"error": ...}."""
+    """Run a C baseline: the JSON object it prints (with its exit status), or {"error": ...}."""
     try:
         p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"error": err(exc)}
-    text = p.stdout.strip()
-    for cand in (text, *reversed(text.splitlines())):
-        try:
-            r = json.loads(cand)
-            if isinstance(r, dict):
-                r["exit_status"] = p.returncode
-                return r
-        except ValueError:
-            continue
-    return {"error": f"exit status {p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
+        return dict(json.loads(p.stdout), exit_status=p.returncode)
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError) as exc:
+        return {"error": f"{err(exc)}; {(p.stderr or p.stdout)[-400:] if 'p' in locals() else ''}"}

@@ -27,37 +27,27 @@ CPU, XFER, RES = "cpu", "gpu+transfers", "gpu-resident"
 
 
 class GpuLib:
-    """CuPy (first) or PyTorch: the gpu-resident mode's arrays and stream."""
+    """CuPy: the gpu-resident mode's arrays and stream."""
 
     def __init__(self):
-        self.name, errors = None, []
-        for name in ("cupy", "torch"):
-            try:
-                mod = __import__(name)
-                cp = name == "cupy"
-                if not (mod.cuda.runtime.getDeviceCount() if cp else mod.cuda.is_available()):
-                    raise RuntimeError("no CUDA device")
-                self.stream = mod.cuda.Stream()
-                self.handle = int(self.stream.ptr if cp else self.stream.cuda_stream)
-                self.device = mod.cuda.runtime.getDeviceProperties(0)["name"].decode() if cp else mod.cuda.get_device_name(0)
-                self.mod, self.name, self.version = mod, name, mod.__version__
-                return
-            except Exception as exc:
-                errors.append(f"{name}: {exc}")
-        self.error = "; ".join(errors)
+        self.name = None
+        try:
+            import cupy
+            self.stream, self.mod, self.name, self.version = cupy.cuda.Stream(), cupy, "cupy", cupy.__version__
+            self.handle, self.device = int(self.stream.ptr), cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        except Exception as exc:
+            self.error = f"cupy: {exc}"
 
     def to_device(self, x):
-        d = self.mod.asarray(x) if self.name == "cupy" else self.mod.from_numpy(x).cuda()
+        d = self.mod.asarray(x)
         self.sync()
         return d
 
     def to_numpy(self, x):
-        if isinstance(x, np.ndarray):
-            return x
-        return self.mod.asnumpy(x) if self.name == "cupy" else x.cpu().numpy()
+        return x if isinstance(x, np.ndarray) else self.mod.asnumpy(x)
 
     def sync(self):
-        (self.mod.cuda.Device().synchronize if self.name == "cupy" else self.mod.cuda.synchronize)()
+        self.mod.cuda.Device().synchronize()
 
 
 def per_call(fn, sync, budget):
@@ -172,7 +162,7 @@ def plot(res, path, title, xlabel):
         for ax, key in zip(axes, ("ms", "gflops")):
             ax.plot([r["n"] for r in res["rows"][mode]], [r[key] for r in res["rows"][mode]], style, label=mode)
     for ax, ylabel in zip(axes, ("ms per call", "GFLOP/s")):
-        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+        ax.set(yscale="log", xlabel=xlabel, ylabel=ylabel)
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
@@ -180,7 +170,6 @@ def plot(res, path, title, xlabel):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return None
 
 
 def main(argv=None) -> int:
@@ -207,7 +196,7 @@ def main(argv=None) -> int:
         if fusemath.cuda_device_count() < 1:
             note = "fusemath.cuda_device_count() = 0 (no CUDA build, driver or GPU)"
         elif (gpu := GpuLib()).name is None:
-            gpu, note = None, f"a CUDA device, but neither CuPy nor PyTorch is usable ({gpu.error})"
+            gpu, note = None, f"a CUDA device, but CuPy is not usable ({gpu.error})"
     modes = [CPU] + ([XFER, RES] if gpu else [])
     meta = {"date": now.isoformat(timespec="seconds"), "threads": fusemath.get_num_threads(), "sizes": sizes, "ops": ops,
             "machine": machine(), "fusemath_version": fusemath.__version__, "numpy_version": np.__version__,

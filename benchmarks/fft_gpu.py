@@ -40,7 +40,6 @@ def parse_args(argv):
     p.add_argument("--max-seconds", type=float, default=420.0, help="start no new case or section after this")
     p.add_argument("--host-calls", type=int, default=20000, help="calls per host-overhead burst")
     p.add_argument("--skip-host-overhead", action="store_true")
-    p.add_argument("--bare-bin", default=None, help="the cufft_bare program (default build/benchmarks/)")
     p.add_argument("--out", default=None, help="output JSON path")
     p.add_argument("--require-gpu", action="store_true", help="exit 2 (not 0) without a GPU")
     p.add_argument("--seed", type=int, default=1234)
@@ -256,7 +255,7 @@ def run_case(env, case, args, seed) -> dict:
 
 def run_host_overhead(env, args) -> dict:
     calls, bursts = args.host_calls, 7
-    bare, note = c_program("cufft_bare", args.bare_bin)
+    bare, note = c_program("cufft_bare")
     c_prog, c_note = c_program("fft_overhead_gpu")
     out = {"calls_per_burst": calls, "bursts": bursts, "unit": "us per call (median over bursts)", "sizes": {}}
     for n in (64, 1024):

@@ -1,6 +1,6 @@
 /* fft_overhead_gpu.c : host time per call of fusemath's GPU FFT next to the bare cufftExecC2C in one process
- * (benchmarks/README.md): c64 1-D, batch 1; bare, planned (fm_plan_execute), stateless (fm_fft) and fused
- * (prolog window, epilog scale) in rounds of `calls` calls and one sync, median over rounds; every result
+ * (benchmarks/README.md): c64 1-D, batch 1; bare, planned (fm_plan_execute) and stateless (fm_fft) in rounds
+ * of `calls` calls and one sync, median over rounds; every result
  * checked against a double-precision DFT first. Usage: fft_overhead_gpu [n (64)] [calls (20000)] [rounds (15)];
  * one JSON line; no GPU: {"error"} and exit 2. */
 #define _POSIX_C_SOURCE 200809L
@@ -16,8 +16,8 @@
 
 #include "bench_timing.h"
 
-enum { M_BARE, M_PLANNED, M_STATELESS, M_FUSED, M_COUNT };
-static const char *const names[M_COUNT] = {"bare", "planned", "stateless", "fused"};
+enum { M_BARE, M_PLANNED, M_STATELESS, M_COUNT };
+static const char *const names[M_COUNT] = {"bare", "planned", "stateless"};
 
 #define CU(call)                                                                                                       \
     do {                                                                                                               \
@@ -33,12 +33,12 @@ static fm_context *ctx;
 static fm_plan *plan[M_COUNT];
 static fm_tensor tin, tout;
 static fm_fft_options opts;
-static void *in, *out, *win;
+static void *in, *out;
 static cudaStream_t s;
 
 static fm_status call(int m)
 {
-    void *ptrs[FM_FFT_NSLOTS] = {in, out, m == M_FUSED ? win : NULL, NULL};
+    void *ptrs[FM_FFT_NSLOTS] = {in, out, NULL, NULL};
     if (m == M_BARE)
         return cufftExecC2C(bare, in, out, CUFFT_FORWARD) == CUFFT_SUCCESS ? FM_OK : FM_ERR_BACKEND;
     if (m == M_STATELESS)
@@ -46,19 +46,18 @@ static fm_status call(int m)
     return fm_plan_execute(plan[m], ptrs, FM_FFT_NSLOTS, s);
 }
 
-/* max |got - ref| / max |ref|, ref = scale * DFT(x * w) in double (w may be NULL) */
-static double check(const float *got, const float *x, const float *w, double scale, long n)
+/* max |got - ref| / max |ref|, ref = the DFT of x in double */
+static double check(const float *got, const float *x, long n)
 {
     double maxerr = 0, maxref = 0;
     for (long k = 0; k < n; k++) {
         double re = 0, im = 0;
         for (long j = 0; j < n; j++) {
-            double a = x[2 * j] * (w ? w[j] : 1.0), b = x[2 * j + 1] * (w ? w[j] : 1.0);
             double ang = -6.283185307179586 * (double)((k * j) % n) / (double)n;
-            re += a * cos(ang) - b * sin(ang), im += a * sin(ang) + b * cos(ang);
+            re += x[2 * j] * cos(ang) - x[2 * j + 1] * sin(ang), im += x[2 * j] * sin(ang) + x[2 * j + 1] * cos(ang);
         }
-        double dr = got[2 * k] - scale * re, di = got[2 * k + 1] - scale * im;
-        maxerr = fmax(maxerr, sqrt(dr * dr + di * di)), maxref = fmax(maxref, scale * sqrt(re * re + im * im));
+        double dr = got[2 * k] - re, di = got[2 * k + 1] - im;
+        maxerr = fmax(maxerr, sqrt(dr * dr + di * di)), maxref = fmax(maxref, sqrt(re * re + im * im));
     }
     return maxref > 0 ? maxerr / maxref : maxerr;
 }
@@ -81,44 +80,30 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t bytes = (size_t)n * 2 * sizeof(float);
-    float *hx = malloc(bytes), *hy = malloc(bytes), *hw = malloc((size_t)n * sizeof(float));
+    float *hx = malloc(bytes), *hy = malloc(bytes);
     double *t = calloc((size_t)(M_COUNT * rounds), sizeof(double)), err[M_COUNT] = {0};
     for (long i = 0; i < n; i++) {
         hx[2 * i] = (float)((unsigned long)(i * 2654435761u) % 1000u) / 500.0f - 1.0f;
         hx[2 * i + 1] = (float)((unsigned long)(i * 40503u + 7u) % 1000u) / 500.0f - 1.0f;
-        hw[i] = (float)(0.5 - 0.5 * cos(6.283185307179586 * (double)i / (double)n)); /* Hann */
     }
     CU(cudaMalloc(&in, bytes));
     CU(cudaMalloc(&out, bytes));
-    CU(cudaMalloc(&win, (size_t)n * sizeof(float)));
     CU(cudaMemcpy(in, hx, bytes, cudaMemcpyHostToDevice));
-    CU(cudaMemcpy(win, hw, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CU(cufftPlan1d(&bare, (int)n, CUFFT_C2C, 1));
     CU(cufftSetStream(bare, s));
 
     char errors[M_COUNT][400] = {{0}};
-    int ok[M_COUNT] = {1, 1, 1, 1}, wrong = 0;
+    int ok[M_COUNT] = {1, 1, 1}, wrong = 0;
     fm_device cuda = {FM_DEVICE_CUDA, 0};
     int64_t shape[1] = {n};
-    fm_tensor twin;
-    fm_fft_options of;
     fm_fft_options_init(&opts);
-    fm_fft_options_init(&of);
-    of.prolog.ops = FM_FFT_OP_MULTIPLY;
-    of.epilog.ops = FM_FFT_OP_SCALE;
-    of.epilog.scale[0] = 0.5;
     CU(fm_context_create(&ctx));
     CU(fm_tensor_init(&tin, in, cuda, FM_C64, 1, shape, NULL));
     CU(fm_tensor_init(&tout, out, cuda, FM_C64, 1, shape, NULL));
-    CU(fm_tensor_init(&twin, win, cuda, FM_F32, 1, shape, NULL));
     if (fm_fft_plan(ctx, &tin, &tout, NULL, NULL, &opts, &plan[M_PLANNED]) != FM_OK) {
         ok[M_PLANNED] = ok[M_STATELESS] = 0;
         json_clean(errors[M_PLANNED], sizeof errors[0], fm_last_error());
-    }
-    if (fm_fft_plan(ctx, &tin, &tout, &twin, NULL, &of, &plan[M_FUSED]) != FM_OK) {
-        ok[M_FUSED] = 0;
-        json_clean(errors[M_FUSED], sizeof errors[0], fm_last_error());
     }
     for (int m = 0; m < M_COUNT; m++) { /* one call of each, checked */
         if (!ok[m])
@@ -131,7 +116,7 @@ int main(int argc, char **argv)
         }
         CU(cudaStreamSynchronize(s));
         CU(cudaMemcpy(hy, out, bytes, cudaMemcpyDeviceToHost));
-        err[m] = check(hy, hx, m == M_FUSED ? hw : NULL, m == M_FUSED ? 0.5 : 1.0, n);
+        err[m] = check(hy, hx, n);
         if (!(err[m] <= 1e-3)) {
             wrong = 1, ok[m] = 0;
             snprintf(errors[m], sizeof errors[0], "wrong result: max rel err %.3g", err[m]);
@@ -164,16 +149,14 @@ int main(int argc, char **argv)
         if (m > M_BARE && ok[m])
             printf(", \"%s_above_bare_us\": %.4f", names[m], med[m] - med[M_BARE]);
     }
-    char desc[2][400];
-    json_clean(desc[0], sizeof desc[0], plan[M_PLANNED] ? fm_plan_describe(plan[M_PLANNED]) : "");
-    json_clean(desc[1], sizeof desc[1], plan[M_FUSED] ? fm_plan_describe(plan[M_FUSED]) : "");
-    printf(", \"plan\": \"%s\", \"fused_plan\": \"%s\", \"errors\": {", desc[0], desc[1]);
+    char desc[400];
+    json_clean(desc, sizeof desc, plan[M_PLANNED] ? fm_plan_describe(plan[M_PLANNED]) : "");
+    printf(", \"plan\": \"%s\", \"errors\": {", desc);
     for (int m = 0, first = 1; m < M_COUNT; m++)
         if (errors[m][0])
             printf("%s\"%s\": \"%s\"", first ? "" : ", ", names[m], errors[m]), first = 0;
     printf("}}\n");
     fm_plan_release(plan[M_PLANNED]);
-    fm_plan_release(plan[M_FUSED]);
     fm_context_destroy(ctx);
     cufftDestroy(bare);
     return wrong ? 1 : 0;

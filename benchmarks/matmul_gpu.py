@@ -33,7 +33,6 @@ def parse_args(argv):
     p.add_argument("--shapes", default=None, help="comma-separated MxNxK (or n for n^3)")
     p.add_argument("--dtypes", default=None, help="comma-separated, of " + ",".join(DTYPES))
     p.add_argument("--epilogues", default="relu,gelu", help="relu,gelu (gelu on its smaller set)")
-    p.add_argument("--methods", default=",".join(TARGETS), help="peers timed next to fused (default all)")
     p.add_argument("--budget", type=float, default=None, help="seconds of timed calls per method and case (0.5)")
     p.add_argument("--trials", type=int, default=5, help="timing trials per method and case (5)")
     p.add_argument("--lead-in", type=float, default=0.5, help="untimed calls before each trial, fraction of it (0.5)")
@@ -42,7 +41,6 @@ def parse_args(argv):
     p.add_argument("--plan-log", action="store_true", help="FUSEMATH_LOG=plan: every choice and autotune candidate")
     p.add_argument("--skip-host-overhead", action="store_true")
     p.add_argument("--host-only", action="store_true", help="only the host-overhead section")
-    p.add_argument("--bare-bin", default=None, help="the cublaslt_bare program (default build/benchmarks/)")
     p.add_argument("--out", default=None, help="output JSON path")
     p.add_argument("--require-gpu", action="store_true", help="exit 2 (not 0) without a GPU")
     p.add_argument("--seed", type=int, default=1234)
@@ -50,9 +48,9 @@ def parse_args(argv):
     a.shapes = ([tuple(int(x) for x in s.replace("^3", "").split("x")) * (1 if "x" in s else 3) for s in a.shapes.split(",")]
                 if a.shapes else list(GELU_SHAPES if a.quick else SHAPES))
     a.dtypes = a.dtypes.split(",") if a.dtypes else list(GELU_DTYPES if a.quick else DTYPES)
-    a.epilogues, a.methods = a.epilogues.split(","), a.methods.split(",")
-    if set(a.dtypes) - set(DTYPES) or set(a.epilogues) - {"relu", "gelu"} or set(a.methods) - set(TARGETS):
-        p.error(f"--dtypes of {','.join(DTYPES)}, --epilogues of relu,gelu, --methods of {','.join(TARGETS)}")
+    a.epilogues = a.epilogues.split(",")
+    if set(a.dtypes) - set(DTYPES) or set(a.epilogues) - {"relu", "gelu"}:
+        p.error(f"--dtypes of {','.join(DTYPES)}, --epilogues of relu,gelu")
     a.budget, a.max_seconds = a.budget or (0.2 if a.quick else 0.5), a.max_seconds or (50.0 if a.quick else 330.0)
     return a
 
@@ -203,8 +201,6 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                            ("unfused", lambda: [lambda s=s: env.act(s["a"] @ s["b"] + s["bias_n"], ep) for s in sets]),
                            ("plain", lambda: [lambda s=s: s["a"] @ s["b"] for s in sets])):
             try:
-                if name != "fused" and name not in args.methods:
-                    raise RuntimeError("not timed (--methods)")
                 calls = make()
                 got = calls[0]()
                 env.sync()
@@ -313,7 +309,7 @@ HOST_ROWS = {"a_bare_c": "a  bare cublasLtMatmul, own process", "a0_bare_inproc"
 
 def run_host_overhead(env, args) -> dict:
     out, fns, closers, keep = {"m": 64, "n": 64, "k": 64, "dtype": "f32", "errors": {}}, {}, [], []
-    exe, note = c_program("cublaslt_bare", args.bare_bin)
+    exe, note = c_program("cublaslt_bare")
     bare = out["bare_c"] = run_json([exe, 64, HOST_CALLS, HOST_REPEATS]) if exe else {"error": note}
     base = {c["epilogue"]: (c["loop_us_per_call"]["median"], c["burst_us_per_call"]["median"])
             for c in bare.get("cases", []) if c["dtype"] == "f32"}
@@ -378,28 +374,12 @@ def run_host_overhead(env, args) -> dict:
     return out
 
 
-def table(res) -> str:
-    lines = [f"{'case (ms, median)':32} {'fused':>9} {'nvmath':>9} {'addmm_act':>9} {'unfused':>9} {'plain':>9} | "
-             f"{'f/nv':>6} {'f/addmm':>7} {'f/plain':>7} {'f/unf':>6} | flags"]
-    for c in res["cases"]:
-        ms = " ".join(f"{c['methods'][x]['median_ms']:9.4f}" if x in c["methods"] else f"{'-':>9}"
-                      for x in ("fused", "nvmath", "addmm_act", "unfused", "plain"))
-        rt = " ".join(f"{c['ratios'].get('fused/' + x, float('nan')):{w}.3f}" for x, w in zip(TARGETS, (6, 7, 7, 6)))
-        lines.append(f"{c['dtype']} {c['m']}x{c['n']}x{c['k']} {c['epilogue']:<14} {ms} | {rt} | " + ("; ".join(c["flags"]) or "ok"))
-    lines += [f"  error {m}: {e}" for m, e in sorted({(m, e) for c in res["cases"] for m, e in c["errors"].items()
-                                                     if not e.endswith("(--methods)")})]
-    lines += [f"skipped (time cap): {s}" for s in res["skipped"]]
-    ho = res.get("host_overhead") or {}
-    if ho.get("rows") is not None:
-        lines.append(f"\nhost overhead 64x64x64 f32, us per call: loop / burst of 20, above the bare call timed in "
-                     f"{ho['bare_base']} (b2 above the RELU_BIAS one)")
-        for key, label in HOST_ROWS.items():
-            r = ho["rows"].get(key)
-            if r or key in ho["errors"]:
-                lines.append(f"  {label:40} " + (f"{r['us_per_call']:8.2f} / {r['burst_us_per_call']:8.2f}" + (
-                    f"   {r['above_bare_us']:+.2f} / {r['above_bare_burst_us']:+.2f}" if "above_bare_us" in r else "")
-                    if r else f"error: {ho['errors'][key][:150]}"))
-    return "\n".join(lines)
+def host_table(ho) -> str:
+    return "\n".join([f"host overhead 64x64x64 f32, us per call: loop / burst of 20, above the bare call timed in "
+                      f"{ho.get('bare_base')} (b2 above the RELU_BIAS one)"] + [
+        f"  {label:40} " + (f"{r['us_per_call']:8.2f} / {r['burst_us_per_call']:8.2f}   {r.get('above_bare_us', 0):+.2f} / "
+                            f"{r.get('above_bare_burst_us', 0):+.2f}" if (r := ho.get("rows", {}).get(k)) else
+                            f"error: {ho.get('errors', {}).get(k, '-')[:150]}") for k, label in HOST_ROWS.items()])
 
 
 def main(argv=None) -> int:
@@ -455,7 +435,10 @@ def main(argv=None) -> int:
     path = args.out or os.path.join(REPO_ROOT, "benchmarks", "results",
                                     f"matmul_gpu-{now:%Y%m%d}-{socket.gethostname().split('.')[0]}.json")
     write_json(path, res)
-    print("\n" + table(res) + f"\n\nJSON: {path} ({res['total_seconds']:.0f} s)")
+    errs = sorted({(m, e) for c in res["cases"] for m, e in c["errors"].items()})
+    print("\n".join([f"  error {m}: {e}" for m, e in errs] + [f"skipped (time cap): {s}" for s in res["skipped"]]
+                    + ([host_table(res["host_overhead"])] if "host_overhead" in res else [])
+                    + [f"JSON: {path} ({res['total_seconds']:.0f} s)"]))
     return 1 if any(c.get("wrong_result") for c in res["cases"]) else 0
 
 
