@@ -127,8 +127,13 @@ if want hostc; then
     { rm -f '$OUT/host_overhead_gpu.json'; false; }"
 fi
 
-n=$(find "$OUT" -mindepth 1 -maxdepth 1 | wc -l)
-if ((n > 8)); then (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log); fi
+# at most 8 files come back: the logs packed first, then everything but the summary
+nfiles() { find "$OUT" -mindepth 1 -maxdepth 1 | wc -l; }
+if (($(nfiles) > 8)); then (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log); fi
+if (($(nfiles) > 8)); then
+  tar czf /tmp/results.tgz -C "$OUT" --exclude=./summary.txt . &&
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} + && mv /tmp/results.tgz "$OUT/"
+fi
 say "== done in $((SECONDS - START)) s: $(find "$OUT" -mindepth 1 -maxdepth 1 -printf '%f ' | sort)"
 if ((FAILED)); then say "== some steps FAILED (see above)"; else say "== all steps run passed"; fi
 exit "$FAILED"

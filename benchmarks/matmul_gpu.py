@@ -379,7 +379,8 @@ def host_table(ho) -> str:
                       f"{ho.get('bare_base')} (b2 above the RELU_BIAS one)"] + [
         f"  {label:40} " + (f"{r['us_per_call']:8.2f} / {r['burst_us_per_call']:8.2f}   {r.get('above_bare_us', 0):+.2f} / "
                             f"{r.get('above_bare_burst_us', 0):+.2f}" if (r := ho.get("rows", {}).get(k)) else
-                            f"error: {ho.get('errors', {}).get(k, '-')[:150]}") for k, label in HOST_ROWS.items()])
+                            f"error: {ho['errors'][k][:150]}") for k, label in HOST_ROWS.items()
+        if k in ho.get("rows", {}) or k in ho.get("errors", {})])
 
 
 def main(argv=None) -> int:
@@ -392,7 +393,7 @@ def main(argv=None) -> int:
     mach, prop = machine(gpu=True), env.torch.cuda.get_device_properties(0)
     mach.update(gpu_name=prop.name, sm=f"{prop.major}.{prop.minor}", torch_cuda_version=env.torch.version.cuda,
                 cuda_runtime_version=env.cupy.cuda.runtime.runtimeGetVersion() if env.cupy else None)
-    vers = versions("fusemath", "numpy", "torch", "cupy", "nvmath-python", "cuda-bindings")
+    vers = versions("fusemath", "numpy", "torch", "cupy-cuda13x", "cupy-cuda12x", "nvmath-python", "cuda-bindings")
     if env.nvmath is not None:
         with contextlib.suppress(Exception):
             vers["cublasLt_nvmath"] = __import__("nvmath.bindings.cublasLt").bindings.cublasLt.get_version()
