@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU FFT benchmark (issue 4): fusemath (FFTW) against scipy.fft and numpy.fft, side by side.
+"""CPU FFT benchmark (issue 4): fusemath (FFTW) against scipy.fft, side by side.
 
 1-D rows, columns, 2-D, 3-D, r2c / c2r and inverse cases, plain and fused (fft(x * w) * 0.5), one thread count
 for everyone, paired ratios over rounds; targets fm / scipy <= 1.00, fused / plain <= 1.15; benchmarks/README.md.
@@ -91,8 +91,7 @@ def main() -> int:
             return x, f, plan, fused, ref, ref_f, "forward", {
                 "scipy": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads),
                 "fm_stateless": lambda: ffm.rfftn(x, axes=axes),
-                "scipy_unf": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads) * f,
-                "numpy": lambda: np.fft.rfftn(x, axes=axes)}
+                "scipy_unf": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads) * f}
         x = np.fft.rfftn(rng.standard_normal(shape), axes=axes).astype(cdt)
         n = shape[-1]
         ref, ref_f = np.fft.irfftn(x, s=shape, axes=axes), np.fft.irfftn(x * f, s=shape, axes=axes)
@@ -103,8 +102,7 @@ def main() -> int:
         return x, f, plan, fused, ref, ref_f, "inverse", {
             "scipy": lambda: scipy.fft.irfftn(x, s=shape, axes=axes, workers=args.threads),
             "fm_stateless": lambda: ffm.irfftn(x, s=shape, axes=axes),
-            "scipy_unf": lambda: scipy.fft.irfftn(x * f, s=shape, axes=axes, workers=args.threads),
-            "numpy": lambda: np.fft.irfftn(x, s=shape, axes=axes)}
+            "scipy_unf": lambda: scipy.fft.irfftn(x * f, s=shape, axes=axes, workers=args.threads)}
 
     for dt in args.dtypes.split(","):
         cdt = np.complex64 if dt == "c64" else np.complex128
@@ -130,8 +128,7 @@ def main() -> int:
                 direction = "inverse" if inv else "forward"
                 peers = {"scipy": lambda: spf(x, axes=axes, workers=args.threads),
                          "fm_stateless": lambda: fmf(x, axes=axes),
-                         "scipy_unf": lambda: spf(x * wb, axes=axes, workers=args.threads) * 0.5,
-                         "numpy": lambda: npf(x, axes=axes)}
+                         "scipy_unf": lambda: spf(x * wb, axes=axes, workers=args.threads) * 0.5}
             got = plan.execute(direction=direction)
             err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
             err_f = np.linalg.norm(fused.execute(direction=direction) - ref_f) / np.linalg.norm(ref_f)
@@ -149,7 +146,6 @@ def main() -> int:
                 "fm_fused_out": lambda: fused.execute(out=out_f, direction=direction),
                 "fm_stateless": peers["fm_stateless"],
                 "scipy_unf": peers["scipy_unf"],
-                "numpy": peers["numpy"],
             }
             times = {k: [] for k in methods}
             order = list(methods)

@@ -247,8 +247,7 @@ def main() -> int:
         "settings": {"threads": args.threads, "sizes": args.sizes, "skinny": not args.no_skinny, "dtypes": args.dtypes,
                      "strategies": args.strategies, "budget_s_per_method": args.budget, "rounds": args.rounds,
                      "seed": args.seed, "pause_s": PAUSE_S, "verdict_statistic": VERDICT},
-        "targets": {"square_n_ge_1024_fused_over_np_plain": TARGET_SQUARE, "skinny_fused_over_np_plain": TARGET_SKINNY,
-                    "host_overhead_planned_execute_us": TARGET_HOST_US},
+        "targets": {"square": TARGET_SQUARE, "skinny": TARGET_SKINNY, "host_overhead_us": TARGET_HOST_US},
         "cases": cases, "host_overhead": host, "total_seconds": time.perf_counter() - t_start}
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"matmul_cpu-{tag}-{now:%Y%m%d}.json")

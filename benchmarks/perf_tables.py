@@ -47,16 +47,16 @@ def latest(runs, rows_of):
     return {key: (row, name, date) for name, d, date in runs for key, row in rows_of(name, d)}
 
 
-def f3(v):
-    return "-" if v is None else f"{v:.3f}"
+def f3(v, spec=".3f"):
+    return "-" if v is None else format(v, spec)
 
 
 def fms(v):
-    return "-" if v is None else f"{v:.4g}"
+    return f3(v, ".4g")
 
 
 def sgn(v):
-    return "-" if v is None else f"{v:+.2f}"
+    return f3(v, "+.2f")
 
 
 def md(head, rows):
@@ -70,11 +70,15 @@ def glance(issue, what, machine, items, limit, date, unit=""):
     if not vals:
         return None  # no target case on this machine
     bad = [(lab, v) for lab, v in vals if v > limit]
-    fig = (f"{min(v for _, v in vals):.3f}-{max(v for _, v in vals):.3f}" if len(vals) > 1 else
-                                f"{vals[0][1]:+.2f}" if unit else f3(vals[0][1]))
-    st = ("not met" if bad else "met") if len(vals) == 1 and not vals[0][0] else f"met ({len(vals)} of {len(vals)})" if not bad else (
-        f"not met: {len(vals) - len(bad)} of {len(vals)}; " + ", ".join(
-            f"{lab} {v:.3f}" if round(v, 3) > limit else f"{lab} {v:.4f}" for lab, v in bad[:4]))
+    if len(vals) > 1:
+        fig = f"{min(v for _, v in vals):.3f}-{max(v for _, v in vals):.3f}"
+    else:
+        fig = sgn(vals[0][1]) if unit else f3(vals[0][1])
+    if len(vals) == 1 and not vals[0][0]:
+        st = "not met" if bad else "met"
+    else:  # a value that rounds to the limit is shown with one more digit
+        st = f"met ({len(vals)} of {len(vals)})" if not bad else f"not met: {len(vals) - len(bad)} of {len(vals)}; " + ", ".join(
+            f"{lab} {v:.3f}" if round(v, 3) > limit else f"{lab} {v:.4f}" for lab, v in bad[:4])
     return (issue, what, machine, f"{fig}{unit} ({date[:10]})", st)
 
 
