@@ -282,11 +282,14 @@ def crossover(runs):
             rows = [[n] + [fms(next((r["ms"] for r in res["rows"][m] if r["n"] == n), None)) for m in modes]
                     for n in sorted({r["n"] for m in modes for r in res["rows"][m]})]
             cross = "; ".join(f"{m}: from n = {c['from_n_on']}" for m, c in res.get("crossover", {}).items())
+            png = name if op == "matmul" else name.replace("matmul_crossover", "fft_crossover")
             text.append(f"\n### {'matmul + bias + relu, f32' if op == 'matmul' else 'fft2, complex64'}\n"
                         f"{meta.get('machine', {}).get('cpu_model', NR)}, {meta.get('threads', NR)} CPU threads; "
                         + (f"{gpu.get('device_name') or NR} ({gpu.get('array_library') or NR})" if gpu.get("enabled", True)
                            else f"no GPU ({gpu.get('note') or NR})") + f"; `{name}` ({date}): "
-                        f"`{meta.get('command') or COMMANDS.get(name, NR)}`. Crossover: {cross or 'no GPU'}.\n\n"
+                        f"`{meta.get('command') or COMMANDS.get(name, NR)}`. Crossover: {cross or 'no GPU'}."
+                        + (f" Plot: `benchmarks/results/{png}.png`." if os.path.exists(os.path.join(HERE, "results", png + ".png"))
+                           else "") + "\n\n"
                         + md(["n"] + [f"{m} ms" for m in modes], rows))
     return "".join(text)
 
