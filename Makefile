@@ -58,7 +58,7 @@ test: build
 	exit $$rc
 
 run: build
-	$(PY) -m fusemath.bench
+	$(PY) benchmarks/crossover.py
 
 # Sanitizer build: its own tree, -O1 -g with assertions on, warnings are errors.
 # LSan ignores leaks inside the third-party runtimes listed in cmake/lsan.supp;

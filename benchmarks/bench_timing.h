@@ -1,5 +1,4 @@
-/* bench_timing.h : the monotonic clock, the median and the positional-argument parser the C
- * benchmarks share. */
+/* bench_timing.h : the monotonic clock, the median and the positional arguments of the C baselines. */
 #ifndef FM_BENCH_TIMING_H
 #define FM_BENCH_TIMING_H
 
@@ -22,7 +21,7 @@ static inline int bench_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* median of x[0..n) (sorts x in place) */
+/* median of x[0..n), which it sorts (x[0] is then the minimum) */
 static inline double median_of(double *x, int n)
 {
     qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
@@ -32,11 +31,9 @@ static inline double median_of(double *x, int n)
 /* argv[i] as a positive integer, def when absent; anything else: a message and exit(1) */
 static inline long arg_long(int argc, char **argv, int i, long def)
 {
-    if (argc <= i)
-        return def;
     char *end = NULL;
-    long v = strtol(argv[i], &end, 10);
-    if (!end || *end != '\0' || v < 1) {
+    long v = argc > i ? strtol(argv[i], &end, 10) : def;
+    if (argc > i && (!end || *end != '\0' || v < 1)) {
         fprintf(stderr, "%s: argument %d (%s) must be a positive integer\n", argv[0], i, argv[i]);
         exit(1);
     }

@@ -1,93 +1,50 @@
-/* cufft_bare.c : the bare cuFFT baseline for fusemath's GPU FFT host overhead.
- *
- * What a C programmer who knows cuFFT writes by hand: one cufftPlan1d (c64 -> c64,
- * batch 1) made beforehand, the stream set once with cufftSetStream, input and output
- * cudaMalloc'ed once; the timed part is cufftExecC2C alone.
- *
- * Per burst: wall clock around `calls` back-to-back cufftExecC2C calls followed by one
- * cudaStreamSynchronize; us per call = burst time / calls. Prints one JSON line
- *   {"n": .., "calls": .., "bursts": .., "us_per_call_median": .., "us_per_call_min": ..}
- * (benchmarks/fft_gpu.py runs it as a subprocess and keeps the line).
- *
- * Usage: cufft_bare [n (64)] [calls per burst (20000)] [bursts (15)]
- * No GPU (cudaGetDeviceCount fails or finds none): a message on stderr, a JSON line
- * {"error": ...} on stdout, exit status 2. A failing CUDA/cuFFT call: exit status 1.
- * Links libcufft and libcudart only (no fusemath, never libcuda). */
+/* cufft_bare.c : the bare cufftExecC2C baseline of the GPU FFT host overhead: one cufftPlan1d (c64, batch 1) made
+ * beforehand, the stream set once; bursts of `calls` calls and one sync. Usage: cufft_bare [n calls bursts];
+ * one JSON line {n, calls, bursts, us_per_call_median, us_per_call_min, cufft_version}; no GPU: exit 2. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <cufft.h>
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "bench_timing.h"
 
 #define CU(call)                                                                                                       \
     do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "cufft_bare: %s failed (line %d): %s\n", #call, __LINE__, cudaGetErrorString(e_));         \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
-#define FT(call)                                                                                                       \
-    do {                                                                                                               \
-        cufftResult r_ = (call);                                                                                       \
-        if (r_ != CUFFT_SUCCESS) {                                                                                     \
-            fprintf(stderr, "cufft_bare: %s failed (line %d): cufftResult %d\n", #call, __LINE__, (int)r_);            \
+        int e_ = (int)(call);                                                                                          \
+        if (e_ != 0) {                                                                                                 \
+            fprintf(stderr, "cufft_bare: %s failed (line %d): status %d\n", #call, __LINE__, e_);                      \
             return 1;                                                                                                  \
         }                                                                                                              \
     } while (0)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (argv[1][0] == '-')) {
-        printf("usage: cufft_bare [n (64)] [calls per burst (20000)] [bursts (15)]\n");
-        return 0;
-    }
-    long n = arg_long(argc, argv, 1, 64);
-    long calls = arg_long(argc, argv, 2, 20000);
-    long bursts = arg_long(argc, argv, 3, 15);
-
-    int ndev = 0;
-    cudaError_t de = cudaGetDeviceCount(&ndev);
-    if (de != cudaSuccess || ndev < 1) {
-        const char *why = de != cudaSuccess ? cudaGetErrorString(de) : "no CUDA device";
-        fprintf(stderr, "cufft_bare: no GPU (%s)\n", why);
-        printf("{\"error\": \"no GPU: %s\"}\n", why);
+    long n = arg_long(argc, argv, 1, 64), calls = arg_long(argc, argv, 2, 20000), bursts = arg_long(argc, argv, 3, 15);
+    int ndev = 0, failed = 0, ver = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("{\"error\": \"no GPU\"}\n");
         return 2;
     }
-    CU(cudaSetDevice(0));
-
     size_t bytes = (size_t)n * sizeof(cufftComplex);
-    cufftComplex *h = malloc(bytes);
+    cufftComplex *h = malloc(bytes), *in = NULL, *out = NULL;
     double *t = malloc((size_t)bursts * sizeof *t);
-    if (!h || !t) {
-        fprintf(stderr, "cufft_bare: out of host memory\n");
-        return 1;
-    }
     for (long i = 0; i < n; i++) {
         h[i].x = (float)((unsigned long)(i * 2654435761u) % 1000u) / 500.0f - 1.0f;
         h[i].y = (float)((unsigned long)(i * 40503u + 7u) % 1000u) / 500.0f - 1.0f;
     }
-    cufftComplex *in = NULL, *out = NULL;
     CU(cudaMalloc((void **)&in, bytes));
     CU(cudaMalloc((void **)&out, bytes));
     CU(cudaMemcpy(in, h, bytes, cudaMemcpyHostToDevice));
     cudaStream_t s;
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-
     cufftHandle plan;
-    FT(cufftPlan1d(&plan, (int)n, CUFFT_C2C, 1));
-    FT(cufftSetStream(plan, s));
-
-    /* warm-up (module loading, first launches) */
-    for (int i = 0; i < 200; i++)
-        FT(cufftExecC2C(plan, in, out, CUFFT_FORWARD));
+    CU(cufftPlan1d(&plan, (int)n, CUFFT_C2C, 1));
+    CU(cufftSetStream(plan, s));
+    for (int i = 0; i < 200; i++) /* warm-up: module loading, first launches */
+        CU(cufftExecC2C(plan, in, out, CUFFT_FORWARD));
     CU(cudaStreamSynchronize(s));
-
-    int failed = 0;
     for (long b = 0; b < bursts; b++) {
         double t0 = now_us();
         for (long i = 0; i < calls; i++)
@@ -99,21 +56,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "cufft_bare: cufftExecC2C failed during timing\n");
         return 1;
     }
-    double mn = t[0];
-    for (long b = 1; b < bursts; b++)
-        mn = t[b] < mn ? t[b] : mn;
-    double med = median_of(t, (int)bursts);
-    int ver = 0;
+    double med = median_of(t, (int)bursts); /* sorts: t[0] is the min */
     cufftGetVersion(&ver);
     printf("{\"n\": %ld, \"calls\": %ld, \"bursts\": %ld, \"us_per_call_median\": %.4f, \"us_per_call_min\": %.4f, "
-           "\"cufft_version\": %d}\n",
-           n, calls, bursts, med, mn, ver);
-
+           "\"cufft_version\": %d}\n", n, calls, bursts, med, t[0], ver);
     cufftDestroy(plan);
-    cudaStreamDestroy(s);
-    cudaFree(in);
-    cudaFree(out);
-    free(h);
-    free(t);
     return 0;
 }

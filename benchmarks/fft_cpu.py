@@ -1,41 +1,19 @@
 #!/usr/bin/env python3
-"""CPU FFT benchmark: fusemath (FFTW) against scipy.fft and numpy.fft, side by side.
+"""CPU FFT benchmark (issue 4): fusemath (FFTW) against scipy.fft, side by side.
 
-In one run, with the same thread count for everyone (scipy.fft workers = threads,
-FUSEMATH_NUM_THREADS = threads), complex64 (and complex128 with --dtypes):
-  1-D n = 2^10 ... 2^22 (batched so that every case moves ~2^22 points), 1024 columns of
-  4096 points (axis 0 of a C-ordered 4096 x 1024 array), 2-D 1024^2 and 2048^2, 3-D 128^3
-  and 256^3; real transforms (the spectral-solver pattern): r2c 2-D 1024^2 / 2048^2 and 3-D
-  128^3 with the fused chain rfftn(x) * f (epilog: a real filter over the half spectrum), and
-  c2r of the same shapes with irfftn(X * f) (prolog), norm "backward" in both; inverse c2c
-  (ifft over 4096 x 1024 rows, ifftn over 1024^2: the norm is a chain of its own) with
-  ifft(x*w)*0.5 fused; per case:
-    fm_plain     planned fusemath.fft.FFT(x).execute()
-    fm_fused     the same with prolog = multiply by a window w, epilog = scale 0.5: fft(x*w)*0.5
-    fm_plain_out / fm_fused_out  the same into reused outputs (execute(out=)): no page faults of a
-                 fresh result per call
-    fm_stateless fusemath.fft.fft / fftn (plan cached)
-    scipy        scipy.fft.fft / fftn(x, workers=threads)
-    scipy_unf    scipy.fft.fft(x * w, workers=threads) * 0.5 (the unfused chain)
-    numpy        numpy.fft.fft / fftn
-Every fusemath result is checked against NumPy's first. Timing: --rounds rounds of adaptive
-repeat counts (--budget seconds per method and case), method order reversed every other round;
-each method's time is its median over the rounds. The ratios are paired: the median over rounds
-of the ratio of two methods timed next to each other in the same round (fm_plain sits between
-fm_fused and scipy), which keeps this host's minute-to-minute drift out of them (the H200 host
-moved the same plan's time by 20-30% between blocks of repeats).
-Targets (issue 4): fm_plain >= 1.0x scipy's speed (fm/scipy <= 1.00), fm_fused <= 1.15x fm_plain.
-Writes JSON (date, machine) to --out (default benchmarks/results/fft_cpu-<tag>-<date>.json).
+1-D rows, columns, 2-D, 3-D, r2c / c2r and inverse cases, plain and fused (fft(x * w) * 0.5), one thread count
+for everyone, paired ratios over rounds; targets fm / scipy <= 1.00, fused / plain <= 1.15; benchmarks/README.md.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
+
+from bench_common import command_line, cpu_model, paired, write_json
 
 
 def main() -> int:
@@ -78,16 +56,14 @@ def main() -> int:
             p.error(f"--kinds: unknown {sorted(bad)}")
         cases = [c for c in cases if c[0] in want]
     results = []
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": platform.processor(),
-            "threads": args.threads, "numpy": np.__version__, "scipy": scipy.__version__,
-            "fusemath": fusemath.__version__, "command": " ".join(sys.argv)}
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": args.machine_tag, "cpu": cpu_model(),
+            "cores": len(os.sched_getaffinity(0)), "threads": args.threads, "numpy": np.__version__,
+            "scipy": scipy.__version__, "fusemath": fusemath.__version__, "command": command_line()}
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"fft_cpu-{args.machine_tag}-{time.strftime('%Y%m%d')}.json")
 
     def save():  # after every case: a run stopped by a time limit keeps what it measured
-        with open(out + ".tmp", "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=1)
-        os.replace(out + ".tmp", out)  # a kill mid-write leaves the previous file whole
+        write_json(out, {"meta": meta, "results": results})
 
     def timeit(fn):
         fn()
@@ -115,8 +91,7 @@ def main() -> int:
             return x, f, plan, fused, ref, ref_f, "forward", {
                 "scipy": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads),
                 "fm_stateless": lambda: ffm.rfftn(x, axes=axes),
-                "scipy_unf": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads) * f,
-                "numpy": lambda: np.fft.rfftn(x, axes=axes)}
+                "scipy_unf": lambda: scipy.fft.rfftn(x, axes=axes, workers=args.threads) * f}
         x = np.fft.rfftn(rng.standard_normal(shape), axes=axes).astype(cdt)
         n = shape[-1]
         ref, ref_f = np.fft.irfftn(x, s=shape, axes=axes), np.fft.irfftn(x * f, s=shape, axes=axes)
@@ -127,8 +102,7 @@ def main() -> int:
         return x, f, plan, fused, ref, ref_f, "inverse", {
             "scipy": lambda: scipy.fft.irfftn(x, s=shape, axes=axes, workers=args.threads),
             "fm_stateless": lambda: ffm.irfftn(x, s=shape, axes=axes),
-            "scipy_unf": lambda: scipy.fft.irfftn(x * f, s=shape, axes=axes, workers=args.threads),
-            "numpy": lambda: np.fft.irfftn(x, s=shape, axes=axes)}
+            "scipy_unf": lambda: scipy.fft.irfftn(x * f, s=shape, axes=axes, workers=args.threads)}
 
     for dt in args.dtypes.split(","):
         cdt = np.complex64 if dt == "c64" else np.complex128
@@ -154,8 +128,7 @@ def main() -> int:
                 direction = "inverse" if inv else "forward"
                 peers = {"scipy": lambda: spf(x, axes=axes, workers=args.threads),
                          "fm_stateless": lambda: fmf(x, axes=axes),
-                         "scipy_unf": lambda: spf(x * wb, axes=axes, workers=args.threads) * 0.5,
-                         "numpy": lambda: npf(x, axes=axes)}
+                         "scipy_unf": lambda: spf(x * wb, axes=axes, workers=args.threads) * 0.5}
             got = plan.execute(direction=direction)
             err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
             err_f = np.linalg.norm(fused.execute(direction=direction) - ref_f) / np.linalg.norm(ref_f)
@@ -173,7 +146,6 @@ def main() -> int:
                 "fm_fused_out": lambda: fused.execute(out=out_f, direction=direction),
                 "fm_stateless": peers["fm_stateless"],
                 "scipy_unf": peers["scipy_unf"],
-                "numpy": peers["numpy"],
             }
             times = {k: [] for k in methods}
             order = list(methods)
@@ -182,13 +154,13 @@ def main() -> int:
                     times[k].append(timeit(methods[k]))
             med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
-            def paired(a, b):
-                return statistics.median(ta / tb for ta, tb in zip(times[a], times[b]))
+            def pr(a, b):
+                return paired(times[a], times[b])
 
             row = {"dtype": dt, "kind": kind, "shape": list(shape), "axes": list(axes), "ms": med,
-                   "fm_over_scipy": paired("fm_plain", "scipy"), "fused_over_plain": paired("fm_fused", "fm_plain"),
-                   "fused_over_scipy_unfused": paired("fm_fused", "scipy_unf"),
-                   "fused_out_over_plain_out": paired("fm_fused_out", "fm_plain_out"),
+                   "fm_over_scipy": pr("fm_plain", "scipy"), "fused_over_plain": pr("fm_fused", "fm_plain"),
+                   "fused_over_scipy_unfused": pr("fm_fused", "scipy_unf"),
+                   "fused_out_over_plain_out": pr("fm_fused_out", "fm_plain_out"),
                    "ratio_of_medians": {"fm_over_scipy": med["fm_plain"] / med["scipy"],
                                         "fused_over_plain": med["fm_fused"] / med["fm_plain"]},
                    "describe": plan.describe(), "describe_fused": fused.describe()}

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Writes docs/performance.md from benchmarks/results/*.json and the prose in benchmarks/perf_template.md.
+
+    python3 benchmarks/perf_tables.py           rewrite docs/performance.md
+    python3 benchmarks/perf_tables.py --check   exit 1 when docs/performance.md is not what this writes
+
+Standard library only. Per target, machine and case the figure comes from the latest run (JSON "date")
+that measured the case, so a short run that repeated a few cases hides none of the others; every row
+names its run, every table its machine and the runs' commands; what a JSON lacks is "not recorded".
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOC, NR = os.path.join(HERE, "..", "docs", "performance.md"), "not recorded"
+# Runs whose JSON has no "command": the command as docs/performance.md recorded it before it was generated.
+DEV = 'bash benchmarks/device_gpu.sh (step matmulcpu: benchmarks/matmul_cpu.py --machine-tag h200-host {})'
+COMMANDS = {
+    "matmul_cpu-h200-host-20261201-run18-kernel-auto": DEV.format("--sizes 1024,2048,4096 --strategies tiles --budget 0.5"),
+    "matmul_cpu-h200-host-20261201-run19-repeat": DEV.format("--sizes 1024,2048 --strategies tiles --budget 0.5"),
+    "matmul_cpu-h200-host-20261201-run20-short": DEV.format("--sizes 1024 --dtypes f64 --budget 0.3 --rounds 6 --strategies tiles"),
+    "matmul_cpu-dev-2core-20261201-kernel": ".venv/bin/python benchmarks/matmul_cpu.py --machine-tag dev-2core --strategies tiles",
+    "matmul_cpu-dev-2core-20261201-kernel-256":
+        ".venv/bin/python benchmarks/matmul_cpu.py --machine-tag dev-2core --strategies tiles --sizes 256 --no-skinny",
+    "matmul_crossover-2026-11-29-h200": 'STEPS="build crossover" bash benchmarks/device_gpu.sh (python -m fusemath.bench, '
+                                        "now benchmarks/crossover.py)",
+    "fft_crossover-2026-11-30-h200": "python -m fusemath.bench --ops fft (now benchmarks/crossover.py --ops fft)"}
+FFT_ISSUE_CASES = ("1024x1", "4096x4096", "2^20x64", "2^24x4", "2d-4096^2", "3d-512^3")
+
+
+def load(*prefixes):
+    """[(run name, JSON, date)] of results/<prefix>*.json, oldest first."""
+    runs = []
+    for path in (p for pre in prefixes for p in glob.glob(os.path.join(HERE, "results", pre + "*.json"))):
+        with open(path) as f:
+            d = json.load(f)
+        date = d.get("date") or d.get("meta", {}).get("date") or NR
+        runs.append((os.path.basename(path)[:-5], d, date.replace("T", " ")[:16]))
+    return sorted(runs, key=lambda r: r[2])
+
+
+def latest(runs, rows_of):
+    """{case key: (row, run, date)} from the latest run that has the case."""
+    return {key: (row, name, date) for name, d, date in runs for key, row in rows_of(name, d)}
+
+
+def f3(v, spec=".3f"):
+    return "-" if v is None else format(v, spec)
+
+
+def fms(v):
+    return f3(v, ".4g")
+
+
+def sgn(v):
+    return f3(v, "+.2f")
+
+
+def md(head, rows):
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(map(str, r)) + " |" for r in rows]) + "\n"
+
+
+def glance(issue, what, machine, items, limit, date, unit=""):
+    """A row of the targets-at-a-glance table; items: [(label, value)]."""
+    vals = [(lab, v) for lab, v in items if v is not None]
+    if not vals:
+        return None  # no target case on this machine
+    bad = [(lab, v) for lab, v in vals if v > limit]
+    if len(vals) > 1:
+        fig = f"{min(v for _, v in vals):.3f}-{max(v for _, v in vals):.3f}"
+    else:
+        fig = sgn(vals[0][1]) if unit else f3(vals[0][1])
+    if len(vals) == 1 and not vals[0][0]:
+        st = "not met" if bad else "met"
+    else:  # a value that rounds to the limit is shown with one more digit
+        st = f"met ({len(vals)} of {len(vals)})" if not bad else f"not met: {len(vals) - len(bad)} of {len(vals)}; " + ", ".join(
+            f"{lab} {v:.3f}" if round(v, 3) > limit else f"{lab} {v:.4f}" for lab, v in bad[:4])
+    return (issue, what, machine, f"{fig}{unit} ({date[:10]})", st)
+
+
+def runs_list(sel, runs):
+    """The runs the rows of a table came from, with date and command."""
+    by = {name: (d, date) for name, d, date in runs}
+    return "\nRuns:\n" + "".join(f"- `{n}` ({by[n][1]}): `{by[n][0].get('command') or by[n][0].get('meta', {}).get('command') or COMMANDS.get(n, NR)}`\n"
+                                 for n in sorted({s[1] for s in sel}, key=lambda n: by[n][1]))
+
+
+def short(name):
+    return re.sub(r"^[a-z_]+-(h200-host-|dev-2core-)?", "", name)
+
+
+def newest(sel):
+    return max(sel, key=lambda s: s[2])
+
+
+def matmul_cpu(runs):
+    def rows_of(name, d):
+        tag = d.get("machine", {}).get("tag") or re.match(r"matmul_cpu-(.+?)-\d{8}", name).group(1)
+        for c in d.get("cases", []):
+            yield (tag, c["dtype"], c["kind"], c["n"], c["label"]), c
+        if (d.get("host_overhead") or {}).get("overhead_planned_execute_us") is not None:
+            yield (tag, "host"), d["host_overhead"]
+    sel, by, text, g = latest(runs, rows_of), {n: d for n, d, _ in runs}, [], []
+    for tag in sorted({k[0] for k in sel}, key=lambda t: t != "h200-host"):
+        keys = sorted((k for k in sel if k[0] == tag and k[1] != "host"), key=lambda k: (k[1], k[2] != "square", k[3]))
+        rows, met = [], {"square": [], "skinny": []}
+        for k in keys:
+            c, run, _ = sel[k]
+            q, t = c["ratios"], c.get("target_fused_over_np_plain")
+            v, kern = q.get("fused_over_np_plain_paired"), re.search(r"kernel=(\w+)", c.get("plans", {}).get("fm_fused", ""))
+            if t:
+                met[c["kind"]].append((f"{c['dtype']} {c['label']}", v))
+            rows.append([c["dtype"], c["label"], f3(v), f3(q.get("fused_over_fm_plain_paired")),
+                         f3(q.get("unfused_over_np_plain_paired")), f3(q.get("tiles_over_np_plain_paired")),
+                         f"kernel ({kern.group(1)})" if kern else "cblas tiles", f"<= {t:.2f}" if t else "-",
+                         ("yes" if v <= t else "**no**") if t else "-", f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        d = by[last[1]]
+        m, npy, c = d.get("machine", {}), d.get("numpy", {}), (d.get("host_overhead") or {}).get("c") or {}
+        isa = (npy.get("config") or {}).get("SIMD Extensions", {}).get("found")
+        text.append(f"\n### {tag}\n{m.get('cpu_model', NR)}, {m.get('cores', NR)} cores, {m.get('threads_used', NR)} threads "
+                    f"for everyone; ISA (NumPy's detection): {', '.join(isa) if isa else NR}; fusemath's OpenBLAS: "
+                    f"{c.get('openblas_config', NR)}; NumPy's BLAS: {npy.get('blas_name', NR)} {npy.get('blas_version', '')}\n\n"
+                    + md(["dtype", "shape", "fused / a@b", "fused / fm plain", "unfused / a@b", "forced tiles / a@b",
+                          "plan", "target", "met", "run"], rows))
+        g += [glance("2", "CPU fused bias+relu <= 1.05x NumPy `a @ b`, squares n >= 1024", tag, met["square"], 1.05, last[2]),
+              glance("2", "... <= 1.10x for the skinny shapes", tag, met["skinny"], 1.10, last[2])]
+        if (tag, "host") in sel:
+            ho, run, date = sel[(tag, "host")]
+            o, oc = ho.get("overhead_ns", {}), (ho.get("c") or {}).get("overhead_ns", {})
+            us = [o.get(k, float("nan")) / 1e3 for k in ("fusemath.matmul identity - cblas_sgemm", "numpy a @ b - cblas_sgemm")]
+            text.append("\nHost overhead, 64x64x64 f32, us per call above the bare `cblas_sgemm`:\n\n" + md(
+                ["planned `Matmul.execute()`", "`fm_plan_execute` (C)", "stateless `fusemath.matmul`", "NumPy `a @ b`", "run"],
+                [[sgn(ho["overhead_planned_execute_us"]), sgn(oc["fm_plan_execute_identity_vs_cblas"] / 1e3) if oc else NR,
+                  sgn(us[0]), sgn(us[1]), f"`{short(run)}` ({date})"]]))
+            g.append(glance("2", "planned 64x64 execute <= 2 us above bare cblas", tag,
+                            [("", ho["overhead_planned_execute_us"])], 2.0, date, " us"))
+        text.append(runs_list([s for k, s in sel.items() if k[0] == tag], runs))
+    return "".join(text), g
+
+
+def matmul_gpu(runs, c_runs):
+    sel = latest(runs, lambda name, d: (((c["epilogue"], c["dtype"], c["m"], c["n"], c["k"]), c) for c in d["cases"]))
+    if not sel:
+        return "No GPU matmul results.\n", []
+    last = newest(sel.values())
+    d = next(dd for n, dd, _ in runs if n == last[1])
+    m, v, gpu = d["machine"], d.get("versions", {}), d["machine"].get("gpu_name", NR)
+    text = [f"\nMachine: {gpu} (driver {m.get('nvidia_smi', {}).get('driver_version', NR)}, CUDA runtime "
+            f"{m.get('cuda_runtime_version', NR)}, cuBLASLt {v.get('cublasLt_nvmath', NR)}), host CPU {m.get('cpu_model', NR)}; "
+            f"torch {v.get('torch', NR)}, nvmath-python {v.get('nvmath-python', NR)}; plans autotuned: "
+            f"{'yes' if d.get('settings', {}).get('autotune') else 'no'}.\n\n"]
+    rows, per, lims = [], {}, {"nvmath": 1.0, "addmm_act": 1.0, "plain": 1.03, "unfused": 1.0}
+    for key in sorted(sel, key=lambda k: (k[0] != "relu", k[0], -k[2] * k[3] * k[4], k[1])):
+        c, run, _ = sel[key]
+        q, target = c.get("ratios", {}), c["epilogue"] in ("relu", "gelu")  # drelu_bgrad: measured once, no target
+        for p in lims if target else ():
+            per.setdefault(p, []).append((f"{c['dtype']} {c['m']}x{c['n']}x{c['k']} {c['epilogue']}", q.get(f"fused/{p}")))
+        ok = all(q.get(f"fused/{p}") is None or q[f"fused/{p}"] <= lim for p, lim in lims.items())
+        rows.append([c["epilogue"], c["dtype"], f"{c['m']}x{c['n']}x{c['k']}", fms(c["methods"].get("fused", {}).get("median_ms")),
+                     *(f3(q.get(f"fused/{p}")) for p in lims), ("yes" if ok else "**no**") if target else "no target",
+                     f"`{short(run)}`"])
+    text.append(md(["epilogue", "dtype", "m x n x k", "fused ms", *(f"/ {p}" for p in lims), "all met", "run"], rows)
+                + runs_list(sel.values(), runs))
+    g = [glance("3", f"GPU fused <= {lim:.2f}x {p}" + (" (never slower)" if p == "unfused" else ""), gpu, per.get(p, []),
+                lim, last[2]) for p, lim in lims.items()]
+    host = [(n, d["host_overhead"], date) for n, d, date in runs if (d.get("host_overhead") or {}).get("rows")][-1:]
+    for run, ho, date in host:
+        rr = ho["rows"]
+        labels = {"a0_bare_inproc": "bare `cublasLtMatmul` (C, this process)", "a_bare_c": "bare `cublasLtMatmul` (C, own process)",
+                  "b_fm_execute_out": "planned `execute(out=)` (target <= 1)", "b2_fm_execute_out_bias_relu": "planned, bias+relu",
+                  "c_fm_execute_alloc": "planned `execute()`, allocating", "d_fm_matmul_stateless": "stateless `fusemath.matmul` "
+                  "(target <= 3)", "e_torch_matmul": "torch `a @ b`", "f_cupy_matmul": "cupy `a @ b`",
+                  "g_nvmath_execute": "nvmath planned `execute`"}
+        text.append(f"\nHost overhead from Python, 64x64x64 f32, torch tensors, us per call (a loop of back-to-back calls / "
+                    f"bursts of 20), above the bare call timed in {ho.get('bare_base', NR)} (`{short(run)}`, {date}):\n\n"
+                    + md(["call", "us per call", "above bare"], [
+                        [lab, f"{rr[k]['us_per_call']:.2f} / {rr[k]['burst_us_per_call']:.2f}",
+                         f"{sgn(rr[k].get('above_bare_us'))} / {sgn(rr[k].get('above_bare_burst_us'))}"]
+                        for k, lab in labels.items() if k in rr]))
+        for key, what, lim in (("b_fm_execute_out", "planned execute <= 1 us", 1.0), ("d_fm_matmul_stateless", "stateless <= 3 us", 3.0)):
+            r = rr.get(key, {})
+            g.append(glance("3", what + " above bare cuBLASLt (Python; loop, burst)", gpu,
+                            [("loop", r.get("above_bare_us")), ("burst", r.get("above_bare_burst_us"))], lim, date, " us"))
+    for name, d, date in c_runs[-1:]:
+        rows, pl, st = [], [], []
+        for r in d.get("runs", [d]):
+            for c in r.get("cases", []):
+                ws, lab = re.search(r"ws=(\d+)", c.get("plan", "")), f"{r.get('dtype', 'f32')} {r.get('n', 64)}^3 {c['epilogue']}"
+                pl.append((lab, c["planned_above_bare_us"]))
+                st.append((lab, c["stateless_above_bare_us"]))
+                rows.append([r.get("call", 1), r.get("dtype", "f32"), f"{r.get('n', 64)}^3", c["epilogue"], ws.group(1) if ws else NR,
+                             f"{c['bare_us']:.2f}", sgn(c["planned_above_bare_us"]), sgn(c["stateless_above_bare_us"])])
+        text.append(f"\nThe library's own cost, in C (`build/benchmarks/host_overhead_gpu n dtype`: planned `fm_plan_execute` "
+                    f"and stateless `fm_matmul_v` next to the bare `cublasLtMatmul`, bursts of 20, median of 200; `{name}`, "
+                    f"{date}, {d.get('machine', NR)}):\n\n" + md(["call", "dtype", "n", "epilogue", "plan workspace (MiB)",
+                                                                 "bare us", "planned above bare", "stateless above bare"], rows))
+        cm = str(d.get("machine", NR)).split(",")[0]
+        g += [glance("3", "planned execute <= 1 us above bare cuBLASLt (C)", cm, pl, 1.0, date, " us"),
+              glance("3", "stateless <= 3 us above bare cuBLASLt (C)", cm, st, 3.0, date, " us")]
+    return "".join(text), g
+
+
+def fft_gpu(runs):
+    sel = latest(runs, lambda name, d: (((c.get("dtype", "complex64"), c["name"]), c) for c in d["cases"]
+                                         if not c["name"].startswith("sweep-") and c.get("contestants")))
+    if not sel:
+        return "No GPU FFT results.\n", []
+    last = newest(sel.values())
+    m = next(d for n, d, _ in runs if n == last[1])["machine"]
+    gpu, smi = m.get("gpu_name", NR), m.get("nvidia_smi") or NR
+    text = [f"\nMachine: {gpu} (nvidia-smi: {', '.join(smi.values()) if isinstance(smi, dict) else smi}), cuFFT "
+            f"{m.get('cufft_version', NR)}, CUDA runtime {m.get('cuda_runtime_version', NR)}, host CPU {m.get('cpu_model', NR)}.\n\n"]
+    rows, plain, nv = [], [], []
+    for key in sorted(sel, key=lambda k: (k[0] != "complex64", k[1] not in FFT_ISSUE_CASES)):
+        c, run, _ = sel[key]
+        q, fm, issue = c["ratios"], c["contestants"].get("fm_fused", {}), c["name"] in FFT_ISSUE_CASES
+        if key[0] == "complex64":
+            plain += [(c["name"], q.get("fm_fused/plain_cufft"))] if issue else []
+            nv.append((c["name"], q.get("fm_fused/nvmath_fused")))
+        found = re.findall(r"^fft cuda/(\S+)|((?:radices|steps|axis-passes|callbacks)=\S+)", fm.get("plan", ""))
+        rows.append([c["name"] + ("" if issue else " (extra)"), key[0], fms(fm.get("ms")),
+                     fms(c["contestants"].get(c.get("plain_cufft_from"), {}).get("ms")), f3(q.get("fm_fused/plain_cufft")),
+                     f3(q.get("fm_fused/fm_plain (paired)")), f3(q.get("fm_fused/nvmath_fused")),
+                     " ".join(a or b for a, b in found) or NR, f"`{short(run)}`"])
+    text.append(md(["case", "dtype", "fused ms", "plain cuFFT ms", "fused / plain", "paired", "fused / nvmath",
+                    "fused path", "run"], rows) + runs_list(sel.values(), runs))
+    g = [glance("4", "GPU fused FFT <= 1.10x plain cuFFT (the issue's six c64 cases)", gpu, plain, 1.10, last[2]),
+         glance("4", "GPU fused FFT <= 1.00x nvmath-python fused (c64)", gpu, nv, 1.0, last[2])]
+    for run, ho, date in [(n, d["host_overhead"], date) for n, d, date in runs if (d.get("host_overhead") or {}).get("sizes")][-1:]:
+        rows, pl = [], []
+        for n, r in ho["sizes"].items():
+            c = r.get("c_fft_overhead_gpu", {})
+            pl.append((f"n={n}", c.get("planned_above_bare_us")))
+            rows.append([n, fms(c.get("bare_us")), sgn(c.get("planned_above_bare_us")), sgn(c.get("stateless_above_bare_us")),
+                         *(fms(r.get(k, {}).get("us")) for k in ("fm_execute", "torch_fft", "cupy_fft", "nvmath_execute"))])
+        text.append(f"\nHost overhead, 1-D c64, batch 1, us per call (`{short(run)}`, {date}): in C (`fft_overhead_gpu`: bare "
+                    "`cufftExecC2C`, planned `fm_plan_execute` and stateless `fm_fft` in one process), and from Python:\n\n"
+                    + md(["n", "bare cufftExecC2C (C)", "planned above bare (C)", "stateless above bare (C)",
+                          "`FFT.execute(out=)` (Python)", "torch `fft`", "cupy `fft`", "nvmath `execute`"], rows))
+        g.append(glance("4", "planned FFT execute <= 1 us above bare cufftExec (C)", gpu, pl, 1.0, date, " us"))
+    return "".join(text), g
+
+
+def fft_cpu(runs):
+    sel = latest(runs, lambda name, d: (((d["meta"]["machine"], r["dtype"], r["kind"], tuple(r["shape"])), r)
+                                         for r in d["results"]))
+    by, text, g = {name: d for name, d, _ in runs}, [], []
+    for tag in sorted({k[0] for k in sel}, key=lambda t: t != "h200-host"):
+        keys, rows, sc, fu = sorted(k for k in sel if k[0] == tag), [], [], []
+        for k in keys:
+            r, run, _ = sel[k]
+            lab, path = f"{r['dtype']} {r['kind']} {'x'.join(map(str, r['shape']))}", re.search(r"path=(\S+)", r.get("describe_fused", ""))
+            sc.append((lab, r["fm_over_scipy"]))
+            fu.append((lab, r["fused_over_plain"]))
+            rows.append([*lab.split(), fms(r["ms"].get("fm_plain")), f3(r["fm_over_scipy"]), f3(r["fused_over_plain"]),
+                         path.group(1) if path else NR, "yes" if r["fm_over_scipy"] <= 1.0 and r["fused_over_plain"] <= 1.15
+                         else "**no**", f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        meta = by[last[1]]["meta"]
+        text.append(f"\n### {tag}\nCPU {meta.get('cpu') if meta.get('cpu') not in (None, '', 'x86_64') else NR}, "
+                    f"{meta.get('threads', NR)} threads for everyone; ISA {NR}; numpy {meta.get('numpy', NR)}, scipy "
+                    f"{meta.get('scipy', NR)}\n\n" + md(["dtype", "kind", "shape", "plain ms", "fm / scipy", "fused / plain",
+                                                          "fused path", "met", "run"], rows) + runs_list([sel[k] for k in keys], runs))
+        g += [glance("4", "CPU FFT >= 1.0x scipy.fft's speed (fm / scipy <= 1.00)", tag, sc, 1.0, last[2]),
+              glance("4", "CPU fused chain <= 1.15x plain transform", tag, fu, 1.15, last[2])]
+    return "".join(text), g
+
+
+def crossover(runs):
+    text = []
+    for op in ("matmul", "fft"):
+        have = [(n, d, (d.get("fft") or {}) if op == "fft" else d, date) for n, d, date in runs]
+        have = {(d.get("meta", {}).get("machine", {}).get("cpu_model"), (r.get("gpu") or d.get("gpu", {})).get("device_name")):
+                (n, d, r, date) for n, d, r, date in have if r.get("rows", {}).get("cpu")}  # the latest per machine
+        for name, d, res, date in have.values():
+            meta, gpu, modes = d.get("meta", {}), res.get("gpu") or d.get("gpu", {}), res["modes"]
+            rows = [[n] + [fms(next((r["ms"] for r in res["rows"][m] if r["n"] == n), None)) for m in modes]
+                    for n in sorted({r["n"] for m in modes for r in res["rows"][m]})]
+            cross = "; ".join(f"{m}: from n = {c['from_n_on']}" for m, c in res.get("crossover", {}).items())
+            png = name if op == "matmul" else name.replace("matmul_crossover", "fft_crossover")
+            text.append(f"\n### {'matmul + bias + relu, f32' if op == 'matmul' else 'fft2, complex64'}\n"
+                        f"{meta.get('machine', {}).get('cpu_model', NR)}, {meta.get('threads', NR)} CPU threads; "
+                        + (f"{gpu.get('device_name') or NR} ({gpu.get('array_library') or NR})" if gpu.get("enabled", True)
+                           else f"no GPU ({gpu.get('note') or NR})") + f"; `{name}` ({date}): "
+                        f"`{meta.get('command') or COMMANDS.get(name, NR)}`. Crossover: {cross or 'no GPU'}."
+                        + (f" Plot: `benchmarks/results/{png}.png`." if os.path.exists(os.path.join(HERE, "results", png + ".png"))
+                           else "") + "\n\n"
+                        + md(["n"] + [f"{m} ms" for m in modes], rows))
+    return "".join(text)
+
+
+def per_gpu(fn, runs, *extra):
+    """fn's section once per GPU the runs were measured on (extra goes with the first)."""
+    gpus, text, g = sorted({d.get("machine", {}).get("gpu_name", NR) for _, d, _ in runs}) or [NR], [], []
+    for i, gpu in enumerate(gpus):
+        t, gg = fn([r for r in runs if r[1].get("machine", {}).get("gpu_name", NR) == gpu], *(extra if i == 0 else ([],) * len(extra)))
+        text.append((f"\n### {gpu}\n" if len(gpus) > 1 else "") + t)
+        g += gg
+    return "".join(text), g
+
+
+def render() -> str:
+    parts = {"matmul_cpu": matmul_cpu(load("matmul_cpu-")),
+             "matmul_gpu": per_gpu(matmul_gpu, load("matmul_gpu-"), load("host_overhead_gpu-")),
+             "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
+             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-")), [])}
+    with open(os.path.join(HERE, "perf_template.md")) as f:
+        text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],
+                                               [row for _, g in parts.values() for row in g if row]))
+    for key, (t, _) in parts.items():
+        text = text.replace("{" + key + "}", t)
+    return text
+
+
+def main() -> int:
+    text = render()
+    if "--check" in sys.argv[1:]:
+        with open(DOC) as f:
+            if f.read() != text:
+                print("docs/performance.md is stale: run python3 benchmarks/perf_tables.py", file=sys.stderr)
+                return 1
+        return 0
+    with open(DOC, "w") as f:
+        f.write(text)
+    print("wrote docs/performance.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
