@@ -35,7 +35,8 @@
  *   fmpy_plan.c           the Plan type
  *   fmpy_runner.c         the Runner type behind Matmul.execute(), make_runner
  *   fmpy_matmul.c         matmul options; matmul, plan_matmul, autotune
- *   fmpy_array_matmul.c   array_matmul, the stateless matmul front end
+ *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
+ *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            fft_execute, plan_fft
  *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
  *   fmpy_xapi.c           DLPack's C exchange API: the fast path for libraries that have it
@@ -292,11 +293,56 @@ PyObject *fmpy_mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *fmpy_mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_array_matmul.c: the stateless matmul front end.                     */
+/* fmpy_call.c: call(), every operation's one entry point, and what an      */
+/* operation tells it (fmpy_opdef: fmpy_array_matmul.c, fmpy_fft.c).        */
 /* ------------------------------------------------------------------------ */
+#define FMPY_MAX_SLOTS 10
+#define FMPY_MAX_OPTS 24
+enum { FMPY_RUN, FMPY_SPECS, FMPY_PLAN, FMPY_TUNE };
+typedef struct fmpy_call fmpy_call;
+typedef struct {
+    fm_op op;
+    const char *fname;              /* the prefix of its messages: "matmul" */
+    int nopts;                      /* the length of its options tuple */
+    fm_status out_dtype_status;     /* the class of "out has dtype X, expected Y" */
+    const char *out_dtype_hint;     /* appended to it */
+    const char *dtype_hint;         /* appended to an input's unsupported dtype: what it takes */
+    int (*fill)(fmpy_call *c, PyObject *const *opts);            /* c->o from the options */
+    const char *(*argname)(const fmpy_call *c, int slot);         /* the Python argument of a slot */
+    int (*writable)(const fmpy_call *c, int slot);                /* an output slot written by this call */
+    int (*prepare)(fmpy_call *c);                                  /* NumPy conventions, after conversion */
+    unsigned (*dropped)(const fmpy_call *c, int slot);            /* bit k: the k-th axis from the right of
+                                                                      the spec is not in the Python array */
+    const char *(*key)(const fmpy_call *c, int slot);             /* the result's key of a second output */
+    uint32_t (*spec_needs)(const fmpy_call *c);                   /* given outputs the specs depend on */
+    PyObject *(*result)(fmpy_call *c);                            /* what a run returns */
+} fmpy_opdef;
+
+struct fmpy_call {
+    fm_state *st;
+    const fmpy_opdef *def;
+    const char *where;              /* the caller's name ("fusemath.matmul"), the prefix of messages */
+    char prefix[72];                /* where + ": " */
+    int nslots, li, dev;            /* dev: the results' cuda device, -1 = host */
+    unsigned flags;                 /* the operation's own (matmul: 1-D a / b) */
+    uint32_t given, written;        /* output slots given by the caller / written by the operation */
+    union {
+        fm_matmul_options mm;
+        fm_fft_options fft;
+    } o;
+    PyObject *objs[FMPY_MAX_SLOTS];  /* borrowed from the operands tuple */
+    fm_tensor tens[FMPY_MAX_SLOTS], user[FMPY_MAX_SLOTS], specs[FMPY_MAX_SLOTS];
+    fm_hold holds[FMPY_MAX_SLOTS];
+    const fm_tensor *tp[FMPY_MAX_SLOTS];
+    int libs[FMPY_MAX_SLOTS];
+    PyObject *res[FMPY_MAX_SLOTS];   /* the outputs: given or allocated */
+};
+
+extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def;
+int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
 int fmpy_device_index(const fm_tensor *t);
-extern const char fmpy_array_matmul_doc[];
-PyObject *fmpy_mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+extern const char fmpy_call_doc[];
+PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* ------------------------------------------------------------------------ */
 /* fmpy_fft.c: FFT.                                                         */

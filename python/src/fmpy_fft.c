@@ -28,13 +28,15 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
         PyObject *seq = PySequence_Check(o[2]) && !PyUnicode_Check(o[2]) ? PySequence_Tuple(o[2]) : NULL;
         if (!seq) {
             PyErr_Clear();
-            fmpy_raise_type(PyExc_TypeError, fname, "axes", "a sequence of 1 to 3 ints", o[2]);
+            fmpy_raise_type(PyExc_TypeError, fname, "axes", "a sequence of ints", o[2]);
             return -1;
         }
+        /* as many axes as the options hold (the core says how many it transforms) */
+        const Py_ssize_t most = (Py_ssize_t)(sizeof opt->axes / sizeof opt->axes[0]);
         Py_ssize_t n = PyTuple_Size(seq);
-        if (n < 1 || n > 3) {
+        if (n < 1 || n > most) {
             Py_DECREF(seq);
-            PyErr_Format(PyExc_ValueError, "%saxes has %zd entries, expected 1 to 3", fname, n);
+            PyErr_Format(PyExc_ValueError, "%saxes has %zd entries, expected 1 to %zd", fname, n, most);
             return -1;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -278,3 +280,45 @@ PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t 
         return fmpy_raise_msg(st, FM_ERR_INTERNAL, "the library returned FM_OK without a plan");
     return fmpy_plan_wrap(st, module, plan);
 }
+
+/* ------------------------------------------------------------------------ */
+/* FFT's part of call() (fmpy_fft_def).                                     */
+/* ------------------------------------------------------------------------ */
+/* options: the 16 of fft_fill_options, gpu_prolog, last_n */
+static int fft_fill(fmpy_call *c, PyObject *const *o)
+{
+    fm_fft_options *opt = &c->o.fft;
+    long long gp = FM_FFT_PROLOG_AUTO, last_n = 0;
+    if (fft_fill_options(c->prefix, o, opt) < 0 || fmpy_int_arg(c->prefix, "gpu_prolog", o[FFT_NOPTS], 0, 3, &gp) < 0 ||
+        fmpy_int_arg(c->prefix, "n", o[FFT_NOPTS + 1], 0, INT32_MAX, &last_n) < 0)
+        return -1;
+    opt->gpu_prolog = (int32_t)gp;
+    opt->last_n = (int32_t)last_n;
+    return 0;
+}
+
+static const char *fft_argname(const fmpy_call *c, int slot)
+{
+    (void)c;
+    return fft_slot_names[slot];
+}
+
+static int fft_writable(const fmpy_call *c, int slot)
+{
+    (void)c;
+    return slot == FM_FFT_OUT;
+}
+
+static PyObject *fft_result(fmpy_call *c) { return Py_NewRef(c->res[FM_FFT_OUT]); }
+
+const fmpy_opdef fmpy_fft_def = {
+    .op = FM_OP_FFT,
+    .fname = "fft",
+    .nopts = FFT_NOPTS + 2,
+    .out_dtype_status = FM_ERR_DTYPE,
+    .out_dtype_hint = "",
+    .fill = fft_fill,
+    .argname = fft_argname,
+    .writable = fft_writable,
+    .result = fft_result,
+};
