@@ -37,7 +37,7 @@
  *   fmpy_matmul.c         matmul options; matmul, plan_matmul, autotune
  *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
- *   fmpy_fft.c            fft_execute, plan_fft
+ *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
  *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
  *   fmpy_xapi.c           DLPack's C exchange API: the fast path for libraries that have it
  */
@@ -344,12 +344,6 @@ int fmpy_device_index(const fm_tensor *t);
 extern const char fmpy_call_doc[];
 PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
-/* ------------------------------------------------------------------------ */
-/* fmpy_fft.c: FFT.                                                         */
-/* ------------------------------------------------------------------------ */
-extern const char fmpy_fft_execute_doc[], fmpy_plan_fft_doc[];
-PyObject *fmpy_mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* ------------------------------------------------------------------------ */
 /* fmpy_array_helpers.c: array helpers exposed to Python.                   */

@@ -431,11 +431,15 @@ def test_low_level_fft_messages_name_the_entry():
 
     x = np.ones((4, 4), complex)
     out = np.empty_like(x)
-    args = [x, out, None, None, 0, False, (0, 99), 0, 0, 0, 0, 0, 0, None, 0, None, None, None, None, None, 0]
+    opts = [0, False, (0, 99), 0, 0, 0, 0, 0, 0, None, 0, None, None, None, None, None, 0, 0]
+
+    def plan_fft():
+        return C.call(C.OP_FFT, C.CALL_PLAN, 0, (x, out, None, None), tuple(opts))
+
     with pytest.raises(ValueError, match=r"axes\[1\] is out of range"):
-        C.plan_fft(*args)
-    args[6] = (0, 1)
-    args[17] = "cb\0x"  # the prolog's symbol name
-    args[16] = "__device__ void f() {}"
+        plan_fft()
+    opts[2] = (0, 1)
+    opts[13] = "cb\0x"  # the prolog's symbol name
+    opts[12] = "__device__ void f() {}"
     with pytest.raises(ValueError, match=r"prolog\['name'\] contains a NUL"):
-        C.plan_fft(*args)
+        plan_fft()
