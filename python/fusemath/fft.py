@@ -76,26 +76,6 @@ from ._fft_plan import FFT
 from ._matmul_args import alias_error
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
-# Importable from here as before the split into the _fft_*.py modules (private names).
-from ._arrays import C32 as _C32  # noqa: F401
-from ._arrays import adopt, fm_name, is_cuda_object, lib_of  # noqa: F401
-from ._fft_args import _NORMS, _axes, _length  # noqa: F401
-from ._fft_arrays import _C64, _C128, _COMPLEX_OF, _F16, _F32, _F64, _REAL_OF  # noqa: F401
-from ._fft_arrays import _astype, _dtype, _zeros  # noqa: F401
-from ._fft_chains import (  # noqa: F401
-    _CHAIN_KEYS,
-    _NO_CHAIN,
-    _OP_CALLBACK,
-    _OP_CONJ,
-    _OP_MULTIPLY,
-    _OP_SCALE,
-    _Chain,
-    _check_chain_array,
-    _check_data_array,
-)
-from ._fft_helpers import _freq, _shift  # noqa: F401
-from ._fft_plan import _DIRECTIONS, _EFFORTS, _GPU_PROLOG, _KIND_NAMES, _KINDS  # noqa: F401
-
 __all__ = [
     "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn",
     "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
