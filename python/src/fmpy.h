@@ -164,8 +164,24 @@ enum {
     S_COUNT
 };
 
+/* The last specs fm_output_specs gave per operation (fmpy_call.c): a stateless call repeated on
+ * operands of one layout asks the core once (the run that follows checks everything again). */
+#define FMPY_MAX_SLOTS 10
+typedef union {
+    fm_matmul_options mm;
+    fm_fft_options fft;
+} fmpy_options;
+typedef struct {
+    int valid;
+    fm_tensor in[FMPY_MAX_SLOTS]; /* the descriptors asked about (data NULL; ndim -1: absent) */
+    fmpy_options o;
+    fm_tensor specs[FMPY_MAX_SLOTS];
+    uint32_t written;
+} fmpy_specs_memo;
+
 typedef struct {
     fm_context *ctx;
+    fmpy_specs_memo memo[FM_OP_COUNT_];
     PyObject *plan_type;
     PyObject *runner_type;
     PyObject *base_error;                  /* FusemathError */
@@ -296,7 +312,6 @@ PyObject *fmpy_mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t 
 /* fmpy_call.c: call(), every operation's one entry point, and what an      */
 /* operation tells it (fmpy_opdef: fmpy_array_matmul.c, fmpy_fft.c).        */
 /* ------------------------------------------------------------------------ */
-#define FMPY_MAX_SLOTS 10
 #define FMPY_MAX_OPTS 24
 enum { FMPY_RUN, FMPY_SPECS, FMPY_PLAN, FMPY_TUNE };
 typedef struct fmpy_call fmpy_call;
@@ -326,10 +341,7 @@ struct fmpy_call {
     int nslots, li, dev;            /* dev: the results' cuda device, -1 = host */
     unsigned flags;                 /* the operation's own (matmul: 1-D a / b) */
     uint32_t given, written;        /* output slots given by the caller / written by the operation */
-    union {
-        fm_matmul_options mm;
-        fm_fft_options fft;
-    } o;
+    fmpy_options o;
     PyObject *objs[FMPY_MAX_SLOTS];  /* borrowed from the operands tuple */
     fm_tensor tens[FMPY_MAX_SLOTS], user[FMPY_MAX_SLOTS], specs[FMPY_MAX_SLOTS];
     fm_hold holds[FMPY_MAX_SLOTS];
