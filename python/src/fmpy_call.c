@@ -91,7 +91,8 @@ static int convert(fmpy_call *c, int slot)
         if (!out && d->dtype_hint && PyErr_ExceptionMatches(fmpy_error_class(st, FM_ERR_DTYPE))) {
             PyObject *type, *value, *tb; /* the operation says what it takes */
             PyErr_Fetch(&type, &value, &tb);
-            PyErr_Format(fmpy_error_class(st, FM_ERR_DTYPE), "%s: %S; %s", c->where, value, d->dtype_hint);
+            PyErr_Format(fmpy_error_class(st, FM_ERR_DTYPE), "%s: %S; %s", c->where, value ? value : Py_None,
+                         d->dtype_hint);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
