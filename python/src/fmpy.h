@@ -362,9 +362,8 @@ PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t narg
 /* ------------------------------------------------------------------------ */
 void fmpy_lib_clear(fm_lib *lib);
 int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
-extern const char fmpy_output_shape_doc[], fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
+extern const char fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
     fmpy_current_stream_doc[], fmpy_register_doc[], fmpy_lib_uses_dlpack_c_api_doc[];
-PyObject *fmpy_mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
 PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -199,7 +199,6 @@ static PyMethodDef module_methods[] = {
     {"plan_matmul", FASTCALL(fmpy_mod_plan_matmul), METH_FASTCALL | METH_KEYWORDS, fmpy_plan_matmul_doc},
     {"autotune", FASTCALL(fmpy_mod_autotune), METH_FASTCALL | METH_KEYWORDS, fmpy_autotune_doc},
     {"call", FASTCALL(fmpy_mod_call), METH_FASTCALL, fmpy_call_doc},
-    {"output_shape", FASTCALL(fmpy_mod_output_shape), METH_FASTCALL, fmpy_output_shape_doc},
     {"tensor_info", FASTCALL(fmpy_mod_tensor_info), METH_FASTCALL, fmpy_tensor_info_doc},
     {"data_ptr", fmpy_mod_data_ptr, METH_O, fmpy_data_ptr_doc},
     {"lib_empty", FASTCALL(fmpy_mod_lib_empty), METH_FASTCALL, fmpy_lib_empty_doc},
