@@ -553,7 +553,7 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
         PyObject *tn = fmpy_type_name(obj);
         if (tn) {
             PyErr_Format(PyExc_TypeError,
-                         "argument '%s' must be an array (buffer protocol, PyTorch, CuPy, "
+                         "%s must be an array (buffer protocol, PyTorch, CuPy, "
                          "__cuda_array_interface__ or __dlpack__), not %U",
                          name, tn);
             Py_DECREF(tn);
