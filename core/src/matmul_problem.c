@@ -17,12 +17,49 @@ static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", 
 
 static int is_fp8(fm_dtype t) { return t == FM_F8E4M3 || t == FM_F8E5M2; }
 
+/* The dtype as NumPy / PyTorch spell it: the messages go to front ends whose users know those names. */
+static const char *dtype_word(fm_dtype t)
+{
+    switch (t) {
+    case FM_F16: return "float16";
+    case FM_BF16: return "bfloat16";
+    case FM_F32: return "float32";
+    case FM_F64: return "float64";
+    case FM_C32: return "complex32";
+    case FM_C64: return "complex64";
+    case FM_C128: return "complex128";
+    case FM_U8: return "uint8";
+    case FM_I8: return "int8";
+    case FM_I32: return "int32";
+    case FM_I64: return "int64";
+    case FM_U32: return "uint32";
+    case FM_F8E4M3: return "float8_e4m3fn";
+    case FM_F8E5M2: return "float8_e5m2";
+    default: return fm_dtype_name(t);
+    }
+}
+
 void fm_matmul_options_init(fm_matmul_options *o)
 {
     if (!o)
         return;
     memset(o, 0, sizeof *o);
     o->alpha[0] = 1.0;
+}
+
+static void shape_str(const fm_tensor *t, char *buf, size_t n);
+
+/* A target shape as text, for one message (a static buffer: called only on the error path of one thread's
+ * call, its text is copied by fm_fail before the next use). */
+static const char *target_str(const int64_t *shape, int ndim)
+{
+    static _Thread_local char buf[160];
+    fm_tensor t;
+    memset(&t, 0, sizeof t);
+    t.ndim = ndim;
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    shape_str(&t, buf, sizeof buf);
+    return buf;
 }
 
 static void shape_str(const fm_tensor *t, char *buf, size_t n)
@@ -61,8 +98,8 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
         char sa[128], sb[128];
         shape_str(a, sa, sizeof sa);
         shape_str(b, sb, sizeof sb);
-        return fm_fail(FM_ERR_SHAPE, "matmul: a has K = %lld columns but b has %lld rows (a is %s, b is %s)",
-                       (long long)k1, (long long)k2, sa, sb);
+        return fm_fail(FM_ERR_SHAPE, "matmul: a has shape %s and b has shape %s; K = %lld (the last dimension of a) "
+                       "must equal the second-to-last dimension of b (%lld)", sa, sb, (long long)k1, (long long)k2);
     }
     int bn = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
     for (int i = 0; i < bn; i++) { /* right-aligned batch dims */
@@ -89,8 +126,8 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
     if (t->ndim > ndim) { /* before the axes: which axis would "not broadcast" is meaningless then */
         char st[128];
         shape_str(t, st, sizeof st);
-        return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s has more dimensions than the output (%d)", name, st,
-                       ndim);
+        return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
+                       "has more dimensions than the output (%d)", name, st, name, st, ndim);
     }
     fm_tensor e = *t;
     e.data = NULL;
@@ -112,8 +149,9 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
             if (bias_style && i == ndim - 1)
                 return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld", name, (long long)ext,
                                (long long)target[i]);
-            return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s does not broadcast to the output: axis %d has %lld, "
-                           "expected %lld or 1", name, st, i, (long long)ext, (long long)target[i]);
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
+                           "the result (%s) has %lld, expected %lld or 1", name, st, i, target_str(target, ndim),
+                           (long long)ext, (long long)target[i]);
         }
         if (bias_style && i == ndim - 1 && ext != target[i])
             return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld", name, (long long)ext,
@@ -124,8 +162,8 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
     if (src >= 0) {
         char st[128];
         shape_str(t, st, sizeof st);
-        return fm_fail(FM_ERR_SHAPE, "matmul: %s of shape %s has more dimensions than the output (%d)", name, st,
-                       ndim);
+        return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
+                       "has more dimensions than the output (%d)", name, st, name, st, ndim);
     }
     *out = e;
     return FM_OK;
@@ -209,7 +247,7 @@ static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const
     fm_dtype dt = a->dtype;
     const int fp8 = is_fp8(a->dtype);
     if (fp8) {
-        dt = d ? d->dtype : FM_F32;
+        dt = d ? d->dtype : FM_BF16; /* fp8 products are bfloat16 unless d says otherwise */
         if (!is_fp8(b->dtype))
             return fm_fail(FM_ERR_DTYPE, "matmul: a is %s but b is %s; fp8 a needs fp8 b", fm_dtype_name(a->dtype),
                            fm_dtype_name(b->dtype));
@@ -227,8 +265,9 @@ static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const
             (fp8 && (i == FM_MATMUL_A || i == FM_MATMUL_B)))
             continue;
         if (ts[i]->dtype != dt)
-            return fm_fail(FM_ERR_DTYPE, "matmul: dtype mismatch: %s is %s but %s is %s; all operands must share one dtype",
-                           fp8 ? "d" : "a", fm_dtype_name(dt), slot_names[i], fm_dtype_name(ts[i]->dtype));
+            return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s but %s has dtype %s (%s, %s); mixed dtypes are not "
+                           "supported (convert one of them)", fp8 ? "d" : "a", dtype_word(dt), slot_names[i],
+                           dtype_word(ts[i]->dtype), fm_dtype_name(dt), fm_dtype_name(ts[i]->dtype));
     }
     for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++) {
         if (!ts[i])
@@ -241,8 +280,9 @@ static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const
                            "%lld elements", slot_names[i], fm_dtype_name(ts[i]->dtype), (long long)fm_tensor_numel(ts[i]));
     }
     if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 || dt == FM_C128))
-        return fm_fail(FM_ERR_DTYPE, "matmul: dtype %s is not supported; expected f16, bf16, f32, f64, c64 or c128",
-                       fm_dtype_name(dt));
+        return fm_fail(FM_ERR_DTYPE, "matmul: a and b have dtype %s (%s), which is not supported; expected float32, "
+                       "float64, complex64 or complex128 (float16, bfloat16 where a GPU backend is available)",
+                       dtype_word(dt), fm_dtype_name(dt));
     if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_SCALE))) {
         char en[160];
         fm_epilogue_format(epi, en, sizeof en);
@@ -353,18 +393,21 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     }
     if (ts[FM_MATMUL_AUX]) {
         const fm_tensor *aux = ts[FM_MATMUL_AUX];
+        /* the input of drelu / dgelu by nvmath-python's name of it (the result key of the forward call) */
+        const char *an = (epi & FM_EPILOGUE_DRELU) ? "relu_aux" : (epi & FM_EPILOGUE_DGELU) ? "gelu_aux" : "aux";
         int64_t aux_shape[FM_MAX_NDIM];
         memcpy(aux_shape, shape, sizeof(int64_t) * (size_t)ndim);
         if (fm_epilogue_aux_is_mask(epi)) {
             aux_shape[ndim - 1] = fm_relu_mask_row_bytes(n);
             if (aux->dtype != FM_U8)
-                return fm_fail(FM_ERR_DTYPE, "matmul: relu aux (bit mask) has dtype %s, expected u8",
-                               fm_dtype_name(aux->dtype));
+                return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s, expected uint8 (aux, the relu bit mask: %s, "
+                               "expected u8)", an, dtype_word(aux->dtype), fm_dtype_name(aux->dtype));
         } else if (aux->dtype != dt) {
-            return fm_fail(FM_ERR_DTYPE, "matmul: aux (activation input) has dtype %s, expected %s like d",
-                           fm_dtype_name(aux->dtype), fm_dtype_name(dt));
+            return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s, expected %s (aux, the activation input, like d: "
+                           "%s, expected %s)", an, dtype_word(aux->dtype), dtype_word(dt), fm_dtype_name(aux->dtype),
+                           fm_dtype_name(dt));
         }
-        if ((s = exact_shape("aux", aux, ndim, aux_shape)) != FM_OK)
+        if ((s = exact_shape(an, aux, ndim, aux_shape)) != FM_OK)
             return s;
         if (aux->strides[ndim - 1] != 1 && aux_shape[ndim - 1] > 1)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has column stride %lld, expected 1",
@@ -383,8 +426,9 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
         const fm_tensor *sc = ts[FM_MATMUL_SCALE];
         fm_dtype want = dt == FM_F64 ? FM_F64 : FM_F32;
         if (sc->dtype != want)
-            return fm_fail(FM_ERR_DTYPE, "matmul: scale has dtype %s, expected %s for %s data", fm_dtype_name(sc->dtype),
-                           fm_dtype_name(want), fm_dtype_name(dt));
+            return fm_fail(FM_ERR_DTYPE, "matmul: scale has dtype %s, expected %s for %s data (%s, expected %s)",
+                           dtype_word(sc->dtype), dtype_word(want), dtype_word(dt), fm_dtype_name(sc->dtype),
+                           fm_dtype_name(want));
         if (sc->ndim == ndim && sc->shape[ndim - 2] != 1)
             return fm_fail(FM_ERR_SHAPE, "matmul: scale has %lld rows; expected shape (N,) or (batch..., N)",
                            (long long)sc->shape[ndim - 2]);
@@ -486,8 +530,9 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
         mp->beta[1] = fm_dtype_is_complex(dt) ? opts->beta[1] : 0.0;
     }
     if (!fm_dtype_is_complex(dt) && (opts->alpha[1] != 0.0 || (ts[FM_MATMUL_C] && opts->beta[1] != 0.0)))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: alpha or beta has an imaginary part but the dtype %s is real",
-                       fm_dtype_name(dt));
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s = (%g%+gj) has an imaginary part but the operands are real "
+                       "(%s)", opts->alpha[1] != 0.0 ? "alpha" : "beta", opts->alpha[1] != 0.0 ? opts->alpha[0] : opts->beta[0],
+                       opts->alpha[1] != 0.0 ? opts->alpha[1] : opts->beta[1], dtype_word(dt));
     mp->epilogue = epi;
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;
@@ -552,7 +597,13 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
         contiguous_spec(&specs[FM_MATMUL_BGRAD], dt, dev, ndim - 1, bg);
         *written |= 1u << FM_MATMUL_BGRAD;
     }
-    return FM_OK;
+    /* every check the planner makes, on the inputs and these outputs (given ones as given) */
+    const fm_tensor *full[FM_MATMUL_NSLOTS];
+    for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
+        full[i] = ((*written >> i) & 1u) && !ts[i] ? &specs[i] : ts[i];
+    fm_problem p;
+    fm_problem_begin(NULL, &fm_operation_matmul, &p);
+    return build_problem_fields(NULL, full, opts, &p);
 }
 
 static const uint8_t slot_roles[FM_MATMUL_NSLOTS] = {

@@ -29,6 +29,16 @@ fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dt
 {
     if (!t)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: tensor is NULL");
+    /* shape / strides may be t's own arrays (re-initialising a descriptor in place) */
+    int64_t own_shape[FM_MAX_NDIM], own_strides[FM_MAX_NDIM];
+    if (ndim > 0 && ndim <= FM_MAX_NDIM && shape == t->shape) {
+        memcpy(own_shape, shape, sizeof(int64_t) * (size_t)ndim);
+        shape = own_shape;
+    }
+    if (ndim > 0 && ndim <= FM_MAX_NDIM && strides == t->strides) {
+        memcpy(own_strides, strides, sizeof(int64_t) * (size_t)ndim);
+        strides = own_strides;
+    }
     memset(t, 0, sizeof *t);
     if (ndim < 0 || ndim > FM_MAX_NDIM)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_tensor_init: ndim = %d, expected 0 <= ndim <= %d", ndim,

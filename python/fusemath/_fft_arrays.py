@@ -127,6 +127,15 @@ def _contiguous(lib, a):
     return lib.cupy.ascontiguousarray(a)
 
 
+def _is_contiguous(a) -> bool:
+    """A GPU array (of its own library) in C order."""
+    test = getattr(a, "is_contiguous", None)  # torch
+    if test is not None:
+        return bool(test())
+    flags = getattr(a, "flags", None)  # cupy
+    return flags is None or bool(flags.c_contiguous)
+
+
 def _copy_into(lib, dst, src) -> None:
     if hasattr(dst, "copy_"):  # torch
         dst.copy_(src)

@@ -6,7 +6,6 @@ arguments (kind, effort, gpu_prolog, direction). Re-exported by ``fusemath.fft``
 """
 from __future__ import annotations
 
-import threading
 from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -15,10 +14,10 @@ from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY
 from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
-from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _empty, _input, _out_dtype
+from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _input, _out_dtype
 from ._matmul_args import refresh_copies
-from ._fft_chains import _NO_CHAIN, _chain, _check_chain_arrays, restated
-from ._options import _DEFAULT_OPTIONS, _resolve_execution, stream_handle
+from ._fft_chains import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
+from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
@@ -32,19 +31,23 @@ _GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "kernel": _C.FFT_PROLOG_KERNEL, "pass
 # Planner
 # ---------------------------------------------------------------------------
 _DIRECTIONS = ("forward", "inverse")
-_MAX_PLANS = 32  # per FFT object: see _plan_for
-
-
-_PLANS_LOCK = threading.Lock()  # guards every _Setup.plans dict (held for dict operations only)
+_FFT, _RUN, _PLAN = _C.OP_FFT, _C.CALL_RUN, _C.CALL_PLAN
 
 
 class _Setup(NamedTuple):
-    """What an FFT's plans depend on besides x's layout, replaced as one object by plan()."""
-    chains: tuple
+    """What an FFT's plans depend on besides x's layout, replaced as one object by plan(). The
+    plans themselves live in the library context's plan cache (one per direction and layout)."""
+
+    chains: Tuple[_Chain, _Chain]
     norm: int
     effort: int
     gpu_prolog: int
-    plans: dict  # (inverse, x layout, out layout) -> Plan
+
+    def options(self, kind: int, inverse: bool, axes, execution, n: int):
+        pro, epi = self.chains
+        ex, dev, nth = execution
+        return (kind, inverse, axes, self.norm, self.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+                pro.source, pro.name, epi.source, epi.name, self.gpu_prolog, n)
 
 
 class FFT:
@@ -65,15 +68,14 @@ class FFT:
 
     Threads: ``execute()`` may run from several threads at once (the GIL is released during the
     transform); each call uses the operand and chains it started with, so a concurrent
-    ``reset_operand()`` is safe. A concurrent ``plan()`` or ``free()`` frees the plans a running
-    call would take: that call raises ``InvalidStateError`` instead of computing.
+    ``reset_operand()`` or ``plan()`` is safe (a running call keeps the chains it started with).
     """
 
     def __init__(self, x: Any, axes: Any = None, kind: Optional[str] = None, *, n: Optional[int] = None,
                  execution: Any = None):
         where = "fusemath.fft.FFT"
         self._freed = False
-        self._planned = False
+        self._plan = None
         lib, x = _input(x, "x", where)
         dt = _dtype(lib, x)
         if kind is None:
@@ -124,17 +126,14 @@ class FFT:
         self._out_dtype = _out_dtype(kind_code, dt)
         self._device = -1 if lib is NUMPY else lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
+        self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
         self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
-                             _C.FFT_PROLOG_AUTO, {})
+                             _C.FFT_PROLOG_AUTO)
 
     # -- helpers ---------------------------------------------------------------
     def _alive(self, what: str) -> None:
         if self._freed:
             raise _C.InvalidStateError(f"{self._where}.{what}: the FFT was freed")
-
-    def _layout(self, arr):
-        info = _C.tensor_info(arr)
-        return tuple(info[3]), tuple(info[4]), info[0] % 64
 
     def _direction(self, direction: Optional[str]) -> bool:
         if direction is None:
@@ -148,40 +147,13 @@ class FFT:
             raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
         return inverse
 
-    def _plan_for(self, inverse: bool, out, x, setup: "_Setup", where: str):
-        """The plan of setup (planned now on first use) for this direction and these layouts.
-        Safe from several threads: the dict is read and changed under a lock (planning runs
-        outside it), and an evicted plan is dropped, not freed, since another thread's execute
-        may hold it (it goes with the last reference)."""
-        key = (inverse, self._layout(x)[1], self._layout(out)[1])
-        plans = setup.plans
-        with _PLANS_LOCK:
-            p = plans.get(key)
-        if p is None:
-            pro, epi = setup.chains
-            ex, dev, nth = self._exec
-            try:
-                p = _C.plan_fft(x, out, pro.arr, epi.arr, self._kind, inverse, self._axes, setup.norm,
-                                setup.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
-                                pro.source, pro.name, epi.source, epi.name, setup.gpu_prolog)
-            except _C.FusemathError as exc:
-                raise restated(where, exc, pro, epi) from None
-            with _PLANS_LOCK:
-                if key in plans:  # another thread planned it meanwhile: one plan per key
-                    return plans[key]
-                if len(plans) >= _MAX_PLANS:
-                    # one plan per (direction, x layout, out layout): operands reset to ever new
-                    # strides must not grow it without bound; the first (default) plan stays
-                    plans.pop(list(plans)[1])
-                plans[key] = p
-        return p
-
-    @staticmethod
-    def _free_setup(setup: "_Setup") -> None:
-        with _PLANS_LOCK:
-            plans = list(setup.plans.values())
-        for p in plans:
-            p.free()
+    def _call(self, mode: int, inverse: bool, x, out, setup: _Setup, stream, where: str):
+        pro, epi = setup.chains
+        opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
+        try:
+            return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
+        except _C.FusemathError as exc:
+            raise restated(where, exc, pro, epi) from None
 
     # -- public ------------------------------------------------------------------
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
@@ -220,47 +192,28 @@ class FFT:
             raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but the c2r output is real")
         # everything a plan depends on, swapped in one step: an execute() running in another
         # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
-        new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog], {})
-        template = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
-        self._plan_for(self._kind == _C2R, template, self._x, new, self._where + ".plan")
-        old, self._setup = self._setup, new
-        self._free_setup(old)
-        self._planned = True
+        new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog])
+        plan = self._call(_PLAN, self._kind == _C2R, self._x, None, new, None, self._where + ".plan")[0]
+        old, self._setup, self._plan = self._plan, new, plan
+        if old is not None:
+            old.free()  # the context's cache and running executions hold their own references
         return self
 
     def execute(self, direction: Optional[str] = None, out: Any = None, stream: Any = None):
         """Run the FFT on the current operand; returns a new array, or out."""
         self._alive("execute()")
-        if not self._planned:
+        if self._plan is None:
             raise _C.InvalidStateError(f"{self._where}.execute: call plan() first")
-        # this call's operand and setup (chains, plans), held by the frame until the transform is
-        # done: another thread's reset_operand() or plan() may replace them meanwhile
+        # this call's operand and setup (chains), held by the frame until the transform is done:
+        # another thread's reset_operand() or plan() may replace them meanwhile
         x, setup = self._x, self._setup
         if x is None:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
-        chains = setup.chains
         inverse = self._direction(direction)
-        if out is None:
-            out = _empty(self._lib, self._out_shape, self._out_dtype, self._device)
-        else:
+        if out is not None:
             _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
-        p = self._plan_for(inverse, out, x, setup, self._where + ".execute")
-        pro_arr, epi_arr = chains[0].arr, chains[1].arr
-        if stream is None and self._device >= 0:
-            stream = _C.current_stream(self._lib.index, self._device)
-        elif stream is not None and (not isinstance(stream, int) or isinstance(stream, bool)):
-            stream = stream_handle(stream, self._where + ".execute")
-        refresh_copies(x, pro_arr, epi_arr)  # big-endian or misaligned arrays run from copies
-        args = [_C.data_ptr(x), _C.data_ptr(out),
-                None if pro_arr is None else _C.data_ptr(pro_arr),
-                None if epi_arr is None else _C.data_ptr(epi_arr)]
-        if stream is not None:
-            args.append(stream)
-        try:
-            p.execute(*args)
-        except _C.FusemathError as exc:
-            raise restated(self._where + ".execute", exc, *chains) from None
-        return out
+        refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
+        return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
 
     def reset_operand(self, x: Any) -> None:
         """Use another array of the same shape, dtype and library/device from now on."""
@@ -280,9 +233,8 @@ class FFT:
     def describe(self) -> str:
         """One line describing the default-direction plan (or the problem, before plan())."""
         self._alive("describe()")
-        plans = self._setup.plans
-        if plans:
-            return next(iter(plans.values())).describe()
+        if self._plan is not None:
+            return self._plan.describe()
         return (f"fft {_KIND_NAMES[self._kind]} {self._dtype} shape={tuple(self._x.shape)} axes={self._axes} "
                 "(not planned)")
 
@@ -310,8 +262,9 @@ class FFT:
         """Release the plans and the operand references; later use raises InvalidStateError."""
         if self._freed:
             return
-        old, self._setup = self._setup, _Setup((_NO_CHAIN, _NO_CHAIN), 0, 0, 0, {})
-        self._free_setup(old)
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            plan.free()
         self._x = None
         self._freed = True
 

@@ -11,7 +11,8 @@ their own library on their own device; other GPU arrays (``__cuda_array_interfac
 CUDA DLPack) are viewed through CuPy (else PyTorch). GPU calls are asynchronous: they
 are queued on ``stream`` (default: the array library's current stream) and never
 synchronize. The stateless path for library arrays is one C call
-(``_fusemath.array_matmul``); the planned path is one C call per execute (the Runner).
+(``_fusemath.call``, which allocates the results from the library's output specs); the planned
+path is one C call per execute (the Runner).
 """
 from __future__ import annotations
 
@@ -19,15 +20,14 @@ import numbers
 
 from typing import Any, Mapping, Optional
 
-import numpy as np
-
 from . import _fusemath as _C
-from ._arrays import _BY_TYPE
+from ._arrays import _BY_TYPE, NUMPY
 from ._matmul_args import (
     _BIAS,
-    _EXTRA_BITS,
+    _DRELU,
     _FAST_EXCLUDED,
-    _SLOT_AUX,
+    _SLOT_D,
+    _as_array,
     _epilogue_name,
     _foreign,
     _merge_epilog,
@@ -35,105 +35,21 @@ from ._matmul_args import (
     _quantization_scales,
     _split_inputs,
     alias_error,
+    native_aligned,
 )
-from ._matmul_operands import _Operands, _check_out, _empty
 from ._matmul_plan import Matmul
 from ._options import (
     AUTO_DEFAULTS,
     as_options,
     epilogue_bits,
     resolve_execution,
-    stream_handle,
 )
-
-# Importable from here as before the split into the _matmul_*.py modules (private names).
-from ._arrays import BF16, NUMPY, adopt, fm_name, is_cuda_object, lib_of  # noqa: F401
-from ._matmul_args import (  # noqa: F401
-    _ACTS,
-    _ANY_BGRAD,
-    _AUX,
-    _AUX_KEYS,
-    _BGRAD,
-    _BGRADA,
-    _BGRADB,
-    _CLAMP,
-    _CPU_DEVICES,
-    _DGELU,
-    _DRELU,
-    _FORWARD_ACTS,
-    _GELU,
-    _INPUT_KEYS,
-    _NOT_COMPLEX,
-    _RELU,
-    _SCALE,
-    _SLOT_BGRAD,
-    _SLOT_D,
-    _as_array,
-    _check_real_scalar,
-    _clamp_pair,
-    _dtype_name,
-    _dtype_of,
-    _operand,
-)
-from ._matmul_operands import _F32, _F64, _SUPPORTED, _U8  # noqa: F401
-from ._matmul_plan import _data_ptr, _layout, _strides_text  # noqa: F401
-from ._options import Epilogue, MatmulOptions, validate_bits  # noqa: F401
 
 __all__ = ["matmul", "Matmul"]
 
-_array_matmul = _C.array_matmul
+_call = _C.call
+_MATMUL, _RUN = _C.OP_MATMUL, _C.CALL_RUN
 _lib_by_type = _BY_TYPE.get
-
-
-# ---------------------------------------------------------------------------
-# Stateless matmul
-# ---------------------------------------------------------------------------
-_FAST_2D = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
-
-
-def _plain_2d(a: _ndarray, b: Any, alpha: Any, bias: Any, epilogue: Any, out: Any):
-    """The common stateless host call: 2-D NumPy operands of one dtype, a real alpha, an
-    optional (N,) bias, a forward epilogue with no second result, an optional NumPy out of the
-    result's shape and dtype. One C call after the checks such a call can fail (about 1.5 us
-    less than the general path for 64 x 64); None when anything else is asked (the general
-    path then checks and explains)."""
-    if (type(b) is not _ndarray or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _FAST_2D
-            or type(alpha) not in (float, int)):
-        return None
-    m, k = a.shape
-    n = b.shape[1]
-    if b.shape[0] != k or m == 0 or n == 0:
-        return None
-    epi = epilogue_bits(epilogue, "fusemath.matmul") if epilogue is not None else 0
-    if epi & (_FAST_EXCLUDED | _EXTRA_BITS):
-        return None
-    if bias is not None:
-        if type(bias) is not _ndarray or bias.shape != (n,) or bias.dtype != a.dtype:
-            return None
-        epi |= _BIAS
-    elif epi & _BIAS:
-        return None
-    if out is None:
-        d = _empty((m, n), a.dtype)
-    elif (type(out) is _ndarray and out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable
-          and out.flags.aligned):
-        d = out
-    else:
-        return None
-    try:
-        _C.matmul(a, b, None, bias, d, None, alpha, 0.0, epi, *AUTO_DEFAULTS[:5], None, None, None, AUTO_DEFAULTS[5],
-                  None)
-    except _C.AliasError as exc:
-        raise alias_error("fusemath.matmul", "out", exc) from None
-    except ValueError:
-        # a misaligned operand (the C side refuses it as InvalidArgumentError, or its array
-        # conversion as a plain ValueError for a byte stride that is no multiple of the item
-        # size): the general path computes from an aligned copy (checked only here, after a
-        # refusal, so the common call pays nothing for it)
-        if a.flags.aligned and b.flags.aligned and (bias is None or bias.flags.aligned):
-            raise
-        return None
-    return d
 
 
 def matmul(
@@ -220,89 +136,75 @@ def matmul(
         (BackendError) when cuBLASLt / OpenBLAS / CUDA report an error. See
         ``fusemath.FusemathError``.
     """
+    where = "fusemath.matmul"
+    lib = NUMPY
     if type(a) is not _ndarray or type(b) is not _ndarray:
-        lib = _lib_by_type(type(a))  # PyTorch tensors / CuPy arrays seen before: one dict lookup
-        if lib is None:
-            fr = _foreign(a, b, "fusemath.matmul")
+        lib = _lib_by_type(type(a)) or NUMPY  # PyTorch tensors / CuPy arrays seen before: one dict lookup
+        if lib is NUMPY:
+            fr = _foreign(a, b, where)
             if fr is not None:
                 lib, a, b = fr
-        if lib is not None:  # library / GPU arrays: everything else happens in one C call
-            where = "fusemath.matmul"
-            if epilog is not None:
-                epilogue = _merge_epilog(where, epilogue, epilog)
-            epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
-            scale = aux_in = None
-            if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
-                if bias is not None:
-                    epi |= _BIAS
-                elif epi & _BIAS:
-                    raise _C.InvalidArgumentError(
-                        f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given"
-                    )
-            else:
-                epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
-            if c is None:
-                if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
-                    raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
-                beta = 0.0
-            elif beta is None:
-                beta = 1.0
-            if execution is None and options is None:
-                ex = AUTO_DEFAULTS
-            else:
-                ex = resolve_execution(execution, as_options(options, where), where)
-            try:
-                qa = qb = None
-                if quantization_scales is not None:
-                    qa, qb = _quantization_scales(where, lib, a, quantization_scales)
-                return _array_matmul(lib.index, a, b, c, bias, scale, aux_in, out, alpha, beta, epi, ex[0], ex[1],
-                                     ex[2], ex[3], ex[4], ex[5], clamp, stream, qa, qb)
-            except _C.AliasError as exc:
-                raise alias_error(where, "an output", exc) from None
-
-    if quantization_scales is not None:
-        raise _C.InvalidArgumentError(
-            "fusemath.matmul: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
-            "a and b are host arrays here"
-        )
-    if (c is None and beta is None and epilog is None and epilog_inputs is None and clamp is None
-            and execution is None and stream is None and options is None and type(a) is _ndarray):
-        d = _plain_2d(a, b, alpha, bias, epilogue, out)
-        if d is not None:
-            return d
-
-    where = "fusemath.matmul"
     if epilog is not None:
         epilogue = _merge_epilog(where, epilogue, epilog)
-    ops = _Operands(where, a, b, c, alpha, beta)
-    epi, bias_arr, scale, aux_in, clamp_pair = ops.epilogue_spec(where, epilogue, bias, epilog_inputs, clamp)
-    opts = as_options(options, where)
-    ex, dev, nth, panel, strategy, compute = resolve_execution(execution, opts, where)
-    sh = stream_handle(stream, where)
-    if out is None:
-        d = _empty(ops.rshape, ops.dtype)
-        d_full = d.reshape(ops.dshape)  # C-contiguous: a view
+    epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
+    scale = aux_in = None
+    if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
+        if bias is not None:
+            epi |= _BIAS
+        elif epi & _BIAS:
+            raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
     else:
-        d = _check_out(where, ops, out)
-        d_full = ops.expand_result(d)
-    aux_full = None if aux_in is None else ops.expand_aux_in(epi, aux_in)
-    bgrad = extra = key = None
-    if epi & _EXTRA_BITS:
-        key, slot, ret, full, dt = ops.extra_output(epi)
-        extra = _empty(ret, dt)
-        if slot == _SLOT_AUX:
-            aux_full = extra.reshape(full)
-        else:
-            bgrad = extra
+        epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+    if c is None:
+        if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
+            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
+        beta = 0.0
+    elif beta is None:
+        beta = 1.0
+    ex = AUTO_DEFAULTS if execution is None and options is None else resolve_execution(
+        execution, as_options(options, where), where)
+    qa = qb = None
+    if quantization_scales is not None:
+        if lib is NUMPY:
+            raise _C.InvalidArgumentError(
+                f"{where}: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
+                "a and b are host arrays here")
+        qa, qb = _quantization_scales(where, lib, a, quantization_scales)
+    ops = (a, b, c, bias, out, aux_in, None, scale, qa, qb)
+    if lib is NUMPY and not (type(a) is _ndarray and type(b) is _ndarray and c is None and bias is None
+                             and scale is None and aux_in is None):
+        ops = _host_operands(where, ops, epi)
+    opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
     try:
-        _C.matmul(ops.a, ops.b, ops.c, bias_arr, d_full, aux_full, ops.alpha, ops.beta, epi, ex, dev, nth, panel,
-                  strategy, sh, bgrad, scale, compute, clamp_pair)
+        try:
+            return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
+        except (ValueError, TypeError):
+            # a misaligned or big-endian host operand: computed from a native, aligned copy, as
+            # NumPy's own routines do (only looked at after a refusal: the common call pays nothing)
+            if lib is not NUMPY or (fixed := _native_inputs(ops)) is None:
+                raise
+        return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
     except _C.AliasError as exc:
-        raise alias_error(where, "out", exc) from None
-    if out is None and ops.scalar:
-        d = d[()]
-    elif out is not None and isinstance(out, _ndarray):
-        d = out  # the caller's object itself (a subclass such as np.matrix stays one), as NumPy returns it
-    if key is not None:
-        return d, {key: extra}
-    return d
+        raise alias_error(where, "out" if lib is NUMPY else "an output", exc) from None
+
+
+_INPUT_NAMES = ("a", "b", "c", "bias", None, None, None, "scale", None, None)
+
+
+def _host_operands(where: str, ops, epi: int):
+    """The host operands as NumPy arrays (buffer-protocol and DLPack objects viewed, anything else
+    a TypeError naming the argument)."""
+    ops = list(ops)
+    for i, name in enumerate(_INPUT_NAMES):
+        if name is not None and ops[i] is not None and type(ops[i]) is not _ndarray:
+            ops[i] = _as_array(ops[i], name, where)
+    if ops[5] is not None and type(ops[5]) is not _ndarray:
+        ops[5] = _as_array(ops[5], "relu_aux" if epi & _DRELU else "gelu_aux", where)
+    return tuple(ops)
+
+
+def _native_inputs(ops):
+    """ops with every non-native or misaligned input replaced by a native aligned copy; None if
+    there is none (the refusal was for something else)."""
+    fixed = tuple(x if i == _SLOT_D or not isinstance(x, _ndarray) else native_aligned(x) for i, x in enumerate(ops))
+    return None if all(x is y for x, y in zip(fixed, ops)) else fixed

@@ -19,28 +19,11 @@ from ._arrays import adopt, is_cuda_object, lib_of
 from ._options import Epilogue, validate_bits
 
 _ndarray = np.ndarray
-_BIAS = int(Epilogue.BIAS)
-_RELU = int(Epilogue.RELU)
-_GELU = int(Epilogue.GELU)
-_AUX = int(Epilogue.AUX)
-_CLAMP = int(Epilogue.CLAMP)
-_SCALE = int(Epilogue.SCALE)
-_DRELU = int(Epilogue.DRELU)
-_DGELU = int(Epilogue.DGELU)
-_BGRAD = int(Epilogue.BGRAD)
-_BGRADA = int(Epilogue.BGRADA)
-_BGRADB = int(Epilogue.BGRADB)
-_ANY_BGRAD = _BGRAD | _BGRADA | _BGRADB
-_ACTS = ((_RELU, "relu"), (_GELU, "gelu"), (int(Epilogue.SIGMOID), "sigmoid"), (int(Epilogue.TANH), "tanh"),
-         (int(Epilogue.SILU), "silu"), (_CLAMP, "clamp"))
-_FORWARD_ACTS = 0
-for _bit, _ in _ACTS:
-    _FORWARD_ACTS |= _bit
-_NOT_COMPLEX = _FORWARD_ACTS | _DRELU | _DGELU | _SCALE  # complex data takes bias, bgrada, bgradb only
-_EXTRA_BITS = _AUX | _ANY_BGRAD  # chains with a second result
+_BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SCALE)
+_DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
+_BGRADA, _BGRADB = int(Epilogue.BGRADA), int(Epilogue.BGRADB)
 _FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
-_AUX_KEYS = {bit: name + "_aux" for bit, name in _ACTS}
-_SLOT_D, _SLOT_AUX, _SLOT_BGRAD = _C.MATMUL_D, _C.MATMUL_AUX, _C.MATMUL_BGRAD
+_SLOT_D = _C.MATMUL_D
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
 
@@ -200,20 +183,6 @@ def _foreign(a: Any, b: Any, where: str):
 
 def _dtype_name(dt) -> str:
     return str(dt)
-
-
-def _check_real_scalar(where: str, name: str, value: Any, dtype) -> None:
-    """A complex scalar with a nonzero imaginary part cannot scale real operands."""
-    if type(value) is float or type(value) is int or value is None:
-        return
-    try:
-        imag = complex(value).imag
-    except (TypeError, ValueError):
-        return  # not a number: the C layer raises TypeError naming it
-    if imag != 0:
-        raise _C.InvalidArgumentError(
-            f"{where}: {name} = {value!r} has an imaginary part but the operands are real ({_dtype_name(dtype)})"
-        )
 
 
 def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:

@@ -2,34 +2,37 @@
 ``nvmath.linalg.advanced.Matmul``): the operands referenced zero-copy, ``plan()`` with an
 epilogue chain and its inputs, ``autotune()``, ``execute()`` through the C Runner,
 ``reset_operands()`` with its layout checks (device, strides), ``describe()`` and ``free()``.
+The library checks the problem (``_fusemath.call``: NumPy's 1-D promotion, shapes, dtypes,
+epilogue inputs) and says what the results are; the operands are kept as the caller gave them.
 Re-exported by ``fusemath._matmul`` (and as ``fusemath.Matmul``).
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Mapping, Optional, Tuple
 
-import numpy as np
-
 from . import _fusemath as _C
-from ._arrays import fm_name, int_arg, lib_of
+from ._arrays import NUMPY, int_arg, lib_of
 from ._matmul_args import (
     _DGELU,
     _DRELU,
-    _EXTRA_BITS,
     _INPUT_KEYS,
-    _SLOT_AUX,
-    _SLOT_D,
+    _as_array,
     _dtype_name,
     _dtype_of,
     _foreign,
     _merge_epilog,
-    copy_behind,
     _ndarray,
+    _operand,
+    _split_inputs,
+    copy_behind,
 )
-from ._matmul_operands import _Operands
-from ._options import Epilogue, as_options, resolve_execution
+from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
 _data_ptr = _C.data_ptr
+_call = _C.call
+_MATMUL = _C.OP_MATMUL
+_A, _B, _C_SLOT, _BIAS_SLOT, _D, _AUX, _SCALE = 0, 1, 2, 3, _C.MATMUL_D, _C.MATMUL_AUX, _C.MATMUL_SCALE
 
 
 # ---------------------------------------------------------------------------
@@ -74,75 +77,54 @@ class Matmul:
     ``plan``/``reset_operands``/``free`` must not race with ``execute``.
     """
 
-    __slots__ = ("_ops", "_exec", "_epi", "_inputs", "_clamp", "_plan", "_run", "__weakref__")
+    __slots__ = ("_lib", "_device", "_ops", "_opts", "_specs", "_plan", "_run", "__weakref__")
 
     def __init__(self, a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = None, options: Any = None):
         where = "fusemath.Matmul"
-        self._plan = None
-        self._run = None
-        self._ops = None
-        lib = None
+        self._plan = self._run = self._ops = None
+        lib = NUMPY
         if type(a) is not _ndarray or type(b) is not _ndarray:
             fr = _foreign(a, b, where)
             if fr is not None:
                 lib, a, b = fr
-        ops = _Operands(where, a, b, c, alpha, beta, lib)
-        self._exec = resolve_execution(None, as_options(options, where), where)
-        self._epi = 0
-        self._inputs = (None, None, None)  # bias, aux input (relu_aux / gelu_aux), scale: as given
-        self._clamp = None
+        conv = _as_array if lib is NUMPY else _operand
+        a, b = conv(a, "a", where), conv(b, "b", where)
+        if c is not None:
+            c = conv(c, "c", where)
+        elif beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
+            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
+        beta = 0.0 if c is None else 1.0 if beta is None else beta
+        ex = resolve_execution(None, as_options(options, where), where)
+        self._lib = lib
+        self._device = -1 if lib is NUMPY else lib.device_of(a if lib_of(a) is lib else b)
+        self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
+        ops = [a, b, c, None, None, None, None, None, None, None]
+        self._specs = _call(_MATMUL, _C.CALL_SPECS, lib.index, tuple(ops), self._opts, None, 3, where)  # checks
         self._ops = ops
 
     # -- state -------------------------------------------------------------
-    def _alive(self, where: str) -> _Operands:
+    def _alive(self, where: str) -> list:
         ops = self._ops
         if ops is None:
             raise _C.InvalidStateError(f"{where}: this Matmul was freed (free() or the end of its with block)")
         return ops
 
-    def _arrays(self, ops: _Operands, epi: int, aux_in):
-        """(d, aux, bgrad) for planning/tuning: templates of the outputs (the library's
-        arrays on the results' device), aux the promoted input of drelu/dgelu."""
-        d = ops.empty(ops.dshape, ops.dtype)
-        aux = None if aux_in is None else ops.expand_aux_in(epi, aux_in)
-        bgrad = None
-        if epi & _EXTRA_BITS:
-            _, slot, _, full, dt = ops.extra_output(epi)
-            x = ops.empty(full, dt)
-            if slot == _SLOT_AUX:
-                aux = x
-            else:
-                bgrad = x
-        return d, aux, bgrad
+    def _conv(self, x: Any, name: str, where: str):
+        return _as_array(x, name, where) if self._lib is NUMPY else _operand(x, name, where)
 
-    def _call(self, fn, ops: _Operands, epi: int, inputs, clamp, **extra):
-        bias, aux_in, scale = inputs
-        d, aux, bgrad = self._arrays(ops, epi, aux_in)
-        ex = self._exec
-        return fn(ops.a, ops.b, ops.c, bias, d, aux, ops.alpha, ops.beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4],
-                  bgrad=bgrad, scale=scale, compute=ex[5], clamp=clamp, **extra)
-
-    def _install(self, plan, epi: int, inputs, clamp) -> None:
+    def _install(self, plan, specs, ops, opts) -> None:
         old = self._plan
-        self._plan, self._epi, self._inputs, self._clamp = plan, epi, inputs, clamp
+        self._plan, self._specs, self._ops, self._opts = plan, specs, ops, opts
         self._rebuild()
         if old is not None and old is not plan:
             old.free()  # executions running on it hold their own reference in C
 
     def _rebuild(self) -> None:
-        ops, epi = self._ops, self._epi
-        bias, aux_in, scale = self._inputs
-        ptrs = (
-            _data_ptr(ops.a), _data_ptr(ops.b), None if ops.c is None else _data_ptr(ops.c),
-            None if bias is None else _data_ptr(bias), None, None if aux_in is None else _data_ptr(aux_in),
-            None, None if scale is None else _data_ptr(scale),
-        )
-        outs = [(_SLOT_D, ops.rshape, fm_name(ops.dtype), None)]
-        if epi & _EXTRA_BITS:
-            key, slot, ret, _, dt = ops.extra_output(epi)
-            outs.append((slot, ret, fm_name(dt), key))
-        keep = (ops.a, ops.b, ops.c, bias, aux_in, scale)
-        run = _C.make_runner(self._plan, keep, ptrs, ops.lib.index, ops.device, tuple(outs), ops.scalar).run
+        ops = self._ops
+        ptrs = tuple(None if x is None or i == _D else _data_ptr(x) for i, x in enumerate(ops[:8]))
+        keep = tuple(ops)
+        scalar = self._lib is NUMPY and self._specs[0][1] == ()  # NumPy gives a scalar for 1-D @ 1-D
+        run = _C.make_runner(self._plan, keep, ptrs, self._lib.index, self._device, self._specs, scalar).run
         # a big-endian or misaligned host operand is computed from a native, aligned copy: the
         # copy follows the caller's array before each execute (in-place changes are seen)
         stale = tuple({id(f[0]): f for x in keep if x is not None and (f := copy_behind(x)) is not None}.values())
@@ -165,12 +147,15 @@ class Matmul:
         plan. Returns self.
         """
         where = "Matmul.plan"
-        ops = self._alive(where)
-        epilogue = _merge_epilog(where, epilogue, epilog)
-        epi, bias, scale, aux_in, clamp_pair = ops.epilogue_spec(where, epilogue, bias, epilog_inputs, clamp)
-        inputs = (bias, aux_in, scale)
-        plan = self._call(_C.plan_matmul, ops, epi, inputs, clamp_pair)
-        self._install(plan, epi, inputs, clamp_pair)
+        ops = list(self._alive(where))
+        epi = epilogue_bits(_merge_epilog(where, epilogue, epilog), where)
+        epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+        aux_name = "relu_aux" if epi & _DRELU else "gelu_aux"
+        for slot, name, x in ((_BIAS_SLOT, "bias", bias), (_SCALE, "scale", scale), (_AUX, aux_name, aux_in)):
+            ops[slot] = None if x is None else self._conv(x, name, where)
+        opts = self._opts[:2] + (epi,) + self._opts[3:9] + (clamp,)
+        plan, specs = _call(_MATMUL, _C.CALL_PLAN, self._lib.index, tuple(ops), opts, None, 3, where)
+        self._install(plan, specs, ops, opts)
         return self
 
     def autotune(self, iterations: int = 3):
@@ -192,20 +177,19 @@ class Matmul:
         Plans with the defaults first if :meth:`plan` was not called. On GPU data it
         synchronizes the device before and after (it times). Returns self."""
         where = "Matmul.autotune"
-        ops = self._alive(where)
+        self._alive(where)
         iterations = int_arg(iterations, "iterations", where)  # NumPy integers too
-        if not 1 <= iterations <= 1000:  # the C planner's limit (fm_matmul_autotune's repeats)
+        if not 1 <= iterations <= 1000:  # the C planner's limit (fm_autotune's repeats)
             raise ValueError(f"{where}: iterations = {iterations}, expected 1 to 1000")
         if self._plan is None:
             self.plan()
-        epi, inputs, clamp = self._epi, self._inputs, self._clamp
-        gpu = not ops.lib.host and ops.device >= 0
-        if gpu:
-            ops.lib.synchronize(ops.device)  # the tuning runs on the default stream
-        plan = self._call(_C.autotune, ops, epi, inputs, clamp, repeats=iterations)
-        if gpu:
-            ops.lib.synchronize(ops.device)
-        self._install(plan, epi, inputs, clamp)
+        lib, dev = self._lib, self._device
+        if not lib.host and dev >= 0:
+            lib.synchronize(dev)  # the tuning runs on the default stream
+        plan, specs = _call(_MATMUL, _C.CALL_TUNE, lib.index, tuple(self._ops), self._opts, None, iterations, where)
+        if not lib.host and dev >= 0:
+            lib.synchronize(dev)
+        self._install(plan, specs, self._ops, self._opts)
         return self
 
     # -- execution -----------------------------------------------------------
@@ -235,74 +219,43 @@ class Matmul:
         shape, dtype, device and memory layout (strides); a ValueError says what differs."""
         where = "Matmul.reset_operands"
         ops = self._alive(where)
-        cur_bias, cur_aux, cur_scale = self._inputs
-        items = [("a", a, ops.a_user), ("b", b, ops.b_user), ("c", c, ops.c_user), ("bias", bias, cur_bias)]
+        epi = self._opts[2]
+        aux_key = "relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else None
+        items = [("a", _A, a), ("b", _B, b), ("c", _C_SLOT, c), ("bias", _BIAS_SLOT, bias)]
         if epilog_inputs is not None:
             if not isinstance(epilog_inputs, Mapping):
                 raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-            aux_key = "relu_aux" if self._epi & _DRELU else "gelu_aux" if self._epi & _DGELU else None
             for key, value in epilog_inputs.items():
                 if key == "bias":
                     if bias is not None:
                         raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
-                    items[3] = ("bias", value, cur_bias)
+                    items[3] = ("bias", _BIAS_SLOT, value)
                 elif key == "scale":
-                    items.append(("scale", value, cur_scale))
+                    items.append(("scale", _SCALE, value))
                 elif key in ("relu_aux", "gelu_aux"):
-                    items.append((key, value, cur_aux if key == aux_key else None))
+                    items.append((key, _AUX if key == aux_key else -1, value))
                 else:
                     raise _C.InvalidArgumentError(
                         f"{where}: unknown epilog_inputs [{key!r}]; expected some of {list(_INPUT_KEYS)}"
                     )
         new = {}
-        for name, value, old in items:
+        for name, slot, value in items:
             if value is None:
                 continue
+            old = ops[slot] if slot >= 0 else None
             if old is None:
                 what = ("without c" if name == "c" else
                         "without a bias (plan(bias=...) first)" if name == "bias" else
                         f"without {name!r} (plan an epilogue that takes it first)")
                 raise _C.InvalidArgumentError(f"{where}: {name} cannot be reset: the Matmul was planned {what}")
-            x = ops.conv(value, name, where)
-            if tuple(x.shape) != tuple(old.shape):
-                raise _C.ShapeError(
-                    f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}"
-                )
-            xdt, odt = _dtype_of(x), _dtype_of(old)
-            if xdt != odt:
-                raise _C.InvalidArgumentError(
-                    f"{where}: {name} has dtype {_dtype_name(xdt)}, the plan was made for {_dtype_name(odt)}"
-                )
-            if lib_of(x) is not lib_of(old):
-                raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
-                                     f"{type(old).__name__} (array library and device must stay the same)")
-            lx, lo = _layout(x), _layout(old)
-            if lx[0] != lo[0]:
-                raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
-            if lx != lo:
-                copied = copy_behind(x) is not None or copy_behind(old) is not None
-                raise _C.InvalidArgumentError(
-                    f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
-                    "pass an array with the same memory layout or create a new Matmul"
-                    + (" (a misaligned or big-endian array is used through a compact native copy: these are the "
-                       "copy's strides)" if copied else "")
-                )
-            new[name] = x
-        if "a" in new:
-            x = new["a"]
-            ops.a_user, ops.a = x, (x[None, :] if ops.a1d else x)
-        if "b" in new:
-            x = new["b"]
-            ops.b_user, ops.b = x, (x[:, None] if ops.b1d else x)
-        if "c" in new:
-            ops.set_c(where, new["c"])
-        self._inputs = (
-            new.get("bias", cur_bias),
-            new.get("relu_aux", new.get("gelu_aux", cur_aux)),
-            new.get("scale", cur_scale),
-        )
-        if new and self._plan is not None:
-            self._rebuild()
+            new[slot] = _same_layout(where, name, self._conv(value, name, where), old)
+        if new:
+            ops = list(ops)
+            for slot, x in new.items():
+                ops[slot] = x
+            self._ops = ops
+            if self._plan is not None:
+                self._rebuild()
 
     # -- information -----------------------------------------------------------
     def describe(self) -> str:
@@ -310,7 +263,9 @@ class Matmul:
         cuBLASLt algorithm and passes chosen by the heuristic or :meth:`autotune`)."""
         ops = self._alive("Matmul.describe")
         if self._plan is None:
-            return f"matmul {ops.dtype} {ops.m}x{ops.n}x{ops.k} batch={ops.batch} (not planned yet)"
+            a, b = ops[_A], ops[_B]
+            return (f"matmul {_dtype_of(a)} a{tuple(a.shape)} @ b{tuple(b.shape)} -> {self._specs[0][1]} "
+                    "(not planned yet)")
         return self._plan.describe()
 
     @property
@@ -322,25 +277,23 @@ class Matmul:
     @property
     def epilogue(self) -> Epilogue:
         self._alive("Matmul.epilogue")
-        return Epilogue(self._epi)
+        return Epilogue(self._opts[2])
 
     @property
     def result_shape(self) -> Tuple[int, ...]:
-        return self._alive("Matmul.result_shape").rshape
+        self._alive("Matmul.result_shape")
+        return self._specs[0][1]
 
     @property
     def dtype(self):
         """The operands' dtype, as their library spells it (np.dtype, torch.dtype)."""
-        return self._alive("Matmul.dtype").native
+        return self._alive("Matmul.dtype")[_A].dtype
 
     # -- lifetime ---------------------------------------------------------------
     def free(self) -> None:
         """Release the plan and the references to the operands (idempotent)."""
         plan = self._plan
-        self._plan = None
-        self._run = None
-        self._ops = None
-        self._inputs = (None, None, None)
+        self._plan = self._run = self._ops = None
         if plan is not None:
             plan.free()
 
@@ -355,3 +308,28 @@ class Matmul:
         if self._ops is None:
             return "<fusemath.Matmul (freed)>"
         return f"<fusemath.Matmul {self.describe()}>"
+
+
+def _same_layout(where: str, name: str, x, old):
+    """x, when it has the shape, dtype, library, device and memory layout the plan was made for."""
+    if tuple(x.shape) != tuple(old.shape):
+        raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
+    xdt, odt = _dtype_of(x), _dtype_of(old)
+    if xdt != odt:
+        raise _C.InvalidArgumentError(
+            f"{where}: {name} has dtype {_dtype_name(xdt)}, the plan was made for {_dtype_name(odt)}")
+    if lib_of(x) is not lib_of(old):
+        raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
+                             f"{type(old).__name__} (array library and device must stay the same)")
+    lx, lo = _layout(x), _layout(old)
+    if lx[0] != lo[0]:
+        raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
+    if lx != lo:
+        copied = copy_behind(x) is not None or copy_behind(old) is not None
+        raise _C.InvalidArgumentError(
+            f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
+            "pass an array with the same memory layout or create a new Matmul"
+            + (" (a misaligned or big-endian array is used through a compact native copy: these are the "
+               "copy's strides)" if copied else "")
+        )
+    return x

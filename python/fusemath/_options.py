@@ -248,26 +248,3 @@ def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple
     raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
 
 
-def stream_handle(stream: Any, where: str) -> Optional[int]:
-    """A stream argument -> int handle or None (int, CuPy .ptr, PyTorch .cuda_stream, or the
-    CUDA stream protocol ``__cuda_stream__() -> (version, handle)``)."""
-    if stream is None:
-        return None
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        if stream < 0:
-            raise ValueError(f"{where}: stream handle must be >= 0")
-        return stream or None
-    for attr in ("ptr", "cuda_stream", "handle"):
-        value = getattr(stream, attr, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value or None
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        got = proto()
-        value = got[1] if isinstance(got, tuple) and len(got) == 2 else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value or None
-        raise TypeError(f"{where}: stream.__cuda_stream__() returned {got!r}, expected (version, handle)")
-    raise TypeError(
-        f"{where}: stream must be None, an int (cudaStream_t) or a CuPy/PyTorch stream, not {type(stream).__name__}"
-    )

@@ -63,6 +63,7 @@ from ._fft_arrays import (
     _contiguous,
     _copy_into,
     _empty,
+    _is_contiguous,
     _half_on_gpu,
     _input,
     _out_dtype,
@@ -74,26 +75,6 @@ from ._fft_helpers import fftfreq, fftshift, ifftshift, rfftfreq
 from ._fft_plan import FFT
 from ._matmul_args import alias_error
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
-
-# Importable from here as before the split into the _fft_*.py modules (private names).
-from ._arrays import C32 as _C32  # noqa: F401
-from ._arrays import adopt, fm_name, is_cuda_object, lib_of  # noqa: F401
-from ._fft_args import _NORMS, _axes, _length  # noqa: F401
-from ._fft_arrays import _C64, _C128, _COMPLEX_OF, _F16, _F32, _F64, _REAL_OF  # noqa: F401
-from ._fft_arrays import _astype, _dtype, _zeros  # noqa: F401
-from ._fft_chains import (  # noqa: F401
-    _CHAIN_KEYS,
-    _NO_CHAIN,
-    _OP_CALLBACK,
-    _OP_CONJ,
-    _OP_MULTIPLY,
-    _OP_SCALE,
-    _Chain,
-    _check_chain_array,
-    _check_data_array,
-)
-from ._fft_helpers import _freq, _shift  # noqa: F401
-from ._fft_plan import _DIRECTIONS, _EFFORTS, _GPU_PROLOG, _KIND_NAMES, _KINDS  # noqa: F401
 
 __all__ = [
     "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn",
@@ -121,6 +102,10 @@ def _groups(axes: Tuple[int, ...], kind: int):
 # The common driver
 # ---------------------------------------------------------------------------
 _MAX_NDIM = 8  # FM_MAX_NDIM
+_call, _FFT, _RUN = _C.call, _C.OP_FFT, _C.CALL_RUN
+# effort, execution, device_id, num_threads, the chains (none), gpu_prolog, n (c2r: the default)
+_PLAIN_OPTIONS = (_C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0, None, None, None, None, None,
+                  _C.FFT_PROLOG_AUTO, 0)
 _FAST_DTYPES = {_C2C: (np.dtype(np.complex64), np.dtype(np.complex128)),
                 _R2C: (np.dtype(np.float32), np.dtype(np.float64)),
                 _C2R: (np.dtype(np.complex64), np.dtype(np.complex128))}
@@ -148,18 +133,11 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
         if a in norm_axes:
             return None
         norm_axes.append(a)
-    shape = list(x.shape)
-    last = norm_axes[-1]
-    if kind == _R2C:
-        shape[last] = shape[last] // 2 + 1
-    elif kind == _C2R:
-        if shape[last] < 2:
-            return None  # n = 2 (m - 1) < 1: the general path says so
-        shape[last] = 2 * (shape[last] - 1)
+    if kind == _C2R and x.shape[norm_axes[-1]] < 2:
+        return None  # n = 2 (m - 1) < 1: the general path says so
     try:
-        return _C.fft_execute(NUMPY.index, x, None, None, None, kind, inverse, tuple(norm_axes),
-                              _norm_code(norm, where), _C.FFT_EFFORT_ESTIMATE, _C.EXECUTION_AUTO, 0, 0, 0, None, 0,
-                              None, None, None, None, None, tuple(shape), None)
+        return _call(_FFT, _RUN, NUMPY.index, (x, None, None, None),
+                     (kind, inverse, norm_axes, _norm_code(norm, where)) + _PLAIN_OPTIONS, None, 3, where)
     except ValueError:
         # a misaligned x (refused by the core as InvalidArgumentError) or a byte stride that is
         # no multiple of the element (a structured array's field, refused by the array reader as
@@ -228,21 +206,22 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
             dst, dshape = out, out_shape
         else:  # c2c stages after the first: in place
             dst, dshape = src, out_shape
-        args = (pro_arr if first else None, epi_arr if last else None,
-                gkind, inverse, gaxes, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth,
+        arrs = (pro_arr if first else None, epi_arr if last else None)
+        opts = (gkind, inverse, gaxes, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth,
                 pro_ops if first else 0, pro_scale if first else None,
                 epi_ops if last else 0, epi_scale if last else None,
                 pro.source if first else None, pro.name if first else None,
                 epi.source if last else None, epi.name if last else None,
-                dshape, stream)
+                _C.FFT_PROLOG_AUTO, dshape[gaxes[-1]] if gkind == _C2R else 0)
         try:
             try:
-                res = _C.fft_execute(lib.index, src, dst, *args)
-            except _C.NotSupportedError as exc:
-                # cuFFT takes nested positive strides only: transform a contiguous copy
-                if lib is NUMPY or "contiguous" not in str(exc):
+                res = _call(_FFT, _RUN, lib.index, (src, dst) + arrs, opts, stream, 3, where)
+            except _C.NotSupportedError:
+                # cuFFT takes nested positive strides only: a layout it refuses is transformed
+                # from a contiguous copy (a contiguous one is refused for another reason)
+                if lib is NUMPY or _is_contiguous(src):
                     raise
-                res = _C.fft_execute(lib.index, _contiguous(lib, src), None, *args)
+                res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, src), None) + arrs, opts, stream, 3, where)
                 if dst is not None:
                     _copy_into(lib, dst, res)
                     res = dst

@@ -35,8 +35,9 @@
  *   fmpy_plan.c           the Plan type
  *   fmpy_runner.c         the Runner type behind Matmul.execute(), make_runner
  *   fmpy_matmul.c         matmul options; matmul, plan_matmul, autotune
- *   fmpy_array_matmul.c   array_matmul, the stateless matmul front end
- *   fmpy_fft.c            fft_execute, plan_fft
+ *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
+ *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
+ *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
  *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
  *   fmpy_xapi.c           DLPack's C exchange API: the fast path for libraries that have it
  */
@@ -163,8 +164,24 @@ enum {
     S_COUNT
 };
 
+/* The last specs fm_output_specs gave per operation (fmpy_call.c): a stateless call repeated on
+ * operands of one layout asks the core once (the run that follows checks everything again). */
+#define FMPY_MAX_SLOTS 10
+typedef union {
+    fm_matmul_options mm;
+    fm_fft_options fft;
+} fmpy_options;
+typedef struct {
+    int valid;
+    fm_tensor in[FMPY_MAX_SLOTS]; /* the descriptors asked about (data NULL; ndim -1: absent) */
+    fmpy_options o;
+    fm_tensor specs[FMPY_MAX_SLOTS];
+    uint32_t written;
+} fmpy_specs_memo;
+
 typedef struct {
     fm_context *ctx;
+    fmpy_specs_memo memo[FM_OP_COUNT_];
     PyObject *plan_type;
     PyObject *runner_type;
     PyObject *base_error;                  /* FusemathError */
@@ -292,27 +309,61 @@ PyObject *fmpy_mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *fmpy_mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_array_matmul.c: the stateless matmul front end.                     */
+/* fmpy_call.c: call(), every operation's one entry point, and what an      */
+/* operation tells it (fmpy_opdef: fmpy_array_matmul.c, fmpy_fft.c).        */
 /* ------------------------------------------------------------------------ */
-int fmpy_device_index(const fm_tensor *t);
-extern const char fmpy_array_matmul_doc[];
-PyObject *fmpy_mod_array_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+#define FMPY_MAX_OPTS 24
+enum { FMPY_RUN, FMPY_SPECS, FMPY_PLAN, FMPY_TUNE };
+typedef struct fmpy_call fmpy_call;
+typedef struct {
+    fm_op op;
+    const char *fname;              /* the prefix of its messages: "matmul" */
+    int nopts;                      /* the length of its options tuple */
+    fm_status out_dtype_status;     /* the class of "out has dtype X, expected Y" */
+    const char *out_dtype_hint;     /* appended to it */
+    const char *dtype_hint;         /* appended to an input's unsupported dtype: what it takes */
+    int (*fill)(fmpy_call *c, PyObject *const *opts);            /* c->o from the options */
+    const char *(*argname)(const fmpy_call *c, int slot);         /* the Python argument of a slot */
+    int (*writable)(const fmpy_call *c, int slot);                /* an output slot written by this call */
+    int (*prepare)(fmpy_call *c);                                  /* NumPy conventions, after conversion */
+    unsigned (*dropped)(const fmpy_call *c, int slot);            /* bit k: the k-th axis from the right of
+                                                                      the spec is not in the Python array */
+    const char *(*key)(const fmpy_call *c, int slot);             /* the result's key of a second output */
+    uint32_t (*spec_needs)(const fmpy_call *c);                   /* given outputs the specs depend on */
+    PyObject *(*result)(fmpy_call *c);                            /* what a run returns */
+} fmpy_opdef;
 
-/* ------------------------------------------------------------------------ */
-/* fmpy_fft.c: FFT.                                                         */
-/* ------------------------------------------------------------------------ */
-extern const char fmpy_fft_execute_doc[], fmpy_plan_fft_doc[];
-PyObject *fmpy_mod_fft_execute(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_plan_fft(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+struct fmpy_call {
+    fm_state *st;
+    const fmpy_opdef *def;
+    const char *where;              /* the caller's name ("fusemath.matmul"), the prefix of messages */
+    char prefix[72];                /* where + ": " */
+    int nslots, li, dev;            /* dev: the results' cuda device, -1 = host */
+    unsigned flags;                 /* the operation's own (matmul: 1-D a / b) */
+    uint32_t given, written;        /* output slots given by the caller / written by the operation */
+    fmpy_options o;
+    PyObject *objs[FMPY_MAX_SLOTS];  /* borrowed from the operands tuple */
+    fm_tensor tens[FMPY_MAX_SLOTS], user[FMPY_MAX_SLOTS], specs[FMPY_MAX_SLOTS];
+    fm_hold holds[FMPY_MAX_SLOTS];
+    const fm_tensor *tp[FMPY_MAX_SLOTS];
+    int libs[FMPY_MAX_SLOTS];
+    PyObject *res[FMPY_MAX_SLOTS];   /* the outputs: given or allocated */
+};
+
+extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def;
+int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
+int fmpy_device_index(const fm_tensor *t);
+extern const char fmpy_call_doc[];
+PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 
 /* ------------------------------------------------------------------------ */
 /* fmpy_array_helpers.c: array helpers exposed to Python.                   */
 /* ------------------------------------------------------------------------ */
 void fmpy_lib_clear(fm_lib *lib);
 int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
-extern const char fmpy_output_shape_doc[], fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
+extern const char fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
     fmpy_current_stream_doc[], fmpy_register_doc[], fmpy_lib_uses_dlpack_c_api_doc[];
-PyObject *fmpy_mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
 PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

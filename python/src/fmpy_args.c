@@ -200,7 +200,7 @@ int fmpy_stream_from_object(fm_state *st, const char *fname, PyObject *o, void *
         if (PyTuple_Check(r) && PyTuple_Size(r) == 2)
             rc = fmpy_ptr_arg(fname, "stream", PyTuple_GetItem(r, 1), h);
         else
-            PyErr_Format(PyExc_TypeError, "%sstream.__cuda_stream__() did not return (version, handle)", fname);
+            PyErr_Format(PyExc_TypeError, "%sstream.__cuda_stream__() returned %R, expected (version, handle)", fname, r);
         Py_DECREF(r);
         return rc;
     }

@@ -1,4 +1,4 @@
-/* fmpy_array_helpers.c : array helpers exposed to Python (output_shape, tensor_info,
+/* fmpy_array_helpers.c : array helpers exposed to Python (tensor_info,
  * data_ptr, lib_empty, current_stream) and register_array_library, which teaches the
  * extension an array library (an fm_lib of the module state). */
 #include "fmpy.h"
@@ -6,36 +6,6 @@
 /* ------------------------------------------------------------------------ */
 /* Array helpers exposed to Python.                                          */
 /* ------------------------------------------------------------------------ */
-FMPY_DOC_VAR(fmpy_output_shape_doc, "output_shape(a, b)\n--\n\nThe shape of D for a (..., M, K) and b (..., K, N).");
-
-PyObject *fmpy_mod_output_shape(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    fm_state *st = fmpy_module_state(module);
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "output_shape() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    fm_tensor ta, tb;
-    fm_hold ha, hb;
-    if (fmpy_tensor_from_object(st, args[0], "a", 0, &ta, &ha) < 0)
-        return NULL;
-    if (fmpy_tensor_from_object(st, args[1], "b", 0, &tb, &hb) < 0) {
-        fmpy_hold_release(&ha);
-        return NULL;
-    }
-    int ndim = 0;
-    int64_t shape[FM_MAX_NDIM + 2];
-    fm_clear_error();
-    fm_status s = fm_matmul_output_shape(&ta, &tb, &ndim, shape);
-    fmpy_hold_release(&ha);
-    fmpy_hold_release(&hb);
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    if (ndim < 0 || ndim > FM_MAX_NDIM)
-        return fmpy_raise_msg(st, FM_ERR_SHAPE, "output_shape: the result would have more than FM_MAX_NDIM dimensions");
-    return fmpy_shape_tuple(shape, ndim);
-}
-
 FMPY_DOC_VAR(fmpy_tensor_info_doc,
              "tensor_info(obj, writable=False)\n--\n\n"
              "How the library sees an array: (address, (device_type, device_id), dtype name, shape,\n"

@@ -130,7 +130,8 @@ int fmpy_too_many_dims(const char *name, Py_ssize_t ndim)
     return -1;
 }
 
-static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h)
+static int tensor_from_buffer(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
+                              fm_hold *h)
 {
     Py_buffer *v = &h->view;
     int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -139,15 +140,32 @@ static int tensor_from_buffer(PyObject *obj, const char *name, int writable, fm_
     h->kind = HOLD_BUFFER;
 
     fm_dtype dt = format_dtype(v->format, v->itemsize);
-    if (dt == FM_DTYPE_INVALID) {
-        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported element type (buffer format '%s', itemsize %zd)",
-                     name, v->format ? v->format : "B", v->itemsize);
+    if (dt == FM_DTYPE_INVALID) { /* named as the caller's library names it (NumPy: bool, >f8) */
+        PyObject *dto = PyObject_GetAttr(obj, st->s[S_dtype]);
+        PyObject *dts = dto ? PyObject_Str(dto) : NULL;
+        Py_XDECREF(dto);
+        PyErr_Clear();
+        /* an output's is the caller's argument error (its dtype is the result's); an input's a dtype error */
+        PyErr_Format(fmpy_error_class(st, writable ? FM_ERR_INVALID_ARGUMENT : FM_ERR_DTYPE),
+                     "%s has dtype %s, which is not supported (argument '%s', buffer format '%s')", name,
+                     dts ? PyUnicode_AsUTF8AndSize(dts, NULL) : "?", name, v->format ? v->format : "B");
+        Py_XDECREF(dts);
         return -1;
     }
-    if (v->ndim < 0 || v->ndim > FM_MAX_NDIM)
-        return fmpy_too_many_dims(name, v->ndim);
+    if (v->ndim < 0 || v->ndim > FM_MAX_NDIM) {
+        PyErr_Format(fmpy_error_class(st, FM_ERR_SHAPE), "%s has %d dimensions; at most %d are supported", name,
+                     v->ndim, FM_MAX_NDIM);
+        return -1;
+    }
     if (v->suboffsets) {
         PyErr_Format(PyExc_TypeError, "argument '%s': indirect (suboffset) buffers are not supported", name);
+        return -1;
+    }
+    size_t align = fm_dtype_size(dt) / (fm_dtype_is_complex(dt) ? 2 : 1); /* NumPy's: the component's */
+    if (writable && align > 1 && (uintptr_t)v->buf % align) { /* results are stored as whole elements */
+        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                     "%s at %p is not aligned to %zu bytes (the result is written as whole elements); pass an aligned "
+                     "array (NumPy allocates aligned ones)", name, v->buf, align);
         return -1;
     }
     t->data = v->buf;
@@ -489,7 +507,7 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
     }
     PyObject *buffer_error = NULL; /* why the buffer export failed, if it did */
     if (PyObject_CheckBuffer(obj)) {
-        if (tensor_from_buffer(obj, name, writable, t, h) == 0)
+        if (tensor_from_buffer(st, obj, name, writable, t, h) == 0)
             return 0;
         if (h->kind != HOLD_NONE) { /* the buffer was obtained but is unusable: error already set */
             fmpy_hold_release(h);
@@ -503,7 +521,8 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
             if (PyObject_GetBuffer(obj, &probe, PyBUF_STRIDES) == 0) {
                 PyBuffer_Release(&probe);
                 Py_DECREF(buffer_error);
-                PyErr_Format(PyExc_ValueError, "argument '%s' is read-only; an output must be writable", name);
+                PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%s is read-only; an output must be writable",
+                             name);
                 return -1;
             }
             PyErr_Clear();
@@ -534,7 +553,7 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
         PyObject *tn = fmpy_type_name(obj);
         if (tn) {
             PyErr_Format(PyExc_TypeError,
-                         "argument '%s' must be an array (buffer protocol, PyTorch, CuPy, "
+                         "%s must be an array (buffer protocol, PyTorch, CuPy, "
                          "__cuda_array_interface__ or __dlpack__), not %U",
                          name, tn);
             Py_DECREF(tn);

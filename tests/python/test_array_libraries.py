@@ -239,13 +239,13 @@ def test_allocation_failure_is_a_memory_error(lib, rng):
 
 
 def test_array_matmul_with_numpy_results_matches_python_path(rng):
-    """_fusemath.array_matmul (the C front of library arrays) against the Python NumPy path."""
+    """_fusemath.call (the one C front of every array library) with NumPy results against fusemath.matmul."""
     a, b = make(rng, (3, 1, 7, 5), np.float64), make(rng, (2, 5, 9), np.float64, "T")
     c, bias = make(rng, (7, 9), np.float64), make(rng, (2, 9), np.float64)
 
     def call(a, b, c=None, bias=None, scale=None, aux=None, out=None, alpha=1.0, beta=0.0, epi=0, clamp=None):
-        return C.array_matmul(NUMPY.index, a, b, c, bias, scale, aux, out, alpha, beta, epi, 0, 0, 0, 0, 0, 0,
-                              clamp, None, None, None)
+        return C.call(C.OP_MATMUL, C.CALL_RUN, NUMPY.index, (a, b, c, bias, out, aux, None, scale, None, None),
+                      (alpha, beta, epi, 0, 0, 0, 0, 0, 0, clamp))
 
     epi = C.epilogue_parse("bias+gelu+aux")
     d, aux = call(a, b, c, bias, alpha=0.5, beta=2.0, epi=epi)
@@ -259,11 +259,11 @@ def test_array_matmul_with_numpy_results_matches_python_path(rng):
     np.testing.assert_array_equal(out, fusemath.matmul(v, b, c[0]))
     np.testing.assert_array_equal(call(a, v), fusemath.matmul(a, v))
     s = call(v, v)
-    assert s.shape == () and s == fusemath.matmul(v, v)  # the C path returns a 0-d array
+    assert s.shape == () and s == fusemath.matmul(v, v)  # a NumPy scalar, as numpy.matmul gives
     with pytest.raises(ValueError, match="index of a registered"):
-        C.array_matmul(99, a, b, None, None, None, None, None, 1.0, 0.0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None)
-    with pytest.raises(TypeError, match="21 arguments"):
-        C.array_matmul(NUMPY.index, a, b)
+        C.call(C.OP_MATMUL, C.CALL_RUN, 99, (a, b) + (None,) * 8, (1.0, 0.0) + (0,) * 7 + (None,))
+    with pytest.raises(TypeError, match="5 to 8 arguments"):
+        C.call(C.OP_MATMUL, C.CALL_RUN, NUMPY.index)
 
 
 # ---------------------------------------------------------------------------

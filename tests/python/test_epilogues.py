@@ -397,8 +397,9 @@ def test_execute_out_validation(rng):
     with pytest.raises(ValueError, match="read-only"):
         mm.execute(out=ro)
     with pytest.raises(fusemath.AliasError):
-        mm2 = fusemath.Matmul(a[:, :3].copy(), np.eye(3, dtype=np.float32))
-        mm2.execute(out=mm2._ops.a)
+        a3 = a[:, :3].copy()
+        mm2 = fusemath.Matmul(a3, np.eye(3, dtype=np.float32))
+        mm2.execute(out=a3)
 
 
 # ---------------------------------------------------------------------------

@@ -247,7 +247,8 @@ def test_construction_errors(rng):
         fusemath.Matmul(a, make(rng, (4, 3), np.float64))
     with pytest.raises(TypeError, match="b must be an array"):
         fusemath.Matmul(a, None)
-    mm = fusemath.Matmul(a, make(rng, (4, 3), np.float32))
+    b = make(rng, (4, 3), np.float32)
+    mm = fusemath.Matmul(a, b)
     with pytest.raises(ValueError, match="bias has length 2"):
         mm.plan(bias=make(rng, (2,), np.float32))
     with pytest.raises(ValueError, match="bias"):
@@ -255,7 +256,7 @@ def test_construction_errors(rng):
     with pytest.raises(ValueError, match="nope"):
         mm.plan("nope")
     # after failed plans the object still works
-    np.testing.assert_allclose(mm.execute(), a @ mm._ops.b_user, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mm.execute(), a @ b, rtol=1e-5, atol=1e-5)
 
 
 def test_low_level_plan_execute_raw_pointers(rng):
