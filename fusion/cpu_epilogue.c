@@ -127,10 +127,8 @@ void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, in
 }
 
 /* ---- activation ---- */
-/* glibc >= 2.35's libmvec has vector tanhf/tanh (and expf/exp); declared simd, the
- * omp simd loops call them 4 (2) lanes at a time instead of one scalar call per
- * element. Dev machine, 8192x1024x64 with mixed-sign pre-activations: fused f32 gelu
- * 18.0 -> 14.8 ms, f64 87 -> 40 ms (plain products 7.0 and 13.2 ms). */
+/* glibc >= 2.35's libmvec has vector tanhf/tanh (and expf/exp); declared simd, the omp simd
+ * loops call them a vector at a time (docs/design.md, Lessons from measurement: glibc's tanh). */
 #if defined(FM_HAVE_LIBMVEC)
 #pragma omp declare simd notinbranch
 float tanhf(float);
@@ -223,10 +221,9 @@ FM_DEFINE_ROW(silu_row_f64, double, x / (1.0 + exp(-x)))
 FM_DEFINE_ROW(clamp_row_f32, float, x < lo ? lo : (x > hi ? hi : x))
 FM_DEFINE_ROW(clamp_row_f64, double, x < lo ? lo : (x > hi ? hi : x))
 
-/* drelu: d *= mask bit (0 or 1) of the same element; mask points at byte 0 of the
- * panel's columns. The bits of a byte become 8 factors through a table, so whole
- * vectors multiply (exactly d * 1 or d * 0, as docs/epilogues.md says); extracting
- * each bit in the loop measured 4x slower (0.67 vs 0.16 ns per f32 element). */
+/* drelu: d *= mask bit (0 or 1) of the same element; mask points at byte 0 of the panel's
+ * columns. A byte's bits become 8 factors through a table, so whole vectors multiply (exactly
+ * d * 1 or d * 0, docs/epilogues.md); extracting each bit in the loop ran 4x slower. */
 #define BITS1(x) {((x) >> 0) & 1, ((x) >> 1) & 1, ((x) >> 2) & 1, ((x) >> 3) & 1, \
                   ((x) >> 4) & 1, ((x) >> 5) & 1, ((x) >> 6) & 1, ((x) >> 7) & 1}
 #define BITS4(x) BITS1(x), BITS1((x) + 1), BITS1((x) + 2), BITS1((x) + 3)

@@ -158,9 +158,7 @@ DEFINE_MOVERS(double, d)
  * batch folded into the scale, one that varies along it read along the row), in tiles of
  * FM_FFT_COL_TILE points x FM_FFT_COL_BLOCK transforms transposed to and from the scratch's transform-major
  * layout (FFTW on a point-major scratch ran 4x slower); or, with no scratch, the epilog is
- * applied in place on out's columns. Transform by transform instead, every element was a new
- * cache line for a scalar loop: FFTW's own strided plan for 1024 columns of 4096 c64 took 43 ms
- * where rows take 6 (dev machine), and a 2-D 1024^2 with an epilog ran 3.4x its plain transform. */
+ * applied in place on out's columns. Transform by transform, every element was a new cache line. */
 /* Point pt of a transform (C order over its extents ext) -> its element offset (strides st) */
 static inline int64_t point_off(const int64_t ext[3], const int64_t st[3], int64_t pt)
 {
@@ -176,10 +174,7 @@ static inline void prefetch_row(const void *p, size_t bytes, int write)
             __builtin_prefetch((const char *)p + o, 0, 3);
 }
 /* The tile transposes, on whole elements (es bytes: a real or complex float or double). A
- * constant-size memcpy is one move; the loops they replace copied scalar by scalar with the
- * element's size known only at run time, and with the copy into the tile the movers took 75% of
- * a plain column transform (2048 columns of 2048 c64, one thread, dev machine), FFTW 17%:
- * 22.4 -> 20.7 ms; the rest was the scratch's power-of-two distance (fftw_fft.c pads it). */
+ * constant-size memcpy is one move, where a run-time-sized scalar loop was most of the time. */
 #define DEFINE_TRANSPOSE(ES)                                                                                      \
     /* rows[p][e] -> dst[e * dstride + p]: point rows in, each transform's np points out */                       \
     static void transpose_in_##ES(int64_t np, int64_t ne, const char *const *rows, char *dst, int64_t dstride)   \

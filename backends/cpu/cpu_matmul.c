@@ -124,12 +124,8 @@ static void compute_bound_tiles(fm_cpu_mm *mm, int threads, int64_t *rows_out, i
     rows = (m + pm - 1) / pm;
     if (pn > 1)
         cols = fm_min_i64(((n + pn - 1) / pn + 127) / 128 * 128, n);
-    /* One tile per thread finishes when the slowest thread does. On the H200 host's 16
-     * vCPUs the same GEMM ran 4.3-8.4 ms from one vCPU to the next, and in a 2048^3 f64
-     * product the slowest thread's tile took 1.25x the mean (benchmarks/panel_phases.c,
-     * 2026-12-01). Four tiles per thread, handed out as threads come free, absorb that
-     * where the tiles stay large enough (>= 256 x 256) that packing them costs little
-     * more; 1024^3 on 16 threads would need 128 x 128 tiles, which cost 1.25x in GEMM time. */
+    /* Four tiles per thread, handed out as threads come free, where tiles stay >= 256 x 256: the
+     * vCPUs are not equal (docs/design.md, Lessons from measurement). */
     if (batch == 1 && threads >= 4) {
         int64_t pm4, pn4;
         grid_for(m, n, g->k, 4 * parts, &pm4, &pn4);
@@ -145,10 +141,8 @@ static void compute_bound_tiles(fm_cpu_mm *mm, int threads, int64_t *rows_out, i
     *cols_out = cols;
 }
 
-/* Memory-bound (small k): the epilogue's traffic matters, so panels of at most
- * PANEL_TARGET_BYTES that are still in cache when the activation runs; but each
- * GEMM call repacks B, so not shorter than 128 rows (64-row panels measured
- * 1.25x slower than 512-row ones on 8192x1024x64). */
+/* Memory-bound (small k): panels of at most PANEL_TARGET_BYTES, still in cache for the epilogue,
+ * but not shorter than 128 rows: every cblas call repacks B (docs/design.md, Lessons). */
 static int64_t memory_bound_rows(const fm_cpu_mm *mm, int threads)
 {
     const fm_matmul_geom *g = &mm->g;
@@ -156,13 +150,8 @@ static int64_t memory_bound_rows(const fm_cpu_mm *mm, int threads)
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
     int64_t fit = (int64_t)(PANEL_TARGET_BYTES / ((size_t)n * mm->es));
     int64_t rows = fm_max_i64(fm_min_i64(fit, 512), 128);
-    /* at least four panels per thread: on 16 cores 8192x1024x64 ran 1.25x faster
-     * fused with 128-row panels (4 per thread) than with 512 (1 per thread); on 2
-     * cores 512 stays the best. Tried again on the H200 host (2026-11-30, fourth
-     * session): two and one panel per thread looked better in paired samples of
-     * benchmarks/matmul_cpu_layouts.py, but in matmul_cpu.py runs 10-11 the fusion
-     * then cost 12-13% over the plain product on 8192x1024x64 (1-3% with 128-row
-     * panels in run 9: the larger panel no longer stays in L2 for the epilogue). */
+    /* at least four panels per thread: bigger ones leave L2 before the epilogue (docs/design.md,
+     * Lessons from measurement: bigger skinny panels) */
     int64_t balanced = (m * batch) / (4 * (int64_t)threads);
     if (balanced < rows)
         rows = fm_max_i64(balanced, 64);

@@ -38,10 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Scratch per chunk (input + output). 256 KiB, not 1 MiB: on the H200 host's 16 cores a fused
- * prolog over 1 MiB chunks ran 1.14-1.43x the plain transform, over 256 KiB 1.04-1.12x (paired
- * runs, benchmarks/fft_cpu.py shapes; 64 KiB and 16 KiB in between); the 2-core dev machine
- * could not tell them apart. Column chunks keep their own, larger size. */
+/* Scratch per chunk (input + output): 256 KiB, not 1 MiB (docs/design.md, Lessons from
+ * measurement: fused/plain 1.04-1.12 against 1.14-1.43). Column chunks keep their own size. */
 #define CHUNK_BYTES ((int64_t)256 << 10)
 /* Column chunks: long point rows (FM_FFT_COL_BLOCK transforms); a column transform takes them
  * when a quarter of this holds 4 (the rule the tiles were tuned with on 1 MiB chunks). */
@@ -108,8 +106,7 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
 
 /* Up to this many points per transform, FFTW's own strided plan over the whole batch beats the
  * tiles through the scratch for a plain out-of-place call; above, it thrashes on the power-of-two
- * strides (c64, one thread, dev machine, FFTW vs tiles: 256 columns of 256 points 0.094 vs 0.12
- * ms; 512 x 512 0.72 vs 0.52; 256 columns of 1024 points 3.0 vs 0.54; 2048 x 2048 ~30 vs 13). */
+ * strides (measured, docs/design.md, FFT). */
 #define COLS_DIRECT_MAX_POINTS 256
 /* In place (the column step of a split 2-D/3-D transform), FFTW on the caller's columns per
  * chunk, the epilog across them, costs no copies: kept up to here (1024^2 with an epilog: the
@@ -335,10 +332,7 @@ static void layout_from_problem(fftw_impl *x, const fm_problem *p)
      * gather as a prolog scale instead of costing a pass over out: c2r copies its input before
      * FFTW runs anyway (FFTW's c2r plans overwrite their input), and the chunked paths gather
      * theirs into a scratch. FFT(x) * s = FFT(x * s), and with the prolog's conj FFT(conj(x)) * s =
-     * FFT(conj(x * conj(s))); a real input (r2c) takes a real s. Measured on the dev machine (2
-     * threads, paired in one process, fused / plain): ifft-like scale-only chains on c2c rows
-     * 1.06 -> 0.73 (the prolog path timed faster than plain's), 3-D 96^3 1.15 -> 1.06, batched
-     * 2-D 1.20 -> 1.07, r2c batched 2-D 1.13 -> 1.07; columns 1.10 -> 1.13 (noise level). */
+     * FFT(conj(x * conj(s))); a real input (r2c) takes a real s. */
     if (x->c.epi_ops == FM_FFT_OP_SCALE && (x->kind == FM_FFT_C2C || x->c.epi_scale[1] == 0)) {
         const double a = x->c.pro_scale[0], b = x->c.pro_scale[1], c = x->c.epi_scale[0];
         const double d = (x->c.pro_ops & FM_FFT_OP_CONJ) ? -x->c.epi_scale[1] : x->c.epi_scale[1];
@@ -485,10 +479,8 @@ static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizin
     if ((x->c.pro_ops || x->c.epi_ops || x->kind == FM_FFT_C2R || *one_at_a_time) && x->nb <= 1 && !x->cols &&
         nonneg_strides(to)) {
         /* An epilog alone on dense cache-sized chunks still copies the chunk into the scratch
-         * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory
-         * (benchmarks/fftw_chunks; epilog-only 1024 x 4096 c64, 2 threads: 0.92-1.00x plain
-         * against 1.04-1.10x). Strided rows (a split's column step) keep FFTW on the caller's
-         * memory, where the gather would be a strided copy. */
+         * first: FFTW from an L2-resident scratch to out beat FFTW straight from memory. Strided
+         * rows (a split's column step) keep FFTW on the caller's memory. */
         const int chunk_fits = z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
         x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
                           !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
@@ -570,12 +562,7 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
         u += (size_t)snprintf(ax + u, sizeof ax - u, "%s%d", i ? "," : "", fp->axes[i]);
     fm_fft_ops_text(pro, sizeof pro, x->c.pro_ops);
     fm_fft_ops_text(epi, sizeof epi, x->c.epi_ops);
-    /* path: direct = FFTW on the caller's arrays; in>out = FFTW in -> out per chunk, epilog
-     * in place; scratch>out = prolog gathered into a scratch, FFTW into out, epilog in place;
-     * prolog>out = prolog gathered into out, FFTW in place there, epilog in place (copy>out
-     * without a prolog: a plain batch of rows copied into out);
-     * scratch = gathered in and scattered out. A single transform (batch 1) with a chain
-     * takes the chain as one pass before / after the FFT ("single"). */
+    /* path: the paths of this file's head comment (copy>out: prolog>out without a prolog) */
     const char *mode = x->batch == 0  ? "empty"
                        : x->cols      ? "columns"
                        : x->direct    ? "direct"
@@ -608,9 +595,7 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
                        fm_dtype_name(p->t[FM_FFT_IN].dtype), fm_dtype_name(p->t[FM_FFT_OUT].dtype));
     /* Several axes with a chain: c2c splits into batched steps that carry the chain inside
      * their own passes (fft_axis_split.c). r2c / c2r take FFTW's own N-D plan with the chain as
-     * passes ("single") unless the split times faster: on the dev machine (2 cores, 1024^2 and
-     * 2048^2 f64) the split ran 1.30-1.35x the plain r2c with an epilog multiply and 1.21-1.57x
-     * the plain c2r with the norm, "single" 1.05-1.12 and 1.05-1.18. */
+     * passes ("single") unless the split times faster (fftw_timed.c). */
     const int split_candidate = fm_fft_should_split_axes(p);
     if (split_candidate && p->u.fft.kind == FM_FFT_C2C) {
         fm_problem steps; /* the steps make their own choices */

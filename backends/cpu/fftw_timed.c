@@ -1,10 +1,6 @@
-/* fftw_timed.c : the FFTW backend's timed choices. Which of FFTW's plans and the library's
- * own paths is faster depends on the machine, so with effort measure or patient both are run
- * on zeroed arrays of the call's layout at planning and the faster kept (by 3%);
- * FUSEMATH_FFT_CPU_PATH forces a choice (tests, debugging). A timed choice is recorded in the
- * context's wisdom as the problem's cpu_path (fm_fft_params), so the same problem planned again
- * (the generic planner looks wisdom up first; here, or in a process that loaded the saved file)
- * takes it without timing: describe() says "wisdom" instead of "timed". */
+/* fftw_timed.c : the FFTW backend's timed choices between FFTW's plans and the library's own
+ * paths (effort measure / patient; the faster kept by 3%), recorded in the context's wisdom as
+ * the problem's cpu_path; FUSEMATH_FFT_CPU_PATH forces one. docs/design.md, FFT, has the why. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "fft_axis_split.h"
 #include "fftw_impl.h"
@@ -201,13 +197,10 @@ static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **pl
     return 0;
 }
 
-/* A prolog on dense c2c transforms has two ways to run: gathered into the scratch and FFTW
- * from there into out (scratch>out), or gathered straight into out's place and FFTW in place
- * there (prolog>out), which leaves a transform larger than L2 one buffer instead of two. On
- * the H200 host's 16 cores 16 x 2^18 c64 ran 1.23x the plain transform through the scratch.
- * With effort measure or patient both are timed and the faster kept (prolog>out must win by
- * 3%; chosen: inplace or chunks); at estimate the scratch stays; inplace (forced or
- * remembered) takes prolog>out, direct and chunks the scratch. */
+/* A prolog on dense c2c transforms: gathered into the scratch, FFTW from there into out
+ * (scratch>out), or gathered into out, FFTW in place there (prolog>out: one buffer, not two).
+ * Timed (prolog>out must win by 3%; chosen: inplace or chunks); at estimate the scratch stays;
+ * inplace (forced or remembered) takes prolog>out, direct and chunks the scratch. */
 void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned flags)
 {
     const int path = x->path;
@@ -231,14 +224,10 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
     }
 }
 
-/* A plain batch of dense rows has two ways to run: FFTW's plan over the whole batch (direct),
- * or chunks copied into an L2-sized scratch and transformed from there into out (scratch>out,
- * the path a chain takes anyway). Which is faster depends on the machine: one dev thread ran
- * 4096 x 1024 c64 in 10.5 ms direct and 8.9 through the scratch; the H200 host's 16 cores
- * 0.63 direct and 0.74 through it. With effort measure or patient both are timed here on
- * arrays of the call's layout and the faster kept (chosen: direct, chunks, or inplace for the
- * chunks copied into out); a forced or remembered direct|chunks takes that path at any effort,
- * inplace the chunks copied into out. */
+/* A plain batch of dense rows: FFTW's plan over the whole batch (direct), or chunks through an
+ * L2-sized scratch into out (the path a chain takes); which wins depends on the machine. Timed
+ * (chosen: direct, chunks, or inplace: the chunks copied into out); a forced or remembered path
+ * is taken at any effort. */
 void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int into_out)
 {
     const int path = x->path;
@@ -250,10 +239,8 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
     x->od_in_direct = 0;
     if (!make_pair(x, fm_fftw_make_od_plan, flags, &x->od_plan, &x->od_rem))
         return;
-    /* The chunks themselves run through the scratch or copied into out, FFTW in place there (one
-     * buffer instead of two): timed first, the direct plan set aside, and the faster of the two
-     * then against the direct plan. On the dev machine's 2 threads the copy into out ran 0.77-0.89x
-     * the better of direct and scratch>out for c64 rows of 1024-16384 points. */
+    /* The chunks through the scratch against the chunks copied into out (FFTW in place there),
+     * the direct plan set aside; the faster then against the direct plan. */
     if (into_out && (path == PATH_TIMED || path == PATH_INPLACE)) { /* inplace: untimed */
         void *const direct = x->direct;
         x->direct = NULL;
@@ -282,12 +269,10 @@ void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned
     x->direct = NULL;
 }
 
-/* A single transform over 2-3 axes, plain or (r2c / c2r) with a chain: FFTW's own N-D plan (the
- * chain as passes), or the split (rows or slabs, then the columns in tiles through the scratch).
- * One dev thread ran 4096 x 1024 c64 in 32 ms with FFTW's 2-D plan and 21-23 ms split; the H200
- * host's 16 cores had FFTW's plan ~5% ahead (run 10). With effort measure or patient both are
- * timed here and the faster kept (chosen: chunks for the split, else direct); direct or inplace
- * (forced or remembered) keeps FFTW's plan, chunks takes the split. */
+/* A single transform over 2-3 axes, plain or (r2c / c2r) with a chain: FFTW's own N-D plan, or
+ * the split (rows or slabs, then the columns in tiles); which wins depends on the machine. Timed
+ * (chosen: chunks for the split, else direct); forced or remembered direct|inplace keeps FFTW's
+ * plan, chunks takes the split. */
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, fm_plan *out)
 {
     const int path = x->path;

@@ -289,14 +289,9 @@ static int kernel_b_mode(const fm_cpu_mm *mm, const fm_cpu_gemm_kernel *kern)
 }
 
 /* Why auto leaves p to OpenBLAS (into buf), or NULL when auto takes the kernel: up to the k its
- * variant measured at OpenBLAS's speed (auto_max_k): memory-bound products (small k), where it
- * stores each block of D once with the epilogue applied while cblas tiles need passes over D
- * around the call; on AVX2 up to k = 384 (one k block: 0.70-0.96x the tiles at
- * 256^3-2048x2048x256 on dev); on AVX-512 any k (the H200 host: one packed B for all tiles,
- * small tiles handed out dynamically); the plain-C variant never. Packing B pays only over enough
- * rows: single threaded on dev, n = 256-2048 with k = 64-256, the kernel took 1.1-1.7x the tiles'
- * time at m = 4-16, 0.96-1.06 at 32, 0.84-0.98 at 64; a B per batch entry, packed per item, also
- * needs a small B (batch 32, m = 64: 0.80 at 512x64, 1.08 at 256x256, 1.19 at 2048x128 f32). */
+ * variant measured at OpenBLAS's speed (auto_max_k; AVX2 384, AVX-512 any, plain C never), and
+ * only over enough rows to pay for packing B (a B per batch entry also needs a small B); the
+ * measurements are in docs/design.md, CPU matmul. */
 static const char *auto_declines(const gemmkernel_impl *pl, char *buf, size_t n)
 {
     const fm_matmul_geom *g = &pl->mm.g;

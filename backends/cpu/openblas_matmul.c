@@ -551,10 +551,8 @@ static void openblas_wisdom_salt(const fm_context *ctx, void *state, const fm_pr
 }
 
 /* Autotune's candidates: each panel height up to M (0: the heuristic's) through cblas tiles;
- * the gemmkernel backend offers the same heights through the own kernel. The blas-threads
- * strategy is not a candidate: after each call OpenBLAS's threads spin for milliseconds and
- * slow whatever runs next (measured 3-4x on the next tile plan on the H200 host), which a
- * timing loop of one plan does not see. */
+ * the gemmkernel backend offers the same heights through the own kernel. Not blas-threads:
+ * OpenBLAS's spinning threads slow whatever runs next, which a timing loop does not see. */
 static int openblas_tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand,
                                     int *group, int max)
 {

@@ -65,27 +65,17 @@ static int window_calls(double est, double window_s, int at_least, int at_most)
     return c > at_most ? at_most : c > at_least ? (int)c + 1 : at_least;
 }
 
-/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms
- * (three calls of a 10 us product make a 30 us window, about what the closing synchronization
- * costs). No untimed warm-up of each candidate: 50 ms of it, meant to let a power-capped clock
- * settle at each kernel's draw (fp64 and 8192^3 bf16 run at the H200's 700 W cap), changed no
- * choice on the H200; the sustained check below is what settles such choices. */
+/* GPU timing size for a plan taking `est` seconds a call: at least `repeats` calls and 1 ms (a
+ * shorter window is mostly the closing synchronization). No untimed warm-up: it changed no choice. */
 int fm_autotune_gpu_calls(double est, int repeats) { return window_calls(est, 1e-3, repeats, 1000); }
 
-/* Calls per window of the sustained check: 100 ms (at least 1 call, at most 2000). The
- * short timings above rank kernels by their speed at whatever clock the GPU has just then;
- * in a long loop a GPU that reaches its power limit (the H200 at 700 W: every 8192^3 bf16 /
- * fp16 and fp64 kernel) runs each kernel at the clock its own draw allows, which can reverse
- * the order. Measured on the H200, bf16 8192^3 bias+relu: a tile-20 kernel 1.6% faster than
- * the default (tile 24) in 1 ms timings was 1.5-3% slower in 100 ms windows, and so in
- * matmul_gpu.py's loops (the kernel probe, 2026-12-01). */
+/* Calls per window of the sustained check: 100 ms (at least 1 call, at most 2000). Short timings
+ * rank kernels at the clock of the moment; at a power cap long loops can reverse the order
+ * (docs/design.md, Lessons from measurement). */
 int fm_autotune_sustained_calls(double est) { return window_calls(est, 0.1, 1, 2000); }
 
-/* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own
- * typical change between the two timings around a candidate (drift[0..n), reordered), when
- * that is larger. At the H200's power cap (fp64, 8192^3 bf16) the default drifted by a few
- * percent between two timings and a second copy of the default scored 0.96-0.98 of it: a 1%
- * rule then picked among kernels by chance. */
+/* The gain a candidate must show: 3% on the CPU; on a GPU 1%, or twice the default's own typical
+ * drift between the two timings around a candidate (drift[0..n), reordered) when larger. */
 double fm_autotune_required_gain(int on_gpu, double *drift, int n)
 {
     if (!on_gpu)

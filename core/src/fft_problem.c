@@ -36,12 +36,7 @@ static fm_dtype complex_of(fm_dtype t)
 
 static fm_status check_desc(const char *name, const fm_tensor *t)
 {
-    if (t->ndim < 1 || t->ndim > FM_MAX_NDIM)
-        return fm_fail(FM_ERR_SHAPE, "fft: %s has ndim = %d, expected 1 <= ndim <= %d", name, t->ndim, FM_MAX_NDIM);
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] < 0)
-            return fm_fail(FM_ERR_SHAPE, "fft: %s has shape[%d] = %lld, expected >= 0", name, i, (long long)t->shape[i]);
-    return fm_tensor_check_range("fft", name, t);
+    return fm_problem_check_descriptor(&fm_operation_fft, name, t, 1);
 }
 
 /* The chain's array broadcasts to `target` (NumPy rules, right-aligned); expand it to the
@@ -328,34 +323,9 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
     return FM_OK;
 }
 
-/* Devices: like matmul, all on one device unless the execution is explicit; a callback needs cuda. */
-static fm_status place_devices(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts, fm_problem *p)
+/* A callback needs cuda. */
+static fm_status check_callback_device(const fm_fft_options *opts, const fm_problem *p)
 {
-    fm_status s;
-    fm_device first = {0, 0};
-    int have_first = 0;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++) {
-        if (!ts[i])
-            continue;
-        p->present |= 1u << i;
-        p->align_log2[i] = (uint8_t)fm_align_log2_of(ts[i]->data);
-        fm_device d;
-        if ((s = fm_tensor_resolve_device("fft", slot_names[i], ts[i], &d)) != FM_OK)
-            return s;
-        p->t[i].device = d;
-        if (!have_first)
-            first = d, have_first = 1;
-        else if (opts->execution == FM_EXECUTION_AUTO && (d.type != first.type || d.id != first.id))
-            return fm_fail(FM_ERR_DEVICE, "fft: in is on %s but %s is on %s; move them to one device or pass "
-                           "execution='cpu' or 'cuda'", first.type == FM_DEVICE_CUDA ? "cuda" : "cpu",
-                           slot_names[i], d.type == FM_DEVICE_CUDA ? "cuda" : "cpu");
-    }
-    if (opts->execution == FM_EXECUTION_AUTO)
-        p->exec_device = first;
-    else
-        p->exec_device = (fm_device){opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA,
-                                     opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id};
-    fm_problem_key_alignment(p);
     for (int c = 0; c < 2; c++)
         if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
@@ -483,7 +453,9 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     p->t[FM_FFT_IN] = *in;
     p->t[FM_FFT_OUT] = *out;
     p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
-    if ((s = place_chain_arrays(ts, opts, p)) != FM_OK || (s = place_devices(ts, opts, p)) != FM_OK)
+    if ((s = place_chain_arrays(ts, opts, p)) != FM_OK ||
+        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK ||
+        (s = check_callback_device(opts, p)) != FM_OK)
         return s;
     return set_params(ctx, opts, naxes, axes, n, p);
 }

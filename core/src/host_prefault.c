@@ -1,15 +1,7 @@
-/* host_prefault.c : fault in a fresh output's pages from several threads at once.
- *
- * A CPU path whose threads each write a strided share of the output (the column FFT path:
- * every thread writes every row) makes all threads fault on the same fresh pages together;
- * the kernel zeroes each page under a lock while the others wait. MADV_POPULATE_WRITE maps
- * the pages writable without changing their content, so each thread populating its own
- * contiguous part spreads the zeroing over the threads; pages already mapped cost a page-table
- * walk. Parts are cut on 2 MiB boundaries when there is enough to share, so that no huge page
- * (NumPy advises them for large arrays) is split between two threads. 1024 columns of 4096
- * c64 on the H200 host's 16 cores: 6.7-6.9 ms into a fresh output before, 4.4-4.5 ms after
- * (3.35 ms into a reused one). Errors (an older kernel, a mapping that refuses) are ignored:
- * the write faults then happen as before. */
+/* host_prefault.c : fault in a fresh output's pages from several threads at once. Threads that
+ * each write a strided share (the column FFT path) fault on the same pages together, zeroed under
+ * one lock; MADV_POPULATE_WRITE per thread on its own contiguous part (cut on 2 MiB boundaries:
+ * no huge page split) spreads that. Errors are ignored: the faults then happen as before. */
 #define _DEFAULT_SOURCE
 #include "internal.h"
 

@@ -1,19 +1,9 @@
-/* host_scratch.c : large host scratch buffers kept for reuse between executes.
- *
- * A CPU FFT with a chain needs a scratch as large as a chunk or the whole array. Allocating it
- * per call means an mmap, first-touch page faults over every page and an munmap (the faults
- * serialise on the process's memory map when several threads take them): measured on the
- * 2-core dev machine, a fused 1024 x 1024 c64 FFT ran 1.88x its plain transform with fresh
- * scratch and 1.17x with reused scratch. So freed buffers of at least SCRATCH_MIN_BYTES go
- * into a small process-wide cache (at most SCRATCH_SLOTS buffers, SCRATCH_MAX_TOTAL bytes) and
- * the next request that fits takes one back; fm_host_scratch_trim() frees them all (the last
- * context's destroy calls it). Buffers are 64-byte aligned, like fftw_malloc's or better.
- *
- * A request takes back, first, a buffer that the same thread returned: the library's OpenMP
- * threads are the same ones call after call (and mostly stay on their cores), and a buffer last
- * written by another thread sits in that core's L2, so the first pass over it is a write miss on
- * every line (a 512 KiB FFT scratch per thread on the H200 host's 16 cores, where the prolog
- * pass alone costs ~0.22x the transform). */
+/* host_scratch.c : large host scratch buffers kept for reuse between executes (fresh pages per
+ * call, mmap + first-touch faults + munmap, cost a chained FFT 1.88x against 1.17x). Freed
+ * buffers of at least SCRATCH_MIN_BYTES go into a small process-wide cache (SCRATCH_SLOTS,
+ * SCRATCH_MAX_TOTAL bytes); fm_host_scratch_trim() frees them (the last context's destroy).
+ * 64-byte aligned. A request takes first a buffer its own thread returned: another core's
+ * buffer sits in that core's L2. */
 #include "internal.h"
 
 #include <pthread.h>

@@ -295,8 +295,7 @@ fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
 /* The thread count a plan runs with: requested (0: the context setting), at most four per
  * online core (and at least 16 allowed). */
 int fm_context_threads_for(const fm_context *ctx, int requested);
-fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **plan);
-/* The same with plan-time attachments (att NULL: none). */
+/* A problem planned: from the cache, else by the planner (att NULL: no plan-time attachments). */
 fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* The same without the plan cache (neither looked up nor filled): autotune's candidates. */
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);

@@ -71,27 +71,13 @@ static void shape_str(const fm_tensor *t, char *buf, size_t n)
         snprintf(buf + u, n - u, "%s)", t->ndim == 1 ? "," : "");
 }
 
-static fm_status check_tensor(const char *name, const fm_tensor *t, int min_ndim)
-{
-    if (t->ndim < min_ndim || t->ndim > FM_MAX_NDIM)
-        return fm_fail(FM_ERR_SHAPE, "matmul: %s has ndim = %d, expected %d <= ndim <= %d%s", name, t->ndim,
-                       min_ndim, FM_MAX_NDIM,
-                       min_ndim == 2 ? " (vectors are promoted to matrices by the caller, as NumPy does)" : "");
-    if (fm_dtype_size(t->dtype) == 0)
-        return fm_fail(FM_ERR_DTYPE, "matmul: %s has an invalid dtype (%d)", name, (int)t->dtype);
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] < 0)
-            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape[%d] = %lld, expected >= 0", name, i,
-                           (long long)t->shape[i]);
-    return fm_tensor_check_range("matmul", name, t);
-}
-
 fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape)
 {
     if (!a || !b || !ndim || !shape)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: a, b, ndim and shape must not be NULL");
     fm_status s;
-    if ((s = check_tensor("a", a, 2)) != FM_OK || (s = check_tensor("b", b, 2)) != FM_OK)
+    if ((s = fm_problem_check_descriptor(&fm_operation_matmul, "a", a, 2)) != FM_OK ||
+        (s = fm_problem_check_descriptor(&fm_operation_matmul, "b", b, 2)) != FM_OK)
         return s;
     int64_t k1 = a->shape[a->ndim - 1], k2 = b->shape[b->ndim - 2];
     if (k1 != k2) {
@@ -184,19 +170,6 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
     return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, expected %s", name, got, want);
 }
 
-/* An output whose elements share memory (a zero stride, or strides that
- * interleave) would be written twice: reject it. Sort axes by |stride| and require
- * each stride to step past everything the smaller axes span. */
-
-static void device_str(fm_device d, char *buf, size_t n)
-{
-    if (d.type == FM_DEVICE_CUDA)
-        snprintf(buf, n, "cuda:%d", d.id);
-    else
-        snprintf(buf, n, "cpu");
-}
-
-/* Build the problem; shared by plan, stateless and autotune entry points. */
 /* The options alone: ranges, reserved fields, the epilogue's own rules. */
 static fm_status check_options(const fm_matmul_options *opts)
 {
@@ -238,11 +211,13 @@ static fm_status check_options(const fm_matmul_options *opts)
 static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const fm_matmul_options *opts,
                               fm_dtype *dt_out)
 {
+    /* a, b, d, aux: matrices; bias, bgrad, scale: vectors; c and the fp8 scale factors: any rank */
+    static const int min_ndim[FM_MATMUL_NSLOTS] = {2, 2, 0, 1, 2, 2, 1, 1, 0, 0};
     fm_status s;
     const unsigned epi = opts->epilogue;
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (ts[i] && (s = check_tensor(slot_names[i], ts[i], (i == FM_MATMUL_BIAS || i == FM_MATMUL_BGRAD || i == FM_MATMUL_SCALE) ? 1 : (i == FM_MATMUL_C || i >= FM_MATMUL_A_SCALE ? 0 : 2))) != FM_OK)
+        if (ts[i] && (s = fm_problem_check_descriptor(&fm_operation_matmul, slot_names[i], ts[i], min_ndim[i])))
             return s;
     fm_dtype dt = a->dtype;
     const int fp8 = is_fp8(a->dtype);
@@ -478,49 +453,8 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
 {
     fm_status s;
     const unsigned epi = opts->epilogue;
-    /* devices */
-    fm_device devs[FM_MATMUL_NSLOTS];
-    int first = -1;
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-        if (!ts[i])
-            continue;
-        p->present |= 1u << i;
-        p->align_log2[i] = (uint8_t)fm_align_log2_of(ts[i]->data);
-        if ((s = fm_tensor_resolve_device("matmul", slot_names[i], ts[i], &devs[i])) != FM_OK)
-            return s;
-        p->t[i].device = devs[i];
-        if (first < 0)
-            first = i;
-    }
-    if (opts->execution == FM_EXECUTION_AUTO) {
-        for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-            if (!ts[i] || (devs[i].type == devs[first].type && devs[i].id == devs[first].id))
-                continue;
-            char d0[32], d1[32];
-            device_str(devs[first], d0, sizeof d0);
-            device_str(devs[i], d1, sizeof d1);
-            return fm_fail(FM_ERR_DEVICE,
-                           "matmul: %s is on %s but %s is on %s; move them to one device or pass execution='cpu' "
-                           "or 'cuda' to let fusemath move the data",
-                           slot_names[first], d0, slot_names[i], d1);
-        }
-        p->exec_device = devs[first];
-    } else {
-        p->exec_device.type = opts->execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
-        p->exec_device.id = opts->execution == FM_EXECUTION_CPU ? 0 : opts->device_id;
-    }
-
-    /* After the mixed-device check, so "a on cpu, b on cuda" names both first. */
-    for (int i = 0; i < FM_MATMUL_NSLOTS; i++) {
-        if (!ts[i] || devs[i].type != FM_DEVICE_CUDA || devs[i].id < fm_cuda_device_count())
-            continue;
-        return fm_fail(FM_ERR_UNAVAILABLE, "matmul: %s is on cuda:%d but %s", slot_names[i], devs[i].id,
-                       fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
-                                                     "without CUDA)"
-                                                   : "that device does not exist");
-    }
-
-    fm_problem_key_alignment(p);
+    if ((s = fm_problem_place_devices(&fm_operation_matmul, ts, opts->execution, opts->device_id, p)) != FM_OK)
+        return s;
 
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];

@@ -54,6 +54,13 @@ extern const fm_operation fm_operation_fft;
 /* Helpers every builder uses. The operation's slot names and roles fill p's header (op, nslots,
  * slot_names, output_mask, inplace_partner = -1, settings_key). */
 void fm_problem_begin(fm_context *ctx, const fm_operation *op, fm_problem *p);
+/* A descriptor's own validity (min_ndim <= ndim <= FM_MAX_NDIM, dtype, extents >= 0, its span in
+ * 64 bits), the message naming the argument. */
+fm_status fm_problem_check_descriptor(const fm_operation *op, const char *name, const fm_tensor *t, int min_ndim);
+/* The present slots' devices and alignments into p, one device for all under FM_EXECUTION_AUTO,
+ * p->exec_device from execution / device_id, no cuda device that does not exist; key alignment. */
+fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *const *ts, int execution, int device_id,
+                                   fm_problem *p);
 
 /* The problem of op for these operands and options: zeroed, built, key tails normalised. */
 fm_status fm_operation_build(fm_context *ctx, const fm_operation *op, const fm_tensor *const *t, const void *opts,

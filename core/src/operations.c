@@ -5,6 +5,7 @@
 #include "operation.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const fm_operation *const operations[FM_OP_COUNT_] = {
@@ -74,6 +75,76 @@ void fm_problem_begin(fm_context *ctx, const fm_operation *op, fm_problem *p)
                 p->output_mask |= 1u << i;
         }
     }
+}
+
+fm_status fm_problem_check_descriptor(const fm_operation *op, const char *name, const fm_tensor *t, int min_ndim)
+{
+    if (t->ndim < min_ndim || t->ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_SHAPE, "%s: %s has ndim = %d, expected %d <= ndim <= %d%s", op->name, name, t->ndim,
+                       min_ndim, FM_MAX_NDIM,
+                       min_ndim == 2 ? " (vectors are promoted to matrices by the caller, as NumPy does)" : "");
+    if (fm_dtype_size(t->dtype) == 0)
+        return fm_fail(FM_ERR_DTYPE, "%s: %s has an invalid dtype (%d)", op->name, name, (int)t->dtype);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0)
+            return fm_fail(FM_ERR_SHAPE, "%s: %s has shape[%d] = %lld, expected >= 0", op->name, name, i,
+                           (long long)t->shape[i]);
+    return fm_tensor_check_range(op->name, name, t);
+}
+
+static void device_str(fm_device d, char *buf, size_t n)
+{
+    if (d.type == FM_DEVICE_CUDA)
+        snprintf(buf, n, "cuda:%d", d.id);
+    else
+        snprintf(buf, n, "cpu");
+}
+
+fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *const *ts, int execution, int device_id,
+                                   fm_problem *p)
+{
+    fm_status s;
+    int first = -1;
+    for (int i = 0; i < op->nslots; i++) {
+        if (!ts[i])
+            continue;
+        p->present |= 1u << i;
+        p->align_log2[i] = (uint8_t)fm_align_log2_of(ts[i]->data);
+        if ((s = fm_tensor_resolve_device(op->name, op->slot_names[i], ts[i], &p->t[i].device)) != FM_OK)
+            return s;
+        if (first < 0)
+            first = i;
+    }
+    const fm_device d0 = p->t[first < 0 ? 0 : first].device; /* the builders' first slot is never NULL */
+    if (execution == FM_EXECUTION_AUTO) {
+        for (int i = first + 1; i < op->nslots; i++) {
+            const fm_device di = p->t[i].device;
+            if (!ts[i] || (di.type == d0.type && di.id == d0.id))
+                continue;
+            char w0[32], wi[32];
+            device_str(d0, w0, sizeof w0);
+            device_str(di, wi, sizeof wi);
+            return fm_fail(FM_ERR_DEVICE, "%s: %s is on %s but %s is on %s; move them to one device or pass "
+                           "execution='cpu' or 'cuda' to let fusemath move the data", op->name, op->slot_names[first],
+                           w0, op->slot_names[i], wi);
+        }
+        p->exec_device = d0;
+    } else {
+        p->exec_device.type = execution == FM_EXECUTION_CPU ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
+        p->exec_device.id = execution == FM_EXECUTION_CPU ? 0 : device_id;
+    }
+    /* After the mixed-device check, so "a on cpu, b on cuda" names both first. */
+    for (int i = 0; i < op->nslots; i++) {
+        const fm_device di = p->t[i].device;
+        if (!ts[i] || di.type != FM_DEVICE_CUDA || di.id < fm_cuda_device_count())
+            continue;
+        return fm_fail(FM_ERR_UNAVAILABLE, "%s: %s is on cuda:%d but %s", op->name, op->slot_names[i], di.id,
+                       fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
+                                                     "without CUDA)"
+                                                   : "that device does not exist");
+    }
+    fm_problem_key_alignment(p);
+    return FM_OK;
 }
 
 /* The row of op and the checks every generic entry makes of its arguments. */

@@ -263,11 +263,6 @@ fm_plan *fm_context_cache_get(fm_context *ctx, const fm_problem *p)
     return hit;
 }
 
-fm_status fm_plan_problem(fm_context *ctx, const fm_problem *p, fm_plan **out)
-{
-    return fm_plan_problem_with(ctx, p, NULL, out);
-}
-
 fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
     fm_plan *hit = fm_context_cache_get(ctx, p);
