@@ -268,7 +268,8 @@ static fm_status install_winner(fm_context *ctx, const fm_problem *key, fm_plan 
         fm_plan_release(winner);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s autotune: out of host memory", fm_op_name(key->op));
     }
-    fm_wisdom_record(ctx, key, &tuned, winner->describe);
+    if (!fm_problem_untuned(&tuned)) /* the default's own choice is no tuning: keep what wisdom holds */
+        fm_wisdom_record(ctx, key, &tuned, winner->describe);
     fm_plan_alias_init(out, winner);
     fm_context_cache_put(ctx, out);
     *plan = out;
@@ -291,6 +292,10 @@ fm_status fm_autotune_problem(fm_context *ctx, const fm_problem *p, const fm_att
     const fm_device_ops *dops = fm_device_ops_for(p->exec_device.type);
     t->sync = dops ? dops->sync : NULL;
     collect_candidates(t);
+    if (t->ncand == 0) { /* no backend offers a choice: the plan any call gets (wisdom included) */
+        free(t);
+        return fm_plan_built(ctx, p, att, plan);
+    }
     fm_status s = t->sync ? t->sync(p->exec_device.id) : FM_OK; /* the operands may still be in flight */
     if (s == FM_OK)
         s = plan_candidates(t, att);

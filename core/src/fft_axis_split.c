@@ -25,6 +25,7 @@
  * rides the first step, the epilog and the norm the last. */
 #include "fft_axis_split.h"
 #include "context.h"
+#include "operation.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,8 @@ static void make_step(const fm_problem *p, const int *axes, const int64_t *n, in
                       fm_problem *q)
 {
     *q = *p;
+    static const int32_t untuned[FM_MAX_TUNABLES];
+    fm_problem_set_tunables(q, untuned); /* a parent's tuned choice is not its steps' */
     fm_fft_params *f = &q->u.fft;
     f->kind = kind;
     f->naxes = hi - lo;

@@ -207,7 +207,7 @@ static fm_status check_options(const fm_matmul_options *opts)
 }
 
 /* The descriptors' own validity, and the one dtype of the product (*dt: d's; fp8 a and b give
- * f16, bf16 or f32 d, which then comes from d, or is f32 when d is absent: output specs). */
+ * f16, bf16 or f32 d, which then comes from d, or is bf16 when d is absent: output specs). */
 static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const fm_matmul_options *opts,
                               fm_dtype *dt_out)
 {

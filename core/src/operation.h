@@ -37,6 +37,9 @@ typedef struct fm_operation {
      * ask for; FM_ERR_INVALID_ARGUMENT with a message naming them otherwise, so that an edited
      * file never plans what no call could. */
     fm_status (*check_tunables)(const int32_t *v);
+    /* The per-call arguments it reads: fm_exec_args.ints[0..exec_ints), reals[0..exec_reals),
+     * and info when exec_info; a caller's value anywhere else is refused at execute. */
+    int exec_ints, exec_reals, exec_info;
 } fm_operation;
 
 /* The row of op, or NULL for an unknown op. */

@@ -240,6 +240,8 @@ fm_status fm_plan_create(fm_context *ctx, fm_op op, const fm_tensor *const *t, i
 fm_status fm_run(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
                  const fm_exec_args *args, void *stream)
 {
+    if (!fm_operation_for(op))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "run: op = %d is not an operation of this library", (int)op);
     fm_plan *plan = NULL;
     fm_status s = fm_plan_create(ctx, op, t, nslots, opts, &plan);
     if (s != FM_OK)

@@ -1,5 +1,6 @@
 /* plan.c : plan lifetime, description and the checked execute entry point. */
 #include "context.h"
+#include "operation.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,28 @@ void fm_exec_args_init(fm_exec_args *a)
         memset(a, 0, sizeof *a);
 }
 
+/* The per-call arguments: only the fields the operation reads may differ from fm_exec_args_init's. */
+static fm_status check_args(fm_op op, const fm_exec_args *a)
+{
+    const fm_operation *o = fm_operation_for(op);
+    const char *name = fm_op_name(op);
+    if (a->reserved[0] || a->reserved[1] || a->reserved[2] || a->ninfo < 0 || (a->ninfo > 0 && !a->info))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args has reserved fields set or ninfo = %d without "
+                       "info; expected fm_exec_args_init's zeros there", name, (int)a->ninfo);
+    for (int i = o ? o->exec_ints : 0; i < FM_EXEC_MAX_SCALARS; i++)
+        if (a->ints[i])
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args.ints[%d] = %lld, expected 0 (%s reads %d per-call "
+                           "integers)", name, i, (long long)a->ints[i], name, o ? o->exec_ints : 0);
+    for (int i = o ? o->exec_reals : 0; i < FM_EXEC_MAX_SCALARS; i++)
+        if (a->reals[i] != 0.0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args.reals[%d] = %g, expected 0 (%s reads %d per-call "
+                           "reals)", name, i, a->reals[i], name, o ? o->exec_reals : 0);
+    if ((a->info || a->ninfo) && !(o && o->exec_info))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args.info was given, expected NULL (%s writes no per-call "
+                       "information)", name, name);
+    return FM_OK;
+}
+
 fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs, void *stream)
 {
     return fm_plan_execute_args(p, ptrs, nptrs, NULL, stream);
@@ -130,10 +153,8 @@ fm_status fm_plan_execute_args(const fm_plan *p, void *const *ptrs, int nptrs, c
     fm_status s = check_aliasing(pr, ptrs);
     if (s != FM_OK)
         return s;
-    if (args && (args->reserved[0] || args->reserved[1] || args->reserved[2] || args->ninfo < 0 ||
-                 (args->ninfo > 0 && !args->info)))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args has reserved fields set or ninfo = %d without "
-                       "info; expected fm_exec_args_init's zeros there", fm_op_name(pr->op), (int)args->ninfo);
+    if (args && (s = check_args(pr->op, args)) != FM_OK)
+        return s;
     return p->execute(p, ptrs, args ? args : &fm_no_exec_args, stream);
 }
 

@@ -38,8 +38,9 @@ const char *fm_nvrtc_cache_dir(const fm_settings *settings)
 
 const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings)
 {
-    const char *roots[2] = {settings ? settings->cuda_home : NULL, "/usr/local/cuda"};
-    for (int i = 0; i < 2; i++) {
+    const char *roots[3] = {settings ? settings->cuda_home : NULL, settings ? settings->cuda_path : NULL,
+                            "/usr/local/cuda"};
+    for (int i = 0; i < 3; i++) {
         if (!roots[i] || !roots[i][0])
             continue;
         char probe[FM_PATH_MAX];

@@ -52,7 +52,7 @@ int fm_nvrtc_supports_arch(int arch);
 fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch);
 
 /* The CUDA toolkit's include directory for "-I" when a source needs toolkit headers:
- * <settings.cuda_home>/include ($CUDA_HOME, else $CUDA_PATH) or /usr/local/cuda/include, the
+ * the first of $CUDA_HOME/include, $CUDA_PATH/include (from the settings) and /usr/local/cuda/include holding cuda_runtime_api.h, the
  * first that has cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
 const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings);
 

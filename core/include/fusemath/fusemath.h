@@ -303,8 +303,12 @@ FM_API fm_status fm_run(fm_context *ctx, fm_op op, const fm_tensor *const *t, in
  *  the default plan. */
 FM_API fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
                              int repeats, fm_plan **plan);
-/*! fm_plan_slot_info() : the descriptor (data = NULL) the plan was made for in slot `slot`, and
- *  whether the slot is used (*used = 0: the plan takes NULL there). */
+/*! fm_plan_slot_info() : the descriptor (data = NULL) of slot `slot` as the plan holds it, and
+ *  whether the slot is used (*used = 0: the plan takes NULL there). It is the normalised view the
+ *  backends plan from, not necessarily the caller's: matmul operands are expanded to the output's
+ *  rank with stride 0 on broadcast axes (a bias (N,) of a batched product reads (batch..., 1, N)).
+ *  The pointer passed at execute must address memory of the caller's layout, which this view
+ *  addresses the same elements of. */
 FM_API fm_status fm_plan_slot_info(const fm_plan *p, int slot, fm_tensor *desc, int *used);
 
 /* ------------------------------------------------------------------------ */
