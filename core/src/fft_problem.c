@@ -431,12 +431,7 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     if (!ts[FM_FFT_IN] || !ts[FM_FFT_OUT])
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: %s is NULL, expected a tensor descriptor",
                        ts[FM_FFT_IN] ? "out" : "in");
-    fm_fft_options defaults;
-    if (!opts) {
-        fm_fft_options_init(&defaults);
-        opts = &defaults;
-    }
-    const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT];
+    const fm_tensor *in = ts[FM_FFT_IN], *out = ts[FM_FFT_OUT]; /* opts: never NULL (generic defaults) */
     if ((s = check_desc("in", in)) != FM_OK || (s = check_desc("out", out)) != FM_OK ||
         (s = check_options(ts, opts)) != FM_OK || (s = check_dtypes(opts->kind, in->dtype, out->dtype)) != FM_OK)
         return s;
@@ -469,7 +464,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
 {
     const fm_fft_options *opts = opts_;
     fm_status s = build_fields(ctx, ts, opts, p);
-    if (s != FM_OK || !opts)
+    if (s != FM_OK)
         return s;
     if (opts->prolog.ops & FM_FFT_OP_CALLBACK) {
         att->text[FM_FFT_ATTACH_PROLOG_SOURCE] = opts->prolog.source;
@@ -487,12 +482,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
  * every check of planning made against it. */
 static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
 {
-    fm_fft_options defaults;
-    const fm_fft_options *opts = opts_;
-    if (!opts) {
-        fm_fft_options_init(&defaults);
-        opts = &defaults;
-    }
+    const fm_fft_options *opts = opts_; /* never NULL */
     const fm_tensor *in = ts[FM_FFT_IN];
     if (!in)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: in is NULL, expected a tensor descriptor");

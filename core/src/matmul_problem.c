@@ -283,12 +283,7 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
         if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
                            slot_names[i]);
-    fm_matmul_options defaults;
-    if (!opts) {
-        fm_matmul_options_init(&defaults);
-        opts = &defaults;
-    }
-    const unsigned epi = opts->epilogue;
+    const unsigned epi = opts->epilogue; /* opts: never NULL (the generic code fills in defaults) */
     fm_dtype dt;
     if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
         return s;
@@ -489,12 +484,7 @@ static void contiguous_spec(fm_tensor *t, fm_dtype dt, fm_device dev, int ndim, 
 
 static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
 {
-    fm_matmul_options defaults;
-    const fm_matmul_options *opts = opts_;
-    if (!opts) {
-        fm_matmul_options_init(&defaults);
-        opts = &defaults;
-    }
+    const fm_matmul_options *opts = opts_; /* never NULL */
     for (int i = FM_MATMUL_A; i <= FM_MATMUL_B; i++)
         if (!ts[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor", slot_names[i]);

@@ -162,11 +162,30 @@ static fm_status generic_args(const char *what, fm_op op, const fm_tensor *const
     return FM_OK;
 }
 
+/* Room for any operation's options: a NULL opts becomes the operation's defaults here, so that
+ * builders and output specs always get options. */
+typedef struct options_buffer {
+    _Alignas(16) unsigned char bytes[1024];
+} options_buffer;
+
+static const void *options_or_defaults(const fm_operation *o, const void *opts, options_buffer *buf)
+{
+    if (opts)
+        return opts;
+    if (o->options_size > sizeof buf->bytes) /* a row whose options outgrew the buffer: say so, do not overrun */
+        return NULL;
+    o->options_init(buf->bytes);
+    return buf->bytes;
+}
+
 fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_tensor *const *t, const void *opts,
                              fm_problem *p, fm_attachments *att)
 {
     if (!ctx)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", o->name);
+    options_buffer defaults;
+    if (!(opts = options_or_defaults(o, opts, &defaults)))
+        return fm_fail(FM_ERR_INTERNAL, "%s: options of %zu bytes exceed the generic buffer", o->name, o->options_size);
     memset(att, 0, sizeof *att);
     fm_problem_begin(ctx, o, p);
     fm_status s = o->build(ctx, t, opts, p, att);
@@ -188,6 +207,9 @@ fm_status fm_output_specs(fm_op op, const fm_tensor *const *t, int nslots, const
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: specs and written must not be NULL", o->name);
     memset(specs, 0, (size_t)o->nslots * sizeof *specs);
     *written = 0;
+    options_buffer defaults;
+    if (!(opts = options_or_defaults(o, opts, &defaults)))
+        return fm_fail(FM_ERR_INTERNAL, "%s: options of %zu bytes exceed the generic buffer", o->name, o->options_size);
     return o->output_specs(t, opts, specs, written);
 }
 
