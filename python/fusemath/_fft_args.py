@@ -17,7 +17,7 @@ from ._arrays import int_arg
 _C2C, _R2C, _C2R = _C.FFT_C2C, _C.FFT_R2C, _C.FFT_C2R
 _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho": _C.FFT_NORM_ORTHO,
           "forward": _C.FFT_NORM_FORWARD}
-_MAX_AXES = 3  # per library call
+_MAX_AXES = 3  # the planner's axes
 
 
 # ---------------------------------------------------------------------------

@@ -46,18 +46,18 @@ a prolog / epilog runs as a separate pass computing in float (a "source" functio
 / float). NumPy and CuPy float16 input is promoted as above (neither has complex32); a complex32
 tensor on the CPU raises NotSupportedError. Results are arrays of the input's
 library (NumPy -> NumPy; PyTorch / CuPy arrays on their device once a backend for it exists).
-Transforms over more than 3 axes run as several fused calls (prolog on the first, epilog on
-the last).
+Transforms over more than 3 axes run as several steps in the core (prolog in the first,
+epilog in the last).
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any
 
 import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import NUMPY
-from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _cook, _norm_code
+from ._fft_args import _C2C, _C2R, _R2C, _cook, _norm_code
 from ._fft_arrays import (
     _check_out,
     _contiguous,
@@ -82,20 +82,6 @@ __all__ = [
     "fftfreq", "rfftfreq", "fftshift", "ifftshift",
     "FFT",
 ]
-
-
-def _groups(axes: Tuple[int, ...], kind: int):
-    """Split the axes into library calls of at most 3 axes, in execution order: (kind, axes).
-    r2c: the real-to-complex call (with the last axis) first; c2r: the complex-to-real one last."""
-    if len(axes) <= _MAX_AXES:
-        return [(kind, axes)]
-    if kind == _R2C:
-        head, rest = axes[-_MAX_AXES:], axes[:-_MAX_AXES]
-        return [(_R2C, head)] + [(_C2C, rest[i:i + _MAX_AXES]) for i in range(0, len(rest), _MAX_AXES)]
-    if kind == _C2R:
-        tail, rest = axes[-_MAX_AXES:], axes[:-_MAX_AXES]
-        return [(_C2C, rest[i:i + _MAX_AXES]) for i in range(0, len(rest), _MAX_AXES)] + [(_C2R, tail)]
-    return [(_C2C, axes[i:i + _MAX_AXES]) for i in range(0, len(axes), _MAX_AXES)]
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +109,7 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
         axes = range(nd)
     elif type(axes) not in (list, tuple):
         return None
-    if not 1 <= len(axes) <= _MAX_AXES:
+    if not 1 <= len(axes) <= nd:
         return None
     norm_axes = []
     for a in axes:
@@ -194,43 +180,27 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     device = -1 if lib is NUMPY else lib.device_of(x)
     if 0 in out_shape:  # an empty batch: nothing to transform
         return out if out is not None else _empty(lib, out_shape, out_dt, device)
-    groups = _groups(axes_t, kind)
-    src = x
-    for gi, (gkind, gaxes) in enumerate(groups):
-        first, last = gi == 0, gi == len(groups) - 1
-        if gkind == _C2R:
-            dst, dshape = out, out_shape
-        elif kind == _C2R:  # the complex stages before the c2r one: a new intermediate, then in place
-            dst, dshape = (None if first else src), tuple(src.shape)
-        elif first:
-            dst, dshape = out, out_shape
-        else:  # c2c stages after the first: in place
-            dst, dshape = src, out_shape
-        arrs = (pro_arr if first else None, epi_arr if last else None)
-        opts = (gkind, inverse, gaxes, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth,
-                pro_ops if first else 0, pro_scale if first else None,
-                epi_ops if last else 0, epi_scale if last else None,
-                pro.source if first else None, pro.name if first else None,
-                epi.source if last else None, epi.name if last else None,
-                _C.FFT_PROLOG_AUTO, dshape[gaxes[-1]] if gkind == _C2R else 0)
+    opts = (kind, inverse, axes_t, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth, pro_ops, pro_scale, epi_ops,
+            epi_scale, pro.source, pro.name, epi.source, epi.name, _C.FFT_PROLOG_AUTO,
+            out_shape[axes_t[-1]] if kind == _C2R else 0)
+    arrs = (pro_arr, epi_arr)
+    try:
         try:
-            try:
-                res = _call(_FFT, _RUN, lib.index, (src, dst) + arrs, opts, stream, 3, where)
-            except _C.NotSupportedError:
-                # cuFFT takes nested positive strides only: a layout it refuses is transformed
-                # from a contiguous copy (a contiguous one is refused for another reason)
-                if lib is NUMPY or _is_contiguous(src):
-                    raise
-                res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, src), None) + arrs, opts, stream, 3, where)
-                if dst is not None:
-                    _copy_into(lib, dst, res)
-                    res = dst
-        except _C.AliasError as exc:
-            if any(slot in str(exc) for slot in CHAIN_SLOTS):  # out overlaps a chain's array, not x
-                raise restated(where, exc, pro, epi) from None
-            raise alias_error(where, "out", exc, "the input") from None
-        src = res
-    return src
+            return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
+        except _C.NotSupportedError:
+            # cuFFT takes nested positive strides only: a layout it refuses is transformed
+            # from a contiguous copy (a contiguous one is refused for another reason)
+            if lib is NUMPY or _is_contiguous(x):
+                raise
+            res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
+            if out is None:
+                return res
+            _copy_into(lib, out, res)
+            return out
+    except _C.AliasError as exc:
+        if any(slot in str(exc) for slot in CHAIN_SLOTS):  # out overlaps a chain's array, not x
+            raise restated(where, exc, pro, epi) from None
+        raise alias_error(where, "out", exc, "the input") from None
 
 
 # ---------------------------------------------------------------------------
