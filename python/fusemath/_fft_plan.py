@@ -211,7 +211,7 @@ class FFT:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
         inverse = self._direction(direction)
         if out is not None:
-            _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
+            _check_out(self._where + ".execute", self._lib, out)
         refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
         return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
 

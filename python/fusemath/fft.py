@@ -176,7 +176,7 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     if epi_scale is not None and epi_scale.imag != 0 and kind == _C2R:
         raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but irfft's output is real")
     if out is not None:
-        _check_out(where, lib, out, out_shape, out_dt)
+        _check_out(where, lib, out)
     device = -1 if lib is NUMPY else lib.device_of(x)
     if 0 in out_shape:  # an empty batch: nothing to transform
         return out if out is not None else _empty(lib, out_shape, out_dt, device)
