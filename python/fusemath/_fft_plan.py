@@ -13,8 +13,8 @@ import numpy as np
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY
-from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
-from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _input, _out_dtype
+from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _R2C, _axes, _check_out, _dtype,
+                          _input, _length, _norm_code, _out_dtype)
 from ._matmul_args import refresh_copies
 from ._fft_chains import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
