@@ -152,6 +152,8 @@ class FFT:
         opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
         try:
             return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
+        except _C.AliasError:
+            raise  # said by call() in the caller's terms
         except _C.FusemathError as exc:
             raise restated(where, exc, pro, epi) from None
 

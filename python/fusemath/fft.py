@@ -77,9 +77,8 @@ from ._fft_arrays import (
     _promote,
     _resize,
 )
-from ._fft_chains import CHAIN_SLOTS, _chain, _check_chain_arrays, restated
+from ._fft_chains import _chain, _check_chain_arrays
 from ._fft_plan import FFT
-from ._matmul_args import alias_error
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -191,22 +190,17 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
             out_shape[axes_t[-1]] if kind == _C2R else 0)
     arrs = (pro_arr, epi_arr)
     try:
-        try:
-            return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
-        except _C.NotSupportedError:
-            # cuFFT takes nested positive strides only: a layout it refuses is transformed
-            # from a contiguous copy (a contiguous one is refused for another reason)
-            if lib is NUMPY or _is_contiguous(x):
-                raise
-            res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
-            if out is None:
-                return res
-            _copy_into(lib, out, res)
-            return out
-    except _C.AliasError as exc:
-        if any(slot in str(exc) for slot in CHAIN_SLOTS):  # out overlaps a chain's array, not x
-            raise restated(where, exc, pro, epi) from None
-        raise alias_error(where, "out", exc, "the input") from None
+        return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
+    except _C.NotSupportedError:
+        # cuFFT takes nested positive strides only: a layout it refuses is transformed
+        # from a contiguous copy (a contiguous one is refused for another reason)
+        if lib is NUMPY or _is_contiguous(x):
+            raise
+    res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
+    if out is None:
+        return res
+    _copy_into(lib, out, res)
+    return out
 
 
 # ---------------------------------------------------------------------------
