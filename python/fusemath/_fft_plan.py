@@ -16,7 +16,7 @@ from ._arrays import NUMPY
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _R2C, _axes, _check_out, _dtype,
                           _input, _length, _norm_code, _out_dtype)
 from ._matmul_args import refresh_copies
-from ._fft_chains import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
+from ._fft_arrays import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}

@@ -77,7 +77,7 @@ from ._fft_arrays import (
     _promote,
     _resize,
 )
-from ._fft_chains import _chain, _check_chain_arrays
+from ._fft_arrays import _chain, _check_chain_arrays
 from ._fft_plan import FFT
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
