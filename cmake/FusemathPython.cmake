@@ -16,7 +16,6 @@ set(_fm_ext_sources
     "${_fm_ext_dir}/fmpy_alloc.c"
     "${_fm_ext_dir}/fmpy_plan.c"
     "${_fm_ext_dir}/fmpy_runner.c"
-    "${_fm_ext_dir}/fmpy_matmul.c"
     "${_fm_ext_dir}/fmpy_call.c"
     "${_fm_ext_dir}/fmpy_array_matmul.c"
     "${_fm_ext_dir}/fmpy_fft.c"

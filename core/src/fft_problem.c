@@ -278,7 +278,7 @@ static fm_status check_shapes(const fm_fft_options *opts, const fm_tensor *in, c
                                                               : "equal extents");
     }
     fm_status s;
-    if ((s = fm_tensor_check_distinct("fft", "out", out)) != FM_OK)
+    if ((s = fm_tensor_check_distinct(FM_OP_FFT, FM_FFT_OUT, out)) != FM_OK)
         return s;
     for (int d = 0; d < in->ndim; d++) {
         int transformed = 0;

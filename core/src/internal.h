@@ -62,8 +62,10 @@ void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
  * descriptor past that matches no real buffer, and the span arithmetic would overflow). Every
  * operand is checked before fm_tensor_byte_span or fm_tensor_check_distinct looks at it. */
 fm_status fm_tensor_check_range(const char *op, const char *name, const fm_tensor *t);
-/* FM_ERR_ALIAS naming `op` and `name` when two elements of output t share memory. */
-fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t);
+/* FM_ERR_ALIAS naming op and its output slot when two elements of output t share memory. */
+fm_status fm_tensor_check_distinct(fm_op op, int slot, const fm_tensor *t);
+/* The slots of the last alias failure (fm_last_error_slots), set after its fm_fail. */
+void fm_fail_slots(int slot, int other);
 /* The device t computes on (FM_DEVICE_AUTO resolved from its pointer; pinned -> cpu,
  * managed -> cuda); FM_ERR_DEVICE naming `op` and `name` for other device types. */
 fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);

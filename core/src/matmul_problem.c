@@ -300,9 +300,9 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts
         return s;
     /* aux is written by the forward *_aux chains; drelu/dgelu read it (an input may repeat,
      * e.g. one mask broadcast over the batch) */
-    if ((s = fm_tensor_check_distinct("matmul", "d", d)) != FM_OK ||
+    if ((s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_D, d)) != FM_OK ||
         (ts[FM_MATMUL_AUX] && (epi & FM_EPILOGUE_AUX) &&
-         (s = fm_tensor_check_distinct("matmul", "aux", ts[FM_MATMUL_AUX])) != FM_OK))
+         (s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_AUX, ts[FM_MATMUL_AUX])) != FM_OK))
         return s;
 
     if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])
@@ -424,7 +424,7 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
         e.shape[ndim - 1] = along_rows ? 1 : n;
         e.strides[ndim - 2] = along_rows && m > 1 ? bg->strides[ndim - 2] : 0;
         e.strides[ndim - 1] = !along_rows && n > 1 ? bg->strides[ndim - 2] : 0;
-        if ((s = fm_tensor_check_distinct("matmul", "bgrad", &e)) != FM_OK)
+        if ((s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_BGRAD, &e)) != FM_OK)
             return s;
         p->t[FM_MATMUL_BGRAD] = e;
     }

@@ -81,10 +81,12 @@ static fm_status check_aliasing(const fm_problem *pr, void *const *ptrs)
                 continue;
             if (pr->inplace_partner[o] == i && ptrs[o] == ptrs[i] && same_layout(&pr->t[o], &pr->t[i]))
                 continue; /* exact in-place use, e.g. D = C */
-            return fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps %s %s in memory%s", fm_op_name(pr->op),
-                           pr->slot_names[o], (pr->output_mask & (1u << i)) ? "output" : "input",
-                           pr->slot_names[i],
-                           pr->inplace_partner[o] == i ? " (only exact, identical-layout reuse is allowed)" : "");
+            fm_status s = fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps %s %s in memory%s", fm_op_name(pr->op),
+                                  pr->slot_names[o], (pr->output_mask & (1u << i)) ? "output" : "input",
+                                  pr->slot_names[i],
+                                  pr->inplace_partner[o] == i ? " (only exact, identical-layout reuse is allowed)" : "");
+            fm_fail_slots(o, i);
+            return s;
         }
     }
     return FM_OK;

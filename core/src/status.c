@@ -46,9 +46,28 @@ const char *fm_status_string(fm_status s)
 /* One buffer per thread: messages never race between threads. */
 static _Thread_local char tls_error[512];
 
+static _Thread_local int tls_slots[2] = {-1, -1};
+
 const char *fm_last_error(void) { return tls_error; }
 
-void fm_clear_error(void) { tls_error[0] = '\0'; }
+void fm_clear_error(void)
+{
+    tls_error[0] = '\0';
+    tls_slots[0] = tls_slots[1] = -1;
+}
+
+void fm_fail_slots(int slot, int other)
+{
+    tls_slots[0] = slot;
+    tls_slots[1] = other;
+}
+
+int fm_last_error_slots(int *other)
+{
+    if (other)
+        *other = tls_slots[1];
+    return tls_slots[0];
+}
 
 fm_status fm_fail(fm_status s, const char *fmt, ...)
 {
@@ -59,6 +78,7 @@ fm_status fm_fail(fm_status s, const char *fmt, ...)
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     memcpy(tls_error, tmp, sizeof tmp);
+    tls_slots[0] = tls_slots[1] = -1;
     return s;
 }
 

@@ -130,7 +130,7 @@ void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi)
 /* An output whose elements share memory (a zero stride, or strides that interleave) would be
  * written twice: sort axes by |stride| and require each stride to step past everything the
  * smaller axes span. The caller checked fm_tensor_check_range: no stride arithmetic overflows. */
-fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_tensor *t)
+fm_status fm_tensor_check_distinct(fm_op op, int slot, const fm_tensor *t)
 {
     int idx[FM_MAX_NDIM], n = 0;
     for (int i = 0; i < t->ndim; i++) {
@@ -149,8 +149,13 @@ fm_status fm_tensor_check_distinct(const char *op, const char *name, const fm_te
     for (int i = 0; i < n; i++) {
         int64_t st = llabs(t->strides[idx[i]]);
         if (st <= span)
-            return fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps itself (axis %d has stride %lld); outputs need "
-                           "distinct memory for every element", op, name, idx[i], (long long)t->strides[idx[i]]);
+            {
+            fm_status s = fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps itself (axis %d has stride %lld); outputs need "
+                                  "distinct memory for every element", fm_op_name(op), fm_op_slot_name(op, slot), idx[i],
+                                  (long long)t->strides[idx[i]]);
+            fm_fail_slots(slot, slot);
+            return s;
+        }
         span += st * (t->shape[idx[i]] - 1);
     }
     return FM_OK;

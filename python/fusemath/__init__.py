@@ -16,7 +16,10 @@ nvmath-python (``epilog=``, ``epilog_inputs={"bias": ..., "relu_aux": ...}``, re
 The arithmetic runs in libfusemath with the GIL released. Errors derive from
 :class:`FusemathError` and from the matching builtin (ValueError, TypeError, MemoryError, ...).
 """
+from typing import List as _List, NamedTuple as _NamedTuple, Optional as _Optional
+
 from . import _fusemath
+from . import _fusemath as _C
 from ._fusemath import (
     AliasError,
     BackendError,
@@ -38,19 +41,64 @@ from ._fusemath import (
 from . import wisdom
 from . import fft  # the module fusemath.fft (numpy.fft-style functions and the FFT planner)
 from ._matmul import Matmul, matmul
+from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
-from ._runtime import (
-    BackendInfo,
-    backends,
-    cache_size,
-    clear_cache,
-    cuda_device_count,
-    get_num_threads,
-    library_version,
-    set_num_threads,
-)
 
 __version__ = _fusemath.__version__
+
+
+# Library-wide settings and information: threads, backends, devices, versions
+class BackendInfo(_NamedTuple):
+    """One registered backend: ``available`` is False when its device is missing
+    (``why`` then says why, else it is None)."""
+
+    name: str
+    device: str
+    available: bool
+    why: _Optional[str]
+
+
+_MAX_THREADS = 4096  # FM_MAX_THREADS (core/src/internal.h)
+
+
+def set_num_threads(n: int) -> None:
+    """Set the number of CPU threads the library uses (BLAS and its own epilogue
+    threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
+    (read at import) or else the number of online cores."""
+    n = _int_arg(n, "n", "set_num_threads")  # NumPy integers too
+    if n > _MAX_THREADS:  # checked here too: a value past a C int would be an OverflowError there
+        raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= {_MAX_THREADS}")
+    _C.set_num_threads(max(n, 0))
+
+
+def get_num_threads() -> int:
+    """The number of CPU threads the library uses."""
+    return _C.get_num_threads()
+
+
+def backends() -> _List[BackendInfo]:
+    """The registered backends, in the order the planner offers problems to them."""
+    return [BackendInfo(*entry) for entry in _C.backends()]
+
+
+def cuda_device_count() -> int:
+    """Number of usable CUDA devices; 0 without a CUDA build, driver or GPU."""
+    return _C.cuda_device_count()
+
+
+def clear_cache() -> None:
+    """Drop the library's cached plans (plans held by Matmul objects stay valid)."""
+    _C.clear_cache()
+
+
+def cache_size() -> int:
+    """Number of plans in the library's cache."""
+    return _C.cache_size()
+
+
+def library_version() -> str:
+    """Version of the libfusemath actually loaded ("MAJOR.MINOR.PATCH")."""
+    return _C.__version__
 
 __all__ = [
     "wisdom",

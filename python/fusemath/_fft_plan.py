@@ -13,10 +13,10 @@ import numpy as np
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY
-from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _axes, _length, _norm_code
-from ._fft_arrays import _C64, _C128, _F16, _F32, _F64, _check_out, _dtype, _input, _out_dtype
+from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _R2C, _axes, _check_out, _dtype,
+                          _input, _length, _norm_code, _out_dtype)
 from ._matmul_args import refresh_copies
-from ._fft_chains import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
+from ._fft_arrays import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
@@ -152,6 +152,8 @@ class FFT:
         opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
         try:
             return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
+        except _C.AliasError:
+            raise  # said by call() in the caller's terms
         except _C.FusemathError as exc:
             raise restated(where, exc, pro, epi) from None
 
@@ -211,7 +213,7 @@ class FFT:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
         inverse = self._direction(direction)
         if out is not None:
-            _check_out(self._where + ".execute", self._lib, out, self._out_shape, self._out_dtype)
+            _check_out(self._where + ".execute", self._lib, out)
         refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
         return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
 

@@ -34,7 +34,6 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
-    alias_error,
     native_aligned,
 )
 from ._matmul_plan import Matmul
@@ -176,16 +175,13 @@ def matmul(
         ops = _host_operands(where, ops, epi)
     opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
     try:
-        try:
-            return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
-        except (ValueError, TypeError):
-            # a misaligned or big-endian host operand: computed from a native, aligned copy, as
-            # NumPy's own routines do (only looked at after a refusal: the common call pays nothing)
-            if lib is not NUMPY or (fixed := _native_inputs(ops)) is None:
-                raise
-        return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
-    except _C.AliasError as exc:
-        raise alias_error(where, "out" if lib is NUMPY else "an output", exc) from None
+        return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
+    except (ValueError, TypeError):
+        # a misaligned or big-endian host operand: computed from a native, aligned copy, as
+        # NumPy's own routines do (only looked at after a refusal: the common call pays nothing)
+        if lib is not NUMPY or (fixed := _native_inputs(ops)) is None:
+            raise
+    return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
 
 
 _INPUT_NAMES = ("a", "b", "c", "bias", None, None, None, "scale", None, None)

@@ -70,12 +70,6 @@ def native_aligned(arr: np.ndarray) -> np.ndarray:
 _COPIED_FROM: dict = {}
 
 
-def alias_error(where: str, what: str, exc: Exception, other: str = "an input") -> Exception:
-    """The library's alias error said from the caller's side: what overlaps other, or itself."""
-    how = "overlaps itself" if "overlaps itself" in str(exc) else f"overlaps {other}"
-    return _C.AliasError(f"{where}: {what} {how} ({exc})")
-
-
 def copy_behind(arr: Any):
     """(copy, source) when arr is, or views, a copy native_aligned made; else None."""
     while isinstance(arr, np.ndarray):

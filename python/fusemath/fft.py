@@ -46,19 +46,26 @@ a prolog / epilog runs as a separate pass computing in float (a "source" functio
 / float). NumPy and CuPy float16 input is promoted as above (neither has complex32); a complex32
 tensor on the CPU raises NotSupportedError. Results are arrays of the input's
 library (NumPy -> NumPy; PyTorch / CuPy arrays on their device once a backend for it exists).
-Transforms over more than 3 axes run as several fused calls (prolog on the first, epilog on
-the last).
+Transforms over more than 3 axes run as several steps in the core (prolog in the first,
+epilog in the last).
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+import operator
+from typing import Any
 
 import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import NUMPY
-from ._fft_args import _C2C, _C2R, _MAX_AXES, _R2C, _cook, _norm_code
 from ._fft_arrays import (
+    _C2C,
+    _C2R,
+    _R2C,
+    _axes,
+    _cook,
+    _length,
+    _norm_code,
     _check_out,
     _contiguous,
     _copy_into,
@@ -70,10 +77,8 @@ from ._fft_arrays import (
     _promote,
     _resize,
 )
-from ._fft_chains import CHAIN_SLOTS, _chain, _check_chain_arrays, restated
-from ._fft_helpers import fftfreq, fftshift, ifftshift, rfftfreq
+from ._fft_arrays import _chain, _check_chain_arrays
 from ._fft_plan import FFT
-from ._matmul_args import alias_error
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -82,20 +87,6 @@ __all__ = [
     "fftfreq", "rfftfreq", "fftshift", "ifftshift",
     "FFT",
 ]
-
-
-def _groups(axes: Tuple[int, ...], kind: int):
-    """Split the axes into library calls of at most 3 axes, in execution order: (kind, axes).
-    r2c: the real-to-complex call (with the last axis) first; c2r: the complex-to-real one last."""
-    if len(axes) <= _MAX_AXES:
-        return [(kind, axes)]
-    if kind == _R2C:
-        head, rest = axes[-_MAX_AXES:], axes[:-_MAX_AXES]
-        return [(_R2C, head)] + [(_C2C, rest[i:i + _MAX_AXES]) for i in range(0, len(rest), _MAX_AXES)]
-    if kind == _C2R:
-        tail, rest = axes[-_MAX_AXES:], axes[:-_MAX_AXES]
-        return [(_C2C, rest[i:i + _MAX_AXES]) for i in range(0, len(rest), _MAX_AXES)] + [(_C2R, tail)]
-    return [(_C2C, axes[i:i + _MAX_AXES]) for i in range(0, len(axes), _MAX_AXES)]
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +114,7 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
         axes = range(nd)
     elif type(axes) not in (list, tuple):
         return None
-    if not 1 <= len(axes) <= _MAX_AXES:
+    if not 1 <= len(axes) <= nd:
         return None
     norm_axes = []
     for a in axes:
@@ -190,47 +181,26 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     if epi_scale is not None and epi_scale.imag != 0 and kind == _C2R:
         raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but irfft's output is real")
     if out is not None:
-        _check_out(where, lib, out, out_shape, out_dt)
+        _check_out(where, lib, out)
     device = -1 if lib is NUMPY else lib.device_of(x)
     if 0 in out_shape:  # an empty batch: nothing to transform
         return out if out is not None else _empty(lib, out_shape, out_dt, device)
-    groups = _groups(axes_t, kind)
-    src = x
-    for gi, (gkind, gaxes) in enumerate(groups):
-        first, last = gi == 0, gi == len(groups) - 1
-        if gkind == _C2R:
-            dst, dshape = out, out_shape
-        elif kind == _C2R:  # the complex stages before the c2r one: a new intermediate, then in place
-            dst, dshape = (None if first else src), tuple(src.shape)
-        elif first:
-            dst, dshape = out, out_shape
-        else:  # c2c stages after the first: in place
-            dst, dshape = src, out_shape
-        arrs = (pro_arr if first else None, epi_arr if last else None)
-        opts = (gkind, inverse, gaxes, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth,
-                pro_ops if first else 0, pro_scale if first else None,
-                epi_ops if last else 0, epi_scale if last else None,
-                pro.source if first else None, pro.name if first else None,
-                epi.source if last else None, epi.name if last else None,
-                _C.FFT_PROLOG_AUTO, dshape[gaxes[-1]] if gkind == _C2R else 0)
-        try:
-            try:
-                res = _call(_FFT, _RUN, lib.index, (src, dst) + arrs, opts, stream, 3, where)
-            except _C.NotSupportedError:
-                # cuFFT takes nested positive strides only: a layout it refuses is transformed
-                # from a contiguous copy (a contiguous one is refused for another reason)
-                if lib is NUMPY or _is_contiguous(src):
-                    raise
-                res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, src), None) + arrs, opts, stream, 3, where)
-                if dst is not None:
-                    _copy_into(lib, dst, res)
-                    res = dst
-        except _C.AliasError as exc:
-            if any(slot in str(exc) for slot in CHAIN_SLOTS):  # out overlaps a chain's array, not x
-                raise restated(where, exc, pro, epi) from None
-            raise alias_error(where, "out", exc, "the input") from None
-        src = res
-    return src
+    opts = (kind, inverse, axes_t, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth, pro_ops, pro_scale, epi_ops,
+            epi_scale, pro.source, pro.name, epi.source, epi.name, _C.FFT_PROLOG_AUTO,
+            out_shape[axes_t[-1]] if kind == _C2R else 0)
+    arrs = (pro_arr, epi_arr)
+    try:
+        return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
+    except _C.NotSupportedError:
+        # cuFFT takes nested positive strides only: a layout it refuses is transformed
+        # from a contiguous copy (a contiguous one is refused for another reason)
+        if lib is NUMPY or _is_contiguous(x):
+            raise
+    res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
+    if out is None:
+        return res
+    _copy_into(lib, out, res)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -340,3 +310,87 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=Non
     where = "fusemath.fft.ihfft"
     return _run(where, a, None if n is None else [n], [axis], _swapped_norm(norm, where), out, None, {"conj": True},
                 kind=_R2C, inverse=False, one_d=True, execution=execution, stream=stream)
+
+
+# ---------------------------------------------------------------------------
+# Helpers (numpy.fft's, on the caller's array library)
+# ---------------------------------------------------------------------------
+def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"{where}: n must be an int, not bool")
+    n = _length(n, "n", where)
+    if device not in (None, "cpu"):
+        raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
+                         "for a GPU array pass like=x)")
+    try:
+        if d is None or isinstance(d, (str, bytes, bool, np.bool_)):  # (None would become NaN)
+            raise TypeError
+        d = float(np.asarray(d, dtype=np.float64).reshape(()))  # a number, or an array of one
+    except OverflowError:
+        raise ValueError(f"{where}: d (the sample spacing) is too large for a float64") from None
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: d (the sample spacing) must be a real number, not {type(d).__name__}") from None
+    if not d or not np.isfinite(d):
+        raise ValueError(f"{where}: d (the sample spacing) is {d}; expected a finite, nonzero number")
+    ref = np.fft.rfftfreq(n, d) if real else np.fft.fftfreq(n, d)
+    if like is None:
+        return ref
+    lib, x = _input(like, "like", where)
+    if lib is NUMPY:
+        return ref
+    if lib.name == "torch":
+        t = lib.torch
+        return t.as_tensor(ref, device=x.device)
+    cp = lib.cupy
+    with cp.cuda.Device(lib.device_of(x)):
+        return cp.asarray(ref)
+
+
+def fftfreq(n, d=1.0, device=None, *, like=None):
+    """Sample frequencies of an n-point FFT with sample spacing d, as ``numpy.fft.fftfreq``
+    ([0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n), float64). ``device``: None or "cpu" (NumPy
+    2's). ``like``: an array whose library and device the result takes (a CuPy array or
+    PyTorch tensor on its GPU); None: NumPy."""
+    return _freq("fusemath.fft.fftfreq", n, d, device, like, real=False)
+
+
+def rfftfreq(n, d=1.0, device=None, *, like=None):
+    """Sample frequencies of rfft's n // 2 + 1 outputs, as ``numpy.fft.rfftfreq``; ``device``
+    and ``like`` as for :func:`fftfreq`."""
+    return _freq("fusemath.fft.rfftfreq", n, d, device, like, real=True)
+
+
+def _shift(where: str, x: Any, axes: Any, inverse: bool):
+    lib, a = _input(x, "x", where)
+    shape = tuple(a.shape)
+    if axes is None:
+        ax = tuple(range(len(shape)))
+    else:
+        try:
+            axes = (operator.index(axes),)  # one axis
+        except TypeError:
+            pass
+        if isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__"):
+            raise TypeError(f"{where}: axes must be an int or a sequence of ints, not {type(axes).__name__}")
+        # each axis checked; a repeated axis rolls twice, as numpy's
+        ax = tuple(_axes((a,), len(shape), "axes", where)[0] for a in axes)
+    shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
+    if not ax:  # nothing to roll: a copy, as numpy's
+        return a.copy() if lib is NUMPY or not hasattr(a, "clone") else a.clone()
+    if lib is NUMPY:
+        return np.roll(a, shifts, ax)
+    if lib.name == "torch":
+        return lib.torch.roll(a, shifts, ax)
+    return lib.cupy.roll(a, shifts, ax)
+
+
+def fftshift(x, axes=None):
+    """The zero-frequency term moved to the centre, as ``numpy.fft.fftshift`` (axes: None for
+    all, an int or a sequence of ints); a new array of x's library."""
+    return _shift("fusemath.fft.fftshift", x, axes, inverse=False)
+
+
+def ifftshift(x, axes=None):
+    """The inverse of :func:`fftshift` (they differ for odd lengths), as
+    ``numpy.fft.ifftshift``."""
+    return _shift("fusemath.fft.ifftshift", x, axes, inverse=True)

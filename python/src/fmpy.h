@@ -34,7 +34,6 @@
  *   fmpy_alloc.c          allocation and streams through a registered library
  *   fmpy_plan.c           the Plan type
  *   fmpy_runner.c         the Runner type behind Matmul.execute(), make_runner
- *   fmpy_matmul.c         matmul options; matmul, plan_matmul, autotune
  *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
@@ -215,8 +214,6 @@ int fmpy_make_errors(PyObject *m, fm_state *st);
 /* ------------------------------------------------------------------------ */
 /* fmpy_args.c: small argument helpers.                                     */
 /* ------------------------------------------------------------------------ */
-int fmpy_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                    const char *const *names, int n, int nrequired, PyObject **out);
 int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
 int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p);
@@ -292,21 +289,7 @@ extern PyType_Spec fmpy_plan_spec;
 extern PyType_Spec fmpy_runner_spec;
 PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
-/* ------------------------------------------------------------------------ */
-/* fmpy_matmul.c: matmul options and the low-level entry points.            */
-/* ------------------------------------------------------------------------ */
-typedef struct {
-    PyObject *alpha, *beta, *epilogue, *execution, *device_id, *num_threads, *panel_rows, *cpu_strategy, *compute,
-        *clamp;
-} opt_objs;
-
-int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi);
-int fmpy_fill_options(fm_state *st, const char *fname, const opt_objs *a, fm_matmul_options *o);
-void fmpy_release_slots(fm_hold *holds);
-extern const char fmpy_matmul_doc[], fmpy_plan_matmul_doc[], fmpy_autotune_doc[];
-PyObject *fmpy_mod_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
-PyObject *fmpy_mod_plan_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
-PyObject *fmpy_mod_autotune(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi); /* fmpy_array_matmul.c */
 
 /* ------------------------------------------------------------------------ */
 /* fmpy_call.c: call(), every operation's one entry point, and what an      */

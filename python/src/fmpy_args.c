@@ -1,58 +1,10 @@
-/* fmpy_args.c : small argument helpers: vectorcall argument parsing, ints, numbers,
+/* fmpy_args.c : small argument helpers: ints, numbers,
  * addresses, streams, fusemath dtype names and registered-library indices. */
 #include "fmpy.h"
 
 /* ------------------------------------------------------------------------ */
 /* Small argument helpers.                                                  */
 /* ------------------------------------------------------------------------ */
-
-/* Parse vectorcall arguments (positional then keywords) into out[0..n-1] (borrowed,
- * NULL where absent). The first nrequired must be present. */
-int fmpy_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                    const char *const *names, int n, int nrequired, PyObject **out)
-{
-    for (int i = 0; i < n; i++)
-        out[i] = NULL;
-    if (nargs > n) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fname, n, nargs);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        out[i] = args[i];
-    if (kwnames) {
-        Py_ssize_t nkw = PyTuple_Size(kwnames);
-        if (nkw < 0)
-            return -1;
-        for (Py_ssize_t j = 0; j < nkw; j++) {
-            PyObject *key = PyTuple_GetItem(kwnames, j);
-            if (!key)
-                return -1;
-            int found = -1;
-            for (int i = 0; i < n; i++) {
-                if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
-                    found = i;
-                    break;
-                }
-            }
-            if (found < 0) {
-                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
-                return -1;
-            }
-            if (out[found]) {
-                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[found]);
-                return -1;
-            }
-            out[found] = args[nargs + j];
-        }
-    }
-    for (int i = 0; i < nrequired; i++) {
-        if (!out[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname, names[i], i + 1);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* An int argument (anything with __index__) in [lo, hi]; NULL or None keeps *v. */
 int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v)

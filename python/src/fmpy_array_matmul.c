@@ -1,4 +1,4 @@
-/* fmpy_array_matmul.c : matmul's part of call() (fmpy_matmul_def): its options, the Python
+/* fmpy_array_matmul.c : matmul's part of call() (fmpy_matmul_def): its options from Python objects, the Python
  * names of its slots, NumPy's conventions the core does not take (a 1-D a gets a leading 1, a
  * 1-D b a trailing 1, both removed from the results), and its result: d, or (d, {key: extra})
  * with nvmath-python's keys. Everything else is checked by the core. */
@@ -8,11 +8,75 @@ enum { A1D = 1, B1D = 2 };
 
 int fmpy_device_index(const fm_tensor *t) { return t->device.type == FM_DEVICE_CUDA ? t->device.id : -1; }
 
-/* options: (alpha, beta, epilogue, execution, device_id, num_threads, panel_rows, cpu_strategy, compute, clamp) */
-static int mm_fill(fmpy_call *c, PyObject *const *o)
+/* An epilogue: a string (fm_epilogue_parse) or an int of EPILOGUE_* bits; None keeps *epi. */
+int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi)
 {
-    opt_objs oo = {o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9]};
-    return fmpy_fill_options(c->st, c->prefix, &oo, &c->o.mm);
+    if (!o || o == Py_None)
+        return 0;
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        const char *text = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!text)
+            return -1;
+        if ((Py_ssize_t)strlen(text) != n) {
+            PyErr_Format(PyExc_ValueError, "%sepilogue contains a NUL character", fname);
+            return -1;
+        }
+        fm_clear_error();
+        fm_status s = fm_epilogue_parse(text, epi);
+        if (s != FM_OK) {
+            fmpy_raise_status(st, s);
+            return -1;
+        }
+        return 0;
+    }
+    long long v = 0;
+    if (fmpy_int_arg(fname, "epilogue", o, 0, (long long)UINT32_MAX, &v) < 0)
+        return -1;
+    *epi = (unsigned)v;
+    return 0;
+}
+
+/* options: (alpha, beta, epilogue, execution, device_id, num_threads, panel_rows, cpu_strategy, compute, clamp) */
+static int mm_fill(fmpy_call *c, PyObject *const *a)
+{
+    const char *fname = c->prefix;
+    fm_matmul_options *o = &c->o.mm;
+    fm_matmul_options_init(o);
+    if (fmpy_number_arg(fname, "alpha", a[0], o->alpha) < 0 || fmpy_number_arg(fname, "beta", a[1], o->beta) < 0 ||
+        fmpy_epilogue_arg(c->st, fname, a[2], &o->epilogue) < 0)
+        return -1;
+    static const char *const names[] = {"execution", "device_id", "num_threads", "panel_rows", "cpu_strategy",
+                                         "compute"};
+    int32_t *fields[] = {&o->execution, &o->device_id, &o->num_threads, &o->panel_rows, &o->cpu_strategy, &o->compute};
+    const long long los[] = {0, 0, 0, 0, FM_CPU_STRATEGY_AUTO, 0};
+    const long long his[] = {2, INT32_MAX, INT32_MAX, INT32_MAX, FM_CPU_STRATEGY_KERNEL, 1};
+    for (int i = 0; i < 6; i++) {
+        long long v = *fields[i];
+        if (fmpy_int_arg(fname, names[i], a[3 + i], los[i], his[i], &v) < 0)
+            return -1;
+        *fields[i] = (int32_t)v;
+    }
+    PyObject *seq = a[9];
+    if (seq == Py_None)
+        return 0;
+    if (PyUnicode_Check(seq) || !PySequence_Check(seq) || PySequence_Size(seq) != 2) {
+        PyErr_Clear();
+        fmpy_raise_type(PyExc_TypeError, fname, "clamp", "a pair of numbers (lo, hi)", seq);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        PyObject *x = PySequence_GetItem(seq, i);
+        double d = x ? PyFloat_AsDouble(x) : -1.0;
+        Py_XDECREF(x);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            fmpy_raise_type(PyExc_TypeError, fname, "clamp", "a pair of real numbers (lo, hi)", seq);
+            return -1;
+        }
+        o->clamp[i] = d;
+    }
+    return 0;
 }
 
 /* The key of the second result of an epilogue (nvmath-python's names), NULL if none. */

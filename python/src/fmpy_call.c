@@ -135,6 +135,21 @@ static fm_status specs_of(fmpy_call *c, const fm_tensor *const *tp)
     return s;
 }
 
+/* A failed core call: its message; an alias is said with the Python arguments that overlap
+ * (and the core's detail of an output overlapping itself: the axis and stride). */
+static void raise_core(fmpy_call *c, fm_status s)
+{
+    int other, slot = s == FM_ERR_ALIAS ? fm_last_error_slots(&other) : -1;
+    if (slot < 0 || slot >= c->nslots || other < 0 || other >= c->nslots)
+        fmpy_raise_status(c->st, s);
+    else if (other == slot)
+        PyErr_Format(fmpy_error_class(c->st, s), "%s: %s overlaps itself (%s)", c->where, c->def->argname(c, slot),
+                     fm_last_error());
+    else
+        PyErr_Format(fmpy_error_class(c->st, s), "%s: %s overlaps %s in memory", c->where, c->def->argname(c, slot),
+                     c->def->argname(c, other));
+}
+
 /* Convert, prepare, and ask the core for the outputs. */
 static int call_specs(fmpy_call *c)
 {
@@ -168,7 +183,7 @@ static int call_specs(fmpy_call *c)
         tp[i] = (c->given >> i & 1u) && !(keep >> i & 1u) ? NULL : c->tp[i];
     fm_status s;
     if ((s = specs_of(c, tp)) != FM_OK) {
-        fmpy_raise_status(c->st, s);
+        raise_core(c, s);
         return -1;
     }
     for (int i = 0; i < c->nslots; i++)
@@ -248,7 +263,7 @@ static PyObject *call_run(fmpy_call *c, int mode, PyObject *stream_arg, int repe
     Py_END_ALLOW_THREADS
     if (s != FM_OK) {
         fm_plan_release(plan);
-        fmpy_raise_status(st, s);
+        raise_core(c, s);
     } else if (mode == FMPY_RUN) {
         result = c->def->result(c);
     } else if (!plan) {

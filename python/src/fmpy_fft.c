@@ -5,7 +5,6 @@
 /* ------------------------------------------------------------------------ */
 /* FFT options (shapes, n / s padding and NumPy semantics live in fusemath.fft). */
 /* ------------------------------------------------------------------------ */
-static const char *const fft_slot_names[FM_FFT_NSLOTS] = {"x", "out", "prolog_array", "epilog_array"};
 
 /* Options of an FFT call from its Python objects (all positional, None = default). */
 static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_options *opt)
@@ -112,10 +111,15 @@ static int fft_fill(fmpy_call *c, PyObject *const *o)
     return 0;
 }
 
+/* a chain's array as the caller passed it: prolog['multiply'], or a callback's prolog['data'] */
 static const char *fft_argname(const fmpy_call *c, int slot)
 {
-    (void)c;
-    return fft_slot_names[slot];
+    static const char *const chains[2][2] = {{"prolog['multiply']", "prolog['data']"},
+                                             {"epilog['multiply']", "epilog['data']"}};
+    if (slot < FM_FFT_PROLOG)
+        return slot == FM_FFT_IN ? "x" : "out";
+    const fm_fft_chain *ch = slot == FM_FFT_PROLOG ? &c->o.fft.prolog : &c->o.fft.epilog;
+    return chains[slot != FM_FFT_PROLOG][(ch->ops & FM_FFT_OP_CALLBACK) != 0];
 }
 
 static int fft_writable(const fmpy_call *c, int slot)

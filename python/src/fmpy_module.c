@@ -195,9 +195,6 @@ static PyObject *mod_status_name(PyObject *module, PyObject *arg)
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f)
 
 static PyMethodDef module_methods[] = {
-    {"matmul", FASTCALL(fmpy_mod_matmul), METH_FASTCALL | METH_KEYWORDS, fmpy_matmul_doc},
-    {"plan_matmul", FASTCALL(fmpy_mod_plan_matmul), METH_FASTCALL | METH_KEYWORDS, fmpy_plan_matmul_doc},
-    {"autotune", FASTCALL(fmpy_mod_autotune), METH_FASTCALL | METH_KEYWORDS, fmpy_autotune_doc},
     {"call", FASTCALL(fmpy_mod_call), METH_FASTCALL, fmpy_call_doc},
     {"tensor_info", FASTCALL(fmpy_mod_tensor_info), METH_FASTCALL, fmpy_tensor_info_doc},
     {"data_ptr", fmpy_mod_data_ptr, METH_O, fmpy_data_ptr_doc},

@@ -342,10 +342,10 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     Py_XDECREF(keep);
     if (!p || s != FM_OK) {
+        int other, slot = fm_last_error_slots(&other);
         if (p && s == FM_ERR_ALIAS && out != Py_None) /* said from the caller's side, as fusemath.matmul does */
             PyErr_Format(fmpy_error_class(st, FM_ERR_ALIAS), "Matmul.execute(): out %s (%s)",
-                         strstr(fm_last_error(), "overlaps itself") ? "overlaps itself" : "overlaps an input",
-                         fm_last_error());
+                         slot >= 0 && slot == other ? "overlaps itself" : "overlaps an input", fm_last_error());
         else if (p)
             fmpy_raise_status(fmpy_plan_state(plan), s);
         else

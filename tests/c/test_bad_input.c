@@ -579,6 +579,10 @@ static void test_alias(void)
     fm_tensor tda = td;
     tda.data = a;
     CHECK_STATUS(fm_matmul(g_ctx, &ta, &tb, &tc, NULL, &tda, NULL, &o, NULL), FM_ERR_ALIAS);
+    int other = -2, slot = fm_last_error_slots(&other); /* the slots it is about: d over a */
+    CHECK_MSG(slot == FM_MATMUL_D && other == FM_MATMUL_A, "alias slots (%d, %d), expected (d, a)", slot, other);
+    fm_clear_error();
+    CHECK(fm_last_error_slots(NULL) == -1);
     /* bias and aux overlapping D */
     fm_tensor tbias;
     int64_t sn[1] = {S};
@@ -613,6 +617,9 @@ static void test_self_overlapping_output(void)
             void *ptrs[FM_MATMUL_NSLOTS] = {a.data, b.data, NULL, NULL, d.data, NULL};
             s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, NULL);
         }
+        int other = -2, slot = fm_last_error_slots(&other);
+        CHECK_MSG(s != FM_ERR_ALIAS || (slot == FM_MATMUL_D && other == FM_MATMUL_D),
+                  "self-overlap slots (%d, %d), expected (d, d)", slot, other);
         fm_plan_release(p);
         CHECK_MSG(s == FM_ERR_ALIAS || s == FM_ERR_INVALID_ARGUMENT,
                   "d with strides (%lld, %lld, %lld) overlaps itself but plan+execute gave %s", (long long)bad_strides[i][0],

@@ -299,3 +299,14 @@ def away_from_zero(rng, shape, dtype, margin=0.25):
     x = rng.standard_normal(shape)
     x = np.where(x >= 0, x + margin, x - margin)
     return np.asarray(x).astype(dtype)
+
+
+def call_matmul(a, b, c=None, bias=None, d=None, aux=None, *, plan=False, module=None, stream=None, alpha=1.0,
+                beta=0.0, epilogue=0, execution=0, num_threads=0):
+    """A matmul through the extension's one entry point, _fusemath.call (NumPy results): the result,
+    or with plan=True the Plan for operands laid out like these."""
+    import fusemath
+    C = module or fusemath._fusemath
+    res = C.call(C.OP_MATMUL, C.CALL_PLAN if plan else C.CALL_RUN, 0, (a, b, c, bias, d, aux) + (None,) * 4,
+                 (alpha, beta, epilogue, execution, 0, num_threads, 0, 0, 0, None), stream)
+    return res[0] if plan else res

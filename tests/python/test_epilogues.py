@@ -10,6 +10,7 @@ import pytest
 
 import fusemath
 from mmref import (
+    call_matmul,
     DTYPES,
     REAL_DTYPES,
     assert_within,
@@ -206,8 +207,7 @@ def test_forward_aux_output_must_not_repeat(rng):
     base = np.empty((3, 5), np.float32)
     aux = np.lib.stride_tricks.as_strided(base, shape=(2, 3, 5), strides=(0,) + base.strides)  # writable, repeats
     with pytest.raises(fusemath.AliasError, match="aux overlaps itself"):
-        C.matmul(a, b, None, None, d, aux, 1.0, 0.0, int(C.EPILOGUE_GELU | C.EPILOGUE_AUX), C.EXECUTION_AUTO, 0, 0,
-                 0, C.CPU_STRATEGY_AUTO, None, None, None, C.COMPUTE_DEFAULT, None)
+        call_matmul(a, b, d=d, aux=aux, epilogue=int(C.EPILOGUE_GELU | C.EPILOGUE_AUX))
 
 
 # ---------------------------------------------------------------------------

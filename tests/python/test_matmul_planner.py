@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import fusemath
-from mmref import DTYPES, REAL_DTYPES, assert_close, make, reference, tolerance, unpack_relu_mask
+from mmref import call_matmul, DTYPES, REAL_DTYPES, assert_close, make, reference, tolerance, unpack_relu_mask
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -264,7 +264,7 @@ def test_low_level_plan_execute_raw_pointers(rng):
     a = make(rng, (6, 5), np.float32)
     b = make(rng, (5, 4), np.float32)
     d = np.empty((6, 4), np.float32)
-    plan = C.plan_matmul(a, b, None, None, d, None)
+    plan = call_matmul(a, b, d=d, plan=True)
     assert isinstance(plan, fusemath.Plan) and plan.op == "matmul" and plan.backend == "openblas"
     assert "matmul" in repr(plan)
     plan.execute(C.data_ptr(a), C.data_ptr(b), None, None, C.data_ptr(d), 0)

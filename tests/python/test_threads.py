@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusemath
-from mmref import assert_close, make, reference
+from mmref import assert_close, call_matmul, make, reference
 
 NTHREADS = 8
 
@@ -69,7 +69,7 @@ def test_one_plan_from_8_threads_with_different_pointers(rng):
     template_b = make(rng, (k, n), dtype)
     template_bias = make(rng, (n,), dtype)
     template_d = np.empty((m, n), dtype)
-    plan = C.plan_matmul(template_a, template_b, None, template_bias, template_d, None, epilogue="bias+gelu")
+    plan = call_matmul(template_a, template_b, bias=template_bias, d=template_d, plan=True, epilogue="bias+gelu")
     inputs = [(make(rng, (m, k), dtype), make(rng, (k, n), dtype), make(rng, (n,), dtype)) for _ in range(32)]
     outputs = [np.empty((m, n), dtype) for _ in inputs]
     barrier = threading.Barrier(NTHREADS)
@@ -204,7 +204,7 @@ def test_gil_released_during_compute(rng, one_library_thread, how):
     else:
         C = fusemath._fusemath
         out = np.empty((n, n))
-        plan = C.plan_matmul(a, b, None, bias, out, None, epilogue="bias+relu")
+        plan = call_matmul(a, b, bias=bias, d=out, plan=True, epilogue="bias+relu")
         ptrs = (C.data_ptr(a), C.data_ptr(b), None, C.data_ptr(bias), C.data_ptr(out), None)
 
         def run():
