@@ -133,15 +133,15 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
             char st[128];
             shape_str(t, st, sizeof st);
             if (bias_style && i == ndim - 1)
-                return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld", name, (long long)ext,
-                               (long long)target[i]);
+                return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
+                               name, (long long)ext, (long long)target[i]);
             return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
                            "the result (%s) has %lld, expected %lld or 1", name, st, i, target_str(target, ndim),
                            (long long)ext, (long long)target[i]);
         }
         if (bias_style && i == ndim - 1 && ext != target[i])
-            return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld", name, (long long)ext,
-                           (long long)target[i]);
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
+                           name, (long long)ext, (long long)target[i]);
         e.shape[i] = target[i];
         e.strides[i] = (ext == 1 || target[i] <= 1) ? 0 : str;
     }

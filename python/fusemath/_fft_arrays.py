@@ -337,7 +337,7 @@ def restated(where: str, exc: Exception, pro: "_Chain", epi: "_Chain") -> Except
     msg = str(exc)
     for slot, side, chain in zip(CHAIN_SLOTS, ("prolog", "epilog"), (pro, epi)):
         msg = msg.replace(slot, f"{side}[{chain.array_key!r}]")
-    return type(exc)(f"{where}: {msg}")
+    return type(exc)(msg if msg.startswith(where + ": ") else f"{where}: {msg}")
 
 
 _NO_CHAIN = _Chain()

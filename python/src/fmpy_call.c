@@ -140,9 +140,16 @@ static fm_status specs_of(fmpy_call *c, const fm_tensor *const *tp)
 static void raise_core(fmpy_call *c, fm_status s)
 {
     int other, slot = s == FM_ERR_ALIAS ? fm_last_error_slots(&other) : -1;
-    if (slot < 0 || slot >= c->nslots || other < 0 || other >= c->nslots)
-        fmpy_raise_status(c->st, s);
-    else if (other == slot)
+    if (slot < 0 || slot >= c->nslots || other < 0 || other >= c->nslots) {
+        /* the core's message under the caller's name: "matmul: bias has ..." -> "fusemath.matmul: bias has ..." */
+        const char *m = fm_last_error(), *op = fm_op_name(c->def->op);
+        const size_t n = strlen(op);
+        if (!m[0])
+            m = fm_status_string(s);
+        else if (strncmp(m, op, n) == 0 && m[n] == ':' && m[n + 1] == ' ')
+            m += n + 2;
+        PyErr_Format(fmpy_error_class(c->st, s), "%s: %s", c->where, m);
+    } else if (other == slot)
         PyErr_Format(fmpy_error_class(c->st, s), "%s: %s overlaps itself (%s)", c->where, c->def->argname(c, slot),
                      fm_last_error());
     else

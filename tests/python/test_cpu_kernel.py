@@ -364,7 +364,7 @@ except fusemath.NotSupportedError as e:
     print(e)
 """
     out, log = _run(code, FUSEMATH_LOG="plan")
-    assert out.startswith("matmul: gemmkernel: cpu_strategy 'kernel'") and "openblas" not in out, out
+    assert out.startswith("fusemath.matmul: gemmkernel: cpu_strategy 'kernel'") and "openblas" not in out, out
     assert "matmul/openblas" not in log, log
 
 
