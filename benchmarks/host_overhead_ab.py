@@ -45,6 +45,14 @@ a = np.random.rand(64, 64).astype(np.float32); b = np.random.rand(64, 64).astype
 d = np.empty((64, 64), np.float32)
 mm = fusemath.Matmul(a, b); mm.plan()
 r["cpu planned matmul 64^3 execute(out=)"] = per_call(lambda: mm.execute(out=d))
+info = {"cpu plan": mm.describe()}
+try:
+    import ctypes
+    core = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+    core.restype = ctypes.c_char_p
+    info["openblas core"] = core().decode()
+except Exception as exc:
+    info["openblas core"] = f"unknown ({type(exc).__name__})"
 r["cpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(a, b))
 x = (np.random.rand(1024) + 1j * np.random.rand(1024)).astype(np.complex64); y = np.empty_like(x)
 r["cpu stateless fft 1024 c64"] = per_call(lambda: ff.fft(x))
@@ -61,7 +69,7 @@ if gpu:
     tf = ff.FFT(tx); tf.plan(effort="estimate")
     r["gpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: tf.execute(out=ty))
     torch.cuda.synchronize()
-print(json.dumps(r))
+print(json.dumps({"times": r, "info": info}))
 '''
 
 
@@ -69,6 +77,14 @@ def run(path, calls, gpu):
     out = subprocess.run([sys.executable, "-c", WORKER, os.path.abspath(path), str(calls), "1" if gpu else "0"],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def isa() -> str:
+    try:
+        flags = next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "baseline x86-64"
 
 
 def main():
@@ -81,10 +97,12 @@ def main():
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--machine-tag", default=platform.node())
     args = ap.parse_args()
-    samples = {"a": [], "b": []}
+    samples, info = {"a": [], "b": []}, {}
     for r in range(args.rounds):
         for side in ("ab" if r % 2 == 0 else "ba"):
-            samples[side].append(run(getattr(args, side), args.calls, args.gpu))
+            res = run(getattr(args, side), args.calls, args.gpu)
+            samples[side].append(res["times"])
+            info[side] = res["info"]
     rows = {}
     for case in samples["a"][0]:
         ta = [s[case] for s in samples["a"]]
@@ -97,7 +115,10 @@ def main():
         print(f"{case:44s} {v['a_us']:8.2f} {v['b_us']:8.2f} {v['b_minus_a_us']:+8.2f}  "
               f"({v['diff_min']:+.2f} .. {v['diff_max']:+.2f})")
     if args.json:
-        meta = {"date": time.strftime("%Y-%m-%d"), "machine": args.machine_tag, "cpu": platform.processor(),
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_common import cpu_model
+        meta = {"date": time.strftime("%Y-%m-%d"), "machine": args.machine_tag, "cpu": cpu_model(), "isa": isa(),
+                "plans_and_blas": info,
                 "nproc": os.cpu_count(), "command": " ".join(sys.argv), "rounds": args.rounds, "calls": args.calls,
                 "a": args.a, "b": args.b}
         with open(args.json, "w") as fh:

@@ -4,13 +4,16 @@
  * are written, their shapes and dtypes: the given ones are compared with it (to name the Python
  * argument), the others are allocated from it with the results' library on its device. What is
  * particular to an operation (its options, argument names, NumPy conventions such as matmul's
- * 1-D promotion, the shape of its result) comes from its fmpy_opdef (fmpy_matmul.c, fmpy_fft.c). */
+ * 1-D promotion, the shape of its result) comes from its fmpy_opdef (fmpy_array_matmul.c, fmpy_fft.c). */
 #include "fmpy.h"
 
-static const fmpy_opdef *opdef_of(long op)
-{
-    return op == FM_OP_MATMUL ? &fmpy_matmul_def : op == FM_OP_FFT ? &fmpy_fft_def : NULL;
-}
+/* The extension's operation table: one row per operation (its fmpy_opdef, in its own file). */
+static const fmpy_opdef *const opdefs[FM_OP_COUNT_] = {
+    [FM_OP_MATMUL] = &fmpy_matmul_def,
+    [FM_OP_FFT] = &fmpy_fft_def,
+};
+
+static const fmpy_opdef *opdef_of(long op) { return op >= 0 && op < FM_OP_COUNT_ ? opdefs[op] : NULL; }
 
 /* Insert a unit axis at position pos (its stride never matters). */
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos)
@@ -294,7 +297,7 @@ FMPY_DOC_VAR(fmpy_call_doc,
              "CALL_TUNE ((Plan, those specs) for operands laid out like these; outputs not given are\n"
              "allocated as templates). lib: the registered library (index) results are allocated with, on the device of\n"
              "its first input; operands: a tuple in the operation's slot order (None where absent; an output\n"
-             "slot holds out= or None); options: the operation's option values (fmpy_matmul.c, fmpy_fft.c).\n"
+             "slot holds out= or None); options: the operation's option values (fmpy_array_matmul.c, fmpy_fft.c).\n"
              "GPU work is queued on `stream` (None: the library's current stream); the GIL is released.\n"
              "where: the caller's name, the prefix of the messages (None: the operation's).");
 
