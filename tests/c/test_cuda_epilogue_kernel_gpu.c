@@ -24,16 +24,7 @@
 #include <pthread.h>
 #include <time.h>
 
-/* The environment's settings, read as a context reads them (the NVRTC disk cache's directory,
- * the register cap): the library's functions take them instead of reading the environment. */
-static fm_settings g_settings_;
-static pthread_once_t g_settings_once_ = PTHREAD_ONCE_INIT;
-static void read_settings_(void) { (void)fm_settings_read(&g_settings_); }
-static const fm_settings *env_settings(void)
-{
-    pthread_once(&g_settings_once_, read_settings_);
-    return &g_settings_;
-}
+#include "env_settings.h"
 
 /* ------------------------------------------------------------------------ */
 /* host helpers                                                             */
