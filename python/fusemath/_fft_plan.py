@@ -129,6 +129,7 @@ class FFT:
         self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
         self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
                              _C.FFT_PROLOG_AUTO)
+        self._opts_made = (None, None, None)
 
     # -- helpers ---------------------------------------------------------------
     def _alive(self, what: str) -> None:
@@ -149,7 +150,15 @@ class FFT:
 
     def _call(self, mode: int, inverse: bool, x, out, setup: _Setup, stream, where: str):
         pro, epi = setup.chains
-        opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
+        # the options tuple of this setup and direction, made once (0.3-0.6 us a call otherwise); an
+        # entry made from another setup (plan() replaced it) is never used
+        made = self._opts_made  # (setup, forward options, inverse options)
+        if made[0] is not setup:
+            made = (setup, None, None)
+        opts = made[1 + inverse]
+        if opts is None:
+            opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
+            self._opts_made = (setup, opts, made[2]) if not inverse else (setup, made[1], opts)
         try:
             return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
         except _C.AliasError:
