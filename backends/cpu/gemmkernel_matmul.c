@@ -3,7 +3,7 @@
  * registers and stored once with alpha, beta*C, bias and relu applied; other activations and aux
  * outputs as a pass over each L1 slab of the tile right after the kernel wrote it.
  *
- * Offered before "openblas" (a higher priority), the way backends/cuda/kernel_fft.c is offered
+ * Offered before "openblas" (a higher priority), the way backends/cuda/fftkernel_fft.c is offered
  * before cuFFT. With cpu_strategy auto it takes what it does better than OpenBLAS, by the
  * measured rules of auto_declines() (k up to its variant's auto_max_k; packing B only over
  * enough rows), and answers FM_ERR_NOT_APPLICABLE with the reason for everything else, which
