@@ -285,9 +285,22 @@ def _out_dtype(kind: int, in_dtype: np.dtype) -> np.dtype:
 
 
 def _check_out(where: str, lib, out) -> None:
-    """out of x's array library (the core checks its shape, dtype and memory; it cannot tell libraries apart)."""
-    if lib is not NUMPY and lib_of(out) is not lib:
+    """out of x's array library (the core checks its shape, dtype and memory; it cannot tell libraries apart:
+    a NumPy call must not return a GPU array, and NumPy results stay NumPy arrays)."""
+    if lib_of(out) is not (None if lib is NUMPY else lib):  # NumPy: no torch / CuPy out (lists: the core says)
         raise TypeError(f"{where}: out must be an array of {lib.name} like x, not {type(out).__name__}")
+
+
+def check_empty_out(where: str, lib, out, shape, dtype) -> None:
+    """out= of an empty transform, which makes no core call that would check it."""
+    if lib is NUMPY and not isinstance(out, np.ndarray):
+        raise TypeError(f"{where}: out must be a NumPy array like x, not {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise _C.ShapeError(f"{where}: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    if _dtype(lib, out) != dtype:
+        raise _C.DtypeError(f"{where}: out has dtype {_dtype(lib, out)}, expected {dtype}")
+    if lib is NUMPY and not out.flags.writeable:
+        raise _C.InvalidArgumentError(f"{where}: out is read-only; an output must be writable")
 
 
 def _empty(lib, shape, dtype, device: int):

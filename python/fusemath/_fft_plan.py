@@ -277,6 +277,7 @@ class FFT:
         if plan is not None:
             plan.free()
         self._x = None
+        self._opts_made = (None, None, None)  # the options made from the chains hold their arrays
         self._freed = True
 
     def __enter__(self) -> "FFT":

@@ -67,6 +67,7 @@ from ._fft_arrays import (
     _length,
     _norm_code,
     _check_out,
+    check_empty_out,
     _contiguous,
     _copy_into,
     _empty,
@@ -183,8 +184,11 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     if out is not None:
         _check_out(where, lib, out)
     device = -1 if lib is NUMPY else lib.device_of(x)
-    if 0 in out_shape:  # an empty batch: nothing to transform
-        return out if out is not None else _empty(lib, out_shape, out_dt, device)
+    if 0 in out_shape:  # an empty batch: nothing to transform (and no core call to check out=)
+        if out is None:
+            return _empty(lib, out_shape, out_dt, device)
+        check_empty_out(where, lib, out, out_shape, out_dt)
+        return out
     opts = (kind, inverse, axes_t, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth, pro_ops, pro_scale, epi_ops,
             epi_scale, pro.source, pro.name, epi.source, epi.name, _C.FFT_PROLOG_AUTO,
             out_shape[axes_t[-1]] if kind == _C2R else 0)

@@ -1598,3 +1598,19 @@ def test_fftn_over_four_axes_matches_numpy():
     w = rng.standard_normal(z32.shape[-1]).astype(np.float32)
     got = ff.fftn(z32, prolog={"multiply": w}, epilog={"conj": True})
     np.testing.assert_allclose(got, np.conj(np.fft.fftn(z32 * w)), rtol=2e-5, atol=2e-5 * np.abs(got).max())
+
+
+def test_empty_batch_checks_out():
+    """An empty transform makes no core call, so its out= is checked where it returns: shape,
+    dtype, writability and type, with the messages of a non-empty call; a right one comes back."""
+    x = np.zeros((0, 8), np.complex64)
+    with pytest.raises(ValueError, match="out has shape"):
+        ff.fft(x, out=np.zeros((3, 3), np.complex64))
+    with pytest.raises(TypeError, match="out has dtype"):
+        ff.fft(x, out=np.zeros((0, 8), np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        ff.fft(x, out=np.broadcast_to(np.zeros(8, np.complex64), (0, 8)))
+    with pytest.raises(TypeError, match="out must be"):
+        ff.fft(x, out=[1, 2])
+    out = np.zeros((0, 8), np.complex64)
+    assert ff.fft(x, out=out) is out
