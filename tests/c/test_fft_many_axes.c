@@ -5,48 +5,15 @@
  * norm on the last), the result equal to a 3 + 1 axis composition of library calls, and the
  * checks (naxes up to ndim, output specs). */
 #include "check.h"
-#include "mmref.h"
+#include "fft_ref.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 
-#define TEST_PI 3.14159265358979323846
 
 static fm_context *g_ctx;
 static test_rng g_rng = {0x243F6A8885A308D3ULL};
-
-static int64_t numel(int nd, const int64_t *sh)
-{
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++)
-        n *= sh[i];
-    return n;
-}
-
-/* a (C order, shape sh) transformed along one axis in place, sign -1 forward, +1 inverse */
-static void dft_axis(double complex *a, int nd, const int64_t *sh, int axis, int sign)
-{
-    int64_t n = sh[axis], inner = 1, outer = 1;
-    for (int d = axis + 1; d < nd; d++)
-        inner *= sh[d];
-    for (int d = 0; d < axis; d++)
-        outer *= sh[d];
-    double complex *line = malloc(sizeof *line * (size_t)n);
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            double complex *p = a + o * n * inner + i;
-            for (int64_t j = 0; j < n; j++)
-                line[j] = p[j * inner];
-            for (int64_t k = 0; k < n; k++) {
-                double complex acc = 0;
-                for (int64_t j = 0; j < n; j++)
-                    acc += line[j] * cexp(sign * 2.0 * TEST_PI * I * (double)((j * k) % n) / (double)n);
-                p[k * inner] = acc;
-            }
-        }
-    free(line);
-}
 
 /* a copy of the sub-block of x (shape from) with shape to (every extent <= from's) */
 static void crop(int nd, const int64_t *from, const int64_t *to, const double complex *x, double complex *y)
@@ -90,33 +57,6 @@ static void buf_make(buf *b, fm_dtype dt, int nd, const int64_t *shape, const in
     }
     b->mem = calloc((size_t)s + 1, fm_dtype_size(dt));
     fm_tensor_init(&b->t, b->mem, fm_test_cpu, dt, nd, shape, strides);
-}
-
-static int64_t t_offset(const fm_tensor *t, int64_t lin)
-{
-    int64_t off = 0;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        off += (lin % t->shape[d]) * t->strides[d];
-        lin /= t->shape[d];
-    }
-    return off;
-}
-static void t_store(const fm_tensor *t, const double complex *a)
-{
-    for (int64_t i = 0; i < numel(t->ndim, t->shape); i++)
-        elem_set(t->data, t->dtype, t_offset(t, i), a[i]);
-}
-static void t_load(const fm_tensor *t, double complex *a)
-{
-    for (int64_t i = 0; i < numel(t->ndim, t->shape); i++)
-        a[i] = elem_get(t->data, t->dtype, t_offset(t, i));
-}
-
-static double norm_factor(int norm, int inverse, double total)
-{
-    if (norm == FM_FFT_NORM_ORTHO)
-        return 1.0 / sqrt(total);
-    return (norm == FM_FFT_NORM_FORWARD) != !!inverse ? 1.0 / total : 1.0;
 }
 
 typedef struct {
