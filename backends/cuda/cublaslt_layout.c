@@ -107,7 +107,7 @@ fm_status fm_lt_make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_
 }
 
 /* ---- what cuBLASLt can fuse ---- */
-int fm_lt_epilogue_for(const lt_plan *pl, const fm_problem *p, cublasLtEpilogue_t *out, int *bias_slot)
+int fm_lt_epilogue_for(const lt_plan *pl, cublasLtEpilogue_t *out, int *bias_slot)
 {
     unsigned e = pl->mp.epilogue;
     const fm_matmul_geom *g = &pl->g;
@@ -156,7 +156,6 @@ int fm_lt_epilogue_for(const lt_plan *pl, const fm_problem *p, cublasLtEpilogue_
         *bias_slot = FM_MATMUL_BIAS;
     if (e & FM_EPILOGUE_ANY_BGRAD_)
         *bias_slot = FM_MATMUL_BGRAD;
-    (void)p;
     return 1;
 }
 

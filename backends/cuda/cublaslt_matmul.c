@@ -78,9 +78,9 @@ static void cublaslt_destroy(void *impl)
 }
 
 /* ---- the second pass ---- */
-static fm_cuda_view view_of(const lt_plan *pl, int slot, int64_t rs_scale)
+static fm_cuda_view view_of(const lt_plan *pl, int slot)
 {
-    fm_cuda_view v = {NULL, pl->g.row_stride[slot] * rs_scale, pl->g.col_stride[slot], pl->inner_stride[slot]};
+    fm_cuda_view v = {NULL, pl->g.row_stride[slot], pl->g.col_stride[slot], pl->inner_stride[slot]};
     return v;
 }
 
@@ -101,11 +101,11 @@ static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
         a->m = g->m;
         a->n = g->n;
         a->batch = pl->inner_count;
-        a->d = view_of(pl, FM_MATMUL_D, 1);
-        a->c = view_of(pl, FM_MATMUL_C, 1);
-        a->bias = view_of(pl, FM_MATMUL_BIAS, 1);
-        a->scale = view_of(pl, FM_MATMUL_SCALE, 1);
-        a->aux = view_of(pl, FM_MATMUL_AUX, 1);
+        a->d = view_of(pl, FM_MATMUL_D);
+        a->c = view_of(pl, FM_MATMUL_C);
+        a->bias = view_of(pl, FM_MATMUL_BIAS);
+        a->scale = view_of(pl, FM_MATMUL_SCALE);
+        a->aux = view_of(pl, FM_MATMUL_AUX);
         if (fm_epilogue_uses_aux(e) && fm_epilogue_aux_is_mask(e))
             a->aux.rs = fm_relu_mask_row_bytes(g->n), a->aux.bs = pl->inner_stride[FM_MATMUL_AUX];
         memcpy(a->beta, pl->mp.beta, sizeof a->beta);
@@ -124,12 +124,12 @@ static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
         } else if (e & FM_EPILOGUE_BGRADB) {
             pl->colsum_src = FM_MATMUL_B;
             pl->cs_rows = g->k, pl->cs_cols = g->n;
-            pl->cs_x = view_of(pl, FM_MATMUL_B, 1);
+            pl->cs_x = view_of(pl, FM_MATMUL_B);
             out.cs = g->col_stride[FM_MATMUL_BGRAD];
         } else {
             pl->colsum_src = FM_MATMUL_D;
             pl->cs_rows = g->m, pl->cs_cols = g->n;
-            pl->cs_x = view_of(pl, FM_MATMUL_D, 1);
+            pl->cs_x = view_of(pl, FM_MATMUL_D);
             out.cs = g->col_stride[FM_MATMUL_BGRAD];
         }
         pl->cs_out = out;
@@ -205,7 +205,6 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
                                        stream)) != FM_OK)
             return s;
     }
-    (void)ws_size;
     return FM_OK;
 }
 
@@ -347,7 +346,7 @@ static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
 {
     const fm_matmul_geom *g = &pl->g;
     int has_c = (p->present >> FM_MATMUL_C) & 1;
-    int can_fuse = fm_lt_epilogue_for(pl, p, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
+    int can_fuse = fm_lt_epilogue_for(pl, &pl->lt_epi, &pl->lt_bias_slot) && (pl->c_in_gemm || !has_c) &&
                    !pl->no_product;
     if (pl->no_product && (pl->mp.gpu_passes == 1 || pl->mp.gpu_algo > 0)) {
         /* autotune's candidates: one plan serves, there is no cuBLASLt algorithm to choose */
@@ -460,14 +459,6 @@ static void describe_plan(const lt_plan *pl, fm_dtype in_dt, int fp8, fm_plan *o
 
 static fm_status cublaslt_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)ctx;
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
-    if (p->exec_device.type != FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
-    for (int i = 0; i < p->nslots; i++)
-        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     lt_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");

@@ -77,7 +77,7 @@ int64_t fm_lt_d_ld(const fm_matmul_geom *g, int slot);
 void fm_lt_split_batch(const fm_problem *p, lt_plan *pl);
 fm_status fm_lt_make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld,
                             int64_t count, int64_t stride);
-int fm_lt_epilogue_for(const lt_plan *pl, const fm_problem *p, cublasLtEpilogue_t *out, int *bias_slot);
+int fm_lt_epilogue_for(const lt_plan *pl, cublasLtEpilogue_t *out, int *bias_slot);
 fm_status fm_lt_fill_desc(const lt_plan *pl, const fm_problem *p, cublasLtMatmulDesc_t desc, void *const *ptrs,
                           int fused);
 int fm_lt_needs_call_desc(const lt_plan *pl);

@@ -46,7 +46,7 @@ typedef struct cufft_impl {
     int have_handle;
     size_t work_size;
     int empty;                     /* a zero extent: nothing to do */
-    int kind, inverse;
+    int inverse;
     size_t es_in, es_out;          /* element sizes */
     /* batch axes looped on the host */
     int nloop;
@@ -73,7 +73,6 @@ typedef struct cufft_impl {
     void *last_work;
     const void *last_params[4];
     cudaEvent_t ev;
-    char what[64];
 } cufft_impl;
 
 /* ---- errors ---- */
@@ -543,13 +542,6 @@ static fm_status check_half_layout(const fm_fft_params *fp, const layout *L)
 
 static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    if (p->op != FM_OP_FFT)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
-    if (p->exec_device.type != FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "operands are not on a CUDA device");
-    for (int i = 0; i < p->nslots; i++)
-        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_APPLICABLE, "operand %s is not in CUDA device memory", p->slot_names[i]);
     const fm_fft_params *fp = &p->u.fft;
     const fm_settings *set = fm_context_settings(ctx);
     if (fm_fft_gpu_prolog_mode(p) == FM_FFT_PROLOG_KERNEL)
@@ -568,7 +560,6 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
     pl->st = state;
     pl->attach = out->attach;
     pl->device = p->exec_device.id;
-    pl->kind = fp->kind;
     pl->inverse = fp->inverse;
     pl->es_in = fm_dtype_size(ti->dtype);
     pl->es_out = fm_dtype_size(to->dtype);

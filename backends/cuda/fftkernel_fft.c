@@ -274,13 +274,6 @@ static int c128_rows_for_cufft(const fm_problem *p, int64_t n, int64_t rows, int
 
 static fm_status fftkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    if (p->op != FM_OP_FFT)
-        return not_here("only fft");
-    if (p->exec_device.type != FM_DEVICE_CUDA)
-        return not_here("operands are not on a CUDA device");
-    for (int i = 0; i < p->nslots; i++)
-        if ((p->present & (1u << i)) && p->t[i].device.type != FM_DEVICE_CUDA)
-            return not_here("an operand is not in CUDA device memory");
     const fm_fft_params *fp = &p->u.fft;
     const int mode = fm_fft_gpu_prolog_mode(p);
     if (mode == FM_FFT_PROLOG_PASS || mode == FM_FFT_PROLOG_CALLBACK)

@@ -73,7 +73,7 @@ static const char EW_WHO[] = "cuda epilogue kernel";
 
 struct fm_cuda_ew {
     fm_cuda_ew_spec spec;
-    int device, sms, blocks_per_sm;
+    int sms, blocks_per_sm;
     int cw; /* columns per thread, the source's FM_CW */
     fm_nvrtc_module mod;
     cudaKernel_t kernel;
@@ -95,7 +95,6 @@ fm_status fm_cuda_ew_create(const fm_settings *settings, const fm_cuda_ew_spec *
     k->spec.add_c = !!spec->add_c;
     k->spec.zero_d = !!spec->zero_d;
     k->cw = fm_cuda_ew_chunk_width(&k->spec);
-    k->device = device_id;
     int arch = 0;
     size_t size = 0;
     static const char *const names[1] = {"fm_ew"};
@@ -203,7 +202,7 @@ size_t fm_cuda_colsum_workspace(fm_dtype dtype, int64_t rows, int64_t cols, int6
 
 struct fm_cuda_colsum {
     fm_dtype dtype;
-    int device, sms;
+    int sms;
     fm_nvrtc_module mod;
     cudaKernel_t cols_unit, cols_strided, rows, final_;
 };
@@ -220,7 +219,6 @@ fm_status fm_cuda_colsum_create(const fm_settings *settings, fm_dtype dtype, int
     if (!k)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory", CS_WHO);
     k->dtype = dtype;
-    k->device = device_id;
     int arch = 0;
     size_t size = 0;
     static const char *const names[4] = {"fm_colsum_cols_unit", "fm_colsum_cols_strided", "fm_colsum_rows",

@@ -68,8 +68,6 @@ void fm_fft_kernel_launch_shape(const fm_fft_kernel_spec *s, unsigned *grid, uns
 
 /* ---- a problem's kernels (fft_kernel_plan.c): FM_ERR_NOT_APPLICABLE with the reason where they
  * do not apply. chain: storage for the chain specs the kernel specs point to. ---- */
-/* The problem's chains as specs over its input / output (ops 0 where absent). */
-fm_status fm_fft_kernel_chains(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2]);
 /* A 1-D c2c transform with a chain as one kernel. */
 fm_status fm_fft_kernel_one(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2], fm_fft_kernel_spec *k);
 /* A 1-D c2c length beyond one block on contiguous rows: the multi-step (Cooley-Tukey over n =

@@ -8,7 +8,8 @@
 
 static fm_status not_here(const char *why) { return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why); }
 
-fm_status fm_fft_kernel_chains(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2])
+/* The problem's chains as specs over its input / output (ops 0 where absent). */
+static fm_status kernel_chains(const fm_problem *p, const fm_attachments *att, fm_cufft_cb_spec chain[2])
 {
     const fm_fft_params *fp = &p->u.fft;
     memset(chain, 0, 2 * sizeof *chain);
@@ -55,7 +56,7 @@ fm_status fm_fft_kernel_one(const fm_problem *p, const fm_attachments *att, fm_c
         ks->batch_out[ks->nbatch] = to->strides[d];
         ks->nbatch++;
     }
-    fm_status s = fm_fft_kernel_chains(p, att, chain);
+    fm_status s = kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     ks->prolog = fp->prolog_ops ? &chain[0] : NULL;
@@ -151,7 +152,7 @@ fm_status fm_fft_kernel_steps_capped(const fm_problem *p, const fm_attachments *
         c->batch_ext[1] = n2, c->batch_in[1] = n3, c->batch_out[1] = n1;
         c->batch_ext[2] = n1, c->batch_in[2] = m, c->batch_out[2] = 1;
     }
-    fm_status s = fm_fft_kernel_chains(p, att, chain);
+    fm_status s = kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     a->prolog = fp->prolog_ops ? &chain[0] : NULL;
@@ -197,7 +198,7 @@ fm_status fm_fft_kernel_axis_passes(const fm_problem *p, const fm_attachments *a
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    fm_status s = fm_fft_kernel_chains(p, att, chain);
+    fm_status s = kernel_chains(p, att, chain);
     if (s != FM_OK)
         return s;
     for (int i = 0; i < np; i++) {

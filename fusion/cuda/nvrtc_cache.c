@@ -28,29 +28,10 @@
 /* ------------------------------------------------------------------------ */
 /* Paths                                                                    */
 /* ------------------------------------------------------------------------ */
-static _Thread_local char tls_include_dir[FM_PATH_MAX];
-
 const char *fm_nvrtc_cache_dir(const fm_settings *settings)
 {
     /* resolved at context creation (settings.c), with room left for nvrtc/<hash>.<ext> */
     return settings && settings->cache_dir[0] ? settings->cache_dir : NULL;
-}
-
-const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings)
-{
-    const char *roots[3] = {settings ? settings->cuda_home : NULL, settings ? settings->cuda_path : NULL,
-                            "/usr/local/cuda"};
-    for (int i = 0; i < 3; i++) {
-        if (!roots[i] || !roots[i][0])
-            continue;
-        char probe[FM_PATH_MAX];
-        int n = snprintf(probe, sizeof probe, "%s/include/cuda_runtime_api.h", roots[i]);
-        if (n <= 0 || (size_t)n >= sizeof probe || access(probe, R_OK) != 0)
-            continue;
-        snprintf(tls_include_dir, sizeof tls_include_dir, "%s/include", roots[i]);
-        return tls_include_dir;
-    }
-    return NULL;
 }
 
 /* mkdir -p; 0 when the directory exists afterwards. */

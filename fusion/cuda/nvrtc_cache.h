@@ -18,9 +18,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-/* The settings (the context's, fm_context_settings; NULL: no disk cache, the toolkit at
- * /usr/local/cuda only) give the directories: read once from the environment at context
- * creation, never here. */
+/* The settings (the context's, fm_context_settings; NULL: no disk cache) give the cache
+ * directory: read once from the environment at context creation, never here. */
 
 /* Directory of the on-disk cache: settings.cache_dir ($FUSEMATH_CACHE_DIR, else
  * $XDG_CACHE_HOME/fusemath, else $HOME/.cache/fusemath; unset, empty or relative variables are
@@ -50,11 +49,6 @@ int fm_nvrtc_supports_arch(int arch);
  * newest sm_<major><m> with m <= minor (code for one minor runs on later minors of the same
  * major). FM_ERR_UNAVAILABLE / FM_ERR_NOT_SUPPORTED naming `who` otherwise. */
 fm_status fm_nvrtc_arch_for_device(int device_id, const char *who, int *arch);
-
-/* The CUDA toolkit's include directory for "-I" when a source needs toolkit headers:
- * the first of $CUDA_HOME/include, $CUDA_PATH/include (from the settings) and /usr/local/cuda/include holding cuda_runtime_api.h, the
- * first that has cuda_runtime_api.h; NULL if none. Thread-local string, valid until the next call. */
-const char *fm_nvrtc_cuda_include_dir(const fm_settings *settings);
 
 /* ---- loading what fm_nvrtc_compile made (lto 0) ----
  * A CUDA library (context-independent: its kernels launch on whichever device is current). */
