@@ -25,23 +25,43 @@ fm_status fm_lt_status(cublasStatus_t s, const char *what)
 }
 
 /* ---- backend state (per context) ---- */
+static void cublaslt_release(void *state)
+{
+    lt_state *st = state;
+    if (!st)
+        return;
+    fm_cuda_ws_table_destroy(st->ws);
+    if (st->handle)
+        cublasLtDestroy(st->handle);
+    free(st);
+}
+
 static fm_status cublaslt_probe(const fm_settings *settings, void **state, const char **why)
 {
-    if (fm_cuda_probe_device_count() == 0) {
-        *why = "no CUDA device (no GPU or no driver)";
+    lt_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        *why = "out of host memory";
         return FM_ERR_UNAVAILABLE;
     }
-    fm_cuda_lt_state *st = NULL;
-    fm_status s = fm_cuda_lt_state_create(settings, &st);
-    if (s != FM_OK) {
+    void *ws = NULL;
+    fm_status s = fm_cuda_ws_probe("cublaslt", &ws, why);
+    st->ws = ws;
+    cublasStatus_t cs = s == FM_OK ? cublasLtCreate(&st->handle) : CUBLAS_STATUS_SUCCESS;
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+        st->handle = NULL;
+        s = fm_fail(FM_ERR_UNAVAILABLE, "cublasLtCreate: %s", cublasLtGetStatusName(cs));
         *why = fm_last_error();
-        return FM_ERR_UNAVAILABLE;
     }
+    if (s != FM_OK) {
+        cublaslt_release(st);
+        return s;
+    }
+    st->limit = (size_t)32 << 20;
+    if (settings->cuda_workspace_mb >= 0) /* FUSEMATH_CUDA_WORKSPACE_MB */
+        st->limit = (size_t)settings->cuda_workspace_mb << 20;
     *state = st;
     return FM_OK;
 }
-
-static void cublaslt_release(void *state) { fm_cuda_lt_state_destroy(state); }
 
 /* ---- types ---- */
 static int lt_types(fm_dtype t, int tf32, cudaDataType_t *dt, cudaDataType_t *scale, cublasComputeType_t *ct)
@@ -180,7 +200,7 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
     }
     const void *c = pl->c_in_gemm ? ptrs[FM_MATMUL_C] : ptrs[FM_MATMUL_D];
     if (pl->g.m > 0 && pl->g.n > 0 && !pl->no_product) {
-        s = fm_lt_status(cublasLtMatmul(fm_cuda_lt_handle(pl->st), desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
+        s = fm_lt_status(cublasLtMatmul(pl->st->handle, desc, alpha, ptrs[FM_MATMUL_B], pl->lay_a,
                                         ptrs[FM_MATMUL_A], pl->lay_b, beta, c, pl->lay_c, ptrs[FM_MATMUL_D], pl->lay_d,
                                         &pl->algo, ws, pl->algo_ws, stream),
                          "cublasLtMatmul");
@@ -248,7 +268,7 @@ static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const 
     size_t need = pl->algo_ws > pl->cs_ws ? pl->algo_ws : pl->cs_ws;
     void *ws = NULL;
     fm_cuda_ws_lease lease = NULL;
-    if (need && (s = fm_cuda_lt_workspace(pl->st, pl->device, stream, need, &ws, &lease)) != FM_OK)
+    if (need && (s = fm_cuda_ws_acquire(pl->st->ws, pl->device, stream, need, &ws, &lease)) != FM_OK)
         return s;
     s = run_all(pl, ptrs, stream, ws, need);
     fm_cuda_ws_release(lease); /* the kernels using ws are queued */
@@ -507,7 +527,7 @@ static void cublaslt_wisdom_salt(const fm_context *ctx, void *state, const fm_pr
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         cudaGetLastError(); /* not sticky: clear it; the salt then says what was read */
     snprintf(buf, n, "cublasLt %zu sm_%d%d %d SMs workspace %zu", cublasLtGetVersion(), major, minor, sms,
-             state ? fm_cuda_lt_workspace_limit(state) : (size_t)0);
+             state ? ((const lt_state *)state)->limit : (size_t)0);
 }
 
 /* Autotune's candidates: the backend's algorithms with the chain fused (gpu_algo 0, 1, ...: the

@@ -14,6 +14,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+/* The backend's state in a context: the handle, the workspace limit (FUSEMATH_CUDA_WORKSPACE_MB,
+ * default 32 MiB, cuBLAS's recommendation for Hopper) and the workspaces. */
+typedef struct lt_state {
+    cublasLtHandle_t handle;
+    size_t limit;
+    fm_cuda_ws_table *ws;
+} lt_state;
+
 /* One operand as cuBLASLt sees it: a column-major rows x cols matrix with leading
  * dimension ld, transposed (op = T) or not. */
 typedef struct lt_operand {
@@ -24,7 +32,7 @@ typedef struct lt_operand {
 } lt_operand;
 
 typedef struct lt_plan {
-    fm_cuda_lt_state *st;
+    lt_state *st;
     int device;
     fm_matmul_geom g;
     fm_matmul_params mp;

@@ -54,7 +54,7 @@ static int append_heuristic(const lt_plan *pl, cublasLtMatmulPreference_t pref, 
     for (int i = 0; seed && i < want; i++)
         res[i].algo = *seed;
     int got = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(fm_cuda_lt_handle(pl->st), pl->desc, pl->lay_a, pl->lay_b,
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(pl->st->handle, pl->desc, pl->lay_a, pl->lay_b,
                                                        pl->lay_c, pl->lay_d, pref, want, res, &got);
     if (status)
         *status = st;
@@ -91,7 +91,7 @@ static fm_status widen_candidates(const lt_plan *pl, const fm_problem *p, uint64
             return fm_lt_status(st, "cublasLtMatmulAlgoGetHeuristic");
     }
     int ids[LT_MAX_CANDIDATES], nids = 0;
-    cublasLtHandle_t h = fm_cuda_lt_handle(pl->st);
+    cublasLtHandle_t h = pl->st->handle;
     st = cublasLtMatmulAlgoGetIds(h, pl->compute, pl->scale_type, pl->b_type, pl->a_type, pl->dtype, pl->dtype,
                                   LT_MAX_CANDIDATES, ids, &nids);
     if (st == CUBLAS_STATUS_ALLOC_FAILED)
@@ -119,7 +119,7 @@ static fm_status widen_candidates(const lt_plan *pl, const fm_problem *p, uint64
 fm_status fm_lt_choose_algo(lt_plan *pl, const fm_problem *p)
 {
     cublasLtMatmulPreference_t pref = NULL;
-    uint64_t ws = fm_cuda_lt_workspace_limit(pl->st);
+    uint64_t ws = pl->st->limit;
     fm_status s = make_pref(pl, p, ws, 0, &pref);
     if (s != FM_OK)
         return s;

@@ -1,4 +1,4 @@
-/* cuda_workspace.c : per-(device, stream) workspaces, and the cuBLASLt handle of a context. */
+/* cuda_workspace.c : per-(device, stream) workspaces; making a device current. */
 #include "cuda_status.h"
 #include "cuda_workspace.h"
 
@@ -29,12 +29,6 @@ struct fm_cuda_ws_table {
     int nslots;
     uint64_t clock;
     ws_slot slots[FM_WS_SLOTS];
-};
-
-struct fm_cuda_lt_state {
-    cublasLtHandle_t handle;
-    size_t limit;
-    fm_cuda_ws_table *ws;
 };
 
 fm_status fm_cuda_ws_table_create(const char *who, fm_cuda_ws_table **out)
@@ -101,45 +95,19 @@ fm_status fm_cuda_use_device(int device)
     return s;
 }
 
-fm_status fm_cuda_lt_state_create(const fm_settings *settings, fm_cuda_lt_state **out)
+fm_status fm_cuda_ws_probe(const char *who, void **ws, const char **why)
 {
-    fm_cuda_lt_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "cublaslt: out of host memory");
-    cublasStatus_t s = cublasLtCreate(&st->handle);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        free(st);
-        return fm_fail(FM_ERR_UNAVAILABLE, "cublasLtCreate: %s", cublasLtGetStatusName(s));
+    if (fm_cuda_probe_device_count() == 0) {
+        *why = "no CUDA device (no GPU or no driver)";
+        return FM_ERR_UNAVAILABLE;
     }
-    st->limit = (size_t)32 << 20;
-    if (settings->cuda_workspace_mb >= 0) /* FUSEMATH_CUDA_WORKSPACE_MB */
-        st->limit = (size_t)settings->cuda_workspace_mb << 20;
-    fm_status fs = fm_cuda_ws_table_create("cublaslt", &st->ws);
-    if (fs != FM_OK) {
-        cublasLtDestroy(st->handle);
-        free(st);
-        return fs;
+    fm_cuda_ws_table *t = NULL;
+    if (fm_cuda_ws_table_create(who, &t) != FM_OK) {
+        *why = "out of host memory";
+        return FM_ERR_UNAVAILABLE;
     }
-    *out = st;
+    *ws = t;
     return FM_OK;
-}
-
-void fm_cuda_lt_state_destroy(fm_cuda_lt_state *st)
-{
-    if (!st)
-        return;
-    fm_cuda_ws_table_destroy(st->ws);
-    cublasLtDestroy(st->handle);
-    free(st);
-}
-
-cublasLtHandle_t fm_cuda_lt_handle(const fm_cuda_lt_state *st) { return st->handle; }
-size_t fm_cuda_lt_workspace_limit(const fm_cuda_lt_state *st) { return st->limit; }
-
-fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t stream, size_t bytes, void **ws,
-                               fm_cuda_ws_lease *lease)
-{
-    return fm_cuda_ws_acquire(st->ws, device, stream, bytes, ws, lease);
 }
 
 /* The key of a stream: its id. The handle value is no key: cudaStreamPerThread (0x2) names a

@@ -1,10 +1,9 @@
-/* cuda_workspace.h : per-(device, stream) workspaces; the per-context cuBLASLt state. */
+/* cuda_workspace.h : per-(device, stream) workspaces; making a device current. */
 #ifndef FM_CUDA_WORKSPACE_H
 #define FM_CUDA_WORKSPACE_H
 
 #include "internal.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 /* A table of workspaces, one buffer per (device, stream), the stream known by its id: plans
@@ -23,19 +22,9 @@ fm_status fm_cuda_ws_acquire(fm_cuda_ws_table *t, int device, cudaStream_t strea
                              fm_cuda_ws_lease *lease);
 void fm_cuda_ws_release(fm_cuda_ws_lease lease); /* accepts NULL */
 
-typedef struct fm_cuda_lt_state fm_cuda_lt_state;
-
-/* Handle + workspace table. The workspace limit is FUSEMATH_CUDA_WORKSPACE_MB
- * (default 32 MiB, cuBLAS's recommendation for Hopper), read here once. */
-fm_status fm_cuda_lt_state_create(const fm_settings *settings, fm_cuda_lt_state **out);
-void fm_cuda_lt_state_destroy(fm_cuda_lt_state *st);
-cublasLtHandle_t fm_cuda_lt_handle(const fm_cuda_lt_state *st);
-size_t fm_cuda_lt_workspace_limit(const fm_cuda_lt_state *st);
-
-/* A leased workspace of at least `bytes` for work queued on `stream` of `device` (see
- * fm_cuda_ws_acquire; release the lease once the kernels are queued). */
-fm_status fm_cuda_lt_workspace(fm_cuda_lt_state *st, int device, cudaStream_t stream, size_t bytes, void **ws,
-                               fm_cuda_ws_lease *lease);
+/* The CUDA backends' probe: a device, and the backend's workspace table in *ws (who names it);
+ * else FM_ERR_UNAVAILABLE with the reason in *why. */
+fm_status fm_cuda_ws_probe(const char *who, void **ws, const char **why);
 
 /* Make `device` current for this thread if it is not. */
 fm_status fm_cuda_use_device(int device);

@@ -34,12 +34,8 @@
 
 _Static_assert(sizeof(fm_cufft_cb_params) == 4 * sizeof(void *), "execute writes the block as four pointers");
 
-typedef struct cufft_state {
-    fm_cuda_ws_table *ws;
-} cufft_state;
-
 typedef struct cufft_impl {
-    cufft_state *st;
+    fm_cuda_ws_table *ws;          /* the backend's state: the work areas */
     const fm_attachments *attach; /* while planning: the fm_plan's attachments (callback sources) */
     int device;
     cufftHandle handle;
@@ -112,32 +108,14 @@ static fm_status cufft_status(cufftResult r, const char *what)
     return fm_fail(s, "fft on cuda: %s: %s (%d)", what, cufft_name(r), (int)r);
 }
 
-/* ---- backend state ---- */
+/* ---- backend state: the work areas ---- */
 static fm_status cufft_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
-    if (fm_cuda_probe_device_count() == 0) {
-        *why = "no CUDA device (no GPU or no driver)";
-        return FM_ERR_UNAVAILABLE;
-    }
-    cufft_state *st = calloc(1, sizeof *st);
-    if (!st || fm_cuda_ws_table_create("cufft", &st->ws) != FM_OK) {
-        free(st);
-        *why = "out of host memory";
-        return FM_ERR_UNAVAILABLE;
-    }
-    *state = st;
-    return FM_OK;
+    return fm_cuda_ws_probe("cufft", state, why);
 }
 
-static void cufft_release(void *state)
-{
-    cufft_state *st = state;
-    if (!st)
-        return;
-    fm_cuda_ws_table_destroy(st->ws);
-    free(st);
-}
+static void cufft_release(void *state) { fm_cuda_ws_table_destroy(state); }
 
 /* ---- layout ---- */
 typedef struct layout {
@@ -341,7 +319,7 @@ static fm_status cufft_execute(const fm_plan *plan, void *const *ptrs, const fm_
     char *buf = NULL;
     fm_cuda_ws_lease lease = NULL; /* held until the steps using buf are queued */
     if (pl->copy_room + pl->work_size &&
-        (s = fm_cuda_ws_acquire(pl->st->ws, pl->device, stream, pl->copy_room + pl->work_size, (void **)&buf,
+        (s = fm_cuda_ws_acquire(pl->ws, pl->device, stream, pl->copy_room + pl->work_size, (void **)&buf,
                                 &lease)) != FM_OK)
         return s;
     void *work = pl->work_size ? buf + pl->copy_room : NULL;
@@ -557,7 +535,7 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pthread_mutex_init(&pl->lock, NULL);
-    pl->st = state;
+    pl->ws = state;
     pl->attach = out->attach;
     pl->device = p->exec_device.id;
     pl->inverse = fp->inverse;

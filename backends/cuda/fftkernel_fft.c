@@ -26,18 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The backend's state in a context: the multi-step's scratch, one per (device, stream), held
- * between calls like cuFFT's work area (a fresh cudaMallocAsync of hundreds of MB per call
- * costs more than the transform where the pool returns memory at each synchronization). The
- * scratch is leased (fm_cuda_ws_acquire) until the steps are queued: two executions on one
- * stream from two threads cannot interleave their steps on the one buffer. */
-typedef struct kernel_state {
-    fm_cuda_ws_table *ws;
-} kernel_state;
-
+/* The backend's state in a context (a workspace table): the multi-step's scratch, one per
+ * (device, stream), held between calls like cuFFT's work area (a fresh cudaMallocAsync of
+ * hundreds of MB per call costs more than the transform where the pool returns memory at each
+ * synchronization). The scratch is leased (fm_cuda_ws_acquire) until the steps are queued: two
+ * executions on one stream from two threads cannot interleave their steps on the one buffer. */
 typedef struct kernel_plan {
     int device;
-    kernel_state *st;
+    fm_cuda_ws_table *ws;
     /* run in order: one kernel; several axes: k[0] from in to out, the others in place on out;
      * the multi-step (scratch_bytes > 0): k[0] from in into the scratch, the last one out of it */
     fm_fft_kernel *k[3];
@@ -48,28 +44,10 @@ typedef struct kernel_plan {
 static fm_status fftkernel_probe(const fm_settings *settings, void **state, const char **why)
 {
     (void)settings;
-    if (fm_cuda_probe_device_count() == 0) {
-        *why = "no CUDA device (no GPU or no driver)";
-        return FM_ERR_UNAVAILABLE;
-    }
-    kernel_state *st = calloc(1, sizeof *st);
-    if (!st || fm_cuda_ws_table_create("fft kernel scratch", &st->ws) != FM_OK) {
-        free(st);
-        *why = "out of host memory";
-        return FM_ERR_OUT_OF_MEMORY;
-    }
-    *state = st;
-    return FM_OK;
+    return fm_cuda_ws_probe("fft kernel scratch", state, why);
 }
 
-static void fftkernel_release(void *state)
-{
-    kernel_state *st = state;
-    if (!st)
-        return;
-    fm_cuda_ws_table_destroy(st->ws);
-    free(st);
-}
+static void fftkernel_release(void *state) { fm_cuda_ws_table_destroy(state); }
 
 static void fftkernel_destroy(void *impl)
 {
@@ -91,7 +69,7 @@ static fm_status fftkernel_execute(const fm_plan *plan, void *const *ptrs, const
     void *mid = NULL, *in = ptrs[FM_FFT_IN], *out = ptrs[FM_FFT_OUT];
     fm_cuda_ws_lease lease = NULL;
     if (pl->scratch_bytes)
-        s = fm_cuda_ws_acquire(pl->st->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid, &lease);
+        s = fm_cuda_ws_acquire(pl->ws, pl->device, (cudaStream_t)stream, pl->scratch_bytes, &mid, &lease);
     /* the prolog with the first kernel, the epilog with the last */
     for (int i = 0; i < pl->nk && s == FM_OK; i++)
         s = fm_fft_kernel_launch(pl->k[i], i == 0 ? in : mid ? mid : out, mid && i < pl->nk - 1 ? mid : out,
@@ -121,14 +99,14 @@ typedef struct plan_text {
 } plan_text;
 
 /* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
-static fm_status make_plan(const fm_settings *set, const fm_problem *p, kernel_state *st, const fm_fft_kernel_spec *spec,
+static fm_status make_plan(const fm_settings *set, const fm_problem *p, fm_cuda_ws_table *ws, const fm_fft_kernel_spec *spec,
                            int nk, size_t scratch_bytes, fm_plan *out, plan_text *txt)
 {
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
     pl->device = p->exec_device.id;
-    pl->st = st;
+    pl->ws = ws;
     pl->scratch_bytes = scratch_bytes;
     pl->nk = nk;
     fm_status s = fm_cuda_use_device(pl->device);
@@ -185,7 +163,7 @@ static fm_status split_axes(fm_context *ctx, const fm_problem *p, fm_plan *out)
  * two or three passes of its own and a prolog pass adds one (or a load callback slows it down
  * 2-4x). Measured on the H200 with a window (fft_gpu.py): 2^24 x 4 1.08x plain cuFFT against
  * 1.37x for cuFFT plus a pass; 2^20 x 64 1.10x against 1.46x. */
-static fm_status plan_steps(const fm_settings *set, const fm_problem *p, kernel_state *st, fm_plan *out)
+static fm_status plan_steps(const fm_settings *set, const fm_problem *p, fm_cuda_ws_table *ws, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
     fm_cufft_cb_spec chain[2];
@@ -196,7 +174,7 @@ static fm_status plan_steps(const fm_settings *set, const fm_problem *p, kernel_
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(set, p, st, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
+    if ((s = make_plan(set, p, ws, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
         return s;
     char fac[64] = "";
     size_t u = 0;
