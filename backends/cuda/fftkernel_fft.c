@@ -99,7 +99,8 @@ typedef struct plan_text {
 } plan_text;
 
 /* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
-static fm_status make_plan(const fm_settings *set, const fm_problem *p, fm_cuda_ws_table *ws, const fm_fft_kernel_spec *spec,
+static fm_status make_plan(const fm_settings *set, const fm_problem *p, fm_cuda_ws_table *ws,
+                           const fm_fft_kernel_spec *spec,
                            int nk, size_t scratch_bytes, fm_plan *out, plan_text *txt)
 {
     kernel_plan *pl = calloc(1, sizeof *pl);
@@ -174,7 +175,8 @@ static fm_status plan_steps(const fm_settings *set, const fm_problem *p, fm_cuda
     if (s != FM_OK)
         return s;
     plan_text t;
-    if ((s = make_plan(set, p, ws, spec, ns, (size_t)scratch * fm_dtype_size(spec[0].dtype), out, &t)) != FM_OK)
+    const size_t scratch_bytes = (size_t)scratch * fm_dtype_size(spec[0].dtype);
+    if ((s = make_plan(set, p, ws, spec, ns, scratch_bytes, out, &t)) != FM_OK)
         return s;
     char fac[64] = "";
     size_t u = 0;

@@ -15,64 +15,29 @@
  * stride choice is a uniform run-time flag rather than a second kernel: it costs nothing at run
  * time and halves the compile time. Memory-bound: one pass over D (+ C, aux), one launch,
  * grid-stride loop, 32-bit index arithmetic unless the problem needs 64. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "cuda_epilogue_internal.h"
 
 #include "epilogue.h"
 #include "nvrtc_cache.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------------ */
 /* Source builder                                                           */
 /* ------------------------------------------------------------------------ */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
+static const char SOURCE_OOM[] = "cuda epilogue kernel: out of memory generating the source";
 
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
+/* The source written to the memory stream f (buffer *buf) into *out, or out of memory. */
+static fm_status finish_source(FILE *f, char **buf, char **out)
 {
-    if (b->oom)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q, b->cap = cap;
+    if (fclose(f) != 0 || !*buf) {
+        free(*buf);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, SOURCE_OOM);
     }
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_printf(b, "%s", s); }
-
-static fm_status sb_finish(sbuf *b, char **out)
-{
-    if (b->oom || !b->p) {
-        free(b->p);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "cuda epilogue kernel: out of memory generating the source");
-    }
-    *out = b->p;
+    *out = *buf;
     return FM_OK;
 }
 
@@ -442,9 +407,6 @@ static const char src_colsum[] =
     "  }\n"
     "}\n";
 
-static const char *const nvrtc_options[] = {"-std=c++17"};
-enum { N_NVRTC_OPTIONS = 1 };
-
 /* ------------------------------------------------------------------------ */
 /* Specs                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -507,19 +469,23 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
     int cw = fm_cuda_ew_chunk_width(spec);
     char name[192];
     ew_name(spec, name, sizeof name);
-    sbuf b = {0};
-    sb_printf(&b, "/* %s: fusemath matmul epilogue, generated */\n", name);
-    sb_puts(&b, src_common);
-    sb_puts(&b, src_dtype(spec->dtype));
-    sb_printf(&b,
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, SOURCE_OOM);
+    fprintf(f, "/* %s: fusemath matmul epilogue, generated */\n", name);
+    fputs(src_common, f);
+    fputs(src_dtype(spec->dtype), f);
+    fprintf(f,
               "#define FM_SCALE %d\n#define FM_ADD_C %d\n#define FM_BIAS %d\n#define FM_ACT %d\n"
               "#define FM_MASK_OUT %d\n#define FM_XAUX_OUT %d\n#define FM_MASK_IN %d\n#define FM_XAUX_IN %d\n"
               "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n#define FM_CW %d\n",
               !!(e & FM_EPILOGUE_SCALE), !!spec->add_c, !!(e & FM_EPILOGUE_BIAS), act_code(e), mask, xaux,
               !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params), cw);
-    sb_puts(&b, src_arith);
-    sb_puts(&b, src_ew);
-    return sb_finish(&b, source);
+    fputs(src_arith, f);
+    fputs(src_ew, f);
+    return finish_source(f, &buf, source);
 }
 
 fm_status fm_cuda_colsum_source(fm_dtype dtype, char **source)
@@ -529,40 +495,45 @@ fm_status fm_cuda_colsum_source(fm_dtype dtype, char **source)
                        fm_dtype_name(dtype));
     if (!source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "cuda column-sum kernel: source is NULL");
-    sbuf b = {0};
-    sb_printf(&b, "/* fusemath_colsum_%s.cu: fusemath column sums, generated */\n", fm_dtype_name(dtype));
-    sb_puts(&b, src_common);
-    sb_puts(&b, src_dtype(dtype));
-    sb_printf(&b, "#define FM_CP_SIZE %zu\n", sizeof(cs_params));
-    sb_puts(&b, src_arith);
-    sb_puts(&b, src_colsum);
-    return sb_finish(&b, source);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, SOURCE_OOM);
+    fprintf(f, "/* fusemath_colsum_%s.cu: fusemath column sums, generated */\n", fm_dtype_name(dtype));
+    fputs(src_common, f);
+    fputs(src_dtype(dtype), f);
+    fprintf(f, "#define FM_CP_SIZE %zu\n", sizeof(cs_params));
+    fputs(src_arith, f);
+    fputs(src_colsum, f);
+    return finish_source(f, &buf, source);
+}
+
+/* A generated source (s: its generation's status) compiled through the NVRTC cache, then freed. */
+static fm_status compile_source(const fm_settings *settings, fm_status s, char *src, const char *name,
+                                int arch, void **image, size_t *size, int *from_cache)
+{
+    if (s == FM_OK)
+        s = fm_nvrtc_compile_generated(settings, src, name, arch, 0, 0, image, size, from_cache);
+    free(src);
+    return s;
 }
 
 fm_status fm_cuda_ew_compile(const fm_settings *settings, const fm_cuda_ew_spec *spec, int arch, void **image,
                              size_t *size, int *from_cache)
 {
-    char *src = NULL;
+    char *src = NULL, name[192] = "";
     fm_status s = fm_cuda_ew_source(spec, &src);
-    if (s != FM_OK)
-        return s;
-    char name[192];
-    ew_name(spec, name, sizeof name);
-    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
-    free(src);
-    return s;
+    if (s == FM_OK)
+        ew_name(spec, name, sizeof name);
+    return compile_source(settings, s, src, name, arch, image, size, from_cache);
 }
 
 fm_status fm_cuda_colsum_compile(const fm_settings *settings, fm_dtype dtype, int arch, void **image, size_t *size,
                                  int *from_cache)
 {
-    char *src = NULL;
-    fm_status s = fm_cuda_colsum_source(dtype, &src);
-    if (s != FM_OK)
-        return s;
-    char name[64];
+    char *src = NULL, name[64];
     snprintf(name, sizeof name, "fusemath_colsum_%s.cu", fm_dtype_name(dtype));
-    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 0, image, size, from_cache);
-    free(src);
-    return s;
+    fm_status s = fm_cuda_colsum_source(dtype, &src);
+    return compile_source(settings, s, src, name, arch, image, size, from_cache);
 }

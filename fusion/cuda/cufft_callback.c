@@ -9,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const nvrtc_options[] = {"-std=c++17"};
-enum { N_NVRTC_OPTIONS = 1 };
-
 static const char *ctype_of(fm_dtype t)
 {
     switch (t) {
@@ -236,17 +233,6 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     return FM_OK;
 }
 
-/* The generated part always compiles: a compile failure with a user function is the user's
- * code, an invalid argument (NVRTC's log is in the message). */
-static fm_status user_code_status(const fm_cufft_cb_spec *sp, fm_status s)
-{
-    if (s != FM_ERR_BACKEND || !(sp->ops & FM_FFT_OP_CALLBACK))
-        return s;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", fm_last_error());
-    return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
-}
-
 fm_status fm_cufft_cb_compile(const fm_settings *settings, const fm_cufft_cb_spec *sp, int arch, void **ltoir,
                               size_t *size, const char **symbol, int *from_cache)
 {
@@ -258,9 +244,10 @@ fm_status fm_cufft_cb_compile(const fm_settings *settings, const fm_cufft_cb_spe
     if (s != FM_OK)
         return s;
     const char *name = sp->store ? "the fft epilog callback" : "the fft prolog callback";
-    s = fm_nvrtc_compile(settings, src, name, nvrtc_options, N_NVRTC_OPTIONS, arch, 1, ltoir, size, from_cache);
+    const int user = (sp->ops & FM_FFT_OP_CALLBACK) != 0;
+    s = fm_nvrtc_compile_generated(settings, src, name, arch, 1, user, ltoir, size, from_cache);
     free(src);
-    return user_code_status(sp, s);
+    return s;
 }
 
 /* ---- separate passes ---- */
@@ -329,19 +316,15 @@ fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_sp
     if (!k)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
     char *src = NULL;
-    int arch = 0, sms = 0;
-    size_t size = 0;
+    int sms = 0;
+    static const char *const names[1] = {"fm_cb_pass"};
+    const char *name = sp->store ? "the fft epilog pass" : "the fft prolog pass";
     fm_status s = fm_cufft_pass_source(sp, &src);
     if (s == FM_OK)
-        s = fm_nvrtc_arch_for_device(device_id, "fft pass", &arch);
-    if (s == FM_OK)
-        s = user_code_status(sp, fm_nvrtc_compile(settings, src, sp->store ? "the fft epilog pass" : "the fft prolog pass",
-                                                  nvrtc_options, N_NVRTC_OPTIONS, arch, 0, &k->mod.image, &size, NULL));
+        s = fm_nvrtc_module_build(&k->mod, settings, src, name, device_id, (sp->ops & FM_FFT_OP_CALLBACK) != 0,
+                                  "fft pass", names, &k->kernel, 1);
     free(src);
-    static const char *const names[1] = {"fm_cb_pass"};
     cudaError_t e = cudaSuccess;
-    if (s == FM_OK)
-        s = fm_nvrtc_module_load(&k->mod, "fft pass", names, &k->kernel, 1);
     if (s == FM_OK && (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
         s = fm_cuda_runtime_fail(e, "fft pass", "cudaDeviceGetAttribute");
     if (s != FM_OK) {

@@ -21,9 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const nvrtc_options[] = {"-std=c++17"};
-enum { N_NVRTC_OPTIONS = 1 };
-
 #define SMEM_LIMIT 36000 /* bytes of shared memory per block we allow ourselves (static limit: 48 KiB) */
 #define BLOCK_TARGET 256 /* threads per block we aim for when rows are short */
 #define WIDE_SMEM_MAX (140 * 1024) /* dynamic shared memory per block we allow lanes / transposed stores */
@@ -547,24 +544,12 @@ fm_status fm_fft_kernel_create(const fm_settings *settings, const fm_fft_kernel_
         free(src);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft kernel: out of host memory");
     }
-    int arch = 0;
-    size_t size = 0;
     const int user = (s->prolog && (s->prolog->ops & FM_FFT_OP_CALLBACK)) ||
                      (s->epilog && (s->epilog->ops & FM_FFT_OP_CALLBACK));
-    st = fm_nvrtc_arch_for_device(device_id, "fft kernel", &arch);
-    if (st == FM_OK) {
-        st = fm_nvrtc_compile(settings, src, "the fused fft kernel", nvrtc_options, N_NVRTC_OPTIONS, arch, 0,
-                              &k->mod.image, &size, NULL);
-        if (st == FM_ERR_BACKEND && user) { /* the generated part compiles: the user's code does not */
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", fm_last_error());
-            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
-        }
-    }
-    free(src);
     static const char *const names[1] = {"fm_fft_kernel"};
-    if (st == FM_OK)
-        st = fm_nvrtc_module_load(&k->mod, "fft kernel", names, &k->kernel, 1);
+    st = fm_nvrtc_module_build(&k->mod, settings, src, "the fused fft kernel", device_id, user, "fft kernel",
+                               names, &k->kernel, 1);
+    free(src);
     if (st != FM_OK) {
         fm_fft_kernel_destroy(k);
         return st;

@@ -172,18 +172,25 @@ static void *dup_bytes(const void *p, size_t n)
     return q;
 }
 
+/* The entry of key, or NULL (under mem_lock). */
+static const mem_entry *mem_find(const uint8_t key[32])
+{
+    for (size_t i = 0; i < mem_count; i++)
+        if (memcmp(mem_entries[i].key, key, 32) == 0)
+            return &mem_entries[i];
+    return NULL;
+}
+
 /* 1 and a malloc'ed copy when found. */
 static int mem_get(const uint8_t key[32], void **image, size_t *size)
 {
-    int found = 0;
     pthread_mutex_lock(&mem_lock);
-    for (size_t i = 0; i < mem_count; i++)
-        if (memcmp(mem_entries[i].key, key, 32) == 0) {
-            *image = dup_bytes(mem_entries[i].image, mem_entries[i].size);
-            *size = mem_entries[i].size;
-            found = *image != NULL;
-            break;
-        }
+    const mem_entry *e = mem_find(key);
+    if (e) {
+        *image = dup_bytes(e->image, e->size);
+        *size = e->size;
+    }
+    const int found = e && *image;
     pthread_mutex_unlock(&mem_lock);
     return found;
 }
@@ -191,9 +198,8 @@ static int mem_get(const uint8_t key[32], void **image, size_t *size)
 static void mem_put(const uint8_t key[32], const void *image, size_t size)
 {
     pthread_mutex_lock(&mem_lock);
-    for (size_t i = 0; i < mem_count; i++)
-        if (memcmp(mem_entries[i].key, key, 32) == 0)
-            goto out; /* another thread was faster */
+    if (mem_find(key))
+        goto out; /* another thread was faster */
     if (mem_count >= MEM_MAX_ENTRIES || mem_bytes + size > MEM_MAX_BYTES)
         goto out;
     if (mem_count == mem_cap) {
@@ -243,25 +249,12 @@ static uint64_t get_u64le(const uint8_t *p)
     return v;
 }
 
-static int read_all(int fd, void *buf, size_t n)
+/* All n bytes read into buf (writing = 0) or written from it; -1 on an error or an early end. */
+static int transfer_all(int fd, void *buf, size_t n, int writing)
 {
     uint8_t *p = buf;
     while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r, n -= (size_t)r;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
+        ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -282,13 +275,13 @@ static int disk_get(const char *path, const uint8_t key[32], void **image, size_
     struct stat st;
     uint8_t hdr[FILE_HEADER];
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < FILE_HEADER ||
-        (uint64_t)st.st_size > FILE_MAX_IMAGE + FILE_HEADER || read_all(fd, hdr, FILE_HEADER) != 0)
+        (uint64_t)st.st_size > FILE_MAX_IMAGE + FILE_HEADER || transfer_all(fd, hdr, FILE_HEADER, 0) != 0)
         goto out;
     uint64_t n = get_u64le(hdr + 40);
     if (memcmp(hdr, FILE_MAGIC, 8) != 0 || memcmp(hdr + 8, key, 32) != 0 || n == 0 ||
         n != (uint64_t)st.st_size - FILE_HEADER)
         goto out;
-    if (!(data = malloc((size_t)n)) || read_all(fd, data, (size_t)n) != 0)
+    if (!(data = malloc((size_t)n)) || transfer_all(fd, data, (size_t)n, 0) != 0)
         goto out;
     uint8_t sum[32];
     fm_sha256_bytes(data, (size_t)n, sum);
@@ -323,7 +316,7 @@ static void disk_put(const char *dir, const char *path, const uint8_t key[32], c
     memcpy(hdr + 8, key, 32);
     put_u64le(hdr + 40, size);
     fm_sha256_bytes(image, size, hdr + 48);
-    int ok = write_all(fd, hdr, sizeof hdr) == 0 && write_all(fd, image, size) == 0;
+    int ok = transfer_all(fd, hdr, sizeof hdr, 1) == 0 && transfer_all(fd, (void *)image, size, 1) == 0;
     if (close(fd) != 0)
         ok = 0;
     if (!ok || rename(tmp, path) != 0) /* rename is atomic: readers see the old file or the new one */
@@ -355,6 +348,50 @@ static fm_status nvrtc_fail(nvrtcResult r, const char *what, const char *name, i
                    "nvrtc: %s (%s for sm_%d): %s", what, name, arch, nvrtcGetErrorString(r));
 }
 
+/* A failed nvrtcCompileProgram as a status carrying the compiler log. */
+static fm_status compile_error(nvrtcProgram prog, nvrtcResult r, const char *name, int arch)
+{
+    size_t log_size = 0;
+    char *log = NULL;
+    if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1 &&
+        (log = malloc(log_size)) && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
+        log[log_size - 1] = '\0';
+        size_t len = strlen(log);
+        while (len && (log[len - 1] == '\n' || log[len - 1] == ' ' || log[len - 1] == '\r'))
+            log[--len] = '\0';
+    } else if (log) {
+        log[0] = '\0';
+    }
+    fm_status s = fm_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND,
+                          "nvrtc: compiling %s for sm_%d failed (%s): %s", name, arch, nvrtcGetErrorString(r),
+                          log && log[0] ? log : "(no compiler log)");
+    free(log);
+    return s;
+}
+
+/* The compiled program's cubin (lto 0) or LTO-IR, malloc'ed. */
+static fm_status program_image(nvrtcProgram prog, int lto, const char *name, int arch, void **image,
+                               size_t *size)
+{
+    size_t n = 0;
+    nvrtcResult r = lto ? nvrtcGetLTOIRSize(prog, &n) : nvrtcGetCUBINSize(prog, &n);
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_fail(r, lto ? "nvrtcGetLTOIRSize" : "nvrtcGetCUBINSize", name, arch);
+    if (n == 0)
+        return fm_fail(FM_ERR_BACKEND, "nvrtc: %s for sm_%d produced an empty %s", name, arch,
+                       lto ? "LTO-IR" : "cubin");
+    char *img = malloc(n);
+    if (!img)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory for a %zu-byte image", n);
+    if ((r = lto ? nvrtcGetLTOIR(prog, img) : nvrtcGetCUBIN(prog, img)) != NVRTC_SUCCESS) {
+        free(img);
+        return nvrtc_fail(r, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN", name, arch);
+    }
+    *image = img;
+    *size = n;
+    return FM_OK;
+}
+
 static fm_status compile_now(const char *source, const char *name, const char *const *options, int noptions,
                              int arch, int lto, void **image, size_t *size)
 {
@@ -362,68 +399,30 @@ static fm_status compile_now(const char *source, const char *name, const char *c
     nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return nvrtc_fail(r, "nvrtcCreateProgram", name, arch);
-    fm_status s = FM_OK;
     char arch_opt[32];
     /* LTO-IR for a link by someone else (cuFFT's JIT LTO): virtual architecture, relocatable
      * device code (else the unreferenced __device__ function is dropped), as cuFFT's samples do */
     snprintf(arch_opt, sizeof arch_opt, lto ? "-arch=compute_%d" : "-arch=sm_%d", arch);
     const char **opts = malloc(sizeof *opts * (size_t)(noptions + 3));
+    fm_status s;
     if (!opts) {
-        nvrtcDestroyProgram(&prog);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory");
-    }
-    int n = 0;
-    for (int i = 0; i < noptions; i++)
-        opts[n++] = options[i];
-    opts[n++] = arch_opt;
-    if (lto) {
-        opts[n++] = "-dlto";
-        opts[n++] = "--relocatable-device-code=true";
-    }
-    r = nvrtcCompileProgram(prog, n, opts);
-    free(opts);
-    if (r != NVRTC_SUCCESS) {
-        size_t log_size = 0;
-        char *log = NULL;
-        if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1 && (log = malloc(log_size)) &&
-            nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
-            log[log_size - 1] = '\0';
-            size_t len = strlen(log);
-            while (len && (log[len - 1] == '\n' || log[len - 1] == ' ' || log[len - 1] == '\r'))
-                log[--len] = '\0';
-        } else if (log) {
-            log[0] = '\0';
+        s = fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory");
+    } else {
+        int n = 0;
+        for (int i = 0; i < noptions; i++)
+            opts[n++] = options[i];
+        opts[n++] = arch_opt;
+        if (lto) {
+            opts[n++] = "-dlto";
+            opts[n++] = "--relocatable-device-code=true";
         }
-        s = fm_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND,
-                    "nvrtc: compiling %s for sm_%d failed (%s): %s", name, arch, nvrtcGetErrorString(r),
-                    log && log[0] ? log : "(no compiler log)");
-        free(log);
-        nvrtcDestroyProgram(&prog);
-        return s;
+        r = nvrtcCompileProgram(prog, n, opts);
+        free(opts);
+        s = r != NVRTC_SUCCESS ? compile_error(prog, r, name, arch)
+                               : program_image(prog, lto, name, arch, image, size);
     }
-    size_t n_img = 0;
-    r = lto ? nvrtcGetLTOIRSize(prog, &n_img) : nvrtcGetCUBINSize(prog, &n_img);
-    if (r != NVRTC_SUCCESS || n_img == 0) {
-        s = r != NVRTC_SUCCESS ? nvrtc_fail(r, lto ? "nvrtcGetLTOIRSize" : "nvrtcGetCUBINSize", name, arch)
-                               : fm_fail(FM_ERR_BACKEND, "nvrtc: %s for sm_%d produced an empty %s", name, arch,
-                                         lto ? "LTO-IR" : "cubin");
-        nvrtcDestroyProgram(&prog);
-        return s;
-    }
-    char *img = malloc(n_img);
-    if (!img) {
-        nvrtcDestroyProgram(&prog);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "nvrtc: out of memory for a %zu-byte image", n_img);
-    }
-    r = lto ? nvrtcGetLTOIR(prog, img) : nvrtcGetCUBIN(prog, img);
     nvrtcDestroyProgram(&prog);
-    if (r != NVRTC_SUCCESS) {
-        free(img);
-        return nvrtc_fail(r, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN", name, arch);
-    }
-    *image = img;
-    *size = n_img;
-    return FM_OK;
+    return s;
 }
 
 fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, const char *name_for_messages,
@@ -459,10 +458,9 @@ fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, cons
             *from_cache = 1;
         return FM_OK;
     }
-    char path[FM_PATH_MAX], dir[FM_PATH_MAX];
-    const char *d = fm_nvrtc_cache_dir(settings);
-    int have_disk = d && snprintf(dir, sizeof dir, "%s", d) < (int)sizeof dir &&
-                    file_path(dir, key, lto, path, sizeof path) == 0;
+    char path[FM_PATH_MAX];
+    const char *dir = fm_nvrtc_cache_dir(settings);
+    const int have_disk = dir && file_path(dir, key, lto, path, sizeof path) == 0;
     if (have_disk && disk_get(path, key, image, size)) {
         mem_put(key, *image, *size);
         if (from_cache)
@@ -475,6 +473,19 @@ fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, cons
     if (have_disk)
         disk_put(dir, path, key, *image, *size);
     return FM_OK;
+}
+
+fm_status fm_nvrtc_compile_generated(const fm_settings *settings, const char *source, const char *name,
+                                     int arch, int lto, int user_code, void **image, size_t *size,
+                                     int *from_cache)
+{
+    static const char *const options[] = {"-std=c++17"};
+    fm_status s = fm_nvrtc_compile(settings, source, name, options, 1, arch, lto, image, size, from_cache);
+    if (s != FM_ERR_BACKEND || !user_code)
+        return s;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fm_last_error());
+    return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", msg);
 }
 
 /* ---- modules ---- */
@@ -504,6 +515,18 @@ fm_status fm_nvrtc_module_load(fm_nvrtc_module *m, const char *who, const char *
             return fm_cuda_runtime_fail(e, who, what);
         }
     return FM_OK;
+}
+
+fm_status fm_nvrtc_module_build(fm_nvrtc_module *m, const fm_settings *settings, const char *source,
+                                const char *name, int device_id, int user_code, const char *who,
+                                const char *const *names, cudaKernel_t *kernels, int n)
+{
+    int arch = 0;
+    size_t size = 0;
+    fm_status s = fm_nvrtc_arch_for_device(device_id, who, &arch);
+    if (s == FM_OK)
+        s = fm_nvrtc_compile_generated(settings, source, name, arch, 0, user_code, &m->image, &size, NULL);
+    return s == FM_OK ? fm_nvrtc_module_load(m, who, names, kernels, n) : s;
 }
 
 void fm_nvrtc_module_unload(fm_nvrtc_module *m)

@@ -39,6 +39,13 @@ fm_status fm_nvrtc_compile(const fm_settings *settings, const char *source, cons
                            const char *const *options, int noptions, int arch, int lto, void **image, size_t *size,
                            int *from_cache);
 
+/* fm_nvrtc_compile of a source fusemath generated, with the options they all take (C++17).
+ * user_code: the source holds the user's function; the generated part always compiles, so a
+ * compile error is then the user's: FM_ERR_INVALID_ARGUMENT with NVRTC's log. */
+fm_status fm_nvrtc_compile_generated(const fm_settings *settings, const char *source, const char *name,
+                                     int arch, int lto, int user_code, void **image, size_t *size,
+                                     int *from_cache);
+
 /* NVRTC's version (nvrtcVersion). */
 fm_status fm_nvrtc_version(int *major, int *minor);
 
@@ -60,6 +67,10 @@ typedef struct fm_nvrtc_module {
 /* Load m->image and get the kernels names[0..n) into kernels; errors name `who`. */
 fm_status fm_nvrtc_module_load(fm_nvrtc_module *m, const char *who, const char *const *names, cudaKernel_t *kernels,
                                int n);
+/* fm_nvrtc_compile_generated (cubin) for device_id's architecture, then fm_nvrtc_module_load. */
+fm_status fm_nvrtc_module_build(fm_nvrtc_module *m, const fm_settings *settings, const char *source,
+                                const char *name, int device_id, int user_code, const char *who,
+                                const char *const *names, cudaKernel_t *kernels, int n);
 /* Unload and free the image; a zeroed module is fine. */
 void fm_nvrtc_module_unload(fm_nvrtc_module *m);
 
