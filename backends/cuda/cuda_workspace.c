@@ -110,26 +110,16 @@ fm_status fm_cuda_ws_probe(const char *who, void **ws, const char **why)
     return FM_OK;
 }
 
-/* The key of a stream: its id. The handle value is no key: cudaStreamPerThread (0x2) names a
- * different stream in every thread, and a destroyed stream's handle can come back for a new
- * stream while the old one's work still runs. */
-static int stream_key(cudaStream_t stream, unsigned long long *key)
-{
-#if CUDART_VERSION >= 12000
-    return cudaStreamGetId(stream, key) == cudaSuccess ? 0 : -1;
-#else
-    *key = (unsigned long long)(uintptr_t)stream;
-    return 0;
-#endif
-}
-
 fm_status fm_cuda_ws_acquire(fm_cuda_ws_table *t, int device, cudaStream_t stream, size_t bytes, void **ws,
                              fm_cuda_ws_lease *lease)
 {
     *ws = NULL;
     *lease = NULL;
+    /* The key of a stream: its id. The handle value is no key: cudaStreamPerThread (0x2) names a
+     * different stream in every thread, and a destroyed stream's handle can come back for a new
+     * stream while the old one's work still runs. */
     unsigned long long key = 0;
-    if (stream_key(stream, &key) != 0) {
+    if (cudaStreamGetId(stream, &key) != cudaSuccess) {
         (void)cudaGetLastError();
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the stream %p is not a valid CUDA stream", t->who, (void *)stream);
     }

@@ -34,6 +34,16 @@
 
 _Static_assert(sizeof(fm_cufft_cb_params) == 4 * sizeof(void *), "execute writes the block as four pointers");
 
+/* cuFFT's advanced layout of a problem: the transform axes, cuFFT's batch, and the batch axes
+ * beyond it, looped on the host */
+typedef struct layout {
+    int rank;
+    long long n[3], inembed[3], onembed[3];
+    long long istride, ostride, idist, odist, batch;
+    int nloop;
+    int64_t loop_ext[FM_MAX_NDIM], loop_in[FM_MAX_NDIM], loop_out[FM_MAX_NDIM];
+} layout;
+
 typedef struct cufft_impl {
     fm_cuda_ws_table *ws;          /* the backend's state: the work areas */
     const fm_attachments *attach; /* while planning: the fm_plan's attachments (callback sources) */
@@ -44,10 +54,7 @@ typedef struct cufft_impl {
     int empty;                     /* a zero extent: nothing to do */
     int inverse;
     size_t es_in, es_out;          /* element sizes */
-    /* batch axes looped on the host */
-    int nloop;
-    int64_t loop_ext[FM_MAX_NDIM], loop_in[FM_MAX_NDIM], loop_out[FM_MAX_NDIM];
-    /* callbacks */
+    layout L;
     /* c2r: cuFFT may overwrite its input, so it transforms a copy (in the work buffer) */
     int copy_input;
     int64_t copy_lo;               /* byte offset of the input's first byte from its pointer */
@@ -118,13 +125,16 @@ static fm_status cufft_probe(const fm_settings *settings, void **state, const ch
 static void cufft_release(void *state) { fm_cuda_ws_table_destroy(state); }
 
 /* ---- layout ---- */
-typedef struct layout {
-    int rank;
-    long long n[3], inembed[3], onembed[3];
-    long long istride, ostride, idist, odist, batch;
-    int nloop;
-    int64_t loop_ext[FM_MAX_NDIM], loop_in[FM_MAX_NDIM], loop_out[FM_MAX_NDIM];
-} layout;
+/* Sort the axes ax[0..n) by decreasing stride (outermost first). */
+static void sort_outermost_first(int *ax, int n, const int64_t *strides)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strides[ax[j]] > strides[ax[j - 1]]; j--) {
+            int t = ax[j];
+            ax[j] = ax[j - 1];
+            ax[j - 1] = t;
+        }
+}
 
 /* Strides of the transform axes (cuFFT order) -> stride of the innermost and the embeds. */
 static int embed_of(int rank, const int64_t *st, const int64_t *ext, long long *stride, long long *embed)
@@ -155,12 +165,7 @@ static fm_status make_layout(const fm_problem *p, layout *L)
         ax[i] = fp->axes[i];
     /* c2c: any order of the axes is the same transform; order them outermost first */
     if (fp->kind == FM_FFT_C2C)
-        for (int i = 1; i < fp->naxes; i++)
-            for (int j = i; j > 0 && ti->strides[ax[j]] > ti->strides[ax[j - 1]]; j--) {
-                int t = ax[j];
-                ax[j] = ax[j - 1];
-                ax[j - 1] = t;
-            }
+        sort_outermost_first(ax, fp->naxes, ti->strides);
     L->rank = fp->naxes;
     int64_t si[3], so[3], ei[3], eo[3];
     for (int i = 0; i < fp->naxes; i++) {
@@ -191,12 +196,7 @@ static fm_status make_layout(const fm_problem *p, layout *L)
         if (!tr && ti->shape[d] > 1)
             b[nb++] = d;
     }
-    for (int i = 1; i < nb; i++)
-        for (int j = i; j > 0 && ti->strides[b[j]] > ti->strides[b[j - 1]]; j--) {
-            int t = b[j];
-            b[j] = b[j - 1];
-            b[j - 1] = t;
-        }
+    sort_outermost_first(b, nb, ti->strides);
     /* the longest (by count) run of consecutive batch axes that collapses in both in and out */
     int best_lo = 0, best_hi = -1;
     int64_t best = 0;
@@ -223,8 +223,6 @@ static fm_status make_layout(const fm_problem *p, layout *L)
         L->idist = L->inembed[0] * L->istride * (L->rank > 1 ? L->inembed[1] : 1) * (L->rank > 2 ? L->inembed[2] : 1);
         L->odist = L->onembed[0] * L->ostride * (L->rank > 1 ? L->onembed[1] : 1) * (L->rank > 2 ? L->onembed[2] : 1);
     }
-    if (L->idist <= 0 || L->odist <= 0)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: negative or zero batch strides; pass contiguous arrays");
     L->nloop = 0;
     for (int i = 0; i < nb; i++)
         if (i < best_lo || i > best_hi) {
@@ -368,23 +366,20 @@ static fm_status cufft_execute(const fm_plan *plan, void *const *ptrs, const fm_
             goto out;
         pl->last_work = work;
     }
-    if (pl->nloop == 0) {
-        s = exec_once(pl, in, ptrs[FM_FFT_OUT]);
-    } else {
-        int64_t idx[FM_MAX_NDIM] = {0};
-        for (;;) {
-            int64_t oi = 0, oo = 0;
-            for (int k = 0; k < pl->nloop; k++)
-                oi += idx[k] * pl->loop_in[k], oo += idx[k] * pl->loop_out[k];
-            s = exec_once(pl, in + oi * (int64_t)pl->es_in, (char *)ptrs[FM_FFT_OUT] + oo * (int64_t)pl->es_out);
-            if (s != FM_OK)
-                break;
-            int k = pl->nloop - 1;
-            while (k >= 0 && ++idx[k] == pl->loop_ext[k])
-                idx[k--] = 0;
-            if (k < 0)
-                break;
-        }
+    const layout *L = &pl->L;
+    int64_t idx[FM_MAX_NDIM] = {0}; /* of the host-looped batch axes (none: one call) */
+    for (;;) {
+        int64_t oi = 0, oo = 0;
+        for (int k = 0; k < L->nloop; k++)
+            oi += idx[k] * L->loop_in[k], oo += idx[k] * L->loop_out[k];
+        s = exec_once(pl, in + oi * (int64_t)pl->es_in, (char *)ptrs[FM_FFT_OUT] + oo * (int64_t)pl->es_out);
+        if (s != FM_OK)
+            break;
+        int k = L->nloop - 1;
+        while (k >= 0 && ++idx[k] == L->loop_ext[k])
+            idx[k--] = 0;
+        if (k < 0)
+            break;
     }
     if (s == FM_OK && pl->pass[1])
         s = fm_cufft_pass_launch(pl->pass[1], ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT], pl->d_params, stream);
@@ -451,14 +446,26 @@ static fm_status make_pass(const fm_settings *set, cufft_impl *pl, const fm_prob
     return s;
 }
 
-static fm_status make_plan(cufft_impl *pl, const layout *L, fm_dtype in, fm_dtype out, size_t *ws)
+/* A fresh cuFFT handle (the old one destroyed), its work area allocation off. */
+static fm_status new_handle(cufft_impl *pl)
+{
+    if (pl->have_handle)
+        cufftDestroy(pl->handle);
+    pl->have_handle = 0;
+    fm_status s = cufft_status(cufftCreate(&pl->handle), "cufftCreate");
+    if (s != FM_OK)
+        return s;
+    pl->have_handle = 1;
+    return cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation");
+}
+
+static fm_status make_plan(cufft_impl *pl, fm_dtype in, fm_dtype out)
 {
     cudaDataType it = cuda_type(in), ot = cuda_type(out);
     cudaDataType et = fm_dtype_is_complex(in) ? it : ot;
-    long long n[3], ie[3], oe[3];
-    memcpy(n, L->n, sizeof n), memcpy(ie, L->inembed, sizeof ie), memcpy(oe, L->onembed, sizeof oe);
-    return cufft_status(cufftXtMakePlanMany(pl->handle, L->rank, n, ie, L->istride, L->idist, it, oe, L->ostride,
-                                            L->odist, ot, L->batch, ws, et),
+    layout *L = &pl->L;
+    return cufft_status(cufftXtMakePlanMany(pl->handle, L->rank, L->n, L->inembed, L->istride, L->idist, it,
+                                            L->onembed, L->ostride, L->odist, ot, L->batch, &pl->work_size, et),
                         "cufftXtMakePlanMany");
 }
 
@@ -518,6 +525,31 @@ static fm_status check_half_layout(const fm_fft_params *fp, const layout *L)
     return FM_OK;
 }
 
+/* The plan's describe() line. */
+static void describe(fm_plan *out, const fm_problem *p, const cufft_impl *pl)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
+    char shape[96], tr[64] = "", pro[40], epi[40];
+    size_t u = 0;
+    for (int i = 0; i < fp->naxes && u < sizeof tr; i++)
+        u += (size_t)snprintf(tr + u, sizeof tr - u, "%s%lld", i ? "x" : "", (long long)fp->n[i]);
+    snprintf(shape, sizeof shape, "%lld", (long long)pl->L.batch);
+    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
+    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
+    fm_plan_set_describe(out,
+             "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
+             fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
+             fp->inverse ? "inverse" : "forward", pro, epi,
+             !pl->callbacks ? "none"
+             : pl->pass[1]  ? "passes"
+             : pl->pass[0]  ? (fp->epilog_ops ? "prolog-pass+lto" : "prolog-pass")
+                            : "lto",
+             pl->L.nloop,
+             pl->work_size,
+             pl->copy_input ? " input_copy=1" : "", pl->device);
+}
+
 static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     const fm_fft_params *fp = &p->u.fft;
@@ -542,10 +574,10 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
     pl->es_in = fm_dtype_size(ti->dtype);
     pl->es_out = fm_dtype_size(to->dtype);
     fm_status s = FM_OK;
-    layout L = {0};
+    layout *L = &pl->L;
     pl->empty = fm_tensor_numel(ti) == 0 || fm_tensor_numel(to) == 0;
     if (!pl->empty) {
-        if ((s = make_layout(p, &L)) != FM_OK) {
+        if ((s = make_layout(p, L)) != FM_OK) {
             /* one plan cannot nest these axes (an r2c halving an outer axis, in and out laid out
              * differently): two batched steps can, each over fewer axes */
             if (s == FM_ERR_NOT_SUPPORTED && fp->naxes > 1 && strstr(fm_last_error(), "do not nest")) {
@@ -554,26 +586,17 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
             }
             goto fail;
         }
-        if (half && (s = check_half_layout(fp, &L)) != FM_OK)
+        if (half && (s = check_half_layout(fp, L)) != FM_OK)
             goto fail;
-        pl->nloop = L.nloop;
-        memcpy(pl->loop_ext, L.loop_ext, sizeof L.loop_ext);
-        memcpy(pl->loop_in, L.loop_in, sizeof L.loop_in);
-        memcpy(pl->loop_out, L.loop_out, sizeof L.loop_out);
-        if ((s = fm_cuda_use_device(pl->device)) != FM_OK)
-            goto fail;
-        if ((s = cufft_status(cufftCreate(&pl->handle), "cufftCreate")) != FM_OK)
-            goto fail;
-        pl->have_handle = 1;
-        if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK)
+        if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = new_handle(pl)) != FM_OK)
             goto fail;
         /* cuFFT reads and writes real data in pairs: each call's real pointer must be aligned to
          * two reals (a misaligned one fails at exec with CUFFT_INVALID_VALUE, seen on the H200) */
         if (fp->kind != FM_FFT_C2C) {
             const int real_slot = fp->kind == FM_FFT_R2C ? FM_FFT_IN : FM_FFT_OUT;
-            const int64_t *loop = fp->kind == FM_FFT_R2C ? L.loop_in : L.loop_out;
+            const int64_t *loop = fp->kind == FM_FFT_R2C ? L->loop_in : L->loop_out;
             int odd_loop = 0;
-            for (int k = 0; k < L.nloop; k++)
+            for (int k = 0; k < L->nloop; k++)
                 odd_loop |= (loop[k] & 1) != 0;
             const size_t real_es = fm_dtype_size(p->t[real_slot].dtype);
             const int misaligned = ((size_t)1 << p->align_log2[real_slot]) < 2 * real_es;
@@ -590,7 +613,7 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
             stage_input(pl, ti);
         pl->callbacks = fp->prolog_ops != 0 || fp->epilog_ops != 0;
         if (pl->callbacks) {
-            pl->params_need_base = L.nloop > 0; /* looped calls shift the pointers cuFFT counts from */
+            pl->params_need_base = L->nloop > 0; /* looped calls shift the pointers cuFFT counts from */
             int arch = 0;
             if ((s = fm_nvrtc_arch_for_device(pl->device, "fft on cuda", &arch)) != FM_OK ||
                 (s = fm_cuda_status(cudaMalloc(&pl->d_params, sizeof(fm_cufft_cb_params)),
@@ -599,25 +622,18 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
                     FM_OK)
                 goto fail;
             /* cuFFT has no callback types for half precision: its chains are passes computing in float */
-            const int prolog_cb = !half && prolog_as_callback(p, &L);
+            const int prolog_cb = !half && prolog_as_callback(p, L);
             if (fp->prolog_ops && (s = prolog_cb ? attach_callback(set, pl, p, 0, arch) : make_pass(set, pl, p, 0)) != FM_OK)
                 goto fail;
             if (fp->epilog_ops && (s = !half ? attach_callback(set, pl, p, 1, arch) : make_pass(set, pl, p, 1)) != FM_OK)
                 goto fail;
         }
-        size_t ws = 0;
-        s = make_plan(pl, &L, ti->dtype, to->dtype, &ws);
+        s = make_plan(pl, ti->dtype, to->dtype);
         if (s == FM_ERR_NOT_SUPPORTED && pl->callbacks) {
             /* cuFFT takes no callbacks for this size: a plain plan, the chains as passes */
             fm_log_plan(ctx, "cufft: no callbacks for this plan (%s): the chains run as separate passes",
                         fm_last_error());
-            cufftDestroy(pl->handle);
-            pl->have_handle = 0;
-            if ((s = cufft_status(cufftCreate(&pl->handle), "cufftCreate")) != FM_OK)
-                goto fail;
-            pl->have_handle = 1;
-            if ((s = cufft_status(cufftSetAutoAllocation(pl->handle, 0), "cufftSetAutoAllocation")) != FM_OK ||
-                (s = make_plan(pl, &L, ti->dtype, to->dtype, &ws)) != FM_OK)
+            if ((s = new_handle(pl)) != FM_OK || (s = make_plan(pl, ti->dtype, to->dtype)) != FM_OK)
                 goto fail;
             pl->params_need_base = 0;
             if (fp->prolog_ops && !pl->pass[0] && (s = make_pass(set, pl, p, 0)) != FM_OK)
@@ -627,7 +643,6 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
         }
         if (s != FM_OK)
             goto fail;
-        pl->work_size = ws;
     }
     pl->attach = NULL; /* valid while planning only */
     out->impl = pl;
@@ -636,24 +651,7 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
     for (int i = 0; i < FM_FFT_NSLOTS; i++)
         if (out->required_align[i] <= 1) /* (the real operand's may be set above) */
             out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
-    char shape[96] = "1", tr[64] = "", pro[40], epi[40];
-    size_t u = 0;
-    for (int i = 0; i < fp->naxes && u < sizeof tr; i++)
-        u += (size_t)snprintf(tr + u, sizeof tr - u, "%s%lld", i ? "x" : "", (long long)fp->n[i]);
-    snprintf(shape, sizeof shape, "%lld", (long long)L.batch);
-    fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
-    fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
-    fm_plan_set_describe(out,
-             "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
-             fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
-             fp->inverse ? "inverse" : "forward", pro, epi,
-             !pl->callbacks ? "none"
-             : pl->pass[1]  ? "passes"
-             : pl->pass[0]  ? (fp->epilog_ops ? "prolog-pass+lto" : "prolog-pass")
-                            : "lto",
-             L.nloop,
-             pl->work_size,
-             pl->copy_input ? " input_copy=1" : "", pl->device);
+    describe(out, p, pl);
     return FM_OK;
 fail:
     cufft_destroy(pl);
