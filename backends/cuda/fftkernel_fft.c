@@ -83,25 +83,12 @@ static fm_status not_here(const char *why)
     return fm_fail(FM_ERR_NOT_APPLICABLE, "fused kernel: %s", why);
 }
 
-/* The plan's kernels are made: hand pl to out. */
-static void hand_over(const fm_problem *p, kernel_plan *pl, fm_plan *out)
-{
-    out->impl = pl;
-    out->execute = fftkernel_execute;
-    out->destroy_impl = fftkernel_destroy;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
-}
-
-/* What describe() says of a made plan: the chains and the kernels' radices ('+' between kernels). */
-typedef struct plan_text {
-    char pro[40], epi[40], rad[96];
-} plan_text;
-
-/* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out. */
+/* A plan of the kernels spec[0..nk) (run in that order, see execute), made and handed to out.
+ * describe() names the shape, `extra` ("" or "name=value ") and the kernels' radices ('+'
+ * between kernels). */
 static fm_status make_plan(const fm_settings *set, const fm_problem *p, fm_cuda_ws_table *ws,
-                           const fm_fft_kernel_spec *spec,
-                           int nk, size_t scratch_bytes, fm_plan *out, plan_text *txt)
+                           const fm_fft_kernel_spec *spec, int nk, size_t scratch_bytes, const char *shape,
+                           const char *extra, fm_plan *out)
 {
     kernel_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
@@ -117,14 +104,21 @@ static fm_status make_plan(const fm_settings *set, const fm_problem *p, fm_cuda_
         fftkernel_destroy(pl);
         return s;
     }
-    hand_over(p, pl, out);
-    fm_fft_ops_text(txt->pro, sizeof txt->pro, p->u.fft.prolog_ops);
-    fm_fft_ops_text(txt->epi, sizeof txt->epi, p->u.fft.epilog_ops);
+    out->impl = pl;
+    out->execute = fftkernel_execute;
+    out->destroy_impl = fftkernel_destroy;
+    for (int i = 0; i < FM_FFT_NSLOTS; i++)
+        out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
+    char pro[40], epi[40], rad[96] = "";
+    fm_fft_ops_text(pro, sizeof pro, p->u.fft.prolog_ops);
+    fm_fft_ops_text(epi, sizeof epi, p->u.fft.epilog_ops);
     size_t v = 0;
-    txt->rad[0] = 0;
     for (int i = 0; i < nk; i++)
-        v += (size_t)snprintf(txt->rad + v, v < sizeof txt->rad ? sizeof txt->rad - v : 0, "%s%s", i ? "+" : "",
+        v += (size_t)snprintf(rad + v, v < sizeof rad ? sizeof rad - v : 0, "%s%s", i ? "+" : "",
                               fm_fft_kernel_radices(pl->k[i]));
+    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %s %s prolog=%s epilog=%s %sradices=%s passes=%d "
+                         "device=%d", fm_dtype_name(spec[0].dtype), shape,
+                         p->u.fft.inverse ? "inverse" : "forward", pro, epi, extra, rad, nk, pl->device);
     return FM_OK;
 }
 
@@ -174,19 +168,14 @@ static fm_status plan_steps(const fm_settings *set, const fm_problem *p, fm_cuda
     fm_status s = fm_fft_kernel_steps(p, out->attach, chain, spec, &ns, &scratch);
     if (s != FM_OK)
         return s;
-    plan_text t;
-    const size_t scratch_bytes = (size_t)scratch * fm_dtype_size(spec[0].dtype);
-    if ((s = make_plan(set, p, ws, spec, ns, scratch_bytes, out, &t)) != FM_OK)
-        return s;
-    char fac[64] = "";
-    size_t u = 0;
+    char shape[48], steps[80] = "steps=";
+    snprintf(shape, sizeof shape, "%lldx[%lld]", (long long)spec[0].batch_ext[0], (long long)fp->n[0]);
+    size_t u = strlen(steps);
     for (int i = 0; i < ns; i++)
-        u += (size_t)snprintf(fac + u, u < sizeof fac ? sizeof fac - u : 0, "%s%lld", i ? "x" : "", (long long)spec[i].n);
-    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s steps=%s radices=%s "
-                         "passes=%d device=%d",
-                         fm_dtype_name(spec[0].dtype), (long long)spec[0].batch_ext[0], (long long)fp->n[0],
-                         fp->inverse ? "inverse" : "forward", t.pro, t.epi, fac, t.rad, ns, p->exec_device.id);
-    return FM_OK;
+        u += (size_t)snprintf(steps + u, u < sizeof steps ? sizeof steps - u : 0, "%s%lld%s", i ? "x" : "",
+                              (long long)spec[i].n, i == ns - 1 ? " " : "");
+    const size_t scratch_bytes = (size_t)scratch * fm_dtype_size(spec[0].dtype);
+    return make_plan(set, p, ws, spec, ns, scratch_bytes, shape, steps, out);
 }
 
 /* Several axes: one kernel pass per axis, the first (the input's most contiguous axis, rows
@@ -202,19 +191,13 @@ static fm_status plan_axis_passes(const fm_settings *set, const fm_problem *p, f
     fm_status s = fm_fft_kernel_axis_passes(p, out->attach, chain, spec, order, &np);
     if (s != FM_OK)
         return s;
-    plan_text t;
-    if ((s = make_plan(set, p, NULL, spec, np, 0, out, &t)) != FM_OK)
-        return s;
-    char shape[96] = "";
-    size_t u = 0;
+    char shape[96] = "[", passes[32];
+    size_t u = 1;
     for (int i = 0; i < np; i++) /* in pass order, as the radices */
-        u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld", i ? ", " : "",
-                              fp->axes[order[i]], (long long)fp->n[order[i]]);
-    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c [%s] %s prolog=%s epilog=%s axis-passes=%d radices=%s "
-                         "passes=%d device=%d",
-                         fm_dtype_name(spec[0].dtype), shape, fp->inverse ? "inverse" : "forward", t.pro, t.epi, np,
-                         t.rad, np, p->exec_device.id);
-    return FM_OK;
+        u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld%s",
+                              i ? ", " : "", fp->axes[order[i]], (long long)fp->n[order[i]], i == np - 1 ? "]" : "");
+    snprintf(passes, sizeof passes, "axis-passes=%d ", np);
+    return make_plan(set, p, NULL, spec, np, 0, shape, passes, out);
 }
 
 /* gpu_prolog="auto" with several axes: one kernel pass per axis where that was measured to win
@@ -296,8 +279,9 @@ static fm_status fftkernel_plan(fm_context *ctx, void *state, const fm_problem *
     if (mode == FM_FFT_PROLOG_AUTO && !fm_fft_kernel_coalesced(&ks))
         return not_here("the transformed axis is strided and the rows are not neighbours in memory "
                         "(gpu_prolog='kernel' takes it anyway)");
-    plan_text t;
-    if ((s = make_plan(fm_context_settings(ctx), p, NULL, &ks, 1, 0, out, &t)) != FM_OK) {
+    char shape[48];
+    snprintf(shape, sizeof shape, "%lldx[%lld]", (long long)rows, (long long)ks.n);
+    if ((s = make_plan(fm_context_settings(ctx), p, NULL, &ks, 1, 0, shape, "", out)) != FM_OK) {
         if (s == FM_ERR_INVALID_ARGUMENT && mode == FM_FFT_PROLOG_AUTO) {
             /* the user's function did not compile inside the kernel (a name clash with its own
              * code, say): cuFFT compiles it as a callback on its own and reports what is wrong */
@@ -305,13 +289,8 @@ static fm_status fftkernel_plan(fm_context *ctx, void *state, const fm_problem *
             snprintf(why, sizeof why, "the chain's user function did not compile in the kernel: %s", fm_last_error());
             return not_here(why);
         }
-        return s;
     }
-    fm_plan_set_describe(out, "fft cuda/fftkernel %s c2c %lldx[%lld] %s prolog=%s epilog=%s radices=%s passes=1 "
-                         "device=%d",
-                         fm_dtype_name(ks.dtype), (long long)rows, (long long)ks.n, fp->inverse ? "inverse" : "forward",
-                         t.pro, t.epi, t.rad, p->exec_device.id);
-    return FM_OK;
+    return s;
 }
 
 const fm_backend fm_backend_fftkernel_fft = {
