@@ -46,40 +46,26 @@ int64_t fm_lt_d_ld(const fm_matmul_geom *g, int slot)
 void fm_lt_split_batch(const fm_problem *p, lt_plan *pl)
 {
     const fm_matmul_geom *g = &pl->g;
-    int nd = g->batch_ndim;
+    const int nd = g->batch_ndim;
     int start = nd;
+    int64_t span = 1; /* elements of the batch dims from start on */
     while (start > 0) {
-        int s = start - 1, ok = 1;
-        if (s < nd - 1)
-            for (int slot = 0; slot < FM_MATMUL_NSLOTS && ok; slot++) {
-                if (!(p->present & (1u << slot)))
-                    continue;
-                /* dim s folds into the suffix when stepping over it equals stepping
-                 * over the whole suffix; broadcast (0) folds with broadcast only */
-                int64_t inner = g->batch_strides[slot][nd - 1];
-                int64_t span = 1;
-                for (int i = s + 1; i < nd; i++)
-                    span *= g->batch_shape[i];
-                ok = g->batch_strides[slot][s] == inner * span;
-                for (int i = s + 1; i < nd - 1 && ok; i++) {
-                    int64_t sp = 1;
-                    for (int j = i + 1; j < nd; j++)
-                        sp *= g->batch_shape[j];
-                    ok = g->batch_strides[slot][i] == inner * sp;
-                }
-            }
+        const int s = start - 1;
+        /* dim s folds into the suffix when stepping over it equals stepping over the whole
+         * suffix (whose own dims were checked before); broadcast (0) folds with broadcast only */
+        int ok = 1;
+        for (int slot = 0; slot < FM_MATMUL_NSLOTS && ok && s < nd - 1; slot++)
+            ok = !(p->present & (1u << slot)) ||
+                 g->batch_strides[slot][s] == g->batch_strides[slot][nd - 1] * span;
         if (!ok)
             break;
+        span *= g->batch_shape[s];
         start = s;
     }
     pl->outer_ndim = start;
-    pl->inner_count = 1;
-    for (int i = 0; i < nd; i++) {
-        if (i < start)
-            pl->outer_shape[i] = g->batch_shape[i];
-        else
-            pl->inner_count *= g->batch_shape[i];
-    }
+    pl->inner_count = span;
+    for (int i = 0; i < start; i++)
+        pl->outer_shape[i] = g->batch_shape[i];
     for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++) {
         for (int i = 0; i < start; i++)
             pl->outer_stride[slot][i] = g->batch_strides[slot][i];

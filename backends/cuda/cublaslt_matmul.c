@@ -406,13 +406,22 @@ static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
 
 /* The GEMM's descriptor, layouts and algorithm (only where a product runs). A fused chain that
  * cuBLASLt refuses falls back to GEMM + kernel when gpu_passes leaves the choice open. */
+/* The plan's matmul descriptor, made anew (fused or not, as pl->fused says). */
+static fm_status make_desc(lt_plan *pl, const fm_problem *p)
+{
+    if (pl->desc)
+        cublasLtMatmulDescDestroy(pl->desc);
+    pl->desc = NULL;
+    fm_status s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
+                               "cublasLtMatmulDescCreate");
+    return s != FM_OK ? s : fm_lt_fill_desc(pl, p, pl->desc, NULL, pl->fused);
+}
+
 static fm_status plan_gemm(fm_context *ctx, lt_plan *pl, const fm_problem *p)
 {
     const fm_matmul_geom *g = &pl->g;
     fm_status s;
-    if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
-                          "cublasLtMatmulDescCreate")) != FM_OK ||
-        (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, pl->fused)) != FM_OK)
+    if ((s = make_desc(pl, p)) != FM_OK)
         return s;
     if ((s = fm_lt_make_layout(&pl->lay_a, pl->b_type, pl->la.op == CUBLAS_OP_N ? g->n : g->k,
                                pl->la.op == CUBLAS_OP_N ? g->k : g->n, pl->la.ld, pl->inner_count,
@@ -437,11 +446,7 @@ static fm_status plan_gemm(fm_context *ctx, lt_plan *pl, const fm_problem *p)
              * gpu_algo was past the fused list: the split list's index names another kernel) */
             fm_log_plan(ctx, "cublaslt: fused chain refused (%s); using GEMM + kernel", fm_last_error());
             pl->fused = 0, pl->alpha_vector = 0, pl->lt_epi = CUBLASLT_EPILOGUE_DEFAULT, pl->lt_bias_slot = -1;
-            cublasLtMatmulDescDestroy(pl->desc);
-            pl->desc = NULL;
-            if ((s = fm_lt_status(cublasLtMatmulDescCreate(&pl->desc, pl->compute, pl->scale_type),
-                                  "cublasLtMatmulDescCreate")) != FM_OK ||
-                (s = fm_lt_fill_desc(pl, p, pl->desc, NULL, 0)) != FM_OK)
+            if ((s = make_desc(pl, p)) != FM_OK)
                 return s;
             s = fm_lt_choose_algo(pl, p);
         }
