@@ -5,8 +5,7 @@
  * host copies chunk c+1 into one buffer (several threads) while the DMA engine moves chunk c
  * from the other. Pageable cudaMemcpy moves ~4-6 GB/s on the H200 host; pinned DMA runs at the
  * link's speed, so the host memcpy bounds this path. */
-#include "cuda_status.h"
-#include "internal.h"
+#include "cuda_workspace.h"
 
 #include <cuda_runtime.h>
 #include <omp.h>

@@ -1,5 +1,4 @@
 /* cuda_workspace.c : per-(device, stream) workspaces; making a device current. */
-#include "cuda_status.h"
 #include "cuda_workspace.h"
 
 #include <stdint.h>
@@ -30,21 +29,6 @@ struct fm_cuda_ws_table {
     uint64_t clock;
     ws_slot slots[FM_WS_SLOTS];
 };
-
-fm_status fm_cuda_ws_table_create(const char *who, fm_cuda_ws_table **out)
-{
-    fm_cuda_ws_table *t = calloc(1, sizeof *t);
-    if (!t)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory", who);
-    t->who = who;
-    pthread_mutex_init(&t->lock, NULL);
-    for (int i = 0; i < FM_WS_SLOTS; i++) {
-        pthread_mutex_init(&t->slots[i].use, NULL);
-        t->slots[i].owner = t;
-    }
-    *out = t;
-    return FM_OK;
-}
 
 /* Free a slot's buffer, whatever stream may still be using it: the device's queued work is
  * waited for first (the stream may be gone, so nothing can be ordered on it). The calling
@@ -101,10 +85,16 @@ fm_status fm_cuda_ws_probe(const char *who, void **ws, const char **why)
         *why = "no CUDA device (no GPU or no driver)";
         return FM_ERR_UNAVAILABLE;
     }
-    fm_cuda_ws_table *t = NULL;
-    if (fm_cuda_ws_table_create(who, &t) != FM_OK) {
+    fm_cuda_ws_table *t = calloc(1, sizeof *t);
+    if (!t) {
         *why = "out of host memory";
         return FM_ERR_UNAVAILABLE;
+    }
+    t->who = who;
+    pthread_mutex_init(&t->lock, NULL);
+    for (int i = 0; i < FM_WS_SLOTS; i++) {
+        pthread_mutex_init(&t->slots[i].use, NULL);
+        t->slots[i].owner = t;
     }
     *ws = t;
     return FM_OK;

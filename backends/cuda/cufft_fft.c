@@ -20,7 +20,6 @@
  * several streams are ordered around the block; one plan per stream runs them concurrently. */
 #include "cuda/cufft_callback.h"
 #include "cuda/nvrtc_cache.h"
-#include "cuda_status.h"
 #include "cuda_workspace.h"
 #include "fft_axis_split.h"
 #include "internal.h"

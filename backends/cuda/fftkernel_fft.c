@@ -15,9 +15,8 @@
  * arguments, so a plan runs concurrently on any number of streams and threads (the multi-step's
  * scratch is per stream, taken under a lock). */
 #include "cuda/fft_kernel.h"
-#include "cuda_status.h"
-#include "fft_axis_split.h"
 #include "cuda_workspace.h"
+#include "fft_axis_split.h"
 #include "internal.h"
 
 #include <cuda_runtime.h>
