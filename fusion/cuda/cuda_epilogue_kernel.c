@@ -98,14 +98,12 @@ fm_status fm_cuda_ew_create(const fm_settings *settings, const fm_cuda_ew_spec *
     int arch = 0;
     size_t size = 0;
     static const char *const names[1] = {"fm_ew"};
-    cudaKernel_t ks[1] = {NULL};
     if ((s = device_arch(device_id, EW_WHO, &arch, &k->sms)) != FM_OK ||
         (s = fm_cuda_ew_compile(settings, &k->spec, arch, &k->mod.image, &size, NULL)) != FM_OK ||
-        (s = fm_nvrtc_module_load(&k->mod, EW_WHO, names, ks, 1)) != FM_OK) {
+        (s = fm_nvrtc_module_load(&k->mod, EW_WHO, names, &k->kernel, 1)) != FM_OK) {
         fm_cuda_ew_destroy(k);
         return s;
     }
-    k->kernel = ks[0];
     k->blocks_per_sm = blocks_per_sm(k->kernel, device_id);
     *out = k;
     return FM_OK;
