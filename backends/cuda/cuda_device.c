@@ -116,11 +116,7 @@ static fm_status pinned_copy(void *dst, const void *src, size_t bytes, int to_de
             if ((e = cudaMemcpyAsync((char *)dst + off, pinned[b], n, cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
                 (e = cudaEventRecord(done[b], stream)) != cudaSuccess)
                 s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
-        }
-        /* no wait: the events keep the buffers until their DMA is done; after a failure no event
-         * may cover a queued DMA, so the stream is drained before the buffers are refilled */
-        if (s != FM_OK)
-            cudaStreamSynchronize(stream);
+        } /* no wait: the events keep the buffers until their DMA is done */
     } else {
         for (size_t c = 0; c < nchunks + 1 && s == FM_OK; c++) {
             if (c < nchunks) { /* queue chunk c, then drain chunk c - 1 while it runs */
@@ -143,9 +139,11 @@ static fm_status pinned_copy(void *dst, const void *src, size_t bytes, int to_de
                 host_copy((char *)dst + off, pinned[b], n);
             }
         }
-        if (s != FM_OK) /* leave no queued copy writing a buffer the next caller fills */
-            cudaStreamSynchronize(stream);
     }
+    /* after a failure no event may cover a queued copy: drain the stream before the next caller
+     * refills the buffers (or a queued copy writes one it fills) */
+    if (s != FM_OK)
+        cudaStreamSynchronize(stream);
     pthread_mutex_unlock(&pinned_lock);
     return s;
 }
