@@ -113,8 +113,8 @@ static fm_status pinned_copy(void *dst, const void *src, size_t bytes, int to_de
                 break;
             }
             host_copy(pinned[b], (const char *)src + off, n);
-            if ((e = cudaMemcpyAsync((char *)dst + off, pinned[b], n, cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
-                (e = cudaEventRecord(done[b], stream)) != cudaSuccess)
+            e = cudaMemcpyAsync((char *)dst + off, pinned[b], n, cudaMemcpyHostToDevice, stream);
+            if (e != cudaSuccess || (e = cudaEventRecord(done[b], stream)) != cudaSuccess)
                 s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
         } /* no wait: the events keep the buffers until their DMA is done */
     } else {
@@ -122,9 +122,8 @@ static fm_status pinned_copy(void *dst, const void *src, size_t bytes, int to_de
             if (c < nchunks) { /* queue chunk c, then drain chunk c - 1 while it runs */
                 int b = (int)(c & 1);
                 size_t off = c * CHUNK, n = bytes - off < CHUNK ? bytes - off : CHUNK;
-                if ((e = cudaMemcpyAsync(pinned[b], (const char *)src + off, n, cudaMemcpyDeviceToHost, stream)) !=
-                        cudaSuccess ||
-                    (e = cudaEventRecord(done[b], stream)) != cudaSuccess) {
+                e = cudaMemcpyAsync(pinned[b], (const char *)src + off, n, cudaMemcpyDeviceToHost, stream);
+                if (e != cudaSuccess || (e = cudaEventRecord(done[b], stream)) != cudaSuccess) {
                     s = fm_cuda_status(e, "cudaMemcpyAsync (pinned staging)");
                     break;
                 }

@@ -14,8 +14,8 @@ static inline fm_status fm_cuda_status(cudaError_t e, const char *what)
     if (e == cudaSuccess)
         return FM_OK;
     (void)cudaGetLastError();
-    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)", what,
-                   cudaGetErrorName(e), cudaGetErrorString(e));
+    return fm_fail(e == cudaErrorMemoryAllocation ? FM_ERR_OUT_OF_MEMORY : FM_ERR_BACKEND, "%s: %s (%s)",
+                   what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 /* A table of workspaces, one buffer per (device, stream), the stream known by its id: plans

@@ -463,9 +463,9 @@ static fm_status make_plan(cufft_impl *pl, fm_dtype in, fm_dtype out)
     cudaDataType it = cuda_type(in), ot = cuda_type(out);
     cudaDataType et = fm_dtype_is_complex(in) ? it : ot;
     layout *L = &pl->L;
-    return cufft_status(cufftXtMakePlanMany(pl->handle, L->rank, L->n, L->inembed, L->istride, L->idist, it,
-                                            L->onembed, L->ostride, L->odist, ot, L->batch, &pl->work_size, et),
-                        "cufftXtMakePlanMany");
+    cufftResult r = cufftXtMakePlanMany(pl->handle, L->rank, L->n, L->inembed, L->istride, L->idist, it,
+                                        L->onembed, L->ostride, L->odist, ot, L->batch, &pl->work_size, et);
+    return cufft_status(r, "cufftXtMakePlanMany");
 }
 
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
@@ -538,8 +538,8 @@ static void describe(fm_plan *out, const fm_problem *p, const cufft_impl *pl)
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     fm_plan_set_describe(out,
              "fft cuda/cufft %s %s %sx[%s] %s prolog=%s epilog=%s callbacks=%s loops=%d work=%zu%s device=%d",
-             fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind], shape, tr,
-             fp->inverse ? "inverse" : "forward", pro, epi,
+             fm_dtype_name(fm_dtype_is_complex(ti->dtype) ? ti->dtype : to->dtype), kind_names[fp->kind],
+             shape, tr, fp->inverse ? "inverse" : "forward", pro, epi,
              !pl->callbacks ? "none"
              : pl->pass[1]  ? "passes"
              : pl->pass[0]  ? (fp->epilog_ops ? "prolog-pass+lto" : "prolog-pass")

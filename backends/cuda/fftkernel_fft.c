@@ -194,7 +194,8 @@ static fm_status plan_axis_passes(const fm_settings *set, const fm_problem *p, f
     size_t u = 1;
     for (int i = 0; i < np; i++) /* in pass order, as the radices */
         u += (size_t)snprintf(shape + u, u < sizeof shape ? sizeof shape - u : 0, "%saxis %d: %lld%s",
-                              i ? ", " : "", fp->axes[order[i]], (long long)fp->n[order[i]], i == np - 1 ? "]" : "");
+                              i ? ", " : "", fp->axes[order[i]], (long long)fp->n[order[i]],
+                              i == np - 1 ? "]" : "");
     snprintf(passes, sizeof passes, "axis-passes=%d ", np);
     return make_plan(set, p, NULL, spec, np, 0, shape, passes, out);
 }

@@ -321,8 +321,8 @@ fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_sp
     const char *name = sp->store ? "the fft epilog pass" : "the fft prolog pass";
     fm_status s = fm_cufft_pass_source(sp, &src);
     if (s == FM_OK)
-        s = fm_nvrtc_module_build(&k->mod, settings, src, name, device_id, (sp->ops & FM_FFT_OP_CALLBACK) != 0,
-                                  "fft pass", names, &k->kernel, 1);
+        s = fm_nvrtc_module_build(&k->mod, settings, src, name, device_id,
+                                  (sp->ops & FM_FFT_OP_CALLBACK) != 0, "fft pass", names, &k->kernel, 1);
     free(src);
     cudaError_t e = cudaSuccess;
     if (s == FM_OK && (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
