@@ -8,24 +8,20 @@
 /* ---- layouts ---- */
 
 /* Our X (rows R x cols C, strides rs/cs) as cuBLASLt's column-major operand that
- * must equal X^T after op (want_transposed = 1) or X itself (0). */
-lt_operand fm_lt_operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs, int want_transposed)
+ * equals X^T after op. */
+lt_operand fm_lt_operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs)
 {
     lt_operand o = {0};
     int row_major = (cs == 1 || c <= 1) && (r <= 1 || rs >= (c > 1 ? c : 1));
     int col_major = (rs == 1 || r <= 1) && (c <= 1 || cs >= (r > 1 ? r : 1));
     if (row_major) { /* memory is column-major X^T (c x r) */
         o.ok = 1;
-        o.rows = (uint64_t)c;
-        o.cols = (uint64_t)r;
         o.ld = r <= 1 ? (c > 1 ? c : 1) : rs;
-        o.op = want_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
+        o.op = CUBLAS_OP_N;
     } else if (col_major) { /* memory is column-major X (r x c) */
         o.ok = 1;
-        o.rows = (uint64_t)r;
-        o.cols = (uint64_t)c;
         o.ld = c <= 1 ? (r > 1 ? r : 1) : cs;
-        o.op = want_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+        o.op = CUBLAS_OP_T;
     }
     return o;
 }

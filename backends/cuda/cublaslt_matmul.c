@@ -331,8 +331,8 @@ static fm_status plan_operands(lt_plan *pl, const fm_problem *p, int fp8)
     const int alpha_zero = scalars_are_double(pl) ? (pl->alpha_d[0] == 0.0 && pl->alpha_d[1] == 0.0)
                                                   : (pl->alpha_f[0] == 0.0f && pl->alpha_f[1] == 0.0f);
     pl->no_product = !fp8 && (alpha_zero || g->k == 0);
-    pl->la = fm_lt_operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], 1);
-    pl->lb = fm_lt_operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A], 1);
+    pl->la = fm_lt_operand_for(g->k, g->n, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B]);
+    pl->lb = fm_lt_operand_for(g->m, g->k, g->row_stride[FM_MATMUL_A], g->col_stride[FM_MATMUL_A]);
     for (int i = 0; i < 2 && !pl->no_product; i++) { /* no product: a and b are never read */
         const lt_operand *o = i ? &pl->la : &pl->lb;
         if (!o->ok) {

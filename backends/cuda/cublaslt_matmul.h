@@ -22,12 +22,11 @@ typedef struct lt_state {
     fm_cuda_ws_table *ws;
 } lt_state;
 
-/* One operand as cuBLASLt sees it: a column-major rows x cols matrix with leading
- * dimension ld, transposed (op = T) or not. */
+/* One operand as cuBLASLt sees it: a column-major matrix with leading dimension ld,
+ * transposed (op = T) or not. */
 typedef struct lt_operand {
     int ok;
     cublasOperation_t op;
-    uint64_t rows, cols;
     int64_t ld;
 } lt_operand;
 
@@ -79,7 +78,7 @@ typedef struct lt_plan {
 fm_status fm_lt_status(cublasStatus_t s, const char *what); /* FM_OK, or fm_fail with cuBLASLt's names */
 
 /* cublaslt_layout.c */
-lt_operand fm_lt_operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs, int want_transposed);
+lt_operand fm_lt_operand_for(int64_t r, int64_t c, int64_t rs, int64_t cs);
 int fm_lt_row_major_like_d(const fm_matmul_geom *g, int slot);
 int64_t fm_lt_d_ld(const fm_matmul_geom *g, int slot);
 void fm_lt_split_batch(const fm_problem *p, lt_plan *pl);

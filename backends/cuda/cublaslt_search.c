@@ -56,8 +56,7 @@ static int append_heuristic(const lt_plan *pl, cublasLtMatmulPreference_t pref, 
     int got = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(pl->st->handle, pl->desc, pl->lay_a, pl->lay_b,
                                                        pl->lay_c, pl->lay_d, pref, want, res, &got);
-    if (status)
-        *status = st;
+    *status = st;
     for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < got && count < LT_MAX_CANDIDATES; i++) {
         int dup = res[i].state != CUBLAS_STATUS_SUCCESS;
         for (int j = 0; j < count && !dup; j++)

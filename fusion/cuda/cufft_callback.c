@@ -163,22 +163,19 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
     fprintf(f, "struct fm_cb_params { const void *array[2]; const void *base[2]; };\n");
     if (half)
         fputs(half_helpers, f);
-    if (sp->store && half)
+    /* (S and T differ for half data only: the value then converts at the load and the store) */
+    if (sp->store) {
         fprintf(f, "__device__ void " FM_CUFFT_STORE_SYMBOL
-                   "(void *data_out, unsigned long long off, %s xs, void *info, void *smem)\n{\n"
-                   "    const unsigned long long cufft_off = off;\n    %s x = fm_ld(xs);\n", S, T);
-    else if (sp->store)
-        fprintf(f, "__device__ void " FM_CUFFT_STORE_SYMBOL
-                   "(void *data_out, unsigned long long off, %s x, void *info, void *smem)\n{\n"
-                   "    const unsigned long long cufft_off = off;\n", T);
-    else if (half)
+                   "(void *data_out, unsigned long long off, %s %s, void *info, void *smem)\n{\n"
+                   "    const unsigned long long cufft_off = off;\n", S, half ? "xs" : "x");
+        if (half)
+            fprintf(f, "    %s x = fm_ld(xs);\n", T);
+    } else {
         fprintf(f, "__device__ %s " FM_CUFFT_LOAD_SYMBOL
-                   "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n"
-                   "    %s x = fm_ld(((const %s *)data_in)[off]);\n", S, T, S);
-    else
-        fprintf(f, "__device__ %s " FM_CUFFT_LOAD_SYMBOL
-                   "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n    %s x = ((const %s *)data_in)[off];\n",
-                T, T, T);
+                   "(void *data_in, unsigned long long off, void *info, void *smem)\n{\n", S);
+        fprintf(f, half ? "    %s x = fm_ld(((const %s *)data_in)[off]);\n"
+                        : "    %s x = ((const %s *)data_in)[off];\n", T, S);
+    }
     fprintf(f, "    (void)smem;\n    const fm_cb_params *p = (const fm_cb_params *)info;\n    (void)p;\n");
     if (sp->need_base) /* the offset from the caller's data pointer, not from the looped call's */
         fprintf(f, "    off += (unsigned long long)((const %s *)data_%s - (const %s *)p->base[%d]);\n", S,
@@ -216,14 +213,10 @@ fm_status fm_cufft_cb_source(const fm_cufft_cb_spec *sp, char **source, const ch
         fprintf(f, "    x.y = -x.y;\n");
     if (sp->ops & FM_FFT_OP_CALLBACK)
         fprintf(f, "    x = %s(x, off, p->array[%d]);\n", sp->user_symbol, side);
-    if (sp->store && half)
-        fprintf(f, "    ((%s *)data_out)[cufft_off] = fm_st(x);\n}\n", S);
-    else if (sp->store)
-        fprintf(f, "    ((%s *)data_out)[cufft_off] = x;\n}\n", T);
-    else if (half)
-        fprintf(f, "    return fm_st(x);\n}\n");
+    if (sp->store)
+        fprintf(f, "    ((%s *)data_out)[cufft_off] = %s;\n}\n", S, half ? "fm_st(x)" : "x");
     else
-        fprintf(f, "    return x;\n}\n");
+        fprintf(f, "    return %s;\n}\n", half ? "fm_st(x)" : "x");
     if (fclose(f) != 0 || !buf) {
         free(buf);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft callback: out of host memory");

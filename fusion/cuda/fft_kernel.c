@@ -462,18 +462,11 @@ fm_status fm_fft_kernel_source(const fm_settings *settings, const fm_fft_kernel_
             fprintf(f, "#pragma unroll\n        for (int r = 1; r < %d; r++)\n"
                        "            v[u * %d + r] = fmk_cmul(v[u * %d + r], fmk_tw[%lldu + (r - 1) * %lldu + k]);\n",
                     r, r, r, (long long)tw_off, (long long)ns);
-        if (r == 2)
-            fprintf(f, "        fmk_dft2(v[u * 2], v[u * 2 + 1]);\n");
-        else if (r == 4)
-            fprintf(f, "        fmk_dft4(v[u * 4], v[u * 4 + 1], v[u * 4 + 2], v[u * 4 + 3]);\n");
-        else if (r == 8)
-            fprintf(f, "        fmk_dft8(v[u * 8], v[u * 8 + 1], v[u * 8 + 2], v[u * 8 + 3], v[u * 8 + 4], v[u * 8 + 5], "
-                       "v[u * 8 + 6], v[u * 8 + 7]);\n");
-        else {
-            fprintf(f, "        fmk_dft16(");
-            for (int i = 0; i < 16; i++)
-                fprintf(f, "v[u * 16 + %d]%s", i, i < 15 ? ", " : ");\n");
-        }
+        /* fmk_dft<r>(v[u * r], v[u * r + 1], ...) (radix 16 names its first value "+ 0") */
+        fprintf(f, r == 16 ? "        fmk_dft%d(v[u * %d + 0]" : "        fmk_dft%d(v[u * %d]", r, r);
+        for (int i = 1; i < r; i++)
+            fprintf(f, ", v[u * %d + %d]", r, i);
+        fprintf(f, ");\n");
         fprintf(f, "    }\n");
         /* write: to global memory after the last stage, else to shared memory for the next */
         if (!to_global && !first)
