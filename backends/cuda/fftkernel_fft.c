@@ -20,7 +20,6 @@
 #include "internal.h"
 
 #include <cuda_runtime.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
