@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _fusemath as _C
 
-__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "fm_name", "is_cuda_object", "adopt"]
+__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "is_cuda_object", "adopt"]
 
 
 class _DType:
@@ -70,10 +70,6 @@ _NUMPY_DTYPES = {
     "i64": np.dtype(np.int64),
     "u32": np.dtype(np.uint32),
 }
-#: canonical dtype (np.dtype or BF16) -> fusemath dtype name
-_FM_NAMES = {dt: name for name, dt in _NUMPY_DTYPES.items()}
-_FM_NAMES[BF16] = "bf16"
-_FM_NAMES[C32] = "c32"
 
 
 def int_arg(v: Any, name: str, where: str) -> int:
@@ -85,11 +81,6 @@ def int_arg(v: Any, name: str, where: str) -> int:
         return operator.index(v)
     except TypeError:
         raise TypeError(f"{where}: {name} must be an int, not {type(v).__name__}") from None
-
-
-def fm_name(dtype: Any) -> str:
-    """The extension's name of a canonical dtype ('f32', 'bf16', 'u8', ...)."""
-    return _FM_NAMES[dtype]
 
 
 class Lib:

@@ -380,9 +380,9 @@ def test_chain_errors(rng):
         ff.fft(x, prolog={"scale": "2"})
     with pytest.raises(TypeError, match=r"epilog\['conj'\]"):
         ff.fft(x, epilog={"conj": 1})
-    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has extent"):
         ff.fft(x, prolog={"multiply": np.ones(7)})
-    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has extent"):
         ff.rfft(x.real, epilog={"multiply": np.ones(8, np.complex128)})
     with pytest.raises(TypeError, match=r"prolog\['multiply'\] has dtype"):
         ff.fft(x, prolog={"multiply": np.ones(8, np.float32)})
