@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import adopt, is_cuda_object, lib_of
-from ._options import Epilogue, validate_bits
+from ._options import Epilogue
 
 _ndarray = np.ndarray
 _BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SCALE)
@@ -253,15 +253,12 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
         scale = epilog_inputs.get("scale")
         relu_aux = epilog_inputs.get("relu_aux")
         gelu_aux = epilog_inputs.get("gelu_aux")
-    base = epi
-    if bias is not None:
+    if bias is not None:  # the library says whether the chain still has a meaning
         epi |= _BIAS
     if scale is not None:
         epi |= _SCALE
     if clamp is not None:
         epi |= _CLAMP
-    if epi != base:
-        validate_bits(epi, where)
     if epi & _BIAS and bias is None:
         raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
     if epi & _SCALE and scale is None:
