@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 
 import weakref
-from typing import Any, Mapping, Tuple
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -23,7 +23,6 @@ _BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SC
 _DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
 _BGRADA, _BGRADB = int(Epilogue.BGRADA), int(Epilogue.BGRADB)
 _FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
-_SLOT_D = _C.MATMUL_D
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
 
@@ -38,15 +37,11 @@ def _epilogue_name(bits: int) -> str:
 # ---------------------------------------------------------------------------
 # Array arguments
 # ---------------------------------------------------------------------------
-def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray:
-    """A NumPy array for a host array argument: an input in a byte order other than the
-    machine's, or at an address that is not a multiple of its element size, is a native,
-    aligned copy (NumPy's own routines compute on such arrays too); anything else a view
-    (no copy)."""
-    arr = _host_view(x, name, where)
-    if arr.ndim > 8:  # FM_MAX_NDIM
-        raise _C.ShapeError(f"{where}: {name} has {arr.ndim} dimensions; at most 8 are supported")
-    return arr if output else native_aligned(arr)
+def _as_array(x: Any, name: str, where: str) -> np.ndarray:
+    """A NumPy array for a host array input: one in a byte order other than the machine's, or at
+    an address that is not a multiple of its element size, is a native, aligned copy (NumPy's own
+    routines compute on such arrays too); anything else a view (no copy)."""
+    return native_aligned(_host_view(x, name, where))
 
 
 def native_aligned(arr: np.ndarray) -> np.ndarray:
@@ -175,23 +170,6 @@ def _foreign(a: Any, b: Any, where: str):
     return None
 
 
-def _dtype_name(dt) -> str:
-    return str(dt)
-
-
-def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:
-    try:
-        lo, hi = clamp
-        lo, hi = float(lo), float(hi)
-    except OverflowError:
-        raise ValueError(f"{where}: clamp has a bound too large for a float64") from None
-    except (TypeError, ValueError):
-        raise TypeError(f"{where}: clamp must be a pair of real numbers (lo, hi), not {clamp!r}") from None
-    if not lo <= hi:
-        raise _C.InvalidArgumentError(f"{where}: clamp = ({lo}, {hi}), expected lo <= hi (and no NaN)")
-    return lo, hi
-
-
 def _merge_epilog(where: str, epilogue: Any, epilog: Any) -> Any:
     if epilog is None:
         return epilogue
@@ -235,8 +213,9 @@ def _quantization_scales(where: str, lib, a: Any, scales: Any):
 
 
 def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
-    """Epilogue arguments -> (bits, bias, scale, aux input, clamp pair). bias=, scale and
-    clamp= imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux."""
+    """Epilogue arguments -> (bits, bias, scale, aux input, clamp). bias=, scale and clamp=
+    imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux. The library
+    checks the clamp pair (lo <= hi) and that the chain has a meaning."""
     scale = relu_aux = gelu_aux = None
     if epilog_inputs is not None:
         if not isinstance(epilog_inputs, Mapping):
@@ -265,13 +244,9 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
         raise _C.InvalidArgumentError(
             f"{where}: epilogue {_epilogue_name(epi)!r} has 'scale' but epilog_inputs['scale'] was not given"
         )
-    clamp_pair = None
-    if epi & _CLAMP:
-        if clamp is None:
-            raise _C.InvalidArgumentError(
-                f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given"
-            )
-        clamp_pair = _clamp_pair(where, clamp)
+    if epi & _CLAMP and clamp is None:
+        raise _C.InvalidArgumentError(
+            f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given")
     aux_in = None
     if epi & (_DRELU | _DGELU):
         key, other, aux_in, wrong = (("relu_aux", "gelu_aux", relu_aux, gelu_aux) if epi & _DRELU
@@ -292,4 +267,4 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
             f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU (and their _BGRAD forms) only; "
             f"the epilogue is {_epilogue_name(epi)!r}"
         )
-    return epi, bias, scale, aux_in, clamp_pair
+    return epi, bias, scale, aux_in, clamp

@@ -18,7 +18,6 @@ from ._matmul_args import (
     _DRELU,
     _INPUT_KEYS,
     _as_array,
-    _dtype_name,
     _dtype_of,
     _foreign,
     _merge_epilog,
@@ -317,7 +316,7 @@ def _same_layout(where: str, name: str, x, old):
     xdt, odt = _dtype_of(x), _dtype_of(old)
     if xdt != odt:
         raise _C.InvalidArgumentError(
-            f"{where}: {name} has dtype {_dtype_name(xdt)}, the plan was made for {_dtype_name(odt)}")
+            f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
     if lib_of(x) is not lib_of(old):
         raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
                              f"{type(old).__name__} (array library and device must stay the same)")
