@@ -38,21 +38,10 @@ _A, _B, _C_SLOT, _BIAS_SLOT, _D, _AUX, _SCALE = 0, 1, 2, 3, _C.MATMUL_D, _C.MATM
 # Planner object
 # ---------------------------------------------------------------------------
 def _layout(x) -> Tuple[Any, ...]:
-    """(device, strides that matter): 0 for axes of extent <= 1; all 0 for empty arrays."""
-    if isinstance(x, _ndarray):
-        if x.size == 0:
-            return (-1,) + (0,) * x.ndim
-        return (-1,) + tuple(s if n > 1 else 0 for n, s in zip(x.shape, x.strides))
+    """(device, strides in elements that matter): 0 for axes of extent <= 1; all 0 for empty arrays."""
     _, device, _, shape, strides = _C.tensor_info(x)
-    if 0 in shape:
-        return (device,) + (0,) * len(shape)
-    return (device,) + tuple(s if n > 1 else 0 for n, s in zip(shape, strides))
-
-
-def _strides_text(x) -> str:
-    if isinstance(x, _ndarray):
-        return f"{x.strides} (bytes)"
-    return f"{_C.tensor_info(x)[4]} (elements)"
+    empty = 0 in shape
+    return (device,) + tuple(0 if empty or n <= 1 else s for n, s in zip(shape, strides))
 
 
 class Matmul:
@@ -315,8 +304,7 @@ def _same_layout(where: str, name: str, x, old):
         raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
     xdt, odt = _dtype_of(x), _dtype_of(old)
     if xdt != odt:
-        raise _C.InvalidArgumentError(
-            f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
+        raise _C.InvalidArgumentError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
     if lib_of(x) is not lib_of(old):
         raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
                              f"{type(old).__name__} (array library and device must stay the same)")
@@ -326,8 +314,8 @@ def _same_layout(where: str, name: str, x, old):
     if lx != lo:
         copied = copy_behind(x) is not None or copy_behind(old) is not None
         raise _C.InvalidArgumentError(
-            f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
-            "pass an array with the same memory layout or create a new Matmul"
+            f"{where}: {name} has strides {_C.tensor_info(x)[4]}, the plan was made for {_C.tensor_info(old)[4]} "
+            "(in elements); pass an array with the same memory layout or create a new Matmul"
             + (" (a misaligned or big-endian array is used through a compact native copy: these are the "
                "copy's strides)" if copied else "")
         )
