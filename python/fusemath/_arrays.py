@@ -88,7 +88,6 @@ class Lib:
 
     name = "?"
     index = -1
-    host = False  # NumPy: host memory only
 
     def dtype_of(self, x) -> Any:
         """Canonical dtype (an np.dtype, or BF16) of an array of this library."""
@@ -108,7 +107,6 @@ class Lib:
 
 class _NumPyLib(Lib):
     name = "numpy"
-    host = True
 
     def __init__(self):
         self.index = _C.register_array_library(

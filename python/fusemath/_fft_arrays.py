@@ -163,10 +163,6 @@ def _input_any(x: Any, name: str, where: str):
 _native = native_aligned
 
 
-def _dtype(lib, x) -> np.dtype:
-    return x.dtype if lib is NUMPY else lib.dtype_of(x)
-
-
 def _astype(lib, x, dtype: np.dtype, where: str):
     """x converted to dtype in its own library (a copy)."""
     if lib is NUMPY:
@@ -176,7 +172,7 @@ def _astype(lib, x, dtype: np.dtype, where: str):
         return x.to(getattr(torch, dtype.name))
     if hasattr(x, "astype"):
         return x.astype(dtype)
-    raise _C.DtypeError(f"{where}: x has dtype {_dtype(lib, x)}; convert it to {dtype} first")
+    raise _C.DtypeError(f"{where}: x has dtype {lib.dtype_of(x)}; convert it to {dtype} first")
 
 
 def _zeros(lib, x, shape: Tuple[int, ...], where: str):
@@ -249,7 +245,7 @@ def _promote(where: str, lib, x, kind: int, half: bool = False):
     """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules: real and integer
     input as float32 / float64 (rfft) or complex64 / complex128; complex input as it is (the core
     says which it takes). With half, float16 stays half (float16 for rfft, complex32 otherwise)."""
-    dt = _dtype(lib, x)
+    dt = lib.dtype_of(x)
     if getattr(dt, "kind", "") == "c":  # complex32 (PyTorch) too
         if kind == _R2C:
             raise TypeError(f"{where}: x has complex dtype {dt}; this transform (rfft, rfftn, ihfft) takes "

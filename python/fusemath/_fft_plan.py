@@ -12,9 +12,8 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._arrays import NUMPY
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _NO_CHAIN, _R2C, _Chain, _axes,
-                          _chain, _dtype, _input, _length, _norm_code, check_libs)
+                          _chain, _input, _length, _norm_code, check_libs)
 from ._matmul_args import refresh_copies
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
@@ -79,7 +78,7 @@ class FFT:
         self._freed = False
         self._plan = None
         lib, x = _input(x, "x", where)
-        dt = _dtype(lib, x)
+        dt = lib.dtype_of(x)
         if kind is None:
             kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
         else:
@@ -126,7 +125,7 @@ class FFT:
         self._kind, self._axes = kind_code, axes
         self._out_shape = tuple(shape)
         self._out_dtype = _RESULT_DTYPES.get((kind_code, dt), dt)
-        self._device = -1 if lib is NUMPY else lib.device_of(x)
+        self._device = lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
         self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
         self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
@@ -221,8 +220,8 @@ class FFT:
         self._alive("reset_operand()")
         where = self._where + ".reset_operand"
         lib, x = _input(x, "x", where)
-        dt = _dtype(lib, x)
-        if lib is not self._lib or (lib is not NUMPY and lib.device_of(x) != self._device):
+        dt = lib.dtype_of(x)
+        if lib is not self._lib or lib.device_of(x) != self._device:
             raise _C.DeviceError(f"{where}: x must be an array of {self._lib.name} on the planned device")
         if tuple(x.shape) != tuple(self._x.shape):
             raise _C.ShapeError(f"{where}: x has shape {tuple(x.shape)}, the FFT was planned for "

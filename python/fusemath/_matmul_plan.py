@@ -84,7 +84,7 @@ class Matmul:
         beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
         self._lib = lib
-        self._device = -1 if lib is NUMPY else lib.device_of(a if lib_of(a) is lib else b)
+        self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
         ops = [a, b, c, None, None, None, None, None, None, None]
         self._specs = _call(_MATMUL, _C.CALL_SPECS, lib.index, tuple(ops), self._opts, None, 3, where)  # checks
@@ -172,11 +172,9 @@ class Matmul:
         if self._plan is None:
             self.plan()
         lib, dev = self._lib, self._device
-        if not lib.host and dev >= 0:
-            lib.synchronize(dev)  # the tuning runs on the default stream
+        lib.synchronize(dev)  # the tuning runs on the default stream (nothing to wait for on the host)
         plan, specs = _call(_MATMUL, _C.CALL_TUNE, lib.index, tuple(self._ops), self._opts, None, iterations, where)
-        if not lib.host and dev >= 0:
-            lib.synchronize(dev)
+        lib.synchronize(dev)
         self._install(plan, specs, self._ops, self._opts)
         return self
 
