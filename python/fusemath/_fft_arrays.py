@@ -228,13 +228,6 @@ def _is_contiguous(a) -> bool:
     return flags is None or bool(flags.c_contiguous)
 
 
-def _copy_into(lib, dst, src) -> None:
-    if hasattr(dst, "copy_"):  # torch
-        dst.copy_(src)
-    else:
-        dst[...] = src
-
-
 def _half_on_gpu(lib, x, execution: int) -> bool:
     """float16 stays half precision (cuFFT) for PyTorch CUDA tensors transformed on the GPU."""
     return (getattr(lib, "torch", None) is not None and execution != _C.EXECUTION_CPU

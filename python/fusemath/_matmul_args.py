@@ -198,17 +198,12 @@ def _quantization_scales(where: str, lib, a: Any, scales: Any):
         if getattr(scales, "d", None) is not None:
             raise _C.InvalidArgumentError(f"{where}: quantization_scales.d is not supported (no fp8 output)")
     out = []
-    for key, v in (("a", sa), ("b", sb)):
-        if v is None or not isinstance(v, (int, float)):
-            out.append(v)
-            continue
-        if lib.name == "torch":
-            out.append(lib.torch.full((1,), float(v), dtype=lib.torch.float32, device=a.device))
-        elif lib.name == "cupy":
-            with lib.cupy.cuda.Device(a.data.device_id):
-                out.append(lib.cupy.full((1,), float(v), dtype=lib.cupy.float32))
-        else:
-            raise TypeError(f"{where}: quantization_scales['{key}'] must be an array of {lib.name}")
+    for v in (sa, sb):
+        if isinstance(v, (int, float)):  # a number: a one-element float32 array on the operands' device
+            arr = _C.lib_empty(lib.index, (1,), "f32", lib.device_of(a))
+            arr[0] = float(v)
+            v = arr
+        out.append(v)
     return out[0], out[1]
 
 
