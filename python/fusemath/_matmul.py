@@ -27,7 +27,6 @@ from ._matmul_args import (
     _DRELU,
     _FAST_EXCLUDED,
     _as_array,
-    _epilogue_name,
     _foreign,
     _merge_epilog,
     _ndarray,
@@ -145,13 +144,10 @@ def matmul(
         epilogue = _merge_epilog(where, epilogue, epilog)
     epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
     scale = aux_in = None
-    if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
-        if bias is not None:
-            epi |= _BIAS
-        elif epi & _BIAS:
-            raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
-    else:
+    if epilog_inputs is not None or clamp is not None or epi & _FAST_EXCLUDED or (bias is None and epi & _BIAS):
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+    elif bias is not None:  # a common chain, nothing missing: the one C call checks the rest
+        epi |= _BIAS
     if c is None:
         if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
             raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")

@@ -75,15 +75,14 @@ class Matmul:
             fr = _foreign(a, b, where)
             if fr is not None:
                 lib, a, b = fr
-        conv = _as_array if lib is NUMPY else _operand
-        a, b = conv(a, "a", where), conv(b, "b", where)
+        self._lib = lib
+        a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
-            c = conv(c, "c", where)
+            c = self._conv(c, "c", where)
         elif beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
             raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
         beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
-        self._lib = lib
         self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
         ops = [a, b, c, None, None, None, None, None, None, None]
