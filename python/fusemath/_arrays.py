@@ -90,12 +90,13 @@ class Lib:
     index = -1
 
     def dtype_of(self, x) -> Any:
-        """Canonical dtype (an np.dtype, or BF16) of an array of this library."""
-        raise NotImplementedError
+        """Canonical dtype (an np.dtype, or BF16) of an array of this library (NumPy's and CuPy's
+        own)."""
+        return x.dtype
 
     def device_of(self, x) -> int:
-        """CUDA device of an array of this library, -1 for host memory."""
-        raise NotImplementedError
+        """CUDA device of an array of this library, -1 for host memory (NumPy's)."""
+        return -1
 
     def synchronize(self, device: int) -> None:
         """Wait for all work on a device (autotune only)."""
@@ -112,12 +113,6 @@ class _NumPyLib(Lib):
         self.index = _C.register_array_library(
             "numpy", _C.STYLE_NUMPY, None, dict(_NUMPY_DTYPES), np.empty, None, None, None, None, None, 0
         )
-
-    def dtype_of(self, x):
-        return x.dtype
-
-    def device_of(self, x) -> int:
-        return -1
 
 
 NUMPY = _NumPyLib()
@@ -205,7 +200,7 @@ class _CuPyLib(Lib):
 
     def __init__(self, cupy):
         self.cupy = cp = cupy
-        dtypes = {k: v for k, v in _NUMPY_DTYPES.items()}
+        dtypes = dict(_NUMPY_DTYPES)
         getter = cp.cuda.get_current_stream  # (device_id) -> Stream; .ptr is the handle
         try:
             getter(0)
@@ -240,9 +235,6 @@ class _CuPyLib(Lib):
             "cupy", _C.STYLE_CUPY, cp.ndarray, dtypes, cp.empty, getter, cp.cuda.runtime.getDevice, None,
             cp.cuda.memory.OutOfMemoryError, slow_alloc, ndev,
         )
-
-    def dtype_of(self, x):
-        return x.dtype
 
     def device_of(self, x) -> int:
         return x.data.device_id

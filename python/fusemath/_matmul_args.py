@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import adopt, is_cuda_object, lib_of
+from ._arrays import NUMPY, adopt, is_cuda_object, lib_of
 from ._options import Epilogue
 
 _ndarray = np.ndarray
@@ -149,10 +149,7 @@ def _operand(x: Any, name: str, where: str):
 
 def _dtype_of(x):
     """Canonical dtype (np.dtype, or BF16) of a NumPy or library array."""
-    if isinstance(x, _ndarray):
-        return x.dtype
-    lib = lib_of(x)
-    return lib.dtype_of(x) if lib is not None else x.dtype
+    return (lib_of(x) or NUMPY).dtype_of(x)
 
 
 def _foreign(a: Any, b: Any, where: str):
