@@ -95,15 +95,8 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         return x
     if isinstance(x, _ndarray):
         return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
-    if x is None:
-        raise TypeError(f"{where}: {name} must be an array, not None")
     if isinstance(x, np.generic):  # NumPy scalars are 0-d arrays
         return np.asarray(x)
-    if isinstance(x, (str, int, float, complex, list, tuple)):
-        raise TypeError(
-            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
-            f"not {type(x).__name__}"
-        )
     if hasattr(x, "__dlpack__"):
         device = getattr(x, "__dlpack_device__", None)
         if device is not None:
@@ -126,13 +119,12 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
                              "device (or pass GPU arrays for a and b)")
     try:
-        view = memoryview(x)
+        return np.asarray(memoryview(x))  # (None, numbers, str, lists and tuples have no buffer)
     except TypeError:
         raise TypeError(
             f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
             f"not {type(x).__name__}"
         ) from None
-    return np.asarray(view)
 
 
 def _operand(x: Any, name: str, where: str):
