@@ -15,7 +15,7 @@ from ._arrays import C32 as _C32
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _NO_CHAIN, _R2C, _Chain, _axes,
                           _chain, _input, _length, _norm_code, check_libs)
 from ._matmul_args import refresh_copies
-from ._options import _DEFAULT_OPTIONS, _resolve_execution
+from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
@@ -82,9 +82,7 @@ class FFT:
         if kind is None:
             kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
         else:
-            if not isinstance(kind, str) or kind not in _KINDS:  # (a list would not even hash)
-                raise ValueError(f"{where}: kind {kind!r} is not one of 'c2c', 'r2c', 'c2r' (or None)")
-            kind_code = _KINDS[kind]
+            kind_code = _choice(kind, _KINDS, "kind", where)
         want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
         if dt not in want:
             hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128, _C32) else ""
@@ -183,17 +181,14 @@ class FFT:
         "callback" the epilog is a cuFFT store callback."""
         self._alive("plan()")
         where = self._where + ".plan"
-        if not isinstance(effort, str) or effort not in _EFFORTS:
-            raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
-        if not isinstance(gpu_prolog, str) or gpu_prolog not in _GPU_PROLOG:
-            raise ValueError(f"{where}: gpu_prolog {gpu_prolog!r} is not one of {list(_GPU_PROLOG)}")
         norm_code = _norm_code(norm, where)
         pro = _chain(where, "prolog", prolog, real_data=self._kind == _R2C)
         epi = _chain(where, "epilog", epilog, real_data=self._kind == _C2R)
         check_libs(where, self._lib, None, pro, epi)
         # everything a plan depends on, swapped in one step: an execute() running in another
         # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
-        new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog])
+        new = _Setup((pro, epi), norm_code, _choice(effort, _EFFORTS, "effort", where),
+                     _choice(gpu_prolog, _GPU_PROLOG, "gpu_prolog", where))
         plan = self._call(_PLAN, self._kind == _C2R, self._x, None, new, None, self._where + ".plan")[0]
         old, self._setup, self._plan = self._plan, new, plan
         if old is not None:
