@@ -206,28 +206,25 @@ class Matmul:
         ops = self._alive(where)
         epi = self._opts[2]
         aux_key = "relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else None
-        items = [("a", _A, a), ("b", _B, b), ("c", _C_SLOT, c), ("bias", _BIAS_SLOT, bias)]
+        items = {"a": a, "b": b, "c": c, "bias": bias}
         if epilog_inputs is not None:
             if not isinstance(epilog_inputs, Mapping):
                 raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-            for key, value in epilog_inputs.items():
-                if key == "bias":
-                    if bias is not None:
-                        raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
-                    items[3] = ("bias", _BIAS_SLOT, value)
-                elif key == "scale":
-                    items.append(("scale", _SCALE, value))
-                elif key in ("relu_aux", "gelu_aux"):
-                    items.append((key, _AUX if key == aux_key else -1, value))
-                else:
-                    raise _C.InvalidArgumentError(
-                        f"{where}: unknown epilog_inputs [{key!r}]; expected some of {list(_INPUT_KEYS)}"
-                    )
+            unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
+            if unknown:
+                raise _C.InvalidArgumentError(
+                    f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}")
+            if bias is not None and "bias" in epilog_inputs:
+                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+            items.update(epilog_inputs)
+        # the slot of each argument the plan reads (an aux of the other kind has none)
+        slots = {"a": _A, "b": _B, "c": _C_SLOT, "bias": _BIAS_SLOT, "scale": _SCALE, aux_key: _AUX}
         new = {}
-        for name, slot, value in items:
+        for name, value in items.items():
             if value is None:
                 continue
-            old = ops[slot] if slot >= 0 else None
+            slot = slots.get(name)
+            old = None if slot is None else ops[slot]
             if old is None:
                 what = ("without c" if name == "c" else
                         "without a bias (plan(bias=...) first)" if name == "bias" else
