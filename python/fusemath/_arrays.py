@@ -308,9 +308,7 @@ def adopt(x, name: str, where: str):
                 __import__(mod)
             except Exception:
                 continue
-        lib = _lib(mod)
-        if lib is None:
-            continue
+        lib = _lib(mod)  # imported by now
         try:
             return lib, lib.adopt(x)
         except Exception as exc:

@@ -264,9 +264,7 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=Non
 # Helpers (numpy.fft's, on the caller's array library)
 # ---------------------------------------------------------------------------
 def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
-    if isinstance(n, (bool, np.bool_)):
-        raise TypeError(f"{where}: n must be an int, not bool")
-    n = _length(n, "n", where)
+    n = _length(n, "n", where)  # bools refused
     if device not in (None, "cpu"):
         raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
                          "for a GPU array pass like=x)")
@@ -325,11 +323,8 @@ def _shift(where: str, x: Any, axes: Any, inverse: bool):
     shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
     if not ax:  # nothing to roll: a copy, as numpy's
         return a.copy() if lib is NUMPY or not hasattr(a, "clone") else a.clone()
-    if lib is NUMPY:
-        return np.roll(a, shifts, ax)
-    if lib.name == "torch":
-        return lib.torch.roll(a, shifts, ax)
-    return lib.cupy.roll(a, shifts, ax)
+    xp = getattr(lib, "torch", None) or getattr(lib, "cupy", None) or np  # roll(a, shifts, axes) in each
+    return xp.roll(a, shifts, ax)
 
 
 def fftshift(x, axes=None):
