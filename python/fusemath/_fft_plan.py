@@ -45,6 +45,7 @@ class _Setup(NamedTuple):
     gpu_prolog: int
 
     def options(self, kind: int, inverse: bool, axes, execution, n: int):
+        """call()'s options tuple, in fmpy_fft.c's order (the stateless functions' too)."""
         pro, epi = self.chains
         ex, dev, nth = execution
         return (kind, inverse, axes, self.norm, self.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,

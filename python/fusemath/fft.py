@@ -75,7 +75,7 @@ from ._fft_arrays import (
     _resize,
     check_libs,
 )
-from ._fft_plan import FFT
+from ._fft_plan import FFT, _Setup
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -162,9 +162,8 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
         in_len[-1] = n[-1] // 2 + 1
     x = _promote(where, lib, _resize(lib, x, axes_t, in_len, where), kind, _half_on_gpu(lib, x, ex))
     check_libs(where, lib, out, pro, epi)
-    opts = (kind, inverse, axes_t, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth, pro.ops, pro.scale,
-            epi.ops, epi.scale, pro.source, pro.name, epi.source, epi.name, _C.FFT_PROLOG_AUTO,
-            n[-1] if kind == _C2R else 0)
+    setup = _Setup((pro, epi), norm_code, _C.FFT_EFFORT_ESTIMATE, _C.FFT_PROLOG_AUTO)
+    opts = setup.options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0)
     arrs = (pro.arr, epi.arr)
     try:
         return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
