@@ -1601,8 +1601,8 @@ def test_fftn_over_four_axes_matches_numpy():
 
 
 def test_empty_batch_checks_out():
-    """An empty transform makes no core call, so its out= is checked where it returns: shape,
-    dtype, writability and type, with the messages of a non-empty call; a right one comes back."""
+    """An empty transform's out= is checked as a non-empty one's (by the core and call(): shape,
+    dtype, writability and type, with the same messages); a right one comes back."""
     x = np.zeros((0, 8), np.complex64)
     with pytest.raises(ValueError, match="out has shape"):
         ff.fft(x, out=np.zeros((3, 3), np.complex64))
