@@ -335,7 +335,7 @@ def check_libs(where: str, lib, out, pro: _Chain, epi: _Chain) -> None:
     """out and the chains' arrays of x's array library: the core checks their shapes, dtypes and
     memory but cannot tell libraries apart (a NumPy call must not return a GPU array, and NumPy
     results stay NumPy arrays); lists and other non-arrays are the core's to name."""
-    for name, arr in (("out", out), (f"prolog[{pro.key!r}]", pro.arr), (f"epilog[{epi.key!r}]", epi.arr)):
+    for side, arr, key in (("out", out, None), ("prolog", pro.arr, pro.key), ("epilog", epi.arr, epi.key)):
         if arr is not None and lib_of(arr) is not (None if lib is NUMPY else lib):
-            raise TypeError(f"{where}: {name} must be an array of {lib.name} like x, "
-                            f"not {type(arr).__name__}")
+            name = side if key is None else f"{side}[{key!r}]"
+            raise TypeError(f"{where}: {name} must be an array of {lib.name} like x, not {type(arr).__name__}")

@@ -207,7 +207,8 @@ class FFT:
         if x is None:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
         inverse = self._direction(direction)
-        check_libs(self._where + ".execute", self._lib, out, _NO_CHAIN, _NO_CHAIN)
+        if out is not None:  # (the chains' arrays were checked by plan())
+            check_libs(self._where + ".execute", self._lib, out, _NO_CHAIN, _NO_CHAIN)
         refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
         return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
 
