@@ -291,6 +291,14 @@ static fm_status check_shapes(const fm_fft_options *opts, const fm_tensor *in, c
     return FM_OK;
 }
 
+/* A failure about one slot's operand, recorded as such (its message starts with the slot's name),
+ * so that a front end can name the operand as its caller passed it. */
+static fm_status about_slot(fm_status s, int slot)
+{
+    fm_fail_slots(slot, -1);
+    return s;
+}
+
 /* The chains' arrays (of the data's precision, real or complex, broadcast to it) into p. */
 static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                                     fm_problem *p)
@@ -305,7 +313,7 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
         if (!((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_MULTIPLY)) {
             /* only passed to the callback: any dtype and shape */
             if ((s = check_desc(slot_names[slot], arr)) != FM_OK)
-                return s;
+                return about_slot(s, slot);
             p->t[slot] = *arr;
             p->t[slot].data = NULL;
             continue;
@@ -313,12 +321,13 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
         fm_dtype r = real_of(target->dtype);
         int real_data = !fm_dtype_is_complex(target->dtype);
         if (!(arr->dtype == r || (!real_data && arr->dtype == complex_of(r))))
-            return fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
-                           fm_dtype_name(arr->dtype), fm_dtype_name(r), real_data ? "" : " or ",
-                           real_data ? " (the data it multiplies is real)" : fm_dtype_name(complex_of(r)));
+            return about_slot(fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
+                                      fm_dtype_name(arr->dtype), fm_dtype_name(r), real_data ? "" : " or ",
+                                      real_data ? " (the data it multiplies is real)" : fm_dtype_name(complex_of(r))),
+                              slot);
         if ((s = check_desc(slot_names[slot], arr)) != FM_OK ||
             (s = expand_array(slot_names[slot], arr, target, &p->t[slot])) != FM_OK)
-            return s;
+            return about_slot(s, slot);
     }
     return FM_OK;
 }
@@ -489,9 +498,7 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
     fm_status s = check_desc("in", in);
     if (s != FM_OK)
         return s;
-    if (opts->kind < FM_FFT_C2C || opts->kind > FM_FFT_C2R)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: kind = %d, expected 0 (c2c), 1 (r2c) or 2 (c2r)", opts->kind);
-    const int nd = in->ndim;
+    const int nd = in->ndim; /* an unknown kind is build_fields' error */
     int naxes = opts->naxes ? opts->naxes : (nd < 3 ? nd : 3);
     int last = naxes >= 1 && naxes <= nd ? (opts->naxes ? opts->axes[naxes - 1] : nd - 1) : nd - 1;
     if (last < 0)

@@ -18,7 +18,6 @@ The arithmetic runs in libfusemath with the GIL released. Errors derive from
 """
 from typing import List as _List, NamedTuple as _NamedTuple, Optional as _Optional
 
-from . import _fusemath
 from . import _fusemath as _C
 from ._fusemath import (
     AliasError,
@@ -44,7 +43,7 @@ from ._matmul import Matmul, matmul
 from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
 
-__version__ = _fusemath.__version__
+__version__ = _C.__version__
 
 
 # Library-wide settings and information: threads, backends, devices, versions

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _fusemath as _C
 
-__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "fm_name", "is_cuda_object", "adopt"]
+__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "is_cuda_object", "adopt"]
 
 
 class _DType:
@@ -70,10 +70,6 @@ _NUMPY_DTYPES = {
     "i64": np.dtype(np.int64),
     "u32": np.dtype(np.uint32),
 }
-#: canonical dtype (np.dtype or BF16) -> fusemath dtype name
-_FM_NAMES = {dt: name for name, dt in _NUMPY_DTYPES.items()}
-_FM_NAMES[BF16] = "bf16"
-_FM_NAMES[C32] = "c32"
 
 
 def int_arg(v: Any, name: str, where: str) -> int:
@@ -87,25 +83,20 @@ def int_arg(v: Any, name: str, where: str) -> int:
         raise TypeError(f"{where}: {name} must be an int, not {type(v).__name__}") from None
 
 
-def fm_name(dtype: Any) -> str:
-    """The extension's name of a canonical dtype ('f32', 'bf16', 'u8', ...)."""
-    return _FM_NAMES[dtype]
-
-
 class Lib:
     """One array library as the front end sees it (registered with the extension)."""
 
     name = "?"
     index = -1
-    host = False  # NumPy: host memory only
 
     def dtype_of(self, x) -> Any:
-        """Canonical dtype (an np.dtype, or BF16) of an array of this library."""
-        raise NotImplementedError
+        """Canonical dtype (an np.dtype, or BF16) of an array of this library (NumPy's and CuPy's
+        own)."""
+        return x.dtype
 
     def device_of(self, x) -> int:
-        """CUDA device of an array of this library, -1 for host memory."""
-        raise NotImplementedError
+        """CUDA device of an array of this library, -1 for host memory (NumPy's)."""
+        return -1
 
     def synchronize(self, device: int) -> None:
         """Wait for all work on a device (autotune only)."""
@@ -117,18 +108,11 @@ class Lib:
 
 class _NumPyLib(Lib):
     name = "numpy"
-    host = True
 
     def __init__(self):
         self.index = _C.register_array_library(
             "numpy", _C.STYLE_NUMPY, None, dict(_NUMPY_DTYPES), np.empty, None, None, None, None, None, 0
         )
-
-    def dtype_of(self, x):
-        return x.dtype
-
-    def device_of(self, x) -> int:
-        return -1
 
 
 NUMPY = _NumPyLib()
@@ -216,7 +200,7 @@ class _CuPyLib(Lib):
 
     def __init__(self, cupy):
         self.cupy = cp = cupy
-        dtypes = {k: v for k, v in _NUMPY_DTYPES.items()}
+        dtypes = dict(_NUMPY_DTYPES)
         getter = cp.cuda.get_current_stream  # (device_id) -> Stream; .ptr is the handle
         try:
             getter(0)
@@ -251,9 +235,6 @@ class _CuPyLib(Lib):
             "cupy", _C.STYLE_CUPY, cp.ndarray, dtypes, cp.empty, getter, cp.cuda.runtime.getDevice, None,
             cp.cuda.memory.OutOfMemoryError, slow_alloc, ndev,
         )
-
-    def dtype_of(self, x):
-        return x.dtype
 
     def device_of(self, x) -> int:
         return x.data.device_id
@@ -327,9 +308,7 @@ def adopt(x, name: str, where: str):
                 __import__(mod)
             except Exception:
                 continue
-        lib = _lib(mod)
-        if lib is None:
-            continue
+        lib = _lib(mod)  # imported by now
         try:
             return lib, lib.adopt(x)
         except Exception as exc:

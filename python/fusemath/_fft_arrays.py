@@ -2,20 +2,21 @@
 kinds and norm codes; numpy.fft's ``norm``, ``n`` / ``s`` and ``axis`` / ``axes`` as normalised
 axes and lengths (numpy's errors); x from the caller's library (NumPy, PyTorch, CuPy, other GPU
 arrays, lists), cropped or zero-padded, promoted (NumPy 2 rules, half precision on PyTorch CUDA
-tensors); results made in x's library on its device; the dtype tables (real <-> complex of each
-precision); the fused prolog / epilog dicts (``scale``, ``multiply``, ``conj``, a CUDA
-``source`` / ``name`` / ``data`` callback) as the C library takes them, their arrays checked.
+tensors); the fused prolog / epilog dicts (``scale``, ``multiply``, ``conj``, a CUDA ``source`` /
+``name`` / ``data`` callback) as the C library takes them. The core checks the arrays (shapes,
+dtypes, devices) and says what the results are; only the array library, which it cannot tell
+apart, is checked here.
 """
 from __future__ import annotations
 
 import operator
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._arrays import NUMPY, adopt, fm_name, int_arg, is_cuda_object, lib_of
+from ._arrays import NUMPY, adopt, int_arg, is_cuda_object, lib_of
 from ._matmul_args import native_aligned
 
 _C2C, _R2C, _C2R = _C.FFT_C2C, _C.FFT_R2C, _C.FFT_C2R
@@ -72,7 +73,7 @@ def _axes(axes: Any, ndim: int, name: str, where: str) -> Tuple[int, ...]:
     return tuple(out)
 
 
-def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ...]], kind: int,
+def _cook(where: str, x, s: Any, axes: Any, kind: int,
           one_d: bool) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """(axes, transform lengths n) as numpy.fft's _cook_nd_args."""
     ndim = x.ndim
@@ -88,8 +89,6 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
             axes = range(ndim - len(s), ndim)
             if len(s) > ndim:
                 raise ValueError(f"{where}: {sname} has {len(s)} entries but x has only {ndim} dimensions")
-        elif default_axes is not None:
-            axes = default_axes
         else:
             axes = range(ndim)
     axes = _axes(axes, ndim, aname, where)
@@ -117,8 +116,6 @@ def _cook(where: str, x, s: Any, axes: Any, default_axes: Optional[Tuple[int, ..
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
-_COMPLEX_OF = {_F16: _C32, _F32: _C64, _F64: _C128}
-_REAL_OF = {_C32: _F16, _C64: _F32, _C128: _F64}
 
 
 # ---------------------------------------------------------------------------
@@ -166,10 +163,6 @@ def _input_any(x: Any, name: str, where: str):
 _native = native_aligned
 
 
-def _dtype(lib, x) -> np.dtype:
-    return x.dtype if lib is NUMPY else lib.dtype_of(x)
-
-
 def _astype(lib, x, dtype: np.dtype, where: str):
     """x converted to dtype in its own library (a copy)."""
     if lib is NUMPY:
@@ -179,7 +172,7 @@ def _astype(lib, x, dtype: np.dtype, where: str):
         return x.to(getattr(torch, dtype.name))
     if hasattr(x, "astype"):
         return x.astype(dtype)
-    raise _C.DtypeError(f"{where}: x has dtype {_dtype(lib, x)}; convert it to {dtype} first")
+    raise _C.DtypeError(f"{where}: x has dtype {lib.dtype_of(x)}; convert it to {dtype} first")
 
 
 def _zeros(lib, x, shape: Tuple[int, ...], where: str):
@@ -235,13 +228,6 @@ def _is_contiguous(a) -> bool:
     return flags is None or bool(flags.c_contiguous)
 
 
-def _copy_into(lib, dst, src) -> None:
-    if hasattr(dst, "copy_"):  # torch
-        dst.copy_(src)
-    else:
-        dst[...] = src
-
-
 def _half_on_gpu(lib, x, execution: int) -> bool:
     """float16 stays half precision (cuFFT) for PyTorch CUDA tensors transformed on the GPU."""
     return (getattr(lib, "torch", None) is not None and execution != _C.EXECUTION_CPU
@@ -249,64 +235,22 @@ def _half_on_gpu(lib, x, execution: int) -> bool:
 
 
 def _promote(where: str, lib, x, kind: int, half: bool = False):
-    """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules; with half,
-    float16 stays half (float16 for rfft, complex32 otherwise)."""
-    dt = _dtype(lib, x)
-    if dt is _C32:  # PyTorch only; the cpu refuses it with NotSupportedError
+    """x in the dtype the transform takes (a copy when it changes), NumPy 2 rules: real and integer
+    input as float32 / float64 (rfft) or complex64 / complex128; complex input as it is (the core
+    says which it takes). With half, float16 stays half (float16 for rfft, complex32 otherwise)."""
+    dt = lib.dtype_of(x)
+    if getattr(dt, "kind", "") == "c":  # complex32 (PyTorch) too
         if kind == _R2C:
             raise TypeError(f"{where}: x has complex dtype {dt}; this transform (rfft, rfftn, ihfft) takes "
                             "real input (use fft for complex input)")
-        return x, dt
+        return x
     if half and dt == _F16:
-        want = _F16 if kind == _R2C else _C32
-        return (x if dt == want else _astype(lib, x, want, where)), want
-    if getattr(dt, "kind", "?") not in "biufc" or not isinstance(dt, np.dtype):
-        raise _C.DtypeError(f"{where}: x has dtype {dt}, which the FFT does not take")
-    if dt.kind == "c":
-        if kind == _R2C:
-            raise TypeError(f"{where}: x has complex dtype {dt}; this transform (rfft, rfftn, ihfft) takes "
-                            "real input (use fft for complex input)")
-        if dt not in (_C64, _C128):
-            raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: complex64, complex128")
-        return x, dt
-    if dt.kind == "f" and dt.itemsize > 8:
+        return x if kind == _R2C else _astype(lib, x, _C32, where)
+    if not isinstance(dt, np.dtype) or dt.kind not in "biuf" or dt.itemsize > 8:
         raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: float16/32/64, integers, complex64/128")
     real = _F32 if dt in (_F16, _F32) else _F64
-    want = real if kind == _R2C else _COMPLEX_OF[real]
-    return (x if dt == want else _astype(lib, x, want, where)), want
-
-
-def _out_dtype(kind: int, in_dtype: np.dtype) -> np.dtype:
-    if kind == _R2C:
-        return _COMPLEX_OF[in_dtype]
-    if kind == _C2R:
-        return _REAL_OF[in_dtype]
-    return in_dtype
-
-
-def _check_out(where: str, lib, out) -> None:
-    """out of x's array library (the core checks its shape, dtype and memory; it cannot tell libraries apart:
-    a NumPy call must not return a GPU array, and NumPy results stay NumPy arrays)."""
-    if lib_of(out) is not (None if lib is NUMPY else lib):  # NumPy: no torch / CuPy out (lists: the core says)
-        raise TypeError(f"{where}: out must be an array of {lib.name} like x, not {type(out).__name__}")
-
-
-def check_empty_out(where: str, lib, out, shape, dtype) -> None:
-    """out= of an empty transform, which makes no core call that would check it."""
-    if lib is NUMPY and not isinstance(out, np.ndarray):
-        raise TypeError(f"{where}: out must be a NumPy array like x, not {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape):
-        raise _C.ShapeError(f"{where}: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
-    if _dtype(lib, out) != dtype:
-        raise _C.DtypeError(f"{where}: out has dtype {_dtype(lib, out)}, expected {dtype}")
-    if lib is NUMPY and not out.flags.writeable:
-        raise _C.InvalidArgumentError(f"{where}: out is read-only; an output must be writable")
-
-
-def _empty(lib, shape, dtype, device: int):
-    if lib is NUMPY:
-        return np.empty(shape, dtype)
-    return _C.lib_empty(lib.index, tuple(shape), fm_name(dtype), device)
+    want = real if kind == _R2C else _C64 if real == _F32 else _C128
+    return x if dt == want else _astype(lib, x, want, where)
 
 
 # ---------------------------------------------------------------------------
@@ -317,47 +261,23 @@ _CHAIN_KEYS = ("scale", "multiply", "conj", "source", "name", "data")
 _OP_CALLBACK = _C.FFT_OP_CALLBACK
 
 
-class _Chain(tuple):
-    """(ops, scale, array, source, name) of one side; array is the multiply or the data array."""
-    __slots__ = ()
+class _Chain(NamedTuple):
+    """One side's ops, scale, array (the multiply or the callback's data array: key) and callback."""
 
-    def __new__(cls, ops=0, scale=None, arr=None, source=None, name=None):
-        return super().__new__(cls, (ops, scale, arr, source, name))
-
-    ops = property(lambda self: self[0])
-    scale = property(lambda self: self[1])
-    arr = property(lambda self: self[2])
-    source = property(lambda self: self[3])
-    name = property(lambda self: self[4])
-
-    @property
-    def multiplies(self) -> bool:
-        return bool(self[0] & _OP_MULTIPLY)
-
-    @property
-    def array_key(self) -> str:
-        """The dict key the caller passed the array under."""
-        return "data" if self[0] & _OP_CALLBACK else "multiply"
-
-
-CHAIN_SLOTS = ("prolog_array", "epilog_array")  # the C layer's names of the chains' arrays
-
-
-def restated(where: str, exc: Exception, pro: "_Chain", epi: "_Chain") -> Exception:
-    """The library's error in the caller's words, same exception type: `where` first, and the
-    chains' arrays named as the caller passed them (prolog['multiply'] or prolog['data']), not by
-    the C layer's slot names."""
-    msg = str(exc)
-    for slot, side, chain in zip(CHAIN_SLOTS, ("prolog", "epilog"), (pro, epi)):
-        msg = msg.replace(slot, f"{side}[{chain.array_key!r}]")
-    return type(exc)(msg if msg.startswith(where + ": ") else f"{where}: {msg}")
+    ops: int = 0
+    scale: Optional[complex] = None
+    arr: Any = None
+    source: Optional[str] = None
+    name: Optional[str] = None
+    key: str = "multiply"
 
 
 _NO_CHAIN = _Chain()
 
 
-def _chain(where: str, name: str, spec: Any) -> _Chain:
-    """A prolog / epilog dict -> _Chain."""
+def _chain(where: str, name: str, spec: Any, real_data: bool = False) -> _Chain:
+    """A prolog / epilog dict -> _Chain; real_data: the data it is applied to is real (a complex scale
+    is an error there)."""
     if spec is None:
         return _NO_CHAIN
     if not isinstance(spec, Mapping):
@@ -378,8 +298,8 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
             raise ValueError(f"{where}: {name}['scale'] is too large for a float64") from None
         except (TypeError, ValueError):
             raise TypeError(f"{where}: {name}['scale'] must be a number, not {type(scale).__name__}") from None
-        if not (np.isfinite(scale.real) and np.isfinite(scale.imag)):
-            raise ValueError(f"{where}: {name}['scale'] = {scale} is not finite")
+        if scale.imag != 0 and real_data:
+            raise ValueError(f"{where}: {name}['scale'] = {scale} is complex but the data it scales is real")
         ops |= _OP_SCALE
     arr = spec.get("multiply")
     if arr is not None:
@@ -398,10 +318,7 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
     source, fname, data = spec.get("source"), spec.get("name"), spec.get("data")
     if (source is None) != (fname is None):
         raise ValueError(f"{where}: {name} needs both 'source' and 'name' for a CUDA callback")
-    if source is not None:
-        for key, v in (("source", source), ("name", fname)):
-            if not isinstance(v, str):
-                raise TypeError(f"{where}: {name}[{key!r}] must be a str, not {type(v).__name__}")
+    if source is not None:  # the C layer takes str only
         ops |= _OP_CALLBACK
     if data is not None:
         if source is None:
@@ -410,51 +327,15 @@ def _chain(where: str, name: str, spec: Any) -> _Chain:
             raise ValueError(f"{where}: {name} has both 'multiply' and 'data'; the callback gets the multiply "
                              "array as its data pointer")
         arr = data
-    return _Chain(ops, scale, arr, source, fname)
+    key = "data" if source is not None else "multiply"  # as call() names the array
+    return _Chain(ops, scale, arr, source, fname, key)
 
 
-def _check_chain_array(where: str, name: str, lib, arr, target_shape, data_dtype: np.dtype):
-    """The multiply array of a chain: same library, dtype of the data's precision, broadcasting."""
-    key = f"{name}['multiply']"
-    if lib is NUMPY:
-        if not isinstance(arr, np.ndarray):
-            if lib_of(arr) is not None or is_cuda_object(arr):
-                raise _C.DeviceError(f"{where}: {key} is a {type(arr).__name__} but x is a NumPy array")
-            raise TypeError(f"{where}: {key} must be an array, not {type(arr).__name__}")
-        dt = arr.dtype
-    else:
-        if lib_of(arr) is not lib:
-            raise TypeError(f"{where}: {key} must be an array of {lib.name} like x, not {type(arr).__name__}")
-        dt = lib.dtype_of(arr)
-    real = _REAL_OF.get(data_dtype, data_dtype)
-    if data_dtype.kind == "c":
-        ok, want = (real, _COMPLEX_OF[real]), f"{real} or {_COMPLEX_OF[real]}"
-    else:
-        ok, want = (real,), f"{real} (the data it multiplies is real)"
-    if dt not in ok:
-        raise _C.DtypeError(f"{where}: {key} has dtype {dt}, expected {want}")
-    shape = tuple(arr.shape)
-    if len(shape) > len(target_shape) or any(
-            a != t and a != 1 for a, t in zip(reversed(shape), reversed(target_shape))):
-        raise _C.ShapeError(f"{where}: {key} has shape {shape}, which does not broadcast against the "
-                            f"{'input' if name == 'prolog' else 'output'} shape {tuple(target_shape)}")
-
-
-def _check_data_array(where: str, name: str, lib, arr) -> None:
-    """A callback's data array: any dtype and shape, but x's library (and so its device)."""
-    key = f"{name}['data']"
-    if lib is NUMPY:
-        if not isinstance(arr, np.ndarray):
-            raise TypeError(f"{where}: {key} must be an array like x, not {type(arr).__name__}")
-    elif lib_of(arr) is not lib:
-        raise TypeError(f"{where}: {key} must be an array of {lib.name} like x, not {type(arr).__name__}")
-
-
-def _check_chain_arrays(where: str, lib, pro: _Chain, epi: _Chain, in_shape, in_dt, out_shape, out_dt) -> None:
-    for name, ch, shape, dt in (("prolog", pro, in_shape, in_dt), ("epilog", epi, out_shape, out_dt)):
-        if ch.arr is None:
-            continue
-        if ch.multiplies:
-            _check_chain_array(where, name, lib, ch.arr, shape, dt)
-        else:
-            _check_data_array(where, name, lib, ch.arr)
+def check_libs(where: str, lib, out, pro: _Chain, epi: _Chain) -> None:
+    """out and the chains' arrays of x's array library: the core checks their shapes, dtypes and
+    memory but cannot tell libraries apart (a NumPy call must not return a GPU array, and NumPy
+    results stay NumPy arrays); lists and other non-arrays are the core's to name."""
+    for side, arr, key in (("out", out, None), ("prolog", pro.arr, pro.key), ("epilog", epi.arr, epi.key)):
+        if arr is not None and lib_of(arr) is not (None if lib is NUMPY else lib):
+            name = side if key is None else f"{side}[{key!r}]"
+            raise TypeError(f"{where}: {name} must be an array of {lib.name} like x, not {type(arr).__name__}")

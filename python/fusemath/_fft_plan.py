@@ -12,12 +12,10 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._arrays import NUMPY
-from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _R2C, _axes, _check_out, _dtype,
-                          _input, _length, _norm_code, _out_dtype)
+from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _NO_CHAIN, _R2C, _Chain, _axes,
+                          _chain, _input, _length, _norm_code, check_libs)
 from ._matmul_args import refresh_copies
-from ._fft_arrays import _NO_CHAIN, _Chain, _chain, _check_chain_arrays, restated
-from ._options import _DEFAULT_OPTIONS, _resolve_execution
+from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
@@ -32,6 +30,9 @@ _GPU_PROLOG = {"auto": _C.FFT_PROLOG_AUTO, "kernel": _C.FFT_PROLOG_KERNEL, "pass
 # ---------------------------------------------------------------------------
 _DIRECTIONS = ("forward", "inverse")
 _FFT, _RUN, _PLAN = _C.OP_FFT, _C.CALL_RUN, _C.CALL_PLAN
+# the result's dtype where it is not x's: r2c gives the complex, c2r the real type of x's precision
+_RESULT_DTYPES = {(_R2C, _F16): _C32, (_R2C, _F32): _C64, (_R2C, _F64): _C128,
+                  (_C2R, _C32): _F16, (_C2R, _C64): _F32, (_C2R, _C128): _F64}
 
 
 class _Setup(NamedTuple):
@@ -44,6 +45,7 @@ class _Setup(NamedTuple):
     gpu_prolog: int
 
     def options(self, kind: int, inverse: bool, axes, execution, n: int):
+        """call()'s options tuple, in fmpy_fft.c's order (the stateless functions' too)."""
         pro, epi = self.chains
         ex, dev, nth = execution
         return (kind, inverse, axes, self.norm, self.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
@@ -77,13 +79,11 @@ class FFT:
         self._freed = False
         self._plan = None
         lib, x = _input(x, "x", where)
-        dt = _dtype(lib, x)
+        dt = lib.dtype_of(x)
         if kind is None:
             kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
         else:
-            if not isinstance(kind, str) or kind not in _KINDS:  # (a list would not even hash)
-                raise ValueError(f"{where}: kind {kind!r} is not one of 'c2c', 'r2c', 'c2r' (or None)")
-            kind_code = _KINDS[kind]
+            kind_code = _choice(kind, _KINDS, "kind", where)
         want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
         if dt not in want:
             hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128, _C32) else ""
@@ -123,8 +123,8 @@ class FFT:
         self._lib, self._x, self._dtype = lib, x, dt
         self._kind, self._axes = kind_code, axes
         self._out_shape = tuple(shape)
-        self._out_dtype = _out_dtype(kind_code, dt)
-        self._device = -1 if lib is NUMPY else lib.device_of(x)
+        self._out_dtype = _RESULT_DTYPES.get((kind_code, dt), dt)
+        self._device = lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
         self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
         self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
@@ -159,12 +159,7 @@ class FFT:
         if opts is None:
             opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
             self._opts_made = (setup, opts, made[2]) if not inverse else (setup, made[1], opts)
-        try:
-            return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
-        except _C.AliasError:
-            raise  # said by call() in the caller's terms
-        except _C.FusemathError as exc:
-            raise restated(where, exc, pro, epi) from None
+        return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
 
     # -- public ------------------------------------------------------------------
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
@@ -187,23 +182,14 @@ class FFT:
         "callback" the epilog is a cuFFT store callback."""
         self._alive("plan()")
         where = self._where + ".plan"
-        if not isinstance(effort, str) or effort not in _EFFORTS:
-            raise ValueError(f"{where}: effort {effort!r} is not one of {list(_EFFORTS)}")
-        if not isinstance(gpu_prolog, str) or gpu_prolog not in _GPU_PROLOG:
-            raise ValueError(f"{where}: gpu_prolog {gpu_prolog!r} is not one of {list(_GPU_PROLOG)}")
         norm_code = _norm_code(norm, where)
-        pro = _chain(where, "prolog", prolog)
-        epi = _chain(where, "epilog", epilog)
-        pro_scale, epi_scale = pro.scale, epi.scale
-        _check_chain_arrays(where, self._lib, pro, epi, tuple(self._x.shape), self._dtype, self._out_shape,
-                            self._out_dtype)
-        if pro_scale is not None and pro_scale.imag != 0 and self._kind == _R2C:
-            raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but the r2c input is real")
-        if epi_scale is not None and epi_scale.imag != 0 and self._kind == _C2R:
-            raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but the c2r output is real")
+        pro = _chain(where, "prolog", prolog, real_data=self._kind == _R2C)
+        epi = _chain(where, "epilog", epilog, real_data=self._kind == _C2R)
+        check_libs(where, self._lib, None, pro, epi)
         # everything a plan depends on, swapped in one step: an execute() running in another
         # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
-        new = _Setup((pro, epi), norm_code, _EFFORTS[effort], _GPU_PROLOG[gpu_prolog])
+        new = _Setup((pro, epi), norm_code, _choice(effort, _EFFORTS, "effort", where),
+                     _choice(gpu_prolog, _GPU_PROLOG, "gpu_prolog", where))
         plan = self._call(_PLAN, self._kind == _C2R, self._x, None, new, None, self._where + ".plan")[0]
         old, self._setup, self._plan = self._plan, new, plan
         if old is not None:
@@ -221,8 +207,8 @@ class FFT:
         if x is None:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
         inverse = self._direction(direction)
-        if out is not None:
-            _check_out(self._where + ".execute", self._lib, out)
+        if out is not None:  # (the chains' arrays were checked by plan())
+            check_libs(self._where + ".execute", self._lib, out, _NO_CHAIN, _NO_CHAIN)
         refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
         return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
 
@@ -231,8 +217,8 @@ class FFT:
         self._alive("reset_operand()")
         where = self._where + ".reset_operand"
         lib, x = _input(x, "x", where)
-        dt = _dtype(lib, x)
-        if lib is not self._lib or (lib is not NUMPY and lib.device_of(x) != self._device):
+        dt = lib.dtype_of(x)
+        if lib is not self._lib or lib.device_of(x) != self._device:
             raise _C.DeviceError(f"{where}: x must be an array of {self._lib.name} on the planned device")
         if tuple(x.shape) != tuple(self._x.shape):
             raise _C.ShapeError(f"{where}: x has shape {tuple(x.shape)}, the FFT was planned for "

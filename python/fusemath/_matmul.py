@@ -26,15 +26,12 @@ from ._matmul_args import (
     _BIAS,
     _DRELU,
     _FAST_EXCLUDED,
-    _SLOT_D,
     _as_array,
-    _epilogue_name,
     _foreign,
     _merge_epilog,
     _ndarray,
     _quantization_scales,
     _split_inputs,
-    native_aligned,
 )
 from ._matmul_plan import Matmul
 from ._options import (
@@ -147,13 +144,10 @@ def matmul(
         epilogue = _merge_epilog(where, epilogue, epilog)
     epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
     scale = aux_in = None
-    if epilog_inputs is None and clamp is None and not epi & _FAST_EXCLUDED:
-        if bias is not None:
-            epi |= _BIAS
-        elif epi & _BIAS:
-            raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
-    else:
+    if epilog_inputs is not None or clamp is not None or epi & _FAST_EXCLUDED or (bias is None and epi & _BIAS):
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
+    elif bias is not None:  # a common chain, nothing missing: the one C call checks the rest
+        epi |= _BIAS
     if c is None:
         if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
             raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
@@ -170,37 +164,25 @@ def matmul(
                 "a and b are host arrays here")
         qa, qb = _quantization_scales(where, lib, a, quantization_scales)
     ops = (a, b, c, bias, out, aux_in, None, scale, qa, qb)
-    if lib is NUMPY and not (type(a) is _ndarray and type(b) is _ndarray and c is None and bias is None
-                             and scale is None and aux_in is None):
-        ops = _host_operands(where, ops, epi)
     opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
     try:
         return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
-    except (ValueError, TypeError):
-        # a misaligned or big-endian host operand: computed from a native, aligned copy, as
-        # NumPy's own routines do (only looked at after a refusal: the common call pays nothing)
-        if lib is not NUMPY or (fixed := _native_inputs(ops)) is None:
+    except Exception:
+        # a host operand the extension does not take as it is (big-endian, misaligned): computed from
+        # a native, aligned NumPy copy, as NumPy's own routines do; one that is no host array is said
+        # here in NumPy's terms (only looked at after a refusal: the common call pays nothing)
+        if lib is not NUMPY or (fixed := _host_inputs(where, ops, epi)) is None:
             raise
     return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
 
 
-_INPUT_NAMES = ("a", "b", "c", "bias", None, None, None, "scale", None, None)
+_INPUT_NAMES = ("a", "b", "c", "bias", None, "aux", None, "scale", None, None)
 
 
-def _host_operands(where: str, ops, epi: int):
-    """The host operands as NumPy arrays (buffer-protocol and DLPack objects viewed, anything else
-    a TypeError naming the argument)."""
-    ops = list(ops)
-    for i, name in enumerate(_INPUT_NAMES):
-        if name is not None and ops[i] is not None and type(ops[i]) is not _ndarray:
-            ops[i] = _as_array(ops[i], name, where)
-    if ops[5] is not None and type(ops[5]) is not _ndarray:
-        ops[5] = _as_array(ops[5], "relu_aux" if epi & _DRELU else "gelu_aux", where)
-    return tuple(ops)
-
-
-def _native_inputs(ops):
-    """ops with every non-native or misaligned input replaced by a native aligned copy; None if
-    there is none (the refusal was for something else)."""
-    fixed = tuple(x if i == _SLOT_D or not isinstance(x, _ndarray) else native_aligned(x) for i, x in enumerate(ops))
+def _host_inputs(where: str, ops, epi: int):
+    """ops with every host input as a native, aligned NumPy array (a TypeError or DeviceError naming
+    the argument for what is none); None if that changes nothing (the refusal was for something else)."""
+    aux = "relu_aux" if epi & _DRELU else "gelu_aux"
+    fixed = tuple(x if name is None or x is None else _as_array(x, aux if name == "aux" else name, where)
+                  for name, x in zip(_INPUT_NAMES, ops))
     return None if all(x is y for x, y in zip(fixed, ops)) else fixed

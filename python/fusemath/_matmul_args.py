@@ -10,20 +10,19 @@ from __future__ import annotations
 import numbers
 
 import weakref
-from typing import Any, Mapping, Tuple
+from typing import Any, Mapping
 
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import adopt, is_cuda_object, lib_of
-from ._options import Epilogue, validate_bits
+from ._arrays import NUMPY, adopt, is_cuda_object, lib_of
+from ._options import Epilogue
 
 _ndarray = np.ndarray
 _BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SCALE)
 _DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
 _BGRADA, _BGRADB = int(Epilogue.BGRADA), int(Epilogue.BGRADB)
 _FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
-_SLOT_D = _C.MATMUL_D
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
 
@@ -38,15 +37,11 @@ def _epilogue_name(bits: int) -> str:
 # ---------------------------------------------------------------------------
 # Array arguments
 # ---------------------------------------------------------------------------
-def _as_array(x: Any, name: str, where: str, output: bool = False) -> np.ndarray:
-    """A NumPy array for a host array argument: an input in a byte order other than the
-    machine's, or at an address that is not a multiple of its element size, is a native,
-    aligned copy (NumPy's own routines compute on such arrays too); anything else a view
-    (no copy)."""
-    arr = _host_view(x, name, where)
-    if arr.ndim > 8:  # FM_MAX_NDIM
-        raise _C.ShapeError(f"{where}: {name} has {arr.ndim} dimensions; at most 8 are supported")
-    return arr if output else native_aligned(arr)
+def _as_array(x: Any, name: str, where: str) -> np.ndarray:
+    """A NumPy array for a host array input: one in a byte order other than the machine's, or at
+    an address that is not a multiple of its element size, is a native, aligned copy (NumPy's own
+    routines compute on such arrays too); anything else a view (no copy)."""
+    return native_aligned(_host_view(x, name, where))
 
 
 def native_aligned(arr: np.ndarray) -> np.ndarray:
@@ -100,15 +95,8 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         return x
     if isinstance(x, _ndarray):
         return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
-    if x is None:
-        raise TypeError(f"{where}: {name} must be an array, not None")
     if isinstance(x, np.generic):  # NumPy scalars are 0-d arrays
         return np.asarray(x)
-    if isinstance(x, (str, int, float, complex, list, tuple)):
-        raise TypeError(
-            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
-            f"not {type(x).__name__}"
-        )
     if hasattr(x, "__dlpack__"):
         device = getattr(x, "__dlpack_device__", None)
         if device is not None:
@@ -131,13 +119,12 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
                              "device (or pass GPU arrays for a and b)")
     try:
-        view = memoryview(x)
+        return np.asarray(memoryview(x))  # (None, numbers, str, lists and tuples have no buffer)
     except TypeError:
         raise TypeError(
             f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
             f"not {type(x).__name__}"
         ) from None
-    return np.asarray(view)
 
 
 def _operand(x: Any, name: str, where: str):
@@ -154,10 +141,7 @@ def _operand(x: Any, name: str, where: str):
 
 def _dtype_of(x):
     """Canonical dtype (np.dtype, or BF16) of a NumPy or library array."""
-    if isinstance(x, _ndarray):
-        return x.dtype
-    lib = lib_of(x)
-    return lib.dtype_of(x) if lib is not None else x.dtype
+    return (lib_of(x) or NUMPY).dtype_of(x)
 
 
 def _foreign(a: Any, b: Any, where: str):
@@ -173,23 +157,6 @@ def _foreign(a: Any, b: Any, where: str):
         lib, b = adopt(b, "b", where)
         return lib, a, b
     return None
-
-
-def _dtype_name(dt) -> str:
-    return str(dt)
-
-
-def _clamp_pair(where: str, clamp: Any) -> Tuple[float, float]:
-    try:
-        lo, hi = clamp
-        lo, hi = float(lo), float(hi)
-    except OverflowError:
-        raise ValueError(f"{where}: clamp has a bound too large for a float64") from None
-    except (TypeError, ValueError):
-        raise TypeError(f"{where}: clamp must be a pair of real numbers (lo, hi), not {clamp!r}") from None
-    if not lo <= hi:
-        raise _C.InvalidArgumentError(f"{where}: clamp = ({lo}, {hi}), expected lo <= hi (and no NaN)")
-    return lo, hi
 
 
 def _merge_epilog(where: str, epilogue: Any, epilog: Any) -> Any:
@@ -220,23 +187,19 @@ def _quantization_scales(where: str, lib, a: Any, scales: Any):
         if getattr(scales, "d", None) is not None:
             raise _C.InvalidArgumentError(f"{where}: quantization_scales.d is not supported (no fp8 output)")
     out = []
-    for key, v in (("a", sa), ("b", sb)):
-        if v is None or not isinstance(v, (int, float)):
-            out.append(v)
-            continue
-        if lib.name == "torch":
-            out.append(lib.torch.full((1,), float(v), dtype=lib.torch.float32, device=a.device))
-        elif lib.name == "cupy":
-            with lib.cupy.cuda.Device(a.data.device_id):
-                out.append(lib.cupy.full((1,), float(v), dtype=lib.cupy.float32))
-        else:
-            raise TypeError(f"{where}: quantization_scales['{key}'] must be an array of {lib.name}")
+    for v in (sa, sb):
+        if isinstance(v, (int, float)):  # a number: a one-element float32 array on the operands' device
+            arr = _C.lib_empty(lib.index, (1,), "f32", lib.device_of(a))
+            arr[0] = float(v)
+            v = arr
+        out.append(v)
     return out[0], out[1]
 
 
 def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
-    """Epilogue arguments -> (bits, bias, scale, aux input, clamp pair). bias=, scale and
-    clamp= imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux."""
+    """Epilogue arguments -> (bits, bias, scale, aux input, clamp). bias=, scale and clamp=
+    imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux. The library
+    checks the clamp pair (lo <= hi) and that the chain has a meaning."""
     scale = relu_aux = gelu_aux = None
     if epilog_inputs is not None:
         if not isinstance(epilog_inputs, Mapping):
@@ -253,28 +216,21 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
         scale = epilog_inputs.get("scale")
         relu_aux = epilog_inputs.get("relu_aux")
         gelu_aux = epilog_inputs.get("gelu_aux")
-    base = epi
-    if bias is not None:
+    if bias is not None:  # the library says whether the chain still has a meaning
         epi |= _BIAS
     if scale is not None:
         epi |= _SCALE
     if clamp is not None:
         epi |= _CLAMP
-    if epi != base:
-        validate_bits(epi, where)
     if epi & _BIAS and bias is None:
         raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
     if epi & _SCALE and scale is None:
         raise _C.InvalidArgumentError(
             f"{where}: epilogue {_epilogue_name(epi)!r} has 'scale' but epilog_inputs['scale'] was not given"
         )
-    clamp_pair = None
-    if epi & _CLAMP:
-        if clamp is None:
-            raise _C.InvalidArgumentError(
-                f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given"
-            )
-        clamp_pair = _clamp_pair(where, clamp)
+    if epi & _CLAMP and clamp is None:
+        raise _C.InvalidArgumentError(
+            f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given")
     aux_in = None
     if epi & (_DRELU | _DGELU):
         key, other, aux_in, wrong = (("relu_aux", "gelu_aux", relu_aux, gelu_aux) if epi & _DRELU
@@ -295,4 +251,4 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
             f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU (and their _BGRAD forms) only; "
             f"the epilogue is {_epilogue_name(epi)!r}"
         )
-    return epi, bias, scale, aux_in, clamp_pair
+    return epi, bias, scale, aux_in, clamp

@@ -18,7 +18,6 @@ from ._matmul_args import (
     _DRELU,
     _INPUT_KEYS,
     _as_array,
-    _dtype_name,
     _dtype_of,
     _foreign,
     _merge_epilog,
@@ -39,21 +38,10 @@ _A, _B, _C_SLOT, _BIAS_SLOT, _D, _AUX, _SCALE = 0, 1, 2, 3, _C.MATMUL_D, _C.MATM
 # Planner object
 # ---------------------------------------------------------------------------
 def _layout(x) -> Tuple[Any, ...]:
-    """(device, strides that matter): 0 for axes of extent <= 1; all 0 for empty arrays."""
-    if isinstance(x, _ndarray):
-        if x.size == 0:
-            return (-1,) + (0,) * x.ndim
-        return (-1,) + tuple(s if n > 1 else 0 for n, s in zip(x.shape, x.strides))
+    """(device, strides in elements that matter): 0 for axes of extent <= 1; all 0 for empty arrays."""
     _, device, _, shape, strides = _C.tensor_info(x)
-    if 0 in shape:
-        return (device,) + (0,) * len(shape)
-    return (device,) + tuple(s if n > 1 else 0 for n, s in zip(shape, strides))
-
-
-def _strides_text(x) -> str:
-    if isinstance(x, _ndarray):
-        return f"{x.strides} (bytes)"
-    return f"{_C.tensor_info(x)[4]} (elements)"
+    empty = 0 in shape
+    return (device,) + tuple(0 if empty or n <= 1 else s for n, s in zip(shape, strides))
 
 
 class Matmul:
@@ -87,16 +75,15 @@ class Matmul:
             fr = _foreign(a, b, where)
             if fr is not None:
                 lib, a, b = fr
-        conv = _as_array if lib is NUMPY else _operand
-        a, b = conv(a, "a", where), conv(b, "b", where)
+        self._lib = lib
+        a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
-            c = conv(c, "c", where)
+            c = self._conv(c, "c", where)
         elif beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
             raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
         beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
-        self._lib = lib
-        self._device = -1 if lib is NUMPY else lib.device_of(a if lib_of(a) is lib else b)
+        self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
         ops = [a, b, c, None, None, None, None, None, None, None]
         self._specs = _call(_MATMUL, _C.CALL_SPECS, lib.index, tuple(ops), self._opts, None, 3, where)  # checks
@@ -184,11 +171,9 @@ class Matmul:
         if self._plan is None:
             self.plan()
         lib, dev = self._lib, self._device
-        if not lib.host and dev >= 0:
-            lib.synchronize(dev)  # the tuning runs on the default stream
+        lib.synchronize(dev)  # the tuning runs on the default stream (nothing to wait for on the host)
         plan, specs = _call(_MATMUL, _C.CALL_TUNE, lib.index, tuple(self._ops), self._opts, None, iterations, where)
-        if not lib.host and dev >= 0:
-            lib.synchronize(dev)
+        lib.synchronize(dev)
         self._install(plan, specs, self._ops, self._opts)
         return self
 
@@ -221,28 +206,25 @@ class Matmul:
         ops = self._alive(where)
         epi = self._opts[2]
         aux_key = "relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else None
-        items = [("a", _A, a), ("b", _B, b), ("c", _C_SLOT, c), ("bias", _BIAS_SLOT, bias)]
+        items = {"a": a, "b": b, "c": c, "bias": bias}
         if epilog_inputs is not None:
             if not isinstance(epilog_inputs, Mapping):
                 raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-            for key, value in epilog_inputs.items():
-                if key == "bias":
-                    if bias is not None:
-                        raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
-                    items[3] = ("bias", _BIAS_SLOT, value)
-                elif key == "scale":
-                    items.append(("scale", _SCALE, value))
-                elif key in ("relu_aux", "gelu_aux"):
-                    items.append((key, _AUX if key == aux_key else -1, value))
-                else:
-                    raise _C.InvalidArgumentError(
-                        f"{where}: unknown epilog_inputs [{key!r}]; expected some of {list(_INPUT_KEYS)}"
-                    )
+            unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
+            if unknown:
+                raise _C.InvalidArgumentError(
+                    f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}")
+            if bias is not None and "bias" in epilog_inputs:
+                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+            items.update(epilog_inputs)
+        # the slot of each argument the plan reads (an aux of the other kind has none)
+        slots = {"a": _A, "b": _B, "c": _C_SLOT, "bias": _BIAS_SLOT, "scale": _SCALE, aux_key: _AUX}
         new = {}
-        for name, slot, value in items:
+        for name, value in items.items():
             if value is None:
                 continue
-            old = ops[slot] if slot >= 0 else None
+            slot = slots.get(name)
+            old = None if slot is None else ops[slot]
             if old is None:
                 what = ("without c" if name == "c" else
                         "without a bias (plan(bias=...) first)" if name == "bias" else
@@ -316,8 +298,7 @@ def _same_layout(where: str, name: str, x, old):
         raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
     xdt, odt = _dtype_of(x), _dtype_of(old)
     if xdt != odt:
-        raise _C.InvalidArgumentError(
-            f"{where}: {name} has dtype {_dtype_name(xdt)}, the plan was made for {_dtype_name(odt)}")
+        raise _C.InvalidArgumentError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
     if lib_of(x) is not lib_of(old):
         raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
                              f"{type(old).__name__} (array library and device must stay the same)")
@@ -327,8 +308,8 @@ def _same_layout(where: str, name: str, x, old):
     if lx != lo:
         copied = copy_behind(x) is not None or copy_behind(old) is not None
         raise _C.InvalidArgumentError(
-            f"{where}: {name} has strides {_strides_text(x)}, the plan was made for {_strides_text(old)}; "
-            "pass an array with the same memory layout or create a new Matmul"
+            f"{where}: {name} has strides {_C.tensor_info(x)[4]}, the plan was made for {_C.tensor_info(old)[4]} "
+            "(in elements); pass an array with the same memory layout or create a new Matmul"
             + (" (a misaligned or big-endian array is used through a compact native copy: these are the "
                "copy's strides)" if copied else "")
         )

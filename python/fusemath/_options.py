@@ -5,9 +5,8 @@ import enum
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Optional, Tuple, Union
 
-import numpy as np
-
 from . import _fusemath as _C
+from ._arrays import int_arg
 
 __all__ = ["Epilogue", "MatmulOptions"]
 
@@ -71,52 +70,26 @@ class Epilogue(enum.IntFlag):
 #: nvmath-python's name for the same enumeration.
 MatmulEpilog = Epilogue
 
-_EPILOGUE_CACHE: dict = {}
-_CACHEABLE = (str, int, Epilogue)
-_ALL_BITS = 0
-for _member in (Epilogue.BIAS, Epilogue.RELU, Epilogue.GELU, Epilogue.AUX, Epilogue.SIGMOID, Epilogue.TANH,
-                Epilogue.SILU, Epilogue.CLAMP, Epilogue.DRELU, Epilogue.DGELU, Epilogue.BGRAD, Epilogue.BGRADA,
-                Epilogue.BGRADB, Epilogue.SCALE):
-    _ALL_BITS |= int(_member)
-del _member
-
-
-def validate_bits(bits: int, where: str) -> int:
-    """Raise InvalidArgumentError (a ValueError) for a chain without a meaning."""
-    if bits in _EPILOGUE_CACHE:
-        return bits
-    if bits < 0 or bits & ~_ALL_BITS:
-        raise _C.InvalidArgumentError(f"{where}: epilogue {bits:#x} has unknown bits")
-    try:
-        _C.epilogue_format(bits)
-    except _C.InvalidArgumentError as exc:
-        raise _C.InvalidArgumentError(f"{where}: {exc}") from None
-    if len(_EPILOGUE_CACHE) < 256:
-        _EPILOGUE_CACHE[bits] = bits
-    return bits
+_PARSED: dict = {}  # epilogue strings -> their bits (parsed by the library once per string)
 
 
 def epilogue_bits(epilogue: Union[None, str, int, Epilogue], where: str) -> int:
-    """Epilogue argument (None, str, int or Epilogue) -> validated int bits."""
+    """Epilogue argument (None, str, int or Epilogue) -> int bits; the library says whether the
+    chain has a meaning."""
     if epilogue is None:
         return 0
-    if type(epilogue) in _CACHEABLE:  # not bool / float, which hash like ints
-        bits = _EPILOGUE_CACHE.get(epilogue)
-        if bits is not None:
-            return bits
     if isinstance(epilogue, str):
-        bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
-        if len(_EPILOGUE_CACHE) < 256:
-            _EPILOGUE_CACHE[epilogue] = bits
+        bits = _PARSED.get(epilogue)
+        if bits is None:
+            bits = _C.epilogue_parse(epilogue)  # ValueError naming the unknown word
+            if len(_PARSED) < 256:
+                _PARSED[epilogue] = bits
         return bits
-    if not isinstance(epilogue, int) and hasattr(epilogue, "__index__") and not isinstance(epilogue, float):
-        epilogue = epilogue.__index__()  # NumPy integers
-    if isinstance(epilogue, bool) or not isinstance(epilogue, int):
-        raise TypeError(
-            f"{where}: epilogue must be None, a str such as 'bias+relu', or a fusemath.Epilogue, "
-            f"not {type(epilogue).__name__}"
-        )
-    return validate_bits(int(epilogue), where)
+    try:
+        return int_arg(epilogue, "epilogue", where)  # NumPy integers too
+    except TypeError:
+        raise TypeError(f"{where}: epilogue must be None, a str such as 'bias+relu', or a fusemath.Epilogue, "
+                        f"not {type(epilogue).__name__}") from None
 
 
 @dataclass
@@ -171,38 +144,20 @@ def as_options(options: Union[None, MatmulOptions, Mapping[str, Any]], where: st
     raise TypeError(f"{where}: options must be a MatmulOptions or a dict, not {type(options).__name__}")
 
 
-def _nonneg_int(value: Any, name: str, where: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{where}: {name} must be an int, not bool")
-    if not isinstance(value, int):
-        try:
-            value = value.__index__()
-        except AttributeError:
-            raise TypeError(f"{where}: {name} must be an int, not {type(value).__name__}") from None
-    if value < 0 or value > 0x7FFFFFFF:
-        raise ValueError(f"{where}: {name} = {value} is out of range (0 .. 2**31-1)")
-    return int(value)
-
-
 #: (execution, device_id, num_threads, panel_rows, cpu_strategy, compute) of the defaults
 AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DEFAULT)
 _COMPUTES = {"default": _C.COMPUTE_DEFAULT, "tf32": _C.COMPUTE_TF32}
 _CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
                    "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS, "kernel": _C.CPU_STRATEGY_KERNEL}
+_EXECUTIONS = {"auto": _C.EXECUTION_AUTO, "": _C.EXECUTION_AUTO, "cpu": _C.EXECUTION_CPU, "cuda": _C.EXECUTION_CUDA}
 
 
-def _cpu_strategy(value: Any, where: str) -> int:
-    if isinstance(value, str) and value.strip().lower() in _CPU_STRATEGIES:
-        return _CPU_STRATEGIES[value.strip().lower()]
-    raise ValueError(f"{where}: cpu_strategy {value!r} is not one of {', '.join(map(repr, _CPU_STRATEGIES))}")
-
-
-def _compute(value: Any, where: str) -> int:
-    if value is None:
-        return _C.COMPUTE_DEFAULT
-    if isinstance(value, str) and value.strip().lower() in _COMPUTES:
-        return _COMPUTES[value.strip().lower()]
-    raise ValueError(f"{where}: compute {value!r} is not one of 'default', 'tf32'")
+def _choice(value: Any, table: Mapping[str, int], name: str, where: str) -> int:
+    """A string option (case and surrounding blanks aside) -> its code."""
+    key = value.strip().lower() if isinstance(value, str) else None
+    if key not in table:
+        raise ValueError(f"{where}: {name} {value!r} is not one of {', '.join(map(repr, table))}")
+    return table[key]
 
 
 def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int, int, int]:
@@ -212,15 +167,18 @@ def resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[
     ex, dev, nth, panel = _resolve_execution(execution, opts, where)
     if opts is _DEFAULT_OPTIONS:
         return ex, dev, nth, panel, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DEFAULT
-    return ex, dev, nth, panel, _cpu_strategy(opts.cpu_strategy, where), _compute(opts.compute, where)
+    compute = "default" if opts.compute is None else opts.compute
+    return (ex, dev, nth, panel, _choice(opts.cpu_strategy, _CPU_STRATEGIES, "cpu_strategy", where),
+            _choice(compute, _COMPUTES, "compute", where))
 
 
 def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple[int, int, int, int]:
+    """-> (execution code, device_id, num_threads, panel_rows); the library checks their ranges."""
     if execution is None:
         execution = opts.execution
-    device_id = _nonneg_int(opts.device_id, "device_id", where)
-    num_threads = _nonneg_int(opts.num_threads, "num_threads", where)
-    panel_rows = _nonneg_int(opts.panel_rows, "panel_rows", where)
+    device_id = int_arg(opts.device_id, "device_id", where)
+    num_threads = int_arg(opts.num_threads, "num_threads", where)
+    panel_rows = int_arg(opts.panel_rows, "panel_rows", where)
     if execution is None:
         return _C.EXECUTION_AUTO, device_id, num_threads, panel_rows
     if isinstance(execution, Mapping):  # nvmath style {"name": "cuda", "device_id": 1}
@@ -228,23 +186,16 @@ def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple
         if unknown or "name" not in execution:
             raise ValueError(f"{where}: execution dict must have 'name' and optionally 'device_id', got {execution!r}")
         if "device_id" in execution:
-            device_id = _nonneg_int(execution["device_id"], "device_id", where)
+            device_id = int_arg(execution["device_id"], "device_id", where)
         if "num_threads" in execution and execution["num_threads"] is not None:
-            num_threads = _nonneg_int(execution["num_threads"], "num_threads", where)
+            num_threads = int_arg(execution["num_threads"], "num_threads", where)
         execution = execution["name"]
     if not isinstance(execution, str):
         raise TypeError(f"{where}: execution must be None, 'cpu', 'cuda' or 'cuda:N', not {type(execution).__name__}")
     text = execution.strip().lower()
-    if text in ("auto", ""):
-        return _C.EXECUTION_AUTO, device_id, num_threads, panel_rows
-    if text == "cpu":
-        return _C.EXECUTION_CPU, 0, num_threads, panel_rows
-    if text == "cuda":
-        return _C.EXECUTION_CUDA, device_id, num_threads, panel_rows
-    if text.startswith("cuda:"):
-        rest = text[5:]
-        if rest.isascii() and rest.isdigit():  # ('²'.isdigit() is True, int('²') fails)
-            return _C.EXECUTION_CUDA, int(rest), num_threads, panel_rows
-    raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
-
-
+    if text.startswith("cuda:") and text[5:].isascii() and text[5:].isdigit():  # ('²'.isdigit() is True)
+        return _C.EXECUTION_CUDA, int(text[5:]), num_threads, panel_rows
+    if text not in _EXECUTIONS:
+        raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
+    code = _EXECUTIONS[text]
+    return code, 0 if code == _C.EXECUTION_CPU else device_id, num_threads, panel_rows

@@ -63,23 +63,19 @@ from ._fft_arrays import (
     _C2R,
     _R2C,
     _axes,
-    _cook,
-    _length,
-    _norm_code,
-    _check_out,
-    check_empty_out,
+    _chain,
     _contiguous,
-    _copy_into,
-    _empty,
-    _is_contiguous,
+    _cook,
     _half_on_gpu,
     _input,
-    _out_dtype,
+    _is_contiguous,
+    _length,
+    _norm_code,
     _promote,
     _resize,
+    check_libs,
 )
-from ._fft_arrays import _chain, _check_chain_arrays
-from ._fft_plan import FFT
+from ._fft_plan import FFT, _Setup
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -140,59 +136,35 @@ def _run_plain(where: str, x: np.ndarray, axes: Any, norm: Any, kind: int, inver
 
 
 def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any, epilog: Any, *, kind: int,
-         inverse: bool, one_d: bool, default_axes=None, execution: Any = None, stream: Any = None):
+         inverse: bool, one_d: bool, execution: Any = None, stream: Any = None):
     if (type(a) is np.ndarray and s is None and out is None and prolog is None and epilog is None
-            and execution is None and stream is None and default_axes is None):
+            and execution is None and stream is None):
         res = _run_plain(where, a, axes, norm, kind, inverse)
         if res is not None:
             return res
     lib, x = _input(a, "x", where)
     norm_code = _norm_code(norm, where)
-    pro = _chain(where, "prolog", prolog)
-    epi = _chain(where, "epilog", epilog)
-    pro_ops, pro_scale, pro_arr = pro[:3]
-    epi_ops, epi_scale, epi_arr = epi[:3]
+    pro = _chain(where, "prolog", prolog, real_data=kind == _R2C)
+    epi = _chain(where, "epilog", epilog, real_data=kind == _C2R)
     ex, dev_id, nth, _ = _resolve_execution(execution, _DEFAULT_OPTIONS, where)
     if not one_d and axes is not None and hasattr(axes, "__len__") and len(axes) == 0 and (
             s is None or (hasattr(s, "__len__") and len(s) == 0)):
         # numpy: an empty axes list transforms nothing (a copy of x); a chain or out= would be
         # skipped silently by that copy, and rfftn/irfftn have no last axis to halve
-        if kind != _C2C or out is not None or pro_ops or epi_ops:
+        if kind != _C2C or out is not None or pro.ops or epi.ops:
             raise ValueError(f"{where}: axes is empty: there is nothing to transform"
                              + ("" if kind == _C2C else " (rfftn/irfftn need at least one axis)")
                              + ("; prolog=, epilog= and out= need at least one axis" if kind == _C2C else ""))
         return np.array(x, copy=True) if lib is NUMPY else x.clone() if hasattr(x, "clone") else x.copy()
-    axes_t, n = _cook(where, x, s, axes, default_axes, kind, one_d)
-    # input lengths, then the transform's dtype
-    in_len = list(n)
+    axes_t, n = _cook(where, x, s, axes, kind, one_d)
+    in_len = list(n)  # the input's lengths: the output's, but for c2r's halved last axis
     if kind == _C2R:
         in_len[-1] = n[-1] // 2 + 1
-    x = _resize(lib, x, axes_t, in_len, where)
-    x, in_dt = _promote(where, lib, x, kind, _half_on_gpu(lib, x, ex))
-    out_dt = _out_dtype(kind, in_dt)
-    out_shape = list(x.shape)
-    for ax, v in zip(axes_t, n):
-        out_shape[ax] = v
-    if kind == _R2C:
-        out_shape[axes_t[-1]] = n[-1] // 2 + 1
-    out_shape = tuple(out_shape)
-    _check_chain_arrays(where, lib, pro, epi, tuple(x.shape), in_dt, out_shape, out_dt)
-    if pro_scale is not None and pro_scale.imag != 0 and kind == _R2C:
-        raise ValueError(f"{where}: prolog['scale'] = {pro_scale} is complex but rfft's input is real")
-    if epi_scale is not None and epi_scale.imag != 0 and kind == _C2R:
-        raise ValueError(f"{where}: epilog['scale'] = {epi_scale} is complex but irfft's output is real")
-    if out is not None:
-        _check_out(where, lib, out)
-    device = -1 if lib is NUMPY else lib.device_of(x)
-    if 0 in out_shape:  # an empty batch: nothing to transform (and no core call to check out=)
-        if out is None:
-            return _empty(lib, out_shape, out_dt, device)
-        check_empty_out(where, lib, out, out_shape, out_dt)
-        return out
-    opts = (kind, inverse, axes_t, norm_code, _C.FFT_EFFORT_ESTIMATE, ex, dev_id, nth, pro_ops, pro_scale, epi_ops,
-            epi_scale, pro.source, pro.name, epi.source, epi.name, _C.FFT_PROLOG_AUTO,
-            out_shape[axes_t[-1]] if kind == _C2R else 0)
-    arrs = (pro_arr, epi_arr)
+    x = _promote(where, lib, _resize(lib, x, axes_t, in_len, where), kind, _half_on_gpu(lib, x, ex))
+    check_libs(where, lib, out, pro, epi)
+    setup = _Setup((pro, epi), norm_code, _C.FFT_EFFORT_ESTIMATE, _C.FFT_PROLOG_AUTO)
+    opts = setup.options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0)
+    arrs = (pro.arr, epi.arr)
     try:
         return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
     except _C.NotSupportedError:
@@ -203,90 +175,61 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
     if out is None:
         return res
-    _copy_into(lib, out, res)
+    out[...] = res  # a copy into out (PyTorch and CuPy alike)
     return out
 
 
 # ---------------------------------------------------------------------------
 # numpy.fft functions
 # ---------------------------------------------------------------------------
-def fft(a, n=None, axis=-1, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """1-D discrete Fourier transform, as ``numpy.fft.fft`` (plus ``prolog`` / ``epilog``)."""
-    return _run("fusemath.fft.fft", a, None if n is None else [n], [axis], norm, out, prolog, epilog,
-                kind=_C2C, inverse=False, one_d=True, execution=execution, stream=stream)
+def _one_d(name: str, kind: int, inverse: bool, doc: str):
+    """A numpy.fft function over one axis (fft, ifft, rfft, irfft): numpy's signature, _run's work."""
+    where = "fusemath.fft." + name
+
+    def func(a, n=None, axis=-1, norm=None, out=None, *, prolog=None, epilog=None, execution=None,
+             stream=None):
+        return _run(where, a, None if n is None else [n], [axis], norm, out, prolog, epilog, kind=kind,
+                    inverse=inverse, one_d=True, execution=execution, stream=stream)
+
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = doc
+    return func
 
 
-def ifft(a, n=None, axis=-1, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """1-D inverse discrete Fourier transform, as ``numpy.fft.ifft``."""
-    return _run("fusemath.fft.ifft", a, None if n is None else [n], [axis], norm, out, prolog, epilog,
-                kind=_C2C, inverse=True, one_d=True, execution=execution, stream=stream)
+def _n_d(name: str, kind: int, inverse: bool, default_axes: Any, doc: str):
+    """A numpy.fft function over several axes (fft2, fftn, rfft2, ...): numpy's signature, _run's work."""
+    where = "fusemath.fft." + name
+
+    def func(a, s=None, axes=default_axes, norm=None, out=None, *, prolog=None, epilog=None, execution=None,
+             stream=None):
+        return _run(where, a, s, axes, norm, out, prolog, epilog, kind=kind, inverse=inverse, one_d=False,
+                    execution=execution, stream=stream)
+
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = doc
+    return func
 
 
-def fft2(a, s=None, axes=(-2, -1), norm=None, out=None, *, prolog=None, epilog=None, execution=None,
-         stream=None):
-    """2-D discrete Fourier transform, as ``numpy.fft.fft2``."""
-    return _run("fusemath.fft.fft2", a, s, axes, norm, out, prolog, epilog, kind=_C2C, inverse=False,
-                one_d=False, execution=execution, stream=stream)
-
-
-def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None, *, prolog=None, epilog=None, execution=None,
-          stream=None):
-    """2-D inverse discrete Fourier transform, as ``numpy.fft.ifft2``."""
-    return _run("fusemath.fft.ifft2", a, s, axes, norm, out, prolog, epilog, kind=_C2C, inverse=True,
-                one_d=False, execution=execution, stream=stream)
-
-
-def fftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """N-D discrete Fourier transform, as ``numpy.fft.fftn`` (any number of axes)."""
-    return _run("fusemath.fft.fftn", a, s, axes, norm, out, prolog, epilog, kind=_C2C, inverse=False,
-                one_d=False, execution=execution, stream=stream)
-
-
-def ifftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """N-D inverse discrete Fourier transform, as ``numpy.fft.ifftn``."""
-    return _run("fusemath.fft.ifftn", a, s, axes, norm, out, prolog, epilog, kind=_C2C, inverse=True,
-                one_d=False, execution=execution, stream=stream)
-
-
-def rfft(a, n=None, axis=-1, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """1-D FFT of real input, as ``numpy.fft.rfft``: length n -> n // 2 + 1. Complex input: TypeError."""
-    return _run("fusemath.fft.rfft", a, None if n is None else [n], [axis], norm, out, prolog, epilog,
-                kind=_R2C, inverse=False, one_d=True, execution=execution, stream=stream)
-
-
-def irfft(a, n=None, axis=-1, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """Inverse of rfft, as ``numpy.fft.irfft``: output length n (default 2 * (m - 1)); the input
-    is cropped or zero-padded to n // 2 + 1 along axis."""
-    return _run("fusemath.fft.irfft", a, None if n is None else [n], [axis], norm, out, prolog, epilog,
-                kind=_C2R, inverse=True, one_d=True, execution=execution, stream=stream)
-
-
-def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None, *, prolog=None, epilog=None, execution=None,
-          stream=None):
-    """2-D FFT of real input, as ``numpy.fft.rfft2`` (the last axis is halved)."""
-    return _run("fusemath.fft.rfft2", a, s, axes, norm, out, prolog, epilog, kind=_R2C, inverse=False,
-                one_d=False, execution=execution, stream=stream)
-
-
-def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None, *, prolog=None, epilog=None, execution=None,
-           stream=None):
-    """Inverse of rfft2, as ``numpy.fft.irfft2``."""
-    return _run("fusemath.fft.irfft2", a, s, axes, norm, out, prolog, epilog, kind=_C2R, inverse=True,
-                one_d=False, execution=execution, stream=stream)
-
-
-def rfftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=None, execution=None, stream=None):
-    """N-D FFT of real input, as ``numpy.fft.rfftn`` (the last of axes is halved)."""
-    return _run("fusemath.fft.rfftn", a, s, axes, norm, out, prolog, epilog, kind=_R2C, inverse=False,
-                one_d=False, execution=execution, stream=stream)
-
-
-def irfftn(a, s=None, axes=None, norm=None, out=None, *, prolog=None, epilog=None, execution=None,
-           stream=None):
-    """Inverse of rfftn, as ``numpy.fft.irfftn`` (the last of axes has output length s[-1],
-    default 2 * (m - 1))."""
-    return _run("fusemath.fft.irfftn", a, s, axes, norm, out, prolog, epilog, kind=_C2R, inverse=True,
-                one_d=False, execution=execution, stream=stream)
+_2D = (-2, -1)
+fft = _one_d("fft", _C2C, False, """1-D discrete Fourier transform, as ``numpy.fft.fft`` (plus ``prolog`` /
+    ``epilog``).""")
+ifft = _one_d("ifft", _C2C, True, """1-D inverse discrete Fourier transform, as ``numpy.fft.ifft``.""")
+fft2 = _n_d("fft2", _C2C, False, _2D, """2-D discrete Fourier transform, as ``numpy.fft.fft2``.""")
+ifft2 = _n_d("ifft2", _C2C, True, _2D, """2-D inverse discrete Fourier transform, as ``numpy.fft.ifft2``.""")
+fftn = _n_d("fftn", _C2C, False, None, """N-D discrete Fourier transform, as ``numpy.fft.fftn`` (any number of
+    axes).""")
+ifftn = _n_d("ifftn", _C2C, True, None, """N-D inverse discrete Fourier transform, as ``numpy.fft.ifftn``.""")
+rfft = _one_d("rfft", _R2C, False, """1-D FFT of real input, as ``numpy.fft.rfft``: length n -> n // 2 + 1.
+    Complex input: TypeError.""")
+irfft = _one_d("irfft", _C2R, True, """Inverse of rfft, as ``numpy.fft.irfft``: output length n (default
+    2 * (m - 1)); the input is cropped or zero-padded to n // 2 + 1 along axis.""")
+rfft2 = _n_d("rfft2", _R2C, False, _2D, """2-D FFT of real input, as ``numpy.fft.rfft2`` (the last axis is
+    halved).""")
+irfft2 = _n_d("irfft2", _C2R, True, _2D, """Inverse of rfft2, as ``numpy.fft.irfft2``.""")
+rfftn = _n_d("rfftn", _R2C, False, None, """N-D FFT of real input, as ``numpy.fft.rfftn`` (the last of axes is
+    halved).""")
+irfftn = _n_d("irfftn", _C2R, True, None, """Inverse of rfftn, as ``numpy.fft.irfftn`` (the last of axes has
+    output length s[-1], default 2 * (m - 1)).""")
 
 
 _SWAPPED_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -320,9 +263,7 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=Non
 # Helpers (numpy.fft's, on the caller's array library)
 # ---------------------------------------------------------------------------
 def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
-    if isinstance(n, (bool, np.bool_)):
-        raise TypeError(f"{where}: n must be an int, not bool")
-    n = _length(n, "n", where)
+    n = _length(n, "n", where)  # bools refused
     if device not in (None, "cpu"):
         raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
                          "for a GPU array pass like=x)")
@@ -381,11 +322,8 @@ def _shift(where: str, x: Any, axes: Any, inverse: bool):
     shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
     if not ax:  # nothing to roll: a copy, as numpy's
         return a.copy() if lib is NUMPY or not hasattr(a, "clone") else a.clone()
-    if lib is NUMPY:
-        return np.roll(a, shifts, ax)
-    if lib.name == "torch":
-        return lib.torch.roll(a, shifts, ax)
-    return lib.cupy.roll(a, shifts, ax)
+    xp = getattr(lib, "torch", None) or getattr(lib, "cupy", None) or np  # roll(a, shifts, axes) in each
+    return xp.roll(a, shifts, ax)
 
 
 def fftshift(x, axes=None):

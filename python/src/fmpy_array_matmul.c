@@ -70,8 +70,12 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
         double d = x ? PyFloat_AsDouble(x) : -1.0;
         Py_XDECREF(x);
         if (d == -1.0 && PyErr_Occurred()) {
+            const int big = PyErr_ExceptionMatches(PyExc_OverflowError);
             PyErr_Clear();
-            fmpy_raise_type(PyExc_TypeError, fname, "clamp", "a pair of real numbers (lo, hi)", seq);
+            if (big)
+                PyErr_Format(PyExc_ValueError, "%sclamp has a bound too large for a float64", fname);
+            else
+                fmpy_raise_type(PyExc_TypeError, fname, "clamp", "a pair of real numbers (lo, hi)", seq);
             return -1;
         }
         o->clamp[i] = d;

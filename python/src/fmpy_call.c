@@ -139,19 +139,25 @@ static fm_status specs_of(fmpy_call *c, const fm_tensor *const *tp)
 }
 
 /* A failed core call: its message; an alias is said with the Python arguments that overlap
- * (and the core's detail of an output overlapping itself: the axis and stride). */
+ * (and the core's detail of an output overlapping itself: the axis and stride), a failure about
+ * one operand with its Python argument's name in place of the slot name that starts it. */
 static void raise_core(fmpy_call *c, fm_status s)
 {
-    int other, slot = s == FM_ERR_ALIAS ? fm_last_error_slots(&other) : -1;
-    if (slot < 0 || slot >= c->nslots || other < 0 || other >= c->nslots) {
+    int other, slot = fm_last_error_slots(&other);
+    if (s != FM_ERR_ALIAS || slot < 0 || slot >= c->nslots || other < 0 || other >= c->nslots) {
         /* the core's message under the caller's name: "matmul: bias has ..." -> "fusemath.matmul: bias has ..." */
-        const char *m = fm_last_error(), *op = fm_op_name(c->def->op);
-        const size_t n = strlen(op);
+        const char *m = fm_last_error(), *op = fm_op_name(c->def->op), *arg = "";
+        const char *sn = other == -1 && slot >= 0 && slot < c->nslots ? fm_op_slot_name(c->def->op, slot) : "";
+        const size_t n = strlen(op), k = strlen(sn);
         if (!m[0])
             m = fm_status_string(s);
         else if (strncmp(m, op, n) == 0 && m[n] == ':' && m[n + 1] == ' ')
             m += n + 2;
-        PyErr_Format(fmpy_error_class(c->st, s), "%s: %s", c->where, m);
+        if (k && strncmp(m, sn, k) == 0 && m[k] == ' ') {
+            arg = c->def->argname(c, slot);
+            m += k;
+        }
+        PyErr_Format(fmpy_error_class(c->st, s), "%s: %s%s", c->where, arg, m);
     } else if (other == slot)
         PyErr_Format(fmpy_error_class(c->st, s), "%s: %s overlaps itself (%s)", c->where, c->def->argname(c, slot),
                      fm_last_error());

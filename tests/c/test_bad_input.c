@@ -692,6 +692,14 @@ static void test_descriptor_ranges(void)
     fm_tensor_init(&fout, p->d, fm_test_cpu, FM_C64, 1, s1, NULL);
     CHECK_STATUS(fm_fft_plan(g_ctx, &fin, &fout, NULL, NULL, &fo, &plan), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("reserved[4]");
+    /* a chain array's failure is about its slot (fm_last_error_slots: that slot, other -1) */
+    fo.reserved[4] = 0;
+    fo.prolog.ops = FM_FFT_OP_MULTIPLY;
+    fm_tensor fw;
+    fm_tensor_init(&fw, p->c, fm_test_cpu, FM_F64, 1, s1, NULL); /* c64 data takes f32 or c64 */
+    CHECK_STATUS(fm_fft_plan(g_ctx, &fin, &fout, &fw, NULL, &fo, &plan), FM_ERR_DTYPE);
+    int other = -2, slot = fm_last_error_slots(&other);
+    CHECK_MSG(slot == FM_FFT_PROLOG && other == -1, "chain array slots (%d, %d), expected (prolog, -1)", slot, other);
     fm_plan_release(plan);
     free(p);
 }

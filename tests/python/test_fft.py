@@ -380,9 +380,9 @@ def test_chain_errors(rng):
         ff.fft(x, prolog={"scale": "2"})
     with pytest.raises(TypeError, match=r"epilog\['conj'\]"):
         ff.fft(x, epilog={"conj": 1})
-    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has extent"):
         ff.fft(x, prolog={"multiply": np.ones(7)})
-    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has extent"):
         ff.rfft(x.real, epilog={"multiply": np.ones(8, np.complex128)})
     with pytest.raises(TypeError, match=r"prolog\['multiply'\] has dtype"):
         ff.fft(x, prolog={"multiply": np.ones(8, np.float32)})
@@ -1601,8 +1601,8 @@ def test_fftn_over_four_axes_matches_numpy():
 
 
 def test_empty_batch_checks_out():
-    """An empty transform makes no core call, so its out= is checked where it returns: shape,
-    dtype, writability and type, with the messages of a non-empty call; a right one comes back."""
+    """An empty transform's out= is checked as a non-empty one's (by the core and call(): shape,
+    dtype, writability and type, with the same messages); a right one comes back."""
     x = np.zeros((0, 8), np.complex64)
     with pytest.raises(ValueError, match="out has shape"):
         ff.fft(x, out=np.zeros((3, 3), np.complex64))

@@ -1213,9 +1213,9 @@ def test_errors(gpu, rng):
     with pytest.raises(TypeError, match="out must be"):
         ff.fft(x_d, out=np.empty((4, 8), np.complex64))
     # chain arrays
-    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"prolog\['multiply'\] has extent"):
         ff.fft(x_d, prolog={"multiply": gpu.dev(np.ones(7, np.float32))})
-    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has shape"):
+    with pytest.raises(ValueError, match=r"epilog\['multiply'\] has extent"):
         ff.rfft(r_d, epilog={"multiply": gpu.dev(np.ones(8, np.complex64))})
     with pytest.raises(TypeError, match=r"prolog\['multiply'\] has dtype"):
         ff.fft(x_d, prolog={"multiply": gpu.dev(np.ones(8, np.float64))})

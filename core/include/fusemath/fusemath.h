@@ -77,7 +77,8 @@ FM_API const char *fm_status_string(fm_status s);
 FM_API const char *fm_last_error(void);
 /*! fm_last_error_slots() : @return the operand slot the last failure on this thread is about and
  *  in *other (may be NULL) the slot it conflicts with (the same slot: with itself), or -1 for both
- *  when it names none. Set for FM_ERR_ALIAS: the output that overlaps, and what it overlaps. */
+ *  when it names none. Set for FM_ERR_ALIAS (the output that overlaps, and what it overlaps) and,
+ *  with *other = -1, for a failure about one operand whose message starts with its slot name. */
 FM_API int fm_last_error_slots(int *other);
 /*! fm_clear_error() : forget the detail message of this thread. */
 FM_API void fm_clear_error(void);
