@@ -462,6 +462,12 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s = (%g%+gj) has an imaginary part but the operands are real "
                        "(%s)", opts->alpha[1] != 0.0 ? "alpha" : "beta", opts->alpha[1] != 0.0 ? opts->alpha[0] : opts->beta[0],
                        opts->alpha[1] != 0.0 ? opts->alpha[1] : opts->beta[1], dtype_word(dt));
+    /* one policy with the FFT's scale: a non-finite factor is a mistake, not a request for NaNs */
+    if (!isfinite(mp->alpha[0]) || !isfinite(mp->alpha[1]) || !isfinite(mp->beta[0]) || !isfinite(mp->beta[1]))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s = (%g, %g) is not finite; expected a finite number",
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? "beta" : "alpha",
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? mp->beta[0] : mp->alpha[0],
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? mp->beta[1] : mp->alpha[1]);
     mp->epilogue = epi;
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;
