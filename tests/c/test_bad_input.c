@@ -859,6 +859,31 @@ static void test_fft_self_overlapping_output(void)
     fm_context_destroy(ctx);
 }
 
+/* zero strides describe huge inputs cheaply: a result no int64 counts is FM_ERR_TOO_LARGE naming the
+ * shapes, not "do not broadcast" */
+static void test_result_count_overflow(void)
+{
+    const int64_t sa[4] = {1LL << 40, 1, 1, 1}, sb[3] = {1LL << 30, 1, 1}, zero[4] = {0, 0, 0, 0};
+    float x = 1.0f;
+    fm_tensor a, b;
+    CHECK_OK(fm_tensor_init(&a, &x, fm_test_cpu, FM_F32, 4, sa, zero));
+    CHECK_OK(fm_tensor_init(&b, &x, fm_test_cpu, FM_F32, 3, sb, zero));
+    int ndim = 0;
+    int64_t shape[FM_MAX_NDIM];
+    CHECK_STATUS(fm_matmul_output_shape(&a, &b, &ndim, shape), FM_ERR_TOO_LARGE);
+    CHECK_ERROR_MENTIONS("64-bit");
+    CHECK_ERROR_MENTIONS("(1099511627776, 1, 1, 1)");
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&a, &b};
+    fm_tensor specs[FM_MATMUL_NSLOTS];
+    unsigned written = 0;
+    CHECK_STATUS(fm_output_specs(FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, NULL, specs, &written), FM_ERR_TOO_LARGE);
+    /* (2^40, 1) @ (1, 2^40): each input fits, the result does not */
+    const int64_t sl[2] = {1LL << 40, 1}, sr[2] = {1, 1LL << 40};
+    CHECK_OK(fm_tensor_init(&a, &x, fm_test_cpu, FM_F32, 2, sl, zero));
+    CHECK_OK(fm_tensor_init(&b, &x, fm_test_cpu, FM_F32, 2, sr, zero));
+    CHECK_STATUS(fm_matmul_output_shape(&a, &b, &ndim, shape), FM_ERR_TOO_LARGE);
+}
+
 /* alpha and beta: finite numbers only, the same policy as the FFT chains' scale */
 static void test_non_finite_factors(void)
 {
@@ -920,6 +945,7 @@ int main(void)
     RUN_TEST(test_fp8_inputs);
     RUN_TEST(test_fft_self_overlapping_output);
     RUN_TEST(test_non_finite_factors);
+    RUN_TEST(test_result_count_overflow);
     RUN_TEST(test_wisdom_special_files);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();

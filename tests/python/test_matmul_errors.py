@@ -454,3 +454,15 @@ def test_non_finite_alpha_beta_are_refused(bad):
         fusemath.matmul(a, b, c, beta=bad)
     with pytest.raises(ValueError, match="alpha.*finite"):
         fusemath.Matmul(a, b, alpha=bad).plan()
+
+
+def test_result_past_int64_is_fusemaths_error():
+    """Zero-stride inputs describe huge products cheaply: a result no 64-bit count holds is
+    fusemath's TooLargeError naming the shapes, not "do not broadcast" or NumPy's "array is too big"."""
+    one = np.float32(1)
+    a = np.broadcast_to(one, (2**40, 1, 1, 1))
+    b = np.broadcast_to(one, (2**30, 1, 1))
+    with pytest.raises(fusemath.TooLargeError, match=r"\(1099511627776, 1, 1, 1\).*64-bit"):
+        fusemath.matmul(a, b)
+    with pytest.raises(fusemath.TooLargeError, match="matmul"):
+        fusemath.matmul(np.broadcast_to(one, (2**40, 1)), np.broadcast_to(one, (1, 2**40)))
