@@ -2,7 +2,7 @@
 # Everything goes through scripts/setup.sh first, which installs only what is
 # missing (Debian packages, .venv, Python packages, the fusemath package itself).
 #
-# Targets: setup build test run asan clean distclean
+# Targets: setup build test run asan fuzz clean distclean
 # Variables (also from the environment): FUSEMATH_WERROR=ON|OFF (CI: ON),
 #   FUSEMATH_WITH_CUDA=AUTO|ON|OFF, BUILD_TYPE, JOBS.
 
@@ -27,7 +27,7 @@ GENERATOR = $$(if [ ! -f $(1)/CMakeCache.txt ] && command -v ninja >/dev/null; t
 # gpu-labelled tests only run where a GPU is visible.
 CTEST_LABELS = $$(if nvidia-smi -L >/dev/null 2>&1; then echo ""; else echo "-LE gpu"; fi)
 
-.PHONY: all setup build test run asan clean distclean
+.PHONY: all setup build test run asan fuzz clean distclean
 
 all: build
 
@@ -75,9 +75,27 @@ asan:
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure $(CTEST_LABELS)
 
+# libFuzzer over the C API's validation and planning (tests/fuzz/fuzz_api.c): clang, ASan + UBSan,
+# CPU backends only; FUZZ_SECONDS bounds the run (CI: 60), FUZZ_RUNS=N stops after N inputs instead.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?=
+fuzz:
+	bash scripts/setup.sh --fuzz
+	cmake -S . -B $(FUZZ_DIR) $(call GENERATOR,$(FUZZ_DIR)) -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+	  -DFUSEMATH_FUZZ=ON -DFUSEMATH_WITH_CUDA=OFF -DBUILD_TESTING=OFF
+	cmake --build $(FUZZ_DIR) --parallel $(JOBS) --target fuzz_api
+	mkdir -p $(FUZZ_DIR)/corpus
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/cmake/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(FUZZ_DIR)/tests/fuzz/fuzz_api -max_len=512 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+	  $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS)) $(FUZZ_DIR)/corpus
+
 # Build trees (the wheel's build/{wheel_tag} too) and the install stamp; keeps .venv.
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(VENV)/.fusemath-installed
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(VENV)/.fusemath-installed
 
 distclean: clean
 	rm -rf $(VENV) .pytest_cache

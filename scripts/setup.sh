@@ -5,7 +5,7 @@
 #   2. .venv (python3 -m venv --system-site-packages)
 #   3. Python packages whose import fails (pip)
 #   4. pip install of fusemath itself into .venv, when sources changed since last time
-# Usage: scripts/setup.sh [--tools-only]   (--tools-only skips step 4)
+# Usage: scripts/setup.sh [--tools-only | --fuzz]   (both skip step 4; --fuzz also wants clang)
 # Env: PYTHON (interpreter for the venv, default python3), VENV (default .venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,8 +17,9 @@ VENV=${VENV:-.venv}
 PATH=$(tr ':' '\n' <<<"$PATH" | grep -vxF "$PWD/$VENV/bin" | paste -sd: -)
 PYTHON=$(command -v "$PYTHON") || { echo "setup: $PYTHON not found" >&2; exit 1; }
 CMAKE_MIN=3.20 # keep in sync with cmake_minimum_required in CMakeLists.txt
-TOOLS_ONLY=0
+TOOLS_ONLY=0 FUZZ=0
 [[ ${1:-} == --tools-only ]] && TOOLS_ONLY=1
+[[ ${1:-} == --fuzz ]] && TOOLS_ONLY=1 FUZZ=1 # make fuzz: clang with libFuzzer and OpenMP too
 
 log() { echo "setup: $*" >&2; }
 
@@ -42,6 +43,10 @@ have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] |
 command -v cc >/dev/null 2>&1 || missing_deb+=(build-essential)
 # test_fft_kernel runs the generated CUDA kernels on the host through the C++ compiler
 command -v c++ >/dev/null 2>&1 || missing_deb+=(g++)
+if ((FUZZ)); then
+  command -v clang >/dev/null 2>&1 || missing_deb+=(clang)
+  have_deb libomp-dev || compgen -G "/usr/lib/llvm-*/lib/libomp.so" >/dev/null || missing_deb+=(libomp-dev)
+fi
 if [[ ! -x $VENV/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing_deb+=(python3-venv)
 fi

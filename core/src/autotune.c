@@ -2,6 +2,7 @@
  * variants worth timing (fm_backend.tune_candidates: the operation's tunable fields set); they
  * are timed against the default plan on the caller's operands and the winner answers for the
  * problem's key from then on (cache and wisdom). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 (clang does not imply it) */
 #include "context.h"
 #include "operation.h"
 

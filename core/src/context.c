@@ -25,6 +25,15 @@ static int add_backend(fm_context *ctx, const fm_backend *b)
     return 0;
 }
 
+/* A forced backend that does not exist would fail every plan later; refuse it where it is read. */
+static int names_builtin_backend(const char *name)
+{
+    for (int i = 0; i < fm_builtin_backend_count; i++)
+        if (strcmp(fm_builtin_backends[i]->name, name) == 0)
+            return 1;
+    return 0;
+}
+
 fm_status fm_context_create(fm_context **out)
 {
     if (!out)
@@ -45,6 +54,14 @@ fm_status fm_context_create(fm_context **out)
     for (int i = 0; i < fm_builtin_backend_count; i++)
         add_backend(ctx, fm_builtin_backends[i]);
     fm_clear_error(); /* probes of absent devices leave no noise behind */
+    if (settings.backend[0] && !names_builtin_backend(settings.backend)) {
+        char built[160] = "";
+        for (int i = 0, w = 0; i < fm_builtin_backend_count && w >= 0 && (size_t)w < sizeof built; i++)
+            w += snprintf(built + w, sizeof built - (size_t)w, "%s%s", i ? ", " : "", fm_builtin_backends[i]->name);
+        fm_context_release_(ctx);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: FUSEMATH_BACKEND = '%s' names no backend of "
+                       "this build; expected one of %s (or unset)", settings.backend, built);
+    }
     *out = ctx;
     return FM_OK;
 }

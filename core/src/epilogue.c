@@ -4,7 +4,6 @@
  * D = (alpha * A@B + beta * C) * act'(aux), whatever backend runs it. */
 #include "epilogue.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -57,22 +56,26 @@ fm_status fm_epilogue_validate(unsigned e)
     return FM_OK;
 }
 
+/* The words of a name are joined by single '+' or '_' ("bias+relu", "RELU_AUX_BIAS"); each stands
+ * at most once, and identity / none / default stand alone. Anything else is a typo to report, not
+ * to guess at. */
 fm_status fm_epilogue_parse(const char *text, unsigned *epilogue)
 {
     if (!text || !epilogue)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: text and epilogue must not be NULL");
-    unsigned bits = 0;
-    int nwords = 0;
-    const char *p = text;
-    while (*p) {
-        while (*p && (*p == '+' || *p == '_' || *p == ',' || *p == '|' || isspace((unsigned char)*p)))
-            p++;
+    if (!*text)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: empty name; use 'identity' for none");
+    unsigned bits = 0, seen = 0; /* seen: one bit per entry of words[] */
+    int nwords = 0, alone = 0;
+    for (const char *p = text;; p++) {
         const char *start = p;
-        while (*p && !(*p == '+' || *p == '_' || *p == ',' || *p == '|' || isspace((unsigned char)*p)))
+        while (*p && *p != '+' && *p != '_')
             p++;
-        size_t len = (size_t)(p - start);
+        const size_t len = (size_t)(p - start);
         if (len == 0)
-            break;
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: '%s' has an empty term (at offset %d); expected "
+                           "names joined by single '+' or '_' (e.g. 'bias+relu', 'RELU_AUX_BIAS')",
+                           text, (int)(start - text));
         size_t i;
         for (i = 0; i < NWORDS; i++)
             if (strlen(words[i].word) == len && strncasecmp(words[i].word, start, len) == 0)
@@ -83,11 +86,18 @@ fm_status fm_epilogue_parse(const char *text, unsigned *epilogue)
                            "tanh, silu, clamp, aux, drelu, dgelu, bgrad, bgrada, bgradb, scale joined by '+' or '_' "
                            "(e.g. 'bias+relu', 'RELU_AUX_BIAS', 'DGELU_BGRAD')",
                            (int)len, start, text);
+        if (seen & (1u << i))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: '%.*s' stands twice in '%s'", (int)len, start, text);
+        seen |= 1u << i;
+        alone |= words[i].bits == 0;
         bits |= words[i].bits;
         nwords++;
+        if (!*p)
+            break;
     }
-    if (nwords == 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: empty name; use 'identity' for none");
+    if (alone && nwords > 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: '%s' joins identity/none/default with other terms; "
+                       "they stand alone", text);
     fm_status s = fm_epilogue_validate(bits);
     if (s != FM_OK)
         return s;
@@ -99,6 +109,7 @@ fm_status fm_epilogue_format(unsigned e, char *buf, size_t size)
 {
     if (!buf || size == 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: buffer is NULL or empty");
+    buf[0] = '\0'; /* a failure below leaves an empty string, never unterminated bytes */
     fm_status s = fm_epilogue_validate(e);
     if (s != FM_OK)
         return s;

@@ -101,6 +101,15 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
     shape[bn] = a->shape[a->ndim - 2];
     shape[bn + 1] = b->shape[b->ndim - 1];
     *ndim = bn + 2;
+    int64_t n = 1; /* zero-stride inputs can describe a result no 64-bit count holds */
+    for (int i = 0; i < bn + 2 && n != 0; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n)) {
+            char sa[128], sb[128];
+            shape_str(a, sa, sizeof sa);
+            shape_str(b, sb, sizeof sb);
+            return fm_fail(FM_ERR_TOO_LARGE, "matmul: a of shape %s times b of shape %s has a result with more "
+                           "elements than a 64-bit count holds", sa, sb);
+        }
     return FM_OK;
 }
 
@@ -462,6 +471,12 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s = (%g%+gj) has an imaginary part but the operands are real "
                        "(%s)", opts->alpha[1] != 0.0 ? "alpha" : "beta", opts->alpha[1] != 0.0 ? opts->alpha[0] : opts->beta[0],
                        opts->alpha[1] != 0.0 ? opts->alpha[1] : opts->beta[1], dtype_word(dt));
+    /* one policy with the FFT's scale: a non-finite factor is a mistake, not a request for NaNs */
+    if (!isfinite(mp->alpha[0]) || !isfinite(mp->alpha[1]) || !isfinite(mp->beta[0]) || !isfinite(mp->beta[1]))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s = (%g, %g) is not finite; expected a finite number",
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? "beta" : "alpha",
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? mp->beta[0] : mp->alpha[0],
+                       isfinite(mp->alpha[0]) && isfinite(mp->alpha[1]) ? mp->beta[1] : mp->alpha[1]);
     mp->epilogue = epi;
     mp->num_threads = fm_context_threads_for(ctx, opts->num_threads);
     mp->panel_rows = opts->panel_rows;

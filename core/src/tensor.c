@@ -65,6 +65,13 @@ fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dt
                            "(at axis %d)", i);
         }
     }
+    int64_t n = 1; /* explicit strides: the element count must still fit (fm_tensor_numel never saturates) */
+    for (int i = 0; strides && i < ndim && n != 0; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n)) {
+            memset(t, 0, sizeof *t);
+            return fm_fail(FM_ERR_TOO_LARGE, "fm_tensor_init: the shape has more elements than a 64-bit count "
+                           "holds (at axis %d)", i);
+        }
     return FM_OK;
 }
 

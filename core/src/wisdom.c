@@ -433,13 +433,20 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
 {
     if (!ctx || !path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: ctx and path must not be NULL");
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO with no writer would block; a regular file only (checked before any
+     * read): /dev/zero has no end and no newline to skip to */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: cannot read '%s': %s", path, strerror(errno));
-    struct stat sb; /* a regular file only: /dev/zero has no end and no newline to skip to */
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory opening '%s'", path);
     }
     char line[512];
     const int first = fgets(line, sizeof line, f) != NULL;

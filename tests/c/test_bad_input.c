@@ -5,7 +5,11 @@
 #include <complex.h>
 #include "mmref.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static fm_context *g_ctx;
 
@@ -660,8 +664,8 @@ static void test_descriptor_ranges(void)
     const int64_t hh[2] = {INT64_MAX, INT64_MAX}, h3[3] = {1LL << 40, 1LL << 40, 1LL << 40};
     CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 2, hh, NULL), FM_ERR_TOO_LARGE);
     const int64_t st3[3] = {1, 1, 1};
-    CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 3, h3, st3), FM_OK); /* strides given: planning judges */
-    CHECK(fm_tensor_numel(&t) == INT64_MAX);
+    /* strides given: the element count must fit all the same (it did saturate fm_tensor_numel) */
+    CHECK_STATUS(fm_tensor_init(&t, NULL, fm_test_cpu, FM_F32, 3, h3, st3), FM_ERR_TOO_LARGE);
     /* an empty operand (k = 0) is still addressed by batch offsets: its strides are checked too */
     {
         const int64_t sa0[3] = {2, M, 0}, sb0[3] = {2, 0, N}, sd0[3] = {2, M, N}, sta[3] = {INT64_MAX, 1, 1};
@@ -863,6 +867,71 @@ static void test_fft_self_overlapping_output(void)
     fm_context_destroy(ctx);
 }
 
+/* zero strides describe huge inputs cheaply: a result no int64 counts is FM_ERR_TOO_LARGE naming the
+ * shapes, not "do not broadcast" */
+static void test_result_count_overflow(void)
+{
+    const int64_t sa[4] = {1LL << 40, 1, 1, 1}, sb[3] = {1LL << 30, 1, 1}, zero[4] = {0, 0, 0, 0};
+    float x = 1.0f;
+    fm_tensor a, b;
+    CHECK_OK(fm_tensor_init(&a, &x, fm_test_cpu, FM_F32, 4, sa, zero));
+    CHECK_OK(fm_tensor_init(&b, &x, fm_test_cpu, FM_F32, 3, sb, zero));
+    int ndim = 0;
+    int64_t shape[FM_MAX_NDIM];
+    CHECK_STATUS(fm_matmul_output_shape(&a, &b, &ndim, shape), FM_ERR_TOO_LARGE);
+    CHECK_ERROR_MENTIONS("64-bit");
+    CHECK_ERROR_MENTIONS("(1099511627776, 1, 1, 1)");
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&a, &b};
+    fm_tensor specs[FM_MATMUL_NSLOTS];
+    unsigned written = 0;
+    CHECK_STATUS(fm_output_specs(FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, NULL, specs, &written), FM_ERR_TOO_LARGE);
+    /* (2^40, 1) @ (1, 2^40): each input fits, the result does not */
+    const int64_t sl[2] = {1LL << 40, 1}, sr[2] = {1, 1LL << 40};
+    CHECK_OK(fm_tensor_init(&a, &x, fm_test_cpu, FM_F32, 2, sl, zero));
+    CHECK_OK(fm_tensor_init(&b, &x, fm_test_cpu, FM_F32, 2, sr, zero));
+    CHECK_STATUS(fm_matmul_output_shape(&a, &b, &ndim, shape), FM_ERR_TOO_LARGE);
+}
+
+/* alpha and beta: finite numbers only, the same policy as the FFT chains' scale */
+static void test_non_finite_factors(void)
+{
+    problem *p = problem_new();
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; ++i) {
+        p->o.alpha[0] = bad[i];
+        CHECK_STATUS(try_plan(&p->ta, &p->tb, NULL, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("alpha");
+        CHECK_ERROR_MENTIONS("finite");
+        p->o.alpha[0] = 1.0;
+        p->o.beta[0] = bad[i];
+        CHECK_STATUS(try_plan(&p->ta, &p->tb, &p->tc, NULL, &p->td, NULL, &p->o), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("beta");
+        p->o.beta[0] = 0.0;
+    }
+    CHECK_OK(try_plan(&p->ta, &p->tb, &p->tc, NULL, &p->td, NULL, &p->o));
+    free(p);
+}
+
+/* wisdom load reads regular files only, and finds out before reading: a FIFO with no writer must
+ * not block (ctest's timeout would catch a hang), /dev/zero must not be read forever */
+static void test_wisdom_special_files(void)
+{
+    char dir[] = "/tmp/fm_wisdom_XXXXXX", fifo[64];
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp failed");
+        return;
+    }
+    snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_STATUS(fm_context_wisdom_load(g_ctx, fifo), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("not a regular file");
+    CHECK_STATUS(fm_context_wisdom_load(g_ctx, "/dev/zero"), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("not a regular file");
+    CHECK_STATUS(fm_context_wisdom_load(g_ctx, dir), FM_ERR_INVALID_ARGUMENT);
+    unlink(fifo);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (fm_context_create(&g_ctx) != FM_OK) {
@@ -883,6 +952,9 @@ int main(void)
     RUN_TEST(test_devices);
     RUN_TEST(test_fp8_inputs);
     RUN_TEST(test_fft_self_overlapping_output);
+    RUN_TEST(test_non_finite_factors);
+    RUN_TEST(test_result_count_overflow);
+    RUN_TEST(test_wisdom_special_files);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }

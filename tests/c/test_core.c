@@ -127,6 +127,15 @@ static void test_tensor_init(void)
     CHECK_STATUS(fm_tensor_init(&t, buf, cpu, (fm_dtype)FM_DTYPE_COUNT_, 3, shape, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(fm_tensor_init(&t, buf, cpu, (fm_dtype)-3, 3, shape, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(fm_tensor_init(NULL, buf, cpu, FM_F32, 3, shape, NULL), FM_ERR_INVALID_ARGUMENT);
+    /* more elements than an int64 counts: refused with explicit strides too (zero strides make such a
+     * view cheap to describe), as with NULL strides; one zero extent makes it empty, which is fine */
+    const int64_t huge[3] = {1LL << 40, 1LL << 40, 16}, zero_strides[3] = {0, 0, 0};
+    CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge, zero_strides), FM_ERR_TOO_LARGE);
+    CHECK_ERROR_MENTIONS("64-bit");
+    CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge, NULL), FM_ERR_TOO_LARGE);
+    const int64_t huge_empty[3] = {1LL << 40, 0, 1LL << 40};
+    CHECK_OK(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge_empty, zero_strides));
+    CHECK(fm_tensor_numel(&t) == 0);
 }
 
 /* ---- dtypes ---- */
@@ -194,6 +203,21 @@ static void test_epilogue_parse(void)
     CHECK_STATUS(fm_epilogue_parse("GELU_RELU", &e), FM_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(fm_epilogue_parse(NULL, &e), FM_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(fm_epilogue_parse("relu", NULL), FM_ERR_INVALID_ARGUMENT);
+    /* malformed or repeated terms are refused, not guessed at; e keeps its value */
+    static const char *const malformed[] = {
+        "", "relu++bias", "+relu", "relu+", "RELU BIAS", "relu,bias", "relu|bias", " relu", "relu+relu",
+        "RELU_AUX_BIAS_BIAS", "identity+relu", "none_none", "relu__aux", "_", "+",
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; ++i) {
+        e = 0xbeefu;
+        fm_status s = fm_epilogue_parse(malformed[i], &e);
+        CHECK_MSG(s == FM_ERR_INVALID_ARGUMENT && e == 0xbeefu, "parse(\"%s\") -> %s, 0x%x; expected a refusal",
+                  malformed[i], fm_status_name(s), e);
+        CHECK_MSG(strstr(fm_last_error(), "epilogue") != NULL, "parse(\"%s\"): message '%s'", malformed[i],
+                  fm_last_error());
+    }
+    CHECK_STATUS(fm_epilogue_parse("relu+relu", &e), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("twice");
 }
 
 static void test_epilogue_format(void)
@@ -224,6 +248,10 @@ static void test_epilogue_format(void)
     fm_status s = fm_epilogue_format(B | R, buf, 4);
     CHECK_MSG(s != FM_OK, "format into 4 bytes of \"bias+relu\" returned FM_OK");
     for (size_t i = 4; i < sizeof buf; ++i) CHECK_MSG(buf[i] == 'Z', "byte %zu past the buffer was written", i);
+    CHECK_MSG(memchr(buf, '\0', 4) != NULL, "format into 4 bytes left the buffer unterminated");
+    memset(buf, 'Z', sizeof buf);
+    CHECK_STATUS(fm_epilogue_format(R | G, buf, sizeof buf), FM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(buf[0] == '\0', "a refused format left the buffer unterminated");
     CHECK_STATUS(fm_epilogue_format(1u << 10, buf, sizeof buf), FM_ERR_INVALID_ARGUMENT);
     /* combinations that fm_epilogue_parse rejects cannot be formatted either */
     CHECK_STATUS(fm_epilogue_format(R | G, buf, sizeof buf), FM_ERR_INVALID_ARGUMENT);

@@ -416,25 +416,14 @@ static void test_forced_backend(void)
     fm_plan_release(p);
     fm_context_destroy(ctx);
 
-    /* An unknown name: a clear error naming it, at creation or at planning. */
+    /* An unknown name: refused where it is read, at context creation, naming it and what exists. */
     setenv("FUSEMATH_BACKEND", "nosuchbackend", 1);
     ctx = NULL;
-    fm_status s = fm_context_create(&ctx);
+    CHECK_STATUS(fm_context_create(&ctx), FM_ERR_INVALID_ARGUMENT);
     unsetenv("FUSEMATH_BACKEND");
-    if (s != FM_OK) {
-        CHECK(ctx == NULL);
-        CHECK(s == FM_ERR_INVALID_ARGUMENT || s == FM_ERR_UNAVAILABLE || s == FM_ERR_NOT_SUPPORTED);
-        CHECK_ERROR_MENTIONS("nosuchbackend");
-    } else {
-        CHECK(ctx != NULL);
-        p = NULL;
-        s = small_plan(ctx, &s7, 0, &p);
-        CHECK_MSG(s != FM_OK && p == NULL, "planning with FUSEMATH_BACKEND=nosuchbackend returned %s",
-                  fm_status_name(s));
-        CHECK_ERROR_MENTIONS("nosuchbackend");
-        fm_plan_release(p);
-        fm_context_destroy(ctx);
-    }
+    CHECK(ctx == NULL);
+    CHECK_ERROR_MENTIONS("nosuchbackend");
+    CHECK_ERROR_MENTIONS("openblas");
     small_free(&s7);
 }
 
@@ -493,18 +482,36 @@ static void test_unavailable_backend(void)
     fm_plan_release(p);
     fm_context_destroy(ctx);
 
-    /* forcing the absent backend: an error that says why */
+    /* FUSEMATH_BACKEND names built-in backends only: a registered one is not there yet when the
+     * context reads it, and creation refuses the name */
     setenv("FUSEMATH_BACKEND", "absentfake", 1);
     ctx = NULL;
-    CHECK_OK(fm_context_create(&ctx));
+    CHECK_STATUS(fm_context_create(&ctx), FM_ERR_INVALID_ARGUMENT);
     unsetenv("FUSEMATH_BACKEND");
-    if (ctx) {
-        CHECK_OK(fm_context_register_backend(ctx, &absent_backend));
+    CHECK(ctx == NULL);
+    CHECK_ERROR_MENTIONS("absentfake");
+
+    /* forcing a built-in backend that is unavailable here (a CUDA one without a GPU): creation
+     * accepts it, planning fails naming it */
+    CHECK_OK(fm_context_create(&ctx));
+    const char *absent = NULL;
+    for (int i = 0; ctx && i < fm_context_backend_count(ctx); ++i) {
+        const char *name = NULL, *why = NULL;
+        fm_device_type dev;
+        int avail = 1;
+        CHECK_OK(fm_context_backend_info(ctx, i, &name, &dev, &avail, &why));
+        if (!avail && !absent) absent = name; /* a name from the static table: outlives ctx */
+    }
+    fm_context_destroy(ctx);
+    if (absent) {
+        setenv("FUSEMATH_BACKEND", absent, 1);
+        ctx = NULL;
+        CHECK_OK(fm_context_create(&ctx));
+        unsetenv("FUSEMATH_BACKEND");
         p = NULL;
-        fm_status st = small_plan(ctx, &s, 0, &p);
-        CHECK_MSG(st != FM_OK && p == NULL, "forced unavailable backend -> %s", fm_status_name(st));
-        CHECK_ERROR_MENTIONS("fake accelerator not present");
-        CHECK(atomic_load(&absent_plans) == 0);
+        fm_status st = ctx ? small_plan(ctx, &s, 0, &p) : FM_ERR_INTERNAL;
+        CHECK_MSG(st != FM_OK && p == NULL, "forced unavailable backend %s -> %s", absent, fm_status_name(st));
+        CHECK_ERROR_MENTIONS(absent);
         fm_plan_release(p);
         fm_context_destroy(ctx);
     }

@@ -425,3 +425,44 @@ def test_bad_num_threads_environment_is_an_error():
     r = subprocess.run([sys.executable, "-c", "import fusemath; print(fusemath.get_num_threads())"], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "3"
+
+
+def test_unknown_backend_environment_is_an_error():
+    """FUSEMATH_BACKEND naming no backend of this build fails where it is read (the first use of
+    the library), naming the value and the backends that exist, instead of failing every plan."""
+    import subprocess
+    import sys
+
+    env = dict(__import__("os").environ, FUSEMATH_BACKEND="nonexistent")
+    code = "import numpy as np, fusemath; fusemath.matmul(np.ones((2, 2)), np.ones((2, 2)))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "FUSEMATH_BACKEND = 'nonexistent'" in r.stderr and "openblas" in r.stderr
+    env["FUSEMATH_BACKEND"] = "openblas"
+    r = subprocess.run([sys.executable, "-c", code + "; print('ok')"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_alpha_beta_are_refused(bad):
+    """One policy with the FFT's scale: a non-finite alpha or beta is refused, naming it."""
+    a = np.ones((3, 4), np.float32)
+    b = np.ones((4, 2), np.float32)
+    c = np.ones((3, 2), np.float32)
+    with pytest.raises(ValueError, match="alpha.*finite"):
+        fusemath.matmul(a, b, alpha=bad)
+    with pytest.raises(ValueError, match="beta.*finite"):
+        fusemath.matmul(a, b, c, beta=bad)
+    with pytest.raises(ValueError, match="alpha.*finite"):
+        fusemath.Matmul(a, b, alpha=bad).plan()
+
+
+def test_result_past_int64_is_fusemaths_error():
+    """Zero-stride inputs describe huge products cheaply: a result no 64-bit count holds is
+    fusemath's TooLargeError naming the shapes, not "do not broadcast" or NumPy's "array is too big"."""
+    one = np.float32(1)
+    a = np.broadcast_to(one, (2**40, 1, 1, 1))
+    b = np.broadcast_to(one, (2**30, 1, 1))
+    with pytest.raises(fusemath.TooLargeError, match=r"\(1099511627776, 1, 1, 1\).*64-bit"):
+        fusemath.matmul(a, b)
+    with pytest.raises(fusemath.TooLargeError, match="matmul"):
+        fusemath.matmul(np.broadcast_to(one, (2**40, 1)), np.broadcast_to(one, (1, 2**40)))

@@ -72,8 +72,10 @@ typedef enum fm_status {
 FM_API const char *fm_status_name(fm_status s);
 /*! fm_status_string() : @return a one-line human message for the status. */
 FM_API const char *fm_status_string(fm_status s);
-/*! fm_last_error() : @return the detail message of the last failure on this thread ("" if none).
- *  The pointer stays valid until the next fusemath call on this thread. */
+/*! fm_last_error() : @return the detail message of the most recent failing call on this thread.
+ *  Read it right after that call: a later call replaces it when it fails and may clear it ("")
+ *  when it succeeds (planning clears what backends that declined left behind). The pointer stays
+ *  valid until the next fusemath call on this thread. */
 FM_API const char *fm_last_error(void);
 /*! fm_last_error_slots() : @return the operand slot the last failure on this thread is about and
  *  in *other (may be NULL) the slot it conflicts with (the same slot: with itself), or -1 for both
