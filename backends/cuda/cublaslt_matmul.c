@@ -38,13 +38,16 @@ static void cublaslt_release(void *state)
 
 static fm_status cublaslt_probe(const fm_settings *settings, void **state, const char **why)
 {
+    void *ws = NULL;
+    fm_status s = fm_cuda_ws_probe("cublaslt", &ws, why); /* first: "no CUDA device" is the reason to give */
+    if (s != FM_OK)
+        return s;
     lt_state *st = calloc(1, sizeof *st);
     if (!st) {
+        fm_cuda_ws_table_destroy(ws);
         *why = "out of host memory";
         return FM_ERR_UNAVAILABLE;
     }
-    void *ws = NULL;
-    fm_status s = fm_cuda_ws_probe("cublaslt", &ws, why);
     st->ws = ws;
     cublasStatus_t cs = s == FM_OK ? cublasLtCreate(&st->handle) : CUBLAS_STATUS_SUCCESS;
     if (cs != CUBLAS_STATUS_SUCCESS) {
@@ -404,8 +407,6 @@ static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
     return FM_OK;
 }
 
-/* The GEMM's descriptor, layouts and algorithm (only where a product runs). A fused chain that
- * cuBLASLt refuses falls back to GEMM + kernel when gpu_passes leaves the choice open. */
 /* The plan's matmul descriptor, made anew (fused or not, as pl->fused says). */
 static fm_status make_desc(lt_plan *pl, const fm_problem *p)
 {
@@ -417,6 +418,8 @@ static fm_status make_desc(lt_plan *pl, const fm_problem *p)
     return s != FM_OK ? s : fm_lt_fill_desc(pl, p, pl->desc, NULL, pl->fused);
 }
 
+/* The GEMM's descriptor, layouts and algorithm (only where a product runs). A fused chain that
+ * cuBLASLt refuses falls back to GEMM + kernel when gpu_passes leaves the choice open. */
 static fm_status plan_gemm(fm_context *ctx, lt_plan *pl, const fm_problem *p)
 {
     const fm_matmul_geom *g = &pl->g;

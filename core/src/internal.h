@@ -220,8 +220,6 @@ struct fm_settings {
     int fft_kernel_regcap;     /* FUSEMATH_FFT_KERNEL_REGCAP (0: no register cap; -1: the default) */
     long cuda_workspace_mb;    /* FUSEMATH_CUDA_WORKSPACE_MB (-1 = default) */
     char cache_dir[512];       /* FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else ~/.cache/fusemath */
-    char cuda_home[512];       /* CUDA_HOME ("" = unset) */
-    char cuda_path[512];       /* CUDA_PATH ("" = unset); NVRTC's headers: CUDA_HOME, CUDA_PATH, /usr/local/cuda */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
