@@ -138,18 +138,12 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     size_t bin = scratch_in_bytes(x, x->chunk), bout = scratch_out_bytes(x, x->chunk);
     atomic_int oom = 0;
     if (x->threads <= 1 || x->nchunks <= 1) {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout) {
-            xfree(x, sin);
-            if (sout != sin)
-                xfree(x, sout);
+        void *sin, *sout;
+        if (!fm_fftw_scratch_get(bin, bout, &sin, &sout))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", bin + bout);
-        }
         for (int64_t c = 0; c < x->nchunks; c++)
             run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
+        fm_fftw_scratch_put(sin, sout);
         return FM_OK;
     }
     /* column chunks: every thread writes every row of out, so a fresh out is faulted in
@@ -158,8 +152,8 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     const int prefault = x->prefault && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
 #pragma omp parallel num_threads(x->threads)
     {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout)
+        void *sin, *sout;
+        if (!fm_fftw_scratch_get(bin, bout, &sin, &sout))
             atomic_store(&oom, 1);
         if (prefault) {
             fm_host_prefault((char *)ptrs[FM_FFT_OUT] + x->out_lo, (size_t)(x->out_hi - x->out_lo),
@@ -168,11 +162,9 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
         }
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < x->nchunks; c++)
-            if (sin && sout)
+            if (sin)
                 run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
+        fm_fftw_scratch_put(sin, sout);
     }
     if (atomic_load(&oom))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch per thread",

@@ -86,17 +86,15 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
                        void *in, void *out, unsigned flags, int nthreads)
 {
     int sign = x->inverse ? FFTW_BACKWARD : FFTW_FORWARD;
+    if (threads_ok)
+        (x->dbl ? fftw_plan_with_nthreads : fftwf_plan_with_nthreads)(nthreads);
     if (x->dbl) {
-        if (threads_ok)
-            fftw_plan_with_nthreads(nthreads);
         if (x->kind == FM_FFT_C2C)
             return fftw_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
         if (x->kind == FM_FFT_R2C)
             return fftw_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
         return fftw_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
     }
-    if (threads_ok)
-        fftwf_plan_with_nthreads(nthreads);
     if (x->kind == FM_FFT_C2C)
         return fftwf_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
     if (x->kind == FM_FFT_R2C)
@@ -113,18 +111,11 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
  * same within noise either way). */
 #define COLS_INPLACE_MAX_POINTS 1024
 
-/* Element offsets of batch entry b in the four slots. */
 /* ---- planning ---- */
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 static const char *const effort_names[3] = {"estimate", "measure", "patient"};
 
-static fm_status plan_failed(const fftw_impl *x, const char *what)
-{
-    return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s returned NULL)",
-                   x->dbl ? "double" : "single", kind_names[x->kind], x->inverse ? "inverse" : "forward", what);
-}
-
-/* Byte span [lo, hi) of a tensor relative to its data pointer. */
+/* Whether t steps forward along every axis it has more than one element on. */
 static int nonneg_strides(const fm_tensor *t)
 {
     for (int i = 0; i < t->ndim; i++)
@@ -142,57 +133,47 @@ static int same_layout(const fm_tensor *ti, const fm_tensor *to)
     return same;
 }
 
-static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+/* *plan: x's transform over dims (batch hdims), planned on scratch arrays of in_bytes and
+ * out_bytes (0: in place) whose FFTW alignments go to *align_in / *align_out (NULL: not kept);
+ * `what` names the plan in the message when FFTW returns none. */
+static fm_status plan_on_scratch(const fftw_impl *x, int rank, const fftw_iodim64 *dims, int hrank,
+                                 const fftw_iodim64 *hdims, size_t in_bytes, size_t out_bytes, unsigned flags,
+                                 int nthreads, const char *what, void **plan, int *align_in, int *align_out)
 {
-    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
-    int rank = 0;
-    for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_in[k], x->c.s_out[k]};
-    for (int i = 0; i < x->nb; i++)
-        hd[i] = (fftw_iodim64){x->bext[i], x->b_in[i], x->b_out[i]};
-    int64_t lo, hi_in, hi_out;
-    fm_tensor_byte_span(ti, &lo, &hi_in);
-    fm_tensor_byte_span(to, &lo, &hi_out);
-    void *in = xmalloc(x, (size_t)hi_in), *out = xmalloc(x, (size_t)hi_out);
-    if (!in || !out) {
-        xfree(x, in);
-        xfree(x, out);
+    void *in, *out;
+    if (!fm_fftw_scratch_get(in_bytes, out_bytes, &in, &out))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
     pthread_mutex_lock(&fm_fftw_planner_lock);
-    x->direct = make_plan(x, rank, dims, x->nb, hd, in, out, flags, nthreads);
+    *plan = make_plan(x, rank, dims, hrank, hdims, in, out, flags, nthreads);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->dir_align_in = xalign(x, in);
-    x->dir_align_out = xalign(x, out);
-    xfree(x, in);
-    xfree(x, out);
-    return x->direct ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (direct)" : "fftwf_plan_guru64 (direct)");
+    if (align_in)
+        *align_in = xalign(x, in);
+    if (align_out)
+        *align_out = xalign(x, out);
+    fm_fftw_scratch_put(in, out);
+    if (*plan)
+        return FM_OK;
+    return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s (%s) returned NULL)",
+                   x->dbl ? "double" : "single", kind_names[x->kind], x->inverse ? "inverse" : "forward",
+                   x->dbl ? "fftw_plan_guru64" : "fftwf_plan_guru64", what);
 }
 
-/* The direct plan in place on out's layout: a chain-free c2c called with in == out (the
- * second step of a split multi-axis transform) runs as one FFTW call. */
-static fm_status make_direct_inplace(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+/* FFTW's plan over the caller's whole layout (x->direct); inplace: the same in place on out's
+ * layout (x->direct_ip), so a chain-free c2c called with in == out (the second step of a split
+ * multi-axis transform) runs as one FFTW call. x's byte spans are set. */
+static fm_status make_direct(fftw_impl *x, unsigned flags, int nthreads, int inplace)
 {
-    const fm_tensor *to = &p->t[FM_FFT_OUT];
     fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], inplace ? x->c.s_out[k] : x->c.s_in[k], x->c.s_out[k]};
     for (int i = 0; i < x->nb; i++)
-        hd[i] = (fftw_iodim64){x->bext[i], x->b_out[i], x->b_out[i]};
-    int64_t lo, hi;
-    fm_tensor_byte_span(to, &lo, &hi);
-    void *buf = xmalloc(x, (size_t)hi);
-    if (!buf)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    x->direct_ip = make_plan(x, rank, dims, x->nb, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->dir_align_ip = xalign(x, buf);
-    xfree(x, buf);
-    return x->direct_ip ? FM_OK
-                        : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
+        hd[i] = (fftw_iodim64){x->bext[i], inplace ? x->b_out[i] : x->b_in[i], x->b_out[i]};
+    if (inplace)
+        return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->out_hi, 0, flags, nthreads, "in place",
+                               &x->direct_ip, &x->dir_align_ip, NULL);
+    return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->in_hi, (size_t)x->out_hi, flags, nthreads, "direct",
+                           &x->direct, &x->dir_align_in, &x->dir_align_out);
 }
 
 /* Plan for `count` transforms on contiguous scratch. */
@@ -209,21 +190,8 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
     hd[0] = (fftw_iodim64){count, x->c.sd_in, x->c.sd_out};
-    void *in = xmalloc(x, scratch_in_bytes(x, count));
-    void *out = x->scratch_inplace ? in : xmalloc(x, scratch_out_bytes(x, count));
-    if (!in || !out) {
-        xfree(x, in);
-        if (out != in)
-            xfree(x, out);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    xfree(x, in);
-    if (out != in)
-        xfree(x, out);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (chunk)" : "fftwf_plan_guru64 (chunk)");
+    return plan_on_scratch(x, rank, dims, 1, hd, scratch_in_bytes(x, count), scratch_out_bytes(x, count), flags,
+                           nthreads, "chunk", out_plan, NULL, NULL);
 }
 
 /* Bytes a layout of `count` transforms (extents ext, strides st, batch stride bs) spans. */
@@ -244,15 +212,8 @@ fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int 
         dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
     int64_t bout = x->nb ? x->b_out[0] : 0;
     hd[0] = (fftw_iodim64){count, bout, bout};
-    void *buf = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2));
-    if (!buf)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->ip_align = xalign(x, buf);
-    xfree(x, buf);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
+    return plan_on_scratch(x, rank, dims, 1, hd, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2), 0,
+                           flags, nthreads, "in place", out_plan, &x->ip_align, NULL);
 }
 
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
@@ -270,20 +231,8 @@ fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int 
     size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
                                       : (size_t)(count * x->c.sd_in) * ein;
-    void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout));
-    if (!in || !out) {
-        xfree(x, in);
-        xfree(x, out);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->od_align_in = xalign(x, in);
-    x->od_align_out = xalign(x, out);
-    xfree(x, in);
-    xfree(x, out);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (out direct)" : "fftwf_plan_guru64 (out direct)");
+    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout),
+                           flags, nthreads, "out direct", out_plan, &x->od_align_in, &x->od_align_out);
 }
 
 /* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */
@@ -505,24 +454,21 @@ static fm_status make_direct_and_choose(fm_context *ctx, const fm_problem *p, ff
 {
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     fm_status s;
-    int64_t lo, hi_in, hi_out;
     fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
     fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
     /* only a dense out: a strided view's span holds other data, and populating it could
      * map gigabytes the call never writes */
     x->prefault = x->cols && (double)(x->out_hi - x->out_lo) <=
                                  (double)fm_tensor_numel(to) * (double)fm_dtype_size(to->dtype) + 4096.0;
-    fm_tensor_byte_span(ti, &lo, &hi_in);
-    fm_tensor_byte_span(to, &lo, &hi_out);
     const double numel_bytes = z->total * (double)x->rs * 2;
     /* dense c2c transforms may also run gathered (or, plain, copied) into out, in place there */
     const int into_out = x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c);
     if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
-        nonneg_strides(to) && (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
+        nonneg_strides(to) && (double)(x->in_hi + x->out_hi) <= 2.0 * numel_bytes + 4096) {
         const int dthreads = z->total >= FFTW_THREAD_MIN_ELEMS ? z->req_threads : 1;
-        if ((s = make_direct(x, p, z->flags, dthreads)) != FM_OK)
+        if ((s = make_direct(x, z->flags, dthreads, 0)) != FM_OK)
             return s;
-        if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct_inplace(x, p, z->flags, dthreads)) != FM_OK)
+        if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct(x, z->flags, dthreads, 1)) != FM_OK)
             return s;
         const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                          z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
@@ -597,11 +543,8 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
      * their own passes (fft_axis_split.c). r2c / c2r take FFTW's own N-D plan with the chain as
      * passes ("single") unless the split times faster (fftw_timed.c). */
     const int split_candidate = fm_fft_should_split_axes(p);
-    if (split_candidate && p->u.fft.kind == FM_FFT_C2C) {
-        fm_problem steps; /* the steps make their own choices */
-        fm_fftw_untuned(p, &steps);
-        return fm_fft_plan_axis_split(ctx, &steps, out);
-    }
+    if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
+        return fm_fft_plan_axis_split(ctx, p, out); /* the steps make their own choices */
     pthread_once(&threads_once, init_threads);
     fftw_impl *x = calloc(1, sizeof *x);
     if (!x)

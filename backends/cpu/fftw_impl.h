@@ -66,17 +66,24 @@ static inline void fm_fftw_destroy_plan(int dbl, void *p)
         fftwf_destroy_plan((fftwf_plan)p);
 }
 
-/* Scratch: reused between executes (fresh pages per call cost chains 15-40%, host_scratch.c);
- * 64-byte aligned, so fftw_alignment_of() is 0 as for fftw_malloc'd arrays. */
-static inline void *xmalloc(const fftw_impl *x, size_t bytes)
+/* Scratch of in_bytes and out_bytes (out_bytes 0: one buffer, *out = *in), reused between executes
+ * (fresh pages per call cost chains 15-40%, host_scratch.c); 64-byte aligned, so fftw_alignment_of()
+ * is 0 as for fftw_malloc'd arrays. 0 when out of memory, holding nothing. */
+static inline void fm_fftw_scratch_put(void *in, void *out)
 {
-    (void)x;
-    return fm_host_scratch_alloc(bytes);
+    fm_host_scratch_free(in);
+    if (out != in)
+        fm_host_scratch_free(out);
 }
-static inline void xfree(const fftw_impl *x, void *p)
+static inline int fm_fftw_scratch_get(size_t in_bytes, size_t out_bytes, void **in, void **out)
 {
-    (void)x;
-    fm_host_scratch_free(p);
+    *in = fm_host_scratch_alloc(in_bytes);
+    *out = out_bytes ? fm_host_scratch_alloc(out_bytes) : *in;
+    if (*in && *out)
+        return 1;
+    fm_fftw_scratch_put(*in, *out);
+    *in = *out = NULL;
+    return 0;
 }
 static inline int xalign(const fftw_impl *x, const void *p)
 {
@@ -126,8 +133,5 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
 void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int into_out);
 /* 1 with `out` holding the split (x is then the caller's to destroy), else 0 */
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, fm_plan *out);
-/* p with its tunable fields zeroed: what a split's steps are built from (each step makes its own
- * choices, none of the whole transform's) */
-void fm_fftw_untuned(const fm_problem *p, fm_problem *q);
 
 #endif

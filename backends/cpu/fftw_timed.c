@@ -55,13 +55,6 @@ void fm_fftw_choice_record(fm_context *ctx, const fm_problem *p, int chosen, con
     fm_wisdom_record(ctx, p, &tuned, describe);
 }
 
-void fm_fftw_untuned(const fm_problem *p, fm_problem *q)
-{
-    static const int32_t zeros[FM_MAX_TUNABLES];
-    *q = *p;
-    fm_problem_set_tunables(q, zeros);
-}
-
 static double seconds_now(void)
 {
     struct timespec t;
@@ -280,10 +273,8 @@ int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *
         x->timed = TIMED_FROM_WISDOM;
     if (path == PATH_DIRECT || path == PATH_INPLACE || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return 0;
-    fm_problem steps; /* the split's steps make their own choices */
-    fm_fftw_untuned(p, &steps);
-    fm_plan *alt = fm_plan_alloc(p);
-    if (!alt || fm_fft_plan_axis_split(ctx, &steps, alt) != FM_OK) {
+    fm_plan *alt = fm_plan_alloc(p); /* the split's steps make their own choices */
+    if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
         fm_plan_release(alt);
         fm_clear_error(); /* FFTW's own plan stands: the split was optional */
         return 0;
