@@ -64,13 +64,22 @@ void fm_cpu_mm_choose_tiles(fm_cpu_mm *mm, int threads);
 fm_status fm_cpu_mm_open_d(const fm_cpu_mm *mm, fm_cpu_mm_io *io, void **tmp);
 void fm_cpu_mm_close_d(const fm_cpu_mm *mm, char *user_d, const void *tmp);
 
-/* out->required_align for the plan's operands. */
-void fm_cpu_mm_set_align(const fm_cpu_mm *mm, fm_plan *out);
-/* out->describe: "matmul cpu/<backend> f32 MxNxK[ batch=B] epilogue=E passes=P <tiling>=RxC
- * threads=T[ tiles=dynamic]" and then the backend's suffix (its own fields, each with a leading
- * space). */
-void fm_cpu_mm_describe(const fm_cpu_mm *mm, const char *backend, int passes, const char *tiling,
-                        const char *suffix, fm_plan *out);
+/* out runs a heap copy of impl (size bytes, freed with the plan; mm is impl's part) through
+ * execute, with its operands' alignment and describe(): "matmul cpu/<backend> f32 MxNxK[ batch=B]
+ * epilogue=E passes=P <tiling>=RxC threads=T[ tiles=dynamic]" and then the backend's suffix (its
+ * own fields, each with a leading space). */
+fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, fm_execute_fn execute,
+                            const char *backend, int passes, const char *tiling, const char *suffix, fm_plan *out);
+
+/* Autotune's candidates of a backend: p with each panel height up to M (0: the heuristic's) and
+ * cpu_strategy `strategy`, each on its own (a height it refuses says nothing of the next). */
+int fm_cpu_mm_tune_heights(const fm_problem *p, int strategy, fm_problem *cand, int *group, int max);
+
+/* A tiles plan's execute: pack(arg, u) for every u < units (what every item reads), then
+ * item(arg, it, tid) for every work item (tid: the thread's index in the team); on the caller's
+ * thread, or on the plan's team. */
+void fm_cpu_mm_run(const fm_cpu_mm *mm, int64_t units, void (*pack)(const void *arg, int64_t u),
+                   void (*item)(const void *arg, int64_t it, int tid), const void *arg);
 
 /* The epilogue's view of rows [r0, r0+rows) x cols [c0, c0+cols) of batch b. Inline: every tile
  * (and the kernel's every L1 slab) makes one. */

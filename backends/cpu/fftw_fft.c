@@ -662,7 +662,6 @@ const fm_backend fm_backend_fftw_fft = {
     .ops = 1u << FM_OP_FFT,
     .priority = 0,
     .probe = fm_fftw_probe,
-    .release = NULL,
     .plan = fm_fftw_plan,
     .wisdom_export = fm_fftw_wisdom_export,
     .wisdom_import = fm_fftw_wisdom_import,
