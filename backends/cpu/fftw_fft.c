@@ -572,20 +572,19 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
     if (s == FM_OK && !split && split_candidate)
         split = fm_fftw_choose_nd_or_split(ctx, p, x, z.flags, out);
     const int chosen = x->chosen;
-    if (s != FM_OK || split) {
-        fm_fftw_destroy(x);
-        if (s == FM_OK)
-            fm_fftw_choice_record(ctx, p, chosen, out->describe);
-        return s;
+    if (s == FM_OK && !split) {
+        out->impl = x;
+        out->execute = fm_fftw_execute;
+        out->destroy_impl = fm_fftw_destroy;
+        for (int i = 0; i < FM_FFT_NSLOTS; i++)
+            out->required_align[i] = x->rs;
+        describe_plan(x, p, out);
+    } else {
+        fm_fftw_destroy(x); /* failed, or the split took the plan */
     }
-    out->impl = x;
-    out->execute = fm_fftw_execute;
-    out->destroy_impl = fm_fftw_destroy;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = x->rs;
-    describe_plan(x, p, out);
-    fm_fftw_choice_record(ctx, p, chosen, out->describe);
-    return FM_OK;
+    if (s == FM_OK)
+        fm_fftw_choice_record(ctx, p, chosen, out->describe);
+    return s;
 }
 
 /* FFTW's wisdom (its measured plans), double then single precision, for the context's wisdom
@@ -618,21 +617,20 @@ static fm_status fm_fftw_wisdom_import(const char *text)
     const char *mark = strstr(text, FFTWF_MARK);
     if (!mark)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
-    const char *fs = mark + strlen(FFTWF_MARK), *cm = strstr(fs, CHOICES_MARK);
-    size_t nd = (size_t)(mark - text), nf = cm ? (size_t)(cm - fs) : strlen(fs);
-    char *d = malloc(nd + 1), *f = malloc(nf + 1);
-    if (!d || !f) {
-        free(d), free(f);
+    /* one copy, cut into the double and the single precision part (and before CHOICES_MARK) */
+    const size_t nd = (size_t)(mark - text), size = strlen(text) + 1;
+    char *d = malloc(size);
+    if (!d)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-    }
-    memcpy(d, text, nd);
+    memcpy(d, text, size);
+    char *f = d + nd + strlen(FFTWF_MARK), *cm = strstr(f, CHOICES_MARK);
     d[nd] = '\0';
-    memcpy(f, fs, nf);
-    f[nf] = '\0';
+    if (cm)
+        *cm = '\0';
     pthread_mutex_lock(&fm_fftw_planner_lock);
     int ok = (nd == 0 || fftw_import_wisdom_from_string(d)) && (!*f || fftwf_import_wisdom_from_string(f));
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    free(d), free(f);
+    free(d);
     if (!ok)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from another "
                        "FFTW version)");

@@ -263,16 +263,10 @@ static fm_status install_winner(fm_context *ctx, const fm_problem *key, fm_plan 
     fm_status s = fm_plan_problem_with(ctx, &tuned, att, &winner);
     if (s != FM_OK)
         return s;
-    fm_plan *out = fm_plan_alloc(key);
-    if (!out) {
-        fm_plan_release(winner);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s autotune: out of host memory", fm_op_name(key->op));
-    }
+    if ((s = fm_plan_alias_for(ctx, key, winner, plan)) != FM_OK)
+        return s;
     if (!fm_problem_untuned(&tuned)) /* the default's own choice is no tuning: keep what wisdom holds */
-        fm_wisdom_record(ctx, key, &tuned, winner->describe);
-    fm_plan_alias_init(out, winner);
-    fm_context_cache_put(ctx, out);
-    *plan = out;
+        fm_wisdom_record(ctx, key, &tuned, (*plan)->describe);
     return FM_OK;
 }
 

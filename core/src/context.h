@@ -34,7 +34,8 @@ struct fm_context {
     atomic_int num_threads;
     fm_settings settings; /* the environment, read at creation; settings.num_threads is the default */
     int nbackends;
-    fm_backend_slot backends[FM_MAX_BACKENDS];
+    fm_backend_slot backends[FM_MAX_BACKENDS]; /* in registration order */
+    int order[FM_MAX_BACKENDS]; /* the indices by descending priority (registration order breaks ties) */
     fm_plan_cache cache;
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
     atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */

@@ -304,10 +304,10 @@ fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_at
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
 fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
-/* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
- * reference to target. Used by autotune: the tuned plan answers for the default key. An alias
- * given as target is replaced by its own target: repeated autotunes never build a chain. */
-void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
+/* *plan: a new plan for problem key that executes `target`, cached under key (taking over the
+ * caller's reference to target). Autotune and wisdom: the tuned plan answers for the default key.
+ * An alias given as target is replaced by its own target: repeated autotunes never build a chain. */
+fm_status fm_plan_alias_for(fm_context *ctx, const fm_problem *key, fm_plan *target, fm_plan **plan);
 /* The plan an alias executes; p itself when p is no alias. */
 const fm_plan *fm_plan_alias_target(const fm_plan *p);
 /* Replace the cached plan for its problem (autotune). */
@@ -325,7 +325,6 @@ int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned);
 void fm_wisdom_clear_(fm_context *ctx);
 
 /* ---- small helpers ---- */
-static inline int fm_min_i(int a, int b) { return a < b ? a : b; }
 static inline int64_t fm_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t fm_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* The median of v[0..n), n >= 1 and small (sorts v in place: insertion). */

@@ -47,28 +47,14 @@ void fm_matmul_options_init(fm_matmul_options *o)
     o->alpha[0] = 1.0;
 }
 
-static void shape_str(const fm_tensor *t, char *buf, size_t n);
-
-/* A target shape as text, for one message (a static buffer: called only on the error path of one thread's
- * call, its text is copied by fm_fail before the next use). */
-static const char *target_str(const int64_t *shape, int ndim)
-{
-    static _Thread_local char buf[160];
-    fm_tensor t;
-    memset(&t, 0, sizeof t);
-    t.ndim = ndim;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    shape_str(&t, buf, sizeof buf);
-    return buf;
-}
-
-static void shape_str(const fm_tensor *t, char *buf, size_t n)
+/* A shape as text for messages, as NumPy prints it: "(2, 3)", "(4,)". */
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
 {
     size_t u = (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < t->ndim && u < n; i++)
-        u += (size_t)snprintf(buf + u, n - u, "%lld%s", (long long)t->shape[i], i + 1 < t->ndim ? ", " : "");
+    for (int i = 0; i < ndim && u < n; i++)
+        u += (size_t)snprintf(buf + u, n - u, "%lld%s", (long long)shape[i], i + 1 < ndim ? ", " : "");
     if (u < n)
-        snprintf(buf + u, n - u, "%s)", t->ndim == 1 ? "," : "");
+        snprintf(buf + u, n - u, "%s)", ndim == 1 ? "," : "");
 }
 
 fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape)
@@ -82,8 +68,8 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
     int64_t k1 = a->shape[a->ndim - 1], k2 = b->shape[b->ndim - 2];
     if (k1 != k2) {
         char sa[128], sb[128];
-        shape_str(a, sa, sizeof sa);
-        shape_str(b, sb, sizeof sb);
+        shape_str(a->ndim, a->shape, sa, sizeof sa);
+        shape_str(b->ndim, b->shape, sb, sizeof sb);
         return fm_fail(FM_ERR_SHAPE, "matmul: a has shape %s and b has shape %s; K = %lld (the last dimension of a) "
                        "must equal the second-to-last dimension of b (%lld)", sa, sb, (long long)k1, (long long)k2);
     }
@@ -105,13 +91,13 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
 }
 
 /* Expand t to rank `ndim` against `target` shape (right-aligned, stride 0 where
- * broadcast or extent 1). `skip_rows` lets bias of shape (..., N) fill the M axis. */
+ * broadcast or extent 1). bias_style: a bias or scale (..., N) broadcasts over the M axis and has N. */
 static fm_status expand(const char *name, const fm_tensor *t, int ndim, const int64_t *target, fm_tensor *out,
                         int bias_style)
 {
     if (t->ndim > ndim) { /* before the axes: which axis would "not broadcast" is meaningless then */
         char st[128];
-        shape_str(t, st, sizeof st);
+        shape_str(t->ndim, t->shape, st, sizeof st);
         return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
                        "has more dimensions than the output (%d)", name, st, name, st, ndim);
     }
@@ -129,29 +115,21 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
             str = t->strides[src];
             src--;
         }
-        if (ext != target[i] && ext != 1) {
-            char st[128];
-            shape_str(t, st, sizeof st);
-            if (bias_style && i == ndim - 1)
-                return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
-                               name, (long long)ext, (long long)target[i]);
-            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
-                           "the result (%s) has %lld, expected %lld or 1", name, st, i, target_str(target, ndim),
-                           (long long)ext, (long long)target[i]);
-        }
         if (bias_style && i == ndim - 1 && ext != target[i])
             return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
                            name, (long long)ext, (long long)target[i]);
+        if (ext != target[i] && ext != 1) {
+            char st[128], tt[128];
+            shape_str(t->ndim, t->shape, st, sizeof st);
+            shape_str(ndim, target, tt, sizeof tt);
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
+                           "the result (%s) has %lld, expected %lld or 1", name, st, i, tt,
+                           (long long)ext, (long long)target[i]);
+        }
         e.shape[i] = target[i];
         e.strides[i] = (ext == 1 || target[i] <= 1) ? 0 : str;
     }
-    if (src >= 0) {
-        char st[128];
-        shape_str(t, st, sizeof st);
-        return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
-                       "has more dimensions than the output (%d)", name, st, name, st, ndim);
-    }
-    *out = e;
+    *out = e; /* t->ndim <= ndim (checked above): the loop consumed every axis of t */
     return FM_OK;
 }
 
@@ -163,10 +141,8 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
     if (ok)
         return FM_OK;
     char got[128], want[128];
-    fm_tensor w = {.ndim = ndim};
-    memcpy(w.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    shape_str(t, got, sizeof got);
-    shape_str(&w, want, sizeof want);
+    shape_str(t->ndim, t->shape, got, sizeof got);
+    shape_str(ndim, shape, want, sizeof want);
     return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, expected %s", name, got, want);
 }
 

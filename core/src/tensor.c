@@ -148,8 +148,7 @@ fm_status fm_tensor_check_distinct(fm_op op, int slot, const fm_tensor *t)
     int64_t span = 0; /* elements covered by the smaller axes, minus one */
     for (int i = 0; i < n; i++) {
         int64_t st = llabs(t->strides[idx[i]]);
-        if (st <= span)
-            {
+        if (st <= span) {
             fm_status s = fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps itself (axis %d has stride %lld); outputs need "
                                   "distinct memory for every element", fm_op_name(op), fm_op_slot_name(op, slot), idx[i],
                                   (long long)t->strides[idx[i]]);
