@@ -5,7 +5,6 @@
  * model and as AVX-512 / AVX2 / baseline clones (FM_SIMD_CLONES, CMakeLists.txt). */
 #include "cpu_fft_chain.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 

@@ -175,7 +175,6 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
 fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     return fm_fftw_run(plan->impl, ptrs);
 }
 

@@ -56,8 +56,6 @@ static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_
 
 static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const char **why)
 {
-    (void)settings;
-    (void)why;
     *state = NULL;
     pthread_once(&threads_once, init_threads);
     return FM_OK;
@@ -531,7 +529,6 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
  * describe(); a choice timed here is recorded in the context's wisdom. */
 static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
     if (p->op != FM_OP_FFT)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
     if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
@@ -649,7 +646,6 @@ static void fm_fftw_wisdom_forget(void)
 /* A timed choice was timed against this FFTW's plans: another build's does not apply. */
 static void fm_fftw_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)ctx, (void)state, (void)p;
     snprintf(buf, n, "%s", fftw_version);
 }
 

@@ -1,15 +1,11 @@
 /* fftw_timed.c : the FFTW backend's timed choices between FFTW's plans and the library's own
  * paths (effort measure / patient; the faster kept by 3%), recorded in the context's wisdom as
  * the problem's cpu_path; FUSEMATH_FFT_CPU_PATH forces one. docs/design.md, FFT, has the why. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "fft_axis_split.h"
 #include "fftw_impl.h"
-#include "operation.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
  * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a prolog's
@@ -55,18 +51,12 @@ void fm_fftw_choice_record(fm_context *ctx, const fm_problem *p, int chosen, con
     fm_wisdom_record(ctx, p, &tuned, describe);
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 /* Seconds of one run of x, or of plan pl when x is NULL (1e30 when it fails). */
 static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *ptrs)
 {
-    const double t0 = seconds_now();
+    const double t0 = fm_now_seconds();
     const fm_status s = x ? fm_fftw_run(x, ptrs) : pl->execute(pl, ptrs, &fm_no_exec_args, NULL);
-    return s == FM_OK ? seconds_now() - t0 : 1e30;
+    return s == FM_OK ? fm_now_seconds() - t0 : 1e30;
 }
 
 #define TIMED_MAX_ROUNDS 12 /* timed rounds at most, after one warm-up round */

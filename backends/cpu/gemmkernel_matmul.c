@@ -193,7 +193,6 @@ static void pack(const void *arg, int64_t u)
 static fm_status gemmkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     const gemmkernel_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
@@ -313,7 +312,6 @@ static fm_status kernel_setup(const fm_context *ctx, const fm_problem *p, gemmke
 
 static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
     if (p->op != FM_OP_MATMUL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     const int strategy = p->u.matmul.cpu_strategy, forced = strategy == FM_CPU_STRATEGY_KERNEL;
@@ -362,7 +360,6 @@ static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem 
  * its k block (the thread count is part of the problem already). */
 static void gemmkernel_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)state;
     const fm_settings *settings = fm_context_settings(ctx);
     fm_matmul_geom g;
     fm_matmul_geom_from_problem(p, &g);

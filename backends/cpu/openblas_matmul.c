@@ -18,7 +18,6 @@
 
 #include <cblas.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_pool.h"
@@ -34,8 +33,6 @@ typedef struct openblas_impl {
 
 static fm_status openblas_probe(const fm_settings *settings, void **state, const char **why)
 {
-    (void)settings;
-    (void)why;
     *state = NULL;
     fm_blas_threads_init();
     return FM_OK;
@@ -421,7 +418,6 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
 static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     const openblas_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0)
@@ -478,7 +474,6 @@ static void choose_tiles(openblas_impl *pl)
 
 static fm_status openblas_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)ctx, (void)state;
     if (p->op != FM_OP_MATMUL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     if (p->u.matmul.cpu_strategy == FM_CPU_STRATEGY_KERNEL)
@@ -511,7 +506,6 @@ char *openblas_get_config(void); /* OpenBLAS's own; reference CBLAS headers lack
  * thread count is part of the problem already). */
 static void openblas_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)ctx, (void)state, (void)p;
     const char *config = openblas_get_config();
     snprintf(buf, n, "%s", config ? config : "");
 }

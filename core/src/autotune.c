@@ -2,11 +2,11 @@
  * variants worth timing (fm_backend.tune_candidates: the operation's tunable fields set); they
  * are timed against the default plan on the caller's operands and the winner answers for the
  * problem's key from then on (cache and wisdom). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "context.h"
 #include "operation.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,7 +28,7 @@ typedef struct tuning {
     int calls[NPLANS], nratio[NPLANS], alive[NPLANS], n, ndrift;
 } tuning;
 
-static double now_seconds(void)
+double fm_now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -44,13 +44,13 @@ static fm_status time_plan(const fm_plan *plan, void *const *ptrs, int samples, 
     fm_status s;
     double best = 1e300;
     for (int r = 0; r < samples; r++) {
-        double t0 = now_seconds();
+        double t0 = fm_now_seconds();
         for (int q = 0; q < calls; q++)
             if ((s = fm_plan_execute(plan, ptrs, plan->problem.nslots, NULL)) != FM_OK)
                 return s;
         if (sync && (s = sync(device)) != FM_OK)
             return s;
-        double t = (now_seconds() - t0) / calls;
+        double t = (fm_now_seconds() - t0) / calls;
         if (t < best)
             best = t;
     }

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "context.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

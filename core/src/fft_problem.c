@@ -4,7 +4,6 @@
  * operands' own shapes and strides (backends take any layout through FFTW's guru interface /
  * cuFFT's advanced layout, or copy). Scales that commute with the transform are folded into
  * the epilogue scale, together with the norm. */
-#include "context.h"
 #include "fft_axis_split.h"
 #include "operation.h"
 #include "sha256.h"
@@ -12,7 +11,6 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char *const slot_names[FM_FFT_NSLOTS] = {"in", "out", "prolog_array", "epilog_array"};

@@ -343,6 +343,7 @@ static inline double fm_median(double *v, int n)
  * candidate must show over the default given the default's drifts between the two timings
  * around each candidate (GPU; drift is reordered), 3% on the CPU. */
 int fm_autotune_gpu_calls(double est_seconds, int repeats);
+double fm_now_seconds(void); /* a monotonic clock, for timings */
 int fm_autotune_sustained_calls(double est_seconds);
 double fm_autotune_required_gain(int on_gpu, double *drift, int n);
 

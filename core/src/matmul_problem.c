@@ -1,16 +1,12 @@
 /* matmul_problem.c : validate matmul operands into a normalised fm_problem and
  * run the planner. Every operand is expanded to the full batch rank with stride 0
  * on broadcast dimensions, so backends see one uniform layout. */
-#include "context.h"
 #include "epilogue.h"
 #include "operation.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale",
                                                           "a_scale", "b_scale"};
@@ -516,7 +512,6 @@ static void options_init(void *o) { fm_matmul_options_init(o); }
 static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts, fm_problem *p,
                        fm_attachments *att)
 {
-    (void)att;
     return build_problem_fields(ctx, ts, opts, p);
 }
 
