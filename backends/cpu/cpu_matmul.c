@@ -90,8 +90,9 @@ void fm_cpu_mm_set_tiles(fm_cpu_mm *mm, int threads, int64_t rows, int64_t cols)
 
 /* Split D (per batch) into a pm x pn grid of tiles for `parts` threads, choosing
  * the grid that packs the least: every GEMM call packs its rows of A and its
- * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. */
-static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out, int64_t *pn_out)
+ * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. The tiles' rows and
+ * columns (column blocks a multiple of 128) into *rows, *cols. */
+static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *rows, int64_t *cols)
 {
     int64_t best_pm = 1, best_pn = parts;
     double best = -1;
@@ -110,8 +111,8 @@ static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out
         best_pm = fm_min_i64(parts, m);
         best_pn = 1;
     }
-    *pm_out = best_pm;
-    *pn_out = best_pn;
+    *rows = (m + best_pm - 1) / best_pm;
+    *cols = best_pn > 1 ? fm_min_i64(((n + best_pn - 1) / best_pn + 127) / 128 * 128, n) : n;
 }
 
 /* Compute-bound: one big tile per thread (OpenBLAS blocks inside the call), tiles shaped to
@@ -121,20 +122,14 @@ static void compute_bound_tiles(fm_cpu_mm *mm, int threads, int64_t *rows_out, i
     const fm_matmul_geom *g = &mm->g;
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
-    int64_t rows, cols = n;
+    int64_t rows, cols;
     int parts = (int)fm_max_i64(1, (threads + batch - 1) / batch);
-    int64_t pm, pn;
-    grid_for(m, n, g->k, parts, &pm, &pn);
-    rows = (m + pm - 1) / pm;
-    if (pn > 1)
-        cols = fm_min_i64(((n + pn - 1) / pn + 127) / 128 * 128, n);
+    grid_for(m, n, g->k, parts, &rows, &cols);
     /* Four tiles per thread, handed out as threads come free, where tiles stay >= 256 x 256: the
      * vCPUs are not equal (docs/design.md, Lessons from measurement). */
     if (batch == 1 && threads >= 4) {
-        int64_t pm4, pn4;
-        grid_for(m, n, g->k, 4 * parts, &pm4, &pn4);
-        const int64_t rows4 = (m + pm4 - 1) / pm4;
-        const int64_t cols4 = pn4 > 1 ? fm_min_i64(((n + pn4 - 1) / pn4 + 127) / 128 * 128, n) : n;
+        int64_t rows4, cols4;
+        grid_for(m, n, g->k, 4 * parts, &rows4, &cols4);
         if (rows4 >= 256 && cols4 >= 256 && ((m + rows4 - 1) / rows4) * ((n + cols4 - 1) / cols4) >= 3 * parts) {
             rows = rows4;
             cols = cols4;

@@ -4,7 +4,6 @@
  * D = (alpha * A@B + beta * C) * act'(aux), whatever backend runs it. */
 #include "epilogue.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -23,22 +22,14 @@ static const struct {
 };
 enum { NWORDS = sizeof words / sizeof words[0] };
 
-static int popcount(unsigned x)
-{
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-}
-
 fm_status fm_epilogue_validate(unsigned e)
 {
     if (e & ~FM_EPILOGUE_ALL_)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: unknown bits 0x%x", e & ~FM_EPILOGUE_ALL_);
-    if (popcount(e & FM_EPILOGUE_FORWARD_ACT_) > 1)
+    if (__builtin_popcount(e & FM_EPILOGUE_FORWARD_ACT_) > 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: two activations; choose one of relu, gelu, sigmoid, "
                        "tanh, silu, clamp");
-    if (popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
+    if (__builtin_popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu and dgelu together; choose one");
     if ((e & FM_EPILOGUE_BACKWARD_) && (e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BIAS | FM_EPILOGUE_SCALE)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu/dgelu take no forward activation, bias or scale "
@@ -64,12 +55,11 @@ fm_status fm_epilogue_parse(const char *text, unsigned *epilogue)
     unsigned bits = 0;
     int nwords = 0;
     const char *p = text;
+    static const char separators[] = "+_,| \t\n\v\f\r"; /* isspace's set in the C locale */
     while (*p) {
-        while (*p && (*p == '+' || *p == '_' || *p == ',' || *p == '|' || isspace((unsigned char)*p)))
-            p++;
+        p += strspn(p, separators);
         const char *start = p;
-        while (*p && !(*p == '+' || *p == '_' || *p == ',' || *p == '|' || isspace((unsigned char)*p)))
-            p++;
+        p += strcspn(p, separators);
         size_t len = (size_t)(p - start);
         if (len == 0)
             break;

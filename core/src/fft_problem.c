@@ -504,13 +504,10 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
                           : opts->last_n > 0         ? opts->last_n
                                                      : 2 * (e - 1);
     }
-    int64_t shape[FM_MAX_NDIM]; /* fm_tensor_init zeroes out first: not from out.shape itself */
-    memcpy(shape, out.shape, sizeof shape);
-    fm_tensor_init(&out, NULL, in->device, out.dtype, nd, shape, NULL);
     fm_device dev;
     if ((s = fm_tensor_resolve_device("fft", "in", in, &dev)) != FM_OK)
         return s;
-    out.device = dev;
+    fm_tensor_init(&out, NULL, dev, out.dtype, nd, out.shape, NULL); /* C-contiguous (it copies out.shape first) */
     const fm_tensor *all[FM_FFT_NSLOTS] = {in, &out, ts[FM_FFT_PROLOG], ts[FM_FFT_EPILOG]};
     fm_problem p;
     memset(&p, 0, sizeof p);

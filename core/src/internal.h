@@ -54,6 +54,10 @@ void fm_host_scratch_trim(void);
  * side by side instead of queueing on the same pages. */
 void fm_host_prefault(void *base, size_t bytes, int part, int nparts);
 
+/* The dtype as NumPy / PyTorch spell it ("float32"; fm_dtype_name: "f32"), for messages to front
+ * ends whose users know those names. */
+const char *fm_dtype_word(fm_dtype t);
+
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
 void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);

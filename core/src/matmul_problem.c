@@ -13,27 +13,7 @@ static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", 
 
 static int is_fp8(fm_dtype t) { return t == FM_F8E4M3 || t == FM_F8E5M2; }
 
-/* The dtype as NumPy / PyTorch spell it: the messages go to front ends whose users know those names. */
-static const char *dtype_word(fm_dtype t)
-{
-    switch (t) {
-    case FM_F16: return "float16";
-    case FM_BF16: return "bfloat16";
-    case FM_F32: return "float32";
-    case FM_F64: return "float64";
-    case FM_C32: return "complex32";
-    case FM_C64: return "complex64";
-    case FM_C128: return "complex128";
-    case FM_U8: return "uint8";
-    case FM_I8: return "int8";
-    case FM_I32: return "int32";
-    case FM_I64: return "int64";
-    case FM_U32: return "uint32";
-    case FM_F8E4M3: return "float8_e4m3fn";
-    case FM_F8E5M2: return "float8_e5m2";
-    default: return fm_dtype_name(t);
-    }
-}
+static const char *dtype_word(fm_dtype t) { return fm_dtype_word(t); }
 
 void fm_matmul_options_init(fm_matmul_options *o)
 {
@@ -312,13 +292,15 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     fm_status s;
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
-    int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM];
+    int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM], col_target[FM_MAX_NDIM];
     memcpy(a_target, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(b_target, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(bias_target, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(col_target, shape, sizeof(int64_t) * (size_t)ndim);
     a_target[ndim - 1] = k;
     b_target[ndim - 2] = k;
     bias_target[ndim - 2] = 1;
+    col_target[ndim - 1] = 1;
     if ((s = expand("a", a, ndim, a_target, &p->t[FM_MATMUL_A], 0)) != FM_OK ||
         (s = expand("b", b, ndim, b_target, &p->t[FM_MATMUL_B], 0)) != FM_OK ||
         (s = expand("d", d, ndim, shape, &p->t[FM_MATMUL_D], 0)) != FM_OK)
@@ -379,26 +361,20 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     }
     if (ts[FM_MATMUL_BGRAD]) {
         /* (batch..., L): one gradient per batch entry, L = M for bgrada, else N. */
-        const fm_tensor *bg = ts[FM_MATMUL_BGRAD];
+        fm_tensor bg = *ts[FM_MATMUL_BGRAD];
         int along_rows = (epi & FM_EPILOGUE_BGRADA) != 0;
         int64_t want[FM_MAX_NDIM];
         memcpy(want, shape, sizeof(int64_t) * (size_t)(ndim - 2));
         want[ndim - 2] = along_rows ? m : n;
-        if ((s = exact_shape(along_rows ? "bgrad (bgrada: length M)" : "bgrad (length N)", bg, ndim - 1, want)) != FM_OK)
+        if ((s = exact_shape(along_rows ? "bgrad (bgrada: length M)" : "bgrad (length N)", &bg, ndim - 1, want)) != FM_OK)
             return s;
-        fm_tensor e = *bg;
-        e.data = NULL;
-        e.ndim = ndim;
-        memcpy(e.shape, shape, sizeof(int64_t) * (size_t)ndim);
-        for (int i = 0; i < ndim - 2; i++)
-            e.strides[i] = shape[i] > 1 ? bg->strides[i] : 0;
-        e.shape[ndim - 2] = along_rows ? m : 1;
-        e.shape[ndim - 1] = along_rows ? 1 : n;
-        e.strides[ndim - 2] = along_rows && m > 1 ? bg->strides[ndim - 2] : 0;
-        e.strides[ndim - 1] = !along_rows && n > 1 ? bg->strides[ndim - 2] : 0;
-        if ((s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_BGRAD, &e)) != FM_OK)
+        /* expanded as a column of D's shape (bgrada: a unit axis after its length) or a row, like a bias */
+        if (along_rows)
+            bg.ndim = ndim, bg.shape[ndim - 1] = 1, bg.strides[ndim - 1] = 0;
+        if ((s = expand("bgrad", &bg, ndim, along_rows ? col_target : bias_target, &p->t[FM_MATMUL_BGRAD],
+                        !along_rows)) != FM_OK ||
+            (s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_BGRAD, &p->t[FM_MATMUL_BGRAD])) != FM_OK)
             return s;
-        p->t[FM_MATMUL_BGRAD] = e;
     }
 
     for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++) {

@@ -158,13 +158,7 @@ fm_status fm_context_wisdom_forget(fm_context *ctx)
 
 int fm_context_wisdom_size(const fm_context *ctx)
 {
-    if (!ctx)
-        return 0;
-    fm_context *c = (fm_context *)ctx;
-    pthread_mutex_lock(&c->lock);
-    int n = c->nwisdom;
-    pthread_mutex_unlock(&c->lock);
-    return n;
+    return ctx ? atomic_load(&((fm_context *)ctx)->nwisdom) : 0; /* written under the lock, atomic to read */
 }
 
 /* Where a save of path writes: path itself, or the file a symlink at path points to (a save
