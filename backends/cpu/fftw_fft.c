@@ -529,8 +529,6 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
  * describe(); a choice timed here is recorded in the context's wisdom. */
 static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    if (p->op != FM_OP_FFT)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
     if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
         p->t[FM_FFT_OUT].dtype == FM_C32)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "
@@ -542,7 +540,6 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
     const int split_candidate = fm_fft_should_split_axes(p);
     if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
         return fm_fft_plan_axis_split(ctx, p, out); /* the steps make their own choices */
-    pthread_once(&threads_once, init_threads);
     fftw_impl *x = calloc(1, sizeof *x);
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");

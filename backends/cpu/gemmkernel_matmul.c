@@ -312,8 +312,6 @@ static fm_status kernel_setup(const fm_context *ctx, const fm_problem *p, gemmke
 
 static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     const int strategy = p->u.matmul.cpu_strategy, forced = strategy == FM_CPU_STRATEGY_KERNEL;
     if (!forced && strategy != FM_CPU_STRATEGY_AUTO)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy '%s' is cblas (the openblas backend)",
@@ -374,7 +372,7 @@ static int gemmkernel_tune_candidates(const fm_context *ctx, void *state, const 
 {
     gemmkernel_impl pl;
     const char *misfit = NULL;
-    if (p->op != FM_OP_MATMUL || kernel_setup(ctx, p, &pl, &misfit) != FM_OK || misfit) {
+    if (kernel_setup(ctx, p, &pl, &misfit) != FM_OK || misfit) {
         fm_clear_error();
         return 0;
     }

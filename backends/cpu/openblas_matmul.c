@@ -474,8 +474,6 @@ static void choose_tiles(openblas_impl *pl)
 
 static fm_status openblas_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     if (p->u.matmul.cpu_strategy == FM_CPU_STRATEGY_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy 'kernel' is fusemath's own GEMM kernel (the gemmkernel "
                        "backend), not cblas");

@@ -241,7 +241,7 @@ fm_status fm_settings_read(fm_settings *s);
 typedef struct fm_backend {
     const char *name;       /* "openblas", "cublaslt" */
     fm_device_type device;  /* device type whose data it computes on */
-    uint32_t ops;           /* bit (1u << fm_op) per supported operation */
+    uint32_t ops;           /* bit (1u << fm_op) per operation: plan() and hooks see only these */
     int priority;           /* higher is offered first */
     /* Create per-context state (library handles); return FM_ERR_UNAVAILABLE with a
      * reason in *why (static string or fm_last_error()) when the device is absent. */

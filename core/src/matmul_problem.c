@@ -226,28 +226,38 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
                                  const int64_t *shape, fm_problem *p);
 static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                                 const fm_matmul_options *opts, fm_dtype dt, fm_problem *p);
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim, const int64_t *shape,
+                            fm_tensor *specs, uint32_t *written, const fm_tensor **ts);
 
-static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
-                                      const fm_matmul_options *opts, fm_problem *p)
+/* The problem for operands `given`; with specs (output specs): first the descriptors of the
+ * outputs into specs (make_specs), then every check against them (the outputs given as given). */
+static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const given[FM_MATMUL_NSLOTS],
+                                      const fm_matmul_options *opts, fm_problem *p, fm_tensor *specs,
+                                      uint32_t *written)
 {
     fm_status s;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
+        if (!given[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || (i == FM_MATMUL_D && !specs)))
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
                            slot_names[i]);
     const unsigned epi = opts->epilogue; /* opts: never NULL (the generic code fills in defaults) */
     fm_dtype dt;
-    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
+    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(given, opts, &dt)) != FM_OK)
         return s;
-    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
 
     /* shapes */
     int ndim;
     int64_t shape[FM_MAX_NDIM + 2];
-    if ((s = fm_matmul_output_shape(a, b, &ndim, shape)) != FM_OK)
+    if ((s = fm_matmul_output_shape(given[FM_MATMUL_A], given[FM_MATMUL_B], &ndim, shape)) != FM_OK)
         return s;
     if (ndim > FM_MAX_NDIM)
         return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
+    const fm_tensor *ts[FM_MATMUL_NSLOTS];
+    memcpy(ts, given, sizeof ts);
+    if (specs && ((s = make_specs(given, epi, dt, ndim, shape, specs, written, ts)) != FM_OK ||
+                  (s = check_dtypes(ts, opts, &dt)) != FM_OK))
+        return s;
+    const fm_tensor *d = ts[FM_MATMUL_D];
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
     /* aux is written by the forward *_aux chains; drelu/dgelu read it (an input may repeat,
@@ -424,34 +434,17 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
     return FM_OK;
 }
 
-/* A C-contiguous descriptor of shape[0..ndim) on dev. */
-static void contiguous_spec(fm_tensor *t, fm_dtype dt, fm_device dev, int ndim, const int64_t *shape)
+/* C-contiguous descriptors on a's device for d and the outputs the epilogue writes (aux, bgrad)
+ * into specs, *written their bits; ts: the operands, a spec for each output not given. */
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim, const int64_t *shape,
+                            fm_tensor *specs, uint32_t *written, const fm_tensor **ts)
 {
-    fm_tensor_init(t, NULL, dev, dt, ndim, shape, NULL);
-}
-
-static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
-{
-    const fm_matmul_options *opts = opts_; /* never NULL */
-    for (int i = FM_MATMUL_A; i <= FM_MATMUL_B; i++)
-        if (!ts[i])
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor", slot_names[i]);
-    fm_status s;
-    fm_dtype dt;
-    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
-        return s;
-    int ndim;
-    int64_t shape[FM_MAX_NDIM + 2];
-    if ((s = fm_matmul_output_shape(ts[FM_MATMUL_A], ts[FM_MATMUL_B], &ndim, shape)) != FM_OK)
-        return s;
-    if (ndim > FM_MAX_NDIM)
-        return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
     fm_device dev;
-    if ((s = fm_tensor_resolve_device("matmul", "a", ts[FM_MATMUL_A], &dev)) != FM_OK)
+    fm_status s = fm_tensor_resolve_device("matmul", "a", given[FM_MATMUL_A], &dev);
+    if (s != FM_OK)
         return s;
-    const unsigned epi = opts->epilogue;
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1];
-    contiguous_spec(&specs[FM_MATMUL_D], dt, dev, ndim, shape);
+    fm_tensor_init(&specs[FM_MATMUL_D], NULL, dev, dt, ndim, shape, NULL);
     *written = 1u << FM_MATMUL_D;
     if (epi & FM_EPILOGUE_AUX) {
         int64_t aux[FM_MAX_NDIM];
@@ -459,23 +452,26 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
         const int mask = fm_epilogue_aux_is_mask(epi);
         if (mask)
             aux[ndim - 1] = fm_relu_mask_row_bytes(n);
-        contiguous_spec(&specs[FM_MATMUL_AUX], mask ? FM_U8 : dt, dev, ndim, aux);
+        fm_tensor_init(&specs[FM_MATMUL_AUX], NULL, dev, mask ? FM_U8 : dt, ndim, aux, NULL);
         *written |= 1u << FM_MATMUL_AUX;
     }
     if (epi & FM_EPILOGUE_ANY_BGRAD_) {
         int64_t bg[FM_MAX_NDIM];
         memcpy(bg, shape, sizeof(int64_t) * (size_t)(ndim - 2));
         bg[ndim - 2] = (epi & FM_EPILOGUE_BGRADA) ? m : n;
-        contiguous_spec(&specs[FM_MATMUL_BGRAD], dt, dev, ndim - 1, bg);
+        fm_tensor_init(&specs[FM_MATMUL_BGRAD], NULL, dev, dt, ndim - 1, bg, NULL);
         *written |= 1u << FM_MATMUL_BGRAD;
     }
-    /* every check the planner makes, on the inputs and these outputs (given ones as given) */
-    const fm_tensor *full[FM_MATMUL_NSLOTS];
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        full[i] = ((*written >> i) & 1u) && !ts[i] ? &specs[i] : ts[i];
+        ts[i] = ((*written >> i) & 1u) && !given[i] ? &specs[i] : given[i];
+    return FM_OK;
+}
+
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts, fm_tensor *specs, uint32_t *written)
+{
     fm_problem p;
     fm_problem_begin(NULL, &fm_operation_matmul, &p);
-    return build_problem_fields(NULL, full, opts, &p);
+    return build_problem_fields(NULL, ts, opts, &p, specs, written);
 }
 
 static const uint8_t slot_roles[FM_MATMUL_NSLOTS] = {
@@ -488,7 +484,7 @@ static void options_init(void *o) { fm_matmul_options_init(o); }
 static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts, fm_problem *p,
                        fm_attachments *att)
 {
-    return build_problem_fields(ctx, ts, opts, p);
+    return build_problem_fields(ctx, ts, opts, p, NULL, NULL);
 }
 
 /* The ranges fm_matmul_options accepts for the tunable fields (wisdom files are checked with it). */
