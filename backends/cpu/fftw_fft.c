@@ -355,7 +355,6 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
     int want_threads = z->total < THREAD_MIN_ELEMS ? 1 : z->req_threads;
     x->chunk = chunk_count(CHUNK_BYTES, z->entry_bytes, x->batch, want_threads);
     x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
-    x->rem = x->batch % x->chunk;
     x->threads = (int)fm_min_i64(want_threads, x->nchunks);
     /* fewer big transforms than threads (4 x 2^20 on 16 cores): one at a time on all the
      * threads, not one thread each with the others idle (that ran 4.0x the plain transform) */
@@ -385,7 +384,6 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
         const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(z->entry_bytes, 1));
         x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
         x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
-        x->rem = x->batch % x->chunk;
     }
     /* The chunks are shared out statically: a count that is not a multiple of the threads
      * leaves some threads a round more (the 1025 columns of a 2048^2 r2c's split on 16
@@ -396,17 +394,16 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
         if (c >= (x->cols ? 4 : 1)) {
             x->chunk = c;
             x->nchunks = (x->batch + c - 1) / c;
-            x->rem = x->batch % c;
         }
     }
 }
 
-/* A chunk plan of make's kind for the chunk's count and one for the remainder's. */
-static fm_status make_chunk_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem)
+fm_status fm_fftw_make_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem)
 {
+    const int64_t last = x->batch % x->chunk; /* the last chunk's count, when it is short */
     fm_status s = make(x, x->chunk, flags, x->fftw_threads, plan);
-    if (s == FM_OK && x->rem)
-        s = make(x, x->rem, flags, x->fftw_threads, rem);
+    if (s == FM_OK && last)
+        s = make(x, last, flags, x->fftw_threads, rem);
     return s;
 }
 
@@ -416,7 +413,7 @@ static fm_status make_chunk_pair(fftw_impl *x, unsigned flags, chunk_plan_fn mak
 static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizing *z, int *one_at_a_time)
 {
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    fm_status s = make_chunk_pair(x, z->flags, make_chunk_plan, &x->chunk_plan, &x->rem_plan);
+    fm_status s = fm_fftw_make_pair(x, z->flags, make_chunk_plan, &x->chunk_plan, &x->rem_plan);
     if (s != FM_OK)
         return s;
     /* several transforms, each on all the threads: FFTW's OpenMP build planned 4 x 2^20 as
@@ -431,16 +428,16 @@ static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizin
         const int chunk_fits = z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
         x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
                           !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
-        if ((s = make_chunk_pair(x, z->flags, fm_fftw_make_od_plan, &x->od_plan, &x->od_rem)) != FM_OK)
+        if ((s = fm_fftw_make_pair(x, z->flags, fm_fftw_make_od_plan, &x->od_plan, &x->od_rem)) != FM_OK)
             return s;
         if (x->kind == FM_FFT_C2C && x->od_in_direct && x->same_io &&
-            (s = make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem)) != FM_OK)
+            (s = fm_fftw_make_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem)) != FM_OK)
             return s;
     }
     /* columns: FFTW in place on the caller's columns when a call passes in == out and the
      * transforms are short (the chain then runs on them across the columns) */
     if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS && x->same_io)
-        return make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem);
+        return fm_fftw_make_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem);
     return FM_OK;
 }
 

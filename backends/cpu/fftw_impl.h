@@ -40,7 +40,7 @@ typedef struct fftw_impl {
      * is timed at planning (choose_prolog_into_out) */
     int pro_out;
     int same_io; /* in and out share one layout (a call with in == out may then run in place) */
-    int64_t chunk, nchunks, rem;
+    int64_t chunk, nchunks;    /* transforms per chunk (the last may have fewer), chunks */
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
     int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
@@ -110,6 +110,8 @@ fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_
 typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+/* A plan of make's kind for a chunk's count and one for the last, shorter chunk's (none if all are full). */
+fm_status fm_fftw_make_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem);
 
 /* fftw_timed.c: the timed choices between FFTW's plans and the library's own paths */
 #define TIMED_FROM_WISDOM 2 /* fftw_impl.timed: the choice was remembered, not timed */

@@ -7,38 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
- * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a prolog's
- * (into out, FFTW in place there); any forced value turns the timing off, and a prolog then
- * takes the scratch unless "inplace". */
-static fm_status forced_path(const fm_context *ctx, int *path)
-{
-    const char *v = fm_context_settings(ctx)->fft_cpu_path;
-    *path = !*v                      ? PATH_TIMED
-            : !strcmp(v, "direct")  ? PATH_DIRECT
-            : !strcmp(v, "chunks")  ? PATH_CHUNKS
-            : !strcmp(v, "inplace") ? PATH_INPLACE
-                                    : -1;
-    if (*path < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
-    return FM_OK;
-}
-
 fm_status fm_fftw_choice_begin(fm_context *ctx, const fm_problem *p, fftw_impl *x)
 {
-    fm_status s = forced_path(ctx, &x->path);
-    if (s != FM_OK || x->path != PATH_TIMED)
-        return s;
-    fm_problem tuned;
-    if (p->u.fft.cpu_path) {
-        x->path = p->u.fft.cpu_path;
-        x->remembered = 1;
-    } else if (p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE && fm_wisdom_lookup(ctx, p, &tuned) &&
-               tuned.u.fft.cpu_path) {
+    /* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
+     * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a
+     * prolog's (into out, FFTW in place there); any forced value turns the timing off, and a
+     * prolog then takes the scratch unless "inplace". */
+    const char *v = fm_context_settings(ctx)->fft_cpu_path;
+    x->path = !*v                      ? PATH_TIMED
+              : !strcmp(v, "direct")  ? PATH_DIRECT
+              : !strcmp(v, "chunks")  ? PATH_CHUNKS
+              : !strcmp(v, "inplace") ? PATH_INPLACE
+                                      : -1;
+    if (x->path < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
+    fm_problem tuned = *p; /* p's own choice, else what the context's wisdom remembers */
+    if (x->path == PATH_TIMED && !p->u.fft.cpu_path && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE)
+        fm_wisdom_lookup(ctx, p, &tuned);
+    x->remembered = x->path == PATH_TIMED && tuned.u.fft.cpu_path;
+    if (x->remembered)
         x->path = tuned.u.fft.cpu_path;
-        x->remembered = 1;
-    }
     return FM_OK;
 }
 
@@ -172,8 +161,7 @@ static void drop_pair(fftw_impl *x, void **plan, void **rem)
  * and no error: the path the alternative competes with works without it. */
 static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
 {
-    if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
-        (!x->rem || make(x, x->rem, flags, x->fftw_threads, rem) == FM_OK))
+    if (fm_fftw_make_pair(x, flags, make, plan, rem) == FM_OK)
         return 1;
     drop_pair(x, plan, rem);
     fm_clear_error();
