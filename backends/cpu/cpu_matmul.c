@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "openblas_threads.h"
-
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
 #define SMALL_FLOPS 4.0e6                    /* below this, one thread beats a team */
 
@@ -255,7 +253,7 @@ int fm_cpu_mm_tune_heights(const fm_problem *p, int strategy, fm_problem *cand, 
 void fm_cpu_mm_run(const fm_cpu_mm *mm, int64_t units, void (*pack)(const void *arg, int64_t u),
                    void (*item)(const void *arg, int64_t it, int tid), const void *arg)
 {
-    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (openblas_threads.h) */
+    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (openblas_threads.c) */
     if (mm->threads <= 1 || mm->items == 1) {
         for (int64_t u = 0; u < units; u++)
             pack(arg, u);

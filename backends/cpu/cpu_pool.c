@@ -1,7 +1,7 @@
-/* cpu_pool.c : see cpu_pool.h. One job at a time; items are claimed with an atomic
- * counter; the caller works too and then waits for the workers to check out. */
+/* cpu_pool.c : the passive thread pool (fm_pool_run, cpu_matmul.h). One job at a time; items are
+ * claimed with an atomic counter; the caller works too and then waits for the workers to check out. */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu_pool.h"
+#include "cpu_matmul.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

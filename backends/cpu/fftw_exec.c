@@ -2,7 +2,6 @@
  * caller's arrays where it was planned for them and the pointers keep FFTW's alignment, else
  * the chunks, on the library's OpenMP threads, each chunk along its path (fftw_fft.c's header
  * lists them) with the chain applied as the data moves. */
-#include "fftw_fft.h"
 #include "fftw_impl.h"
 
 #include <omp.h>

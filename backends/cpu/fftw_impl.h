@@ -103,6 +103,10 @@ static inline size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
 
 /* fftw_exec.c: run x on the slots' pointers (FM_FFT_IN, OUT, PROLOG, EPILOG); the plan's execute */
 fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs);
+/* The path the calling thread's last execute of an FFTW plan took (for tests/c/test_fft_cpu.c):
+ * FFTW's plan on the caller's arrays (out of place, or in place), or the library's chunks / columns. */
+enum { FM_FFTW_RAN_NOTHING, FM_FFTW_RAN_DIRECT, FM_FFTW_RAN_DIRECT_INPLACE, FM_FFTW_RAN_CHUNKS };
+int fm_fftw_last_path(void);
 fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream);
 
 /* fftw_fft.c: plans for `count` transforms in place on out's layout / from the gathered

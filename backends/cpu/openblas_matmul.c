@@ -20,9 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu_pool.h"
-#include "openblas_threads.h"
-
 #define FOLD_BLOCK_BYTES (64 * 1024) /* rows of D per bias+activation block (blas-threads pass) */
 
 typedef struct openblas_impl {

@@ -3,7 +3,7 @@
  * lock; a plan that lets OpenBLAS thread one big GEMM holds it exclusively while
  * the count is raised, so the two never run together and never oversubscribe. */
 #define _POSIX_C_SOURCE 200809L
-#include "openblas_threads.h"
+#include "cpu_matmul.h"
 
 #include <pthread.h>
 
