@@ -7,23 +7,18 @@
 #include <omp.h>
 #include <stdatomic.h>
 
+/* FFTW's new-array execute of x's kind in precision PRE (fftw: double, fftwf: single) */
+#define EXECUTE(PRE)                                                                                           \
+    (x->kind == FM_FFT_C2C   ? PRE##_execute_dft((PRE##_plan)p, in, out)                                      \
+     : x->kind == FM_FFT_R2C ? PRE##_execute_dft_r2c((PRE##_plan)p, in, out)                                  \
+                             : PRE##_execute_dft_c2r((PRE##_plan)p, in, out))
+
 static void run_plan(const fftw_impl *x, void *p, void *in, void *out)
 {
-    if (x->dbl) {
-        if (x->kind == FM_FFT_C2C)
-            fftw_execute_dft((fftw_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftw_execute_dft_r2c((fftw_plan)p, in, out);
-        else
-            fftw_execute_dft_c2r((fftw_plan)p, in, out);
-    } else {
-        if (x->kind == FM_FFT_C2C)
-            fftwf_execute_dft((fftwf_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftwf_execute_dft_r2c((fftwf_plan)p, in, out);
-        else
-            fftwf_execute_dft_c2r((fftwf_plan)p, in, out);
-    }
+    if (x->dbl)
+        EXECUTE(fftw);
+    else
+        EXECUTE(fftwf);
 }
 
 static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])

@@ -86,18 +86,13 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
     int sign = x->inverse ? FFTW_BACKWARD : FFTW_FORWARD;
     if (threads_ok)
         (x->dbl ? fftw_plan_with_nthreads : fftwf_plan_with_nthreads)(nthreads);
-    if (x->dbl) {
-        if (x->kind == FM_FFT_C2C)
-            return fftw_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
-        if (x->kind == FM_FFT_R2C)
-            return fftw_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
-        return fftw_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
-    }
-    if (x->kind == FM_FFT_C2C)
-        return fftwf_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
-    if (x->kind == FM_FFT_R2C)
-        return fftwf_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
-    return fftwf_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
+/* the guru64 planner of x's kind in precision PRE (fftw: double, fftwf: single) */
+#define GURU64(PRE)                                                                                            \
+    (x->kind == FM_FFT_C2C   ? (void *)PRE##_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags)  \
+     : x->kind == FM_FFT_R2C ? (void *)PRE##_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags)    \
+                             : (void *)PRE##_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags))
+    return x->dbl ? GURU64(fftw) : GURU64(fftwf);
+#undef GURU64
 }
 
 /* Up to this many points per transform, FFTW's own strided plan over the whole batch beats the
