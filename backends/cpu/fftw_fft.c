@@ -56,7 +56,6 @@ static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_
 
 static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const char **why)
 {
-    *state = NULL;
     pthread_once(&threads_once, init_threads);
     return FM_OK;
 }
@@ -66,15 +65,11 @@ static void fm_fftw_destroy(void *v)
     fftw_impl *x = v;
     if (!x)
         return;
+    void *const plans[] = {x->direct, x->direct_ip, x->chunk_plan, x->rem_plan, x->od_plan, x->od_rem, x->ip_plan,
+                           x->ip_rem};
     pthread_mutex_lock(&fm_fftw_planner_lock);
-    fm_fftw_destroy_plan(x->dbl, x->direct);
-    fm_fftw_destroy_plan(x->dbl, x->direct_ip);
-    fm_fftw_destroy_plan(x->dbl, x->chunk_plan);
-    fm_fftw_destroy_plan(x->dbl, x->rem_plan);
-    fm_fftw_destroy_plan(x->dbl, x->od_plan);
-    fm_fftw_destroy_plan(x->dbl, x->od_rem);
-    fm_fftw_destroy_plan(x->dbl, x->ip_plan);
-    fm_fftw_destroy_plan(x->dbl, x->ip_rem);
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
+        fm_fftw_destroy_plan(x->dbl, plans[i]);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
     free(x);
 }

@@ -30,7 +30,6 @@ typedef struct openblas_impl {
 
 static fm_status openblas_probe(const fm_settings *settings, void **state, const char **why)
 {
-    *state = NULL;
     fm_blas_threads_init();
     return FM_OK;
 }

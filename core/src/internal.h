@@ -243,8 +243,8 @@ typedef struct fm_backend {
     fm_device_type device;  /* device type whose data it computes on */
     uint32_t ops;           /* bit (1u << fm_op) per operation: plan() and hooks see only these */
     int priority;           /* higher is offered first */
-    /* Create per-context state (library handles); return FM_ERR_UNAVAILABLE with a
-     * reason in *why (static string or fm_last_error()) when the device is absent. */
+    /* Create per-context state (library handles; *state is NULL before); return FM_ERR_UNAVAILABLE
+     * with a reason in *why (static string or fm_last_error()) when the device is absent. */
     fm_status (*probe)(const fm_settings *settings, void **state, const char **why);
     void (*release)(void *state);
     /* Plan p or return FM_ERR_NOT_APPLICABLE (with a reason via fm_fail) so the next
