@@ -141,14 +141,13 @@ static int64_t pack_units(const gemmkernel_impl *pl, const gemmkernel_args *x)
     return b_units(pl) + (packs_bias(pl, x) ? pl->mm.g.batch_count : 0);
 }
 
-/* The kernel's scratch: shared packed B, per-thread B buffers (+ their tags), packed
- * bias; NULL when it needs none or is out of memory (*fail says which). */
-static void *pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, int *fail)
+/* The kernel's scratch into *buf: shared packed B, per-thread B buffers (+ their tags), packed
+ * bias; NULL when it needs none. */
+static fm_status pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, char **buf)
 {
     const fm_matmul_geom *g = &pl->mm.g;
     const size_t es = pl->mm.es;
     const int64_t nr = pl->kern->nr;
-    *fail = 0;
     size_t bbytes = 0, tagbytes = 0;
     if (pl->b_mode == KERNEL_B_SHARED)
         bbytes = (size_t)(strips(pl) * nr * g->k) * es;
@@ -161,19 +160,16 @@ static void *pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, int *fail
     x->bias_p_len = strips(pl) * nr;
     const size_t biasbytes = packs_bias(pl, x) ? (size_t)(x->bias_p_len * g->batch_count) * es : 0;
     if (bbytes + tagbytes + biasbytes == 0)
-        return NULL;
-    char *buf = fm_host_scratch_alloc(bbytes + biasbytes + tagbytes);
-    if (!buf) {
-        *fail = 1;
-        return NULL;
-    }
-    x->bp = buf;
-    x->bias_p = biasbytes ? buf + bbytes : NULL;
+        return FM_OK;
+    if (!(*buf = fm_host_scratch_alloc(bbytes + biasbytes + tagbytes)))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
+    x->bp = *buf;
+    x->bias_p = biasbytes ? *buf + bbytes : NULL;
     if (tagbytes) {
-        x->bp_tag = (int64_t *)(buf + bbytes + biasbytes);
+        x->bp_tag = (int64_t *)(*buf + bbytes + biasbytes);
         memset(x->bp_tag, 0, tagbytes); /* 0: holds nothing yet */
     }
-    return buf;
+    return FM_OK;
 }
 
 /* Packing unit u of pack_units (arg: the gemmkernel_args). */
@@ -201,18 +197,13 @@ static fm_status gemmkernel_execute(const fm_plan *plan, void *const *ptrs, cons
                          .io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                                 .bias = ptrs[FM_MATMUL_BIAS], .d = ptrs[FM_MATMUL_D], .aux = ptrs[FM_MATMUL_AUX]}};
     char *user_d = x.io.d;
-    void *d_tmp = NULL, *kernel_buf = NULL;
+    void *d_tmp = NULL;
+    char *kernel_buf = NULL;
     fm_status st = fm_cpu_mm_open_d(&pl->mm, &x.io, &d_tmp);
-    if (st != FM_OK)
-        return st;
-    int oom = 0;
-    if ((kernel_buf = pack_alloc(pl, &x, &oom)) == NULL && oom) {
-        st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
-        goto out;
+    if (st == FM_OK && (st = pack_alloc(pl, &x, &kernel_buf)) == FM_OK) {
+        fm_cpu_mm_run(&pl->mm, pack_units(pl, &x), pack, run_item, &x);
+        fm_cpu_mm_close_d(&pl->mm, user_d, d_tmp);
     }
-    fm_cpu_mm_run(&pl->mm, pack_units(pl, &x), pack, run_item, &x);
-    fm_cpu_mm_close_d(&pl->mm, user_d, d_tmp);
-out:
     fm_free_aligned(d_tmp);
     fm_host_scratch_free(kernel_buf);
     return st;

@@ -107,7 +107,6 @@ static void *pack_operand(const openblas_impl *pl, int slot, const char *base, i
 typedef struct exec_args {
     const openblas_impl *pl;
     fm_cpu_mm_io io;      /* the operands; D's geometry actually written (user's or a temp) */
-    int a_packed, b_packed;
     char *scratch;        /* scale with C == D: per-thread GEMM panels of scratch_bytes */
     size_t scratch_bytes;
     double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
@@ -118,14 +117,14 @@ typedef struct exec_args {
 static const char *batch_a(const openblas_impl *pl, const exec_args *x, int64_t b)
 {
     const fm_matmul_geom *g = &pl->mm.g;
-    return x->a_packed ? x->io.a + (size_t)(b * g->m * g->k) * pl->mm.es
+    return pl->la.copy ? x->io.a + (size_t)(b * g->m * g->k) * pl->mm.es
                        : x->io.a + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * (int64_t)pl->mm.es;
 }
 
 static const char *batch_b(const openblas_impl *pl, const exec_args *x, int64_t b)
 {
     const fm_matmul_geom *g = &pl->mm.g;
-    return x->b_packed ? x->io.b + (size_t)(b * g->k * g->n) * pl->mm.es
+    return pl->lb.copy ? x->io.b + (size_t)(b * g->k * g->n) * pl->mm.es
                        : x->io.b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)pl->mm.es;
 }
 
@@ -361,14 +360,14 @@ static int operands_overlap(const fm_problem *pr, int s1, const void *p1, int s2
     return a + lo1 < b + hi2 && b + lo2 < a + hi1;
 }
 
-/* An execute's temporaries: packed copies of A and B, a temporary D, the scale chain's scratch
- * panels, the bias gradient's partial sums (each NULL when not needed). */
+/* An execute's temporaries: packed copies of A and B (packed whenever la / lb say copy: with k = 0
+ * nothing reads them), a temporary D (each NULL when not needed). */
 typedef struct exec_bufs {
-    void *a, *b, *d, *scratch;
-    double *partial;
+    void *a, *b, *d;
 } exec_bufs;
 
-/* The temporaries x needs, into t (freed by the caller whatever this returns). */
+/* The temporaries x needs, into t and x (the scale chain's scratch panels, the bias gradient's
+ * partial sums); the caller frees them whatever this returns. */
 static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec_args *x, exec_bufs *t)
 {
     const fm_matmul_geom *g = &pl->mm.g;
@@ -378,13 +377,11 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
         if (!(t->a = pack_operand(pl, FM_MATMUL_A, x->io.a, g->m, g->k)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing a");
         x->io.a = t->a;
-        x->a_packed = 1;
     }
     if (pl->lb.copy && g->k > 0) {
         if (!(t->b = pack_operand(pl, FM_MATMUL_B, x->io.b, g->k, g->n)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing b");
         x->io.b = t->b;
-        x->b_packed = 1;
     }
     fm_status st = fm_cpu_mm_open_d(&pl->mm, &x->io, &t->d);
     if (st != FM_OK)
@@ -397,16 +394,14 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
         x->scratch_bytes = pl->blas_threaded ? (size_t)(g->m * g->n) * es
                                              : (size_t)(pl->mm.panel_rows * pl->mm.col_block) * es;
         x->scratch_bytes = (x->scratch_bytes + 63) / 64 * 64;
-        if (!(t->scratch = fm_malloc_aligned(x->scratch_bytes * (size_t)(pl->blas_threaded ? 1 : pl->mm.threads), 64)))
+        if (!(x->scratch = fm_malloc_aligned(x->scratch_bytes * (size_t)(pl->blas_threaded ? 1 : pl->mm.threads), 64)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the scale chain's scratch panels");
-        x->scratch = t->scratch;
     }
     if (pl->mm.mp.epilogue & FM_EPILOGUE_BGRAD) {
         /* column sums of D per part (row panel / row chunk), reduced in part order after */
         x->nparts = pl->blas_threaded ? (g->m + blas_chunk_rows(pl) - 1) / blas_chunk_rows(pl) : pl->mm.n_row_panels;
-        if (!(t->partial = fm_malloc_aligned(sizeof(double) * (size_t)(g->batch_count * x->nparts * g->n), 64)))
+        if (!(x->partial = fm_malloc_aligned(sizeof(double) * (size_t)(g->batch_count * x->nparts * g->n), 64)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the bias gradient's partial sums");
-        x->partial = t->partial;
     }
     return FM_OK;
 }
@@ -434,9 +429,9 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
             run_blas_threaded(pl, &x);
         else
             fm_cpu_mm_run(&pl->mm, 0, NULL, run_item, &x);
-        if (t.partial)
+        if (x.partial)
             for (int64_t b = 0; b < g->batch_count; b++)
-                fm_cpu_reduce_partials(g->dtype, x.nparts, g->n, t.partial + b * x.nparts * g->n,
+                fm_cpu_reduce_partials(g->dtype, x.nparts, g->n, x.partial + b * x.nparts * g->n,
                                        x.io.bgrad + fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) * (int64_t)pl->mm.es,
                                        g->col_stride[FM_MATMUL_BGRAD]);
         fm_cpu_mm_close_d(&pl->mm, user_d, t.d);
@@ -444,8 +439,8 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
     fm_free_aligned(t.a);
     fm_free_aligned(t.b);
     fm_free_aligned(t.d);
-    fm_free_aligned(t.scratch);
-    fm_free_aligned(t.partial);
+    fm_free_aligned(x.scratch);
+    fm_free_aligned(x.partial);
     return st;
 }
 
