@@ -211,7 +211,8 @@ void fm_cpu_mm_close_d(const fm_cpu_mm *mm, char *user_d, const void *tmp)
 }
 
 fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, fm_execute_fn execute,
-                            const char *backend, int passes, const char *tiling, const char *suffix, fm_plan *out)
+                            const char *backend, int passes, const char *tiling, const char *suffix,
+                            fm_plan *out)
 {
     if (!(out->impl = malloc(size)))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
@@ -227,10 +228,10 @@ fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, 
     fm_epilogue_format(mm->mp.epilogue, epi, sizeof epi);
     if (g->batch_count != 1)
         snprintf(batch, sizeof batch, " batch=%lld", (long long)g->batch_count);
-    fm_plan_set_describe(out, "matmul cpu/%s %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s",
-                         backend, fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch,
-                         epi, passes, tiling, (long long)mm->panel_rows, (long long)mm->col_block, mm->threads,
-                         mm->dynamic ? " tiles=dynamic" : "", suffix);
+    fm_plan_set_describe(out, "matmul cpu/%s %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d"
+                         "%s%s", backend, fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                         (long long)g->k, batch, epi, passes, tiling, (long long)mm->panel_rows,
+                         (long long)mm->col_block, mm->threads, mm->dynamic ? " tiles=dynamic" : "", suffix);
     return FM_OK;
 }
 

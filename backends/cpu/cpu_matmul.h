@@ -87,7 +87,8 @@ void fm_cpu_mm_close_d(const fm_cpu_mm *mm, char *user_d, const void *tmp);
  * epilogue=E passes=P <tiling>=RxC threads=T[ tiles=dynamic]" and then the backend's suffix (its
  * own fields, each with a leading space). */
 fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, fm_execute_fn execute,
-                            const char *backend, int passes, const char *tiling, const char *suffix, fm_plan *out);
+                            const char *backend, int passes, const char *tiling, const char *suffix,
+                            fm_plan *out);
 
 /* Autotune's candidates of a backend: p with each panel height up to M (0: the heuristic's) and
  * cpu_strategy `strategy`, each on its own (a height it refuses says nothing of the next). */

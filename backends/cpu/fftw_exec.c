@@ -8,9 +8,9 @@
 #include <stdatomic.h>
 
 /* FFTW's new-array execute of x's kind in precision PRE (fftw: double, fftwf: single) */
-#define EXECUTE(PRE)                                                                                           \
-    (x->kind == FM_FFT_C2C   ? PRE##_execute_dft((PRE##_plan)p, in, out)                                      \
-     : x->kind == FM_FFT_R2C ? PRE##_execute_dft_r2c((PRE##_plan)p, in, out)                                  \
+#define EXECUTE(PRE)                                                                                  \
+    (x->kind == FM_FFT_C2C   ? PRE##_execute_dft((PRE##_plan)p, in, out)                             \
+     : x->kind == FM_FFT_R2C ? PRE##_execute_dft_r2c((PRE##_plan)p, in, out)                         \
                              : PRE##_execute_dft_c2r((PRE##_plan)p, in, out))
 
 static void run_plan(const fftw_impl *x, void *p, void *in, void *out)

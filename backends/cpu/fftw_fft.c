@@ -65,8 +65,8 @@ static void fm_fftw_destroy(void *v)
     fftw_impl *x = v;
     if (!x)
         return;
-    void *const plans[] = {x->direct, x->direct_ip, x->chunk_plan, x->rem_plan, x->od_plan, x->od_rem, x->ip_plan,
-                           x->ip_rem};
+    void *const plans[] = {x->direct,  x->direct_ip, x->chunk_plan, x->rem_plan,
+                           x->od_plan, x->od_rem,    x->ip_plan,    x->ip_rem};
     pthread_mutex_lock(&fm_fftw_planner_lock);
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
         fm_fftw_destroy_plan(x->dbl, plans[i]);
@@ -82,9 +82,9 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
     if (threads_ok)
         (x->dbl ? fftw_plan_with_nthreads : fftwf_plan_with_nthreads)(nthreads);
 /* the guru64 planner of x's kind in precision PRE (fftw: double, fftwf: single) */
-#define GURU64(PRE)                                                                                            \
-    (x->kind == FM_FFT_C2C   ? (void *)PRE##_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags)  \
-     : x->kind == FM_FFT_R2C ? (void *)PRE##_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags)    \
+#define GURU64(PRE)                                                                                  \
+    (x->kind == FM_FFT_C2C ? (void *)PRE##_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags) \
+     : x->kind == FM_FFT_R2C ? (void *)PRE##_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags) \
                              : (void *)PRE##_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags))
     return x->dbl ? GURU64(fftw) : GURU64(fftwf);
 #undef GURU64
@@ -160,8 +160,8 @@ static fm_status make_direct(fftw_impl *x, unsigned flags, int nthreads, int inp
     if (inplace)
         return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->out_hi, 0, flags, nthreads, "in place",
                                &x->direct_ip, &x->dir_align_ip, NULL);
-    return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->in_hi, (size_t)x->out_hi, flags, nthreads, "direct",
-                           &x->direct, &x->dir_align_in, &x->dir_align_out);
+    return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->in_hi, (size_t)x->out_hi, flags, nthreads,
+                           "direct", &x->direct, &x->dir_align_in, &x->dir_align_out);
 }
 
 /* Plan for `count` transforms on contiguous scratch. */
@@ -178,8 +178,8 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
     hd[0] = (fftw_iodim64){count, x->c.sd_in, x->c.sd_out};
-    return plan_on_scratch(x, rank, dims, 1, hd, scratch_in_bytes(x, count), scratch_out_bytes(x, count), flags,
-                           nthreads, "chunk", out_plan, NULL, NULL);
+    return plan_on_scratch(x, rank, dims, 1, hd, scratch_in_bytes(x, count), scratch_out_bytes(x, count),
+                           flags, nthreads, "chunk", out_plan, NULL, NULL);
 }
 
 /* Bytes a layout of `count` transforms (extents ext, strides st, batch stride bs) spans. */
@@ -200,8 +200,9 @@ fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int 
         dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
     int64_t bout = x->nb ? x->b_out[0] : 0;
     hd[0] = (fftw_iodim64){count, bout, bout};
-    return plan_on_scratch(x, rank, dims, 1, hd, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2), 0,
-                           flags, nthreads, "in place", out_plan, &x->ip_align, NULL);
+    const size_t bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2);
+    return plan_on_scratch(x, rank, dims, 1, hd, bytes, 0, flags, nthreads, "in place", out_plan, &x->ip_align,
+                           NULL);
 }
 
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
@@ -219,8 +220,9 @@ fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int 
     size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
                                       : (size_t)(count * x->c.sd_in) * ein;
-    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout),
-                           flags, nthreads, "out direct", out_plan, &x->od_align_in, &x->od_align_out);
+    size_t out_bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout);
+    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, out_bytes, flags, nthreads, "out direct", out_plan,
+                           &x->od_align_in, &x->od_align_out);
 }
 
 /* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */

@@ -180,7 +180,8 @@ static void pack(const void *arg, int64_t u)
     const fm_matmul_geom *g = &pl->mm.g;
     const int64_t es = (int64_t)pl->mm.es, bunits = b_units(pl), b = u - bunits;
     if (u < bunits) /* a strip of the user's b, through its strides */
-        pl->kern->pack(g->k, g->n, x->io.b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u, u + 1);
+        pl->kern->pack(g->k, g->n, x->io.b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u,
+                       u + 1);
     else /* the bias of batch u - bunits, as a 1 x n matrix */
         pl->kern->pack(1, g->n, x->io.bias + fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) * es, 0,
                        g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, strips(pl));
@@ -342,7 +343,8 @@ static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem 
         w += snprintf(suffix + w, sizeof suffix - (size_t)w, " kc=%lld", (long long)pl.kc);
     if (!pl.mm.d_direct && w > 0 && (size_t)w < sizeof suffix)
         snprintf(suffix + w, sizeof suffix - (size_t)w, " copies=d");
-    return fm_cpu_mm_install(&pl.mm, &pl, sizeof pl, gemmkernel_execute, "gemmkernel", 1, "panel", suffix, out);
+    return fm_cpu_mm_install(&pl.mm, &pl, sizeof pl, gemmkernel_execute, "gemmkernel", 1, "panel", suffix,
+                             out);
 }
 
 /* Wisdom salt: a tuned panel height depends on the variant the settings and the CPU give and on

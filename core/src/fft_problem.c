@@ -507,7 +507,7 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
     fm_device dev;
     if ((s = fm_tensor_resolve_device("fft", "in", in, &dev)) != FM_OK)
         return s;
-    fm_tensor_init(&out, NULL, dev, out.dtype, nd, out.shape, NULL); /* C-contiguous (it copies out.shape first) */
+    fm_tensor_init(&out, NULL, dev, out.dtype, nd, out.shape, NULL); /* C order (it copies out.shape first) */
     const fm_tensor *all[FM_FFT_NSLOTS] = {in, &out, ts[FM_FFT_PROLOG], ts[FM_FFT_EPILOG]};
     fm_problem p;
     memset(&p, 0, sizeof p);

@@ -226,8 +226,8 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
                                  const int64_t *shape, fm_problem *p);
 static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                                 const fm_matmul_options *opts, fm_dtype dt, fm_problem *p);
-static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim, const int64_t *shape,
-                            fm_tensor *specs, uint32_t *written, const fm_tensor **ts);
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim,
+                            const int64_t *shape, fm_tensor *specs, uint32_t *written, const fm_tensor **ts);
 
 /* The problem for operands `given`; with specs (output specs): first the descriptors of the
  * outputs into specs (make_specs), then every check against them (the outputs given as given). */
@@ -436,8 +436,8 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
 
 /* C-contiguous descriptors on a's device for d and the outputs the epilogue writes (aux, bgrad)
  * into specs, *written their bits; ts: the operands, a spec for each output not given. */
-static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim, const int64_t *shape,
-                            fm_tensor *specs, uint32_t *written, const fm_tensor **ts)
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim,
+                            const int64_t *shape, fm_tensor *specs, uint32_t *written, const fm_tensor **ts)
 {
     fm_device dev;
     fm_status s = fm_tensor_resolve_device("matmul", "a", given[FM_MATMUL_A], &dev);
