@@ -63,8 +63,6 @@ static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const 
 static void fm_fftw_destroy(void *v)
 {
     fftw_impl *x = v;
-    if (!x)
-        return;
     void *const plans[] = {x->direct,  x->direct_ip, x->chunk_plan, x->rem_plan,
                            x->od_plan, x->od_rem,    x->ip_plan,    x->ip_rem};
     pthread_mutex_lock(&fm_fftw_planner_lock);

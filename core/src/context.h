@@ -24,7 +24,7 @@ typedef struct fm_cache_entry {
 typedef struct fm_plan_cache {
     fm_cache_entry **buckets;
     size_t nbuckets;
-    int count;
+    atomic_int count; /* written under the context's lock; atomic for fm_context_cache_size */
     fm_cache_entry *oldest, *newest;
 } fm_plan_cache;
 

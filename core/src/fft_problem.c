@@ -103,12 +103,9 @@ static void callback_digest(const fm_fft_chain *ch, uint8_t out[32])
 
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
 {
-    if (!ops) {
-        snprintf(buf, size, "none");
-        return;
-    }
-    snprintf(buf, size, "%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "+scale" : "", (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "",
-             (ops & FM_FFT_OP_CONJ) ? "+conj" : "", (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
+    snprintf(buf, size, "%s%s%s%s%s", ops ? "" : "+none", (ops & FM_FFT_OP_SCALE) ? "+scale" : "",
+             (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "", (ops & FM_FFT_OP_CONJ) ? "+conj" : "",
+             (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
     memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
 }
 

@@ -192,7 +192,6 @@ fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_te
     fm_problem_begin(ctx, o, p);
     if ((s = o->build(ctx, t, opts, p, att)) != FM_OK)
         return s;
-    p->settings_key = ctx->settings.plan_key;
     fm_problem_key_tails(p);
     return FM_OK;
 }
@@ -286,12 +285,10 @@ fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int 
     fm_attachments att;
     if ((s = fm_operation_build(ctx, o, t, opts, &p, &att)) != FM_OK)
         return s;
-    for (int i = 0; i < nslots; i++)
-        if (t[i] && !t[i]->data && fm_tensor_numel(t[i]) > 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: %s has no data pointer; autotune runs on the real "
-                           "operands", o->name, o->slot_names[i]);
     void *ptrs[FM_MAX_SLOTS];
     for (int i = 0; i < nslots; i++)
-        ptrs[i] = t[i] ? t[i]->data : NULL;
+        if (!(ptrs[i] = t[i] ? t[i]->data : NULL) && t[i] && fm_tensor_numel(t[i]) > 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: %s has no data pointer; autotune runs on the real "
+                           "operands", o->name, o->slot_names[i]);
     return fm_autotune_problem(ctx, &p, &att, ptrs, repeats, plan);
 }

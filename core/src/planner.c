@@ -175,13 +175,7 @@ void fm_context_clear_cache(fm_context *ctx)
 
 int fm_context_cache_size(const fm_context *ctx)
 {
-    if (!ctx)
-        return 0;
-    fm_context *c = (fm_context *)ctx;
-    pthread_mutex_lock(&c->lock);
-    int n = c->cache.count;
-    pthread_mutex_unlock(&c->lock);
-    return n;
+    return ctx ? atomic_load(&((fm_context *)ctx)->cache.count) : 0;
 }
 
 /* ---- backend selection ---- */
