@@ -37,6 +37,16 @@
         }                                                                                         \
     }
 
+/* Call NAME##_f32, _f64, _c64 or _c128 for dtype t with the arguments; `otherwise` for other dtypes. */
+#define FM_DISPATCH_DTYPE(t, otherwise, NAME, ...)                                                \
+    switch (t) {                                                                                  \
+    case FM_F32: NAME##_f32(__VA_ARGS__); break;                                                  \
+    case FM_F64: NAME##_f64(__VA_ARGS__); break;                                                  \
+    case FM_C64: NAME##_c64(__VA_ARGS__); break;                                                  \
+    case FM_C128: NAME##_c128(__VA_ARGS__); break;                                                \
+    default: otherwise;                                                                           \
+    }
+
 FM_DEFINE_PRELOAD(preload_f32, float, (float)beta[0])
 FM_DEFINE_PRELOAD(preload_f64, double, beta[0])
 FM_DEFINE_PRELOAD(preload_c64, float complex, (float)beta[0] + (float)beta[1] * I)
@@ -46,13 +56,7 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
 {
     if (!p->bias && !(p->c && (beta[0] != 0.0 || beta[1] != 0.0)))
         return 0;
-    switch (t) {
-    case FM_F32: preload_f32(p, beta); break;
-    case FM_F64: preload_f64(p, beta); break;
-    case FM_C64: preload_c64(p, beta); break;
-    case FM_C128: preload_c128(p, beta); break;
-    default: return 0;
-    }
+    FM_DISPATCH_DTYPE(t, return 0, preload, p, beta)
     return 1;
 }
 
@@ -77,13 +81,7 @@ void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p)
 {
     if (!p->bias)
         return;
-    switch (t) {
-    case FM_F32: add_bias_f32(p); break;
-    case FM_F64: add_bias_f64(p); break;
-    case FM_C64: add_bias_c64(p); break;
-    case FM_C128: add_bias_c128(p); break;
-    default: break;
-    }
+    FM_DISPATCH_DTYPE(t, break, add_bias, p)
 }
 
 /* ---- scale: D = scale[j] * src + beta*C + bias ---- */
