@@ -59,7 +59,7 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     if (x->ip_plan && (x->pro_out || same_ptr) && (!same_ptr || x->same_io)) {
         batch_offsets(x, b0, off);
         char *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        if (xalign(x, op) == x->ip_align) {
+        if (fftw_aligned(x, op)) {
             for (int64_t e = 0; x->pro_out && e < cnt; e++) {
                 batch_offsets(x, b0 + e, off);
                 fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2],
@@ -73,9 +73,9 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     if (x->od_plan) {
         batch_offsets(x, b0, off);
         char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        int ok = xalign(x, op) == x->od_align_out;
+        int ok = fftw_aligned(x, op);
         if (x->od_in_direct)
-            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
+            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && fftw_aligned(x, ip);
         if (ok) {
             if (!x->od_in_direct)
                 for (int64_t e = 0; e < cnt; e++) {
@@ -117,13 +117,13 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     last_path = FM_FFTW_RAN_NOTHING;
     if (x->batch == 0)
         return FM_OK;
-    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
+    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && fftw_aligned(x, ptrs[FM_FFT_OUT])) {
         run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
         last_path = FM_FFTW_RAN_DIRECT_INPLACE;
         return FM_OK;
     }
-    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
-        xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
+    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && fftw_aligned(x, ptrs[FM_FFT_IN]) &&
+        fftw_aligned(x, ptrs[FM_FFT_OUT])) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
         last_path = FM_FFTW_RAN_DIRECT;
         return FM_OK;

@@ -120,11 +120,10 @@ static int same_layout(const fm_tensor *ti, const fm_tensor *to)
 }
 
 /* *plan: x's transform over dims (batch hdims), planned on scratch arrays of in_bytes and
- * out_bytes (0: in place) whose FFTW alignments go to *align_in / *align_out (NULL: not kept);
- * `what` names the plan in the message when FFTW returns none. */
+ * out_bytes (0: in place); `what` names the plan in the message when FFTW returns none. */
 static fm_status plan_on_scratch(const fftw_impl *x, int rank, const fftw_iodim64 *dims, int hrank,
                                  const fftw_iodim64 *hdims, size_t in_bytes, size_t out_bytes, unsigned flags,
-                                 int nthreads, const char *what, void **plan, int *align_in, int *align_out)
+                                 int nthreads, const char *what, void **plan)
 {
     void *in, *out;
     if (!fm_fftw_scratch_get(in_bytes, out_bytes, &in, &out))
@@ -132,10 +131,6 @@ static fm_status plan_on_scratch(const fftw_impl *x, int rank, const fftw_iodim6
     pthread_mutex_lock(&fm_fftw_planner_lock);
     *plan = make_plan(x, rank, dims, hrank, hdims, in, out, flags, nthreads);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    if (align_in)
-        *align_in = xalign(x, in);
-    if (align_out)
-        *align_out = xalign(x, out);
     fm_fftw_scratch_put(in, out);
     if (*plan)
         return FM_OK;
@@ -157,9 +152,9 @@ static fm_status make_direct(fftw_impl *x, unsigned flags, int nthreads, int inp
         hd[i] = (fftw_iodim64){x->bext[i], inplace ? x->b_out[i] : x->b_in[i], x->b_out[i]};
     if (inplace)
         return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->out_hi, 0, flags, nthreads, "in place",
-                               &x->direct_ip, &x->dir_align_ip, NULL);
+                               &x->direct_ip);
     return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->in_hi, (size_t)x->out_hi, flags, nthreads,
-                           "direct", &x->direct, &x->dir_align_in, &x->dir_align_out);
+                           "direct", &x->direct);
 }
 
 /* Plan for `count` transforms on contiguous scratch. */
@@ -177,7 +172,7 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
     hd[0] = (fftw_iodim64){count, x->c.sd_in, x->c.sd_out};
     return plan_on_scratch(x, rank, dims, 1, hd, scratch_in_bytes(x, count), scratch_out_bytes(x, count),
-                           flags, nthreads, "chunk", out_plan, NULL, NULL);
+                           flags, nthreads, "chunk", out_plan);
 }
 
 /* Bytes a layout of `count` transforms (extents ext, strides st, batch stride bs) spans. */
@@ -199,8 +194,7 @@ fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int 
     int64_t bout = x->nb ? x->b_out[0] : 0;
     hd[0] = (fftw_iodim64){count, bout, bout};
     const size_t bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2);
-    return plan_on_scratch(x, rank, dims, 1, hd, bytes, 0, flags, nthreads, "in place", out_plan, &x->ip_align,
-                           NULL);
+    return plan_on_scratch(x, rank, dims, 1, hd, bytes, 0, flags, nthreads, "in place", out_plan);
 }
 
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
@@ -219,8 +213,8 @@ fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int 
     size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
                                       : (size_t)(count * x->c.sd_in) * ein;
     size_t out_bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout);
-    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, out_bytes, flags, nthreads, "out direct", out_plan,
-                           &x->od_align_in, &x->od_align_out);
+    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, out_bytes, flags, nthreads, "out direct",
+                           out_plan);
 }
 
 /* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */

@@ -23,18 +23,15 @@ typedef struct fftw_impl {
     int64_t batch;             /* product of batch extents (0: nothing to do) */
     size_t rs;                 /* real scalar size */
     void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
-    int dir_align_in, dir_align_out;
     void *direct_ip;           /* the same in place (c2c, in == out with one layout), or NULL */
-    int dir_align_ip;
     void *chunk_plan, *rem_plan;
     /* chunks that FFTW writes straight into out (epilog then applied in place), reading
      * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
     void *od_plan, *od_rem;
-    int od_in_direct, od_align_in, od_align_out;
+    int od_in_direct;
     /* the same, transformed in place when the call passes in == out (c2c, one layout): the
      * column step of a split 2-D/3-D transform runs here with no gather/scatter */
     void *ip_plan, *ip_rem;
-    int ip_align;
     /* c2c with a prolog on dense transforms: the prolog gathered straight into out's place and
      * FFTW in place there (ip_plan), no scratch between; the faster of this and scratch>out
      * is timed at planning (choose_prolog_into_out) */
@@ -85,9 +82,12 @@ static inline int fm_fftw_scratch_get(size_t in_bytes, size_t out_bytes, void **
     *in = *out = NULL;
     return 0;
 }
-static inline int xalign(const fftw_impl *x, const void *p)
+/* Whether p is aligned as x's plans were planned for: all are made on that scratch, so a plan
+ * that touches the caller's memory runs there only where fftw_alignment_of() is 0 too. */
+static inline int fftw_aligned(const fftw_impl *x, const void *p)
 {
-    return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
+    return (x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p))
+           == 0;
 }
 
 static inline size_t scratch_in_bytes(const fftw_impl *x, int64_t count)

@@ -318,16 +318,6 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
     return FM_OK;
 }
 
-/* A callback needs cuda. */
-static fm_status check_callback_device(const fm_fft_options *opts, const fm_problem *p)
-{
-    for (int c = 0; c < 2; c++)
-        if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
-                           "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
-    return FM_OK;
-}
-
 /* The chains' scales and the norm folded where that is exact, the ops left to apply. */
 static fm_status fold_scales(const fm_fft_options *opts, double norm, fm_fft_params *fp)
 {
@@ -444,9 +434,12 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     p->t[FM_FFT_OUT] = *out;
     p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
     if ((s = place_chain_arrays(ts, opts, p)) != FM_OK ||
-        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK ||
-        (s = check_callback_device(opts, p)) != FM_OK)
+        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
+    for (int c = 0; c < 2; c++) /* a callback needs cuda */
+        if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
+                           "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
     return set_params(ctx, opts, naxes, axes, n, p);
 }
 
