@@ -271,10 +271,8 @@ static void layout_from_problem(fftw_impl *x, const fm_problem *p)
         x->c.pro_ops |= FM_FFT_OP_SCALE;
         x->c.epi_ops = 0, x->c.epi_scale[0] = 1, x->c.epi_scale[1] = 0;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3; k++) /* x is zeroed: the strides of absent axes are 0 */
         x->n[k] = x->c.ext_in[k] = x->c.ext_out[k] = 1;
-        x->c.s_in[k] = x->c.s_out[k] = x->c.s_pa[k] = x->c.s_ea[k] = 0;
-    }
     for (int i = 0; i < x->naxes; i++) {
         int k = 3 - x->naxes + i, a = fp->axes[i];
         x->n[k] = fp->n[i];
@@ -321,7 +319,6 @@ static void layout_from_problem(fftw_impl *x, const fm_problem *p)
     x->c.per_in = x->c.ext_in[0] * x->c.ext_in[1] * x->c.ext_in[2];
     x->c.per_out = x->c.ext_out[0] * x->c.ext_out[1] * x->c.ext_out[2];
     x->c.sd_in = x->c.per_in, x->c.sd_out = x->c.per_out;
-    x->scratch_inplace = 0;
 }
 
 /* What the steps of planning a non-empty batch share. */

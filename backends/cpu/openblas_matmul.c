@@ -468,8 +468,7 @@ static fm_status openblas_plan(fm_context *ctx, void *state, const fm_problem *p
     if (p->u.matmul.cpu_strategy == FM_CPU_STRATEGY_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy 'kernel' is fusemath's own GEMM kernel (the gemmkernel "
                        "backend), not cblas");
-    openblas_impl pl;
-    memset(&pl, 0, sizeof pl);
+    openblas_impl pl = {0};
     fm_status st = fm_cpu_mm_init(p, &pl.mm, &pl.la, &pl.lb);
     if (st != FM_OK)
         return st;

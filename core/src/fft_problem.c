@@ -499,8 +499,7 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
         return s;
     fm_tensor_init(&out, NULL, dev, out.dtype, nd, out.shape, NULL); /* C order (it copies out.shape first) */
     const fm_tensor *all[FM_FFT_NSLOTS] = {in, &out, ts[FM_FFT_PROLOG], ts[FM_FFT_EPILOG]};
-    fm_problem p;
-    memset(&p, 0, sizeof p);
+    fm_problem p = {0};
     if ((s = build_fields(NULL, all, opts, &p)) != FM_OK) /* every other check, against this out */
         return s;
     specs[FM_FFT_OUT] = out;
