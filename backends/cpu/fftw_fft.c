@@ -465,16 +465,14 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     char shape[96] = "", tr[64] = "", pro[32], epi[32], ax[24] = "";
     size_t u = 0;
-    int first = 1;
     for (int d = 0; d < ti->ndim; d++) {
         int transformed = 0;
         for (int i = 0; i < x->naxes; i++)
             transformed |= fp->axes[i] == d;
         if (!transformed && u < sizeof shape)
-            u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", first ? "" : "x", (long long)ti->shape[d]),
-                first = 0;
+            u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", u ? "x" : "", (long long)ti->shape[d]);
     }
-    if (first)
+    if (!u)
         snprintf(shape, sizeof shape, "1");
     u = 0;
     for (int i = 0; i < x->naxes && u < sizeof tr; i++)
