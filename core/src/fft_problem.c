@@ -532,13 +532,6 @@ const fm_operation fm_operation_fft = {
     .check_tunables = check_tunables,
 };
 
-fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                               fm_problem *p)
-{
-    fm_attachments att;
-    return fm_operation_build(ctx, &fm_operation_fft, ts, opts, p, &att);
-}
-
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                       const fm_tensor *epilog_array, const fm_fft_options *opts, fm_plan **plan)
 {

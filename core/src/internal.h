@@ -157,10 +157,6 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 /* The source and symbol of the chain's raw callback (epilog = 0 prolog, 1 epilog) of problem p
  * among the attachments the plan is being made with, or NULL when p has none. */
 const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog, const char **symbol);
-/* The problem fm_fft_plan would plan for these operands (slots FM_FFT_IN..EPILOG) and options:
- * validation, norm folding, layouts. Tests drive backends' planning with it. */
-fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                               fm_problem *p);
 /* p's gpu_prolog (AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback when the problem
  * was built); AUTO whatever was asked when there is no chain or nothing to compute */
 int fm_fft_gpu_prolog_mode(const fm_problem *p);
