@@ -254,7 +254,7 @@ int fm_cpu_mm_tune_heights(const fm_problem *p, int strategy, fm_problem *cand, 
 void fm_cpu_mm_run(const fm_cpu_mm *mm, int64_t units, void (*pack)(const void *arg, int64_t u),
                    void (*item)(const void *arg, int64_t it, int tid), const void *arg)
 {
-    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (openblas_threads.c) */
+    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (cpu_threads.c) */
     if (mm->threads <= 1 || mm->items == 1) {
         for (int64_t u = 0; u < units; u++)
             pack(arg, u);

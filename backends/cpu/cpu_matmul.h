@@ -1,5 +1,5 @@
 /* cpu_matmul.h : what the two CPU matmul backends share (private to backends/cpu), and the threads
- * they run on (cpu_pool.c, openblas_threads.c).
+ * they run on (cpu_threads.c).
  *
  * openblas_matmul.c ("openblas": cblas tiles, blas-threads) and gemmkernel_matmul.c
  * ("gemmkernel": tiles through fusemath's own GEMM kernel) both cut D into tiles (row panels,
@@ -17,14 +17,14 @@
 #define FM_CPU_MM_LARGE_K 256 /* from here on the GEMM, not the epilogue, dominates */
 
 /* ---- threads ---- */
-/* cpu_pool.c: a small process-wide pool of threads that sleep between jobs. Runs fn(arg, i) for
+/* cpu_threads.c: a small process-wide pool of threads that sleep between jobs. Runs fn(arg, i) for
  * i in [0, items) on up to `threads` threads (the caller is one of them) and returns when all are
  * done. Jobs from several callers run one after the other. Workers wait passively, so they leave
  * the cores to OpenBLAS's threads as soon as a job ends (OpenMP's workers spin for milliseconds
  * instead). Returns 0, or -1 when threads could not be started (then the caller ran every item). */
 typedef void (*fm_pool_fn)(void *arg, int64_t item);
 int fm_pool_run(int threads, int64_t items, fm_pool_fn fn, void *arg);
-/* openblas_threads.c: who owns OpenBLAS's (process-wide) thread count. Set it to one thread, once
+/* cpu_threads.c: who owns OpenBLAS's (process-wide) thread count. Set it to one thread, once
  * per process; around single-threaded GEMM calls made from the library's own threads (shared);
  * around one GEMM that OpenBLAS runs on n threads (exclusive). */
 void fm_blas_threads_init(void);

@@ -201,7 +201,7 @@ static void run_item(const void *arg, int64_t item, int tid)
 /* ---- the blas-threads strategy ---- */
 /* OpenBLAS threads the whole GEMM (sharing packed panels between its threads,
  * which independent per-tile calls cannot); the preload and the epilogue are
- * passes over row chunks around it, run by the passive pool (cpu_pool.c) so no
+ * passes over row chunks around it, run by the passive pool (cpu_threads.c) so no
  * spinning thread competes with OpenBLAS's. The passes cost O(mn) against the
  * GEMM's O(mnk). */
 typedef struct pass_job {
