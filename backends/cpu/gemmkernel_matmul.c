@@ -352,10 +352,9 @@ static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem 
 static void gemmkernel_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
     const fm_settings *settings = fm_context_settings(ctx);
-    fm_matmul_geom g;
-    fm_matmul_geom_from_problem(p, &g);
+    const fm_tensor *a = &p->t[FM_MATMUL_A]; /* k: its last extent */
     snprintf(buf, n, "kernel=%s kc=%lld", fm_cpu_gemm_kernel_for(FM_F32, settings)->isa,
-             (long long)fm_cpu_gemm_kc(g.k, settings));
+             (long long)fm_cpu_gemm_kc(a->shape[a->ndim - 1], settings));
 }
 
 /* Autotune's candidates: each panel height up to M (0: the heuristic's) through the kernel
