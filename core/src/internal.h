@@ -13,8 +13,6 @@
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
 
-/* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
-/* Set this thread's detail message and return s. printf-style. */
 /* FM_SIMD_CLONES: the element loops of the CPU chain passes (matmul epilogues, FFT
  * prolog/epilog) compiled for AVX-512, AVX2 and baseline x86-64, picked once at load time
  * (GCC/Clang function multi-versioning). The library is built for baseline x86-64, whose
@@ -38,6 +36,8 @@ typedef struct fm_settings fm_settings; /* below: the environment, read at conte
 #define FM_SIMD_CLONES
 #endif
 
+/* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
+/* Set this thread's detail message and return s. printf-style. */
 fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
