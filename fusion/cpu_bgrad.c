@@ -79,26 +79,15 @@ void fm_cpu_sums_store(fm_dtype t, int64_t nout, int64_t nred, const void *x, in
             sums_real(is_f64, cnt, nred, xc, 2 * os, 2 * rs, acc, 2);
             sums_real(is_f64, cnt, nred, xc + rsize, 2 * os, 2 * rs, acc + 1, 2);
         }
-        for (int64_t i = 0; i < cnt; i++) {
-            const int64_t o = (i0 + i) * out_stride;
-            if (is_f64) {
-                double *po = out;
-                if (cplx) {
-                    po[2 * o] = acc[2 * i];
-                    po[2 * o + 1] = acc[2 * i + 1];
-                } else {
-                    po[o] = acc[i];
-                }
-            } else {
-                float *po = out;
-                if (cplx) {
-                    po[2 * o] = (float)acc[2 * i];
-                    po[2 * o + 1] = (float)acc[2 * i + 1];
-                } else {
-                    po[o] = (float)acc[i];
-                }
+        const int parts = cplx ? 2 : 1; /* real components per output */
+        for (int64_t i = 0; i < cnt; i++)
+            for (int c = 0; c < parts; c++) {
+                const int64_t o = (i0 + i) * out_stride * parts + c;
+                if (is_f64)
+                    ((double *)out)[o] = acc[parts * i + c];
+                else
+                    ((float *)out)[o] = (float)acc[parts * i + c];
             }
-        }
     }
 }
 

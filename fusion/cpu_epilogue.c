@@ -37,6 +37,16 @@
         }                                                                                         \
     }
 
+/* Call NAME##_f32, _f64, _c64 or _c128 for dtype t with the arguments; `otherwise` for other dtypes. */
+#define FM_DISPATCH_DTYPE(t, otherwise, NAME, ...)                                                \
+    switch (t) {                                                                                  \
+    case FM_F32: NAME##_f32(__VA_ARGS__); break;                                                  \
+    case FM_F64: NAME##_f64(__VA_ARGS__); break;                                                  \
+    case FM_C64: NAME##_c64(__VA_ARGS__); break;                                                  \
+    case FM_C128: NAME##_c128(__VA_ARGS__); break;                                                \
+    default: otherwise;                                                                           \
+    }
+
 FM_DEFINE_PRELOAD(preload_f32, float, (float)beta[0])
 FM_DEFINE_PRELOAD(preload_f64, double, beta[0])
 FM_DEFINE_PRELOAD(preload_c64, float complex, (float)beta[0] + (float)beta[1] * I)
@@ -46,13 +56,7 @@ int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2])
 {
     if (!p->bias && !(p->c && (beta[0] != 0.0 || beta[1] != 0.0)))
         return 0;
-    switch (t) {
-    case FM_F32: preload_f32(p, beta); break;
-    case FM_F64: preload_f64(p, beta); break;
-    case FM_C64: preload_c64(p, beta); break;
-    case FM_C128: preload_c128(p, beta); break;
-    default: return 0;
-    }
+    FM_DISPATCH_DTYPE(t, return 0, preload, p, beta)
     return 1;
 }
 
@@ -77,13 +81,7 @@ void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p)
 {
     if (!p->bias)
         return;
-    switch (t) {
-    case FM_F32: add_bias_f32(p); break;
-    case FM_F64: add_bias_f64(p); break;
-    case FM_C64: add_bias_c64(p); break;
-    case FM_C128: add_bias_c128(p); break;
-    default: break;
-    }
+    FM_DISPATCH_DTYPE(t, break, add_bias, p)
 }
 
 /* ---- scale: D = scale[j] * src + beta*C + bias ---- */
@@ -144,40 +142,27 @@ double exp(double);
 #define GELU_K0 0.7978845608028654
 #define GELU_K1 0.044715
 
-/* gelu, tanh approximation, as cuBLASLt: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-static inline float gelu_f32(float x)
-{
-    const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
-    return 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x)));
-}
-
-static inline double gelu_f64(double x)
-{
-    const double k0 = GELU_K0, k1 = GELU_K1;
-    return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
-}
-
-/* gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). x^2 is capped at
- * 100: past |x| = 10, th is exactly +-1 in both precisions and the value exactly 1 or 0, while an
- * uncapped x^2 overflows (|x| > 1.8e19 in f32, 1.3e154 in f64) into 0 * inf = NaN. A NaN x stays
- * NaN (fmin drops it from x2, but th is NaN). */
-static inline float dgelu_f32(float x)
-{
-    const float k0 = (float)GELU_K0, k1 = (float)GELU_K1;
-    /* past |x| = 10 tanh is exactly +-1 in f32 and f64, so capping x^2 and x there changes no
-     * finite result; uncapped, x*x overflowed (0 * inf = NaN) and x = +-inf gave inf * 0 */
-    const float x2 = fminf(x * x, 100.0f), xc = x > 10.0f ? 10.0f : (x < -10.0f ? -10.0f : x);
-    const float th = tanhf(k0 * (x + k1 * x2 * x));
-    return 0.5f * (1.0f + th) + 0.5f * xc * (1.0f - th * th) * k0 * (1.0f + 3.0f * k1 * x2);
-}
-
-static inline double dgelu_f64(double x)
-{
-    const double k0 = GELU_K0, k1 = GELU_K1;
-    const double x2 = fmin(x * x, 100.0), xc = x > 10.0 ? 10.0 : (x < -10.0 ? -10.0 : x);
-    const double th = tanh(k0 * (x + k1 * x2 * x));
-    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * k0 * (1.0 + 3.0 * k1 * x2);
-}
+/* gelu, tanh approximation, as cuBLASLt: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and
+ * gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). For gelu' x^2 is
+ * capped at 100 and x at +-10: past |x| = 10, th is exactly +-1 in both precisions and the value
+ * exactly 1 or 0 (no finite result changes), while an uncapped x^2 overflows (|x| > 1.8e19 in f32,
+ * 1.3e154 in f64) into 0 * inf = NaN and x = +-inf gave inf * 0. A NaN x stays NaN (fmin drops it
+ * from x2, but th is NaN). */
+#define FM_DEFINE_GELU(SFX, T, TANH, FMIN)                                                             \
+    static inline T gelu_##SFX(T x)                                                                  \
+    {                                                                                               \
+        const T k0 = (T)GELU_K0, k1 = (T)GELU_K1;                                                   \
+        return (T)0.5 * x * ((T)1 + TANH(k0 * (x + k1 * x * x * x)));                               \
+    }                                                                                               \
+    static inline T dgelu_##SFX(T x)                                                                 \
+    {                                                                                               \
+        const T k0 = (T)GELU_K0, k1 = (T)GELU_K1;                                                   \
+        const T x2 = FMIN(x * x, (T)100), xc = x > (T)10 ? (T)10 : (x < (T)-10 ? (T)-10 : x);       \
+        const T th = TANH(k0 * (x + k1 * x2 * x));                                                  \
+        return (T)0.5 * ((T)1 + th) + (T)0.5 * xc * ((T)1 - th * th) * k0 * ((T)1 + (T)3 * k1 * x2); \
+    }
+FM_DEFINE_GELU(f32, float, tanhf, fminf)
+FM_DEFINE_GELU(f64, double, tanh, fmin)
 
 static void relu_mask_row(unsigned char *mask, const void *row, int64_t cols, int is_f64)
 {

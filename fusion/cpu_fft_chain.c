@@ -5,11 +5,26 @@
  * model and as AVX-512 / AVX2 / baseline clones (FM_SIMD_CLONES, CMakeLists.txt). */
 #include "cpu_fft_chain.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
 /* ---- gather (prolog) and scatter (epilog), one transform at a time ---- */
+/* The rows of one transform of extents EXT, PIECE(args..., row, k, S) doing piece k of S of a row;
+ * with nthr > 1 the rows, or pieces of them when there are fewer rows than threads, are shared out
+ * (a single huge transform). The one-thread path has no OpenMP construct at all: it runs once per
+ * transform, and even a serialised parallel region cost ~1 us there (128-point transforms ran 9x
+ * slower). */
+#define FM_FFT_ROWS(EXT, PIECE, ...)                                                                   \
+    const int64_t R = (EXT)[0] * (EXT)[1];                                                           \
+    if (nthr <= 1) {                                                                                 \
+        for (int64_t r = 0; r < R; r++)                                                              \
+            PIECE(__VA_ARGS__, r, 0, 1);                                                             \
+        return;                                                                                      \
+    }                                                                                                \
+    const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                             \
+    _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                   \
+    for (int64_t w = 0; w < R * S; w++)                                                              \
+        PIECE(__VA_ARGS__, w / S, w % S, S);
 /* One row of n elements: dst = conj?(src * scale * array); src and dst have the same
  * kind (real or complex); strides in scalars; src == dst (same strides) is allowed. */
 #define DEFINE_MOVERS(T, SUF)                                                                                    \
@@ -105,22 +120,9 @@
         row_##SUF(hi - lo, s, x->s_in[2] * ci, dst + (r * n2 + lo) * ci, ci, ic, a, x->s_pa[2] * ca, x->pa_cplx,          \
                   x->pro_ops, (T)x->pro_scale[0], (T)x->pro_scale[1]);                                                    \
     }                                                                                                                     \
-    /* One transform's rows; with nthr > 1 the rows, or pieces of them when there are fewer rows                          \
-     * than threads, are shared out (a single huge transform). The one-thread path has no OpenMP                          \
-     * construct at all: it runs once per transform, and even a serialised parallel region cost                           \
-     * ~1 us there (128-point transforms ran 9x slower). */                                                               \
     static void gather_##SUF(const fm_fft_chain_layout *x, const T *in, const T *pa, int64_t oin, int64_t opa, T *dst, int nthr)    \
     {                                                                                                                     \
-        const int64_t R = x->ext_in[0] * x->ext_in[1];                                                                    \
-        if (nthr <= 1) {                                                                                                  \
-            for (int64_t r = 0; r < R; r++)                                                                               \
-                gather_piece_##SUF(x, in, pa, oin, opa, dst, r, 0, 1);                                                    \
-            return;                                                                                                       \
-        }                                                                                                                 \
-        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
-        for (int64_t w = 0; w < R * S; w++)                                                                               \
-            gather_piece_##SUF(x, in, pa, oin, opa, dst, w / S, w % S, S);                                                \
+        FM_FFT_ROWS(x->ext_in, gather_piece_##SUF, x, in, pa, oin, opa, dst)                                              \
     }                                                                                                                     \
     /* src == NULL: apply the epilog in place on out */                                                                   \
     static inline __attribute__((always_inline)) void scatter_piece_##SUF(const fm_fft_chain_layout *x, const T *src, T *out,       \
@@ -137,16 +139,7 @@
     }                                                                                                                     \
     static void scatter_##SUF(const fm_fft_chain_layout *x, const T *src, T *out, const T *ea, int64_t oout, int64_t oea, int nthr) \
     {                                                                                                                     \
-        const int64_t R = x->ext_out[0] * x->ext_out[1];                                                                  \
-        if (nthr <= 1) {                                                                                                  \
-            for (int64_t r = 0; r < R; r++)                                                                               \
-                scatter_piece_##SUF(x, src, out, ea, oout, oea, r, 0, 1);                                                 \
-            return;                                                                                                       \
-        }                                                                                                                 \
-        const int64_t S = R < nthr ? (nthr + R - 1) / R : 1;                                                              \
-        _Pragma("omp parallel for num_threads(nthr) schedule(static)")                                                    \
-        for (int64_t w = 0; w < R * S; w++)                                                                               \
-            scatter_piece_##SUF(x, src, out, ea, oout, oea, w / S, w % S, S);                                             \
+        FM_FFT_ROWS(x->ext_out, scatter_piece_##SUF, x, src, out, ea, oout, oea)                                          \
     }
 DEFINE_MOVERS(float, f)
 DEFINE_MOVERS(double, d)

@@ -1,9 +1,11 @@
-/* cpu_matmul.c : the planning and the temporary D both CPU matmul backends share
- * (cpu_matmul.h): checks, the cut of D into tiles, describe(). */
+/* cpu_matmul.c : the planning, the temporary D and the tiles' execute both CPU matmul backends
+ * share (cpu_matmul.h): checks, the cut of D into tiles, describe(), autotune's candidates. */
 #include "cpu_matmul.h"
 
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PANEL_TARGET_BYTES (2 * 1024 * 1024) /* a D panel that stays in L2 or near L3 */
@@ -86,8 +88,9 @@ void fm_cpu_mm_set_tiles(fm_cpu_mm *mm, int threads, int64_t rows, int64_t cols)
 
 /* Split D (per batch) into a pm x pn grid of tiles for `parts` threads, choosing
  * the grid that packs the least: every GEMM call packs its rows of A and its
- * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. */
-static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out, int64_t *pn_out)
+ * columns of B, so a pm x pn grid packs pn*m*k + pm*k*n elements. The tiles' rows and
+ * columns (column blocks a multiple of 128) into *rows, *cols. */
+static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *rows, int64_t *cols)
 {
     int64_t best_pm = 1, best_pn = parts;
     double best = -1;
@@ -106,8 +109,8 @@ static void grid_for(int64_t m, int64_t n, int64_t k, int parts, int64_t *pm_out
         best_pm = fm_min_i64(parts, m);
         best_pn = 1;
     }
-    *pm_out = best_pm;
-    *pn_out = best_pn;
+    *rows = (m + best_pm - 1) / best_pm;
+    *cols = best_pn > 1 ? fm_min_i64(((n + best_pn - 1) / best_pn + 127) / 128 * 128, n) : n;
 }
 
 /* Compute-bound: one big tile per thread (OpenBLAS blocks inside the call), tiles shaped to
@@ -117,20 +120,14 @@ static void compute_bound_tiles(fm_cpu_mm *mm, int threads, int64_t *rows_out, i
     const fm_matmul_geom *g = &mm->g;
     int64_t m = g->m > 0 ? g->m : 1, n = g->n > 0 ? g->n : 1;
     int64_t batch = g->batch_count > 0 ? g->batch_count : 1;
-    int64_t rows, cols = n;
+    int64_t rows, cols;
     int parts = (int)fm_max_i64(1, (threads + batch - 1) / batch);
-    int64_t pm, pn;
-    grid_for(m, n, g->k, parts, &pm, &pn);
-    rows = (m + pm - 1) / pm;
-    if (pn > 1)
-        cols = fm_min_i64(((n + pn - 1) / pn + 127) / 128 * 128, n);
+    grid_for(m, n, g->k, parts, &rows, &cols);
     /* Four tiles per thread, handed out as threads come free, where tiles stay >= 256 x 256: the
      * vCPUs are not equal (docs/design.md, Lessons from measurement). */
     if (batch == 1 && threads >= 4) {
-        int64_t pm4, pn4;
-        grid_for(m, n, g->k, 4 * parts, &pm4, &pn4);
-        const int64_t rows4 = (m + pm4 - 1) / pm4;
-        const int64_t cols4 = pn4 > 1 ? fm_min_i64(((n + pn4 - 1) / pn4 + 127) / 128 * 128, n) : n;
+        int64_t rows4, cols4;
+        grid_for(m, n, g->k, 4 * parts, &rows4, &cols4);
         if (rows4 >= 256 && cols4 >= 256 && ((m + rows4 - 1) / rows4) * ((n + cols4 - 1) / cols4) >= 3 * parts) {
             rows = rows4;
             cols = cols4;
@@ -213,25 +210,77 @@ void fm_cpu_mm_close_d(const fm_cpu_mm *mm, char *user_d, const void *tmp)
                        (const char *)tmp + (size_t)((b * g->m + i) * g->n + j) * mm->es, mm->es);
 }
 
-void fm_cpu_mm_set_align(const fm_cpu_mm *mm, fm_plan *out)
+fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, fm_execute_fn execute,
+                            const char *backend, int passes, const char *tiling, const char *suffix,
+                            fm_plan *out)
 {
+    if (!(out->impl = malloc(size)))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
+    memcpy(out->impl, impl, size);
+    out->execute = execute;
+    out->destroy_impl = free;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
         out->required_align[i] = (i == FM_MATMUL_AUX && fm_epilogue_aux_is_mask(mm->mp.epilogue))
                                      ? 1
                                      : mm->es / (fm_dtype_is_complex(mm->g.dtype) ? 2 : 1);
-}
-
-void fm_cpu_mm_describe(const fm_cpu_mm *mm, const char *backend, int passes, const char *tiling,
-                        const char *suffix, fm_plan *out)
-{
     const fm_matmul_geom *g = &mm->g;
     char epi[96], batch[32] = "";
     fm_epilogue_format(mm->mp.epilogue, epi, sizeof epi);
     if (g->batch_count != 1)
         snprintf(batch, sizeof batch, " batch=%lld", (long long)g->batch_count);
-    snprintf(out->describe, sizeof out->describe,
-             "matmul cpu/%s %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d%s%s", backend,
-             fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n, (long long)g->k, batch, epi, passes, tiling,
-             (long long)mm->panel_rows, (long long)mm->col_block, mm->threads, mm->dynamic ? " tiles=dynamic" : "",
-             suffix);
+    fm_plan_set_describe(out, "matmul cpu/%s %s %lldx%lldx%lld%s epilogue=%s passes=%d %s=%lldx%lld threads=%d"
+                         "%s%s", backend, fm_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                         (long long)g->k, batch, epi, passes, tiling, (long long)mm->panel_rows,
+                         (long long)mm->col_block, mm->threads, mm->dynamic ? " tiles=dynamic" : "", suffix);
+    return FM_OK;
+}
+
+int fm_cpu_mm_tune_heights(const fm_problem *p, int strategy, fm_problem *cand, int *group, int max)
+{
+    static const int32_t heights[] = {0, 16, 32, 64, 128, 256, 512, 1024};
+    const fm_tensor *d = &p->t[FM_MATMUL_D];
+    int n = 0;
+    for (int h = 0; h < (int)(sizeof heights / sizeof heights[0]) && n < max; h++) {
+        if (heights[h] > d->shape[d->ndim - 2])
+            continue;
+        cand[n] = *p;
+        cand[n].u.matmul.panel_rows = heights[h];
+        cand[n].u.matmul.cpu_strategy = strategy;
+        group[n++] = -1;
+    }
+    return n;
+}
+
+void fm_cpu_mm_run(const fm_cpu_mm *mm, int64_t units, void (*pack)(const void *arg, int64_t u),
+                   void (*item)(const void *arg, int64_t it, int tid), const void *arg)
+{
+    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (cpu_threads.c) */
+    if (mm->threads <= 1 || mm->items == 1) {
+        for (int64_t u = 0; u < units; u++)
+            pack(arg, u);
+        for (int64_t it = 0; it < mm->items; it++)
+            item(arg, it, 0);
+    } else {
+#pragma omp parallel num_threads(mm->threads)
+        {
+            if (units > 0) { /* every thread reads all of a shared B: pack it first, together */
+#pragma omp for schedule(static)
+                for (int64_t u = 0; u < units; u++)
+                    pack(arg, u);
+            }
+            if (mm->dynamic) { /* tiles handed out as threads come free: compute_bound_tiles, kernel_tiles */
+#pragma omp for schedule(dynamic, 1) nowait
+                for (int64_t it = 0; it < mm->items; it++)
+                    item(arg, it, omp_get_thread_num());
+            } else {
+                /* static: each thread gets consecutive panels, so a fresh output's huge pages are
+                 * first touched by one thread each; with dynamic, 1 four threads faulted the same
+                 * 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
+#pragma omp for schedule(static) nowait
+                for (int64_t it = 0; it < mm->items; it++)
+                    item(arg, it, omp_get_thread_num());
+            }
+        }
+    }
+    fm_blas_single_end();
 }

@@ -1,4 +1,5 @@
-/* cpu_matmul.h : what the two CPU matmul backends share (private to backends/cpu).
+/* cpu_matmul.h : what the two CPU matmul backends share (private to backends/cpu), and the threads
+ * they run on (cpu_threads.c).
  *
  * openblas_matmul.c ("openblas": cblas tiles, blas-threads) and gemmkernel_matmul.c
  * ("gemmkernel": tiles through fusemath's own GEMM kernel) both cut D into tiles (row panels,
@@ -14,6 +15,23 @@
 #include "internal.h"
 
 #define FM_CPU_MM_LARGE_K 256 /* from here on the GEMM, not the epilogue, dominates */
+
+/* ---- threads ---- */
+/* cpu_threads.c: a small process-wide pool of threads that sleep between jobs. Runs fn(arg, i) for
+ * i in [0, items) on up to `threads` threads (the caller is one of them) and returns when all are
+ * done. Jobs from several callers run one after the other. Workers wait passively, so they leave
+ * the cores to OpenBLAS's threads as soon as a job ends (OpenMP's workers spin for milliseconds
+ * instead). Returns 0, or -1 when threads could not be started (then the caller ran every item). */
+typedef void (*fm_pool_fn)(void *arg, int64_t item);
+int fm_pool_run(int threads, int64_t items, fm_pool_fn fn, void *arg);
+/* cpu_threads.c: who owns OpenBLAS's (process-wide) thread count. Set it to one thread, once
+ * per process; around single-threaded GEMM calls made from the library's own threads (shared);
+ * around one GEMM that OpenBLAS runs on n threads (exclusive). */
+void fm_blas_threads_init(void);
+void fm_blas_single_begin(void);
+void fm_blas_single_end(void);
+void fm_blas_threads_begin(int n);
+void fm_blas_threads_end(void);
 
 /* How BLAS can read an operand (cpu_matmul.c: fm_cpu_mm_layout). */
 typedef struct fm_cpu_mm_layout {
@@ -64,13 +82,23 @@ void fm_cpu_mm_choose_tiles(fm_cpu_mm *mm, int threads);
 fm_status fm_cpu_mm_open_d(const fm_cpu_mm *mm, fm_cpu_mm_io *io, void **tmp);
 void fm_cpu_mm_close_d(const fm_cpu_mm *mm, char *user_d, const void *tmp);
 
-/* out->required_align for the plan's operands. */
-void fm_cpu_mm_set_align(const fm_cpu_mm *mm, fm_plan *out);
-/* out->describe: "matmul cpu/<backend> f32 MxNxK[ batch=B] epilogue=E passes=P <tiling>=RxC
- * threads=T[ tiles=dynamic]" and then the backend's suffix (its own fields, each with a leading
- * space). */
-void fm_cpu_mm_describe(const fm_cpu_mm *mm, const char *backend, int passes, const char *tiling,
-                        const char *suffix, fm_plan *out);
+/* out runs a heap copy of impl (size bytes, freed with the plan; mm is impl's part) through
+ * execute, with its operands' alignment and describe(): "matmul cpu/<backend> f32 MxNxK[ batch=B]
+ * epilogue=E passes=P <tiling>=RxC threads=T[ tiles=dynamic]" and then the backend's suffix (its
+ * own fields, each with a leading space). */
+fm_status fm_cpu_mm_install(const fm_cpu_mm *mm, const void *impl, size_t size, fm_execute_fn execute,
+                            const char *backend, int passes, const char *tiling, const char *suffix,
+                            fm_plan *out);
+
+/* Autotune's candidates of a backend: p with each panel height up to M (0: the heuristic's) and
+ * cpu_strategy `strategy`, each on its own (a height it refuses says nothing of the next). */
+int fm_cpu_mm_tune_heights(const fm_problem *p, int strategy, fm_problem *cand, int *group, int max);
+
+/* A tiles plan's execute: pack(arg, u) for every u < units (what every item reads), then
+ * item(arg, it, tid) for every work item (tid: the thread's index in the team); on the caller's
+ * thread, or on the plan's team. */
+void fm_cpu_mm_run(const fm_cpu_mm *mm, int64_t units, void (*pack)(const void *arg, int64_t u),
+                   void (*item)(const void *arg, int64_t it, int tid), const void *arg);
 
 /* The epilogue's view of rows [r0, r0+rows) x cols [c0, c0+cols) of batch b. Inline: every tile
  * (and the kernel's every L1 slab) makes one. */

@@ -5,7 +5,6 @@
 
 static fm_status cpu_alloc(int device_id, size_t bytes, void *stream, void **ptr)
 {
-    (void)device_id, (void)stream;
     *ptr = fm_malloc_aligned(bytes, 64);
     if (!*ptr)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for staging", bytes);
@@ -14,14 +13,12 @@ static fm_status cpu_alloc(int device_id, size_t bytes, void *stream, void **ptr
 
 static void cpu_free(int device_id, void *ptr, void *stream)
 {
-    (void)device_id, (void)stream;
     fm_free_aligned(ptr);
 }
 
 static fm_status cpu_copy(void *dst, fm_device dst_dev, const void *src, fm_device src_dev, size_t bytes,
                           void *stream, int wait)
 {
-    (void)dst_dev, (void)src_dev, (void)stream, (void)wait;
     memcpy(dst, src, bytes);
     return FM_OK;
 }

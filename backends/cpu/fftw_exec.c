@@ -2,29 +2,23 @@
  * caller's arrays where it was planned for them and the pointers keep FFTW's alignment, else
  * the chunks, on the library's OpenMP threads, each chunk along its path (fftw_fft.c's header
  * lists them) with the chain applied as the data moves. */
-#include "fftw_fft.h"
 #include "fftw_impl.h"
 
 #include <omp.h>
 #include <stdatomic.h>
 
+/* FFTW's new-array execute of x's kind in precision PRE (fftw: double, fftwf: single) */
+#define EXECUTE(PRE)                                                                                  \
+    (x->kind == FM_FFT_C2C   ? PRE##_execute_dft((PRE##_plan)p, in, out)                             \
+     : x->kind == FM_FFT_R2C ? PRE##_execute_dft_r2c((PRE##_plan)p, in, out)                         \
+                             : PRE##_execute_dft_c2r((PRE##_plan)p, in, out))
+
 static void run_plan(const fftw_impl *x, void *p, void *in, void *out)
 {
-    if (x->dbl) {
-        if (x->kind == FM_FFT_C2C)
-            fftw_execute_dft((fftw_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftw_execute_dft_r2c((fftw_plan)p, in, out);
-        else
-            fftw_execute_dft_c2r((fftw_plan)p, in, out);
-    } else {
-        if (x->kind == FM_FFT_C2C)
-            fftwf_execute_dft((fftwf_plan)p, in, out);
-        else if (x->kind == FM_FFT_R2C)
-            fftwf_execute_dft_r2c((fftwf_plan)p, in, out);
-        else
-            fftwf_execute_dft_c2r((fftwf_plan)p, in, out);
-    }
+    if (x->dbl)
+        EXECUTE(fftw);
+    else
+        EXECUTE(fftwf);
 }
 
 static void batch_offsets(const fftw_impl *x, int64_t b, int64_t off[4])
@@ -65,7 +59,7 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     if (x->ip_plan && (x->pro_out || same_ptr) && (!same_ptr || x->same_io)) {
         batch_offsets(x, b0, off);
         char *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        if (xalign(x, op) == x->ip_align) {
+        if (fftw_aligned(x, op)) {
             for (int64_t e = 0; x->pro_out && e < cnt; e++) {
                 batch_offsets(x, b0 + e, off);
                 fm_fft_gather(&x->c, x->dbl, ptrs[FM_FFT_IN], ptrs[FM_FFT_PROLOG], off[0], off[2],
@@ -79,9 +73,9 @@ static void run_chunk(const fftw_impl *x, void *const *ptrs, int64_t c, void *si
     if (x->od_plan) {
         batch_offsets(x, b0, off);
         char *ip = (char *)ptrs[FM_FFT_IN] + off[0] * (int64_t)ein, *op = (char *)ptrs[FM_FFT_OUT] + off[1] * (int64_t)eout;
-        int ok = xalign(x, op) == x->od_align_out;
+        int ok = fftw_aligned(x, op);
         if (x->od_in_direct)
-            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ip) == x->od_align_in;
+            ok = ok && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && fftw_aligned(x, ip);
         if (ok) {
             if (!x->od_in_direct)
                 for (int64_t e = 0; e < cnt; e++) {
@@ -123,13 +117,13 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     last_path = FM_FFTW_RAN_NOTHING;
     if (x->batch == 0)
         return FM_OK;
-    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_ip) {
+    if (x->direct_ip && ptrs[FM_FFT_IN] == ptrs[FM_FFT_OUT] && fftw_aligned(x, ptrs[FM_FFT_OUT])) {
         run_plan(x, x->direct_ip, ptrs[FM_FFT_OUT], ptrs[FM_FFT_OUT]);
         last_path = FM_FFTW_RAN_DIRECT_INPLACE;
         return FM_OK;
     }
-    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && xalign(x, ptrs[FM_FFT_IN]) == x->dir_align_in &&
-        xalign(x, ptrs[FM_FFT_OUT]) == x->dir_align_out) {
+    if (x->direct && ptrs[FM_FFT_IN] != ptrs[FM_FFT_OUT] && fftw_aligned(x, ptrs[FM_FFT_IN]) &&
+        fftw_aligned(x, ptrs[FM_FFT_OUT])) {
         run_plan(x, x->direct, ptrs[FM_FFT_IN], ptrs[FM_FFT_OUT]);
         last_path = FM_FFTW_RAN_DIRECT;
         return FM_OK;
@@ -138,18 +132,12 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     size_t bin = scratch_in_bytes(x, x->chunk), bout = scratch_out_bytes(x, x->chunk);
     atomic_int oom = 0;
     if (x->threads <= 1 || x->nchunks <= 1) {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout) {
-            xfree(x, sin);
-            if (sout != sin)
-                xfree(x, sout);
+        void *sin, *sout;
+        if (!fm_fftw_scratch_get(bin, bout, &sin, &sout))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch", bin + bout);
-        }
         for (int64_t c = 0; c < x->nchunks; c++)
             run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
+        fm_fftw_scratch_put(sin, sout);
         return FM_OK;
     }
     /* column chunks: every thread writes every row of out, so a fresh out is faulted in
@@ -158,8 +146,8 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
     const int prefault = x->prefault && (ob + x->out_hi <= ib + x->in_lo || ib + x->in_hi <= ob + x->out_lo);
 #pragma omp parallel num_threads(x->threads)
     {
-        void *sin = xmalloc(x, bin), *sout = x->scratch_inplace ? sin : xmalloc(x, bout);
-        if (!sin || !sout)
+        void *sin, *sout;
+        if (!fm_fftw_scratch_get(bin, bout, &sin, &sout))
             atomic_store(&oom, 1);
         if (prefault) {
             fm_host_prefault((char *)ptrs[FM_FFT_OUT] + x->out_lo, (size_t)(x->out_hi - x->out_lo),
@@ -168,11 +156,9 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
         }
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < x->nchunks; c++)
-            if (sin && sout)
+            if (sin)
                 run_chunk(x, ptrs, c, sin, sout);
-        xfree(x, sin);
-        if (sout != sin)
-            xfree(x, sout);
+        fm_fftw_scratch_put(sin, sout);
     }
     if (atomic_load(&oom))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for %zu bytes of scratch per thread",
@@ -183,7 +169,6 @@ fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs)
 fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     return fm_fftw_run(plan->impl, ptrs);
 }
 

@@ -56,9 +56,6 @@ static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_
 
 static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const char **why)
 {
-    (void)settings;
-    (void)why;
-    *state = NULL;
     pthread_once(&threads_once, init_threads);
     return FM_OK;
 }
@@ -66,17 +63,11 @@ static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const 
 static void fm_fftw_destroy(void *v)
 {
     fftw_impl *x = v;
-    if (!x)
-        return;
+    void *const plans[] = {x->direct,  x->direct_ip, x->chunk_plan, x->rem_plan,
+                           x->od_plan, x->od_rem,    x->ip_plan,    x->ip_rem};
     pthread_mutex_lock(&fm_fftw_planner_lock);
-    fm_fftw_destroy_plan(x->dbl, x->direct);
-    fm_fftw_destroy_plan(x->dbl, x->direct_ip);
-    fm_fftw_destroy_plan(x->dbl, x->chunk_plan);
-    fm_fftw_destroy_plan(x->dbl, x->rem_plan);
-    fm_fftw_destroy_plan(x->dbl, x->od_plan);
-    fm_fftw_destroy_plan(x->dbl, x->od_rem);
-    fm_fftw_destroy_plan(x->dbl, x->ip_plan);
-    fm_fftw_destroy_plan(x->dbl, x->ip_rem);
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
+        fm_fftw_destroy_plan(x->dbl, plans[i]);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
     free(x);
 }
@@ -86,22 +77,15 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
                        void *in, void *out, unsigned flags, int nthreads)
 {
     int sign = x->inverse ? FFTW_BACKWARD : FFTW_FORWARD;
-    if (x->dbl) {
-        if (threads_ok)
-            fftw_plan_with_nthreads(nthreads);
-        if (x->kind == FM_FFT_C2C)
-            return fftw_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
-        if (x->kind == FM_FFT_R2C)
-            return fftw_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
-        return fftw_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
-    }
     if (threads_ok)
-        fftwf_plan_with_nthreads(nthreads);
-    if (x->kind == FM_FFT_C2C)
-        return fftwf_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags);
-    if (x->kind == FM_FFT_R2C)
-        return fftwf_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags);
-    return fftwf_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags);
+        (x->dbl ? fftw_plan_with_nthreads : fftwf_plan_with_nthreads)(nthreads);
+/* the guru64 planner of x's kind in precision PRE (fftw: double, fftwf: single) */
+#define GURU64(PRE)                                                                                  \
+    (x->kind == FM_FFT_C2C ? (void *)PRE##_plan_guru64_dft(rank, dims, hrank, hdims, in, out, sign, flags) \
+     : x->kind == FM_FFT_R2C ? (void *)PRE##_plan_guru64_dft_r2c(rank, dims, hrank, hdims, in, out, flags) \
+                             : (void *)PRE##_plan_guru64_dft_c2r(rank, dims, hrank, hdims, in, out, flags))
+    return x->dbl ? GURU64(fftw) : GURU64(fftwf);
+#undef GURU64
 }
 
 /* Up to this many points per transform, FFTW's own strided plan over the whole batch beats the
@@ -113,18 +97,11 @@ static void *make_plan(const fftw_impl *x, int rank, const fftw_iodim64 *dims, i
  * same within noise either way). */
 #define COLS_INPLACE_MAX_POINTS 1024
 
-/* Element offsets of batch entry b in the four slots. */
 /* ---- planning ---- */
 static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 static const char *const effort_names[3] = {"estimate", "measure", "patient"};
 
-static fm_status plan_failed(const fftw_impl *x, const char *what)
-{
-    return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s returned NULL)",
-                   x->dbl ? "double" : "single", kind_names[x->kind], x->inverse ? "inverse" : "forward", what);
-}
-
-/* Byte span [lo, hi) of a tensor relative to its data pointer. */
+/* Whether t steps forward along every axis it has more than one element on. */
 static int nonneg_strides(const fm_tensor *t)
 {
     for (int i = 0; i < t->ndim; i++)
@@ -142,57 +119,42 @@ static int same_layout(const fm_tensor *ti, const fm_tensor *to)
     return same;
 }
 
-static fm_status make_direct(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+/* *plan: x's transform over dims (batch hdims), planned on scratch arrays of in_bytes and
+ * out_bytes (0: in place); `what` names the plan in the message when FFTW returns none. */
+static fm_status plan_on_scratch(const fftw_impl *x, int rank, const fftw_iodim64 *dims, int hrank,
+                                 const fftw_iodim64 *hdims, size_t in_bytes, size_t out_bytes, unsigned flags,
+                                 int nthreads, const char *what, void **plan)
 {
-    const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
-    int rank = 0;
-    for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_in[k], x->c.s_out[k]};
-    for (int i = 0; i < x->nb; i++)
-        hd[i] = (fftw_iodim64){x->bext[i], x->b_in[i], x->b_out[i]};
-    int64_t lo, hi_in, hi_out;
-    fm_tensor_byte_span(ti, &lo, &hi_in);
-    fm_tensor_byte_span(to, &lo, &hi_out);
-    void *in = xmalloc(x, (size_t)hi_in), *out = xmalloc(x, (size_t)hi_out);
-    if (!in || !out) {
-        xfree(x, in);
-        xfree(x, out);
+    void *in, *out;
+    if (!fm_fftw_scratch_get(in_bytes, out_bytes, &in, &out))
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
     pthread_mutex_lock(&fm_fftw_planner_lock);
-    x->direct = make_plan(x, rank, dims, x->nb, hd, in, out, flags, nthreads);
+    *plan = make_plan(x, rank, dims, hrank, hdims, in, out, flags, nthreads);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->dir_align_in = xalign(x, in);
-    x->dir_align_out = xalign(x, out);
-    xfree(x, in);
-    xfree(x, out);
-    return x->direct ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (direct)" : "fftwf_plan_guru64 (direct)");
+    fm_fftw_scratch_put(in, out);
+    if (*plan)
+        return FM_OK;
+    return fm_fail(FM_ERR_BACKEND, "fft: FFTW could not plan the %s %s %s transform (%s (%s) returned NULL)",
+                   x->dbl ? "double" : "single", kind_names[x->kind], x->inverse ? "inverse" : "forward",
+                   x->dbl ? "fftw_plan_guru64" : "fftwf_plan_guru64", what);
 }
 
-/* The direct plan in place on out's layout: a chain-free c2c called with in == out (the
- * second step of a split multi-axis transform) runs as one FFTW call. */
-static fm_status make_direct_inplace(fftw_impl *x, const fm_problem *p, unsigned flags, int nthreads)
+/* FFTW's plan over the caller's whole layout (x->direct); inplace: the same in place on out's
+ * layout (x->direct_ip), so a chain-free c2c called with in == out (the second step of a split
+ * multi-axis transform) runs as one FFTW call. x's byte spans are set. */
+static fm_status make_direct(fftw_impl *x, unsigned flags, int nthreads, int inplace)
 {
-    const fm_tensor *to = &p->t[FM_FFT_OUT];
     fftw_iodim64 dims[3], hd[FM_MAX_NDIM];
     int rank = 0;
     for (int k = 3 - x->naxes; k < 3; k++)
-        dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
+        dims[rank++] = (fftw_iodim64){x->n[k], inplace ? x->c.s_out[k] : x->c.s_in[k], x->c.s_out[k]};
     for (int i = 0; i < x->nb; i++)
-        hd[i] = (fftw_iodim64){x->bext[i], x->b_out[i], x->b_out[i]};
-    int64_t lo, hi;
-    fm_tensor_byte_span(to, &lo, &hi);
-    void *buf = xmalloc(x, (size_t)hi);
-    if (!buf)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    x->direct_ip = make_plan(x, rank, dims, x->nb, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->dir_align_ip = xalign(x, buf);
-    xfree(x, buf);
-    return x->direct_ip ? FM_OK
-                        : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
+        hd[i] = (fftw_iodim64){x->bext[i], inplace ? x->b_out[i] : x->b_in[i], x->b_out[i]};
+    if (inplace)
+        return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->out_hi, 0, flags, nthreads, "in place",
+                               &x->direct_ip);
+    return plan_on_scratch(x, rank, dims, x->nb, hd, (size_t)x->in_hi, (size_t)x->out_hi, flags, nthreads,
+                           "direct", &x->direct);
 }
 
 /* Plan for `count` transforms on contiguous scratch. */
@@ -209,21 +171,8 @@ static fm_status make_chunk_plan(fftw_impl *x, int64_t count, unsigned flags, in
     for (int k = 3 - x->naxes; k < 3; k++)
         dims[rank++] = (fftw_iodim64){x->n[k], si[k], so[k]};
     hd[0] = (fftw_iodim64){count, x->c.sd_in, x->c.sd_out};
-    void *in = xmalloc(x, scratch_in_bytes(x, count));
-    void *out = x->scratch_inplace ? in : xmalloc(x, scratch_out_bytes(x, count));
-    if (!in || !out) {
-        xfree(x, in);
-        if (out != in)
-            xfree(x, out);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    xfree(x, in);
-    if (out != in)
-        xfree(x, out);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (chunk)" : "fftwf_plan_guru64 (chunk)");
+    return plan_on_scratch(x, rank, dims, 1, hd, scratch_in_bytes(x, count), scratch_out_bytes(x, count),
+                           flags, nthreads, "chunk", out_plan);
 }
 
 /* Bytes a layout of `count` transforms (extents ext, strides st, batch stride bs) spans. */
@@ -244,15 +193,8 @@ fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int 
         dims[rank++] = (fftw_iodim64){x->n[k], x->c.s_out[k], x->c.s_out[k]};
     int64_t bout = x->nb ? x->b_out[0] : 0;
     hd[0] = (fftw_iodim64){count, bout, bout};
-    void *buf = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2));
-    if (!buf)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch array");
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, buf, buf, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->ip_align = xalign(x, buf);
-    xfree(x, buf);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (in place)" : "fftwf_plan_guru64 (in place)");
+    const size_t bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, x->rs * 2);
+    return plan_on_scratch(x, rank, dims, 1, hd, bytes, 0, flags, nthreads, "in place", out_plan);
 }
 
 /* Out-direct plan for `count` transforms (see fftw_impl.od_plan). */
@@ -270,20 +212,9 @@ fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int 
     size_t ein = x->rs * (x->c.in_cplx ? 2 : 1), eout = x->rs * (x->c.out_cplx ? 2 : 1);
     size_t in_bytes = x->od_in_direct ? layout_bytes(x->c.ext_in, x->c.s_in, count, bin, ein)
                                       : (size_t)(count * x->c.sd_in) * ein;
-    void *in = xmalloc(x, in_bytes), *out = xmalloc(x, layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout));
-    if (!in || !out) {
-        xfree(x, in);
-        xfree(x, out);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the planner's scratch arrays");
-    }
-    pthread_mutex_lock(&fm_fftw_planner_lock);
-    *out_plan = make_plan(x, rank, dims, 1, hd, in, out, flags, nthreads);
-    pthread_mutex_unlock(&fm_fftw_planner_lock);
-    x->od_align_in = xalign(x, in);
-    x->od_align_out = xalign(x, out);
-    xfree(x, in);
-    xfree(x, out);
-    return *out_plan ? FM_OK : plan_failed(x, x->dbl ? "fftw_plan_guru64 (out direct)" : "fftwf_plan_guru64 (out direct)");
+    size_t out_bytes = layout_bytes(x->c.ext_out, x->c.s_out, count, bout, eout);
+    return plan_on_scratch(x, rank, dims, 1, hd, in_bytes, out_bytes, flags, nthreads, "out direct",
+                           out_plan);
 }
 
 /* Each transform of out contiguous, as the gather writes it (extents of 1 aside). */
@@ -340,10 +271,8 @@ static void layout_from_problem(fftw_impl *x, const fm_problem *p)
         x->c.pro_ops |= FM_FFT_OP_SCALE;
         x->c.epi_ops = 0, x->c.epi_scale[0] = 1, x->c.epi_scale[1] = 0;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3; k++) /* x is zeroed: the strides of absent axes are 0 */
         x->n[k] = x->c.ext_in[k] = x->c.ext_out[k] = 1;
-        x->c.s_in[k] = x->c.s_out[k] = x->c.s_pa[k] = x->c.s_ea[k] = 0;
-    }
     for (int i = 0; i < x->naxes; i++) {
         int k = 3 - x->naxes + i, a = fp->axes[i];
         x->n[k] = fp->n[i];
@@ -390,7 +319,6 @@ static void layout_from_problem(fftw_impl *x, const fm_problem *p)
     x->c.per_in = x->c.ext_in[0] * x->c.ext_in[1] * x->c.ext_in[2];
     x->c.per_out = x->c.ext_out[0] * x->c.ext_out[1] * x->c.ext_out[2];
     x->c.sd_in = x->c.per_in, x->c.sd_out = x->c.per_out;
-    x->scratch_inplace = 0;
 }
 
 /* What the steps of planning a non-empty batch share. */
@@ -408,7 +336,6 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
     int want_threads = z->total < THREAD_MIN_ELEMS ? 1 : z->req_threads;
     x->chunk = chunk_count(CHUNK_BYTES, z->entry_bytes, x->batch, want_threads);
     x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
-    x->rem = x->batch % x->chunk;
     x->threads = (int)fm_min_i64(want_threads, x->nchunks);
     /* fewer big transforms than threads (4 x 2^20 on 16 cores): one at a time on all the
      * threads, not one thread each with the others idle (that ran 4.0x the plain transform) */
@@ -438,7 +365,6 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
         const int64_t by_bytes = fm_max_i64(1, COL_CHUNK_BYTES / fm_max_i64(z->entry_bytes, 1));
         x->chunk = fm_max_i64(x->chunk, fm_min_i64(fm_min_i64(FM_FFT_COL_BLOCK, per_thread), by_bytes));
         x->nchunks = (x->batch + x->chunk - 1) / x->chunk;
-        x->rem = x->batch % x->chunk;
     }
     /* The chunks are shared out statically: a count that is not a multiple of the threads
      * leaves some threads a round more (the 1025 columns of a 2048^2 r2c's split on 16
@@ -449,17 +375,16 @@ static void plan_chunking(fftw_impl *x, const sizing *z)
         if (c >= (x->cols ? 4 : 1)) {
             x->chunk = c;
             x->nchunks = (x->batch + c - 1) / c;
-            x->rem = x->batch % c;
         }
     }
 }
 
-/* A chunk plan of make's kind for the chunk's count and one for the remainder's. */
-static fm_status make_chunk_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem)
+fm_status fm_fftw_make_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem)
 {
+    const int64_t last = x->batch % x->chunk; /* the last chunk's count, when it is short */
     fm_status s = make(x, x->chunk, flags, x->fftw_threads, plan);
-    if (s == FM_OK && x->rem)
-        s = make(x, x->rem, flags, x->fftw_threads, rem);
+    if (s == FM_OK && last)
+        s = make(x, last, flags, x->fftw_threads, rem);
     return s;
 }
 
@@ -469,7 +394,7 @@ static fm_status make_chunk_pair(fftw_impl *x, unsigned flags, chunk_plan_fn mak
 static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizing *z, int *one_at_a_time)
 {
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
-    fm_status s = make_chunk_pair(x, z->flags, make_chunk_plan, &x->chunk_plan, &x->rem_plan);
+    fm_status s = fm_fftw_make_pair(x, z->flags, make_chunk_plan, &x->chunk_plan, &x->rem_plan);
     if (s != FM_OK)
         return s;
     /* several transforms, each on all the threads: FFTW's OpenMP build planned 4 x 2^20 as
@@ -484,16 +409,16 @@ static fm_status make_chunk_plans(fftw_impl *x, const fm_problem *p, const sizin
         const int chunk_fits = z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
         x->od_in_direct = !x->c.pro_ops && x->kind != FM_FFT_C2R && nonneg_strides(ti) &&
                           !(x->c.epi_ops && x->c.s_in[2] == 1 && chunk_fits);
-        if ((s = make_chunk_pair(x, z->flags, fm_fftw_make_od_plan, &x->od_plan, &x->od_rem)) != FM_OK)
+        if ((s = fm_fftw_make_pair(x, z->flags, fm_fftw_make_od_plan, &x->od_plan, &x->od_rem)) != FM_OK)
             return s;
         if (x->kind == FM_FFT_C2C && x->od_in_direct && x->same_io &&
-            (s = make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem)) != FM_OK)
+            (s = fm_fftw_make_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem)) != FM_OK)
             return s;
     }
     /* columns: FFTW in place on the caller's columns when a call passes in == out and the
      * transforms are short (the chain then runs on them across the columns) */
     if (x->cols && x->kind == FM_FFT_C2C && !x->c.pro_ops && x->c.per_in <= COLS_INPLACE_MAX_POINTS && x->same_io)
-        return make_chunk_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem);
+        return fm_fftw_make_pair(x, z->flags, fm_fftw_make_ip_plan, &x->ip_plan, &x->ip_rem);
     return FM_OK;
 }
 
@@ -505,24 +430,21 @@ static fm_status make_direct_and_choose(fm_context *ctx, const fm_problem *p, ff
 {
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     fm_status s;
-    int64_t lo, hi_in, hi_out;
     fm_tensor_byte_span(ti, &x->in_lo, &x->in_hi);
     fm_tensor_byte_span(to, &x->out_lo, &x->out_hi);
     /* only a dense out: a strided view's span holds other data, and populating it could
      * map gigabytes the call never writes */
     x->prefault = x->cols && (double)(x->out_hi - x->out_lo) <=
                                  (double)fm_tensor_numel(to) * (double)fm_dtype_size(to->dtype) + 4096.0;
-    fm_tensor_byte_span(ti, &lo, &hi_in);
-    fm_tensor_byte_span(to, &lo, &hi_out);
     const double numel_bytes = z->total * (double)x->rs * 2;
     /* dense c2c transforms may also run gathered (or, plain, copied) into out, in place there */
     const int into_out = x->kind == FM_FFT_C2C && !x->ip_plan && dense_transforms(&x->c);
     if (!x->c.pro_ops && !x->c.epi_ops && x->kind != FM_FFT_C2R && !one_at_a_time && !x->cols && nonneg_strides(ti) &&
-        nonneg_strides(to) && (double)(hi_in + hi_out) <= 2.0 * numel_bytes + 4096) {
+        nonneg_strides(to) && (double)(x->in_hi + x->out_hi) <= 2.0 * numel_bytes + 4096) {
         const int dthreads = z->total >= FFTW_THREAD_MIN_ELEMS ? z->req_threads : 1;
-        if ((s = make_direct(x, p, z->flags, dthreads)) != FM_OK)
+        if ((s = make_direct(x, z->flags, dthreads, 0)) != FM_OK)
             return s;
-        if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct_inplace(x, p, z->flags, dthreads)) != FM_OK)
+        if (x->kind == FM_FFT_C2C && x->same_io && (s = make_direct(x, z->flags, dthreads, 1)) != FM_OK)
             return s;
         const int rows = x->nb == 1 && x->batch >= 2 && x->c.s_in[2] == 1 && x->c.s_out[2] == 1 &&
                          z->entry_bytes * x->chunk <= EPILOG_SCRATCH_MAX;
@@ -543,16 +465,14 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
     const fm_tensor *ti = &p->t[FM_FFT_IN], *to = &p->t[FM_FFT_OUT];
     char shape[96] = "", tr[64] = "", pro[32], epi[32], ax[24] = "";
     size_t u = 0;
-    int first = 1;
     for (int d = 0; d < ti->ndim; d++) {
         int transformed = 0;
         for (int i = 0; i < x->naxes; i++)
             transformed |= fp->axes[i] == d;
         if (!transformed && u < sizeof shape)
-            u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", first ? "" : "x", (long long)ti->shape[d]),
-                first = 0;
+            u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", u ? "x" : "", (long long)ti->shape[d]);
     }
-    if (first)
+    if (!u)
         snprintf(shape, sizeof shape, "1");
     u = 0;
     for (int i = 0; i < x->naxes && u < sizeof tr; i++)
@@ -585,9 +505,6 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
  * describe(); a choice timed here is recorded in the context's wisdom. */
 static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
-    if (p->op != FM_OP_FFT)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only fft");
     if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
         p->t[FM_FFT_OUT].dtype == FM_C32)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "
@@ -597,12 +514,8 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
      * their own passes (fft_axis_split.c). r2c / c2r take FFTW's own N-D plan with the chain as
      * passes ("single") unless the split times faster (fftw_timed.c). */
     const int split_candidate = fm_fft_should_split_axes(p);
-    if (split_candidate && p->u.fft.kind == FM_FFT_C2C) {
-        fm_problem steps; /* the steps make their own choices */
-        fm_fftw_untuned(p, &steps);
-        return fm_fft_plan_axis_split(ctx, &steps, out);
-    }
-    pthread_once(&threads_once, init_threads);
+    if (split_candidate && p->u.fft.kind == FM_FFT_C2C)
+        return fm_fft_plan_axis_split(ctx, p, out); /* the steps make their own choices */
     fftw_impl *x = calloc(1, sizeof *x);
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
@@ -629,20 +542,19 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
     if (s == FM_OK && !split && split_candidate)
         split = fm_fftw_choose_nd_or_split(ctx, p, x, z.flags, out);
     const int chosen = x->chosen;
-    if (s != FM_OK || split) {
-        fm_fftw_destroy(x);
-        if (s == FM_OK)
-            fm_fftw_choice_record(ctx, p, chosen, out->describe);
-        return s;
+    if (s == FM_OK && !split) {
+        out->impl = x;
+        out->execute = fm_fftw_execute;
+        out->destroy_impl = fm_fftw_destroy;
+        for (int i = 0; i < FM_FFT_NSLOTS; i++)
+            out->required_align[i] = x->rs;
+        describe_plan(x, p, out);
+    } else {
+        fm_fftw_destroy(x); /* failed, or the split took the plan */
     }
-    out->impl = x;
-    out->execute = fm_fftw_execute;
-    out->destroy_impl = fm_fftw_destroy;
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        out->required_align[i] = x->rs;
-    describe_plan(x, p, out);
-    fm_fftw_choice_record(ctx, p, chosen, out->describe);
-    return FM_OK;
+    if (s == FM_OK)
+        fm_fftw_choice_record(ctx, p, chosen, out->describe);
+    return s;
 }
 
 /* FFTW's wisdom (its measured plans), double then single precision, for the context's wisdom
@@ -675,21 +587,20 @@ static fm_status fm_fftw_wisdom_import(const char *text)
     const char *mark = strstr(text, FFTWF_MARK);
     if (!mark)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: the fftw blob has no single-precision part");
-    const char *fs = mark + strlen(FFTWF_MARK), *cm = strstr(fs, CHOICES_MARK);
-    size_t nd = (size_t)(mark - text), nf = cm ? (size_t)(cm - fs) : strlen(fs);
-    char *d = malloc(nd + 1), *f = malloc(nf + 1);
-    if (!d || !f) {
-        free(d), free(f);
+    /* one copy, cut into the double and the single precision part (and before CHOICES_MARK) */
+    const size_t nd = (size_t)(mark - text), size = strlen(text) + 1;
+    char *d = malloc(size);
+    if (!d)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
-    }
-    memcpy(d, text, nd);
+    memcpy(d, text, size);
+    char *f = d + nd + strlen(FFTWF_MARK), *cm = strstr(f, CHOICES_MARK);
     d[nd] = '\0';
-    memcpy(f, fs, nf);
-    f[nf] = '\0';
+    if (cm)
+        *cm = '\0';
     pthread_mutex_lock(&fm_fftw_planner_lock);
     int ok = (nd == 0 || fftw_import_wisdom_from_string(d)) && (!*f || fftwf_import_wisdom_from_string(f));
     pthread_mutex_unlock(&fm_fftw_planner_lock);
-    free(d), free(f);
+    free(d);
     if (!ok)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: FFTW rejected the fftw blob (corrupt, or from another "
                        "FFTW version)");
@@ -708,7 +619,6 @@ static void fm_fftw_wisdom_forget(void)
 /* A timed choice was timed against this FFTW's plans: another build's does not apply. */
 static void fm_fftw_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)ctx, (void)state, (void)p;
     snprintf(buf, n, "%s", fftw_version);
 }
 
@@ -719,7 +629,6 @@ const fm_backend fm_backend_fftw_fft = {
     .ops = 1u << FM_OP_FFT,
     .priority = 0,
     .probe = fm_fftw_probe,
-    .release = NULL,
     .plan = fm_fftw_plan,
     .wisdom_export = fm_fftw_wisdom_export,
     .wisdom_import = fm_fftw_wisdom_import,

@@ -23,24 +23,21 @@ typedef struct fftw_impl {
     int64_t batch;             /* product of batch extents (0: nothing to do) */
     size_t rs;                 /* real scalar size */
     void *direct;              /* fftw(f)_plan over the caller's layout, or NULL */
-    int dir_align_in, dir_align_out;
     void *direct_ip;           /* the same in place (c2c, in == out with one layout), or NULL */
-    int dir_align_ip;
     void *chunk_plan, *rem_plan;
     /* chunks that FFTW writes straight into out (epilog then applied in place), reading
      * the gathered scratch or, with no prolog, the caller's in: needs at most one batch axis */
     void *od_plan, *od_rem;
-    int od_in_direct, od_align_in, od_align_out;
+    int od_in_direct;
     /* the same, transformed in place when the call passes in == out (c2c, one layout): the
      * column step of a split 2-D/3-D transform runs here with no gather/scatter */
     void *ip_plan, *ip_rem;
-    int ip_align;
     /* c2c with a prolog on dense transforms: the prolog gathered straight into out's place and
      * FFTW in place there (ip_plan), no scratch between; the faster of this and scratch>out
      * is timed at planning (choose_prolog_into_out) */
     int pro_out;
     int same_io; /* in and out share one layout (a call with in == out may then run in place) */
-    int64_t chunk, nchunks, rem;
+    int64_t chunk, nchunks;    /* transforms per chunk (the last may have fewer), chunks */
     int scratch_inplace;       /* c2c: the chunk is transformed in place in one scratch */
     int threads;               /* OpenMP threads over chunks */
     int pass_threads;          /* threads of the chain passes of a single transform (1 inside chunks) */
@@ -66,21 +63,31 @@ static inline void fm_fftw_destroy_plan(int dbl, void *p)
         fftwf_destroy_plan((fftwf_plan)p);
 }
 
-/* Scratch: reused between executes (fresh pages per call cost chains 15-40%, host_scratch.c);
- * 64-byte aligned, so fftw_alignment_of() is 0 as for fftw_malloc'd arrays. */
-static inline void *xmalloc(const fftw_impl *x, size_t bytes)
+/* Scratch of in_bytes and out_bytes (out_bytes 0: one buffer, *out = *in), reused between executes
+ * (fresh pages per call cost chains 15-40%, host_scratch.c); 64-byte aligned, so fftw_alignment_of()
+ * is 0 as for fftw_malloc'd arrays. 0 when out of memory, holding nothing. */
+static inline void fm_fftw_scratch_put(void *in, void *out)
 {
-    (void)x;
-    return fm_host_scratch_alloc(bytes);
+    fm_host_scratch_free(in);
+    if (out != in)
+        fm_host_scratch_free(out);
 }
-static inline void xfree(const fftw_impl *x, void *p)
+static inline int fm_fftw_scratch_get(size_t in_bytes, size_t out_bytes, void **in, void **out)
 {
-    (void)x;
-    fm_host_scratch_free(p);
+    *in = fm_host_scratch_alloc(in_bytes);
+    *out = out_bytes ? fm_host_scratch_alloc(out_bytes) : *in;
+    if (*in && *out)
+        return 1;
+    fm_fftw_scratch_put(*in, *out);
+    *in = *out = NULL;
+    return 0;
 }
-static inline int xalign(const fftw_impl *x, const void *p)
+/* Whether p is aligned as x's plans were planned for: all are made on that scratch, so a plan
+ * that touches the caller's memory runs there only where fftw_alignment_of() is 0 too. */
+static inline int fftw_aligned(const fftw_impl *x, const void *p)
 {
-    return x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p);
+    return (x->dbl ? fftw_alignment_of((double *)(uintptr_t)p) : fftwf_alignment_of((float *)(uintptr_t)p))
+           == 0;
 }
 
 static inline size_t scratch_in_bytes(const fftw_impl *x, int64_t count)
@@ -96,6 +103,10 @@ static inline size_t scratch_out_bytes(const fftw_impl *x, int64_t count)
 
 /* fftw_exec.c: run x on the slots' pointers (FM_FFT_IN, OUT, PROLOG, EPILOG); the plan's execute */
 fm_status fm_fftw_run(const fftw_impl *x, void *const *ptrs);
+/* The path the calling thread's last execute of an FFTW plan took (for tests/c/test_fft_cpu.c):
+ * FFTW's plan on the caller's arrays (out of place, or in place), or the library's chunks / columns. */
+enum { FM_FFTW_RAN_NOTHING, FM_FFTW_RAN_DIRECT, FM_FFTW_RAN_DIRECT_INPLACE, FM_FFTW_RAN_CHUNKS };
+int fm_fftw_last_path(void);
 fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream);
 
 /* fftw_fft.c: plans for `count` transforms in place on out's layout / from the gathered
@@ -103,6 +114,8 @@ fm_status fm_fftw_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_
 typedef fm_status (*chunk_plan_fn)(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_ip_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
 fm_status fm_fftw_make_od_plan(fftw_impl *x, int64_t count, unsigned flags, int nthreads, void **out_plan);
+/* A plan of make's kind for a chunk's count and one for the last, shorter chunk's (none if all are full). */
+fm_status fm_fftw_make_pair(fftw_impl *x, unsigned flags, chunk_plan_fn make, void **plan, void **rem);
 
 /* fftw_timed.c: the timed choices between FFTW's plans and the library's own paths */
 #define TIMED_FROM_WISDOM 2 /* fftw_impl.timed: the choice was remembered, not timed */
@@ -126,8 +139,5 @@ void fm_fftw_choose_prolog_into_out(fftw_impl *x, const fm_problem *p, unsigned 
 void fm_fftw_choose_direct_or_chunks(fftw_impl *x, const fm_problem *p, unsigned flags, int into_out);
 /* 1 with `out` holding the split (x is then the caller's to destroy), else 0 */
 int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *x, unsigned flags, fm_plan *out);
-/* p with its tunable fields zeroed: what a split's steps are built from (each step makes its own
- * choices, none of the whole transform's) */
-void fm_fftw_untuned(const fm_problem *p, fm_problem *q);
 
 #endif

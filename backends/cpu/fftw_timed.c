@@ -1,48 +1,33 @@
 /* fftw_timed.c : the FFTW backend's timed choices between FFTW's plans and the library's own
  * paths (effort measure / patient; the faster kept by 3%), recorded in the context's wisdom as
  * the problem's cpu_path; FUSEMATH_FFT_CPU_PATH forces one. docs/design.md, FFT, has the why. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "fft_axis_split.h"
 #include "fftw_impl.h"
-#include "operation.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
- * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a prolog's
- * (into out, FFTW in place there); any forced value turns the timing off, and a prolog then
- * takes the scratch unless "inplace". */
-static fm_status forced_path(const fm_context *ctx, int *path)
-{
-    const char *v = fm_context_settings(ctx)->fft_cpu_path;
-    *path = !*v                      ? PATH_TIMED
-            : !strcmp(v, "direct")  ? PATH_DIRECT
-            : !strcmp(v, "chunks")  ? PATH_CHUNKS
-            : !strcmp(v, "inplace") ? PATH_INPLACE
-                                    : -1;
-    if (*path < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
-    return FM_OK;
-}
 
 fm_status fm_fftw_choice_begin(fm_context *ctx, const fm_problem *p, fftw_impl *x)
 {
-    fm_status s = forced_path(ctx, &x->path);
-    if (s != FM_OK || x->path != PATH_TIMED)
-        return s;
-    fm_problem tuned;
-    if (p->u.fft.cpu_path) {
-        x->path = p->u.fft.cpu_path;
-        x->remembered = 1;
-    } else if (p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE && fm_wisdom_lookup(ctx, p, &tuned) &&
-               tuned.u.fft.cpu_path) {
+    /* FUSEMATH_FFT_CPU_PATH (read into the context's settings at its creation): empty = timed
+     * (measure/patient); "direct" and "chunks" force a plain transform's path, "inplace" a
+     * prolog's (into out, FFTW in place there); any forced value turns the timing off, and a
+     * prolog then takes the scratch unless "inplace". */
+    const char *v = fm_context_settings(ctx)->fft_cpu_path;
+    x->path = !*v                      ? PATH_TIMED
+              : !strcmp(v, "direct")  ? PATH_DIRECT
+              : !strcmp(v, "chunks")  ? PATH_CHUNKS
+              : !strcmp(v, "inplace") ? PATH_INPLACE
+                                      : -1;
+    if (x->path < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "fft: FUSEMATH_FFT_CPU_PATH is '%s', expected 'direct', 'chunks' or 'inplace'", v);
+    fm_problem tuned = *p; /* p's own choice, else what the context's wisdom remembers */
+    if (x->path == PATH_TIMED && !p->u.fft.cpu_path && p->u.fft.effort != FM_FFT_EFFORT_ESTIMATE)
+        fm_wisdom_lookup(ctx, p, &tuned);
+    x->remembered = x->path == PATH_TIMED && tuned.u.fft.cpu_path;
+    if (x->remembered)
         x->path = tuned.u.fft.cpu_path;
-        x->remembered = 1;
-    }
     return FM_OK;
 }
 
@@ -55,25 +40,12 @@ void fm_fftw_choice_record(fm_context *ctx, const fm_problem *p, int chosen, con
     fm_wisdom_record(ctx, p, &tuned, describe);
 }
 
-void fm_fftw_untuned(const fm_problem *p, fm_problem *q)
-{
-    static const int32_t zeros[FM_MAX_TUNABLES];
-    *q = *p;
-    fm_problem_set_tunables(q, zeros);
-}
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 /* Seconds of one run of x, or of plan pl when x is NULL (1e30 when it fails). */
 static double time_one_run(const fftw_impl *x, const fm_plan *pl, void *const *ptrs)
 {
-    const double t0 = seconds_now();
+    const double t0 = fm_now_seconds();
     const fm_status s = x ? fm_fftw_run(x, ptrs) : pl->execute(pl, ptrs, &fm_no_exec_args, NULL);
-    return s == FM_OK ? seconds_now() - t0 : 1e30;
+    return s == FM_OK ? fm_now_seconds() - t0 : 1e30;
 }
 
 #define TIMED_MAX_ROUNDS 12 /* timed rounds at most, after one warm-up round */
@@ -189,8 +161,7 @@ static void drop_pair(fftw_impl *x, void **plan, void **rem)
  * and no error: the path the alternative competes with works without it. */
 static int make_pair(fftw_impl *x, chunk_plan_fn make, unsigned flags, void **plan, void **rem)
 {
-    if (make(x, x->chunk, flags, x->fftw_threads, plan) == FM_OK &&
-        (!x->rem || make(x, x->rem, flags, x->fftw_threads, rem) == FM_OK))
+    if (fm_fftw_make_pair(x, flags, make, plan, rem) == FM_OK)
         return 1;
     drop_pair(x, plan, rem);
     fm_clear_error();
@@ -280,10 +251,8 @@ int fm_fftw_choose_nd_or_split(fm_context *ctx, const fm_problem *p, fftw_impl *
         x->timed = TIMED_FROM_WISDOM;
     if (path == PATH_DIRECT || path == PATH_INPLACE || (path == PATH_TIMED && too_costly_to_time(p, flags)))
         return 0;
-    fm_problem steps; /* the split's steps make their own choices */
-    fm_fftw_untuned(p, &steps);
-    fm_plan *alt = fm_plan_alloc(p);
-    if (!alt || fm_fft_plan_axis_split(ctx, &steps, alt) != FM_OK) {
+    fm_plan *alt = fm_plan_alloc(p); /* the split's steps make their own choices */
+    if (!alt || fm_fft_plan_axis_split(ctx, p, alt) != FM_OK) {
         fm_plan_release(alt);
         fm_clear_error(); /* FFTW's own plan stands: the split was optional */
         return 0;

@@ -20,12 +20,8 @@
 #include "cpu_gemm_kernel.h"
 #include "cpu_matmul.h"
 
-#include <omp.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "openblas_threads.h"
 
 /* Rows of D per call of the kernel when an activation pass follows it: a slab the
  * pass (fm_cpu_activate) finds in L1 */
@@ -51,6 +47,7 @@ typedef struct gemmkernel_impl {
 } gemmkernel_impl;
 
 typedef struct gemmkernel_args {
+    const gemmkernel_impl *pl;
     fm_cpu_mm_io io;
     char *bp;             /* KERNEL_B_SHARED: B packed in strips; KERNEL_B_PER_ITEM: one buffer of
                            * bp_thread_bytes per thread, bp_tag[tid] saying what it holds */
@@ -59,15 +56,6 @@ typedef struct gemmkernel_args {
     char *bias_p;         /* the bias packed, [batch][strips * nr], or NULL */
     int64_t bias_p_len;   /* elements per batch of bias_p */
 } gemmkernel_args;
-
-static fm_status gemmkernel_probe(const fm_settings *settings, void **state, const char **why)
-{
-    (void)settings, (void)why;
-    *state = NULL; /* plain C runs anywhere; the variant is picked per plan */
-    return FM_OK;
-}
-
-static void gemmkernel_destroy(void *impl) { free(impl); }
 
 /* ---- execute ---- */
 /* B of work item (batch b, columns from c0) as the kernel reads it, into ka. */
@@ -97,11 +85,13 @@ static void item_b(const gemmkernel_impl *pl, const gemmkernel_args *x, int64_t 
     }
 }
 
-/* One work item: (batch, row panel, column block): alpha, beta*C, bias and relu in registers;
- * other activations (and aux outputs) as a pass over each L1 slab. tid: the calling thread's
- * index in the team (selects its B buffer). */
-static void run_item(const gemmkernel_impl *pl, const gemmkernel_args *x, int64_t item, int tid)
+/* One work item (arg: the gemmkernel_args): (batch, row panel, column block): alpha, beta*C,
+ * bias and relu in registers; other activations (and aux outputs) as a pass over each L1 slab.
+ * tid: the calling thread's index in the team (selects its B buffer). */
+static void run_item(const void *arg, int64_t item, int tid)
 {
+    const gemmkernel_args *x = arg;
+    const gemmkernel_impl *pl = x->pl;
     const fm_cpu_mm *mm = &pl->mm;
     const fm_matmul_geom *g = &mm->g;
     const int64_t per_batch = mm->n_row_panels * mm->n_col_blocks;
@@ -151,14 +141,13 @@ static int64_t pack_units(const gemmkernel_impl *pl, const gemmkernel_args *x)
     return b_units(pl) + (packs_bias(pl, x) ? pl->mm.g.batch_count : 0);
 }
 
-/* The kernel's scratch: shared packed B, per-thread B buffers (+ their tags), packed
- * bias; NULL when it needs none or is out of memory (*fail says which). */
-static void *pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, int *fail)
+/* The kernel's scratch into *buf: shared packed B, per-thread B buffers (+ their tags), packed
+ * bias; NULL when it needs none. */
+static fm_status pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, char **buf)
 {
     const fm_matmul_geom *g = &pl->mm.g;
     const size_t es = pl->mm.es;
     const int64_t nr = pl->kern->nr;
-    *fail = 0;
     size_t bbytes = 0, tagbytes = 0;
     if (pl->b_mode == KERNEL_B_SHARED)
         bbytes = (size_t)(strips(pl) * nr * g->k) * es;
@@ -171,91 +160,51 @@ static void *pack_alloc(const gemmkernel_impl *pl, gemmkernel_args *x, int *fail
     x->bias_p_len = strips(pl) * nr;
     const size_t biasbytes = packs_bias(pl, x) ? (size_t)(x->bias_p_len * g->batch_count) * es : 0;
     if (bbytes + tagbytes + biasbytes == 0)
-        return NULL;
-    char *buf = fm_host_scratch_alloc(bbytes + biasbytes + tagbytes);
-    if (!buf) {
-        *fail = 1;
-        return NULL;
-    }
-    x->bp = buf;
-    x->bias_p = biasbytes ? buf + bbytes : NULL;
+        return FM_OK;
+    if (!(*buf = fm_host_scratch_alloc(bbytes + biasbytes + tagbytes)))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
+    x->bp = *buf;
+    x->bias_p = biasbytes ? *buf + bbytes : NULL;
     if (tagbytes) {
-        x->bp_tag = (int64_t *)(buf + bbytes + biasbytes);
+        x->bp_tag = (int64_t *)(*buf + bbytes + biasbytes);
         memset(x->bp_tag, 0, tagbytes); /* 0: holds nothing yet */
     }
-    return buf;
+    return FM_OK;
 }
 
-/* Packing units [u0, u1) of pack_units. */
-static void pack(const gemmkernel_impl *pl, const gemmkernel_args *x, int64_t u0, int64_t u1)
+/* Packing unit u of pack_units (arg: the gemmkernel_args). */
+static void pack(const void *arg, int64_t u)
 {
+    const gemmkernel_args *x = arg;
+    const gemmkernel_impl *pl = x->pl;
     const fm_matmul_geom *g = &pl->mm.g;
-    const int64_t es = (int64_t)pl->mm.es, bunits = b_units(pl);
-    if (u0 < bunits) /* the user's b, through its strides */
-        pl->kern->pack(g->k, g->n, x->io.b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u0,
-                       fm_min_i64(u1, bunits));
-    for (int64_t u = fm_max_i64(u0, bunits); u < u1; u++) { /* the bias of batch u - bunits, as a 1 x n matrix */
-        const int64_t b = u - bunits;
+    const int64_t es = (int64_t)pl->mm.es, bunits = b_units(pl), b = u - bunits;
+    if (u < bunits) /* a strip of the user's b, through its strides */
+        pl->kern->pack(g->k, g->n, x->io.b, g->row_stride[FM_MATMUL_B], g->col_stride[FM_MATMUL_B], x->bp, u,
+                       u + 1);
+    else /* the bias of batch u - bunits, as a 1 x n matrix */
         pl->kern->pack(1, g->n, x->io.bias + fm_matmul_batch_offset(g, FM_MATMUL_BIAS, b) * es, 0,
                        g->col_stride[FM_MATMUL_BIAS], x->bias_p + b * x->bias_p_len * es, 0, strips(pl));
-    }
-}
-
-/* The packing, then every item: on the caller's thread, or on the plan's team. */
-static void run_items(const gemmkernel_impl *pl, const gemmkernel_args *x)
-{
-    const fm_cpu_mm *mm = &pl->mm;
-    if (mm->threads <= 1 || mm->items == 1) {
-        pack(pl, x, 0, pack_units(pl, x));
-        for (int64_t it = 0; it < mm->items; it++)
-            run_item(pl, x, it, 0);
-        return;
-    }
-#pragma omp parallel num_threads(mm->threads)
-    {
-        const int64_t units = pack_units(pl, x); /* every thread reads all of a shared B: pack it first, together */
-#pragma omp for schedule(static)
-        for (int64_t u = 0; u < units; u++)
-            pack(pl, x, u, u + 1);
-        if (mm->dynamic) { /* small tiles, four per thread: see kernel_tiles */
-#pragma omp for schedule(dynamic, 1) nowait
-            for (int64_t it = 0; it < mm->items; it++)
-                run_item(pl, x, it, omp_get_thread_num());
-        } else {
-            /* static: each thread gets consecutive panels, so a fresh output's huge pages are
-             * first touched by one thread each (see openblas_matmul.c) */
-#pragma omp for schedule(static) nowait
-            for (int64_t it = 0; it < mm->items; it++)
-                run_item(pl, x, it, omp_get_thread_num());
-        }
-    }
 }
 
 static fm_status gemmkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     const gemmkernel_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
         return FM_OK; /* nothing to compute: it takes no bias gradient (kernel_misfit) */
-    gemmkernel_args x = {.io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
+    gemmkernel_args x = {.pl = pl,
+                         .io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                                 .bias = ptrs[FM_MATMUL_BIAS], .d = ptrs[FM_MATMUL_D], .aux = ptrs[FM_MATMUL_AUX]}};
     char *user_d = x.io.d;
-    void *d_tmp = NULL, *kernel_buf = NULL;
+    void *d_tmp = NULL;
+    char *kernel_buf = NULL;
     fm_status st = fm_cpu_mm_open_d(&pl->mm, &x.io, &d_tmp);
-    if (st != FM_OK)
-        return st;
-    int oom = 0;
-    if ((kernel_buf = pack_alloc(pl, &x, &oom)) == NULL && oom) {
-        st = fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the packed b");
-        goto out;
+    if (st == FM_OK && (st = pack_alloc(pl, &x, &kernel_buf)) == FM_OK) {
+        fm_cpu_mm_run(&pl->mm, pack_units(pl, &x), pack, run_item, &x);
+        fm_cpu_mm_close_d(&pl->mm, user_d, d_tmp);
     }
-    fm_blas_single_begin(); /* a tiles plan: never alongside a blas-threads one (openblas_threads.h) */
-    run_items(pl, &x);
-    fm_blas_single_end();
-    fm_cpu_mm_close_d(&pl->mm, user_d, d_tmp);
-out:
     fm_free_aligned(d_tmp);
     fm_host_scratch_free(kernel_buf);
     return st;
@@ -355,9 +304,6 @@ static fm_status kernel_setup(const fm_context *ctx, const fm_problem *p, gemmke
 
 static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)state;
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     const int strategy = p->u.matmul.cpu_strategy, forced = strategy == FM_CPU_STRATEGY_KERNEL;
     if (!forced && strategy != FM_CPU_STRATEGY_AUTO)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy '%s' is cblas (the openblas backend)",
@@ -390,14 +336,6 @@ static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem 
     if (pl.b_mode == KERNEL_B_SHARED && pl.mm.n_col_blocks > 1 && pl.mm.col_block % pl.kern->nr)
         return fm_fail(FM_ERR_INTERNAL, "matmul: column blocks of %lld are not a multiple of the %s kernel's %d-column "
                        "strips", (long long)pl.mm.col_block, pl.kern->isa, pl.kern->nr);
-    gemmkernel_impl *impl = malloc(sizeof *impl);
-    if (!impl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
-    *impl = pl;
-    out->impl = impl;
-    out->execute = gemmkernel_execute;
-    out->destroy_impl = gemmkernel_destroy;
-    fm_cpu_mm_set_align(&pl.mm, out);
     static const char *const b_modes[] = {"direct", "packed", "per_item"};
     char suffix[64];
     int w = snprintf(suffix, sizeof suffix, " kernel=%s b=%s", pl.kern->isa, b_modes[pl.b_mode]);
@@ -405,20 +343,18 @@ static fm_status gemmkernel_plan(fm_context *ctx, void *state, const fm_problem 
         w += snprintf(suffix + w, sizeof suffix - (size_t)w, " kc=%lld", (long long)pl.kc);
     if (!pl.mm.d_direct && w > 0 && (size_t)w < sizeof suffix)
         snprintf(suffix + w, sizeof suffix - (size_t)w, " copies=d");
-    fm_cpu_mm_describe(&pl.mm, "gemmkernel", 1, "panel", suffix, out);
-    return FM_OK;
+    return fm_cpu_mm_install(&pl.mm, &pl, sizeof pl, gemmkernel_execute, "gemmkernel", 1, "panel", suffix,
+                             out);
 }
 
 /* Wisdom salt: a tuned panel height depends on the variant the settings and the CPU give and on
  * its k block (the thread count is part of the problem already). */
 static void gemmkernel_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)state;
     const fm_settings *settings = fm_context_settings(ctx);
-    fm_matmul_geom g;
-    fm_matmul_geom_from_problem(p, &g);
+    const fm_tensor *a = &p->t[FM_MATMUL_A]; /* k: its last extent */
     snprintf(buf, n, "kernel=%s kc=%lld", fm_cpu_gemm_kernel_for(FM_F32, settings)->isa,
-             (long long)fm_cpu_gemm_kc(g.k, settings));
+             (long long)fm_cpu_gemm_kc(a->shape[a->ndim - 1], settings));
 }
 
 /* Autotune's candidates: each panel height up to M (0: the heuristic's) through the kernel
@@ -426,25 +362,13 @@ static void gemmkernel_wisdom_salt(const fm_context *ctx, void *state, const fm_
 static int gemmkernel_tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand,
                                       int *group, int max)
 {
-    (void)state;
-    static const int32_t heights[] = {0, 16, 32, 64, 128, 256, 512, 1024};
-    enum { NH = sizeof heights / sizeof heights[0] };
     gemmkernel_impl pl;
     const char *misfit = NULL;
-    if (p->op != FM_OP_MATMUL || kernel_setup(ctx, p, &pl, &misfit) != FM_OK || misfit) {
+    if (kernel_setup(ctx, p, &pl, &misfit) != FM_OK || misfit) {
         fm_clear_error();
         return 0;
     }
-    int n = 0;
-    for (int h = 0; h < NH && n < max; h++) {
-        if (heights[h] > pl.mm.g.m)
-            continue;
-        cand[n] = *p;
-        cand[n].u.matmul.panel_rows = heights[h];
-        cand[n].u.matmul.cpu_strategy = FM_CPU_STRATEGY_KERNEL;
-        group[n++] = -1; /* each on its own: a height it refuses says nothing of the next */
-    }
-    return n;
+    return fm_cpu_mm_tune_heights(p, FM_CPU_STRATEGY_KERNEL, cand, group, max);
 }
 
 const fm_backend fm_backend_gemmkernel_matmul = {
@@ -452,8 +376,7 @@ const fm_backend fm_backend_gemmkernel_matmul = {
     .device = FM_DEVICE_CPU,
     .ops = 1u << FM_OP_MATMUL,
     .priority = 1, /* before openblas: it declines what auto leaves to cblas */
-    .probe = gemmkernel_probe,
-    .release = NULL,
+    /* no probe: plain C runs anywhere; the variant is picked per plan */
     .plan = gemmkernel_plan,
     .wisdom_salt = gemmkernel_wisdom_salt,
     .tune_candidates = gemmkernel_tune_candidates,

@@ -17,13 +17,8 @@
 #include "cpu_matmul.h"
 
 #include <cblas.h>
-#include <omp.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "cpu_pool.h"
-#include "openblas_threads.h"
 
 #define FOLD_BLOCK_BYTES (64 * 1024) /* rows of D per bias+activation block (blas-threads pass) */
 
@@ -35,14 +30,9 @@ typedef struct openblas_impl {
 
 static fm_status openblas_probe(const fm_settings *settings, void **state, const char **why)
 {
-    (void)settings;
-    (void)why;
-    *state = NULL;
     fm_blas_threads_init();
     return FM_OK;
 }
-
-static void openblas_destroy(void *impl) { free(impl); }
 
 /* ---- GEMM on one panel ---- */
 static void zero_rows(char *d, int64_t rows, int64_t cols, int64_t ld, size_t es)
@@ -115,8 +105,8 @@ static void *pack_operand(const openblas_impl *pl, int slot, const char *base, i
 
 /* ---- one work item: (batch, row panel, column block) ---- */
 typedef struct exec_args {
+    const openblas_impl *pl;
     fm_cpu_mm_io io;      /* the operands; D's geometry actually written (user's or a temp) */
-    int a_packed, b_packed;
     char *scratch;        /* scale with C == D: per-thread GEMM panels of scratch_bytes */
     size_t scratch_bytes;
     double *partial;      /* drelu/dgelu+bgrad: column sums, [batch][part][n] */
@@ -127,14 +117,14 @@ typedef struct exec_args {
 static const char *batch_a(const openblas_impl *pl, const exec_args *x, int64_t b)
 {
     const fm_matmul_geom *g = &pl->mm.g;
-    return x->a_packed ? x->io.a + (size_t)(b * g->m * g->k) * pl->mm.es
+    return pl->la.copy ? x->io.a + (size_t)(b * g->m * g->k) * pl->mm.es
                        : x->io.a + fm_matmul_batch_offset(g, FM_MATMUL_A, b) * (int64_t)pl->mm.es;
 }
 
 static const char *batch_b(const openblas_impl *pl, const exec_args *x, int64_t b)
 {
     const fm_matmul_geom *g = &pl->mm.g;
-    return x->b_packed ? x->io.b + (size_t)(b * g->k * g->n) * pl->mm.es
+    return pl->lb.copy ? x->io.b + (size_t)(b * g->k * g->n) * pl->mm.es
                        : x->io.b + fm_matmul_batch_offset(g, FM_MATMUL_B, b) * (int64_t)pl->mm.es;
 }
 
@@ -161,11 +151,13 @@ static void bgradb_cols(const openblas_impl *pl, const exec_args *x, int64_t b, 
     fm_cpu_sums_store(g->dtype, cols, g->k, bm, os, rs, out, g->col_stride[FM_MATMUL_BGRAD]);
 }
 
-/* One work item of the tiles strategy: (batch, row panel, column block), one
- * single-threaded GEMM with the epilogue before and after it. tid: the calling
- * thread's index in the team (selects its scratch panel). */
-static void run_item(const openblas_impl *pl, const exec_args *x, int64_t item, int tid)
+/* One work item of the tiles strategy (arg: the exec_args): (batch, row panel, column block), one
+ * single-threaded GEMM with the epilogue before and after it. tid: the calling thread's index in
+ * the team (selects its scratch panel). */
+static void run_item(const void *arg, int64_t item, int tid)
 {
+    const exec_args *x = arg;
+    const openblas_impl *pl = x->pl;
     const fm_matmul_geom *g = &pl->mm.g;
     const int64_t es = (int64_t)pl->mm.es;
     const unsigned epi = pl->mm.mp.epilogue;
@@ -209,7 +201,7 @@ static void run_item(const openblas_impl *pl, const exec_args *x, int64_t item, 
 /* ---- the blas-threads strategy ---- */
 /* OpenBLAS threads the whole GEMM (sharing packed panels between its threads,
  * which independent per-tile calls cannot); the preload and the epilogue are
- * passes over row chunks around it, run by the passive pool (cpu_pool.c) so no
+ * passes over row chunks around it, run by the passive pool (cpu_threads.c) so no
  * spinning thread competes with OpenBLAS's. The passes cost O(mn) against the
  * GEMM's O(mnk). */
 typedef struct pass_job {
@@ -368,14 +360,14 @@ static int operands_overlap(const fm_problem *pr, int s1, const void *p1, int s2
     return a + lo1 < b + hi2 && b + lo2 < a + hi1;
 }
 
-/* An execute's temporaries: packed copies of A and B, a temporary D, the scale chain's scratch
- * panels, the bias gradient's partial sums (each NULL when not needed). */
+/* An execute's temporaries: packed copies of A and B (packed whenever la / lb say copy: with k = 0
+ * nothing reads them), a temporary D (each NULL when not needed). */
 typedef struct exec_bufs {
-    void *a, *b, *d, *scratch;
-    double *partial;
+    void *a, *b, *d;
 } exec_bufs;
 
-/* The temporaries x needs, into t (freed by the caller whatever this returns). */
+/* The temporaries x needs, into t and x (the scale chain's scratch panels, the bias gradient's
+ * partial sums); the caller frees them whatever this returns. */
 static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec_args *x, exec_bufs *t)
 {
     const fm_matmul_geom *g = &pl->mm.g;
@@ -385,13 +377,11 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
         if (!(t->a = pack_operand(pl, FM_MATMUL_A, x->io.a, g->m, g->k)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing a");
         x->io.a = t->a;
-        x->a_packed = 1;
     }
     if (pl->lb.copy && g->k > 0) {
         if (!(t->b = pack_operand(pl, FM_MATMUL_B, x->io.b, g->k, g->n)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory packing b");
         x->io.b = t->b;
-        x->b_packed = 1;
     }
     fm_status st = fm_cpu_mm_open_d(&pl->mm, &x->io, &t->d);
     if (st != FM_OK)
@@ -404,47 +394,21 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
         x->scratch_bytes = pl->blas_threaded ? (size_t)(g->m * g->n) * es
                                              : (size_t)(pl->mm.panel_rows * pl->mm.col_block) * es;
         x->scratch_bytes = (x->scratch_bytes + 63) / 64 * 64;
-        if (!(t->scratch = fm_malloc_aligned(x->scratch_bytes * (size_t)(pl->blas_threaded ? 1 : pl->mm.threads), 64)))
+        if (!(x->scratch = fm_malloc_aligned(x->scratch_bytes * (size_t)(pl->blas_threaded ? 1 : pl->mm.threads), 64)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the scale chain's scratch panels");
-        x->scratch = t->scratch;
     }
     if (pl->mm.mp.epilogue & FM_EPILOGUE_BGRAD) {
         /* column sums of D per part (row panel / row chunk), reduced in part order after */
         x->nparts = pl->blas_threaded ? (g->m + blas_chunk_rows(pl) - 1) / blas_chunk_rows(pl) : pl->mm.n_row_panels;
-        if (!(t->partial = fm_malloc_aligned(sizeof(double) * (size_t)(g->batch_count * x->nparts * g->n), 64)))
+        if (!(x->partial = fm_malloc_aligned(sizeof(double) * (size_t)(g->batch_count * x->nparts * g->n), 64)))
             return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the bias gradient's partial sums");
-        x->partial = t->partial;
     }
     return FM_OK;
-}
-
-/* The tiles strategy: every item on the caller's thread, or on the plan's team. */
-static void run_tiles(const openblas_impl *pl, const exec_args *x)
-{
-    const fm_cpu_mm *mm = &pl->mm;
-    fm_blas_single_begin();
-    if (mm->threads <= 1 || mm->items == 1) {
-        for (int64_t it = 0; it < mm->items; it++)
-            run_item(pl, x, it, 0);
-    } else if (mm->dynamic) { /* large tiles, four per thread: see cpu_matmul.c */
-#pragma omp parallel for num_threads(mm->threads) schedule(dynamic, 1)
-        for (int64_t it = 0; it < mm->items; it++)
-            run_item(pl, x, it, omp_get_thread_num());
-    } else {
-        /* static: each thread gets consecutive panels, so a fresh output's huge pages are
-         * first touched by one thread each; with dynamic, 1 four threads faulted the same
-         * 2 MiB page (8192x1024x64 from Python: 14.3 vs 10.3 ms) */
-#pragma omp parallel for num_threads(mm->threads) schedule(static)
-        for (int64_t it = 0; it < mm->items; it++)
-            run_item(pl, x, it, omp_get_thread_num());
-    }
-    fm_blas_single_end();
 }
 
 static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
-    (void)stream;
     const openblas_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0)
@@ -453,7 +417,8 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
         bgrad_of_empty(pl, ptrs);
         return FM_OK;
     }
-    exec_args x = {.io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
+    exec_args x = {.pl = pl,
+                   .io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                           .bias = ptrs[FM_MATMUL_BIAS], .scale = ptrs[FM_MATMUL_SCALE], .d = ptrs[FM_MATMUL_D],
                           .aux = ptrs[FM_MATMUL_AUX], .bgrad = ptrs[FM_MATMUL_BGRAD]}};
     char *user_d = x.io.d;
@@ -463,10 +428,10 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
         if (pl->blas_threaded)
             run_blas_threaded(pl, &x);
         else
-            run_tiles(pl, &x);
-        if (t.partial)
+            fm_cpu_mm_run(&pl->mm, 0, NULL, run_item, &x);
+        if (x.partial)
             for (int64_t b = 0; b < g->batch_count; b++)
-                fm_cpu_reduce_partials(g->dtype, x.nparts, g->n, t.partial + b * x.nparts * g->n,
+                fm_cpu_reduce_partials(g->dtype, x.nparts, g->n, x.partial + b * x.nparts * g->n,
                                        x.io.bgrad + fm_matmul_batch_offset(g, FM_MATMUL_BGRAD, b) * (int64_t)pl->mm.es,
                                        g->col_stride[FM_MATMUL_BGRAD]);
         fm_cpu_mm_close_d(&pl->mm, user_d, t.d);
@@ -474,8 +439,8 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
     fm_free_aligned(t.a);
     fm_free_aligned(t.b);
     fm_free_aligned(t.d);
-    fm_free_aligned(t.scratch);
-    fm_free_aligned(t.partial);
+    fm_free_aligned(x.scratch);
+    fm_free_aligned(x.partial);
     return st;
 }
 
@@ -498,45 +463,29 @@ static void choose_tiles(openblas_impl *pl)
     mm->threads = threads;
 }
 
-/* describe(): passes over D (tiles fuse everything into one; blas-threads adds a preload before
- * and an epilogue pass after the threaded GEMM when there is work for them), BLAS's transposes,
- * the copies. */
-static void describe(const openblas_impl *pl, int has_c, fm_plan *out)
-{
-    const int passes = pl->blas_threaded ? 1 + needs_pre_pass(pl, has_c) + needs_post_pass(pl) : 1;
-    const int ca = pl->la.copy, cb = pl->lb.copy, cd = !pl->mm.d_direct;
-    char copies[32] = "", suffix[64];
-    if (ca || cb || cd)
-        snprintf(copies, sizeof copies, " copies=%s%s%s", ca ? "a" : "", cb ? (ca ? ",b" : "b") : "",
-                 cd ? (ca || cb ? ",d" : "d") : "");
-    snprintf(suffix, sizeof suffix, "%s%s%s", pl->la.trans ? " trans_a" : "", pl->lb.trans ? " trans_b" : "", copies);
-    fm_cpu_mm_describe(&pl->mm, "openblas", passes, pl->blas_threaded ? "blas_threads" : "panel", suffix, out);
-}
-
 static fm_status openblas_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
-    (void)ctx, (void)state;
-    if (p->op != FM_OP_MATMUL)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "only matmul");
     if (p->u.matmul.cpu_strategy == FM_CPU_STRATEGY_KERNEL)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy 'kernel' is fusemath's own GEMM kernel (the gemmkernel "
                        "backend), not cblas");
-    openblas_impl pl;
-    memset(&pl, 0, sizeof pl);
+    openblas_impl pl = {0};
     fm_status st = fm_cpu_mm_init(p, &pl.mm, &pl.la, &pl.lb);
     if (st != FM_OK)
         return st;
     choose_tiles(&pl);
-    openblas_impl *impl = malloc(sizeof *impl);
-    if (!impl)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");
-    *impl = pl;
-    out->impl = impl;
-    out->execute = openblas_execute;
-    out->destroy_impl = openblas_destroy;
-    fm_cpu_mm_set_align(&pl.mm, out);
-    describe(&pl, (p->present >> FM_MATMUL_C) & 1, out);
-    return FM_OK;
+    /* describe(): passes over D (tiles fuse everything into one; blas-threads adds a preload
+     * before and an epilogue pass after the threaded GEMM when there is work for them), BLAS's
+     * transposes, the copies */
+    const int has_c = (p->present >> FM_MATMUL_C) & 1;
+    const int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, has_c) + needs_post_pass(&pl) : 1;
+    const int ca = pl.la.copy, cb = pl.lb.copy, cd = !pl.mm.d_direct;
+    char copies[32] = "", suffix[64];
+    if (ca || cb || cd)
+        snprintf(copies, sizeof copies, " copies=%s%s%s", ca ? "a" : "", cb ? (ca ? ",b" : "b") : "",
+                 cd ? (ca || cb ? ",d" : "d") : "");
+    snprintf(suffix, sizeof suffix, "%s%s%s", pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
+    return fm_cpu_mm_install(&pl.mm, &pl, sizeof pl, openblas_execute, "openblas", passes,
+                             pl.blas_threaded ? "blas_threads" : "panel", suffix, out);
 }
 
 char *openblas_get_config(void); /* OpenBLAS's own; reference CBLAS headers lack it */
@@ -545,7 +494,6 @@ char *openblas_get_config(void); /* OpenBLAS's own; reference CBLAS headers lack
  * thread count is part of the problem already). */
 static void openblas_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    (void)ctx, (void)state, (void)p;
     const char *config = openblas_get_config();
     snprintf(buf, n, "%s", config ? config : "");
 }
@@ -556,21 +504,7 @@ static void openblas_wisdom_salt(const fm_context *ctx, void *state, const fm_pr
 static int openblas_tune_candidates(const fm_context *ctx, void *state, const fm_problem *p, fm_problem *cand,
                                     int *group, int max)
 {
-    (void)ctx, (void)state;
-    static const int32_t heights[] = {0, 16, 32, 64, 128, 256, 512, 1024};
-    enum { NH = sizeof heights / sizeof heights[0] };
-    const fm_tensor *d = &p->t[FM_MATMUL_D];
-    const int64_t m = d->shape[d->ndim - 2];
-    int n = 0;
-    for (int h = 0; h < NH && n < max; h++) {
-        if (heights[h] > m)
-            continue;
-        cand[n] = *p;
-        cand[n].u.matmul.panel_rows = heights[h];
-        cand[n].u.matmul.cpu_strategy = FM_CPU_STRATEGY_TILES;
-        group[n++] = -1; /* each on its own */
-    }
-    return n;
+    return fm_cpu_mm_tune_heights(p, FM_CPU_STRATEGY_TILES, cand, group, max);
 }
 
 const fm_backend fm_backend_openblas_matmul = {
@@ -579,7 +513,6 @@ const fm_backend fm_backend_openblas_matmul = {
     .ops = 1u << FM_OP_MATMUL,
     .priority = 0,
     .probe = openblas_probe,
-    .release = NULL,
     .plan = openblas_plan,
     .wisdom_salt = openblas_wisdom_salt,
     .tune_candidates = openblas_tune_candidates,

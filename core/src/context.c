@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "context.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +14,12 @@ static int add_backend(fm_context *ctx, const fm_backend *b)
 {
     if (ctx->nbackends == FM_MAX_BACKENDS)
         return -1;
-    fm_backend_slot *slot = &ctx->backends[ctx->nbackends++];
+    const int index = ctx->nbackends++;
+    int at = index;
+    for (; at > 0 && ctx->backends[ctx->order[at - 1]].backend->priority < b->priority; at--)
+        ctx->order[at] = ctx->order[at - 1];
+    ctx->order[at] = index;
+    fm_backend_slot *slot = &ctx->backends[index];
     memset(slot, 0, sizeof *slot);
     slot->backend = b;
     const char *why = NULL;

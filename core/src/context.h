@@ -24,7 +24,7 @@ typedef struct fm_cache_entry {
 typedef struct fm_plan_cache {
     fm_cache_entry **buckets;
     size_t nbuckets;
-    int count;
+    atomic_int count; /* written under the context's lock; atomic for fm_context_cache_size */
     fm_cache_entry *oldest, *newest;
 } fm_plan_cache;
 
@@ -34,7 +34,8 @@ struct fm_context {
     atomic_int num_threads;
     fm_settings settings; /* the environment, read at creation; settings.num_threads is the default */
     int nbackends;
-    fm_backend_slot backends[FM_MAX_BACKENDS];
+    fm_backend_slot backends[FM_MAX_BACKENDS]; /* in registration order */
+    int order[FM_MAX_BACKENDS]; /* the indices by descending priority (registration order breaks ties) */
     fm_plan_cache cache;
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
     atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */

@@ -65,10 +65,9 @@ int fm_fft_should_split_axes(const fm_problem *p)
 /* A dense layout of t's shape with axis `inner` innermost (stride 1), the others in C order:
  * the c2r step then reads its halved axis with unit stride, the layout every backend takes
  * best (cuFFT rejected an interleaved c2r input at exec). */
-static fm_tensor dense_with_inner(const fm_tensor *t, fm_dtype dt, int inner)
+static fm_tensor dense_with_inner(const fm_tensor *t, int inner)
 {
     fm_tensor c = *t;
-    c.dtype = dt;
     int64_t st = t->shape[inner] > 0 ? t->shape[inner] : 1;
     c.strides[inner] = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -92,20 +91,6 @@ static void drop_chain(fm_problem *q, int epilog)
     q->present &= ~(1u << slot);
     memset(&q->t[slot], 0, sizeof q->t[slot]);
     q->align_log2[slot] = 0;
-}
-
-/* keep the axes [lo, hi) of f */
-static void keep_axes(fm_fft_params *f, int lo, int hi)
-{
-    int32_t axes[3];
-    int64_t n[3];
-    for (int i = lo; i < hi; i++)
-        axes[i - lo] = f->axes[i], n[i - lo] = f->n[i];
-    f->naxes = hi - lo;
-    memset(f->axes, 0, sizeof f->axes);
-    memset(f->n, 0, sizeof f->n);
-    memcpy(f->axes, axes, sizeof(int32_t) * (size_t)f->naxes);
-    memcpy(f->n, n, sizeof(int64_t) * (size_t)f->naxes);
 }
 
 static fm_status run_steps(const steps_impl *x, void *const *ptrs, void *scratch, const fm_exec_args *args,
@@ -156,93 +141,6 @@ static void destroy(void *v)
     free(x);
 }
 
-/* Plan each step problem (a step that fails frees the whole impl), then make out run them:
- * execute, destroy, and what the steps ask of the caller's pointers (out is every step's
- * memory unless c2r). */
-static fm_status plan_and_install(fm_context *ctx, const fm_problem *q, const fm_attachments *att, steps_impl *x,
-                                  fm_plan *out)
-{
-    for (int i = 0; i < x->nsteps; i++) {
-        fm_status s = fm_plan_problem_with(ctx, &q[i], att, &x->step[i]);
-        if (s != FM_OK) {
-            x->nsteps = i;
-            destroy(x);
-            return s;
-        }
-    }
-    out->impl = x;
-    out->execute = execute;
-    out->destroy_impl = destroy;
-    const size_t *a1 = x->step[0]->required_align, *an = x->step[x->nsteps - 1]->required_align;
-    out->required_align[FM_FFT_IN] = a1[FM_FFT_IN];
-    out->required_align[FM_FFT_PROLOG] = a1[FM_FFT_PROLOG];
-    out->required_align[FM_FFT_EPILOG] = an[FM_FFT_EPILOG];
-    out->required_align[FM_FFT_OUT] = an[FM_FFT_OUT];
-    for (int i = 0; i < x->nsteps && !x->c2r; i++) {
-        const size_t *a = x->step[i]->required_align;
-        size_t m = i > 0 && a[FM_FFT_IN] > a[FM_FFT_OUT] ? a[FM_FFT_IN] : a[FM_FFT_OUT];
-        if (m > out->required_align[FM_FFT_OUT])
-            out->required_align[FM_FFT_OUT] = m;
-    }
-    return FM_OK;
-}
-
-/* a step left without a chain has no chain mode to honour (a forced one would refuse it) */
-static void auto_mode_if_plain(fm_problem *q)
-{
-    if (!q->u.fft.prolog_ops && !q->u.fft.epilog_ops)
-        q->u.fft.gpu_prolog = FM_FFT_PROLOG_AUTO;
-}
-
-fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out)
-{
-    const fm_fft_params *fp = &p->u.fft;
-    const int last = fp->naxes - 1;
-    fm_problem q[2] = {*p, *p};
-    steps_impl *x = calloc(1, sizeof *x);
-    if (!x)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-    x->nsteps = 2;
-    x->dev = p->exec_device;
-    if (fp->kind != FM_FFT_C2R) {
-        /* 1: the inner axes (r2c halves the last), prolog; 2: the others in place on out, c2c,
-         * epilog. On the cpu a 3-D transform goes as 2-D slabs then the outer axis, as FFTW's own
-         * 3-D plans do (each slab's prolog while it is in cache); cuFFT splits off the last axis. */
-        const int k = p->exec_device.type == FM_DEVICE_CPU && fp->naxes == 3 ? 1 : last;
-        keep_axes(&q[0].u.fft, k, fp->naxes);
-        drop_chain(&q[0], 1);
-        keep_axes(&q[1].u.fft, 0, k);
-        q[1].u.fft.kind = FM_FFT_C2C;
-        q[1].t[FM_FFT_IN] = p->t[FM_FFT_OUT];
-        q[1].align_log2[FM_FFT_IN] = p->align_log2[FM_FFT_OUT];
-        q[1].inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-        drop_chain(&q[1], 0);
-    } else {
-        /* 1: the other axes, c2c inverse, prolog, into a dense scratch with the halved axis
-         * innermost; 2: c2r over that axis from the scratch, epilog */
-        fm_tensor mid = dense_with_inner(&p->t[FM_FFT_IN], p->t[FM_FFT_IN].dtype, fp->axes[last]);
-        x->c2r = 1;
-        x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
-        keep_axes(&q[0].u.fft, 0, last);
-        q[0].u.fft.kind = FM_FFT_C2C;
-        q[0].t[FM_FFT_OUT] = mid;
-        q[0].align_log2[FM_FFT_OUT] = 6;
-        q[0].inplace_partner[FM_FFT_OUT] = FM_FFT_IN;
-        drop_chain(&q[0], 1);
-        keep_axes(&q[1].u.fft, last, last + 1);
-        q[1].t[FM_FFT_IN] = mid;
-        q[1].align_log2[FM_FFT_IN] = 6;
-        drop_chain(&q[1], 0);
-    }
-    auto_mode_if_plain(&q[0]);
-    auto_mode_if_plain(&q[1]);
-    fm_status s = plan_and_install(ctx, q, out->attach, x, out);
-    if (s != FM_OK)
-        return s;
-    fm_plan_set_describe(out, "fft split into [%s] then [%s]", x->step[0]->describe, x->step[1]->describe);
-    return FM_OK;
-}
-
 /* The axes of p in order and their lengths (past the third: from the shapes, c2r from out's). */
 static int all_axes(const fm_problem *p, int axes[FM_MAX_NDIM], int64_t n[FM_MAX_NDIM])
 {
@@ -279,7 +177,84 @@ static void make_step(const fm_problem *p, const int *axes, const int64_t *n, in
         drop_chain(q, 0);
     if (!last)
         drop_chain(q, 1);
-    auto_mode_if_plain(q);
+    if (!f->prolog_ops && !f->epilog_ops) /* no chain mode to honour (a forced one would refuse it) */
+        f->gpu_prolog = FM_FFT_PROLOG_AUTO;
+}
+
+/* Plan p as steps over the groups of axes [lo[i], hi[i]) of all_axes, in running order (the first
+ * group holds the halved axis of an r2c, the last that of a c2r), each step planned through the
+ * planner (a step that fails frees the whole impl); then make out run them: execute, destroy, and
+ * what the steps ask of the caller's pointers (out is every step's memory unless c2r). */
+static fm_status plan_groups(fm_context *ctx, const fm_problem *p, const fm_attachments *att, const int *lo,
+                             const int *hi, int ng, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    int axes[FM_MAX_NDIM];
+    int64_t n[FM_MAX_NDIM];
+    const int k = all_axes(p, axes, n);
+    steps_impl *x = calloc(1, sizeof *x);
+    if (!x)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
+    x->nsteps = ng;
+    x->dev = p->exec_device;
+    x->c2r = fp->kind == FM_FFT_C2R;
+    const fm_tensor *in = &p->t[FM_FFT_IN], *dst = &p->t[FM_FFT_OUT];
+    const int ain = p->align_log2[FM_FFT_IN], aout = p->align_log2[FM_FFT_OUT];
+    const fm_tensor mid = dense_with_inner(in, axes[k - 1]); /* c2r: the complex intermediate */
+    if (x->c2r)
+        x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
+    fm_problem q[FM_MAX_NDIM];
+    for (int i = 0; i < ng; i++) {
+        const int last = i == ng - 1;
+        if (!x->c2r) /* in -> out (r2c: the halved axis), then c2c in place on out */
+            make_step(p, axes, n, lo[i], hi[i], i ? FM_FFT_C2C : fp->kind, i ? dst : in, i ? aout : ain, dst, aout,
+                      i == 0, last, &q[i]);
+        else /* c2c in -> a dense scratch with the halved axis innermost, in place on it, then c2r into out */
+            make_step(p, axes, n, lo[i], hi[i], last ? FM_FFT_C2R : FM_FFT_C2C, i ? &mid : in, i ? 6 : ain,
+                      last ? dst : &mid, last ? aout : 6, i == 0, last, &q[i]);
+    }
+    for (int i = 0; i < x->nsteps; i++) {
+        fm_status s = fm_plan_problem_with(ctx, &q[i], att, &x->step[i]);
+        if (s != FM_OK) {
+            x->nsteps = i;
+            destroy(x);
+            return s;
+        }
+    }
+    out->impl = x;
+    out->execute = execute;
+    out->destroy_impl = destroy;
+    const size_t *a1 = x->step[0]->required_align, *an = x->step[x->nsteps - 1]->required_align;
+    out->required_align[FM_FFT_IN] = a1[FM_FFT_IN];
+    out->required_align[FM_FFT_PROLOG] = a1[FM_FFT_PROLOG];
+    out->required_align[FM_FFT_EPILOG] = an[FM_FFT_EPILOG];
+    out->required_align[FM_FFT_OUT] = an[FM_FFT_OUT];
+    for (int i = 0; i < x->nsteps && !x->c2r; i++) {
+        const size_t *a = x->step[i]->required_align;
+        size_t m = i > 0 && a[FM_FFT_IN] > a[FM_FFT_OUT] ? a[FM_FFT_IN] : a[FM_FFT_OUT];
+        if (m > out->required_align[FM_FFT_OUT])
+            out->required_align[FM_FFT_OUT] = m;
+    }
+    return FM_OK;
+}
+
+fm_status fm_fft_plan_axis_split(fm_context *ctx, const fm_problem *p, fm_plan *out)
+{
+    const fm_fft_params *fp = &p->u.fft;
+    const int last = fp->naxes - 1, c2r = fp->kind == FM_FFT_C2R;
+    /* c2c / r2c: 1: the inner axes (r2c halves the last), prolog; 2: the others in place on out,
+     * c2c, epilog. On the cpu a 3-D transform goes as 2-D slabs then the outer axis, as FFTW's own
+     * 3-D plans do (each slab's prolog while it is in cache); cuFFT splits off the last axis.
+     * c2r: 1: the other axes, c2c inverse, prolog, into a dense scratch with the halved axis
+     * innermost; 2: c2r over that axis from the scratch, epilog. */
+    const int k = !c2r && p->exec_device.type == FM_DEVICE_CPU && fp->naxes == 3 ? 1 : last;
+    const int lo[2] = {c2r ? 0 : k, c2r ? last : 0}, hi[2] = {c2r ? last : fp->naxes, c2r ? fp->naxes : k};
+    fm_status s = plan_groups(ctx, p, out->attach, lo, hi, 2, out);
+    if (s != FM_OK)
+        return s;
+    const steps_impl *x = out->impl;
+    fm_plan_set_describe(out, "fft split into [%s] then [%s]", x->step[0]->describe, x->step[1]->describe);
+    return FM_OK;
 }
 
 fm_status fm_fft_plan_steps(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan)
@@ -287,50 +262,25 @@ fm_status fm_fft_plan_steps(fm_context *ctx, const fm_problem *p, const fm_attac
     const fm_fft_params *fp = &p->u.fft;
     if (fp->naxes <= 3)
         return FM_ERR_NOT_APPLICABLE; /* the backends' */
-    int axes[FM_MAX_NDIM];
-    int64_t n[FM_MAX_NDIM];
-    const int k = all_axes(p, axes, n);
     /* the groups of axes in running order: the last three (with the halved axis), then the
      * others in threes from the front; c2r runs them the other way round */
+    const int k = fp->naxes, c2r = fp->kind == FM_FFT_C2R;
     int lo[FM_MAX_NDIM], hi[FM_MAX_NDIM], ng = 0;
-    lo[ng] = k - 3, hi[ng++] = k;
+    if (!c2r)
+        lo[ng] = k - 3, hi[ng++] = k;
     for (int a = 0; a < k - 3; a += 3)
         lo[ng] = a, hi[ng++] = a + 3 < k - 3 ? a + 3 : k - 3;
-    const int c2r = fp->kind == FM_FFT_C2R;
-    steps_impl *x = calloc(1, sizeof *x);
+    if (c2r)
+        lo[ng] = k - 3, hi[ng++] = k;
     fm_plan *out = fm_plan_alloc(p);
-    if (!x || !out) {
-        free(x), free(out);
+    if (!out)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory while planning");
-    }
-    x->nsteps = ng;
-    x->dev = p->exec_device;
-    x->c2r = c2r;
-    const fm_tensor *in = &p->t[FM_FFT_IN], *dst = &p->t[FM_FFT_OUT];
-    const int ain = p->align_log2[FM_FFT_IN], aout = p->align_log2[FM_FFT_OUT];
-    fm_problem q[FM_MAX_NDIM];
-    if (!c2r) {
-        /* in -> out (r2c: the halved axis), then c2c in place on out */
-        for (int i = 0; i < ng; i++)
-            make_step(p, axes, n, lo[i], hi[i], i ? FM_FFT_C2C : fp->kind, i ? dst : in, i ? aout : ain, dst, aout,
-                      i == 0, i == ng - 1, &q[i]);
-    } else {
-        /* c2c in -> a dense scratch with the halved axis innermost, in place on it, then c2r into out */
-        fm_tensor mid = dense_with_inner(in, in->dtype, axes[k - 1]);
-        x->scratch_bytes = (size_t)fm_tensor_numel(&mid) * fm_dtype_size(mid.dtype);
-        for (int i = 0; i < ng; i++) {
-            const int g = i < ng - 1 ? i + 1 : 0, last = i == ng - 1;
-            make_step(p, axes, n, lo[g], hi[g], last ? FM_FFT_C2R : FM_FFT_C2C, i ? &mid : in, i ? 6 : ain,
-                      last ? dst : &mid, last ? aout : 6, i == 0, last, &q[i]);
-        }
-    }
-    out->attach = att;
-    fm_status s = plan_and_install(ctx, q, att, x, out);
-    out->attach = NULL;
+    fm_status s = plan_groups(ctx, p, att, lo, hi, ng, out);
     if (s != FM_OK) {
         free(out);
         return s;
     }
+    const steps_impl *x = out->impl;
     char text[FM_DESCRIBE_LEN];
     size_t used = 0;
     for (int i = 0; i < ng && used < sizeof text; i++) {

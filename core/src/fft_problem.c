@@ -4,7 +4,6 @@
  * operands' own shapes and strides (backends take any layout through FFTW's guru interface /
  * cuFFT's advanced layout, or copy). Scales that commute with the transform are folded into
  * the epilogue scale, together with the norm. */
-#include "context.h"
 #include "fft_axis_split.h"
 #include "operation.h"
 #include "sha256.h"
@@ -12,7 +11,6 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char *const slot_names[FM_FFT_NSLOTS] = {"in", "out", "prolog_array", "epilog_array"};
@@ -105,12 +103,9 @@ static void callback_digest(const fm_fft_chain *ch, uint8_t out[32])
 
 void fm_fft_ops_text(char *buf, size_t size, unsigned ops)
 {
-    if (!ops) {
-        snprintf(buf, size, "none");
-        return;
-    }
-    snprintf(buf, size, "%s%s%s%s", (ops & FM_FFT_OP_SCALE) ? "+scale" : "", (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "",
-             (ops & FM_FFT_OP_CONJ) ? "+conj" : "", (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
+    snprintf(buf, size, "%s%s%s%s%s", ops ? "" : "+none", (ops & FM_FFT_OP_SCALE) ? "+scale" : "",
+             (ops & FM_FFT_OP_MULTIPLY) ? "+multiply" : "", (ops & FM_FFT_OP_CONJ) ? "+conj" : "",
+             (ops & FM_FFT_OP_CALLBACK) ? "+callback" : "");
     memmove(buf, buf + 1, strlen(buf)); /* drop the leading + */
 }
 
@@ -332,16 +327,6 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
     return FM_OK;
 }
 
-/* A callback needs cuda. */
-static fm_status check_callback_device(const fm_fft_options *opts, const fm_problem *p)
-{
-    for (int c = 0; c < 2; c++)
-        if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
-            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
-                           "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
-    return FM_OK;
-}
-
 /* The chains' scales and the norm folded where that is exact, the ops left to apply. */
 static fm_status fold_scales(const fm_fft_options *opts, double norm, fm_fft_params *fp)
 {
@@ -458,9 +443,12 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     p->t[FM_FFT_OUT] = *out;
     p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
     if ((s = place_chain_arrays(ts, opts, p)) != FM_OK ||
-        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK ||
-        (s = check_callback_device(opts, p)) != FM_OK)
+        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
+    for (int c = 0; c < 2; c++) /* a callback needs cuda */
+        if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
+            return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "
+                           "transform runs on the cpu (pass GPU arrays or execution='cuda')", c ? "epilog" : "prolog");
     return set_params(ctx, opts, naxes, axes, n, p);
 }
 
@@ -513,16 +501,12 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
                           : opts->last_n > 0         ? opts->last_n
                                                      : 2 * (e - 1);
     }
-    int64_t shape[FM_MAX_NDIM]; /* fm_tensor_init zeroes out first: not from out.shape itself */
-    memcpy(shape, out.shape, sizeof shape);
-    fm_tensor_init(&out, NULL, in->device, out.dtype, nd, shape, NULL);
     fm_device dev;
     if ((s = fm_tensor_resolve_device("fft", "in", in, &dev)) != FM_OK)
         return s;
-    out.device = dev;
+    fm_tensor_init(&out, NULL, dev, out.dtype, nd, out.shape, NULL); /* C order (it copies out.shape first) */
     const fm_tensor *all[FM_FFT_NSLOTS] = {in, &out, ts[FM_FFT_PROLOG], ts[FM_FFT_EPILOG]};
-    fm_problem p;
-    memset(&p, 0, sizeof p);
+    fm_problem p = {0};
     if ((s = build_fields(NULL, all, opts, &p)) != FM_OK) /* every other check, against this out */
         return s;
     specs[FM_FFT_OUT] = out;
@@ -554,13 +538,6 @@ const fm_operation fm_operation_fft = {
     .tunables = {offsetof(fm_fft_params, cpu_path)},
     .check_tunables = check_tunables,
 };
-
-fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                               fm_problem *p)
-{
-    fm_attachments att;
-    return fm_operation_build(ctx, &fm_operation_fft, ts, opts, p, &att);
-}
 
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                       const fm_tensor *epilog_array, const fm_fft_options *opts, fm_plan **plan)

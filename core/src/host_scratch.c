@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #define SCRATCH_MIN_BYTES ((size_t)256 << 10)   /* smaller ones come cheaply from malloc's heap */
 #define SCRATCH_MAX_TOTAL ((size_t)512 << 20)   /* bytes kept idle at most */

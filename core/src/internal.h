@@ -13,8 +13,6 @@
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
 
-/* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
-/* Set this thread's detail message and return s. printf-style. */
 /* FM_SIMD_CLONES: the element loops of the CPU chain passes (matmul epilogues, FFT
  * prolog/epilog) compiled for AVX-512, AVX2 and baseline x86-64, picked once at load time
  * (GCC/Clang function multi-versioning). The library is built for baseline x86-64, whose
@@ -38,6 +36,8 @@ typedef struct fm_settings fm_settings; /* below: the environment, read at conte
 #define FM_SIMD_CLONES
 #endif
 
+/* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
+/* Set this thread's detail message and return s. printf-style. */
 fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
 void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -53,6 +53,10 @@ void fm_host_scratch_trim(void);
  * (host_prefault.c): threads about to write strided shares of a fresh output fault it in
  * side by side instead of queueing on the same pages. */
 void fm_host_prefault(void *base, size_t bytes, int part, int nparts);
+
+/* The dtype as NumPy / PyTorch spell it ("float32"; fm_dtype_name: "f32"), for messages to front
+ * ends whose users know those names. */
+const char *fm_dtype_word(fm_dtype t);
 
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
@@ -153,10 +157,6 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 /* The source and symbol of the chain's raw callback (epilog = 0 prolog, 1 epilog) of problem p
  * among the attachments the plan is being made with, or NULL when p has none. */
 const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog, const char **symbol);
-/* The problem fm_fft_plan would plan for these operands (slots FM_FFT_IN..EPILOG) and options:
- * validation, norm folding, layouts. Tests drive backends' planning with it. */
-fm_status fm_fft_problem_build(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
-                               fm_problem *p);
 /* p's gpu_prolog (AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback when the problem
  * was built); AUTO whatever was asked when there is no chain or nothing to compute */
 int fm_fft_gpu_prolog_mode(const fm_problem *p);
@@ -235,10 +235,10 @@ fm_status fm_settings_read(fm_settings *s);
 typedef struct fm_backend {
     const char *name;       /* "openblas", "cublaslt" */
     fm_device_type device;  /* device type whose data it computes on */
-    uint32_t ops;           /* bit (1u << fm_op) per supported operation */
+    uint32_t ops;           /* bit (1u << fm_op) per operation: plan() and hooks see only these */
     int priority;           /* higher is offered first */
-    /* Create per-context state (library handles); return FM_ERR_UNAVAILABLE with a
-     * reason in *why (static string or fm_last_error()) when the device is absent. */
+    /* Create per-context state (library handles; *state is NULL before); return FM_ERR_UNAVAILABLE
+     * with a reason in *why (static string or fm_last_error()) when the device is absent. */
     fm_status (*probe)(const fm_settings *settings, void **state, const char **why);
     void (*release)(void *state);
     /* Plan p or return FM_ERR_NOT_APPLICABLE (with a reason via fm_fail) so the next
@@ -302,10 +302,10 @@ fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_at
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
 fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
-/* Make `alias` (fresh from fm_plan_alloc) execute `target`; takes over the caller's
- * reference to target. Used by autotune: the tuned plan answers for the default key. An alias
- * given as target is replaced by its own target: repeated autotunes never build a chain. */
-void fm_plan_alias_init(fm_plan *alias, fm_plan *target);
+/* *plan: a new plan for problem key that executes `target`, cached under key (taking over the
+ * caller's reference to target). Autotune and wisdom: the tuned plan answers for the default key.
+ * An alias given as target is replaced by its own target: repeated autotunes never build a chain. */
+fm_status fm_plan_alias_for(fm_context *ctx, const fm_problem *key, fm_plan *target, fm_plan **plan);
 /* The plan an alias executes; p itself when p is no alias. */
 const fm_plan *fm_plan_alias_target(const fm_plan *p);
 /* Replace the cached plan for its problem (autotune). */
@@ -323,7 +323,6 @@ int fm_wisdom_lookup(fm_context *ctx, const fm_problem *p, fm_problem *tuned);
 void fm_wisdom_clear_(fm_context *ctx);
 
 /* ---- small helpers ---- */
-static inline int fm_min_i(int a, int b) { return a < b ? a : b; }
 static inline int64_t fm_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t fm_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* The median of v[0..n), n >= 1 and small (sorts v in place: insertion). */
@@ -342,6 +341,7 @@ static inline double fm_median(double *v, int n)
  * candidate must show over the default given the default's drifts between the two timings
  * around each candidate (GPU; drift is reordered), 3% on the CPU. */
 int fm_autotune_gpu_calls(double est_seconds, int repeats);
+double fm_now_seconds(void); /* a monotonic clock, for timings */
 int fm_autotune_sustained_calls(double est_seconds);
 double fm_autotune_required_gain(int on_gpu, double *drift, int n);
 

@@ -1,43 +1,19 @@
 /* matmul_problem.c : validate matmul operands into a normalised fm_problem and
  * run the planner. Every operand is expanded to the full batch rank with stride 0
  * on broadcast dimensions, so backends see one uniform layout. */
-#include "context.h"
 #include "epilogue.h"
 #include "operation.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *const slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale",
                                                           "a_scale", "b_scale"};
 
 static int is_fp8(fm_dtype t) { return t == FM_F8E4M3 || t == FM_F8E5M2; }
 
-/* The dtype as NumPy / PyTorch spell it: the messages go to front ends whose users know those names. */
-static const char *dtype_word(fm_dtype t)
-{
-    switch (t) {
-    case FM_F16: return "float16";
-    case FM_BF16: return "bfloat16";
-    case FM_F32: return "float32";
-    case FM_F64: return "float64";
-    case FM_C32: return "complex32";
-    case FM_C64: return "complex64";
-    case FM_C128: return "complex128";
-    case FM_U8: return "uint8";
-    case FM_I8: return "int8";
-    case FM_I32: return "int32";
-    case FM_I64: return "int64";
-    case FM_U32: return "uint32";
-    case FM_F8E4M3: return "float8_e4m3fn";
-    case FM_F8E5M2: return "float8_e5m2";
-    default: return fm_dtype_name(t);
-    }
-}
+static const char *dtype_word(fm_dtype t) { return fm_dtype_word(t); }
 
 void fm_matmul_options_init(fm_matmul_options *o)
 {
@@ -47,28 +23,14 @@ void fm_matmul_options_init(fm_matmul_options *o)
     o->alpha[0] = 1.0;
 }
 
-static void shape_str(const fm_tensor *t, char *buf, size_t n);
-
-/* A target shape as text, for one message (a static buffer: called only on the error path of one thread's
- * call, its text is copied by fm_fail before the next use). */
-static const char *target_str(const int64_t *shape, int ndim)
-{
-    static _Thread_local char buf[160];
-    fm_tensor t;
-    memset(&t, 0, sizeof t);
-    t.ndim = ndim;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    shape_str(&t, buf, sizeof buf);
-    return buf;
-}
-
-static void shape_str(const fm_tensor *t, char *buf, size_t n)
+/* A shape as text for messages, as NumPy prints it: "(2, 3)", "(4,)". */
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
 {
     size_t u = (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < t->ndim && u < n; i++)
-        u += (size_t)snprintf(buf + u, n - u, "%lld%s", (long long)t->shape[i], i + 1 < t->ndim ? ", " : "");
+    for (int i = 0; i < ndim && u < n; i++)
+        u += (size_t)snprintf(buf + u, n - u, "%lld%s", (long long)shape[i], i + 1 < ndim ? ", " : "");
     if (u < n)
-        snprintf(buf + u, n - u, "%s)", t->ndim == 1 ? "," : "");
+        snprintf(buf + u, n - u, "%s)", ndim == 1 ? "," : "");
 }
 
 fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *ndim, int64_t *shape)
@@ -82,8 +44,8 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
     int64_t k1 = a->shape[a->ndim - 1], k2 = b->shape[b->ndim - 2];
     if (k1 != k2) {
         char sa[128], sb[128];
-        shape_str(a, sa, sizeof sa);
-        shape_str(b, sb, sizeof sb);
+        shape_str(a->ndim, a->shape, sa, sizeof sa);
+        shape_str(b->ndim, b->shape, sb, sizeof sb);
         return fm_fail(FM_ERR_SHAPE, "matmul: a has shape %s and b has shape %s; K = %lld (the last dimension of a) "
                        "must equal the second-to-last dimension of b (%lld)", sa, sb, (long long)k1, (long long)k2);
     }
@@ -114,13 +76,13 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
 }
 
 /* Expand t to rank `ndim` against `target` shape (right-aligned, stride 0 where
- * broadcast or extent 1). `skip_rows` lets bias of shape (..., N) fill the M axis. */
+ * broadcast or extent 1). bias_style: a bias or scale (..., N) broadcasts over the M axis and has N. */
 static fm_status expand(const char *name, const fm_tensor *t, int ndim, const int64_t *target, fm_tensor *out,
                         int bias_style)
 {
     if (t->ndim > ndim) { /* before the axes: which axis would "not broadcast" is meaningless then */
         char st[128];
-        shape_str(t, st, sizeof st);
+        shape_str(t->ndim, t->shape, st, sizeof st);
         return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
                        "has more dimensions than the output (%d)", name, st, name, st, ndim);
     }
@@ -138,29 +100,21 @@ static fm_status expand(const char *name, const fm_tensor *t, int ndim, const in
             str = t->strides[src];
             src--;
         }
-        if (ext != target[i] && ext != 1) {
-            char st[128];
-            shape_str(t, st, sizeof st);
-            if (bias_style && i == ndim - 1)
-                return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
-                               name, (long long)ext, (long long)target[i]);
-            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
-                           "the result (%s) has %lld, expected %lld or 1", name, st, i, target_str(target, ndim),
-                           (long long)ext, (long long)target[i]);
-        }
         if (bias_style && i == ndim - 1 && ext != target[i])
             return fm_fail(FM_ERR_SHAPE, "matmul: %s has length %lld, expected N = %lld (the result's columns)",
                            name, (long long)ext, (long long)target[i]);
+        if (ext != target[i] && ext != 1) {
+            char st[128], tt[128];
+            shape_str(t->ndim, t->shape, st, sizeof st);
+            shape_str(ndim, target, tt, sizeof tt);
+            return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: axis %d of "
+                           "the result (%s) has %lld, expected %lld or 1", name, st, i, tt,
+                           (long long)ext, (long long)target[i]);
+        }
         e.shape[i] = target[i];
         e.strides[i] = (ext == 1 || target[i] <= 1) ? 0 : str;
     }
-    if (src >= 0) {
-        char st[128];
-        shape_str(t, st, sizeof st);
-        return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, which does not broadcast to the result: %s of shape %s "
-                       "has more dimensions than the output (%d)", name, st, name, st, ndim);
-    }
-    *out = e;
+    *out = e; /* t->ndim <= ndim (checked above): the loop consumed every axis of t */
     return FM_OK;
 }
 
@@ -172,10 +126,8 @@ static fm_status exact_shape(const char *name, const fm_tensor *t, int ndim, con
     if (ok)
         return FM_OK;
     char got[128], want[128];
-    fm_tensor w = {.ndim = ndim};
-    memcpy(w.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    shape_str(t, got, sizeof got);
-    shape_str(&w, want, sizeof want);
+    shape_str(t->ndim, t->shape, got, sizeof got);
+    shape_str(ndim, shape, want, sizeof want);
     return fm_fail(FM_ERR_SHAPE, "matmul: %s has shape %s, expected %s", name, got, want);
 }
 
@@ -283,28 +235,38 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
                                  const int64_t *shape, fm_problem *p);
 static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
                                 const fm_matmul_options *opts, fm_dtype dt, fm_problem *p);
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim,
+                            const int64_t *shape, fm_tensor *specs, uint32_t *written, const fm_tensor **ts);
 
-static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],
-                                      const fm_matmul_options *opts, fm_problem *p)
+/* The problem for operands `given`; with specs (output specs): first the descriptors of the
+ * outputs into specs (make_specs), then every check against them (the outputs given as given). */
+static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const given[FM_MATMUL_NSLOTS],
+                                      const fm_matmul_options *opts, fm_problem *p, fm_tensor *specs,
+                                      uint32_t *written)
 {
     fm_status s;
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        if (!ts[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || i == FM_MATMUL_D))
+        if (!given[i] && (i == FM_MATMUL_A || i == FM_MATMUL_B || (i == FM_MATMUL_D && !specs)))
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor",
                            slot_names[i]);
     const unsigned epi = opts->epilogue; /* opts: never NULL (the generic code fills in defaults) */
     fm_dtype dt;
-    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
+    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(given, opts, &dt)) != FM_OK)
         return s;
-    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
 
     /* shapes */
     int ndim;
     int64_t shape[FM_MAX_NDIM + 2];
-    if ((s = fm_matmul_output_shape(a, b, &ndim, shape)) != FM_OK)
+    if ((s = fm_matmul_output_shape(given[FM_MATMUL_A], given[FM_MATMUL_B], &ndim, shape)) != FM_OK)
         return s;
     if (ndim > FM_MAX_NDIM)
         return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
+    const fm_tensor *ts[FM_MATMUL_NSLOTS];
+    memcpy(ts, given, sizeof ts);
+    if (specs && ((s = make_specs(given, epi, dt, ndim, shape, specs, written, ts)) != FM_OK ||
+                  (s = check_dtypes(ts, opts, &dt)) != FM_OK))
+        return s;
+    const fm_tensor *d = ts[FM_MATMUL_D];
     if ((s = exact_shape("d", d, ndim, shape)) != FM_OK)
         return s;
     /* aux is written by the forward *_aux chains; drelu/dgelu read it (an input may repeat,
@@ -349,13 +311,15 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     fm_status s;
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B], *d = ts[FM_MATMUL_D];
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1], k = a->shape[a->ndim - 1];
-    int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM];
+    int64_t a_target[FM_MAX_NDIM], b_target[FM_MAX_NDIM], bias_target[FM_MAX_NDIM], col_target[FM_MAX_NDIM];
     memcpy(a_target, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(b_target, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(bias_target, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(col_target, shape, sizeof(int64_t) * (size_t)ndim);
     a_target[ndim - 1] = k;
     b_target[ndim - 2] = k;
     bias_target[ndim - 2] = 1;
+    col_target[ndim - 1] = 1;
     if ((s = expand("a", a, ndim, a_target, &p->t[FM_MATMUL_A], 0)) != FM_OK ||
         (s = expand("b", b, ndim, b_target, &p->t[FM_MATMUL_B], 0)) != FM_OK ||
         (s = expand("d", d, ndim, shape, &p->t[FM_MATMUL_D], 0)) != FM_OK)
@@ -416,26 +380,20 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     }
     if (ts[FM_MATMUL_BGRAD]) {
         /* (batch..., L): one gradient per batch entry, L = M for bgrada, else N. */
-        const fm_tensor *bg = ts[FM_MATMUL_BGRAD];
+        fm_tensor bg = *ts[FM_MATMUL_BGRAD];
         int along_rows = (epi & FM_EPILOGUE_BGRADA) != 0;
         int64_t want[FM_MAX_NDIM];
         memcpy(want, shape, sizeof(int64_t) * (size_t)(ndim - 2));
         want[ndim - 2] = along_rows ? m : n;
-        if ((s = exact_shape(along_rows ? "bgrad (bgrada: length M)" : "bgrad (length N)", bg, ndim - 1, want)) != FM_OK)
+        if ((s = exact_shape(along_rows ? "bgrad (bgrada: length M)" : "bgrad (length N)", &bg, ndim - 1, want)) != FM_OK)
             return s;
-        fm_tensor e = *bg;
-        e.data = NULL;
-        e.ndim = ndim;
-        memcpy(e.shape, shape, sizeof(int64_t) * (size_t)ndim);
-        for (int i = 0; i < ndim - 2; i++)
-            e.strides[i] = shape[i] > 1 ? bg->strides[i] : 0;
-        e.shape[ndim - 2] = along_rows ? m : 1;
-        e.shape[ndim - 1] = along_rows ? 1 : n;
-        e.strides[ndim - 2] = along_rows && m > 1 ? bg->strides[ndim - 2] : 0;
-        e.strides[ndim - 1] = !along_rows && n > 1 ? bg->strides[ndim - 2] : 0;
-        if ((s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_BGRAD, &e)) != FM_OK)
+        /* expanded as a column of D's shape (bgrada: a unit axis after its length) or a row, like a bias */
+        if (along_rows)
+            bg.ndim = ndim, bg.shape[ndim - 1] = 1, bg.strides[ndim - 1] = 0;
+        if ((s = expand("bgrad", &bg, ndim, along_rows ? col_target : bias_target, &p->t[FM_MATMUL_BGRAD],
+                        !along_rows)) != FM_OK ||
+            (s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_BGRAD, &p->t[FM_MATMUL_BGRAD])) != FM_OK)
             return s;
-        p->t[FM_MATMUL_BGRAD] = e;
     }
 
     for (int i = FM_MATMUL_A_SCALE; i <= FM_MATMUL_B_SCALE; i++) {
@@ -491,34 +449,17 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
     return FM_OK;
 }
 
-/* A C-contiguous descriptor of shape[0..ndim) on dev. */
-static void contiguous_spec(fm_tensor *t, fm_dtype dt, fm_device dev, int ndim, const int64_t *shape)
+/* C-contiguous descriptors on a's device for d and the outputs the epilogue writes (aux, bgrad)
+ * into specs, *written their bits; ts: the operands, a spec for each output not given. */
+static fm_status make_specs(const fm_tensor *const *given, unsigned epi, fm_dtype dt, int ndim,
+                            const int64_t *shape, fm_tensor *specs, uint32_t *written, const fm_tensor **ts)
 {
-    fm_tensor_init(t, NULL, dev, dt, ndim, shape, NULL);
-}
-
-static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
-{
-    const fm_matmul_options *opts = opts_; /* never NULL */
-    for (int i = FM_MATMUL_A; i <= FM_MATMUL_B; i++)
-        if (!ts[i])
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s is NULL, expected a tensor descriptor", slot_names[i]);
-    fm_status s;
-    fm_dtype dt;
-    if ((s = check_options(opts)) != FM_OK || (s = check_dtypes(ts, opts, &dt)) != FM_OK)
-        return s;
-    int ndim;
-    int64_t shape[FM_MAX_NDIM + 2];
-    if ((s = fm_matmul_output_shape(ts[FM_MATMUL_A], ts[FM_MATMUL_B], &ndim, shape)) != FM_OK)
-        return s;
-    if (ndim > FM_MAX_NDIM)
-        return fm_fail(FM_ERR_SHAPE, "matmul: output would have %d dimensions, at most %d", ndim, FM_MAX_NDIM);
     fm_device dev;
-    if ((s = fm_tensor_resolve_device("matmul", "a", ts[FM_MATMUL_A], &dev)) != FM_OK)
+    fm_status s = fm_tensor_resolve_device("matmul", "a", given[FM_MATMUL_A], &dev);
+    if (s != FM_OK)
         return s;
-    const unsigned epi = opts->epilogue;
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1];
-    contiguous_spec(&specs[FM_MATMUL_D], dt, dev, ndim, shape);
+    fm_tensor_init(&specs[FM_MATMUL_D], NULL, dev, dt, ndim, shape, NULL);
     *written = 1u << FM_MATMUL_D;
     if (epi & FM_EPILOGUE_AUX) {
         int64_t aux[FM_MAX_NDIM];
@@ -526,23 +467,26 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
         const int mask = fm_epilogue_aux_is_mask(epi);
         if (mask)
             aux[ndim - 1] = fm_relu_mask_row_bytes(n);
-        contiguous_spec(&specs[FM_MATMUL_AUX], mask ? FM_U8 : dt, dev, ndim, aux);
+        fm_tensor_init(&specs[FM_MATMUL_AUX], NULL, dev, mask ? FM_U8 : dt, ndim, aux, NULL);
         *written |= 1u << FM_MATMUL_AUX;
     }
     if (epi & FM_EPILOGUE_ANY_BGRAD_) {
         int64_t bg[FM_MAX_NDIM];
         memcpy(bg, shape, sizeof(int64_t) * (size_t)(ndim - 2));
         bg[ndim - 2] = (epi & FM_EPILOGUE_BGRADA) ? m : n;
-        contiguous_spec(&specs[FM_MATMUL_BGRAD], dt, dev, ndim - 1, bg);
+        fm_tensor_init(&specs[FM_MATMUL_BGRAD], NULL, dev, dt, ndim - 1, bg, NULL);
         *written |= 1u << FM_MATMUL_BGRAD;
     }
-    /* every check the planner makes, on the inputs and these outputs (given ones as given) */
-    const fm_tensor *full[FM_MATMUL_NSLOTS];
     for (int i = 0; i < FM_MATMUL_NSLOTS; i++)
-        full[i] = ((*written >> i) & 1u) && !ts[i] ? &specs[i] : ts[i];
+        ts[i] = ((*written >> i) & 1u) && !given[i] ? &specs[i] : given[i];
+    return FM_OK;
+}
+
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts, fm_tensor *specs, uint32_t *written)
+{
     fm_problem p;
     fm_problem_begin(NULL, &fm_operation_matmul, &p);
-    return build_problem_fields(NULL, full, opts, &p);
+    return build_problem_fields(NULL, ts, opts, &p, specs, written);
 }
 
 static const uint8_t slot_roles[FM_MATMUL_NSLOTS] = {
@@ -555,8 +499,7 @@ static void options_init(void *o) { fm_matmul_options_init(o); }
 static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts, fm_problem *p,
                        fm_attachments *att)
 {
-    (void)att;
-    return build_problem_fields(ctx, ts, opts, p);
+    return build_problem_fields(ctx, ts, opts, p, NULL, NULL);
 }
 
 /* The ranges fm_matmul_options accepts for the tunable fields (wisdom files are checked with it). */

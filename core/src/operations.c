@@ -168,14 +168,15 @@ typedef struct options_buffer {
     _Alignas(16) unsigned char bytes[1024];
 } options_buffer;
 
-static const void *options_or_defaults(const fm_operation *o, const void *opts, options_buffer *buf)
+static fm_status options_or_defaults(const fm_operation *o, const void **opts, options_buffer *buf)
 {
-    if (opts)
-        return opts;
+    if (*opts)
+        return FM_OK;
     if (o->options_size > sizeof buf->bytes) /* a row whose options outgrew the buffer: say so, do not overrun */
-        return NULL;
+        return fm_fail(FM_ERR_INTERNAL, "%s: options of %zu bytes exceed the generic buffer", o->name, o->options_size);
     o->options_init(buf->bytes);
-    return buf->bytes;
+    *opts = buf->bytes;
+    return FM_OK;
 }
 
 fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_tensor *const *t, const void *opts,
@@ -184,14 +185,13 @@ fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_te
     if (!ctx)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", o->name);
     options_buffer defaults;
-    if (!(opts = options_or_defaults(o, opts, &defaults)))
-        return fm_fail(FM_ERR_INTERNAL, "%s: options of %zu bytes exceed the generic buffer", o->name, o->options_size);
-    memset(att, 0, sizeof *att);
-    fm_problem_begin(ctx, o, p);
-    fm_status s = o->build(ctx, t, opts, p, att);
+    fm_status s = options_or_defaults(o, &opts, &defaults);
     if (s != FM_OK)
         return s;
-    p->settings_key = ctx->settings.plan_key;
+    memset(att, 0, sizeof *att);
+    fm_problem_begin(ctx, o, p);
+    if ((s = o->build(ctx, t, opts, p, att)) != FM_OK)
+        return s;
     fm_problem_key_tails(p);
     return FM_OK;
 }
@@ -208,8 +208,8 @@ fm_status fm_output_specs(fm_op op, const fm_tensor *const *t, int nslots, const
     memset(specs, 0, (size_t)o->nslots * sizeof *specs);
     *written = 0;
     options_buffer defaults;
-    if (!(opts = options_or_defaults(o, opts, &defaults)))
-        return fm_fail(FM_ERR_INTERNAL, "%s: options of %zu bytes exceed the generic buffer", o->name, o->options_size);
+    if ((s = options_or_defaults(o, &opts, &defaults)) != FM_OK)
+        return s;
     return o->output_specs(t, opts, specs, written);
 }
 
@@ -230,15 +230,7 @@ fm_status fm_plan_built(fm_context *ctx, const fm_problem *p, const fm_attachmen
         fm_clear_error();
         return fm_plan_problem_with(ctx, p, att, plan);
     }
-    fm_plan *out = fm_plan_alloc(p);
-    if (!out) {
-        fm_plan_release(winner);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory", fm_op_name(p->op));
-    }
-    fm_plan_alias_init(out, winner);
-    fm_context_cache_put(ctx, out);
-    *plan = out;
-    return FM_OK;
+    return fm_plan_alias_for(ctx, p, winner, plan);
 }
 
 fm_status fm_plan_create(fm_context *ctx, fm_op op, const fm_tensor *const *t, int nslots, const void *opts,
@@ -293,12 +285,10 @@ fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int 
     fm_attachments att;
     if ((s = fm_operation_build(ctx, o, t, opts, &p, &att)) != FM_OK)
         return s;
-    for (int i = 0; i < nslots; i++)
-        if (t[i] && !t[i]->data && fm_tensor_numel(t[i]) > 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: %s has no data pointer; autotune runs on the real "
-                           "operands", o->name, o->slot_names[i]);
     void *ptrs[FM_MAX_SLOTS];
     for (int i = 0; i < nslots; i++)
-        ptrs[i] = t[i] ? t[i]->data : NULL;
+        if (!(ptrs[i] = t[i] ? t[i]->data : NULL) && t[i] && fm_tensor_numel(t[i]) > 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s autotune: %s has no data pointer; autotune runs on the real "
+                           "operands", o->name, o->slot_names[i]);
     return fm_autotune_problem(ctx, &p, &att, ptrs, repeats, plan);
 }

@@ -168,8 +168,13 @@ static fm_status alias_execute(const fm_plan *p, void *const *ptrs, const fm_exe
 
 static void alias_destroy(void *impl) { fm_plan_release(impl); }
 
-void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
+fm_status fm_plan_alias_for(fm_context *ctx, const fm_problem *key, fm_plan *target, fm_plan **plan)
 {
+    fm_plan *alias = fm_plan_alloc(key);
+    if (!alias) {
+        fm_plan_release(target);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory", fm_op_name(key->op));
+    }
     if (target->execute == alias_execute) { /* never a chain: point at the alias's own target */
         fm_plan *real = target->impl;
         fm_plan_retain(real);
@@ -186,6 +191,9 @@ void fm_plan_alias_init(fm_plan *alias, fm_plan *target)
     for (int i = 0; i < FM_MAX_SLOTS; i++)
         alias->required_align[i] = target->required_align[i];
     snprintf(alias->describe, sizeof alias->describe, "%s", target->describe);
+    fm_context_cache_put(ctx, alias);
+    *plan = alias;
+    return FM_OK;
 }
 
 const fm_plan *fm_plan_alias_target(const fm_plan *p)

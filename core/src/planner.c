@@ -94,7 +94,8 @@ static fm_plan *cache_find(fm_context *ctx, uint64_t h, const fm_problem *p)
     return NULL;
 }
 
-static void cache_unlink(fm_context *ctx, fm_cache_entry *e)
+/* Unlink e from its bucket and the insertion order, release its plan, free it. */
+static void cache_drop(fm_context *ctx, fm_cache_entry *e)
 {
     fm_cache_entry **pp = &ctx->cache.buckets[e->hash % ctx->cache.nbuckets];
     while (*pp != e)
@@ -109,6 +110,8 @@ static void cache_unlink(fm_context *ctx, fm_cache_entry *e)
     else
         ctx->cache.newest = e->older;
     ctx->cache.count--;
+    fm_plan_release(e->plan);
+    free(e);
 }
 
 static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
@@ -123,17 +126,10 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
     for (fm_cache_entry *e = ctx->cache.buckets[h % ctx->cache.nbuckets]; e; e = e->next)
         if (e->hash == h && fm_problem_equal(&e->plan->problem, &plan->problem))
             old = e;
-    if (old) { /* replace (autotune) */
-        cache_unlink(ctx, old);
-        fm_plan_release(old->plan);
-        free(old);
-    }
-    if (ctx->cache.count >= FM_CACHE_MAX_PLANS) { /* evict the oldest */
-        fm_cache_entry *e = ctx->cache.oldest;
-        cache_unlink(ctx, e);
-        fm_plan_release(e->plan);
-        free(e);
-    }
+    if (old) /* replace (autotune) */
+        cache_drop(ctx, old);
+    if (ctx->cache.count >= FM_CACHE_MAX_PLANS) /* evict the oldest */
+        cache_drop(ctx, ctx->cache.oldest);
     fm_cache_entry *e = calloc(1, sizeof *e);
     if (!e)
         return;
@@ -179,13 +175,7 @@ void fm_context_clear_cache(fm_context *ctx)
 
 int fm_context_cache_size(const fm_context *ctx)
 {
-    if (!ctx)
-        return 0;
-    fm_context *c = (fm_context *)ctx;
-    pthread_mutex_lock(&c->lock);
-    int n = c->cache.count;
-    pthread_mutex_unlock(&c->lock);
-    return n;
+    return ctx ? atomic_load(&((fm_context *)ctx)->cache.count) : 0;
 }
 
 /* ---- backend selection ---- */
@@ -194,19 +184,8 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, const fm_att
     char reasons[512] = "";
     size_t used = 0;
     int offered = 0, forced_seen = 0;
-    /* Offer by descending priority; registration order breaks ties. */
-    int order[FM_MAX_BACKENDS], n = 0;
-    for (int i = 0; i < ctx->nbackends; i++)
-        order[n++] = i;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && ctx->backends[order[j]].backend->priority >
-                                    ctx->backends[order[j - 1]].backend->priority; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    for (int oi = 0; oi < n; oi++) {
-        fm_backend_slot *slot = &ctx->backends[order[oi]];
+    for (int oi = 0; oi < ctx->nbackends; oi++) { /* by descending priority */
+        fm_backend_slot *slot = &ctx->backends[ctx->order[oi]];
         const fm_backend *b = slot->backend;
         if (ctx->settings.backend[0]) {
             if (strcmp(ctx->settings.backend, b->name) != 0)

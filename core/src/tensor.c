@@ -5,15 +5,18 @@
 #include <string.h>
 
 static const struct {
-    const char *name;
+    const char *name, *word; /* word: as NumPy / PyTorch spell it */
     size_t size;
     int complex;
 } dtype_info[FM_DTYPE_COUNT_] = {
-    [FM_DTYPE_INVALID] = {"invalid", 0, 0}, [FM_F16] = {"f16", 2, 0},  [FM_BF16] = {"bf16", 2, 0},
-    [FM_F32] = {"f32", 4, 0},               [FM_F64] = {"f64", 8, 0},  [FM_C64] = {"c64", 8, 1},
-    [FM_C128] = {"c128", 16, 1},            [FM_I8] = {"i8", 1, 0},    [FM_U8] = {"u8", 1, 0},
-    [FM_I32] = {"i32", 4, 0},               [FM_I64] = {"i64", 8, 0},  [FM_U32] = {"u32", 4, 0},
-    [FM_F8E4M3] = {"f8e4m3", 1, 0},         [FM_F8E5M2] = {"f8e5m2", 1, 0},  [FM_C32] = {"c32", 4, 1},
+    [FM_DTYPE_INVALID] = {"invalid", "invalid", 0, 0},   [FM_F16] = {"f16", "float16", 2, 0},
+    [FM_BF16] = {"bf16", "bfloat16", 2, 0},              [FM_F32] = {"f32", "float32", 4, 0},
+    [FM_F64] = {"f64", "float64", 8, 0},                 [FM_C64] = {"c64", "complex64", 8, 1},
+    [FM_C128] = {"c128", "complex128", 16, 1},           [FM_I8] = {"i8", "int8", 1, 0},
+    [FM_U8] = {"u8", "uint8", 1, 0},                     [FM_I32] = {"i32", "int32", 4, 0},
+    [FM_I64] = {"i64", "int64", 8, 0},                   [FM_U32] = {"u32", "uint32", 4, 0},
+    [FM_F8E4M3] = {"f8e4m3", "float8_e4m3fn", 1, 0},     [FM_F8E5M2] = {"f8e5m2", "float8_e5m2", 1, 0},
+    [FM_C32] = {"c32", "complex32", 4, 1},
 };
 
 static int dtype_valid(fm_dtype t) { return (int)t > FM_DTYPE_INVALID && (int)t < FM_DTYPE_COUNT_; }
@@ -21,6 +24,8 @@ static int dtype_valid(fm_dtype t) { return (int)t > FM_DTYPE_INVALID && (int)t 
 size_t fm_dtype_size(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].size : 0; }
 
 const char *fm_dtype_name(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].name : "invalid"; }
+
+const char *fm_dtype_word(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].word : "invalid"; }
 
 int fm_dtype_is_complex(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].complex : 0; }
 
@@ -155,8 +160,7 @@ fm_status fm_tensor_check_distinct(fm_op op, int slot, const fm_tensor *t)
     int64_t span = 0; /* elements covered by the smaller axes, minus one */
     for (int i = 0; i < n; i++) {
         int64_t st = llabs(t->strides[idx[i]]);
-        if (st <= span)
-            {
+        if (st <= span) {
             fm_status s = fm_fail(FM_ERR_ALIAS, "%s: output %s overlaps itself (axis %d has stride %lld); outputs need "
                                   "distinct memory for every element", fm_op_name(op), fm_op_slot_name(op, slot), idx[i],
                                   (long long)t->strides[idx[i]]);

@@ -158,13 +158,7 @@ fm_status fm_context_wisdom_forget(fm_context *ctx)
 
 int fm_context_wisdom_size(const fm_context *ctx)
 {
-    if (!ctx)
-        return 0;
-    fm_context *c = (fm_context *)ctx;
-    pthread_mutex_lock(&c->lock);
-    int n = c->nwisdom;
-    pthread_mutex_unlock(&c->lock);
-    return n;
+    return ctx ? atomic_load(&((fm_context *)ctx)->nwisdom) : 0; /* written under the lock, atomic to read */
 }
 
 /* Where a save of path writes: path itself, or the file a symlink at path points to (a save
@@ -279,17 +273,6 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom save: writing '%s' failed: %s", path, strerror(err));
     }
     return FM_OK;
-}
-
-/* After fgets of a line longer than the buffer: drop the rest of that line (a long comment or
- * note; what is parsed fits in the buffer), so it is not read as lines of its own. */
-static void drop_rest_of_line(FILE *f, const char *line)
-{
-    if (strchr(line, '\n'))
-        return;
-    int ch;
-    while ((ch = fgetc(f)) != EOF && ch != '\n')
-        ;
 }
 
 /* n decimal integers (then the end of the line or a "# note"), each within int32: strtoll
@@ -448,25 +431,25 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         close(fd);
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory opening '%s'", path);
     }
-    char line[512];
-    const int first = fgets(line, sizeof line, f) != NULL;
-    if (first)
-        drop_rest_of_line(f, line);
+    char *line = NULL; /* whole lines, however long (a long comment or note) */
+    size_t cap = 0;
+    const int first = getline(&line, &cap, f) >= 0;
     const int version = !first ? 0 : is_magic(line, WISDOM_MAGIC) ? 2 : is_magic(line, WISDOM_MAGIC_V1) ? 1 : 0;
     if (!version) {
+        free(line);
         fclose(f);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' is not a fusemath wisdom file (expected a first "
                        "line '%s')", path, WISDOM_MAGIC);
     }
     loading ld = {.ctx = ctx, .path = path, .f = f, .version = version, .lineno = 1};
     fm_status s = FM_OK;
-    while (s == FM_OK && fgets(line, sizeof line, f)) {
-        drop_rest_of_line(f, line);
+    while (s == FM_OK && getline(&line, &cap, f) >= 0) {
         ld.lineno++;
         if (line[0] == '\n' || line[0] == '#')
             continue;
         s = strncmp(line, "blob ", 5) == 0 ? read_blob(&ld, line) : read_entry(&ld, line);
     }
+    free(line);
     fclose(f);
     /* the file parsed: each backend checks and imports its blob (a blob its backend refuses
      * stops the load; the blobs imported before it stay), then the entries, all or nothing */

@@ -5,7 +5,6 @@
  * choices in the context's wisdom, bad inputs through fm_fft_plan, empty transforms. */
 #define _DEFAULT_SOURCE
 #include "fft_harness.h"
-#include "cpu/fftw_fft.h"
 #include "cpu/fftw_impl.h"
 
 #include <pthread.h>

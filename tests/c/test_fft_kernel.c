@@ -23,6 +23,7 @@
 #include "cuda/nvrtc_cache.h"
 
 #include "env_settings.h"
+#include "operation.h"
 
 static const char *const opts[] = {"-std=c++17"};
 
@@ -660,14 +661,22 @@ static void test_emulated_four_step(void)
 }
 
 /* ---- the backend's own planning (fft_kernel_plan.c) on problems built by the core ----
- * Host tensors through fm_fft_problem_build (validation, norm folding, layouts as fm_fft_plan
- * sees them), the kernels the backend would make for it, run in its execute order (one kernel
+ * Host tensors through fft_problem (validation, norm folding, layouts as fm_fft_plan sees
+ * them), the kernels the backend would make for it, run in its execute order (one kernel
  * in to out; the four-step in to scratch to out; axis passes in to out, then in place on out),
  * against the library's CPU FFT of the same call (FFTW with its own chain code). */
 typedef struct ht {
     fm_tensor t;
     void *mem;
 } ht;
+
+/* The problem fm_fft_plan would plan for these operands and options (the core's own build). */
+static fm_status fft_problem(fm_context *ctx, const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *o,
+                             fm_problem *p)
+{
+    fm_attachments att;
+    return fm_operation_build(ctx, &fm_operation_fft, ts, o, p, &att);
+}
 
 /* A host tensor of shape sh laid out in the axis order `order` (outermost first; NULL: C order),
  * filled from seed (complex, or real for a real dtype). */
@@ -700,7 +709,7 @@ static int emu_problem(const fm_tensor *in, const fm_tensor *out, const fm_tenso
 {
     const fm_tensor *ts[FM_FFT_NSLOTS] = {in, out, pa, ea};
     fm_problem p;
-    fm_status st = fm_fft_problem_build(g_ctx, ts, o, &p);
+    fm_status st = fft_problem(g_ctx, ts, o, &p);
     CHECK_MSG(st == FM_OK, "problem: %s", fm_last_error());
     if (st != FM_OK)
         return 0;
@@ -874,7 +883,7 @@ static void test_no_chain_declines(void)
     o.naxes = 2, o.axes[0] = 0, o.axes[1] = 1, o.gpu_prolog = FM_FFT_PROLOG_KERNEL;
     const fm_tensor *ts[FM_FFT_NSLOTS] = {&x.t, &x.t, NULL, NULL};
     fm_problem p;
-    CHECK_OK(fm_fft_problem_build(g_ctx, ts, &o, &p));
+    CHECK_OK(fft_problem(g_ctx, ts, &o, &p));
     fm_cufft_cb_spec chain[2];
     fm_fft_kernel_spec k[3];
     int order[3], nk = 0;
@@ -882,10 +891,10 @@ static void test_no_chain_declines(void)
     CHECK(fm_fft_kernel_axis_passes(&p, NULL, chain, k, order, &nk) == FM_ERR_NOT_APPLICABLE);
     CHECK(strstr(fm_last_error(), "no chain") != NULL);
     o.naxes = 1, o.axes[0] = 1;
-    CHECK_OK(fm_fft_problem_build(g_ctx, ts, &o, &p));
+    CHECK_OK(fft_problem(g_ctx, ts, &o, &p));
     CHECK(fm_fft_kernel_one(&p, NULL, chain, &k[0]) == FM_ERR_NOT_APPLICABLE);
     const fm_tensor *ts1[FM_FFT_NSLOTS] = {&x1.t, &x1.t, NULL, NULL};
-    CHECK_OK(fm_fft_problem_build(g_ctx, ts1, &o, &p));
+    CHECK_OK(fft_problem(g_ctx, ts1, &o, &p));
     CHECK(fm_fft_kernel_steps(&p, NULL, chain, k, &nk, &scratch) == FM_ERR_NOT_APPLICABLE);
     free(x.mem), free(x1.mem);
 }

@@ -363,8 +363,8 @@ def test_concurrent_saves_to_one_path(tmp_path):
 
 
 def test_long_comment_lines_load(tmp_path):
-    """Lines are read in 512-byte pieces; a longer comment line is one line, not several
-    (its rest was parsed as a malformed entry)."""
+    """A comment line longer than any buffer is one line, not several (its rest was once
+    parsed as a malformed entry)."""
     path = tmp_path / "w"
     fusemath.wisdom.save(str(path))
     head, rest = path.read_text().split("\n", 1)

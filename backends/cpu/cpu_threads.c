@@ -1,7 +1,11 @@
-/* cpu_pool.c : see cpu_pool.h. One job at a time; items are claimed with an atomic
- * counter; the caller works too and then waits for the workers to check out. */
+/* cpu_threads.c : the threads of the CPU matmul backends (cpu_matmul.h).
+ * The passive pool (fm_pool_run): one job at a time; items are claimed with an atomic counter; the
+ * caller works too and then waits for the workers to check out.
+ * OpenBLAS's thread count is one process-wide setting. Plans that call single-threaded GEMMs from
+ * the library's own threads hold a shared lock; a plan that lets OpenBLAS thread one big GEMM holds
+ * it exclusively while the count is raised, so the two never run together and never oversubscribe. */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu_pool.h"
+#include "cpu_matmul.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -89,4 +93,30 @@ int fm_pool_run(int threads, int64_t items, fm_pool_fn fn, void *arg)
     pthread_mutex_unlock(&lock);
     pthread_mutex_unlock(&job_lock);
     return rc;
+}
+
+/* ---- OpenBLAS's thread count ---- */
+void openblas_set_num_threads(int num_threads);
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static pthread_rwlock_t blas_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static void set_single(void) { openblas_set_num_threads(1); }
+
+void fm_blas_threads_init(void) { pthread_once(&blas_once, set_single); }
+
+void fm_blas_single_begin(void) { pthread_rwlock_rdlock(&blas_lock); }
+
+void fm_blas_single_end(void) { pthread_rwlock_unlock(&blas_lock); }
+
+void fm_blas_threads_begin(int n)
+{
+    pthread_rwlock_wrlock(&blas_lock);
+    openblas_set_num_threads(n);
+}
+
+void fm_blas_threads_end(void)
+{
+    openblas_set_num_threads(1);
+    pthread_rwlock_unlock(&blas_lock);
 }
