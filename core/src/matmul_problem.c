@@ -67,8 +67,8 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
     for (int i = 0; i < bn + 2 && n != 0; i++)
         if (__builtin_mul_overflow(n, shape[i], &n)) {
             char sa[128], sb[128];
-            shape_str(a, sa, sizeof sa);
-            shape_str(b, sb, sizeof sb);
+            shape_str(a->ndim, a->shape, sa, sizeof sa);
+            shape_str(b->ndim, b->shape, sb, sizeof sb);
             return fm_fail(FM_ERR_TOO_LARGE, "matmul: a of shape %s times b of shape %s has a result with more "
                            "elements than a 64-bit count holds", sa, sb);
         }
