@@ -2,12 +2,11 @@
  * variants worth timing (fm_backend.tune_candidates: the operation's tunable fields set); they
  * are timed against the default plan on the caller's operands and the winner answers for the
  * problem's key from then on (cache and wisdom). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 (clang does not imply it) */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 (clang needs it said) */
 #include "context.h"
 #include "operation.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,7 +28,7 @@ typedef struct tuning {
     int calls[NPLANS], nratio[NPLANS], alive[NPLANS], n, ndrift;
 } tuning;
 
-static double now_seconds(void)
+double fm_now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -45,13 +44,13 @@ static fm_status time_plan(const fm_plan *plan, void *const *ptrs, int samples, 
     fm_status s;
     double best = 1e300;
     for (int r = 0; r < samples; r++) {
-        double t0 = now_seconds();
+        double t0 = fm_now_seconds();
         for (int q = 0; q < calls; q++)
             if ((s = fm_plan_execute(plan, ptrs, plan->problem.nslots, NULL)) != FM_OK)
                 return s;
         if (sync && (s = sync(device)) != FM_OK)
             return s;
-        double t = (now_seconds() - t0) / calls;
+        double t = (fm_now_seconds() - t0) / calls;
         if (t < best)
             best = t;
     }
@@ -264,16 +263,10 @@ static fm_status install_winner(fm_context *ctx, const fm_problem *key, fm_plan 
     fm_status s = fm_plan_problem_with(ctx, &tuned, att, &winner);
     if (s != FM_OK)
         return s;
-    fm_plan *out = fm_plan_alloc(key);
-    if (!out) {
-        fm_plan_release(winner);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s autotune: out of host memory", fm_op_name(key->op));
-    }
+    if ((s = fm_plan_alias_for(ctx, key, winner, plan)) != FM_OK)
+        return s;
     if (!fm_problem_untuned(&tuned)) /* the default's own choice is no tuning: keep what wisdom holds */
-        fm_wisdom_record(ctx, key, &tuned, winner->describe);
-    fm_plan_alias_init(out, winner);
-    fm_context_cache_put(ctx, out);
-    *plan = out;
+        fm_wisdom_record(ctx, key, &tuned, (*plan)->describe);
     return FM_OK;
 }
 

@@ -22,22 +22,14 @@ static const struct {
 };
 enum { NWORDS = sizeof words / sizeof words[0] };
 
-static int popcount(unsigned x)
-{
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-}
-
 fm_status fm_epilogue_validate(unsigned e)
 {
     if (e & ~FM_EPILOGUE_ALL_)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: unknown bits 0x%x", e & ~FM_EPILOGUE_ALL_);
-    if (popcount(e & FM_EPILOGUE_FORWARD_ACT_) > 1)
+    if (__builtin_popcount(e & FM_EPILOGUE_FORWARD_ACT_) > 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: two activations; choose one of relu, gelu, sigmoid, "
                        "tanh, silu, clamp");
-    if (popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
+    if (__builtin_popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu and dgelu together; choose one");
     if ((e & FM_EPILOGUE_BACKWARD_) && (e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BIAS | FM_EPILOGUE_SCALE)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu/dgelu take no forward activation, bias or scale "
