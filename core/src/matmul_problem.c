@@ -4,6 +4,7 @@
 #include "epilogue.h"
 #include "operation.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
