@@ -63,7 +63,7 @@ target_link_libraries(fusemath_deps INTERFACE
 # call it through `omp declare simd` (fusion/cpu_epilogue.c). Optional.
 include(CheckLibraryExists)
 check_library_exists(mvec _ZGVbN4v_tanhf "" FUSEMATH_HAVE_LIBMVEC)
-if(FUSEMATH_HAVE_LIBMVEC AND NOT FUSEMATH_SANITIZE)
+if(FUSEMATH_HAVE_LIBMVEC AND NOT FUSEMATH_SANITIZE AND NOT FUSEMATH_FUZZ) # ASan builds: no libmvec
   target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_LIBMVEC=1)
   target_link_libraries(fusemath_deps INTERFACE mvec)
 endif()

@@ -46,6 +46,9 @@ command -v c++ >/dev/null 2>&1 || missing_deb+=(g++)
 if ((FUZZ)); then
   command -v clang >/dev/null 2>&1 || missing_deb+=(clang)
   have_deb libomp-dev || compgen -G "/usr/lib/llvm-*/lib/libomp.so" >/dev/null || missing_deb+=(libomp-dev)
+  # libFuzzer and the sanitizer runtimes: only Recommended by clang, so --no-install-recommends skips them
+  { command -v clang >/dev/null 2>&1 && [[ -f $(clang -print-file-name=libclang_rt.fuzzer-x86_64.a) ]]; } ||
+    have_deb libclang-rt-dev || missing_deb+=(libclang-rt-dev)
 fi
 if [[ ! -x $VENV/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing_deb+=(python3-venv)

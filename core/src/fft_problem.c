@@ -317,8 +317,8 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
         int real_data = !fm_dtype_is_complex(target->dtype);
         if (!(arr->dtype == r || (!real_data && arr->dtype == complex_of(r))))
             return about_slot(fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
-                                      fm_dtype_name(arr->dtype), fm_dtype_name(r), real_data ? "" : " or ",
-                                      real_data ? " (the data it multiplies is real)" : fm_dtype_name(complex_of(r))),
+                                      fm_dtype_word(arr->dtype), fm_dtype_word(r), real_data ? "" : " or ",
+                                      real_data ? " (the data it multiplies is real)" : fm_dtype_word(complex_of(r))),
                               slot);
         if ((s = check_desc(slot_names[slot], arr)) != FM_OK ||
             (s = expand_array(slot_names[slot], arr, target, &p->t[slot])) != FM_OK)

@@ -64,9 +64,9 @@ fm_status fm_matmul_output_shape(const fm_tensor *a, const fm_tensor *b, int *nd
     shape[bn] = a->shape[a->ndim - 2];
     shape[bn + 1] = b->shape[b->ndim - 1];
     *ndim = bn + 2;
-    int64_t n = 1; /* zero-stride inputs can describe a result no 64-bit count holds */
-    for (int i = 0; i < bn + 2 && n != 0; i++)
-        if (__builtin_mul_overflow(n, shape[i], &n)) {
+    int64_t n = 1; /* zero-stride inputs can describe a result no 64-bit count holds (zeros count as 1) */
+    for (int i = 0; i < bn + 2; i++)
+        if (__builtin_mul_overflow(n, shape[i] > 0 ? shape[i] : 1, &n)) {
             char sa[128], sb[128];
             shape_str(a->ndim, a->shape, sa, sizeof sa);
             shape_str(b->ndim, b->shape, sb, sizeof sb);

@@ -124,9 +124,11 @@ fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *cons
             char w0[32], wi[32];
             device_str(d0, w0, sizeof w0);
             device_str(di, wi, sizeof wi);
-            return fm_fail(FM_ERR_DEVICE, "%s: %s is on %s but %s is on %s; move them to one device or pass "
-                           "execution='cpu' or 'cuda' to let fusemath move the data", op->name, op->slot_names[first],
-                           w0, op->slot_names[i], wi);
+            fm_fail(FM_ERR_DEVICE, "%s: %s is on %s but %s is on %s; move them to one device or pass "
+                    "execution='cpu' or 'cuda' to let fusemath move the data", op->name, op->slot_names[first], w0,
+                    op->slot_names[i], wi);
+            fm_fail_slots(first, i); /* front ends name their arguments for both */
+            return FM_ERR_DEVICE;
         }
         p->exec_device = d0;
     } else {
@@ -138,10 +140,12 @@ fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *cons
         const fm_device di = p->t[i].device;
         if (!ts[i] || di.type != FM_DEVICE_CUDA || di.id < fm_cuda_device_count())
             continue;
-        return fm_fail(FM_ERR_UNAVAILABLE, "%s: %s is on cuda:%d but %s", op->name, op->slot_names[i], di.id,
-                       fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
-                                                     "without CUDA)"
-                                                   : "that device does not exist");
+        fm_fail(FM_ERR_UNAVAILABLE, "%s: %s is on cuda:%d but %s", op->name, op->slot_names[i], di.id,
+                fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build without "
+                                              "CUDA)"
+                                            : "that device does not exist");
+        fm_fail_slots(i, -1);
+        return FM_ERR_UNAVAILABLE;
     }
     fm_problem_key_alignment(p);
     return FM_OK;

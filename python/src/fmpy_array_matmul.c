@@ -31,8 +31,15 @@ int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *ep
         return 0;
     }
     long long v = 0;
-    if (fmpy_int_arg(fname, "epilogue", o, 0, (long long)UINT32_MAX, &v) < 0)
+    if (fmpy_int_arg(fname, "epilogue", o, 0, (long long)UINT32_MAX, &v) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError)) { /* out of range: the class of the core's refusals */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_SetObject(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), value);
+            Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+        }
         return -1;
+    }
     *epi = (unsigned)v;
     return 0;
 }

@@ -138,6 +138,34 @@ static fm_status specs_of(fmpy_call *c, const fm_tensor *const *tp)
     return s;
 }
 
+/* m with the first whole-word occurrence of each of the two slots' core names in the Python
+ * arguments' names ("in is on cpu but prolog_array is on cuda:0" -> "x is on cpu but prolog[...] ..."). */
+static void rename_two(fmpy_call *c, int slot, int other, const char *m, char *buf, size_t size)
+{
+    const int slots[2] = {slot, other};
+    const char *at[2] = {NULL, NULL};
+    for (int j = 0; j < 2; j++) {
+        const char *name = fm_op_slot_name(c->def->op, slots[j]);
+        const size_t k = strlen(name);
+        for (const char *q = strstr(m, name); q && k; q = strstr(q + 1, name))
+            if ((q == m || q[-1] == ' ') && (q[k] == ' ' || q[k] == ',' || q[k] == ';' || !q[k])) {
+                at[j] = q;
+                break;
+            }
+    }
+    size_t used = 0;
+    for (const char *q = m; *q && used + 1 < size;) {
+        const int j = q == at[0] ? 0 : q == at[1] ? 1 : -1;
+        if (j < 0) {
+            buf[used++] = *q++;
+            continue;
+        }
+        used += (size_t)snprintf(buf + used, size - used, "%s", c->def->argname(c, slots[j]));
+        q += strlen(fm_op_slot_name(c->def->op, slots[j]));
+    }
+    buf[used < size ? used : size - 1] = '\0';
+}
+
 /* A failed core call: its message; an alias is said with the Python arguments that overlap
  * (and the core's detail of an output overlapping itself: the axis and stride), a failure about
  * one operand with its Python argument's name in place of the slot name that starts it. */
@@ -156,6 +184,11 @@ static void raise_core(fmpy_call *c, fm_status s)
         if (k && strncmp(m, sn, k) == 0 && m[k] == ' ') {
             arg = c->def->argname(c, slot);
             m += k;
+        }
+        char two[640];
+        if (slot >= 0 && slot < c->nslots && other >= 0 && other < c->nslots && other != slot) {
+            rename_two(c, slot, other, m, two, sizeof two); /* e.g. two operands on different devices */
+            m = two;
         }
         PyErr_Format(fmpy_error_class(c->st, s), "%s: %s%s", c->where, arg, m);
     } else if (other == slot)

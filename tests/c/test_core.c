@@ -128,13 +128,17 @@ static void test_tensor_init(void)
     CHECK_STATUS(fm_tensor_init(&t, buf, cpu, (fm_dtype)-3, 3, shape, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(fm_tensor_init(NULL, buf, cpu, FM_F32, 3, shape, NULL), FM_ERR_INVALID_ARGUMENT);
     /* more elements than an int64 counts: refused with explicit strides too (zero strides make such a
-     * view cheap to describe), as with NULL strides; one zero extent makes it empty, which is fine */
+     * view cheap to describe), as with NULL strides; zero extents count as 1 wherever they sit */
     const int64_t huge[3] = {1LL << 40, 1LL << 40, 16}, zero_strides[3] = {0, 0, 0};
     CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge, zero_strides), FM_ERR_TOO_LARGE);
     CHECK_ERROR_MENTIONS("64-bit");
     CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge, NULL), FM_ERR_TOO_LARGE);
-    const int64_t huge_empty[3] = {1LL << 40, 0, 1LL << 40};
-    CHECK_OK(fm_tensor_init(&t, buf, cpu, FM_F32, 3, huge_empty, zero_strides));
+    const int64_t zero_first[3] = {0, 1LL << 40, 1LL << 40}, zero_last[3] = {1LL << 40, 1LL << 40, 0};
+    CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, zero_first, zero_strides), FM_ERR_TOO_LARGE);
+    CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, zero_last, zero_strides), FM_ERR_TOO_LARGE);
+    CHECK_STATUS(fm_tensor_init(&t, buf, cpu, FM_F32, 3, zero_first, NULL), FM_ERR_TOO_LARGE);
+    const int64_t big_empty[3] = {1LL << 30, 0, 1LL << 30};
+    CHECK_OK(fm_tensor_init(&t, buf, cpu, FM_F32, 3, big_empty, zero_strides));
     CHECK(fm_tensor_numel(&t) == 0);
 }
 

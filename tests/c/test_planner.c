@@ -491,6 +491,27 @@ static void test_unavailable_backend(void)
     CHECK(ctx == NULL);
     CHECK_ERROR_MENTIONS("absentfake");
 
+    /* a problem no available backend plans: the refusal lists the unavailable one with its reason
+     * (fp8 inputs: the CPU backends decline them) */
+    CHECK_OK(fm_context_create(&ctx));
+    if (ctx) {
+        CHECK_OK(fm_context_register_backend(ctx, &absent_backend));
+        const int64_t sq[2] = {4, 4};
+        static uint8_t a8[16], b8[16];
+        static uint16_t d16[16];
+        fm_tensor ta, tb, td;
+        CHECK_OK(fm_tensor_init(&ta, a8, (fm_device){FM_DEVICE_CPU, 0}, FM_F8E4M3, 2, sq, NULL));
+        CHECK_OK(fm_tensor_init(&tb, b8, (fm_device){FM_DEVICE_CPU, 0}, FM_F8E4M3, 2, sq, NULL));
+        CHECK_OK(fm_tensor_init(&td, d16, (fm_device){FM_DEVICE_CPU, 0}, FM_BF16, 2, sq, NULL));
+        p = NULL;
+        fm_status st = fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, NULL, &p);
+        CHECK_MSG(st != FM_OK && p == NULL, "fp8 on the cpu -> %s", fm_status_name(st));
+        CHECK_ERROR_MENTIONS("absentfake: unavailable (fake accelerator not present)");
+        CHECK(atomic_load(&absent_plans) == 0);
+        fm_plan_release(p);
+        fm_context_destroy(ctx);
+    }
+
     /* forcing a built-in backend that is unavailable here (a CUDA one without a GPU): creation
      * accepts it, planning fails naming it */
     CHECK_OK(fm_context_create(&ctx));

@@ -7,6 +7,7 @@
  * What must hold: no crash, no sanitizer report, no leak, and every failure carries a message.
  * FFT efforts stay at estimate (measure would time FFTW plans, seconds for large sizes).
  * Built and run by `make fuzz` (docs/testing.md). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <fusemath/fusemath.h>
 
 #include <stdint.h>

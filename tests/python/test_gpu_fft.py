@@ -1262,6 +1262,18 @@ def test_errors_other_library(gpu, rng):
         ff.fft(x_d, out=other.empty((4, 8), np.complex64))
 
 
+def test_device_mismatch_names_the_arguments(rng):
+    """A chain array on another device than x: the core's two-slot device error comes back with the
+    Python names of both (x, prolog['multiply']), never the core's slot names."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones(4, 8, dtype=torch.complex64)  # cpu
+    w = torch.ones(8, dtype=torch.float32, device="cuda")
+    with pytest.raises(fusemath.DeviceError) as info:
+        ff.fft(x, prolog={"multiply": w})
+    text = str(info.value)
+    assert "prolog['multiply']" in text and "prolog_array" not in text and " in is " not in text, text
+
+
 # ---------------------------------------------------------------------------
 # 7. Execution placement
 # ---------------------------------------------------------------------------

@@ -466,3 +466,10 @@ def test_result_past_int64_is_fusemaths_error():
         fusemath.matmul(a, b)
     with pytest.raises(fusemath.TooLargeError, match="matmul"):
         fusemath.matmul(np.broadcast_to(one, (2**40, 1)), np.broadcast_to(one, (1, 2**40)))
+
+
+@pytest.mark.parametrize("bits", [-1, 2**32])
+def test_epilogue_int_out_of_range_is_invalid_argument(bits):
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(fusemath.InvalidArgumentError, match="epilogue"):
+        fusemath.matmul(a, a.T, epilogue=bits)
