@@ -246,8 +246,8 @@ PyObject *fmpy_call_method0(PyObject *obj, PyObject *name);
 int fmpy_torch_lazy_bits(fm_state *st, PyObject *obj, const char *name, int complex);
 int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
                          int *lib);
-int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h);
 /* fmpy_dlpack.c */
+fm_dtype fmpy_dl_dtype(int code, int bits);
 const char *fmpy_device_name(int32_t type);
 int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const char *name, int writable,
                             fm_tensor *t, fm_hold *h);
@@ -260,13 +260,15 @@ PyObject *fmpy_shape_tuple(const int64_t *shape, int n);
 int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
                         PyObject **kwargs);
 void fmpy_device_text(int dev, char *buf, size_t n);
-PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
-                         const char *what, void **ptr);
-PyObject *fmpy_lib_alloc_dims(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
-                              PyObject *stream, const char *what, void **ptr);
+PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev, PyObject *stream,
+                         PyObject *args, PyObject *kwargs, const char *what, void **ptr);
 int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h);
+typedef struct {
+    PyObject *obj; /* the last explicit stream object (strong), and its handle */
+    void *handle;
+} fmpy_stream_memo;
 int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
-                        void **h, PyObject **override);
+                        fmpy_stream_memo *memo, void **h, PyObject **override);
 
 /* ------------------------------------------------------------------------ */
 /* fmpy_plan.c: the Plan type.                                              */
@@ -280,7 +282,6 @@ typedef struct {
 fm_state *fmpy_plan_state(PyObject *self);
 PyObject *fmpy_plan_wrap(fm_state *st, PyObject *module, fm_plan *plan);
 PyObject *fmpy_plan_freed_error(PyObject *self, const char *what);
-extern const char *const fmpy_slot_names[FM_MATMUL_NSLOTS];
 extern PyType_Spec fmpy_plan_spec;
 
 /* ------------------------------------------------------------------------ */
@@ -334,6 +335,7 @@ struct fmpy_call {
 };
 
 extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def;
+const fmpy_opdef *fmpy_opdef_of(long op);
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
 int fmpy_device_index(const fm_tensor *t);
 extern const char fmpy_call_doc[];

@@ -3,9 +3,6 @@
  * text for messages. */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* Allocation and streams through a registered library.                    */
-/* ------------------------------------------------------------------------ */
 void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size)
 {
     size_t u = (size_t)snprintf(buf, size, "(");
@@ -60,6 +57,16 @@ static PyObject *lib_kwargs(fm_state *st, fm_lib *lib, fm_dtype dt, int dev)
     return kw;
 }
 
+/* 1 with DtypeError set when library lib has no dtype dt */
+static int lacks_dtype(fm_state *st, const fm_lib *lib, fm_dtype dt)
+{
+    if ((int)dt > 0 && dt < FM_DTYPE_COUNT_ && lib->dtypes[dt])
+        return 0;
+    PyErr_Format(fmpy_error_class(st, FM_ERR_DTYPE), "fusemath: the array library %U has no dtype %s", lib->name,
+                 fm_dtype_name(dt));
+    return 1;
+}
+
 /* Allocation arguments for `shape` (tuple) and dtype dt: *args and *kwargs (torch; else
  * NULL) are new references. */
 int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
@@ -68,11 +75,8 @@ int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int 
     fm_lib *lib = &st->libs[li];
     *args = NULL;
     *kwargs = NULL;
-    if ((int)dt <= 0 || dt >= FM_DTYPE_COUNT_ || !lib->dtypes[dt]) {
-        PyErr_Format(fmpy_error_class(st, FM_ERR_DTYPE), "fusemath: the array library %U has no dtype %s", lib->name,
-                     fm_dtype_name(dt));
+    if (lacks_dtype(st, lib, dt))
         return -1;
-    }
     if (lib->style == STYLE_TORCH) {
         if (!(*kwargs = lib_kwargs(st, lib, dt, dev)))
             return -1;
@@ -95,125 +99,95 @@ void fmpy_device_text(int dev, char *buf, size_t n)
         snprintf(buf, n, "cpu");
 }
 
-/* A new array from the library (args/kwargs from fmpy_lib_alloc_args) and its address.
- * stream: not NULL = allocate with that stream current (slow path, Python). The
- * library's out-of-memory error becomes fusemath.OutOfMemoryError (a MemoryError). */
-static PyObject *lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
-                           const char *what, void **ptr, int try_xapi)
+/* cupy.empty allocates on the current device: whether that is not dev (-1 with an error set) */
+static int cupy_elsewhere(const fm_lib *lib, int dev)
 {
-    fm_lib *lib = &st->libs[li];
-    int slow = stream != NULL;
-    if (!slow && lib->style == STYLE_CUPY && dev >= 0 && lib->device_count > 1 && lib->get_device) {
-        PyObject *cur = PyObject_CallNoArgs(lib->get_device); /* cupy.empty allocates on the current device */
-        if (!cur)
-            return NULL;
-        long c = PyLong_AsLong(cur);
-        Py_DECREF(cur);
-        if (c == -1 && PyErr_Occurred())
-            return NULL;
-        slow = c != dev;
-    }
-    PyObject *arr;
-    if (!slow && lib->xapi && try_xapi) {
-        PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
-        fm_dtype dt = FM_DTYPE_INVALID;
-        for (int i = 1; i < FM_DTYPE_COUNT_ && native; i++)
-            if (lib->dtypes[i] == native)
-                dt = (fm_dtype)i;
-        PyObject *shape = PyTuple_GetItem(args, 0);
-        Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
-        if (dt != FM_DTYPE_INVALID && nd >= 0 && nd <= FM_MAX_NDIM) {
-            int64_t ext[FM_MAX_NDIM];
-            for (Py_ssize_t i = 0; i < nd; i++) {
-                long long e = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-                if (e == -1 && PyErr_Occurred())
-                    return NULL;
-                ext[i] = e;
-            }
-            arr = fmpy_xapi_alloc(lib, ext, (int)nd, dt, dev, ptr);
-            if (arr != Py_NotImplemented)
-                return arr;
-            Py_DECREF(arr);
-        }
-    }
-    if (slow && lib->slow_alloc) {
-        PyObject *shape = PyTuple_GetItem(args, 0);
-        PyObject *native = kwargs ? PyDict_GetItem(kwargs, st->s[S_dtype]) : PyTuple_GetItem(args, 1);
-        PyObject *d = PyLong_FromLong(dev);
-        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, shape, native, d, stream ? stream : Py_None, NULL)
-                : NULL;
-        Py_XDECREF(d);
-    } else {
-        arr = PyObject_Call(lib->empty, args, kwargs);
-    }
-    if (!arr) {
-        int oom = lib->oom ? PyErr_ExceptionMatches(lib->oom) : 0;
-        if (oom || PyErr_ExceptionMatches(PyExc_MemoryError)) {
-            PyObject *text = fmpy_take_error_text();
-            char dv[32];
-            fmpy_device_text(dev, dv, sizeof dv);
-            PyObject *shape = PyTuple_GetItem(args, 0);
-            if (text && shape)
-                PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "fusemath: cannot allocate %s of shape %R on %s (%U): %U",
-                             what, shape, dv, lib->name, text);
-            Py_XDECREF(text);
-        }
-        return NULL;
-    }
-    int r;
+    if (lib->style != STYLE_CUPY || dev < 0 || lib->device_count <= 1 || !lib->get_device)
+        return 0;
+    PyObject *cur = PyObject_CallNoArgs(lib->get_device);
+    long c = cur ? PyLong_AsLong(cur) : -1;
+    Py_XDECREF(cur);
+    return c == -1 && PyErr_Occurred() ? -1 : c != dev;
+}
+
+/* The array's address, read as its library gives it. */
+static int array_address(fm_state *st, const fm_lib *lib, PyObject *arr, void **ptr)
+{
     if (lib->style == STYLE_NUMPY) {
         Py_buffer v;
-        r = PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE);
-        if (r == 0) {
-            *ptr = v.buf;
-            PyBuffer_Release(&v); /* the array owns the memory; the caller holds the array */
-        }
-    } else if (lib->style == STYLE_TORCH) {
+        if (PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE) < 0)
+            return -1;
+        *ptr = v.buf;
+        PyBuffer_Release(&v); /* the array owns the memory; the caller holds the array */
+        return 0;
+    }
+    if (lib->style == STYLE_TORCH) {
         PyObject *p = fmpy_call_method0(arr, st->s[S_data_ptr]);
-        r = fmpy_long_ptr(p, "tensor.data_ptr()", ptr);
+        int r = fmpy_long_ptr(p, "tensor.data_ptr()", ptr);
         Py_XDECREF(p);
-    } else {
-        PyObject *data = PyObject_GetAttr(arr, st->s[S_data]);
-        PyObject *p = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
-        Py_XDECREF(data);
-        r = fmpy_long_ptr(p, "array.data.ptr", ptr);
-        Py_XDECREF(p);
+        return r;
     }
-    if (r < 0) {
-        Py_DECREF(arr);
+    PyObject *data = PyObject_GetAttr(arr, st->s[S_data]);
+    PyObject *p = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
+    Py_XDECREF(data);
+    int r = fmpy_long_ptr(p, "array.data.ptr", ptr);
+    Py_XDECREF(p);
+    return r;
+}
+
+/* A new array of library li, shape[0..nd) and dtype dt on cuda:dev (-1: host), and its address:
+ * from the exchange table's allocator where it serves the call, else through the library's
+ * empty() with args / kwargs (fmpy_lib_alloc_args; NULL: made here). stream: not NULL =
+ * allocate with that stream current (slow path, Python). The library's out-of-memory error
+ * becomes fusemath.OutOfMemoryError (a MemoryError). */
+PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev, PyObject *stream,
+                         PyObject *args, PyObject *kwargs, const char *what, void **ptr)
+{
+    fm_lib *lib = &st->libs[li];
+    if (lacks_dtype(st, lib, dt))
         return NULL;
-    }
-    return arr;
-}
-
-PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
-                         const char *what, void **ptr)
-{
-    return lib_alloc(st, li, args, kwargs, dev, stream, what, ptr, 1);
-}
-
-/* The same from a shape given as dims: the exchange table's allocator directly where it
- * serves the call (no tuple, no argument packing: the stateless calls' common case), else
- * through fmpy_lib_alloc_args + fmpy_lib_alloc. */
-PyObject *fmpy_lib_alloc_dims(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
-                              PyObject *stream, const char *what, void **ptr)
-{
-    const fm_lib *lib = &st->libs[li];
-    /* cupy.empty allocates on the current device: more than one device takes the checked path */
-    int tried = !stream && lib->xapi && !(lib->style == STYLE_CUPY && lib->device_count > 1) && (int)dt > 0 &&
-                dt < FM_DTYPE_COUNT_ && lib->dtypes[dt];
-    if (tried) {
+    int slow = stream != NULL ? 1 : cupy_elsewhere(lib, dev);
+    if (slow < 0)
+        return NULL;
+    if (!slow && lib->xapi) {
         PyObject *arr = fmpy_xapi_alloc(lib, shape, nd, dt, dev, ptr);
         if (arr != Py_NotImplemented)
             return arr;
         Py_DECREF(arr);
     }
-    PyObject *tuple = fmpy_shape_tuple(shape, nd), *args = NULL, *kwargs = NULL, *arr = NULL;
-    if (tuple && fmpy_lib_alloc_args(st, li, tuple, dt, dev, &args, &kwargs) == 0)
-        arr = lib_alloc(st, li, args, kwargs, dev, stream, what, ptr, !tried);
-    Py_XDECREF(tuple);
-    Py_XDECREF(args);
-    Py_XDECREF(kwargs);
+    PyObject *made_args = NULL, *made_kwargs = NULL, *arr = NULL;
+    if (!args) {
+        PyObject *t = fmpy_shape_tuple(shape, nd);
+        int r = t ? fmpy_lib_alloc_args(st, li, t, dt, dev, &made_args, &made_kwargs) : -1;
+        Py_XDECREF(t);
+        if (r < 0)
+            return NULL;
+        args = made_args;
+        kwargs = made_kwargs;
+    }
+    PyObject *tuple = PyTuple_GetItem(args, 0); /* the shape */
+    if (slow && lib->slow_alloc) {
+        PyObject *d = PyLong_FromLong(dev);
+        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, tuple, lib->dtypes[dt], d, stream ? stream : Py_None,
+                                               NULL)
+                : NULL;
+        Py_XDECREF(d);
+    } else {
+        arr = PyObject_Call(lib->empty, args, kwargs);
+    }
+    if (!arr && ((lib->oom && PyErr_ExceptionMatches(lib->oom)) || PyErr_ExceptionMatches(PyExc_MemoryError))) {
+        PyObject *text = fmpy_take_error_text();
+        char dv[32];
+        fmpy_device_text(dev, dv, sizeof dv);
+        if (text)
+            PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "fusemath: cannot allocate %s of shape %R on %s (%U): %U",
+                         what, tuple, dv, lib->name, text);
+        Py_XDECREF(text);
+    }
+    if (arr && array_address(st, lib, arr, ptr) < 0)
+        Py_CLEAR(arr);
+    Py_XDECREF(made_args);
+    Py_XDECREF(made_kwargs);
     return arr;
 }
 
@@ -244,17 +218,28 @@ int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
 }
 
 /* Resolve the stream of a call on library li / device dev: an explicit stream object
- * (None: the library's current stream). *override is set (new reference, the handle as
- * an int) when the explicit stream is not the current one and outputs must be allocated:
- * they are then allocated with that stream current. */
+ * (None: the library's current stream). memo (or NULL): the last explicit stream object and
+ * its handle, reused while the same object comes. *override is set (new reference, the
+ * handle as an int) when the explicit stream is not the current one and outputs must be
+ * allocated: they are then allocated with that stream current. */
 int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
-                        void **h, PyObject **override)
+                        fmpy_stream_memo *memo, void **h, PyObject **override)
 {
     *override = NULL;
     if (!stream_arg || stream_arg == Py_None)
         return fmpy_lib_current_stream(st, li, dev, h);
-    if (fmpy_stream_from_object(st, fname, stream_arg, h) < 0)
-        return -1;
+    if (memo && stream_arg == memo->obj) {
+        *h = memo->handle;
+    } else {
+        if (fmpy_stream_from_object(st, fname, stream_arg, h) < 0)
+            return -1;
+        if (memo) {
+            PyObject *old = memo->obj;
+            memo->obj = Py_NewRef(stream_arg);
+            memo->handle = *h;
+            Py_XDECREF(old);
+        }
+    }
     if (allocating && st->libs[li].style != STYLE_NUMPY && dev >= 0) {
         void *cur = NULL;
         if (fmpy_lib_current_stream(st, li, dev, &cur) < 0)

@@ -27,7 +27,7 @@ PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     fm_tensor t;
     fm_hold h;
-    if (fmpy_tensor_from_object(st, args[0], "obj", writable, &t, &h) < 0)
+    if (fmpy_tensor_from_any(st, args[0], "obj", writable, &t, &h, NULL) < 0)
         return NULL;
     PyObject *shape = fmpy_shape_tuple(t.shape, t.ndim), *strides = fmpy_shape_tuple(t.strides, t.ndim), *res = NULL;
     if (shape && strides)
@@ -54,7 +54,7 @@ PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj)
     }
     fm_tensor t;
     fm_hold h;
-    if (fmpy_tensor_from_object(fmpy_module_state(module), obj, "obj", 0, &t, &h) < 0)
+    if (fmpy_tensor_from_any(fmpy_module_state(module), obj, "obj", 0, &t, &h, NULL) < 0)
         return NULL;
     PyObject *r = PyLong_FromVoidPtr(t.data);
     fmpy_hold_release(&h);
@@ -83,16 +83,11 @@ PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     long dev = PyLong_AsLong(args[3]);
-    if (dev == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *aargs = NULL, *akw = NULL;
-    if (fmpy_lib_alloc_args(st, li, args[1], dt, (int)dev, &aargs, &akw) < 0)
+    fm_tensor t;
+    if ((dev == -1 && PyErr_Occurred()) || fmpy_dims_from_tuples("shape", args[1], NULL, 1, &t) < 0)
         return NULL;
     void *ptr;
-    PyObject *arr = fmpy_lib_alloc(st, li, aargs, akw, (int)dev, NULL, "an array", &ptr);
-    Py_DECREF(aargs);
-    Py_XDECREF(akw);
-    return arr;
+    return fmpy_lib_alloc(st, li, t.shape, t.ndim, dt, (int)dev, NULL, NULL, NULL, "an array", &ptr);
 }
 
 FMPY_DOC_VAR(fmpy_current_stream_doc,

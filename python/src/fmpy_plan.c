@@ -2,9 +2,6 @@
  * module, and so the context, alive; execute on raw addresses, describe, free. */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* Plan type.                                                               */
-/* ------------------------------------------------------------------------ */
 fm_state *fmpy_plan_state(PyObject *self)
 {
     PlanObject *po = (PlanObject *)self;
@@ -60,66 +57,40 @@ PyObject *fmpy_plan_freed_error(PyObject *self, const char *what)
     return fmpy_raise_msg(fmpy_plan_state(self), FM_ERR_FREED, msg);
 }
 
-const char *const fmpy_slot_names[FM_MATMUL_NSLOTS] = {"a", "b", "c", "bias", "d", "aux", "bgrad", "scale",
-                                                          "a_scale", "b_scale"};
-
 PyDoc_STRVAR(plan_execute_doc,
-             "execute(a, b, c, bias, d, aux[, bgrad, scale[, a_scale, b_scale]], stream=None)\n--\n\n"
-             "Run the plan on raw addresses (ints, or None/0 for unused slots), in the slot order of\n"
-             "fusemath.h (A, B, C, BIAS, D, AUX, BGRAD, SCALE, A_SCALE, B_SCALE): 6, 8 or 10 addresses,\n"
-             "then optionally the\n"
-             "stream (int cudaStream_t). The GIL is released while it runs; GPU work is asynchronous.\n"
+             "execute(*addresses, stream=None)\n--\n\n"
+             "Run the plan on raw addresses (ints, or None/0 for unused slots) in the operation's slot\n"
+             "order of fusemath.h, then optionally the stream (int cudaStream_t): a matmul plan takes 6\n"
+             "(A, B, C, BIAS, D, AUX), 8 (+ BGRAD, SCALE) or 10 (+ A_SCALE, B_SCALE), an FFT plan 4 (IN,\n"
+             "OUT, PROLOG, EPILOG). The GIL is released while it runs; GPU work is asynchronous.\n"
              "UNSAFE: the addresses must point at memory laid out as planned and alive for the call.");
 
-/* Plan.execute of an FFT plan: 4 addresses (x, out, prolog_array, epilog_array) and an optional stream. */
-static PyObject *plan_execute_fft(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    static const char *const names[FM_FFT_NSLOTS] = {"address of 'x'", "address of 'out'",
-                                                     "address of 'prolog_array'", "address of 'epilog_array'"};
-    if (nargs != FM_FFT_NSLOTS && nargs != FM_FFT_NSLOTS + 1) {
-        PyErr_Format(PyExc_TypeError,
-                     "Plan.execute() of an FFT plan takes 4 addresses (x, out, prolog_array, epilog_array) and an "
-                     "optional stream (%zd arguments given)", nargs);
-        return NULL;
-    }
-    void *ptrs[FM_FFT_NSLOTS] = {0};
-    for (int i = 0; i < FM_FFT_NSLOTS; i++)
-        if (fmpy_ptr_arg("Plan.execute(): ", names[i], args[i], &ptrs[i]) < 0)
-            return NULL;
-    void *stream = NULL;
-    if (nargs > FM_FFT_NSLOTS && fmpy_ptr_arg("Plan.execute(): ", "stream", args[FM_FFT_NSLOTS], &stream) < 0)
-        return NULL;
-    fm_plan *p = ((PlanObject *)self)->plan;
-    if (!p)
-        return fmpy_plan_freed_error(self, "execute()");
-    fm_plan_retain(p);
-    fm_status s;
-    Py_BEGIN_ALLOW_THREADS
-    fm_clear_error();
-    s = fm_plan_execute(p, ptrs, FM_FFT_NSLOTS, stream);
-    Py_END_ALLOW_THREADS
-    fm_plan_release(p);
-    if (s != FM_OK)
-        return fmpy_raise_status(fmpy_plan_state(self), s);
-    Py_RETURN_NONE;
-}
+/* How many addresses Plan.execute takes per operation (bit n: n of them; the slots left out are
+ * NULL), and how it says so. */
+static const struct {
+    uint32_t counts;
+    const char *usage;
+} execute_forms[FM_OP_COUNT_] = {
+    [FM_OP_MATMUL] = {1u << 6 | 1u << 8 | 1u << 10,
+                      "6 addresses (a, b, c, bias, d, aux), 8 (+ bgrad, scale) or 10 (+ a_scale, b_scale)"},
+    [FM_OP_FFT] = {1u << FM_FFT_NSLOTS, "4 addresses (in, out, prolog_array, epilog_array)"},
+};
 
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PlanObject *po = (PlanObject *)self;
     if (!po->plan) /* freed (by free(), or by a re-plan in another thread): say so whatever the arguments */
         return fmpy_plan_freed_error(self, "execute()");
-    if (fm_plan_op(po->plan) == FM_OP_FFT)
-        return plan_execute_fft(self, args, nargs);
-    int naddr = (nargs == 6 || nargs == 7) ? 6 : (nargs == 8 || nargs == 9) ? 8 : (nargs == 10 || nargs == 11) ? 10 : -1;
-    if (naddr < 0) {
-        PyErr_Format(PyExc_TypeError,
-                     "Plan.execute() takes 6 addresses (a, b, c, bias, d, aux), 8 (+ bgrad, scale) or 10 (+ a_scale, "
-                     "b_scale) and an optional stream (%zd arguments given)",
-                     nargs);
-        return NULL;
-    }
-    void *ptrs[FM_MATMUL_NSLOTS] = {0};
+    const fm_op op = fm_plan_op(po->plan);
+    const uint32_t counts = op >= 0 && op < FM_OP_COUNT_ ? execute_forms[op].counts : 0;
+    int naddr = -1; /* the addresses given: nargs, or nargs - 1 and a stream */
+    for (int n = (int)nargs - 1; n <= (int)nargs && n >= 0 && n < 32; n++)
+        if (counts >> n & 1u)
+            naddr = n;
+    if (naddr < 0)
+        return PyErr_Format(PyExc_TypeError, "Plan.execute() of a %s plan takes %s and an optional stream (%zd "
+                            "arguments given)", fm_op_name(op), counts ? execute_forms[op].usage : "?", nargs);
+    void *ptrs[FMPY_MAX_SLOTS] = {0};
     for (int i = 0; i < naddr; i++) {
         PyObject *o = args[i];
         if (PyLong_CheckExact(o)) { /* fast path */
@@ -130,8 +101,8 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
                 continue;
             }
         }
-        char what[32];
-        snprintf(what, sizeof what, "address of '%s'", fmpy_slot_names[i]);
+        char what[48];
+        snprintf(what, sizeof what, "address of '%s'", fm_op_slot_name(op, i));
         if (fmpy_ptr_arg("Plan.execute(): ", what, o, &ptrs[i]) < 0)
             return NULL;
     }
@@ -145,7 +116,7 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
     fm_status s;
     Py_BEGIN_ALLOW_THREADS
     fm_clear_error(); /* no stale detail from an earlier failure on this thread */
-    s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
+    s = fm_plan_execute(p, ptrs, fm_op_slot_count(op), stream);
     Py_END_ALLOW_THREADS
     fm_plan_release(p);
     if (s != FM_OK)

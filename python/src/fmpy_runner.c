@@ -1,34 +1,33 @@
-/* fmpy_runner.c : the Runner type behind Matmul.execute() (a plan bound to its
- * operands, run in one C call) and make_runner, which creates one. */
+/* fmpy_runner.c : the Runner type, a plan of any operation bound to its operands and run in
+ * one C call (Matmul.execute() goes through it), and make_runner, which creates one from
+ * call()'s output specs. Resolving the stream, allocating the outputs (or taking the caller's
+ * out= for the first), taking their addresses and running the plan cost no Python frames
+ * (host overhead). */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* Runner: one planned execute bound to its operands, in a single C call.    */
-/* Matmul.execute() goes through it: resolving the stream, allocating the    */
-/* outputs (or taking the caller's out=), taking their addresses and running */
-/* the plan cost no Python frames (host overhead).                           */
-/* ------------------------------------------------------------------------ */
+#define RUNNER_MAX_OUTS 4
+
 typedef struct {
-    int slot;         /* FM_MATMUL_D, _AUX or _BGRAD */
+    int slot, ndim;
     fm_dtype dtype;
+    int64_t shape[FM_MAX_NDIM]; /* as the caller sees it */
     PyObject *args;   /* allocation arguments: (shape,) for torch, (shape, dtype) otherwise */
     PyObject *kwargs; /* torch: {"dtype":, "device":}; else NULL */
-    PyObject *key;    /* result dict key ("relu_aux", "drelu_bgrad", ...); NULL for D */
+    PyObject *key;    /* the result dict's key of a second output ("relu_aux", ...); NULL for the first */
 } runner_out;
 
 typedef struct {
     PyObject_HEAD
     PyObject *plan;        /* PlanObject */
     PyObject *keep;        /* the operand arrays: their memory lives while we run */
+    char prefix[72];       /* of messages: "Matmul.execute(): " */
+    const fmpy_opdef *def; /* the plan's operation */
     int lib;               /* registered library of the results */
     int device;            /* cuda device of the results, -1 = host */
-    int gpu;               /* results on a GPU: a stream is resolved per call */
-    int nout;
-    void *ptrs[FM_MATMUL_NSLOTS]; /* bound inputs; outputs NULL */
-    runner_out outs[3];    /* outs[0] is D */
-    PyObject *index;       /* () for a 0-d NumPy result to unwrap, or NULL */
-    int rndim;             /* the result shape, for out= */
-    int64_t rshape[FM_MAX_NDIM];
+    int nslots, nout;
+    int scalar;            /* a 0-d NumPy result is returned as its item */
+    void *ptrs[FMPY_MAX_SLOTS]; /* bound inputs; outputs NULL */
+    runner_out outs[RUNNER_MAX_OUTS]; /* outs[0]: the result out= replaces */
     const void *out_id;    /* identity of the last out= that passed validation (compared, never
                             * dereferenced: no reference is held, so the caller's array is not kept
                             * alive), and its address */
@@ -36,8 +35,7 @@ typedef struct {
     /* NumPy out=: its buffer's element format when it passed (a NumPy array can be reshaped,
      * retyped or resized in place: shape, strides and format are compared on every call) */
     char out_format[8];
-    PyObject *stream_obj;  /* the last explicit stream object and its handle */
-    void *stream_handle;
+    fmpy_stream_memo stream; /* the last explicit stream object and its handle */
 } RunnerObject;
 
 static int runner_traverse(PyObject *self, visitproc visit, void *arg)
@@ -51,8 +49,7 @@ static int runner_traverse(PyObject *self, visitproc visit, void *arg)
         Py_VISIT(r->outs[i].kwargs);
         Py_VISIT(r->outs[i].key);
     }
-    Py_VISIT(r->index);
-    Py_VISIT(r->stream_obj);
+    Py_VISIT(r->stream.obj);
     return 0;
 }
 
@@ -61,14 +58,13 @@ static int runner_clear(PyObject *self)
     RunnerObject *r = (RunnerObject *)self;
     Py_CLEAR(r->plan);
     Py_CLEAR(r->keep);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < RUNNER_MAX_OUTS; i++) {
         Py_CLEAR(r->outs[i].args);
         Py_CLEAR(r->outs[i].kwargs);
         Py_CLEAR(r->outs[i].key);
     }
     r->nout = 0;
-    Py_CLEAR(r->index);
-    Py_CLEAR(r->stream_obj);
+    Py_CLEAR(r->stream.obj);
     return 0;
 }
 
@@ -82,11 +78,28 @@ static void runner_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static void set_ref(PyObject **slot, PyObject *value)
+static int on_device(const fm_tensor *t, int dev)
 {
-    PyObject *old = *slot;
-    *slot = Py_NewRef(value);
-    Py_XDECREF(old);
+    return dev >= 0 ? t->device.type == FM_DEVICE_CUDA && t->device.id == dev : t->device.type == FM_DEVICE_CPU;
+}
+
+static int same_shape(const fm_tensor *t, const runner_out *o)
+{
+    int same = t->ndim == o->ndim;
+    for (int i = 0; same && i < t->ndim; i++)
+        same = t->shape[i] == o->shape[i];
+    return same;
+}
+
+static int c_contiguous(const fm_tensor *t)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] > 1 && t->strides[i] != expect)
+            return 0;
+        expect *= t->shape[i];
+    }
+    return 1;
 }
 
 /* Whether a torch out= validated before is still the array it was: read through the DLPack
@@ -101,19 +114,12 @@ static int xapi_out_same(fm_state *st, const RunnerObject *r, const fm_lib *lib,
     fm_tensor t;
     /* the library's own type exactly: out_id may name a new object of another type by now */
     if (!lib->xapi || (PyObject *)Py_TYPE(out) != lib->type || fmpy_xapi_tensor(lib, out, &t) != 0 ||
-        t.dtype != r->outs[0].dtype || t.ndim != r->rndim)
+        t.dtype != r->outs[0].dtype || !on_device(&t, r->device) || !same_shape(&t, &r->outs[0]) || !c_contiguous(&t))
         return 0;
     /* `out.data = ...` can swap in a view with the negative bit set; the table does not say */
-    if (lib->style == STYLE_TORCH && fmpy_torch_lazy_bits(st, out, "out", 0) != 0)
+    if (lib->style == STYLE_TORCH && fmpy_torch_lazy_bits(st, out, "out", 0) != 0) {
+        PyErr_Clear();
         return 0;
-    if (r->device >= 0 ? !(t.device.type == FM_DEVICE_CUDA && t.device.id == r->device)
-                       : t.device.type != FM_DEVICE_CPU)
-        return 0;
-    int64_t expect = 1;
-    for (int i = t.ndim - 1; i >= 0; i--) {
-        if (t.shape[i] != r->rshape[i] || (t.shape[i] > 1 && t.strides[i] != expect))
-            return 0;
-        expect *= t.shape[i];
     }
     *p = t.data;
     return 1;
@@ -132,6 +138,7 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
         return 0;
     }
     const char *fmt = v.format ? v.format : "B";
+    const runner_out *o = &r->outs[0];
     int same = 1;
     if (record) {
         if (strlen(fmt) < sizeof r->out_format)
@@ -139,10 +146,10 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
         else
             r->out_format[0] = 0; /* a long format: validated every call */
     } else {
-        same = v.buf == r->out_ptr && v.ndim == r->rndim && r->out_format[0] && strcmp(fmt, r->out_format) == 0;
+        same = v.buf == r->out_ptr && v.ndim == o->ndim && r->out_format[0] && strcmp(fmt, r->out_format) == 0;
         Py_ssize_t expect = v.itemsize;
         for (int i = v.ndim - 1; same && i >= 0; i--) {
-            same = v.shape[i] == r->rshape[i] && (v.shape[i] <= 1 || v.strides[i] == expect);
+            same = v.shape[i] == o->shape[i] && (v.shape[i] <= 1 || v.strides[i] == expect);
             expect *= v.shape[i];
         }
     }
@@ -151,120 +158,112 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
     return same;
 }
 
-/* What fusemath.matmul(out=) refuses in Python, refused with the same classes and words here
- * (the generic buffer reader would say "argument 'out'" with builtin exception types, and a
- * misaligned out would be named by its C slot, d, at execute). 0 when none applies. */
-static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out, const char *where)
+/* What the stateless call refuses for a NumPy out=, refused with the same classes and words
+ * here (the generic buffer reader would name the dtype of a big-endian or non-numeric array,
+ * and a misaligned out would be named by its C slot at execute). 0 when none applies. */
+static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out)
 {
     Py_buffer v;
     if (PyObject_GetBuffer(out, &v, PyBUF_RECORDS_RO) < 0) {
         PyErr_Clear(); /* not a buffer: the full check says what it is */
         return 0;
     }
-    const char *fmt = v.format ? v.format : "B";
+    const char *fmt = v.format ? v.format : "B", *where = r->prefix;
     const char *f = fmt[0] && strchr("@=<", fmt[0]) ? fmt + 1 : fmt; /* little-endian hosts only */
     /* numeric element codes NumPy writes: reals, and complex as "Z" + the component's */
     const int complex_ = f[0] == 'Z' && f[1] && strchr("efdg", f[1]) && !f[2];
     const int numeric = complex_ || (f[0] && strchr("efdgbBhHiIlLqQ", f[0]) && !f[1]);
     const Py_ssize_t align = complex_ ? v.itemsize / 2 : v.itemsize;
+    PyObject *cls = fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT);
     int rc = -1;
     if (v.readonly)
-        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout is read-only", where);
+        PyErr_Format(cls, "%sout is read-only", where);
     else if (fmt[0] == '>' || fmt[0] == '!')
-        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
-                     "%sout is in big-endian byte order; the result is written in the machine's (pass a "
-                     "native array)", where);
+        PyErr_Format(cls, "%sout is in big-endian byte order; the result is written in the machine's (pass a "
+                          "native array)", where);
     else if (f[0] == '?' || (!numeric && f[0]))
-        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has element format '%s', expected %s",
-                     where, fmt, fm_dtype_name(r->outs[0].dtype));
+        PyErr_Format(cls, "%sout has element format '%s', expected %s", where, fmt, fm_dtype_name(r->outs[0].dtype));
     else if (numeric && align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0)
-        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
-                     "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
-                     "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
+        PyErr_Format(cls, "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
+                          "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
     else
         rc = 0;
     PyBuffer_Release(&v);
     return rc;
 }
 
-/* Validate a caller-given result array: the planned library, device, dtype, shape and
- * a C-contiguous layout (the plan was made for one). Cached per object, and checked again on
+/* Validate a caller-given first result: the planned library, device, dtype, shape and a
+ * C-contiguous layout (the plan was made for one). Remembered per object, and checked again on
  * every call (NumPy: the buffer's size, format, shape and strides; torch through the exchange
  * table: dtype, device, shape and strides); otherwise validated in full. */
 static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void **ptr)
 {
     const fm_lib *lib = &st->libs[r->lib];
+    const runner_out *o = &r->outs[0];
     /* the same object as last time (or a new one at its address: every check below reads `out`
      * itself, which the caller holds) */
-    if (out == (const PyObject *)r->out_id) {
-        void *p = NULL;
-        const int same = lib->style == STYLE_NUMPY ? numpy_out_same(r, out, &p, 0) : xapi_out_same(st, r, lib, out, &p);
-        if (same) {
-            *ptr = p;
-            return 0;
-        }
-        PyErr_Clear(); /* validate again: it says what changed */
-    }
-    const char *where = "Matmul.execute(): ";
-    if (lib->style == STYLE_NUMPY && numpy_out_precheck(st, r, out, where) < 0)
+    if (out == (const PyObject *)r->out_id &&
+        (lib->style == STYLE_NUMPY ? numpy_out_same(r, out, ptr, 0) : xapi_out_same(st, r, lib, out, ptr)))
+        return 0;
+    const char *where = r->prefix;
+    if (lib->style == STYLE_NUMPY && numpy_out_precheck(st, r, out) < 0)
         return -1;
     fm_tensor t;
     fm_hold h;
     int li = -1;
     if (fmpy_tensor_from_any(st, out, "out", 1, &t, &h, &li) < 0)
         return -1;
-    int rc = -1;
-    int lib_ok = lib->style == STYLE_NUMPY ? (h.kind == HOLD_BUFFER) : (li == r->lib);
-    char want_dev[32], got_dev[32];
-    fmpy_device_text(r->device, want_dev, sizeof want_dev);
-    fmpy_device_text(t.device.type == FM_DEVICE_CUDA ? t.device.id : -1, got_dev, sizeof got_dev);
-    int dev_ok = r->device >= 0 ? (t.device.type == FM_DEVICE_CUDA && t.device.id == r->device)
-                                : (t.device.type == FM_DEVICE_CPU);
-    int shape_ok = t.ndim == r->rndim;
-    for (int i = 0; shape_ok && i < t.ndim; i++)
-        shape_ok = t.shape[i] == r->rshape[i];
-    int contiguous = 1;
-    int64_t expect = 1;
-    for (int i = t.ndim - 1; i >= 0; i--) {
-        if (t.shape[i] > 1 && t.strides[i] != expect)
-            contiguous = 0;
-        expect *= t.shape[i];
-    }
+    const int lib_ok = lib->style == STYLE_NUMPY ? h.kind == HOLD_BUFFER : li == r->lib;
+    fmpy_hold_release(&h); /* the caller holds out */
+    char want[160], got[160];
     if (!lib_ok) {
         PyObject *tn = fmpy_type_name(out);
         if (tn)
-            PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout must be an array of the result's library (%U), not %U",
-                         where, lib->name, tn);
+            PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
+                         "%sout must be an array of the result's library (%U), not %U", where, lib->name, tn);
         Py_XDECREF(tn);
-    } else if (!dev_ok) {
-        PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where, got_dev,
-                     want_dev);
-    } else if (t.dtype != r->outs[0].dtype) {
-        PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), "%sout has dtype %s, expected %s (the dtype of a and b)",
-                     where, fm_dtype_name(t.dtype), fm_dtype_name(r->outs[0].dtype));
-    } else if (!shape_ok) {
-        char got[160], want[160];
+    } else if (!on_device(&t, r->device)) {
+        fmpy_device_text(r->device, want, sizeof want);
+        fmpy_device_text(t.device.type == FM_DEVICE_CUDA ? t.device.id : -1, got, sizeof got);
+        PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where, got, want);
+    } else if (t.dtype != o->dtype) {
+        PyErr_Format(fmpy_error_class(st, r->def->out_dtype_status), "%sout has dtype %s, expected %s%s", where,
+                     fm_dtype_name(t.dtype), fm_dtype_name(o->dtype), r->def->out_dtype_hint);
+    } else if (!same_shape(&t, o)) {
         fmpy_shape_text(t.shape, t.ndim, got, sizeof got);
-        fmpy_shape_text(r->rshape, r->rndim, want, sizeof want);
+        fmpy_shape_text(o->shape, o->ndim, want, sizeof want);
         PyErr_Format(fmpy_error_class(st, FM_ERR_SHAPE), "%sout has shape %s, expected %s", where, got, want);
-    } else if (!contiguous) {
+    } else if (!c_contiguous(&t)) {
         PyErr_Format(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT),
-                     "%sout must be C-contiguous (the plan was made for a contiguous result); use "
-                     "fusemath.matmul(..., out=) for other layouts",
-                     where);
+                     "%sout must be C-contiguous (the plan was made for a contiguous result)", where);
     } else {
-        rc = 0;
-    }
-    fmpy_hold_release(&h);
-    if (rc == 0) {
         void *p = NULL;
         if (lib->style == STYLE_NUMPY)
             (void)numpy_out_same(r, out, &p, 1);
         r->out_id = out;
         r->out_ptr = t.data;
         *ptr = t.data;
+        return 0;
     }
-    return rc;
+    return -1;
+}
+
+/* The first result, or (first, {key: result, ...}) when there are more. */
+static PyObject *runner_result(fm_state *st, const RunnerObject *r, PyObject *const *res, int given)
+{
+    /* NumPy gives a scalar for 1-D @ 1-D: the 0-d array's item */
+    PyObject *first = r->scalar && !given ? PyObject_GetItem(res[0], st->empty_tuple) : Py_NewRef(res[0]);
+    if (!first || r->nout == 1)
+        return first;
+    PyObject *extra = PyDict_New();
+    for (int i = 1; extra && i < r->nout; i++)
+        if (PyDict_SetItem(extra, r->outs[i].key, res[i]) < 0)
+            Py_CLEAR(extra);
+    if (!extra) {
+        Py_DECREF(first);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", first, extra);
 }
 
 static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -275,153 +274,131 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (!r->plan) { /* only after a garbage-collector clear */
-        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the runner was cleared");
+        PyErr_Format(PyExc_RuntimeError, "%sthe runner was cleared", r->prefix);
         return NULL;
     }
     PyObject *stream_arg = nargs > 0 ? args[0] : Py_None;
     PyObject *out = nargs > 1 ? args[1] : Py_None;
     fm_state *st = fmpy_plan_state(r->plan);
     if (!st || r->lib >= st->nlibs) { /* the module was cleared (interpreter shutdown) */
-        PyErr_SetString(PyExc_RuntimeError, "Matmul.execute(): the fusemath module was torn down");
+        PyErr_Format(PyExc_RuntimeError, "%sthe fusemath module was torn down", r->prefix);
         return NULL;
     }
-    void *ptrs[FM_MATMUL_NSLOTS];
+    void *ptrs[FMPY_MAX_SLOTS], *stream = NULL;
     memcpy(ptrs, r->ptrs, sizeof ptrs);
-
-    void *stream = NULL;
-    PyObject *override = NULL;
-    if (stream_arg == Py_None) {
-        if (r->gpu && fmpy_lib_current_stream(st, r->lib, r->device, &stream) < 0)
-            return NULL;
-    } else {
-        if (stream_arg == r->stream_obj) {
-            stream = r->stream_handle;
-        } else {
-            if (fmpy_stream_from_object(st, "Matmul.execute(): ", stream_arg, &stream) < 0)
-                return NULL;
-            set_ref(&r->stream_obj, stream_arg);
-            r->stream_handle = stream;
-        }
-        if (r->gpu && (out == Py_None || r->nout > 1)) {
-            void *cur = NULL;
-            if (fmpy_lib_current_stream(st, r->lib, r->device, &cur) < 0)
-                return NULL;
-            if (cur != stream && !(override = PyLong_FromVoidPtr(stream)))
-                return NULL;
-        }
-    }
-
-    PyObject *res[3] = {NULL, NULL, NULL};
-    int first = 0;
-    if (out != Py_None) {
-        if (runner_check_out(st, r, out, &ptrs[FM_MATMUL_D]) < 0)
-            goto fail;
+    const int given = out != Py_None;
+    PyObject *override = NULL, *res[RUNNER_MAX_OUTS] = {NULL}, *result = NULL;
+    if (fmpy_resolve_stream(st, r->prefix, r->lib, r->device, stream_arg, r->nout > given, &r->stream, &stream,
+                            &override) < 0)
+        return NULL;
+    if (given) {
+        if (runner_check_out(st, r, out, &ptrs[r->outs[0].slot]) < 0)
+            goto done;
         res[0] = Py_NewRef(out);
-        first = 1;
     }
-    for (int i = first; i < r->nout; i++) {
+    for (int i = given; i < r->nout; i++) {
         const runner_out *o = &r->outs[i];
-        res[i] = fmpy_lib_alloc(st, r->lib, o->args, o->kwargs, r->device, override, fmpy_slot_names[o->slot], &ptrs[o->slot]);
+        res[i] = fmpy_lib_alloc(st, r->lib, o->shape, o->ndim, o->dtype, r->device, override, o->args, o->kwargs,
+                                fm_op_slot_name(r->def->op, o->slot), &ptrs[o->slot]);
         if (!res[i])
-            goto fail;
+            goto done;
     }
-    Py_CLEAR(override);
-
-    PyObject *plan = r->plan, *keep = r->keep; /* alive even if the Matmul is freed meanwhile */
-    Py_INCREF(plan);
-    Py_XINCREF(keep);
+    PyObject *plan = Py_NewRef(r->plan), *keep = Py_XNewRef(r->keep); /* alive even if the planner is freed */
     fm_plan *p = ((PlanObject *)plan)->plan;
     fm_status s = FM_OK;
     if (p) {
         fm_plan_retain(p);
         Py_BEGIN_ALLOW_THREADS
         fm_clear_error();
-        s = fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, stream);
+        s = fm_plan_execute(p, ptrs, r->nslots, stream);
         Py_END_ALLOW_THREADS
         fm_plan_release(p);
     }
     Py_XDECREF(keep);
-    if (!p || s != FM_OK) {
-        int other, slot = fm_last_error_slots(&other);
-        if (p && s == FM_ERR_ALIAS && out != Py_None) /* said from the caller's side, as fusemath.matmul does */
-            PyErr_Format(fmpy_error_class(st, FM_ERR_ALIAS), "Matmul.execute(): out %s (%s)",
-                         slot >= 0 && slot == other ? "overlaps itself" : "overlaps an input", fm_last_error());
-        else if (p)
-            fmpy_raise_status(fmpy_plan_state(plan), s);
-        else
-            fmpy_plan_freed_error(plan, "execute()");
-        Py_DECREF(plan);
-        goto fail;
-    }
+    int other = -1, slot = s == FM_ERR_ALIAS ? fm_last_error_slots(&other) : -1;
+    if (!p)
+        fmpy_plan_freed_error(plan, "execute()");
+    else if (s == FM_ERR_ALIAS && given) /* said from the caller's side, as the stateless call does */
+        PyErr_Format(fmpy_error_class(st, FM_ERR_ALIAS), "%sout %s (%s)", r->prefix,
+                     slot >= 0 && slot == other ? "overlaps itself" : "overlaps an input", fm_last_error());
+    else if (s != FM_OK)
+        fmpy_raise_status(st, s);
+    else
+        result = runner_result(st, r, res, given);
     Py_DECREF(plan);
-
-    PyObject *d = res[0];
-    if (r->index && out == Py_None) {
-        d = PyObject_GetItem(res[0], r->index);
-        Py_DECREF(res[0]);
-        res[0] = NULL;
-        if (!d)
-            goto fail;
-    }
-    if (r->nout == 1)
-        return d;
-    PyObject *extra = PyDict_New();
-    if (!extra) {
-        Py_DECREF(d);
-        res[0] = NULL;
-        goto fail;
-    }
-    for (int i = 1; i < r->nout; i++) {
-        if (PyDict_SetItem(extra, r->outs[i].key, res[i]) < 0) {
-            Py_DECREF(extra);
-            Py_DECREF(d);
-            res[0] = NULL;
-            goto fail;
-        }
-        Py_CLEAR(res[i]);
-    }
-    return Py_BuildValue("(NN)", d, extra);
-
-fail:
+done:
     Py_XDECREF(override);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < RUNNER_MAX_OUTS; i++)
         Py_XDECREF(res[i]);
-    return NULL;
+    return result;
+}
+
+/* One output spec of make_runner, (slot, shape, dtype name, key or None), into o. */
+static int runner_out_spec(fm_state *st, RunnerObject *r, fm_op op, PyObject *spec, int first, runner_out *o)
+{
+    PyObject *shape = NULL, *key = NULL;
+    long slot = -1;
+    fm_tensor t;
+    if (PyTuple_Check(spec) && PyTuple_Size(spec) == 4) {
+        slot = PyLong_AsLong(PyTuple_GetItem(spec, 0));
+        shape = PyTuple_GetItem(spec, 1);
+        o->dtype = fmpy_dtype_by_name(PyTuple_GetItem(spec, 2));
+        key = PyTuple_GetItem(spec, 3);
+    }
+    if (slot == -1 && PyErr_Occurred())
+        return -1;
+    if (fm_op_slot_role(op, (int)slot) != FM_SLOT_OUTPUT || !PyTuple_Check(shape) ||
+        o->dtype == FM_DTYPE_INVALID || (!first && !PyUnicode_Check(key))) {
+        PyErr_SetString(PyExc_ValueError, "make_runner(): an output spec is (output slot, shape, dtype name, key)");
+        return -1;
+    }
+    o->slot = (int)slot;
+    o->key = first ? NULL : Py_NewRef(key);
+    if (fmpy_dims_from_tuples("out", shape, NULL, 1, &t) < 0 ||
+        fmpy_lib_alloc_args(st, r->lib, shape, o->dtype, r->device, &o->args, &o->kwargs) < 0)
+        return -1;
+    o->ndim = t.ndim;
+    memcpy(o->shape, t.shape, sizeof o->shape);
+    return 0;
 }
 
 PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* make_runner(plan, keep, ptrs, lib, device, outs, scalar)
-     *   ptrs: 8 addresses (int or None) in slot order, outputs None
-     *   outs: ((slot, shape, dtype name, key or None), ...), D first */
+    /* make_runner(plan, keep, ptrs, lib, device, outs, scalar, where)
+     *   ptrs: the addresses (int or None) in slot order, outputs None (trailing slots may be left out)
+     *   outs: call()'s output specs ((slot, shape, dtype name, key or None), ...), out='s first */
     fm_state *st = fmpy_module_state(module);
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "make_runner() takes 7 arguments (%zd given)", nargs);
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "make_runner() takes 8 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)st->plan_type)) {
-        PyErr_SetString(PyExc_TypeError, "make_runner(): plan must be a fusemath Plan");
-        return NULL;
-    }
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)st->plan_type))
+        return PyErr_Format(PyExc_TypeError, "make_runner(): plan must be a fusemath Plan");
+    if (!((PlanObject *)args[0])->plan)
+        return fmpy_plan_freed_error(args[0], "make_runner()");
+    const fm_op op = fm_plan_op(((PlanObject *)args[0])->plan);
+    const fmpy_opdef *def = fmpy_opdef_of(op);
     PyObject *ptrs = args[2], *outs = args[5];
-    Py_ssize_t nptr = PyTuple_Check(ptrs) ? PyTuple_Size(ptrs) : -1;
-    if (nptr != 8 && nptr != FM_MATMUL_NSLOTS) {
-        PyErr_SetString(PyExc_TypeError, "make_runner(): ptrs must be a tuple of 8 or 10 addresses");
-        return NULL;
-    }
-    if (!PyTuple_Check(outs) || PyTuple_Size(outs) < 1 || PyTuple_Size(outs) > 3) {
-        PyErr_SetString(PyExc_TypeError, "make_runner(): outs must be a tuple of 1 to 3 output specs");
-        return NULL;
-    }
-    int li;
-    if (fmpy_lib_index_arg(st, "make_runner", args[3], &li) < 0)
-        return NULL;
+    const Py_ssize_t nptr = PyTuple_Check(ptrs) ? PyTuple_Size(ptrs) : -1;
+    if (!def)
+        return PyErr_Format(PyExc_ValueError, "make_runner(): a %s plan has no runner", fm_op_name(op));
+    if (nptr < 0 || nptr > fm_op_slot_count(op))
+        return PyErr_Format(PyExc_TypeError, "make_runner(): ptrs must be a tuple of at most %d addresses",
+                            fm_op_slot_count(op));
+    const Py_ssize_t nout = PyTuple_Check(outs) ? PyTuple_Size(outs) : -1;
+    if (nout < 1 || nout > RUNNER_MAX_OUTS)
+        return PyErr_Format(PyExc_TypeError, "make_runner(): outs must be a tuple of 1 to %d output specs",
+                            RUNNER_MAX_OUTS);
+    const char *where = PyUnicode_Check(args[7]) ? PyUnicode_AsUTF8AndSize(args[7], NULL) : NULL;
+    if (!where)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "make_runner(): where must be a str");
+    int li, scalar = PyObject_IsTrue(args[6]);
     long dev = PyLong_AsLong(args[4]);
-    if (dev == -1 && PyErr_Occurred())
+    if (scalar < 0 || (dev == -1 && PyErr_Occurred()) || fmpy_lib_index_arg(st, "make_runner", args[3], &li) < 0)
         return NULL;
-    void *p[FM_MATMUL_NSLOTS] = {0};
+    void *p[FMPY_MAX_SLOTS] = {0};
     for (int i = 0; i < nptr; i++)
-        if (fmpy_ptr_arg("make_runner(): ", fmpy_slot_names[i], PyTuple_GetItem(ptrs, i), &p[i]) < 0)
+        if (fmpy_ptr_arg("make_runner(): ", fm_op_slot_name(op, i), PyTuple_GetItem(ptrs, i), &p[i]) < 0)
             return NULL;
     PyTypeObject *tp = (PyTypeObject *)st->runner_type;
     allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
@@ -431,52 +408,18 @@ PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize
     memcpy(r->ptrs, p, sizeof p);
     r->plan = Py_NewRef(args[0]);
     r->keep = Py_NewRef(args[1]);
+    snprintf(r->prefix, sizeof r->prefix, "%s: ", where);
+    r->def = def;
+    r->nslots = fm_op_slot_count(op);
     r->lib = li;
     r->device = (int)dev;
-    r->gpu = st->libs[li].style != STYLE_NUMPY && dev >= 0;
-    Py_ssize_t n = PyTuple_Size(outs);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *spec = PyTuple_GetItem(outs, i);
-        if (!PyTuple_Check(spec) || PyTuple_Size(spec) != 4) {
-            PyErr_SetString(PyExc_TypeError, "make_runner(): an output spec is (slot, shape, dtype, key)");
-            goto fail;
+    r->scalar = scalar;
+    for (r->nout = 0; r->nout < nout; r->nout++)
+        if (runner_out_spec(st, r, op, PyTuple_GetItem(outs, r->nout), r->nout == 0, &r->outs[r->nout]) < 0) {
+            Py_DECREF(r); /* what it filled is cleared with the rest */
+            return NULL;
         }
-        long slot = PyLong_AsLong(PyTuple_GetItem(spec, 0));
-        if (slot == -1 && PyErr_Occurred())
-            goto fail;
-        PyObject *shape = PyTuple_GetItem(spec, 1), *key = PyTuple_GetItem(spec, 3);
-        fm_dtype dt = fmpy_dtype_by_name(PyTuple_GetItem(spec, 2));
-        if ((i == 0) != (slot == FM_MATMUL_D) ||
-            (slot != FM_MATMUL_D && slot != FM_MATMUL_AUX && slot != FM_MATMUL_BGRAD) || !PyTuple_Check(shape) ||
-            dt == FM_DTYPE_INVALID || (i > 0 && !PyUnicode_Check(key))) {
-            PyErr_SetString(PyExc_ValueError, "make_runner(): invalid output spec");
-            goto fail;
-        }
-        runner_out *o = &r->outs[i];
-        o->slot = (int)slot;
-        o->dtype = dt;
-        r->nout = (int)i + 1;
-        if (fmpy_lib_alloc_args(st, li, shape, dt, (int)dev, &o->args, &o->kwargs) < 0)
-            goto fail;
-        if (i > 0)
-            o->key = Py_NewRef(key);
-        if (i == 0) {
-            fm_tensor t;
-            if (fmpy_dims_from_tuples("out", shape, NULL, 1, &t) < 0)
-                goto fail;
-            r->rndim = t.ndim;
-            memcpy(r->rshape, t.shape, sizeof r->rshape);
-        }
-    }
-    int scalar = PyObject_IsTrue(args[6]);
-    if (scalar < 0)
-        goto fail;
-    if (scalar)
-        r->index = Py_NewRef(st->empty_tuple);
     return (PyObject *)r;
-fail:
-    Py_DECREF(r);
-    return NULL;
 }
 
 static PyMethodDef runner_methods[] = {
@@ -487,7 +430,7 @@ static PyMethodDef runner_methods[] = {
 };
 
 static PyType_Slot runner_slots[] = {
-    {Py_tp_doc, (void *)"A plan bound to its operands (internal to fusemath.Matmul)."},
+    {Py_tp_doc, (void *)"A plan bound to its operands (internal to the planners: fusemath.Matmul)."},
     {Py_tp_dealloc, (void *)runner_dealloc},
     {Py_tp_traverse, (void *)runner_traverse},
     {Py_tp_clear, (void *)runner_clear},

@@ -3,9 +3,6 @@
  * (DLPack: fmpy_dlpack.c); an fm_hold keeps the operand's memory alive meanwhile. */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* Array objects -> fm_tensor.                                              */
-/* ------------------------------------------------------------------------ */
 void fmpy_hold_init(fm_hold *h)
 {
     h->kind = HOLD_NONE;
@@ -22,97 +19,70 @@ void fmpy_hold_release(fm_hold *h)
     int had_error = PyErr_Occurred() != NULL;
     if (had_error)
         PyErr_Fetch(&et, &ev, &etb);
-    switch (h->kind) {
-    case HOLD_BUFFER:
+    if (h->kind == HOLD_BUFFER) {
         PyBuffer_Release(&h->view);
-        break;
-    case HOLD_DLPACK: {
-        DLManagedTensor *m = (DLManagedTensor *)h->managed;
-        if (m && m->deleter)
-            m->deleter(m);
-        Py_XDECREF(h->capsule);
-        break;
-    }
-    case HOLD_DLPACK_V1: {
+    } else if (h->kind == HOLD_DLPACK_V1) {
         DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)h->managed;
-        if (m && m->deleter)
+        if (m->deleter)
             m->deleter(m);
-        Py_XDECREF(h->capsule);
-        break;
+    } else {
+        DLManagedTensor *m = (DLManagedTensor *)h->managed;
+        if (m->deleter)
+            m->deleter(m);
     }
-    default:
-        break;
-    }
-    h->kind = HOLD_NONE;
-    h->capsule = NULL;
-    h->managed = NULL;
+    Py_XDECREF(h->capsule);
+    fmpy_hold_init(h);
     if (had_error)
         PyErr_Restore(et, ev, etb);
     else if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL); /* a deleter failed: report, do not mask success */
 }
 
-static int host_is_little_endian(void)
+/* Whether a byte-order mark ('<', '>', '!'; '@', '=' and '|' are native) says other than the
+ * host's, for items of n bytes. */
+static int foreign_order(char order, Py_ssize_t n)
 {
     const uint16_t one = 1;
-    return *(const uint8_t *)&one == 1;
+    const int little = *(const uint8_t *)&one == 1;
+    return n > 1 && ((order == '<' && !little) || ((order == '>' || order == '!') && little));
+}
+
+/* A dtype from its kind ('f' float, 'c' complex, 'i' / 'u' signed / unsigned integer) and its
+ * size in bytes; FM_DTYPE_INVALID where fusemath has none. */
+static fm_dtype kind_dtype(char kind, Py_ssize_t bytes)
+{
+    const int code = kind == 'f' ? DL_FLOAT : kind == 'c' ? DL_COMPLEX : kind == 'i' ? DL_INT : DL_UINT;
+    return kind && strchr("fciu", kind) && bytes > 0 && bytes <= 16 ? fmpy_dl_dtype(code, (int)bytes * 8)
+                                                                     : FM_DTYPE_INVALID;
 }
 
 /* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). */
 static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
 {
+    static const struct {
+        const char *code;
+        char kind;
+        Py_ssize_t bytes; /* fixed for floats; integers have the platform's sizes */
+    } floats[] = {{"e", 'f', 2}, {"f", 'f', 4}, {"d", 'f', 8}, {"Zf", 'c', 8}, {"Zd", 'c', 16}};
     if (!fmt)
         fmt = "B";
-    char order = '@';
-    if (*fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '>' || *fmt == '!')
-        order = *fmt++;
-    if (itemsize > 1 && (order == '>' || order == '!') && host_is_little_endian())
-        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host */
-    if (itemsize > 1 && order == '<' && !host_is_little_endian())
+    const char order = *fmt && strchr("@=<>!", *fmt) ? *fmt++ : '@';
+    if (foreign_order(order, itemsize))
+        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host, or the reverse */
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (strcmp(fmt, floats[i].code) == 0)
+            return itemsize == floats[i].bytes ? kind_dtype(floats[i].kind, itemsize) : FM_DTYPE_INVALID;
+    if (!fmt[0] || fmt[1])
         return FM_DTYPE_INVALID;
-    fm_dtype t = FM_DTYPE_INVALID;
-    if (fmt[0] && fmt[1] == '\0') {
-        switch (fmt[0]) {
-        case 'e': t = FM_F16; break;
-        case 'f': t = FM_F32; break;
-        case 'd': t = FM_F64; break;
-        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
-            t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
-            break;
-        case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
-            t = itemsize == 1 ? FM_U8 : itemsize == 4 ? FM_U32 : FM_DTYPE_INVALID;
-            break;
-        default: break;
-        }
-    } else if (fmt[0] == 'Z' && fmt[1] && fmt[2] == '\0') {
-        if (fmt[1] == 'f')
-            t = FM_C64;
-        else if (fmt[1] == 'd')
-            t = FM_C128;
-    }
-    if (t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) != itemsize)
-        t = FM_DTYPE_INVALID;
-    return t;
+    return kind_dtype(strchr("bhilqn", fmt[0]) ? 'i' : strchr("BHILQN", fmt[0]) ? 'u' : 0, itemsize);
 }
 
 /* NumPy array-interface typestr ("<f4", "|u1", "<c8") -> dtype. */
 static fm_dtype typestr_dtype(const char *s)
 {
-    if (!s || !s[0] || !s[1])
+    if (!s[0] || !s[1] || foreign_order(s[0], atoi(s + 2)))
         return FM_DTYPE_INVALID;
-    char order = s[0], kind = s[1];
-    int bytes = atoi(s + 2);
-    if (bytes > 1 && ((order == '>' && host_is_little_endian()) || (order == '<' && !host_is_little_endian())))
-        return FM_DTYPE_INVALID;
-    fm_dtype t = FM_DTYPE_INVALID;
-    switch (kind) {
-    case 'f': t = bytes == 2 ? FM_F16 : bytes == 4 ? FM_F32 : bytes == 8 ? FM_F64 : FM_DTYPE_INVALID; break;
-    case 'c': t = bytes == 4 ? FM_C32 : bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
-    case 'i': t = bytes == 1 ? FM_I8 : bytes == 4 ? FM_I32 : bytes == 8 ? FM_I64 : FM_DTYPE_INVALID; break;
-    case 'u': t = bytes == 1 ? FM_U8 : bytes == 4 ? FM_U32 : FM_DTYPE_INVALID; break;
-    default: break;
-    }
-    return t;
+    return kind_dtype(s[1], atoi(s + 2));
 }
 
 void fmpy_zero_tail(fm_tensor *t)
@@ -257,12 +227,6 @@ static fm_dtype lib_dtype(const fm_lib *lib, PyObject *dt)
     return FM_DTYPE_INVALID;
 }
 
-static int unsupported_dtype(const char *name, PyObject *dt)
-{
-    PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, dt);
-    return -1;
-}
-
 PyObject *fmpy_call_method0(PyObject *obj, PyObject *name) { return PyObject_CallMethodObjArgs(obj, name, NULL); }
 
 /* Lazily conjugated / negated torch views are not their memory: refuse them. The
@@ -298,9 +262,22 @@ static fm_dtype obj_dtype(fm_state *st, const fm_lib *lib, PyObject *obj, const 
         return FM_DTYPE_INVALID;
     fm_dtype dt = lib_dtype(lib, o);
     if (dt == FM_DTYPE_INVALID)
-        unsupported_dtype(name, o);
+        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, o);
     Py_DECREF(o);
     return dt;
+}
+
+/* t's shape and strides from obj.shape and obj.stride() (torch, in elements) or obj.strides (in
+ * bytes, items of `unit` of them). */
+static int attr_dims(fm_state *st, PyObject *obj, const char *name, int torch, Py_ssize_t unit, fm_tensor *t)
+{
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]), *strides = NULL;
+    if (shape)
+        strides = torch ? fmpy_call_method0(obj, st->s[S_stride]) : PyObject_GetAttr(obj, st->s[S_strides]);
+    int r = strides ? fmpy_dims_from_tuples(name, shape, strides, unit, t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
 }
 
 /* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
@@ -341,15 +318,8 @@ static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, con
     o = fmpy_call_method0(obj, st->s[S_data_ptr]);
     int r = fmpy_long_ptr(o, "tensor.data_ptr()", &t->data);
     Py_XDECREF(o);
-    if (r < 0)
-        return -1;
-    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
-    PyObject *strides = shape ? fmpy_call_method0(obj, st->s[S_stride]) : NULL;
-    r = strides ? fmpy_dims_from_tuples(name, shape, strides, 1, t) : -1;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
     t->dtype = dt;
-    return r;
+    return r < 0 ? -1 : attr_dims(st, obj, name, 1, 1, t);
 }
 
 /* A CuPy array: data.ptr, data.device_id, shape, strides (bytes), dtype. */
@@ -373,12 +343,7 @@ static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, cons
     t->device.type = FM_DEVICE_CUDA;
     t->device.id = (int32_t)id;
     t->dtype = dt;
-    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
-    PyObject *strides = shape ? PyObject_GetAttr(obj, st->s[S_strides]) : NULL;
-    r = strides ? fmpy_dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t) : -1;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    return r;
+    return attr_dims(st, obj, name, 0, (Py_ssize_t)fm_dtype_size(dt), t);
 }
 
 /* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer.
@@ -550,14 +515,8 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
             Py_DECREF(buffer_error);
             return -1;
         }
-        PyObject *tn = fmpy_type_name(obj);
-        if (tn) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s must be an array (buffer protocol, PyTorch, CuPy, "
-                         "__cuda_array_interface__ or __dlpack__), not %U",
-                         name, tn);
-            Py_DECREF(tn);
-        }
+        fmpy_raise_type(PyExc_TypeError, "", name,
+                        "an array (buffer protocol, PyTorch, CuPy, __cuda_array_interface__ or __dlpack__)", obj);
         return -1;
     }
     Py_XDECREF(buffer_error);
@@ -566,10 +525,4 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
     if (r < 0)
         fmpy_hold_release(h);
     return r;
-}
-
-int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
-                            fm_hold *h)
-{
-    return fmpy_tensor_from_any(st, obj, name, writable, t, h, NULL);
 }
