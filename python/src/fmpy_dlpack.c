@@ -236,17 +236,8 @@ int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t)
     return dl_dims(t, dl.ndim, dl.shape, dl.strides) < 0 ? 1 : 0;
 }
 
-int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h)
-{
-    *h = NULL;
-    return lib->xapi->current_work_stream(DL_CUDA, dev, h) == 0 ? 0 : -1; /* Python error set */
-}
-
 /* The allocator's error report is not used: a failure takes the Python path (below). */
-static void ignore_error(void *ctx, const char *kind, const char *message)
-{
-    (void)ctx, (void)kind, (void)message;
-}
+static void ignore_error(void *ctx, const char *kind, const char *message) {}
 
 /* d is what was asked for (proto's ndim, shape, dtype, device), compact row-major */
 static int is_as_asked(const DLTensor *d, const DLTensor *proto)

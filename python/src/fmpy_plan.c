@@ -126,7 +126,6 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 static PyObject *plan_describe(PyObject *self, PyObject *unused)
 {
-    (void)unused;
     PlanObject *po = (PlanObject *)self;
     if (!po->plan)
         return fmpy_plan_freed_error(self, "describe()");
@@ -136,7 +135,6 @@ static PyObject *plan_describe(PyObject *self, PyObject *unused)
 
 static PyObject *plan_free(PyObject *self, PyObject *unused)
 {
-    (void)unused;
     PlanObject *po = (PlanObject *)self;
     fm_plan *p = po->plan;
     po->plan = NULL;
@@ -146,7 +144,6 @@ static PyObject *plan_free(PyObject *self, PyObject *unused)
 
 static PyObject *plan_get_backend(PyObject *self, void *closure)
 {
-    (void)closure;
     PlanObject *po = (PlanObject *)self;
     if (!po->plan)
         return fmpy_plan_freed_error(self, "backend");
@@ -156,7 +153,6 @@ static PyObject *plan_get_backend(PyObject *self, void *closure)
 
 static PyObject *plan_get_op(PyObject *self, void *closure)
 {
-    (void)closure;
     PlanObject *po = (PlanObject *)self;
     if (!po->plan)
         return fmpy_plan_freed_error(self, "op");
@@ -165,7 +161,6 @@ static PyObject *plan_get_op(PyObject *self, void *closure)
 
 static PyObject *plan_get_freed(PyObject *self, void *closure)
 {
-    (void)closure;
     return PyBool_FromLong(((PlanObject *)self)->plan == NULL);
 }
 

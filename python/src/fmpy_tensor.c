@@ -526,3 +526,61 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
         fmpy_hold_release(h);
     return r;
 }
+
+/* ------------------------------------------------------------------------ */
+/* How the extension sees an array, for Python.                             */
+/* ------------------------------------------------------------------------ */
+FMPY_DOC_VAR(fmpy_tensor_info_doc,
+             "tensor_info(obj, writable=False)\n--\n\n"
+             "How the library sees an array: (address, (device_type, device_id), dtype name, shape,\n"
+             "element strides). device_type follows DLPack (1 cpu, 2 cuda; 0 = resolved by the library\n"
+             "from the pointer, for __cuda_array_interface__). For debugging and tests.");
+
+PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = fmpy_module_state(module);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "tensor_info() takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int writable = 0;
+    if (nargs == 2) {
+        writable = PyObject_IsTrue(args[1]);
+        if (writable < 0)
+            return NULL;
+    }
+    fm_tensor t;
+    fm_hold h;
+    if (fmpy_tensor_from_any(st, args[0], "obj", writable, &t, &h, NULL) < 0)
+        return NULL;
+    PyObject *shape = fmpy_shape_tuple(t.shape, t.ndim), *strides = fmpy_shape_tuple(t.strides, t.ndim), *res = NULL;
+    if (shape && strides)
+        res = Py_BuildValue("(N(ii)sOO)", PyLong_FromVoidPtr(t.data), (int)t.device.type, (int)t.device.id,
+                            fm_dtype_name(t.dtype), shape, strides);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    fmpy_hold_release(&h);
+    return res;
+}
+
+FMPY_DOC_VAR(fmpy_data_ptr_doc, "data_ptr(obj)\n--\n\nAddress (int) of element 0 of an array (any kind tensor_info takes).");
+
+PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj)
+{
+    if (PyObject_CheckBuffer(obj)) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(obj, &v, PyBUF_STRIDES) == 0) {
+            PyObject *r = PyLong_FromVoidPtr(v.buf);
+            PyBuffer_Release(&v);
+            return r;
+        }
+        PyErr_Clear();
+    }
+    fm_tensor t;
+    fm_hold h;
+    if (fmpy_tensor_from_any(fmpy_module_state(module), obj, "obj", 0, &t, &h, NULL) < 0)
+        return NULL;
+    PyObject *r = PyLong_FromVoidPtr(t.data);
+    fmpy_hold_release(&h);
+    return r;
+}

@@ -1,33 +1,114 @@
-/* fmpy_alloc.c : results allocated by a registered array library (numpy / cupy /
- * torch .empty) on the operands' device, the stream a call runs on, and shape / device
- * text for messages. */
+/* fmpy_libs.c : the registered array libraries: register_array_library, which teaches the
+ * extension one (an fm_lib of the module state); results allocated by the library (numpy / cupy
+ * / torch .empty, or its DLPack exchange table) on the operands' device; the stream a call runs
+ * on; and the module functions over them (lib_empty, current_stream, lib_uses_dlpack_c_api). */
 #include "fmpy.h"
 
-void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size)
+void fmpy_lib_clear(fm_lib *lib)
 {
-    size_t u = (size_t)snprintf(buf, size, "(");
-    for (int i = 0; i < n && u < size; i++)
-        u += (size_t)snprintf(buf + u, size - u, "%lld%s", (long long)shape[i], i + 1 < n ? ", " : "");
-    if (u < size)
-        snprintf(buf + u, size - u, "%s)", n == 1 ? "," : "");
+#define X_CLEAR(f) Py_CLEAR(lib->f);
+    FM_LIB_OBJECTS(X_CLEAR)
+#undef X_CLEAR
+    for (int i = 0; i < FM_DTYPE_COUNT_; i++) {
+        Py_CLEAR(lib->dtypes[i]);
+        for (int j = 0; j <= LIB_KW_DEVICES; j++)
+            Py_CLEAR(lib->kwargs[i][j]);
+    }
+    lib->xapi = NULL;
 }
 
-PyObject *fmpy_shape_tuple(const int64_t *shape, int n)
+int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg)
 {
-    PyObject *t = PyTuple_New(n);
-    if (!t)
+#define X_VISIT(f) Py_VISIT(lib->f);
+    FM_LIB_OBJECTS(X_VISIT)
+#undef X_VISIT
+    for (int i = 0; i < FM_DTYPE_COUNT_; i++) {
+        Py_VISIT(lib->dtypes[i]);
+        for (int j = 0; j <= LIB_KW_DEVICES; j++)
+            Py_VISIT(lib->kwargs[i][j]);
+    }
+    return 0;
+}
+
+static PyObject *none_to_null(PyObject *o) { return o == Py_None ? NULL : o; }
+
+FMPY_DOC_VAR(fmpy_register_doc,
+             "register_array_library(name, style, type, dtypes, empty, current_stream, get_device, device_obj,\n"
+             "                       oom, slow_alloc, device_count)\n--\n\n"
+             "Teach the extension an array library (fusemath._arrays does it lazily): style 1 = numpy\n"
+             "(buffer protocol, empty(shape, dtype)), 2 = torch (data_ptr(), shape, stride(), dtype,\n"
+             "get_device(), is_cuda; empty(shape, dtype=, device=device_obj(index))), 3 = cupy (data.ptr,\n"
+             "data.device_id, shape, strides, dtype; empty(shape, dtype)). dtypes maps fusemath dtype names\n"
+             "('f32', 'bf16', 'u8', ...) to the library's dtype objects. current_stream(device) gives the\n"
+             "raw handle (int) or a stream object with .ptr; slow_alloc(shape, dtype, device, stream)\n"
+             "allocates with another stream / device current. Re-registering a name replaces it.\n"
+             "Returns the library's index.");
+
+PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = fmpy_module_state(module);
+    if (nargs != 11) {
+        PyErr_Format(PyExc_TypeError, "register_array_library() takes 11 arguments (%zd given)", nargs);
         return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(shape[i]);
-        if (!x) {
-            Py_DECREF(t);
+    }
+    PyObject *name = args[0], *type = none_to_null(args[2]), *dtypes = args[3];
+    long style = PyLong_AsLong(args[1]);
+    long ndev = PyLong_AsLong(args[10]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_Check(name) || style < STYLE_NUMPY || style > STYLE_CUPY || !PyDict_Check(dtypes) ||
+        (type && !PyType_Check(type)) || (style != STYLE_NUMPY && !type) || !PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "register_array_library(): invalid arguments");
+        return NULL;
+    }
+    int idx = -1;
+    for (int i = 0; i < st->nlibs; i++)
+        if (PyUnicode_Compare(st->libs[i].name, name) == 0)
+            idx = i;
+    if (idx < 0) {
+        if (st->nlibs >= FM_MAX_LIBS) {
+            PyErr_SetString(PyExc_RuntimeError, "register_array_library(): too many array libraries");
             return NULL;
         }
-        PyTuple_SetItem(t, i, x);
+        idx = st->nlibs;
     }
-    return t;
+    fm_lib fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.style = (int)style;
+    fresh.device_count = (int)ndev;
+    fresh.name = Py_NewRef(name);
+    fresh.type = type ? Py_NewRef(type) : NULL;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(dtypes, &pos, &k, &v)) {
+        fm_dtype dt = fmpy_dtype_by_name(k);
+        if (dt == FM_DTYPE_INVALID) {
+            fmpy_lib_clear(&fresh);
+            PyErr_Format(PyExc_ValueError, "register_array_library(): unknown dtype name %R", k);
+            return NULL;
+        }
+        Py_XDECREF(fresh.dtypes[dt]);
+        fresh.dtypes[dt] = Py_NewRef(v);
+    }
+    PyObject **slots[] = {&fresh.empty, &fresh.current_stream, &fresh.get_device, &fresh.device_obj, &fresh.oom,
+                          &fresh.slow_alloc};
+    for (int i = 0; i < 6; i++) {
+        PyObject *o = none_to_null(args[4 + i]);
+        *slots[i] = o ? Py_NewRef(o) : NULL;
+    }
+    fmpy_xapi_attach(&fresh);
+    fm_lib old = st->libs[idx];
+    st->libs[idx] = fresh;
+    if (idx == st->nlibs)
+        st->nlibs++;
+    else
+        fmpy_lib_clear(&old);
+    return PyLong_FromLong(idx);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Results allocated by the library, and its streams.                       */
+/* ------------------------------------------------------------------------ */
 /* torch.empty keywords {"dtype": dt, "device": device} (new reference; cached per device). */
 static PyObject *lib_kwargs(fm_state *st, fm_lib *lib, fm_dtype dt, int dev)
 {
@@ -89,14 +170,6 @@ int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int 
         return -1;
     }
     return 0;
-}
-
-void fmpy_device_text(int dev, char *buf, size_t n)
-{
-    if (dev >= 0)
-        snprintf(buf, n, "cuda:%d", dev);
-    else
-        snprintf(buf, n, "cpu");
 }
 
 /* cupy.empty allocates on the current device: whether that is not dev (-1 with an error set) */
@@ -198,8 +271,8 @@ int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
     *h = NULL;
     if (lib->style == STYLE_NUMPY || dev < 0 || !lib->current_stream)
         return 0;
-    if (lib->xapi)
-        return fmpy_xapi_current_stream(lib, dev, h);
+    if (lib->xapi) /* Python error set on failure */
+        return lib->xapi->current_work_stream(DL_CUDA, dev, h) == 0 ? 0 : -1;
     PyObject *d = PyLong_FromLong(dev);
     PyObject *r = d ? PyObject_CallFunctionObjArgs(lib->current_stream, d, NULL) : NULL;
     Py_XDECREF(d);
@@ -248,4 +321,75 @@ int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObje
             return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module functions.                                                        */
+/* ------------------------------------------------------------------------ */
+/* The library index and the cuda device (-1: host) of lib_empty and current_stream. */
+static int lib_and_device(fm_state *st, const char *fname, PyObject *lib, PyObject *device, int *li, int *dev)
+{
+    long d = PyLong_AsLong(device);
+    *dev = (int)d;
+    return (d == -1 && PyErr_Occurred()) || fmpy_lib_index_arg(st, fname, lib, li) < 0 ? -1 : 0;
+}
+
+FMPY_DOC_VAR(fmpy_lib_empty_doc,
+             "lib_empty(lib, shape, dtype, device)\n--\n\n"
+             "A new array of registered library `lib` (index), shape (tuple), dtype (fusemath name: 'f32',\n"
+             "'u8', ...) on cuda:device (-1: host), from the library's allocator on its current stream.\n"
+             "The library's out-of-memory error becomes fusemath.OutOfMemoryError.");
+
+PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = fmpy_module_state(module);
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "lib_empty() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int li, dev;
+    fm_tensor t;
+    if (lib_and_device(st, "lib_empty", args[0], args[3], &li, &dev) < 0)
+        return NULL;
+    fm_dtype dt = fmpy_dtype_by_name(args[2]);
+    if (dt == FM_DTYPE_INVALID || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_ValueError, "lib_empty(): shape must be a tuple and dtype a fusemath dtype name");
+        return NULL;
+    }
+    if (fmpy_dims_from_tuples("shape", args[1], NULL, 1, &t) < 0)
+        return NULL;
+    void *ptr;
+    return fmpy_lib_alloc(st, li, t.shape, t.ndim, dt, dev, NULL, NULL, NULL, "an array", &ptr);
+}
+
+FMPY_DOC_VAR(fmpy_current_stream_doc,
+             "current_stream(lib, device)\n--\n\nThe current stream (int handle) of registered library `lib` on "
+             "cuda:device (0 for host libraries).");
+
+PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    fm_state *st = fmpy_module_state(module);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "current_stream() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int li, dev;
+    void *h = NULL;
+    if (lib_and_device(st, "current_stream", args[0], args[1], &li, &dev) < 0 ||
+        fmpy_lib_current_stream(st, li, dev, &h) < 0)
+        return NULL;
+    return PyLong_FromVoidPtr(h);
+}
+
+FMPY_DOC_VAR(fmpy_lib_uses_dlpack_c_api_doc,
+             "lib_uses_dlpack_c_api(lib)\n--\n\nTrue when registered library `lib` is read, allocated and asked "
+             "for its stream through DLPack's C exchange API (its array type has __dlpack_c_exchange_api__).");
+
+PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    int li;
+    if (fmpy_lib_index_arg(st, "lib_uses_dlpack_c_api", arg, &li) < 0)
+        return NULL;
+    return PyBool_FromLong(st->libs[li].xapi != NULL);
 }
