@@ -215,7 +215,6 @@ int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo,
 int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
 int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p);
-int fmpy_long_ptr(PyObject *o, const char *what, void **p);
 int fmpy_stream_from_object(fm_state *st, const char *fname, PyObject *o, void **h);
 fm_dtype fmpy_dtype_by_name(PyObject *name);
 int fmpy_lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li);

@@ -230,9 +230,11 @@ int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* A pointer given as an int (or None = NULL). */
+/* A pointer given as an int (or None = NULL); o NULL: -1 (the error that made it is set). */
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p)
 {
+    if (!o)
+        return -1;
     if (o == Py_None) {
         *p = NULL;
         return 0;
@@ -255,22 +257,6 @@ int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p)
         return -1;
     }
     *p = (void *)(uintptr_t)v;
-    return 0;
-}
-
-/* Fast pointer from an int known to be an address (data_ptr(), .ptr); -1 with an error set. */
-int fmpy_long_ptr(PyObject *o, const char *what, void **p)
-{
-    if (!o)
-        return -1;
-    if (!PyLong_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s is not an int", what);
-        return -1;
-    }
-    void *v = PyLong_AsVoidPtr(o);
-    if (!v && PyErr_Occurred())
-        return -1;
-    *p = v;
     return 0;
 }
 

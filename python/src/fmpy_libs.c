@@ -196,14 +196,14 @@ static int array_address(fm_state *st, const fm_lib *lib, PyObject *arr, void **
     }
     if (lib->style == STYLE_TORCH) {
         PyObject *p = fmpy_call_method0(arr, st->s[S_data_ptr]);
-        int r = fmpy_long_ptr(p, "tensor.data_ptr()", ptr);
+        int r = fmpy_ptr_arg("", "tensor.data_ptr()", p, ptr);
         Py_XDECREF(p);
         return r;
     }
     PyObject *data = PyObject_GetAttr(arr, st->s[S_data]);
     PyObject *p = data ? PyObject_GetAttr(data, st->s[S_ptr]) : NULL;
     Py_XDECREF(data);
-    int r = fmpy_long_ptr(p, "array.data.ptr", ptr);
+    int r = fmpy_ptr_arg("", "array.data.ptr", p, ptr);
     Py_XDECREF(p);
     return r;
 }
@@ -280,10 +280,10 @@ int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
         return -1;
     int rc;
     if (PyLong_Check(r)) {
-        rc = fmpy_long_ptr(r, "current stream", h);
+        rc = fmpy_ptr_arg("", "current stream", r, h);
     } else {
         PyObject *p = PyObject_GetAttr(r, st->s[S_ptr]);
-        rc = fmpy_long_ptr(p, "current stream .ptr", h);
+        rc = fmpy_ptr_arg("", "current stream .ptr", p, h);
         Py_XDECREF(p);
     }
     Py_DECREF(r);

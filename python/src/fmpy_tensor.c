@@ -316,7 +316,7 @@ static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, con
         t->device.id = 0;
     }
     o = fmpy_call_method0(obj, st->s[S_data_ptr]);
-    int r = fmpy_long_ptr(o, "tensor.data_ptr()", &t->data);
+    int r = fmpy_ptr_arg("", "tensor.data_ptr()", o, &t->data);
     Py_XDECREF(o);
     t->dtype = dt;
     return r < 0 ? -1 : attr_dims(st, obj, name, 1, 1, t);
@@ -334,7 +334,7 @@ static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, cons
     PyObject *p = PyObject_GetAttr(data, st->s[S_ptr]);
     PyObject *dev = p ? PyObject_GetAttr(data, st->s[S_device_id]) : NULL;
     Py_DECREF(data);
-    int r = dev ? fmpy_long_ptr(p, "array.data.ptr", &t->data) : -1;
+    int r = dev ? fmpy_ptr_arg("", "array.data.ptr", p, &t->data) : -1;
     long id = r == 0 ? PyLong_AsLong(dev) : -1;
     Py_XDECREF(p);
     Py_XDECREF(dev);
@@ -377,7 +377,7 @@ static int cai_read(PyObject *shape, PyObject *typestr, PyObject *data, PyObject
             return -1;
         }
     }
-    if (fmpy_long_ptr(PyTuple_GetItem(data, 0), "__cuda_array_interface__['data'][0]", &t->data) < 0)
+    if (fmpy_ptr_arg("", "__cuda_array_interface__['data'][0]", PyTuple_GetItem(data, 0), &t->data) < 0)
         return -1;
     t->device.type = FM_DEVICE_AUTO;
     t->device.id = 0;
