@@ -144,8 +144,9 @@ typedef struct {
     PyObject *xapi_capsule;            /* keeps it alive */
 } fm_lib;
 /* fm_lib's references besides its dtype objects and keyword dicts */
-#define FM_LIB_OBJECTS(X)                                                                                 \
-    X(name) X(type) X(empty) X(current_stream) X(get_device) X(device_obj) X(oom) X(slow_alloc) X(xapi_capsule)
+#define FM_LIB_OBJECTS(X)                                                                       \
+    X(name) X(type) X(empty) X(current_stream) X(get_device) X(device_obj) X(oom) X(slow_alloc) \
+    X(xapi_capsule)
 
 #define INTERNED(X)                                                                                     \
     X(dlpack, "__dlpack__") X(dlpack_device, "__dlpack_device__") X(cai, "__cuda_array_interface__")    \
@@ -212,7 +213,8 @@ void fmpy_raise_type(PyObject *exc, const char *fmt_prefix, const char *name, co
 PyObject *fmpy_take_error_text(void);
 int fmpy_make_errors(PyObject *m, fm_state *st);
 int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
-int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
+int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
+                      long long *v);
 int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p);
 int fmpy_stream_from_object(fm_state *st, const char *fname, PyObject *o, void **h);
@@ -266,8 +268,8 @@ void fmpy_lib_clear(fm_lib *lib);
 int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
 int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
                         PyObject **kwargs);
-PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev, PyObject *stream,
-                         PyObject *args, PyObject *kwargs, const char *what, void **ptr);
+PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
+                         PyObject *stream, PyObject *args, PyObject *kwargs, const char *what, void **ptr);
 int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h);
 typedef struct {
     PyObject *obj; /* the last explicit stream object (strong), and its handle */

@@ -11,18 +11,23 @@ static const struct {
     int parent; /* status whose class is the base instead of (FusemathError, builtin); -1 none */
     const char *doc;
 } error_table[] = {
-    {FM_ERR_INVALID_ARGUMENT, "InvalidArgumentError", &PyExc_ValueError, -1, "An argument has an invalid value."},
+    {FM_ERR_INVALID_ARGUMENT, "InvalidArgumentError", &PyExc_ValueError, -1,
+     "An argument has an invalid value."},
     {FM_ERR_SHAPE, "ShapeError", &PyExc_ValueError, -1, "Operand shapes do not match."},
     {FM_ERR_DTYPE, "DtypeError", &PyExc_TypeError, -1, "Unsupported or mismatched dtype."},
-    {FM_ERR_DEVICE, "DeviceError", &PyExc_ValueError, -1, "Operands are on different or unsupported devices."},
-    {FM_ERR_NOT_SUPPORTED, "NotSupportedError", &PyExc_TypeError, -1, "Not supported by any available backend."},
+    {FM_ERR_DEVICE, "DeviceError", &PyExc_ValueError, -1,
+     "Operands are on different or unsupported devices."},
+    {FM_ERR_NOT_SUPPORTED, "NotSupportedError", &PyExc_TypeError, -1,
+     "Not supported by any available backend."},
     {FM_ERR_OUT_OF_MEMORY, "OutOfMemoryError", &PyExc_MemoryError, -1,
      "The library (or the array library allocating a result) ran out of host or device memory."},
     {FM_ERR_ALIAS, "AliasError", &PyExc_ValueError, -1, "An output overlaps an input in memory."},
-    {FM_ERR_TOO_LARGE, "TooLargeError", &PyExc_ValueError, -1, "A size exceeds the index range of the backend."},
+    {FM_ERR_TOO_LARGE, "TooLargeError", &PyExc_ValueError, -1,
+     "A size exceeds the index range of the backend."},
     {FM_ERR_BACKEND, "BackendError", &PyExc_RuntimeError, -1,
      "The backend library (OpenBLAS, cuBLASLt, CUDA) reported an error."},
-    {FM_ERR_UNAVAILABLE, "UnavailableError", &PyExc_RuntimeError, -1, "The device or backend is unavailable."},
+    {FM_ERR_UNAVAILABLE, "UnavailableError", &PyExc_RuntimeError, -1,
+     "The device or backend is unavailable."},
     {FM_ERR_NOT_APPLICABLE, "NotApplicableError", &PyExc_TypeError, FM_ERR_NOT_SUPPORTED,
      "No backend is applicable to this problem."},
     {FM_ERR_FREED, "InvalidStateError", &PyExc_RuntimeError, -1, "An object was used after it was freed."},
@@ -180,7 +185,8 @@ int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo,
 }
 
 /* The same for an argument that must be given: None is refused like any other non-int. */
-int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v)
+int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
+                      long long *v)
 {
     if (o == Py_None) {
         fmpy_raise_type(PyExc_TypeError, fname, name, "an int", o);

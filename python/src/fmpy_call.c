@@ -254,8 +254,8 @@ static PyObject *call_run(fmpy_call *c, int mode, PyObject *stream_arg, int repe
     PyObject *override = NULL, *result = NULL;
     void *stream = NULL;
     int allocating = (c->written & ~c->given) != 0;
-    if (mode == FMPY_RUN &&
-        fmpy_resolve_stream(st, c->prefix, c->li, c->dev, stream_arg, allocating, NULL, &stream, &override) < 0)
+    if (mode == FMPY_RUN && fmpy_resolve_stream(st, c->prefix, c->li, c->dev, stream_arg, allocating, NULL,
+                                                &stream, &override) < 0)
         return NULL;
     if (allocate(c, override) < 0)
         goto done;

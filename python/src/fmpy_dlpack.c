@@ -158,7 +158,8 @@ int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const c
     }
     if (mv && writable && (mv->flags & DLPACK_FLAG_IS_COPIED)) {
         PyErr_Format(PyExc_ValueError,
-                     "argument '%s': its producer exported a copy; an output must be the array's own memory", name);
+                     "argument '%s': its producer exported a copy; an output must be the array's own memory",
+                     name);
         return -1;
     }
     const DLTensor *dl = mv ? &mv->dl_tensor : &((const DLManagedTensor *)m)->dl_tensor;
@@ -202,8 +203,9 @@ void fmpy_xapi_attach(fm_lib *lib)
         PyErr_Clear();
         return;
     }
-    const DLPackExchangeAPI *api =
-        PyCapsule_IsValid(cap, capsule_name) ? (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, capsule_name) : NULL;
+    const DLPackExchangeAPI *api = PyCapsule_IsValid(cap, capsule_name)
+                                       ? (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, capsule_name)
+                                       : NULL;
     /* major 1 fixes the table's layout; every function used here must be present */
     if (!api || api->header.version.major != 1 || !api->managed_tensor_allocator ||
         !api->managed_tensor_to_py_object_no_sync || !api->dltensor_from_py_object_no_sync ||

@@ -213,8 +213,8 @@ static int array_address(fm_state *st, const fm_lib *lib, PyObject *arr, void **
  * empty() with args / kwargs (fmpy_lib_alloc_args; NULL: made here). stream: not NULL =
  * allocate with that stream current (slow path, Python). The library's out-of-memory error
  * becomes fusemath.OutOfMemoryError (a MemoryError). */
-PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev, PyObject *stream,
-                         PyObject *args, PyObject *kwargs, const char *what, void **ptr)
+PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
+                         PyObject *stream, PyObject *args, PyObject *kwargs, const char *what, void **ptr)
 {
     fm_lib *lib = &st->libs[li];
     if (lacks_dtype(st, lib, dt))
@@ -241,20 +241,21 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_
     PyObject *tuple = PyTuple_GetItem(args, 0); /* the shape */
     if (slow && lib->slow_alloc) {
         PyObject *d = PyLong_FromLong(dev);
-        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, tuple, lib->dtypes[dt], d, stream ? stream : Py_None,
-                                               NULL)
-                : NULL;
+        PyObject *s = stream ? stream : Py_None;
+        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, tuple, lib->dtypes[dt], d, s, NULL) : NULL;
         Py_XDECREF(d);
     } else {
         arr = PyObject_Call(lib->empty, args, kwargs);
     }
-    if (!arr && ((lib->oom && PyErr_ExceptionMatches(lib->oom)) || PyErr_ExceptionMatches(PyExc_MemoryError))) {
+    const int oom = !arr && lib->oom && PyErr_ExceptionMatches(lib->oom);
+    if (!arr && (oom || PyErr_ExceptionMatches(PyExc_MemoryError))) {
         PyObject *text = fmpy_take_error_text();
         char dv[32];
         fmpy_device_text(dev, dv, sizeof dv);
         if (text)
-            PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY), "fusemath: cannot allocate %s of shape %R on %s (%U): %U",
-                         what, tuple, dv, lib->name, text);
+            PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY),
+                         "fusemath: cannot allocate %s of shape %R on %s (%U): %U", what, tuple, dv,
+                         lib->name, text);
         Py_XDECREF(text);
     }
     if (arr && array_address(st, lib, arr, ptr) < 0)
@@ -278,14 +279,8 @@ int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h)
     Py_XDECREF(d);
     if (!r)
         return -1;
-    int rc;
-    if (PyLong_Check(r)) {
-        rc = fmpy_ptr_arg("", "current stream", r, h);
-    } else {
-        PyObject *p = PyObject_GetAttr(r, st->s[S_ptr]);
-        rc = fmpy_ptr_arg("", "current stream .ptr", p, h);
-        Py_XDECREF(p);
-    }
+    /* an int or a stream object (.ptr) */
+    int rc = fmpy_stream_from_object(st, "the library's current stream: ", r, h);
     Py_DECREF(r);
     return rc;
 }

@@ -68,8 +68,9 @@ static PyObject *mod_backends(PyObject *module, PyObject *unused)
             Py_DECREF(list);
             return fmpy_raise_status(st, s);
         }
-        PyObject *whyo = avail || !why || !why[0] ? Py_NewRef(Py_None)
-                                                  : PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
+        PyObject *whyo = avail || !why || !why[0]
+                             ? Py_NewRef(Py_None)
+                             : PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
         PyObject *item = whyo ? Py_BuildValue("(ssNN)", name ? name : "?", fmpy_device_name((int32_t)dev),
                                               PyBool_FromLong(avail), whyo)
                               : NULL;
@@ -218,8 +219,9 @@ static int add_op_constants(PyObject *m)
         const int n = fm_op_slot_count((fm_op)op);
         for (int slot = n > 0 ? -2 : n; slot < n; slot++) {
             char name[64];
-            snprintf(name, sizeof name, slot == -2 ? "OP_%s" : slot == -1 ? "%s_NSLOTS" : "%s_%s", fm_op_name((fm_op)op),
-                     slot >= 0 ? fm_op_slot_name((fm_op)op, slot) : "");
+            const char *form = slot == -2 ? "OP_%s" : slot == -1 ? "%s_NSLOTS" : "%s_%s";
+            const char *slot_name = slot >= 0 ? fm_op_slot_name((fm_op)op, slot) : "";
+            snprintf(name, sizeof name, form, fm_op_name((fm_op)op), slot_name);
             for (char *c = name; *c; c++)
                 *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
             if (add_int(m, name, slot == -2 ? op : slot == -1 ? n : slot) < 0)

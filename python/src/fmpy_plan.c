@@ -88,8 +88,9 @@ static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (counts >> n & 1u)
             naddr = n;
     if (naddr < 0)
-        return PyErr_Format(PyExc_TypeError, "Plan.execute() of a %s plan takes %s and an optional stream (%zd "
-                            "arguments given)", fm_op_name(op), counts ? execute_forms[op].usage : "?", nargs);
+        return PyErr_Format(PyExc_TypeError, "Plan.execute() of a %s plan takes %s and an optional stream "
+                            "(%zd arguments given)", fm_op_name(op), counts ? execute_forms[op].usage : "?",
+                            nargs);
     void *ptrs[FMPY_MAX_SLOTS] = {0};
     for (int i = 0; i < naddr; i++) {
         PyObject *o = args[i];

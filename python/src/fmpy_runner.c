@@ -80,7 +80,9 @@ static void runner_dealloc(PyObject *self)
 
 static int on_device(const fm_tensor *t, int dev)
 {
-    return dev >= 0 ? t->device.type == FM_DEVICE_CUDA && t->device.id == dev : t->device.type == FM_DEVICE_CPU;
+    if (dev < 0)
+        return t->device.type == FM_DEVICE_CPU;
+    return t->device.type == FM_DEVICE_CUDA && t->device.id == dev;
 }
 
 static int same_shape(const fm_tensor *t, const runner_out *o)
@@ -114,7 +116,8 @@ static int xapi_out_same(fm_state *st, const RunnerObject *r, const fm_lib *lib,
     fm_tensor t;
     /* the library's own type exactly: out_id may name a new object of another type by now */
     if (!lib->xapi || (PyObject *)Py_TYPE(out) != lib->type || fmpy_xapi_tensor(lib, out, &t) != 0 ||
-        t.dtype != r->outs[0].dtype || !on_device(&t, r->device) || !same_shape(&t, &r->outs[0]) || !c_contiguous(&t))
+        t.dtype != r->outs[0].dtype || !on_device(&t, r->device) || !same_shape(&t, &r->outs[0]) ||
+        !c_contiguous(&t))
         return 0;
     /* `out.data = ...` can swap in a view with the negative bit set; the table does not say */
     if (lib->style == STYLE_TORCH && fmpy_torch_lazy_bits(st, out, "out", 0) != 0) {
@@ -146,7 +149,8 @@ static int numpy_out_same(RunnerObject *r, PyObject *out, void **p, int record)
         else
             r->out_format[0] = 0; /* a long format: validated every call */
     } else {
-        same = v.buf == r->out_ptr && v.ndim == o->ndim && r->out_format[0] && strcmp(fmt, r->out_format) == 0;
+        same = v.buf == r->out_ptr && v.ndim == o->ndim && r->out_format[0] &&
+               strcmp(fmt, r->out_format) == 0;
         Py_ssize_t expect = v.itemsize;
         for (int i = v.ndim - 1; same && i >= 0; i--) {
             same = v.shape[i] == o->shape[i] && (v.shape[i] <= 1 || v.strides[i] == expect);
@@ -182,10 +186,12 @@ static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out
         PyErr_Format(cls, "%sout is in big-endian byte order; the result is written in the machine's (pass a "
                           "native array)", where);
     else if (f[0] == '?' || (!numeric && f[0]))
-        PyErr_Format(cls, "%sout has element format '%s', expected %s", where, fmt, fm_dtype_name(r->outs[0].dtype));
+        PyErr_Format(cls, "%sout has element format '%s', expected %s", where, fmt,
+                     fm_dtype_name(r->outs[0].dtype));
     else if (numeric && align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0)
-        PyErr_Format(cls, "%sout at %p is not aligned to %zd bytes (the result is written as whole elements); pass "
-                          "an aligned array (NumPy allocates aligned ones)", where, v.buf, align);
+        PyErr_Format(cls, "%sout at %p is not aligned to %zd bytes (the result is written as whole "
+                          "elements); pass an aligned array (NumPy allocates aligned ones)", where, v.buf,
+                     align);
     else
         rc = 0;
     PyBuffer_Release(&v);
@@ -225,10 +231,11 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
     } else if (!on_device(&t, r->device)) {
         fmpy_device_text(r->device, want, sizeof want);
         fmpy_device_text(t.device.type == FM_DEVICE_CUDA ? t.device.id : -1, got, sizeof got);
-        PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where, got, want);
+        PyErr_Format(fmpy_error_class(st, FM_ERR_DEVICE), "%sout is on %s but the result lives on %s", where,
+                     got, want);
     } else if (t.dtype != o->dtype) {
-        PyErr_Format(fmpy_error_class(st, r->def->out_dtype_status), "%sout has dtype %s, expected %s%s", where,
-                     fm_dtype_name(t.dtype), fm_dtype_name(o->dtype), r->def->out_dtype_hint);
+        PyErr_Format(fmpy_error_class(st, r->def->out_dtype_status), "%sout has dtype %s, expected %s%s",
+                     where, fm_dtype_name(t.dtype), fm_dtype_name(o->dtype), r->def->out_dtype_hint);
     } else if (!same_shape(&t, o)) {
         fmpy_shape_text(t.shape, t.ndim, got, sizeof got);
         fmpy_shape_text(o->shape, o->ndim, want, sizeof want);
@@ -288,8 +295,8 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     memcpy(ptrs, r->ptrs, sizeof ptrs);
     const int given = out != Py_None;
     PyObject *override = NULL, *res[RUNNER_MAX_OUTS] = {NULL}, *result = NULL;
-    if (fmpy_resolve_stream(st, r->prefix, r->lib, r->device, stream_arg, r->nout > given, &r->stream, &stream,
-                            &override) < 0)
+    if (fmpy_resolve_stream(st, r->prefix, r->lib, r->device, stream_arg, r->nout > given, &r->stream,
+                            &stream, &override) < 0)
         return NULL;
     if (given) {
         if (runner_check_out(st, r, out, &ptrs[r->outs[0].slot]) < 0)
@@ -298,8 +305,8 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     for (int i = given; i < r->nout; i++) {
         const runner_out *o = &r->outs[i];
-        res[i] = fmpy_lib_alloc(st, r->lib, o->shape, o->ndim, o->dtype, r->device, override, o->args, o->kwargs,
-                                fm_op_slot_name(r->def->op, o->slot), &ptrs[o->slot]);
+        res[i] = fmpy_lib_alloc(st, r->lib, o->shape, o->ndim, o->dtype, r->device, override, o->args,
+                                o->kwargs, fm_op_slot_name(r->def->op, o->slot), &ptrs[o->slot]);
         if (!res[i])
             goto done;
     }
@@ -349,7 +356,8 @@ static int runner_out_spec(fm_state *st, RunnerObject *r, fm_op op, PyObject *sp
         return -1;
     if (fm_op_slot_role(op, (int)slot) != FM_SLOT_OUTPUT || !PyTuple_Check(shape) ||
         o->dtype == FM_DTYPE_INVALID || (!first && !PyUnicode_Check(key))) {
-        PyErr_SetString(PyExc_ValueError, "make_runner(): an output spec is (output slot, shape, dtype name, key)");
+        PyErr_SetString(PyExc_ValueError,
+                        "make_runner(): an output spec is (output slot, shape, dtype name, key)");
         return -1;
     }
     o->slot = (int)slot;
@@ -394,7 +402,9 @@ PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "make_runner(): where must be a str");
     int li, scalar = PyObject_IsTrue(args[6]);
     long dev = PyLong_AsLong(args[4]);
-    if (scalar < 0 || (dev == -1 && PyErr_Occurred()) || fmpy_lib_index_arg(st, "make_runner", args[3], &li) < 0)
+    if (scalar < 0 || (dev == -1 && PyErr_Occurred()))
+        return NULL;
+    if (fmpy_lib_index_arg(st, "make_runner", args[3], &li) < 0)
         return NULL;
     void *p[FMPY_MAX_SLOTS] = {0};
     for (int i = 0; i < nptr; i++)

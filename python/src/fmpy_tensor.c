@@ -515,8 +515,8 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
             Py_DECREF(buffer_error);
             return -1;
         }
-        fmpy_raise_type(PyExc_TypeError, "", name,
-                        "an array (buffer protocol, PyTorch, CuPy, __cuda_array_interface__ or __dlpack__)", obj);
+        fmpy_raise_type(PyExc_TypeError, "", name, "an array (buffer protocol, PyTorch, CuPy, "
+                        "__cuda_array_interface__ or __dlpack__)", obj);
         return -1;
     }
     Py_XDECREF(buffer_error);
