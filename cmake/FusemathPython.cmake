@@ -13,7 +13,6 @@ set(_fm_ext_sources
     "${_fm_ext_dir}/fmpy_tensor.c"
     "${_fm_ext_dir}/fmpy_dlpack.c"
     "${_fm_ext_dir}/fmpy_plan.c"
-    "${_fm_ext_dir}/fmpy_runner.c"
     "${_fm_ext_dir}/fmpy_call.c"
     "${_fm_ext_dir}/fmpy_array_matmul.c"
     "${_fm_ext_dir}/fmpy_fft.c"

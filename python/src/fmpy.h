@@ -30,8 +30,7 @@
  *   fmpy_tensor.c         array objects -> fm_tensor (buffer, registered libraries, CAI)
  *   fmpy_dlpack.c         DLPack capsules and DLPack's C exchange API (the fast path of libraries)
  *   fmpy_libs.c           register_array_library; allocation and streams through a library
- *   fmpy_plan.c           the Plan type
- *   fmpy_runner.c         the Runner type: a plan bound to its operands (Matmul.execute), make_runner
+ *   fmpy_plan.c           the Plan type; the Runner (a plan bound to its operands: Matmul.execute)
  *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
@@ -285,7 +284,7 @@ PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *arg
 PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_plan.c and fmpy_runner.c: the Plan and Runner types.                */
+/* fmpy_plan.c: the Plan and Runner types.                                  */
 /* ------------------------------------------------------------------------ */
 typedef struct {
     PyObject_HEAD
@@ -293,9 +292,7 @@ typedef struct {
     PyObject *module; /* strong: the context in its state must outlive the plan */
 } PlanObject;
 
-fm_state *fmpy_plan_state(PyObject *self);
 PyObject *fmpy_plan_wrap(fm_state *st, PyObject *module, fm_plan *plan);
-PyObject *fmpy_plan_freed_error(PyObject *self, const char *what);
 extern PyType_Spec fmpy_plan_spec, fmpy_runner_spec;
 PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
