@@ -107,17 +107,9 @@ static PyObject *new_error_class(const char *name, PyObject *bases, const char *
 {
     char qual[96];
     snprintf(qual, sizeof qual, "fusemath.%s", name);
-    PyObject *dict = PyDict_New();
-    if (!dict)
-        return NULL;
-    PyObject *cls = NULL;
-    PyObject *s = status ? PyUnicode_FromString(status) : (Py_INCREF(Py_None), Py_None);
-    PyObject *d = PyUnicode_FromString(doc);
-    if (s && d && PyDict_SetItemString(dict, "status", s) == 0 && PyDict_SetItemString(dict, "__doc__", d) == 0)
-        cls = PyErr_NewException(qual, bases, dict);
-    Py_XDECREF(s);
-    Py_XDECREF(d);
-    Py_DECREF(dict);
+    PyObject *dict = Py_BuildValue("{szss}", "status", status, "__doc__", doc); /* status NULL: None */
+    PyObject *cls = dict ? PyErr_NewException(qual, bases, dict) : NULL;
+    Py_XDECREF(dict);
     return cls;
 }
 

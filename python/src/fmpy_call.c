@@ -229,22 +229,22 @@ static int allocate(fmpy_call *c, PyObject *stream)
 /* ((slot, shape, dtype name, key or None), ...) of the written outputs: make_runner's outs. */
 static PyObject *specs_tuple(fmpy_call *c)
 {
-    PyObject *list = PyList_New(0);
-    for (int i = 0; list && i < c->nslots; i++) {
+    int n = 0;
+    for (uint32_t w = c->written; w; w &= w - 1)
+        n++;
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0, k = 0; t && i < c->nslots; i++) {
         if (!(c->written >> i & 1u))
             continue;
         int64_t ret[FM_MAX_NDIM];
-        int n = reduced_shape(c, i, &c->specs[i], ret);
+        int nd = reduced_shape(c, i, &c->specs[i], ret);
         const char *key = c->def->key ? c->def->key(c, i) : NULL;
-        PyObject *e = Py_BuildValue("(iNss)", i, fmpy_shape_tuple(ret, n), fm_dtype_name(c->specs[i].dtype), key);
-        if (!e || PyList_Append(list, e) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(e);
+        PyObject *e = Py_BuildValue("(iNsz)", i, fmpy_shape_tuple(ret, nd), fm_dtype_name(c->specs[i].dtype), key);
+        if (e)
+            PyTuple_SetItem(t, k++, e);
+        else
+            Py_CLEAR(t);
     }
-    if (!list)
-        return NULL;
-    PyObject *t = PyList_AsTuple(list);
-    Py_DECREF(list);
     return t;
 }
 

@@ -7,6 +7,12 @@
 /* ------------------------------------------------------------------------ */
 /* Small module functions.                                                  */
 /* ------------------------------------------------------------------------ */
+/* None for FM_OK, else the status raised */
+static PyObject *none_or_raise(fm_state *st, fm_status s)
+{
+    return s == FM_OK ? Py_NewRef(Py_None) : fmpy_raise_status(st, s);
+}
+
 static PyObject *mod_epilogue_parse(PyObject *module, PyObject *arg)
 {
     fm_state *st = fmpy_module_state(module);
@@ -42,10 +48,7 @@ static PyObject *mod_set_num_threads(PyObject *module, PyObject *arg)
     if (fmpy_int_required("set_num_threads(): ", "n", arg, INT32_MIN, INT32_MAX, &n) < 0)
         return NULL;
     fm_clear_error();
-    fm_status s = fm_context_set_num_threads(st->ctx, (int)n);
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return none_or_raise(st, fm_context_set_num_threads(st->ctx, (int)n));
 }
 
 static PyObject *mod_get_num_threads(PyObject *module, PyObject *unused)
@@ -118,11 +121,7 @@ static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
         Py_END_ALLOW_THREADS
     }
     Py_DECREF(bytes);
-    if (!path)
-        return NULL;
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return path ? none_or_raise(st, s) : NULL;
 }
 
 static PyObject *mod_wisdom_save(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 1); }
@@ -136,10 +135,7 @@ static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
 {
     fm_state *st = fmpy_module_state(module);
     fm_clear_error();
-    fm_status s = fm_context_wisdom_forget(st->ctx);
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return none_or_raise(st, fm_context_wisdom_forget(st->ctx));
 }
 
 static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
@@ -169,9 +165,10 @@ static PyMethodDef module_methods[] = {
     {"register_array_library", FASTCALL(fmpy_mod_register_array_library), METH_FASTCALL, fmpy_register_doc},
     {"lib_uses_dlpack_c_api", fmpy_mod_lib_uses_dlpack_c_api, METH_O, fmpy_lib_uses_dlpack_c_api_doc},
     {"make_runner", FASTCALL(fmpy_mod_make_runner), METH_FASTCALL,
-     "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
-     "Bind a plan to operand addresses (ptrs: 8 or 10, slot order); .run(stream, out) allocates the results\n"
-     "(outs: ((slot, shape, dtype name, key), ...), D first) with library `lib` and executes."},
+     "make_runner(plan, keep, ptrs, lib, device, outs, scalar, where)\n--\n\n"
+     "Bind a plan of any operation to operand addresses (ptrs: in slot order, outputs None, trailing ones\n"
+     "may be left out); .run(stream, out) allocates the results (outs: call()'s output specs, out='s first)\n"
+     "with library `lib` on `device` and executes. where: the caller's name in messages."},
     {"epilogue_parse", mod_epilogue_parse, METH_O,
      "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', 'DGELU_BGRAD', ... "
      "(ValueError if unknown)."},
