@@ -9,18 +9,14 @@
 set(_fm_ext_dir "${PROJECT_SOURCE_DIR}/python/src")
 set(_fm_ext_sources
     "${_fm_ext_dir}/fmpy_module.c"
-    "${_fm_ext_dir}/fmpy_errors.c"
     "${_fm_ext_dir}/fmpy_args.c"
     "${_fm_ext_dir}/fmpy_tensor.c"
     "${_fm_ext_dir}/fmpy_dlpack.c"
-    "${_fm_ext_dir}/fmpy_alloc.c"
     "${_fm_ext_dir}/fmpy_plan.c"
-    "${_fm_ext_dir}/fmpy_runner.c"
     "${_fm_ext_dir}/fmpy_call.c"
     "${_fm_ext_dir}/fmpy_array_matmul.c"
     "${_fm_ext_dir}/fmpy_fft.c"
-    "${_fm_ext_dir}/fmpy_array_helpers.c"
-    "${_fm_ext_dir}/fmpy_xapi.c")
+    "${_fm_ext_dir}/fmpy_libs.c")
 set(_fm_pkg_dir fusemath) # relative to the wheel's platlib (CMAKE_INSTALL_PREFIX)
 
 set_target_properties(fusemath PROPERTIES INSTALL_RPATH "$ORIGIN")

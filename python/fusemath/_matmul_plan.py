@@ -111,7 +111,8 @@ class Matmul:
         ptrs = tuple(None if x is None or i == _D else _data_ptr(x) for i, x in enumerate(ops[:8]))
         keep = tuple(ops)
         scalar = self._lib is NUMPY and self._specs[0][1] == ()  # NumPy gives a scalar for 1-D @ 1-D
-        run = _C.make_runner(self._plan, keep, ptrs, self._lib.index, self._device, self._specs, scalar).run
+        run = _C.make_runner(self._plan, keep, ptrs, self._lib.index, self._device, self._specs, scalar,
+                             "Matmul.execute()").run
         # a big-endian or misaligned host operand is computed from a native, aligned copy: the
         # copy follows the caller's array before each execute (in-place changes are seen)
         stale = tuple({id(f[0]): f for x in keep if x is not None and (f := copy_behind(x)) is not None}.values())

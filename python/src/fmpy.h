@@ -12,10 +12,9 @@
  *  - the buffer protocol (NumPy, memoryview, array.array): host memory;
  *  - registered array libraries (PyTorch tensors, CuPy arrays; registered lazily by
  *    fusemath._arrays the first time one is seen): through DLPack's C exchange API where
- *    the library has one (PyTorch >= 2.10: C function pointers, fmpy_xapi.c), otherwise
- *    through the library's cheapest attributes (torch: data_ptr(), shape, stride(), dtype,
- *    get_device(); cupy: data.ptr, data.device_id, shape, strides, dtype), never through
- *    __dlpack__ capsules;
+ *    the library has one (PyTorch >= 2.10: C function pointers), otherwise through the
+ *    library's cheapest attributes (torch: data_ptr(), shape, stride(), dtype, get_device();
+ *    cupy: data.ptr, data.device_id, shape, strides, dtype), never through __dlpack__ capsules;
  *  - __cuda_array_interface__ (device resolved by the library from the pointer);
  *  - DLPack (__dlpack__ / __dlpack_device__): cpu, cuda, cuda_host, cuda_managed.
  * They become fm_tensor descriptors; buffers / capsules are held while the C library
@@ -27,18 +26,14 @@
  *
  * The files, one topic each:
  *   fmpy_module.c         the method table, the module lifecycle, small module functions
- *   fmpy_errors.c         the exception classes and raising them
- *   fmpy_args.c           small argument helpers
+ *   fmpy_args.c           the exception classes and raising them; small argument helpers
  *   fmpy_tensor.c         array objects -> fm_tensor (buffer, registered libraries, CAI)
- *   fmpy_dlpack.c         DLPack capsules -> fm_tensor
- *   fmpy_alloc.c          allocation and streams through a registered library
- *   fmpy_plan.c           the Plan type
- *   fmpy_runner.c         the Runner type behind Matmul.execute(), make_runner
+ *   fmpy_dlpack.c         DLPack capsules and DLPack's C exchange API (the fast path of libraries)
+ *   fmpy_libs.c           register_array_library; allocation and streams through a library
+ *   fmpy_plan.c           the Plan type; the Runner (a plan bound to its operands: Matmul.execute)
  *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
- *   fmpy_array_helpers.c  array helpers exposed to Python, register_array_library
- *   fmpy_xapi.c           DLPack's C exchange API: the fast path for libraries that have it
  */
 #ifndef FMPY_H
 #define FMPY_H
@@ -144,17 +139,20 @@ typedef struct {
     PyObject *slow_alloc;              /* f(shape, dtype, device, stream or None): allocation on a
                                           non-current stream or device (Python, slow path) */
     PyObject *kwargs[FM_DTYPE_COUNT_][LIB_KW_DEVICES + 1]; /* torch: {"dtype":, "device":} per device+1 */
-    const DLPackExchangeAPI *xapi;     /* the type's DLPack C exchange table, or NULL (fmpy_xapi.c) */
+    const DLPackExchangeAPI *xapi;     /* the type's DLPack C exchange table, or NULL (fmpy_dlpack.c) */
     PyObject *xapi_capsule;            /* keeps it alive */
 } fm_lib;
+/* fm_lib's references besides its dtype objects and keyword dicts */
+#define FM_LIB_OBJECTS(X)                                                                       \
+    X(name) X(type) X(empty) X(current_stream) X(get_device) X(device_obj) X(oom) X(slow_alloc) \
+    X(xapi_capsule)
 
 #define INTERNED(X)                                                                                     \
     X(dlpack, "__dlpack__") X(dlpack_device, "__dlpack_device__") X(cai, "__cuda_array_interface__")    \
     X(data_ptr, "data_ptr") X(shape, "shape") X(stride, "stride") X(strides, "strides") X(dtype, "dtype") \
     X(is_cuda, "is_cuda") X(get_device, "get_device") X(is_conj, "is_conj") X(is_neg, "is_neg")         \
     X(data, "data") X(ptr, "ptr") X(device_id, "device_id") X(cuda_stream, "cuda_stream")               \
-    X(cuda_stream_proto, "__cuda_stream__") X(typestr, "typestr") X(mask, "mask") X(device, "device")   \
-    X(handle, "handle")
+    X(cuda_stream_proto, "__cuda_stream__") X(device, "device") X(handle, "handle")
 
 enum {
 #define X_ENUM(n, s) S_##n,
@@ -193,6 +191,9 @@ typedef struct {
     int nlibs;
     fm_lib libs[FM_MAX_LIBS];
 } fm_state;
+/* fm_state's references besides its arrays */
+#define FM_STATE_OBJECTS(X) \
+    X(plan_type) X(runner_type) X(base_error) X(empty_tuple) X(kw_max_version) X(kw_cuda_v1) X(kw_cuda_legacy)
 
 static inline fm_state *fmpy_module_state(PyObject *module) { return (fm_state *)PyModule_GetState(module); }
 
@@ -201,7 +202,7 @@ static inline fm_state *fmpy_module_state(PyObject *module) { return (fm_state *
 #define FMPY_DOC_VAR(name, str) const char name[] = PyDoc_STR(str)
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_errors.c: exception classes and raising them.                       */
+/* fmpy_args.c: exception classes and raising them; argument helpers.       */
 /* ------------------------------------------------------------------------ */
 PyObject *fmpy_error_class(fm_state *st, fm_status s);
 PyObject *fmpy_raise_msg(fm_state *st, fm_status s, const char *msg);
@@ -210,17 +211,17 @@ PyObject *fmpy_type_name(PyObject *o);
 void fmpy_raise_type(PyObject *exc, const char *fmt_prefix, const char *name, const char *what, PyObject *o);
 PyObject *fmpy_take_error_text(void);
 int fmpy_make_errors(PyObject *m, fm_state *st);
-
-/* ------------------------------------------------------------------------ */
-/* fmpy_args.c: small argument helpers.                                     */
-/* ------------------------------------------------------------------------ */
 int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
+int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
+                      long long *v);
 int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p);
-int fmpy_long_ptr(PyObject *o, const char *what, void **p);
 int fmpy_stream_from_object(fm_state *st, const char *fname, PyObject *o, void **h);
 fm_dtype fmpy_dtype_by_name(PyObject *name);
 int fmpy_lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li);
+void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size);
+PyObject *fmpy_shape_tuple(const int64_t *shape, int n);
+void fmpy_device_text(int dev, char *buf, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Array objects -> fm_tensor: fmpy_tensor.c, fmpy_dlpack.c.                */
@@ -246,30 +247,44 @@ PyObject *fmpy_call_method0(PyObject *obj, PyObject *name);
 int fmpy_torch_lazy_bits(fm_state *st, PyObject *obj, const char *name, int complex);
 int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h,
                          int *lib);
-int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t, fm_hold *h);
-/* fmpy_dlpack.c */
+extern const char fmpy_tensor_info_doc[], fmpy_data_ptr_doc[];
+PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
+/* fmpy_dlpack.c; the exchange table's functions answer 1 (tensor) or Py_NotImplemented (alloc)
+ * where it cannot serve the case: the caller takes the library's Python path */
+fm_dtype fmpy_dl_dtype(int code, int bits);
 const char *fmpy_device_name(int32_t type);
 int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const char *name, int writable,
                             fm_tensor *t, fm_hold *h);
+void fmpy_xapi_attach(fm_lib *lib);
+int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
+PyObject *fmpy_xapi_alloc(const fm_lib *lib, const int64_t *shape, int nd, fm_dtype dt, int dev, void **ptr);
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_alloc.c: allocation and streams through a registered library.       */
+/* fmpy_libs.c: registered libraries; allocation and streams through them.  */
 /* ------------------------------------------------------------------------ */
-void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size);
-PyObject *fmpy_shape_tuple(const int64_t *shape, int n);
+void fmpy_lib_clear(fm_lib *lib);
+int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
 int fmpy_lib_alloc_args(fm_state *st, int li, PyObject *shape, fm_dtype dt, int dev, PyObject **args,
                         PyObject **kwargs);
-void fmpy_device_text(int dev, char *buf, size_t n);
-PyObject *fmpy_lib_alloc(fm_state *st, int li, PyObject *args, PyObject *kwargs, int dev, PyObject *stream,
-                         const char *what, void **ptr);
-PyObject *fmpy_lib_alloc_dims(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
-                              PyObject *stream, const char *what, void **ptr);
+PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_dtype dt, int dev,
+                         PyObject *stream, PyObject *args, PyObject *kwargs, const char *what, void **ptr);
 int fmpy_lib_current_stream(fm_state *st, int li, int dev, void **h);
+typedef struct {
+    PyObject *obj; /* the last explicit stream object (strong), and its handle */
+    void *handle;
+} fmpy_stream_memo;
 int fmpy_resolve_stream(fm_state *st, const char *fname, int li, int dev, PyObject *stream_arg, int allocating,
-                        void **h, PyObject **override);
+                        fmpy_stream_memo *memo, void **h, PyObject **override);
+extern const char fmpy_lib_empty_doc[], fmpy_current_stream_doc[], fmpy_register_doc[],
+    fmpy_lib_uses_dlpack_c_api_doc[];
+PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
 
 /* ------------------------------------------------------------------------ */
-/* fmpy_plan.c: the Plan type.                                              */
+/* fmpy_plan.c: the Plan and Runner types.                                  */
 /* ------------------------------------------------------------------------ */
 typedef struct {
     PyObject_HEAD
@@ -277,20 +292,11 @@ typedef struct {
     PyObject *module; /* strong: the context in its state must outlive the plan */
 } PlanObject;
 
-fm_state *fmpy_plan_state(PyObject *self);
 PyObject *fmpy_plan_wrap(fm_state *st, PyObject *module, fm_plan *plan);
-PyObject *fmpy_plan_freed_error(PyObject *self, const char *what);
-extern const char *const fmpy_slot_names[FM_MATMUL_NSLOTS];
-extern PyType_Spec fmpy_plan_spec;
-
-/* ------------------------------------------------------------------------ */
-/* fmpy_runner.c: the Runner type.                                          */
-/* ------------------------------------------------------------------------ */
-extern PyType_Spec fmpy_runner_spec;
+extern PyType_Spec fmpy_plan_spec, fmpy_runner_spec;
 PyObject *fmpy_mod_make_runner(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *epi); /* fmpy_array_matmul.c */
-
 /* ------------------------------------------------------------------------ */
 /* fmpy_call.c: call(), every operation's one entry point, and what an      */
 /* operation tells it (fmpy_opdef: fmpy_array_matmul.c, fmpy_fft.c).        */
@@ -334,33 +340,10 @@ struct fmpy_call {
 };
 
 extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def;
+const fmpy_opdef *fmpy_opdef_of(long op);
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
 int fmpy_device_index(const fm_tensor *t);
 extern const char fmpy_call_doc[];
 PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-
-
-/* ------------------------------------------------------------------------ */
-/* fmpy_array_helpers.c: array helpers exposed to Python.                   */
-/* ------------------------------------------------------------------------ */
-void fmpy_lib_clear(fm_lib *lib);
-int fmpy_lib_traverse(fm_lib *lib, visitproc visit, void *arg);
-extern const char fmpy_tensor_info_doc[], fmpy_data_ptr_doc[], fmpy_lib_empty_doc[],
-    fmpy_current_stream_doc[], fmpy_register_doc[], fmpy_lib_uses_dlpack_c_api_doc[];
-PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj);
-PyObject *fmpy_mod_lib_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_current_stream(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *fmpy_mod_lib_uses_dlpack_c_api(PyObject *module, PyObject *arg);
-
-/* ------------------------------------------------------------------------ */
-/* fmpy_xapi.c: DLPack's C exchange API. Each returns 1 (tensor) or Py_NotImplemented  */
-/* (alloc) where the table cannot serve the case: the caller takes the Python path. */
-/* ------------------------------------------------------------------------ */
-void fmpy_xapi_attach(fm_lib *lib);
-int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
-int fmpy_xapi_current_stream(const fm_lib *lib, int dev, void **h);
-PyObject *fmpy_xapi_alloc(const fm_lib *lib, const int64_t *shape, int nd, fm_dtype dt, int dev, void **ptr);
 
 #endif

@@ -1,6 +1,150 @@
-/* fmpy_args.c : small argument helpers: ints, numbers,
- * addresses, streams, fusemath dtype names and registered-library indices. */
+/* fmpy_args.c : errors out and arguments in: the module's exception classes (FusemathError
+ * and one class per fm_status, each also deriving from the matching builtin), made at module
+ * exec, and the helpers that raise them; the small argument helpers (ints, numbers, addresses,
+ * streams, fusemath dtype names, registered-library indices). */
 #include "fmpy.h"
+
+static const struct {
+    fm_status status;
+    const char *name;
+    PyObject **builtin;
+    int parent; /* status whose class is the base instead of (FusemathError, builtin); -1 none */
+    const char *doc;
+} error_table[] = {
+    {FM_ERR_INVALID_ARGUMENT, "InvalidArgumentError", &PyExc_ValueError, -1,
+     "An argument has an invalid value."},
+    {FM_ERR_SHAPE, "ShapeError", &PyExc_ValueError, -1, "Operand shapes do not match."},
+    {FM_ERR_DTYPE, "DtypeError", &PyExc_TypeError, -1, "Unsupported or mismatched dtype."},
+    {FM_ERR_DEVICE, "DeviceError", &PyExc_ValueError, -1,
+     "Operands are on different or unsupported devices."},
+    {FM_ERR_NOT_SUPPORTED, "NotSupportedError", &PyExc_TypeError, -1,
+     "Not supported by any available backend."},
+    {FM_ERR_OUT_OF_MEMORY, "OutOfMemoryError", &PyExc_MemoryError, -1,
+     "The library (or the array library allocating a result) ran out of host or device memory."},
+    {FM_ERR_ALIAS, "AliasError", &PyExc_ValueError, -1, "An output overlaps an input in memory."},
+    {FM_ERR_TOO_LARGE, "TooLargeError", &PyExc_ValueError, -1,
+     "A size exceeds the index range of the backend."},
+    {FM_ERR_BACKEND, "BackendError", &PyExc_RuntimeError, -1,
+     "The backend library (OpenBLAS, cuBLASLt, CUDA) reported an error."},
+    {FM_ERR_UNAVAILABLE, "UnavailableError", &PyExc_RuntimeError, -1,
+     "The device or backend is unavailable."},
+    {FM_ERR_NOT_APPLICABLE, "NotApplicableError", &PyExc_TypeError, FM_ERR_NOT_SUPPORTED,
+     "No backend is applicable to this problem."},
+    {FM_ERR_FREED, "InvalidStateError", &PyExc_RuntimeError, -1, "An object was used after it was freed."},
+    {FM_ERR_LINALG, "LinAlgError", &PyExc_ValueError, -1,
+     "Linear algebra error (singular or not positive definite), like numpy.linalg.LinAlgError."},
+    {FM_ERR_INTERNAL, "InternalError", &PyExc_RuntimeError, -1, "Internal error of the library."},
+};
+#define ERROR_TABLE_LEN ((int)(sizeof error_table / sizeof error_table[0]))
+
+/* The class of status s (falls back to FusemathError, then RuntimeError). */
+PyObject *fmpy_error_class(fm_state *st, fm_status s)
+{
+    PyObject *cls = NULL;
+    if (st && (int)s > 0 && (int)s < FM_STATUS_COUNT_)
+        cls = st->errors[s];
+    if (!cls)
+        cls = st && st->base_error ? st->base_error : PyExc_RuntimeError;
+    return cls;
+}
+
+/* Raise the class of status s with message msg (decoded leniently). */
+PyObject *fmpy_raise_msg(fm_state *st, fm_status s, const char *msg)
+{
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    if (!text)
+        return NULL;
+    PyErr_SetObject(fmpy_error_class(st, s), text);
+    Py_DECREF(text);
+    return NULL;
+}
+
+/* Raise for a failed library call: message = fm_last_error() or fm_status_string(). */
+PyObject *fmpy_raise_status(fm_state *st, fm_status s)
+{
+    const char *detail = fm_last_error();
+    return fmpy_raise_msg(st, s, (detail && detail[0]) ? detail : fm_status_string(s));
+}
+
+/* New reference to the name of o's type, for messages. */
+PyObject *fmpy_type_name(PyObject *o)
+{
+    PyObject *n = PyType_GetName(Py_TYPE(o));
+    if (!n) {
+        PyErr_Clear();
+        n = PyUnicode_FromString("?");
+    }
+    return n;
+}
+
+void fmpy_raise_type(PyObject *exc, const char *fmt_prefix, const char *name, const char *what, PyObject *o)
+{
+    PyObject *tn = fmpy_type_name(o);
+    if (tn) {
+        PyErr_Format(exc, "%s%s must be %s, not %U", fmt_prefix, name, what, tn);
+        Py_DECREF(tn);
+    }
+}
+
+/* Take the pending exception and return str(value) (new reference, never NULL unless out of memory). */
+PyObject *fmpy_take_error_text(void)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    PyObject *text = ev ? PyObject_Str(ev) : NULL;
+    if (!text) {
+        PyErr_Clear();
+        text = PyUnicode_FromString("unknown error");
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(etb);
+    return text;
+}
+
+static PyObject *new_error_class(const char *name, PyObject *bases, const char *status, const char *doc)
+{
+    char qual[96];
+    snprintf(qual, sizeof qual, "fusemath.%s", name);
+    PyObject *dict = Py_BuildValue("{szss}", "status", status, "__doc__", doc); /* status NULL: None */
+    PyObject *cls = dict ? PyErr_NewException(qual, bases, dict) : NULL;
+    Py_XDECREF(dict);
+    return cls;
+}
+
+int fmpy_make_errors(PyObject *m, fm_state *st)
+{
+    st->base_error = new_error_class("FusemathError", PyExc_Exception, NULL,
+                                     "Base class of the errors raised by fusemath; .status names the fm_status.");
+    if (!st->base_error || PyModule_AddObjectRef(m, "FusemathError", st->base_error) < 0)
+        return -1;
+    /* Parents first: the table lists NOT_SUPPORTED before NOT_APPLICABLE. */
+    for (int i = 0; i < ERROR_TABLE_LEN; i++) {
+        PyObject *bases;
+        if (error_table[i].parent >= 0) {
+            PyObject *parent = st->errors[error_table[i].parent];
+            if (!parent) {
+                PyErr_SetString(PyExc_SystemError, "fusemath: error table out of order");
+                return -1;
+            }
+            bases = PyTuple_Pack(1, parent);
+        } else {
+            bases = PyTuple_Pack(2, st->base_error, *error_table[i].builtin);
+        }
+        if (!bases)
+            return -1;
+        PyObject *cls =
+            new_error_class(error_table[i].name, bases, fm_status_name(error_table[i].status), error_table[i].doc);
+        Py_DECREF(bases);
+        if (!cls)
+            return -1;
+        st->errors[error_table[i].status] = cls;
+        if (PyModule_AddObjectRef(m, error_table[i].name, cls) < 0)
+            return -1;
+    }
+    return 0;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Small argument helpers.                                                  */
@@ -30,6 +174,17 @@ int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo,
     }
     *v = x;
     return 0;
+}
+
+/* The same for an argument that must be given: None is refused like any other non-int. */
+int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
+                      long long *v)
+{
+    if (o == Py_None) {
+        fmpy_raise_type(PyExc_TypeError, fname, name, "an int", o);
+        return -1;
+    }
+    return fmpy_int_arg(fname, name, o, lo, hi, v);
 }
 
 /* A real or complex number into z[2]; NULL or None keeps z. */
@@ -73,9 +228,11 @@ int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* A pointer given as an int (or None = NULL). */
+/* A pointer given as an int (or None = NULL); o NULL: -1 (the error that made it is set). */
 int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p)
 {
+    if (!o)
+        return -1;
     if (o == Py_None) {
         *p = NULL;
         return 0;
@@ -98,22 +255,6 @@ int fmpy_ptr_arg(const char *fname, const char *name, PyObject *o, void **p)
         return -1;
     }
     *p = (void *)(uintptr_t)v;
-    return 0;
-}
-
-/* Fast pointer from an int known to be an address (data_ptr(), .ptr); -1 with an error set. */
-int fmpy_long_ptr(PyObject *o, const char *what, void **p)
-{
-    if (!o)
-        return -1;
-    if (!PyLong_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s is not an int", what);
-        return -1;
-    }
-    void *v = PyLong_AsVoidPtr(o);
-    if (!v && PyErr_Occurred())
-        return -1;
-    *p = v;
     return 0;
 }
 
@@ -184,4 +325,40 @@ int fmpy_lib_index_arg(fm_state *st, const char *fname, PyObject *o, int *li)
     }
     *li = (int)v;
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shapes and devices in messages.                                          */
+/* ------------------------------------------------------------------------ */
+void fmpy_shape_text(const int64_t *shape, int n, char *buf, size_t size)
+{
+    size_t u = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < n && u < size; i++)
+        u += (size_t)snprintf(buf + u, size - u, "%lld%s", (long long)shape[i], i + 1 < n ? ", " : "");
+    if (u < size)
+        snprintf(buf + u, size - u, "%s)", n == 1 ? "," : "");
+}
+
+PyObject *fmpy_shape_tuple(const int64_t *shape, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(shape[i]);
+        if (!x) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SetItem(t, i, x);
+    }
+    return t;
+}
+
+void fmpy_device_text(int dev, char *buf, size_t n)
+{
+    if (dev >= 0)
+        snprintf(buf, n, "cuda:%d", dev);
+    else
+        snprintf(buf, n, "cpu");
 }

@@ -13,7 +13,7 @@ static const fmpy_opdef *const opdefs[FM_OP_COUNT_] = {
     [FM_OP_FFT] = &fmpy_fft_def,
 };
 
-static const fmpy_opdef *opdef_of(long op) { return op >= 0 && op < FM_OP_COUNT_ ? opdefs[op] : NULL; }
+const fmpy_opdef *fmpy_opdef_of(long op) { return op >= 0 && op < FM_OP_COUNT_ ? opdefs[op] : NULL; }
 
 /* Insert a unit axis at position pos (its stride never matters). */
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos)
@@ -255,8 +255,8 @@ static int allocate(fmpy_call *c, PyObject *stream)
         int64_t ret[FM_MAX_NDIM];
         int n = reduced_shape(c, i, sp, ret);
         void *ptr = NULL;
-        c->res[i] = fmpy_lib_alloc_dims(c->st, c->li, ret, n, sp->dtype, c->dev, stream, fm_op_slot_name(c->def->op, i),
-                                        &ptr);
+        c->res[i] = fmpy_lib_alloc(c->st, c->li, ret, n, sp->dtype, c->dev, stream, NULL, NULL,
+                                   fm_op_slot_name(c->def->op, i), &ptr);
         if (!c->res[i])
             return -1;
         fm_tensor_init(&c->tens[i], ptr, odev, sp->dtype, sp->ndim, sp->shape, NULL);
@@ -268,22 +268,22 @@ static int allocate(fmpy_call *c, PyObject *stream)
 /* ((slot, shape, dtype name, key or None), ...) of the written outputs: make_runner's outs. */
 static PyObject *specs_tuple(fmpy_call *c)
 {
-    PyObject *list = PyList_New(0);
-    for (int i = 0; list && i < c->nslots; i++) {
+    int n = 0;
+    for (uint32_t w = c->written; w; w &= w - 1)
+        n++;
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0, k = 0; t && i < c->nslots; i++) {
         if (!(c->written >> i & 1u))
             continue;
         int64_t ret[FM_MAX_NDIM];
-        int n = reduced_shape(c, i, &c->specs[i], ret);
+        int nd = reduced_shape(c, i, &c->specs[i], ret);
         const char *key = c->def->key ? c->def->key(c, i) : NULL;
-        PyObject *e = Py_BuildValue("(iNss)", i, fmpy_shape_tuple(ret, n), fm_dtype_name(c->specs[i].dtype), key);
-        if (!e || PyList_Append(list, e) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(e);
+        PyObject *e = Py_BuildValue("(iNsz)", i, fmpy_shape_tuple(ret, nd), fm_dtype_name(c->specs[i].dtype), key);
+        if (e)
+            PyTuple_SetItem(t, k++, e);
+        else
+            Py_CLEAR(t);
     }
-    if (!list)
-        return NULL;
-    PyObject *t = PyList_AsTuple(list);
-    Py_DECREF(list);
     return t;
 }
 
@@ -293,8 +293,8 @@ static PyObject *call_run(fmpy_call *c, int mode, PyObject *stream_arg, int repe
     PyObject *override = NULL, *result = NULL;
     void *stream = NULL;
     int allocating = (c->written & ~c->given) != 0;
-    if (mode == FMPY_RUN &&
-        fmpy_resolve_stream(st, c->prefix, c->li, c->dev, stream_arg, allocating, &stream, &override) < 0)
+    if (mode == FMPY_RUN && fmpy_resolve_stream(st, c->prefix, c->li, c->dev, stream_arg, allocating, NULL,
+                                                &stream, &override) < 0)
         return NULL;
     if (allocate(c, override) < 0)
         goto done;
@@ -350,7 +350,7 @@ PyObject *fmpy_mod_call(PyObject *module, PyObject *const *args, Py_ssize_t narg
     long op = PyLong_AsLong(args[0]), mode = PyLong_AsLong(args[1]);
     if ((op == -1 || mode == -1) && PyErr_Occurred())
         return NULL;
-    const fmpy_opdef *d = opdef_of(op);
+    const fmpy_opdef *d = fmpy_opdef_of(op);
     long long repeats = 3;
     if (!d || mode < FMPY_RUN || mode > FMPY_TUNE) {
         PyErr_Format(PyExc_ValueError, "call(): op = %ld, mode = %ld: unknown", op, mode);

@@ -7,6 +7,12 @@
 /* ------------------------------------------------------------------------ */
 /* Small module functions.                                                  */
 /* ------------------------------------------------------------------------ */
+/* None for FM_OK, else the status raised */
+static PyObject *none_or_raise(fm_state *st, fm_status s)
+{
+    return s == FM_OK ? Py_NewRef(Py_None) : fmpy_raise_status(st, s);
+}
+
 static PyObject *mod_epilogue_parse(PyObject *module, PyObject *arg)
 {
     fm_state *st = fmpy_module_state(module);
@@ -24,11 +30,7 @@ static PyObject *mod_epilogue_format(PyObject *module, PyObject *arg)
 {
     fm_state *st = fmpy_module_state(module);
     long long v = 0;
-    if (!arg || arg == Py_None) {
-        fmpy_raise_type(PyExc_TypeError, "epilogue_format(): ", "epilogue", "an int", Py_None);
-        return NULL;
-    }
-    if (fmpy_int_arg("epilogue_format(): ", "epilogue", arg, 0, (long long)UINT32_MAX, &v) < 0)
+    if (fmpy_int_required("epilogue_format(): ", "epilogue", arg, 0, (long long)UINT32_MAX, &v) < 0)
         return NULL;
     char buf[160];
     fm_clear_error();
@@ -43,34 +45,23 @@ static PyObject *mod_set_num_threads(PyObject *module, PyObject *arg)
 {
     fm_state *st = fmpy_module_state(module);
     long long n = 0;
-    if (arg == Py_None) {
-        fmpy_raise_type(PyExc_TypeError, "set_num_threads(): ", "n", "an int", arg);
-        return NULL;
-    }
-    if (fmpy_int_arg("set_num_threads(): ", "n", arg, INT32_MIN, INT32_MAX, &n) < 0)
+    if (fmpy_int_required("set_num_threads(): ", "n", arg, INT32_MIN, INT32_MAX, &n) < 0)
         return NULL;
     fm_clear_error();
-    fm_status s = fm_context_set_num_threads(st->ctx, (int)n);
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return none_or_raise(st, fm_context_set_num_threads(st->ctx, (int)n));
 }
 
 static PyObject *mod_get_num_threads(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     return PyLong_FromLong(fm_context_get_num_threads(fmpy_module_state(module)->ctx));
 }
 
 static PyObject *mod_backends(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     fm_state *st = fmpy_module_state(module);
-    int n = fm_context_backend_count(st->ctx);
-    PyObject *list = PyList_New(0);
-    if (!list)
-        return NULL;
-    for (int i = 0; i < n; i++) {
+    const int n = fm_context_backend_count(st->ctx);
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
         const char *name = NULL, *why = NULL;
         fm_device_type dev = FM_DEVICE_AUTO;
         int avail = 0;
@@ -80,30 +71,22 @@ static PyObject *mod_backends(PyObject *module, PyObject *unused)
             Py_DECREF(list);
             return fmpy_raise_status(st, s);
         }
-        PyObject *whyo;
-        if (avail || !why || !why[0]) {
-            whyo = Py_None;
-            Py_INCREF(whyo);
-        } else {
-            whyo = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
-        }
+        PyObject *whyo = avail || !why || !why[0]
+                             ? Py_NewRef(Py_None)
+                             : PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
         PyObject *item = whyo ? Py_BuildValue("(ssNN)", name ? name : "?", fmpy_device_name((int32_t)dev),
                                               PyBool_FromLong(avail), whyo)
                               : NULL;
-        if (!item || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(list);
-            return NULL;
-        }
-        Py_DECREF(item);
+        if (item)
+            PyList_SetItem(list, i, item);
+        else
+            Py_CLEAR(list);
     }
     return list;
 }
 
 static PyObject *mod_cuda_device_count(PyObject *module, PyObject *unused)
 {
-    (void)module;
-    (void)unused;
     int n;
     Py_BEGIN_ALLOW_THREADS
     n = fm_cuda_device_count();
@@ -113,14 +96,12 @@ static PyObject *mod_cuda_device_count(PyObject *module, PyObject *unused)
 
 static PyObject *mod_clear_cache(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     fm_context_clear_cache(fmpy_module_state(module)->ctx);
     Py_RETURN_NONE;
 }
 
 static PyObject *mod_cache_size(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     return PyLong_FromLong(fm_context_cache_size(fmpy_module_state(module)->ctx));
 }
 
@@ -140,54 +121,35 @@ static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
         Py_END_ALLOW_THREADS
     }
     Py_DECREF(bytes);
-    if (!path)
-        return NULL;
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return path ? none_or_raise(st, s) : NULL;
 }
 
 static PyObject *mod_wisdom_save(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 1); }
 static PyObject *mod_wisdom_load(PyObject *module, PyObject *arg) { return wisdom_io(module, arg, 0); }
 static PyObject *mod_wisdom_size(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     return PyLong_FromLong(fm_context_wisdom_size(fmpy_module_state(module)->ctx));
 }
 
 static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
 {
-    (void)unused;
     fm_state *st = fmpy_module_state(module);
     fm_clear_error();
-    fm_status s = fm_context_wisdom_forget(st->ctx);
-    if (s != FM_OK)
-        return fmpy_raise_status(st, s);
-    Py_RETURN_NONE;
+    return none_or_raise(st, fm_context_wisdom_forget(st->ctx));
 }
 
 static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
 {
-    (void)module;
     long long n = 0;
-    if (arg == Py_None) {
-        fmpy_raise_type(PyExc_TypeError, "relu_mask_row_bytes(): ", "n", "an int", arg);
-        return NULL;
-    }
-    if (fmpy_int_arg("relu_mask_row_bytes(): ", "n", arg, 0, INT64_MAX / 2, &n) < 0)
+    if (fmpy_int_required("relu_mask_row_bytes(): ", "n", arg, 0, INT64_MAX / 2, &n) < 0)
         return NULL;
     return PyLong_FromLongLong(fm_relu_mask_row_bytes(n));
 }
 
 static PyObject *mod_status_name(PyObject *module, PyObject *arg)
 {
-    (void)module;
     long long n = 0;
-    if (arg == Py_None) {
-        fmpy_raise_type(PyExc_TypeError, "status_name(): ", "status", "an int", arg);
-        return NULL;
-    }
-    if (fmpy_int_arg("status_name(): ", "status", arg, INT32_MIN, INT32_MAX, &n) < 0)
+    if (fmpy_int_required("status_name(): ", "status", arg, INT32_MIN, INT32_MAX, &n) < 0)
         return NULL;
     return PyUnicode_FromString(fm_status_name((fm_status)n));
 }
@@ -203,9 +165,10 @@ static PyMethodDef module_methods[] = {
     {"register_array_library", FASTCALL(fmpy_mod_register_array_library), METH_FASTCALL, fmpy_register_doc},
     {"lib_uses_dlpack_c_api", fmpy_mod_lib_uses_dlpack_c_api, METH_O, fmpy_lib_uses_dlpack_c_api_doc},
     {"make_runner", FASTCALL(fmpy_mod_make_runner), METH_FASTCALL,
-     "make_runner(plan, keep, ptrs, lib, device, outs, scalar)\n--\n\n"
-     "Bind a plan to operand addresses (ptrs: 8 or 10, slot order); .run(stream, out) allocates the results\n"
-     "(outs: ((slot, shape, dtype name, key), ...), D first) with library `lib` and executes."},
+     "make_runner(plan, keep, ptrs, lib, device, outs, scalar, where)\n--\n\n"
+     "Bind a plan of any operation to operand addresses (ptrs: in slot order, outputs None, trailing ones\n"
+     "may be left out); .run(stream, out) allocates the results (outs: call()'s output specs, out='s first)\n"
+     "with library `lib` on `device` and executes. where: the caller's name in messages."},
     {"epilogue_parse", mod_epilogue_parse, METH_O,
      "epilogue_parse(text)\n--\n\nEpilogue bits for 'relu', 'bias+gelu', 'RELU_AUX_BIAS', 'DGELU_BGRAD', ... "
      "(ValueError if unknown)."},
@@ -243,6 +206,26 @@ static int add_int(PyObject *m, const char *name, long long v)
     int r = PyModule_AddObjectRef(m, name, o);
     Py_DECREF(o);
     return r;
+}
+
+/* OP_<OP>, and per slot <OP>_<SLOT> and <OP>_NSLOTS ("MATMUL_BIAS", "FFT_NSLOTS"), from the
+ * core's table of operations (those with slots: the ones it implements). */
+static int add_op_constants(PyObject *m)
+{
+    for (int op = 0; op < FM_OP_COUNT_; op++) {
+        const int n = fm_op_slot_count((fm_op)op);
+        for (int slot = n > 0 ? -2 : n; slot < n; slot++) {
+            char name[64];
+            const char *form = slot == -2 ? "OP_%s" : slot == -1 ? "%s_NSLOTS" : "%s_%s";
+            const char *slot_name = slot >= 0 ? fm_op_slot_name((fm_op)op, slot) : "";
+            snprintf(name, sizeof name, form, fm_op_name((fm_op)op), slot_name);
+            for (char *c = name; *c; c++)
+                *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+            if (add_int(m, name, slot == -2 ? op : slot == -1 ? n : slot) < 0)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 static int module_exec(PyObject *m)
@@ -313,20 +296,6 @@ static int module_exec(PyObject *m)
         {"CPU_STRATEGY_KERNEL", FM_CPU_STRATEGY_KERNEL},
         {"COMPUTE_DEFAULT", FM_COMPUTE_DEFAULT},
         {"COMPUTE_TF32", FM_COMPUTE_TF32},
-        {"MATMUL_A", FM_MATMUL_A},
-        {"MATMUL_B", FM_MATMUL_B},
-        {"MATMUL_C", FM_MATMUL_C},
-        {"MATMUL_BIAS", FM_MATMUL_BIAS},
-        {"MATMUL_D", FM_MATMUL_D},
-        {"MATMUL_AUX", FM_MATMUL_AUX},
-        {"MATMUL_BGRAD", FM_MATMUL_BGRAD},
-        {"MATMUL_SCALE", FM_MATMUL_SCALE},
-        {"MATMUL_NSLOTS", FM_MATMUL_NSLOTS},
-        {"FFT_IN", FM_FFT_IN},
-        {"FFT_OUT", FM_FFT_OUT},
-        {"FFT_PROLOG", FM_FFT_PROLOG},
-        {"FFT_EPILOG", FM_FFT_EPILOG},
-        {"FFT_NSLOTS", FM_FFT_NSLOTS},
         {"FFT_C2C", FM_FFT_C2C},
         {"FFT_R2C", FM_FFT_R2C},
         {"FFT_C2R", FM_FFT_C2R},
@@ -344,8 +313,6 @@ static int module_exec(PyObject *m)
         {"FFT_OP_MULTIPLY", FM_FFT_OP_MULTIPLY},
         {"FFT_OP_CONJ", FM_FFT_OP_CONJ},
         {"FFT_OP_CALLBACK", FM_FFT_OP_CALLBACK},
-        {"OP_MATMUL", FM_OP_MATMUL},
-        {"OP_FFT", FM_OP_FFT},
         {"CALL_RUN", FMPY_RUN},
         {"CALL_SPECS", FMPY_SPECS},
         {"CALL_PLAN", FMPY_PLAN},
@@ -357,7 +324,7 @@ static int module_exec(PyObject *m)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, i == 0 ? (long long)fm_version_number() : ints[i].value) < 0)
             return -1;
-    return 0;
+    return add_op_constants(m);
 }
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
@@ -365,9 +332,9 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     fm_state *st = fmpy_module_state(m);
     if (!st)
         return 0;
-    Py_VISIT(st->plan_type);
-    Py_VISIT(st->runner_type);
-    Py_VISIT(st->base_error);
+#define X_VISIT(f) Py_VISIT(st->f);
+    FM_STATE_OBJECTS(X_VISIT)
+#undef X_VISIT
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_VISIT(st->errors[i]);
     for (int i = 0; i < st->nlibs; i++) {
@@ -385,17 +352,13 @@ static int module_clear(PyObject *m)
     fm_state *st = fmpy_module_state(m);
     if (!st)
         return 0;
-    Py_CLEAR(st->plan_type);
-    Py_CLEAR(st->runner_type);
-    Py_CLEAR(st->base_error);
+#define X_CLEAR(f) Py_CLEAR(st->f);
+    FM_STATE_OBJECTS(X_CLEAR)
+#undef X_CLEAR
     for (int i = 0; i < FM_STATUS_COUNT_; i++)
         Py_CLEAR(st->errors[i]);
     for (int i = 0; i < S_COUNT; i++)
         Py_CLEAR(st->s[i]);
-    Py_CLEAR(st->empty_tuple);
-    Py_CLEAR(st->kw_max_version);
-    Py_CLEAR(st->kw_cuda_v1);
-    Py_CLEAR(st->kw_cuda_legacy);
     for (int i = 0; i < st->nlibs; i++)
         fmpy_lib_clear(&st->libs[i]);
     st->nlibs = 0;

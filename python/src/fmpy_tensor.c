@@ -3,9 +3,6 @@
  * (DLPack: fmpy_dlpack.c); an fm_hold keeps the operand's memory alive meanwhile. */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* Array objects -> fm_tensor.                                              */
-/* ------------------------------------------------------------------------ */
 void fmpy_hold_init(fm_hold *h)
 {
     h->kind = HOLD_NONE;
@@ -22,97 +19,70 @@ void fmpy_hold_release(fm_hold *h)
     int had_error = PyErr_Occurred() != NULL;
     if (had_error)
         PyErr_Fetch(&et, &ev, &etb);
-    switch (h->kind) {
-    case HOLD_BUFFER:
+    if (h->kind == HOLD_BUFFER) {
         PyBuffer_Release(&h->view);
-        break;
-    case HOLD_DLPACK: {
-        DLManagedTensor *m = (DLManagedTensor *)h->managed;
-        if (m && m->deleter)
-            m->deleter(m);
-        Py_XDECREF(h->capsule);
-        break;
-    }
-    case HOLD_DLPACK_V1: {
+    } else if (h->kind == HOLD_DLPACK_V1) {
         DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)h->managed;
-        if (m && m->deleter)
+        if (m->deleter)
             m->deleter(m);
-        Py_XDECREF(h->capsule);
-        break;
+    } else {
+        DLManagedTensor *m = (DLManagedTensor *)h->managed;
+        if (m->deleter)
+            m->deleter(m);
     }
-    default:
-        break;
-    }
-    h->kind = HOLD_NONE;
-    h->capsule = NULL;
-    h->managed = NULL;
+    Py_XDECREF(h->capsule);
+    fmpy_hold_init(h);
     if (had_error)
         PyErr_Restore(et, ev, etb);
     else if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL); /* a deleter failed: report, do not mask success */
 }
 
-static int host_is_little_endian(void)
+/* Whether a byte-order mark ('<', '>', '!'; '@', '=' and '|' are native) says other than the
+ * host's, for items of n bytes. */
+static int foreign_order(char order, Py_ssize_t n)
 {
     const uint16_t one = 1;
-    return *(const uint8_t *)&one == 1;
+    const int little = *(const uint8_t *)&one == 1;
+    return n > 1 && ((order == '<' && !little) || ((order == '>' || order == '!') && little));
+}
+
+/* A dtype from its kind ('f' float, 'c' complex, 'i' / 'u' signed / unsigned integer) and its
+ * size in bytes; FM_DTYPE_INVALID where fusemath has none. */
+static fm_dtype kind_dtype(char kind, Py_ssize_t bytes)
+{
+    const int code = kind == 'f' ? DL_FLOAT : kind == 'c' ? DL_COMPLEX : kind == 'i' ? DL_INT : DL_UINT;
+    return kind && strchr("fciu", kind) && bytes > 0 && bytes <= 16 ? fmpy_dl_dtype(code, (int)bytes * 8)
+                                                                     : FM_DTYPE_INVALID;
 }
 
 /* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). */
 static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
 {
+    static const struct {
+        const char *code;
+        char kind;
+        Py_ssize_t bytes; /* fixed for floats; integers have the platform's sizes */
+    } floats[] = {{"e", 'f', 2}, {"f", 'f', 4}, {"d", 'f', 8}, {"Zf", 'c', 8}, {"Zd", 'c', 16}};
     if (!fmt)
         fmt = "B";
-    char order = '@';
-    if (*fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '>' || *fmt == '!')
-        order = *fmt++;
-    if (itemsize > 1 && (order == '>' || order == '!') && host_is_little_endian())
-        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host */
-    if (itemsize > 1 && order == '<' && !host_is_little_endian())
+    const char order = *fmt && strchr("@=<>!", *fmt) ? *fmt++ : '@';
+    if (foreign_order(order, itemsize))
+        return FM_DTYPE_INVALID; /* big-endian data on a little-endian host, or the reverse */
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (strcmp(fmt, floats[i].code) == 0)
+            return itemsize == floats[i].bytes ? kind_dtype(floats[i].kind, itemsize) : FM_DTYPE_INVALID;
+    if (!fmt[0] || fmt[1])
         return FM_DTYPE_INVALID;
-    fm_dtype t = FM_DTYPE_INVALID;
-    if (fmt[0] && fmt[1] == '\0') {
-        switch (fmt[0]) {
-        case 'e': t = FM_F16; break;
-        case 'f': t = FM_F32; break;
-        case 'd': t = FM_F64; break;
-        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
-            t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
-            break;
-        case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
-            t = itemsize == 1 ? FM_U8 : itemsize == 4 ? FM_U32 : FM_DTYPE_INVALID;
-            break;
-        default: break;
-        }
-    } else if (fmt[0] == 'Z' && fmt[1] && fmt[2] == '\0') {
-        if (fmt[1] == 'f')
-            t = FM_C64;
-        else if (fmt[1] == 'd')
-            t = FM_C128;
-    }
-    if (t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) != itemsize)
-        t = FM_DTYPE_INVALID;
-    return t;
+    return kind_dtype(strchr("bhilqn", fmt[0]) ? 'i' : strchr("BHILQN", fmt[0]) ? 'u' : 0, itemsize);
 }
 
 /* NumPy array-interface typestr ("<f4", "|u1", "<c8") -> dtype. */
 static fm_dtype typestr_dtype(const char *s)
 {
-    if (!s || !s[0] || !s[1])
+    if (!s[0] || !s[1] || foreign_order(s[0], atoi(s + 2)))
         return FM_DTYPE_INVALID;
-    char order = s[0], kind = s[1];
-    int bytes = atoi(s + 2);
-    if (bytes > 1 && ((order == '>' && host_is_little_endian()) || (order == '<' && !host_is_little_endian())))
-        return FM_DTYPE_INVALID;
-    fm_dtype t = FM_DTYPE_INVALID;
-    switch (kind) {
-    case 'f': t = bytes == 2 ? FM_F16 : bytes == 4 ? FM_F32 : bytes == 8 ? FM_F64 : FM_DTYPE_INVALID; break;
-    case 'c': t = bytes == 4 ? FM_C32 : bytes == 8 ? FM_C64 : bytes == 16 ? FM_C128 : FM_DTYPE_INVALID; break;
-    case 'i': t = bytes == 1 ? FM_I8 : bytes == 4 ? FM_I32 : bytes == 8 ? FM_I64 : FM_DTYPE_INVALID; break;
-    case 'u': t = bytes == 1 ? FM_U8 : bytes == 4 ? FM_U32 : FM_DTYPE_INVALID; break;
-    default: break;
-    }
-    return t;
+    return kind_dtype(s[1], atoi(s + 2));
 }
 
 void fmpy_zero_tail(fm_tensor *t)
@@ -257,12 +227,6 @@ static fm_dtype lib_dtype(const fm_lib *lib, PyObject *dt)
     return FM_DTYPE_INVALID;
 }
 
-static int unsupported_dtype(const char *name, PyObject *dt)
-{
-    PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, dt);
-    return -1;
-}
-
 PyObject *fmpy_call_method0(PyObject *obj, PyObject *name) { return PyObject_CallMethodObjArgs(obj, name, NULL); }
 
 /* Lazily conjugated / negated torch views are not their memory: refuse them. The
@@ -298,9 +262,22 @@ static fm_dtype obj_dtype(fm_state *st, const fm_lib *lib, PyObject *obj, const 
         return FM_DTYPE_INVALID;
     fm_dtype dt = lib_dtype(lib, o);
     if (dt == FM_DTYPE_INVALID)
-        unsupported_dtype(name, o);
+        PyErr_Format(PyExc_TypeError, "argument '%s': unsupported dtype %R", name, o);
     Py_DECREF(o);
     return dt;
+}
+
+/* t's shape and strides from obj.shape and obj.stride() (torch, in elements) or obj.strides (in
+ * bytes, items of `unit` of them). */
+static int attr_dims(fm_state *st, PyObject *obj, const char *name, int torch, Py_ssize_t unit, fm_tensor *t)
+{
+    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]), *strides = NULL;
+    if (shape)
+        strides = torch ? fmpy_call_method0(obj, st->s[S_stride]) : PyObject_GetAttr(obj, st->s[S_strides]);
+    int r = strides ? fmpy_dims_from_tuples(name, shape, strides, unit, t) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
 }
 
 /* A PyTorch tensor: data_ptr(), shape, stride(), dtype, get_device() (+ is_cuda). */
@@ -339,17 +316,10 @@ static int tensor_from_torch(fm_state *st, const fm_lib *lib, PyObject *obj, con
         t->device.id = 0;
     }
     o = fmpy_call_method0(obj, st->s[S_data_ptr]);
-    int r = fmpy_long_ptr(o, "tensor.data_ptr()", &t->data);
+    int r = fmpy_ptr_arg("", "tensor.data_ptr()", o, &t->data);
     Py_XDECREF(o);
-    if (r < 0)
-        return -1;
-    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
-    PyObject *strides = shape ? fmpy_call_method0(obj, st->s[S_stride]) : NULL;
-    r = strides ? fmpy_dims_from_tuples(name, shape, strides, 1, t) : -1;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
     t->dtype = dt;
-    return r;
+    return r < 0 ? -1 : attr_dims(st, obj, name, 1, 1, t);
 }
 
 /* A CuPy array: data.ptr, data.device_id, shape, strides (bytes), dtype. */
@@ -364,7 +334,7 @@ static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, cons
     PyObject *p = PyObject_GetAttr(data, st->s[S_ptr]);
     PyObject *dev = p ? PyObject_GetAttr(data, st->s[S_device_id]) : NULL;
     Py_DECREF(data);
-    int r = dev ? fmpy_long_ptr(p, "array.data.ptr", &t->data) : -1;
+    int r = dev ? fmpy_ptr_arg("", "array.data.ptr", p, &t->data) : -1;
     long id = r == 0 ? PyLong_AsLong(dev) : -1;
     Py_XDECREF(p);
     Py_XDECREF(dev);
@@ -373,12 +343,7 @@ static int tensor_from_cupy(fm_state *st, const fm_lib *lib, PyObject *obj, cons
     t->device.type = FM_DEVICE_CUDA;
     t->device.id = (int32_t)id;
     t->dtype = dt;
-    PyObject *shape = PyObject_GetAttr(obj, st->s[S_shape]);
-    PyObject *strides = shape ? PyObject_GetAttr(obj, st->s[S_strides]) : NULL;
-    r = strides ? fmpy_dims_from_tuples(name, shape, strides, (Py_ssize_t)fm_dtype_size(dt), t) : -1;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    return r;
+    return attr_dims(st, obj, name, 0, (Py_ssize_t)fm_dtype_size(dt), t);
 }
 
 /* __cuda_array_interface__ (v2/v3): the device is resolved by the library from the pointer.
@@ -412,7 +377,7 @@ static int cai_read(PyObject *shape, PyObject *typestr, PyObject *data, PyObject
             return -1;
         }
     }
-    if (fmpy_long_ptr(PyTuple_GetItem(data, 0), "__cuda_array_interface__['data'][0]", &t->data) < 0)
+    if (fmpy_ptr_arg("", "__cuda_array_interface__['data'][0]", PyTuple_GetItem(data, 0), &t->data) < 0)
         return -1;
     t->device.type = FM_DEVICE_AUTO;
     t->device.id = 0;
@@ -550,14 +515,8 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
             Py_DECREF(buffer_error);
             return -1;
         }
-        PyObject *tn = fmpy_type_name(obj);
-        if (tn) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s must be an array (buffer protocol, PyTorch, CuPy, "
-                         "__cuda_array_interface__ or __dlpack__), not %U",
-                         name, tn);
-            Py_DECREF(tn);
-        }
+        fmpy_raise_type(PyExc_TypeError, "", name, "an array (buffer protocol, PyTorch, CuPy, "
+                        "__cuda_array_interface__ or __dlpack__)", obj);
         return -1;
     }
     Py_XDECREF(buffer_error);
@@ -568,8 +527,60 @@ int fmpy_tensor_from_any(fm_state *st, PyObject *obj, const char *name, int writ
     return r;
 }
 
-int fmpy_tensor_from_object(fm_state *st, PyObject *obj, const char *name, int writable, fm_tensor *t,
-                            fm_hold *h)
+/* ------------------------------------------------------------------------ */
+/* How the extension sees an array, for Python.                             */
+/* ------------------------------------------------------------------------ */
+FMPY_DOC_VAR(fmpy_tensor_info_doc,
+             "tensor_info(obj, writable=False)\n--\n\n"
+             "How the library sees an array: (address, (device_type, device_id), dtype name, shape,\n"
+             "element strides). device_type follows DLPack (1 cpu, 2 cuda; 0 = resolved by the library\n"
+             "from the pointer, for __cuda_array_interface__). For debugging and tests.");
+
+PyObject *fmpy_mod_tensor_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    return fmpy_tensor_from_any(st, obj, name, writable, t, h, NULL);
+    fm_state *st = fmpy_module_state(module);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "tensor_info() takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int writable = 0;
+    if (nargs == 2) {
+        writable = PyObject_IsTrue(args[1]);
+        if (writable < 0)
+            return NULL;
+    }
+    fm_tensor t;
+    fm_hold h;
+    if (fmpy_tensor_from_any(st, args[0], "obj", writable, &t, &h, NULL) < 0)
+        return NULL;
+    PyObject *shape = fmpy_shape_tuple(t.shape, t.ndim), *strides = fmpy_shape_tuple(t.strides, t.ndim), *res = NULL;
+    if (shape && strides)
+        res = Py_BuildValue("(N(ii)sOO)", PyLong_FromVoidPtr(t.data), (int)t.device.type, (int)t.device.id,
+                            fm_dtype_name(t.dtype), shape, strides);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    fmpy_hold_release(&h);
+    return res;
+}
+
+FMPY_DOC_VAR(fmpy_data_ptr_doc, "data_ptr(obj)\n--\n\nAddress (int) of element 0 of an array (any kind tensor_info takes).");
+
+PyObject *fmpy_mod_data_ptr(PyObject *module, PyObject *obj)
+{
+    if (PyObject_CheckBuffer(obj)) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(obj, &v, PyBUF_STRIDES) == 0) {
+            PyObject *r = PyLong_FromVoidPtr(v.buf);
+            PyBuffer_Release(&v);
+            return r;
+        }
+        PyErr_Clear();
+    }
+    fm_tensor t;
+    fm_hold h;
+    if (fmpy_tensor_from_any(fmpy_module_state(module), obj, "obj", 0, &t, &h, NULL) < 0)
+        return NULL;
+    PyObject *r = PyLong_FromVoidPtr(t.data);
+    fmpy_hold_release(&h);
+    return r;
 }

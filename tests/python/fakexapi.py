@@ -1,6 +1,6 @@
 """fakelib's torch-like library, plus DLPack's C exchange API (the table PyTorch >= 2.10
 publishes as torch.Tensor.__dlpack_c_exchange_api__), written with ctypes: tests the fast
-path of the extension (python/src/fmpy_xapi.c) on machines without PyTorch.
+path of the extension (python/src/fmpy_dlpack.c) on machines without PyTorch.
 
 Every tensor is reported with a byte_offset of 64 from a base 64 bytes lower, and with
 strides NULL when it is C-contiguous, so both parts of a DLTensor get exercised.

@@ -1,4 +1,4 @@
-"""DLPack's C exchange API (python/src/fmpy_xapi.c): arrays of a library that publishes
+"""DLPack's C exchange API (python/src/fmpy_dlpack.c): arrays of a library that publishes
 __dlpack_c_exchange_api__ are read, allocated and asked for their stream through that
 C table, with the same results and errors as the Python path. On the CPU through
 fakexapi (the table written with ctypes over NumPy memory); on a GPU the PyTorch tests in
