@@ -123,7 +123,7 @@ static void test_half_rules(void)
     /* a chain's array has the data's precision: f16 or c32 on c32 data, not f32 */
     o.prolog.ops = FM_FFT_OP_MULTIPLY;
     CHECK(fm_fft_plan(g_ctx, &cin, &cout, &w32, NULL, &o, &plan) == FM_ERR_DTYPE);
-    CHECK_ERROR_MENTIONS("expected f16 or c32");
+    CHECK_ERROR_MENTIONS("expected float16 or complex32"); /* NumPy / PyTorch names */
 }
 
 #ifdef FM_HAVE_CUDA
