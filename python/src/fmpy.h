@@ -2,27 +2,12 @@
  * fmpy.h : what the source files of the CPython extension module fusemath._fusemath
  * (python/src/fmpy_*.c) share; private to the extension, never installed.
  *
- * Limited API (abi3, Python >= 3.11) only: module state instead of static globals,
- * heap types, multi-phase initialisation, METH_FASTCALL on the hot paths. The
- * module state owns one fm_context, created at exec and destroyed when the module
- * is freed; every Plan keeps a strong reference to the module so the context
- * outlives the plans made in it.
- *
- * Arrays come in, zero-copy, through
- *  - the buffer protocol (NumPy, memoryview, array.array): host memory;
- *  - registered array libraries (PyTorch tensors, CuPy arrays; registered lazily by
- *    fusemath._arrays the first time one is seen): through DLPack's C exchange API where
- *    the library has one (PyTorch >= 2.10: C function pointers), otherwise through the
- *    library's cheapest attributes (torch: data_ptr(), shape, stride(), dtype, get_device();
- *    cupy: data.ptr, data.device_id, shape, strides, dtype), never through __dlpack__ capsules;
- *  - __cuda_array_interface__ (device resolved by the library from the pointer);
- *  - DLPack (__dlpack__ / __dlpack_device__): cpu, cuda, cuda_host, cuda_managed.
- * They become fm_tensor descriptors; buffers / capsules are held while the C library
- * runs and released afterwards. Results on a registered library's device are
- * allocated with that library (torch.empty / cupy.empty), so the memory comes from
- * the caller's allocator and pool, stream-ordered on the stream the call runs on.
- * Errors of the library become per-module exception classes that also derive from
- * the matching builtin (ValueError, TypeError, MemoryError, ...).
+ * Limited API (abi3, Python >= 3.11) only; how arrays come in (buffer protocol, registered
+ * array libraries, DLPack's C exchange API, __cuda_array_interface__, DLPack capsules), how
+ * results are allocated with the caller's library and how errors map to exception classes is
+ * told in docs/design.md ("Python front"). The module state owns one fm_context, created at
+ * exec and destroyed when the module is freed; every Plan keeps a strong reference to the
+ * module so the context outlives the plans made in it.
  *
  * The files, one topic each:
  *   fmpy_module.c         the method table, the module lifecycle, small module functions

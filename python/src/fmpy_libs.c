@@ -238,11 +238,9 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_
         args = made_args;
         kwargs = made_kwargs;
     }
-    PyObject *tuple = PyTuple_GetItem(args, 0); /* the shape */
     if (slow && lib->slow_alloc) {
-        PyObject *d = PyLong_FromLong(dev);
-        PyObject *s = stream ? stream : Py_None;
-        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, tuple, lib->dtypes[dt], d, s, NULL) : NULL;
+        PyObject *d = PyLong_FromLong(dev), *s = stream ? stream : Py_None, *sh = PyTuple_GetItem(args, 0);
+        arr = d ? PyObject_CallFunctionObjArgs(lib->slow_alloc, sh, lib->dtypes[dt], d, s, NULL) : NULL;
         Py_XDECREF(d);
     } else {
         arr = PyObject_Call(lib->empty, args, kwargs);
@@ -254,8 +252,8 @@ PyObject *fmpy_lib_alloc(fm_state *st, int li, const int64_t *shape, int nd, fm_
         fmpy_device_text(dev, dv, sizeof dv);
         if (text)
             PyErr_Format(fmpy_error_class(st, FM_ERR_OUT_OF_MEMORY),
-                         "fusemath: cannot allocate %s of shape %R on %s (%U): %U", what, tuple, dv,
-                         lib->name, text);
+                         "fusemath: cannot allocate %s of shape %R on %s (%U): %U", what,
+                         PyTuple_GetItem(args, 0), dv, lib->name, text);
         Py_XDECREF(text);
     }
     if (arr && array_address(st, lib, arr, ptr) < 0)

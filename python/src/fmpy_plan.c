@@ -229,6 +229,7 @@ typedef struct {
     PyObject *args;   /* allocation arguments: (shape,) for torch, (shape, dtype) otherwise */
     PyObject *kwargs; /* torch: {"dtype":, "device":}; else NULL */
     PyObject *key;    /* the result dict's key of a second output ("relu_aux", ...); NULL for the first */
+    const char *what; /* its slot's name, for an out-of-memory message */
 } runner_out;
 
 typedef struct {
@@ -462,11 +463,16 @@ static int runner_check_out(fm_state *st, RunnerObject *r, PyObject *out, void *
     return -1;
 }
 
-/* The first result, or (first, {key: result, ...}) when there are more. */
-static PyObject *runner_result(fm_state *st, const RunnerObject *r, PyObject *const *res, int given)
+/* The first result (its reference taken from res), or (first, {key: result, ...}) when there are more. */
+static PyObject *runner_result(fm_state *st, const RunnerObject *r, PyObject **res, int given)
 {
-    /* NumPy gives a scalar for 1-D @ 1-D: the 0-d array's item */
-    PyObject *first = r->scalar && !given ? PyObject_GetItem(res[0], st->empty_tuple) : Py_NewRef(res[0]);
+    PyObject *first = res[0];
+    res[0] = NULL;
+    if (r->scalar && !given) { /* NumPy gives a scalar for 1-D @ 1-D: the 0-d array's item */
+        PyObject *item = PyObject_GetItem(first, st->empty_tuple);
+        Py_DECREF(first);
+        first = item;
+    }
     if (!first || r->nout == 1)
         return first;
     PyObject *extra = PyDict_New();
@@ -502,7 +508,9 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     memcpy(ptrs, r->ptrs, sizeof ptrs);
     const int given = out != Py_None;
     PyObject *override = NULL, *res[RUNNER_MAX_OUTS] = {NULL}, *result = NULL;
-    if (fmpy_resolve_stream(st, r->prefix, r->lib, r->device, stream_arg, r->nout > given, &r->stream,
+    /* host results without a stream argument: no stream to resolve */
+    if ((stream_arg != Py_None || r->device >= 0) &&
+        fmpy_resolve_stream(st, r->prefix, r->lib, r->device, stream_arg, r->nout > given, &r->stream,
                             &stream, &override) < 0)
         return NULL;
     if (given) {
@@ -513,7 +521,7 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     for (int i = given; i < r->nout; i++) {
         const runner_out *o = &r->outs[i];
         res[i] = fmpy_lib_alloc(st, r->lib, o->shape, o->ndim, o->dtype, r->device, override, o->args,
-                                o->kwargs, fm_op_slot_name(r->def->op, o->slot), &ptrs[o->slot]);
+                                o->kwargs, o->what, &ptrs[o->slot]);
         if (!res[i])
             goto done;
     }
@@ -542,7 +550,7 @@ static PyObject *runner_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_DECREF(plan);
 done:
     Py_XDECREF(override);
-    for (int i = 0; i < RUNNER_MAX_OUTS; i++)
+    for (int i = 0; i < r->nout; i++) /* the runner is alive (the caller holds it): nout stands */
         Py_XDECREF(res[i]);
     return result;
 }
@@ -568,6 +576,7 @@ static int runner_out_spec(fm_state *st, RunnerObject *r, fm_op op, PyObject *sp
         return -1;
     }
     o->slot = (int)slot;
+    o->what = fm_op_slot_name(op, o->slot);
     o->key = first ? NULL : Py_NewRef(key);
     if (fmpy_dims_from_tuples("out", shape, NULL, 1, &t) < 0 ||
         fmpy_lib_alloc_args(st, r->lib, shape, o->dtype, r->device, &o->args, &o->kwargs) < 0)

@@ -56,25 +56,32 @@ static fm_dtype kind_dtype(char kind, Py_ssize_t bytes)
                                                                      : FM_DTYPE_INVALID;
 }
 
-/* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). */
+/* struct-module format + itemsize -> dtype (FM_DTYPE_INVALID if not representable). A switch, not
+ * kind_dtype's table: every host operand and result comes through here. */
 static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
 {
-    static const struct {
-        const char *code;
-        char kind;
-        Py_ssize_t bytes; /* fixed for floats; integers have the platform's sizes */
-    } floats[] = {{"e", 'f', 2}, {"f", 'f', 4}, {"d", 'f', 8}, {"Zf", 'c', 8}, {"Zd", 'c', 16}};
     if (!fmt)
         fmt = "B";
-    const char order = *fmt && strchr("@=<>!", *fmt) ? *fmt++ : '@';
+    const char order = *fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '>' || *fmt == '!' ? *fmt++ : '@';
     if (foreign_order(order, itemsize))
         return FM_DTYPE_INVALID; /* big-endian data on a little-endian host, or the reverse */
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (strcmp(fmt, floats[i].code) == 0)
-            return itemsize == floats[i].bytes ? kind_dtype(floats[i].kind, itemsize) : FM_DTYPE_INVALID;
-    if (!fmt[0] || fmt[1])
+    const int cplx = fmt[0] == 'Z'; /* complex: Z + the component's code */
+    if (!fmt[cplx] || fmt[cplx + 1] || (cplx && fmt[1] != 'f' && fmt[1] != 'd'))
         return FM_DTYPE_INVALID;
-    return kind_dtype(strchr("bhilqn", fmt[0]) ? 'i' : strchr("BHILQN", fmt[0]) ? 'u' : 0, itemsize);
+    fm_dtype t;
+    switch (fmt[cplx]) {
+    case 'e': t = FM_F16; break;
+    case 'f': t = cplx ? FM_C64 : FM_F32; break;
+    case 'd': t = cplx ? FM_C128 : FM_F64; break;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+        t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
+        break;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
+        t = itemsize == 1 ? FM_U8 : itemsize == 4 ? FM_U32 : FM_DTYPE_INVALID;
+        break;
+    default: return FM_DTYPE_INVALID;
+    }
+    return t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) == itemsize ? t : FM_DTYPE_INVALID;
 }
 
 /* NumPy array-interface typestr ("<f4", "|u1", "<c8") -> dtype. */
