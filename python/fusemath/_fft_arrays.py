@@ -9,6 +9,7 @@ apart, is checked here.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -207,7 +208,17 @@ def _resize(lib, x, axes: Sequence[int], lengths: Sequence[int], where: str):
     big = list(x.shape)
     for ax, n in zip(axes, lengths):
         big[ax] = n
-    z = _zeros(lib, x, tuple(big), where)
+    count = math.prod(max(e, 1) for e in big)
+    if count * x.dtype.itemsize >= 2**63:  # NumPy would say "array is too big" without naming s / n
+        raise _C.TooLargeError(f"{where}: zero-padding x to shape {tuple(big)} (s / n) needs more bytes than "
+                               f"a 64-bit size holds")
+    # torch's OutOfMemoryError is a RuntimeError; NumPy's and CuPy's are MemoryErrors
+    oom = (MemoryError, getattr(getattr(lib, "torch", None), "OutOfMemoryError", MemoryError))
+    try:
+        z = _zeros(lib, x, tuple(big), where)
+    except oom as exc:  # NumPy's, torch's or CuPy's: fusemath's class, naming what it was for
+        raise _C.OutOfMemoryError(f"{where}: cannot allocate the zero-padded input of shape {tuple(big)} "
+                                  f"(s / n): {exc}") from None
     z[tuple(slice(0, e) for e in x.shape)] = x
     return z
 

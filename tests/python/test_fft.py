@@ -1614,3 +1614,12 @@ def test_empty_batch_checks_out():
         ff.fft(x, out=[1, 2])
     out = np.zeros((0, 8), np.complex64)
     assert ff.fft(x, out=out) is out
+
+
+def test_padding_past_memory_is_fusemaths_error():
+    """s / n that zero-pad past what memory or a 64-bit size holds: fusemath's OutOfMemoryError /
+    TooLargeError naming s / n, not NumPy's raw MemoryError or "array is too big"."""
+    with pytest.raises(fusemath.TooLargeError, match=r"fftn: .*\(s / n\).*64-bit"):
+        ff.fftn(np.ones((2, 2)), s=(2**40, 2**40))
+    with pytest.raises(fusemath.OutOfMemoryError, match=r"rfft: .*zero-padded input.*\(s / n\)"):
+        ff.rfft(np.ones(4), n=2**50)  # 8 PiB of float64: past any address space, never overcommitted
