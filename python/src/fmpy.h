@@ -163,6 +163,7 @@ typedef struct {
 
 typedef struct {
     fm_context *ctx;
+    int dlpack_c_api; /* FUSEMATH_DLPACK_C_API != "0", read once with the context */
     fmpy_specs_memo memo[FM_OP_COUNT_];
     PyObject *plan_type;
     PyObject *runner_type;
@@ -241,7 +242,7 @@ fm_dtype fmpy_dl_dtype(int code, int bits);
 const char *fmpy_device_name(int32_t type);
 int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const char *name, int writable,
                             fm_tensor *t, fm_hold *h);
-void fmpy_xapi_attach(fm_lib *lib);
+void fmpy_xapi_attach(fm_lib *lib, int enabled); /* enabled: fm_state.dlpack_c_api */
 int fmpy_xapi_tensor(const fm_lib *lib, PyObject *obj, fm_tensor *t);
 PyObject *fmpy_xapi_alloc(const fm_lib *lib, const int64_t *shape, int nd, fm_dtype dt, int dev, void **ptr);
 

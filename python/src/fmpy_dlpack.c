@@ -10,7 +10,7 @@
  * express the case (a dtype outside the table below, complex data whose lazy conj/neg bits DLPack
  * does not carry, another device type, a layout the allocator did not make): the caller then
  * takes the library's Python path, which also produces the error messages.
- * FUSEMATH_DLPACK_C_API=0 in the environment (read when a library is registered) turns the fast
+ * FUSEMATH_DLPACK_C_API=0 in the environment (read once, when the module creates its context) turns the fast
  * path off. The ABI structs are declared in fmpy.h. */
 #include "fmpy.h"
 
@@ -190,13 +190,12 @@ int fmpy_tensor_from_dlpack(fm_state *st, PyObject *obj, PyObject *meth, const c
 /* ------------------------------------------------------------------------ */
 /* The C exchange API.                                                      */
 /* ------------------------------------------------------------------------ */
-void fmpy_xapi_attach(fm_lib *lib)
+void fmpy_xapi_attach(fm_lib *lib, int enabled)
 {
     static const char capsule_name[] = "dlpack_exchange_api";
     lib->xapi = NULL;
     lib->xapi_capsule = NULL;
-    const char *env = getenv("FUSEMATH_DLPACK_C_API");
-    if (!lib->type || (env && strcmp(env, "0") == 0))
+    if (!lib->type || !enabled)
         return;
     PyObject *cap = PyObject_GetAttrString(lib->type, "__dlpack_c_exchange_api__");
     if (!cap) {

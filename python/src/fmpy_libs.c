@@ -96,7 +96,7 @@ PyObject *fmpy_mod_register_array_library(PyObject *module, PyObject *const *arg
         PyObject *o = none_to_null(args[4 + i]);
         *slots[i] = o ? Py_NewRef(o) : NULL;
     }
-    fmpy_xapi_attach(&fresh);
+    fmpy_xapi_attach(&fresh, st->dlpack_c_api);
     fm_lib old = st->libs[idx];
     st->libs[idx] = fresh;
     if (idx == st->nlibs)

@@ -254,6 +254,9 @@ static int module_exec(PyObject *m)
         return -1;
     }
     st->ctx = ctx;
+    /* the extension's one environment variable, read where the library reads its own */
+    const char *dlpack_env = getenv("FUSEMATH_DLPACK_C_API");
+    st->dlpack_c_api = !(dlpack_env && strcmp(dlpack_env, "0") == 0);
 
     st->plan_type = PyType_FromModuleAndSpec(m, &fmpy_plan_spec, NULL);
     if (!st->plan_type || PyModule_AddObjectRef(m, "Plan", st->plan_type) < 0)
