@@ -96,15 +96,7 @@ static void ref_transform(int kind, int inverse, int nd, const int64_t *in_sh, c
     } else if (kind == FM_FFT_R2C) {
         for (int i = 0; i < naxes; i++)
             dft_axis(w, nd, in_sh, axes[i], sign);
-        for (int64_t i = 0; i < nout; i++) { /* crop */
-            int64_t lin = i, src = 0, mul = 1;
-            for (int d = nd - 1; d >= 0; d--) {
-                src += (lin % out_sh[d]) * mul;
-                lin /= out_sh[d];
-                mul *= in_sh[d];
-            }
-            y[i] = w[src];
-        }
+        crop(nd, in_sh, out_sh, w, y);
     } else {
         for (int i = 0; i < naxes - 1; i++)
             dft_axis(w, nd, in_sh, axes[i], sign);

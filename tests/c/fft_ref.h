@@ -70,6 +70,21 @@ static void dft_axis(double complex *a, int nd, const int64_t *sh, int axis, int
     free(line), free(res), free(w);
 }
 
+/* a copy of the sub-block of x (shape from) with shape to (every extent <= from's) */
+static void crop(int nd, const int64_t *from, const int64_t *to, const double complex *x, double complex *y)
+{
+    int64_t n = numel(nd, to);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lin = i, src = 0, mul = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            src += (lin % to[d]) * mul;
+            lin /= to[d];
+            mul *= from[d];
+        }
+        y[i] = x[src];
+    }
+}
+
 static double norm_factor(int norm, int inverse, double total)
 {
     if (norm == FM_FFT_NORM_ORTHO)

@@ -15,21 +15,6 @@
 static fm_context *g_ctx;
 static test_rng g_rng = {0x243F6A8885A308D3ULL};
 
-/* a copy of the sub-block of x (shape from) with shape to (every extent <= from's) */
-static void crop(int nd, const int64_t *from, const int64_t *to, const double complex *x, double complex *y)
-{
-    int64_t n = numel(nd, to);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t lin = i, src = 0, mul = 1;
-        for (int d = nd - 1; d >= 0; d--) {
-            src += (lin % to[d]) * mul;
-            lin /= to[d];
-            mul *= from[d];
-        }
-        y[i] = x[src];
-    }
-}
-
 static double max_rel_err(const double complex *got, const double complex *ref, int64_t n)
 {
     double e = 0, m = 0;
