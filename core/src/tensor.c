@@ -16,7 +16,10 @@ static const struct {
     [FM_U8] = {"u8", "uint8", 1, 0},                     [FM_I32] = {"i32", "int32", 4, 0},
     [FM_I64] = {"i64", "int64", 8, 0},                   [FM_U32] = {"u32", "uint32", 4, 0},
     [FM_F8E4M3] = {"f8e4m3", "float8_e4m3fn", 1, 0},     [FM_F8E5M2] = {"f8e5m2", "float8_e5m2", 1, 0},
-    [FM_C32] = {"c32", "complex32", 4, 1},
+    [FM_C32] = {"c32", "complex32", 4, 1},               [FM_I16] = {"i16", "int16", 2, 0},
+    [FM_U16] = {"u16", "uint16", 2, 0},                  [FM_U64] = {"u64", "uint64", 8, 0},
+    [FM_BOOL] = {"bool", "bool", 1, 0},                  [FM_LD] = {"ld", "longdouble", sizeof(long double), 0},
+    [FM_CLD] = {"cld", "clongdouble", 2 * sizeof(long double), 1},
 };
 
 static int dtype_valid(fm_dtype t) { return (int)t > FM_DTYPE_INVALID && (int)t < FM_DTYPE_COUNT_; }

@@ -150,6 +150,8 @@ static void test_dtypes(void)
         {FM_C64, 8, "c64", 1}, {FM_C128, 16, "c128", 1}, {FM_I8, 1, "i8", 0},   {FM_U8, 1, "u8", 0},
         {FM_I32, 4, "i32", 0}, {FM_I64, 8, "i64", 0},    {FM_U32, 4, "u32", 0},
         {FM_F8E4M3, 1, "f8e4m3", 0}, {FM_F8E5M2, 1, "f8e5m2", 0}, {FM_C32, 4, "c32", 1},
+        {FM_I16, 2, "i16", 0}, {FM_U16, 2, "u16", 0},    {FM_U64, 8, "u64", 0}, {FM_BOOL, 1, "bool", 0},
+        {FM_LD, sizeof(long double), "ld", 0}, {FM_CLD, 2 * sizeof(long double), "cld", 1},
     };
     const int n = (int)(sizeof rows / sizeof rows[0]);
     CHECK(n == (int)FM_DTYPE_COUNT_ - 1);

@@ -104,6 +104,12 @@ typedef enum fm_dtype {
     FM_F8E4M3, /* fp8 matmul inputs (cuda, sm_89+), 4 exponent / 3 mantissa bits, no infinities */
     FM_F8E5M2, /* fp8 matmul inputs, 5 exponent / 2 mantissa bits */
     FM_C32,    /* complex half (interleaved re, im; 4 bytes): FFT on cuda only */
+    FM_I16,
+    FM_U16,
+    FM_U64,
+    FM_BOOL, /* one byte, 0 or 1 */
+    FM_LD,   /* C long double (x86-64: 80-bit extended in 16 bytes) */
+    FM_CLD,  /* complex long double (interleaved re, im) */
     FM_DTYPE_COUNT_
 } fm_dtype;
 
