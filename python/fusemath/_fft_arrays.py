@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,16 +34,20 @@ def _norm_code(norm: Any, where: str) -> int:
     try:
         return _NORMS[norm]
     except (KeyError, TypeError):
-        raise ValueError(f'{where}: invalid norm value {norm!r}; should be "backward", "ortho" or "forward"') from None
+        raise ValueError(f'Invalid norm value {norm}; should be "backward","ortho" or "forward". '
+                         f'({where}: norm = {norm!r})') from None
 
 
 def _length(n: Any, name: str, where: str, keep: Optional[int] = None) -> int:
     """n as a transform length; with keep (the input's extent), -1 means keep it (NumPy 2's s[i])."""
-    v = int_arg(n, name, where)  # bools refused, as NumPy does
+    try:
+        v = int_arg(n, name, where)  # bools refused
+    except TypeError as exc:  # numpy's words first
+        raise TypeError(f"'{type(n).__name__}' object cannot be interpreted as an integer ({exc})") from None
     if v == -1 and keep is not None:
         v = keep
     if v < 1:
-        raise ValueError(f"{where}: invalid number of FFT data points ({v}) specified in {name}; expected >= 1")
+        raise ValueError(_points_text(v, f"{where}: {name} = {v}; expected >= 1"))
     if v > _MAX_POINTS:
         raise ValueError(f"{where}: {name} = {v} is too large (at most 2**58 points: a result must be addressable "
                          "in bytes)")
@@ -50,10 +55,23 @@ def _length(n: Any, name: str, where: str, keep: Optional[int] = None) -> int:
 
 
 _MAX_POINTS = 1 << 58  # 16-byte elements within a signed 64-bit byte count
+_WARN_AT = 4  # warnings.warn's stacklevel for the caller of a numpy.fft function (_cook < _run < func)
 
 
-def _axes(axes: Any, ndim: int, name: str, where: str) -> Tuple[int, ...]:
-    """Normalised axes (0 <= a < ndim), distinct."""
+def _points_text(v: int, detail: str) -> str:
+    """numpy.fft's words for a transform length < 1, then fusemath's detail (code matching
+    numpy's messages keeps working)."""
+    return f"Invalid number of FFT data points ({v}) specified. ({detail})"
+
+
+def axis_error(a: int, ndim: int, detail: str) -> np.exceptions.AxisError:
+    """numpy's AxisError (a ValueError and an IndexError) in numpy's words, then fusemath's detail."""
+    return np.exceptions.AxisError(f"axis {a} is out of bounds for array of dimension {ndim} ({detail})")
+
+
+def _axes(axes: Any, ndim: int, name: str, where: str, distinct: bool = True) -> Tuple[int, ...]:
+    """Normalised axes (0 <= a < ndim); distinct unless asked otherwise (numpy's fftn transforms a
+    repeated axis again)."""
     if isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__"):
         raise TypeError(f"{where}: {name} must be a sequence of ints, not {type(axes).__name__}")
     out = []
@@ -65,50 +83,57 @@ def _axes(axes: Any, ndim: int, name: str, where: str) -> Tuple[int, ...]:
         except TypeError:
             raise TypeError(f"{where}: {name} must contain ints, not {type(a).__name__}") from None
         if not -ndim <= a < ndim:
-            raise np.exceptions.AxisError(
-                f"{where}: {name} contains axis {a}, out of bounds for an array of dimension {ndim}")
+            raise axis_error(a, ndim, f"{where}: {name} contains axis {a}")
         a %= ndim
-        if a in out:
+        if distinct and a in out:
             raise ValueError(f"{where}: {name} repeats axis {a}; each axis may be transformed once")
         out.append(a)
     return tuple(out)
 
 
+_AXES_NONE_TEXT = ("`axes` should not be `None` if `s` is not `None` (Deprecated in NumPy 2.0). In a future version "
+                   "of NumPy, this will raise an error and `s[i]` will correspond to the size along the transformed "
+                   "axis specified by `axes[i]`. To retain current behaviour, pass a sequence [0, ..., k-1] to "
+                   "`axes` for an array of dimension k.")
+_S_NONE_TEXT = ("Passing an array containing `None` values to `s` is deprecated in NumPy 2.0 and will raise an error "
+                "in a future version of NumPy. To use the default behaviour of the corresponding 1-D transform, pass "
+                "the value matching the default for its `n` parameter. To use the default behaviour for every axis, "
+                "the `s` argument can be omitted.")
+
+
 def _cook(where: str, x, s: Any, axes: Any, kind: int,
           one_d: bool) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
-    """(axes, transform lengths n) as numpy.fft's _cook_nd_args."""
+    """(axes, transform lengths n) as numpy.fft's _cook_nd_args: its DeprecationWarnings, its
+    errors in its words; a repeated axis stays (transformed again); empty axes mean nothing to do."""
     ndim = x.ndim
     sname, aname = ("n", "axis") if one_d else ("s", "axes")
-    if ndim == 0:
-        raise ValueError(f"{where}: x is 0-d; the FFT needs at least one dimension")
     if s is not None and (isinstance(s, (str, bytes)) or not hasattr(s, "__iter__")):
         raise TypeError(f"{where}: {sname} must be a sequence of ints, not {type(s).__name__}")
     if s is not None:
         s = list(s)
     if axes is None:
         if s is not None:
-            axes = range(ndim - len(s), ndim)
+            warnings.warn(_AXES_NONE_TEXT, DeprecationWarning, stacklevel=_WARN_AT)
             if len(s) > ndim:
-                raise ValueError(f"{where}: {sname} has {len(s)} entries but x has only {ndim} dimensions")
-        else:
-            axes = range(ndim)
-    axes = _axes(axes, ndim, aname, where)
-    if not axes:
-        raise ValueError(f"{where}: {aname if s is None or len(s) else sname} is empty: there is nothing to "
-                         "transform (give at least one axis)")
+                raise axis_error(-len(s), ndim, f"{where}: {sname} has {len(s)} entries but x has only {ndim} "
+                                 "dimensions")
+        axes = range(ndim - len(s), ndim) if s is not None else range(ndim)
+    axes = _axes(axes, ndim, aname, where, distinct=False)
     if s is None:
         s = [None] * len(axes)
-    if len(s) != len(axes):
-        raise ValueError(f"{where}: {sname} and {aname} must have the same length ({len(s)} != {len(axes)})")
+    elif len(s) != len(axes):
+        raise ValueError(f"Shape and axes have different lengths. ({where}: {sname} has {len(s)} entries, "
+                         f"{aname} {len(axes)})")
+    elif not one_d and None in s:
+        warnings.warn(_S_NONE_TEXT, DeprecationWarning, stacklevel=_WARN_AT)
     n = []
     for i, (a, v) in enumerate(zip(axes, s)):
         if v is None:
             m = x.shape[a]
             v = 2 * (m - 1) if kind == _C2R and i == len(axes) - 1 else m
             if v < 1:
-                raise ValueError(f"{where}: invalid number of FFT data points ({v}) along axis {a} "
-                                 f"(x has extent {m} there)"
-                                 + ("; irfft needs an input length >= 2 or an explicit n" if kind == _C2R else ""))
+                raise ValueError(_points_text(v, f"{where}: x has extent {m} along axis {a}"
+                                 + ("; irfft needs an input length >= 2 or an explicit n" if kind == _C2R else "")))
         else:
             v = _length(v, sname if one_d else f"{sname}[{i}]", where, keep=None if one_d else x.shape[a])
         n.append(v)

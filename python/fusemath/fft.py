@@ -52,7 +52,7 @@ epilog in the last).
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Tuple
 
 import numpy as np
 
@@ -147,16 +147,17 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     pro = _chain(where, "prolog", prolog, real_data=kind == _R2C)
     epi = _chain(where, "epilog", epilog, real_data=kind == _C2R)
     ex, dev_id, nth, _ = _resolve_execution(execution, _DEFAULT_OPTIONS, where)
-    if not one_d and axes is not None and hasattr(axes, "__len__") and len(axes) == 0 and (
-            s is None or (hasattr(s, "__len__") and len(s) == 0)):
-        # numpy: an empty axes list transforms nothing (a copy of x); a chain or out= would be
-        # skipped silently by that copy, and rfftn/irfftn have no last axis to halve
+    axes_t, n = _cook(where, x, s, axes, kind, one_d)
+    if not axes_t:
+        # numpy: no axes (an empty axes list, or a 0-d x) transforms nothing (a copy of x); a chain
+        # or out= would be skipped silently by that copy, and rfftn/irfftn have no last axis to halve
         if kind != _C2C or out is not None or pro.ops or epi.ops:
             raise ValueError(f"{where}: axes is empty: there is nothing to transform"
                              + ("" if kind == _C2C else " (rfftn/irfftn need at least one axis)")
                              + ("; prolog=, epilog= and out= need at least one axis" if kind == _C2C else ""))
         return np.array(x, copy=True) if lib is NUMPY else x.clone() if hasattr(x, "clone") else x.copy()
-    axes_t, n = _cook(where, x, s, axes, kind, one_d)
+    if len(set(axes_t)) < len(axes_t):
+        return _run_repeated(where, x, axes_t, n, (norm, out, prolog, epilog), kind, inverse, (execution, stream))
     in_len = list(n)  # the input's lengths: the output's, but for c2r's halved last axis
     if kind == _C2R:
         in_len[-1] = n[-1] // 2 + 1
@@ -177,6 +178,33 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
         return res
     out[...] = res  # a copy into out (PyTorch and CuPy alike)
     return out
+
+
+def _run_repeated(where: str, x: Any, axes: Tuple[int, ...], n: Tuple[int, ...], args: Tuple, kind: int,
+                  inverse: bool, place: Tuple):
+    """numpy 2's fftn / rfftn / ifftn / irfftn over axes that repeat one: its 1-D transforms in its
+    order (c2c and rfftn from the last axis back, irfftn's c2c from the first, the r2c first and
+    the c2r last), runs of distinct axes fused into one call each (they commute); the prolog in the
+    first call, the epilog and out in the last."""
+    k = len(axes) - 1
+    order = list(range(k, -1, -1)) if kind == _C2C else [k] + list(range(k - 1, -1, -1)) if kind == _R2C \
+        else list(range(k + 1))
+    groups: list = []  # runs of distinct axes, as indices into axes
+    for i in (order if kind != _C2R else reversed(order)):  # c2r: grouped from its end, r2c's is its start
+        if not groups or axes[i] in [axes[j] for j in groups[-1]]:
+            groups.append([])
+        groups[-1].append(i)
+    if kind == _C2R:
+        groups = [g[::-1] for g in reversed(groups)]
+    norm, out, prolog, epilog = args
+    for g, idx in enumerate(groups):
+        special = kind != _C2C and k in idx  # the halved axis goes last in its call
+        idx = sorted(idx, key=lambda i: (special and i == k, i))
+        first, last = g == 0, g == len(groups) - 1
+        x = _run(where, x, [n[i] for i in idx], [axes[i] for i in idx], norm, out if last else None,
+                 prolog if first else None, epilog if last else None, kind=kind if special else _C2C,
+                 inverse=inverse, one_d=False, execution=place[0], stream=place[1])
+    return x
 
 
 # ---------------------------------------------------------------------------
@@ -320,6 +348,9 @@ def _shift(where: str, x: Any, axes: Any, inverse: bool):
         # each axis checked; a repeated axis rolls twice, as numpy's
         ax = tuple(_axes((a,), len(shape), "axes", where)[0] for a in axes)
     shifts = tuple(-(shape[i] // 2) if inverse else shape[i] // 2 for i in ax)
+    if not ax and not shape:  # numpy's roll of a 0-d array over no axes fails so
+        raise ValueError(f"not enough values to unpack (expected 2, got 0) ({where}: x is 0-d: there is no axis "
+                         "to shift, as numpy.fft refuses it)")
     if not ax:  # nothing to roll: a copy, as numpy's
         return a.copy() if lib is NUMPY or not hasattr(a, "clone") else a.clone()
     xp = getattr(lib, "torch", None) or getattr(lib, "cupy", None) or np  # roll(a, shifts, axes) in each

@@ -296,6 +296,7 @@ typedef struct {
     int nopts;                      /* the length of its options tuple */
     fm_status out_dtype_status;     /* the class of "out has dtype X, expected Y" */
     const char *out_dtype_hint;     /* appended to it */
+    const char *out_shape_words;    /* the array library's words that begin "out has shape X" (or NULL) */
     const char *dtype_hint;         /* appended to an input's unsupported dtype: what it takes */
     int (*fill)(fmpy_call *c, PyObject *const *opts);            /* c->o from the options */
     const char *(*argname)(const fmpy_call *c, int slot);         /* the Python argument of a slot */

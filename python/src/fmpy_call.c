@@ -69,7 +69,9 @@ static int check_given(fmpy_call *c, int slot, const fm_tensor *spec)
         char got[160], exp[160];
         fmpy_shape_text(u->shape, u->ndim, got, sizeof got);
         fmpy_shape_text(want, n, exp, sizeof exp);
-        PyErr_Format(fmpy_error_class(c->st, FM_ERR_SHAPE), "%s: %s has shape %s, expected %s", c->where, name, got, exp);
+        const char *words = c->def->out_shape_words;
+        PyErr_Format(fmpy_error_class(c->st, FM_ERR_SHAPE), "%s%s%s: %s has shape %s, expected %s%s", words ? words : "",
+                     words ? " (" : "", c->where, name, got, exp, words ? ")" : "");
         return -1;
     }
     if (u->dtype != spec->dtype) {

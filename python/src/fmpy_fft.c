@@ -136,6 +136,7 @@ const fmpy_opdef fmpy_fft_def = {
     .nopts = FFT_NOPTS + 2,
     .out_dtype_status = FM_ERR_DTYPE,
     .out_dtype_hint = "",
+    .out_shape_words = "output array has wrong shape.", /* numpy.fft's */
     .fill = fft_fill,
     .argname = fft_argname,
     .writable = fft_writable,

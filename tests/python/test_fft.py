@@ -3,6 +3,7 @@ dtypes, fused prolog / epilog, the FFT planner, and the errors.
 
 Tests that need an FFT backend skip (with the reason) when planning reports none."""
 import math
+import re
 import os
 import subprocess
 import sys
@@ -406,27 +407,24 @@ def test_chain_errors(rng):
 def test_errors(rng):
     x = crand(rng, (4, 8))
     r = x.real.copy()
-    with pytest.raises(ValueError, match="Invalid number|invalid number"):
+    # numpy's own words first (code matching numpy.fft's messages keeps working), then the detail
+    with pytest.raises(ValueError, match=r"^Invalid number of FFT data points \(0\) specified\. .*n = 0"):
         ff.fft(x, n=0)
-    with pytest.raises(ValueError, match="invalid number"):
+    with pytest.raises(ValueError, match=r"^Invalid number of FFT data points \(-3\) specified\."):
         ff.fft(x, n=-3)
     with pytest.raises(ValueError, match=r"s\[1\]"):
         ff.fftn(x, s=(4, 0))
-    with pytest.raises(TypeError, match="n must be an int"):
+    with pytest.raises(TypeError, match="^'float' object cannot be interpreted as an integer .*n must be an int"):
         ff.fft(x, n=2.5)
-    with pytest.raises(ValueError, match="norm"):
+    with pytest.raises(ValueError, match='^Invalid norm value unitary; should be "backward","ortho" or "forward"'):
         ff.fft(x, norm="unitary")
-    with pytest.raises(np.exceptions.AxisError):
+    with pytest.raises(np.exceptions.AxisError, match="^axis 2 is out of bounds for array of dimension 2 "):
         ff.fft(x, axis=2)
     with pytest.raises(IndexError):  # AxisError is an IndexError too, as numpy raises
         ff.fft(x, axis=-3)
-    with pytest.raises(ValueError, match="repeats axis"):
-        ff.fftn(x, axes=(0, 0))
-    with pytest.raises(ValueError, match="repeats axis"):
-        ff.fft2(x, axes=(1, -1))
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ValueError, match=r"^Shape and axes have different lengths\. "):
         ff.fftn(x, s=(4, 8), axes=(0,))
-    with pytest.raises(ValueError, match="only 2 dimensions"):
+    with pytest.warns(DeprecationWarning), pytest.raises(np.exceptions.AxisError, match="only 2 dimensions"):
         ff.fftn(x, s=(1, 4, 8))
     with pytest.raises(TypeError, match="real input"):
         ff.rfft(x)
@@ -436,8 +434,8 @@ def test_errors(rng):
         ff.rfftn(x)
     with pytest.raises(ValueError, match="irfft needs"):
         ff.irfft(np.ones(1, np.complex128))
-    with pytest.raises(ValueError, match="0-d"):
-        ff.fft(np.complex128(1.0))
+    with pytest.raises(IndexError, match="^axis -1 is out of bounds for array of dimension 0"):
+        ff.fft(np.complex128(1.0))  # numpy: IndexError (AxisError is one)
     with pytest.raises(TypeError, match="must be an array, not None"):
         ff.fft(None)
     with pytest.raises(TypeError):
@@ -956,8 +954,7 @@ def test_plain_calls_take_the_short_path_with_numpy_semantics():
                     assert np.linalg.norm(got - want) <= tol * max(np.linalg.norm(want), 1.0)
     with pytest.raises(np.exceptions.AxisError):
         ff.fft2(base[0])  # axes (-2, -1) of a 1-D array
-    with pytest.raises(ValueError, match="repeats"):
-        ff.fftn(base, axes=(0, 0))
+    np.testing.assert_allclose(ff.fftn(base, axes=(0, 0)), np.fft.fftn(base, axes=(0, 0)), atol=1e-12)  # twice
     with pytest.raises(np.exceptions.AxisError):
         ff.fft(base, axis=2)
     with pytest.raises(ValueError, match="norm"):
@@ -1178,11 +1175,15 @@ def test_fftshift_ifftshift_match_numpy(rng, shape):
     if len(shape) == 3:
         axes_choices += [(2, 0), np.int64(1)]
     for axes in axes_choices:
-        if shape:  # numpy.fft.fftshift of a 0-d array raises from inside np.roll; ours returns it
-            np.testing.assert_array_equal(ff.fftshift(x, axes), np.fft.fftshift(x, axes))
-            np.testing.assert_array_equal(ff.ifftshift(x, axes), np.fft.ifftshift(x, axes))
-        else:
-            np.testing.assert_array_equal(ff.fftshift(x, axes), x)
+        if not shape:  # numpy.fft.fftshift of a 0-d array raises ValueError from inside np.roll: so do we
+            for ours, theirs in ((ff.fftshift, np.fft.fftshift), (ff.ifftshift, np.fft.ifftshift)):
+                with pytest.raises(ValueError) as want:
+                    theirs(x, axes)
+                with pytest.raises(ValueError, match="^" + re.escape(str(want.value)) + " .*0-d"):
+                    ours(x, axes)
+            continue
+        np.testing.assert_array_equal(ff.fftshift(x, axes), np.fft.fftshift(x, axes))
+        np.testing.assert_array_equal(ff.ifftshift(x, axes), np.fft.ifftshift(x, axes))
         r = ff.fftshift(x, axes)
         assert r is not x and not np.shares_memory(r, x)  # a new array, even when nothing rolls
         # a property, not only numpy's word: ifftshift undoes fftshift, also for odd lengths
@@ -1228,7 +1229,7 @@ def test_helpers_bad_input():
         ff.fftshift(x, axes=(0.5,))
     with pytest.raises(TypeError, match="x must be an array"):
         ff.fftshift(None)
-    with pytest.raises(ValueError, match=r"invalid number of FFT data points \(0\).*n"):
+    with pytest.raises(ValueError, match=r"^Invalid number of FFT data points \(0\) specified\..*n = 0"):
         ff.fftfreq(0)
     with pytest.raises(TypeError, match="n must be an int"):
         ff.rfftfreq(2.5)
@@ -1279,7 +1280,7 @@ def test_hfft_ihfft_bad_input():
         ff.ihfft(np.ones(4), norm="sideways")
     with pytest.raises(TypeError):
         ff.ihfft(np.ones(4, complex))  # rfft's rule: complex input is an error
-    with pytest.raises(ValueError, match=r"invalid number of FFT data points \(0\)"):
+    with pytest.raises(ValueError, match=r"^Invalid number of FFT data points \(0\) specified\."):
         ff.hfft(np.ones(4, complex), 0)
 
 
@@ -1295,9 +1296,9 @@ def test_empty_axes_and_huge_numbers_are_clear_errors():
     for fn, a in ((ff.rfftn, x.real), (ff.irfftn, x)):
         with pytest.raises(ValueError, match="axes is empty"):
             fn(a, axes=())
-        with pytest.raises(ValueError, match="s is empty"):
-            fn(a, s=[])
-    with pytest.raises(ValueError, match="axes is empty"):
+        with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="axes is empty"):
+            fn(a, s=[])  # numpy warns that s without axes is deprecated, then finds no axis
+    with pytest.raises(ValueError, match=r"^Shape and axes have different lengths\."):
         ff.fftn(x, s=np.array([2, 2]), axes=())
     with pytest.raises(ValueError, match=r"prolog\['scale'\] is too large"):
         ff.fft(x, prolog={"scale": 2**1100})
@@ -1568,9 +1569,9 @@ def test_s_minus_one_keeps_the_extent_as_numpy_2():
         got, want = ours(a, s=s, axes=(0, 1)), theirs(a, s=s, axes=(0, 1))
         assert got.shape == want.shape, (ours.__name__, got.shape, want.shape)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match=r"\(-1\) specified in n"):
+    with pytest.raises(ValueError, match=r"\(-1\) specified\. .*n = -1"):
         ff.fft(z, n=-1)
-    with pytest.raises(ValueError, match=r"\(-2\) specified in s\[0\]"):
+    with pytest.raises(ValueError, match=r"\(-2\) specified\. .*s\[0\] = -2"):
         ff.fftn(z, s=(-2, 8), axes=(0, 1))
 
 

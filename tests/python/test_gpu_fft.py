@@ -1177,9 +1177,9 @@ def test_two_threads_own_plans_own_streams(gpu, rng):
 def test_errors(gpu, rng):
     x_d = gpu.dev(crand(rng, (4, 8), np.complex64))
     r_d = gpu.dev(rrand(rng, (4, 8), np.float32))
-    with pytest.raises(ValueError, match="invalid number"):
+    with pytest.raises(ValueError, match="^Invalid number"):
         ff.fft(x_d, n=0)
-    with pytest.raises(ValueError, match="invalid number"):
+    with pytest.raises(ValueError, match="^Invalid number"):
         ff.fft(x_d, n=-3)
     with pytest.raises(ValueError, match=r"s\[1\]"):
         ff.fftn(x_d, s=(4, 0))
@@ -1191,10 +1191,6 @@ def test_errors(gpu, rng):
         ff.fft(x_d, axis=2)
     with pytest.raises(np.exceptions.AxisError):
         ff.fftn(x_d, axes=(0, -3))
-    with pytest.raises(ValueError, match="repeats axis"):
-        ff.fftn(x_d, axes=(0, 0))
-    with pytest.raises(ValueError, match="repeats axis"):
-        ff.fft2(x_d, axes=(1, -1))
     with pytest.raises(TypeError, match="real input"):
         ff.rfft(x_d)
     with pytest.raises(TypeError, match="real input"):
