@@ -297,6 +297,7 @@ typedef struct {
     fm_status out_dtype_status;     /* the class of "out has dtype X, expected Y" */
     const char *out_dtype_hint;     /* appended to it */
     const char *out_shape_words;    /* the array library's words that begin "out has shape X" (or NULL) */
+    int out_overlap_temporary;      /* an out= overlapping an input is computed into a temporary, then copied */
     const char *dtype_hint;         /* appended to an input's unsupported dtype: what it takes */
     int (*fill)(fmpy_call *c, PyObject *const *opts);            /* c->o from the options */
     const char *(*argname)(const fmpy_call *c, int slot);         /* the Python argument of a slot */

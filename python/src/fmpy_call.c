@@ -243,26 +243,73 @@ static int call_specs(fmpy_call *c)
     return 0;
 }
 
-static int allocate(fmpy_call *c, PyObject *stream)
+/* Output slot i allocated from its spec with the results' library on its device. */
+static int allocate_one(fmpy_call *c, int i, PyObject *stream)
 {
     fm_device odev = {c->dev >= 0 ? FM_DEVICE_CUDA : FM_DEVICE_CPU, c->dev >= 0 ? c->dev : 0};
+    const fm_tensor *sp = &c->specs[i];
+    int64_t ret[FM_MAX_NDIM];
+    int n = reduced_shape(c, i, sp, ret);
+    void *ptr = NULL;
+    c->res[i] = fmpy_lib_alloc(c->st, c->li, ret, n, sp->dtype, c->dev, stream, NULL, NULL,
+                               fm_op_slot_name(c->def->op, i), &ptr);
+    if (!c->res[i])
+        return -1;
+    fm_tensor_init(&c->tens[i], ptr, odev, sp->dtype, sp->ndim, sp->shape, NULL);
+    c->tp[i] = &c->tens[i];
+    return 0;
+}
+
+static int allocate(fmpy_call *c, PyObject *stream)
+{
     for (int i = 0; i < c->nslots; i++) {
         if (!(c->written >> i & 1u))
             continue;
-        if (c->given >> i & 1u) {
+        if (c->given >> i & 1u)
             c->res[i] = Py_NewRef(c->objs[i]);
-            continue;
-        }
-        const fm_tensor *sp = &c->specs[i];
-        int64_t ret[FM_MAX_NDIM];
-        int n = reduced_shape(c, i, sp, ret);
-        void *ptr = NULL;
-        c->res[i] = fmpy_lib_alloc(c->st, c->li, ret, n, sp->dtype, c->dev, stream, NULL, NULL,
-                                   fm_op_slot_name(c->def->op, i), &ptr);
-        if (!c->res[i])
+        else if (allocate_one(c, i, stream) < 0)
             return -1;
-        fm_tensor_init(&c->tens[i], ptr, odev, sp->dtype, sp->ndim, sp->shape, NULL);
-        c->tp[i] = &c->tens[i];
+    }
+    return 0;
+}
+
+/* The core refused a given output that overlaps an input (before writing anything): it is
+ * computed into a temporary instead and copied into out= afterwards, as NumPy does. 1: the
+ * temporary is in place of that slot (marked in *moved); 0: the failure stands (an output
+ * overlapping itself, or a GPU stream other than the library's current one, which the copy
+ * would not be ordered on); -1: a Python error. */
+static int take_temporary(fmpy_call *c, fm_status s, PyObject *stream_arg, uint32_t *moved)
+{
+    int other, slot = fm_last_error_slots(&other);
+    if (s != FM_ERR_ALIAS || !c->def->out_overlap_temporary || slot < 0 || slot >= c->nslots || other == slot ||
+        !(c->given >> slot & 1u) || (*moved >> slot & 1u))
+        return 0;
+    if (c->st->libs[c->li].style != STYLE_NUMPY && stream_arg && stream_arg != Py_None) {
+        void *h = NULL;
+        PyObject *override = NULL;
+        if (fmpy_resolve_stream(c->st, c->prefix, c->li, c->dev, stream_arg, 1, NULL, &h, &override) < 0)
+            return -1;
+        Py_XDECREF(override);
+        if (override)
+            return 0;
+    }
+    Py_CLEAR(c->res[slot]);
+    if (allocate_one(c, slot, NULL) < 0)
+        return -1;
+    *moved |= 1u << slot;
+    return 1;
+}
+
+/* The temporaries copied into the caller's outputs (the array library's own copy). */
+static int copy_back(fmpy_call *c, uint32_t moved)
+{
+    for (int i = 0; i < c->nslots; i++) {
+        if (!(moved >> i & 1u))
+            continue;
+        if (PyObject_SetItem(c->objs[i], Py_Ellipsis, c->res[i]) < 0)
+            return -1;
+        Py_DECREF(c->res[i]);
+        c->res[i] = Py_NewRef(c->objs[i]);
     }
     return 0;
 }
@@ -303,20 +350,27 @@ static PyObject *call_run(fmpy_call *c, int mode, PyObject *stream_arg, int repe
     fm_plan *plan = NULL;
     fm_status s;
     const fm_tensor *const *tp = c->tp;
-    Py_BEGIN_ALLOW_THREADS
-    fm_clear_error();
-    if (mode == FMPY_RUN)
-        s = fm_run(st->ctx, c->def->op, tp, c->nslots, &c->o, NULL, stream);
-    else if (mode == FMPY_PLAN)
-        s = fm_plan_create(st->ctx, c->def->op, tp, c->nslots, &c->o, &plan);
-    else
-        s = fm_autotune(st->ctx, c->def->op, tp, c->nslots, &c->o, repeats, &plan);
-    Py_END_ALLOW_THREADS
+    uint32_t moved = 0; /* outputs computed into a temporary (their out= overlapped an input) */
+    int again;
+    do {
+        Py_BEGIN_ALLOW_THREADS
+        fm_clear_error();
+        if (mode == FMPY_RUN)
+            s = fm_run(st->ctx, c->def->op, tp, c->nslots, &c->o, NULL, stream);
+        else if (mode == FMPY_PLAN)
+            s = fm_plan_create(st->ctx, c->def->op, tp, c->nslots, &c->o, &plan);
+        else
+            s = fm_autotune(st->ctx, c->def->op, tp, c->nslots, &c->o, repeats, &plan);
+        Py_END_ALLOW_THREADS
+        again = mode == FMPY_RUN ? take_temporary(c, s, stream_arg, &moved) : 0;
+        if (again < 0)
+            goto done;
+    } while (again);
     if (s != FM_OK) {
         fm_plan_release(plan);
         raise_core(c, s);
     } else if (mode == FMPY_RUN) {
-        result = c->def->result(c);
+        result = copy_back(c, moved) < 0 ? NULL : c->def->result(c);
     } else if (!plan) {
         fmpy_raise_msg(st, FM_ERR_INTERNAL, "the library returned FM_OK without a plan");
     } else { /* the plan and the outputs it writes */

@@ -137,6 +137,7 @@ const fmpy_opdef fmpy_fft_def = {
     .out_dtype_status = FM_ERR_DTYPE,
     .out_dtype_hint = "",
     .out_shape_words = "output array has wrong shape.", /* numpy.fft's */
+    .out_overlap_temporary = 1,
     .fill = fft_fill,
     .argname = fft_argname,
     .writable = fft_writable,

@@ -662,6 +662,16 @@ static void test_bad_inputs(void)
     o2.data = (char *)b.t.data + 8;
     (void)OPTS(FM_FFT_C2C, 0);
     CHECK_STATUS(fm_fft(g_ctx, &b.t, &o2, NULL, NULL, &o, NULL), FM_ERR_ALIAS);
+    int other = -1;
+    CHECK(fm_last_error_slots(&other) == FM_FFT_OUT && other == FM_FFT_IN); /* the slots that overlap */
+    CHECK_ERROR_MENTIONS("output out overlaps input in");
+    /* an r2c into its own input's memory (a front end computes it through a temporary) */
+    fm_tensor ri, ro;
+    fm_tensor_init(&ri, b.t.data, fm_test_cpu, FM_F32, 1, (int64_t[]){16}, NULL);
+    fm_tensor_init(&ro, b.t.data, fm_test_cpu, FM_C64, 1, (int64_t[]){9}, NULL);
+    (void)OPTS(FM_FFT_R2C, 0);
+    CHECK_STATUS(fm_fft(g_ctx, &ri, &ro, NULL, NULL, &o, NULL), FM_ERR_ALIAS);
+    CHECK(fm_last_error_slots(&other) == FM_FFT_OUT && other == FM_FFT_IN);
     tb_free(&b);
 #undef OPTS
 }

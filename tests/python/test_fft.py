@@ -1531,27 +1531,26 @@ def test_structured_array_fields_as_operands():
 
 
 def test_planner_errors_name_the_planner_and_the_chain_arrays():
-    """Errors from the C layer reach the FFT planner's caller with the planner's name first and
-    the chain arrays as the caller passed them (prolog['multiply']), not by the C slot name."""
-    x = np.ones(8, np.complex64)
+    """Errors from the C layer reach the FFT planner's caller with the planner's name first; an
+    out= overlapping a chain's array is no error (a temporary)."""
+    # out= overlapping a chain's array is computed through a temporary, as numpy would
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(8) + 1j * rng.standard_normal(8)).astype(np.complex64)
+    want = np.fft.fft(x * x)
     f = fusemath.fft.FFT(x)
     f.plan(prolog={"multiply": x})
-    with pytest.raises(fusemath.AliasError) as err:
-        f.execute(out=x)
-    msg = str(err.value)
-    assert msg.startswith("fusemath.fft.FFT.execute: ") and "prolog['multiply']" in msg, msg
-    assert "prolog_array" not in msg
-    e = np.ones(8, np.complex64)
+    assert f.execute(out=x) is x
+    np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-5)
+    e = x.copy()
     g = fusemath.fft.FFT(np.ones(8, np.complex64))
     g.plan(epilog={"multiply": e})
-    with pytest.raises(fusemath.AliasError, match=r"epilog\['multiply'\]"):
-        g.execute(out=e)
-    # the functions too: out overlapping a chain's array is named as such, not as "the input"
-    w = np.ones(8, np.complex64)
-    with pytest.raises(fusemath.AliasError) as err:
-        ff.fft(np.ones(8, np.complex64), out=w, prolog={"multiply": w})
-    msg = str(err.value)
-    assert msg.startswith("fusemath.fft.fft: ") and "prolog['multiply']" in msg and "the input" not in msg, msg
+    want = np.fft.fft(np.ones(8)) * e
+    g.execute(out=e)
+    np.testing.assert_allclose(e, want, rtol=1e-5, atol=1e-5)
+    w = x.copy()
+    want = np.fft.fft(np.ones(8) * w)
+    ff.fft(np.ones(8, np.complex64), out=w, prolog={"multiply": w})
+    np.testing.assert_allclose(w, want, rtol=1e-5, atol=1e-5)
     z = fusemath.fft.FFT(np.zeros((0, 8), np.complex64), axes=0)
     with pytest.raises(fusemath.ShapeError, match=r"^fusemath\.fft\.FFT\.plan: .*length along axis 0 is 0"):
         z.plan()

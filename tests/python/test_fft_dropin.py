@@ -126,3 +126,62 @@ def test_zero_d_fftn_is_a_copy_as_numpy():
     got = ff.fftn(x)
     np.testing.assert_array_equal(got, np.fft.fftn(x))
     assert got.shape == () and not np.shares_memory(got, x)
+
+
+# ---------------------------------------------------------------------------
+# out= overlapping the input: the right answer, through a temporary where the core says so
+# ---------------------------------------------------------------------------
+def overlap_cases(rng, dtype):
+    """(name, call(module) -> result, the memory call() writes into): each out= shares memory with
+    the input (or a chain's array) in another way; the reference is computed first, on copies."""
+    cd = np.result_type(dtype, np.complex64)
+    rd = np.finfo(cd).dtype
+    cases = []
+    x = crand(rng, (8, 6), cd)
+    cases.append(("same", x, lambda m, a: m.fft(a, out=a)))
+    cases.append(("same axis 0", x, lambda m, a: m.fft(a, axis=0, out=a)))
+    cases.append(("transposed", crand(rng, (6, 6), cd), lambda m, a: m.fft2(a, out=a.T)))
+    cases.append(("shifted", crand(rng, (9,), cd), lambda m, a: m.fft(a[:8], out=a[1:])))
+    cases.append(("reversed", crand(rng, (8,), cd), lambda m, a: m.fft(a, out=a[::-1])))
+    cases.append(("interleaved", crand(rng, (16,), cd), lambda m, a: m.ifft(a[::2], out=a[1::2])))
+    cases.append(("4 axes same", crand(rng, (2, 3, 4, 5), cd), lambda m, a: m.fftn(a, out=a)))
+    cases.append(("epilog array is out", crand(rng, (4, 8), cd),
+                  lambda m, a: m.fft(a[1:], out=a[:3], epilog={"multiply": a[0]}) if m is ff
+                  else np.fft.fft(a[1:]) * a[0]))
+    r = rng.standard_normal(2 * 9).astype(rd)
+    cases.append(("rfft into its input", r, lambda m, a: m.rfft(a[:16], out=a.view(cd))))
+    cases.append(("rfft2 into its input", rng.standard_normal((4, 10)).astype(rd),
+                  lambda m, a: m.rfft2(a[:, :8], out=a.view(cd))))
+    c = crand(rng, (5,), cd)
+    cases.append(("irfft into its input", c, lambda m, a: m.irfft(a, 8, out=a.view(rd)[:8])))
+    cases.append(("irfft reversed", c, lambda m, a: m.irfft(a, 8, out=a.view(rd)[9::-1][:8])))
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_out_overlapping_the_input_matches_numpy(rng, dtype):
+    tol = 1e-5 if dtype == np.complex64 else 1e-12
+    for name, data, call in overlap_cases(rng, dtype):
+        a = data.copy()
+        want = call(np.fft, data.copy())  # numpy's own answer (it copies where it overlaps)
+        got = call(ff, a)
+        assert np.shares_memory(got, a) and got.dtype == want.dtype, name  # written where out= asked
+        np.testing.assert_allclose(got, want, atol=tol * max(1, np.abs(want).max()), err_msg=name)
+
+
+def test_planned_execute_into_an_overlapping_out(rng):
+    buf = crand(rng, (9,))
+    x = buf[:8]
+    want = np.fft.fft(x)
+    with ff.FFT(x) as f:
+        f.plan(effort="estimate")
+        got = f.execute(out=buf[1:])
+    assert got.base is buf or np.shares_memory(got, buf)
+    np.testing.assert_allclose(buf[1:], want, atol=1e-12)
+
+
+def test_out_overlapping_itself_stays_an_error(rng):
+    x = crand(rng, (8,))
+    out = np.lib.stride_tricks.as_strided(np.empty(8, complex), (8,), (0,))
+    with pytest.raises(fusemath.AliasError, match="out overlaps itself"):
+        ff.fft(x, out=out)
