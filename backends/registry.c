@@ -5,6 +5,9 @@
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
 extern const fm_backend fm_backend_fftw_fft;
+#ifdef FM_HAVE_FFTW3L
+extern const fm_backend fm_backend_fftwl_fft;
+#endif
 extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
 extern const fm_backend fm_backend_cublaslt_matmul;
@@ -18,6 +21,9 @@ const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
     &fm_backend_gemmkernel_matmul, /* offered first (priority): it declines what auto leaves to cblas */
     &fm_backend_fftw_fft,
+#ifdef FM_HAVE_FFTW3L
+    &fm_backend_fftwl_fft, /* long double, which fftw declines */
+#endif
 #ifdef FM_HAVE_CUDA
     &fm_backend_cublaslt_matmul,
     &fm_backend_cufft_fft,

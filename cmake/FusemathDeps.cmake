@@ -59,6 +59,20 @@ target_link_libraries(fusemath_deps INTERFACE
   Threads::Threads
   m)
 
+# FFTW's long-double library, for longdouble / clongdouble FFTs (backends/cpu/fftwl_fft.c):
+# optional (a machine's FFTW may lack it); without it such a transform is a NotSupported error.
+option(FUSEMATH_WITH_FFTW3L "Long-double FFTs through libfftw3l when it is found" ON)
+if(FUSEMATH_WITH_FFTW3L)
+  find_library(FUSEMATH_FFTW3L_LIBRARY NAMES fftw3l HINTS ${FM_FFTW3_LIBRARY_DIRS})
+endif()
+if(FUSEMATH_WITH_FFTW3L AND FUSEMATH_FFTW3L_LIBRARY)
+  message(STATUS "Found libfftw3l (long-double FFTs): ${FUSEMATH_FFTW3L_LIBRARY}")
+  target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_FFTW3L=1)
+  target_link_libraries(fusemath_deps INTERFACE ${FUSEMATH_FFTW3L_LIBRARY})
+else()
+  message(STATUS "libfftw3l not used: long-double FFTs are refused (NotSupported)")
+endif()
+
 # glibc's vector math library (glibc >= 2.35 has tanhf/tanh): the CPU gelu loops
 # call it through `omp declare simd` (fusion/cpu_epilogue.c). Optional.
 include(CheckLibraryExists)

@@ -505,6 +505,15 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
  * describe(); a choice timed here is recorded in the context's wisdom. */
 static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
+    if (p->t[FM_FFT_IN].dtype == FM_LD || p->t[FM_FFT_IN].dtype == FM_CLD) {
+#ifdef FM_HAVE_FFTW3L
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "fft: long double is the fftw-ld backend's (libfftw3l)");
+#else
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double (ld / cld) transform needs FFTW's long-double "
+                       "library libfftw3l, which was not found when fusemath was built (Debian: libfftw3-dev has "
+                       "it); convert to float64 / complex128 to transform in double precision");
+#endif
+    }
     if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||
         p->t[FM_FFT_OUT].dtype == FM_C32)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: %s -> %s: f16/c32 transforms run on cuda only (FFTW has no half "

@@ -25,11 +25,11 @@ void fm_fft_options_init(fm_fft_options *o)
 
 static fm_dtype real_of(fm_dtype t)
 {
-    return t == FM_C32 ? FM_F16 : t == FM_C64 ? FM_F32 : t == FM_C128 ? FM_F64 : t;
+    return t == FM_C32 ? FM_F16 : t == FM_C64 ? FM_F32 : t == FM_C128 ? FM_F64 : t == FM_CLD ? FM_LD : t;
 }
 static fm_dtype complex_of(fm_dtype t)
 {
-    return t == FM_F16 ? FM_C32 : t == FM_F32 ? FM_C64 : t == FM_F64 ? FM_C128 : t;
+    return t == FM_F16 ? FM_C32 : t == FM_F32 ? FM_C64 : t == FM_F64 ? FM_C128 : t == FM_LD ? FM_CLD : t;
 }
 
 static fm_status check_desc(const char *name, const fm_tensor *t)
@@ -203,15 +203,15 @@ static fm_status check_dtypes(int kind, fm_dtype it, fm_dtype ot)
 {
     int ok;
     switch (kind) {
-    case FM_FFT_C2C: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == it; break;
-    case FM_FFT_R2C: ok = (it == FM_F16 || it == FM_F32 || it == FM_F64) && ot == complex_of(it); break;
-    default: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128) && ot == real_of(it); break;
+    case FM_FFT_C2C: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128 || it == FM_CLD) && ot == it; break;
+    case FM_FFT_R2C: ok = (it == FM_F16 || it == FM_F32 || it == FM_F64 || it == FM_LD) && ot == complex_of(it); break;
+    default: ok = (it == FM_C32 || it == FM_C64 || it == FM_C128 || it == FM_CLD) && ot == real_of(it); break;
     }
     if (ok)
         return FM_OK;
-    static const char *const want[3] = {"c64 -> c64, c128 -> c128 or c32 -> c32 (cuda)",
-                                        "f32 -> c64, f64 -> c128 or f16 -> c32 (cuda)",
-                                        "c64 -> f32, c128 -> f64 or c32 -> f16 (cuda)"};
+    static const char *const want[3] = {"c64 -> c64, c128 -> c128, cld -> cld (cpu) or c32 -> c32 (cuda)",
+                                        "f32 -> c64, f64 -> c128, ld -> cld (cpu) or f16 -> c32 (cuda)",
+                                        "c64 -> f32, c128 -> f64, cld -> ld (cpu) or c32 -> f16 (cuda)"};
     static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
     return fm_fail(FM_ERR_DTYPE, "fft: %s from %s to %s; expected %s%s", kinds[kind], fm_dtype_name(it),
                    fm_dtype_name(ot), want[kind],
@@ -445,6 +445,9 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     if ((s = place_chain_arrays(ts, opts, p)) != FM_OK ||
         (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
+    if (p->exec_device.type == FM_DEVICE_CUDA && (in->dtype == FM_LD || in->dtype == FM_CLD))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double (%s) transform runs on the cpu only (FFTW's "
+                       "libfftw3l; cuFFT has no long double)", fm_dtype_name(in->dtype));
     for (int c = 0; c < 2; c++) /* a callback needs cuda */
         if (((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_CALLBACK) && p->exec_device.type != FM_DEVICE_CUDA)
             return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: the %s's CUDA C callback runs only on the GPU, and this "

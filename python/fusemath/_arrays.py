@@ -69,6 +69,8 @@ _NUMPY_DTYPES = {
     "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64),
     "u32": np.dtype(np.uint32),
+    "ld": np.dtype(np.longdouble),
+    "cld": np.dtype(np.clongdouble),
 }
 
 

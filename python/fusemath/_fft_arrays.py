@@ -142,6 +142,7 @@ def _cook(where: str, x, s: Any, axes: Any, kind: int,
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+_LD, _CLD = np.dtype(np.longdouble), np.dtype(np.clongdouble)
 
 
 # ---------------------------------------------------------------------------
@@ -282,9 +283,12 @@ def _promote(where: str, lib, x, kind: int, half: bool = False):
         return x
     if half and dt == _F16:
         return x if kind == _R2C else _astype(lib, x, _C32, where)
-    if not isinstance(dt, np.dtype) or dt.kind not in "biuf" or dt.itemsize > 8:
-        raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: float16/32/64, integers, complex64/128")
-    real = _F32 if dt in (_F16, _F32) else _F64
+    if not isinstance(dt, np.dtype) or dt.kind not in "biuf":
+        raise _C.DtypeError(f"{where}: x has dtype {dt}; supported: float16/32/64, longdouble, integers, "
+                            "complex64/128, clongdouble")
+    real = _F32 if dt in (_F16, _F32) else _LD if dt == _LD else _F64
+    if real == _LD:  # long double stays long double (libfftw3l), as numpy.fft computes it
+        return x if kind == _R2C else _astype(lib, x, _CLD, where)
     want = real if kind == _R2C else _C64 if real == _F32 else _C128
     return x if dt == want else _astype(lib, x, want, where)
 

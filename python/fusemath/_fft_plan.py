@@ -12,8 +12,8 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _F16, _F32, _F64, _MAX_AXES, _NO_CHAIN, _R2C, _Chain, _axes,
-                          _chain, _input, _length, _norm_code, check_libs)
+from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _CLD, _F16, _F32, _F64, _LD, _MAX_AXES, _NO_CHAIN, _R2C, _Chain,
+                          _axes, _chain, _input, _length, _norm_code, check_libs)
 from ._matmul_args import refresh_copies
 from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
 
@@ -84,11 +84,11 @@ class FFT:
             kind_code = _C2C if getattr(dt, "kind", "") == "c" else _R2C
         else:
             kind_code = _choice(kind, _KINDS, "kind", where)
-        want = (_F32, _F64, _F16) if kind_code == _R2C else (_C64, _C128, _C32)
+        want = (_F32, _F64, _LD, _F16) if kind_code == _R2C else (_C64, _C128, _CLD, _C32)
         if dt not in want:
-            hint = "; use kind='c2c' with complex input" if kind_code == _R2C and dt in (_C64, _C128, _C32) else ""
+            hint = "; use kind='c2c' with complex input" if kind_code == _R2C and getattr(dt, "kind", "") == "c" else ""
             raise _C.DtypeError(f"{where}: x has dtype {dt}; a {_KIND_NAMES[kind_code]} transform takes "
-                                f"{want[0]}, {want[1]} or {want[2]} (the planner does not convert){hint}")
+                                f"{', '.join(map(str, want[:-1]))} or {want[-1]} (the planner does not convert){hint}")
         if dt in (_F16, _C32) and getattr(lib, "torch", None) is None:
             raise TypeError(f"{where}: x has dtype {dt}: half-precision FFTs give complex32 results, which only "
                             f"PyTorch has ({lib.name} does not); pass a torch CUDA tensor or convert x to "

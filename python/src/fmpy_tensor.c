@@ -66,13 +66,14 @@ static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
     if (foreign_order(order, itemsize))
         return FM_DTYPE_INVALID; /* big-endian data on a little-endian host, or the reverse */
     const int cplx = fmt[0] == 'Z'; /* complex: Z + the component's code */
-    if (!fmt[cplx] || fmt[cplx + 1] || (cplx && fmt[1] != 'f' && fmt[1] != 'd'))
+    if (!fmt[cplx] || fmt[cplx + 1] || (cplx && fmt[1] != 'f' && fmt[1] != 'd' && fmt[1] != 'g'))
         return FM_DTYPE_INVALID;
     fm_dtype t;
     switch (fmt[cplx]) {
     case 'e': t = FM_F16; break;
     case 'f': t = cplx ? FM_C64 : FM_F32; break;
     case 'd': t = cplx ? FM_C128 : FM_F64; break;
+    case 'g': t = cplx ? FM_CLD : FM_LD; break; /* long double (NumPy's longdouble / clongdouble) */
     case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
         t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
         break;

@@ -7,6 +7,8 @@
 #include "fft_harness.h"
 #include "cpu/fftw_impl.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -707,6 +709,59 @@ static void test_empty_and_describe(void)
     }
 }
 
+/* cld c2c and ld r2c of a strided input against the DFT summed in long double: long-double
+ * accuracy (double would be ~2^11 eps_ld off), or, in a build without libfftw3l, an error that
+ * names it. */
+static void test_long_double(void)
+{
+    enum { N = 12 };
+    long double x[2 * N * 2], y[2 * N], want[2 * N];
+    for (int i = 0; i < 4 * N; i++)
+        x[i] = (long double)((i * 37) % 11) / 7.0L - 0.7L + 1e-17L * i;
+    fm_tensor ti, to;
+    fm_tensor_init(&ti, x, fm_test_cpu, FM_CLD, 1, (int64_t[]){N}, (int64_t[]){2}); /* every other element */
+    fm_tensor_init(&to, y, fm_test_cpu, FM_CLD, 1, (int64_t[]){N}, NULL);
+    fm_fft_options o;
+    test_opts_init(&o);
+    o.norm = FM_FFT_NORM_ORTHO;
+    fm_status s = fm_fft(g_ctx, &ti, &to, NULL, NULL, &o, NULL);
+    if (s == FM_ERR_NOT_SUPPORTED) {
+        CHECK_ERROR_MENTIONS("libfftw3l");
+        return;
+    }
+    CHECK_OK(s);
+    const long double pi = 3.14159265358979323846264338327950288L;
+    long double err = 0;
+    for (int k = 0; k < N; k++) {
+        long double re = 0, im = 0;
+        for (int j = 0; j < N; j++) {
+            const long double a = -2 * pi * (long double)(j * k % N) / N, *v = x + 4 * j;
+            re += v[0] * cosl(a) - v[1] * sinl(a), im += v[0] * sinl(a) + v[1] * cosl(a);
+        }
+        want[2 * k] = re / sqrtl(N), want[2 * k + 1] = im / sqrtl(N);
+        err = fmaxl(err, fmaxl(fabsl(y[2 * k] - want[2 * k]), fabsl(y[2 * k + 1] - want[2 * k + 1])));
+    }
+    CHECK_MSG(err < 64 * LDBL_EPSILON, "cld fft error %Lg (eps %Lg)", err, LDBL_EPSILON);
+    fm_tensor_init(&ti, x, fm_test_cpu, FM_LD, 1, (int64_t[]){N}, (int64_t[]){4}); /* the real parts */
+    fm_tensor_init(&to, y, fm_test_cpu, FM_CLD, 1, (int64_t[]){N / 2 + 1}, NULL);
+    test_opts_init(&o);
+    o.kind = FM_FFT_R2C;
+    CHECK_OK(fm_fft(g_ctx, &ti, &to, NULL, NULL, &o, NULL));
+    err = 0;
+    for (int k = 0; k <= N / 2; k++) {
+        long double re = 0, im = 0;
+        for (int j = 0; j < N; j++) {
+            const long double a = -2 * pi * (long double)(j * k % N) / N;
+            re += x[4 * j] * cosl(a), im += x[4 * j] * sinl(a);
+        }
+        err = fmaxl(err, fmaxl(fabsl(y[2 * k] - re), fabsl(y[2 * k + 1] - im)));
+    }
+    CHECK_MSG(err < 64 * LDBL_EPSILON, "ld rfft error %Lg", err);
+    o.prolog.ops = FM_FFT_OP_MULTIPLY; /* arrays are refused in long double, with the reason */
+    CHECK_STATUS(fm_fft(g_ctx, &ti, &to, &ti, NULL, &o, NULL), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("scale and conj");
+}
+
 int main(void)
 {
     if (fm_context_create(&g_ctx) != FM_OK) {
@@ -731,6 +786,7 @@ int main(void)
     RUN_TEST(test_long_columns_and_strided_out);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_empty_and_describe);
+    RUN_TEST(test_long_double);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }

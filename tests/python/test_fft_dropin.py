@@ -185,3 +185,83 @@ def test_out_overlapping_itself_stays_an_error(rng):
     out = np.lib.stride_tricks.as_strided(np.empty(8, complex), (8,), (0,))
     with pytest.raises(fusemath.AliasError, match="out overlaps itself"):
         ff.fft(x, out=out)
+
+
+# ---------------------------------------------------------------------------
+# long double: computed in long double (libfftw3l), as numpy.fft computes it (pocketfft)
+# ---------------------------------------------------------------------------
+LD, CLD = np.dtype(np.longdouble), np.dtype(np.clongdouble)
+EPS_LD = float(np.finfo(np.longdouble).eps)
+
+
+def ld_close(got, want, ulps=16):
+    """Within a few long-double epsilons of numpy's long-double result (double precision would be
+    ~2**11 times further off on x86)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1))
+    assert err <= ulps * EPS_LD, err / EPS_LD
+
+
+def ld_data(rng, shape):
+    # more digits than a double holds: a float64 computation cannot reach long-double accuracy
+    r = rng.standard_normal(shape).astype(LD)
+    r += rng.standard_normal(shape).astype(LD) * np.longdouble(2.0**-60)
+    i = rng.standard_normal(shape).astype(LD)
+    return r, (r + 1j * i).astype(CLD)
+
+
+def libfftw3l_missing():
+    try:
+        ff.fft(np.ones(2, CLD))
+    except fusemath.NotSupportedError as exc:
+        assert "libfftw3l" in str(exc)  # the build without it says what is missing
+        return True
+    return False
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps == np.finfo(np.float64).eps, reason="long double is double here")
+def test_long_double_matches_numpy(rng):
+    if libfftw3l_missing():
+        return  # (checked: the error names libfftw3l)
+    r, c = ld_data(rng, (6, 10))
+    funcs = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "irfft", "irfft2", "irfftn", "hfft"]
+    for name in funcs + ["rfft", "rfft2", "rfftn", "ihfft"]:
+        x = r if name in ("rfft", "rfft2", "rfftn", "ihfft") else c
+        for norm in (None, "ortho", "forward"):
+            ld_close(getattr(ff, name)(x, norm=norm), getattr(np.fft, name)(x, norm=norm))
+    # layouts: reversed, strided, transposed; n / s padding and cropping; repeated and 4 axes
+    for v in (c[::-1, ::2], c.T, c[1:, 3:]):
+        ld_close(ff.fftn(v), np.fft.fftn(v))
+        ld_close(ff.irfftn(v, s=(7, 9), axes=(1, 0)), np.fft.irfftn(v, s=(7, 9), axes=(1, 0)))
+    ld_close(ff.rfft(r.T, n=13, axis=0), np.fft.rfft(r.T, n=13, axis=0))
+    ld_close(ff.fftn(c, axes=(0, 1, 0)), np.fft.fftn(c, axes=(0, 1, 0)))
+    r4, c4 = ld_data(rng, (3, 4, 2, 5))
+    ld_close(ff.fftn(c4), np.fft.fftn(c4))
+    ld_close(ff.rfftn(r4), np.fft.rfftn(r4))
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps == np.finfo(np.float64).eps, reason="long double is double here")
+def test_long_double_out_chains_planner_and_errors(rng):
+    if libfftw3l_missing():
+        return
+    r, c = ld_data(rng, (4, 8))
+    out = np.empty_like(c)
+    assert ff.fft(c, out=out) is out
+    ld_close(out, np.fft.fft(c))
+    a = c.copy()
+    ff.fft(a, out=a)  # in place
+    ld_close(a, np.fft.fft(c))
+    b = c.copy()
+    ff.fft(b[:, :7], out=b[:, 1:])  # overlapping: a temporary
+    ld_close(b[:, 1:], np.fft.fft(c[:, :7]))
+    ld_close(ff.fft(c, prolog={"scale": 2.0, "conj": True}, epilog={"conj": True}),
+             np.conj(np.fft.fft(np.conj(c * 2))))
+    with ff.FFT(c) as f:
+        f.plan(effort="estimate")
+        assert "fftw-ld" in f.describe()
+        ld_close(f.execute(), np.fft.fftn(c, axes=(0, 1)))
+        ld_close(f.execute(direction="inverse"), np.fft.ifftn(c, axes=(0, 1)))
+    with pytest.raises(fusemath.NotSupportedError, match="long-double.*scale and conj"):
+        ff.fft(c, prolog={"multiply": np.ones(8, LD)})
+    # integer and float64 input still give complex128, as numpy's
+    assert ff.fft(np.arange(4)).dtype == np.complex128 and np.fft.fft(np.arange(4)).dtype == np.complex128
