@@ -509,9 +509,9 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
 #ifdef FM_HAVE_FFTW3L
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft: long double is the fftw-ld backend's (libfftw3l)");
 #else
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double (ld / cld) transform needs FFTW's long-double "
-                       "library libfftw3l, which was not found when fusemath was built (Debian: libfftw3-dev has "
-                       "it); convert to float64 / complex128 to transform in double precision");
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double (ld / cld) transform needs FFTW's "
+                       "long-double library libfftw3l, which was not found when fusemath was built (Debian: "
+                       "libfftw3-dev has it); convert to float64 / complex128 for double precision");
 #endif
     }
     if (p->t[FM_FFT_IN].dtype == FM_F16 || p->t[FM_FFT_IN].dtype == FM_C32 || p->t[FM_FFT_OUT].dtype == FM_F16 ||

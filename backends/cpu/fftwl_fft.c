@@ -77,7 +77,8 @@ static void epilog_scale(const fm_problem *p, long double sc[2])
     double total_d = 1;
     long double total = 1;
     for (int i = 0; i < fp->naxes; i++) {
-        int64_t n = i < 3 ? fp->n[i] : p->t[fp->kind == FM_FFT_C2R ? FM_FFT_OUT : FM_FFT_IN].shape[fp->axes_more[i - 3]];
+        const fm_tensor *from = &p->t[fp->kind == FM_FFT_C2R ? FM_FFT_OUT : FM_FFT_IN];
+        int64_t n = i < 3 ? fp->n[i] : from->shape[fp->axes_more[i - 3]];
         total_d *= (double)n, total *= (long double)n;
     }
     const int by_n = (fp->norm == FM_FFT_NORM_FORWARD) != !!fp->inverse;
@@ -114,11 +115,10 @@ static fm_status transform(const fm_problem *p, void *in, const layout *li, void
     guru_dims(p, li, lo, dims, hd, &nh);
     const unsigned flags = FFTW_ESTIMATE | (fp->kind == FM_FFT_C2R ? FFTW_DESTROY_INPUT : 0);
     pthread_mutex_lock(&fm_fftw_planner_lock);
-    fftwl_plan plan = fp->kind == FM_FFT_C2C
-                          ? fftwl_plan_guru64_dft(fp->naxes, dims, nh, hd, in, out,
-                                                  fp->inverse ? FFTW_BACKWARD : FFTW_FORWARD, flags)
-                      : fp->kind == FM_FFT_R2C ? fftwl_plan_guru64_dft_r2c(fp->naxes, dims, nh, hd, in, out, flags)
-                                               : fftwl_plan_guru64_dft_c2r(fp->naxes, dims, nh, hd, in, out, flags);
+    const int r = fp->naxes, dir = fp->inverse ? FFTW_BACKWARD : FFTW_FORWARD;
+    fftwl_plan plan = fp->kind == FM_FFT_C2C   ? fftwl_plan_guru64_dft(r, dims, nh, hd, in, out, dir, flags)
+                      : fp->kind == FM_FFT_R2C ? fftwl_plan_guru64_dft_r2c(r, dims, nh, hd, in, out, flags)
+                                               : fftwl_plan_guru64_dft_c2r(r, dims, nh, hd, in, out, flags);
     pthread_mutex_unlock(&fm_fftw_planner_lock);
     if (!plan)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: fftwl_plan_guru64 could not plan this long-double layout");
@@ -144,8 +144,10 @@ static fm_status fm_fftwl_run(const fm_plan *plan, void *const *ptrs, const fm_e
     epilog_scale(p, epi);
     const int copy_in = fp->kind == FM_FFT_C2R || fp->prolog_ops || !positive_strides(&li);
     const int via_scratch = !positive_strides(&lo);
-    long double *sin = copy_in ? malloc((size_t)fm_tensor_numel(&p->t[FM_FFT_IN]) * wi * sizeof *sin) : NULL;
-    long double *sout = via_scratch ? malloc((size_t)fm_tensor_numel(&p->t[FM_FFT_OUT]) * wo * sizeof *sout) : NULL;
+    const size_t in_count = (size_t)fm_tensor_numel(&p->t[FM_FFT_IN]) * wi;
+    const size_t out_count = (size_t)fm_tensor_numel(&p->t[FM_FFT_OUT]) * wo;
+    long double *sin = copy_in ? malloc(in_count * sizeof *sin) : NULL;
+    long double *sout = via_scratch ? malloc(out_count * sizeof *sout) : NULL;
     fm_status s = FM_OK;
     if ((copy_in && !sin) || (via_scratch && !sout))
         s = fm_fail(FM_ERR_OUT_OF_MEMORY, "fft: out of host memory for the long-double transform's copies");
@@ -156,8 +158,9 @@ static fm_status fm_fftwl_run(const fm_plan *plan, void *const *ptrs, const fm_e
         s = transform(p, copy_in ? (void *)sin : ptrs[FM_FFT_IN], copy_in ? &di : &li,
                       via_scratch ? (void *)sout : ptrs[FM_FFT_OUT], via_scratch ? &dout : &lo);
     const int conj = (fp->epilog_ops & FM_FFT_OP_CONJ) != 0;
-    if (s == FM_OK && (via_scratch || conj || epi[0] != 1 || epi[1] != 0)) /* in place on out, or the copy back */
-        move(via_scratch ? sout : ptrs[FM_FFT_OUT], via_scratch ? &dout : &lo, ptrs[FM_FFT_OUT], &lo, wo, epi, conj);
+    if (s == FM_OK && (via_scratch || conj || epi[0] != 1 || epi[1] != 0)) /* on out, or the copy back */
+        move(via_scratch ? sout : ptrs[FM_FFT_OUT], via_scratch ? &dout : &lo, ptrs[FM_FFT_OUT], &lo, wo, epi,
+             conj);
     free(sin);
     free(sout);
     return s;
@@ -172,8 +175,8 @@ static fm_status fm_fftwl_plan(fm_context *ctx, void *state, const fm_problem *p
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fft: fftw-ld transforms long double only");
     const unsigned arrays = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CALLBACK;
     if ((fp->prolog_ops | fp->epilog_ops) & arrays)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double transform (libfftw3l) takes scale and conj chains "
-                       "only; multiply the data by the array before or after the transform");
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double transform (libfftw3l) takes scale and conj "
+                       "chains only; multiply the data by the array before or after the transform");
     out->execute = fm_fftwl_run;
     out->required_align[FM_FFT_IN] = out->required_align[FM_FFT_OUT] = _Alignof(long double);
     char ax[40] = "", pro[32], epi[32];
@@ -182,9 +185,10 @@ static fm_status fm_fftwl_plan(fm_context *ctx, void *state, const fm_problem *p
     fm_fft_ops_text(pro, sizeof pro, fp->prolog_ops);
     fm_fft_ops_text(epi, sizeof epi, fp->epilog_ops);
     static const char *const kinds[3] = {"c2c", "r2c", "c2r"};
-    fm_plan_set_describe(out, "fft cpu/fftw-ld %s %s axes=(%s) %s prolog=%s epilog=%s (libfftw3l %s, estimate)",
-                         fm_dtype_name(fp->kind == FM_FFT_R2C ? p->t[FM_FFT_OUT].dtype : it), kinds[fp->kind], ax,
-                         fp->inverse ? "inverse" : "forward", pro, epi, fftwl_version);
+    fm_plan_set_describe(out, "fft cpu/fftw-ld %s %s axes=(%s) %s prolog=%s epilog=%s (libfftw3l %s, "
+                         "estimate)",
+                         fm_dtype_name(fp->kind == FM_FFT_R2C ? p->t[FM_FFT_OUT].dtype : it), kinds[fp->kind],
+                         ax, fp->inverse ? "inverse" : "forward", pro, epi, fftwl_version);
     return FM_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "cuda/cufft_callback.h"
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
+#include "cufft_restage.h"
 #include "fft_axis_split.h"
 #include "internal.h"
 
@@ -583,10 +584,10 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
                 cufft_destroy(pl);
                 return fm_fft_plan_axis_split(ctx, p, out);
             }
-            goto fail;
+            goto restage;
         }
         if (half && (s = check_half_layout(fp, L)) != FM_OK)
-            goto fail;
+            goto restage;
         if ((s = fm_cuda_use_device(pl->device)) != FM_OK || (s = new_handle(pl)) != FM_OK)
             goto fail;
         /* cuFFT reads and writes real data in pairs: each call's real pointer must be aligned to
@@ -601,8 +602,8 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
             const int misaligned = ((size_t)1 << p->align_log2[real_slot]) < 2 * real_es;
             if (odd_loop || (misaligned && fp->kind == FM_FFT_C2R)) {
                 s = fm_fail(FM_ERR_NOT_SUPPORTED, "fft on cuda: cuFFT needs the real %s aligned to two elements "
-                            "in every batch it is given; pass contiguous arrays", real_slot == FM_FFT_IN ? "in" : "out");
-                goto fail;
+                            "in every batch it is given", real_slot == FM_FFT_IN ? "in" : "out");
+                goto restage;
             }
             if (misaligned) /* r2c: transform an aligned copy */
                 stage_input(pl, ti);
@@ -652,6 +653,11 @@ static fm_status cufft_plan(fm_context *ctx, void *state, const fm_problem *p, f
             out->required_align[i] = (p->present >> i & 1) ? fm_dtype_size(p->t[i].dtype) : 1;
     describe(out, p, pl);
     return FM_OK;
+restage: /* a layout cuFFT cannot take: through a staged copy, unless that is the layout already */
+    if (s == FM_ERR_NOT_SUPPORTED && fm_cufft_restage_helps(p)) {
+        cufft_destroy(pl);
+        return fm_cufft_plan_restaged(ctx, p, out);
+    }
 fail:
     cufft_destroy(pl);
     return s;

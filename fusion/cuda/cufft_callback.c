@@ -301,21 +301,17 @@ void fm_cufft_pass_destroy(fm_cufft_pass *k)
     free(k);
 }
 
-fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_spec *sp, int device_id,
-                               fm_cufft_pass **out)
+/* Build the kernel fm_cb_pass of src (freed here) over count elements. */
+static fm_status pass_build(const fm_settings *settings, char *src, const char *name, int device_id, int user,
+                            int64_t count, fm_cufft_pass **out)
 {
     *out = NULL;
     fm_cufft_pass *k = calloc(1, sizeof *k);
-    if (!k)
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
-    char *src = NULL;
-    int sms = 0;
     static const char *const names[1] = {"fm_cb_pass"};
-    const char *name = sp->store ? "the fft epilog pass" : "the fft prolog pass";
-    fm_status s = fm_cufft_pass_source(sp, &src);
-    if (s == FM_OK)
-        s = fm_nvrtc_module_build(&k->mod, settings, src, name, device_id,
-                                  (sp->ops & FM_FFT_OP_CALLBACK) != 0, "fft pass", names, &k->kernel, 1);
+    int sms = 0;
+    fm_status s = k ? fm_nvrtc_module_build(&k->mod, settings, src, name, device_id, user, "fft pass", names,
+                                            &k->kernel, 1)
+                    : fm_fail(FM_ERR_OUT_OF_MEMORY, "fft pass: out of host memory");
     free(src);
     cudaError_t e = cudaSuccess;
     if (s == FM_OK && (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id)) != cudaSuccess)
@@ -324,13 +320,73 @@ fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_sp
         fm_cufft_pass_destroy(k);
         return s;
     }
-    int64_t count = 1;
-    for (int d = 0; d < sp->ndim; d++)
-        count *= sp->extent[d];
     int64_t blocks = (count + 255) / 256, cap = (int64_t)(sms > 0 ? sms : 1) * 8;
     k->grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
     *out = k;
     return FM_OK;
+}
+
+fm_status fm_cufft_pass_create(const fm_settings *settings, const fm_cufft_cb_spec *sp, int device_id,
+                               fm_cufft_pass **out)
+{
+    *out = NULL;
+    char *src = NULL;
+    fm_status s = fm_cufft_pass_source(sp, &src);
+    if (s != FM_OK)
+        return s;
+    int64_t count = 1;
+    for (int d = 0; d < sp->ndim; d++)
+        count *= sp->extent[d];
+    return pass_build(settings, src, sp->store ? "the fft epilog pass" : "the fft prolog pass", device_id,
+                      (sp->ops & FM_FFT_OP_CALLBACK) != 0, count, out);
+}
+
+fm_status fm_cufft_copy_source(fm_dtype t, int ndim, const int64_t *extent, const int64_t *src_stride,
+                               const int64_t *dst_stride, char **source)
+{
+    const char *T = ctype_of(t);
+    if (!T || ndim < 1 || ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft copy: dtype %s, %d dimensions: not a layout to copy",
+                       fm_dtype_name(t), ndim);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft copy: out of host memory");
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        count *= extent[d];
+    fprintf(f, "extern \"C\" __global__ void fm_cb_pass(const %s *src, %s *dst, void *info)\n{\n"
+               "    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < %lldull;\n"
+               "         i += (unsigned long long)gridDim.x * blockDim.x) {\n"
+               "        unsigned long long r = i, e;\n        long long s = 0, d = 0;\n        (void)e;\n",
+            T, T, (long long)count);
+    for (int k = ndim - 1; k >= 0; k--)
+        if (extent[k] > 1)
+            fprintf(f, "        e = r %% %lldull; r /= %lldull; s += (long long)e * %lldLL; d += (long long)e * %lldLL;\n",
+                    (long long)extent[k], (long long)extent[k], (long long)src_stride[k], (long long)dst_stride[k]);
+    fprintf(f, "        dst[d] = src[s];\n    }\n}\n");
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "fft copy: out of host memory");
+    }
+    *source = buf;
+    return FM_OK;
+}
+
+fm_status fm_cufft_copy_create(const fm_settings *settings, fm_dtype t, int ndim, const int64_t *extent,
+                               const int64_t *src_stride, const int64_t *dst_stride, int device_id,
+                               fm_cufft_pass **out)
+{
+    *out = NULL;
+    char *src = NULL;
+    fm_status s = fm_cufft_copy_source(t, ndim, extent, src_stride, dst_stride, &src);
+    if (s != FM_OK)
+        return s;
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        count *= extent[d];
+    return pass_build(settings, src, "the fft staged copy", device_id, 0, count, out);
 }
 
 fm_status fm_cufft_pass_launch(const fm_cufft_pass *k, const void *src, void *dst, void *caller_info, void *stream)

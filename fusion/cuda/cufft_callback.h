@@ -74,4 +74,14 @@ fm_status fm_cufft_pass_launch(const fm_cufft_pass *k, const void *src, void *ds
 /* The pass's source (malloc'ed) - tests */
 fm_status fm_cufft_pass_source(const fm_cufft_cb_spec *spec, char **source);
 
+/* ---- a layout change on the device (the staged copy of operands cuFFT cannot take) ----
+ * A kernel (launched as a pass: fm_cufft_pass_launch, caller_info NULL) writing every element of
+ * a tensor of these extents from src's strides to dst's (elements of t; any signs). */
+fm_status fm_cufft_copy_create(const fm_settings *settings, fm_dtype t, int ndim, const int64_t *extent,
+                               const int64_t *src_stride, const int64_t *dst_stride, int device_id,
+                               fm_cufft_pass **out);
+/* Its source (malloc'ed) - tests */
+fm_status fm_cufft_copy_source(fm_dtype t, int ndim, const int64_t *extent, const int64_t *src_stride,
+                               const int64_t *dst_stride, char **source);
+
 #endif

@@ -249,22 +249,6 @@ def _resize(lib, x, axes: Sequence[int], lengths: Sequence[int], where: str):
     return z
 
 
-def _contiguous(lib, a):
-    """A C-contiguous copy of a GPU array (of its own library)."""
-    if hasattr(a, "contiguous"):  # torch
-        return a.contiguous()
-    return lib.cupy.ascontiguousarray(a)
-
-
-def _is_contiguous(a) -> bool:
-    """A GPU array (of its own library) in C order."""
-    test = getattr(a, "is_contiguous", None)  # torch
-    if test is not None:
-        return bool(test())
-    flags = getattr(a, "flags", None)  # cupy
-    return flags is None or bool(flags.c_contiguous)
-
-
 def _half_on_gpu(lib, x, execution: int) -> bool:
     """float16 stays half precision (cuFFT) for PyTorch CUDA tensors transformed on the GPU."""
     return (getattr(lib, "torch", None) is not None and execution != _C.EXECUTION_CPU

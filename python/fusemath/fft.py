@@ -64,11 +64,9 @@ from ._fft_arrays import (
     _R2C,
     _axes,
     _chain,
-    _contiguous,
     _cook,
     _half_on_gpu,
     _input,
-    _is_contiguous,
     _length,
     _norm_code,
     _promote,
@@ -166,18 +164,8 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
     setup = _Setup((pro, epi), norm_code, _C.FFT_EFFORT_ESTIMATE, _C.FFT_PROLOG_AUTO)
     opts = setup.options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0)
     arrs = (pro.arr, epi.arr)
-    try:
-        return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
-    except _C.NotSupportedError:
-        # cuFFT takes nested positive strides only: a layout it refuses is transformed
-        # from a contiguous copy (a contiguous one is refused for another reason)
-        if lib is NUMPY or _is_contiguous(x):
-            raise
-    res = _call(_FFT, _RUN, lib.index, (_contiguous(lib, x), None) + arrs, opts, stream, 3, where)
-    if out is None:
-        return res
-    out[...] = res  # a copy into out (PyTorch and CuPy alike)
-    return out
+    # (a layout cuFFT cannot take runs through a staged device copy in the backend: describe() says so)
+    return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
 
 
 def _run_repeated(where: str, x: Any, axes: Tuple[int, ...], n: Tuple[int, ...], args: Tuple, kind: int,

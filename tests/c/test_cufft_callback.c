@@ -359,6 +359,31 @@ static void test_layouts_refused(void)
     CHECK(src && strstr(src, "a += (long long)r * 1LL"));
     free(src);
 }
+
+/* The staged copy of layouts cuFFT cannot take (cufft_restage.c): a kernel from any strides (a
+ * reversed, a zero-stride broadcast, an interleaved axis) to any others, for every element type
+ * the FFT moves; it compiles for sm_90 without a GPU (the GPU layout sweeps run it). */
+static void test_staged_copy_kernels(void)
+{
+    REQUIRE_SM90();
+    static const fm_dtype types[6] = {FM_F16, FM_C32, FM_F32, FM_F64, FM_C64, FM_C128};
+    const int64_t ext[3] = {8, 128, 2}, from[3] = {-256, 2, 1}, to[3] = {128, 1, 1024};
+    for (int t = 0; t < 6; t++) {
+        char *src = NULL;
+        CHECK_OK(fm_cufft_copy_source(types[t], 3, ext, from, to, &src));
+        CHECK(src && strstr(src, "fm_cb_pass") && strstr(src, "* -256LL") && strstr(src, "* 1024LL") &&
+              strstr(src, "2048ull"));
+        void *img = NULL;
+        size_t n = 0;
+        if (src)
+            CHECK_MSG(fm_nvrtc_compile(env_settings(), src, "copy", NULL, 0, 90, 0, &img, &n, NULL) == FM_OK, "%s: %s",
+                      fm_dtype_name(types[t]), fm_last_error());
+        free(img);
+        free(src);
+    }
+    char *src = NULL; /* an element type the FFT never moves on the GPU */
+    CHECK(fm_cufft_copy_source(FM_CLD, 3, ext, from, to, &src) == FM_ERR_INVALID_ARGUMENT && src == NULL);
+}
 #endif
 
 int main(void)
@@ -375,6 +400,7 @@ int main(void)
     RUN_TEST(test_pass_kernels);
     RUN_TEST(test_half_passes);
     RUN_TEST(test_layouts_refused);
+    RUN_TEST(test_staged_copy_kernels);
 #else
     printf("built without CUDA: only the planning rules were checked\n");
 #endif
