@@ -79,3 +79,18 @@ def test_rfftn_of_an_interleaved_batch_is_staged_and_described(gpu, rng):
         f.plan(effort="estimate")
         assert "staged copy" in f.describe(), f.describe()
         assert_close(gpu.host(f.execute()), np.fft.rfft(h.astype(np.float64), axis=1), "single", 128)
+
+
+@pytest.mark.parametrize("prec", list(PRECS))
+def test_out_overlapping_the_input_on_the_gpu(gpu, rng, prec):
+    """out= sharing memory with x in another layout: numpy's answer (a temporary, then a copy on
+    the array library's current stream)."""
+    rdt, cdt = PRECS[prec]
+    h = (rng.standard_normal(9) + 1j * rng.standard_normal(9)).astype(cdt)
+    base = gpu.dev(h)
+    ff.fft(base[:8], out=base[1:])
+    assert_close(gpu.host(base)[1:], np.fft.fft(h[:8].astype(np.complex128)), prec, 8, "fft into x shifted by one")
+    sq = (rng.standard_normal((6, 6)) + 1j * rng.standard_normal((6, 6))).astype(cdt)
+    x = gpu.dev(sq)
+    y = ff.fft2(x, out=permuted(gpu, x, (1, 0)))
+    assert_close(gpu.host(y), np.fft.fft2(sq.astype(np.complex128)), prec, 36, "fft2 into x transposed")
