@@ -265,3 +265,21 @@ def test_long_double_out_chains_planner_and_errors(rng):
         ff.fft(c, prolog={"multiply": np.ones(8, LD)})
     # integer and float64 input still give complex128, as numpy's
     assert ff.fft(np.arange(4)).dtype == np.complex128 and np.fft.fft(np.arange(4)).dtype == np.complex128
+
+
+# ---------------------------------------------------------------------------
+# fftshift / ifftshift edge cases, as numpy's
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("axes", [None, 0, -1, (1, 1), [0, -1, 0], [], True, np.int64(1), 5, -3, 1.0, (0.5,)])
+@pytest.mark.parametrize("name", ["fftshift", "ifftshift"])
+def test_fftshift_axes_edge_cases_match_numpy(rng, name, axes):
+    x = rng.standard_normal((3, 4))
+    try:
+        want = getattr(np.fft, name)(x, axes=axes)
+    except Exception as exc:  # the same class of error (AxisError is numpy's IndexError too)
+        with pytest.raises(type(exc) if not isinstance(exc, IndexError) else IndexError):
+            getattr(ff, name)(x, axes=axes)
+        return
+    got = getattr(ff, name)(x, axes=axes)
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, x)
