@@ -279,6 +279,8 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None, *, execution=None, stream=Non
 # Helpers (numpy.fft's, on the caller's array library)
 # ---------------------------------------------------------------------------
 def _freq(where: str, n: Any, d: Any, device: Any, like: Any, real: bool):
+    if not isinstance(n, (int, np.integer)):  # numpy's class and words (bools: _length's TypeError)
+        raise ValueError(f"n should be an integer ({where}: n = {n!r})")
     n = _length(n, "n", where)  # bools refused
     if device not in (None, "cpu"):
         raise ValueError(f"{where}: device {device!r} is not supported (None or 'cpu', as numpy.fft; "
