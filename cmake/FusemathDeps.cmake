@@ -57,6 +57,7 @@ target_link_libraries(fusemath_deps INTERFACE
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F
   OpenMP::OpenMP_C
   Threads::Threads
+  ${CMAKE_DL_LIBS} # dlopen: another OpenBLAS (backends/cpu/blas_provider.c)
   m)
 
 # glibc's vector math library (glibc >= 2.35 has tanhf/tanh): the CPU gelu loops

@@ -212,6 +212,7 @@ void fm_plan_set_describe(fm_plan *p, const char *fmt, ...) __attribute__((forma
 struct fm_settings {
     int num_threads;           /* FUSEMATH_NUM_THREADS, else the online cores */
     char backend[64];          /* FUSEMATH_BACKEND: only this backend plans ("" = any) */
+    char blas[1024];           /* FUSEMATH_BLAS: auto ("") | system | an OpenBLAS path (blas_provider.c) */
     int log_plan;              /* FUSEMATH_LOG contains "plan" */
     char cpu_kernel[16];       /* FUSEMATH_CPU_KERNEL: cap on the own GEMM kernel's ISA ("" = the best) */
     int cpu_kernel_kc;         /* FUSEMATH_CPU_KERNEL_KC: the kernel's k block (0: k in one block; -1: its default) */

@@ -197,6 +197,18 @@ FM_API int fm_context_backend_count(const fm_context *ctx);
 FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const char **name,
                                          fm_device_type *device, int *available, const char **why);
 
+/*! fm_blas_offer() : offer an OpenBLAS library (LP64; symbols plain or with scipy-openblas's
+ *  "scipy_" prefix) for the CPU backends to use instead of the linked OpenBLAS when that one
+ *  does not know this CPU and runs generic kernels (openblas_get_corename() "Prescott" and the
+ *  like on an AVX2 / AVX-512 machine). The choice is made once per process, at the first
+ *  context; call this before it (the Python front offers the scipy-openblas32 wheel's library
+ *  when installed). FUSEMATH_BLAS overrides: "system" keeps the linked library, a path uses that
+ *  library (context creation fails when it cannot be loaded), "auto" or unset is this rule.
+ *  fm_blas_info() : @return which OpenBLAS was chosen and why ("" before the first context);
+ *  CPU BLAS plans' describe() ends with " blas=<version>/<core>". */
+FM_API fm_status fm_blas_offer(const char *library_path);
+FM_API const char *fm_blas_info(void);
+
 /*! fm_cuda_device_count() : @return the number of usable CUDA devices, 0 when the
  *  build has no CUDA or no GPU/driver is present (never an error, never noise). */
 FM_API int fm_cuda_device_count(void);
