@@ -8,7 +8,6 @@
 #include <pthread.h>
 
 #define FM_MAX_SLOTS 10
-#define FM_MAX_THREADS 4096 /* the most CPU threads a context setting or a plan may ask for */
 #define FM_DESCRIBE_LEN 640
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */

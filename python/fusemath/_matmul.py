@@ -32,6 +32,10 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
+    into_out,
+    overlaps_input,
+    promote,
+    recast_out,
 )
 from ._matmul_plan import Matmul
 from ._options import (
@@ -167,16 +171,39 @@ def matmul(
     opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
     try:
         return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
-    except Exception:
-        # a host operand the extension does not take as it is (big-endian, misaligned): computed from
-        # a native, aligned NumPy copy, as NumPy's own routines do; one that is no host array is said
-        # here in NumPy's terms (only looked at after a refusal: the common call pays nothing)
-        if lib is not NUMPY or (fixed := _host_inputs(where, ops, epi)) is None:
+    except Exception as exc:
+        if lib is not NUMPY:
             raise
-    return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
+        refused = exc
+    # NumPy's conventions the library does not take, only looked at after a refusal (the common
+    # call pays nothing): host operands it does not take as they are (big-endian, misaligned, lists)
+    # as native NumPy arrays, mixed dtypes promoted, out= of another dtype or overlapping an input
+    # through a temporary
+    fixed = list(_host_inputs(where, ops, epi) or ops)
+    dt = promote(fixed, _PROMOTED)
+    out, changed = fixed[_D], not all(x is y for x, y in zip(fixed, ops))
+
+    def run(new_d):
+        return _call(_MATMUL, _RUN, NUMPY.index, tuple(fixed[:_D]) + (new_d,) + tuple(fixed[_D + 1:]), opts,
+                     stream, 3, where)
+
+    def via_temp():
+        return into_out(where, out, dt, lambda: run(None))
+
+    if recast_out(out, dt) or (not changed and isinstance(refused, _C.AliasError) and overlaps_input(out, fixed)):
+        return via_temp()
+    if not changed:
+        raise refused
+    try:
+        return run(out)
+    except _C.AliasError:  # out overlaps an input (the library refuses that): as NumPy, via a temporary
+        if not (isinstance(out, _ndarray) and overlaps_input(out, fixed)):
+            raise
+        return via_temp()
 
 
 _INPUT_NAMES = ("a", "b", "c", "bias", None, "aux", None, "scale", None, None)
+_PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a @ b + c + bias does
 
 
 def _host_inputs(where: str, ops, epi: int):

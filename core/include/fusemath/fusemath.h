@@ -61,6 +61,9 @@ FM_API const char *fm_version_string(void);
     X(FM_ERR_LINALG, 13, "linear algebra error (singular or not positive definite)")    \
     X(FM_ERR_INTERNAL, 14, "internal error")
 
+/* The most CPU threads a context setting or a plan may ask for (num_threads, fm_set_num_threads). */
+#define FM_MAX_THREADS 4096
+
 typedef enum fm_status {
 #define FM_X_ENUM(name, value, message) name = value,
     FM_STATUS_TABLE(FM_X_ENUM)
