@@ -16,11 +16,13 @@ static int is_signed(fm_dtype dt) { return dt == FM_I8 || dt == FM_I16 || dt == 
 /* Element i of an integer buffer, extended to 128 bits as its dtype says. */
 static unsigned __int128 load(fm_dtype dt, const void *p, int64_t i)
 {
+    typedef unsigned __int128 u128;
+    const int sg = is_signed(dt);
     switch (fm_dtype_size(dt)) {
-    case 1: return is_signed(dt) ? (unsigned __int128)(__int128)((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
-    case 2: return is_signed(dt) ? (unsigned __int128)(__int128)((const int16_t *)p)[i] : ((const uint16_t *)p)[i];
-    case 4: return is_signed(dt) ? (unsigned __int128)(__int128)((const int32_t *)p)[i] : ((const uint32_t *)p)[i];
-    default: return is_signed(dt) ? (unsigned __int128)(__int128)((const int64_t *)p)[i] : ((const uint64_t *)p)[i];
+    case 1: return sg ? (u128)(__int128)((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+    case 2: return sg ? (u128)(__int128)((const int16_t *)p)[i] : ((const uint16_t *)p)[i];
+    case 4: return sg ? (u128)(__int128)((const int32_t *)p)[i] : ((const uint32_t *)p)[i];
+    default: return sg ? (u128)(__int128)((const int64_t *)p)[i] : ((const uint64_t *)p)[i];
     }
 }
 
@@ -45,7 +47,8 @@ static void fill(fm_dtype dt, void *p, int64_t n, uint64_t *seed)
 
 /* d (batch x m x n) from a (batch_a x m x k, row-major) and b, row-major or (b_t) given as its
  * transpose (n x k row-major: a column-major b, read through strides); batch_a 0 broadcasts a. */
-static void run_case(fm_dtype dt, int64_t batch, int batch_a, int64_t m, int64_t n, int64_t k, int b_t, int threads)
+static void run_case(fm_dtype dt, int64_t batch, int batch_a, int64_t m, int64_t n, int64_t k, int b_t,
+                     int threads)
 {
     const size_t es = fm_dtype_size(dt);
     uint64_t seed = 1234u + (uint64_t)dt * 77u + (uint64_t)(m * n * k);
