@@ -175,10 +175,14 @@ def matmul(
         if lib is not NUMPY:
             raise
         refused = exc
-    # NumPy's conventions the library does not take, only looked at after a refusal (the common
-    # call pays nothing): host operands it does not take as they are (big-endian, misaligned, lists)
-    # as native NumPy arrays, mixed dtypes promoted, out= of another dtype or overlapping an input
-    # through a temporary
+    return _numpy_retry(where, ops, opts, stream, epi, refused)
+
+
+def _numpy_retry(where: str, ops, opts, stream, epi: int, refused: Exception):
+    """NumPy's conventions the library does not take, looked at only after it refused a host call
+    (the common call pays nothing; a function of its own, so matmul's locals stay plain): host
+    operands it does not take as they are (big-endian, misaligned, lists) as native NumPy arrays,
+    mixed dtypes promoted, out= of another dtype or overlapping an input through a temporary."""
     fixed = list(_host_inputs(where, ops, epi) or ops)
     dt = promote(fixed, _PROMOTED)
     out, changed = fixed[_D], not all(x is y for x, y in zip(fixed, ops))
