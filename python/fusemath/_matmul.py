@@ -74,8 +74,11 @@ def matmul(
     with NumPy matmul semantics.
 
     Args:
-        a, b: arrays of one dtype: float32, float64, complex64, complex128, and on a GPU
-            also float16 and bfloat16 (PyTorch). NumPy arrays or any host object with the
+        a, b: arrays: float32, float64, complex64, complex128, integers and bool (exact, as
+            NumPy: wrapping; CPU only, no epilogue), and on a GPU also float16 and bfloat16
+            (PyTorch). Host operands of mixed dtypes promote as ``np.matmul``'s
+            (``np.result_type``); lists and nested sequences are read as ``np.asarray`` reads
+            them; 0-d operands are a ValueError. ``np.matrix`` inputs give an ndarray. NumPy arrays or any host object with the
             buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
             arrays, on the CPU or a CUDA device (results of that library on that device,
             allocated with ``torch.empty`` / ``cupy.empty``); other GPU arrays
@@ -101,8 +104,11 @@ def matmul(
             float16/bfloat16/float32 data and float64 for float64 data; implies SCALE).
         clamp: ``(lo, hi)`` for the CLAMP activation (``min(max(x, lo), hi)``); implies it,
             as ``numpy.clip(a @ b, lo, hi)``.
-        out: optional output array of exactly the result's shape and dtype (may be ``c``
-            itself for an in-place update, must not overlap ``a`` or ``b``).
+        out: optional output array of the result's shape (may be ``c`` itself for an in-place
+            update). A NumPy ``out`` of another dtype gets the result cast as ``np.matmul``
+            casts it (``casting='same_kind'``, else a DtypeError with NumPy's wording), and one
+            overlapping ``a``, ``b``, ``c`` or ``bias`` gets the right result through a
+            temporary; PyTorch / CuPy ``out`` must have the result's dtype and not overlap.
         execution: None (where the operands live), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
             operands elsewhere are copied by the library (NumPy inputs with ``"cuda"`` give
             NumPy results).
