@@ -29,6 +29,7 @@ from ._matmul_args import (
     overlaps_input,
     promote,
     recast_out,
+    remembered_copy,
 )
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
@@ -244,7 +245,11 @@ class Matmul:
                         "without a bias (plan(bias=...) first)" if name == "bias" else
                         f"without {name!r} (plan an epilogue that takes it first)")
                 raise _C.InvalidArgumentError(f"{where}: {name} cannot be reset: the Matmul was planned {what}")
-            new[slot] = _same_layout(where, name, self._conv(value, name, where), old)
+            x = self._conv(value, name, where)
+            behind = copy_behind(old) if type(x) is _ndarray and x.dtype != old.dtype else None
+            if behind is not None and behind[1].dtype == x.dtype:  # a promoted operand: promoted again
+                x = remembered_copy(x, old.dtype)
+            new[slot] = _same_layout(where, name, x, old)
         if new:
             ops = list(ops)
             for slot, x in new.items():

@@ -56,6 +56,19 @@ def test_promoted_planner_sees_later_changes(rng):
     same_as_numpy(mm.execute(), a, b)
 
 
+def test_promoted_planner_resets_operands_of_the_callers_dtype(rng):
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 3))
+    mm = fusemath.Matmul(a, b)
+    a2 = rng.standard_normal((4, 6)).astype(np.float32)
+    mm.reset_operands(a=a2)  # float32 as the a it was made with: used through a float64 copy again
+    same_as_numpy(mm.execute(), a2, b)
+    a2[...] = 1
+    same_as_numpy(mm.execute(), a2, b)
+    with pytest.raises(fusemath.DtypeError, match="a has dtype int32, the plan was made for float64"):
+        mm.reset_operands(a=a2.astype(np.int32))
+
+
 def test_c_and_bias_take_part_in_the_promotion(rng):
     a = rng.standard_normal((4, 6)).astype(np.float32)
     b = rng.standard_normal((6, 3)).astype(np.float32)
