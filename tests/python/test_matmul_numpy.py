@@ -318,3 +318,22 @@ def test_num_threads_limit_is_stated():
             fusemath.matmul(a, a, options={"num_threads": n})
         with pytest.raises(fusemath.InvalidArgumentError, match="4096"):
             fusemath.fft.fft(np.ones(8), execution={"name": "cpu", "num_threads": n})
+
+
+class _DLPackOnly:
+    """A host array seen only through DLPack (the extension's DLPack dtype table)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack__(self, **kw):
+        return self.x.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.uint64, np.bool_])
+def test_new_integer_dtypes_through_dlpack(rng, dtype):
+    a, b = full_range(rng, (3, 4), dtype), full_range(rng, (4, 2), dtype)
+    same_as_numpy(fusemath.matmul(_DLPackOnly(a), _DLPackOnly(b)), a, b)
