@@ -78,8 +78,8 @@ def matmul(
             NumPy: wrapping; CPU only, no epilogue), and on a GPU also float16 and bfloat16
             (PyTorch). Host operands of mixed dtypes promote as ``np.matmul``'s
             (``np.result_type``); lists and nested sequences are read as ``np.asarray`` reads
-            them; 0-d operands are a ValueError. ``np.matrix`` inputs give an ndarray. NumPy arrays or any host object with the
-            buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
+            them; 0-d operands are a ValueError. ``np.matrix`` inputs give an ndarray.
+            NumPy arrays or any host object with the buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
             arrays, on the CPU or a CUDA device (results of that library on that device,
             allocated with ``torch.empty`` / ``cupy.empty``); other GPU arrays
             (``__cuda_array_interface__``, CUDA DLPack), viewed through CuPy or PyTorch.
@@ -190,7 +190,7 @@ def _numpy_retry(where: str, ops, opts, stream, epi: int, refused: Exception):
     operands it does not take as they are (big-endian, misaligned, lists) as native NumPy arrays,
     mixed dtypes promoted, out= of another dtype or overlapping an input through a temporary."""
     fixed = list(_host_inputs(where, ops, epi) or ops)
-    dt = promote(fixed, _PROMOTED)
+    dt = promote(fixed, _PROMOTED, ops)
     out, changed = fixed[_D], not all(x is y for x, y in zip(fixed, ops))
 
     def run(new_d):

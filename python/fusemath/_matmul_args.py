@@ -67,11 +67,13 @@ def remembered_copy(arr: np.ndarray, dtype) -> np.ndarray:
     return copy
 
 
-def promote(ops: list, slots) -> Any:
-    """np.matmul's type promotion: the NumPy arrays ops[i], i in slots, that differ from their common
-    dtype (np.result_type) replaced by copies of that dtype (remembered_copy); returns the common
-    dtype (None when there is none: the library's dtype error then says which operand)."""
-    dts = [ops[i].dtype for i in slots if isinstance(ops[i], _ndarray)]
+def promote(ops: list, slots, given) -> Any:
+    """NumPy's type promotion: the NumPy arrays ops[i], i in slots, that differ from their common
+    dtype (np.result_type; a Python number among the arguments as given is weak, as in NumPy 2's
+    ``a @ b + 1.0``) replaced by copies of that dtype (remembered_copy); returns the common dtype
+    (None when there is none: the library's dtype error then says which operand)."""
+    dts = [given[i] if type(given[i]) in (int, float, complex) else ops[i].dtype
+           for i in slots if isinstance(ops[i], _ndarray)]
     try:
         dt = np.result_type(*dts) if dts else None
     except TypeError:  # no common dtype (strings, objects)

@@ -81,6 +81,7 @@ class Matmul:
             if fr is not None:
                 lib, a, b = fr
         self._lib = lib
+        given = (a, b, c)
         a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
             c = self._conv(c, "c", where)
@@ -92,7 +93,7 @@ class Matmul:
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
         ops = [a, b, c, None, None, None, None, None, None, None]
         if lib is NUMPY:
-            promote(ops, (0, 1, 2))  # mixed dtypes as np.matmul: the copies follow the caller's arrays
+            promote(ops, (0, 1, 2), given)  # mixed dtypes as np.matmul: the copies follow the caller's arrays
         self._specs = _call(_MATMUL, _C.CALL_SPECS, lib.index, tuple(ops), self._opts, None, 3, where)  # checks
         self._ops = ops
 

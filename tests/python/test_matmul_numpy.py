@@ -82,6 +82,16 @@ def test_c_and_bias_take_part_in_the_promotion(rng):
     np.testing.assert_allclose(d, a.astype(np.float64) @ b + bias, rtol=1e-5)
 
 
+def test_a_python_number_c_is_weak_as_in_numpy(rng):
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 3)).astype(np.float32)
+    for c in (1.5, 2, np.float64(1.5)):
+        want = a @ b + c  # NumPy 2: a Python number keeps float32, a NumPy float64 widens
+        for d in (fusemath.matmul(a, b, c), fusemath.Matmul(a, b, c).execute()):
+            assert d.dtype == want.dtype, (c, d.dtype)
+            np.testing.assert_allclose(d, want, rtol=1e-5)
+
+
 def test_sequences_are_arrays_as_np_asarray_makes_them():
     a = [[1, 2, 3], [4, 5, 6]]
     b = ((1.5,), (2,), (-1,))
