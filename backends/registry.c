@@ -4,6 +4,7 @@
 
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
+extern const fm_backend fm_backend_intgemm_matmul;
 extern const fm_backend fm_backend_fftw_fft;
 extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
@@ -17,6 +18,7 @@ int fm_cuda_probe_device_count(void);
 const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
     &fm_backend_gemmkernel_matmul, /* offered first (priority): it declines what auto leaves to cblas */
+    &fm_backend_intgemm_matmul,    /* integer and bool dtypes */
     &fm_backend_fftw_fft,
 #ifdef FM_HAVE_CUDA
     &fm_backend_cublaslt_matmul,

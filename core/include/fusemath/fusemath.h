@@ -61,6 +61,9 @@ FM_API const char *fm_version_string(void);
     X(FM_ERR_LINALG, 13, "linear algebra error (singular or not positive definite)")    \
     X(FM_ERR_INTERNAL, 14, "internal error")
 
+/* The most CPU threads a context setting or a plan may ask for (num_threads, fm_set_num_threads). */
+#define FM_MAX_THREADS 4096
+
 typedef enum fm_status {
 #define FM_X_ENUM(name, value, message) name = value,
     FM_STATUS_TABLE(FM_X_ENUM)
@@ -277,8 +280,15 @@ typedef struct fm_exec_args {
     double reals[FM_EXEC_MAX_SCALARS];     /* per-call real scalars */
     int64_t *info;                         /* per-call information out (NULL: not wanted) */
     int32_t ninfo;                         /* entries info has room for */
-    int32_t reserved[3];                   /* zero */
+    int32_t flags;                         /* FM_EXEC_* bits (0: none) */
+    int32_t reserved[2];                   /* zero */
 } fm_exec_args;
+
+/* fm_exec_args.flags: an output overlapping an input (FM_ERR_ALIAS without it, naming both slots) is
+ * computed into a temporary and copied out element by element, as NumPy's out= does; host outputs
+ * only (FM_ERR_NOT_SUPPORTED on a GPU). Costs an output-sized allocation and copy, only when they
+ * overlap. */
+#define FM_EXEC_OVERLAP_COPY 1
 
 /*! fm_exec_args_init() : zero everything. */
 FM_API void fm_exec_args_init(fm_exec_args *a);
