@@ -4,6 +4,7 @@
 
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
+extern const fm_backend fm_backend_intgemm_matmul;
 extern const fm_backend fm_backend_fftw_fft;
 #ifdef FM_HAVE_FFTW3L
 extern const fm_backend fm_backend_fftwl_fft;
@@ -20,6 +21,7 @@ int fm_cuda_probe_device_count(void);
 const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
     &fm_backend_gemmkernel_matmul, /* offered first (priority): it declines what auto leaves to cblas */
+    &fm_backend_intgemm_matmul,    /* integer and bool dtypes */
     &fm_backend_fftw_fft,
 #ifdef FM_HAVE_FFTW3L
     &fm_backend_fftwl_fft, /* long double, which fftw declines */

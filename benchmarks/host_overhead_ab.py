@@ -4,7 +4,9 @@ A change to the layers between a call and its backend (core, the extension, the 
 must not make calls dearer. This times the same small calls with build A and build B, each in its
 own subprocess (two builds of one package cannot share a process), alternating A, B, B, A, ... for
 --rounds rounds, and reports per case the median over rounds of each build's per-call time and of
-the paired differences B - A.
+the paired differences B - A. --jobs N runs N rounds of the CPU cases at once, each round's A and B
+pinned to one core of its own (a pair shares its core, so pairing still cancels what that core
+adds); the GPU cases (--gpu) run one round at a time, as concurrent processes would share the GPU.
 
     python benchmarks/host_overhead_ab.py --a /tmp/fm_before --b .venv/lib/python3.11/site-packages
 
@@ -27,7 +29,7 @@ WORKER = r'''
 import sys, time, json
 sys.path.insert(0, sys.argv[1])
 import numpy as np, fusemath, fusemath.fft as ff
-calls, gpu = int(sys.argv[2]), sys.argv[3] == "1"
+calls, gpu = int(sys.argv[2]), sys.argv[3] == "gpu"
 
 def per_call(f):
     for _ in range(200):
@@ -40,12 +42,13 @@ def per_call(f):
         best = min(best, (time.perf_counter() - t0) / calls)
     return best * 1e6
 
-r = {}
+r, info = {}, {}
 a = np.random.rand(64, 64).astype(np.float32); b = np.random.rand(64, 64).astype(np.float32)
 d = np.empty((64, 64), np.float32)
 mm = fusemath.Matmul(a, b); mm.plan()
-r["cpu planned matmul 64^3 execute(out=)"] = per_call(lambda: mm.execute(out=d))
-info = {"cpu plan": mm.describe()}
+if not gpu:
+    r["cpu planned matmul 64^3 execute(out=)"] = per_call(lambda: mm.execute(out=d))
+info["cpu plan"] = mm.describe()
 try:
     import ctypes
     core = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
@@ -53,12 +56,13 @@ try:
     info["openblas core"] = core().decode()
 except Exception as exc:
     info["openblas core"] = f"unknown ({type(exc).__name__})"
-r["cpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(a, b))
-x = (np.random.rand(1024) + 1j * np.random.rand(1024)).astype(np.complex64); y = np.empty_like(x)
-r["cpu stateless fft 1024 c64"] = per_call(lambda: ff.fft(x))
-f = ff.FFT(x); f.plan(effort="estimate")
-r["cpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: f.execute(out=y))
-if gpu:
+if not gpu:
+    r["cpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(a, b))
+    x = (np.random.rand(1024) + 1j * np.random.rand(1024)).astype(np.complex64); y = np.empty_like(x)
+    r["cpu stateless fft 1024 c64"] = per_call(lambda: ff.fft(x))
+    f = ff.FFT(x); f.plan(effort="estimate")
+    r["cpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: f.execute(out=y))
+else:
     import torch
     ta = torch.randn(64, 64, device="cuda"); tb = torch.randn(64, 64, device="cuda")
     td = torch.empty(64, 64, device="cuda")
@@ -73,10 +77,16 @@ print(json.dumps({"times": r, "info": info}))
 '''
 
 
-def run(path, calls, gpu):
-    out = subprocess.run([sys.executable, "-c", WORKER, os.path.abspath(path), str(calls), "1" if gpu else "0"],
+def run(path, calls, part, core=None):
+    pin = ["taskset", "-c", str(core)] if core is not None else []
+    out = subprocess.run(pin + [sys.executable, "-c", WORKER, os.path.abspath(path), str(calls), part],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def paired_round(args, part, r, core=None):
+    """One round: A then B on even rounds, B then A on odd ones -> {side: result}."""
+    return {side: run(getattr(args, side), args.calls, part, core) for side in ("ab" if r % 2 == 0 else "ba")}
 
 
 def isa() -> str:
@@ -94,15 +104,22 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="CPU rounds run at once, each pinned to its own core")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--machine-tag", default=platform.node())
     args = ap.parse_args()
-    samples, info = {"a": [], "b": []}, {}
-    for r in range(args.rounds):
-        for side in ("ab" if r % 2 == 0 else "ba"):
-            res = run(getattr(args, side), args.calls, args.gpu)
-            samples[side].append(res["times"])
-            info[side] = res["info"]
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = max(1, min(args.jobs, os.cpu_count() or 1))
+    with ThreadPoolExecutor(jobs) as pool:
+        rounds = list(pool.map(lambda r: paired_round(args, "cpu", r, r % jobs if jobs > 1 else None),
+                               range(args.rounds)))
+    if args.gpu:
+        gpu_rounds = [paired_round(args, "gpu", r) for r in range(args.rounds)]
+        for both, gpu in zip(rounds, gpu_rounds):
+            for side in both:
+                both[side]["times"].update(gpu[side]["times"])
+    samples = {side: [rd[side]["times"] for rd in rounds] for side in "ab"}
+    info = {side: rounds[-1][side]["info"] for side in "ab"}
     rows = {}
     for case in samples["a"][0]:
         ta = [s[case] for s in samples["a"]]
@@ -120,6 +137,7 @@ def main():
         meta = {"date": time.strftime("%Y-%m-%d"), "machine": args.machine_tag, "cpu": cpu_model(), "isa": isa(),
                 "plans_and_blas": info,
                 "nproc": os.cpu_count(), "command": " ".join(sys.argv), "rounds": args.rounds, "calls": args.calls,
+                "jobs": jobs,
                 "a": args.a, "b": args.b}
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "cases": rows}, fh, indent=1)

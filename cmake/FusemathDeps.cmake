@@ -57,6 +57,7 @@ target_link_libraries(fusemath_deps INTERFACE
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F
   OpenMP::OpenMP_C
   Threads::Threads
+  ${CMAKE_DL_LIBS} # dlopen: another OpenBLAS (backends/cpu/blas_provider.c)
   m)
 
 # FFTW's long-double library, for longdouble / clongdouble FFTs (backends/cpu/fftwl_fft.c):

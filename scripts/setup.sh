@@ -130,6 +130,12 @@ if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2
   log "pip installing ninja (optional)"
   "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
 fi
+# scipy-openblas32 is optional too: a current OpenBLAS that fusemath uses where the system one does
+# not know the CPU (backends/cpu/blas_provider.c). Offline machines go on without it.
+if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
+  log "pip installing scipy-openblas32 (optional)"
+  "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
+fi
 
 ((TOOLS_ONLY)) && exit 0
 

@@ -41,6 +41,9 @@ fm_status fm_cpu_mm_init(const fm_problem *p, fm_cpu_mm *mm, fm_cpu_mm_layout *l
         return fm_fail(FM_ERR_NOT_APPLICABLE,
                        "dtype %s is not supported on cpu (the OpenBLAS backend computes f32, f64, c64 and "
                        "c128); convert to f32, or use execution='cuda'", fm_dtype_name(g->dtype));
+    if (fm_dtype_is_integer(g->dtype))
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "dtype %s is computed exactly by the intgemm backend",
+                       fm_dtype_name(g->dtype));
     mm->es = fm_dtype_size(g->dtype);
     if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
         return fm_fail(FM_ERR_TOO_LARGE,

@@ -24,10 +24,9 @@
  * instead). Returns 0, or -1 when threads could not be started (then the caller ran every item). */
 typedef void (*fm_pool_fn)(void *arg, int64_t item);
 int fm_pool_run(int threads, int64_t items, fm_pool_fn fn, void *arg);
-/* cpu_threads.c: who owns OpenBLAS's (process-wide) thread count. Set it to one thread, once
- * per process; around single-threaded GEMM calls made from the library's own threads (shared);
- * around one GEMM that OpenBLAS runs on n threads (exclusive). */
-void fm_blas_threads_init(void);
+/* cpu_threads.c: who owns OpenBLAS's (process-wide) thread count, one thread outside these:
+ * around single-threaded GEMM calls made from the library's own threads (shared); around one
+ * GEMM that OpenBLAS runs on n threads (exclusive). */
 void fm_blas_single_begin(void);
 void fm_blas_single_end(void);
 void fm_blas_threads_begin(int n);

@@ -5,6 +5,7 @@
  * the library's own threads hold a shared lock; a plan that lets OpenBLAS thread one big GEMM holds
  * it exclusively while the count is raised, so the two never run together and never oversubscribe. */
 #define _POSIX_C_SOURCE 200809L
+#include "blas_provider.h"
 #include "cpu_matmul.h"
 
 #include <pthread.h>
@@ -95,15 +96,8 @@ int fm_pool_run(int threads, int64_t items, fm_pool_fn fn, void *arg)
     return rc;
 }
 
-/* ---- OpenBLAS's thread count ---- */
-void openblas_set_num_threads(int num_threads);
-
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+/* ---- OpenBLAS's thread count (the chosen library's: blas_provider.c sets it to 1 once) ---- */
 static pthread_rwlock_t blas_lock = PTHREAD_RWLOCK_INITIALIZER;
-
-static void set_single(void) { openblas_set_num_threads(1); }
-
-void fm_blas_threads_init(void) { pthread_once(&blas_once, set_single); }
 
 void fm_blas_single_begin(void) { pthread_rwlock_rdlock(&blas_lock); }
 
@@ -112,11 +106,11 @@ void fm_blas_single_end(void) { pthread_rwlock_unlock(&blas_lock); }
 void fm_blas_threads_begin(int n)
 {
     pthread_rwlock_wrlock(&blas_lock);
-    openblas_set_num_threads(n);
+    fm_blas_lib.set_num_threads(n);
 }
 
 void fm_blas_threads_end(void)
 {
-    openblas_set_num_threads(1);
+    fm_blas_lib.set_num_threads(1);
     pthread_rwlock_unlock(&blas_lock);
 }

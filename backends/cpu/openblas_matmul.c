@@ -14,9 +14,9 @@
  * this one plans what it declines. It declines cpu_strategy 'kernel' (FM_ERR_NOT_APPLICABLE) and
  * plans 'tiles', 'blas_threads' and auto, which it computes as cblas tiles; so
  * FUSEMATH_BACKEND=openblas means OpenBLAS only, never the kernel. */
+#include "blas_provider.h"
 #include "cpu_matmul.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,8 +30,7 @@ typedef struct openblas_impl {
 
 static fm_status openblas_probe(const fm_settings *settings, void **state, const char **why)
 {
-    fm_blas_threads_init();
-    return FM_OK;
+    return fm_blas_select(settings->blas); /* once per process; it also sets one OpenBLAS thread */
 }
 
 /* ---- GEMM on one panel ---- */
@@ -58,21 +57,21 @@ static void gemm(const openblas_impl *pl, int64_t rows, int64_t cols, const void
     const double *al = pl->mm.mp.alpha;
     switch (pl->mm.g.dtype) {
     case FM_F32:
-        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)al[0], a, (int)lda, b, (int)ldb, accumulate ? 1.0f : 0.0f,
+        fm_blas_lib.sgemm(CblasRowMajor, ta, tb, m, n, k, (float)al[0], a, (int)lda, b, (int)ldb, accumulate ? 1.0f : 0.0f,
                     d, (int)ldd);
         break;
     case FM_F64:
-        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, al[0], a, (int)lda, b, (int)ldb, accumulate ? 1.0 : 0.0, d,
+        fm_blas_lib.dgemm(CblasRowMajor, ta, tb, m, n, k, al[0], a, (int)lda, b, (int)ldb, accumulate ? 1.0 : 0.0, d,
                     (int)ldd);
         break;
     case FM_C64: {
         const float alpha[2] = {(float)al[0], (float)al[1]}, beta[2] = {accumulate ? 1.0f : 0.0f, 0.0f};
-        cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, (int)lda, b, (int)ldb, beta, d, (int)ldd);
+        fm_blas_lib.cgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, (int)lda, b, (int)ldb, beta, d, (int)ldd);
         break;
     }
     case FM_C128: {
         const double beta[2] = {accumulate ? 1.0 : 0.0, 0.0};
-        cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, al, a, (int)lda, b, (int)ldb, beta, d, (int)ldd);
+        fm_blas_lib.zgemm(CblasRowMajor, ta, tb, m, n, k, al, a, (int)lda, b, (int)ldb, beta, d, (int)ldd);
         break;
     }
     default:
@@ -479,22 +478,21 @@ static fm_status openblas_plan(fm_context *ctx, void *state, const fm_problem *p
     const int has_c = (p->present >> FM_MATMUL_C) & 1;
     const int passes = pl.blas_threaded ? 1 + needs_pre_pass(&pl, has_c) + needs_post_pass(&pl) : 1;
     const int ca = pl.la.copy, cb = pl.lb.copy, cd = !pl.mm.d_direct;
-    char copies[32] = "", suffix[64];
+    char copies[32] = "", suffix[128];
     if (ca || cb || cd)
         snprintf(copies, sizeof copies, " copies=%s%s%s", ca ? "a" : "", cb ? (ca ? ",b" : "b") : "",
                  cd ? (ca || cb ? ",d" : "d") : "");
-    snprintf(suffix, sizeof suffix, "%s%s%s", pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "", copies);
+    snprintf(suffix, sizeof suffix, "%s%s%s blas=%s", pl.la.trans ? " trans_a" : "", pl.lb.trans ? " trans_b" : "",
+             copies, fm_blas_lib.tag);
     return fm_cpu_mm_install(&pl.mm, &pl, sizeof pl, openblas_execute, "openblas", passes,
                              pl.blas_threaded ? "blas_threads" : "panel", suffix, out);
 }
-
-char *openblas_get_config(void); /* OpenBLAS's own; reference CBLAS headers lack it */
 
 /* Wisdom salt: tuned panel heights depend on the BLAS build and the CPU it picked (the
  * thread count is part of the problem already). */
 static void openblas_wisdom_salt(const fm_context *ctx, void *state, const fm_problem *p, char *buf, size_t n)
 {
-    const char *config = openblas_get_config();
+    const char *config = fm_blas_lib.get_config();
     snprintf(buf, n, "%s", config ? config : "");
 }
 

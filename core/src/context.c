@@ -10,6 +10,8 @@
 /* contexts alive in the process: the last one to go releases the host scratch cache */
 static atomic_int live_contexts;
 
+/* -1: the table is full; -2: the probe refused a setting (FM_ERR_INVALID_ARGUMENT, message set):
+ * a setting that cannot be honoured fails context creation rather than every plan later. */
 static int add_backend(fm_context *ctx, const fm_backend *b)
 {
     if (ctx->nbackends == FM_MAX_BACKENDS)
@@ -26,7 +28,7 @@ static int add_backend(fm_context *ctx, const fm_backend *b)
     fm_status s = b->probe ? b->probe(&ctx->settings, &slot->state, &why) : FM_OK;
     slot->available = (s == FM_OK);
     snprintf(slot->why, sizeof slot->why, "%s", slot->available ? "" : (why ? why : fm_status_string(s)));
-    return 0;
+    return s == FM_ERR_INVALID_ARGUMENT ? -2 : 0;
 }
 
 /* A forced backend that does not exist would fail every plan later; refuse it where it is read. */
@@ -56,7 +58,12 @@ fm_status fm_context_create(fm_context **out)
     ctx->settings = settings;
     ctx->num_threads = settings.num_threads;
     for (int i = 0; i < fm_builtin_backend_count; i++)
-        add_backend(ctx, fm_builtin_backends[i]);
+        if (add_backend(ctx, fm_builtin_backends[i]) == -2) {
+            char msg[1536];
+            snprintf(msg, sizeof msg, "%s", fm_last_error());
+            fm_context_release_(ctx);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: %s", msg);
+        }
     fm_clear_error(); /* probes of absent devices leave no noise behind */
     if (settings.backend[0] && !names_builtin_backend(settings.backend)) {
         char built[160] = "";
@@ -75,9 +82,9 @@ fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b)
     if (!ctx || !b || !b->name || !b->plan)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "register_backend: ctx, backend, name and plan are required");
     pthread_mutex_lock(&ctx->lock);
-    int r = add_backend(ctx, b);
+    int r = add_backend(ctx, b); /* (a probe's refusal leaves it registered and unavailable, with why) */
     pthread_mutex_unlock(&ctx->lock);
-    if (r != 0)
+    if (r == -1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "register_backend: at most %d backends", FM_MAX_BACKENDS);
     return FM_OK;
 }

@@ -8,7 +8,6 @@
 #include <pthread.h>
 
 #define FM_MAX_SLOTS 10
-#define FM_MAX_THREADS 4096 /* the most CPU threads a context setting or a plan may ask for */
 #define FM_DESCRIBE_LEN 640
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
@@ -57,6 +56,8 @@ void fm_host_prefault(void *base, size_t bytes, int part, int nparts);
 /* The dtype as NumPy / PyTorch spell it ("float32"; fm_dtype_name: "f32"), for messages to front
  * ends whose users know those names. */
 const char *fm_dtype_word(fm_dtype t);
+/* 1 for the integer dtypes and bool (computed exactly), else 0. */
+int fm_dtype_is_integer(fm_dtype t);
 
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
@@ -212,6 +213,7 @@ void fm_plan_set_describe(fm_plan *p, const char *fmt, ...) __attribute__((forma
 struct fm_settings {
     int num_threads;           /* FUSEMATH_NUM_THREADS, else the online cores */
     char backend[64];          /* FUSEMATH_BACKEND: only this backend plans ("" = any) */
+    char blas[1024];           /* FUSEMATH_BLAS: auto ("") | system | an OpenBLAS path (blas_provider.c) */
     int log_plan;              /* FUSEMATH_LOG contains "plan" */
     char cpu_kernel[16];       /* FUSEMATH_CPU_KERNEL: cap on the own GEMM kernel's ISA ("" = the best) */
     int cpu_kernel_kc;         /* FUSEMATH_CPU_KERNEL_KC: the kernel's k block (0: k in one block; -1: its default) */

@@ -216,10 +216,19 @@ static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: %s must be one f32 value (shape () or (1,)), got %s with "
                            "%lld elements", slot_names[i], fm_dtype_name(ts[i]->dtype), (long long)fm_tensor_numel(ts[i]));
     }
-    if (!(dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 || dt == FM_C128))
-        return fm_fail(FM_ERR_DTYPE, "matmul: a and b have dtype %s (%s), which is not supported; expected float32, "
-                       "float64, complex64 or complex128 (float16, bfloat16 where a GPU backend is available)",
-                       dtype_word(dt), fm_dtype_name(dt));
+    const int exact = fm_dtype_is_integer(dt);
+    if (!(exact || dt == FM_F16 || dt == FM_BF16 || dt == FM_F32 || dt == FM_F64 || dt == FM_C64 ||
+          dt == FM_C128))
+        return fm_fail(FM_ERR_DTYPE, "matmul: a and b have dtype %s (%s), which is not supported; expected "
+                       "float32, float64, complex64, complex128, an integer dtype or bool (float16, bfloat16 "
+                       "where a GPU backend is available)", dtype_word(dt), fm_dtype_name(dt));
+    if (exact && (epi || ts[FM_MATMUL_C])) { /* NumPy's exact product only: no chain is defined for it */
+        char en[160];
+        fm_epilogue_format(epi, en, sizeof en);
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: %s is not supported for dtype %s (integer and bool "
+                       "matmul is the plain product a @ b: no c, no epilogue)", epi ? en : "c (beta * c)",
+                       dtype_word(dt));
+    }
     if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_SCALE))) {
         char en[160];
         fm_epilogue_format(epi, en, sizeof en);
@@ -419,6 +428,13 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
     if ((s = fm_problem_place_devices(&fm_operation_matmul, ts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
 
+    if (fm_dtype_is_integer(dt) && p->exec_device.type != FM_DEVICE_CPU)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: dtype %s on device cuda:%d is not supported: no GPU "
+                       "library computes NumPy's exact (wrapping) integer or bool matmul; run it on the CPU "
+                       "(execution='cpu')", dtype_word(dt), p->exec_device.id);
+    if (fm_dtype_is_integer(dt) && (opts->alpha[0] != 1.0 || opts->alpha[1] != 0.0))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: alpha = %g is not supported for dtype %s (integer and "
+                       "bool matmul is the plain product a @ b: alpha = 1)", opts->alpha[0], dtype_word(dt));
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];
     mp->alpha[1] = fm_dtype_is_complex(dt) ? opts->alpha[1] : 0.0;

@@ -94,6 +94,75 @@ static fm_status check_aliasing(const fm_problem *pr, void *const *ptrs)
 
 const fm_exec_args fm_no_exec_args;
 
+/* Element-wise copy of t's elements from the layout at src to the same layout at dst (byte
+ * addresses of element 0), in row-major index order. */
+static void copy_elements(const fm_tensor *t, const char *src, char *dst)
+{
+    const int64_t es = (int64_t)fm_dtype_size(t->dtype), n = fm_tensor_numel(t);
+    int64_t idx[FM_MAX_NDIM] = {0}, off = 0;
+    for (int64_t e = 0; e < n; e++) {
+        memcpy(dst + off * es, src + off * es, (size_t)es);
+        for (int i = t->ndim - 1; i >= 0; i--) { /* next index: odometer over the axes */
+            off += t->strides[i];
+            if (++idx[i] < t->shape[i])
+                break;
+            off -= t->strides[i] * t->shape[i];
+            idx[i] = 0;
+        }
+    }
+}
+
+/* FM_EXEC_OVERLAP_COPY: every output that overlaps an input is computed into a temporary of its
+ * own byte span (the planned layout, so the backend sees what it planned) and copied out. */
+static fm_status execute_through_temporaries(const fm_plan *p, void *const *ptrs, const fm_exec_args *args,
+                                             void *stream)
+{
+    const fm_problem *pr = &p->problem;
+    void *moved[FM_MAX_SLOTS], *temp[FM_MAX_SLOTS] = {0}, *outs[FM_MAX_SLOTS] = {0};
+    for (int i = 0; i < pr->nslots; i++)
+        outs[i] = (pr->output_mask & (1u << i)) ? ptrs[i] : NULL;
+    fm_status s = check_aliasing(pr, outs); /* outputs overlapping each other stay refused */
+    if (s != FM_OK)
+        return s;
+    fm_clear_error(); /* the overlap with an input is taken care of: no error */
+    memcpy(moved, ptrs, sizeof(void *) * (size_t)pr->nslots);
+    for (int o = 0; o < pr->nslots && s == FM_OK; o++) {
+        if (!(pr->output_mask & (1u << o)) || !ptrs[o])
+            continue;
+        void *only[FM_MAX_SLOTS] = {0}; /* this output against the inputs: does it overlap one? */
+        memcpy(only, ptrs, sizeof(void *) * (size_t)pr->nslots);
+        for (int i = 0; i < pr->nslots; i++)
+            if (i != o && (pr->output_mask & (1u << i)))
+                only[i] = NULL;
+        if (check_aliasing(pr, only) == FM_OK)
+            continue;
+        fm_clear_error();
+        if (pr->t[o].device.type != FM_DEVICE_CPU || pr->exec_device.type != FM_DEVICE_CPU) {
+            s = fm_fail(FM_ERR_NOT_SUPPORTED, "%s execute: FM_EXEC_OVERLAP_COPY takes host outputs only; "
+                        "output %s is on a GPU", fm_op_name(pr->op), pr->slot_names[o]);
+            break;
+        }
+        int64_t lo, hi;
+        fm_tensor_byte_span(&pr->t[o], &lo, &hi);
+        const size_t align = p->required_align[o] > 64 ? p->required_align[o] : 64;
+        const size_t shift = (size_t)(((lo % (int64_t)align) + (int64_t)align) % (int64_t)align);
+        if (!(temp[o] = fm_malloc_aligned((size_t)(hi - lo) + shift, align)))
+            s = fm_fail(FM_ERR_OUT_OF_MEMORY, "%s execute: cannot allocate the %lld-byte temporary for "
+                        "output %s (FM_EXEC_OVERLAP_COPY)", fm_op_name(pr->op), (long long)(hi - lo),
+                        pr->slot_names[o]);
+        else
+            moved[o] = (char *)temp[o] + shift - lo; /* element 0 where the planned layout puts it */
+    }
+    if (s == FM_OK)
+        s = p->execute(p, moved, args, stream);
+    for (int o = 0; o < pr->nslots; o++) {
+        if (s == FM_OK && temp[o])
+            copy_elements(&pr->t[o], moved[o], ptrs[o]);
+        fm_free_aligned(temp[o]);
+    }
+    return s;
+}
+
 void fm_exec_args_init(fm_exec_args *a)
 {
     if (a)
@@ -105,9 +174,12 @@ static fm_status check_args(fm_op op, const fm_exec_args *a)
 {
     const fm_operation *o = fm_operation_for(op);
     const char *name = fm_op_name(op);
-    if (a->reserved[0] || a->reserved[1] || a->reserved[2] || a->ninfo < 0 || (a->ninfo > 0 && !a->info))
+    if (a->reserved[0] || a->reserved[1] || a->ninfo < 0 || (a->ninfo > 0 && !a->info))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args has reserved fields set or ninfo = %d without "
                        "info; expected fm_exec_args_init's zeros there", name, (int)a->ninfo);
+    if (a->flags & ~FM_EXEC_OVERLAP_COPY)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args.flags = %d, expected FM_EXEC_* bits (%d)",
+                       name, (int)a->flags, FM_EXEC_OVERLAP_COPY);
     for (int i = o ? o->exec_ints : 0; i < FM_EXEC_MAX_SCALARS; i++)
         if (a->ints[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s execute: args.ints[%d] = %lld, expected 0 (%s reads %d per-call "
@@ -152,10 +224,11 @@ fm_status fm_plan_execute_args(const fm_plan *p, void *const *ptrs, int nptrs, c
                            "elements); pass an aligned copy (x.copy())",
                            fm_op_name(pr->op), pr->slot_names[i], ptrs[i], p->required_align[i]);
     }
-    fm_status s = check_aliasing(pr, ptrs);
+    fm_status s = args ? check_args(pr->op, args) : FM_OK;
+    if (s == FM_OK && (s = check_aliasing(pr, ptrs)) == FM_ERR_ALIAS && args &&
+        (args->flags & FM_EXEC_OVERLAP_COPY))
+        return execute_through_temporaries(p, ptrs, args, stream);
     if (s != FM_OK)
-        return s;
-    if (args && (s = check_args(pr->op, args)) != FM_OK)
         return s;
     return p->execute(p, ptrs, args ? args : &fm_no_exec_args, stream);
 }

@@ -82,6 +82,7 @@ fm_status fm_settings_read(fm_settings *s)
     if (st != FM_OK)
         return st;
     copy_env(s->backend, sizeof s->backend, "FUSEMATH_BACKEND");
+    copy_env(s->blas, sizeof s->blas, "FUSEMATH_BLAS");
     const char *log = getenv("FUSEMATH_LOG");
     s->log_plan = log && strstr(log, "plan") != NULL;
     copy_env(s->cpu_kernel, sizeof s->cpu_kernel, "FUSEMATH_CPU_KERNEL");
@@ -94,6 +95,7 @@ fm_status fm_settings_read(fm_settings *s)
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
     h = hash_bytes(h, s->backend, sizeof s->backend);
+    h = hash_bytes(h, s->blas, sizeof s->blas);
     h = hash_bytes(h, s->cpu_kernel, sizeof s->cpu_kernel);
     h = hash_bytes(h, &s->cpu_kernel_kc, sizeof s->cpu_kernel_kc);
     h = hash_bytes(h, s->fft_cpu_path, sizeof s->fft_cpu_path);

@@ -32,6 +32,12 @@ const char *fm_dtype_word(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].wo
 
 int fm_dtype_is_complex(fm_dtype t) { return dtype_valid(t) ? dtype_info[t].complex : 0; }
 
+int fm_dtype_is_integer(fm_dtype t)
+{
+    return t == FM_I8 || t == FM_U8 || t == FM_I16 || t == FM_U16 || t == FM_I32 || t == FM_U32 ||
+           t == FM_I64 || t == FM_U64 || t == FM_BOOL;
+}
+
 fm_status fm_tensor_init(fm_tensor *t, void *data, fm_device device, fm_dtype dtype, int ndim,
                          const int64_t *shape, const int64_t *strides)
 {

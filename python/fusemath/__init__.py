@@ -80,6 +80,12 @@ def backends() -> _List[BackendInfo]:
     return [BackendInfo(*entry) for entry in _C.backends()]
 
 
+def blas_info() -> str:
+    """Which OpenBLAS the CPU backends call: version, core and why it was chosen (the linked one,
+    or, where that one runs generic kernels on this CPU, the scipy-openblas32 wheel's or FUSEMATH_BLAS's)."""
+    return _C.blas_info()
+
+
 def cuda_device_count() -> int:
     """Number of usable CUDA devices; 0 without a CUDA build, driver or GPU."""
     return _C.cuda_device_count()
@@ -111,6 +117,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "backends",
+    "blas_info",
     "BackendInfo",
     "cuda_device_count",
     "clear_cache",

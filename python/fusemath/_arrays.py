@@ -69,6 +69,10 @@ _NUMPY_DTYPES = {
     "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64),
     "u32": np.dtype(np.uint32),
+    "i16": np.dtype(np.int16),
+    "u16": np.dtype(np.uint16),
+    "u64": np.dtype(np.uint64),
+    "bool": np.dtype(np.bool_),
     "ld": np.dtype(np.longdouble),
     "cld": np.dtype(np.clongdouble),
 }
@@ -146,6 +150,7 @@ class _TorchLib(Lib):
         t = torch
         names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
                  "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32",
+                 "i16": "int16", "u16": "uint16", "u64": "uint64", "bool": "bool",
                  "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c32": "complex32"}
         dtypes = {k: getattr(t, v) for k, v in names.items() if hasattr(t, v)}
         self._canonical = {native: _STANDINS.get(k) or _NUMPY_DTYPES[k] for k, native in dtypes.items()}

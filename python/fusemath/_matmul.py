@@ -32,6 +32,10 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
+    into_out,
+    overlaps_input,
+    promote,
+    recast_out,
 )
 from ._matmul_plan import Matmul
 from ._options import (
@@ -70,9 +74,12 @@ def matmul(
     with NumPy matmul semantics.
 
     Args:
-        a, b: arrays of one dtype: float32, float64, complex64, complex128, and on a GPU
-            also float16 and bfloat16 (PyTorch). NumPy arrays or any host object with the
-            buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
+        a, b: arrays: float32, float64, complex64, complex128, integers and bool (exact, as
+            NumPy: wrapping; CPU only, no epilogue), and on a GPU also float16 and bfloat16
+            (PyTorch). Host operands of mixed dtypes promote as ``np.matmul``'s
+            (``np.result_type``); lists and nested sequences are read as ``np.asarray`` reads
+            them; 0-d operands are a ValueError. ``np.matrix`` inputs give an ndarray.
+            NumPy arrays or any host object with the buffer protocol or ``__dlpack__`` (NumPy results); PyTorch tensors or CuPy
             arrays, on the CPU or a CUDA device (results of that library on that device,
             allocated with ``torch.empty`` / ``cupy.empty``); other GPU arrays
             (``__cuda_array_interface__``, CUDA DLPack), viewed through CuPy or PyTorch.
@@ -97,8 +104,11 @@ def matmul(
             float16/bfloat16/float32 data and float64 for float64 data; implies SCALE).
         clamp: ``(lo, hi)`` for the CLAMP activation (``min(max(x, lo), hi)``); implies it,
             as ``numpy.clip(a @ b, lo, hi)``.
-        out: optional output array of exactly the result's shape and dtype (may be ``c``
-            itself for an in-place update, must not overlap ``a`` or ``b``).
+        out: optional output array of the result's shape (may be ``c`` itself for an in-place
+            update). A NumPy ``out`` of another dtype gets the result cast as ``np.matmul``
+            casts it (``casting='same_kind'``, else a DtypeError with NumPy's wording), and one
+            overlapping ``a``, ``b``, ``c`` or ``bias`` gets the right result through a
+            temporary; PyTorch / CuPy ``out`` must have the result's dtype and not overlap.
         execution: None (where the operands live), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
             operands elsewhere are copied by the library (NumPy inputs with ``"cuda"`` give
             NumPy results).
@@ -167,16 +177,43 @@ def matmul(
     opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
     try:
         return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
-    except Exception:
-        # a host operand the extension does not take as it is (big-endian, misaligned): computed from
-        # a native, aligned NumPy copy, as NumPy's own routines do; one that is no host array is said
-        # here in NumPy's terms (only looked at after a refusal: the common call pays nothing)
-        if lib is not NUMPY or (fixed := _host_inputs(where, ops, epi)) is None:
+    except Exception as exc:
+        if lib is not NUMPY:
             raise
-    return _call(_MATMUL, _RUN, lib.index, fixed, opts, stream, 3, where)
+        refused = exc
+    return _numpy_retry(where, ops, opts, stream, epi, refused)
+
+
+def _numpy_retry(where: str, ops, opts, stream, epi: int, refused: Exception):
+    """NumPy's conventions the library does not take, looked at only after it refused a host call
+    (the common call pays nothing; a function of its own, so matmul's locals stay plain): host
+    operands it does not take as they are (big-endian, misaligned, lists) as native NumPy arrays,
+    mixed dtypes promoted, out= of another dtype or overlapping an input through a temporary."""
+    fixed = list(_host_inputs(where, ops, epi) or ops)
+    dt = promote(fixed, _PROMOTED, ops)
+    out, changed = fixed[_D], not all(x is y for x, y in zip(fixed, ops))
+
+    def run(new_d):
+        return _call(_MATMUL, _RUN, NUMPY.index, tuple(fixed[:_D]) + (new_d,) + tuple(fixed[_D + 1:]), opts,
+                     stream, 3, where)
+
+    def via_temp():
+        return into_out(where, out, dt, lambda: run(None))
+
+    if recast_out(out, dt) or (not changed and isinstance(refused, _C.AliasError) and overlaps_input(out, fixed)):
+        return via_temp()
+    if not changed:
+        raise refused
+    try:
+        return run(out)
+    except _C.AliasError:  # out overlaps an input (the library refuses that): as NumPy, via a temporary
+        if not (isinstance(out, _ndarray) and overlaps_input(out, fixed)):
+            raise
+        return via_temp()
 
 
 _INPUT_NAMES = ("a", "b", "c", "bias", None, "aux", None, "scale", None, None)
+_PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a @ b + c + bias does
 
 
 def _host_inputs(where: str, ops, epi: int):

@@ -52,10 +52,66 @@ def native_aligned(arr: np.ndarray) -> np.ndarray:
         return arr
     # (a structured array's field can step by a byte count that is no multiple of its element:
     # the libraries count strides in elements, so it is copied too)
-    copy = arr.astype(arr.dtype.newbyteorder("="), order="K")
+    return remembered_copy(arr, arr.dtype.newbyteorder("="))
+
+
+def remembered_copy(arr: np.ndarray, dtype) -> np.ndarray:
+    """arr as a copy of dtype in arr's memory order, remembered (copy_behind) so that a planner holding
+    it sees the caller's later in-place changes; host memory running out is fusemath's OutOfMemoryError."""
+    try:
+        copy = arr.astype(dtype, order="K")
+    except MemoryError as exc:
+        raise _C.OutOfMemoryError(f"fusemath: cannot allocate a {dtype} copy of shape {arr.shape}: {exc}") from exc
     _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
     weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)
     return copy
+
+
+def promote(ops: list, slots, given) -> Any:
+    """NumPy's type promotion: the NumPy arrays ops[i], i in slots, that differ from their common
+    dtype (np.result_type; a Python number among the arguments as given is weak, as in NumPy 2's
+    ``a @ b + 1.0``) replaced by copies of that dtype (remembered_copy); returns the common dtype
+    (None when there is none: the library's dtype error then says which operand)."""
+    dts = [given[i] if type(given[i]) in (int, float, complex) else ops[i].dtype
+           for i in slots if isinstance(ops[i], _ndarray)]
+    try:
+        dt = np.result_type(*dts) if dts else None
+    except TypeError:  # no common dtype (strings, objects)
+        return None
+    for i in slots:
+        if isinstance(ops[i], _ndarray) and ops[i].dtype != dt:
+            ops[i] = remembered_copy(ops[i], dt)
+    return dt
+
+
+def overlaps_input(out: np.ndarray, ops) -> bool:
+    """Whether out's memory extent meets that of an input among ops (a, b, c, bias) other than c
+    itself (an exact in-place D = C the library takes)."""
+    return any(isinstance(x, _ndarray) and not (i == 2 and x is out) and np.may_share_memory(out, x)
+               for i, x in enumerate(ops[:4]))
+
+
+def recast_out(out: Any, dt) -> bool:
+    """Whether out is a NumPy array of a number dtype other than dt, which into_out fills (an out of
+    strings, objects etc. stays the library's refusal)."""
+    return isinstance(out, _ndarray) and dt is not None and out.dtype != dt and out.dtype.kind in "biufc"
+
+
+def into_out(where: str, out: np.ndarray, dt, compute):
+    """np.matmul's out= of another dtype than the result's, or overlapping an input: the result
+    computed into a new array (compute()), then cast into out with casting='same_kind' (np.copyto
+    writes it as NumPy's matmul would, an out whose elements share memory too)."""
+    if not np.can_cast(dt, out.dtype, "same_kind"):
+        raise _C.DtypeError(f"Cannot cast ufunc 'matmul' output from {np.dtype(dt)!r} to {out.dtype!r} with "
+                            f"casting rule 'same_kind' ({where}: the result is {np.dtype(dt)}, out is {out.dtype})")
+    if not out.flags.writeable:
+        raise _C.InvalidArgumentError(f"{where}: out is read-only")
+    r = compute()
+    d = r[0] if type(r) is tuple else r
+    if np.shape(d) != out.shape:
+        raise _C.ShapeError(f"{where}: out has shape {out.shape}, expected {np.shape(d)}")
+    np.copyto(out, d, casting="same_kind")
+    return (out, r[1]) if type(r) is tuple else out
 
 
 # Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
@@ -88,9 +144,10 @@ def refresh_copies(*arrs: Any) -> None:
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:
     """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
-    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy. GPU arrays
-    are a DeviceError here (this is the host path: a and b are host arrays); anything
-    else (lists, scalars, None) is a TypeError naming the argument."""
+    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy; lists, tuples and
+    Python numbers become arrays as np.asarray makes them. GPU arrays are a DeviceError here
+    (this is the host path: a and b are host arrays); anything else (None, str) is a TypeError
+    naming the argument."""
     if type(x) is _ndarray:
         return x
     if isinstance(x, _ndarray):
@@ -121,10 +178,11 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
     try:
         return np.asarray(memoryview(x))  # (None, numbers, str, lists and tuples have no buffer)
     except TypeError:
-        raise TypeError(
-            f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object), "
-            f"not {type(x).__name__}"
-        ) from None
+        pass
+    if isinstance(x, (list, tuple, numbers.Number)):  # NumPy's array_like: nested sequences and scalars
+        return np.asarray(x)
+    raise TypeError(f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object, "
+                    f"or a nested sequence of numbers), not {type(x).__name__}")
 
 
 def _operand(x: Any, name: str, where: str):

@@ -25,6 +25,11 @@ from ._matmul_args import (
     _operand,
     _split_inputs,
     copy_behind,
+    into_out,
+    overlaps_input,
+    promote,
+    recast_out,
+    remembered_copy,
 )
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
@@ -76,6 +81,7 @@ class Matmul:
             if fr is not None:
                 lib, a, b = fr
         self._lib = lib
+        given = (a, b, c)
         a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
             c = self._conv(c, "c", where)
@@ -86,6 +92,8 @@ class Matmul:
         self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
         ops = [a, b, c, None, None, None, None, None, None, None]
+        if lib is NUMPY:
+            promote(ops, (0, 1, 2), given)  # mixed dtypes as np.matmul: the copies follow the caller's arrays
         self._specs = _call(_MATMUL, _C.CALL_SPECS, lib.index, tuple(ops), self._opts, None, 3, where)  # checks
         self._ops = ops
 
@@ -196,7 +204,14 @@ class Matmul:
             self._alive("Matmul.execute")
             self.plan()
             run = self._run
-        return run(stream, out)
+        try:
+            return run(stream, out)
+        except (_C.DtypeError, _C.AliasError, _C.InvalidArgumentError):
+            # np.matmul's out= of another dtype (or byte order), or overlapping an input: through a temporary
+            if self._lib is not NUMPY or not (recast_out(out, self._ops[0].dtype) or (
+                    type(out) is _ndarray and out.dtype == self._ops[0].dtype and overlaps_input(out, self._ops))):
+                raise
+        return into_out("Matmul.execute()", out, self._ops[0].dtype, lambda: run(stream, None))
 
     def reset_operands(self, a: Any = None, b: Any = None, c: Any = None, bias: Any = None, *,
                        epilog_inputs: Optional[Mapping] = None) -> None:
@@ -231,7 +246,11 @@ class Matmul:
                         "without a bias (plan(bias=...) first)" if name == "bias" else
                         f"without {name!r} (plan an epilogue that takes it first)")
                 raise _C.InvalidArgumentError(f"{where}: {name} cannot be reset: the Matmul was planned {what}")
-            new[slot] = _same_layout(where, name, self._conv(value, name, where), old)
+            x = self._conv(value, name, where)
+            behind = copy_behind(old) if type(x) is _ndarray and x.dtype != old.dtype else None
+            if behind is not None and behind[1].dtype == x.dtype:  # a promoted operand: promoted again
+                x = remembered_copy(x, old.dtype)
+            new[slot] = _same_layout(where, name, x, old)
         if new:
             ops = list(ops)
             for slot, x in new.items():
@@ -299,7 +318,7 @@ def _same_layout(where: str, name: str, x, old):
         raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
     xdt, odt = _dtype_of(x), _dtype_of(old)
     if xdt != odt:
-        raise _C.InvalidArgumentError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
+        raise _C.DtypeError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
     if lib_of(x) is not lib_of(old):
         raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
                              f"{type(old).__name__} (array library and device must stay the same)")

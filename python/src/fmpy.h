@@ -198,6 +198,9 @@ void fmpy_raise_type(PyObject *exc, const char *fmt_prefix, const char *name, co
 PyObject *fmpy_take_error_text(void);
 int fmpy_make_errors(PyObject *m, fm_state *st);
 int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo, long long hi, long long *v);
+/* -1, with fmpy_int_arg's out-of-range ValueError (if that is the error) turned into the class of the
+ * core's refusals (InvalidArgumentError), so an option past its limit is one class whatever its size. */
+int fmpy_range_error_class(fm_state *st);
 int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
                       long long *v);
 int fmpy_number_arg(const char *fname, const char *name, PyObject *o, double z[2]);

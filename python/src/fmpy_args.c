@@ -176,6 +176,18 @@ int fmpy_int_arg(const char *fname, const char *name, PyObject *o, long long lo,
     return 0;
 }
 
+int fmpy_range_error_class(fm_state *st)
+{
+    PyObject *cls = fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT);
+    if (PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(cls)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_SetObject(cls, value);
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+    }
+    return -1;
+}
+
 /* The same for an argument that must be given: None is refused like any other non-int. */
 int fmpy_int_required(const char *fname, const char *name, PyObject *o, long long lo, long long hi,
                       long long *v)

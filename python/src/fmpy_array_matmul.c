@@ -31,15 +31,8 @@ int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *ep
         return 0;
     }
     long long v = 0;
-    if (fmpy_int_arg(fname, "epilogue", o, 0, (long long)UINT32_MAX, &v) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_ValueError)) { /* out of range: the class of the core's refusals */
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_SetObject(fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT), value);
-            Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
-        }
-        return -1;
-    }
+    if (fmpy_int_arg(fname, "epilogue", o, 0, (long long)UINT32_MAX, &v) < 0)
+        return fmpy_range_error_class(st);
     *epi = (unsigned)v;
     return 0;
 }
@@ -57,11 +50,11 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
                                          "compute"};
     int32_t *fields[] = {&o->execution, &o->device_id, &o->num_threads, &o->panel_rows, &o->cpu_strategy, &o->compute};
     const long long los[] = {0, 0, 0, 0, FM_CPU_STRATEGY_AUTO, 0};
-    const long long his[] = {2, INT32_MAX, INT32_MAX, INT32_MAX, FM_CPU_STRATEGY_KERNEL, 1};
+    const long long his[] = {2, INT32_MAX, FM_MAX_THREADS, INT32_MAX, FM_CPU_STRATEGY_KERNEL, 1};
     for (int i = 0; i < 6; i++) {
         long long v = *fields[i];
         if (fmpy_int_arg(fname, names[i], a[3 + i], los[i], his[i], &v) < 0)
-            return -1;
+            return fmpy_range_error_class(c->st);
         *fields[i] = (int32_t)v;
     }
     PyObject *seq = a[9];
@@ -215,10 +208,10 @@ const fmpy_opdef fmpy_matmul_def = {
     .op = FM_OP_MATMUL,
     .fname = "matmul",
     .nopts = 10,
-    .out_dtype_status = FM_ERR_INVALID_ARGUMENT,
+    .out_dtype_status = FM_ERR_DTYPE, /* NumPy: TypeError; fft's too */
     .out_dtype_hint = " (the dtype of a and b)",
-    .dtype_hint = "a and b must be float32, float64, complex64 or complex128 (float16, bfloat16 where a GPU backend "
-                  "is available)",
+    .dtype_hint = "a and b must be float32, float64, complex64, complex128, an integer dtype or bool (float16, "
+                  "bfloat16 where a GPU backend is available)",
     .fill = mm_fill,
     .argname = mm_argname,
     .writable = mm_writable,

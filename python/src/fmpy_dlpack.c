@@ -22,6 +22,7 @@ static const struct {
     {FM_F16, DL_FLOAT, 16},   {FM_BF16, DL_BFLOAT, 16}, {FM_F32, DL_FLOAT, 32},  {FM_F64, DL_FLOAT, 64},
     {FM_C32, DL_COMPLEX, 32}, {FM_C64, DL_COMPLEX, 64}, {FM_C128, DL_COMPLEX, 128}, {FM_I8, DL_INT, 8},
     {FM_U8, DL_UINT, 8},      {FM_I32, DL_INT, 32},     {FM_I64, DL_INT, 64},    {FM_U32, DL_UINT, 32},
+    {FM_I16, DL_INT, 16},     {FM_U16, DL_UINT, 16},    {FM_U64, DL_UINT, 64},   {FM_BOOL, DL_BOOL, 8},
 };
 #define N_DL_DTYPES (sizeof DL_DTYPES / sizeof DL_DTYPES[0])
 

@@ -54,7 +54,7 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
     }
     static const char *const names[] = {"norm", "effort", "execution", "device_id", "num_threads"};
     int32_t *fields[] = {&opt->norm, &opt->effort, &opt->execution, &opt->device_id, &opt->num_threads};
-    const long long his[] = {2, 2, 2, INT32_MAX, INT32_MAX};
+    const long long his[] = {2, 2, 2, INT32_MAX, FM_MAX_THREADS};
     for (int i = 0; i < 5; i++) {
         v = *fields[i];
         if (fmpy_int_arg(fname, names[i], o[3 + i], 0, his[i], &v) < 0)
@@ -103,7 +103,9 @@ static int fft_fill(fmpy_call *c, PyObject *const *o)
 {
     fm_fft_options *opt = &c->o.fft;
     long long gp = FM_FFT_PROLOG_AUTO, last_n = 0;
-    if (fft_fill_options(c->prefix, o, opt) < 0 || fmpy_int_arg(c->prefix, "gpu_prolog", o[FFT_NOPTS], 0, 3, &gp) < 0 ||
+    if (fft_fill_options(c->prefix, o, opt) < 0) /* a range error: the class of the core's (num_threads) */
+        return fmpy_range_error_class(c->st);
+    if (fmpy_int_arg(c->prefix, "gpu_prolog", o[FFT_NOPTS], 0, 3, &gp) < 0 ||
         fmpy_int_arg(c->prefix, "n", o[FFT_NOPTS + 1], 0, INT32_MAX, &last_n) < 0)
         return -1;
     opt->gpu_prolog = (int32_t)gp;

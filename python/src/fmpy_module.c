@@ -85,6 +85,8 @@ static PyObject *mod_backends(PyObject *module, PyObject *unused)
     return list;
 }
 
+static PyObject *mod_blas_info(PyObject *module, PyObject *unused) { return PyUnicode_FromString(fm_blas_info()); }
+
 static PyObject *mod_cuda_device_count(PyObject *module, PyObject *unused)
 {
     int n;
@@ -180,6 +182,9 @@ static PyMethodDef module_methods[] = {
     {"get_num_threads", mod_get_num_threads, METH_NOARGS, "get_num_threads()\n--\n\nCPU threads of the library."},
     {"backends", mod_backends, METH_NOARGS,
      "backends()\n--\n\nList of (name, device, available, why) for the registered backends."},
+    {"blas_info", mod_blas_info, METH_NOARGS,
+     "blas_info()\n--\n\nWhich OpenBLAS the CPU backends call (version, core, why): the linked one, or where it "
+     "runs generic kernels on this CPU the scipy-openblas32 wheel's (or FUSEMATH_BLAS's)."},
     {"cuda_device_count", mod_cuda_device_count, METH_NOARGS,
      "cuda_device_count()\n--\n\nNumber of usable CUDA devices (0 without CUDA)."},
     {"clear_cache", mod_clear_cache, METH_NOARGS, "clear_cache()\n--\n\nDrop the context's cached plans."},
@@ -228,6 +233,24 @@ static int add_op_constants(PyObject *m)
     return 0;
 }
 
+/* The scipy-openblas32 wheel's OpenBLAS, when installed, is offered to the core (fm_blas_offer),
+ * which uses it only where the linked OpenBLAS does not know this CPU; its absence is no error. */
+static void offer_wheel_blas(void)
+{
+    PyObject *mod = PyImport_ImportModule("scipy_openblas32");
+    PyObject *dir = mod ? PyObject_CallMethod(mod, "get_lib_dir", NULL) : NULL;
+    PyObject *name = dir ? PyObject_CallMethod(mod, "get_library", NULL) : NULL;
+    PyObject *path = name ? PyUnicode_FromFormat("%S/lib%S.so", dir, name) : NULL;
+    const char *p = path ? PyUnicode_AsUTF8AndSize(path, NULL) : NULL;
+    if (p && fm_blas_offer(p) != FM_OK)
+        fm_clear_error();
+    PyErr_Clear();
+    Py_XDECREF(path);
+    Py_XDECREF(name);
+    Py_XDECREF(dir);
+    Py_XDECREF(mod);
+}
+
 static int module_exec(PyObject *m)
 {
     fm_state *st = fmpy_module_state(m);
@@ -245,6 +268,7 @@ static int module_exec(PyObject *m)
     if (!st->empty_tuple || !st->kw_max_version || !st->kw_cuda_v1 || !st->kw_cuda_legacy)
         return -1;
 
+    offer_wheel_blas();
     fm_context *ctx = NULL;
     fm_status s = fm_context_create(&ctx);
     if (s != FM_OK) {

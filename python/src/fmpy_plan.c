@@ -382,9 +382,9 @@ static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out
     }
     const char *fmt = v.format ? v.format : "B", *where = r->prefix;
     const char *f = fmt[0] && strchr("@=<", fmt[0]) ? fmt + 1 : fmt; /* little-endian hosts only */
-    /* numeric element codes NumPy writes: reals, and complex as "Z" + the component's */
+    /* element codes NumPy writes: reals, integers, bool, and complex as "Z" + the component's */
     const int complex_ = f[0] == 'Z' && f[1] && strchr("efdg", f[1]) && !f[2];
-    const int numeric = complex_ || (f[0] && strchr("efdgbBhHiIlLqQ", f[0]) && !f[1]);
+    const int numeric = complex_ || (f[0] && strchr("efdgbBhHiIlLqQ?", f[0]) && !f[1]);
     const Py_ssize_t align = complex_ ? v.itemsize / 2 : v.itemsize;
     PyObject *cls = fmpy_error_class(st, FM_ERR_INVALID_ARGUMENT);
     int rc = -1;
@@ -393,7 +393,7 @@ static int numpy_out_precheck(fm_state *st, const RunnerObject *r, PyObject *out
     else if (fmt[0] == '>' || fmt[0] == '!')
         PyErr_Format(cls, "%sout is in big-endian byte order; the result is written in the machine's (pass a "
                           "native array)", where);
-    else if (f[0] == '?' || (!numeric && f[0]))
+    else if (!numeric && f[0])
         PyErr_Format(cls, "%sout has element format '%s', expected %s", where, fmt,
                      fm_dtype_name(r->outs[0].dtype));
     else if (numeric && align > 0 && (uintptr_t)v.buf % (uintptr_t)align != 0)

@@ -47,12 +47,16 @@ static int foreign_order(char order, Py_ssize_t n)
     return n > 1 && ((order == '<' && !little) || ((order == '>' || order == '!') && little));
 }
 
-/* A dtype from its kind ('f' float, 'c' complex, 'i' / 'u' signed / unsigned integer) and its
+/* A dtype from its kind ('f' float, 'c' complex, 'i' / 'u' signed / unsigned integer, 'b' bool) and its
  * size in bytes; FM_DTYPE_INVALID where fusemath has none. */
 static fm_dtype kind_dtype(char kind, Py_ssize_t bytes)
 {
-    const int code = kind == 'f' ? DL_FLOAT : kind == 'c' ? DL_COMPLEX : kind == 'i' ? DL_INT : DL_UINT;
-    return kind && strchr("fciu", kind) && bytes > 0 && bytes <= 16 ? fmpy_dl_dtype(code, (int)bytes * 8)
+    const int code = kind == 'f'   ? DL_FLOAT
+                     : kind == 'c' ? DL_COMPLEX
+                     : kind == 'i' ? DL_INT
+                     : kind == 'b' ? DL_BOOL
+                                   : DL_UINT;
+    return kind && strchr("fciub", kind) && bytes > 0 && bytes <= 16 ? fmpy_dl_dtype(code, (int)bytes * 8)
                                                                      : FM_DTYPE_INVALID;
 }
 
@@ -75,11 +79,12 @@ static fm_dtype format_dtype(const char *fmt, Py_ssize_t itemsize)
     case 'd': t = cplx ? FM_C128 : FM_F64; break;
     case 'g': t = cplx ? FM_CLD : FM_LD; break; /* long double (NumPy's longdouble / clongdouble) */
     case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
-        t = itemsize == 1 ? FM_I8 : itemsize == 4 ? FM_I32 : itemsize == 8 ? FM_I64 : FM_DTYPE_INVALID;
+        t = itemsize == 1 ? FM_I8 : itemsize == 2 ? FM_I16 : itemsize == 4 ? FM_I32 : FM_I64;
         break;
     case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
-        t = itemsize == 1 ? FM_U8 : itemsize == 4 ? FM_U32 : FM_DTYPE_INVALID;
+        t = itemsize == 1 ? FM_U8 : itemsize == 2 ? FM_U16 : itemsize == 4 ? FM_U32 : FM_U64;
         break;
+    case '?': t = FM_BOOL; break;
     default: return FM_DTYPE_INVALID;
     }
     return t != FM_DTYPE_INVALID && (Py_ssize_t)fm_dtype_size(t) == itemsize ? t : FM_DTYPE_INVALID;

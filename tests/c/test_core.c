@@ -285,9 +285,16 @@ static void test_context_lifecycle(void)
     CHECK(1); /* reached: neither crashed */
     CHECK_STATUS(fm_context_create(NULL), FM_ERR_INVALID_ARGUMENT);
 
+    /* the BLAS is chosen at the first context: offers are checked, and refused once it is chosen */
+    CHECK_STATUS(fm_blas_offer(NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_blas_offer(""), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("empty");
     fm_context *ctx = NULL;
     CHECK_OK(fm_context_create(&ctx));
     CHECK(ctx != NULL);
+    CHECK(strncmp(fm_blas_info(), "OpenBLAS ", 9) == 0 && strstr(fm_blas_info(), ", core ") != NULL);
+    CHECK_STATUS(fm_blas_offer("/some/libopenblas.so"), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("before the first context");
     CHECK(fm_context_cache_size(ctx) == 0);
     fm_context_clear_cache(ctx);
     CHECK(fm_context_cache_size(ctx) == 0);

@@ -197,8 +197,12 @@ static void test_create_and_run(void)
     CHECK_STATUS(fm_plan_execute_args(p1, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("args.info");
     fm_exec_args_init(&args);
-    args.reserved[2] = 1;
+    args.reserved[1] = 1;
     CHECK_STATUS(fm_plan_execute_args(p1, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
+    fm_exec_args_init(&args);
+    args.flags = 2; /* no such FM_EXEC_* bit */
+    CHECK_STATUS(fm_plan_execute_args(p1, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("args.flags = 2");
     fm_plan_release(p1);
     fm_plan_release(p2);
     /* the generic entries' own arguments */
@@ -255,6 +259,74 @@ static void test_fft_autotune_keeps_wisdom(void)
     free(y);
 }
 
+/* d = a @ b (4 x 4 f64) with d at `dp` (row stride drs) while a is at ap and b at bp (row strides 4
+ * and brs), through FM_EXEC_OVERLAP_COPY; compared with the product of copies made before. */
+static void overlap_case(const char *label, double *ap, double *bp, int64_t brs, double *dp, int64_t drs,
+                         int overlaps)
+{
+    double a0[16], b0[16], want[16];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            a0[i * 4 + j] = ap[i * 4 + j], b0[i * 4 + j] = bp[i * brs + j];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            want[i * 4 + j] = 0;
+            for (int k = 0; k < 4; k++)
+                want[i * 4 + j] += a0[i * 4 + k] * b0[k * 4 + j];
+        }
+    const int64_t s44[2] = {4, 4}, st_a[2] = {4, 1}, st_b[2] = {brs, 1}, st_d[2] = {drs, 1};
+    fm_tensor A, B, D;
+    fm_tensor_init(&A, ap, fm_test_cpu, FM_F64, 2, s44, st_a);
+    fm_tensor_init(&B, bp, fm_test_cpu, FM_F64, 2, s44, st_b);
+    fm_tensor_init(&D, dp, fm_test_cpu, FM_F64, 2, s44, st_d);
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_matmul_plan(g_ctx, &A, &B, NULL, NULL, &D, NULL, NULL, &plan));
+    if (!plan)
+        return;
+    void *ptrs[FM_MATMUL_NSLOTS] = {ap, bp, NULL, NULL, dp};
+    fm_exec_args args;
+    fm_exec_args_init(&args);
+    if (overlaps) { /* refused without the flag, naming the slots */
+        CHECK_STATUS(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL), FM_ERR_ALIAS);
+        CHECK_ERROR_MENTIONS("output d overlaps input");
+    }
+    args.flags = FM_EXEC_OVERLAP_COPY;
+    CHECK_OK(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL));
+    CHECK(fm_last_error()[0] == '\0');
+    int bad = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            bad += fabs(dp[i * drs + j] - want[i * 4 + j]) > 1e-12;
+    CHECK_MSG(bad == 0, "%s: %d elements differ", label, bad);
+    fm_plan_release(plan);
+}
+
+static void test_overlap_copy(void)
+{
+    double x[64], y[64], z[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = 1 + i % 5, y[i] = 2 - i % 3, z[i] = -7.0;
+    overlap_case("d = a", x, y, 4, x, 4, 1);
+    for (int i = 0; i < 64; i++)
+        x[i] = 1 + i % 5;
+    overlap_case("d = b", y, x, 4, x, 4, 1);
+    for (int i = 0; i < 64; i++)
+        x[i] = 1 + i % 7;
+    overlap_case("d shifted over b", y, x, 4, x + 6, 4, 1);
+    /* b in columns 0..3 and d in columns 4..7 of one 4 x 8 block: the byte spans overlap, the
+     * elements do not; the copy out writes d's elements only (b stays as it was) */
+    for (int i = 0; i < 32; i++)
+        z[i] = (i % 8) < 4 ? 1 + i % 3 : -7.0;
+    double b_before[32];
+    memcpy(b_before, z, sizeof b_before);
+    overlap_case("d interleaved with b", y, z, 8, z + 4, 8, 1);
+    int same = 1;
+    for (int i = 0; i < 32; i++)
+        same &= (i % 8) >= 4 || z[i] == b_before[i];
+    CHECK_MSG(same, "b, between d's rows, was written");
+    overlap_case("no overlap: the flag changes nothing", x, y, 4, z + 32, 4, 0);
+}
+
 int main(void)
 {
     if (fm_context_create(&g_ctx) != FM_OK) {
@@ -266,6 +338,7 @@ int main(void)
     RUN_TEST(test_fft_output_specs);
     RUN_TEST(test_create_and_run);
     RUN_TEST(test_fft_autotune_keeps_wisdom);
+    RUN_TEST(test_overlap_copy);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }

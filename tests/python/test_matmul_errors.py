@@ -54,18 +54,10 @@ def test_shape_mismatch():
         fusemath.matmul(f32(3, 5), f32(4))
 
 
-def test_mixed_dtypes():
-    with raises(TypeError, "a has dtype float32", "b has dtype float64"):
-        fusemath.matmul(f32(3, 4), np.ones((4, 5)))
-    with raises(fusemath.DtypeError, "c has dtype complex64"):
-        fusemath.matmul(f32(3, 4), f32(4, 5), np.ones((3, 5), np.complex64))
-
-
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.bool_, np.int8])
-def test_integer_and_bool_dtypes(dtype):
-    a = np.ones((3, 4), dtype)
-    with raises(TypeError, "a and b", np.dtype(dtype).name, "not supported"):
-        fusemath.matmul(a, np.ones((4, 5), dtype))
+def test_dtypes_without_a_product():
+    # (mixed dtypes promote as NumPy's: test_matmul_numpy.py; integers and bool compute exactly)
+    with raises(TypeError, "a "):
+        fusemath.matmul(np.array([["x"]]), f32(1, 1))
 
 
 def test_float16_on_cpu_not_supported():
@@ -81,8 +73,8 @@ def test_bias_wrong_length_and_dtype():
         fusemath.matmul(f32(3, 4), f32(4, 5), bias=f32(4))
     with raises(fusemath.ShapeError, "bias"):
         fusemath.matmul(f32(3, 4), f32(4, 5), bias=np.float32(1.0))
-    with raises(TypeError, "bias has dtype float64"):
-        fusemath.matmul(f32(3, 4), f32(4, 5), bias=np.ones(5))
+    with raises(TypeError, "relu_aux has dtype float32", "uint8"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), epilogue="drelu", epilog_inputs={"relu_aux": f32(3, 1)})
     with raises(ValueError, "bias"):  # batch dims of bias that do not broadcast
         fusemath.matmul(f32(2, 3, 4), f32(4, 5), bias=f32(3, 5))
 
@@ -106,27 +98,20 @@ def test_bias_epilogue_without_bias(epilogue):
         fusemath.matmul(f32(3, 4), f32(4, 5), epilogue=epilogue)
 
 
-def test_out_aliasing_input():
+def test_out_aliasing_an_output():
+    # (out aliasing an input computes through a temporary as NumPy: test_matmul_numpy.py); an out
+    # overlapping itself stays refused where the library writes it (an out of another dtype is
+    # written by np.copyto, as NumPy writes it)
     x = np.ones((4, 4), np.float32)
-    y = np.ones((4, 4), np.float32)
-    with raises(fusemath.AliasError, "out", "overlaps"):
-        fusemath.matmul(x, y, out=x)
-    with raises(ValueError, "out", "overlaps"):
-        fusemath.matmul(x, y, out=y[::-1])
-    big = np.ones((8, 4), np.float32)
-    with raises(ValueError, "out", "overlaps"):
-        fusemath.matmul(big[:4], y, out=big[2:6])
-    # c as out is allowed only in the identical layout
-    c = np.ones((4, 4), np.float32)
-    with raises(ValueError, "overlaps"):
-        fusemath.matmul(x, y, c, out=c.T)
+    with raises(fusemath.AliasError, "out", "overlaps itself"):
+        fusemath.matmul(x, x, out=np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (4, 4), (0, 4)))
 
 
 def test_out_wrong_shape_dtype_readonly():
     with raises(fusemath.ShapeError, "out has shape (3, 4)", "(3, 5)"):
         fusemath.matmul(f32(3, 4), f32(4, 5), out=f32(3, 4))
-    with raises(ValueError, "out has dtype float64"):
-        fusemath.matmul(f32(3, 4), f32(4, 5), out=np.ones((3, 5)))
+    with raises(fusemath.DtypeError, "Cannot cast ufunc 'matmul' output", "dtype('int32')"):
+        fusemath.matmul(f32(3, 4), f32(4, 5), out=np.ones((3, 5), np.int32))
     ro = f32(3, 5)
     ro.flags.writeable = False
     # the one-C-call path (2-D NumPy operands) and the general one (options=) say the same
@@ -137,7 +122,7 @@ def test_out_wrong_shape_dtype_readonly():
             fusemath.matmul(f32(3, 4), f32(4, 5), out=np.broadcast_to(f32(1, 5), (3, 5)), **kw)
 
 
-@pytest.mark.parametrize("bad", [[[1.0, 2.0]], "abc", 3, 2.5, None, {"a": 1}, object()])
+@pytest.mark.parametrize("bad", ["abc", None, {"a": 1}, object()])  # (lists and numbers: as NumPy)
 def test_non_array_arguments(bad):
     with raises(TypeError, "a "):
         fusemath.matmul(bad, f32(2, 2))
@@ -253,7 +238,7 @@ def test_thread_counts_are_bounded(rng):
     import os
 
     a = rng.standard_normal((256, 256)).astype(np.float32)
-    with pytest.raises(ValueError, match="num_threads = 100000"):
+    with pytest.raises(ValueError, match=r"num_threads.*4096"):
         fusemath.matmul(a, a, options={"num_threads": 100000})
     cap = max(4 * os.cpu_count(), 16)
     old = fusemath.get_num_threads()
@@ -352,13 +337,14 @@ def test_argument_wording_found_by_fuzzing(tmp_path):
         fusemath.wisdom.save(str(tmp_path / "a\0b"))
 
 
-def test_big_endian_inputs_compute_and_outputs_are_refused():
+def test_big_endian_inputs_and_outputs_compute():
     a = np.arange(16, dtype=">f8").reshape(4, 4)
     b = np.ones((4, 4))
     np.testing.assert_array_equal(fusemath.matmul(a, b), a.astype(np.float64) @ b)
     np.testing.assert_array_equal(fusemath.matmul(b, a), b @ a.astype(np.float64))
-    with pytest.raises(ValueError, match="out has dtype >f8"):
-        fusemath.matmul(b, b, out=np.zeros((4, 4), ">f8"))
+    out = np.zeros((4, 4), ">f8")  # NumPy writes a big-endian out too: through a temporary
+    assert fusemath.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, np.matmul(a, b))
 
 
 def test_broken_protocol_objects_are_named():

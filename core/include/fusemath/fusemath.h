@@ -61,6 +61,9 @@ FM_API const char *fm_version_string(void);
     X(FM_ERR_LINALG, 13, "linear algebra error (singular or not positive definite)")    \
     X(FM_ERR_INTERNAL, 14, "internal error")
 
+/* The most CPU threads a context setting or a plan may ask for (num_threads, fm_set_num_threads). */
+#define FM_MAX_THREADS 4096
+
 typedef enum fm_status {
 #define FM_X_ENUM(name, value, message) name = value,
     FM_STATUS_TABLE(FM_X_ENUM)
@@ -197,6 +200,18 @@ FM_API int fm_context_backend_count(const fm_context *ctx);
 FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const char **name,
                                          fm_device_type *device, int *available, const char **why);
 
+/*! fm_blas_offer() : offer an OpenBLAS library (LP64; symbols plain or with scipy-openblas's
+ *  "scipy_" prefix) for the CPU backends to use instead of the linked OpenBLAS when that one
+ *  does not know this CPU and runs generic kernels (openblas_get_corename() "Prescott" and the
+ *  like on an AVX2 / AVX-512 machine). The choice is made once per process, at the first
+ *  context; call this before it (the Python front offers the scipy-openblas32 wheel's library
+ *  when installed). FUSEMATH_BLAS overrides: "system" keeps the linked library, a path uses that
+ *  library (context creation fails when it cannot be loaded), "auto" or unset is this rule.
+ *  fm_blas_info() : @return which OpenBLAS was chosen and why ("" before the first context);
+ *  CPU BLAS plans' describe() ends with " blas=<version>/<core>". */
+FM_API fm_status fm_blas_offer(const char *library_path);
+FM_API const char *fm_blas_info(void);
+
 /*! fm_cuda_device_count() : @return the number of usable CUDA devices, 0 when the
  *  build has no CUDA or no GPU/driver is present (never an error, never noise). */
 FM_API int fm_cuda_device_count(void);
@@ -265,8 +280,15 @@ typedef struct fm_exec_args {
     double reals[FM_EXEC_MAX_SCALARS];     /* per-call real scalars */
     int64_t *info;                         /* per-call information out (NULL: not wanted) */
     int32_t ninfo;                         /* entries info has room for */
-    int32_t reserved[3];                   /* zero */
+    int32_t flags;                         /* FM_EXEC_* bits (0: none) */
+    int32_t reserved[2];                   /* zero */
 } fm_exec_args;
+
+/* fm_exec_args.flags: an output overlapping an input (FM_ERR_ALIAS without it, naming both slots) is
+ * computed into a temporary and copied out element by element, as NumPy's out= does; host outputs
+ * only (FM_ERR_NOT_SUPPORTED on a GPU). Costs an output-sized allocation and copy, only when they
+ * overlap. */
+#define FM_EXEC_OVERLAP_COPY 1
 
 /*! fm_exec_args_init() : zero everything. */
 FM_API void fm_exec_args_init(fm_exec_args *a);

@@ -1,0 +1,167 @@
+/* blas_provider.c : which OpenBLAS the CPU backends call (chosen once per process).
+ *
+ * libfusemath links the system OpenBLAS. An OpenBLAS older than the CPU does not know its core
+ * and runs its generic kernels (Debian 12's 0.3.21 says "Prescott" on recent Xeons: 3x slower at
+ * f32 1024^3 than the same machine's recognised core). So, unless FUSEMATH_BLAS says otherwise,
+ * a linked OpenBLAS on a generic core is replaced by an offered one (fm_blas_offer: the Python
+ * front offers the scipy-openblas32 wheel's library when installed) or FUSEMATH_BLAS's path, loaded
+ * RTLD_LOCAL: a private instance whose thread count is fusemath's alone (NumPy's own OpenBLAS is
+ * never used: its thread count is the user's, and openblas_set_num_threads_local changed the
+ * global count as well when measured). Symbols may carry scipy-openblas's "scipy_" prefix; ILP64
+ * builds (NumPy's "64_" suffix) are not taken. */
+#define _GNU_SOURCE
+#include "blas_provider.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+char *openblas_get_config(void);   /* OpenBLAS's own; reference CBLAS headers lack them */
+char *openblas_get_corename(void);
+void openblas_set_num_threads(int num_threads);
+
+fm_blas fm_blas_lib = {
+    .sgemm = cblas_sgemm, .dgemm = cblas_dgemm, .cgemm = cblas_cgemm, .zgemm = cblas_zgemm,
+    .set_num_threads = openblas_set_num_threads, .get_config = openblas_get_config,
+};
+
+static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
+static int selected;          /* fm_blas_lib is final */
+static char offered[1024];    /* fm_blas_offer's path */
+static char select_error[1400];
+
+/* Cores OpenBLAS falls back to when it does not know the CPU (all pre-AVX2). */
+static int generic_core(const char *core)
+{
+    static const char *const names[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                                        "Katmai", "Coppermine", "Northwood", "Banias", "Unknown"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (core && strcmp(core, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* prefix+name defined in h's own file: dlsym also searches h's dependencies, and a library
+ * that merely links the system OpenBLAS would hand back the linked one's functions. */
+static void *sym(void *h, const char *prefix, const char *name)
+{
+    char full[96];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    void *f = dlsym(h, full);
+    Dl_info where;
+    struct link_map *own = NULL;
+    if (!f || !dladdr(f, &where) || dlinfo(h, RTLD_DI_LINKMAP, &own) != 0 || !own || !where.dli_fname ||
+        strcmp(where.dli_fname, own->l_name) != 0)
+        return NULL;
+    return f;
+}
+
+/* Load an OpenBLAS at path into a candidate table; 0, or -1 with the reason in why. */
+static int load(const char *path, fm_blas *c, char *why, size_t n)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, n, "%s", dlerror());
+        return -1;
+    }
+    static const char *const prefixes[] = {"", "scipy_"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = prefixes[i];
+        fm_blas t = {.sgemm = sym(h, p, "cblas_sgemm"), .dgemm = sym(h, p, "cblas_dgemm"),
+                     .cgemm = sym(h, p, "cblas_cgemm"), .zgemm = sym(h, p, "cblas_zgemm"),
+                     .set_num_threads = sym(h, p, "openblas_set_num_threads"),
+                     .get_config = sym(h, p, "openblas_get_config")};
+        char *(*corename)(void) = sym(h, p, "openblas_get_corename");
+        if (t.sgemm && t.dgemm && t.cgemm && t.zgemm && t.set_num_threads && t.get_config && corename) {
+            snprintf(t.core, sizeof t.core, "%s", corename());
+            snprintf(t.path, sizeof t.path, "%s", path);
+            *c = t;
+            return 0; /* (h stays open: the process keeps using it) */
+        }
+    }
+    dlclose(h);
+    snprintf(why, n, "no OpenBLAS cblas_?gemm / openblas_get_corename symbols (plain or scipy_-prefixed; "
+                     "an LP64 OpenBLAS is expected)");
+    return -1;
+}
+
+static void describe_lib(fm_blas *b, const char *how)
+{
+    const char *config = b->get_config();
+    char version[32] = "";
+    if (config && sscanf(config, "OpenBLAS %31s", version) != 1)
+        version[0] = '\0';
+    snprintf(b->what, sizeof b->what, "OpenBLAS %s, core %s, %s", version[0] ? version : "(unknown version)",
+             b->core, how);
+    snprintf(b->tag, sizeof b->tag, "%.20s/%.30s", version[0] ? version : "unknown", b->core);
+}
+
+/* The choice for FUSEMATH_BLAS = setting; the caller holds select_lock. */
+static fm_status select_once(const char *setting)
+{
+    snprintf(fm_blas_lib.core, sizeof fm_blas_lib.core, "%s", openblas_get_corename());
+    const int forced_system = strcmp(setting, "system") == 0;
+    const int auto_mode = !setting[0] || strcmp(setting, "auto") == 0;
+    fm_blas cand;
+    char why[512] = "";
+    if (!auto_mode && !forced_system) { /* a path: it is used, or context creation fails */
+        if (load(setting, &cand, why, sizeof why) != 0) {
+            snprintf(select_error, sizeof select_error, "FUSEMATH_BLAS = '%.900s' cannot be used: %s; expected "
+                     "the path of an OpenBLAS library, 'system' or 'auto' (or unset)", setting, why);
+            return FM_ERR_INVALID_ARGUMENT;
+        }
+        fm_blas_lib = cand;
+        describe_lib(&fm_blas_lib, "FUSEMATH_BLAS");
+        return FM_OK;
+    }
+    const int generic = generic_core(fm_blas_lib.core) && __builtin_cpu_supports("avx2");
+    if (auto_mode && generic && offered[0] && load(offered, &cand, why, sizeof why) == 0 && !generic_core(cand.core)) {
+        fm_blas_lib = cand;
+        describe_lib(&fm_blas_lib, "offered (the linked OpenBLAS runs generic kernels on this CPU)");
+        return FM_OK;
+    }
+    describe_lib(&fm_blas_lib, generic ? "linked (generic kernels on this CPU: set FUSEMATH_BLAS to a newer "
+                                         "OpenBLAS, or pip install scipy-openblas32)"
+                                       : "linked");
+    return FM_OK;
+}
+
+fm_status fm_blas_select(const char *setting)
+{
+    pthread_mutex_lock(&select_lock);
+    fm_status s = FM_OK;
+    if (!selected) {
+        s = select_once(setting ? setting : "");
+        if (s == FM_OK) {
+            fm_blas_lib.set_num_threads(1); /* the library's own threads run single-threaded GEMMs */
+            selected = 1;
+        }
+    }
+    pthread_mutex_unlock(&select_lock);
+    return s == FM_OK ? FM_OK : fm_fail(s, "%s", select_error);
+}
+
+fm_status fm_blas_offer(const char *path)
+{
+    if (!path || !path[0] || strlen(path) >= sizeof offered)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_blas_offer: path is %s; expected a library path shorter than "
+                       "%zu bytes", !path ? "NULL" : !path[0] ? "empty" : "too long", sizeof offered);
+    pthread_mutex_lock(&select_lock);
+    const int late = selected;
+    if (!late)
+        snprintf(offered, sizeof offered, "%s", path);
+    pthread_mutex_unlock(&select_lock);
+    return late ? fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_blas_offer: the BLAS was chosen already (%s); offer it "
+                          "before the first context is created", fm_blas_lib.what)
+                : FM_OK;
+}
+
+const char *fm_blas_info(void)
+{
+    pthread_mutex_lock(&select_lock);
+    const char *what = selected ? fm_blas_lib.what : "";
+    pthread_mutex_unlock(&select_lock);
+    return what;
+}

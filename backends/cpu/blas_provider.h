@@ -1,0 +1,33 @@
+/* blas_provider.h : the OpenBLAS the CPU backends call, chosen once per process (blas_provider.c). */
+#ifndef FM_BLAS_PROVIDER_H
+#define FM_BLAS_PROVIDER_H
+
+#include <cblas.h>
+
+#include "internal.h"
+
+typedef struct fm_blas {
+    void (*sgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
+                  const float *, blasint, const float *, blasint, float, float *, blasint);
+    void (*dgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, double,
+                  const double *, blasint, const double *, blasint, double, double *, blasint);
+    void (*cgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint,
+                  const void *, const void *, blasint, const void *, blasint, const void *, void *, blasint);
+    void (*zgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint,
+                  const void *, const void *, blasint, const void *, blasint, const void *, void *, blasint);
+    void (*set_num_threads)(int);
+    char *(*get_config)(void);
+    char core[32];    /* openblas_get_corename() */
+    char path[1024];  /* "" for the linked library */
+    char what[256];   /* version, core, why this one (fm_blas_info) */
+    char tag[64];     /* describe()'s "blas=" value: version/core */
+} fm_blas;
+
+/* The chosen library (valid after fm_blas_select; the linked one before). */
+extern fm_blas fm_blas_lib;
+
+/* Choose once per process for FUSEMATH_BLAS = setting ("" / "auto", "system" or a path); later calls
+ * return at once. FM_ERR_INVALID_ARGUMENT when a path cannot be used (context creation fails). */
+fm_status fm_blas_select(const char *setting);
+
+#endif
