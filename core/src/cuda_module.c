@@ -25,6 +25,13 @@ static atomic_int decided;            /* 1 once `loaded` and `absent_why` are fi
 static const fm_cuda_module *loaded;  /* written before `decided` (release), read after it (acquire) */
 static char absent_why[FM_WHY_LEN];
 
+#ifndef FM_WITH_CUDA_MODULE
+static const fm_cuda_module *load(const fm_settings *s, char *why, size_t n)
+{
+    snprintf(why, n, "built without CUDA (FUSEMATH_WITH_CUDA=OFF or no CUDA toolkit at build time)");
+    return NULL;
+}
+#else
 /* Whether the NVIDIA driver sees a device; loads libcuda.so.1 only (kept: the runtime maps it anyway,
  * and a library whose cuInit ran is not safe to unload). */
 static int driver_sees_device(char *why, size_t n)
@@ -68,11 +75,6 @@ static const fm_cuda_module *checked(const fm_cuda_module *m, const char *path, 
 
 static const fm_cuda_module *load(const fm_settings *s, char *why, size_t n)
 {
-#ifndef FM_WITH_CUDA_MODULE
-    (void)s;
-    snprintf(why, n, "built without CUDA (FUSEMATH_WITH_CUDA=OFF or no CUDA toolkit at build time)");
-    return NULL;
-#else
     if (fm_cuda_module_entry)
         return checked(fm_cuda_module_entry(), "the linked-in module", why, n);
     if (!s->cuda_module[0] && !driver_sees_device(why, n))
@@ -90,8 +92,8 @@ static const fm_cuda_module *load(const fm_settings *s, char *why, size_t n)
     typedef const fm_cuda_module *(*entry_fn)(void);
     const entry_fn entry = (entry_fn)dlsym(lib, "fm_cuda_module_entry");
     return checked(entry ? entry() : NULL, path, why, n); /* a refused library stays mapped: never unload */
-#endif
 }
+#endif
 
 const fm_cuda_module *fm_cuda_module_get(const fm_settings *settings, const char **why)
 {
