@@ -81,6 +81,7 @@ function(fusemath_add_cuda_module)
   set_target_properties(fusemath_cuda_obj PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
   target_include_directories(fusemath_cuda_obj PUBLIC "${PROJECT_SOURCE_DIR}/core/include")
   target_link_libraries(fusemath_cuda_obj PUBLIC fusemath_deps fusemath_cuda_deps)
+  target_compile_definitions(fusemath_cuda_obj PRIVATE FM_CUDA_MODULE_BUILD=1) # FM_INTERNAL_API: imported
   fusemath_warnings(fusemath_cuda_obj)
   add_library(fusemath_cuda MODULE $<TARGET_OBJECTS:fusemath_cuda_obj>)
   target_link_libraries(fusemath_cuda PRIVATE fusemath fusemath_cuda_deps OpenMP::OpenMP_C Threads::Threads m

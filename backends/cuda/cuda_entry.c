@@ -24,4 +24,4 @@ static const fm_cuda_module cuda_module = {
     .device_count = fm_cuda_probe_device_count,
 };
 
-FM_INTERNAL_API const fm_cuda_module *fm_cuda_module_entry(void) { return &cuda_module; }
+FM_API const fm_cuda_module *fm_cuda_module_entry(void) { return &cuda_module; }

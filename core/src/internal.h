@@ -13,8 +13,13 @@
 #define FM_WHY_LEN 256 /* why a backend is unavailable (fm_context_backend_info) */
 
 /* Internal functions the CUDA module (libfusemath_cuda.so, core/src/cuda_module.c) calls: exported
- * from libfusemath.so, declared only here, never part of the public API. */
-#define FM_INTERNAL_API __attribute__((visibility("default")))
+ * from libfusemath.so (protected: calls inside it still bind locally, no PLT), declared only here, never
+ * part of the public API. The module's own objects (FM_CUDA_MODULE_BUILD) import them. */
+#ifdef FM_CUDA_MODULE_BUILD
+#define FM_INTERNAL_API
+#else
+#define FM_INTERNAL_API __attribute__((visibility("protected")))
+#endif
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
 
