@@ -124,7 +124,8 @@ const char *fm_cuda_missing_device_text(void)
         return "that device does not exist";
     pthread_mutex_lock(&load_lock); /* the same text every time: written once */
     if (!text[0])
-        snprintf(text, sizeof text, "no CUDA device is available (%s)", m ? "the CUDA runtime sees none" : why);
+        snprintf(text, sizeof text, "no CUDA device is available (%s)",
+                 m ? "the CUDA runtime sees none" : why);
     pthread_mutex_unlock(&load_lock);
     return text;
 }

@@ -319,9 +319,10 @@ typedef struct fm_cuda_module {
     const fm_device_ops *device_ops;   /* cuda memory operations */
     int (*device_count)(void);         /* usable CUDA devices (the runtime's count, probed once) */
 } fm_cuda_module;
-/* The module's one entry, fm_cuda_module_entry (backends/cuda/cuda_entry.c), returns its table. */
-/* The module, loaded once per process (thread-safe; settings: the creating context's, NULL: read
- * here), or NULL with *why (if given) saying why not: no driver, no device, a dlopen failure. */
+/* The module's one export, fm_cuda_module_entry (backends/cuda/cuda_entry.c), returns that table.
+ * fm_cuda_module_get: the module, loaded once per process (thread-safe; settings: the creating
+ * context's, NULL: read here), or NULL with *why (if given) saying why not (no driver, no device,
+ * a dlopen failure). */
 const fm_cuda_module *fm_cuda_module_get(const fm_settings *settings, const char **why);
 /* For messages about a cuda:N that is not there: "no CUDA device is available (<why>)" when there is
  * none (why: the module's absence, else the runtime's empty count), else "that device does not exist". */

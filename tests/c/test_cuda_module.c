@@ -142,7 +142,8 @@ int main(int argc, char **argv)
         CHECK_MSG(mapped("libcudart"), "%s", "the loaded module maps the CUDA runtime");
         find_row(ctx, "cublaslt", &avail, &why);
         CHECK_MSG(avail == (fm_cuda_device_count() > 0) && (avail || (why && why[0])),
-                  "cublaslt available %d (why '%s') with %d devices", avail, why ? why : "", fm_cuda_device_count());
+                  "cublaslt available %d (why '%s') with %d devices", avail, why ? why : "",
+                  fm_cuda_device_count());
     } else if (strcmp(mode, "why") == 0 && argc > 2) {
         find_row(ctx, "cuda", &avail, &why);
         CHECK_MSG(absent_row >= 0 && avail == 0 && fm_test_contains(why, argv[2]), "'cuda' row: why = '%s', "
