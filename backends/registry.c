@@ -1,5 +1,6 @@
 /* registry.c : the table of built-in backends and device memory operations.
- * Adding a backend: one new file under backends/<device>/ plus one row here. */
+ * Adding a backend: one new file under backends/<device>/ plus one row here (a CUDA one: a row in
+ * backends/cuda/cuda_entry.c, the table of the CUDA module libfusemath_cuda.so). */
 #include "internal.h"
 
 extern const fm_backend fm_backend_openblas_matmul;
@@ -10,13 +11,6 @@ extern const fm_backend fm_backend_fftw_fft;
 extern const fm_backend fm_backend_fftwl_fft;
 #endif
 extern const fm_device_ops fm_cpu_device_ops;
-#ifdef FM_HAVE_CUDA
-extern const fm_backend fm_backend_cublaslt_matmul;
-extern const fm_backend fm_backend_cufft_fft;
-extern const fm_backend fm_backend_fftkernel_fft;
-extern const fm_device_ops fm_cuda_device_ops;
-int fm_cuda_probe_device_count(void);
-#endif
 
 const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
@@ -26,27 +20,13 @@ const fm_backend *const fm_builtin_backends[] = {
 #ifdef FM_HAVE_FFTW3L
     &fm_backend_fftwl_fft, /* long double, which fftw declines */
 #endif
-#ifdef FM_HAVE_CUDA
-    &fm_backend_cublaslt_matmul,
-    &fm_backend_cufft_fft,
-    &fm_backend_fftkernel_fft,
-#endif
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);
 
-const fm_device_ops *const fm_builtin_device_ops[] = {
-#ifdef FM_HAVE_CUDA
-    &fm_cuda_device_ops, /* first: it classifies FM_DEVICE_AUTO pointers */
-#endif
-    &fm_cpu_device_ops,
-};
-const int fm_builtin_device_ops_count = (int)(sizeof fm_builtin_device_ops / sizeof fm_builtin_device_ops[0]);
-
-int fm_builtin_cuda_device_count(void)
+const fm_device_ops *fm_device_ops_at(int i)
 {
-#ifdef FM_HAVE_CUDA
-    return fm_cuda_probe_device_count();
-#else
-    return 0;
-#endif
+    const fm_cuda_module *cuda = fm_cuda_module_get(NULL, NULL); /* loaded by now: contexts exist */
+    if (cuda && i-- == 0)
+        return cuda->device_ops; /* first: it classifies FM_DEVICE_AUTO pointers */
+    return i == 0 ? &fm_cpu_device_ops : NULL;
 }

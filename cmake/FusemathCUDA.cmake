@@ -5,8 +5,11 @@
 # backends/cuda/*.c and fusion/cuda/*.c (run-time compiled epilogue kernels, NVRTC
 # cache) are plain C against the CUDA runtime/library headers, so the CUDA *language*
 # is not enabled (no nvcc needed at build time).
-# Result: FUSEMATH_HAVE_CUDA (ON/OFF), FUSEMATH_CUDA_SOURCES, and, when ON, the CUDA
-# libraries + FM_HAVE_CUDA=1 added to fusemath_deps.
+# Result: FUSEMATH_HAVE_CUDA (ON/OFF), FUSEMATH_CUDA_SOURCES, and, when ON, the INTERFACE target
+# fusemath_cuda_deps (CUDA headers, libraries, FM_HAVE_CUDA=1) and FM_WITH_CUDA_MODULE=1 on
+# fusemath_deps. Those sources become their own shared module, libfusemath_cuda.so
+# (fusemath_add_cuda_module below): libfusemath.so links no CUDA library, and core loads the
+# module at run time only where a driver sees a device (core/src/cuda_module.c).
 
 string(TOUPPER "${FUSEMATH_WITH_CUDA}" _fm_cuda_mode)
 if(NOT _fm_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
@@ -42,12 +45,14 @@ endif()
 
 if(FUSEMATH_HAVE_CUDA)
   message(STATUS "fusemath: CUDA backend ON (toolkit ${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_DIR})")
-  target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_CUDA=1)
-  target_include_directories(fusemath_deps SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(fusemath_deps INTERFACE FM_WITH_CUDA_MODULE=1)
+  add_library(fusemath_cuda_deps INTERFACE)
+  target_compile_definitions(fusemath_cuda_deps INTERFACE FM_HAVE_CUDA=1)
+  target_include_directories(fusemath_cuda_deps SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
   # Link the library *files* of whichever of these the toolkit has, not the
   # CUDA:: targets: CUDA::nvrtc drags in CUDA::cuda_driver (stubs/libcuda.so), and
   # libcuda.so.1 exists only where an NVIDIA driver is installed, so a NEEDED entry
-  # for it would keep libfusemath from loading at all on GPU-less machines (seen
+  # for it would keep the module from loading at all on GPU-less machines (seen
   # with -fsanitize, where GCC drops --as-needed). The driver API, if used, must be
   # reached at run time (cudaGetDriverEntryPoint / dlopen), never linked.
   foreach(_fm_cu cudart cublasLt cufft curand cusolver nvrtc nvJitLink)
@@ -58,7 +63,7 @@ if(FUSEMATH_HAVE_CUDA)
                    HINTS "${CUDAToolkit_LIBRARY_DIR}" NO_DEFAULT_PATH)
     endif()
     if(FUSEMATH_CUDA_${_fm_cu}_LIBRARY)
-      target_link_libraries(fusemath_deps INTERFACE "${FUSEMATH_CUDA_${_fm_cu}_LIBRARY}")
+      target_link_libraries(fusemath_cuda_deps INTERFACE "${FUSEMATH_CUDA_${_fm_cu}_LIBRARY}")
     else()
       message(STATUS "fusemath: CUDA library ${_fm_cu} not found, not linked")
     endif()
@@ -66,3 +71,23 @@ if(FUSEMATH_HAVE_CUDA)
 else()
   message(STATUS "fusemath: CUDA backend OFF (FUSEMATH_WITH_CUDA=${FUSEMATH_WITH_CUDA})")
 endif()
+
+# fusemath_add_cuda_module(): after the fusemath target exists. fusemath_cuda_obj (the objects,
+# also linked into the C tests, whose core then uses them without dlopen) and the module
+# libfusemath_cuda.so next to libfusemath.so; the module calls the internal functions that
+# libfusemath.so exports as FM_INTERNAL_API (core/src/internal.h).
+function(fusemath_add_cuda_module)
+  add_library(fusemath_cuda_obj OBJECT ${FUSEMATH_CUDA_SOURCES})
+  set_target_properties(fusemath_cuda_obj PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+  target_include_directories(fusemath_cuda_obj PUBLIC "${PROJECT_SOURCE_DIR}/core/include")
+  target_link_libraries(fusemath_cuda_obj PUBLIC fusemath_deps fusemath_cuda_deps)
+  target_compile_definitions(fusemath_cuda_obj PRIVATE FM_CUDA_MODULE_BUILD=1) # FM_INTERNAL_API: imported
+  fusemath_warnings(fusemath_cuda_obj)
+  add_library(fusemath_cuda MODULE $<TARGET_OBJECTS:fusemath_cuda_obj>)
+  target_link_libraries(fusemath_cuda PRIVATE fusemath fusemath_cuda_deps OpenMP::OpenMP_C Threads::Threads m
+                                              ${CMAKE_DL_LIBS}) # dl: NVTX (backends/cuda/cuda_nvtx.h)
+  set_target_properties(fusemath_cuda PROPERTIES INSTALL_RPATH "$ORIGIN")
+  if(NOT FUSEMATH_SANITIZE)
+    target_link_options(fusemath_cuda PRIVATE -Wl,--no-undefined)
+  endif()
+endfunction()

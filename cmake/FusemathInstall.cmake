@@ -1,5 +1,5 @@
 # FusemathInstall.cmake: `cmake --install` layout for a regular (non-wheel) build:
-#   lib/libfusemath.so*, include/fusemath/*.h,
+#   lib/libfusemath.so*, lib/libfusemath_cuda.so (CUDA builds), include/fusemath/*.h,
 #   lib/cmake/fusemath/ (find_package(fusemath) -> fusemath::fusemath),
 #   lib/pkgconfig/fusemath.pc
 include(CMakePackageConfigHelpers)
@@ -10,6 +10,9 @@ install(TARGETS fusemath EXPORT fusemathTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET fusemath_cuda) # loaded at run time from libfusemath.so's directory, never linked against
+  install(TARGETS fusemath_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # The whole public include dir, so later public headers are installed too.
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/fusemath"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

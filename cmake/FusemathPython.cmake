@@ -1,7 +1,7 @@
 # FusemathPython.cmake: wheel build under scikit-build-core (SKBUILD defined).
 # Builds python/src/fmpy_*.c as the limited-API (abi3, Python >= 3.11) extension
-# _fusemath and installs it with libfusemath.so into the wheel's fusemath/ package dir; both
-# carry RUNPATH $ORIGIN so the extension finds the library next to it.
+# _fusemath and installs it with libfusemath.so (and the CUDA module libfusemath_cuda.so) into the
+# wheel's fusemath/ package dir; all carry RUNPATH $ORIGIN so the extension finds the library next to it.
 # (The pure-Python files come from python/fusemath via wheel.packages.)
 
 # The extension's sources, one topic per file (fmpy.h lists them). Every .c file under
@@ -21,6 +21,9 @@ set(_fm_pkg_dir fusemath) # relative to the wheel's platlib (CMAKE_INSTALL_PREFI
 
 set_target_properties(fusemath PROPERTIES INSTALL_RPATH "$ORIGIN")
 install(TARGETS fusemath LIBRARY DESTINATION ${_fm_pkg_dir})
+if(TARGET fusemath_cuda) # next to libfusemath.so, where core looks for it (core/src/cuda_module.c)
+  install(TARGETS fusemath_cuda LIBRARY DESTINATION ${_fm_pkg_dir})
+endif()
 
 if(NOT EXISTS "${_fm_ext_dir}/fmpy_module.c")
   message(WARNING "fusemath: ${_fm_ext_dir}/fmpy_module.c does not exist: the wheel has no _fusemath extension")

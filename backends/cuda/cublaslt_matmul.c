@@ -9,6 +9,7 @@
  * The plan (cublaslt_matmul.h) is built here from cublaslt_layout.c (operands, batch, layouts,
  * epilogue, descriptors) and cublaslt_search.c (the algorithm candidates). */
 #include "cublaslt_matmul.h"
+#include "cuda_nvtx.h"
 #include "epilogue.h"
 
 #include <stdio.h>
@@ -258,7 +259,7 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
     return FM_OK;
 }
 
-static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
+static fm_status cublaslt_run(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
     (void)args; /* pointer-only: nothing per call */
     const lt_plan *pl = plan->impl;
@@ -277,6 +278,7 @@ static fm_status cublaslt_execute(const fm_plan *plan, void *const *ptrs, const 
     fm_cuda_ws_release(lease); /* the kernels using ws are queued */
     return s;
 }
+FM_NVTX_EXECUTE(cublaslt_execute, cublaslt_run)
 
 /* ---- plan ---- */
 

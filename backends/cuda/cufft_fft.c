@@ -20,6 +20,7 @@
  * several streams are ordered around the block; one plan per stream runs them concurrently. */
 #include "cuda/cufft_callback.h"
 #include "cuda/nvrtc_cache.h"
+#include "cuda_nvtx.h"
 #include "cuda_workspace.h"
 #include "cufft_restage.h"
 #include "fft_axis_split.h"
@@ -304,7 +305,7 @@ static fm_status exec_once(cufft_impl *pl, void *in, void *out)
     return cufft_status(r, "cufftXtExec");
 }
 
-static fm_status cufft_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
+static fm_status cufft_run(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
     (void)args; /* pointer-only: nothing per call */
     cufft_impl *pl = plan->impl;
@@ -393,6 +394,7 @@ out:
     fm_cuda_ws_release(lease);
     return s;
 }
+FM_NVTX_EXECUTE(cufft_execute, cufft_run)
 
 /* The FFT reads a copy of the input in the work buffer (same strides), made at execute. */
 static void stage_input(cufft_impl *pl, const fm_tensor *ti)

@@ -15,6 +15,7 @@
  * arguments, so a plan runs concurrently on any number of streams and threads (the multi-step's
  * scratch is per stream, taken under a lock). */
 #include "cuda/fft_kernel.h"
+#include "cuda_nvtx.h"
 #include "cuda_workspace.h"
 #include "fft_axis_split.h"
 #include "internal.h"
@@ -57,7 +58,7 @@ static void fftkernel_destroy(void *impl)
     free(pl);
 }
 
-static fm_status fftkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
+static fm_status fftkernel_run(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     (void)args; /* pointer-only: nothing per call */
     const kernel_plan *pl = plan->impl;
@@ -75,6 +76,7 @@ static fm_status fftkernel_execute(const fm_plan *plan, void *const *ptrs, const
     fm_cuda_ws_release(lease);
     return s;
 }
+FM_NVTX_EXECUTE(fftkernel_execute, fftkernel_run)
 
 static fm_status not_here(const char *why)
 {

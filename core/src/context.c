@@ -31,11 +31,27 @@ static int add_backend(fm_context *ctx, const fm_backend *b)
     return s == FM_ERR_INVALID_ARGUMENT ? -2 : 0;
 }
 
-/* A forced backend that does not exist would fail every plan later; refuse it where it is read. */
-static int names_builtin_backend(const char *name)
+/* The built-in rows, then the CUDA module's (or the row saying why it is absent): the order, and so
+ * the priority ties, of the time the CUDA backends were built in. */
+/* -2: a probe refused a setting (add_backend), the message set */
+static int add_builtin_backends(fm_context *ctx)
 {
     for (int i = 0; i < fm_builtin_backend_count; i++)
-        if (strcmp(fm_builtin_backends[i]->name, name) == 0)
+        if (add_backend(ctx, fm_builtin_backends[i]) == -2)
+            return -2;
+    const fm_cuda_module *cuda = fm_cuda_module_get(&ctx->settings, NULL);
+    for (int i = 0; cuda && i < cuda->nbackends; i++)
+        add_backend(ctx, cuda->backends[i]);
+    if (!cuda)
+        add_backend(ctx, &fm_cuda_absent_backend);
+    return 0;
+}
+
+/* A forced backend that does not exist would fail every plan later; refuse it where it is read. */
+static int names_backend(const fm_context *ctx, const char *name)
+{
+    for (int i = 0; i < ctx->nbackends; i++)
+        if (strcmp(ctx->backends[i].backend->name, name) == 0)
             return 1;
     return 0;
 }
@@ -57,21 +73,24 @@ fm_status fm_context_create(fm_context **out)
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->settings = settings;
     ctx->num_threads = settings.num_threads;
-    for (int i = 0; i < fm_builtin_backend_count; i++)
-        if (add_backend(ctx, fm_builtin_backends[i]) == -2) {
-            char msg[1536];
-            snprintf(msg, sizeof msg, "%s", fm_last_error());
-            fm_context_release_(ctx);
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: %s", msg);
-        }
-    fm_clear_error(); /* probes of absent devices leave no noise behind */
-    if (settings.backend[0] && !names_builtin_backend(settings.backend)) {
-        char built[160] = "";
-        for (int i = 0, w = 0; i < fm_builtin_backend_count && w >= 0 && (size_t)w < sizeof built; i++)
-            w += snprintf(built + w, sizeof built - (size_t)w, "%s%s", i ? ", " : "", fm_builtin_backends[i]->name);
+    if (add_builtin_backends(ctx) == -2) {
+        char msg[1536];
+        snprintf(msg, sizeof msg, "%s", fm_last_error());
         fm_context_release_(ctx);
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: FUSEMATH_BACKEND = '%s' names no backend of "
-                       "this build; expected one of %s (or unset)", settings.backend, built);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: %s", msg);
+    }
+    fm_clear_error(); /* probes of absent devices leave no noise behind */
+    if (settings.backend[0] && !names_backend(ctx, settings.backend)) {
+        char built[160] = "";
+        for (int i = 0, w = 0; i < ctx->nbackends && w >= 0 && (size_t)w < sizeof built; i++)
+            w += snprintf(built + w, sizeof built - (size_t)w, "%s%s", i ? ", " : "",
+                          ctx->backends[i].backend->name);
+        const char *why = "";
+        fm_cuda_module_get(&settings, &why);
+        fm_context_release_(ctx);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_create: FUSEMATH_BACKEND = '%s' names no backend "
+                       "of this build; expected one of %s (or unset)%s%s", settings.backend, built,
+                       why[0] ? "; the CUDA backends are absent: " : "", why);
     }
     *out = ctx;
     return FM_OK;
@@ -176,8 +195,6 @@ fm_status fm_context_backend_info(const fm_context *ctx, int index, const char *
         *why = s->why;
     return FM_OK;
 }
-
-int fm_cuda_device_count(void) { return fm_builtin_cuda_device_count(); }
 
 const char *fm_op_name(fm_op op)
 {

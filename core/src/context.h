@@ -11,7 +11,7 @@ typedef struct fm_backend_slot {
     const fm_backend *backend;
     void *state;
     int available;
-    char why[160];
+    char why[FM_WHY_LEN];
 } fm_backend_slot;
 
 typedef struct fm_cache_entry {

@@ -17,7 +17,7 @@
 
 /* Reject unknown bits and combinations without a meaning (two activations, aux
  * without an activation, a backward kind with a forward one, ...). */
-fm_status fm_epilogue_validate(unsigned e);
+FM_INTERNAL_API fm_status fm_epilogue_validate(unsigned e);
 
 /* The chain reads aux (drelu/dgelu) or writes it (AUX bit). */
 static inline int fm_epilogue_uses_aux(unsigned e) { return (e & (FM_EPILOGUE_AUX | FM_EPILOGUE_BACKWARD_)) != 0; }

@@ -9,6 +9,16 @@
 
 #define FM_MAX_SLOTS 10
 #define FM_DESCRIBE_LEN 640
+#define FM_WHY_LEN 256 /* why a backend is unavailable (fm_context_backend_info) */
+
+/* Internal functions the CUDA module (libfusemath_cuda.so, core/src/cuda_module.c) calls: exported
+ * from libfusemath.so (protected: calls inside it still bind locally, no PLT), declared only here, never
+ * part of the public API. The module's own objects (FM_CUDA_MODULE_BUILD) import them. */
+#ifdef FM_CUDA_MODULE_BUILD
+#define FM_INTERNAL_API
+#else
+#define FM_INTERNAL_API __attribute__((visibility("protected")))
+#endif
 
 typedef struct fm_settings fm_settings; /* below: the environment, read at context creation */
 
@@ -37,9 +47,10 @@ typedef struct fm_settings fm_settings; /* below: the environment, read at conte
 
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */
-fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FM_INTERNAL_API fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
-void fm_log_plan(const fm_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FM_INTERNAL_API void fm_log_plan(const fm_context *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void *fm_malloc_aligned(size_t bytes, size_t align); /* NULL on failure; free with fm_free_aligned */
 void fm_free_aligned(void *p);
 /* Host scratch for executes (host_scratch.c): 64-byte aligned; large buffers are kept in a
@@ -61,7 +72,7 @@ int fm_dtype_is_integer(fm_dtype t);
 
 /* Byte range [lo, hi) a strided tensor touches, relative to its data pointer
  * (lo <= 0 with negative strides; lo == hi for an empty tensor). */
-void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
+FM_INTERNAL_API void fm_tensor_byte_span(const fm_tensor *t, int64_t *lo, int64_t *hi);
 /* Whether t's element count, and its byte span from the lowest to the highest element it
  * addresses, fit a signed 64-bit count (FM_ERR_TOO_LARGE naming op and name otherwise; a
  * descriptor past that matches no real buffer, and the span arithmetic would overflow). Every
@@ -157,15 +168,16 @@ bool fm_problem_equal(const fm_problem *a, const fm_problem *b);
 
 /* The source and symbol of the chain's raw callback (epilog = 0 prolog, 1 epilog) of problem p
  * among the attachments the plan is being made with, or NULL when p has none. */
-const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog, const char **symbol);
+FM_INTERNAL_API const char *fm_fft_callback_text(const fm_attachments *att, const fm_problem *p, int epilog,
+                                                 const char **symbol);
 /* p's gpu_prolog (AUTO overridden by FUSEMATH_CUFFT_PROLOG=kernel|pass|callback when the problem
  * was built); AUTO whatever was asked when there is no chain or nothing to compute */
-int fm_fft_gpu_prolog_mode(const fm_problem *p);
+FM_INTERNAL_API int fm_fft_gpu_prolog_mode(const fm_problem *p);
 /* The mode a problem built under these settings records: asked, or for AUTO what
  * FUSEMATH_CUFFT_PROLOG=kernel|pass|callback says (for experiments; settings NULL: asked). */
 int fm_fft_prolog_mode_setting(const fm_settings *settings, int asked);
 /* "scale+multiply+conj+callback" (the ops present) or "none", for describe() */
-void fm_fft_ops_text(char *buf, size_t size, unsigned ops);
+FM_INTERNAL_API void fm_fft_ops_text(char *buf, size_t size, unsigned ops);
 
 /* Normalised view of a matmul problem for backends (core/src/matmul_problem.c). */
 typedef struct fm_matmul_geom {
@@ -179,7 +191,7 @@ typedef struct fm_matmul_geom {
     int64_t col_stride[FM_MATMUL_NSLOTS];
     fm_dtype dtype;
 } fm_matmul_geom;
-void fm_matmul_geom_from_problem(const fm_problem *p, fm_matmul_geom *g);
+FM_INTERNAL_API void fm_matmul_geom_from_problem(const fm_problem *p, fm_matmul_geom *g);
 /* Element offset of batch index `b` (0 .. batch_count-1) for slot s. */
 int64_t fm_matmul_batch_offset(const fm_matmul_geom *g, int slot, int64_t b);
 
@@ -207,7 +219,8 @@ struct fm_plan {
 /* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */
 fm_plan *fm_plan_alloc(const fm_problem *p);
 /* Set p's describe() line, printf-style; a longer line is cut at FM_DESCRIBE_LEN. */
-void fm_plan_set_describe(fm_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FM_INTERNAL_API void fm_plan_set_describe(fm_plan *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- settings: every environment variable the library reads, read once at context creation ---- */
 struct fm_settings {
@@ -222,13 +235,15 @@ struct fm_settings {
     int fft_kernel_regcap;     /* FUSEMATH_FFT_KERNEL_REGCAP (0: no register cap; -1: the default) */
     long cuda_workspace_mb;    /* FUSEMATH_CUDA_WORKSPACE_MB (-1 = default) */
     char cache_dir[512];       /* FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else ~/.cache/fusemath */
+    char cuda_module[512];     /* FUSEMATH_CUDA_MODULE: the module to load, skipping the driver probe ("": the
+                                  libfusemath_cuda.so next to libfusemath.so, when a driver sees a device) */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
     uint64_t plan_key;
 };
 /* The settings of ctx. */
-const fm_settings *fm_context_settings(const fm_context *ctx);
+FM_INTERNAL_API const fm_settings *fm_context_settings(const fm_context *ctx);
 /* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the
  * variable for a malformed FUSEMATH_NUM_THREADS. */
 fm_status fm_settings_read(fm_settings *s);
@@ -287,9 +302,36 @@ typedef struct fm_device_ops {
 } fm_device_ops;
 /* The memory operations of a device type, or NULL. */
 const fm_device_ops *fm_device_ops_for(int device_type);
-extern const fm_device_ops *const fm_builtin_device_ops[];
-extern const int fm_builtin_device_ops_count;
-int fm_builtin_cuda_device_count(void);
+/* The device types' memory operations in classification order (the CUDA module's first, once it is
+ * loaded), i from 0; NULL past the last (backends/registry.c). */
+const fm_device_ops *fm_device_ops_at(int i);
+
+/* ---- the CUDA module: backends/cuda + fusion/cuda as libfusemath_cuda.so, the only part of fusemath
+ * that links the CUDA libraries; core loads it at the first context creation (core/src/cuda_module.c) ---- */
+#define FM_CUDA_MODULE_ABI 1
+/* The sizes of what core and module share by layout: a module built from other sources is refused. */
+#define FM_CUDA_MODULE_LAYOUT                                                                               \
+    ((uint64_t)sizeof(fm_backend) | (uint64_t)sizeof(fm_plan) << 16 | (uint64_t)sizeof(fm_problem) << 32 | \
+     (uint64_t)sizeof(fm_settings) << 48)
+typedef struct fm_cuda_module {
+    int abi_version;   /* FM_CUDA_MODULE_ABI */
+    uint64_t layout;   /* FM_CUDA_MODULE_LAYOUT */
+    const fm_backend *const *backends; /* joined to every context after the built-in rows */
+    int nbackends;
+    const fm_device_ops *device_ops;   /* cuda memory operations */
+    int (*device_count)(void);         /* usable CUDA devices (the runtime's count, probed once) */
+} fm_cuda_module;
+/* The module's one export, fm_cuda_module_entry (backends/cuda/cuda_entry.c), returns that table.
+ * fm_cuda_module_get: the module, loaded once per process (thread-safe; settings: the creating
+ * context's, NULL: read here), or NULL with *why (if given) saying why not (no driver, no device,
+ * a dlopen failure). */
+const fm_cuda_module *fm_cuda_module_get(const fm_settings *settings, const char **why);
+/* For messages about a cuda:N that is not there: "no CUDA device is available (<why>)" when there is
+ * none (why: the module's absence, else the runtime's empty count), else "that device does not exist". */
+const char *fm_cuda_missing_device_text(void);
+/* The row that stands for the CUDA backends in a context when the module is absent: never
+ * available, its reason says why (fm_context_backend_info, planner messages, FUSEMATH_LOG=plan). */
+extern const fm_backend fm_cuda_absent_backend;
 
 /* Registration at run time (used by tests with a fake backend). */
 fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);

@@ -27,10 +27,8 @@ static fm_status memory_ops(const char *fn, const char *arg, fm_device dev, cons
         if (dev.id < 0)
             return fm_fail(FM_ERR_DEVICE, "memory: %s: %s is cuda:%d, not a valid device index", fn, arg, dev.id);
         if (count == 0)
-            return fm_fail(FM_ERR_UNAVAILABLE,
-                           "memory: cuda:%d requested but no CUDA device is available (no GPU, no driver, or a "
-                           "build without CUDA)",
-                           dev.id);
+            return fm_fail(FM_ERR_UNAVAILABLE, "memory: cuda:%d requested but %s", dev.id,
+                           fm_cuda_missing_device_text());
         if (dev.id >= count)
             return fm_fail(FM_ERR_UNAVAILABLE, "memory: cuda:%d requested but only %d CUDA device%s present", dev.id,
                            count, count == 1 ? " is" : "s are");

@@ -141,9 +141,7 @@ fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *cons
         if (!ts[i] || di.type != FM_DEVICE_CUDA || di.id < fm_cuda_device_count())
             continue;
         fm_fail(FM_ERR_UNAVAILABLE, "%s: %s is on cuda:%d but %s", op->name, op->slot_names[i], di.id,
-                fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build without "
-                                              "CUDA)"
-                                            : "that device does not exist");
+                fm_cuda_missing_device_text());
         fm_fail_slots(i, -1);
         return FM_ERR_UNAVAILABLE;
     }

@@ -195,6 +195,7 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, const fm_att
         if ((int)b->device != p->exec_device.type || !(b->ops & (1u << p->op)))
             continue;
         if (!slot->available) {
+            fm_log_plan(ctx, "%s/%s: unavailable: %s", fm_op_name(p->op), b->name, slot->why);
             used += (size_t)snprintf(reasons + used, used < sizeof reasons ? sizeof reasons - used : 0,
                                      "%s%s: unavailable (%s)", offered++ ? "; " : "", b->name, slot->why);
             continue;

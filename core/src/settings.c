@@ -92,6 +92,7 @@ fm_status fm_settings_read(fm_settings *s)
     s->fft_kernel_regcap = (int)env_int("FUSEMATH_FFT_KERNEL_REGCAP", -1, 0, 255);
     s->cuda_workspace_mb = (long)env_int("FUSEMATH_CUDA_WORKSPACE_MB", -1, 0, 1LL << 20);
     cache_dir(s->cache_dir, sizeof s->cache_dir);
+    copy_env(s->cuda_module, sizeof s->cuda_module, "FUSEMATH_CUDA_MODULE");
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
     h = hash_bytes(h, s->backend, sizeof s->backend);

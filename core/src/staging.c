@@ -14,9 +14,10 @@ typedef struct staging_impl {
 
 const fm_device_ops *fm_device_ops_for(int type)
 {
-    for (int i = 0; i < fm_builtin_device_ops_count; i++)
-        if ((int)fm_builtin_device_ops[i]->device == type)
-            return fm_builtin_device_ops[i];
+    const fm_device_ops *ops;
+    for (int i = 0; (ops = fm_device_ops_at(i)); i++)
+        if ((int)ops->device == type)
+            return ops;
     return NULL;
 }
 
@@ -77,11 +78,12 @@ static void staging_destroy(void *impl)
 fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
     const char *op = fm_op_name(p->op);
-    if (p->exec_device.type == FM_DEVICE_CUDA && fm_cuda_device_count() <= p->exec_device.id)
-        return fm_fail(FM_ERR_UNAVAILABLE, "%s: execution on cuda:%d was requested but %s", op, p->exec_device.id,
-                       fm_cuda_device_count() == 0 ? "no CUDA device is available (no GPU, no driver, or a build "
-                                                     "without CUDA)"
-                                                   : "that device does not exist");
+    if (p->exec_device.type == FM_DEVICE_CUDA && fm_cuda_device_count() <= p->exec_device.id) {
+        fm_fail(FM_ERR_UNAVAILABLE, "%s: execution on cuda:%d was requested but %s", op, p->exec_device.id,
+                fm_cuda_missing_device_text());
+        fm_log_plan(ctx, "%s", fm_last_error()); /* FUSEMATH_LOG=plan: why it stays off the GPU */
+        return FM_ERR_UNAVAILABLE;
+    }
     const fm_device_ops *exec_ops = fm_device_ops_for(p->exec_device.type);
     if (!exec_ops)
         return fm_fail(FM_ERR_UNAVAILABLE, "%s: no memory operations for the execution device", op);

@@ -184,8 +184,8 @@ fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_te
     if (d.type == FM_DEVICE_AUTO) {
         d.type = FM_DEVICE_CPU;
         d.id = 0;
-        for (int i = 0; i < fm_builtin_device_ops_count; i++) {
-            const fm_device_ops *ops = fm_builtin_device_ops[i];
+        const fm_device_ops *ops;
+        for (int i = 0; (ops = fm_device_ops_at(i)); i++) {
             fm_device got;
             if (ops->classify && ops->classify(t->data, &got) == FM_OK) {
                 d = got;

@@ -195,7 +195,9 @@ FM_API fm_status fm_context_set_num_threads(fm_context *ctx, int n);
 FM_API int fm_context_get_num_threads(const fm_context *ctx);
 
 /*! fm_context_backend_count() / fm_context_backend_info() : enumerate registered
- *  backends. *available is 0 when the backend's device is missing; *why then says why. */
+ *  backends. *available is 0 when the backend's device is missing; *why then says why. Where the
+ *  CUDA backends (the module libfusemath_cuda.so) are not loaded, one row named "cuda" stands for
+ *  them, never available, its *why the reason ("no NVIDIA driver (libcuda.so.1 not found)", ...). */
 FM_API int fm_context_backend_count(const fm_context *ctx);
 FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const char **name,
                                          fm_device_type *device, int *available, const char **why);
