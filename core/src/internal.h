@@ -301,7 +301,7 @@ typedef struct fm_device_ops {
     fm_status (*sync)(int device_id);
 } fm_device_ops;
 /* The memory operations of a device type, or NULL. */
-const fm_device_ops *fm_device_ops_for(int device_type);
+FM_INTERNAL_API const fm_device_ops *fm_device_ops_for(int device_type);
 /* The device types' memory operations in classification order (the CUDA module's first, once it is
  * loaded), i from 0; NULL past the last (backends/registry.c). */
 const fm_device_ops *fm_device_ops_at(int i);
@@ -341,7 +341,8 @@ fm_status fm_context_register_backend(fm_context *ctx, const fm_backend *b);
  * online core (and at least 16 allowed). */
 int fm_context_threads_for(const fm_context *ctx, int requested);
 /* A problem planned: from the cache, else by the planner (att NULL: no plan-time attachments). */
-fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
+FM_INTERNAL_API fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_attachments *att,
+                                             fm_plan **plan);
 /* The same without the plan cache (neither looked up nor filled): autotune's candidates. */
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
 /* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
