@@ -22,10 +22,11 @@ char *openblas_get_config(void);   /* OpenBLAS's own; reference CBLAS headers la
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int num_threads);
 
-fm_blas fm_blas_lib = {
-    .sgemm = cblas_sgemm, .dgemm = cblas_dgemm, .cgemm = cblas_cgemm, .zgemm = cblas_zgemm,
-    .set_num_threads = openblas_set_num_threads, .get_config = openblas_get_config,
-};
+#define LINKED_LIB                                                                                 \
+    {.sgemm = cblas_sgemm, .dgemm = cblas_dgemm, .cgemm = cblas_cgemm, .zgemm = cblas_zgemm,            \
+     .set_num_threads = openblas_set_num_threads, .get_config = openblas_get_config}
+static const fm_blas linked_lib = LINKED_LIB;
+fm_blas fm_blas_lib = LINKED_LIB;
 
 static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
 static int selected;          /* fm_blas_lib is final */
@@ -58,9 +59,15 @@ static void *sym(void *h, const char *prefix, const char *name)
     return f;
 }
 
-/* Load an OpenBLAS at path into a candidate table; 0, or -1 with the reason in why. */
-static int load(const char *path, fm_blas *c, char *why, size_t n)
+/* Load an OpenBLAS at path into a candidate table; 0, or -1 with the reason in why (the library
+ * closed again). *shared: the file was loaded in this process already, so dlopen hands back that
+ * instance (RTLD_LOCAL limits symbol visibility only): its thread count is not fusemath's alone. */
+static int load(const char *path, fm_blas *c, int *shared, char *why, size_t n)
 {
+    void *before = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    *shared = before != NULL;
+    if (before)
+        dlclose(before);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(why, n, "%s", dlerror());
@@ -75,8 +82,16 @@ static int load(const char *path, fm_blas *c, char *why, size_t n)
                      .get_config = sym(h, p, "openblas_get_config")};
         char *(*corename)(void) = sym(h, p, "openblas_get_corename");
         if (t.sgemm && t.dgemm && t.cgemm && t.zgemm && t.set_num_threads && t.get_config && corename) {
+            const char *config = t.get_config();
+            if (config && strstr(config, "USE64BITINT")) { /* ILP64 with plain names: 64-bit dims expected */
+                dlclose(h);
+                snprintf(why, n, "it is an ILP64 build (USE64BITINT in its config: 64-bit integer arguments); "
+                                 "an LP64 OpenBLAS is expected");
+                return -1;
+            }
             snprintf(t.core, sizeof t.core, "%s", corename());
             snprintf(t.path, sizeof t.path, "%s", path);
+            t.handle = h;
             *c = t;
             return 0; /* (h stays open: the process keeps using it) */
         }
@@ -98,28 +113,54 @@ static void describe_lib(fm_blas *b, const char *how)
     snprintf(b->tag, sizeof b->tag, "%.20s/%.30s", version[0] ? version : "unknown", b->core);
 }
 
-/* The choice for FUSEMATH_BLAS = setting; the caller holds select_lock. */
-static fm_status select_once(const char *setting)
+static int cpu_has_avx2(void)
 {
-    snprintf(fm_blas_lib.core, sizeof fm_blas_lib.core, "%s", openblas_get_corename());
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0; /* generic x86 cores are not a question elsewhere */
+#endif
+}
+
+/* The choice for FUSEMATH_BLAS = setting with the linked library reporting linked_core; the caller
+ * holds select_lock (fm_blas_select), or is a test (tests/c/test_blas_provider.c gives a generic
+ * linked_core). */
+fm_status fm_blas_select_for(const char *setting, const char *linked_core)
+{
+    fm_blas_lib = linked_lib;
+    snprintf(fm_blas_lib.core, sizeof fm_blas_lib.core, "%s", linked_core);
     const int forced_system = strcmp(setting, "system") == 0;
     const int auto_mode = !setting[0] || strcmp(setting, "auto") == 0;
     fm_blas cand;
-    char why[512] = "";
+    char why[512] = "", how[700];
+    int shared = 0;
     if (!auto_mode && !forced_system) { /* a path: it is used, or context creation fails */
-        if (load(setting, &cand, why, sizeof why) != 0) {
+        if (load(setting, &cand, &shared, why, sizeof why) != 0) {
             snprintf(select_error, sizeof select_error, "FUSEMATH_BLAS = '%.900s' cannot be used: %s; expected "
                      "the path of an OpenBLAS library, 'system' or 'auto' (or unset)", setting, why);
-            return FM_ERR_INVALID_ARGUMENT;
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", select_error);
         }
         fm_blas_lib = cand;
-        describe_lib(&fm_blas_lib, "FUSEMATH_BLAS");
+        describe_lib(&fm_blas_lib, shared ? "FUSEMATH_BLAS (loaded by another user in this process too: they "
+                                            "share its thread count)" : "FUSEMATH_BLAS");
         return FM_OK;
     }
-    const int generic = generic_core(fm_blas_lib.core) && __builtin_cpu_supports("avx2");
-    if (auto_mode && generic && offered[0] && load(offered, &cand, why, sizeof why) == 0 && !generic_core(cand.core)) {
-        fm_blas_lib = cand;
-        describe_lib(&fm_blas_lib, "offered (the linked OpenBLAS runs generic kernels on this CPU)");
+    const int generic = generic_core(fm_blas_lib.core) && cpu_has_avx2();
+    if (auto_mode && generic && offered[0]) {
+        if (load(offered, &cand, &shared, why, sizeof why) != 0)
+            snprintf(how, sizeof how, "linked (generic kernels on this CPU; the offered %.200s: %.300s)", offered,
+                     why);
+        else if (shared || generic_core(cand.core)) {
+            snprintf(how, sizeof how, "linked (generic kernels on this CPU; the offered %.200s %s)", offered,
+                     shared ? "is loaded by another user in this process (its thread count is theirs)"
+                            : "runs generic kernels too");
+            dlclose(cand.handle);
+        } else {
+            fm_blas_lib = cand;
+            describe_lib(&fm_blas_lib, "offered (the linked OpenBLAS runs generic kernels on this CPU)");
+            return FM_OK;
+        }
+        describe_lib(&fm_blas_lib, how);
         return FM_OK;
     }
     describe_lib(&fm_blas_lib, generic ? "linked (generic kernels on this CPU: set FUSEMATH_BLAS to a newer "
@@ -133,14 +174,14 @@ fm_status fm_blas_select(const char *setting)
     pthread_mutex_lock(&select_lock);
     fm_status s = FM_OK;
     if (!selected) {
-        s = select_once(setting ? setting : "");
+        s = fm_blas_select_for(setting ? setting : "", openblas_get_corename());
         if (s == FM_OK) {
             fm_blas_lib.set_num_threads(1); /* the library's own threads run single-threaded GEMMs */
             selected = 1;
         }
     }
     pthread_mutex_unlock(&select_lock);
-    return s == FM_OK ? FM_OK : fm_fail(s, "%s", select_error);
+    return s;
 }
 
 fm_status fm_blas_offer(const char *path)

@@ -17,9 +17,10 @@ typedef struct fm_blas {
                   const void *, const void *, blasint, const void *, blasint, const void *, void *, blasint);
     void (*set_num_threads)(int);
     char *(*get_config)(void);
+    void *handle;     /* dlopen's, NULL for the linked library */
     char core[32];    /* openblas_get_corename() */
     char path[1024];  /* "" for the linked library */
-    char what[256];   /* version, core, why this one (fm_blas_info) */
+    char what[768];   /* version, core, why this one (fm_blas_info) */
     char tag[64];     /* describe()'s "blas=" value: version/core */
 } fm_blas;
 
@@ -29,5 +30,7 @@ extern fm_blas fm_blas_lib;
 /* Choose once per process for FUSEMATH_BLAS = setting ("" / "auto", "system" or a path); later calls
  * return at once. FM_ERR_INVALID_ARGUMENT when a path cannot be used (context creation fails). */
 fm_status fm_blas_select(const char *setting);
+/* The rule itself, with the linked library's core given (tests; the caller holds no lock). */
+fm_status fm_blas_select_for(const char *setting, const char *linked_core);
 
 #endif

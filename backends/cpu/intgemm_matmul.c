@@ -89,6 +89,9 @@ static fm_status intgemm_plan(fm_context *ctx, void *state, const fm_problem *p,
     const fm_dtype dt = p->t[FM_MATMUL_D].dtype;
     if (!fm_dtype_is_integer(dt))
         return fm_fail(FM_ERR_NOT_APPLICABLE, "it computes integer and bool dtypes only");
+    if (p->u.matmul.cpu_strategy != FM_CPU_STRATEGY_AUTO || p->u.matmul.panel_rows != 0)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "cpu_strategy and panel_rows choose how float products are cut "
+                       "(integer and bool matmul has one way: leave them at auto / 0)");
     intgemm_impl pl;
     fm_matmul_geom_from_problem(p, &pl.g);
     /* a thread team only where there is work for it (the float plans' 4 MFLOP rule) */

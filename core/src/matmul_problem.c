@@ -433,8 +433,9 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
                        "library computes NumPy's exact (wrapping) integer or bool matmul; run it on the CPU "
                        "(execution='cpu')", dtype_word(dt), p->exec_device.id);
     if (fm_dtype_is_integer(dt) && (opts->alpha[0] != 1.0 || opts->alpha[1] != 0.0))
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: alpha = %g is not supported for dtype %s (integer and "
-                       "bool matmul is the plain product a @ b: alpha = 1)", opts->alpha[0], dtype_word(dt));
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: alpha = %g%+gj is not supported for dtype %s (integer "
+                       "and bool matmul is the plain product a @ b: alpha = 1)", opts->alpha[0], opts->alpha[1],
+                       dtype_word(dt));
     fm_matmul_params *mp = &p->u.matmul;
     mp->alpha[0] = opts->alpha[0];
     mp->alpha[1] = fm_dtype_is_complex(dt) ? opts->alpha[1] : 0.0;

@@ -96,7 +96,6 @@ fm_status fm_settings_read(fm_settings *s)
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
     h = hash_bytes(h, s->backend, sizeof s->backend);
-    h = hash_bytes(h, s->blas, sizeof s->blas);
     h = hash_bytes(h, s->cpu_kernel, sizeof s->cpu_kernel);
     h = hash_bytes(h, &s->cpu_kernel_kc, sizeof s->cpu_kernel_kc);
     h = hash_bytes(h, s->fft_cpu_path, sizeof s->fft_cpu_path);
