@@ -5,6 +5,7 @@
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
 extern const fm_backend fm_backend_fftw_fft;
+extern const fm_backend fm_backend_philox_rng;
 extern const fm_device_ops fm_cpu_device_ops;
 #ifdef FM_HAVE_CUDA
 extern const fm_backend fm_backend_cublaslt_matmul;
@@ -18,6 +19,7 @@ const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
     &fm_backend_gemmkernel_matmul, /* offered first (priority): it declines what auto leaves to cblas */
     &fm_backend_fftw_fft,
+    &fm_backend_philox_rng,
 #ifdef FM_HAVE_CUDA
     &fm_backend_cublaslt_matmul,
     &fm_backend_cufft_fft,
