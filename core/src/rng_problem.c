@@ -33,10 +33,13 @@ static fm_status check_params(const fm_rng_options *o)
         break;
     case FM_RNG_NORMAL:
     case FM_RNG_LOGNORMAL:
+        /* with NumPy's names in parentheses: what Python callers passed */
         if (!isfinite(o->mean))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s mean = %g, expected a finite value", d, o->mean);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s mean%s = %g, expected a finite value", d,
+                           o->distribution == FM_RNG_NORMAL ? " (loc)" : "", o->mean);
         if (!isfinite(o->stddev) || o->stddev < 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s stddev = %g, expected a finite value >= 0", d, o->stddev);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s stddev (%s) = %g, expected a finite value >= 0", d,
+                           o->distribution == FM_RNG_NORMAL ? "scale" : "sigma", o->stddev);
         break;
     case FM_RNG_EXPONENTIAL:
         if (!isfinite(o->scale) || o->scale < 0)
@@ -81,7 +84,7 @@ static fm_status check_dtype(const fm_rng_options *o, fm_dtype dt)
     const int raw = o->distribution == FM_RNG_RAW;
     if (raw ? dt == FM_U32 : (dt == FM_F32 || dt == FM_F64))
         return FM_OK;
-    return fm_fail(FM_ERR_DTYPE, "rng: out has dtype %s, expected %s for %s", fm_dtype_word(dt),
+    return fm_fail(FM_ERR_DTYPE, "rng: dtype %s (out's), expected %s for %s", fm_dtype_word(dt),
                    raw ? "uint32" : "float32 or float64", dist_names[o->distribution]);
 }
 
@@ -93,7 +96,7 @@ static fm_status check_out(const fm_rng_options *o, const fm_tensor *out)
     if (s != FM_OK || (s = check_dtype(o, out->dtype)) != FM_OK)
         return s;
     int64_t want = 1;
-    for (int i = out->ndim - 1; i >= 0; i--) {
+    for (int i = out->ndim - 1; i >= 0 && fm_tensor_numel(out) > 0; i--) {
         if (out->shape[i] > 1 && out->strides[i] != want)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out has stride %lld on axis %d, expected %lld (a "
                            "C-contiguous out; pass a contiguous array and copy it into the strided one)",

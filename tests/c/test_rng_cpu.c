@@ -372,11 +372,11 @@ static void test_bad_options(void)
     BAD(o.high = INFINITY, FM_F64, FM_ERR_INVALID_ARGUMENT, "expected finite low < high");
     BAD(o.low = NAN, FM_F64, FM_ERR_INVALID_ARGUMENT, "expected finite low < high");
     BAD((o.distribution = FM_RNG_NORMAL, o.stddev = -1), FM_F32, FM_ERR_INVALID_ARGUMENT,
-        "normal stddev = -1, expected a finite value >= 0");
+        "normal stddev (scale) = -1, expected a finite value >= 0");
     BAD((o.distribution = FM_RNG_LOGNORMAL, o.stddev = NAN), FM_F32, FM_ERR_INVALID_ARGUMENT,
-        "lognormal stddev = nan");
+        "lognormal stddev (sigma) = nan");
     BAD((o.distribution = FM_RNG_NORMAL, o.mean = INFINITY), FM_F64, FM_ERR_INVALID_ARGUMENT,
-        "normal mean = inf, expected a finite value");
+        "normal mean (loc) = inf, expected a finite value");
     BAD((o.distribution = FM_RNG_EXPONENTIAL, o.scale = -0.5), FM_F64, FM_ERR_INVALID_ARGUMENT,
         "exponential scale = -0.5, expected a finite value >= 0");
     BAD((o.distribution = FM_RNG_EXPONENTIAL, o.scale = INFINITY), FM_F64, FM_ERR_INVALID_ARGUMENT,
@@ -387,9 +387,9 @@ static void test_bad_options(void)
     BAD((o.out_ndim = 1, o.out_shape[0] = 3), FM_F32, FM_ERR_SHAPE, "differs from options.out_shape");
     BAD(o.out_dtype = FM_F64, FM_F32, FM_ERR_DTYPE, "out has dtype float32 but options.out_dtype is float64");
     /* dtypes a distribution does not make */
-    BAD(, FM_I32, FM_ERR_DTYPE, "out has dtype int32, expected float32 or float64 for uniform");
+    BAD(, FM_I32, FM_ERR_DTYPE, "dtype int32 (out's), expected float32 or float64 for uniform");
     BAD(o.distribution = FM_RNG_NORMAL, FM_F16, FM_ERR_DTYPE, "expected float32 or float64 for normal");
-    BAD(o.distribution = FM_RNG_RAW, FM_F32, FM_ERR_DTYPE, "out has dtype float32, expected uint32 for raw");
+    BAD(o.distribution = FM_RNG_RAW, FM_F32, FM_ERR_DTYPE, "dtype float32 (out's), expected uint32 for raw");
     BAD(, FM_U32, FM_ERR_DTYPE, "expected float32 or float64 for uniform");
 #undef BAD
     /* a strided out */
