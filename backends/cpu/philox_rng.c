@@ -179,7 +179,10 @@ static void curand_lognormal_d(const rng_call *c, uint64_t g, void *v)
         o[i] = exp(o[i]);
 }
 
-static inline void portable_block(const rng_call *c, uint64_t u, uint32_t w[4]) { fm_px_block(RP->seed, u, w); }
+static inline void portable_block(const rng_call *c, uint64_t u, uint32_t w[4])
+{
+    fm_px_block(RP->seed, u, w);
+}
 static inline uint64_t word64(const uint32_t *w) { return (uint64_t)w[0] | (uint64_t)w[1] << 32; }
 
 static void portable_raw(const rng_call *c, uint64_t u, void *v) { portable_block(c, u, v); }
@@ -314,12 +317,15 @@ static fm_status rng_execute(const fm_plan *p, void *const *ptrs, const fm_exec_
         return fm_fail(FM_ERR_TOO_LARGE, "rng execute: position %lld + %lld values passes 2^63 - 1",
                        (long long)pos, (long long)x->n);
     if (x->rp.mode == FM_RNG_PORTABLE && (a || b))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng execute: args.ints[1..2] = %lld, %lld; expected 0, 0 (the run "
-                       "of f64 calls is curand mode's state)", (long long)a, (long long)b);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng execute: args.ints[1..2] = %lld, %lld; expected 0, 0 (the run "
+                       "of f64 calls is curand mode's state)",
+                       (long long)a, (long long)b);
     if (a < 0 || a > b || b > pos)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng execute: the run of f64 calls args.ints[1..2] = [%lld, %lld), "
-                       "expected 0 <= ints[1] <= ints[2] <= the position %lld", (long long)a, (long long)b,
-                       (long long)pos);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng execute: the run of f64 calls args.ints[1..2] = [%lld, %lld), "
+                       "expected 0 <= ints[1] <= ints[2] <= the position %lld",
+                       (long long)a, (long long)b, (long long)pos);
     rng_call c = {.x = x, .out = ptrs[FM_RNG_OUT], .pos = (uint64_t)pos, .g0 = (uint64_t)pos / 4,
                   .span_a = (uint64_t)a / 4, .span_b = (uint64_t)b / 4, .chunk = RNG_CHUNK};
     if (x->n == 0)
@@ -340,7 +346,8 @@ static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_
     const int f64 = t->dtype == FM_F64;
     const unit_fn fn = unit_fns[rp->mode][rp->distribution][f64];
     if (!fn) /* core refuses these; a row added there first must not reach a NULL here */
-        return fm_fail(FM_ERR_NOT_APPLICABLE, "rng cpu/philox: no %s fill in this mode", fm_dtype_name(t->dtype));
+        return fm_fail(FM_ERR_NOT_APPLICABLE, "rng cpu/philox: no %s fill in this mode",
+                       fm_dtype_name(t->dtype));
     rng_impl *x = calloc(1, sizeof *x);
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "rng: out of host memory");

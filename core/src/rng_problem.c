@@ -28,8 +28,8 @@ static fm_status check_params(const fm_rng_options *o)
     switch (o->distribution) {
     case FM_RNG_UNIFORM:
         if (!isfinite(o->low) || !isfinite(o->high) || !(o->low < o->high))
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: uniform low = %g, high = %g; expected finite low < high",
-                           o->low, o->high);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: uniform low = %g, high = %g; expected finite low < high", o->low, o->high);
         break;
     case FM_RNG_NORMAL:
     case FM_RNG_LOGNORMAL:
@@ -38,13 +38,13 @@ static fm_status check_params(const fm_rng_options *o)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s mean%s = %g, expected a finite value", d,
                            o->distribution == FM_RNG_NORMAL ? " (loc)" : "", o->mean);
         if (!isfinite(o->stddev) || o->stddev < 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s stddev (%s) = %g, expected a finite value >= 0", d,
-                           o->distribution == FM_RNG_NORMAL ? "scale" : "sigma", o->stddev);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s stddev (%s) = %g, expected a finite value >= 0",
+                           d, o->distribution == FM_RNG_NORMAL ? "scale" : "sigma", o->stddev);
         break;
     case FM_RNG_EXPONENTIAL:
         if (!isfinite(o->scale) || o->scale < 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: exponential scale = %g, expected a finite value >= 0",
-                           o->scale);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: exponential scale = %g, expected a finite value >= 0", o->scale);
         break;
     default: break;
     }
@@ -55,21 +55,26 @@ static fm_status check_options(const fm_rng_options *o)
 {
     for (int i = 0; i < (int)(sizeof o->reserved / sizeof o->reserved[0]); i++)
         if (o->reserved[i] != 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: options.reserved[%d] = %d, expected 0 (fm_rng_options_init "
-                           "sets it)", i, (int)o->reserved[i]);
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: options.reserved[%d] = %d, expected 0 (fm_rng_options_init "
+                           "sets it)",
+                           i, (int)o->reserved[i]);
     if (o->distribution < FM_RNG_UNIFORM || o->distribution > FM_RNG_RAW)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: distribution = %d, expected 0 (uniform), 1 (normal), "
                        "2 (lognormal), 3 (exponential) or 4 (raw)", (int)o->distribution);
     if (o->mode != FM_RNG_PORTABLE && o->mode != FM_RNG_CURAND)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: mode = %d, expected 0 (portable) or 1 (curand)", (int)o->mode);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: mode = %d, expected 0 (portable) or 1 (curand)",
+                       (int)o->mode);
     if (o->mode == FM_RNG_CURAND && o->distribution == FM_RNG_EXPONENTIAL)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "rng: mode curand has no exponential (cuRAND generates none), expected "
+        return fm_fail(FM_ERR_NOT_SUPPORTED,
+                       "rng: mode curand has no exponential (cuRAND generates none), expected "
                        "mode portable");
     if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_CUDA || o->device_id < 0 ||
         o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: execution = %d, device_id = %d, num_threads = %d; expected "
-                       "execution 0..2, device_id >= 0 and 0 <= num_threads <= %d", (int)o->execution,
-                       (int)o->device_id, (int)o->num_threads, FM_MAX_THREADS);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng: execution = %d, device_id = %d, num_threads = %d; expected "
+                       "execution 0..2, device_id >= 0 and 0 <= num_threads <= %d",
+                       (int)o->execution, (int)o->device_id, (int)o->num_threads, FM_MAX_THREADS);
     if (o->out_ndim < -1 || o->out_ndim > FM_MAX_NDIM)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out_ndim = %d, expected -1 (not given) or 0..%d",
                        (int)o->out_ndim, FM_MAX_NDIM);
@@ -104,8 +109,8 @@ static fm_status check_out(const fm_rng_options *o, const fm_tensor *out)
         want *= out->shape[i];
     }
     if (o->out_dtype != 0 && o->out_dtype != (int32_t)out->dtype)
-        return fm_fail(FM_ERR_DTYPE, "rng: out has dtype %s but options.out_dtype is %s", fm_dtype_word(out->dtype),
-                       fm_dtype_word((fm_dtype)o->out_dtype));
+        return fm_fail(FM_ERR_DTYPE, "rng: out has dtype %s but options.out_dtype is %s",
+                       fm_dtype_word(out->dtype), fm_dtype_word((fm_dtype)o->out_dtype));
     if (o->out_ndim < 0)
         return FM_OK;
     int same = o->out_ndim == out->ndim;
@@ -117,7 +122,8 @@ static fm_status check_out(const fm_rng_options *o, const fm_tensor *out)
     return FM_OK;
 }
 
-static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const fm_rng_options *o, fm_problem *p)
+static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const fm_rng_options *o,
+                              fm_problem *p)
 {
     const fm_tensor *out = ts[FM_RNG_OUT];
     if (!out)
@@ -155,7 +161,8 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
 
 /* out's descriptor: out's own shape and dtype when it is given, else the options' out_shape and
  * out_dtype (0: float64, uint32 for raw), C-contiguous, on the execution's device. */
-static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs, uint32_t *written)
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs,
+                              uint32_t *written)
 {
     const fm_rng_options *o = opts_;
     fm_status s = check_options(o);
@@ -169,7 +176,8 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
             return s;
     } else {
         if (o->out_ndim < 0)
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out is NULL and options.out_ndim = -1; expected an out "
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: out is NULL and options.out_ndim = -1; expected an out "
                            "descriptor or the output's shape in out_ndim / out_shape");
         fm_dtype dt = o->out_dtype ? (fm_dtype)o->out_dtype : o->distribution == FM_RNG_RAW ? FM_U32 : FM_F64;
         fm_device dev = {o->execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU,

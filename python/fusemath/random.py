@@ -91,8 +91,8 @@ class Generator:
     def __init__(self, seed: Any = None, *, device: str = "cpu", mode: str = "portable"):
         where = "fusemath.random.Generator"
         if device != "cpu":
-            raise _C.NotSupportedError(f"{where}: device = {device!r}, expected 'cpu' (the GPU backend is not "
-                                       "built yet)")
+            raise _C.NotSupportedError(f"{where}: device = {device!r}, expected 'cpu' (the GPU backend "
+                                       "is not built yet)")
         if mode not in _MODES:
             raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
         self._seed = _seed_arg(seed, where)
@@ -141,7 +141,8 @@ class Generator:
     def uniform(self, low=0.0, high=1.0, size=None, *, dtype=np.float64, out=None):
         """low + (high - low) * random(); finite low < high."""
         w = "fusemath.random.Generator.uniform"
-        return self._fill("uniform", _C.RNG_UNIFORM, _real(low, "low", w), _real(high, "high", w), size, dtype, out)
+        low, high = _real(low, "low", w), _real(high, "high", w)
+        return self._fill("uniform", _C.RNG_UNIFORM, low, high, size, dtype, out)
 
     def standard_normal(self, size=None, dtype=np.float64, out=None):
         """Normal values, mean 0 and standard deviation 1 (Box-Muller)."""
@@ -150,19 +151,20 @@ class Generator:
     def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=np.float64, out=None):
         """standard_normal() * scale + loc; scale >= 0."""
         w = "fusemath.random.Generator.normal"
-        return self._fill("normal", _C.RNG_NORMAL, _real(loc, "loc", w), _real(scale, "scale", w), size, dtype, out)
+        loc, scale = _real(loc, "loc", w), _real(scale, "scale", w)
+        return self._fill("normal", _C.RNG_NORMAL, loc, scale, size, dtype, out)
 
     def lognormal(self, mean=0.0, sigma=1.0, size=None, *, dtype=np.float64, out=None):
         """exp(normal(mean, sigma)); sigma >= 0."""
         w = "fusemath.random.Generator.lognormal"
-        return self._fill("lognormal", _C.RNG_LOGNORMAL, _real(mean, "mean", w), _real(sigma, "sigma", w), size,
-                          dtype, out)
+        mean, sigma = _real(mean, "mean", w), _real(sigma, "sigma", w)
+        return self._fill("lognormal", _C.RNG_LOGNORMAL, mean, sigma, size, dtype, out)
 
     def standard_exponential(self, size=None, dtype=np.float64, method="inv", out=None):
         """-log(u), u uniform in (0, 1] (inversion whatever method says: 'zig' is accepted too)."""
         if method not in ("inv", "zig"):
-            raise _C.InvalidArgumentError(f"fusemath.random.Generator.standard_exponential: method = {method!r}, "
-                                          "expected 'inv' or 'zig'")
+            raise _C.InvalidArgumentError(f"fusemath.random.Generator.standard_exponential: method = "
+                                          f"{method!r}, expected 'inv' or 'zig'")
         return self._fill("standard_exponential", _C.RNG_EXPONENTIAL, 1.0, 0.0, size, dtype, out)
 
     def exponential(self, scale=1.0, size=None, *, dtype=np.float64, out=None):
@@ -197,7 +199,8 @@ class Generator:
         if not isinstance(value, dict) or "seed" not in value or "position" not in value:
             raise TypeError(f"{where}: state must be a dict with 'seed' and 'position'")
         pos = value["position"]
-        if isinstance(pos, (bool, np.bool_)) or not isinstance(pos, (int, np.integer)) or not 0 <= pos < 1 << 63:
+        is_int = isinstance(pos, (int, np.integer)) and not isinstance(pos, (bool, np.bool_))
+        if not is_int or not 0 <= pos < 1 << 63:
             raise ValueError(f"{where}: position = {pos!r}, expected an int in [0, 2**63)")
         run = tuple(value.get("f64_run", (0, 0)))
         if len(run) != 2 or not 0 <= run[0] <= run[1] <= pos:
@@ -250,9 +253,9 @@ class Generator:
 
 def _not_implemented(name: str):
     def method(self, *args, **kwargs):
-        raise NotImplementedError(f"fusemath.random.Generator.{name} is not implemented (numpy.random.Generator "
-                                  "has it; fusemath has random, uniform, standard_normal, normal, lognormal, "
-                                  "standard_exponential, exponential)")
+        raise NotImplementedError(f"fusemath.random.Generator.{name} is not implemented (numpy.random."
+                                  "Generator has it; fusemath has random, uniform, standard_normal, normal, "
+                                  "lognormal, standard_exponential, exponential)")
 
     method.__name__ = name
     return method

@@ -101,8 +101,8 @@ static void test_philox_known_answers(void)
     for (int i = 0; i < 3; i++) {
         uint32_t out[4];
         fm_philox4x32_10(in[i], in[i][4], in[i][5], out);
-        CHECK_MSG(!memcmp(out, want[i], sizeof out), "vector %d: %08x %08x %08x %08x", i, out[0], out[1], out[2],
-                  out[3]);
+        CHECK_MSG(!memcmp(out, want[i], sizeof out), "vector %d: %08x %08x %08x %08x", i, out[0], out[1],
+                  out[2], out[3]);
     }
 }
 
@@ -129,7 +129,8 @@ static void test_portable_mapping(void)
         const uint64_t word = (uint64_t)w[2 * (m % 2)] | (uint64_t)w[2 * (m % 2) + 1] << 32;
         bad_d += ud[i] != (double)(word >> 11) / 9007199254740992.0;
     }
-    CHECK_MSG(!bad_raw && !bad_f && !bad_d, "mismatches: raw %d, uniform f32 %d, f64 %d", bad_raw, bad_f, bad_d);
+    CHECK_MSG(!bad_raw && !bad_f && !bad_d, "mismatches: raw %d, uniform f32 %d, f64 %d", bad_raw, bad_f,
+              bad_d);
 }
 
 static double ulps_f(float got, double exact)
@@ -166,13 +167,14 @@ static void test_portable_math_accuracy(void)
         fm_px_sincos_turns_f32(w[3], &sf, &cf);
         fm_px_sincos_turns_f64(W, &sd, &cd);
         const long double tf = 2 * 3.14159265358979323846264338327950288L * w[3] / 4294967296.0L;
-        const long double td = 2 * 3.14159265358979323846264338327950288L * (long double)W / 18446744073709551616.0L;
+        const long double td =
+            2 * 3.14159265358979323846264338327950288L * (long double)W / 18446744073709551616.0L;
         /* absolute error in ulps of 1 (sin near 0 has no relative accuracy to give: the angle's) */
         worst[4] = fmax(worst[4], fmax(fabsl(sf - sinl(tf)), fabsl(cf - cosl(tf))) / 0x1p-24);
         worst[5] = fmax(worst[5], (double)(fmaxl(fabsl(sd - sinl(td)), fabsl(cd - cosl(td))) / 0x1p-53L));
     }
-    printf("    worst: logf %.2f ulp, log %.2f, expf %.2f, exp %.2f, sincos f32 %.2f ulp(1), f64 %.2f\n", worst[0],
-           worst[1], worst[2], worst[3], worst[4], worst[5]);
+    printf("    worst: logf %.2f ulp, log %.2f, expf %.2f, exp %.2f, sincos f32 %.2f ulp(1), f64 %.2f\n",
+           worst[0], worst[1], worst[2], worst[3], worst[4], worst[5]);
     CHECK_MSG(worst[0] <= 2 && worst[1] <= 2 && worst[2] <= 2 && worst[3] <= 2, "log/exp ulps %g %g %g %g",
               worst[0], worst[1], worst[2], worst[3]);
     CHECK_MSG(worst[4] <= 2 && worst[5] <= 2, "sincos %g %g", worst[4], worst[5]);
@@ -191,7 +193,8 @@ static void test_thread_invariance(void)
             for (int t = 2; t <= 7; t += 5) {
                 memset(got, 0, bytes);
                 CHECK_OK(fill(&kinds[k], mode, 99, t, &st, n, got));
-                CHECK_MSG(!memcmp(ref, got, bytes), "mode %d %s: %d threads differ from 1", mode, kinds[k].name, t);
+                CHECK_MSG(!memcmp(ref, got, bytes), "mode %d %s: %d threads differ from 1", mode,
+                          kinds[k].name, t);
             }
         }
     free(ref);
@@ -257,7 +260,8 @@ static curandGenerator_t curand_host(uint64_t seed, uint64_t offset)
 }
 
 /* One call sequence on a libcurand generator and on fusemath, compared call by call. */
-static void compare_sequence(uint64_t seed, int64_t offset, const int *kind_ids, const int64_t *lens, int ncalls)
+static void compare_sequence(uint64_t seed, int64_t offset, const int *kind_ids, const int64_t *lens,
+                             int ncalls)
 {
     curandGenerator_t g = curand_host(seed, (uint64_t)offset);
     CHECK_MSG(g != NULL, "libcurand's host generator could not be created");
@@ -280,9 +284,10 @@ static void compare_sequence(uint64_t seed, int64_t offset, const int *kind_ids,
         for (size_t b = 0; b < bytes && first < 0; b++)
             if (want[b] != got[b])
                 first = (int64_t)(b / fm_dtype_size(k->dt));
-        CHECK_MSG(first < 0, "seed %llx offset %lld, call %d (%s of %lld at %lld): first mismatch at value %lld",
-                  (unsigned long long)seed, (long long)offset, c, k->name, (long long)lens[c], (long long)st.pos,
-                  (long long)first);
+        CHECK_MSG(first < 0,
+                  "seed %llx offset %lld, call %d (%s of %lld at %lld): first mismatch at value %lld",
+                  (unsigned long long)seed, (long long)offset, c, k->name, (long long)lens[c],
+                  (long long)st.pos, (long long)first);
         CHECK(advance_state(&st, FM_RNG_CURAND, k->dt, lens[c]));
         free(want);
         free(got);
@@ -449,15 +454,17 @@ static void test_specs_cache_stateless(void)
     fm_tensor spec;
     uint32_t written = 0;
     CHECK_OK(fm_output_specs(FM_OP_RNG, none, 1, &o, &spec, &written));
-    CHECK(written == 1u && spec.dtype == FM_F64 && spec.ndim == 3 && fm_tensor_numel(&spec) == 3 * (1ll << 32) &&
-          spec.strides[0] == 3 << 16 && spec.device.type == FM_DEVICE_CPU);
+    CHECK(written == 1u && spec.dtype == FM_F64 && spec.ndim == 3 &&
+          fm_tensor_numel(&spec) == 3 * (1ll << 32) && spec.strides[0] == 3 << 16 &&
+          spec.device.type == FM_DEVICE_CPU);
     o.distribution = FM_RNG_RAW;
     CHECK_OK(fm_output_specs(FM_OP_RNG, none, 1, &o, &spec, &written));
     CHECK(spec.dtype == FM_U32);
     fm_plan *big = NULL;
     spec.data = NULL;
     CHECK_OK(fm_rng_plan(ctx, &spec, &o, &big));
-    CHECK(big && fm_test_contains(fm_plan_describe(big), "rng cpu/philox raw u32 mode=portable n=12884901888"));
+    CHECK(big &&
+          fm_test_contains(fm_plan_describe(big), "rng cpu/philox raw u32 mode=portable n=12884901888"));
     fm_plan_release(big);
     fm_rng_options_init(&o);
     CHECK_STATUS(fm_output_specs(FM_OP_RNG, none, 1, &o, &spec, &written), FM_ERR_INVALID_ARGUMENT);

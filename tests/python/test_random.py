@@ -30,7 +30,8 @@ def philox_np(blocks, seed, rounds=10):
     k0, k1 = seed & 0xFFFFFFFF, seed >> 32
     for _ in range(rounds):
         p0, p1 = c0 * np.uint64(0xD2511F53), c2 * np.uint64(0xCD9E8D57)
-        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & m32, (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & m32
+        n0, n2 = (p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1)
+        c0, c1, c2, c3 = n0, p1 & m32, n2, p0 & m32
         k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
     return np.stack([c0, c1, c2, c3], axis=1).astype(np.uint32)
 
@@ -67,7 +68,7 @@ def _moments(x, mean, var, name):
     bad = []
     if abs(x.mean() - mean) > 6 * np.sqrt(var / n):
         bad.append(f"{name}: mean {x.mean():.6g}, expected {mean:.6g}")
-    if abs(x.var() - var) > 6 * var * np.sqrt(3.0 / n) + 1e-12:  # sd of the sample variance <= var sqrt(3/n) here
+    if abs(x.var() - var) > 6 * var * np.sqrt(3.0 / n) + 1e-12:  # the sample variance's sd <= var sqrt(3/n)
         bad.append(f"{name}: variance {x.var():.6g}, expected {var:.6g}")
     return bad
 
@@ -271,7 +272,8 @@ def test_advance_equals_draw_and_discard():
     a.random(10), b.random(10)
     a.random(7, dtype=np.float32)
     b.advance(7)
-    np.testing.assert_array_equal(a.standard_normal(64, dtype=np.float32), b.standard_normal(64, dtype=np.float32))
+    f32 = np.float32
+    np.testing.assert_array_equal(a.standard_normal(64, dtype=f32), b.standard_normal(64, dtype=f32))
 
 
 def test_positions_compose_and_large():
@@ -303,13 +305,15 @@ def test_state_spawn_pickle():
     g.state = s
     np.testing.assert_array_equal(g.random(100), a)
     kids = g.spawn(3)
-    seeds = [int(np.random.SeedSequence(12345, spawn_key=(i,)).generate_state(1, np.uint64)[0]) for i in range(3)]
+    def derived(key):
+        return int(np.random.SeedSequence(12345, spawn_key=key).generate_state(1, np.uint64)[0])
+
+    seeds = [derived((i,)) for i in range(3)]
     assert [k.state["seed"] for k in kids] == seeds
     more = g.spawn(1)[0]  # numbering goes on
-    assert more.state["seed"] == int(np.random.SeedSequence(12345, spawn_key=(3,)).generate_state(1, np.uint64)[0])
+    assert more.state["seed"] == derived((3,))
     grandkid = kids[0].spawn(1)[0]
-    assert grandkid.state["seed"] == int(
-        np.random.SeedSequence(12345, spawn_key=(0, 0)).generate_state(1, np.uint64)[0])
+    assert grandkid.state["seed"] == derived((0, 0))
     draws = [k.random(1000) for k in kids + [g]]
     for i in range(4):
         for j in range(i):
@@ -324,46 +328,46 @@ def test_state_spawn_pickle():
 # ---------------------------------------------------------------------------
 # Bad arguments: type and message
 # ---------------------------------------------------------------------------
-G = "fusemath.random.Generator"
+R = fr.default_rng
 
 
 @pytest.mark.parametrize(
     "call, exc, text",
     [
-        (lambda: fr.default_rng(-1), ValueError, "seed = -1, expected an int in [0, 2**64)"),
-        (lambda: fr.default_rng(2**64), ValueError, "seed = 18446744073709551616"),
-        (lambda: fr.default_rng(1.5), TypeError, "seed must be None or an int in [0, 2**64), not float"),
-        (lambda: fr.default_rng(1, mode="fast"), fusemath.InvalidArgumentError, "mode = 'fast', expected"),
-        (lambda: fr.default_rng(1, device="cuda"), fusemath.NotSupportedError, "device = 'cuda', expected 'cpu'"),
-        (lambda: fr.default_rng(1).random(-2), ValueError, "random: size = -2 has a negative entry"),
-        (lambda: fr.default_rng(1).random((2, 1.5)), TypeError, "size must be None, an int or a tuple of ints"),
-        (lambda: fr.default_rng(1).random(3, out=np.empty(4)), fusemath.ShapeError, "out has shape (4,), expected (3,)"),
-        (lambda: fr.default_rng(1).random(out=np.empty(4, np.float32)), fusemath.DtypeError,
+        (lambda: R(-1), ValueError, "seed = -1, expected an int in [0, 2**64)"),
+        (lambda: R(2**64), ValueError, "seed = 18446744073709551616"),
+        (lambda: R(1.5), TypeError, "seed must be None or an int in [0, 2**64), not float"),
+        (lambda: R(1, mode="fast"), fusemath.InvalidArgumentError, "mode = 'fast', expected"),
+        (lambda: R(1, device="cuda"), fusemath.NotSupportedError, "device = 'cuda', expected 'cpu'"),
+        (lambda: R(1).random(-2), ValueError, "random: size = -2 has a negative entry"),
+        (lambda: R(1).random((2, 1.5)), TypeError, "size must be None, an int or a tuple of ints"),
+        (lambda: R(1).random(3, out=np.empty(4)), fusemath.ShapeError, "out has shape (4,), expected (3,)"),
+        (lambda: R(1).random(out=np.empty(4, np.float32)), fusemath.DtypeError,
          "out has dtype float32, expected float64"),
-        (lambda: fr.default_rng(1).random(dtype=np.int32), fusemath.DtypeError,
+        (lambda: R(1).random(dtype=np.int32), fusemath.DtypeError,
          "dtype int32 (out's), expected float32 or float64 for uniform"),
-        (lambda: fr.default_rng(1).standard_normal(dtype=np.float16), TypeError, "expected float32 or float64"),
-        (lambda: fr.default_rng(1).uniform(2, 1), fusemath.InvalidArgumentError,
+        (lambda: R(1).standard_normal(dtype=np.float16), TypeError, "expected float32 or float64"),
+        (lambda: R(1).uniform(2, 1), fusemath.InvalidArgumentError,
          "uniform: uniform low = 2, high = 1; expected finite low < high"),
-        (lambda: fr.default_rng(1).uniform(0, np.inf), ValueError, "expected finite low < high"),
-        (lambda: fr.default_rng(1).uniform(np.nan, 1), ValueError, "low = nan"),
-        (lambda: fr.default_rng(1).normal(0, -1), fusemath.InvalidArgumentError,
+        (lambda: R(1).uniform(0, np.inf), ValueError, "expected finite low < high"),
+        (lambda: R(1).uniform(np.nan, 1), ValueError, "low = nan"),
+        (lambda: R(1).normal(0, -1), fusemath.InvalidArgumentError,
          "normal stddev (scale) = -1, expected a finite value >= 0"),
-        (lambda: fr.default_rng(1).normal(np.inf), ValueError, "normal mean (loc) = inf"),
-        (lambda: fr.default_rng(1).lognormal(0, -0.5), ValueError, "lognormal stddev (sigma) = -0.5"),
-        (lambda: fr.default_rng(1).exponential(-2), ValueError, "exponential scale = -2, expected a finite value >= 0"),
-        (lambda: fr.default_rng(1).normal([0, 1]), TypeError, "loc must be a real number (array parameters"),
-        (lambda: fr.default_rng(1).standard_exponential(method="ziggurat"), ValueError, "method = 'ziggurat'"),
-        (lambda: fr.default_rng(1, mode="curand").exponential(), fusemath.NotSupportedError,
+        (lambda: R(1).normal(np.inf), ValueError, "normal mean (loc) = inf"),
+        (lambda: R(1).lognormal(0, -0.5), ValueError, "lognormal stddev (sigma) = -0.5"),
+        (lambda: R(1).exponential(-2), ValueError, "exponential scale = -2, expected a finite value >= 0"),
+        (lambda: R(1).normal([0, 1]), TypeError, "loc must be a real number (array parameters"),
+        (lambda: R(1).standard_exponential(method="ziggurat"), ValueError, "method = 'ziggurat'"),
+        (lambda: R(1, mode="curand").exponential(), fusemath.NotSupportedError,
          "mode curand has no exponential"),
-        (lambda: fr.default_rng(1).advance(-1), ValueError, "advance: n = -1, expected 0 <= n"),
-        (lambda: fr.default_rng(1).advance(2.0), TypeError, "n must be an int, not float"),
-        (lambda: fr.default_rng(1).advance(2**63), ValueError, "a position below 2**63"),
-        (lambda: fr.default_rng(1).spawn(-1), ValueError, "n_children = -1, expected >= 0"),
-        (lambda: setattr(fr.default_rng(1), "state", {"seed": 1}), TypeError, "a dict with 'seed' and 'position'"),
-        (lambda: setattr(fr.default_rng(1), "state", {"seed": 1, "position": -5}), ValueError, "position = -5"),
-        (lambda: fr.default_rng(1).poisson(3.0), NotImplementedError, "Generator.poisson is not implemented"),
-        (lambda: fr.default_rng(1).integers(10), NotImplementedError, "Generator.integers is not implemented"),
+        (lambda: R(1).advance(-1), ValueError, "advance: n = -1, expected 0 <= n"),
+        (lambda: R(1).advance(2.0), TypeError, "n must be an int, not float"),
+        (lambda: R(1).advance(2**63), ValueError, "a position below 2**63"),
+        (lambda: R(1).spawn(-1), ValueError, "n_children = -1, expected >= 0"),
+        (lambda: setattr(R(1), "state", {"seed": 1}), TypeError, "a dict with 'seed' and 'position'"),
+        (lambda: setattr(R(1), "state", {"seed": 1, "position": -5}), ValueError, "position = -5"),
+        (lambda: R(1).poisson(3.0), NotImplementedError, "Generator.poisson is not implemented"),
+        (lambda: R(1).integers(10), NotImplementedError, "Generator.integers is not implemented"),
     ],
 )
 def test_bad_arguments(call, exc, text):
