@@ -26,69 +26,76 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct rng_call rng_call;
-/* The values of unit u (stream positions [u U, u U + U)) into vals (float, double or uint32). */
-typedef void (*unit_fn)(const rng_call *c, uint64_t u, void *vals);
+#define RNG_BATCH 64    /* units per batch: the Philox and value loops run over this many (vectorised) */
+#define RNG_CHUNK 16384 /* stream positions per work item (a multiple of every unit) */
 
-typedef struct rng_impl {
+/* Word j of block b: w[j][b] (curand's f64 kinds: unit i has blocks 2i and 2i + 1). */
+typedef struct rng_words {
+    uint32_t w[4][2 * RNG_BATCH];
+} rng_words;
+
+typedef struct rng_impl rng_impl;
+/* The values of a batch's units [0, n) from its words into v (n * unit values of the dtype). */
+typedef void (*emit_fn)(const rng_impl *x, const rng_words *w, int n, void *v);
+
+struct rng_impl {
     fm_rng_params rp;
-    fm_dtype dtype;
     size_t es;
     int64_t n;
     int threads;
-    int unit; /* values per unit */
-    unit_fn fn;
-} rng_impl;
+    int unit;   /* values per unit */
+    int blocks; /* Philox blocks per unit: 2 for curand's f64 kinds, else 1 */
+    emit_fn emit;
+};
 
-struct rng_call {
+typedef struct rng_call {
     const rng_impl *x;
     char *out;
     uint64_t pos;
     uint64_t g0, span_a, span_b; /* curand: the call's first group; the run of f64 calls, in groups */
-    int64_t chunk;               /* values per work item (a multiple of the unit) */
-};
+} rng_call;
 
-#define RNG_CHUNK 16384
-
-/* ---- curand mode's blocks ---- */
-static inline void seed_key(const rng_call *c, uint32_t *k0, uint32_t *k1)
-{
-    *k0 = (uint32_t)c->x->rp.seed;
-    *k1 = (uint32_t)(c->x->rp.seed >> 32);
-}
-
+/* ---- counters: the portable stream's, and curand's subsequence layout ---- */
 /* groups g < x with g mod 65536 == s */
 static inline uint64_t groups_before(uint64_t x, uint32_t s) { return (x >> 16) + ((x & 0xFFFFu) > s); }
 
-static inline void curand_block(const rng_call *c, uint64_t k, uint32_t s, uint32_t w[4])
+static void batch_counters(const rng_call *c, uint64_t u0, int n, rng_words *ctr)
 {
-    uint32_t k0, k1;
-    seed_key(c, &k0, &k1);
-    const uint32_t ctr[4] = {(uint32_t)k, (uint32_t)(k >> 32), s, 0};
-    fm_philox4x32_10(ctr, k0, k1, w);
+    const rng_impl *x = c->x;
+    for (int i = 0; i < n; i++) {
+        const uint64_t u = u0 + (uint64_t)i;
+        if (x->rp.mode == FM_RNG_PORTABLE) {
+            ctr->w[0][i] = (uint32_t)u, ctr->w[1][i] = (uint32_t)(u >> 32), ctr->w[2][i] = ctr->w[3][i] = 0;
+            continue;
+        }
+        const uint32_t s = (uint32_t)(u & 0xFFFFu); /* unit u is group u, of subsequence s */
+        uint64_t k = (u >> 16) + groups_before(c->span_b, s) - groups_before(c->span_a, s);
+        if (x->blocks == 1) {
+            ctr->w[0][i] = (uint32_t)k, ctr->w[1][i] = (uint32_t)(k >> 32);
+            ctr->w[2][i] = s, ctr->w[3][i] = 0;
+            continue;
+        }
+        k += (u >> 16) - groups_before(c->g0, s); /* ctr[s] + 2t, t = (u >> 16) - c0(s) */
+        for (int h = 0; h < 2; h++) {
+            const uint64_t kb = k + (uint64_t)h;
+            ctr->w[0][2 * i + h] = (uint32_t)kb, ctr->w[1][2 * i + h] = (uint32_t)(kb >> 32);
+            ctr->w[2][2 * i + h] = s, ctr->w[3][2 * i + h] = 0;
+        }
+    }
 }
 
-static inline uint64_t curand_shift(const rng_call *c, uint32_t s)
+FM_SIMD_CLONES static void philox_batch(int nb, uint64_t seed, const rng_words *restrict ctr,
+                                        rng_words *restrict out)
 {
-    return groups_before(c->span_b, s) - groups_before(c->span_a, s);
+    for (int b = 0; b < nb; b++) {
+        const uint32_t in[4] = {ctr->w[0][b], ctr->w[1][b], ctr->w[2][b], ctr->w[3][b]};
+        uint32_t w[4];
+        fm_philox4x32_10(in, (uint32_t)seed, (uint32_t)(seed >> 32), w);
+        out->w[0][b] = w[0], out->w[1][b] = w[1], out->w[2][b] = w[2], out->w[3][b] = w[3];
+    }
 }
 
-/* The block of group g for a 32-bit kind. */
-static inline void curand_block32(const rng_call *c, uint64_t g, uint32_t w[4])
-{
-    const uint32_t s = (uint32_t)(g & 0xFFFFu);
-    curand_block(c, (g >> 16) + curand_shift(c, s), s, w);
-}
-
-/* The two blocks of group g for an f64 kind. */
-static inline void curand_block64(const rng_call *c, uint64_t g, uint32_t w[8])
-{
-    const uint32_t s = (uint32_t)(g & 0xFFFFu);
-    const uint64_t k = 2 * (g >> 16) - groups_before(c->g0, s) + curand_shift(c, s);
-    curand_block(c, k, s, w);
-    curand_block(c, k + 1, s, w + 4);
-}
-
+/* ---- curand mode's arithmetic (RNG-PHILOX.md; glibc's libm, as libcurand's host generator) ---- */
 static inline float curand_u01f(uint32_t x) { return (float)x * 0x1p-32f + 0x1p-33f; }
 static inline double curand_u01d(uint32_t a, uint32_t b)
 {
@@ -106,10 +113,11 @@ static inline void curand_normal_pair_f(uint32_t x, uint32_t y, float *z0, float
     *z1 = co * r;
 }
 
-static inline void curand_normal_pair_d(const uint32_t w[4], double *z0, double *z1)
+static inline void curand_normal_pair_d(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, double *z0,
+                                        double *z1)
 {
-    const double u = curand_u01d(w[0], w[1]);
-    const double v = (double)(w[2] ^ ((uint64_t)w[3] << 21)) * 0x1p-52 + 0x1p-53;
+    const double u = curand_u01d(w0, w1);
+    const double v = (double)(w2 ^ ((uint64_t)w3 << 21)) * 0x1p-52 + 0x1p-53;
     const double r = sqrt(-2.0 * log(u));
     double s, co;
     sincos(v * 3.1415926535897932, &s, &co);
@@ -117,192 +125,219 @@ static inline void curand_normal_pair_d(const uint32_t w[4], double *z0, double 
     *z1 = co * r;
 }
 
-/* ---- the unit functions: one per (mode, distribution, dtype) ---- */
-#define RP (&c->x->rp)
-static void curand_raw(const rng_call *c, uint64_t g, void *v) { curand_block32(c, g, v); }
+/* ---- the emit functions: one per (mode, distribution, dtype) ---- */
+#define EMIT(name)                                                                                    \
+    FM_SIMD_CLONES static void name(const rng_impl *x, const rng_words *restrict wd, int n, void *vv)
+#define W(j, b) (wd->w[j][b])
+#define W64(j, b) ((uint64_t)W(j, b) | (uint64_t)W((j) + 1, b) << 32)
 
-static void curand_uniform_f(const rng_call *c, uint64_t g, void *v)
+EMIT(emit_raw)
 {
-    uint32_t w[4];
-    float *o = v;
-    const float lo = (float)RP->a, width = (float)(RP->b - RP->a);
-    curand_block32(c, g, w);
-    for (int i = 0; i < 4; i++)
-        o[i] = lo + width * curand_u01f(w[i]);
+    uint32_t *restrict v = vv;
+    for (int i = 0; i < n; i++) {
+        v[4 * i] = W(0, i), v[4 * i + 1] = W(1, i);
+        v[4 * i + 2] = W(2, i), v[4 * i + 3] = W(3, i);
+    }
 }
 
-static void curand_uniform_d(const rng_call *c, uint64_t g, void *v)
+EMIT(curand_uniform_f)
 {
-    uint32_t w[8];
-    double *o = v;
-    curand_block64(c, g, w);
-    for (int i = 0; i < 4; i++)
-        o[i] = RP->a + (RP->b - RP->a) * curand_u01d(w[2 * i], w[2 * i + 1]);
+    float *restrict v = vv;
+    const float lo = (float)x->rp.a, width = (float)(x->rp.b - x->rp.a);
+    for (int i = 0; i < n; i++) {
+        v[4 * i] = lo + width * curand_u01f(W(0, i));
+        v[4 * i + 1] = lo + width * curand_u01f(W(1, i));
+        v[4 * i + 2] = lo + width * curand_u01f(W(2, i));
+        v[4 * i + 3] = lo + width * curand_u01f(W(3, i));
+    }
 }
 
-static void curand_normal_f(const rng_call *c, uint64_t g, void *v)
+EMIT(curand_normal_f)
 {
-    uint32_t w[4];
-    float *o = v;
-    const float mean = (float)RP->a, sd = (float)RP->b;
-    curand_block32(c, g, w);
-    curand_normal_pair_f(w[0], w[1], &o[0], &o[1]);
-    curand_normal_pair_f(w[2], w[3], &o[2], &o[3]);
-    for (int i = 0; i < 4; i++)
-        o[i] = o[i] * sd + mean;
+    float *restrict v = vv;
+    const float mean = (float)x->rp.a, sd = (float)x->rp.b;
+    for (int i = 0; i < n; i++) {
+        float z[4];
+        curand_normal_pair_f(W(0, i), W(1, i), &z[0], &z[1]);
+        curand_normal_pair_f(W(2, i), W(3, i), &z[2], &z[3]);
+        for (int j = 0; j < 4; j++)
+            v[4 * i + j] = z[j] * sd + mean;
+    }
 }
 
-static void curand_lognormal_f(const rng_call *c, uint64_t g, void *v)
+EMIT(curand_lognormal_f)
 {
-    float *o = v;
-    curand_normal_f(c, g, v);
-    for (int i = 0; i < 4; i++)
-        o[i] = expf(o[i]);
+    float *restrict v = vv;
+    curand_normal_f(x, wd, n, vv);
+    for (int i = 0; i < 4 * n; i++)
+        v[i] = expf(v[i]);
 }
 
-static void curand_normal_d(const rng_call *c, uint64_t g, void *v)
+/* f64: value 4i + 2h + q from block 2i + h, words (2q, 2q + 1) */
+EMIT(curand_uniform_d)
 {
-    uint32_t w[8];
-    double *o = v;
-    curand_block64(c, g, w);
-    curand_normal_pair_d(w, &o[0], &o[1]);
-    curand_normal_pair_d(w + 4, &o[2], &o[3]);
-    for (int i = 0; i < 4; i++)
-        o[i] = o[i] * RP->b + RP->a;
+    double *restrict v = vv;
+    const double lo = x->rp.a, width = x->rp.b - x->rp.a;
+    for (int b = 0; b < 2 * n; b++) {
+        v[2 * b] = lo + width * curand_u01d(W(0, b), W(1, b));
+        v[2 * b + 1] = lo + width * curand_u01d(W(2, b), W(3, b));
+    }
 }
 
-static void curand_lognormal_d(const rng_call *c, uint64_t g, void *v)
+EMIT(curand_normal_d)
 {
-    double *o = v;
-    curand_normal_d(c, g, v);
-    for (int i = 0; i < 4; i++)
-        o[i] = exp(o[i]);
+    double *restrict v = vv;
+    const double mean = x->rp.a, sd = x->rp.b;
+    for (int b = 0; b < 2 * n; b++) {
+        double z0, z1;
+        curand_normal_pair_d(W(0, b), W(1, b), W(2, b), W(3, b), &z0, &z1);
+        v[2 * b] = z0 * sd + mean;
+        v[2 * b + 1] = z1 * sd + mean;
+    }
 }
 
-static inline void portable_block(const rng_call *c, uint64_t u, uint32_t w[4])
+EMIT(curand_lognormal_d)
 {
-    fm_px_block(RP->seed, u, w);
-}
-static inline uint64_t word64(const uint32_t *w) { return (uint64_t)w[0] | (uint64_t)w[1] << 32; }
-
-static void portable_raw(const rng_call *c, uint64_t u, void *v) { portable_block(c, u, v); }
-
-static void portable_uniform_f(const rng_call *c, uint64_t u, void *v)
-{
-    uint32_t w[4];
-    float *o = v;
-    const float lo = (float)RP->a, width = (float)(RP->b - RP->a);
-    portable_block(c, u, w);
-    for (int i = 0; i < 4; i++)
-        o[i] = lo + width * fm_px_u01_f32(w[i]);
+    double *restrict v = vv;
+    curand_normal_d(x, wd, n, vv);
+    for (int i = 0; i < 4 * n; i++)
+        v[i] = exp(v[i]);
 }
 
-static void portable_normal_f(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_uniform_f)
 {
-    uint32_t w[4];
-    float *o = v;
-    const float mean = (float)RP->a, sd = (float)RP->b;
-    portable_block(c, u, w);
-    fm_px_normal_pair_f32(w[0], w[1], &o[0], &o[1]);
-    fm_px_normal_pair_f32(w[2], w[3], &o[2], &o[3]);
-    for (int i = 0; i < 4; i++)
-        o[i] = o[i] * sd + mean;
+    float *restrict v = vv;
+    const float lo = (float)x->rp.a, width = (float)(x->rp.b - x->rp.a);
+    for (int i = 0; i < n; i++) {
+        v[4 * i] = lo + width * fm_px_u01_f32(W(0, i));
+        v[4 * i + 1] = lo + width * fm_px_u01_f32(W(1, i));
+        v[4 * i + 2] = lo + width * fm_px_u01_f32(W(2, i));
+        v[4 * i + 3] = lo + width * fm_px_u01_f32(W(3, i));
+    }
 }
 
-static void portable_lognormal_f(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_normal_f)
 {
-    float *o = v;
-    portable_normal_f(c, u, v);
-    for (int i = 0; i < 4; i++)
-        o[i] = fm_px_expf(o[i]);
+    float *restrict v = vv;
+    const float mean = (float)x->rp.a, sd = (float)x->rp.b;
+    for (int i = 0; i < n; i++) {
+        float z0, z1, z2, z3;
+        fm_px_normal_pair_f32(W(0, i), W(1, i), &z0, &z1);
+        fm_px_normal_pair_f32(W(2, i), W(3, i), &z2, &z3);
+        v[4 * i] = z0 * sd + mean, v[4 * i + 1] = z1 * sd + mean;
+        v[4 * i + 2] = z2 * sd + mean, v[4 * i + 3] = z3 * sd + mean;
+    }
 }
 
-static void portable_exponential_f(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_lognormal_f)
 {
-    uint32_t w[4];
-    float *o = v;
-    const float scale = (float)RP->a;
-    portable_block(c, u, w);
-    for (int i = 0; i < 4; i++) /* 0 - log: +0, not -0, for u = 1 */
-        o[i] = (0.0f - fm_px_logf(fm_px_u01_open_f32(w[i]))) * scale;
+    float *restrict v = vv;
+    portable_normal_f(x, wd, n, vv);
+    for (int i = 0; i < 4 * n; i++)
+        v[i] = fm_px_expf(v[i]);
 }
 
-static void portable_uniform_d(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_exponential_f)
 {
-    uint32_t w[4];
-    double *o = v;
-    portable_block(c, u, w);
-    for (int i = 0; i < 2; i++)
-        o[i] = RP->a + (RP->b - RP->a) * fm_px_u01_f64(word64(w + 2 * i));
+    float *restrict v = vv;
+    const float scale = (float)x->rp.a;
+    for (int i = 0; i < n; i++) { /* 0 - log: +0, not -0, for u = 1 */
+        v[4 * i] = (0.0f - fm_px_logf(fm_px_u01_open_f32(W(0, i)))) * scale;
+        v[4 * i + 1] = (0.0f - fm_px_logf(fm_px_u01_open_f32(W(1, i)))) * scale;
+        v[4 * i + 2] = (0.0f - fm_px_logf(fm_px_u01_open_f32(W(2, i)))) * scale;
+        v[4 * i + 3] = (0.0f - fm_px_logf(fm_px_u01_open_f32(W(3, i)))) * scale;
+    }
 }
 
-static void portable_normal_d(const rng_call *c, uint64_t u, void *v)
+/* portable f64: value 2i + h from the words (2h, 2h + 1) of block i */
+EMIT(portable_uniform_d)
 {
-    uint32_t w[4];
-    double *o = v;
-    portable_block(c, u, w);
-    fm_px_normal_pair_f64(word64(w), word64(w + 2), &o[0], &o[1]);
-    for (int i = 0; i < 2; i++)
-        o[i] = o[i] * RP->b + RP->a;
+    double *restrict v = vv;
+    const double lo = x->rp.a, width = x->rp.b - x->rp.a;
+    for (int i = 0; i < n; i++) {
+        v[2 * i] = lo + width * fm_px_u01_f64(W64(0, i));
+        v[2 * i + 1] = lo + width * fm_px_u01_f64(W64(2, i));
+    }
 }
 
-static void portable_lognormal_d(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_normal_d)
 {
-    double *o = v;
-    portable_normal_d(c, u, v);
-    for (int i = 0; i < 2; i++)
-        o[i] = fm_px_exp(o[i]);
+    double *restrict v = vv;
+    const double mean = x->rp.a, sd = x->rp.b;
+    for (int i = 0; i < n; i++) {
+        double z0, z1;
+        fm_px_normal_pair_f64(W64(0, i), W64(2, i), &z0, &z1);
+        v[2 * i] = z0 * sd + mean;
+        v[2 * i + 1] = z1 * sd + mean;
+    }
 }
 
-static void portable_exponential_d(const rng_call *c, uint64_t u, void *v)
+EMIT(portable_lognormal_d)
 {
-    uint32_t w[4];
-    double *o = v;
-    portable_block(c, u, w);
-    for (int i = 0; i < 2; i++)
-        o[i] = (0.0 - fm_px_log(fm_px_u01_open_f64(word64(w + 2 * i)))) * RP->a;
+    double *restrict v = vv;
+    portable_normal_d(x, wd, n, vv);
+    for (int i = 0; i < 2 * n; i++)
+        v[i] = fm_px_exp(v[i]);
 }
-#undef RP
+
+EMIT(portable_exponential_d)
+{
+    double *restrict v = vv;
+    const double scale = x->rp.a;
+    for (int i = 0; i < n; i++) {
+        v[2 * i] = (0.0 - fm_px_log(fm_px_u01_open_f64(W64(0, i)))) * scale;
+        v[2 * i + 1] = (0.0 - fm_px_log(fm_px_u01_open_f64(W64(2, i)))) * scale;
+    }
+}
+#undef W64
+#undef W
+#undef EMIT
 
 /* [mode][distribution][0: 32-bit, 1: f64] */
-static const unit_fn unit_fns[2][5][2] = {
+static const emit_fn emit_fns[2][5][2] = {
     [FM_RNG_PORTABLE] = {{portable_uniform_f, portable_uniform_d},
                          {portable_normal_f, portable_normal_d},
                          {portable_lognormal_f, portable_lognormal_d},
                          {portable_exponential_f, portable_exponential_d},
-                         {portable_raw, NULL}},
+                         {emit_raw, NULL}},
     [FM_RNG_CURAND] = {{curand_uniform_f, curand_uniform_d},
                        {curand_normal_f, curand_normal_d},
                        {curand_lognormal_f, curand_lognormal_d},
                        {NULL, NULL},
-                       {curand_raw, NULL}},
+                       {emit_raw, NULL}},
 };
 
 /* ---- the fill ---- */
-/* Output values [i0, i1) of the call: whole units straight into out, the partial first and last
- * through a unit-sized buffer. */
-static void fill_range(const rng_call *c, int64_t i0, int64_t i1)
+/* Stream positions [e0, e1) of the call, in batches of whole units; a batch that is not wholly
+ * inside goes through a buffer. */
+static void fill_range(const rng_call *c, uint64_t e0, uint64_t e1)
 {
     const rng_impl *x = c->x;
-    const uint64_t U = (uint64_t)x->unit, e0 = c->pos + (uint64_t)i0, e1 = c->pos + (uint64_t)i1;
-    _Alignas(16) unsigned char tmp[4 * sizeof(double)];
-    for (uint64_t u = e0 / U; u * U < e1; u++) {
-        const uint64_t a = u * U < e0 ? e0 : u * U, b = (u + 1) * U > e1 ? e1 : (u + 1) * U;
+    const uint64_t U = (uint64_t)x->unit;
+    rng_words ctr, wd;
+    _Alignas(64) unsigned char tmp[RNG_BATCH * 4 * sizeof(double)];
+    for (uint64_t u = e0 / U; u * U < e1; u += RNG_BATCH) {
+        const uint64_t ub = fm_min_i64((int64_t)(u + RNG_BATCH), (int64_t)((e1 + U - 1) / U));
+        const int n = (int)(ub - u);
+        const uint64_t a = u * U < e0 ? e0 : u * U, b = ub * U > e1 ? e1 : ub * U;
+        batch_counters(c, u, n, &ctr);
+        philox_batch(n * x->blocks, x->rp.seed, &ctr, &wd);
         char *dst = c->out + (a - c->pos) * x->es;
-        if (b - a == U) {
-            x->fn(c, u, dst);
+        if (a == u * U && b == ub * U) {
+            x->emit(x, &wd, n, dst);
         } else {
-            x->fn(c, u, tmp);
+            x->emit(x, &wd, n, tmp);
             memcpy(dst, tmp + (a - u * U) * x->es, (b - a) * x->es);
         }
     }
 }
 
+/* Work item k: the stream positions of the call in [(first + k) RNG_CHUNK, (first + k + 1) RNG_CHUNK). */
 static void fill_item(void *arg, int64_t item)
 {
     const rng_call *c = arg;
-    const int64_t i0 = item * c->chunk, i1 = fm_min_i64(c->x->n, i0 + c->chunk);
-    fill_range(c, i0, i1);
+    const uint64_t e1 = c->pos + (uint64_t)c->x->n, lo = (c->pos / RNG_CHUNK + (uint64_t)item) * RNG_CHUNK;
+    fill_range(c, lo > c->pos ? lo : c->pos, lo + RNG_CHUNK < e1 ? lo + RNG_CHUNK : e1);
 }
 
 static fm_status rng_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
@@ -327,12 +362,13 @@ static fm_status rng_execute(const fm_plan *p, void *const *ptrs, const fm_exec_
                        "expected 0 <= ints[1] <= ints[2] <= the position %lld",
                        (long long)a, (long long)b, (long long)pos);
     rng_call c = {.x = x, .out = ptrs[FM_RNG_OUT], .pos = (uint64_t)pos, .g0 = (uint64_t)pos / 4,
-                  .span_a = (uint64_t)a / 4, .span_b = (uint64_t)b / 4, .chunk = RNG_CHUNK};
+                  .span_a = (uint64_t)a / 4, .span_b = (uint64_t)b / 4};
     if (x->n == 0)
         return FM_OK;
-    const int64_t items = (x->n + c.chunk - 1) / c.chunk;
+    const uint64_t e1 = (uint64_t)(pos + x->n);
+    const int64_t items = (int64_t)((e1 - 1) / RNG_CHUNK - (uint64_t)pos / RNG_CHUNK + 1);
     if (items == 1 || x->threads == 1)
-        fill_range(&c, 0, x->n);
+        fill_range(&c, (uint64_t)pos, e1);
     else
         fm_pool_run(x->threads, items, fill_item, &c); /* -1: the caller ran every item itself */
     return FM_OK;
@@ -344,7 +380,7 @@ static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_
     const fm_rng_params *rp = &p->u.rng;
     const fm_tensor *t = &p->t[FM_RNG_OUT];
     const int f64 = t->dtype == FM_F64;
-    const unit_fn fn = unit_fns[rp->mode][rp->distribution][f64];
+    const emit_fn fn = emit_fns[rp->mode][rp->distribution][f64];
     if (!fn) /* core refuses these; a row added there first must not reach a NULL here */
         return fm_fail(FM_ERR_NOT_APPLICABLE, "rng cpu/philox: no %s fill in this mode",
                        fm_dtype_name(t->dtype));
@@ -352,12 +388,12 @@ static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "rng: out of host memory");
     x->rp = *rp;
-    x->dtype = t->dtype;
     x->es = fm_dtype_size(t->dtype);
     x->n = fm_tensor_numel(t);
     x->unit = f64 && rp->mode == FM_RNG_PORTABLE ? 2 : 4;
-    x->fn = fn;
-    const int64_t items = (x->n + RNG_CHUNK - 1) / RNG_CHUNK;
+    x->blocks = f64 && rp->mode == FM_RNG_CURAND ? 2 : 1;
+    x->emit = fn;
+    const int64_t items = (x->n + RNG_CHUNK - 1) / RNG_CHUNK + 1;
     x->threads = (int)fm_max_i64(1, fm_min_i64(rp->num_threads, items));
     static const char *const dists[] = {"uniform", "normal", "lognormal", "exponential", "raw"};
     out->impl = x;
