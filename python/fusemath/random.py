@@ -23,6 +23,7 @@ Only ``device="cpu"`` for now (the GPU backend is to come). Distribution paramet
 """
 import operator
 import os
+import threading
 from typing import Any, Optional
 
 import numpy as np
@@ -101,6 +102,7 @@ class Generator:
         self._run = (0, 0)  # curand mode: [a, b), the positions of the run of float64 calls
         self._entropy, self._spawn_key, self._children = self._seed, (), 0
         self._freed = False
+        self._lock = threading.Lock()  # one draw at a time: two threads never get the same positions
 
     # ---- the stream ----
     def _live(self, what: str) -> str:
@@ -110,7 +112,13 @@ class Generator:
         return where
 
     def _fill(self, what: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
-        where = self._live(what)
+        with self._lock:
+            res = self._draw(self._live(what), dist, p0, p1, size, dtype, out)
+        if size is None and out is None:  # NumPy: a Python float
+            return res[()].item()
+        return res
+
+    def _draw(self, where: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
         dt = np.dtype(dtype)
         if out is not None and size is None:
             shape = tuple(getattr(out, "shape", ()))
@@ -130,8 +138,6 @@ class Generator:
         if self._mode == "curand" and f64 and n > 0:
             self._run = (run[0], self._pos + n) if run[0] != run[1] else (self._pos, self._pos + n)
         self._pos += n
-        if size is None and out is None:  # NumPy: a Python float
-            return res[()].item()
         return res
 
     def random(self, size=None, dtype=np.float64, out=None):
@@ -185,7 +191,8 @@ class Generator:
         if not 0 <= int(n) <= (1 << 63) - 1 - self._pos:
             raise ValueError(f"{where}: n = {n}, expected 0 <= n <= {(1 << 63) - 1 - self._pos} (a position "
                              "below 2**63)")
-        self._pos += int(n)
+        with self._lock:
+            self._pos += int(n)
         return self
 
     @property
@@ -241,10 +248,11 @@ class Generator:
         self.free()
 
     def __getstate__(self):
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, d):
         self.__dict__.update(d)
+        self._lock = threading.Lock()
 
     def __repr__(self):
         return (f"fusemath.random.Generator(seed={self._seed}, mode={self._mode!r}, position={self._pos}"

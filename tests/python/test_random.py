@@ -259,6 +259,17 @@ def test_thread_count_invariance(mode, restore_threads):
         assert draws() == ref, f"{t} threads"
 
 
+def test_threads_sharing_a_generator_get_disjoint_positions():
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = fr.default_rng(17)
+    with ThreadPoolExecutor(8) as pool:
+        parts = list(pool.map(lambda _: g.standard_normal(1000), range(400)))
+    assert g.state["position"] == 400_000
+    whole = fr.default_rng(17).standard_normal(400_000)
+    np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.sort(whole))
+
+
 def test_advance_equals_draw_and_discard():
     for kind in ("random", "standard_normal", "standard_exponential", "random_raw"):
         for n in (0, 1, 5, 262147):
