@@ -21,6 +21,7 @@ Modes (docs/design.md, "Random numbers"):
 
 Only ``device="cpu"`` for now (the GPU backend is to come). Distribution parameters are scalars.
 """
+import math
 import operator
 import os
 import threading
@@ -124,11 +125,11 @@ class Generator:
             shape = tuple(getattr(out, "shape", ()))
         else:
             shape = _size_arg(size, where)
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        n = math.prod(shape)
         f64 = dt == np.float64
         run = self._run
         opts = (dist, _MODES[self._mode], self._seed, p0, p1, _C.EXECUTION_AUTO, 0, 0, shape,
-                _FM_NAME.get(dt, str(dt)), self._pos, run[0], run[1])
+                _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1])
         if self._mode == "curand" and f64 and n > 0 and run[0] != run[1] and run[1] // 4 != self._pos // 4:
             _call(_OP, _C.CALL_SPECS, NUMPY.index, (out,), opts, None, 3, where)  # the core's errors first
             raise _C.NotSupportedError(
