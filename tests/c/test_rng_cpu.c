@@ -133,6 +133,64 @@ static void test_portable_mapping(void)
               bad_d);
 }
 
+/* The backend's batched, vectorised fill (AVX-512 / AVX2 / baseline clones) against the header's
+ * functions called one value at a time here: the same bits for every portable kind. */
+static double portable_ref(int dist, int f64, uint64_t seed, uint64_t m)
+{
+    uint32_t w[4];
+    const double mean = 0.25, sd = 1.5; /* opts_for's */
+    if (!f64) {
+        fm_px_block(seed, m / 4, w);
+        const uint32_t x = w[m % 4];
+        float z0, z1;
+        fm_px_normal_pair_f32(w[m % 4 & 2], w[(m % 4 & 2) + 1], &z0, &z1);
+        const float z = (m % 2 ? z1 : z0) * (float)sd + (float)mean;
+        switch (dist) {
+        case FM_RNG_UNIFORM: return 0.0f + 1.0f * fm_px_u01_f32(x);
+        case FM_RNG_NORMAL: return z;
+        case FM_RNG_LOGNORMAL: return fm_px_expf(z);
+        default: return (0.0f - fm_px_logf(fm_px_u01_open_f32(x))) * 1.0f;
+        }
+    }
+    fm_px_block(seed, m / 2, w);
+    const uint64_t W0 = (uint64_t)w[0] | (uint64_t)w[1] << 32, W1 = (uint64_t)w[2] | (uint64_t)w[3] << 32;
+    double z0, z1;
+    fm_px_normal_pair_f64(W0, W1, &z0, &z1);
+    const double z = (m % 2 ? z1 : z0) * sd + mean;
+    switch (dist) {
+    case FM_RNG_UNIFORM: return 0.0 + 1.0 * fm_px_u01_f64(m % 2 ? W1 : W0);
+    case FM_RNG_NORMAL: return z;
+    case FM_RNG_LOGNORMAL: return fm_px_exp(z);
+    default: return (0.0 - fm_px_log(fm_px_u01_open_f64(m % 2 ? W1 : W0))) * 1.0;
+    }
+}
+
+static void test_portable_fill_matches_scalar(void)
+{
+    const int64_t pos = 13, n = 10007;
+    double *got = malloc((size_t)n * sizeof *got);
+    const kind extra[2] = {{FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
+                           {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"}};
+    for (int k = 1; k < NKINDS + 2; k++) {
+        const kind *kd = k < NKINDS ? &kinds[k] : &extra[k - NKINDS];
+        const stream_state st = {pos, 0, 0};
+        CHECK_OK(fill(kd, FM_RNG_PORTABLE, 31, 2, &st, n, got));
+        int64_t bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++) {
+            const double want = portable_ref(kd->dist, kd->dt == FM_F64, 31, (uint64_t)(pos + i));
+            const int same = kd->dt == FM_F64 ? !memcmp(&((double *)got)[i], &want, 8)
+                                              : ((float *)got)[i] == (float)want &&
+                                                    !signbit(((float *)got)[i]) == !signbit(want);
+            if (!same)
+                bad = i;
+        }
+        CHECK_MSG(bad < 0, "%s: value %lld differs from the scalar functions (%.17g, expected %.17g)", kd->name,
+                  (long long)bad, bad < 0 ? 0.0 : kd->dt == FM_F64 ? got[bad] : ((float *)got)[bad],
+                  bad < 0 ? 0.0 : portable_ref(kd->dist, kd->dt == FM_F64, 31, (uint64_t)(pos + bad)));
+    }
+    free(got);
+}
+
 static double ulps_f(float got, double exact)
 {
     const float e = (float)exact;
@@ -510,6 +568,7 @@ int main(void)
     RUN_TEST(test_philox_known_answers);
     RUN_TEST(test_portable_mapping);
     RUN_TEST(test_portable_math_accuracy);
+    RUN_TEST(test_portable_fill_matches_scalar);
     RUN_TEST(test_thread_invariance);
     RUN_TEST(test_offsets_compose);
     RUN_TEST(test_curand);
