@@ -213,11 +213,12 @@ fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_option
     return fm_plan_create(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, plan);
 }
 
-fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position)
+fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
+                 void *stream)
 {
     const fm_tensor *ts[FM_RNG_NSLOTS] = {out};
     fm_exec_args args;
     fm_exec_args_init(&args);
     args.ints[0] = position;
-    return fm_run(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, &args, NULL);
+    return fm_run(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, &args, stream);
 }

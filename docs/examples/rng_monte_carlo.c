@@ -70,7 +70,7 @@ int main(int argc, char **argv)
     }
     /* the first batch again, stateless: the same bits */
     out.data = xy;
-    CHECK(fm_rng(ctx, &out, &o, 0));
+    CHECK(fm_rng(ctx, &out, &o, 0, NULL));
     const int same = memcmp(xy, again, (size_t)n * sizeof *xy) == 0 && inside(xy, n) == first;
     const double points = (double)batches * (double)(n / 2), p = (double)hits / points;
     const double estimate = 4.0 * p, stderr_pi = 4.0 * sqrt(p * (1.0 - p) / points);

@@ -13,7 +13,7 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
     fm_rng_options *opt = &c->o.rng;
     fm_rng_options_init(opt);
     const char *f = c->prefix;
-    long long v[5];
+    long long v[5] = {0, 0, 0, 0, 0};
     static const char *const names[] = {"distribution", "mode", "execution", "device_id", "num_threads"};
     PyObject *const objs[] = {o[0], o[1], o[5], o[6], o[7]};
     for (int i = 0; i < 5; i++) /* ranges are the core's checks; these only fit the fields */
@@ -43,7 +43,7 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
     }
     opt->out_ndim = (int32_t)PyTuple_Size(o[8]);
     for (int i = 0; i < opt->out_ndim; i++) {
-        long long e;
+        long long e = 0;
         if (fmpy_int_arg(f, "size", PyTuple_GetItem(o[8], i), INT64_MIN, INT64_MAX, &e) < 0)
             return -1;
         opt->out_shape[i] = e;
@@ -55,7 +55,7 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
     fm_exec_args_init(&c->args);
     static const char *const pos_names[] = {"position", "run_a", "run_b"};
     for (int i = 0; i < 3; i++) { /* their meaning is the core's check */
-        long long x;
+        long long x = 0;
         if (fmpy_int_arg(f, pos_names[i], o[10 + i], INT64_MIN, INT64_MAX, &x) < 0)
             return -1;
         c->args.ints[i] = x;

@@ -548,7 +548,7 @@ static void test_specs_cache_stateless(void)
     fm_plan_release(p3);
     /* fm_rng at a position = the plan executed there */
     o.seed = 3;
-    CHECK_OK(fm_rng(ctx, &t, &o, 77));
+    CHECK_OK(fm_rng(ctx, &t, &o, 77, NULL));
     stream_state st = {77, 0, 0};
     const kind uni = {FM_RNG_UNIFORM, FM_F64, "uniform f64"};
     CHECK_OK(fill(&uni, FM_RNG_PORTABLE, 3, 0, &st, n, b));

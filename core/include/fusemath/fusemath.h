@@ -635,8 +635,9 @@ FM_API void fm_rng_options_init(fm_rng_options *o);
  *  thread count. */
 FM_API fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan);
 /*! fm_rng() : plan (cached) and fill out once, starting at stream position `position` (the
- *  curand double run, if any, through fm_plan_execute_args). */
-FM_API fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position);
+ *  curand double run, if any, through fm_plan_execute_args); stream: as fm_fft's (NULL on the cpu). */
+FM_API fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
+                        void *stream);
 
 #ifdef __cplusplus
 }
