@@ -140,38 +140,51 @@ EMIT(emit_raw)
     }
 }
 
-EMIT(curand_uniform_f)
-{
-    float *restrict v = vv;
-    const float lo = (float)x->rp.a, width = (float)(x->rp.b - x->rp.a);
-    for (int i = 0; i < n; i++) {
-        v[4 * i] = lo + width * curand_u01f(W(0, i));
-        v[4 * i + 1] = lo + width * curand_u01f(W(1, i));
-        v[4 * i + 2] = lo + width * curand_u01f(W(2, i));
-        v[4 * i + 3] = lo + width * curand_u01f(W(3, i));
-    }
-}
 
-EMIT(curand_normal_f)
-{
-    float *restrict v = vv;
-    const float mean = (float)x->rp.a, sd = (float)x->rp.b;
-    for (int i = 0; i < n; i++) {
-        float z[4];
-        curand_normal_pair_f(W(0, i), W(1, i), &z[0], &z[1]);
-        curand_normal_pair_f(W(2, i), W(3, i), &z[2], &z[3]);
-        for (int j = 0; j < 4; j++)
-            v[4 * i + j] = z[j] * sd + mean;
-    }
-}
 
-EMIT(curand_lognormal_f)
-{
-    float *restrict v = vv;
-    curand_normal_f(x, wd, n, vv);
-    for (int i = 0; i < 4 * n; i++)
-        v[i] = expf(v[i]);
-}
+
+/* The f32 kinds of both modes share their shapes: only the uniform, the Box-Muller pair and exp differ. */
+#define EMIT_UNIFORM_F(name, u01)                                                                     \
+    EMIT(name)                                                                                        \
+    {                                                                                                 \
+        float *restrict v = vv;                                                                       \
+        const float lo = (float)x->rp.a, width = (float)(x->rp.b - x->rp.a);                          \
+        for (int i = 0; i < n; i++) {                                                                 \
+            v[4 * i] = lo + width * u01(W(0, i));                                                     \
+            v[4 * i + 1] = lo + width * u01(W(1, i));                                                 \
+            v[4 * i + 2] = lo + width * u01(W(2, i));                                                 \
+            v[4 * i + 3] = lo + width * u01(W(3, i));                                                 \
+        }                                                                                             \
+    }
+#define EMIT_NORMAL_F(name, pair)                                                                     \
+    EMIT(name)                                                                                        \
+    {                                                                                                 \
+        float *restrict v = vv;                                                                       \
+        const float mean = (float)x->rp.a, sd = (float)x->rp.b;                                       \
+        for (int i = 0; i < n; i++) {                                                                 \
+            float z0, z1, z2, z3;                                                                     \
+            pair(W(0, i), W(1, i), &z0, &z1);                                                         \
+            pair(W(2, i), W(3, i), &z2, &z3);                                                         \
+            v[4 * i] = z0 * sd + mean, v[4 * i + 1] = z1 * sd + mean;                                 \
+            v[4 * i + 2] = z2 * sd + mean, v[4 * i + 3] = z3 * sd + mean;                             \
+        }                                                                                             \
+    }
+/* exp of the normal fill: lognormal, for T values per unit */
+#define EMIT_LOGNORMAL(name, normal, T, per_unit, expfn)                                              \
+    EMIT(name)                                                                                        \
+    {                                                                                                 \
+        T *restrict v = vv;                                                                           \
+        normal(x, wd, n, vv);                                                                         \
+        for (int i = 0; i < (per_unit) * n; i++)                                                      \
+            v[i] = expfn(v[i]);                                                                       \
+    }
+
+EMIT_UNIFORM_F(curand_uniform_f, curand_u01f)
+EMIT_NORMAL_F(curand_normal_f, curand_normal_pair_f)
+EMIT_LOGNORMAL(curand_lognormal_f, curand_normal_f, float, 4, expf)
+EMIT_UNIFORM_F(portable_uniform_f, fm_px_u01_f32)
+EMIT_NORMAL_F(portable_normal_f, fm_px_normal_pair_f32)
+EMIT_LOGNORMAL(portable_lognormal_f, portable_normal_f, float, 4, fm_px_expf)
 
 /* f64: value 4i + 2h + q from block 2i + h, words (2q, 2q + 1) */
 EMIT(curand_uniform_d)
@@ -196,46 +209,10 @@ EMIT(curand_normal_d)
     }
 }
 
-EMIT(curand_lognormal_d)
-{
-    double *restrict v = vv;
-    curand_normal_d(x, wd, n, vv);
-    for (int i = 0; i < 4 * n; i++)
-        v[i] = exp(v[i]);
-}
+EMIT_LOGNORMAL(curand_lognormal_d, curand_normal_d, double, 4, exp)
 
-EMIT(portable_uniform_f)
-{
-    float *restrict v = vv;
-    const float lo = (float)x->rp.a, width = (float)(x->rp.b - x->rp.a);
-    for (int i = 0; i < n; i++) {
-        v[4 * i] = lo + width * fm_px_u01_f32(W(0, i));
-        v[4 * i + 1] = lo + width * fm_px_u01_f32(W(1, i));
-        v[4 * i + 2] = lo + width * fm_px_u01_f32(W(2, i));
-        v[4 * i + 3] = lo + width * fm_px_u01_f32(W(3, i));
-    }
-}
 
-EMIT(portable_normal_f)
-{
-    float *restrict v = vv;
-    const float mean = (float)x->rp.a, sd = (float)x->rp.b;
-    for (int i = 0; i < n; i++) {
-        float z0, z1, z2, z3;
-        fm_px_normal_pair_f32(W(0, i), W(1, i), &z0, &z1);
-        fm_px_normal_pair_f32(W(2, i), W(3, i), &z2, &z3);
-        v[4 * i] = z0 * sd + mean, v[4 * i + 1] = z1 * sd + mean;
-        v[4 * i + 2] = z2 * sd + mean, v[4 * i + 3] = z3 * sd + mean;
-    }
-}
 
-EMIT(portable_lognormal_f)
-{
-    float *restrict v = vv;
-    portable_normal_f(x, wd, n, vv);
-    for (int i = 0; i < 4 * n; i++)
-        v[i] = fm_px_expf(v[i]);
-}
 
 EMIT(portable_exponential_f)
 {
@@ -272,13 +249,7 @@ EMIT(portable_normal_d)
     }
 }
 
-EMIT(portable_lognormal_d)
-{
-    double *restrict v = vv;
-    portable_normal_d(x, wd, n, vv);
-    for (int i = 0; i < 2 * n; i++)
-        v[i] = fm_px_exp(v[i]);
-}
+EMIT_LOGNORMAL(portable_lognormal_d, portable_normal_d, double, 2, fm_px_exp)
 
 EMIT(portable_exponential_d)
 {
@@ -289,6 +260,9 @@ EMIT(portable_exponential_d)
         v[2 * i + 1] = (0.0 - fm_px_log(fm_px_u01_open_f64(W64(2, i)))) * scale;
     }
 }
+#undef EMIT_LOGNORMAL
+#undef EMIT_NORMAL_F
+#undef EMIT_UNIFORM_F
 #undef W64
 #undef W
 #undef EMIT
