@@ -7,6 +7,7 @@ extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
 extern const fm_backend fm_backend_intgemm_matmul;
 extern const fm_backend fm_backend_fftw_fft;
+extern const fm_backend fm_backend_philox_rng;
 #ifdef FM_HAVE_FFTW3L
 extern const fm_backend fm_backend_fftwl_fft;
 #endif
@@ -20,6 +21,7 @@ const fm_backend *const fm_builtin_backends[] = {
 #ifdef FM_HAVE_FFTW3L
     &fm_backend_fftwl_fft, /* long double, which fftw declines */
 #endif
+    &fm_backend_philox_rng,
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);
 

@@ -133,6 +133,13 @@ typedef struct fm_fft_params {
 enum { FM_FFT_CPU_PATH_TIMED, FM_FFT_CPU_PATH_DIRECT, FM_FFT_CPU_PATH_CHUNKS, FM_FFT_CPU_PATH_INPLACE };
 
 
+typedef struct fm_rng_params {
+    int32_t distribution, mode; /* fm_rng_distribution, fm_rng_mode */
+    uint64_t seed;
+    double a, b;         /* uniform: low, high; normal / lognormal: mean, stddev; exponential: scale, 0 */
+    int32_t num_threads; /* resolved: never 0 */
+} fm_rng_params;
+
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */
 typedef struct fm_problem {
@@ -149,6 +156,7 @@ typedef struct fm_problem {
     union {
         fm_matmul_params matmul;
         fm_fft_params fft;
+        fm_rng_params rng;
         uint8_t raw[192];
     } u;
 } fm_problem;

@@ -19,6 +19,7 @@
  *   fmpy_call.c           call(): every operation's stateless call, output specs, plan, autotune
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
+ *   fmpy_rng.c            the RNG's part of call() (fmpy_rng_def): options, the stream position
  */
 #ifndef FMPY_H
 #define FMPY_H
@@ -152,6 +153,7 @@ enum {
 typedef union {
     fm_matmul_options mm;
     fm_fft_options fft;
+    fm_rng_options rng;
 } fmpy_options;
 typedef struct {
     int valid;
@@ -328,9 +330,11 @@ struct fmpy_call {
     const fm_tensor *tp[FMPY_MAX_SLOTS];
     int libs[FMPY_MAX_SLOTS];
     PyObject *res[FMPY_MAX_SLOTS];   /* the outputs: given or allocated */
+    fm_exec_args args;               /* per-call arguments, when has_args (the RNG's position) */
+    int has_args;
 };
 
-extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def;
+extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def, fmpy_rng_def;
 const fmpy_opdef *fmpy_opdef_of(long op);
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
 int fmpy_device_index(const fm_tensor *t);

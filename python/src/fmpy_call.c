@@ -11,6 +11,7 @@
 static const fmpy_opdef *const opdefs[FM_OP_COUNT_] = {
     [FM_OP_MATMUL] = &fmpy_matmul_def,
     [FM_OP_FFT] = &fmpy_fft_def,
+    [FM_OP_RNG] = &fmpy_rng_def,
 };
 
 const fmpy_opdef *fmpy_opdef_of(long op) { return op >= 0 && op < FM_OP_COUNT_ ? opdefs[op] : NULL; }
@@ -356,7 +357,7 @@ static PyObject *call_run(fmpy_call *c, int mode, PyObject *stream_arg, int repe
         Py_BEGIN_ALLOW_THREADS
         fm_clear_error();
         if (mode == FMPY_RUN)
-            s = fm_run(st->ctx, c->def->op, tp, c->nslots, &c->o, NULL, stream);
+            s = fm_run(st->ctx, c->def->op, tp, c->nslots, &c->o, c->has_args ? &c->args : NULL, stream);
         else if (mode == FMPY_PLAN)
             s = fm_plan_create(st->ctx, c->def->op, tp, c->nslots, &c->o, &plan);
         else

@@ -81,6 +81,8 @@ static const struct {
     [FM_OP_MATMUL] = {1u << 6 | 1u << 8 | 1u << 10,
                       "6 addresses (a, b, c, bias, d, aux), 8 (+ bgrad, scale) or 10 (+ a_scale, b_scale)"},
     [FM_OP_FFT] = {1u << FM_FFT_NSLOTS, "4 addresses (in, out, prolog_array, epilog_array)"},
+    /* its stream position is a per-call argument, which this form has no place for */
+    [FM_OP_RNG] = {0, "no addresses: an rng plan runs through fusemath.random's Generator"},
 };
 
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -599,6 +599,70 @@ FM_API fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tens
 FM_API fm_status fm_fft(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,
                         const fm_tensor *epilog_array, const fm_fft_options *opts, void *stream);
 
+/* ------------------------------------------------------------------------ */
+/* Random numbers: out = a distribution's values at stream positions        */
+/* [position, position + numel(out)) of Philox4x32-10 keyed by the seed.     */
+/* ------------------------------------------------------------------------ */
+/* Operand slots of an RNG plan: the output only (no inputs). */
+enum { FM_RNG_OUT = 0, FM_RNG_NSLOTS = 1 };
+
+typedef enum fm_rng_distribution {
+    FM_RNG_UNIFORM = 0,     /* low + (high - low) * u; f32 / f64 */
+    FM_RNG_NORMAL = 1,      /* z * stddev + mean (Box-Muller); f32 / f64 */
+    FM_RNG_LOGNORMAL = 2,   /* exp(z * stddev + mean); f32 / f64 */
+    FM_RNG_EXPONENTIAL = 3, /* -log(u) * scale; f32 / f64; portable mode only */
+    FM_RNG_RAW = 4          /* the 32-bit words themselves; u32 */
+} fm_rng_distribution;
+
+/* The two streams (docs/design.md, "Random numbers"). PORTABLE: value m of a call is made from
+ * block m / 4 (32-bit kinds, word m % 4) or m / 2 (f64, two words each) of the plain counter
+ * stream, its arithmetic the library's own (fusion/philox_portable.h: no libm), the same on
+ * every device; uniform in [0, 1). CURAND: the values libcurand's CURAND_RNG_PSEUDO_PHILOX4_32_10
+ * host generator gives (uniform in (0, 1], glibc's libm for the transcendentals), its 65536
+ * subsequences and the shift its double calls leave (the per-call arguments below). */
+typedef enum fm_rng_mode { FM_RNG_PORTABLE = 0, FM_RNG_CURAND = 1 } fm_rng_mode;
+
+typedef struct fm_rng_options {
+    int32_t distribution; /* fm_rng_distribution */
+    int32_t mode;         /* fm_rng_mode */
+    uint64_t seed;        /* the Philox key */
+    double low, high;     /* uniform: low < high, finite (default 0, 1) */
+    double mean, stddev;  /* normal, lognormal: finite, stddev >= 0 (default 0, 1) */
+    double scale;         /* exponential: finite, >= 0 (default 1) */
+    int32_t execution;    /* fm_execution */
+    int32_t device_id;
+    int32_t num_threads;  /* cpu threads; 0 = the context's setting; the values never depend on it */
+    /* For fm_output_specs only, when out is not given: the output's rank (-1: not given, the
+     * default), shape and dtype (0: f64, u32 for raw). When planning: -1 / 0, or out's own. */
+    int32_t out_ndim;
+    int64_t out_shape[FM_MAX_NDIM];
+    int32_t out_dtype;    /* fm_dtype */
+    int32_t reserved[5];  /* zero */
+} fm_rng_options;
+
+/*! fm_rng_options_init() : uniform on [0, 1), portable, seed 0, auto execution. */
+FM_API void fm_rng_options_init(fm_rng_options *o);
+
+/*! fm_rng_plan() : plan filling out (C-contiguous, f32 / f64, u32 for raw; any size, 64-bit
+ *  counts) with values of the options' distribution. The seed is part of the plan; the stream
+ *  position is not: execute reads it from fm_exec_args (fm_plan_execute_args), so one plan serves
+ *  every call of a shape:
+ *    ints[0]  the position: the index in the stream of out's first value (>= 0; a call makes
+ *             numel(out) values, so the next call's position is ints[0] + numel(out));
+ *    ints[1], ints[2]  curand mode: [ints[1], ints[2]), the positions that calls of f64 kinds
+ *             made since the offset was set (0, 0: none), ints[2] <= ints[0]. cuRAND's double
+ *             calls advance each subsequence's counter twice per group, a shift later calls
+ *             inherit; one contiguous run of them is what this state holds (a caller that mixes
+ *             f64 calls, then 32-bit ones, then f64 again needs two runs: not representable).
+ *             Portable mode: 0, 0.
+ *  Values depend only on (seed, position, distribution, dtype, mode, parameters), never on the
+ *  thread count. */
+FM_API fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan);
+/*! fm_rng() : plan (cached) and fill out once, starting at stream position `position` (the
+ *  curand double run, if any, through fm_plan_execute_args); stream: as fm_fft's (NULL on the cpu). */
+FM_API fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
+                        void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,224 @@
+/* rng_problem.c : validate an RNG fill (the output descriptor, the distribution and its
+ * parameters, the mode) into a normalised fm_problem. The stream position is no part of the
+ * problem: execute reads it from fm_exec_args (fusemath.h, fm_rng_plan), so one plan serves every
+ * call of a shape. Only the distribution's own parameters enter the key (the others zeroed). */
+#include "operation.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const slot_names[FM_RNG_NSLOTS] = {"out"};
+static const uint8_t slot_roles[FM_RNG_NSLOTS] = {FM_SLOT_OUTPUT};
+static const char *const dist_names[] = {"uniform", "normal", "lognormal", "exponential", "raw"};
+
+void fm_rng_options_init(fm_rng_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->high = 1.0;
+    o->stddev = 1.0;
+    o->scale = 1.0;
+    o->out_ndim = -1;
+}
+
+static fm_status check_params(const fm_rng_options *o)
+{
+    const char *d = dist_names[o->distribution];
+    switch (o->distribution) {
+    case FM_RNG_UNIFORM:
+        if (!isfinite(o->low) || !isfinite(o->high) || !(o->low < o->high))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: uniform low = %g, high = %g; expected finite low < high", o->low, o->high);
+        break;
+    case FM_RNG_NORMAL:
+    case FM_RNG_LOGNORMAL:
+        /* with NumPy's names in parentheses: what Python callers passed */
+        if (!isfinite(o->mean))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s mean%s = %g, expected a finite value", d,
+                           o->distribution == FM_RNG_NORMAL ? " (loc)" : "", o->mean);
+        if (!isfinite(o->stddev) || o->stddev < 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s stddev (%s) = %g, expected a finite value >= 0",
+                           d, o->distribution == FM_RNG_NORMAL ? "scale" : "sigma", o->stddev);
+        break;
+    case FM_RNG_EXPONENTIAL:
+        if (!isfinite(o->scale) || o->scale < 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: exponential scale = %g, expected a finite value >= 0", o->scale);
+        break;
+    default: break;
+    }
+    return FM_OK;
+}
+
+static fm_status check_options(const fm_rng_options *o)
+{
+    for (int i = 0; i < (int)(sizeof o->reserved / sizeof o->reserved[0]); i++)
+        if (o->reserved[i] != 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: options.reserved[%d] = %d, expected 0 (fm_rng_options_init "
+                           "sets it)",
+                           i, (int)o->reserved[i]);
+    if (o->distribution < FM_RNG_UNIFORM || o->distribution > FM_RNG_RAW)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: distribution = %d, expected 0 (uniform), 1 (normal), "
+                       "2 (lognormal), 3 (exponential) or 4 (raw)", (int)o->distribution);
+    if (o->mode != FM_RNG_PORTABLE && o->mode != FM_RNG_CURAND)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: mode = %d, expected 0 (portable) or 1 (curand)",
+                       (int)o->mode);
+    if (o->mode == FM_RNG_CURAND && o->distribution == FM_RNG_EXPONENTIAL)
+        return fm_fail(FM_ERR_NOT_SUPPORTED,
+                       "rng: mode curand has no exponential (cuRAND generates none), expected "
+                       "mode portable");
+    if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_CUDA || o->device_id < 0 ||
+        o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng: execution = %d, device_id = %d, num_threads = %d; expected "
+                       "execution 0..2, device_id >= 0 and 0 <= num_threads <= %d",
+                       (int)o->execution, (int)o->device_id, (int)o->num_threads, FM_MAX_THREADS);
+    if (o->out_ndim < -1 || o->out_ndim > FM_MAX_NDIM)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out_ndim = %d, expected -1 (not given) or 0..%d",
+                       (int)o->out_ndim, FM_MAX_NDIM);
+    if (o->out_dtype != 0 && fm_dtype_size((fm_dtype)o->out_dtype) == 0)
+        return fm_fail(FM_ERR_DTYPE, "rng: out_dtype = %d is not a dtype (0: the distribution's default)",
+                       (int)o->out_dtype);
+    return check_params(o);
+}
+
+static fm_status check_dtype(const fm_rng_options *o, fm_dtype dt)
+{
+    const int raw = o->distribution == FM_RNG_RAW;
+    if (raw ? dt == FM_U32 : (dt == FM_F32 || dt == FM_F64))
+        return FM_OK;
+    return fm_fail(FM_ERR_DTYPE, "rng: dtype %s (out's), expected %s for %s", fm_dtype_word(dt),
+                   raw ? "uint32" : "float32 or float64", dist_names[o->distribution]);
+}
+
+/* out: C-contiguous (values are written in row-major order of its shape); matching the options'
+ * out_ndim / out_shape / out_dtype when those are given. */
+static fm_status check_out(const fm_rng_options *o, const fm_tensor *out)
+{
+    fm_status s = fm_problem_check_descriptor(&fm_operation_rng, "out", out, 0);
+    if (s != FM_OK || (s = check_dtype(o, out->dtype)) != FM_OK)
+        return s;
+    int64_t want = 1;
+    for (int i = out->ndim - 1; i >= 0 && fm_tensor_numel(out) > 0; i--) {
+        if (out->shape[i] > 1 && out->strides[i] != want)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out has stride %lld on axis %d, expected %lld (a "
+                           "C-contiguous out; pass a contiguous array and copy it into the strided one)",
+                           (long long)out->strides[i], i, (long long)want);
+        want *= out->shape[i];
+    }
+    if (o->out_dtype != 0 && o->out_dtype != (int32_t)out->dtype)
+        return fm_fail(FM_ERR_DTYPE, "rng: out has dtype %s but options.out_dtype is %s",
+                       fm_dtype_word(out->dtype), fm_dtype_word((fm_dtype)o->out_dtype));
+    if (o->out_ndim < 0)
+        return FM_OK;
+    int same = o->out_ndim == out->ndim;
+    for (int i = 0; same && i < out->ndim; i++)
+        same = o->out_shape[i] == out->shape[i];
+    if (!same)
+        return fm_fail(FM_ERR_SHAPE, "rng: out's shape differs from options.out_shape (out_ndim = %d; set "
+                       "out_ndim = -1 when planning with out)", (int)o->out_ndim);
+    return FM_OK;
+}
+
+static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const fm_rng_options *o,
+                              fm_problem *p)
+{
+    const fm_tensor *out = ts[FM_RNG_OUT];
+    if (!out)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out is NULL, expected a tensor descriptor");
+    fm_status s;
+    if ((s = check_options(o)) != FM_OK || (s = check_out(o, out)) != FM_OK)
+        return s;
+    p->t[FM_RNG_OUT] = *out;
+    p->t[FM_RNG_OUT].data = NULL;
+    if ((s = fm_problem_place_devices(&fm_operation_rng, ts, o->execution, o->device_id, p)) != FM_OK)
+        return s;
+    fm_rng_params *rp = &p->u.rng;
+    rp->distribution = o->distribution;
+    rp->mode = o->mode;
+    rp->seed = o->seed;
+    switch (o->distribution) {
+    case FM_RNG_UNIFORM: rp->a = o->low, rp->b = o->high; break;
+    case FM_RNG_NORMAL:
+    case FM_RNG_LOGNORMAL: rp->a = o->mean, rp->b = o->stddev; break;
+    case FM_RNG_EXPONENTIAL: rp->a = o->scale; break;
+    default: break;
+    }
+    rp->num_threads = ctx ? fm_context_threads_for(ctx, o->num_threads) : 0;
+    return FM_OK;
+}
+
+static void options_init(void *o) { fm_rng_options_init(o); }
+
+static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *opts, fm_problem *p,
+                       fm_attachments *att)
+{
+    (void)att;
+    return build_fields(ctx, ts, opts, p);
+}
+
+/* out's descriptor: out's own shape and dtype when it is given, else the options' out_shape and
+ * out_dtype (0: float64, uint32 for raw), C-contiguous, on the execution's device. */
+static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs,
+                              uint32_t *written)
+{
+    const fm_rng_options *o = opts_;
+    fm_status s = check_options(o);
+    if (s != FM_OK)
+        return s;
+    fm_tensor out;
+    if (ts[FM_RNG_OUT]) {
+        const fm_tensor *u = ts[FM_RNG_OUT];
+        if ((s = fm_problem_check_descriptor(&fm_operation_rng, "out", u, 0)) != FM_OK ||
+            (s = fm_tensor_init(&out, NULL, u->device, u->dtype, u->ndim, u->shape, NULL)) != FM_OK)
+            return s;
+    } else {
+        if (o->out_ndim < 0)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                           "rng: out is NULL and options.out_ndim = -1; expected an out "
+                           "descriptor or the output's shape in out_ndim / out_shape");
+        fm_dtype dt = o->out_dtype ? (fm_dtype)o->out_dtype : o->distribution == FM_RNG_RAW ? FM_U32 : FM_F64;
+        fm_device dev = {o->execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU,
+                         o->execution == FM_EXECUTION_CUDA ? o->device_id : 0};
+        if ((s = fm_tensor_init(&out, NULL, dev, dt, o->out_ndim, o->out_shape, NULL)) != FM_OK)
+            return fm_fail(s, "rng: options.out_shape has a negative extent, expected extents >= 0");
+    }
+    const fm_tensor *all[FM_RNG_NSLOTS] = {&out};
+    fm_problem p = {0};
+    if ((s = build_fields(NULL, all, o, &p)) != FM_OK)
+        return s;
+    specs[FM_RNG_OUT] = out;
+    *written = 1u << FM_RNG_OUT;
+    return FM_OK;
+}
+
+const fm_operation fm_operation_rng = {
+    .op = FM_OP_RNG,
+    .name = "rng",
+    .nslots = FM_RNG_NSLOTS,
+    .slot_names = slot_names,
+    .slot_roles = slot_roles,
+    .options_size = sizeof(fm_rng_options),
+    .options_init = options_init,
+    .build = build,
+    .output_specs = output_specs,
+    .exec_ints = 3, /* position; curand mode's run of f64 calls [ints[1], ints[2]) */
+};
+
+fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)
+{
+    const fm_tensor *ts[FM_RNG_NSLOTS] = {out};
+    return fm_plan_create(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, plan);
+}
+
+fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
+                 void *stream)
+{
+    const fm_tensor *ts[FM_RNG_NSLOTS] = {out};
+    fm_exec_args args;
+    fm_exec_args_init(&args);
+    args.ints[0] = position;
+    return fm_run(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, &args, stream);
+}

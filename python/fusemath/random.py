@@ -1,0 +1,281 @@
+"""fusemath.random: counter-based random numbers (Philox4x32-10) with numpy.random.Generator's names.
+
+    >>> import fusemath.random as fr
+    >>> g = fr.default_rng(42)
+    >>> x = g.standard_normal((1000, 1000), dtype="float32")
+    >>> g.advance(10**9)                      # skip a billion values, O(1)
+    >>> a, b = g.spawn(2)                     # independent children
+
+A generator is a key (the seed, 64 bits) and a position in its stream; every value is a function of
+(seed, position, distribution, dtype, mode) only: never of the thread count or of how the library
+splits the work. Each call advances the position by the number of values it makes.
+
+Modes (docs/design.md, "Random numbers"):
+  ``"portable"`` (default): the library's own arithmetic (fusion/philox_portable.h), the same bits
+      on every device; ``random()`` is in [0, 1) as NumPy's.
+  ``"curand"``: the values libcurand's ``CURAND_RNG_PSEUDO_PHILOX4_32_10`` generator gives for the
+      same seed and offset (uniform in (0, 1]); no exponential. cuRAND's float64 calls shift the
+      stream of the calls after them; the generator tracks one contiguous run of float64 calls (a
+      float64 call after 32-bit calls that followed float64 calls raises NotSupportedError:
+      set ``state`` to start over, as ``curandSetGeneratorOffset`` does).
+
+Only ``device="cpu"`` for now (the GPU backend is to come). Distribution parameters are scalars.
+"""
+import math
+import operator
+import os
+import threading
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _fusemath as _C
+from ._arrays import NUMPY, _NUMPY_DTYPES
+
+__all__ = ["Generator", "default_rng"]
+
+_call, _OP, _RUN = _C.call, _C.OP_RNG, _C.CALL_RUN
+_FM_NAME = {dt: name for name, dt in _NUMPY_DTYPES.items()}
+_MODES = {"portable": _C.RNG_PORTABLE, "curand": _C.RNG_CURAND}
+# numpy.random.Generator's methods this one does not have (docs/api.md lists them)
+NOT_IMPLEMENTED = (
+    "integers", "choice", "bytes", "shuffle", "permutation", "permuted", "beta", "binomial", "chisquare",
+    "dirichlet", "f", "gamma", "geometric", "gumbel", "hypergeometric", "laplace", "logistic", "logseries",
+    "multinomial", "multivariate_hypergeometric", "multivariate_normal", "negative_binomial",
+    "noncentral_chisquare", "noncentral_f", "pareto", "poisson", "power", "rayleigh", "standard_cauchy",
+    "standard_gamma", "standard_t", "triangular", "vonmises", "wald", "weibull", "zipf",
+)
+
+
+def _seed_arg(seed: Any, where: str) -> int:
+    if seed is None:
+        return int.from_bytes(os.urandom(8), "little")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{where}: seed must be None or an int in [0, 2**64), not {type(seed).__name__}")
+    seed = int(seed)
+    if not 0 <= seed < 1 << 64:
+        raise ValueError(f"{where}: seed = {seed}, expected an int in [0, 2**64)")
+    return seed
+
+
+def _real(v: Any, name: str, where: str) -> float:
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
+        return float(v)
+    raise TypeError(f"{where}: {name} must be a real number (array parameters are not supported), "
+                    f"not {type(v).__name__}")
+
+
+def _size_arg(size: Any, where: str) -> tuple:
+    if size is None:
+        return ()
+    try:
+        dims = (operator.index(size),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in size)
+        except TypeError:
+            raise TypeError(f"{where}: size must be None, an int or a tuple of ints, not {size!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{where}: size = {size!r} has a negative entry, expected entries >= 0")
+    return dims
+
+
+class Generator:
+    """numpy.random.Generator's interface over fusemath's Philox4x32-10 stream.
+
+    ``Generator(seed=None, *, device="cpu", mode="portable")``: seed an int in [0, 2**64) (None:
+    64 bits from os.urandom). ``state`` is ``{"seed", "position", "mode", "f64_run"}``; ``advance(n)``
+    skips n values; ``spawn(k)`` derives children as NumPy's SeedSequence does; generators pickle.
+    """
+
+    def __init__(self, seed: Any = None, *, device: str = "cpu", mode: str = "portable"):
+        where = "fusemath.random.Generator"
+        if device != "cpu":
+            raise _C.NotSupportedError(f"{where}: device = {device!r}, expected 'cpu' (the GPU backend "
+                                       "is not built yet)")
+        if mode not in _MODES:
+            raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
+        self._seed = _seed_arg(seed, where)
+        self._mode = mode
+        self._pos = 0
+        self._run = (0, 0)  # curand mode: [a, b), the positions of the run of float64 calls
+        self._entropy, self._spawn_key, self._children = self._seed, (), 0
+        self._freed = False
+        self._lock = threading.Lock()  # one draw at a time: two threads never get the same positions
+
+    # ---- the stream ----
+    def _live(self, what: str) -> str:
+        where = f"fusemath.random.Generator.{what}"
+        if self._freed:
+            raise _C.InvalidStateError(f"{where}: the generator was freed")
+        return where
+
+    def _fill(self, what: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
+        with self._lock:
+            res = self._draw(self._live(what), dist, p0, p1, size, dtype, out)
+        if size is None and out is None:  # NumPy: a Python float
+            return res[()].item()
+        return res
+
+    def _draw(self, where: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
+        dt = np.dtype(dtype)
+        if out is not None and size is None:
+            shape = tuple(getattr(out, "shape", ()))
+        else:
+            shape = _size_arg(size, where)
+        n = math.prod(shape)
+        f64 = dt == np.float64
+        run = self._run
+        opts = (dist, _MODES[self._mode], self._seed, p0, p1, _C.EXECUTION_AUTO, 0, 0, shape,
+                _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1])
+        if self._mode == "curand" and f64 and n > 0 and run[0] != run[1] and run[1] // 4 != self._pos // 4:
+            _call(_OP, _C.CALL_SPECS, NUMPY.index, (out,), opts, None, 3, where)  # the core's errors first
+            raise _C.NotSupportedError(
+                f"{where}: curand mode reproduces one run of float64 calls, and 32-bit calls came after the "
+                f"last one (positions {run[0]}..{run[1]}); set state to start a new run")
+        res = _call(_OP, _RUN, NUMPY.index, (out,), opts, None, 3, where)
+        if self._mode == "curand" and f64 and n > 0:
+            self._run = (run[0], self._pos + n) if run[0] != run[1] else (self._pos, self._pos + n)
+        self._pos += n
+        return res
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        """Uniform values in [0, 1) (curand mode: (0, 1])."""
+        return self._fill("random", _C.RNG_UNIFORM, 0.0, 1.0, size, dtype, out)
+
+    def uniform(self, low=0.0, high=1.0, size=None, *, dtype=np.float64, out=None):
+        """low + (high - low) * random(); finite low < high."""
+        w = "fusemath.random.Generator.uniform"
+        low, high = _real(low, "low", w), _real(high, "high", w)
+        return self._fill("uniform", _C.RNG_UNIFORM, low, high, size, dtype, out)
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        """Normal values, mean 0 and standard deviation 1 (Box-Muller)."""
+        return self._fill("standard_normal", _C.RNG_NORMAL, 0.0, 1.0, size, dtype, out)
+
+    def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=np.float64, out=None):
+        """standard_normal() * scale + loc; scale >= 0."""
+        w = "fusemath.random.Generator.normal"
+        loc, scale = _real(loc, "loc", w), _real(scale, "scale", w)
+        return self._fill("normal", _C.RNG_NORMAL, loc, scale, size, dtype, out)
+
+    def lognormal(self, mean=0.0, sigma=1.0, size=None, *, dtype=np.float64, out=None):
+        """exp(normal(mean, sigma)); sigma >= 0."""
+        w = "fusemath.random.Generator.lognormal"
+        mean, sigma = _real(mean, "mean", w), _real(sigma, "sigma", w)
+        return self._fill("lognormal", _C.RNG_LOGNORMAL, mean, sigma, size, dtype, out)
+
+    def standard_exponential(self, size=None, dtype=np.float64, method="inv", out=None):
+        """-log(u), u uniform in (0, 1] (inversion whatever method says: 'zig' is accepted too)."""
+        if method not in ("inv", "zig"):
+            raise _C.InvalidArgumentError(f"fusemath.random.Generator.standard_exponential: method = "
+                                          f"{method!r}, expected 'inv' or 'zig'")
+        return self._fill("standard_exponential", _C.RNG_EXPONENTIAL, 1.0, 0.0, size, dtype, out)
+
+    def exponential(self, scale=1.0, size=None, *, dtype=np.float64, out=None):
+        """standard_exponential() * scale; scale >= 0."""
+        w = "fusemath.random.Generator.exponential"
+        return self._fill("exponential", _C.RNG_EXPONENTIAL, _real(scale, "scale", w), 0.0, size, dtype, out)
+
+    def random_raw(self, size=None, out=None):
+        """The stream's 32-bit words themselves (uint32; fusemath's, not NumPy's 64-bit random_raw)."""
+        return self._fill("random_raw", _C.RNG_RAW, 0.0, 0.0, size, np.uint32, out)
+
+    # ---- position, state, children ----
+    def advance(self, n: Any) -> "Generator":
+        """Skip n >= 0 values (as n float32 draws would: curand mode's float64 run is kept)."""
+        where = self._live("advance")
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"{where}: n must be an int, not {type(n).__name__}")
+        if not 0 <= int(n) <= (1 << 63) - 1 - self._pos:
+            raise ValueError(f"{where}: n = {n}, expected 0 <= n <= {(1 << 63) - 1 - self._pos} (a position "
+                             "below 2**63)")
+        with self._lock:
+            self._pos += int(n)
+        return self
+
+    @property
+    def state(self) -> dict:
+        self._live("state")
+        return {"seed": self._seed, "position": self._pos, "mode": self._mode, "f64_run": self._run}
+
+    @state.setter
+    def state(self, value: dict) -> None:
+        where = self._live("state")
+        if not isinstance(value, dict) or "seed" not in value or "position" not in value:
+            raise TypeError(f"{where}: state must be a dict with 'seed' and 'position'")
+        pos = value["position"]
+        is_int = isinstance(pos, (int, np.integer)) and not isinstance(pos, (bool, np.bool_))
+        if not is_int or not 0 <= pos < 1 << 63:
+            raise ValueError(f"{where}: position = {pos!r}, expected an int in [0, 2**63)")
+        run = tuple(value.get("f64_run", (0, 0)))
+        if len(run) != 2 or not 0 <= run[0] <= run[1] <= pos:
+            raise ValueError(f"{where}: f64_run = {run!r}, expected (a, b) with 0 <= a <= b <= position")
+        mode = value.get("mode", self._mode)
+        if mode not in _MODES:
+            raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
+        self._seed = _seed_arg(value["seed"], where)
+        self._pos, self._run, self._mode = int(pos), (int(run[0]), int(run[1])), mode
+
+    def spawn(self, n_children: Any) -> list:
+        """n_children new generators whose seeds are numpy.random.SeedSequence(entropy, spawn_key=key +
+        (i,)).generate_state(1, uint64) for this generator's root entropy and spawn key, i counting
+        every child spawned so far; they start at position 0 in this generator's mode."""
+        where = self._live("spawn")
+        if isinstance(n_children, (bool, np.bool_)) or not isinstance(n_children, (int, np.integer)):
+            raise TypeError(f"{where}: n_children must be an int, not {type(n_children).__name__}")
+        if n_children < 0:
+            raise ValueError(f"{where}: n_children = {n_children}, expected >= 0")
+        kids = []
+        for i in range(self._children, self._children + int(n_children)):
+            key = self._spawn_key + (i,)
+            seed = int(np.random.SeedSequence(self._entropy, spawn_key=key).generate_state(1, np.uint64)[0])
+            g = Generator(seed, mode=self._mode)
+            g._entropy, g._spawn_key = self._entropy, key
+            kids.append(g)
+        self._children += int(n_children)
+        return kids
+
+    def free(self) -> None:
+        """Retire the generator: every later use raises InvalidStateError."""
+        self._freed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._lock = threading.Lock()
+
+    def __repr__(self):
+        return (f"fusemath.random.Generator(seed={self._seed}, mode={self._mode!r}, position={self._pos}"
+                f"{', freed' if self._freed else ''})")
+
+
+def _not_implemented(name: str):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"fusemath.random.Generator.{name} is not implemented (numpy.random."
+                                  "Generator has it; fusemath has random, uniform, standard_normal, normal, "
+                                  "lognormal, standard_exponential, exponential)")
+
+    method.__name__ = name
+    return method
+
+
+for _name in NOT_IMPLEMENTED:
+    setattr(Generator, _name, _not_implemented(_name))
+
+
+def default_rng(seed: Optional[Any] = None, *, device: str = "cpu", mode: str = "portable") -> Generator:
+    """A new Generator (numpy.random.default_rng's form): seed None draws 64 bits from os.urandom."""
+    if isinstance(seed, Generator):
+        return seed
+    return Generator(seed, device=device, mode=mode)

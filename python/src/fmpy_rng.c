@@ -1,0 +1,91 @@
+/* fmpy_rng.c : the RNG's part of call() (fmpy_rng_def): its options from Python objects, its one
+ * slot's name, and the per-call stream position (fm_exec_args.ints) that the front
+ * (fusemath.random.Generator) keeps. */
+#include "fmpy.h"
+
+/* options: distribution, mode, seed, p0, p1 (uniform: low, high; normal / lognormal: mean, stddev;
+ * exponential: scale), execution, device_id, num_threads, shape (a tuple of ints), dtype (the
+ * library's name, "f32"), position, run_a, run_b (curand mode's run of f64 calls) */
+#define RNG_NOPTS 13
+
+static int rng_fill(fmpy_call *c, PyObject *const *o)
+{
+    fm_rng_options *opt = &c->o.rng;
+    fm_rng_options_init(opt);
+    const char *f = c->prefix;
+    long long v[5] = {0, 0, 0, 0, 0};
+    static const char *const names[] = {"distribution", "mode", "execution", "device_id", "num_threads"};
+    PyObject *const objs[] = {o[0], o[1], o[5], o[6], o[7]};
+    for (int i = 0; i < 5; i++) /* ranges are the core's checks; these only fit the fields */
+        if (fmpy_int_arg(f, names[i], objs[i], INT32_MIN, INT32_MAX, &v[i]) < 0)
+            return -1;
+    opt->distribution = (int32_t)v[0], opt->mode = (int32_t)v[1];
+    opt->execution = (int32_t)v[2], opt->device_id = (int32_t)v[3], opt->num_threads = (int32_t)v[4];
+    opt->seed = PyLong_Check(o[2]) ? PyLong_AsUnsignedLongLong(o[2]) : (unsigned long long)-1;
+    if (!PyLong_Check(o[2]) || PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%sseed must be an int in [0, 2**64)", f);
+        return -1;
+    }
+    double p[2][2] = {{0, 0}, {0, 0}};
+    if (fmpy_number_arg(f, "p0", o[3], p[0]) < 0 || fmpy_number_arg(f, "p1", o[4], p[1]) < 0)
+        return -1;
+    switch (opt->distribution) {
+    case FM_RNG_UNIFORM: opt->low = p[0][0], opt->high = p[1][0]; break;
+    case FM_RNG_NORMAL:
+    case FM_RNG_LOGNORMAL: opt->mean = p[0][0], opt->stddev = p[1][0]; break;
+    case FM_RNG_EXPONENTIAL: opt->scale = p[0][0]; break;
+    default: break;
+    }
+    if (!PyTuple_Check(o[8]) || PyTuple_Size(o[8]) > FM_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "%ssize must be a tuple of at most %d ints", f, FM_MAX_NDIM);
+        return -1;
+    }
+    opt->out_ndim = (int32_t)PyTuple_Size(o[8]);
+    for (int i = 0; i < opt->out_ndim; i++) {
+        long long e = 0;
+        if (fmpy_int_arg(f, "size", PyTuple_GetItem(o[8], i), INT64_MIN, INT64_MAX, &e) < 0)
+            return -1;
+        opt->out_shape[i] = e;
+    }
+    if ((opt->out_dtype = (int32_t)fmpy_dtype_by_name(o[9])) == FM_DTYPE_INVALID) {
+        PyErr_Format(PyExc_TypeError, "%sdtype %R is not one the library knows", f, o[9]);
+        return -1;
+    }
+    fm_exec_args_init(&c->args);
+    static const char *const pos_names[] = {"position", "run_a", "run_b"};
+    for (int i = 0; i < 3; i++) { /* their meaning is the core's check */
+        long long x = 0;
+        if (fmpy_int_arg(f, pos_names[i], o[10 + i], INT64_MIN, INT64_MAX, &x) < 0)
+            return -1;
+        c->args.ints[i] = x;
+    }
+    c->has_args = 1;
+    return 0;
+}
+
+static const char *rng_argname(const fmpy_call *c, int slot)
+{
+    (void)c, (void)slot;
+    return "out";
+}
+
+static int rng_writable(const fmpy_call *c, int slot)
+{
+    (void)c;
+    return slot == FM_RNG_OUT;
+}
+
+static PyObject *rng_result(fmpy_call *c) { return Py_NewRef(c->res[FM_RNG_OUT]); }
+
+const fmpy_opdef fmpy_rng_def = {
+    .op = FM_OP_RNG,
+    .fname = "rng",
+    .nopts = RNG_NOPTS,
+    .out_dtype_status = FM_ERR_DTYPE,
+    .out_dtype_hint = " (the dtype= asked for)",
+    .fill = rng_fill,
+    .argname = rng_argname,
+    .writable = rng_writable,
+    .result = rng_result,
+};
