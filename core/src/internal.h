@@ -202,6 +202,7 @@ struct fm_plan {
     size_t required_align[FM_MAX_SLOTS]; /* bytes each pointer must be aligned to at execute */
     const fm_attachments *attach; /* while a backend plans it: the attachments (never NULL); NULL after */
     char describe[FM_DESCRIBE_LEN];
+    size_t footprint; /* bytes the plan holds (estimate: planner.c), for the cache's byte cap */
 };
 
 /* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */
@@ -222,6 +223,7 @@ struct fm_settings {
     int fft_kernel_regcap;     /* FUSEMATH_FFT_KERNEL_REGCAP (0: no register cap; -1: the default) */
     long cuda_workspace_mb;    /* FUSEMATH_CUDA_WORKSPACE_MB (-1 = default) */
     char cache_dir[512];       /* FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else ~/.cache/fusemath */
+    int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
