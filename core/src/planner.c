@@ -147,7 +147,7 @@ static void cache_drop(fm_context *ctx, fm_cache_entry *e)
     free(e);
 }
 
-/* Drop the oldest plans until `extra` more bytes fit under the caps. */
+/* Drop the oldest plans until `extra` more bytes fit under the caps (or none is left). */
 static void cache_make_room(fm_context *ctx, int64_t extra)
 {
     while (ctx->cache.oldest && (ctx->cache.count >= FM_CACHE_MAX_PLANS ||
@@ -169,8 +169,8 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
             old = e;
     if (old) /* replace (autotune) */
         cache_drop(ctx, old);
-    if ((int64_t)plan->footprint > ctx->settings.cache_max_bytes)
-        return; /* it would evict everything and still not fit */
+    /* A plan larger than the cap still stays, alone: not caching it would re-plan a large transform
+     * at every stateless call. */
     cache_make_room(ctx, (int64_t)plan->footprint);
     fm_cache_entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -229,6 +229,8 @@ int64_t fm_context_cache_bytes(const fm_context *ctx)
 {
     return ctx ? atomic_load(&((fm_context *)ctx)->cache.bytes) : 0;
 }
+
+int64_t fm_context_cache_max_bytes(const fm_context *ctx) { return ctx ? ctx->settings.cache_max_bytes : 0; }
 
 fm_status fm_context_set_cache_max_bytes(fm_context *ctx, int64_t max_bytes)
 {

@@ -23,16 +23,19 @@ static void test_footprint_and_byte_cap(double *buf)
 {
     fm_context *ctx = NULL;
     CHECK_OK(fm_context_create(&ctx));
+    CHECK(fm_context_cache_max_bytes(ctx) == 256 << 20); /* the documented default */
     CHECK_OK(fft_of_length(ctx, 1 << 16, buf));
     CHECK(fm_context_cache_size(ctx) == 1);
     /* FFTW's plan of 2^16 points holds at least its n/2 twiddle factors (16 bytes each) */
     CHECK_MSG(fm_context_cache_bytes(ctx) >= 8 * (1 << 16), "%lld bytes", (long long)fm_context_cache_bytes(ctx));
 
-    /* A cap below what is cached evicts at once; a plan larger than the cap is not kept. */
+    /* A cap below what is cached evicts at once; a plan larger than the cap stays, alone. */
     CHECK_OK(fm_context_set_cache_max_bytes(ctx, 4096));
+    CHECK(fm_context_cache_max_bytes(ctx) == 4096);
     CHECK(fm_context_cache_size(ctx) == 0 && fm_context_cache_bytes(ctx) == 0);
     CHECK_OK(fft_of_length(ctx, 1 << 16, buf));
-    CHECK(fm_context_cache_size(ctx) == 0);
+    CHECK_OK(fft_of_length(ctx, 1 << 15, buf));
+    CHECK(fm_context_cache_size(ctx) == 1 && fm_context_cache_bytes(ctx) > 4096);
 
     /* Many lengths under a 1 MiB cap: the bytes never pass it, the oldest plans go first. */
     const int64_t cap = 1 << 20;
@@ -66,11 +69,16 @@ static void test_env_cap(double *buf)
         CHECK_ERROR_MENTIONS("FUSEMATH_CACHE_MAX_MB");
         CHECK(ctx == NULL);
     }
-    setenv("FUSEMATH_CACHE_MAX_MB", "0", 1); /* caches nothing */
+    setenv("FUSEMATH_CACHE_MAX_MB", "3", 1);
     fm_context *ctx = NULL;
     CHECK_OK(fm_context_create(&ctx));
+    CHECK(fm_context_cache_max_bytes(ctx) == 3 << 20);
+    fm_context_destroy(ctx);
+    setenv("FUSEMATH_CACHE_MAX_MB", "0", 1); /* only the newest plan */
+    CHECK_OK(fm_context_create(&ctx));
     CHECK_OK(fft_of_length(ctx, 64, buf));
-    CHECK(fm_context_cache_size(ctx) == 0);
+    CHECK_OK(fft_of_length(ctx, 96, buf));
+    CHECK(fm_context_cache_size(ctx) == 1);
     fm_context_destroy(ctx);
     unsetenv("FUSEMATH_CACHE_MAX_MB");
 }
