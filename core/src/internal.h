@@ -202,7 +202,8 @@ struct fm_plan {
     size_t required_align[FM_MAX_SLOTS]; /* bytes each pointer must be aligned to at execute */
     const fm_attachments *attach; /* while a backend plans it: the attachments (never NULL); NULL after */
     char describe[FM_DESCRIBE_LEN];
-    size_t footprint; /* bytes the plan holds (estimate: planner.c), for the cache's byte cap */
+    size_t footprint; /* bytes the plan holds, for the cache's byte cap: sizeof(fm_plan), plus what the
+                         backend adds for what its impl holds (an estimate, e.g. FFTW's plans) */
 };
 
 /* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */

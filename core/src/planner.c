@@ -9,9 +9,6 @@
 #include <string.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
-#define FM_GLIBC_MALLINFO2 (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
-#else
-#define FM_GLIBC_MALLINFO2 0
 #endif
 
 /* The plan cache's hash: multiply-xorshift over 8-byte words in four independent lanes
@@ -99,20 +96,6 @@ fm_status fm_context_set_log_sink(fm_context *ctx, fm_log_sink sink, void *user)
     ctx->log_sink = sink;
     ctx->log_user = sink ? user : NULL;
     return FM_OK;
-}
-
-/* The host heap in use (glibc: small blocks + mmapped ones), 0 where it cannot be asked. A plan's
- * footprint is the growth of it while its backend plans: FFTW's plans and twiddles, scratch and
- * tables alike, without each backend counting its own (another thread's allocations meanwhile
- * count too: an estimate). */
-static size_t heap_in_use(void)
-{
-#if FM_GLIBC_MALLINFO2
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#else
-    return 0;
-#endif
 }
 
 /* ---- cache (caller holds ctx->lock) ---- */
@@ -273,10 +256,7 @@ static fm_status try_backends(fm_context *ctx, const fm_problem *p, const fm_att
         plan->backend = b;
         plan->attach = att;
         fm_clear_error();
-        const size_t heap_before = heap_in_use();
         fm_status s = b->plan(ctx, slot->state, p, plan);
-        const size_t heap_after = heap_in_use();
-        plan->footprint += heap_after > heap_before ? heap_after - heap_before : 0;
         plan->attach = NULL;
         if (s == FM_OK) {
             plan->ctx = ctx;

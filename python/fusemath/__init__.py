@@ -102,7 +102,7 @@ def cache_size() -> int:
 
 
 def cache_bytes() -> int:
-    """Estimated host memory of the cached plans (what their planning allocated), in bytes."""
+    """Estimated host memory of the cached plans (their backends' estimates, e.g. FFTW's plans), in bytes."""
     return _C.cache_bytes()
 
 

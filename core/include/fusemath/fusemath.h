@@ -235,8 +235,8 @@ FM_API fm_status fm_context_wisdom_forget(fm_context *ctx);
 FM_API void fm_context_clear_cache(fm_context *ctx);
 /*! fm_context_cache_size() : @return number of cached plans. */
 FM_API int fm_context_cache_size(const fm_context *ctx);
-/*! fm_context_set_cache_max_bytes() : cap the cache by the plans' footprints (the host memory
- *  their planning allocated: FFTW plans and twiddles, scratch, tables) as well as by count (1024
+/*! fm_context_set_cache_max_bytes() : cap the cache by the plans' footprints (their backends'
+ *  estimates of the host memory they hold: FFTW's plans and twiddles) as well as by count (1024
  *  plans). Default FUSEMATH_CACHE_MAX_MB, else 256 MiB. The oldest plans are evicted first, at once
  *  when the new cap is below what the cache holds; the newest plan stays even when it alone is over
  *  the cap (0: only the newest is kept).
