@@ -61,7 +61,8 @@ test: build
 
 # The sweep needs only the library and the extension, which setup.sh's pip install builds: not build/
 # (C tests, examples).
-run: setup
+run:
+	bash scripts/setup.sh --run
 	$(PY) benchmarks/crossover.py
 
 # Sanitizer build: its own tree, -O1 -g with assertions on, warnings are errors.

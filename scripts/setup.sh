@@ -5,7 +5,8 @@
 #   2. .venv (python3 -m venv --system-site-packages)
 #   3. Python packages whose import fails (pip)
 #   4. pip install of fusemath itself into .venv, when sources changed since last time
-# Usage: scripts/setup.sh [--tools-only | --fuzz]   (both skip step 4; --fuzz also wants clang)
+# Usage: scripts/setup.sh [--tools-only | --fuzz | --run]   (the first two skip step 4; --fuzz also wants
+#   clang; --run, for `make run`, leaves out the test-only Python packages, pytest and scipy)
 # Env: PYTHON (interpreter for the venv, default python3), VENV (default .venv),
 #   SETUP_VERBOSE=1 (the tools' own output on the terminal; by default it goes to $VENV/setup.log
 #   and only one line per step is printed, with the log's tail when a step fails).
@@ -19,7 +20,8 @@ VENV=${VENV:-.venv}
 PATH=$(tr ':' '\n' <<<"$PATH" | grep -vxF "$PWD/$VENV/bin" | paste -sd: -)
 PYTHON=$(command -v "$PYTHON") || { echo "setup: $PYTHON not found" >&2; exit 1; }
 CMAKE_MIN=3.20 # keep in sync with cmake_minimum_required in CMakeLists.txt
-TOOLS_ONLY=0 FUZZ=0
+TOOLS_ONLY=0 FUZZ=0 RUN_ONLY=0
+[[ ${1:-} == --run ]] && RUN_ONLY=1
 [[ ${1:-} == --tools-only ]] && TOOLS_ONLY=1
 [[ ${1:-} == --fuzz ]] && TOOLS_ONLY=1 FUZZ=1 # make fuzz: clang with libFuzzer and OpenMP too
 
@@ -116,10 +118,12 @@ fi
 
 # --- 3. Python packages -------------------------------------------------------
 # Each is pip-installed only when its import fails (import name -> pip name).
-missing_py=$("$VPY" - <<'EOF'
-import importlib
+missing_py=$("$VPY" - "$RUN_ONLY" <<'EOF'
+import importlib, sys
 need = {"numpy": "numpy", "scipy": "scipy", "pytest": "pytest",
         "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core"}
+if sys.argv[1] == "1":  # make run: the sweep and the build, not the tests
+    del need["scipy"], need["pytest"]
 out = []
 for mod, pkg in need.items():
     try:
