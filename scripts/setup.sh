@@ -153,7 +153,7 @@ fi
 # not know the CPU (backends/cpu/blas_provider.c). Offline machines go on without it.
 if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
   log "pip installing scipy-openblas32 (optional)"
-  "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
+  quiet "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
 fi
 
 ((TOOLS_ONLY)) && exit 0
