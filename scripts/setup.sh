@@ -35,6 +35,7 @@ quiet() {
   echo "+ $*" >>"$SETUP_LOG"
   "$@" >>"$SETUP_LOG" 2>&1 && return
   local rc=$?
+  ((${OPTIONAL:-0})) && return $rc # the caller says what it does without it
   log "failed (exit $rc): $*; the last lines of $SETUP_LOG:"
   tail -n 60 "$SETUP_LOG" >&2
   return $rc
@@ -147,13 +148,13 @@ fi
 # ninja is optional (make is the fallback generator): try, never fail on it.
 if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
   log "pip installing ninja (optional)"
-  quiet "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
+  OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
 fi
 # scipy-openblas32 is optional too: a current OpenBLAS that fusemath uses where the system one does
 # not know the CPU (backends/cpu/blas_provider.c). Offline machines go on without it.
 if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
   log "pip installing scipy-openblas32 (optional)"
-  quiet "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
+  OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
 fi
 
 ((TOOLS_ONLY)) && exit 0
