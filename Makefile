@@ -42,7 +42,8 @@ build: setup
 	  -DFUSEMATH_SANITIZE=OFF -DBUILD_TESTING=ON
 	cmake --build $(BUILD_DIR) --parallel $(JOBS)
 
-# Both suites always run; the target fails if either failed.
+# Both suites and the install test (the README's C snippet built against `cmake --install`) always
+# run; the target fails if any failed.
 # pytest exit 5 = "no tests collected": not a failure while tests/python is empty.
 test: build
 	@rc=0; \
@@ -54,10 +55,14 @@ test: build
 	else \
 	  echo "make test: no tests/python directory, no Python tests run"; \
 	fi; \
+	bash tests/install/run.sh $(BUILD_DIR) || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
 	exit $$rc
 
-run: build
+# The sweep needs only the library and the extension, which setup.sh's pip install builds: not build/
+# (C tests, examples).
+run:
+	bash scripts/setup.sh --run
 	$(PY) benchmarks/crossover.py
 
 # Sanitizer build: its own tree, -O1 -g with assertions on, warnings are errors.

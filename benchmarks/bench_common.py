@@ -3,11 +3,11 @@ sys.path). Imports nothing heavy: matmul_cpu.py sets thread variables before Num
 import json
 import os
 import platform
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,23 +76,24 @@ def write_json(path: str, obj) -> None:
 
 
 def c_program(name: str):
-    """-> (path of the C baseline build/benchmarks/<name>, or None, and a note). When a configured
-    build/ (`make build`) lacks it, it is built here with FUSEMATH_BUILD_BENCHMARKS=ON."""
-    build = os.path.join(REPO_ROOT, "build")
-    exe = os.path.join(build, "benchmarks", name)
-    how = f"cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON && cmake --build build --target {name.split('.')[0]}"
+    """-> (path of the C baseline build/benchmarks/<name>, "") or (None, how to build it)."""
+    exe = os.path.join(REPO_ROOT, "build", "benchmarks", name)
     if os.path.exists(exe):
         return exe, ""
-    cmake = shutil.which("cmake") or os.path.join(os.path.dirname(sys.executable), "cmake")
-    if not os.path.exists(os.path.join(build, "CMakeCache.txt")) or not os.path.exists(cmake):
-        return None, f"{exe} not found: run `make build`, then `{how}`"
-    print(f"building {name}: {how}", file=sys.stderr, flush=True)
-    for cmd in ([cmake, "-S", REPO_ROOT, "-B", build, "-DFUSEMATH_BUILD_BENCHMARKS=ON"],
-                [cmake, "--build", build, "--target", name.split(".")[0]]):
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            return None, f"`{how}` failed: {(r.stderr or r.stdout).strip()[-300:]}"
-    return (exe, "built here") if os.path.exists(exe) else (None, f"{exe} not built (no CUDA toolkit?)")
+    return None, (f"{exe} not found: cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON && cmake --build build "
+                  f"--target {name.split('.')[0]} (the GPU baselines need the CUDA toolkit)")
+
+
+def bursts(fn, calls: int, n: int, sync=lambda: None) -> list:
+    """Seconds per call in each of n bursts of `calls` calls, each burst ended by sync()."""
+    per = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        per.append((time.perf_counter() - t0) / calls)
+    return per
 
 
 def run_json(cmd, timeout: float = 300.0):

@@ -1,4 +1,5 @@
-/* bench_timing.h : the monotonic clock, the median and the positional arguments of the C baselines. */
+/* bench_timing.h : the monotonic clock, the median, the positional arguments and the error check of the C
+ * baselines. */
 #ifndef FM_BENCH_TIMING_H
 #define FM_BENCH_TIMING_H
 
@@ -39,5 +40,19 @@ static inline long arg_long(int argc, char **argv, int i, long def)
     }
     return v;
 }
+
+/* A library call (CUDA, cuFFT, fusemath) that returns nonzero: a message naming it and exit(1). A program
+ * may define BENCH_DETAIL (e.g. fm_last_error()) before including this file to add the library's detail. */
+#ifndef BENCH_DETAIL
+#define BENCH_DETAIL ""
+#endif
+#define BENCH_CHECK(call)                                                                                  \
+    do {                                                                                                    \
+        int e_ = (int)(call);                                                                               \
+        if (e_ != 0) {                                                                                      \
+            fprintf(stderr, "%s:%d: %s failed: status %d %s\n", __FILE__, __LINE__, #call, e_, BENCH_DETAIL); \
+            exit(1);                                                                                        \
+        }                                                                                                   \
+    } while (0)
 
 #endif

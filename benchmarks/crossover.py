@@ -2,14 +2,13 @@
 """CPU-vs-GPU crossover sweep (`make run`): from which size does the GPU pay, transfers included?
 
 relu(a @ b + bias) f32 (n x n x n) and the c64 fft2 (n x n), n = 64 ... 4096, on the CPU, on the GPU with NumPy
-data (execution="cuda") and on GPU-resident CuPy / PyTorch data; checked, then bursts ended by a device sync.
-Writes matmul_crossover.json (the FFT under "fft") and, with matplotlib, the two plots into --out-dir.
+data (execution="cuda") and on GPU-resident CuPy data; checked, then bursts ended by a device sync.
+Writes matmul_crossover.json and fft_crossover.json and, with matplotlib, their plots into --out-dir.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -21,136 +20,115 @@ import fusemath
 import fusemath.fft
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import machine  # noqa: E402
+from bench_common import bursts, machine, write_json  # noqa: E402
 
 CPU, XFER, RES = "cpu", "gpu+transfers", "gpu-resident"
+NO_GPU_HINT = "the crossover needs an NVIDIA GPU and CuPy (pip install cupy-cuda12x); CPU curves only"
 
 
-class GpuLib:
-    """CuPy: the gpu-resident mode's arrays and stream."""
+def sig3(v):
+    return f"{v:#.3g}".rstrip(".")
 
-    def __init__(self):
-        self.name = None
-        try:
-            import cupy
-            self.stream, self.mod, self.name, self.version = cupy.cuda.Stream(), cupy, "cupy", cupy.__version__
-            self.handle, self.device = int(self.stream.ptr), cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-        except Exception as exc:
-            self.error = f"cupy: {exc}"
 
-    def to_device(self, x):
-        d = self.mod.asarray(x)
-        self.sync()
-        return d
-
-    def to_numpy(self, x):
-        return x if isinstance(x, np.ndarray) else self.mod.asnumpy(x)
-
-    def sync(self):
-        self.mod.cuda.Device().synchronize()
+def cell(r):
+    """A row's time with 3 significant digits in a unit that keeps it >= 1 ("412 us ±3%", "1.05 ms ±1%")."""
+    unit, scale = next((u, s) for u, s in (("s", 1e3), ("ms", 1.0), ("us", 1e-3), ("us", 0)) if r["ms"] >= s)
+    return f"{sig3(r['ms'] / (scale or 1e-3))} {unit} ±{50 * r['spread']:.0f}%"
 
 
 def per_call(fn, sync, budget):
     """Seconds per call: a first call, a cost estimate, then bursts each ended by one sync."""
     fn(), sync()
-    t0 = time.perf_counter()
-    fn(), sync()
-    est = max(time.perf_counter() - t0, 1e-7)
-    bursts, calls = (3, 1) if est * 3 >= budget else (5, int(max(1, min(2000, budget / (5 * est)))))
-    per = []
-    for _ in range(bursts):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        per.append((time.perf_counter() - t0) / calls)
-    return {"median_s": statistics.median(per), "min_s": min(per), "bursts": bursts, "calls_per_burst": calls}
+    est = max(bursts(fn, 1, 1, sync)[0], 1e-7)
+    n, calls = (3, 1) if est * 3 >= budget else (5, int(max(1, min(2000, budget / (5 * est)))))
+    per = bursts(fn, calls, n, sync)
+    med = statistics.median(per)
+    return {"ms": med * 1e3, "min_ms": min(per) * 1e3, "max_ms": max(per) * 1e3,
+            "spread": (max(per) - min(per)) / med, "bursts": n, "calls_per_burst": calls}
 
 
-def setup(op, mode, n, rng, gpu):
-    """-> (call, result of the first call as NumPy, reference, flops, plan) for one op, mode and n."""
+def setup(op, mode, n, rng, cp):
+    """-> (call, its first result as NumPy, reference, flops, plan description) for one op, mode and n."""
     if op == "matmul":
         a, b, bias = (rng.standard_normal(s, dtype=np.float32) for s in ((n, n), (n, n), (n,)))
         ref, flops = np.maximum(a @ b + bias, 0), 2.0 * n ** 3
         if mode == RES:
-            a, b, bias = gpu.to_device(a), gpu.to_device(b), gpu.to_device(bias)
+            a, b, bias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
         mm = fusemath.Matmul(a, b, options=None if mode == RES else {"execution": "cpu" if mode == CPU else "cuda"})
         mm.plan(epilogue="relu", bias=bias)
-        if mode != RES:  # NumPy in, NumPy out
-            return mm.execute, np.asarray(mm.execute()), ref, flops, mm.describe()
-        out = gpu.mod.empty_like(a)
-        call = lambda: mm.execute(out=out, stream=gpu.handle)  # noqa: E731
+        out = cp.empty_like(a) if mode == RES else None
+        call = mm.execute if mode != RES else lambda: mm.execute(out=out, stream=cp.bench_stream.ptr)
+        plan = mm.describe()
     else:
-        x = (rng.standard_normal((n, n), dtype=np.float32) + 1j * rng.standard_normal((n, n), dtype=np.float32))
-        x = x.astype(np.complex64)
-        ref, flops = np.fft.fft2(x.astype(np.complex128)), 5.0 * n * n * np.log2(float(n * n))
-        if mode != RES:
-            ex = "cpu" if mode == CPU else "cuda"
-            call = lambda: fusemath.fft.fft2(x, execution=ex)  # noqa: E731
-            return call, np.asarray(call()), ref, flops, None
-        dx = gpu.to_device(x)
-        out = gpu.mod.empty_like(dx)
-        call = lambda: fusemath.fft.fft2(dx, out=out, stream=gpu.handle)  # noqa: E731
-    call()
-    gpu.sync()
-    return call, gpu.to_numpy(out), ref, flops, None
+        x = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))).astype(np.complex64)
+        ref, flops, plan = np.fft.fft2(x.astype(np.complex128)), 5.0 * n * n * np.log2(float(n * n)), None
+        if mode == RES:
+            dx = cp.asarray(x)
+            out = cp.empty_like(dx)
+            call = lambda: fusemath.fft.fft2(dx, out=out, stream=cp.bench_stream.ptr)  # noqa: E731
+        else:
+            call = lambda: fusemath.fft.fft2(x, execution="cpu" if mode == CPU else "cuda")  # noqa: E731
+    got = call()
+    if mode == RES:
+        cp.cuda.Device().synchronize()
+    return call, cp.asnumpy(out) if mode == RES else np.asarray(got), ref, flops, plan
 
 
 def check(name, got, ref, n):
-    eps = float(np.finfo(np.float32).eps)
-    atol = 32.0 * eps * n if np.isrealobj(ref) else 1e-4 * float(np.abs(ref).max())
+    atol = 32.0 * float(np.finfo(np.float32).eps) * n if np.isrealobj(ref) else 1e-4 * float(np.abs(ref).max())
     if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-4, atol=atol):
         raise AssertionError(f"{name}: WRONG RESULT (max abs error {float(np.max(np.abs(got - ref))):.3g})")
 
 
-def sweep(op, sizes, modes, budget, seed, gpu):
-    rows, errors = {m: [] for m in (CPU, XFER, RES)}, {m: None for m in (CPU, XFER, RES)}
-    rng = np.random.default_rng(seed)
-    for n in sizes:
+def progress(op, done, total, text, size_done):
+    """The progress bar: one line rewritten with \\r on a terminal, a line per size otherwise."""
+    line = f"  {op} [{'#' * (20 * done // total):<20}] {done}/{total} {text}"
+    if sys.stdout.isatty():
+        print("\r" + line.ljust(110)[:110], end="" if done < total else "\n", flush=True)
+    elif size_done:
+        print(line, flush=True)
+
+
+def sweep(op, sizes, modes, budget, seed, cp):
+    rows, errors, rng = {m: [] for m in modes}, {m: None for m in modes}, np.random.default_rng(seed)
+    for si, n in enumerate(sizes):
         time.sleep(0.3)  # NumPy's OpenBLAS threads spin ~0.1 s after a product and slow fusemath's meanwhile
-        for mode in modes:
-            if errors[mode]:
-                continue  # it failed at a smaller n: it stays off
-            try:
-                call, got, ref, flops, plan = setup(op, mode, n, rng, gpu)
-                check(f"{op} {mode} n={n}", got, ref, n)
-                t = per_call(call, gpu.sync if gpu and mode != CPU else (lambda: None), budget if n <= 1024 else 0.75 * budget)
-                rows[mode].append({"n": n, "ms": t["median_s"] * 1e3, "min_ms": t["min_s"] * 1e3,
-                                   "gflops": flops / t["median_s"] / 1e9, "bursts": t["bursts"],
-                                   "calls_per_burst": t["calls_per_burst"], "plan": plan})
-            except Exception as exc:
-                errors[mode] = f"n={n}: {type(exc).__name__}: {exc}"
-                print(f"  {op} {mode}: error, mode stopped ({errors[mode]})")
-        done = [f"{m} {rows[m][-1]['ms']:.3f} ms" for m in modes if rows[m] and rows[m][-1]["n"] == n]
-        print(f"  {op} n={n:5d}: " + ", ".join(done), flush=True)
-    res = {"rows": rows, "errors": errors, "modes": modes, "crossover": {}}
+        for i, mode in enumerate(modes):
+            if not errors[mode]:  # a mode that failed at a smaller n stays off
+                try:
+                    call, got, ref, flops, plan = setup(op, mode, n, rng, cp)
+                    check(f"{op} {mode} n={n}", got, ref, n)
+                    sync = cp.cuda.Device().synchronize if mode != CPU else (lambda: None)
+                    t = per_call(call, sync, budget if n <= 1024 else 0.75 * budget)
+                    rows[mode].append(dict(t, n=n, gflops=flops / t["ms"] / 1e6, plan=plan))
+                except Exception as exc:
+                    errors[mode] = f"n={n}: {type(exc).__name__}: {exc}"
+                    print(f"\n  {op} {mode}: error, mode stopped ({errors[mode]})")
+            done = [f"{m} {cell(rows[m][-1])}" for m in modes if rows[m] and rows[m][-1]["n"] == n]
+            progress(op, si * len(modes) + i + 1, len(sizes) * len(modes), f"n={n}: " + ", ".join(done),
+                     i == len(modes) - 1)
+    res = {"op": op, "rows": rows, "errors": errors, "modes": modes, "crossover": {}}
     cpu = {r["n"]: r["ms"] for r in rows[CPU]}
     for m in modes[1:]:
         pairs = [(r["n"], r["ms"] < cpu[r["n"]]) for r in rows[m] if r["n"] in cpu]
-        from_on = None
-        for n, win in reversed(pairs):
-            if not win:
-                break
-            from_on = n
-        res["crossover"][m] = {"first_n": next((n for n, w in pairs if w), None), "from_n_on": from_on,
-                               "compared": len(pairs)}
+        from_on = next((pairs[i][0] for i in range(len(pairs)) if all(w for _, w in pairs[i:])), None)
+        res["crossover"][m] = {"from_n_on": from_on, "compared": len(pairs)}
     return res
 
 
-def report(op, res, gpu_note):
-    print(f"\n{op}: ms per call (GFLOP/s)\n{'n':>6} | " + " | ".join(f"{m:>24}" for m in res["modes"]))
+def report(op, res):
+    print(f"\n{op}: time per call ±half the spread over bursts (GFLOP/s)\n{'n':>6} | "
+          + " | ".join(f"{m:>26}" for m in res["modes"]))
     for n in sorted({r["n"] for rs in res["rows"].values() for r in rs}):
-        cells = [next((f"{r['ms']:12.4f} ({r['gflops']:7.1f})" for r in res["rows"][m] if r["n"] == n), "-")
+        cells = [next((f"{cell(r)} ({sig3(r['gflops'])})" for r in res["rows"][m] if r["n"] == n), "-")
                  for m in res["modes"]]
-        print(f"{n:6d} | " + " | ".join(f"{c:>24}" for c in cells))
-    if gpu_note:
-        print(f"{op} crossover: no GPU ({gpu_note})")
+        print(f"{n:6d} | " + " | ".join(f"{c:>26}" for c in cells))
     for m, c in res["crossover"].items():
         print(f"{op} crossover {m}: " + (f"n = {c['from_n_on']} (the GPU is faster for every n >= it compared)"
                                          if c["from_n_on"] else f"none in the {c['compared']} sizes compared"))
 
 
-def plot(res, path, title, xlabel):
+def plot(res, path, title):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -158,11 +136,10 @@ def plot(res, path, title, xlabel):
     except Exception as exc:
         return f"matplotlib is not available ({exc})"
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    for mode, style in zip(res["modes"], ("o-", "s--", "^-")):
-        for ax, key in zip(axes, ("ms", "gflops")):
+    for ax, key, ylabel in zip(axes, ("ms", "gflops"), ("ms per call", "GFLOP/s")):
+        for mode, style in zip(res["modes"], ("o-", "s--", "^-")):
             ax.plot([r["n"] for r in res["rows"][mode]], [r[key] for r in res["rows"][mode]], style, label=mode)
-    for ax, ylabel in zip(axes, ("ms per call", "GFLOP/s")):
-        ax.set(yscale="log", xlabel=xlabel, ylabel=ylabel)
+        ax.set(yscale="log", xlabel=f"n ({res['op']} of n x n)", ylabel=ylabel)
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
@@ -191,40 +168,42 @@ def main(argv=None) -> int:
     if args.threads > 0:
         fusemath.set_num_threads(args.threads)
     t_start, now = time.perf_counter(), datetime.datetime.now().astimezone()
-    gpu, note = None, "--cpu-only" if args.cpu_only else None
+    cp, note = None, "--cpu-only" if args.cpu_only else None
     if not args.cpu_only:
         if fusemath.cuda_device_count() < 1:
             note = "fusemath.cuda_device_count() = 0 (no CUDA build, driver or GPU)"
-        elif (gpu := GpuLib()).name is None:
-            gpu, note = None, f"a CUDA device, but CuPy is not usable ({gpu.error})"
-    modes = [CPU] + ([XFER, RES] if gpu else [])
-    meta = {"date": now.isoformat(timespec="seconds"), "threads": fusemath.get_num_threads(), "sizes": sizes, "ops": ops,
+        else:
+            try:
+                import cupy as cp
+                cp.bench_stream = cp.cuda.Stream()  # the gpu-resident calls' stream
+            except Exception as exc:
+                cp, note = None, f"a CUDA device, but CuPy is not usable ({type(exc).__name__}: {exc})"
+    modes = [CPU] + ([XFER, RES] if cp else [])
+    meta = {"date": now.isoformat(timespec="seconds"), "threads": fusemath.get_num_threads(), "sizes": sizes,
             "machine": machine(), "fusemath_version": fusemath.__version__, "numpy_version": np.__version__,
             "command": " ".join(["benchmarks/crossover.py"] + sys.argv[1:])}
-    gpu_info = {"enabled": bool(gpu), "note": note, "array_library": gpu and f"{gpu.name} {gpu.version}",
-                "device_name": gpu and gpu.device}
+    device = cp and cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    gpu_info = {"enabled": bool(cp), "note": note, "array_library": cp and f"cupy {cp.__version__}",
+                "device_name": device}
     print(f"crossover: {' and '.join(ops)}, n = {sizes[0]} .. {sizes[-1]}; fusemath {fusemath.__version__}, "
-          f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads" + (f"; no GPU: {note}" if note else ""))
-    results = {op: sweep(op, sizes, modes, args.budget, args.seed + (op == "fft"), gpu) for op in ops}
-    os.makedirs(args.out_dir, exist_ok=True)
-    for op, res in results.items():
-        res["gpu"], res["meta"] = gpu_info, meta
-        report(op, res, note)
+          f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads")
+    if note:
+        print(f"no GPU ({note}): {NO_GPU_HINT}")
+    failed = False
+    for op in ops:
+        res = sweep(op, sizes, modes, args.budget, args.seed + (op == "fft"), cp)
+        report(op, res)
         title = (f"fusemath {'matmul + bias + relu, f32' if op == 'matmul' else 'fft2, complex64'} - "
-                 f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads; {gpu.device if gpu else 'no GPU'}")
+                 f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads; {device or 'no GPU'}")
         png = os.path.join(args.out_dir, f"{op}_crossover.png")
-        res["plot_note"] = "--no-plot" if args.no_plot else plot(res, png, title, f"n ({op} of n x n)")
-        res["plot"] = None if res["plot_note"] else png
-    out = results.get("matmul") or {"rows": {}, "modes": modes, "gpu": gpu_info, "meta": meta}
-    if "fft" in results:
-        out["fft"] = results["fft"]
-    out["total_seconds"] = time.perf_counter() - t_start
-    with open(os.path.join(args.out_dir, "matmul_crossover.json"), "w") as f:
-        json.dump(out, f, indent=1, default=str)
-    print(f"\nJSON: {os.path.join(args.out_dir, 'matmul_crossover.json')}; plots: "
-          + ", ".join(r["plot"] or f"skipped ({r['plot_note']})" for r in results.values())
-          + f" ({out['total_seconds']:.0f} s)")
-    return 1 if any(r["errors"][CPU] for r in results.values()) else 0
+        res["plot_note"] = "--no-plot" if args.no_plot else plot(res, png, title)
+        res.update(plot=None if res["plot_note"] else png, gpu=gpu_info, meta=meta,
+                   total_seconds=time.perf_counter() - t_start)
+        write_json(os.path.join(args.out_dir, f"{op}_crossover.json"), res)  # makes the directory
+        print(f"{op}: wrote {args.out_dir}/{op}_crossover.json, plot {res['plot'] or 'skipped: ' + res['plot_note']} "
+              f"({res['total_seconds']:.0f} s)")
+        failed |= bool(res["errors"][CPU])
+    return int(failed)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,6 @@
 
 #include "bench_timing.h"
 
-#define CU(call)                                                                                                       \
-    do {                                                                                                               \
-        int e_ = (int)(call);                                                                                          \
-        if (e_ != 0) {                                                                                                 \
-            fprintf(stderr, "cufft_bare: %s failed (line %d): status %d\n", #call, __LINE__, e_);                      \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
-
 int main(int argc, char **argv)
 {
     long n = arg_long(argc, argv, 1, 64), calls = arg_long(argc, argv, 2, 20000), bursts = arg_long(argc, argv, 3, 15);
@@ -34,22 +25,22 @@ int main(int argc, char **argv)
         h[i].x = (float)((unsigned long)(i * 2654435761u) % 1000u) / 500.0f - 1.0f;
         h[i].y = (float)((unsigned long)(i * 40503u + 7u) % 1000u) / 500.0f - 1.0f;
     }
-    CU(cudaMalloc((void **)&in, bytes));
-    CU(cudaMalloc((void **)&out, bytes));
-    CU(cudaMemcpy(in, h, bytes, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMalloc((void **)&in, bytes));
+    BENCH_CHECK(cudaMalloc((void **)&out, bytes));
+    BENCH_CHECK(cudaMemcpy(in, h, bytes, cudaMemcpyHostToDevice));
     cudaStream_t s;
-    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    BENCH_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cufftHandle plan;
-    CU(cufftPlan1d(&plan, (int)n, CUFFT_C2C, 1));
-    CU(cufftSetStream(plan, s));
+    BENCH_CHECK(cufftPlan1d(&plan, (int)n, CUFFT_C2C, 1));
+    BENCH_CHECK(cufftSetStream(plan, s));
     for (int i = 0; i < 200; i++) /* warm-up: module loading, first launches */
-        CU(cufftExecC2C(plan, in, out, CUFFT_FORWARD));
-    CU(cudaStreamSynchronize(s));
+        BENCH_CHECK(cufftExecC2C(plan, in, out, CUFFT_FORWARD));
+    BENCH_CHECK(cudaStreamSynchronize(s));
     for (long b = 0; b < bursts; b++) {
         double t0 = now_us();
         for (long i = 0; i < calls; i++)
             failed |= cufftExecC2C(plan, in, out, CUFFT_FORWARD) != CUFFT_SUCCESS;
-        CU(cudaStreamSynchronize(s));
+        BENCH_CHECK(cudaStreamSynchronize(s));
         t[b] = (now_us() - t0) / (double)calls;
     }
     if (failed) {

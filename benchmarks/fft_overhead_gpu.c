@@ -19,15 +19,6 @@
 enum { M_BARE, M_PLANNED, M_STATELESS, M_COUNT };
 static const char *const names[M_COUNT] = {"bare", "planned", "stateless"};
 
-#define CU(call)                                                                                                       \
-    do {                                                                                                               \
-        int e_ = (int)(call);                                                                                          \
-        if (e_ != 0) {                                                                                                 \
-            fprintf(stderr, "fft_overhead_gpu: %s failed (line %d): status %d\n", #call, __LINE__, e_);                \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
 static cufftHandle bare;
 static fm_context *ctx;
 static fm_plan *plan[M_COUNT];
@@ -86,21 +77,21 @@ int main(int argc, char **argv)
         hx[2 * i] = (float)((unsigned long)(i * 2654435761u) % 1000u) / 500.0f - 1.0f;
         hx[2 * i + 1] = (float)((unsigned long)(i * 40503u + 7u) % 1000u) / 500.0f - 1.0f;
     }
-    CU(cudaMalloc(&in, bytes));
-    CU(cudaMalloc(&out, bytes));
-    CU(cudaMemcpy(in, hx, bytes, cudaMemcpyHostToDevice));
-    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CU(cufftPlan1d(&bare, (int)n, CUFFT_C2C, 1));
-    CU(cufftSetStream(bare, s));
+    BENCH_CHECK(cudaMalloc(&in, bytes));
+    BENCH_CHECK(cudaMalloc(&out, bytes));
+    BENCH_CHECK(cudaMemcpy(in, hx, bytes, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    BENCH_CHECK(cufftPlan1d(&bare, (int)n, CUFFT_C2C, 1));
+    BENCH_CHECK(cufftSetStream(bare, s));
 
     char errors[M_COUNT][400] = {{0}};
     int ok[M_COUNT] = {1, 1, 1}, wrong = 0;
     fm_device cuda = {FM_DEVICE_CUDA, 0};
     int64_t shape[1] = {n};
     fm_fft_options_init(&opts);
-    CU(fm_context_create(&ctx));
-    CU(fm_tensor_init(&tin, in, cuda, FM_C64, 1, shape, NULL));
-    CU(fm_tensor_init(&tout, out, cuda, FM_C64, 1, shape, NULL));
+    BENCH_CHECK(fm_context_create(&ctx));
+    BENCH_CHECK(fm_tensor_init(&tin, in, cuda, FM_C64, 1, shape, NULL));
+    BENCH_CHECK(fm_tensor_init(&tout, out, cuda, FM_C64, 1, shape, NULL));
     if (fm_fft_plan(ctx, &tin, &tout, NULL, NULL, &opts, &plan[M_PLANNED]) != FM_OK) {
         ok[M_PLANNED] = ok[M_STATELESS] = 0;
         json_clean(errors[M_PLANNED], sizeof errors[0], fm_last_error());
@@ -108,14 +99,14 @@ int main(int argc, char **argv)
     for (int m = 0; m < M_COUNT; m++) { /* one call of each, checked */
         if (!ok[m])
             continue;
-        CU(cudaMemsetAsync(out, 0, bytes, s));
+        BENCH_CHECK(cudaMemsetAsync(out, 0, bytes, s));
         if (call(m) != FM_OK) {
             ok[m] = 0;
             json_clean(errors[m], sizeof errors[0], m == M_BARE ? "cufftExecC2C failed" : fm_last_error());
             continue;
         }
-        CU(cudaStreamSynchronize(s));
-        CU(cudaMemcpy(hy, out, bytes, cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaStreamSynchronize(s));
+        BENCH_CHECK(cudaMemcpy(hy, out, bytes, cudaMemcpyDeviceToHost));
         err[m] = check(hy, hx, n);
         if (!(err[m] <= 1e-3)) {
             wrong = 1, ok[m] = 0;
@@ -126,7 +117,7 @@ int main(int argc, char **argv)
         for (int m = 0; m < M_COUNT; m++)
             if (ok[m])
                 call(m);
-    CU(cudaStreamSynchronize(s));
+    BENCH_CHECK(cudaStreamSynchronize(s));
     for (long r = 0; r < rounds; r++)
         for (int m = 0; m < M_COUNT; m++) {
             if (!ok[m])
@@ -134,7 +125,7 @@ int main(int argc, char **argv)
             double t0 = now_us();
             for (long i = 0; i < calls; i++)
                 call(m);
-            CU(cudaStreamSynchronize(s));
+            BENCH_CHECK(cudaStreamSynchronize(s));
             t[m * rounds + r] = (now_us() - t0) / (double)calls;
         }
     double med[M_COUNT];

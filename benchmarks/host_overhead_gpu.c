@@ -6,18 +6,11 @@
 
 #include <fusemath/fusemath.h>
 
+#define BENCH_DETAIL fm_last_error()
 #include "bench_timing.h"
 
 #define BURST 20
 #define BURSTS 200
-#define CK(call)                                                                                                       \
-    do {                                                                                                               \
-        int rc_ = (int)(call);                                                                                         \
-        if (rc_ != 0) {                                                                                                \
-            fprintf(stderr, "%s:%d: %s failed (%d) %s\n", __FILE__, __LINE__, #call, rc_, fm_last_error());           \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 int main(int argc, char **argv)
 {
@@ -37,17 +30,17 @@ int main(int argc, char **argv)
         memcpy(h + i * es, bf16 ? (void *)&hi : (void *)&u, es);
     }
     void *a, *b, *d, *bias;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMalloc(&d, bytes));
-    CK(cudaMalloc(&bias, n * es));
-    CK(cudaMemcpy(a, h, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(b, h, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(bias, h, n * es, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMalloc(&a, bytes));
+    BENCH_CHECK(cudaMalloc(&b, bytes));
+    BENCH_CHECK(cudaMalloc(&d, bytes));
+    BENCH_CHECK(cudaMalloc(&bias, n * es));
+    BENCH_CHECK(cudaMemcpy(a, h, bytes, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(b, h, bytes, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(bias, h, n * es, cudaMemcpyHostToDevice));
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    BENCH_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     fm_context *ctx;
-    CK(fm_context_create(&ctx));
+    BENCH_CHECK(fm_context_create(&ctx));
     printf("{\"n\": %d, \"dtype\": \"%s\", \"burst\": %d, \"bursts\": %d, \"cases\": [", n, bf16 ? "bf16" : "f32", BURST,
            BURSTS);
     for (int c = 0; c < 2; c++) { /* identity, bias+relu */
@@ -61,23 +54,23 @@ int main(int argc, char **argv)
         int64_t sh[2] = {n, n}, sb[1] = {n};
         fm_tensor ta, tb, td, tbias;
         fm_dtype fdt = bf16 ? FM_BF16 : FM_F32;
-        CK(fm_tensor_init(&ta, a, cuda, fdt, 2, sh, NULL));
-        CK(fm_tensor_init(&tb, b, cuda, fdt, 2, sh, NULL));
-        CK(fm_tensor_init(&td, d, cuda, fdt, 2, sh, NULL));
-        CK(fm_tensor_init(&tbias, bias, cuda, fdt, 1, sb, NULL));
+        BENCH_CHECK(fm_tensor_init(&ta, a, cuda, fdt, 2, sh, NULL));
+        BENCH_CHECK(fm_tensor_init(&tb, b, cuda, fdt, 2, sh, NULL));
+        BENCH_CHECK(fm_tensor_init(&td, d, cuda, fdt, 2, sh, NULL));
+        BENCH_CHECK(fm_tensor_init(&tbias, bias, cuda, fdt, 1, sb, NULL));
         fm_matmul_options o;
         fm_matmul_options_init(&o);
         o.epilogue = c ? (FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU) : 0;
         fm_plan *plan;
-        CK(fm_matmul_plan(ctx, &ta, &tb, NULL, c ? &tbias : NULL, &td, NULL, &o, &plan));
+        BENCH_CHECK(fm_matmul_plan(ctx, &ta, &tb, NULL, c ? &tbias : NULL, &td, NULL, &o, &plan));
         void *ptrs[FM_MATMUL_NSLOTS] = {a, b, NULL, c ? bias : NULL, d, NULL, NULL, NULL};
         const fm_tensor *tv[FM_MATMUL_NSLOTS] = {&ta, &tb, NULL, c ? &tbias : NULL, &td, NULL, NULL, NULL};
         double t[3][BURSTS];
         for (int warm = 0; warm < 50; warm++) {
-            CK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, s));
-            CK(fm_bare_calls(br, 1));
+            BENCH_CHECK(fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, s));
+            BENCH_CHECK(fm_bare_calls(br, 1));
         }
-        CK(cudaStreamSynchronize(s));
+        BENCH_CHECK(cudaStreamSynchronize(s));
         for (int k = 0; k < BURSTS; k++)
             for (int m = 0; m < 3; m++) { /* bare, planned, stateless (plan from the context's cache) */
                 double t0 = now_us();
@@ -85,7 +78,7 @@ int main(int argc, char **argv)
                     m == 0 ? fm_bare_calls(br, 1) : m == 1 ? (int)fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, s)
                                                            : (int)fm_matmul_v(ctx, tv, &o, s);
                 t[m][k] = (now_us() - t0) / BURST;
-                CK(cudaStreamSynchronize(s));
+                BENCH_CHECK(cudaStreamSynchronize(s));
             }
         double mb = median_of(t[0], BURSTS), mf = median_of(t[1], BURSTS), ms = median_of(t[2], BURSTS);
         printf("%s\n  {\"epilogue\": \"%s\", \"plan\": \"%s\", \"bare_us\": %.3f, \"planned_execute_us\": %.3f, "

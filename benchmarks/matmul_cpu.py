@@ -65,7 +65,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench_common import c_program, command_line, cpu_model, machine, paired, run_json, write_json  # noqa: E402
+from bench_common import bursts, c_program, command_line, cpu_model, machine, paired, run_json, write_json  # noqa: E402
 
 _ = np.ones((8, 8)) @ np.ones((8, 8))  # NumPy loads its BLAS now
 
@@ -166,17 +166,10 @@ def run_case(kind, m, n, k, dt, rng, args) -> dict:
             "verdict": None if target is None else "PASS" if ratios[VERDICT] <= target else "FAIL"}
 
 
-def burst_ns(fn, calls=2000, bursts=15) -> dict:
+def burst_ns(fn, calls=2000, n=15) -> dict:
     time.sleep(PAUSE_S)
-    for _ in range(calls):
-        fn()
-    per = []
-    for _ in range(bursts):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per.append((time.perf_counter() - t0) / calls * 1e9)
-    return {"median_ns": statistics.median(per), "min_ns": min(per), "bursts": bursts, "calls_per_burst": calls}
+    per = [t * 1e9 for t in bursts(fn, calls, n + 1)[1:]]  # the first burst warms up
+    return {"median_ns": statistics.median(per), "min_ns": min(per), "bursts": n, "calls_per_burst": calls}
 
 
 def host_overhead(args) -> dict:

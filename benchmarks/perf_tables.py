@@ -8,6 +8,7 @@ Standard library only. Per target, machine and case the figure comes from the la
 that measured the case, so a short run that repeated a few cases hides none of the others; every row
 names its run, every table its machine and the runs' commands; what a JSON lacks is "not recorded".
 """
+import functools
 import glob
 import json
 import os
@@ -51,12 +52,7 @@ def f3(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
-def fms(v):
-    return f3(v, ".4g")
-
-
-def sgn(v):
-    return f3(v, "+.2f")
+fms, sgn = functools.partial(f3, spec=".4g"), functools.partial(f3, spec="+.2f")  # ms; signed differences
 
 
 def md(head, rows):
@@ -274,7 +270,9 @@ def fft_cpu(runs):
 def crossover(runs):
     text = []
     for op in ("matmul", "fft"):
-        have = [(n, d, (d.get("fft") or {}) if op == "fft" else d, date) for n, d, date in runs]
+        # since the FFT has its own file, each JSON says its "op"; older ones held the FFT under "fft"
+        have = [(n, d, d if d.get("op", "matmul") == op else d.get("fft") or {} if op == "fft" else {}, date)
+                for n, d, date in runs]
         have = {(d.get("meta", {}).get("machine", {}).get("cpu_model"), (r.get("gpu") or d.get("gpu", {})).get("device_name")):
                 (n, d, r, date) for n, d, r, date in have if r.get("rows", {}).get("cpu")}  # the latest per machine
         for name, d, res, date in have.values():

@@ -5,8 +5,11 @@
 #   2. .venv (python3 -m venv --system-site-packages)
 #   3. Python packages whose import fails (pip)
 #   4. pip install of fusemath itself into .venv, when sources changed since last time
-# Usage: scripts/setup.sh [--tools-only | --fuzz]   (both skip step 4; --fuzz also wants clang)
-# Env: PYTHON (interpreter for the venv, default python3), VENV (default .venv).
+# Usage: scripts/setup.sh [--tools-only | --fuzz | --run]   (the first two skip step 4; --fuzz also wants
+#   clang; --run, for `make run`, leaves out the test-only Python packages, pytest and scipy)
+# Env: PYTHON (interpreter for the venv, default python3), VENV (default .venv),
+#   SETUP_VERBOSE=1 (the tools' own output on the terminal; by default it goes to $VENV/setup.log
+#   and only one line per step is printed, with the log's tail when a step fails).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -17,11 +20,26 @@ VENV=${VENV:-.venv}
 PATH=$(tr ':' '\n' <<<"$PATH" | grep -vxF "$PWD/$VENV/bin" | paste -sd: -)
 PYTHON=$(command -v "$PYTHON") || { echo "setup: $PYTHON not found" >&2; exit 1; }
 CMAKE_MIN=3.20 # keep in sync with cmake_minimum_required in CMakeLists.txt
-TOOLS_ONLY=0 FUZZ=0
+TOOLS_ONLY=0 FUZZ=0 RUN_ONLY=0
+[[ ${1:-} == --run ]] && RUN_ONLY=1
 [[ ${1:-} == --tools-only ]] && TOOLS_ONLY=1
 [[ ${1:-} == --fuzz ]] && TOOLS_ONLY=1 FUZZ=1 # make fuzz: clang with libFuzzer and OpenMP too
 
 log() { echo "setup: $*" >&2; }
+SETUP_LOG=$VENV/setup.log
+[[ -f $SETUP_LOG ]] && : >"$SETUP_LOG" # this run's output only
+# quiet CMD...: run a step's tool with its output in $SETUP_LOG; on failure show the log's tail.
+quiet() {
+  [[ ${SETUP_VERBOSE:-0} == 1 ]] && { "$@"; return; }
+  mkdir -p "$(dirname "$SETUP_LOG")"
+  echo "+ $*" >>"$SETUP_LOG"
+  "$@" >>"$SETUP_LOG" 2>&1 && return
+  local rc=$?
+  ((${OPTIONAL:-0})) && return $rc # the caller says what it does without it
+  log "failed (exit $rc): $*; the last lines of $SETUP_LOG:"
+  tail -n 60 "$SETUP_LOG" >&2
+  return $rc
+}
 
 # version_ge A B: true when version A >= B
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
@@ -65,8 +83,8 @@ if ((${#missing_deb[@]})); then
   fi
   SUDO=()
   if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
-  "${SUDO[@]}" apt-get update
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_deb[@]}"
+  quiet "${SUDO[@]}" apt-get update
+  quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_deb[@]}"
 fi
 
 # --- 2. virtual environment ---------------------------------------------------
@@ -76,7 +94,7 @@ if [[ -x $VENV/bin/python ]] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 if [[ ! -x $VENV/bin/python ]]; then
   log "creating $VENV with $("$PYTHON" -c 'import sys; print(sys.executable)')"
-  if ! "$PYTHON" -m venv --system-site-packages "$VENV"; then
+  if ! quiet "$PYTHON" -m venv --system-site-packages "$VENV"; then
     # e.g. ensurepip unavailable: a pip visible through the outer site-packages still works
     rm -rf "$VENV"
     "$PYTHON" -m venv --system-site-packages --without-pip "$VENV"
@@ -101,10 +119,12 @@ fi
 
 # --- 3. Python packages -------------------------------------------------------
 # Each is pip-installed only when its import fails (import name -> pip name).
-missing_py=$("$VPY" - <<'EOF'
-import importlib
+missing_py=$("$VPY" - "$RUN_ONLY" <<'EOF'
+import importlib, sys
 need = {"numpy": "numpy", "scipy": "scipy", "pytest": "pytest",
         "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core"}
+if sys.argv[1] == "1":  # make run: the sweep and the build, not the tests
+    del need["scipy"], need["pytest"]
 out = []
 for mod, pkg in need.items():
     try:
@@ -123,18 +143,18 @@ fi
 
 if ((${#missing_py[@]})); then
   log "pip installing into $VENV: ${missing_py[*]}"
-  "$VPY" -m pip install --disable-pip-version-check "${missing_py[@]}"
+  quiet "$VPY" -m pip install --disable-pip-version-check "${missing_py[@]}"
 fi
 # ninja is optional (make is the fallback generator): try, never fail on it.
 if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
   log "pip installing ninja (optional)"
-  "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
+  OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
 fi
 # scipy-openblas32 is optional too: a current OpenBLAS that fusemath uses where the system one does
 # not know the CPU (backends/cpu/blas_provider.c). Offline machines go on without it.
 if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
   log "pip installing scipy-openblas32 (optional)"
-  "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
+  OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
 fi
 
 ((TOOLS_ONLY)) && exit 0
@@ -157,6 +177,6 @@ if [[ -f $stamp && $(<"$stamp") == "$settings" ]] &&
 fi
 log "building and installing fusemath into $VENV (pip install --no-build-isolation --no-deps ., $settings)"
 echo "$settings" >"$stamp.new"
-"$VPY" -m pip install --disable-pip-version-check --no-build-isolation --no-deps \
+quiet "$VPY" -m pip install --disable-pip-version-check --no-build-isolation --no-deps \
   --config-settings=cmake.define.FUSEMATH_WERROR="${FUSEMATH_WERROR:-OFF}" .
 mv -f "$stamp.new" "$stamp"

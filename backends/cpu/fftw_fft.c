@@ -501,6 +501,32 @@ static void describe_plan(const fftw_impl *x, const fm_problem *p, fm_plan *out)
              x->threads, x->fftw_threads, effort_names[fp->effort]);
 }
 
+/* The largest prime factor of n > 13, else 0 (FFTW's codelets take the factors up to 13). */
+static int64_t rough_factor(int64_t n)
+{
+    for (int64_t f = 2; f <= 13; f++)
+        while (n % f == 0)
+            n /= f;
+    int64_t p = 0;
+    for (int64_t f = 17; f * f <= n; f += 2)
+        for (; n % f == 0; n /= f)
+            p = f;
+    return n > 1 ? n : p; /* what is left is a prime above every f tried */
+}
+
+/* The plan's footprint for the plan cache's byte cap: FFTW's plans hold about one transform's
+ * worth of twiddles per axis, and for a prime factor p > 13 (Rader / Bluestein) buffers of about
+ * 10 p elements (host heap growth while planning, glibc's mallinfo2: 0.3-1.5x one transform for
+ * lengths of small factors, 10-12x for primes). Measuring it at every planning cost 5-15 ms once
+ * hundreds of plans fragmented the heap (mallinfo2 walks every free block). */
+static size_t fftw_footprint(const fftw_impl *x)
+{
+    int64_t elements = 0;
+    for (int d = 0; d < 3; d++)
+        elements += x->n[d] > 1 ? x->n[d] + 10 * rough_factor(x->n[d]) : 0;
+    return sizeof *x + (size_t)elements * 2 * x->rs;
+}
+
 /* The backend's plan: FFTW's plans for x and the paths around them (the file's header), then
  * describe(); a choice timed here is recorded in the context's wisdom. */
 static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -557,6 +583,7 @@ static fm_status fm_fftw_plan(fm_context *ctx, void *state, const fm_problem *p,
         out->destroy_impl = fm_fftw_destroy;
         for (int i = 0; i < FM_FFT_NSLOTS; i++)
             out->required_align[i] = x->rs;
+        out->footprint += fftw_footprint(x);
         describe_plan(x, p, out);
     } else {
         fm_fftw_destroy(x); /* failed, or the split took the plan */

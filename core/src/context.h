@@ -25,6 +25,7 @@ typedef struct fm_plan_cache {
     fm_cache_entry **buckets;
     size_t nbuckets;
     atomic_int count; /* written under the context's lock; atomic for fm_context_cache_size */
+    _Atomic int64_t bytes; /* the cached plans' footprints; likewise */
     fm_cache_entry *oldest, *newest;
 } fm_plan_cache;
 
@@ -37,6 +38,8 @@ struct fm_context {
     fm_backend_slot backends[FM_MAX_BACKENDS]; /* in registration order */
     int order[FM_MAX_BACKENDS]; /* the indices by descending priority (registration order breaks ties) */
     fm_plan_cache cache;
+    fm_log_sink log_sink; /* NULL: FUSEMATH_LOG lines go to stderr */
+    void *log_user;
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
     atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */
     int capwisdom;

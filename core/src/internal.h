@@ -222,6 +222,8 @@ struct fm_plan {
     size_t required_align[FM_MAX_SLOTS]; /* bytes each pointer must be aligned to at execute */
     const fm_attachments *attach; /* while a backend plans it: the attachments (never NULL); NULL after */
     char describe[FM_DESCRIBE_LEN];
+    size_t footprint; /* bytes the plan holds, for the cache's byte cap: sizeof(fm_plan), plus what the
+                         backend adds for what its impl holds (an estimate, e.g. FFTW's plans) */
 };
 
 /* Allocate a plan for problem p with refcount 1 (backend fills impl/execute/describe). */
@@ -245,6 +247,7 @@ struct fm_settings {
     char cache_dir[512];       /* FUSEMATH_CACHE_DIR, else $XDG_CACHE_HOME/fusemath, else ~/.cache/fusemath */
     char cuda_module[512];     /* FUSEMATH_CUDA_MODULE: the module to load, skipping the driver probe ("": the
                                   libfusemath_cuda.so next to libfusemath.so, when a driver sees a device) */
+    int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */

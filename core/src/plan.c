@@ -14,6 +14,7 @@ fm_plan *fm_plan_alloc(const fm_problem *p)
         return NULL;
     atomic_init(&plan->refcount, 1);
     plan->problem = *p;
+    plan->footprint = sizeof *plan; /* a backend adds what its impl holds */
     for (int i = 0; i < FM_MAX_SLOTS; i++)
         plan->required_align[i] = 1;
     return plan;

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /* The plan cache's hash: multiply-xorshift over 8-byte words in four independent lanes
  * (one chain of dependent multiplies cost ~0.45 us per stateless call, byte-wise FNV ~1.5 us). */
@@ -75,12 +78,24 @@ void fm_log_plan(const fm_context *ctx, const char *fmt, ...)
 {
     if (!ctx || !ctx->settings.log_plan)
         return;
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("fusemath[plan] ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (ctx->log_sink)
+        ctx->log_sink(line, ctx->log_user);
+    else
+        fprintf(stderr, "fusemath[plan] %s\n", line);
+}
+
+fm_status fm_context_set_log_sink(fm_context *ctx, fm_log_sink sink, void *user)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_set_log_sink: ctx is NULL");
+    ctx->log_sink = sink;
+    ctx->log_user = sink ? user : NULL;
+    return FM_OK;
 }
 
 /* ---- cache (caller holds ctx->lock) ---- */
@@ -110,8 +125,17 @@ static void cache_drop(fm_context *ctx, fm_cache_entry *e)
     else
         ctx->cache.newest = e->older;
     ctx->cache.count--;
+    ctx->cache.bytes -= (int64_t)e->plan->footprint;
     fm_plan_release(e->plan);
     free(e);
+}
+
+/* Drop the oldest plans until `extra` more bytes fit under the caps (or none is left). */
+static void cache_make_room(fm_context *ctx, int64_t extra)
+{
+    while (ctx->cache.oldest && (ctx->cache.count >= FM_CACHE_MAX_PLANS ||
+                                 ctx->cache.bytes + extra > ctx->settings.cache_max_bytes))
+        cache_drop(ctx, ctx->cache.oldest);
 }
 
 static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
@@ -128,8 +152,9 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
             old = e;
     if (old) /* replace (autotune) */
         cache_drop(ctx, old);
-    if (ctx->cache.count >= FM_CACHE_MAX_PLANS) /* evict the oldest */
-        cache_drop(ctx, ctx->cache.oldest);
+    /* A plan larger than the cap still stays, alone: not caching it would re-plan a large transform
+     * at every stateless call. */
+    cache_make_room(ctx, (int64_t)plan->footprint);
     fm_cache_entry *e = calloc(1, sizeof *e);
     if (!e)
         return;
@@ -145,6 +170,7 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
         ctx->cache.oldest = e;
     ctx->cache.newest = e;
     ctx->cache.count++;
+    ctx->cache.bytes += (int64_t)plan->footprint;
 }
 
 void fm_context_cache_put(fm_context *ctx, fm_plan *plan)
@@ -169,13 +195,38 @@ void fm_context_clear_cache(fm_context *ctx)
     if (ctx->cache.buckets)
         memset(ctx->cache.buckets, 0, ctx->cache.nbuckets * sizeof *ctx->cache.buckets);
     ctx->cache.count = 0;
+    ctx->cache.bytes = 0;
     ctx->cache.oldest = ctx->cache.newest = NULL;
     pthread_mutex_unlock(&ctx->lock);
+#if defined(__GLIBC__)
+    malloc_trim(0); /* freed plans' memory back to the system, not only to malloc's free lists */
+#endif
 }
 
 int fm_context_cache_size(const fm_context *ctx)
 {
     return ctx ? atomic_load(&((fm_context *)ctx)->cache.count) : 0;
+}
+
+int64_t fm_context_cache_bytes(const fm_context *ctx)
+{
+    return ctx ? atomic_load(&((fm_context *)ctx)->cache.bytes) : 0;
+}
+
+int64_t fm_context_cache_max_bytes(const fm_context *ctx) { return ctx ? ctx->settings.cache_max_bytes : 0; }
+
+fm_status fm_context_set_cache_max_bytes(fm_context *ctx, int64_t max_bytes)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_set_cache_max_bytes: ctx is NULL");
+    if (max_bytes < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_set_cache_max_bytes: max_bytes = %lld, expected >= 0",
+                       (long long)max_bytes);
+    pthread_mutex_lock(&ctx->lock);
+    ctx->settings.cache_max_bytes = max_bytes;
+    cache_make_room(ctx, 0);
+    pthread_mutex_unlock(&ctx->lock);
+    return FM_OK;
 }
 
 /* ---- backend selection ---- */

@@ -93,6 +93,12 @@ fm_status fm_settings_read(fm_settings *s)
     s->cuda_workspace_mb = (long)env_int("FUSEMATH_CUDA_WORKSPACE_MB", -1, 0, 1LL << 20);
     cache_dir(s->cache_dir, sizeof s->cache_dir);
     copy_env(s->cuda_module, sizeof s->cuda_module, "FUSEMATH_CUDA_MODULE");
+    const char *mb = getenv("FUSEMATH_CACHE_MAX_MB");
+    s->cache_max_bytes = env_int("FUSEMATH_CACHE_MAX_MB", -1, 0, 1LL << 40);
+    if (s->cache_max_bytes < 0 && mb && *mb) /* a cap that silently is not the one asked for misleads */
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_CACHE_MAX_MB = '%.40s': expected an integer from 0 to "
+                       "%lld (MiB of plans the cache keeps; unset: 256)", mb, 1LL << 40);
+    s->cache_max_bytes = (s->cache_max_bytes < 0 ? 256 : s->cache_max_bytes) << 20;
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
     h = hash_bytes(h, s->backend, sizeof s->backend);

@@ -93,13 +93,25 @@ def cuda_device_count() -> int:
 
 
 def clear_cache() -> None:
-    """Drop the library's cached plans (plans held by Matmul objects stay valid)."""
+    """Drop the library's cached plans and return their memory (plans held by Matmul objects stay valid)."""
     _C.clear_cache()
 
 
 def cache_size() -> int:
     """Number of plans in the library's cache."""
     return _C.cache_size()
+
+
+def cache_bytes() -> int:
+    """Estimated host memory of the cached plans (their backends' estimates, e.g. FFTW's plans), in bytes."""
+    return _C.cache_bytes()
+
+
+def set_cache_max_bytes(max_bytes: int) -> int:
+    """Cap the plan cache by its plans' footprint (default ``FUSEMATH_CACHE_MAX_MB``, else 256 MiB),
+    besides its cap of 1024 plans; returns the previous cap. The oldest plans are evicted first; the
+    newest stays even when it alone is over the cap."""
+    return _C.set_cache_max_bytes(max_bytes)
 
 
 def library_version() -> str:
@@ -123,6 +135,8 @@ __all__ = [
     "cuda_device_count",
     "clear_cache",
     "cache_size",
+    "cache_bytes",
+    "set_cache_max_bytes",
     "library_version",
     "FusemathError",
     "InvalidArgumentError",

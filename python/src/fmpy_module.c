@@ -107,6 +107,51 @@ static PyObject *mod_cache_size(PyObject *module, PyObject *unused)
     return PyLong_FromLong(fm_context_cache_size(fmpy_module_state(module)->ctx));
 }
 
+static PyObject *mod_cache_bytes(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromLongLong(fm_context_cache_bytes(fmpy_module_state(module)->ctx));
+}
+
+static PyObject *mod_set_cache_max_bytes(PyObject *module, PyObject *arg)
+{
+    fm_state *st = fmpy_module_state(module);
+    long long n = 0;
+    if (fmpy_int_required("set_cache_max_bytes(): ", "max_bytes", arg, INT64_MIN, INT64_MAX, &n) < 0)
+        return NULL;
+    const long long previous = fm_context_cache_max_bytes(st->ctx);
+    fm_clear_error();
+    fm_status s = fm_context_set_cache_max_bytes(st->ctx, n);
+    return s == FM_OK ? PyLong_FromLongLong(previous) : fmpy_raise_status(st, s);
+}
+
+/* The context's FUSEMATH_LOG=plan lines go to logging.getLogger("fusemath") (level INFO) when it or
+ * an ancestor has a handler, else to stderr as the C library writes them, so FUSEMATH_LOG=plan alone
+ * still prints. Called on the planning thread, which may or may not hold the GIL. */
+static void log_to_python(const char *line, void *user)
+{
+    (void)user;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *et, *ev, *etb; /* a pending exception of the caller survives the call */
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *logging = PyImport_ImportModule("logging");
+    PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s", "fusemath") : NULL;
+    PyObject *has = logger ? PyObject_CallMethod(logger, "hasHandlers", NULL) : NULL;
+    PyObject *r = NULL;
+    if (has && PyObject_IsTrue(has) == 1)
+        r = PyObject_CallMethod(logger, "info", "s", line);
+    else
+        fprintf(stderr, "fusemath[plan] %s\n", line);
+    if (has && !r)
+        PyErr_WriteUnraisable(logger); /* a failing handler must not fail the planning */
+    PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(has);
+    Py_XDECREF(logger);
+    Py_XDECREF(logging);
+    PyErr_Restore(et, ev, etb);
+    PyGILState_Release(gil);
+}
+
 /* wisdom_save(path) / wisdom_load(path) / wisdom_size(): autotune results as a file. */
 static PyObject *wisdom_io(PyObject *module, PyObject *arg, int save)
 {
@@ -194,6 +239,9 @@ static PyMethodDef module_methods[] = {
     {"wisdom_forget", mod_wisdom_forget, METH_NOARGS,
      "wisdom_forget()\n--\n\nDrop the autotune results and the backends' planning knowledge."},
     {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
+    {"cache_bytes", mod_cache_bytes, METH_NOARGS, "cache_bytes()\n--\n\nFootprint of the cached plans."},
+    {"set_cache_max_bytes", mod_set_cache_max_bytes, METH_O,
+     "set_cache_max_bytes(max_bytes)\n--\n\nCap the plan cache's footprint; returns the previous cap."},
     {"relu_mask_row_bytes", mod_relu_mask_row_bytes, METH_O,
      "relu_mask_row_bytes(n)\n--\n\nBytes per row of the relu aux bit mask for N = n columns."},
     {"status_name", mod_status_name, METH_O, "status_name(status)\n--\n\n'FM_ERR_SHAPE' etc."},
@@ -278,6 +326,7 @@ static int module_exec(PyObject *m)
         return -1;
     }
     st->ctx = ctx;
+    fm_context_set_log_sink(ctx, log_to_python, NULL);
     /* the extension's one environment variable, read where the library reads its own */
     const char *dlpack_env = getenv("FUSEMATH_DLPACK_C_API");
     st->dlpack_c_api = !(dlpack_env && strcmp(dlpack_env, "0") == 0);
@@ -405,6 +454,7 @@ static void module_free(void *m)
     if (!st)
         return;
     module_clear((PyObject *)m);
+    fm_context_set_log_sink(st->ctx, NULL, NULL); /* plans outliving the module log to stderr */
     fm_context_destroy(st->ctx);
     st->ctx = NULL;
 }

@@ -232,10 +232,27 @@ FM_API fm_status fm_context_wisdom_load(fm_context *ctx, const char *path);
 FM_API int fm_context_wisdom_size(const fm_context *ctx);
 FM_API fm_status fm_context_wisdom_forget(fm_context *ctx);
 
-/*! fm_context_clear_cache() : drop cached plans. */
+/*! fm_context_clear_cache() : drop cached plans and return their memory (plans the caller still
+ *  holds stay valid). */
 FM_API void fm_context_clear_cache(fm_context *ctx);
 /*! fm_context_cache_size() : @return number of cached plans. */
 FM_API int fm_context_cache_size(const fm_context *ctx);
+/*! fm_context_set_cache_max_bytes() : cap the cache by the plans' footprints (their backends'
+ *  estimates of the host memory they hold: FFTW's plans and twiddles) as well as by count (1024
+ *  plans). Default FUSEMATH_CACHE_MAX_MB, else 256 MiB. The oldest plans are evicted first, at once
+ *  when the new cap is below what the cache holds; the newest plan stays even when it alone is over
+ *  the cap (0: only the newest is kept).
+ *  fm_context_cache_bytes() : @return the cached plans' footprint in bytes.
+ *  fm_context_cache_max_bytes() : @return the cap. */
+FM_API fm_status fm_context_set_cache_max_bytes(fm_context *ctx, int64_t max_bytes);
+FM_API int64_t fm_context_cache_bytes(const fm_context *ctx);
+FM_API int64_t fm_context_cache_max_bytes(const fm_context *ctx);
+
+/*! fm_log_sink : receives each FUSEMATH_LOG=plan line (without "fusemath[plan] " and newline),
+ *  on the thread that plans. fm_context_set_log_sink() : send them there instead of stderr
+ *  (sink NULL: stderr again). Set it before other threads plan on ctx. */
+typedef void (*fm_log_sink)(const char *line, void *user);
+FM_API fm_status fm_context_set_log_sink(fm_context *ctx, fm_log_sink sink, void *user);
 
 /* ------------------------------------------------------------------------ */
 /* Operations and plans.                                                    */
