@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--gpu-rounds", type=int, default=0, help="rounds of the GPU cases (default: --rounds)")
     ap.add_argument("--jobs", type=int, default=1, help="CPU rounds run at once, each pinned to its own core")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--machine-tag", default=platform.node())
@@ -114,16 +115,16 @@ def main():
         rounds = list(pool.map(lambda r: paired_round(args, "cpu", r, r % jobs if jobs > 1 else None),
                                range(args.rounds)))
     if args.gpu:
-        gpu_rounds = [paired_round(args, "gpu", r) for r in range(args.rounds)]
-        for both, gpu in zip(rounds, gpu_rounds):
+        gpu_rounds = [paired_round(args, "gpu", r) for r in range(args.gpu_rounds or args.rounds)]
+        for both, gpu in zip(rounds, gpu_rounds):  # (the CPU cases' extra rounds keep their own medians)
             for side in both:
                 both[side]["times"].update(gpu[side]["times"])
     samples = {side: [rd[side]["times"] for rd in rounds] for side in "ab"}
     info = {side: rounds[-1][side]["info"] for side in "ab"}
     rows = {}
     for case in samples["a"][0]:
-        ta = [s[case] for s in samples["a"]]
-        tb = [s[case] for s in samples["b"]]
+        ta = [s[case] for s in samples["a"] if case in s]
+        tb = [s[case] for s in samples["b"] if case in s]
         diff = [y - x for x, y in zip(ta, tb)]
         rows[case] = {"a_us": statistics.median(ta), "b_us": statistics.median(tb),
                       "b_minus_a_us": statistics.median(diff), "diff_min": min(diff), "diff_max": max(diff)}
@@ -137,6 +138,7 @@ def main():
         meta = {"date": time.strftime("%Y-%m-%d"), "machine": args.machine_tag, "cpu": cpu_model(), "isa": isa(),
                 "plans_and_blas": info,
                 "nproc": os.cpu_count(), "command": " ".join(sys.argv), "rounds": args.rounds, "calls": args.calls,
+                "gpu_rounds": args.gpu_rounds or args.rounds,
                 "jobs": jobs,
                 "a": args.a, "b": args.b}
         with open(args.json, "w") as fh:
