@@ -77,8 +77,9 @@ want pytestcpu && run_step pytestcpu "${T_PYTEST:-300}" "$OUT/pytest_cpu.log" 1 
 
 if want sanitizer; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # ctest's own command lines (and working directories) of the tests matching SANITIZER_TESTS
-  ctest --test-dir build --show-only=json-v1 2>/dev/null | PAT=${SANITIZER_TESTS:-gpu|cuda} WD=$PWD/build/tests python3 -c '
+  # ctest's own command lines (and working directories) of the tests matching SANITIZER_TESTS (the ones
+  # that run CUDA work: the no-CUDA modes of test_cuda_module and the NEEDED check have none to check)
+  ctest --test-dir build --show-only=json-v1 2>/dev/null | PAT=${SANITIZER_TESTS:-"_gpu$|^test_cuda_staging$|^test_cuda_module(_rows)?$"} WD=$PWD/build/tests python3 -c '
 import json, os, re, shlex, sys
 for t in json.load(sys.stdin).get("tests", []):
     if re.search(os.environ["PAT"], t["name"]) and t.get("command"):

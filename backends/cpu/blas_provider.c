@@ -2,9 +2,11 @@
  *
  * libfusemath links the system OpenBLAS. An OpenBLAS older than the CPU does not know its core
  * and runs its generic kernels (Debian 12's 0.3.21 says "Prescott" on recent Xeons: 3x slower at
- * f32 1024^3 than the same machine's recognised core). So, unless FUSEMATH_BLAS says otherwise,
- * a linked OpenBLAS on a generic core is replaced by an offered one (fm_blas_offer: the Python
- * front offers the scipy-openblas32 wheel's library when installed) or FUSEMATH_BLAS's path, loaded
+ * f32 1024^3 than the same machine's recognised core), and a current OpenBLAS is faster than 0.3.21
+ * at skinny and f64 products even on a recognised core. So, unless FUSEMATH_BLAS says otherwise, an
+ * offered OpenBLAS (fm_blas_offer: the Python front offers the scipy-openblas32 wheel's library
+ * when installed) replaces the linked one when it is newer, or when the linked one runs generic
+ * kernels; FUSEMATH_BLAS=<path> forces one. The replacement is loaded
  * RTLD_LOCAL: a private instance whose thread count is fusemath's alone (NumPy's own OpenBLAS is
  * never used: its thread count is the user's, and openblas_set_num_threads_local changed the
  * global count as well when measured). Symbols may carry scipy-openblas's "scipy_" prefix; ILP64
@@ -59,8 +61,8 @@ static void *sym(void *h, const char *prefix, const char *name)
     return f;
 }
 
-/* Load an OpenBLAS at path into a candidate table; 0, or -1 with the reason in why (the library
- * closed again). *shared: the file was loaded in this process already, so dlopen hands back that
+/* Load an OpenBLAS at path into a candidate table; 0, or -1 with the reason in why (a library
+ * without OpenBLAS's symbols closed again). *shared: the file was loaded in this process already, so dlopen hands back that
  * instance (RTLD_LOCAL limits symbol visibility only): its thread count is not fusemath's alone. */
 static int load(const char *path, fm_blas *c, int *shared, char *why, size_t n)
 {
@@ -84,7 +86,8 @@ static int load(const char *path, fm_blas *c, int *shared, char *why, size_t n)
         if (t.sgemm && t.dgemm && t.cgemm && t.zgemm && t.set_num_threads && t.get_config && corename) {
             const char *config = t.get_config();
             if (config && strstr(config, "USE64BITINT")) { /* ILP64 with plain names: 64-bit dims expected */
-                dlclose(h);
+                /* (not dlclose'd: OpenBLAS started its threads when it loaded; unmapping it under them
+                 * crashed the process) */
                 snprintf(why, n, "it is an ILP64 build (USE64BITINT in its config: 64-bit integer arguments); "
                                  "an LP64 OpenBLAS is expected");
                 return -1;
@@ -113,6 +116,16 @@ static void describe_lib(fm_blas *b, const char *how)
     snprintf(b->tag, sizeof b->tag, "%.20s/%.30s", version[0] ? version : "unknown", b->core);
 }
 
+/* OpenBLAS's version from its config string as one number (0.3.21 -> 321), 0 if unreadable. */
+static long version_number(const fm_blas *b)
+{
+    const char *config = b->get_config();
+    int major = 0, minor = 0, patch = 0;
+    if (!config || sscanf(config, "OpenBLAS %d.%d.%d", &major, &minor, &patch) < 2)
+        return 0;
+    return major * 10000L + minor * 100L + patch;
+}
+
 static int cpu_has_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -131,7 +144,7 @@ fm_status fm_blas_select_for(const char *setting, const char *linked_core)
     snprintf(fm_blas_lib.core, sizeof fm_blas_lib.core, "%s", linked_core);
     const int forced_system = strcmp(setting, "system") == 0;
     const int auto_mode = !setting[0] || strcmp(setting, "auto") == 0;
-    fm_blas cand;
+    fm_blas cand = {0};
     char why[512] = "", how[700];
     int shared = 0;
     if (!auto_mode && !forced_system) { /* a path: it is used, or context creation fails */
@@ -145,21 +158,30 @@ fm_status fm_blas_select_for(const char *setting, const char *linked_core)
                                             "share its thread count)" : "FUSEMATH_BLAS");
         return FM_OK;
     }
+    /* Measured (docs/design.md): a current OpenBLAS beats Debian 12's 0.3.21 even where 0.3.21 knows
+     * the core (cblas tiles at skinny f32 shapes 1.44-1.55x NumPy with 0.3.21, 1.10-1.17x with 0.3.34),
+     * so an offered newer one is taken; an older or equal one only where the linked one is generic. */
     const int generic = generic_core(fm_blas_lib.core) && cpu_has_avx2();
-    if (auto_mode && generic && offered[0]) {
+    if (auto_mode && offered[0]) {
+        const char *refusal = NULL;
         if (load(offered, &cand, &shared, why, sizeof why) != 0)
-            snprintf(how, sizeof how, "linked (generic kernels on this CPU; the offered %.200s: %.300s)", offered,
-                     why);
-        else if (shared || generic_core(cand.core)) {
-            snprintf(how, sizeof how, "linked (generic kernels on this CPU; the offered %.200s %s)", offered,
-                     shared ? "is loaded by another user in this process (its thread count is theirs)"
-                            : "runs generic kernels too");
-            dlclose(cand.handle);
-        } else {
+            refusal = why;
+        else if (shared)
+            refusal = "is loaded by another user in this process (its thread count is theirs)";
+        else if (generic_core(cand.core) && cpu_has_avx2())
+            refusal = "runs generic kernels too";
+        else if (!generic && version_number(&cand) <= version_number(&fm_blas_lib))
+            refusal = "is not newer than the linked one";
+        if (!refusal) {
             fm_blas_lib = cand;
-            describe_lib(&fm_blas_lib, "offered (the linked OpenBLAS runs generic kernels on this CPU)");
+            describe_lib(&fm_blas_lib, generic ? "offered (the linked OpenBLAS runs generic kernels on this CPU)"
+                                               : "offered (newer than the linked OpenBLAS)");
             return FM_OK;
         }
+        /* a refused OpenBLAS that loaded stays loaded, idle: dlclose under its running thread pool
+         * crashed (its threads run its code) */
+        snprintf(how, sizeof how, "linked%s; the offered %.200s: %.300s", generic ? " (generic kernels on this CPU)"
+                 : "", offered, refusal);
         describe_lib(&fm_blas_lib, how);
         return FM_OK;
     }

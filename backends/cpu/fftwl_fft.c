@@ -54,7 +54,10 @@ static void move(const long double *src, const layout *ls, long double *dst, con
     for (int64_t e = 0; e < total; e++) {
         const long double *a = src + so * w;
         long double *b = dst + dof * w;
-        if (w == 2) {
+        if (w == 2 && sc[1] == 0.0L) { /* a real factor: inf in one part must not make NaN in the other */
+            const long double re = a[0] * sc[0], im = a[1] * sc[0];
+            b[0] = re, b[1] = conj ? -im : im;
+        } else if (w == 2) {
             const long double re = a[0] * sc[0] - a[1] * sc[1], im = a[0] * sc[1] + a[1] * sc[0];
             b[0] = re, b[1] = conj ? -im : im;
         } else {

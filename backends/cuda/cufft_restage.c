@@ -69,6 +69,8 @@ static fm_status restage_execute(const fm_plan *plan, void *const *ptrs, const f
     const restage_impl *x = plan->impl;
     const fm_device_ops *ops = fm_device_ops_for(FM_DEVICE_CUDA);
     void *sin = NULL, *sout = NULL;
+    if (x->in_bytes == 0 || x->out_bytes == 0)
+        return FM_OK; /* an empty transform writes nothing (no zero-byte allocations) */
     fm_status s = ops ? fm_cuda_use_device(x->device)
                       : fm_fail(FM_ERR_INTERNAL, "fft: no cuda memory operations");
     if (s == FM_OK)

@@ -14,6 +14,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Defined when the module's objects are linked into the same program (the C tests); a hidden weak
@@ -101,8 +102,10 @@ const fm_cuda_module *fm_cuda_module_get(const fm_settings *settings, const char
         pthread_mutex_lock(&load_lock);
         if (!atomic_load_explicit(&decided, memory_order_relaxed)) {
             fm_settings own;
-            if (!settings && fm_settings_read(&own) != FM_OK) { /* a bad FUSEMATH_NUM_THREADS: not ours */
+            if (!settings && fm_settings_read(&own) != FM_OK) { /* another variable is malformed: not ours */
                 memset(&own, 0, sizeof own);
+                const char *path = getenv("FUSEMATH_CUDA_MODULE"); /* the one this decision needs */
+                snprintf(own.cuda_module, sizeof own.cuda_module, "%s", path ? path : "");
                 fm_clear_error();
             }
             loaded = load(settings ? settings : &own, absent_why, sizeof absent_why);

@@ -109,8 +109,10 @@ static fm_plan *cache_find(fm_context *ctx, uint64_t h, const fm_problem *p)
     return NULL;
 }
 
-/* Unlink e from its bucket and the insertion order, release its plan, free it. */
-static void cache_drop(fm_context *ctx, fm_cache_entry *e)
+/* Unlink e from its bucket and the insertion order onto *dead, whose plans the caller releases
+ * after unlocking (release_dropped): destroying a plan can wait on a backend's own lock (FFTW's
+ * planner lock, held for a whole measured planning), which must not stall every cache lookup. */
+static void cache_drop(fm_context *ctx, fm_cache_entry *e, fm_cache_entry **dead)
 {
     fm_cache_entry **pp = &ctx->cache.buckets[e->hash % ctx->cache.nbuckets];
     while (*pp != e)
@@ -126,19 +128,30 @@ static void cache_drop(fm_context *ctx, fm_cache_entry *e)
         ctx->cache.newest = e->older;
     ctx->cache.count--;
     ctx->cache.bytes -= (int64_t)e->plan->footprint;
-    fm_plan_release(e->plan);
-    free(e);
+    e->next = *dead;
+    *dead = e;
 }
 
-/* Drop the oldest plans until `extra` more bytes fit under the caps (or none is left). */
-static void cache_make_room(fm_context *ctx, int64_t extra)
+static void release_dropped(fm_cache_entry *dead)
 {
-    while (ctx->cache.oldest && (ctx->cache.count >= FM_CACHE_MAX_PLANS ||
-                                 ctx->cache.bytes + extra > ctx->settings.cache_max_bytes))
-        cache_drop(ctx, ctx->cache.oldest);
+    while (dead) {
+        fm_cache_entry *next = dead->next;
+        fm_plan_release(dead->plan);
+        free(dead);
+        dead = next;
+    }
 }
 
-static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
+/* Drop the oldest plans until `extra` more bytes fit under the caps; `keep` plans stay whatever
+ * their size (the newest: a plan larger than the cap would otherwise be re-planned at every call). */
+static void cache_make_room(fm_context *ctx, int64_t extra, int keep, fm_cache_entry **dead)
+{
+    while (ctx->cache.oldest && ctx->cache.count > keep &&
+           (ctx->cache.count >= FM_CACHE_MAX_PLANS || ctx->cache.bytes + extra > ctx->settings.cache_max_bytes))
+        cache_drop(ctx, ctx->cache.oldest, dead);
+}
+
+static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan, fm_cache_entry **dead)
 {
     if (!ctx->cache.buckets) {
         ctx->cache.nbuckets = 257;
@@ -151,10 +164,10 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
         if (e->hash == h && fm_problem_equal(&e->plan->problem, &plan->problem))
             old = e;
     if (old) /* replace (autotune) */
-        cache_drop(ctx, old);
+        cache_drop(ctx, old, dead);
     /* A plan larger than the cap still stays, alone: not caching it would re-plan a large transform
      * at every stateless call. */
-    cache_make_room(ctx, (int64_t)plan->footprint);
+    cache_make_room(ctx, (int64_t)plan->footprint, 0, dead);
     fm_cache_entry *e = calloc(1, sizeof *e);
     if (!e)
         return;
@@ -175,9 +188,11 @@ static void cache_insert(fm_context *ctx, uint64_t h, fm_plan *plan)
 
 void fm_context_cache_put(fm_context *ctx, fm_plan *plan)
 {
+    fm_cache_entry *dead = NULL;
     pthread_mutex_lock(&ctx->lock);
-    cache_insert(ctx, fm_problem_hash(&plan->problem), plan);
+    cache_insert(ctx, fm_problem_hash(&plan->problem), plan, &dead);
     pthread_mutex_unlock(&ctx->lock);
+    release_dropped(dead);
 }
 
 void fm_context_clear_cache(fm_context *ctx)
@@ -185,12 +200,11 @@ void fm_context_clear_cache(fm_context *ctx)
     if (!ctx)
         return;
     pthread_mutex_lock(&ctx->lock);
-    fm_cache_entry *e = ctx->cache.oldest;
-    while (e) {
-        fm_cache_entry *next = e->newer;
-        fm_plan_release(e->plan);
-        free(e);
-        e = next;
+    fm_cache_entry *dead = NULL;
+    for (fm_cache_entry *e = ctx->cache.oldest, *next; e; e = next) { /* released after unlocking */
+        next = e->newer;
+        e->next = dead;
+        dead = e;
     }
     if (ctx->cache.buckets)
         memset(ctx->cache.buckets, 0, ctx->cache.nbuckets * sizeof *ctx->cache.buckets);
@@ -198,6 +212,7 @@ void fm_context_clear_cache(fm_context *ctx)
     ctx->cache.bytes = 0;
     ctx->cache.oldest = ctx->cache.newest = NULL;
     pthread_mutex_unlock(&ctx->lock);
+    release_dropped(dead);
 #if defined(__GLIBC__)
     malloc_trim(0); /* freed plans' memory back to the system, not only to malloc's free lists */
 #endif
@@ -222,10 +237,12 @@ fm_status fm_context_set_cache_max_bytes(fm_context *ctx, int64_t max_bytes)
     if (max_bytes < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_context_set_cache_max_bytes: max_bytes = %lld, expected >= 0",
                        (long long)max_bytes);
+    fm_cache_entry *dead = NULL;
     pthread_mutex_lock(&ctx->lock);
     ctx->settings.cache_max_bytes = max_bytes;
-    cache_make_room(ctx, 0);
+    cache_make_room(ctx, 0, 1, &dead); /* the newest stays, as at insertion */
     pthread_mutex_unlock(&ctx->lock);
+    release_dropped(dead);
     return FM_OK;
 }
 

@@ -189,17 +189,18 @@ class Generator:
         where = self._live("advance")
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"{where}: n must be an int, not {type(n).__name__}")
-        if not 0 <= int(n) <= (1 << 63) - 1 - self._pos:
-            raise ValueError(f"{where}: n = {n}, expected 0 <= n <= {(1 << 63) - 1 - self._pos} (a position "
-                             "below 2**63)")
-        with self._lock:
+        with self._lock:  # (the check and the step together: another thread may draw meanwhile)
+            if not 0 <= int(n) <= (1 << 63) - 1 - self._pos:
+                raise ValueError(f"{where}: n = {n}, expected 0 <= n <= {(1 << 63) - 1 - self._pos} (a position "
+                                 "below 2**63)")
             self._pos += int(n)
         return self
 
     @property
     def state(self) -> dict:
         self._live("state")
-        return {"seed": self._seed, "position": self._pos, "mode": self._mode, "f64_run": self._run}
+        with self._lock:  # a position and f64_run that belong together
+            return {"seed": self._seed, "position": self._pos, "mode": self._mode, "f64_run": self._run}
 
     @state.setter
     def state(self, value: dict) -> None:
@@ -216,8 +217,9 @@ class Generator:
         mode = value.get("mode", self._mode)
         if mode not in _MODES:
             raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
-        self._seed = _seed_arg(value["seed"], where)
-        self._pos, self._run, self._mode = int(pos), (int(run[0]), int(run[1])), mode
+        seed = _seed_arg(value["seed"], where)
+        with self._lock:  # not in the middle of a draw
+            self._seed, self._pos, self._run, self._mode = seed, int(pos), (int(run[0]), int(run[1])), mode
 
     def spawn(self, n_children: Any) -> list:
         """n_children new generators whose seeds are numpy.random.SeedSequence(entropy, spawn_key=key +
@@ -228,14 +230,16 @@ class Generator:
             raise TypeError(f"{where}: n_children must be an int, not {type(n_children).__name__}")
         if n_children < 0:
             raise ValueError(f"{where}: n_children = {n_children}, expected >= 0")
+        with self._lock:  # two threads spawning at once must not get the same keys (the same streams)
+            first = self._children
+            self._children += int(n_children)
         kids = []
-        for i in range(self._children, self._children + int(n_children)):
+        for i in range(first, first + int(n_children)):
             key = self._spawn_key + (i,)
             seed = int(np.random.SeedSequence(self._entropy, spawn_key=key).generate_state(1, np.uint64)[0])
             g = Generator(seed, mode=self._mode)
             g._entropy, g._spawn_key = self._entropy, key
             kids.append(g)
-        self._children += int(n_children)
         return kids
 
     def free(self) -> None:

@@ -98,7 +98,10 @@ static PyObject *mod_cuda_device_count(PyObject *module, PyObject *unused)
 
 static PyObject *mod_clear_cache(PyObject *module, PyObject *unused)
 {
-    fm_context_clear_cache(fmpy_module_state(module)->ctx);
+    fm_context *ctx = fmpy_module_state(module)->ctx;
+    Py_BEGIN_ALLOW_THREADS /* releasing plans can wait on FFTW's planner lock; malloc_trim takes time */
+    fm_context_clear_cache(ctx);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
@@ -119,8 +122,11 @@ static PyObject *mod_set_cache_max_bytes(PyObject *module, PyObject *arg)
     if (fmpy_int_required("set_cache_max_bytes(): ", "max_bytes", arg, INT64_MIN, INT64_MAX, &n) < 0)
         return NULL;
     const long long previous = fm_context_cache_max_bytes(st->ctx);
+    fm_status s;
+    Py_BEGIN_ALLOW_THREADS /* (evicted plans are released here) */
     fm_clear_error();
-    fm_status s = fm_context_set_cache_max_bytes(st->ctx, n);
+    s = fm_context_set_cache_max_bytes(st->ctx, n);
+    Py_END_ALLOW_THREADS
     return s == FM_OK ? PyLong_FromLongLong(previous) : fmpy_raise_status(st, s);
 }
 
@@ -137,11 +143,14 @@ static void log_to_python(const char *line, void *user)
     PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s", "fusemath") : NULL;
     PyObject *has = logger ? PyObject_CallMethod(logger, "hasHandlers", NULL) : NULL;
     PyObject *r = NULL;
-    if (has && PyObject_IsTrue(has) == 1)
-        r = PyObject_CallMethod(logger, "info", "s", line);
+    /* (a line may quote a path that is not UTF-8, or end mid-character where it was cut at 1 KiB) */
+    PyObject *text = has ? PyUnicode_DecodeUTF8(line, (Py_ssize_t)strlen(line), "backslashreplace") : NULL;
+    if (text && PyObject_IsTrue(has) == 1)
+        r = PyObject_CallMethod(logger, "info", "O", text);
     else
         fprintf(stderr, "fusemath[plan] %s\n", line);
-    if (has && !r)
+    Py_XDECREF(text);
+    if (PyErr_Occurred())
         PyErr_WriteUnraisable(logger); /* a failing handler must not fail the planning */
     PyErr_Clear();
     Py_XDECREF(r);
@@ -282,21 +291,25 @@ static int add_op_constants(PyObject *m)
 }
 
 /* The scipy-openblas32 wheel's OpenBLAS, when installed, is offered to the core (fm_blas_offer),
- * which uses it only where the linked OpenBLAS does not know this CPU; its absence is no error. */
+ * which uses it where it is newer than the linked one or the linked one does not know this CPU; its
+ * absence is no error. Found through importlib.util.find_spec, not imported: importing the wheel's
+ * module loads its library (RTLD_GLOBAL), and the core would then find it shared and leave it. */
 static void offer_wheel_blas(void)
 {
-    PyObject *mod = PyImport_ImportModule("scipy_openblas32");
-    PyObject *dir = mod ? PyObject_CallMethod(mod, "get_lib_dir", NULL) : NULL;
-    PyObject *name = dir ? PyObject_CallMethod(mod, "get_library", NULL) : NULL;
-    PyObject *path = name ? PyUnicode_FromFormat("%S/lib%S.so", dir, name) : NULL;
+    PyObject *util = PyImport_ImportModule("importlib.util");
+    PyObject *spec = util ? PyObject_CallMethod(util, "find_spec", "s", "scipy_openblas32") : NULL;
+    PyObject *where = spec && spec != Py_None ? PyObject_GetAttrString(spec, "submodule_search_locations") : NULL;
+    PyObject *dir = where ? PySequence_GetItem(where, 0) : NULL;
+    PyObject *path = dir && PyUnicode_Check(dir) ? PyUnicode_FromFormat("%U/lib/libscipy_openblas.so", dir) : NULL;
     const char *p = path ? PyUnicode_AsUTF8AndSize(path, NULL) : NULL;
     if (p && fm_blas_offer(p) != FM_OK)
         fm_clear_error();
     PyErr_Clear();
     Py_XDECREF(path);
-    Py_XDECREF(name);
     Py_XDECREF(dir);
-    Py_XDECREF(mod);
+    Py_XDECREF(where);
+    Py_XDECREF(spec);
+    Py_XDECREF(util);
 }
 
 static int module_exec(PyObject *m)

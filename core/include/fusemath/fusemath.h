@@ -203,9 +203,9 @@ FM_API fm_status fm_context_backend_info(const fm_context *ctx, int index, const
                                          fm_device_type *device, int *available, const char **why);
 
 /*! fm_blas_offer() : offer an OpenBLAS library (LP64; symbols plain or with scipy-openblas's
- *  "scipy_" prefix) for the CPU backends to use instead of the linked OpenBLAS when that one
- *  does not know this CPU and runs generic kernels (openblas_get_corename() "Prescott" and the
- *  like on an AVX2 / AVX-512 machine). The choice is made once per process, at the first
+ *  "scipy_" prefix) for the CPU backends to use instead of the linked OpenBLAS when it is newer,
+ *  or when the linked one does not know this CPU and runs generic kernels (openblas_get_corename()
+ *  "Prescott" and the like on an AVX2 / AVX-512 machine). The choice is made once per process, at the first
  *  context; call this before it (the Python front offers the scipy-openblas32 wheel's library
  *  when installed). FUSEMATH_BLAS overrides: "system" keeps the linked library, a path uses that
  *  library (context creation fails when it cannot be loaded), "auto" or unset is this rule.
