@@ -149,7 +149,7 @@ fm_status fm_blas_select_for(const char *setting, const char *linked_core)
     int shared = 0;
     if (!auto_mode && !forced_system) { /* a path: it is used, or context creation fails */
         if (load(setting, &cand, &shared, why, sizeof why) != 0) {
-            snprintf(select_error, sizeof select_error, "FUSEMATH_BLAS = '%.900s' cannot be used: %s; expected "
+            snprintf(select_error, sizeof select_error, "FUSEMATH_BLAS = '%.900s' cannot be used: %.300s; expected "
                      "the path of an OpenBLAS library, 'system' or 'auto' (or unset)", setting, why);
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s", select_error);
         }
