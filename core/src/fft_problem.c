@@ -499,6 +499,9 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
     out.dtype = opts->kind == FM_FFT_C2C ? in->dtype : opts->kind == FM_FFT_R2C ? complex_of(in->dtype) : real_of(in->dtype);
     if (last >= 0 && last < nd) {
         const int64_t e = in->shape[last];
+        if (opts->kind != FM_FFT_R2C && opts->kind != FM_FFT_C2C && opts->last_n <= 0 && e > INT64_MAX / 2)
+            return fm_fail(FM_ERR_TOO_LARGE, "fft: the c2r output length 2 * (n - 1) for in.shape[%d] = %lld is "
+                           "past a 64-bit size; expected n <= %lld", last, (long long)e, (long long)(INT64_MAX / 2));
         out.shape[last] = opts->kind == FM_FFT_R2C   ? e / 2 + 1
                           : opts->kind == FM_FFT_C2C ? e
                           : opts->last_n > 0         ? opts->last_n

@@ -122,6 +122,12 @@ static void test_fft_output_specs(void)
     o.last_n = 12; /* 12 / 2 + 1 = 7 != 5 */
     CHECK_STATUS(fm_output_specs(FM_OP_FFT, t, FM_FFT_NSLOTS, &o, specs, &written), FM_ERR_SHAPE);
     o.last_n = 0;
+    /* m = 2^62 + 2 (one-byte elements: the byte span fits): 2 (m - 1) is past 64 bits, refused
+     * before the dtype is looked at (the fuzzer's find: it overflowed) */
+    const int64_t huge[1] = {(1LL << 62) + 2}, zero[1] = {0};
+    fm_tensor_init(&tx, x, fm_test_cpu, FM_U8, 1, huge, zero);
+    CHECK_STATUS(fm_output_specs(FM_OP_FFT, t, FM_FFT_NSLOTS, &o, specs, &written), FM_ERR_TOO_LARGE);
+    CHECK_ERROR_MENTIONS("in.shape[0]");
     o.kind = FM_FFT_C2C; /* a c2c of real data: the dtype rule of planning */
     o.inverse = 0;
     fm_tensor_init(&tx, x, fm_test_cpu, FM_F32, 2, sx, NULL);

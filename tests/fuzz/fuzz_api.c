@@ -226,6 +226,34 @@ static void fill_fft_options(bytes *b, fm_fft_options *o)
     }
 }
 
+/* Every option of the RNG family from the bytes (fm_rng_options_init first, then some fields
+ * overwritten, invalid values included). */
+static void fill_rng_options(bytes *b, fm_rng_options *o)
+{
+    static const double vals[] = {0.0, 1.0, -2.5, 0.0 / 0.0, 1.0 / 0.0, 1e300};
+    fm_rng_options_init(o);
+    const uint8_t mask = u8(b);
+    o->distribution = (int32_t)(u8(b) % 8) - 1;
+    o->mode = (int32_t)(u8(b) % 4) - 1;
+    o->seed = (uint64_t)i32(b);
+    if (mask & 1)
+        o->low = vals[u8(b) % 6], o->high = vals[u8(b) % 6];
+    if (mask & 2)
+        o->mean = vals[u8(b) % 6], o->stddev = vals[u8(b) % 6], o->scale = vals[u8(b) % 6];
+    if (mask & 4)
+        o->execution = (int32_t)(u8(b) % 5) - 1, o->device_id = (int32_t)(u8(b) % 3) - 1;
+    if (mask & 8)
+        o->num_threads = i32(b) % 8;
+    if (mask & 16) {
+        o->out_ndim = (int32_t)(u8(b) % (FM_MAX_NDIM + 3)) - 2;
+        for (int i = 0; i < FM_MAX_NDIM; i++)
+            o->out_shape[i] = extent(b);
+        o->out_dtype = (int32_t)(u8(b) % (FM_DTYPE_COUNT_ + 2)) - 1;
+    }
+    if (mask & 32)
+        o->reserved[u8(b) % 5] = i32(b);
+}
+
 static void fuzz_epilogue_text(bytes *b)
 {
     char text[40];
@@ -286,11 +314,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const fm_op op = (fm_op)((int)(u8(&b) % (FM_OP_COUNT_ + 2)) - 1);
     fm_matmul_options mo;
     fm_fft_options fo;
+    fm_rng_options ro;
     const void *opts = NULL;
-    if (u8(&b) & 3) {
+    if (u8(&b) & 3) { /* (an operation's options are its own struct: the C API's contract) */
         if (op == FM_OP_FFT) {
             fill_fft_options(&b, &fo);
             opts = &fo;
+        } else if (op == FM_OP_RNG) {
+            fill_rng_options(&b, &ro);
+            opts = &ro;
         } else {
             fill_matmul_options(&b, &mo);
             opts = &mo;
