@@ -14,7 +14,6 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Defined when the module's objects are linked into the same program (the C tests); a hidden weak
@@ -102,12 +101,8 @@ const fm_cuda_module *fm_cuda_module_get(const fm_settings *settings, const char
         pthread_mutex_lock(&load_lock);
         if (!atomic_load_explicit(&decided, memory_order_relaxed)) {
             fm_settings own;
-            if (!settings && fm_settings_read(&own) != FM_OK) { /* another variable is malformed: not ours */
-                memset(&own, 0, sizeof own);
-                const char *path = getenv("FUSEMATH_CUDA_MODULE"); /* the one this decision needs */
-                snprintf(own.cuda_module, sizeof own.cuda_module, "%s", path ? path : "");
-                fm_clear_error();
-            }
+            if (!settings && fm_settings_read(&own) != FM_OK) /* another variable is malformed: not ours */
+                fm_clear_error(); /* (own is filled all the same, FUSEMATH_CUDA_MODULE included) */
             loaded = load(settings ? settings : &own, absent_why, sizeof absent_why);
             atomic_store_explicit(&decided, 1, memory_order_release);
         }

@@ -75,12 +75,12 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* Every field is filled even when a variable is malformed (the first such one is the status
+ * returned): a caller that needs one setting (the CUDA module decision) still has it. */
 fm_status fm_settings_read(fm_settings *s)
 {
     memset(s, 0, sizeof *s);
     fm_status st = read_threads(&s->num_threads);
-    if (st != FM_OK)
-        return st;
     copy_env(s->backend, sizeof s->backend, "FUSEMATH_BACKEND");
     copy_env(s->blas, sizeof s->blas, "FUSEMATH_BLAS");
     const char *log = getenv("FUSEMATH_LOG");
@@ -95,9 +95,9 @@ fm_status fm_settings_read(fm_settings *s)
     copy_env(s->cuda_module, sizeof s->cuda_module, "FUSEMATH_CUDA_MODULE");
     const char *mb = getenv("FUSEMATH_CACHE_MAX_MB");
     s->cache_max_bytes = env_int("FUSEMATH_CACHE_MAX_MB", -1, 0, 1LL << 40);
-    if (s->cache_max_bytes < 0 && mb && *mb) /* a cap that silently is not the one asked for misleads */
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_CACHE_MAX_MB = '%.40s': expected an integer from 0 to "
-                       "%lld (MiB of plans the cache keeps; unset: 256)", mb, 1LL << 40);
+    if (s->cache_max_bytes < 0 && mb && *mb && st == FM_OK) /* a cap silently not the one asked for misleads */
+        st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_CACHE_MAX_MB = '%.40s': expected an integer from 0 to "
+                     "%lld (MiB of plans the cache keeps; unset: 256)", mb, 1LL << 40);
     s->cache_max_bytes = (s->cache_max_bytes < 0 ? 256 : s->cache_max_bytes) << 20;
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
@@ -109,7 +109,7 @@ fm_status fm_settings_read(fm_settings *s)
     h = hash_bytes(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
     h = hash_bytes(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
     s->plan_key = h;
-    return FM_OK;
+    return st;
 }
 
 const fm_settings *fm_context_settings(const fm_context *ctx) { return &ctx->settings; }
