@@ -51,6 +51,7 @@ struct rng_impl {
 typedef struct rng_call {
     const rng_impl *x;
     char *out;
+    uint64_t seed; /* the Philox key (args.ints[3]) */
     uint64_t pos;
     uint64_t g0, span_a, span_b; /* curand: the call's first group; the run of f64 calls, in groups */
 } rng_call;
@@ -295,7 +296,7 @@ static void fill_range(const rng_call *c, uint64_t e0, uint64_t e1)
         const int n = (int)(ub - u);
         const uint64_t a = u * U < e0 ? e0 : u * U, b = ub * U > e1 ? e1 : ub * U;
         batch_counters(c, u, n, &ctr);
-        philox_batch(n * x->blocks, x->rp.seed, &ctr, &wd);
+        philox_batch(n * x->blocks, c->seed, &ctr, &wd);
         char *dst = c->out + (a - c->pos) * x->es;
         if (a == u * U && b == ub * U) {
             x->emit(x, &wd, n, dst);
@@ -335,7 +336,8 @@ static fm_status rng_execute(const fm_plan *p, void *const *ptrs, const fm_exec_
                        "rng execute: the run of f64 calls args.ints[1..2] = [%lld, %lld), "
                        "expected 0 <= ints[1] <= ints[2] <= the position %lld",
                        (long long)a, (long long)b, (long long)pos);
-    rng_call c = {.x = x, .out = ptrs[FM_RNG_OUT], .pos = (uint64_t)pos, .g0 = (uint64_t)pos / 4,
+    rng_call c = {.x = x, .out = ptrs[FM_RNG_OUT], .seed = (uint64_t)args->ints[3], .pos = (uint64_t)pos,
+                  .g0 = (uint64_t)pos / 4,
                   .span_a = (uint64_t)a / 4, .span_b = (uint64_t)b / 4};
     if (x->n == 0)
         return FM_OK;

@@ -1,6 +1,6 @@
 /* rng_problem.c : validate an RNG fill (the output descriptor, the distribution and its
  * parameters, the mode) into a normalised fm_problem. The stream position is no part of the
- * problem: execute reads it from fm_exec_args (fusemath.h, fm_rng_plan), so one plan serves every
+ * problem, nor is the seed: execute reads both from fm_exec_args (fusemath.h, fm_rng_plan), so one plan serves every
  * call of a shape. Only the distribution's own parameters enter the key (the others zeroed). */
 #include "operation.h"
 
@@ -138,7 +138,6 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const
     fm_rng_params *rp = &p->u.rng;
     rp->distribution = o->distribution;
     rp->mode = o->mode;
-    rp->seed = o->seed;
     switch (o->distribution) {
     case FM_RNG_UNIFORM: rp->a = o->low, rp->b = o->high; break;
     case FM_RNG_NORMAL:
@@ -204,7 +203,7 @@ const fm_operation fm_operation_rng = {
     .options_init = options_init,
     .build = build,
     .output_specs = output_specs,
-    .exec_ints = 3, /* position; curand mode's run of f64 calls [ints[1], ints[2]) */
+    .exec_ints = 4, /* position; curand mode's run of f64 calls [ints[1], ints[2]); the seed */
 };
 
 fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)
@@ -213,12 +212,13 @@ fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_option
     return fm_plan_create(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, plan);
 }
 
-fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
-                 void *stream)
+fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, uint64_t seed,
+                 int64_t position, void *stream)
 {
     const fm_tensor *ts[FM_RNG_NSLOTS] = {out};
     fm_exec_args args;
     fm_exec_args_init(&args);
     args.ints[0] = position;
+    args.ints[3] = (int64_t)seed;
     return fm_run(ctx, FM_OP_RNG, ts, FM_RNG_NSLOTS, opts, &args, stream);
 }

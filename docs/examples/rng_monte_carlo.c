@@ -54,11 +54,12 @@ int main(int argc, char **argv)
     fm_rng_options_init(&o);
     o.distribution = FM_RNG_UNIFORM;
     o.low = -1.0, o.high = 1.0;
-    o.seed = 20261202;
     fm_plan *plan = NULL;
     CHECK(fm_rng_plan(ctx, &out, &o, &plan));
+    const uint64_t seed = 20261202; /* the generator: a per-call argument, like the position */
     fm_exec_args args;
     fm_exec_args_init(&args);
+    args.ints[3] = (int64_t)seed;
     long long hits = 0, first = 0;
     for (int b = 0; b < batches; b++) {
         args.ints[0] = (int64_t)b * n; /* this batch's stream position */
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
     }
     /* the first batch again, stateless: the same bits */
     out.data = xy;
-    CHECK(fm_rng(ctx, &out, &o, 0, NULL));
+    CHECK(fm_rng(ctx, &out, &o, seed, 0, NULL));
     const int same = memcmp(xy, again, (size_t)n * sizeof *xy) == 0 && inside(xy, n) == first;
     const double points = (double)batches * (double)(n / 2), p = (double)hits / points;
     const double estimate = 4.0 * p, stderr_pi = 4.0 * sqrt(p * (1.0 - p) / points);

@@ -1,5 +1,5 @@
 /* fmpy_rng.c : the RNG's part of call() (fmpy_rng_def): its options from Python objects, its one
- * slot's name, and the per-call stream position (fm_exec_args.ints) that the front
+ * slot's name, and the per-call seed and stream position (fm_exec_args.ints) that the front
  * (fusemath.random.Generator) keeps. */
 #include "fmpy.h"
 
@@ -21,7 +21,7 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
             return -1;
     opt->distribution = (int32_t)v[0], opt->mode = (int32_t)v[1];
     opt->execution = (int32_t)v[2], opt->device_id = (int32_t)v[3], opt->num_threads = (int32_t)v[4];
-    opt->seed = PyLong_Check(o[2]) ? PyLong_AsUnsignedLongLong(o[2]) : (unsigned long long)-1;
+    const unsigned long long seed = PyLong_Check(o[2]) ? PyLong_AsUnsignedLongLong(o[2]) : 0;
     if (!PyLong_Check(o[2]) || PyErr_Occurred()) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%sseed must be an int in [0, 2**64)", f);
@@ -60,6 +60,7 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
             return -1;
         c->args.ints[i] = x;
     }
+    c->args.ints[3] = (int64_t)seed; /* per call: one plan serves every generator */
     c->has_args = 1;
     return 0;
 }

@@ -63,15 +63,24 @@ static void test_rule(void)
         return;
     }
     const int avx2 = __builtin_cpu_supports("avx2");
+    /* The copies are the linked library: where it does not know this CPU (0.3.21 on a Sapphire
+     * Rapids), they run generic kernels too and are refused for that, whatever the rule is told. */
+    const char *real_core = openblas_get_corename();
+    const int copies_generic = avx2 && real_core && strcmp(real_core, "Prescott") == 0;
     /* a linked library that knows the CPU stays when the offered one is no newer (a copy: the same) */
     CHECK_OK(fm_blas_offer(first_copy));
     CHECK_OK(fm_blas_select_for("", "Cooperlake"));
-    CHECK_MSG(fm_blas_lib.handle == NULL && strstr(fm_blas_lib.what, "not newer") != NULL, "%s", fm_blas_lib.what);
+    CHECK_MSG(fm_blas_lib.handle == NULL &&
+                  strstr(fm_blas_lib.what, copies_generic ? "generic kernels too" : "not newer") != NULL,
+              "%s", fm_blas_lib.what);
     CHECK(chosen_sgemm_is_right());
     /* generic kernels on an AVX2 machine: the offered second instance is taken */
     CHECK_OK(fm_blas_offer(copy_path));
     CHECK_OK(fm_blas_select_for("auto", "Prescott"));
-    if (avx2) {
+    if (copies_generic) {
+        CHECK_MSG(fm_blas_lib.handle == NULL && strstr(fm_blas_lib.what, "generic kernels too"), "%s",
+                  fm_blas_lib.what);
+    } else if (avx2) {
         CHECK_MSG(strcmp(fm_blas_lib.path, copy_path) == 0 && strstr(fm_blas_lib.what, "offered"), "%s",
                   fm_blas_lib.what);
         CHECK(strcmp(fm_blas_lib.core, "Prescott") != 0);

@@ -61,7 +61,7 @@ static void opts_for(fm_rng_options *o, const kind *k, int mode, uint64_t seed, 
     fm_rng_options_init(o);
     o->distribution = k->dist;
     o->mode = mode;
-    o->seed = seed;
+    (void)seed; /* per call: fill() passes it */
     o->num_threads = threads;
     if (k->dist == FM_RNG_NORMAL || k->dist == FM_RNG_LOGNORMAL)
         o->mean = 0.25, o->stddev = 1.5;
@@ -81,7 +81,7 @@ static fm_status fill(const kind *k, int mode, uint64_t seed, int threads, const
         return s;
     fm_exec_args a;
     fm_exec_args_init(&a);
-    a.ints[0] = st->pos, a.ints[1] = st->run_a, a.ints[2] = st->run_b;
+    a.ints[0] = st->pos, a.ints[1] = st->run_a, a.ints[2] = st->run_b, a.ints[3] = (int64_t)seed;
     void *ptrs[1] = {buf};
     s = fm_plan_execute_args(plan, ptrs, 1, &a, NULL);
     fm_plan_release(plan);
@@ -488,11 +488,11 @@ static void test_bad_exec_args(void)
         a.ints[0] = 10, a.ints[1] = 4, a.ints[2] = 2;
         CHECK_STATUS(fm_plan_execute_args(plan, ptrs, 1, &a, NULL), FM_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_MENTIONS(mode ? "expected 0 <= ints[1] <= ints[2] <= the position 10" : "expected 0, 0");
-        a.ints[1] = 0, a.ints[2] = 0, a.ints[3] = 1;
+        a.ints[1] = 0, a.ints[2] = 0, a.ints[4] = 1;
         CHECK_STATUS(fm_plan_execute_args(plan, ptrs, 1, &a, NULL), FM_ERR_INVALID_ARGUMENT);
-        CHECK_ERROR_MENTIONS("args.ints[3] = 1, expected 0");
+        CHECK_ERROR_MENTIONS("args.ints[4] = 1, expected 0");
         if (mode) {
-            a.ints[3] = 0, a.ints[1] = 4, a.ints[2] = 12;
+            a.ints[4] = 0, a.ints[1] = 4, a.ints[2] = 12;
             CHECK_STATUS(fm_plan_execute_args(plan, ptrs, 1, &a, NULL), FM_ERR_INVALID_ARGUMENT);
             CHECK_ERROR_MENTIONS("[4, 12)");
         }
@@ -530,25 +530,24 @@ static void test_specs_cache_stateless(void)
     o.out_ndim = 1, o.out_shape[0] = -2;
     CHECK_STATUS(fm_output_specs(FM_OP_RNG, none, 1, &o, &spec, &written), FM_ERR_INVALID_ARGUMENT);
 
-    /* one plan per shape and options, whatever the position; another seed is another plan */
+    /* one plan per shape and options, whatever the seed and the position */
     double a[64], b[64];
     int64_t n = 64;
     fm_tensor t;
     fm_tensor_init(&t, a, (fm_device){FM_DEVICE_CPU, 0}, FM_F64, 1, &n, NULL);
     fm_rng_options_init(&o);
-    o.seed = 3;
     fm_plan *p1 = NULL, *p2 = NULL, *p3 = NULL;
     CHECK_OK(fm_rng_plan(ctx, &t, &o, &p1));
     CHECK_OK(fm_rng_plan(ctx, &t, &o, &p2));
-    o.seed = 4;
+    o.mode = FM_RNG_CURAND;
     CHECK_OK(fm_rng_plan(ctx, &t, &o, &p3));
     CHECK(p1 == p2 && p1 != p3);
+    o.mode = FM_RNG_PORTABLE;
     fm_plan_release(p1);
     fm_plan_release(p2);
     fm_plan_release(p3);
     /* fm_rng at a position = the plan executed there */
-    o.seed = 3;
-    CHECK_OK(fm_rng(ctx, &t, &o, 77, NULL));
+    CHECK_OK(fm_rng(ctx, &t, &o, 3, 77, NULL));
     stream_state st = {77, 0, 0};
     const kind uni = {FM_RNG_UNIFORM, FM_F64, "uniform f64"};
     CHECK_OK(fill(&uni, FM_RNG_PORTABLE, 3, 0, &st, n, b));

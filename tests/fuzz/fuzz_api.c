@@ -235,7 +235,6 @@ static void fill_rng_options(bytes *b, fm_rng_options *o)
     const uint8_t mask = u8(b);
     o->distribution = (int32_t)(u8(b) % 8) - 1;
     o->mode = (int32_t)(u8(b) % 4) - 1;
-    o->seed = (uint64_t)i32(b);
     if (mask & 1)
         o->low = vals[u8(b) % 6], o->high = vals[u8(b) % 6];
     if (mask & 2)

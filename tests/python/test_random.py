@@ -336,6 +336,17 @@ def test_state_spawn_pickle():
     assert fr.default_rng(g) is g
 
 
+def test_spawned_generators_share_one_plan():
+    """The seed is a per-call argument: 200 children drawing the same shape add one cached plan,
+    and each child's values are its own seed's (the plan does not keep the first caller's key)."""
+    fusemath.clear_cache()
+    kids = fr.default_rng(7).spawn(200)
+    draws = [k.random(16) for k in kids]
+    assert fusemath.cache_size() == 1
+    np.testing.assert_array_equal(draws[123], fr.default_rng(kids[123].state["seed"]).random(16))
+    assert len({d.tobytes() for d in draws}) == 200
+
+
 # ---------------------------------------------------------------------------
 # Bad arguments: type and message
 # ---------------------------------------------------------------------------

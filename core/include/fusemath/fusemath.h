@@ -293,7 +293,7 @@ FM_API fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs,
  * position, a count) and per-call information back (a solver's info). Which fields an operation
  * reads or writes is documented with it; the others must be left as fm_exec_args_init sets them.
  * Pointer-only operations (matmul, fft) take NULL or initialised arguments alike. */
-#define FM_EXEC_MAX_SCALARS 4
+#define FM_EXEC_MAX_SCALARS 8
 typedef struct fm_exec_args {
     int64_t ints[FM_EXEC_MAX_SCALARS];     /* per-call integers (offsets, counters, counts) */
     double reals[FM_EXEC_MAX_SCALARS];     /* per-call real scalars */
@@ -642,7 +642,6 @@ typedef enum fm_rng_mode { FM_RNG_PORTABLE = 0, FM_RNG_CURAND = 1 } fm_rng_mode;
 typedef struct fm_rng_options {
     int32_t distribution; /* fm_rng_distribution */
     int32_t mode;         /* fm_rng_mode */
-    uint64_t seed;        /* the Philox key */
     double low, high;     /* uniform: low < high, finite (default 0, 1) */
     double mean, stddev;  /* normal, lognormal: finite, stddev >= 0 (default 0, 1) */
     double scale;         /* exponential: finite, >= 0 (default 1) */
@@ -654,16 +653,16 @@ typedef struct fm_rng_options {
     int32_t out_ndim;
     int64_t out_shape[FM_MAX_NDIM];
     int32_t out_dtype;    /* fm_dtype */
-    int32_t reserved[5];  /* zero */
+    int32_t reserved[7];  /* zero */
 } fm_rng_options;
 
-/*! fm_rng_options_init() : uniform on [0, 1), portable, seed 0, auto execution. */
+/*! fm_rng_options_init() : uniform on [0, 1), portable, auto execution. */
 FM_API void fm_rng_options_init(fm_rng_options *o);
 
 /*! fm_rng_plan() : plan filling out (C-contiguous, f32 / f64, u32 for raw; any size, 64-bit
- *  counts) with values of the options' distribution. The seed is part of the plan; the stream
- *  position is not: execute reads it from fm_exec_args (fm_plan_execute_args), so one plan serves
- *  every call of a shape:
+ *  counts) with values of the options' distribution. Neither the seed nor the stream position is
+ *  part of the plan: execute reads both from fm_exec_args (fm_plan_execute_args), so one plan
+ *  serves every call of a shape, whatever the generator:
  *    ints[0]  the position: the index in the stream of out's first value (>= 0; a call makes
  *             numel(out) values, so the next call's position is ints[0] + numel(out));
  *    ints[1], ints[2]  curand mode: [ints[1], ints[2]), the positions that calls of f64 kinds
@@ -672,13 +671,15 @@ FM_API void fm_rng_options_init(fm_rng_options *o);
  *             inherit; one contiguous run of them is what this state holds (a caller that mixes
  *             f64 calls, then 32-bit ones, then f64 again needs two runs: not representable).
  *             Portable mode: 0, 0.
+ *    ints[3]  the seed (the Philox key): a uint64_t's bits, (int64_t)seed.
  *  Values depend only on (seed, position, distribution, dtype, mode, parameters), never on the
  *  thread count. */
 FM_API fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan);
-/*! fm_rng() : plan (cached) and fill out once, starting at stream position `position` (the
- *  curand double run, if any, through fm_plan_execute_args); stream: as fm_fft's (NULL on the cpu). */
-FM_API fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, int64_t position,
-                        void *stream);
+/*! fm_rng() : plan (cached) and fill out once with the stream of `seed` from position `position`
+ *  (the curand double run, if any, through fm_plan_execute_args); stream: as fm_fft's (NULL on the
+ *  cpu). */
+FM_API fm_status fm_rng(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, uint64_t seed,
+                        int64_t position, void *stream);
 
 #ifdef __cplusplus
 }
