@@ -6,6 +6,7 @@
 extern const fm_backend fm_backend_openblas_matmul;
 extern const fm_backend fm_backend_gemmkernel_matmul;
 extern const fm_backend fm_backend_intgemm_matmul;
+extern const fm_backend fm_backend_halfgemm_matmul;
 extern const fm_backend fm_backend_fftw_fft;
 extern const fm_backend fm_backend_philox_rng;
 #ifdef FM_HAVE_FFTW3L
@@ -17,6 +18,7 @@ const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_openblas_matmul,
     &fm_backend_gemmkernel_matmul, /* offered first (priority): it declines what auto leaves to cblas */
     &fm_backend_intgemm_matmul,    /* integer and bool dtypes */
+    &fm_backend_halfgemm_matmul,   /* float16 and bfloat16, through float32 */
     &fm_backend_fftw_fft,
 #ifdef FM_HAVE_FFTW3L
     &fm_backend_fftwl_fft, /* long double, which fftw declines */

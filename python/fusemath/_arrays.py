@@ -325,3 +325,20 @@ def adopt(x, name: str, where: str):
         f"{where}: {name} is a GPU array ({type(x).__name__}); fusemath allocates GPU results with CuPy or "
         "PyTorch and neither is importable"
     )
+
+
+def into_out(where: str, out: np.ndarray, dt, compute, ufunc: str = "matmul"):
+    """NumPy's out= of another dtype than the result's (matmul's, fft's), or overlapping an input:
+    the result computed into a new array (compute()), then cast into out with casting='same_kind'
+    (np.copyto writes it as NumPy would, an out whose elements share memory too)."""
+    if not np.can_cast(dt, out.dtype, "same_kind"):
+        raise _C.DtypeError(f"Cannot cast ufunc '{ufunc}' output from {np.dtype(dt)!r} to {out.dtype!r} with "
+                            f"casting rule 'same_kind' ({where}: the result is {np.dtype(dt)}, out is {out.dtype})")
+    if not out.flags.writeable:
+        raise _C.InvalidArgumentError(f"{where}: out is read-only")
+    r = compute()
+    d = r[0] if type(r) is tuple else r
+    if np.shape(d) != out.shape:
+        raise _C.ShapeError(f"{where}: out has shape {out.shape}, expected {np.shape(d)}")
+    np.copyto(out, d, casting="same_kind")
+    return (out, r[1]) if type(r) is tuple else out

@@ -21,7 +21,7 @@ import numbers
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
-from ._arrays import _BY_TYPE, NUMPY
+from ._arrays import _BY_TYPE, NUMPY, into_out
 from ._matmul_args import (
     _BIAS,
     _DRELU,
@@ -32,7 +32,6 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
-    into_out,
     overlaps_input,
     promote,
     recast_out,

@@ -97,23 +97,6 @@ def recast_out(out: Any, dt) -> bool:
     return isinstance(out, _ndarray) and dt is not None and out.dtype != dt and out.dtype.kind in "biufc"
 
 
-def into_out(where: str, out: np.ndarray, dt, compute):
-    """np.matmul's out= of another dtype than the result's, or overlapping an input: the result
-    computed into a new array (compute()), then cast into out with casting='same_kind' (np.copyto
-    writes it as NumPy's matmul would, an out whose elements share memory too)."""
-    if not np.can_cast(dt, out.dtype, "same_kind"):
-        raise _C.DtypeError(f"Cannot cast ufunc 'matmul' output from {np.dtype(dt)!r} to {out.dtype!r} with "
-                            f"casting rule 'same_kind' ({where}: the result is {np.dtype(dt)}, out is {out.dtype})")
-    if not out.flags.writeable:
-        raise _C.InvalidArgumentError(f"{where}: out is read-only")
-    r = compute()
-    d = r[0] if type(r) is tuple else r
-    if np.shape(d) != out.shape:
-        raise _C.ShapeError(f"{where}: out has shape {out.shape}, expected {np.shape(d)}")
-    np.copyto(out, d, casting="same_kind")
-    return (out, r[1]) if type(r) is tuple else out
-
-
 # Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
 # it was made from: a planner that holds a copy (or a view of one: a promoted 1-D operand, a
 # broadcast c) refreshes it from there before every execute, so in-place changes to the caller's

@@ -12,7 +12,7 @@ import numbers
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, int_arg, lib_of
+from ._arrays import NUMPY, int_arg, into_out, lib_of
 from ._matmul_args import (
     _DGELU,
     _DRELU,
@@ -25,7 +25,6 @@ from ._matmul_args import (
     _operand,
     _split_inputs,
     copy_behind,
-    into_out,
     overlaps_input,
     promote,
     recast_out,

@@ -168,6 +168,27 @@ def test_integer_matmul_refuses_what_it_does_not_define():
         fusemath.Matmul(a.astype(bool), b.astype(bool)).plan("relu")
 
 
+def test_float16_matmul_is_numpys(rng):
+    """float16 on the cpu: computed through float32 and rounded once, as NumPy's float16 matmul is,
+    so the bits equal NumPy's here; transposed, broadcast and planned forms; epilogues in float32."""
+    a = rng.standard_normal((3, 64, 200)).astype(np.float16)
+    b = rng.standard_normal((48, 200)).astype(np.float16).T  # a transposed view
+    bias = rng.standard_normal(48).astype(np.float16)
+    want = a @ b
+    got = fusemath.matmul(a, b)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)
+    wide = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32), 0)
+    np.testing.assert_array_equal(fusemath.matmul(a, b, bias=bias, epilogue="relu+bias"), wide.astype(np.float16))
+    with fusemath.Matmul(a, b) as mm:
+        mm.plan()
+        assert "cpu/halfgemm" in mm.describe()
+        np.testing.assert_array_equal(mm.execute(), want)
+    assert fusemath.matmul(a, b.astype(np.float32)).dtype == np.float32  # promotes as NumPy
+    with pytest.raises(fusemath.NotSupportedError, match="float16 with aux"):
+        fusemath.matmul(a, b, epilogue="gelu+aux")
+
+
 @pytest.mark.gpu
 def test_integer_matmul_on_the_gpu_is_not_supported():
     a = np.ones((3, 4), np.int32)
