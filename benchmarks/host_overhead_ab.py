@@ -14,7 +14,9 @@ adds); the GPU cases (--gpu) run one round at a time, as concurrent processes wo
 Cases: CPU (NumPy): planned 64x64 f32 `Matmul.execute(out=)`, stateless `fusemath.matmul` 64x64,
 stateless `fusemath.fft.fft` on 1024 complex64 points, planned `FFT.execute(out=)` 1024 points;
 with --gpu also torch CUDA tensors: planned 64x64 matmul execute and stateless matmul, planned
-1024-point FFT execute. Writes JSON with --json.
+1024-point FFT execute, and torch's own `a @ b` as an in-process reference: each GPU case is also
+reported less the reference of its own process, which cancels what makes one process slower than
+another for all code alike. Writes JSON with --json.
 """
 import argparse
 import json
@@ -25,8 +27,10 @@ import subprocess
 import sys
 import time
 
+REFERENCE = "gpu torch a @ b 64^3 (in-process reference)"
 WORKER = r'''
 import sys, time, json
+REFERENCE = "gpu torch a @ b 64^3 (in-process reference)"
 sys.path.insert(0, sys.argv[1])
 import numpy as np, fusemath, fusemath.fft as ff
 calls, gpu = int(sys.argv[2]), sys.argv[3] == "gpu"
@@ -69,6 +73,7 @@ else:
     tm = fusemath.Matmul(ta, tb); tm.plan()
     r["gpu planned matmul 64^3 execute(out=)"] = per_call(lambda: tm.execute(out=td))
     r["gpu stateless fusemath.matmul 64^3"] = per_call(lambda: fusemath.matmul(ta, tb))
+    r[REFERENCE] = per_call(lambda: ta @ tb)  # a like call of another library, timed in the same process
     tx = torch.randn(1024, dtype=torch.complex64, device="cuda"); ty = torch.empty_like(tx)
     tf = ff.FFT(tx); tf.plan(effort="estimate")
     r["gpu planned fft 1024 c64 execute(out=)"] = per_call(lambda: tf.execute(out=ty))
@@ -128,6 +133,14 @@ def main():
         diff = [y - x for x, y in zip(ta, tb)]
         rows[case] = {"a_us": statistics.median(ta), "b_us": statistics.median(tb),
                       "b_minus_a_us": statistics.median(diff), "diff_min": min(diff), "diff_max": max(diff)}
+    # Each GPU case less the reference in its own process: what differs between two processes for
+    # reasons of their own (measured: ~0.7 us on identical torch calls) cancels.
+    for case in [c for c in rows if c.startswith("gpu ") and c != REFERENCE and REFERENCE in rows]:
+        rel = {side: [s[case] - s[REFERENCE] for s in samples[side] if case in s] for side in "ab"}
+        diff = [y - x for x, y in zip(rel["a"], rel["b"])]
+        rows[case + " minus reference"] = {"a_us": statistics.median(rel["a"]), "b_us": statistics.median(rel["b"]),
+                                           "b_minus_a_us": statistics.median(diff), "diff_min": min(diff),
+                                           "diff_max": max(diff)}
     print(f"{'case':44s} {'A us':>8s} {'B us':>8s} {'B-A us':>8s}  (spread of B-A)")
     for case, v in rows.items():
         print(f"{case:44s} {v['a_us']:8.2f} {v['b_us']:8.2f} {v['b_minus_a_us']:+8.2f}  "
