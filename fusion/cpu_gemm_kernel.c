@@ -184,7 +184,7 @@ FM_DEFINE_GEMM_KERNEL(avx2_f64, double, __m256d, 4, 2, 6, AVX2_TARGET, AVX2_PD, 
  * 0.81-1.10) */
 #define AVX512_TARGET __attribute__((target("avx512f,avx2,fma")))
 FM_DEFINE_GEMM_KERNEL(avx512_f32, float, __m512, 16, 2, 8, AVX512_TARGET, AVX512_PS, "avx512", INT64_MAX)
-FM_DEFINE_GEMM_KERNEL(avx512_f64, double, __m512d, 8, 2, 8, AVX512_TARGET, AVX512_PD, "avx512", INT64_MAX)
+FM_DEFINE_GEMM_KERNEL(avx512_f64, double, __m512d, 8, 2, 8, AVX512_TARGET, AVX512_PD, "avx512", 1024)
 #endif
 
 /* The context's FUSEMATH_CPU_KERNEL=avx2|generic (fm_settings.cpu_kernel) caps the variant (tests

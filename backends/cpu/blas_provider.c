@@ -46,6 +46,10 @@ static int generic_core(const char *core)
     return 0;
 }
 
+static int cpu_has_avx2(void);
+
+int fm_blas_runs_generic(void) { return generic_core(fm_blas_lib.core) && cpu_has_avx2(); }
+
 /* prefix+name defined in h's own file: dlsym also searches h's dependencies, and a library
  * that merely links the system OpenBLAS would hand back the linked one's functions. */
 static void *sym(void *h, const char *prefix, const char *name)

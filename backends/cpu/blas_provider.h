@@ -30,6 +30,9 @@ extern fm_blas fm_blas_lib;
 /* Choose once per process for FUSEMATH_BLAS = setting ("" / "auto", "system" or a path); later calls
  * return at once. FM_ERR_INVALID_ARGUMENT when a path cannot be used (context creation fails). */
 fm_status fm_blas_select(const char *setting);
+/* Whether the chosen library runs OpenBLAS's generic (pre-AVX2) kernels on this AVX2+ CPU: then
+ * the own GEMM kernel takes every product it computes (gemmkernel_matmul.c). */
+int fm_blas_runs_generic(void);
 /* The rule itself, with the linked library's core given (tests; the caller holds no lock). */
 fm_status fm_blas_select_for(const char *setting, const char *linked_core);
 

@@ -18,6 +18,7 @@
  * FUSEMATH_CPU_KERNEL=avx2|generic caps the variant, FUSEMATH_CPU_KERNEL_KC sets the k block:
  * both read at context creation (fm_settings). */
 #include "cpu_gemm_kernel.h"
+#include "cpu/blas_provider.h"
 #include "cpu_matmul.h"
 
 #include <stdio.h>
@@ -238,16 +239,17 @@ static int kernel_b_mode(const fm_cpu_mm *mm, const fm_cpu_gemm_kernel *kern)
 }
 
 /* Why auto leaves p to OpenBLAS (into buf), or NULL when auto takes the kernel: up to the k its
- * variant measured at OpenBLAS's speed (auto_max_k; AVX2 384, AVX-512 any, plain C never), and
- * only over enough rows to pay for packing B (a B per batch entry also needs a small B); the
- * measurements are in docs/design.md, CPU matmul. */
+ * variant measured at OpenBLAS's speed (auto_max_k; AVX2 384, AVX-512 f32 any, f64 1024, plain C
+ * never; any k while the chosen OpenBLAS runs its generic kernels, 3x slower), and only over
+ * enough rows to pay for packing B (a B per batch entry also needs a small B); the measurements
+ * are in docs/design.md, CPU matmul. */
 static const char *auto_declines(const gemmkernel_impl *pl, char *buf, size_t n)
 {
     const fm_matmul_geom *g = &pl->mm.g;
     const double b_bytes = (double)g->k * (double)g->n * (double)pl->mm.es;
     if (pl->kern->auto_max_k == 0)
         snprintf(buf, n, "auto never picks the %s variant (slower than OpenBLAS)", pl->kern->isa);
-    else if (g->k > pl->kern->auto_max_k)
+    else if (g->k > pl->kern->auto_max_k && !fm_blas_runs_generic())
         snprintf(buf, n, "auto leaves k = %lld to cblas (the %s variant measured at OpenBLAS's speed up to k = %lld)",
                  (long long)g->k, pl->kern->isa, (long long)pl->kern->auto_max_k);
     else if (pl->b_mode == KERNEL_B_SHARED && g->m * g->batch_count < KERNEL_MIN_ROWS)

@@ -352,6 +352,30 @@ def test_forced_backends_and_the_plan_log():
     assert "matmul/gemmkernel: not applicable: auto leaves 32 rows to cblas" in log, log
 
 
+_AUTO_F64 = """
+import numpy as np, fusemath
+out = [fusemath.blas_info()]
+for k in (512, 2048):
+    with fusemath.Matmul(np.ones((256, k)), np.ones((k, 256)), options={"num_threads": 2}) as mm:
+        mm.plan(epilogue="relu")
+        out.append(mm.backend)
+print("|".join(out))
+"""
+
+
+@pytest.mark.parametrize("blas", ["auto", "system"])
+def test_auto_f64_large_k_goes_to_a_good_blas(blas):
+    """auto's f64 choice (measured on the H200 host at 2 threads, docs/design.md): the AVX-512
+    kernel up to k = 1024, cblas beyond, where OpenBLAS knows the CPU; every k to the kernel while
+    the chosen OpenBLAS runs its generic kernels (3x slower)."""
+    if _variant() != "avx512":
+        pytest.skip("the f64 rule is the AVX-512 variant's")
+    info, at512, at2048 = _run(_AUTO_F64, FUSEMATH_BLAS=blas)[0].strip().split("|")
+    assert at512 == "gemmkernel", info
+    generic = "generic kernels" in info and "offered" not in info
+    assert at2048 == ("gemmkernel" if generic else "openblas"), info
+
+
 def test_forced_kernel_stops_planning():
     """cpu_strategy='kernel' on a product it does not compute: the gemmkernel backend's error ends the
     planning (openblas is never asked)."""
