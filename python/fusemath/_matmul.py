@@ -32,7 +32,6 @@ from ._matmul_args import (
     _ndarray,
     _quantization_scales,
     _split_inputs,
-    overlaps_input,
     promote,
     recast_out,
 )
@@ -187,7 +186,8 @@ def _numpy_retry(where: str, ops, opts, stream, epi: int, refused: Exception):
     """NumPy's conventions the library does not take, looked at only after it refused a host call
     (the common call pays nothing; a function of its own, so matmul's locals stay plain): host
     operands it does not take as they are (big-endian, misaligned, lists) as native NumPy arrays,
-    mixed dtypes promoted, out= of another dtype or overlapping an input through a temporary."""
+    mixed dtypes promoted, out= of another dtype through a temporary (an out= overlapping an input
+    is the extension's: fmpy_call.c computes it into a temporary as it does for fft)."""
     fixed = list(_host_inputs(where, ops, epi) or ops)
     dt = promote(fixed, _PROMOTED, ops)
     out, changed = fixed[_D], not all(x is y for x, y in zip(fixed, ops))
@@ -196,19 +196,11 @@ def _numpy_retry(where: str, ops, opts, stream, epi: int, refused: Exception):
         return _call(_MATMUL, _RUN, NUMPY.index, tuple(fixed[:_D]) + (new_d,) + tuple(fixed[_D + 1:]), opts,
                      stream, 3, where)
 
-    def via_temp():
+    if recast_out(out, dt):
         return into_out(where, out, dt, lambda: run(None))
-
-    if recast_out(out, dt) or (not changed and isinstance(refused, _C.AliasError) and overlaps_input(out, fixed)):
-        return via_temp()
     if not changed:
         raise refused
-    try:
-        return run(out)
-    except _C.AliasError:  # out overlaps an input (the library refuses that): as NumPy, via a temporary
-        if not (isinstance(out, _ndarray) and overlaps_input(out, fixed)):
-            raise
-        return via_temp()
+    return run(out)
 
 
 _INPUT_NAMES = ("a", "b", "c", "bias", None, "aux", None, "scale", None, None)

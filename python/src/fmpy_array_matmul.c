@@ -220,4 +220,5 @@ const fmpy_opdef fmpy_matmul_def = {
     .key = mm_key,
     .spec_needs = mm_spec_needs,
     .result = mm_result,
+    .out_overlap_temporary = 1, /* out= overlapping a, b, c or bias: computed through a temporary */
 };
