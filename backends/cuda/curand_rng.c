@@ -21,6 +21,7 @@
  * long the run and the gap were. Normals of odd length (libcurand refuses them): n - 1 values into
  * out, then a call of 2 into the scratch and its first value copied: the values the CPU backend
  * gives (calls compose). */
+#include "curand_rng.h"
 #include "cuda_nvtx.h"
 #include "cuda_rng_args.h"
 #include "cuda_workspace.h"
@@ -32,7 +33,7 @@
 #include <stdlib.h>
 
 #define POOL_SLOTS 32
-#define ROUND ((int64_t)262144) /* 65536 groups of 4 positions */
+#define ROUND FM_CURAND_ROUND
 
 typedef struct gen_slot {
     int used, busy, device;
@@ -202,26 +203,24 @@ static void gen_release(gen_pool *pool, gen_slot *sl, gen_slot *spare)
 /* ---- the fill ---- */
 typedef struct curand_plan {
     int device;
-    int distribution;
-    fm_dtype dtype;
+    fm_curand_kind kind;
     int64_t n;
-    double mean, stddev;
     gen_pool *pool;
 } curand_plan;
 
-static fm_status generate(const curand_plan *pl, curandGenerator_t g, void *out, size_t m)
+static fm_status generate(const fm_curand_kind *k, curandGenerator_t g, void *out, size_t m)
 {
-    const float mf = (float)pl->mean, sf = (float)pl->stddev;
+    const float mf = (float)k->mean, sf = (float)k->stddev;
     curandStatus_t s;
-    const int f64 = pl->dtype == FM_F64;
-    switch (pl->distribution) {
+    const int f64 = k->dtype == FM_F64;
+    switch (k->distribution) {
     case FM_RNG_RAW: s = curandGenerate(g, out, m); break;
     case FM_RNG_UNIFORM: s = f64 ? curandGenerateUniformDouble(g, out, m) : curandGenerateUniform(g, out, m); break;
     case FM_RNG_NORMAL:
-        s = f64 ? curandGenerateNormalDouble(g, out, m, pl->mean, pl->stddev) : curandGenerateNormal(g, out, m, mf, sf);
+        s = f64 ? curandGenerateNormalDouble(g, out, m, k->mean, k->stddev) : curandGenerateNormal(g, out, m, mf, sf);
         break;
     default:
-        s = f64 ? curandGenerateLogNormalDouble(g, out, m, pl->mean, pl->stddev)
+        s = f64 ? curandGenerateLogNormalDouble(g, out, m, k->mean, k->stddev)
                 : curandGenerateLogNormal(g, out, m, mf, sf);
         break;
     }
@@ -250,29 +249,44 @@ static fm_status position_generator(curandGenerator_t g, const fm_exec_args *arg
     return FM_OK;
 }
 
+size_t fm_curand_scratch_bytes(const fm_curand_kind *k, int64_t n, const fm_exec_args *args)
+{
+    const int odd = (k->distribution == FM_RNG_NORMAL || k->distribution == FM_RNG_LOGNORMAL) && (n & 1);
+    return args->ints[1] != args->ints[2] ? (size_t)ROUND * 8 : odd ? 2 * fm_dtype_size(k->dtype) : 0;
+}
+
+fm_status fm_curand_call(curandGenerator_t g, const fm_curand_kind *k, int64_t n, const fm_exec_args *args, void *out,
+                         void *scratch, fm_curand_copy_fn copy, void *copy_ctx)
+{
+    const int odd = (k->distribution == FM_RNG_NORMAL || k->distribution == FM_RNG_LOGNORMAL) && (n & 1);
+    const size_t es = fm_dtype_size(k->dtype), body = (size_t)(odd ? n - 1 : n);
+    fm_status s = position_generator(g, args, scratch);
+    if (s == FM_OK && body)
+        s = generate(k, g, out, body);
+    if (s == FM_OK && odd && (s = generate(k, g, scratch, 2)) == FM_OK) /* a call of 2 after the body: calls compose */
+        s = copy((char *)out + body * es, scratch, es, copy_ctx);
+    return s;
+}
+
+static fm_status device_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return fm_cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream),
+                          "rng cuda/curand: cudaMemcpyAsync");
+}
+
 static fm_status fill(const curand_plan *pl, curandGenerator_t g, cudaStream_t stream, void *out,
                       const fm_exec_args *args)
 {
-    const int run = args->ints[1] != args->ints[2];
-    const int odd = (pl->distribution == FM_RNG_NORMAL || pl->distribution == FM_RNG_LOGNORMAL) && (pl->n & 1);
-    const size_t es = fm_dtype_size(pl->dtype);
+    const size_t need = fm_curand_scratch_bytes(&pl->kind, pl->n, args);
     void *scratch = NULL;
     fm_status s = FM_OK;
-    if (run || odd)
-        s = fm_cuda_status(cudaMallocAsync(&scratch, run ? (size_t)ROUND * 8 : 2 * es, stream),
-                           "rng cuda/curand: cudaMallocAsync(scratch)");
+    if (need)
+        s = fm_cuda_status(cudaMallocAsync(&scratch, need, stream), "rng cuda/curand: cudaMallocAsync(scratch)");
     curandStatus_t cs = s == FM_OK ? curandSetStream(g, stream) : CURAND_STATUS_SUCCESS;
     if (cs != CURAND_STATUS_SUCCESS)
         s = curand_fail(cs, "curandSetStream");
     if (s == FM_OK)
-        s = position_generator(g, args, scratch);
-    const size_t body = (size_t)(odd ? pl->n - 1 : pl->n);
-    if (s == FM_OK && body)
-        s = generate(pl, g, out, body);
-    if (s == FM_OK && odd) /* the last value: a call of 2 after the body (calls compose) */
-        if ((s = generate(pl, g, scratch, 2)) == FM_OK)
-            s = fm_cuda_status(cudaMemcpyAsync((char *)out + body * es, scratch, es, cudaMemcpyDeviceToDevice, stream),
-                               "rng cuda/curand: cudaMemcpyAsync");
+        s = fm_curand_call(g, &pl->kind, pl->n, args, out, scratch, device_copy, stream);
     if (scratch)
         cudaFreeAsync(scratch, stream);
     return s;
@@ -315,10 +329,8 @@ static fm_status curand_plan_fn(fm_context *ctx, void *state, const fm_problem *
     if (!pl)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "rng: out of host memory while planning");
     pl->device = p->exec_device.id;
-    pl->distribution = rp->distribution;
-    pl->dtype = t->dtype;
+    pl->kind = (fm_curand_kind){.distribution = rp->distribution, .dtype = t->dtype, .mean = rp->a, .stddev = rp->b};
     pl->n = fm_tensor_numel(t);
-    pl->mean = rp->a, pl->stddev = rp->b;
     pl->pool = state;
     static const char *const dists[] = {"uniform", "normal", "lognormal", "exponential", "raw"};
     out->impl = pl;
