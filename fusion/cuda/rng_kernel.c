@@ -78,10 +78,14 @@ fm_status fm_rng_kernel_check(int distribution, fm_dtype dtype)
 {
     if (row_for(distribution, dtype))
         return FM_OK;
-    const int known = distribution >= 0 && distribution < (int)(sizeof dist_names / sizeof dist_names[0]);
-    return fm_fail(FM_ERR_NOT_APPLICABLE, "rng cuda/rngkernel: no GPU kernel for distribution %s%d %s in portable "
-                   "mode (the kernel table has no row for it yet; execution='cpu' computes it)",
-                   known ? dist_names[distribution] : "", known ? 0 : distribution, fm_dtype_name(dtype));
+    char name[32];
+    if (distribution >= 0 && distribution < (int)(sizeof dist_names / sizeof dist_names[0]))
+        snprintf(name, sizeof name, "%s", dist_names[distribution]);
+    else
+        snprintf(name, sizeof name, "%d", distribution);
+    return fm_fail(FM_ERR_NOT_APPLICABLE, "rng cuda/rngkernel: no GPU kernel for distribution %s %s in portable "
+                   "mode (the kernel table has no row for it yet; execution='cpu' computes it)", name,
+                   fm_dtype_name(dtype));
 }
 
 /* The common kernel: fm_gen (the row) makes block b's values; fm_fill<R> is the fill for a first

@@ -332,9 +332,10 @@ static void test_curand_device_vs_host(void)
         printf("MEASURED curand %s device vs host generator: %lld of %lld differ, max %.0f ulp (at %lld), max "
                "|diff| / max(1, |host|) %.3g\n", k->name, (long long)differ, (long long)n, max_ulp, (long long)at,
                max_rel);
-        /* __sincosf's absolute error is ~2^-21.4 on [-pi, pi] and the angle reaches 2 pi: f32 within 1e-5
-         * relative to max(1, |z|); sincospi and log in double within 1e-13 */
-        const double bound = k->dt == FM_F64 ? 1e-13 : 1e-5;
+        /* __sincosf's absolute error is ~2^-21.4 on [-pi, pi] (more up to 2 pi) times r <= 6.7: ~7e-6 of z,
+         * and lognormal's exp(z * 1.5 + mean) multiplies that relative error by 1.5: f32 within 4e-5
+         * relative to max(1, |host|); sincospi against sin(v * pi) in double within 1e-13 */
+        const double bound = k->dt == FM_F64 ? 1e-13 : 4e-5;
         CHECK_MSG(max_rel <= bound, "%s: device normals differ from the host's by %.3g relative, bound %.3g",
                   k->name, max_rel, bound);
         if (h)
