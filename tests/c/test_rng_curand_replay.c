@@ -175,6 +175,17 @@ static void test_odd_normals(void)
         curandDestroyGenerator(g);
     fm_context_destroy(ctx);
 }
+/* libcurand's bad status comes back as a fusemath status naming the curand status and the call */
+static void test_curand_status(void)
+{
+    const fm_curand_kind ck = kind_of(&kinds[1]);
+    fm_exec_args a;
+    fm_exec_args_init(&a);
+    float buf[4];
+    CHECK(fm_curand_call(NULL, &ck, 4, &a, buf, NULL, host_copy, NULL) == FM_ERR_BACKEND);
+    CHECK_ERROR_MENTIONS("CURAND_STATUS_NOT_INITIALIZED");
+    CHECK_ERROR_MENTIONS("curandSetPseudoRandomGeneratorSeed");
+}
 #endif
 
 int main(void)
@@ -189,6 +200,7 @@ int main(void)
     curandDestroyGenerator(g);
     RUN_TEST(test_sequences);
     RUN_TEST(test_odd_normals);
+    RUN_TEST(test_curand_status);
 #else
     SKIP("built without the CUDA toolkit: no libcurand");
     CHECK(1);
