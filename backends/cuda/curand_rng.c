@@ -336,7 +336,10 @@ static fm_status curand_plan_fn(fm_context *ctx, void *state, const fm_problem *
     out->impl = pl;
     out->execute = curand_execute;
     out->destroy_impl = curand_destroy;
-    out->required_align[FM_RNG_OUT] = fm_dtype_size(t->dtype);
+    /* normals come in pairs (float2 / double2 stores): a pair's alignment, so that a sliced out is a
+     * clear error at execute rather than a misaligned access inside libcurand (undocumented there) */
+    const int pairs = rp->distribution == FM_RNG_NORMAL || rp->distribution == FM_RNG_LOGNORMAL;
+    out->required_align[FM_RNG_OUT] = fm_dtype_size(t->dtype) * (pairs ? 2 : 1);
     fm_plan_set_describe(out, "rng cuda/curand %s %s mode=curand n=%lld generator=PHILOX4_32_10 device=%d",
                          dists[rp->distribution], fm_dtype_name(t->dtype), (long long)pl->n, pl->device);
     return FM_OK;
