@@ -167,6 +167,10 @@ class Generator:
             return NUMPY.index if lib is None else lib.index
         if like is not None:
             lib = lib_of(like)
+            if lib is not None and lib.name == "cupy" and self._dev < 0:
+                raise _C.DeviceError(f"{where}: like is a CuPy array but the generator is on cpu (CuPy arrays "
+                                     "live on a GPU); use a generator made with device='cuda', or like= a NumPy "
+                                     "array or torch CPU tensor")
             if lib is not None:
                 return lib.index
             if self._dev >= 0 or not isinstance(like, np.ndarray):

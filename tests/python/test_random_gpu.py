@@ -148,6 +148,8 @@ def test_out_on_another_device_is_an_error():
     assert pos == 0  # nothing drawn by the failed calls
     with pytest.raises(TypeError, match="like must be a CuPy array or torch tensor"):
         g.random(3, like=np.empty(1))
+    with pytest.raises(fusemath.DeviceError, match="like is a CuPy array but the generator is on cpu"):
+        fr.default_rng(1).random(3, like=cp.empty(1))
 
 
 def test_out_shape_and_dtype_errors_on_the_gpu():
