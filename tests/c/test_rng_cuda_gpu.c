@@ -360,6 +360,16 @@ static void test_curand_refusals(void)
     o.low = 0, o.high = 1, o.distribution = FM_RNG_EXPONENTIAL;
     CHECK(fm_rng_plan(ctx, &t, &o, &p) == FM_ERR_NOT_SUPPORTED && !p);
     CHECK_ERROR_MENTIONS("no exponential");
+    /* curand normals come in pairs: an out one float off a pair is refused at execute, nothing written */
+    o.distribution = FM_RNG_NORMAL;
+    fm_tensor_init(&t, (char *)d + 4, GPU, FM_F32, 1, &n, NULL);
+    CHECK_OK(fm_rng_plan(ctx, &t, &o, &p));
+    fm_exec_args a;
+    fm_exec_args_init(&a);
+    void *ptrs[1] = {(char *)d + 4};
+    CHECK(p && fm_plan_execute_args(p, ptrs, 1, &a, NULL) == FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("not aligned to 8 bytes");
+    fm_plan_release(p);
     cudaFree(d);
 }
 
