@@ -19,18 +19,26 @@ Modes (docs/design.md, "Random numbers"):
       float64 call after 32-bit calls that followed float64 calls raises NotSupportedError:
       set ``state`` to start over, as ``curandSetGeneratorOffset`` does).
 
-Only ``device="cpu"`` for now (the GPU backend is to come). Distribution parameters are scalars.
+Devices: ``device="cpu"`` (NumPy results) or ``"cuda"`` / ``"cuda:N"`` (CuPy results by default;
+``like=`` a torch tensor gives torch tensors). ``out=`` fills a NumPy array (cpu) or a CuPy array /
+torch tensor (cuda) in place, on the caller's current stream; an out on another device than the
+generator is a DeviceError. Portable mode gives the same bits on both; curand mode on the GPU is
+libcurand's device generator (normals differ from the host generator's in the last bits). On the GPU
+a draw with size=None returns a 0-d array (no synchronisation), not a Python float. Distribution
+parameters are scalars.
 """
 import math
 import operator
 import os
+import sys
 import threading
 from typing import Any, Optional
 
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, _NUMPY_DTYPES
+from . import _arrays
+from ._arrays import NUMPY, _NUMPY_DTYPES, lib_of
 
 __all__ = ["Generator", "default_rng"]
 
@@ -56,6 +64,35 @@ def _seed_arg(seed: Any, where: str) -> int:
     if not 0 <= seed < 1 << 64:
         raise ValueError(f"{where}: seed = {seed}, expected an int in [0, 2**64)")
     return seed
+
+
+def _device_arg(device: Any, where: str) -> int:
+    """-1 for "cpu", N for "cuda:N" ("cuda": 0)."""
+    if not isinstance(device, str):
+        raise TypeError(f"{where}: device must be a string ('cpu', 'cuda' or 'cuda:N'), not {type(device).__name__}")
+    if device == "cpu":
+        return -1
+    if device == "cuda":
+        return 0
+    head, _, idx = device.partition(":")
+    if head == "cuda" and idx.isdigit() and str(int(idx)) == idx:
+        return int(idx)
+    raise ValueError(f"{where}: device = {device!r}, expected 'cpu', 'cuda' or 'cuda:N' (N >= 0)")
+
+
+def _device_text(dev: int) -> str:
+    return "cpu" if dev < 0 else f"cuda:{dev}"
+
+
+def _cupy_index(where: str) -> int:
+    """The array library a GPU generator's results default to."""
+    if "cupy" not in sys.modules:
+        try:
+            import cupy  # noqa: F401
+        except Exception as exc:
+            raise _C.UnavailableError(f"{where}: a generator on the GPU returns CuPy arrays and CuPy is not "
+                                      f"importable ({exc}); pass like= a torch tensor or out=") from None
+    return _arrays._lib("cupy").index
 
 
 def _real(v: Any, name: str, where: str) -> float:
@@ -86,15 +123,13 @@ class Generator:
     """numpy.random.Generator's interface over fusemath's Philox4x32-10 stream.
 
     ``Generator(seed=None, *, device="cpu", mode="portable")``: seed an int in [0, 2**64) (None:
-    64 bits from os.urandom). ``state`` is ``{"seed", "position", "mode", "f64_run"}``; ``advance(n)``
+    64 bits from os.urandom); device "cpu", "cuda" or "cuda:N" (where draws are made and returned). ``state`` is ``{"seed", "position", "mode", "f64_run"}``; ``advance(n)``
     skips n values; ``spawn(k)`` derives children as NumPy's SeedSequence does; generators pickle.
     """
 
     def __init__(self, seed: Any = None, *, device: str = "cpu", mode: str = "portable"):
         where = "fusemath.random.Generator"
-        if device != "cpu":
-            raise _C.NotSupportedError(f"{where}: device = {device!r}, expected 'cpu' (the GPU backend "
-                                       "is not built yet)")
+        self._dev = _device_arg(device, where)
         if mode not in _MODES:
             raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
         self._seed = _seed_arg(seed, where)
@@ -112,14 +147,38 @@ class Generator:
             raise _C.InvalidStateError(f"{where}: the generator was freed")
         return where
 
-    def _fill(self, what: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
+    @property
+    def device(self) -> str:
+        """Where the generator draws: "cpu" or "cuda:N"."""
+        return _device_text(self._dev)
+
+    def _fill(self, what: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any, like: Any = None):
         with self._lock:
-            res = self._draw(self._live(what), dist, p0, p1, size, dtype, out)
-        if size is None and out is None:  # NumPy: a Python float
+            where = self._live(what)
+            res = self._draw(where, self._lib_index(where, out, like), dist, p0, p1, size, dtype, out)
+        if size is None and out is None and self._dev < 0:  # NumPy: a Python float
             return res[()].item()
         return res
 
-    def _draw(self, where: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
+    def _lib_index(self, where: str, out: Any, like: Any) -> int:
+        """The array library results are made with: out's, like's, else NumPy (cpu) / CuPy (cuda)."""
+        if out is not None:
+            lib = lib_of(out)
+            return NUMPY.index if lib is None else lib.index
+        if like is not None:
+            lib = lib_of(like)
+            if lib is not None and lib.name == "cupy" and self._dev < 0:
+                raise _C.DeviceError(f"{where}: like is a CuPy array but the generator is on cpu (CuPy arrays "
+                                     "live on a GPU); use a generator made with device='cuda', or like= a NumPy "
+                                     "array or torch CPU tensor")
+            if lib is not None:
+                return lib.index
+            if self._dev >= 0 or not isinstance(like, np.ndarray):
+                raise TypeError(f"{where}: like must be a CuPy array or torch tensor (its library makes the "
+                                f"result), not {type(like).__name__}")
+        return NUMPY.index if self._dev < 0 else _cupy_index(where)
+
+    def _draw(self, where: str, li: int, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
         dt = np.dtype(dtype)
         if out is not None and size is None:
             shape = tuple(getattr(out, "shape", ()))
@@ -128,60 +187,61 @@ class Generator:
         n = math.prod(shape)
         f64 = dt == np.float64
         run = self._run
-        opts = (dist, _MODES[self._mode], self._seed, p0, p1, _C.EXECUTION_AUTO, 0, 0, shape,
+        execution = _C.EXECUTION_CPU if self._dev < 0 else _C.EXECUTION_CUDA
+        opts = (dist, _MODES[self._mode], self._seed, p0, p1, execution, max(self._dev, 0), 0, shape,
                 _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1])
         if self._mode == "curand" and f64 and n > 0 and run[0] != run[1] and run[1] // 4 != self._pos // 4:
-            _call(_OP, _C.CALL_SPECS, NUMPY.index, (out,), opts, None, 3, where)  # the core's errors first
+            _call(_OP, _C.CALL_SPECS, li, (out,), opts, None, 3, where)  # the core's errors first
             raise _C.NotSupportedError(
                 f"{where}: curand mode reproduces one run of float64 calls, and 32-bit calls came after the "
                 f"last one (positions {run[0]}..{run[1]}); set state to start a new run")
-        res = _call(_OP, _RUN, NUMPY.index, (out,), opts, None, 3, where)
+        res = _call(_OP, _RUN, li, (out,), opts, None, 3, where)
         if self._mode == "curand" and f64 and n > 0:
             self._run = (run[0], self._pos + n) if run[0] != run[1] else (self._pos, self._pos + n)
         self._pos += n
         return res
 
-    def random(self, size=None, dtype=np.float64, out=None):
-        """Uniform values in [0, 1) (curand mode: (0, 1])."""
-        return self._fill("random", _C.RNG_UNIFORM, 0.0, 1.0, size, dtype, out)
+    def random(self, size=None, dtype=np.float64, out=None, *, like=None):
+        """Uniform values in [0, 1) (curand mode: (0, 1]). like: an array whose library makes the result."""
+        return self._fill("random", _C.RNG_UNIFORM, 0.0, 1.0, size, dtype, out, like)
 
-    def uniform(self, low=0.0, high=1.0, size=None, *, dtype=np.float64, out=None):
+    def uniform(self, low=0.0, high=1.0, size=None, *, dtype=np.float64, out=None, like=None):
         """low + (high - low) * random(); finite low < high."""
         w = "fusemath.random.Generator.uniform"
         low, high = _real(low, "low", w), _real(high, "high", w)
-        return self._fill("uniform", _C.RNG_UNIFORM, low, high, size, dtype, out)
+        return self._fill("uniform", _C.RNG_UNIFORM, low, high, size, dtype, out, like)
 
-    def standard_normal(self, size=None, dtype=np.float64, out=None):
+    def standard_normal(self, size=None, dtype=np.float64, out=None, *, like=None):
         """Normal values, mean 0 and standard deviation 1 (Box-Muller)."""
-        return self._fill("standard_normal", _C.RNG_NORMAL, 0.0, 1.0, size, dtype, out)
+        return self._fill("standard_normal", _C.RNG_NORMAL, 0.0, 1.0, size, dtype, out, like)
 
-    def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=np.float64, out=None):
+    def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=np.float64, out=None, like=None):
         """standard_normal() * scale + loc; scale >= 0."""
         w = "fusemath.random.Generator.normal"
         loc, scale = _real(loc, "loc", w), _real(scale, "scale", w)
-        return self._fill("normal", _C.RNG_NORMAL, loc, scale, size, dtype, out)
+        return self._fill("normal", _C.RNG_NORMAL, loc, scale, size, dtype, out, like)
 
-    def lognormal(self, mean=0.0, sigma=1.0, size=None, *, dtype=np.float64, out=None):
+    def lognormal(self, mean=0.0, sigma=1.0, size=None, *, dtype=np.float64, out=None, like=None):
         """exp(normal(mean, sigma)); sigma >= 0."""
         w = "fusemath.random.Generator.lognormal"
         mean, sigma = _real(mean, "mean", w), _real(sigma, "sigma", w)
-        return self._fill("lognormal", _C.RNG_LOGNORMAL, mean, sigma, size, dtype, out)
+        return self._fill("lognormal", _C.RNG_LOGNORMAL, mean, sigma, size, dtype, out, like)
 
-    def standard_exponential(self, size=None, dtype=np.float64, method="inv", out=None):
+    def standard_exponential(self, size=None, dtype=np.float64, method="inv", out=None, *, like=None):
         """-log(u), u uniform in (0, 1] (inversion whatever method says: 'zig' is accepted too)."""
         if method not in ("inv", "zig"):
             raise _C.InvalidArgumentError(f"fusemath.random.Generator.standard_exponential: method = "
                                           f"{method!r}, expected 'inv' or 'zig'")
-        return self._fill("standard_exponential", _C.RNG_EXPONENTIAL, 1.0, 0.0, size, dtype, out)
+        return self._fill("standard_exponential", _C.RNG_EXPONENTIAL, 1.0, 0.0, size, dtype, out, like)
 
-    def exponential(self, scale=1.0, size=None, *, dtype=np.float64, out=None):
+    def exponential(self, scale=1.0, size=None, *, dtype=np.float64, out=None, like=None):
         """standard_exponential() * scale; scale >= 0."""
         w = "fusemath.random.Generator.exponential"
-        return self._fill("exponential", _C.RNG_EXPONENTIAL, _real(scale, "scale", w), 0.0, size, dtype, out)
+        return self._fill("exponential", _C.RNG_EXPONENTIAL, _real(scale, "scale", w), 0.0, size, dtype, out, like)
 
-    def random_raw(self, size=None, out=None):
+    def random_raw(self, size=None, out=None, *, like=None):
         """The stream's 32-bit words themselves (uint32; fusemath's, not NumPy's 64-bit random_raw)."""
-        return self._fill("random_raw", _C.RNG_RAW, 0.0, 0.0, size, np.uint32, out)
+        return self._fill("random_raw", _C.RNG_RAW, 0.0, 0.0, size, np.uint32, out, like)
 
     # ---- position, state, children ----
     def advance(self, n: Any) -> "Generator":
@@ -237,7 +297,7 @@ class Generator:
         for i in range(first, first + int(n_children)):
             key = self._spawn_key + (i,)
             seed = int(np.random.SeedSequence(self._entropy, spawn_key=key).generate_state(1, np.uint64)[0])
-            g = Generator(seed, mode=self._mode)
+            g = Generator(seed, device=self.device, mode=self._mode)
             g._entropy, g._spawn_key = self._entropy, key
             kids.append(g)
         return kids
@@ -260,7 +320,8 @@ class Generator:
         self._lock = threading.Lock()
 
     def __repr__(self):
-        return (f"fusemath.random.Generator(seed={self._seed}, mode={self._mode!r}, position={self._pos}"
+        return (f"fusemath.random.Generator(seed={self._seed}, device={self.device!r}, mode={self._mode!r}, "
+                f"position={self._pos}"
                 f"{', freed' if self._freed else ''})")
 
 
@@ -279,7 +340,8 @@ for _name in NOT_IMPLEMENTED:
 
 
 def default_rng(seed: Optional[Any] = None, *, device: str = "cpu", mode: str = "portable") -> Generator:
-    """A new Generator (numpy.random.default_rng's form): seed None draws 64 bits from os.urandom."""
+    """A new Generator (numpy.random.default_rng's form): seed None draws 64 bits from os.urandom;
+    device "cpu", "cuda" or "cuda:N"."""
     if isinstance(seed, Generator):
         return seed
     return Generator(seed, device=device, mode=mode)

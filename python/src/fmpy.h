@@ -308,6 +308,9 @@ typedef struct {
     const char *(*argname)(const fmpy_call *c, int slot);         /* the Python argument of a slot */
     int (*writable)(const fmpy_call *c, int slot);                /* an output slot written by this call */
     int (*prepare)(fmpy_call *c);                                  /* NumPy conventions, after conversion */
+    /* Optional, after conversion: where the results live (c->dev) when no input says it (an
+     * operation without inputs: the RNG's generator device), and where a given output must be */
+    int (*place)(fmpy_call *c);
     unsigned (*dropped)(const fmpy_call *c, int slot);            /* bit k: the k-th axis from the right of
                                                                       the spec is not in the Python array */
     const char *(*key)(const fmpy_call *c, int slot);             /* the result's key of a second output */

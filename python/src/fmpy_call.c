@@ -213,6 +213,8 @@ static int call_specs(fmpy_call *c)
     for (int i = 0; i < c->nslots && c->dev == -2; i++)
         if (c->libs[i] == c->li && !(c->given >> i & 1u))
             c->dev = fmpy_device_index(&c->tens[i]);
+    if (d->place && d->place(c) < 0)
+        return -1;
     if (c->dev == -2) {
         if (c->st->libs[c->li].style != STYLE_NUMPY) {
             PyErr_Format(PyExc_ValueError, "%s: no input is an array of %U", c->where, c->st->libs[c->li].name);

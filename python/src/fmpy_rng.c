@@ -79,6 +79,37 @@ static int rng_writable(const fmpy_call *c, int slot)
 
 static PyObject *rng_result(fmpy_call *c) { return Py_NewRef(c->res[FM_RNG_OUT]); }
 
+static void dev_text(char *buf, size_t n, int dev)
+{
+    if (dev < 0)
+        snprintf(buf, n, "cpu");
+    else
+        snprintf(buf, n, "cuda:%d", dev);
+}
+
+/* The generator's device (execution cuda: device_id; else the host) is the results' device; an
+ * out= elsewhere is refused here, where the core would stage it (the generator fills its own
+ * device's memory, as NumPy's and CuPy's do). */
+static int rng_place(fmpy_call *c)
+{
+    const fm_rng_options *o = &c->o.rng;
+    const int gen = o->execution == FM_EXECUTION_CUDA ? o->device_id : -1;
+    if (c->given >> FM_RNG_OUT & 1u) {
+        const int dev = fmpy_device_index(&c->tens[FM_RNG_OUT]);
+        if (dev != gen) {
+            char a[24], b[24];
+            dev_text(a, sizeof a, dev);
+            dev_text(b, sizeof b, gen);
+            PyErr_Format(fmpy_error_class(c->st, FM_ERR_DEVICE),
+                         "%sout is on %s but the generator is on %s; pass an out on %s (or use a generator "
+                         "made with device='%s')", c->prefix, a, b, b, a);
+            return -1;
+        }
+    }
+    c->dev = gen;
+    return 0;
+}
+
 const fmpy_opdef fmpy_rng_def = {
     .op = FM_OP_RNG,
     .fname = "rng",
@@ -88,5 +119,6 @@ const fmpy_opdef fmpy_rng_def = {
     .fill = rng_fill,
     .argname = rng_argname,
     .writable = rng_writable,
+    .place = rng_place,
     .result = rng_result,
 };

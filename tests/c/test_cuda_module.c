@@ -131,7 +131,8 @@ int main(int argc, char **argv)
     const int absent_row = find_row(ctx, "cuda", &avail, &why);
     const int lt_row = find_row(ctx, "cublaslt", &avail, &why);
     const int loaded = lt_row >= 0 && find_row(ctx, "cufft", &avail, &why) >= 0 &&
-                       find_row(ctx, "fftkernel", &avail, &why) >= 0;
+                       find_row(ctx, "fftkernel", &avail, &why) >= 0 && find_row(ctx, "rngkernel", &avail, &why) >= 0 &&
+                       find_row(ctx, "curand", &avail, &why) >= 0;
     CHECK_MSG(loaded != (absent_row >= 0), "module rows %d, 'cuda' row %d: exactly one of them", loaded,
               absent_row);
     if (strcmp(mode, "auto") == 0) {

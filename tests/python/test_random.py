@@ -360,7 +360,8 @@ R = fr.default_rng
         (lambda: R(2**64), ValueError, "seed = 18446744073709551616"),
         (lambda: R(1.5), TypeError, "seed must be None or an int in [0, 2**64), not float"),
         (lambda: R(1, mode="fast"), fusemath.InvalidArgumentError, "mode = 'fast', expected"),
-        (lambda: R(1, device="cuda"), fusemath.NotSupportedError, "device = 'cuda', expected 'cpu'"),
+        (lambda: R(1, device="gpu"), ValueError, "device = 'gpu', expected 'cpu', 'cuda' or 'cuda:N'"),
+        (lambda: R(1, device=1), TypeError, "device must be a string"),
         (lambda: R(1).random(-2), ValueError, "random: size = -2 has a negative entry"),
         (lambda: R(1).random((2, 1.5)), TypeError, "size must be None, an int or a tuple of ints"),
         (lambda: R(1).random(3, out=np.empty(4)), fusemath.ShapeError, "out has shape (4,), expected (3,)"),
@@ -428,3 +429,12 @@ def test_used_after_free():
     for call in (g.random, lambda: g.advance(1), lambda: g.state, lambda: g.spawn(1)):
         with pytest.raises(fusemath.InvalidStateError, match="the generator was freed"):
             call()
+
+
+@pytest.mark.skipif(fusemath.cuda_device_count() > 0, reason="a GPU is present: test_random_gpu.py tests it")
+def test_cuda_generator_without_a_gpu():
+    g = fr.default_rng(1, device="cuda")
+    assert g.device == "cuda:0"
+    with pytest.raises(fusemath.UnavailableError):
+        g.random(3)
+    assert g.state["position"] == 0

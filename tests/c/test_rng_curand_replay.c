@@ -1,0 +1,209 @@
+/* test_rng_curand_replay.c : the curand backend's call (backends/cuda/curand_rng.c, fm_curand_call)
+ * on libcurand's host generator, which needs no GPU and follows the same stream as the device
+ * generator (../shared/RNG-PHILOX.md): each call made on a freshly positioned generator from the
+ * per-call arguments alone (position, the run of f64 calls, seed) must give the bytes one
+ * generator gives when the same calls are made on it in a row, the shift of the f64 calls included
+ * (runs and gaps longer than the replay's round of 65536 groups, odd offsets and lengths). Odd-
+ * length normals, which libcurand refuses, against the CPU backend's curand mode. */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FM_HAVE_CUDA
+#include "cuda/curand_rng.h"
+
+typedef struct kind {
+    int dist;
+    fm_dtype dt;
+    const char *name;
+} kind;
+static const kind kinds[] = {
+    {FM_RNG_RAW, FM_U32, "raw"},         {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
+    {FM_RNG_UNIFORM, FM_F64, "uniform f64"}, {FM_RNG_NORMAL, FM_F32, "normal f32"},
+    {FM_RNG_NORMAL, FM_F64, "normal f64"},   {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
+    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
+};
+
+static fm_status host_copy(void *dst, const void *src, size_t bytes, void *ctx)
+{
+    (void)ctx;
+    memcpy(dst, src, bytes);
+    return FM_OK;
+}
+
+static fm_curand_kind kind_of(const kind *k)
+{
+    return (fm_curand_kind){.distribution = k->dist, .dtype = k->dt, .mean = 0.25, .stddev = 1.5};
+}
+
+static int truth_fill(curandGenerator_t g, const kind *k, int64_t n, void *buf)
+{
+    const size_t m = (size_t)n;
+    curandStatus_t s;
+    switch (k->dist * 2 + (k->dt == FM_F64)) {
+    case FM_RNG_RAW * 2: s = curandGenerate(g, buf, m); break;
+    case FM_RNG_UNIFORM * 2: s = curandGenerateUniform(g, buf, m); break;
+    case FM_RNG_UNIFORM * 2 + 1: s = curandGenerateUniformDouble(g, buf, m); break;
+    case FM_RNG_NORMAL * 2: s = curandGenerateNormal(g, buf, m, 0.25f, 1.5f); break;
+    case FM_RNG_NORMAL * 2 + 1: s = curandGenerateNormalDouble(g, buf, m, 0.25, 1.5); break;
+    case FM_RNG_LOGNORMAL * 2: s = curandGenerateLogNormal(g, buf, m, 0.25f, 1.5f); break;
+    default: s = curandGenerateLogNormalDouble(g, buf, m, 0.25, 1.5); break;
+    }
+    return s == CURAND_STATUS_SUCCESS ? 0 : -1;
+}
+
+static curandGenerator_t host_gen(uint64_t seed, uint64_t offset)
+{
+    curandGenerator_t g = NULL;
+    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
+        return NULL;
+    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS ||
+        curandSetGeneratorOffset(g, offset) != CURAND_STATUS_SUCCESS) {
+        curandDestroyGenerator(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* One generator in a row against a fresh one per call, positioned by fm_curand_call. */
+static void compare_sequence(uint64_t seed, int64_t offset, const int *ids, const int64_t *lens, int ncalls)
+{
+    curandGenerator_t truth = host_gen(seed, (uint64_t)offset), fresh = host_gen(1, 0);
+    CHECK_MSG(truth && fresh, "libcurand's host generator could not be created");
+    int64_t pos = offset, run_a = 0, run_b = 0;
+    for (int c = 0; truth && fresh && c < ncalls; c++) {
+        const kind *k = &kinds[ids[c]];
+        const fm_curand_kind ck = kind_of(k);
+        const size_t es = fm_dtype_size(k->dt), bytes = (size_t)lens[c] * es;
+        fm_exec_args a;
+        fm_exec_args_init(&a);
+        a.ints[0] = pos, a.ints[1] = run_a, a.ints[2] = run_b, a.ints[3] = (int64_t)seed;
+        char *want = malloc(bytes), *got = malloc(bytes);
+        void *scratch = malloc(fm_curand_scratch_bytes(&ck, lens[c], &a) + 16);
+        CHECK_MSG(truth_fill(truth, k, lens[c], want) == 0, "curand %s of %lld failed", k->name, (long long)lens[c]);
+        CHECK_OK(fm_curand_call(fresh, &ck, lens[c], &a, got, scratch, host_copy, NULL));
+        int64_t first = -1;
+        for (int64_t i = 0; i < lens[c] && first < 0; i++)
+            if (memcmp(want + i * es, got + i * es, es))
+                first = i;
+        CHECK_MSG(first < 0, "seed %llx offset %lld, call %d (%s of %lld at %lld, f64 run [%lld, %lld)): first "
+                  "mismatch at value %lld", (unsigned long long)seed, (long long)offset, c, k->name,
+                  (long long)lens[c], (long long)pos, (long long)run_a, (long long)run_b, (long long)first);
+        if (k->dt == FM_F64) { /* the caller's bookkeeping, as fusemath.random's */
+            if (run_a == run_b)
+                run_a = pos, run_b = pos + lens[c];
+            else
+                run_b = pos + lens[c]; /* the sequences below only continue a run or end there */
+        }
+        pos += lens[c];
+        free(want);
+        free(got);
+        free(scratch);
+    }
+    if (truth)
+        curandDestroyGenerator(truth);
+    if (fresh)
+        curandDestroyGenerator(fresh);
+}
+
+static void test_sequences(void)
+{
+    /* a run longer than two rounds, continued, then 32-bit calls past a gap of several rounds */
+    const int ids1[7] = {2, 4, 1, 0, 3, 5, 0};
+    const int64_t lens1[7] = {600001, 262146, 1000, 1000003, 1002, 78, 5};
+    compare_sequence(7, 3, ids1, lens1, 7);
+    /* 32-bit calls, a run of three kinds, 32-bit again */
+    const int ids2[7] = {0, 1, 2, 6, 4, 1, 3};
+    const int64_t lens2[7] = {101, 6, 262149 * 3, 1000, 14, 262144 * 2 + 5, 262144};
+    compare_sequence(11, 65536 * 4 * 3 + 1, ids2, lens2, 7);
+    /* one round exactly, from a position past 2^40 */
+    const int ids3[4] = {2, 1, 0, 5};
+    const int64_t lens3[4] = {262144, 262144, 3, 4};
+    compare_sequence(0x9E3779B97F4A7C15ull, ((int64_t)1 << 40) + 2, ids3, lens3, 4);
+    /* a short run ending inside a group, then 32-bit calls (gap < one round) */
+    const int ids4[5] = {4, 2, 0, 1, 3};
+    const int64_t lens4[5] = {2, 7, 9, 262141, 10};
+    compare_sequence(5, 1, ids4, lens4, 5);
+}
+
+/* Odd-length normals (libcurand refuses them) against the CPU backend's curand mode. */
+static void test_odd_normals(void)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    curandGenerator_t g = host_gen(1, 0);
+    CHECK(g != NULL);
+    static const int64_t states[][3] = {{0, 0, 0}, {5, 0, 0}, {700001, 3, 600003}, {1000000, 1, 2}};
+    static const int64_t lens[] = {1, 3, 1001};
+    for (int kk = 3; g && ctx && kk < 7; kk++)
+        for (size_t si = 0; si < sizeof states / sizeof states[0]; si++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const kind *k = &kinds[kk];
+                const fm_curand_kind ck = kind_of(k);
+                const int64_t n = lens[li];
+                const size_t es = fm_dtype_size(k->dt);
+                fm_exec_args a;
+                fm_exec_args_init(&a);
+                a.ints[0] = states[si][0], a.ints[1] = states[si][1], a.ints[2] = states[si][2], a.ints[3] = 99;
+                char *want = malloc((size_t)n * es), *got = malloc((size_t)n * es);
+                void *scratch = malloc(fm_curand_scratch_bytes(&ck, n, &a) + 16);
+                CHECK_OK(fm_curand_call(g, &ck, n, &a, got, scratch, host_copy, NULL));
+                fm_rng_options o;
+                fm_rng_options_init(&o);
+                o.distribution = k->dist, o.mode = FM_RNG_CURAND, o.mean = 0.25, o.stddev = 1.5;
+                o.execution = FM_EXECUTION_CPU;
+                fm_tensor t;
+                fm_tensor_init(&t, want, (fm_device){FM_DEVICE_CPU, 0}, k->dt, 1, &n, NULL);
+                fm_plan *p = NULL;
+                CHECK_OK(fm_rng_plan(ctx, &t, &o, &p));
+                void *ptrs[1] = {want};
+                CHECK_OK(fm_plan_execute_args(p, ptrs, 1, &a, NULL));
+                fm_plan_release(p);
+                int64_t first = -1;
+                for (int64_t i = 0; i < n && first < 0; i++)
+                    if (memcmp(want + i * es, got + i * es, es))
+                        first = i;
+                CHECK_MSG(first < 0, "%s n %lld at %lld run [%lld, %lld): first mismatch at %lld", k->name,
+                          (long long)n, (long long)a.ints[0], (long long)a.ints[1], (long long)a.ints[2],
+                          (long long)first);
+                free(want);
+                free(got);
+                free(scratch);
+            }
+    if (g)
+        curandDestroyGenerator(g);
+    fm_context_destroy(ctx);
+}
+/* libcurand's bad status comes back as a fusemath status naming the curand status and the call */
+static void test_curand_status(void)
+{
+    const fm_curand_kind ck = kind_of(&kinds[1]);
+    fm_exec_args a;
+    fm_exec_args_init(&a);
+    float buf[4];
+    CHECK(fm_curand_call(NULL, &ck, 4, &a, buf, NULL, host_copy, NULL) == FM_ERR_BACKEND);
+    CHECK_ERROR_MENTIONS("CURAND_STATUS_NOT_INITIALIZED");
+    CHECK_ERROR_MENTIONS("curandSetPseudoRandomGeneratorSeed");
+}
+#endif
+
+int main(void)
+{
+#ifdef FM_HAVE_CUDA
+    curandGenerator_t g = NULL;
+    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS) {
+        SKIP("libcurand's host generator could not be created");
+        CHECK(1);
+        TEST_MAIN_RETURN();
+    }
+    curandDestroyGenerator(g);
+    RUN_TEST(test_sequences);
+    RUN_TEST(test_odd_normals);
+    RUN_TEST(test_curand_status);
+#else
+    SKIP("built without the CUDA toolkit: no libcurand");
+    CHECK(1);
+#endif
+    TEST_MAIN_RETURN();
+}
