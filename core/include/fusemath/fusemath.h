@@ -292,7 +292,7 @@ FM_API fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs,
 /* Per-call arguments besides the pointers, for operations that take them (an RNG's stream
  * position, a count) and per-call information back (a solver's info). Which fields an operation
  * reads or writes is documented with it; the others must be left as fm_exec_args_init sets them.
- * Pointer-only operations (matmul, fft) take NULL or initialised arguments alike. */
+ * Pointer-only operations (fft; matmul without dropout) take NULL or initialised arguments alike. */
 #define FM_EXEC_MAX_SCALARS 4
 typedef struct fm_exec_args {
     int64_t ints[FM_EXEC_MAX_SCALARS];     /* per-call integers (offsets, counters, counts) */
