@@ -204,8 +204,9 @@ static const char src_ew[] =
     "    if (q < nb) fm_px_block((fm_px_u64)seed, (fm_px_u64)(b0 + (u64)q), r);\n"
     "    buf[4 * q] = r[0]; buf[4 * q + 1] = r[1]; buf[4 * q + 2] = r[2]; buf[4 * q + 3] = r[3];\n"
     "  }\n"
-    "#pragma unroll\n"
-    "  for (int k = 0; k < FM_CW; k++) w[k] = buf[off + k];\n"
+    "#pragma unroll\n" /* constant indices only: buf stays in registers (buf[off + k] went to local memory) */
+    "  for (int k = 0; k < FM_CW; k++)\n"
+    "    w[k] = off == 0 ? buf[k] : off == 1 ? buf[k + 1] : off == 2 ? buf[k + 2] : buf[k + 3];\n"
     "}\n"
     "#endif\n"
     "\n"
