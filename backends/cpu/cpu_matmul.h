@@ -56,14 +56,14 @@ typedef struct fm_cpu_mm_io {
     const char *a, *b, *c, *bias, *scale;
     char *d, *aux, *bgrad;
     int64_t ldd, d_batch;
-    uint64_t drop_pos, drop_seed; /* dropout's per-call position and seed (fm_exec_args ints[0], ints[1]) */
+    uint64_t drop_pos, drop_seed; /* dropout's per-call position and seed (fm_exec_args ints[0], ints[3]) */
 } fm_cpu_mm_io;
 
 /* io's dropout fields from the per-call arguments (never NULL at a backend's execute). */
 static inline void fm_cpu_mm_io_args(fm_cpu_mm_io *io, const fm_exec_args *args)
 {
     io->drop_pos = (uint64_t)args->ints[0];
-    io->drop_seed = (uint64_t)args->ints[1];
+    io->drop_seed = (uint64_t)args->ints[3];
 }
 
 /* Fill mm from p (geometry, parameters, D's layout) after the checks both backends make, in this

@@ -246,7 +246,7 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
                          const fm_exec_args *args)
 {
     fm_status s = FM_OK;
-    const uint64_t pos = (uint64_t)args->ints[0], seed = (uint64_t)args->ints[1];
+    const uint64_t pos = (uint64_t)args->ints[0], seed = (uint64_t)args->ints[3];
     const uint64_t per_outer = (uint64_t)pl->inner_count * (uint64_t)pl->g.m * (uint64_t)pl->g.n;
     if (pl->outer_ndim == 0)
         return run_once(pl, ptrs, stream, ws, need, pos, seed);

@@ -556,7 +556,7 @@ const fm_operation fm_operation_matmul = {
     .tunables = {offsetof(fm_matmul_params, panel_rows), offsetof(fm_matmul_params, cpu_strategy),
                  offsetof(fm_matmul_params, gpu_algo), offsetof(fm_matmul_params, gpu_passes)},
     .check_tunables = check_tunables,
-    .exec_ints = 2, /* dropout's position and seed (fusemath.h, fm_matmul_plan) */
+    .exec_ints = 4, /* dropout's position (ints[0]) and seed (ints[3]): fusemath.h, fm_matmul_plan */
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

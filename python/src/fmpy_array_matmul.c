@@ -57,11 +57,12 @@ static int mm_fill_dropout(fmpy_call *c, PyObject *const *a)
         return 0;
     fm_exec_args_init(&c->args);
     static const char *const names[] = {"dropout position", "dropout seed"};
+    static const int slots[] = {0, 3}; /* the RNG family's: position, seed */
     for (int i = 0; i < 2; i++) {
         long long x = 0;
         if (fmpy_int_arg(fname, names[i], a[1 + i], INT64_MIN, INT64_MAX, &x) < 0)
             return -1;
-        c->args.ints[i] = x;
+        c->args.ints[slots[i]] = x;
     }
     c->has_args = 1;
     return 0;

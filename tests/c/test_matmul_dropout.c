@@ -73,7 +73,7 @@ static fm_status run_once(const dcase *c, const test_operand *a, const test_oper
     fm_exec_args args;
     fm_exec_args_init(&args);
     args.ints[0] = c->pos;
-    args.ints[1] = (int64_t)c->seed;
+    args.ints[3] = (int64_t)c->seed;
     return fm_run(g_ctx, FM_OP_MATMUL, t, FM_MATMUL_NSLOTS, &o, &args, NULL);
 }
 
@@ -378,16 +378,16 @@ static void test_bad_input(void)
     o.epilogue = FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
     fm_tensor_init(&ta, a, fm_test_cpu, FM_F32, 2, s2, NULL);
     CHECK_STATUS(fm_matmul(g_ctx, &ta, &ta, NULL, NULL, &td, &tfx, &o, NULL), FM_ERR_DTYPE);
-    /* a per-call integer past the two dropout reads */
+    /* per-call arguments dropout does not read: reals (ints[4..] too where FM_EXEC_MAX_SCALARS > 4) */
     fm_plan *plan = NULL;
     o.epilogue = FM_EPILOGUE_DROPOUT;
     CHECK_OK(fm_matmul_plan(g_ctx, &ta, &ta, NULL, NULL, &td, NULL, &o, &plan));
     fm_exec_args args;
     fm_exec_args_init(&args);
-    args.ints[2] = 1;
+    args.reals[0] = 1;
     void *ptrs[FM_MATMUL_NSLOTS] = {a, a, NULL, NULL, d};
     CHECK_STATUS(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("ints[2]");
+    CHECK_ERROR_MENTIONS("reals[0]");
     fm_plan_release(plan);
 }
 

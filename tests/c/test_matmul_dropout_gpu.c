@@ -132,7 +132,7 @@ static void run_case(fm_dtype t, int64_t batch, int64_t m, int64_t n, int64_t k,
     fm_exec_args args;
     fm_exec_args_init(&args);
     args.ints[0] = pos;
-    args.ints[1] = (int64_t)seed;
+    args.ints[3] = (int64_t)seed;
     fm_status s = fm_run(g_ctx, FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, &o, &args, NULL);
     CHECK_MSG(s == FM_OK, "gpu %s %s", fm_dtype_name(t), en);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);

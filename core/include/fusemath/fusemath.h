@@ -492,10 +492,11 @@ FM_API void fm_matmul_options_init(fm_matmul_options *o);
  *             ints[0] + e of the portable Philox4x32-10 stream (word w: word w % 4 of block
  *             w / 4), so a call uses numel(D) words and the next call's position is
  *             ints[0] + numel(D);
- *    ints[1]  the seed (the uint64 key, its bit pattern as int64).
+ *    ints[3]  the seed (the uint64 key, its bit pattern as int64), where the RNG family takes its
+ *             seed (ints[1], ints[2] are not read: leave them 0).
  *  The element is kept iff word >= round(p * 2^32) (an integer compare, the same on every
  *  device), kept values multiplied by 1 / (1 - p) rounded to D's dtype. Without args, position
- *  and seed 0. Other chains do not read them; ints[2..] must be zero. */
+ *  and seed 0. Other chains do not read them; ints[4..] must be zero. */
 FM_API fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                                 const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                                 const fm_matmul_options *opts, fm_plan **plan);
