@@ -29,6 +29,9 @@
         const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);           \
         const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);       \
         const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);       \
+        /* 32-bit halves of the even (e) and odd (o) lanes' 64-bit products, back in lane order */             \
+        const __m512i ihi = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);        \
+        const __m512i ilo = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);        \
         __m512i c0[V], c1[V], c2[V], c3[V];                                                                   \
         for (int v = 0; v < V; v++) {                                                                         \
             const uint64_t b = b0 + 16u * (uint64_t)v;                                                        \
@@ -43,10 +46,10 @@
             for (int v = 0; v < V; v++) {                                                                     \
                 const __m512i e0 = _mm512_mul_epu32(c0[v], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0[v], 32), m0); \
                 const __m512i e1 = _mm512_mul_epu32(c2[v], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2[v], 32), m1); \
-                const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);           \
-                const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));           \
-                const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);           \
-                const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));           \
+                const __m512i hi0 = _mm512_permutex2var_epi32(e0, ihi, o0);                                   \
+                const __m512i lo0 = _mm512_permutex2var_epi32(e0, ilo, o0);                                   \
+                const __m512i hi1 = _mm512_permutex2var_epi32(e1, ihi, o1);                                   \
+                const __m512i lo1 = _mm512_permutex2var_epi32(e1, ilo, o1);                                   \
                 c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], key0, 0x96); /* a ^ b ^ c */                    \
                 c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], key1, 0x96);                                    \
                 c1[v] = lo1, c3[v] = lo0;                                                                     \
