@@ -208,6 +208,9 @@ def test_bad_arguments():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_gpu_mask_matches_cpu(dtype):
+    """The keep mask (dropout+aux) bit for bit against the raw words and the CPU's bytes, padding
+    included; relu+dropout+aux: AND the relu bit (which may differ only where the pre-activation
+    is within rounding of 0); values against the float64 reference; ddropout on the GPU."""
     cp = pytest.importorskip("cupy")
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:
@@ -215,31 +218,38 @@ def test_gpu_mask_matches_cpu(dtype):
     except cp.cuda.runtime.CUDARuntimeError:
         pytest.skip("no CUDA device")
     rng = np.random.default_rng(6)
+    host = dtype != "float16"  # the CPU has no float16 aux epilogues
     for (m, n, k) in ((37, 131, 19), (256, 1000, 64), (3, 5, 2)):
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
         bias = rng.standard_normal(n).astype(dtype)
+        ga, gb, gbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
+        tol = 2e-2 if dtype == "float16" else _tol(np.dtype(dtype), k) * 4
         for p in (0.0, 0.3, 0.9):
-            gc, gg = Generator(99), Generator(99)
-            gc.advance(5)
-            gg.advance(5)
-            host = dtype != "float16"
-            if host:
-                dc, ec = fusemath.matmul(a, b, bias=bias, epilogue="relu+dropout+aux", dropout=(p, gc))
-            dg, eg = fusemath.matmul(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias),
-                                     epilogue="relu+dropout+aux", dropout=(p, gg))
+            # the pure keep mask: exactly the words' on both devices
+            dg, eg = fusemath.matmul(ga, gb, epilogue="dropout+aux", dropout=(p, Generator(99).advance(5)))
             mask_g = cp.asnumpy(eg["dropout_aux"])
-            ref, keep, pre = _reference(a, b, bias, p, 99, 5)
-            np.testing.assert_array_equal(_unpack(mask_g, n), keep & pre)  # bit for bit vs the words
+            ref, keep, pre = _reference(a, b, None, p, 99, 5, relu=False)
+            np.testing.assert_array_equal(_unpack(mask_g, n), keep)
             if host:
-                np.testing.assert_array_equal(mask_g, ec["dropout_aux"])  # and vs the CPU, padding too
-            tol = 2e-2 if dtype == "float16" else _tol(np.dtype(dtype), k) * 4
+                _, ec = fusemath.matmul(a, b, epilogue="dropout+aux", dropout=(p, Generator(99).advance(5)))
+                np.testing.assert_array_equal(mask_g, ec["dropout_aux"])  # padding bytes too
             np.testing.assert_allclose(cp.asnumpy(dg).astype(np.float64), ref, rtol=tol, atol=tol)
             assert np.all(cp.asnumpy(dg)[~keep] == 0)
-            dn = fusemath.matmul(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias), epilogue="relu+dropout",
-                                 dropout=(p, Generator(99).advance(5)))
-            np.testing.assert_array_equal(cp.asnumpy(dn) == 0, cp.asnumpy(dg) == 0)
-            gd = fusemath.matmul(cp.asarray(a), cp.asarray(b), epilogue="ddropout", dropout=p,
-                                 epilog_inputs={"dropout_aux": eg["dropout_aux"]})
-            want = np.where(keep & pre, np.matmul(a.astype(np.float64), b.astype(np.float64)) / (1 - p), 0.0)
+            # bias+relu+dropout+aux: relu bit AND keep
+            dr, er = fusemath.matmul(ga, gb, bias=gbias, epilogue="relu+dropout+aux",
+                                     dropout=(p, Generator(99).advance(5)))
+            ref, keep, pre = _reference(a, b, bias, p, 99, 5)
+            x = np.matmul(a.astype(np.float64), b.astype(np.float64)) + bias
+            bits = _unpack(cp.asnumpy(er["dropout_aux"]), n)
+            differ = bits != (keep & pre)
+            assert not np.any(differ & ~(keep & (np.abs(x) <= 4 * tol * (1 + np.abs(x)))))
+            np.testing.assert_allclose(cp.asnumpy(dr).astype(np.float64), ref, rtol=tol, atol=tol)
+            assert np.all(cp.asnumpy(dr)[~keep] == 0)
+            # without aux: the same zeros
+            dn = fusemath.matmul(ga, gb, bias=gbias, epilogue="relu+dropout", dropout=(p, Generator(99).advance(5)))
+            np.testing.assert_array_equal(cp.asnumpy(dn) == 0, cp.asnumpy(dr) == 0)
+            # the backward with the GPU's mask
+            gd = fusemath.matmul(ga, gb, epilogue="ddropout", dropout=p, epilog_inputs={"dropout_aux": er["dropout_aux"]})
+            want = np.where(bits, np.matmul(a.astype(np.float64), b.astype(np.float64)) / (1 - p), 0.0)
             np.testing.assert_allclose(cp.asnumpy(gd).astype(np.float64), want, rtol=tol, atol=tol)
