@@ -14,6 +14,7 @@ import sys
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FUSEMATH_NUM_THREADS", "MKL_NUM_THREADS")
 SKINNY = ((8192, 1024, 64), (16384, 512, 128))
 TARGET_SQUARE, TARGET_SKINNY, TARGET_HOST_US = 1.05, 1.10, 2.0
+TARGET_DROPOUT, DROPOUT_P = 1.10, 0.1  # issue 27: fused relu+dropout <= 1.10x the fused relu alone
 VERDICT = "fused_over_np_plain_paired"
 PAUSE_S = 0.2
 FORCED = {"tiles": "fm_fused_tiles", "kernel": "fm_fused_kernel", "blas_threads": "fm_fused_blas"}
@@ -21,7 +22,8 @@ FORCED = {"tiles": "fm_fused_tiles", "kernel": "fm_fused_kernel", "blas_threads"
 PAIRS = (("fused_over_np_plain", "fm_fused", "np_plain"), ("unfused_over_np_plain", "np_unfused", "np_plain"),
          ("fused_over_fm_plain", "fm_fused", "fm_plain"), ("fm_plain_over_np_plain", "fm_plain", "np_plain"),
          ("stateless_over_np_plain", "fm_stateless", "np_plain"), ("tiles_over_np_plain", "fm_fused_tiles", "np_plain"),
-         ("kernel_over_np_plain", "fm_fused_kernel", "np_plain"), ("blas_threads_over_np_plain", "fm_fused_blas", "np_plain"))
+         ("kernel_over_np_plain", "fm_fused_kernel", "np_plain"), ("blas_threads_over_np_plain", "fm_fused_blas", "np_plain"),
+         ("dropout_over_fused", "fm_dropout", "fm_fused"))
 
 
 def parse_args(argv):
@@ -140,7 +142,16 @@ def run_case(kind, m, n, k, dt, rng, args) -> dict:
     errors = {name: check_close(name, mm.execute(), ref if name == "fm_plain" else ref_fused, k)
               for name, mm in plans.items()}
     errors["fm_stateless"] = check_close("fm_stateless", fusemath.matmul(a, b, bias=bias, epilogue="relu"), ref_fused, k)
-    del ref, ref_fused
+    # bias+relu+dropout (issue 27), the mask drawn per execute from a portable generator
+    plans["fm_dropout"] = fusemath.Matmul(a, b).plan(epilogue="relu+dropout", bias=bias,
+                                                     dropout=(DROPOUT_P, fusemath.random.Generator(args.seed)))
+    got = plans["fm_dropout"].execute()
+    kept = got != 0
+    errors["fm_dropout"] = check_close("fm_dropout", np.where(kept, got, 0), np.where(kept, ref_fused / (1 - DROPOUT_P), 0)
+                                       .astype(dtype), k)
+    if abs(np.count_nonzero(ref_fused > 0) * (1 - DROPOUT_P) - np.count_nonzero(kept)) > 6 * np.sqrt(got.size) + 1:
+        raise AssertionError(f"fm_dropout: WRONG KEEP COUNT {np.count_nonzero(kept)} of {got.size}")
+    del ref, ref_fused, got, kept
     methods = {"np_unfused": lambda: np.maximum(a @ b + bias, 0), "np_plain": lambda: a @ b,
                "fm_fused": plans["fm_fused"].execute, "fm_plain": plans["fm_plain"].execute,
                "fm_stateless": lambda: fusemath.matmul(a, b, bias=bias, epilogue="relu")}
@@ -157,13 +168,17 @@ def run_case(kind, m, n, k, dt, rng, args) -> dict:
             ratios[key] = res[x]["median_s"] / res[y]["median_s"]
             ratios[key + "_paired"] = paired(res[x]["round_medians_s"], res[y]["round_medians_s"])
     target = TARGET_SKINNY if kind == "skinny" else TARGET_SQUARE if n >= 1024 else None
+    dropout_target = TARGET_DROPOUT if kind == "skinny" or n >= 2048 else None
     describe = {name: mm.describe() for name, mm in plans.items()}
     for mm in plans.values():
         mm.free()
     return {"kind": kind, "dtype": dt, "m": m, "n": n, "k": k, "label": f"{n}^3" if kind == "square" else f"{m}x{n}x{k}",
             "methods": res, "ratios": ratios, "max_abs_error_vs_numpy": errors, "plans": describe,
             "target_fused_over_np_plain": target, "verdict_ratio": VERDICT,
-            "verdict": None if target is None else "PASS" if ratios[VERDICT] <= target else "FAIL"}
+            "verdict": None if target is None else "PASS" if ratios[VERDICT] <= target else "FAIL",
+            "target_dropout_over_fused": dropout_target,
+            "dropout_verdict": None if dropout_target is None else
+            "PASS" if ratios["dropout_over_fused_paired"] <= dropout_target else "FAIL"}
 
 
 def burst_ns(fn, calls=2000, n=15) -> dict:
@@ -222,12 +237,14 @@ def main() -> int:
                             if s + "_over_np_plain_paired" in q)
             print(f"  {dt} {c['label']:>16}: fused/np {q[VERDICT]:.3f} (medians {q['fused_over_np_plain']:.3f})  "
                   f"unfused/np {q['unfused_over_np_plain_paired']:.3f}  fused/fm_plain "
-                  f"{q['fused_over_fm_plain_paired']:.3f}{extra}  {c['verdict'] or ''}", flush=True)
+                  f"{q['fused_over_fm_plain_paired']:.3f}{extra}  {c['verdict'] or ''}  relu+dropout/relu "
+                  f"{q['dropout_over_fused_paired']:.3f} {c['dropout_verdict'] or ''}", flush=True)
     host = None if args.skip_host_overhead else host_overhead(args)
     if host:
         print(f"host overhead 64^3 f32: planned execute {host.get('overhead_planned_execute_us', float('nan')):+.2f} us "
               f"above bare cblas_sgemm ({host['verdict']}); " + (host.get("c_error") or ""))
-    verdicts = [c["verdict"] for c in cases if c["verdict"]] + ([host["verdict"]] if host else [])
+    verdicts = ([c["verdict"] for c in cases if c["verdict"]] + [c["dropout_verdict"] for c in cases if c["dropout_verdict"]]
+                + ([host["verdict"]] if host else []))
     print(f"targets: {verdicts.count('PASS')} PASS, {verdicts.count('FAIL')} FAIL")
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.machine_tag or socket.gethostname())
     result = {
@@ -240,7 +257,8 @@ def main() -> int:
         "settings": {"threads": args.threads, "sizes": args.sizes, "skinny": not args.no_skinny, "dtypes": args.dtypes,
                      "strategies": args.strategies, "budget_s_per_method": args.budget, "rounds": args.rounds,
                      "seed": args.seed, "pause_s": PAUSE_S, "verdict_statistic": VERDICT},
-        "targets": {"square": TARGET_SQUARE, "skinny": TARGET_SKINNY, "host_overhead_us": TARGET_HOST_US},
+        "targets": {"square": TARGET_SQUARE, "skinny": TARGET_SKINNY, "host_overhead_us": TARGET_HOST_US,
+                    "dropout_over_fused": TARGET_DROPOUT, "dropout_p": DROPOUT_P},
         "cases": cases, "host_overhead": host, "total_seconds": time.perf_counter() - t_start}
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"matmul_cpu-{tag}-{now:%Y%m%d}.json")

@@ -22,6 +22,7 @@ DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp64")
 SHAPES = ((8192, 8192, 8192), (8192, 8192, 1024), (16384, 4096, 512), (1024, 1024, 1024), (128, 128, 128))
 GELU_SHAPES, GELU_DTYPES = ((8192, 8192, 1024), (1024, 1024, 1024)), ("bf16", "fp32")
 TARGETS = {"nvmath": 1.00, "addmm_act": 1.00, "plain": 1.03, "unfused": 1.00}
+DROPOUT_TARGET, DROPOUT_P = 1.10, 0.1  # issue 27: fused relu+dropout <= 1.10x the fused relu alone
 TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3, "fp32": 1e-4, "fp64": 1e-10}  # of max |ref|
 HOST_CALLS, HOST_REPEATS = 2000, 7
 
@@ -180,6 +181,16 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
             out["fused_plan"] = objs[0].describe()
             return calls
 
+        def dropout():  # bias+relu+dropout: GEMM + the generated kernel, the mask per execute from a generator
+            d, calls = env.empty((m, n), dt), []
+            for s in sets:
+                mm = fm.Matmul(s["a"], s["b"], options=fm.MatmulOptions(compute="tf32") if dt == "tf32" else None)
+                objs.append(mm.plan(epilogue=ep + "+dropout", bias=s["bias_n"],
+                                    dropout=(DROPOUT_P, fm.random.Generator(seed))))
+                calls.append(lambda mm=mm: mm.execute(out=d, stream=env.sh))
+            out["dropout_plan"] = objs[-1].describe()
+            return calls
+
         def nvmath():
             if nv is None:
                 raise RuntimeError("nvmath-python not importable: " + env.errors.get("nvmath.linalg.advanced", "?"))
@@ -195,7 +206,8 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                 calls.append(lambda mm=mm: mm.execute(stream=env.stream))
             return calls
 
-        for name, make in (("fused", fused), ("nvmath", nvmath),
+        drop = (("dropout", dropout),) if ep == "relu" else ()
+        for name, make in (("fused", fused),) + drop + (("nvmath", nvmath),
                            ("addmm_act", lambda: [lambda s=s: torch._addmm_activation(s["bias_n"], s["a"], s["b"],
                                                                                     use_gelu=ep == "gelu") for s in sets]),
                            ("unfused", lambda: [lambda s=s: env.act(s["a"] @ s["b"] + s["bias_n"], ep) for s in sets]),
@@ -204,7 +216,15 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
                 calls = make()
                 got = calls[0]()
                 env.sync()
-                e = out["checks"][name] = env.rel_err(got, refs.get(name, refs["fused"]), refkey)
+                want = refs.get(name, refs["fused"])
+                if name == "dropout":  # the kept elements scaled, the others 0; about p of them dropped
+                    kept = got != 0
+                    frac = float(kept.sum()) / max(1, int((want > 0).sum()))
+                    if abs(frac - (1 - DROPOUT_P)) > 0.02 + 6 / max(1, m * n) ** 0.5:
+                        raise AssertionError(f"WRONG RESULT: kept {frac:.4f} of the positive elements, expected "
+                                             f"{1 - DROPOUT_P}")
+                    want = torch.where(kept, want / (1 - DROPOUT_P), torch.zeros_like(want))
+                e = out["checks"][name] = env.rel_err(got, want, refkey)
                 if not e <= TOLERANCE[dt]:
                     raise AssertionError(f"WRONG RESULT: max error {e:.3g} of max |ref| > {TOLERANCE[dt]:g}")
                 methods[name] = calls
@@ -232,6 +252,10 @@ def run_case(env, ep, dt, shp, args, seed) -> dict:
             if r > lim:
                 out["flags"].append(f"MISS fused/{peer} {r:.3f} > {lim:.2f}"
                                     + (f" (ratio of mins {rmin:.3f} meets it: noise?)" if rmin <= lim else ""))
+    if "median_ms" in me.get("fused", {}) and "median_ms" in me.get("dropout", {}):
+        r = out["ratios"]["dropout/fused"] = paired(me["dropout"]["per_trial_ms"], me["fused"]["per_trial_ms"])
+        if r > DROPOUT_TARGET:
+            out["flags"].append(f"MISS dropout/fused {r:.3f} > {DROPOUT_TARGET:.2f}")
     if "fused" in out["errors"]:
         out["flags"].append("fused error")
         out["wrong_result"] = "WRONG RESULT" in out["errors"]["fused"]
@@ -396,6 +420,7 @@ def main(argv=None) -> int:
            "versions": vers, "import_errors": env.errors, "cases": [], "skipped": [],
            "settings": {"budget_s": args.budget, "trials": args.trials, "lead_in": args.lead_in, "seed": args.seed,
                         "max_seconds": args.max_seconds, "autotune": args.autotune, "targets": TARGETS,
+                        "dropout_target": DROPOUT_TARGET, "dropout_p": DROPOUT_P,
                         "tolerance": TOLERANCE}}
     print(f"matmul_gpu: {mach['gpu_name']}, {mach['cpu_model']}; {vers}; notes: {env.errors}", flush=True)
     if not args.skip_host_overhead:

@@ -262,28 +262,39 @@ static int act_kind(unsigned epi)
     return ACT_NONE;
 }
 
+/* The aux mask row i writes (relu+aux, dropout+aux), with its padding zeroed in the last column
+ * block; NULL when the chain writes none. */
+static unsigned char *mask_row_out(unsigned epi, const fm_cpu_panel *p, int64_t i)
+{
+    if (!(epi & FM_EPILOGUE_AUX) || !(epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT)))
+        return NULL;
+    unsigned char *row = (unsigned char *)p->aux + i * p->aux_ld;
+    if (p->last_col_block) {
+        int64_t used = (p->col0 + p->cols + 7) / 8;
+        memset(row + used, 0, (size_t)(p->mask_row_bytes - used));
+    }
+    return row + p->col0 / 8;
+}
+
+/* One row: the forward activation, then dropout; relu+dropout+aux stores the mask of the final
+ * values (> 0 iff the pre-activation was > 0 and the element was kept: relu AND keep). */
 #define FM_DEFINE_ACTIVATE(fname, T, SFX, IS_F64)                                                \
     FM_SIMD_CLONES static void fname(unsigned epi, const fm_cpu_panel *p)                                       \
     {                                                                                            \
         const int aux = (epi & FM_EPILOGUE_AUX) != 0, kind = act_kind(epi);                      \
+        const int drop = (epi & FM_EPILOGUE_DROPOUT) != 0;                                       \
         const T lo = (T)p->clamp[0], hi = (T)p->clamp[1];                                        \
         if (p->colsum)                                                                           \
             memset(p->colsum, 0, sizeof(double) * (size_t)p->cols);                              \
         for (int64_t i = 0; i < p->rows; i++) {                                                  \
             T *d = (T *)p->d + i * p->ldd;                                                       \
+            unsigned char *mask = mask_row_out(epi, p, i);                                       \
             if (kind == ACT_RELU) {                                                              \
-                if (aux) {                                                                       \
-                    unsigned char *mask = (unsigned char *)p->aux + i * p->aux_ld + p->col0 / 8; \
+                if (mask && !drop)                                                               \
                     relu_mask_row(mask, d, p->cols, IS_F64);                                     \
-                    if (p->last_col_block) {                                                     \
-                        int64_t used = (p->col0 + p->cols + 7) / 8;                              \
-                        memset((unsigned char *)p->aux + i * p->aux_ld + used, 0,                \
-                               (size_t)(p->mask_row_bytes - used));                              \
-                    }                                                                            \
-                }                                                                                \
                 relu_row_##SFX(d, p->cols, lo, hi);                                              \
             } else if (kind != ACT_NONE) {                                                       \
-                if (aux)                                                                         \
+                if (aux && !drop)                                                                \
                     memcpy((T *)p->aux + i * p->aux_ld, d, sizeof(T) * (size_t)p->cols);         \
                 switch (kind) {                                                                  \
                 case ACT_GELU: gelu_row_##SFX(d, p->cols, lo, hi); break;                        \
@@ -297,6 +308,14 @@ static int act_kind(unsigned epi)
                                 p->cols);                                                        \
             } else if (epi & FM_EPILOGUE_DGELU) {                                                \
                 dgelu_row_##SFX(d, (const T *)p->aux + i * p->aux_ld, p->cols);                  \
+            } else if (epi & FM_EPILOGUE_DDROPOUT) {                                             \
+                fm_cpu_ddropout_row(IS_F64 ? FM_F64 : FM_F32, p, i,                              \
+                                    (const unsigned char *)p->aux + i * p->aux_ld + p->col0 / 8); \
+            }                                                                                    \
+            if (drop) {                                                                          \
+                fm_cpu_dropout_row(IS_F64 ? FM_F64 : FM_F32, p, i, kind == ACT_RELU ? NULL : mask); \
+                if (mask && kind == ACT_RELU)                                                    \
+                    relu_mask_row(mask, d, p->cols, IS_F64);                                     \
             }                                                                                    \
             if (p->colsum)                                                                       \
                 colsum_row_##SFX(p->colsum, d, p->cols);                                         \
@@ -308,7 +327,7 @@ FM_DEFINE_ACTIVATE(activate_f64, double, f64, 1)
 
 void fm_cpu_activate(fm_dtype t, unsigned epi, const fm_cpu_panel *p)
 {
-    if (!(epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_)) && !p->colsum)
+    if (!(epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_DROPOUT)) && !p->colsum)
         return;
     if (t == FM_F32)
         activate_f32(epi, p);

@@ -24,6 +24,11 @@ typedef struct fm_cpu_panel {
     int64_t mask_row_bytes;
     double clamp[2];    /* lo, hi of FM_EPILOGUE_CLAMP */
     double *colsum;     /* NULL, or cols doubles: set to the column sums of the final panel (bgrad) */
+    /* dropout: element (i, j) of the panel uses word drop_word0 + i * drop_ld + j of the portable
+     * stream of drop_seed, kept iff word >= drop_threshold, then times drop_scale (also ddropout's) */
+    uint64_t drop_word0, drop_seed, drop_threshold;
+    int64_t drop_ld;
+    double drop_scale;
 } fm_cpu_panel;
 
 /* D = beta * C + bias on the panel (the GEMM then accumulates with beta = 1).
@@ -37,10 +42,17 @@ void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p);
  * p->d itself): D = scale[j] * src + beta * C + bias. Real dtypes. */
 void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, int64_t lds, const double beta[2]);
 
-/* In place on the panel (real dtypes): the forward activation (writing aux when the
- * epilogue has AUX), or drelu/dgelu reading aux; then, if p->colsum, the column sums
+/* In place on the panel (real dtypes): the forward activation then dropout (writing aux when the
+ * epilogue has AUX), or drelu/dgelu/ddropout reading aux; then, if p->colsum, the column sums
  * of the result. */
 void fm_cpu_activate(fm_dtype t, unsigned epilogue, const fm_cpu_panel *p);
+
+/* ---- dropout (fusion/cpu_dropout.c), real dtypes ---- */
+/* Row i of the panel: d = keep ? d * drop_scale : 0; the keep bits into mask (the row's byte of
+ * the panel's first column) unless mask is NULL. */
+void fm_cpu_dropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, unsigned char *mask);
+/* Row i: d = (bit of mask) ? d * drop_scale : 0, mask at the row's byte of the panel's first column. */
+void fm_cpu_ddropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, const unsigned char *mask);
 
 /* ---- bias gradients (fusion/cpu_bgrad.c) ---- */
 /* out[i * out_stride] = sum over r < nred of x[i * os + r * rs] for i < nout, in

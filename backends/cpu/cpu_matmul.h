@@ -56,7 +56,15 @@ typedef struct fm_cpu_mm_io {
     const char *a, *b, *c, *bias, *scale;
     char *d, *aux, *bgrad;
     int64_t ldd, d_batch;
+    uint64_t drop_pos, drop_seed; /* dropout's per-call position and seed (fm_exec_args ints[0], ints[3]) */
 } fm_cpu_mm_io;
+
+/* io's dropout fields from the per-call arguments (never NULL at a backend's execute). */
+static inline void fm_cpu_mm_io_args(fm_cpu_mm_io *io, const fm_exec_args *args)
+{
+    io->drop_pos = (uint64_t)args->ints[0];
+    io->drop_seed = (uint64_t)args->ints[3];
+}
 
 /* Fill mm from p (geometry, parameters, D's layout) after the checks both backends make, in this
  * order: fp8 and half-precision inputs (FM_ERR_NOT_APPLICABLE, the reason naming what to do),
@@ -127,6 +135,13 @@ static inline fm_cpu_panel fm_cpu_mm_panel(const fm_cpu_mm *mm, const fm_cpu_mm_
     p.clamp[1] = mm->mp.clamp[1];
     p.col0 = c0;
     p.last_col_block = (c0 + cols == g->n);
+    if (mm->mp.epilogue & FM_EPILOGUE_DROPOUT) {
+        p.drop_word0 = x->drop_pos + (uint64_t)((b * g->m + r0) * g->n + c0);
+        p.drop_ld = g->n;
+        p.drop_seed = x->drop_seed;
+        p.drop_threshold = fm_dropout_threshold(mm->mp.dropout);
+    }
+    p.drop_scale = fm_dropout_scale(mm->mp.dropout);
     if (x->aux) {
         int relu = fm_epilogue_aux_is_mask(mm->mp.epilogue); /* relu+aux writes, drelu reads the mask */
         int64_t aes = relu ? 1 : es;

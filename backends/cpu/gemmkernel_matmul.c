@@ -109,8 +109,11 @@ static void run_item(const void *arg, int64_t item, int tid)
                            .relu = pl->relu};
     item_b(pl, x, b, c0, cols, tid, &ka);
     const int with_c = fm_cpu_mm_has_c_term(mm, x->io.c != NULL);
-    /* one call for the item, or slabs with the activation pass after each */
-    const int pass = (mm->mp.epilogue & FM_EPILOGUE_FORWARD_ACT_) && !pl->relu;
+    /* one call for the item, or slabs with the activation pass after each (dropout too: its
+     * Philox words and select on the slab while the kernel's stores are in L1; relu stays in
+     * registers then, so the pass leaves it out) */
+    const unsigned epi = pl->relu ? mm->mp.epilogue & ~(unsigned)FM_EPILOGUE_RELU : mm->mp.epilogue;
+    const int pass = (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_DROPOUT)) != 0;
     int64_t slab = rows;
     if (pass) {
         slab = fm_max_i64(1, KERNEL_SLAB_BYTES / (cols * es));
@@ -124,7 +127,7 @@ static void run_item(const void *arg, int64_t item, int tid)
             ka.c = s.c, ka.c_rs = s.c_rs, ka.c_cs = s.c_cs;
         pl->kern->block(&ka, h, cols, s.d, x->io.ldd);
         if (pass)
-            fm_cpu_activate(g->dtype, mm->mp.epilogue, &s);
+            fm_cpu_activate(g->dtype, epi, &s);
     }
 }
 
@@ -190,7 +193,6 @@ static void pack(const void *arg, int64_t u)
 
 static fm_status gemmkernel_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
-    (void)args; /* pointer-only: nothing per call */
     const gemmkernel_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
@@ -198,6 +200,7 @@ static fm_status gemmkernel_execute(const fm_plan *plan, void *const *ptrs, cons
     gemmkernel_args x = {.pl = pl,
                          .io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                                 .bias = ptrs[FM_MATMUL_BIAS], .d = ptrs[FM_MATMUL_D], .aux = ptrs[FM_MATMUL_AUX]}};
+    fm_cpu_mm_io_args(&x.io, args);
     char *user_d = x.io.d;
     void *d_tmp = NULL;
     char *kernel_buf = NULL;

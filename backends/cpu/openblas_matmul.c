@@ -265,7 +265,7 @@ static void bgradb_chunk(void *arg, int64_t ci)
 static int needs_post_pass(const openblas_impl *pl)
 {
     return (pl->mm.mp.epilogue & (FM_EPILOGUE_SCALE | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ |
-                               FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA)) != 0;
+                               FM_EPILOGUE_BGRAD | FM_EPILOGUE_BGRADA | FM_EPILOGUE_DROPOUT)) != 0;
 }
 
 /* bias + a forward activation, no C term: one pass after a beta = 0 GEMM adds the
@@ -407,7 +407,6 @@ static fm_status exec_prepare(const openblas_impl *pl, const fm_plan *plan, exec
 
 static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
-    (void)args; /* pointer-only: nothing per call */
     const openblas_impl *pl = plan->impl;
     const fm_matmul_geom *g = &pl->mm.g;
     if (g->batch_count == 0)
@@ -420,6 +419,7 @@ static fm_status openblas_execute(const fm_plan *plan, void *const *ptrs, const 
                    .io = {.a = ptrs[FM_MATMUL_A], .b = ptrs[FM_MATMUL_B], .c = ptrs[FM_MATMUL_C],
                           .bias = ptrs[FM_MATMUL_BIAS], .scale = ptrs[FM_MATMUL_SCALE], .d = ptrs[FM_MATMUL_D],
                           .aux = ptrs[FM_MATMUL_AUX], .bgrad = ptrs[FM_MATMUL_BGRAD]}};
+    fm_cpu_mm_io_args(&x.io, args);
     char *user_d = x.io.d;
     exec_bufs t = {0};
     fm_status st = exec_prepare(pl, plan, &x, &t);

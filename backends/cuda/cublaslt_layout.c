@@ -98,6 +98,8 @@ int fm_lt_epilogue_for(const lt_plan *pl, cublasLtEpilogue_t *out, int *bias_slo
         return 0; /* cuBLASLt takes no epilogue with complex types */
     if (e & (FM_EPILOGUE_SIGMOID | FM_EPILOGUE_TANH | FM_EPILOGUE_SILU | FM_EPILOGUE_CLAMP))
         return 0;
+    if (e & (FM_EPILOGUE_DROPOUT | FM_EPILOGUE_DDROPOUT))
+        return 0; /* no dropout epilogue in cuBLASLt: the generated kernel does the chain */
     if ((e & FM_EPILOGUE_BIAS) && !(g->col_stride[FM_MATMUL_BIAS] == 1 || g->n <= 1))
         return 0;
     if (e & FM_EPILOGUE_SCALE) {

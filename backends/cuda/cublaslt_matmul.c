@@ -113,7 +113,7 @@ static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
     unsigned e = pl->mp.epilogue;
     const fm_matmul_geom *g = &pl->g;
     unsigned ew_bits = e & (FM_EPILOGUE_SCALE | FM_EPILOGUE_BIAS | FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_AUX |
-                            FM_EPILOGUE_BACKWARD_);
+                            FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_DROPOUT);
     int add_c = (pl->mp.beta[0] != 0.0 || pl->mp.beta[1] != 0.0) && !pl->c_in_gemm;
     fm_status s;
     if (ew_bits || add_c || pl->no_product) {
@@ -134,6 +134,8 @@ static fm_status plan_second_pass(const fm_settings *set, lt_plan *pl)
             a->aux.rs = fm_relu_mask_row_bytes(g->n), a->aux.bs = pl->inner_stride[FM_MATMUL_AUX];
         memcpy(a->beta, pl->mp.beta, sizeof a->beta);
         memcpy(a->clamp, pl->mp.clamp, sizeof a->clamp);
+        a->drop_threshold = fm_dropout_threshold(pl->mp.dropout);
+        a->drop_scale = fm_dropout_scale(pl->mp.dropout);
     }
     if (e & FM_EPILOGUE_ANY_BGRAD_) {
         if ((s = fm_cuda_colsum_create(set, g->dtype, pl->device, &pl->colsum)) != FM_OK)
@@ -169,7 +171,10 @@ static int scalars_are_double(const lt_plan *pl)
 }
 
 /* ---- execute ---- */
-static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t ws_size)
+/* One launch of the plan's inner batch; drop_word0: dropout's word for its first element (the
+ * call's position plus the elements of the outer batches before it), drop_seed the key. */
+static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t ws_size,
+                          uint64_t drop_word0, uint64_t drop_seed)
 {
     const int wide = scalars_are_double(pl);
     const void *alpha = wide ? (const void *)pl->alpha_d : (const void *)pl->alpha_f;
@@ -218,6 +223,8 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
         a.bias.ptr = ptrs[FM_MATMUL_BIAS];
         a.scale.ptr = ptrs[FM_MATMUL_SCALE];
         a.aux.ptr = ptrs[FM_MATMUL_AUX];
+        a.drop_word0 = drop_word0;
+        a.drop_seed = drop_seed;
         if ((s = fm_cuda_ew_launch(pl->ew, &a, stream)) != FM_OK)
             return s;
     }
@@ -232,12 +239,17 @@ static fm_status run_once(const lt_plan *pl, void *const *ptrs, cudaStream_t str
     return FM_OK;
 }
 
-/* Every batch of the plan (the outer ones a loop here), queued on stream with workspace ws. */
-static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t need)
+/* Every batch of the plan (the outer ones a loop here, in row-major order, so that outer batch o
+ * starts at element o * inner_count * m * n of D), queued on stream with workspace ws; args:
+ * dropout's position and seed. */
+static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stream, void *ws, size_t need,
+                         const fm_exec_args *args)
 {
     fm_status s = FM_OK;
+    const uint64_t pos = (uint64_t)args->ints[0], seed = (uint64_t)args->ints[3];
+    const uint64_t per_outer = (uint64_t)pl->inner_count * (uint64_t)pl->g.m * (uint64_t)pl->g.n;
     if (pl->outer_ndim == 0)
-        return run_once(pl, ptrs, stream, ws, need);
+        return run_once(pl, ptrs, stream, ws, need, pos, seed);
     int64_t outer = 1;
     for (int i = 0; i < pl->outer_ndim; i++)
         outer *= pl->outer_shape[i];
@@ -253,7 +265,7 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
         }
         for (int slot = 0; slot < FM_MATMUL_NSLOTS; slot++)
             p[slot] = ptrs[slot] ? (char *)ptrs[slot] + off[slot] * (int64_t)pl->slot_es[slot] : NULL;
-        if ((s = run_once(pl, p, stream, ws, need)) != FM_OK)
+        if ((s = run_once(pl, p, stream, ws, need, pos + (uint64_t)o * per_outer, seed)) != FM_OK)
             return s;
     }
     return FM_OK;
@@ -261,7 +273,6 @@ static fm_status run_all(const lt_plan *pl, void *const *ptrs, cudaStream_t stre
 
 static fm_status cublaslt_run(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream_)
 {
-    (void)args; /* pointer-only: nothing per call */
     const lt_plan *pl = plan->impl;
     cudaStream_t stream = (cudaStream_t)stream_;
     fm_status s = fm_cuda_use_device(pl->device);
@@ -274,7 +285,7 @@ static fm_status cublaslt_run(const fm_plan *plan, void *const *ptrs, const fm_e
     fm_cuda_ws_lease lease = NULL;
     if (need && (s = fm_cuda_ws_acquire(pl->st->ws, pl->device, stream, need, &ws, &lease)) != FM_OK)
         return s;
-    s = run_all(pl, ptrs, stream, ws, need);
+    s = run_all(pl, ptrs, stream, ws, need, args);
     fm_cuda_ws_release(lease); /* the kernels using ws are queued */
     return s;
 }
@@ -379,7 +390,7 @@ static fm_status plan_fusion(lt_plan *pl, const fm_problem *p)
                        "act(beta*C + bias)): gpu_passes=1 and gpu_algo > 0 do not apply",
                        g->k == 0 ? "k = 0" : "alpha = 0");
     }
-    if ((p->present & (1u << FM_MATMUL_AUX)) && (pl->mp.epilogue & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU))) {
+    if ((p->present & (1u << FM_MATMUL_AUX)) && (pl->mp.epilogue & FM_EPILOGUE_BACKWARD_)) {
         const fm_tensor *aux = &p->t[FM_MATMUL_AUX];
         for (int i = 0; i + 2 < aux->ndim; i++)
             if (aux->strides[i] == 0 && aux->shape[i] > 1) {

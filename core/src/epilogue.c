@@ -1,7 +1,8 @@
 /* epilogue.c : the matmul epilogue chain as data: parsing, naming, validation.
  * The chain always means D = act(alpha * scale * A@B + beta * C + bias), aux = the
- * activation's input (or its sign mask), and for the backward kinds
- * D = (alpha * A@B + beta * C) * act'(aux), whatever backend runs it. */
+ * activation's input (or its sign mask), then dropout (D = keep ? D / (1 - p) : 0, aux the keep
+ * mask), and for the backward kinds D = (alpha * A@B + beta * C) * act'(aux) (ddropout: * keep bit
+ * / (1 - p)), whatever backend runs it. */
 #include "epilogue.h"
 
 #include <stdio.h>
@@ -15,8 +16,9 @@ static const struct {
 } words[] = {
     {"scale", FM_EPILOGUE_SCALE}, {"bias", FM_EPILOGUE_BIAS},     {"relu", FM_EPILOGUE_RELU},
     {"gelu", FM_EPILOGUE_GELU},   {"sigmoid", FM_EPILOGUE_SIGMOID}, {"tanh", FM_EPILOGUE_TANH},
-    {"silu", FM_EPILOGUE_SILU},   {"clamp", FM_EPILOGUE_CLAMP},   {"drelu", FM_EPILOGUE_DRELU},
-    {"dgelu", FM_EPILOGUE_DGELU}, {"aux", FM_EPILOGUE_AUX},       {"bgrad", FM_EPILOGUE_BGRAD},
+    {"silu", FM_EPILOGUE_SILU},   {"clamp", FM_EPILOGUE_CLAMP},   {"dropout", FM_EPILOGUE_DROPOUT},
+    {"drelu", FM_EPILOGUE_DRELU}, {"dgelu", FM_EPILOGUE_DGELU},   {"ddropout", FM_EPILOGUE_DDROPOUT},
+    {"aux", FM_EPILOGUE_AUX},     {"bgrad", FM_EPILOGUE_BGRAD},
     {"bgrada", FM_EPILOGUE_BGRADA}, {"bgradb", FM_EPILOGUE_BGRADB},
     {"identity", 0},              {"none", 0},                    {"default", 0},
 };
@@ -30,16 +32,23 @@ fm_status fm_epilogue_validate(unsigned e)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: two activations; choose one of relu, gelu, sigmoid, "
                        "tanh, silu, clamp");
     if (__builtin_popcount(e & FM_EPILOGUE_BACKWARD_) > 1)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu and dgelu together; choose one");
-    if ((e & FM_EPILOGUE_BACKWARD_) && (e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BIAS | FM_EPILOGUE_SCALE)))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu/dgelu take no forward activation, bias or scale "
-                       "(use drelu, drelu+bgrad, dgelu or dgelu+bgrad)");
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: two of drelu, dgelu, ddropout together; choose one");
+    if ((e & FM_EPILOGUE_BACKWARD_) &&
+        (e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BIAS | FM_EPILOGUE_SCALE | FM_EPILOGUE_DROPOUT)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: drelu/dgelu/ddropout take no forward activation, bias, "
+                       "scale or dropout (use drelu, drelu+bgrad, dgelu, dgelu+bgrad, ddropout or ddropout+bgrad)");
     if ((e & FM_EPILOGUE_BACKWARD_) && (e & FM_EPILOGUE_AUX))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux is an input of drelu/dgelu; drop 'aux' from the name");
-    if ((e & FM_EPILOGUE_AUX) && !(e & FM_EPILOGUE_FORWARD_ACT_))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux needs an activation (e.g. relu_aux or gelu_aux)");
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux is an input of drelu/dgelu/ddropout; drop 'aux' from "
+                       "the name");
+    if ((e & FM_EPILOGUE_AUX) && !(e & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_DROPOUT)))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: aux needs an activation or dropout (e.g. relu_aux, "
+                       "gelu_aux or relu+dropout+aux)");
+    if ((e & FM_EPILOGUE_AUX) && (e & FM_EPILOGUE_DROPOUT) && (e & FM_EPILOGUE_FORWARD_ACT_ & ~FM_EPILOGUE_RELU))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "epilogue: dropout+aux stores the keep mask, with relu or no activation "
+                       "only (another activation would need its input as aux too); drop 'aux' or use relu");
     if ((e & FM_EPILOGUE_BGRAD) && !(e & FM_EPILOGUE_BACKWARD_))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrad goes with drelu or dgelu (drelu_bgrad, dgelu_bgrad); "
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrad goes with drelu, dgelu or ddropout (drelu_bgrad, "
+                       "dgelu_bgrad, ddropout_bgrad); "
                        "for the bias gradient of an input use bgrada or bgradb");
     if ((e & (FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB)) && (e & ~(FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "epilogue: bgrada/bgradb stand alone (D = A@B plus the gradient)");
@@ -75,7 +84,8 @@ fm_status fm_epilogue_parse(const char *text, unsigned *epilogue)
         if (i == NWORDS)
             return fm_fail(FM_ERR_INVALID_ARGUMENT,
                            "epilogue: unknown name '%.*s' in '%s'; expected identity, bias, relu, gelu, sigmoid, "
-                           "tanh, silu, clamp, aux, drelu, dgelu, bgrad, bgrada, bgradb, scale joined by '+' or '_' "
+                           "tanh, silu, clamp, dropout, aux, drelu, dgelu, ddropout, bgrad, bgrada, bgradb, scale "
+                           "joined by '+' or '_' "
                            "(e.g. 'bias+relu', 'RELU_AUX_BIAS', 'DGELU_BGRAD')",
                            (int)len, start, text);
         if (seen & (1u << i))

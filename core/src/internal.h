@@ -107,6 +107,7 @@ typedef struct fm_matmul_params {
     int32_t gpu_algo;     /* 0 = heuristic's first candidate */
     int32_t gpu_passes;   /* 0 auto, 1 fused, 2 GEMM + elementwise kernel */
     double clamp[2];      /* only with FM_EPILOGUE_CLAMP, else zero */
+    double dropout;       /* p, only with FM_EPILOGUE_DROPOUT / DDROPOUT, else zero */
 } fm_matmul_params;
 
 typedef struct fm_fft_params {

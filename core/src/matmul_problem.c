@@ -162,6 +162,12 @@ static fm_status check_options(const fm_matmul_options *opts)
     if (opts->gpu_algo < 0 || opts->gpu_algo > 63 || opts->gpu_passes < 0 || opts->gpu_passes > 2)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: gpu_algo = %d, gpu_passes = %d; expected 0..63 and 0..2",
                        opts->gpu_algo, opts->gpu_passes);
+    if (fm_epilogue_has_dropout(epi) && !(opts->dropout >= 0.0 && opts->dropout < 1.0))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: dropout = %g, expected a probability 0 <= p < 1",
+                       opts->dropout);
+    if (!fm_epilogue_has_dropout(epi) && opts->dropout != 0.0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: dropout = %g but the epilogue has no dropout or ddropout "
+                       "(e.g. 'relu+dropout'); expected 0", opts->dropout);
     if ((epi & FM_EPILOGUE_CLAMP) && !(opts->clamp[0] <= opts->clamp[1]))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: clamp = (%g, %g), expected lo <= hi (and no NaN)",
                        opts->clamp[0], opts->clamp[1]);
@@ -229,7 +235,8 @@ static fm_status check_dtypes(const fm_tensor *const ts[FM_MATMUL_NSLOTS], const
                        "matmul is the plain product a @ b: no c, no epilogue)", epi ? en : "c (beta * c)",
                        dtype_word(dt));
     }
-    if (fm_dtype_is_complex(dt) && (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_SCALE))) {
+    if (fm_dtype_is_complex(dt) &&
+        (epi & (FM_EPILOGUE_FORWARD_ACT_ | FM_EPILOGUE_BACKWARD_ | FM_EPILOGUE_SCALE | FM_EPILOGUE_DROPOUT))) {
         char en[160];
         fm_epilogue_format(epi, en, sizeof en);
         return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul: epilogue %s is not defined for complex dtype %s (complex "
@@ -347,13 +354,16 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
     if (ts[FM_MATMUL_AUX]) {
         const fm_tensor *aux = ts[FM_MATMUL_AUX];
         /* the input of drelu / dgelu by nvmath-python's name of it (the result key of the forward call) */
-        const char *an = (epi & FM_EPILOGUE_DRELU) ? "relu_aux" : (epi & FM_EPILOGUE_DGELU) ? "gelu_aux" : "aux";
+        const char *an = (epi & FM_EPILOGUE_DRELU)      ? "relu_aux"
+                         : (epi & FM_EPILOGUE_DGELU)    ? "gelu_aux"
+                         : (epi & FM_EPILOGUE_DDROPOUT) ? "dropout_aux"
+                                                        : "aux";
         int64_t aux_shape[FM_MAX_NDIM];
         memcpy(aux_shape, shape, sizeof(int64_t) * (size_t)ndim);
         if (fm_epilogue_aux_is_mask(epi)) {
             aux_shape[ndim - 1] = fm_relu_mask_row_bytes(n);
             if (aux->dtype != FM_U8)
-                return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s, expected uint8 (aux, the relu bit mask: %s, "
+                return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s, expected uint8 (aux, the relu/dropout bit mask: %s, "
                                "expected u8)", an, dtype_word(aux->dtype), fm_dtype_name(aux->dtype));
         } else if (aux->dtype != dt) {
             return fm_fail(FM_ERR_DTYPE, "matmul: %s has dtype %s, expected %s (aux, the activation input, like d: "
@@ -366,7 +376,7 @@ static fm_status expand_operands(const fm_tensor *const ts[FM_MATMUL_NSLOTS], un
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has column stride %lld, expected 1",
                            (long long)aux->strides[ndim - 1]);
         if (fm_epilogue_aux_is_mask(epi) && m > 1 && aux_shape[ndim - 1] > 0 && aux->strides[ndim - 2] != aux_shape[ndim - 1])
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: relu aux rows must be contiguous (row stride %lld, expected %lld)",
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: mask aux rows must be contiguous (row stride %lld, expected %lld)",
                            (long long)aux->strides[ndim - 2], (long long)aux_shape[ndim - 1]);
         if (m > 1 && aux->strides[ndim - 2] < aux_shape[ndim - 1])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: aux has row stride %lld, expected >= %lld",
@@ -464,6 +474,7 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
         mp->clamp[0] = opts->clamp[0];
         mp->clamp[1] = opts->clamp[1];
     }
+    mp->dropout = fm_epilogue_has_dropout(epi) ? opts->dropout + 0.0 : 0.0; /* + 0.0: -0 keys as 0 */
     return FM_OK;
 }
 
@@ -545,6 +556,7 @@ const fm_operation fm_operation_matmul = {
     .tunables = {offsetof(fm_matmul_params, panel_rows), offsetof(fm_matmul_params, cpu_strategy),
                  offsetof(fm_matmul_params, gpu_algo), offsetof(fm_matmul_params, gpu_passes)},
     .check_tunables = check_tunables,
+    .exec_ints = 4, /* dropout's position (ints[0]) and seed (ints[3]): fusemath.h, fm_matmul_plan */
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

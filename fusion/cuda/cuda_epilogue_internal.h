@@ -18,6 +18,8 @@ typedef struct ew_params {
     int64_t bias_cs, bias_bs, scale_cs, scale_bs;
     int64_t aux_rs, aux_cs, aux_bs;
     double beta_re, beta_im, clamp_lo, clamp_hi;
+    uint64_t drop_base, drop_seed, drop_thr; /* dropout: word of element (0, 0, 0), key, threshold */
+    double drop_scale;
     int32_t small, rows_fast, unit, pad_;
 } ew_params;
 
@@ -29,7 +31,7 @@ typedef struct cs_params {
     int32_t direct, pad_;
 } cs_params;
 
-_Static_assert(sizeof(ew_params) == 5 * 8 + 5 * 8 + 13 * 8 + 4 * 8 + 16, "ew_params layout");
+_Static_assert(sizeof(ew_params) == 5 * 8 + 5 * 8 + 13 * 8 + 4 * 8 + 4 * 8 + 16, "ew_params layout");
 _Static_assert(sizeof(cs_params) == 3 * 8 + 7 * 8 + 5 * 8 + 8, "cs_params layout");
 
 static inline int fm_cuda_epi_dtype_ok(fm_dtype t)
@@ -39,6 +41,13 @@ static inline int fm_cuda_epi_dtype_ok(fm_dtype t)
 
 /* the bits the elementwise kernel applies (the bias gradients are the column sums') */
 static inline unsigned fm_cuda_epi_ew_bits(unsigned e) { return e & ~(unsigned)FM_EPILOGUE_ANY_BGRAD_; }
+
+/* the kernel writes a bit mask as aux (relu+aux, dropout+aux) / reads one (drelu, ddropout) */
+static inline int fm_cuda_ew_mask_out(unsigned e)
+{
+    return (e & FM_EPILOGUE_AUX) && (e & (FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT));
+}
+static inline int fm_cuda_ew_mask_in(unsigned e) { return (e & (FM_EPILOGUE_DRELU | FM_EPILOGUE_DDROPOUT)) != 0; }
 
 /* spec is non-NULL, its dtype one the kernels take, its chain valid for it (cuda_epilogue_source.c) */
 fm_status fm_cuda_ew_check_spec(const fm_cuda_ew_spec *spec);

@@ -127,7 +127,7 @@ fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void 
     if (a->m == 0 || a->n == 0 || a->batch == 0)
         return FM_OK;
     const unsigned e = k->spec.epilogue;
-    const int add_c = k->spec.add_c, mask_out = (e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_AUX);
+    const int add_c = k->spec.add_c, mask_out = fm_cuda_ew_mask_out(e);
     const int uses_aux = fm_epilogue_uses_aux(e), xaux = uses_aux && !fm_epilogue_aux_is_mask(e);
     const char *missing = !a->d.ptr                                ? "D"
                           : add_c && !a->c.ptr                      ? "C"
@@ -152,6 +152,8 @@ fm_status fm_cuda_ew_launch(const fm_cuda_ew *k, const fm_cuda_ew_args *a, void 
         .bias_cs = a->bias.cs, .bias_bs = a->bias.bs, .scale_cs = a->scale.cs, .scale_bs = a->scale.bs,
         .aux_rs = a->aux.rs, .aux_cs = a->aux.cs, .aux_bs = a->aux.bs,
         .beta_re = a->beta[0], .beta_im = a->beta[1], .clamp_lo = a->clamp[0], .clamp_hi = a->clamp[1],
+        .drop_base = a->drop_word0, .drop_seed = a->drop_seed, .drop_thr = a->drop_threshold,
+        .drop_scale = a->drop_scale,
         .small = total < ((int64_t)1 << 31), .rows_fast = !unit && abs64(a->d.rs) < abs64(a->d.cs), .unit = unit};
     const unsigned blocks = grid_for(ceil_div(total, 256), (int64_t)k->sms * k->blocks_per_sm);
     return launch(k->kernel, EW_WHO, "fm_ew", blocks, &p, stream);

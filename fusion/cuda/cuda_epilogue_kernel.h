@@ -35,6 +35,10 @@ typedef struct fm_cuda_ew_args {
     fm_cuda_view d, c, bias, scale, aux; /* bias/scale: only cs and bs are used */
     double beta[2];                      /* re, im */
     double clamp[2];                     /* lo, hi */
+    /* DROPOUT: element (b, i, j) uses word drop_word0 + (b * m + i) * n + j of the portable stream of
+     * drop_seed, kept iff word >= drop_threshold; DROPOUT / DDROPOUT: kept values times drop_scale */
+    uint64_t drop_word0, drop_seed, drop_threshold;
+    double drop_scale;
 } fm_cuda_ew_args;
 
 typedef struct fm_cuda_ew fm_cuda_ew;
@@ -48,7 +52,10 @@ void fm_cuda_ew_destroy(fm_cuda_ew *k); /* accepts NULL */
  * if SCALE x *= scale[j]; if add_c x += beta*C[i,j]; if BIAS x += bias[j];
  * if AUX store aux (relu: mask bit x > 0, rows padded to fm_relu_mask_row_bytes(n) with zero bits
  * (whole bytes are written, padding bytes too); else x in D's dtype); x = act(x);
- * if DRELU x = maskbit(aux[i,j]) ? x : 0; if DGELU x *= gelu'(aux[i,j]); D[i,j] = x.
+ * if DROPOUT x = keep ? x * drop_scale : 0 (AUX then stores the keep bit, with RELU AND x > 0, instead of
+ * relu's mask before the activation);
+ * if DRELU x = maskbit(aux[i,j]) ? x : 0; if DDROPOUT x = maskbit ? x * drop_scale : 0;
+ * if DGELU x *= gelu'(aux[i,j]); D[i,j] = x.
  * f16/bf16 are computed in float and rounded once (to nearest even) when stored.
  * scale is f32 for f16/bf16/f32 and f64 for f64. relu(x) = x > 0 ? x : 0 (NaN -> 0);
  * clamp(x) = fmin(fmax(x, lo), hi) (NaN -> lo). Unit column strides get vectorised loads. */

@@ -21,6 +21,7 @@
 
 #include "epilogue.h"
 #include "nvrtc_cache.h"
+#include "philox_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,8 @@ static const char src_ew[] =
     "  i64 bias_cs, bias_bs, scale_cs, scale_bs;\n"
     "  i64 aux_rs, aux_cs, aux_bs;\n"
     "  double beta_re, beta_im, clamp_lo, clamp_hi;\n"
+    "  u64 drop_base, drop_seed, drop_thr;\n"
+    "  double drop_scale;\n"
     "  int small, rows_fast, unit, pad_;\n"
     "};\n"
     "static_assert(sizeof(P) == FM_P_SIZE, \"parameter block must match the host's\");\n"
@@ -189,6 +192,24 @@ static const char src_ew[] =
     "}\n"
     "#endif\n"
     "\n"
+    "#if FM_DROPOUT\n"
+    "/* words e0 .. e0 + cnt - 1 of the portable stream (word w: word w % 4 of block w / 4,\n"
+    " * philox_portable.h's fm_px_block), the same bits the CPU's epilogue draws */\n"
+    "__device__ __forceinline__ void fm_drop_words(u64 seed, u64 e0, int cnt, u32 (&w)[FM_CW]) {\n"
+    "  const u64 b0 = e0 >> 2; const int off = (int)(e0 & 3u), nb = (off + cnt + 3) >> 2;\n"
+    "  u32 buf[4 * ((FM_CW + 3) / 4 + 1)];\n"
+    "#pragma unroll\n"
+    "  for (int q = 0; q < (FM_CW + 3) / 4 + 1; q++) {\n"
+    "    fm_px_u32 r[4] = {0u, 0u, 0u, 0u};\n"
+    "    if (q < nb) fm_px_block((fm_px_u64)seed, (fm_px_u64)(b0 + (u64)q), r);\n"
+    "    buf[4 * q] = r[0]; buf[4 * q + 1] = r[1]; buf[4 * q + 2] = r[2]; buf[4 * q + 3] = r[3];\n"
+    "  }\n"
+    "#pragma unroll\n" /* constant indices only: buf stays in registers (buf[off + k] went to local memory) */
+    "  for (int k = 0; k < FM_CW; k++)\n"
+    "    w[k] = off == 0 ? buf[k] : off == 1 ? buf[k + 1] : off == 2 ? buf[k + 2] : buf[k + 3];\n"
+    "}\n"
+    "#endif\n"
+    "\n"
     "/* columns FM_CW*ch .. FM_CW*ch+FM_CW-1 of row i of batch entry b; unit: every column stride is 1 */\n"
     "__device__ __forceinline__ void fm_item(const P &p, const bool unit, i64 b, i64 i, i64 ch) {\n"
     "  const i64 j0 = ch * FM_CW;\n"
@@ -245,7 +266,7 @@ static const char src_ew[] =
     "#pragma unroll\n"
     "    for (int k = 0; k < FM_CW; k++) x[k] = fm_add(x[k], fm_ld(bv[k])); }\n"
     "#endif\n"
-    "#if FM_MASK_OUT\n"
+    "#if FM_MASK_OUT && !FM_DROPOUT\n"
     "  { u32 m = 0;\n"
     "#pragma unroll\n"
     "    for (int k = 0; k < FM_CW; k++) m |= (u32)(k < cnt && x[k] > (ct_t)0) << k;\n"
@@ -260,10 +281,34 @@ static const char src_ew[] =
     "#pragma unroll\n"
     "  for (int k = 0; k < FM_CW; k++) x[k] = fm_act(x[k], p);\n"
     "#endif\n"
+    "#if FM_DROPOUT /* element e = (b m + i) n + j of D uses word drop_base + e */\n"
+    "  { u32 w[FM_CW];\n"
+    "    fm_drop_words(p.drop_seed, p.drop_base + ((u64)b * (u64)p.m + (u64)i) * (u64)p.n + (u64)j0, cnt, w);\n"
+    "    const ct_t s = (ct_t)p.drop_scale;\n"
+    "    u32 m = 0;\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < FM_CW; k++) {\n"
+    "      const bool keep = k < cnt && (u64)w[k] >= p.drop_thr;\n"
+    "      x[k] = keep ? x[k] * s : (ct_t)0;\n"
+    "      m |= (u32)(keep && (FM_ACT != 1 || x[k] > (ct_t)0)) << k; /* relu: AND the relu bit */\n"
+    "    }\n"
+    "#if FM_MASK_OUT\n"
+    "    mrow[ch] = (unsigned char)m;\n"
+    "#else\n"
+    "    (void)m;\n"
+    "#endif\n"
+    "  }\n"
+    "#endif\n"
     "#if FM_MASK_IN\n"
     "  { const u32 m = __ldg((const unsigned char *)mrow + ch);\n"
+    "#if FM_DDROPOUT\n"
+    "    const ct_t s = (ct_t)p.drop_scale;\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < FM_CW; k++) x[k] = ((m >> k) & 1u) ? x[k] * s : (ct_t)0; }\n"
+    "#else\n"
     "#pragma unroll\n"
     "    for (int k = 0; k < FM_CW; k++) x[k] = ((m >> k) & 1u) ? x[k] : (ct_t)0; }\n"
+    "#endif\n"
     "#elif FM_XAUX_IN\n"
     "  { st_t av[FM_CW] = {};\n"
     "    fm_getw<true>((const st_t *)ap, unit ? 1 : p.aux_cs, cnt, vec, av);\n"
@@ -441,7 +486,7 @@ static int act_code(unsigned e)
 int fm_cuda_ew_chunk_width(const fm_cuda_ew_spec *spec)
 {
     unsigned e = fm_cuda_epi_ew_bits(spec->epilogue);
-    if (((e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_AUX)) || (e & FM_EPILOGUE_DRELU))
+    if (fm_cuda_ew_mask_out(e) || fm_cuda_ew_mask_in(e))
         return 8;
     size_t w = 16 / fm_dtype_size(spec->dtype);
     return w > 8 ? 8 : w < 1 ? 1 : (int)w;
@@ -464,8 +509,9 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
     if (!source)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "cuda epilogue kernel: source is NULL");
     unsigned e = fm_cuda_epi_ew_bits(spec->epilogue);
-    int mask = (e & FM_EPILOGUE_RELU) && (e & FM_EPILOGUE_AUX);
+    int mask = fm_cuda_ew_mask_out(e);
     int xaux = (e & FM_EPILOGUE_AUX) && !mask;
+    int drop = (e & FM_EPILOGUE_DROPOUT) != 0;
     int cw = fm_cuda_ew_chunk_width(spec);
     char name[192];
     ew_name(spec, name, sizeof name);
@@ -476,13 +522,17 @@ fm_status fm_cuda_ew_source(const fm_cuda_ew_spec *spec, char **source)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, SOURCE_OOM);
     fprintf(f, "/* %s: fusemath matmul epilogue, generated */\n", name);
     fputs(src_common, f);
+    if (drop) /* the very header the CPU build includes: the same Philox, so the same mask */
+        fputs(fm_philox_portable_src, f);
     fputs(src_dtype(spec->dtype), f);
     fprintf(f,
               "#define FM_SCALE %d\n#define FM_ADD_C %d\n#define FM_BIAS %d\n#define FM_ACT %d\n"
               "#define FM_MASK_OUT %d\n#define FM_XAUX_OUT %d\n#define FM_MASK_IN %d\n#define FM_XAUX_IN %d\n"
-              "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n#define FM_CW %d\n",
+              "#define FM_ZERO_D %d\n#define FM_P_SIZE %zu\n#define FM_CW %d\n#define FM_DROPOUT %d\n"
+              "#define FM_DDROPOUT %d\n",
               !!(e & FM_EPILOGUE_SCALE), !!spec->add_c, !!(e & FM_EPILOGUE_BIAS), act_code(e), mask, xaux,
-              !!(e & FM_EPILOGUE_DRELU), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params), cw);
+              fm_cuda_ew_mask_in(e), !!(e & FM_EPILOGUE_DGELU), !!spec->zero_d, sizeof(ew_params), cw, drop,
+              !!(e & FM_EPILOGUE_DDROPOUT));
     fputs(src_arith, f);
     fputs(src_ew, f);
     return finish_source(f, &buf, source);

@@ -24,10 +24,14 @@ from . import _fusemath as _C
 from ._arrays import _BY_TYPE, NUMPY, into_out
 from ._matmul_args import (
     _BIAS,
+    _DDROPOUT,
+    _DROPOUT,
     _DRELU,
     _FAST_EXCLUDED,
     _as_array,
+    _dropout_arg,
     _foreign,
+    _with_dropout_stream,
     _merge_epilog,
     _ndarray,
     _quantization_scales,
@@ -62,6 +66,7 @@ def matmul(
     epilog: Any = None,
     epilog_inputs: Optional[Mapping[str, Any]] = None,
     clamp: Any = None,
+    dropout: Any = None,
     out: Any = None,
     execution: Any = None,
     stream: Any = None,
@@ -102,6 +107,16 @@ def matmul(
             float16/bfloat16/float32 data and float64 for float64 data; implies SCALE).
         clamp: ``(lo, hi)`` for the CLAMP activation (``min(max(x, lo), hi)``); implies it,
             as ``numpy.clip(a @ b, lo, hi)``.
+        dropout: ``(p, generator)`` for a chain with DROPOUT (``"relu+dropout"``,
+            ``"bias+relu+dropout+aux"``): after the activation each element is kept with
+            probability ``1 - p`` and scaled by ``1/(1-p)``, else 0: element ``e`` (row-major
+            over batch, M, N) is kept iff word ``position + e`` of the
+            :class:`fusemath.random.Generator`'s portable stream (``random_raw``) is
+            ``>= round(p * 2**32)``: the same on the CPU and the GPU, for any tiling; the
+            generator then advances by ``d.size``, as ``d.size`` draws would. With ``aux`` the
+            mask is returned as ``"dropout_aux"`` (the relu mask's layout; with relu, relu bit AND
+            keep bit). ``dropout=p`` with ``"ddropout"`` (``"ddropout_bgrad"``) and
+            ``epilog_inputs={"dropout_aux": mask}``: the backward, ``(a @ b) * mask / (1 - p)``.
         out: optional output array of the result's shape (may be ``c`` itself for an in-place
             update). A NumPy ``out`` of another dtype gets the result cast as ``np.matmul``
             casts it (``casting='same_kind'``, else a DtypeError with NumPy's wording), and one
@@ -172,7 +187,18 @@ def matmul(
                 "a and b are host arrays here")
         qa, qb = _quantization_scales(where, lib, a, quantization_scales)
     ops = (a, b, c, bias, out, aux_in, None, scale, qa, qb)
-    opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp)
+    p = gen = None
+    if dropout is not None or epi & (_DROPOUT | _DDROPOUT):
+        p, gen = _dropout_arg(where, epi, dropout)
+    opts = (alpha, beta, epi, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], clamp, p, 0, 0)
+    if gen is not None:
+        return _with_dropout_stream(gen, where, lambda pos, seed: _run_call(
+            where, lib, ops, opts[:11] + (pos, seed), stream, epi))
+    return _run_call(where, lib, ops, opts, stream, epi)
+
+
+def _run_call(where: str, lib, ops, opts, stream, epi: int):
+    """The one C call, with NumPy's conventions after a refusal of host operands."""
     try:
         return _call(_MATMUL, _RUN, lib.index, ops, opts, stream, 3, where)
     except Exception as exc:

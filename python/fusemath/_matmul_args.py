@@ -22,8 +22,11 @@ _ndarray = np.ndarray
 _BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SCALE)
 _DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
 _BGRADA, _BGRADB = int(Epilogue.BGRADA), int(Epilogue.BGRADB)
-_FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _BGRADA | _BGRADB  # chains _split_inputs checks
-_INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "scale")
+_DROPOUT, _DDROPOUT = int(Epilogue.DROPOUT), int(Epilogue.DDROPOUT)
+_FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _DDROPOUT | _BGRADA | _BGRADB  # chains _split_inputs checks
+_INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "dropout_aux", "scale")
+_AUX_KEYS = {_DRELU: ("relu_aux", "RELU_AUX"), _DGELU: ("gelu_aux", "GELU_AUX"),
+             _DDROPOUT: ("dropout_aux", "RELU_DROPOUT_AUX or DROPOUT_AUX")}
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
 
 
@@ -241,7 +244,8 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
     """Epilogue arguments -> (bits, bias, scale, aux input, clamp). bias=, scale and clamp=
     imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux. The library
     checks the clamp pair (lo <= hi) and that the chain has a meaning."""
-    scale = relu_aux = gelu_aux = None
+    scale = None
+    auxes = {}  # the aux inputs given, by key
     if epilog_inputs is not None:
         if not isinstance(epilog_inputs, Mapping):
             raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
@@ -255,8 +259,8 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
                 raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
             bias = epilog_inputs["bias"]
         scale = epilog_inputs.get("scale")
-        relu_aux = epilog_inputs.get("relu_aux")
-        gelu_aux = epilog_inputs.get("gelu_aux")
+        auxes = {k: epilog_inputs[k] for k in ("relu_aux", "gelu_aux", "dropout_aux")
+                 if epilog_inputs.get(k) is not None}
     if bias is not None:  # the library says whether the chain still has a meaning
         epi |= _BIAS
     if scale is not None:
@@ -273,23 +277,81 @@ def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: An
         raise _C.InvalidArgumentError(
             f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given")
     aux_in = None
-    if epi & (_DRELU | _DGELU):
-        key, other, aux_in, wrong = (("relu_aux", "gelu_aux", relu_aux, gelu_aux) if epi & _DRELU
-                                     else ("gelu_aux", "relu_aux", gelu_aux, relu_aux))
+    kinds = [bit for bit in _AUX_KEYS if epi & bit]
+    if kinds:  # the library refuses two backward kinds together
+        key, fwd = _AUX_KEYS[kinds[0]]
+        aux_in = auxes.pop(key, None)
         if aux_in is None:
-            fwd = "RELU_AUX" if epi & _DRELU else "GELU_AUX"
             raise _C.InvalidArgumentError(
                 f"{where}: epilogue {_epilogue_name(epi)!r} reads the forward pass's aux: pass "
                 f"epilog_inputs={{{key!r}: ...}} (the {key!r} result of the {fwd} matmul)"
             )
-        if wrong is not None:
+        if auxes:
             raise _C.InvalidArgumentError(
-                f"{where}: epilog_inputs[{other!r}] does not go with {_epilogue_name(epi)!r}, which takes {key!r}"
+                f"{where}: epilog_inputs[{next(iter(auxes))!r}] does not go with {_epilogue_name(epi)!r}, "
+                f"which takes {key!r}"
             )
-    elif relu_aux is not None or gelu_aux is not None:
-        key = "relu_aux" if relu_aux is not None else "gelu_aux"
+    elif auxes:
+        key = next(iter(auxes))
         raise _C.InvalidArgumentError(
-            f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU (and their _BGRAD forms) only; "
-            f"the epilogue is {_epilogue_name(epi)!r}"
+            f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU / DDROPOUT (and their _BGRAD forms) "
+            f"only; the epilogue is {_epilogue_name(epi)!r}"
         )
     return epi, bias, scale, aux_in, clamp
+
+
+# ---------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------
+def _dropout_arg(where: str, epi: int, dropout: Any):
+    """dropout= -> (p, generator): ``(p, generator)`` for a chain with DROPOUT (the mask is drawn
+    from the generator's stream), ``p`` (or ``(p, None)``) for DDROPOUT, which only scales by
+    1/(1-p) through the forward pass's mask. The library checks p's range."""
+    if not epi & (_DROPOUT | _DDROPOUT):
+        if dropout is not None:
+            raise _C.InvalidArgumentError(
+                f"{where}: dropout= was given but the epilogue {_epilogue_name(epi)!r} has no dropout "
+                "(e.g. epilogue='relu+dropout' with dropout=(p, generator), or 'ddropout' with dropout=p)")
+        return None, None
+    if isinstance(dropout, tuple) and len(dropout) == 2:
+        p, gen = dropout
+    elif isinstance(dropout, numbers.Real) and not isinstance(dropout, bool):
+        p, gen = dropout, None
+    elif dropout is None:
+        raise _C.InvalidArgumentError(
+            f"{where}: epilogue {_epilogue_name(epi)!r} needs dropout=(p, generator)" if epi & _DROPOUT else
+            f"{where}: epilogue {_epilogue_name(epi)!r} needs dropout=p (the forward pass's probability)")
+    else:
+        raise TypeError(f"{where}: dropout must be (p, generator) or a probability p, not {type(dropout).__name__}")
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"{where}: dropout's p must be a real number, not {type(p).__name__}")
+    if epi & _DROPOUT:
+        from .random import Generator  # (random imports nothing of matmul's)
+        if not isinstance(gen, Generator):
+            raise TypeError(f"{where}: dropout=(p, generator) needs a fusemath.random.Generator as its second "
+                            f"item (the mask's stream), not {type(gen).__name__}")
+        if gen.state["mode"] != "portable":
+            raise _C.NotSupportedError(
+                f"{where}: dropout draws its mask from the portable stream (the same on every device); the "
+                "generator is in curand mode: use fusemath.random.Generator(seed, mode='portable')")
+    elif gen is not None:
+        raise _C.InvalidArgumentError(
+            f"{where}: {_epilogue_name(epi)!r} takes no generator (it applies the forward pass's mask); "
+            "pass dropout=p")
+    return float(p), gen
+
+
+def _with_dropout_stream(gen, where: str, call):
+    """call(position, seed) with the generator's next words, then its position advanced by the
+    result's element count (numel(D): one word per element), under the generator's lock so that
+    two threads never draw the same mask."""
+    with gen._lock:
+        gen._live("matmul")  # a freed generator is an InvalidStateError
+        pos, seed = gen._pos, gen._seed
+        res = call(pos, seed - (1 << 64) if seed >= 1 << 63 else seed)
+        d = res[0] if type(res) is tuple else res
+        n = 1
+        for e in getattr(d, "shape", ()):
+            n *= int(e)
+        gen._pos = pos + n
+    return res

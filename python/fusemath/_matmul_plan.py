@@ -14,10 +14,12 @@ from typing import Any, Mapping, Optional, Tuple
 from . import _fusemath as _C
 from ._arrays import NUMPY, int_arg, into_out, lib_of
 from ._matmul_args import (
+    _DDROPOUT,
     _DGELU,
     _DRELU,
     _INPUT_KEYS,
     _as_array,
+    _dropout_arg,
     _dtype_of,
     _foreign,
     _merge_epilog,
@@ -29,6 +31,7 @@ from ._matmul_args import (
     promote,
     recast_out,
     remembered_copy,
+    _with_dropout_stream,
 )
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
@@ -69,11 +72,11 @@ class Matmul:
     ``plan``/``reset_operands``/``free`` must not race with ``execute``.
     """
 
-    __slots__ = ("_lib", "_device", "_ops", "_opts", "_specs", "_plan", "_run", "__weakref__")
+    __slots__ = ("_lib", "_device", "_ops", "_opts", "_specs", "_plan", "_run", "_dropout", "__weakref__")
 
     def __init__(self, a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = None, options: Any = None):
         where = "fusemath.Matmul"
-        self._plan = self._run = self._ops = None
+        self._plan = self._run = self._ops = self._dropout = None
         lib = NUMPY
         if type(a) is not _ndarray or type(b) is not _ndarray:
             fr = _foreign(a, b, where)
@@ -89,7 +92,7 @@ class Matmul:
         beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
         self._device = lib.device_of(a if lib_of(a) is lib else b)
-        self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None)
+        self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None, None, 0, 0)
         ops = [a, b, c, None, None, None, None, None, None, None]
         if lib is NUMPY:
             promote(ops, (0, 1, 2), given)  # mixed dtypes as np.matmul: the copies follow the caller's arrays
@@ -132,25 +135,31 @@ class Matmul:
 
     # -- planning ------------------------------------------------------------
     def plan(self, epilogue: Any = None, bias: Any = None, *, epilog: Any = None,
-             epilog_inputs: Optional[Mapping] = None, clamp: Any = None):
+             epilog_inputs: Optional[Mapping] = None, clamp: Any = None, dropout: Any = None):
         """Plan the product with an epilogue chain (None, str, :class:`Epilogue`) and its inputs.
 
         nvmath-python spellings are accepted: ``plan(epilog=Epilogue.DRELU_BGRAD,
         epilog_inputs={"relu_aux": mask})``. ``bias`` (or ``epilog_inputs["bias"]``, an
         ``(N,)`` row vector as in NumPy's ``a @ b + bias``), ``epilog_inputs["scale"]`` and
-        ``clamp=(lo, hi)`` imply BIAS, SCALE and CLAMP. Re-planning replaces the previous
-        plan. Returns self.
+        ``clamp=(lo, hi)`` imply BIAS, SCALE and CLAMP. ``dropout=(p, generator)`` with a
+        DROPOUT chain (as :func:`matmul`'s): p is planned; each :meth:`execute` draws its mask
+        from the generator's stream at its position then and advances it by the result's size
+        (as torch's dropout draws from its generator per call); such executes go through the
+        stateless call on the cached plan. ``dropout=p`` with DDROPOUT. Re-planning replaces
+        the previous plan. Returns self.
         """
         where = "Matmul.plan"
         ops = list(self._alive(where))
         epi = epilogue_bits(_merge_epilog(where, epilogue, epilog), where)
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
-        aux_name = "relu_aux" if epi & _DRELU else "gelu_aux"
+        aux_name = "relu_aux" if epi & _DRELU else "dropout_aux" if epi & _DDROPOUT else "gelu_aux"
         for slot, name, x in ((_BIAS_SLOT, "bias", bias), (_SCALE, "scale", scale), (_AUX, aux_name, aux_in)):
             ops[slot] = None if x is None else self._conv(x, name, where)
-        opts = self._opts[:2] + (epi,) + self._opts[3:9] + (clamp,)
+        p, gen = _dropout_arg(where, epi, dropout)
+        opts = self._opts[:2] + (epi,) + self._opts[3:9] + (clamp, p, 0, 0)
         plan, specs = _call(_MATMUL, _C.CALL_PLAN, self._lib.index, tuple(ops), opts, None, 3, where)
         self._install(plan, specs, ops, opts)
+        self._dropout = gen
         return self
 
     def autotune(self, iterations: int = 3):
@@ -203,6 +212,8 @@ class Matmul:
             self._alive("Matmul.execute")
             self.plan()
             run = self._run
+        if self._dropout is not None:
+            return self._execute_dropout(stream, out)
         try:
             return run(stream, out)
         except (_C.DtypeError, _C.AliasError, _C.InvalidArgumentError):
@@ -212,6 +223,16 @@ class Matmul:
                 raise
         return into_out("Matmul.execute()", out, self._ops[0].dtype, lambda: run(stream, None))
 
+    def _execute_dropout(self, stream: Any, out: Any):
+        """execute() of a DROPOUT plan: the generator's position is a per-call argument, which the
+        planned fast path (the Runner) does not carry; the stateless call finds the plan cached."""
+        where = "Matmul.execute()"
+        ops = list(self._alive(where))
+        ops[_D] = out
+        opts, lib = self._opts, self._lib
+        return _with_dropout_stream(self._dropout, where, lambda pos, seed: _call(
+            _MATMUL, _C.CALL_RUN, lib.index, tuple(ops), opts[:11] + (pos, seed), stream, 3, where))
+
     def reset_operands(self, a: Any = None, b: Any = None, c: Any = None, bias: Any = None, *,
                        epilog_inputs: Optional[Mapping] = None) -> None:
         """Point the plan at new arrays (None keeps the current one): a, b, c, bias, and in
@@ -220,7 +241,8 @@ class Matmul:
         where = "Matmul.reset_operands"
         ops = self._alive(where)
         epi = self._opts[2]
-        aux_key = "relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else None
+        aux_key = ("relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else
+                   "dropout_aux" if epi & _DDROPOUT else None)
         items = {"a": a, "b": b, "c": c, "bias": bias}
         if epilog_inputs is not None:
             if not isinstance(epilog_inputs, Mapping):
@@ -294,7 +316,7 @@ class Matmul:
     def free(self) -> None:
         """Release the plan and the references to the operands (idempotent)."""
         plan = self._plan
-        self._plan = self._run = self._ops = None
+        self._plan = self._run = self._ops = self._dropout = None
         if plan is not None:
             plan.free()
 

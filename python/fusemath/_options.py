@@ -22,6 +22,10 @@ class Epilogue(enum.IntFlag):
     forward pass's aux (``epilog_inputs={"relu_aux": ...}`` / ``{"gelu_aux": ...}``), with
     ``BGRAD`` also the bias gradient (column sums of D). ``BGRADA`` / ``BGRADB``: ``D = A@B``
     plus the row sums of A / column sums of B. ``SCALE``: a per-column scale vector.
+    ``DROPOUT`` (after the activation): kept elements times ``1/(1-p)``, the others 0, the mask
+    drawn from a :class:`fusemath.random.Generator` (``dropout=(p, generator)``); with ``AUX`` the
+    keep mask (with RELU: AND the relu bit), which ``DDROPOUT`` (``dropout=p``,
+    ``epilog_inputs={"dropout_aux": ...}``) applies backward.
 
     The combinations carry the names nvmath-python / cuBLASLt use (``RELU_BIAS``,
     ``GELU_AUX_BIAS``, ``DRELU_BGRAD``, ...), and strings are accepted wherever an
@@ -43,6 +47,8 @@ class Epilogue(enum.IntFlag):
     BGRADA = _C.EPILOGUE_BGRADA
     BGRADB = _C.EPILOGUE_BGRADB
     SCALE = _C.EPILOGUE_SCALE
+    DROPOUT = _C.EPILOGUE_DROPOUT
+    DDROPOUT = _C.EPILOGUE_DDROPOUT
     RELU_BIAS = RELU | BIAS
     GELU_BIAS = GELU | BIAS
     RELU_AUX = RELU | AUX
@@ -55,8 +61,8 @@ class Epilogue(enum.IntFlag):
     @classmethod
     def parse(cls, text: str) -> "Epilogue":
         """``Epilogue.parse("bias+relu") == Epilogue.RELU_BIAS``; case-insensitive; words
-        identity/none/default, bias, relu, gelu, sigmoid, tanh, silu, clamp, aux, drelu, dgelu,
-        bgrad, bgrada, bgradb, scale joined by ``+`` or ``_`` (so ``"DGELU_BGRAD"`` works).
+        identity/none/default, bias, relu, gelu, sigmoid, tanh, silu, clamp, dropout, aux, drelu,
+        dgelu, ddropout, bgrad, bgrada, bgradb, scale joined by ``+`` or ``_`` (so ``"DGELU_BGRAD"`` works).
         Raises ValueError (InvalidArgumentError) naming an unknown word or a chain without
         a meaning (two activations, aux without an activation, ...)."""
         return cls(_C.epilogue_parse(text))

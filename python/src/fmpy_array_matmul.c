@@ -37,7 +37,39 @@ int fmpy_epilogue_arg(fm_state *st, const char *fname, PyObject *o, unsigned *ep
     return 0;
 }
 
-/* options: (alpha, beta, epilogue, execution, device_id, num_threads, panel_rows, cpu_strategy, compute, clamp) */
+/* dropout's options (p, position, seed): p None or a float, position and seed ints (the seed's
+ * uint64 bit pattern as an int64, as fm_exec_args carries it); the per-call pair only for a chain
+ * that draws (DROPOUT), so other chains call as before. The core checks them. */
+static int mm_fill_dropout(fmpy_call *c, PyObject *const *a)
+{
+    const char *fname = c->prefix;
+    fm_matmul_options *o = &c->o.mm;
+    if (a[0] != Py_None) {
+        double p = PyFloat_AsDouble(a[0]);
+        if (p == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            fmpy_raise_type(PyExc_TypeError, fname, "dropout", "a probability (a real number)", a[0]);
+            return -1;
+        }
+        o->dropout = p;
+    }
+    if (!(o->epilogue & FM_EPILOGUE_DROPOUT))
+        return 0;
+    fm_exec_args_init(&c->args);
+    static const char *const names[] = {"dropout position", "dropout seed"};
+    static const int slots[] = {0, 3}; /* the RNG family's: position, seed */
+    for (int i = 0; i < 2; i++) {
+        long long x = 0;
+        if (fmpy_int_arg(fname, names[i], a[1 + i], INT64_MIN, INT64_MAX, &x) < 0)
+            return -1;
+        c->args.ints[slots[i]] = x;
+    }
+    c->has_args = 1;
+    return 0;
+}
+
+/* options: (alpha, beta, epilogue, execution, device_id, num_threads, panel_rows, cpu_strategy, compute, clamp,
+ * dropout, dropout position, dropout seed) */
 static int mm_fill(fmpy_call *c, PyObject *const *a)
 {
     const char *fname = c->prefix;
@@ -57,6 +89,8 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
             return fmpy_range_error_class(c->st);
         *fields[i] = (int32_t)v;
     }
+    if (mm_fill_dropout(c, a + 10) < 0)
+        return -1;
     PyObject *seq = a[9];
     if (seq == Py_None)
         return 0;
@@ -87,6 +121,7 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
 static const char *extra_key(unsigned epi)
 {
     if (epi & FM_EPILOGUE_AUX) {
+        if (epi & FM_EPILOGUE_DROPOUT) return "dropout_aux"; /* the keep mask (with relu: AND the relu bit) */
         if (epi & FM_EPILOGUE_RELU) return "relu_aux";
         if (epi & FM_EPILOGUE_GELU) return "gelu_aux";
         if (epi & FM_EPILOGUE_SIGMOID) return "sigmoid_aux";
@@ -95,7 +130,7 @@ static const char *extra_key(unsigned epi)
         if (epi & FM_EPILOGUE_CLAMP) return "clamp_aux";
     }
     if (epi & FM_EPILOGUE_BGRAD)
-        return (epi & FM_EPILOGUE_DRELU) ? "drelu_bgrad" : "dgelu_bgrad";
+        return (epi & FM_EPILOGUE_DRELU) ? "drelu_bgrad" : (epi & FM_EPILOGUE_DDROPOUT) ? "ddropout_bgrad" : "dgelu_bgrad";
     if (epi & FM_EPILOGUE_BGRADA)
         return "bgrada";
     if (epi & FM_EPILOGUE_BGRADB)
@@ -116,7 +151,7 @@ static const char *mm_argname(const fmpy_call *c, int slot)
     if (slot == FM_MATMUL_AUX && (epi & FM_EPILOGUE_AUX))
         return extra_key(epi);
     if (slot == FM_MATMUL_AUX)
-        return (epi & FM_EPILOGUE_DRELU) ? "relu_aux" : "gelu_aux";
+        return (epi & FM_EPILOGUE_DRELU) ? "relu_aux" : (epi & FM_EPILOGUE_DDROPOUT) ? "dropout_aux" : "gelu_aux";
     return fm_op_slot_name(FM_OP_MATMUL, slot);
 }
 
@@ -125,7 +160,10 @@ static int mm_writable(const fmpy_call *c, int slot)
     return slot != FM_MATMUL_AUX || (c->o.mm.epilogue & FM_EPILOGUE_AUX);
 }
 
-static int mask_aux(unsigned epi) { return (epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_DRELU)) != 0; }
+static int mask_aux(unsigned epi)
+{
+    return (epi & (FM_EPILOGUE_RELU | FM_EPILOGUE_DRELU | FM_EPILOGUE_DROPOUT | FM_EPILOGUE_DDROPOUT)) != 0;
+}
 
 static unsigned mm_dropped(const fmpy_call *c, int slot)
 {
@@ -207,7 +245,7 @@ static PyObject *mm_result(fmpy_call *c)
 const fmpy_opdef fmpy_matmul_def = {
     .op = FM_OP_MATMUL,
     .fname = "matmul",
-    .nopts = 10,
+    .nopts = 13,
     .out_dtype_status = FM_ERR_DTYPE, /* NumPy: TypeError; fft's too */
     .out_dtype_hint = " (the dtype of a and b)",
     .dtype_hint = "a and b must be float32, float64, complex64, complex128, an integer dtype or bool (float16, "

@@ -354,7 +354,7 @@ static void test_threads(void)
 /* ------------------------------------------------------------------------ */
 /* The generated epilogue sources                                           */
 /* ------------------------------------------------------------------------ */
-#define MAX_JOBS 512
+#define MAX_JOBS 640
 typedef struct job {
     int colsum; /* 0: ew spec, 1: colsum dtype */
     fm_cuda_ew_spec spec;
@@ -410,6 +410,13 @@ static int chains_for(fm_dtype t, unsigned *out)
                 }
     out[n++] = FM_EPILOGUE_DRELU;
     out[n++] = FM_EPILOGUE_DGELU;
+    /* dropout: the Philox header prepended (philox_source.h) */
+    out[n++] = FM_EPILOGUE_DROPOUT;
+    out[n++] = FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
+    out[n++] = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT;
+    out[n++] = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
+    out[n++] = FM_EPILOGUE_SCALE | FM_EPILOGUE_GELU | FM_EPILOGUE_DROPOUT;
+    out[n++] = FM_EPILOGUE_DDROPOUT;
     return n;
 }
 
@@ -425,8 +432,8 @@ static void test_generated_sources(void)
                 memset(j, 0, sizeof *j);
                 j->spec = (fm_cuda_ew_spec){.dtype = all_dtypes[d], .epilogue = chains[c], .add_c = add_c};
             }
-        /* no product (alpha = 0 or k = 0): x starts at 0; the first chain, a middle one, drelu and
-         * dgelu (the last two), with and without C */
+        /* no product (alpha = 0 or k = 0): x starts at 0; the first chain, a middle one, the last two
+         * (gelu+dropout and ddropout for real dtypes), with and without C */
         const int pick[4] = {0, nc / 2, nc - 2, nc - 1};
         for (int q = 0; q < 4 && njobs < MAX_JOBS; q++) {
             job *j = &jobs[njobs++];
@@ -440,7 +447,7 @@ static void test_generated_sources(void)
         j->colsum = 1;
         j->dtype = all_dtypes[d];
     }
-    CHECK(njobs == 4 * 54 * 2 + 2 * 2 * 2 + 6 * 4 + 6); /* chains x add_c, zero_d, colsum */
+    CHECK(njobs == 4 * 60 * 2 + 2 * 2 * 2 + 6 * 4 + 6); /* chains x add_c, zero_d, colsum */
 
     /* a source has the kernels and the chain's switches */
     char *src = NULL;

@@ -187,12 +187,13 @@ static void fill_matmul_options(bytes *b, fm_matmul_options *o)
     if (mask & 32)
         o->gpu_algo = i32(b) % 70, o->gpu_passes = (int32_t)(u8(b) % 4) - 1;
     if (mask & 64)
-        o->reserved[u8(b) % 4] = i32(b);
+        o->reserved[u8(b) % 3] = i32(b);
     if (mask & 128) {
         static const double vals[] = {0.0, 1.0, -2.5, 1e308, 0.0 / 0.0, 1.0 / 0.0};
         o->alpha[u8(b) % 2] = vals[u8(b) % 6];
         o->beta[u8(b) % 2] = vals[u8(b) % 6];
         o->clamp[u8(b) % 2] = vals[u8(b) % 6];
+        o->dropout = vals[u8(b) % 6] * 0.25; /* 0, 0.25 (valid), the rest refused */
     }
 }
 

@@ -308,5 +308,5 @@ def call_matmul(a, b, c=None, bias=None, d=None, aux=None, *, plan=False, module
     import fusemath
     C = module or fusemath._fusemath
     res = C.call(C.OP_MATMUL, C.CALL_PLAN if plan else C.CALL_RUN, 0, (a, b, c, bias, d, aux) + (None,) * 4,
-                 (alpha, beta, epilogue, execution, 0, num_threads, 0, 0, 0, None), stream)
+                 (alpha, beta, epilogue, execution, 0, num_threads, 0, 0, 0, None, None, 0, 0), stream)
     return res[0] if plan else res

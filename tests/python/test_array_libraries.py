@@ -245,7 +245,7 @@ def test_array_matmul_with_numpy_results_matches_python_path(rng):
 
     def call(a, b, c=None, bias=None, scale=None, aux=None, out=None, alpha=1.0, beta=0.0, epi=0, clamp=None):
         return C.call(C.OP_MATMUL, C.CALL_RUN, NUMPY.index, (a, b, c, bias, out, aux, None, scale, None, None),
-                      (alpha, beta, epi, 0, 0, 0, 0, 0, 0, clamp))
+                      (alpha, beta, epi, 0, 0, 0, 0, 0, 0, clamp, None, 0, 0))
 
     epi = C.epilogue_parse("bias+gelu+aux")
     d, aux = call(a, b, c, bias, alpha=0.5, beta=2.0, epi=epi)
@@ -261,7 +261,7 @@ def test_array_matmul_with_numpy_results_matches_python_path(rng):
     s = call(v, v)
     assert s.shape == () and s == fusemath.matmul(v, v)  # a NumPy scalar, as numpy.matmul gives
     with pytest.raises(ValueError, match="index of a registered"):
-        C.call(C.OP_MATMUL, C.CALL_RUN, 99, (a, b) + (None,) * 8, (1.0, 0.0) + (0,) * 7 + (None,))
+        C.call(C.OP_MATMUL, C.CALL_RUN, 99, (a, b) + (None,) * 8, (1.0, 0.0) + (0,) * 7 + (None, None, 0, 0))
     with pytest.raises(TypeError, match="5 to 8 arguments"):
         C.call(C.OP_MATMUL, C.CALL_RUN, NUMPY.index)
 

@@ -40,7 +40,7 @@ def test_buffer_strides_in_elements():
 
 def matmul_specs(a, b):
     """The output specs of a @ b (the one C entry point, CALL_SPECS)."""
-    return C.call(C.OP_MATMUL, C.CALL_SPECS, 0, (a, b) + (None,) * 8, (1.0, 0.0) + (0,) * 7 + (None,))
+    return C.call(C.OP_MATMUL, C.CALL_SPECS, 0, (a, b) + (None,) * 8, (1.0, 0.0) + (0,) * 7 + (None, None, 0, 0))
 
 
 def test_buffer_rejections():

@@ -292,7 +292,7 @@ FM_API fm_status fm_plan_execute(const fm_plan *p, void *const *ptrs, int nptrs,
 /* Per-call arguments besides the pointers, for operations that take them (an RNG's stream
  * position, a count) and per-call information back (a solver's info). Which fields an operation
  * reads or writes is documented with it; the others must be left as fm_exec_args_init sets them.
- * Pointer-only operations (matmul, fft) take NULL or initialised arguments alike. */
+ * Pointer-only operations (fft; matmul without dropout) take NULL or initialised arguments alike. */
 #define FM_EXEC_MAX_SCALARS 8
 typedef struct fm_exec_args {
     int64_t ints[FM_EXEC_MAX_SCALARS];     /* per-call integers (offsets, counters, counts) */
@@ -402,12 +402,15 @@ typedef enum fm_epilogue {
     FM_EPILOGUE_BGRAD = 1u << 10,  /* with drelu/dgelu: bgrad[j] = sum over rows i of D[i, j] */
     FM_EPILOGUE_BGRADA = 1u << 11, /* bgrad[i] = sum over k of A[i, k] (length M); D = A@B */
     FM_EPILOGUE_BGRADB = 1u << 12, /* bgrad[j] = sum over k of B[k, j] (length N); D = A@B */
-    FM_EPILOGUE_SCALE = 1u << 13   /* per-column scale vector (slot FM_MATMUL_SCALE) */
+    FM_EPILOGUE_SCALE = 1u << 13,  /* per-column scale vector (slot FM_MATMUL_SCALE) */
+    FM_EPILOGUE_DROPOUT = 1u << 14, /* after the activation: D = keep ? D / (1 - p) : 0, p = options.dropout,
+                                       keep drawn from a Philox stream per element (see fm_matmul_plan) */
+    FM_EPILOGUE_DDROPOUT = 1u << 15 /* backward: D = (alpha A@B + beta C) * (keep bit of aux) / (1 - p) */
 } fm_epilogue;
 
 /*! fm_epilogue_parse() : words joined by '+' or '_', case-insensitive: identity (none,
- *  default), bias, relu, gelu, sigmoid, tanh, silu, clamp, aux, drelu, dgelu, bgrad, bgrada,
- *  bgradb, scale; so nvmath-python names ("RELU_AUX_BIAS", "DGELU_BGRAD") parse too. @return FM_ERR_INVALID_ARGUMENT naming the unknown word. */
+ *  default), bias, relu, gelu, sigmoid, tanh, silu, clamp, dropout, aux, drelu, dgelu, ddropout,
+ *  bgrad, bgrada, bgradb, scale; so nvmath-python names ("RELU_AUX_BIAS", "DGELU_BGRAD") parse too. @return FM_ERR_INVALID_ARGUMENT naming the unknown word. */
 FM_API fm_status fm_epilogue_parse(const char *text, unsigned *epilogue);
 /*! fm_epilogue_format() : canonical name ("bias+relu", "identity") into buf. */
 FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
@@ -421,7 +424,11 @@ FM_API fm_status fm_epilogue_format(unsigned epilogue, char *buf, size_t size);
  *  - activation input (GELU, SIGMOID, TANH, SILU or CLAMP + AUX): tensor of D's dtype and
  *    shape (batch..., M, N) holding alpha*A@B + beta*C + bias before the activation; any
  *    row stride >= N with unit column stride is accepted.
- *  DRELU and DGELU read aux in the same layouts (an input then).
+ *  - dropout mask (DROPOUT + AUX, with relu or no activation): the relu mask's layout, bit = the
+ *    element was kept; with relu the bit is (pre-activation > 0) AND kept, so that the DDROPOUT
+ *    backward of it is the whole backward of relu+dropout (relu' times the dropout mask).
+ *    Another activation with dropout takes no aux (it would need the activation input too).
+ *  DRELU, DGELU and DDROPOUT read aux in the same layouts (an input then).
  * Bias gradient (BGRAD, BGRADB: length N; BGRADA: length M): D's dtype, shape (L,) or
  *  (batch..., L) with D's batch shape: one gradient per batch entry.
  * Scale (SCALE): shape (N,) or (batch..., N) like bias, dtype f32 for f16/bf16/f32 data and
@@ -464,7 +471,8 @@ typedef struct fm_matmul_options {
                                 8), then a wider search (smaller workspaces, every algorithm id), at most
                                 0..63; an index past the last is refused. autotune sets it */
     int32_t gpu_passes;      /* cuda: 0 = auto, 1 = epilogue fused in cuBLASLt, 2 = GEMM + kernel */
-    int32_t reserved[4];     /* zero */
+    int32_t reserved[3];     /* zero */
+    double dropout;          /* p of FM_EPILOGUE_DROPOUT / DDROPOUT: 0 <= p < 1 (finite); 0 without them */
     double clamp[2];         /* lo, hi for FM_EPILOGUE_CLAMP */
 } fm_matmul_options;
 
@@ -477,7 +485,18 @@ FM_API void fm_matmul_options_init(fm_matmul_options *o);
  *  aux: NULL unless the epilogue has FM_EPILOGUE_AUX. 1-D a or b are not accepted here
  *  (the Python layer promotes them as NumPy does). Data pointers in the descriptors are
  *  ignored except to resolve FM_DEVICE_AUTO. Plans come from the context's cache when
- *  an identical problem was planned before. */
+ *  an identical problem was planned before.
+ *  Dropout (FM_EPILOGUE_DROPOUT) reads per-call arguments (fm_plan_execute_args / fm_run), the
+ *  RNG's convention (fm_rng_plan) for its portable stream:
+ *    ints[0]  the position: element e of D (row-major over batch..., M, N) uses 32-bit word
+ *             ints[0] + e of the portable Philox4x32-10 stream (word w: word w % 4 of block
+ *             w / 4), so a call uses numel(D) words and the next call's position is
+ *             ints[0] + numel(D);
+ *    ints[3]  the seed (the uint64 key, its bit pattern as int64), where the RNG family takes its
+ *             seed (ints[1], ints[2] are not read: leave them 0).
+ *  The element is kept iff word >= round(p * 2^32) (an integer compare, the same on every
+ *  device), kept values multiplied by 1 / (1 - p) rounded to D's dtype. Without args, position
+ *  and seed 0. Other chains do not read them; ints[4..] must be zero. */
 FM_API fm_status fm_matmul_plan(fm_context *ctx, const fm_tensor *a, const fm_tensor *b, const fm_tensor *c,
                                 const fm_tensor *bias, const fm_tensor *d, const fm_tensor *aux,
                                 const fm_matmul_options *opts, fm_plan **plan);
