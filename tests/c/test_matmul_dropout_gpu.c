@@ -28,8 +28,7 @@ static uint32_t *raw_words(uint64_t seed, int64_t pos, int64_t numel)
     fm_rng_options o;
     fm_rng_options_init(&o);
     o.distribution = FM_RNG_RAW;
-    o.seed = seed;
-    CHECK_OK(fm_rng(g_ctx, &t, &o, pos, NULL));
+    CHECK_OK(fm_rng(g_ctx, &t, &o, seed, pos, NULL));
     return w;
 }
 
