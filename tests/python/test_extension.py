@@ -103,17 +103,21 @@ def test_no_reference_leaks():
     b = np.ones((8, 8))
     d = np.empty((8, 8))
     dl = DLPackOnly(a)
-    before = [sys.getrefcount(x) for x in (a, b, d)]
+    x = np.ones((8, 8))
+    before = [sys.getrefcount(v) for v in (a, b, d, x)]
     for _ in range(200):
         call_matmul(a, b, d=d)
         call_matmul(dl, b, d=d)
         C.tensor_info(dl)
         C.data_ptr(d)
+        x[...] = 1.0
+        call_matmul(x, b, d=x)  # an out= overlapping a: the temporary path releases it too
         with pytest.raises(ValueError):
-            call_matmul(a, b, d=a)  # alias error path releases too
+            call_matmul(a, b, d=np.empty((8, 7)))  # a shape error path releases too
         with pytest.raises(TypeError):
             call_matmul(a, b, d=d, alpha="x")
-    after = [sys.getrefcount(x) for x in (a, b, d)]
+    np.testing.assert_array_equal(x, np.full((8, 8), 8.0))
+    after = [sys.getrefcount(v) for v in (a, b, d, x)]
     assert before == after
 
 
