@@ -4,12 +4,16 @@
  *    shift f64 calls leave included), positions past 2^32 groups;
  *  - Philox4x32-10 against Random123's known-answer vectors;
  *  - the portable stream's documented mapping, its log / exp / sincos against glibc (ulps);
+ *  - every ISA path (scalar, AVX2, AVX-512; each forced, fm_rng_simd_set_isa) gives the scalar
+ *    functions' bits for every portable kind, odd offsets and lengths, the 32-bit counter carry, and
+ *    curand mode's bytes (its Philox runs in the vector path too);
  *  - thread counts 1, 2, 7 give identical bytes; offset o then n values = values [o, o + n) of one call;
  *  - every bad input's status and message; output specs; the plan cache.
  * Statistics are tests/python/test_random.py's. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "internal.h"
+#include "cpu/philox_simd.h"
 #include "philox_portable.h"
 
 #include <math.h>
@@ -402,6 +406,83 @@ static void test_curand(void)
 #endif
 }
 
+/* ---- every ISA path against the scalar functions ---- */
+static const char *const isa_names[] = {"scalar", "AVX2", "AVX-512"};
+
+/* n values of kind kd from pos against portable_ref (raw: the words), one value at a time. */
+static void check_portable_kind(const kind *kd, int isa, int threads, int64_t pos, int64_t n, void *buf)
+{
+    const stream_state st = {pos, 0, 0};
+    memset(buf, 0xA5, (size_t)(n + 1) * 8);
+    CHECK_OK(fill(kd, FM_RNG_PORTABLE, 31, threads, &st, n, buf));
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        const uint64_t m = (uint64_t)(pos + i);
+        if (kd->dist == FM_RNG_RAW) {
+            uint32_t w[4];
+            fm_px_block(31, m / 4, w);
+            bad = ((uint32_t *)buf)[i] != w[m % 4] ? i : -1;
+            continue;
+        }
+        const double want = portable_ref(kd->dist, kd->dt == FM_F64, 31, m);
+        const int same = kd->dt == FM_F64 ? !memcmp(&((double *)buf)[i], &want, 8)
+                                          : ((float *)buf)[i] == (float)want &&
+                                                !signbit(((float *)buf)[i]) == !signbit(want);
+        bad = same ? -1 : i;
+    }
+    /* nothing past the n values was written */
+    const size_t es = fm_dtype_size(kd->dt);
+    const unsigned char *after = (const unsigned char *)buf + (size_t)n * es;
+    int spill = 0;
+    for (size_t b = 0; b < es; b++)
+        spill |= after[b] != 0xA5;
+    CHECK_MSG(bad < 0 && !spill, "%s, %s path, %d threads, %lld values from %lld: value %lld differs from the "
+              "scalar functions%s", kd->name, isa_names[isa], threads, (long long)n, (long long)pos,
+              (long long)bad, spill ? "; wrote past the end" : "");
+}
+
+static void test_isa_paths_match_scalar(void)
+{
+    static const kind pk[] = {
+        {FM_RNG_RAW, FM_U32, "raw"},
+        {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
+        {FM_RNG_UNIFORM, FM_F64, "uniform f64"},
+        {FM_RNG_NORMAL, FM_F32, "normal f32"},
+        {FM_RNG_NORMAL, FM_F64, "normal f64"},
+        {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
+        {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
+        {FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
+        {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"},
+    };
+    /* (pos, n): short calls inside one vector, odd heads and tails, many batches, and calls across
+     * block 2^32 (the counter's low word carries into the high one inside a vector) */
+    static const int64_t cases[][2] = {{0, 1},     {5, 3},       {3, 17},  {13, 10007}, {1, 4 * 64 * 3 + 5},
+                                       {64, 4096}, {7, 70001},   {((int64_t)1 << 34) - 37, 301},
+                                       {((int64_t)1 << 33) - 21, 203}};
+    const int before = fm_rng_simd_isa();
+    void *buf = malloc((70001 + 8) * 8);
+    for (int isa = FM_RNG_ISA_SCALAR; isa <= FM_RNG_ISA_AVX512; isa++) {
+        if (fm_rng_simd_set_isa(isa) < 0) {
+            printf("    %s: not on this CPU, not tested here\n", isa_names[isa]);
+            continue;
+        }
+        CHECK(fm_rng_simd_isa() == isa);
+        for (size_t k = 0; k < sizeof pk / sizeof pk[0]; k++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                check_portable_kind(&pk[k], isa, c % 2 ? 2 : 1, cases[c][0], cases[c][1], buf);
+#ifdef FM_HAVE_CUDA
+        curandGenerator_t g = curand_host(1, 0);
+        if (g) { /* curand mode's Philox through this path (test_curand says when there is no libcurand) */
+            curandDestroyGenerator(g);
+            test_curand_each_kind();
+        }
+#endif
+    }
+    free(buf);
+    CHECK(fm_rng_simd_set_isa(before) >= 0);
+    CHECK(fm_rng_simd_set_isa(7) == -1 && fm_rng_simd_isa() == before);
+}
+
 /* ---- bad input ---- */
 static fm_status plan_with(const fm_rng_options *o, fm_dtype dt, int ndim, const int64_t *shape,
                            const int64_t *strides)
@@ -568,6 +649,7 @@ int main(void)
     RUN_TEST(test_portable_mapping);
     RUN_TEST(test_portable_math_accuracy);
     RUN_TEST(test_portable_fill_matches_scalar);
+    RUN_TEST(test_isa_paths_match_scalar);
     RUN_TEST(test_thread_invariance);
     RUN_TEST(test_offsets_compose);
     RUN_TEST(test_curand);
