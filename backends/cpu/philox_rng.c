@@ -48,7 +48,6 @@ struct rng_impl {
     int blocks; /* Philox blocks per unit: 2 for curand's f64 kinds, else 1 */
     emit_fn emit;
     fm_px_simd_args simd; /* portable mode's vector fill (philox_simd.h), kind NONE: none */
-    int exp_after;        /* lognormal: the vector normal fill, then exp */
 };
 
 typedef struct rng_call {
@@ -293,17 +292,6 @@ static const emit_fn emit_fns[2][5][2] = {
                        {emit_raw, NULL}},
 };
 
-/* lognormal after the vector normal fill: the scalar emitters' exp, in place */
-FM_SIMD_CLONES static void exp_in_place(int f64, int64_t n, void *v)
-{
-    if (f64)
-        for (int64_t i = 0; i < n; i++)
-            ((double *)v)[i] = fm_px_exp(((double *)v)[i]);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ((float *)v)[i] = fm_px_expf(((float *)v)[i]);
-}
-
 /* ---- the fill ---- */
 /* Units [u, u + n) into dst: the vector fill for whole vectors of them where there is one, the
  * Philox batch and the emit function for the rest. */
@@ -311,11 +299,8 @@ static void fill_units(const rng_call *c, uint64_t u, int n, char *dst)
 {
     const rng_impl *x = c->x;
     int done = 0;
-    if (x->simd.kind != FM_PX_SIMD_NONE) {
+    if (x->simd.kind != FM_PX_SIMD_NONE)
         done = (int)fm_px_simd_fill(&x->simd, c->seed, u, n, dst);
-        if (x->exp_after)
-            exp_in_place(x->es == 8, (int64_t)done * x->unit, dst);
-    }
     if (done == n)
         return;
     rng_words ctr, wd;
@@ -393,14 +378,14 @@ static void simd_args(const fm_rng_params *rp, int f64, rng_impl *x)
 {
     static const int kinds[5][2] = {{FM_PX_SIMD_UNIFORM_F32, FM_PX_SIMD_UNIFORM_F64},
                                     {FM_PX_SIMD_NORMAL_F32, FM_PX_SIMD_NORMAL_F64},
-                                    {FM_PX_SIMD_NORMAL_F32, FM_PX_SIMD_NORMAL_F64}, /* then exp */
+                                    {FM_PX_SIMD_NORMAL_F32, FM_PX_SIMD_NORMAL_F64}, /* exp_after */
                                     {FM_PX_SIMD_EXPONENTIAL_F32, FM_PX_SIMD_EXPONENTIAL_F64},
                                     {FM_PX_SIMD_RAW, FM_PX_SIMD_NONE}};
     x->simd.kind = FM_PX_SIMD_NONE;
     if (rp->mode != FM_RNG_PORTABLE || rp->distribution < 0 || rp->distribution > 4)
         return;
     x->simd.kind = kinds[rp->distribution][f64];
-    x->exp_after = rp->distribution == FM_RNG_LOGNORMAL;
+    x->simd.exp_after = rp->distribution == FM_RNG_LOGNORMAL;
     const int uniform = rp->distribution == FM_RNG_UNIFORM;
     x->simd.d0 = rp->a;
     x->simd.d1 = uniform ? rp->b - rp->a : rp->b; /* lo, width / mean, sd / scale */

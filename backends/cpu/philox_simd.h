@@ -10,8 +10,7 @@
 
 enum { FM_RNG_ISA_SCALAR = 0, FM_RNG_ISA_AVX2 = 1, FM_RNG_ISA_AVX512 = 2 };
 
-/* The portable fills with a vector path (the raw words and the uniform, normal and exponential
- * maps; lognormal is the normal fill then philox_rng.c's exp loop). */
+/* The portable fills with a vector path (lognormal: the normal one with exp_after). */
 enum {
     FM_PX_SIMD_RAW,
     FM_PX_SIMD_UNIFORM_F32,
@@ -26,7 +25,8 @@ enum {
 /* The fill's constants, as the scalar emitters compute them from the plan's parameters:
  * uniform lo + width u, normal z sd + mean, exponential e scale (f32: the float roundings). */
 typedef struct fm_px_simd_args {
-    int kind; /* FM_PX_SIMD_* */
+    int kind;      /* FM_PX_SIMD_* */
+    int exp_after; /* normal kinds: exp of the values (lognormal) */
     float f0, f1;
     double d0, d1;
 } fm_px_simd_args;

@@ -84,6 +84,18 @@ PRIM VD dsel_bit(VI bit, VD t, VD f)
 PRIM VD dunlo(VD a, VD b) { return _mm256_unpacklo_pd(a, b); }
 PRIM VD dunhi(VD a, VD b) { return _mm256_unpackhi_pd(a, b); }
 PRIM void dstore(double *p, VD a) { _mm256_storeu_pd(p, a); }
+/* float compares as masks of -1 / 0 (ordered, quiet: as C's < and >=), selects on them */
+PRIM VI flt(VF a, VF b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+PRIM VI fge(VF a, VF b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+PRIM VI funord(VF a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
+PRIM VF fsel(VI m, VF t, VF f) { return _mm256_blendv_ps(f, t, _mm256_castsi256_ps(m)); }
+PRIM VI fcvtt_i32(VF a) { return _mm256_cvttps_epi32(a); }
+#define isra(a, n) _mm256_srai_epi32(a, n)
+PRIM VI dlt(VD a, VD b) { return _mm256_castpd_si256(_mm256_cmp_pd(a, b, _CMP_LT_OQ)); }
+PRIM VI dge(VD a, VD b) { return _mm256_castpd_si256(_mm256_cmp_pd(a, b, _CMP_GE_OQ)); }
+PRIM VI dunord(VD a) { return _mm256_castpd_si256(_mm256_cmp_pd(a, a, _CMP_UNORD_Q)); }
+PRIM VD dsel(VI m, VD t, VD f) { return _mm256_blendv_pd(f, t, _mm256_castsi256_pd(m)); }
+PRIM VD dtrunc(VD a) { return _mm256_round_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
 
 #include "philox_simd_body.h"
 

@@ -69,6 +69,18 @@ PRIM VD dsel_bit(VI bit, VD t, VD f) { return _mm512_mask_blend_pd(_mm512_test_e
 PRIM VD dunlo(VD a, VD b) { return _mm512_unpacklo_pd(a, b); }
 PRIM VD dunhi(VD a, VD b) { return _mm512_unpackhi_pd(a, b); }
 PRIM void dstore(double *p, VD a) { _mm512_storeu_pd(p, a); }
+/* float compares as masks of -1 / 0 (ordered, quiet: as C's < and >=), selects on them */
+PRIM VI flt(VF a, VF b) { return _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)); }
+PRIM VI fge(VF a, VF b) { return _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
+PRIM VI funord(VF a) { return _mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
+PRIM VF fsel(VI m, VF t, VF f) { return _mm512_mask_blend_ps(_mm512_movepi32_mask(m), f, t); }
+PRIM VI fcvtt_i32(VF a) { return _mm512_cvttps_epi32(a); }
+#define isra(a, n) _mm512_srai_epi32(a, n)
+PRIM VI dlt(VD a, VD b) { return _mm512_movm_epi64(_mm512_cmp_pd_mask(a, b, _CMP_LT_OQ)); }
+PRIM VI dge(VD a, VD b) { return _mm512_movm_epi64(_mm512_cmp_pd_mask(a, b, _CMP_GE_OQ)); }
+PRIM VI dunord(VD a) { return _mm512_movm_epi64(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q)); }
+PRIM VD dsel(VI m, VD t, VD f) { return _mm512_mask_blend_pd(_mm512_movepi64_mask(m), f, t); }
+PRIM VD dtrunc(VD a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
 
 #include "philox_simd_body.h"
 

@@ -156,6 +156,51 @@ static inline void sincos_f64(VI w, VD *sn, VD *cs)
     *cs = d_of(ixor(i_of_d(dsel_bit(odd, s, c)), isll64(iand(iadd64(q, iset64(1u)), iset64(2u)), 62)));
 }
 
+/* ---- fm_px_expf / fm_px_exp: the clamps and cases as selects ---- */
+static inline VF expf_v(VF x)
+{
+    const VF xc = fsel(flt(x, fset(-104.0f)), fset(-104.0f), fsel(flt(x, fset(88.72284f)), x, fset(88.72284f)));
+    const VF t = fmul(xc, fset(1.44269504f));
+    const VI k = fcvtt_i32(fadd(t, fsel(fge(t, fset(0.0f)), fset(0.5f), fset(-0.5f))));
+    const VF kf = fcvt_i32(k);
+    const VF r = fsub(fsub(xc, fmul(kf, fset(0.693145751953125f))), fmul(kf, fset(1.428606765e-06f)));
+    static const float c[9] = {1.0f / 40320, 1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
+                               1.0f / 6,     0.5f,        1.0f,       1.0f};
+    VF p = fset(c[0]);
+    for (int i = 1; i < 9; i++)
+        p = fadd(fset(c[i]), fmul(r, p));
+    const VI k1 = isra(iadd(k, isrl(k, 31)), 1), k2 = isub(k, k1); /* k / 2 toward zero, as C */
+    const VF y = fmul(fmul(p, f_of(isll(iadd(k1, iset(127)), 23))), f_of(isll(iadd(k2, iset(127)), 23)));
+    VF res = fsel(flt(x, fset(-103.972084f)), fset(0.0f), y);
+    res = fsel(fge(x, fset(88.72284f)), f_of(iset(0x7F800000u)), res);
+    return fsel(funord(x), x, res);
+}
+
+static inline VD exp_v(VD x)
+{
+    const VD xc = dsel(dlt(x, dset(-746.0)), dset(-746.0), dsel(dlt(x, dset(709.782712893384)), x, dset(709.782712893384)));
+    const VD t = dmul(xc, dset(1.4426950408889634));
+    /* k as a double: the truncation is exact, as is every step on it below (|k| <= 1077) */
+    const VD kd = dtrunc(dadd(t, dsel(dge(t, dset(0.0)), dset(0.5), dset(-0.5))));
+    const VD r = dsub(dsub(xc, dmul(kd, dset(6.93147180369123816490e-01))), dmul(kd, dset(1.90821492927058770002e-10)));
+    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
+                                 1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        0.5,
+                                 1.0,                1.0};
+    VD p = dset(c[0]);
+    for (int i = 1; i < 14; i++)
+        p = dadd(dset(c[i]), dmul(r, p));
+    const VD k1 = dtrunc(dmul(kd, dset(0.5))), k2 = dsub(kd, k1); /* k / 2 toward zero, as C */
+    /* 2^k1: (k1 + 1023) << 52, k1 read from the low bits of k1 + 2^52 + 2^51 */
+    const VD b = dset(6755399441055744.0);
+    const VI e1 = isll64(iadd64(i_of_d(dadd(k1, b)), iset64(1023)), 52);
+    const VI e2 = isll64(iadd64(i_of_d(dadd(k2, b)), iset64(1023)), 52);
+    const VD y = dmul(dmul(p, d_of(e1)), d_of(e2));
+    VD res = dsel(dlt(x, dset(-745.1332191019412)), dset(0.0), y);
+    res = dsel(dge(x, dset(709.782712893384)), d_of(iset64(0x7FF0000000000000ull)), res);
+    return dsel(dunord(x), x, res);
+}
+
 /* ---- the fills: one vector of L blocks ---- */
 static inline VF normal_r_f32(VI wu) { return fsqrt(fmul(fset(-2.0f), logf_v(u01_open_f32(wu)))); }
 static inline VD normal_r_f64(VI wu) { return dsqrt(dmul(dset(-2.0), log_v(u01_f64(wu, 1)))); }
@@ -177,6 +222,9 @@ static inline void vec_f32(const fm_px_simd_args *a, const VI w[4], float *dst)
             o[j] = fadd(fmul(fmul(s, r), p1), p0);
             o[j + 1] = fadd(fmul(fmul(c, r), p1), p0);
         }
+        if (a->exp_after)
+            for (int j = 0; j < 4; j++)
+                o[j] = expf_v(o[j]);
         break;
     default: /* exponential: (0 - log u) scale */
         for (int j = 0; j < 4; j++)
@@ -204,6 +252,8 @@ static inline void vec_f64(const fm_px_simd_args *a, const VI w[4], double *dst)
             sincos_f64(W[1][half], &s, &c);
             z[0][half] = dadd(dmul(dmul(s, r), p1), p0);
             z[1][half] = dadd(dmul(dmul(c, r), p1), p0);
+            if (a->exp_after)
+                z[0][half] = exp_v(z[0][half]), z[1][half] = exp_v(z[1][half]);
             break;
         }
         default:

@@ -38,6 +38,7 @@ static const kind kinds[] = {
     {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+static const char *const isa_names[] = {"scalar", "AVX2", "AVX-512"}; /* FM_RNG_ISA_* */
 
 /* The state a caller keeps between calls: the position and curand mode's run of f64 calls. */
 typedef struct stream_state {
@@ -242,6 +243,64 @@ static void test_portable_math_accuracy(void)
     CHECK_MSG(worst[4] <= 2 && worst[5] <= 2, "sincos %g %g", worst[4], worst[5]);
 }
 
+/* lognormal where exp overflows, underflows and hits its clamps (the vector exp's selects): every
+ * ISA against the scalar exp of the scalar normal */
+static void test_isa_lognormal_extremes(void)
+{
+    static const double params[4][3] = {{0, 80, 30}, {0, -95, 6}, {1, 700, 40}, {1, -735, 12}}; /* f64?, mean, sd */
+    const int64_t pos = 3, n = 4099;
+    void *buf = malloc((size_t)n * 8);
+    const int before = fm_rng_simd_isa();
+    for (int isa = FM_RNG_ISA_SCALAR; isa <= FM_RNG_ISA_AVX512; isa++) {
+        if (fm_rng_simd_set_isa(isa) < 0)
+            continue;
+        for (int c = 0; c < 4; c++) {
+            const int f64 = params[c][0] != 0;
+            const double mean = params[c][1], sd = params[c][2];
+            fm_rng_options o;
+            fm_rng_options_init(&o);
+            o.distribution = FM_RNG_LOGNORMAL, o.mode = FM_RNG_PORTABLE, o.mean = mean, o.stddev = sd;
+            fm_tensor t;
+            fm_tensor_init(&t, buf, (fm_device){FM_DEVICE_CPU, 0}, f64 ? FM_F64 : FM_F32, 1, &n, NULL);
+            fm_plan *plan = NULL;
+            CHECK_OK(fm_rng_plan(ctx, &t, &o, &plan));
+            fm_exec_args a;
+            fm_exec_args_init(&a);
+            a.ints[0] = pos, a.ints[3] = 5;
+            void *ptrs[1] = {buf};
+            CHECK_OK(fm_plan_execute_args(plan, ptrs, 1, &a, NULL));
+            fm_plan_release(plan);
+            int64_t bad = -1, inf = 0, zero = 0;
+            for (int64_t i = 0; i < n && bad < 0; i++) {
+                const uint64_t m = (uint64_t)(pos + i);
+                uint32_t w[4];
+                if (!f64) {
+                    fm_px_block(5, m / 4, w);
+                    float z0, z1;
+                    fm_px_normal_pair_f32(w[m % 4 & 2], w[(m % 4 & 2) + 1], &z0, &z1);
+                    const float want = fm_px_expf((m % 2 ? z1 : z0) * (float)sd + (float)mean);
+                    const float got = ((float *)buf)[i];
+                    bad = memcmp(&got, &want, 4) ? i : -1;
+                    inf += isinf(got), zero += got == 0;
+                } else {
+                    fm_px_block(5, m / 2, w);
+                    double z0, z1;
+                    fm_px_normal_pair_f64((uint64_t)w[0] | (uint64_t)w[1] << 32, (uint64_t)w[2] | (uint64_t)w[3] << 32,
+                                          &z0, &z1);
+                    const double want = fm_px_exp((m % 2 ? z1 : z0) * sd + mean), got = ((double *)buf)[i];
+                    bad = memcmp(&got, &want, 8) ? i : -1;
+                    inf += isinf(got), zero += got == 0;
+                }
+            }
+            CHECK_MSG(bad < 0, "%s path, lognormal f%d mean %g sd %g: value %lld differs from the scalar functions",
+                      isa_names[isa], f64 ? 64 : 32, mean, sd, (long long)bad);
+            CHECK_MSG(inf > 0 || zero > 0, "case %d reached neither overflow nor underflow", c);
+        }
+    }
+    free(buf);
+    CHECK(fm_rng_simd_set_isa(before) >= 0);
+}
+
 /* ---- threads and chunks ---- */
 static void test_thread_invariance(void)
 {
@@ -407,7 +466,6 @@ static void test_curand(void)
 }
 
 /* ---- every ISA path against the scalar functions ---- */
-static const char *const isa_names[] = {"scalar", "AVX2", "AVX-512"};
 
 /* n values of kind kd from pos against portable_ref (raw: the words), one value at a time. */
 static void check_portable_kind(const kind *kd, int isa, int threads, int64_t pos, int64_t n, void *buf)
@@ -650,6 +708,7 @@ int main(void)
     RUN_TEST(test_portable_math_accuracy);
     RUN_TEST(test_portable_fill_matches_scalar);
     RUN_TEST(test_isa_paths_match_scalar);
+    RUN_TEST(test_isa_lognormal_extremes);
     RUN_TEST(test_thread_invariance);
     RUN_TEST(test_offsets_compose);
     RUN_TEST(test_curand);
