@@ -23,6 +23,7 @@ PRIM VI isub64(VI a, VI b) { return _mm256_sub_epi64(a, b); }
 PRIM VI ixor(VI a, VI b) { return _mm256_xor_si256(a, b); }
 PRIM VI iand(VI a, VI b) { return _mm256_and_si256(a, b); }
 PRIM VI ior(VI a, VI b) { return _mm256_or_si256(a, b); }
+PRIM VI ixor3(VI a, VI b, VI c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
 #define isrl(a, n) _mm256_srli_epi32(a, n)
 #define isll(a, n) _mm256_slli_epi32(a, n)
 #define isrl64(a, n) _mm256_srli_epi64(a, n)

@@ -22,6 +22,7 @@ PRIM VI isub64(VI a, VI b) { return _mm512_sub_epi64(a, b); }
 PRIM VI ixor(VI a, VI b) { return _mm512_xor_si512(a, b); }
 PRIM VI iand(VI a, VI b) { return _mm512_and_si512(a, b); }
 PRIM VI ior(VI a, VI b) { return _mm512_or_si512(a, b); }
+PRIM VI ixor3(VI a, VI b, VI c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); } /* a ^ b ^ c */
 #define isrl(a, n) _mm512_srli_epi32(a, n)
 #define isll(a, n) _mm512_slli_epi32(a, n)
 #define isrl64(a, n) _mm512_srli_epi64(a, n)
@@ -65,6 +66,10 @@ PRIM VD ddiv(VD a, VD b) { return _mm512_div_pd(a, b); }
 PRIM VD dsqrt(VD a) { return _mm512_sqrt_pd(a); }
 PRIM VD d_of(VI a) { return _mm512_castsi512_pd(a); }
 PRIM VI i_of_d(VD a) { return _mm512_castpd_si512(a); }
+/* a 64-bit lane below 2^53 as a double: exact (vcvtuqq2pd, DQ) */
+#define FM_SIMD_HAVE_CVT_U64 1
+PRIM VD d_of_u53(VI a) { return _mm512_cvtepu64_pd(a); }
+PRIM VD d_of_s64(VI a) { return _mm512_cvtepi64_pd(a); } /* correctly rounded */
 PRIM VD dsel_bit(VI bit, VD t, VD f) { return _mm512_mask_blend_pd(_mm512_test_epi64_mask(bit, bit), f, t); }
 PRIM VD dunlo(VD a, VD b) { return _mm512_unpacklo_pd(a, b); }
 PRIM VD dunhi(VD a, VD b) { return _mm512_unpackhi_pd(a, b); }

@@ -9,28 +9,41 @@
  * cross-lane shuffle; the f64 fills' unpacks give the same order. */
 
 /* ---- Philox4x32-10 (mulhilo: the ISA file's, the 64-bit products of the even and the odd lanes) ---- */
-static inline void philox(VI c[4], uint32_t k0, uint32_t k1)
+/* the 10 round keys, broadcast once per fill */
+typedef struct round_keys {
+    VI k0[10], k1[10];
+} round_keys;
+
+static inline void make_keys(uint64_t seed, round_keys *rk)
+{
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++) {
+        rk->k0[r] = iset(k0), rk->k1[r] = iset(k1);
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+static inline void philox(VI c[4], const round_keys *rk)
 {
     const VI m0 = iset(0xD2511F53u), m1 = iset(0xCD9E8D57u);
     for (int r = 0; r < 10; r++) {
         VI h0, l0, h1, l1;
         mulhilo(c[0], m0, &h0, &l0);
         mulhilo(c[2], m1, &h1, &l1);
-        const VI n0 = ixor(ixor(h1, c[1]), iset(k0)), n2 = ixor(ixor(h0, c[3]), iset(k1));
+        const VI n0 = ixor3(h1, c[1], rk->k0[r]), n2 = ixor3(h0, c[3], rk->k1[r]);
         c[1] = l1, c[3] = l0, c[0] = n0, c[2] = n2;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
     }
 }
 
 /* The L blocks u0 .. u0 + L - 1 of the portable stream (counter {lo32(b), hi32(b), 0, 0}). */
-static inline void portable_blocks(uint64_t seed, uint64_t u0, VI w[4])
+static inline void portable_blocks(const round_keys *rk, uint64_t u0, VI w[4])
 {
     const VI lo0 = iset((uint32_t)u0);
     w[0] = iadd(lo0, lane_perm());
     w[1] = isub(iset((uint32_t)(u0 >> 32)), iltu32(w[0], lo0)); /* + the carry (a mask of -1) */
     w[2] = w[3] = iset(0);
-    philox(w, (uint32_t)seed, (uint32_t)(seed >> 32));
+    philox(w, rk);
 }
 
 /* Four vectors of values j = 0..3 per lane, stored as 4 values per block in block order. */
@@ -60,18 +73,28 @@ static inline VD d_of_small_u64(VI x) { return dsub(d_of(ior(x, iset64(0x4330000
  * which is fm_px_f64_of_i64's value (its halves are split differently; the exact sum is the same) */
 static inline VD d_of_i64(VI x)
 {
+#ifdef FM_SIMD_HAVE_CVT_U64
+    return d_of_s64(x); /* vcvtqq2pd: the same one rounding of the exact value */
+#else
     const VD hi = dsub(d_of_small_u64(isrl64(ixor(x, iset64(0x8000000000000000ull)), 32)), dset(2147483648.0));
     return dadd(dmul(hi, dset(4294967296.0)), d_of_small_u64(iand(x, iset64(0xFFFFFFFFull))));
+#endif
 }
 
 /* fm_px_u01_open_f32 */
 static inline VF u01_open_f32(VI w) { return fadd(fmul(fcvt_u32(w), fset(0x1p-32f)), fset(0x1p-33f)); }
-/* fm_px_u01_f64 / fm_px_u01_open_f64 of 64-bit lanes */
+/* fm_px_u01_f64 / fm_px_u01_open_f64 of 64-bit lanes: hi 2^-32 + (lo + plus) 2^-53 with hi, lo the
+ * halves of w >> 11; each term and the sum are exact (53 bits), so it is ((w >> 11) + plus) 2^-53,
+ * computed so where the ISA converts 64-bit integers (d_of_u53), else as the scalar sum. */
 static inline VD u01_f64(VI w, uint64_t plus)
 {
+#ifdef FM_SIMD_HAVE_CVT_U64
+    return dmul(d_of_u53(iadd64(isrl64(w, 11), iset64(plus))), dset(0x1p-53));
+#else
     const VD hi = d_of_small_u64(isrl64(w, 32));
     const VD lo = d_of_small_u64(iadd64(isrl64(iand(w, iset64(0xFFFFFFFFull)), 11), iset64(plus)));
     return dadd(dmul(hi, dset(0x1p-32)), dmul(lo, dset(0x1p-53)));
+#endif
 }
 
 /* ---- fm_px_logf / fm_px_log ---- */
@@ -268,9 +291,11 @@ static inline void vec_f64(const fm_px_simd_args *a, const VI w[4], double *dst)
 int64_t SFX(fm_px_simd_fill)(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst)
 {
     const int64_t nv = n / L;
+    round_keys rk;
+    make_keys(seed, &rk);
     for (int64_t v = 0; v < nv; v++) {
         VI w[4];
-        portable_blocks(seed, u0 + (uint64_t)(v * L), w);
+        portable_blocks(&rk, u0 + (uint64_t)(v * L), w);
         switch (a->kind) {
         case FM_PX_SIMD_RAW: store4((uint32_t *)dst + 4 * L * v, w[0], w[1], w[2], w[3]); break;
         case FM_PX_SIMD_UNIFORM_F32:
@@ -285,9 +310,12 @@ int64_t SFX(fm_px_simd_fill)(const fm_px_simd_args *a, uint64_t seed, uint64_t u
 int SFX(fm_philox_simd_blocks)(int nb, uint64_t seed, const uint32_t *const ctr[4], uint32_t *const out[4])
 {
     int i = 0;
+    round_keys rk;
+    if (nb >= L)
+        make_keys(seed, &rk);
     for (; i + L <= nb; i += L) {
         VI c[4] = {iload(ctr[0] + i), iload(ctr[1] + i), iload(ctr[2] + i), iload(ctr[3] + i)};
-        philox(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+        philox(c, &rk);
         for (int j = 0; j < 4; j++)
             istore(out[j] + i, c[j]);
     }
