@@ -10,11 +10,12 @@ static int cpu_has(int isa)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+    /* cpuid first: the per-ISA files' functions are compiled for their ISA, even the trivial ones */
     if (isa == FM_RNG_ISA_AVX512)
-        return fm_rng_simd_compiled_avx512() && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512dq");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               fm_rng_simd_compiled_avx512();
     if (isa == FM_RNG_ISA_AVX2)
-        return fm_rng_simd_compiled_avx2() && __builtin_cpu_supports("avx2");
+        return __builtin_cpu_supports("avx2") && fm_rng_simd_compiled_avx2();
 #endif
     return isa == FM_RNG_ISA_SCALAR;
 }
