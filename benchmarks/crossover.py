@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """CPU-vs-GPU crossover sweep (`make run`): from which size does the GPU pay, transfers included?
 
-relu(a @ b + bias) f32 (n x n x n) and the c64 fft2 (n x n), n = 64 ... 4096, on the CPU, on the GPU with NumPy
-data (execution="cuda") and on GPU-resident CuPy data; checked, then bursts ended by a device sync.
-Writes matmul_crossover.json and fft_crossover.json and, with matplotlib, their plots into --out-dir.
+relu(a @ b + bias) f32 (n x n x n), the c64 fft2 (n x n) and standard_normal f32 of n x n values (fusemath.random,
+portable mode), n = 64 ... 4096, on the CPU, on the GPU with NumPy data (execution="cuda"; the RNG: drawn on the GPU
+and copied back) and on GPU-resident CuPy data; checked, then bursts ended by a device sync.
+Writes <op>_crossover.json and, with matplotlib, their plots into --out-dir.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 
 import fusemath
 import fusemath.fft
+import fusemath.random
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import bursts, machine, write_json  # noqa: E402
@@ -59,6 +61,18 @@ def setup(op, mode, n, rng, cp):
         out = cp.empty_like(a) if mode == RES else None
         call = mm.execute if mode != RES else lambda: mm.execute(out=out, stream=cp.bench_stream.ptr)
         plan = mm.describe()
+    elif op == "rng":  # portable mode: the GPU's values are the CPU's bits, so the CPU's first draw is the reference
+        seed, f32 = int(rng.integers(1 << 62)), np.float32
+        ref, flops, plan = fusemath.random.default_rng(seed).standard_normal((n, n), dtype=f32), float(n * n), None
+        g = fusemath.random.default_rng(seed, device="cpu" if mode == CPU else "cuda")
+        if mode == RES:
+            out = cp.empty((n, n), dtype=f32)
+            call = lambda: g.standard_normal(dtype=f32, out=out)  # noqa: E731
+        elif mode == XFER:
+            call = lambda: cp.asnumpy(g.standard_normal((n, n), dtype=f32))  # noqa: E731
+        else:
+            host = np.empty((n, n), dtype=f32)
+            call = lambda: g.standard_normal(dtype=f32, out=host)  # noqa: E731
     else:
         x = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))).astype(np.complex64)
         ref, flops, plan = np.fft.fft2(x.astype(np.complex128)), 5.0 * n * n * np.log2(float(n * n)), None
@@ -152,7 +166,7 @@ def plot(res, path, title):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out-dir", default=os.path.join(os.getcwd(), "fusemath-bench"))
-    p.add_argument("--ops", default="matmul,fft", help="comma-separated: matmul,fft")
+    p.add_argument("--ops", default="matmul,fft,rng", help="comma-separated: matmul,fft,rng")
     p.add_argument("--min-n", type=int, default=64)
     p.add_argument("--max-n", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="fusemath CPU threads (default: the library's)")
@@ -161,10 +175,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    ops = [o for o in ("matmul", "fft") if o in args.ops.split(",")]
+    ops = [o for o in ("matmul", "fft", "rng") if o in args.ops.split(",")]
     sizes = [1 << e for e in range(31) if args.min_n <= 1 << e <= args.max_n]
     if not ops or not sizes:
-        p.error("--ops takes matmul,fft; --min-n .. --max-n must hold a power of two")
+        p.error("--ops takes matmul,fft,rng; --min-n .. --max-n must hold a power of two")
     if args.threads > 0:
         fusemath.set_num_threads(args.threads)
     t_start, now = time.perf_counter(), datetime.datetime.now().astimezone()
@@ -193,7 +207,9 @@ def main(argv=None) -> int:
     for op in ops:
         res = sweep(op, sizes, modes, args.budget, args.seed + (op == "fft"), cp)
         report(op, res)
-        title = (f"fusemath {'matmul + bias + relu, f32' if op == 'matmul' else 'fft2, complex64'} - "
+        what = {"matmul": "matmul + bias + relu, f32", "fft": "fft2, complex64",
+                "rng": "standard_normal f32 of n x n (GFLOP/s: Gvalues/s)"}[op]
+        title = (f"fusemath {what} - "
                  f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads; {device or 'no GPU'}")
         png = os.path.join(args.out_dir, f"{op}_crossover.png")
         res["plot_note"] = "--no-plot" if args.no_plot else plot(res, png, title)

@@ -269,9 +269,9 @@ def fft_cpu(runs):
 
 def crossover(runs):
     text = []
-    for op in ("matmul", "fft"):
+    for op in ("matmul", "fft", "rng"):
         # since the FFT has its own file, each JSON says its "op"; older ones held the FFT under "fft"
-        have = [(n, d, d if d.get("op", "matmul") == op else d.get("fft") or {} if op == "fft" else {}, date)
+        have = [(n, d, d if d.get("op", "matmul") == op else (d.get("fft") or {}) if op == "fft" else {}, date)
                 for n, d, date in runs]
         have = {(d.get("meta", {}).get("machine", {}).get("cpu_model"), (r.get("gpu") or d.get("gpu", {})).get("device_name")):
                 (n, d, r, date) for n, d, r, date in have if r.get("rows", {}).get("cpu")}  # the latest per machine
@@ -281,7 +281,9 @@ def crossover(runs):
                     for n in sorted({r["n"] for m in modes for r in res["rows"][m]})]
             cross = "; ".join(f"{m}: from n = {c['from_n_on']}" for m, c in res.get("crossover", {}).items())
             png = name if op == "matmul" else name.replace("matmul_crossover", "fft_crossover")
-            text.append(f"\n### {'matmul + bias + relu, f32' if op == 'matmul' else 'fft2, complex64'}\n"
+            what = {"matmul": "matmul + bias + relu, f32", "fft": "fft2, complex64",
+                    "rng": "standard_normal, float32, n x n values (portable mode)"}[op]
+            text.append(f"\n### {what}\n"
                         f"{meta.get('machine', {}).get('cpu_model', NR)}, {meta.get('threads', NR)} CPU threads; "
                         + (f"{gpu.get('device_name') or NR} ({gpu.get('array_library') or NR})" if gpu.get("enabled", True)
                            else f"no GPU ({gpu.get('note') or NR})") + f"; `{name}` ({date}): "
@@ -290,6 +292,72 @@ def crossover(runs):
                            else "") + "\n\n"
                         + md(["n"] + [f"{m} ms" for m in modes], rows))
     return "".join(text)
+
+
+RNG_TARGETS = {"random": 3.0, "standard_normal": 2.0}  # issue 27: speed-up over NumPy PCG64 per core
+
+
+def rng(runs):
+    """benchmarks/rng.py: per machine, the CPU fills (ns per value, paired speed-up over NumPy) and the GPU fills."""
+    def rows_of(name, d):
+        tag = d.get("machine", {}).get("tag", NR)
+        for c in d.get("cpu", []):
+            yield (tag, "cpu", c["threads"], c["dist"], c["dtype"]), c
+        for c in (d.get("gpu") or {}).get("cases", []):
+            yield (d["machine"].get("nvidia_smi", {}).get("name", tag), "gpu", 0, c["dist"], c["dtype"]), c
+    sel, by, text, g = latest(runs, rows_of), {n: (d, date) for n, d, date in runs}, [], []
+    for tag in sorted({k[0] for k in sel if k[1] == "cpu"}):
+        keys = sorted((k for k in sel if k[0] == tag and k[1] == "cpu"), key=lambda k: (k[2], list(
+            ("random", "standard_normal", "normal(1, 2)", "standard_exponential", "exponential(2)")).index(k[3])
+            if k[3] in ("random", "standard_normal", "normal(1, 2)", "standard_exponential", "exponential(2)") else 9, k[4]))
+        rows, per_core, scaling = [], [], []
+        one = {(k[3], k[4]): sel[k][0] for k in keys if k[2] == 1}
+        for k in keys:
+            c, run, _ = sel[k]
+            me, sp = c["methods"], c.get("speedup_paired", {})
+            ns = lambda m: f"{me[m]['ns_per_value']:.2f} ±{50 * me[m]['spread']:.0f}%" if m in me else "-"  # noqa: E731
+            pcg = sp.get("np_pcg64/fm_portable") or {}
+            target = RNG_TARGETS.get(c["dist"])
+            if target and pcg:
+                per_core.append((f"{c['dist']} {c['dtype']} {c['threads']}t", target / pcg["median"]))
+            t1 = one.get((c["dist"], c["dtype"]))
+            eff = None
+            if c["threads"] > 1 and t1 and "fm_portable" in me and "fm_portable" in t1["methods"]:
+                eff = t1["methods"]["fm_portable"]["ns_per_value"] / (me["fm_portable"]["ns_per_value"] * c["threads"])
+                if target:
+                    scaling.append((f"{c['dist']} {c['dtype']} {c['threads']}t", 0.8 / eff))
+            rows.append([c["threads"], c["dist"], c["dtype"], ns("fm_portable"), ns("fm_curand"), ns("np_pcg64"), ns("np_philox"),
+                         f"{pcg['median']:.2f} ({pcg['min']:.2f}-{pcg['max']:.2f})" if pcg else "-",
+                         f3((sp.get("np_philox/fm_portable") or {}).get("median"), ".2f"),
+                         f3((sp.get("np_pcg64/fm_curand") or {}).get("median"), ".2f"), f3(eff, ".2f"),
+                         (f">= {target:.0f}x: " + ("yes" if pcg["median"] >= target else "**no**")) if target and pcg else "-",
+                         f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        d, date = by[last[1]]
+        m = d.get("machine", {})
+        text.append(f"\n### {tag}\n{m.get('cpu_model', NR)}, {m.get('cores', NR)} cores; fusemath's RNG ISA "
+                    f"{m.get('rng_isa', NR)}; load average {', '.join(f'{x:.1f}' for x in m.get('load_average', [])) or NR} "
+                    f"at the start; {d.get('note') or ''} 2^{d.get('log2n', NR)} values, {d.get('rounds', NR)} paired rounds; "
+                    "ns per value: median ±half the spread over rounds.\n\n" + md(
+                        ["threads", "distribution", "dtype", "fm portable", "fm curand", "NumPy PCG64", "NumPy Philox",
+                         "PCG64 / portable (min-max)", "Philox / portable", "PCG64 / curand", "scaling", "target", "run"], rows)
+                    + runs_list([sel[k] for k in keys], runs))
+        g += [glance("27", "CPU uniform >= 3x and normal >= 2x NumPy PCG64 (shown: target / speed-up, <= 1 met)", tag,
+                     per_core, 1.0, last[2]),
+              glance("27", "CPU fill scaling >= 0.8 x threads (shown: 0.8 / efficiency, <= 1 met)", tag, scaling, 1.0, last[2])]
+    gk = [k for k in sel if k[1] == "gpu"]
+    for gpu in sorted({k[0] for k in gk}):
+        rows = []
+        for k in sorted(k for k in gk if k[0] == gpu):
+            c, run, _ = sel[k]
+            me = c["methods"]
+            cell = lambda m: f"{me[m]['ms']:.3f} ({me[m]['tb_per_s_written']:.2f})" if m in me else "-"  # noqa: E731
+            rows.append([c["dist"], c["dtype"], f"2^{c['n'].bit_length() - 1}", cell("fm_portable"), cell("fm_curand"),
+                         cell("cupy"), cell("torch"), "; ".join(c.get("notes", {}).values())[:120] or "-", f"`{short(run)}`"])
+        text.append(f"\n### {gpu}\nms per fill (TB/s written), CUDA events, median.\n\n" + md(
+            ["distribution", "dtype", "n", "fm portable", "fm curand", "CuPy", "torch", "notes", "run"], rows)
+            + runs_list([sel[k] for k in gk if k[0] == gpu], runs))
+    return "".join(text) or "No RNG results.\n", g
 
 
 def per_gpu(fn, runs, *extra):
@@ -306,7 +374,8 @@ def render() -> str:
     parts = {"matmul_cpu": matmul_cpu(load("matmul_cpu-")),
              "matmul_gpu": per_gpu(matmul_gpu, load("matmul_gpu-"), load("host_overhead_gpu-")),
              "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
-             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-")), [])}
+             "rng": rng(load("rng-")),
+             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
         text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],
                                                [row for _, g in parts.values() for row in g if row]))

@@ -20,6 +20,7 @@
 #include "cpu_matmul.h" /* fm_pool_run */
 #include "internal.h"
 #include "philox_portable.h"
+#include "philox_simd.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct rng_impl {
     int unit;   /* values per unit */
     int blocks; /* Philox blocks per unit: 2 for curand's f64 kinds, else 1 */
     emit_fn emit;
+    fm_px_simd_args simd; /* portable mode's vector fill (philox_simd.h), kind NONE: none */
 };
 
 typedef struct rng_call {
@@ -85,15 +87,23 @@ static void batch_counters(const rng_call *c, uint64_t u0, int n, rng_words *ctr
     }
 }
 
-FM_SIMD_CLONES static void philox_batch(int nb, uint64_t seed, const rng_words *restrict ctr,
-                                        rng_words *restrict out)
+FM_SIMD_CLONES static void philox_tail(int b, int nb, uint64_t seed, const rng_words *restrict ctr,
+                                       rng_words *restrict out)
 {
-    for (int b = 0; b < nb; b++) {
+    for (; b < nb; b++) {
         const uint32_t in[4] = {ctr->w[0][b], ctr->w[1][b], ctr->w[2][b], ctr->w[3][b]};
         uint32_t w[4];
         fm_philox4x32_10(in, (uint32_t)seed, (uint32_t)(seed >> 32), w);
         out->w[0][b] = w[0], out->w[1][b] = w[1], out->w[2][b] = w[2], out->w[3][b] = w[3];
     }
+}
+
+/* whole vectors in the vector path (philox_simd.h), the rest one block at a time */
+static void philox_batch(int nb, uint64_t seed, const rng_words *ctr, rng_words *out)
+{
+    const uint32_t *const ci[4] = {ctr->w[0], ctr->w[1], ctr->w[2], ctr->w[3]};
+    uint32_t *const co[4] = {out->w[0], out->w[1], out->w[2], out->w[3]};
+    philox_tail(fm_philox_simd_blocks(nb, seed, ci, co), nb, seed, ctr, out);
 }
 
 /* ---- curand mode's arithmetic (RNG-PHILOX.md; glibc's libm, as libcurand's host generator) ---- */
@@ -283,25 +293,38 @@ static const emit_fn emit_fns[2][5][2] = {
 };
 
 /* ---- the fill ---- */
+/* Units [u, u + n) into dst: the vector fill for whole vectors of them where there is one, the
+ * Philox batch and the emit function for the rest. */
+static void fill_units(const rng_call *c, uint64_t u, int n, char *dst)
+{
+    const rng_impl *x = c->x;
+    int done = 0;
+    if (x->simd.kind != FM_PX_SIMD_NONE)
+        done = (int)fm_px_simd_fill(&x->simd, c->seed, u, n, dst);
+    if (done == n)
+        return;
+    rng_words ctr, wd;
+    batch_counters(c, u + (uint64_t)done, n - done, &ctr);
+    philox_batch((n - done) * x->blocks, c->seed, &ctr, &wd);
+    x->emit(x, &wd, n - done, dst + (size_t)done * (size_t)x->unit * x->es);
+}
+
 /* Stream positions [e0, e1) of the call, in batches of whole units; a batch that is not wholly
  * inside goes through a buffer. */
 static void fill_range(const rng_call *c, uint64_t e0, uint64_t e1)
 {
     const rng_impl *x = c->x;
     const uint64_t U = (uint64_t)x->unit;
-    rng_words ctr, wd;
     _Alignas(64) unsigned char tmp[RNG_BATCH * 4 * sizeof(double)];
     for (uint64_t u = e0 / U; u * U < e1; u += RNG_BATCH) {
         const uint64_t ub = fm_min_i64((int64_t)(u + RNG_BATCH), (int64_t)((e1 + U - 1) / U));
         const int n = (int)(ub - u);
         const uint64_t a = u * U < e0 ? e0 : u * U, b = ub * U > e1 ? e1 : ub * U;
-        batch_counters(c, u, n, &ctr);
-        philox_batch(n * x->blocks, c->seed, &ctr, &wd);
         char *dst = c->out + (a - c->pos) * x->es;
         if (a == u * U && b == ub * U) {
-            x->emit(x, &wd, n, dst);
+            fill_units(c, u, n, dst);
         } else {
-            x->emit(x, &wd, n, tmp);
+            fill_units(c, u, n, (char *)tmp);
             memcpy(dst, tmp + (a - u * U) * x->es, (b - a) * x->es);
         }
     }
@@ -350,6 +373,26 @@ static fm_status rng_execute(const fm_plan *p, void *const *ptrs, const fm_exec_
     return FM_OK;
 }
 
+/* The vector fill of a portable kind, with the scalar emitters' constants (the f32 roundings too). */
+static void simd_args(const fm_rng_params *rp, int f64, rng_impl *x)
+{
+    static const int kinds[5][2] = {{FM_PX_SIMD_UNIFORM_F32, FM_PX_SIMD_UNIFORM_F64},
+                                    {FM_PX_SIMD_NORMAL_F32, FM_PX_SIMD_NORMAL_F64},
+                                    {FM_PX_SIMD_NORMAL_F32, FM_PX_SIMD_NORMAL_F64}, /* exp_after */
+                                    {FM_PX_SIMD_EXPONENTIAL_F32, FM_PX_SIMD_EXPONENTIAL_F64},
+                                    {FM_PX_SIMD_RAW, FM_PX_SIMD_NONE}};
+    x->simd.kind = FM_PX_SIMD_NONE;
+    if (rp->mode != FM_RNG_PORTABLE || rp->distribution < 0 || rp->distribution > 4)
+        return;
+    x->simd.kind = kinds[rp->distribution][f64];
+    x->simd.exp_after = rp->distribution == FM_RNG_LOGNORMAL;
+    const int uniform = rp->distribution == FM_RNG_UNIFORM;
+    x->simd.d0 = rp->a;
+    x->simd.d1 = uniform ? rp->b - rp->a : rp->b; /* lo, width / mean, sd / scale */
+    x->simd.f0 = (float)x->simd.d0;
+    x->simd.f1 = uniform ? (float)(rp->b - rp->a) : (float)rp->b;
+}
+
 static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
 {
     (void)ctx, (void)state;
@@ -369,6 +412,7 @@ static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_
     x->unit = f64 && rp->mode == FM_RNG_PORTABLE ? 2 : 4;
     x->blocks = f64 && rp->mode == FM_RNG_CURAND ? 2 : 1;
     x->emit = fn;
+    simd_args(rp, f64, x);
     const int64_t items = (x->n + RNG_CHUNK - 1) / RNG_CHUNK + 1;
     x->threads = (int)fm_max_i64(1, fm_min_i64(rp->num_threads, items));
     static const char *const dists[] = {"uniform", "normal", "lognormal", "exponential", "raw"};

@@ -4,12 +4,16 @@
  *    shift f64 calls leave included), positions past 2^32 groups;
  *  - Philox4x32-10 against Random123's known-answer vectors;
  *  - the portable stream's documented mapping, its log / exp / sincos against glibc (ulps);
+ *  - every ISA path (scalar, AVX2, AVX-512; each forced, fm_rng_simd_set_isa) gives the scalar
+ *    functions' bits for every portable kind, odd offsets and lengths, the 32-bit counter carry, and
+ *    curand mode's bytes (its Philox runs in the vector path too);
  *  - thread counts 1, 2, 7 give identical bytes; offset o then n values = values [o, o + n) of one call;
  *  - every bad input's status and message; output specs; the plan cache.
  * Statistics are tests/python/test_random.py's. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "internal.h"
+#include "cpu/philox_simd.h"
 #include "philox_portable.h"
 
 #include <math.h>
@@ -34,6 +38,7 @@ static const kind kinds[] = {
     {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+static const char *const isa_names[] = {"scalar", "AVX2", "AVX-512"}; /* FM_RNG_ISA_* */
 
 /* The state a caller keeps between calls: the position and curand mode's run of f64 calls. */
 typedef struct stream_state {
@@ -238,6 +243,64 @@ static void test_portable_math_accuracy(void)
     CHECK_MSG(worst[4] <= 2 && worst[5] <= 2, "sincos %g %g", worst[4], worst[5]);
 }
 
+/* lognormal where exp overflows, underflows and hits its clamps (the vector exp's selects): every
+ * ISA against the scalar exp of the scalar normal */
+static void test_isa_lognormal_extremes(void)
+{
+    static const double params[4][3] = {{0, 80, 30}, {0, -95, 6}, {1, 700, 40}, {1, -735, 12}}; /* f64?, mean, sd */
+    const int64_t pos = 3, n = 4099;
+    void *buf = malloc((size_t)n * 8);
+    const int before = fm_rng_simd_isa();
+    for (int isa = FM_RNG_ISA_SCALAR; isa <= FM_RNG_ISA_AVX512; isa++) {
+        if (fm_rng_simd_set_isa(isa) < 0)
+            continue;
+        for (int c = 0; c < 4; c++) {
+            const int f64 = params[c][0] != 0;
+            const double mean = params[c][1], sd = params[c][2];
+            fm_rng_options o;
+            fm_rng_options_init(&o);
+            o.distribution = FM_RNG_LOGNORMAL, o.mode = FM_RNG_PORTABLE, o.mean = mean, o.stddev = sd;
+            fm_tensor t;
+            fm_tensor_init(&t, buf, (fm_device){FM_DEVICE_CPU, 0}, f64 ? FM_F64 : FM_F32, 1, &n, NULL);
+            fm_plan *plan = NULL;
+            CHECK_OK(fm_rng_plan(ctx, &t, &o, &plan));
+            fm_exec_args a;
+            fm_exec_args_init(&a);
+            a.ints[0] = pos, a.ints[3] = 5;
+            void *ptrs[1] = {buf};
+            CHECK_OK(fm_plan_execute_args(plan, ptrs, 1, &a, NULL));
+            fm_plan_release(plan);
+            int64_t bad = -1, inf = 0, zero = 0;
+            for (int64_t i = 0; i < n && bad < 0; i++) {
+                const uint64_t m = (uint64_t)(pos + i);
+                uint32_t w[4];
+                if (!f64) {
+                    fm_px_block(5, m / 4, w);
+                    float z0, z1;
+                    fm_px_normal_pair_f32(w[m % 4 & 2], w[(m % 4 & 2) + 1], &z0, &z1);
+                    const float want = fm_px_expf((m % 2 ? z1 : z0) * (float)sd + (float)mean);
+                    const float got = ((float *)buf)[i];
+                    bad = memcmp(&got, &want, 4) ? i : -1;
+                    inf += isinf(got), zero += got == 0;
+                } else {
+                    fm_px_block(5, m / 2, w);
+                    double z0, z1;
+                    fm_px_normal_pair_f64((uint64_t)w[0] | (uint64_t)w[1] << 32, (uint64_t)w[2] | (uint64_t)w[3] << 32,
+                                          &z0, &z1);
+                    const double want = fm_px_exp((m % 2 ? z1 : z0) * sd + mean), got = ((double *)buf)[i];
+                    bad = memcmp(&got, &want, 8) ? i : -1;
+                    inf += isinf(got), zero += got == 0;
+                }
+            }
+            CHECK_MSG(bad < 0, "%s path, lognormal f%d mean %g sd %g: value %lld differs from the scalar functions",
+                      isa_names[isa], f64 ? 64 : 32, mean, sd, (long long)bad);
+            CHECK_MSG(inf > 0 || zero > 0, "case %d reached neither overflow nor underflow", c);
+        }
+    }
+    free(buf);
+    CHECK(fm_rng_simd_set_isa(before) >= 0);
+}
+
 /* ---- threads and chunks ---- */
 static void test_thread_invariance(void)
 {
@@ -400,6 +463,82 @@ static void test_curand(void)
     SKIP("built without the CUDA toolkit: no libcurand to compare curand mode with");
     CHECK(1);
 #endif
+}
+
+/* ---- every ISA path against the scalar functions ---- */
+
+/* n values of kind kd from pos against portable_ref (raw: the words), one value at a time. */
+static void check_portable_kind(const kind *kd, int isa, int threads, int64_t pos, int64_t n, void *buf)
+{
+    const stream_state st = {pos, 0, 0};
+    memset(buf, 0xA5, (size_t)(n + 1) * 8);
+    CHECK_OK(fill(kd, FM_RNG_PORTABLE, 31, threads, &st, n, buf));
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        const uint64_t m = (uint64_t)(pos + i);
+        if (kd->dist == FM_RNG_RAW) {
+            uint32_t w[4];
+            fm_px_block(31, m / 4, w);
+            bad = ((uint32_t *)buf)[i] != w[m % 4] ? i : -1;
+            continue;
+        }
+        const double want = portable_ref(kd->dist, kd->dt == FM_F64, 31, m);
+        const int same = kd->dt == FM_F64 ? !memcmp(&((double *)buf)[i], &want, 8)
+                                          : ((float *)buf)[i] == (float)want &&
+                                                !signbit(((float *)buf)[i]) == !signbit(want);
+        bad = same ? -1 : i;
+    }
+    /* nothing past the n values was written */
+    const size_t es = fm_dtype_size(kd->dt);
+    const unsigned char *after = (const unsigned char *)buf + (size_t)n * es;
+    int spill = 0;
+    for (size_t b = 0; b < es; b++)
+        spill |= after[b] != 0xA5;
+    CHECK_MSG(bad < 0 && !spill, "%s, %s path, %d threads, %lld values from %lld: value %lld differs from the "
+              "scalar functions%s", kd->name, isa_names[isa], threads, (long long)n, (long long)pos,
+              (long long)bad, spill ? "; wrote past the end" : "");
+}
+
+static void test_isa_paths_match_scalar(void)
+{
+    static const kind pk[] = {
+        {FM_RNG_RAW, FM_U32, "raw"},
+        {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
+        {FM_RNG_UNIFORM, FM_F64, "uniform f64"},
+        {FM_RNG_NORMAL, FM_F32, "normal f32"},
+        {FM_RNG_NORMAL, FM_F64, "normal f64"},
+        {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
+        {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
+        {FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
+        {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"},
+    };
+    /* (pos, n): short calls inside one vector, odd heads and tails, many batches, and calls across
+     * block 2^32 (the counter's low word carries into the high one inside a vector) */
+    static const int64_t cases[][2] = {{0, 1},     {5, 3},       {3, 17},  {13, 10007}, {1, 4 * 64 * 3 + 5},
+                                       {64, 4096}, {7, 70001},   {((int64_t)1 << 34) - 37, 301},
+                                       {((int64_t)1 << 33) - 21, 203}};
+    const int before = fm_rng_simd_isa();
+    void *buf = malloc((70001 + 8) * 8);
+    for (int isa = FM_RNG_ISA_SCALAR; isa <= FM_RNG_ISA_AVX512; isa++) {
+        if (fm_rng_simd_set_isa(isa) < 0) {
+            printf("    %s: not on this CPU, not tested here\n", isa_names[isa]);
+            continue;
+        }
+        CHECK(fm_rng_simd_isa() == isa);
+        for (size_t k = 0; k < sizeof pk / sizeof pk[0]; k++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                check_portable_kind(&pk[k], isa, c % 2 ? 2 : 1, cases[c][0], cases[c][1], buf);
+#ifdef FM_HAVE_CUDA
+        curandGenerator_t g = curand_host(1, 0);
+        if (g) { /* curand mode's Philox through this path (test_curand says when there is no libcurand) */
+            curandDestroyGenerator(g);
+            test_curand_each_kind();
+        }
+#endif
+    }
+    free(buf);
+    CHECK(fm_rng_simd_set_isa(before) >= 0);
+    CHECK(fm_rng_simd_set_isa(7) == -1 && fm_rng_simd_isa() == before);
 }
 
 /* ---- bad input ---- */
@@ -568,6 +707,8 @@ int main(void)
     RUN_TEST(test_portable_mapping);
     RUN_TEST(test_portable_math_accuracy);
     RUN_TEST(test_portable_fill_matches_scalar);
+    RUN_TEST(test_isa_paths_match_scalar);
+    RUN_TEST(test_isa_lognormal_extremes);
     RUN_TEST(test_thread_invariance);
     RUN_TEST(test_offsets_compose);
     RUN_TEST(test_curand);
