@@ -18,7 +18,8 @@
 
 #define COL_MAJOR 102 /* LAPACK_COL_MAJOR */
 #define WORK_MEMORY_ERROR (-1010)
-#define SMALL_N 512 /* up to here a batch is split over threads (measured: docs/design.md, "Dense solvers") */
+#define SMALL_N 512 /* up to here a batch is split over threads (docs/design.md, "Dense solvers") */
+#define SMALL_THREADED 128 /* one matrix below this runs on one thread */
 
 typedef int32_t lint;
 typedef lint (*getrf_fn)(int, lint, lint, void *, lint, lint *);
@@ -592,6 +593,8 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
     x->ldb = fm_max_i64(1, sp->routine == FM_SOLVE_GELSD ? big : sp->m);
     x->work = scratch_layout(x, NULL, &(scratch){0});
     x->threads = (int)fm_max_i64(1, sp->num_threads);
+    if (sp->batch_count < 2 && big < SMALL_THREADED)
+        x->threads = 1; /* one small matrix: waking OpenBLAS's threads costs more than they give */
     /* small matrices: one per thread; large ones: OpenBLAS's threads inside each */
     x->over_batch = sp->batch_count >= 2 && big <= SMALL_N && x->threads > 1;
     out->impl = x;
