@@ -52,6 +52,9 @@ typedef struct {
     int64_t lda, ldb;
     size_t work;     /* scratch bytes per entry */
     int threads, over_batch;
+    /* a gathered as a^T (the C-order matrix read as column-major: contiguous copies, no transpose),
+     * the routine told so (getrs 'T', the other triangle); the results come out in C order as they are */
+    int at;
 } solve_impl;
 
 typedef struct {
@@ -62,18 +65,30 @@ typedef struct {
 } solve_call;
 
 /* ---- layout ---- */
-/* dst (column-major, leading dimension ld) = src's rows x cols with element strides rs, cs; tiled. */
+/* dst (column-major, leading dimension ld) = src's rows x cols with element strides rs, cs: a column at
+ * a time where src's columns are contiguous, else in 32 x 32 tiles (a transpose at memory speed). */
+#define GATHER_TILES(T)                                                                                   \
+    for (int64_t i0 = 0; i0 < rows; i0 += 32)                                                             \
+        for (int64_t j0 = 0; j0 < cols; j0 += 32) {                                                       \
+            const int64_t i1 = fm_min_i64(rows, i0 + 32), j1 = fm_min_i64(cols, j0 + 32);                 \
+            for (int64_t j = j0; j < j1; j++)                                                             \
+                for (int64_t i = i0; i < i1; i++)                                                         \
+                    ((T *)dst)[i + j * ld] = ((const T *)src)[i * rs + j * cs];                           \
+        }
+typedef struct { uint64_t lo, hi; } u128;
 static void gather(char *dst, int64_t ld, const char *src, int64_t rs, int64_t cs, int64_t rows, int64_t cols,
                    size_t es)
 {
-    const int64_t T = 32;
-    for (int64_t i0 = 0; i0 < rows; i0 += T)
-        for (int64_t j0 = 0; j0 < cols; j0 += T) {
-            const int64_t i1 = fm_min_i64(rows, i0 + T), j1 = fm_min_i64(cols, j0 + T);
-            for (int64_t j = j0; j < j1; j++)
-                for (int64_t i = i0; i < i1; i++)
-                    memcpy(dst + (size_t)(i + j * ld) * es, src + (size_t)(i * rs + j * cs) * es, es);
-        }
+    if (rs == 1 || rows == 1) {
+        for (int64_t j = 0; j < cols; j++)
+            memcpy(dst + (size_t)(j * ld) * es, src + (size_t)(j * cs) * es, (size_t)rows * es);
+        return;
+    }
+    switch (es) {
+    case 4: GATHER_TILES(uint32_t) break;
+    case 8: GATHER_TILES(uint64_t) break;
+    default: GATHER_TILES(u128) break;
+    }
 }
 
 /* dst (C-contiguous rows x cols) = src (column-major, ld). */
@@ -83,11 +98,22 @@ static void scatter(char *dst, const char *src, int64_t ld, int64_t rows, int64_
 }
 
 static void gather_slot(const solve_call *c, int slot, int64_t b, char *dst, int64_t ld, int64_t rows,
-                        int64_t cols)
+                        int64_t cols, int transposed)
 {
     const fm_tensor *t = &c->x->p->t[slot];
     const char *base = (const char *)c->ptrs[slot] + fm_solve_batch_offset(c->x->p, slot, b) * (int64_t)c->x->es;
-    gather(dst, ld, base, t->strides[t->ndim - 2], t->strides[t->ndim - 1], rows, cols, c->x->es);
+    const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1];
+    if (transposed) /* square: a^T's rows are a's columns */
+        gather(dst, ld, base, cs, rs, cols, rows, c->x->es);
+    else
+        gather(dst, ld, base, rs, cs, rows, cols, c->x->es);
+}
+
+/* dst (C-contiguous n x n) = the column-major n x n at src read row by row: (src's matrix)^T. */
+static void copy_rows(char *dst, const char *src, int64_t ld, int64_t n, size_t es)
+{
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (size_t)(i * n) * es, src + (size_t)(i * ld) * es, (size_t)n * es);
 }
 
 static char *out_at(const solve_call *c, int slot, int64_t b, int64_t per_entry, size_t es)
@@ -132,13 +158,14 @@ static void put(const solve_impl *x, char *dst, int64_t at, double complex v, in
     }
 }
 
-/* Zero the strict lower (lower = 1) or upper triangle of column-major rows x cols w. */
+/* Zero the strict lower (lower = 1) or upper triangle of column-major rows x cols w: one run per column. */
 static void zero_triangle(const solve_impl *x, char *w, int64_t ld, int64_t rows, int64_t cols, int lower)
 {
-    for (int64_t j = 0; j < cols; j++)
-        for (int64_t i = 0; i < rows; i++)
-            if (lower ? i > j : i < j)
-                memset(w + (size_t)(i + j * ld) * x->es, 0, x->es);
+    for (int64_t j = 0; j < cols; j++) {
+        const int64_t i0 = lower ? j + 1 : 0, i1 = lower ? rows : fm_min_i64(j, rows);
+        if (i1 > i0)
+            memset(w + (size_t)(i0 + j * ld) * x->es, 0, (size_t)(i1 - i0) * x->es);
+    }
 }
 
 static void identity(const solve_impl *x, char *dst, int64_t n)
@@ -224,8 +251,8 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
     case FM_SOLVE_GESV:
     case FM_SOLVE_GETRS:
         if (info == 0 && n > 0 && k > 0) {
-            static const char trans[] = {'N', 'T', 'C'};
-            if (lapack_status(((getrs_fn)L->getrs[t])(COL_MAJOR, trans[sp->transpose], n, k, w->a, lda, w->ipiv,
+            const char tr = x->at ? 'T' : "NTC"[sp->transpose]; /* at: the LU is a^T's (gesv only) */
+            if (lapack_status(((getrs_fn)L->getrs[t])(COL_MAJOR, tr, n, k, w->a, lda, w->ipiv,
                                                       w->b, ldb), f, b) < 0)
                 return -1;
         }
@@ -240,7 +267,10 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
         if (info == 0 && n > 0 &&
             lapack_status(((getri_fn)L->getri[t])(COL_MAJOR, n, w->a, lda, w->ipiv), f, b) < 0)
             return -1;
-        scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
+        if (x->at) /* (a^T)^-1 read row by row is a^-1 */
+            copy_rows(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
+        else
+            scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
         break;
     default: /* det, slogdet: a singular matrix has det 0, as NumPy's */
         determinant(c, b, w, info);
@@ -257,21 +287,28 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
     const fm_lapack *L = &fm_blas_lib.lapack;
     const int t = x->ti;
     const lint n = (lint)sp->n, k = (lint)sp->nrhs, lda = (lint)x->lda, ldb = (lint)x->ldb;
-    const char uplo = sp->uplo ? 'U' : 'L';
+    /* at: the gathered matrix is a^T, whose stored triangle is the other one (a Hermitian a: a^T =
+     * conj(a), whose factor read row by row is a's; a real triangular t: solve with t^T's transpose) */
+    const char uplo = (sp->uplo != 0) != (x->at != 0) ? 'U' : 'L';
     lint info = 0;
     if (sp->routine == FM_SOLVE_POTRF) {
         if (n > 0 && lapack_status(info = ((potrf_fn)L->potrf[t])(COL_MAJOR, uplo, n, w->a, lda), f, b) < 0)
             return -1;
-        zero_triangle(x, w->a, x->lda, sp->n, sp->n, !sp->uplo ? 0 : 1);
-        scatter(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
+        zero_triangle(x, w->a, x->lda, sp->n, sp->n, uplo == 'U');
+        if (x->at)
+            copy_rows(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
+        else
+            scatter(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
         return info;
     }
     if (n > 0 && k > 0) {
-        if (sp->routine == FM_SOLVE_POTRS)
+        if (sp->routine == FM_SOLVE_POTRS) {
             info = ((potrs_fn)L->potrs[t])(COL_MAJOR, uplo, n, k, w->a, lda, w->b, ldb);
-        else
-            info = ((trtrs_fn)L->trtrs[t])(COL_MAJOR, uplo, "NTC"[sp->transpose], sp->unit_diagonal ? 'U' : 'N', n,
-                                          k, w->a, lda, w->b, ldb);
+        } else {
+            const char tr = x->at ? (sp->transpose == 0 ? 'T' : 'N') : "NTC"[sp->transpose];
+            info = ((trtrs_fn)L->trtrs[t])(COL_MAJOR, uplo, tr, sp->unit_diagonal ? 'U' : 'N', n, k, w->a, lda,
+                                          w->b, ldb);
+        }
         if (lapack_status(info, f, b) < 0)
             return -1;
     }
@@ -395,11 +432,11 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     const solve_impl *x = c->x;
     const fm_solve_params *sp = x->sp;
     const uint32_t pr = x->p->present;
-    gather_slot(c, FM_SOLVE_A, b, w->a, x->lda, sp->m, sp->n);
+    gather_slot(c, FM_SOLVE_A, b, w->a, x->lda, sp->m, sp->n, x->at);
     if (sp->routine == FM_SOLVE_GELSD)
         memset(w->b, 0, (size_t)(x->ldb * fm_max_i64(1, sp->nrhs)) * x->es);
     if (pr & 1u << FM_SOLVE_B)
-        gather_slot(c, FM_SOLVE_B, b, w->b, x->ldb, sp->m, sp->nrhs);
+        gather_slot(c, FM_SOLVE_B, b, w->b, x->ldb, sp->m, sp->nrhs, 0);
     if (sp->check_finite) {
         const int bad_a = !all_finite(x, w->a, x->lda, sp->m, sp->n);
         if (bad_a || ((pr & 1u << FM_SOLVE_B) && !all_finite(x, w->b, x->ldb, sp->m, sp->nrhs))) {
@@ -592,6 +629,10 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
     x->lda = fm_max_i64(1, sp->m);
     x->ldb = fm_max_i64(1, sp->routine == FM_SOLVE_GELSD ? big : sp->m);
     x->work = scratch_layout(x, NULL, &(scratch){0});
+    const int real = ti < 2, det_fresh = (sp->routine == FM_SOLVE_DET || sp->routine == FM_SOLVE_SLOGDET) &&
+                                         !(p->present & 1u << FM_SOLVE_IPIV);
+    x->at = sp->routine == FM_SOLVE_GESV || sp->routine == FM_SOLVE_INV || sp->routine == FM_SOLVE_POTRF ||
+            det_fresh || (real && (sp->routine == FM_SOLVE_POTRS || sp->routine == FM_SOLVE_TRTRS));
     x->threads = (int)fm_max_i64(1, sp->num_threads);
     if (sp->batch_count < 2 && big < SMALL_THREADED)
         x->threads = 1; /* one small matrix: waking OpenBLAS's threads costs more than they give */
