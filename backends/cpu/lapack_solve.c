@@ -55,6 +55,7 @@ typedef struct {
     /* a gathered as a^T (the C-order matrix read as column-major: contiguous copies, no transpose),
      * the routine told so (getrs 'T', the other triangle); the results come out in C order as they are */
     int at;
+    int direct; /* a read-only a (getrs, potrs, trtrs) already column-major: LAPACK reads it in place */
 } solve_impl;
 
 typedef struct {
@@ -121,6 +122,19 @@ static char *out_at(const solve_call *c, int slot, int64_t b, int64_t per_entry,
     return (char *)c->ptrs[slot] + (size_t)(b * per_entry) * es;
 }
 
+/* Output matrix slot of entry b = column-major rows x cols buf: column copies into a factor stored
+ * column-major (solve_problem.c allows that for it), else the transposing scatter into C order. */
+static void put_matrix(const solve_call *c, int slot, int64_t b, const char *buf, int64_t ld, int64_t rows,
+                       int64_t cols)
+{
+    const fm_tensor *t = &c->x->p->t[slot];
+    char *dst = out_at(c, slot, b, rows * cols, c->x->es);
+    if (rows * cols > 0 && t->strides[t->ndim - 2] == 1 && rows > 1)
+        gather(dst, rows, buf, 1, ld, rows, cols, c->x->es);
+    else
+        scatter(dst, buf, ld, rows, cols, c->x->es);
+}
+
 /* Whether rows x cols of column-major w are all finite. */
 static int all_finite(const solve_impl *x, const char *w, int64_t ld, int64_t rows, int64_t cols)
 {
@@ -179,6 +193,7 @@ static void identity(const solve_impl *x, char *dst, int64_t n)
 typedef struct {
     char *a, *b, *tau, *u, *vt, *s;
     lint *ipiv;
+    int64_t lda; /* a's: the scratch's, or the caller's column-major matrix's (direct) */
 } scratch;
 
 static int lapack_status(lint info, entry_fail *f, int64_t b)
@@ -215,7 +230,7 @@ static void determinant(const solve_call *c, int64_t b, const scratch *w, lint i
     double complex sign = 1.0;
     double logabs = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        const double complex d = elem(x, w->a, i + i * x->lda);
+        const double complex d = elem(x, w->a, i + i * w->lda);
         const double ad = cabs(d);
         if (ad == 0.0 || info > 0) {
             sign = 0.0, logabs = -INFINITY;
@@ -238,7 +253,7 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
     const fm_solve_params *sp = x->sp;
     const fm_lapack *L = &fm_blas_lib.lapack;
     const int t = x->ti;
-    const lint n = (lint)sp->n, k = (lint)sp->nrhs, lda = (lint)x->lda, ldb = (lint)x->ldb;
+    const lint n = (lint)sp->n, k = (lint)sp->nrhs, lda = (lint)w->lda, ldb = (lint)x->ldb;
     lint info = 0;
     const int factored = (sp->routine == FM_SOLVE_GETRS || sp->routine == FM_SOLVE_DET ||
                           sp->routine == FM_SOLVE_SLOGDET) && (x->p->present & 1u << FM_SOLVE_IPIV);
@@ -256,10 +271,10 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
                                                       w->b, ldb), f, b) < 0)
                 return -1;
         }
-        scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->nrhs, x->es), w->b, ldb, sp->n, sp->nrhs, x->es);
+        put_matrix(c, FM_SOLVE_X, b, w->b, ldb, sp->n, sp->nrhs);
         break;
     case FM_SOLVE_GETRF:
-        scatter(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
+        put_matrix(c, FM_SOLVE_FACTOR, b, w->a, lda, sp->n, sp->n);
         for (int64_t i = 0; i < sp->n; i++)
             ((int64_t *)c->ptrs[FM_SOLVE_PIVOTS])[b * sp->n + i] = w->ipiv[i];
         break;
@@ -270,7 +285,7 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
         if (x->at) /* (a^T)^-1 read row by row is a^-1 */
             copy_rows(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
         else
-            scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
+            put_matrix(c, FM_SOLVE_X, b, w->a, lda, sp->n, sp->n);
         break;
     default: /* det, slogdet: a singular matrix has det 0, as NumPy's */
         determinant(c, b, w, info);
@@ -286,7 +301,7 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
     const fm_solve_params *sp = x->sp;
     const fm_lapack *L = &fm_blas_lib.lapack;
     const int t = x->ti;
-    const lint n = (lint)sp->n, k = (lint)sp->nrhs, lda = (lint)x->lda, ldb = (lint)x->ldb;
+    const lint n = (lint)sp->n, k = (lint)sp->nrhs, lda = (lint)w->lda, ldb = (lint)x->ldb;
     /* at: the gathered matrix is a^T, whose stored triangle is the other one (a Hermitian a: a^T =
      * conj(a), whose factor read row by row is a's; a real triangular t: solve with t^T's transpose) */
     const char uplo = (sp->uplo != 0) != (x->at != 0) ? 'U' : 'L';
@@ -294,11 +309,11 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
     if (sp->routine == FM_SOLVE_POTRF) {
         if (n > 0 && lapack_status(info = ((potrf_fn)L->potrf[t])(COL_MAJOR, uplo, n, w->a, lda), f, b) < 0)
             return -1;
-        zero_triangle(x, w->a, x->lda, sp->n, sp->n, uplo == 'U');
+        zero_triangle(x, w->a, w->lda, sp->n, sp->n, uplo == 'U');
         if (x->at)
             copy_rows(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
         else
-            scatter(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, sp->n, x->es);
+            put_matrix(c, FM_SOLVE_FACTOR, b, w->a, lda, sp->n, sp->n);
         return info;
     }
     if (n > 0 && k > 0) {
@@ -312,7 +327,7 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
         if (lapack_status(info, f, b) < 0)
             return -1;
     }
-    scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->nrhs, x->es), w->b, ldb, sp->n, sp->nrhs, x->es);
+    put_matrix(c, FM_SOLVE_X, b, w->b, ldb, sp->n, sp->nrhs);
     return info;
 }
 
@@ -327,7 +342,7 @@ static lint run_eigh(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
         return -1;
     memcpy(out_at(c, FM_SOLVE_W, b, sp->n, x->rs), w->s, (size_t)sp->n * x->rs);
     if (!sp->values_only)
-        scatter(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, x->lda, sp->n, sp->n, x->es);
+        put_matrix(c, FM_SOLVE_X, b, w->a, x->lda, sp->n, sp->n);
     return info;
 }
 
@@ -355,7 +370,7 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     if (qc > 0 && lapack_status(((orgqr_fn)L->orgqr[x->ti])(COL_MAJOR, (lint)m, (lint)qc, (lint)k, q, (lint)x->lda,
                                                             w->tau), f, b) < 0)
         return -1;
-    scatter(out_at(c, FM_SOLVE_X, b, m * qc, x->es), q, x->lda, m, qc, x->es);
+    put_matrix(c, FM_SOLVE_X, b, q, x->lda, m, qc);
     return 0;
 }
 
@@ -384,8 +399,8 @@ static lint run_svd(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
             identity(x, out_at(c, FM_SOLVE_FACTOR, b, vr * n, x->es), n);
         return 0;
     }
-    scatter(out_at(c, FM_SOLVE_X, b, m * uc, x->es), w->u, m, m, uc, x->es);
-    scatter(out_at(c, FM_SOLVE_FACTOR, b, vr * n, x->es), w->vt, vr, vr, n, x->es);
+    put_matrix(c, FM_SOLVE_X, b, w->u, m, m, uc);
+    put_matrix(c, FM_SOLVE_FACTOR, b, w->vt, vr, vr, n);
     return info;
 }
 
@@ -411,7 +426,7 @@ static lint run_lstsq(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
         for (int64_t j = 0; j < nr; j++)
             memset(w->b + (size_t)(j * x->ldb) * x->es, 0, (size_t)n * x->es);
     }
-    scatter(out_at(c, FM_SOLVE_X, b, n * nr, x->es), w->b, x->ldb, n, nr, x->es);
+    put_matrix(c, FM_SOLVE_X, b, w->b, x->ldb, n, nr);
     memcpy(out_at(c, FM_SOLVE_W, b, k, x->rs), w->s, (size_t)k * x->rs);
     ((int64_t *)c->ptrs[FM_SOLVE_RANK])[b] = rank;
     char *res = out_at(c, FM_SOLVE_AUX, b, nr, x->rs);
@@ -432,7 +447,14 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     const solve_impl *x = c->x;
     const fm_solve_params *sp = x->sp;
     const uint32_t pr = x->p->present;
-    gather_slot(c, FM_SOLVE_A, b, w->a, x->lda, sp->m, sp->n, x->at);
+    w->lda = x->lda;
+    if (x->direct) { /* LAPACK only reads it: the caller's column-major matrix in place */
+        const fm_tensor *ta = &x->p->t[FM_SOLVE_A];
+        w->a = (char *)c->ptrs[FM_SOLVE_A] + fm_solve_batch_offset(x->p, FM_SOLVE_A, b) * (int64_t)x->es;
+        w->lda = fm_max_i64(1, ta->strides[ta->ndim - 1]);
+    } else {
+        gather_slot(c, FM_SOLVE_A, b, w->a, x->lda, sp->m, sp->n, x->at);
+    }
     if (sp->routine == FM_SOLVE_GELSD)
         memset(w->b, 0, (size_t)(x->ldb * fm_max_i64(1, sp->nrhs)) * x->es);
     if (pr & 1u << FM_SOLVE_B)
@@ -494,10 +516,12 @@ static void run_chunk(void *arg, int64_t item)
     }
     scratch w;
     scratch_layout(x, base, &w);
+    char *own_a = w.a; /* direct entries point w.a at the caller's matrix */
     const int64_t b0 = item * c->chunk, b1 = fm_min_i64(x->sp->batch_count, b0 + c->chunk);
     int64_t *info_out = (x->p->present & 1u << FM_SOLVE_INFO) ? c->ptrs[FM_SOLVE_INFO] : NULL;
     for (int64_t b = b0; b < b1; b++) {
         entry_fail e = {0};
+        w.a = own_a;
         const lint info = run_entry(c, b, &w, &e);
         if (info < 0) {
             *f = e;
@@ -631,8 +655,15 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
     x->work = scratch_layout(x, NULL, &(scratch){0});
     const int real = ti < 2, det_fresh = (sp->routine == FM_SOLVE_DET || sp->routine == FM_SOLVE_SLOGDET) &&
                                          !(p->present & 1u << FM_SOLVE_IPIV);
-    x->at = sp->routine == FM_SOLVE_GESV || sp->routine == FM_SOLVE_INV || sp->routine == FM_SOLVE_POTRF ||
-            det_fresh || (real && (sp->routine == FM_SOLVE_POTRS || sp->routine == FM_SOLVE_TRTRS));
+    const fm_tensor *ta = &p->t[FM_SOLVE_A], *tf = &p->t[FM_SOLVE_FACTOR];
+    const int read_only = sp->routine == FM_SOLVE_GETRS || sp->routine == FM_SOLVE_POTRS ||
+                          sp->routine == FM_SOLVE_TRTRS;
+    x->direct = read_only && !sp->check_finite && sp->n > 0 && ta->strides[ta->ndim - 2] == 1 &&
+                ta->strides[ta->ndim - 1] >= sp->n;
+    const int factor_f = (p->present & 1u << FM_SOLVE_FACTOR) && tf->strides[tf->ndim - 2] == 1 && sp->n > 1;
+    x->at = !x->direct && (sp->routine == FM_SOLVE_GESV || sp->routine == FM_SOLVE_INV ||
+                           (sp->routine == FM_SOLVE_POTRF && !factor_f) || det_fresh ||
+                           (real && (sp->routine == FM_SOLVE_POTRS || sp->routine == FM_SOLVE_TRTRS)));
     x->threads = (int)fm_max_i64(1, sp->num_threads);
     if (sp->batch_count < 2 && big < SMALL_THREADED)
         x->threads = 1; /* one small matrix: waking OpenBLAS's threads costs more than they give */
@@ -643,10 +674,11 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
     out->destroy_impl = free;
     for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
-    fm_plan_set_describe(out, "solve cpu/lapack %s %s %lldx%lld nrhs=%lld batch=%lld threads=%d (%s) blas=%s",
+    fm_plan_set_describe(out, "solve cpu/lapack %s %s %lldx%lld nrhs=%lld batch=%lld threads=%d (%s)%s blas=%s",
                          fm_solve_routine_name(sp->routine), fm_dtype_name(dt), (long long)sp->m, (long long)sp->n,
                          (long long)sp->nrhs, (long long)sp->batch_count, x->threads,
-                         x->over_batch ? "over the batch" : "lapack threads", fm_blas_lib.tag);
+                         x->over_batch ? "over the batch" : "lapack threads",
+                         x->direct ? " a in place" : x->at ? " a as a^T" : "", fm_blas_lib.tag);
     return FM_OK;
 }
 

@@ -290,12 +290,16 @@ static fm_status check_output(const fm_solve_options *o, const fm_solve_params *
     if (t->dtype != want.dtype)
         return fm_fail(FM_ERR_DTYPE, "solve: %s has dtype %s, expected %s for %s", slot_names[s],
                        fm_dtype_word(t->dtype), fm_dtype_word(want.dtype), routines[o->routine].name);
-    int64_t step = 1;
-    for (int i = t->ndim - 1; i >= 0 && fm_tensor_numel(t) > 0; i--) {
+    /* C-contiguous; the factor may also be column-major within each matrix (the batch outside in C
+     * order), which the routines that read it back (lu_solve, cho_solve) then take without a copy */
+    const int nd = t->ndim, fmat = s == FM_SOLVE_FACTOR && nd >= 2 && fm_tensor_numel(t) > 0 &&
+                                   t->strides[nd - 2] == 1 && t->strides[nd - 1] == t->shape[nd - 2];
+    int64_t step = fmat ? t->shape[nd - 2] * t->shape[nd - 1] : 1;
+    for (int i = (fmat ? nd - 2 : nd) - 1; i >= 0 && fm_tensor_numel(t) > 0; i--) {
         if (t->shape[i] > 1 && t->strides[i] != step)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has stride %lld on axis %d, expected %lld (a "
-                           "C-contiguous %s)", slot_names[s], (long long)t->strides[i], i, (long long)step,
-                           slot_names[s]);
+                           "C-contiguous %s%s)", slot_names[s], (long long)t->strides[i], i, (long long)step,
+                           slot_names[s], s == FM_SOLVE_FACTOR ? ", or one column-major within each matrix" : "");
         step *= t->shape[i];
     }
     return FM_OK;

@@ -287,6 +287,11 @@ class Solver:
 
     def _factor_as(self, kind: str, where: str, reuse: bool):
         f = self._f if reuse and self._chosen == kind else {}
+        if not f and kind != "qr" and isinstance(self._a, np.ndarray) and self._a.ndim >= 2 and \
+                self._a.dtype.kind in "fc":
+            # the factor column-major within each matrix: every solve then hands it to LAPACK in place
+            cols = np.empty(self._a.shape[:-2] + self._a.shape[-2:][::-1], self._a.dtype).swapaxes(-1, -2)
+            f = {"lu": cols} if kind == "lu" else {"l": cols}
         if kind == "lu":
             r = _run(_C.SOLVE_GETRF, where, self._li, self._a, check_finite=self._finite,
                      outs={_FACTOR: f.get("lu"), _PIVOTS: f.get("piv")})

@@ -348,6 +348,27 @@ static void test_factored_solves(void)
             const double r = solve_ratio(dt, m.a, x, b, n, k, tr);
             CHECK_MSG(r < 30, "lu_solve %s trans %d: %g", fm_dtype_name(dt), tr, r);
         }
+        /* the factor column-major (strides 1, n): lu_solve reads it in place (describe says so) */
+        void *luf = alloc_of(dt, n * n);
+        const int64_t sf[2] = {n, n}, stf[2] = {1, n};
+        fm_tensor tluf;
+        fm_tensor_init(&tluf, luf, cpu, dt, 2, sf, stf);
+        fm_solve_options_init(&o);
+        o.routine = FM_SOLVE_GETRF;
+        const fm_tensor *t6[FM_SOLVE_NSLOTS] = {&ta, NULL, NULL, NULL, &tluf, &tp};
+        CHECK_OK(fm_solve(ctx, t6, &o, NULL));
+        for (int64_t i = 0; i < n * n; i++) /* the same factor as the C-ordered one */
+            CHECK(cabs(get(dt, luf, (i % n) * n + i / n) - get(dt, lu, i)) == 0);
+        o.routine = FM_SOLVE_GETRS;
+        const fm_tensor *t7[FM_SOLVE_NSLOTS] = {&tluf, &tb, &tp, &tx};
+        fm_plan *pl = NULL;
+        CHECK_OK(fm_solve_plan(ctx, t7, &o, &pl));
+        CHECK(pl && fm_test_contains(fm_plan_describe(pl), "a in place"));
+        void *ptrs[FM_SOLVE_NSLOTS] = {luf, b, piv, x};
+        CHECK_OK(fm_plan_execute(pl, ptrs, FM_SOLVE_NSLOTS, NULL));
+        CHECK(solve_ratio(dt, m.a, x, b, n, k, 0) < 30);
+        fm_plan_release(pl);
+        free(luf);
         /* solve_triangular on lu's upper triangle, cho_solve on the Cholesky factor */
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < i; j++)
