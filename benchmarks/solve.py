@@ -29,6 +29,7 @@ def main() -> int:
     p.add_argument("--routines", default=",".join(ROUTINES))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=0.05, help="seconds of calls per timing (at least one call)")
+    p.add_argument("--limits", default="eigh=2048,svd=1024", help="largest n per routine, e.g. eigh=1024,svd=512")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -44,6 +45,7 @@ def main() -> int:
     rng = np.random.default_rng(28)
     sizes = [int(s) for s in args.sizes.split(",")]
     routines = args.routines.split(",")
+    limit = dict(LIMIT, **{k: int(v) for k, v in (kv.split("=") for kv in args.limits.split(",") if kv)})
     cases = []
     for n in sizes:
         a = rng.standard_normal((n, n))
@@ -64,7 +66,7 @@ def main() -> int:
                     lambda: np.linalg.svd(a, full_matrices=False)),
         }
         for r in routines:
-            if n <= LIMIT.get(r, 1 << 30):
+            if n <= limit.get(r, 1 << 30):
                 cases.append((r, n, impl[r], (a, b)))
     out = {"benchmark": "solve_cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line(),
            "machine": dict(machine(), tag=args.machine_tag), "threads": args.threads,

@@ -148,13 +148,21 @@ static int all_finite(const solve_impl *x, const char *w, int64_t ld, int64_t ro
     return 1;
 }
 
+/* re + i im (CMPLX is C11 but not every compiler's libc has it: clang on glibc 2.36 lacked it) */
+static inline double complex make_cplx(double re, double im)
+{
+    double complex z;
+    ((double *)&z)[0] = re, ((double *)&z)[1] = im;
+    return z;
+}
+
 static double complex elem(const solve_impl *x, const char *w, int64_t at)
 {
     switch (x->ti) {
     case 0: return ((const float *)w)[at];
     case 1: return ((const double *)w)[at];
-    case 2: return CMPLX(((const float *)w)[2 * at], ((const float *)w)[2 * at + 1]);
-    default: return CMPLX(((const double *)w)[2 * at], ((const double *)w)[2 * at + 1]);
+    case 2: return make_cplx(((const float *)w)[2 * at], ((const float *)w)[2 * at + 1]);
+    default: return make_cplx(((const double *)w)[2 * at], ((const double *)w)[2 * at + 1]);
     }
 }
 

@@ -36,13 +36,21 @@ static int is_complex(fm_dtype dt) { return dt == FM_C64 || dt == FM_C128; }
 static double eps_of(fm_dtype dt) { return dt == FM_F32 || dt == FM_C64 ? FLT_EPSILON : DBL_EPSILON; }
 static fm_dtype real_of(fm_dtype dt) { return dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt; }
 
+/* re + i im (CMPLX is C11 but not every compiler's libc has it: clang on glibc 2.36 lacked it) */
+static inline double complex make_cplx(double re, double im)
+{
+    double complex z;
+    ((double *)&z)[0] = re, ((double *)&z)[1] = im;
+    return z;
+}
+
 static cplx get(fm_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
     case FM_F32: return ((const float *)p)[i];
     case FM_F64: return ((const double *)p)[i];
-    case FM_C64: return CMPLX(((const float *)p)[2 * i], ((const float *)p)[2 * i + 1]);
-    default: return CMPLX(((const double *)p)[2 * i], ((const double *)p)[2 * i + 1]);
+    case FM_C64: return make_cplx(((const float *)p)[2 * i], ((const float *)p)[2 * i + 1]);
+    default: return make_cplx(((const double *)p)[2 * i], ((const double *)p)[2 * i + 1]);
     }
 }
 
