@@ -52,19 +52,7 @@ def main() -> int:
         spd = a @ a.T + n * np.eye(n)
         b = rng.standard_normal((n, 16))
         sym = (a + a.T) / 2
-        impl = {
-            "solve": (lambda: fl.solve(a, b), lambda: sl.solve(a, b, check_finite=False),
-                      lambda: np.linalg.solve(a, b)),
-            "cholesky": (lambda: fl.cholesky(spd), lambda: sl.cholesky(spd, lower=True, check_finite=False),
-                         lambda: np.linalg.cholesky(spd)),
-            "qr": (lambda: fl.qr(a), lambda: sl.qr(a, mode="economic", check_finite=False),
-                   lambda: np.linalg.qr(a)),
-            "eigh": (lambda: fl.eigh(sym), lambda: sl.eigh(sym, check_finite=False, driver="evd"),
-                     lambda: np.linalg.eigh(sym)),
-            "svd": (lambda: fl.svd(a, full_matrices=False),
-                    lambda: sl.svd(a, full_matrices=False, check_finite=False, lapack_driver="gesdd"),
-                    lambda: np.linalg.svd(a, full_matrices=False)),
-        }
+        impl = _impls(fl, sl, np, a, b, spd, sym)  # bound per n (closures over the loop's names would not be)
         for r in routines:
             if n <= limit.get(r, 1 << 30):
                 cases.append((r, n, impl[r], (a, b)))
@@ -112,6 +100,22 @@ def main() -> int:
     write_json(path, out)
     print("wrote", path)
     return 0
+
+
+def _impls(fl, sl, np, a, b, spd, sym):
+    """Per routine: (fusemath, scipy, numpy) calls on this n's operands."""
+    return {
+        "solve": (lambda: fl.solve(a, b), lambda: sl.solve(a, b, check_finite=False),
+                  lambda: np.linalg.solve(a, b)),
+        "cholesky": (lambda: fl.cholesky(spd), lambda: sl.cholesky(spd, lower=True, check_finite=False),
+                     lambda: np.linalg.cholesky(spd)),
+        "qr": (lambda: fl.qr(a), lambda: sl.qr(a, mode="economic", check_finite=False), lambda: np.linalg.qr(a)),
+        "eigh": (lambda: fl.eigh(sym), lambda: sl.eigh(sym, check_finite=False, driver="evd"),
+                 lambda: np.linalg.eigh(sym)),
+        "svd": (lambda: fl.svd(a, full_matrices=False),
+                lambda: sl.svd(a, full_matrices=False, check_finite=False, lapack_driver="gesdd"),
+                lambda: np.linalg.svd(a, full_matrices=False)),
+    }
 
 
 def _blas_config(mod) -> str:
