@@ -262,3 +262,19 @@ def test_solver_threads(rng):
     for t in ts:
         t.join()
     assert max(worst) < 30
+
+
+@pytest.mark.gpu
+def test_gpu_operands_right_answer_or_clear_error(rng):
+    """Until backends/cuda/cusolver_dense.c exists, CUDA operands are a NotSupportedError naming the
+    operation; once it does, the answer must be right (and of the caller's library)."""
+    cp = pytest.importorskip("cupy")
+    a = rng.standard_normal((3, 40, 40))
+    b = rng.standard_normal((3, 40, 2))
+    try:
+        x = fl.solve(cp.asarray(a), cp.asarray(b))
+    except fusemath.NotSupportedError as exc:
+        assert "solve" in str(exc)
+        return
+    assert isinstance(x, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(x), np.linalg.solve(a, b), rtol=1e-8, atol=1e-10)
