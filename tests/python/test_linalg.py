@@ -98,6 +98,7 @@ def test_against_numpy_scipy_f64(rng):
     b = rng.standard_normal((6, 2))
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)  # noqa: E731
     close(fl.solve(a, b[:, 0]), np.linalg.solve(a, b[:, 0]))
+    close(fl.solve(a, b, refine="fp16"), np.linalg.solve(a, b))  # the cpu's plain solve whatever refine says
     close(fl.inv(a), np.linalg.inv(a))
     close(fl.det(a), np.linalg.det(a))
     assert isinstance(fl.det(a), np.float64)
@@ -194,6 +195,7 @@ def test_check_finite():
     (lambda: fl.lu_solve(fl.lu_factor(np.eye(2)), np.ones(2), trans=5), ValueError, "trans = 5"),
     (lambda: fl.lu_solve((np.eye(2), np.array([0, 7])), np.ones(2)), ValueError, "pivot 8 at position 1"),
     (lambda: fl.Solver(np.eye(2), kind="svd"), fusemath.InvalidArgumentError, "kind = 'svd'"),
+    (lambda: fl.solve(np.eye(2), np.ones(2), refine="fp8"), ValueError, "refine = 'fp8'"),
 ])
 def test_bad_arguments(call, exc, text):
     with pytest.raises(exc) as info:
