@@ -9,6 +9,7 @@ extern const fm_backend fm_backend_intgemm_matmul;
 extern const fm_backend fm_backend_halfgemm_matmul;
 extern const fm_backend fm_backend_fftw_fft;
 extern const fm_backend fm_backend_philox_rng;
+extern const fm_backend fm_backend_lapack_solve;
 #ifdef FM_HAVE_FFTW3L
 extern const fm_backend fm_backend_fftwl_fft;
 #endif
@@ -24,6 +25,7 @@ const fm_backend *const fm_builtin_backends[] = {
     &fm_backend_fftwl_fft, /* long double, which fftw declines */
 #endif
     &fm_backend_philox_rng,
+    &fm_backend_lapack_solve,
 };
 const int fm_builtin_backend_count = (int)(sizeof fm_builtin_backends / sizeof fm_builtin_backends[0]);
 

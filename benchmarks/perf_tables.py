@@ -267,6 +267,43 @@ def fft_cpu(runs):
     return "".join(text), g
 
 
+def solve_cpu(runs):
+    """Dense solvers on the CPU (benchmarks/solve.py): fusemath / scipy.linalg per routine and n."""
+    def rows_of(name, d):
+        tag = d.get("machine", {}).get("tag", NR)
+        for r in d.get("cases", []):
+            yield (tag, d.get("threads"), r["routine"], r["n"]), r
+    sel = latest(runs, rows_of)
+    by, text, g = {name: d for name, d, _ in runs}, [], []
+    for tag, th in sorted({k[:2] for k in sel}, key=str):
+        keys = sorted((k for k in sel if k[:2] == (tag, th)), key=lambda k: (k[2], k[3]))
+        rows, items = [], []
+        for k in keys:
+            r, run, _ = sel[k]
+            sc, npr = r["fm_over"]["scipy"], r["fm_over"]["numpy"]
+            items.append((f"{k[2]} {k[3]}", sc["median"]))
+            rows.append([k[2], k[3], fms(r["median_s"]["fusemath"] * 1e3), fms(r["median_s"]["scipy"] * 1e3),
+                         fms(r["median_s"]["numpy"] * 1e3), f"{f3(sc['median'])} [{f3(sc['min'])}, {f3(sc['max'])}]",
+                         f3(npr["median"]), "yes" if sc["median"] <= 1.05 else "**no**", f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        d = by[last[1]]
+        m, blas = d.get("machine", {}), d.get("blas", {})
+        res = d.get("solver_resolve")
+        extra = (f"\nFactor once: `Solver.solve` of a new right-hand side ({res['nrhs']} columns) at n = {res['n']} "
+                 f"takes {f3(res['solver_over_fresh_median'], '.4f')}x a fresh `solve` (target <= 0.1).\n") if res else ""
+        text.append(f"\n### {tag}, {th} thread(s)\nCPU {m.get('cpu_model', NR)} ({m.get('cores', NR)} cores), ISA "
+                    f"{m.get('isa', NR)}; BLAS: fusemath "
+                    f"{blas.get('fusemath', NR)}; scipy {blas.get('scipy', NR)}; numpy {blas.get('numpy', NR)}\n\n"
+                    + md(["routine", "n", "fm ms", "scipy ms", "numpy ms", "fm / scipy [min, max]", "fm / numpy", "met",
+                          "run"], rows) + extra + runs_list([sel[k] for k in keys], runs))
+        g.append(glance("28", f"CPU f64 solvers <= 1.05x scipy.linalg's time ({th} thread(s))", tag, items, 1.05,
+                        last[2]))
+        if res:
+            g.append(glance("28", "CPU Solver.solve of a new b <= 0.1x a fresh solve", tag,
+                            [("", res["solver_over_fresh_median"])], 0.1, last[2]))
+    return "".join(text), g
+
+
 def crossover(runs):
     text = []
     for op in ("matmul", "fft", "rng"):
@@ -375,6 +412,7 @@ def render() -> str:
              "matmul_gpu": per_gpu(matmul_gpu, load("matmul_gpu-"), load("host_overhead_gpu-")),
              "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
              "rng": rng(load("rng-")),
+             "solve_cpu": solve_cpu(load("solve_cpu-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
         text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],

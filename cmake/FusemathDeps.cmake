@@ -20,7 +20,15 @@ macro(fusemath_require_pc prefix module debpkg)
 endmacro()
 
 fusemath_require_pc(FM_OPENBLAS openblas libopenblas-dev) # CBLAS, cblas.h
-fusemath_require_pc(FM_LAPACKE lapacke liblapacke-dev)
+# LAPACKE (the dense solvers' CPU backend, backends/cpu/lapack_solve.c): optional. Without it the
+# solvers use the LAPACKE an offered OpenBLAS exports (scipy-openblas32's), else they are unavailable.
+pkg_check_modules(FM_LAPACKE QUIET IMPORTED_TARGET GLOBAL lapacke)
+if(FM_LAPACKE_FOUND)
+  message(STATUS "Found lapacke ${FM_LAPACKE_VERSION}")
+else()
+  message(STATUS "lapacke not found: the CPU solvers need an OpenBLAS with LAPACKE at run time "
+                 "(apt-get install liblapacke-dev, or pip install scipy-openblas32)")
+endif()
 fusemath_require_pc(FM_FFTW3 fftw3 libfftw3-dev)
 fusemath_require_pc(FM_FFTW3F fftw3f libfftw3-dev)
 
@@ -52,13 +60,17 @@ target_include_directories(fusemath_deps INTERFACE
   "${PROJECT_SOURCE_DIR}/backends")
 target_link_libraries(fusemath_deps INTERFACE
   PkgConfig::FM_OPENBLAS
-  PkgConfig::FM_LAPACKE
   ${FUSEMATH_FFTW3_OMP_LIBRARY} ${FUSEMATH_FFTW3F_OMP_LIBRARY}
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F
   OpenMP::OpenMP_C
   Threads::Threads
   ${CMAKE_DL_LIBS} # dlopen: another OpenBLAS (backends/cpu/blas_provider.c)
   m)
+
+if(FM_LAPACKE_FOUND)
+  target_link_libraries(fusemath_deps INTERFACE PkgConfig::FM_LAPACKE)
+  target_compile_definitions(fusemath_deps INTERFACE FM_HAVE_LAPACKE=1)
+endif()
 
 # FFTW's long-double library, for longdouble / clongdouble FFTs (backends/cpu/fftwl_fft.c):
 # optional (a machine's FFTW may lack it); without it such a transform is a NotSupported error.

@@ -17,6 +17,7 @@ set(_fm_ext_sources
     "${_fm_ext_dir}/fmpy_array_matmul.c"
     "${_fm_ext_dir}/fmpy_fft.c"
     "${_fm_ext_dir}/fmpy_rng.c"
+    "${_fm_ext_dir}/fmpy_solve.c"
     "${_fm_ext_dir}/fmpy_libs.c")
 set(_fm_pkg_dir fusemath) # relative to the wheel's platlib (CMAKE_INSTALL_PREFIX)
 

@@ -30,6 +30,60 @@ void openblas_set_num_threads(int num_threads);
 static const fm_blas linked_lib = LINKED_LIB;
 fm_blas fm_blas_lib = LINKED_LIB;
 
+/* LAPACKE's names for every routine (s, d, c, z), in FM_LAPACK_ROUTINES' order. */
+#define FM_LAPACK_NAMES(name, s, d, c, z) {s, d, c, z},
+static const char *const lapack_names[][4] = {FM_LAPACK_ROUTINES(FM_LAPACK_NAMES)};
+#define LAPACK_COUNT ((int)(sizeof lapack_names / sizeof lapack_names[0]))
+
+#ifdef FM_HAVE_LAPACKE
+/* liblapacke's (linked): declared without prototypes here (lapack_solve.c casts to the real ones);
+ * lapacke.h is not included so that a build without it needs no header. */
+/* the complex routines of syevd / orgqr are heevd / ungqr */
+void LAPACKE_ssyevd(void); void LAPACKE_dsyevd(void); void LAPACKE_cheevd(void); void LAPACKE_zheevd(void);
+void LAPACKE_sorgqr(void); void LAPACKE_dorgqr(void); void LAPACKE_cungqr(void); void LAPACKE_zungqr(void);
+#define FM_LAPACK_PLAIN(X) X(getrf) X(getrs) X(potrf) X(potrs) X(trtrs) X(getri) X(geqrf) X(gesdd) X(gelsd)
+#define FM_LAPACK_DECL1(name) \
+    void LAPACKE_s##name(void); void LAPACKE_d##name(void); void LAPACKE_c##name(void); void LAPACKE_z##name(void);
+FM_LAPACK_PLAIN(FM_LAPACK_DECL1)
+void LAPACKE_set_nancheck(int);
+
+static void linked_lapack(fm_lapack *l)
+{
+#define FM_LAPACK_SET(name) \
+    l->name[0] = LAPACKE_s##name, l->name[1] = LAPACKE_d##name, l->name[2] = LAPACKE_c##name, l->name[3] = LAPACKE_z##name;
+    FM_LAPACK_PLAIN(FM_LAPACK_SET)
+    l->syevd[0] = LAPACKE_ssyevd, l->syevd[1] = LAPACKE_dsyevd, l->syevd[2] = LAPACKE_cheevd;
+    l->syevd[3] = LAPACKE_zheevd;
+    l->orgqr[0] = LAPACKE_sorgqr, l->orgqr[1] = LAPACKE_dorgqr, l->orgqr[2] = LAPACKE_cungqr;
+    l->orgqr[3] = LAPACKE_zungqr;
+    l->set_nancheck = LAPACKE_set_nancheck;
+}
+#else
+static void linked_lapack(fm_lapack *l) { memset(l, 0, sizeof *l); }
+#endif
+
+static void *sym(void *h, const char *prefix, const char *name);
+
+/* The LAPACKE entries of library h (prefix: "" or "scipy_"); all of them or none. */
+static void load_lapack(void *h, const char *prefix, fm_lapack *l)
+{
+    memset(l, 0, sizeof *l);
+    void (**slots)(void) = (void (**)(void))l; /* the fields are LAPACK_COUNT arrays of 4 pointers */
+    char name[48];
+    for (int r = 0; r < LAPACK_COUNT; r++)
+        for (int t = 0; t < 4; t++) {
+            snprintf(name, sizeof name, "LAPACKE_%s", lapack_names[r][t]);
+            void *f = sym(h, prefix, name);
+            if (!f) {
+                memset(l, 0, sizeof *l);
+                return;
+            }
+            memcpy(&slots[r * 4 + t], &f, sizeof f);
+        }
+    void *f = sym(h, prefix, "LAPACKE_set_nancheck");
+    memcpy(&l->set_nancheck, &f, sizeof f);
+}
+
 static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
 static int selected;          /* fm_blas_lib is final */
 static char offered[1024];    /* fm_blas_offer's path */
@@ -96,6 +150,7 @@ static int load(const char *path, fm_blas *c, int *shared, char *why, size_t n)
                                  "an LP64 OpenBLAS is expected");
                 return -1;
             }
+            load_lapack(h, p, &t.lapack);
             snprintf(t.core, sizeof t.core, "%s", corename());
             snprintf(t.path, sizeof t.path, "%s", path);
             t.handle = h;
@@ -145,6 +200,7 @@ static int cpu_has_avx2(void)
 fm_status fm_blas_select_for(const char *setting, const char *linked_core)
 {
     fm_blas_lib = linked_lib;
+    linked_lapack(&fm_blas_lib.lapack);
     snprintf(fm_blas_lib.core, sizeof fm_blas_lib.core, "%s", linked_core);
     const int forced_system = strcmp(setting, "system") == 0;
     const int auto_mode = !setting[0] || strcmp(setting, "auto") == 0;
@@ -203,6 +259,8 @@ fm_status fm_blas_select(const char *setting)
         s = fm_blas_select_for(setting ? setting : "", openblas_get_corename());
         if (s == FM_OK) {
             fm_blas_lib.set_num_threads(1); /* the library's own threads run single-threaded GEMMs */
+            if (fm_blas_lib.lapack.set_nancheck)
+                fm_blas_lib.lapack.set_nancheck(0); /* NaN input follows LAPACK; check_finite is the core's */
             selected = 1;
         }
     }

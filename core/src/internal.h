@@ -140,6 +140,24 @@ typedef struct fm_rng_params {
     int32_t num_threads; /* resolved: never 0 */
 } fm_rng_params;
 
+/* A solve problem (core/src/solve_problem.c): the routine and its options as numbers, the matrix
+ * sizes and the broadcast batch; operands' own batch axes are read from p->t with fm_solve_batch_offset. */
+typedef struct fm_solve_params {
+    int32_t routine;                    /* fm_solve_routine */
+    int32_t uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only;
+    int32_t num_threads;                /* resolved: never 0 */
+    int32_t refine;                     /* gesv: fm_solve_refine (the cpu ignores it) */
+    double rcond;                       /* gelsd; < 0: machine epsilon (LAPACK's rule) */
+    int64_t m, n, nrhs;                 /* a is m x n (square routines: m == n); b is m x nrhs */
+    int64_t batch_count;
+    int32_t batch_ndim;
+    int8_t core_ndim[FM_SOLVE_NSLOTS];  /* per slot: the matrix / vector / scalar axes at the end */
+    int64_t batch_shape[FM_MAX_NDIM];
+} fm_solve_params;
+
+/* The routine's name as numpy.linalg / scipy.linalg call it ("solve", "cholesky"), for messages. */
+FM_INTERNAL_API const char *fm_solve_routine_name(int routine);
+
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */
 typedef struct fm_problem {
@@ -157,9 +175,14 @@ typedef struct fm_problem {
         fm_matmul_params matmul;
         fm_fft_params fft;
         fm_rng_params rng;
+        fm_solve_params solve;
         uint8_t raw[192];
     } u;
 } fm_problem;
+
+/* Element offset in slot s of p (a solve problem) of batch entry b in [0, batch_count): the
+ * slot's batch axes broadcast against the batch (extent 1: stride ignored). */
+FM_INTERNAL_API int64_t fm_solve_batch_offset(const fm_problem *p, int slot, int64_t b);
 
 /* Pointer alignment as log2 (8 for NULL, capped at 8), and the rule putting it in a key:
  * zero for cpu execution, at most 4 (16 bytes) for cuda. */

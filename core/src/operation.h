@@ -54,6 +54,7 @@ int fm_problem_untuned(const fm_problem *p);
 extern const fm_operation fm_operation_matmul;
 extern const fm_operation fm_operation_fft;
 extern const fm_operation fm_operation_rng;
+extern const fm_operation fm_operation_solve;
 
 /* Helpers every builder uses. The operation's slot names and roles fill p's header (op, nslots,
  * slot_names, output_mask, inplace_partner = -1, settings_key). */

@@ -12,6 +12,7 @@ static const fm_operation *const operations[FM_OP_COUNT_] = {
     [FM_OP_MATMUL] = &fm_operation_matmul,
     [FM_OP_FFT] = &fm_operation_fft,
     [FM_OP_RNG] = &fm_operation_rng,
+    [FM_OP_SOLVE] = &fm_operation_solve,
 };
 
 const fm_operation *fm_operation_for(fm_op op)

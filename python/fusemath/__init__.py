@@ -40,6 +40,7 @@ from ._fusemath import (
 from . import wisdom
 from . import fft  # the module fusemath.fft (numpy.fft-style functions and the FFT planner)
 from . import random  # the module fusemath.random (numpy.random.Generator's interface, Philox4x32-10)
+from . import linalg  # the module fusemath.linalg (numpy.linalg / scipy.linalg solvers, the Solver planner)
 from ._matmul import Matmul, matmul
 from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
@@ -121,6 +122,7 @@ def library_version() -> str:
 __all__ = [
     "wisdom",
     "fft",
+    "linalg",
     "matmul",
     "Matmul",
     "MatmulOptions",

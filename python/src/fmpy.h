@@ -20,6 +20,7 @@
  *   fmpy_array_matmul.c   matmul's part of call() (fmpy_matmul_def): options, NumPy's 1-D promotion
  *   fmpy_fft.c            FFT's part of call() (fmpy_fft_def): options, argument names
  *   fmpy_rng.c            the RNG's part of call() (fmpy_rng_def): options, the stream position
+ *   fmpy_solve.c          the dense solvers' part of call() (fmpy_solve_def): options, 1-D b
  */
 #ifndef FMPY_H
 #define FMPY_H
@@ -154,6 +155,7 @@ typedef union {
     fm_matmul_options mm;
     fm_fft_options fft;
     fm_rng_options rng;
+    fm_solve_options solve;
 } fmpy_options;
 typedef struct {
     int valid;
@@ -337,7 +339,7 @@ struct fmpy_call {
     int has_args;
 };
 
-extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def, fmpy_rng_def;
+extern const fmpy_opdef fmpy_matmul_def, fmpy_fft_def, fmpy_rng_def, fmpy_solve_def;
 const fmpy_opdef *fmpy_opdef_of(long op);
 int fmpy_insert_axis(fmpy_call *c, fm_tensor *t, int pos);
 int fmpy_device_index(const fm_tensor *t);

@@ -113,6 +113,21 @@ static PyObject *new_error_class(const char *name, PyObject *bases, const char *
     return cls;
 }
 
+/* numpy.linalg.LinAlgError (new reference), so code catching NumPy's class catches fusemath's; NULL
+ * without NumPy (LinAlgError then derives from ValueError, as NumPy's does). */
+static PyObject *linalg_error_class(void)
+{
+    PyObject *mod = PyImport_ImportModule("numpy.linalg");
+    PyObject *cls = mod ? PyObject_GetAttrString(mod, "LinAlgError") : NULL;
+    Py_XDECREF(mod);
+    if (!cls || !PyType_Check(cls) || !PyObject_IsSubclass(cls, PyExc_ValueError)) {
+        PyErr_Clear();
+        Py_XDECREF(cls);
+        return NULL;
+    }
+    return cls;
+}
+
 int fmpy_make_errors(PyObject *m, fm_state *st)
 {
     st->base_error = new_error_class("FusemathError", PyExc_Exception, NULL,
@@ -121,7 +136,7 @@ int fmpy_make_errors(PyObject *m, fm_state *st)
         return -1;
     /* Parents first: the table lists NOT_SUPPORTED before NOT_APPLICABLE. */
     for (int i = 0; i < ERROR_TABLE_LEN; i++) {
-        PyObject *bases;
+        PyObject *bases, *np_linalg = NULL;
         if (error_table[i].parent >= 0) {
             PyObject *parent = st->errors[error_table[i].parent];
             if (!parent) {
@@ -129,6 +144,9 @@ int fmpy_make_errors(PyObject *m, fm_state *st)
                 return -1;
             }
             bases = PyTuple_Pack(1, parent);
+        } else if (error_table[i].status == FM_ERR_LINALG && (np_linalg = linalg_error_class())) {
+            bases = PyTuple_Pack(2, st->base_error, np_linalg); /* numpy.linalg's (a ValueError) */
+            Py_DECREF(np_linalg);
         } else {
             bases = PyTuple_Pack(2, st->base_error, *error_table[i].builtin);
         }

@@ -12,6 +12,7 @@ static const fmpy_opdef *const opdefs[FM_OP_COUNT_] = {
     [FM_OP_MATMUL] = &fmpy_matmul_def,
     [FM_OP_FFT] = &fmpy_fft_def,
     [FM_OP_RNG] = &fmpy_rng_def,
+    [FM_OP_SOLVE] = &fmpy_solve_def,
 };
 
 const fmpy_opdef *fmpy_opdef_of(long op) { return op >= 0 && op < FM_OP_COUNT_ ? opdefs[op] : NULL; }

@@ -83,6 +83,8 @@ static const struct {
     [FM_OP_FFT] = {1u << FM_FFT_NSLOTS, "4 addresses (in, out, prolog_array, epilog_array)"},
     /* its stream position is a per-call argument, which this form has no place for */
     [FM_OP_RNG] = {0, "no addresses: an rng plan runs through fusemath.random's Generator"},
+    [FM_OP_SOLVE] = {1u << FM_SOLVE_NSLOTS,
+                     "10 addresses (a, b, ipiv, x, factor, pivots, info, w, aux, rank; 0 where unused)"},
 };
 
 static PyObject *plan_execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -293,6 +293,26 @@ static int plannable(const fm_tensor *t)
     return t->ndim < 0 || t->ndim > FM_MAX_NDIM || n <= MAX_PLAN_ELEMENTS;
 }
 
+static void fill_solve_options(bytes *b, fm_solve_options *o)
+{
+    static const double vals[] = {-1.0, 0.0, 1e-3, 0.0 / 0.0, 1.0 / 0.0};
+    fm_solve_options_init(o);
+    const uint8_t mask = u8(b);
+    o->routine = (int32_t)(u8(b) % (FM_SOLVE_ROUTINE_COUNT_ + 2)) - 1;
+    int32_t *flags[] = {&o->uplo, &o->transpose, &o->unit_diagonal, &o->check, &o->check_finite, &o->qr_mode,
+                        &o->full_matrices, &o->values_only, &o->refine};
+    for (int i = 0; i < 9 && (mask & 1); i++)
+        *flags[i] = (int32_t)(u8(b) % 5) - 1;
+    if (mask & 2)
+        o->rcond = vals[u8(b) % 5];
+    if (mask & 4)
+        o->execution = (int32_t)(u8(b) % 5) - 1, o->device_id = (int32_t)(u8(b) % 3) - 1;
+    if (mask & 8)
+        o->num_threads = i32(b) % 8;
+    if (mask & 16)
+        o->reserved[u8(b) % 4] = i32(b);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
@@ -315,6 +335,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fm_matmul_options mo;
     fm_fft_options fo;
     fm_rng_options ro;
+    fm_solve_options so;
     const void *opts = NULL;
     if (u8(&b) & 3) { /* (an operation's options are its own struct: the C API's contract) */
         if (op == FM_OP_FFT) {
@@ -323,6 +344,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (op == FM_OP_RNG) {
             fill_rng_options(&b, &ro);
             opts = &ro;
+        } else if (op == FM_OP_SOLVE) {
+            fill_solve_options(&b, &so);
+            opts = &so;
         } else {
             fill_matmul_options(&b, &mo);
             opts = &mo;

@@ -1,0 +1,391 @@
+"""fusemath.linalg: dense solvers with numpy.linalg's and scipy.linalg's names, on LAPACKE (CPU).
+
+    >>> import numpy as np, fusemath.linalg as fl
+    >>> a = np.random.rand(4, 100, 100); b = np.random.rand(4, 100, 3)
+    >>> x = fl.solve(a, b)                          # numpy.linalg.solve, batched
+    >>> with fl.Solver(a[0], kind="auto") as s:     # factor once, solve many
+    ...     s.factor(); x0 = s.solve(b[0]); d = s.det()
+
+numpy.linalg's functions (solve, inv, det, slogdet, cholesky, qr, eigh, eigvalsh, svd, svdvals, lstsq,
+matrix_rank) keep its signatures, broadcasting of batch axes, dtype promotion (integers to float64) and
+results; scipy.linalg's (lu_factor, lu_solve, cho_factor, cho_solve, solve_triangular) keep SciPy's,
+``check_finite=True`` included. float32, float64, complex64 and complex128; float16 / bfloat16 are a
+NotSupportedError. A singular or non-positive-definite matrix raises :class:`fusemath.LinAlgError`
+(a subclass of ``numpy.linalg.LinAlgError``) naming the batch entry and the pivot or minor.
+
+Every check is the library's (core/src/solve_problem.c): this module turns keywords into options.
+NumPy arrays run on LAPACKE; the GPU backend (cuSOLVER) is to come.
+"""
+import threading
+import warnings
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from . import _fusemath as _C
+from ._arrays import NUMPY, lib_of
+
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "lstsq",
+           "matrix_rank", "lu_factor", "lu_solve", "cho_factor", "cho_solve", "solve_triangular", "Solver",
+           "LinAlgError"]
+
+LinAlgError = _C.LinAlgError
+_call, _OP, _RUN = _C.call, _C.OP_SOLVE, _C.CALL_RUN
+# the slots of a solve (fusemath.h FM_SOLVE_*), in the order call() takes them
+_A, _B, _IPIV, _X, _FACTOR, _PIVOTS, _INFO, _W, _AUX, _RANK = range(10)
+
+try:  # NumPy 2's result types, so code that reads .eigenvalues / .Q works unchanged
+    from numpy.linalg._linalg import EighResult, QRResult, SlogdetResult, SVDResult
+except ImportError:  # pragma: no cover (NumPy 1)
+    EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
+    QRResult = namedtuple("QRResult", "Q R")
+    SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
+    SVDResult = namedtuple("SVDResult", "U S Vh")
+
+
+def _array(x: Any):
+    """(array, library index): arrays of a registered library as they are; anything else through
+    numpy.asarray, integers and bools promoted to float64 as numpy.linalg does."""
+    lib = lib_of(x)
+    if lib is not None:
+        return x, lib.index
+    x = np.asarray(x)
+    if x.dtype.kind in "biu":
+        x = x.astype(np.float64)
+    return x, NUMPY.index
+
+
+def _pair(a: Any, b: Any):
+    """a and b in one dtype (NumPy's promotion of the two), and the results' library."""
+    a, li = _array(a)
+    b, _ = _array(b)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype != b.dtype and \
+            a.dtype.kind in "fc" and b.dtype.kind in "fc":
+        dt = np.result_type(a.dtype, b.dtype)
+        a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
+    return a, b, li
+
+
+def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, transpose=0, unit_diagonal=0,
+         check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, refine=0, outs=None):
+    """One call of the library's solve operation: the ten slots' results (None where not written)."""
+    ops = [a, b, ipiv, None, None, None, None, None, None, None]
+    for slot, arr in (outs or {}).items():
+        ops[slot] = arr
+    opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
+            rcond, 0, 0, 0, refine)
+    return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
+
+
+def _scalar(r):
+    """NumPy's 0-d results are scalars (det(a) of one matrix is a numpy.float64)."""
+    return r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r
+
+
+def _trans_arg(trans: Any, where: str) -> int:
+    codes = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+    try:
+        return codes[trans]
+    except (KeyError, TypeError):
+        raise ValueError(f"{where}: trans = {trans!r}, expected 0, 1, 2, 'N', 'T' or 'C'") from None
+
+
+def _uplo_arg(UPLO: Any, where: str) -> int:
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"{where}: UPLO = {UPLO!r}, expected 'L' or 'U'")
+    return 0 if UPLO == "L" else 1
+
+
+# ---- numpy.linalg ----
+_REFINE = {"auto": 0, "off": 1, "fp32": 2, "tf32": 3, "bf16": 4, "fp16": 5}
+
+
+def solve(a, b, *, refine: str = "auto"):
+    """numpy.linalg.solve: x with a @ x = b; b (..., M) as one vector only when 1-D, else (..., M, K).
+    refine: iterative refinement from a lower-precision factorization on the GPU ("auto" | "off" | "fp32"
+    | "tf32" | "bf16" | "fp16"); the CPU runs the plain float64 / float32 solve whatever it says."""
+    where = "fusemath.linalg.solve"
+    if refine not in _REFINE:
+        raise ValueError(f"{where}: refine = {refine!r}, expected 'auto', 'off', 'fp32', 'tf32', 'bf16' or 'fp16'")
+    a, b, li = _pair(a, b)
+    return _run(_C.SOLVE_GESV, where, li, a, b, refine=_REFINE[refine])[_X]
+
+
+def inv(a):
+    """numpy.linalg.inv."""
+    a, li = _array(a)
+    return _run(_C.SOLVE_INV, "fusemath.linalg.inv", li, a)[_X]
+
+
+def det(a):
+    """numpy.linalg.det (0 for a singular matrix, no error)."""
+    a, li = _array(a)
+    return _scalar(_run(_C.SOLVE_DET, "fusemath.linalg.det", li, a)[_W])
+
+
+def slogdet(a):
+    """numpy.linalg.slogdet: (sign, logabsdet)."""
+    a, li = _array(a)
+    r = _run(_C.SOLVE_SLOGDET, "fusemath.linalg.slogdet", li, a)
+    return SlogdetResult(_scalar(r[_AUX]), _scalar(r[_W]))
+
+
+def cholesky(a, /, *, upper: bool = False):
+    """numpy.linalg.cholesky: L (lower, the default) or U = L^H with a = L L^H."""
+    a, li = _array(a)
+    return _run(_C.SOLVE_POTRF, "fusemath.linalg.cholesky", li, a, uplo=1 if upper else 0)[_FACTOR]
+
+
+def qr(a, mode: str = "reduced"):
+    """numpy.linalg.qr: mode 'reduced' | 'complete' -> (Q, R); 'r' -> R."""
+    where = "fusemath.linalg.qr"
+    modes = {"reduced": 0, "complete": 1, "r": 2}
+    if mode not in modes:
+        raise ValueError(f"{where}: mode = {mode!r}, expected 'reduced', 'complete' or 'r' ('raw' is not "
+                         "supported)")
+    a, li = _array(a)
+    r = _run(_C.SOLVE_GEQRF, where, li, a, qr_mode=modes[mode])
+    return r[_FACTOR] if mode == "r" else QRResult(r[_X], r[_FACTOR])
+
+
+def eigh(a, UPLO: str = "L"):
+    """numpy.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) from a's UPLO triangle."""
+    where = "fusemath.linalg.eigh"
+    a, li = _array(a)
+    r = _run(_C.SOLVE_SYEVD, where, li, a, uplo=_uplo_arg(UPLO, where))
+    return EighResult(r[_W], r[_X])
+
+
+def eigvalsh(a, UPLO: str = "L"):
+    """numpy.linalg.eigvalsh."""
+    where = "fusemath.linalg.eigvalsh"
+    a, li = _array(a)
+    return _run(_C.SOLVE_SYEVD, where, li, a, uplo=_uplo_arg(UPLO, where), values_only=1)[_W]
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False):
+    """numpy.linalg.svd: (U, S, Vh), or S with compute_uv=False. hermitian is accepted (the general
+    SVD runs: the same factors up to the signs of singular-vector pairs)."""
+    a, li = _array(a)
+    r = _run(_C.SOLVE_GESDD, "fusemath.linalg.svd", li, a, full_matrices=1 if full_matrices else 0,
+             values_only=0 if compute_uv else 1)
+    return SVDResult(r[_X], r[_W], r[_FACTOR]) if compute_uv else r[_W]
+
+
+def svdvals(x, /):
+    """numpy.linalg.svdvals."""
+    x, li = _array(x)
+    return _run(_C.SOLVE_GESDD, "fusemath.linalg.svdvals", li, x, values_only=1)[_W]
+
+
+def lstsq(a, b, rcond=None):
+    """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: machine epsilon times max(M, N)."""
+    where = "fusemath.linalg.lstsq"
+    a, b, li = _pair(a, b)
+    if rcond is None:
+        shape = getattr(a, "shape", ())
+        eps = np.finfo(np.dtype(str(a.dtype).replace("torch.", ""))).eps if len(shape) >= 2 else 0.0
+        rcond = eps * max(shape[-2:]) if len(shape) >= 2 else -1.0
+    r = _run(_C.SOLVE_GELSD, where, li, a, b, rcond=float(rcond))
+    x, res, rank, s = r[_X], r[_AUX], r[_RANK], r[_W]
+    m, n = a.shape[-2], a.shape[-1]
+    if isinstance(rank, np.ndarray) and rank.ndim == 0:
+        rank = int(rank)
+        if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
+            res = res[..., :0]
+    return x, res, rank, s
+
+
+def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None):
+    """numpy.linalg.matrix_rank: singular values above tol (default S.max() * max(M, N) * eps)."""
+    A, li = _array(A)
+    if A.ndim < 2:
+        return int(not (A == 0).all())
+    S = svdvals(A)
+    if tol is None:
+        if rtol is None:
+            rtol = max(A.shape[-2:]) * np.finfo(S.dtype).eps
+        tol = S.max(axis=-1, keepdims=True) * np.asarray(rtol)[..., np.newaxis]
+    else:
+        tol = np.asarray(tol)[..., np.newaxis]
+    return np.count_nonzero(S > tol, axis=-1)
+
+
+# ---- scipy.linalg ----
+def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
+    """scipy.linalg.lu_factor: (lu, piv) with SciPy's 0-based int32 pivots; a singular matrix warns
+    (scipy.linalg.LinAlgWarning) as SciPy does."""
+    a, li = _array(a)
+    r = _run(_C.SOLVE_GETRF, "fusemath.linalg.lu_factor", li, a, check=0, check_finite=int(bool(check_finite)))
+    info = np.asarray(r[_INFO]).reshape(-1)
+    bad = np.flatnonzero(info > 0)
+    if bad.size:
+        from scipy.linalg import LinAlgWarning
+        warnings.warn(f"Diagonal number {int(info[bad[0]])} is exactly zero. Singular matrix.", LinAlgWarning,
+                      stacklevel=2)
+    return r[_FACTOR], (r[_PIVOTS] - 1).astype(np.int32)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bool = True):
+    """scipy.linalg.lu_solve: trans 0 (a x = b), 1 (a^T x = b), 2 (a^H x = b)."""
+    where = "fusemath.linalg.lu_solve"
+    lu, piv = lu_and_piv
+    lu, b, li = _pair(lu, b)
+    ipiv = np.asarray(piv).astype(np.int64) + 1 if isinstance(piv, (np.ndarray, list, tuple)) else piv + 1
+    return _run(_C.SOLVE_GETRS, where, li, lu, b, ipiv, transpose=_trans_arg(trans, where),
+                check_finite=int(bool(check_finite)))[_X]
+
+
+def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """scipy.linalg.cho_factor: (c, lower); c's other triangle is zero."""
+    a, li = _array(a)
+    c = _run(_C.SOLVE_POTRF, "fusemath.linalg.cho_factor", li, a, uplo=0 if lower else 1,
+             check_finite=int(bool(check_finite)))[_FACTOR]
+    return c, bool(lower)
+
+
+def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = True):
+    """scipy.linalg.cho_solve."""
+    c, lower = c_and_lower
+    c, b, li = _pair(c, b)
+    return _run(_C.SOLVE_POTRS, "fusemath.linalg.cho_solve", li, c, b, uplo=0 if lower else 1,
+                check_finite=int(bool(check_finite)))[_X]
+
+
+def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = False, overwrite_b: bool = False,
+                     check_finite: bool = True):
+    """scipy.linalg.solve_triangular."""
+    where = "fusemath.linalg.solve_triangular"
+    a, b, li = _pair(a, b)
+    return _run(_C.SOLVE_TRTRS, where, li, a, b, uplo=0 if lower else 1, transpose=_trans_arg(trans, where),
+                unit_diagonal=int(bool(unit_diagonal)), check_finite=int(bool(check_finite)))[_X]
+
+
+# ---- the planner object ----
+_KINDS = ("lu", "cholesky", "qr", "auto")
+
+
+class Solver:
+    """Factor a matrix once, solve many right-hand sides.
+
+    ``Solver(a, kind="auto"|"lu"|"cholesky"|"qr")``: ``factor()`` factors a (auto: Cholesky, falling
+    back to LU when a is not positive definite; describe() says which), ``solve(b, transpose=False)``
+    solves a x = b (a^T x = b) with the factor, ``det()``, ``reset_operand(a2)`` refactors a new matrix of
+    the same shape and dtype into the same buffers, ``describe()``, ``free()``; a context manager.
+    ``solve`` and ``det`` may be called from several threads at once (the factor is read only).
+    """
+
+    def __init__(self, a, kind: str = "auto", *, check_finite: bool = False):
+        where = "fusemath.linalg.Solver"
+        if kind not in _KINDS:
+            raise _C.InvalidArgumentError(f"{where}: kind = {kind!r}, expected 'lu', 'cholesky', 'qr' or 'auto'")
+        self._a, self._li = _array(a)
+        self._kind, self._chosen, self._why = kind, None, ""
+        self._finite = int(bool(check_finite))
+        self._lock = threading.Lock()
+        self._freed = False
+        self._f = {}  # the factor's arrays: lu / piv, l, q / r
+
+    def _live(self, what: str) -> str:
+        where = f"fusemath.linalg.Solver.{what}"
+        if self._freed:
+            raise _C.InvalidStateError(f"{where}: the solver was freed")
+        return where
+
+    def _factor_as(self, kind: str, where: str, reuse: bool):
+        f = self._f if reuse and self._chosen == kind else {}
+        if not f and kind != "qr" and isinstance(self._a, np.ndarray) and self._a.ndim >= 2 and \
+                self._a.dtype.kind in "fc":
+            # the factor column-major within each matrix: every solve then hands it to LAPACK in place
+            cols = np.empty(self._a.shape[:-2] + self._a.shape[-2:][::-1], self._a.dtype).swapaxes(-1, -2)
+            f = {"lu": cols} if kind == "lu" else {"l": cols}
+        if kind == "lu":
+            r = _run(_C.SOLVE_GETRF, where, self._li, self._a, check_finite=self._finite,
+                     outs={_FACTOR: f.get("lu"), _PIVOTS: f.get("piv")})
+            return {"lu": r[_FACTOR], "piv": r[_PIVOTS]}
+        if kind == "cholesky":
+            r = _run(_C.SOLVE_POTRF, where, self._li, self._a, check_finite=self._finite, outs={_FACTOR: f.get("l")})
+            return {"l": r[_FACTOR]}
+        r = _run(_C.SOLVE_GEQRF, where, self._li, self._a, check_finite=self._finite,
+                 outs={_X: f.get("q"), _FACTOR: f.get("r")})
+        return {"q": r[_X], "r": r[_FACTOR]}
+
+    def factor(self, *, _reuse: bool = False) -> "Solver":
+        """Factor the operand (again: after reset_operand). Raises LinAlgError when the kind cannot
+        factor it (lu: singular, cholesky: not positive definite)."""
+        where = self._live("factor")
+        with self._lock:
+            if self._kind != "auto":
+                self._f, self._chosen = self._factor_as(self._kind, where, _reuse), self._kind
+                return self
+            try:
+                self._f, self._chosen = self._factor_as("cholesky", where, _reuse), "cholesky"
+                self._why = "cholesky (the operand is positive definite)"
+            except LinAlgError as exc:
+                self._f, self._chosen = self._factor_as("lu", where, _reuse), "lu"
+                self._why = f"lu (cholesky failed: {exc})"
+        return self
+
+    def _factored(self, what: str) -> str:
+        where = self._live(what)
+        if self._chosen is None:
+            self.factor()
+        return where
+
+    def solve(self, b, transpose: bool = False):
+        """x with a x = b (transpose: a^T x = b); b (n,) or (..., n, k)."""
+        where = self._factored("solve")
+        f, kind = self._f, self._chosen
+        if kind == "lu":
+            lu, b, li = _pair(f["lu"], b)
+            return _run(_C.SOLVE_GETRS, where, li, lu, b, f["piv"], transpose=1 if transpose else 0,
+                        check_finite=self._finite)[_X]
+        if kind == "cholesky":
+            l, b, li = _pair(f["l"], b)
+            cplx = transpose and l.dtype.kind == "c"  # a^T = conj(a) for a Hermitian a
+            x = _run(_C.SOLVE_POTRS, where, li, l, b.conj() if cplx else b, check_finite=self._finite)[_X]
+            return x.conj() if cplx else x
+        q, r = f["q"], f["r"]
+        if not transpose:  # a = q r: x = r^-1 q^H b
+            qhb = q.conj().swapaxes(-1, -2) @ b if getattr(b, "ndim", 1) > 1 else q.conj().T @ b
+            return solve_triangular(r, qhb, check_finite=False)
+        y = solve_triangular(r, b, trans=1, check_finite=False)  # a^T = r^T q^T: x = conj(q) r^-T b
+        return q.conj() @ y
+
+    def det(self):
+        """det(a) from the factor."""
+        where = self._factored("det")
+        f, kind = self._f, self._chosen
+        if kind == "lu":
+            return _scalar(_run(_C.SOLVE_DET, where, self._li, f["lu"], None, f["piv"])[_W])
+        if kind == "cholesky":  # det(a) = prod(diag(l))^2, the diagonal real and positive
+            n = f["l"].shape[-1]
+            ones = np.broadcast_to(np.arange(1, n + 1, dtype=np.int64), f["l"].shape[:-1])
+            d = _run(_C.SOLVE_DET, where, self._li, f["l"], None, ones)[_W]
+            return _scalar(d * d)
+        return _scalar(_run(_C.SOLVE_DET, where, self._li, self._a)[_W])
+
+    def reset_operand(self, a) -> "Solver":
+        """A new operand of the same shape and dtype, factored into the same buffers (the library
+        refuses another shape with a ShapeError naming the factor)."""
+        self._live("reset_operand")
+        self._a, self._li = _array(a)
+        return self.factor(_reuse=self._chosen is not None)
+
+    def describe(self) -> str:
+        self._live("describe")
+        shape, dt = tuple(self._a.shape), str(self._a.dtype)
+        if self._chosen is None:
+            return f"Solver kind={self._kind} {dt} {shape}: not factored yet"
+        how = self._why if self._kind == "auto" else self._chosen
+        return f"Solver kind={self._kind} -> {how}; {dt} {shape}; solve cpu/lapack"
+
+    def free(self) -> None:
+        self._freed, self._f, self._a = True, {}, None
+
+    def __enter__(self) -> "Solver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
