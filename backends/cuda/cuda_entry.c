@@ -6,6 +6,7 @@
 extern const fm_backend fm_backend_cublaslt_matmul;
 extern const fm_backend fm_backend_cufft_fft;
 extern const fm_backend fm_backend_fftkernel_fft;
+extern const fm_backend fm_backend_cusolver_dense;
 extern const fm_device_ops fm_cuda_device_ops;
 int fm_cuda_probe_device_count(void);
 
@@ -13,6 +14,7 @@ static const fm_backend *const cuda_backends[] = {
     &fm_backend_cublaslt_matmul,
     &fm_backend_cufft_fft,
     &fm_backend_fftkernel_fft,
+    &fm_backend_cusolver_dense,
 };
 
 static const fm_cuda_module cuda_module = {

@@ -1,0 +1,858 @@
+/* cusolver_dense.c : the dense solvers on CUDA devices, cuSOLVER's 64-bit generic API (Xgetrf /
+ * Xgetrs, Xpotrf / Xpotrs, Xgeqrf + <t>orgqr / ungqr, Xsyevd, Xgesvd) and cuBLAS's trsm (trtrs).
+ *
+ * Layout: one gather kernel (NVRTC, below) copies every batch entry of an operand, whatever its
+ * strides and broadcast, into column-major scratch in the workspace (cuSOLVER overwrites its
+ * inputs, so a copy is needed anyway; the kernel reads rows or columns at the same cost, so no
+ * a^T trick is needed to avoid a transpose); the routine runs per entry; one scatter kernel writes
+ * the C-ordered outputs (a factor with its other triangle zeroed, R's padding, Q / U / Vt).
+ * Info: one int per entry in the workspace, widened into the int64 info slot (check = 0: nothing
+ * synchronises); check = 1 copies it to the host (one synchronisation) and fails for the lowest
+ * failing entry with the CPU backend's words. Handles: one cuSOLVER and one cuBLAS handle per
+ * device in the backend state, used under its lock on the caller's stream. */
+#include "cuda/nvrtc_cache.h"
+#include "cuda_workspace.h"
+#include "internal.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WHO "solve cuda/cusolver"
+#define MAX_DEV 64
+
+/* ---- device kernels (compiled once per device architecture; NVRTC's cache) ---- */
+static const char kernel_source[] =
+    "struct FmCopy { char *dst; const char *src; long long rows, cols, count, drs, dcs, dbs, srs, scs,\n"
+    "  srows, scols; int nb, tri, conj, ident; long long bshape[8], bstride[8]; };\n"
+    "__device__ float conj_of(float v) { return v; }\n"
+    "__device__ double conj_of(double v) { return v; }\n"
+    "__device__ float2 conj_of(float2 v) { v.y = -v.y; return v; }\n"
+    "__device__ double2 conj_of(double2 v) { v.y = -v.y; return v; }\n"
+    "template <class T> __device__ T zero_of() { T v; memset(&v, 0, sizeof v); return v; }\n"
+    "__device__ double2 z_of(float v) { return make_double2(v, 0); }\n"
+    "__device__ double2 z_of(double v) { return make_double2(v, 0); }\n"
+    "__device__ double2 z_of(float2 v) { return make_double2(v.x, v.y); }\n"
+    "__device__ double2 z_of(double2 v) { return v; }\n"
+    "__device__ void put_z(float *p, double2 v) { *p = (float)v.x; }\n"
+    "__device__ void put_z(double *p, double2 v) { *p = v.x; }\n"
+    "__device__ void put_z(float2 *p, double2 v) { *p = make_float2((float)v.x, (float)v.y); }\n"
+    "__device__ void put_z(double2 *p, double2 v) { *p = v; }\n"
+    "template <class T> __device__ T one_of() { T v = zero_of<T>(); put_z(&v, make_double2(1, 0)); return v; }\n"
+    "__device__ long long src_at(const FmCopy &a, long long b) {\n"
+    "  long long o = 0;\n"
+    "  for (int d = a.nb - 1; d >= 0; d--) { o += (b % a.bshape[d]) * a.bstride[d]; b /= a.bshape[d]; }\n"
+    "  return o; }\n"
+    "template <class T> __device__ void copy_body(const FmCopy &a) {\n"
+    "  const long long total = a.count * a.rows * a.cols;\n"
+    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;\n"
+    "       t += (long long)gridDim.x * blockDim.x) {\n"
+    "    const long long i = t % a.rows, r = t / a.rows, j = r % a.cols, b = r / a.cols;\n"
+    "    T v;\n"
+    "    if (a.ident) v = i == j ? one_of<T>() : zero_of<T>();\n"
+    "    else if (i >= a.srows || j >= a.scols || (a.tri == 1 && i > j) || (a.tri == 2 && i < j)) v = zero_of<T>();\n"
+    "    else { v = ((const T *)a.src)[src_at(a, b) + i * a.srs + j * a.scs]; if (a.conj) v = conj_of(v); }\n"
+    "    ((T *)a.dst)[b * a.dbs + i * a.drs + j * a.dcs] = v; } }\n"
+    "template <class T> __device__ void finite_body(const FmCopy &a, unsigned long long *first) {\n"
+    "  const long long total = a.count * a.rows * a.cols;\n"
+    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;\n"
+    "       t += (long long)gridDim.x * blockDim.x) {\n"
+    "    const long long i = t % a.rows, r = t / a.rows, j = r % a.cols, b = r / a.cols;\n"
+    "    const double2 v = z_of(((const T *)a.src)[src_at(a, b) + i * a.srs + j * a.scs]);\n"
+    "    if (!isfinite(v.x) || !isfinite(v.y)) atomicMin(first, (unsigned long long)b); } }\n"
+    /* per entry: mode 0 info = first zero diagonal (trtrs), 1 first NaN diagonal where info is 0
+     * (potrf: cuSOLVER reports a NaN matrix as factored, LAPACK as not positive definite) */
+    "template <class T> __device__ void diag_body(const T *a, long long n, long long count, int *info, int mode) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
+    "       b += (long long)gridDim.x * blockDim.x) {\n"
+    "    if (info[b] != 0) continue;\n"
+    "    for (long long j = 0; j < n; j++) { const double2 d = z_of(a[b * n * n + j + j * n]);\n"
+    "      if (mode ? (isnan(d.x) || isnan(d.y)) : (d.x == 0 && d.y == 0)) { info[b] = (int)(j + 1); break; } } } }\n"
+    /* det / slogdet of LU factors (sign = 0, log = -inf where singular), as lapack_solve.c's */
+    "template <class T, class R> __device__ void det_body(const T *lu, const long long *piv, long long n,\n"
+    "    long long count, int *info, T *det, T *sign, R *logabs) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
+    "       b += (long long)gridDim.x * blockDim.x) {\n"
+    "    double2 s = make_double2(1, 0); double l = 0;\n"
+    "    for (long long i = 0; i < n; i++) {\n"
+    "      const double2 d = z_of(lu[b * n * n + i + i * n]); const double ad = hypot(d.x, d.y);\n"
+    "      if (ad == 0 || info[b] > 0) { s = make_double2(0, 0); l = -__longlong_as_double(0x7ff0000000000000LL); break; }\n"
+    "      const double2 u = make_double2(d.x / ad, d.y / ad);\n"
+    "      s = make_double2(s.x * u.x - s.y * u.y, s.x * u.y + s.y * u.x);\n"
+    "      if (piv[b * n + i] != i + 1) s = make_double2(-s.x, -s.y);\n"
+    "      l += log(ad); }\n"
+    "    if (det) { const double e = exp(l); put_z(det + b, make_double2(s.x * e, s.y * e)); }\n"
+    "    else { put_z(sign + b, s); logabs[b] = (R)l; }\n"
+    "    info[b] = 0; } }\n"
+    /* pivots (contiguous int64) checked: a bad one is recorded (lowest b * n + i) and the entry's
+     * pivots made the identity so cuSOLVER reads no row outside a; its info becomes -7 (getrs's ipiv) */
+    "extern \"C\" __global__ void fm_sv_pivots(long long *piv, long long n, long long count, int *info,\n"
+    "    unsigned long long *bad) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
+    "       b += (long long)gridDim.x * blockDim.x) {\n"
+    "    long long i = 0; while (i < n && piv[b * n + i] >= 1 && piv[b * n + i] <= n) i++;\n"
+    "    if (i == n) continue;\n"
+    "    atomicMin(bad, (unsigned long long)(b * n + i)); info[b] = -7;\n"
+    "    for (long long k = 0; k < n; k++) piv[b * n + k] = k + 1; } }\n"
+    "extern \"C\" __global__ void fm_sv_info(const int *info, long long *out, long long count) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
+    "       b += (long long)gridDim.x * blockDim.x) out[b] = info[b]; }\n"
+    "#define FM_T(S, T, R) \\\n"
+    "  extern \"C\" __global__ void fm_sv_copy_##S(FmCopy a) { copy_body<T>(a); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_finite_##S(FmCopy a, unsigned long long *f) { finite_body<T>(a, f); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_diag_##S(const T *a, long long n, long long c, int *info, int m) \\\n"
+    "  { diag_body<T>(a, n, c, info, m); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_det_##S(const T *lu, const long long *p, long long n, long long c, \\\n"
+    "    int *info, T *d, T *s, R *l) { det_body<T, R>(lu, p, n, c, info, d, s, l); }\n"
+    "FM_T(s, float, float) FM_T(d, double, double) FM_T(c, float2, float) FM_T(z, double2, double)\n";
+
+enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_COUNT };
+
+typedef struct {
+    char *dst;
+    const char *src;
+    long long rows, cols, count, drs, dcs, dbs, srs, scs, srows, scols;
+    int nb, tri, conj, ident;
+    long long bshape[8], bstride[8];
+} fm_copy_args; /* the kernels' FmCopy */
+_Static_assert(FM_MAX_NDIM <= 8, "FmCopy holds 8 batch axes");
+
+/* ---- backend state: workspaces, and per device the handles and the kernels ---- */
+typedef struct {
+    int made;
+    cusolverDnHandle_t sv;
+    cusolverDnParams_t prm;
+    cublasHandle_t bl;
+    fm_nvrtc_module mod;
+    cudaKernel_t k[4][K_COUNT]; /* per dtype (s d c z) */
+} dev_state;
+
+typedef struct {
+    void *ws; /* fm_cuda_ws_table */
+    pthread_mutex_t lock;
+    dev_state dev[MAX_DEV];
+} cs_state;
+
+static fm_status cs_probe(const fm_settings *settings, void **state, const char **why)
+{
+    (void)settings;
+    cs_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        *why = "out of host memory";
+        return FM_ERR_UNAVAILABLE;
+    }
+    fm_status s = fm_cuda_ws_probe("cusolver", &st->ws, why);
+    if (s != FM_OK) {
+        free(st);
+        return s;
+    }
+    pthread_mutex_init(&st->lock, NULL);
+    *state = st;
+    return FM_OK;
+}
+
+static void cs_release(void *state)
+{
+    cs_state *st = state;
+    if (!st)
+        return;
+    for (int d = 0; d < MAX_DEV; d++)
+        if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK) {
+            cusolverDnDestroyParams(st->dev[d].prm);
+            cusolverDnDestroy(st->dev[d].sv);
+            cublasDestroy(st->dev[d].bl);
+            fm_nvrtc_module_unload(&st->dev[d].mod);
+        }
+    fm_cuda_ws_table_destroy(st->ws);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+/* The device's handles and kernels, made on first use; call with st->lock held. */
+static fm_status device_state(cs_state *st, const fm_settings *set, int device, dev_state **out)
+{
+    dev_state *d = &st->dev[device];
+    if (d->made) {
+        *out = d;
+        return FM_OK;
+    }
+    static const char *const names[] = {
+        "fm_sv_copy_s", "fm_sv_finite_s", "fm_sv_diag_s", "fm_sv_det_s", "fm_sv_pivots", "fm_sv_info",
+        "fm_sv_copy_d", "fm_sv_finite_d", "fm_sv_diag_d", "fm_sv_det_d", "fm_sv_pivots", "fm_sv_info",
+        "fm_sv_copy_c", "fm_sv_finite_c", "fm_sv_diag_c", "fm_sv_det_c", "fm_sv_pivots", "fm_sv_info",
+        "fm_sv_copy_z", "fm_sv_finite_z", "fm_sv_diag_z", "fm_sv_det_z", "fm_sv_pivots", "fm_sv_info"};
+    fm_status s = fm_cuda_use_device(device);
+    if (s != FM_OK)
+        return s;
+    if ((s = fm_nvrtc_module_build(&d->mod, set, kernel_source, "the dense-solver kernels", device, 0, WHO,
+                                   names, &d->k[0][0], 4 * K_COUNT)) != FM_OK)
+        return s;
+    if (cusolverDnCreate(&d->sv) != CUSOLVER_STATUS_SUCCESS) {
+        fm_nvrtc_module_unload(&d->mod);
+        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreate failed on device %d", device);
+    }
+    if (cusolverDnCreateParams(&d->prm) != CUSOLVER_STATUS_SUCCESS || cublasCreate(&d->bl) != CUBLAS_STATUS_SUCCESS) {
+        cusolverDnDestroy(d->sv);
+        fm_nvrtc_module_unload(&d->mod);
+        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreateParams / cublasCreate failed on device %d", device);
+    }
+    d->made = 1;
+    *out = d;
+    return FM_OK;
+}
+
+/* ---- the plan ---- */
+typedef struct {
+    cs_state *st;
+    const fm_problem *p;
+    const fm_solve_params *sp;
+    int device, ti;
+    size_t es, rs;
+    cudaDataType dt, rt;
+    int64_t m, n, k, mm, nn; /* mm x nn: the matrix cuSOLVER factors (gesvd: a^H when m < n) */
+    size_t dwork, hwork;     /* per routine call, the larger of the routines the plan runs */
+    /* workspace parts (byte offsets) and the total */
+    size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
+} cs_impl;
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static size_t up256(size_t v) { return (v + 255) & ~(size_t)255; }
+
+static fm_status sv_status(cusolverStatus_t e, const char *what)
+{
+    if (e == CUSOLVER_STATUS_SUCCESS)
+        return FM_OK;
+    if (e == CUSOLVER_STATUS_ALLOC_FAILED)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, WHO ": %s: out of GPU memory (CUSOLVER_STATUS_ALLOC_FAILED)", what);
+    return fm_fail(FM_ERR_BACKEND, WHO ": %s failed (cusolverStatus %d)", what, (int)e);
+}
+
+static fm_status launch(cudaKernel_t k, const char *name, int64_t work, void **args, cudaStream_t stream)
+{
+    const int64_t blocks = work <= 0 ? 1 : work / 256 + 1 > 8192 ? 8192 : work / 256 + 1;
+    dim3 grid = {(unsigned)blocks, 1, 1}, block = {256, 1, 1};
+    cudaError_t e = cudaLaunchKernel((const void *)k, grid, block, args, 0, stream);
+    return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, WHO, name);
+}
+
+/* A view of slot s's batch entries (its strides, broadcast batch axes at stride 0) as a copy
+ * source of rows x cols; transposed: rows and columns swapped (a^T), conj as well (a^H). */
+static fm_copy_args slot_view(const cs_impl *x, int s, const void *base, int64_t rows, int64_t cols, int transposed)
+{
+    const fm_tensor *t = &x->p->t[s];
+    const fm_solve_params *sp = x->sp;
+    fm_copy_args a;
+    memset(&a, 0, sizeof a);
+    a.src = base;
+    a.rows = rows, a.cols = cols, a.srows = rows, a.scols = cols, a.count = sp->batch_count;
+    const int core = sp->core_ndim[s], nb = t->ndim - core;
+    const int64_t rs = core == 2 ? t->strides[t->ndim - 2] : t->strides[t->ndim - 1];
+    const int64_t cs = core == 2 ? t->strides[t->ndim - 1] : 0;
+    a.srs = transposed ? cs : rs, a.scs = transposed ? rs : cs;
+    a.nb = sp->batch_ndim > 0 ? sp->batch_ndim : 1;
+    a.bshape[0] = 1;
+    for (int i = 0; i < sp->batch_ndim; i++) {
+        const int ti = i - (sp->batch_ndim - nb);
+        a.bshape[i] = sp->batch_shape[i] ? sp->batch_shape[i] : 1;
+        a.bstride[i] = ti >= 0 && t->shape[ti] != 1 ? t->strides[ti] : 0;
+    }
+    return a;
+}
+
+/* A view of contiguous per-entry scratch: column-major rows x cols with leading dimension ld. */
+static fm_copy_args scratch_view(const cs_impl *x, const void *base, int64_t rows, int64_t cols, int64_t ld,
+                                 int64_t per)
+{
+    fm_copy_args a;
+    memset(&a, 0, sizeof a);
+    a.src = base;
+    a.rows = rows, a.cols = cols, a.srows = rows, a.scols = cols, a.count = x->sp->batch_count;
+    a.srs = 1, a.scs = ld, a.nb = 1, a.bshape[0] = a.count > 0 ? a.count : 1, a.bstride[0] = per;
+    return a;
+}
+
+/* Copy view a into dst: column-major scratch (ld, per entry) or, out_slot >= 0, that output slot
+ * (its strides: C order, or a factor column-major within each matrix). */
+static fm_status copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
+                         cudaStream_t stream)
+{
+    a.dst = dst;
+    if (out_slot >= 0) {
+        const fm_tensor *t = &x->p->t[out_slot];
+        a.drs = t->strides[t->ndim - 2], a.dcs = t->strides[t->ndim - 1], a.dbs = a.rows * a.cols;
+    } else {
+        a.drs = 1, a.dcs = ld, a.dbs = ld * a.cols;
+    }
+    if (a.count * a.rows * a.cols == 0)
+        return FM_OK;
+    void *args[1] = {&a};
+    return launch(d->k[x->ti][K_COPY], "cudaLaunchKernel(fm_sv_copy)", a.count * a.rows * a.cols, args, stream);
+}
+
+static char *entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es)
+{
+    (void)x;
+    return (char *)ws + off + (size_t)(b * elems) * es;
+}
+
+/* ---- one execution ---- */
+typedef struct {
+    const cs_impl *x;
+    const dev_state *d;
+    char *ws;
+    void *const *ptrs;
+    cudaStream_t stream;
+    void *hwork;
+    int *info, *junk; /* per entry; for routines whose info only flags a bad argument (validated here) */
+} run_ctx;
+
+#define WS(r, off, b, elems, es) entry((r)->x, (r)->ws, (r)->x->off, b, elems, es)
+
+static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
+{
+    long long n = r->x->n, count = r->x->sp->batch_count;
+    int *info = r->info;
+    void *args[5] = {&a, &n, &count, &info, &mode};
+    return launch(r->d->k[r->x->ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
+}
+
+/* getrf, gesv, getrs, inv, det, slogdet */
+static fm_status run_lu(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t n = x->n, B = sp->batch_count;
+    const int rt = sp->routine;
+    const int factored = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
+    const int64_t nr = rt == FM_SOLVE_INV ? n : sp->nrhs;
+    fm_status s = FM_OK;
+    if (factored) { /* the caller's pivots, contiguous, checked */
+        fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
+        cs_impl xd = *x;
+        xd.ti = 1; /* int64 moved as 8-byte words */
+        if ((s = copy_to(&xd, r->d, v, r->ws + x->off_piv, -1, n, r->stream)) != FM_OK)
+            return s;
+        long long nn = n, count = B;
+        void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
+        int *info = r->info;
+        void *args[5] = {&piv, &nn, &count, &info, &bad};
+        if ((s = launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B, args, r->stream)) != FM_OK)
+            return s;
+    }
+    if (rt == FM_SOLVE_INV) { /* b = identities */
+        fm_copy_args v = scratch_view(x, NULL, n, n, n, 0);
+        v.ident = 1;
+        if ((s = copy_to(x, r->d, v, r->ws + x->off_b, -1, n, r->stream)) != FM_OK)
+            return s;
+    }
+    const cublasOperation_t op = rt != FM_SOLVE_GETRS ? CUBLAS_OP_N : sp->transpose == 0 ? CUBLAS_OP_N
+                                 : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
+    for (int64_t b = 0; b < B && n > 0; b++) {
+        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        int64_t *piv = rt == FM_SOLVE_GETRF ? (int64_t *)r->ptrs[FM_SOLVE_PIVOTS] + b * n
+                                            : (int64_t *)(void *)WS(r, off_piv, b, n, 8);
+        if (!factored && (s = sv_status(cusolverDnXgetrf(r->d->sv, r->d->prm, n, n, x->dt, a, n, piv, x->dt,
+                                                         r->ws + x->off_work, x->dwork, r->hwork, x->hwork,
+                                                         r->info + b), "cusolverDnXgetrf")) != FM_OK)
+            return s;
+        if ((rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS || rt == FM_SOLVE_INV) && nr > 0 &&
+            (s = sv_status(cusolverDnXgetrs(r->d->sv, r->d->prm, op, n, nr, x->dt, a, n, piv, x->dt, bb, n,
+                                            r->junk), "cusolverDnXgetrs")) != FM_OK)
+            return s;
+    }
+    if (rt == FM_SOLVE_GETRF)
+        return copy_to(x, r->d, scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_FACTOR],
+                       FM_SOLVE_FACTOR, 0, r->stream);
+    if (rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) {
+        void *lu = r->ws + x->off_a, *piv = r->ws + x->off_piv, *det = NULL, *sign = NULL, *logabs = NULL;
+        if (rt == FM_SOLVE_DET)
+            det = r->ptrs[FM_SOLVE_W];
+        else
+            sign = r->ptrs[FM_SOLVE_AUX], logabs = r->ptrs[FM_SOLVE_W];
+        long long nn = n, count = B;
+        int *info = r->info;
+        void *args[8] = {&lu, &piv, &nn, &count, &info, &det, &sign, &logabs};
+        return launch(r->d->k[x->ti][K_DET], "cudaLaunchKernel(fm_sv_det)", B, args, r->stream);
+    }
+    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+                   r->stream);
+}
+
+static fm_status trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag, void *a,
+                      void *b)
+{
+    const cs_impl *x = r->x;
+    const int64_t n = x->n, k = x->sp->nrhs;
+    static const float s1 = 1.0f;
+    static const double d1 = 1.0;
+    static const cuComplex c1 = {1.0f, 0.0f};
+    static const cuDoubleComplex z1 = {1.0, 0.0};
+    const cublasSideMode_t L = CUBLAS_SIDE_LEFT;
+    cublasStatus_t e;
+    switch (x->ti) {
+    case 0: e = cublasStrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &s1, a, n, b, n); break;
+    case 1: e = cublasDtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &d1, a, n, b, n); break;
+    case 2: e = cublasCtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &c1, a, n, b, n); break;
+    default: e = cublasZtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &z1, a, n, b, n); break;
+    }
+    return e == CUBLAS_STATUS_SUCCESS ? FM_OK : fm_fail(FM_ERR_BACKEND, WHO ": cublas<t>trsm_v2_64 failed "
+                                                        "(cublasStatus %d)", (int)e);
+}
+
+/* potrf, potrs, trtrs */
+static fm_status run_triangular(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t n = x->n, nr = sp->nrhs, B = sp->batch_count;
+    const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    fm_status s = FM_OK;
+    if (sp->routine == FM_SOLVE_TRTRS && !sp->unit_diagonal && (s = kernel_diag(r, r->ws + x->off_a, 0)) != FM_OK)
+        return s;
+    if (sp->routine == FM_SOLVE_TRTRS && cublasSetStream(r->d->bl, r->stream) != CUBLAS_STATUS_SUCCESS)
+        return fm_fail(FM_ERR_BACKEND, WHO ": cublasSetStream failed");
+    const cublasOperation_t op = sp->transpose == 0 ? CUBLAS_OP_N : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
+    for (int64_t b = 0; b < B && n > 0; b++) {
+        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        if (sp->routine == FM_SOLVE_POTRF)
+            s = sv_status(cusolverDnXpotrf(r->d->sv, r->d->prm, fill, n, x->dt, a, n, x->dt, r->ws + x->off_work,
+                                           x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXpotrf");
+        else if (sp->routine == FM_SOLVE_POTRS && nr > 0)
+            s = sv_status(cusolverDnXpotrs(r->d->sv, r->d->prm, fill, n, nr, x->dt, a, n, x->dt, bb, n, r->junk),
+                          "cusolverDnXpotrs");
+        else if (sp->routine == FM_SOLVE_TRTRS && nr > 0)
+            s = trsm(r, fill, op, sp->unit_diagonal ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, a, bb);
+        if (s != FM_OK)
+            return s;
+    }
+    if (sp->routine != FM_SOLVE_POTRF)
+        return copy_to(x, r->d, scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
+                       FM_SOLVE_X, 0, r->stream);
+    if ((s = kernel_diag(r, r->ws + x->off_a, 1)) != FM_OK) /* a NaN: not positive definite, as LAPACK says */
+        return s;
+    fm_copy_args v = scratch_view(x, r->ws + x->off_a, n, n, n, n * n);
+    v.tri = sp->uplo ? 1 : 2; /* the other triangle zeroed */
+    return copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
+}
+
+static fm_status run_eigh(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t n = x->n;
+    const cusolverEigMode_t jobz = sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR : CUSOLVER_EIG_MODE_VECTOR;
+    const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    for (int64_t b = 0; b < sp->batch_count && n > 0; b++) {
+        fm_status s = sv_status(cusolverDnXsyevd(r->d->sv, r->d->prm, jobz, fill, n, x->dt,
+                                                 WS(r, off_a, b, n * n, x->es), n, x->rt,
+                                                 (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
+                                                 r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
+                                "cusolverDnXsyevd");
+        if (s != FM_OK)
+            return s;
+    }
+    if (sp->values_only)
+        return FM_OK;
+    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+                   r->stream);
+}
+
+static cusolverStatus_t orgqr(const run_ctx *r, int m, int n, int k, void *a, const void *tau)
+{
+    const cs_impl *x = r->x;
+    const int lw = (int)(x->dwork / x->es);
+    void *w = r->ws + x->off_work;
+    switch (x->ti) {
+    case 0: return cusolverDnSorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
+    case 1: return cusolverDnDorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
+    case 2: return cusolverDnCungqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
+    default: return cusolverDnZungqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
+    }
+}
+
+static fm_status run_qr(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t m = x->m, n = x->n, k = x->k, rr = sp->qr_mode == 1 ? m : k, qc = rr;
+    fm_status s = FM_OK;
+    for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
+        if ((s = sv_status(cusolverDnXgeqrf(r->d->sv, r->d->prm, m, n, x->dt, WS(r, off_a, b, m * n, x->es), m,
+                                            x->dt, WS(r, off_tau, b, k, x->es), x->dt, r->ws + x->off_work,
+                                            x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXgeqrf")) != FM_OK)
+            return s;
+    fm_copy_args v = scratch_view(x, r->ws + x->off_a, rr, n, m, m * n);
+    v.srows = k, v.tri = 1; /* R: the upper triangle of the first k rows */
+    if ((s = copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream)) != FM_OK ||
+        sp->qr_mode == 2)
+        return s;
+    if (k == 0) { /* Q of an empty matrix: the identity's first columns */
+        v = scratch_view(x, NULL, m, qc, m, 0);
+        v.ident = 1;
+        return copy_to(x, r->d, v, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream);
+    }
+    v = scratch_view(x, r->ws + x->off_a, m, qc, m, m * n); /* the reflectors, then orgqr builds Q */
+    v.scols = k;
+    if ((s = copy_to(x, r->d, v, r->ws + x->off_q, -1, m, r->stream)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < sp->batch_count; b++)
+        if ((s = sv_status(orgqr(r, (int)m, (int)qc, (int)k, WS(r, off_q, b, m * qc, x->es),
+                                 WS(r, off_tau, b, k, x->es)), "cusolverDn<t>orgqr")) != FM_OK)
+            return s;
+    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_q, m, qc, m, m * qc), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+                   r->stream);
+}
+
+/* gesvd of mm x nn (a, or a^H when m < n: cuSOLVER's gesvd wants m >= n), then U = U', Vt = Vt'
+ * or, for a^H = U' S Vt', U = Vt'^H and Vt = U'^H. */
+static fm_status run_svd(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t mm = x->mm, nn = x->nn, k = x->k, m = x->m, n = x->n;
+    const int64_t uc = sp->full_matrices ? mm : k, vr = sp->full_matrices ? nn : k; /* of U', Vt' */
+    const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
+    fm_status s = FM_OK;
+    for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
+        if ((s = sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
+                                            WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
+                                            (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
+                                            WS(r, off_q, b, mm * mm, x->es), mm, x->dt,
+                                            WS(r, off_vt, b, nn * nn, x->es), max64(1, vr), x->dt,
+                                            r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
+                           "cusolverDnXgesvd")) != FM_OK)
+            return s;
+    if (sp->values_only)
+        return FM_OK;
+    const int64_t ucols = sp->full_matrices ? m : k, vrows = sp->full_matrices ? n : k;
+    fm_copy_args u, vt;
+    if (k == 0) {
+        u = scratch_view(x, NULL, m, ucols, m, 0), vt = scratch_view(x, NULL, vrows, n, vrows, 0);
+        u.ident = vt.ident = 1;
+    } else if (m >= n) {
+        u = scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * mm);
+        vt = scratch_view(x, r->ws + x->off_vt, vr, n, max64(1, vr), nn * nn);
+    } else {
+        u = scratch_view(x, r->ws + x->off_vt, m, vr, max64(1, vr), nn * nn);   /* U = Vt'^H */
+        u.srs = max64(1, vr), u.scs = 1, u.conj = x->ti >= 2;
+        vt = scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * mm);           /* Vt = U'^H */
+        vt.srs = mm, vt.scs = 1, vt.conj = x->ti >= 2;
+    }
+    if ((s = copy_to(x, r->d, u, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream)) != FM_OK)
+        return s;
+    return copy_to(x, r->d, vt, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
+}
+
+/* ---- failures: the CPU backend's words (lapack_solve.c) ---- */
+static void entry_name(const fm_solve_params *sp, const char *name, int64_t b, char *buf, size_t n)
+{
+    int64_t idx[FM_MAX_NDIM];
+    for (int i = sp->batch_ndim - 1; i >= 0; i--) {
+        idx[i] = sp->batch_shape[i] ? b % sp->batch_shape[i] : 0;
+        b = sp->batch_shape[i] ? b / sp->batch_shape[i] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, n, "%s", name);
+    for (int i = 0; i < sp->batch_ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", i ? ", " : "[", (long long)idx[i],
+                              i == sp->batch_ndim - 1 ? "]" : "");
+}
+
+static fm_status report_info(const fm_solve_params *sp, int64_t b, long long v)
+{
+    const char *rn = fm_solve_routine_name(sp->routine);
+    char e[128];
+    entry_name(sp, "a", b, e, sizeof e);
+    switch (sp->routine) {
+    case FM_SOLVE_POTRF:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is not positive definite: its leading minor of order %lld is "
+                       "not (cholesky; LAPACK potrf info %lld)", e, v, v);
+    case FM_SOLVE_TRTRS:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: its diagonal entry %lld is zero (solve_triangular)",
+                       e, v - 1);
+    case FM_SOLVE_SYEVD:
+        return fm_fail(FM_ERR_LINALG, "solve: the eigenvalue computation did not converge for %s (eigh; LAPACK "
+                       "info %lld)", e, v);
+    case FM_SOLVE_GESDD:
+        return fm_fail(FM_ERR_LINALG, "solve: SVD did not converge for %s (%s; LAPACK info %lld)", e, rn, v);
+    default:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: U[%lld, %lld] of its LU factorization is exactly "
+                       "zero (%s; LAPACK getrf info %lld)", e, v - 1, v - 1, rn, v);
+    }
+}
+
+/* After the one synchronisation: the lowest failing entry (a non-finite input before its info). */
+static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags)
+{
+    const fm_solve_params *sp = x->sp;
+    const char *rn = fm_solve_routine_name(sp->routine);
+    char e[128];
+    const uint64_t fin = flags[0] < flags[1] ? flags[0] : flags[1];
+    const int64_t piv_b = flags[2] == UINT64_MAX ? INT64_MAX : (int64_t)(flags[2] / (uint64_t)max64(1, x->n));
+    int64_t bi = INT64_MAX;
+    for (int64_t b = 0; sp->check && b < sp->batch_count; b++)
+        if (info[b] > 0) {
+            bi = b;
+            break;
+        }
+    if (fin != UINT64_MAX && (int64_t)fin <= bi && (int64_t)fin <= piv_b) {
+        entry_name(sp, flags[0] <= flags[1] ? "a" : "b", (int64_t)fin, e, sizeof e);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s contains infs or NaNs, expected finite values "
+                       "(check_finite; %s)", e, rn);
+    }
+    if (piv_b != INT64_MAX && piv_b <= bi) {
+        entry_name(sp, "ipiv", piv_b, e, sizeof e);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has a pivot at position %lld outside 1..%lld "
+                       "(lu_factor's 1-based pivots; %s)", e, (long long)(flags[2] % (uint64_t)max64(1, x->n)),
+                       (long long)x->n, rn);
+    }
+    return bi == INT64_MAX ? FM_OK : report_info(sp, bi, info[bi]);
+}
+
+static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *const *ptrs, cudaStream_t stream,
+                         void *hwork)
+{
+    const fm_solve_params *sp = x->sp;
+    run_ctx r = {.x = x, .d = d, .ws = ws, .ptrs = ptrs, .stream = stream, .hwork = hwork,
+                 .info = (int *)(void *)(ws + x->off_info), .junk = (int *)(void *)(ws + x->off_flag + 24)};
+    const int64_t B = sp->batch_count;
+    fm_status s = sv_status(cusolverDnSetStream(d->sv, stream), "cusolverDnSetStream");
+    if (s == FM_OK)
+        s = fm_cuda_status(cudaMemsetAsync(ws + x->off_info, 0, (size_t)B * sizeof(int), stream), "cudaMemsetAsync");
+    if (s == FM_OK)
+        s = fm_cuda_status(cudaMemsetAsync(ws + x->off_flag, 0xff, 24, stream), "cudaMemsetAsync");
+    const int in_b = (x->p->present & 1u << FM_SOLVE_B) != 0;
+    const int a_h = sp->routine == FM_SOLVE_GESDD && x->m < x->n; /* gesvd of a^H */
+    fm_copy_args va = slot_view(x, FM_SOLVE_A, ptrs[FM_SOLVE_A], x->mm, x->nn, a_h);
+    va.conj = a_h && x->ti >= 2;
+    fm_copy_args vb = slot_view(x, FM_SOLVE_B, in_b ? ptrs[FM_SOLVE_B] : NULL, x->m, sp->nrhs, 0);
+    if (s == FM_OK && sp->check_finite) {
+        for (int i = 0; i < 1 + in_b && s == FM_OK; i++) {
+            fm_copy_args *v = i ? &vb : &va;
+            void *first = ws + x->off_flag + 8 * i;
+            void *args[2] = {v, &first};
+            if (v->count * v->rows * v->cols > 0)
+                s = launch(d->k[x->ti][K_FINITE], "cudaLaunchKernel(fm_sv_finite)", v->count * v->rows * v->cols,
+                           args, stream);
+        }
+    }
+    if (s == FM_OK)
+        s = copy_to(x, d, va, ws + x->off_a, -1, x->mm, stream);
+    if (s == FM_OK && in_b)
+        s = copy_to(x, d, vb, ws + x->off_b, -1, x->m, stream);
+    if (s != FM_OK)
+        return s;
+    switch (sp->routine) {
+    case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: case FM_SOLVE_TRTRS: s = run_triangular(&r); break;
+    case FM_SOLVE_SYEVD: s = run_eigh(&r); break;
+    case FM_SOLVE_GEQRF: s = run_qr(&r); break;
+    case FM_SOLVE_GESDD: s = run_svd(&r); break;
+    default: s = run_lu(&r); break;
+    }
+    if (s == FM_OK && (x->p->present & 1u << FM_SOLVE_INFO) && B > 0) {
+        long long count = B;
+        void *in = r.info, *out = ptrs[FM_SOLVE_INFO];
+        void *args[3] = {&in, &out, &count};
+        s = launch(d->k[0][K_INFO], "cudaLaunchKernel(fm_sv_info)", B, args, stream);
+    }
+    return s;
+}
+
+static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)
+{
+    (void)args;
+    const cs_impl *x = p->impl;
+    const fm_solve_params *sp = x->sp;
+    const int64_t B = sp->batch_count;
+    if (B == 0)
+        return FM_OK;
+    const int sync = sp->check || sp->check_finite;
+    int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
+    void *hwork = x->hwork ? malloc(x->hwork) : NULL;
+    uint64_t flags[3];
+    if ((sync && !info) || (x->hwork && !hwork)) {
+        free(info), free(hwork);
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, WHO ": out of host memory for %s's info / host workspace",
+                       fm_solve_routine_name(sp->routine));
+    }
+    fm_status s = fm_cuda_use_device(x->device);
+    cudaStream_t st = (cudaStream_t)stream;
+    void *ws = NULL;
+    fm_cuda_ws_lease lease = NULL;
+    pthread_mutex_lock(&x->st->lock); /* the device's handles: one caller at a time */
+    const dev_state *d = &x->st->dev[x->device];
+    if (s == FM_OK && (s = fm_cuda_ws_acquire(x->st->ws, x->device, st, x->total, &ws, &lease)) != FM_OK &&
+        s == FM_ERR_OUT_OF_MEMORY)
+        s = fm_fail(FM_ERR_OUT_OF_MEMORY, WHO ": out of GPU memory for the %zu-byte workspace of %s (%lld x %lld, "
+                    "batch %lld): %s", x->total, fm_solve_routine_name(sp->routine), (long long)x->m,
+                    (long long)x->n, (long long)B, fm_last_error());
+    if (s == FM_OK)
+        s = enqueue(x, d, ws, ptrs, st, hwork);
+    if (s == FM_OK && sync) {
+        s = fm_cuda_status(cudaMemcpyAsync(info, ws + x->off_info, (size_t)B * sizeof(int), cudaMemcpyDeviceToHost,
+                                           st), "cudaMemcpyAsync(info)");
+        if (s == FM_OK)
+            s = fm_cuda_status(cudaMemcpyAsync(flags, ws + x->off_flag, sizeof flags, cudaMemcpyDeviceToHost, st),
+                               "cudaMemcpyAsync(flags)");
+    }
+    fm_cuda_ws_release(lease);
+    pthread_mutex_unlock(&x->st->lock);
+    if (s == FM_OK && sync && (s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize")) == FM_OK)
+        s = report(x, info, flags);
+    free(info), free(hwork);
+    return s;
+}
+
+/* ---- planning ---- */
+/* The routine's device / host workspace per call (the *_bufferSize queries, 64-bit). */
+static fm_status buffer_sizes(cs_impl *x, const dev_state *d)
+{
+    const fm_solve_params *sp = x->sp;
+    const int64_t n = x->n, m = x->m, k = x->k;
+    size_t dw = 0, hw = 0;
+    cusolverStatus_t e = CUSOLVER_STATUS_SUCCESS;
+    const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    const int lu = sp->routine == FM_SOLVE_GESV || sp->routine == FM_SOLVE_GETRF || sp->routine == FM_SOLVE_INV ||
+                   ((sp->routine == FM_SOLVE_DET || sp->routine == FM_SOLVE_SLOGDET) &&
+                    !(x->p->present & 1u << FM_SOLVE_IPIV));
+    if (k == 0)
+        return FM_OK;
+    if (lu)
+        e = cusolverDnXgetrf_bufferSize(d->sv, d->prm, n, n, x->dt, NULL, n, x->dt, &dw, &hw);
+    else if (sp->routine == FM_SOLVE_POTRF)
+        e = cusolverDnXpotrf_bufferSize(d->sv, d->prm, fill, n, x->dt, NULL, n, x->dt, &dw, &hw);
+    else if (sp->routine == FM_SOLVE_SYEVD)
+        e = cusolverDnXsyevd_bufferSize(d->sv, d->prm, sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR
+                                        : CUSOLVER_EIG_MODE_VECTOR, fill, n, x->dt, NULL, n, x->rt, NULL, x->dt,
+                                        &dw, &hw);
+    else if (sp->routine == FM_SOLVE_GESDD) {
+        const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
+        e = cusolverDnXgesvd_bufferSize(d->sv, d->prm, job, job, x->mm, x->nn, x->dt, NULL, x->mm, x->rt, NULL,
+                                        x->dt, NULL, x->mm, x->dt, NULL, max64(1, sp->full_matrices ? x->nn : k),
+                                        x->dt, &dw, &hw);
+    } else if (sp->routine == FM_SOLVE_GEQRF) {
+        e = cusolverDnXgeqrf_bufferSize(d->sv, d->prm, m, n, x->dt, NULL, m, x->dt, NULL, x->dt, &dw, &hw);
+        int lw = 0;
+        const int qc = (int)(sp->qr_mode == 1 ? m : k);
+        if (e == CUSOLVER_STATUS_SUCCESS && sp->qr_mode != 2) {
+            switch (x->ti) {
+            case 0: e = cusolverDnSorgqr_bufferSize(d->sv, (int)m, qc, (int)k, NULL, (int)m, NULL, &lw); break;
+            case 1: e = cusolverDnDorgqr_bufferSize(d->sv, (int)m, qc, (int)k, NULL, (int)m, NULL, &lw); break;
+            case 2: e = cusolverDnCungqr_bufferSize(d->sv, (int)m, qc, (int)k, NULL, (int)m, NULL, &lw); break;
+            default: e = cusolverDnZungqr_bufferSize(d->sv, (int)m, qc, (int)k, NULL, (int)m, NULL, &lw); break;
+            }
+            if ((size_t)lw * x->es > dw)
+                dw = (size_t)lw * x->es;
+        }
+    }
+    x->dwork = dw, x->hwork = hw;
+    return sv_status(e, "the routine's *_bufferSize");
+}
+
+/* The workspace's parts for the whole batch; FM_ERR_TOO_LARGE past size_t. */
+static fm_status layout(cs_impl *x)
+{
+    const fm_solve_params *sp = x->sp;
+    const int rt = sp->routine;
+    const double B = (double)sp->batch_count, es = (double)x->es;
+    const int64_t nr = rt == FM_SOLVE_INV ? x->n : (x->p->present & 1u << FM_SOLVE_B) ? sp->nrhs : 0;
+    const int vec_svd = rt == FM_SOLVE_GESDD && !sp->values_only;
+    const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
+    const double parts[8] = {
+        B * (double)(x->mm * x->nn) * es,
+        B * (double)(x->m * nr) * es,
+        vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
+                                                          : 0,
+        vec_svd ? B * (double)(x->nn * x->nn) * es : 0,
+        rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
+        B * (double)x->n * 8,
+        B * 4,
+        32};
+    size_t *offs[8] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
+                       &x->off_flag};
+    double total = 0;
+    for (int i = 0; i < 8; i++)
+        total += parts[i] + 256;
+    if (total + (double)x->dwork > 0.5 * (double)SIZE_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, WHO ": %s of a batch of %lld %lld x %lld matrices needs a workspace past "
+                       "the address space", fm_solve_routine_name(rt), (long long)sp->batch_count, (long long)x->m,
+                       (long long)x->n);
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        *offs[i] = off;
+        off += up256((size_t)parts[i]);
+    }
+    x->off_work = off;
+    x->total = off + up256(x->dwork ? x->dwork : 1);
+    return FM_OK;
+}
+
+static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
+{
+    cs_state *st = state;
+    const fm_solve_params *sp = &p->u.solve;
+    const fm_dtype dt = p->t[FM_SOLVE_A].dtype;
+    const int device = p->exec_device.id;
+    if (sp->routine == FM_SOLVE_GELSD)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, WHO ": lstsq is not on the GPU yet (cuSOLVER has no gelsd; a QR / "
+                       "SVD route with numpy's rank and residuals is left to do): call it on cpu arrays");
+    if (device < 0 || device >= MAX_DEV)
+        return fm_fail(FM_ERR_NOT_APPLICABLE, WHO ": device %d is past the %d devices it keeps handles for", device,
+                       MAX_DEV);
+    if (sp->routine == FM_SOLVE_GEQRF && (sp->m > INT32_MAX || sp->n > INT32_MAX))
+        return fm_fail(FM_ERR_TOO_LARGE, WHO ": qr of %lld x %lld: cuSOLVER's orgqr takes 32-bit sizes",
+                       (long long)sp->m, (long long)sp->n);
+    cs_impl *x = calloc(1, sizeof *x);
+    if (!x)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, WHO ": out of host memory");
+    x->st = st;
+    x->p = &out->problem;
+    x->sp = &out->problem.u.solve;
+    x->device = device;
+    x->ti = dt == FM_F32 ? 0 : dt == FM_F64 ? 1 : dt == FM_C64 ? 2 : 3;
+    x->es = fm_dtype_size(dt);
+    x->rs = x->ti == 0 || x->ti == 2 ? 4 : 8;
+    static const cudaDataType dts[4] = {CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F};
+    static const cudaDataType rts[4] = {CUDA_R_32F, CUDA_R_64F, CUDA_R_32F, CUDA_R_64F};
+    x->dt = dts[x->ti], x->rt = rts[x->ti];
+    x->m = sp->m, x->n = sp->n, x->k = sp->m < sp->n ? sp->m : sp->n;
+    const int a_h = sp->routine == FM_SOLVE_GESDD && sp->m < sp->n;
+    x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
+    dev_state *d = NULL;
+    pthread_mutex_lock(&st->lock);
+    fm_status s = device_state(st, fm_context_settings(ctx), device, &d);
+    if (s == FM_OK)
+        s = buffer_sizes(x, d);
+    pthread_mutex_unlock(&st->lock);
+    if (s == FM_OK)
+        s = layout(x);
+    if (s != FM_OK) {
+        free(x);
+        return s;
+    }
+    out->impl = x;
+    out->execute = cs_execute;
+    out->destroy_impl = free;
+    for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
+        out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
+    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s per entry, "
+                         "workspace %zu bytes%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
+                         (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
+                         sp->routine == FM_SOLVE_TRTRS ? "cublas trsm" : sp->routine == FM_SOLVE_GESDD ?
+                         (a_h ? "Xgesvd of a^H" : "Xgesvd") : "64-bit cusolverDnX", x->total,
+                         sp->check ? "; check: one synchronisation" : "; info on the device");
+    return FM_OK;
+}
+
+const fm_backend fm_backend_cusolver_dense = {
+    .name = "cusolver",
+    .device = FM_DEVICE_CUDA,
+    .ops = 1u << FM_OP_SOLVE,
+    .priority = 0,
+    .probe = cs_probe,
+    .release = cs_release,
+    .plan = cs_plan,
+};
