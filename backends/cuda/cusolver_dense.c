@@ -628,7 +628,10 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     const int a_h = sp->routine == FM_SOLVE_GESDD && x->m < x->n; /* gesvd of a^H */
     fm_copy_args va = slot_view(x, FM_SOLVE_A, ptrs[FM_SOLVE_A], x->mm, x->nn, a_h);
     va.conj = a_h && x->ti >= 2;
-    fm_copy_args vb = slot_view(x, FM_SOLVE_B, in_b ? ptrs[FM_SOLVE_B] : NULL, x->m, sp->nrhs, 0);
+    fm_copy_args vb;
+    memset(&vb, 0, sizeof vb);
+    if (in_b)
+        vb = slot_view(x, FM_SOLVE_B, ptrs[FM_SOLVE_B], x->m, sp->nrhs, 0);
     if (s == FM_OK && sp->check_finite) {
         for (int i = 0; i < 1 + in_b && s == FM_OK; i++) {
             fm_copy_args *v = i ? &vb : &va;
