@@ -12,6 +12,7 @@
  * device in the backend state, used under its lock on the caller's stream. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
+#include "cusolver_dense_kernels.h"
 #include "internal.h"
 
 #include <cublas_v2.h>
@@ -24,91 +25,6 @@
 
 #define WHO "solve cuda/cusolver"
 #define MAX_DEV 64
-
-/* ---- device kernels (compiled once per device architecture; NVRTC's cache) ---- */
-static const char kernel_source[] =
-    "struct FmCopy { char *dst; const char *src; long long rows, cols, count, drs, dcs, dbs, srs, scs,\n"
-    "  srows, scols; int nb, tri, conj, ident; long long bshape[8], bstride[8]; };\n"
-    "__device__ float conj_of(float v) { return v; }\n"
-    "__device__ double conj_of(double v) { return v; }\n"
-    "__device__ float2 conj_of(float2 v) { v.y = -v.y; return v; }\n"
-    "__device__ double2 conj_of(double2 v) { v.y = -v.y; return v; }\n"
-    "template <class T> __device__ T zero_of() { T v; memset(&v, 0, sizeof v); return v; }\n"
-    "__device__ double2 z_of(float v) { return make_double2(v, 0); }\n"
-    "__device__ double2 z_of(double v) { return make_double2(v, 0); }\n"
-    "__device__ double2 z_of(float2 v) { return make_double2(v.x, v.y); }\n"
-    "__device__ double2 z_of(double2 v) { return v; }\n"
-    "__device__ void put_z(float *p, double2 v) { *p = (float)v.x; }\n"
-    "__device__ void put_z(double *p, double2 v) { *p = v.x; }\n"
-    "__device__ void put_z(float2 *p, double2 v) { *p = make_float2((float)v.x, (float)v.y); }\n"
-    "__device__ void put_z(double2 *p, double2 v) { *p = v; }\n"
-    "template <class T> __device__ T one_of() { T v = zero_of<T>(); put_z(&v, make_double2(1, 0)); return v; }\n"
-    "__device__ long long src_at(const FmCopy &a, long long b) {\n"
-    "  long long o = 0;\n"
-    "  for (int d = a.nb - 1; d >= 0; d--) { o += (b % a.bshape[d]) * a.bstride[d]; b /= a.bshape[d]; }\n"
-    "  return o; }\n"
-    "template <class T> __device__ void copy_body(const FmCopy &a) {\n"
-    "  const long long total = a.count * a.rows * a.cols;\n"
-    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;\n"
-    "       t += (long long)gridDim.x * blockDim.x) {\n"
-    "    const long long i = t % a.rows, r = t / a.rows, j = r % a.cols, b = r / a.cols;\n"
-    "    T v;\n"
-    "    if (a.ident) v = i == j ? one_of<T>() : zero_of<T>();\n"
-    "    else if (i >= a.srows || j >= a.scols || (a.tri == 1 && i > j) || (a.tri == 2 && i < j)) v = zero_of<T>();\n"
-    "    else { v = ((const T *)a.src)[src_at(a, b) + i * a.srs + j * a.scs]; if (a.conj) v = conj_of(v); }\n"
-    "    ((T *)a.dst)[b * a.dbs + i * a.drs + j * a.dcs] = v; } }\n"
-    "template <class T> __device__ void finite_body(const FmCopy &a, unsigned long long *first) {\n"
-    "  const long long total = a.count * a.rows * a.cols;\n"
-    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;\n"
-    "       t += (long long)gridDim.x * blockDim.x) {\n"
-    "    const long long i = t % a.rows, r = t / a.rows, j = r % a.cols, b = r / a.cols;\n"
-    "    const double2 v = z_of(((const T *)a.src)[src_at(a, b) + i * a.srs + j * a.scs]);\n"
-    "    if (!isfinite(v.x) || !isfinite(v.y)) atomicMin(first, (unsigned long long)b); } }\n"
-    /* per entry: mode 0 info = first zero diagonal (trtrs), 1 first NaN diagonal where info is 0
-     * (potrf: cuSOLVER reports a NaN matrix as factored, LAPACK as not positive definite) */
-    "template <class T> __device__ void diag_body(const T *a, long long n, long long count, int *info, int mode) {\n"
-    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
-    "       b += (long long)gridDim.x * blockDim.x) {\n"
-    "    if (info[b] != 0) continue;\n"
-    "    for (long long j = 0; j < n; j++) { const double2 d = z_of(a[b * n * n + j + j * n]);\n"
-    "      if (mode ? (isnan(d.x) || isnan(d.y)) : (d.x == 0 && d.y == 0)) { info[b] = (int)(j + 1); break; } } } }\n"
-    /* det / slogdet of LU factors (sign = 0, log = -inf where singular), as lapack_solve.c's */
-    "template <class T, class R> __device__ void det_body(const T *lu, const long long *piv, long long n,\n"
-    "    long long count, int *info, T *det, T *sign, R *logabs) {\n"
-    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
-    "       b += (long long)gridDim.x * blockDim.x) {\n"
-    "    double2 s = make_double2(1, 0); double l = 0;\n"
-    "    for (long long i = 0; i < n; i++) {\n"
-    "      const double2 d = z_of(lu[b * n * n + i + i * n]); const double ad = hypot(d.x, d.y);\n"
-    "      if (ad == 0 || info[b] > 0) { s = make_double2(0, 0); l = -__longlong_as_double(0x7ff0000000000000LL); break; }\n"
-    "      const double2 u = make_double2(d.x / ad, d.y / ad);\n"
-    "      s = make_double2(s.x * u.x - s.y * u.y, s.x * u.y + s.y * u.x);\n"
-    "      if (piv[b * n + i] != i + 1) s = make_double2(-s.x, -s.y);\n"
-    "      l += log(ad); }\n"
-    "    if (det) { const double e = exp(l); put_z(det + b, make_double2(s.x * e, s.y * e)); }\n"
-    "    else { put_z(sign + b, s); logabs[b] = (R)l; }\n"
-    "    info[b] = 0; } }\n"
-    /* pivots (contiguous int64) checked: a bad one is recorded (lowest b * n + i) and the entry's
-     * pivots made the identity so cuSOLVER reads no row outside a; its info becomes -7 (getrs's ipiv) */
-    "extern \"C\" __global__ void fm_sv_pivots(long long *piv, long long n, long long count, int *info,\n"
-    "    unsigned long long *bad) {\n"
-    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
-    "       b += (long long)gridDim.x * blockDim.x) {\n"
-    "    long long i = 0; while (i < n && piv[b * n + i] >= 1 && piv[b * n + i] <= n) i++;\n"
-    "    if (i == n) continue;\n"
-    "    atomicMin(bad, (unsigned long long)(b * n + i)); info[b] = -7;\n"
-    "    for (long long k = 0; k < n; k++) piv[b * n + k] = k + 1; } }\n"
-    "extern \"C\" __global__ void fm_sv_info(const int *info, long long *out, long long count) {\n"
-    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
-    "       b += (long long)gridDim.x * blockDim.x) out[b] = info[b]; }\n"
-    "#define FM_T(S, T, R) \\\n"
-    "  extern \"C\" __global__ void fm_sv_copy_##S(FmCopy a) { copy_body<T>(a); } \\\n"
-    "  extern \"C\" __global__ void fm_sv_finite_##S(FmCopy a, unsigned long long *f) { finite_body<T>(a, f); } \\\n"
-    "  extern \"C\" __global__ void fm_sv_diag_##S(const T *a, long long n, long long c, int *info, int m) \\\n"
-    "  { diag_body<T>(a, n, c, info, m); } \\\n"
-    "  extern \"C\" __global__ void fm_sv_det_##S(const T *lu, const long long *p, long long n, long long c, \\\n"
-    "    int *info, T *d, T *s, R *l) { det_body<T, R>(lu, p, n, c, info, d, s, l); }\n"
-    "FM_T(s, float, float) FM_T(d, double, double) FM_T(c, float2, float) FM_T(z, double2, double)\n";
 
 enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_COUNT };
 
@@ -317,7 +233,8 @@ static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
     long long n = r->x->n, count = r->x->sp->batch_count;
     int *info = r->info;
     void *args[5] = {&a, &n, &count, &info, &mode};
-    return launch(r->d->k[r->x->ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
+    const int ti = mode ? r->x->ti & 1 : r->x->ti; /* mode 1 reads a real vector */
+    return launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
 }
 
 /* getrf, gesv, getrs, inv, det, slogdet */
@@ -432,8 +349,7 @@ static fm_status run_triangular(const run_ctx *r)
     if (sp->routine != FM_SOLVE_POTRF)
         return copy_to(x, r->d, scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
                        FM_SOLVE_X, 0, r->stream);
-    if ((s = kernel_diag(r, r->ws + x->off_a, 1)) != FM_OK) /* a NaN: not positive definite, as LAPACK says */
-        return s;
+    /* a NaN passes as factored (info 0, NaN in L), as OpenBLAS's potrf lets it: the same on both devices */
     fm_copy_args v = scratch_view(x, r->ws + x->off_a, n, n, n, n * n);
     v.tri = sp->uplo ? 1 : 2; /* the other triangle zeroed */
     return copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
@@ -455,8 +371,9 @@ static fm_status run_eigh(const run_ctx *r)
         if (s != FM_OK)
             return s;
     }
-    if (sp->values_only)
-        return FM_OK;
+    fm_status s = n > 0 ? kernel_diag(r, r->ptrs[FM_SOLVE_W], 1) : FM_OK; /* NaN eigenvalues: not converged */
+    if (s != FM_OK || sp->values_only)
+        return s;
     return copy_to(x, r->d, scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
