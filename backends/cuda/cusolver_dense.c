@@ -605,10 +605,13 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     pthread_mutex_lock(&x->st->lock); /* the device's handles: one caller at a time */
     const dev_state *d = &x->st->dev[x->device];
     if (s == FM_OK && (s = fm_cuda_ws_acquire(x->st->ws, x->device, st, x->total, &ws, &lease)) != FM_OK &&
-        s == FM_ERR_OUT_OF_MEMORY)
+        s == FM_ERR_OUT_OF_MEMORY) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", fm_last_error());
         s = fm_fail(FM_ERR_OUT_OF_MEMORY, WHO ": out of GPU memory for the %zu-byte workspace of %s (%lld x %lld, "
                     "batch %lld): %s", x->total, fm_solve_routine_name(sp->routine), (long long)x->m,
-                    (long long)x->n, (long long)B, fm_last_error());
+                    (long long)x->n, (long long)B, why);
+    }
     if (s == FM_OK)
         s = enqueue(x, d, ws, ptrs, st, hwork);
     if (s == FM_OK && sync) {
