@@ -12,6 +12,7 @@
  * device in the backend state, used under its lock on the caller's stream. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
+#include "cusolver_dense.h"
 #include "cusolver_dense_kernels.h"
 #include "internal.h"
 
@@ -23,35 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WHO "solve cuda/cusolver"
-#define MAX_DEV 64
-
-enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_COUNT };
-
-typedef struct {
-    char *dst;
-    const char *src;
-    long long rows, cols, count, drs, dcs, dbs, srs, scs, srows, scols;
-    int nb, tri, conj, ident;
-    long long bshape[8], bstride[8];
-} fm_copy_args; /* the kernels' FmCopy */
-_Static_assert(FM_MAX_NDIM <= 8, "FmCopy holds 8 batch axes");
-
-/* ---- backend state: workspaces, and per device the handles and the kernels ---- */
-typedef struct {
-    int made;
-    cusolverDnHandle_t sv;
-    cusolverDnParams_t prm;
-    cublasHandle_t bl;
-    fm_nvrtc_module mod;
-    cudaKernel_t k[4][K_COUNT]; /* per dtype (s d c z) */
-} dev_state;
-
-typedef struct {
-    void *ws; /* fm_cuda_ws_table */
-    pthread_mutex_t lock;
-    dev_state dev[MAX_DEV];
-} cs_state;
 
 static fm_status cs_probe(const fm_settings *settings, void **state, const char **why)
 {
@@ -79,6 +51,7 @@ static void cs_release(void *state)
     for (int d = 0; d < MAX_DEV; d++)
         if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK) {
             cusolverDnDestroyParams(st->dev[d].prm);
+            cusolverDnDestroySyevjInfo(st->dev[d].sj);
             cusolverDnDestroy(st->dev[d].sv);
             cublasDestroy(st->dev[d].bl);
             fm_nvrtc_module_unload(&st->dev[d].mod);
@@ -97,10 +70,11 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
         return FM_OK;
     }
     static const char *const names[] = {
-        "fm_sv_copy_s", "fm_sv_finite_s", "fm_sv_diag_s", "fm_sv_det_s", "fm_sv_pivots", "fm_sv_info",
-        "fm_sv_copy_d", "fm_sv_finite_d", "fm_sv_diag_d", "fm_sv_det_d", "fm_sv_pivots", "fm_sv_info",
-        "fm_sv_copy_c", "fm_sv_finite_c", "fm_sv_diag_c", "fm_sv_det_c", "fm_sv_pivots", "fm_sv_info",
-        "fm_sv_copy_z", "fm_sv_finite_z", "fm_sv_diag_z", "fm_sv_det_z", "fm_sv_pivots", "fm_sv_info"};
+#define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
+               "fm_sv_ptrs", "fm_sv_narrow"
+        ROW("s"), ROW("d"), ROW("c"), ROW("z")};
+#undef ROW
+    _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
     fm_status s = fm_cuda_use_device(device);
     if (s != FM_OK)
         return s;
@@ -111,7 +85,8 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
         fm_nvrtc_module_unload(&d->mod);
         return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreate failed on device %d", device);
     }
-    if (cusolverDnCreateParams(&d->prm) != CUSOLVER_STATUS_SUCCESS || cublasCreate(&d->bl) != CUBLAS_STATUS_SUCCESS) {
+    if (cusolverDnCreateParams(&d->prm) != CUSOLVER_STATUS_SUCCESS || cublasCreate(&d->bl) != CUBLAS_STATUS_SUCCESS ||
+        cusolverDnCreateSyevjInfo(&d->sj) != CUSOLVER_STATUS_SUCCESS) {
         cusolverDnDestroy(d->sv);
         fm_nvrtc_module_unload(&d->mod);
         return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreateParams / cublasCreate failed on device %d", device);
@@ -122,23 +97,10 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
 }
 
 /* ---- the plan ---- */
-typedef struct {
-    cs_state *st;
-    const fm_problem *p;
-    const fm_solve_params *sp;
-    int device, ti;
-    size_t es, rs;
-    cudaDataType dt, rt;
-    int64_t m, n, k, mm, nn; /* mm x nn: the matrix cuSOLVER factors (gesvd: a^H when m < n) */
-    size_t dwork, hwork;     /* per routine call, the larger of the routines the plan runs */
-    /* workspace parts (byte offsets) and the total */
-    size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
-} cs_impl;
 
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static size_t up256(size_t v) { return (v + 255) & ~(size_t)255; }
 
-static fm_status sv_status(cusolverStatus_t e, const char *what)
+fm_status fm_cs_sv_status(cusolverStatus_t e, const char *what)
 {
     if (e == CUSOLVER_STATUS_SUCCESS)
         return FM_OK;
@@ -147,7 +109,7 @@ static fm_status sv_status(cusolverStatus_t e, const char *what)
     return fm_fail(FM_ERR_BACKEND, WHO ": %s failed (cusolverStatus %d)", what, (int)e);
 }
 
-static fm_status launch(cudaKernel_t k, const char *name, int64_t work, void **args, cudaStream_t stream)
+fm_status fm_cs_launch(cudaKernel_t k, const char *name, int64_t work, void **args, cudaStream_t stream)
 {
     const int64_t blocks = work <= 0 ? 1 : work / 256 + 1 > 8192 ? 8192 : work / 256 + 1;
     dim3 grid = {(unsigned)blocks, 1, 1}, block = {256, 1, 1};
@@ -180,7 +142,7 @@ static fm_copy_args slot_view(const cs_impl *x, int s, const void *base, int64_t
 }
 
 /* A view of contiguous per-entry scratch: column-major rows x cols with leading dimension ld. */
-static fm_copy_args scratch_view(const cs_impl *x, const void *base, int64_t rows, int64_t cols, int64_t ld,
+fm_copy_args fm_cs_scratch_view(const cs_impl *x, const void *base, int64_t rows, int64_t cols, int64_t ld,
                                  int64_t per)
 {
     fm_copy_args a;
@@ -193,7 +155,7 @@ static fm_copy_args scratch_view(const cs_impl *x, const void *base, int64_t row
 
 /* Copy view a into dst: column-major scratch (ld, per entry) or, out_slot >= 0, that output slot
  * (its strides: C order, or a factor column-major within each matrix). */
-static fm_status copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
+fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
                          cudaStream_t stream)
 {
     a.dst = dst;
@@ -206,27 +168,16 @@ static fm_status copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, v
     if (a.count * a.rows * a.cols == 0)
         return FM_OK;
     void *args[1] = {&a};
-    return launch(d->k[x->ti][K_COPY], "cudaLaunchKernel(fm_sv_copy)", a.count * a.rows * a.cols, args, stream);
+    return fm_cs_launch(d->k[x->ti][K_COPY], "cudaLaunchKernel(fm_sv_copy)", a.count * a.rows * a.cols, args, stream);
 }
 
-static char *entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es)
+char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es)
 {
     (void)x;
     return (char *)ws + off + (size_t)(b * elems) * es;
 }
 
 /* ---- one execution ---- */
-typedef struct {
-    const cs_impl *x;
-    const dev_state *d;
-    char *ws;
-    void *const *ptrs;
-    cudaStream_t stream;
-    void *hwork;
-    int *info, *junk; /* per entry; for routines whose info only flags a bad argument (validated here) */
-} run_ctx;
-
-#define WS(r, off, b, elems, es) entry((r)->x, (r)->ws, (r)->x->off, b, elems, es)
 
 static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
 {
@@ -234,7 +185,7 @@ static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
     int *info = r->info;
     void *args[5] = {&a, &n, &count, &info, &mode};
     const int ti = mode ? r->x->ti & 1 : r->x->ti; /* mode 1 reads a real vector */
-    return launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
+    return fm_cs_launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
 }
 
 /* getrf, gesv, getrs, inv, det, slogdet */
@@ -251,38 +202,40 @@ static fm_status run_lu(const run_ctx *r)
         fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
         cs_impl xd = *x;
         xd.ti = 1; /* int64 moved as 8-byte words */
-        if ((s = copy_to(&xd, r->d, v, r->ws + x->off_piv, -1, n, r->stream)) != FM_OK)
+        if ((s = fm_cs_copy_to(&xd, r->d, v, r->ws + x->off_piv, -1, n, r->stream)) != FM_OK)
             return s;
         long long nn = n, count = B;
         void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
         int *info = r->info;
         void *args[5] = {&piv, &nn, &count, &info, &bad};
-        if ((s = launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B, args, r->stream)) != FM_OK)
+        if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B, args, r->stream)) != FM_OK)
             return s;
     }
     if (rt == FM_SOLVE_INV) { /* b = identities */
-        fm_copy_args v = scratch_view(x, NULL, n, n, n, 0);
+        fm_copy_args v = fm_cs_scratch_view(x, NULL, n, n, n, 0);
         v.ident = 1;
-        if ((s = copy_to(x, r->d, v, r->ws + x->off_b, -1, n, r->stream)) != FM_OK)
+        if ((s = fm_cs_copy_to(x, r->d, v, r->ws + x->off_b, -1, n, r->stream)) != FM_OK)
             return s;
     }
     const cublasOperation_t op = rt != FM_SOLVE_GETRS ? CUBLAS_OP_N : sp->transpose == 0 ? CUBLAS_OP_N
                                  : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
-    for (int64_t b = 0; b < B && n > 0; b++) {
+    if (x->batched && (s = fm_cs_batched_run(r)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < B && n > 0 && !x->batched; b++) {
         char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
         int64_t *piv = rt == FM_SOLVE_GETRF ? (int64_t *)r->ptrs[FM_SOLVE_PIVOTS] + b * n
                                             : (int64_t *)(void *)WS(r, off_piv, b, n, 8);
-        if (!factored && (s = sv_status(cusolverDnXgetrf(r->d->sv, r->d->prm, n, n, x->dt, a, n, piv, x->dt,
+        if (!factored && (s = fm_cs_sv_status(cusolverDnXgetrf(r->d->sv, r->d->prm, n, n, x->dt, a, n, piv, x->dt,
                                                          r->ws + x->off_work, x->dwork, r->hwork, x->hwork,
                                                          r->info + b), "cusolverDnXgetrf")) != FM_OK)
             return s;
         if ((rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS || rt == FM_SOLVE_INV) && nr > 0 &&
-            (s = sv_status(cusolverDnXgetrs(r->d->sv, r->d->prm, op, n, nr, x->dt, a, n, piv, x->dt, bb, n,
+            (s = fm_cs_sv_status(cusolverDnXgetrs(r->d->sv, r->d->prm, op, n, nr, x->dt, a, n, piv, x->dt, bb, n,
                                             r->junk), "cusolverDnXgetrs")) != FM_OK)
             return s;
     }
     if (rt == FM_SOLVE_GETRF)
-        return copy_to(x, r->d, scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_FACTOR],
+        return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_FACTOR],
                        FM_SOLVE_FACTOR, 0, r->stream);
     if (rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) {
         void *lu = r->ws + x->off_a, *piv = r->ws + x->off_piv, *det = NULL, *sign = NULL, *logabs = NULL;
@@ -293,9 +246,9 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         int *info = r->info;
         void *args[8] = {&lu, &piv, &nn, &count, &info, &det, &sign, &logabs};
-        return launch(r->d->k[x->ti][K_DET], "cudaLaunchKernel(fm_sv_det)", B, args, r->stream);
+        return fm_cs_launch(r->d->k[x->ti][K_DET], "cudaLaunchKernel(fm_sv_det)", B, args, r->stream);
     }
-    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+    return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
 
@@ -333,13 +286,15 @@ static fm_status run_triangular(const run_ctx *r)
     if (sp->routine == FM_SOLVE_TRTRS && cublasSetStream(r->d->bl, r->stream) != CUBLAS_STATUS_SUCCESS)
         return fm_fail(FM_ERR_BACKEND, WHO ": cublasSetStream failed");
     const cublasOperation_t op = sp->transpose == 0 ? CUBLAS_OP_N : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
-    for (int64_t b = 0; b < B && n > 0; b++) {
+    if (x->batched && (s = fm_cs_batched_run(r)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < B && n > 0 && !x->batched; b++) {
         char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
         if (sp->routine == FM_SOLVE_POTRF)
-            s = sv_status(cusolverDnXpotrf(r->d->sv, r->d->prm, fill, n, x->dt, a, n, x->dt, r->ws + x->off_work,
+            s = fm_cs_sv_status(cusolverDnXpotrf(r->d->sv, r->d->prm, fill, n, x->dt, a, n, x->dt, r->ws + x->off_work,
                                            x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXpotrf");
         else if (sp->routine == FM_SOLVE_POTRS && nr > 0)
-            s = sv_status(cusolverDnXpotrs(r->d->sv, r->d->prm, fill, n, nr, x->dt, a, n, x->dt, bb, n, r->junk),
+            s = fm_cs_sv_status(cusolverDnXpotrs(r->d->sv, r->d->prm, fill, n, nr, x->dt, a, n, x->dt, bb, n, r->junk),
                           "cusolverDnXpotrs");
         else if (sp->routine == FM_SOLVE_TRTRS && nr > 0)
             s = trsm(r, fill, op, sp->unit_diagonal ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, a, bb);
@@ -347,12 +302,12 @@ static fm_status run_triangular(const run_ctx *r)
             return s;
     }
     if (sp->routine != FM_SOLVE_POTRF)
-        return copy_to(x, r->d, scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
+        return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
                        FM_SOLVE_X, 0, r->stream);
     /* a NaN passes as factored (info 0, NaN in L), as OpenBLAS's potrf lets it: the same on both devices */
-    fm_copy_args v = scratch_view(x, r->ws + x->off_a, n, n, n, n * n);
+    fm_copy_args v = fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n);
     v.tri = sp->uplo ? 1 : 2; /* the other triangle zeroed */
-    return copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
+    return fm_cs_copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
 }
 
 static fm_status run_eigh(const run_ctx *r)
@@ -362,8 +317,13 @@ static fm_status run_eigh(const run_ctx *r)
     const int64_t n = x->n;
     const cusolverEigMode_t jobz = sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR : CUSOLVER_EIG_MODE_VECTOR;
     const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-    for (int64_t b = 0; b < sp->batch_count && n > 0; b++) {
-        fm_status s = sv_status(cusolverDnXsyevd(r->d->sv, r->d->prm, jobz, fill, n, x->dt,
+    if (x->batched) {
+        fm_status s = fm_cs_batched_run(r);
+        if (s != FM_OK)
+            return s;
+    }
+    for (int64_t b = 0; b < sp->batch_count && n > 0 && !x->batched; b++) {
+        fm_status s = fm_cs_sv_status(cusolverDnXsyevd(r->d->sv, r->d->prm, jobz, fill, n, x->dt,
                                                  WS(r, off_a, b, n * n, x->es), n, x->rt,
                                                  (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
                                                  r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
@@ -374,7 +334,7 @@ static fm_status run_eigh(const run_ctx *r)
     fm_status s = n > 0 ? kernel_diag(r, r->ptrs[FM_SOLVE_W], 1) : FM_OK; /* NaN eigenvalues: not converged */
     if (s != FM_OK || sp->values_only)
         return s;
-    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+    return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
 
@@ -398,29 +358,29 @@ static fm_status run_qr(const run_ctx *r)
     const int64_t m = x->m, n = x->n, k = x->k, rr = sp->qr_mode == 1 ? m : k, qc = rr;
     fm_status s = FM_OK;
     for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
-        if ((s = sv_status(cusolverDnXgeqrf(r->d->sv, r->d->prm, m, n, x->dt, WS(r, off_a, b, m * n, x->es), m,
+        if ((s = fm_cs_sv_status(cusolverDnXgeqrf(r->d->sv, r->d->prm, m, n, x->dt, WS(r, off_a, b, m * n, x->es), m,
                                             x->dt, WS(r, off_tau, b, k, x->es), x->dt, r->ws + x->off_work,
                                             x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXgeqrf")) != FM_OK)
             return s;
-    fm_copy_args v = scratch_view(x, r->ws + x->off_a, rr, n, m, m * n);
+    fm_copy_args v = fm_cs_scratch_view(x, r->ws + x->off_a, rr, n, m, m * n);
     v.srows = k, v.tri = 1; /* R: the upper triangle of the first k rows */
-    if ((s = copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream)) != FM_OK ||
+    if ((s = fm_cs_copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream)) != FM_OK ||
         sp->qr_mode == 2)
         return s;
     if (k == 0) { /* Q of an empty matrix: the identity's first columns */
-        v = scratch_view(x, NULL, m, qc, m, 0);
+        v = fm_cs_scratch_view(x, NULL, m, qc, m, 0);
         v.ident = 1;
-        return copy_to(x, r->d, v, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream);
+        return fm_cs_copy_to(x, r->d, v, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream);
     }
-    v = scratch_view(x, r->ws + x->off_a, m, qc, m, m * n); /* the reflectors, then orgqr builds Q */
+    v = fm_cs_scratch_view(x, r->ws + x->off_a, m, qc, m, m * n); /* the reflectors, then orgqr builds Q */
     v.scols = k;
-    if ((s = copy_to(x, r->d, v, r->ws + x->off_q, -1, m, r->stream)) != FM_OK)
+    if ((s = fm_cs_copy_to(x, r->d, v, r->ws + x->off_q, -1, m, r->stream)) != FM_OK)
         return s;
     for (int64_t b = 0; b < sp->batch_count; b++)
-        if ((s = sv_status(orgqr(r, (int)m, (int)qc, (int)k, WS(r, off_q, b, m * qc, x->es),
+        if ((s = fm_cs_sv_status(orgqr(r, (int)m, (int)qc, (int)k, WS(r, off_q, b, m * qc, x->es),
                                  WS(r, off_tau, b, k, x->es)), "cusolverDn<t>orgqr")) != FM_OK)
             return s;
-    return copy_to(x, r->d, scratch_view(x, r->ws + x->off_q, m, qc, m, m * qc), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
+    return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_q, m, qc, m, m * qc), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
 
@@ -435,7 +395,7 @@ static fm_status run_svd(const run_ctx *r)
     const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
     fm_status s = FM_OK;
     for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
-        if ((s = sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
+        if ((s = fm_cs_sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
                                             WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
                                             (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
                                             WS(r, off_q, b, mm * mm, x->es), mm, x->dt,
@@ -448,20 +408,20 @@ static fm_status run_svd(const run_ctx *r)
     const int64_t ucols = sp->full_matrices ? m : k, vrows = sp->full_matrices ? n : k;
     fm_copy_args u, vt;
     if (k == 0) {
-        u = scratch_view(x, NULL, m, ucols, m, 0), vt = scratch_view(x, NULL, vrows, n, vrows, 0);
+        u = fm_cs_scratch_view(x, NULL, m, ucols, m, 0), vt = fm_cs_scratch_view(x, NULL, vrows, n, vrows, 0);
         u.ident = vt.ident = 1;
     } else if (m >= n) {
-        u = scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * mm);
-        vt = scratch_view(x, r->ws + x->off_vt, vr, n, max64(1, vr), nn * nn);
+        u = fm_cs_scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * mm);
+        vt = fm_cs_scratch_view(x, r->ws + x->off_vt, vr, n, max64(1, vr), nn * nn);
     } else {
-        u = scratch_view(x, r->ws + x->off_vt, m, vr, max64(1, vr), nn * nn);   /* U = Vt'^H */
+        u = fm_cs_scratch_view(x, r->ws + x->off_vt, m, vr, max64(1, vr), nn * nn);   /* U = Vt'^H */
         u.srs = max64(1, vr), u.scs = 1, u.conj = x->ti >= 2;
-        vt = scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * mm);           /* Vt = U'^H */
+        vt = fm_cs_scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * mm);           /* Vt = U'^H */
         vt.srs = mm, vt.scs = 1, vt.conj = x->ti >= 2;
     }
-    if ((s = copy_to(x, r->d, u, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream)) != FM_OK)
+    if ((s = fm_cs_copy_to(x, r->d, u, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream)) != FM_OK)
         return s;
-    return copy_to(x, r->d, vt, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
+    return fm_cs_copy_to(x, r->d, vt, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
 }
 
 /* ---- failures: the CPU backend's words (lapack_solve.c) ---- */
@@ -536,7 +496,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     run_ctx r = {.x = x, .d = d, .ws = ws, .ptrs = ptrs, .stream = stream, .hwork = hwork,
                  .info = (int *)(void *)(ws + x->off_info), .junk = (int *)(void *)(ws + x->off_flag + 24)};
     const int64_t B = sp->batch_count;
-    fm_status s = sv_status(cusolverDnSetStream(d->sv, stream), "cusolverDnSetStream");
+    fm_status s = fm_cs_sv_status(cusolverDnSetStream(d->sv, stream), "cusolverDnSetStream");
     if (s == FM_OK)
         s = fm_cuda_status(cudaMemsetAsync(ws + x->off_info, 0, (size_t)B * sizeof(int), stream), "cudaMemsetAsync");
     if (s == FM_OK)
@@ -555,14 +515,14 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
             void *first = ws + x->off_flag + 8 * i;
             void *args[2] = {v, &first};
             if (v->count * v->rows * v->cols > 0)
-                s = launch(d->k[x->ti][K_FINITE], "cudaLaunchKernel(fm_sv_finite)", v->count * v->rows * v->cols,
+                s = fm_cs_launch(d->k[x->ti][K_FINITE], "cudaLaunchKernel(fm_sv_finite)", v->count * v->rows * v->cols,
                            args, stream);
         }
     }
     if (s == FM_OK)
-        s = copy_to(x, d, va, ws + x->off_a, -1, x->mm, stream);
+        s = fm_cs_copy_to(x, d, va, ws + x->off_a, -1, x->mm, stream);
     if (s == FM_OK && in_b)
-        s = copy_to(x, d, vb, ws + x->off_b, -1, x->m, stream);
+        s = fm_cs_copy_to(x, d, vb, ws + x->off_b, -1, x->m, stream);
     if (s != FM_OK)
         return s;
     switch (sp->routine) {
@@ -576,7 +536,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
         long long count = B;
         void *in = r.info, *out = ptrs[FM_SOLVE_INFO];
         void *args[3] = {&in, &out, &count};
-        s = launch(d->k[0][K_INFO], "cudaLaunchKernel(fm_sv_info)", B, args, stream);
+        s = fm_cs_launch(d->k[0][K_INFO], "cudaLaunchKernel(fm_sv_info)", B, args, stream);
     }
     return s;
 }
@@ -672,7 +632,8 @@ static fm_status buffer_sizes(cs_impl *x, const dev_state *d)
         }
     }
     x->dwork = dw, x->hwork = hw;
-    return sv_status(e, "the routine's *_bufferSize");
+    fm_status s = fm_cs_sv_status(e, "the routine's *_bufferSize");
+    return s == FM_OK ? fm_cs_batched_sizes(x, d) : s;
 }
 
 /* The workspace's parts for the whole batch; FM_ERR_TOO_LARGE past size_t. */
@@ -684,7 +645,8 @@ static fm_status layout(cs_impl *x)
     const int64_t nr = rt == FM_SOLVE_INV ? x->n : (x->p->present & 1u << FM_SOLVE_B) ? sp->nrhs : 0;
     const int vec_svd = rt == FM_SOLVE_GESDD && !sp->values_only;
     const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
-    const double parts[8] = {
+    const int nb = x->batched;
+    const double parts[11] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
         vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
@@ -693,18 +655,21 @@ static fm_status layout(cs_impl *x)
         rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
         B * (double)x->n * 8,
         B * 4,
-        32};
-    size_t *offs[8] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
-                       &x->off_flag};
+        32,
+        nb ? B * 8 : 0,
+        nb ? B * 8 : 0,
+        nb ? B * (double)x->n * 4 : 0};
+    size_t *offs[11] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
+                        &x->off_flag, &x->off_pa, &x->off_pb, &x->off_p32};
     double total = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 11; i++)
         total += parts[i] + 256;
     if (total + (double)x->dwork > 0.5 * (double)SIZE_MAX)
         return fm_fail(FM_ERR_TOO_LARGE, WHO ": %s of a batch of %lld %lld x %lld matrices needs a workspace past "
                        "the address space", fm_solve_routine_name(rt), (long long)sp->batch_count, (long long)x->m,
                        (long long)x->n);
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 11; i++) {
         *offs[i] = off;
         off += up256((size_t)parts[i]);
     }
@@ -744,6 +709,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     x->m = sp->m, x->n = sp->n, x->k = sp->m < sp->n ? sp->m : sp->n;
     const int a_h = sp->routine == FM_SOLVE_GESDD && sp->m < sp->n;
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
+    fm_cs_batched_pick(x);
     dev_state *d = NULL;
     pthread_mutex_lock(&st->lock);
     fm_status s = device_state(st, fm_context_settings(ctx), device, &d);
@@ -761,11 +727,15 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     out->destroy_impl = free;
     for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
-    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s per entry, "
+    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s, "
                          "workspace %zu bytes%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
                          (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
-                         sp->routine == FM_SOLVE_TRTRS ? "cublas trsm" : sp->routine == FM_SOLVE_GESDD ?
-                         (a_h ? "Xgesvd of a^H" : "Xgesvd") : "64-bit cusolverDnX", x->total,
+                         x->batched ? (sp->routine == FM_SOLVE_SYEVD ? "batched: syevjBatched" :
+                                       sp->routine == FM_SOLVE_POTRF || sp->routine == FM_SOLVE_POTRS ?
+                                       "batched: potrfBatched / potrsBatched" :
+                                       "batched: cublas getrfBatched / getrsBatched") :
+                         sp->routine == FM_SOLVE_TRTRS ? "cublas trsm per entry" : sp->routine == FM_SOLVE_GESDD ?
+                         (a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry") : "64-bit cusolverDnX per entry", x->total,
                          sp->check ? "; check: one synchronisation" : "; info on the device");
     return FM_OK;
 }
