@@ -74,7 +74,7 @@ def well(rng, n, dt, batch=()):
 
 def n1(x):
     x = np.asarray(x, np.complex128)
-    return np.abs(x).sum(axis=-2).max() if x.ndim >= 2 else np.abs(x).sum()
+    return np.abs(x).sum(axis=-2).max(initial=0.0) if x.ndim >= 2 else np.abs(x).sum()
 
 
 def check_type(gpu, x, like):
@@ -112,8 +112,9 @@ def test_solve_inv_det(gpu, dt, n):
         s, l = fl.slogdet(da)
         np.testing.assert_allclose(host(gpu, l).real, want.logabsdet, rtol=100 * n * eps(dt), atol=100 * n * eps(dt))
         np.testing.assert_allclose(host(gpu, s), want.sign, atol=100 * max(n, 1) * eps(dt))
-        d = fl.det(da)
-        np.testing.assert_allclose(host(gpu, d), np.linalg.det(A), rtol=100 * max(n, 1) * eps(dt))
+        d, want_d = fl.det(da), np.linalg.det(A)
+        if np.all(np.abs(want_d) < np.finfo(dt).max / 1e3):  # float32's det of n = 50 overflows, as NumPy's
+            np.testing.assert_allclose(host(gpu, d), want_d, rtol=100 * max(n, 1) * eps(dt))
 
 
 @pytest.mark.parametrize("dt", DTYPES)
