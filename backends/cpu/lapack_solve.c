@@ -365,10 +365,11 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
         return -1;
     /* R: the upper triangle of the first rr rows (complete mode's rows past k are zero) */
     char *r = out_at(c, FM_SOLVE_FACTOR, b, rr * n, x->es);
-    memset(r, 0, (size_t)(rr * n) * x->es);
-    for (int64_t i = 0; i < k; i++)
-        for (int64_t j = i; j < n; j++)
-            memcpy(r + (size_t)(i * n + j) * x->es, w->a + (size_t)(i + j * x->lda) * x->es, x->es);
+    scatter(r, w->a, x->lda, k, n, x->es); /* the first k rows (tiled), then the zeros below the diagonal */
+    for (int64_t i = 1; i < k; i++)
+        memset(r + (size_t)(i * n) * x->es, 0, (size_t)fm_min_i64(i, n) * x->es);
+    if (rr > k)
+        memset(r + (size_t)(k * n) * x->es, 0, (size_t)((rr - k) * n) * x->es);
     if (sp->qr_mode == 2)
         return 0;
     const int64_t qc = sp->qr_mode == 1 ? m : k; /* Q's columns */

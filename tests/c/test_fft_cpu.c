@@ -494,7 +494,7 @@ static void test_fft_wisdom_entries(void)
               "%s", saved ? saved : "(unreadable)");
     free(saved);
     /* a later build's operation: skipped */
-    CHECK_OK(load_text(file, "fusemath-wisdom 2\nsolve 00000000000000ab 1 2 3 4 5 # later\n"));
+    CHECK_OK(load_text(file, "fusemath-wisdom 2\nsparse 00000000000000ab 1 2 3 4 5 # later\n"));
     CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
     /* version 1: loads, its entries never apply (the old fftw blob's timed choices neither) */
     const char old_blob[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 1 00000000000000ab 1\n";
