@@ -764,7 +764,7 @@ static void test_describe(void)
 {
     const int64_t s2[2] = {8, 8};
     void *d = NULL;
-    CHECK(cudaMalloc(&d, 8 * 8 * 8 * 2) == cudaSuccess);
+    CHECK(cudaMalloc(&d, 4096) == cudaSuccess);
     fm_tensor ta, tf;
     const fm_device dev = {FM_DEVICE_CUDA, 0};
     fm_tensor_init(&ta, d, dev, FM_F64, 2, s2, NULL);
@@ -776,6 +776,18 @@ static void test_describe(void)
     const char *text = p ? fm_plan_describe(p) : NULL;
     CHECK_MSG(text && fm_test_contains(text, "cuda/cusolver"), "describe: %s", text ? text : "(none)");
     fm_plan_release(p);
+    /* lstsq is declined on the GPU, saying why */
+    const int64_t sb[2] = {8, 1}, sw[1] = {8};
+    fm_tensor tb, tx, tw, tres, trank;
+    fm_tensor_init(&tb, (char *)d + 1024, dev, FM_F64, 2, sb, NULL);
+    fm_tensor_init(&tx, (char *)d + 1024 + 64, dev, FM_F64, 2, sb, NULL);
+    fm_tensor_init(&tw, (char *)d + 1024 + 128, dev, FM_F64, 1, sw, NULL);
+    fm_tensor_init(&tres, (char *)d + 1024 + 192, dev, FM_F64, 1, sb + 1, NULL);
+    fm_tensor_init(&trank, (char *)d + 1024 + 256, dev, FM_I64, 0, sb, NULL);
+    const fm_tensor *tl[FM_SOLVE_NSLOTS] = {&ta, &tb, NULL, &tx, NULL, NULL, NULL, &tw, &tres, &trank};
+    o = opts(FM_SOLVE_GELSD);
+    CHECK_STATUS(fm_solve(ctx, tl, &o, NULL), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("lstsq is not on the GPU");
     cudaFree(d);
 }
 

@@ -283,3 +283,22 @@ def test_solver_threads(gpu):
     for i in range(8):
         assert n1(a @ out[i] - bs[i]) / (n * n1(a) * n1(out[i]) * eps(np.float64)) < 30, f"thread {i}"
     s.free()
+
+
+def test_lstsq_declined(gpu):
+    """lstsq is not on the GPU yet: a clear error naming why, not a wrong answer."""
+    a = gpu.dev(np.ones((4, 3)))
+    with pytest.raises(fusemath.FusemathError, match="lstsq"):
+        fl.lstsq(a, gpu.dev(np.ones((4, 1))))
+
+
+def test_out_of_memory(gpu):
+    """A workspace past the GPU (a broadcast a gathered once per entry of a large b): MemoryError naming
+    the workspace, and the context still solves."""
+    n = 4096
+    a = gpu.dev(np.eye(n)[None])
+    b = gpu.dev(np.ones((2400, n, 1)))
+    with pytest.raises(MemoryError, match="workspace"):
+        fl.solve(a, b)
+    x = fl.solve(gpu.dev(np.eye(3) * 2), gpu.dev(np.ones((3, 1))))
+    np.testing.assert_allclose(host(gpu, x).real, 0.5)
