@@ -1,5 +1,5 @@
-/* cusolver_batched.c : the dense solvers' batched routines for many small matrices (n <= 32, at
- * least two entries): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
+/* cusolver_batched.c : the dense solvers' batched routines for many small matrices (at least two
+ * entries; n <= 128 for LU and Cholesky, n <= 32 for eigh, syevjBatched's limit): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
  * cuSOLVER potrfBatched / potrsBatched (potrf; potrs with one right-hand side, potrsBatched's
  * limit) and syevjBatched / heevjBatched (syevd; Jacobi, so its eigenvectors are checked by their
  * residual in the tests, not trusted). One call per chunk of at most 32768 entries: cuSOLVER's
@@ -8,7 +8,8 @@
  * 32-bit pivots of cuBLAS widened into the int64 pivots every other part reads. */
 #include "cusolver_dense.h"
 
-#define SMALL_N 32
+#define SMALL_N 128 /* LU, Cholesky: not measured against the per-entry path yet (benchmarks/solve_gpu.py) */
+#define SMALL_EIG 32 /* syevjBatched's limit */
 #define CHUNK 32768
 
 void fm_cs_batched_pick(cs_impl *x)
@@ -19,7 +20,8 @@ void fm_cs_batched_pick(cs_impl *x)
         return;
     switch (sp->routine) {
     case FM_SOLVE_GESV: case FM_SOLVE_GETRF: case FM_SOLVE_GETRS: case FM_SOLVE_INV: case FM_SOLVE_DET:
-    case FM_SOLVE_SLOGDET: case FM_SOLVE_POTRF: case FM_SOLVE_SYEVD: x->batched = 1; break;
+    case FM_SOLVE_SLOGDET: case FM_SOLVE_POTRF: x->batched = 1; break;
+    case FM_SOLVE_SYEVD: x->batched = x->n <= SMALL_EIG; break;
     case FM_SOLVE_POTRS: x->batched = sp->nrhs == 1; break;
     default: break;
     }

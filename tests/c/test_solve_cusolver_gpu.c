@@ -606,7 +606,21 @@ static void test_big_batch(void)
         o.routine = FM_SOLVE_POTRF;
         arr *s2[FM_SOLVE_NSLOTS] = {&a, NULL, NULL, NULL, &l};
         CHECK_OK(run(1, &o, s2));
+        arr x2 = mat_arr(dt, B, n, 1); /* cho_solve with one right-hand side: potrsBatched */
+        o.routine = FM_SOLVE_POTRS;
+        arr *s3[FM_SOLVE_NSLOTS] = {&l, &b, NULL, &x2};
+        CHECK_OK(run(1, &o, s3));
         int bad = 0;
+        for (int64_t e = 0; e < B && bad < 3; e++) {
+            cplx *A = cmat(&a, e, n, n), *X = cmat(&x2, e, n, 1), *Bm = cmat(&b, e, n, 1), *AX = mul(A, X, n, n, 1, 0);
+            const double r = ratio(dnorm(AX, Bm, n, 1), n * norm1(A, n, n) * norm1(X, n, 1) * eps);
+            if (r >= 30) {
+                bad++;
+                CHECK_MSG(0, "cho_solve of 40000 %s entry %lld: ratio %g", fm_dtype_name(dt), (long long)e, r);
+            }
+            free(A), free(X), free(Bm), free(AX);
+        }
+        free_arr(&x2);
         for (int64_t e = 0; e < B && bad < 3; e++) {
             cplx *A = cmat(&a, e, n, n), *X = cmat(&x, e, n, 1), *Bm = cmat(&b, e, n, 1), *AX = mul(A, X, n, n, 1, 0);
             cplx *L = cmat(&l, e, n, n), *LL = mul(L, L, n, n, n, 0);
