@@ -549,7 +549,11 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     const int64_t B = sp->batch_count;
     if (B == 0)
         return FM_OK;
-    const int sync = sp->check || sp->check_finite;
+    /* routines that cannot fail past their checked inputs do not wait for the device (check = 1) */
+    const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
+    const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
+                           ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
+    const int sync = (sp->check && can_fail) || sp->check_finite;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
     void *hwork = x->hwork ? malloc(x->hwork) : NULL;
     uint64_t flags[3];
