@@ -291,7 +291,8 @@ def solve_cpu(runs):
         res = d.get("solver_resolve")
         extra = (f"\nFactor once: `Solver.solve` of a new right-hand side ({res['nrhs']} columns) at n = {res['n']} "
                  f"takes {f3(res['solver_over_fresh_median'], '.4f')}x a fresh `solve` (target <= 0.1).\n") if res else ""
-        text.append(f"\n### {tag}, {th} thread(s)\nCPU {m.get('cpu_model', NR)} ({m.get('cores', NR)} cores); BLAS: fusemath "
+        text.append(f"\n### {tag}, {th} thread(s)\nCPU {m.get('cpu_model', NR)} ({m.get('cores', NR)} cores), ISA "
+                    f"{m.get('isa', NR)}; BLAS: fusemath "
                     f"{blas.get('fusemath', NR)}; scipy {blas.get('scipy', NR)}; numpy {blas.get('numpy', NR)}\n\n"
                     + md(["routine", "n", "fm ms", "scipy ms", "numpy ms", "fm / scipy [min, max]", "fm / numpy", "met",
                           "run"], rows) + extra + runs_list([sel[k] for k in keys], runs))

@@ -57,7 +57,7 @@ def main() -> int:
             if n <= limit.get(r, 1 << 30):
                 cases.append((r, n, impl[r], (a, b)))
     out = {"benchmark": "solve_cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line(),
-           "machine": dict(machine(), tag=args.machine_tag), "threads": args.threads,
+           "machine": dict(machine(), tag=args.machine_tag, isa=_isa()), "threads": args.threads,
            "blas": {"fusemath": fusemath.blas_info(), "numpy": _blas_config(np), "scipy": _blas_config(scipy)},
            "versions": versions("numpy", "scipy", "scipy-openblas32"), "method":
            "paired rounds (order rotated per round), per timing >= budget seconds of calls after one warm-up; "
@@ -116,6 +116,16 @@ def _impls(fl, sl, np, a, b, spd, sym):
                 lambda: sl.svd(a, full_matrices=False, check_finite=False, lapack_driver="gesdd"),
                 lambda: np.linalg.svd(a, full_matrices=False)),
     }
+
+
+def _isa() -> str:
+    """The vector extensions /proc/cpuinfo lists that OpenBLAS's kernels use."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return "+".join(x for x in ("avx512f", "avx2", "fma") if x in flags) or "baseline x86-64"
 
 
 def _blas_config(mod) -> str:

@@ -69,13 +69,13 @@ def _pair(a: Any, b: Any):
 
 
 def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, transpose=0, unit_diagonal=0,
-         check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, outs=None):
+         check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, refine=0, outs=None):
     """One call of the library's solve operation: the ten slots' results (None where not written)."""
     ops = [a, b, ipiv, None, None, None, None, None, None, None]
     for slot, arr in (outs or {}).items():
         ops[slot] = arr
     opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
-            rcond, 0, 0, 0)
+            rcond, 0, 0, 0, refine)
     return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
 
 
@@ -111,10 +111,18 @@ def _uplo_arg(UPLO: Any, where: str) -> int:
 
 
 # ---- numpy.linalg ----
-def solve(a, b):
-    """numpy.linalg.solve: x with a @ x = b; b (..., M) as one vector only when 1-D, else (..., M, K)."""
+_REFINE = {"auto": 0, "off": 1, "fp32": 2, "tf32": 3, "bf16": 4, "fp16": 5}
+
+
+def solve(a, b, *, refine: str = "auto"):
+    """numpy.linalg.solve: x with a @ x = b; b (..., M) as one vector only when 1-D, else (..., M, K).
+    refine: iterative refinement from a lower-precision factorization on the GPU ("auto" | "off" | "fp32"
+    | "tf32" | "bf16" | "fp16"); the CPU runs the plain float64 / float32 solve whatever it says."""
+    where = "fusemath.linalg.solve"
+    if refine not in _REFINE:
+        raise ValueError(f"{where}: refine = {refine!r}, expected 'auto', 'off', 'fp32', 'tf32', 'bf16' or 'fp16'")
     a, b, li = _pair(a, b)
-    return _run(_C.SOLVE_GESV, "fusemath.linalg.solve", li, a, b)[_X]
+    return _run(_C.SOLVE_GESV, where, li, a, b, refine=_REFINE[refine])[_X]
 
 
 def inv(a):

@@ -484,6 +484,7 @@ static void test_bad_inputs(void)
     BAD(o.routine = 99, FM_ERR_INVALID_ARGUMENT, "routine = 99", &t33, &tb, NULL, &tx);
     BAD(o.uplo = 2, FM_ERR_INVALID_ARGUMENT, "uplo = 2, expected 0..1", &t33, &tb, NULL, &tx);
     BAD(o.rcond = NAN, FM_ERR_INVALID_ARGUMENT, "rcond is NaN", &t33, &tb, NULL, &tx);
+    BAD(o.refine = 6, FM_ERR_INVALID_ARGUMENT, "refine = 6, expected 0..5", &t33, &tb, NULL, &tx);
     BAD(o.num_threads = -2, FM_ERR_INVALID_ARGUMENT, "num_threads = -2", &t33, &tb, NULL, &tx);
     BAD(o.routine = FM_SOLVE_POTRF, FM_ERR_INVALID_ARGUMENT, "b is given, but cholesky takes no b", &t33, &tb);
     BAD((void)0, FM_ERR_INVALID_ARGUMENT, "info is given, but solve writes no info", &t33, &tb, NULL, &tx, NULL,

@@ -300,8 +300,8 @@ static void fill_solve_options(bytes *b, fm_solve_options *o)
     const uint8_t mask = u8(b);
     o->routine = (int32_t)(u8(b) % (FM_SOLVE_ROUTINE_COUNT_ + 2)) - 1;
     int32_t *flags[] = {&o->uplo, &o->transpose, &o->unit_diagonal, &o->check, &o->check_finite, &o->qr_mode,
-                        &o->full_matrices, &o->values_only};
-    for (int i = 0; i < 8 && (mask & 1); i++)
+                        &o->full_matrices, &o->values_only, &o->refine};
+    for (int i = 0; i < 9 && (mask & 1); i++)
         *flags[i] = (int32_t)(u8(b) % 5) - 1;
     if (mask & 2)
         o->rcond = vals[u8(b) % 5];
@@ -310,7 +310,7 @@ static void fill_solve_options(bytes *b, fm_solve_options *o)
     if (mask & 8)
         o->num_threads = i32(b) % 8;
     if (mask & 16)
-        o->reserved[u8(b) % 5] = i32(b);
+        o->reserved[u8(b) % 4] = i32(b);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -723,6 +723,14 @@ typedef enum fm_solve_routine {
     FM_SOLVE_ROUTINE_COUNT_
 } fm_solve_routine;
 
+/* gesv's iterative refinement (fm_solve_options.refine): an fp64-accurate answer from a factorization in
+ * lower precision, falling back to the plain fp64 solve when it does not converge (a GPU backend's
+ * choice; the CPU backend runs the plain solve whatever is asked: the answer is the same or better). */
+typedef enum fm_solve_refine {
+    FM_SOLVE_REFINE_AUTO = 0, FM_SOLVE_REFINE_OFF = 1, FM_SOLVE_REFINE_FP32 = 2, FM_SOLVE_REFINE_TF32 = 3,
+    FM_SOLVE_REFINE_BF16 = 4, FM_SOLVE_REFINE_FP16 = 5
+} fm_solve_refine;
+
 typedef struct fm_solve_options {
     int32_t routine;       /* fm_solve_routine */
     int32_t uplo;          /* 0: lower (numpy's 'L'), 1: upper: potrf / potrs / trtrs / syevd's triangle */
@@ -740,10 +748,12 @@ typedef struct fm_solve_options {
     int32_t execution;     /* fm_execution */
     int32_t device_id;
     int32_t num_threads;   /* cpu threads; 0 = the context's setting */
-    int32_t reserved[5];   /* zero */
+    int32_t refine;        /* gesv: fm_solve_refine */
+    int32_t reserved[4];   /* zero */
 } fm_solve_options;
 
-/*! fm_solve_options_init() : gesv, lower, no transpose, check = 1, check_finite = 0, rcond -1, auto. */
+/*! fm_solve_options_init() : gesv, lower, no transpose, check = 1, check_finite = 0, rcond -1, refine auto,
+ *  auto execution. */
 FM_API void fm_solve_options_init(fm_solve_options *o);
 
 /*! fm_solve_plan() : plan the options' routine on these descriptors (t[FM_SOLVE_A ... FM_SOLVE_RANK],
