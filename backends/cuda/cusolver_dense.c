@@ -198,6 +198,8 @@ static fm_status run_lu(const run_ctx *r)
     const int factored = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
     const int64_t nr = rt == FM_SOLVE_INV ? n : sp->nrhs;
     fm_status s = FM_OK;
+    if (x->lowest) /* refined: cusolver_refine.c */
+        return fm_cs_refine_run(r);
     if (factored) { /* the caller's pivots, contiguous, checked */
         fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
         cs_impl xd = *x;
@@ -653,7 +655,7 @@ static fm_status layout(cs_impl *x)
     const double parts[11] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
-        vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
+        x->lowest ? B * (double)(x->n * sp->nrhs) * es : vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
                                                           : 0,
         vec_svd ? B * (double)(x->nn * x->nn) * es : 0,
         rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
@@ -680,6 +682,13 @@ static fm_status layout(cs_impl *x)
     x->off_work = off;
     x->total = off + up256(x->dwork ? x->dwork : 1);
     return FM_OK;
+}
+
+static void cs_destroy(void *impl)
+{
+    if (impl)
+        fm_cs_refine_destroy(impl);
+    free(impl);
 }
 
 static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -714,33 +723,37 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     const int a_h = sp->routine == FM_SOLVE_GESDD && sp->m < sp->n;
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
     fm_cs_batched_pick(x);
+    fm_cs_refine_pick(x);
     dev_state *d = NULL;
     pthread_mutex_lock(&st->lock);
     fm_status s = device_state(st, fm_context_settings(ctx), device, &d);
     if (s == FM_OK)
         s = buffer_sizes(x, d);
+    if (s == FM_OK)
+        s = fm_cs_refine_plan(x, d);
     pthread_mutex_unlock(&st->lock);
     if (s == FM_OK)
         s = layout(x);
     if (s != FM_OK) {
-        free(x);
+        cs_destroy(x);
         return s;
     }
     out->impl = x;
     out->execute = cs_execute;
-    out->destroy_impl = free;
+    out->destroy_impl = cs_destroy;
     for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
     fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s, "
-                         "workspace %zu bytes%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
+                         "workspace %zu bytes%s%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
                          (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
-                         x->batched ? (sp->routine == FM_SOLVE_SYEVD ? "batched: syevjBatched" :
+                         x->lowest ? "cusolverDnIRSXgesv per entry, falling back to the plain solve" : x->batched ? (sp->routine == FM_SOLVE_SYEVD ? "batched: syevjBatched" :
                                        sp->routine == FM_SOLVE_POTRF || sp->routine == FM_SOLVE_POTRS ?
                                        "batched: potrfBatched / potrsBatched" :
                                        "batched: cublas getrfBatched / getrsBatched") :
                          sp->routine == FM_SOLVE_TRTRS ? "cublas trsm per entry" : sp->routine == FM_SOLVE_GESDD ?
                          (a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry") : "64-bit cusolverDnX per entry", x->total,
-                         sp->check ? "; check: one synchronisation" : "; info on the device");
+                         sp->check ? "; check: one synchronisation" : "; info on the device", x->lowest ?
+                         "; refined from " : "", fm_cs_refine_name(x));
     return FM_OK;
 }
 

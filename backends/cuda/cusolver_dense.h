@@ -56,6 +56,9 @@ typedef struct {
     size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
     int batched;                   /* the batched routines (cusolver_batched.c) */
     size_t off_pa, off_pb, off_p32; /* their pointer arrays and int32 pivots */
+    int lowest;                     /* gesv refined from this cusolverPrecType_t (cusolver_refine.c), 0: no */
+    cusolverDnIRSParams_t irs;
+    cusolverDnIRSInfos_t irs_infos;
 } cs_impl;
 
 typedef struct {
@@ -90,5 +93,15 @@ void fm_cs_batched_pick(cs_impl *x);
 fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d);
 /* The routine's calls over the batch (chunks of at most 32768 entries). */
 fm_status fm_cs_batched_run(const run_ctx *r);
+
+/* ---- cusolver_refine.c ---- */
+/* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */
+void fm_cs_refine_pick(cs_impl *x);
+/* Its parameters and workspace (into x->dwork); fm_cs_refine_destroy frees them. */
+fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d);
+void fm_cs_refine_destroy(cs_impl *x);
+/* "fp32" ... for describe(), "" when not refined */
+const char *fm_cs_refine_name(const cs_impl *x);
+fm_status fm_cs_refine_run(const run_ctx *r);
 
 #endif

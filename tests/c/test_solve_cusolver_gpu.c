@@ -285,6 +285,32 @@ static void test_solve(void)
             }
 }
 
+/* gesv with iterative refinement (every refine choice, every dtype): as accurate as the plain solve */
+static void test_refine(void)
+{
+    static const int64_t sizes[] = {1, 10, 257, 1000};
+    for (int d = 0; d < 4; d++)
+        for (int si = 0; si < 4; si++)
+            for (int rf = FM_SOLVE_REFINE_AUTO; rf <= FM_SOLVE_REFINE_FP16; rf++) {
+                const fm_dtype dt = dtypes[d];
+                const int64_t n = sizes[si], k = 2;
+                if (n == 1000 && dt != FM_F64)
+                    continue;
+                arr a = mat_arr(dt, 0, n, n), b = mat_arr(dt, 0, n, k), x = mat_arr(dt, 0, n, k);
+                fill_matrix(&a, SPD, 0, n);
+                fill_random(&b);
+                fm_solve_options o = opts(FM_SOLVE_GESV);
+                o.refine = rf;
+                arr *s[FM_SOLVE_NSLOTS] = {&a, &b, NULL, &x};
+                CHECK_OK(run(1, &o, s));
+                cplx *A = cmat(&a, 0, n, n), *X = cmat(&x, 0, n, k), *B = cmat(&b, 0, n, k), *AX = mul(A, X, n, n, k, 0);
+                const double r = ratio(dnorm(AX, B, n, k), (double)n * norm1(A, n, n) * norm1(X, n, k) * eps_of(dt));
+                CHECK_MSG(r < 30, "solve refine=%d %s n=%lld: ratio %g", rf, fm_dtype_name(dt), (long long)n, r);
+                free(A), free(X), free(B), free(AX);
+                free_arr(&a), free_arr(&b), free_arr(&x);
+            }
+}
+
 /* lu_factor then lu_solve (each transpose) and det / slogdet of the factor; inv */
 static void test_lu_factor_inv_det(void)
 {
@@ -790,6 +816,21 @@ static void test_describe(void)
     const char *text = p ? fm_plan_describe(p) : NULL;
     CHECK_MSG(text && fm_test_contains(text, "cuda/cusolver"), "describe: %s", text ? text : "(none)");
     fm_plan_release(p);
+    { /* refine = fp32 on float64: cusolverDnIRSXgesv, said by describe() */
+        const int64_t sr[2] = {8, 2};
+        fm_tensor tr, tq;
+        fm_tensor_init(&tr, (char *)d + 2048, dev, FM_F64, 2, sr, NULL);
+        fm_tensor_init(&tq, (char *)d + 2048 + 256, dev, FM_F64, 2, sr, NULL);
+        const fm_tensor *tg[FM_SOLVE_NSLOTS] = {&ta, &tr, NULL, &tq};
+        fm_solve_options og = opts(FM_SOLVE_GESV);
+        og.refine = FM_SOLVE_REFINE_FP32;
+        fm_plan *pg = NULL;
+        CHECK_OK(fm_solve_plan(ctx, tg, &og, &pg));
+        const char *tx2 = pg ? fm_plan_describe(pg) : NULL;
+        CHECK_MSG(tx2 && fm_test_contains(tx2, "IRSXgesv") && fm_test_contains(tx2, "refined from fp32"),
+                  "describe of a refined solve: %s", tx2 ? tx2 : "(none)");
+        fm_plan_release(pg);
+    }
     /* lstsq is declined on the GPU, saying why */
     const int64_t sb[2] = {8, 1}, sw[1] = {8};
     fm_tensor tb, tx, tw, tres, trank;
@@ -817,6 +858,7 @@ int main(void)
     }
     RUN_TEST(test_describe);
     RUN_TEST(test_solve);
+    RUN_TEST(test_refine);
     RUN_TEST(test_lu_factor_inv_det);
     RUN_TEST(test_cholesky_triangular);
     RUN_TEST(test_eigh);

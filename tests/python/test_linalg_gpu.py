@@ -302,3 +302,17 @@ def test_out_of_memory(gpu):
         fl.solve(a, b)
     x = fl.solve(gpu.dev(np.eye(3) * 2), gpu.dev(np.ones((3, 1))))
     np.testing.assert_allclose(host(gpu, x).real, 0.5)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("refine", ["auto", "off", "fp32", "tf32", "bf16", "fp16"])
+def test_solve_refine(gpu, dt, refine):
+    """Iterative refinement (cusolverDnIRSXgesv, falling back to the plain solve): as accurate as the
+    plain solve, whatever the lower precision."""
+    rng = np.random.default_rng(21)
+    n = 300
+    a, b = well(rng, n, dt), rand(rng, (n, 3), dt)
+    x = fl.solve(gpu.dev(a), gpu.dev(b), refine=refine)
+    X = host(gpu, x)
+    r = n1(a.astype(np.complex128) @ X - b) / (n * n1(a) * n1(X) * eps(dt))
+    assert r < 30, f"solve refine={refine} {np.dtype(dt)}: residual ratio {r}"
