@@ -4,7 +4,7 @@
 fp64, n = 1024, 4096, 8192 with 16 right-hand sides: solve, cholesky, qr (reduced), eigh (n <= 4096),
 svd (n = 1024); the factor-once Solver's solve of a new right-hand side against a fresh solve at
 n = 4096; batched float32 10000 x 32x32, 1000 x 128x128, 100 x 512x512: solve, cholesky, eigh, inv
-against torch. Every result is checked (residual) before it is timed; CUDA-event timing on each
+against torch; refine="fp32" against torch's fp64 solve at n = 8192, 16384. Every result is checked (residual) before it is timed; CUDA-event timing on each
 library's current stream, paired rounds with the order rotated, medians and the per-round ratio
 spread. Skips cleanly (exit 0, a line saying why) without a GPU or without torch / CuPy.
 JSON: benchmarks/results/solve_gpu-<machine>-<date>.json.
@@ -29,6 +29,7 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=3, help="calls per timing (their mean)")
     p.add_argument("--skip-batched", action="store_true")
+    p.add_argument("--skip-refine", action="store_true")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
     return p.parse_args(argv)
@@ -95,6 +96,26 @@ def cases_fp64(torch, cp, fl, sizes):
     return out
 
 
+def cases_refine(torch, fl, sizes=(8192, 16384)):
+    """refine='fp32' (cusolverDnIRSXgesv) against torch.linalg.solve in fp64; its residual must be within
+    10x of the plain fp64 LU's (target: >= 2x faster than torch)."""
+    out = []
+    g = torch.Generator(device="cuda").manual_seed(30)
+    for n in sizes:
+        a = torch.randn(n, n, dtype=torch.float64, device="cuda", generator=g) + 3 * n ** 0.5 * torch.eye(
+            n, dtype=torch.float64, device="cuda")
+        b = torch.randn(n, 16, dtype=torch.float64, device="cuda", generator=g)
+
+        def res(x, a=a, b=b):
+            return float(torch.linalg.matrix_norm(a @ x - b, ord=1) / (torch.linalg.matrix_norm(a, ord=1) *
+                                                                       torch.linalg.matrix_norm(x, ord=1)))
+        r_ir, r_lu = res(fl.solve(a, b, refine="fp32")), res(torch.linalg.solve(a, b))
+        assert r_ir <= 10 * max(r_lu, 1e-300), f"refine n={n}: residual {r_ir} vs the fp64 LU's {r_lu}"
+        out.append(("solve_refine_fp32", n, {"fusemath": lambda a=a, b=b: fl.solve(a, b, refine="fp32"),
+                                              "torch": lambda a=a, b=b: torch.linalg.solve(a, b)}))
+    return out
+
+
 def cases_batched(torch, fl):
     out = []
     g = torch.Generator(device="cuda").manual_seed(29)
@@ -136,6 +157,8 @@ def main(argv=None) -> int:
         print(f"solve_gpu: CuPy not timed: {err(exc)}")
         cp = None
     cases = cases_fp64(torch, cp, fl, [int(s) for s in args.sizes.split(",")])
+    if not args.skip_refine:
+        cases += cases_refine(torch, fl)
     if not args.skip_batched:
         cases += cases_batched(torch, fl)
     results = []
