@@ -316,3 +316,27 @@ def test_solve_refine(gpu, dt, refine):
     X = host(gpu, x)
     r = n1(a.astype(np.complex128) @ X - b) / (n * n1(a) * n1(X) * eps(dt))
     assert r < 30, f"solve refine={refine} {np.dtype(dt)}: residual ratio {r}"
+
+
+def test_eigh_25000(gpu):
+    """eigh at n = 25000 (Xsyevd is reported to fail there): the eigenvalues are right (their sum is the
+    trace, their squares' sum the Frobenius norm squared) or the call is a clear fusemath error."""
+    n = 25000
+    if gpu.name == "cupy":
+        m = gpu.m.random.default_rng(1).standard_normal((n, n))
+    else:
+        m = gpu.m.randn(n, n, dtype=gpu.m.float64, device="cuda", generator=gpu.m.Generator("cuda").manual_seed(1))
+    a = (m + m.T) / 2
+    del m
+    try:
+        w = fl.eigvalsh(a)
+    except fusemath.FusemathError as exc:  # a clear error is allowed; a crash or a wrong answer is not
+        assert "eigh" in str(exc) or "solve" in str(exc), str(exc)
+        return
+    W = np.asarray(gpu.host(w), np.float64)
+    tr = float(gpu.host(a.diagonal().sum()))
+    fro2 = float(gpu.host((a * a).sum()))
+    scale = np.abs(W).max() * n
+    assert abs(W.sum() - tr) < 1e-9 * scale, f"sum of eigenvalues {W.sum()} vs trace {tr}"
+    assert abs((W * W).sum() - fro2) < 1e-9 * fro2, f"sum of squares {(W * W).sum()} vs ||a||_F^2 {fro2}"
+    assert np.all(np.diff(W) >= 0), "eigenvalues not ascending"
