@@ -55,7 +55,7 @@ if(FUSEMATH_HAVE_CUDA)
   # for it would keep the module from loading at all on GPU-less machines (seen
   # with -fsanitize, where GCC drops --as-needed). The driver API, if used, must be
   # reached at run time (cudaGetDriverEntryPoint / dlopen), never linked.
-  foreach(_fm_cu cudart cublasLt cufft curand cusolver nvrtc nvJitLink)
+  foreach(_fm_cu cudart cublas cublasLt cufft curand cusolver nvrtc nvJitLink)
     if(CUDA_${_fm_cu}_LIBRARY) # cache entry set by FindCUDAToolkit
       set(FUSEMATH_CUDA_${_fm_cu}_LIBRARY "${CUDA_${_fm_cu}_LIBRARY}")
     else() # e.g. nvJitLink: FindCUDAToolkit knows it only from CMake 3.26 on

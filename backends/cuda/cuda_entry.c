@@ -8,6 +8,7 @@ extern const fm_backend fm_backend_cufft_fft;
 extern const fm_backend fm_backend_fftkernel_fft;
 extern const fm_backend fm_backend_rngkernel_rng;
 extern const fm_backend fm_backend_curand_rng;
+extern const fm_backend fm_backend_cusolver_dense;
 extern const fm_device_ops fm_cuda_device_ops;
 int fm_cuda_probe_device_count(void);
 
@@ -17,6 +18,7 @@ static const fm_backend *const cuda_backends[] = {
     &fm_backend_fftkernel_fft,
     &fm_backend_rngkernel_rng, /* portable mode: the NVRTC kernel of philox_portable.h */
     &fm_backend_curand_rng,    /* curand mode: libcurand's device generator */
+    &fm_backend_cusolver_dense,
 };
 
 static const fm_cuda_module cuda_module = {

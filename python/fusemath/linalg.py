@@ -14,7 +14,8 @@ NotSupportedError. A singular or non-positive-definite matrix raises :class:`fus
 (a subclass of ``numpy.linalg.LinAlgError``) naming the batch entry and the pivot or minor.
 
 Every check is the library's (core/src/solve_problem.c): this module turns keywords into options.
-NumPy arrays run on LAPACKE; the GPU backend (cuSOLVER) is to come.
+NumPy arrays run on LAPACKE; CuPy / PyTorch CUDA arrays on cuSOLVER (backends/cuda/cusolver_dense.c), results of the
+caller's type.
 """
 import threading
 import warnings
@@ -76,6 +77,18 @@ def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, tra
     opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
             rcond, 0, 0, 0, refine)
     return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
+
+
+def _to_host(x):
+    """A CuPy / torch array's host copy (NumPy's as it is)."""
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x.cpu() if hasattr(x, "cpu") else x
+
+
+def _as_int(x, bits: int):
+    """x as int32 / int64 in its own library (torch tensors have no astype)."""
+    if hasattr(x, "astype"):
+        return x.astype(np.int32 if bits == 32 else np.int64)
+    return x.int() if bits == 32 else x.long()
 
 
 def _scalar(r):
@@ -218,13 +231,13 @@ def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
     (scipy.linalg.LinAlgWarning) as SciPy does."""
     a, li = _array(a)
     r = _run(_C.SOLVE_GETRF, "fusemath.linalg.lu_factor", li, a, check=0, check_finite=int(bool(check_finite)))
-    info = np.asarray(r[_INFO]).reshape(-1)
+    info = np.asarray(_to_host(r[_INFO])).reshape(-1)
     bad = np.flatnonzero(info > 0)
     if bad.size:
         from scipy.linalg import LinAlgWarning
         warnings.warn(f"Diagonal number {int(info[bad[0]])} is exactly zero. Singular matrix.", LinAlgWarning,
                       stacklevel=2)
-    return r[_FACTOR], (r[_PIVOTS] - 1).astype(np.int32)
+    return r[_FACTOR], _as_int(r[_PIVOTS] - 1, 32)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bool = True):
@@ -232,7 +245,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bo
     where = "fusemath.linalg.lu_solve"
     lu, piv = lu_and_piv
     lu, b, li = _pair(lu, b)
-    ipiv = np.asarray(piv).astype(np.int64) + 1 if isinstance(piv, (np.ndarray, list, tuple)) else piv + 1
+    ipiv = np.asarray(piv).astype(np.int64) + 1 if isinstance(piv, (np.ndarray, list, tuple)) else _as_int(piv, 64) + 1
     return _run(_C.SOLVE_GETRS, where, li, lu, b, ipiv, transpose=_trans_arg(trans, where),
                 check_finite=int(bool(check_finite)))[_X]
 
@@ -362,6 +375,7 @@ class Solver:
         if kind == "cholesky":  # det(a) = prod(diag(l))^2, the diagonal real and positive
             n = f["l"].shape[-1]
             ones = np.broadcast_to(np.arange(1, n + 1, dtype=np.int64), f["l"].shape[:-1])
+            ones = ones if isinstance(f["l"], np.ndarray) else None  # GPU factor: det(l) by its own LU
             d = _run(_C.SOLVE_DET, where, self._li, f["l"], None, ones)[_W]
             return _scalar(d * d)
         return _scalar(_run(_C.SOLVE_DET, where, self._li, self._a)[_W])
@@ -379,7 +393,8 @@ class Solver:
         if self._chosen is None:
             return f"Solver kind={self._kind} {dt} {shape}: not factored yet"
         how = self._why if self._kind == "auto" else self._chosen
-        return f"Solver kind={self._kind} -> {how}; {dt} {shape}; solve cpu/lapack"
+        return f"Solver kind={self._kind} -> {how}; {dt} {shape}; solve " + \
+            ("cpu/lapack" if isinstance(self._a, np.ndarray) else "cuda/cusolver")
 
     def free(self) -> None:
         self._freed, self._f, self._a = True, {}, None

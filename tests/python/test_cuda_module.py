@@ -57,7 +57,7 @@ def _rows(out):
 def _assert_absent(out, reason):
     rows = _rows(out)
     assert rows.get("cuda", (None, True, ""))[:2] == ("cuda", False) and reason in rows["cuda"][2], rows
-    assert not {"cublaslt", "cufft", "fftkernel", "rngkernel", "curand"} & set(rows), rows
+    assert not {"cublaslt", "cufft", "fftkernel", "rngkernel", "curand", "cusolver"} & set(rows), rows
     assert out["count"] == 0 and out["cuda_libs"] == [], out
     assert out["gpu_error"] and reason in out["gpu_error"], out
 
@@ -104,7 +104,7 @@ def test_forced_module_loads_without_a_device():
         _assert_absent(out, "cannot open shared object file")
         return
     rows = _rows(out)
-    cuda_rows = ["cublaslt", "cufft", "fftkernel", "rngkernel", "curand"]
+    cuda_rows = ["cublaslt", "cufft", "fftkernel", "rngkernel", "curand", "cusolver"]
     assert [n for n in rows if rows[n][0] == "cuda"] == cuda_rows, rows
     assert all(rows[n][1] == (out["count"] > 0) for n in cuda_rows), rows
     assert any("cudart" in n for n in out["cuda_libs"]), out  # the maps check sees a loaded module

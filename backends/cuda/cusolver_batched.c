@@ -1,0 +1,210 @@
+/* cusolver_batched.c : the dense solvers' batched routines for many small matrices (at least two
+ * entries; n <= 128 for LU and Cholesky, n <= 32 for eigh, syevjBatched's limit): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
+ * cuSOLVER potrfBatched / potrsBatched (potrf; potrs with one right-hand side, potrsBatched's
+ * limit) and syevjBatched / heevjBatched (syevd; Jacobi, so its eigenvectors are checked by their
+ * residual in the tests, not trusted). One call per chunk of at most 32768 entries: cuSOLVER's
+ * batched eigensolvers are reported to fail past about 32k. The operands are the per-entry path's
+ * gathered scratch (cusolver_dense.c), the pointer arrays are made on the device by one kernel, the
+ * 32-bit pivots of cuBLAS widened into the int64 pivots every other part reads. */
+#include "cusolver_dense.h"
+
+#define SMALL_N 128 /* LU, Cholesky: not measured against the per-entry path yet (benchmarks/solve_gpu.py) */
+#define SMALL_EIG 32 /* syevjBatched's limit */
+#define CHUNK 32768
+
+void fm_cs_batched_pick(cs_impl *x)
+{
+    const fm_solve_params *sp = x->sp;
+    x->batched = 0;
+    if (sp->batch_count < 2 || x->n < 1 || x->n > SMALL_N)
+        return;
+    switch (sp->routine) {
+    case FM_SOLVE_GESV: case FM_SOLVE_GETRF: case FM_SOLVE_GETRS: case FM_SOLVE_INV: case FM_SOLVE_DET:
+    case FM_SOLVE_SLOGDET: case FM_SOLVE_POTRF: x->batched = 1; break;
+    case FM_SOLVE_SYEVD: x->batched = x->n <= SMALL_EIG; break;
+    case FM_SOLVE_POTRS: x->batched = sp->nrhs == 1; break;
+    default: break;
+    }
+}
+
+static cusolverEigMode_t jobz_of(const fm_solve_params *sp)
+{
+    return sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR : CUSOLVER_EIG_MODE_VECTOR;
+}
+
+static cublasFillMode_t fill_of(const fm_solve_params *sp)
+{
+    return sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+}
+
+fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d)
+{
+    const fm_solve_params *sp = x->sp;
+    if (!x->batched || sp->routine != FM_SOLVE_SYEVD)
+        return FM_OK;
+    const int n = (int)x->n, nb = (int)(sp->batch_count < CHUNK ? sp->batch_count : CHUNK);
+    int lw = 0;
+    cusolverStatus_t e;
+    switch (x->ti) {
+    case 0: e = cusolverDnSsyevjBatched_bufferSize(d->sv, jobz_of(sp), fill_of(sp), n, NULL, n, NULL, &lw, d->sj, nb); break;
+    case 1: e = cusolverDnDsyevjBatched_bufferSize(d->sv, jobz_of(sp), fill_of(sp), n, NULL, n, NULL, &lw, d->sj, nb); break;
+    case 2: e = cusolverDnCheevjBatched_bufferSize(d->sv, jobz_of(sp), fill_of(sp), n, NULL, n, NULL, &lw, d->sj, nb); break;
+    default: e = cusolverDnZheevjBatched_bufferSize(d->sv, jobz_of(sp), fill_of(sp), n, NULL, n, NULL, &lw, d->sj, nb);
+    }
+    x->dwork = (size_t)lw * x->es;
+    return fm_cs_sv_status(e, "cusolverDn<t>syevjBatched_bufferSize");
+}
+
+static fm_status blas_status(cublasStatus_t e, const char *what)
+{
+    return e == CUBLAS_STATUS_SUCCESS ? FM_OK : fm_fail(FM_ERR_BACKEND, WHO ": %s failed (cublasStatus %d)", what,
+                                                        (int)e);
+}
+
+/* out[b] = base + b * step bytes, b < count */
+static fm_status pointers(const run_ctx *r, size_t off, void *base, long long step)
+{
+    void *out = r->ws + off;
+    long long count = r->x->sp->batch_count;
+    void *args[4] = {&out, &base, &step, &count};
+    return fm_cs_launch(r->d->k[0][K_PTRS], "cudaLaunchKernel(fm_sv_ptrs)", count, args, r->stream);
+}
+
+static fm_status convert(const run_ctx *r, int kernel, const void *in, void *out, long long count)
+{
+    void *args[3] = {&in, &out, &count};
+    return fm_cs_launch(r->d->k[0][kernel], "cudaLaunchKernel(fm_sv_info / fm_sv_narrow)", count, args, r->stream);
+}
+
+static cublasStatus_t getrf(const run_ctx *r, int n, void **a, int *p, int *info, int nb)
+{
+    switch (r->x->ti) {
+    case 0: return cublasSgetrfBatched(r->d->bl, n, (float *const *)a, n, p, info, nb);
+    case 1: return cublasDgetrfBatched(r->d->bl, n, (double *const *)a, n, p, info, nb);
+    case 2: return cublasCgetrfBatched(r->d->bl, n, (cuComplex *const *)a, n, p, info, nb);
+    default: return cublasZgetrfBatched(r->d->bl, n, (cuDoubleComplex *const *)a, n, p, info, nb);
+    }
+}
+
+static cublasStatus_t getrs(const run_ctx *r, cublasOperation_t op, int n, int k, void **a, const int *p, void **b,
+                            int *hinfo, int nb)
+{
+    switch (r->x->ti) {
+    case 0: return cublasSgetrsBatched(r->d->bl, op, n, k, (const float *const *)a, n, p, (float *const *)b, n, hinfo, nb);
+    case 1:
+        return cublasDgetrsBatched(r->d->bl, op, n, k, (const double *const *)a, n, p, (double *const *)b, n, hinfo,
+                                   nb);
+    case 2:
+        return cublasCgetrsBatched(r->d->bl, op, n, k, (const cuComplex *const *)a, n, p, (cuComplex *const *)b, n,
+                                   hinfo, nb);
+    default:
+        return cublasZgetrsBatched(r->d->bl, op, n, k, (const cuDoubleComplex *const *)a, n, p,
+                                   (cuDoubleComplex *const *)b, n, hinfo, nb);
+    }
+}
+
+static fm_status run_lu(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int n = (int)x->n, rt = sp->routine;
+    const int64_t B = sp->batch_count, nr = rt == FM_SOLVE_INV ? x->n : sp->nrhs;
+    const int factored = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
+    int *p32 = (int *)(void *)(r->ws + x->off_p32);
+    void **pa = (void **)(void *)(r->ws + x->off_pa), **pb = (void **)(void *)(r->ws + x->off_pb);
+    void *piv64 = rt == FM_SOLVE_GETRF ? r->ptrs[FM_SOLVE_PIVOTS] : r->ws + x->off_piv;
+    fm_status s = blas_status(cublasSetStream(r->d->bl, r->stream), "cublasSetStream");
+    if (s == FM_OK)
+        s = pointers(r, x->off_pa, r->ws + x->off_a, (long long)((size_t)(x->n * x->n) * x->es));
+    if (s == FM_OK && nr > 0)
+        s = pointers(r, x->off_pb, r->ws + x->off_b, (long long)((size_t)(x->n * nr) * x->es));
+    if (s == FM_OK && factored) /* the given pivots, checked into off_piv by the caller */
+        s = convert(r, K_NARROW, r->ws + x->off_piv, p32, B * n);
+    for (int64_t c0 = 0; s == FM_OK && !factored && c0 < B; c0 += CHUNK)
+        s = blas_status(getrf(r, n, pa + c0, p32 + c0 * n, r->info + c0, (int)(B - c0 < CHUNK ? B - c0 : CHUNK)),
+                        "cublas<t>getrfBatched");
+    if (s == FM_OK && !factored)
+        s = convert(r, K_INFO, p32, piv64, B * n);
+    const cublasOperation_t op = rt != FM_SOLVE_GETRS ? CUBLAS_OP_N : sp->transpose == 0 ? CUBLAS_OP_N
+                                 : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
+    const int solves = (rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS || rt == FM_SOLVE_INV) && nr > 0;
+    for (int64_t c0 = 0; s == FM_OK && solves && c0 < B; c0 += CHUNK) {
+        int hinfo = 0;
+        s = blas_status(getrs(r, op, n, (int)nr, pa + c0, p32 + c0 * n, pb + c0, &hinfo,
+                              (int)(B - c0 < CHUNK ? B - c0 : CHUNK)), "cublas<t>getrsBatched");
+        if (s == FM_OK && hinfo < 0)
+            s = fm_fail(FM_ERR_BACKEND, WHO ": cublas<t>getrsBatched refused argument %d", -hinfo);
+    }
+    return s;
+}
+
+static fm_status run_chol(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int n = (int)x->n;
+    const int64_t B = sp->batch_count;
+    void **pa = (void **)(void *)(r->ws + x->off_pa), **pb = (void **)(void *)(r->ws + x->off_pb);
+    fm_status s = pointers(r, x->off_pa, r->ws + x->off_a, (long long)((size_t)(x->n * x->n) * x->es));
+    const int potrs = sp->routine == FM_SOLVE_POTRS;
+    if (s == FM_OK && potrs)
+        s = pointers(r, x->off_pb, r->ws + x->off_b, (long long)((size_t)x->n * x->es));
+    const cublasFillMode_t f = fill_of(sp);
+    for (int64_t c0 = 0; s == FM_OK && c0 < B; c0 += CHUNK) {
+        const int nb = (int)(B - c0 < CHUNK ? B - c0 : CHUNK);
+        int *in = r->info + c0;
+        void **a = pa + c0, **b = pb + c0;
+        cusolverStatus_t e;
+        switch (x->ti + 4 * potrs) {
+        case 0: e = cusolverDnSpotrfBatched(r->d->sv, f, n, (float **)a, n, in, nb); break;
+        case 1: e = cusolverDnDpotrfBatched(r->d->sv, f, n, (double **)a, n, in, nb); break;
+        case 2: e = cusolverDnCpotrfBatched(r->d->sv, f, n, (cuComplex **)a, n, in, nb); break;
+        case 3: e = cusolverDnZpotrfBatched(r->d->sv, f, n, (cuDoubleComplex **)a, n, in, nb); break;
+        case 4: e = cusolverDnSpotrsBatched(r->d->sv, f, n, 1, (float **)a, n, (float **)b, n, r->junk, nb); break;
+        case 5: e = cusolverDnDpotrsBatched(r->d->sv, f, n, 1, (double **)a, n, (double **)b, n, r->junk, nb); break;
+        case 6:
+            e = cusolverDnCpotrsBatched(r->d->sv, f, n, 1, (cuComplex **)a, n, (cuComplex **)b, n, r->junk, nb);
+            break;
+        default:
+            e = cusolverDnZpotrsBatched(r->d->sv, f, n, 1, (cuDoubleComplex **)a, n, (cuDoubleComplex **)b, n,
+                                        r->junk, nb);
+        }
+        s = fm_cs_sv_status(e, potrs ? "cusolverDn<t>potrsBatched" : "cusolverDn<t>potrfBatched");
+    }
+    return s;
+}
+
+static fm_status run_syevj(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int n = (int)x->n, lw = (int)(x->dwork / x->es);
+    const int64_t B = sp->batch_count;
+    fm_status s = FM_OK;
+    for (int64_t c0 = 0; s == FM_OK && c0 < B; c0 += CHUNK) {
+        const int nb = (int)(B - c0 < CHUNK ? B - c0 : CHUNK);
+        void *a = r->ws + x->off_a + (size_t)(c0 * n * n) * x->es, *w = (char *)r->ptrs[FM_SOLVE_W] +
+                  (size_t)(c0 * n) * x->rs, *work = r->ws + x->off_work;
+        int *in = r->info + c0;
+        const cusolverEigMode_t j = jobz_of(sp);
+        const cublasFillMode_t f = fill_of(sp);
+        cusolverStatus_t e;
+        switch (x->ti) {
+        case 0: e = cusolverDnSsyevjBatched(r->d->sv, j, f, n, a, n, w, work, lw, in, r->d->sj, nb); break;
+        case 1: e = cusolverDnDsyevjBatched(r->d->sv, j, f, n, a, n, w, work, lw, in, r->d->sj, nb); break;
+        case 2: e = cusolverDnCheevjBatched(r->d->sv, j, f, n, a, n, w, work, lw, in, r->d->sj, nb); break;
+        default: e = cusolverDnZheevjBatched(r->d->sv, j, f, n, a, n, w, work, lw, in, r->d->sj, nb); break;
+        }
+        s = fm_cs_sv_status(e, "cusolverDn<t>syevjBatched");
+    }
+    return s;
+}
+
+fm_status fm_cs_batched_run(const run_ctx *r)
+{
+    switch (r->x->sp->routine) {
+    case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: return run_chol(r);
+    case FM_SOLVE_SYEVD: return run_syevj(r);
+    default: return run_lu(r);
+    }
+}

@@ -1,0 +1,107 @@
+/* cusolver_dense.h : what cusolver_dense.c (the per-entry 64-bit path, planning, execution) and
+ * cusolver_batched.c (the batched routines for many small matrices) share. */
+#ifndef FM_CUSOLVER_DENSE_H
+#define FM_CUSOLVER_DENSE_H
+
+#include "cuda/nvrtc_cache.h"
+#include "internal.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <pthread.h>
+
+#define WHO "solve cuda/cusolver"
+#define MAX_DEV 64
+
+enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_COUNT };
+
+typedef struct {
+    char *dst;
+    const char *src;
+    long long rows, cols, count, drs, dcs, dbs, srs, scs, srows, scols;
+    int nb, tri, conj, ident;
+    long long bshape[8], bstride[8];
+} fm_copy_args; /* the kernels' FmCopy */
+_Static_assert(FM_MAX_NDIM <= 8, "FmCopy holds 8 batch axes");
+
+/* ---- backend state: workspaces, and per device the handles and the kernels ---- */
+typedef struct {
+    int made;
+    cusolverDnHandle_t sv;
+    cusolverDnParams_t prm;
+    cublasHandle_t bl;
+    syevjInfo_t sj; /* syevjBatched's parameters (defaults: machine-precision tolerance, sorted) */
+    fm_nvrtc_module mod;
+    cudaKernel_t k[4][K_COUNT]; /* per dtype (s d c z) */
+} dev_state;
+
+typedef struct {
+    void *ws; /* fm_cuda_ws_table */
+    pthread_mutex_t lock;
+    dev_state dev[MAX_DEV];
+} cs_state;
+
+/* ---- the plan ---- */
+typedef struct {
+    cs_state *st;
+    const fm_problem *p;
+    const fm_solve_params *sp;
+    int device, ti;
+    size_t es, rs;
+    cudaDataType dt, rt;
+    int64_t m, n, k, mm, nn; /* mm x nn: the matrix cuSOLVER factors (gesvd: a^H when m < n) */
+    size_t dwork, hwork;     /* per routine call, the larger of the routines the plan runs */
+    /* workspace parts (byte offsets) and the total */
+    size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
+    int batched;                   /* the batched routines (cusolver_batched.c) */
+    size_t off_pa, off_pb, off_p32; /* their pointer arrays and int32 pivots */
+    int lowest;                     /* gesv refined from this cusolverPrecType_t (cusolver_refine.c), 0: no */
+    cusolverDnIRSParams_t irs;
+    cusolverDnIRSInfos_t irs_infos;
+} cs_impl;
+
+typedef struct {
+    const cs_impl *x;
+    const dev_state *d;
+    char *ws;
+    void *const *ptrs;
+    cudaStream_t stream;
+    void *hwork;
+    int *info, *junk; /* per entry; for routines whose info only flags a bad argument (validated here) */
+} run_ctx;
+
+#define WS(r, off, b, elems, es) fm_cs_entry((r)->x, (r)->ws, (r)->x->off, b, elems, es)
+
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+fm_status fm_cs_sv_status(cusolverStatus_t e, const char *what);
+/* a grid-stride kernel over `work` items, one argument block */
+fm_status fm_cs_launch(cudaKernel_t k, const char *name, int64_t work, void **args, cudaStream_t stream);
+/* contiguous per-entry scratch (column-major rows x cols, leading dimension ld, per elements apart) */
+fm_copy_args fm_cs_scratch_view(const cs_impl *x, const void *base, int64_t rows, int64_t cols, int64_t ld,
+                                int64_t per);
+/* view a into dst: scratch (ld) or, out_slot >= 0, that output slot's layout */
+fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
+                        cudaStream_t stream);
+char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es);
+
+/* ---- cusolver_batched.c ---- */
+/* Whether x runs on the batched routines (many small matrices), set in x->batched. */
+void fm_cs_batched_pick(cs_impl *x);
+/* Its device workspace (syevjBatched's lwork) into x->dwork. */
+fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d);
+/* The routine's calls over the batch (chunks of at most 32768 entries). */
+fm_status fm_cs_batched_run(const run_ctx *r);
+
+/* ---- cusolver_refine.c ---- */
+/* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */
+void fm_cs_refine_pick(cs_impl *x);
+/* Its parameters and workspace (into x->dwork); fm_cs_refine_destroy frees them. */
+fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d);
+void fm_cs_refine_destroy(cs_impl *x);
+/* "fp32" ... for describe(), "" when not refined */
+const char *fm_cs_refine_name(const cs_impl *x);
+fm_status fm_cs_refine_run(const run_ctx *r);
+
+#endif
