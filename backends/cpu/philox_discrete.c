@@ -69,25 +69,100 @@ static inline void store(char *out, size_t es, int64_t i, uint64_t v)
 }
 
 /* ---- portable ---- */
-static void integers_range(const disc_call *c, uint64_t e0, uint64_t e1)
+#define INT_BATCH 64 /* blocks per batch of the narrow integers' loops (vectorised) */
+
+/* words [4 b0, 4 (b0 + nb)) of the portable stream, in value order */
+FM_SIMD_CLONES static void philox_words(uint64_t seed, uint64_t b0, int nb, uint32_t *restrict v)
+{
+    for (int b = 0; b < nb; b++) {
+        uint32_t o[4];
+        fm_px_block(seed, b0 + (uint64_t)b, o);
+        v[4 * b] = o[0], v[4 * b + 1] = o[1], v[4 * b + 2] = o[2], v[4 * b + 3] = o[3];
+    }
+}
+
+/* Lemire's fast path over n words in place (the offsets); returns whether one was rejected */
+FM_SIMD_CLONES static int lemire32_batch(uint32_t *restrict v, int n, uint32_t r, uint32_t t)
+{
+    int rej = 0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t p = (uint64_t)v[i] * r;
+        rej |= (uint32_t)p < t;
+        v[i] = (uint32_t)(p >> 32);
+    }
+    return rej;
+}
+
+/* lo + offsets into n elements of es bytes (two's complement, the low bytes) */
+FM_SIMD_CLONES static void store_offsets(char *restrict out, size_t es, const uint32_t *restrict off, int n,
+                                         uint64_t lo)
+{
+    switch (es) {
+    case 1: for (int i = 0; i < n; i++) ((uint8_t *)out)[i] = (uint8_t)(lo + off[i]); break;
+    case 2: for (int i = 0; i < n; i++) ((uint16_t *)out)[i] = (uint16_t)(lo + off[i]); break;
+    case 4: for (int i = 0; i < n; i++) ((uint32_t *)out)[i] = (uint32_t)(lo + off[i]); break;
+    default: for (int i = 0; i < n; i++) ((uint64_t *)out)[i] = lo + off[i]; break;
+    }
+}
+
+/* ranges of r <= 2^32 values: batches of blocks, the rare rejected words fixed after */
+static void integers_narrow(const disc_call *c, uint64_t e0, uint64_t e1)
 {
     const disc_impl *x = c->x;
-    const uint64_t lo = (uint64_t)x->rp.ia, per = x->wide ? 2 : 4;
-    char *out = c->out;
-    for (uint64_t u = e0 / per; u * per < e1; u++) {
-        uint32_t w[4];
-        fm_px_block(c->seed, u, w);
-        for (uint64_t i = 0; i < per; i++) {
-            const uint64_t m = u * per + i;
-            if (m < e0 || m >= e1)
-                continue;
-            uint64_t off;
-            if (x->wide)
-                off = fm_px_integer64(c->seed, m, (uint64_t)w[2 * i] | (uint64_t)w[2 * i + 1] << 32, x->r, x->t);
-            else
-                off = fm_px_integer32(c->seed, m, w[i], (uint32_t)x->r, (uint32_t)x->t);
-            store(out, x->es, (int64_t)(m - c->pos), lo + off);
-        }
+    const uint32_t r = (uint32_t)x->r, t = (uint32_t)x->t;
+    uint32_t w[4 * INT_BATCH], off[4 * INT_BATCH];
+    for (uint64_t u = e0 / 4; u * 4 < e1; u += INT_BATCH) {
+        const int nb = (int)fm_min_i64(INT_BATCH, (int64_t)((e1 + 3) / 4 - u));
+        const uint64_t m0 = 4 * u;
+        philox_words(c->seed, u, nb, w);
+        memcpy(off, w, sizeof(uint32_t) * 4 * (size_t)nb);
+        if (r != 0 && lemire32_batch(off, 4 * nb, r, t))
+            for (int k = 0; k < 4 * nb; k++)
+                if ((uint32_t)((uint64_t)w[k] * r) < t)
+                    off[k] = fm_px_integer32(c->seed, m0 + (uint64_t)k, w[k], r, t);
+        const uint64_t a = m0 > e0 ? m0 : e0, b = m0 + 4 * (uint64_t)nb < e1 ? m0 + 4 * (uint64_t)nb : e1;
+        store_offsets(c->out + (a - c->pos) * x->es, x->es, off + (a - m0), (int)(b - a), (uint64_t)x->rp.ia);
+    }
+}
+
+/* Lemire's fast path over n 64-bit words (the pairs of v) into off; returns whether one was rejected */
+FM_SIMD_CLONES static int lemire64_batch(const uint32_t *restrict v, int n, uint64_t r, uint64_t t,
+                                         uint64_t *restrict off)
+{
+    int rej = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t lo;
+        off[i] = fm_px_mul64((uint64_t)v[2 * i] | (uint64_t)v[2 * i + 1] << 32, r, &lo);
+        rej |= lo < t;
+    }
+    return rej;
+}
+
+/* ranges above 2^32 values (int64 only): value m from the 64-bit word of block m / 2 */
+static void integers_wide(const disc_call *c, uint64_t e0, uint64_t e1)
+{
+    const disc_impl *x = c->x;
+    uint32_t w[4 * INT_BATCH];
+    uint64_t off[2 * INT_BATCH];
+    for (uint64_t u = e0 / 2; u * 2 < e1; u += INT_BATCH) {
+        const int nb = (int)fm_min_i64(INT_BATCH, (int64_t)((e1 + 1) / 2 - u));
+        const uint64_t m0 = 2 * u;
+        philox_words(c->seed, u, nb, w);
+        if (x->r == 0) /* 2^64 values: the words themselves */
+            for (int k = 0; k < 2 * nb; k++)
+                off[k] = (uint64_t)w[2 * k] | (uint64_t)w[2 * k + 1] << 32;
+        else if (lemire64_batch(w, 2 * nb, x->r, x->t, off))
+            for (int k = 0; k < 2 * nb; k++) {
+                const uint64_t wk = (uint64_t)w[2 * k] | (uint64_t)w[2 * k + 1] << 32;
+                uint64_t lo;
+                fm_px_mul64(wk, x->r, &lo);
+                if (lo < x->t)
+                    off[k] = fm_px_integer64(c->seed, m0 + (uint64_t)k, wk, x->r, x->t);
+            }
+        const uint64_t a = m0 > e0 ? m0 : e0, b = m0 + 2 * (uint64_t)nb < e1 ? m0 + 2 * (uint64_t)nb : e1;
+        uint64_t *out = (uint64_t *)c->out + (a - c->pos);
+        for (uint64_t i = a; i < b; i++)
+            out[i - a] = (uint64_t)x->rp.ia + off[i - m0];
     }
 }
 
@@ -210,7 +285,7 @@ static void fill_range(const disc_call *c, uint64_t e0, uint64_t e1)
 {
     const disc_impl *x = c->x;
     if (x->rp.distribution == FM_RNG_INTEGERS)
-        integers_range(c, e0, e1);
+        (x->wide ? integers_wide : integers_narrow)(c, e0, e1);
     else if (x->rp.mode == FM_RNG_PORTABLE)
         poisson_portable_range(c, e0, e1);
     else

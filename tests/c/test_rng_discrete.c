@@ -275,6 +275,27 @@ static void test_curand_poisson(void)
     compare_poisson(7, 262141, 0, row, lens, 4);
     compare_poisson(9, 11, 1001, row, lens, 4);               /* after a double call: cuRAND's shift */
     compare_poisson(0xFEEDFACECAFEBEEFull, (int64_t)1 << 35, 0, row, lens, 4); /* past 2^32 groups */
+    /* seed 454088803: word 1 of counter {0, 0, 0, 0} is 2^32 - 1, so element 1's u is exactly 1 and
+     * its slot index is L, one past libcurand's table: libcurand reads past its end there (0 for lam
+     * 3.7, 549 for lam 1999 here: whatever lies in memory), fusemath takes slot L - 1. The other
+     * elements agree; element 1 is a value of the distribution's support. (Probability 2^-32 a value.) */
+    uint32_t w[4];
+    fm_philox4x32_10((const uint32_t[4]){0, 0, 0, 0}, 454088803u, 0, w);
+    CHECK(w[1] == 0xFFFFFFFFu);
+    const double edge[] = {3.7, 0.01, 1999.0};
+    for (int e = 0; e < 3; e++) {
+        curandGenerator_t h = curand_host(454088803u, 0);
+        uint32_t want[4], got[4];
+        CHECK(h && curandGeneratePoisson(h, want, 4, edge[e]) == CURAND_STATUS_SUCCESS);
+        fm_rng_options o;
+        poisson_opts(&o, FM_RNG_CURAND, edge[e], 0);
+        CHECK_OK(fill(&o, FM_U32, 454088803u, 0, 0, 0, 4, got));
+        CHECK_MSG(want[0] == got[0] && want[2] == got[2] && want[3] == got[3], "lam %g: the edge's neighbours",
+                  edge[e]);
+        CHECK_MSG(got[1] <= edge[e] + 60 * sqrt(edge[e]) + 10, "lam %g: u = 1 gave %u", edge[e], got[1]);
+        if (h)
+            curandDestroyGenerator(h);
+    }
 }
 #endif
 

@@ -12,8 +12,9 @@ import fusemath.random as fr
 CHUNK = 1 << 22  # words per write (16 MiB)
 
 
-def run(seed=20261202, args=("-a",)):
-    """dieharder's stdout, and the counts {"PASSED", "WEAK", "FAILED"} and the seconds it took."""
+def run(seed=20261202, args=("-a",), echo=None):
+    """dieharder's stdout, and the counts {"PASSED", "WEAK", "FAILED"} and the seconds it took;
+    echo: a file each line of dieharder's report is written to as it comes (a partial run shows)."""
     t0 = time.monotonic()
     p = subprocess.Popen(["dieharder", "-g", "200", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT)
@@ -21,7 +22,15 @@ def run(seed=20261202, args=("-a",)):
     import threading
 
     out = []
-    reader = threading.Thread(target=lambda: out.append(p.stdout.read()))
+
+    def read():
+        for line in p.stdout:
+            out.append(line)
+            if echo is not None:
+                echo.write(line.decode(errors="replace"))
+                echo.flush()
+
+    reader = threading.Thread(target=read)
     reader.start()
     try:
         while p.poll() is None:
@@ -34,13 +43,12 @@ def run(seed=20261202, args=("-a",)):
         pass
     p.wait()
     reader.join()
-    text = out[0].decode(errors="replace")
+    text = b"".join(out).decode(errors="replace")
     counts = {k: len(re.findall(r"\|\s*" + k + r"\s*$", text, re.M)) for k in ("PASSED", "WEAK", "FAILED")}
     return text, counts, time.monotonic() - t0
 
 
 if __name__ == "__main__":
     seed = int(sys.argv[1]) if len(sys.argv) > 1 else 20261202
-    text, c, secs = run(seed, tuple(sys.argv[2:]) or ("-a",))
-    print(text)
+    text, c, secs = run(seed, tuple(sys.argv[2:]) or ("-a",), echo=sys.stdout)
     print(f"summary: PASSED {c['PASSED']} WEAK {c['WEAK']} FAILED {c['FAILED']} seconds {secs:.0f}")
