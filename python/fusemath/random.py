@@ -14,7 +14,7 @@ Modes (docs/design.md, "Random numbers"):
   ``"portable"`` (default): the library's own arithmetic (fusion/philox_portable.h), the same bits
       on every device; ``random()`` is in [0, 1) as NumPy's.
   ``"curand"``: the values libcurand's ``CURAND_RNG_PSEUDO_PHILOX4_32_10`` generator gives for the
-      same seed and offset (uniform in (0, 1]); no exponential. cuRAND's float64 calls shift the
+      same seed and offset (uniform in (0, 1]); no exponential, no integers. cuRAND's float64 calls shift the
       stream of the calls after them; the generator tracks one contiguous run of float64 calls (a
       float64 call after 32-bit calls that followed float64 calls raises NotSupportedError:
       set ``state`` to start over, as ``curandSetGeneratorOffset`` does).
