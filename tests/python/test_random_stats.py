@@ -290,3 +290,46 @@ def test_dieharder():
     print(text, counts, secs)
     assert counts["PASSED"] > 50, text
     assert counts["FAILED"] == 0, text
+
+
+def portable_poisson_ptrs(seed, n, lam, bug=False):
+    """The portable lam >= 10 method (PTRS, Hormann 1993) in NumPy with SciPy's gammaln: try j of
+    value m from its sub-stream block j; bug: log k! taken as log (k - 1)! (the planted bug)."""
+    from scipy.special import gammaln
+
+    slam, loglam = np.sqrt(lam), np.log(lam)
+    b = 0.931 + 2.53 * slam
+    a = -0.059 + 0.02483 * b
+    invalpha, vr = 1.1239 + 1.1328 / (b - 3.4), 0.9277 - 3.6224 / (b - 2)
+    out = np.full(n, -1, np.int64)
+    todo = np.arange(n, dtype=np.uint64)
+    for j in range(64):
+        if todo.size == 0:
+            break
+        w = philox(todo, todo >> np.uint64(32), j, TAG_POISSON, seed)
+        u = ((w[:, 0] | (w[:, 1] << np.uint64(32))) >> np.uint64(11)).astype(np.float64) * 2.0**-53 - 0.5
+        v = ((w[:, 2] | (w[:, 3] << np.uint64(32))) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        us = 0.5 - np.abs(u)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = (2 * a / us + b) * u + lam + 0.43
+            k = np.floor(np.where(np.isfinite(x), x, -1.0))
+            ok = (us >= 0.07) & (v <= vr)
+            rej = (k < 0) | ((us < 0.013) & (v > us)) | (us == 0)
+            lhs = np.log(v) + np.log(invalpha) - np.log(a / (us * us) + b)
+            rhs = -lam + k * loglam - gammaln(np.maximum(k, 0) + (0 if bug else 1))
+        acc = ~rej & (ok | (lhs <= rhs))
+        out[todo[acc].astype(np.int64)] = k[acc].astype(np.int64)
+        todo = todo[~acc]
+    return out
+
+
+@pytest.mark.parametrize("lam", [10.0, 250.0])
+def test_poisson_planted_ptrs_bug_fails(lam):
+    """PTRS in NumPy agrees with the portable mode (the same method, SciPy's log-gamma); with log k!
+    one term short in its acceptance test the chi-square fails."""
+    seed, n = 4242, 400_000
+    good = portable_poisson_ptrs(seed, n, lam)
+    got = fr.default_rng(seed).poisson(lam, n)
+    assert np.mean(good == got) > 0.999
+    assert poisson_p(good, lam) > P_MIN
+    assert poisson_p(portable_poisson_ptrs(seed, n, lam, bug=True), lam) < P_MIN
