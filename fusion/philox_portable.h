@@ -282,4 +282,159 @@ FM_PX_FN void fm_px_normal_pair_f64(fm_px_u64 wu, fm_px_u64 wt, double *z0, doub
     *z1 = c * r;
 }
 
+/* ---- discrete distributions (FM_RNG_INTEGERS, FM_RNG_POISSON) ----
+ * Value m of a call (m: its stream position) is a function of (seed, m) alone. What a value needs
+ * beyond its first draw comes from its own sub-stream: block j of value m's sub-stream is Philox of
+ * counter {lo32(m), hi32(m), j, tag}, a counter the main stream never uses (its words 2 and 3 are
+ * 0, cuRAND's word 3 is 0), so rejections neither move the position (each value takes exactly one)
+ * nor depend on which values a thread or a chunk holds. */
+#define FM_PX_TAG_INTEGERS 0x696E7431u /* "int1" */
+#define FM_PX_TAG_POISSON 0x706F6931u  /* "poi1" */
+
+FM_PX_FN void fm_px_sub_block(fm_px_u64 seed, fm_px_u64 m, fm_px_u32 j, fm_px_u32 tag, fm_px_u32 out[4])
+{
+    const fm_px_u32 ctr[4] = {(fm_px_u32)m, (fm_px_u32)(m >> 32), j, tag};
+    fm_philox4x32_10(ctr, (fm_px_u32)seed, (fm_px_u32)(seed >> 32), out);
+}
+
+/* The high and low words of a 64 x 64-bit product, from 32-bit halves (no 128-bit type needed). */
+FM_PX_FN fm_px_u64 fm_px_mul64(fm_px_u64 a, fm_px_u64 b, fm_px_u64 *lo)
+{
+    const fm_px_u64 a0 = (fm_px_u32)a, a1 = a >> 32, b0 = (fm_px_u32)b, b1 = b >> 32;
+    const fm_px_u64 p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    const fm_px_u64 mid = (p00 >> 32) + (fm_px_u32)p01 + (fm_px_u32)p10;
+    *lo = (mid << 32) | (fm_px_u32)p00;
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* Lemire's multiply-shift (2019): the offset in [0, r) is the high word of w r, accepted when its
+ * low word is >= t = 2^32 mod r (2^64 mod r), which removes exactly the excess that makes x % r
+ * biased. r = range size, 0 meaning 2^32 (2^64): every word is a value. t once per plan. */
+FM_PX_FN fm_px_u32 fm_px_lemire_t32(fm_px_u32 r) { return r ? (0u - r) % r : 0u; }
+FM_PX_FN fm_px_u64 fm_px_lemire_t64(fm_px_u64 r) { return r ? (0ull - r) % r : 0ull; }
+
+/* Value m's offset for a range of r <= 2^32 values: first the main stream's word w (word m % 4 of
+ * block m / 4, as raw), then on rejection the words of its sub-stream in order. */
+FM_PX_FN fm_px_u32 fm_px_integer32(fm_px_u64 seed, fm_px_u64 m, fm_px_u32 w, fm_px_u32 r, fm_px_u32 t)
+{
+    if (r == 0u)
+        return w;
+    fm_px_u32 b[4] = {0u, 0u, 0u, 0u};
+    for (fm_px_u32 i = 0u;; i++) { /* ends with probability 1: each try is accepted with p > 1/2 */
+        const fm_px_u64 p = (fm_px_u64)w * r;
+        if ((fm_px_u32)p >= t)
+            return (fm_px_u32)(p >> 32);
+        if ((i & 3u) == 0u)
+            fm_px_sub_block(seed, m, i >> 2, FM_PX_TAG_INTEGERS, b);
+        w = b[i & 3u];
+    }
+}
+
+/* The same for ranges above 2^32 values: w the 64-bit word of value m as the portable f64 kinds
+ * (block m / 2, words 2 (m % 2), 2 (m % 2) + 1), then its sub-stream's 64-bit halves. */
+FM_PX_FN fm_px_u64 fm_px_integer64(fm_px_u64 seed, fm_px_u64 m, fm_px_u64 w, fm_px_u64 r, fm_px_u64 t)
+{
+    if (r == 0u)
+        return w;
+    fm_px_u32 b[4] = {0u, 0u, 0u, 0u};
+    for (fm_px_u32 i = 0u;; i++) {
+        fm_px_u64 lo;
+        const fm_px_u64 hi = fm_px_mul64(w, r, &lo);
+        if (lo >= t)
+            return hi;
+        if ((i & 1u) == 0u)
+            fm_px_sub_block(seed, m, i >> 1, FM_PX_TAG_INTEGERS, b);
+        w = (fm_px_u64)b[2u * (i & 1u)] | (fm_px_u64)b[2u * (i & 1u) + 1u] << 32;
+    }
+}
+
+/* log Gamma(x) for x >= 1: NumPy's random_loggam (Stirling's series from x0 >= 7, then the
+ * recurrence down), with this header's log. */
+FM_PX_FN double fm_px_loggam(double x)
+{
+    if (x == 1.0 || x == 2.0)
+        return 0.0;
+    const fm_px_i64 n = x < 7.0 ? (fm_px_i64)(7.0 - x) : 0;
+    double x0 = x + (double)n;
+    const double x2 = (1.0 / x0) * (1.0 / x0);
+    double gl0 = -1.39243221690590e+00;
+    gl0 = gl0 * x2 + 1.796443723688307e-01;
+    gl0 = gl0 * x2 + -2.955065359477124e-02;
+    gl0 = gl0 * x2 + 6.410256410256410e-03;
+    gl0 = gl0 * x2 + -1.917526917526918e-03;
+    gl0 = gl0 * x2 + 8.417508417508418e-04;
+    gl0 = gl0 * x2 + -5.952380952380952e-04;
+    gl0 = gl0 * x2 + 7.936507936507937e-04;
+    gl0 = gl0 * x2 + -2.777777777777778e-03;
+    gl0 = gl0 * x2 + 8.333333333333333e-02;
+    double gl = gl0 / x0 + 0.5 * 1.8378770664093453e+00 + (x0 - 0.5) * fm_px_log(x0) - x0;
+    for (fm_px_i64 k = 1; k <= n; k++) {
+        gl -= fm_px_log(x0 - 1.0);
+        x0 -= 1.0;
+    }
+    return gl;
+}
+
+/* Poisson's per-lam constants (once per plan; lam >= 0). */
+typedef struct fm_px_poisson_consts {
+    double lam, enlam;                            /* lam < 10: exp(-lam) */
+    double slam, loglam, a, b, invalpha, vr, lia; /* lam >= 10: PTRS's (lia = log(invalpha)) */
+} fm_px_poisson_consts;
+
+FM_PX_FN fm_px_poisson_consts fm_px_poisson_setup(double lam)
+{
+    fm_px_poisson_consts c;
+    c.lam = lam;
+    c.enlam = fm_px_exp(0.0 - lam);
+    c.slam = fm_px_sqrt(lam);
+    c.loglam = lam > 0.0 ? fm_px_log(lam) : 0.0;
+    c.b = 0.931 + 2.53 * c.slam;
+    c.a = -0.059 + 0.02483 * c.b;
+    c.invalpha = 1.1239 + 1.1328 / (c.b - 3.4);
+    c.vr = 0.9277 - 3.6224 / (c.b - 2.0);
+    c.lia = fm_px_log(c.invalpha);
+    return c;
+}
+
+/* Poisson value m, every draw from its sub-stream (tag FM_PX_TAG_POISSON). lam < 10: inversion of
+ * the cdf with one uniform (block 0's first 64 bits), summed term by term; lam >= 10: Hormann's
+ * transformed rejection PTRS (1993), NumPy's method for lam >= 10, try j from block j (u, v from
+ * its two 64-bit halves). Exact in distribution up to double rounding; integer results. */
+FM_PX_FN fm_px_i64 fm_px_poisson(fm_px_u64 seed, fm_px_u64 m, const fm_px_poisson_consts *c)
+{
+    fm_px_u32 b[4];
+    if (c->lam < 10.0) {
+        fm_px_sub_block(seed, m, 0u, FM_PX_TAG_POISSON, b);
+        const double u = fm_px_u01_f64((fm_px_u64)b[0] | (fm_px_u64)b[1] << 32);
+        fm_px_i64 k = 0;
+        double p = c->enlam, f = p;
+        while (u >= f && p > 0.0) { /* p underflows to 0 past k ~ 200: the loop ends */
+            k++;
+            p = p * c->lam / (double)k;
+            f = f + p;
+        }
+        return k;
+    }
+    for (fm_px_u32 j = 0u;; j++) { /* each try is accepted with p > 0.85 or so */
+        fm_px_sub_block(seed, m, j, FM_PX_TAG_POISSON, b);
+        const double u = fm_px_u01_f64((fm_px_u64)b[0] | (fm_px_u64)b[1] << 32) - 0.5;
+        const double v = fm_px_u01_f64((fm_px_u64)b[2] | (fm_px_u64)b[3] << 32);
+        const double us = 0.5 - (u < 0.0 ? 0.0 - u : u);
+        if ((us < 0.013 && v > us) || us == 0.0) /* PTRS's reject before k (us == 0: k infinite) */
+            continue;
+        const double x = (2.0 * c->a / us + c->b) * u + c->lam + 0.43;
+        if (x < 0.0 || x >= 9.2233720368547758e18) /* k < 0, or past int64 */
+            continue;
+        const fm_px_i64 k = (fm_px_i64)x; /* floor, x >= 0 */
+        if (us >= 0.07 && v <= c->vr)
+            return k;
+        if (v == 0.0) /* log(0) = -inf: accepted */
+            return k;
+        const double lhs = fm_px_log(v) + c->lia - fm_px_log(c->a / (us * us) + c->b);
+        const double rhs = (0.0 - c->lam) + (double)k * c->loglam - fm_px_loggam((double)k + 1.0);
+        if (lhs <= rhs)
+            return k;
+    }
+}
+
 #endif

@@ -87,6 +87,16 @@ if ((${#missing_deb[@]})); then
   quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_deb[@]}"
 fi
 
+# dieharder is optional (tests/python/test_random_stats.py's slow dieharder test skips without it):
+# tried only when missing, never fatal (offline, no root: the test skips).
+if ((!RUN_ONLY && !TOOLS_ONLY)) && ! command -v dieharder >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  log "installing dieharder (optional)"
+  OPT_SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then OPT_SUDO=(sudo -n); fi
+  apt_dh() { OPTIONAL=1 quiet "${OPT_SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dieharder; }
+  apt_dh || { OPTIONAL=1 quiet "${OPT_SUDO[@]}" apt-get update && apt_dh; } || log "no dieharder: its slow test skips"
+fi
+
 # --- 2. virtual environment ---------------------------------------------------
 if [[ -x $VENV/bin/python ]] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
   log "$VENV is broken (its interpreter does not run): recreating it"

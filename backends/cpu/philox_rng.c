@@ -19,6 +19,7 @@
 #define _GNU_SOURCE /* sincosf, sincos */
 #include "cpu_matmul.h" /* fm_pool_run */
 #include "internal.h"
+#include "philox_discrete.h"
 #include "philox_portable.h"
 #include "philox_simd.h"
 
@@ -397,6 +398,8 @@ static fm_status rng_plan(fm_context *ctx, void *state, const fm_problem *p, fm_
 {
     (void)ctx, (void)state;
     const fm_rng_params *rp = &p->u.rng;
+    if (fm_philox_is_discrete(rp->distribution)) /* integers, poisson: philox_discrete.c */
+        return fm_philox_discrete_plan(p, out);
     const fm_tensor *t = &p->t[FM_RNG_OUT];
     const int f64 = t->dtype == FM_F64;
     const emit_fn fn = emit_fns[rp->mode][rp->distribution][f64];

@@ -136,7 +136,9 @@ enum { FM_FFT_CPU_PATH_TIMED, FM_FFT_CPU_PATH_DIRECT, FM_FFT_CPU_PATH_CHUNKS, FM
 
 typedef struct fm_rng_params {
     int32_t distribution, mode; /* fm_rng_distribution, fm_rng_mode; the seed is per call (ints[3]) */
-    double a, b;         /* uniform: low, high; normal / lognormal: mean, stddev; exponential: scale, 0 */
+    double a, b;         /* uniform: low, high; normal / lognormal: mean, stddev; exponential: scale, 0;
+                            poisson: lam, 0 */
+    int64_t ia, ib;      /* integers: the lowest and the highest value (both included) */
     int32_t num_threads; /* resolved: never 0 */
 } fm_rng_params;
 

@@ -9,7 +9,11 @@
 
 static const char *const slot_names[FM_RNG_NSLOTS] = {"out"};
 static const uint8_t slot_roles[FM_RNG_NSLOTS] = {FM_SLOT_OUTPUT};
-static const char *const dist_names[] = {"uniform", "normal", "lognormal", "exponential", "raw"};
+static const char *const dist_names[] = {"uniform", "normal", "lognormal", "exponential", "raw", "integers",
+                                         "poisson"};
+/* poisson's largest lam: NumPy's POISSON_LAM_MAX (int64 max - 10 sqrt(int64 max)), cuRAND's 400000 */
+#define RNG_POISSON_LAM_MAX 9.223372006484771e18
+#define RNG_CURAND_LAM_MAX 400000.0
 
 void fm_rng_options_init(fm_rng_options *o)
 {
@@ -20,6 +24,19 @@ void fm_rng_options_init(fm_rng_options *o)
     o->stddev = 1.0;
     o->scale = 1.0;
     o->out_ndim = -1;
+    o->lam = 1.0;
+}
+
+/* The integers' range [low, high] (both included) from the options; 0 when it is empty. */
+static int integers_range(const fm_rng_options *o, int64_t *lo, int64_t *hi)
+{
+    *lo = o->int_low;
+    if (o->endpoint) {
+        *hi = o->int_high;
+        return o->int_low <= o->int_high;
+    }
+    *hi = o->int_high - (o->int_high > INT64_MIN);
+    return o->int_low < o->int_high;
 }
 
 static fm_status check_params(const fm_rng_options *o)
@@ -46,6 +63,26 @@ static fm_status check_params(const fm_rng_options *o)
             return fm_fail(FM_ERR_INVALID_ARGUMENT,
                            "rng: exponential scale = %g, expected a finite value >= 0", o->scale);
         break;
+    case FM_RNG_INTEGERS: {
+        int64_t lo, hi;
+        if (o->endpoint != 0 && o->endpoint != 1)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: integers endpoint = %d, expected 0 or 1",
+                           (int)o->endpoint);
+        if (!integers_range(o, &lo, &hi))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: integers low = %lld, high = %lld; expected low %s high",
+                           (long long)o->int_low, (long long)o->int_high, o->endpoint ? "<=" : "<");
+        break;
+    }
+    case FM_RNG_POISSON:
+        if (o->mode == FM_RNG_CURAND && !(o->lam > 0 && o->lam <= RNG_CURAND_LAM_MAX))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: poisson lam = %g, expected 0 < lam <= 400000 in "
+                           "mode curand (cuRAND's range; mode portable takes 0 <= lam <= %.16g)",
+                           o->lam, RNG_POISSON_LAM_MAX);
+        if (!(o->lam >= 0 && o->lam <= RNG_POISSON_LAM_MAX))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: poisson lam = %g, expected a finite value with "
+                           "0 <= lam <= %.16g (NumPy's bound)%s", o->lam, RNG_POISSON_LAM_MAX,
+                           o->lam > RNG_POISSON_LAM_MAX ? ": lam too large" : "");
+        break;
     default: break;
     }
     return FM_OK;
@@ -59,15 +96,20 @@ static fm_status check_options(const fm_rng_options *o)
                            "rng: options.reserved[%d] = %d, expected 0 (fm_rng_options_init "
                            "sets it)",
                            i, (int)o->reserved[i]);
-    if (o->distribution < FM_RNG_UNIFORM || o->distribution > FM_RNG_RAW)
+    if (o->distribution < FM_RNG_UNIFORM || o->distribution > FM_RNG_POISSON)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: distribution = %d, expected 0 (uniform), 1 (normal), "
-                       "2 (lognormal), 3 (exponential) or 4 (raw)", (int)o->distribution);
+                       "2 (lognormal), 3 (exponential), 4 (raw), 5 (integers) or 6 (poisson)",
+                       (int)o->distribution);
     if (o->mode != FM_RNG_PORTABLE && o->mode != FM_RNG_CURAND)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: mode = %d, expected 0 (portable) or 1 (curand)",
                        (int)o->mode);
     if (o->mode == FM_RNG_CURAND && o->distribution == FM_RNG_EXPONENTIAL)
         return fm_fail(FM_ERR_NOT_SUPPORTED,
                        "rng: mode curand has no exponential (cuRAND generates none), expected "
+                       "mode portable");
+    if (o->mode == FM_RNG_CURAND && o->distribution == FM_RNG_INTEGERS)
+        return fm_fail(FM_ERR_NOT_SUPPORTED,
+                       "rng: mode curand has no integers (cuRAND generates none), expected "
                        "mode portable");
     if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_CUDA || o->device_id < 0 ||
         o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
@@ -84,13 +126,50 @@ static fm_status check_options(const fm_rng_options *o)
     return check_params(o);
 }
 
+/* The integer dtypes' ranges (integers' low and high must lie within out's). */
+static int int_dtype_range(fm_dtype dt, int64_t *mn, int64_t *mx)
+{
+    switch (dt) {
+    case FM_I8: *mn = INT8_MIN, *mx = INT8_MAX; return 1;
+    case FM_I16: *mn = INT16_MIN, *mx = INT16_MAX; return 1;
+    case FM_I32: *mn = INT32_MIN, *mx = INT32_MAX; return 1;
+    case FM_I64: *mn = INT64_MIN, *mx = INT64_MAX; return 1;
+    case FM_U8: *mn = 0, *mx = UINT8_MAX; return 1;
+    case FM_U16: *mn = 0, *mx = UINT16_MAX; return 1;
+    case FM_U32: *mn = 0, *mx = UINT32_MAX; return 1;
+    default: return 0;
+    }
+}
+
 static fm_status check_dtype(const fm_rng_options *o, fm_dtype dt)
 {
-    const int raw = o->distribution == FM_RNG_RAW;
-    if (raw ? dt == FM_U32 : (dt == FM_F32 || dt == FM_F64))
+    const char *want = "float32 or float64";
+    int ok = dt == FM_F32 || dt == FM_F64;
+    switch (o->distribution) {
+    case FM_RNG_RAW: ok = dt == FM_U32, want = "uint32"; break;
+    case FM_RNG_POISSON:
+        ok = dt == FM_I64 || (o->mode == FM_RNG_CURAND && dt == FM_U32);
+        want = o->mode == FM_RNG_CURAND ? "int64 or uint32" : "int64 (uint32 in mode curand)";
+        break;
+    case FM_RNG_INTEGERS: {
+        int64_t mn, mx, lo, hi;
+        want = "int8, int16, int32, int64, uint8, uint16 or uint32";
+        if (!(ok = int_dtype_range(dt, &mn, &mx)))
+            break;
+        integers_range(o, &lo, &hi);
+        if (lo < mn || hi > mx)
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: integers low = %lld, high = %lld%s are out of bounds "
+                           "for %s, expected %lld <= low <= high%s <= %lld", (long long)o->int_low,
+                           (long long)o->int_high, o->endpoint ? " (endpoint)" : "", fm_dtype_word(dt),
+                           (long long)mn, o->endpoint ? "" : " - 1", (long long)mx);
+        break;
+    }
+    default: break;
+    }
+    if (ok)
         return FM_OK;
-    return fm_fail(FM_ERR_DTYPE, "rng: dtype %s (out's), expected %s for %s", fm_dtype_word(dt),
-                   raw ? "uint32" : "float32 or float64", dist_names[o->distribution]);
+    return fm_fail(FM_ERR_DTYPE, "rng: dtype %s (out's), expected %s for %s", fm_dtype_word(dt), want,
+                   dist_names[o->distribution]);
 }
 
 /* out: C-contiguous (values are written in row-major order of its shape); matching the options'
@@ -143,6 +222,8 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const
     case FM_RNG_NORMAL:
     case FM_RNG_LOGNORMAL: rp->a = o->mean, rp->b = o->stddev; break;
     case FM_RNG_EXPONENTIAL: rp->a = o->scale; break;
+    case FM_RNG_INTEGERS: integers_range(o, &rp->ia, &rp->ib); break;
+    case FM_RNG_POISSON: rp->a = o->lam; break;
     default: break;
     }
     rp->num_threads = ctx ? fm_context_threads_for(ctx, o->num_threads) : 0;
@@ -159,7 +240,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
 }
 
 /* out's descriptor: out's own shape and dtype when it is given, else the options' out_shape and
- * out_dtype (0: float64, uint32 for raw), C-contiguous, on the execution's device. */
+ * out_dtype (0: float64, uint32 for raw, int64 for integers and poisson), C-contiguous, on the execution's device. */
 static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_tensor *specs,
                               uint32_t *written)
 {
@@ -178,7 +259,10 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
             return fm_fail(FM_ERR_INVALID_ARGUMENT,
                            "rng: out is NULL and options.out_ndim = -1; expected an out "
                            "descriptor or the output's shape in out_ndim / out_shape");
-        fm_dtype dt = o->out_dtype ? (fm_dtype)o->out_dtype : o->distribution == FM_RNG_RAW ? FM_U32 : FM_F64;
+        fm_dtype dt = o->out_dtype                                                            ? (fm_dtype)o->out_dtype
+                      : o->distribution == FM_RNG_RAW                                         ? FM_U32
+                      : o->distribution == FM_RNG_INTEGERS || o->distribution == FM_RNG_POISSON ? FM_I64
+                                                                                              : FM_F64;
         fm_device dev = {o->execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU,
                          o->execution == FM_EXECUTION_CUDA ? o->device_id : 0};
         if ((s = fm_tensor_init(&out, NULL, dev, dt, o->out_ndim, o->out_shape, NULL)) != FM_OK)

@@ -14,7 +14,7 @@ Modes (docs/design.md, "Random numbers"):
   ``"portable"`` (default): the library's own arithmetic (fusion/philox_portable.h), the same bits
       on every device; ``random()`` is in [0, 1) as NumPy's.
   ``"curand"``: the values libcurand's ``CURAND_RNG_PSEUDO_PHILOX4_32_10`` generator gives for the
-      same seed and offset (uniform in (0, 1]); no exponential. cuRAND's float64 calls shift the
+      same seed and offset (uniform in (0, 1]); no exponential, no integers. cuRAND's float64 calls shift the
       stream of the calls after them; the generator tracks one contiguous run of float64 calls (a
       float64 call after 32-bit calls that followed float64 calls raises NotSupportedError:
       set ``state`` to start over, as ``curandSetGeneratorOffset`` does).
@@ -47,10 +47,10 @@ _FM_NAME = {dt: name for name, dt in _NUMPY_DTYPES.items()}
 _MODES = {"portable": _C.RNG_PORTABLE, "curand": _C.RNG_CURAND}
 # numpy.random.Generator's methods this one does not have (docs/api.md lists them)
 NOT_IMPLEMENTED = (
-    "integers", "choice", "bytes", "shuffle", "permutation", "permuted", "beta", "binomial", "chisquare",
+    "choice", "bytes", "shuffle", "permutation", "permuted", "beta", "binomial", "chisquare",
     "dirichlet", "f", "gamma", "geometric", "gumbel", "hypergeometric", "laplace", "logistic", "logseries",
     "multinomial", "multivariate_hypergeometric", "multivariate_normal", "negative_binomial",
-    "noncentral_chisquare", "noncentral_f", "pareto", "poisson", "power", "rayleigh", "standard_cauchy",
+    "noncentral_chisquare", "noncentral_f", "pareto", "power", "rayleigh", "standard_cauchy",
     "standard_gamma", "standard_t", "triangular", "vonmises", "wald", "weibull", "zipf",
 )
 
@@ -152,12 +152,13 @@ class Generator:
         """Where the generator draws: "cpu" or "cuda:N"."""
         return _device_text(self._dev)
 
-    def _fill(self, what: str, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any, like: Any = None):
+    def _fill(self, what: str, dist: int, p0: Any, p1: Any, size: Any, dtype: Any, out: Any, like: Any = None,
+              p2: int = 0, scalar=lambda a: a.item()):
         with self._lock:
             where = self._live(what)
-            res = self._draw(where, self._lib_index(where, out, like), dist, p0, p1, size, dtype, out)
-        if size is None and out is None and self._dev < 0:  # NumPy: a Python float
-            return res[()].item()
+            res = self._draw(where, self._lib_index(where, out, like), dist, p0, p1, size, dtype, out, p2)
+        if size is None and out is None and self._dev < 0:  # NumPy: a Python float (integers: a NumPy scalar)
+            return scalar(res[()])
         return res
 
     def _lib_index(self, where: str, out: Any, like: Any) -> int:
@@ -178,7 +179,8 @@ class Generator:
                                 f"result), not {type(like).__name__}")
         return NUMPY.index if self._dev < 0 else _cupy_index(where)
 
-    def _draw(self, where: str, li: int, dist: int, p0: float, p1: float, size: Any, dtype: Any, out: Any):
+    def _draw(self, where: str, li: int, dist: int, p0: Any, p1: Any, size: Any, dtype: Any, out: Any,
+              p2: int = 0):
         dt = np.dtype(dtype)
         if out is not None and size is None:
             shape = tuple(getattr(out, "shape", ()))
@@ -189,7 +191,7 @@ class Generator:
         run = self._run
         execution = _C.EXECUTION_CPU if self._dev < 0 else _C.EXECUTION_CUDA
         opts = (dist, _MODES[self._mode], self._seed, p0, p1, execution, max(self._dev, 0), 0, shape,
-                _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1])
+                _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1], p2)
         if self._mode == "curand" and f64 and n > 0 and run[0] != run[1] and run[1] // 4 != self._pos // 4:
             _call(_OP, _C.CALL_SPECS, li, (out,), opts, None, 3, where)  # the core's errors first
             raise _C.NotSupportedError(
@@ -238,6 +240,29 @@ class Generator:
         """standard_exponential() * scale; scale >= 0."""
         w = "fusemath.random.Generator.exponential"
         return self._fill("exponential", _C.RNG_EXPONENTIAL, _real(scale, "scale", w), 0.0, size, dtype, out, like)
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        """Uniform integers in [low, high) ([low, high] with endpoint=True; high None: [0, low)),
+        exact and unbiased (Lemire's multiply-shift with rejection; docs/design.md); int8 .. int64,
+        uint8 .. uint32; portable mode only. size=None gives a NumPy scalar of dtype, as NumPy's."""
+        w = "fusemath.random.Generator.integers"
+        if high is None:
+            low, high = 0, low
+        for name, v in (("low", low), ("high", high)):
+            if np.ndim(v) != 0:
+                raise NotImplementedError(f"{w}: array-valued {name} is not implemented (pass a scalar)")
+        if not endpoint and isinstance(high, (int, np.integer)) and int(high) == 1 << 63:
+            high, endpoint = (1 << 63) - 1, True  # NumPy's exclusive 2**63 (int64's top): the same range
+        return self._fill("integers", _C.RNG_INTEGERS, low, high, size, dtype, None, p2=int(bool(endpoint)),
+                          scalar=lambda a: a)
+
+    def poisson(self, lam=1.0, size=None):
+        """Poisson(lam) as int64 (NumPy's); lam = 0 gives zeros. Portable: exact inversion below 10, PTRS
+        (NumPy's method) from 10; curand mode: libcurand's curandGeneratePoisson values, 0 < lam <= 400000."""
+        w = "fusemath.random.Generator.poisson"
+        if np.ndim(lam) != 0:
+            raise NotImplementedError(f"{w}: array-valued lam is not implemented (pass a scalar)")
+        return self._fill("poisson", _C.RNG_POISSON, _real(lam, "lam", w), 0.0, size, np.int64, None)
 
     def random_raw(self, size=None, out=None, *, like=None):
         """The stream's 32-bit words themselves (uint32; fusemath's, not NumPy's 64-bit random_raw)."""
@@ -328,8 +353,8 @@ class Generator:
 def _not_implemented(name: str):
     def method(self, *args, **kwargs):
         raise NotImplementedError(f"fusemath.random.Generator.{name} is not implemented (numpy.random."
-                                  "Generator has it; fusemath has random, uniform, standard_normal, normal, "
-                                  "lognormal, standard_exponential, exponential)")
+                                  "Generator has it; fusemath has random, uniform, integers, standard_normal, "
+                                  "normal, lognormal, standard_exponential, exponential, poisson)")
 
     method.__name__ = name
     return method

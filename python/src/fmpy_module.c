@@ -409,6 +409,8 @@ static int module_exec(PyObject *m)
         {"RNG_LOGNORMAL", FM_RNG_LOGNORMAL},
         {"RNG_EXPONENTIAL", FM_RNG_EXPONENTIAL},
         {"RNG_RAW", FM_RNG_RAW},
+        {"RNG_INTEGERS", FM_RNG_INTEGERS},
+        {"RNG_POISSON", FM_RNG_POISSON},
         {"RNG_PORTABLE", FM_RNG_PORTABLE},
         {"RNG_CURAND", FM_RNG_CURAND},
         {"SOLVE_GESV", FM_SOLVE_GESV},

@@ -4,9 +4,10 @@
 #include "fmpy.h"
 
 /* options: distribution, mode, seed, p0, p1 (uniform: low, high; normal / lognormal: mean, stddev;
- * exponential: scale), execution, device_id, num_threads, shape (a tuple of ints), dtype (the
- * library's name, "f32"), position, run_a, run_b (curand mode's run of f64 calls) */
-#define RNG_NOPTS 13
+ * exponential: scale; poisson: lam; integers: low, high as exact ints), execution, device_id,
+ * num_threads, shape (a tuple of ints), dtype (the library's name, "f32"), position, run_a, run_b
+ * (curand mode's run of f64 calls), p2 (integers: endpoint, 0 or 1; else 0) */
+#define RNG_NOPTS 14
 
 static int rng_fill(fmpy_call *c, PyObject *const *o)
 {
@@ -28,13 +29,23 @@ static int rng_fill(fmpy_call *c, PyObject *const *o)
         return -1;
     }
     double p[2][2] = {{0, 0}, {0, 0}};
-    if (fmpy_number_arg(f, "p0", o[3], p[0]) < 0 || fmpy_number_arg(f, "p1", o[4], p[1]) < 0)
+    if (opt->distribution == FM_RNG_INTEGERS) { /* exact int64s (beyond 2^53), named as NumPy names them */
+        long long lo = 0, hi = 0, ep = 0;
+        if (fmpy_int_arg(f, "low", o[3], INT64_MIN, INT64_MAX, &lo) < 0 ||
+            fmpy_int_arg(f, "high", o[4], INT64_MIN, INT64_MAX, &hi) < 0 ||
+            fmpy_int_arg(f, "endpoint", o[13], INT32_MIN, INT32_MAX, &ep) < 0)
+            return -1;
+        opt->int_low = lo, opt->int_high = hi, opt->endpoint = (int32_t)ep;
+    } else if (fmpy_number_arg(f, opt->distribution == FM_RNG_POISSON ? "lam" : "p0", o[3], p[0]) < 0 ||
+               fmpy_number_arg(f, "p1", o[4], p[1]) < 0) {
         return -1;
+    }
     switch (opt->distribution) {
     case FM_RNG_UNIFORM: opt->low = p[0][0], opt->high = p[1][0]; break;
     case FM_RNG_NORMAL:
     case FM_RNG_LOGNORMAL: opt->mean = p[0][0], opt->stddev = p[1][0]; break;
     case FM_RNG_EXPONENTIAL: opt->scale = p[0][0]; break;
+    case FM_RNG_POISSON: opt->lam = p[0][0]; break;
     default: break;
     }
     if (!PyTuple_Check(o[8]) || PyTuple_Size(o[8]) > FM_MAX_NDIM) {

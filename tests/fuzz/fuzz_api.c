@@ -252,6 +252,12 @@ static void fill_rng_options(bytes *b, fm_rng_options *o)
     }
     if (mask & 32)
         o->reserved[u8(b) % 5] = i32(b);
+    if (mask & 64) { /* integers' range (the edges of int64 too) and poisson's lam */
+        static const int64_t ints[] = {0, 1, -1, INT64_MIN, INT64_MAX, 255, (int64_t)1 << 32};
+        o->int_low = ints[u8(b) % 7], o->int_high = ints[u8(b) % 7];
+        o->endpoint = (int32_t)(u8(b) % 3);
+        o->lam = vals[u8(b) % 6];
+    }
 }
 
 static void fuzz_epilogue_text(bytes *b)

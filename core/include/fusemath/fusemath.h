@@ -647,7 +647,10 @@ typedef enum fm_rng_distribution {
     FM_RNG_NORMAL = 1,      /* z * stddev + mean (Box-Muller); f32 / f64 */
     FM_RNG_LOGNORMAL = 2,   /* exp(z * stddev + mean); f32 / f64 */
     FM_RNG_EXPONENTIAL = 3, /* -log(u) * scale; f32 / f64; portable mode only */
-    FM_RNG_RAW = 4          /* the 32-bit words themselves; u32 */
+    FM_RNG_RAW = 4,         /* the 32-bit words themselves; u32 */
+    FM_RNG_INTEGERS = 5,    /* uniform integers in [int_low, int_high) (endpoint: ]), exact and unbiased;
+                               i8 / i16 / i32 / i64 / u8 / u16 / u32; portable mode only */
+    FM_RNG_POISSON = 6      /* Poisson(lam); portable: i64; curand: u32 (cuRAND's) or i64 */
 } fm_rng_distribution;
 
 /* The two streams (docs/design.md, "Random numbers"). PORTABLE: value m of a call is made from
@@ -672,10 +675,18 @@ typedef struct fm_rng_options {
     int32_t out_ndim;
     int64_t out_shape[FM_MAX_NDIM];
     int32_t out_dtype;    /* fm_dtype */
-    int32_t reserved[7];  /* zero */
+    /* integers: values in [int_low, int_high), or [int_low, int_high] when endpoint is 1 (NumPy's
+     * endpoint=True); exact int64 (beyond 2^53), both within the dtype's range (default 0, 0, 0:
+     * set them). */
+    int32_t endpoint;
+    int64_t int_low, int_high;
+    /* poisson: the mean, finite; portable 0 <= lam <= 9.223372006484771e18 (NumPy's bound), curand
+     * 0 < lam <= 400000 (cuRAND's) (default 1) */
+    double lam;
+    int32_t reserved[8];  /* zero */
 } fm_rng_options;
 
-/*! fm_rng_options_init() : uniform on [0, 1), portable, auto execution. */
+/*! fm_rng_options_init() : uniform on [0, 1), portable, auto execution (lam 1, integers' range unset). */
 FM_API void fm_rng_options_init(fm_rng_options *o);
 
 /*! fm_rng_plan() : plan filling out (C-contiguous, f32 / f64, u32 for raw; any size, 64-bit
