@@ -303,6 +303,17 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
     return info;
 }
 
+/* Reference LAPACK's potrf stops at the first diagonal entry that is not positive or is NaN;
+ * OpenBLAS's own potrf does not test for NaN and passes a NaN matrix as factored. The first NaN on
+ * the factor's diagonal (1-based), or 0: the info reference LAPACK, and cuSOLVER, give there. */
+static lint first_nan_diagonal(const solve_impl *x, const char *a, lint lda, lint n)
+{
+    for (lint j = 0; j < n; j++)
+        if (isnan(creal(elem(x, a, (int64_t)j * (lda + 1)))))
+            return j + 1;
+    return 0;
+}
+
 static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
 {
     const solve_impl *x = c->x;
@@ -317,6 +328,8 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
     if (sp->routine == FM_SOLVE_POTRF) {
         if (n > 0 && lapack_status(info = ((potrf_fn)L->potrf[t])(COL_MAJOR, uplo, n, w->a, lda), f, b) < 0)
             return -1;
+        if (info == 0)
+            info = first_nan_diagonal(x, w->a, lda, n);
         zero_triangle(x, w->a, w->lda, sp->n, sp->n, uplo == 'U');
         if (x->at)
             copy_rows(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);

@@ -441,6 +441,14 @@ static void test_failures(void)
     o.check_finite = 1;
     CHECK_STATUS(fm_solve(ctx, t3, &o, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("a[0] contains infs or NaNs");
+    /* NaN without check_finite: reference LAPACK's (and cuSOLVER's) outcome, not OpenBLAS's, which
+     * passes a NaN diagonal as factored: the first NaN on the diagonal is the failing minor */
+    const double keep = a[3];
+    a[3] = 0.0, a[5] = NAN; /* entry 0's (1, 1) */
+    o.check_finite = 0;
+    CHECK_STATUS(fm_solve(ctx, t3, &o, NULL), FM_ERR_LINALG);
+    CHECK_ERROR_MENTIONS("a[0] is not positive definite: its leading minor of order 2");
+    a[3] = keep;
 }
 
 static void test_bad_inputs(void)

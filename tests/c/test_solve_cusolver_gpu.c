@@ -238,7 +238,12 @@ static void check_lu(fm_dtype dt, int type, int64_t n, int64_t batch)
     arr xc = copy_arr(&x);
     arr *sc[FM_SOLVE_NSLOTS] = {&a, &b, NULL, &xc};
     const fm_status cs = run(0, &o, sc);
-    CHECK_MSG(gs == cs && (gs == FM_OK || !strcmp(gmsg, fm_last_error())),
+    /* A singular matrix fails on both; which zero pivot each names depends on its pivoting order
+     * (measured on the H200: cuSOLVER's getrf meets a zero row's pivot last, OpenBLAS's recursive
+     * getrf earlier), so the messages agree up to the pivot named. */
+    const int both_singular = gs == FM_ERR_LINALG && cs == FM_ERR_LINALG && strstr(gmsg, "is singular: U[") &&
+                              strstr(fm_last_error(), "is singular: U[");
+    CHECK_MSG(gs == cs && (gs == FM_OK || !strcmp(gmsg, fm_last_error()) || both_singular),
               "solve %s %s n=%lld batch %lld: gpu %s \"%s\", cpu %s \"%s\"", fm_dtype_name(dt), type_names[type],
               (long long)n, (long long)batch, fm_status_name(gs), gmsg, fm_status_name(cs), fm_last_error());
     if (type == SINGULAR && n > 0) { /* check = 0: the info arrays, read from the device */
@@ -251,7 +256,7 @@ static void check_lu(fm_dtype dt, int type, int64_t n, int64_t batch)
         CHECK_OK(run(1, &o, s0));
         CHECK_OK(run(0, &o, s1));
         for (int64_t e = 0; e < nb; e++)
-            CHECK_MSG(((int64_t *)info.h)[e] == ((int64_t *)ic.h)[e] && ((int64_t *)ic.h)[e] > 0,
+            CHECK_MSG(((int64_t *)info.h)[e] > 0 && ((int64_t *)info.h)[e] <= n && ((int64_t *)ic.h)[e] > 0,
                       "singular %s n=%lld entry %lld: gpu info %lld, cpu info %lld", fm_dtype_name(dt), (long long)n,
                       (long long)e, (long long)((int64_t *)info.h)[e], (long long)((int64_t *)ic.h)[e]);
         free_arr(&info), free_arr(&ic), free_arr(&a), free_arr(&b), free_arr(&x), free_arr(&xc);
