@@ -279,6 +279,18 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
 _KINDS = ("lu", "cholesky", "qr", "auto")
 
 
+def _is_complex(x) -> bool:
+    """Whether x's dtype is complex (NumPy / CuPy dtypes have .kind, torch's .is_complex)."""
+    dt = x.dtype
+    return bool(dt.is_complex) if hasattr(dt, "is_complex") else dt.kind == "c"
+
+
+def _conj(x):
+    """x's conjugate as an array of its own (torch's conj() is a lazy view the library cannot read)."""
+    c = x.conj()
+    return c.resolve_conj() if hasattr(c, "resolve_conj") else c
+
+
 class Solver:
     """Factor a matrix once, solve many right-hand sides.
 
@@ -356,9 +368,9 @@ class Solver:
                         check_finite=self._finite)[_X]
         if kind == "cholesky":
             l, b, li = _pair(f["l"], b)
-            cplx = transpose and l.dtype.kind == "c"  # a^T = conj(a) for a Hermitian a
-            x = _run(_C.SOLVE_POTRS, where, li, l, b.conj() if cplx else b, check_finite=self._finite)[_X]
-            return x.conj() if cplx else x
+            cplx = transpose and _is_complex(l)  # a^T = conj(a) for a Hermitian a
+            x = _run(_C.SOLVE_POTRS, where, li, l, _conj(b) if cplx else b, check_finite=self._finite)[_X]
+            return _conj(x) if cplx else x
         q, r = f["q"], f["r"]
         if not transpose:  # a = q r: x = r^-1 q^H b
             qhb = q.conj().swapaxes(-1, -2) @ b if getattr(b, "ndim", 1) > 1 else q.conj().T @ b
