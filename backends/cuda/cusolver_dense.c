@@ -184,7 +184,7 @@ static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
     long long n = r->x->n, count = r->x->sp->batch_count;
     int *info = r->info;
     void *args[5] = {&a, &n, &count, &info, &mode};
-    const int ti = mode ? r->x->ti & 1 : r->x->ti; /* mode 1 reads a real vector */
+    const int ti = mode == 1 ? r->x->ti & 1 : r->x->ti; /* mode 1 reads a real vector */
     return fm_cs_launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
 }
 
@@ -306,7 +306,10 @@ static fm_status run_triangular(const run_ctx *r)
     if (sp->routine != FM_SOLVE_POTRF)
         return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
                        FM_SOLVE_X, 0, r->stream);
-    /* a NaN passes as factored (info 0, NaN in L), as OpenBLAS's potrf lets it: the same on both devices */
+    /* a NaN on the factor's diagonal is the failing minor where the library passed it (info 0), as
+     * reference LAPACK and the CPU backend report it (the H200 run: batched potrf passed one) */
+    if (n > 0 && (s = kernel_diag(r, r->ws + x->off_a, 2)) != FM_OK)
+        return s;
     fm_copy_args v = fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n);
     v.tri = sp->uplo ? 1 : 2; /* the other triangle zeroed */
     return fm_cs_copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);

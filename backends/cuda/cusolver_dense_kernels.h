@@ -45,13 +45,14 @@ static const char kernel_source[] =
     "    const double2 v = z_of(((const T *)a.src)[src_at(a, b) + i * a.srs + j * a.scs]);\n"
     "    if (!isfinite(v.x) || !isfinite(v.y)) atomicMin(first, (unsigned long long)b); } }\n"
     /* per entry where info is 0: mode 0 info = the first zero diagonal entry of a (trtrs), 1 the
-     * first NaN in a vector of n (syevd's eigenvalues: LAPACK reports a NaN matrix as not converged) */
+     * first NaN in a vector of n (syevd's eigenvalues: LAPACK reports a NaN matrix as not converged),
+     * 2 the first NaN on a's diagonal (potrf: reference LAPACK stops there; cuSOLVER need not) */
     "template <class T> __device__ void diag_body(const T *a, long long n, long long count, int *info, int mode) {\n"
     "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
     "       b += (long long)gridDim.x * blockDim.x) {\n"
     "    if (info[b] != 0) continue;\n"
-    "    for (long long j = 0; j < n; j++) { const double2 d = z_of(mode ? a[b * n + j] : a[b * n * n + j + j * n]);\n"
-    "      if (mode ? (isnan(d.x) || isnan(d.y)) : (d.x == 0 && d.y == 0)) { info[b] = (int)(j + 1); break; } } } }\n"
+    "    for (long long j = 0; j < n; j++) { const double2 d = z_of(mode == 1 ? a[b * n + j] : a[b * n * n + j + j * n]);\n"
+    "      if (mode == 0 ? (d.x == 0 && d.y == 0) : (isnan(d.x) || isnan(d.y))) { info[b] = (int)(j + 1); break; } } } }\n"
     /* det / slogdet of LU factors (sign = 0, log = -inf where singular), as lapack_solve.c's */
     "template <class T, class R> __device__ void det_body(const T *lu, const long long *piv, long long n,\n"
     "    long long count, int *info, T *det, T *sign, R *logabs) {\n"
