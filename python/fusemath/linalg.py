@@ -329,16 +329,25 @@ class Solver:
         factor it (lu: singular, cholesky: not positive definite)."""
         where = self._live("factor")
         with self._lock:
-            if self._kind != "auto":
-                self._f, self._chosen = self._factor_as(self._kind, where, _reuse), self._kind
-                return self
             try:
-                self._f, self._chosen = self._factor_as("cholesky", where, _reuse), "cholesky"
-                self._why = "cholesky (the operand is positive definite)"
-            except LinAlgError as exc:
-                self._f, self._chosen = self._factor_as("lu", where, _reuse), "lu"
-                self._why = f"lu (cholesky failed: {exc})"
+                self._factor_locked(where, _reuse)
+            except BaseException:
+                # a failed (re)factorization may have overwritten the reused buffers part way: forget
+                # them, so a later solve refactors (and raises again) instead of using a stale factor
+                self._f, self._chosen, self._why = {}, None, ""
+                raise
         return self
+
+    def _factor_locked(self, where: str, reuse: bool) -> None:
+        if self._kind != "auto":
+            self._f, self._chosen = self._factor_as(self._kind, where, reuse), self._kind
+            return
+        try:
+            self._f, self._chosen = self._factor_as("cholesky", where, reuse), "cholesky"
+            self._why = "cholesky (the operand is positive definite)"
+        except LinAlgError as exc:
+            self._f, self._chosen = self._factor_as("lu", where, reuse), "lu"
+            self._why = f"lu (cholesky failed: {exc})"
 
     def _factored(self, what: str) -> str:
         where = self._live(what)

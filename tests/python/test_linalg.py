@@ -246,6 +246,23 @@ def test_solver_auto_falls_back_to_lu(rng):
         fl.Solver(np.zeros((3, 3)), kind="lu").factor()
 
 
+@pytest.mark.parametrize("kind", ["lu", "cholesky", "auto"])
+def test_solver_failed_reset_leaves_no_stale_factor(rng, kind):
+    """reset_operand to a matrix the kind cannot factor raises; the buffers it was refactoring into
+    hold a partial factor then, which a later solve must not use: it refactors and raises again."""
+    a = make(rng, "spd", 6, np.float64)
+    b = rng.standard_normal((6, 2))
+    s = fl.Solver(a, kind=kind).factor()
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+    bad = np.zeros((6, 6)) if kind != "cholesky" else -a  # singular (lu, auto), not positive definite
+    for _ in range(2):
+        with pytest.raises(fusemath.LinAlgError):
+            s.reset_operand(bad) if _ == 0 else s.solve(b)
+    assert "not factored" in s.describe()
+    s.reset_operand(a)  # a good operand again: right answers
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+
+
 def test_solver_threads(rng):
     a = make(rng, "random", 64, np.float64)
     s = fl.Solver(a, kind="lu").factor()
