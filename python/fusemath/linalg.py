@@ -369,11 +369,14 @@ class Solver:
             x = _run(_C.SOLVE_POTRS, where, li, l, b.conj() if cplx else b, check_finite=self._finite)[_X]
             return x.conj() if cplx else x
         q, r = f["q"], f["r"]
+        b, _ = _array(b)
+        vec = b.ndim == 1  # one vector: a column through the products, dropped at the end (batched q too)
+        bb = b[..., None] if vec else b
         if not transpose:  # a = q r: x = r^-1 q^H b
-            qhb = q.conj().swapaxes(-1, -2) @ b if getattr(b, "ndim", 1) > 1 else q.conj().T @ b
-            return solve_triangular(r, qhb, check_finite=False)
-        y = solve_triangular(r, b, trans=1, check_finite=False)  # a^T = r^T q^T: x = conj(q) r^-T b
-        return q.conj() @ y
+            x = solve_triangular(r, q.conj().swapaxes(-1, -2) @ bb, check_finite=False)
+        else:  # a^T = r^T q^T: x = conj(q) r^-T b
+            x = q.conj() @ solve_triangular(r, bb, trans=1, check_finite=False)
+        return x[..., 0] if vec else x
 
     def det(self):
         """det(a) from the factor."""

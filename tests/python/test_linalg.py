@@ -263,6 +263,19 @@ def test_solver_failed_reset_leaves_no_stale_factor(rng, kind):
     np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["lu", "cholesky", "qr"])
+def test_solver_batched_vector_rhs(rng, kind):
+    """A batch of matrices and one vector b: x[i] solves a[i] x = b (numpy.linalg.solve's rule), for
+    every kind and both directions."""
+    a = make(rng, "spd", 5, np.float64, (3,)) + 0.5 * rng.standard_normal((3, 5, 5)) * (kind != "cholesky")
+    b = rng.standard_normal(5)
+    s = fl.Solver(a, kind=kind).factor()
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+    if kind != "cholesky":  # cholesky's transpose is the conjugate's, tested in test_solver
+        np.testing.assert_allclose(s.solve(b, transpose=True), np.linalg.solve(np.swapaxes(a, -1, -2), b),
+                                   rtol=1e-9)
+
+
 def test_solver_threads(rng):
     a = make(rng, "random", 64, np.float64)
     s = fl.Solver(a, kind="lu").factor()
