@@ -158,6 +158,25 @@ def test_broadcast_and_promotion(rng):
     assert u.shape == (0, 0) and np.array_equal(vh, np.eye(3))
 
 
+def test_tall_and_wide_matrices(rng):
+    """A 50000 x 3 matrix is 150000 elements, far inside LAPACK's 32-bit indices: lstsq, qr and svd of it
+    (and svd of its transpose) run and match NumPy; only an array past 2^31 elements is TooLargeError."""
+    a = rng.standard_normal((50000, 3))
+    b = rng.standard_normal(50000)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-9)  # noqa: E731
+    r1, r2 = fl.lstsq(a, b), np.linalg.lstsq(a, b)
+    close(r1[0], r2[0]), close(r1[1], r2[1]), close(r1[3], r2[3])
+    q, r = fl.qr(a)
+    close(np.abs(r), np.abs(np.linalg.qr(a)[1]))
+    close(q @ r, a)
+    for m in (a, a.T):
+        u, s, vh = fl.svd(m, full_matrices=False)
+        close(s, np.linalg.svd(m, compute_uv=False))
+        close((u * s[None, :]) @ vh, m)
+    with pytest.raises(fusemath.TooLargeError, match="32-bit"):
+        fl.svd(a)  # full_matrices: U is 50000 x 50000, 2.5e9 elements
+
+
 def test_singular_and_indefinite():
     a = np.stack([np.eye(3), np.diag([1.0, 0.0, 1.0]), np.eye(3)])
     with pytest.raises(fusemath.LinAlgError, match=r"a\[1\] is singular: U\[1, 1\]"):
