@@ -498,6 +498,32 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     }
 }
 
+/* The columns of the m-row u scratch: svd's U (m x m full, else m x k), qr's Q (complete: m x m). */
+static int64_t u_cols(const fm_solve_params *sp)
+{
+    const int64_t k = sp->m < sp->n ? sp->m : sp->n;
+    if (sp->routine == FM_SOLVE_GEQRF)
+        return sp->qr_mode == 1 ? sp->m : k;
+    return sp->full_matrices && !sp->values_only ? sp->m : k;
+}
+
+/* The rows of the vt scratch: svd's Vh (n x n full, else k x n). */
+static int64_t v_rows(const fm_solve_params *sp)
+{
+    const int64_t k = sp->m < sp->n ? sp->m : sp->n;
+    return sp->routine == FM_SOLVE_GESDD && sp->full_matrices && !sp->values_only ? sp->n : k;
+}
+
+/* The most elements of one array LAPACK indexes with its 32-bit integers: a (m x n), b (ldb x nrhs),
+ * and the m x m U / Q of a full svd / complete qr (scratch_layout's parts). */
+static int64_t largest_array(const fm_solve_params *sp, int64_t ldb)
+{
+    int64_t most = fm_max_i64(sp->m * sp->n, ldb * sp->nrhs);
+    if (sp->routine == FM_SOLVE_GEQRF || sp->routine == FM_SOLVE_GESDD)
+        most = fm_max_i64(most, fm_max_i64(sp->m * u_cols(sp), v_rows(sp) * sp->n));
+    return most;
+}
+
 /* Scratch per entry, in bytes (each part 64-byte aligned), and its parts at base. */
 static size_t scratch_layout(const solve_impl *x, char *base, scratch *w)
 {
@@ -508,8 +534,8 @@ static size_t scratch_layout(const solve_impl *x, char *base, scratch *w)
         (size_t)(x->lda * fm_max_i64(1, n)) * es,                 /* a */
         (size_t)(x->ldb * fm_max_i64(1, sp->nrhs)) * es,          /* b */
         (size_t)fm_max_i64(1, k) * es,                            /* tau */
-        (size_t)(fm_max_i64(1, m) * fm_max_i64(1, big)) * es,      /* u (svd: m x m; qr: Q) */
-        (size_t)(fm_max_i64(1, n) * fm_max_i64(1, n)) * es,        /* vt */
+        (size_t)(fm_max_i64(1, m) * fm_max_i64(1, u_cols(sp))) * es, /* u (svd: U; qr: Q), m rows */
+        (size_t)(fm_max_i64(1, v_rows(sp)) * fm_max_i64(1, n)) * es, /* vt (svd: Vh, n columns) */
         (size_t)fm_max_i64(1, big) * x->rs,                        /* s / w */
         (size_t)fm_max_i64(1, n) * sizeof(lint)};                 /* ipiv */
     char **ptr[7] = {&w->a, &w->b, &w->tau, &w->u, &w->vt, &w->s, (char **)&w->ipiv};
@@ -660,7 +686,9 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
         return fm_fail(FM_ERR_NOT_APPLICABLE, "solve cpu/lapack: the chosen OpenBLAS (%s) has no LAPACKE and "
                        "fusemath was built without liblapacke", fm_blas_lib.what);
     const int64_t big = sp->m > sp->n ? sp->m : sp->n;
-    if (big > INT32_MAX || sp->nrhs > INT32_MAX || big * fm_max_i64(big, sp->nrhs) > INT32_MAX)
+    /* per array, not big^2: a tall 50000 x 3 lstsq / qr / svd indexes only 150000 elements */
+    if (big > INT32_MAX || sp->nrhs > INT32_MAX ||
+        largest_array(sp, fm_max_i64(1, sp->routine == FM_SOLVE_GELSD ? big : sp->m)) > INT32_MAX)
         return fm_fail(FM_ERR_TOO_LARGE, "solve: a is %lld x %lld with %lld right-hand sides: past the 32-bit "
                        "indices of LAPACK (LP64) on the cpu", (long long)sp->m, (long long)sp->n,
                        (long long)sp->nrhs);

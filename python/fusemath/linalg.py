@@ -341,16 +341,25 @@ class Solver:
         factor it (lu: singular, cholesky: not positive definite)."""
         where = self._live("factor")
         with self._lock:
-            if self._kind != "auto":
-                self._f, self._chosen = self._factor_as(self._kind, where, _reuse), self._kind
-                return self
             try:
-                self._f, self._chosen = self._factor_as("cholesky", where, _reuse), "cholesky"
-                self._why = "cholesky (the operand is positive definite)"
-            except LinAlgError as exc:
-                self._f, self._chosen = self._factor_as("lu", where, _reuse), "lu"
-                self._why = f"lu (cholesky failed: {exc})"
+                self._factor_locked(where, _reuse)
+            except BaseException:
+                # a failed (re)factorization may have overwritten the reused buffers part way: forget
+                # them, so a later solve refactors (and raises again) instead of using a stale factor
+                self._f, self._chosen, self._why = {}, None, ""
+                raise
         return self
+
+    def _factor_locked(self, where: str, reuse: bool) -> None:
+        if self._kind != "auto":
+            self._f, self._chosen = self._factor_as(self._kind, where, reuse), self._kind
+            return
+        try:
+            self._f, self._chosen = self._factor_as("cholesky", where, reuse), "cholesky"
+            self._why = "cholesky (the operand is positive definite)"
+        except LinAlgError as exc:
+            self._f, self._chosen = self._factor_as("lu", where, reuse), "lu"
+            self._why = f"lu (cholesky failed: {exc})"
 
     def _factored(self, what: str) -> str:
         where = self._live(what)
@@ -372,11 +381,14 @@ class Solver:
             x = _run(_C.SOLVE_POTRS, where, li, l, _conj(b) if cplx else b, check_finite=self._finite)[_X]
             return _conj(x) if cplx else x
         q, r = f["q"], f["r"]
+        b, _ = _array(b)
+        vec = b.ndim == 1  # one vector: a column through the products, dropped at the end (batched q too)
+        bb = b[..., None] if vec else b
         if not transpose:  # a = q r: x = r^-1 q^H b
-            qhb = q.conj().swapaxes(-1, -2) @ b if getattr(b, "ndim", 1) > 1 else q.conj().T @ b
-            return solve_triangular(r, qhb, check_finite=False)
-        y = solve_triangular(r, b, trans=1, check_finite=False)  # a^T = r^T q^T: x = conj(q) r^-T b
-        return q.conj() @ y
+            x = solve_triangular(r, q.conj().swapaxes(-1, -2) @ bb, check_finite=False)
+        else:  # a^T = r^T q^T: x = conj(q) r^-T b
+            x = q.conj() @ solve_triangular(r, bb, trans=1, check_finite=False)
+        return x[..., 0] if vec else x
 
     def det(self):
         """det(a) from the factor."""

@@ -158,6 +158,25 @@ def test_broadcast_and_promotion(rng):
     assert u.shape == (0, 0) and np.array_equal(vh, np.eye(3))
 
 
+def test_tall_and_wide_matrices(rng):
+    """A 50000 x 3 matrix is 150000 elements, far inside LAPACK's 32-bit indices: lstsq, qr and svd of it
+    (and svd of its transpose) run and match NumPy; only an array past 2^31 elements is TooLargeError."""
+    a = rng.standard_normal((50000, 3))
+    b = rng.standard_normal(50000)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-9)  # noqa: E731
+    r1, r2 = fl.lstsq(a, b), np.linalg.lstsq(a, b)
+    close(r1[0], r2[0]), close(r1[1], r2[1]), close(r1[3], r2[3])
+    q, r = fl.qr(a)
+    close(np.abs(r), np.abs(np.linalg.qr(a)[1]))
+    close(q @ r, a)
+    for m in (a, a.T):
+        u, s, vh = fl.svd(m, full_matrices=False)
+        close(s, np.linalg.svd(m, compute_uv=False))
+        close((u * s[None, :]) @ vh, m)
+    with pytest.raises(fusemath.TooLargeError, match="32-bit"):
+        fl.svd(a)  # full_matrices: U is 50000 x 50000, 2.5e9 elements
+
+
 def test_singular_and_indefinite():
     a = np.stack([np.eye(3), np.diag([1.0, 0.0, 1.0]), np.eye(3)])
     with pytest.raises(fusemath.LinAlgError, match=r"a\[1\] is singular: U\[1, 1\]"):
@@ -244,6 +263,36 @@ def test_solver_auto_falls_back_to_lu(rng):
     np.testing.assert_allclose(s.det(), np.linalg.det(a), rtol=1e-10)
     with pytest.raises(fusemath.LinAlgError, match="singular"):
         fl.Solver(np.zeros((3, 3)), kind="lu").factor()
+
+
+@pytest.mark.parametrize("kind", ["lu", "cholesky", "auto"])
+def test_solver_failed_reset_leaves_no_stale_factor(rng, kind):
+    """reset_operand to a matrix the kind cannot factor raises; the buffers it was refactoring into
+    hold a partial factor then, which a later solve must not use: it refactors and raises again."""
+    a = make(rng, "spd", 6, np.float64)
+    b = rng.standard_normal((6, 2))
+    s = fl.Solver(a, kind=kind).factor()
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+    bad = np.zeros((6, 6)) if kind != "cholesky" else -a  # singular (lu, auto), not positive definite
+    for _ in range(2):
+        with pytest.raises(fusemath.LinAlgError):
+            s.reset_operand(bad) if _ == 0 else s.solve(b)
+    assert "not factored" in s.describe()
+    s.reset_operand(a)  # a good operand again: right answers
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["lu", "cholesky", "qr"])
+def test_solver_batched_vector_rhs(rng, kind):
+    """A batch of matrices and one vector b: x[i] solves a[i] x = b (numpy.linalg.solve's rule), for
+    every kind and both directions."""
+    a = make(rng, "spd", 5, np.float64, (3,)) + 0.5 * rng.standard_normal((3, 5, 5)) * (kind != "cholesky")
+    b = rng.standard_normal(5)
+    s = fl.Solver(a, kind=kind).factor()
+    np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)
+    if kind != "cholesky":  # cholesky's transpose is the conjugate's, tested in test_solver
+        np.testing.assert_allclose(s.solve(b, transpose=True), np.linalg.solve(np.swapaxes(a, -1, -2), b),
+                                   rtol=1e-9)
 
 
 def test_solver_threads(rng):
