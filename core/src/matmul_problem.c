@@ -542,6 +542,22 @@ static fm_status check_tunables(const int32_t *v)
     return FM_OK;
 }
 
+/* Dropout's position (args.ints[0]) as the RNG family takes it: word position + e for element e
+ * of d, every word below 2^63 (a negative or wrapping position would reuse another call's words). */
+static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *a)
+{
+    if (!(p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT))
+        return FM_OK;
+    const int64_t pos = a->ints[0], numel = fm_tensor_numel(&p->t[FM_MATMUL_D]);
+    if (pos < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul execute: dropout position args.ints[0] = %lld, expected >= 0",
+                       (long long)pos);
+    if (pos > INT64_MAX - numel)
+        return fm_fail(FM_ERR_TOO_LARGE, "matmul execute: dropout position args.ints[0] = %lld + %lld elements of d "
+                       "passes 2^63 - 1", (long long)pos, (long long)numel);
+    return FM_OK;
+}
+
 const fm_operation fm_operation_matmul = {
     .op = FM_OP_MATMUL,
     .name = "matmul",
@@ -557,6 +573,7 @@ const fm_operation fm_operation_matmul = {
                  offsetof(fm_matmul_params, gpu_algo), offsetof(fm_matmul_params, gpu_passes)},
     .check_tunables = check_tunables,
     .exec_ints = 4, /* dropout's position (ints[0]) and seed (ints[3]): fusemath.h, fm_matmul_plan */
+    .check_exec_args = check_exec_args,
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

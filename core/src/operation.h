@@ -40,6 +40,9 @@ typedef struct fm_operation {
     /* The per-call arguments it reads: fm_exec_args.ints[0..exec_ints), reals[0..exec_reals),
      * and info when exec_info; a caller's value anywhere else is refused at execute. */
     int exec_ints, exec_reals, exec_info;
+    /* Optional: the values of those per-call arguments for the planned problem p (a range the
+     * operation needs: matmul's dropout position), checked at every execute after the fields. */
+    fm_status (*check_exec_args)(const fm_problem *p, const fm_exec_args *a);
 } fm_operation;
 
 /* The row of op, or NULL for an unknown op. */

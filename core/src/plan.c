@@ -226,6 +226,9 @@ fm_status fm_plan_execute_args(const fm_plan *p, void *const *ptrs, int nptrs, c
                            fm_op_name(pr->op), pr->slot_names[i], ptrs[i], p->required_align[i]);
     }
     fm_status s = args ? check_args(pr->op, args) : FM_OK;
+    const fm_operation *op = fm_operation_for(pr->op);
+    if (s == FM_OK && args && op && op->check_exec_args)
+        s = op->check_exec_args(pr, args);
     if (s == FM_OK && (s = check_aliasing(pr, ptrs)) == FM_ERR_ALIAS && args &&
         (args->flags & FM_EXEC_OVERLAP_COPY))
         return execute_through_temporaries(p, ptrs, args, stream);

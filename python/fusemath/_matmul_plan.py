@@ -30,6 +30,7 @@ from ._matmul_args import (
     overlaps_input,
     promote,
     recast_out,
+    refresh_copies,
     remembered_copy,
     _with_dropout_stream,
 )
@@ -228,8 +229,11 @@ class Matmul:
         planned fast path (the Runner) does not carry; the stateless call finds the plan cached."""
         where = "Matmul.execute()"
         ops = list(self._alive(where))
-        ops[_D] = out
+        refresh_copies(*ops)  # operands run from copies (big-endian, misaligned, promoted) follow the caller's
         opts, lib = self._opts, self._lib
+        if lib is NUMPY and recast_out(out, ops[0].dtype):  # np.matmul's out= of another dtype, as execute's
+            return into_out(where, out, ops[0].dtype, lambda: self._execute_dropout(stream, None))
+        ops[_D] = out
         return _with_dropout_stream(self._dropout, where, lambda pos, seed: _call(
             _MATMUL, _C.CALL_RUN, lib.index, tuple(ops), opts[:11] + (pos, seed), stream, 3, where))
 

@@ -288,6 +288,8 @@ static int take_temporary(fmpy_call *c, fm_status s, PyObject *stream_arg, uint3
     if (s != FM_ERR_ALIAS || !c->def->out_overlap_temporary || slot < 0 || slot >= c->nslots || other == slot ||
         !(c->given >> slot & 1u) || (*moved >> slot & 1u))
         return 0;
+    if (!PyType_GetSlot(Py_TYPE(c->objs[slot]), Py_mp_ass_subscript))
+        return 0; /* no out[...] = temporary to copy back with (a DLPack-only library): the refusal stands */
     if (c->st->libs[c->li].style != STYLE_NUMPY && stream_arg && stream_arg != Py_None) {
         void *h = NULL;
         PyObject *override = NULL;

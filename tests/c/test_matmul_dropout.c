@@ -387,6 +387,16 @@ static void test_bad_input(void)
     void *ptrs[FM_MATMUL_NSLOTS] = {a, a, NULL, NULL, d};
     CHECK_STATUS(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("reals[0]");
+    /* the position as the RNG family takes it: >= 0, and every word of d's below 2^63 (d has 4) */
+    fm_exec_args_init(&args);
+    args.ints[0] = -1;
+    CHECK_STATUS(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("dropout position args.ints[0] = -1, expected >= 0");
+    args.ints[0] = INT64_MAX - 3;
+    CHECK_STATUS(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL), FM_ERR_TOO_LARGE);
+    CHECK_ERROR_MENTIONS("passes 2^63 - 1");
+    args.ints[0] = INT64_MAX - 4; /* the last word is 2^63 - 2 */
+    CHECK_OK(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL));
     fm_plan_release(plan);
 }
 

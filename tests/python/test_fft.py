@@ -1617,8 +1617,8 @@ def test_empty_batch_checks_out():
     x = np.zeros((0, 8), np.complex64)
     with pytest.raises(ValueError, match="out has shape"):
         ff.fft(x, out=np.zeros((3, 3), np.complex64))
-    with pytest.raises(TypeError, match="out has dtype"):
-        ff.fft(x, out=np.zeros((0, 8), np.float32))
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'fft' output from dtype\\('complex64'\\) to dtype\\('float32'\\)"):
+        ff.fft(x, out=np.zeros((0, 8), np.float32))  # numpy.fft's refusal (same_kind), as a non-empty one's
     with pytest.raises(ValueError, match="read-only"):
         ff.fft(x, out=np.broadcast_to(np.zeros(8, np.complex64), (0, 8)))
     with pytest.raises(TypeError, match="out must be"):

@@ -130,6 +130,35 @@ def test_planner_draws_per_execute():
     mm.free()
 
 
+def test_planner_dropout_follows_copied_operands_and_casts_out():
+    """A DROPOUT plan's execute sees in-place changes to an operand that runs from a copy
+    (big-endian here), as other plans' do, and casts into an out= of another dtype as they do."""
+    a = np.arange(12.0, dtype=">f8").reshape(4, 3)
+    b = np.ones((3, 5))
+    mm = fusemath.Matmul(a, b).plan(epilogue="dropout", dropout=(0.0, Generator(3)))
+    d1 = mm.execute().copy()
+    a[...] = 2 * a
+    np.testing.assert_array_equal(mm.execute(), 2 * d1)
+    g = Generator(4)
+    mm = fusemath.Matmul(np.asarray(a, np.float64), b).plan(epilogue="dropout", dropout=(0.5, g))
+    out = np.empty((4, 5), np.float32)
+    assert mm.execute(out=out) is out
+    ref, _, _ = _reference(np.asarray(a, np.float64), b, None, 0.5, 4, 0, relu=False)
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+    assert g.state["position"] == out.size
+
+
+def test_position_past_2_63_is_refused_and_does_not_advance():
+    a, b = np.ones((4, 3)), np.ones((3, 5))
+    g = Generator(1).advance((1 << 63) - 5)
+    with pytest.raises(ValueError, match="dropout position"):
+        fusemath.matmul(a, b, epilogue="dropout", dropout=(0.5, g))
+    assert g.state["position"] == (1 << 63) - 5
+    g = Generator(1).advance((1 << 63) - 21)  # the last of d's 20 words is 2^63 - 2
+    fusemath.matmul(a, b, epilogue="dropout", dropout=(0.5, g))
+    assert g.state["position"] == (1 << 63) - 1
+
+
 def test_threads_sharing_a_generator_get_distinct_masks():
     a, b = np.ones((64, 1)), np.ones((1, 64))
     g = Generator(3)
