@@ -374,6 +374,10 @@ R = fr.default_rng
          "uniform: uniform low = 2, high = 1; expected finite low < high"),
         (lambda: R(1).uniform(0, np.inf), ValueError, "expected finite low < high"),
         (lambda: R(1).uniform(np.nan, 1), ValueError, "low = nan"),
+        (lambda: R(1).uniform(-1e308, 1e308, 4), ValueError, "expected high - low finite"),  # NumPy: OverflowError
+        (lambda: R(1).uniform(0, 1e39, 4, dtype=np.float32), ValueError, "within float32's range"),
+        (lambda: R(1).normal(0, 1e39, 4, dtype=np.float32), ValueError, "stddev = 1e+39 for a float32 out"),
+        (lambda: R(1).exponential(1e39, 4, dtype=np.float32), ValueError, "scale = 1e+39 for a float32 out"),
         (lambda: R(1).normal(0, -1), fusemath.InvalidArgumentError,
          "normal stddev (scale) = -1, expected a finite value >= 0"),
         (lambda: R(1).normal(np.inf), ValueError, "normal mean (loc) = inf"),
