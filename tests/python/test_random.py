@@ -393,6 +393,13 @@ R = fr.default_rng
         (lambda: R(1).spawn(-1), ValueError, "n_children = -1, expected >= 0"),
         (lambda: setattr(R(1), "state", {"seed": 1}), TypeError, "a dict with 'seed' and 'position'"),
         (lambda: setattr(R(1), "state", {"seed": 1, "position": -5}), ValueError, "position = -5"),
+        # a curand float64 run in a portable state: every later draw failed with the C layer's args message
+        (lambda: setattr(R(1), "state", {"seed": 1, "position": 5, "mode": "portable", "f64_run": (0, 5)}),
+         ValueError, "f64_run = (0, 5) with mode 'portable', expected (0, 0)"),
+        (lambda: setattr(R(1), "state", {"seed": 1, "position": 5, "f64_run": 3}), TypeError,
+         "f64_run must be a pair (a, b) of ints, not int"),
+        (lambda: setattr(R(1, mode="curand"), "state", {"seed": 1, "position": 5, "f64_run": (0.5, 2)}),
+         ValueError, "expected (a, b) ints with 0 <= a <= b <= position"),
         (lambda: R(1).binomial(3, 0.5), NotImplementedError, "Generator.binomial is not implemented"),
         (lambda: R(1).choice(10), NotImplementedError, "Generator.choice is not implemented"),
     ],
