@@ -47,6 +47,9 @@ static fm_status check_params(const fm_rng_options *o)
         if (!isfinite(o->low) || !isfinite(o->high) || !(o->low < o->high))
             return fm_fail(FM_ERR_INVALID_ARGUMENT,
                            "rng: uniform low = %g, high = %g; expected finite low < high", o->low, o->high);
+        if (!isfinite(o->high - o->low)) /* the width the fills scale by: inf would fill inf / nan (NumPy raises) */
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: uniform low = %g, high = %g; expected high - low "
+                           "finite (it overflows to inf)", o->low, o->high);
         break;
     case FM_RNG_NORMAL:
     case FM_RNG_LOGNORMAL:
@@ -172,12 +175,39 @@ static fm_status check_dtype(const fm_rng_options *o, fm_dtype dt)
                    dist_names[o->distribution]);
 }
 
+/* A float32 out: the fills compute in float from the parameters rounded to float (uniform's low and
+ * width), so each must be finite there, else every value is inf or nan. */
+static fm_status check_f32_params(const fm_rng_options *o, fm_dtype dt)
+{
+    if (dt != FM_F32)
+        return FM_OK;
+    const char *d = dist_names[o->distribution];
+    int ok = 1;
+    switch (o->distribution) {
+    case FM_RNG_UNIFORM: ok = isfinite((float)o->low) && isfinite((float)(o->high - o->low)); break;
+    case FM_RNG_NORMAL:
+    case FM_RNG_LOGNORMAL: ok = isfinite((float)o->mean) && isfinite((float)o->stddev); break;
+    case FM_RNG_EXPONENTIAL: ok = isfinite((float)o->scale); break;
+    default: return FM_OK;
+    }
+    if (ok)
+        return FM_OK;
+    if (o->distribution == FM_RNG_UNIFORM)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: uniform low = %g, high = %g for a float32 out; expected low "
+                       "and high - low within float32's range (|x| <= 3.4028235e+38)", o->low, o->high);
+    if (o->distribution == FM_RNG_EXPONENTIAL)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: exponential scale = %g for a float32 out; expected a scale "
+                       "within float32's range (<= 3.4028235e+38)", o->scale);
+    return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: %s mean = %g, stddev = %g for a float32 out; expected both "
+                   "within float32's range (|x| <= 3.4028235e+38)", d, o->mean, o->stddev);
+}
+
 /* out: C-contiguous (values are written in row-major order of its shape); matching the options'
  * out_ndim / out_shape / out_dtype when those are given. */
 static fm_status check_out(const fm_rng_options *o, const fm_tensor *out)
 {
     fm_status s = fm_problem_check_descriptor(&fm_operation_rng, "out", out, 0);
-    if (s != FM_OK || (s = check_dtype(o, out->dtype)) != FM_OK)
+    if (s != FM_OK || (s = check_dtype(o, out->dtype)) != FM_OK || (s = check_f32_params(o, out->dtype)) != FM_OK)
         return s;
     int64_t want = 1;
     for (int i = out->ndim - 1; i >= 0 && fm_tensor_numel(out) > 0; i--) {

@@ -296,12 +296,22 @@ class Generator:
         is_int = isinstance(pos, (int, np.integer)) and not isinstance(pos, (bool, np.bool_))
         if not is_int or not 0 <= pos < 1 << 63:
             raise ValueError(f"{where}: position = {pos!r}, expected an int in [0, 2**63)")
-        run = tuple(value.get("f64_run", (0, 0)))
-        if len(run) != 2 or not 0 <= run[0] <= run[1] <= pos:
-            raise ValueError(f"{where}: f64_run = {run!r}, expected (a, b) with 0 <= a <= b <= position")
         mode = value.get("mode", self._mode)
         if mode not in _MODES:
             raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
+        raw = value.get("f64_run", (0, 0))
+        try:
+            run = tuple(raw)
+        except TypeError:
+            raise TypeError(f"{where}: f64_run must be a pair (a, b) of ints, not {type(raw).__name__}") from None
+        if len(run) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                    for v in run) or not 0 <= run[0] <= run[1] <= pos:
+            raise ValueError(f"{where}: f64_run = {raw!r}, expected (a, b) ints with 0 <= a <= b <= position")
+        if mode == "portable" and run[0] != run[1]:  # the run is curand mode's state: every draw would fail
+            raise ValueError(f"{where}: f64_run = {raw!r} with mode 'portable', expected (0, 0) (a run of "
+                             "float64 calls is curand mode's state)")
+        if mode == "portable":
+            run = (0, 0)
         seed = _seed_arg(value["seed"], where)
         with self._lock:  # not in the middle of a draw
             self._seed, self._pos, self._run, self._mode = seed, int(pos), (int(run[0]), int(run[1])), mode

@@ -573,6 +573,21 @@ static void test_bad_options(void)
     BAD(o.low = 1.0, FM_F32, FM_ERR_INVALID_ARGUMENT, "low = 1, high = 1; expected finite low < high");
     BAD(o.high = INFINITY, FM_F64, FM_ERR_INVALID_ARGUMENT, "expected finite low < high");
     BAD(o.low = NAN, FM_F64, FM_ERR_INVALID_ARGUMENT, "expected finite low < high");
+    /* a width or parameter that overflows where the fill computes: inf / nan values, not an error, before */
+    BAD((o.low = -1e308, o.high = 1e308), FM_F64, FM_ERR_INVALID_ARGUMENT,
+        "uniform low = -1e+308, high = 1e+308; expected high - low finite");
+    BAD((o.mode = FM_RNG_CURAND, o.low = -1e308, o.high = 1e308), FM_F64, FM_ERR_INVALID_ARGUMENT,
+        "expected high - low finite");
+    BAD((o.low = 0, o.high = 1e39), FM_F32, FM_ERR_INVALID_ARGUMENT,
+        "uniform low = 0, high = 1e+39 for a float32 out; expected low and high - low within float32's range");
+    BAD((o.low = -3e38, o.high = 3e38), FM_F32, FM_ERR_INVALID_ARGUMENT, "within float32's range");
+    BAD((o.low = 1e39, o.high = 2e39), FM_F32, FM_ERR_INVALID_ARGUMENT, "within float32's range");
+    BAD((o.distribution = FM_RNG_NORMAL, o.stddev = 1e39), FM_F32, FM_ERR_INVALID_ARGUMENT,
+        "normal mean = 0, stddev = 1e+39 for a float32 out; expected both within float32's range");
+    BAD((o.distribution = FM_RNG_LOGNORMAL, o.mean = -1e40), FM_F32, FM_ERR_INVALID_ARGUMENT,
+        "lognormal mean = -1e+40");
+    BAD((o.distribution = FM_RNG_EXPONENTIAL, o.scale = 1e39), FM_F32, FM_ERR_INVALID_ARGUMENT,
+        "exponential scale = 1e+39 for a float32 out");
     BAD((o.distribution = FM_RNG_NORMAL, o.stddev = -1), FM_F32, FM_ERR_INVALID_ARGUMENT,
         "normal stddev (scale) = -1, expected a finite value >= 0");
     BAD((o.distribution = FM_RNG_LOGNORMAL, o.stddev = NAN), FM_F32, FM_ERR_INVALID_ARGUMENT,
