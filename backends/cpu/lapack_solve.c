@@ -488,6 +488,11 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
             return -1;
         }
     }
+    /* LAPACK's SVD and eigenvalue iterations need not end on an inf or NaN (zgelsd of the fuzzer's
+     * bytes ran for minutes): such an entry did not converge (info 1), as NumPy reports it */
+    if ((sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD || sp->routine == FM_SOLVE_SYEVD) &&
+        !all_finite(x, w->a, x->lda, sp->m, sp->n))
+        return 1;
     switch (sp->routine) {
     case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: case FM_SOLVE_TRTRS: return run_triangular(c, b, w, f);
     case FM_SOLVE_SYEVD: return run_eigh(c, b, w, f);

@@ -329,3 +329,14 @@ def test_gpu_operands_right_answer_or_clear_error(rng):
         return
     assert isinstance(x, cp.ndarray)
     np.testing.assert_allclose(cp.asnumpy(x), np.linalg.solve(a, b), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("fn", ["svd", "eigh", "lstsq"])
+def test_nonfinite_input_to_iterative_routines_is_no_convergence(fn):
+    """An inf or NaN in a never reaches LAPACK's SVD / eigenvalue iterations (which need not end on
+    one: the fuzzer's zgelsd ran for minutes): LinAlgError, as NumPy reports it."""
+    a = np.eye(5)
+    a[1, 3] = a[3, 1] = np.nan
+    call = {"svd": lambda: fl.svd(a), "eigh": lambda: fl.eigh(a), "lstsq": lambda: fl.lstsq(a, np.ones(5))}[fn]
+    with pytest.raises(fusemath.LinAlgError, match="did not converge"):
+        call()
