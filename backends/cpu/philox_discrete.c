@@ -304,22 +304,7 @@ static fm_status disc_execute(const fm_plan *p, void *const *ptrs, const fm_exec
     (void)stream;
     const disc_impl *x = p->impl;
     const int64_t pos = args->ints[0], a = args->ints[1], b = args->ints[2];
-    if (pos < 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng execute: position args.ints[0] = %lld, expected >= 0",
-                       (long long)pos);
-    if (pos > INT64_MAX - x->n)
-        return fm_fail(FM_ERR_TOO_LARGE, "rng execute: position %lld + %lld values passes 2^63 - 1",
-                       (long long)pos, (long long)x->n);
-    if (x->rp.mode == FM_RNG_PORTABLE && (a || b))
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "rng execute: args.ints[1..2] = %lld, %lld; expected 0, 0 (the run "
-                       "of f64 calls is curand mode's state)",
-                       (long long)a, (long long)b);
-    if (a < 0 || a > b || b > pos)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT,
-                       "rng execute: the run of f64 calls args.ints[1..2] = [%lld, %lld), "
-                       "expected 0 <= ints[1] <= ints[2] <= the position %lld",
-                       (long long)a, (long long)b, (long long)pos);
+    /* checked by the operation (rng_problem.c, check_exec_args) */
     disc_call c = {.x = x, .out = ptrs[FM_RNG_OUT], .seed = (uint64_t)args->ints[3], .pos = (uint64_t)pos,
                    .span_a = (uint64_t)a / 4, .span_b = (uint64_t)b / 4};
     if (x->n == 0)

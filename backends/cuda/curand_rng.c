@@ -23,7 +23,6 @@
  * gives (calls compose). */
 #include "curand_rng.h"
 #include "cuda_nvtx.h"
-#include "cuda_rng_args.h"
 #include "cuda_workspace.h"
 #include "internal.h"
 
@@ -295,8 +294,8 @@ static fm_status fill(const curand_plan *pl, curandGenerator_t g, cudaStream_t s
 static fm_status curand_run(const fm_plan *plan, void *const *ptrs, const fm_exec_args *args, void *stream)
 {
     const curand_plan *pl = plan->impl;
-    fm_status s = fm_cuda_rng_check_args(args, pl->n, FM_RNG_CURAND);
-    if (s != FM_OK || pl->n == 0 || (s = fm_cuda_use_device(pl->device)) != FM_OK)
+    fm_status s = FM_OK; /* the arguments: checked by the operation (rng_problem.c) */
+    if (pl->n == 0 || (s = fm_cuda_use_device(pl->device)) != FM_OK)
         return s;
     gen_slot spare, *sl = NULL;
     if ((s = gen_acquire(pl->pool, pl->device, (cudaStream_t)stream, &spare, &sl)) != FM_OK)

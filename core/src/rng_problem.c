@@ -307,6 +307,31 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts_, fm_
     return FM_OK;
 }
 
+/* The per-call arguments (fusemath.h, fm_rng_plan) for the planned fill, checked once here for every
+ * backend: the position, its end below 2^63, and curand mode's run of f64 calls. */
+static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *args)
+{
+    const int64_t pos = args->ints[0], a = args->ints[1], b = args->ints[2];
+    const int64_t n = fm_tensor_numel(&p->t[FM_RNG_OUT]);
+    if (pos < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng execute: position args.ints[0] = %lld, expected >= 0",
+                       (long long)pos);
+    if (pos > INT64_MAX - n)
+        return fm_fail(FM_ERR_TOO_LARGE, "rng execute: position %lld + %lld values passes 2^63 - 1",
+                       (long long)pos, (long long)n);
+    if (p->u.rng.mode == FM_RNG_PORTABLE && (a || b))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng execute: args.ints[1..2] = %lld, %lld; expected 0, 0 (the run "
+                       "of f64 calls is curand mode's state)",
+                       (long long)a, (long long)b);
+    if (a < 0 || a > b || b > pos)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT,
+                       "rng execute: the run of f64 calls args.ints[1..2] = [%lld, %lld), "
+                       "expected 0 <= ints[1] <= ints[2] <= the position %lld",
+                       (long long)a, (long long)b, (long long)pos);
+    return FM_OK;
+}
+
 const fm_operation fm_operation_rng = {
     .op = FM_OP_RNG,
     .name = "rng",
@@ -318,6 +343,7 @@ const fm_operation fm_operation_rng = {
     .build = build,
     .output_specs = output_specs,
     .exec_ints = 4, /* position; curand mode's run of f64 calls [ints[1], ints[2]); the seed */
+    .check_exec_args = check_exec_args,
 };
 
 fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)
