@@ -590,26 +590,12 @@ static void run_chunk(void *arg, int64_t item)
     fm_host_scratch_free(base);
 }
 
-/* "a" or "a[2, 0]": the batch entry b of slot name. */
-static void entry_name(const fm_solve_params *sp, const char *name, int64_t b, char *buf, size_t n)
-{
-    int64_t idx[FM_MAX_NDIM];
-    for (int i = sp->batch_ndim - 1; i >= 0; i--) {
-        idx[i] = sp->batch_shape[i] ? b % sp->batch_shape[i] : 0;
-        b = sp->batch_shape[i] ? b / sp->batch_shape[i] : 0;
-    }
-    size_t k = (size_t)snprintf(buf, n, "%s", name);
-    for (int i = 0; i < sp->batch_ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", i ? ", " : "[", (long long)idx[i],
-                              i == sp->batch_ndim - 1 ? "]" : "");
-}
-
 static fm_status report(const solve_impl *x, const entry_fail *f)
 {
     const fm_solve_params *sp = x->sp;
     const char *rn = fm_solve_routine_name(sp->routine);
     char e[128];
-    entry_name(sp, f->kind == FAIL_FINITE && f->value == FM_SOLVE_B ? "b" : f->kind == FAIL_IPIV ? "ipiv" : "a",
+    fm_solve_entry_name(sp, f->kind == FAIL_FINITE && f->value == FM_SOLVE_B ? "b" : f->kind == FAIL_IPIV ? "ipiv" : "a",
                f->batch, e, sizeof e);
     switch (f->kind) {
     case FAIL_FINITE:
@@ -624,24 +610,7 @@ static fm_status report(const solve_impl *x, const entry_fail *f)
         return fm_fail(FM_ERR_BACKEND, "solve: LAPACK's %s returned info %lld for %s", rn, (long long)f->value, e);
     default: break;
     }
-    const long long v = (long long)f->value;
-    switch (sp->routine) {
-    case FM_SOLVE_POTRF:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is not positive definite: its leading minor of order %lld is "
-                       "not (cholesky; LAPACK potrf info %lld)", e, v, v);
-    case FM_SOLVE_TRTRS:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: its diagonal entry %lld is zero (solve_triangular)",
-                       e, v - 1);
-    case FM_SOLVE_SYEVD:
-        return fm_fail(FM_ERR_LINALG, "solve: the eigenvalue computation did not converge for %s (eigh; LAPACK "
-                       "info %lld)", e, v);
-    case FM_SOLVE_GESDD:
-    case FM_SOLVE_GELSD:
-        return fm_fail(FM_ERR_LINALG, "solve: SVD did not converge for %s (%s; LAPACK info %lld)", e, rn, v);
-    default:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: U[%lld, %lld] of its LU factorization is exactly "
-                       "zero (%s; LAPACK getrf info %lld)", e, v - 1, v - 1, rn, v);
-    }
+    return fm_solve_fail_info(sp, f->batch, f->value);
 }
 
 static fm_status solve_execute(const fm_plan *p, void *const *ptrs, const fm_exec_args *args, void *stream)

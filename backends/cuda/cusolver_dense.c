@@ -429,43 +429,7 @@ static fm_status run_svd(const run_ctx *r)
     return fm_cs_copy_to(x, r->d, vt, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
 }
 
-/* ---- failures: the CPU backend's words (lapack_solve.c) ---- */
-static void entry_name(const fm_solve_params *sp, const char *name, int64_t b, char *buf, size_t n)
-{
-    int64_t idx[FM_MAX_NDIM];
-    for (int i = sp->batch_ndim - 1; i >= 0; i--) {
-        idx[i] = sp->batch_shape[i] ? b % sp->batch_shape[i] : 0;
-        b = sp->batch_shape[i] ? b / sp->batch_shape[i] : 0;
-    }
-    size_t k = (size_t)snprintf(buf, n, "%s", name);
-    for (int i = 0; i < sp->batch_ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", i ? ", " : "[", (long long)idx[i],
-                              i == sp->batch_ndim - 1 ? "]" : "");
-}
-
-static fm_status report_info(const fm_solve_params *sp, int64_t b, long long v)
-{
-    const char *rn = fm_solve_routine_name(sp->routine);
-    char e[128];
-    entry_name(sp, "a", b, e, sizeof e);
-    switch (sp->routine) {
-    case FM_SOLVE_POTRF:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is not positive definite: its leading minor of order %lld is "
-                       "not (cholesky; LAPACK potrf info %lld)", e, v, v);
-    case FM_SOLVE_TRTRS:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: its diagonal entry %lld is zero (solve_triangular)",
-                       e, v - 1);
-    case FM_SOLVE_SYEVD:
-        return fm_fail(FM_ERR_LINALG, "solve: the eigenvalue computation did not converge for %s (eigh; LAPACK "
-                       "info %lld)", e, v);
-    case FM_SOLVE_GESDD:
-        return fm_fail(FM_ERR_LINALG, "solve: SVD did not converge for %s (%s; LAPACK info %lld)", e, rn, v);
-    default:
-        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: U[%lld, %lld] of its LU factorization is exactly "
-                       "zero (%s; LAPACK getrf info %lld)", e, v - 1, v - 1, rn, v);
-    }
-}
-
+/* ---- failures: core's words (solve_problem.c), the CPU backend's too ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input before its info). */
 static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags)
 {
@@ -481,17 +445,17 @@ static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags
             break;
         }
     if (fin != UINT64_MAX && (int64_t)fin <= bi && (int64_t)fin <= piv_b) {
-        entry_name(sp, flags[0] <= flags[1] ? "a" : "b", (int64_t)fin, e, sizeof e);
+        fm_solve_entry_name(sp, flags[0] <= flags[1] ? "a" : "b", (int64_t)fin, e, sizeof e);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s contains infs or NaNs, expected finite values "
                        "(check_finite; %s)", e, rn);
     }
     if (piv_b != INT64_MAX && piv_b <= bi) {
-        entry_name(sp, "ipiv", piv_b, e, sizeof e);
+        fm_solve_entry_name(sp, "ipiv", piv_b, e, sizeof e);
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has a pivot at position %lld outside 1..%lld "
                        "(lu_factor's 1-based pivots; %s)", e, (long long)(flags[2] % (uint64_t)max64(1, x->n)),
                        (long long)x->n, rn);
     }
-    return bi == INT64_MAX ? FM_OK : report_info(sp, bi, info[bi]);
+    return bi == INT64_MAX ? FM_OK : fm_solve_fail_info(sp, bi, info[bi]);
 }
 
 static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *const *ptrs, cudaStream_t stream,

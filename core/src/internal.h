@@ -159,6 +159,10 @@ typedef struct fm_solve_params {
 
 /* The routine's name as numpy.linalg / scipy.linalg call it ("solve", "cholesky"), for messages. */
 FM_INTERNAL_API const char *fm_solve_routine_name(int routine);
+/* "a" or "a[2, 0]": batch entry b of slot name; FM_ERR_LINALG for entry b's info > 0 (NumPy's words;
+ * core/src/solve_problem.c), shared by the backends so that CPU and GPU say the same. */
+FM_INTERNAL_API void fm_solve_entry_name(const fm_solve_params *sp, const char *name, int64_t b, char *buf, size_t n);
+FM_INTERNAL_API fm_status fm_solve_fail_info(const fm_solve_params *sp, int64_t b, int64_t info);
 
 /* A problem is plain data, zero-initialised before filling so it can be hashed and
  * compared byte-wise. Data pointers are never part of it. */

@@ -467,3 +467,44 @@ fm_status fm_solve(fm_context *ctx, const fm_tensor *const *t, const fm_solve_op
 {
     return fm_run(ctx, FM_OP_SOLVE, t, FM_SOLVE_NSLOTS, opts, NULL, stream);
 }
+
+/* "a" or "a[2, 0]": the batch entry b of slot name, as every backend's messages name it. */
+void fm_solve_entry_name(const fm_solve_params *sp, const char *name, int64_t b, char *buf, size_t n)
+{
+    int64_t idx[FM_MAX_NDIM];
+    for (int i = sp->batch_ndim - 1; i >= 0; i--) {
+        idx[i] = sp->batch_shape[i] ? b % sp->batch_shape[i] : 0;
+        b = sp->batch_shape[i] ? b / sp->batch_shape[i] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, n, "%s", name);
+    for (int i = 0; i < sp->batch_ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", i ? ", " : "[", (long long)idx[i],
+                              i == sp->batch_ndim - 1 ? "]" : "");
+}
+
+/* FM_ERR_LINALG for entry b's LAPACK info > 0, in NumPy's words: one text for every backend. */
+fm_status fm_solve_fail_info(const fm_solve_params *sp, int64_t b, int64_t info)
+{
+    const char *rn = fm_solve_routine_name(sp->routine);
+    const long long v = (long long)info;
+    char e[128];
+    fm_solve_entry_name(sp, "a", b, e, sizeof e);
+    switch (sp->routine) {
+    case FM_SOLVE_POTRF:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is not positive definite: its leading minor of order %lld is "
+                       "not (cholesky; LAPACK potrf info %lld)", e, v, v);
+    case FM_SOLVE_TRTRS:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: its diagonal entry %lld is zero (solve_triangular)",
+                       e, v - 1);
+    case FM_SOLVE_SYEVD:
+        return fm_fail(FM_ERR_LINALG, "solve: the eigenvalue computation did not converge for %s (eigh; LAPACK "
+                       "info %lld)", e, v);
+    case FM_SOLVE_GESDD:
+    case FM_SOLVE_GELSD:
+        return fm_fail(FM_ERR_LINALG, "solve: SVD did not converge for %s (%s; LAPACK info %lld)", e, rn, v);
+    default:
+        return fm_fail(FM_ERR_LINALG, "solve: %s is singular: U[%lld, %lld] of its LU factorization is exactly "
+                       "zero (%s; LAPACK getrf info %lld)", e, v - 1, v - 1, rn, v);
+    }
+}
+
