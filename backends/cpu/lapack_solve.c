@@ -82,7 +82,7 @@ static void gather(char *dst, int64_t ld, const char *src, int64_t rs, int64_t c
 {
     if (rs == 1 || rows == 1) {
         for (int64_t j = 0; j < cols; j++)
-            memcpy(dst + (size_t)(j * ld) * es, src + (size_t)(j * cs) * es, (size_t)rows * es);
+            memcpy(dst + (size_t)(j * ld) * es, src + j * cs * (int64_t)es, (size_t)rows * es);
         return;
     }
     switch (es) {
