@@ -7,7 +7,7 @@
 #   STEPS="build matmulcpu hostc" bash benchmarks/device_gpu.sh
 #   STEPS="wheels build rng" bash benchmarks/device_gpu.sh                              # RNG, CPU and GPU
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng matmulcpu hostc; what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch matmulcpu hostc; what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -112,6 +112,9 @@ want fft && run_step fft "${T_FFT:-420}" "$OUT/bench.log" 30 "$VPY" benchmarks/f
   --max-seconds "$(max_s)" --out "$OUT/fft_gpu.json" ${FFT_ARGS:-}
 want rng && run_step rng "${T_RNG:-420}" "$OUT/bench.log" 40 "$VPY" benchmarks/rng.py --machine-tag h200-host \
   --max-seconds "$(max_s)" --out "$OUT/rng.json" ${RNG_ARGS:-}
+# (a cache directory of its own: the calibration it saves must not reach later steps or runs)
+want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env FUSEMATH_CACHE_DIR=/tmp/fm-dispatch-cache \
+  "$VPY" benchmarks/dispatch.py --out-dir "$OUT" ${DISPATCH_ARGS:-}
 want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "$VPY" benchmarks/matmul_cpu.py \
   --machine-tag h200-host --out "$OUT/matmul_cpu.json" ${MATMULCPU_ARGS:-}
 if want hostc; then

@@ -397,6 +397,35 @@ def rng(runs):
     return "".join(text) or "No RNG results.\n", g
 
 
+def dispatch(runs):
+    """benchmarks/dispatch.py: per GPU machine, best (calibrated, built-in) against forced cpu / cuda."""
+    by_gpu = {d.get("machine", {}).get("nvidia_smi", {}).get("name", NR): (n, d, date) for n, d, date in runs
+              if d.get("ops")}
+    text, g = [], []
+    for gpu, (name, d, date) in sorted(by_gpu.items()):
+        text.append(f"\n### {gpu}\n{d.get('machine', {}).get('cpu_model', NR)}, {d.get('threads', NR)} CPU threads; "
+                    f"`{name}` ({date}): `{d.get('command', NR)}`; `calibrate(quick=True)` took "
+                    f"{d.get('calibrate_quick_s', 0):.1f} s. ms per call (NumPy data), best / the better forced device.\n")
+        items = []
+        for op, rows in d["ops"].items():
+            text.append(f"\n{op}:\n\n" + md(
+                ["n", "cpu ms", "cuda ms", "best ms", "best / better", "builtin ms", "builtin / better"],
+                [[r["n"], fms(r["cpu"]), fms(r["cuda"]), fms(r["best"]), f3(r["best_over_better"], ".2f"),
+                  fms(r["best-builtin"]), f3(r["builtin_over_better"], ".2f")] for r in rows]))
+            items += [(f"{op} n={r['n']}", r["best_over_better"]) for r in rows]
+        g.append(glance("29", "execution='best' <= 1.10x the better device (every family and size)", gpu, items,
+                        1.10, date))
+    for name, d, date in runs:
+        if d.get("overhead"):
+            text.append(f"\nPer-call cost of best over auto (`{name}`, {date}, {d.get('machine', {}).get('cpu_model', NR)}, "
+                        f"{d.get('profile', NR)}), us, median of paired rounds (quartiles):\n\n" + md(
+                            ["call", "auto us", "best us", "best - auto us"],
+                            [[k, f3(v["auto_us"], ".2f"), f3(v["best_us"], ".2f"),
+                              f"{v['best_minus_auto_us']:+.3f} ({v['quartiles_us'][0]:+.3f} .. {v['quartiles_us'][1]:+.3f})"]
+                             for k, v in d["overhead"].items()]))
+    return "".join(text) or "No dispatch results yet.\n", g
+
+
 def per_gpu(fn, runs, *extra):
     """fn's section once per GPU the runs were measured on (extra goes with the first)."""
     gpus, text, g = sorted({d.get("machine", {}).get("gpu_name", NR) for _, d, _ in runs}) or [NR], [], []
@@ -413,6 +442,7 @@ def render() -> str:
              "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
              "rng": rng(load("rng-")),
              "solve_cpu": solve_cpu(load("solve_cpu-")),
+             "dispatch": dispatch(load("dispatch-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
         text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],

@@ -1,6 +1,7 @@
 /* context.c : backend registry, thread setting, plan cache; the environment through settings.c. */
 #define _GNU_SOURCE
 #include "context.h"
+#include "profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,7 @@ fm_status fm_context_create(fm_context **out)
                        "of this build; expected one of %s (or unset)%s%s", settings.backend, built,
                        why[0] ? "; the CUDA backends are absent: " : "", why);
     }
+    fm_context_profile_load_default(ctx); /* FM_EXECUTION_BEST's model, when this machine was calibrated */
     *out = ctx;
     return FM_OK;
 }
@@ -118,6 +120,7 @@ void fm_context_release_(fm_context *ctx)
         if (ctx->backends[i].backend->release && ctx->backends[i].state)
             ctx->backends[i].backend->release(ctx->backends[i].state);
     fm_wisdom_clear_(ctx);
+    fm_context_profile_free_all(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache.buckets);
     free(ctx);

@@ -43,6 +43,9 @@ struct fm_context {
     struct fm_wisdom_entry *wisdom; /* guarded by lock */
     atomic_int nwisdom;             /* written under lock; atomic for fm_wisdom_lookup's unlocked peek */
     int capwisdom;
+    _Atomic(struct fm_profile *) profile; /* FM_EXECUTION_BEST's model; NULL: the built-in one (profile.c) */
+    struct fm_profile *profile_retired;   /* earlier profiles, freed with the context; guarded by lock */
+    char profile_note[256];               /* why a profile file was ignored ("" none); guarded by lock */
 };
 
 void fm_context_retain_(fm_context *ctx);

@@ -162,6 +162,8 @@ static void make_step(const fm_problem *p, const int *axes, const int64_t *n, in
     *q = *p;
     static const int32_t untuned[FM_MAX_TUNABLES];
     fm_problem_set_tunables(q, untuned); /* a parent's tuned choice is not its steps' */
+    q->best = 0; /* the parent's describe() says how best chose */
+    q->best_ms[0] = q->best_ms[1] = 0;
     fm_fft_params *f = &q->u.fft;
     f->kind = kind;
     f->naxes = hi - lo;

@@ -171,10 +171,10 @@ static fm_status check_options(const fm_tensor *const ts[FM_FFT_NSLOTS], const f
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
                        "fft: gpu_prolog = %d, expected 0 (auto), 1 (pass), 2 (callback) or 3 (kernel)",
                        opts->gpu_prolog);
-    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA || opts->device_id < 0 ||
+    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_BEST || opts->device_id < 0 ||
         opts->num_threads < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: execution = %d, device_id = %d, num_threads = %d; expected "
-                       "execution 0..2 and values >= 0", opts->execution, opts->device_id, opts->num_threads);
+                       "execution 0..3 (auto, cpu, cuda, best) and values >= 0", opts->execution, opts->device_id, opts->num_threads);
     if (opts->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "fft: num_threads = %d, expected 0 (the library setting) to %d",
                        opts->num_threads, FM_MAX_THREADS);
@@ -443,7 +443,7 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const ts[FM_FFT_
     p->t[FM_FFT_OUT] = *out;
     p->t[FM_FFT_IN].data = p->t[FM_FFT_OUT].data = NULL;
     if ((s = place_chain_arrays(ts, opts, p)) != FM_OK ||
-        (s = fm_problem_place_devices(&fm_operation_fft, ts, opts->execution, opts->device_id, p)) != FM_OK)
+        (s = fm_problem_place_devices(ctx, &fm_operation_fft, ts, opts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
     if (p->exec_device.type == FM_DEVICE_CUDA && (in->dtype == FM_LD || in->dtype == FM_CLD))
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fft: a long-double (%s) transform runs on the cpu only (FFTW's "
@@ -529,6 +529,52 @@ static fm_status check_tunables(const int32_t *v)
     return FM_OK;
 }
 
+/* FM_EXECUTION_BEST: 5 N log2(n) for N complex points in transforms of n points (a real
+ * transform: half the points); long double runs on the cpu only, a CUDA C callback on cuda only. */
+static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices)
+{
+    const fm_fft_options *opts = opts_;
+    const fm_tensor *in = ts[FM_FFT_IN];
+    int naxes = 0, axes[FM_MAX_NDIM];
+    if (!in || resolve_axes(opts, in->ndim, &naxes, axes) != FM_OK) {
+        fm_clear_error();
+        return -1;
+    }
+    const fm_tensor *cplx = opts->kind == FM_FFT_C2R ? in : ts[FM_FFT_OUT] ? ts[FM_FFT_OUT] : in;
+    double n = 1;
+    for (int i = 0; i < naxes; i++)
+        n *= (double)(opts->kind == FM_FFT_C2R && i == naxes - 1 && ts[FM_FFT_OUT]
+                          ? ts[FM_FFT_OUT]->shape[axes[i]]
+                          : in->shape[axes[i]]);
+    *dtype = cplx->dtype;
+    if (in->dtype == FM_LD || in->dtype == FM_CLD)
+        *devices &= 1u << FM_DEVICE_CPU;
+    if ((opts->prolog.ops | opts->epilog.ops) & FM_FFT_OP_CALLBACK)
+        *devices &= 1u << FM_DEVICE_CUDA;
+    return 5.0 * (double)fm_tensor_numel(cplx) * log2(n > 2 ? n : 2);
+}
+
+/* fm_context_calibrate: square c64 (and in full, c128) 2-D transforms. */
+static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
+{
+    static const int64_t quick_n[] = {64, 512, 2048}, full_n[] = {32, 128, 512, 1024, 2048, 4096};
+    const int count = quick ? 3 : 6;
+    if (index < 0 || index >= (quick ? 1 : 2) * count)
+        return 0;
+    const int64_t n = (quick ? quick_n : full_n)[index % count], shape[2] = {n, n};
+    const fm_device dev = {execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU, 0};
+    const fm_dtype dt = index < count ? FM_C64 : FM_C128;
+    fm_tensor_init(&t[FM_FFT_IN], NULL, dev, dt, 2, shape, NULL);
+    fm_tensor_init(&t[FM_FFT_OUT], NULL, dev, dt, 2, shape, NULL);
+    fm_fft_options *o = opts;
+    fm_fft_options_init(o);
+    o->naxes = 2;
+    o->axes[0] = 0, o->axes[1] = 1;
+    o->execution = execution;
+    *slots = 1u << FM_FFT_IN | 1u << FM_FFT_OUT;
+    return 1;
+}
+
 const fm_operation fm_operation_fft = {
     .op = FM_OP_FFT,
     .name = "fft",
@@ -543,6 +589,8 @@ const fm_operation fm_operation_fft = {
     .ntunables = 1,
     .tunables = {offsetof(fm_fft_params, cpu_path)},
     .check_tunables = check_tunables,
+    .work = work,
+    .calibration_problem = calibration_problem,
 };
 
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,

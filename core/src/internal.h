@@ -172,6 +172,8 @@ typedef struct fm_problem {
     int32_t nslots;
     uint32_t present;               /* bit i: slot i is used */
     fm_device exec_device;          /* where the computation runs */
+    int32_t best;                   /* FM_EXECUTION_BEST chose exec_device: 1 measured profile, 2 built-in model */
+    float best_ms[2];               /* its predictions (ms): cpu, cuda (-1: not a candidate), copies included */
     fm_tensor t[FM_MAX_SLOTS];      /* data == NULL */
     uint8_t align_log2[FM_MAX_SLOTS]; /* pointer alignment seen at planning, capped at 8 (256 B) */
     uint32_t output_mask;           /* bit i: slot i is written */
@@ -277,6 +279,7 @@ struct fm_settings {
     char cuda_module[512];     /* FUSEMATH_CUDA_MODULE: the module to load, skipping the driver probe ("": the
                                   libfusemath_cuda.so next to libfusemath.so, when a driver sees a device) */
     int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
+    int execution_best;        /* FUSEMATH_EXECUTION=best: FM_EXECUTION_AUTO calls are planned as BEST */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
@@ -287,6 +290,8 @@ FM_INTERNAL_API const fm_settings *fm_context_settings(const fm_context *ctx);
 /* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the
  * variable for a malformed FUSEMATH_NUM_THREADS. */
 fm_status fm_settings_read(fm_settings *s);
+/* mkdir -p (the cache directory's parts); 0 when the directory exists afterwards. */
+FM_INTERNAL_API int fm_make_dirs(const char *path);
 
 /* ---- backends ---- */
 typedef struct fm_backend {

@@ -139,8 +139,9 @@ static fm_status check_options(const fm_matmul_options *opts)
     unsigned epi = opts->epilogue;
     if ((s = fm_epilogue_validate(epi)) != FM_OK)
         return fm_fail(s, "matmul: %s", fm_last_error());
-    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_CUDA)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: execution = %d, expected auto (0), cpu (1) or cuda (2)",
+    if (opts->execution < FM_EXECUTION_AUTO || opts->execution > FM_EXECUTION_BEST)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "matmul: execution = %d, expected auto (0), cpu (1), cuda (2) or "
+                       "best (3)",
                        opts->execution);
     if (opts->cpu_strategy < FM_CPU_STRATEGY_AUTO || opts->cpu_strategy > FM_CPU_STRATEGY_KERNEL)
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
@@ -435,7 +436,7 @@ static fm_status finish_problem(fm_context *ctx, const fm_tensor *const ts[FM_MA
 {
     fm_status s;
     const unsigned epi = opts->epilogue;
-    if ((s = fm_problem_place_devices(&fm_operation_matmul, ts, opts->execution, opts->device_id, p)) != FM_OK)
+    if ((s = fm_problem_place_devices(ctx, &fm_operation_matmul, ts, opts, opts->execution, opts->device_id, p)) != FM_OK)
         return s;
 
     if (fm_dtype_is_integer(dt) && p->exec_device.type != FM_DEVICE_CPU)
@@ -558,6 +559,45 @@ static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *a)
     return FM_OK;
 }
 
+/* FM_EXECUTION_BEST: 2 m n k flops per product (complex: 4 real products each), the batch from the
+ * larger operand; integer products run on the cpu only, fp8 on cuda only. */
+static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices)
+{
+    (void)opts;
+    const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B];
+    if (!a || !b || a->ndim < 1 || b->ndim < 1)
+        return -1;
+    const double m = a->ndim >= 2 ? (double)a->shape[a->ndim - 2] : 1, k = (double)a->shape[a->ndim - 1];
+    const double n = b->ndim >= 2 ? (double)b->shape[b->ndim - 1] : 1;
+    const double na = (double)fm_tensor_numel(a), nb = (double)fm_tensor_numel(b);
+    const double batch = m * k > 0 && k * n > 0 ? fmax(na / (m * k), nb / (k * n)) : 0;
+    *dtype = a->dtype;
+    if (fm_dtype_is_integer(a->dtype))
+        *devices &= 1u << FM_DEVICE_CPU;
+    if (a->dtype == FM_F8E4M3 || a->dtype == FM_F8E5M2)
+        *devices &= 1u << FM_DEVICE_CUDA;
+    return 2 * m * n * k * batch * (fm_dtype_is_complex(a->dtype) ? 4 : 1);
+}
+
+/* fm_context_calibrate: square f32 and f64 products (a, b -> d). */
+static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
+{
+    static const int64_t quick_n[] = {128, 512, 2048}, full_n[] = {64, 256, 1024, 2048, 4096};
+    const int count = quick ? 3 : 5;
+    if (index < 0 || index >= 2 * count)
+        return 0;
+    const int64_t n = (quick ? quick_n : full_n)[index % count], shape[2] = {n, n};
+    const fm_dtype dt = index < count ? FM_F32 : FM_F64;
+    const fm_device dev = {execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU, 0};
+    for (int i = FM_MATMUL_A; i <= FM_MATMUL_D; i += (i == FM_MATMUL_B ? 3 : 1))
+        fm_tensor_init(&t[i], NULL, dev, dt, 2, shape, NULL);
+    fm_matmul_options *o = opts;
+    fm_matmul_options_init(o);
+    o->execution = execution;
+    *slots = 1u << FM_MATMUL_A | 1u << FM_MATMUL_B | 1u << FM_MATMUL_D;
+    return 1;
+}
+
 const fm_operation fm_operation_matmul = {
     .op = FM_OP_MATMUL,
     .name = "matmul",
@@ -574,6 +614,8 @@ const fm_operation fm_operation_matmul = {
     .check_tunables = check_tunables,
     .exec_ints = 4, /* dropout's position (ints[0]) and seed (ints[3]): fusemath.h, fm_matmul_plan */
     .check_exec_args = check_exec_args,
+    .work = work,
+    .calibration_problem = calibration_problem,
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

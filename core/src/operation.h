@@ -43,6 +43,16 @@ typedef struct fm_operation {
     /* Optional: the values of those per-call arguments for the planned problem p (a range the
      * operation needs: matmul's dropout position), checked at every execute after the fields. */
     fm_status (*check_exec_args)(const fm_problem *p, const fm_exec_args *a);
+    /* Optional (FM_EXECUTION_BEST, core/src/dispatch.c): the work of the problem these operands and
+     * options make, in the unit its rate curves count (flops for matmul and solve, 5 N log2 n for
+     * FFT, values for RNG), the dtype its curves are keyed by, and in *devices (bit FM_DEVICE_CPU,
+     * bit FM_DEVICE_CUDA; both set on entry) the devices that can run it. Without the hook, best
+     * is where the operands live. */
+    double (*work)(const fm_tensor *const *t, const void *opts, fm_dtype *dtype, unsigned *devices);
+    /* Optional (fm_context_calibrate, core/src/calibrate.c): descriptors (data NULL, C-contiguous)
+     * and options of the index-th problem that measures this operation's curves, planned for
+     * `execution`, the slots used in *slots; 0 past the last (quick: the shorter list). */
+    int (*calibration_problem)(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots);
 } fm_operation;
 
 /* The row of op, or NULL for an unknown op. */
@@ -67,8 +77,14 @@ void fm_problem_begin(fm_context *ctx, const fm_operation *op, fm_problem *p);
 fm_status fm_problem_check_descriptor(const fm_operation *op, const char *name, const fm_tensor *t, int min_ndim);
 /* The present slots' devices and alignments into p, one device for all under FM_EXECUTION_AUTO,
  * p->exec_device from execution / device_id, no cuda device that does not exist; key alignment. */
-fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *const *ts, int execution, int device_id,
-                                   fm_problem *p);
+fm_status fm_problem_place_devices(fm_context *ctx, const fm_operation *op, const fm_tensor *const *ts,
+                                   const void *opts, int execution, int device_id, fm_problem *p);
+/* FM_EXECUTION_BEST's choice of p->exec_device for operands on the devices p->t[] holds
+ * (core/src/dispatch.c); the predictions go into p for describe(). */
+fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_tensor *const *ts, const void *opts,
+                           int device_id, fm_problem *p);
+/* " best=cuda predicted cpu 2.41 ms cuda+xfer 0.73 ms" for a problem placed by best, else "". */
+void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size);
 
 /* The problem of op for these operands and options: zeroed, built, key tails normalised. */
 fm_status fm_operation_build(fm_context *ctx, const fm_operation *op, const fm_tensor *const *t, const void *opts,

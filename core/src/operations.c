@@ -102,8 +102,8 @@ static void device_str(fm_device d, char *buf, size_t n)
         snprintf(buf, n, "cpu");
 }
 
-fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *const *ts, int execution, int device_id,
-                                   fm_problem *p)
+fm_status fm_problem_place_devices(fm_context *ctx, const fm_operation *op, const fm_tensor *const *ts,
+                                   const void *opts, int execution, int device_id, fm_problem *p)
 {
     fm_status s;
     int first = -1;
@@ -118,7 +118,12 @@ fm_status fm_problem_place_devices(const fm_operation *op, const fm_tensor *cons
             first = i;
     }
     const fm_device d0 = p->t[first < 0 ? 0 : first].device; /* the builders' first slot is never NULL */
-    if (execution == FM_EXECUTION_AUTO) {
+    if (execution == FM_EXECUTION_AUTO && ctx && ctx->settings.execution_best)
+        execution = FM_EXECUTION_BEST; /* FUSEMATH_EXECUTION=best */
+    if (execution == FM_EXECUTION_BEST) {
+        if ((s = fm_dispatch_best(ctx, op, ts, opts, device_id, p)) != FM_OK)
+            return s;
+    } else if (execution == FM_EXECUTION_AUTO) {
         for (int i = first + 1; i < op->nslots; i++) {
             const fm_device di = p->t[i].device;
             if (!ts[i] || (di.type == d0.type && di.id == d0.id))

@@ -329,7 +329,21 @@ fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem *p, const fm_at
     return FM_OK;
 }
 
+static fm_status plan_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out);
+
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
+{
+    fm_status s = plan_uncached(ctx, p, att, out);
+    if (s == FM_OK && p->best) { /* how FM_EXECUTION_BEST chose, before anyone else sees the plan */
+        char why[128];
+        fm_dispatch_describe(p, why, sizeof why);
+        const size_t used = strlen((*out)->describe);
+        snprintf((*out)->describe + used, sizeof (*out)->describe - used, "%s", why);
+    }
+    return s;
+}
+
+static fm_status plan_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
 {
     static const fm_attachments none;
     if (!att)

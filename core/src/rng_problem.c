@@ -114,11 +114,11 @@ static fm_status check_options(const fm_rng_options *o)
         return fm_fail(FM_ERR_NOT_SUPPORTED,
                        "rng: mode curand has no integers (cuRAND generates none), expected "
                        "mode portable");
-    if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_CUDA || o->device_id < 0 ||
+    if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_BEST || o->device_id < 0 ||
         o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT,
                        "rng: execution = %d, device_id = %d, num_threads = %d; expected "
-                       "execution 0..2, device_id >= 0 and 0 <= num_threads <= %d",
+                       "execution 0..3 (auto, cpu, cuda, best), device_id >= 0 and 0 <= num_threads <= %d",
                        (int)o->execution, (int)o->device_id, (int)o->num_threads, FM_MAX_THREADS);
     if (o->out_ndim < -1 || o->out_ndim > FM_MAX_NDIM)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "rng: out_ndim = %d, expected -1 (not given) or 0..%d",
@@ -242,7 +242,7 @@ static fm_status build_fields(fm_context *ctx, const fm_tensor *const *ts, const
         return s;
     p->t[FM_RNG_OUT] = *out;
     p->t[FM_RNG_OUT].data = NULL;
-    if ((s = fm_problem_place_devices(&fm_operation_rng, ts, o->execution, o->device_id, p)) != FM_OK)
+    if ((s = fm_problem_place_devices(ctx, &fm_operation_rng, ts, o, o->execution, o->device_id, p)) != FM_OK)
         return s;
     fm_rng_params *rp = &p->u.rng;
     rp->distribution = o->distribution;
@@ -332,6 +332,35 @@ static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *args)
     return FM_OK;
 }
 
+/* FM_EXECUTION_BEST: the values written. */
+static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices)
+{
+    (void)opts, (void)devices;
+    if (!ts[FM_RNG_OUT])
+        return -1;
+    *dtype = ts[FM_RNG_OUT]->dtype;
+    return (double)fm_tensor_numel(ts[FM_RNG_OUT]);
+}
+
+/* fm_context_calibrate: standard normal f32 and f64 fills. */
+static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
+{
+    static const int64_t quick_n[] = {1 << 12, 1 << 18, 1 << 24}, full_n[] = {1 << 10, 1 << 14, 1 << 18, 1 << 22,
+                                                                             1 << 26};
+    const int count = quick ? 3 : 5;
+    if (index < 0 || index >= 2 * count)
+        return 0;
+    const int64_t n = (quick ? quick_n : full_n)[index % count];
+    const fm_device dev = {execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU, 0};
+    fm_tensor_init(&t[FM_RNG_OUT], NULL, dev, index < count ? FM_F32 : FM_F64, 1, &n, NULL);
+    fm_rng_options *o = opts;
+    fm_rng_options_init(o);
+    o->distribution = FM_RNG_NORMAL;
+    o->execution = execution;
+    *slots = 1u << FM_RNG_OUT;
+    return 1;
+}
+
 const fm_operation fm_operation_rng = {
     .op = FM_OP_RNG,
     .name = "rng",
@@ -344,6 +373,8 @@ const fm_operation fm_operation_rng = {
     .output_specs = output_specs,
     .exec_ints = 4, /* position; curand mode's run of f64 calls [ints[1], ints[2]); the seed */
     .check_exec_args = check_exec_args,
+    .work = work,
+    .calibration_problem = calibration_problem,
 };
 
 fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)

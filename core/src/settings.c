@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* FUSEMATH_NUM_THREADS, else the online cores. Unset, empty or 0: the cores (as
@@ -99,6 +100,11 @@ fm_status fm_settings_read(fm_settings *s)
         st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_CACHE_MAX_MB = '%.40s': expected an integer from 0 to "
                      "%lld (MiB of plans the cache keeps; unset: 256)", mb, 1LL << 40);
     s->cache_max_bytes = (s->cache_max_bytes < 0 ? 256 : s->cache_max_bytes) << 20;
+    const char *ex = getenv("FUSEMATH_EXECUTION");
+    s->execution_best = ex && strcmp(ex, "best") == 0;
+    if (ex && *ex && !s->execution_best && strcmp(ex, "auto") != 0 && st == FM_OK)
+        st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_EXECUTION = '%.40s': expected 'best' or 'auto' (or unset: "
+                     "auto, where the operands live)", ex);
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = 0xcbf29ce484222325ull;
     h = hash_bytes(h, s->backend, sizeof s->backend);
@@ -108,8 +114,29 @@ fm_status fm_settings_read(fm_settings *s)
     h = hash_bytes(h, s->cufft_prolog, sizeof s->cufft_prolog);
     h = hash_bytes(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
     h = hash_bytes(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
+    h = hash_bytes(h, &s->execution_best, sizeof s->execution_best);
     s->plan_key = h;
     return st;
+}
+
+int fm_make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = saved;
+    }
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
 const fm_settings *fm_context_settings(const fm_context *ctx) { return &ctx->settings; }

@@ -5,6 +5,7 @@
  * Output descriptors come from the same code (output_specs), so front ends allocate from them. */
 #include "operation.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,10 +77,10 @@ static fm_status check_options(const fm_solve_options *o)
     if (!(o->rcond == o->rcond))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: options.rcond is NaN, expected a number (< 0: machine "
                        "epsilon)");
-    if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_CUDA || o->device_id < 0 ||
+    if (o->execution < FM_EXECUTION_AUTO || o->execution > FM_EXECUTION_BEST || o->device_id < 0 ||
         o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: execution = %d, device_id = %d, num_threads = %d; "
-                       "expected execution 0..2, device_id >= 0 and 0 <= num_threads <= %d",
+                       "expected execution 0..3 (auto, cpu, cuda, best), device_id >= 0 and 0 <= num_threads <= %d",
                        (int)o->execution, (int)o->device_id, (int)o->num_threads, FM_MAX_THREADS);
     return FM_OK;
 }
@@ -398,7 +399,7 @@ static fm_status build(fm_context *ctx, const fm_tensor *const *ts, const void *
             p->t[i] = *ts[i];
             p->t[i].data = NULL;
         }
-    if ((s = fm_problem_place_devices(&fm_operation_solve, ts, o->execution, o->device_id, p)) != FM_OK)
+    if ((s = fm_problem_place_devices(ctx, &fm_operation_solve, ts, o, o->execution, o->device_id, p)) != FM_OK)
         return s;
     p->output_mask = written_mask(o);
     sp->num_threads = fm_context_threads_for(ctx, o->num_threads);
@@ -418,7 +419,7 @@ static fm_status output_specs(const fm_tensor *const *ts, const void *opts, fm_t
     fm_tensor a = *ts[FM_SOLVE_A];
     if ((s = fm_tensor_resolve_device("solve", "a", ts[FM_SOLVE_A], &a.device)) != FM_OK)
         return s;
-    if (o->execution != FM_EXECUTION_AUTO) {
+    if (o->execution == FM_EXECUTION_CPU || o->execution == FM_EXECUTION_CUDA) { /* auto, best: a's device */
         a.device.type = o->execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU;
         a.device.id = o->execution == FM_EXECUTION_CUDA ? o->device_id : 0;
     }
@@ -446,6 +447,55 @@ int64_t fm_solve_batch_offset(const fm_problem *p, int slot, int64_t b)
     return off;
 }
 
+/* FM_EXECUTION_BEST: LAPACK's flop counts (leading terms) per matrix, times the batch, complex 4x. */
+static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices)
+{
+    const fm_solve_options *o = opts_;
+    const fm_tensor *a = ts[FM_SOLVE_A], *b = ts[FM_SOLVE_B];
+    if (!a || a->ndim < 2)
+        return -1;
+    const double m = (double)a->shape[a->ndim - 2], n = (double)a->shape[a->ndim - 1];
+    const double k = b && b->ndim >= 1 ? (double)b->shape[b->ndim - 1] : 1, mn = fmin(m, n);
+    const double batch = m * n > 0 ? (double)fm_tensor_numel(a) / (m * n) : 0;
+    double f;
+    switch (o->routine) {
+    case FM_SOLVE_GESV: f = 2.0 / 3 * n * n * n + 2 * n * n * k; break;
+    case FM_SOLVE_GETRS: case FM_SOLVE_POTRS: f = 2 * n * n * k; break;
+    case FM_SOLVE_TRTRS: f = n * n * k; break;
+    case FM_SOLVE_POTRF: f = n * n * n / 3; break;
+    case FM_SOLVE_INV: f = 2 * n * n * n; break;
+    case FM_SOLVE_SYEVD: f = (o->values_only ? 4.0 / 3 : 9) * n * n * n; break;
+    case FM_SOLVE_GEQRF: f = 4 * m * n * mn; break;
+    case FM_SOLVE_GESDD: f = (o->values_only ? 4 : 12) * fmax(m, n) * mn * mn; break;
+    case FM_SOLVE_GELSD: f = 12 * fmax(m, n) * mn * mn; break;
+    default: f = 2.0 / 3 * n * n * n; /* getrf, det, slogdet */
+    }
+    *dtype = a->dtype;
+    if (o->routine == FM_SOLVE_GELSD) /* no cuSOLVER lstsq yet */
+        *devices &= 1u << FM_DEVICE_CPU;
+    return f * batch * (fm_dtype_is_complex(a->dtype) ? 4 : 1);
+}
+
+/* fm_context_calibrate: gesv of f64 (and in full, f32) matrices with 16 right-hand sides. */
+static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
+{
+    static const int64_t quick_n[] = {64, 256, 1024}, full_n[] = {32, 128, 512, 1024, 2048, 4096};
+    const int count = quick ? 3 : 6;
+    if (index < 0 || index >= (quick ? 1 : 2) * count)
+        return 0;
+    const int64_t n = (quick ? quick_n : full_n)[index % count], sa[2] = {n, n}, sb[2] = {n, 16};
+    const fm_device dev = {execution == FM_EXECUTION_CUDA ? FM_DEVICE_CUDA : FM_DEVICE_CPU, 0};
+    const fm_dtype dt = index < count ? FM_F64 : FM_F32;
+    fm_tensor_init(&t[FM_SOLVE_A], NULL, dev, dt, 2, sa, NULL);
+    fm_tensor_init(&t[FM_SOLVE_B], NULL, dev, dt, 2, sb, NULL);
+    fm_tensor_init(&t[FM_SOLVE_X], NULL, dev, dt, 2, sb, NULL);
+    fm_solve_options *o = opts;
+    fm_solve_options_init(o);
+    o->execution = execution;
+    *slots = 1u << FM_SOLVE_A | 1u << FM_SOLVE_B | 1u << FM_SOLVE_X;
+    return 1;
+}
+
 const fm_operation fm_operation_solve = {
     .op = FM_OP_SOLVE,
     .name = "solve",
@@ -456,6 +506,8 @@ const fm_operation fm_operation_solve = {
     .options_init = options_init,
     .build = build,
     .output_specs = output_specs,
+    .work = work,
+    .calibration_problem = calibration_problem,
 };
 
 fm_status fm_solve_plan(fm_context *ctx, const fm_tensor *const *t, const fm_solve_options *opts, fm_plan **plan)

@@ -92,6 +92,8 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_at
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", op);
     st->exec_ops = exec_ops;
     fm_problem q = *p;
+    q.best = 0; /* the inner plan runs where it was told; the outer describe() says why */
+    q.best_ms[0] = q.best_ms[1] = 0;
     char moved[64] = "";
     size_t used = 0;
     for (int i = 0; i < p->nslots; i++) {

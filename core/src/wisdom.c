@@ -12,6 +12,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
 #include "operation.h"
+#include "profile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,6 +43,7 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
 {
     fm_problem q = *p;
     memset(q.slot_names, 0, sizeof q.slot_names); /* pointers differ between processes */
+    q.best_ms[0] = q.best_ms[1] = 0; /* predictions: a new profile keeps the tuned choices */
     const unsigned char *b = (const unsigned char *)&q;
     uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof q;
     size_t i = 0;
@@ -266,6 +268,13 @@ fm_status fm_context_wisdom_save(fm_context *ctx, const char *path)
         ok = fprintf(f, "blob %s %zu\n", b->name, len) > 0 && fwrite(text, 1, len, f) == len && fputc('\n', f) != EOF;
         free(text);
     }
+    /* the machine profile of FM_EXECUTION_BEST, as a blob of its own */
+    char *profile = NULL;
+    if (ok && fm_context_profile(ctx) && fm_profile_format(fm_context_profile(ctx), &profile) == FM_OK) {
+        const size_t len = strlen(profile);
+        ok = fprintf(f, "blob profile %zu\n", len) > 0 && fwrite(profile, 1, len, f) == len && fputc('\n', f) != EOF;
+        free(profile);
+    }
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, dest) != 0) {
         int err = errno;
@@ -321,6 +330,7 @@ typedef struct loading {
         char *text;
     } blobs[MAX_BLOBS];
     int nblobs;
+    char *profile; /* the machine profile's blob, imported (or ignored, with a note) once all parsed */
 } loading;
 
 /* The blob whose header is line ("blob <backend> <bytes>"): read whole, held for its backend
@@ -344,6 +354,11 @@ static fm_status read_blob(loading *ld, const char *line)
     for (size_t k = 0; k < len; k++)
         ld->lineno += text[k] == '\n';
     ld->lineno++;
+    if (strcmp(name, "profile") == 0) {
+        free(ld->profile);
+        ld->profile = text;
+        return FM_OK;
+    }
     const fm_backend *b = NULL;
     for (int i = 0; i < ld->ctx->nbackends; i++)
         if (strcmp(ld->ctx->backends[i].backend->name, name) == 0)
@@ -465,6 +480,9 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
                 s = fm_fail(FM_ERR_OUT_OF_MEMORY, "wisdom load: out of host memory");
         pthread_mutex_unlock(&ctx->lock);
     }
+    if (s == FM_OK && ld.profile)
+        fm_context_profile_import(ctx, ld.profile, path); /* checked there; ignored with a note if foreign */
+    free(ld.profile);
     if (s == FM_OK && ld.old_entries)
         fm_log_plan(ctx, "wisdom load: '%s' is a version 1 file: its %d entries were keyed before problems carried "
                     "their settings and match no problem now (not applied; its blobs were loaded)", path,

@@ -34,27 +34,6 @@ const char *fm_nvrtc_cache_dir(const fm_settings *settings)
     return settings && settings->cache_dir[0] ? settings->cache_dir : NULL;
 }
 
-/* mkdir -p; 0 when the directory exists afterwards. */
-static int make_dirs(const char *path)
-{
-    char buf[FM_PATH_MAX];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf)
-        return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return -1;
-        buf[i] = saved;
-    }
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
-}
-
 /* ------------------------------------------------------------------------ */
 /* NVRTC facts                                                              */
 /* ------------------------------------------------------------------------ */
@@ -302,7 +281,7 @@ static atomic_uint tmp_counter;
 static void disk_put(const char *dir, const char *path, const uint8_t key[32], const void *image, size_t size)
 {
     char sub[FM_PATH_MAX], tmp[FM_PATH_MAX];
-    if (snprintf(sub, sizeof sub, "%s/nvrtc", dir) >= (int)sizeof sub || make_dirs(sub) != 0)
+    if (snprintf(sub, sizeof sub, "%s/nvrtc", dir) >= (int)sizeof sub || fm_make_dirs(sub) != 0)
         return;
     unsigned c = atomic_fetch_add(&tmp_counter, 1);
     if (snprintf(tmp, sizeof tmp, "%s.%ld.%u.%lx.tmp", path, (long)getpid(), c, (unsigned long)(uintptr_t)&c) >=

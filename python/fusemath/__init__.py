@@ -22,6 +22,7 @@ from . import _fusemath as _C
 from ._fusemath import (
     AliasError,
     BackendError,
+    CancelledError,
     DeviceError,
     DtypeError,
     FusemathError,
@@ -46,6 +47,7 @@ from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
 
 __version__ = _C.__version__
+wisdom._warn_if_ignored()  # a saved machine profile from elsewhere, or damaged
 
 
 # Library-wide settings and information: threads, backends, devices, versions
@@ -115,6 +117,33 @@ def set_cache_max_bytes(max_bytes: int) -> int:
     return _C.set_cache_max_bytes(max_bytes)
 
 
+def calibrate(quick: bool = True, progress: bool = True) -> str:
+    """Measure this machine's profile for ``execution="best"``: each operation family's times
+    across sizes on the CPU and the GPU, and the host<->GPU copy rates (seconds with
+    ``quick=True``, a minute or two without). It replaces the profile in use, is saved in the
+    cache directory (``FUSEMATH_CACHE_DIR``, else ``~/.cache/fusemath``) for later processes, and
+    travels with :func:`fusemath.wisdom.save`. ``progress``: a bar on stderr, or a callable
+    ``progress(fraction, what)``. Ctrl-C stops it and leaves the previous profile in place.
+    Returns :func:`machine_profile`'s text."""
+    import sys
+
+    def bar(fraction: float, what: str) -> None:
+        done = int(30 * fraction)
+        sys.stderr.write(f"\rcalibrating [{'#' * done}{'.' * (30 - done)}] {100 * fraction:3.0f}% {what[:40]:<40}")
+        if fraction >= 1:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    _C.calibrate(bool(quick), progress if callable(progress) else bar if progress else None)
+    return machine_profile()
+
+
+def machine_profile() -> str:
+    """The profile ``execution="best"`` predicts from: where it came from (``builtin``: no
+    calibration; or why a saved one was ignored), then its curves and copy rates."""
+    return _C.profile_text()
+
+
 def library_version() -> str:
     """Version of the libfusemath actually loaded ("MAJOR.MINOR.PATCH")."""
     return _C.__version__
@@ -140,6 +169,9 @@ __all__ = [
     "cache_bytes",
     "set_cache_max_bytes",
     "library_version",
+    "calibrate",
+    "machine_profile",
+    "CancelledError",
     "FusemathError",
     "InvalidArgumentError",
     "ShapeError",

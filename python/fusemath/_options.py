@@ -103,8 +103,9 @@ class MatmulOptions:
     """Options of a matmul (like ``nvmath.linalg.advanced.MatmulOptions``).
 
     Attributes:
-        execution: ``None``/``"auto"`` (where the operands live), ``"cpu"``, ``"cuda"`` or
-            ``"cuda:N"``.
+        execution: ``None``/``"auto"`` (where the operands live), ``"cpu"``, ``"cuda"``,
+            ``"cuda:N"`` or ``"best"`` (where the machine profile predicts the result soonest,
+            the copies included: :func:`fusemath.calibrate`).
         device_id: CUDA device for ``execution="cuda"``.
         num_threads: CPU threads for this matmul; 0 = the library setting
             (:func:`fusemath.set_num_threads`).
@@ -155,7 +156,8 @@ AUTO_DEFAULTS = (_C.EXECUTION_AUTO, 0, 0, 0, _C.CPU_STRATEGY_AUTO, _C.COMPUTE_DE
 _COMPUTES = {"default": _C.COMPUTE_DEFAULT, "tf32": _C.COMPUTE_TF32}
 _CPU_STRATEGIES = {"auto": _C.CPU_STRATEGY_AUTO, "tiles": _C.CPU_STRATEGY_TILES,
                    "blas_threads": _C.CPU_STRATEGY_BLAS_THREADS, "kernel": _C.CPU_STRATEGY_KERNEL}
-_EXECUTIONS = {"auto": _C.EXECUTION_AUTO, "": _C.EXECUTION_AUTO, "cpu": _C.EXECUTION_CPU, "cuda": _C.EXECUTION_CUDA}
+_EXECUTIONS = {"auto": _C.EXECUTION_AUTO, "": _C.EXECUTION_AUTO, "cpu": _C.EXECUTION_CPU, "cuda": _C.EXECUTION_CUDA,
+               "best": _C.EXECUTION_BEST}
 
 
 def _choice(value: Any, table: Mapping[str, int], name: str, where: str) -> int:
@@ -197,11 +199,11 @@ def _resolve_execution(execution: Any, opts: MatmulOptions, where: str) -> Tuple
             num_threads = int_arg(execution["num_threads"], "num_threads", where)
         execution = execution["name"]
     if not isinstance(execution, str):
-        raise TypeError(f"{where}: execution must be None, 'cpu', 'cuda' or 'cuda:N', not {type(execution).__name__}")
+        raise TypeError(f"{where}: execution must be None, 'cpu', 'cuda', 'cuda:N' or 'best', not {type(execution).__name__}")
     text = execution.strip().lower()
     if text.startswith("cuda:") and text[5:].isascii() and text[5:].isdigit():  # ('²'.isdigit() is True)
         return _C.EXECUTION_CUDA, int(text[5:]), num_threads, panel_rows
     if text not in _EXECUTIONS:
-        raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N'")
+        raise ValueError(f"{where}: execution {execution!r} is not one of None, 'auto', 'cpu', 'cuda', 'cuda:N', 'best'")
     code = _EXECUTIONS[text]
     return code, 0 if code == _C.EXECUTION_CPU else device_id, num_threads, panel_rows

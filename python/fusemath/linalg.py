@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import NUMPY, lib_of
+from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "lstsq",
            "matrix_rank", "lu_factor", "lu_solve", "cho_factor", "cho_solve", "solve_triangular", "Solver",
@@ -69,14 +70,22 @@ def _pair(a: Any, b: Any):
 
 
 def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, transpose=0, unit_diagonal=0,
-         check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, refine=0, outs=None):
+         check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, refine=0, outs=None,
+         execution=None):
     """One call of the library's solve operation: the ten slots' results (None where not written)."""
     ops = [a, b, ipiv, None, None, None, None, None, None, None]
     for slot, arr in (outs or {}).items():
         ops[slot] = arr
     opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
-            rcond, 0, 0, 0, refine)
+            rcond, *_execution(execution, where), 0, refine)
     return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
+
+
+def _execution(execution: Any, where: str):
+    """(execution code, device_id) of None (where a lives), 'cpu', 'cuda', 'cuda:N' or 'best'."""
+    if execution is None:
+        return 0, 0
+    return _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:2]
 
 
 def _to_host(x):
@@ -114,15 +123,17 @@ def _uplo_arg(UPLO: Any, where: str) -> int:
 _REFINE = {"auto": 0, "off": 1, "fp32": 2, "tf32": 3, "bf16": 4, "fp16": 5}
 
 
-def solve(a, b, *, refine: str = "auto"):
+def solve(a, b, *, refine: str = "auto", execution=None):
     """numpy.linalg.solve: x with a @ x = b; b (..., M) as one vector only when 1-D, else (..., M, K).
     refine: iterative refinement from a lower-precision factorization on the GPU ("auto" | "off" | "fp32"
-    | "tf32" | "bf16" | "fp16"); the CPU runs the plain float64 / float32 solve whatever it says."""
+    | "tf32" | "bf16" | "fp16"); the CPU runs the plain float64 / float32 solve whatever it says.
+    execution: None (where a lives), "cpu", "cuda", "cuda:N" or "best" (fusemath.calibrate); the
+    result is of a's library and device whichever runs it."""
     where = "fusemath.linalg.solve"
     if refine not in _REFINE:
         raise ValueError(f"{where}: refine = {refine!r}, expected 'auto', 'off', 'fp32', 'tf32', 'bf16' or 'fp16'")
     a, b, li = _pair(a, b)
-    return _run(_C.SOLVE_GESV, where, li, a, b, refine=_REFINE[refine])[_X]
+    return _run(_C.SOLVE_GESV, where, li, a, b, refine=_REFINE[refine], execution=execution)[_X]
 
 
 def inv(a):

@@ -67,21 +67,27 @@ def _seed_arg(seed: Any, where: str) -> int:
 
 
 def _device_arg(device: Any, where: str) -> int:
-    """-1 for "cpu", N for "cuda:N" ("cuda": 0)."""
+    """-1 for "cpu", N for "cuda:N" ("cuda": 0), _BEST for "best" (NumPy results, drawn where the
+    machine profile predicts them soonest: the values are the same on every device)."""
     if not isinstance(device, str):
         raise TypeError(f"{where}: device must be a string ('cpu', 'cuda' or 'cuda:N'), not {type(device).__name__}")
     if device == "cpu":
         return -1
+    if device == "best":
+        return _BEST
     if device == "cuda":
         return 0
     head, _, idx = device.partition(":")
     if head == "cuda" and idx.isdigit() and str(int(idx)) == idx:
         return int(idx)
-    raise ValueError(f"{where}: device = {device!r}, expected 'cpu', 'cuda' or 'cuda:N' (N >= 0)")
+    raise ValueError(f"{where}: device = {device!r}, expected 'cpu', 'cuda', 'cuda:N' (N >= 0) or 'best'")
+
+
+_BEST = -2
 
 
 def _device_text(dev: int) -> str:
-    return "cpu" if dev < 0 else f"cuda:{dev}"
+    return "best" if dev == _BEST else "cpu" if dev < 0 else f"cuda:{dev}"
 
 
 def _cupy_index(where: str) -> int:
@@ -189,7 +195,8 @@ class Generator:
         n = math.prod(shape)
         f64 = dt == np.float64
         run = self._run
-        execution = _C.EXECUTION_CPU if self._dev < 0 else _C.EXECUTION_CUDA
+        execution = (_C.EXECUTION_BEST if self._dev == _BEST else _C.EXECUTION_CPU if self._dev < 0
+                     else _C.EXECUTION_CUDA)
         opts = (dist, _MODES[self._mode], self._seed, p0, p1, execution, max(self._dev, 0), 0, shape,
                 _FM_NAME.get(dt) or str(dt), self._pos, run[0], run[1], p2)
         if self._mode == "curand" and f64 and n > 0 and run[0] != run[1] and run[1] // 4 != self._pos // 4:

@@ -17,11 +17,14 @@ library's paths (``describe()`` says ``timed``) and remembers the faster (one ``
 the file; planned from there, ``describe()`` says ``wisdom``). FFTW's own wisdom (the plans it
 measured) travels in the same file, so a later process plans those FFTs without measuring or
 timing again. Files of an earlier format version load without error, but their results are not
-applied (they were keyed differently); the FFTW wisdom in them still is.
+applied (they were keyed differently); the FFTW wisdom in them still is. The machine profile of
+``execution="best"`` (:func:`fusemath.calibrate`) travels in the file too; one measured on another
+machine or by another version, or damaged, is ignored with a RuntimeWarning.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Union
 
 from . import _fusemath as _C
@@ -53,7 +56,16 @@ def load(path: PathLike) -> None:
     """Merge the results in ``path`` into this process. Raises ValueError
     (InvalidArgumentError) naming the path when it cannot be read or is not a wisdom file;
     nothing is merged from a malformed file."""
+    before = _C.profile_text().partition("\n")[0]
     _C.wisdom_load(_path(path, "load"))
+    _warn_if_ignored(before)
+
+
+def _warn_if_ignored(before: str = "") -> None:
+    """A RuntimeWarning when the profile's first line newly says a profile was ignored."""
+    first = _C.profile_text().partition("\n")[0]
+    if first != before and "ignored" in first:
+        warnings.warn(f"fusemath: {first}", RuntimeWarning, stacklevel=3)
 
 
 def size() -> int:

@@ -34,6 +34,7 @@ static const struct {
     {FM_ERR_LINALG, "LinAlgError", &PyExc_ValueError, -1,
      "Linear algebra error (singular or not positive definite), like numpy.linalg.LinAlgError."},
     {FM_ERR_INTERNAL, "InternalError", &PyExc_RuntimeError, -1, "Internal error of the library."},
+    {FM_ERR_CANCELLED, "CancelledError", &PyExc_RuntimeError, -1, "The caller stopped the work (calibrate)."},
 };
 #define ERROR_TABLE_LEN ((int)(sizeof error_table / sizeof error_table[0]))
 

@@ -82,7 +82,7 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
                                          "compute"};
     int32_t *fields[] = {&o->execution, &o->device_id, &o->num_threads, &o->panel_rows, &o->cpu_strategy, &o->compute};
     const long long los[] = {0, 0, 0, 0, FM_CPU_STRATEGY_AUTO, 0};
-    const long long his[] = {2, INT32_MAX, FM_MAX_THREADS, INT32_MAX, FM_CPU_STRATEGY_KERNEL, 1};
+    const long long his[] = {FM_EXECUTION_BEST, INT32_MAX, FM_MAX_THREADS, INT32_MAX, FM_CPU_STRATEGY_KERNEL, 1};
     for (int i = 0; i < 6; i++) {
         long long v = *fields[i];
         if (fmpy_int_arg(fname, names[i], a[3 + i], los[i], his[i], &v) < 0)

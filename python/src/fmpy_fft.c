@@ -54,7 +54,7 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
     }
     static const char *const names[] = {"norm", "effort", "execution", "device_id", "num_threads"};
     int32_t *fields[] = {&opt->norm, &opt->effort, &opt->execution, &opt->device_id, &opt->num_threads};
-    const long long his[] = {2, 2, 2, INT32_MAX, FM_MAX_THREADS};
+    const long long his[] = {2, 2, FM_EXECUTION_BEST, INT32_MAX, FM_MAX_THREADS};
     for (int i = 0; i < 5; i++) {
         v = *fields[i];
         if (fmpy_int_arg(fname, names[i], o[3 + i], 0, his[i], &v) < 0)

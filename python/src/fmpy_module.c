@@ -194,6 +194,70 @@ static PyObject *mod_wisdom_forget(PyObject *module, PyObject *unused)
     return none_or_raise(st, fm_context_wisdom_forget(st->ctx));
 }
 
+/* calibrate(quick, progress): fm_context_calibrate with the GIL released; progress(fraction, what)
+ * is called with it held, and an exception it raises (KeyboardInterrupt from Ctrl-C included) stops
+ * the calibration, leaving the profile as it was, and is raised from here. */
+typedef struct calibration_call {
+    PyObject *progress;       /* callable or None */
+    PyObject *et, *ev, *etb;  /* the exception that stopped it */
+} calibration_call;
+
+static int calibration_progress(void *user, double fraction, const char *what)
+{
+    calibration_call *c = user;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int stop = PyErr_CheckSignals() < 0;
+    if (!stop && c->progress != Py_None) {
+        PyObject *r = PyObject_CallFunction(c->progress, "ds", fraction, what);
+        stop = r == NULL;
+        Py_XDECREF(r);
+    }
+    if (stop && !c->et)
+        PyErr_Fetch(&c->et, &c->ev, &c->etb);
+    PyErr_Clear();
+    PyGILState_Release(gil);
+    return stop;
+}
+
+static PyObject *mod_calibrate(PyObject *module, PyObject *args)
+{
+    fm_state *st = fmpy_module_state(module);
+    int quick = 1;
+    calibration_call c = {Py_None, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "pO:calibrate", &quick, &c.progress))
+        return NULL;
+    fm_status s;
+    Py_BEGIN_ALLOW_THREADS
+    fm_clear_error();
+    s = fm_context_calibrate(st->ctx, quick, calibration_progress, &c);
+    Py_END_ALLOW_THREADS
+    if (c.et) {
+        PyErr_Restore(c.et, c.ev, c.etb);
+        return NULL;
+    }
+    return none_or_raise(st, s);
+}
+
+static PyObject *mod_profile_text(PyObject *module, PyObject *unused)
+{
+    fm_state *st = fmpy_module_state(module);
+    char text[16384];
+    fm_status s = fm_context_profile_text(st->ctx, text, sizeof text);
+    return s == FM_OK ? PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "backslashreplace")
+                      : fmpy_raise_status(st, s);
+}
+
+static PyObject *mod_profile_clear(PyObject *module, PyObject *unused)
+{
+    fm_state *st = fmpy_module_state(module);
+    fm_status s;
+    Py_BEGIN_ALLOW_THREADS /* (the cache's plans are released here) */
+    fm_clear_error();
+    s = fm_context_profile_clear(st->ctx);
+    Py_END_ALLOW_THREADS
+    return none_or_raise(st, s);
+}
+
 static PyObject *mod_relu_mask_row_bytes(PyObject *module, PyObject *arg)
 {
     long long n = 0;
@@ -247,6 +311,10 @@ static PyMethodDef module_methods[] = {
     {"wisdom_size", mod_wisdom_size, METH_NOARGS, "wisdom_size()\n--\n\nNumber of autotune results held."},
     {"wisdom_forget", mod_wisdom_forget, METH_NOARGS,
      "wisdom_forget()\n--\n\nDrop the autotune results and the backends' planning knowledge."},
+    {"calibrate", mod_calibrate, METH_VARARGS,
+     "calibrate(quick, progress)\n--\n\nMeasure the machine profile execution='best' predicts from."},
+    {"profile_text", mod_profile_text, METH_NOARGS, "profile_text()\n--\n\nThe machine profile, as text."},
+    {"profile_clear", mod_profile_clear, METH_NOARGS, "profile_clear()\n--\n\nBack to the built-in model."},
     {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
     {"cache_bytes", mod_cache_bytes, METH_NOARGS, "cache_bytes()\n--\n\nFootprint of the cached plans."},
     {"set_cache_max_bytes", mod_set_cache_max_bytes, METH_O,
@@ -381,6 +449,7 @@ static int module_exec(PyObject *m)
         {"EXECUTION_AUTO", FM_EXECUTION_AUTO},
         {"EXECUTION_CPU", FM_EXECUTION_CPU},
         {"EXECUTION_CUDA", FM_EXECUTION_CUDA},
+        {"EXECUTION_BEST", FM_EXECUTION_BEST},
         {"CPU_STRATEGY_AUTO", FM_CPU_STRATEGY_AUTO},
         {"CPU_STRATEGY_TILES", FM_CPU_STRATEGY_TILES},
         {"CPU_STRATEGY_BLAS_THREADS", FM_CPU_STRATEGY_BLAS_THREADS},

@@ -360,7 +360,7 @@ R = fr.default_rng
         (lambda: R(2**64), ValueError, "seed = 18446744073709551616"),
         (lambda: R(1.5), TypeError, "seed must be None or an int in [0, 2**64), not float"),
         (lambda: R(1, mode="fast"), fusemath.InvalidArgumentError, "mode = 'fast', expected"),
-        (lambda: R(1, device="gpu"), ValueError, "device = 'gpu', expected 'cpu', 'cuda' or 'cuda:N'"),
+        (lambda: R(1, device="gpu"), ValueError, "device = 'gpu', expected 'cpu', 'cuda', 'cuda:N' (N >= 0) or 'best'"),
         (lambda: R(1, device=1), TypeError, "device must be a string"),
         (lambda: R(1).random(-2), ValueError, "random: size = -2 has a negative entry"),
         (lambda: R(1).random((2, 1.5)), TypeError, "size must be None, an int or a tuple of ints"),

@@ -59,7 +59,8 @@ FM_API const char *fm_version_string(void);
     X(FM_ERR_NOT_APPLICABLE, 11, "backend not applicable to this problem")              \
     X(FM_ERR_FREED, 12, "object used after it was freed")                               \
     X(FM_ERR_LINALG, 13, "linear algebra error (singular or not positive definite)")    \
-    X(FM_ERR_INTERNAL, 14, "internal error")
+    X(FM_ERR_INTERNAL, 14, "internal error")                                            \
+    X(FM_ERR_CANCELLED, 15, "stopped by the caller")
 
 /* The most CPU threads a context setting or a plan may ask for (num_threads, fm_set_num_threads). */
 #define FM_MAX_THREADS 4096
@@ -231,6 +232,30 @@ FM_API fm_status fm_context_wisdom_save(fm_context *ctx, const char *path);
 FM_API fm_status fm_context_wisdom_load(fm_context *ctx, const char *path);
 FM_API int fm_context_wisdom_size(const fm_context *ctx);
 FM_API fm_status fm_context_wisdom_forget(fm_context *ctx);
+
+/*! Cost-aware dispatch (FM_EXECUTION_BEST, or FUSEMATH_EXECUTION=best for every call whose execution
+ *  is auto). The planner predicts each device's time from the context's machine profile: per
+ *  operation, dtype and device, measured times across sizes (interpolated in log-log), and the
+ *  host<->device copy rates; the plan's describe() ends with the choice and both predictions
+ *  ("best=cuda predicted cpu 2.41 ms cuda+xfer 0.73 ms"). Without a profile a conservative built-in
+ *  model is used (" model=builtin"): it leaves the operands' own device only for a predicted gain of
+ *  2x.
+ *  fm_context_calibrate() : measure the profile on this machine (quick != 0: a few sizes per
+ *  operation, seconds; else more sizes and dtypes). progress, if not NULL, is called with the
+ *  fraction done and what is measured; a nonzero return stops the calibration (FM_ERR_CANCELLED),
+ *  leaving the profile as it was. The new profile replaces the context's, clears its plan cache
+ *  (plans chosen by the old one) and is saved as <cache dir>/machine-profile (written whole, then
+ *  renamed), which fm_context_create loads when it was measured on this machine by this version
+ *  (a file from elsewhere, or corrupt, is ignored: FUSEMATH_LOG=plan and fm_context_profile_text
+ *  say why). fm_context_wisdom_save / _load carry the profile too.
+ *  fm_context_profile_text() : one line per measured curve and copy rate after a first line saying
+ *  where the profile came from ("profile: builtin (...)", "profile: calibrated ...", "profile:
+ *  loaded from <path>", or why a file was ignored); at most size bytes, always terminated.
+ *  fm_context_profile_clear() : back to the built-in model (the file is left alone). */
+typedef int (*fm_progress_fn)(void *user, double fraction, const char *what);
+FM_API fm_status fm_context_calibrate(fm_context *ctx, int quick, fm_progress_fn progress, void *user);
+FM_API fm_status fm_context_profile_text(const fm_context *ctx, char *buf, size_t size);
+FM_API fm_status fm_context_profile_clear(fm_context *ctx);
 
 /*! fm_context_clear_cache() : drop cached plans and return their memory (plans the caller still
  *  holds stay valid). */
@@ -438,7 +463,9 @@ FM_API int64_t fm_relu_mask_row_bytes(int64_t n);
 typedef enum fm_execution {
     FM_EXECUTION_AUTO = 0, /* where the operands live; mixed devices are an error */
     FM_EXECUTION_CPU = 1,  /* compute on the cpu, moving data if needed */
-    FM_EXECUTION_CUDA = 2  /* compute on cuda:device_id, moving data if needed */
+    FM_EXECUTION_CUDA = 2, /* compute on cuda:device_id, moving data if needed */
+    FM_EXECUTION_BEST = 3  /* where the context's machine profile predicts the result soonest, the
+                              transfers included (see fm_context_calibrate); mixed devices allowed */
 } fm_execution;
 
 /* How the CPU backend spreads a matmul over threads. */

@@ -1,0 +1,250 @@
+/* calibrate.c : fm_context_calibrate. Every operation with a calibration_problem hook is planned and
+ * timed at its few sizes on the cpu and on the first GPU through the public planning entry points,
+ * on operands filled with small pseudo-random values (a solver needs a regular matrix); the copy
+ * rates between host and GPU are timed with fm_memory_copy on pageable memory, as staging copies a
+ * caller's arrays. The new profile is installed only when everything was measured. */
+#include "context.h"
+#include "operation.h"
+#include "profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct options_room {
+    _Alignas(16) unsigned char bytes[1024];
+} options_room;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static fm_status device_wait(fm_device dev)
+{
+    const fm_device_ops *ops = fm_device_ops_for(dev.type);
+    return ops && ops->sync ? ops->sync(dev.id) : FM_OK;
+}
+
+/* Values in [-1, 1) for float and complex dtypes (zero bytes for others): never singular in practice. */
+static void fill_pattern(void *buf, fm_dtype dt, size_t bytes, uint64_t seed)
+{
+    const int complex_ = fm_dtype_is_complex(dt);
+    const fm_dtype real = dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt;
+    const size_t n = bytes / fm_dtype_size(dt) * (complex_ ? 2 : 1);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    memset(buf, 0, bytes);
+    for (size_t i = 0; i < n && (real == FM_F32 || real == FM_F64); i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const double v = (double)(x >> 11) * 0x1p-52 - 1.0;
+        if (real == FM_F32)
+            ((float *)buf)[i] = (float)v;
+        else
+            ((double *)buf)[i] = v;
+    }
+}
+
+typedef struct point {
+    fm_tensor t[FM_MAX_SLOTS];
+    const fm_tensor *tp[FM_MAX_SLOTS];
+    void *ptrs[FM_MAX_SLOTS];
+    fm_device dev;
+} point;
+
+static fm_status point_operands(const fm_operation *op, uint32_t slots, point *pt)
+{
+    for (int i = 0; i < op->nslots; i++) {
+        if (!(slots & (1u << i)))
+            continue;
+        const size_t bytes = (size_t)fm_tensor_numel(&pt->t[i]) * fm_dtype_size(pt->t[i].dtype);
+        fm_status s = fm_memory_alloc(pt->dev, bytes, &pt->ptrs[i]);
+        if (s != FM_OK)
+            return s;
+        if (op->slot_roles[i] != FM_SLOT_OUTPUT) {
+            void *host = malloc(bytes ? bytes : 1);
+            if (!host)
+                return fm_fail(FM_ERR_OUT_OF_MEMORY, "calibrate: out of host memory");
+            fill_pattern(host, pt->t[i].dtype, bytes, (uint64_t)i);
+            s = fm_memory_copy(pt->ptrs[i], pt->dev, host, (fm_device){FM_DEVICE_CPU, 0}, bytes);
+            free(host);
+            if (s != FM_OK)
+                return s;
+        }
+        pt->t[i].data = pt->ptrs[i];
+        pt->tp[i] = &pt->t[i];
+    }
+    return FM_OK;
+}
+
+/* The fastest of a few calls (each waited for) of calibration problem `index`: *work < 0 past the last. */
+static fm_status measure_point(fm_context *ctx, const fm_operation *op, int execution, int index, int quick,
+                               double *work, double *seconds, fm_dtype *dt)
+{
+    point pt;
+    memset(&pt, 0, sizeof pt);
+    options_room opts;
+    uint32_t slots = 0;
+    *work = -1;
+    if (!op->calibration_problem(index, quick, execution, pt.t, opts.bytes, &slots))
+        return FM_OK;
+    for (int i = 0; i < op->nslots; i++)
+        if (slots & (1u << i))
+            pt.dev = pt.t[i].device;
+    fm_plan *plan = NULL;
+    fm_status s = point_operands(op, slots, &pt);
+    if (s == FM_OK)
+        s = fm_plan_create(ctx, op->op, pt.tp, op->nslots, opts.bytes, &plan);
+    const double budget = quick ? 0.05 : 0.2;
+    double best = 1e30, spent = 0;
+    for (int r = 0; s == FM_OK && r < 200 && (r < 5 || spent < budget); r++) {
+        const double t0 = now_seconds();
+        if ((s = fm_plan_execute(plan, pt.ptrs, op->nslots, NULL)) == FM_OK && (s = device_wait(pt.dev)) == FM_OK) {
+            const double t = now_seconds() - t0;
+            best = r && t < best ? t : r ? best : 1e30; /* the first call warms up (JIT, first touch) */
+            spent += t;
+        }
+    }
+    fm_plan_release(plan);
+    unsigned devices = ~0u;
+    if (s == FM_OK) {
+        *work = op->work(pt.tp, opts.bytes, dt, &devices);
+        *seconds = best;
+    }
+    for (int i = 0; i < op->nslots; i++)
+        fm_memory_free(pt.dev, pt.ptrs[i]);
+    return s;
+}
+
+/* The curve of (op, dtype, device) in pf, added when new; NULL when pf is full. */
+static fm_rate_curve *curve_for(fm_profile *pf, fm_op op, fm_dtype dt, int device)
+{
+    for (int i = 0; i < pf->ncurves; i++)
+        if (pf->curves[i].op == (int32_t)op && pf->curves[i].dtype == (int32_t)dt && pf->curves[i].device == device)
+            return &pf->curves[i];
+    if (pf->ncurves == FM_PROFILE_MAX_CURVES)
+        return NULL;
+    fm_rate_curve *c = &pf->curves[pf->ncurves++];
+    memset(c, 0, sizeof *c);
+    c->op = (int32_t)op, c->dtype = (int32_t)dt, c->device = device;
+    return c;
+}
+
+/* Host <-> cuda:0 copy latency (4 KiB) and rate (16 or 64 MiB) on pageable memory. */
+static fm_status measure_copies(int quick, fm_profile *pf)
+{
+    const size_t big = (size_t)(quick ? 16 : 64) << 20, small = 4096;
+    const fm_device host = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, 0};
+    char *h = malloc(big);
+    void *d = NULL;
+    fm_status s = h ? fm_memory_alloc(gpu, big, &d) : fm_fail(FM_ERR_OUT_OF_MEMORY, "calibrate: out of host memory");
+    if (h)
+        memset(h, 1, big); /* first touch outside the timing */
+    for (int dir = 0; dir < 2 && s == FM_OK; dir++) {
+        double t[2] = {1e30, 1e30};
+        for (int size = 0; size < 2 && s == FM_OK; size++)
+            for (int r = 0; r < 4 && s == FM_OK; r++) {
+                const size_t n = size ? big : small;
+                const double t0 = now_seconds();
+                s = dir ? fm_memory_copy(h, host, d, gpu, n) : fm_memory_copy(d, gpu, h, host, n);
+                const double dt = now_seconds() - t0;
+                t[size] = dt < t[size] ? dt : t[size];
+            }
+        pf->copy_latency[dir] = t[0];
+        pf->copy_rate[dir] = (double)(big - small) / (t[1] > t[0] ? t[1] - t[0] : t[1]);
+    }
+    fm_memory_free(gpu, d);
+    free(h);
+    return s;
+}
+
+static int count_points(int quick, int ndev)
+{
+    int total = ndev > 1 ? 1 : 0; /* the copies */
+    for (int op = 0; op < FM_OP_COUNT_; op++) {
+        const fm_operation *o = fm_operation_for((fm_op)op);
+        options_room opts;
+        fm_tensor t[FM_MAX_SLOTS];
+        uint32_t slots;
+        for (int i = 0; o && o->calibration_problem && o->calibration_problem(i, quick, FM_EXECUTION_CPU, t,
+                                                                              opts.bytes, &slots); i++)
+            total += ndev;
+    }
+    return total;
+}
+
+/* Measure every operation's points on each device into pf; FM_ERR_CANCELLED when progress says stop. */
+static fm_status measure_all(fm_context *ctx, int quick, int ndev, fm_progress_fn progress, void *user,
+                             fm_profile *pf)
+{
+    const int total = count_points(quick, ndev);
+    int done = 0;
+    char what[96];
+    for (int op = 0; op < FM_OP_COUNT_; op++) {
+        const fm_operation *o = fm_operation_for((fm_op)op);
+        for (int dev = 0; o && o->calibration_problem && o->work && dev < ndev; dev++) {
+            const int execution = dev ? FM_EXECUTION_CUDA : FM_EXECUTION_CPU;
+            for (int i = 0;; i++) {
+                double work = -1, seconds = 0;
+                fm_dtype dt = FM_DTYPE_INVALID;
+                fm_status s = measure_point(ctx, o, execution, i, quick, &work, &seconds, &dt);
+                if (s == FM_OK && work < 0)
+                    break;
+                if (s != FM_OK) { /* a point that cannot run here (memory, no backend) is left out */
+                    fm_log_plan(ctx, "calibrate: %s point %d on %s skipped: %s", o->name, i, dev ? "cuda" : "cpu",
+                                fm_last_error());
+                    fm_clear_error();
+                } else {
+                    fm_rate_curve *c = curve_for(pf, o->op, dt, dev ? FM_DEVICE_CUDA : FM_DEVICE_CPU);
+                    if (c && c->n < FM_PROFILE_MAX_POINTS && (c->n == 0 || work > c->work[c->n - 1]))
+                        c->work[c->n] = work, c->seconds[c->n++] = seconds;
+                }
+                snprintf(what, sizeof what, "%s %s point %d on %s", o->name, fm_dtype_name(dt), i + 1,
+                         dev ? "cuda" : "cpu");
+                if (progress && progress(user, (double)++done / (total + 1), what))
+                    return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile "
+                                   "is as it was");
+            }
+        }
+    }
+    fm_status s = FM_OK;
+    if (ndev > 1 && (s = measure_copies(quick, pf)) == FM_OK && progress &&
+        progress(user, (double)++done / (total + 1), "host <-> cuda copies"))
+        return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
+    return s;
+}
+
+fm_status fm_context_calibrate(fm_context *ctx, int quick, fm_progress_fn progress, void *user)
+{
+    if (!ctx)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "calibrate: ctx is NULL");
+    fm_profile *pf = calloc(1, sizeof *pf);
+    if (!pf)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "calibrate: out of host memory");
+    fm_profile_fingerprint(pf->fingerprint, sizeof pf->fingerprint);
+    pf->threads = atomic_load(&ctx->num_threads);
+    pf->copy_latency[0] = pf->copy_latency[1] = 1e-5; /* no GPU: never used, kept valid */
+    pf->copy_rate[0] = pf->copy_rate[1] = 5e9;
+    const time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char when[40];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    snprintf(pf->source, sizeof pf->source, "calibrated %s (%s)", when, quick ? "quick" : "full");
+    const int ndev = fm_cuda_device_count() > 0 ? 2 : 1;
+    fm_status s = measure_all(ctx, quick, ndev, progress, user, pf);
+    if (s != FM_OK) {
+        free(pf);
+        return s;
+    }
+    fm_context_profile_install(ctx, pf); /* the context owns it now */
+    if ((s = fm_profile_save_file(ctx, pf)) != FM_OK) {
+        fm_context_profile_note(ctx, "calibrated, but not saved: %s", fm_last_error());
+        fm_clear_error();
+    }
+    if (progress)
+        progress(user, 1.0, "done");
+    return FM_OK;
+}

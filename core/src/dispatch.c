@@ -1,0 +1,108 @@
+/* dispatch.c : FM_EXECUTION_BEST. The operation's work hook says how much work a problem is and
+ * which devices can run it; the context's machine profile (core/src/profile.c) turns that into a
+ * predicted time on the cpu and on the GPU, each with the copies of the operands that live on the
+ * other side; the problem runs where its result is predicted soonest. The decision is made when a
+ * problem is built, so a planned call pays nothing for it at execute. */
+#include "context.h"
+#include "operation.h"
+#include "profile.h"
+
+#include <math.h>
+#include <stdio.h>
+
+enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8 };
+
+/* Seconds of copying p's operands that are not on `to` there (inputs) and back (outputs). */
+static double copies_time(const fm_profile *pf, const fm_operation *op, const fm_problem *p, fm_device to,
+                          int *any)
+{
+    double in = 0, out = 0;
+    for (int i = 0; i < op->nslots; i++) {
+        const fm_device d = p->t[i].device;
+        if (!(p->present & (1u << i)) || (d.type == to.type && d.id == to.id))
+            continue;
+        int64_t lo, hi;
+        fm_tensor_byte_span(&p->t[i], &lo, &hi);
+        *(op->slot_roles[i] == FM_SLOT_OUTPUT ? &out : &in) += (double)(hi - lo);
+    }
+    *any = in > 0 || out > 0;
+    /* to the GPU: inputs go host->device, results come back device->host; to the cpu, the reverse */
+    const int to_cuda = to.type == FM_DEVICE_CUDA;
+    return fm_profile_copy_time(pf, to_cuda ? 0 : 1, in) + fm_profile_copy_time(pf, to_cuda ? 1 : 0, out);
+}
+
+/* The GPU a best problem may run on: the one an operand lives on, else cuda:device_id; -1 none. */
+static fm_status cuda_candidate(const fm_operation *op, const fm_problem *p, int device_id, int *id)
+{
+    const int ncuda = fm_cuda_device_count();
+    *id = -1;
+    for (int i = 0; i < op->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type == FM_DEVICE_CUDA) {
+            *id = p->t[i].device.id;
+            return FM_OK;
+        }
+    if (device_id > 0 && device_id >= ncuda) /* asked for by number: a GPU that is not there is an error */
+        return fm_fail(FM_ERR_UNAVAILABLE, "%s: execution='best' with device_id = %d, but %s", op->name, device_id,
+                       fm_cuda_missing_device_text());
+    *id = ncuda > 0 ? device_id : -1;
+    return FM_OK;
+}
+
+fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_tensor *const *ts, const void *opts,
+                           int device_id, fm_problem *p)
+{
+    int first = 0, mixed = 0;
+    while (first < op->nslots && !(p->present & (1u << first)))
+        first++;
+    const fm_device home = p->t[first].device;
+    for (int i = first + 1; i < op->nslots; i++)
+        mixed |= (p->present & (1u << i)) && (p->t[i].device.type != home.type || p->t[i].device.id != home.id);
+    int cuda_id;
+    fm_status s = cuda_candidate(op, p, device_id, &cuda_id);
+    if (s != FM_OK)
+        return s;
+    p->exec_device = home;
+    if (!ctx) /* output specs only: results live where the operands do, wherever they are computed */
+        return FM_OK;
+    fm_dtype dt = FM_DTYPE_INVALID;
+    unsigned devices = 1u << FM_DEVICE_CPU | 1u << FM_DEVICE_CUDA;
+    const double work = op->work ? op->work(ts, opts, &dt, &devices) : -1;
+    if (!(work >= 0))
+        return FM_OK; /* nothing to predict from: where the operands live */
+    const fm_profile *pf = fm_context_profile(ctx);
+    const int threads = atomic_load(&ctx->num_threads);
+    const fm_device cpu = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, cuda_id};
+    int cpu_copies = 0, cuda_copies = 0;
+    double t_cpu = INFINITY, t_cuda = INFINITY;
+    if (devices & (1u << FM_DEVICE_CPU))
+        t_cpu = fm_profile_predict(pf, threads, op->op, dt, 0, work) + copies_time(pf, op, p, cpu, &cpu_copies);
+    if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA)))
+        t_cuda = fm_profile_predict(pf, threads, op->op, dt, 1, work) + copies_time(pf, op, p, gpu, &cuda_copies);
+    if (isinf(t_cpu) && isinf(t_cuda))
+        return FM_OK; /* neither can: the builder's own checks say why */
+    int on_cuda = t_cuda < t_cpu;
+    /* the built-in model is a guess: leave the operands' own device only for a gain of 2x */
+    if (!pf && !mixed)
+        on_cuda = home.type == FM_DEVICE_CUDA ? !(t_cpu * 2 < t_cuda) : t_cuda * 2 < t_cpu;
+    p->exec_device = on_cuda ? gpu : cpu;
+    p->best = (pf ? BEST_MEASURED : BEST_BUILTIN) | (cpu_copies ? BEST_CPU_COPIES : 0) |
+              (cuda_copies ? BEST_CUDA_COPIES : 0);
+    p->best_ms[0] = isinf(t_cpu) ? -1.0f : (float)(t_cpu * 1e3);
+    p->best_ms[1] = isinf(t_cuda) ? -1.0f : (float)(t_cuda * 1e3);
+    return FM_OK;
+}
+
+void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
+{
+    if (!p->best) {
+        snprintf(buf, size, "%s", "");
+        return;
+    }
+    char cpu[48] = "", gpu[48] = "";
+    if (p->best_ms[0] >= 0)
+        snprintf(cpu, sizeof cpu, " cpu%s %.3g ms", p->best & BEST_CPU_COPIES ? "+xfer" : "", p->best_ms[0]);
+    if (p->best_ms[1] >= 0)
+        snprintf(gpu, sizeof gpu, " cuda%s %.3g ms", p->best & BEST_CUDA_COPIES ? "+xfer" : "", p->best_ms[1]);
+    snprintf(buf, size, " best=%s predicted%s%s%s", p->exec_device.type == FM_DEVICE_CUDA ? "cuda" : "cpu", cpu,
+             gpu[0] ? gpu : " cuda n/a", p->best & BEST_BUILTIN ? " model=builtin" : "");
+}

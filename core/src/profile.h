@@ -1,0 +1,56 @@
+/* profile.h : the machine profile behind FM_EXECUTION_BEST (core/src/profile.c: the model, its
+ * text form; core/src/calibrate.c: measuring it; core/src/dispatch.c: the choice). */
+#ifndef FM_PROFILE_H
+#define FM_PROFILE_H
+
+#include "internal.h"
+
+#define FM_PROFILE_MAX_POINTS 8
+#define FM_PROFILE_MAX_CURVES 48
+
+/* Seconds of one call of `work` units (fm_operation.work) of op in dtype on a device type, measured
+ * at a few sizes, ascending in work. */
+typedef struct fm_rate_curve {
+    int32_t op, dtype, device;
+    int32_t n;
+    double work[FM_PROFILE_MAX_POINTS], seconds[FM_PROFILE_MAX_POINTS];
+} fm_rate_curve;
+
+typedef struct fm_profile {
+    struct fm_profile *retired; /* the context's earlier profiles (freed with it: plans being built may read them) */
+    char fingerprint[256];      /* fm_profile_fingerprint when measured */
+    char source[160];           /* "calibrated 2026-12-02 14:03 UTC (quick)" */
+    int threads;                /* the context's cpu threads when measured */
+    double copy_latency[2];     /* seconds per copy: [0] host->device, [1] device->host (pageable) */
+    double copy_rate[2];        /* bytes per second, likewise */
+    int ncurves;
+    fm_rate_curve curves[FM_PROFILE_MAX_CURVES];
+} fm_profile;
+
+/* What identifies this machine and build ("fusemath 0.1.0 cpu '<model>' x16 cuda 1 '<gpu>'"). */
+void fm_profile_fingerprint(char *buf, size_t size);
+/* Predicted seconds of one call of op in dtype of `work` units on the cpu (cuda = 0, at `threads`
+ * threads) or a cuda device; pf NULL: the built-in model. */
+double fm_profile_predict(const fm_profile *pf, int threads, fm_op op, fm_dtype dtype, int cuda, double work);
+/* Seconds to copy bytes host->device (dir 0) or device->host (dir 1); 0 for 0 bytes. */
+double fm_profile_copy_time(const fm_profile *pf, int dir, double bytes);
+
+/* The text form (malloc'd, NUL-terminated) and its parse: FM_ERR_INVALID_ARGUMENT with a message
+ * for a corrupt text or one measured elsewhere (fingerprint mismatch). */
+fm_status fm_profile_format(const fm_profile *pf, char **text);
+fm_status fm_profile_parse(const char *text, const char *where, fm_profile *pf);
+
+/* The context's profile (NULL: none, the built-in model); install takes ownership of pf (the
+ * previous one is retired, the plan cache cleared), note records why a file was ignored. */
+const fm_profile *fm_context_profile(const fm_context *ctx);
+void fm_context_profile_install(fm_context *ctx, fm_profile *pf);
+void fm_context_profile_note(fm_context *ctx, const char *fmt, ...);
+/* Parse text and install it, or record (and log) why not: the profile a file or a wisdom blob
+ * carries is never trusted blindly, and never an error. */
+void fm_context_profile_import(fm_context *ctx, const char *text, const char *where);
+/* <cache dir>/machine-profile: written whole then renamed; read at context creation. */
+fm_status fm_profile_save_file(const fm_context *ctx, const fm_profile *pf);
+void fm_context_profile_load_default(fm_context *ctx);
+void fm_context_profile_free_all(fm_context *ctx);
+
+#endif

@@ -1,0 +1,254 @@
+/* test_dispatch.c : FM_EXECUTION_BEST and the machine profile (core/src/dispatch.c, profile.c,
+ * calibrate.c) on the cpu: the choice and its describe(), results equal to a plain call's, the bad
+ * inputs, the log-log prediction against its formula, calibration (stopped, then whole), the profile
+ * file read back by a new context, a corrupt or foreign file ignored with a note, the profile in a
+ * wisdom file, and FUSEMATH_EXECUTION. Each context gets a fresh cache directory. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "mmref.h"
+#include "context.h"
+#include "profile.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[256];
+
+static fm_context *fresh_context(const char *sub)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, sub);
+    setenv("FUSEMATH_CACHE_DIR", dir, 1);
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    return ctx;
+}
+
+/* d = a @ b for 64x64 f32 under execution ex; its describe() into desc. */
+static fm_status matmul_with(fm_context *ctx, int ex, int device_id, float *d, char *desc, size_t n)
+{
+    static float a[64 * 64], b[64 * 64];
+    for (int i = 0; i < 64 * 64; i++)
+        a[i] = (float)((i * 7) % 13) - 6, b[i] = (float)((i * 5) % 11) - 5;
+    const int64_t s[2] = {64, 64};
+    fm_tensor ta, tb, td;
+    fm_tensor_init(&ta, a, fm_test_cpu, FM_F32, 2, s, NULL);
+    fm_tensor_init(&tb, b, fm_test_cpu, FM_F32, 2, s, NULL);
+    fm_tensor_init(&td, d, fm_test_cpu, FM_F32, 2, s, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.execution = ex;
+    o.device_id = device_id;
+    fm_plan *plan = NULL;
+    fm_status st = fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &plan);
+    if (st == FM_OK) {
+        snprintf(desc, n, "%s", fm_plan_describe(plan));
+        void *ptrs[FM_MATMUL_NSLOTS] = {a, b, NULL, NULL, d};
+        st = fm_plan_execute(plan, ptrs, FM_MATMUL_NSLOTS, NULL);
+    }
+    fm_plan_release(plan);
+    return st;
+}
+
+static void test_best_on_cpu_data(void)
+{
+    fm_context *ctx = fresh_context("best");
+    static float d_best[64 * 64], d_auto[64 * 64];
+    char desc[640], desc_auto[640];
+    CHECK_OK(matmul_with(ctx, FM_EXECUTION_BEST, 0, d_best, desc, sizeof desc));
+    CHECK_OK(matmul_with(ctx, FM_EXECUTION_AUTO, 0, d_auto, desc_auto, sizeof desc_auto));
+    CHECK(memcmp(d_best, d_auto, sizeof d_best) == 0);
+    /* a 64^3 product stays on the cpu under the built-in model whatever GPU there is */
+    CHECK_MSG(strstr(desc, " best=cpu predicted cpu ") && strstr(desc, "model=builtin"), "%s", desc);
+    CHECK_MSG(!strstr(desc_auto, "best="), "%s", desc_auto);
+    if (fm_cuda_device_count() == 0)
+        CHECK_MSG(strstr(desc, "cuda n/a"), "%s", desc);
+    fm_context_destroy(ctx);
+}
+
+static void test_bad_input(void)
+{
+    fm_context *ctx = fresh_context("bad");
+    static float d[64 * 64];
+    char desc[640];
+    CHECK_STATUS(matmul_with(ctx, 4, 0, d, desc, sizeof desc), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("execution = 4");
+    CHECK_STATUS(matmul_with(ctx, FM_EXECUTION_BEST, 7, d, desc, sizeof desc), FM_ERR_UNAVAILABLE);
+    CHECK_ERROR_MENTIONS("device_id = 7");
+    char text[64];
+    CHECK_STATUS(fm_context_profile_text(ctx, NULL, 10), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(fm_context_calibrate(NULL, 1, NULL, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text)); /* truncated, terminated */
+    CHECK(strlen(text) == sizeof text - 1 && strncmp(text, "profile: builtin", 16) == 0);
+    fm_context_destroy(ctx);
+}
+
+/* The prediction is log-log between measured points, the last point's rate above, the first
+ * point's time below; cpu times scale with the threads measured / used. */
+static void test_prediction(void)
+{
+    fm_profile pf;
+    memset(&pf, 0, sizeof pf);
+    pf.threads = 4;
+    pf.ncurves = 1;
+    fm_rate_curve *c = &pf.curves[0];
+    *c = (fm_rate_curve){.op = FM_OP_FFT, .dtype = FM_C64, .device = FM_DEVICE_CPU, .n = 2};
+    c->work[0] = 1e6, c->seconds[0] = 1e-3, c->work[1] = 1e9, c->seconds[1] = 2e-1;
+    const double mid = exp(log(1e-3) + (log(3e7) - log(1e6)) / (log(1e9) - log(1e6)) * (log(2e-1) - log(1e-3)));
+    CHECK(fabs(fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C64, 0, 3e7) - mid) < 1e-12 * mid);
+    CHECK(fabs(fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C64, 0, 4e9) - 0.8) < 1e-12);
+    CHECK(fabs(fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C64, 0, 10) - 1e-3) < 1e-15);
+    CHECK(fabs(fm_profile_predict(&pf, 8, FM_OP_FFT, FM_C64, 0, 4e9) - 0.4) < 1e-12);
+    /* another dtype of the op: the same curve, not the built-in model */
+    const double other = fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C128, 0, 1e9);
+    CHECK(other > 2e-1 && other < 1.0);
+    /* copies: latency + bytes / rate */
+    pf.copy_latency[0] = 1e-5, pf.copy_rate[0] = 1e10;
+    CHECK(fabs(fm_profile_copy_time(&pf, 0, 1e9) - (1e-5 + 0.1)) < 1e-12);
+    CHECK(fm_profile_copy_time(&pf, 0, 0) == 0);
+}
+
+static int stop_at_once(void *user, double fraction, const char *what)
+{
+    (void)fraction, (void)what;
+    ++*(int *)user;
+    return 1;
+}
+
+static int count_calls(void *user, double fraction, const char *what)
+{
+    CHECK(fraction > 0 && fraction <= 1 && what && what[0]);
+    ++*(int *)user;
+    return 0;
+}
+
+static void read_file(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f)
+        fclose(f);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f)
+        fclose(f);
+}
+
+static uint64_t fnv(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* text with its fingerprint line replaced and the checksum made right again */
+static void foreign_copy(const char *text, char *out, size_t n)
+{
+    const char *fp = strstr(text, "\nfingerprint "), *eol = strchr(fp + 1, '\n');
+    const char *sum = strstr(text, "\nchecksum ");
+    char body[12288];
+    snprintf(body, sizeof body, "%.*s\nfingerprint fusemath 0.0.0 cpu 'elsewhere' x1 cuda 0 ''%.*s\n",
+             (int)(fp - text), text, (int)(sum - eol), eol);
+    snprintf(out, n, "%schecksum %016" PRIx64 "\n", body, fnv(body, strlen(body)));
+}
+
+static void test_calibrate_and_files(void)
+{
+    fm_context *ctx = fresh_context("cal");
+    int calls = 0;
+    char text[16384], file[16384], path[400];
+    CHECK_STATUS(fm_context_calibrate(ctx, 1, stop_at_once, &calls), FM_ERR_CANCELLED);
+    CHECK(calls == 1);
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0, "%s", text);
+    calls = 0;
+    CHECK_OK(fm_context_calibrate(ctx, 1, count_calls, &calls));
+    CHECK(calls > 5);
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strstr(text, "profile: calibrated ") && strstr(text, "curve matmul f32 cpu 3 ") &&
+                  strstr(text, "curve fft c64 cpu 3 ") && strstr(text, "curve rng f32 cpu 3 ") &&
+                  strstr(text, "curve solve f64 cpu 3 "), "%s", text);
+    /* a calibrated best call says so, without "model=builtin" */
+    static float d[64 * 64];
+    char desc[640];
+    CHECK_OK(matmul_with(ctx, FM_EXECUTION_BEST, 0, d, desc, sizeof desc));
+    CHECK_MSG(strstr(desc, " best=cpu predicted cpu ") && !strstr(desc, "builtin"), "%s", desc);
+    /* the wisdom file carries it */
+    snprintf(path, sizeof path, "%s/w.txt", g_dir);
+    CHECK_OK(fm_context_wisdom_save(ctx, path));
+    fm_context_destroy(ctx);
+
+    ctx = fresh_context("cal"); /* same cache dir: the file is read at creation */
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strstr(text, "loaded from ") && strstr(text, "/cal/machine-profile"), "%s", text);
+    fm_context_destroy(ctx);
+
+    snprintf(path, sizeof path, "%s/cal/machine-profile", g_dir);
+    read_file(path, file, sizeof file);
+    char bad[16384];
+    snprintf(bad, sizeof bad, "%s", file);
+    bad[strlen(bad) / 2] ^= 1; /* one bit: the checksum catches it */
+    write_file(path, bad);
+    ctx = fresh_context("cal");
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0 && strstr(text, "corrupt"), "%s", text);
+    fm_context_destroy(ctx);
+
+    foreign_copy(file, bad, sizeof bad);
+    write_file(path, bad);
+    ctx = fresh_context("cal");
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0 && strstr(text, "another machine"), "%s", text);
+    /* the wisdom file's profile (this machine's) loads over it */
+    snprintf(path, sizeof path, "%s/w.txt", g_dir);
+    CHECK_OK(fm_context_wisdom_load(ctx, path));
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strstr(text, "loaded from ") && strstr(text, "w.txt"), "%s", text);
+    CHECK_OK(fm_context_profile_clear(ctx));
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK(strncmp(text, "profile: builtin", 16) == 0);
+    fm_context_destroy(ctx);
+}
+
+static void test_environment(void)
+{
+    setenv("FUSEMATH_EXECUTION", "bogus", 1);
+    fm_context *ctx = NULL;
+    CHECK_STATUS(fm_context_create(&ctx), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("FUSEMATH_EXECUTION");
+    setenv("FUSEMATH_EXECUTION", "best", 1);
+    ctx = fresh_context("env");
+    static float d[64 * 64];
+    char desc[640];
+    CHECK_OK(matmul_with(ctx, FM_EXECUTION_AUTO, 0, d, desc, sizeof desc));
+    CHECK_MSG(strstr(desc, " best=cpu "), "%s", desc);
+    CHECK_OK(matmul_with(ctx, FM_EXECUTION_CPU, 0, d, desc, sizeof desc)); /* explicit stays explicit */
+    CHECK_MSG(!strstr(desc, "best="), "%s", desc);
+    fm_context_destroy(ctx);
+    unsetenv("FUSEMATH_EXECUTION");
+}
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/fm_test_dispatch.%ld", (long)getpid());
+    RUN_TEST(test_best_on_cpu_data);
+    RUN_TEST(test_bad_input);
+    RUN_TEST(test_prediction);
+    RUN_TEST(test_calibrate_and_files);
+    RUN_TEST(test_environment);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    TEST_MAIN_RETURN();
+}
