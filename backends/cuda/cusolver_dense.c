@@ -43,19 +43,29 @@ static fm_status cs_probe(const fm_settings *settings, void **state, const char 
     return FM_OK;
 }
 
+/* Destroy what of d's handles and kernels exists (a partial device_state too), leaving it unmade. */
+static void dev_state_clear(dev_state *d)
+{
+    if (d->prm)
+        cusolverDnDestroyParams(d->prm);
+    if (d->sj)
+        cusolverDnDestroySyevjInfo(d->sj);
+    if (d->sv)
+        cusolverDnDestroy(d->sv);
+    if (d->bl)
+        cublasDestroy(d->bl);
+    fm_nvrtc_module_unload(&d->mod);
+    d->prm = NULL, d->sj = NULL, d->sv = NULL, d->bl = NULL, d->made = 0;
+}
+
 static void cs_release(void *state)
 {
     cs_state *st = state;
     if (!st)
         return;
     for (int d = 0; d < MAX_DEV; d++)
-        if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK) {
-            cusolverDnDestroyParams(st->dev[d].prm);
-            cusolverDnDestroySyevjInfo(st->dev[d].sj);
-            cusolverDnDestroy(st->dev[d].sv);
-            cublasDestroy(st->dev[d].bl);
-            fm_nvrtc_module_unload(&st->dev[d].mod);
-        }
+        if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK)
+            dev_state_clear(&st->dev[d]);
     fm_cuda_ws_table_destroy(st->ws);
     pthread_mutex_destroy(&st->lock);
     free(st);
@@ -81,15 +91,31 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     if ((s = fm_nvrtc_module_build(&d->mod, set, kernel_source, "the dense-solver kernels", device, 0, WHO,
                                    names, &d->k[0][0], 4 * K_COUNT)) != FM_OK)
         return s;
-    if (cusolverDnCreate(&d->sv) != CUSOLVER_STATUS_SUCCESS) {
-        fm_nvrtc_module_unload(&d->mod);
-        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreate failed on device %d", device);
-    }
-    if (cusolverDnCreateParams(&d->prm) != CUSOLVER_STATUS_SUCCESS || cublasCreate(&d->bl) != CUBLAS_STATUS_SUCCESS ||
-        cusolverDnCreateSyevjInfo(&d->sj) != CUSOLVER_STATUS_SUCCESS) {
-        cusolverDnDestroy(d->sv);
-        fm_nvrtc_module_unload(&d->mod);
-        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreateParams / cublasCreate failed on device %d", device);
+    /* each handle kept only when its create succeeded, so a failure part way destroys exactly those */
+    const char *failed = NULL;
+    cusolverDnHandle_t sv = NULL;
+    cusolverDnParams_t prm = NULL;
+    cublasHandle_t bl = NULL;
+    syevjInfo_t sj = NULL;
+    if (cusolverDnCreate(&sv) == CUSOLVER_STATUS_SUCCESS)
+        d->sv = sv;
+    else
+        failed = "cusolverDnCreate";
+    if (!failed && cusolverDnCreateParams(&prm) == CUSOLVER_STATUS_SUCCESS)
+        d->prm = prm;
+    else if (!failed)
+        failed = "cusolverDnCreateParams";
+    if (!failed && cublasCreate(&bl) == CUBLAS_STATUS_SUCCESS)
+        d->bl = bl;
+    else if (!failed)
+        failed = "cublasCreate";
+    if (!failed && cusolverDnCreateSyevjInfo(&sj) == CUSOLVER_STATUS_SUCCESS)
+        d->sj = sj;
+    else if (!failed)
+        failed = "cusolverDnCreateSyevjInfo";
+    if (failed) {
+        dev_state_clear(d);
+        return fm_fail(FM_ERR_BACKEND, WHO ": %s failed on device %d", failed, device);
     }
     d->made = 1;
     *out = d;
