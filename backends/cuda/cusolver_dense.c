@@ -415,21 +415,25 @@ static fm_status run_qr(const run_ctx *r)
                    r->stream);
 }
 
+/* U's columns as gesvd computes them (uc below) */
+static int64_t svd_ucols(const cs_impl *x) { return x->sp->full_matrices ? x->mm : x->k; }
+
 /* gesvd of mm x nn (a, or a^H when m < n: cuSOLVER's gesvd wants m >= n), then U = U', Vt = Vt'
- * or, for a^H = U' S Vt', U = Vt'^H and Vt = U'^H. */
+ * or, for a^H = U' S Vt', U = Vt'^H and Vt = U'^H. U' is mm x uc per entry: jobu 'S' writes only
+ * the first min(mm, nn) = k columns (LAPACK's gesvd semantics, which cuSOLVER's follows), 'A' all mm. */
 static fm_status run_svd(const run_ctx *r)
 {
     const cs_impl *x = r->x;
     const fm_solve_params *sp = x->sp;
     const int64_t mm = x->mm, nn = x->nn, k = x->k, m = x->m, n = x->n;
-    const int64_t uc = sp->full_matrices ? mm : k, vr = sp->full_matrices ? nn : k; /* of U', Vt' */
+    const int64_t uc = svd_ucols(x), vr = sp->full_matrices ? nn : k; /* of U', Vt' */
     const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
     fm_status s = FM_OK;
     for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
         if ((s = fm_cs_sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
                                             WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
                                             (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
-                                            WS(r, off_q, b, mm * mm, x->es), mm, x->dt,
+                                            WS(r, off_q, b, mm * uc, x->es), mm, x->dt,
                                             WS(r, off_vt, b, nn * nn, x->es), max64(1, vr), x->dt,
                                             r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
                            "cusolverDnXgesvd")) != FM_OK)
@@ -442,12 +446,12 @@ static fm_status run_svd(const run_ctx *r)
         u = fm_cs_scratch_view(x, NULL, m, ucols, m, 0), vt = fm_cs_scratch_view(x, NULL, vrows, n, vrows, 0);
         u.ident = vt.ident = 1;
     } else if (m >= n) {
-        u = fm_cs_scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * mm);
+        u = fm_cs_scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * uc);
         vt = fm_cs_scratch_view(x, r->ws + x->off_vt, vr, n, max64(1, vr), nn * nn);
     } else {
         u = fm_cs_scratch_view(x, r->ws + x->off_vt, m, vr, max64(1, vr), nn * nn);   /* U = Vt'^H */
         u.srs = max64(1, vr), u.scs = 1, u.conj = x->ti >= 2;
-        vt = fm_cs_scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * mm);           /* Vt = U'^H */
+        vt = fm_cs_scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * uc);           /* Vt = U'^H */
         vt.srs = mm, vt.scs = 1, vt.conj = x->ti >= 2;
     }
     if ((s = fm_cs_copy_to(x, r->d, u, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream)) != FM_OK)
@@ -648,8 +652,9 @@ static fm_status layout(cs_impl *x)
     const double parts[11] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
-        x->lowest ? B * (double)(x->n * sp->nrhs) * es : vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
-                                                          : 0,
+        x->lowest ? B * (double)(x->n * sp->nrhs) * es : vec_svd ? B * (double)(x->mm * svd_ucols(x)) * es
+                                                        : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
+                                                               : 0,
         vec_svd ? B * (double)(x->nn * x->nn) * es : 0,
         rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
         B * (double)x->n * 8,
