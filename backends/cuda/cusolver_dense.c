@@ -7,8 +7,8 @@
  * a^T trick is needed to avoid a transpose); the routine runs per entry; one scatter kernel writes
  * the C-ordered outputs (a factor with its other triangle zeroed, R's padding, Q / U / Vt).
  * Info: one int per entry in the workspace, widened into the int64 info slot (check = 0: nothing
- * synchronises); check = 1 copies it to the host (one synchronisation) and fails for the lowest
- * failing entry with the CPU backend's words. Handles: one cuSOLVER and one cuBLAS handle per
+ * synchronises, unless check_finite or given pivots need their flags read); check = 1 copies it to
+ * the host (one synchronisation) and fails for the lowest failing entry with the CPU backend's words. Handles: one cuSOLVER and one cuBLAS handle per
  * device in the backend state, used under its lock on the caller's stream. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
@@ -548,11 +548,13 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     const int64_t B = sp->batch_count;
     if (B == 0)
         return FM_OK;
-    /* routines that cannot fail past their checked inputs do not wait for the device (check = 1) */
+    /* routines that cannot fail past their checked inputs do not wait for the device (check = 1);
+     * given pivots are read back whatever check says: a bad one is refused, as on the CPU, since the
+     * entry's result (solved or det with the identity's pivots in its place) would be silently wrong */
     const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
     const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
                            ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
-    const int sync = (sp->check && can_fail) || sp->check_finite;
+    const int sync = (sp->check && can_fail) || sp->check_finite || given;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
     void *hwork = x->hwork ? malloc(x->hwork) : NULL;
     uint64_t flags[3];
