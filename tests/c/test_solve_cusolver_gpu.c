@@ -621,6 +621,43 @@ static void test_qr_svd(void)
         }
 }
 
+/* Reduced SVD of 200000 x 3 and 3 x 200000: U's scratch is m x 3 (it was m x m: 320 GB, out of
+ * memory); ||U S Vt - A|| and the orthogonality of U / Vt as in check_qr_svd. */
+static void test_svd_tall_reduced(void)
+{
+    const fm_dtype dt = FM_F64;
+    const double eps = eps_of(dt);
+    for (int wide = 0; wide < 2; wide++) {
+        const int64_t m = wide ? 3 : 200000, n = wide ? 200000 : 3, k = 3, big = 200000;
+        arr a = mat_arr(dt, 0, m, n), u = mat_arr(dt, 0, m, k), vt = mat_arr(dt, 0, k, n), w = mk_arr(dt, 1, k, 0, 0);
+        fill_random(&a);
+        fm_solve_options o = opts(FM_SOLVE_GESDD);
+        arr *s[FM_SOLVE_NSLOTS] = {&a, NULL, NULL, &u, &vt, NULL, NULL, &w};
+        CHECK_OK(run(1, &o, s));
+        cplx *A = cmat(&a, 0, m, n), *U = cmat(&u, 0, m, k), *V = cmat(&vt, 0, k, n);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < k; j++)
+                U[i * k + j] *= creal(get(dt, w.h, j)); /* U S */
+        cplx *USV = mul(U, V, m, k, n, 0), *VV = malloc(sizeof(cplx) * (size_t)(k * k));
+        for (int64_t i = 0; i < k; i++) /* Vt Vt^H */
+            for (int64_t j = 0; j < k; j++) {
+                cplx acc = 0;
+                for (int64_t l = 0; l < n; l++)
+                    acc += V[i * n + l] * conj(V[j * n + l]);
+                VV[i * k + j] = acc;
+            }
+        free(U);
+        U = cmat(&u, 0, m, k);
+        cplx *UU = mul(U, U, k, m, k, 1);
+        const double r1 = ratio(dnorm(USV, A, m, n), (double)big * norm1(A, m, n) * eps);
+        const double r2 = ratio(dnorm(UU, NULL, k, k), big * eps), r3 = ratio(dnorm(VV, NULL, k, k), big * eps);
+        CHECK_MSG(r1 < 30 && r2 < 30 && r3 < 30, "reduced svd %lldx%lld: ||U S Vt - A|| ratio %g, ||U^H U - I|| %g, "
+                  "||Vt Vt^H - I|| %g", (long long)m, (long long)n, r1, r2, r3);
+        free(A), free(U), free(V), free(USV), free(VV), free(UU);
+        free_arr(&a), free_arr(&u), free_arr(&vt), free_arr(&w);
+    }
+}
+
 /* 40000 2x2 (past cuSOLVER's reported ~32k batch limit of its batched eigensolvers) */
 static void test_big_batch(void)
 {
@@ -868,6 +905,7 @@ int main(void)
     RUN_TEST(test_cholesky_triangular);
     RUN_TEST(test_eigh);
     RUN_TEST(test_qr_svd);
+    RUN_TEST(test_svd_tall_reduced);
     RUN_TEST(test_failures_match_cpu);
     RUN_TEST(test_bad_pivots);
     RUN_TEST(test_big_batch);
