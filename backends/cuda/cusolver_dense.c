@@ -461,7 +461,7 @@ static fm_status run_svd(const run_ctx *r)
 
 /* ---- failures: core's words (solve_problem.c), the CPU backend's too ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input before its info). */
-static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags)
+static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags, int64_t bad_pivot)
 {
     const fm_solve_params *sp = x->sp;
     const char *rn = fm_solve_routine_name(sp->routine);
@@ -481,11 +481,22 @@ static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags
     }
     if (piv_b != INT64_MAX && piv_b <= bi) {
         fm_solve_entry_name(sp, "ipiv", piv_b, e, sizeof e);
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has a pivot at position %lld outside 1..%lld "
-                       "(lu_factor's 1-based pivots; %s)", e, (long long)(flags[2] % (uint64_t)max64(1, x->n)),
-                       (long long)x->n, rn);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has pivot %lld at position %lld, expected 1..%lld "
+                       "(lu_factor's 1-based pivots; %s)", e, (long long)bad_pivot,
+                       (long long)(flags[2] % (uint64_t)max64(1, x->n)), (long long)x->n, rn);
     }
     return bi == INT64_MAX ? FM_OK : fm_solve_fail_info(sp, bi, info[bi]);
+}
+
+/* The caller's pivot that fm_sv_pivots found bad (at flat index at = b * n + i): read back after the
+ * synchronisation, so the message names its value as the CPU backend's does. */
+static fm_status read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v)
+{
+    const fm_tensor *t = &x->p->t[FM_SOLVE_IPIV];
+    const int64_t n = max64(1, x->n), b = (int64_t)(at / (uint64_t)n), i = (int64_t)(at % (uint64_t)n);
+    const int64_t el = fm_solve_batch_offset(x->p, FM_SOLVE_IPIV, b) + i * t->strides[t->ndim - 1];
+    return fm_cuda_status(cudaMemcpy(v, (const int64_t *)ptrs[FM_SOLVE_IPIV] + el, sizeof *v, cudaMemcpyDefault),
+                          "cudaMemcpy(ipiv)");
 }
 
 static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *const *ptrs, cudaStream_t stream,
@@ -588,8 +599,13 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     }
     fm_cuda_ws_release(lease);
     pthread_mutex_unlock(&x->st->lock);
-    if (s == FM_OK && sync && (s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize")) == FM_OK)
-        s = report(x, info, flags);
+    if (s == FM_OK && sync)
+        s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+    int64_t bad = 0;
+    if (s == FM_OK && sync && flags[2] != UINT64_MAX)
+        s = read_bad_pivot(x, ptrs, flags[2], &bad);
+    if (s == FM_OK && sync)
+        s = report(x, info, flags, bad);
     free(info), free(hwork);
     return s;
 }

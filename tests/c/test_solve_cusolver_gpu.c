@@ -798,22 +798,39 @@ static void test_failures_match_cpu(void)
     }
 }
 
+/* A pivot outside 1..n is refused whatever check says (check = 0 once returned a solve / det made
+ * with the identity's pivots), with the CPU's very message; batch 1 (per entry) and 40 (batched). */
 static void test_bad_pivots(void)
 {
     const fm_dtype dt = FM_F64;
     const int64_t n = 4;
-    arr f = mat_arr(dt, 2, n, n), b = mat_arr(dt, 2, n, 1), x = mat_arr(dt, 2, n, 1), piv = mk_arr(FM_I64, 2, 2, n, 0);
-    fill_matrix(&f, SPD, 2, n);
-    fill_random(&b);
-    for (int64_t i = 0; i < 2 * n; i++)
-        ((int64_t *)piv.h)[i] = i % n + 1;
-    ((int64_t *)piv.h)[n + 2] = 99;
-    fm_solve_options o = opts(FM_SOLVE_GETRS);
-    arr *s[FM_SOLVE_NSLOTS] = {&f, &b, &piv, &x};
-    CHECK_STATUS(run(1, &o, s), FM_ERR_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("ipiv[1]");
-    CHECK_ERROR_MENTIONS("position 2");
-    free_arr(&f), free_arr(&b), free_arr(&x), free_arr(&piv);
+    for (int64_t B = 1; B <= 40; B += 39) {
+        arr f = mat_arr(dt, B, n, n), b = mat_arr(dt, B, n, 1), x = mat_arr(dt, B, n, 1), piv = mk_arr(FM_I64, 2, B, n, 0);
+        arr info = mk_arr(FM_I64, 1, B, 0, 0), w = mk_arr(dt, 1, B, 0, 0), sg = mk_arr(dt, 1, B, 0, 0);
+        fill_matrix(&f, SPD, B, n);
+        fill_random(&b);
+        for (int64_t i = 0; i < B * n; i++)
+            ((int64_t *)piv.h)[i] = i % n + 1;
+        ((int64_t *)piv.h)[(B - 1) * n + 2] = 99; /* the last entry's */
+        char want[64];
+        snprintf(want, sizeof want, "ipiv[%lld] has pivot 99 at position 2", (long long)(B - 1));
+        for (int check = 1; check >= 0; check--) {
+            fm_solve_options o = opts(FM_SOLVE_GETRS);
+            o.check = check;
+            arr *s[FM_SOLVE_NSLOTS] = {&f, &b, &piv, &x, NULL, NULL, check ? NULL : &info};
+            same_outcome("lu_solve with a bad pivot", o, s);
+            CHECK_ERROR_MENTIONS(want);
+            o.routine = FM_SOLVE_DET;
+            arr *sd[FM_SOLVE_NSLOTS] = {&f, NULL, &piv, NULL, NULL, NULL, check ? NULL : &info, &w};
+            same_outcome("det of a factor with a bad pivot", o, sd);
+            CHECK_ERROR_MENTIONS(want);
+            o.routine = FM_SOLVE_SLOGDET;
+            arr *sl[FM_SOLVE_NSLOTS] = {&f, NULL, &piv, NULL, NULL, NULL, check ? NULL : &info, &w, &sg};
+            same_outcome("slogdet of a factor with a bad pivot", o, sl);
+            CHECK_ERROR_MENTIONS(want);
+        }
+        free_arr(&f), free_arr(&b), free_arr(&x), free_arr(&piv), free_arr(&info), free_arr(&w), free_arr(&sg);
+    }
 }
 
 /* A broadcast a against a large batch of b: the workspace (a gathered per entry) exceeds the GPU;
