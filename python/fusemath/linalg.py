@@ -384,11 +384,18 @@ class Solver:
         b, _ = _array(b)
         vec = b.ndim == 1  # one vector: a column through the products, dropped at the end (batched q too)
         bb = b[..., None] if vec else b
+        # check_finite is the library's check of trtrs's b: b itself (transpose) or q^H b, which is
+        # non-finite exactly when b is (q is finite: checked at factor, 0 * inf is NaN)
         if not transpose:  # a = q r: x = r^-1 q^H b
-            x = solve_triangular(r, q.conj().swapaxes(-1, -2) @ bb, check_finite=False)
+            x = self._trtrs(where, r, q.conj().swapaxes(-1, -2) @ bb, 0)
         else:  # a^T = r^T q^T: x = conj(q) r^-T b
-            x = q.conj() @ solve_triangular(r, bb, trans=1, check_finite=False)
+            x = q.conj() @ self._trtrs(where, r, bb, 1)
         return x[..., 0] if vec else x
+
+    def _trtrs(self, where: str, r, rhs, trans: int):
+        """r^-1 rhs (trans: r^-T rhs), r upper triangular, with the solver's check_finite."""
+        r, rhs, li = _pair(r, rhs)
+        return _run(_C.SOLVE_TRTRS, where, li, r, rhs, uplo=1, transpose=trans, check_finite=self._finite)[_X]
 
     def det(self):
         """det(a) from the factor."""
