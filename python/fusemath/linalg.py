@@ -193,20 +193,23 @@ def svdvals(x, /):
 
 
 def lstsq(a, b, rcond=None):
-    """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: machine epsilon times max(M, N)."""
+    """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: float64's machine epsilon times max(M, N),
+    as NumPy's (it computes in float64 whatever the input, so float32's rank is judged at float64's eps
+    too). rank is NumPy's numpy.int32 (a batch, which NumPy refuses: an int32 array of the batch shape)."""
     where = "fusemath.linalg.lstsq"
     a, b, li = _pair(a, b)
     if rcond is None:
         shape = getattr(a, "shape", ())
-        eps = np.finfo(np.dtype(str(a.dtype).replace("torch.", ""))).eps if len(shape) >= 2 else 0.0
-        rcond = eps * max(shape[-2:]) if len(shape) >= 2 else -1.0
+        rcond = np.finfo(np.float64).eps * max(shape[-2:]) if len(shape) >= 2 else -1.0
     r = _run(_C.SOLVE_GELSD, where, li, a, b, rcond=float(rcond))
     x, res, rank, s = r[_X], r[_AUX], r[_RANK], r[_W]
     m, n = a.shape[-2], a.shape[-1]
-    if isinstance(rank, np.ndarray) and rank.ndim == 0:
-        rank = int(rank)
-        if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
-            res = res[..., :0]
+    if isinstance(rank, np.ndarray):  # numpy.linalg.lstsq's type: its gufunc's LAPACK int ('i'), int32
+        rank = rank.astype(np.int32)
+        if rank.ndim == 0:  # one system: a numpy.int32 scalar, as NumPy's
+            rank = rank[()]
+            if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
+                res = res[..., :0]
     return x, res, rank, s
 
 

@@ -122,7 +122,7 @@ def test_against_numpy_scipy_f64(rng):
     for bb in (rng.standard_normal(7), rng.standard_normal((7, 3))):
         r1, r2 = fl.lstsq(m, bb), np.linalg.lstsq(m, bb)
         close(r1[0], r2[0]), close(r1[1], r2[1]), close(r1[3], r2[3])
-        assert r1[2] == r2[2]
+        assert r1[2] == r2[2] and type(r1[2]) is type(r2[2])  # numpy.int32, as NumPy's (not a Python int)
     assert fl.lstsq(m.T, rng.standard_normal(4))[1].shape == (0,)  # underdetermined: no residuals
     assert fl.matrix_rank(m) == np.linalg.matrix_rank(m) == 4
     low = m[:, :2] @ rng.standard_normal((2, 5))
@@ -191,6 +191,23 @@ def test_singular_and_indefinite():
     from scipy.linalg import LinAlgWarning
     with pytest.warns(LinAlgWarning, match="Diagonal number 2 is exactly zero"):
         fl.lu_factor(a[1])
+
+
+def test_lstsq_rank_types(rng):
+    """rank is numpy.linalg.lstsq's type: a numpy.int32 scalar for one system (full rank, rank-deficient,
+    underdetermined, float32 and complex), and for a batch (which NumPy refuses) an int32 array of the
+    batch shape holding each matrix's NumPy rank."""
+    low = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))
+    for a in (rng.standard_normal((6, 4)), low, rng.standard_normal((3, 5)), low.astype(np.float32),
+              low + 1j * rng.standard_normal((6, 4))):
+        want = np.linalg.lstsq(a, np.ones(a.shape[0], a.dtype))
+        got = fl.lstsq(a, np.ones(a.shape[0], a.dtype))
+        assert type(got[2]) is type(want[2]) and got[2] == want[2], (a.shape, a.dtype, got[2], want[2])
+        assert got[1].shape == want[1].shape and got[1].dtype == want[1].dtype
+    a = np.stack([rng.standard_normal((6, 4)), low, low[:, :1] @ np.ones((1, 4))])
+    rank = fl.lstsq(a, np.ones((3, 6, 2)))[2]
+    assert isinstance(rank, np.ndarray) and rank.dtype == np.int32 and rank.shape == (3,)
+    assert rank.tolist() == [int(np.linalg.lstsq(m, np.ones(6))[2]) for m in a] == [4, 2, 1]
 
 
 def test_check_finite():
