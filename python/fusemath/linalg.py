@@ -388,9 +388,12 @@ class Solver:
         vec = b.ndim == 1  # one vector: a column through the products, dropped at the end (batched q too)
         bb = b[..., None] if vec else b
         # check_finite is the library's check of trtrs's b: b itself (transpose) or q^H b, which is
-        # non-finite exactly when b is (q is finite: checked at factor, 0 * inf is NaN)
+        # non-finite exactly when b is (q is finite: checked at factor, 0 * inf is NaN); NumPy's
+        # warning for that NaN is no news next to the library's error or its NaN result
         if not transpose:  # a = q r: x = r^-1 q^H b
-            x = self._trtrs(where, r, q.conj().swapaxes(-1, -2) @ bb, 0)
+            with np.errstate(invalid="ignore"):
+                qb = q.conj().swapaxes(-1, -2) @ bb
+            x = self._trtrs(where, r, qb, 0)
         else:  # a^T = r^T q^T: x = conj(q) r^-T b
             x = q.conj() @ self._trtrs(where, r, bb, 1)
         return x[..., 0] if vec else x

@@ -221,6 +221,7 @@ def test_check_finite():
 
 
 @pytest.mark.parametrize("kind", ["lu", "cholesky", "qr", "auto"])
+@pytest.mark.filterwarnings("error")
 def test_solver_check_finite_b(rng, kind):
     """Solver(check_finite=True) refuses a NaN / Inf in solve's b for every kind (qr's went unchecked),
     in both directions, naming b; without it the result follows LAPACK (NaN out)."""
