@@ -8,8 +8,9 @@
  * the C-ordered outputs (a factor with its other triangle zeroed, R's padding, Q / U / Vt).
  * Info: one int per entry in the workspace, widened into the int64 info slot (check = 0: nothing
  * synchronises, unless check_finite or given pivots need their flags read); check = 1 copies it to
- * the host (one synchronisation) and fails for the lowest failing entry with the CPU backend's words. Handles: one cuSOLVER and one cuBLAS handle per
- * device in the backend state, used under its lock on the caller's stream. */
+ * the host (one synchronisation) and fails for the lowest failing entry with the CPU backend's
+ * words. Handles: one cuSOLVER and one cuBLAS handle per device in the backend state, used under its
+ * lock on the caller's stream. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
 #include "cusolver_dense.h"
@@ -372,7 +373,8 @@ static fm_status run_eigh(const run_ctx *r)
 static cusolverStatus_t orgqr(const run_ctx *r, int m, int n, int k, void *a, const void *tau)
 {
     const cs_impl *x = r->x;
-    const int lw = (int)(x->dwork / x->es);
+    const size_t lwe = x->dwork / x->es; /* dwork may be Xgeqrf's, past int's range for orgqr's lwork */
+    const int lw = lwe > (size_t)INT32_MAX ? INT32_MAX : (int)lwe;
     void *w = r->ws + x->off_work;
     switch (x->ti) {
     case 0: return cusolverDnSorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
@@ -670,9 +672,10 @@ static fm_status layout(cs_impl *x)
     const double parts[11] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
-        x->lowest ? B * (double)(x->n * sp->nrhs) * es : vec_svd ? B * (double)(x->mm * svd_ucols(x)) * es
-                                                        : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
-                                                               : 0,
+        x->lowest  ? B * (double)(x->n * sp->nrhs) * es
+        : vec_svd  ? B * (double)(x->mm * svd_ucols(x)) * es
+        : q_qr     ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
+                   : 0,
         vec_svd ? B * (double)(x->nn * x->nn) * es : 0,
         rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
         B * (double)x->n * 8,

@@ -805,7 +805,8 @@ static void test_bad_pivots(void)
     const fm_dtype dt = FM_F64;
     const int64_t n = 4;
     for (int64_t B = 1; B <= 40; B += 39) {
-        arr f = mat_arr(dt, B, n, n), b = mat_arr(dt, B, n, 1), x = mat_arr(dt, B, n, 1), piv = mk_arr(FM_I64, 2, B, n, 0);
+        arr f = mat_arr(dt, B, n, n), b = mat_arr(dt, B, n, 1), x = mat_arr(dt, B, n, 1);
+        arr piv = mk_arr(FM_I64, 2, B, n, 0);
         arr info = mk_arr(FM_I64, 1, B, 0, 0), w = mk_arr(dt, 1, B, 0, 0), sg = mk_arr(dt, 1, B, 0, 0);
         fill_matrix(&f, SPD, B, n);
         fill_random(&b);

@@ -126,8 +126,8 @@ static void test_partial_failure(void)
         CHECK_ERROR_MENTIONS(create_names[k]);
         fail_kind = -1;
         for (int j = 0; j < NKINDS; j++)
-            CHECK_MSG(live[j] == before[j], "%s failing: %d %s handle(s) left alive by the failed plan", create_names[k],
-                      live[j] - before[j], create_names[j]);
+            CHECK_MSG(live[j] == before[j], "%s failing: %d %s handle(s) left alive by the failed plan",
+                      create_names[k], live[j] - before[j], create_names[j]);
         CHECK_OK(solve_diag(ctx, x)); /* nothing fails now: the handles are made afresh */
         CHECK_MSG(x[0] == 1 && x[1] == 0.5 && x[2] == 0.25, "after %s failed once: x = (%g, %g, %g)", create_names[k],
                   x[0], x[1], x[2]);
