@@ -7,9 +7,10 @@
  * a^T trick is needed to avoid a transpose); the routine runs per entry; one scatter kernel writes
  * the C-ordered outputs (a factor with its other triangle zeroed, R's padding, Q / U / Vt).
  * Info: one int per entry in the workspace, widened into the int64 info slot (check = 0: nothing
- * synchronises); check = 1 copies it to the host (one synchronisation) and fails for the lowest
- * failing entry with the CPU backend's words. Handles: one cuSOLVER and one cuBLAS handle per
- * device in the backend state, used under its lock on the caller's stream. */
+ * synchronises, unless check_finite or given pivots need their flags read); check = 1 copies it to
+ * the host (one synchronisation) and fails for the lowest failing entry with the CPU backend's
+ * words. Handles: one cuSOLVER and one cuBLAS handle per device in the backend state, used under its
+ * lock on the caller's stream. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
 #include "cusolver_dense.h"
@@ -43,19 +44,29 @@ static fm_status cs_probe(const fm_settings *settings, void **state, const char 
     return FM_OK;
 }
 
+/* Destroy what of d's handles and kernels exists (a partial device_state too), leaving it unmade. */
+static void dev_state_clear(dev_state *d)
+{
+    if (d->prm)
+        cusolverDnDestroyParams(d->prm);
+    if (d->sj)
+        cusolverDnDestroySyevjInfo(d->sj);
+    if (d->sv)
+        cusolverDnDestroy(d->sv);
+    if (d->bl)
+        cublasDestroy(d->bl);
+    fm_nvrtc_module_unload(&d->mod);
+    d->prm = NULL, d->sj = NULL, d->sv = NULL, d->bl = NULL, d->made = 0;
+}
+
 static void cs_release(void *state)
 {
     cs_state *st = state;
     if (!st)
         return;
     for (int d = 0; d < MAX_DEV; d++)
-        if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK) {
-            cusolverDnDestroyParams(st->dev[d].prm);
-            cusolverDnDestroySyevjInfo(st->dev[d].sj);
-            cusolverDnDestroy(st->dev[d].sv);
-            cublasDestroy(st->dev[d].bl);
-            fm_nvrtc_module_unload(&st->dev[d].mod);
-        }
+        if (st->dev[d].made && fm_cuda_use_device(d) == FM_OK)
+            dev_state_clear(&st->dev[d]);
     fm_cuda_ws_table_destroy(st->ws);
     pthread_mutex_destroy(&st->lock);
     free(st);
@@ -81,15 +92,31 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     if ((s = fm_nvrtc_module_build(&d->mod, set, kernel_source, "the dense-solver kernels", device, 0, WHO,
                                    names, &d->k[0][0], 4 * K_COUNT)) != FM_OK)
         return s;
-    if (cusolverDnCreate(&d->sv) != CUSOLVER_STATUS_SUCCESS) {
-        fm_nvrtc_module_unload(&d->mod);
-        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreate failed on device %d", device);
-    }
-    if (cusolverDnCreateParams(&d->prm) != CUSOLVER_STATUS_SUCCESS || cublasCreate(&d->bl) != CUBLAS_STATUS_SUCCESS ||
-        cusolverDnCreateSyevjInfo(&d->sj) != CUSOLVER_STATUS_SUCCESS) {
-        cusolverDnDestroy(d->sv);
-        fm_nvrtc_module_unload(&d->mod);
-        return fm_fail(FM_ERR_BACKEND, WHO ": cusolverDnCreateParams / cublasCreate failed on device %d", device);
+    /* each handle kept only when its create succeeded, so a failure part way destroys exactly those */
+    const char *failed = NULL;
+    cusolverDnHandle_t sv = NULL;
+    cusolverDnParams_t prm = NULL;
+    cublasHandle_t bl = NULL;
+    syevjInfo_t sj = NULL;
+    if (cusolverDnCreate(&sv) == CUSOLVER_STATUS_SUCCESS)
+        d->sv = sv;
+    else
+        failed = "cusolverDnCreate";
+    if (!failed && cusolverDnCreateParams(&prm) == CUSOLVER_STATUS_SUCCESS)
+        d->prm = prm;
+    else if (!failed)
+        failed = "cusolverDnCreateParams";
+    if (!failed && cublasCreate(&bl) == CUBLAS_STATUS_SUCCESS)
+        d->bl = bl;
+    else if (!failed)
+        failed = "cublasCreate";
+    if (!failed && cusolverDnCreateSyevjInfo(&sj) == CUSOLVER_STATUS_SUCCESS)
+        d->sj = sj;
+    else if (!failed)
+        failed = "cusolverDnCreateSyevjInfo";
+    if (failed) {
+        dev_state_clear(d);
+        return fm_fail(FM_ERR_BACKEND, WHO ": %s failed on device %d", failed, device);
     }
     d->made = 1;
     *out = d;
@@ -346,7 +373,8 @@ static fm_status run_eigh(const run_ctx *r)
 static cusolverStatus_t orgqr(const run_ctx *r, int m, int n, int k, void *a, const void *tau)
 {
     const cs_impl *x = r->x;
-    const int lw = (int)(x->dwork / x->es);
+    const size_t lwe = x->dwork / x->es; /* dwork may be Xgeqrf's, past int's range for orgqr's lwork */
+    const int lw = lwe > (size_t)INT32_MAX ? INT32_MAX : (int)lwe;
     void *w = r->ws + x->off_work;
     switch (x->ti) {
     case 0: return cusolverDnSorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
@@ -389,21 +417,25 @@ static fm_status run_qr(const run_ctx *r)
                    r->stream);
 }
 
+/* U's columns as gesvd computes them (uc below) */
+static int64_t svd_ucols(const cs_impl *x) { return x->sp->full_matrices ? x->mm : x->k; }
+
 /* gesvd of mm x nn (a, or a^H when m < n: cuSOLVER's gesvd wants m >= n), then U = U', Vt = Vt'
- * or, for a^H = U' S Vt', U = Vt'^H and Vt = U'^H. */
+ * or, for a^H = U' S Vt', U = Vt'^H and Vt = U'^H. U' is mm x uc per entry: jobu 'S' writes only
+ * the first min(mm, nn) = k columns (LAPACK's gesvd semantics, which cuSOLVER's follows), 'A' all mm. */
 static fm_status run_svd(const run_ctx *r)
 {
     const cs_impl *x = r->x;
     const fm_solve_params *sp = x->sp;
     const int64_t mm = x->mm, nn = x->nn, k = x->k, m = x->m, n = x->n;
-    const int64_t uc = sp->full_matrices ? mm : k, vr = sp->full_matrices ? nn : k; /* of U', Vt' */
+    const int64_t uc = svd_ucols(x), vr = sp->full_matrices ? nn : k; /* of U', Vt' */
     const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
     fm_status s = FM_OK;
     for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
         if ((s = fm_cs_sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
                                             WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
                                             (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
-                                            WS(r, off_q, b, mm * mm, x->es), mm, x->dt,
+                                            WS(r, off_q, b, mm * uc, x->es), mm, x->dt,
                                             WS(r, off_vt, b, nn * nn, x->es), max64(1, vr), x->dt,
                                             r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
                            "cusolverDnXgesvd")) != FM_OK)
@@ -416,12 +448,12 @@ static fm_status run_svd(const run_ctx *r)
         u = fm_cs_scratch_view(x, NULL, m, ucols, m, 0), vt = fm_cs_scratch_view(x, NULL, vrows, n, vrows, 0);
         u.ident = vt.ident = 1;
     } else if (m >= n) {
-        u = fm_cs_scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * mm);
+        u = fm_cs_scratch_view(x, r->ws + x->off_q, m, uc, mm, mm * uc);
         vt = fm_cs_scratch_view(x, r->ws + x->off_vt, vr, n, max64(1, vr), nn * nn);
     } else {
         u = fm_cs_scratch_view(x, r->ws + x->off_vt, m, vr, max64(1, vr), nn * nn);   /* U = Vt'^H */
         u.srs = max64(1, vr), u.scs = 1, u.conj = x->ti >= 2;
-        vt = fm_cs_scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * mm);           /* Vt = U'^H */
+        vt = fm_cs_scratch_view(x, r->ws + x->off_q, uc, n, mm, mm * uc);           /* Vt = U'^H */
         vt.srs = mm, vt.scs = 1, vt.conj = x->ti >= 2;
     }
     if ((s = fm_cs_copy_to(x, r->d, u, r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0, r->stream)) != FM_OK)
@@ -431,7 +463,7 @@ static fm_status run_svd(const run_ctx *r)
 
 /* ---- failures: core's words (solve_problem.c), the CPU backend's too ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input before its info). */
-static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags)
+static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags, int64_t bad_pivot)
 {
     const fm_solve_params *sp = x->sp;
     const char *rn = fm_solve_routine_name(sp->routine);
@@ -451,11 +483,22 @@ static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags
     }
     if (piv_b != INT64_MAX && piv_b <= bi) {
         fm_solve_entry_name(sp, "ipiv", piv_b, e, sizeof e);
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has a pivot at position %lld outside 1..%lld "
-                       "(lu_factor's 1-based pivots; %s)", e, (long long)(flags[2] % (uint64_t)max64(1, x->n)),
-                       (long long)x->n, rn);
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has pivot %lld at position %lld, expected 1..%lld "
+                       "(lu_factor's 1-based pivots; %s)", e, (long long)bad_pivot,
+                       (long long)(flags[2] % (uint64_t)max64(1, x->n)), (long long)x->n, rn);
     }
     return bi == INT64_MAX ? FM_OK : fm_solve_fail_info(sp, bi, info[bi]);
+}
+
+/* The caller's pivot that fm_sv_pivots found bad (at flat index at = b * n + i): read back after the
+ * synchronisation, so the message names its value as the CPU backend's does. */
+static fm_status read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v)
+{
+    const fm_tensor *t = &x->p->t[FM_SOLVE_IPIV];
+    const int64_t n = max64(1, x->n), b = (int64_t)(at / (uint64_t)n), i = (int64_t)(at % (uint64_t)n);
+    const int64_t el = fm_solve_batch_offset(x->p, FM_SOLVE_IPIV, b) + i * t->strides[t->ndim - 1];
+    return fm_cuda_status(cudaMemcpy(v, (const int64_t *)ptrs[FM_SOLVE_IPIV] + el, sizeof *v, cudaMemcpyDefault),
+                          "cudaMemcpy(ipiv)");
 }
 
 static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *const *ptrs, cudaStream_t stream,
@@ -518,11 +561,13 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     const int64_t B = sp->batch_count;
     if (B == 0)
         return FM_OK;
-    /* routines that cannot fail past their checked inputs do not wait for the device (check = 1) */
+    /* routines that cannot fail past their checked inputs do not wait for the device (check = 1);
+     * given pivots are read back whatever check says: a bad one is refused, as on the CPU, since the
+     * entry's result (solved or det with the identity's pivots in its place) would be silently wrong */
     const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
     const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
                            ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
-    const int sync = (sp->check && can_fail) || sp->check_finite;
+    const int sync = (sp->check && can_fail) || sp->check_finite || given;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
     void *hwork = x->hwork ? malloc(x->hwork) : NULL;
     uint64_t flags[3];
@@ -556,8 +601,13 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     }
     fm_cuda_ws_release(lease);
     pthread_mutex_unlock(&x->st->lock);
-    if (s == FM_OK && sync && (s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize")) == FM_OK)
-        s = report(x, info, flags);
+    if (s == FM_OK && sync)
+        s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+    int64_t bad = 0;
+    if (s == FM_OK && sync && flags[2] != UINT64_MAX)
+        s = read_bad_pivot(x, ptrs, flags[2], &bad);
+    if (s == FM_OK && sync)
+        s = report(x, info, flags, bad);
     free(info), free(hwork);
     return s;
 }
@@ -622,8 +672,10 @@ static fm_status layout(cs_impl *x)
     const double parts[11] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
-        x->lowest ? B * (double)(x->n * sp->nrhs) * es : vec_svd ? B * (double)(x->mm * x->mm) * es : q_qr ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
-                                                          : 0,
+        x->lowest  ? B * (double)(x->n * sp->nrhs) * es
+        : vec_svd  ? B * (double)(x->mm * svd_ucols(x)) * es
+        : q_qr     ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
+                   : 0,
         vec_svd ? B * (double)(x->nn * x->nn) * es : 0,
         rt == FM_SOLVE_GEQRF ? B * (double)x->k * es : 0,
         B * (double)x->n * 8,

@@ -53,7 +53,8 @@ static const char kernel_source[] =
     "    if (info[b] != 0) continue;\n"
     "    for (long long j = 0; j < n; j++) { const double2 d = z_of(mode == 1 ? a[b * n + j] : a[b * n * n + j + j * n]);\n"
     "      if (mode == 0 ? (d.x == 0 && d.y == 0) : (isnan(d.x) || isnan(d.y))) { info[b] = (int)(j + 1); break; } } } }\n"
-    /* det / slogdet of LU factors (sign = 0, log = -inf where singular), as lapack_solve.c's */
+    /* det / slogdet of LU factors (sign = 0, log = -inf where singular), as lapack_solve.c's; a
+     * singular entry's info > 0 is no failure (reset), a bad given pivot's -7 stays */
     "template <class T, class R> __device__ void det_body(const T *lu, const long long *piv, long long n,\n"
     "    long long count, int *info, T *det, T *sign, R *logabs) {\n"
     "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
@@ -68,7 +69,7 @@ static const char kernel_source[] =
     "      l += log(ad); }\n"
     "    if (det) { const double e = exp(l); put_z(det + b, make_double2(s.x * e, s.y * e)); }\n"
     "    else { put_z(sign + b, s); logabs[b] = (R)l; }\n"
-    "    info[b] = 0; } }\n"
+    "    if (info[b] > 0) info[b] = 0; } }\n"
     /* pivots (contiguous int64) checked: a bad one is recorded (lowest b * n + i) and the entry's
      * pivots made the identity so cuSOLVER reads no row outside a; its info becomes -7 (getrs's ipiv) */
     "extern \"C\" __global__ void fm_sv_pivots(long long *piv, long long n, long long count, int *info,\n"

@@ -204,20 +204,23 @@ def svdvals(x, /):
 
 
 def lstsq(a, b, rcond=None):
-    """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: machine epsilon times max(M, N)."""
+    """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: float64's machine epsilon times max(M, N),
+    as NumPy's (it computes in float64 whatever the input, so float32's rank is judged at float64's eps
+    too). rank is NumPy's numpy.int32 (a batch, which NumPy refuses: an int32 array of the batch shape)."""
     where = "fusemath.linalg.lstsq"
     a, b, li = _pair(a, b)
     if rcond is None:
         shape = getattr(a, "shape", ())
-        eps = np.finfo(np.dtype(str(a.dtype).replace("torch.", ""))).eps if len(shape) >= 2 else 0.0
-        rcond = eps * max(shape[-2:]) if len(shape) >= 2 else -1.0
+        rcond = np.finfo(np.float64).eps * max(shape[-2:]) if len(shape) >= 2 else -1.0
     r = _run(_C.SOLVE_GELSD, where, li, a, b, rcond=float(rcond))
     x, res, rank, s = r[_X], r[_AUX], r[_RANK], r[_W]
     m, n = a.shape[-2], a.shape[-1]
-    if isinstance(rank, np.ndarray) and rank.ndim == 0:
-        rank = int(rank)
-        if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
-            res = res[..., :0]
+    if isinstance(rank, np.ndarray):  # numpy.linalg.lstsq's type: its gufunc's LAPACK int ('i'), int32
+        rank = rank.astype(np.int32)
+        if rank.ndim == 0:  # one system: a numpy.int32 scalar, as NumPy's
+            rank = rank[()]
+            if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
+                res = res[..., :0]
     return x, res, rank, s
 
 
@@ -395,11 +398,21 @@ class Solver:
         b, _ = _array(b)
         vec = b.ndim == 1  # one vector: a column through the products, dropped at the end (batched q too)
         bb = b[..., None] if vec else b
+        # check_finite is the library's check of trtrs's b: b itself (transpose) or q^H b, which is
+        # non-finite exactly when b is (q is finite: checked at factor, 0 * inf is NaN); NumPy's
+        # warning for that NaN is no news next to the library's error or its NaN result
         if not transpose:  # a = q r: x = r^-1 q^H b
-            x = solve_triangular(r, q.conj().swapaxes(-1, -2) @ bb, check_finite=False)
+            with np.errstate(invalid="ignore"):
+                qb = q.conj().swapaxes(-1, -2) @ bb
+            x = self._trtrs(where, r, qb, 0)
         else:  # a^T = r^T q^T: x = conj(q) r^-T b
-            x = q.conj() @ solve_triangular(r, bb, trans=1, check_finite=False)
+            x = q.conj() @ self._trtrs(where, r, bb, 1)
         return x[..., 0] if vec else x
+
+    def _trtrs(self, where: str, r, rhs, trans: int):
+        """r^-1 rhs (trans: r^-T rhs), r upper triangular, with the solver's check_finite."""
+        r, rhs, li = _pair(r, rhs)
+        return _run(_C.SOLVE_TRTRS, where, li, r, rhs, uplo=1, transpose=trans, check_finite=self._finite)[_X]
 
     def det(self):
         """det(a) from the factor."""

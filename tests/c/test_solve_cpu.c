@@ -517,6 +517,26 @@ static void test_bad_inputs(void)
     const fm_tensor *t[FM_SOLVE_NSLOTS] = {&t44, &tb44, &tp, &tx44};
     CHECK_STATUS(fm_solve(ctx, t, &o, NULL), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("ipiv has pivot 9 at position 3, expected 1..4");
+    /* whatever check says (check = 0 writes info, but a bad pivot is no LAPACK info), and for det /
+     * slogdet of a factor too: the GPU backend matches this (test_solve_cusolver_gpu.c) */
+    int64_t info = 7;
+    double w[2];
+    fm_tensor tinfo = desc(&info, FM_I64, 0, 0, 0), tw = desc(w, FM_F64, 0, 0, 0), tw2 = desc(w + 1, FM_F64, 0, 0, 0);
+    o.check = 0;
+    const fm_tensor *t0c[FM_SOLVE_NSLOTS] = {&t44, &tb44, &tp, &tx44, NULL, NULL, &tinfo};
+    CHECK_STATUS(fm_solve(ctx, t0c, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("ipiv has pivot 9 at position 3, expected 1..4");
+    for (int check = 0; check < 2; check++) {
+        fm_solve_options_init(&o);
+        o.check = check, o.routine = FM_SOLVE_DET;
+        const fm_tensor *td[FM_SOLVE_NSLOTS] = {&t44, NULL, &tp, NULL, NULL, NULL, check ? NULL : &tinfo, &tw};
+        CHECK_STATUS(fm_solve(ctx, td, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("ipiv has pivot 9 at position 3");
+        o.routine = FM_SOLVE_SLOGDET;
+        const fm_tensor *tl[FM_SOLVE_NSLOTS] = {&t44, NULL, &tp, NULL, NULL, NULL, check ? NULL : &tinfo, &tw, &tw2};
+        CHECK_STATUS(fm_solve(ctx, tl, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("(lu_factor's 1-based pivots; slogdet)");
+    }
 #undef BAD
 }
 

@@ -621,6 +621,43 @@ static void test_qr_svd(void)
         }
 }
 
+/* Reduced SVD of 200000 x 3 and 3 x 200000: U's scratch is m x 3 (it was m x m: 320 GB, out of
+ * memory); ||U S Vt - A|| and the orthogonality of U / Vt as in check_qr_svd. */
+static void test_svd_tall_reduced(void)
+{
+    const fm_dtype dt = FM_F64;
+    const double eps = eps_of(dt);
+    for (int wide = 0; wide < 2; wide++) {
+        const int64_t m = wide ? 3 : 200000, n = wide ? 200000 : 3, k = 3, big = 200000;
+        arr a = mat_arr(dt, 0, m, n), u = mat_arr(dt, 0, m, k), vt = mat_arr(dt, 0, k, n), w = mk_arr(dt, 1, k, 0, 0);
+        fill_random(&a);
+        fm_solve_options o = opts(FM_SOLVE_GESDD);
+        arr *s[FM_SOLVE_NSLOTS] = {&a, NULL, NULL, &u, &vt, NULL, NULL, &w};
+        CHECK_OK(run(1, &o, s));
+        cplx *A = cmat(&a, 0, m, n), *U = cmat(&u, 0, m, k), *V = cmat(&vt, 0, k, n);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < k; j++)
+                U[i * k + j] *= creal(get(dt, w.h, j)); /* U S */
+        cplx *USV = mul(U, V, m, k, n, 0), *VV = malloc(sizeof(cplx) * (size_t)(k * k));
+        for (int64_t i = 0; i < k; i++) /* Vt Vt^H */
+            for (int64_t j = 0; j < k; j++) {
+                cplx acc = 0;
+                for (int64_t l = 0; l < n; l++)
+                    acc += V[i * n + l] * conj(V[j * n + l]);
+                VV[i * k + j] = acc;
+            }
+        free(U);
+        U = cmat(&u, 0, m, k);
+        cplx *UU = mul(U, U, k, m, k, 1);
+        const double r1 = ratio(dnorm(USV, A, m, n), (double)big * norm1(A, m, n) * eps);
+        const double r2 = ratio(dnorm(UU, NULL, k, k), big * eps), r3 = ratio(dnorm(VV, NULL, k, k), big * eps);
+        CHECK_MSG(r1 < 30 && r2 < 30 && r3 < 30, "reduced svd %lldx%lld: ||U S Vt - A|| ratio %g, ||U^H U - I|| %g, "
+                  "||Vt Vt^H - I|| %g", (long long)m, (long long)n, r1, r2, r3);
+        free(A), free(U), free(V), free(USV), free(VV), free(UU);
+        free_arr(&a), free_arr(&u), free_arr(&vt), free_arr(&w);
+    }
+}
+
 /* 40000 2x2 (past cuSOLVER's reported ~32k batch limit of its batched eigensolvers) */
 static void test_big_batch(void)
 {
@@ -761,22 +798,40 @@ static void test_failures_match_cpu(void)
     }
 }
 
+/* A pivot outside 1..n is refused whatever check says (check = 0 once returned a solve / det made
+ * with the identity's pivots), with the CPU's very message; batch 1 (per entry) and 40 (batched). */
 static void test_bad_pivots(void)
 {
     const fm_dtype dt = FM_F64;
     const int64_t n = 4;
-    arr f = mat_arr(dt, 2, n, n), b = mat_arr(dt, 2, n, 1), x = mat_arr(dt, 2, n, 1), piv = mk_arr(FM_I64, 2, 2, n, 0);
-    fill_matrix(&f, SPD, 2, n);
-    fill_random(&b);
-    for (int64_t i = 0; i < 2 * n; i++)
-        ((int64_t *)piv.h)[i] = i % n + 1;
-    ((int64_t *)piv.h)[n + 2] = 99;
-    fm_solve_options o = opts(FM_SOLVE_GETRS);
-    arr *s[FM_SOLVE_NSLOTS] = {&f, &b, &piv, &x};
-    CHECK_STATUS(run(1, &o, s), FM_ERR_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("ipiv[1]");
-    CHECK_ERROR_MENTIONS("position 2");
-    free_arr(&f), free_arr(&b), free_arr(&x), free_arr(&piv);
+    for (int64_t B = 1; B <= 40; B += 39) {
+        arr f = mat_arr(dt, B, n, n), b = mat_arr(dt, B, n, 1), x = mat_arr(dt, B, n, 1);
+        arr piv = mk_arr(FM_I64, 2, B, n, 0);
+        arr info = mk_arr(FM_I64, 1, B, 0, 0), w = mk_arr(dt, 1, B, 0, 0), sg = mk_arr(dt, 1, B, 0, 0);
+        fill_matrix(&f, SPD, B, n);
+        fill_random(&b);
+        for (int64_t i = 0; i < B * n; i++)
+            ((int64_t *)piv.h)[i] = i % n + 1;
+        ((int64_t *)piv.h)[(B - 1) * n + 2] = 99; /* the last entry's */
+        char want[64];
+        snprintf(want, sizeof want, "ipiv[%lld] has pivot 99 at position 2", (long long)(B - 1));
+        for (int check = 1; check >= 0; check--) {
+            fm_solve_options o = opts(FM_SOLVE_GETRS);
+            o.check = check;
+            arr *s[FM_SOLVE_NSLOTS] = {&f, &b, &piv, &x, NULL, NULL, check ? NULL : &info};
+            same_outcome("lu_solve with a bad pivot", o, s);
+            CHECK_ERROR_MENTIONS(want);
+            o.routine = FM_SOLVE_DET;
+            arr *sd[FM_SOLVE_NSLOTS] = {&f, NULL, &piv, NULL, NULL, NULL, check ? NULL : &info, &w};
+            same_outcome("det of a factor with a bad pivot", o, sd);
+            CHECK_ERROR_MENTIONS(want);
+            o.routine = FM_SOLVE_SLOGDET;
+            arr *sl[FM_SOLVE_NSLOTS] = {&f, NULL, &piv, NULL, NULL, NULL, check ? NULL : &info, &w, &sg};
+            same_outcome("slogdet of a factor with a bad pivot", o, sl);
+            CHECK_ERROR_MENTIONS(want);
+        }
+        free_arr(&f), free_arr(&b), free_arr(&x), free_arr(&piv), free_arr(&info), free_arr(&w), free_arr(&sg);
+    }
 }
 
 /* A broadcast a against a large batch of b: the workspace (a gathered per entry) exceeds the GPU;
@@ -868,6 +923,7 @@ int main(void)
     RUN_TEST(test_cholesky_triangular);
     RUN_TEST(test_eigh);
     RUN_TEST(test_qr_svd);
+    RUN_TEST(test_svd_tall_reduced);
     RUN_TEST(test_failures_match_cpu);
     RUN_TEST(test_bad_pivots);
     RUN_TEST(test_big_batch);

@@ -122,7 +122,7 @@ def test_against_numpy_scipy_f64(rng):
     for bb in (rng.standard_normal(7), rng.standard_normal((7, 3))):
         r1, r2 = fl.lstsq(m, bb), np.linalg.lstsq(m, bb)
         close(r1[0], r2[0]), close(r1[1], r2[1]), close(r1[3], r2[3])
-        assert r1[2] == r2[2]
+        assert r1[2] == r2[2] and type(r1[2]) is type(r2[2])  # numpy.int32, as NumPy's (not a Python int)
     assert fl.lstsq(m.T, rng.standard_normal(4))[1].shape == (0,)  # underdetermined: no residuals
     assert fl.matrix_rank(m) == np.linalg.matrix_rank(m) == 4
     low = m[:, :2] @ rng.standard_normal((2, 5))
@@ -193,6 +193,23 @@ def test_singular_and_indefinite():
         fl.lu_factor(a[1])
 
 
+def test_lstsq_rank_types(rng):
+    """rank is numpy.linalg.lstsq's type: a numpy.int32 scalar for one system (full rank, rank-deficient,
+    underdetermined, float32 and complex), and for a batch (which NumPy refuses) an int32 array of the
+    batch shape holding each matrix's NumPy rank."""
+    low = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))
+    for a in (rng.standard_normal((6, 4)), low, rng.standard_normal((3, 5)), low.astype(np.float32),
+              low + 1j * rng.standard_normal((6, 4))):
+        want = np.linalg.lstsq(a, np.ones(a.shape[0], a.dtype))
+        got = fl.lstsq(a, np.ones(a.shape[0], a.dtype))
+        assert type(got[2]) is type(want[2]) and got[2] == want[2], (a.shape, a.dtype, got[2], want[2])
+        assert got[1].shape == want[1].shape and got[1].dtype == want[1].dtype
+    a = np.stack([rng.standard_normal((6, 4)), low, low[:, :1] @ np.ones((1, 4))])
+    rank = fl.lstsq(a, np.ones((3, 6, 2)))[2]
+    assert isinstance(rank, np.ndarray) and rank.dtype == np.int32 and rank.shape == (3,)
+    assert rank.tolist() == [int(np.linalg.lstsq(m, np.ones(6))[2]) for m in a] == [4, 2, 1]
+
+
 def test_check_finite():
     bad = np.array([[1.0, np.nan], [0.0, 1.0]])
     with pytest.raises(ValueError, match="a contains infs or NaNs"):
@@ -201,6 +218,28 @@ def test_check_finite():
         fl.solve_triangular(np.eye(2), [np.inf, 1.0])
     fl.lu_factor(bad, check_finite=False)  # the result follows LAPACK
     assert np.isnan(fl.solve(bad, np.ones(2))).any()  # numpy.linalg's names do not check, as NumPy's
+
+
+@pytest.mark.parametrize("kind", ["lu", "cholesky", "qr", "auto"])
+@pytest.mark.filterwarnings("error")
+def test_solver_check_finite_b(rng, kind):
+    """Solver(check_finite=True) refuses a NaN / Inf in solve's b for every kind (qr's went unchecked),
+    in both directions, naming b; without it the result follows LAPACK (NaN out)."""
+    a = make(rng, "spd", 6, np.float64)
+    b = rng.standard_normal((6, 2))
+    for bad in (np.nan, np.inf):
+        bb = b.copy()
+        bb[3, 1] = bad
+        s = fl.Solver(a, kind=kind, check_finite=True).factor()
+        for transpose in (False, True):
+            with pytest.raises(ValueError, match="b contains infs or NaNs") as info:
+                s.solve(bb, transpose=transpose)
+            assert str(info.value).startswith("fusemath.linalg.Solver.solve")
+            with pytest.raises(ValueError, match="b contains infs or NaNs"):
+                s.solve(bb[:, 1], transpose=transpose)
+        np.testing.assert_allclose(s.solve(b), np.linalg.solve(a, b), rtol=1e-9)  # finite b: solved
+        x = fl.Solver(a, kind=kind).factor().solve(bb)
+        assert np.isnan(x[:, 1]).any() and np.isfinite(x[:, 0]).all()
 
 
 @pytest.mark.parametrize("call, exc, text", [

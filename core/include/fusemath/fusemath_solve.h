@@ -66,7 +66,8 @@ typedef struct fm_solve_options {
     int32_t unit_diagonal; /* trtrs: a's diagonal taken as ones */
     /* 1 (default): a singular or non-positive-definite matrix (info > 0) fails the call with
      * FM_ERR_LINALG naming the batch index and the pivot or minor (on a GPU: one synchronisation to
-     * read the info); 0: the info slot is written instead and nothing fails for info > 0. */
+     * read the info); 0: the info slot is written instead and nothing fails for info > 0. Given
+     * pivots outside 1..n (ipiv) and, with check_finite, a NaN / Inf fail the call either way. */
     int32_t check;
     int32_t check_finite;  /* 1: a NaN or Inf in an input fails the call (FM_ERR_INVALID_ARGUMENT naming it) */
     int32_t qr_mode;       /* geqrf: 0 reduced, 1 complete, 2 r */
