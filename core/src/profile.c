@@ -8,6 +8,7 @@
 #include "operation.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -120,19 +121,17 @@ void fm_profile_fingerprint(char *buf, size_t size)
     char cpu[160], gpu[160] = "";
     proc_value("/proc/cpuinfo", "model name", cpu, sizeof cpu);
     const int ncuda = fm_cuda_device_count();
-    if (ncuda > 0) { /* the driver's name of the first GPU; no CUDA call needed */
-        FILE *ls = popen("ls /proc/driver/nvidia/gpus 2>/dev/null", "r");
-        char bus[128] = "";
-        if (ls) {
-            if (fgets(bus, sizeof bus, ls))
-                bus[strcspn(bus, "\r\n")] = '\0';
-            pclose(ls);
+    if (ncuda > 0) { /* the driver's name of a GPU (the first in directory order); no CUDA call needed */
+        DIR *dir = opendir("/proc/driver/nvidia/gpus");
+        const struct dirent *e;
+        while (dir && (e = readdir(dir)) && !gpu[0]) {
+            char path[320];
+            if (e->d_name[0] != '.' &&
+                snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", e->d_name) < (int)sizeof path)
+                proc_value(path, "Model", gpu, sizeof gpu);
         }
-        if (bus[0]) {
-            char path[256];
-            snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", bus);
-            proc_value(path, "Model", gpu, sizeof gpu);
-        }
+        if (dir)
+            closedir(dir);
     }
     snprintf(buf, size, "fusemath %s cpu '%s' x%ld cuda %d '%s'", fm_version_string(), cpu,
              sysconf(_SC_NPROCESSORS_ONLN), ncuda, gpu);
