@@ -64,11 +64,15 @@ uint64_t fm_problem_hash(const fm_problem *p)
 
 void fm_problem_key_tails(fm_problem *p)
 {
-    for (int i = 0; i < FM_MAX_SLOTS; i++) {
+    /* slots past nslots stay as fm_problem_begin zeroed them; memset, not an element loop, which
+     * was 2/3 of an FFT's build */
+    const int nslots = p->nslots > 0 && p->nslots <= FM_MAX_SLOTS ? p->nslots : FM_MAX_SLOTS;
+    for (int i = 0; i < nslots; i++) {
         fm_tensor *t = &p->t[i];
         t->data = NULL;
-        for (int j = t->ndim > 0 ? t->ndim : 0; j < FM_MAX_NDIM; j++)
-            t->shape[j] = t->strides[j] = 0;
+        const size_t nd = t->ndim <= 0 ? 0 : t->ndim >= FM_MAX_NDIM ? FM_MAX_NDIM : (size_t)t->ndim;
+        memset(t->shape + nd, 0, (FM_MAX_NDIM - nd) * sizeof t->shape[0]);
+        memset(t->strides + nd, 0, (FM_MAX_NDIM - nd) * sizeof t->strides[0]);
     }
 }
 
