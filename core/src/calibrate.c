@@ -12,16 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct options_room {
-    _Alignas(16) unsigned char bytes[1024];
-} options_room;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+typedef fm_options_room options_room;
+#define now_seconds fm_now_seconds
 
 static fm_status device_wait(fm_device dev)
 {
@@ -99,7 +91,7 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
         s = fm_plan_create(ctx, op->op, pt.tp, op->nslots, opts.bytes, &plan);
     const double budget = quick ? 0.05 : 0.2;
     double best = 1e30, spent = 0;
-    for (int r = 0; s == FM_OK && r < 200 && (r < 5 || spent < budget); r++) {
+    for (int r = 0; s == FM_OK && r < 200 && (r < 6 || spent < budget); r++) { /* a warm-up, then >= 5 */
         const double t0 = now_seconds();
         if ((s = fm_plan_execute(plan, pt.ptrs, op->nslots, NULL)) == FM_OK && (s = device_wait(pt.dev)) == FM_OK) {
             const double t = now_seconds() - t0;
@@ -239,12 +231,18 @@ fm_status fm_context_calibrate(fm_context *ctx, int quick, fm_progress_fn progre
         free(pf);
         return s;
     }
-    fm_context_profile_install(ctx, pf); /* the context owns it now */
-    if ((s = fm_profile_save_file(ctx, pf)) != FM_OK) {
-        fm_context_profile_note(ctx, "calibrated, but not saved: %s", fm_last_error());
+    /* the last word of the callback comes before anything changes: stopped there, nothing did */
+    if (progress && progress(user, 1.0, "done")) {
+        free(pf);
+        return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
+    }
+    char why[256] = "";
+    if (fm_profile_save_file(ctx, pf) != FM_OK) { /* saved first: the install may free an identical pf */
+        snprintf(why, sizeof why, "%s", fm_last_error());
         fm_clear_error();
     }
-    if (progress)
-        progress(user, 1.0, "done");
+    fm_context_profile_install(ctx, pf); /* the context owns it now */
+    if (why[0])
+        fm_context_profile_note(ctx, "calibrated, but not saved: %s", why);
     return FM_OK;
 }

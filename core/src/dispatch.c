@@ -10,25 +10,32 @@
 #include <math.h>
 #include <stdio.h>
 
-enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8 };
+/* p->best: bits below, the GPU candidate's id from bit 8 (the fallback's device) */
+enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8, BEST_FALLBACK = 16 };
 
-/* Seconds of copying p's operands that are not on `to` there (inputs) and back (outputs). */
-static double copies_time(const fm_profile *pf, const fm_operation *op, const fm_problem *p, fm_device to,
-                          int *any)
+/* Seconds of copying p's operands that are not on `to` there and back, one copy per operand and
+ * direction as staging makes them (core/src/staging.c): inputs in, outputs back, an output that
+ * may be its input's memory (inplace_partner) both ways. */
+static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device to, int *any)
 {
-    double in = 0, out = 0;
-    for (int i = 0; i < op->nslots; i++) {
+    const int to_cuda = to.type == FM_DEVICE_CUDA;
+    double t = 0;
+    *any = 0;
+    for (int i = 0; i < p->nslots; i++) {
         const fm_device d = p->t[i].device;
         if (!(p->present & (1u << i)) || (d.type == to.type && d.id == to.id))
             continue;
         int64_t lo, hi;
         fm_tensor_byte_span(&p->t[i], &lo, &hi);
-        *(op->slot_roles[i] == FM_SLOT_OUTPUT ? &out : &in) += (double)(hi - lo);
+        const int out = (p->output_mask >> i) & 1, in = !out || p->inplace_partner[i] >= 0;
+        /* to the GPU: inputs go host->device (0), results device->host (1); to the cpu, the reverse */
+        if (in)
+            t += fm_profile_copy_time(pf, to_cuda ? 0 : 1, (double)(hi - lo));
+        if (out)
+            t += fm_profile_copy_time(pf, to_cuda ? 1 : 0, (double)(hi - lo));
+        *any |= hi > lo;
     }
-    *any = in > 0 || out > 0;
-    /* to the GPU: inputs go host->device, results come back device->host; to the cpu, the reverse */
-    const int to_cuda = to.type == FM_DEVICE_CUDA;
-    return fm_profile_copy_time(pf, to_cuda ? 0 : 1, in) + fm_profile_copy_time(pf, to_cuda ? 1 : 0, out);
+    return t;
 }
 
 /* The GPU a best problem may run on: the one an operand lives on, else cuda:device_id; -1 none. */
@@ -36,14 +43,14 @@ static fm_status cuda_candidate(const fm_operation *op, const fm_problem *p, int
 {
     const int ncuda = fm_cuda_device_count();
     *id = -1;
+    if (device_id > 0 && device_id >= ncuda) /* asked for by number: a GPU that is not there is an error */
+        return fm_fail(FM_ERR_UNAVAILABLE, "%s: execution='best' with device_id = %d, but %s", op->name, device_id,
+                       fm_cuda_missing_device_text());
     for (int i = 0; i < op->nslots; i++)
         if ((p->present & (1u << i)) && p->t[i].device.type == FM_DEVICE_CUDA) {
             *id = p->t[i].device.id;
             return FM_OK;
         }
-    if (device_id > 0 && device_id >= ncuda) /* asked for by number: a GPU that is not there is an error */
-        return fm_fail(FM_ERR_UNAVAILABLE, "%s: execution='best' with device_id = %d, but %s", op->name, device_id,
-                       fm_cuda_missing_device_text());
     *id = ncuda > 0 ? device_id : -1;
     return FM_OK;
 }
@@ -75,9 +82,9 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     int cpu_copies = 0, cuda_copies = 0;
     double t_cpu = INFINITY, t_cuda = INFINITY;
     if (devices & (1u << FM_DEVICE_CPU))
-        t_cpu = fm_profile_predict(pf, threads, op->op, dt, 0, work) + copies_time(pf, op, p, cpu, &cpu_copies);
+        t_cpu = fm_profile_predict(pf, threads, op->op, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies);
     if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA)))
-        t_cuda = fm_profile_predict(pf, threads, op->op, dt, 1, work) + copies_time(pf, op, p, gpu, &cuda_copies);
+        t_cuda = fm_profile_predict(pf, threads, op->op, dt, 1, work) + copies_time(pf, p, gpu, &cuda_copies);
     if (isinf(t_cpu) && isinf(t_cuda))
         return FM_OK; /* neither can: the builder's own checks say why */
     int on_cuda = t_cuda < t_cpu;
@@ -86,10 +93,22 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
         on_cuda = home.type == FM_DEVICE_CUDA ? !(t_cpu * 2 < t_cuda) : t_cuda * 2 < t_cpu;
     p->exec_device = on_cuda ? gpu : cpu;
     p->best = (pf ? BEST_MEASURED : BEST_BUILTIN) | (cpu_copies ? BEST_CPU_COPIES : 0) |
-              (cuda_copies ? BEST_CUDA_COPIES : 0);
+              (cuda_copies ? BEST_CUDA_COPIES : 0) | (cuda_id > 0 ? cuda_id << 8 : 0);
     p->best_ms[0] = isinf(t_cpu) ? -1.0f : (float)(t_cpu * 1e3);
     p->best_ms[1] = isinf(t_cuda) ? -1.0f : (float)(t_cuda * 1e3);
     return FM_OK;
+}
+
+int fm_dispatch_fallback(const fm_problem *p, fm_problem *q)
+{
+    const int on_cuda = p->exec_device.type == FM_DEVICE_CUDA;
+    if (!p->best || (p->best & BEST_FALLBACK) || p->best_ms[on_cuda ? 0 : 1] < 0)
+        return 0;
+    *q = *p;
+    q->exec_device = on_cuda ? (fm_device){FM_DEVICE_CPU, 0} : (fm_device){FM_DEVICE_CUDA, p->best >> 8};
+    q->best |= BEST_FALLBACK;
+    fm_problem_key_alignment(q);
+    return 1;
 }
 
 void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
@@ -103,6 +122,8 @@ void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
         snprintf(cpu, sizeof cpu, " cpu%s %.3g ms", p->best & BEST_CPU_COPIES ? "+xfer" : "", p->best_ms[0]);
     if (p->best_ms[1] >= 0)
         snprintf(gpu, sizeof gpu, " cuda%s %.3g ms", p->best & BEST_CUDA_COPIES ? "+xfer" : "", p->best_ms[1]);
-    snprintf(buf, size, " best=%s predicted%s%s%s", p->exec_device.type == FM_DEVICE_CUDA ? "cuda" : "cpu", cpu,
+    const int on_cuda = p->exec_device.type == FM_DEVICE_CUDA;
+    snprintf(buf, size, " best=%s%s predicted%s%s%s", on_cuda ? "cuda" : "cpu",
+             p->best & BEST_FALLBACK ? (on_cuda ? " (the cpu planned none)" : " (cuda planned none)") : "", cpu,
              gpu[0] ? gpu : " cuda n/a", p->best & BEST_BUILTIN ? " model=builtin" : "");
 }

@@ -432,6 +432,10 @@ static inline double fm_median(double *v, int n)
  * around each candidate (GPU; drift is reordered), 3% on the CPU. */
 int fm_autotune_gpu_calls(double est_seconds, int repeats);
 double fm_now_seconds(void); /* a monotonic clock, for timings */
+/* h with n bytes of p hashed on (FNV-1a steps; start from FM_FNV_START): stable across builds,
+ * for settings keys, wisdom salts and the profile's checksum. */
+#define FM_FNV_START 0xcbf29ce484222325ull
+uint64_t fm_fnv1a(uint64_t h, const void *p, size_t n);
 int fm_autotune_sustained_calls(double est_seconds);
 double fm_autotune_required_gain(int on_gpu, double *drift, int n);
 

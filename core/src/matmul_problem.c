@@ -559,8 +559,8 @@ static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *a)
     return FM_OK;
 }
 
-/* FM_EXECUTION_BEST: 2 m n k flops per product (complex: 4 real products each), the batch from the
- * larger operand; integer products run on the cpu only, fp8 on cuda only. */
+/* FM_EXECUTION_BEST: 2 m n k flops per product (complex: 4 real products each), the batch from d
+ * (both operands may broadcast); integer products run on the cpu only, fp8 on cuda only. */
 static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices)
 {
     (void)opts;
@@ -569,8 +569,10 @@ static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype
         return -1;
     const double m = a->ndim >= 2 ? (double)a->shape[a->ndim - 2] : 1, k = (double)a->shape[a->ndim - 1];
     const double n = b->ndim >= 2 ? (double)b->shape[b->ndim - 1] : 1;
+    const fm_tensor *d = ts[FM_MATMUL_D];
     const double na = (double)fm_tensor_numel(a), nb = (double)fm_tensor_numel(b);
-    const double batch = m * k > 0 && k * n > 0 ? fmax(na / (m * k), nb / (k * n)) : 0;
+    const double batch = d && m * n > 0 ? (double)fm_tensor_numel(d) / (m * n)
+                         : m * k > 0 && k * n > 0 ? fmax(na / (m * k), nb / (k * n)) : 0;
     *dtype = a->dtype;
     if (fm_dtype_is_integer(a->dtype))
         *devices &= 1u << FM_DEVICE_CPU;

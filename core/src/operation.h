@@ -55,6 +55,11 @@ typedef struct fm_operation {
     int (*calibration_problem)(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots);
 } fm_operation;
 
+/* Room for any operation's options struct (generic defaults, calibration problems). */
+typedef struct fm_options_room {
+    _Alignas(16) unsigned char bytes[1024];
+} fm_options_room;
+
 /* The row of op, or NULL for an unknown op. */
 const fm_operation *fm_operation_for(fm_op op);
 /* Values of op's tunable fields in p (v has FM_MAX_TUNABLES entries; unused ones zero). */
@@ -83,6 +88,9 @@ fm_status fm_problem_place_devices(fm_context *ctx, const fm_operation *op, cons
  * (core/src/dispatch.c); the predictions go into p for describe(). */
 fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_tensor *const *ts, const void *opts,
                            int device_id, fm_problem *p);
+/* The problem p (placed by best) becomes on the other candidate device, into q; 0 when there is
+ * none or p is that already. For a problem no backend of the chosen device plans. */
+int fm_dispatch_fallback(const fm_problem *p, fm_problem *q);
 /* " best=cuda predicted cpu 2.41 ms cuda+xfer 0.73 ms" for a problem placed by best, else "". */
 void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size);
 

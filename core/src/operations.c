@@ -132,7 +132,7 @@ fm_status fm_problem_place_devices(fm_context *ctx, const fm_operation *op, cons
             device_str(d0, w0, sizeof w0);
             device_str(di, wi, sizeof wi);
             fm_fail(FM_ERR_DEVICE, "%s: %s is on %s but %s is on %s; move them to one device or pass "
-                    "execution='cpu' or 'cuda' to let fusemath move the data", op->name, op->slot_names[first], w0,
+                    "execution='cpu', 'cuda' or 'best' to let fusemath move the data", op->name, op->slot_names[first], w0,
                     op->slot_names[i], wi);
             fm_fail_slots(first, i); /* front ends name their arguments for both */
             return FM_ERR_DEVICE;
@@ -173,9 +173,7 @@ static fm_status generic_args(const char *what, fm_op op, const fm_tensor *const
 
 /* Room for any operation's options: a NULL opts becomes the operation's defaults here, so that
  * builders and output specs always get options. */
-typedef struct options_buffer {
-    _Alignas(16) unsigned char bytes[1024];
-} options_buffer;
+typedef fm_options_room options_buffer;
 
 static fm_status options_or_defaults(const fm_operation *o, const void **opts, options_buffer *buf)
 {
@@ -232,8 +230,22 @@ fm_status fm_plan_built(fm_context *ctx, const fm_problem *p, const fm_attachmen
     if ((*plan = fm_context_cache_get(ctx, p)) != NULL)
         return FM_OK;
     fm_problem tuned;
-    if (!fm_wisdom_lookup(ctx, p, &tuned))
-        return fm_plan_problem_with(ctx, p, att, plan);
+    if (!fm_wisdom_lookup(ctx, p, &tuned)) {
+        fm_status s = fm_plan_problem_with(ctx, p, att, plan);
+        /* best's device had no backend for it (a distribution without a GPU kernel): the other
+         * one, cached under p's key so that the next call does not ask the refusing one again */
+        fm_problem other;
+        fm_plan *winner = NULL;
+        if ((s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_NOT_APPLICABLE) && fm_dispatch_fallback(p, &other)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", fm_last_error());
+            if (fm_plan_problem_with(ctx, &other, att, &winner) != FM_OK)
+                return fm_fail(s, "%s", why); /* the first refusal is the one to report */
+            fm_log_plan(ctx, "%s: best's device refused (%s); planned on the other", fm_op_name(p->op), why);
+            return fm_plan_alias_for(ctx, p, winner, plan);
+        }
+        return s;
+    }
     fm_plan *winner = NULL;
     if (fm_plan_problem_with(ctx, &tuned, att, &winner) != FM_OK) {
         fm_clear_error();

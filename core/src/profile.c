@@ -30,9 +30,9 @@ static double builtin_rate(fm_op op, fm_dtype dt, int cuda)
     const int wide = dt == FM_F64 || dt == FM_C128 || dt == FM_LD || dt == FM_CLD;
     const int half = dt == FM_F16 || dt == FM_BF16 || dt == FM_F8E4M3 || dt == FM_F8E5M2 || dt == FM_C32;
     switch (op) {
-    case FM_OP_MATMUL: /* flops */
+    case FM_OP_MATMUL: /* flops (f64: many GPUs run it at 1/32 to 1/64 of f32) */
         if (cuda)
-            return half ? 2e14 : 2e13;
+            return half ? 2e14 : wide ? 1e12 : 2e13;
         return half || fm_dtype_is_integer(dt) ? 5e9 : wide ? 2e10 : 4e10;
     case FM_OP_FFT: /* 5 N log2 n */
         return cuda ? (wide ? 2.5e11 : 5e11) : (wide ? 1.5e9 : 3e9);
@@ -73,7 +73,10 @@ double fm_profile_predict(const fm_profile *pf, int threads, fm_op op, fm_dtype 
             continue;
         if (c->dtype == (int32_t)dtype)
             return curve_seconds(c, work) * (cuda || threads <= 0 ? 1.0 : (double)pf->threads / threads);
-        other = other ? other : c;
+        /* else the curve of the dtype closest in element size (c128 takes f64's, not f32's) */
+        const double d = fabs(log((double)fm_dtype_size((fm_dtype)c->dtype) / (double)fm_dtype_size(dtype)));
+        if (!other || d < fabs(log((double)fm_dtype_size((fm_dtype)other->dtype) / (double)fm_dtype_size(dtype))))
+            other = c;
     }
     if (threads <= 0)
         threads = 1;
@@ -138,13 +141,7 @@ void fm_profile_fingerprint(char *buf, size_t size)
 }
 
 /* ---- text form ---- */
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
+static uint64_t fnv(const char *s, size_t n) { return fm_fnv1a(FM_FNV_START, s, n); }
 
 static const char *device_word(int device) { return device == FM_DEVICE_CUDA ? "cuda" : "cpu"; }
 
@@ -249,8 +246,10 @@ fm_status fm_profile_parse(const char *text, const char *where, fm_profile *pf)
     memset(pf, 0, sizeof *pf);
     const char *sum = strstr(text, "\nchecksum ");
     uint64_t want = 0;
+    int tail = 0; /* the checksum line is the last: nothing after it is trusted either */
     if (strncmp(text, PROFILE_MAGIC "\n", strlen(PROFILE_MAGIC) + 1) != 0 || !sum ||
-        sscanf(sum + 10, "%" SCNx64, &want) != 1 || want != fnv(text, (size_t)(sum + 1 - text)))
+        sscanf(sum + 10, "%" SCNx64 "%n", &want, &tail) != 1 || strcmp(sum + 10 + tail, "\n") != 0 ||
+        want != fnv(text, (size_t)(sum + 1 - text)))
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "profile %s is corrupt (its first line or checksum does not match)",
                        where);
     int lineno = 1;
@@ -277,9 +276,26 @@ const fm_profile *fm_context_profile(const fm_context *ctx)
     return atomic_load_explicit(&((fm_context *)ctx)->profile, memory_order_acquire);
 }
 
+/* Whether a and b predict alike (what they were measured as, and where they came from, aside). */
+static int same_profile(const fm_profile *a, const fm_profile *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->threads == b->threads && a->ncurves == b->ncurves && !strcmp(a->fingerprint, b->fingerprint) &&
+           !memcmp(a->copy_latency, b->copy_latency, sizeof a->copy_latency) &&
+           !memcmp(a->copy_rate, b->copy_rate, sizeof a->copy_rate) &&
+           !memcmp(a->curves, b->curves, (size_t)a->ncurves * sizeof a->curves[0]);
+}
+
 void fm_context_profile_install(fm_context *ctx, fm_profile *pf)
 {
     pthread_mutex_lock(&ctx->lock);
+    if (same_profile(pf, atomic_load(&ctx->profile))) { /* a wisdom file loaded again: nothing changes */
+        ctx->profile_note[0] = '\0';
+        pthread_mutex_unlock(&ctx->lock);
+        free(pf);
+        return;
+    }
     fm_profile *old = atomic_exchange(&ctx->profile, pf);
     if (old) { /* kept until the context goes: a planner may be reading it */
         old->retired = ctx->profile_retired;
@@ -322,7 +338,8 @@ void fm_context_profile_import(fm_context *ctx, const char *text, const char *wh
         return;
     }
     if (fm_profile_parse(text, where, pf) != FM_OK) {
-        fm_context_profile_note(ctx, "%s: ignored, the built-in model stays", fm_last_error());
+        fm_context_profile_note(ctx, "%s: ignored, %s", fm_last_error(),
+                                fm_context_profile(ctx) ? "the profile in use stays" : "the built-in model stays");
         fm_clear_error();
         free(pf);
         return;
@@ -351,7 +368,8 @@ fm_status fm_profile_save_file(const fm_context *ctx, const fm_profile *pf)
     if (s != FM_OK)
         return s;
     (void)fm_make_dirs(ctx->settings.cache_dir); /* the open below says what failed */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    static atomic_uint serial; /* a temporary of its own per save: contexts and threads may save at once */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
     FILE *f = fopen(tmp, "w");
     int ok = f && fputs(text, f) >= 0;
     ok = (f && fclose(f) == 0) && ok;
@@ -396,15 +414,18 @@ fm_status fm_context_profile_text(const fm_context *ctx, char *buf, size_t size)
     snprintf(note, sizeof note, "%s", ctx->profile_note);
     pthread_mutex_unlock((pthread_mutex_t *)&ctx->lock);
     if (!pf) {
-        snprintf(buf, size, "profile: builtin (no calibration on this machine; fusemath.calibrate() measures one)%s%s\n",
-                 note[0] ? "; " : "", note);
+        snprintf(buf, size, "profile: builtin (no calibration on this machine; fusemath.calibrate() measures one)\n%s%s%s",
+                 note[0] ? "note: " : "", note, note[0] ? "\n" : "");
         return FM_OK;
     }
     char *text = NULL;
     fm_status s = fm_profile_format(pf, &text);
     if (s != FM_OK)
         return s;
-    snprintf(buf, size, "profile: %s\n%s", pf->source, strchr(text, '\n') + 1);
+    snprintf(buf, size, "profile: %s\n%s%s%s", pf->source, note[0] ? "note: " : "", note[0] ? note : "",
+             note[0] ? "\n" : "");
+    const size_t used = strlen(buf);
+    snprintf(buf + used, size - used, "%s", strchr(text, '\n') + 1);
     free(text);
     return FM_OK;
 }

@@ -68,7 +68,7 @@ static void cache_dir(char *dst, size_t n)
         dst[--w] = '\0';
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+uint64_t fm_fnv1a(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++)
@@ -106,15 +106,14 @@ fm_status fm_settings_read(fm_settings *s)
         st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_EXECUTION = '%.40s': expected 'best' or 'auto' (or unset: "
                      "auto, where the operands live)", ex);
     /* the settings that change what a plan does (not the directories, thread default or log) */
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = hash_bytes(h, s->backend, sizeof s->backend);
-    h = hash_bytes(h, s->cpu_kernel, sizeof s->cpu_kernel);
-    h = hash_bytes(h, &s->cpu_kernel_kc, sizeof s->cpu_kernel_kc);
-    h = hash_bytes(h, s->fft_cpu_path, sizeof s->fft_cpu_path);
-    h = hash_bytes(h, s->cufft_prolog, sizeof s->cufft_prolog);
-    h = hash_bytes(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
-    h = hash_bytes(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
-    h = hash_bytes(h, &s->execution_best, sizeof s->execution_best);
+    uint64_t h = FM_FNV_START;
+    h = fm_fnv1a(h, s->backend, sizeof s->backend);
+    h = fm_fnv1a(h, s->cpu_kernel, sizeof s->cpu_kernel);
+    h = fm_fnv1a(h, &s->cpu_kernel_kc, sizeof s->cpu_kernel_kc);
+    h = fm_fnv1a(h, s->fft_cpu_path, sizeof s->fft_cpu_path);
+    h = fm_fnv1a(h, s->cufft_prolog, sizeof s->cufft_prolog);
+    h = fm_fnv1a(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
+    h = fm_fnv1a(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
     s->plan_key = h;
     return st;
 }

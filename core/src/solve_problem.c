@@ -456,7 +456,10 @@ static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtyp
         return -1;
     const double m = (double)a->shape[a->ndim - 2], n = (double)a->shape[a->ndim - 1];
     const double k = b && b->ndim >= 1 ? (double)b->shape[b->ndim - 1] : 1, mn = fmin(m, n);
-    const double batch = m * n > 0 ? (double)fm_tensor_numel(a) / (m * n) : 0;
+    /* the batch: a's, or b's where b broadcasts a over more matrices */
+    const double rows_b = b && b->ndim >= 2 ? (double)b->shape[b->ndim - 2] : 1;
+    const double batch = fmax(m * n > 0 ? (double)fm_tensor_numel(a) / (m * n) : 0,
+                              b && rows_b * k > 0 ? (double)fm_tensor_numel(b) / (rows_b * k) : 0);
     double f;
     switch (o->routine) {
     case FM_SOLVE_GESV: f = 2.0 / 3 * n * n * n + 2 * n * n * k; break;
@@ -465,7 +468,9 @@ static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtyp
     case FM_SOLVE_POTRF: f = n * n * n / 3; break;
     case FM_SOLVE_INV: f = 2 * n * n * n; break;
     case FM_SOLVE_SYEVD: f = (o->values_only ? 4.0 / 3 : 9) * n * n * n; break;
-    case FM_SOLVE_GEQRF: f = 4 * m * n * mn; break;
+    case FM_SOLVE_GEQRF: /* LAPACK's 2 m n^2 - 2 n^3 / 3 (m >= n), as much again to form Q */
+        f = (o->qr_mode == 2 ? 1 : 2) * (2 * fmax(m, n) * mn * mn - 2 * mn * mn * mn / 3);
+        break;
     case FM_SOLVE_GESDD: f = (o->values_only ? 4 : 12) * fmax(m, n) * mn * mn; break;
     case FM_SOLVE_GELSD: f = 12 * fmax(m, n) * mn * mn; break;
     default: f = 2.0 / 3 * n * n * n; /* getrf, det, slogdet */

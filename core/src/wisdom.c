@@ -6,9 +6,10 @@
  * The file: a first line WISDOM_MAGIC, then one line per entry,
  *   <op name> <key, 16 hex digits> <the op's ntunables values> # <the tuned plan's describe()>
  * and the backends' own knowledge (FFTW's wisdom) as length-prefixed blobs. Version 1 files
- * (matmul lines with 4 values) were keyed before problems carried their settings_key: their
- * entries can never match a problem of this build, so they load without error and are not
- * applied (FUSEMATH_LOG=plan says so); their blobs, the backends' own knowledge, still load. */
+ * (matmul lines with 4 values) were keyed before problems carried their settings_key, version 2
+ * files before they carried FM_EXECUTION_BEST's fields: their entries can never match a problem
+ * of this build, so they load without error and are not applied (FUSEMATH_LOG=plan says so);
+ * their blobs, the backends' own knowledge, still load. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "context.h"
 #include "operation.h"
@@ -26,8 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WISDOM_MAGIC "fusemath-wisdom 2"
-#define WISDOM_MAGIC_V1 "fusemath-wisdom 1" /* read: its entries skipped (see above) */
+#define WISDOM_MAGIC "fusemath-wisdom 3"
+#define WISDOM_MAGIC_V2 "fusemath-wisdom 2" /* read: its entries skipped (see above) */
+#define WISDOM_MAGIC_V1 "fusemath-wisdom 1" /* likewise */
 
 typedef struct fm_wisdom_entry {
     uint64_t key;
@@ -43,7 +45,8 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
 {
     fm_problem q = *p;
     memset(q.slot_names, 0, sizeof q.slot_names); /* pointers differ between processes */
-    q.best_ms[0] = q.best_ms[1] = 0; /* predictions: a new profile keeps the tuned choices */
+    q.best = 0; /* how best chose, and its predictions: a tuned choice holds for the device whoever chose it */
+    q.best_ms[0] = q.best_ms[1] = 0;
     const unsigned char *b = (const unsigned char *)&q;
     uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof q;
     size_t i = 0;
@@ -58,13 +61,7 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
     return h ^ (h >> 29);
 }
 
-/* h with the bytes of s hashed on (FNV-1a steps). */
-static uint64_t hash_text(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
+static uint64_t hash_text(uint64_t h, const char *s) { return fm_fnv1a(h, s, strlen(s)); }
 
 /* The key of p's entry: the problem's stable hash with the name and salt of every backend
  * that could plan it (see fm_backend.wisdom_salt) hashed on. */
@@ -322,7 +319,7 @@ typedef struct loading {
     int version, lineno;
     fm_wisdom_entry *got; /* the entries */
     int n, cap;
-    int old_entries; /* a version 1 file's, skipped */
+    int old_entries; /* a version 1 or 2 file's, skipped */
     /* backends' blobs are held until the whole file has parsed: a malformed line after a blob
      * must not leave that blob imported */
     struct {
@@ -386,7 +383,7 @@ static fm_status read_entry(loading *ld, const char *line)
     int used = 0;
     if (sscanf(line, "%15s %" SCNx64 "%n", op, &key, &used) != 2)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "wisdom load: '%s' line %d is malformed", ld->path, ld->lineno);
-    if (ld->version == 1) {
+    if (ld->version < 3) {
         ld->old_entries++;
         return FM_OK;
     }
@@ -449,7 +446,11 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
     char *line = NULL; /* whole lines, however long (a long comment or note) */
     size_t cap = 0;
     const int first = getline(&line, &cap, f) >= 0;
-    const int version = !first ? 0 : is_magic(line, WISDOM_MAGIC) ? 2 : is_magic(line, WISDOM_MAGIC_V1) ? 1 : 0;
+    const int version = !first                               ? 0
+                        : is_magic(line, WISDOM_MAGIC)       ? 3
+                        : is_magic(line, WISDOM_MAGIC_V2)    ? 2
+                        : is_magic(line, WISDOM_MAGIC_V1)    ? 1
+                                                             : 0;
     if (!version) {
         free(line);
         fclose(f);
@@ -484,9 +485,9 @@ fm_status fm_context_wisdom_load(fm_context *ctx, const char *path)
         fm_context_profile_import(ctx, ld.profile, path); /* checked there; ignored with a note if foreign */
     free(ld.profile);
     if (s == FM_OK && ld.old_entries)
-        fm_log_plan(ctx, "wisdom load: '%s' is a version 1 file: its %d entries were keyed before problems carried "
-                    "their settings and match no problem now (not applied; its blobs were loaded)", path,
-                    ld.old_entries);
+        fm_log_plan(ctx, "wisdom load: '%s' is a version %d file: its %d entries were keyed before problems carried "
+                    "%s and match no problem now (not applied; its blobs were loaded)", path, ld.version,
+                    ld.old_entries, ld.version == 1 ? "their settings" : "execution='best''s fields");
     free(ld.got);
     return s;
 }

@@ -47,7 +47,7 @@ from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
 
 __version__ = _C.__version__
-wisdom._warn_if_ignored()  # a saved machine profile from elsewhere, or damaged
+wisdom._warn_on_new_note()  # a saved machine profile from elsewhere, or damaged
 
 
 # Library-wide settings and information: threads, backends, devices, versions
@@ -134,7 +134,9 @@ def calibrate(quick: bool = True, progress: bool = True) -> str:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
+    before = wisdom._profile_note()
     _C.calibrate(bool(quick), progress if callable(progress) else bar if progress else None)
+    wisdom._warn_on_new_note(before)  # measured, but not saved
     return machine_profile()
 
 

@@ -77,15 +77,16 @@ def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, tra
     for slot, arr in (outs or {}).items():
         ops[slot] = arr
     opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
-            rcond, *_execution(execution, where), 0, refine)
+            rcond, *_execution(execution, where), refine)
     return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
 
 
 def _execution(execution: Any, where: str):
-    """(execution code, device_id) of None (where a lives), 'cpu', 'cuda', 'cuda:N' or 'best'."""
+    """(execution code, device_id, num_threads) of None (where a lives), 'cpu', 'cuda', 'cuda:N', 'best'
+    or an nvmath-style dict."""
     if execution is None:
-        return 0, 0
-    return _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:2]
+        return 0, 0, 0
+    return _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
 
 
 def _to_host(x):

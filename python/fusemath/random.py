@@ -129,7 +129,10 @@ class Generator:
     """numpy.random.Generator's interface over fusemath's Philox4x32-10 stream.
 
     ``Generator(seed=None, *, device="cpu", mode="portable")``: seed an int in [0, 2**64) (None:
-    64 bits from os.urandom); device "cpu", "cuda" or "cuda:N" (where draws are made and returned). ``state`` is ``{"seed", "position", "mode", "f64_run"}``; ``advance(n)``
+    64 bits from os.urandom); device "cpu", "cuda" or "cuda:N" (where draws are made and returned), or
+    "best" (NumPy results, drawn where fusemath's machine profile predicts them soonest, the copy back
+    included: portable mode's values are the same on every device). ``state`` is ``{"seed", "position",
+    "mode", "f64_run"}``; ``advance(n)``
     skips n values; ``spawn(k)`` derives children as NumPy's SeedSequence does; generators pickle.
     """
 
@@ -138,6 +141,9 @@ class Generator:
         self._dev = _device_arg(device, where)
         if mode not in _MODES:
             raise _C.InvalidArgumentError(f"{where}: mode = {mode!r}, expected 'portable' or 'curand'")
+        if mode == "curand" and self._dev == _BEST:  # its GPU normals differ from the host's in the last bits
+            raise _C.InvalidArgumentError(f"{where}: mode = 'curand' with device = 'best': curand mode's values "
+                                          "depend on the device; use mode='portable' or name the device")
         self._seed = _seed_arg(seed, where)
         self._mode = mode
         self._pos = 0
@@ -155,7 +161,7 @@ class Generator:
 
     @property
     def device(self) -> str:
-        """Where the generator draws: "cpu" or "cuda:N"."""
+        """Where the generator draws: "cpu", "cuda:N" or "best"."""
         return _device_text(self._dev)
 
     def _fill(self, what: str, dist: int, p0: Any, p1: Any, size: Any, dtype: Any, out: Any, like: Any = None,
@@ -175,7 +181,7 @@ class Generator:
         if like is not None:
             lib = lib_of(like)
             if lib is not None and lib.name == "cupy" and self._dev < 0:
-                raise _C.DeviceError(f"{where}: like is a CuPy array but the generator is on cpu (CuPy arrays "
+                raise _C.DeviceError(f"{where}: like is a CuPy array but the generator is on {self.device} (CuPy arrays "
                                      "live on a GPU); use a generator made with device='cuda', or like= a NumPy "
                                      "array or torch CPU tensor")
             if lib is not None:

@@ -56,16 +56,22 @@ def load(path: PathLike) -> None:
     """Merge the results in ``path`` into this process. Raises ValueError
     (InvalidArgumentError) naming the path when it cannot be read or is not a wisdom file;
     nothing is merged from a malformed file."""
-    before = _C.profile_text().partition("\n")[0]
+    before = _profile_note()
     _C.wisdom_load(_path(path, "load"))
-    _warn_if_ignored(before)
+    _warn_on_new_note(before)
 
 
-def _warn_if_ignored(before: str = "") -> None:
-    """A RuntimeWarning when the profile's first line newly says a profile was ignored."""
-    first = _C.profile_text().partition("\n")[0]
-    if first != before and "ignored" in first:
-        warnings.warn(f"fusemath: {first}", RuntimeWarning, stacklevel=3)
+def _profile_note() -> str:
+    """The profile text's "note: ..." line (why a profile was ignored or not saved), or ""."""
+    return next((ln for ln in _C.profile_text().splitlines() if ln.startswith("note: ")), "")
+
+
+def _warn_on_new_note(before: str = "") -> None:
+    """A RuntimeWarning when the machine profile has a new note: a saved or loaded profile that was
+    ignored (corrupt, another machine or version), a calibration that could not be saved."""
+    note = _profile_note()
+    if note and note != before:
+        warnings.warn(f"fusemath: machine profile {note}", RuntimeWarning, stacklevel=3)
 
 
 def size() -> int:

@@ -151,22 +151,28 @@ static uint64_t fnv(const char *s, size_t n)
     return h;
 }
 
-/* text with its fingerprint line replaced and the checksum made right again */
-static void foreign_copy(const char *text, char *out, size_t n)
+/* text with its fingerprint line replaced by fp and the checksum made right again */
+static void foreign_copy(const char *text, const char *fp_line, char *out, size_t n)
 {
     const char *fp = strstr(text, "\nfingerprint "), *eol = strchr(fp + 1, '\n');
     const char *sum = strstr(text, "\nchecksum ");
     char body[12288];
-    snprintf(body, sizeof body, "%.*s\nfingerprint fusemath 0.0.0 cpu 'elsewhere' x1 cuda 0 ''%.*s\n",
-             (int)(fp - text), text, (int)(sum - eol), eol);
+    snprintf(body, sizeof body, "%.*s\nfingerprint %s%.*s\n", (int)(fp - text), text, fp_line, (int)(sum - eol), eol);
     snprintf(out, n, "%schecksum %016" PRIx64 "\n", body, fnv(body, strlen(body)));
+}
+
+/* this machine's fingerprint with another library version */
+static void other_version(const char *text, char *fp_line, size_t n)
+{
+    const char *fp = strstr(text, "\nfingerprint fusemath ") + 22;
+    snprintf(fp_line, n, "fusemath 0.0.9%.*s", (int)(strchr(fp, '\n') - strchr(fp, ' ')), strchr(fp, ' '));
 }
 
 static void test_calibrate_and_files(void)
 {
     fm_context *ctx = fresh_context("cal");
     int calls = 0;
-    char text[16384], file[16384], path[400];
+    static char text[16384], file[16384], path[400], bad_copy[16384];
     CHECK_STATUS(fm_context_calibrate(ctx, 1, stop_at_once, &calls), FM_ERR_CANCELLED);
     CHECK(calls == 1);
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
@@ -178,6 +184,16 @@ static void test_calibrate_and_files(void)
     CHECK_MSG(strstr(text, "profile: calibrated ") && strstr(text, "curve matmul f32 cpu 3 ") &&
                   strstr(text, "curve fft c64 cpu 3 ") && strstr(text, "curve rng f32 cpu 3 ") &&
                   strstr(text, "curve solve f64 cpu 3 "), "%s", text);
+    /* stopped again now that a profile and its file exist: both stay as they were */
+    char before[16384], after[16384];
+    snprintf(path, sizeof path, "%s/cal/machine-profile", g_dir);
+    read_file(path, file, sizeof file);
+    CHECK_OK(fm_context_profile_text(ctx, before, sizeof before));
+    calls = 0;
+    CHECK_STATUS(fm_context_calibrate(ctx, 1, stop_at_once, &calls), FM_ERR_CANCELLED);
+    CHECK_OK(fm_context_profile_text(ctx, after, sizeof after));
+    read_file(path, bad_copy, sizeof bad_copy);
+    CHECK(strcmp(before, after) == 0 && strcmp(file, bad_copy) == 0);
     /* a calibrated best call says so, without "model=builtin" */
     static float d[64 * 64];
     char desc[640];
@@ -195,7 +211,7 @@ static void test_calibrate_and_files(void)
 
     snprintf(path, sizeof path, "%s/cal/machine-profile", g_dir);
     read_file(path, file, sizeof file);
-    char bad[16384];
+    static char bad[20000];
     snprintf(bad, sizeof bad, "%s", file);
     bad[strlen(bad) / 2] ^= 1; /* one bit: the checksum catches it */
     write_file(path, bad);
@@ -204,7 +220,24 @@ static void test_calibrate_and_files(void)
     CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0 && strstr(text, "corrupt"), "%s", text);
     fm_context_destroy(ctx);
 
-    foreign_copy(file, bad, sizeof bad);
+    snprintf(bad, sizeof bad, "%sjunk after the checksum\n", file); /* the checksum line must be the last */
+    write_file(path, bad);
+    ctx = fresh_context("cal");
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0 && strstr(text, "corrupt"), "%s", text);
+    fm_context_destroy(ctx);
+
+    char fp_line[300];
+    other_version(file, fp_line, sizeof fp_line); /* this machine, another version */
+    foreign_copy(file, fp_line, bad, sizeof bad);
+    write_file(path, bad);
+    ctx = fresh_context("cal");
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strncmp(text, "profile: builtin", 16) == 0 && strstr(text, "note: ") && strstr(text, "0.0.9"), "%s",
+              text);
+    fm_context_destroy(ctx);
+
+    foreign_copy(file, "fusemath 0.0.0 cpu 'elsewhere' x1 cuda 0 ''", bad, sizeof bad);
     write_file(path, bad);
     ctx = fresh_context("cal");
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
@@ -214,6 +247,18 @@ static void test_calibrate_and_files(void)
     CHECK_OK(fm_context_wisdom_load(ctx, path));
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
     CHECK_MSG(strstr(text, "loaded from ") && strstr(text, "w.txt"), "%s", text);
+    /* a foreign profile while one is in use: that one stays, and the note says why */
+    snprintf(path, sizeof path, "%s/cal/machine-profile", g_dir); /* (holds the foreign one now) */
+    static char wfile[24000];
+    char wpath[400];
+    read_file(path, bad, sizeof bad);
+    snprintf(wfile, sizeof wfile, "fusemath-wisdom 3\nblob profile %zu\n%s\n", strlen(bad), bad);
+    snprintf(wpath, sizeof wpath, "%s/foreign.txt", g_dir);
+    write_file(wpath, wfile);
+    CHECK_OK(fm_context_wisdom_load(ctx, wpath));
+    CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
+    CHECK_MSG(strstr(text, "loaded from ") && strstr(text, "\nnote: ") && strstr(text, "another machine") &&
+                  strstr(text, "the profile in use stays"), "%s", text);
     CHECK_OK(fm_context_profile_clear(ctx));
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
     CHECK(strncmp(text, "profile: builtin", 16) == 0);

@@ -468,7 +468,7 @@ static void test_fft_wisdom_entries(void)
         {"fft zz 1", "line 2 is malformed"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text, "fusemath-wisdom 2\n%s\nfft 00000000000000ac 2 # fine\n", bad[i].line);
+        snprintf(text, sizeof text, "fusemath-wisdom 3\n%s\nfft 00000000000000ac 2 # fine\n", bad[i].line);
         const fm_status st = load_text(file, text);
         CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), bad[i].why),
                   "'%s': status %d: %s", bad[i].line, (int)st, fm_last_error());
@@ -476,25 +476,25 @@ static void test_fft_wisdom_entries(void)
     }
     /* a valid entry and blob, then a malformed line: the load fails and imports nothing */
     const char good[] = "\n#fusemath fftwf\n";
-    snprintf(text, sizeof text, "fusemath-wisdom 2\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\nmatmul zz\n",
+    snprintf(text, sizeof text, "fusemath-wisdom 3\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\nmatmul zz\n",
              sizeof good - 1, good);
     fm_status st = load_text(file, text);
     CHECK_MSG(st == FM_ERR_INVALID_ARGUMENT && fm_test_contains(fm_last_error(), "line 7 is malformed"),
               "status %d: %s", (int)st, fm_last_error());
     CHECK(fm_context_wisdom_size(g_ctx) == before);
     /* the same, well formed: the entry comes in and is saved as it was read */
-    snprintf(text, sizeof text, "fusemath-wisdom 2\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\n", sizeof good - 1,
+    snprintf(text, sizeof text, "fusemath-wisdom 3\nfft 00000000000000ab 2 # x\nblob fftw %zu\n%s\n", sizeof good - 1,
              good);
     CHECK_OK(load_text(file, text));
     CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
     CHECK_OK(fm_context_wisdom_save(g_ctx, file));
     char *saved = read_text(file);
-    CHECK_MSG(saved && fm_test_contains(saved, "fusemath-wisdom 2\n") &&
+    CHECK_MSG(saved && fm_test_contains(saved, "fusemath-wisdom 3\n") &&
                   fm_test_contains(saved, "\nfft 00000000000000ab 2 # x\n"),
               "%s", saved ? saved : "(unreadable)");
     free(saved);
     /* a later build's operation: skipped */
-    CHECK_OK(load_text(file, "fusemath-wisdom 2\nsparse 00000000000000ab 1 2 3 4 5 # later\n"));
+    CHECK_OK(load_text(file, "fusemath-wisdom 3\nsparse 00000000000000ab 1 2 3 4 5 # later\n"));
     CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
     /* version 1: loads, its entries never apply (the old fftw blob's timed choices neither) */
     const char old_blob[] = "\n#fusemath fftwf\n\n#fusemath timed choices\nchoice 1 00000000000000ab 1\n";
@@ -503,7 +503,7 @@ static void test_fft_wisdom_entries(void)
     CHECK_OK(load_text(file, text));
     CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
     CHECK_STATUS(load_text(file, "fusemath-wisdom 3\n"), FM_ERR_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("expected a first line 'fusemath-wisdom 2'");
+    CHECK_ERROR_MENTIONS("expected a first line 'fusemath-wisdom 3'");
     CHECK_OK(fm_context_wisdom_forget(g_ctx));
     CHECK(fm_context_wisdom_size(g_ctx) == 0);
     remove(file);

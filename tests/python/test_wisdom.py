@@ -22,7 +22,7 @@ def test_save_load_in_a_new_process(tmp_path):
     assert fusemath.wisdom.size() >= 1
     fusemath.wisdom.save(path)
     text = path.read_text()
-    assert text.startswith("fusemath-wisdom 2\n") and "matmul " in text
+    assert text.startswith("fusemath-wisdom 3\n") and "matmul " in text
     # A fresh process: the stateless call plans the tuned choice without tuning.
     code = textwrap.dedent(f"""
         import numpy as np, fusemath
@@ -85,21 +85,21 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match="not a fusemath wisdom file"):
         fusemath.wisdom.load(bad)
     broken = tmp_path / "broken"
-    broken.write_text("fusemath-wisdom 2\nmatmul zz\n")
+    broken.write_text("fusemath-wisdom 3\nmatmul zz\n")
     n = fusemath.wisdom.size()
     with pytest.raises(ValueError, match="line 2 is malformed"):
         fusemath.wisdom.load(broken)
     assert fusemath.wisdom.size() == n  # nothing merged
     for fields in ("-5 0 0 0", "0 9 0 0", "0 0 64 0", "0 0 0 -4"):  # values no caller could ask for
         edited = tmp_path / "edited"
-        edited.write_text(f"fusemath-wisdom 2\nmatmul 0123456789abcdef 0 0 0 0 # ok\nmatmul 00000000000000aa {fields}\n")
+        edited.write_text(f"fusemath-wisdom 3\nmatmul 0123456789abcdef 0 0 0 0 # ok\nmatmul 00000000000000aa {fields}\n")
         with pytest.raises(ValueError, match=r"line 3: panel_rows .* expected >= 0, 0\.\.3, 0\.\.63 and 0\.\.2"):
             fusemath.wisdom.load(edited)
         assert fusemath.wisdom.size() == n  # all or nothing
     for fields, why in (("0", "line 2: cpu_path 0; expected 1"), ("4", "line 2: cpu_path 4"), ("1 1", "line 2 is malformed"),
                         ("", "line 2 is malformed")):  # the fft row's own check of its tunable
         edited = tmp_path / "edited_fft"
-        edited.write_text(f"fusemath-wisdom 2\nfft 00000000000000aa {fields}\nfft 0123456789abcdef 2 # ok\n")
+        edited.write_text(f"fusemath-wisdom 3\nfft 00000000000000aa {fields}\nfft 0123456789abcdef 2 # ok\n")
         with pytest.raises(ValueError, match=why):
             fusemath.wisdom.load(edited)
         assert fusemath.wisdom.size() == n
@@ -110,7 +110,7 @@ def test_load_errors(tmp_path):
     # fields that do not fit an int: refused, not wrapped into range (4294967312 would read as 16)
     for fields in ("4294967312 1 0 0", "16 4294967297 0 0", "99999999999999999999 0 0 0", "16 0 0", "16 0 0 0 7"):
         wrapped = tmp_path / "wrapped"
-        wrapped.write_text(f"fusemath-wisdom 2\nmatmul 00000000000000aa {fields}\n")
+        wrapped.write_text(f"fusemath-wisdom 3\nmatmul 00000000000000aa {fields}\n")
         with pytest.raises(ValueError, match="line 2 is malformed"):
             fusemath.wisdom.load(wrapped)
         assert fusemath.wisdom.size() == n
@@ -272,8 +272,12 @@ def test_files_of_version_1_load_and_apply_nothing(tmp_path):
     n = fusemath.wisdom.size()
     fusemath.wisdom.load(old)
     assert fusemath.wisdom.size() == n
+    v2 = tmp_path / "v2.wisdom"  # keyed before problems carried execution='best''s fields: likewise
+    v2.write_text("fusemath-wisdom 2\nmatmul 0123456789abcdef 16 1 0 0 # fusemath matmul cpu/openblas ...\n")
+    fusemath.wisdom.load(v2)
+    assert fusemath.wisdom.size() == n
     fusemath.wisdom.save(tmp_path / "again.wisdom")  # and saved again, it is a file of this version
-    assert (tmp_path / "again.wisdom").read_text().startswith("fusemath-wisdom 2\n")
+    assert (tmp_path / "again.wisdom").read_text().startswith("fusemath-wisdom 3\n")
     broken = tmp_path / "broken.wisdom"  # still a file to read: a line that is no entry is an error
     broken.write_text("fusemath-wisdom 1\nmatmul zz\n")
     with pytest.raises(ValueError, match="line 2 is malformed"):
@@ -321,7 +325,7 @@ def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
     before = target.read_text()
     fusemath.wisdom.save(str(link))
     assert os.path.islink(link) and os.readlink(link) == str(target)
-    assert target.read_text().splitlines()[0] == before.splitlines()[0] == "fusemath-wisdom 2"
+    assert target.read_text().splitlines()[0] == before.splitlines()[0] == "fusemath-wisdom 3"
     fusemath.wisdom.load(str(link))
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -337,7 +341,7 @@ def test_save_writes_through_symlinks_and_refuses_other_files(tmp_path):
     later = tmp_path / "later"
     os.symlink("later.wisdom", later)  # relative, to a file not written yet: created there
     fusemath.wisdom.save(str(later))
-    assert os.path.islink(later) and (tmp_path / "later.wisdom").read_text().startswith("fusemath-wisdom 2")
+    assert os.path.islink(later) and (tmp_path / "later.wisdom").read_text().startswith("fusemath-wisdom 3")
     os.chmod(target, 0o600)  # a replaced file keeps its permissions
     fusemath.wisdom.save(str(link))
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
