@@ -236,10 +236,11 @@ static fm_status position_generator(curandGenerator_t g, const fm_exec_args *arg
         CURAND_DO(curandSetGeneratorOffset(g, (unsigned long long)pos), "curandSetGeneratorOffset");
         return FM_OK;
     }
-    const int64_t k = (b - a) / ROUND, q = (pos - b) / ROUND;
-    const int64_t j2 = k + q, j1 = k + j2; /* run start + j1 rounds, run end + j2, this call + k */
-    const uint64_t a2 = (uint64_t)a + (uint64_t)(ROUND * j1), b2 = (uint64_t)b + (uint64_t)(ROUND * j2);
-    const uint64_t p2 = (uint64_t)pos + (uint64_t)(ROUND * k);
+    /* unsigned: ROUND * j1 reaches 2 pos, past 2^63 for positions past 2^62 (0 <= a <= b <= pos < 2^63,
+     * rng_problem.c, so a2, b2, p2 < 2^64: no wrap, and libcurand's offset is unsigned too) */
+    const uint64_t R = (uint64_t)ROUND, k = ((uint64_t)b - (uint64_t)a) / R, q = ((uint64_t)pos - (uint64_t)b) / R;
+    const uint64_t j2 = k + q, j1 = k + j2; /* run start + j1 rounds, run end + j2, this call + k */
+    const uint64_t a2 = (uint64_t)a + R * j1, b2 = (uint64_t)b + R * j2, p2 = (uint64_t)pos + R * k;
     CURAND_DO(curandSetGeneratorOffset(g, a2), "curandSetGeneratorOffset");
     if (b2 > a2)
         CURAND_DO(curandGenerateUniformDouble(g, scratch, (size_t)(b2 - a2)), "curandGenerateUniformDouble (replay)");
