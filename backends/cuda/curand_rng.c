@@ -131,7 +131,11 @@ static void curand_release(void *state)
 static fm_status slot_create(gen_slot *sl, int device)
 {
     sl->device = device;
-    CURAND_DO(curandCreateGenerator(&sl->g, CURAND_RNG_PSEUDO_PHILOX4_32_10), "curandCreateGenerator(PHILOX4_32_10)");
+    curandStatus_t cs = curandCreateGenerator(&sl->g, CURAND_RNG_PSEUDO_PHILOX4_32_10);
+    if (cs != CURAND_STATUS_SUCCESS) {
+        sl->g = NULL; /* not a generator slot_free may destroy, whatever the failed call left there */
+        return curand_fail(cs, "curandCreateGenerator(PHILOX4_32_10)");
+    }
     cudaError_t e = cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         sl->done = NULL;
@@ -280,8 +284,9 @@ static fm_status fill(const curand_plan *pl, curandGenerator_t g, cudaStream_t s
     const size_t need = fm_curand_scratch_bytes(&pl->kind, pl->n, args);
     void *scratch = NULL;
     fm_status s = FM_OK;
-    if (need)
-        s = fm_cuda_status(cudaMallocAsync(&scratch, need, stream), "rng cuda/curand: cudaMallocAsync(scratch)");
+    if (need && (s = fm_cuda_status(cudaMallocAsync(&scratch, need, stream), "rng cuda/curand: cudaMallocAsync("
+                                    "scratch)")) != FM_OK)
+        scratch = NULL; /* nothing to free */
     curandStatus_t cs = s == FM_OK ? curandSetStream(g, stream) : CURAND_STATUS_SUCCESS;
     if (cs != CURAND_STATUS_SUCCESS)
         s = curand_fail(cs, "curandSetStream");
