@@ -214,7 +214,8 @@ def gpu_part(args):
                     row["notes"][f"fm_{mode}"] = err(exc)
             if cp is not None and not name.startswith("lognormal"):
                 cg, out = cp.random.default_rng(777), cp.empty(n, dtype=dt)
-                # the size too: without it CuPy 14 left out unwritten (the check saw a constant)
+                # the size too, as the former rng_gpu.py passed it: without it the check saw a constant out
+                # (CuPy 14.2 on the H200, 2026-12-02) and stopped the run
                 f = {"random": lambda: cg.random(n, dtype=dt, out=out),
                      "standard_normal": lambda: cg.standard_normal(n, dtype=dt, out=out),
                      "standard_exponential": lambda: cg.standard_exponential(n, dtype=dt, out=out)}[name]
