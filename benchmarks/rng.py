@@ -11,7 +11,10 @@ round); per contestant the median ns per value and the spread (max - min) / medi
 the paired ratio peer / fusemath (median over rounds of the per-round ratio, with its min and max).
 GPU (only where CuPy or torch and a GPU exist): 2^28 float32 and 2^27 float64 (--gpu-log2n) through
 fusemath device="cuda" (skipped with a message where it is not available), cupy.random.default_rng()
-.random / .standard_normal and torch uniform_ / normal_ / exponential_; CUDA events, TB/s written.
+.random / .standard_normal / .standard_exponential and torch uniform_ / normal_ / exponential_ /
+log_normal_; CUDA events, TB/s written; per dtype and mode fusemath's normal / uniform time. curand
+mode's float64 fills each restart the generator at position 0 (a run of float64 calls from 0), so
+no replay of an earlier run (backends/cuda/curand_rng.c) is timed with them.
 JSON: results/rng-<machine tag>-<date>.json (or --out).
 """
 from __future__ import annotations
@@ -184,10 +187,17 @@ def gpu_part(args):
             a.record(), fn(), b.record(), b.synchronize()
             return a.elapsed_time(b)
 
-    ev, cases = Events(), []
+    def fm_fill(name, g, mode, out):
+        """fusemath's fill; curand-mode float64 from position 0 each time (a run of f64 calls from 0:
+        nothing to replay, as a first call)."""
+        if mode == "curand" and out.dtype.itemsize == 8:
+            g.state = {"seed": 777, "position": 0, "mode": "curand"}
+        return fm_call(name, g, out)
+
+    ev, cases, ratios = Events(), [], {}
     for dt, log2n in ((np.float32, args.gpu_log2n), (np.float64, args.gpu_log2n - 1)):
         n = 1 << log2n
-        for name in ("random", "standard_normal", "standard_exponential"):
+        for name in ("random", "standard_normal", "standard_exponential", "lognormal(0, 0.5)"):
             row = {"dist": name, "dtype": np.dtype(dt).name, "n": n, "methods": {}, "notes": {}}
             if fm_note:
                 row["notes"]["fm"] = fm_note
@@ -195,22 +205,30 @@ def gpu_part(args):
                 out = cp.empty(n, dtype=dt) if cp is not None else torch.empty(n, dtype=getattr(torch, np.dtype(dt).name),
                                                                                 device="cuda")
                 try:
-                    fm_call(name, g, out)
+                    fm_fill(name, g, mode, out)
                     ev.sync()
                     host = cp.asnumpy(out) if cp is not None else out.cpu().numpy()
                     check(f"fm_{mode} {name}", host[: 1 << 22], DISTS[name][1], DISTS[name][2])
-                    row["methods"][f"fm_{mode}"] = timed(lambda g=g, out=out: fm_call(name, g, out), ev)
+                    row["methods"][f"fm_{mode}"] = timed(lambda g=g, mode=mode, out=out: fm_fill(name, g, mode, out), ev)
                 except Exception as exc:
                     row["notes"][f"fm_{mode}"] = err(exc)
-            if cp is not None and name != "standard_exponential":
+            if cp is not None and not name.startswith("lognormal"):
                 cg, out = cp.random.default_rng(777), cp.empty(n, dtype=dt)
-                f = (lambda: cg.random(dtype=dt, out=out)) if name == "random" else (lambda: cg.standard_normal(dtype=dt, out=out))
-                f()
-                check(f"cupy {name}", cp.asnumpy(out[: 1 << 22]), DISTS[name][1], DISTS[name][2])
-                row["methods"]["cupy"] = timed(f, ev)
+                # the size too, as the former rng_gpu.py passed it: without it the check saw a constant out
+                # (CuPy 14.2 on the H200, 2026-12-02) and stopped the run
+                f = {"random": lambda: cg.random(n, dtype=dt, out=out),
+                     "standard_normal": lambda: cg.standard_normal(n, dtype=dt, out=out),
+                     "standard_exponential": lambda: cg.standard_exponential(n, dtype=dt, out=out)}[name]
+                try:
+                    f()
+                    check(f"cupy {name}", cp.asnumpy(out[: 1 << 22]), DISTS[name][1], DISTS[name][2])
+                    row["methods"]["cupy"] = timed(f, ev)
+                except Exception as exc:
+                    row["notes"]["cupy"] = err(exc)
             if torch is not None:
                 out = torch.empty(n, dtype=getattr(torch, np.dtype(dt).name), device="cuda")
-                f = {"random": out.uniform_, "standard_normal": out.normal_, "standard_exponential": out.exponential_}[name]
+                f = {"random": out.uniform_, "standard_normal": out.normal_, "standard_exponential": out.exponential_,
+                     "lognormal(0, 0.5)": lambda: out.log_normal_(0.0, 0.5)}[name]
                 f()
                 check(f"torch {name}", out[: 1 << 22].cpu().numpy(), DISTS[name][1], DISTS[name][2])
                 row["methods"]["torch"] = timed(f, ev)
@@ -219,7 +237,12 @@ def gpu_part(args):
             cases.append(row)
             print(f"GPU {name} {np.dtype(dt).name} 2^{log2n}: " + "  ".join(
                 f"{k} {v['ms']:.3f} ms ({v['tb_per_s_written']:.2f} TB/s)" for k, v in row["methods"].items()), flush=True)
-    return {"enabled": True, "array_library": ev.lib, "cases": cases}
+        u, z = (next(c["methods"] for c in cases if c["dtype"] == np.dtype(dt).name and c["dist"] == d)
+                for d in ("random", "standard_normal"))
+        for m in (m for m in ("fm_portable", "fm_curand") if m in u and m in z):  # the 1.15x target (design.md)
+            ratios[f"{np.dtype(dt).name} {m}"] = z[m]["ms"] / u[m]["ms"]
+            print(f"GPU {np.dtype(dt).name} {m}: normal / uniform {ratios[f'{np.dtype(dt).name} {m}']:.3f}")
+    return {"enabled": True, "array_library": ev.lib, "cases": cases, "normal_over_uniform": ratios}
 
 
 def simd_isa():

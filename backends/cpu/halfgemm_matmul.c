@@ -6,7 +6,9 @@
  *
  * Each operand is widened into a compact float32 copy that keeps its broadcast axes at stride 0
  * (a bias (N,) stays N values); d is written through a float32 copy too. Outputs other than d
- * (aux, bgrad) would need their own narrowing rules: those epilogues are refused, as is fp8. */
+ * (aux, bgrad) and dgelu's aux input (of d's dtype) would need their own copies and narrowing rules:
+ * those epilogues are refused, as is fp8. ddropout's input, the uint8 keep mask, is no 16-bit
+ * operand: the float32 plan reads it where it is. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -173,12 +175,16 @@ static fm_status halfgemm_plan(fm_context *ctx, void *state, const fm_problem *p
     const fm_dtype dt = p->t[FM_MATMUL_D].dtype;
     if (dt != FM_F16 && dt != FM_BF16)
         return fm_fail(FM_ERR_NOT_APPLICABLE, "it computes float16 and bfloat16 only");
-    const unsigned other_outputs = FM_EPILOGUE_AUX | FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU | FM_EPILOGUE_BGRAD |
-                                   FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB;
-    if (p->u.matmul.epilogue & other_outputs)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul cpu: %s with aux, backward or bias-gradient epilogues is not "
-                       "supported on the cpu (computed through float32: convert to float32, or use "
-                       "execution='cuda')", fm_dtype_word(dt));
+    const unsigned refused = FM_EPILOGUE_AUX | FM_EPILOGUE_DRELU | FM_EPILOGUE_DGELU | FM_EPILOGUE_BGRAD |
+                             FM_EPILOGUE_BGRADA | FM_EPILOGUE_BGRADB;
+    if (p->u.matmul.epilogue & refused) {
+        char name[128];
+        if (fm_epilogue_format(p->u.matmul.epilogue, name, sizeof name) != FM_OK)
+            snprintf(name, sizeof name, "0x%x", p->u.matmul.epilogue);
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "matmul cpu: %s with epilogue '%s' is not supported on the cpu (it is "
+                       "computed through float32 copies of the 16-bit operands; aux outputs, drelu, dgelu and bias "
+                       "gradients are not: convert to float32, or use execution='cuda')", fm_dtype_word(dt), name);
+    }
     halfgemm_impl *x = calloc(1, sizeof *x);
     if (!x)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "matmul: out of host memory while planning");

@@ -218,14 +218,15 @@ static void poisson_curand_range(const disc_call *c, uint64_t e0, uint64_t e1)
     }
 }
 
-/* libcurand's square histogram for lam < 2000 (RNG-PHILOX.md): p_k over the run of k where it is
- * nonzero in double, not renormalised; passes while one changes something. */
-static fm_status curand_alias_table(disc_impl *x)
+/* The run of k where libcurand's p_k = exp(k log(lam) - lam - S_k) is nonzero in double (S_k = the
+ * sum of log(i), term by term): its first k in *first, its length returned; p (when not NULL) gets
+ * the values. Twice the same arithmetic: the length first, so that the table is allocated once. */
+static int64_t poisson_run(double lam, double *p, uint32_t *first)
 {
-    const double lam = x->rp.a, ll = log(lam);
-    int64_t cap = 4096, L = 0;
-    double *p = malloc((size_t)cap * sizeof *p), S = 0.0;
-    for (int64_t k = 0; p && k < 1000000; k++) {
+    const double ll = log(lam);
+    double S = 0.0;
+    int64_t L = 0;
+    for (int64_t k = 0; k < 1000000; k++) {
         if (k > 0)
             S += log((double)k);
         const double pk = exp((double)k * ll - lam - S);
@@ -235,22 +236,34 @@ static fm_status curand_alias_table(disc_impl *x)
             continue;
         }
         if (L == 0)
-            x->shift = (uint32_t)k;
-        if (L == cap) {
-            double *q = realloc(p, (size_t)(cap *= 2) * sizeof *p);
-            if (!q)
-                break;
-            p = q;
-        }
-        p[L++] = pk;
+            *first = (uint32_t)k;
+        if (p)
+            p[L] = pk;
+        L++;
     }
-    x->K = malloc((size_t)(L ? L : 1) * sizeof *x->K);
-    x->V = malloc((size_t)(L ? L : 1) * sizeof *x->V);
-    unsigned char *done = calloc((size_t)(L ? L : 1), 1);
-    if (!p || !x->K || !x->V || !done || L == 0) {
-        free(p), free(done);
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "rng cpu/philox: out of host memory for poisson's table");
+    return L;
+}
+
+/* libcurand's square histogram for lam < 2000 (RNG-PHILOX.md): p_k over poisson_run's k, not
+ * renormalised; passes while one changes something. On failure x's table stays empty (K, V NULL). */
+static fm_status curand_alias_table(disc_impl *x)
+{
+    const double lam = x->rp.a;
+    const int64_t L = poisson_run(lam, NULL, &x->shift); /* 0 < L < 4000 for 0 < lam < 2000 */
+    if (L <= 0)
+        return fm_fail(FM_ERR_INTERNAL, "rng cpu/philox: poisson lam = %g has no nonzero probability in double",
+                       lam);
+    double *p = malloc((size_t)L * sizeof *p);
+    unsigned char *done = calloc((size_t)L, 1);
+    x->K = malloc((size_t)L * sizeof *x->K);
+    x->V = malloc((size_t)L * sizeof *x->V);
+    if (!p || !done || !x->K || !x->V) {
+        free(p), free(done), free(x->K), free(x->V);
+        x->K = NULL, x->V = NULL;
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "rng cpu/philox: out of host memory for poisson's alias table (lam = "
+                       "%g, %lld entries)", lam, (long long)L);
     }
+    poisson_run(lam, p, &x->shift);
     const double a = 1.0 / (double)L;
     int64_t g = L - 1;
     for (int64_t i = 0; i < L; i++)

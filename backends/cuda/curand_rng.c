@@ -131,7 +131,11 @@ static void curand_release(void *state)
 static fm_status slot_create(gen_slot *sl, int device)
 {
     sl->device = device;
-    CURAND_DO(curandCreateGenerator(&sl->g, CURAND_RNG_PSEUDO_PHILOX4_32_10), "curandCreateGenerator(PHILOX4_32_10)");
+    curandStatus_t cs = curandCreateGenerator(&sl->g, CURAND_RNG_PSEUDO_PHILOX4_32_10);
+    if (cs != CURAND_STATUS_SUCCESS) {
+        sl->g = NULL; /* not a generator slot_free may destroy, whatever the failed call left there */
+        return curand_fail(cs, "curandCreateGenerator(PHILOX4_32_10)");
+    }
     cudaError_t e = cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         sl->done = NULL;
@@ -236,10 +240,11 @@ static fm_status position_generator(curandGenerator_t g, const fm_exec_args *arg
         CURAND_DO(curandSetGeneratorOffset(g, (unsigned long long)pos), "curandSetGeneratorOffset");
         return FM_OK;
     }
-    const int64_t k = (b - a) / ROUND, q = (pos - b) / ROUND;
-    const int64_t j2 = k + q, j1 = k + j2; /* run start + j1 rounds, run end + j2, this call + k */
-    const uint64_t a2 = (uint64_t)a + (uint64_t)(ROUND * j1), b2 = (uint64_t)b + (uint64_t)(ROUND * j2);
-    const uint64_t p2 = (uint64_t)pos + (uint64_t)(ROUND * k);
+    /* unsigned: ROUND * j1 reaches 2 pos, past 2^63 for positions past 2^62 (0 <= a <= b <= pos < 2^63,
+     * rng_problem.c, so a2, b2, p2 < 2^64: no wrap, and libcurand's offset is unsigned too) */
+    const uint64_t R = (uint64_t)ROUND, k = ((uint64_t)b - (uint64_t)a) / R, q = ((uint64_t)pos - (uint64_t)b) / R;
+    const uint64_t j2 = k + q, j1 = k + j2; /* run start + j1 rounds, run end + j2, this call + k */
+    const uint64_t a2 = (uint64_t)a + R * j1, b2 = (uint64_t)b + R * j2, p2 = (uint64_t)pos + R * k;
     CURAND_DO(curandSetGeneratorOffset(g, a2), "curandSetGeneratorOffset");
     if (b2 > a2)
         CURAND_DO(curandGenerateUniformDouble(g, scratch, (size_t)(b2 - a2)), "curandGenerateUniformDouble (replay)");
@@ -279,8 +284,9 @@ static fm_status fill(const curand_plan *pl, curandGenerator_t g, cudaStream_t s
     const size_t need = fm_curand_scratch_bytes(&pl->kind, pl->n, args);
     void *scratch = NULL;
     fm_status s = FM_OK;
-    if (need)
-        s = fm_cuda_status(cudaMallocAsync(&scratch, need, stream), "rng cuda/curand: cudaMallocAsync(scratch)");
+    if (need && (s = fm_cuda_status(cudaMallocAsync(&scratch, need, stream), "rng cuda/curand: cudaMallocAsync("
+                                    "scratch)")) != FM_OK)
+        scratch = NULL; /* nothing to free */
     curandStatus_t cs = s == FM_OK ? curandSetStream(g, stream) : CURAND_STATUS_SUCCESS;
     if (cs != CURAND_STATUS_SUCCESS)
         s = curand_fail(cs, "curandSetStream");

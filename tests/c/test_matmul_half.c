@@ -186,6 +186,106 @@ static void test_general(void)
     }
 }
 
+/* Dropout on the 16-bit dtypes (docs/epilogues.md): relu+bias+dropout forward and ddropout with a
+ * random keep mask, against float64 with the keep bits recomputed from the RNG's raw words (word
+ * position + e >= round(p 2^32)) and s = 1 / (1 - p) rounded to float32 (the epilogue's arithmetic);
+ * a dropped element is exactly +0. Bounds as run_general's, times s. */
+static void run_dropout(fm_dtype dt, int backward)
+{
+    const int64_t m = 29, n = 131, k = 40, nd = m * n, rb = fm_relu_mask_row_bytes(n);
+    const double p = 0.3, s = (double)(float)(1.0 / (1.0 - p)), alpha = 1.25, beta = -0.5;
+    const uint64_t seed = 0x243F6A8885A308D3ull, thr = (uint64_t)floor(p * 4294967296.0 + 0.5);
+    const int64_t pos = 1000003;
+    uint16_t *a = malloc(2 * (size_t)(m * k)), *b = malloc(2 * (size_t)(k * n)), *c = malloc(2 * (size_t)nd);
+    uint16_t *d = malloc(2 * (size_t)nd), *bias = malloc(2 * (size_t)n);
+    uint32_t *w = malloc(4 * (size_t)nd);
+    unsigned char *mask = calloc((size_t)(m * rb), 1);
+    CHECK(a && b && c && d && bias && w && mask);
+    if (!a || !b || !c || !d || !bias || !w || !mask)
+        goto done;
+    uint64_t st = 7u + (uint64_t)dt + (uint64_t)backward;
+    for (int64_t i = 0; i < m * k; i++)
+        a[i] = random_pattern(dt, &st);
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = random_pattern(dt, &st);
+    for (int64_t i = 0; i < nd; i++)
+        c[i] = random_pattern(dt, &st), d[i] = 0x7E00; /* NaN: every element must be written */
+    for (int64_t i = 0; i < n; i++)
+        bias[i] = random_pattern(dt, &st);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            if (lcg(&st) >> 40 & 1)
+                mask[i * rb + j / 8] |= (unsigned char)(1u << (j % 8));
+    fm_tensor W;
+    fm_tensor_init(&W, w, fm_test_cpu, FM_U32, 1, &nd, NULL);
+    fm_rng_options ro;
+    fm_rng_options_init(&ro);
+    ro.distribution = FM_RNG_RAW;
+    CHECK_OK(fm_rng(g_ctx, &W, &ro, seed, pos, NULL));
+    const int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n}, sv[1] = {n}, sx[2] = {m, rb};
+    fm_tensor A, B, C, BIAS, D, X;
+    fm_tensor_init(&A, a, fm_test_cpu, dt, 2, sa, NULL);
+    fm_tensor_init(&B, b, fm_test_cpu, dt, 2, sb, NULL);
+    fm_tensor_init(&C, c, fm_test_cpu, dt, 2, sd, NULL);
+    fm_tensor_init(&BIAS, bias, fm_test_cpu, dt, 1, sv, NULL);
+    fm_tensor_init(&D, d, fm_test_cpu, dt, 2, sd, NULL);
+    fm_tensor_init(&X, mask, fm_test_cpu, FM_U8, 2, sx, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.alpha[0] = alpha, o.beta[0] = beta, o.dropout = p, o.execution = FM_EXECUTION_CPU;
+    o.epilogue = backward ? FM_EPILOGUE_DDROPOUT : FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&A, &B, &C, backward ? NULL : &BIAS, &D, backward ? &X : NULL};
+    fm_exec_args args;
+    fm_exec_args_init(&args);
+    args.ints[0] = pos, args.ints[3] = (int64_t)seed;
+    fm_plan *plan = NULL;
+    CHECK_OK(fm_plan_create(g_ctx, FM_OP_MATMUL, ts, FM_MATMUL_NSLOTS, &o, &plan));
+    if (plan) {
+        CHECK_MSG(strstr(fm_plan_describe(plan), "cpu/halfgemm") != NULL, "%s", fm_plan_describe(plan));
+        void *ptrs[FM_MATMUL_NSLOTS] = {a, b, c, backward ? NULL : bias, d, backward ? mask : NULL};
+        CHECK_OK(fm_plan_execute_args(plan, ptrs, FM_MATMUL_NSLOTS, &args, NULL));
+        fm_plan_release(plan);
+    }
+    const double eps_out = dt == FM_F16 ? 0x1p-11 : 0x1p-8;
+    int64_t bad = 0, bad_zero = 0, kept = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                const double x = value_of(dt, a[i * k + q]) * value_of(dt, b[q * n + j]);
+                sum += x, mag += fabs(x);
+            }
+            const int64_t e = i * n + j;
+            double x = alpha * sum + beta * value_of(dt, c[e]) + (backward ? 0 : value_of(dt, bias[j]));
+            const double scale_in = fabs(alpha) * mag + fabs(beta * value_of(dt, c[e])) +
+                                    (backward ? 0 : fabs(value_of(dt, bias[j])));
+            if (!backward)
+                x = x > 0 ? x : 0;
+            const int keep = backward ? (mask[i * rb + j / 8] >> (j % 8) & 1) : (uint64_t)w[e] >= thr;
+            const double want = keep ? x * s : 0.0, got = value_of(dt, d[e]);
+            const double bound = s * (double)(k + 4) * 0x1p-24 * scale_in + 2 * eps_out * fabs(want) +
+                                 ldexp(1.0, dt == FM_F16 ? -24 : -133);
+            kept += keep;
+            bad += !(fabs(got - want) <= bound);
+            bad_zero += !keep && d[e] != 0; /* +0 exactly */
+        }
+    CHECK_MSG(bad == 0 && bad_zero == 0, "%s %s: %lld of %lld elements off the float64 reference, %lld dropped ones "
+              "not +0", fm_dtype_name(dt), backward ? "ddropout" : "bias+relu+dropout", (long long)bad,
+              (long long)nd, (long long)bad_zero);
+    CHECK_MSG(kept > nd / 4 && kept < nd - nd / 4, "%lld of %lld kept", (long long)kept, (long long)nd);
+done:
+    free(a), free(b), free(c), free(d), free(bias), free(w), free(mask);
+}
+
+static void test_dropout(void)
+{
+    const fm_dtype dts[] = {FM_F16, FM_BF16};
+    for (int i = 0; i < 2; i++) {
+        run_dropout(dts[i], 0);
+        run_dropout(dts[i], 1);
+    }
+}
+
 static void test_refusals(void)
 {
     uint16_t a[12] = {0}, b[12] = {0}, d[9], aux[9];
@@ -201,7 +301,25 @@ static void test_refusals(void)
     fm_matmul_options_init(&o);
     o.epilogue = FM_EPILOGUE_GELU | FM_EPILOGUE_AUX;
     CHECK_STATUS(fm_matmul(g_ctx, &A, &B, NULL, NULL, &D, &AUX, &o, NULL), FM_ERR_NOT_SUPPORTED);
-    CHECK_ERROR_MENTIONS("float16 with aux, backward or bias-gradient epilogues is not supported on the cpu");
+    CHECK_ERROR_MENTIONS("float16 with epilogue 'gelu+aux' is not supported on the cpu");
+    /* the dropout chains with a second output: the keep mask (dropout+aux), the bias gradient */
+    unsigned char mask[3 * 16] = {0};
+    uint16_t bg[3];
+    const int64_t s3[1] = {3}, sm[2] = {3, 16};
+    fm_tensor MASK, BG;
+    fm_tensor_init(&MASK, mask, fm_test_cpu, FM_U8, 2, sm, NULL);
+    fm_tensor_init(&BG, bg, fm_test_cpu, FM_BF16, 1, s3, NULL);
+    o.epilogue = FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
+    o.dropout = 0.5;
+    CHECK_STATUS(fm_matmul(g_ctx, &A, &B, NULL, NULL, &D, &MASK, &o, NULL), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("float16 with epilogue 'relu+dropout+aux' is not supported on the cpu");
+    fm_tensor A16 = A, B16 = B, D16 = D;
+    A16.dtype = B16.dtype = D16.dtype = FM_BF16;
+    o.epilogue = FM_EPILOGUE_DDROPOUT | FM_EPILOGUE_BGRAD;
+    const fm_tensor *ts[FM_MATMUL_NSLOTS] = {&A16, &B16, NULL, NULL, &D16, &MASK, &BG};
+    CHECK_STATUS(fm_matmul_v(g_ctx, ts, &o, NULL), FM_ERR_NOT_SUPPORTED);
+    CHECK_ERROR_MENTIONS("bfloat16 with epilogue 'ddropout+bgrad' is not supported on the cpu");
+    fm_matmul_options_init(&o);
     CHECK_STATUS(fm_matmul(g_ctx, &A, &B, NULL, NULL, &D32, NULL, NULL, NULL), FM_ERR_DTYPE);
     CHECK_OK(fm_matmul(g_ctx, &A, &B, NULL, NULL, &D, NULL, NULL, NULL));
 }
@@ -214,6 +332,7 @@ int main(void)
     }
     RUN_TEST(test_rounding);
     RUN_TEST(test_general);
+    RUN_TEST(test_dropout);
     RUN_TEST(test_refusals);
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();

@@ -66,30 +66,58 @@ static curandGenerator_t host_gen(uint64_t seed, uint64_t offset)
     return g;
 }
 
-/* One generator in a row against a fresh one per call, positioned by fm_curand_call. */
-static void compare_sequence(uint64_t seed, int64_t offset, const int *ids, const int64_t *lens, int ncalls)
+/* The CPU backend's curand mode for the call into out (an independent derivation of the state: the
+ * subsequence counters in uint64, backends/cpu/philox_rng.c) */
+static void cpu_fill(fm_context *ctx, const kind *k, int64_t n, const fm_exec_args *a, void *out)
 {
-    curandGenerator_t truth = host_gen(seed, (uint64_t)offset), fresh = host_gen(1, 0);
+    fm_rng_options o;
+    fm_rng_options_init(&o);
+    o.distribution = k->dist, o.mode = FM_RNG_CURAND, o.mean = 0.25, o.stddev = 1.5;
+    o.execution = FM_EXECUTION_CPU;
+    fm_tensor t;
+    fm_tensor_init(&t, out, (fm_device){FM_DEVICE_CPU, 0}, k->dt, 1, &n, NULL);
+    fm_plan *p = NULL;
+    CHECK_OK(fm_rng_plan(ctx, &t, &o, &p));
+    void *ptrs[1] = {out};
+    CHECK_OK(fm_plan_execute_args(p, ptrs, 1, a, NULL));
+    fm_plan_release(p);
+}
+
+static int64_t first_mismatch(const char *x, const char *y, int64_t n, size_t es)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(x + i * es, y + i * es, es))
+            return i;
+    return -1;
+}
+
+/* One generator making the calls in a row from offset `truth_offset` (the state the calls' arguments
+ * describe: position pos, the run of f64 calls [run_a, run_b)) against a fresh one per call,
+ * positioned by fm_curand_call, and against the CPU backend's curand mode. */
+static void compare_from(uint64_t seed, uint64_t truth_offset, int64_t pos, int64_t run_a, int64_t run_b,
+                         const int *ids, const int64_t *lens, int ncalls)
+{
+    fm_context *ctx = NULL;
+    CHECK_OK(fm_context_create(&ctx));
+    curandGenerator_t truth = host_gen(seed, truth_offset), fresh = host_gen(1, 0);
     CHECK_MSG(truth && fresh, "libcurand's host generator could not be created");
-    int64_t pos = offset, run_a = 0, run_b = 0;
-    for (int c = 0; truth && fresh && c < ncalls; c++) {
+    for (int c = 0; ctx && truth && fresh && c < ncalls; c++) {
         const kind *k = &kinds[ids[c]];
         const fm_curand_kind ck = kind_of(k);
         const size_t es = fm_dtype_size(k->dt), bytes = (size_t)lens[c] * es;
         fm_exec_args a;
         fm_exec_args_init(&a);
         a.ints[0] = pos, a.ints[1] = run_a, a.ints[2] = run_b, a.ints[3] = (int64_t)seed;
-        char *want = malloc(bytes), *got = malloc(bytes);
+        char *want = malloc(bytes), *got = malloc(bytes), *cpu = malloc(bytes);
         void *scratch = malloc(fm_curand_scratch_bytes(&ck, lens[c], &a) + 16);
         CHECK_MSG(truth_fill(truth, k, lens[c], want) == 0, "curand %s of %lld failed", k->name, (long long)lens[c]);
         CHECK_OK(fm_curand_call(fresh, &ck, lens[c], &a, got, scratch, host_copy, NULL));
-        int64_t first = -1;
-        for (int64_t i = 0; i < lens[c] && first < 0; i++)
-            if (memcmp(want + i * es, got + i * es, es))
-                first = i;
-        CHECK_MSG(first < 0, "seed %llx offset %lld, call %d (%s of %lld at %lld, f64 run [%lld, %lld)): first "
-                  "mismatch at value %lld", (unsigned long long)seed, (long long)offset, c, k->name,
-                  (long long)lens[c], (long long)pos, (long long)run_a, (long long)run_b, (long long)first);
+        cpu_fill(ctx, k, lens[c], &a, cpu);
+        const int64_t first = first_mismatch(want, got, lens[c], es), first_cpu = first_mismatch(want, cpu, lens[c], es);
+        CHECK_MSG(first < 0 && first_cpu < 0, "seed %llx offset %llu, call %d (%s of %lld at %lld, f64 run [%lld, "
+                  "%lld)): first mismatch at value %lld (fm_curand_call), %lld (cpu; -1: none)",
+                  (unsigned long long)seed, (unsigned long long)truth_offset, c, k->name, (long long)lens[c],
+                  (long long)pos, (long long)run_a, (long long)run_b, (long long)first, (long long)first_cpu);
         if (k->dt == FM_F64) { /* the caller's bookkeeping, as fusemath.random's */
             if (run_a == run_b)
                 run_a = pos, run_b = pos + lens[c];
@@ -99,12 +127,20 @@ static void compare_sequence(uint64_t seed, int64_t offset, const int *ids, cons
         pos += lens[c];
         free(want);
         free(got);
+        free(cpu);
         free(scratch);
     }
     if (truth)
         curandDestroyGenerator(truth);
     if (fresh)
         curandDestroyGenerator(fresh);
+    fm_context_destroy(ctx);
+}
+
+/* calls from offset, no run before them: the generator in a row is the truth */
+static void compare_sequence(uint64_t seed, int64_t offset, const int *ids, const int64_t *lens, int ncalls)
+{
+    compare_from(seed, (uint64_t)offset, offset, 0, 0, ids, lens, ncalls);
 }
 
 static void test_sequences(void)
@@ -125,6 +161,38 @@ static void test_sequences(void)
     const int ids4[5] = {4, 2, 0, 1, 3};
     const int64_t lens4[5] = {2, 7, 9, 262141, 10};
     compare_sequence(5, 1, ids4, lens4, 5);
+}
+
+/* Positions near and past 2^62, where the replay's shifts (up to twice the position) pass 2^63: the
+ * truth is libcurand's host generator itself. A run of f64 calls [a, b) with a and b multiples of
+ * R = 262144 (whole rounds of 65536 groups) moves every subsequence's counter by the same (b - a) / R,
+ * which is the state of a generator whose offset is set (b - a) further (../shared/RNG-PHILOX.md:
+ * the offset sets counter[s] to the groups of s below it; a double call adds 2 per group, a 32-bit
+ * call 1): that generator, making the same calls in a row, gives the values of runs and gaps of
+ * 2^62 positions that no test could generate. */
+static void test_large_positions(void)
+{
+    const int64_t R = FM_CURAND_ROUND, P62 = (int64_t)1 << 62;
+    /* in a row from just past 2^62: a short run, continued, then 32-bit calls */
+    const int ids1[6] = {4, 2, 0, 1, 3, 5};
+    const int64_t lens1[6] = {1002, 262147, 9, 1001, 78, 6};
+    compare_sequence(0xD1B54A32D192ED03ull, P62 + 3, ids1, lens1, 6);
+    /* a run [0, 2^62) (2^44 rounds; the replay's first shift is 2^63), continued by this call, then
+     * 32-bit calls past it */
+    const int ids2[5] = {2, 6, 0, 1, 5};
+    const int64_t lens2[5] = {1001, 2, 262147, 5, 10};
+    compare_from(77, (uint64_t)P62 * 2, P62, 0, P62, ids2, lens2, 5);
+    /* a run of 2^62 - 4R positions from R, then a gap of 2^61 + 7777 32-bit values (pos past 2^62 +
+     * 2^61, the shifts past 2^63 + 2^61), then 32-bit calls and one f64 call after the gap */
+    const int64_t a3 = R, b3 = R + P62 - 4 * R, pos3 = b3 + ((int64_t)1 << 61) + 7777;
+    const int ids3[5] = {0, 3, 1, 5, 4};
+    const int64_t lens3[5] = {5, 1002, 262149, 8, 1000};
+    compare_from(0x9E3779B97F4A7C15ull, (uint64_t)pos3 + (uint64_t)(b3 - a3), pos3, a3, b3, ids3, lens3, 5);
+    /* the largest positions: a call ending at 2^63 - 1 after a run of all but the last rounds */
+    const int64_t b4 = (INT64_MAX / R - 1) * R, pos4 = INT64_MAX - 1000;
+    const int ids4[1] = {1};
+    const int64_t lens4[1] = {1000};
+    compare_from(3, (uint64_t)pos4 + (uint64_t)b4, pos4, 0, b4, ids4, lens4, 1);
 }
 
 /* Odd-length normals (libcurand refuses them) against the CPU backend's curand mode. */
@@ -199,6 +267,7 @@ int main(void)
     }
     curandDestroyGenerator(g);
     RUN_TEST(test_sequences);
+    RUN_TEST(test_large_positions);
     RUN_TEST(test_odd_normals);
     RUN_TEST(test_curand_status);
 #else

@@ -114,6 +114,34 @@ def test_backward_is_the_mask_times_scale():
     np.testing.assert_allclose(extra2["ddropout_bgrad"], want.sum(axis=0), rtol=1e-10, atol=1e-10)
 
 
+def test_float16_cpu_dropout_and_ddropout():
+    """float16 on the CPU (through float32, rounded once): dropout and ddropout against the float64
+    reference (the scale rounded to float32, as the epilogue computes it); the chains with a second
+    output are NotSupportedError naming the dtype and the chain."""
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((29, 40)).astype(np.float16), rng.standard_normal((40, 131)).astype(np.float16)
+    p, s = 0.3, float(np.float32(1 / (1 - 0.3)))
+    x = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 44 * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) * s
+    d = fusemath.matmul(a, b, epilogue="relu+dropout", dropout=(p, Generator(21).advance(7)))
+    assert d.dtype == np.float16
+    keep = (_words(21, 7, x.size).astype(np.uint64) >= _thr(p)).reshape(x.shape)
+    want = np.where(keep, np.maximum(x, 0) * s, 0.0)
+    assert np.all(np.abs(d.astype(np.float64) - want) <= tol + 2.0 ** -11 * np.abs(want) + 2.0 ** -24)
+    assert np.all(d[~keep] == 0) and 0.6 < keep.mean() < 0.8
+    mask = np.packbits(rng.random((29, 256)) < 0.5, axis=-1, bitorder="little")  # (29, 32) = relu mask rows
+    bits = _unpack(mask, 131)
+    g = fusemath.matmul(a, b, epilogue="ddropout", dropout=p, epilog_inputs={"dropout_aux": mask})
+    want = np.where(bits, x * s, 0.0)
+    assert g.dtype == np.float16
+    assert np.all(np.abs(g.astype(np.float64) - want) <= tol + 2.0 ** -11 * np.abs(want) + 2.0 ** -24)
+    assert np.all(g[~bits] == 0)
+    with pytest.raises(fusemath.NotSupportedError, match="float16 with epilogue 'dropout\\+aux'"):
+        fusemath.matmul(a, b, epilogue="dropout+aux", dropout=(p, Generator(21)))
+    with pytest.raises(fusemath.NotSupportedError, match="float16 with epilogue 'ddropout\\+bgrad'"):
+        fusemath.matmul(a, b, epilogue="ddropout_bgrad", dropout=p, epilog_inputs={"dropout_aux": mask})
+
+
 def test_planner_draws_per_execute():
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((30, 8)), rng.standard_normal((8, 40))
