@@ -72,7 +72,7 @@ want build && run_step build "${T_BUILD:-420}" "$OUT/build.log" 3 bash -c "make 
 # shellcheck disable=SC2086  # the *_ARGS are lists of words
 want ctest && run_step ctest "${T_CTEST:-300}" "$OUT/ctest.log" 3 ctest --test-dir build --output-on-failure ${CTEST_ARGS:-}
 want pytest && run_step pytest "${T_PYTEST:-300}" "$OUT/pytest_gpu.log" 1 \
-  "$VPY" -m pytest -q -m gpu -p no:cacheprovider tests/python ${PYTEST_ARGS:-}
+  "$VPY" -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_PATHS:-tests/python} ${PYTEST_ARGS:-}
 want pytestcpu && run_step pytestcpu "${T_PYTEST:-300}" "$OUT/pytest_cpu.log" 1 \
   "$VPY" -m pytest -q -m "not gpu" -p no:cacheprovider tests/python
 

@@ -502,7 +502,7 @@ static void test_fft_wisdom_entries(void)
              sizeof old_blob - 1, old_blob);
     CHECK_OK(load_text(file, text));
     CHECK(fm_context_wisdom_size(g_ctx) == before + 1);
-    CHECK_STATUS(load_text(file, "fusemath-wisdom 3\n"), FM_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(load_text(file, "fusemath-wisdom 4\n"), FM_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_MENTIONS("expected a first line 'fusemath-wisdom 3'");
     CHECK_OK(fm_context_wisdom_forget(g_ctx));
     CHECK(fm_context_wisdom_size(g_ctx) == 0);

@@ -167,3 +167,41 @@ def test_best_moves_a_large_product_to_the_gpu(tmp_path):
     """, tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["64 ndarray False True", "4096 ndarray True True"], r.stdout
+
+
+@pytest.mark.gpu
+def test_best_with_gpu_operands_and_a_refusing_device(tmp_path):
+    # CuPy operands give CuPy results whichever device runs them; RNG integers, which have no GPU
+    # kernel, fall back to the cpu when best picks the GPU (describe() of the plan says so)
+    r = child("""
+        import numpy as np, cupy as cp, fusemath as fm
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((512, 512)) + 1j * rng.standard_normal((512, 512))
+        y = fm.fft.fft2(cp.asarray(x), execution="best")
+        print(type(y).__module__.split(".")[0], np.allclose(cp.asnumpy(y), np.fft.fft2(x), rtol=1e-10, atol=1e-8))
+        a = rng.standard_normal((300, 300)) + 20 * np.eye(300)
+        b = rng.standard_normal((300, 4))
+        xs = fm.linalg.solve(cp.asarray(a), cp.asarray(b), execution="best")
+        print(type(xs).__module__.split(".")[0], np.allclose(a @ cp.asnumpy(xs), b, rtol=1e-10, atol=1e-10))
+        g, h = fm.random.default_rng(9, device="best"), fm.random.default_rng(9)
+        n = 1 << 24
+        print(np.array_equal(g.integers(0, 1000, size=n), h.integers(0, 1000, size=n)),
+              np.array_equal(g.standard_normal(n, dtype=np.float32), h.standard_normal(n, dtype=np.float32)))
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:3] == ["cupy True", "cupy True", "True True"], r.stdout
+
+
+@pytest.mark.gpu
+def test_calibrate_measures_the_gpu(tmp_path):
+    r = child("""
+        import fusemath as fm
+        text = fm.calibrate(progress=False)
+        lines = text.splitlines()
+        print(sum(ln.startswith("curve ") and " cuda " in ln for ln in lines),
+              [ln for ln in lines if ln.startswith("copy h2d")][0])
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr
+    count, _, copy = r.stdout.strip().partition(" ")
+    assert int(count) >= 5, r.stdout  # matmul f32/f64, fft, rng f32/f64, solve on the GPU
+    assert copy != "copy h2d 1e-05 5e+09", r.stdout  # measured, not the placeholder
