@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         res["ops"][op] = sweep(op, SIZES[op], args.budget, args.seed, cp, calibrated)
         worst = max(r["best_over_better"] for r in res["ops"][op])
         print(f"{op}: best / better device, worst over sizes: {worst:.2f}x (target <= 1.10)")
-    write_json(os.path.join(args.out_dir, "dispatch.json"), res)
+        write_json(os.path.join(args.out_dir, "dispatch.json"), res)  # after each family: a timeout keeps them
     print(f"dispatch: wrote {args.out_dir}/dispatch.json ({time.perf_counter() - t0:.0f} s)")
     return 0
 
