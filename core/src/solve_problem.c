@@ -484,8 +484,8 @@ static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtyp
 /* fm_context_calibrate: gesv of f64 (and in full, f32) matrices with 16 right-hand sides. */
 static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
 {
-    static const int64_t quick_n[] = {64, 256, 1024}, full_n[] = {32, 128, 512, 1024, 2048, 4096};
-    const int count = quick ? 3 : 6;
+    static const int64_t quick_n[] = {64, 128, 256, 1024}, full_n[] = {32, 64, 128, 256, 512, 1024, 2048, 4096};
+    const int count = quick ? 4 : 8;
     if (index < 0 || index >= (quick ? 1 : 2) * count)
         return 0;
     const int64_t n = (quick ? quick_n : full_n)[index % count], sa[2] = {n, n}, sb[2] = {n, 16};

@@ -183,7 +183,7 @@ static void test_calibrate_and_files(void)
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
     CHECK_MSG(strstr(text, "profile: calibrated ") && strstr(text, "curve matmul f32 cpu 3 ") &&
                   strstr(text, "curve fft c64 cpu 3 ") && strstr(text, "curve rng f32 cpu 3 ") &&
-                  strstr(text, "curve solve f64 cpu 3 "), "%s", text);
+                  strstr(text, "curve solve f64 cpu 4 "), "%s", text);
     /* stopped again now that a profile and its file exist: both stay as they were */
     char before[16384], after[16384];
     snprintf(path, sizeof path, "%s/cal/machine-profile", g_dir);
