@@ -101,8 +101,9 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
     }
     fm_plan_release(plan);
     unsigned devices = ~0u;
+    int threads = 0;
     if (s == FM_OK) {
-        *work = op->work(pt.tp, opts.bytes, dt, &devices);
+        *work = op->work(pt.tp, opts.bytes, dt, &devices, &threads);
         *seconds = best;
     }
     for (int i = 0; i < op->nslots; i++)

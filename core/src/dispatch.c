@@ -73,11 +73,12 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
         return FM_OK;
     fm_dtype dt = FM_DTYPE_INVALID;
     unsigned devices = 1u << FM_DEVICE_CPU | 1u << FM_DEVICE_CUDA;
-    const double work = op->work ? op->work(ts, opts, &dt, &devices) : -1;
+    int asked = 0;
+    const double work = op->work ? op->work(ts, opts, &dt, &devices, &asked) : -1;
     if (!(work >= 0))
         return FM_OK; /* nothing to predict from: where the operands live */
     const fm_profile *pf = fm_context_profile(ctx);
-    const int threads = atomic_load(&ctx->num_threads);
+    const int threads = fm_context_threads_for(ctx, asked); /* the call's own num_threads, else the context's */
     const fm_device cpu = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, cuda_id};
     int cpu_copies = 0, cuda_copies = 0;
     double t_cpu = INFINITY, t_cuda = INFINITY;

@@ -531,10 +531,11 @@ static fm_status check_tunables(const int32_t *v)
 
 /* FM_EXECUTION_BEST: 5 N log2(n) for N complex points in transforms of n points (a real
  * transform: half the points); long double runs on the cpu only, a CUDA C callback on cuda only. */
-static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices)
+static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices, int *threads)
 {
     const fm_fft_options *opts = opts_;
     const fm_tensor *in = ts[FM_FFT_IN];
+    *threads = opts->num_threads;
     int naxes = 0, axes[FM_MAX_NDIM];
     if (!in || resolve_axes(opts, in->ndim, &naxes, axes) != FM_OK) {
         fm_clear_error();

@@ -561,10 +561,10 @@ static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *a)
 
 /* FM_EXECUTION_BEST: 2 m n k flops per product (complex: 4 real products each), the batch from d
  * (both operands may broadcast); integer products run on the cpu only, fp8 on cuda only. */
-static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices)
+static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices, int *threads)
 {
-    (void)opts;
     const fm_tensor *a = ts[FM_MATMUL_A], *b = ts[FM_MATMUL_B];
+    *threads = ((const fm_matmul_options *)opts)->num_threads;
     if (!a || !b || a->ndim < 1 || b->ndim < 1)
         return -1;
     const double m = a->ndim >= 2 ? (double)a->shape[a->ndim - 2] : 1, k = (double)a->shape[a->ndim - 1];

@@ -46,9 +46,10 @@ typedef struct fm_operation {
     /* Optional (FM_EXECUTION_BEST, core/src/dispatch.c): the work of the problem these operands and
      * options make, in the unit its rate curves count (flops for matmul and solve, 5 N log2 n for
      * FFT, values for RNG), the dtype its curves are keyed by, and in *devices (bit FM_DEVICE_CPU,
-     * bit FM_DEVICE_CUDA; both set on entry) the devices that can run it. Without the hook, best
-     * is where the operands live. */
-    double (*work)(const fm_tensor *const *t, const void *opts, fm_dtype *dtype, unsigned *devices);
+     * bit FM_DEVICE_CUDA; both set on entry) the devices that can run it, in *threads the cpu
+     * threads its options ask for (0 on entry: the context's). Without the hook, best is where the
+     * operands live. */
+    double (*work)(const fm_tensor *const *t, const void *opts, fm_dtype *dtype, unsigned *devices, int *threads);
     /* Optional (fm_context_calibrate, core/src/calibrate.c): descriptors (data NULL, C-contiguous)
      * and options of the index-th problem that measures this operation's curves, planned for
      * `execution`, the slots used in *slots; 0 past the last (quick: the shorter list). */

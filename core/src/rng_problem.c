@@ -333,9 +333,10 @@ static fm_status check_exec_args(const fm_problem *p, const fm_exec_args *args)
 }
 
 /* FM_EXECUTION_BEST: the values written. */
-static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices)
+static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype, unsigned *devices, int *threads)
 {
-    (void)opts, (void)devices;
+    (void)devices;
+    *threads = ((const fm_rng_options *)opts)->num_threads;
     if (!ts[FM_RNG_OUT])
         return -1;
     *dtype = ts[FM_RNG_OUT]->dtype;

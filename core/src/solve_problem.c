@@ -448,10 +448,11 @@ int64_t fm_solve_batch_offset(const fm_problem *p, int slot, int64_t b)
 }
 
 /* FM_EXECUTION_BEST: LAPACK's flop counts (leading terms) per matrix, times the batch, complex 4x. */
-static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices)
+static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtype, unsigned *devices, int *threads)
 {
     const fm_solve_options *o = opts_;
     const fm_tensor *a = ts[FM_SOLVE_A], *b = ts[FM_SOLVE_B];
+    *threads = o->num_threads;
     if (!a || a->ndim < 2)
         return -1;
     const double m = (double)a->shape[a->ndim - 2], n = (double)a->shape[a->ndim - 1];
