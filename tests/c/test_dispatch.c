@@ -10,6 +10,8 @@
 #include "profile.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +31,16 @@ static fm_context *fresh_context(const char *sub)
 }
 
 /* d = a @ b for 64x64 f32 under execution ex; its describe() into desc. */
-static fm_status matmul_with(fm_context *ctx, int ex, int device_id, float *d, char *desc, size_t n)
+static float a[64 * 64], b[64 * 64]; /* fill_operands(), before any thread */
+
+static void fill_operands(void)
 {
-    static float a[64 * 64], b[64 * 64];
     for (int i = 0; i < 64 * 64; i++)
         a[i] = (float)((i * 7) % 13) - 6, b[i] = (float)((i * 5) % 11) - 5;
+}
+
+static fm_status matmul_with(fm_context *ctx, int ex, int device_id, float *d, char *desc, size_t n)
+{
     const int64_t s[2] = {64, 64};
     fm_tensor ta, tb, td;
     fm_tensor_init(&ta, a, fm_test_cpu, FM_F32, 2, s, NULL);
@@ -265,6 +272,58 @@ static void test_calibrate_and_files(void)
     fm_context_destroy(ctx);
 }
 
+/* Profiles swapped (wisdom loads, clears) while four threads plan best problems: every result
+ * right, nothing freed under a planner (ASan runs this in CI). */
+typedef struct swap_arg {
+    fm_context *ctx;
+    atomic_int *stop;
+    int bad;
+} swap_arg;
+
+static void *plan_best_loop(void *p)
+{
+    swap_arg *a = p;
+    static _Thread_local float d[64 * 64];
+    char desc[640];
+    for (int i = 0; !atomic_load(a->stop) && i < 100000; i++) {
+        if (matmul_with(a->ctx, FM_EXECUTION_BEST, 0, d, desc, sizeof desc) != FM_OK || !strstr(desc, " best=cpu "))
+            a->bad++;
+        float want = 0; /* d[0] = row 0 of a . column 0 of b, as matmul_with fills them */
+        for (int k = 0; k < 64; k++)
+            want += ((float)((k * 7) % 13) - 6) * ((float)((k * 64 * 5) % 11) - 5);
+        a->bad += d[0] != want;
+    }
+    return NULL;
+}
+
+static void test_profile_swaps_under_planners(void)
+{
+    fm_context *ctx = fresh_context("swap");
+    char path[400];
+    CHECK_OK(fm_context_calibrate(ctx, 1, NULL, NULL));
+    snprintf(path, sizeof path, "%s/swap.txt", g_dir);
+    CHECK_OK(fm_context_wisdom_save(ctx, path));
+    atomic_int stop = 0;
+    swap_arg args[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (swap_arg){ctx, &stop, 0};
+        CHECK(pthread_create(&th[i], NULL, plan_best_loop, &args[i]) == 0);
+    }
+    for (int r = 0; r < 40; r++) {
+        CHECK_OK(fm_context_profile_clear(ctx));
+        CHECK_OK(fm_context_wisdom_load(ctx, path));
+    }
+    atomic_store(&stop, 1);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += args[i].bad;
+    }
+    CHECK_MSG(bad == 0, "%d wrong plans or results under profile swaps", bad);
+    fm_context_destroy(ctx);
+}
+
 static void test_environment(void)
 {
     setenv("FUSEMATH_EXECUTION", "bogus", 1);
@@ -286,10 +345,12 @@ static void test_environment(void)
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/fm_test_dispatch.%ld", (long)getpid());
+    fill_operands();
     RUN_TEST(test_best_on_cpu_data);
     RUN_TEST(test_bad_input);
     RUN_TEST(test_prediction);
     RUN_TEST(test_calibrate_and_files);
+    RUN_TEST(test_profile_swaps_under_planners);
     RUN_TEST(test_environment);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
