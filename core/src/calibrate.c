@@ -3,6 +3,7 @@
  * on operands filled with small pseudo-random values (a solver needs a regular matrix); the copy
  * rates between host and GPU are timed with fm_memory_copy on pageable memory, as staging copies a
  * caller's arrays. The new profile is installed only when everything was measured. */
+#define _POSIX_C_SOURCE 200809L /* gmtime_r, clock_gettime under -std=c11 */
 #include "context.h"
 #include "operation.h"
 #include "profile.h"
