@@ -3,7 +3,9 @@
 
 relu(a @ b + bias) f32 (n x n x n), the c64 fft2 (n x n) and standard_normal f32 of n x n values (fusemath.random,
 portable mode), n = 64 ... 4096, on the CPU, on the GPU with NumPy data (execution="cuda"; the RNG: drawn on the GPU
-and copied back) and on GPU-resident CuPy data; checked, then bursts ended by a device sync.
+and copied back), on GPU-resident CuPy data, and with execution="best" on NumPy data (its plans' predictions of the
+cpu and the GPU-with-transfers times are recorded and plotted dashed: the predicted crossover next to the measured
+one); checked, then bursts ended by a device sync.
 Writes <op>_crossover.json and, with matplotlib, their plots into --out-dir.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import re
 import statistics
 import sys
 import time
@@ -24,7 +27,8 @@ import fusemath.random
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import bursts, machine, write_json  # noqa: E402
 
-CPU, XFER, RES = "cpu", "gpu+transfers", "gpu-resident"
+CPU, XFER, RES, BEST = "cpu", "gpu+transfers", "gpu-resident", "best"
+PREDICTED = re.compile(r"predicted cpu(?:\+xfer)? ([0-9.e+-]+) ms cuda(?:\+xfer)? ([0-9.e+-]+) ms")
 NO_GPU_HINT = "the crossover needs an NVIDIA GPU and CuPy (pip install cupy-cuda12x); CPU curves only"
 
 
@@ -56,7 +60,8 @@ def setup(op, mode, n, rng, cp):
         ref, flops = np.maximum(a @ b + bias, 0), 2.0 * n ** 3
         if mode == RES:
             a, b, bias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
-        mm = fusemath.Matmul(a, b, options=None if mode == RES else {"execution": "cpu" if mode == CPU else "cuda"})
+        ex = {CPU: "cpu", XFER: "cuda", BEST: "best"}.get(mode)
+        mm = fusemath.Matmul(a, b, options=None if mode == RES else {"execution": ex})
         mm.plan(epilogue="relu", bias=bias)
         out = cp.empty_like(a) if mode == RES else None
         call = mm.execute if mode != RES else lambda: mm.execute(out=out, stream=cp.bench_stream.ptr)
@@ -64,7 +69,7 @@ def setup(op, mode, n, rng, cp):
     elif op == "rng":  # portable mode: the GPU's values are the CPU's bits, so the CPU's first draw is the reference
         seed, f32 = int(rng.integers(1 << 62)), np.float32
         ref, flops, plan = fusemath.random.default_rng(seed).standard_normal((n, n), dtype=f32), float(n * n), None
-        g = fusemath.random.default_rng(seed, device="cpu" if mode == CPU else "cuda")
+        g = fusemath.random.default_rng(seed, device={CPU: "cpu", BEST: "best"}.get(mode, "cuda"))
         if mode == RES:
             out = cp.empty((n, n), dtype=f32)
             call = lambda: g.standard_normal(dtype=f32, out=out)  # noqa: E731
@@ -80,6 +85,10 @@ def setup(op, mode, n, rng, cp):
             dx = cp.asarray(x)
             out = cp.empty_like(dx)
             call = lambda: fusemath.fft.fft2(dx, out=out, stream=cp.bench_stream.ptr)  # noqa: E731
+        elif mode == BEST:  # the planner, for describe()'s predictions
+            f = fusemath.fft.FFT(x, axes=(0, 1), execution="best")
+            f.plan()
+            call, plan = f.execute, f.describe()
         else:
             call = lambda: fusemath.fft.fft2(x, execution="cpu" if mode == CPU else "cuda")  # noqa: E731
     got = call()
@@ -112,9 +121,12 @@ def sweep(op, sizes, modes, budget, seed, cp):
                 try:
                     call, got, ref, flops, plan = setup(op, mode, n, rng, cp)
                     check(f"{op} {mode} n={n}", got, ref, n)
-                    sync = cp.cuda.Device().synchronize if mode != CPU else (lambda: None)
+                    sync = cp.cuda.Device().synchronize if mode in (XFER, RES) else (lambda: None)
                     t = per_call(call, sync, budget if n <= 1024 else 0.75 * budget)
-                    rows[mode].append(dict(t, n=n, gflops=flops / t["ms"] / 1e6, plan=plan))
+                    pred = PREDICTED.search(plan or "") if mode == BEST else None
+                    rows[mode].append(dict(t, n=n, gflops=flops / t["ms"] / 1e6, plan=plan,
+                                           **({"predicted_cpu_ms": float(pred.group(1)),
+                                               "predicted_cuda_ms": float(pred.group(2))} if pred else {})))
                 except Exception as exc:
                     errors[mode] = f"n={n}: {type(exc).__name__}: {exc}"
                     print(f"\n  {op} {mode}: error, mode stopped ({errors[mode]})")
@@ -127,6 +139,11 @@ def sweep(op, sizes, modes, budget, seed, cp):
         pairs = [(r["n"], r["ms"] < cpu[r["n"]]) for r in rows[m] if r["n"] in cpu]
         from_on = next((pairs[i][0] for i in range(len(pairs)) if all(w for _, w in pairs[i:])), None)
         res["crossover"][m] = {"from_n_on": from_on, "compared": len(pairs)}
+    pred = [(r["n"], r["predicted_cuda_ms"] < r["predicted_cpu_ms"]) for r in rows.get(BEST, []) if "predicted_cpu_ms" in r]
+    if pred:  # where best's model puts the crossover (GPU with transfers against the cpu)
+        res["crossover"]["predicted"] = {"from_n_on": next((pred[i][0] for i in range(len(pred))
+                                                             if all(w for _, w in pred[i:])), None),
+                                         "compared": len(pred)}
     return res
 
 
@@ -138,7 +155,9 @@ def report(op, res):
                  for m in res["modes"]]
         print(f"{n:6d} | " + " | ".join(f"{c:>26}" for c in cells))
     for m, c in res["crossover"].items():
-        print(f"{op} crossover {m}: " + (f"n = {c['from_n_on']} (the GPU is faster for every n >= it compared)"
+        what = ("best's model puts the GPU with transfers ahead" if m == "predicted"
+                else f"{m} is faster than the cpu")
+        print(f"{op} crossover {m}: " + (f"n = {c['from_n_on']} ({what} for every n >= it compared)"
                                          if c["from_n_on"] else f"none in the {c['compared']} sizes compared"))
 
 
@@ -151,8 +170,13 @@ def plot(res, path, title):
         return f"matplotlib is not available ({exc})"
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     for ax, key, ylabel in zip(axes, ("ms", "gflops"), ("ms per call", "GFLOP/s")):
-        for mode, style in zip(res["modes"], ("o-", "s--", "^-")):
+        for mode, style in zip(res["modes"], ("o-", "s-", "^-", "d-")):
             ax.plot([r["n"] for r in res["rows"][mode]], [r[key] for r in res["rows"][mode]], style, label=mode)
+        pred = [r for r in res["rows"].get(BEST, []) if "predicted_cpu_ms" in r]
+        if pred and key == "ms":  # best's predictions, dashed, next to what was measured
+            for side, style in (("cpu", "o--"), ("cuda", "s--")):
+                ax.plot([r["n"] for r in pred], [r[f"predicted_{side}_ms"] for r in pred], style, alpha=0.6,
+                        label=f"predicted {side}" + (" (+ transfers)" if side == "cuda" else ""))
         ax.set(yscale="log", xlabel=f"n ({res['op']} of n x n)", ylabel=ylabel)
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
@@ -172,6 +196,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="fusemath CPU threads (default: the library's)")
     p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per point and mode")
     p.add_argument("--cpu-only", action="store_true", help="skip the GPU modes")
+    p.add_argument("--no-best", action="store_true", help="skip execution='best' (on by default with a GPU)")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -192,7 +217,7 @@ def main(argv=None) -> int:
                 cp.bench_stream = cp.cuda.Stream()  # the gpu-resident calls' stream
             except Exception as exc:
                 cp, note = None, f"a CUDA device, but CuPy is not usable ({type(exc).__name__}: {exc})"
-    modes = [CPU] + ([XFER, RES] if cp else [])
+    modes = [CPU] + ([XFER, RES] if cp else []) + ([BEST] if cp and not args.no_best else [])
     meta = {"date": now.isoformat(timespec="seconds"), "threads": fusemath.get_num_threads(), "sizes": sizes,
             "machine": machine(), "fusemath_version": fusemath.__version__, "numpy_version": np.__version__,
             "command": " ".join(["benchmarks/crossover.py"] + sys.argv[1:])}
