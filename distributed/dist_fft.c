@@ -142,6 +142,12 @@ static void set_scales(fm_dist_plan *p)
     p->epi_scaled = p->epi_scale[0] != 1 || p->epi_scale[1] != 0;
 }
 
+static const char *chain_text(unsigned ops)
+{
+    static const char *const t[4] = {"", "scale", "conj", "scale+conj"};
+    return t[(ops & FM_FFT_OP_SCALE ? 1 : 0) | (ops & FM_FFT_OP_CONJ ? 2 : 0)];
+}
+
 static void describe(fm_dist_plan *p)
 {
     char dims[3][64];
@@ -153,12 +159,13 @@ static void describe(fm_dist_plan *p)
     }
     snprintf(p->text, sizeof p->text,
              "dist_fft cpu/fftw-mpi %s %s %s %s ranks=%d %s->%s in=%s@%lld out=%s@%lld effort=%s threads=%d "
-             "norm=%s%s%s",
+             "norm=%s%s%s%s%s",
              kind_names[p->o.kind], fm_dtype_name(p->in_dtype), p->o.inverse ? "inverse" : "forward", dims[0],
              p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1],
              (long long)p->g.side[0].offset[0], dims[2], (long long)p->g.side[1].offset[0],
              effort_names[p->o.effort], p->o.num_threads > 0 ? p->o.num_threads : 1, norm_names[p->o.norm],
-             p->o.prolog.ops ? " prolog=scale/conj" : "", p->o.epilog.ops ? " epilog=scale/conj" : "");
+             p->o.prolog.ops ? " prolog=" : "", chain_text(p->o.prolog.ops), p->o.epilog.ops ? " epilog=" : "",
+             chain_text(p->o.epilog.ops));
 }
 
 /* Local checks of fm_dist_fft_plan's arguments (before any collective). */
