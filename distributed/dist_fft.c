@@ -202,7 +202,7 @@ static fm_status check_tiling(const char *where, const fm_dist_plan *p, const in
     if (ok)
         return FM_OK;
     return fm_fail(FM_ERR_SHAPE, "%s: the local input shape %s%s does not tile the global array in FFTW-MPI's %s "
-                   "decomposition over %d ranks: this rank holds %s) from index %lld of axis 0 "
+                   "decomposition over %d ranks: its block is %s) from index %lld of axis 0 "
                    "(fm_dist_local_shape)", where, got, in_local_shape ? ")" : "", layout_names[p->o.in_layout],
                    p->size, want, (long long)s->offset[0]);
 }
