@@ -78,6 +78,7 @@ typedef struct {
     int kind, dbl, out_layout;
     int norm;
     double epi_scale;
+    int threads; /* FFTW threads per rank (0: one) */
 } tcase;
 
 /* block of side w of the plan as scalars (complex: re, im), from the global complex array gx */
@@ -148,6 +149,7 @@ static void run_case(MPI_Comm comm, const tcase *c)
     o.kind = c->kind == FM_FFT_C2C ? FM_FFT_C2C : FM_FFT_R2C;
     o.out_layout = c->out_layout;
     o.norm = c->norm;
+    o.num_threads = c->threads;
     if (c->epi_scale != 1)
         o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = c->epi_scale;
     fm_dtype in_dt = o.kind == FM_FFT_C2C ? (c->dbl ? FM_C128 : FM_C64) : (c->dbl ? FM_F64 : FM_F32);
@@ -215,14 +217,15 @@ static void run_case(MPI_Comm comm, const tcase *c)
 static void test_transforms(void)
 {
     static const tcase cases[] = {
-        {2, {10, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1},
-        {2, {10, 6, 1}, FM_FFT_C2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1},
-        {3, {5, 6, 4}, FM_FFT_C2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1},
-        {3, {5, 6, 4}, FM_FFT_C2C, 0, FM_DIST_SLAB, FM_FFT_NORM_FORWARD, 2.5},
-        {2, {3, 8, 1}, FM_FFT_R2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1}, /* fewer rows than ranks */
-        {2, {9, 7, 1}, FM_FFT_R2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1}, /* odd last axis */
-        {3, {6, 5, 9}, FM_FFT_R2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1},
-        {3, {7, 4, 6}, FM_FFT_R2C, 0, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, -0.5},
+        {2, {10, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0},
+        {2, {10, 6, 1}, FM_FFT_C2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1, 0},
+        {3, {5, 6, 4}, FM_FFT_C2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1, 0},
+        {3, {5, 6, 4}, FM_FFT_C2C, 0, FM_DIST_SLAB, FM_FFT_NORM_FORWARD, 2.5, 0},
+        {2, {3, 8, 1}, FM_FFT_R2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0}, /* fewer rows than ranks */
+        {2, {9, 7, 1}, FM_FFT_R2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1, 0}, /* odd last axis */
+        {3, {6, 5, 9}, FM_FFT_R2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1, 0},
+        {3, {7, 4, 6}, FM_FFT_R2C, 0, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, -0.5, 0},
+        {3, {16, 12, 10}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 2}, /* FFTW's threads */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(MPI_COMM_WORLD, &cases[i]);
@@ -281,7 +284,7 @@ static void test_bad_input(void)
     fm_dist_fft_destroy(p), p = NULL;
     free(x), free(y);
     /* a communicator of one rank works (each rank's own transform) */
-    tcase self = {2, {4, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1};
+    tcase self = {2, {4, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0};
     run_case(MPI_COMM_SELF, &self);
     /* an inter-communicator is refused on every rank */
     if (g_size >= 2) {
