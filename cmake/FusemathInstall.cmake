@@ -13,6 +13,9 @@ install(TARGETS fusemath EXPORT fusemathTargets
 if(TARGET fusemath_cuda) # loaded at run time from libfusemath.so's directory, never linked against
   install(TARGETS fusemath_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+if(TARGET fusemath_mpi) # the distributed layer (fusemath_mpi.h), where MPI was found
+  install(TARGETS fusemath_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}) # not exported: find_package(MPI) is the user's
+endif()
 # The whole public include dir, so later public headers are installed too.
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/fusemath"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

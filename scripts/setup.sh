@@ -55,6 +55,11 @@ pc_ok() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$@"; }
 have_deb libopenblas-dev || pc_ok openblas || missing_deb+=(libopenblas-dev)
 have_deb liblapacke-dev || pc_ok lapacke || missing_deb+=(liblapacke-dev)
 have_deb libfftw3-dev || pc_ok fftw3 fftw3f || missing_deb+=(libfftw3-dev)
+# The distributed layer (libfusemath_mpi, fusemath.distributed): Open MPI and FFTW-MPI. CMake builds it
+# only where they are found, so a machine without them still builds the rest.
+have_deb libopenmpi-dev || command -v mpicc >/dev/null 2>&1 || missing_deb+=(libopenmpi-dev)
+have_deb openmpi-bin || command -v mpirun >/dev/null 2>&1 || missing_deb+=(openmpi-bin)
+have_deb libfftw3-mpi-dev || [[ -f /usr/include/fftw3-mpi.h ]] || missing_deb+=(libfftw3-mpi-dev)
 have_deb pkg-config || command -v pkg-config >/dev/null 2>&1 || missing_deb+=(pkg-config)
 have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] || missing_deb+=(cmake)
 # A bare machine may also lack a C compiler, or Python's venv module / headers.
@@ -132,9 +137,11 @@ fi
 missing_py=$("$VPY" - "$RUN_ONLY" <<'EOF'
 import importlib, sys
 need = {"numpy": "numpy", "scipy": "scipy", "pytest": "pytest",
-        "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core"}
+        "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core",
+        # fusemath.distributed's communicators; its wheel loads the system MPI (libmpi.so.40)
+        "mpi4py": "mpi4py"}
 if sys.argv[1] == "1":  # make run: the sweep and the build, not the tests
-    del need["scipy"], need["pytest"]
+    del need["scipy"], need["pytest"], need["mpi4py"]
 out = []
 for mod, pkg in need.items():
     try:
@@ -177,7 +184,7 @@ fi
 stamp=$VENV/.fusemath-installed
 settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF}"
 inputs=()
-for p in core fusion backends python CMakeLists.txt cmake pyproject.toml; do
+for p in core fusion backends distributed python CMakeLists.txt cmake pyproject.toml; do
   [[ -e $p ]] && inputs+=("$p")
 done
 if [[ -f $stamp && $(<"$stamp") == "$settings" ]] &&

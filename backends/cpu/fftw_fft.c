@@ -54,6 +54,15 @@ static int threads_ok;
 
 static void init_threads(void) { threads_ok = fftw_init_threads() != 0 && fftwf_init_threads() != 0; }
 
+int fm_fftw_planner_enter(void)
+{
+    pthread_once(&threads_once, init_threads);
+    pthread_mutex_lock(&fm_fftw_planner_lock);
+    return threads_ok;
+}
+
+void fm_fftw_planner_leave(void) { pthread_mutex_unlock(&fm_fftw_planner_lock); }
+
 static fm_status fm_fftw_probe(const fm_settings *settings, void **state, const char **why)
 {
     pthread_once(&threads_once, init_threads);

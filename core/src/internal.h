@@ -11,10 +11,11 @@
 #define FM_DESCRIBE_LEN 640
 #define FM_WHY_LEN 256 /* why a backend is unavailable (fm_context_backend_info) */
 
-/* Internal functions the CUDA module (libfusemath_cuda.so, core/src/cuda_module.c) calls: exported
- * from libfusemath.so (protected: calls inside it still bind locally, no PLT), declared only here, never
- * part of the public API. The module's own objects (FM_CUDA_MODULE_BUILD) import them. */
-#ifdef FM_CUDA_MODULE_BUILD
+/* Internal functions the CUDA module (libfusemath_cuda.so, core/src/cuda_module.c) and the
+ * distributed layer (libfusemath_mpi.so, distributed/) call: exported from libfusemath.so (protected:
+ * calls inside it still bind locally, no PLT), declared only here, never part of the public API. The
+ * modules' own objects (FM_CUDA_MODULE_BUILD, FM_MPI_MODULE_BUILD) import them. */
+#if defined(FM_CUDA_MODULE_BUILD) || defined(FM_MPI_MODULE_BUILD)
 #define FM_INTERNAL_API
 #else
 #define FM_INTERNAL_API __attribute__((visibility("protected")))
@@ -48,6 +49,11 @@ typedef struct fm_settings fm_settings; /* below: the environment, read at conte
 /* ---- errors and logging (core/src/status.c, core/src/planner.c) ---- */
 /* Set this thread's detail message and return s. printf-style. */
 FM_INTERNAL_API fm_status fm_fail(fm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* FFTW's planner is not thread-safe: every plan made or destroyed in the process, libfusemath_mpi's
+ * too, is made under this lock (backends/cpu/fftw_fft.c). enter() also runs fftw_init_threads once
+ * (before fftw_mpi_init, as FFTW asks) and returns whether FFTW's threads are usable. */
+FM_INTERNAL_API int fm_fftw_planner_enter(void);
+FM_INTERNAL_API void fm_fftw_planner_leave(void);
 /* With FUSEMATH_LOG=plan on the context: one "fusemath[plan] ..." line on stderr. */
 FM_INTERNAL_API void fm_log_plan(const fm_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,64 @@
+# FusemathMPI.cmake: the distributed layer libfusemath_mpi (distributed/*.c, header
+# core/include/fusemath/fusemath_mpi.h), built only where MPI (C) and FFTW-MPI are found, so that
+# libfusemath itself keeps no MPI dependency. Sets FUSEMATH_HAVE_MPI and, for the tests,
+# FUSEMATH_MPIEXEC_FLAGS (Open MPI's --oversubscribe --allow-run-as-root where mpiexec is Open MPI's).
+set(FUSEMATH_WITH_MPI AUTO CACHE STRING "Build libfusemath_mpi: AUTO (if MPI and FFTW-MPI are found), ON, OFF")
+set_property(CACHE FUSEMATH_WITH_MPI PROPERTY STRINGS AUTO ON OFF)
+set(FUSEMATH_HAVE_MPI OFF)
+if(FUSEMATH_WITH_MPI STREQUAL "OFF")
+  message(STATUS "fusemath: distributed layer OFF (FUSEMATH_WITH_MPI=OFF)")
+  return()
+endif()
+
+find_package(MPI QUIET COMPONENTS C)
+find_path(FUSEMATH_FFTW3_MPI_INCLUDE_DIR fftw3-mpi.h HINTS ${FM_FFTW3_INCLUDE_DIRS})
+foreach(_fm_lib fftw3_mpi fftw3f_mpi)
+  string(TOUPPER "${_fm_lib}" _fm_var)
+  find_library(FUSEMATH_${_fm_var}_LIBRARY NAMES ${_fm_lib} HINTS ${FM_FFTW3_LIBRARY_DIRS} ${FM_FFTW3F_LIBRARY_DIRS})
+endforeach()
+set(_fm_mpi_missing "")
+if(NOT MPI_C_FOUND)
+  list(APPEND _fm_mpi_missing "MPI for C (apt-get install libopenmpi-dev openmpi-bin)")
+endif()
+if(NOT FUSEMATH_FFTW3_MPI_INCLUDE_DIR OR NOT FUSEMATH_FFTW3_MPI_LIBRARY OR NOT FUSEMATH_FFTW3F_MPI_LIBRARY)
+  list(APPEND _fm_mpi_missing "FFTW-MPI (apt-get install libfftw3-mpi-dev)")
+endif()
+if(_fm_mpi_missing)
+  if(FUSEMATH_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "fusemath: FUSEMATH_WITH_MPI=ON but not found: ${_fm_mpi_missing}")
+  endif()
+  message(STATUS "fusemath: distributed layer OFF (not found: ${_fm_mpi_missing})")
+  return()
+endif()
+set(FUSEMATH_HAVE_MPI ON)
+
+file(GLOB _fm_mpi_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/distributed/*.c")
+add_library(fusemath_mpi SHARED ${_fm_mpi_sources})
+add_library(fusemath::fusemath_mpi ALIAS fusemath_mpi)
+set_target_properties(fusemath_mpi PROPERTIES C_VISIBILITY_PRESET hidden) # FM_API only
+target_include_directories(fusemath_mpi PUBLIC
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/core/include>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+target_include_directories(fusemath_mpi PRIVATE "${PROJECT_SOURCE_DIR}/core/src" "${FUSEMATH_FFTW3_MPI_INCLUDE_DIR}")
+# core's internal functions (fm_fail, the FFTW planner lock) are imported from libfusemath.so
+target_compile_definitions(fusemath_mpi PRIVATE FM_MPI_MODULE_BUILD=1)
+target_link_libraries(fusemath_mpi PUBLIC fusemath MPI::MPI_C)
+target_link_libraries(fusemath_mpi PRIVATE
+  ${FUSEMATH_FFTW3_MPI_LIBRARY} ${FUSEMATH_FFTW3F_MPI_LIBRARY}
+  ${FUSEMATH_FFTW3_OMP_LIBRARY} ${FUSEMATH_FFTW3F_OMP_LIBRARY} # fftw_plan_with_nthreads: core's OpenMP flavour
+  PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F Threads::Threads m)
+if(NOT FUSEMATH_SANITIZE)
+  target_link_options(fusemath_mpi PRIVATE -Wl,--no-undefined)
+endif()
+fusemath_warnings(fusemath_mpi)
+
+set(FUSEMATH_MPIEXEC_FLAGS "")
+if(MPIEXEC_EXECUTABLE)
+  execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _fm_mpiexec_version ERROR_QUIET)
+  if(_fm_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    # more ranks than the CI machine's 2 cores; CI runs as root
+    set(FUSEMATH_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root)
+  endif()
+endif()
+message(STATUS "fusemath: distributed layer ON (libfusemath_mpi: MPI ${MPI_C_VERSION}, FFTW-MPI "
+               "${FUSEMATH_FFTW3_MPI_LIBRARY}; mpiexec ${MPIEXEC_EXECUTABLE})")

@@ -1,0 +1,369 @@
+/* dist_fft.c : slab-decomposed FFTs over MPI ranks through FFTW-MPI (libfusemath_mpi).
+ * The caller's blocks are copied into FFTW's own buffers (sized by fftw_mpi_local_size_*, the
+ * real rows padded) and back; the prolog's and the epilog's scale / conj and the norm are applied
+ * in those copies, so they cost no extra pass (docs/design.md, Distributed). */
+#include "dist_impl.h"
+
+#include <fftw3-mpi.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fm_dist_plan {
+    MPI_Comm comm; /* a duplicate of the caller's: execute's agreement and FFTW's plan use it */
+    int rank, size;
+    fm_dist_geom g;
+    fm_dist_fft_options o;
+    fm_dtype in_dtype, out_dtype;
+    int dbl;
+    void *fftw_plan; /* fftw_plan or fftwf_plan */
+    void *buf[2];    /* FFTW's input and output buffers */
+    double pro_scale[2], epi_scale[2]; /* epi: the norm included */
+    int pro_scaled, epi_scaled;
+    char text[FM_DESCRIBE_LEN];
+};
+
+static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
+static const char *const layout_names[2] = {"slab", "transposed"};
+static const char *const effort_names[3] = {"estimate", "measure", "patient"};
+static const char *const norm_names[3] = {"backward", "ortho", "forward"};
+
+/* rows x len scalars from src (row stride srow) to dst (row stride drow), times s (complex pairs
+ * when cplx; s real otherwise), conjugated when conj: the one pass the chains and norm ride on. */
+#define FM_DIST_COPY(NAME, T)                                                                             \
+    static void NAME(T *restrict dst, int64_t drow, const T *restrict src, int64_t srow, int64_t rows,    \
+                     int64_t len, int cplx, int scaled, const double *s, int conj)                        \
+    {                                                                                                     \
+        const T ar = (T)s[0], ai = (T)s[1], sg = conj ? (T)-1 : (T)1;                                     \
+        for (int64_t r = 0; r < rows; r++) {                                                              \
+            T *d = dst + r * drow;                                                                        \
+            const T *x = src + r * srow;                                                                  \
+            if (!scaled && !(conj && cplx)) {                                                             \
+                memcpy(d, x, (size_t)len * sizeof(T));                                                    \
+            } else if (!cplx) {                                                                           \
+                for (int64_t i = 0; i < len; i++)                                                         \
+                    d[i] = x[i] * ar;                                                                     \
+            } else {                                                                                      \
+                for (int64_t i = 0; i < len; i += 2) {                                                    \
+                    T re = x[i] * ar - x[i + 1] * ai, im = x[i] * ai + x[i + 1] * ar;                     \
+                    d[i] = re;                                                                            \
+                    d[i + 1] = sg * im;                                                                   \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+FM_DIST_COPY(copy_f64, double)
+FM_DIST_COPY(copy_f32, float)
+#undef FM_DIST_COPY
+
+static int64_t side_numel(const fm_dist_geom *g, int which)
+{
+    int64_t k = 1;
+    for (int i = 0; i < g->ndim; i++)
+        k *= g->side[which].local[i];
+    return k;
+}
+
+/* Copy side `which` between the caller's block (user) and FFTW's buffer, with that side's chain. */
+static void copy_side(const fm_dist_plan *p, int which, const void *user)
+{
+    const fm_dist_side *s = &p->g.side[which];
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < p->g.ndim; i++)
+        rows *= s->local[i];
+    int64_t len = s->local[p->g.ndim - 1] * (s->real ? 1 : 2); /* scalars per row of the caller's block */
+    if (rows * len == 0)
+        return;
+    int in = which == FM_DIST_IN;
+    const fm_fft_chain *c = in ? &p->o.prolog : &p->o.epilog;
+    const double *scale = in ? p->pro_scale : p->epi_scale;
+    int scaled = in ? p->pro_scaled : p->epi_scaled, conj = (c->ops & FM_FFT_OP_CONJ) != 0;
+    void *dst = in ? p->buf[0] : (void *)user;
+    const void *src = in ? user : p->buf[1];
+    int64_t drow = in ? s->buf_row : len, srow = in ? len : s->buf_row;
+    if (p->dbl)
+        copy_f64(dst, drow, src, srow, rows, len, !s->real, scaled, scale, conj);
+    else
+        copy_f32(dst, drow, src, srow, rows, len, !s->real, scaled, scale, conj);
+}
+
+/* The FFTW-MPI plan of p on its buffers; call with the planner lock held. */
+static void *make_fftw_plan(const fm_dist_plan *p, int threads_ok)
+{
+    ptrdiff_t n[FM_DIST_MAX_NDIM];
+    for (int i = 0; i < p->g.ndim; i++)
+        n[i] = (ptrdiff_t)p->g.n[i];
+    static const unsigned efforts[3] = {FFTW_ESTIMATE, FFTW_MEASURE, FFTW_PATIENT};
+    unsigned flags = efforts[p->o.effort] | FFTW_DESTROY_INPUT; /* the input buffer is ours */
+    if (p->o.in_layout == FM_DIST_TRANSPOSED)
+        flags |= FFTW_MPI_TRANSPOSED_IN;
+    if (p->o.out_layout == FM_DIST_TRANSPOSED)
+        flags |= FFTW_MPI_TRANSPOSED_OUT;
+    int nth = p->o.num_threads > 0 ? p->o.num_threads : 1;
+    const ptrdiff_t B = FFTW_MPI_DEFAULT_BLOCK;
+    int sign = p->o.inverse ? FFTW_BACKWARD : FFTW_FORWARD, nd = p->g.ndim;
+    void *in = p->buf[0], *out = p->buf[1];
+#define FM_DIST_PLAN(PRE, R, C)                                                                            \
+    do {                                                                                                  \
+        if (threads_ok)                                                                                   \
+            PRE##_plan_with_nthreads(nth);                                                                \
+        if (p->o.kind == FM_FFT_C2C)                                                                      \
+            return PRE##_mpi_plan_many_dft(nd, n, 1, B, B, (C *)in, (C *)out, p->comm, sign, flags);       \
+        if (p->o.kind == FM_FFT_R2C)                                                                      \
+            return PRE##_mpi_plan_many_dft_r2c(nd, n, 1, B, B, (R *)in, (C *)out, p->comm, flags);         \
+        return PRE##_mpi_plan_many_dft_c2r(nd, n, 1, B, B, (C *)in, (R *)out, p->comm, flags);             \
+    } while (0)
+    if (p->dbl)
+        FM_DIST_PLAN(fftw, double, fftw_complex);
+    FM_DIST_PLAN(fftwf, float, fftwf_complex);
+#undef FM_DIST_PLAN
+}
+
+/* the chains' scales, the norm folded into the epilog's */
+static void set_scales(fm_dist_plan *p)
+{
+    double total = 1;
+    for (int i = 0; i < p->g.ndim; i++)
+        total *= (double)p->g.n[i];
+    double norm = 1;
+    if (p->o.norm == FM_FFT_NORM_ORTHO)
+        norm = 1 / sqrt(total);
+    else if ((p->o.norm == FM_FFT_NORM_BACKWARD) == (p->o.inverse != 0))
+        norm = 1 / total;
+    const fm_fft_chain *pro = &p->o.prolog, *epi = &p->o.epilog;
+    p->pro_scale[0] = 1, p->pro_scale[1] = 0, p->epi_scale[0] = 1, p->epi_scale[1] = 0;
+    if (pro->ops & FM_FFT_OP_SCALE)
+        p->pro_scale[0] = pro->scale[0], p->pro_scale[1] = pro->scale[1];
+    if (epi->ops & FM_FFT_OP_SCALE)
+        p->epi_scale[0] = epi->scale[0], p->epi_scale[1] = epi->scale[1];
+    p->epi_scale[0] *= norm, p->epi_scale[1] *= norm;
+    p->pro_scaled = p->pro_scale[0] != 1 || p->pro_scale[1] != 0;
+    p->epi_scaled = p->epi_scale[0] != 1 || p->epi_scale[1] != 0;
+}
+
+static const char *chain_text(unsigned ops)
+{
+    static const char *const t[4] = {"", "scale", "conj", "scale+conj"};
+    return t[(ops & FM_FFT_OP_SCALE ? 1 : 0) | (ops & FM_FFT_OP_CONJ ? 2 : 0)];
+}
+
+static void describe(fm_dist_plan *p)
+{
+    char dims[3][64];
+    for (int d = 0; d < 3; d++) {
+        const int64_t *v = d == 0 ? p->g.n : p->g.side[d - 1].local;
+        int k = 0;
+        for (int i = 0; i < p->g.ndim; i++)
+            k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? "x" : "", (long long)v[i]);
+    }
+    snprintf(p->text, sizeof p->text,
+             "dist_fft cpu/fftw-mpi %s %s %s %s ranks=%d %s->%s in=%s@%lld out=%s@%lld effort=%s threads=%d "
+             "norm=%s%s%s%s%s",
+             kind_names[p->o.kind], fm_dtype_name(p->in_dtype), p->o.inverse ? "inverse" : "forward", dims[0],
+             p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1],
+             (long long)p->g.side[0].offset[0], dims[2], (long long)p->g.side[1].offset[0],
+             effort_names[p->o.effort], p->o.num_threads > 0 ? p->o.num_threads : 1, norm_names[p->o.norm],
+             p->o.prolog.ops ? " prolog=" : "", chain_text(p->o.prolog.ops), p->o.epilog.ops ? " epilog=" : "",
+             chain_text(p->o.epilog.ops));
+}
+
+/* Local checks of fm_dist_fft_plan's arguments (before any collective). */
+static fm_status check_plan_args(const char *where, int ndim, const int64_t *n, fm_dtype dtype,
+                                 const fm_dist_fft_options *o, fm_dist_plan **plan)
+{
+    if (!plan)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: plan is NULL", where);
+    fm_status st = fm_dist_check_shape(where, ndim, n);
+    if (st == FM_OK)
+        st = fm_dist_check_options(where, o);
+    if (st != FM_OK)
+        return st;
+    int want_real = o->kind == FM_FFT_R2C;
+    if (dtype != (want_real ? FM_F32 : FM_C64) && dtype != (want_real ? FM_F64 : FM_C128))
+        return fm_fail(FM_ERR_DTYPE, "%s: dtype = %s; a %s transform takes %s", where, fm_dtype_name(dtype),
+                       kind_names[o->kind], want_real ? "f32 or f64" : "c64 or c128");
+    return FM_OK;
+}
+
+/* FM_ERR_SHAPE unless in_local_shape is this rank's block of the input. */
+static fm_status check_tiling(const char *where, const fm_dist_plan *p, const int64_t *in_local_shape)
+{
+    const fm_dist_side *s = &p->g.side[FM_DIST_IN];
+    char got[96] = "NULL", want[96];
+    int k = 0, j = 0, ok = in_local_shape != NULL;
+    for (int i = 0; i < p->g.ndim; i++) {
+        if (in_local_shape) {
+            k += snprintf(got + k, sizeof got - (size_t)k, "%s%lld", i ? ", " : "(", (long long)in_local_shape[i]);
+            ok = ok && in_local_shape[i] == s->local[i];
+        }
+        j += snprintf(want + j, sizeof want - (size_t)j, "%s%lld", i ? ", " : "(", (long long)s->local[i]);
+    }
+    if (ok)
+        return FM_OK;
+    return fm_fail(FM_ERR_SHAPE, "%s: the local input shape %s%s does not tile the global array in FFTW-MPI's %s "
+                   "decomposition over %d ranks: its block is %s) from index %lld of axis 0 "
+                   "(fm_dist_local_shape)", where, got, in_local_shape ? ")" : "", layout_names[p->o.in_layout],
+                   p->size, want, (long long)s->offset[0]);
+}
+
+/* Collective: the ranks' plan arguments are the same (FM_ERR_INVALID_ARGUMENT on all otherwise). */
+static fm_status check_agreement(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                                 const fm_dist_fft_options *o)
+{
+    static const char *const names[] = {
+        "ndim",          "n[0]",          "n[1]",          "n[2]",          "dtype",      "opts->kind",
+        "opts->inverse", "opts->in_layout", "opts->out_layout", "opts->norm", "opts->effort",
+        "opts->prolog.ops", "opts->epilog.ops", "opts->prolog.scale[0]", "opts->prolog.scale[1]",
+        "opts->epilog.scale[0]", "opts->epilog.scale[1]"};
+    int64_t v[sizeof names / sizeof names[0]] = {ndim, n[0], n[1], ndim > 2 ? n[2] : 1, dtype, o->kind, o->inverse,
+                                                 o->in_layout, o->out_layout, o->norm, o->effort, o->prolog.ops,
+                                                 o->epilog.ops};
+    const double sc[4] = {o->prolog.scale[0], o->prolog.scale[1], o->epilog.scale[0], o->epilog.scale[1]};
+    memcpy(&v[13], sc, sizeof sc); /* equal bit patterns: the same scale */
+    return fm_dist_check_same(where, comm, v, names, (int)(sizeof v / sizeof v[0]));
+}
+
+/* Allocate p's buffers and plan: local failures agreed on before FFTW's collective planning. */
+static fm_status plan_fftw(const char *where, fm_dist_plan *p)
+{
+    size_t cbytes = (p->dbl ? sizeof(fftw_complex) : sizeof(fftwf_complex)) * (size_t)p->g.alloc;
+    fm_status st = FM_OK;
+    for (int i = 0; i < 2; i++)
+        if (!(p->buf[i] = fftw_malloc(cbytes)))
+            st = fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for FFTW's %zu-byte buffers", where, cbytes);
+    if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
+        return st;
+    int threads_ok = fm_fftw_planner_enter();
+    p->fftw_plan = make_fftw_plan(p, threads_ok);
+    fm_fftw_planner_leave();
+    if (!p->fftw_plan)
+        st = fm_fail(FM_ERR_BACKEND, "%s: FFTW-MPI could not plan the %s %s transform (%s_mpi_plan_many_dft%s "
+                     "returned NULL)", where, p->dbl ? "double" : "single", kind_names[p->o.kind],
+                     p->dbl ? "fftw" : "fftwf", p->o.kind == FM_FFT_C2C ? "" : p->o.kind == FM_FFT_R2C ? "_r2c" : "_c2r");
+    return fm_dist_agree(p->comm, st);
+}
+
+fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype, const int64_t *in_local_shape,
+                           const fm_dist_fft_options *opts, fm_dist_plan **plan)
+{
+    static const char where[] = "fm_dist_fft_plan";
+    int rank, size;
+    fm_status st = fm_dist_check_comm(where, comm, &rank, &size); /* same answer on every rank */
+    if (st != FM_OK)
+        return st;
+    if (plan)
+        *plan = NULL;
+    fm_dist_fft_options o;
+    if (opts)
+        o = *opts;
+    else
+        fm_dist_fft_options_init(&o);
+    if ((st = fm_dist_agree(comm, check_plan_args(where, ndim, n, dtype, &o, plan))) != FM_OK)
+        return st;
+    if ((st = check_agreement(where, comm, ndim, n, dtype, &o)) != FM_OK)
+        return st;
+    fm_dist_plan *p = calloc(1, sizeof *p);
+    st = p ? FM_OK : fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the plan", where);
+    if (p) {
+        p->o = o, p->rank = rank, p->size = size, p->in_dtype = dtype, p->comm = MPI_COMM_NULL;
+        p->dbl = dtype == FM_F64 || dtype == FM_C128;
+        p->out_dtype = o.kind == FM_FFT_C2C ? dtype : o.kind == FM_FFT_R2C ? (p->dbl ? FM_C128 : FM_C64)
+                                                                           : (p->dbl ? FM_F64 : FM_F32);
+        st = fm_dist_geometry(where, comm, ndim, n, &o, &p->g);
+        if (st == FM_OK)
+            st = check_tiling(where, p, in_local_shape);
+    }
+    if ((st = fm_dist_agree(comm, st)) == FM_OK) {
+        MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
+        set_scales(p);
+        st = plan_fftw(where, p);
+    }
+    if (st != FM_OK) {
+        fm_dist_fft_destroy(p);
+        return st;
+    }
+    describe(p);
+    *plan = p;
+    return FM_OK;
+}
+
+fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
+{
+    static const char where[] = "fm_dist_fft_execute";
+    if (!p)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: plan is NULL", where);
+    fm_status st = fm_dist_init(where);
+    if (st != FM_OK)
+        return st;
+    if (!in && side_numel(&p->g, FM_DIST_IN))
+        st = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: in is NULL but this rank's input block has %lld elements", where,
+                     (long long)side_numel(&p->g, FM_DIST_IN));
+    else if (!out && side_numel(&p->g, FM_DIST_OUT))
+        st = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: out is NULL but this rank's output block has %lld elements",
+                     where, (long long)side_numel(&p->g, FM_DIST_OUT));
+    /* one small allreduce so a bad pointer on one rank fails every rank, not a deadlock */
+    if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
+        return st;
+    copy_side(p, FM_DIST_IN, in);
+    if (p->dbl)
+        fftw_execute((fftw_plan)p->fftw_plan);
+    else
+        fftwf_execute((fftwf_plan)p->fftw_plan);
+    copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
+    return FM_OK;
+}
+
+fm_status fm_dist_fft_local(const fm_dist_plan *p, int which, int64_t *local_shape, int64_t *offset)
+{
+    if (!p)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_local: plan is NULL");
+    if (which != FM_DIST_IN && which != FM_DIST_OUT)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_local: which = %d; expected FM_DIST_IN (0) or "
+                       "FM_DIST_OUT (1)", which);
+    for (int i = 0; i < p->g.ndim; i++) {
+        if (local_shape)
+            local_shape[i] = p->g.side[which].local[i];
+        if (offset)
+            offset[i] = p->g.side[which].offset[i];
+    }
+    return FM_OK;
+}
+
+int fm_dist_fft_ndim(const fm_dist_plan *p) { return p ? p->g.ndim : 0; }
+
+fm_dtype fm_dist_fft_out_dtype(const fm_dist_plan *p) { return p ? p->out_dtype : FM_DTYPE_INVALID; }
+
+const char *fm_dist_fft_describe(const fm_dist_plan *p) { return p ? p->text : "(null plan)"; }
+
+void fm_dist_fft_destroy(fm_dist_plan *p)
+{
+    if (!p)
+        return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
+        if (p->fftw_plan) {
+            (void)fm_fftw_planner_enter();
+            if (p->dbl)
+                fftw_destroy_plan((fftw_plan)p->fftw_plan);
+            else
+                fftwf_destroy_plan((fftwf_plan)p->fftw_plan);
+            fm_fftw_planner_leave();
+        }
+        if (p->comm != MPI_COMM_NULL)
+            MPI_Comm_free(&p->comm);
+    }
+    fftw_free(p->buf[0]);
+    fftw_free(p->buf[1]);
+    free(p);
+}
+
+const char *fm_dist_mpi_library(void)
+{
+    static char text[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (!text[0])
+        MPI_Get_library_version(text, &len); /* callable before MPI_Init */
+    return text;
+}

@@ -1,0 +1,48 @@
+/* dist_impl.h : what the distributed/ sources share inside libfusemath_mpi (not installed). */
+#ifndef FM_DIST_IMPL_H
+#define FM_DIST_IMPL_H
+
+#include <fusemath/fusemath_mpi.h>
+
+#include "internal.h" /* fm_fail, the FFTW planner lock (FM_MPI_MODULE_BUILD: imported from libfusemath) */
+
+#define FM_DIST_MAX_NDIM 3
+
+/* One side of a transform: its global shape (in storage order: a transposed side has axes 0 and 1
+ * swapped) and this rank's block of it. */
+typedef struct fm_dist_side {
+    int64_t global[FM_DIST_MAX_NDIM];
+    int64_t local[FM_DIST_MAX_NDIM];
+    int64_t offset[FM_DIST_MAX_NDIM];
+    int real;         /* the real side of r2c / c2r */
+    int64_t buf_row;  /* FFTW buffer's row length in scalars (real side: 2 (n/2 + 1), padded) */
+} fm_dist_side;
+
+/* The decomposition of a transform on one rank: what fm_dist_local_shape and the plan share. */
+typedef struct fm_dist_geom {
+    int ndim;
+    int64_t n[FM_DIST_MAX_NDIM]; /* the logical (real for r2c / c2r) shape */
+    fm_dist_side side[2];        /* FM_DIST_IN, FM_DIST_OUT */
+    int64_t alloc;               /* complex elements FFTW asks each buffer to hold */
+} fm_dist_geom;
+
+/* Checks (dist_check.c). Each returns FM_OK or fm_fail's status with a message naming the
+ * argument; none communicates unless it says so. */
+fm_status fm_dist_check_comm(const char *where, MPI_Comm comm, int *rank, int *size);
+fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o);
+fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n);
+/* geometry of (ndim, n, opts) on this rank of comm (calls fftw_mpi_local_size_many_transposed) */
+fm_status fm_dist_geometry(const char *where, MPI_Comm comm, int ndim, const int64_t *n,
+                           const fm_dist_fft_options *o, fm_dist_geom *g);
+/* Collective: every rank returns FM_OK when every rank's st is FM_OK, else the status and message
+ * of the lowest failing rank (its number added). */
+fm_status fm_dist_agree(MPI_Comm comm, fm_status st);
+/* Collective: FM_ERR_INVALID_ARGUMENT on every rank when the ranks' vals[count] differ, naming
+ * names[i] of the first that does. */
+fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *vals, const char *const *names,
+                             int count);
+/* One-time fftw_mpi_init / fftwf_mpi_init (after fftw_init_threads); FM_ERR_INVALID_ARGUMENT when
+ * MPI is not initialized or already finalized. Local. */
+fm_status fm_dist_init(const char *where);
+
+#endif /* FM_DIST_IMPL_H */

@@ -1,0 +1,293 @@
+"""Distributed FFTs over MPI ranks (``fusemath.distributed``): slab-decomposed c2c and r2c / c2r
+transforms of 2-D and 3-D NumPy arrays through FFTW-MPI, on libfusemath_mpi (its C API:
+``fusemath/fusemath_mpi.h``, docs/api.md, Distributed).
+
+``comm`` is an mpi4py intra-communicator the caller owns (the library never initializes or
+finalizes MPI). Every call that takes ``comm`` or acts on an :class:`FFT` (but ``describe()`` and
+the shape properties) is collective: call it on every rank, in the same order. A bad argument on
+any rank raises the same error on every rank.
+
+This module talks to libfusemath_mpi through ctypes rather than a C extension: the handful of
+calls it makes are dwarfed by an MPI all-to-all, it needs neither mpi4py's nor MPI's headers when
+the wheel is built, and ``_fusemath`` keeps no MPI dependency.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _fusemath as _C
+from ._fft_arrays import _chain, _norm_code
+
+try:
+    from mpi4py import MPI as _MPI
+except ImportError as _exc:  # pragma: no cover - depends on the machine
+    raise ImportError("fusemath.distributed needs mpi4py (pip install mpi4py, against the system MPI: "
+                      "scripts/setup.sh installs both)") from _exc
+
+_LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libfusemath_mpi.so")
+if not os.path.exists(_LIB_PATH):  # pragma: no cover - depends on the build
+    raise ImportError(f"fusemath.distributed: {_LIB_PATH} does not exist: fusemath was built without MPI or "
+                      "FFTW-MPI (apt-get install libopenmpi-dev openmpi-bin libfftw3-mpi-dev, then rebuild)")
+_lib = ctypes.CDLL(_LIB_PATH)
+
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_COMM_T = ctypes.c_void_p if _MPI._sizeof(_MPI.Comm) == ctypes.sizeof(ctypes.c_void_p) else ctypes.c_int
+
+
+class _Chain(ctypes.Structure):
+    _fields_ = [("ops", ctypes.c_uint), ("scale", ctypes.c_double * 2), ("source", ctypes.c_char_p),
+                ("symbol", ctypes.c_char_p)]
+
+
+class _Options(ctypes.Structure):  # fm_dist_fft_options
+    _fields_ = [(k, ctypes.c_int32) for k in ("kind", "inverse", "in_layout", "out_layout", "norm", "effort",
+                                              "num_threads")] + \
+               [("reserved", ctypes.c_int32 * 5), ("prolog", _Chain), ("epilog", _Chain)]
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype, f.argtypes = restype, list(argtypes)
+    return f
+
+
+_options_init = _fn("fm_dist_fft_options_init", None, ctypes.POINTER(_Options))
+_local_shape = _fn("fm_dist_local_shape", ctypes.c_int, _COMM_T, ctypes.c_int, _i64p, ctypes.POINTER(_Options),
+                   ctypes.c_int, _i64p, _i64p)
+_plan = _fn("fm_dist_fft_plan", ctypes.c_int, _COMM_T, ctypes.c_int, _i64p, ctypes.c_int, _i64p,
+            ctypes.POINTER(_Options), ctypes.POINTER(ctypes.c_void_p))
+_execute = _fn("fm_dist_fft_execute", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_local = _fn("fm_dist_fft_local", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, _i64p, _i64p)
+_describe = _fn("fm_dist_fft_describe", ctypes.c_char_p, ctypes.c_void_p)
+_destroy = _fn("fm_dist_fft_destroy", None, ctypes.c_void_p)
+_mpi_library = _fn("fm_dist_mpi_library", ctypes.c_char_p)
+_last_error = _fn("fm_last_error", ctypes.c_char_p)  # libfusemath's, reached through libfusemath_mpi
+
+_probe = _Options()
+_options_init(ctypes.byref(_probe))
+if _probe.prolog.scale[0] != 1.0 or _probe.epilog.scale[0] != 1.0:  # pragma: no cover - a layout mismatch
+    raise ImportError("fusemath.distributed: the ctypes layout of fm_dist_fft_options does not match the library's")
+_ours, _theirs = (v.strip("\x00 \n").splitlines()[:1] for v in (_mpi_library().decode(), _MPI.Get_library_version()))
+if _ours != _theirs:  # pragma: no cover - depends on the machine
+    raise ImportError(f"fusemath.distributed: mpi4py runs on {_theirs} but libfusemath_mpi was built with {_ours}; "
+                      "both must use the same MPI (reinstall mpi4py against the system MPI)")
+
+# fm_status -> the exception classes of the rest of fusemath (python/src/fmpy_args.c's table)
+_ERRORS = {1: "InvalidArgumentError", 2: "ShapeError", 3: "DtypeError", 5: "NotSupportedError",
+           6: "OutOfMemoryError", 8: "TooLargeError", 9: "BackendError", 14: "InternalError"}
+_KINDS = {"c2c": 0, "r2c": 1, "c2r": 2}
+_LAYOUTS = {"slab": 0, "transposed": 1}
+_EFFORTS = {"estimate": 0, "measure": 1, "patient": 2}
+_DTYPES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4, np.dtype(np.complex64): 5, np.dtype(np.complex128): 6}
+_DTYPE_OF = {v: k for k, v in _DTYPES.items()}
+_RESULT = {(0, 5): 5, (0, 6): 6, (1, 3): 5, (1, 4): 6, (2, 5): 3, (2, 6): 4}
+
+
+def _check(status: int, where: str) -> None:
+    if status:
+        msg = (_last_error() or b"").decode(errors="replace")
+        raise getattr(_C, _ERRORS.get(status, "InternalError"))(f"{where}: {msg}")
+
+
+def _choice(value: Any, table: dict, name: str, where: str) -> int:
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"{where}: {name} = {value!r}; expected one of {list(table)}") from None
+
+
+def _comm(comm: Any, where: str):
+    if not isinstance(comm, _MPI.Comm):
+        raise TypeError(f"{where}: comm must be an mpi4py communicator (mpi4py.MPI.Comm), not {type(comm).__name__}")
+    return _COMM_T(_MPI._handleof(comm))
+
+
+def _i64(values) -> ctypes.Array:
+    return (ctypes.c_int64 * max(1, len(values)))(*values)
+
+
+def _logical_shape(global_shape: Any, kind: int, n: Optional[int], where: str) -> Tuple[int, ...]:
+    """The transform's logical (real for r2c / c2r) shape from the input's global shape."""
+    try:
+        shape = tuple(int(v) for v in global_shape)
+    except TypeError:
+        raise TypeError(f"{where}: global_shape must be a sequence of ints, not {type(global_shape).__name__}") from None
+    if kind == 2 and shape:
+        m = shape[-1]
+        last = 2 * (m - 1) if n is None else int(n)
+        if last // 2 + 1 != m:
+            raise _C.ShapeError(f"{where}: c2r output length n = {last} needs {last // 2 + 1} input points along the "
+                                f"last axis, global_shape has {m}")
+        shape = shape[:-1] + (last,)
+    elif n is not None:
+        raise ValueError(f"{where}: n is for kind='c2r' only")
+    return shape
+
+
+def _options(kind: int, inverse: bool, layout_in: Any, layout_out: Any, where: str) -> _Options:
+    o = _Options()
+    _options_init(ctypes.byref(o))
+    o.kind, o.inverse = kind, int(inverse)
+    o.in_layout = _choice(layout_in, _LAYOUTS, "layout_in", where)
+    o.out_layout = _choice(layout_out, _LAYOUTS, "layout_out", where)
+    return o
+
+
+def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str = "in", layout: str = "slab",
+                n: Optional[int] = None) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """This rank's block of the input (``which="in"``) or the output (``"out"``) of a slab transform
+    whose input has ``global_shape``: ``(local_shape, offset)``, as FFTW-MPI's local_size functions
+    give (axis 0 split in blocks of ceil(n0 / size) rows). For ``layout="transposed"`` the block is
+    of the array with axes 0 and 1 swapped, in that order. Local (no communication)."""
+    where = "fusemath.distributed.local_shape"
+    kind_code = _choice(kind, _KINDS, "kind", where)
+    w = _choice(which, {"in": 0, "out": 1}, "which", where)
+    shape = _logical_shape(global_shape, kind_code, n, where)
+    o = _options(kind_code, kind_code == 2, layout if w == 0 else "slab", layout if w == 1 else "slab", where)
+    loc, off = _i64([0] * len(shape)), _i64([0] * len(shape))
+    _check(_local_shape(_comm(comm, where), len(shape), _i64(shape), ctypes.byref(o), w, loc, off), where)
+    return tuple(loc[:len(shape)]), tuple(off[:len(shape)])
+
+
+class FFT:
+    """A slab-decomposed FFT over the ranks of ``comm`` (plan once, execute many times).
+
+    ``FFT(x_local, comm, *, global_shape, axes=None, decomposition="slab", kind=None, n=None,
+    direction=None, layout_in="slab", layout_out="slab")``: x_local is this rank's block
+    (``local_shape()``) of the input, whose global shape is ``global_shape`` (2-D or 3-D; c2c
+    complex64 / complex128, r2c float32 / float64, c2r complex). kind: None (complex -> "c2c",
+    real -> "r2c"), "c2c", "r2c" or "c2r"; n: c2r's output length along the last axis (default
+    2 (m - 1)); direction: "forward" (c2c, r2c) or "inverse" (c2c, c2r). layout_out="transposed"
+    leaves the output with axes 0 and 1 swapped, split along the global axis 1 (FFTW's
+    FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer); an inverse with layout_in="transposed" takes
+    that output back. The transform runs over every axis (axes: None or all of them in order).
+
+    ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None)``:
+    prolog / epilog as in ``fusemath.fft`` with "scale" and "conj" (fused into the copies into and
+    out of FFTW's buffers); ``execute(x_local=None, out=None)`` returns this rank's output block.
+    ``close()`` (or ``with``) frees the plan: collective, call it on every rank.
+    """
+
+    def __init__(self, x_local: Any, comm: Any, *, global_shape: Any, axes: Any = None,
+                 decomposition: str = "slab", kind: Optional[str] = None, n: Optional[int] = None,
+                 direction: Optional[str] = None, layout_in: str = "slab", layout_out: str = "slab"):
+        where = "fusemath.distributed.FFT"
+        self._where, self._handle = where, None
+        if decomposition != "slab":
+            raise ValueError(f"{where}: decomposition = {decomposition!r}; only 'slab' is implemented (pencils are not)")
+        if not isinstance(x_local, np.ndarray):
+            raise TypeError(f"{where}: x_local must be a NumPy array, not {type(x_local).__name__}")
+        if kind is None:
+            kind = "c2c" if x_local.dtype.kind == "c" else "r2c"
+        self._kind = _choice(kind, _KINDS, "kind", where)
+        if direction is None:
+            direction = "inverse" if self._kind == 2 else "forward"
+        self._inverse = _choice(direction, {"forward": 0, "inverse": 1}, "direction", where)
+        self._shape = _logical_shape(global_shape, self._kind, n, where)
+        if axes is not None and tuple(axes) != tuple(range(len(self._shape))):
+            raise ValueError(f"{where}: axes = {tuple(axes)}; a slab transform runs over every axis "
+                             f"{tuple(range(len(self._shape)))} (other axes are not implemented)")
+        if x_local.dtype not in _DTYPES:
+            raise _C.DtypeError(f"{where}: x_local has dtype {x_local.dtype}; expected float32 / float64 (r2c) or "
+                                "complex64 / complex128 (c2c, c2r), native byte order")
+        if x_local.ndim != len(self._shape):
+            raise _C.ShapeError(f"{where}: x_local is {x_local.ndim}-D, global_shape {tuple(global_shape)} is "
+                                f"{len(self._shape)}-D")
+        self._comm, self._dtype = comm, x_local.dtype
+        self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where)
+        self._x = np.ascontiguousarray(x_local)
+        self._planned_opts = None
+
+    def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "estimate", norm: Any = "backward",
+             num_threads: Optional[int] = None) -> "FFT":
+        """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self."""
+        where = self._where + ".plan"
+        o = _Options.from_buffer_copy(self._opts)
+        o.norm, o.effort = _norm_code(norm, where), _choice(effort, _EFFORTS, "effort", where)
+        o.num_threads = 0 if num_threads is None else int(num_threads)
+        for name, spec, real in (("prolog", prolog, self._kind == 1), ("epilog", epilog, self._kind == 2)):
+            ch = _chain(where, name, spec, real_data=real)
+            side = getattr(o, name)
+            side.ops = ch.ops
+            if ch.scale is not None:
+                side.scale[0], side.scale[1] = ch.scale.real, ch.scale.imag
+        shape = self._shape
+        handle = ctypes.c_void_p()
+        _check(_plan(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
+                     _i64(self._x.shape), ctypes.byref(o), ctypes.byref(handle)), where)
+        self.close()
+        self._handle = handle
+        return self
+
+    def _block(self, which: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        if self._handle is None:
+            raise _C.InvalidStateError(f"{self._where}: plan() first (or the FFT was closed)")
+        nd = len(self._shape)
+        loc, off = _i64([0] * nd), _i64([0] * nd)
+        _check(_local(self._handle, which, loc, off), self._where)
+        return tuple(loc[:nd]), tuple(off[:nd])
+
+    @property
+    def out_local_shape(self) -> Tuple[int, ...]:
+        """This rank's output block (axes 0 and 1 swapped for a transposed output)."""
+        return self._block(1)[0]
+
+    @property
+    def out_offset(self) -> Tuple[int, ...]:
+        return self._block(1)[1]
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        return _DTYPE_OF[_RESULT[(self._kind, _DTYPES[self._dtype])]]
+
+    def execute(self, x_local: Any = None, out: Any = None) -> np.ndarray:
+        """Run the planned transform (collective) on x_local (default: the constructor's) into out
+        (default: a new array of out_local_shape); returns out."""
+        where = self._where + ".execute"
+        shape = self.out_local_shape
+        if x_local is None:
+            x = self._x
+        else:
+            if not isinstance(x_local, np.ndarray) or x_local.dtype != self._dtype or x_local.shape != self._x.shape:
+                raise _C.ShapeError(f"{where}: x_local must be a {self._dtype} array of shape {self._x.shape}, as "
+                                    "planned")
+            x = np.ascontiguousarray(x_local)
+        if out is None:
+            out = np.empty(shape, self.out_dtype)
+        elif (not isinstance(out, np.ndarray) or out.dtype != self.out_dtype or out.shape != shape
+              or not out.flags.c_contiguous or not out.flags.writeable):
+            raise _C.ShapeError(f"{where}: out must be a writeable C-contiguous {self.out_dtype} array of shape {shape}")
+        _check(_execute(self._handle, x.ctypes.data if x.size else None, out.ctypes.data if out.size else None),
+               where)
+        return out
+
+    def describe(self) -> str:
+        """The plan in one line (local)."""
+        if self._handle is None:
+            return f"{self._where}: not planned"
+        return _describe(self._handle).decode()
+
+    def close(self) -> None:
+        """Free the plan (collective: FFTW-MPI's plans hold a communicator)."""
+        h, self._handle = self._handle, None
+        if h is not None and not _MPI.Is_finalized():
+            _destroy(h)
+
+    def __enter__(self) -> "FFT":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+__all__ = ["FFT", "local_shape"]

@@ -1,0 +1,320 @@
+/* test_dist_fft.c : libfusemath_mpi's slab FFTs, run by ctest under mpirun -np 1..4. Every rank
+ * makes the same global input, transforms its block, and the blocks are summed into the global
+ * result (MPI_Allreduce), which is compared with a naive separable DFT in double (relative max
+ * error <= 1e-5 f32 / 1e-12 f64); the inverse must give the input back. Then the bad inputs:
+ * each must fail on every rank with the same status. */
+#define _POSIX_C_SOURCE 200809L /* M_PI */
+#define _DEFAULT_SOURCE
+#include <fusemath/fusemath_mpi.h>
+
+#include <complex.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank, g_size, g_fail;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            g_fail = 1;                                                       \
+        }                                                                     \
+    } while (0)
+
+typedef double complex cd;
+
+static int64_t prod(const int64_t *v, int nd)
+{
+    int64_t k = 1;
+    for (int i = 0; i < nd; i++)
+        k *= v[i];
+    return k;
+}
+
+/* naive DFT of x (shape n, C order) along every axis, in place; sign -1 forward */
+static void naive_dft(cd *x, int nd, const int64_t *n, int sign)
+{
+    int64_t total = prod(n, nd);
+    cd *tmp = malloc(sizeof(cd) * (size_t)total);
+    for (int ax = 0; ax < nd; ax++) {
+        int64_t stride = prod(n + ax + 1, nd - ax - 1), len = n[ax];
+        for (int64_t i = 0; i < total; i++) {
+            int64_t k = (i / stride) % len, base = i - k * stride;
+            cd s = 0;
+            for (int64_t j = 0; j < len; j++)
+                s += x[base + j * stride] * cexp(sign * 2 * M_PI * I * (double)((j * k) % len) / (double)len);
+            tmp[i] = s;
+        }
+        memcpy(x, tmp, sizeof(cd) * (size_t)total);
+    }
+    free(tmp);
+}
+
+/* the global index of element e of the block of side s (storage order; axes 0, 1 swapped when t) */
+static int64_t global_index(int nd, const int64_t *glob, const int64_t *loc, const int64_t *off, int t, int64_t e)
+{
+    int64_t idx[3] = {0, 0, 0}, rem = e;
+    for (int i = nd - 1; i >= 0; i--) {
+        idx[i] = rem % loc[i] + off[i];
+        rem /= loc[i];
+    }
+    if (t) { /* the swapped array's (i1, i0, i2) -> the global (i0, i1, i2) */
+        int64_t a = idx[0];
+        idx[0] = idx[1], idx[1] = a;
+    }
+    int64_t k = 0; /* glob: the global shape in its own axis order */
+    for (int i = 0; i < nd; i++)
+        k = k * glob[i] + idx[i];
+    return k;
+}
+
+typedef struct {
+    int nd;
+    int64_t n[3];
+    int kind, dbl, out_layout;
+    int norm;
+    double epi_scale;
+    int threads; /* FFTW threads per rank (0: one) */
+} tcase;
+
+/* block of side w of the plan as scalars (complex: re, im), from the global complex array gx */
+static void *make_block(const fm_dist_plan *p, int w, int real, int dbl, const int64_t *glob, int t, const cd *gx,
+                        int64_t *count)
+{
+    int nd = fm_dist_fft_ndim(p);
+    int64_t loc[3], off[3];
+    fm_dist_fft_local(p, w, loc, off);
+    int64_t m = prod(loc, nd), per = real ? 1 : 2;
+    void *b = calloc((size_t)(m * per + 1), dbl ? sizeof(double) : sizeof(float));
+    for (int64_t e = 0; gx && e < m; e++) {
+        cd v = gx[global_index(nd, glob, loc, off, t, e)];
+        for (int c = 0; c < per; c++) {
+            double s = c ? cimag(v) : creal(v);
+            if (dbl)
+                ((double *)b)[e * per + c] = s;
+            else
+                ((float *)b)[e * per + c] = (float)s;
+        }
+    }
+    *count = m;
+    return b;
+}
+
+/* sum every rank's block of side w into a global complex array (of glob's total size) */
+static cd *assemble(MPI_Comm comm, const fm_dist_plan *p, int w, int real, int dbl, const int64_t *glob, int t, const void *b)
+{
+    int nd = fm_dist_fft_ndim(p);
+    int64_t loc[3], off[3], total = prod(glob, nd), per = real ? 1 : 2;
+    fm_dist_fft_local(p, w, loc, off);
+    double *acc = calloc((size_t)(2 * total), sizeof(double));
+    for (int64_t e = 0; e < prod(loc, nd); e++)
+        for (int c = 0; c < per; c++)
+            acc[2 * global_index(nd, glob, loc, off, t, e) + c] =
+                dbl ? ((const double *)b)[e * per + c] : ((const float *)b)[e * per + c];
+    MPI_Allreduce(MPI_IN_PLACE, acc, (int)(2 * total), MPI_DOUBLE, MPI_SUM, comm);
+    cd *out = malloc(sizeof(cd) * (size_t)total);
+    for (int64_t i = 0; i < total; i++)
+        out[i] = acc[2 * i] + I * acc[2 * i + 1];
+    free(acc);
+    return out;
+}
+
+static double rel_err(const cd *a, const cd *b, int64_t m)
+{
+    double e = 0, s = 0;
+    for (int64_t i = 0; i < m; i++) {
+        e = fmax(e, cabs(a[i] - b[i]));
+        s = fmax(s, cabs(b[i]));
+    }
+    return e / (s > 0 ? s : 1);
+}
+
+/* forward transform of case c vs the naive DFT, then the inverse back to the input */
+static void run_case(MPI_Comm comm, const tcase *c)
+{
+    int nd = c->nd;
+    const int64_t *n = c->n;
+    int64_t total = prod(n, nd), nc[3] = {n[0], n[1], n[2]};
+    if (c->kind != FM_FFT_C2C)
+        nc[nd - 1] = n[nd - 1] / 2 + 1;
+    cd *gx = malloc(sizeof(cd) * (size_t)total);
+    for (int64_t i = 0; i < total; i++) /* the same on every rank */
+        gx[i] = sin(0.37 * (double)i + 0.1) + (c->kind == FM_FFT_C2C ? I * cos(0.91 * (double)i) : 0);
+    fm_dist_fft_options o;
+    fm_dist_fft_options_init(&o);
+    o.kind = c->kind == FM_FFT_C2C ? FM_FFT_C2C : FM_FFT_R2C;
+    o.out_layout = c->out_layout;
+    o.norm = c->norm;
+    o.num_threads = c->threads;
+    if (c->epi_scale != 1)
+        o.epilog.ops = FM_FFT_OP_SCALE, o.epilog.scale[0] = c->epi_scale;
+    fm_dtype in_dt = o.kind == FM_FFT_C2C ? (c->dbl ? FM_C128 : FM_C64) : (c->dbl ? FM_F64 : FM_F32);
+    int64_t loc[3];
+    fm_status st = fm_dist_local_shape(comm, nd, n, &o, FM_DIST_IN, loc, NULL);
+    CHECK(st == FM_OK, "local_shape: %s", fm_last_error());
+    fm_dist_plan *p = NULL, *q = NULL;
+    st = fm_dist_fft_plan(comm, nd, n, in_dt, loc, &o, &p);
+    CHECK(st == FM_OK, "plan: %s", fm_last_error());
+    if (st != FM_OK) {
+        free(gx);
+        return;
+    }
+    int real_in = o.kind == FM_FFT_R2C, t = c->out_layout == FM_DIST_TRANSPOSED;
+    int64_t m_in, m_out;
+    void *xin = make_block(p, FM_DIST_IN, real_in, c->dbl, n, 0, gx, &m_in);
+    void *yout = make_block(p, FM_DIST_OUT, 0, c->dbl, nc, t, NULL, &m_out);
+    st = fm_dist_fft_execute(p, xin, yout);
+    CHECK(st == FM_OK, "execute: %s", fm_last_error());
+    /* the reference: the full complex DFT, halved along the last axis for r2c */
+    cd *ref = malloc(sizeof(cd) * (size_t)total);
+    memcpy(ref, gx, sizeof(cd) * (size_t)total);
+    naive_dft(ref, nd, n, -1);
+    double norm = c->norm == FM_FFT_NORM_ORTHO ? 1 / sqrt((double)total) : c->norm == FM_FFT_NORM_FORWARD ? 1.0 / (double)total : 1;
+    int64_t tc = prod(nc, nd), last = n[nd - 1], lastc = nc[nd - 1];
+    cd *refc = malloc(sizeof(cd) * (size_t)tc);
+    for (int64_t i = 0; i < tc; i++)
+        refc[i] = ref[(i / lastc) * last + i % lastc] * norm * c->epi_scale;
+    cd *y = assemble(comm, p, FM_DIST_OUT, 0, c->dbl, nc, t, yout) ;
+    double tol = c->dbl ? 1e-12 : 1e-5;
+    if (y) {
+        double e = rel_err(y, refc, tc);
+        CHECK(e <= tol, "forward %s: relative error %.3g > %.0e", fm_dist_fft_describe(p), e, tol);
+    }
+    /* inverse from the forward's layout: back to the slab input, times total * norm * scale */
+    fm_dist_fft_options oi = o;
+    oi.kind = c->kind == FM_FFT_C2C ? FM_FFT_C2C : FM_FFT_C2R;
+    oi.inverse = 1, oi.in_layout = c->out_layout, oi.out_layout = FM_DIST_SLAB;
+    oi.epilog.ops = 0, oi.epilog.scale[0] = 1, oi.norm = FM_FFT_NORM_FORWARD; /* unscaled inverse */
+    int64_t loc_i[3];
+    fm_dist_fft_local(p, FM_DIST_OUT, loc_i, NULL);
+    st = fm_dist_fft_plan(comm, nd, n, fm_dist_fft_out_dtype(p), loc_i, &oi, &q);
+    CHECK(st == FM_OK, "inverse plan: %s", fm_last_error());
+    if (st == FM_OK) {
+        int64_t m_back;
+        void *back = make_block(q, FM_DIST_OUT, real_in, c->dbl, n, 0, NULL, &m_back);
+        CHECK(m_back == m_in, "inverse output block %lld, input block %lld", (long long)m_back, (long long)m_in);
+        st = fm_dist_fft_execute(q, yout, back);
+        CHECK(st == FM_OK, "inverse execute: %s", fm_last_error());
+        cd *xb = assemble(comm, q, FM_DIST_OUT, real_in, c->dbl, n, 0, back);
+        if (xb) {
+            for (int64_t i = 0; i < total; i++)
+                xb[i] /= (double)total * norm * c->epi_scale;
+            double e = rel_err(xb, gx, total);
+            CHECK(e <= tol, "inverse %s: round-trip relative error %.3g > %.0e", fm_dist_fft_describe(q), e, tol);
+        }
+        free(xb);
+        free(back);
+    }
+    fm_dist_fft_destroy(q);
+    fm_dist_fft_destroy(p);
+    free(y), free(refc), free(ref), free(xin), free(yout), free(gx);
+}
+
+static void test_transforms(void)
+{
+    static const tcase cases[] = {
+        {2, {10, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0},
+        {2, {10, 6, 1}, FM_FFT_C2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1, 0},
+        {3, {5, 6, 4}, FM_FFT_C2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1, 0},
+        {3, {5, 6, 4}, FM_FFT_C2C, 0, FM_DIST_SLAB, FM_FFT_NORM_FORWARD, 2.5, 0},
+        {2, {3, 8, 1}, FM_FFT_R2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0}, /* fewer rows than ranks */
+        {2, {9, 7, 1}, FM_FFT_R2C, 0, FM_DIST_TRANSPOSED, FM_FFT_NORM_BACKWARD, 1, 0}, /* odd last axis */
+        {3, {6, 5, 9}, FM_FFT_R2C, 1, FM_DIST_TRANSPOSED, FM_FFT_NORM_ORTHO, 1, 0},
+        {3, {7, 4, 6}, FM_FFT_R2C, 0, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, -0.5, 0},
+        {3, {16, 12, 10}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 2}, /* FFTW's threads */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(MPI_COMM_WORLD, &cases[i]);
+}
+
+/* the status every rank got is the same and is `want` */
+static void expect_all(fm_status st, fm_status want, const char *needle, const char *what)
+{
+    int lo = (int)st, hi = (int)st;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(lo == hi && st == want, "%s: status %s (ranks from %d to %d), expected %s: %s", what, fm_status_name(st), lo,
+          hi, fm_status_name(want), fm_last_error());
+    if (needle)
+        CHECK(strstr(fm_last_error(), needle), "%s: message \"%s\" lacks \"%s\"", what, fm_last_error(), needle);
+}
+
+static void test_bad_input(void)
+{
+    const int64_t n[2] = {8, 6};
+    fm_dist_fft_options o;
+    fm_dist_fft_options_init(&o);
+    int64_t loc[2];
+    fm_dist_local_shape(MPI_COMM_WORLD, 2, n, &o, FM_DIST_IN, loc, NULL);
+    fm_dist_plan *p = NULL;
+    int last = g_rank == g_size - 1;
+
+    /* the last rank's block does not tile the global shape */
+    int64_t bad[2] = {loc[0] + (last ? 1 : 0), loc[1]};
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_C128, bad, &o, &p), FM_ERR_SHAPE, "does not tile",
+               "local shape");
+    CHECK(p == NULL, "a failed plan is NULL");
+    /* ranks disagreeing on the global shape, on the dtype */
+    int64_t n2[2] = {8, last && g_size > 1 ? 7 : 6};
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n2, FM_C128, loc, &o, &p),
+               g_size > 1 ? FM_ERR_INVALID_ARGUMENT : FM_OK, g_size > 1 ? "disagree on n[1]" : NULL, "global shape");
+    fm_dist_fft_destroy(p), p = NULL;
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, last && g_size > 1 ? FM_C64 : FM_C128, loc, &o, &p),
+               g_size > 1 ? FM_ERR_INVALID_ARGUMENT : FM_OK, g_size > 1 ? "disagree on dtype" : NULL, "dtype");
+    fm_dist_fft_destroy(p), p = NULL;
+    /* a bad option on one rank only: its message reaches every rank */
+    fm_dist_fft_options ob = o;
+    if (last)
+        ob.epilog.ops = FM_FFT_OP_MULTIPLY;
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_C128, loc, &ob, &p), FM_ERR_NOT_SUPPORTED,
+               "not implemented", "multiply epilog");
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_F64, loc, &o, &p), FM_ERR_DTYPE, "c64 or c128",
+               "c2c of real data");
+    /* NULL input on one rank at execute: every rank fails, none waits in FFTW's all-to-all */
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_C128, loc, &o, &p), FM_OK, NULL, "good plan");
+    double complex *x = calloc((size_t)(loc[0] * loc[1] + 1), sizeof *x);
+    double complex *y = calloc((size_t)(loc[0] * loc[1] + 1), sizeof *y);
+    expect_all(fm_dist_fft_execute(p, last ? NULL : x, y), FM_ERR_INVALID_ARGUMENT,
+               NULL, "NULL input");
+    expect_all(fm_dist_fft_execute(p, x, y), FM_OK, NULL, "execute after the failure");
+    fm_dist_fft_destroy(p), p = NULL;
+    free(x), free(y);
+    /* a communicator of one rank works (each rank's own transform) */
+    tcase self = {2, {4, 6, 1}, FM_FFT_C2C, 1, FM_DIST_SLAB, FM_FFT_NORM_BACKWARD, 1, 0};
+    run_case(MPI_COMM_SELF, &self);
+    /* an inter-communicator is refused on every rank */
+    if (g_size >= 2) {
+        MPI_Comm half, inter;
+        int color = g_rank % 2;
+        MPI_Comm_split(MPI_COMM_WORLD, color, g_rank, &half);
+        MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, color ? 0 : 1, 7, &inter);
+        expect_all(fm_dist_fft_plan(inter, 2, n, FM_C128, loc, &o, &p), FM_ERR_INVALID_ARGUMENT, "inter-communicator",
+                   "inter-communicator");
+        MPI_Comm_free(&inter);
+        MPI_Comm_free(&half);
+    }
+    expect_all(fm_dist_fft_plan(MPI_COMM_NULL, 2, n, FM_C128, loc, &o, &p), FM_ERR_INVALID_ARGUMENT, "MPI_COMM_NULL",
+               "null communicator");
+    const int64_t n1[1] = {8};
+    expect_all(fm_dist_local_shape(MPI_COMM_WORLD, 1, n1, NULL, FM_DIST_IN, loc, NULL), FM_ERR_NOT_SUPPORTED,
+               "2 or 3 dimensions", "1-D");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    test_transforms();
+    test_bad_input();
+    int any = g_fail;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("test_dist_fft on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
+    MPI_Finalize();
+    return any ? 1 : 0;
+}
