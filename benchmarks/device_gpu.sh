@@ -21,6 +21,7 @@ SUMMARY=$OUT/summary.txt
 START=$SECONDS
 FAILED=0
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # never NVLink multicast (device notes)
+export FUSEMATH_SETUP_OFFLINE=${FUSEMATH_SETUP_OFFLINE:-1} # nothing can be fetched there: no waiting on downloads
 [[ -d /tmp/site ]] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 
 say() { echo "$*" | tee -a "$SUMMARY"; }

@@ -21,6 +21,9 @@ PATH=$(tr ':' '\n' <<<"$PATH" | grep -vxF "$PWD/$VENV/bin" | paste -sd: -)
 PYTHON=$(command -v "$PYTHON") || { echo "setup: $PYTHON not found" >&2; exit 1; }
 CMAKE_MIN=3.20 # keep in sync with cmake_minimum_required in CMakeLists.txt
 TOOLS_ONLY=0 FUZZ=0 RUN_ONLY=0
+# FUSEMATH_SETUP_OFFLINE=1: no attempt at the optional packages (an offline machine, the GPU one, where
+# a download can only wait for its timeout); the required ones are still checked.
+OFFLINE=${FUSEMATH_SETUP_OFFLINE:-0}
 [[ ${1:-} == --run ]] && RUN_ONLY=1
 [[ ${1:-} == --tools-only ]] && TOOLS_ONLY=1
 [[ ${1:-} == --fuzz ]] && TOOLS_ONLY=1 FUZZ=1 # make fuzz: clang with libFuzzer and OpenMP too
@@ -55,11 +58,12 @@ pc_ok() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$@"; }
 have_deb libopenblas-dev || pc_ok openblas || missing_deb+=(libopenblas-dev)
 have_deb liblapacke-dev || pc_ok lapacke || missing_deb+=(liblapacke-dev)
 have_deb libfftw3-dev || pc_ok fftw3 fftw3f || missing_deb+=(libfftw3-dev)
-# The distributed layer (libfusemath_mpi, fusemath.distributed): Open MPI and FFTW-MPI. CMake builds it
-# only where they are found, so a machine without them still builds the rest.
-have_deb libopenmpi-dev || command -v mpicc >/dev/null 2>&1 || missing_deb+=(libopenmpi-dev)
-have_deb openmpi-bin || command -v mpirun >/dev/null 2>&1 || missing_deb+=(openmpi-bin)
-have_deb libfftw3-mpi-dev || [[ -f /usr/include/fftw3-mpi.h ]] || missing_deb+=(libfftw3-mpi-dev)
+# The distributed layer (libfusemath_mpi, fusemath.distributed) needs Open MPI and FFTW-MPI: installed
+# below when missing, but never fatal (an offline machine, the GPU one, builds the rest without it).
+missing_mpi=()
+have_deb libopenmpi-dev || command -v mpicc >/dev/null 2>&1 || missing_mpi+=(libopenmpi-dev)
+have_deb openmpi-bin || command -v mpirun >/dev/null 2>&1 || missing_mpi+=(openmpi-bin)
+have_deb libfftw3-mpi-dev || [[ -f /usr/include/fftw3-mpi.h ]] || missing_mpi+=(libfftw3-mpi-dev)
 have_deb pkg-config || command -v pkg-config >/dev/null 2>&1 || missing_deb+=(pkg-config)
 have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] || missing_deb+=(cmake)
 # A bare machine may also lack a C compiler, or Python's venv module / headers.
@@ -92,9 +96,18 @@ if ((${#missing_deb[@]})); then
   quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_deb[@]}"
 fi
 
+if ((!RUN_ONLY && !OFFLINE && ${#missing_mpi[@]})) && command -v apt-get >/dev/null 2>&1; then
+  log "installing Open MPI / FFTW-MPI (optional: fusemath.distributed): ${missing_mpi[*]}"
+  MPI_SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then MPI_SUDO=(sudo -n); fi
+  apt_mpi() { OPTIONAL=1 quiet "${MPI_SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_mpi[@]}"; }
+  apt_mpi || { OPTIONAL=1 quiet "${MPI_SUDO[@]}" apt-get update && apt_mpi; } ||
+    log "no Open MPI / FFTW-MPI: fusemath.distributed is not built, its tests skip"
+fi
+
 # dieharder is optional (tests/python/test_random_stats.py's slow dieharder test skips without it):
 # tried only when missing, never fatal (offline, no root: the test skips).
-if ((!RUN_ONLY && !TOOLS_ONLY)) && ! command -v dieharder >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+if ((!RUN_ONLY && !TOOLS_ONLY && !OFFLINE)) && ! command -v dieharder >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   log "installing dieharder (optional)"
   OPT_SUDO=()
   if [[ $(id -u) -ne 0 ]]; then OPT_SUDO=(sudo -n); fi
@@ -137,11 +150,9 @@ fi
 missing_py=$("$VPY" - "$RUN_ONLY" <<'EOF'
 import importlib, sys
 need = {"numpy": "numpy", "scipy": "scipy", "pytest": "pytest",
-        "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core",
-        # fusemath.distributed's communicators; its wheel loads the system MPI (libmpi.so.40)
-        "mpi4py": "mpi4py"}
+        "matplotlib": "matplotlib", "scikit_build_core": "scikit-build-core"}
 if sys.argv[1] == "1":  # make run: the sweep and the build, not the tests
-    del need["scipy"], need["pytest"], need["mpi4py"]
+    del need["scipy"], need["pytest"]
 out = []
 for mod, pkg in need.items():
     try:
@@ -162,14 +173,20 @@ if ((${#missing_py[@]})); then
   log "pip installing into $VENV: ${missing_py[*]}"
   quiet "$VPY" -m pip install --disable-pip-version-check "${missing_py[@]}"
 fi
+# mpi4py (fusemath.distributed's communicators; its wheel loads the system MPI, libmpi.so.40) is
+# optional like the MPI packages: where MPI is and mpi4py cannot be had, the distributed tests skip.
+if ((!RUN_ONLY && !OFFLINE)) && command -v mpirun >/dev/null 2>&1 && ! "$VPY" -c 'import mpi4py' >/dev/null 2>&1; then
+  log "pip installing mpi4py (optional)"
+  OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check mpi4py || log "no mpi4py: the distributed Python tests skip"
+fi
 # ninja is optional (make is the fallback generator): try, never fail on it.
-if ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
+if ((!OFFLINE)) && ! command -v ninja >/dev/null 2>&1 && ! "$VPY" -c 'import ninja' >/dev/null 2>&1; then
   log "pip installing ninja (optional)"
   OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check ninja || log "no ninja: using make"
 fi
 # scipy-openblas32 is optional too: a current OpenBLAS that fusemath uses where the system one does
 # not know the CPU (backends/cpu/blas_provider.c). Offline machines go on without it.
-if ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
+if ((!OFFLINE)) && ! "$VPY" -c 'import scipy_openblas32' >/dev/null 2>&1; then
   log "pip installing scipy-openblas32 (optional)"
   OPTIONAL=1 quiet "$VPY" -m pip install --disable-pip-version-check scipy-openblas32 || log "no scipy-openblas32: the system OpenBLAS only"
 fi
