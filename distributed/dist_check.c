@@ -139,6 +139,11 @@ fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n)
             return fm_fail(FM_ERR_TOO_LARGE, "%s: the global shape's element count overflows", where);
         total *= n[i];
     }
+    /* FFTW-MPI 3.3.10 overflows its buffers or computes wrong values for a length-1 second axis
+     * (reproduced without fusemath, under ASan): refused, with the way around it */
+    if (n[1] == 1)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: n[1] = 1: FFTW-MPI's slab transforms mishandle a length-1 second "
+                       "axis; drop it and transform the array without it", where);
     if (n[0] > INT_MAX || (ndim > 1 && n[1] > INT_MAX)) /* MPI counts of the split axes */
         return fm_fail(FM_ERR_TOO_LARGE, "%s: n[0] / n[1] must be at most %d", where, INT_MAX);
     return FM_OK;

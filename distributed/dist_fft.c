@@ -179,6 +179,9 @@ static fm_status check_plan_args(const char *where, int ndim, const int64_t *n, 
         st = fm_dist_check_options(where, o);
     if (st != FM_OK)
         return st;
+    if (n[0] == 1 && (o->in_layout == FM_DIST_TRANSPOSED || o->out_layout == FM_DIST_TRANSPOSED))
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: n[0] = 1 with a transposed layout: FFTW-MPI plans none; use the "
+                       "slab layouts", where);
     int want_real = o->kind == FM_FFT_R2C;
     if (dtype != (want_real ? FM_F32 : FM_C64) && dtype != (want_real ? FM_F64 : FM_C128))
         return fm_fail(FM_ERR_DTYPE, "%s: dtype = %s; a %s transform takes %s", where, fm_dtype_name(dtype),
@@ -248,12 +251,12 @@ fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype d
                            const fm_dist_fft_options *opts, fm_dist_plan **plan)
 {
     static const char where[] = "fm_dist_fft_plan";
+    if (plan)
+        *plan = NULL; /* before anything can fail */
     int rank, size;
     fm_status st = fm_dist_check_comm(where, comm, &rank, &size); /* same answer on every rank */
     if (st != FM_OK)
         return st;
-    if (plan)
-        *plan = NULL;
     fm_dist_fft_options o;
     if (opts)
         o = *opts;

@@ -13,6 +13,7 @@ the wheel is built, and ``_fusemath`` keeps no MPI dependency.
 """
 from __future__ import annotations
 
+import builtins
 import ctypes
 import os
 from typing import Any, Optional, Tuple
@@ -106,6 +107,28 @@ def _comm(comm: Any, where: str):
     return _COMM_T(_MPI._handleof(comm))
 
 
+def _agreed(comm: Any, thunk):
+    """thunk()'s value, or on every rank the error of the first rank whose thunk raised: a bad
+    argument on one rank must not leave the others waiting in the collective that follows (one
+    allgather; not a communicator: every rank fails alike later, in the library's own check)."""
+    try:
+        value, err = thunk(), None
+    except Exception as exc:
+        value, err = None, exc
+    allgather = getattr(comm, "allgather", None)
+    if not callable(allgather):
+        if err is not None:
+            raise err
+        return value
+    failed = [(r, e) for r, e in enumerate(allgather(None if err is None else (type(err).__name__, str(err)))) if e]
+    if not failed:
+        return value
+    if err is not None:
+        raise err
+    rank, (name, msg) = failed[0]
+    raise (getattr(_C, name, None) or getattr(builtins, name, RuntimeError))(f"{msg} (on rank {rank})")
+
+
 def _i64(values) -> ctypes.Array:
     return (ctypes.c_int64 * max(1, len(values)))(*values)
 
@@ -177,6 +200,12 @@ class FFT:
                  direction: Optional[str] = None, layout_in: str = "slab", layout_out: str = "slab"):
         where = "fusemath.distributed.FFT"
         self._where, self._handle = where, None
+        _agreed(comm, lambda: self._setup(x_local, comm, global_shape, axes, decomposition, kind, n, direction,
+                                          layout_in, layout_out, where))
+
+    def _setup(self, x_local, comm, global_shape, axes, decomposition, kind, n, direction, layout_in, layout_out,
+               where):
+        """The constructor's checks and state (local; the constructor agrees on their outcome)."""
         if decomposition != "slab":
             raise ValueError(f"{where}: decomposition = {decomposition!r}; only 'slab' is implemented (pencils are not)")
         if not isinstance(x_local, np.ndarray):
@@ -206,6 +235,16 @@ class FFT:
              num_threads: Optional[int] = None) -> "FFT":
         """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self."""
         where = self._where + ".plan"
+        o = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where))
+        shape = self._shape
+        handle = ctypes.c_void_p()
+        _check(_plan(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
+                     _i64(self._x.shape), ctypes.byref(o), ctypes.byref(handle)), where)
+        self.close()
+        self._handle = handle
+        return self
+
+    def _plan_options(self, prolog, epilog, effort, norm, num_threads, where) -> _Options:
         o = _Options.from_buffer_copy(self._opts)
         o.norm, o.effort = _norm_code(norm, where), _choice(effort, _EFFORTS, "effort", where)
         o.num_threads = 0 if num_threads is None else int(num_threads)
@@ -215,13 +254,7 @@ class FFT:
             side.ops = ch.ops
             if ch.scale is not None:
                 side.scale[0], side.scale[1] = ch.scale.real, ch.scale.imag
-        shape = self._shape
-        handle = ctypes.c_void_p()
-        _check(_plan(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
-                     _i64(self._x.shape), ctypes.byref(o), ctypes.byref(handle)), where)
-        self.close()
-        self._handle = handle
-        return self
+        return o
 
     def _block(self, which: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
         if self._handle is None:
@@ -248,22 +281,32 @@ class FFT:
         """Run the planned transform (collective) on x_local (default: the constructor's) into out
         (default: a new array of out_local_shape); returns out."""
         where = self._where + ".execute"
+        x, out = _agreed(self._comm, lambda: self._operands(x_local, out, where))
+        _check(_execute(self._handle, x.ctypes.data if x.size else None, out.ctypes.data if out.size else None),
+               where)
+        return out
+
+    def _operands(self, x_local, out, where):
         shape = self.out_local_shape
         if x_local is None:
             x = self._x
         else:
-            if not isinstance(x_local, np.ndarray) or x_local.dtype != self._dtype or x_local.shape != self._x.shape:
-                raise _C.ShapeError(f"{where}: x_local must be a {self._dtype} array of shape {self._x.shape}, as "
-                                    "planned")
+            if not isinstance(x_local, np.ndarray):
+                raise TypeError(f"{where}: x_local must be a NumPy array, not {type(x_local).__name__}")
+            if x_local.dtype != self._dtype:
+                raise _C.DtypeError(f"{where}: x_local has dtype {x_local.dtype}; expected {self._dtype}, as planned")
+            if x_local.shape != self._x.shape:
+                raise _C.ShapeError(f"{where}: x_local has shape {x_local.shape}; expected {self._x.shape}, as planned")
             x = np.ascontiguousarray(x_local)
         if out is None:
             out = np.empty(shape, self.out_dtype)
-        elif (not isinstance(out, np.ndarray) or out.dtype != self.out_dtype or out.shape != shape
-              or not out.flags.c_contiguous or not out.flags.writeable):
+        elif not isinstance(out, np.ndarray):
+            raise TypeError(f"{where}: out must be a NumPy array, not {type(out).__name__}")
+        elif out.dtype != self.out_dtype:
+            raise _C.DtypeError(f"{where}: out has dtype {out.dtype}; expected {self.out_dtype}")
+        elif out.shape != shape or not out.flags.c_contiguous or not out.flags.writeable:
             raise _C.ShapeError(f"{where}: out must be a writeable C-contiguous {self.out_dtype} array of shape {shape}")
-        _check(_execute(self._handle, x.ctypes.data if x.size else None, out.ctypes.data if out.size else None),
-               where)
-        return out
+        return x, out
 
     def describe(self) -> str:
         """The plan in one line (local)."""

@@ -302,6 +302,17 @@ static void test_bad_input(void)
     const int64_t n1[1] = {8};
     expect_all(fm_dist_local_shape(MPI_COMM_WORLD, 1, n1, NULL, FM_DIST_IN, loc, NULL), FM_ERR_NOT_SUPPORTED,
                "2 or 3 dimensions", "1-D");
+    /* FFTW-MPI mishandles a length-1 second axis (buffer overflows, wrong values): refused on every rank */
+    const int64_t unit1[3] = {5, 1, 3}, unit2[2] = {7, 1}, unit0[2] = {1, 5};
+    int64_t loc3[3] = {0, 0, 0};
+    expect_all(fm_dist_local_shape(MPI_COMM_WORLD, 3, unit1, NULL, FM_DIST_IN, loc3, NULL), FM_ERR_NOT_SUPPORTED,
+               "n[1] = 1", "a (5, 1, 3) shape");
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, unit2, FM_C128, loc, &o, &p), FM_ERR_NOT_SUPPORTED, "n[1] = 1",
+               "a (7, 1) shape");
+    fm_dist_fft_options ot = o;
+    ot.out_layout = FM_DIST_TRANSPOSED;
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, unit0, FM_C128, loc, &ot, &p), FM_ERR_NOT_SUPPORTED,
+               "n[0] = 1 with a transposed layout", "a (1, 5) shape transposed out");
 }
 
 int main(int argc, char **argv)

@@ -124,9 +124,23 @@ def errors():
     raises("comm", TypeError, "mpi4py communicator", lambda: fd.FFT(x, 0, global_shape=shape).plan())
     raises("dtype int", fusemath.DtypeError, "int64", lambda: fd.FFT(x.real.astype(np.int64), comm, global_shape=shape))
     raises("axes", ValueError, "every axis", lambda: fd.FFT(x, comm, global_shape=shape, axes=(1,)))
+    # a bad argument on the last rank only: every rank raises (none is left waiting in a collective)
+    raises("decomposition on one rank", ValueError, "pencils",
+           lambda: fd.FFT(x, comm, global_shape=shape, decomposition="pencil" if last else "slab").plan())
+    raises("a length-1 second axis", fusemath.NotSupportedError, "n[1] = 1",
+           lambda: fd.FFT(np.zeros((fd.local_shape((5, 1, 3), comm)[0]), np.complex128), comm,
+                          global_shape=(5, 1, 3)).plan())
     with fd.FFT(x, comm, global_shape=shape) as f:
+        raises("effort on one rank", ValueError, "effort",
+               lambda: f.plan(effort="bogus" if last else "estimate"))
+        raises("prolog on one rank", Exception, "scale",
+               lambda: f.plan(prolog={"scale": "x"} if last else None))
         f.plan()
         raises("out shape", fusemath.ShapeError, "out must be", lambda: f.execute(out=np.empty((1, 1), np.complex128)))
+        raises("out shape on one rank", fusemath.ShapeError, "out must be",
+               lambda: f.execute(out=np.empty((1, 1) if last else loc, np.complex128)))
+        raises("x_local dtype on one rank", fusemath.DtypeError, "x_local has dtype",
+               lambda: f.execute(x.astype(np.complex64) if last else x))
         check(np.array_equal(f.execute(), np.zeros(loc, np.complex128)), "zeros")
     raises("closed", fusemath.InvalidStateError, "plan() first", lambda: f.execute())
 
