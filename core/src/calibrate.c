@@ -13,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-typedef fm_options_room options_room;
-#define now_seconds fm_now_seconds
 
 static fm_status device_wait(fm_device dev)
 {
@@ -78,7 +76,7 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
 {
     point pt;
     memset(&pt, 0, sizeof pt);
-    options_room opts;
+    fm_options_room opts;
     uint32_t slots = 0;
     *work = -1;
     if (!op->calibration_problem(index, quick, execution, pt.t, opts.bytes, &slots))
@@ -93,10 +91,11 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
     const double budget = quick ? 0.05 : 0.2;
     double best = 1e30, spent = 0;
     for (int r = 0; s == FM_OK && r < 200 && (r < 6 || spent < budget); r++) { /* a warm-up, then >= 5 */
-        const double t0 = now_seconds();
+        const double t0 = fm_now_seconds();
         if ((s = fm_plan_execute(plan, pt.ptrs, op->nslots, NULL)) == FM_OK && (s = device_wait(pt.dev)) == FM_OK) {
-            const double t = now_seconds() - t0;
-            best = r && t < best ? t : r ? best : 1e30; /* the first call warms up (JIT, first touch) */
+            const double t = fm_now_seconds() - t0;
+            if (r > 0 && t < best) /* the first call warms up (JIT, first touch) */
+                best = t;
             spent += t;
         }
     }
@@ -130,9 +129,8 @@ static fm_rate_curve *curve_for(fm_profile *pf, fm_op op, fm_dtype dt, int devic
  * inputs from memory the caller wrote, results into memory freshly allocated for them (a NumPy
  * result): the device->host copy then pays the first touch of every page, which made it 10x
  * slower than into a reused buffer on the H200 (3 against 39 GB/s). */
-static fm_status measure_copies(int quick, fm_profile *pf)
+static fm_status measure_copies(fm_profile *pf)
 {
-    (void)quick;
     const size_t big = (size_t)64 << 20, small = 4096;
     const fm_device host = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, 0};
     char *h = malloc(big);
@@ -150,9 +148,9 @@ static fm_status measure_copies(int quick, fm_profile *pf)
                     s = fm_fail(FM_ERR_OUT_OF_MEMORY, "calibrate: out of host memory");
                     break;
                 }
-                const double t0 = now_seconds();
+                const double t0 = fm_now_seconds();
                 s = dir ? fm_memory_copy(fresh, host, d, gpu, n) : fm_memory_copy(d, gpu, h, host, n);
-                const double dt = now_seconds() - t0;
+                const double dt = fm_now_seconds() - t0;
                 free(fresh);
                 t[size] = dt < t[size] ? dt : t[size];
             }
@@ -164,12 +162,17 @@ static fm_status measure_copies(int quick, fm_profile *pf)
     return s;
 }
 
+static fm_status stopped(void)
+{
+    return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
+}
+
 static int count_points(int quick, int ndev)
 {
     int total = ndev > 1 ? 1 : 0; /* the copies */
     for (int op = 0; op < FM_OP_COUNT_; op++) {
         const fm_operation *o = fm_operation_for((fm_op)op);
-        options_room opts;
+        fm_options_room opts;
         fm_tensor t[FM_MAX_SLOTS];
         uint32_t slots;
         for (int i = 0; o && o->calibration_problem && o->calibration_problem(i, quick, FM_EXECUTION_CPU, t,
@@ -208,15 +211,14 @@ static fm_status measure_all(fm_context *ctx, int quick, int ndev, fm_progress_f
                 snprintf(what, sizeof what, "%s %s point %d on %s", o->name, fm_dtype_name(dt), i + 1,
                          dev ? "cuda" : "cpu");
                 if (progress && progress(user, (double)++done / (total + 1), what))
-                    return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile "
-                                   "is as it was");
+                    return stopped();
             }
         }
     }
     fm_status s = FM_OK;
-    if (ndev > 1 && (s = measure_copies(quick, pf)) == FM_OK && progress &&
+    if (ndev > 1 && (s = measure_copies(pf)) == FM_OK && progress &&
         progress(user, (double)++done / (total + 1), "host <-> cuda copies"))
-        return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
+        return stopped();
     return s;
 }
 
@@ -246,7 +248,7 @@ fm_status fm_context_calibrate(fm_context *ctx, int quick, fm_progress_fn progre
     /* the last word of the callback comes before anything changes: stopped there, nothing did */
     if (progress && progress(user, 1.0, "done")) {
         free(pf);
-        return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
+        return stopped();
     }
     char why[256] = "";
     if (fm_profile_save_file(ctx, pf) != FM_OK) { /* saved first: the install may free an identical pf */

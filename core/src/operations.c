@@ -173,9 +173,8 @@ static fm_status generic_args(const char *what, fm_op op, const fm_tensor *const
 
 /* Room for any operation's options: a NULL opts becomes the operation's defaults here, so that
  * builders and output specs always get options. */
-typedef fm_options_room options_buffer;
 
-static fm_status options_or_defaults(const fm_operation *o, const void **opts, options_buffer *buf)
+static fm_status options_or_defaults(const fm_operation *o, const void **opts, fm_options_room *buf)
 {
     if (*opts)
         return FM_OK;
@@ -191,7 +190,7 @@ fm_status fm_operation_build(fm_context *ctx, const fm_operation *o, const fm_te
 {
     if (!ctx)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", o->name);
-    options_buffer defaults;
+    fm_options_room defaults;
     fm_status s = options_or_defaults(o, &opts, &defaults);
     if (s != FM_OK)
         return s;
@@ -214,7 +213,7 @@ fm_status fm_output_specs(fm_op op, const fm_tensor *const *t, int nslots, const
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: specs and written must not be NULL", o->name);
     memset(specs, 0, (size_t)o->nslots * sizeof *specs);
     *written = 0;
-    options_buffer defaults;
+    fm_options_room defaults;
     if ((s = options_or_defaults(o, &opts, &defaults)) != FM_OK)
         return s;
     return o->output_specs(t, opts, specs, written);
