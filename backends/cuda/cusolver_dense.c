@@ -56,6 +56,7 @@ static void dev_state_clear(dev_state *d)
     if (d->bl)
         cublasDestroy(d->bl);
     fm_nvrtc_module_unload(&d->mod);
+    fm_cs_lanes_clear(d);
     d->prm = NULL, d->sj = NULL, d->sv = NULL, d->bl = NULL, d->made = 0;
 }
 
@@ -82,7 +83,7 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     }
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
-               "fm_sv_ptrs", "fm_sv_narrow"
+               "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -236,9 +237,12 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
         int *info = r->info;
-        void *args[5] = {&piv, &nn, &count, &info, &bad};
-        if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B, args, r->stream)) != FM_OK)
-            return s;
+        for (int phase = 0; phase < 2; phase++) { /* checked, then the bad entries' pivots made the identity */
+            void *args[6] = {&piv, &nn, &count, &info, &bad, &phase};
+            if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B * n, args, r->stream)) !=
+                FM_OK)
+                return s;
+        }
     }
     if (rt == FM_SOLVE_INV) { /* b = identities */
         fm_copy_args v = fm_cs_scratch_view(x, NULL, n, n, n, 0);
@@ -250,19 +254,23 @@ static fm_status run_lu(const run_ctx *r)
                                  : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
     if (x->batched && (s = fm_cs_batched_run(r)) != FM_OK)
         return s;
-    for (int64_t b = 0; b < B && n > 0 && !x->batched; b++) {
+    if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
         char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
         int64_t *piv = rt == FM_SOLVE_GETRF ? (int64_t *)r->ptrs[FM_SOLVE_PIVOTS] + b * n
                                             : (int64_t *)(void *)WS(r, off_piv, b, n, 8);
-        if (!factored && (s = fm_cs_sv_status(cusolverDnXgetrf(r->d->sv, r->d->prm, n, n, x->dt, a, n, piv, x->dt,
-                                                         r->ws + x->off_work, x->dwork, r->hwork, x->hwork,
-                                                         r->info + b), "cusolverDnXgetrf")) != FM_OK)
-            return s;
-        if ((rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS || rt == FM_SOLVE_INV) && nr > 0 &&
-            (s = fm_cs_sv_status(cusolverDnXgetrs(r->d->sv, r->d->prm, op, n, nr, x->dt, a, n, piv, x->dt, bb, n,
-                                            r->junk), "cusolverDnXgetrs")) != FM_OK)
-            return s;
+        if (!factored)
+            s = fm_cs_sv_status(cusolverDnXgetrf(SV(r, b), r->d->prm, n, n, x->dt, a, n, piv, x->dt, WORK(r, b),
+                                                 x->dwork, HWORK(r, b), x->hwork, r->info + b), "cusolverDnXgetrf");
+        if (s != FM_OK || !(rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS || rt == FM_SOLVE_INV) || nr == 0)
+            continue;
+        s = x->blocked ? fm_cs_getrs(r, op, a, piv, bb, b)
+                       : fm_cs_sv_status(cusolverDnXgetrs(SV(r, b), r->d->prm, op, n, nr, x->dt, a, n, piv, x->dt, bb,
+                                                          n, r->junk), "cusolverDnXgetrs");
     }
+    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) != FM_OK)
+        return s;
     if (rt == FM_SOLVE_GETRF)
         return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_FACTOR],
                        FM_SOLVE_FACTOR, 0, r->stream);
@@ -281,27 +289,6 @@ static fm_status run_lu(const run_ctx *r)
                    r->stream);
 }
 
-static fm_status trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag, void *a,
-                      void *b)
-{
-    const cs_impl *x = r->x;
-    const int64_t n = x->n, k = x->sp->nrhs;
-    static const float s1 = 1.0f;
-    static const double d1 = 1.0;
-    static const cuComplex c1 = {1.0f, 0.0f};
-    static const cuDoubleComplex z1 = {1.0, 0.0};
-    const cublasSideMode_t L = CUBLAS_SIDE_LEFT;
-    cublasStatus_t e;
-    switch (x->ti) {
-    case 0: e = cublasStrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &s1, a, n, b, n); break;
-    case 1: e = cublasDtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &d1, a, n, b, n); break;
-    case 2: e = cublasCtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &c1, a, n, b, n); break;
-    default: e = cublasZtrsm_v2_64(r->d->bl, L, fill, op, diag, n, k, &z1, a, n, b, n); break;
-    }
-    return e == CUBLAS_STATUS_SUCCESS ? FM_OK : fm_fail(FM_ERR_BACKEND, WHO ": cublas<t>trsm_v2_64 failed "
-                                                        "(cublasStatus %d)", (int)e);
-}
-
 /* potrf, potrs, trtrs */
 static fm_status run_triangular(const run_ctx *r)
 {
@@ -312,24 +299,25 @@ static fm_status run_triangular(const run_ctx *r)
     fm_status s = FM_OK;
     if (sp->routine == FM_SOLVE_TRTRS && !sp->unit_diagonal && (s = kernel_diag(r, r->ws + x->off_a, 0)) != FM_OK)
         return s;
-    if (sp->routine == FM_SOLVE_TRTRS && cublasSetStream(r->d->bl, r->stream) != CUBLAS_STATUS_SUCCESS)
-        return fm_fail(FM_ERR_BACKEND, WHO ": cublasSetStream failed");
     const cublasOperation_t op = sp->transpose == 0 ? CUBLAS_OP_N : sp->transpose == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
     if (x->batched && (s = fm_cs_batched_run(r)) != FM_OK)
         return s;
-    for (int64_t b = 0; b < B && n > 0 && !x->batched; b++) {
+    if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
         char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
         if (sp->routine == FM_SOLVE_POTRF)
-            s = fm_cs_sv_status(cusolverDnXpotrf(r->d->sv, r->d->prm, fill, n, x->dt, a, n, x->dt, r->ws + x->off_work,
-                                           x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXpotrf");
+            s = fm_cs_sv_status(cusolverDnXpotrf(SV(r, b), r->d->prm, fill, n, x->dt, a, n, x->dt, WORK(r, b),
+                                                 x->dwork, HWORK(r, b), x->hwork, r->info + b), "cusolverDnXpotrf");
         else if (sp->routine == FM_SOLVE_POTRS && nr > 0)
-            s = fm_cs_sv_status(cusolverDnXpotrs(r->d->sv, r->d->prm, fill, n, nr, x->dt, a, n, x->dt, bb, n, r->junk),
-                          "cusolverDnXpotrs");
+            s = x->blocked ? fm_cs_potrs(r, fill, a, bb)
+                           : fm_cs_sv_status(cusolverDnXpotrs(SV(r, b), r->d->prm, fill, n, nr, x->dt, a, n, x->dt, bb,
+                                                              n, r->junk), "cusolverDnXpotrs");
         else if (sp->routine == FM_SOLVE_TRTRS && nr > 0)
-            s = trsm(r, fill, op, sp->unit_diagonal ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, a, bb);
-        if (s != FM_OK)
-            return s;
+            s = fm_cs_trsm(r, fill, op, sp->unit_diagonal ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, a, bb);
     }
+    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) != FM_OK)
+        return s;
     if (sp->routine != FM_SOLVE_POTRF)
         return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X],
                        FM_SOLVE_X, 0, r->stream);
@@ -354,33 +342,34 @@ static fm_status run_eigh(const run_ctx *r)
         if (s != FM_OK)
             return s;
     }
-    for (int64_t b = 0; b < sp->batch_count && n > 0 && !x->batched; b++) {
-        fm_status s = fm_cs_sv_status(cusolverDnXsyevd(r->d->sv, r->d->prm, jobz, fill, n, x->dt,
-                                                 WS(r, off_a, b, n * n, x->es), n, x->rt,
-                                                 (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
-                                                 r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
-                                "cusolverDnXsyevd");
-        if (s != FM_OK)
-            return s;
-    }
-    fm_status s = n > 0 ? kernel_diag(r, r->ptrs[FM_SOLVE_W], 1) : FM_OK; /* NaN eigenvalues: not converged */
+    fm_status s = x->batched ? FM_OK : fm_cs_lanes_fork(r);
+    if (s != FM_OK)
+        return s;
+    for (int64_t b = 0; b < sp->batch_count && n > 0 && !x->batched && s == FM_OK; b++)
+        s = fm_cs_sv_status(cusolverDnXsyevd(SV(r, b), r->d->prm, jobz, fill, n, x->dt, WS(r, off_a, b, n * n, x->es),
+                                             n, x->rt, (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
+                                             WORK(r, b), x->dwork, HWORK(r, b), x->hwork, r->info + b),
+                            "cusolverDnXsyevd");
+    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) == FM_OK && n > 0)
+        s = kernel_diag(r, r->ptrs[FM_SOLVE_W], 1); /* NaN eigenvalues: not converged */
     if (s != FM_OK || sp->values_only)
         return s;
     return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_a, n, n, n, n * n), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
 
-static cusolverStatus_t orgqr(const run_ctx *r, int m, int n, int k, void *a, const void *tau)
+static cusolverStatus_t orgqr(const run_ctx *r, int64_t b, int m, int n, int k, void *a, const void *tau)
 {
     const cs_impl *x = r->x;
     const size_t lwe = x->dwork / x->es; /* dwork may be Xgeqrf's, past int's range for orgqr's lwork */
     const int lw = lwe > (size_t)INT32_MAX ? INT32_MAX : (int)lwe;
-    void *w = r->ws + x->off_work;
+    void *w = WORK(r, b);
+    cusolverDnHandle_t h = SV(r, b);
     switch (x->ti) {
-    case 0: return cusolverDnSorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
-    case 1: return cusolverDnDorgqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
-    case 2: return cusolverDnCungqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
-    default: return cusolverDnZungqr(r->d->sv, m, n, k, a, m, tau, w, lw, r->junk);
+    case 0: return cusolverDnSorgqr(h, m, n, k, a, m, tau, w, lw, r->junk);
+    case 1: return cusolverDnDorgqr(h, m, n, k, a, m, tau, w, lw, r->junk);
+    case 2: return cusolverDnCungqr(h, m, n, k, a, m, tau, w, lw, r->junk);
+    default: return cusolverDnZungqr(h, m, n, k, a, m, tau, w, lw, r->junk);
     }
 }
 
@@ -389,12 +378,13 @@ static fm_status run_qr(const run_ctx *r)
     const cs_impl *x = r->x;
     const fm_solve_params *sp = x->sp;
     const int64_t m = x->m, n = x->n, k = x->k, rr = sp->qr_mode == 1 ? m : k, qc = rr;
-    fm_status s = FM_OK;
-    for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
-        if ((s = fm_cs_sv_status(cusolverDnXgeqrf(r->d->sv, r->d->prm, m, n, x->dt, WS(r, off_a, b, m * n, x->es), m,
-                                            x->dt, WS(r, off_tau, b, k, x->es), x->dt, r->ws + x->off_work,
-                                            x->dwork, r->hwork, x->hwork, r->info + b), "cusolverDnXgeqrf")) != FM_OK)
-            return s;
+    fm_status s = fm_cs_lanes_fork(r);
+    for (int64_t b = 0; b < sp->batch_count && k > 0 && s == FM_OK; b++)
+        s = fm_cs_sv_status(cusolverDnXgeqrf(SV(r, b), r->d->prm, m, n, x->dt, WS(r, off_a, b, m * n, x->es), m, x->dt,
+                                             WS(r, off_tau, b, k, x->es), x->dt, WORK(r, b), x->dwork, HWORK(r, b),
+                                             x->hwork, r->info + b), "cusolverDnXgeqrf");
+    if ((s = fm_cs_lanes_join(r, s)) != FM_OK)
+        return s;
     fm_copy_args v = fm_cs_scratch_view(x, r->ws + x->off_a, rr, n, m, m * n);
     v.srows = k, v.tri = 1; /* R: the upper triangle of the first k rows */
     if ((s = fm_cs_copy_to(x, r->d, v, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream)) != FM_OK ||
@@ -409,10 +399,13 @@ static fm_status run_qr(const run_ctx *r)
     v.scols = k;
     if ((s = fm_cs_copy_to(x, r->d, v, r->ws + x->off_q, -1, m, r->stream)) != FM_OK)
         return s;
-    for (int64_t b = 0; b < sp->batch_count; b++)
-        if ((s = fm_cs_sv_status(orgqr(r, (int)m, (int)qc, (int)k, WS(r, off_q, b, m * qc, x->es),
-                                 WS(r, off_tau, b, k, x->es)), "cusolverDn<t>orgqr")) != FM_OK)
-            return s;
+    if ((s = fm_cs_lanes_fork(r)) != FM_OK)
+        return s;
+    for (int64_t b = 0; b < sp->batch_count && s == FM_OK; b++)
+        s = fm_cs_sv_status(orgqr(r, b, (int)m, (int)qc, (int)k, WS(r, off_q, b, m * qc, x->es),
+                                  WS(r, off_tau, b, k, x->es)), "cusolverDn<t>orgqr");
+    if ((s = fm_cs_lanes_join(r, s)) != FM_OK)
+        return s;
     return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_q, m, qc, m, m * qc), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);
 }
@@ -430,16 +423,16 @@ static fm_status run_svd(const run_ctx *r)
     const int64_t mm = x->mm, nn = x->nn, k = x->k, m = x->m, n = x->n;
     const int64_t uc = svd_ucols(x), vr = sp->full_matrices ? nn : k; /* of U', Vt' */
     const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
-    fm_status s = FM_OK;
-    for (int64_t b = 0; b < sp->batch_count && k > 0; b++)
-        if ((s = fm_cs_sv_status(cusolverDnXgesvd(r->d->sv, r->d->prm, job, job, mm, nn, x->dt,
-                                            WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
-                                            (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
-                                            WS(r, off_q, b, mm * uc, x->es), mm, x->dt,
-                                            WS(r, off_vt, b, nn * nn, x->es), max64(1, vr), x->dt,
-                                            r->ws + x->off_work, x->dwork, r->hwork, x->hwork, r->info + b),
-                           "cusolverDnXgesvd")) != FM_OK)
-            return s;
+    fm_status s = fm_cs_lanes_fork(r);
+    for (int64_t b = 0; b < sp->batch_count && k > 0 && s == FM_OK; b++)
+        s = fm_cs_sv_status(cusolverDnXgesvd(SV(r, b), r->d->prm, job, job, mm, nn, x->dt,
+                                             WS(r, off_a, b, mm * nn, x->es), mm, x->rt,
+                                             (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * k) * x->rs, x->dt,
+                                             WS(r, off_q, b, mm * uc, x->es), mm, x->dt,
+                                             WS(r, off_vt, b, nn * nn, x->es), max64(1, vr), x->dt, WORK(r, b),
+                                             x->dwork, HWORK(r, b), x->hwork, r->info + b), "cusolverDnXgesvd");
+    if ((s = fm_cs_lanes_join(r, s)) != FM_OK)
+        return s;
     if (sp->values_only)
         return FM_OK;
     const int64_t ucols = sp->full_matrices ? m : k, vrows = sp->full_matrices ? n : k;
@@ -569,7 +562,7 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
                            ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
     const int sync = (sp->check && can_fail) || sp->check_finite || given;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
-    void *hwork = x->hwork ? malloc(x->hwork) : NULL;
+    void *hwork = x->hwork ? malloc(x->hwork * (size_t)x->lanes) : NULL; /* a part per lane */
     uint64_t flags[3];
     if ((sync && !info) || (x->hwork && !hwork)) {
         free(info), free(hwork);
@@ -668,8 +661,8 @@ static fm_status layout(cs_impl *x)
     const int64_t nr = rt == FM_SOLVE_INV ? x->n : (x->p->present & 1u << FM_SOLVE_B) ? sp->nrhs : 0;
     const int vec_svd = rt == FM_SOLVE_GESDD && !sp->values_only;
     const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
-    const int nb = x->batched;
-    const double parts[11] = {
+    const int nb = x->batched, lu_blocked = x->blocked && (rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS);
+    const double parts[13] = {
         B * (double)(x->mm * x->nn) * es,
         B * (double)(x->m * nr) * es,
         x->lowest  ? B * (double)(x->n * sp->nrhs) * es
@@ -683,23 +676,28 @@ static fm_status layout(cs_impl *x)
         32,
         nb ? B * 8 : 0,
         nb ? B * 8 : 0,
-        nb ? B * (double)x->n * 4 : 0};
-    size_t *offs[11] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
-                        &x->off_flag, &x->off_pa, &x->off_pb, &x->off_p32};
+        nb ? B * (double)x->n * 4 : 0,
+        lu_blocked ? B * (double)x->n * 4 : 0,
+        lu_blocked ? B * (double)(x->n * nr) * es : 0};
+    size_t *offs[13] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
+                        &x->off_flag, &x->off_pa, &x->off_pb, &x->off_p32, &x->off_perm, &x->off_b2};
     double total = 0;
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 13; i++)
         total += parts[i] + 256;
     if (total + (double)x->dwork > 0.5 * (double)SIZE_MAX)
         return fm_fail(FM_ERR_TOO_LARGE, WHO ": %s of a batch of %lld %lld x %lld matrices needs a workspace past "
                        "the address space", fm_solve_routine_name(rt), (long long)sp->batch_count, (long long)x->m,
                        (long long)x->n);
     size_t off = 0;
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 13; i++) {
         *offs[i] = off;
         off += up256((size_t)parts[i]);
     }
     x->off_work = off;
-    x->total = off + up256(x->dwork ? x->dwork : 1);
+    x->dwork_step = up256(x->dwork ? x->dwork : 1);
+    if ((double)x->dwork_step * x->lanes + (double)off > 0.5 * (double)SIZE_MAX)
+        return fm_fail(FM_ERR_TOO_LARGE, WHO ": the workspaces of %d streams past the address space", x->lanes);
+    x->total = off + x->dwork_step * (size_t)x->lanes;
     return FM_OK;
 }
 
@@ -708,6 +706,24 @@ static void cs_destroy(void *impl)
     if (impl)
         fm_cs_refine_destroy(impl);
     free(impl);
+}
+
+/* describe()'s words for the routine calls a plan makes */
+static const char *how_it_runs(const cs_impl *x, int a_h)
+{
+    const int rt = x->sp->routine;
+    if (x->lowest)
+        return "cusolverDnIRSXgesv per entry, falling back to the plain solve";
+    if (x->batched)
+        return rt == FM_SOLVE_SYEVD ? "batched: syevjBatched"
+               : rt == FM_SOLVE_POTRF || rt == FM_SOLVE_POTRS ? "batched: potrfBatched / potrsBatched"
+                                                              : "batched: cublas getrfBatched / getrsBatched";
+    if (rt == FM_SOLVE_TRTRS)
+        return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
+    if (rt == FM_SOLVE_GESDD)
+        return a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry";
+    return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: trsm per diagonal block + gemm"
+                      : "64-bit cusolverDnX per entry";
 }
 
 static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *out)
@@ -743,9 +759,13 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
     fm_cs_batched_pick(x);
     fm_cs_refine_pick(x);
+    fm_cs_trsm_pick(x);
+    fm_cs_lanes_pick(x);
     dev_state *d = NULL;
     pthread_mutex_lock(&st->lock);
     fm_status s = device_state(st, fm_context_settings(ctx), device, &d);
+    if (s == FM_OK && x->lanes > 1)
+        s = fm_cs_lanes_make(d, device);
     if (s == FM_OK)
         s = buffer_sizes(x, d);
     if (s == FM_OK)
@@ -765,12 +785,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s, "
                          "workspace %zu bytes%s%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
                          (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
-                         x->lowest ? "cusolverDnIRSXgesv per entry, falling back to the plain solve" : x->batched ? (sp->routine == FM_SOLVE_SYEVD ? "batched: syevjBatched" :
-                                       sp->routine == FM_SOLVE_POTRF || sp->routine == FM_SOLVE_POTRS ?
-                                       "batched: potrfBatched / potrsBatched" :
-                                       "batched: cublas getrfBatched / getrsBatched") :
-                         sp->routine == FM_SOLVE_TRTRS ? "cublas trsm per entry" : sp->routine == FM_SOLVE_GESDD ?
-                         (a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry") : "64-bit cusolverDnX per entry", x->total,
+                         how_it_runs(x, a_h), x->total,
                          sp->check ? "; check: one synchronisation" : "; info on the device", x->lowest ?
                          "; refined from " : "", fm_cs_refine_name(x));
     return FM_OK;

@@ -14,7 +14,9 @@
 #define WHO "solve cuda/cusolver"
 #define MAX_DEV 64
 
-enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_COUNT };
+#define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
+
+enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_COUNT };
 
 typedef struct {
     char *dst;
@@ -34,6 +36,10 @@ typedef struct {
     syevjInfo_t sj; /* syevjBatched's parameters (defaults: machine-precision tolerance, sorted) */
     fm_nvrtc_module mod;
     cudaKernel_t k[4][K_COUNT]; /* per dtype (s d c z) */
+    int lanes_made;             /* the lanes below (cusolver_lanes.c), made when a plan first needs them */
+    cudaStream_t lane[FM_CS_LANES];
+    cusolverDnHandle_t lane_sv[FM_CS_LANES];
+    cudaEvent_t fork_ev, lane_ev[FM_CS_LANES];
 } dev_state;
 
 typedef struct {
@@ -57,6 +63,10 @@ typedef struct {
     int batched;                   /* the batched routines (cusolver_batched.c) */
     size_t off_pa, off_pb, off_p32; /* their pointer arrays and int32 pivots */
     int lowest;                     /* gesv refined from this cusolverPrecType_t (cusolver_refine.c), 0: no */
+    int blocked;                    /* triangular solves blocked into trsm + gemm (cusolver_trsm.c) */
+    int lanes;                      /* streams the per-entry routine calls are spread over (1: the caller's) */
+    size_t dwork_step;              /* bytes between the lanes' device workspaces */
+    size_t off_perm, off_b2;        /* getrs's permutation and its second right-hand side (blocked) */
     cusolverDnIRSParams_t irs;
     cusolverDnIRSInfos_t irs_infos;
 } cs_impl;
@@ -71,6 +81,10 @@ typedef struct {
     int *info, *junk; /* per entry; for routines whose info only flags a bad argument (validated here) */
 } run_ctx;
 
+/* entry b's cuSOLVER handle, device and host workspace: its lane's (cusolver_lanes.c) */
+#define SV(r, b) ((r)->x->lanes > 1 ? (r)->d->lane_sv[(b) % (r)->x->lanes] : (r)->d->sv)
+#define WORK(r, b) ((r)->ws + (r)->x->off_work + (size_t)((b) % (r)->x->lanes) * (r)->x->dwork_step)
+#define HWORK(r, b) ((r)->hwork ? (char *)(r)->hwork + (size_t)((b) % (r)->x->lanes) * (r)->x->hwork : NULL)
 #define WS(r, off, b, elems, es) fm_cs_entry((r)->x, (r)->ws, (r)->x->off, b, elems, es)
 
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -93,6 +107,29 @@ void fm_cs_batched_pick(cs_impl *x);
 fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d);
 /* The routine's calls over the batch (chunks of at most 32768 entries). */
 fm_status fm_cs_batched_run(const run_ctx *r);
+
+/* ---- cusolver_lanes.c ---- */
+/* How many lanes x's per-entry loop runs on (x->lanes, 1 when none). */
+void fm_cs_lanes_pick(cs_impl *x);
+/* d's lane streams, handles and events (with the state's lock held); clear destroys what exists. */
+fm_status fm_cs_lanes_make(dev_state *d, int device);
+void fm_cs_lanes_clear(dev_state *d);
+/* Before a per-entry loop: the lanes wait for the caller's stream; after it: the caller's stream waits
+ * for every lane. Both no-ops when x->lanes is 1; join also runs after a failure part way. */
+fm_status fm_cs_lanes_fork(const run_ctx *r);
+fm_status fm_cs_lanes_join(const run_ctx *r, fm_status s);
+
+/* ---- cusolver_trsm.c ---- */
+/* Whether x's triangular solves run blocked (x->blocked): large n, few right-hand sides. */
+void fm_cs_trsm_pick(cs_impl *x);
+/* op(a) x = b in place for entry-sized n x nrhs b (n x n a, both column-major, leading dimension n). */
+fm_status fm_cs_trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag,
+                     const void *a, void *b);
+/* getrs (blocked: permutation, two trsm) of entry e's LU factor and pivots, on b in place. */
+fm_status fm_cs_getrs(const run_ctx *r, cublasOperation_t op, const void *lu, const int64_t *piv, void *b,
+                      int64_t e);
+/* potrs (blocked: two trsm) of a Cholesky factor on b in place. */
+fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, void *b);
 
 /* ---- cusolver_refine.c ---- */
 /* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */

@@ -198,6 +198,88 @@ def test_scipy_style(gpu, dt):
         assert n1(t.astype(np.complex128) @ X - B) / (n * n1(t) * n1(X) * eps(dt)) < 30, "solve_triangular"
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_blocked_triangular_solves(gpu, dt):
+    """n >= 1024 with few right-hand sides: the triangular solves of solve, lu_solve (every trans),
+    cho_solve (both triangles) and solve_triangular (every trans, unit or not) run blocked into a trsm
+    per 256-row diagonal block and gemms (cusolver_trsm.c); n = 1100 leaves a short last block."""
+    rng = np.random.default_rng(1100)
+    n = 1100
+    a = well(rng, n, dt)
+    A = a.astype(np.complex128)
+    da = gpu.dev(a)
+    lu, piv = fl.lu_factor(da)
+
+    def ratio(op, x, b):
+        return n1(op @ x - b) / (n * n1(op) * n1(x) * eps(dt))
+    for k in (1, 7, 128):
+        b = rand(rng, (n, k), dt)
+        B, db = b.astype(np.complex128), gpu.dev(b)
+        assert ratio(A, host(gpu, fl.solve(da, db)), B) < 30, f"solve k={k}"
+        for trans in (0, 1, 2):
+            op = A if trans == 0 else A.T if trans == 1 else np.conj(A.T)
+            assert ratio(op, host(gpu, fl.lu_solve((lu, piv), db, trans=trans)), B) < 30, f"lu_solve trans={trans} k={k}"
+    b = rand(rng, (n, 5), dt)
+    B, db = b.astype(np.complex128), gpu.dev(b)
+    x1 = host(gpu, fl.solve(da, gpu.dev(b[:, 0])))  # a vector b: one right-hand side, its axis dropped
+    assert x1.shape == (n,) and ratio(A, x1[:, None], B[:, :1]) < 30, "solve of a vector"
+    s = spd(rng, n, dt)
+    for lower in (False, True):
+        X = host(gpu, fl.cho_solve(fl.cho_factor(gpu.dev(s), lower=lower), db))
+        assert ratio(s.astype(np.complex128), X, B) < 30, f"cho_solve lower={lower}"
+    for lower in (False, True):
+        t = np.tril(a) if lower else np.triu(a)
+        for unit in (False, True):
+            T = t.astype(np.complex128)
+            if unit:
+                np.fill_diagonal(T, 1)
+            for trans in (0, 1, 2):
+                op = T if trans == 0 else T.T if trans == 1 else np.conj(T.T)
+                X = host(gpu, fl.solve_triangular(gpu.dev(t), db, trans=trans, lower=lower, unit_diagonal=unit))
+                assert ratio(op, X, B) < 30, f"solve_triangular lower={lower} unit={unit} trans={trans}"
+    bad = gpu.dev(np.where(np.arange(n) == 700, n + 5, np.arange(1, n + 1)).astype(np.int64))
+    with pytest.raises(ValueError, match="pivot 1106 at position 700") as gpu_err:
+        fl.lu_solve((lu, bad), db)
+    with pytest.raises(ValueError) as cpu_err:
+        lu_h, _ = fl.lu_factor(a)
+        fl.lu_solve((lu_h, np.asarray(gpu.host(bad))), b)
+    assert str(gpu_err.value) == str(cpu_err.value), "the bad pivot's message differs from the CPU's"
+
+
+def test_batch_on_streams(gpu):
+    """A batch of mid-sized matrices (129 <= n <= 1024) runs its per-entry routines on 16 streams at
+    once (cusolver_lanes.c): 20 entries wrap around the lanes; every entry checked, and a failing entry
+    is still the lowest one reported, with the CPU's words."""
+    rng = np.random.default_rng(20)
+    n, count = 200, 20
+    a, s = well(rng, n, np.float64, (count,)), spd(rng, n, np.float64, (count,))
+    b = rand(rng, (count, n, 3), np.float64)
+    x = host(gpu, fl.solve(gpu.dev(a), gpu.dev(b))).real
+    l = host(gpu, fl.cholesky(gpu.dev(s))).real
+    w, v = fl.eigh(gpu.dev(s))
+    W, V = host(gpu, w).real, host(gpu, v).real
+    q, r = (host(gpu, t).real for t in fl.qr(gpu.dev(a)))
+    sv = host(gpu, fl.svd(gpu.dev(a), compute_uv=False)).real
+    e = eps(np.float64)
+    for i in range(count):
+        assert n1(a[i] @ x[i] - b[i]) / (n * n1(a[i]) * n1(x[i]) * e) < 30, f"solve entry {i}"
+        assert n1(l[i] @ l[i].T - s[i]) / (n * n1(s[i]) * e) < 30, f"cholesky entry {i}"
+        assert n1(s[i] @ V[i] - V[i] * W[i]) / (n * n1(s[i]) * e) < 30, f"eigh entry {i}"
+        assert n1(q[i] @ r[i] - a[i]) / (n * n1(a[i]) * e) < 30, f"qr entry {i}"
+        np.testing.assert_allclose(sv[i], np.linalg.svd(a[i], compute_uv=False), rtol=1e-10, atol=1e-10 * n)
+    bad = s.copy()
+    bad[13, 5, 5], bad[17, 1, 1] = -1e6, -1e6
+    with pytest.raises(fusemath.LinAlgError) as cpu_err:
+        fl.cholesky(bad)
+    with pytest.raises(fusemath.LinAlgError, match=r"a\[13\]") as gpu_err:
+        fl.cholesky(gpu.dev(bad))
+    assert str(gpu_err.value) == str(cpu_err.value)
+    sing = a.copy()
+    sing[9, :, 4] = 0
+    with pytest.raises(fusemath.LinAlgError, match=r"a\[9\]"):
+        fl.solve(gpu.dev(sing), gpu.dev(b))
+
+
 def test_errors_match_cpu(gpu):
     rng = np.random.default_rng(3)
     a = spd(rng, 6, np.float64, (3,))
