@@ -1,5 +1,5 @@
 /* cusolver_batched.c : the dense solvers' batched routines for many small matrices (at least two
- * entries; n <= 128 for LU and Cholesky, n <= 32 for eigh, syevjBatched's limit): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
+ * entries; n <= 128 for LU and Cholesky (512 for batches of 32 or more), n <= 32 for eigh, syevjBatched's limit): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
  * cuSOLVER potrfBatched / potrsBatched (potrf; potrs with one right-hand side, potrsBatched's
  * limit) and syevjBatched / heevjBatched (syevd; Jacobi, so its eigenvectors are checked by their
  * residual in the tests, not trusted). One call per chunk of at most 32768 entries: cuSOLVER's
@@ -8,7 +8,11 @@
  * 32-bit pivots of cuBLAS widened into the int64 pivots every other part reads. */
 #include "cusolver_dense.h"
 
-#define SMALL_N 128 /* LU, Cholesky: not measured against the per-entry path yet (benchmarks/solve_gpu.py) */
+#define SMALL_N 128 /* LU, Cholesky: any batch */
+#define MID_N 512   /* ... and up to here for batches of MID_BATCH or more: on the H200, 100 x 512 x 512 f32
+                     * took 9.5 ms in getrfBatched against 34 ms in Xgetrf on 16 streams (cusolver_lanes.c),
+                     * potrfBatched 0.84 ms against 2.9 */
+#define MID_BATCH 32
 #define SMALL_EIG 32 /* syevjBatched's limit */
 #define CHUNK 32768
 
@@ -16,7 +20,7 @@ void fm_cs_batched_pick(cs_impl *x)
 {
     const fm_solve_params *sp = x->sp;
     x->batched = 0;
-    if (sp->batch_count < 2 || x->n < 1 || x->n > SMALL_N)
+    if (sp->batch_count < 2 || x->n < 1 || x->n > MID_N || (x->n > SMALL_N && sp->batch_count < MID_BATCH))
         return;
     switch (sp->routine) {
     case FM_SOLVE_GESV: case FM_SOLVE_GETRF: case FM_SOLVE_GETRS: case FM_SOLVE_INV: case FM_SOLVE_DET:

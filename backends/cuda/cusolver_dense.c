@@ -83,7 +83,7 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     }
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
-               "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t
+               "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -213,7 +213,7 @@ static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
     int *info = r->info;
     void *args[5] = {&a, &n, &count, &info, &mode};
     const int ti = mode == 1 ? r->x->ti & 1 : r->x->ti; /* mode 1 reads a real vector */
-    return fm_cs_launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count, args, r->stream);
+    return fm_cs_launch(r->d->k[ti][K_DIAG], "cudaLaunchKernel(fm_sv_diag)", count * 256, args, r->stream); /* a block per entry */
 }
 
 /* getrf, gesv, getrs, inv, det, slogdet */
@@ -283,7 +283,7 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         int *info = r->info;
         void *args[8] = {&lu, &piv, &nn, &count, &info, &det, &sign, &logabs};
-        return fm_cs_launch(r->d->k[x->ti][K_DET], "cudaLaunchKernel(fm_sv_det)", B, args, r->stream);
+        return fm_cs_launch(r->d->k[x->ti][K_DET], "cudaLaunchKernel(fm_sv_det)", B * 256, args, r->stream); /* a block per entry */
     }
     return fm_cs_copy_to(x, r->d, fm_cs_scratch_view(x, r->ws + x->off_b, n, nr, n, n * nr), r->ptrs[FM_SOLVE_X], FM_SOLVE_X, 0,
                    r->stream);

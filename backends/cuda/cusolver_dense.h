@@ -16,7 +16,7 @@
 
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
-enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_COUNT };
+enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_COUNT };
 
 typedef struct {
     char *dst;

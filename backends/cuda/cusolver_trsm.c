@@ -1,16 +1,16 @@
 /* cusolver_trsm.c : the dense solvers' triangular solves (getrs, potrs, trtrs) for large matrices
- * and few right-hand sides, blocked into a cuBLAS trsm per diagonal block and one gemm per block
- * for the rest. cuBLAS's trsm (and so cuSOLVER's getrs / potrs) spreads such a solve over few
- * thread blocks: on the H200, n = 4096 with 16 right-hand sides took 7.9 ms in two trsm, near a
- * third of the whole LU solve, while the blocked form moves the n^2 work into gemms over every SM.
- * The numerics are those of a blocked BLAS trsm (no inverted blocks). getrs's row interchanges are
- * one permutation (fm_sv_perm, composed on the device) applied by a gather kernel, instead of
- * cuSOLVER's laswp. */
+ * and few right-hand sides, blocked: a substitution kernel per 64-row diagonal block (fm_sv_trsv,
+ * a warp per right-hand side) and one gemm per block for the rest. cuBLAS's trsm (and so
+ * cuSOLVER's getrs / potrs) spends about 0.8 us per row on such a solve, on few SMs: on the H200,
+ * n = 4096 with 16 right-hand sides took 7.9 ms in two trsm, near a third of the whole LU solve,
+ * and blocking with cuBLAS's trsm on the diagonal blocks still left 6 ms. The numerics are those of
+ * a blocked BLAS trsm (substitution, no inverted blocks). getrs's row interchanges are one
+ * permutation (fm_sv_perm, composed on the device) applied by a gather kernel, instead of laswp. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
 #include "cusolver_dense.h"
 
-#define BLOCK 256        /* rows per diagonal block */
+#define BLOCK 64         /* rows per diagonal block: fm_sv_trsv's limit (32 KiB of shared memory; 32 for c128) */
 #define MIN_N 1024       /* below: one trsm is as fast */
 #define MAX_K 128        /* more right-hand sides: trsm spreads over them itself */
 #define PERM_MAX 12288   /* fm_sv_perm's shared array */
@@ -74,6 +74,19 @@ static fm_status gemm_minus(const run_ctx *r, cublasOperation_t op, int64_t m, i
     return blas_fail(e, "cublas<t>gemm_v2_64");
 }
 
+/* op(a's diagonal block at j0, bs rows) x = b's rows j0.. (fm_sv_trsv: a warp per right-hand side) */
+static fm_status diagonal_block(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag,
+                                const char *a, char *b, int64_t j0, int64_t bs)
+{
+    long long n = r->x->n, k = r->x->sp->nrhs, jj = j0;
+    int rows = (int)bs, mode = (fill == CUBLAS_FILL_MODE_LOWER ? 1 : 0) | (op == CUBLAS_OP_T ? 2 : 0) |
+                               (op == CUBLAS_OP_C ? 4 : 0) | (diag == CUBLAS_DIAG_UNIT ? 8 : 0);
+    void *args[7] = {&a, &b, &n, &jj, &rows, &k, &mode};
+    const dim3 grid = {(unsigned)((k + 3) / 4), 1, 1}, threads = {128, 1, 1}; /* 4 warps, a column each */
+    cudaError_t e = cudaLaunchKernel((const void *)r->d->k[r->x->ti][K_TRSV], grid, threads, args, 0, r->stream);
+    return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, WHO, "cudaLaunchKernel(fm_sv_trsv)");
+}
+
 /* op(a) x = b by blocks: op(a) lower (a lower and op N, or a upper and op T / C) runs forward over
  * the diagonal blocks, upper backward; each block's rows solved by trsm, then the rows still to
  * solve updated by one gemm with that block's column of op(a). */
@@ -82,11 +95,11 @@ static fm_status blocked(const run_ctx *r, cublasFillMode_t fill, cublasOperatio
 {
     const int64_t n = r->x->n, k = r->x->sp->nrhs, es = (int64_t)r->x->es;
     const int forward = (fill == CUBLAS_FILL_MODE_LOWER) == (op == CUBLAS_OP_N);
-    const int64_t nblocks = (n + BLOCK - 1) / BLOCK;
+    const int64_t block = es == 16 ? BLOCK / 2 : BLOCK, nblocks = (n + block - 1) / block;
     fm_status s = FM_OK;
     for (int64_t i = 0; i < nblocks && s == FM_OK; i++) {
-        const int64_t j0 = (forward ? i : nblocks - 1 - i) * BLOCK, bs = n - j0 < BLOCK ? n - j0 : BLOCK;
-        s = trsm_part(r, fill, op, diag, bs, k, a + (j0 + j0 * n) * es, n, b + j0 * es, n);
+        const int64_t j0 = (forward ? i : nblocks - 1 - i) * block, bs = n - j0 < block ? n - j0 : block;
+        s = diagonal_block(r, fill, op, diag, a, b, j0, bs);
         const int64_t r0 = forward ? j0 + bs : 0, rows = forward ? n - r0 : j0; /* the rows still to solve */
         if (s != FM_OK || rows == 0)
             continue;
