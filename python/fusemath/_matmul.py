@@ -24,11 +24,11 @@ from . import _fusemath as _C
 from ._arrays import _BY_TYPE, NUMPY, into_out
 from ._matmul_args import (
     _BIAS,
+    _CLAMP,
     _DDROPOUT,
     _DROPOUT,
-    _DRELU,
-    _FAST_EXCLUDED,
     _as_array,
+    aux_key,
     _dropout_arg,
     _foreign,
     _with_dropout_stream,
@@ -167,9 +167,9 @@ def matmul(
         epilogue = _merge_epilog(where, epilogue, epilog)
     epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
     scale = aux_in = None
-    if epilog_inputs is not None or clamp is not None or epi & _FAST_EXCLUDED or (bias is None and epi & _BIAS):
+    if epilog_inputs is not None or clamp is not None or epi & _CLAMP:
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
-    elif bias is not None:  # a common chain, nothing missing: the one C call checks the rest
+    elif bias is not None:  # the one C call checks the rest (a missing input too)
         epi |= _BIAS
     if c is None:
         if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
@@ -180,11 +180,7 @@ def matmul(
     ex = AUTO_DEFAULTS if execution is None and options is None else resolve_execution(
         execution, as_options(options, where), where)
     qa = qb = None
-    if quantization_scales is not None:
-        if lib is NUMPY:
-            raise _C.InvalidArgumentError(
-                f"{where}: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
-                "a and b are host arrays here")
+    if quantization_scales is not None:  # (the library says they go with fp8 inputs only)
         qa, qb = _quantization_scales(where, lib, a, quantization_scales)
     ops = (a, b, c, bias, out, aux_in, None, scale, qa, qb)
     p = gen = None
@@ -236,7 +232,6 @@ _PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a 
 def _host_inputs(where: str, ops, epi: int):
     """ops with every host input as a native, aligned NumPy array (a TypeError or DeviceError naming
     the argument for what is none); None if that changes nothing (the refusal was for something else)."""
-    aux = "relu_aux" if epi & _DRELU else "gelu_aux"
-    fixed = tuple(x if name is None or x is None else _as_array(x, aux if name == "aux" else name, where)
+    fixed = tuple(x if name is None or x is None else _as_array(x, aux_key(epi) if name == "aux" else name, where)
                   for name, x in zip(_INPUT_NAMES, ops))
     return None if all(x is y for x, y in zip(fixed, ops)) else fixed
