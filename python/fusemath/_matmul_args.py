@@ -8,7 +8,6 @@ arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) an
 from __future__ import annotations
 
 import numbers
-
 import weakref
 from typing import Any, Mapping
 
@@ -132,17 +131,17 @@ def refresh_copies(*arrs: Any) -> None:
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:
-    """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
-    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy; lists, tuples and
-    Python numbers become arrays as np.asarray makes them. GPU arrays are a DeviceError here
-    (this is the host path: a and b are host arrays); anything else (None, str) is a TypeError
-    naming the argument."""
+    """A NumPy view of a host array argument (no copy where it has one). NumPy arrays pass
+    through (subclasses as plain ndarrays); DLPack objects (CPU) and buffer-protocol objects are
+    wrapped zero-copy; anything else np.asarray reads as numbers (lists, Python and NumPy numbers,
+    ``__array__`` objects; an object whose ``__dlpack__`` failed, too) as np.asarray makes it. GPU
+    arrays are a DeviceError here (this is the host path); what is no array of numbers (None, str,
+    dicts) a TypeError naming the argument."""
     if type(x) is _ndarray:
         return x
     if isinstance(x, _ndarray):
         return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
-    if isinstance(x, np.generic):  # NumPy scalars are 0-d arrays
-        return np.asarray(x)
+    failed = ""
     if hasattr(x, "__dlpack__"):
         device = getattr(x, "__dlpack_device__", None)
         if device is not None:
@@ -160,18 +159,24 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         try:
             return np.from_dlpack(x)
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(f"{where}: {name} cannot be imported through DLPack: {exc}") from exc
+            failed = f" (its __dlpack__ failed: {type(exc).__name__}: {exc})"  # NumPy may read it otherwise
     if hasattr(x, "__cuda_array_interface__"):
         raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
                              "device (or pass GPU arrays for a and b)")
     try:
-        return np.asarray(memoryview(x))  # (None, numbers, str, lists and tuples have no buffer)
+        return np.asarray(memoryview(x))  # (bytes as uint8; None, numbers, str, lists have no buffer)
     except TypeError:
         pass
-    if isinstance(x, (list, tuple, numbers.Number)):  # NumPy's array_like: nested sequences and scalars
-        return np.asarray(x)
-    raise TypeError(f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object, "
-                    f"or a nested sequence of numbers), not {type(x).__name__}")
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        if isinstance(x, (list, tuple)):
+            raise  # NumPy's own refusal (a ragged sequence)
+        arr = None
+    if arr is None or arr.dtype.kind in "OUSV":
+        raise TypeError(f"{where}: {name} must be an array, not {'None' if x is None else type(x).__name__}{failed} "
+                        "(NumPy, PyTorch, CuPy, DLPack or buffer-protocol objects, or nested sequences of numbers)")
+    return arr
 
 
 def _operand(x: Any, name: str, where: str):
