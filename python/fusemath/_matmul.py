@@ -1,51 +1,20 @@
-"""``fusemath.matmul`` (stateless) and ``fusemath.Matmul`` (plan once, execute many times).
-
-Both compute ``D = act(alpha * a @ b + beta * c + bias)`` (and the other epilogue chains
-of docs/epilogues.md) with NumPy's matmul semantics: a 1-D ``a`` gets a leading 1
-prepended (and removed from the result), a 1-D ``b`` a trailing 1 appended; batch
-dimensions broadcast. The arithmetic runs in libfusemath with the GIL released.
-
-Arrays: NumPy (and other host buffer-protocol / DLPack objects) give NumPy results.
-PyTorch tensors and CuPy arrays (CPU or CUDA) are used zero-copy and give results of
-their own library on their own device; other GPU arrays (``__cuda_array_interface__``,
-CUDA DLPack) are viewed through CuPy (else PyTorch). GPU calls are asynchronous: they
-are queued on ``stream`` (default: the array library's current stream) and never
-synchronize. The stateless path for library arrays is one C call
-(``_fusemath.call``, which allocates the results from the library's output specs); the planned
-path is one C call per execute (the Runner).
+"""``fusemath.matmul`` (stateless: one C call, ``_fusemath.call``, which allocates the results from
+the core's output specs) and, re-exported from _matmul_plan, ``fusemath.Matmul`` (plan once; one
+C call per execute, the Runner). Both compute ``D = act(alpha * a @ b + beta * c + bias)`` with
+NumPy's matmul semantics; :func:`matmul` documents the arguments for both.
 """
 from __future__ import annotations
 
 import numbers
-
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
 from ._arrays import _BY_TYPE, NUMPY, into_out
-from ._matmul_args import (
-    _BIAS,
-    _CLAMP,
-    _DDROPOUT,
-    _DROPOUT,
-    _as_array,
-    aux_key,
-    _dropout_arg,
-    _foreign,
-    _with_dropout_stream,
-    _merge_epilog,
-    _ndarray,
-    _quantization_scales,
-    _split_inputs,
-    promote,
-    recast_out,
-)
+from ._matmul_args import (_as_array, aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
+                           _merge_epilog, _ndarray, promote, _quantization_scales, recast_out, _split_inputs,
+                           _with_dropout_stream)
 from ._matmul_plan import Matmul
-from ._options import (
-    AUTO_DEFAULTS,
-    as_options,
-    epilogue_bits,
-    resolve_execution,
-)
+from ._options import AUTO_DEFAULTS, as_options, epilogue_bits, resolve_execution
 
 __all__ = ["matmul", "Matmul"]
 

@@ -13,25 +13,9 @@ from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
 from ._arrays import NUMPY, int_arg, into_out, lib_of
-from ._matmul_args import (
-    _as_array,
-    aux_key,
-    checked_inputs,
-    _dropout_arg,
-    _dtype_of,
-    _foreign,
-    _merge_epilog,
-    _ndarray,
-    _operand,
-    _split_inputs,
-    copy_behind,
-    overlaps_input,
-    promote,
-    recast_out,
-    refresh_copies,
-    remembered_copy,
-    _with_dropout_stream,
-)
+from ._matmul_args import (_as_array, aux_key, checked_inputs, copy_behind, _dropout_arg, _dtype_of, _foreign,
+                           _merge_epilog, _ndarray, _operand, overlaps_input, promote, recast_out, refresh_copies,
+                           remembered_copy, _split_inputs, _with_dropout_stream)
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
 _data_ptr = _C.data_ptr
