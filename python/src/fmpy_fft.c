@@ -60,33 +60,31 @@ static int fft_fill(fmpy_call *c, PyObject *const *o)
         opt->naxes = (int32_t)n;
         Py_DECREF(seq);
     }
-    for (int k = 0; k < 2; k++) {
+    static const char *const ops_names[2] = {"prolog_ops", "epilog_ops"}, *const scale_names[2] = {"prolog_scale",
+                                                                                                 "epilog_scale"};
+    static const char *const str_names[2][2] = {{"prolog['source']", "prolog['name']"},
+                                                {"epilog['source']", "epilog['name']"}};
+    for (int k = 0; k < 2; k++) { /* (no snprintf here: a measurable share of a planned execute) */
         fm_fft_chain *ch = k ? &opt->epilog : &opt->prolog;
-        const char *side = k ? "epilog" : "prolog";
-        char what[24];
-        snprintf(what, sizeof what, "%s_ops", side);
         v = 0;
-        if (fmpy_int_arg(fname, what, o[8 + 2 * k], 0, 15, &v) < 0)
+        if (fmpy_int_arg(fname, ops_names[k], o[8 + 2 * k], 0, 15, &v) < 0 ||
+            fmpy_number_arg(fname, scale_names[k], o[9 + 2 * k], ch->scale) < 0)
             return fmpy_range_error_class(c->st);
         ch->ops = (unsigned)v;
-        snprintf(what, sizeof what, "%s_scale", side);
-        if (fmpy_number_arg(fname, what, o[9 + 2 * k], ch->scale) < 0)
-            return fmpy_range_error_class(c->st);
         for (int j = 0; j < 2; j++) {
             PyObject *str = o[12 + 2 * k + j];
             const char **dst = j ? &ch->symbol : &ch->source;
             if (str == Py_None)
                 continue;
-            snprintf(what, sizeof what, "%s['%s']", side, j ? "name" : "source");
             if (!PyUnicode_Check(str)) {
-                fmpy_raise_type(PyExc_TypeError, fname, what, "a str", str);
+                fmpy_raise_type(PyExc_TypeError, fname, str_names[k][j], "a str", str);
                 return -1;
             }
             Py_ssize_t len;
             if (!(*dst = PyUnicode_AsUTF8AndSize(str, &len)))
                 return -1;
             if ((size_t)len != strlen(*dst)) {
-                PyErr_Format(PyExc_ValueError, "%s%s contains a NUL character", fname, what);
+                PyErr_Format(PyExc_ValueError, "%s%s contains a NUL character", fname, str_names[k][j]);
                 return -1;
             }
         }
