@@ -286,14 +286,6 @@ static fm_status check_shapes(const fm_fft_options *opts, const fm_tensor *in, c
     return FM_OK;
 }
 
-/* A failure about one slot's operand, recorded as such (its message starts with the slot's name),
- * so that a front end can name the operand as its caller passed it. */
-static fm_status about_slot(fm_status s, int slot)
-{
-    fm_fail_slots(slot, -1);
-    return s;
-}
-
 /* The chains' arrays (of the data's precision, real or complex, broadcast to it) into p. */
 static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], const fm_fft_options *opts,
                                     fm_problem *p)
@@ -308,7 +300,7 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
         if (!((c ? opts->epilog.ops : opts->prolog.ops) & FM_FFT_OP_MULTIPLY)) {
             /* only passed to the callback: any dtype and shape */
             if ((s = check_desc(slot_names[slot], arr)) != FM_OK)
-                return about_slot(s, slot);
+                return fm_about_slot(s, slot);
             p->t[slot] = *arr;
             p->t[slot].data = NULL;
             continue;
@@ -316,13 +308,13 @@ static fm_status place_chain_arrays(const fm_tensor *const ts[FM_FFT_NSLOTS], co
         fm_dtype r = real_of(target->dtype);
         int real_data = !fm_dtype_is_complex(target->dtype);
         if (!(arr->dtype == r || (!real_data && arr->dtype == complex_of(r))))
-            return about_slot(fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
+            return fm_about_slot(fm_fail(FM_ERR_DTYPE, "fft: %s has dtype %s, expected %s%s%s", slot_names[slot],
                                       fm_dtype_word(arr->dtype), fm_dtype_word(r), real_data ? "" : " or ",
                                       real_data ? " (the data it multiplies is real)" : fm_dtype_word(complex_of(r))),
                               slot);
         if ((s = check_desc(slot_names[slot], arr)) != FM_OK ||
             (s = expand_array(slot_names[slot], arr, target, &p->t[slot])) != FM_OK)
-            return about_slot(s, slot);
+            return fm_about_slot(s, slot);
     }
     return FM_OK;
 }

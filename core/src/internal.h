@@ -88,6 +88,9 @@ fm_status fm_tensor_check_range(const char *op, const char *name, const fm_tenso
 fm_status fm_tensor_check_distinct(fm_op op, int slot, const fm_tensor *t);
 /* The slots of the last alias failure (fm_last_error_slots), set after its fm_fail. */
 void fm_fail_slots(int slot, int other);
+/* s, the failure just made, recorded as one about slot's operand (its message starts with the slot's
+ * name), so that a front end can name the operand as its caller passed it. */
+fm_status fm_about_slot(fm_status s, int slot);
 /* The device t computes on (FM_DEVICE_AUTO resolved from its pointer; pinned -> cpu,
  * managed -> cuda); FM_ERR_DEVICE naming `op` and `name` for other device types. */
 fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);

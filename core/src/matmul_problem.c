@@ -294,24 +294,22 @@ static fm_status build_problem_fields(fm_context *ctx, const fm_tensor *const gi
          (s = fm_tensor_check_distinct(FM_OP_MATMUL, FM_MATMUL_AUX, ts[FM_MATMUL_AUX])) != FM_OK))
         return s;
 
-    if (!!(epi & FM_EPILOGUE_BIAS) != !!ts[FM_MATMUL_BIAS])
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BIAS]
-                           ? "matmul: bias was given but the epilogue has no bias; use e.g. 'bias' or 'bias+relu'"
-                           : "matmul: the epilogue adds a bias but bias is NULL; expected a tensor of shape (N,)");
-    if (fm_epilogue_uses_aux(epi) != !!ts[FM_MATMUL_AUX])
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_AUX]
-                           ? "matmul: aux was given but the epilogue uses no aux; use e.g. 'relu+aux' or 'drelu'"
-                           : (epi & FM_EPILOGUE_BACKWARD_) ? "matmul: drelu/dgelu read aux (the forward pass's mask or "
-                                                             "activation input) but aux is NULL"
-                                                           : "matmul: the epilogue stores aux but aux is NULL");
-    if (!!(epi & FM_EPILOGUE_ANY_BGRAD_) != !!ts[FM_MATMUL_BGRAD])
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_BGRAD]
-                           ? "matmul: bgrad was given but the epilogue computes no bias gradient"
-                           : "matmul: the epilogue computes a bias gradient but bgrad is NULL");
-    if (!!(epi & FM_EPILOGUE_SCALE) != !!ts[FM_MATMUL_SCALE])
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, ts[FM_MATMUL_SCALE]
-                           ? "matmul: scale was given but the epilogue has no 'scale'"
-                           : "matmul: the epilogue has 'scale' but scale is NULL; expected a vector of length N");
+    /* each input or output of the epilogue is given exactly when it has one; the failure names
+     * the slot (so that a front end names its own argument) */
+    const int slots[] = {FM_MATMUL_BIAS, FM_MATMUL_AUX, FM_MATMUL_BGRAD, FM_MATMUL_SCALE};
+    const int wanted[] = {!!(epi & FM_EPILOGUE_BIAS), !!fm_epilogue_uses_aux(epi), !!(epi & FM_EPILOGUE_ANY_BGRAD_),
+                          !!(epi & FM_EPILOGUE_SCALE)};
+    for (int i = 0; i < 4; i++)
+        if (wanted[i] != !!ts[slots[i]]) {
+            char chain[128];
+            fm_epilogue_format(epi, chain, sizeof chain);
+            return fm_about_slot(fm_fail(FM_ERR_INVALID_ARGUMENT, ts[slots[i]]
+                                             ? "matmul: %s was given but the epilogue '%s' uses none%s"
+                                             : "matmul: %s was not given but the epilogue '%s' uses one%s",
+                                         slot_names[slots[i]], chain, slots[i] == FM_MATMUL_AUX &&
+                                         (epi & FM_EPILOGUE_BACKWARD_) ? " (the forward pass's aux result)" : ""),
+                                 slots[i]);
+        }
 
     /* the header is fm_problem_begin's (zeroed, names, roles); aux is an output of the forward
      * chains only (drelu/dgelu read it) */

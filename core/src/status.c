@@ -62,6 +62,12 @@ void fm_fail_slots(int slot, int other)
     tls_slots[1] = other;
 }
 
+fm_status fm_about_slot(fm_status s, int slot)
+{
+    fm_fail_slots(slot, -1);
+    return s;
+}
+
 int fm_last_error_slots(int *other)
 {
     if (other)

@@ -19,24 +19,10 @@ The arithmetic runs in libfusemath with the GIL released. Errors derive from
 from typing import List as _List, NamedTuple as _NamedTuple, Optional as _Optional
 
 from . import _fusemath as _C
-from ._fusemath import (
-    AliasError,
-    BackendError,
-    CancelledError,
-    DeviceError,
-    DtypeError,
-    FusemathError,
-    InternalError,
-    InvalidArgumentError,
-    InvalidStateError,
-    LinAlgError,
-    NotApplicableError,
-    NotSupportedError,
-    OutOfMemoryError,
-    Plan,
-    ShapeError,
-    TooLargeError,
-    UnavailableError,
+from ._fusemath import (  # the error classes (FusemathError's tree) and Plan
+    AliasError, BackendError, CancelledError, DeviceError, DtypeError, FusemathError, InternalError,
+    InvalidArgumentError, InvalidStateError, LinAlgError, NotApplicableError, NotSupportedError,
+    OutOfMemoryError, Plan, ShapeError, TooLargeError, UnavailableError,
 )
 from . import wisdom
 from . import fft  # the module fusemath.fft (numpy.fft-style functions and the FFT planner)
@@ -45,6 +31,9 @@ from . import linalg  # the module fusemath.linalg (numpy.linalg / scipy.linalg 
 from ._matmul import Matmul, matmul
 from ._arrays import int_arg as _int_arg
 from ._options import Epilogue, MatmulEpilog, MatmulOptions
+# library-wide settings and information, documented in the extension
+from ._fusemath import (blas_info, cache_bytes, cache_size, clear_cache, cuda_device_count, get_num_threads,
+                        set_cache_max_bytes)
 
 __version__ = _C.__version__
 wisdom._warn_on_new_note()  # a saved machine profile from elsewhere, or damaged
@@ -61,60 +50,19 @@ class BackendInfo(_NamedTuple):
     why: _Optional[str]
 
 
-_MAX_THREADS = 4096  # FM_MAX_THREADS (core/src/internal.h)
-
-
 def set_num_threads(n: int) -> None:
     """Set the number of CPU threads the library uses (BLAS and its own epilogue
     threads together). ``n <= 0`` restores the default: ``FUSEMATH_NUM_THREADS``
     (read at import) or else the number of online cores."""
     n = _int_arg(n, "n", "set_num_threads")  # NumPy integers too
-    if n > _MAX_THREADS:  # checked here too: a value past a C int would be an OverflowError there
-        raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= {_MAX_THREADS}")
+    if n > 4096:  # FM_MAX_THREADS, checked here too: a value past a C int would be a plain ValueError there
+        raise _C.InvalidArgumentError(f"set_num_threads: n = {n}, expected <= 4096")
     _C.set_num_threads(max(n, 0))
-
-
-def get_num_threads() -> int:
-    """The number of CPU threads the library uses."""
-    return _C.get_num_threads()
 
 
 def backends() -> _List[BackendInfo]:
     """The registered backends, in the order the planner offers problems to them."""
     return [BackendInfo(*entry) for entry in _C.backends()]
-
-
-def blas_info() -> str:
-    """Which OpenBLAS the CPU backends call: version, core and why it was chosen (the linked one,
-    or, where that one runs generic kernels on this CPU, the scipy-openblas32 wheel's or FUSEMATH_BLAS's)."""
-    return _C.blas_info()
-
-
-def cuda_device_count() -> int:
-    """Number of usable CUDA devices; 0 without a CUDA build, driver or GPU."""
-    return _C.cuda_device_count()
-
-
-def clear_cache() -> None:
-    """Drop the library's cached plans and return their memory (plans held by Matmul objects stay valid)."""
-    _C.clear_cache()
-
-
-def cache_size() -> int:
-    """Number of plans in the library's cache."""
-    return _C.cache_size()
-
-
-def cache_bytes() -> int:
-    """Estimated host memory of the cached plans (their backends' estimates, e.g. FFTW's plans), in bytes."""
-    return _C.cache_bytes()
-
-
-def set_cache_max_bytes(max_bytes: int) -> int:
-    """Cap the plan cache by its plans' footprint (default ``FUSEMATH_CACHE_MAX_MB``, else 256 MiB),
-    besides its cap of 1024 plans; returns the previous cap. The oldest plans are evicted first; the
-    newest stays even when it alone is over the cap."""
-    return _C.set_cache_max_bytes(max_bytes)
 
 
 def calibrate(quick: bool = True, progress: bool = True) -> str:
@@ -151,43 +99,10 @@ def library_version() -> str:
     return _C.__version__
 
 __all__ = [
-    "wisdom",
-    "fft",
-    "linalg",
-    "matmul",
-    "Matmul",
-    "MatmulOptions",
-    "Epilogue",
-    "MatmulEpilog",
-    "Plan",
-    "set_num_threads",
-    "get_num_threads",
-    "backends",
-    "blas_info",
-    "BackendInfo",
-    "cuda_device_count",
-    "clear_cache",
-    "cache_size",
-    "cache_bytes",
-    "set_cache_max_bytes",
-    "library_version",
-    "calibrate",
-    "machine_profile",
-    "CancelledError",
-    "FusemathError",
-    "InvalidArgumentError",
-    "ShapeError",
-    "DtypeError",
-    "DeviceError",
-    "NotSupportedError",
-    "NotApplicableError",
-    "OutOfMemoryError",
-    "AliasError",
-    "TooLargeError",
-    "BackendError",
-    "UnavailableError",
-    "InvalidStateError",
-    "LinAlgError",
-    "InternalError",
-    "__version__",
+    "wisdom", "fft", "linalg", "matmul", "Matmul", "MatmulOptions", "Epilogue", "MatmulEpilog", "Plan",
+    "set_num_threads", "get_num_threads", "backends", "blas_info", "BackendInfo", "cuda_device_count",
+    "clear_cache", "cache_size", "cache_bytes", "set_cache_max_bytes", "library_version", "calibrate",
+    "machine_profile", "CancelledError", "FusemathError", "InvalidArgumentError", "ShapeError", "DtypeError",
+    "DeviceError", "NotSupportedError", "NotApplicableError", "OutOfMemoryError", "AliasError", "TooLargeError",
+    "BackendError", "UnavailableError", "InvalidStateError", "LinAlgError", "InternalError", "__version__",
 ]

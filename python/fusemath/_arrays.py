@@ -58,24 +58,13 @@ F8E5M2 = _DType("float8_e5m2", "f", 1)
 C32 = _DType("complex32", "c", 4)  # complex half: PyTorch (torch.complex32 / chalf) only
 _STANDINS = {"bf16": BF16, "f8e4m3": F8E4M3, "f8e5m2": F8E5M2, "c32": C32}
 
-_NUMPY_DTYPES = {
-    "f16": np.dtype(np.float16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "c64": np.dtype(np.complex64),
-    "c128": np.dtype(np.complex128),
-    "u8": np.dtype(np.uint8),
-    "i8": np.dtype(np.int8),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "u32": np.dtype(np.uint32),
-    "i16": np.dtype(np.int16),
-    "u16": np.dtype(np.uint16),
-    "u64": np.dtype(np.uint64),
-    "bool": np.dtype(np.bool_),
-    "ld": np.dtype(np.longdouble),
-    "cld": np.dtype(np.clongdouble),
-}
+# the library's dtype names -> the array libraries' (torch's attributes; NumPy's for those it has)
+_DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
+                "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32",
+                "i16": "int16", "u16": "uint16", "u64": "uint64", "bool": "bool", "f8e4m3": "float8_e4m3fn",
+                "f8e5m2": "float8_e5m2", "c32": "complex32"}
+_NUMPY_DTYPES = {k: np.dtype(v) for k, v in _DTYPE_NAMES.items() if k not in _STANDINS}
+_NUMPY_DTYPES.update(ld=np.dtype(np.longdouble), cld=np.dtype(np.clongdouble))
 
 
 def int_arg(v: Any, name: str, where: str) -> int:
@@ -148,11 +137,7 @@ class _TorchLib(Lib):
         self.name = name  # the tests register a torch-like stand-in under another name
         self.torch = torch
         t = torch
-        names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "c64": "complex64",
-                 "c128": "complex128", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64", "u32": "uint32",
-                 "i16": "int16", "u16": "uint16", "u64": "uint64", "bool": "bool",
-                 "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c32": "complex32"}
-        dtypes = {k: getattr(t, v) for k, v in names.items() if hasattr(t, v)}
+        dtypes = {k: getattr(t, v) for k, v in _DTYPE_NAMES.items() if hasattr(t, v)}
         self._canonical = {native: _STANDINS.get(k) or _NUMPY_DTYPES[k] for k, native in dtypes.items()}
         getter = getattr(t._C, "_cuda_getCurrentRawStream", None)  # 0.1 us; current_stream() is 4 us
         if getter is None:

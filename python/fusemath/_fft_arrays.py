@@ -19,7 +19,7 @@ import numpy as np
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
 from ._arrays import NUMPY, adopt, int_arg, is_cuda_object, lib_of
-from ._matmul_args import native_aligned
+from ._matmul_args import _as_array, native_aligned
 
 _C2C, _R2C, _C2R = _C.FFT_C2C, _C.FFT_R2C, _C.FFT_C2R
 _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho": _C.FFT_NORM_ORTHO,
@@ -161,29 +161,12 @@ def _input(x: Any, name: str, where: str):
 def _input_any(x: Any, name: str, where: str):
     if type(x) is np.ndarray:
         return NUMPY, _native(x)
-    if isinstance(x, np.ndarray):
-        return NUMPY, _native(x.view(np.ndarray))
-    if x is None:
-        raise TypeError(f"{where}: {name} must be an array, not None")
     lib = lib_of(x)
     if lib is not None:
         return lib, x
     if is_cuda_object(x):
         return adopt(x, name, where)
-    dlpack_error = None
-    if hasattr(x, "__dlpack__") and not isinstance(x, (list, tuple)):
-        try:
-            return NUMPY, np.from_dlpack(x)
-        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            dlpack_error = exc  # NumPy may still read it another way (the buffer protocol)
-    why = f" (its __dlpack__ failed: {type(dlpack_error).__name__}: {dlpack_error})" if dlpack_error else ""
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:
-        raise TypeError(f"{where}: {name} must be an array, not {type(x).__name__} ({exc}){why}") from None
-    if arr.dtype == object:
-        raise TypeError(f"{where}: {name} must be a numeric array, not {type(x).__name__} of objects{why}")
-    return NUMPY, _native(arr)
+    return NUMPY, _as_array(x, name, where)
 
 
 # big-endian or misaligned data computes from a native, aligned copy, as numpy.fft does

@@ -1,51 +1,20 @@
-"""``fusemath.matmul`` (stateless) and ``fusemath.Matmul`` (plan once, execute many times).
-
-Both compute ``D = act(alpha * a @ b + beta * c + bias)`` (and the other epilogue chains
-of docs/epilogues.md) with NumPy's matmul semantics: a 1-D ``a`` gets a leading 1
-prepended (and removed from the result), a 1-D ``b`` a trailing 1 appended; batch
-dimensions broadcast. The arithmetic runs in libfusemath with the GIL released.
-
-Arrays: NumPy (and other host buffer-protocol / DLPack objects) give NumPy results.
-PyTorch tensors and CuPy arrays (CPU or CUDA) are used zero-copy and give results of
-their own library on their own device; other GPU arrays (``__cuda_array_interface__``,
-CUDA DLPack) are viewed through CuPy (else PyTorch). GPU calls are asynchronous: they
-are queued on ``stream`` (default: the array library's current stream) and never
-synchronize. The stateless path for library arrays is one C call
-(``_fusemath.call``, which allocates the results from the library's output specs); the planned
-path is one C call per execute (the Runner).
+"""``fusemath.matmul`` (stateless: one C call, ``_fusemath.call``, which allocates the results from
+the core's output specs) and, re-exported from _matmul_plan, ``fusemath.Matmul`` (plan once; one
+C call per execute, the Runner). Both compute ``D = act(alpha * a @ b + beta * c + bias)`` with
+NumPy's matmul semantics; :func:`matmul` documents the arguments for both.
 """
 from __future__ import annotations
 
 import numbers
-
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
 from ._arrays import _BY_TYPE, NUMPY, into_out
-from ._matmul_args import (
-    _BIAS,
-    _DDROPOUT,
-    _DROPOUT,
-    _DRELU,
-    _FAST_EXCLUDED,
-    _as_array,
-    _dropout_arg,
-    _foreign,
-    _with_dropout_stream,
-    _merge_epilog,
-    _ndarray,
-    _quantization_scales,
-    _split_inputs,
-    promote,
-    recast_out,
-)
+from ._matmul_args import (_as_array, aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
+                           _merge_epilog, _ndarray, promote, _quantization_scales, recast_out, _split_inputs,
+                           _with_dropout_stream)
 from ._matmul_plan import Matmul
-from ._options import (
-    AUTO_DEFAULTS,
-    as_options,
-    epilogue_bits,
-    resolve_execution,
-)
+from ._options import AUTO_DEFAULTS, as_options, epilogue_bits, resolve_execution
 
 __all__ = ["matmul", "Matmul"]
 
@@ -167,9 +136,9 @@ def matmul(
         epilogue = _merge_epilog(where, epilogue, epilog)
     epi = epilogue_bits(epilogue, where) if epilogue is not None else 0
     scale = aux_in = None
-    if epilog_inputs is not None or clamp is not None or epi & _FAST_EXCLUDED or (bias is None and epi & _BIAS):
+    if epilog_inputs is not None or clamp is not None or epi & _CLAMP:
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
-    elif bias is not None:  # a common chain, nothing missing: the one C call checks the rest
+    elif bias is not None:  # the one C call checks the rest (a missing input too)
         epi |= _BIAS
     if c is None:
         if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
@@ -180,11 +149,7 @@ def matmul(
     ex = AUTO_DEFAULTS if execution is None and options is None else resolve_execution(
         execution, as_options(options, where), where)
     qa = qb = None
-    if quantization_scales is not None:
-        if lib is NUMPY:
-            raise _C.InvalidArgumentError(
-                f"{where}: quantization_scales go with fp8 inputs (PyTorch float8 tensors on a GPU); "
-                "a and b are host arrays here")
+    if quantization_scales is not None:  # (the library says they go with fp8 inputs only)
         qa, qb = _quantization_scales(where, lib, a, quantization_scales)
     ops = (a, b, c, bias, out, aux_in, None, scale, qa, qb)
     p = gen = None
@@ -236,7 +201,6 @@ _PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a 
 def _host_inputs(where: str, ops, epi: int):
     """ops with every host input as a native, aligned NumPy array (a TypeError or DeviceError naming
     the argument for what is none); None if that changes nothing (the refusal was for something else)."""
-    aux = "relu_aux" if epi & _DRELU else "gelu_aux"
-    fixed = tuple(x if name is None or x is None else _as_array(x, aux if name == "aux" else name, where)
+    fixed = tuple(x if name is None or x is None else _as_array(x, aux_key(epi) if name == "aux" else name, where)
                   for name, x in zip(_INPUT_NAMES, ops))
     return None if all(x is y for x, y in zip(fixed, ops)) else fixed

@@ -8,7 +8,6 @@ arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) an
 from __future__ import annotations
 
 import numbers
-
 import weakref
 from typing import Any, Mapping
 
@@ -21,13 +20,16 @@ from ._options import Epilogue
 _ndarray = np.ndarray
 _BIAS, _CLAMP, _SCALE = int(Epilogue.BIAS), int(Epilogue.CLAMP), int(Epilogue.SCALE)
 _DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
-_BGRADA, _BGRADB = int(Epilogue.BGRADA), int(Epilogue.BGRADB)
 _DROPOUT, _DDROPOUT = int(Epilogue.DROPOUT), int(Epilogue.DDROPOUT)
-_FAST_EXCLUDED = _SCALE | _CLAMP | _DRELU | _DGELU | _DDROPOUT | _BGRADA | _BGRADB  # chains _split_inputs checks
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "dropout_aux", "scale")
-_AUX_KEYS = {_DRELU: ("relu_aux", "RELU_AUX"), _DGELU: ("gelu_aux", "GELU_AUX"),
-             _DDROPOUT: ("dropout_aux", "RELU_DROPOUT_AUX or DROPOUT_AUX")}
+_AUX_KEYS = {_DRELU: "relu_aux", _DGELU: "gelu_aux", _DDROPOUT: "dropout_aux"}  # the aux input of each backward chain
 _CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
+
+
+def aux_key(epi: int):
+    """The epilog_inputs key of the aux a backward chain reads (None for other chains; two kinds
+    together are the library's refusal)."""
+    return next((k for bit, k in _AUX_KEYS.items() if epi & bit), None)
 
 
 def _epilogue_name(bits: int) -> str:
@@ -129,17 +131,17 @@ def refresh_copies(*arrs: Any) -> None:
 
 
 def _host_view(x: Any, name: str, where: str) -> np.ndarray:
-    """A NumPy view of a host array argument (no copy). NumPy arrays pass through;
-    DLPack objects (CPU) and buffer-protocol objects are wrapped zero-copy; lists, tuples and
-    Python numbers become arrays as np.asarray makes them. GPU arrays are a DeviceError here
-    (this is the host path: a and b are host arrays); anything else (None, str) is a TypeError
-    naming the argument."""
+    """A NumPy view of a host array argument (no copy where it has one). NumPy arrays pass
+    through (subclasses as plain ndarrays); DLPack objects (CPU) and buffer-protocol objects are
+    wrapped zero-copy; anything else np.asarray reads as numbers (lists, Python and NumPy numbers,
+    ``__array__`` objects; an object whose ``__dlpack__`` failed, too) as np.asarray makes it. GPU
+    arrays are a DeviceError here (this is the host path); what is no array of numbers (None, str,
+    dicts) a TypeError naming the argument."""
     if type(x) is _ndarray:
         return x
     if isinstance(x, _ndarray):
         return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
-    if isinstance(x, np.generic):  # NumPy scalars are 0-d arrays
-        return np.asarray(x)
+    failed = ""
     if hasattr(x, "__dlpack__"):
         device = getattr(x, "__dlpack_device__", None)
         if device is not None:
@@ -157,18 +159,24 @@ def _host_view(x: Any, name: str, where: str) -> np.ndarray:
         try:
             return np.from_dlpack(x)
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(f"{where}: {name} cannot be imported through DLPack: {exc}") from exc
+            failed = f" (its __dlpack__ failed: {type(exc).__name__}: {exc})"  # NumPy may read it otherwise
     if hasattr(x, "__cuda_array_interface__"):
         raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
                              "device (or pass GPU arrays for a and b)")
     try:
-        return np.asarray(memoryview(x))  # (None, numbers, str, lists and tuples have no buffer)
+        return np.asarray(memoryview(x))  # (bytes as uint8; None, numbers, str, lists have no buffer)
     except TypeError:
         pass
-    if isinstance(x, (list, tuple, numbers.Number)):  # NumPy's array_like: nested sequences and scalars
-        return np.asarray(x)
-    raise TypeError(f"{where}: {name} must be an array (NumPy, PyTorch, CuPy, DLPack or buffer-protocol object, "
-                    f"or a nested sequence of numbers), not {type(x).__name__}")
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        if isinstance(x, (list, tuple)):
+            raise  # NumPy's own refusal (a ragged sequence)
+        arr = None
+    if arr is None or arr.dtype.kind in "OUSV":
+        raise TypeError(f"{where}: {name} must be an array, not {'None' if x is None else type(x).__name__}{failed} "
+                        "(NumPy, PyTorch, CuPy, DLPack or buffer-protocol objects, or nested sequences of numbers)")
+    return arr
 
 
 def _operand(x: Any, name: str, where: str):
@@ -240,63 +248,41 @@ def _quantization_scales(where: str, lib, a: Any, scales: Any):
     return out[0], out[1]
 
 
+def checked_inputs(where: str, epilog_inputs: Any, bias: Any) -> Mapping:
+    """epilog_inputs, when it is a dict of known keys whose bias is not also given as bias=."""
+    if not isinstance(epilog_inputs, Mapping):
+        raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
+    unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
+    if unknown:
+        raise _C.InvalidArgumentError(f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}")
+    if bias is not None and "bias" in epilog_inputs:
+        raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+    return epilog_inputs
+
+
 def _split_inputs(where: str, epi: int, bias: Any, epilog_inputs: Any, clamp: Any):
     """Epilogue arguments -> (bits, bias, scale, aux input, clamp). bias=, scale and clamp=
-    imply their bits (like nvmath's epilog_inputs); DRELU/DGELU need their aux. The library
-    checks the clamp pair (lo <= hi) and that the chain has a meaning."""
+    imply their bits (like nvmath's epilog_inputs); the aux key must be the chain's. The library
+    checks that each input the chain reads is given, the clamp pair (lo <= hi) and that the chain
+    has a meaning."""
     scale = None
     auxes = {}  # the aux inputs given, by key
     if epilog_inputs is not None:
-        if not isinstance(epilog_inputs, Mapping):
-            raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-        unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
-        if unknown:
-            raise _C.InvalidArgumentError(
-                f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}"
-            )
-        if "bias" in epilog_inputs:
-            if bias is not None:
-                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
+        if "bias" in checked_inputs(where, epilog_inputs, bias):
             bias = epilog_inputs["bias"]
         scale = epilog_inputs.get("scale")
-        auxes = {k: epilog_inputs[k] for k in ("relu_aux", "gelu_aux", "dropout_aux")
-                 if epilog_inputs.get(k) is not None}
-    if bias is not None:  # the library says whether the chain still has a meaning
-        epi |= _BIAS
-    if scale is not None:
-        epi |= _SCALE
-    if clamp is not None:
-        epi |= _CLAMP
-    if epi & _BIAS and bias is None:
-        raise _C.InvalidArgumentError(f"{where}: epilogue {_epilogue_name(epi)!r} adds a bias but bias= was not given")
-    if epi & _SCALE and scale is None:
-        raise _C.InvalidArgumentError(
-            f"{where}: epilogue {_epilogue_name(epi)!r} has 'scale' but epilog_inputs['scale'] was not given"
-        )
+        auxes = {k: epilog_inputs[k] for k in _AUX_KEYS.values() if epilog_inputs.get(k) is not None}
+    epi |= (_BIAS if bias is not None else 0) | (_SCALE if scale is not None else 0) | (
+        _CLAMP if clamp is not None else 0)
     if epi & _CLAMP and clamp is None:
         raise _C.InvalidArgumentError(
             f"{where}: epilogue {_epilogue_name(epi)!r} clamps but clamp=(lo, hi) was not given")
-    aux_in = None
-    kinds = [bit for bit in _AUX_KEYS if epi & bit]
-    if kinds:  # the library refuses two backward kinds together
-        key, fwd = _AUX_KEYS[kinds[0]]
-        aux_in = auxes.pop(key, None)
-        if aux_in is None:
-            raise _C.InvalidArgumentError(
-                f"{where}: epilogue {_epilogue_name(epi)!r} reads the forward pass's aux: pass "
-                f"epilog_inputs={{{key!r}: ...}} (the {key!r} result of the {fwd} matmul)"
-            )
-        if auxes:
-            raise _C.InvalidArgumentError(
-                f"{where}: epilog_inputs[{next(iter(auxes))!r}] does not go with {_epilogue_name(epi)!r}, "
-                f"which takes {key!r}"
-            )
-    elif auxes:
-        key = next(iter(auxes))
+    key = aux_key(epi)
+    aux_in = auxes.pop(key, None)
+    if auxes:
         raise _C.InvalidArgumentError(
-            f"{where}: epilog_inputs[{key!r}] is an input of DRELU / DGELU / DDROPOUT (and their _BGRAD forms) "
-            f"only; the epilogue is {_epilogue_name(epi)!r}"
-        )
+            f"{where}: epilog_inputs[{next(iter(auxes))!r}] does not go with {_epilogue_name(epi)!r}" +
+            (f", which takes {key!r}" if key else " (an input of DRELU / DGELU / DDROPOUT and their _BGRAD forms only)"))
     return epi, bias, scale, aux_in, clamp
 
 

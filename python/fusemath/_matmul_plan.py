@@ -13,27 +13,9 @@ from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
 from ._arrays import NUMPY, int_arg, into_out, lib_of
-from ._matmul_args import (
-    _DDROPOUT,
-    _DGELU,
-    _DRELU,
-    _INPUT_KEYS,
-    _as_array,
-    _dropout_arg,
-    _dtype_of,
-    _foreign,
-    _merge_epilog,
-    _ndarray,
-    _operand,
-    _split_inputs,
-    copy_behind,
-    overlaps_input,
-    promote,
-    recast_out,
-    refresh_copies,
-    remembered_copy,
-    _with_dropout_stream,
-)
+from ._matmul_args import (_as_array, aux_key, checked_inputs, copy_behind, _dropout_arg, _dtype_of, _foreign,
+                           _merge_epilog, _ndarray, _operand, overlaps_input, promote, recast_out, refresh_copies,
+                           remembered_copy, _split_inputs, _with_dropout_stream)
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
 _data_ptr = _C.data_ptr
@@ -153,8 +135,7 @@ class Matmul:
         ops = list(self._alive(where))
         epi = epilogue_bits(_merge_epilog(where, epilogue, epilog), where)
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
-        aux_name = "relu_aux" if epi & _DRELU else "dropout_aux" if epi & _DDROPOUT else "gelu_aux"
-        for slot, name, x in ((_BIAS_SLOT, "bias", bias), (_SCALE, "scale", scale), (_AUX, aux_name, aux_in)):
+        for slot, name, x in ((_BIAS_SLOT, "bias", bias), (_SCALE, "scale", scale), (_AUX, aux_key(epi), aux_in)):
             ops[slot] = None if x is None else self._conv(x, name, where)
         p, gen = _dropout_arg(where, epi, dropout)
         opts = self._opts[:2] + (epi,) + self._opts[3:9] + (clamp, p, 0, 0)
@@ -244,22 +225,11 @@ class Matmul:
         shape, dtype, device and memory layout (strides); a ValueError says what differs."""
         where = "Matmul.reset_operands"
         ops = self._alive(where)
-        epi = self._opts[2]
-        aux_key = ("relu_aux" if epi & _DRELU else "gelu_aux" if epi & _DGELU else
-                   "dropout_aux" if epi & _DDROPOUT else None)
         items = {"a": a, "b": b, "c": c, "bias": bias}
         if epilog_inputs is not None:
-            if not isinstance(epilog_inputs, Mapping):
-                raise TypeError(f"{where}: epilog_inputs must be a dict such as {{'bias': array}}")
-            unknown = [k for k in epilog_inputs if k not in _INPUT_KEYS]
-            if unknown:
-                raise _C.InvalidArgumentError(
-                    f"{where}: unknown epilog_inputs {unknown}; expected some of {list(_INPUT_KEYS)}")
-            if bias is not None and "bias" in epilog_inputs:
-                raise TypeError(f"{where}: give the bias either as bias= or in epilog_inputs, not both")
-            items.update(epilog_inputs)
+            items.update(checked_inputs(where, epilog_inputs, bias))
         # the slot of each argument the plan reads (an aux of the other kind has none)
-        slots = {"a": _A, "b": _B, "c": _C_SLOT, "bias": _BIAS_SLOT, "scale": _SCALE, aux_key: _AUX}
+        slots = {"a": _A, "b": _B, "c": _C_SLOT, "bias": _BIAS_SLOT, "scale": _SCALE, aux_key(self._opts[2]): _AUX}
         new = {}
         for name, value in items.items():
             if value is None:

@@ -2,29 +2,36 @@
  * Python names of its slots. */
 #include "fmpy.h"
 
-/* ------------------------------------------------------------------------ */
-/* FFT options (shapes, n / s padding and NumPy semantics live in fusemath.fft). */
-/* ------------------------------------------------------------------------ */
-
-/* Options of an FFT call from its Python objects (all positional, None = default). */
-static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_options *opt)
+/* options (all positional, None = default): kind, inverse, axes, norm, effort, execution, device_id,
+ * num_threads, prolog_ops, prolog_scale, epilog_ops, epilog_scale, prolog_source, prolog_symbol,
+ * epilog_source, epilog_symbol, gpu_prolog, n (c2r's last_n). The strings stay owned by the caller's
+ * str objects, alive for the call; shapes, n / s padding and NumPy semantics live in fusemath.fft.
+ * A range error has the class of the core's (InvalidArgumentError). */
+static int fft_fill(fmpy_call *c, PyObject *const *o)
 {
-    /* o: kind, inverse, axes, norm, effort, execution, device_id, num_threads, prolog_ops, prolog_scale,
-     *    epilog_ops, epilog_scale, prolog_source, prolog_symbol, epilog_source, epilog_symbol (the
-     *    strings stay owned by the caller's str objects, alive for the call) */
+    const char *fname = c->prefix;
+    fm_fft_options *opt = &c->o.fft;
     fm_fft_options_init(opt);
+    static const char *const names[] = {"kind", "norm", "effort", "execution", "device_id", "num_threads",
+                                        "gpu_prolog", "n"};
+    static const int at[] = {0, 3, 4, 5, 6, 7, 16, 17};
+    int32_t *fields[] = {&opt->kind, &opt->norm, &opt->effort, &opt->execution, &opt->device_id, &opt->num_threads,
+                         &opt->gpu_prolog, &opt->last_n};
+    const long long his[] = {2, 2, 2, FM_EXECUTION_BEST, INT32_MAX, FM_MAX_THREADS, 3, INT32_MAX};
     long long v;
-    v = opt->kind;
-    if (fmpy_int_arg(fname, "kind", o[0], 0, 2, &v) < 0)
-        return -1;
-    opt->kind = (int32_t)v;
-    if (o[1] && o[1] != Py_None) {
+    for (int i = 0; i < 8; i++) {
+        v = *fields[i];
+        if (fmpy_int_arg(fname, names[i], o[at[i]], 0, his[i], &v) < 0)
+            return fmpy_range_error_class(c->st);
+        *fields[i] = (int32_t)v;
+    }
+    if (o[1] != Py_None) {
         int t = PyObject_IsTrue(o[1]);
         if (t < 0)
             return -1;
         opt->inverse = t;
     }
-    if (o[2] && o[2] != Py_None) {
+    if (o[2] != Py_None) {
         PyObject *seq = PySequence_Check(o[2]) && !PyUnicode_Check(o[2]) ? PySequence_Tuple(o[2]) : NULL;
         if (!seq) {
             PyErr_Clear();
@@ -36,7 +43,8 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
         Py_ssize_t n = PyTuple_Size(seq);
         if (n < 1 || n > most) {
             Py_DECREF(seq);
-            PyErr_Format(PyExc_ValueError, "%saxes has %zd entries, expected 1 to %zd", fname, n, most);
+            PyErr_Format(fmpy_error_class(c->st, FM_ERR_INVALID_ARGUMENT), "%saxes has %zd entries, expected 1 to %zd",
+                         fname, n, most);
             return -1;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -45,71 +53,42 @@ static int fft_fill_options(const char *fname, PyObject *const *o, fm_fft_option
             snprintf(what, sizeof what, "axes[%zd]", i);
             if (fmpy_int_arg(fname, what, PyTuple_GetItem(seq, i), -FM_MAX_NDIM, FM_MAX_NDIM - 1, &v) < 0) {
                 Py_DECREF(seq);
-                return -1;
+                return fmpy_range_error_class(c->st);
             }
             opt->axes[i] = (int32_t)v;
         }
         opt->naxes = (int32_t)n;
         Py_DECREF(seq);
     }
-    static const char *const names[] = {"norm", "effort", "execution", "device_id", "num_threads"};
-    int32_t *fields[] = {&opt->norm, &opt->effort, &opt->execution, &opt->device_id, &opt->num_threads};
-    const long long his[] = {2, 2, FM_EXECUTION_BEST, INT32_MAX, FM_MAX_THREADS};
-    for (int i = 0; i < 5; i++) {
-        v = *fields[i];
-        if (fmpy_int_arg(fname, names[i], o[3 + i], 0, his[i], &v) < 0)
-            return -1;
-        *fields[i] = (int32_t)v;
-    }
-    for (int c = 0; c < 2; c++) {
-        fm_fft_chain *ch = c ? &opt->epilog : &opt->prolog;
+    static const char *const ops_names[2] = {"prolog_ops", "epilog_ops"}, *const scale_names[2] = {"prolog_scale",
+                                                                                                 "epilog_scale"};
+    static const char *const str_names[2][2] = {{"prolog['source']", "prolog['name']"},
+                                                {"epilog['source']", "epilog['name']"}};
+    for (int k = 0; k < 2; k++) { /* (no snprintf here: a measurable share of a planned execute) */
+        fm_fft_chain *ch = k ? &opt->epilog : &opt->prolog;
         v = 0;
-        if (fmpy_int_arg(fname, c ? "epilog_ops" : "prolog_ops", o[8 + 2 * c], 0, 15, &v) < 0)
-            return -1;
+        if (fmpy_int_arg(fname, ops_names[k], o[8 + 2 * k], 0, 15, &v) < 0 ||
+            fmpy_number_arg(fname, scale_names[k], o[9 + 2 * k], ch->scale) < 0)
+            return fmpy_range_error_class(c->st);
         ch->ops = (unsigned)v;
-        if (fmpy_number_arg(fname, c ? "epilog_scale" : "prolog_scale", o[9 + 2 * c], ch->scale) < 0)
-            return -1;
-        for (int k = 0; k < 2; k++) {
-            PyObject *str = o[12 + 2 * c + k];
-            const char **dst = k ? &ch->symbol : &ch->source;
+        for (int j = 0; j < 2; j++) {
+            PyObject *str = o[12 + 2 * k + j];
+            const char **dst = j ? &ch->symbol : &ch->source;
             if (str == Py_None)
                 continue;
             if (!PyUnicode_Check(str)) {
-                fmpy_raise_type(PyExc_TypeError, fname, k ? (c ? "epilog['name']" : "prolog['name']")
-                                                          : (c ? "epilog['source']" : "prolog['source']"),
-                                "a str", str);
+                fmpy_raise_type(PyExc_TypeError, fname, str_names[k][j], "a str", str);
                 return -1;
             }
             Py_ssize_t len;
-            *dst = PyUnicode_AsUTF8AndSize(str, &len);
-            if (!*dst)
+            if (!(*dst = PyUnicode_AsUTF8AndSize(str, &len)))
                 return -1;
             if ((size_t)len != strlen(*dst)) {
-                PyErr_Format(PyExc_ValueError, "%s%s['%s'] contains a NUL character", fname, c ? "epilog" : "prolog",
-                             k ? "name" : "source");
+                PyErr_Format(PyExc_ValueError, "%s%s contains a NUL character", fname, str_names[k][j]);
                 return -1;
             }
         }
     }
-    return 0;
-}
-#define FFT_NOPTS 16
-
-/* ------------------------------------------------------------------------ */
-/* FFT's part of call() (fmpy_fft_def).                                     */
-/* ------------------------------------------------------------------------ */
-/* options: the 16 of fft_fill_options, gpu_prolog, last_n */
-static int fft_fill(fmpy_call *c, PyObject *const *o)
-{
-    fm_fft_options *opt = &c->o.fft;
-    long long gp = FM_FFT_PROLOG_AUTO, last_n = 0;
-    if (fft_fill_options(c->prefix, o, opt) < 0) /* a range error: the class of the core's (num_threads) */
-        return fmpy_range_error_class(c->st);
-    if (fmpy_int_arg(c->prefix, "gpu_prolog", o[FFT_NOPTS], 0, 3, &gp) < 0 ||
-        fmpy_int_arg(c->prefix, "n", o[FFT_NOPTS + 1], 0, INT32_MAX, &last_n) < 0)
-        return -1;
-    opt->gpu_prolog = (int32_t)gp;
-    opt->last_n = (int32_t)last_n;
     return 0;
 }
 
@@ -135,7 +114,7 @@ static PyObject *fft_result(fmpy_call *c) { return Py_NewRef(c->res[FM_FFT_OUT])
 const fmpy_opdef fmpy_fft_def = {
     .op = FM_OP_FFT,
     .fname = "fft",
-    .nopts = FFT_NOPTS + 2,
+    .nopts = 18,
     .out_dtype_status = FM_ERR_DTYPE,
     .out_dtype_hint = "",
     .out_shape_words = "output array has wrong shape.", /* numpy.fft's */

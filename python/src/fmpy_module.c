@@ -297,15 +297,18 @@ static PyMethodDef module_methods[] = {
      "invalid chain."},
     {"set_num_threads", mod_set_num_threads, METH_O,
      "set_num_threads(n)\n--\n\nCPU threads of the library; n <= 0 restores the default."},
-    {"get_num_threads", mod_get_num_threads, METH_NOARGS, "get_num_threads()\n--\n\nCPU threads of the library."},
+    {"get_num_threads", mod_get_num_threads, METH_NOARGS,
+     "get_num_threads()\n--\n\nThe number of CPU threads the library uses."},
     {"backends", mod_backends, METH_NOARGS,
      "backends()\n--\n\nList of (name, device, available, why) for the registered backends."},
     {"blas_info", mod_blas_info, METH_NOARGS,
-     "blas_info()\n--\n\nWhich OpenBLAS the CPU backends call (version, core, why): the linked one, or where it "
-     "runs generic kernels on this CPU the scipy-openblas32 wheel's (or FUSEMATH_BLAS's)."},
+     "blas_info()\n--\n\nWhich OpenBLAS the CPU backends call: version, core and why it was chosen (the linked\n"
+     "one, or, where that one runs generic kernels on this CPU, the scipy-openblas32 wheel's or FUSEMATH_BLAS's)."},
     {"cuda_device_count", mod_cuda_device_count, METH_NOARGS,
-     "cuda_device_count()\n--\n\nNumber of usable CUDA devices (0 without CUDA)."},
-    {"clear_cache", mod_clear_cache, METH_NOARGS, "clear_cache()\n--\n\nDrop the context's cached plans."},
+     "cuda_device_count()\n--\n\nNumber of usable CUDA devices; 0 without a CUDA build, driver or GPU."},
+    {"clear_cache", mod_clear_cache, METH_NOARGS,
+     "clear_cache()\n--\n\nDrop the library's cached plans and return their memory (plans held by Matmul objects\n"
+     "stay valid)."},
     {"wisdom_save", mod_wisdom_save, METH_O, "wisdom_save(path)\n--\n\nWrite the autotune results to path."},
     {"wisdom_load", mod_wisdom_load, METH_O, "wisdom_load(path)\n--\n\nMerge autotune results from path."},
     {"wisdom_size", mod_wisdom_size, METH_NOARGS, "wisdom_size()\n--\n\nNumber of autotune results held."},
@@ -315,10 +318,14 @@ static PyMethodDef module_methods[] = {
      "calibrate(quick, progress)\n--\n\nMeasure the machine profile execution='best' predicts from."},
     {"profile_text", mod_profile_text, METH_NOARGS, "profile_text()\n--\n\nThe machine profile, as text."},
     {"profile_clear", mod_profile_clear, METH_NOARGS, "profile_clear()\n--\n\nBack to the built-in model."},
-    {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of cached plans."},
-    {"cache_bytes", mod_cache_bytes, METH_NOARGS, "cache_bytes()\n--\n\nFootprint of the cached plans."},
+    {"cache_size", mod_cache_size, METH_NOARGS, "cache_size()\n--\n\nNumber of plans in the library's cache."},
+    {"cache_bytes", mod_cache_bytes, METH_NOARGS,
+     "cache_bytes()\n--\n\nEstimated host memory of the cached plans (their backends' estimates, e.g. FFTW's\n"
+     "plans), in bytes."},
     {"set_cache_max_bytes", mod_set_cache_max_bytes, METH_O,
-     "set_cache_max_bytes(max_bytes)\n--\n\nCap the plan cache's footprint; returns the previous cap."},
+     "set_cache_max_bytes(max_bytes)\n--\n\nCap the plan cache by its plans' footprint (default FUSEMATH_CACHE_MAX_MB,\n"
+     "else 256 MiB), besides its cap of 1024 plans; returns the previous cap. The oldest plans are evicted\n"
+     "first; the newest stays even when it alone is over the cap."},
     {"relu_mask_row_bytes", mod_relu_mask_row_bytes, METH_O,
      "relu_mask_row_bytes(n)\n--\n\nBytes per row of the relu aux bit mask for N = n columns."},
     {"status_name", mod_status_name, METH_O, "status_name(status)\n--\n\n'FM_ERR_SHAPE' etc."},
