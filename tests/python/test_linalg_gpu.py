@@ -7,7 +7,8 @@ CUDA arrays.
    numpy.linalg's within a few hundred eps times n on well-conditioned matrices);
 2. errors: a singular / indefinite matrix raises fusemath.LinAlgError (a numpy.linalg.LinAlgError)
    with the CPU's message; check_finite refuses NaN with ValueError; a NaN gives the CPU's outcome;
-3. Solver on the GPU (factor once, many right-hand sides, transpose, det), 8 threads sharing one.
+3. Solver on the GPU (factor once, many right-hand sides, transpose, det), 8 threads sharing one;
+4. lstsq (cusolver_lstsq.c) against numpy.linalg.lstsq entry by entry: x, residuals, rank, s.
 
 Marked gpu: skipped when fusemath.cuda_device_count() == 0; each library is skipped when it is not
 importable or sees no GPU.
