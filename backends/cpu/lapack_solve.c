@@ -432,18 +432,19 @@ static lint run_lstsq(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     const fm_solve_params *sp = x->sp;
     const int64_t m = sp->m, n = sp->n, k = m < n ? m : n, nr = sp->nrhs;
     lint rank = 0, info = 0;
-    if (k > 0 && nr > 0) {
+    if (k > 0) { /* no right-hand side: one zero column (the scratch's), so s and rank are still numpy's */
         const fm_lapack *L = &fm_blas_lib.lapack;
         const double rc = sp->rcond;
+        const lint nrl = (lint)(nr > 0 ? nr : 1);
         if (x->rs == 4)
-            info = ((gelsd_s_fn)L->gelsd[x->ti])(COL_MAJOR, (lint)m, (lint)n, (lint)nr, w->a, (lint)x->lda, w->b,
+            info = ((gelsd_s_fn)L->gelsd[x->ti])(COL_MAJOR, (lint)m, (lint)n, nrl, w->a, (lint)x->lda, w->b,
                                                  (lint)x->ldb, w->s, (float)rc, &rank);
         else
-            info = ((gelsd_d_fn)L->gelsd[x->ti])(COL_MAJOR, (lint)m, (lint)n, (lint)nr, w->a, (lint)x->lda, w->b,
+            info = ((gelsd_d_fn)L->gelsd[x->ti])(COL_MAJOR, (lint)m, (lint)n, nrl, w->a, (lint)x->lda, w->b,
                                                  (lint)x->ldb, w->s, rc, &rank);
         if (lapack_status(info, f, b) < 0)
             return -1;
-    } else { /* an empty a or b: x = 0, and every row of b is a residual */
+    } else { /* an empty a: x = 0, and every row of b is a residual */
         memset(w->s, 0, (size_t)k * x->rs);
         for (int64_t j = 0; j < nr; j++)
             memset(w->b + (size_t)(j * x->ldb) * x->es, 0, (size_t)n * x->es);

@@ -1,5 +1,6 @@
 /* cusolver_dense.c : the dense solvers on CUDA devices, cuSOLVER's 64-bit generic API (Xgetrf /
- * Xgetrs, Xpotrf / Xpotrs, Xgeqrf + <t>orgqr / ungqr, Xsyevd, Xgesvd) and cuBLAS's trsm (trtrs).
+ * Xgetrs, Xpotrf / Xpotrs, Xgeqrf + <t>orgqr / ungqr, Xsyevd, Xgesvd) and cuBLAS's trsm (trtrs);
+ * lstsq is Xgesvd and cuBLAS gemms (cusolver_lstsq.c).
  *
  * Layout: one gather kernel (NVRTC, below) copies every batch entry of an operand, whatever its
  * strides and broadcast, into column-major scratch in the workspace (cuSOLVER overwrites its
@@ -83,7 +84,8 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     }
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
-               "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t
+               "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t, "fm_sv_lsqfin_" t, \
+               "fm_sv_lsq_" t, "fm_sv_lsqres_" t
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -507,7 +509,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     if (s == FM_OK)
         s = fm_cuda_status(cudaMemsetAsync(ws + x->off_flag, 0xff, 24, stream), "cudaMemsetAsync");
     const int in_b = (x->p->present & 1u << FM_SOLVE_B) != 0;
-    const int a_h = sp->routine == FM_SOLVE_GESDD && x->m < x->n; /* gesvd of a^H */
+    const int a_h = x->mm != x->m; /* gesvd of a^H (svd, lstsq) */
     fm_copy_args va = slot_view(x, FM_SOLVE_A, ptrs[FM_SOLVE_A], x->mm, x->nn, a_h);
     va.conj = a_h && x->ti >= 2;
     fm_copy_args vb;
@@ -535,6 +537,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     case FM_SOLVE_SYEVD: s = run_eigh(&r); break;
     case FM_SOLVE_GEQRF: s = run_qr(&r); break;
     case FM_SOLVE_GESDD: s = run_svd(&r); break;
+    case FM_SOLVE_GELSD: s = fm_cs_lstsq_run(&r); break;
     default: s = run_lu(&r); break;
     }
     if (s == FM_OK && (x->p->present & 1u << FM_SOLVE_INFO) && B > 0) {
@@ -627,8 +630,9 @@ static fm_status buffer_sizes(cs_impl *x, const dev_state *d)
         e = cusolverDnXsyevd_bufferSize(d->sv, d->prm, sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR
                                         : CUSOLVER_EIG_MODE_VECTOR, fill, n, x->dt, NULL, n, x->rt, NULL, x->dt,
                                         &dw, &hw);
-    else if (sp->routine == FM_SOLVE_GESDD) {
-        const signed char job = sp->values_only ? 'N' : sp->full_matrices ? 'A' : 'S';
+    else if (sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD) {
+        const signed char job = sp->routine == FM_SOLVE_GELSD ? 'S' : sp->values_only ? 'N' : sp->full_matrices ? 'A'
+                                                                                                               : 'S';
         e = cusolverDnXgesvd_bufferSize(d->sv, d->prm, job, job, x->mm, x->nn, x->dt, NULL, x->mm, x->rt, NULL,
                                         x->dt, NULL, x->mm, x->dt, NULL, max64(1, sp->full_matrices ? x->nn : k),
                                         x->dt, &dw, &hw);
@@ -659,12 +663,12 @@ static fm_status layout(cs_impl *x)
     const int rt = sp->routine;
     const double B = (double)sp->batch_count, es = (double)x->es;
     const int64_t nr = rt == FM_SOLVE_INV ? x->n : (x->p->present & 1u << FM_SOLVE_B) ? sp->nrhs : 0;
-    const int vec_svd = rt == FM_SOLVE_GESDD && !sp->values_only;
+    const int vec_svd = (rt == FM_SOLVE_GESDD && !sp->values_only) || rt == FM_SOLVE_GELSD, ls = rt == FM_SOLVE_GELSD;
     const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
     const int nb = x->batched, lu_blocked = x->blocked && (rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS);
-    const double parts[13] = {
+    const double parts[14] = {
         B * (double)(x->mm * x->nn) * es,
-        B * (double)(x->m * nr) * es,
+        B * (double)((ls ? max64(x->m, x->n) : x->m) * nr) * es, /* lstsq: b, then x */
         x->lowest  ? B * (double)(x->n * sp->nrhs) * es
         : vec_svd  ? B * (double)(x->mm * svd_ucols(x)) * es
         : q_qr     ? B * (double)(x->m * (sp->qr_mode == 1 ? x->m : x->k)) * es
@@ -678,18 +682,19 @@ static fm_status layout(cs_impl *x)
         nb ? B * 8 : 0,
         nb ? B * (double)x->n * 4 : 0,
         lu_blocked ? B * (double)x->n * 4 : 0,
-        lu_blocked ? B * (double)(x->n * nr) * es : 0};
-    size_t *offs[13] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
-                        &x->off_flag, &x->off_pa, &x->off_pb, &x->off_p32, &x->off_perm, &x->off_b2};
+        lu_blocked ? B * (double)(x->n * nr) * es : 0,
+        ls ? B * (double)(x->k * nr) * es : 0};
+    size_t *offs[14] = {&x->off_a, &x->off_b, &x->off_q, &x->off_vt, &x->off_tau, &x->off_piv, &x->off_info,
+                        &x->off_flag, &x->off_pa, &x->off_pb, &x->off_p32, &x->off_perm, &x->off_b2, &x->off_c};
     double total = 0;
-    for (int i = 0; i < 13; i++)
+    for (int i = 0; i < 14; i++)
         total += parts[i] + 256;
     if (total + (double)x->dwork > 0.5 * (double)SIZE_MAX)
         return fm_fail(FM_ERR_TOO_LARGE, WHO ": %s of a batch of %lld %lld x %lld matrices needs a workspace past "
                        "the address space", fm_solve_routine_name(rt), (long long)sp->batch_count, (long long)x->m,
                        (long long)x->n);
     size_t off = 0;
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 14; i++) {
         *offs[i] = off;
         off += up256((size_t)parts[i]);
     }
@@ -722,6 +727,9 @@ static const char *how_it_runs(const cs_impl *x, int a_h)
         return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
     if (rt == FM_SOLVE_GESDD)
         return a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry";
+    if (rt == FM_SOLVE_GELSD)
+        return a_h ? "Xgesvd of a^H per entry, strided-batched gemms for U^H b and V c, gelsd's rank rule"
+                   : "Xgesvd per entry, strided-batched gemms for U^H b, the residuals and V c, gelsd's rank rule";
     return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: trsm per diagonal block + gemm"
                       : "64-bit cusolverDnX per entry";
 }
@@ -732,9 +740,6 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     const fm_solve_params *sp = &p->u.solve;
     const fm_dtype dt = p->t[FM_SOLVE_A].dtype;
     const int device = p->exec_device.id;
-    if (sp->routine == FM_SOLVE_GELSD)
-        return fm_fail(FM_ERR_NOT_APPLICABLE, WHO ": lstsq is not on the GPU yet (cuSOLVER has no gelsd; a QR / "
-                       "SVD route with numpy's rank and residuals is left to do): call it on cpu arrays");
     if (device < 0 || device >= MAX_DEV)
         return fm_fail(FM_ERR_NOT_APPLICABLE, WHO ": device %d is past the %d devices it keeps handles for", device,
                        MAX_DEV);
@@ -755,7 +760,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     static const cudaDataType rts[4] = {CUDA_R_32F, CUDA_R_64F, CUDA_R_32F, CUDA_R_64F};
     x->dt = dts[x->ti], x->rt = rts[x->ti];
     x->m = sp->m, x->n = sp->n, x->k = sp->m < sp->n ? sp->m : sp->n;
-    const int a_h = sp->routine == FM_SOLVE_GESDD && sp->m < sp->n;
+    const int a_h = (sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD) && sp->m < sp->n;
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
     fm_cs_batched_pick(x);
     fm_cs_refine_pick(x);

@@ -16,7 +16,8 @@
 
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
-enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_COUNT };
+enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_LSQFIN, K_LSQ,
+       K_LSQRES, K_COUNT };
 
 typedef struct {
     char *dst;
@@ -67,6 +68,7 @@ typedef struct {
     int lanes;                      /* streams the per-entry routine calls are spread over (1: the caller's) */
     size_t dwork_step;              /* bytes between the lanes' device workspaces */
     size_t off_perm, off_b2;        /* getrs's permutation and its second right-hand side (blocked) */
+    size_t off_c;                   /* lstsq's U^H b (cusolver_lstsq.c) */
     cusolverDnIRSParams_t irs;
     cusolverDnIRSInfos_t irs_infos;
 } cs_impl;
@@ -140,5 +142,9 @@ void fm_cs_refine_destroy(cs_impl *x);
 /* "fp32" ... for describe(), "" when not refined */
 const char *fm_cs_refine_name(const cs_impl *x);
 fm_status fm_cs_refine_run(const run_ctx *r);
+
+/* ---- cusolver_lstsq.c ---- */
+/* lstsq (gelsd's results): gesvd per entry, then gemms and kernels over the batch. */
+fm_status fm_cs_lstsq_run(const run_ctx *r);
 
 #endif

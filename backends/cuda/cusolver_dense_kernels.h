@@ -2,7 +2,8 @@
  * with NVRTC once per device architecture (fusion/cuda/nvrtc_cache.h caches it): the strided
  * gather / scatter of every operand (FmCopy, whose C twin is fm_copy_args there), the finiteness
  * check, zero-diagonal and NaN checks into the info, det / slogdet of LU factors, the check of
- * given pivots, and the widening of the info into the int64 slot. */
+ * given pivots, the widening of the info into the int64 slot, and lstsq's steps between its gesvd
+ * and gemms (cusolver_lstsq.c). */
 #ifndef FM_CUSOLVER_DENSE_KERNELS_H
 #define FM_CUSOLVER_DENSE_KERNELS_H
 
@@ -169,6 +170,57 @@ static const char kernel_source[] =
     "       t += (long long)gridDim.x * blockDim.x) {\n"
     "    const long long i = t % n, c = t - i;\n"
     "    if (scatter) dst[c + perm[i]] = src[t]; else dst[t] = src[c + perm[i]]; } }\n"
+    /* lstsq (cusolver_lstsq.c). An entry with an inf or NaN in a is flagged (rank -1) and, phase 1,
+     * made zero, so that gesvd runs on a finite matrix: LAPACK's SVD need not end on one, and the
+     * CPU backend reports such an entry as not converged (info 1) */
+    "template <class T> __device__ void lsqfin_body(T *a, long long per, long long count, long long *rank,\n"
+    "    int phase) {\n"
+    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < count * per;\n"
+    "       t += (long long)gridDim.x * blockDim.x) {\n"
+    "    const long long b = t / per;\n"
+    "    if (phase == 0) { const double2 v = z_of(a[t]); if (!isfinite(v.x) || !isfinite(v.y)) rank[b] = -1; }\n"
+    "    else if (rank[b] == -1) a[t] = zero_of<T>(); } }\n"
+    /* LAPACK's machine precision (xLAMCH('E'): half the gap from 1 to the next number) */
+    "__device__ float lapack_eps(float) { return 5.9604644775390625e-08f; }\n"
+    "__device__ double lapack_eps(double) { return 1.1102230246251565e-16; }\n"
+    /* c (k x nrhs per entry, c = U^H b) becomes diag(1/s) c where s_i > tol and 0 elsewhere, tol =
+     * rcnd * s_max in R with gelsd's rcnd (xLALSD: rcond outside (0, 1) is the machine precision);
+     * per entry the rank is the count of s_i > tol, and a flagged entry or a non-finite s is info 1 */
+    "template <class T, class R> __device__ void lsq_body(T *c, const R *s, long long k, long long nrhs,\n"
+    "    long long count, double rcond, int *info, long long *rank) {\n"
+    "  const R rc = (R)rcond, rcnd = rc <= (R)0 || rc >= (R)1 ? lapack_eps(rc) : rc;\n"
+    "  const long long total = count * k * nrhs, work = total > count ? total : count;\n"
+    "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+    "       t += (long long)gridDim.x * blockDim.x) {\n"
+    "    if (t < count) {\n"
+    "      const R tol = k ? rcnd * s[t * k] : (R)0;\n"
+    "      long long r = 0; int bad = rank[t] == -1;\n"
+    "      for (long long i = 0; i < k; i++) {\n"
+    "        const R v = s[t * k + i]; if (!isfinite((double)v)) bad = 1; if (v > tol) r++; }\n"
+    "      rank[t] = bad ? 0 : r;\n"
+    "      if (bad && info[t] == 0) info[t] = 1; }\n"
+    "    if (t < total) {\n"
+    "      const long long b = t / (k * nrhs), i = t % k;\n"
+    "      const R si = s[b * k + i], tol = rcnd * s[b * k];\n"
+    "      const double2 v = z_of(c[t]);\n"
+    "      put_z(c + t, si > tol ? make_double2(v.x / si, v.y / si) : make_double2(0, 0)); } } }\n"
+    /* per entry and column of r = b - U U^H b (m x nrhs), its sum of squares where rank == n < m,
+     * else 0 (numpy's residuals); one block of 256 threads (fm_cs_launch's) per column */
+    "template <class T, class R> __device__ void lsqres_body(const T *r, long long m, long long n, long long nrhs,\n"
+    "    long long count, const long long *rank, R *res) {\n"
+    "  __shared__ double part[256];\n"
+    "  for (long long col = blockIdx.x; col < count * nrhs; col += gridDim.x) {\n"
+    "    const int want = m > n && rank[col / nrhs] == n;\n"
+    "    double sum = 0;\n"
+    "    for (long long i = threadIdx.x; want && i < m; i += blockDim.x) {\n"
+    "      const double2 v = z_of(r[col * m + i]); sum += v.x * v.x + v.y * v.y; }\n"
+    "    part[threadIdx.x] = sum;\n"
+    "    __syncthreads();\n"
+    "    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {\n"
+    "      if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];\n"
+    "      __syncthreads(); }\n"
+    "    if (threadIdx.x == 0) res[col] = (R)part[0];\n"
+    "    __syncthreads(); } }\n"
     "#define FM_T(S, T, R) \\\n"
     "  extern \"C\" __global__ void fm_sv_copy_##S(FmCopy a) { copy_body<T>(a); } \\\n"
     "  extern \"C\" __global__ void fm_sv_finite_##S(FmCopy a, unsigned long long *f) { finite_body<T>(a, f); } \\\n"
@@ -179,7 +231,13 @@ static const char kernel_source[] =
     "  extern \"C\" __global__ void fm_sv_rows_##S(const T *src, T *dst, const int *perm, long long n, long long k, \\\n"
     "    int scatter) { rows_body<T>(src, dst, perm, n, k, scatter); } \\\n"
     "  extern \"C\" __global__ void fm_sv_det_##S(const T *lu, const long long *p, long long n, long long c, \\\n"
-    "    int *info, T *d, T *s, R *l) { det_body<T, R>(lu, p, n, c, info, d, s, l); }\n"
+    "    int *info, T *d, T *s, R *l) { det_body<T, R>(lu, p, n, c, info, d, s, l); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_lsqfin_##S(T *a, long long per, long long c, long long *rk, int ph) \\\n"
+    "  { lsqfin_body<T>(a, per, c, rk, ph); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_lsq_##S(T *c, const R *s, long long k, long long nr, long long n, \\\n"
+    "    double rc, int *info, long long *rk) { lsq_body<T, R>(c, s, k, nr, n, rc, info, rk); } \\\n"
+    "  extern \"C\" __global__ void fm_sv_lsqres_##S(const T *r, long long m, long long n, long long nr, \\\n"
+    "    long long c, const long long *rk, R *res) { lsqres_body<T, R>(r, m, n, nr, c, rk, res); }\n"
     "FM_T(s, float, float) FM_T(d, double, double) FM_T(c, float2, float) FM_T(z, double2, double)\n";
 
 #endif

@@ -1,6 +1,6 @@
 /* cusolver_lanes.c : a batch of mid-sized matrices (n <= 1024) on several streams at once. The
- * per-entry routines (getrf, potrf, syevd, geqrf, gesvd) each keep only a few of the GPU's SMs
- * busy at these sizes: on the H200 one Sgetrf of 512 x 512 took 0.78 ms, so 100 of them one after
+ * per-entry routines (getrf, potrf, syevd, geqrf, gesvd, lstsq's gesvd) each keep only a few of the
+ * GPU's SMs busy at these sizes: on the H200 one Sgetrf of 512 x 512 took 0.78 ms, so 100 of them one after
  * another took 97 ms against torch's 7.6 ms. Entry b runs on lane b % lanes, with that lane's
  * cuSOLVER handle and device / host workspace; the lanes are forked from and joined into the
  * caller's stream by events, so the call stays ordered on that stream alone. */
@@ -19,7 +19,7 @@ void fm_cs_lanes_pick(cs_impl *x)
     switch (sp->routine) {
     case FM_SOLVE_GESV: case FM_SOLVE_GETRF: case FM_SOLVE_GETRS: case FM_SOLVE_INV: case FM_SOLVE_DET:
     case FM_SOLVE_SLOGDET: case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: case FM_SOLVE_SYEVD: case FM_SOLVE_GEQRF:
-    case FM_SOLVE_GESDD:
+    case FM_SOLVE_GESDD: case FM_SOLVE_GELSD:
         x->lanes = sp->batch_count < FM_CS_LANES ? (int)sp->batch_count : FM_CS_LANES;
         break;
     default: break;

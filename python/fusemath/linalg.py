@@ -207,7 +207,9 @@ def svdvals(x, /):
 def lstsq(a, b, rcond=None):
     """numpy.linalg.lstsq: (x, residuals, rank, s); rcond None: float64's machine epsilon times max(M, N),
     as NumPy's (it computes in float64 whatever the input, so float32's rank is judged at float64's eps
-    too). rank is NumPy's numpy.int32 (a batch, which NumPy refuses: an int32 array of the batch shape)."""
+    too). rank is NumPy's numpy.int32 (a batch, which NumPy refuses: an int32 array of the batch shape);
+    on CuPy / PyTorch arrays an int32 array of the caller's library (0-d for one system), and one
+    system's residuals are trimmed as NumPy's (its rank read on the host: the call has synchronised)."""
     where = "fusemath.linalg.lstsq"
     a, b, li = _pair(a, b)
     if rcond is None:
@@ -222,6 +224,10 @@ def lstsq(a, b, rcond=None):
             rank = rank[()]
             if rank < n or m <= n:  # NumPy: residuals only for a full-rank overdetermined system
                 res = res[..., :0]
+    elif rank is not None:
+        rank = _as_int(rank, 32)
+        if rank.ndim == 0 and (int(rank) < n or m <= n):
+            res = res[..., :0]
     return x, res, rank, s
 
 

@@ -891,18 +891,7 @@ static void test_describe(void)
                   "describe of a refined solve: %s", tx2 ? tx2 : "(none)");
         fm_plan_release(pg);
     }
-    /* lstsq is declined on the GPU, saying why */
-    const int64_t sb[2] = {8, 1}, sw[1] = {8};
-    fm_tensor tb, tx, tw, tres, trank;
-    fm_tensor_init(&tb, (char *)d + 1024, dev, FM_F64, 2, sb, NULL);
-    fm_tensor_init(&tx, (char *)d + 1024 + 64, dev, FM_F64, 2, sb, NULL);
-    fm_tensor_init(&tw, (char *)d + 1024 + 128, dev, FM_F64, 1, sw, NULL);
-    fm_tensor_init(&tres, (char *)d + 1024 + 192, dev, FM_F64, 1, sb + 1, NULL);
-    fm_tensor_init(&trank, (char *)d + 1024 + 256, dev, FM_I64, 0, sb, NULL);
-    const fm_tensor *tl[FM_SOLVE_NSLOTS] = {&ta, &tb, NULL, &tx, NULL, NULL, NULL, &tw, &tres, &trank};
-    o = opts(FM_SOLVE_GELSD);
-    CHECK_STATUS(fm_solve(ctx, tl, &o, NULL), FM_ERR_NOT_SUPPORTED);
-    CHECK_ERROR_MENTIONS("lstsq is not on the GPU");
+    /* lstsq on the GPU: test_solve_lstsq_gpu.c */
     cudaFree(d);
 }
 

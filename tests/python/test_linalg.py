@@ -210,6 +210,18 @@ def test_lstsq_rank_types(rng):
     assert rank.tolist() == [int(np.linalg.lstsq(m, np.ones(6))[2]) for m in a] == [4, 2, 1]
 
 
+def test_lstsq_no_right_hand_side(rng):
+    """b with no columns: x (n, 0) and residuals (0,), but s and rank still NumPy's (gelsd runs on one zero
+    column; LAPACK's xLALSD refuses nrhs = 0), for tall, wide, rank-deficient and complex a."""
+    low = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))
+    for a in (rng.standard_normal((6, 4)), rng.standard_normal((3, 5)), low, low + 1j * low):
+        want = np.linalg.lstsq(a, np.zeros((a.shape[0], 0), a.dtype))
+        got = fl.lstsq(a, np.zeros((a.shape[0], 0), a.dtype))
+        assert got[0].shape == want[0].shape and got[1].shape == want[1].shape
+        assert got[2] == want[2], (a.shape, got[2], want[2])
+        np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=1e-12 * want[3][0])
+
+
 def test_check_finite():
     bad = np.array([[1.0, np.nan], [0.0, 1.0]])
     with pytest.raises(ValueError, match="a contains infs or NaNs"):

@@ -7,7 +7,8 @@ CUDA arrays.
    numpy.linalg's within a few hundred eps times n on well-conditioned matrices);
 2. errors: a singular / indefinite matrix raises fusemath.LinAlgError (a numpy.linalg.LinAlgError)
    with the CPU's message; check_finite refuses NaN with ValueError; a NaN gives the CPU's outcome;
-3. Solver on the GPU (factor once, many right-hand sides, transpose, det), 8 threads sharing one.
+3. Solver on the GPU (factor once, many right-hand sides, transpose, det), 8 threads sharing one;
+4. lstsq (cusolver_lstsq.c) against numpy.linalg.lstsq entry by entry: x, residuals, rank, s.
 
 Marked gpu: skipped when fusemath.cuda_device_count() == 0; each library is skipped when it is not
 importable or sees no GPU.
@@ -369,11 +370,134 @@ def test_solver_threads(gpu):
     s.free()
 
 
-def test_lstsq_declined(gpu):
-    """lstsq is not on the GPU yet: a clear error naming why, not a wrong answer."""
-    a = gpu.dev(np.ones((4, 3)))
-    with pytest.raises(fusemath.FusemathError, match="lstsq"):
-        fl.lstsq(a, gpu.dev(np.ones((4, 1))))
+def lowrank(rng, shape, r, dt):
+    """(m, n) matrices of rank r: a product of random m x r and r x n factors (rounded to dt)."""
+    wide = np.complex128 if np.dtype(dt).kind == "c" else np.float64
+    return (rand(rng, (shape[0], r), wide) @ rand(rng, (r, shape[1]), wide)).astype(dt)
+
+
+def check_lstsq(gpu, a, b, rcond=None, what=""):
+    """fl.lstsq on the GPU against numpy.linalg.lstsq in float64 / complex128 on the host copies, entry by
+    entry (NumPy takes no batch): rank exactly, s, x and the residuals within 30 max(m, n) eps times the
+    effective condition number (with its square times the relative residual for x and the residuals: the
+    least-squares perturbation bound)."""
+    dt = a.dtype
+    da, db = gpu.dev(a), gpu.dev(b)
+    kw = {} if rcond is None else {"rcond": rcond}
+    x, res, rank, s = fl.lstsq(da, db, **kw)
+    for r in (x, res, s, rank):
+        check_type(gpu, r, da)
+    m, n = a.shape[-2:]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2] if b.ndim >= 2 else ())
+    vec = b.ndim == 1
+    A = np.broadcast_to(a.astype(np.complex128 if dt.kind == "c" else np.float64), batch + (m, n))
+    B = np.broadcast_to(b.astype(A.dtype), batch + b.shape[-(1 if vec else 2):])
+    X, RES, S = gpu.host(x), gpu.host(res), gpu.host(s)
+    R = np.asarray(gpu.host(rank))
+    assert R.dtype == np.int32 and R.shape == batch, f"{what}: rank {R.dtype} {R.shape}"
+    assert X.dtype == dt and S.dtype == np.finfo(dt).dtype and RES.dtype == S.dtype, what
+    k = b.shape[-1] if not vec else 1
+    assert X.shape == batch + ((n,) if vec else (n, k)), f"{what}: x shape {X.shape}"
+    e = 30 * max(m, n, 1) * eps(dt)
+    for i in np.ndindex(batch):
+        wx, wres, wrank, ws = np.linalg.lstsq(A[i], B[i], rcond=rcond)
+        assert int(R[i]) == wrank, f"{what} entry {i}: rank {int(R[i])}, numpy {wrank}"
+        smax = ws[0] if ws.size else 0.0
+        np.testing.assert_allclose(S[i], ws, rtol=0, atol=e * smax + 1e-300, err_msg=f"{what} entry {i}: s")
+        cond = smax / ws[wrank - 1] if wrank else 1.0
+        xn, rn = np.linalg.norm(wx), np.linalg.norm(A[i] @ wx - B[i])
+        tol = e * cond * (1 + cond * rn / max(smax * xn, 1e-300))  # least squares' perturbation bound
+        np.testing.assert_allclose(X[i], wx, rtol=0, atol=tol * max(1.0, np.abs(wx).max(initial=0)),
+                                   err_msg=f"{what} entry {i}: x")
+        full = wrank == n and m > n
+        if batch == ():  # NumPy's shapes: residuals only for a full-rank overdetermined system
+            assert RES.shape == wres.shape, f"{what}: residuals shape {RES.shape}, numpy {wres.shape}"
+            if not full:
+                continue
+        want = wres if full else np.zeros(k)  # a batch's slot: 0 where NumPy has none
+        np.testing.assert_allclose(np.atleast_1d(RES[i]), np.atleast_1d(want), rtol=0,
+                                   atol=tol * max(1.0, (np.abs(B[i]) ** 2).sum(axis=0).max(initial=0)),
+                                   err_msg=f"{what} entry {i}: residuals")
+
+
+LSTSQ_SHAPES = [(6, 4), (4, 6), (5, 5), (50, 20), (20, 50), (1, 1), (3, 1), (1, 3), (3000, 5)]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", LSTSQ_SHAPES)
+def test_lstsq(gpu, dt, shape):
+    """lstsq on cuSOLVER (cusolver_lstsq.c): numpy.linalg.lstsq's x, residuals, rank and s, for a vector b,
+    a matrix b, a batch (3 entries, on the lanes) and b broadcast over a's batch."""
+    rng = np.random.default_rng(sum(shape))
+    m, n = shape
+    a = rand(rng, shape, dt)
+    check_lstsq(gpu, a, rand(rng, (m,), dt), what=f"{shape} {np.dtype(dt)} vector b")
+    check_lstsq(gpu, a, rand(rng, (m, 3), dt), what=f"{shape} {np.dtype(dt)}")
+    if m * n <= 1000:
+        check_lstsq(gpu, rand(rng, (3,) + shape, dt), rand(rng, (3, m, 2), dt),
+                    what=f"{shape} {np.dtype(dt)} batch")
+        check_lstsq(gpu, rand(rng, (2, 1) + shape, dt), rand(rng, (3, m, 2), dt),
+                    what=f"{shape} {np.dtype(dt)} broadcast")
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_lstsq_rank_deficient(gpu, dt):
+    """Rank-deficient a (products of rank 2 and 1; a zero matrix): numpy's rank, minimum-norm x and no
+    residuals, with rcond given (float32's rounding leaves its products full rank at the default) and,
+    for float64 / complex128, the default; rcond outside (0, 1) is machine precision, as in LAPACK."""
+    rng = np.random.default_rng(5)
+    single = np.finfo(dt).bits == 32
+    rc = 1e-4 if single else 1e-10
+    for shape, r in [((8, 5), 2), ((5, 8), 2), ((6, 6), 1), ((40, 12), 3)]:
+        a = lowrank(rng, shape, r, dt)
+        b = rand(rng, (shape[0], 2), dt)
+        check_lstsq(gpu, a, b, rcond=rc, what=f"rank {r} {shape} {np.dtype(dt)}")
+        if not single:
+            check_lstsq(gpu, a, b, what=f"rank {r} {shape} {np.dtype(dt)} default rcond")
+        check_lstsq(gpu, np.stack([a, rand(rng, shape, dt), 0 * a]), b, rcond=rc, what=f"rank {r} batch")
+    a = rand(rng, (6, 3), dt) * np.array([1, 1e-3, 1e-6]).astype(dt)
+    for rcond in (1e-2, 1e-4 if not single else 1e-5, 0.0, -1.0, 1.0, 2.0):
+        check_lstsq(gpu, a, rand(rng, (6, 1), dt), rcond=rcond, what=f"graded {np.dtype(dt)} rcond={rcond}")
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_lstsq_empty(gpu, dt):
+    """Empty shapes as NumPy's: m = 0 (x = 0), n = 0 (every row of b a residual), no right-hand side (s and
+    rank still numpy's), an empty batch."""
+    rng = np.random.default_rng(6)
+    for shape, k in [((0, 3), 2), ((3, 0), 2), ((0, 0), 1), ((5, 3), 0), ((3, 5), 0)]:
+        check_lstsq(gpu, rand(rng, shape, dt), rand(rng, (shape[0], k), dt), what=f"{shape} k={k}")
+    x, res, rank, s = fl.lstsq(gpu.dev(rand(rng, (0, 4, 3), dt)), gpu.dev(rand(rng, (0, 4, 2), dt)))
+    assert tuple(x.shape) == (0, 3, 2) and tuple(res.shape) == (0, 2) and tuple(rank.shape) == (0,)
+    assert tuple(s.shape) == (0, 3)
+
+
+def test_lstsq_errors_match_cpu(gpu):
+    """A NaN or inf in a: the CPU's LinAlgError, word for word (that entry did not converge, info 1),
+    naming the batch entry; lanes of 20 entries around it still right."""
+    rng = np.random.default_rng(7)
+    a = rand(rng, (20, 6, 4), np.float64)
+    b = rand(rng, (20, 6, 2), np.float64)
+    check_lstsq(gpu, a, b, what="20 entries")
+    for bad in (np.nan, np.inf):
+        a2 = a.copy()
+        a2[13, 2, 1] = bad
+        with pytest.raises(fusemath.LinAlgError) as cpu_err:
+            fl.lstsq(a2, b)
+        with pytest.raises(np.linalg.LinAlgError) as gpu_err:
+            fl.lstsq(gpu.dev(a2), gpu.dev(b))
+        assert str(gpu_err.value) == str(cpu_err.value), "the GPU's message differs from the CPU's"
+        assert "a[13]" in str(gpu_err.value)
+
+
+def test_lstsq_one_system(gpu):
+    """One system's rank: a 0-d int32 array of the caller's library; its residuals trimmed as NumPy's."""
+    x, res, rank, s = fl.lstsq(gpu.dev(np.eye(4)[:, :2]), gpu.dev(np.ones(4)))
+    assert tuple(rank.shape) == () and int(rank) == 2 and tuple(res.shape) == (1,)
+    np.testing.assert_allclose(gpu.host(res), [2.0], atol=1e-12)
+    x, res, rank, s = fl.lstsq(gpu.dev(np.ones((4, 2))), gpu.dev(np.ones(4)))
+    assert int(rank) == 1 and tuple(res.shape) == (0,)  # rank-deficient: no residuals, as NumPy's
+    np.testing.assert_allclose(gpu.host(x), [0.5, 0.5], atol=1e-12)  # the minimum-norm solution
 
 
 def test_out_of_memory(gpu):
