@@ -8,6 +8,9 @@
 #include <immintrin.h>
 
 #define L 8
+#ifndef NV
+#define NV 2 /* vectors per Philox call: 16 ymm registers (philox_simd_body.h) */
+#endif
 #define SFX(name) name##_avx2
 typedef __m256i VI;
 typedef __m256 VF;

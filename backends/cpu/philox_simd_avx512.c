@@ -7,6 +7,9 @@
 #include <immintrin.h>
 
 #define L 16
+#ifndef NV
+#define NV 4 /* vectors per Philox call (philox_simd_body.h) */
+#endif
 #define SFX(name) name##_avx512
 typedef __m512i VI;
 typedef __m512 VF;
