@@ -22,48 +22,49 @@
  * V vectors of 16 lanes, their words written in list order (word j of block e at out[4 e + j]):
  * the AVX-512 form of fm_philox4x32_10 (the same integer operations). mulhi / mullo of 32-bit
  * lanes come from the even and odd 64-bit products; V independent vectors per round hide the
- * multiplies' latency (one chain per round was latency-bound). Lane 4k + j holds entry 4j + k,
+ * multiplies' latency (one chain per round was latency-bound), the loops unrolled so that every state
+ * stays in a register (a loop over V kept them on the stack). Lane 4k + j holds entry 4j + k,
  * so the 4 x 4 transposes inside each 128-bit lane put the words in list order. */
-#define FM_PHILOX_AVX512(NAME, V)                                                                             \
+#define FM_PHILOX_AVX512(NAME, V)                                                                              \
     __attribute__((target("avx512f"))) static void NAME(const uint32_t *lo, const uint32_t *hi, uint32_t k0,   \
-                                                        uint32_t k1, uint32_t *out)                           \
-    {                                                                                                         \
-        const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);           \
-        const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);       \
-        const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);       \
+                                                        uint32_t k1, uint32_t *out)                            \
+    {                                                                                                          \
+        const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);          \
+        const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);      \
+        const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);      \
         /* 32-bit halves of the even (e) and odd (o) lanes' 64-bit products, back in lane order */             \
-        const __m512i ihi = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);        \
-        const __m512i ilo = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);        \
-        __m512i c0[V], c1[V], c2[V], c3[V];                                                                   \
-        for (int v = 0; v < V; v++) {                                                                         \
+        const __m512i ihi = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);      \
+        const __m512i ilo = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);      \
+        __m512i c0[V], c1[V], c2[V], c3[V];                                                                    \
+        _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                                  \
             c0[v] = _mm512_permutexvar_epi32(perm, _mm512_loadu_si512((const void *)(lo + 16 * v)));           \
             c1[v] = _mm512_permutexvar_epi32(perm, _mm512_loadu_si512((const void *)(hi + 16 * v)));           \
-            c2[v] = c3[v] = _mm512_setzero_si512();                                                           \
-        }                                                                                                     \
-        __m512i key0 = _mm512_set1_epi32((int)k0), key1 = _mm512_set1_epi32((int)k1);                         \
-        for (int r = 0; r < 10; r++) {                                                                        \
-            for (int v = 0; v < V; v++) {                                                                     \
+            c2[v] = c3[v] = _mm512_setzero_si512();                                                            \
+        }                                                                                                      \
+        __m512i key0 = _mm512_set1_epi32((int)k0), key1 = _mm512_set1_epi32((int)k1);                          \
+        _Pragma("GCC unroll 10") for (int r = 0; r < 10; r++) {                                                \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                              \
                 const __m512i e0 = _mm512_mul_epu32(c0[v], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0[v], 32), m0); \
                 const __m512i e1 = _mm512_mul_epu32(c2[v], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2[v], 32), m1); \
-                const __m512i hi0 = _mm512_permutex2var_epi32(e0, ihi, o0);                                   \
-                const __m512i lo0 = _mm512_permutex2var_epi32(e0, ilo, o0);                                   \
-                const __m512i hi1 = _mm512_permutex2var_epi32(e1, ihi, o1);                                   \
-                const __m512i lo1 = _mm512_permutex2var_epi32(e1, ilo, o1);                                   \
-                c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], key0, 0x96); /* a ^ b ^ c */                    \
-                c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], key1, 0x96);                                    \
-                c1[v] = lo1, c3[v] = lo0;                                                                     \
-            }                                                                                                 \
-            key0 = _mm512_add_epi32(key0, w0), key1 = _mm512_add_epi32(key1, w1);                             \
-        }                                                                                                     \
-        for (int v = 0; v < V; v++) {                                                                         \
-            const __m512i t0 = _mm512_unpacklo_epi32(c0[v], c1[v]), t1 = _mm512_unpacklo_epi32(c2[v], c3[v]);   \
-            const __m512i t2 = _mm512_unpackhi_epi32(c0[v], c1[v]), t3 = _mm512_unpackhi_epi32(c2[v], c3[v]);   \
-            uint32_t *o = out + 64 * v;                                                                       \
-            _mm512_storeu_si512((void *)o, _mm512_unpacklo_epi64(t0, t1));                                    \
-            _mm512_storeu_si512((void *)(o + 16), _mm512_unpackhi_epi64(t0, t1));                             \
-            _mm512_storeu_si512((void *)(o + 32), _mm512_unpacklo_epi64(t2, t3));                             \
-            _mm512_storeu_si512((void *)(o + 48), _mm512_unpackhi_epi64(t2, t3));                             \
-        }                                                                                                     \
+                const __m512i hi0 = _mm512_permutex2var_epi32(e0, ihi, o0);                                    \
+                const __m512i lo0 = _mm512_permutex2var_epi32(e0, ilo, o0);                                    \
+                const __m512i hi1 = _mm512_permutex2var_epi32(e1, ihi, o1);                                    \
+                const __m512i lo1 = _mm512_permutex2var_epi32(e1, ilo, o1);                                    \
+                c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], key0, 0x96); /* a ^ b ^ c */                     \
+                c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], key1, 0x96);                                     \
+                c1[v] = lo1, c3[v] = lo0;                                                                      \
+            }                                                                                                  \
+            key0 = _mm512_add_epi32(key0, w0), key1 = _mm512_add_epi32(key1, w1);                              \
+        }                                                                                                      \
+        _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                                  \
+            const __m512i t0 = _mm512_unpacklo_epi32(c0[v], c1[v]), t1 = _mm512_unpacklo_epi32(c2[v], c3[v]);  \
+            const __m512i t2 = _mm512_unpackhi_epi32(c0[v], c1[v]), t3 = _mm512_unpackhi_epi32(c2[v], c3[v]);  \
+            uint32_t *o = out + 64 * v;                                                                        \
+            _mm512_storeu_si512((void *)o, _mm512_unpacklo_epi64(t0, t1));                                     \
+            _mm512_storeu_si512((void *)(o + 16), _mm512_unpackhi_epi64(t0, t1));                              \
+            _mm512_storeu_si512((void *)(o + 32), _mm512_unpacklo_epi64(t2, t3));                              \
+            _mm512_storeu_si512((void *)(o + 48), _mm512_unpackhi_epi64(t2, t3));                              \
+        }                                                                                                      \
     }
 FM_PHILOX_AVX512(philox16_avx512, 1)
 FM_PHILOX_AVX512(philox64_avx512, 4)
