@@ -12,97 +12,135 @@
 
 #include <string.h>
 
-#define DROP_CHUNK 256                   /* elements per chunk of a row */
-#define DROP_BLOCKS (DROP_CHUNK / 4 + 1) /* blocks that 256 words starting anywhere touch */
+#define DROP_CHUNK 1024                  /* elements per chunk of a row too long for a batch */
+#define DROP_BLOCKS (DROP_CHUNK / 4 + 1) /* blocks that DROP_CHUNK words starting anywhere touch */
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define FM_DROPOUT_AVX512 1
-/* Blocks b0 .. b0 + 16 V of the portable stream, V vectors of 16 lanes, written in stream order
- * (64 V words) to out: the AVX-512 form of fm_philox4x32_10 (the same integer operations; the
- * compiler's vectorisation of the scalar loop ran at half this rate). mulhi / mullo of 32-bit
+/* Philox of the blocks lo[e] | hi[e] << 32 (e < 16 V, counter {lo, hi, 0, 0}: the portable stream),
+ * V vectors of 16 lanes, their words written in list order (word j of block e at out[4 e + j]):
+ * the AVX-512 form of fm_philox4x32_10 (the same integer operations). mulhi / mullo of 32-bit
  * lanes come from the even and odd 64-bit products; V independent vectors per round hide the
- * multiplies' latency (one chain per round was latency-bound). */
-#define FM_PHILOX_AVX512(NAME, V)                                                                             \
-    __attribute__((target("avx512f"))) static void NAME(uint64_t b0, uint32_t k0, uint32_t k1, uint32_t *out)   \
-    {                                                                                                         \
-        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);           \
-        const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);       \
-        const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);       \
+ * multiplies' latency (one chain per round was latency-bound), the loops unrolled so that every state
+ * stays in a register (a loop over V kept them on the stack). Lane 4k + j holds entry 4j + k,
+ * so the 4 x 4 transposes inside each 128-bit lane put the words in list order. */
+#define FM_PHILOX_AVX512(NAME, V)                                                                              \
+    __attribute__((target("avx512f"))) static void NAME(const uint32_t *lo, const uint32_t *hi, uint32_t k0,   \
+                                                        uint32_t k1, uint32_t *out)                            \
+    {                                                                                                          \
+        const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);          \
+        const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);      \
+        const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);      \
         /* 32-bit halves of the even (e) and odd (o) lanes' 64-bit products, back in lane order */             \
-        const __m512i ihi = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);        \
-        const __m512i ilo = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);        \
-        __m512i c0[V], c1[V], c2[V], c3[V];                                                                   \
-        for (int v = 0; v < V; v++) {                                                                         \
-            const uint64_t b = b0 + 16u * (uint64_t)v;                                                        \
-            const __m512i lo = _mm512_set1_epi32((int)(uint32_t)b), hi = _mm512_set1_epi32((int)(uint32_t)(b >> 32)); \
-            c0[v] = _mm512_add_epi32(lo, lane);                                                               \
-            /* the low half wrapped: carry into c1 */                                                         \
-            c1[v] = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0[v], lo), hi, _mm512_set1_epi32(1));   \
-            c2[v] = c3[v] = _mm512_setzero_si512();                                                           \
-        }                                                                                                     \
-        __m512i key0 = _mm512_set1_epi32((int)k0), key1 = _mm512_set1_epi32((int)k1);                         \
-        for (int r = 0; r < 10; r++) {                                                                        \
-            for (int v = 0; v < V; v++) {                                                                     \
+        const __m512i ihi = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);      \
+        const __m512i ilo = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);      \
+        __m512i c0[V], c1[V], c2[V], c3[V];                                                                    \
+        _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                                  \
+            c0[v] = _mm512_permutexvar_epi32(perm, _mm512_loadu_si512((const void *)(lo + 16 * v)));           \
+            c1[v] = _mm512_permutexvar_epi32(perm, _mm512_loadu_si512((const void *)(hi + 16 * v)));           \
+            c2[v] = c3[v] = _mm512_setzero_si512();                                                            \
+        }                                                                                                      \
+        __m512i key0 = _mm512_set1_epi32((int)k0), key1 = _mm512_set1_epi32((int)k1);                          \
+        _Pragma("GCC unroll 10") for (int r = 0; r < 10; r++) {                                                \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                              \
                 const __m512i e0 = _mm512_mul_epu32(c0[v], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0[v], 32), m0); \
                 const __m512i e1 = _mm512_mul_epu32(c2[v], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2[v], 32), m1); \
-                const __m512i hi0 = _mm512_permutex2var_epi32(e0, ihi, o0);                                   \
-                const __m512i lo0 = _mm512_permutex2var_epi32(e0, ilo, o0);                                   \
-                const __m512i hi1 = _mm512_permutex2var_epi32(e1, ihi, o1);                                   \
-                const __m512i lo1 = _mm512_permutex2var_epi32(e1, ilo, o1);                                   \
-                c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], key0, 0x96); /* a ^ b ^ c */                    \
-                c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], key1, 0x96);                                    \
-                c1[v] = lo1, c3[v] = lo0;                                                                     \
-            }                                                                                                 \
-            key0 = _mm512_add_epi32(key0, w0), key1 = _mm512_add_epi32(key1, w1);                             \
-        }                                                                                                     \
-        for (int v = 0; v < V; v++) { /* 4 x 16 words to stream order: u_k's 128-bit lane L is block 4L + k */ \
-            const __m512i t0 = _mm512_unpacklo_epi32(c0[v], c1[v]), t1 = _mm512_unpackhi_epi32(c0[v], c1[v]);   \
-            const __m512i t2 = _mm512_unpacklo_epi32(c2[v], c3[v]), t3 = _mm512_unpackhi_epi32(c2[v], c3[v]);   \
-            const __m512i u[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),               \
-                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};              \
-            uint32_t *o = out + 64 * v;                                                                       \
-            for (int k = 0; k < 4; k++) {                                                                     \
-                _mm_storeu_si128((__m128i *)(o + 4 * k), _mm512_extracti32x4_epi32(u[k], 0));                 \
-                _mm_storeu_si128((__m128i *)(o + 16 + 4 * k), _mm512_extracti32x4_epi32(u[k], 1));            \
-                _mm_storeu_si128((__m128i *)(o + 32 + 4 * k), _mm512_extracti32x4_epi32(u[k], 2));            \
-                _mm_storeu_si128((__m128i *)(o + 48 + 4 * k), _mm512_extracti32x4_epi32(u[k], 3));            \
-            }                                                                                                 \
-        }                                                                                                     \
+                const __m512i hi0 = _mm512_permutex2var_epi32(e0, ihi, o0);                                    \
+                const __m512i lo0 = _mm512_permutex2var_epi32(e0, ilo, o0);                                    \
+                const __m512i hi1 = _mm512_permutex2var_epi32(e1, ihi, o1);                                    \
+                const __m512i lo1 = _mm512_permutex2var_epi32(e1, ilo, o1);                                    \
+                c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], key0, 0x96); /* a ^ b ^ c */                     \
+                c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], key1, 0x96);                                     \
+                c1[v] = lo1, c3[v] = lo0;                                                                      \
+            }                                                                                                  \
+            key0 = _mm512_add_epi32(key0, w0), key1 = _mm512_add_epi32(key1, w1);                              \
+        }                                                                                                      \
+        _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) {                                                  \
+            const __m512i t0 = _mm512_unpacklo_epi32(c0[v], c1[v]), t1 = _mm512_unpacklo_epi32(c2[v], c3[v]);  \
+            const __m512i t2 = _mm512_unpackhi_epi32(c0[v], c1[v]), t3 = _mm512_unpackhi_epi32(c2[v], c3[v]);  \
+            uint32_t *o = out + 64 * v;                                                                        \
+            _mm512_storeu_si512((void *)o, _mm512_unpacklo_epi64(t0, t1));                                     \
+            _mm512_storeu_si512((void *)(o + 16), _mm512_unpackhi_epi64(t0, t1));                              \
+            _mm512_storeu_si512((void *)(o + 32), _mm512_unpacklo_epi64(t2, t3));                              \
+            _mm512_storeu_si512((void *)(o + 48), _mm512_unpackhi_epi64(t2, t3));                              \
+        }                                                                                                      \
     }
 FM_PHILOX_AVX512(philox16_avx512, 1)
 FM_PHILOX_AVX512(philox64_avx512, 4)
 #endif
+
+/* Philox of the nb blocks lo[e] | hi[e] << 32 of the portable stream of seed, word j of block e to
+ * out[4 e + j]; lo, hi hold nb rounded up to 16 entries (those past nb any value) and out as many
+ * blocks' words. */
+static inline __attribute__((always_inline)) void philox_list(int nb, const uint32_t *restrict lo,
+                                                              const uint32_t *restrict hi, uint64_t seed,
+                                                              uint32_t *restrict out)
+{
+    const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+#ifdef FM_DROPOUT_AVX512
+    if (__builtin_cpu_supports("avx512f")) {
+        int i = 0;
+        for (; i + 64 <= nb; i += 64)
+            philox64_avx512(lo + i, hi + i, k0, k1, out + 4 * i);
+        for (; i < nb; i += 16)
+            philox16_avx512(lo + i, hi + i, k0, k1, out + 4 * i);
+        return;
+    }
+#endif
+    enum { STRIP = 64 };
+    for (int i0 = 0; i0 < nb; i0 += STRIP) {
+        uint32_t w[4][STRIP];
+        const int m = nb - i0 < STRIP ? nb - i0 : STRIP;
+        for (int i = 0; i < m; i++) { /* blocks across vector lanes (structure of arrays) */
+            const uint32_t ctr[4] = {lo[i0 + i], hi[i0 + i], 0u, 0u};
+            uint32_t r[4];
+            fm_philox4x32_10(ctr, k0, k1, r);
+            w[0][i] = r[0], w[1][i] = r[1], w[2][i] = r[2], w[3][i] = r[3];
+        }
+        uint32_t *o = out + 4 * i0;
+        for (int i = 0; i < m; i++) /* to list order */
+            o[4 * i] = w[0][i], o[4 * i + 1] = w[1][i], o[4 * i + 2] = w[2][i], o[4 * i + 3] = w[3][i];
+    }
+}
+
+/* blocks b0 .. b0 + nb - 1 into the list from entry e (lo, hi) */
+static inline __attribute__((always_inline)) void list_blocks(uint32_t *restrict lo, uint32_t *restrict hi, int e,
+                                                              uint64_t b0, int nb)
+{
+    for (int k = 0; k < nb; k++)
+        lo[e + k] = (uint32_t)(b0 + (uint64_t)k), hi[e + k] = (uint32_t)((b0 + (uint64_t)k) >> 32);
+}
 
 /* words [w0, w0 + n) of the portable stream of seed in flat (4 * (DROP_BLOCKS + 15) words),
  * n <= DROP_CHUNK; returns where word w0 is in it */
 static inline __attribute__((always_inline)) const uint32_t *dropout_words(uint64_t seed, uint64_t w0, int n,
                                                                            uint32_t *restrict flat)
 {
-    uint32_t w[4][DROP_BLOCKS];
-    const uint64_t b0 = w0 >> 2;
+    uint32_t lo[DROP_BLOCKS + 15], hi[DROP_BLOCKS + 15];
     const int off = (int)(w0 & 3), nb = (off + n + 3) / 4;
-    const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-#ifdef FM_DROPOUT_AVX512
-    if (__builtin_cpu_supports("avx512f")) {
-        int i = 0;
-        for (; i + 64 <= nb; i += 64)
-            philox64_avx512(b0 + (uint64_t)i, k0, k1, flat + 4 * i);
-        for (; i < nb; i += 16)
-            philox16_avx512(b0 + (uint64_t)i, k0, k1, flat + 4 * i);
-        return flat + off;
-    }
-#endif
-    for (int i = 0; i < nb; i++) { /* blocks across vector lanes (structure of arrays) */
-        const uint64_t b = b0 + (uint64_t)i;
-        const uint32_t ctr[4] = {(uint32_t)b, (uint32_t)(b >> 32), 0u, 0u};
-        uint32_t r[4];
-        fm_philox4x32_10(ctr, k0, k1, r);
-        w[0][i] = r[0], w[1][i] = r[1], w[2][i] = r[2], w[3][i] = r[3];
-    }
-    for (int i = 0; i < nb; i++) /* back to stream order */
-        flat[4 * i] = w[0][i], flat[4 * i + 1] = w[1][i], flat[4 * i + 2] = w[2][i], flat[4 * i + 3] = w[3][i];
+    list_blocks(lo, hi, 0, w0 >> 2, nb);
+    philox_list(nb, lo, hi, seed, flat);
     return flat + off;
+}
+
+/* The words of panel rows i, i + 1, ... into dw, as many whole rows as it holds (none where row i
+ * alone is longer: that row makes its own words). */
+FM_SIMD_CLONES static void drop_batch(const fm_cpu_panel *p, int64_t i, fm_cpu_drop_words *dw)
+{
+    uint32_t lo[FM_CPU_DROP_BLOCKS + 15], hi[FM_CPU_DROP_BLOCKS + 15];
+    int nb = 0, r = 0;
+    for (; r < FM_CPU_DROP_ROWS && i + r < p->rows; r++) {
+        const uint64_t w0 = p->drop_word0 + (uint64_t)(i + r) * (uint64_t)p->drop_ld;
+        const int64_t n = ((int64_t)(w0 & 3) + p->cols + 3) / 4;
+        if (n > FM_CPU_DROP_BLOCKS - nb)
+            break;
+        dw->at[r] = 4 * nb + (int)(w0 & 3);
+        list_blocks(lo, hi, nb, w0 >> 2, (int)n);
+        nb += (int)n;
+    }
+    dw->i0 = i, dw->i1 = i + r;
+    philox_list(nb, lo, hi, p->drop_seed, dw->w);
 }
 
 /* keep bits of n words (bit j % 8 of byte j / 8), from byte 0 of mask; a last partial byte's
@@ -119,11 +157,12 @@ static inline __attribute__((always_inline)) void keep_bits(unsigned char *restr
     }
 }
 
-/* d[j] = keep ? d[j] * s : 0 for one row of n elements whose first uses word w0; with mask, the
- * keep bits from the row's first byte (the caller's columns start on a byte). */
+/* d[j] = keep ? d[j] * s : 0 for one row of n elements whose first uses word w0, its words from
+ * rw (the batch's) or, where rw is NULL, made a chunk at a time; with mask, the keep bits from the
+ * row's first byte (the caller's columns start on a byte). */
 #define FM_DEFINE_DROPOUT_ROW(fname, T)                                                                      \
     FM_SIMD_CLONES static void fname(T *restrict d, int64_t n, uint64_t seed, uint64_t w0, uint64_t thr, T s,  \
-                                     unsigned char *restrict mask)                                            \
+                                     unsigned char *restrict mask, const uint32_t *restrict rw)               \
     {                                                                                                        \
         if (thr > UINT32_MAX) { /* p rounds to 1 in 2^32: nothing is kept */                                 \
             memset(d, 0, sizeof(T) * (size_t)n);                                                             \
@@ -134,13 +173,13 @@ static inline __attribute__((always_inline)) void keep_bits(unsigned char *restr
         const uint32_t t = (uint32_t)thr;                                                                    \
         uint32_t flat[4 * (DROP_BLOCKS + 15)];                                                               \
         for (int64_t j0 = 0, len; j0 < n; j0 += len) {                                                       \
-            /* chunks end on whole blocks (64 each; the first may start inside one), but whole mask    \
-             * bytes with a mask */                                                                          \
-            len = mask ? DROP_CHUNK : DROP_CHUNK - (int64_t)((w0 + (uint64_t)j0) & 3);                       \
+            /* chunks end on whole blocks (the first may start inside one), but whole mask bytes with a  \
+             * mask */                                                                                       \
+            len = rw ? n : mask ? DROP_CHUNK : DROP_CHUNK - (int64_t)((w0 + (uint64_t)j0) & 3);              \
             len = n - j0 < len ? n - j0 : len;                                                               \
-            const uint32_t *restrict w = dropout_words(seed, w0 + (uint64_t)j0, (int)len, flat);             \
+            const uint32_t *restrict w = rw ? rw : dropout_words(seed, w0 + (uint64_t)j0, (int)len, flat);   \
             T *restrict x = d + j0;                                                                          \
-            _Pragma("omp simd") for (int j = 0; j < (int)len; j++) x[j] = w[j] >= t ? x[j] * s : (T)0;      \
+            _Pragma("omp simd") for (int64_t j = 0; j < len; j++) x[j] = w[j] >= t ? x[j] * s : (T)0;       \
             if (mask)                                                                                        \
                 keep_bits(mask + j0 / 8, w, (int)len, t);                                                    \
         }                                                                                                    \
@@ -148,15 +187,18 @@ static inline __attribute__((always_inline)) void keep_bits(unsigned char *restr
 FM_DEFINE_DROPOUT_ROW(dropout_row_f32, float)
 FM_DEFINE_DROPOUT_ROW(dropout_row_f64, double)
 
-void fm_cpu_dropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, unsigned char *mask)
+void fm_cpu_dropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, unsigned char *mask, fm_cpu_drop_words *dw)
 {
     const uint64_t w0 = p->drop_word0 + (uint64_t)i * (uint64_t)p->drop_ld;
+    if (p->drop_threshold <= UINT32_MAX && (i < dw->i0 || i >= dw->i1))
+        drop_batch(p, i, dw);
+    const uint32_t *rw = i >= dw->i0 && i < dw->i1 ? dw->w + dw->at[i - dw->i0] : NULL;
     if (t == FM_F32)
         dropout_row_f32((float *)p->d + i * p->ldd, p->cols, p->drop_seed, w0, p->drop_threshold,
-                        (float)p->drop_scale, mask);
+                        (float)p->drop_scale, mask, rw);
     else if (t == FM_F64)
         dropout_row_f64((double *)p->d + i * p->ldd, p->cols, p->drop_seed, w0, p->drop_threshold, p->drop_scale,
-                        mask);
+                        mask, rw);
 }
 
 /* ddropout: d = keep bit ? d * s : 0, the bits from byte 0 of mask (a select, as the GPU's:

@@ -284,6 +284,8 @@ static unsigned char *mask_row_out(unsigned epi, const fm_cpu_panel *p, int64_t 
         const int aux = (epi & FM_EPILOGUE_AUX) != 0, kind = act_kind(epi);                      \
         const int drop = (epi & FM_EPILOGUE_DROPOUT) != 0;                                       \
         const T lo = (T)p->clamp[0], hi = (T)p->clamp[1];                                        \
+        fm_cpu_drop_words dw; /* dropout's words, a batch of rows at a time */                   \
+        dw.i0 = dw.i1 = 0;                                                                       \
         if (p->colsum)                                                                           \
             memset(p->colsum, 0, sizeof(double) * (size_t)p->cols);                              \
         for (int64_t i = 0; i < p->rows; i++) {                                                  \
@@ -313,7 +315,7 @@ static unsigned char *mask_row_out(unsigned epi, const fm_cpu_panel *p, int64_t 
                                     (const unsigned char *)p->aux + i * p->aux_ld + p->col0 / 8); \
             }                                                                                    \
             if (drop) {                                                                          \
-                fm_cpu_dropout_row(IS_F64 ? FM_F64 : FM_F32, p, i, kind == ACT_RELU ? NULL : mask); \
+                fm_cpu_dropout_row(IS_F64 ? FM_F64 : FM_F32, p, i, kind == ACT_RELU ? NULL : mask, &dw); \
                 if (mask && kind == ACT_RELU)                                                    \
                     relu_mask_row(mask, d, p->cols, IS_F64);                                     \
             }                                                                                    \

@@ -48,9 +48,21 @@ void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, in
 void fm_cpu_activate(fm_dtype t, unsigned epilogue, const fm_cpu_panel *p);
 
 /* ---- dropout (fusion/cpu_dropout.c), real dtypes ---- */
+/* The Philox words of several consecutive rows, made together: a short row (a skinny D's 64
+ * columns: 17 blocks) alone is one latency-bound vector chain, a batch of rows keeps the vector
+ * units busy. Rows longer than the batch make their words themselves, a chunk at a time. */
+#define FM_CPU_DROP_BLOCKS 1024 /* blocks per batch (16 KB of words) */
+#define FM_CPU_DROP_ROWS 256    /* rows per batch at most */
+typedef struct fm_cpu_drop_words {
+    int64_t i0, i1;                    /* the panel rows whose words are here; i0 == i1: none */
+    int32_t at[FM_CPU_DROP_ROWS];      /* row i0 + r's first word: w[at[r]] */
+    uint32_t w[4 * (FM_CPU_DROP_BLOCKS + 15)]; /* + the last vector's lanes past the rows */
+} fm_cpu_drop_words;
+
 /* Row i of the panel: d = keep ? d * drop_scale : 0; the keep bits into mask (the row's byte of
- * the panel's first column) unless mask is NULL. */
-void fm_cpu_dropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, unsigned char *mask);
+ * the panel's first column) unless mask is NULL. dw: the caller's batch (i0 = i1 = 0 before its
+ * first row), made anew where it lacks row i. */
+void fm_cpu_dropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, unsigned char *mask, fm_cpu_drop_words *dw);
 /* Row i: d = (bit of mask) ? d * drop_scale : 0, mask at the row's byte of the panel's first column. */
 void fm_cpu_ddropout_row(fm_dtype t, const fm_cpu_panel *p, int64_t i, const unsigned char *mask);
 

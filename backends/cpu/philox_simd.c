@@ -40,11 +40,11 @@ int fm_rng_simd_set_isa(int isa)
     return before;
 }
 
-int64_t fm_px_simd_fill(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst)
+int64_t fm_px_simd_fill(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt)
 {
     switch (fm_rng_simd_isa()) {
-    case FM_RNG_ISA_AVX512: return fm_px_simd_fill_avx512(a, seed, u0, n, dst);
-    case FM_RNG_ISA_AVX2: return fm_px_simd_fill_avx2(a, seed, u0, n, dst);
+    case FM_RNG_ISA_AVX512: return fm_px_simd_fill_avx512(a, seed, u0, n, dst, nt);
+    case FM_RNG_ISA_AVX2: return fm_px_simd_fill_avx2(a, seed, u0, n, dst, nt);
     default: return 0;
     }
 }

@@ -32,8 +32,9 @@ typedef struct fm_px_simd_args {
 } fm_px_simd_args;
 
 /* Units (Philox blocks) [u0, u0 + n) of the portable stream into dst, as many as whole vectors
- * hold (n rounded down to 16 or 8): returns the units written, 0 when the ISA is scalar. */
-int64_t fm_px_simd_fill(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst);
+ * hold (n rounded down to 16 or 8): returns the units written, 0 when the ISA is scalar. nt:
+ * streaming (non-temporal) stores, dst 64-byte aligned. */
+int64_t fm_px_simd_fill(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt);
 
 /* Philox of nb counters given word-major (ctr[j] + i: word j of counter i) into out the same way,
  * as many as whole vectors hold: returns the counters done (curand mode's counters). */
@@ -44,10 +45,13 @@ int fm_rng_simd_isa(void);
 /* Tests: use isa from now on (every thread). Returns the ISA used before, or -1 (nothing changed)
  * when the CPU lacks it or it was not compiled in. */
 int fm_rng_simd_set_isa(int isa);
+/* Tests: streaming stores (philox_rng.c) forced off (0), on (1, any size), or by size (-1, the
+ * default); returns the setting before. */
+int fm_rng_set_stream_stores(int mode);
 
 /* per ISA (philox_simd_avx512.c, philox_simd_avx2.c); a build without the ISA returns 0 */
-int64_t fm_px_simd_fill_avx512(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst);
-int64_t fm_px_simd_fill_avx2(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst);
+int64_t fm_px_simd_fill_avx512(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt);
+int64_t fm_px_simd_fill_avx2(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt);
 int fm_philox_simd_blocks_avx512(int nb, uint64_t seed, const uint32_t *const ctr[4], uint32_t *const out[4]);
 int fm_philox_simd_blocks_avx2(int nb, uint64_t seed, const uint32_t *const ctr[4], uint32_t *const out[4]);
 int fm_rng_simd_compiled_avx512(void);

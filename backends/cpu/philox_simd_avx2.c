@@ -8,6 +8,9 @@
 #include <immintrin.h>
 
 #define L 8
+#ifndef NV
+#define NV 4 /* vectors per Philox call (philox_simd_body.h): 4 beat 2 and 3 on the dev CPU despite spills */
+#endif
 #define SFX(name) name##_avx2
 typedef __m256i VI;
 typedef __m256 VF;
@@ -37,6 +40,8 @@ PRIM VI iltu32(VI a, VI b)
 }
 PRIM VI iload(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 PRIM void istore(uint32_t *p, VI a) { _mm256_storeu_si256((__m256i *)p, a); }
+/* streaming (non-temporal) stores: p 32-byte aligned */
+PRIM void istream(uint32_t *p, VI a) { _mm256_stream_si256((__m256i *)p, a); }
 PRIM VI unlo32(VI a, VI b) { return _mm256_unpacklo_epi32(a, b); }
 PRIM VI unhi32(VI a, VI b) { return _mm256_unpackhi_epi32(a, b); }
 PRIM VI unlo64(VI a, VI b) { return _mm256_unpacklo_epi64(a, b); }
@@ -85,6 +90,7 @@ PRIM VD dsel_bit(VI bit, VD t, VD f)
 PRIM VD dunlo(VD a, VD b) { return _mm256_unpacklo_pd(a, b); }
 PRIM VD dunhi(VD a, VD b) { return _mm256_unpackhi_pd(a, b); }
 PRIM void dstore(double *p, VD a) { _mm256_storeu_pd(p, a); }
+PRIM void dstream(double *p, VD a) { _mm256_stream_pd(p, a); }
 /* float compares as masks of -1 / 0 (ordered, quiet: as C's < and >=), selects on them */
 PRIM VI flt(VF a, VF b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 PRIM VI fge(VF a, VF b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
@@ -102,9 +108,9 @@ PRIM VD dtrunc(VD a) { return _mm256_round_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND
 
 int fm_rng_simd_compiled_avx2(void) { return 1; }
 #else
-int64_t fm_px_simd_fill_avx2(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst)
+int64_t fm_px_simd_fill_avx2(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt)
 {
-    (void)a, (void)seed, (void)u0, (void)n, (void)dst;
+    (void)a, (void)seed, (void)u0, (void)n, (void)dst, (void)nt;
     return 0;
 }
 int fm_philox_simd_blocks_avx2(int nb, uint64_t seed, const uint32_t *const ctr[4], uint32_t *const out[4])

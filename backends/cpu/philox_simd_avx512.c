@@ -7,6 +7,9 @@
 #include <immintrin.h>
 
 #define L 16
+#ifndef NV
+#define NV 4 /* vectors per Philox call (philox_simd_body.h) */
+#endif
 #define SFX(name) name##_avx512
 typedef __m512i VI;
 typedef __m512 VF;
@@ -32,6 +35,8 @@ PRIM VI igt64(VI a, VI b) { return _mm512_movm_epi64(_mm512_cmpgt_epi64_mask(a, 
 PRIM VI iltu32(VI a, VI b) { return _mm512_movm_epi32(_mm512_cmplt_epu32_mask(a, b)); }
 PRIM VI iload(const uint32_t *p) { return _mm512_loadu_si512((const void *)p); }
 PRIM void istore(uint32_t *p, VI a) { _mm512_storeu_si512((void *)p, a); }
+/* streaming (non-temporal) stores: p 64-byte aligned */
+PRIM void istream(uint32_t *p, VI a) { _mm512_stream_si512((void *)p, a); }
 PRIM VI unlo32(VI a, VI b) { return _mm512_unpacklo_epi32(a, b); }
 PRIM VI unhi32(VI a, VI b) { return _mm512_unpackhi_epi32(a, b); }
 PRIM VI unlo64(VI a, VI b) { return _mm512_unpacklo_epi64(a, b); }
@@ -74,6 +79,7 @@ PRIM VD dsel_bit(VI bit, VD t, VD f) { return _mm512_mask_blend_pd(_mm512_test_e
 PRIM VD dunlo(VD a, VD b) { return _mm512_unpacklo_pd(a, b); }
 PRIM VD dunhi(VD a, VD b) { return _mm512_unpackhi_pd(a, b); }
 PRIM void dstore(double *p, VD a) { _mm512_storeu_pd(p, a); }
+PRIM void dstream(double *p, VD a) { _mm512_stream_pd(p, a); }
 /* float compares as masks of -1 / 0 (ordered, quiet: as C's < and >=), selects on them */
 PRIM VI flt(VF a, VF b) { return _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)); }
 PRIM VI fge(VF a, VF b) { return _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
@@ -91,9 +97,9 @@ PRIM VD dtrunc(VD a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_ZERO | _MM_F
 
 int fm_rng_simd_compiled_avx512(void) { return 1; }
 #else
-int64_t fm_px_simd_fill_avx512(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst)
+int64_t fm_px_simd_fill_avx512(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt)
 {
-    (void)a, (void)seed, (void)u0, (void)n, (void)dst;
+    (void)a, (void)seed, (void)u0, (void)n, (void)dst, (void)nt;
     return 0;
 }
 int fm_philox_simd_blocks_avx512(int nb, uint64_t seed, const uint32_t *const ctr[4], uint32_t *const out[4])

@@ -24,46 +24,53 @@ static inline void make_keys(uint64_t seed, round_keys *rk)
     }
 }
 
-static inline void philox(VI c[4], const round_keys *rk)
+/* nv (1 or NV, the ISA file's) independent vectors through the 10 rounds together: one vector's
+ * round is a chain of shuffle, multiply, shuffle, XOR (about 8 cycles), so alone it waits on
+ * latency; NV of them interleaved keep the vector ports busy (the rounds unrolled, every state in
+ * a register). */
+static inline __attribute__((always_inline)) void philox_nv(VI c[][4], int nv, const round_keys *rk)
 {
     const VI m0 = iset(0xD2511F53u), m1 = iset(0xCD9E8D57u);
-    for (int r = 0; r < 10; r++) {
-        VI h0, l0, h1, l1;
-        mulhilo(c[0], m0, &h0, &l0);
-        mulhilo(c[2], m1, &h1, &l1);
-        const VI n0 = ixor3(h1, c[1], rk->k0[r]), n2 = ixor3(h0, c[3], rk->k1[r]);
-        c[1] = l1, c[3] = l0, c[0] = n0, c[2] = n2;
+    _Pragma("GCC unroll 10") for (int r = 0; r < 10; r++)
+    {
+        _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++)
+        {
+            VI h0, l0, h1, l1;
+            mulhilo(c[v][0], m0, &h0, &l0);
+            mulhilo(c[v][2], m1, &h1, &l1);
+            const VI n0 = ixor3(h1, c[v][1], rk->k0[r]), n2 = ixor3(h0, c[v][3], rk->k1[r]);
+            c[v][1] = l1, c[v][3] = l0, c[v][0] = n0, c[v][2] = n2;
+        }
     }
 }
 
-/* The L blocks u0 .. u0 + L - 1 of the portable stream (counter {lo32(b), hi32(b), 0, 0}). */
-static inline void portable_blocks(const round_keys *rk, uint64_t u0, VI w[4])
+/* The L blocks u0 .. u0 + L - 1 of the portable stream (counter {lo32(b), hi32(b), 0, 0}), before
+ * the rounds. */
+static inline void portable_counters(uint64_t u0, VI w[4])
 {
     const VI lo0 = iset((uint32_t)u0);
     w[0] = iadd(lo0, lane_perm());
     w[1] = isub(iset((uint32_t)(u0 >> 32)), iltu32(w[0], lo0)); /* + the carry (a mask of -1) */
     w[2] = w[3] = iset(0);
-    philox(w, rk);
 }
 
-/* Four vectors of values j = 0..3 per lane, stored as 4 values per block in block order. */
-static inline void store4(void *dst, VI a, VI b, VI c, VI d)
+/* Four vectors of values j = 0..3 per lane, stored as 4 values per block in block order; nt:
+ * streaming stores (dst aligned to the vector). */
+static inline void store4(void *dst, VI a, VI b, VI c, VI d, int nt)
 {
     const VI t0 = unlo32(a, b), t1 = unlo32(c, d), t2 = unhi32(a, b), t3 = unhi32(c, d);
+    const VI v[4] = {unlo64(t0, t1), unhi64(t0, t1), unlo64(t2, t3), unhi64(t2, t3)};
     uint32_t *p = dst;
-    istore(p, unlo64(t0, t1));
-    istore(p + L, unhi64(t0, t1));
-    istore(p + 2 * L, unlo64(t2, t3));
-    istore(p + 3 * L, unhi64(t2, t3));
+    for (int k = 0; k < 4; k++)
+        nt ? istream(p + k * L, v[k]) : istore(p + k * L, v[k]);
 }
 
 /* f64 pairs: z0 / z1 of the blocks in lanes (lo: words of unlo32, hi: of unhi32) to memory. */
-static inline void store_pairs(double *p, VD z0lo, VD z1lo, VD z0hi, VD z1hi)
+static inline void store_pairs(double *p, VD z0lo, VD z1lo, VD z0hi, VD z1hi, int nt)
 {
-    dstore(p, dunlo(z0lo, z1lo));
-    dstore(p + L / 2, dunhi(z0lo, z1lo));
-    dstore(p + L, dunlo(z0hi, z1hi));
-    dstore(p + 3 * L / 2, dunhi(z0hi, z1hi));
+    const VD v[4] = {dunlo(z0lo, z1lo), dunhi(z0lo, z1lo), dunlo(z0hi, z1hi), dunhi(z0hi, z1hi)};
+    for (int k = 0; k < 4; k++)
+        nt ? dstream(p + k * L / 2, v[k]) : dstore(p + k * L / 2, v[k]);
 }
 
 /* ---- conversions, exact as the scalar casts ---- */
@@ -228,11 +235,11 @@ static inline VD exp_v(VD x)
 static inline VF normal_r_f32(VI wu) { return fsqrt(fmul(fset(-2.0f), logf_v(u01_open_f32(wu)))); }
 static inline VD normal_r_f64(VI wu) { return dsqrt(dmul(dset(-2.0), log_v(u01_f64(wu, 1)))); }
 
-static inline void vec_f32(const fm_px_simd_args *a, const VI w[4], float *dst)
+static inline __attribute__((always_inline)) void vec_f32(int kind, const fm_px_simd_args *a, const VI w[4], float *dst, int nt)
 {
     const VF p0 = fset(a->f0), p1 = fset(a->f1);
     VF o[4];
-    switch (a->kind) {
+    switch (kind) {
     case FM_PX_SIMD_UNIFORM_F32: /* lo + width (w >> 8) 2^-24 */
         for (int j = 0; j < 4; j++)
             o[j] = fadd(p0, fmul(p1, fmul(fcvt_i32(isrl(w[j], 8)), fset(0x1p-24f))));
@@ -254,17 +261,17 @@ static inline void vec_f32(const fm_px_simd_args *a, const VI w[4], float *dst)
             o[j] = fmul(fsub(fset(0.0f), logf_v(u01_open_f32(w[j]))), p0);
         break;
     }
-    store4(dst, i_of_f(o[0]), i_of_f(o[1]), i_of_f(o[2]), i_of_f(o[3]));
+    store4(dst, i_of_f(o[0]), i_of_f(o[1]), i_of_f(o[2]), i_of_f(o[3]), nt);
 }
 
 /* f64: value 2b + h of block b from its 64-bit word h (words 2h, 2h + 1) */
-static inline void vec_f64(const fm_px_simd_args *a, const VI w[4], double *dst)
+static inline __attribute__((always_inline)) void vec_f64(int kind, const fm_px_simd_args *a, const VI w[4], double *dst, int nt)
 {
     const VD p0 = dset(a->d0), p1 = dset(a->d1);
     const VI W[2][2] = {{unlo32(w[0], w[1]), unhi32(w[0], w[1])}, {unlo32(w[2], w[3]), unhi32(w[2], w[3])}};
     VD z[2][2]; /* [value h][lo / hi half] */
     for (int half = 0; half < 2; half++) {
-        switch (a->kind) {
+        switch (kind) {
         case FM_PX_SIMD_UNIFORM_F64:
             for (int h = 0; h < 2; h++)
                 z[h][half] = dadd(p0, dmul(p1, u01_f64(W[h][half], 0)));
@@ -285,24 +292,55 @@ static inline void vec_f64(const fm_px_simd_args *a, const VI w[4], double *dst)
             break;
         }
     }
-    store_pairs(dst, z[0][0], z[1][0], z[0][1], z[1][1]);
+    store_pairs(dst, z[0][0], z[1][0], z[0][1], z[1][1], nt);
 }
 
-int64_t SFX(fm_px_simd_fill)(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst)
+/* One vector's values (the kind a constant where fill_kind is inlined). */
+static inline __attribute__((always_inline)) void emit_vec(int kind, const fm_px_simd_args *a, const VI w[4],
+                                                           void *dst, int64_t v, int nt)
+{
+    switch (kind) {
+    case FM_PX_SIMD_RAW: store4((uint32_t *)dst + 4 * L * v, w[0], w[1], w[2], w[3], nt); break;
+    case FM_PX_SIMD_UNIFORM_F32:
+    case FM_PX_SIMD_NORMAL_F32:
+    case FM_PX_SIMD_EXPONENTIAL_F32: vec_f32(kind, a, w, (float *)dst + 4 * L * v, nt); break;
+    default: vec_f64(kind, a, w, (double *)dst + 2 * L * v, nt); break;
+    }
+}
+
+/* nv vectors of L blocks from block u0: NV at a time through Philox, then one at a time. */
+static inline __attribute__((always_inline)) void fill_kind(int kind, const fm_px_simd_args *a,
+                                                            const round_keys *rk, uint64_t u0, int64_t nv,
+                                                            void *dst, int nt)
+{
+    int64_t v = 0;
+    for (; v + NV <= nv; v += NV) {
+        VI w[NV][4]; /* the loops unrolled: the states stay in registers */
+        _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++) portable_counters(u0 + (uint64_t)((v + j) * L), w[j]);
+        philox_nv(w, NV, rk);
+        _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++) emit_vec(kind, a, w[j], dst, v + j, nt);
+    }
+    for (; v < nv; v++) {
+        VI w[1][4];
+        portable_counters(u0 + (uint64_t)(v * L), w[0]);
+        philox_nv(w, 1, rk);
+        emit_vec(kind, a, w[0], dst, v, nt);
+    }
+}
+
+int64_t SFX(fm_px_simd_fill)(const fm_px_simd_args *a, uint64_t seed, uint64_t u0, int64_t n, void *dst, int nt)
 {
     const int64_t nv = n / L;
     round_keys rk;
     make_keys(seed, &rk);
-    for (int64_t v = 0; v < nv; v++) {
-        VI w[4];
-        portable_blocks(&rk, u0 + (uint64_t)(v * L), w);
-        switch (a->kind) {
-        case FM_PX_SIMD_RAW: store4((uint32_t *)dst + 4 * L * v, w[0], w[1], w[2], w[3]); break;
-        case FM_PX_SIMD_UNIFORM_F32:
-        case FM_PX_SIMD_NORMAL_F32:
-        case FM_PX_SIMD_EXPONENTIAL_F32: vec_f32(a, w, (float *)dst + 4 * L * v); break;
-        default: vec_f64(a, w, (double *)dst + 2 * L * v); break;
-        }
+    switch (a->kind) { /* one loop per kind: no dispatch inside it */
+    case FM_PX_SIMD_RAW: fill_kind(FM_PX_SIMD_RAW, a, &rk, u0, nv, dst, nt); break;
+    case FM_PX_SIMD_UNIFORM_F32: fill_kind(FM_PX_SIMD_UNIFORM_F32, a, &rk, u0, nv, dst, nt); break;
+    case FM_PX_SIMD_NORMAL_F32: fill_kind(FM_PX_SIMD_NORMAL_F32, a, &rk, u0, nv, dst, nt); break;
+    case FM_PX_SIMD_EXPONENTIAL_F32: fill_kind(FM_PX_SIMD_EXPONENTIAL_F32, a, &rk, u0, nv, dst, nt); break;
+    case FM_PX_SIMD_UNIFORM_F64: fill_kind(FM_PX_SIMD_UNIFORM_F64, a, &rk, u0, nv, dst, nt); break;
+    case FM_PX_SIMD_NORMAL_F64: fill_kind(FM_PX_SIMD_NORMAL_F64, a, &rk, u0, nv, dst, nt); break;
+    default: fill_kind(FM_PX_SIMD_EXPONENTIAL_F64, a, &rk, u0, nv, dst, nt); break;
     }
     return nv * L;
 }
@@ -313,11 +351,21 @@ int SFX(fm_philox_simd_blocks)(int nb, uint64_t seed, const uint32_t *const ctr[
     round_keys rk;
     if (nb >= L)
         make_keys(seed, &rk);
+    for (; i + NV * L <= nb; i += NV * L) {
+        VI c[NV][4];
+        for (int v = 0; v < NV; v++)
+            for (int j = 0; j < 4; j++)
+                c[v][j] = iload(ctr[j] + i + v * L);
+        philox_nv(c, NV, &rk);
+        for (int v = 0; v < NV; v++)
+            for (int j = 0; j < 4; j++)
+                istore(out[j] + i + v * L, c[v][j]);
+    }
     for (; i + L <= nb; i += L) {
-        VI c[4] = {iload(ctr[0] + i), iload(ctr[1] + i), iload(ctr[2] + i), iload(ctr[3] + i)};
-        philox(c, &rk);
+        VI c[1][4] = {{iload(ctr[0] + i), iload(ctr[1] + i), iload(ctr[2] + i), iload(ctr[3] + i)}};
+        philox_nv(c, 1, &rk);
         for (int j = 0; j < 4; j++)
-            istore(out[j] + i, c[j]);
+            istore(out[j] + i, c[0][j]);
     }
     return i;
 }

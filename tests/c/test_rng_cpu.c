@@ -541,6 +541,38 @@ static void test_isa_paths_match_scalar(void)
     CHECK(fm_rng_simd_set_isa(7) == -1 && fm_rng_simd_isa() == before);
 }
 
+/* Streaming stores (forced on: any size) give the bytes of plain ones, at every alignment of out
+ * within a cache line, odd positions and lengths, 1 and 2 threads, in both modes; nothing past
+ * the values is written. */
+static void test_streaming_stores(void)
+{
+    static const int64_t cases[][2] = {{0, 1}, {5, 37}, {3, 4099}, {0, 20011}, {7, 40000}};
+    unsigned char *plain = malloc(40000 * 8 + 128), *streamed = malloc(40000 * 8 + 128);
+    const int before = fm_rng_set_stream_stores(-1);
+    for (int mode = FM_RNG_PORTABLE; mode <= FM_RNG_CURAND; mode++)
+        for (int k = 0; k < NKINDS; k++) {
+            const size_t es = fm_dtype_size(kinds[k].dt);
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                for (size_t shift = 0; shift < 64; shift += 3 * es) {
+                    const stream_state st = {cases[c][0], 0, 0};
+                    const int64_t n = cases[c][1];
+                    const int threads = 1 + (int)(c % 2);
+                    memset(plain, 0xA5, 40000 * 8 + 128), memset(streamed, 0xA5, 40000 * 8 + 128);
+                    /* malloc's 16-byte alignment plus shift: every start within a line over the cases */
+                    fm_rng_set_stream_stores(0);
+                    CHECK_OK(fill(&kinds[k], mode, 77, threads, &st, n, plain + shift));
+                    fm_rng_set_stream_stores(1);
+                    CHECK_OK(fill(&kinds[k], mode, 77, threads, &st, n, streamed + shift));
+                    CHECK_MSG(!memcmp(plain, streamed, 40000 * 8 + 128),
+                              "%s mode %d, %lld values from %lld at byte %zu: streamed bytes differ", kinds[k].name,
+                              mode, (long long)n, (long long)st.pos, shift);
+                }
+        }
+    fm_rng_set_stream_stores(before);
+    free(plain);
+    free(streamed);
+}
+
 /* ---- bad input ---- */
 static fm_status plan_with(const fm_rng_options *o, fm_dtype dt, int ndim, const int64_t *shape,
                            const int64_t *strides)
@@ -725,6 +757,7 @@ int main(void)
     RUN_TEST(test_isa_paths_match_scalar);
     RUN_TEST(test_isa_lognormal_extremes);
     RUN_TEST(test_thread_invariance);
+    RUN_TEST(test_streaming_stores);
     RUN_TEST(test_offsets_compose);
     RUN_TEST(test_curand);
     RUN_TEST(test_bad_options);
