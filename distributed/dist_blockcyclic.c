@@ -45,7 +45,8 @@ static int64_t local_count(int64_t n, int64_t nb, int p, int np)
     return numroc_(&n32, &nb32, &p, &zero, &np);
 }
 
-fm_status fm_dist_check_matrix(const char *where, const fm_dist_grid *g, const char *name, const fm_dist_matrix *x)
+/* fm_dist_check_matrix but for data (fm_dist_matrix_init's matrix has none yet) */
+static fm_status check_layout(const char *where, const fm_dist_grid *g, const char *name, const fm_dist_matrix *x)
 {
     if (!x)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s is NULL; expected an fm_dist_matrix (fm_dist_matrix_init)",
@@ -70,10 +71,16 @@ fm_status fm_dist_check_matrix(const char *where, const fm_dist_grid *g, const c
     if (x->ld < (lr > 1 ? lr : 1) || x->ld > INT_MAX)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s->ld = %lld; expected from max(1, local_rows) = %lld to %d",
                        where, name, (long long)x->ld, (long long)(lr > 1 ? lr : 1), INT_MAX);
-    if (!x->data && lr * lc > 0)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s->data is NULL but this rank's block of it is %lld x %lld",
-                       where, name, (long long)lr, (long long)lc);
     return FM_OK;
+}
+
+fm_status fm_dist_check_matrix(const char *where, const fm_dist_grid *g, const char *name, const fm_dist_matrix *x)
+{
+    fm_status st = check_layout(where, g, name, x);
+    if (st == FM_OK && !x->data && x->local_rows * x->local_cols > 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s->data is NULL but this rank's block of it is %lld x %lld",
+                       where, name, (long long)x->local_rows, (long long)x->local_cols);
+    return st;
 }
 
 void fm_dist_descriptor(const fm_dist_grid *g, const fm_dist_matrix *x, int desc[9])
@@ -193,7 +200,7 @@ fm_status fm_dist_matrix_init(const fm_dist_grid *grid, int64_t m, int64_t n, in
         x.local_cols = local_count(x.n, x.nb, grid->mycol, grid->npcol);
         x.ld = x.local_rows > 1 ? x.local_rows : 1;
     }
-    fm_status st = fm_dist_check_matrix(where, grid, "the matrix", &x);
+    fm_status st = check_layout(where, grid, "the matrix", &x);
     if (st == FM_OK)
         *mat = x;
     return st;
