@@ -1,10 +1,15 @@
 # FusemathMPI.cmake: the distributed layer libfusemath_mpi (distributed/*.c, header
 # core/include/fusemath/fusemath_mpi.h), built only where MPI (C) and FFTW-MPI are found, so that
-# libfusemath itself keeps no MPI dependency. Sets FUSEMATH_HAVE_MPI and, for the tests,
+# libfusemath itself keeps no MPI dependency. ScaLAPACK (with BLACS inside it, as Debian builds it) is
+# optional: without it the fm_dist_grid / matmul / solve / cholesky functions are still built and
+# return FM_ERR_UNAVAILABLE. Sets FUSEMATH_HAVE_MPI, FUSEMATH_HAVE_SCALAPACK and, for the tests,
 # FUSEMATH_MPIEXEC_FLAGS (Open MPI's --oversubscribe --allow-run-as-root where mpiexec is Open MPI's).
 set(FUSEMATH_WITH_MPI AUTO CACHE STRING "Build libfusemath_mpi: AUTO (if MPI and FFTW-MPI are found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_MPI PROPERTY STRINGS AUTO ON OFF)
+set(FUSEMATH_WITH_SCALAPACK AUTO CACHE STRING "ScaLAPACK in libfusemath_mpi: AUTO (if found), ON, OFF")
+set_property(CACHE FUSEMATH_WITH_SCALAPACK PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_HAVE_MPI OFF)
+set(FUSEMATH_HAVE_SCALAPACK OFF)
 if(FUSEMATH_WITH_MPI STREQUAL "OFF")
   message(STATUS "fusemath: distributed layer OFF (FUSEMATH_WITH_MPI=OFF)")
   return()
@@ -51,6 +56,33 @@ if(NOT FUSEMATH_SANITIZE)
   target_link_options(fusemath_mpi PRIVATE -Wl,--no-undefined)
 endif()
 fusemath_warnings(fusemath_mpi)
+# the fusion epilogue passes (fusion/cpu_epilogue.h) applied to each rank's block of D
+target_include_directories(fusemath_mpi PRIVATE "${PROJECT_SOURCE_DIR}/fusion")
+
+# ScaLAPACK: the build for this MPI (Debian: libscalapack-openmpi.so / libscalapack-mpich.so; BLACS
+# inside it); it has no header, distributed/dist_scalapack.h declares what is called.
+set(_fm_sl_off 1) # FUSEMATH_WITH_SCALAPACK=OFF (else: not found), for the C message
+if(NOT FUSEMATH_WITH_SCALAPACK STREQUAL "OFF")
+  if(MPI_C_LIBRARY_VERSION_STRING MATCHES "MPICH")
+    set(_fm_sl_names scalapack-mpich scalapack)
+  else()
+    set(_fm_sl_names scalapack-openmpi scalapack)
+  endif()
+  find_library(FUSEMATH_SCALAPACK_LIBRARY NAMES ${_fm_sl_names})
+  set(_fm_sl_off 0)
+  if(FUSEMATH_SCALAPACK_LIBRARY)
+    set(FUSEMATH_HAVE_SCALAPACK ON)
+  elseif(FUSEMATH_WITH_SCALAPACK STREQUAL "ON")
+    message(FATAL_ERROR "fusemath: FUSEMATH_WITH_SCALAPACK=ON but ScaLAPACK (${_fm_sl_names}) was not found "
+                        "(apt-get install libscalapack-openmpi-dev)")
+  endif()
+endif()
+if(FUSEMATH_HAVE_SCALAPACK)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_HAVE_SCALAPACK=1)
+  target_link_libraries(fusemath_mpi PRIVATE ${FUSEMATH_SCALAPACK_LIBRARY})
+else()
+  target_compile_definitions(fusemath_mpi PRIVATE FM_HAVE_SCALAPACK=0 FM_SCALAPACK_OFF_BY_OPTION=${_fm_sl_off})
+endif()
 
 set(FUSEMATH_MPIEXEC_FLAGS "")
 if(MPIEXEC_EXECUTABLE)
@@ -61,4 +93,5 @@ if(MPIEXEC_EXECUTABLE)
   endif()
 endif()
 message(STATUS "fusemath: distributed layer ON (libfusemath_mpi: MPI ${MPI_C_VERSION}, FFTW-MPI "
-               "${FUSEMATH_FFTW3_MPI_LIBRARY}; mpiexec ${MPIEXEC_EXECUTABLE})")
+               "${FUSEMATH_FFTW3_MPI_LIBRARY}, ScaLAPACK ${FUSEMATH_HAVE_SCALAPACK} "
+               "${FUSEMATH_SCALAPACK_LIBRARY}; mpiexec ${MPIEXEC_EXECUTABLE})")

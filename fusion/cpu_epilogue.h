@@ -35,8 +35,9 @@ typedef struct fm_cpu_panel {
  * beta is {re, im}. Returns 1 when it wrote the panel, 0 when nothing was to add. */
 int fm_cpu_preload(fm_dtype t, const fm_cpu_panel *p, const double beta[2]);
 
-/* D += bias on the panel (the GEMM ran with beta = 0); nothing without a bias. */
-void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p);
+/* D += bias on the panel (the GEMM ran with beta = 0); nothing without a bias. Also applied by the
+ * distributed layer to each rank's block of D (FM_INTERNAL_API: exported to libfusemath_mpi). */
+FM_INTERNAL_API void fm_cpu_add_bias(fm_dtype t, const fm_cpu_panel *p);
 
 /* The scale chain: src holds alpha * A@B of the panel (row stride lds; src may be
  * p->d itself): D = scale[j] * src + beta * C + bias. Real dtypes. */
@@ -45,7 +46,7 @@ void fm_cpu_scale_combine(fm_dtype t, const fm_cpu_panel *p, const void *src, in
 /* In place on the panel (real dtypes): the forward activation then dropout (writing aux when the
  * epilogue has AUX), or drelu/dgelu/ddropout reading aux; then, if p->colsum, the column sums
  * of the result. */
-void fm_cpu_activate(fm_dtype t, unsigned epilogue, const fm_cpu_panel *p);
+FM_INTERNAL_API void fm_cpu_activate(fm_dtype t, unsigned epilogue, const fm_cpu_panel *p); /* distributed too */
 
 /* ---- dropout (fusion/cpu_dropout.c), real dtypes ---- */
 /* The Philox words of several consecutive rows, made together: a short row (a skinny D's 64

@@ -58,12 +58,16 @@ pc_ok() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$@"; }
 have_deb libopenblas-dev || pc_ok openblas || missing_deb+=(libopenblas-dev)
 have_deb liblapacke-dev || pc_ok lapacke || missing_deb+=(liblapacke-dev)
 have_deb libfftw3-dev || pc_ok fftw3 fftw3f || missing_deb+=(libfftw3-dev)
-# The distributed layer (libfusemath_mpi, fusemath.distributed) needs Open MPI and FFTW-MPI: installed
-# below when missing, but never fatal (an offline machine, the GPU one, builds the rest without it).
+# The distributed layer (libfusemath_mpi, fusemath.distributed) needs Open MPI and FFTW-MPI, and takes
+# ScaLAPACK (Open MPI's build; BLACS is inside it) for its dense linear algebra: installed below when
+# missing, but never fatal (an offline machine, the GPU one, builds the rest without them).
 missing_mpi=()
 have_deb libopenmpi-dev || command -v mpicc >/dev/null 2>&1 || missing_mpi+=(libopenmpi-dev)
 have_deb openmpi-bin || command -v mpirun >/dev/null 2>&1 || missing_mpi+=(openmpi-bin)
 have_deb libfftw3-mpi-dev || [[ -f /usr/include/fftw3-mpi.h ]] || missing_mpi+=(libfftw3-mpi-dev)
+missing_scalapack=() # apart: where it cannot be had, MPI and FFTW-MPI still are
+have_deb libscalapack-openmpi-dev || compgen -G "/usr/lib/*/libscalapack-openmpi.so" >/dev/null ||
+  missing_scalapack+=(libscalapack-openmpi-dev)
 have_deb pkg-config || command -v pkg-config >/dev/null 2>&1 || missing_deb+=(pkg-config)
 have_deb cmake || command -v cmake >/dev/null 2>&1 || [[ -x $VENV/bin/cmake ]] || missing_deb+=(cmake)
 # A bare machine may also lack a C compiler, or Python's venv module / headers.
@@ -103,6 +107,14 @@ if ((!RUN_ONLY && !OFFLINE && ${#missing_mpi[@]})) && command -v apt-get >/dev/n
   apt_mpi() { OPTIONAL=1 quiet "${MPI_SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_mpi[@]}"; }
   apt_mpi || { OPTIONAL=1 quiet "${MPI_SUDO[@]}" apt-get update && apt_mpi; } ||
     log "no Open MPI / FFTW-MPI: fusemath.distributed is not built, its tests skip"
+fi
+if ((!RUN_ONLY && !OFFLINE && ${#missing_scalapack[@]})) && command -v apt-get >/dev/null 2>&1; then
+  log "installing ScaLAPACK (optional: fusemath.distributed's matmul / solve / cholesky): ${missing_scalapack[*]}"
+  SL_SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then SL_SUDO=(sudo -n); fi
+  OPTIONAL=1 quiet "${SL_SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    "${missing_scalapack[@]}" ||
+    log "no ScaLAPACK: fusemath.distributed's ScaLAPACK functions raise UnavailableError, their tests skip"
 fi
 
 # dieharder is optional (tests/python/test_random_stats.py's slow dieharder test skips without it):

@@ -1,5 +1,7 @@
-"""Distributed FFTs over MPI ranks (``fusemath.distributed``): slab-decomposed c2c and r2c / c2r
-transforms of 2-D and 3-D NumPy arrays through FFTW-MPI, on libfusemath_mpi (its C API:
+"""Distributed FFTs and dense linear algebra over MPI ranks (``fusemath.distributed``): slab-decomposed
+c2c and r2c / c2r transforms of 2-D and 3-D NumPy arrays through FFTW-MPI, and matmul (with a fused
+bias / activation), solve and cholesky on block-cyclic matrices through ScaLAPACK (:class:`Layout`,
+:func:`scatter`, :func:`gather`: python/fusemath/_dist_scalapack.py), on libfusemath_mpi (its C API:
 ``fusemath/fusemath_mpi.h``, docs/api.md, Distributed).
 
 ``comm`` is an mpi4py intra-communicator the caller owns (the library never initializes or
@@ -79,7 +81,8 @@ if _ours != _theirs:  # pragma: no cover - depends on the machine
 
 # fm_status -> the exception classes of the rest of fusemath (python/src/fmpy_args.c's table)
 _ERRORS = {1: "InvalidArgumentError", 2: "ShapeError", 3: "DtypeError", 5: "NotSupportedError",
-           6: "OutOfMemoryError", 8: "TooLargeError", 9: "BackendError", 14: "InternalError"}
+           6: "OutOfMemoryError", 7: "AliasError", 8: "TooLargeError", 9: "BackendError", 10: "UnavailableError",
+           12: "InvalidStateError", 13: "LinAlgError", 14: "InternalError"}
 _KINDS = {"c2c": 0, "r2c": 1, "c2r": 2}
 _LAYOUTS = {"slab": 0, "transposed": 1}
 _EFFORTS = {"estimate": 0, "measure": 1, "patient": 2}
@@ -333,4 +336,6 @@ class FFT:
             pass
 
 
-__all__ = ["FFT", "local_shape"]
+from ._dist_scalapack import Grid, Layout, cho_solve, cholesky, gather, matmul, scatter, solve  # noqa: E402
+
+__all__ = ["FFT", "local_shape", "Grid", "Layout", "scatter", "gather", "matmul", "solve", "cholesky", "cho_solve"]

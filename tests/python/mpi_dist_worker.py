@@ -145,7 +145,179 @@ def errors():
     raises("closed", fusemath.InvalidStateError, "plan() first", lambda: f.execute())
 
 
-{"transforms": transforms, "errors": errors}[sys.argv[1]]()
+# ---- ScaLAPACK: matmul / solve / cholesky on block-cyclic matrices ----
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu": gelu, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+        "tanh": np.tanh, "silu": lambda x: x / (1 + np.exp(-x))}
+
+
+def rel(a, b):
+    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
+
+
+def spread(g, lay, comm=comm):
+    """scatter from rank 0 (the others pass None: only the root's matrix counts)."""
+    return fd.scatter(g if comm.rank == 0 else None, comm, lay)
+
+
+def matmul_case(m, k, n, blocks, dtype, epilogue, alpha, beta, with_bias, comm=comm):
+    rng = np.random.default_rng(7)
+    ga, gb, gc = (rng.standard_normal(s) for s in ((m, k), (k, n), (m, n)))
+    bias = rng.standard_normal(n) if with_bias else None
+    ba, bb = blocks
+    la, lb = fd.Layout((m, k), comm, block=ba), fd.Layout((k, n), comm, block=bb)
+    ld = la.with_shape((m, n), block=(la.block[0], lb.block[1]))
+    a, b = spread(ga.astype(dtype), la, comm), spread(gb.astype(dtype), lb, comm)
+    c = spread(gc.astype(dtype), ld, comm) if beta else None
+    check(a.flags.f_contiguous and a.shape == la.local_shape and a.dtype == dtype, f"scatter: {a.shape} {a.dtype}")
+    d = fd.matmul(a, b, comm, layout=(la, lb), c=c, alpha=alpha, beta=beta, epilogue=epilogue,
+                  bias=None if bias is None else bias.astype(dtype))
+    check(d.shape == ld.local_shape and d.dtype == dtype, f"matmul out {d.shape} {d.dtype}")
+    got = fd.gather(d, comm, ld)
+    if comm.rank == 0:
+        x = alpha * ga.astype(dtype).astype(np.float64) @ gb.astype(dtype).astype(np.float64)
+        x = x + (beta * gc.astype(dtype) if beta else 0) + (bias.astype(dtype) if with_bias else 0)
+        want = ACTS[epilogue](x)
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        e = rel(got, want)
+        check(e <= tol, f"matmul {m}x{k}x{n} {np.dtype(dtype)} {epilogue} blocks {blocks}: rel error {e:.3g} > {tol}")
+
+
+def residual_ratio(ga, x, gb):
+    eps = np.finfo(x.dtype).eps
+    r = ga @ x.astype(np.float64) - gb
+    return np.abs(r).sum(1).max() / (len(ga) * np.abs(ga).sum(1).max() * np.abs(x).sum(1).max() * eps)
+
+
+def solve_case(n, nrhs, block, dtype, comm=comm):
+    rng = np.random.default_rng(11)
+    ga, gb = rng.standard_normal((n, n)), rng.standard_normal((n, nrhs))
+    ga, gb = ga.astype(dtype).astype(np.float64), gb.astype(dtype).astype(np.float64)
+    la, lb = fd.Layout((n, n), comm, block=block), fd.Layout((n, nrhs), comm, block=block)
+    a, b = spread(ga.astype(dtype), la, comm), spread(gb.astype(dtype), lb, comm)
+    a0 = a.copy()
+    x = fd.solve(a, b, comm, layout=(la, lb))
+    check(np.array_equal(a, a0), "solve changed a (overwrite_a=False)")
+    got = fd.gather(x, comm, lb)
+    if comm.rank == 0:
+        q = residual_ratio(ga, got, gb)
+        check(q < 30, f"solve n={n} {np.dtype(dtype)}: residual ratio {q:.3g} >= 30")
+
+
+def cholesky_case(n, nrhs, block, dtype, upper):
+    rng = np.random.default_rng(13)
+    m = rng.standard_normal((n, n))
+    ga = (m @ m.T / n + np.eye(n)).astype(dtype).astype(np.float64)
+    gb = rng.standard_normal((n, nrhs)).astype(dtype).astype(np.float64)
+    la, lb = fd.Layout((n, n), comm, block=block), fd.Layout((n, nrhs), comm, block=block)
+    a, b = spread(ga.astype(dtype), la), spread(gb.astype(dtype), lb)
+    f = fd.cholesky(a, comm, layout=la, upper=upper)
+    got = fd.gather(f, comm, la)
+    x = fd.gather(fd.cho_solve((f, not upper), b, comm, layout=(la, lb)), comm, lb)
+    if rank == 0:
+        ref = np.linalg.cholesky(ga)
+        tol = 1e-10 if dtype == np.float64 else 1e-4
+        e = rel(got, ref.T if upper else ref)
+        check(e <= tol, f"cholesky n={n} {np.dtype(dtype)} upper={upper}: rel error {e:.3g} vs numpy > {tol}")
+        q = residual_ratio(ga, x, gb)
+        check(q < 30, f"cho_solve n={n} {np.dtype(dtype)} upper={upper}: residual ratio {q:.3g} >= 30")
+
+
+def scalapack_available():
+    try:
+        fd.Grid(comm).close()
+        return True
+    except fusemath.UnavailableError as e:
+        if rank == 0:
+            print(f"mpi_dist_worker {sys.argv[1]} on {size} ranks: SKIPPED ({e})")
+        return False
+
+
+def scalapack():
+    for dtype in (np.float64, np.float32):
+        matmul_case(37, 23, 29, (8, 8), dtype, "gelu", 0.7, 0.3, True)
+        matmul_case(20, 30, 10, ((5, 7), (7, 4)), dtype, "relu", -1.5, 0.0, False)
+        matmul_case(16, 9, 24, (64, 64), dtype, None, 1.0, 0.0, True)
+        solve_case(60, 3, 8, dtype)
+        cholesky_case(45, 2, 8, dtype, False)
+        cholesky_case(45, 2, 8, dtype, True)
+    matmul_case(33, 17, 41, (6, 6), np.float64, "silu", 1.0, 1.0, True)
+    matmul_case(25, 19, 27, (4, 4), np.float64, "sigmoid", 2.0, 0.0, False)
+    solve_case(150, 4, 16, np.float64)
+    solve_case(9, 1, 4, np.float64, comm=MPI.COMM_SELF)  # one rank, each on its own
+    # a 1 x size grid of one's own; the indices of the local rows / columns are the library's
+    with fd.Grid(comm, (1, size)) as g:
+        lay = fd.Layout((30, 22), comm, block=(4, 3), grid=g)
+        check(g.shape == (1, size) and g.coords == (0, rank), f"grid {g}")
+        from fusemath._dist_scalapack import _global_index
+        for axis, idx in ((0, lay.rows), (1, lay.cols)):
+            mine = [_global_index(lay, axis, i) for i in range(len(idx))]
+            check(list(idx) == mine, f"axis {axis}: {list(idx)} != the library's {mine}")
+        g2 = np.arange(30 * 22, dtype=np.float64).reshape(30, 22)
+        back = fd.gather(fd.scatter(g2, comm, lay), comm, lay)
+        check(rank != 0 or np.array_equal(back, g2), "scatter then gather is not the identity")
+
+
+def scalapack_errors():
+    last = rank == size - 1
+    lay = fd.Layout((24, 24), comm, block=4)
+    lb = fd.Layout((24, 3), comm, block=4)
+    rng = np.random.default_rng(3)
+    a = fd.scatter(rng.standard_normal((24, 24)), comm, lay)
+    b = fd.scatter(rng.standard_normal((24, 3)), comm, lb)
+    wrong = a[:-1] if rank == 0 else a  # rank 0 holds block (0, 0): a row fewer there
+    raises("wrong local shape", fusemath.ShapeError, "local block", lambda: fd.solve(wrong, b, comm, layout=(lay, lb)))
+    l5 = fd.Layout((24, 3), comm, block=(5, 3))
+    b5 = fd.scatter(np.ones((24, 3)), comm, l5)
+    raises("mismatched layouts", ValueError, "mismatched layouts", lambda: fd.solve(a, b5, comm, layout=(lay, l5)))
+    with fd.Grid(comm) as own:
+        other = fd.Layout((24, 3), comm, block=4, grid=own)
+        raises("different grids", ValueError, "different grids", lambda: fd.solve(a, b, comm, layout=(lay, other)))
+    sing = fd.scatter(np.diag([2.0] * 5 + [0.0] + [2.0] * 18), comm, lay)
+    raises("singular", fusemath.LinAlgError, "U[5, 5]", lambda: fd.solve(sing, b, comm, layout=(lay, lb)))
+    neg = fd.scatter(np.diag([3.0] * 3 + [-1.0] + [3.0] * 20), comm, lay)
+    raises("not SPD", fusemath.LinAlgError, "leading minor of order 4", lambda: fd.cholesky(neg, comm, layout=lay))
+    raises("block -3", ValueError, "block sizes", lambda: fd.Layout((10, 10), comm, block=-3))
+    raises("block on one rank", ValueError, "block sizes", lambda: fd.Layout((10, 10), comm, block=-3 if last else 4))
+    raises("block type", TypeError, "pair of ints", lambda: fd.Layout((10, 10), comm, block="x"))
+    raises("grid shape", ValueError, "exactly", lambda: fd.Grid(comm, (size + 1, 1)))
+    raises("a None", TypeError, "NumPy array", lambda: fd.solve(None, b, comm, layout=(lay, lb)))
+    raises("a None on one rank", TypeError, "NumPy array",
+           lambda: fd.solve(None if last else a, b, comm, layout=(lay, lb)))
+    raises("int dtype", fusemath.DtypeError, "float32 or float64",
+           lambda: fd.solve(a.astype(np.int64), b, comm, layout=(lay, lb)))
+    raises("mixed dtypes", fusemath.DtypeError, "expected the same",
+           lambda: fd.solve(a.astype(np.float32), b, comm, layout=(lay, lb)))
+    if size > 1:
+        raises("dtype on one rank", ValueError, "disagree on dtype",
+               lambda: fd.solve(a.astype(np.float32) if last else a, b.astype(np.float32) if last else b, comm,
+                                layout=(lay, lb)))
+    raises("bias length", fusemath.ShapeError, "bias has shape",
+           lambda: fd.matmul(a, b, comm, layout=(lay, lb), bias=np.ones(4)))
+    raises("dropout", fusemath.NotSupportedError, "not implemented",
+           lambda: fd.matmul(a, b, comm, layout=(lay, lb), epilogue="relu+dropout"))
+    raises("epilogue name", ValueError, "", lambda: fd.matmul(a, b, comm, layout=(lay, lb), epilogue="bogus"))
+    raises("beta without c", ValueError, "c is NULL", lambda: fd.matmul(a, b, comm, layout=(lay, lb), beta=1.0))
+    raises("layout type", TypeError, "tuple of", lambda: fd.matmul(a, b, comm, layout=lay))
+    raises("comm", TypeError, "mpi4py communicator", lambda: fd.solve(a, b, 0, layout=(lay, lb)))
+    raises("upper", TypeError, "upper must be a bool", lambda: fd.cholesky(a, comm, layout=lay, upper="yes"))
+    raises("scatter shape", fusemath.ShapeError, "layout's is",
+           lambda: fd.scatter(np.zeros((5, 5)) if rank == 0 else None, comm, lay))
+    raises("gather shape on one rank", fusemath.ShapeError, "this rank's block",
+           lambda: fd.gather(np.zeros((1, 1)) if last else a, comm, lay))
+    # the failures left nothing behind: a good call still works
+    x = fd.gather(fd.solve(fd.scatter(np.eye(24) * 2, comm, lay), b, comm, layout=(lay, lb)), comm, lb)
+    full_b = fd.gather(b, comm, lb)
+    check(rank != 0 or np.allclose(x, full_b / 2, rtol=1e-14, atol=0), "solve after the failures")
+
+
+_WHAT = {"transforms": transforms, "errors": errors, "scalapack": scalapack, "scalapack_errors": scalapack_errors}
+if sys.argv[1].startswith("scalapack") and not scalapack_available():
+    sys.exit(0)
+_WHAT[sys.argv[1]]()
 bad = comm.allgather(failures)
 if rank == 0:
     for f in (f for per in bad for f in per):

@@ -96,6 +96,88 @@ FM_API const char *fm_dist_fft_describe(const fm_dist_plan *plan);
  *  NULL is fine. Before MPI_Finalize. */
 FM_API void fm_dist_fft_destroy(fm_dist_plan *plan);
 
+/* ---- Dense linear algebra on block-cyclic matrices through ScaLAPACK (CPU ranks) ----
+ *  - A process grid (fm_dist_grid) is nprow x npcol ranks of the caller's communicator, in row-major
+ *    order (rank r of comm is grid process (r / npcol, r % npcol)); every rank of comm is in it.
+ *  - A matrix on it (fm_dist_matrix) is m x n, cut into mb x nb blocks dealt round the grid: global
+ *    entry (i, j) is on grid process ((i / mb) % nprow, (j / nb) % npcol), at local entry
+ *    ((i / (mb nprow)) mb + i % mb, (j / (nb npcol)) nb + j % nb) (ScaLAPACK's 2-D block-cyclic
+ *    layout, first block on process (0, 0)). Each rank's local block is column-major (Fortran
+ *    order), local_rows x local_cols (numroc's counts) with leading dimension ld.
+ *  - Built where ScaLAPACK is found (CMake: FUSEMATH_WITH_SCALAPACK=AUTO|ON|OFF); otherwise these
+ *    functions exist and return FM_ERR_UNAVAILABLE saying so.
+ *  - Calls on one grid are collective over its communicator and serialized by the caller (BLACS is
+ *    not thread-safe); the grid must be destroyed before MPI_Finalize. */
+#define FM_DIST_DEFAULT_BLOCK 64
+
+typedef struct fm_dist_grid fm_dist_grid;
+
+/*! fm_dist_grid_create() : collective. The BLACS grid of nprow x npcol ranks of comm (both 0: the
+ *  near-square factorization of comm's size, nprow <= npcol; else nprow * npcol must be the size).
+ *  comm is duplicated (the caller may free its own). An inter-communicator is refused. */
+FM_API fm_status fm_dist_grid_create(MPI_Comm comm, int nprow, int npcol, fm_dist_grid **grid);
+
+/*! fm_dist_grid_destroy() : collective (Cblacs_gridexit frees communicators); NULL is fine. */
+FM_API void fm_dist_grid_destroy(fm_dist_grid *grid);
+
+/*! fm_dist_grid_shape() : local. The grid's shape and this rank's place in it; any may be NULL. */
+FM_API fm_status fm_dist_grid_shape(const fm_dist_grid *grid, int *nprow, int *npcol, int *myrow, int *mycol);
+
+/* One block-cyclic matrix as this rank sees it (fm_dist_matrix_init fills all but data). */
+typedef struct fm_dist_matrix {
+    int64_t m, n;                   /* global shape, >= 1 */
+    int64_t mb, nb;                 /* block sizes, >= 1 */
+    int64_t local_rows, local_cols; /* this rank's block: must be the layout's (numroc) */
+    int64_t ld;                     /* leading dimension of data, >= max(1, local_rows) */
+    void *data;                     /* column-major local block; may be NULL where it is empty */
+} fm_dist_matrix;
+
+/*! fm_dist_matrix_init() : local. *mat for an m x n matrix in mb x nb blocks (0: FM_DIST_DEFAULT_BLOCK)
+ *  on grid: this rank's local shape, ld = max(1, local_rows), data NULL. */
+FM_API fm_status fm_dist_matrix_init(const fm_dist_grid *grid, int64_t m, int64_t n, int64_t mb, int64_t nb,
+                                     fm_dist_matrix *mat);
+
+/*! fm_dist_matrix_global_index() : local. The global row (axis 0) or column (axis 1) of this rank's
+ *  local row / column `local` (ScaLAPACK's indxl2g, from 0). */
+FM_API fm_status fm_dist_matrix_global_index(const fm_dist_grid *grid, const fm_dist_matrix *mat, int axis,
+                                             int64_t local, int64_t *global);
+
+typedef struct fm_dist_matmul_options {
+    double alpha, beta;  /* D = act(alpha A @ B + beta C + bias) */
+    unsigned epilogue;   /* fm_epilogue bits: FM_EPILOGUE_BIAS and / or one of relu, gelu, sigmoid, tanh,
+                            silu, clamp (aux, scale, dropout and the backward kinds: FM_ERR_NOT_SUPPORTED) */
+    double clamp[2];     /* lo, hi of FM_EPILOGUE_CLAMP */
+    int32_t reserved[4]; /* zero */
+} fm_dist_matmul_options;
+
+/*! fm_dist_matmul_options_init() : alpha = 1, beta = 0, no epilogue. */
+FM_API void fm_dist_matmul_options_init(fm_dist_matmul_options *o);
+
+/*! fm_dist_matmul() : collective. D = act(alpha A @ B + beta C + bias) through pdgemm / psgemm
+ *  (dtype FM_F64 / FM_F32), A m x k, B k x n, C (NULL unless beta != 0; may be D itself) and D m x n;
+ *  bias (NULL unless the epilogue has FM_EPILOGUE_BIAS) is the whole length-n row vector on every
+ *  rank. The bias and the activation are applied to each rank's local block of D, by the core's
+ *  CPU epilogue passes. Layouts: A's mb and B's nb are D's, A's nb is B's mb, C's is D's; D must
+ *  not overlap A or B (FM_ERR_ALIAS). */
+FM_API fm_status fm_dist_matmul(const fm_dist_grid *grid, fm_dtype dtype, const fm_dist_matrix *a,
+                                const fm_dist_matrix *b, const fm_dist_matrix *c, const void *bias,
+                                const fm_dist_matmul_options *opts, fm_dist_matrix *d);
+
+/*! fm_dist_solve() : collective. X with A X = B through pdgesv / psgesv: A (n x n, square blocks)
+ *  is overwritten by its LU factors, B (n x nrhs, B's mb = A's) by X. A singular A is FM_ERR_LINALG
+ *  on every rank, naming the zero pivot (B is then not a solution). */
+FM_API fm_status fm_dist_solve(const fm_dist_grid *grid, fm_dtype dtype, fm_dist_matrix *a, fm_dist_matrix *b);
+
+/*! fm_dist_cholesky() : collective. A = L L^T (upper = 0) or U^T U (upper = 1) through pdpotrf /
+ *  pspotrf: the triangle named is read and overwritten by the factor, the other is left as it was.
+ *  A not positive definite is FM_ERR_LINALG on every rank, naming the leading minor. */
+FM_API fm_status fm_dist_cholesky(const fm_dist_grid *grid, fm_dtype dtype, int upper, fm_dist_matrix *a);
+
+/*! fm_dist_cho_solve() : collective. X with A X = B from fm_dist_cholesky's factor (the same upper)
+ *  through pdpotrs / pspotrs; B (B's mb = the factor's) is overwritten by X. */
+FM_API fm_status fm_dist_cho_solve(const fm_dist_grid *grid, fm_dtype dtype, int upper, const fm_dist_matrix *factor,
+                                   fm_dist_matrix *b);
+
 /*! fm_dist_mpi_library() : local. MPI_Get_library_version() of the MPI this library was linked
  *  with (front ends check that theirs is the same one). */
 FM_API const char *fm_dist_mpi_library(void);
