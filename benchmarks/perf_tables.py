@@ -304,6 +304,51 @@ def solve_cpu(runs):
     return "".join(text), g
 
 
+def solve_gpu(runs):
+    """Dense solvers on the GPU (benchmarks/solve_gpu.py): fusemath against torch / CuPy per routine and size."""
+    def rows_of(name, d):
+        gpu = d.get("machine", {}).get("nvidia_smi", {}).get("name") or d.get("machine", {}).get("tag", NR)
+        for r in d.get("results", []):
+            yield (gpu, r["routine"], str(r["size"])), r
+    sel = latest(runs, rows_of)
+    text, g = [], []
+    for gpu in sorted({k[0] for k in sel}):
+        keys = sorted((k for k in sel if k[0] == gpu), key=lambda k: (k[1].startswith("batched"), k[1], len(k[2]), k[2]))
+        rows, peer, batched, eigh20, refine, fresh = [], [], [], [], [], []
+        for k in keys:
+            r, run, _ = sel[k]
+            ms, rv = r["ms"], {p: v["median"] for p, v in r.get("ratio_vs", {}).items()}
+            label = f"{k[1]} {k[2]}"
+            if k[1] == "solver_solve_vs_fresh":
+                ratio, target = rv.get("fresh_solve"), "<= 0.1x fresh"
+                fresh.append((label, ratio))
+                ok = ratio is not None and ratio <= 0.1
+            elif k[1].startswith("solve_refine"):
+                ratio, target = rv.get("torch"), "<= 0.5x torch"
+                refine.append((label, ratio / 0.5 if ratio is not None else None))
+                ok = ratio is not None and ratio <= 0.5
+            elif k[1] == "batched_eigh" and k[2] != "10000x32x32":
+                ratio, target = rv.get("torch"), "<= 0.05x torch"
+                eigh20.append((label, ratio / 0.05 if ratio is not None else None))
+                ok = ratio is not None and ratio <= 0.05
+            else:
+                ratio, target = max(rv.values()) if rv else None, "<= 1.00x faster peer"  # fm over the faster peer
+                (batched if k[1].startswith("batched") else peer).append((label, ratio))
+                ok = ratio is not None and ratio <= 1.0
+            rows.append([k[1], k[2], fms(ms.get("fusemath")), fms(ms.get("torch")), fms(ms.get("cupy")),
+                         fms(ms.get("fresh_solve")), f3(ratio), target, "yes" if ok else "**no**", f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        text.append(f"\n### {gpu}\n" + md(["routine", "size", "fm ms", "torch ms", "cupy ms", "fresh solve ms",
+                                             "ratio", "target", "met", "run"], rows) + runs_list([sel[k] for k in keys], runs))
+        g += [glance("28", "GPU fp64 solvers <= 1.00x the faster of torch / CuPy", gpu, peer, 1.0, last[2]),
+              glance("28", "GPU Solver.solve of a new b <= 0.1x a fresh solve (n = 4096)", gpu, fresh, 0.1, last[2]),
+              glance("28", "GPU refine >= 2x faster than torch fp64 (shown: ratio / 0.5)", gpu,
+                     refine, 1.0, last[2]),
+              glance("28", "GPU batched f32 <= 1.00x torch", gpu, batched, 1.0, last[2]),
+              glance("28", "GPU batched eigh >= 20x faster than torch (shown: ratio / 0.05)", gpu, eigh20, 1.0, last[2])]
+    return "".join(text) or "No GPU solver results yet.\n", g
+
+
 def crossover(runs):
     text = []
     for op in ("matmul", "fft", "rng"):
@@ -442,6 +487,7 @@ def render() -> str:
              "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
              "rng": rng(load("rng-")),
              "solve_cpu": solve_cpu(load("solve_cpu-")),
+             "solve_gpu": solve_gpu(load("solve_gpu-")),
              "dispatch": dispatch(load("dispatch-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
