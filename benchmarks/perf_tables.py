@@ -351,7 +351,7 @@ def solve_gpu(runs):
 
 def crossover(runs):
     text = []
-    for op in ("matmul", "fft", "rng"):
+    for op in ("matmul", "fft", "rng", "solve"):
         # since the FFT has its own file, each JSON says its "op"; older ones held the FFT under "fft"
         have = [(n, d, d if d.get("op", "matmul") == op else (d.get("fft") or {}) if op == "fft" else {}, date)
                 for n, d, date in runs]
@@ -362,9 +362,10 @@ def crossover(runs):
             rows = [[n] + [fms(next((r["ms"] for r in res["rows"][m] if r["n"] == n), None)) for m in modes]
                     for n in sorted({r["n"] for m in modes for r in res["rows"][m]})]
             cross = "; ".join(f"{m}: from n = {c['from_n_on']}" for m, c in res.get("crossover", {}).items())
-            png = name if op == "matmul" else name.replace("matmul_crossover", "fft_crossover")
+            png = name if op != "fft" else name.replace("matmul_crossover", "fft_crossover")
             what = {"matmul": "matmul + bias + relu, f32", "fft": "fft2, complex64",
-                    "rng": "standard_normal, float32, n x n values (portable mode)"}[op]
+                    "rng": "standard_normal, float32, n x n values (portable mode)",
+                    "solve": "solve, float64, n x n with 16 right-hand sides"}[op]
             text.append(f"\n### {what}\n"
                         f"{meta.get('machine', {}).get('cpu_model', NR)}, {meta.get('threads', NR)} CPU threads; "
                         + (f"{gpu.get('device_name') or NR} ({gpu.get('array_library') or NR})" if gpu.get("enabled", True)
@@ -489,7 +490,8 @@ def render() -> str:
              "solve_cpu": solve_cpu(load("solve_cpu-")),
              "solve_gpu": solve_gpu(load("solve_gpu-")),
              "dispatch": dispatch(load("dispatch-")),
-             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
+             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-",
+                                                  "solve_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
         text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],
                                                [row for _, g in parts.values() for row in g if row]))
