@@ -46,8 +46,10 @@ typedef struct fm_dist_fft_options {
     int32_t effort;      /* fm_fft_effort: FFTW_ESTIMATE / MEASURE / PATIENT, measured collectively */
     int32_t num_threads; /* FFTW threads per rank; 0 = 1 (one rank per core is the usual layout) */
     int32_t reserved[5]; /* zero */
-    /* Fused chains: FM_FFT_OP_SCALE and FM_FFT_OP_CONJ only (applied as the data is copied into
-     * and out of FFTW's buffers); FM_FFT_OP_MULTIPLY / CALLBACK: FM_ERR_NOT_SUPPORTED for now. */
+    /* Fused chains, x -> conj?(x * scale * array) as fusemath.h's, applied as the data is copied
+     * into (prolog) and out of (epilog) FFTW's buffers: FM_FFT_OP_SCALE, FM_FFT_OP_CONJ and
+     * FM_FFT_OP_MULTIPLY (its array is each rank's block: fm_dist_fft_plan_chains);
+     * FM_FFT_OP_CALLBACK (GPU only): FM_ERR_NOT_SUPPORTED. */
     fm_fft_chain prolog, epilog;
 } fm_dist_fft_options;
 
@@ -74,6 +76,21 @@ typedef struct fm_dist_plan fm_dist_plan;
 FM_API fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
                                   const int64_t *in_local_shape, const fm_dist_fft_options *opts,
                                   fm_dist_plan **plan);
+
+/*! fm_dist_fft_plan_chains() : collective. fm_dist_fft_plan (which is this with both arrays NULL)
+ *  with the chains' multiply arrays. prolog_array / epilog_array: NULL unless opts' prolog /
+ *  epilog has FM_FFT_OP_MULTIPLY; else this rank's block of the array multiplied into the input as
+ *  it is copied into FFTW's buffer (prolog: the input block, fm_dist_local_shape(FM_DIST_IN)) or
+ *  into the output as it is copied out (epilog: the output block in the output's layout, axes 0
+ *  and 1 swapped where it is transposed: fm_dist_local_shape(FM_DIST_OUT)): no broadcasting,
+ *  ndim entries, C-contiguous host memory (device cpu or auto), dtype real or complex of the
+ *  data's precision (real only on the real side of r2c / c2r); data may be NULL where the block is
+ *  empty. The data pointers are kept and read at every execute (their contents may change between
+ *  executes). A wrong shape, dtype or layout on any rank is an error on every rank. */
+FM_API fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                                         const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                                         const fm_tensor *epilog_array, const fm_dist_fft_options *opts,
+                                         fm_dist_plan **plan);
 
 /*! fm_dist_fft_execute() : collective. out = epilog(norm * FFT(prolog(in))) over the global array;
  *  in and out are this rank's C-contiguous blocks (fm_dist_fft_local), may be NULL where the block
