@@ -230,17 +230,28 @@ static fm_status check_arrays(const char *where, fm_dist_plan *p, const fm_tenso
     return FM_OK;
 }
 
+static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                           const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                           const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan);
+
 fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype, const int64_t *in_local_shape,
                            const fm_dist_fft_options *opts, fm_dist_plan **plan)
 {
-    return fm_dist_fft_plan_chains(comm, ndim, n, dtype, in_local_shape, NULL, NULL, opts, plan);
+    return plan_impl("fm_dist_fft_plan", comm, ndim, n, dtype, in_local_shape, NULL, NULL, opts, plan);
 }
 
 fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
                                   const int64_t *in_local_shape, const fm_tensor *prolog_array,
                                   const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan)
 {
-    const char *where = prolog_array || epilog_array ? "fm_dist_fft_plan_chains" : "fm_dist_fft_plan";
+    return plan_impl("fm_dist_fft_plan_chains", comm, ndim, n, dtype, in_local_shape, prolog_array, epilog_array,
+                     opts, plan);
+}
+
+static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                           const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                           const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan)
+{
     if (plan)
         *plan = NULL; /* before anything can fail */
     int rank, size;
