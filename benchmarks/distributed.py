@@ -11,6 +11,8 @@ order rotated each round), it times on the same local data:
     fftw_mpi          fftwf_mpi_plan_many_dft with the same flags (effort | FFTW_DESTROY_INPUT), fftwf_execute
                       only (benchmarks/dist_bare.c, loaded with ctypes; its destroyed input refilled untimed)
     fusemath_T / fftw_mpi_T   the same with the output transposed (FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer)
+    fusemath_ow, fusemath_T_ow  plan(overwrite_input=True): FFTW-MPI on the caller's blocks, no copy (the input
+                      refilled untimed, as FFTW-MPI's)
     fusemath_chain    fusemath slab -> slab with prolog {scale, multiply} and epilog {scale, multiply}
     mpi4py_fft        mpi4py_fft.PFFT(comm, shape, slab=True, planner_effort) .forward(u, uh): its slab
                       decomposition (input along axis 0, output along axis 1); "not installed" where it is not
@@ -42,6 +44,7 @@ sys.path.insert(0, HERE)
 from bench_common import REPO_ROOT, command_line, err, machine, versions, write_json  # noqa: E402
 
 SIZES = {"fft3d": (256, 256, 256), "fft2d": (8192, 8192), "gemm": 2048, "gesv": 2048}
+MID = {"fft3d": (128, 128, 128), "fft2d": (2048, 2048), "gemm": 1024, "gesv": 1024}
 QUICK = {"fft3d": (64, 64, 64), "fft2d": (1024, 1024), "gemm": 512, "gesv": 512}
 BLOCK = 64
 
@@ -144,9 +147,12 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
     x = (rng.standard_normal(loc) + 1j * rng.standard_normal(loc)).astype(np.complex64)
     plans, impls, outs = {}, {}, {}
 
-    def fm(name, layout, chains):
+    def fm(name, layout, chains, overwrite=False):
         f = fd.FFT(x, comm, global_shape=shape, layout_out=layout)
-        if chains:
+        xin = np.empty_like(x) if overwrite else x  # refilled (untimed) before each call, as FFTW's input
+        if overwrite:
+            f.plan(effort=effort, overwrite_input=True)
+        elif chains:
             lo = fd.local_shape(shape, comm, which="out")[0]
             pro = (0.5 + rng.random(loc)).astype(np.float32)
             epi = (0.5 + rng.random(lo)).astype(np.complex64)
@@ -157,14 +163,18 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
         plans[name], outs[name] = f, y
 
         def call():
+            if overwrite:
+                xin[...] = x
             comm.Barrier()
             t0 = time.perf_counter()
-            f.execute(x, out=y)
+            f.execute(xin, out=y)
             return time.perf_counter() - t0
         impls[name] = call
 
     fm("fusemath", "slab", False)
     fm("fusemath_T", "transposed", False)
+    fm("fusemath_ow", "slab", False, overwrite=True)
+    fm("fusemath_T_ow", "transposed", False, overwrite=True)
     fm("fusemath_chain", "slab", True)
     n_c = (ctypes.c_long * len(shape))(*shape)
     checks = {}
@@ -192,7 +202,8 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
            "check_rel_err_vs_fftw_mpi": checks, "times_s": times,
            "median_s": {k: statistics.median(v) for k, v in times.items()},
            "ratios": {f"{a}/{b}": _ratios(times, a, b) for a, b in
-                      (("fusemath", "fftw_mpi"), ("fusemath_T", "fftw_mpi_T"), ("fusemath_chain", "fusemath"))}}
+                      (("fusemath", "fftw_mpi"), ("fusemath_T", "fftw_mpi_T"), ("fusemath_ow", "fftw_mpi"),
+                       ("fusemath_T_ow", "fftw_mpi_T"), ("fusemath_chain", "fusemath"))}}
     return row
 
 
@@ -307,7 +318,7 @@ def exchange_case(comm, rounds):
 def worker(args) -> int:
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    sizes = QUICK if args.quick else SIZES
+    sizes = {"quick": QUICK, "mid": MID, "full": SIZES}["quick" if args.quick else args.size]
     res = {"np": comm.size, "fft": [], "scalapack": None, "exchange": None, "errors": []}
     try:
         bare = _bare()
@@ -503,7 +514,7 @@ def launch(np_, args, env, extra) -> dict:
         path = tf.name
     cmd = mpirun_cmd(np_) + [sys.executable, os.path.abspath(__file__), "--worker", "--json", path,
                              "--effort", args.effort, "--rounds", str(args.rounds), "--budget", str(args.budget),
-                             "--cases", args.cases] + (["--quick"] if args.quick else []) + extra
+                             "--cases", args.cases, "--size", "quick" if args.quick else args.size] + extra
     print(" ".join(cmd), flush=True)
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -524,7 +535,9 @@ def driver(args) -> int:
     out = {"benchmark": "distributed", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line(),
            "machine": dict(machine(), tag=args.machine_tag, isa=isa(), blas_core=blas_core(),
                            blas=fusemath.blas_info()),
-           "versions": versions("numpy", "mpi4py", "mpi4py-fft"), "effort": args.effort, "quick": args.quick,
+           "versions": versions("numpy", "mpi4py", "mpi4py-fft"), "effort": args.effort,
+           "size": "quick" if args.quick else args.size, "sizes": {"quick": QUICK, "mid": MID, "full": SIZES}[
+               "quick" if args.quick else args.size],
            "method": "paired rounds in the same ranks (order rotated per round); a call's time is the max over "
                      "ranks between a barrier and its return; per round the median of >= 2 calls (about --budget "
                      "s); ratios: median [min, max] over rounds; OMP / OpenBLAS / fusemath threads 1 per rank; "
@@ -552,7 +565,7 @@ def driver(args) -> int:
         out["runs"].append(run)
         print(table({"runs": [run]}), flush=True)
     path = args.out or os.path.join(HERE, "results", f"distributed-{args.machine_tag}-{time.strftime('%Y-%m-%d')}"
-                                    f"{'-quick' if args.quick else ''}.json")
+                                    f"{'' if (args.size == 'full' and not args.quick) else '-quick' if args.quick else '-' + args.size}.json")
     write_json(path, out)
     print(f"wrote {path}")
     return 0
@@ -560,7 +573,9 @@ def driver(args) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small sizes (a 2-core machine)")
+    p.add_argument("--quick", action="store_true", help="small sizes (a 2-core machine): --size quick")
+    p.add_argument("--size", default="full", choices=("quick", "mid", "full"),
+                   help="full: the issue's (256^3, 8192^2, n = 2048); mid: 128^3, 2048^2, 1024; quick: 64^3, 1024^2, 512")
     p.add_argument("--nps", default="1,2,4")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=0.2, help="seconds of calls per implementation and round")

@@ -113,6 +113,9 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
     if (o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->num_threads = %d; expected 0 (one) to %d", where,
                        (int)o->num_threads, FM_MAX_THREADS);
+    if (o->overwrite_input != 0 && o->overwrite_input != 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->overwrite_input = %d; expected 0 or 1", where,
+                       (int)o->overwrite_input);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         if (o->reserved[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->reserved[%zu] = %d; expected 0 "

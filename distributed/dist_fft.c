@@ -6,6 +6,7 @@
 
 #include <fftw3-mpi.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,47 @@ static void copy_side(const fm_dist_plan *p, int which, const void *user)
     const void *src = in ? user : p->buf[1];
     int64_t drow = in ? s->buf_row : len, srow = in ? len : s->buf_row;
     fm_dist_copy(p->dbl, dst, drow, src, srow, rows, len, !s->real, &p->run[which]);
+}
+
+/* Can side `which` run on the caller's block `user` itself, no copy? Only a complex side with no
+ * chain and no norm on it (the input also needs overwrite_input: FFTW destroys it), not the other
+ * side's block, at least FFTW's buffer size and aligned as fftw_malloc's memory (new-array execute).
+ * Local: FFTW-MPI's arrays are each rank's own. */
+static int direct_ok(const fm_dist_plan *p, int which, const void *user, const void *other)
+{
+    const fm_dist_chain_run *r = &p->run[which];
+    if (p->g.side[which].real || r->scaled || r->conj || r->arr || !user || user == other)
+        return 0;
+    if (which == FM_DIST_IN && !p->o.overwrite_input)
+        return 0;
+    if (side_numel(&p->g, which) < p->g.alloc)
+        return 0;
+    if (p->dbl)
+        return fftw_alignment_of((double *)(uintptr_t)user) == fftw_alignment_of((double *)p->buf[which]);
+    return fftwf_alignment_of((float *)(uintptr_t)user) == fftwf_alignment_of((float *)p->buf[which]);
+}
+
+/* FFTW-MPI's execute of p from fin to fout: its own buffers, or the new-array execute */
+static void run_fftw(const fm_dist_plan *p, void *fin, void *fout)
+{
+    int own = fin == p->buf[0] && fout == p->buf[1];
+#define FM_DIST_RUN(PRE, R, C)                                                                             \
+    do {                                                                                                  \
+        PRE##_plan q = (PRE##_plan)p->fftw_plan;                                                          \
+        if (own)                                                                                          \
+            PRE##_execute(q);                                                                             \
+        else if (p->o.kind == FM_FFT_C2C)                                                                 \
+            PRE##_mpi_execute_dft(q, (C *)fin, (C *)fout);                                                \
+        else if (p->o.kind == FM_FFT_R2C)                                                                 \
+            PRE##_mpi_execute_dft_r2c(q, (R *)fin, (C *)fout);                                            \
+        else                                                                                              \
+            PRE##_mpi_execute_dft_c2r(q, (C *)fin, (R *)fout);                                            \
+    } while (0)
+    if (p->dbl)
+        FM_DIST_RUN(fftw, double, fftw_complex);
+    else
+        FM_DIST_RUN(fftwf, float, fftwf_complex);
+#undef FM_DIST_RUN
 }
 
 /* The FFTW-MPI plan of p on its buffers; call with the planner lock held. */
@@ -311,12 +353,12 @@ fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
     /* one small allreduce so a bad pointer on one rank fails every rank, not a deadlock */
     if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
         return st;
-    copy_side(p, FM_DIST_IN, in);
-    if (p->dbl)
-        fftw_execute((fftw_plan)p->fftw_plan);
-    else
-        fftwf_execute((fftwf_plan)p->fftw_plan);
-    copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
+    int din = direct_ok(p, FM_DIST_IN, in, out), dout = direct_ok(p, FM_DIST_OUT, out, in);
+    if (!din)
+        copy_side(p, FM_DIST_IN, in);
+    run_fftw(p, din ? (void *)(uintptr_t)in : p->buf[0], dout ? out : p->buf[1]);
+    if (!dout)
+        copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
     return FM_OK;
 }
 

@@ -48,8 +48,8 @@ class _Chain(ctypes.Structure):
 
 class _Options(ctypes.Structure):  # fm_dist_fft_options
     _fields_ = [(k, ctypes.c_int32) for k in ("kind", "inverse", "in_layout", "out_layout", "norm", "effort",
-                                              "num_threads")] + \
-               [("reserved", ctypes.c_int32 * 5), ("prolog", _Chain), ("epilog", _Chain)]
+                                              "num_threads", "overwrite_input")] + \
+               [("reserved", ctypes.c_int32 * 4), ("prolog", _Chain), ("epilog", _Chain)]
 
 
 class _Tensor(ctypes.Structure):  # fm_tensor (FM_MAX_NDIM = 8)
@@ -218,7 +218,8 @@ class FFT:
     FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer); an inverse with layout_in="transposed" takes
     that output back. The transform runs over every axis (axes: None or all of them in order).
 
-    ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None)``:
+    ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None,
+    overwrite_input=False)``:
     prolog / epilog as in ``fusemath.fft``, ``{"scale": s, "multiply": array, "conj": bool}``, fused
     into the copies into and out of FFTW's buffers: a multiply array is this rank's block of the
     side it multiplies (prolog: x_local's shape; epilog: ``out_local_shape``, transposed where the
@@ -266,10 +267,13 @@ class FFT:
         self._arrays = (None, None)  # the planned chains' multiply arrays, read at every execute
 
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "estimate", norm: Any = "backward",
-             num_threads: Optional[int] = None) -> "FFT":
-        """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self."""
+             num_threads: Optional[int] = None, overwrite_input: bool = False) -> "FFT":
+        """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self.
+        overwrite_input=True lets execute() destroy its input (FFTW-MPI then runs on it directly where
+        there is no prolog: one copy fewer)."""
         where = self._where + ".plan"
-        o, arrays = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where))
+        o, arrays = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where,
+                                                                   overwrite_input))
         shape = self._shape
         handle = ctypes.c_void_p()
         tensors = [None if a is None else ctypes.byref(_tensor(a)) for a in arrays]
@@ -279,8 +283,11 @@ class FFT:
         self._handle, self._arrays = handle, arrays
         return self
 
-    def _plan_options(self, prolog, epilog, effort, norm, num_threads, where) -> _Options:
+    def _plan_options(self, prolog, epilog, effort, norm, num_threads, where, overwrite_input):
         o = _Options.from_buffer_copy(self._opts)
+        if not isinstance(overwrite_input, (bool, np.bool_)):
+            raise TypeError(f"{where}: overwrite_input must be a bool, not {type(overwrite_input).__name__}")
+        o.overwrite_input = int(overwrite_input)
         o.norm, o.effort = _norm_code(norm, where), _choice(effort, _EFFORTS, "effort", where)
         o.num_threads = 0 if num_threads is None else int(num_threads)
         arrays = []

@@ -45,7 +45,10 @@ typedef struct fm_dist_fft_options {
     int32_t norm;        /* fm_fft_norm, over the whole global transform */
     int32_t effort;      /* fm_fft_effort: FFTW_ESTIMATE / MEASURE / PATIENT, measured collectively */
     int32_t num_threads; /* FFTW threads per rank; 0 = 1 (one rank per core is the usual layout) */
-    int32_t reserved[5]; /* zero */
+    int32_t overwrite_input; /* 1: execute may overwrite `in` (its values are then undefined), which lets
+                                FFTW-MPI run on the caller's complex input block itself where there is no
+                                prolog (fm_dist_fft_execute says when); 0: `in` is never changed */
+    int32_t reserved[4]; /* zero */
     /* Fused chains, x -> conj?(x * scale * array) as fusemath.h's, applied as the data is copied
      * into (prolog) and out of (epilog) FFTW's buffers: FM_FFT_OP_SCALE, FM_FFT_OP_CONJ and
      * FM_FFT_OP_MULTIPLY (its array is each rank's block: fm_dist_fft_plan_chains);
@@ -94,8 +97,14 @@ FM_API fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t 
 
 /*! fm_dist_fft_execute() : collective. out = epilog(norm * FFT(prolog(in))) over the global array;
  *  in and out are this rank's C-contiguous blocks (fm_dist_fft_local), may be NULL where the block
- *  is empty, and are not changed / fully written (in is never overwritten, c2r included). One
- *  plan runs one execute at a time (it owns FFTW's buffers). */
+ *  is empty, and are fully written (out) / not changed (in, unless opts->overwrite_input). One plan
+ *  runs one execute at a time (it owns FFTW's buffers). The data is copied into and out of FFTW's
+ *  buffers (the chains and the norm applied in those copies) except where FFTW-MPI can run on the
+ *  caller's block itself: the output when it is complex, there is no epilog and no norm scaling,
+ *  out != in, out is aligned as fftw_malloc'd memory (fftw_alignment_of) and holds at least FFTW's
+ *  local buffer size (true of even splits: n0 and n1 multiples of the ranks); the input likewise
+ *  when it is complex, there is no prolog and opts->overwrite_input is set. The path taken is the
+ *  same on every rank (agreed). */
 FM_API fm_status fm_dist_fft_execute(const fm_dist_plan *plan, const void *in, void *out);
 
 /*! fm_dist_fft_local() : local. The block of side `which` this rank holds (fm_dist_local_shape's
