@@ -87,9 +87,9 @@ class Timer:
         return self.comm.allreduce(t, op=MPI.MAX)
 
     def round(self, fn):
-        """the median of the calls of one round: at least 2, about `budget` seconds"""
+        """the median of the calls of one round: at least one, about `budget` seconds"""
         times, spent = [], 0.0
-        while len(times) < 2 or spent < self.budget:
+        while not times or spent < self.budget:
             t = self.one(fn)
             times.append(t)
             spent += t
@@ -395,21 +395,25 @@ def gpu_fft_s(n, p, exchanges=1):
 
 
 def fit_alpha_beta(rows):
-    """least squares of T / (p - 1) = alpha + b / beta over (p, b, T) rows -> (alpha, beta)"""
+    """least squares of T / (p - 1) = alpha + b / beta over (p, b, T) rows, relative to each T (the sizes
+    span 4 decades), alpha >= 0 (refit through the origin when the free fit goes negative) -> (alpha, beta)"""
     import numpy as np
-    a = np.array([[1.0, b] for p, b, t in rows])
     y = np.array([t / (p - 1) for p, b, t in rows])
-    (alpha, inv_beta), *_ = np.linalg.lstsq(a, y, rcond=None)
+    b = np.array([float(b) for p, b, t in rows])
+    a = np.stack([np.ones_like(b), b], 1) / y[:, None]
+    (alpha, inv_beta), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+    if alpha < 0:
+        alpha, inv_beta = 0.0, float(np.sum(b / y) / np.sum((b / y) ** 2))
     return float(alpha), float(1 / inv_beta) if inv_beta > 0 else float("inf")
 
 
 def cpu_model(cal):
     """alpha, beta fitted on the calibration's MPI_Alltoall rows; its FFTs predicted from the np = 1 time
     and compared with the measured ones"""
-    rows = [(run["np"], e["bytes_per_message"], e["median_s"]) for run in cal["runs"] if run.get("exchange")
-            for e in run["exchange"]]
+    rows = [(run["np"], e["bytes_per_message"], e["median_s"]) for run in cal["runs"]
+            if run.get("exchange") and not run.get("oversubscribed") for e in run["exchange"]]
     if not rows:
-        return {"error": "the calibration file has no exchange rows (np >= 2)"}
+        return {"error": "the calibration file has no exchange rows (np >= 2, not oversubscribed)"}
     alpha, beta = fit_alpha_beta(rows)
     fit = [{"np": p, "bytes_per_message": b, "measured_s": t, "model_s": (p - 1) * (alpha + b / beta)}
            for p, b, t in rows]
@@ -539,7 +543,7 @@ def driver(args) -> int:
            "size": "quick" if args.quick else args.size, "sizes": {"quick": QUICK, "mid": MID, "full": SIZES}[
                "quick" if args.quick else args.size],
            "method": "paired rounds in the same ranks (order rotated per round); a call's time is the max over "
-                     "ranks between a barrier and its return; per round the median of >= 2 calls (about --budget "
+                     "ranks between a barrier and its return; per round the median of >= 1 calls (about --budget "
                      "s); ratios: median [min, max] over rounds; OMP / OpenBLAS / fusemath threads 1 per rank; "
                      "mpirun's default binding", "runs": []}
     out["mpi"] = subprocess.run(mpirun_cmd(1)[:1] + ["--version"], capture_output=True, text=True).stdout.split("\n")[0]

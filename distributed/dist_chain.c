@@ -10,9 +10,10 @@
 /* rows x len scalars from src (row stride srow) to dst (row stride drow), through chain c. cplx:
  * the data are complex (re, im pairs; len even); c->arr, when set, is C-contiguous in the
  * caller's block layout (rows x len / (cplx ? 2 : 1) elements), complex when c->arr_cplx. Each
- * row runs one branch-free inner loop so that the compiler vectorizes it. */
+ * row runs one branch-free inner loop so that the compiler vectorizes it (the dynamic cost model and
+ * AVX2 / AVX-512 clones, as fusion/'s chain passes: cmake/FusemathMPI.cmake). */
 #define FM_DIST_COPY(NAME, T)                                                                             \
-    static void NAME(T *restrict dst, int64_t drow, const T *restrict src, int64_t srow, int64_t rows,    \
+    FM_SIMD_CLONES static void NAME(T *restrict dst, int64_t drow, const T *restrict src, int64_t srow, int64_t rows,    \
                      int64_t len, int cplx, const fm_dist_chain_run *c)                                   \
     {                                                                                                     \
         const T ar = (T)c->scale[0], ai = (T)c->scale[1], sg = c->conj ? (T)-1 : (T)1;                    \
