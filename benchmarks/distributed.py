@@ -548,6 +548,9 @@ def driver(args) -> int:
                      "mpirun's default binding", "runs": []}
     out["mpi"] = subprocess.run(mpirun_cmd(1)[:1] + ["--version"], capture_output=True, text=True).stdout.split("\n")[0]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", FUSEMATH_NUM_THREADS="1")
+    suffix = "" if args.size == "full" and not args.quick else "-quick" if args.quick else "-" + args.size
+    path = args.out or os.path.join(HERE, "results", f"distributed-{args.machine_tag}-{time.strftime('%Y-%m-%d')}"
+                                    f"{suffix}.json")
     for np_ in (int(v) for v in args.nps.split(",")):
         t0 = time.time()
         run = launch(np_, args, env, [])
@@ -568,9 +571,7 @@ def driver(args) -> int:
         run["wall_s"] = round(time.time() - t0, 1)
         out["runs"].append(run)
         print(table({"runs": [run]}), flush=True)
-    path = args.out or os.path.join(HERE, "results", f"distributed-{args.machine_tag}-{time.strftime('%Y-%m-%d')}"
-                                    f"{'' if (args.size == 'full' and not args.quick) else '-quick' if args.quick else '-' + args.size}.json")
-    write_json(path, out)
+        write_json(path, out)  # after each np: a run cut short keeps what it measured
     print(f"wrote {path}")
     return 0
 
