@@ -439,19 +439,18 @@ def per_gpu(fn, runs, *extra):
 def distributed(runs, model_runs):
     """Distributed FFT / ScaLAPACK on CPU ranks (benchmarks/distributed.py), and its alpha-beta model."""
     text, g = [], []
-    latest_np = {}  # (tag, np) -> (run, JSON name, date, JSON): the newest run of each np per machine
+    latest_np = {}  # (tag, np, sizes) -> (run, JSON name, date, JSON): the newest run of each np and size set
     for name, d, date in runs:
         for run in d.get("runs", []):
-            latest_np[(d.get("machine", {}).get("tag", NR), run["np"])] = (run, name, date, d)
+            latest_np[(d.get("machine", {}).get("tag", NR), run["np"], json.dumps(d.get("sizes")))] = (run, name, date, d)
     for tag in sorted({k[0] for k in latest_np}):
         picked = [latest_np[k] for k in sorted(k for k in latest_np if k[0] == tag)]
         _, name, date, d = max(picked, key=lambda x: x[2])
         m = d.get("machine", {})
         text.append(f"\n### {tag}\nCPU {m.get('cpu_model', NR)} ({m.get('cores', NR)} cores), ISA "
-                    f"{', '.join(m.get('isa', [])) or NR}, BLAS core {m.get('blas_core', NR)}; {d.get('mpi', NR)}; FFTW "
-                    f"effort {d.get('effort', NR)}. Runs: "
+                    f"{', '.join(m.get('isa', [])) or NR}, BLAS core {m.get('blas_core', NR)}; {d.get('mpi', NR)}. Runs: "
                     + "; ".join(f"np = {', '.join(str(r['np']) for r, n2, _, _ in picked if n2 == n)}: `{short(n)}` "
-                                f"({dt}, sizes {dd.get('size', NR)}: `{dd.get('command', NR)}`)"
+                                f"({dt}, sizes {dd.get('size', NR)}, FFTW effort {dd.get('effort', NR)}: `{dd.get('command', NR)}`)"
                                 for n, (dt, dd) in {n: (dt, dd) for _, n, dt, dd in picked}.items())
                     + "\n\n")
         rows, srows, fm_items, ch_items, sl_items, ow_items = [], [], [], [], [], []
