@@ -6,8 +6,9 @@
 #   STEPS="wheels build fft fftcpu" bash benchmarks/device_gpu.sh
 #   STEPS="build matmulcpu hostc" bash benchmarks/device_gpu.sh
 #   STEPS="wheels build rng" bash benchmarks/device_gpu.sh                              # RNG, CPU and GPU
+#   STEPS="build dist" DIST_ARGS="--nps 4" bash benchmarks/device_gpu.sh               # distributed, CPU ranks
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch matmulcpu hostc; what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch matmulcpu dist hostc; what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -118,6 +119,10 @@ want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env 
   "$VPY" benchmarks/dispatch.py --out-dir "$OUT" ${DISPATCH_ARGS:-}
 want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "$VPY" benchmarks/matmul_cpu.py \
   --machine-tag h200-host --out "$OUT/matmul_cpu.json" ${MATMULCPU_ARGS:-}
+# the distributed layer on the host's CPU ranks (mpirun -np 1, 2, 4: DIST_ARGS="--nps 4" etc. to split it
+# over calls); needs Open MPI, FFTW-MPI and ScaLAPACK there (else libfusemath_mpi is not built: it says so)
+want dist && run_step dist "${T_DIST:-540}" "$OUT/bench.log" 40 "$VPY" benchmarks/distributed.py \
+  --machine-tag h200-host --out "$OUT/distributed.json" ${DIST_ARGS:-}
 if want hostc; then
   hc() { # one JSON object: the runs of host_overhead_gpu, date and machine
     echo "{\"benchmark\": \"build/benchmarks/host_overhead_gpu N f32|bf16\", \"date\": \"$(date -u '+%Y-%m-%dT%H:%M')\","

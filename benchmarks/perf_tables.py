@@ -482,6 +482,86 @@ def per_gpu(fn, runs, *extra):
     return "".join(text), g
 
 
+def distributed(runs, model_runs):
+    """Distributed FFT / ScaLAPACK on CPU ranks (benchmarks/distributed.py), and its alpha-beta model."""
+    text, g = [], []
+    latest_np = {}  # (tag, np, sizes) -> (run, JSON name, date, JSON): the newest run of each np and size set
+    for name, d, date in runs:
+        for run in d.get("runs", []):
+            latest_np[(d.get("machine", {}).get("tag", NR), run["np"], json.dumps(d.get("sizes")))] = (run, name, date, d)
+    for tag in sorted({k[0] for k in latest_np}):
+        picked = [latest_np[k] for k in sorted(k for k in latest_np if k[0] == tag)]
+        _, name, date, d = max(picked, key=lambda x: x[2])
+        m = d.get("machine", {})
+        text.append(f"\n### {tag}\nCPU {m.get('cpu_model', NR)} ({m.get('cores', NR)} cores), ISA "
+                    f"{', '.join(m.get('isa', [])) or NR}, BLAS core {m.get('blas_core', NR)}; {d.get('mpi', NR)}. Runs: "
+                    + "; ".join(f"np = {', '.join(str(r['np']) for r, n2, _, _ in picked if n2 == n)}: `{short(n)}` "
+                                f"({dt}, sizes {dd.get('size', NR)}, FFTW effort {dd.get('effort', NR)}: `{dd.get('command', NR)}`)"
+                                for n, (dt, dd) in {n: (dt, dd) for _, n, dt, dd in picked}.items())
+                    + "\n\n")
+        rows, srows, fm_items, ch_items, sl_items, ow_items = [], [], [], [], [], []
+        for run in (r for r, _, _, _ in picked):
+            over = " (oversubscribed)" if run.get("oversubscribed") else ""
+            for r in run.get("fft", []):
+                ms, rat = r.get("median_s", {}), r.get("ratios", {})
+                shp = "x".join(map(str, r["shape"]))
+
+                def rr(key):
+                    v = rat.get(key)
+                    return f"{f3(v['median'])} [{f3(v['min'])}, {f3(v['max'])}]" if v else "-"
+                m4 = r.get("mpi4py_fft", {})
+                rows.append([f"{run['np']}{over}", shp, fms(ms.get("fusemath", 0) * 1e3), fms(ms.get("fftw_mpi", 0) * 1e3),
+                             rr("fusemath/fftw_mpi"), rr("fusemath_ow/fftw_mpi"), rr("fusemath_T/fftw_mpi_T"),
+                             rr("fusemath_chain/fusemath"),
+                             fms(m4["median_s"] * 1e3) if "median_s" in m4 else m4.get("error", "-")[:40],
+                             f3(rat.get("fusemath_T/mpi4py_fft (unpaired)", {}).get("median"))])
+                for key, items in (("fusemath/fftw_mpi", fm_items), ("fusemath_chain/fusemath", ch_items),
+                                   ("fusemath_ow/fftw_mpi", ow_items)):
+                    if rat.get(key) and not over:
+                        items.append((f"np{run['np']} {shp}", rat[key]["median"]))
+            for rname, r in (run.get("scalapack") or {}).items():
+                srows.append([f"{run['np']}{over}", rname, r["n"], "x".join(map(str, r["grid"])),
+                              fms(r["median_s"]["fusemath"] * 1e3), fms(r["median_s"]["scalapack"] * 1e3),
+                              f"{f3(r['ratio']['median'])} [{f3(r['ratio']['min'])}, {f3(r['ratio']['max'])}]"])
+                if not over:
+                    sl_items.append((f"np{run['np']} {rname}", r["ratio"]["median"]))
+            for e in run.get("errors", []):
+                text.append(f"- np = {run['np']}: {e[:300]}\n")
+        text.append(md(["np", "shape (c64)", "fm ms", "FFTW-MPI ms", "fm / FFTW-MPI", "fm overwrite / FFTW-MPI",
+                        "fm T / FFTW-MPI T", "chain / plain", "mpi4py-fft ms", "fm T / mpi4py-fft"], rows))
+        if srows:
+            text.append("\n" + md(["np", "routine", "n", "grid", "fm ms", "ScaLAPACK ms", "fm / ScaLAPACK"], srows))
+        g += [glance("30", "CPU distributed FFT <= 1.05x FFTW-MPI's time", tag, fm_items, 1.05, date),
+              glance("30", "CPU distributed FFT, overwrite_input, <= 1.05x FFTW-MPI's time", tag, ow_items, 1.05, date),
+              glance("30", "CPU distributed prolog + epilog <= 1.15x plain", tag, ch_items, 1.15, date),
+              glance("30", "pdgemm / pdgesv through fusemath <= 1.05x ScaLAPACK", tag, sl_items, 1.05, date)]
+    for name, d, date in model_runs[-1:]:
+        rows = [[r["gpus"], fms(r["transposed_out"]["local_s"] * 1e3), fms(r["transposed_out"]["pack_s"] * 1e3),
+                 fms(r["transposed_out"]["exchange_s"] * 1e3), fms(r["transposed_out"]["total_s"] * 1e3),
+                 fms(r["restored"]["total_s"] * 1e3)] for r in d.get("gpu_1024", [])]
+        chk = [[f"{c['n']}^3", fms(c["measured_s"] * 1e3), fms(c["total_s"] * 1e3)] for c in d.get("gpu_check", [])]
+        ib = d.get("ib_assumed", {})
+        text.append(f"\n### Model: 1024^3 c64 slab FFT on GPUs (`{short(name)}`, {date})\nT = local cuFFT (one "
+                    f"H200's time / p) + a packing pass per exchange + sum over messages (alpha + bytes / beta); "
+                    f"alpha {d['gpu']['alpha_s'] * 1e6:.0f} us, beta {d['gpu']['beta_Bps'] / 1e9:.0f} GB/s (NVLink, "
+                    f"../shared/GPU-MACHINE.md); 64 GPUs assumed as {ib.get('gpus_per_node')} a node, InfiniBand "
+                    f"{ib.get('line_rate')}: alpha {ib.get('alpha_s', 0) * 1e6:.0f} us, beta "
+                    f"{ib.get('beta_Bps', 0) / 1e9:.0f} GB/s (assumptions, to be checked on a multi-GPU machine).\n\n"
+                    + md(["GPUs", "local ms", "pack ms", "exchange ms", "total ms (transposed out)",
+                          "total ms (restored, 2 exchanges)"], rows)
+                    + "\nThe model against the 2-GPU measurement it is built from:\n\n"
+                    + md(["size", "measured ms", "model ms"], chk))
+        cpu = d.get("cpu", {})
+        if "alpha_s" in cpu:
+            crow = [[c["np"], "x".join(map(str, c["shape"])), c["impl"], fms(c["measured_s"] * 1e3),
+                     fms(c["model_s"] * 1e3), "yes" if c.get("oversubscribed") else "no"] for c in cpu["fft_checks"]]
+            text.append(f"\nCPU ranks ({cpu.get('machine', NR)}, fit on `{cpu.get('calibration', NR)}`): alpha "
+                        f"{cpu['alpha_s'] * 1e6:.2f} us, beta {cpu['beta_Bps'] / 1e9:.2f} GB/s from MPI_Alltoall at "
+                        f"{len(cpu['fit'])} sizes; the FFT predicted as the np = 1 time / np + the exchanges:\n\n"
+                        + md(["np", "shape", "impl", "measured ms", "model ms", "oversubscribed"], crow))
+    return "".join(text), g
+
+
 def render() -> str:
     parts = {"matmul_cpu": matmul_cpu(load("matmul_cpu-")),
              "matmul_gpu": per_gpu(matmul_gpu, load("matmul_gpu-"), load("host_overhead_gpu-")),
@@ -490,6 +570,7 @@ def render() -> str:
              "solve_cpu": solve_cpu(load("solve_cpu-")),
              "solve_gpu": solve_gpu(load("solve_gpu-")),
              "dispatch": dispatch(load("dispatch-")),
+             "distributed": distributed(load("distributed-"), load("distributed_model-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-",
                                                   "solve_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:

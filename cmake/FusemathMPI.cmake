@@ -56,6 +56,10 @@ if(NOT FUSEMATH_SANITIZE)
   target_link_options(fusemath_mpi PRIVATE -Wl,--no-undefined)
 endif()
 fusemath_warnings(fusemath_mpi)
+if(FUSEMATH_HAVE_VECT_COST_MODEL) # the chains' copy loops, vectorized as fusion/'s chain passes are
+  set_source_files_properties("${PROJECT_SOURCE_DIR}/distributed/dist_chain.c"
+                              PROPERTIES COMPILE_OPTIONS "-ftree-vectorize;-fvect-cost-model=dynamic")
+endif()
 # the fusion epilogue passes (fusion/cpu_epilogue.h) applied to each rank's block of D
 target_include_directories(fusemath_mpi PRIVATE "${PROJECT_SOURCE_DIR}/fusion")
 

@@ -63,13 +63,12 @@ fm_status fm_dist_check_comm(const char *where, MPI_Comm comm, int *rank, int *s
 
 static fm_status check_chain(const char *where, const char *name, const fm_fft_chain *c, int real)
 {
-    const unsigned allowed = FM_FFT_OP_SCALE | FM_FFT_OP_CONJ;
+    const unsigned allowed = FM_FFT_OP_SCALE | FM_FFT_OP_CONJ | FM_FFT_OP_MULTIPLY;
     if (c->ops & ~allowed)
-        return fm_fail(c->ops & ~(allowed | FM_FFT_OP_MULTIPLY | FM_FFT_OP_CALLBACK) ? FM_ERR_INVALID_ARGUMENT
-                                                                                      : FM_ERR_NOT_SUPPORTED,
-                       "%s: opts->%s.ops = 0x%x; distributed transforms fuse scale (0x%x) and conj (0x%x) only "
-                       "(multiply arrays and callbacks across ranks are not implemented)",
-                       where, name, c->ops, FM_FFT_OP_SCALE, FM_FFT_OP_CONJ);
+        return fm_fail(c->ops & ~(allowed | FM_FFT_OP_CALLBACK) ? FM_ERR_INVALID_ARGUMENT : FM_ERR_NOT_SUPPORTED,
+                       "%s: opts->%s.ops = 0x%x; distributed transforms fuse scale (0x%x), multiply (0x%x) and "
+                       "conj (0x%x) (CUDA callbacks are not implemented on CPU ranks)",
+                       where, name, c->ops, FM_FFT_OP_SCALE, FM_FFT_OP_MULTIPLY, FM_FFT_OP_CONJ);
     if (!(c->ops & FM_FFT_OP_SCALE))
         return FM_OK;
     if (!isfinite(c->scale[0]) || !isfinite(c->scale[1]))
@@ -114,6 +113,9 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
     if (o->num_threads < 0 || o->num_threads > FM_MAX_THREADS)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->num_threads = %d; expected 0 (one) to %d", where,
                        (int)o->num_threads, FM_MAX_THREADS);
+    if (o->overwrite_input != 0 && o->overwrite_input != 1)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->overwrite_input = %d; expected 0 or 1", where,
+                       (int)o->overwrite_input);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         if (o->reserved[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->reserved[%zu] = %d; expected 0 "

@@ -6,6 +6,7 @@
 
 #include <fftw3-mpi.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,7 @@ struct fm_dist_plan {
     int dbl;
     void *fftw_plan; /* fftw_plan or fftwf_plan */
     void *buf[2];    /* FFTW's input and output buffers */
-    double pro_scale[2], epi_scale[2]; /* epi: the norm included */
-    int pro_scaled, epi_scaled;
+    fm_dist_chain_run run[2]; /* FM_DIST_IN: the prolog; FM_DIST_OUT: the epilog, the norm in its scale */
     char text[FM_DESCRIBE_LEN];
 };
 
@@ -28,34 +28,6 @@ static const char *const kind_names[3] = {"c2c", "r2c", "c2r"};
 static const char *const layout_names[2] = {"slab", "transposed"};
 static const char *const effort_names[3] = {"estimate", "measure", "patient"};
 static const char *const norm_names[3] = {"backward", "ortho", "forward"};
-
-/* rows x len scalars from src (row stride srow) to dst (row stride drow), times s (complex pairs
- * when cplx; s real otherwise), conjugated when conj: the one pass the chains and norm ride on. */
-#define FM_DIST_COPY(NAME, T)                                                                             \
-    static void NAME(T *restrict dst, int64_t drow, const T *restrict src, int64_t srow, int64_t rows,    \
-                     int64_t len, int cplx, int scaled, const double *s, int conj)                        \
-    {                                                                                                     \
-        const T ar = (T)s[0], ai = (T)s[1], sg = conj ? (T)-1 : (T)1;                                     \
-        for (int64_t r = 0; r < rows; r++) {                                                              \
-            T *d = dst + r * drow;                                                                        \
-            const T *x = src + r * srow;                                                                  \
-            if (!scaled && !(conj && cplx)) {                                                             \
-                memcpy(d, x, (size_t)len * sizeof(T));                                                    \
-            } else if (!cplx) {                                                                           \
-                for (int64_t i = 0; i < len; i++)                                                         \
-                    d[i] = x[i] * ar;                                                                     \
-            } else {                                                                                      \
-                for (int64_t i = 0; i < len; i += 2) {                                                    \
-                    T re = x[i] * ar - x[i + 1] * ai, im = x[i] * ai + x[i + 1] * ar;                     \
-                    d[i] = re;                                                                            \
-                    d[i + 1] = sg * im;                                                                   \
-                }                                                                                         \
-            }                                                                                             \
-        }                                                                                                 \
-    }
-FM_DIST_COPY(copy_f64, double)
-FM_DIST_COPY(copy_f32, float)
-#undef FM_DIST_COPY
 
 static int64_t side_numel(const fm_dist_geom *g, int which)
 {
@@ -65,7 +37,7 @@ static int64_t side_numel(const fm_dist_geom *g, int which)
     return k;
 }
 
-/* Copy side `which` between the caller's block (user) and FFTW's buffer, with that side's chain. */
+/* Copy side `which` between the caller's block (user) and FFTW's buffer, through that side's chain. */
 static void copy_side(const fm_dist_plan *p, int which, const void *user)
 {
     const fm_dist_side *s = &p->g.side[which];
@@ -76,16 +48,51 @@ static void copy_side(const fm_dist_plan *p, int which, const void *user)
     if (rows * len == 0)
         return;
     int in = which == FM_DIST_IN;
-    const fm_fft_chain *c = in ? &p->o.prolog : &p->o.epilog;
-    const double *scale = in ? p->pro_scale : p->epi_scale;
-    int scaled = in ? p->pro_scaled : p->epi_scaled, conj = (c->ops & FM_FFT_OP_CONJ) != 0;
     void *dst = in ? p->buf[0] : (void *)user;
     const void *src = in ? user : p->buf[1];
     int64_t drow = in ? s->buf_row : len, srow = in ? len : s->buf_row;
+    fm_dist_copy(p->dbl, dst, drow, src, srow, rows, len, !s->real, &p->run[which]);
+}
+
+/* Can side `which` run on the caller's block `user` itself, no copy? Only a complex side with no
+ * chain and no norm on it (the input also needs overwrite_input: FFTW destroys it), not the other
+ * side's block, at least FFTW's buffer size and aligned as fftw_malloc's memory (new-array execute).
+ * Local: FFTW-MPI's arrays are each rank's own. */
+static int direct_ok(const fm_dist_plan *p, int which, const void *user, const void *other)
+{
+    const fm_dist_chain_run *r = &p->run[which];
+    if (p->g.side[which].real || r->scaled || r->conj || r->arr || !user || user == other)
+        return 0;
+    if (which == FM_DIST_IN && !p->o.overwrite_input)
+        return 0;
+    if (side_numel(&p->g, which) < p->g.alloc)
+        return 0;
     if (p->dbl)
-        copy_f64(dst, drow, src, srow, rows, len, !s->real, scaled, scale, conj);
+        return fftw_alignment_of((double *)(uintptr_t)user) == fftw_alignment_of((double *)p->buf[which]);
+    return fftwf_alignment_of((float *)(uintptr_t)user) == fftwf_alignment_of((float *)p->buf[which]);
+}
+
+/* FFTW-MPI's execute of p from fin to fout: its own buffers, or the new-array execute */
+static void run_fftw(const fm_dist_plan *p, void *fin, void *fout)
+{
+    int own = fin == p->buf[0] && fout == p->buf[1];
+#define FM_DIST_RUN(PRE, R, C)                                                                             \
+    do {                                                                                                  \
+        PRE##_plan q = (PRE##_plan)p->fftw_plan;                                                          \
+        if (own)                                                                                          \
+            PRE##_execute(q);                                                                             \
+        else if (p->o.kind == FM_FFT_C2C)                                                                 \
+            PRE##_mpi_execute_dft(q, (C *)fin, (C *)fout);                                                \
+        else if (p->o.kind == FM_FFT_R2C)                                                                 \
+            PRE##_mpi_execute_dft_r2c(q, (R *)fin, (C *)fout);                                            \
+        else                                                                                              \
+            PRE##_mpi_execute_dft_c2r(q, (C *)fin, (R *)fout);                                            \
+    } while (0)
+    if (p->dbl)
+        FM_DIST_RUN(fftw, double, fftw_complex);
     else
-        copy_f32(dst, drow, src, srow, rows, len, !s->real, scaled, scale, conj);
+        FM_DIST_RUN(fftwf, float, fftwf_complex);
+#undef FM_DIST_RUN
 }
 
 /* The FFTW-MPI plan of p on its buffers; call with the planner lock held. */
@@ -120,8 +127,8 @@ static void *make_fftw_plan(const fm_dist_plan *p, int threads_ok)
 #undef FM_DIST_PLAN
 }
 
-/* the chains' scales, the norm folded into the epilog's */
-static void set_scales(fm_dist_plan *p)
+/* the chains as the copies run them: their scales (the norm folded into the epilog's) and conj */
+static void set_chains(fm_dist_plan *p)
 {
     double total = 1;
     for (int i = 0; i < p->g.ndim; i++)
@@ -131,21 +138,24 @@ static void set_scales(fm_dist_plan *p)
         norm = 1 / sqrt(total);
     else if ((p->o.norm == FM_FFT_NORM_BACKWARD) == (p->o.inverse != 0))
         norm = 1 / total;
-    const fm_fft_chain *pro = &p->o.prolog, *epi = &p->o.epilog;
-    p->pro_scale[0] = 1, p->pro_scale[1] = 0, p->epi_scale[0] = 1, p->epi_scale[1] = 0;
-    if (pro->ops & FM_FFT_OP_SCALE)
-        p->pro_scale[0] = pro->scale[0], p->pro_scale[1] = pro->scale[1];
-    if (epi->ops & FM_FFT_OP_SCALE)
-        p->epi_scale[0] = epi->scale[0], p->epi_scale[1] = epi->scale[1];
-    p->epi_scale[0] *= norm, p->epi_scale[1] *= norm;
-    p->pro_scaled = p->pro_scale[0] != 1 || p->pro_scale[1] != 0;
-    p->epi_scaled = p->epi_scale[0] != 1 || p->epi_scale[1] != 0;
+    for (int w = 0; w < 2; w++) {
+        const fm_fft_chain *c = w == FM_DIST_IN ? &p->o.prolog : &p->o.epilog;
+        fm_dist_chain_run *r = &p->run[w];
+        r->scale[0] = 1, r->scale[1] = 0;
+        if (c->ops & FM_FFT_OP_SCALE)
+            r->scale[0] = c->scale[0], r->scale[1] = c->scale[1];
+        if (w == FM_DIST_OUT)
+            r->scale[0] *= norm, r->scale[1] *= norm;
+        r->scaled = r->scale[0] != 1 || r->scale[1] != 0;
+        r->conj = (c->ops & FM_FFT_OP_CONJ) != 0;
+    }
 }
 
 static const char *chain_text(unsigned ops)
 {
-    static const char *const t[4] = {"", "scale", "conj", "scale+conj"};
-    return t[(ops & FM_FFT_OP_SCALE ? 1 : 0) | (ops & FM_FFT_OP_CONJ ? 2 : 0)];
+    static const char *const t[8] = {"", "scale", "multiply", "scale+multiply", "conj", "scale+conj",
+                                     "multiply+conj", "scale+multiply+conj"};
+    return t[(ops & FM_FFT_OP_SCALE ? 1 : 0) | (ops & FM_FFT_OP_MULTIPLY ? 2 : 0) | (ops & FM_FFT_OP_CONJ ? 4 : 0)];
 }
 
 static void describe(fm_dist_plan *p)
@@ -247,10 +257,43 @@ static fm_status plan_fftw(const char *where, fm_dist_plan *p)
     return fm_dist_agree(p->comm, st);
 }
 
+/* The multiply arrays against the chains and this rank's blocks (local). */
+static fm_status check_arrays(const char *where, fm_dist_plan *p, const fm_tensor *pro, const fm_tensor *epi)
+{
+    const fm_tensor *arr[2] = {pro, epi};
+    static const char *const names[2] = {"prolog", "epilog"};
+    for (int w = 0; w < 2; w++) {
+        unsigned ops = w == FM_DIST_IN ? p->o.prolog.ops : p->o.epilog.ops;
+        fm_status st = fm_dist_check_array(where, names[w], arr[w], ops, p->g.ndim, p->g.side[w].local, p->dbl,
+                                           p->g.side[w].real, &p->run[w]);
+        if (st != FM_OK)
+            return st;
+    }
+    return FM_OK;
+}
+
+static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                           const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                           const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan);
+
 fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype, const int64_t *in_local_shape,
                            const fm_dist_fft_options *opts, fm_dist_plan **plan)
 {
-    static const char where[] = "fm_dist_fft_plan";
+    return plan_impl("fm_dist_fft_plan", comm, ndim, n, dtype, in_local_shape, NULL, NULL, opts, plan);
+}
+
+fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                                  const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                                  const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan)
+{
+    return plan_impl("fm_dist_fft_plan_chains", comm, ndim, n, dtype, in_local_shape, prolog_array, epilog_array,
+                     opts, plan);
+}
+
+static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                           const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                           const fm_tensor *epilog_array, const fm_dist_fft_options *opts, fm_dist_plan **plan)
+{
     if (plan)
         *plan = NULL; /* before anything can fail */
     int rank, size;
@@ -276,10 +319,12 @@ fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype d
         st = fm_dist_geometry(where, comm, ndim, n, &o, &p->g);
         if (st == FM_OK)
             st = check_tiling(where, p, in_local_shape);
+        if (st == FM_OK)
+            st = check_arrays(where, p, prolog_array, epilog_array);
     }
     if ((st = fm_dist_agree(comm, st)) == FM_OK) {
         MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
-        set_scales(p);
+        set_chains(p);
         st = plan_fftw(where, p);
     }
     if (st != FM_OK) {
@@ -308,12 +353,12 @@ fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
     /* one small allreduce so a bad pointer on one rank fails every rank, not a deadlock */
     if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
         return st;
-    copy_side(p, FM_DIST_IN, in);
-    if (p->dbl)
-        fftw_execute((fftw_plan)p->fftw_plan);
-    else
-        fftwf_execute((fftwf_plan)p->fftw_plan);
-    copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
+    int din = direct_ok(p, FM_DIST_IN, in, out), dout = direct_ok(p, FM_DIST_OUT, out, in);
+    if (!din)
+        copy_side(p, FM_DIST_IN, in);
+    run_fftw(p, din ? (void *)(uintptr_t)in : p->buf[0], dout ? out : p->buf[1]);
+    if (!dout)
+        copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
     return FM_OK;
 }
 

@@ -41,6 +41,23 @@ fm_status fm_dist_agree(MPI_Comm comm, fm_status st);
  * names[i] of the first that does. */
 fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *vals, const char *const *names,
                              int count);
+/* One side's fused chain as the copy applies it (dist_chain.c): x -> conj?(x * scale * arr). */
+typedef struct fm_dist_chain_run {
+    int scaled;       /* scale != 1 */
+    double scale[2];  /* re, im (the epilog's: the norm included) */
+    int conj;
+    const void *arr;  /* the multiply array (C-contiguous, the caller's block layout) or NULL */
+    int arr_cplx;     /* arr is complex */
+} fm_dist_chain_run;
+/* rows x len scalars, src (row stride srow) -> dst (row stride drow), through c; cplx: complex data.
+ * dbl: double, else float. */
+void fm_dist_copy(int dbl, void *dst, int64_t drow, const void *src, int64_t srow, int64_t rows, int64_t len,
+                  int cplx, const fm_dist_chain_run *c);
+/* The multiply array t of chain `name` ("prolog" / "epilog") with ops: NULL unless ops has
+ * FM_FFT_OP_MULTIPLY, else of shape local[ndim], C-contiguous, host, real or complex of the
+ * precision (real only where real_side). Sets run->arr, run->arr_cplx. Local. */
+fm_status fm_dist_check_array(const char *where, const char *name, const fm_tensor *t, unsigned ops, int ndim,
+                              const int64_t *local, int dbl, int real_side, fm_dist_chain_run *run);
 /* One-time fftw_mpi_init / fftwf_mpi_init (after fftw_init_threads); FM_ERR_INVALID_ARGUMENT when
  * MPI is not initialized or already finalized. Local. */
 fm_status fm_dist_init(const char *where);

@@ -48,8 +48,14 @@ class _Chain(ctypes.Structure):
 
 class _Options(ctypes.Structure):  # fm_dist_fft_options
     _fields_ = [(k, ctypes.c_int32) for k in ("kind", "inverse", "in_layout", "out_layout", "norm", "effort",
-                                              "num_threads")] + \
-               [("reserved", ctypes.c_int32 * 5), ("prolog", _Chain), ("epilog", _Chain)]
+                                              "num_threads", "overwrite_input")] + \
+               [("reserved", ctypes.c_int32 * 4), ("prolog", _Chain), ("epilog", _Chain)]
+
+
+class _Tensor(ctypes.Structure):  # fm_tensor (FM_MAX_NDIM = 8)
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * 8),
+                ("strides", ctypes.c_int64 * 8)]
 
 
 def _fn(name, restype, *argtypes):
@@ -63,6 +69,9 @@ _local_shape = _fn("fm_dist_local_shape", ctypes.c_int, _COMM_T, ctypes.c_int, _
                    ctypes.c_int, _i64p, _i64p)
 _plan = _fn("fm_dist_fft_plan", ctypes.c_int, _COMM_T, ctypes.c_int, _i64p, ctypes.c_int, _i64p,
             ctypes.POINTER(_Options), ctypes.POINTER(ctypes.c_void_p))
+_plan_chains = _fn("fm_dist_fft_plan_chains", ctypes.c_int, _COMM_T, ctypes.c_int, _i64p, ctypes.c_int, _i64p,
+                   ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), ctypes.POINTER(_Options),
+                   ctypes.POINTER(ctypes.c_void_p))
 _execute = _fn("fm_dist_fft_execute", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _local = _fn("fm_dist_fft_local", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, _i64p, _i64p)
 _describe = _fn("fm_dist_fft_describe", ctypes.c_char_p, ctypes.c_void_p)
@@ -88,6 +97,11 @@ _LAYOUTS = {"slab": 0, "transposed": 1}
 _EFFORTS = {"estimate": 0, "measure": 1, "patient": 2}
 _DTYPES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4, np.dtype(np.complex64): 5, np.dtype(np.complex128): 6}
 _DTYPE_OF = {v: k for k, v in _DTYPES.items()}
+# NumPy dtype -> fm_dtype, for the chains' multiply arrays (the library says which it takes)
+_FM_DTYPES = {np.dtype(k): v for k, v in ((np.float16, 1), (np.float32, 3), (np.float64, 4), (np.complex64, 5),
+                                          (np.complex128, 6), (np.int8, 7), (np.uint8, 8), (np.int32, 9),
+                                          (np.int64, 10), (np.uint32, 11), (np.int16, 15), (np.uint16, 16),
+                                          (np.uint64, 17), (np.bool_, 18))}
 _RESULT = {(0, 5): 5, (0, 6): 6, (1, 3): 5, (1, 4): 6, (2, 5): 3, (2, 6): 4}
 
 
@@ -179,6 +193,18 @@ def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str =
     return tuple(loc[:len(shape)]), tuple(off[:len(shape)])
 
 
+def _tensor(a: np.ndarray) -> _Tensor:
+    """The fm_tensor of a (host) NumPy array, its strides in elements (the library checks them)."""
+    t = _Tensor()
+    t.data = a.ctypes.data if a.size else None
+    t.device_type, t.device_id = 1, 0  # FM_DEVICE_CPU
+    t.dtype, t.ndim = _FM_DTYPES.get(a.dtype, 0), min(a.ndim, 8)
+    for i in range(t.ndim):
+        t.shape[i] = a.shape[i]
+        t.strides[i] = a.strides[i] // a.itemsize if a.itemsize else 0
+    return t
+
+
 class FFT:
     """A slab-decomposed FFT over the ranks of ``comm`` (plan once, execute many times).
 
@@ -192,9 +218,14 @@ class FFT:
     FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer); an inverse with layout_in="transposed" takes
     that output back. The transform runs over every axis (axes: None or all of them in order).
 
-    ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None)``:
-    prolog / epilog as in ``fusemath.fft`` with "scale" and "conj" (fused into the copies into and
-    out of FFTW's buffers); ``execute(x_local=None, out=None)`` returns this rank's output block.
+    ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None,
+    overwrite_input=False)``:
+    prolog / epilog as in ``fusemath.fft``, ``{"scale": s, "multiply": array, "conj": bool}``, fused
+    into the copies into and out of FFTW's buffers: a multiply array is this rank's block of the
+    side it multiplies (prolog: x_local's shape; epilog: ``out_local_shape``, transposed where the
+    output is), C-contiguous, real or complex of the data's precision (real on the real side of
+    r2c / c2r), no broadcasting; it is kept and read at every execute (its values may change
+    between executes). ``execute(x_local=None, out=None)`` returns this rank's output block.
     ``close()`` (or ``with``) frees the plan: collective, call it on every rank.
     """
 
@@ -233,31 +264,44 @@ class FFT:
         self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where)
         self._x = np.ascontiguousarray(x_local)
         self._planned_opts = None
+        self._arrays = (None, None)  # the planned chains' multiply arrays, read at every execute
 
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "estimate", norm: Any = "backward",
-             num_threads: Optional[int] = None) -> "FFT":
-        """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self."""
+             num_threads: Optional[int] = None, overwrite_input: bool = False) -> "FFT":
+        """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self.
+        overwrite_input=True lets execute() destroy its input (FFTW-MPI then runs on it directly where
+        there is no prolog: one copy fewer)."""
         where = self._where + ".plan"
-        o = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where))
+        o, arrays = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where,
+                                                                   overwrite_input))
         shape = self._shape
         handle = ctypes.c_void_p()
-        _check(_plan(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
-                     _i64(self._x.shape), ctypes.byref(o), ctypes.byref(handle)), where)
+        tensors = [None if a is None else ctypes.byref(_tensor(a)) for a in arrays]
+        _check(_plan_chains(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
+                            _i64(self._x.shape), tensors[0], tensors[1], ctypes.byref(o), ctypes.byref(handle)), where)
         self.close()
-        self._handle = handle
+        self._handle, self._arrays = handle, arrays
         return self
 
-    def _plan_options(self, prolog, epilog, effort, norm, num_threads, where) -> _Options:
+    def _plan_options(self, prolog, epilog, effort, norm, num_threads, where, overwrite_input):
         o = _Options.from_buffer_copy(self._opts)
+        if not isinstance(overwrite_input, (bool, np.bool_)):
+            raise TypeError(f"{where}: overwrite_input must be a bool, not {type(overwrite_input).__name__}")
+        o.overwrite_input = int(overwrite_input)
         o.norm, o.effort = _norm_code(norm, where), _choice(effort, _EFFORTS, "effort", where)
         o.num_threads = 0 if num_threads is None else int(num_threads)
+        arrays = []
         for name, spec, real in (("prolog", prolog, self._kind == 1), ("epilog", epilog, self._kind == 2)):
             ch = _chain(where, name, spec, real_data=real)
             side = getattr(o, name)
             side.ops = ch.ops
             if ch.scale is not None:
                 side.scale[0], side.scale[1] = ch.scale.real, ch.scale.imag
-        return o
+            if ch.arr is not None and not isinstance(ch.arr, np.ndarray):
+                raise TypeError(f"{where}: {name}['{ch.key}'] must be a NumPy array (this rank's block), not "
+                                f"{type(ch.arr).__name__}")
+            arrays.append(ch.arr)
+        return o, arrays
 
     def _block(self, which: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
         if self._handle is None:

@@ -13,64 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank, g_size, g_fail;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            g_fail = 1;                                                       \
-        }                                                                     \
-    } while (0)
-
-typedef double complex cd;
-
-static int64_t prod(const int64_t *v, int nd)
-{
-    int64_t k = 1;
-    for (int i = 0; i < nd; i++)
-        k *= v[i];
-    return k;
-}
-
-/* naive DFT of x (shape n, C order) along every axis, in place; sign -1 forward */
-static void naive_dft(cd *x, int nd, const int64_t *n, int sign)
-{
-    int64_t total = prod(n, nd);
-    cd *tmp = malloc(sizeof(cd) * (size_t)total);
-    for (int ax = 0; ax < nd; ax++) {
-        int64_t stride = prod(n + ax + 1, nd - ax - 1), len = n[ax];
-        for (int64_t i = 0; i < total; i++) {
-            int64_t k = (i / stride) % len, base = i - k * stride;
-            cd s = 0;
-            for (int64_t j = 0; j < len; j++)
-                s += x[base + j * stride] * cexp(sign * 2 * M_PI * I * (double)((j * k) % len) / (double)len);
-            tmp[i] = s;
-        }
-        memcpy(x, tmp, sizeof(cd) * (size_t)total);
-    }
-    free(tmp);
-}
-
-/* the global index of element e of the block of side s (storage order; axes 0, 1 swapped when t) */
-static int64_t global_index(int nd, const int64_t *glob, const int64_t *loc, const int64_t *off, int t, int64_t e)
-{
-    int64_t idx[3] = {0, 0, 0}, rem = e;
-    for (int i = nd - 1; i >= 0; i--) {
-        idx[i] = rem % loc[i] + off[i];
-        rem /= loc[i];
-    }
-    if (t) { /* the swapped array's (i1, i0, i2) -> the global (i0, i1, i2) */
-        int64_t a = idx[0];
-        idx[0] = idx[1], idx[1] = a;
-    }
-    int64_t k = 0; /* glob: the global shape in its own axis order */
-    for (int i = 0; i < nd; i++)
-        k = k * glob[i] + idx[i];
-    return k;
-}
+#include "dist_fft_util.h"
 
 typedef struct {
     int nd;
@@ -102,35 +45,6 @@ static void *make_block(const fm_dist_plan *p, int w, int real, int dbl, const i
     }
     *count = m;
     return b;
-}
-
-/* sum every rank's block of side w into a global complex array (of glob's total size) */
-static cd *assemble(MPI_Comm comm, const fm_dist_plan *p, int w, int real, int dbl, const int64_t *glob, int t, const void *b)
-{
-    int nd = fm_dist_fft_ndim(p);
-    int64_t loc[3], off[3], total = prod(glob, nd), per = real ? 1 : 2;
-    fm_dist_fft_local(p, w, loc, off);
-    double *acc = calloc((size_t)(2 * total), sizeof(double));
-    for (int64_t e = 0; e < prod(loc, nd); e++)
-        for (int c = 0; c < per; c++)
-            acc[2 * global_index(nd, glob, loc, off, t, e) + c] =
-                dbl ? ((const double *)b)[e * per + c] : ((const float *)b)[e * per + c];
-    MPI_Allreduce(MPI_IN_PLACE, acc, (int)(2 * total), MPI_DOUBLE, MPI_SUM, comm);
-    cd *out = malloc(sizeof(cd) * (size_t)total);
-    for (int64_t i = 0; i < total; i++)
-        out[i] = acc[2 * i] + I * acc[2 * i + 1];
-    free(acc);
-    return out;
-}
-
-static double rel_err(const cd *a, const cd *b, int64_t m)
-{
-    double e = 0, s = 0;
-    for (int64_t i = 0; i < m; i++) {
-        e = fmax(e, cabs(a[i] - b[i]));
-        s = fmax(s, cabs(b[i]));
-    }
-    return e / (s > 0 ? s : 1);
 }
 
 /* forward transform of case c vs the naive DFT, then the inverse back to the input */
@@ -231,18 +145,6 @@ static void test_transforms(void)
         run_case(MPI_COMM_WORLD, &cases[i]);
 }
 
-/* the status every rank got is the same and is `want` */
-static void expect_all(fm_status st, fm_status want, const char *needle, const char *what)
-{
-    int lo = (int)st, hi = (int)st;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo == hi && st == want, "%s: status %s (ranks from %d to %d), expected %s: %s", what, fm_status_name(st), lo,
-          hi, fm_status_name(want), fm_last_error());
-    if (needle)
-        CHECK(strstr(fm_last_error(), needle), "%s: message \"%s\" lacks \"%s\"", what, fm_last_error(), needle);
-}
-
 static void test_bad_input(void)
 {
     const int64_t n[2] = {8, 6};
@@ -269,9 +171,9 @@ static void test_bad_input(void)
     /* a bad option on one rank only: its message reaches every rank */
     fm_dist_fft_options ob = o;
     if (last)
-        ob.epilog.ops = FM_FFT_OP_MULTIPLY;
+        ob.epilog.ops = FM_FFT_OP_CALLBACK;
     expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_C128, loc, &ob, &p), FM_ERR_NOT_SUPPORTED,
-               "not implemented", "multiply epilog");
+               "not implemented", "callback epilog");
     expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n, FM_F64, loc, &o, &p), FM_ERR_DTYPE, "c64 or c128",
                "c2c of real data");
     /* NULL input on one rank at execute: every rank fails, none waits in FFTW's all-to-all */

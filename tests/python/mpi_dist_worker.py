@@ -68,6 +68,13 @@ def transform_case(shape, kind, dtype, layout_out, comm=comm):
             check(e <= tol, f"{b.describe()}: round trip relative error {e:.3g} > {tol}")
             z2 = b.execute(y, out=np.empty_like(z))  # the same again into a given out
             check(np.array_equal(z, z2), "execute(out=) differs")
+        # overwrite_input: FFTW-MPI may run on x itself (a copy fewer); the result is the same
+        with fd.FFT(x.copy(), comm, global_shape=shape, kind=kind, layout_out=layout_out) as f2:
+            f2.plan(norm="ortho", overwrite_input=True)
+            y2 = f2.execute(x.copy())
+            want = ref / (2.0 * scale)
+            e = rel_err(gather(y2, f2.out_offset[0], want.shape, comm), want)
+            check(e <= tol, f"overwrite_input {f2.describe()}: relative error {e:.3g} > {tol}")
 
 
 def transforms():
@@ -77,6 +84,100 @@ def transforms():
                 for layout in ("slab", "transposed"):
                     transform_case(shape, kind, dtype, layout)
     transform_case((4, 6), "c2c", np.complex128, "slab", comm=MPI.COMM_SELF)  # one rank, each on its own
+
+
+def chain_case(shape, kind, dtype, layout, pro_complex, epi_complex, comm=comm):
+    """prolog {"scale", "multiply", "conj"} and epilog {"multiply", "scale", "conj"} with each rank's blocks of
+    global arrays P (input's shape) and E (output's, in the output's layout) vs NumPy on the whole arrays."""
+    rng = np.random.default_rng(99)
+    cdt = np.result_type(dtype, np.complex64)
+    rdt = np.finfo(dtype).dtype
+    tol = 1e-5 if rdt == np.float32 else 1e-12
+    c2r, r2c = kind == "c2r", kind == "r2c"
+    half = shape[:-1] + (shape[-1] // 2 + 1,)
+    in_shape, out_shape = (half, shape) if c2r else (shape, half if r2c else shape)
+
+    def arr(s, cplx):
+        a = 0.5 + rng.random(s) + (1j * rng.standard_normal(s) if cplx else 0)
+        return a.astype(cdt if cplx else rdt)
+    P, E = arr(in_shape, pro_complex), arr(out_shape, epi_complex)
+    sp, se = (1.5, 0.5) if (r2c or c2r) else (1.5 - 0.5j, 0.5 + 0.25j)
+    pconj, econj = not (r2c or c2r), not c2r  # conj on complex data only
+    if c2r:  # x = H / (sp P): the prolog makes the Hermitian spectrum H of the real r
+        r = rng.standard_normal(shape)
+        g = (np.fft.rfftn(r) / (sp * P)).astype(dtype)
+        pconj = False
+    else:
+        g = (rng.standard_normal(shape) + (0 if r2c else 1j * rng.standard_normal(shape))).astype(dtype)
+    lin, offin = fd.local_shape(in_shape, comm, kind=kind, which="in", layout=layout if c2r else "slab",
+                                n=shape[-1] if c2r else None)
+    lout, offout = fd.local_shape(in_shape, comm, kind=kind, which="out", layout="slab" if c2r else layout,
+                                  n=shape[-1] if c2r else None)
+    Pl = P.swapaxes(0, 1) if c2r and layout == "transposed" else P
+    El = E.swapaxes(0, 1) if not c2r and layout == "transposed" else E
+    gl = g.swapaxes(0, 1) if c2r and layout == "transposed" else g
+    x = np.ascontiguousarray(gl[offin[0]:offin[0] + lin[0]])
+    pblk = np.ascontiguousarray(Pl[offin[0]:offin[0] + lin[0]])
+    eblk = np.ascontiguousarray(El[offout[0]:offout[0] + lout[0]])
+    kw = dict(layout_in=layout) if c2r else dict(layout_out=layout)
+    with fd.FFT(x, comm, global_shape=in_shape, kind=kind, direction="inverse" if c2r else "forward",
+                n=shape[-1] if c2r else None, **kw) as f:
+        f.plan(norm="ortho", prolog={"scale": sp, "multiply": pblk, "conj": pconj},
+               epilog={"multiply": eblk, "scale": se, "conj": econj})
+        check("multiply" in f.describe(), f"describe: {f.describe()}")
+        y = f.execute()
+        pre = g.astype(np.complex128) * sp * P
+        pre = np.conj(pre) if pconj else pre
+        if c2r:
+            ref = np.fft.irfftn(pre, s=shape, norm="ortho")
+        else:
+            ref = (np.fft.rfftn(pre.real) if r2c else np.fft.fftn(pre)) * (1 / np.sqrt(np.prod(shape)))
+        ref = ref * se * E
+        ref = np.conj(ref) if econj else ref
+        if not c2r and layout == "transposed":
+            ref = ref.swapaxes(0, 1)
+        e = rel_err(gather(y, f.out_offset[0], ref.shape, comm), ref)
+        check(e <= tol, f"{f.describe()}: relative error {e:.3g} > {tol} vs NumPy")
+        eblk *= 2  # the arrays are read at every execute
+        e = rel_err(gather(f.execute(), f.out_offset[0], ref.shape, comm), 2 * ref)
+        check(e <= tol, f"{f.describe()}: after changing the epilog array: relative error {e:.3g} > {tol}")
+
+
+def chains():
+    for shape in ((10, 6), (5, 6, 4), (3, 8), (6, 5, 9)):
+        for kind, dtypes in (("c2c", (np.complex64, np.complex128)), ("r2c", (np.float32, np.float64)),
+                             ("c2r", (np.complex64, np.complex128))):
+            for dtype in dtypes:
+                for layout in ("slab", "transposed"):
+                    pc, ec = (kind != "r2c", kind != "c2r")
+                    chain_case(shape, kind, dtype, layout, pc and shape[0] % 2 == 0, ec and len(shape) == 3)
+    chain_case((4, 6), "c2c", np.complex128, "slab", True, True, comm=MPI.COMM_SELF)
+    # bad arrays, on the last rank only: every rank raises the same error
+    shape = (8, 6)
+    loc, _ = fd.local_shape(shape, comm)
+    x = np.zeros(loc, np.complex128)
+    last = rank == size - 1
+    with fd.FFT(x, comm, global_shape=shape) as f:
+        raises("multiply shape", fusemath.ShapeError, "expected this rank's input block",
+               lambda: f.plan(prolog={"multiply": np.ones((loc[0] + 1 if last else loc[0], 6))}))
+        raises("multiply broadcast", fusemath.ShapeError, "do not broadcast",
+               lambda: f.plan(epilog={"multiply": np.ones(6) if last else np.ones(loc)}))
+        raises("multiply dtype", fusemath.DtypeError, "expected f64 or c128",
+               lambda: f.plan(prolog={"multiply": np.ones(loc, np.float32 if last else np.float64)}))
+        raises("multiply int", fusemath.DtypeError, "i64",
+               lambda: f.plan(prolog={"multiply": np.ones(loc, np.int64)}))
+        raises("multiply list", TypeError, "NumPy array",
+               lambda: f.plan(prolog={"multiply": [1.0] * 6 if last else np.ones(loc)}))
+        if loc[0] > 1 or size == 1:
+            raises("multiply strided", fusemath.InvalidArgumentError, "C-contiguous",
+                   lambda: f.plan(prolog={"multiply": np.ones((loc[0], 12))[:, ::2]}))
+        raises("callback on cpu ranks", fusemath.NotSupportedError, "not implemented",
+               lambda: f.plan(epilog={"source": "x", "name": "f"} if last else None))
+        f.plan(prolog={"multiply": np.full(loc, 2.0)})  # after the failures, a good plan runs
+        y = gather(f.execute(np.ones(loc, np.complex128)), f.out_offset[0], shape)
+        want = np.zeros(shape, np.complex128)
+        want[0, 0] = 2 * 48
+        check(rel_err(y, want) <= 1e-12, "good plan after the failures")
 
 
 def raises(what, exc, needle, fn):
@@ -111,9 +212,8 @@ def errors():
                lambda: fd.FFT(x, inter, global_shape=shape).plan())
         inter.Free()
         sub.Free()
-    w = np.ones(6)
-    raises("multiply epilog", fusemath.NotSupportedError, "not implemented",
-           lambda: fd.FFT(x, comm, global_shape=shape).plan(epilog={"multiply": w} if last else None))
+    raises("multiply epilog of the wrong shape", fusemath.ShapeError, "output block",
+           lambda: fd.FFT(x, comm, global_shape=shape).plan(epilog={"multiply": np.ones(6) if last else np.ones(loc)}))
     raises("transposed real side", ValueError, "real side",
            lambda: fd.FFT(x.real.copy(), comm, global_shape=shape, layout_in="transposed").plan())
     raises("1-D", fusemath.NotSupportedError, "2 or 3 dimensions",
@@ -314,7 +414,7 @@ def scalapack_errors():
     check(rank != 0 or np.allclose(x, full_b / 2, rtol=1e-14, atol=0), "solve after the failures")
 
 
-_WHAT = {"transforms": transforms, "errors": errors, "scalapack": scalapack, "scalapack_errors": scalapack_errors}
+_WHAT = {"transforms": transforms, "chains": chains, "errors": errors, "scalapack": scalapack, "scalapack_errors": scalapack_errors}
 if sys.argv[1].startswith("scalapack") and not scalapack_available():
     sys.exit(0)
 _WHAT[sys.argv[1]]()

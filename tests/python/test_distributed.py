@@ -52,6 +52,12 @@ def test_transforms_match_numpy(np_):
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3, 4])
+def test_chains_with_multiply_arrays_match_numpy(np_):
+    """prolog / epilog with scale, each rank's multiply block and conj, c2c / r2c / c2r, 2-D / 3-D."""
+    mpirun(np_, "chains")
+
+
+@pytest.mark.parametrize("np_", [1, 2, 3, 4])
 def test_bad_input_fails_on_every_rank(np_):
     mpirun(np_, "errors")
 

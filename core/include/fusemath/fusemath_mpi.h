@@ -45,9 +45,14 @@ typedef struct fm_dist_fft_options {
     int32_t norm;        /* fm_fft_norm, over the whole global transform */
     int32_t effort;      /* fm_fft_effort: FFTW_ESTIMATE / MEASURE / PATIENT, measured collectively */
     int32_t num_threads; /* FFTW threads per rank; 0 = 1 (one rank per core is the usual layout) */
-    int32_t reserved[5]; /* zero */
-    /* Fused chains: FM_FFT_OP_SCALE and FM_FFT_OP_CONJ only (applied as the data is copied into
-     * and out of FFTW's buffers); FM_FFT_OP_MULTIPLY / CALLBACK: FM_ERR_NOT_SUPPORTED for now. */
+    int32_t overwrite_input; /* 1: execute may overwrite `in` (its values are then undefined), which lets
+                                FFTW-MPI run on the caller's complex input block itself where there is no
+                                prolog (fm_dist_fft_execute says when); 0: `in` is never changed */
+    int32_t reserved[4]; /* zero */
+    /* Fused chains, x -> conj?(x * scale * array) as fusemath.h's, applied as the data is copied
+     * into (prolog) and out of (epilog) FFTW's buffers: FM_FFT_OP_SCALE, FM_FFT_OP_CONJ and
+     * FM_FFT_OP_MULTIPLY (its array is each rank's block: fm_dist_fft_plan_chains);
+     * FM_FFT_OP_CALLBACK (GPU only): FM_ERR_NOT_SUPPORTED. */
     fm_fft_chain prolog, epilog;
 } fm_dist_fft_options;
 
@@ -75,10 +80,31 @@ FM_API fm_status fm_dist_fft_plan(MPI_Comm comm, int ndim, const int64_t *n, fm_
                                   const int64_t *in_local_shape, const fm_dist_fft_options *opts,
                                   fm_dist_plan **plan);
 
+/*! fm_dist_fft_plan_chains() : collective. fm_dist_fft_plan (which is this with both arrays NULL)
+ *  with the chains' multiply arrays. prolog_array / epilog_array: NULL unless opts' prolog /
+ *  epilog has FM_FFT_OP_MULTIPLY; else this rank's block of the array multiplied into the input as
+ *  it is copied into FFTW's buffer (prolog: the input block, fm_dist_local_shape(FM_DIST_IN)) or
+ *  into the output as it is copied out (epilog: the output block in the output's layout, axes 0
+ *  and 1 swapped where it is transposed: fm_dist_local_shape(FM_DIST_OUT)): no broadcasting,
+ *  ndim entries, C-contiguous host memory (device cpu or auto), dtype real or complex of the
+ *  data's precision (real only on the real side of r2c / c2r); data may be NULL where the block is
+ *  empty. The data pointers are kept and read at every execute (their contents may change between
+ *  executes). A wrong shape, dtype or layout on any rank is an error on every rank. */
+FM_API fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
+                                         const int64_t *in_local_shape, const fm_tensor *prolog_array,
+                                         const fm_tensor *epilog_array, const fm_dist_fft_options *opts,
+                                         fm_dist_plan **plan);
+
 /*! fm_dist_fft_execute() : collective. out = epilog(norm * FFT(prolog(in))) over the global array;
  *  in and out are this rank's C-contiguous blocks (fm_dist_fft_local), may be NULL where the block
- *  is empty, and are not changed / fully written (in is never overwritten, c2r included). One
- *  plan runs one execute at a time (it owns FFTW's buffers). */
+ *  is empty, and are fully written (out) / not changed (in, unless opts->overwrite_input). One plan
+ *  runs one execute at a time (it owns FFTW's buffers). The data is copied into and out of FFTW's
+ *  buffers (the chains and the norm applied in those copies) except where FFTW-MPI can run on the
+ *  caller's block itself: the output when it is complex, there is no epilog and no norm scaling,
+ *  out != in, out is aligned as fftw_malloc'd memory (fftw_alignment_of) and holds at least FFTW's
+ *  local buffer size (true of even splits: n0 and n1 multiples of the ranks); the input likewise
+ *  when it is complex, there is no prolog and opts->overwrite_input is set. The path taken is the
+ *  same on every rank (agreed). */
 FM_API fm_status fm_dist_fft_execute(const fm_dist_plan *plan, const void *in, void *out);
 
 /*! fm_dist_fft_local() : local. The block of side `which` this rank holds (fm_dist_local_shape's
