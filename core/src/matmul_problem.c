@@ -598,6 +598,41 @@ static int calibration_problem(int index, int quick, int execution, fm_tensor *t
     return 1;
 }
 
+/* Pipelined transfers (core/src/pipeline.c): row panels of d, and of a, c and aux where they have
+ * d's rows; b, bias, scale and c or aux broadcast over rows are read whole. Dropout's position moves
+ * with the panel (element e of d is word position + e). Batched products and bgrad (a sum over
+ * every row) are not cut. */
+static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why)
+{
+    const fm_tensor *d = &p->t[FM_MATMUL_D];
+    const int nd = d->ndim;
+    for (int i = 0; i < nd - 2; i++)
+        if (d->shape[i] != 1)
+            return *why = "batched products are staged whole", 0;
+    if (p->present & (1u << FM_MATMUL_BGRAD))
+        return *why = "bgrad sums over every row of d", 0;
+    const int64_t m = d->shape[nd - 2];
+    if (!sub)
+        return m;
+    *sub = *p;
+    memset(c, 0, sizeof *c);
+    for (int s = 0; s < p->nslots; s++) {
+        if (!(p->present & (1u << s)))
+            continue;
+        fm_tensor *t = &sub->t[s];
+        const int rows = s == FM_MATMUL_A || s == FM_MATMUL_C || s == FM_MATMUL_D || s == FM_MATMUL_AUX;
+        if (!rows || t->ndim != nd || t->shape[nd - 2] != m || m < 2 || t->strides[nd - 2] == 0) {
+            c->whole |= 1u << s;
+            continue;
+        }
+        t->shape[nd - 2] = hi - lo;
+        c->offset[s] = lo * t->strides[nd - 2];
+    }
+    if (p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT)
+        c->position = lo * d->shape[nd - 1];
+    return m;
+}
+
 const fm_operation fm_operation_matmul = {
     .op = FM_OP_MATMUL,
     .name = "matmul",
@@ -616,6 +651,7 @@ const fm_operation fm_operation_matmul = {
     .check_exec_args = check_exec_args,
     .work = work,
     .calibration_problem = calibration_problem,
+    .chunk = chunk,
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

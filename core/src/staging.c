@@ -75,7 +75,8 @@ static void staging_destroy(void *impl)
     free(st);
 }
 
-fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out,
+                               const char *why)
 {
     const char *op = fm_op_name(p->op);
     if (p->exec_device.type == FM_DEVICE_CUDA && fm_cuda_device_count() <= p->exec_device.id) {
@@ -130,7 +131,8 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_at
     plan->backend = st->inner->backend;
     plan->ctx = ctx;
     fm_context_retain_(ctx);
-    snprintf(plan->describe, sizeof plan->describe, "%.180s staged=%.40s", st->inner->describe, moved);
+    snprintf(plan->describe, sizeof plan->describe, "%.400s staged=%.40s%s%.150s%s", st->inner->describe, moved,
+             why && *why ? " (not pipelined: " : "", why ? why : "", why && *why ? ")" : "");
     *out = plan;
     return FM_OK;
 }
