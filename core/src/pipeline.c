@@ -145,9 +145,7 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
             return s;
         fm_tensor_byte_span(&p->t[i], &lo, &hi);
         const int out = (p->output_mask >> i) & 1;
-        *(out ? &g->out_bytes : &g->in_bytes) += (double)(hi - lo);
-        if (out && p->inplace_partner[i] >= 0)
-            g->in_bytes += (double)(hi - lo);
+        *(out ? &g->out_bytes : &g->in_bytes) += (double)(hi - lo); /* (an in-place call also copies d in) */
     }
     return FM_OK;
 }
