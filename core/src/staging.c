@@ -46,7 +46,10 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, const fm_ex
         inner_ptrs[i] = (char *)stage[i] - lo;
         int is_output = (pr->output_mask >> i) & 1;
         int partner = pr->inplace_partner[i];
-        int needs_in = !is_output || (partner >= 0 && ptrs[partner] == ptrs[i]);
+        /* an output with gaps between its elements is copied in too: the copy back writes its whole
+         * span, and the gaps must come back as they were */
+        int needs_in = !is_output || (partner >= 0 && ptrs[partner] == ptrs[i]) ||
+                       hi - lo != fm_tensor_numel(&pr->t[i]) * (int64_t)fm_dtype_size(pr->t[i].dtype);
         if (needs_in)
             s = st->slot_ops[i]->copy(stage[i], exec, (const char *)ptrs[i] + lo, pr->t[i].device,
                                       (size_t)(hi - lo), stream, exec_on_host);
