@@ -1,7 +1,7 @@
 /* pipeline.c : pipelined host<->GPU transfers. A problem whose host operands run on a GPU is cut
  * along its operation's split axis (fm_operation.chunk: matmul row panels, FFT batch slabs, RNG
  * output blocks); chunk c's inputs are copied host->device on one stream while chunk c-1 is
- * computed on a second and chunk c-2's results come back on a third, through pinned buffers
+ * computed on a second and an earlier chunk's results come back on a third, through pinned buffers
  * (a ring of three, the context's, reused across calls), so a call costs about the largest of the
  * copy and compute times instead of their sum. The device buffers are whole operands (the
  * stream-ordered pool, as staging.c's), the chunks' sub-plans (a full chunk, a remainder) are
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #define RING 3 /* pinned buffers per slot: host fill, DMA and drain in flight together */
+#define LAG (RING - 1) /* chunks queued ahead of the one drained (a ring entry is refilled after its drain) */
 #define AREA_ALIGN ((size_t)4096)
 #define MAX_POOLS 16
 enum { S_H2D, S_COMP, S_D2H, NSTREAMS };
@@ -419,12 +420,16 @@ static fm_status pipelined_execute(const fm_plan *plan, void *const *ptrs, const
         }
         pl->pinned_bytes = need;
     }
+    /* The host thread fills chunk c while the GPU copies chunk c-1 in, computes chunk c-2's... and only
+     * then drains chunk c - LAG: two chunks stay in flight, so the host (whose copies between pageable
+     * and pinned memory are the slowest stage) does not wait for a chunk's compute and copy back. */
     s = call_begin(&k, stream);
+    int64_t drained = 0;
     for (int64_t c = 0; c < pi->g.nchunks && s == FM_OK; c++)
-        if ((s = queue_chunk(&k, c, args)) == FM_OK && c > 0)
-            s = drain_chunk(&k, c - 1);
-    if (s == FM_OK)
-        s = drain_chunk(&k, pi->g.nchunks - 1);
+        if ((s = queue_chunk(&k, c, args)) == FM_OK && c >= LAG)
+            s = drain_chunk(&k, drained++);
+    while (s == FM_OK && drained < pi->g.nchunks)
+        s = drain_chunk(&k, drained++);
     s = call_end(&k, stream, s);
     pthread_mutex_unlock(&pl->lock);
     return s;
