@@ -46,6 +46,16 @@ static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device t
 static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const fm_operation *op,
                              const fm_tensor *const *ts, const void *opts, fm_device gpu, double compute)
 {
+    const int mode = fm_context_settings(ctx)->pipeline;
+    double moved = 0; /* the rule's first test without building anything: auto cuts from 2 x 4 MiB */
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type == FM_DEVICE_CPU) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(&p->t[i], &lo, &hi);
+            moved += (double)(hi - lo);
+        }
+    if (mode == FM_PIPELINE_OFF || (mode == FM_PIPELINE_AUTO && moved < 2.0 * (double)FM_PIPELINE_MIN_CHUNK))
+        return -1;
     /* p is not built yet (its parameters follow its placement): the problem as output_specs builds it,
      * without a context (placed where the operands live, every parameter the chunk hooks read set) */
     fm_problem q;
@@ -56,7 +66,7 @@ static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const 
     q.exec_device = gpu;
     fm_pipeline_geom g;
     char why[8];
-    if (fm_pipeline_geometry(&q, fm_context_settings(ctx)->pipeline, &g, why, sizeof why) != FM_OK)
+    if (fm_pipeline_geometry(&q, mode, &g, why, sizeof why) != FM_OK)
         return -1;
     const double h2d = fm_profile_copy_time(pf, 0, g.in_bytes), d2h = fm_profile_copy_time(pf, 1, g.out_bytes);
     return fm_profile_copy_time(pf, 0, g.whole_bytes) + fmax(compute, fmax(h2d, d2h)) + (h2d + d2h) / g.nchunks;

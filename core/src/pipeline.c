@@ -13,6 +13,7 @@
 #include "operation.h"
 
 #include <omp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,16 @@
 enum { S_H2D, S_COMP, S_D2H, NSTREAMS };
 
 /* ---- the chunk rule (pure) ---- */
+/* FM_ERR_NOT_APPLICABLE with the reason in why (no fm_fail message: declining is no error) */
+static fm_status __attribute__((format(printf, 3, 4))) decline(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return FM_ERR_NOT_APPLICABLE;
+}
+
 static int is_moved(const fm_problem *p, int i)
 {
     const fm_device d = p->t[i].device;
@@ -89,22 +100,22 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
     memset(g, 0, sizeof *g);
     const fm_operation *op = fm_operation_for(p->op);
     if (mode == FM_PIPELINE_OFF)
-        return snprintf(why, n, "FUSEMATH_PIPELINE=off"), FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "FUSEMATH_PIPELINE=off");
     if (!op || !op->chunk)
-        return snprintf(why, n, "%s has no chunk hook", fm_op_name(p->op)), FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "%s has no chunk hook", fm_op_name(p->op));
     if (p->exec_device.type != FM_DEVICE_CUDA)
-        return snprintf(why, n, "the execution device is no GPU"), FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "the execution device is no GPU");
     uint32_t moved = 0;
     for (int i = 0; i < p->nslots; i++)
         if (is_moved(p, i)) {
             if (p->t[i].device.type != FM_DEVICE_CPU)
-                return snprintf(why, n, "%s is on another GPU", p->slot_names[i]), FM_ERR_NOT_APPLICABLE;
+                return decline(why, n, "%s is on another GPU", p->slot_names[i]);
             moved |= 1u << i;
         }
     const char *w = "";
     const int64_t extent = op->chunk(p, 0, 0, NULL, NULL, &w);
     if (extent < 2)
-        return snprintf(why, n, "%s", extent == 1 ? "the split axis has one index" : w), FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "%s", extent == 1 ? "the split axis has one index" : w);
     fm_problem sub;
     fm_chunk c0, c1;
     fm_status s;
@@ -113,13 +124,12 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
     g->whole = moved & c0.whole;
     g->split = moved & ~c0.whole;
     if (!g->split)
-        return snprintf(why, n, "no moved operand splits"), FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "no moved operand splits");
     double per_index = 0;
     for (int i = 0; i < p->nslots; i++) {
         if ((g->whole >> i) & 1) {
             if ((p->output_mask >> i) & 1)
-                return snprintf(why, n, "%s is written whole by every chunk", p->slot_names[i]),
-                       FM_ERR_NOT_APPLICABLE;
+                return decline(why, n, "%s is written whole by every chunk", p->slot_names[i]);
             int64_t lo, hi;
             fm_tensor_byte_span(&p->t[i], &lo, &hi);
             g->whole_bytes += (double)(hi - lo);
@@ -129,9 +139,8 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
     }
     const int64_t want = chunk_count(per_index * (double)extent, extent, mode);
     if (want < 2)
-        return snprintf(why, n, "%.2f MiB moved: under two chunks of %lld MiB", per_index * (double)extent / 1048576.0,
-                        (long long)(FM_PIPELINE_MIN_CHUNK >> 20)),
-               FM_ERR_NOT_APPLICABLE;
+        return decline(why, n, "%.2f MiB moved: under two chunks of %lld MiB", per_index * (double)extent / 1048576.0,
+                        (long long)(FM_PIPELINE_MIN_CHUNK >> 20));
     g->extent = extent;
     g->chunk = (extent + want - 1) / want;
     g->nchunks = (int)((extent + g->chunk - 1) / g->chunk);
@@ -197,12 +206,13 @@ static fm_status pool_make(const fm_device_ops *o, int dev, fm_pipeline_pool **o
     void **events[] = {&pl->start, &pl->end[0], &pl->end[1], &pl->end[2]};
     for (size_t i = 0; i < sizeof events / sizeof events[0] && s == FM_OK; i++)
         s = o->event_create(dev, events[i]);
-    for (int b = 0; b < RING && s == FM_OK; b++)
-        if ((s = o->event_create(dev, &pl->h2d_done[b])) != FM_OK ||
-            (s = o->event_create(dev, &pl->comp_done[b])) != FM_OK)
-            break;
-        else
+    for (int b = 0; b < RING && s == FM_OK; b++) {
+        s = o->event_create(dev, &pl->h2d_done[b]);
+        if (s == FM_OK)
+            s = o->event_create(dev, &pl->comp_done[b]);
+        if (s == FM_OK)
             s = o->event_create(dev, &pl->d2h_done[b]);
+    }
     if (s != FM_OK) {
         pool_free(pl);
         return s;
@@ -493,7 +503,7 @@ fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm
     const fm_device_ops *o = fm_device_ops_for(FM_DEVICE_CUDA);
     if (p->exec_device.type != FM_DEVICE_CUDA || fm_cuda_device_count() <= p->exec_device.id || !o ||
         !o->copy_async || !o->stream_create)
-        return snprintf(why, n, "no GPU"), FM_ERR_NOT_APPLICABLE; /* staging says what is missing */
+        return decline(why, n, "no GPU"); /* staging says what is missing */
     pipe_impl *pi = calloc(1, sizeof *pi);
     if (!pi)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
