@@ -44,7 +44,8 @@ static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device t
  * copies back, plus one chunk's fill (its copy in) and drain (its copy back). < 0 when p would be
  * staged whole. */
 static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const fm_operation *op,
-                             const fm_tensor *const *ts, const void *opts, fm_device gpu, double compute)
+                             const fm_tensor *const *ts, const void *opts, const fm_problem *p, fm_device gpu,
+                             double compute)
 {
     const int mode = fm_context_settings(ctx)->pipeline;
     double moved = 0; /* the rule's first test without building anything: auto cuts from 2 x 4 MiB */
@@ -122,7 +123,7 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA))) {
         const double compute = fm_profile_predict(pf, threads, op->op, dt, 1, work);
         t_cuda = compute + copies_time(pf, p, gpu, &cuda_copies);
-        const double t_pipe = cuda_copies && op->chunk ? pipelined_time(ctx, pf, op, ts, opts, gpu, compute) : -1;
+        const double t_pipe = cuda_copies && op->chunk ? pipelined_time(ctx, pf, op, ts, opts, p, gpu, compute) : -1;
         if (t_pipe >= 0 && t_pipe < t_cuda) {
             t_cuda = t_pipe;
             pipelined = 1;
