@@ -109,6 +109,9 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
  * it is not (then the caller stages it whole). */
 fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan,
                                   char *why, size_t why_size);
+/* Tests only (test_pipeline_driver.c): plan pipelines with these memory operations, as on a cuda:0
+ * that is there, instead of the CUDA module's (NULL: back to those). */
+void fm_pipeline_test_device(const fm_device_ops *ops);
 /* Free the context's pipeline streams, events and pinned buffers (context release). */
 void fm_context_pipeline_free(fm_context *ctx);
 

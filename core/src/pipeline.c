@@ -497,12 +497,19 @@ static fm_status plan_inner(fm_context *ctx, pipe_impl *pi, const fm_problem *p,
     return s;
 }
 
+static _Atomic(const fm_device_ops *) test_ops;
+
+void fm_pipeline_test_device(const fm_device_ops *ops) { atomic_store(&test_ops, ops); }
+
 fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out,
                                   char *why, size_t n)
 {
-    const fm_device_ops *o = fm_device_ops_for(FM_DEVICE_CUDA);
-    if (p->exec_device.type != FM_DEVICE_CUDA || fm_cuda_device_count() <= p->exec_device.id || !o ||
-        !o->copy_async || !o->stream_create)
+    const fm_device_ops *o = atomic_load(&test_ops);
+    const int gpus = o ? 1 : fm_cuda_device_count();
+    if (!o)
+        o = fm_device_ops_for(FM_DEVICE_CUDA);
+    if (p->exec_device.type != FM_DEVICE_CUDA || gpus <= p->exec_device.id || !o || !o->copy_async ||
+        !o->stream_create)
         return decline(why, n, "no GPU"); /* staging says what is missing */
     pipe_impl *pi = calloc(1, sizeof *pi);
     if (!pi)
