@@ -147,6 +147,7 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
     g->last = extent - (int64_t)(g->nchunks - 1) * g->chunk;
     if ((s = cut(op, p, 0, g->chunk, &sub, &c0, why, n)) != FM_OK)
         return s;
+    double entry = 0; /* one ring entry of pinned memory: three are held */
     for (int i = 0; i < p->nslots; i++) {
         if (!((g->split >> i) & 1))
             continue;
@@ -156,7 +157,11 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
         fm_tensor_byte_span(&p->t[i], &lo, &hi);
         const int out = (p->output_mask >> i) & 1;
         *(out ? &g->out_bytes : &g->in_bytes) += (double)(hi - lo); /* (an in-place call also copies d in) */
+        entry += (double)g->span[i];
     }
+    if (entry > (double)FM_PIPELINE_MAX_RING_ENTRY)
+        return decline(why, n, "a chunk spans %.0f MiB, over the pinned ring's %lld MiB per entry", entry / 1048576.0,
+                       (long long)(FM_PIPELINE_MAX_RING_ENTRY >> 20));
     return FM_OK;
 }
 

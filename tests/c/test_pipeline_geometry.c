@@ -241,6 +241,11 @@ static void test_fft(void)
     on_gpu(&p);
     CHECK_OK(fm_pipeline_geometry(&p, FM_PIPELINE_AUTO, &g, why, sizeof why));
     CHECK(g.nchunks == 8 && g.chunk == 1);
+    /* 4 transforms of 2^26 points: a slab of 512 MiB in + 512 MiB out is over the ring's entry */
+    CHECK_OK(fft_problem(4, 1 << 26, 1, &p));
+    on_gpu(&p);
+    CHECK_NA(fm_pipeline_geometry(&p, FM_PIPELINE_AUTO, &g, why, sizeof why), FM_ERR_NOT_APPLICABLE);
+    CHECK_MSG(strstr(why, "over the pinned ring") != NULL, "%s", why);
     /* a 1-d transform has no batch axis */
     fm_tensor in, out;
     int64_t n = 1 << 20;
