@@ -598,39 +598,42 @@ static int calibration_problem(int index, int quick, int execution, fm_tensor *t
     return 1;
 }
 
-/* Pipelined transfers (core/src/pipeline.c): row panels of d, and of a, c and aux where they have
- * d's rows; b, bias, scale and c or aux broadcast over rows are read whole. Dropout's position moves
- * with the panel (element e of d is word position + e). Batched products and bgrad (a sum over
- * every row) are not cut. */
+/* Pipelined transfers (core/src/pipeline.c): d cut along its outermost batch axis of more than one
+ * index (a batch slab; a, b, c, bias and aux too where they have that extent), else into row panels
+ * (a, c and aux too where they have d's rows; b, bias, scale, and a c or aux broadcast over rows are
+ * read whole). Dropout's position moves with the chunk (element e of d is word position + e, d
+ * row-major over batch, M, N). bgrad (a sum over every row) is not cut. */
 static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why)
 {
     const fm_tensor *d = &p->t[FM_MATMUL_D];
     const int nd = d->ndim;
-    for (int i = 0; i < nd - 2; i++)
-        if (d->shape[i] != 1)
-            return *why = "batched products are staged whole", 0;
     if (p->present & (1u << FM_MATMUL_BGRAD))
         return *why = "bgrad sums over every row of d", 0;
-    const int64_t m = d->shape[nd - 2];
+    int axis = nd - 2;
+    for (int i = nd - 3; i >= 0; i--)
+        if (d->shape[i] > 1)
+            axis = i; /* the outermost batch axis of more than one index */
+    const int64_t e = d->shape[axis];
     if (!sub)
-        return m;
+        return e;
     *sub = *p;
     memset(c, 0, sizeof *c);
     for (int s = 0; s < p->nslots; s++) {
         if (!(p->present & (1u << s)))
             continue;
         fm_tensor *t = &sub->t[s];
-        const int rows = s == FM_MATMUL_A || s == FM_MATMUL_C || s == FM_MATMUL_D || s == FM_MATMUL_AUX;
-        if (!rows || t->ndim != nd || t->shape[nd - 2] != m || m < 2 || t->strides[nd - 2] == 0) {
+        const int cut = axis < nd - 2 ? s <= FM_MATMUL_AUX
+                                      : s == FM_MATMUL_A || s == FM_MATMUL_C || s == FM_MATMUL_D || s == FM_MATMUL_AUX;
+        if (!cut || t->ndim != nd || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
             c->whole |= 1u << s;
             continue;
         }
-        t->shape[nd - 2] = hi - lo;
-        c->offset[s] = lo * t->strides[nd - 2];
+        t->shape[axis] = hi - lo;
+        c->offset[s] = lo * t->strides[axis];
     }
-    if (p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT)
-        c->position = lo * d->shape[nd - 1];
-    return m;
+    if ((p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT) && e > 0)
+        c->position = lo * (fm_tensor_numel(d) / e);
+    return e;
 }
 
 const fm_operation fm_operation_matmul = {

@@ -3,7 +3,8 @@
  * fm_pipeline_test_device, and fake "cuda" backends computing from the sub-problems' descriptors. What
  * it checks is the driver's data movement: every chunk's rows reach the right place through the pinned
  * ring (8 chunks: the ring of 3 reused, the drain two chunks behind), the remainder chunk has its own
- * plan, whole operands are copied once, an in-place d == c reads its rows before they are written, the
+ * plan, whole operands are copied once, an in-place d == c reads its rows before they are written, batch
+ * slabs of a batched product, the
  * per-call position moves with each chunk, and the resources are freed with the context (the
  * allocation counters return to zero). The ordering between real streams is the GPU test's part
  * (test_pipeline_gpu.c). */
@@ -230,6 +231,44 @@ static void test_matmul(void)
     fm_context_destroy(ctx);
 }
 
+/* 6 products (6, 7, 5) @ (5, 4): batch slabs of one product each (the fake computes one product a call) */
+static void test_batched(void)
+{
+    enum { B = 6, M = 7, K = 5, N = 4 };
+    static float a[B * M * K], b[K * N], d[B * M * N];
+    fill(a, B * M * K, 5), fill(b, K * N, 6);
+    fm_context *ctx = make_context("on");
+    const fm_device cpu = {FM_DEVICE_CPU, 0};
+    fm_tensor ta, tb, td;
+    int64_t sa[3] = {B, M, K}, sb[2] = {K, N}, sd[3] = {B, M, N};
+    fm_tensor_init(&ta, a, cpu, FM_F32, 3, sa, NULL);
+    fm_tensor_init(&tb, b, cpu, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&td, d, cpu, FM_F32, 3, sd, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.execution = FM_EXECUTION_CUDA;
+    fm_plan *p = NULL;
+    CHECK_OK(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &p));
+    if (p) {
+        CHECK_MSG(strstr(fm_plan_describe(p), "pipelined chunks=6 (1 of 6, last 1) staged=a,b,d") != NULL, "%s",
+                  fm_plan_describe(p));
+        memset(d, 0xff, sizeof d);
+        void *ptrs[FM_MATMUL_NSLOTS] = {a, b, NULL, NULL, d};
+        CHECK_OK(fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, NULL));
+        double err = 0;
+        for (int e = 0; e < B * M * N; e++) {
+            const int bi = e / (M * N), i = e / N % M, j = e % N;
+            double s = 0;
+            for (int q = 0; q < K; q++)
+                s += (double)a[(bi * M + i) * K + q] * b[q * N + j];
+            err = fmax(err, fabs(d[e] - s));
+        }
+        CHECK_MSG(err < 1e-5, "max error %g", err);
+        fm_plan_release(p);
+    }
+    fm_context_destroy(ctx);
+}
+
 static void test_rng_positions(void)
 {
     enum { R = 29, C = 3 };
@@ -264,6 +303,7 @@ int main(void)
 {
     fm_pipeline_test_device(&fake_gpu);
     RUN_TEST(test_matmul);
+    RUN_TEST(test_batched);
     RUN_TEST(test_rng_positions);
     fm_pipeline_test_device(NULL);
     TEST_MAIN_RETURN();

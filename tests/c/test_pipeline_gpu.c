@@ -5,7 +5,7 @@
  *  - matmul f32 with c, bias and gelu, m = 1037 (8 chunks of 130, the last 127), against a float64
  *    reference on the host; the same with d == c in place; relu + dropout: the same elements kept as
  *    the unpipelined plan (position per chunk); a column-major a is staged whole (describe says why)
- *    and still right;
+ *    and still right; 6 products sharing b in batch slabs;
  *  - FFT c64 13 x 4096 over the last axis against the CPU (FFTW) transform of the same data; over the
  *    first axis (columns: not cut) staged whole;
  *  - RNG portable fills (normal f32 1037 x 3, uniform f64 100003, raw u32) bit-identical to the CPU
@@ -153,6 +153,43 @@ static void test_matmul(void)
     CHECK_MSG(strstr(desc, "not pipelined: a's chunks would overlap") != NULL, "%s", desc);
     CHECK(mm_close(&t, t.d));
     mm_free(&t);
+}
+
+/* 6 products (6, 37, 29) @ (29, 45): batch slabs, b read whole */
+static void test_batched(void)
+{
+    enum { B = 6, M = 37, K = 29, N = 45 };
+    static float a[B * M * K], b[K * N], d[B * M * N];
+    fill(a, B * M * K, 7), fill(b, K * N, 8);
+    fm_tensor ta, tb, td;
+    int64_t sa[3] = {B, M, K}, sb[2] = {K, N}, sd[3] = {B, M, N};
+    fm_tensor_init(&ta, a, cpu, FM_F32, 3, sa, NULL);
+    fm_tensor_init(&tb, b, cpu, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&td, d, cpu, FM_F32, 3, sd, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.execution = FM_EXECUTION_CUDA;
+    fm_plan *p = NULL;
+    CHECK_OK(fm_matmul_plan(ctx_on, &ta, &tb, NULL, NULL, &td, NULL, &o, &p));
+    if (!p)
+        return;
+    CHECK_MSG(strstr(fm_plan_describe(p), "pipelined chunks=6 (1 of 6, last 1) staged=a,b,d") != NULL, "%s",
+              fm_plan_describe(p));
+    memset(d, 0xff, sizeof d);
+    void *ptrs[FM_MATMUL_NSLOTS] = {a, b, NULL, NULL, d};
+    CHECK_OK(fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, NULL));
+    fm_plan_release(p);
+    int bad = 0;
+    for (int e = 0; e < B * M * N; e++) {
+        const int bi = e / (M * N), i = e / N % M, j = e % N;
+        double s = 0, g = 0;
+        for (int q = 0; q < K; q++) {
+            s += (double)a[(bi * M + i) * K + q] * b[q * N + j];
+            g += fabs((double)a[(bi * M + i) * K + q] * b[q * N + j]);
+        }
+        bad += !(fabs(d[e] - s) <= 2e-3 * g + 1e-5);
+    }
+    CHECK_MSG(bad == 0, "%d of %d elements off", bad, B * M * N);
 }
 
 /* relu + dropout, pipelined and not: the same elements dropped (the chunk's dropout position) */
@@ -365,6 +402,7 @@ int main(void)
     ctx_auto = context_with(NULL);
     ctx_cpu = context_with(NULL);
     RUN_TEST(test_matmul);
+    RUN_TEST(test_batched);
     RUN_TEST(test_dropout);
     RUN_TEST(test_fft);
     RUN_TEST(test_rng);
