@@ -3,11 +3,10 @@
  * fm_pipeline_test_device, and fake "cuda" backends computing from the sub-problems' descriptors. What
  * it checks is the driver's data movement: every chunk's rows reach the right place through the pinned
  * ring (8 chunks: the ring of 3 reused, the drain two chunks behind), the remainder chunk has its own
- * plan, whole operands are copied once, an in-place d == c reads its rows before they are written, batch
- * slabs of a batched product, the
- * per-call position moves with each chunk, and the resources are freed with the context (the
- * allocation counters return to zero). The ordering between real streams is the GPU test's part
- * (test_pipeline_gpu.c). */
+ * plan, whole operands are copied once, an in-place d == c reads its rows before they are written, a
+ * batched product goes in batch slabs, the per-call position moves with each chunk, and the resources
+ * are freed with the context (the allocation counters return to zero). The ordering between real
+ * streams is the GPU test's part (test_pipeline_gpu.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "internal.h"
