@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CPU-vs-GPU crossover sweep (`make run`): from which size does the GPU pay, transfers included?
 
-relu(a @ b + bias) f32 (n x n x n), the c64 fft2 (n x n) and standard_normal f32 of n x n values (fusemath.random,
-portable mode), n = 64 ... 4096, on the CPU, on the GPU with NumPy data (execution="cuda"; the RNG: drawn on the GPU
+relu(a @ b + bias) f32 (n x n x n), the c64 fft2 (n x n), standard_normal f32 of n x n values (fusemath.random,
+portable mode) and the f64 solve of an n x n system with 16 right-hand sides (fusemath.linalg.solve), n = 64 ... 4096, on the CPU, on the GPU with NumPy data (execution="cuda"; the RNG: drawn on the GPU
 and copied back), on GPU-resident CuPy data, and with execution="best" on NumPy data (its plans' predictions of the
 cpu and the GPU-with-transfers times are recorded and plotted dashed: the predicted crossover next to the measured
 one); checked, then bursts ended by a device sync.
@@ -22,6 +22,7 @@ import numpy as np
 
 import fusemath
 import fusemath.fft
+import fusemath.linalg
 import fusemath.random
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +30,7 @@ from bench_common import bursts, machine, write_json  # noqa: E402
 
 CPU, XFER, RES, BEST = "cpu", "gpu+transfers", "gpu-resident", "best"
 PREDICTED = re.compile(r"predicted cpu(?:\+xfer)? ([0-9.e+-]+) ms cuda(?:\+xfer)? ([0-9.e+-]+) ms")
+SOLVE_NRHS = 16
 NO_GPU_HINT = "the crossover needs an NVIDIA GPU and CuPy (pip install cupy-cuda12x); CPU curves only"
 
 
@@ -78,6 +80,14 @@ def setup(op, mode, n, rng, cp):
         else:
             host = np.empty((n, n), dtype=f32)
             call = lambda: g.standard_normal(dtype=f32, out=host)  # noqa: E731
+    elif op == "solve":  # a diagonally dominant system, so the residual check holds at every n
+        a = rng.standard_normal((n, n)) + n * np.eye(n)
+        b = rng.standard_normal((n, SOLVE_NRHS))
+        ref, flops, plan = np.linalg.solve(a, b), 2.0 * n ** 3 / 3 + 2.0 * n * n * SOLVE_NRHS, None
+        if mode == RES:
+            a, b = cp.asarray(a), cp.asarray(b)
+        ex = {CPU: "cpu", XFER: "cuda", BEST: "best"}.get(mode)
+        call = lambda: fusemath.linalg.solve(a, b, execution=ex)  # noqa: E731
     else:
         x = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))).astype(np.complex64)
         ref, flops, plan = np.fft.fft2(x.astype(np.complex128)), 5.0 * n * n * np.log2(float(n * n)), None
@@ -94,10 +104,16 @@ def setup(op, mode, n, rng, cp):
     got = call()
     if mode == RES:
         cp.cuda.Device().synchronize()
+    if op == "solve":
+        return call, cp.asnumpy(got) if mode == RES else np.asarray(got), ref, flops, plan
     return call, cp.asnumpy(out) if mode == RES else np.asarray(got), ref, flops, plan
 
 
 def check(name, got, ref, n):
+    if got.dtype == np.float64:  # the solve: LU residual-level agreement with NumPy's
+        if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-9, atol=1e-12):
+            raise AssertionError(f"{name}: WRONG RESULT (max abs error {float(np.max(np.abs(got - ref))):.3g})")
+        return
     atol = 32.0 * float(np.finfo(np.float32).eps) * n if np.isrealobj(ref) else 1e-4 * float(np.abs(ref).max())
     if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-4, atol=atol):
         raise AssertionError(f"{name}: WRONG RESULT (max abs error {float(np.max(np.abs(got - ref))):.3g})")
@@ -190,7 +206,7 @@ def plot(res, path, title):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out-dir", default=os.path.join(os.getcwd(), "fusemath-bench"))
-    p.add_argument("--ops", default="matmul,fft,rng", help="comma-separated: matmul,fft,rng")
+    p.add_argument("--ops", default="matmul,fft,rng,solve", help="comma-separated: matmul,fft,rng,solve")
     p.add_argument("--min-n", type=int, default=64)
     p.add_argument("--max-n", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="fusemath CPU threads (default: the library's)")
@@ -200,10 +216,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    ops = [o for o in ("matmul", "fft", "rng") if o in args.ops.split(",")]
+    ops = [o for o in ("matmul", "fft", "rng", "solve") if o in args.ops.split(",")]
     sizes = [1 << e for e in range(31) if args.min_n <= 1 << e <= args.max_n]
     if not ops or not sizes:
-        p.error("--ops takes matmul,fft,rng; --min-n .. --max-n must hold a power of two")
+        p.error("--ops takes matmul,fft,rng,solve; --min-n .. --max-n must hold a power of two")
     if args.threads > 0:
         fusemath.set_num_threads(args.threads)
     t_start, now = time.perf_counter(), datetime.datetime.now().astimezone()
@@ -233,7 +249,8 @@ def main(argv=None) -> int:
         res = sweep(op, sizes, modes, args.budget, args.seed + (op == "fft"), cp)
         report(op, res)
         what = {"matmul": "matmul + bias + relu, f32", "fft": "fft2, complex64",
-                "rng": "standard_normal f32 of n x n (GFLOP/s: Gvalues/s)"}[op]
+                "rng": "standard_normal f32 of n x n (GFLOP/s: Gvalues/s)",
+                "solve": f"solve f64, n x n with {SOLVE_NRHS} right-hand sides"}[op]
         title = (f"fusemath {what} - "
                  f"{meta['machine']['cpu_model']}, {meta['threads']} CPU threads; {device or 'no GPU'}")
         png = os.path.join(args.out_dir, f"{op}_crossover.png")

@@ -304,9 +304,54 @@ def solve_cpu(runs):
     return "".join(text), g
 
 
+def solve_gpu(runs):
+    """Dense solvers on the GPU (benchmarks/solve_gpu.py): fusemath against torch / CuPy per routine and size."""
+    def rows_of(name, d):
+        gpu = d.get("machine", {}).get("nvidia_smi", {}).get("name") or d.get("machine", {}).get("tag", NR)
+        for r in d.get("results", []):
+            yield (gpu, r["routine"], str(r["size"])), r
+    sel = latest(runs, rows_of)
+    text, g = [], []
+    for gpu in sorted({k[0] for k in sel}):
+        keys = sorted((k for k in sel if k[0] == gpu), key=lambda k: (k[1].startswith("batched"), k[1], len(k[2]), k[2]))
+        rows, peer, batched, eigh20, refine, fresh = [], [], [], [], [], []
+        for k in keys:
+            r, run, _ = sel[k]
+            ms, rv = r["ms"], {p: v["median"] for p, v in r.get("ratio_vs", {}).items()}
+            label = f"{k[1]} {k[2]}"
+            if k[1] == "solver_solve_vs_fresh":
+                ratio, target = rv.get("fresh_solve"), "<= 0.1x fresh"
+                fresh.append((label, ratio))
+                ok = ratio is not None and ratio <= 0.1
+            elif k[1].startswith("solve_refine"):
+                ratio, target = rv.get("torch"), "<= 0.5x torch"
+                refine.append((label, ratio / 0.5 if ratio is not None else None))
+                ok = ratio is not None and ratio <= 0.5
+            elif k[1] == "batched_eigh" and k[2] != "10000x32x32":
+                ratio, target = rv.get("torch"), "<= 0.05x torch"
+                eigh20.append((label, ratio / 0.05 if ratio is not None else None))
+                ok = ratio is not None and ratio <= 0.05
+            else:
+                ratio, target = max(rv.values()) if rv else None, "<= 1.00x faster peer"  # fm over the faster peer
+                (batched if k[1].startswith("batched") else peer).append((label, ratio))
+                ok = ratio is not None and ratio <= 1.0
+            rows.append([k[1], k[2], fms(ms.get("fusemath")), fms(ms.get("torch")), fms(ms.get("cupy")),
+                         fms(ms.get("fresh_solve")), f3(ratio), target, "yes" if ok else "**no**", f"`{short(run)}`"])
+        last = newest([sel[k] for k in keys])
+        text.append(f"\n### {gpu}\n" + md(["routine", "size", "fm ms", "torch ms", "cupy ms", "fresh solve ms",
+                                             "ratio", "target", "met", "run"], rows) + runs_list([sel[k] for k in keys], runs))
+        g += [glance("28", "GPU fp64 solvers <= 1.00x the faster of torch / CuPy", gpu, peer, 1.0, last[2]),
+              glance("28", "GPU Solver.solve of a new b <= 0.1x a fresh solve (n = 4096)", gpu, fresh, 0.1, last[2]),
+              glance("28", "GPU refine >= 2x faster than torch fp64 (shown: ratio / 0.5)", gpu,
+                     refine, 1.0, last[2]),
+              glance("28", "GPU batched f32 <= 1.00x torch", gpu, batched, 1.0, last[2]),
+              glance("28", "GPU batched eigh >= 20x faster than torch (shown: ratio / 0.05)", gpu, eigh20, 1.0, last[2])]
+    return "".join(text) or "No GPU solver results yet.\n", g
+
+
 def crossover(runs):
     text = []
-    for op in ("matmul", "fft", "rng"):
+    for op in ("matmul", "fft", "rng", "solve"):
         # since the FFT has its own file, each JSON says its "op"; older ones held the FFT under "fft"
         have = [(n, d, d if d.get("op", "matmul") == op else (d.get("fft") or {}) if op == "fft" else {}, date)
                 for n, d, date in runs]
@@ -317,9 +362,10 @@ def crossover(runs):
             rows = [[n] + [fms(next((r["ms"] for r in res["rows"][m] if r["n"] == n), None)) for m in modes]
                     for n in sorted({r["n"] for m in modes for r in res["rows"][m]})]
             cross = "; ".join(f"{m}: from n = {c['from_n_on']}" for m, c in res.get("crossover", {}).items())
-            png = name if op == "matmul" else name.replace("matmul_crossover", "fft_crossover")
+            png = name if op != "fft" else name.replace("matmul_crossover", "fft_crossover")
             what = {"matmul": "matmul + bias + relu, f32", "fft": "fft2, complex64",
-                    "rng": "standard_normal, float32, n x n values (portable mode)"}[op]
+                    "rng": "standard_normal, float32, n x n values (portable mode)",
+                    "solve": "solve, float64, n x n with 16 right-hand sides"}[op]
             text.append(f"\n### {what}\n"
                         f"{meta.get('machine', {}).get('cpu_model', NR)}, {meta.get('threads', NR)} CPU threads; "
                         + (f"{gpu.get('device_name') or NR} ({gpu.get('array_library') or NR})" if gpu.get("enabled", True)
@@ -467,8 +513,10 @@ def render() -> str:
              "fft_gpu": per_gpu(fft_gpu, load("fft_gpu-")), "fft_cpu": fft_cpu(load("fft_cpu-")),
              "rng": rng(load("rng-")),
              "solve_cpu": solve_cpu(load("solve_cpu-")),
+             "solve_gpu": solve_gpu(load("solve_gpu-")),
              "dispatch": dispatch(load("dispatch-")), "pipeline": pipeline(load("pipeline-")),
-             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-")), [])}
+             "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-",
+                                                  "solve_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
         text = f.read().replace("{glance}", md(["issue", "target", "machine", "latest (date)", "status"],
                                                [row for _, g in parts.values() for row in g if row]))

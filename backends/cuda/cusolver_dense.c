@@ -85,7 +85,7 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
                "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t, "fm_sv_lsqfin_" t, \
-               "fm_sv_lsq_" t, "fm_sv_lsqres_" t
+               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -198,6 +198,13 @@ fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, vo
     if (a.count * a.rows * a.cols == 0)
         return FM_OK;
     void *args[1] = {&a};
+    /* a copy whose contiguous axis changes (row-major operand <-> column-major scratch) goes through
+     * tiles; the element loop for the rest (same layout, vectors, small matrices) */
+    const int src_j = llabs(a.scs) < llabs(a.srs), dst_i = llabs(a.drs) <= llabs(a.dcs);
+    if (a.rows >= 16 && a.cols >= 16 && src_j == dst_i) {
+        const int64_t tiles = a.count * ((a.rows + 31) / 32) * ((a.cols + 31) / 32);
+        return fm_cs_launch(d->k[x->ti][K_TCOPY], "cudaLaunchKernel(fm_sv_tcopy)", tiles * 256 - 1, args, stream);
+    }
     return fm_cs_launch(d->k[x->ti][K_COPY], "cudaLaunchKernel(fm_sv_copy)", a.count * a.rows * a.cols, args, stream);
 }
 
@@ -456,46 +463,6 @@ static fm_status run_svd(const run_ctx *r)
     return fm_cs_copy_to(x, r->d, vt, r->ptrs[FM_SOLVE_FACTOR], FM_SOLVE_FACTOR, 0, r->stream);
 }
 
-/* ---- failures: core's words (solve_problem.c), the CPU backend's too ---- */
-/* After the one synchronisation: the lowest failing entry (a non-finite input before its info). */
-static fm_status report(const cs_impl *x, const int *info, const uint64_t *flags, int64_t bad_pivot)
-{
-    const fm_solve_params *sp = x->sp;
-    const char *rn = fm_solve_routine_name(sp->routine);
-    char e[128];
-    const uint64_t fin = flags[0] < flags[1] ? flags[0] : flags[1];
-    const int64_t piv_b = flags[2] == UINT64_MAX ? INT64_MAX : (int64_t)(flags[2] / (uint64_t)max64(1, x->n));
-    int64_t bi = INT64_MAX;
-    for (int64_t b = 0; sp->check && b < sp->batch_count; b++)
-        if (info[b] > 0) {
-            bi = b;
-            break;
-        }
-    if (fin != UINT64_MAX && (int64_t)fin <= bi && (int64_t)fin <= piv_b) {
-        fm_solve_entry_name(sp, flags[0] <= flags[1] ? "a" : "b", (int64_t)fin, e, sizeof e);
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s contains infs or NaNs, expected finite values "
-                       "(check_finite; %s)", e, rn);
-    }
-    if (piv_b != INT64_MAX && piv_b <= bi) {
-        fm_solve_entry_name(sp, "ipiv", piv_b, e, sizeof e);
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: %s has pivot %lld at position %lld, expected 1..%lld "
-                       "(lu_factor's 1-based pivots; %s)", e, (long long)bad_pivot,
-                       (long long)(flags[2] % (uint64_t)max64(1, x->n)), (long long)x->n, rn);
-    }
-    return bi == INT64_MAX ? FM_OK : fm_solve_fail_info(sp, bi, info[bi]);
-}
-
-/* The caller's pivot that fm_sv_pivots found bad (at flat index at = b * n + i): read back after the
- * synchronisation, so the message names its value as the CPU backend's does. */
-static fm_status read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v)
-{
-    const fm_tensor *t = &x->p->t[FM_SOLVE_IPIV];
-    const int64_t n = max64(1, x->n), b = (int64_t)(at / (uint64_t)n), i = (int64_t)(at % (uint64_t)n);
-    const int64_t el = fm_solve_batch_offset(x->p, FM_SOLVE_IPIV, b) + i * t->strides[t->ndim - 1];
-    return fm_cuda_status(cudaMemcpy(v, (const int64_t *)ptrs[FM_SOLVE_IPIV] + el, sizeof *v, cudaMemcpyDefault),
-                          "cudaMemcpy(ipiv)");
-}
-
 static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *const *ptrs, cudaStream_t stream,
                          void *hwork)
 {
@@ -601,9 +568,9 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
         s = fm_cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize");
     int64_t bad = 0;
     if (s == FM_OK && sync && flags[2] != UINT64_MAX)
-        s = read_bad_pivot(x, ptrs, flags[2], &bad);
+        s = fm_cs_read_bad_pivot(x, ptrs, flags[2], &bad);
     if (s == FM_OK && sync)
-        s = report(x, info, flags, bad);
+        s = fm_cs_report(x, info, flags, bad);
     free(info), free(hwork);
     return s;
 }

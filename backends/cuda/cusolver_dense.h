@@ -17,7 +17,7 @@
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
 enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_LSQFIN, K_LSQ,
-       K_LSQRES, K_COUNT };
+       K_LSQRES, K_TCOPY, K_COUNT };
 
 typedef struct {
     char *dst;
@@ -101,6 +101,13 @@ fm_copy_args fm_cs_scratch_view(const cs_impl *x, const void *base, int64_t rows
 fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
                         cudaStream_t stream);
 char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es);
+
+/* ---- cusolver_report.c ---- */
+/* After the one synchronisation: the lowest failing entry (a non-finite input, then a bad given
+ * pivot, then info) as core's error; FM_OK when none failed. */
+fm_status fm_cs_report(const cs_impl *x, const int *info, const uint64_t *flags, int64_t bad_pivot);
+/* The caller's pivot that fm_sv_pivots found bad (flat index at = b * n + i), read back. */
+fm_status fm_cs_read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v);
 
 /* ---- cusolver_batched.c ---- */
 /* Whether x runs on the batched routines (many small matrices), set in x->batched. */
