@@ -7,8 +7,9 @@
 #   STEPS="build matmulcpu hostc" bash benchmarks/device_gpu.sh
 #   STEPS="wheels build rng" bash benchmarks/device_gpu.sh                              # RNG, CPU and GPU
 #   STEPS="build dist" DIST_ARGS="--nps 4" bash benchmarks/device_gpu.sh               # distributed, CPU ranks
+#   STEPS="build pipeline" bash benchmarks/device_gpu.sh                                # pipelined transfers
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch matmulcpu dist hostc; what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch pipeline matmulcpu dist hostc; what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -117,6 +118,8 @@ want rng && run_step rng "${T_RNG:-420}" "$OUT/bench.log" 40 "$VPY" benchmarks/r
 # (a cache directory of its own: the calibration it saves must not reach later steps or runs)
 want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env FUSEMATH_CACHE_DIR=/tmp/fm-dispatch-cache \
   "$VPY" benchmarks/dispatch.py --out-dir "$OUT" ${DISPATCH_ARGS:-}
+want pipeline && run_step pipeline "${T_PIPELINE:-420}" "$OUT/bench.log" 20 "$VPY" benchmarks/pipeline.py \
+  --out-dir "$OUT" ${PIPELINE_ARGS:-}
 want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "$VPY" benchmarks/matmul_cpu.py \
   --machine-tag h200-host --out "$OUT/matmul_cpu.json" ${MATMULCPU_ARGS:-}
 # the distributed layer on the host's CPU ranks (mpirun -np 1, 2, 4: DIST_ARGS="--nps 4" etc. to split it

@@ -472,6 +472,31 @@ def dispatch(runs):
     return "".join(text) or "No dispatch results yet.\n", g
 
 
+def pipeline(runs):
+    """benchmarks/pipeline.py: per GPU machine, GPU-with-transfers off / on against the copy and compute floors."""
+    by_gpu = {d.get("machine", {}).get("nvidia_smi", {}).get("name", NR): (n, d, date) for n, d, date in runs
+              if d.get("rows")}
+    text, g = [], []
+    for gpu, (name, d, date) in sorted(by_gpu.items()):
+        text.append(f"\n### {gpu}\n{d.get('machine', {}).get('cpu_model', NR)}; `{name}` ({date}): "
+                    f"`{d.get('command', NR)}`. ms per call, NumPy data; FFT: {d.get('fft_meaning', NR)}.\n\n")
+        rows, items = [], []
+        for r in d["rows"]:
+            off, on, fl = r.get("off", {}), r.get("on", {}), r.get("floors", {})
+            if "error" in off or "error" in on or "error" in fl:
+                rows.append([r["case"], "error", "", "", "", "", "", "", ""])
+                continue
+            rows.append([r["case"], fms(off["ms"]), fms(on["ms"]), f3(r.get("off_over_on"), ".2f"),
+                         fms(fl["copy_pageable_ms"]), fms(fl["copy_pinned_ms"]), fms(fl["compute_ms"]),
+                         f3(r.get("on_over_max_copy_pageable_compute"), ".2f"),
+                         f3(r.get("on_over_max_copy_pinned_compute"), ".2f")])
+            items.append((r["case"], r.get("on_over_max_copy_pageable_compute")))
+        text.append(md(["case", "off ms", "on ms", "off / on", "copy pageable ms", "copy pinned ms", "compute ms",
+                        "on / max(pageable, compute)", "on / max(pinned, compute)"], rows))
+        g.append(glance("29", "pipelined GPU+transfers <= 1.15x max(copy, compute)", gpu, items, 1.15, date))
+    return "".join(text) or "No pipeline results yet (`benchmarks/pipeline.py` on a GPU machine).\n", g
+
+
 def per_gpu(fn, runs, *extra):
     """fn's section once per GPU the runs were measured on (extra goes with the first)."""
     gpus, text, g = sorted({d.get("machine", {}).get("gpu_name", NR) for _, d, _ in runs}) or [NR], [], []
@@ -569,7 +594,7 @@ def render() -> str:
              "rng": rng(load("rng-")),
              "solve_cpu": solve_cpu(load("solve_cpu-")),
              "solve_gpu": solve_gpu(load("solve_gpu-")),
-             "dispatch": dispatch(load("dispatch-")),
+             "dispatch": dispatch(load("dispatch-")), "pipeline": pipeline(load("pipeline-")),
              "distributed": distributed(load("distributed-"), load("distributed_model-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-",
                                                   "solve_crossover-")), [])}

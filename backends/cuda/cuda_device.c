@@ -215,9 +215,79 @@ static fm_status cuda_sync(int device_id)
     return s != FM_OK ? s : fm_cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+/* ---- streams, events, pinned memory: the pipelined transfers' rows (core/src/pipeline.c) ---- */
+static fm_status cuda_stream_create(int device_id, void **stream)
+{
+    fm_status s = fm_cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    cudaStream_t st = NULL;
+    if (s == FM_OK && (s = fm_cuda_status(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
+                                          "cudaStreamCreateWithFlags")) == FM_OK)
+        *stream = st;
+    return s;
+}
+
+static void cuda_stream_destroy(void *stream) { cudaStreamDestroy((cudaStream_t)stream); }
+
+static fm_status cuda_stream_sync(void *stream)
+{
+    return fm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
+static fm_status cuda_event_create(int device_id, void **event)
+{
+    fm_status s = fm_cuda_status(cudaSetDevice(device_id), "cudaSetDevice");
+    cudaEvent_t ev = NULL;
+    if (s == FM_OK &&
+        (s = fm_cuda_status(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags")) ==
+            FM_OK)
+        *event = ev;
+    return s;
+}
+
+static void cuda_event_destroy(void *event) { cudaEventDestroy((cudaEvent_t)event); }
+
+static fm_status cuda_event_record(void *event, void *stream)
+{
+    return fm_cuda_status(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord");
+}
+
+static fm_status cuda_stream_wait_event(void *stream, void *event)
+{
+    return fm_cuda_status(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
+}
+
+static fm_status cuda_event_sync(void *event)
+{
+    return fm_cuda_status(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize");
+}
+
+static fm_status cuda_host_alloc_pinned(size_t bytes, void **ptr)
+{
+    return fm_cuda_status(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable), "cudaHostAlloc");
+}
+
+static void cuda_host_free_pinned(void *ptr) { cudaFreeHost(ptr); }
+
+static fm_status cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return fm_cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
+                          "cudaMemcpyAsync (pipelined)");
+}
+
 const fm_device_ops fm_cuda_device_ops = {.device = FM_DEVICE_CUDA,
                                           .sync = cuda_sync,
                                           .alloc = cuda_alloc,
                                           .free = cuda_free,
                                           .copy = cuda_copy,
-                                          .classify = cuda_classify};
+                                          .classify = cuda_classify,
+                                          .stream_create = cuda_stream_create,
+                                          .stream_destroy = cuda_stream_destroy,
+                                          .stream_sync = cuda_stream_sync,
+                                          .event_create = cuda_event_create,
+                                          .event_destroy = cuda_event_destroy,
+                                          .event_record = cuda_event_record,
+                                          .stream_wait_event = cuda_stream_wait_event,
+                                          .event_sync = cuda_event_sync,
+                                          .host_alloc_pinned = cuda_host_alloc_pinned,
+                                          .host_free_pinned = cuda_host_free_pinned,
+                                          .copy_async = cuda_copy_async};

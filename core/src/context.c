@@ -1,6 +1,7 @@
 /* context.c : backend registry, thread setting, plan cache; the environment through settings.c. */
 #define _GNU_SOURCE
 #include "context.h"
+#include "operation.h"
 #include "profile.h"
 
 #include <stdio.h>
@@ -121,6 +122,7 @@ void fm_context_release_(fm_context *ctx)
             ctx->backends[i].backend->release(ctx->backends[i].state);
     fm_wisdom_clear_(ctx);
     fm_context_profile_free_all(ctx);
+    fm_context_pipeline_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache.buckets);
     free(ctx);

@@ -46,6 +46,9 @@ struct fm_context {
     _Atomic(struct fm_profile *) profile; /* FM_EXECUTION_BEST's model; NULL: the built-in one (profile.c) */
     struct fm_profile *profile_retired;   /* earlier profiles, freed with the context; guarded by lock */
     char profile_note[256];               /* why a profile file was ignored ("" none); guarded by lock */
+    /* pipelined transfers' streams, events and pinned buffers per GPU (core/src/pipeline.c): made on
+     * first use under lock, freed with the context */
+    struct fm_pipeline_pool *pipeline_pools[16];
 };
 
 void fm_context_retain_(fm_context *ctx);

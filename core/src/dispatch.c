@@ -11,7 +11,8 @@
 #include <stdio.h>
 
 /* p->best: bits below, the GPU candidate's id from bit 8 (the fallback's device) */
-enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8, BEST_FALLBACK = 16 };
+enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8, BEST_FALLBACK = 16,
+       BEST_PIPELINED = 32 };
 
 /* Seconds of copying p's operands that are not on `to` there and back, one copy per operand and
  * direction as staging makes them (core/src/staging.c): inputs in, outputs back, an output that
@@ -36,6 +37,40 @@ static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device t
         *any |= hi > lo;
     }
     return t;
+}
+
+/* The GPU's time with its copies when the pipeline cuts p there (core/src/pipeline.c): the operands
+ * read whole copied first, then about the largest of the chunked copies in, the compute and the
+ * copies back, plus one chunk's fill (its copy in) and drain (its copy back). < 0 when p would be
+ * staged whole. */
+static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const fm_operation *op,
+                             const fm_tensor *const *ts, const void *opts, const fm_problem *p, fm_device gpu,
+                             double compute)
+{
+    const int mode = fm_context_settings(ctx)->pipeline;
+    double moved = 0; /* the rule's first test without building anything: auto cuts from 2 x 4 MiB */
+    for (int i = 0; i < p->nslots; i++)
+        if ((p->present & (1u << i)) && p->t[i].device.type == FM_DEVICE_CPU) {
+            int64_t lo, hi;
+            fm_tensor_byte_span(&p->t[i], &lo, &hi);
+            moved += (double)(hi - lo);
+        }
+    if (mode == FM_PIPELINE_OFF || (mode == FM_PIPELINE_AUTO && moved < 2.0 * (double)FM_PIPELINE_MIN_CHUNK))
+        return -1;
+    /* p is not built yet (its parameters follow its placement): the problem as output_specs builds it,
+     * without a context (placed where the operands live, every parameter the chunk hooks read set) */
+    fm_problem q;
+    fm_attachments att;
+    fm_problem_begin(NULL, op, &q);
+    if (op->build(NULL, ts, opts, &q, &att) != FM_OK)
+        return -1;
+    q.exec_device = gpu;
+    fm_pipeline_geom g;
+    char why[8];
+    if (fm_pipeline_geometry(&q, mode, &g, why, sizeof why) != FM_OK)
+        return -1;
+    const double h2d = fm_profile_copy_time(pf, 0, g.in_bytes), d2h = fm_profile_copy_time(pf, 1, g.out_bytes);
+    return fm_profile_copy_time(pf, 0, g.whole_bytes) + fmax(compute, fmax(h2d, d2h)) + (h2d + d2h) / g.nchunks;
 }
 
 /* The GPU a best problem may run on: the one an operand lives on, else cuda:device_id; -1 none. */
@@ -84,8 +119,16 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     double t_cpu = INFINITY, t_cuda = INFINITY;
     if (devices & (1u << FM_DEVICE_CPU))
         t_cpu = fm_profile_predict(pf, threads, op->op, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies);
-    if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA)))
-        t_cuda = fm_profile_predict(pf, threads, op->op, dt, 1, work) + copies_time(pf, p, gpu, &cuda_copies);
+    int pipelined = 0;
+    if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA))) {
+        const double compute = fm_profile_predict(pf, threads, op->op, dt, 1, work);
+        t_cuda = compute + copies_time(pf, p, gpu, &cuda_copies);
+        const double t_pipe = cuda_copies && op->chunk ? pipelined_time(ctx, pf, op, ts, opts, p, gpu, compute) : -1;
+        if (t_pipe >= 0 && t_pipe < t_cuda) {
+            t_cuda = t_pipe;
+            pipelined = 1;
+        }
+    }
     if (isinf(t_cpu) && isinf(t_cuda))
         return FM_OK; /* neither can: the builder's own checks say why */
     int on_cuda = t_cuda < t_cpu;
@@ -94,7 +137,7 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
         on_cuda = home.type == FM_DEVICE_CUDA ? !(t_cpu * 2 < t_cuda) : t_cuda * 2 < t_cpu;
     p->exec_device = on_cuda ? gpu : cpu;
     p->best = (pf ? BEST_MEASURED : BEST_BUILTIN) | (cpu_copies ? BEST_CPU_COPIES : 0) |
-              (cuda_copies ? BEST_CUDA_COPIES : 0) | (cuda_id > 0 ? cuda_id << 8 : 0);
+              (cuda_copies ? BEST_CUDA_COPIES : 0) | (pipelined ? BEST_PIPELINED : 0) | (cuda_id > 0 ? cuda_id << 8 : 0);
     p->best_ms[0] = isinf(t_cpu) ? -1.0f : (float)(t_cpu * 1e3);
     p->best_ms[1] = isinf(t_cuda) ? -1.0f : (float)(t_cuda * 1e3);
     return FM_OK;
@@ -122,7 +165,9 @@ void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
     if (p->best_ms[0] >= 0)
         snprintf(cpu, sizeof cpu, " cpu%s %.3g ms", p->best & BEST_CPU_COPIES ? "+xfer" : "", p->best_ms[0]);
     if (p->best_ms[1] >= 0)
-        snprintf(gpu, sizeof gpu, " cuda%s %.3g ms", p->best & BEST_CUDA_COPIES ? "+xfer" : "", p->best_ms[1]);
+        snprintf(gpu, sizeof gpu, " cuda%s %.3g ms",
+                 p->best & BEST_PIPELINED ? "+xfer(pipelined)" : p->best & BEST_CUDA_COPIES ? "+xfer" : "",
+                 p->best_ms[1]);
     const int on_cuda = p->exec_device.type == FM_DEVICE_CUDA;
     snprintf(buf, size, " best=%s%s predicted%s%s%s", on_cuda ? "cuda" : "cpu",
              p->best & BEST_FALLBACK ? (on_cuda ? " (the cpu planned none)" : " (cuda planned none)") : "", cpu,

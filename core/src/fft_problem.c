@@ -568,6 +568,44 @@ static int calibration_problem(int index, int quick, int execution, fm_tensor *t
     return 1;
 }
 
+/* Pipelined transfers (core/src/pipeline.c): slabs of the outermost batch axis (the first axis not
+ * transformed) of in and out, and of the chains' arrays where they have that axis' extent (else
+ * they broadcast and are read whole). More than 3 axes run as steps (fft_axis_split.c): not cut. */
+static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why)
+{
+    const fm_fft_params *f = &p->u.fft;
+    const fm_tensor *in = &p->t[FM_FFT_IN];
+    if (f->naxes > 3)
+        return *why = "transforms over more than 3 axes run as steps", 0;
+    int axis = -1;
+    for (int i = 0; i < in->ndim && axis < 0; i++) {
+        int transformed = 0;
+        for (int j = 0; j < f->naxes; j++)
+            transformed |= f->axes[j] == i;
+        if (!transformed)
+            axis = i;
+    }
+    if (axis < 0)
+        return *why = "every axis is transformed: no batch axis to cut", 0;
+    const int64_t e = in->shape[axis];
+    if (!sub)
+        return e;
+    *sub = *p;
+    memset(c, 0, sizeof *c);
+    for (int s = 0; s < p->nslots; s++) {
+        if (!(p->present & (1u << s)))
+            continue;
+        fm_tensor *t = &sub->t[s];
+        if (t->ndim != in->ndim || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
+            c->whole |= 1u << s;
+            continue;
+        }
+        t->shape[axis] = hi - lo;
+        c->offset[s] = lo * t->strides[axis];
+    }
+    return e;
+}
+
 const fm_operation fm_operation_fft = {
     .op = FM_OP_FFT,
     .name = "fft",
@@ -584,6 +622,7 @@ const fm_operation fm_operation_fft = {
     .check_tunables = check_tunables,
     .work = work,
     .calibration_problem = calibration_problem,
+    .chunk = chunk,
 };
 
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,

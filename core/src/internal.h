@@ -289,11 +289,15 @@ struct fm_settings {
                                   libfusemath_cuda.so next to libfusemath.so, when a driver sees a device) */
     int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
     int execution_best;        /* FUSEMATH_EXECUTION=best: FM_EXECUTION_AUTO calls are planned as BEST */
+    int pipeline;              /* FUSEMATH_PIPELINE: FM_PIPELINE_AUTO (unset) | ON | OFF (core/src/pipeline.c) */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
     uint64_t plan_key;
 };
+/* fm_settings.pipeline: host operands of a GPU call copied in chunks overlapping the compute when
+ * the chunk rule says it pays (auto), whenever the problem splits at all (on), or never (off). */
+enum { FM_PIPELINE_AUTO = 0, FM_PIPELINE_ON = 1, FM_PIPELINE_OFF = 2 };
 /* The settings of ctx. */
 FM_INTERNAL_API const fm_settings *fm_context_settings(const fm_context *ctx);
 /* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the
@@ -353,6 +357,21 @@ typedef struct fm_device_ops {
     fm_status (*classify)(const void *ptr, fm_device *dev);
     /* wait until all work queued on the device is done (timing in autotune); NULL = nothing to wait for */
     fm_status (*sync)(int device_id);
+    /* Pipelined host<->device transfers (core/src/pipeline.c); all NULL where the device has no
+     * streams (the cpu). Streams are non-blocking (no implicit order with the legacy stream);
+     * events carry no timing. */
+    fm_status (*stream_create)(int device_id, void **stream);
+    void (*stream_destroy)(void *stream);
+    fm_status (*stream_sync)(void *stream);
+    fm_status (*event_create)(int device_id, void **event);
+    void (*event_destroy)(void *event);
+    fm_status (*event_record)(void *event, void *stream);
+    fm_status (*stream_wait_event)(void *stream, void *event); /* later work on stream waits for it */
+    fm_status (*event_sync)(void *event);                       /* the host waits for it */
+    fm_status (*host_alloc_pinned)(size_t bytes, void **ptr);   /* page-locked host memory */
+    void (*host_free_pinned)(void *ptr);
+    /* bytes between pinned host memory and this device, queued on stream: no staging, no wait */
+    fm_status (*copy_async)(void *dst, const void *src, size_t bytes, void *stream);
 } fm_device_ops;
 /* The memory operations of a device type, or NULL. */
 FM_INTERNAL_API const fm_device_ops *fm_device_ops_for(int device_type);
@@ -399,8 +418,10 @@ FM_INTERNAL_API fm_status fm_plan_problem_with(fm_context *ctx, const fm_problem
                                              fm_plan **plan);
 /* The same without the plan cache (neither looked up nor filled): autotune's candidates. */
 fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
-/* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. */
-fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan);
+/* Plan p whose operands live on other devices than p->exec_device (staging.c); no caching. why: why
+ * it is not pipelined (core/src/pipeline.c), for describe() ("" says nothing). */
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan,
+                               const char *why);
 /* *plan: a new plan for problem key that executes `target`, cached under key (taking over the
  * caller's reference to target). Autotune and wisdom: the tuned plan answers for the default key.
  * An alias given as target is replaced by its own target: repeated autotunes never build a chain. */

@@ -598,6 +598,44 @@ static int calibration_problem(int index, int quick, int execution, fm_tensor *t
     return 1;
 }
 
+/* Pipelined transfers (core/src/pipeline.c): d cut along its outermost batch axis of more than one
+ * index (a batch slab; a, b, c, bias and aux too where they have that extent), else into row panels
+ * (a, c and aux too where they have d's rows; b, bias, scale, and a c or aux broadcast over rows are
+ * read whole). Dropout's position moves with the chunk (element e of d is word position + e, d
+ * row-major over batch, M, N). bgrad (a sum over every row) is not cut. */
+static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why)
+{
+    const fm_tensor *d = &p->t[FM_MATMUL_D];
+    const int nd = d->ndim;
+    if (p->present & (1u << FM_MATMUL_BGRAD))
+        return *why = "bgrad sums over every row of d", 0;
+    int axis = nd - 2;
+    for (int i = nd - 3; i >= 0; i--)
+        if (d->shape[i] > 1)
+            axis = i; /* the outermost batch axis of more than one index */
+    const int64_t e = d->shape[axis];
+    if (!sub)
+        return e;
+    *sub = *p;
+    memset(c, 0, sizeof *c);
+    for (int s = 0; s < p->nslots; s++) {
+        if (!(p->present & (1u << s)))
+            continue;
+        fm_tensor *t = &sub->t[s];
+        const int cut = axis < nd - 2 ? s <= FM_MATMUL_AUX
+                                      : s == FM_MATMUL_A || s == FM_MATMUL_C || s == FM_MATMUL_D || s == FM_MATMUL_AUX;
+        if (!cut || t->ndim != nd || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
+            c->whole |= 1u << s;
+            continue;
+        }
+        t->shape[axis] = hi - lo;
+        c->offset[s] = lo * t->strides[axis];
+    }
+    if ((p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT) && e > 0)
+        c->position = lo * (fm_tensor_numel(d) / e);
+    return e;
+}
+
 const fm_operation fm_operation_matmul = {
     .op = FM_OP_MATMUL,
     .name = "matmul",
@@ -616,6 +654,7 @@ const fm_operation fm_operation_matmul = {
     .check_exec_args = check_exec_args,
     .work = work,
     .calibration_problem = calibration_problem,
+    .chunk = chunk,
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

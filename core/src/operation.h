@@ -9,6 +9,13 @@
 
 #define FM_MAX_TUNABLES 4
 
+/* One chunk of a problem cut along its operation's split axis (fm_operation.chunk). */
+typedef struct fm_chunk {
+    int64_t offset[FM_MAX_SLOTS]; /* element offset of the chunk's first element in slot i's operand */
+    uint32_t whole;               /* present slots every chunk reads whole (matmul's b and bias) */
+    int64_t position;             /* added to the per-call position args.ints[0] (RNG, dropout); else 0 */
+} fm_chunk;
+
 typedef struct fm_operation {
     fm_op op;
     const char *name;                    /* "matmul": messages' prefix */
@@ -54,6 +61,13 @@ typedef struct fm_operation {
      * and options of the index-th problem that measures this operation's curves, planned for
      * `execution`, the slots used in *slots; 0 past the last (quick: the shorter list). */
     int (*calibration_problem)(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots);
+    /* Optional (pipelined host<->GPU transfers, core/src/pipeline.c): p cut along the operation's own
+     * split axis (matmul: d's rows; fft: the outermost batch axis; rng: out's first axis). Returns
+     * that axis' extent, or 0 when p does not split (*why: a static string saying why). With sub
+     * non-NULL and 0 <= lo < hi <= extent, also fills *sub with the problem of indices [lo, hi) of the
+     * axis (p's descriptors, the split slots' extent hi - lo, strides kept) and *c. A pure function
+     * of p (tests call it directly); without the hook host operands are staged whole. */
+    int64_t (*chunk)(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why);
 } fm_operation;
 
 /* Room for any operation's options struct (generic defaults, calibration problems). */
@@ -68,6 +82,41 @@ void fm_problem_tunables(const fm_problem *p, int32_t *v);
 void fm_problem_set_tunables(fm_problem *p, const int32_t *v);
 /* Whether every tunable field of p is zero. */
 int fm_problem_untuned(const fm_problem *p);
+
+/* ---- pipelined transfers (core/src/pipeline.c) ---- */
+/* How a problem whose host operands run on a GPU is cut (fm_pipeline_geometry): nchunks chunks of
+ * `chunk` indices of the split axis, the last of `last` (== chunk: no remainder). */
+typedef struct fm_pipeline_geom {
+    int64_t extent, chunk, last;
+    int nchunks;
+    uint32_t split;                /* moved slots copied chunk by chunk */
+    uint32_t whole;                /* moved slots copied whole before the first chunk */
+    int64_t span[FM_MAX_SLOTS];    /* split slots: bytes of a full chunk's span */
+    double in_bytes, out_bytes;    /* bytes the split slots move per call, host->device and back */
+    double whole_bytes;            /* bytes the whole slots move (host->device) */
+} fm_pipeline_geom;
+/* The chunk rule (docs/design.md, "Pipelined transfers") for p, placed on a cuda exec_device with
+ * some operands on the host, under FUSEMATH_PIPELINE's mode: FM_OK and *g when p is pipelined,
+ * FM_ERR_NOT_APPLICABLE with why (no fm_fail message) when it is staged whole. A pure function. */
+fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *g, char *why, size_t why_size);
+/* The rule's sizes: auto wants chunks of at least FM_PIPELINE_MIN_CHUNK moved bytes, about
+ * FM_PIPELINE_CHUNKS of them, none over FM_PIPELINE_MAX_CHUNK unless one index is larger. */
+#define FM_PIPELINE_MIN_CHUNK ((int64_t)4 << 20)
+#define FM_PIPELINE_MAX_CHUNK ((int64_t)64 << 20)
+#define FM_PIPELINE_CHUNKS 8
+#define FM_PIPELINE_MAX_NCHUNKS 64
+/* A chunk whose split slots span more than this (one index of the split axis is that large: an FFT slab)
+ * is staged whole rather than held three times in pinned memory. */
+#define FM_PIPELINE_MAX_RING_ENTRY ((int64_t)512 << 20)
+/* Plan p (host operands, cuda execution) pipelined; FM_ERR_NOT_APPLICABLE with why in the buffer when
+ * it is not (then the caller stages it whole). */
+fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan,
+                                  char *why, size_t why_size);
+/* Tests only (test_pipeline_driver.c): plan pipelines with these memory operations, as on a cuda:0
+ * that is there, instead of the CUDA module's (NULL: back to those). */
+void fm_pipeline_test_device(const fm_device_ops *ops);
+/* Free the context's pipeline streams, events and pinned buffers (context release). */
+void fm_context_pipeline_free(fm_context *ctx);
 
 /* The rows (each in its operation's file). */
 extern const fm_operation fm_operation_matmul;

@@ -356,8 +356,13 @@ static fm_status plan_uncached(fm_context *ctx, const fm_problem *p, const fm_at
     for (int i = 0; i < p->nslots; i++)
         staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||
                                                 p->t[i].device.id != p->exec_device.id);
-    if (staged)
-        return fm_plan_build_staged(ctx, p, att, out);
+    if (staged) { /* host operands of a GPU call in overlapped chunks where the rule cuts them, else whole */
+        char why[160] = "";
+        fm_status s = fm_plan_build_pipelined(ctx, p, att, out, why, sizeof why);
+        if (s != FM_ERR_NOT_APPLICABLE)
+            return s;
+        return fm_plan_build_staged(ctx, p, att, out, p->exec_device.type == FM_DEVICE_CUDA ? why : "");
+    }
     const fm_operation *o = fm_operation_for(p->op);
     if (o && o->plan_steps) {
         fm_status s = o->plan_steps(ctx, p, att, out);

@@ -362,6 +362,29 @@ static int calibration_problem(int index, int quick, int execution, fm_tensor *t
     return 1;
 }
 
+/* Pipelined transfers (core/src/pipeline.c): blocks of out's first axis, each the stream at its
+ * own position (out is C-contiguous: the block's first value is value lo * (numel / extent)). curand
+ * mode is not cut: its run of f64 calls is state a block in the middle would have to re-derive. */
+static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why)
+{
+    const fm_tensor *out = &p->t[FM_RNG_OUT];
+    if (p->u.rng.mode != FM_RNG_PORTABLE)
+        return *why = "curand mode's streams are not cut into blocks", 0;
+    if (out->ndim < 1 || out->shape[0] < 1)
+        return *why = "out has no first axis to cut", 0;
+    if (!sub)
+        return out->shape[0];
+    *sub = *p;
+    memset(c, 0, sizeof *c);
+    int64_t inner = 1;
+    for (int i = 1; i < out->ndim; i++)
+        inner *= out->shape[i];
+    sub->t[FM_RNG_OUT].shape[0] = hi - lo;
+    c->offset[FM_RNG_OUT] = lo * out->strides[0];
+    c->position = lo * inner;
+    return out->shape[0];
+}
+
 const fm_operation fm_operation_rng = {
     .op = FM_OP_RNG,
     .name = "rng",
@@ -376,6 +399,7 @@ const fm_operation fm_operation_rng = {
     .check_exec_args = check_exec_args,
     .work = work,
     .calibration_problem = calibration_problem,
+    .chunk = chunk,
 };
 
 fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)

@@ -105,6 +105,17 @@ fm_status fm_settings_read(fm_settings *s)
     if (ex && *ex && !s->execution_best && strcmp(ex, "auto") != 0 && st == FM_OK)
         st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_EXECUTION = '%.40s': expected 'best' or 'auto' (or unset: "
                      "auto, where the operands live)", ex);
+    const char *pl = getenv("FUSEMATH_PIPELINE");
+    s->pipeline = !pl || !*pl || strcmp(pl, "auto") == 0 ? FM_PIPELINE_AUTO
+                  : strcmp(pl, "on") == 0                ? FM_PIPELINE_ON
+                  : strcmp(pl, "off") == 0               ? FM_PIPELINE_OFF
+                                                         : -1;
+    if (s->pipeline < 0) {
+        s->pipeline = FM_PIPELINE_AUTO;
+        if (st == FM_OK)
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_PIPELINE = '%.40s': expected 'auto', 'on' or 'off' "
+                         "(or unset: auto, chunked host<->GPU copies where they pay)", pl);
+    }
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = FM_FNV_START;
     h = fm_fnv1a(h, s->backend, sizeof s->backend);
@@ -114,6 +125,7 @@ fm_status fm_settings_read(fm_settings *s)
     h = fm_fnv1a(h, s->cufft_prolog, sizeof s->cufft_prolog);
     h = fm_fnv1a(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
     h = fm_fnv1a(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
+    h = fm_fnv1a(h, &s->pipeline, sizeof s->pipeline);
     s->plan_key = h;
     return st;
 }

@@ -46,7 +46,10 @@ static fm_status staged_execute(const fm_plan *p, void *const *ptrs, const fm_ex
         inner_ptrs[i] = (char *)stage[i] - lo;
         int is_output = (pr->output_mask >> i) & 1;
         int partner = pr->inplace_partner[i];
-        int needs_in = !is_output || (partner >= 0 && ptrs[partner] == ptrs[i]);
+        /* an output with gaps between its elements is copied in too: the copy back writes its whole
+         * span, and the gaps must come back as they were */
+        int needs_in = !is_output || (partner >= 0 && ptrs[partner] == ptrs[i]) ||
+                       hi - lo != fm_tensor_numel(&pr->t[i]) * (int64_t)fm_dtype_size(pr->t[i].dtype);
         if (needs_in)
             s = st->slot_ops[i]->copy(stage[i], exec, (const char *)ptrs[i] + lo, pr->t[i].device,
                                       (size_t)(hi - lo), stream, exec_on_host);
@@ -75,7 +78,8 @@ static void staging_destroy(void *impl)
     free(st);
 }
 
-fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out)
+fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **out,
+                               const char *why)
 {
     const char *op = fm_op_name(p->op);
     if (p->exec_device.type == FM_DEVICE_CUDA && fm_cuda_device_count() <= p->exec_device.id) {
@@ -130,7 +134,8 @@ fm_status fm_plan_build_staged(fm_context *ctx, const fm_problem *p, const fm_at
     plan->backend = st->inner->backend;
     plan->ctx = ctx;
     fm_context_retain_(ctx);
-    snprintf(plan->describe, sizeof plan->describe, "%.180s staged=%.40s", st->inner->describe, moved);
+    snprintf(plan->describe, sizeof plan->describe, "%.400s staged=%.40s%s%.150s%s", st->inner->describe, moved,
+             why && *why ? " (not pipelined: " : "", why ? why : "", why && *why ? ")" : "");
     *out = plan;
     return FM_OK;
 }

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Pipelined host<->GPU transfers (issue 29): GPU-with-transfers time on NumPy data with
+FUSEMATH_PIPELINE=off (whole operands staged, then the compute, then the copy back) against on
+(chunks: the copy in of chunk i+1, the compute of chunk i and the copy back of chunk i-1 overlap),
+and the floors: the copy-only time (every input host->device and the output back, CuPy, from pageable
+NumPy arrays and from pinned buffers) and the compute-only time (fusemath on CuPy arrays already on
+the GPU). Target: on within 1.15x of max(copy, compute).
+
+Cases: f32 matmul n x n x n (n = 2048, 4096, 8192; a and b in, d out), and one FFT of a (8, 2^24)
+complex64 array over its last axis: 8 transforms of 2^24 points, "2^24 x 8" read as batch 8 of
+2^24-point transforms (1 GiB in, 1 GiB out; the pipeline cuts it into 8 slabs of one transform). The
+results go into preallocated NumPy arrays (out=), so neither mode pays fresh pages of a new result.
+
+FUSEMATH_PIPELINE is read when the library's context is made (at import), so each mode runs in a child
+process of this script. Writes pipeline-<host>-<date>.json into --out-dir (default benchmarks/results).
+Without a GPU it says "no GPU: skipped" and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_common import machine, write_json  # noqa: E402
+
+CASES = [("matmul", 2048), ("matmul", 4096), ("matmul", 8192), ("fft", 1 << 24)]
+FFT_BATCH = 8
+
+
+def timed(fn, sync, repeats):
+    """Median and min seconds of `repeats` calls after one warm-up call, each call synchronized."""
+    fn(), sync()
+    per = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        per.append(time.perf_counter() - t0)
+    return {"ms": statistics.median(per) * 1e3, "min_ms": min(per) * 1e3, "max_ms": max(per) * 1e3}
+
+
+def host_operands(op, n, rng):
+    """-> (inputs, output) NumPy arrays of the case."""
+    import numpy as np
+    if op == "matmul":
+        a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+        return [a, b], np.zeros((n, n), np.float32)
+    x = np.empty((FFT_BATCH, n), np.complex64)
+    x.real, x.imag = rng.standard_normal((FFT_BATCH, n)), rng.standard_normal((FFT_BATCH, n))
+    return [x], np.zeros((FFT_BATCH, n), np.complex64)
+
+
+def with_transfers(op, n, repeats):
+    """The child's job: the GPU-with-transfers call on NumPy data under this process's FUSEMATH_PIPELINE."""
+    import numpy as np
+    import fusemath
+    import fusemath.fft
+    ins, out = host_operands(op, n, np.random.default_rng(0))
+    if op == "matmul":
+        mm = fusemath.Matmul(ins[0], ins[1], options={"execution": "cuda"})
+        mm.plan()
+        call, describe = (lambda: mm.execute(out=out)), mm.describe()
+        check = lambda: float(np.max(np.abs(out[:64] - ins[0][:64] @ ins[1])))  # noqa: E731
+    else:
+        f = fusemath.fft.FFT(ins[0], axes=-1, execution="cuda")
+        f.plan()
+        call, describe = (lambda: f.execute(out=out)), f.describe()
+        check = lambda: float(np.max(np.abs(out[0, :4096] - np.fft.fft(ins[0][0])[:4096])))  # noqa: E731
+    t = timed(call, lambda: None, repeats)
+    t["describe"] = describe
+    t["max_abs_error_sample"] = check()
+    return t
+
+
+def floors(op, n, repeats):
+    """Copy-only (pageable and pinned, in and out separately) and compute-only times, with CuPy."""
+    import cupy as cp
+    import cupyx
+    import numpy as np
+    import fusemath
+    import fusemath.fft
+    ins, out = host_operands(op, n, np.random.default_rng(0))
+    dev_in = [cp.asarray(x) for x in ins]
+    dev_out = cp.empty(out.shape, out.dtype)
+    pin_in = [cupyx.empty_pinned(x.shape, x.dtype) for x in ins]
+    for p, x in zip(pin_in, ins):
+        p[...] = x
+    pin_out = cupyx.empty_pinned(out.shape, out.dtype)
+    sync = cp.cuda.Device().synchronize
+    res = {}
+    for kind, src, dst in (("pageable", ins, out), ("pinned", pin_in, pin_out)):
+        h2d = timed(lambda: [d.set(s) for d, s in zip(dev_in, src)], sync, repeats)
+        d2h = timed(lambda: dev_out.get(out=dst), sync, repeats)
+        res[f"h2d_{kind}_ms"], res[f"d2h_{kind}_ms"] = h2d["ms"], d2h["ms"]
+        res[f"copy_{kind}_ms"] = h2d["ms"] + d2h["ms"]
+    if op == "matmul":
+        mm = fusemath.Matmul(dev_in[0], dev_in[1])
+        mm.plan()
+        stream = cp.cuda.get_current_stream().ptr
+        res["compute"] = timed(lambda: mm.execute(out=dev_out, stream=stream), sync, repeats)
+    else:
+        res["compute"] = timed(lambda: fusemath.fft.fft(dev_in[0], axis=-1, out=dev_out), sync, repeats)
+    res["compute_ms"] = res["compute"]["ms"]
+    return res
+
+
+def child(args) -> int:
+    op, n = args.case.split(":")
+    fn = floors if args.child == "floors" else with_transfers
+    print(json.dumps(fn(op, int(n), args.repeats)))
+    return 0
+
+
+def run_child(mode, case, repeats):
+    env = dict(os.environ)
+    if mode in ("on", "off"):
+        env["FUSEMATH_PIPELINE"] = mode
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--case", case, "--repeats",
+                        str(repeats)], env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout)[-2000:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--repeats", type=int, default=7, help="timed calls per point (after one warm-up)")
+    p.add_argument("--cases", default=",".join(f"{op}:{n}" for op, n in CASES),
+                   help="comma-separated op:n (matmul:n for n x n x n f32; fft:n for (8, n) c64 over the last axis)")
+    p.add_argument("--child", choices=("on", "off", "floors"), help=argparse.SUPPRESS)
+    p.add_argument("--case", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return child(args)
+    import fusemath
+    if fusemath.cuda_device_count() < 1:
+        print("no GPU: skipped")
+        return 0
+    rows = []
+    for case in args.cases.split(","):
+        row = {"case": case}
+        for mode in ("off", "on", "floors"):
+            row[mode] = run_child(mode, case, args.repeats)
+        fl, on, off = row["floors"], row["on"], row["off"]
+        if all("error" not in r for r in (fl, on, off)):
+            for kind in ("pageable", "pinned"):
+                floor = max(fl[f"copy_{kind}_ms"], fl["compute_ms"])
+                row[f"on_over_max_copy_{kind}_compute"] = on["ms"] / floor
+            row["off_over_on"] = off["ms"] / on["ms"]
+            print(f"  {case:14} off {off['ms']:9.2f} ms  on {on['ms']:9.2f} ms  copy pageable "
+                  f"{fl['copy_pageable_ms']:8.2f} pinned {fl['copy_pinned_ms']:8.2f}  compute {fl['compute_ms']:8.2f}  "
+                  f"on / max(copy pinned, compute) {row['on_over_max_copy_pinned_compute']:.2f}x", flush=True)
+        else:
+            print(f"  {case}: " + "; ".join(f"{m}: {row[m]['error'][-300:]}" for m in ("off", "on", "floors")
+                                            if "error" in row[m]), flush=True)
+        rows.append(row)
+    now = datetime.datetime.now().astimezone()
+    res = {"date": now.isoformat(timespec="seconds"), "machine": machine(gpu=True),
+           "command": " ".join(["benchmarks/pipeline.py"] + (argv if argv is not None else sys.argv[1:])),
+           "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array",
+           "rows": rows}
+    path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
+    write_json(path, res)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
