@@ -272,7 +272,9 @@ static void host_copy(void *dst, const void *src, size_t n, int threads)
         memcpy(dst, src, n);
         return;
     }
-    const size_t part = (n / (size_t)threads + 63) & ~(size_t)63;
+    /* the ceiling of n / threads, rounded up to a cache line: threads * part >= n always (the floor
+     * dropped the last n % threads bytes whenever it was a multiple of 64 already) */
+    const size_t part = ((n + (size_t)threads - 1) / (size_t)threads + 63) & ~(size_t)63;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int t = 0; t < threads; t++) {
         const size_t lo = (size_t)t * part, hi = lo + part < n ? lo + part : n;
@@ -550,8 +552,11 @@ fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
     }
     for (int i = 0; i < p->nslots; i++) /* operands already on the GPU: as the chunks' plans need them */
-        if ((p->present & (1u << i)) && !is_moved(p, i))
-            plan->required_align[i] = pi->inner->required_align[i];
+        if ((p->present & (1u << i)) && !is_moved(p, i)) { /* the remainder's plan may want more */
+            const size_t a = pi->inner->required_align[i];
+            const size_t b = pi->inner_last ? pi->inner_last->required_align[i] : 0;
+            plan->required_align[i] = a > b ? a : b;
+        }
     plan->impl = pi;
     plan->execute = pipelined_execute;
     plan->destroy_impl = pipe_destroy;

@@ -298,9 +298,46 @@ static void test_rng_positions(void)
     fm_context_destroy(ctx);
 }
 
+/* 4097 x 4097 f32 from an outer product, 8 copy threads: each chunk's 8,407,044 bytes are not a
+ * multiple of 8 * 64, the case whose last bytes the parallel host copy once dropped */
+static void test_copy_tail(void)
+{
+    enum { M = 4097, N = 4097 };
+    float *a = malloc(sizeof(float) * M), *b = malloc(sizeof(float) * N), *d = malloc(sizeof(float) * M * N);
+    CHECK(a && b && d);
+    fill(a, M, 1), fill(b, N, 2);
+    setenv("FUSEMATH_NUM_THREADS", "8", 1);
+    fm_context *ctx = make_context("on");
+    unsetenv("FUSEMATH_NUM_THREADS");
+    const fm_device cpu = {FM_DEVICE_CPU, 0};
+    fm_tensor ta, tb, td;
+    int64_t sa[2] = {M, 1}, sb[2] = {1, N}, sd[2] = {M, N};
+    fm_tensor_init(&ta, a, cpu, FM_F32, 2, sa, NULL);
+    fm_tensor_init(&tb, b, cpu, FM_F32, 2, sb, NULL);
+    fm_tensor_init(&td, d, cpu, FM_F32, 2, sd, NULL);
+    fm_matmul_options o;
+    fm_matmul_options_init(&o);
+    o.execution = FM_EXECUTION_CUDA;
+    fm_plan *p = NULL;
+    CHECK_OK(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &p));
+    CHECK_MSG(strstr(fm_plan_describe(p), "pipelined") != NULL, "%s", fm_plan_describe(p));
+    memset(d, 0xff, sizeof(float) * M * N); /* NaN wherever nothing is written */
+    void *ptrs[FM_MATMUL_NSLOTS] = {a, b, NULL, NULL, d};
+    CHECK_OK(fm_plan_execute(p, ptrs, FM_MATMUL_NSLOTS, NULL));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            bad += !(fabs(d[i * N + j] - (double)a[i] * b[j]) <= 1e-5 * (1.0 + fabs((double)a[i] * b[j])));
+    CHECK_MSG(bad == 0, "%lld elements of d wrong", (long long)bad);
+    fm_plan_release(p);
+    fm_context_destroy(ctx);
+    free(a), free(b), free(d);
+}
+
 int main(void)
 {
     fm_pipeline_test_device(&fake_gpu);
+    RUN_TEST(test_copy_tail);
     RUN_TEST(test_matmul);
     RUN_TEST(test_batched);
     RUN_TEST(test_rng_positions);

@@ -271,6 +271,10 @@ static void test_fft(void)
     CHECK(g.extent == 13 && g.chunk == 2 && g.nchunks == 7 && g.last == 1);
     CHECK(g.split == (1u << FM_FFT_IN | 1u << FM_FFT_OUT) && g.whole == 0);
     check_cover(&p, &g, 0);
+    /* a callback in the chain: its offsets count from the whole operand, so it is staged whole */
+    p.u.fft.epilog_ops |= FM_FFT_OP_CALLBACK;
+    CHECK_NA(fm_pipeline_geometry(&p, FM_PIPELINE_ON, &g, why, sizeof why), FM_ERR_NOT_APPLICABLE);
+    CHECK_MSG(strstr(why, "callback") != NULL, "%s", why);
     /* over axis 0: the batch is the columns, whose slabs interleave */
     CHECK_OK(fft_problem(64, 13, 0, &p));
     on_gpu(&p);
