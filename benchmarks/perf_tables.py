@@ -525,7 +525,7 @@ def distributed(runs, model_runs):
                                 f"({dt}, sizes {dd.get('size', NR)}, FFTW effort {dd.get('effort', NR)}: `{dd.get('command', NR)}`)"
                                 for n, (dt, dd) in {n: (dt, dd) for _, n, dt, dd in picked}.items())
                     + "\n\n")
-        rows, srows, fm_items, ch_items, sl_items, ow_items = [], [], [], [], [], []
+        rows, srows, fm_items, ch_items, sl_items, ow_items, m4_items = [], [], [], [], [], [], []
         for run in (r for r, _, _, _ in picked):
             over = " (oversubscribed)" if run.get("oversubscribed") else ""
             for r in run.get("fft", []):
@@ -542,7 +542,7 @@ def distributed(runs, model_runs):
                              fms(m4["median_s"] * 1e3) if "median_s" in m4 else m4.get("error", "-")[:40],
                              f3(rat.get("fusemath_T/mpi4py_fft (unpaired)", {}).get("median"))])
                 for key, items in (("fusemath/fftw_mpi", fm_items), ("fusemath_chain/fusemath", ch_items),
-                                   ("fusemath_ow/fftw_mpi", ow_items)):
+                                   ("fusemath_ow/fftw_mpi", ow_items), ("fusemath_T/mpi4py_fft (unpaired)", m4_items)):
                     if rat.get(key) and not over:
                         items.append((f"np{run['np']} {shp}", rat[key]["median"]))
             for rname, r in (run.get("scalapack") or {}).items():
@@ -560,7 +560,9 @@ def distributed(runs, model_runs):
         g += [glance("30", "CPU distributed FFT <= 1.05x FFTW-MPI's time", tag, fm_items, 1.05, date),
               glance("30", "CPU distributed FFT, overwrite_input, <= 1.05x FFTW-MPI's time", tag, ow_items, 1.05, date),
               glance("30", "CPU distributed prolog + epilog <= 1.15x plain", tag, ch_items, 1.15, date),
-              glance("30", "pdgemm / pdgesv through fusemath <= 1.05x ScaLAPACK", tag, sl_items, 1.05, date)]
+              glance("30", "pdgemm / pdgesv through fusemath <= 1.05x ScaLAPACK", tag, sl_items, 1.05, date),
+              glance("30", "CPU distributed FFT faster than mpi4py-fft (fm T / mpi4py-fft, unpaired medians)", tag,
+                     m4_items, 1.0, date)]
     for name, d, date in model_runs[-1:]:
         rows = [[r["gpus"], fms(r["transposed_out"]["local_s"] * 1e3), fms(r["transposed_out"]["pack_s"] * 1e3),
                  fms(r["transposed_out"]["exchange_s"] * 1e3), fms(r["transposed_out"]["total_s"] * 1e3),

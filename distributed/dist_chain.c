@@ -99,7 +99,13 @@ static fm_status check_array_layout(const char *where, const char *name, const f
                            (long long)t->strides[i], (long long)expect);
         expect *= t->shape[i];
     }
-    if (t->device.type == FM_DEVICE_CUDA)
+    fm_device dev; /* auto resolved from the pointer as the core does; managed memory counts as the GPU's */
+    char what[48];
+    snprintf(what, sizeof what, "%s_array", name);
+    fm_status ds = fm_tensor_resolve_device(where, what, t, &dev);
+    if (ds != FM_OK)
+        return ds;
+    if (dev.type != FM_DEVICE_CPU)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s_array is on a CUDA device; CPU ranks take host memory", where,
                        name);
     if (!t->data && numel)

@@ -93,7 +93,7 @@ void fm_fail_slots(int slot, int other);
 fm_status fm_about_slot(fm_status s, int slot);
 /* The device t computes on (FM_DEVICE_AUTO resolved from its pointer; pinned -> cpu,
  * managed -> cuda); FM_ERR_DEVICE naming `op` and `name` for other device types. */
-fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);
+FM_INTERNAL_API fm_status fm_tensor_resolve_device(const char *op, const char *name, const fm_tensor *t, fm_device *dev);
 
 /* Plan-time attachments: what a problem's key holds only as a digest (an FFT callback's source
  * text and symbol), handed to the backends while they plan. Valid during planning only: a plan

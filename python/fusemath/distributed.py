@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._fft_arrays import _chain, _norm_code
+from ._matmul_args import refresh_copies
 
 try:
     from mpi4py import MPI as _MPI
@@ -265,12 +266,14 @@ class FFT:
         self._x = np.ascontiguousarray(x_local)
         self._planned_opts = None
         self._arrays = (None, None)  # the planned chains' multiply arrays, read at every execute
+        self._planned_overwrite = False
 
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "estimate", norm: Any = "backward",
              num_threads: Optional[int] = None, overwrite_input: bool = False) -> "FFT":
         """Plan (collective): FFTW-MPI's plan with the chains, norm and effort; returns self.
         overwrite_input=True lets execute() destroy its input (FFTW-MPI then runs on it directly where
-        there is no prolog: one copy fewer)."""
+        there is no prolog: one copy fewer); execute() then needs x_local each call, since the
+        constructor's array (the caller's own, when it was C-contiguous) would be the one destroyed."""
         where = self._where + ".plan"
         o, arrays = _agreed(self._comm, lambda: self._plan_options(prolog, epilog, effort, norm, num_threads, where,
                                                                    overwrite_input))
@@ -280,7 +283,7 @@ class FFT:
         _check(_plan_chains(_comm(self._comm, where), len(shape), _i64(shape), _DTYPES[self._dtype],
                             _i64(self._x.shape), tensors[0], tensors[1], ctypes.byref(o), ctypes.byref(handle)), where)
         self.close()
-        self._handle, self._arrays = handle, arrays
+        self._handle, self._arrays, self._planned_overwrite = handle, arrays, bool(o.overwrite_input)
         return self
 
     def _plan_options(self, prolog, epilog, effort, norm, num_threads, where, overwrite_input):
@@ -329,6 +332,7 @@ class FFT:
         (default: a new array of out_local_shape); returns out."""
         where = self._where + ".execute"
         x, out = _agreed(self._comm, lambda: self._operands(x_local, out, where))
+        refresh_copies(*self._arrays)  # multiply arrays run from aligned native copies follow the caller's
         _check(_execute(self._handle, x.ctypes.data if x.size else None, out.ctypes.data if out.size else None),
                where)
         return out
@@ -336,6 +340,9 @@ class FFT:
     def _operands(self, x_local, out, where):
         shape = self.out_local_shape
         if x_local is None:
+            if self._planned_overwrite:
+                raise ValueError(f"{where}: x_local is required: the plan has overwrite_input=True, which "
+                                 "destroys the input, and the constructor's array would be transformed again")
             x = self._x
         else:
             if not isinstance(x_local, np.ndarray):

@@ -178,6 +178,23 @@ def chains():
         want = np.zeros(shape, np.complex128)
         want[0, 0] = 2 * 48
         check(rel_err(y, want) <= 1e-12, "good plan after the failures")
+        # a big-endian multiply array runs from a native copy, which follows the caller's array
+        big = np.full(loc, 2.0, dtype=">f8")
+        f.plan(prolog={"multiply": big})
+        big *= 3
+        y = gather(f.execute(np.ones(loc, np.complex128)), f.out_offset[0], shape)
+        want[0, 0] = 6 * 48
+        check(rel_err(y, want) <= 1e-12, "a big-endian multiply array changed after plan() is read at execute")
+    # overwrite_input destroys the input: execute() without x_local (the constructor's array) is refused
+    g = np.arange(np.prod(shape), dtype=np.complex128).reshape(shape)
+    row0 = fd.local_shape(shape, comm)[1][0]
+    xs = g[row0:row0 + loc[0]]
+    with fd.FFT(xs.copy(), comm, global_shape=shape) as f:
+        f.plan(overwrite_input=True)
+        raises("overwrite_input without x_local", ValueError, "x_local is required", lambda: f.execute())
+        for _ in range(2):  # twice, each with a fresh input: both right
+            y = gather(f.execute(xs.copy()), f.out_offset[0], shape)
+            check(rel_err(y, np.fft.fftn(g)) <= 1e-12, "overwrite_input with x_local each call")
 
 
 def raises(what, exc, needle, fn):

@@ -103,8 +103,8 @@ FM_API fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t 
  *  caller's block itself: the output when it is complex, there is no epilog and no norm scaling,
  *  out != in, out is aligned as fftw_malloc'd memory (fftw_alignment_of) and holds at least FFTW's
  *  local buffer size (true of even splits: n0 and n1 multiples of the ranks); the input likewise
- *  when it is complex, there is no prolog and opts->overwrite_input is set. The path taken is the
- *  same on every rank (agreed). */
+ *  when it is complex, there is no prolog and opts->overwrite_input is set. Each rank chooses the
+ *  path for its own blocks (FFTW-MPI's arrays are local, so ranks may differ). */
 FM_API fm_status fm_dist_fft_execute(const fm_dist_plan *plan, const void *in, void *out);
 
 /*! fm_dist_fft_local() : local. The block of side `which` this rank holds (fm_dist_local_shape's
