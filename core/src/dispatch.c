@@ -179,7 +179,8 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     /* split execution (core/src/split.c): host operands only, both devices candidates, a measured profile
      * (the built-in model's guesses would split on noise) */
     if (!pf || !ctx->settings.split || !op->chunk || mixed || home.type != FM_DEVICE_CPU || isinf(t_cpu) ||
-        isinf(t_cuda) || fmin(t_cpu, t_cuda) * 10 < fmax(t_cpu, t_cuda)) /* an ideal split's gain < 10% */
+        isinf(t_cuda) || fmin(t_cpu, t_cuda) < FM_SPLIT_MIN_SECONDS ||
+        fmin(t_cpu, t_cuda) * 10 < fmax(t_cpu, t_cuda)) /* an ideal split's gain, 1 + min / max, < 10% */
         return FM_OK;
     fm_problem q;
     if (!build_unplaced(op, ts, opts, &q))

@@ -13,6 +13,10 @@ struct fm_operation;
 
 /* The gain over the better single device a split must be predicted to bring (issue 29: 10%). */
 #define FM_SPLIT_MIN_GAIN 1.10
+/* Problems predicted sooner than this on the better device are not split: the handoff to the worker
+ * thread (tens of microseconds) and the second plan's fixed costs would eat the gain, and the decision
+ * (a bisection over the split axis) would cost a small stateless call more than it saves. */
+#define FM_SPLIT_MIN_SECONDS 5e-4
 
 /* Predicted seconds of the cpu part, indices [0, k), and of the GPU part, [k, extent) with its copies. */
 typedef struct fm_split_model {
