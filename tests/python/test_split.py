@@ -38,7 +38,7 @@ def test_best_on_the_cpu_only_never_splits(tmp_path):
         b = rng.standard_normal((20, 17)).astype(np.float32)
         mm = fm.Matmul(a, b, options={"execution": "best"}); mm.plan()
         d = mm.execute()
-        print("split" in mm.describe(), bool(np.abs(d - a.astype(np.float64) @ b).max() < 1e-4))
+        print("best=split" in mm.describe(), bool(np.abs(d - a.astype(np.float64) @ b).max() < 1e-4))
     """, "off", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "True"]
@@ -60,7 +60,7 @@ SPLIT_CASES = """
                      "err": float(np.abs(d - ref).max() / np.abs(ref).max())})
     for t in (16, 64, 256):  # c64 FFT of (t, 2^16), the last axis
         x = (rng.standard_normal((t, 1 << 16)) + 1j * rng.standard_normal((t, 1 << 16))).astype(np.complex64)
-        f = fm.fft.FFT(x, axes=-1, execution="best"); f.plan()
+        f = fm.fft.FFT(x, axes=-1, execution="best"); f.plan(effort="estimate")
         y = f.execute()
         ref = np.fft.fft(x.astype(np.complex128), axis=-1)
         rows.append({"case": f"fft {t}", "describe": f.describe(),
@@ -93,4 +93,4 @@ def test_split_off_plans_one_device(tmp_path):
     r = child(SPLIT_CASES, "off", str(tmp_path))
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout.strip().splitlines()[-1])
-    assert all("split" not in row["describe"] and row["err"] <= TOL[row["case"].split()[0]] for row in rows), rows
+    assert all("best=split" not in row["describe"] and row["err"] <= TOL[row["case"].split()[0]] for row in rows), rows
