@@ -30,21 +30,27 @@ int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m
     *t = INFINITY;
     if (extent < 2)
         return 0;
-    /* cpu(k) grows with k and gpu(k) shrinks: find lo < hi = lo + 1 with cpu(lo) < gpu(lo), cpu(hi) >= gpu(hi) */
-    int64_t lo = 1, hi = extent - 1;
-    if (m->cpu(m->user, lo) >= m->gpu(m->user, lo))
+    /* k on a grid of `step` indices (at most FM_SPLIT_GRID steps: the predictions are not finer than that,
+     * and each step costs a GPU-part prediction), the last grid point extent - 1. cpu(k) grows with k and
+     * gpu(k) shrinks: find grid points lo < hi adjacent with cpu(lo) < gpu(lo), cpu(hi) >= gpu(hi). */
+    const int64_t step = (extent - 1 + FM_SPLIT_GRID - 1) / FM_SPLIT_GRID;
+    const int64_t last = (extent - 2) / step; /* grid index of the largest k: 1 + last * step <= extent - 1 */
+#define AT(j) ((j) == last ? extent - 1 : 1 + (j) * step)
+    int64_t lo = 0, hi = last;
+    if (m->cpu(m->user, AT(lo)) >= m->gpu(m->user, AT(lo)))
         hi = lo; /* one index on the cpu already takes as long as the rest on the GPU */
-    else if (m->cpu(m->user, hi) < m->gpu(m->user, hi))
+    else if (m->cpu(m->user, AT(hi)) < m->gpu(m->user, AT(hi)))
         lo = hi; /* the GPU's one index still takes longer than the rest on the cpu */
     while (hi - lo > 1) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (m->cpu(m->user, mid) >= m->gpu(m->user, mid))
+        if (m->cpu(m->user, AT(mid)) >= m->gpu(m->user, AT(mid)))
             hi = mid;
         else
             lo = mid;
     }
-    const double t_lo = later(m, lo), t_hi = hi != lo ? later(m, hi) : t_lo;
-    const int64_t k = t_hi < t_lo ? hi : lo;
+    const double t_lo = later(m, AT(lo)), t_hi = hi != lo ? later(m, AT(hi)) : t_lo;
+    const int64_t k = t_hi < t_lo ? AT(hi) : AT(lo);
+#undef AT
     *t = fmin(t_lo, t_hi);
     return *t * FM_SPLIT_MIN_GAIN <= t_single ? k : 0;
 }

@@ -25,8 +25,10 @@ typedef struct fm_split_model {
     void *user;
 } fm_split_model;
 
+/* Split points are sought on a grid of at most this many (extent / FM_SPLIT_GRID indices apart). */
+#define FM_SPLIT_GRID 1024
 /* The k in [1, extent) at which both parts are predicted to finish together (bisection on
- * cpu(k) - gpu(k), then the better of the two indices around the crossing), when its time (the later
+ * cpu(k) - gpu(k) over the grid, then the better of the two points around the crossing), when its time (the later
  * part's, into *t) is at least FM_SPLIT_MIN_GAIN times shorter than t_single; else 0 (*t: that
  * k's time, INFINITY when extent < 2). A pure function of its arguments. */
 int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m, double *t);
