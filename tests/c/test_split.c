@@ -8,7 +8,8 @@
  *   split result must equal the unsplit one: matmul with c and bias (batch slabs and row panels), a batched
  *   FFT (also against a float64 DFT), RNG bits (exact, at their stream positions). A failure in either part
  *   is reported with its message (the one that failed first when both do) after the other part is joined
- *   (its rows are written); two threads execute one split plan at once; the stand-in's memory is all freed.
+ *   (its rows are written); a part no backend plans leaves the problem unsplit on best's single device; two
+ *   threads execute one split plan at once; the stand-in's memory is all freed.
  * describe() says the split. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
@@ -232,7 +233,7 @@ static const fm_device_ops fake_gpu = {.device = FM_DEVICE_CUDA, .alloc = f_allo
                                        .copy_async = f_copy_async};
 
 /* planted faults: a part fails (after a delay, so that the order of two failures is known) */
-static atomic_int gpu_fails, gpu_delay_ms, cpu_fake_plans, cpu_delay_ms;
+static atomic_int gpu_fails, gpu_delay_ms, cpu_fake_plans, cpu_delay_ms, cpu_refuse_once;
 
 static void sleep_ms(int ms)
 {
@@ -286,6 +287,8 @@ static fm_status cpu_fail_execute(const fm_plan *plan, void *const *ptrs, const 
 }
 static fm_status cpu_fail_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *plan)
 {
+    if (atomic_exchange(&cpu_refuse_once, 0)) /* a part no backend plans */
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "fake cpu: planted refusal");
     if (!atomic_exchange(&cpu_fake_plans, 0))
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fake cpu: off");
     plan->execute = cpu_fail_execute;
@@ -608,6 +611,28 @@ static void test_errors(void)
     CHECK(atomic_load(&live_device) == 0 && atomic_load(&live_pinned) == 0 && atomic_load(&streams) == 0);
 }
 
+/* A part that no backend plans: the problem is planned unsplit on the device best chose for it alone. */
+static void test_fallback(void)
+{
+    static float d[B * M * N];
+    fm_context *ctx = make_context();
+    if (!ctx)
+        return;
+    atomic_store(&cpu_refuse_once, 1);
+    fm_plan *p = batched_split(ctx, 3, d);
+    CHECK(atomic_load(&cpu_refuse_once) == 0);
+    if (p) {
+        CHECK_MSG(strstr(fm_plan_describe(p), " best=cpu (the split planned none) predicted cpu 3 ms cuda 2 ms") &&
+                      !strstr(fm_plan_describe(p), "split ["),
+                  "%s", fm_plan_describe(p));
+        memset(d, 0xff, sizeof d);
+        CHECK_OK(run_batched(p, d));
+        CHECK(max_diff(d, ref, B * M * N) < 1e-5);
+        fm_plan_release(p);
+    }
+    fm_context_destroy(ctx);
+}
+
 /* Two threads execute one split plan at once (one holds the worker, the other starts its own thread). */
 typedef struct racer {
     const fm_plan *p;
@@ -654,6 +679,7 @@ int main(void)
     RUN_TEST(test_fft);
     RUN_TEST(test_rng);
     RUN_TEST(test_errors);
+    RUN_TEST(test_fallback);
     RUN_TEST(test_concurrent);
     fm_pipeline_test_device(NULL);
     TEST_MAIN_RETURN();
