@@ -401,7 +401,7 @@ fm_status fm_plan_build_split(fm_context *ctx, const fm_problem *p, const fm_att
     plan->backend = si->gpu->backend;
     plan->ctx = ctx;
     fm_context_retain_(ctx);
-    snprintf(plan->describe, sizeof plan->describe, "split [0, %lld) %.200s | [%lld, %lld) %.250s",
+    snprintf(plan->describe, sizeof plan->describe, "split [0, %lld) %.150s | [%lld, %lld) %.300s",
              (long long)si->k, si->cpu->describe, (long long)si->k, (long long)si->extent, si->gpu->describe);
     *out = plan;
     return FM_OK;
