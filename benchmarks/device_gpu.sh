@@ -8,8 +8,9 @@
 #   STEPS="wheels build rng" bash benchmarks/device_gpu.sh                              # RNG, CPU and GPU
 #   STEPS="build dist" DIST_ARGS="--nps 4" bash benchmarks/device_gpu.sh               # distributed, CPU ranks
 #   STEPS="build pipeline" bash benchmarks/device_gpu.sh                                # pipelined transfers
+#   STEPS="build split" bash benchmarks/device_gpu.sh                                   # split cpu + GPU execution
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch pipeline matmulcpu dist hostc; what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch pipeline split matmulcpu dist hostc; what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -120,6 +121,8 @@ want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env 
   "$VPY" benchmarks/dispatch.py --out-dir "$OUT" ${DISPATCH_ARGS:-}
 want pipeline && run_step pipeline "${T_PIPELINE:-420}" "$OUT/bench.log" 20 "$VPY" benchmarks/pipeline.py \
   --out-dir "$OUT" ${PIPELINE_ARGS:-}
+want split && run_step split "${T_SPLIT:-480}" "$OUT/bench.log" 30 env FUSEMATH_CACHE_DIR=/tmp/fm-split-cache \
+  "$VPY" benchmarks/split.py --out-dir "$OUT" ${SPLIT_ARGS:-}
 want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "$VPY" benchmarks/matmul_cpu.py \
   --machine-tag h200-host --out "$OUT/matmul_cpu.json" ${MATMULCPU_ARGS:-}
 # the distributed layer on the host's CPU ranks (mpirun -np 1, 2, 4: DIST_ARGS="--nps 4" etc. to split it

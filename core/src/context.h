@@ -49,6 +49,9 @@ struct fm_context {
     /* pipelined transfers' streams, events and pinned buffers per GPU (core/src/pipeline.c): made on
      * first use under lock, freed with the context */
     struct fm_pipeline_pool *pipeline_pools[16];
+    /* split execution's worker thread (core/src/split.c): made on first use under lock, joined with the
+     * context */
+    struct fm_split_worker *split_worker;
 };
 
 void fm_context_retain_(fm_context *ctx);

@@ -6,13 +6,14 @@
 #include "context.h"
 #include "operation.h"
 #include "profile.h"
+#include "split.h"
 
 #include <math.h>
 #include <stdio.h>
 
 /* p->best: bits below, the GPU candidate's id from bit 8 (the fallback's device) */
 enum { BEST_MEASURED = 1, BEST_BUILTIN = 2, BEST_CPU_COPIES = 4, BEST_CUDA_COPIES = 8, BEST_FALLBACK = 16,
-       BEST_PIPELINED = 32 };
+       BEST_PIPELINED = 32, BEST_SPLIT = 64 /* a split was chosen (p->split; 0 again after its fallback) */ };
 
 /* Seconds of copying p's operands that are not on `to` there and back, one copy per operand and
  * direction as staging makes them (core/src/staging.c): inputs in, outputs back, an output that
@@ -28,7 +29,10 @@ static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device t
             continue;
         int64_t lo, hi;
         fm_tensor_byte_span(&p->t[i], &lo, &hi);
-        const int out = (p->output_mask >> i) & 1, in = !out || p->inplace_partner[i] >= 0;
+        const int partner = p->inplace_partner[i];
+        /* (an output whose partner is absent is only copied back: staging copies it in when it is the
+         * partner's memory) */
+        const int out = (p->output_mask >> i) & 1, in = !out || (partner >= 0 && ((p->present >> partner) & 1));
         /* to the GPU: inputs go host->device (0), results device->host (1); to the cpu, the reverse */
         if (in)
             t += fm_profile_copy_time(pf, to_cuda ? 0 : 1, (double)(hi - lo));
@@ -39,31 +43,28 @@ static double copies_time(const fm_profile *pf, const fm_problem *p, fm_device t
     return t;
 }
 
-/* The GPU's time with its copies when the pipeline cuts p there (core/src/pipeline.c): the operands
- * read whole copied first, then about the largest of the chunked copies in, the compute and the
- * copies back, plus one chunk's fill (its copy in) and drain (its copy back). < 0 when p would be
- * staged whole. */
-static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const fm_operation *op,
-                             const fm_tensor *const *ts, const void *opts, const fm_problem *p, fm_device gpu,
-                             double compute)
+/* The rule's first test before any geometry: auto cuts from 2 x 4 MiB moved. */
+static int may_pipeline(int mode, const fm_problem *p)
 {
-    const int mode = fm_context_settings(ctx)->pipeline;
-    double moved = 0; /* the rule's first test without building anything: auto cuts from 2 x 4 MiB */
+    double moved = 0;
     for (int i = 0; i < p->nslots; i++)
         if ((p->present & (1u << i)) && p->t[i].device.type == FM_DEVICE_CPU) {
             int64_t lo, hi;
             fm_tensor_byte_span(&p->t[i], &lo, &hi);
             moved += (double)(hi - lo);
         }
-    if (mode == FM_PIPELINE_OFF || (mode == FM_PIPELINE_AUTO && moved < 2.0 * (double)FM_PIPELINE_MIN_CHUNK))
+    return mode != FM_PIPELINE_OFF && (mode != FM_PIPELINE_AUTO || moved >= 2.0 * (double)FM_PIPELINE_MIN_CHUNK);
+}
+
+/* The GPU's time with its copies when the pipeline cuts q (built: every parameter the chunk hooks read
+ * set) there (core/src/pipeline.c): the operands read whole copied first, then about the largest of the
+ * chunked copies in, the compute and the copies back, plus one chunk's fill (its copy in) and drain (its
+ * copy back). < 0 when q would be staged whole. */
+static double pipelined_built(const fm_profile *pf, int mode, const fm_problem *q0, fm_device gpu, double compute)
+{
+    if (!may_pipeline(mode, q0))
         return -1;
-    /* p is not built yet (its parameters follow its placement): the problem as output_specs builds it,
-     * without a context (placed where the operands live, every parameter the chunk hooks read set) */
-    fm_problem q;
-    fm_attachments att;
-    fm_problem_begin(NULL, op, &q);
-    if (op->build(NULL, ts, opts, &q, &att) != FM_OK)
-        return -1;
+    fm_problem q = *q0;
     q.exec_device = gpu;
     fm_pipeline_geom g;
     char why[8];
@@ -73,6 +74,41 @@ static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const 
     /* one host thread fills the pinned ring and drains it, one chunk after the other: the copies in
      * and out add up on the host side while the compute overlaps them */
     return fm_profile_copy_time(pf, 0, g.whole_bytes) + fmax(compute, h2d + d2h) + (h2d + d2h) / g.nchunks;
+}
+
+/* p is not built yet when best places it (its parameters follow its placement): the problem as
+ * output_specs builds it, without a context (placed where the operands live, every parameter the chunk
+ * hooks read set). 0 when it does not build. */
+static int build_unplaced(const fm_operation *op, const fm_tensor *const *ts, const void *opts, fm_problem *q)
+{
+    fm_attachments att;
+    fm_problem_begin(NULL, op, q);
+    return op->build(NULL, ts, opts, q, &att) == FM_OK;
+}
+
+static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const fm_operation *op,
+                             const fm_tensor *const *ts, const void *opts, const fm_problem *p, fm_device gpu,
+                             double compute)
+{
+    const int mode = fm_context_settings(ctx)->pipeline;
+    if (!may_pipeline(mode, p)) /* p's descriptors are set: the size test without building */
+        return -1;
+    fm_problem q;
+    return build_unplaced(op, ts, opts, &q) ? pipelined_built(pf, mode, &q, gpu, compute) : -1;
+}
+
+double fm_dispatch_gpu_time(const fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
+                            int *pipelined)
+{
+    int any = 0;
+    double t = compute + copies_time(pf, q, gpu, &any);
+    *pipelined = 0;
+    const double tp = any ? pipelined_built(pf, mode, q, gpu, compute) : -1;
+    if (tp >= 0 && tp < t) {
+        t = tp;
+        *pipelined = 1;
+    }
+    return t;
 }
 
 /* The GPU a best problem may run on: the one an operand lives on, else cuda:device_id; -1 none. */
@@ -142,12 +178,40 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
               (cuda_copies ? BEST_CUDA_COPIES : 0) | (pipelined ? BEST_PIPELINED : 0) | (cuda_id > 0 ? cuda_id << 8 : 0);
     p->best_ms[0] = isinf(t_cpu) ? -1.0f : (float)(t_cpu * 1e3);
     p->best_ms[1] = isinf(t_cuda) ? -1.0f : (float)(t_cuda * 1e3);
+    /* split execution (core/src/split.c): host operands only, both devices candidates, a measured profile
+     * (the built-in model's guesses would split on noise) */
+    if (!pf || !ctx->settings.split || !op->chunk || mixed || home.type != FM_DEVICE_CPU || isinf(t_cpu) ||
+        isinf(t_cuda) || fmin(t_cpu, t_cuda) < FM_SPLIT_MIN_SECONDS ||
+        fmin(t_cpu, t_cuda) * 10 < fmax(t_cpu, t_cuda)) /* an ideal split's gain, 1 + min / max, < 10% */
+        return FM_OK;
+    fm_problem q;
+    if (!build_unplaced(op, ts, opts, &q))
+        return FM_OK;
+    const fm_split_query sq = {pf, op, &q, work, dt, threads, gpu, ctx->settings.pipeline, pipelined};
+    double t_split = 0;
+    int cpu_threads = 0;
+    const char *why = "";
+    const int64_t k = fm_split_decide(&sq, fmin(t_cpu, t_cuda), &t_split, &cpu_threads, &why);
+    if (k > 0) {
+        p->split = k;
+        p->split_ms = (float)(t_split * 1e3);
+        p->split_cpu_threads = cpu_threads;
+        p->best |= BEST_SPLIT;
+    }
     return FM_OK;
 }
 
 int fm_dispatch_fallback(const fm_problem *p, fm_problem *q)
 {
     const int on_cuda = p->exec_device.type == FM_DEVICE_CUDA;
+    if (p->split) { /* a part planned none: the better single device, as best chose it before the split */
+        *q = *p;
+        q->split = 0;
+        q->split_ms = 0;
+        q->split_cpu_threads = 0;
+        q->best |= BEST_FALLBACK;
+        return 1;
+    }
     if (!p->best || (p->best & BEST_FALLBACK) || p->best_ms[on_cuda ? 0 : 1] < 0)
         return 0;
     *q = *p;
@@ -171,7 +235,22 @@ void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
                  p->best & BEST_PIPELINED ? "+xfer(pipelined)" : p->best & BEST_CUDA_COPIES ? "+xfer" : "",
                  p->best_ms[1]);
     const int on_cuda = p->exec_device.type == FM_DEVICE_CUDA;
-    snprintf(buf, size, " best=%s%s predicted%s%s%s", on_cuda ? "cuda" : "cpu",
-             p->best & BEST_FALLBACK ? (on_cuda ? " (the cpu planned none)" : " (cuda planned none)") : "", cpu,
-             gpu[0] ? gpu : " cuda n/a", p->best & BEST_BUILTIN ? " model=builtin" : "");
+    char where[64];
+    const fm_operation *op = fm_operation_for(p->op);
+    const char *w = "";
+    const int64_t extent = p->split && op && op->chunk ? op->chunk(p, 0, 0, NULL, NULL, &w) : 0;
+    if (p->split) /* "split cpu 3/8 cuda 5/8": the chunk axis' indices each side */
+        snprintf(where, sizeof where, "split cpu %lld/%lld cuda %lld/%lld", (long long)p->split, (long long)extent,
+                 (long long)(extent - p->split), (long long)extent);
+    else
+        snprintf(where, sizeof where, "%s%s", on_cuda ? "cuda" : "cpu",
+                 !(p->best & BEST_FALLBACK) ? ""
+                 : p->best & BEST_SPLIT     ? " (the split planned none)"
+                 : on_cuda                  ? " (the cpu planned none)"
+                                            : " (cuda planned none)");
+    char split[40] = "";
+    if (p->split)
+        snprintf(split, sizeof split, " split %.3g ms", p->split_ms);
+    snprintf(buf, size, " best=%s predicted%s%s%s%s", where, cpu, gpu[0] ? gpu : " cuda n/a", split,
+             p->best & BEST_BUILTIN ? " model=builtin" : "");
 }

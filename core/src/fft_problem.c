@@ -625,6 +625,7 @@ const fm_operation fm_operation_fft = {
     .work = work,
     .calibration_problem = calibration_problem,
     .chunk = chunk,
+    .cpu_threads = offsetof(fm_fft_params, num_threads),
 };
 
 fm_status fm_fft_plan(fm_context *ctx, const fm_tensor *in, const fm_tensor *out, const fm_tensor *prolog_array,

@@ -195,6 +195,12 @@ typedef struct fm_problem {
         fm_solve_params solve;
         uint8_t raw[192];
     } u;
+    /* FM_EXECUTION_BEST's split (core/src/split.c): indices [0, split) of the chunk hook's axis on the
+     * cpu, the rest on cuda:(best >> 8) at once (0: not split); its predicted time (ms). Last, so that
+     * wisdom's stable hash of an unsplit problem covers the bytes it always did. */
+    int64_t split;
+    float split_ms;
+    int32_t split_cpu_threads; /* the cpu part's threads (the rest copy the GPU part's operands) */
 } fm_problem;
 
 /* Element offset in slot s of p (a solve problem) of batch entry b in [0, batch_count): the
@@ -290,6 +296,8 @@ struct fm_settings {
     int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
     int execution_best;        /* FUSEMATH_EXECUTION=best: FM_EXECUTION_AUTO calls are planned as BEST */
     int pipeline;              /* FUSEMATH_PIPELINE: FM_PIPELINE_AUTO (unset) | ON | OFF (core/src/pipeline.c) */
+    int split;                 /* FUSEMATH_SPLIT: 1 auto (unset: best may split a batch over cpu + GPU), 0 off
+                                  (core/src/split.c); not in plan_key: the decision is in the problem */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */

@@ -655,6 +655,7 @@ const fm_operation fm_operation_matmul = {
     .work = work,
     .calibration_problem = calibration_problem,
     .chunk = chunk,
+    .cpu_threads = offsetof(fm_matmul_params, num_threads),
 };
 
 fm_status fm_matmul_plan_v(fm_context *ctx, const fm_tensor *const ts[FM_MATMUL_NSLOTS],

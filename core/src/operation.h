@@ -68,6 +68,9 @@ typedef struct fm_operation {
      * axis (p's descriptors, the split slots' extent hi - lo, strides kept) and *c. A pure function
      * of p (tests call it directly); without the hook host operands are staged whole. */
     int64_t (*chunk)(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why);
+    /* Optional (split execution, core/src/split.c): byte offset into fm_problem.u of the int32 resolved
+     * cpu thread count, which the split's cpu part lowers (0: none; the part keeps the problem's). */
+    uint16_t cpu_threads;
 } fm_operation;
 
 /* Room for any operation's options struct (generic defaults, calibration problems). */

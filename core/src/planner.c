@@ -1,6 +1,7 @@
 /* planner.c : offer a problem to the backends of its device, cache the plan. */
 #include "context.h"
 #include "operation.h"
+#include "split.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,7 +340,7 @@ fm_status fm_plan_problem_uncached(fm_context *ctx, const fm_problem *p, const f
 {
     fm_status s = plan_uncached(ctx, p, att, out);
     if (s == FM_OK && p->best) { /* how FM_EXECUTION_BEST chose, before anyone else sees the plan */
-        char why[128];
+        char why[192];
         fm_dispatch_describe(p, why, sizeof why);
         const size_t used = strlen((*out)->describe);
         snprintf((*out)->describe + used, sizeof (*out)->describe - used, "%s", why);
@@ -352,6 +353,8 @@ static fm_status plan_uncached(fm_context *ctx, const fm_problem *p, const fm_at
     static const fm_attachments none;
     if (!att)
         att = &none;
+    if (p->split) /* best split it over the cpu and a GPU (core/src/split.c) */
+        return fm_plan_build_split(ctx, p, att, out);
     int staged = 0;
     for (int i = 0; i < p->nslots; i++)
         staged |= (p->present & (1u << i)) && (p->t[i].device.type != p->exec_device.type ||

@@ -5,6 +5,7 @@
 #include "operation.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 static const char *const slot_names[FM_RNG_NSLOTS] = {"out"};
@@ -400,6 +401,7 @@ const fm_operation fm_operation_rng = {
     .work = work,
     .calibration_problem = calibration_problem,
     .chunk = chunk,
+    .cpu_threads = offsetof(fm_rng_params, num_threads),
 };
 
 fm_status fm_rng_plan(fm_context *ctx, const fm_tensor *out, const fm_rng_options *opts, fm_plan **plan)

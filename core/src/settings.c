@@ -116,6 +116,14 @@ fm_status fm_settings_read(fm_settings *s)
             st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_PIPELINE = '%.40s': expected 'auto', 'on' or 'off' "
                          "(or unset: auto, chunked host<->GPU copies where they pay)", pl);
     }
+    const char *sp = getenv("FUSEMATH_SPLIT");
+    s->split = !sp || !*sp || strcmp(sp, "auto") == 0 ? 1 : strcmp(sp, "off") == 0 ? 0 : -1;
+    if (s->split < 0) {
+        s->split = 1;
+        if (st == FM_OK)
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_SPLIT = '%.40s': expected 'auto' or 'off' (or unset: "
+                         "auto, execution='best' may split a batch of host data over the cpu and the GPU)", sp);
+    }
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = FM_FNV_START;
     h = fm_fnv1a(h, s->backend, sizeof s->backend);

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,16 +49,21 @@ uint64_t fm_problem_stable_hash(const fm_problem *p)
     q.best = 0; /* how best chose, and its predictions: a tuned choice holds for the device whoever chose it */
     q.best_ms[0] = q.best_ms[1] = 0;
     const unsigned char *b = (const unsigned char *)&q;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ sizeof q;
+    const size_t n = offsetof(fm_problem, split); /* the fields every version had; a split below */
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
     size_t i = 0;
-    for (; i + 8 <= sizeof q; i += 8) {
+    for (; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, b + i, 8);
         h = (h ^ w) * 0xff51afd7ed558ccdull;
         h ^= h >> 32;
     }
-    for (; i < sizeof q; i++)
+    for (; i < n; i++)
         h = (h ^ b[i]) * 0x100000001b3ull;
+    if (q.split) { /* a split problem is its own entry (its prediction left out, as best's) */
+        h = fm_fnv1a(h, &q.split, sizeof q.split);
+        h = fm_fnv1a(h, &q.split_cpu_threads, sizeof q.split_cpu_threads);
+    }
     return h ^ (h >> 29);
 }
 
