@@ -208,8 +208,7 @@ int fm_dispatch_fallback(const fm_problem *p, fm_problem *q)
         *q = *p;
         q->split = 0;
         q->split_ms = 0;
-        q->split_cpu_threads = 0;
-        q->best |= BEST_FALLBACK;
+        q->split_cpu_threads = 0; /* not marked a fallback: the unsplit problem may fall back in turn */
         return 1;
     }
     if (!p->best || (p->best & BEST_FALLBACK) || p->best_ms[on_cuda ? 0 : 1] < 0)
@@ -243,11 +242,9 @@ void fm_dispatch_describe(const fm_problem *p, char *buf, size_t size)
         snprintf(where, sizeof where, "split cpu %lld/%lld cuda %lld/%lld", (long long)p->split, (long long)extent,
                  (long long)(extent - p->split), (long long)extent);
     else
-        snprintf(where, sizeof where, "%s%s", on_cuda ? "cuda" : "cpu",
-                 !(p->best & BEST_FALLBACK) ? ""
-                 : p->best & BEST_SPLIT     ? " (the split planned none)"
-                 : on_cuda                  ? " (the cpu planned none)"
-                                            : " (cuda planned none)");
+        snprintf(where, sizeof where, "%s%s%s", on_cuda ? "cuda" : "cpu",
+                 p->best & BEST_SPLIT ? " (the split planned none)" : "", /* BEST_SPLIT with split 0 */
+                 !(p->best & BEST_FALLBACK) ? "" : on_cuda ? " (the cpu planned none)" : " (cuda planned none)");
     char split[40] = "";
     if (p->split)
         snprintf(split, sizeof split, " split %.3g ms", p->split_ms);

@@ -233,17 +233,22 @@ fm_status fm_plan_built(fm_context *ctx, const fm_problem *p, const fm_attachmen
         fm_status s = fm_plan_problem_with(ctx, p, att, plan);
         /* best's device had no backend for it (a distribution without a GPU kernel): the other
          * one, cached under p's key so that the next call does not ask the refusing one again */
-        fm_problem other;
+        fm_problem cur = *p, other;
         fm_plan *winner = NULL;
-        if ((s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_NOT_APPLICABLE) && fm_dispatch_fallback(p, &other)) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", fm_last_error());
-            if (fm_plan_problem_with(ctx, &other, att, &winner) != FM_OK)
-                return fm_fail(s, "%s", why); /* the first refusal is the one to report */
-            fm_log_plan(ctx, "%s: best's device refused (%s); planned on the other", fm_op_name(p->op), why);
-            return fm_plan_alias_for(ctx, p, winner, plan);
+        char why[256] = "";
+        const fm_status first = s;
+        /* a split whose part was refused: the unsplit problem, then (refused too) the other device */
+        while ((s == FM_ERR_NOT_SUPPORTED || s == FM_ERR_NOT_APPLICABLE) && fm_dispatch_fallback(&cur, &other)) {
+            if (!*why)
+                snprintf(why, sizeof why, "%s", fm_last_error());
+            if ((s = fm_plan_problem_with(ctx, &other, att, &winner)) == FM_OK) {
+                fm_log_plan(ctx, "%s: best's plan was refused (%s); planned %s", fm_op_name(p->op), why,
+                            other.split ? "split" : other.exec_device.type == FM_DEVICE_CUDA ? "on cuda" : "on the cpu");
+                return fm_plan_alias_for(ctx, p, winner, plan);
+            }
+            cur = other;
         }
-        return s;
+        return *why ? fm_fail(first, "%s", why) : s; /* the first refusal is the one to report */
     }
     fm_plan *winner = NULL;
     if (fm_plan_problem_with(ctx, &tuned, att, &winner) != FM_OK) {

@@ -57,7 +57,10 @@ int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m
 
 int fm_split_cpu_threads(int threads, int gpu_pipelined)
 {
-    const int reserve = gpu_pipelined ? (threads < 8 ? threads : 8) / 2 : 1;
+    /* the pipeline's host copies run on min(threads, 8) threads (pipeline.c's host_copy) the whole
+     * time the GPU part runs: reserve them all, so the two parts never oversubscribe the cores and
+     * the model's cpu time is the one the part runs at; a staged part's copy is one thread */
+    const int reserve = gpu_pipelined ? (threads < 8 ? threads : 8) : 1;
     return threads - reserve >= 1 ? threads - reserve : 1;
 }
 
@@ -164,6 +167,7 @@ typedef struct fm_split_worker {
 
 static void run_job(split_job *j)
 {
+    fm_clear_error(); /* the message read below is this part's, never an earlier one's */
     j->status = j->inner->execute(j->inner, j->ptrs, &j->args, NULL);
     if (j->status != FM_OK) {
         j->rank = atomic_fetch_add(j->failures, 1);
@@ -296,6 +300,7 @@ static fm_status split_execute(const fm_plan *plan, void *const *ptrs, const fm_
         threaded = start_thread(&oneoff, oneoff_main, &cpu) == 0;
     }
     /* the GPU part here, on the caller's stream: a host caller's results are home when it returns */
+    fm_clear_error();
     gpu.status = si->gpu->execute(si->gpu, gpu.ptrs, &gpu.args, stream);
     if (gpu.status != FM_OK) {
         gpu.rank = atomic_fetch_add(&failures, 1);
@@ -315,7 +320,7 @@ static fm_status split_execute(const fm_plan *plan, void *const *ptrs, const fm_
     if (cpu.status == FM_OK && gpu.status == FM_OK)
         return FM_OK;
     const split_job *first = gpu.status != FM_OK && (cpu.status == FM_OK || gpu.rank < cpu.rank) ? &gpu : &cpu;
-    return fm_fail(first->status, "%s (split: the %s part, indices [%lld, %lld) of %lld)", first->msg,
+    return fm_fail(first->status, "%.400s (split: the %s part, indices [%lld, %lld) of %lld)", first->msg,
                    first == &gpu ? "cuda" : "cpu", (long long)(first == &gpu ? si->k : 0),
                    (long long)(first == &gpu ? si->extent : si->k), (long long)si->extent);
 }

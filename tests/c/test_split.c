@@ -87,7 +87,7 @@ static void test_choose(void)
                                                                  k < l.extent,
                   "case %zu: k %lld, split %g, single %g", i, (long long)k, tb, single);
     }
-    CHECK(fm_split_cpu_threads(16, 1) == 12 && fm_split_cpu_threads(16, 0) == 15 && fm_split_cpu_threads(2, 1) == 1 &&
+    CHECK(fm_split_cpu_threads(16, 1) == 8 && fm_split_cpu_threads(4, 1) == 1 && fm_split_cpu_threads(16, 0) == 15 && fm_split_cpu_threads(2, 1) == 1 &&
           fm_split_cpu_threads(1, 0) == 1);
 }
 
@@ -287,7 +287,10 @@ static fm_status cpu_fail_execute(const fm_plan *plan, void *const *ptrs, const 
 }
 static fm_status cpu_fail_plan(fm_context *ctx, void *state, const fm_problem *p, fm_plan *plan)
 {
-    if (atomic_exchange(&cpu_refuse_once, 0)) /* a part no backend plans */
+    int left = atomic_load(&cpu_refuse_once); /* a part no backend plans: that many refusals */
+    while (left > 0 && !atomic_compare_exchange_weak(&cpu_refuse_once, &left, left - 1))
+        ;
+    if (left > 0)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "fake cpu: planted refusal");
     if (!atomic_exchange(&cpu_fake_plans, 0))
         return fm_fail(FM_ERR_NOT_APPLICABLE, "fake cpu: off");
@@ -633,6 +636,29 @@ static void test_fallback(void)
     fm_context_destroy(ctx);
 }
 
+/* The cpu refuses the split's part and then the unsplit problem: best's other device plans it
+ * (the fallback chain: split -> best's device -> the other one). */
+static void test_fallback_chain(void)
+{
+    static float d[B * M * N];
+    fm_context *ctx = make_context();
+    if (!ctx)
+        return;
+    atomic_store(&cpu_refuse_once, 2);
+    fm_plan *p = batched_split(ctx, 3, d);
+    CHECK(atomic_load(&cpu_refuse_once) == 0);
+    if (p) {
+        CHECK_MSG(strstr(fm_plan_describe(p), "best=cuda (the split planned none) (the cpu planned none)"), "%s",
+                  fm_plan_describe(p));
+        memset(d, 0xff, sizeof d);
+        CHECK_OK(run_batched(p, d));
+        CHECK(max_diff(d, ref, B * M * N) < 1e-5);
+        fm_plan_release(p);
+    }
+    atomic_store(&cpu_refuse_once, 0);
+    fm_context_destroy(ctx);
+}
+
 /* Two threads execute one split plan at once (one holds the worker, the other starts its own thread). */
 typedef struct racer {
     const fm_plan *p;
@@ -680,6 +706,7 @@ int main(void)
     RUN_TEST(test_rng);
     RUN_TEST(test_errors);
     RUN_TEST(test_fallback);
+    RUN_TEST(test_fallback_chain);
     RUN_TEST(test_concurrent);
     fm_pipeline_test_device(NULL);
     TEST_MAIN_RETURN();
