@@ -518,6 +518,8 @@ fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm
     if (p->exec_device.type != FM_DEVICE_CUDA || gpus <= p->exec_device.id || !o || !o->copy_async ||
         !o->stream_create)
         return decline(why, n, "no GPU"); /* staging says what is missing */
+    if (p->exec_device.id >= MAX_POOLS) /* the context keeps streams and rings for the first MAX_POOLS */
+        return decline(why, n, "the device's index is past the GPUs pipelining serves");
     pipe_impl *pi = calloc(1, sizeof *pi);
     if (!pi)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
