@@ -76,7 +76,9 @@ FM_BARE_API int bare_fft_setup(int slot, MPI_Comm comm, int ndim, const long *n,
     size_t bytes = (size_t)(alloc > 0 ? alloc : 1) * (dbl ? sizeof(fftw_complex) : sizeof(fftwf_complex));
     g_fft.in = fftw_malloc(bytes);
     g_fft.out = fftw_malloc(bytes);
-    if (!g_fft.in || !g_fft.out)
+    int short_of_memory = !g_fft.in || !g_fft.out, any_short = 0; /* agreed: no rank left in the planner */
+    MPI_Allreduce(&short_of_memory, &any_short, 1, MPI_INT, MPI_MAX, g_fft.comm);
+    if (any_short)
         return -1;
     memset(g_fft.in, 0, bytes);
     memset(g_fft.out, 0, bytes);

@@ -59,9 +59,12 @@ int main(int argc, char **argv)
     u = malloc(sizeof(double) * (size_t)(nu_loc + 1));
     U = malloc(2 * sizeof(double) * (size_t)(nk_loc + 1));
     decay = malloc(sizeof(double) * (size_t)(nk_loc + 1));
-    if (!u || !U || !decay) {
-        fprintf(stderr, "rank %d: out of memory\n", rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    int short_of_memory = !u || !U || !decay, any_short = 0; /* agreed, so that no rank waits in a plan */
+    MPI_Allreduce(&short_of_memory, &any_short, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_short) {
+        if (short_of_memory)
+            fprintf(stderr, "rank %d: out of memory\n", rank);
+        goto done;
     }
     for (int64_t i = 0; i < lu[0]; i++) /* the initial field, this rank's rows x = (ou[0] + i) h */
         for (int64_t j = 0; j < N; j++)
