@@ -17,6 +17,7 @@
 #include "operation.h"
 #include "profile.h"
 #include "split.h"
+#include "stand_in_gpu.h" /* memory on the host, streams and events that complete at once */
 
 #include <math.h>
 #include <pthread.h>
@@ -173,64 +174,6 @@ static void test_decide(void)
     CHECK_MSG(fm_split_decide(&sq, 1.0, &t, &threads, &why) == 0 && strstr(why, "one index"), "%s", why);
     fm_context_destroy(ctx);
 }
-
-/* ---- the stand-in GPU: memory on the host, streams and events that complete at once ---- */
-static atomic_int live_device, live_pinned, streams;
-static fm_status f_alloc(int id, size_t bytes, void *stream, void **p)
-{
-    *p = malloc(bytes ? bytes : 1);
-    atomic_fetch_add(&live_device, 1);
-    return *p ? FM_OK : FM_ERR_OUT_OF_MEMORY;
-}
-static void f_free(int id, void *p, void *stream)
-{
-    free(p);
-    atomic_fetch_sub(&live_device, 1);
-}
-static fm_status f_copy(void *dst, fm_device dd, const void *src, fm_device sd, size_t n, void *stream, int wait)
-{
-    memcpy(dst, src, n);
-    return FM_OK;
-}
-static fm_status f_copy_async(void *dst, const void *src, size_t n, void *stream)
-{
-    memcpy(dst, src, n);
-    return FM_OK;
-}
-static int token;
-static fm_status f_stream_create(int id, void **s)
-{
-    atomic_fetch_add(&streams, 1);
-    *s = &token;
-    return FM_OK;
-}
-static void f_stream_destroy(void *s) { atomic_fetch_sub(&streams, 1); }
-static fm_status f_ok1(void *x) { return FM_OK; }
-static fm_status f_ok2(void *x, void *y) { return FM_OK; }
-static fm_status f_event_create(int id, void **e)
-{
-    *e = &token;
-    return FM_OK;
-}
-static void f_event_destroy(void *e) {}
-static fm_status f_pinned(size_t n, void **p)
-{
-    *p = malloc(n);
-    atomic_fetch_add(&live_pinned, 1);
-    return *p ? FM_OK : FM_ERR_OUT_OF_MEMORY;
-}
-static void f_pinned_free(void *p)
-{
-    free(p);
-    atomic_fetch_sub(&live_pinned, 1);
-}
-static const fm_device_ops fake_gpu = {.device = FM_DEVICE_CUDA, .alloc = f_alloc, .free = f_free, .copy = f_copy,
-                                       .stream_create = f_stream_create, .stream_destroy = f_stream_destroy,
-                                       .stream_sync = f_ok1, .event_create = f_event_create,
-                                       .event_destroy = f_event_destroy, .event_record = f_ok2,
-                                       .stream_wait_event = f_ok2, .event_sync = f_ok1,
-                                       .host_alloc_pinned = f_pinned, .host_free_pinned = f_pinned_free,
-                                       .copy_async = f_copy_async};
 
 /* planted faults: a part fails (after a delay, so that the order of two failures is known) */
 static atomic_int gpu_fails, gpu_delay_ms, cpu_fake_plans, cpu_delay_ms, cpu_refuse_once;
@@ -699,7 +642,7 @@ int main(void)
 {
     RUN_TEST(test_choose);
     RUN_TEST(test_decide);
-    fm_pipeline_test_device(&fake_gpu);
+    fm_pipeline_test_device(&stand_in_gpu);
     RUN_TEST(test_matmul_batched);
     RUN_TEST(test_matmul_rows);
     RUN_TEST(test_fft);
