@@ -579,8 +579,8 @@ static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *su
         return *why = "transforms over more than 3 axes run as steps", 0;
     if ((f->prolog_ops | f->epilog_ops) & FM_FFT_OP_CALLBACK) /* a slab's plan would count from 0 */
         return *why = "a callback's offsets count from the whole operand's first element", 0;
-    int axis = -1;
-    for (int i = 0; i < in->ndim && axis < 0; i++) {
+    int axis = -1; /* the first axis not transformed; past batch axes of one index ((1, 8, n) slabs of 8) */
+    for (int i = 0; i < in->ndim && (axis < 0 || in->shape[axis] == 1); i++) {
         int transformed = 0;
         for (int j = 0; j < f->naxes; j++)
             transformed |= f->axes[j] == i;

@@ -373,17 +373,20 @@ static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *su
         return *why = "curand mode's streams are not cut into blocks", 0;
     if (out->ndim < 1 || out->shape[0] < 1)
         return *why = "out has no first axis to cut", 0;
+    int a = 0; /* the first axis of more than one index: leading axes of one ((1, n) fills) are no cut */
+    while (a + 1 < out->ndim && out->shape[a] == 1)
+        a++;
     if (!sub)
-        return out->shape[0];
+        return out->shape[a];
     *sub = *p;
     memset(c, 0, sizeof *c);
     int64_t inner = 1;
-    for (int i = 1; i < out->ndim; i++)
+    for (int i = a + 1; i < out->ndim; i++)
         inner *= out->shape[i];
-    sub->t[FM_RNG_OUT].shape[0] = hi - lo;
-    c->offset[FM_RNG_OUT] = lo * out->strides[0];
-    c->position = lo * inner;
-    return out->shape[0];
+    sub->t[FM_RNG_OUT].shape[a] = hi - lo;
+    c->offset[FM_RNG_OUT] = lo * out->strides[a];
+    c->position = lo * inner; /* values run in C order of out's shape */
+    return out->shape[a];
 }
 
 const fm_operation fm_operation_rng = {

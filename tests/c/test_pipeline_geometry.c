@@ -290,6 +290,25 @@ static void test_fft(void)
     on_gpu(&p);
     CHECK_NA(fm_pipeline_geometry(&p, FM_PIPELINE_AUTO, &g, why, sizeof why), FM_ERR_NOT_APPLICABLE);
     CHECK_MSG(strstr(why, "over the pinned ring") != NULL, "%s", why);
+    /* (1, 9, 64) over the last axis: the batch axis of one is passed over, slabs of the 9 */
+    {
+        fm_tensor i3, o3;
+        int64_t s3[3] = {1, 9, 64};
+        fm_tensor_init(&i3, fake, cpu, FM_C64, 3, s3, NULL);
+        fm_tensor_init(&o3, fake + 256, cpu, FM_C64, 3, s3, NULL);
+        const fm_tensor *t3[FM_FFT_NSLOTS] = {&i3, &o3};
+        fm_fft_options o3o;
+        fm_fft_options_init(&o3o);
+        o3o.naxes = 1;
+        o3o.axes[0] = 2;
+        o3o.execution = FM_EXECUTION_CPU;
+        fm_attachments a3 = {{0}};
+        CHECK_OK(fm_operation_build(ctx, fm_operation_for(FM_OP_FFT), t3, &o3o, &p, &a3));
+        on_gpu(&p);
+        CHECK_OK(fm_pipeline_geometry(&p, FM_PIPELINE_ON, &g, why, sizeof why));
+        CHECK(g.extent == 9 && g.nchunks > 1);
+        check_cover(&p, &g, 0);
+    }
     /* a 1-d transform has no batch axis */
     fm_tensor in, out;
     int64_t n = 1 << 20;
@@ -338,6 +357,14 @@ static void test_rng(void)
     on_gpu(&p);
     CHECK_OK(fm_pipeline_geometry(&p, FM_PIPELINE_AUTO, &g, why, sizeof why));
     CHECK(g.nchunks == 8 && g.chunk == 1 << 21);
+    /* (1, 1, 45) values: the leading axes of one are passed over, blocks of the last axis */
+    int64_t s3[3] = {1, 1, 45};
+    fm_tensor_init(&out, fake, cpu, FM_F32, 3, s3, NULL);
+    CHECK_OK(fm_operation_build(ctx, fm_operation_for(FM_OP_RNG), ts, &o, &p, &att));
+    on_gpu(&p);
+    CHECK_OK(fm_pipeline_geometry(&p, FM_PIPELINE_ON, &g, why, sizeof why));
+    CHECK(g.extent == 45 && g.nchunks > 1);
+    check_cover(&p, &g, 1);
 }
 
 static void test_solve_and_settings(void)

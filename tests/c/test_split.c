@@ -159,9 +159,9 @@ static void test_decide(void)
     fm_tensor_init(&td, NULL, cpu, FM_F32, 2, s2, cm);
     CHECK_OK(fm_operation_build(ctx, op, ts, &o, &q, &att));
     CHECK_MSG(fm_split_decide(&sq, 1.0, &t, &threads, &why) == 0 && strstr(why, "overlap"), "%s", why);
-    /* one index: an RNG fill of shape (1, 4096) */
+    /* one index: an RNG fill of shape (1, 1) (a (1, 4096) fill cuts along its second axis) */
     const fm_operation *rop = fm_operation_for(FM_OP_RNG);
-    int64_t sr[2] = {1, 4096};
+    int64_t sr[2] = {1, 1};
     fm_tensor tr;
     fm_tensor_init(&tr, NULL, cpu, FM_F32, 2, sr, NULL);
     fm_rng_options ro;
@@ -170,7 +170,8 @@ static void test_decide(void)
     const fm_tensor *rts[FM_RNG_NSLOTS] = {&tr};
     CHECK_OK(fm_operation_build(ctx, rop, rts, &ro, &q, &att));
     linear_profile(&pf, FM_OP_RNG, FM_F32, 1e9, 1e9, 1e12);
-    sq.op = rop, sq.work = 4096;
+    sq.op = rop, sq.work = 1;
+    why = "";
     CHECK_MSG(fm_split_decide(&sq, 1.0, &t, &threads, &why) == 0 && strstr(why, "one index"), "%s", why);
     fm_context_destroy(ctx);
 }
