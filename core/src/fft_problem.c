@@ -590,21 +590,8 @@ static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *su
     if (axis < 0)
         return *why = "every axis is transformed: no batch axis to cut", 0;
     const int64_t e = in->shape[axis];
-    if (!sub)
-        return e;
-    *sub = *p;
-    memset(c, 0, sizeof *c);
-    for (int s = 0; s < p->nslots; s++) {
-        if (!(p->present & (1u << s)))
-            continue;
-        fm_tensor *t = &sub->t[s];
-        if (t->ndim != in->ndim || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
-            c->whole |= 1u << s;
-            continue;
-        }
-        t->shape[axis] = hi - lo;
-        c->offset[s] = lo * t->strides[axis];
-    }
+    if (sub) /* in, out and the chains' arrays that have the axis; arrays that broadcast are read whole */
+        fm_chunk_cut_slots(p, ~0u, in->ndim, axis, e, lo, hi, sub, c);
     return e;
 }
 

@@ -616,21 +616,10 @@ static int64_t chunk(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *su
     const int64_t e = d->shape[axis];
     if (!sub)
         return e;
-    *sub = *p;
-    memset(c, 0, sizeof *c);
-    for (int s = 0; s < p->nslots; s++) {
-        if (!(p->present & (1u << s)))
-            continue;
-        fm_tensor *t = &sub->t[s];
-        const int cut = axis < nd - 2 ? s <= FM_MATMUL_AUX
-                                      : s == FM_MATMUL_A || s == FM_MATMUL_C || s == FM_MATMUL_D || s == FM_MATMUL_AUX;
-        if (!cut || t->ndim != nd || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
-            c->whole |= 1u << s;
-            continue;
-        }
-        t->shape[axis] = hi - lo;
-        c->offset[s] = lo * t->strides[axis];
-    }
+    /* a batch axis cuts every operand that has it; rows cut a, c, d and aux (b and bias read whole) */
+    const uint32_t cut = axis < nd - 2 ? (1u << (FM_MATMUL_AUX + 1)) - 1
+                                       : 1u << FM_MATMUL_A | 1u << FM_MATMUL_C | 1u << FM_MATMUL_D | 1u << FM_MATMUL_AUX;
+    fm_chunk_cut_slots(p, cut, nd, axis, e, lo, hi, sub, c);
     if ((p->u.matmul.epilogue & FM_EPILOGUE_DROPOUT) && e > 0)
         c->position = lo * (fm_tensor_numel(d) / e);
     return e;

@@ -121,6 +121,12 @@ void fm_pipeline_test_device(const fm_device_ops *ops);
 /* Free the context's pipeline streams, events and pinned buffers (context release). */
 void fm_context_pipeline_free(fm_context *ctx);
 
+/* For chunk rows: *sub = *p and *c cleared, then every present slot in `cut` that has nd axes, `axis` of
+ * extent e > 1 and a real stride there cut to indices [lo, hi) of that axis (its shape and element
+ * offset), the rest marked read whole in c->whole. */
+void fm_chunk_cut_slots(const fm_problem *p, uint32_t cut, int nd, int axis, int64_t e, int64_t lo, int64_t hi,
+                        fm_problem *sub, fm_chunk *c);
+
 /* The rows (each in its operation's file). */
 extern const fm_operation fm_operation_matmul;
 extern const fm_operation fm_operation_fft;

@@ -317,3 +317,21 @@ fm_status fm_autotune(fm_context *ctx, fm_op op, const fm_tensor *const *t, int 
                            "operands", o->name, o->slot_names[i]);
     return fm_autotune_problem(ctx, &p, &att, ptrs, repeats, plan);
 }
+
+void fm_chunk_cut_slots(const fm_problem *p, uint32_t cut, int nd, int axis, int64_t e, int64_t lo, int64_t hi,
+                        fm_problem *sub, fm_chunk *c)
+{
+    *sub = *p;
+    memset(c, 0, sizeof *c);
+    for (int s = 0; s < p->nslots; s++) {
+        if (!(p->present & (1u << s)))
+            continue;
+        fm_tensor *t = &sub->t[s];
+        if (!((cut >> s) & 1) || t->ndim != nd || t->shape[axis] != e || e < 2 || t->strides[axis] == 0) {
+            c->whole |= 1u << s;
+            continue;
+        }
+        t->shape[axis] = hi - lo;
+        c->offset[s] = lo * t->strides[axis];
+    }
+}
