@@ -4,10 +4,14 @@
  * rates between host and GPU are timed with fm_memory_copy on pageable memory, as staging copies a
  * caller's arrays. The new profile is installed only when everything was measured. */
 #define _POSIX_C_SOURCE 200809L /* gmtime_r, clock_gettime under -std=c11 */
+/* ... and split execution's concurrency: one operation's cpu call run alone, the host <-> GPU copies
+ * alone, then both at once on two threads (profile.h: concurrency). */
 #include "context.h"
 #include "operation.h"
 #include "profile.h"
+#include "split.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +166,118 @@ static fm_status measure_copies(fm_profile *pf)
     return s;
 }
 
+/* ---- split execution's concurrency (profile.h: fm_profile.concurrency) ---- */
+typedef struct cpu_side {
+    const fm_plan *plan;
+    void *const *ptrs;
+    int nslots;
+    double until; /* calls until then (fm_now_seconds), at least two */
+    double per_call;
+    fm_status status;
+    atomic_int done;
+} cpu_side;
+
+static void *run_cpu_side(void *arg)
+{
+    cpu_side *c = arg;
+    int n = 0;
+    const double t0 = fm_now_seconds();
+    double t = t0;
+    while (c->status == FM_OK && (n < 2 || t < c->until)) {
+        c->status = fm_plan_execute(c->plan, c->ptrs, c->nslots, NULL);
+        t = fm_now_seconds();
+        n++;
+    }
+    c->per_call = (t - t0) / n;
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* host -> cuda:0 and back, pageable as staging meets a caller's arrays, until `until` and *stop (when
+ * given) say so; the bytes moved per second into *rate. */
+static fm_status copy_side(void *d, char *h, size_t bytes, double until, atomic_int *stop, double *rate)
+{
+    const fm_device host = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, 0};
+    fm_status s = FM_OK;
+    double moved = 0, t;
+    const double t0 = fm_now_seconds();
+    do {
+        if ((s = fm_memory_copy(d, gpu, h, host, bytes)) == FM_OK)
+            s = fm_memory_copy(h, host, d, gpu, bytes);
+        moved += 2.0 * (double)bytes;
+        t = fm_now_seconds();
+    } while (s == FM_OK && (t < until || (stop && !atomic_load(stop))));
+    *rate = moved / (t - t0);
+    return s;
+}
+
+/* The last (largest) cpu calibration point of op, planned at the threads a split's cpu part gets beside
+ * a pipelined GPU part, timed alone and while copies run on another thread; the copies likewise. */
+static fm_status measure_concurrency(fm_context *ctx, const fm_operation *op, int quick, fm_profile *pf)
+{
+    point pt;
+    memset(&pt, 0, sizeof pt);
+    fm_options_room opts;
+    uint32_t slots = 0;
+    int last = -1;
+    while (op->calibration_problem(last + 1, quick, FM_EXECUTION_CPU, pt.t, opts.bytes, &slots))
+        last++;
+    if (last < 0 || !op->calibration_problem(last, quick, FM_EXECUTION_CPU, pt.t, opts.bytes, &slots))
+        return FM_OK;
+    pt.dev = (fm_device){FM_DEVICE_CPU, 0};
+    const size_t bytes = (size_t)64 << 20;
+    char *h = malloc(bytes);
+    void *d = NULL;
+    fm_plan *plan = NULL;
+    fm_problem q;
+    fm_attachments att;
+    fm_status s = h ? fm_memory_alloc((fm_device){FM_DEVICE_CUDA, 0}, bytes, &d)
+                    : fm_fail(FM_ERR_OUT_OF_MEMORY, "calibrate: out of host memory");
+    if (s == FM_OK)
+        s = point_operands(op, slots, &pt);
+    if (s == FM_OK)
+        s = fm_operation_build(ctx, op, pt.tp, opts.bytes, &q, &att);
+    if (s == FM_OK && op->cpu_threads) {
+        const int32_t t = fm_split_cpu_threads(atomic_load(&ctx->num_threads), 1);
+        memcpy(q.u.raw + op->cpu_threads, &t, sizeof t);
+    }
+    if (s == FM_OK)
+        s = fm_plan_built(ctx, &q, &att, &plan);
+    const double span = quick ? 0.15 : 0.4;
+    double copies_alone = 0, copies_both = 0;
+    cpu_side alone = {plan, pt.ptrs, op->nslots, 0, 0, FM_OK, 0}, both = {plan, pt.ptrs, op->nslots, 0, 0, FM_OK, 0};
+    pthread_t worker;
+    if (s == FM_OK) {
+        memset(h, 1, bytes); /* first touch outside the timing */
+        alone.until = fm_now_seconds() + span;
+        run_cpu_side(&alone);
+        if ((s = alone.status) == FM_OK)
+            s = copy_side(d, h, bytes, fm_now_seconds() + span, NULL, &copies_alone);
+    }
+    if (s == FM_OK) {
+        both.until = fm_now_seconds() + span;
+        if (pthread_create(&worker, NULL, run_cpu_side, &both) != 0) {
+            s = fm_fail(FM_ERR_UNAVAILABLE, "calibrate: cannot start a thread for the concurrent run");
+        } else {
+            s = copy_side(d, h, bytes, 0, &both.done, &copies_both);
+            pthread_join(worker, NULL);
+            if (s == FM_OK)
+                s = both.status;
+        }
+    }
+    if (s == FM_OK) { /* fractions of the speed alone, in (0.02, 1]: noise may make either look faster */
+        const double cpu = alone.per_call / both.per_call, copy = copies_both / copies_alone;
+        pf->concurrency[op->op][0] = cpu > 1 ? 1 : cpu < 0.02 ? 0.02 : cpu;
+        pf->concurrency[op->op][1] = copy > 1 ? 1 : copy < 0.02 ? 0.02 : copy;
+    }
+    fm_plan_release(plan);
+    for (int i = 0; i < op->nslots; i++)
+        fm_memory_free(pt.dev, pt.ptrs[i]);
+    fm_memory_free((fm_device){FM_DEVICE_CUDA, 0}, d);
+    free(h);
+    return s;
+}
+
 static fm_status stopped(void)
 {
     return fm_fail(FM_ERR_CANCELLED, "calibrate: stopped by the progress callback; the profile is as it was");
@@ -178,6 +294,7 @@ static int count_points(int quick, int ndev)
         for (int i = 0; o && o->calibration_problem && o->calibration_problem(i, quick, FM_EXECUTION_CPU, t,
                                                                               opts.bytes, &slots); i++)
             total += ndev;
+        total += ndev > 1 && o && o->calibration_problem && o->chunk; /* the concurrent run */
     }
     return total;
 }
@@ -219,6 +336,18 @@ static fm_status measure_all(fm_context *ctx, int quick, int ndev, fm_progress_f
     if (ndev > 1 && (s = measure_copies(pf)) == FM_OK && progress &&
         progress(user, (double)++done / (total + 1), "host <-> cuda copies"))
         return stopped();
+    for (int op = 0; s == FM_OK && ndev > 1 && op < FM_OP_COUNT_; op++) {
+        const fm_operation *o = fm_operation_for((fm_op)op);
+        if (!o || !o->calibration_problem || !o->chunk)
+            continue;
+        if (measure_concurrency(ctx, o, quick, pf) != FM_OK) { /* then best does not split it */
+            fm_log_plan(ctx, "calibrate: %s concurrent run skipped: %s", o->name, fm_last_error());
+            fm_clear_error();
+        }
+        snprintf(what, sizeof what, "%s cpu and copies at once", o->name);
+        if (progress && progress(user, (double)++done / (total + 1), what))
+            return stopped();
+    }
     return s;
 }
 

@@ -97,6 +97,17 @@ static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const 
     return build_unplaced(op, ts, opts, &q) ? pipelined_built(pf, mode, &q, gpu, compute) : -1;
 }
 
+int fm_dispatch_would_pipeline(int mode, const fm_problem *q0, fm_device gpu)
+{
+    if (!may_pipeline(mode, q0))
+        return 0;
+    fm_problem q = *q0;
+    q.exec_device = gpu;
+    fm_pipeline_geom g;
+    char why[8];
+    return fm_pipeline_geometry(&q, mode, &g, why, sizeof why) == FM_OK;
+}
+
 double fm_dispatch_gpu_time(const fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
                             int *pipelined)
 {

@@ -163,6 +163,10 @@ fm_status fm_profile_format(const fm_profile *pf, char **text)
             fprintf(f, " %.6g %.6g", c->work[k], c->seconds[k]);
         fputc('\n', f);
     }
+    for (int op = 0; op < FM_OP_COUNT_; op++)
+        if (pf->concurrency[op][0] > 0)
+            fprintf(f, "concurrency %s %.4g %.4g\n", fm_op_name((fm_op)op), pf->concurrency[op][0],
+                    pf->concurrency[op][1]);
     if (fclose(f) != 0 || !buf)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "profile: out of host memory");
     char *out = malloc(len + 32);
@@ -236,6 +240,15 @@ static fm_status parse_line(const char *line, fm_profile *pf)
         pf->copy_latency[d] = lat, pf->copy_rate[d] = rate;
         return FM_OK;
     }
+    char op[16];
+    double cpu_side, copy_side;
+    if (sscanf(line, "concurrency %15s %lf %lf", op, &cpu_side, &copy_side) == 3) {
+        const int o = lookup_name(op, FM_OP_COUNT_, op_name_i);
+        if (o < 0 || !(cpu_side > 0 && cpu_side <= 1) || !(copy_side > 0 && copy_side <= 1))
+            return FM_ERR_INVALID_ARGUMENT;
+        pf->concurrency[o][0] = cpu_side, pf->concurrency[o][1] = copy_side;
+        return FM_OK;
+    }
     if (strncmp(line, "curve ", 6) == 0 && pf->ncurves < FM_PROFILE_MAX_CURVES)
         return parse_curve(line, &pf->curves[pf->ncurves++]) == 0 ? FM_OK : FM_ERR_INVALID_ARGUMENT;
     return FM_ERR_INVALID_ARGUMENT;
@@ -284,6 +297,7 @@ static int same_profile(const fm_profile *a, const fm_profile *b)
     return a->threads == b->threads && a->ncurves == b->ncurves && !strcmp(a->fingerprint, b->fingerprint) &&
            !memcmp(a->copy_latency, b->copy_latency, sizeof a->copy_latency) &&
            !memcmp(a->copy_rate, b->copy_rate, sizeof a->copy_rate) &&
+           !memcmp(a->concurrency, b->concurrency, sizeof a->concurrency) &&
            !memcmp(a->curves, b->curves, (size_t)a->ncurves * sizeof a->curves[0]);
 }
 

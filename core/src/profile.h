@@ -25,6 +25,11 @@ typedef struct fm_profile {
     double copy_rate[2];        /* bytes per second, likewise */
     int ncurves;
     fm_rate_curve curves[FM_PROFILE_MAX_CURVES];
+    /* Split execution's two sides run at once and slow each other (cores, memory bandwidth): per
+     * operation, [0] the cpu part's speed while host <-> GPU copies run, [1] the copies' speed while
+     * the cpu part runs, each a fraction of its speed alone (calibrate's concurrent run); 0: not
+     * measured, and best does not split that operation. */
+    double concurrency[FM_OP_COUNT_][2];
 } fm_profile;
 
 /* What identifies this machine and build ("fusemath 0.1.0 cpu '<model>' x16 cuda 1 '<gpu>'"). */

@@ -68,13 +68,15 @@ typedef struct split_eval {
     const fm_split_query *s;
     int64_t extent;
     int cpu_threads;
+    double cpu_speed, copy_speed; /* the profile's concurrency: each side's speed while the other runs */
 } split_eval;
 
 static double cpu_part(void *user, int64_t k)
 {
     const split_eval *e = user;
     const fm_split_query *s = e->s;
-    return fm_profile_predict(s->pf, e->cpu_threads, s->op->op, s->dtype, 0, s->work * (double)k / (double)e->extent);
+    return fm_profile_predict(s->pf, e->cpu_threads, s->op->op, s->dtype, 0, s->work * (double)k / (double)e->extent) /
+           e->cpu_speed;
 }
 
 /* The work of the split axis' indices [k, extent): the chunk axis is a batch axis, so work is linear in it. */
@@ -89,8 +91,11 @@ static double gpu_part(void *user, int64_t k)
         return INFINITY;
     const double w = s->work * (double)(e->extent - k) / (double)e->extent;
     int pipelined = 0;
+    /* all of it at the copies' slowed speed: the host part of a host-data GPU run is its copies, and
+     * erring long only splits less */
     return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, &sub, s->gpu,
-                                fm_profile_predict(s->pf, s->threads, s->op->op, s->dtype, 1, w), &pipelined);
+                                fm_profile_predict(s->pf, s->threads, s->op->op, s->dtype, 1, w), &pipelined) /
+           e->copy_speed;
 }
 
 /* The parts [0, k) and [k, extent) of p, with their chunks; 0 (and *why) when p does not cut there or
@@ -131,17 +136,31 @@ int64_t fm_split_decide(const fm_split_query *s, double t_single, double *t_spli
     for (int i = 0; i < s->q->nslots; i++)
         if ((s->q->present & (1u << i)) && s->q->t[i].device.type != FM_DEVICE_CPU)
             return *why = "an operand is not on the host", 0;
-    const split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->gpu_pipelined)};
+    const double *speed = s->pf->concurrency[s->op->op];
+    if (!(speed[0] > 0 && speed[1] > 0))
+        return *why = "the profile has no concurrent run of this operation (fusemath.calibrate() measures one)", 0;
+    split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->gpu_pipelined), speed[0], speed[1]};
     const fm_split_model m = {cpu_part, gpu_part, (void *)&e};
-    const int64_t k = fm_split_choose(extent, t_single, &m, t_split);
-    if (k == 0)
-        return *why = "predicted under 10% faster than the better device", 0;
     fm_problem qc, qg;
     fm_chunk cc, cg;
-    if (!cut_parts(s->op, s->q, k, extent, &qc, &cc, &qg, &cg, why))
-        return 0;
-    *cpu_threads = e.cpu_threads;
-    return k;
+    /* The GPU part pipelines by pipeline.c's own rule on its sub-problem, whatever best predicted for
+     * the whole: its host copy threads are reserved when it will (the cpu part's threads overlapping
+     * them ran 1.6x slower than the GPU alone on the H200 host), which moves k, so choose again. */
+    for (int pass = 0;; pass++) {
+        const int64_t k = fm_split_choose(extent, t_single, &m, t_split);
+        if (k == 0)
+            return *why = "predicted under 10% faster than the better device", 0;
+        if (!cut_parts(s->op, s->q, k, extent, &qc, &cc, &qg, &cg, why))
+            return 0;
+        const int threads = fm_split_cpu_threads(s->threads, fm_dispatch_would_pipeline(s->pipeline_mode, &qg, s->gpu));
+        if (threads == e.cpu_threads) {
+            *cpu_threads = threads;
+            return k;
+        }
+        if (pass == 1)
+            return *why = "the split moved when its GPU part pipelines", 0;
+        e.cpu_threads = threads;
+    }
 }
 
 /* ---- the worker: one thread per context running cpu parts, made on first use ---- */

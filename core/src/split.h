@@ -69,5 +69,8 @@ void fm_context_split_free(fm_context *ctx);
  * pipeline's rule would cut it under `mode` and that is sooner. */
 double fm_dispatch_gpu_time(const struct fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
                             int *pipelined);
+/* core/src/dispatch.c: whether pipeline.c's rule cuts q on gpu under `mode` (what its plan will do,
+ * whatever the prediction). */
+int fm_dispatch_would_pipeline(int mode, const fm_problem *q, fm_device gpu);
 
 #endif

@@ -104,6 +104,7 @@ static void linear_profile(fm_profile *pf, fm_op op, fm_dtype dt, double rc, dou
     pf->curves[1] = (fm_rate_curve){.op = op, .dtype = dt, .device = FM_DEVICE_CUDA, .n = 1};
     pf->curves[1].work[0] = 1, pf->curves[1].seconds[0] = 1 / rg;
     pf->copy_rate[0] = pf->copy_rate[1] = rate;
+    pf->concurrency[op][0] = pf->concurrency[op][1] = 1; /* neither side slows the other */
 }
 
 static void test_decide(void)
@@ -148,6 +149,47 @@ static void test_decide(void)
     const int64_t k = fm_split_decide(&sq, single, &t, &threads, &why);
     CHECK_MSG(k == kb && kb == 3 && fabs(t - tbest) < 1e-9 * tbest && threads == 3, "k %lld (%lld), t %g (%g): %s",
               (long long)k, (long long)kb, t, tbest, why);
+    /* the sides slow each other: the cpu part to 0.6 of its speed, the copies to 0.95 of theirs (the whole
+     * GPU part counts at that speed): k moves to where the slowed parts meet */
+    pf.concurrency[FM_OP_MATMUL][0] = 0.6, pf.concurrency[FM_OP_MATMUL][1] = 0.95;
+    double tslow = INFINITY;
+    int64_t ks = 0;
+    for (int64_t j = 1; j < B; j++)
+        if (fmax(j * cpu_k / 0.6, (b_in + (B - j) * gpu_k) / 0.95) < tslow) {
+            tslow = fmax(j * cpu_k / 0.6, (b_in + (B - j) * gpu_k) / 0.95);
+            ks = j;
+        }
+    const int64_t k_slow = fm_split_decide(&sq, single, &t, &threads, &why);
+    CHECK_MSG(ks == 2 && k_slow == ks && fabs(t - tslow) < 1e-9 * tslow, "k %lld (%lld), t %g (%g): %s",
+              (long long)k_slow, (long long)ks, t, tslow, why);
+    /* ... and so much that no split gains 10% */
+    pf.concurrency[FM_OP_MATMUL][0] = pf.concurrency[FM_OP_MATMUL][1] = 0.3;
+    CHECK_MSG(fm_split_decide(&sq, single, &t, &threads, &why) == 0 && strstr(why, "under 10%"), "%s", why);
+    /* a profile without the concurrent run never splits */
+    pf.concurrency[FM_OP_MATMUL][0] = pf.concurrency[FM_OP_MATMUL][1] = 0;
+    CHECK_MSG(fm_split_decide(&sq, single, &t, &threads, &why) == 0 && strstr(why, "no concurrent run"), "%s", why);
+    /* a GPU part that pipeline.c cuts (32 MiB of a moved): its copy threads are reserved, a call of 16
+     * threads leaves the cpu part 8; with FUSEMATH_PIPELINE=off only the staged copy's one (15) */
+    {
+        int64_t l3[3] = {B, 1024, 1024}, l2[2] = {1024, 1024};
+        fm_tensor la, lb, ld;
+        fm_tensor_init(&la, NULL, cpu, FM_F32, 3, l3, NULL);
+        fm_tensor_init(&lb, NULL, cpu, FM_F32, 2, l2, NULL);
+        fm_tensor_init(&ld, NULL, cpu, FM_F32, 3, l3, NULL);
+        const fm_tensor *lts[FM_MATMUL_NSLOTS] = {&la, &lb, NULL, NULL, &ld};
+        fm_problem lq;
+        CHECK_OK(fm_operation_build(ctx, op, lts, &o, &lq, &att));
+        fm_profile lpf;
+        linear_profile(&lpf, FM_OP_MATMUL, FM_F32, 1e12, 1e13, 5e10);
+        const double LW = 2.0 * 1024 * 1024 * 1024 * B;
+        fm_split_query lsq = {&lpf, op, &lq, LW, FM_F32, 16, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0};
+        const double lsingle = fmin(LW / 1e12 / 4, LW / 1e13 + (2.0 * B + 1) * 1024 * 1024 * 4 / 5e10);
+        CHECK_MSG(fm_split_decide(&lsq, lsingle, &t, &threads, &why) > 0 && threads == 8, "threads %d: %s", threads,
+                  why);
+        lsq.pipeline_mode = FM_PIPELINE_OFF;
+        CHECK_MSG(fm_split_decide(&lsq, lsingle, &t, &threads, &why) > 0 && threads == 15, "threads %d: %s", threads,
+                  why);
+    }
     /* a GPU 20x faster (and its copies): an ideal split gains 5%: none */
     linear_profile(&pf, FM_OP_MATMUL, FM_F32, rc, 20 * rg, 20 * rate);
     CHECK(fm_split_decide(&sq, fmin(W / rc, W / (20 * rg) + 3.0 * B * N * N * 4 / (20 * rate)), &t, &threads, &why) == 0 &&

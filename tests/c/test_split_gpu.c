@@ -46,6 +46,8 @@ static fm_context *context_with(const char *split, double mm_rate, double fft_ra
     add_curves(pf, FM_OP_FFT, FM_C64, fft_rate);
     add_curves(pf, FM_OP_RNG, FM_F32, rng_rate);
     add_curves(pf, FM_OP_RNG, FM_F64, rng_rate);
+    for (int op = 0; op < FM_OP_COUNT_; op++)
+        pf->concurrency[op][0] = pf->concurrency[op][1] = 1; /* neither side slows the other */
     fm_context_profile_install(ctx, pf);
     return ctx;
 }
