@@ -76,7 +76,7 @@ static fm_status point_operands(const fm_operation *op, uint32_t slots, point *p
 
 /* The fastest of a few calls (each waited for) of calibration problem `index`: *work < 0 past the last. */
 static fm_status measure_point(fm_context *ctx, const fm_operation *op, int execution, int index, int quick,
-                               double *work, double *seconds, fm_dtype *dt)
+                               double *work, double *seconds, fm_dtype *dt, int *curve)
 {
     point pt;
     memset(&pt, 0, sizeof pt);
@@ -109,6 +109,7 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
     if (s == FM_OK) {
         *work = op->work(pt.tp, opts.bytes, dt, &devices, &threads);
         *seconds = best;
+        *curve = FM_PROFILE_CURVE(op->op, op->curve ? op->curve(pt.tp, opts.bytes) : 0);
     }
     for (int i = 0; i < op->nslots; i++)
         fm_memory_free(pt.dev, pt.ptrs[i]);
@@ -116,7 +117,7 @@ static fm_status measure_point(fm_context *ctx, const fm_operation *op, int exec
 }
 
 /* The curve of (op, dtype, device) in pf, added when new; NULL when pf is full. */
-static fm_rate_curve *curve_for(fm_profile *pf, fm_op op, fm_dtype dt, int device)
+static fm_rate_curve *curve_for(fm_profile *pf, int op, fm_dtype dt, int device)
 {
     for (int i = 0; i < pf->ncurves; i++)
         if (pf->curves[i].op == (int32_t)op && pf->curves[i].dtype == (int32_t)dt && pf->curves[i].device == device)
@@ -313,7 +314,8 @@ static fm_status measure_all(fm_context *ctx, int quick, int ndev, fm_progress_f
             for (int i = 0;; i++) {
                 double work = -1, seconds = 0;
                 fm_dtype dt = FM_DTYPE_INVALID;
-                fm_status s = measure_point(ctx, o, execution, i, quick, &work, &seconds, &dt);
+                int curve = 0;
+                fm_status s = measure_point(ctx, o, execution, i, quick, &work, &seconds, &dt, &curve);
                 if (s == FM_OK && work < 0)
                     break;
                 if (s != FM_OK) { /* a point that cannot run here (memory, no backend) is left out */
@@ -321,7 +323,7 @@ static fm_status measure_all(fm_context *ctx, int quick, int ndev, fm_progress_f
                                 fm_last_error());
                     fm_clear_error();
                 } else {
-                    fm_rate_curve *c = curve_for(pf, o->op, dt, dev ? FM_DEVICE_CUDA : FM_DEVICE_CPU);
+                    fm_rate_curve *c = curve_for(pf, curve, dt, dev ? FM_DEVICE_CUDA : FM_DEVICE_CPU);
                     if (c && c->n < FM_PROFILE_MAX_POINTS && (c->n == 0 || work > c->work[c->n - 1]))
                         c->work[c->n] = work, c->seconds[c->n++] = seconds;
                 }

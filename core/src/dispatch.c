@@ -166,11 +166,12 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     const fm_device cpu = {FM_DEVICE_CPU, 0}, gpu = {FM_DEVICE_CUDA, cuda_id};
     int cpu_copies = 0, cuda_copies = 0;
     double t_cpu = INFINITY, t_cuda = INFINITY;
+    const int curve = FM_PROFILE_CURVE(op->op, op->curve ? op->curve(ts, opts) : 0);
     if (devices & (1u << FM_DEVICE_CPU))
-        t_cpu = fm_profile_predict(pf, threads, op->op, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies);
+        t_cpu = fm_profile_predict(pf, threads, curve, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies);
     int pipelined = 0;
     if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA))) {
-        const double compute = fm_profile_predict(pf, threads, op->op, dt, 1, work);
+        const double compute = fm_profile_predict(pf, threads, curve, dt, 1, work);
         t_cuda = compute + copies_time(pf, p, gpu, &cuda_copies);
         const double t_pipe = cuda_copies && op->chunk ? pipelined_time(ctx, pf, op, ts, opts, p, gpu, compute) : -1;
         if (t_pipe >= 0 && t_pipe < t_cuda) {
@@ -198,7 +199,7 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     fm_problem q;
     if (!build_unplaced(op, ts, opts, &q))
         return FM_OK;
-    const fm_split_query sq = {pf, op, &q, work, dt, threads, gpu, ctx->settings.pipeline, pipelined};
+    const fm_split_query sq = {pf, op, &q, work, dt, threads, gpu, ctx->settings.pipeline, pipelined, curve};
     double t_split = 0;
     int cpu_threads = 0;
     const char *why = "";

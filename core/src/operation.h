@@ -57,6 +57,11 @@ typedef struct fm_operation {
      * threads its options ask for (0 on entry: the context's). Without the hook, best is where the
      * operands live. */
     double (*work)(const fm_tensor *const *t, const void *opts, fm_dtype *dtype, unsigned *devices, int *threads);
+    /* Optional: which of the operation's rate curves predicts these operands, when one rate per unit
+     * of work does not fit all its shapes (0 without the hook). The FFT: 1 for a transform over one
+     * axis, whose batches ran 3x a 2-D transform's rate per unit of work on the H200 host's cpu. The
+     * calibration points are keyed by it too; a profile without that curve predicts from curve 0. */
+    int (*curve)(const fm_tensor *const *t, const void *opts);
     /* Optional (fm_context_calibrate, core/src/calibrate.c): descriptors (data NULL, C-contiguous)
      * and options of the index-th problem that measures this operation's curves, planned for
      * `execution`, the slots used in *slots; 0 past the last (quick: the shorter list). */

@@ -63,13 +63,25 @@ static double curve_seconds(const fm_rate_curve *c, double work)
     return c->seconds[c->n - 1] * (work / c->work[c->n - 1]);
 }
 
-double fm_profile_predict(const fm_profile *pf, int threads, fm_op op, fm_dtype dtype, int cuda, double work)
+/* Whether pf has a curve of `curve` on device (any dtype). */
+static int has_curve(const fm_profile *pf, int curve, int device)
+{
+    for (int i = 0; pf && i < pf->ncurves; i++)
+        if (pf->curves[i].op == (int32_t)curve && pf->curves[i].device == device)
+            return 1;
+    return 0;
+}
+
+double fm_profile_predict(const fm_profile *pf, int threads, int curve, fm_dtype dtype, int cuda, double work)
 {
     const int device = cuda ? FM_DEVICE_CUDA : FM_DEVICE_CPU;
+    const fm_op op = (fm_op)(curve & 0xff);
+    if (curve >> 8 && !has_curve(pf, curve, device))
+        curve = (int)op; /* a profile measured without that variant: the operation's first curve */
     const fm_rate_curve *other = NULL;
     for (int i = 0; pf && i < pf->ncurves; i++) {
         const fm_rate_curve *c = &pf->curves[i];
-        if (c->op != (int32_t)op || c->device != device)
+        if (c->op != (int32_t)curve || c->device != device)
             continue;
         if (c->dtype == (int32_t)dtype)
             return curve_seconds(c, work) * (cuda || threads <= 0 ? 1.0 : (double)pf->threads / threads);
@@ -157,8 +169,9 @@ fm_status fm_profile_format(const fm_profile *pf, char **text)
         fprintf(f, "copy %s %.6g %.6g\n", d ? "d2h" : "h2d", pf->copy_latency[d], pf->copy_rate[d]);
     for (int i = 0; i < pf->ncurves; i++) {
         const fm_rate_curve *c = &pf->curves[i];
-        fprintf(f, "curve %s %s %s %d", fm_op_name((fm_op)c->op), fm_dtype_name((fm_dtype)c->dtype),
-                device_word(c->device), c->n);
+        char name[24];
+        snprintf(name, sizeof name, c->op >> 8 ? "%s.%d" : "%s", fm_op_name((fm_op)(c->op & 0xff)), c->op >> 8);
+        fprintf(f, "curve %s %s %s %d", name, fm_dtype_name((fm_dtype)c->dtype), device_word(c->device), c->n);
         for (int k = 0; k < c->n; k++)
             fprintf(f, " %.6g %.6g", c->work[k], c->seconds[k]);
         fputc('\n', f);
@@ -198,7 +211,19 @@ static int parse_curve(const char *line, fm_rate_curve *c)
     if (sscanf(line, "curve %15s %15s %7s %d%n", op, dt, dev, &c->n, &used) != 4 || c->n < 1 ||
         c->n > FM_PROFILE_MAX_POINTS)
         return -1;
+    char *dot = strchr(op, '.'); /* "fft.1": the operation's curve 1 */
+    int variant = 0;
+    if (dot) {
+        char *end = NULL;
+        const long v = strtol(dot + 1, &end, 10);
+        if (end == dot + 1 || *end || v < 1 || v > 15)
+            return -1;
+        variant = (int)v;
+        *dot = '\0';
+    }
     c->op = lookup_name(op, FM_OP_COUNT_, op_name_i);
+    if (c->op >= 0)
+        c->op = FM_PROFILE_CURVE(c->op, variant);
     c->dtype = lookup_name(dt, FM_DTYPE_COUNT_, dtype_name_i);
     c->device = strcmp(dev, "cuda") == 0 ? FM_DEVICE_CUDA : strcmp(dev, "cpu") == 0 ? FM_DEVICE_CPU : -1;
     if (c->op < 0 || c->dtype <= 0 || c->device < 0)

@@ -8,8 +8,11 @@
 #define FM_PROFILE_MAX_POINTS 8
 #define FM_PROFILE_MAX_CURVES 48
 
+/* Which curve of an operation (fm_operation.curve's variant) a prediction reads: op | variant << 8. */
+#define FM_PROFILE_CURVE(op, variant) ((int)(op) | (int)(variant) << 8)
+
 /* Seconds of one call of `work` units (fm_operation.work) of op in dtype on a device type, measured
- * at a few sizes, ascending in work. */
+ * at a few sizes, ascending in work; op is FM_PROFILE_CURVE(op, variant). */
 typedef struct fm_rate_curve {
     int32_t op, dtype, device;
     int32_t n;
@@ -34,9 +37,10 @@ typedef struct fm_profile {
 
 /* What identifies this machine and build ("fusemath 0.1.0 cpu '<model>' x16 cuda 1 '<gpu>'"). */
 void fm_profile_fingerprint(char *buf, size_t size);
-/* Predicted seconds of one call of op in dtype of `work` units on the cpu (cuda = 0, at `threads`
- * threads) or a cuda device; pf NULL: the built-in model. */
-double fm_profile_predict(const fm_profile *pf, int threads, fm_op op, fm_dtype dtype, int cuda, double work);
+/* Predicted seconds of one call of curve (FM_PROFILE_CURVE(op, variant); a plain op is variant 0) in
+ * dtype of `work` units on the cpu (cuda = 0, at `threads` threads) or a cuda device; pf NULL: the
+ * built-in model. */
+double fm_profile_predict(const fm_profile *pf, int threads, int curve, fm_dtype dtype, int cuda, double work);
 /* Seconds to copy bytes host->device (dir 0) or device->host (dir 1); 0 for 0 bytes. */
 double fm_profile_copy_time(const fm_profile *pf, int dir, double bytes);
 

@@ -71,11 +71,13 @@ typedef struct split_eval {
     double cpu_speed, copy_speed; /* the profile's concurrency: each side's speed while the other runs */
 } split_eval;
 
+static int curve_of(const fm_split_query *s) { return s->curve ? s->curve : (int)s->op->op; }
+
 static double cpu_part(void *user, int64_t k)
 {
     const split_eval *e = user;
     const fm_split_query *s = e->s;
-    return fm_profile_predict(s->pf, e->cpu_threads, s->op->op, s->dtype, 0, s->work * (double)k / (double)e->extent) /
+    return fm_profile_predict(s->pf, e->cpu_threads, curve_of(s), s->dtype, 0, s->work * (double)k / (double)e->extent) /
            e->cpu_speed;
 }
 
@@ -94,7 +96,7 @@ static double gpu_part(void *user, int64_t k)
     /* all of it at the copies' slowed speed: the host part of a host-data GPU run is its copies, and
      * erring long only splits less */
     return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, &sub, s->gpu,
-                                fm_profile_predict(s->pf, s->threads, s->op->op, s->dtype, 1, w), &pipelined) /
+                                fm_profile_predict(s->pf, s->threads, curve_of(s), s->dtype, 1, w), &pipelined) /
            e->copy_speed;
 }
 

@@ -46,6 +46,7 @@ typedef struct fm_split_query {
     fm_device gpu;
     int pipeline_mode;
     int gpu_pipelined;
+    int curve; /* the rate curve (FM_PROFILE_CURVE); 0 (unset): the operation's first */
 } fm_split_query;
 
 /* The cpu part's threads for a call of `threads` (the rest are left to the GPU part's host copies:

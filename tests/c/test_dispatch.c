@@ -7,6 +7,7 @@
 #include "check.h"
 #include "mmref.h"
 #include "context.h"
+#include "operation.h"
 #include "profile.h"
 
 #include <inttypes.h>
@@ -113,6 +114,27 @@ static void test_prediction(void)
     /* another dtype of the op: the same curve, not the built-in model */
     const double other = fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C128, 0, 1e9);
     CHECK(other > 2e-1 && other < 1.0);
+    /* an operation's second curve (the FFT's over one axis) when the profile has it; without it, the first */
+    const int one_axis = FM_PROFILE_CURVE(FM_OP_FFT, 1);
+    CHECK(fabs(fm_profile_predict(&pf, 4, one_axis, FM_C64, 0, 4e9) - 0.8) < 1e-12);
+    pf.ncurves = 2;
+    pf.curves[1] = (fm_rate_curve){.op = one_axis, .dtype = FM_C64, .device = FM_DEVICE_CPU, .n = 1};
+    pf.curves[1].work[0] = 1e9, pf.curves[1].seconds[0] = 5e-2;
+    CHECK(fabs(fm_profile_predict(&pf, 4, one_axis, FM_C64, 0, 4e9) - 0.2) < 1e-12);
+    CHECK(fabs(fm_profile_predict(&pf, 4, FM_OP_FFT, FM_C64, 0, 4e9) - 0.8) < 1e-12);
+    /* ... and the FFT's hook picks it for a transform over one axis only */
+    const fm_operation *fop = fm_operation_for(FM_OP_FFT);
+    fm_tensor x;
+    const int64_t xs[2] = {8, 64};
+    fm_tensor_init(&x, NULL, (fm_device){FM_DEVICE_CPU, 0}, FM_C64, 2, xs, NULL);
+    const fm_tensor *fts[FM_FFT_NSLOTS] = {&x, &x, NULL, NULL};
+    fm_fft_options fo;
+    fm_fft_options_init(&fo);
+    fo.naxes = 1, fo.axes[0] = 1;
+    CHECK(fop->curve && fop->curve(fts, &fo) == 1);
+    fo.naxes = 2, fo.axes[0] = 0, fo.axes[1] = 1;
+    CHECK(fop->curve(fts, &fo) == 0);
+    pf.ncurves = 1;
     /* copies: latency + bytes / rate */
     pf.copy_latency[0] = 1e-5, pf.copy_rate[0] = 1e10;
     CHECK(fabs(fm_profile_copy_time(&pf, 0, 1e9) - (1e-5 + 0.1)) < 1e-12);
@@ -189,7 +211,8 @@ static void test_calibrate_and_files(void)
     CHECK(calls > 5);
     CHECK_OK(fm_context_profile_text(ctx, text, sizeof text));
     CHECK_MSG(strstr(text, "profile: calibrated ") && strstr(text, "curve matmul f32 cpu 3 ") &&
-                  strstr(text, "curve fft c64 cpu 3 ") && strstr(text, "curve rng f32 cpu 3 ") &&
+                  strstr(text, "curve fft c64 cpu 3 ") && strstr(text, "curve fft.1 c64 cpu 3 ") &&
+                  strstr(text, "curve rng f32 cpu 3 ") &&
                   strstr(text, "curve solve f64 cpu 4 "), "%s", text);
     /* stopped again now that a profile and its file exist: both stay as they were */
     char before[16384], after[16384];
