@@ -97,6 +97,21 @@ static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const 
     return build_unplaced(op, ts, opts, &q) ? pipelined_built(pf, mode, &q, gpu, compute) : -1;
 }
 
+double fm_dispatch_touch_time(const fm_profile *pf, const fm_problem *p)
+{
+    double bytes = 0;
+    for (int i = 0; i < p->nslots; i++) {
+        const int partner = p->inplace_partner[i];
+        if (!(p->present & (1u << i)) || !((p->output_mask >> i) & 1) || p->t[i].device.type != FM_DEVICE_CPU ||
+            (partner >= 0 && ((p->present >> partner) & 1)))
+            continue; /* in place: the input's pages, touched already */
+        int64_t lo, hi;
+        fm_tensor_byte_span(&p->t[i], &lo, &hi);
+        bytes += (double)(hi - lo);
+    }
+    return fm_profile_touch_time(pf, bytes);
+}
+
 int fm_dispatch_would_pipeline(int mode, const fm_problem *q0, fm_device gpu)
 {
     if (!may_pipeline(mode, q0))
@@ -168,7 +183,8 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     double t_cpu = INFINITY, t_cuda = INFINITY;
     const int curve = FM_PROFILE_CURVE(op->op, op->curve ? op->curve(ts, opts) : 0);
     if (devices & (1u << FM_DEVICE_CPU))
-        t_cpu = fm_profile_predict(pf, threads, curve, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies);
+        t_cpu = fm_profile_predict(pf, threads, curve, dt, 0, work) + copies_time(pf, p, cpu, &cpu_copies) +
+                fm_dispatch_touch_time(pf, p);
     int pipelined = 0;
     if (cuda_id >= 0 && (devices & (1u << FM_DEVICE_CUDA))) {
         const double compute = fm_profile_predict(pf, threads, curve, dt, 1, work);

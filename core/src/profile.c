@@ -99,6 +99,11 @@ double fm_profile_predict(const fm_profile *pf, int threads, int curve, fm_dtype
     return builtin_fixed[cuda != 0] + work / (builtin_rate(op, dtype, cuda) * (cuda ? 1 : threads));
 }
 
+double fm_profile_touch_time(const fm_profile *pf, double bytes)
+{
+    return pf && pf->touch_rate > 0 && bytes > 0 ? bytes / pf->touch_rate : 0;
+}
+
 double fm_profile_copy_time(const fm_profile *pf, int dir, double bytes)
 {
     if (bytes <= 0)
@@ -167,6 +172,8 @@ fm_status fm_profile_format(const fm_profile *pf, char **text)
     fprintf(f, "%s\nfingerprint %s\nsource %s\nthreads %d\n", PROFILE_MAGIC, pf->fingerprint, pf->source, pf->threads);
     for (int d = 0; d < 2; d++)
         fprintf(f, "copy %s %.6g %.6g\n", d ? "d2h" : "h2d", pf->copy_latency[d], pf->copy_rate[d]);
+    if (pf->touch_rate > 0)
+        fprintf(f, "touch %.6g\n", pf->touch_rate);
     for (int i = 0; i < pf->ncurves; i++) {
         const fm_rate_curve *c = &pf->curves[i];
         char name[24];
@@ -265,6 +272,8 @@ static fm_status parse_line(const char *line, fm_profile *pf)
         pf->copy_latency[d] = lat, pf->copy_rate[d] = rate;
         return FM_OK;
     }
+    if (sscanf(line, "touch %lf", &rate) == 1)
+        return rate > 0 && rate < 1e15 ? (pf->touch_rate = rate, FM_OK) : FM_ERR_INVALID_ARGUMENT;
     char op[16];
     double cpu_side, copy_side;
     if (sscanf(line, "concurrency %15s %lf %lf", op, &cpu_side, &copy_side) == 3) {
@@ -322,7 +331,7 @@ static int same_profile(const fm_profile *a, const fm_profile *b)
     return a->threads == b->threads && a->ncurves == b->ncurves && !strcmp(a->fingerprint, b->fingerprint) &&
            !memcmp(a->copy_latency, b->copy_latency, sizeof a->copy_latency) &&
            !memcmp(a->copy_rate, b->copy_rate, sizeof a->copy_rate) &&
-           !memcmp(a->concurrency, b->concurrency, sizeof a->concurrency) &&
+           !memcmp(a->concurrency, b->concurrency, sizeof a->concurrency) && a->touch_rate == b->touch_rate &&
            !memcmp(a->curves, b->curves, (size_t)a->ncurves * sizeof a->curves[0]);
 }
 

@@ -26,6 +26,7 @@ typedef struct fm_profile {
     int threads;                /* the context's cpu threads when measured */
     double copy_latency[2];     /* seconds per copy: [0] host->device, [1] device->host (pageable) */
     double copy_rate[2];        /* bytes per second, likewise */
+    double touch_rate;          /* bytes per second of a cpu result's first touch (0: not measured) */
     int ncurves;
     fm_rate_curve curves[FM_PROFILE_MAX_CURVES];
     /* Split execution's two sides run at once and slow each other (cores, memory bandwidth): per
@@ -41,6 +42,9 @@ void fm_profile_fingerprint(char *buf, size_t size);
  * dtype of `work` units on the cpu (cuda = 0, at `threads` threads) or a cuda device; pf NULL: the
  * built-in model. */
 double fm_profile_predict(const fm_profile *pf, int threads, int curve, fm_dtype dtype, int cuda, double work);
+/* Seconds a cpu call pays for the first touch of a result's fresh pages (a NumPy result allocated for
+ * the call), as the device->host rate already counts it; 0 without a measured rate. */
+double fm_profile_touch_time(const fm_profile *pf, double bytes);
 /* Seconds to copy bytes host->device (dir 0) or device->host (dir 1); 0 for 0 bytes. */
 double fm_profile_copy_time(const fm_profile *pf, int dir, double bytes);
 

@@ -69,6 +69,7 @@ typedef struct split_eval {
     int64_t extent;
     int cpu_threads;
     double cpu_speed, copy_speed; /* the profile's concurrency: each side's speed while the other runs */
+    double touch;                 /* the whole problem's results' first touch on the host */
 } split_eval;
 
 static int curve_of(const fm_split_query *s) { return s->curve ? s->curve : (int)s->op->op; }
@@ -77,7 +78,9 @@ static double cpu_part(void *user, int64_t k)
 {
     const split_eval *e = user;
     const fm_split_query *s = e->s;
-    return fm_profile_predict(s->pf, e->cpu_threads, curve_of(s), s->dtype, 0, s->work * (double)k / (double)e->extent) /
+    const double share = (double)k / (double)e->extent; /* of the work and of the results' fresh pages */
+    return (fm_profile_predict(s->pf, e->cpu_threads, curve_of(s), s->dtype, 0, s->work * share) +
+            e->touch * share) /
            e->cpu_speed;
 }
 
@@ -141,7 +144,8 @@ int64_t fm_split_decide(const fm_split_query *s, double t_single, double *t_spli
     const double *speed = s->pf->concurrency[s->op->op];
     if (!(speed[0] > 0 && speed[1] > 0))
         return *why = "the profile has no concurrent run of this operation (fusemath.calibrate() measures one)", 0;
-    split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->gpu_pipelined), speed[0], speed[1]};
+    split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->gpu_pipelined), speed[0], speed[1],
+                    fm_dispatch_touch_time(s->pf, s->q)};
     const fm_split_model m = {cpu_part, gpu_part, (void *)&e};
     fm_problem qc, qg;
     fm_chunk cc, cg;

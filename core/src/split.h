@@ -70,6 +70,9 @@ void fm_context_split_free(fm_context *ctx);
  * pipeline's rule would cut it under `mode` and that is sooner. */
 double fm_dispatch_gpu_time(const struct fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
                             int *pipelined);
+/* core/src/dispatch.c: the first touch of p's results on the host that are not written in place
+ * (fm_profile_touch_time): what a cpu run adds for a result allocated for the call. */
+double fm_dispatch_touch_time(const struct fm_profile *pf, const fm_problem *p);
 /* core/src/dispatch.c: whether pipeline.c's rule cuts q on gpu under `mode` (what its plan will do,
  * whatever the prediction). */
 int fm_dispatch_would_pipeline(int mode, const fm_problem *q, fm_device gpu);

@@ -139,6 +139,26 @@ static void test_prediction(void)
     pf.copy_latency[0] = 1e-5, pf.copy_rate[0] = 1e10;
     CHECK(fabs(fm_profile_copy_time(&pf, 0, 1e9) - (1e-5 + 0.1)) < 1e-12);
     CHECK(fm_profile_copy_time(&pf, 0, 0) == 0);
+    /* a fresh result's first touch: nothing without a measured rate */
+    CHECK(fm_profile_touch_time(&pf, 1e9) == 0);
+    pf.touch_rate = 1e10;
+    CHECK(fabs(fm_profile_touch_time(&pf, 1e9) - 0.1) < 1e-12 && fm_profile_touch_time(&pf, 0) == 0);
+    /* the text form keeps the touch rate, the concurrency and the second curve */
+    pf.ncurves = 2;
+    pf.concurrency[FM_OP_FFT][0] = 0.66, pf.concurrency[FM_OP_FFT][1] = 0.82;
+    pf.threads = 4, pf.copy_rate[1] = 5e9, pf.copy_latency[1] = 1e-5;
+    fm_profile_fingerprint(pf.fingerprint, sizeof pf.fingerprint);
+    char *text = NULL;
+    CHECK_OK(fm_profile_format(&pf, &text));
+    static fm_profile back;
+    CHECK_OK(text ? fm_profile_parse(text, "test", &back) : FM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(back.touch_rate == 1e10 && back.concurrency[FM_OP_FFT][0] == 0.66 &&
+                  back.concurrency[FM_OP_FFT][1] == 0.82 && back.ncurves == 2 &&
+                  back.curves[1].op == FM_PROFILE_CURVE(FM_OP_FFT, 1) && strstr(text, "curve fft.1 c64 cpu 1 ") &&
+                  back.concurrency[FM_OP_MATMUL][0] == 0,
+              "%s", text ? text : "");
+    free(text);
+    pf.ncurves = 1;
 }
 
 static int stop_at_once(void *user, double fraction, const char *what)
