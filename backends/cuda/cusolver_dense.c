@@ -687,9 +687,7 @@ static const char *how_it_runs(const cs_impl *x, int a_h)
     if (x->lowest)
         return "cusolverDnIRSXgesv per entry, falling back to the plain solve";
     if (x->batched)
-        return rt == FM_SOLVE_SYEVD ? "batched: syevjBatched"
-               : rt == FM_SOLVE_POTRF || rt == FM_SOLVE_POTRS ? "batched: potrfBatched / potrsBatched"
-                                                              : "batched: cublas getrfBatched / getrsBatched";
+        return fm_cs_batched_name(x);
     if (rt == FM_SOLVE_TRTRS)
         return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
     if (rt == FM_SOLVE_GESDD)
@@ -729,7 +727,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     x->m = sp->m, x->n = sp->n, x->k = sp->m < sp->n ? sp->m : sp->n;
     const int a_h = (sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD) && sp->m < sp->n;
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
-    fm_cs_batched_pick(x);
+    fm_cs_batched_pick(x, fm_context_settings(ctx));
     fm_cs_refine_pick(x);
     fm_cs_trsm_pick(x);
     fm_cs_lanes_pick(x);

@@ -14,6 +14,8 @@
 #define WHO "solve cuda/cusolver"
 #define MAX_DEV 64
 
+enum { FM_CS_EIG_NONE = 0, FM_CS_EIG_SYEVJ = 1, FM_CS_EIG_XSYEV = 2 }; /* cs_impl.eig */
+
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
 enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_LSQFIN, K_LSQ,
@@ -62,6 +64,7 @@ typedef struct {
     /* workspace parts (byte offsets) and the total */
     size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
     int batched;                   /* the batched routines (cusolver_batched.c) */
+    int eig;                       /* eigh's batched routine: FM_CS_EIG_* */
     size_t off_pa, off_pb, off_p32; /* their pointer arrays and int32 pivots */
     int lowest;                     /* gesv refined from this cusolverPrecType_t (cusolver_refine.c), 0: no */
     int blocked;                    /* triangular solves blocked into trsm + gemm (cusolver_trsm.c) */
@@ -110,9 +113,12 @@ fm_status fm_cs_report(const cs_impl *x, const int *info, const uint64_t *flags,
 fm_status fm_cs_read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v);
 
 /* ---- cusolver_batched.c ---- */
-/* Whether x runs on the batched routines (many small matrices), set in x->batched. */
-void fm_cs_batched_pick(cs_impl *x);
-/* Its device workspace (syevjBatched's lwork) into x->dwork. */
+/* Whether x runs on the batched routines (many small matrices), set in x->batched (eigh: x->eig, by
+ * the table there or set->solve_eig_batched). */
+void fm_cs_batched_pick(cs_impl *x, const fm_settings *set);
+/* describe()'s words for the batched routine x runs */
+const char *fm_cs_batched_name(const cs_impl *x);
+/* Its device workspace (syevjBatched's lwork; XsyevBatched's device and host bytes) into x->dwork / hwork. */
 fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d);
 /* The routine's calls over the batch (chunks of at most 32768 entries). */
 fm_status fm_cs_batched_run(const run_ctx *r);
