@@ -214,6 +214,34 @@ char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64
     return (char *)ws + off + (size_t)(b * elems) * es;
 }
 
+char *fm_cs_factor(const run_ctx *r, int64_t b)
+{
+    const cs_impl *x = r->x;
+    if (!x->direct)
+        return WS(r, off_a, b, x->n * x->n, x->es);
+    return (char *)r->ptrs[FM_SOLVE_A] + (size_t)fm_solve_batch_offset(x->p, FM_SOLVE_A, b) * x->es;
+}
+
+/* Whether getrs / potrs read the caller's factor in place (x->direct): contiguous matrices (leading
+ * dimension n) column-major, which every path reads (Xgetrs / Xpotrs and the blocked solves), or
+ * row-major, which the blocked solves read as the transpose (cusolver_trsm.c; not for potrs or op C of
+ * complex data: those would need a conjugated, untransposed op). Else the factor is gathered: an n x n
+ * copy (a transpose for a row-major factor) per call, which a repeated Solver.solve paid. */
+static void direct_pick(cs_impl *x)
+{
+    const fm_solve_params *sp = x->sp;
+    const fm_tensor *t = &x->p->t[FM_SOLVE_A];
+    const int rt = sp->routine;
+    x->direct = FM_CS_DIRECT_NONE;
+    if ((rt != FM_SOLVE_GETRS && rt != FM_SOLVE_POTRS) || x->batched || x->n < 2 || sp->nrhs < 1 || t->ndim < 2)
+        return;
+    const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1], n = x->n;
+    if (rs == 1 && cs == n)
+        x->direct = FM_CS_DIRECT_COLS;
+    else if (rs == n && cs == 1 && x->blocked && !(x->ti >= 2 && (rt == FM_SOLVE_POTRS || sp->transpose == 2)))
+        x->direct = FM_CS_DIRECT_ROWS;
+}
+
 /* ---- one execution ---- */
 
 static fm_status kernel_diag(const run_ctx *r, const void *a, int mode)
@@ -237,7 +265,7 @@ static fm_status run_lu(const run_ctx *r)
     fm_status s = FM_OK;
     if (x->lowest) /* refined: cusolver_refine.c */
         return fm_cs_refine_run(r);
-    if (factored) { /* the caller's pivots, contiguous, checked */
+    if (factored) { /* the caller's pivots, contiguous, checked (unless trusted: the library's own) */
         fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
         cs_impl xd = *x;
         xd.ti = 1; /* int64 moved as 8-byte words */
@@ -246,7 +274,8 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
         int *info = r->info;
-        for (int phase = 0; phase < 2; phase++) { /* checked, then the bad entries' pivots made the identity */
+        for (int phase = 0; phase < 2 && !sp->trusted_factor; phase++) { /* checked, then the bad entries' pivots
+                                                                              made the identity */
             void *args[6] = {&piv, &nn, &count, &info, &bad, &phase};
             if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B * n, args, r->stream)) !=
                 FM_OK)
@@ -266,7 +295,7 @@ static fm_status run_lu(const run_ctx *r)
     if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
         return s;
     for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
-        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        char *a = fm_cs_factor(r, b), *bb = WS(r, off_b, b, n * nr, x->es);
         int64_t *piv = rt == FM_SOLVE_GETRF ? (int64_t *)r->ptrs[FM_SOLVE_PIVOTS] + b * n
                                             : (int64_t *)(void *)WS(r, off_piv, b, n, 8);
         if (!factored)
@@ -314,7 +343,7 @@ static fm_status run_triangular(const run_ctx *r)
     if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
         return s;
     for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
-        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        char *a = fm_cs_factor(r, b), *bb = WS(r, off_b, b, n * nr, x->es);
         if (sp->routine == FM_SOLVE_POTRF)
             s = fm_cs_sv_status(cusolverDnXpotrf(SV(r, b), r->d->prm, fill, n, x->dt, a, n, x->dt, WORK(r, b),
                                                  x->dwork, HWORK(r, b), x->hwork, r->info + b), "cusolverDnXpotrf");
@@ -484,7 +513,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     if (in_b)
         vb = slot_view(x, FM_SOLVE_B, ptrs[FM_SOLVE_B], x->m, sp->nrhs, 0);
     if (s == FM_OK && sp->check_finite) {
-        for (int i = 0; i < 1 + in_b && s == FM_OK; i++) {
+        for (int i = sp->trusted_factor ? 1 : 0; i < 1 + in_b && s == FM_OK; i++) { /* a trusted factor: b only */
             fm_copy_args *v = i ? &vb : &va;
             void *first = ws + x->off_flag + 8 * i;
             void *args[2] = {v, &first};
@@ -493,7 +522,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
                            args, stream);
         }
     }
-    if (s == FM_OK)
+    if (s == FM_OK && !x->direct)
         s = fm_cs_copy_to(x, d, va, ws + x->off_a, -1, x->mm, stream);
     if (s == FM_OK && in_b)
         s = fm_cs_copy_to(x, d, vb, ws + x->off_b, -1, x->m, stream);
@@ -527,9 +556,11 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     /* routines that cannot fail past their checked inputs do not wait for the device (check = 1);
      * given pivots are read back whatever check says: a bad one is refused, as on the CPU, since the
      * entry's result (solved or det with the identity's pivots in its place) would be silently wrong */
-    const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
+    /* trusted pivots (the library's own getrf's, fm_solve_options.trusted_factor) are not checked: getrs
+     * and det of such a factor then cannot fail, and check = 1 costs no synchronisation */
+    const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) && !sp->trusted_factor;
     const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
-                           ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
+                           ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET || rt == FM_SOLVE_GETRS) && !given));
     const int sync = (sp->check && can_fail) || sp->check_finite || given;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
     void *hwork = x->hwork ? malloc(x->hwork * (size_t)x->lanes) : NULL; /* a part per lane */
@@ -634,7 +665,7 @@ static fm_status layout(cs_impl *x)
     const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
     const int nb = x->batched, lu_blocked = x->blocked && (rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS);
     const double parts[14] = {
-        B * (double)(x->mm * x->nn) * es,
+        x->direct ? 0 : B * (double)(x->mm * x->nn) * es,
         B * (double)((ls ? max64(x->m, x->n) : x->m) * nr) * es, /* lstsq: b, then x */
         x->lowest  ? B * (double)(x->n * sp->nrhs) * es
         : vec_svd  ? B * (double)(x->mm * svd_ucols(x)) * es
@@ -731,6 +762,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     fm_cs_refine_pick(x);
     fm_cs_trsm_pick(x);
     fm_cs_lanes_pick(x);
+    direct_pick(x);
     dev_state *d = NULL;
     pthread_mutex_lock(&st->lock);
     fm_status s = device_state(st, fm_context_settings(ctx), device, &d);

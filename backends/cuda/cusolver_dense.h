@@ -15,6 +15,9 @@
 #define MAX_DEV 64
 
 enum { FM_CS_EIG_NONE = 0, FM_CS_EIG_SYEVJ = 1, FM_CS_EIG_XSYEV = 2 }; /* cs_impl.eig */
+/* cs_impl.direct: the factor gathered into scratch (none), the caller's column-major matrices, or its
+ * row-major ones read as their column-major transposes (the triangular solves flip fill and op) */
+enum { FM_CS_DIRECT_NONE = 0, FM_CS_DIRECT_COLS = 1, FM_CS_DIRECT_ROWS = 2 };
 
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
@@ -72,6 +75,7 @@ typedef struct {
     size_t dwork_step;              /* bytes between the lanes' device workspaces */
     size_t off_perm, off_b2;        /* getrs's permutation and its second right-hand side (blocked) */
     size_t off_c;                   /* lstsq's U^H b (cusolver_lstsq.c) */
+    int direct;                     /* getrs / potrs read the caller's factor in place, not gathered: FM_CS_DIRECT_* */
     cusolverDnIRSParams_t irs;
     cusolverDnIRSInfos_t irs_infos;
 } cs_impl;
@@ -104,6 +108,9 @@ fm_copy_args fm_cs_scratch_view(const cs_impl *x, const void *base, int64_t rows
 fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, void *dst, int out_slot, int64_t ld,
                         cudaStream_t stream);
 char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es);
+
+/* entry b's factor: the gathered scratch, or (x->direct) the caller's matrix in place */
+char *fm_cs_factor(const run_ctx *r, int64_t b);
 
 /* ---- cusolver_report.c ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input, then a bad given

@@ -127,7 +127,8 @@ static const char kernel_source[] =
     "  for (long long i = threadIdx.x; i < n; i += blockDim.x) s[i] = (int)i;\n"
     "  __syncthreads();\n"
     "  if (threadIdx.x == 0) for (long long i = 0; i < n; i++) {\n"
-    "    const long long p = piv[i] - 1; const int v = s[i]; s[i] = s[p]; s[p] = v; }\n"
+    "    const long long p = piv[i] - 1; if (p < 0 || p >= n) continue;\n" /* never past s: trusted pivots are not checked */
+    "    const int v = s[i]; s[i] = s[p]; s[p] = v; }\n"
     "  __syncthreads();\n"
     "  for (long long i = threadIdx.x; i < n; i += blockDim.x) perm[i] = s[i]; }\n"
     "extern \"C\" __global__ void fm_sv_info(const int *info, long long *out, long long count) {\n"

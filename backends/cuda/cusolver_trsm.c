@@ -115,6 +115,13 @@ fm_status fm_cs_trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t 
 {
     if (cublasSetStream(r->d->bl, r->stream) != CUBLAS_STATUS_SUCCESS)
         return fm_fail(FM_ERR_BACKEND, WHO ": cublasSetStream failed");
+    if (r->x->direct == FM_CS_DIRECT_ROWS) {
+        /* a row-major factor f is f^T column-major: op(f) = op'(f^T) with op' = T for N and N for T (no
+         * conjugation: cusolver_dense.c's direct_pick never takes this with op C on complex data), its lower
+         * triangle f^T's upper */
+        fill = fill == CUBLAS_FILL_MODE_LOWER ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+        op = op == CUBLAS_OP_N ? CUBLAS_OP_T : CUBLAS_OP_N;
+    }
     if (r->x->blocked)
         return blocked(r, fill, op, diag, a, b);
     return trsm_part(r, fill, op, diag, r->x->n, r->x->sp->nrhs, a, r->x->n, b, r->x->n);

@@ -158,6 +158,7 @@ typedef struct fm_solve_params {
     int32_t uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only;
     int32_t num_threads;                /* resolved: never 0 */
     int32_t refine;                     /* gesv: fm_solve_refine (the cpu ignores it) */
+    int32_t trusted_factor;             /* fm_solve_options.trusted_factor (routines that read a factor) */
     double rcond;                       /* gelsd; < 0: machine epsilon (LAPACK's rule) */
     int64_t m, n, nrhs;                 /* a is m x n (square routines: m == n); b is m x nrhs */
     int64_t batch_count;
