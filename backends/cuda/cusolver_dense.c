@@ -771,7 +771,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     if (s == FM_OK)
         s = buffer_sizes(x, d);
     if (s == FM_OK)
-        s = fm_cs_refine_plan(x, d);
+        s = fm_cs_refine_plan(x, d, fm_context_settings(ctx));
     pthread_mutex_unlock(&st->lock);
     if (s == FM_OK)
         s = layout(x);
@@ -784,12 +784,18 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     out->destroy_impl = cs_destroy;
     for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
-    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s, "
-                         "workspace %zu bytes%s%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
+    char refined[96] = "";
+    if (x->lowest)
+        snprintf(refined, sizeof refined, "; refined from %s (%s%s refinement)", fm_cs_refine_name(x),
+                 sp->refine == FM_SOLVE_REFINE_AUTO ? "auto, " : "", fm_cs_refine_solver_name(x));
+    const int no_sync = sp->check && sp->trusted_factor && sp->routine == FM_SOLVE_GETRS && !sp->check_finite;
+    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s%s, "
+                         "workspace %zu bytes%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
                          (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
-                         how_it_runs(x, a_h), x->total,
-                         sp->check ? "; check: one synchronisation" : "; info on the device", x->lowest ?
-                         "; refined from " : "", fm_cs_refine_name(x));
+                         how_it_runs(x, a_h), x->direct == FM_CS_DIRECT_ROWS ? "; the factor read in place as its "
+                         "transpose" : x->direct ? "; the factor read in place" : "", x->total,
+                         no_sync ? "; trusted factor: no synchronisation"
+                         : sp->check ? "; check: one synchronisation" : "; info on the device", refined);
     return FM_OK;
 }
 

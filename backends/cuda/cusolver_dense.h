@@ -77,7 +77,8 @@ typedef struct {
     size_t off_c;                   /* lstsq's U^H b (cusolver_lstsq.c) */
     int direct;                     /* getrs / potrs read the caller's factor in place, not gathered: FM_CS_DIRECT_* */
     cusolverDnIRSParams_t irs;
-    cusolverDnIRSInfos_t irs_infos;
+    int refine;                     /* the refine choice run, auto resolved (fm_solve_refine; cusolver_refine.c) */
+    int irs_solver;                 /* its refinement solver: FM_IRS_* */
 } cs_impl;
 
 typedef struct {
@@ -156,11 +157,13 @@ fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, vo
 /* ---- cusolver_refine.c ---- */
 /* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */
 void fm_cs_refine_pick(cs_impl *x);
-/* Its parameters and workspace (into x->dwork); fm_cs_refine_destroy frees them. */
-fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d);
+/* Its parameters (the refinement solver: set->solve_irs) and workspace (into x->dwork);
+ * fm_cs_refine_destroy frees them. */
+fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d, const fm_settings *set);
 void fm_cs_refine_destroy(cs_impl *x);
-/* "fp32" ... for describe(), "" when not refined */
+/* "fp32" ... for describe(), "" when not refined; the refinement solver's name ("gmres" ...) */
 const char *fm_cs_refine_name(const cs_impl *x);
+const char *fm_cs_refine_solver_name(const cs_impl *x);
 fm_status fm_cs_refine_run(const run_ctx *r);
 
 /* ---- cusolver_lstsq.c ---- */

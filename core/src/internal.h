@@ -301,6 +301,7 @@ struct fm_settings {
                                   (core/src/split.c); not in plan_key: the decision is in the problem */
     int solve_eig_batched;     /* FUSEMATH_SOLVE_EIG_BATCHED: FM_EIG_BATCHED_AUTO (unset: the cuSOLVER backend's
                                   table) | SYEVJ | XSYEV | LOOP, the batched eigh routine forced (measuring) */
+    int solve_irs;             /* FUSEMATH_SOLVE_IRS: the GPU's refinement solver, FM_IRS_* (unset: GMRES) */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
@@ -312,6 +313,9 @@ enum { FM_PIPELINE_AUTO = 0, FM_PIPELINE_ON = 1, FM_PIPELINE_OFF = 2 };
 /* fm_settings.solve_eig_batched: eigh of a batch on the GPU by the table in cusolver_batched.c (auto), or
  * forced to syevjBatched (n <= 32, its limit), XsyevBatched, or the per-entry Xsyevd loop. */
 enum { FM_EIG_BATCHED_AUTO = 0, FM_EIG_BATCHED_SYEVJ = 1, FM_EIG_BATCHED_XSYEV = 2, FM_EIG_BATCHED_LOOP = 3 };
+/* fm_settings.solve_irs: cusolverDnIRSXgesv's refinement solver (cusolver_refine.c): gmres (the default,
+ * cuSOLVER's documented best), classical, classical-gmres, gmres-gmres. */
+enum { FM_IRS_GMRES = 0, FM_IRS_CLASSICAL = 1, FM_IRS_CLASSICAL_GMRES = 2, FM_IRS_GMRES_GMRES = 3 };
 /* The settings of ctx. */
 FM_INTERNAL_API const fm_settings *fm_context_settings(const fm_context *ctx);
 /* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the
