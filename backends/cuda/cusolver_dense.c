@@ -85,7 +85,7 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
                "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t, "fm_sv_lsqfin_" t, \
-               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t
+               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t, "fm_sv_flaginfo"
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -375,12 +375,20 @@ static fm_status run_eigh(const run_ctx *r)
     const int64_t n = x->n;
     const cusolverEigMode_t jobz = sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR : CUSOLVER_EIG_MODE_VECTOR;
     const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-    if (x->batched) {
-        fm_status s = fm_cs_batched_run(r);
-        if (s != FM_OK)
-            return s;
+    /* an entry with an inf or NaN: flagged (off_piv, unused by eigh) and zeroed, so that no eigensolver
+     * iterates on it (the batched ones share one call), then info 1 (not converged), the CPU's outcome */
+    long long per = n * n, count = sp->batch_count;
+    void *a0 = r->ws + x->off_a, *flag = r->ws + x->off_piv;
+    fm_status s = per > 0 ? fm_cuda_status(cudaMemsetAsync(flag, 0, (size_t)count * 8, r->stream), "cudaMemsetAsync")
+                          : FM_OK;
+    for (int phase = 0; phase < 2 && per > 0 && s == FM_OK; phase++) {
+        void *args[5] = {&a0, &per, &count, &flag, &phase};
+        s = fm_cs_launch(r->d->k[x->ti][K_LSQFIN], "cudaLaunchKernel(fm_sv_lsqfin)", per * count, args, r->stream);
     }
-    fm_status s = x->batched ? FM_OK : fm_cs_lanes_fork(r);
+    if (s == FM_OK && x->batched)
+        s = fm_cs_batched_run(r);
+    if (s == FM_OK && !x->batched)
+        s = fm_cs_lanes_fork(r);
     if (s != FM_OK)
         return s;
     for (int64_t b = 0; b < sp->batch_count && n > 0 && !x->batched && s == FM_OK; b++)
@@ -388,7 +396,12 @@ static fm_status run_eigh(const run_ctx *r)
                                              n, x->rt, (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
                                              WORK(r, b), x->dwork, HWORK(r, b), x->hwork, r->info + b),
                             "cusolverDnXsyevd");
-    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) == FM_OK && n > 0)
+    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) == FM_OK && n > 0) {
+        int *info = r->info;
+        void *args[3] = {&flag, &info, &count};
+        s = fm_cs_launch(r->d->k[0][K_FLAGINFO], "cudaLaunchKernel(fm_sv_flaginfo)", count, args, r->stream);
+    }
+    if (s == FM_OK && n > 0)
         s = kernel_diag(r, r->ptrs[FM_SOLVE_W], 1); /* NaN eigenvalues: not converged */
     if (s != FM_OK || sp->values_only)
         return s;

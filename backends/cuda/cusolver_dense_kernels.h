@@ -131,6 +131,10 @@ static const char kernel_source[] =
     "    const int v = s[i]; s[i] = s[p]; s[p] = v; }\n"
     "  __syncthreads();\n"
     "  for (long long i = threadIdx.x; i < n; i += blockDim.x) perm[i] = s[i]; }\n"
+    /* info 1 (not converged) where fm_sv_lsqfin flagged a non-finite entry (flag -1): eigh's NaN rule */
+    "extern \"C\" __global__ void fm_sv_flaginfo(const long long *flag, int *info, long long count) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
+    "       b += (long long)gridDim.x * blockDim.x) if (flag[b] == -1) info[b] = 1; }\n"
     "extern \"C\" __global__ void fm_sv_info(const int *info, long long *out, long long count) {\n"
     "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < count;\n"
     "       b += (long long)gridDim.x * blockDim.x) out[b] = info[b]; }\n"
