@@ -202,8 +202,8 @@ def test_scipy_style(gpu, dt):
 @pytest.mark.parametrize("dt", DTYPES)
 def test_blocked_triangular_solves(gpu, dt):
     """n >= 1024 with few right-hand sides: the triangular solves of solve, lu_solve (every trans),
-    cho_solve (both triangles) and solve_triangular (every trans, unit or not) run blocked into a trsm
-    per 256-row diagonal block and gemms (cusolver_trsm.c); n = 1100 leaves a short last block."""
+    cho_solve (both triangles) and solve_triangular (every trans, unit or not) run blocked: a launch per
+    64-row tile (cusolver_trsm.c); n = 1100 leaves a short last tile, k = 7 a partial warp group."""
     rng = np.random.default_rng(1100)
     n = 1100
     a = well(rng, n, dt)
