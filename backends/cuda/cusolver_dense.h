@@ -110,8 +110,6 @@ fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, vo
                         cudaStream_t stream);
 char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es);
 
-/* entry b's factor: the gathered scratch, or (x->direct) the caller's matrix in place */
-char *fm_cs_factor(const run_ctx *r, int64_t b);
 
 /* ---- cusolver_report.c ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input, then a bad given
@@ -153,6 +151,10 @@ fm_status fm_cs_getrs(const run_ctx *r, cublasOperation_t op, const void *lu, co
                       int64_t e);
 /* potrs (blocked: two trsm) of a Cholesky factor on b in place. */
 fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, void *b);
+/* Whether getrs / potrs read the caller's factor in place (x->direct, FM_CS_DIRECT_*); after the picks above. */
+void fm_cs_direct_pick(cs_impl *x);
+/* entry b's factor: the gathered scratch, or (x->direct) the caller's matrix in place */
+char *fm_cs_factor(const run_ctx *r, int64_t b);
 
 /* ---- cusolver_refine.c ---- */
 /* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */

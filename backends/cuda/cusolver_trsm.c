@@ -145,3 +145,31 @@ fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, vo
     fm_status s = fm_cs_trsm(r, fill, lower ? N : h, nonunit, l, b);
     return s == FM_OK ? fm_cs_trsm(r, fill, lower ? h : N, nonunit, l, b) : s;
 }
+
+char *fm_cs_factor(const run_ctx *r, int64_t b)
+{
+    const cs_impl *x = r->x;
+    if (!x->direct)
+        return WS(r, off_a, b, x->n * x->n, x->es);
+    return (char *)r->ptrs[FM_SOLVE_A] + (size_t)fm_solve_batch_offset(x->p, FM_SOLVE_A, b) * x->es;
+}
+
+/* Whether getrs / potrs read the caller's factor in place (x->direct): contiguous matrices (leading
+ * dimension n) column-major, which every path reads (Xgetrs / Xpotrs and the blocked solves), or
+ * row-major, which the blocked solves read as the transpose (fm_cs_trsm above; not for potrs or op C of
+ * complex data: those would need a conjugated, untransposed op). Else the factor is gathered: an n x n
+ * copy (a transpose for a row-major factor) per call, which a repeated Solver.solve paid. */
+void fm_cs_direct_pick(cs_impl *x)
+{
+    const fm_solve_params *sp = x->sp;
+    const fm_tensor *t = &x->p->t[FM_SOLVE_A];
+    const int rt = sp->routine;
+    x->direct = FM_CS_DIRECT_NONE;
+    if ((rt != FM_SOLVE_GETRS && rt != FM_SOLVE_POTRS) || x->batched || x->n < 2 || sp->nrhs < 1 || t->ndim < 2)
+        return;
+    const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1], n = x->n;
+    if (rs == 1 && cs == n)
+        x->direct = FM_CS_DIRECT_COLS;
+    else if (rs == n && cs == 1 && x->blocked && !(x->ti >= 2 && (rt == FM_SOLVE_POTRS || sp->transpose == 2)))
+        x->direct = FM_CS_DIRECT_ROWS;
+}
