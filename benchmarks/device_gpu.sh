@@ -9,8 +9,10 @@
 #   STEPS="build dist" DIST_ARGS="--nps 4" bash benchmarks/device_gpu.sh               # distributed, CPU ranks
 #   STEPS="build pipeline" bash benchmarks/device_gpu.sh                                # pipelined transfers
 #   STEPS="build split" bash benchmarks/device_gpu.sh                                   # split cpu + GPU execution
+#   STEPS="build solvegpu" SOLVEGPU_ARGS="--routines solve_refine" bash benchmarks/device_gpu.sh # dense solvers, GPU
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch pipeline split matmulcpu dist hostc; what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch solvegpu pipeline split matmulcpu dist hostc;
+# what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -119,6 +121,8 @@ want rng && run_step rng "${T_RNG:-420}" "$OUT/bench.log" 40 "$VPY" benchmarks/r
 # (a cache directory of its own: the calibration it saves must not reach later steps or runs)
 want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env FUSEMATH_CACHE_DIR=/tmp/fm-dispatch-cache \
   "$VPY" benchmarks/dispatch.py --out-dir "$OUT" ${DISPATCH_ARGS:-}
+want solvegpu && run_step solvegpu "${T_SOLVEGPU:-540}" "$OUT/bench.log" 60 "$VPY" benchmarks/solve_gpu.py \
+  --machine-tag h200 --out "$OUT/solve_gpu.json" ${SOLVEGPU_ARGS:-}
 want pipeline && run_step pipeline "${T_PIPELINE:-420}" "$OUT/bench.log" 20 "$VPY" benchmarks/pipeline.py \
   --out-dir "$OUT" ${PIPELINE_ARGS:-}
 want split && run_step split "${T_SPLIT:-480}" "$OUT/bench.log" 30 env FUSEMATH_CACHE_DIR=/tmp/fm-split-cache \

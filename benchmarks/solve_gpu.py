@@ -4,10 +4,16 @@
 fp64, n = 1024, 4096, 8192 with 16 right-hand sides: solve, cholesky, qr (reduced), eigh (n <= 4096),
 svd (n = 1024); the factor-once Solver's solve of a new right-hand side against a fresh solve at
 n = 4096; batched float32 10000 x 32x32, 1000 x 128x128, 100 x 512x512: solve, cholesky, eigh, inv
-against torch; refine="fp32" against torch's fp64 solve at n = 8192, 16384. Every result is checked (residual) before it is timed; CUDA-event timing on each
+against torch; refine = "off", "auto", "fp32", "tf32", "bf16", "fp16" against torch's fp64 solve at n = 8192, 16384
+(each refined answer's residual checked within 10x of the fp64 LU's). Every result is checked (residual) before it
+is timed; CUDA-event timing on each
 library's current stream, paired rounds with the order rotated, medians and the per-round ratio
 spread. Skips cleanly (exit 0, a line saying why) without a GPU or without torch / CuPy.
 JSON: benchmarks/results/solve_gpu-<machine>-<date>.json.
+
+--routines solve_refine,batched_eigh,solver_solve_vs_fresh runs only the rows whose routine name starts with one of
+those; --irs gmres|classical|classical-gmres|gmres-gmres sets FUSEMATH_SOLVE_IRS (the refinement solver) and
+--eig-batched auto|syevj|xsyev|loop FUSEMATH_SOLVE_EIG_BATCHED (eigh of a batch) for the run; both are in the JSON.
 """
 from __future__ import annotations
 
@@ -30,6 +36,12 @@ def parse_args(argv):
     p.add_argument("--reps", type=int, default=3, help="calls per timing (their mean)")
     p.add_argument("--skip-batched", action="store_true")
     p.add_argument("--skip-refine", action="store_true")
+    p.add_argument("--routines", default="", help="comma-separated prefixes of the rows to run (default: all)")
+    p.add_argument("--refine-sizes", default="8192,16384")
+    p.add_argument("--irs", default="", help="FUSEMATH_SOLVE_IRS for this run: gmres (default), classical, "
+                   "classical-gmres, gmres-gmres")
+    p.add_argument("--eig-batched", default="", help="FUSEMATH_SOLVE_EIG_BATCHED for this run: auto, syevj, xsyev, "
+                   "loop")
     p.add_argument("--machine-tag", default=platform.node() or "host")
     p.add_argument("--out", default=None)
     return p.parse_args(argv)
@@ -91,14 +103,21 @@ def cases_fp64(torch, cp, fl, sizes):
             s = fl.Solver(a, kind="lu").factor()
             x = s.solve(b)
             assert residual_ok(torch, a, x, b, 30 * 2.2e-16), "Solver.solve n=4096: residual too large"
+            x2 = s.solve(b, transpose=True)
+            assert residual_ok(torch, a.T, x2, b, 30 * 2.2e-16), "Solver.solve(transpose) n=4096: residual too large"
             out.append(("solver_solve_vs_fresh", n, {"fusemath": lambda s=s, b=b: s.solve(b),
-                                                     "fresh_solve": lambda a=a, b=b: fl.solve(a, b)}))
+                                                     "fresh_solve": lambda a=a, b=b: fl.solve(a, b),
+                                                     "fresh_solve_off": lambda a=a, b=b: fl.solve(a, b, refine="off")}))
     return out
 
 
+REFINES = ("off", "auto", "fp32", "tf32", "bf16", "fp16")
+
+
 def cases_refine(torch, fl, sizes=(8192, 16384)):
-    """refine='fp32' (cusolverDnIRSXgesv) against torch.linalg.solve in fp64; its residual must be within
-    10x of the plain fp64 LU's (target: >= 2x faster than torch)."""
+    """Every refine choice (cusolverDnIRSXgesv from fp32 / tf32 / bf16 / fp16, auto, and off: the plain fp64 LU)
+    against torch.linalg.solve in fp64; each residual must be within 10x of the plain fp64 LU's (target: >= 2x
+    faster than torch). A choice whose residual is not is reported as an error row, not timed."""
     out = []
     g = torch.Generator(device="cuda").manual_seed(30)
     for n in sizes:
@@ -109,11 +128,24 @@ def cases_refine(torch, fl, sizes=(8192, 16384)):
         def res(x, a=a, b=b):
             return float(torch.linalg.matrix_norm(a @ x - b, ord=1) / (torch.linalg.matrix_norm(a, ord=1) *
                                                                        torch.linalg.matrix_norm(x, ord=1)))
-        r_ir, r_lu = res(fl.solve(a, b, refine="fp32")), res(torch.linalg.solve(a, b))
-        assert r_ir <= 10 * max(r_lu, 1e-300), f"refine n={n}: residual {r_ir} vs the fp64 LU's {r_lu}"
-        out.append(("solve_refine_fp32", n, {"fusemath": lambda a=a, b=b: fl.solve(a, b, refine="fp32"),
-                                              "torch": lambda a=a, b=b: torch.linalg.solve(a, b)}))
+        r_lu = res(torch.linalg.solve(a, b))
+        for rf in REFINES:
+            r_ir = res(fl.solve(a, b, refine=rf))
+            ok = r_ir <= 10 * max(r_lu, 1e-300)
+            print(f"refine={rf:5s} n={n}: residual {r_ir:.3e} (torch fp64 LU {r_lu:.3e}){'' if ok else ' NOT within 10x'}",
+                  flush=True)
+            fns = {"fusemath": lambda a=a, b=b, rf=rf: fl.solve(a, b, refine=rf),
+                   "torch": lambda a=a, b=b: torch.linalg.solve(a, b)}
+            if not ok:
+                fns["fusemath"] = _failing(f"residual {r_ir:.3e} not within 10x of the fp64 LU's {r_lu:.3e}")
+            out.append((f"solve_refine_{rf}", n, fns))
     return out
+
+
+def _failing(why):
+    def fn():
+        raise AssertionError(why)
+    return fn
 
 
 def cases_batched(torch, fl):
@@ -126,6 +158,10 @@ def cases_batched(torch, fl):
         sym = (a + a.transpose(-1, -2)) / 2
         x = fl.solve(spd, b)
         assert residual_ok(torch, spd, x, b, 30 * 1.2e-7), f"fusemath batched solve {count}x{n}: residual"
+        w, v = fl.eigh(sym)  # the batched eigensolver (table in cusolver_batched.c) checked by its residual
+        nrm = torch.linalg.matrix_norm
+        r = nrm(sym @ v - v * w[..., None, :], ord=1) / (n * nrm(sym, ord=1) * 1.2e-7)
+        assert bool((r < 30).all()), f"fusemath batched eigh {count}x{n}: residual ratio {float(r.max())}"
         tag = f"{count}x{n}x{n}"
         out += [("batched_solve", tag, {"fusemath": lambda s=spd, b=b: fl.solve(s, b),
                                         "torch": lambda s=spd, b=b: torch.linalg.solve(s, b)}),
@@ -140,6 +176,10 @@ def cases_batched(torch, fl):
 
 def main(argv=None) -> int:
     args = parse_args(argv if argv is not None else sys.argv[1:])
+    if args.irs:  # read once, at the first context: set before fusemath is imported
+        os.environ["FUSEMATH_SOLVE_IRS"] = args.irs
+    if args.eig_batched:
+        os.environ["FUSEMATH_SOLVE_EIG_BATCHED"] = args.eig_batched
     try:
         import torch
 
@@ -156,11 +196,20 @@ def main(argv=None) -> int:
     except Exception as exc:  # torch alone then
         print(f"solve_gpu: CuPy not timed: {err(exc)}")
         cp = None
-    cases = cases_fp64(torch, cp, fl, [int(s) for s in args.sizes.split(",")])
-    if not args.skip_refine:
-        cases += cases_refine(torch, fl)
-    if not args.skip_batched:
+    want = [w for w in args.routines.split(",") if w]
+
+    def wanted(*names):
+        return not want or any(n.startswith(w) or w.startswith(n) for n in names for w in want)
+
+    cases = []
+    if wanted("solve", "cholesky", "qr", "eigh", "svd", "solver_solve_vs_fresh"):
+        cases += cases_fp64(torch, cp, fl, [int(s) for s in args.sizes.split(",")])
+    if not args.skip_refine and wanted("solve_refine"):
+        cases += cases_refine(torch, fl, [int(s) for s in args.refine_sizes.split(",")])
+    if not args.skip_batched and wanted("batched_solve", "batched_cholesky", "batched_eigh", "batched_inv"):
         cases += cases_batched(torch, fl)
+    if want:
+        cases = [c for c in cases if any(c[0].startswith(w) for w in want)]
     results = []
     for name, size, fns in cases:
         libs = list(fns)
@@ -187,6 +236,7 @@ def main(argv=None) -> int:
            "machine": dict(machine(gpu=True), tag=args.machine_tag), "rounds": args.rounds, "reps": args.reps,
            "versions": versions("numpy", "torch", "cupy-cuda12x", "cupy-cuda13x", "fusemath"),
            "timing": "CUDA events around reps calls on the current stream, median over rounds",
+           "settings": {k: os.environ.get(k, "") for k in ("FUSEMATH_SOLVE_IRS", "FUSEMATH_SOLVE_EIG_BATCHED")},
            "results": results}
     path = args.out or os.path.join(HERE, "results",
                                     f"solve_gpu-{args.machine_tag}-{time.strftime('%Y-%m-%d')}.json")

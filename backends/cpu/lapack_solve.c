@@ -483,7 +483,7 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     if (pr & 1u << FM_SOLVE_B)
         gather_slot(c, FM_SOLVE_B, b, w->b, x->ldb, sp->m, sp->nrhs, 0);
     if (sp->check_finite) {
-        const int bad_a = !all_finite(x, w->a, x->lda, sp->m, sp->n);
+        const int bad_a = !sp->trusted_factor && !all_finite(x, w->a, x->lda, sp->m, sp->n);
         if (bad_a || ((pr & 1u << FM_SOLVE_B) && !all_finite(x, w->b, x->ldb, sp->m, sp->nrhs))) {
             f->kind = FAIL_FINITE, f->batch = b, f->value = bad_a ? FM_SOLVE_A : FM_SOLVE_B;
             return -1;
@@ -683,7 +683,7 @@ static fm_status solve_plan(fm_context *ctx, void *state, const fm_problem *p, f
     const fm_tensor *ta = &p->t[FM_SOLVE_A], *tf = &p->t[FM_SOLVE_FACTOR];
     const int read_only = sp->routine == FM_SOLVE_GETRS || sp->routine == FM_SOLVE_POTRS ||
                           sp->routine == FM_SOLVE_TRTRS;
-    x->direct = read_only && !sp->check_finite && sp->n > 0 && ta->strides[ta->ndim - 2] == 1 &&
+    x->direct = read_only && (!sp->check_finite || sp->trusted_factor) && sp->n > 0 && ta->strides[ta->ndim - 2] == 1 &&
                 ta->strides[ta->ndim - 1] >= sp->n;
     const int factor_f = (p->present & 1u << FM_SOLVE_FACTOR) && tf->strides[tf->ndim - 2] == 1 && sp->n > 1;
     x->at = !x->direct && (sp->routine == FM_SOLVE_GESV || sp->routine == FM_SOLVE_INV ||

@@ -1,11 +1,13 @@
 /* cusolver_batched.c : the dense solvers' batched routines for many small matrices (at least two
- * entries; n <= 128 for LU and Cholesky (512 for batches of 32 or more), n <= 32 for eigh, syevjBatched's limit): cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet),
- * cuSOLVER potrfBatched / potrsBatched (potrf; potrs with one right-hand side, potrsBatched's
- * limit) and syevjBatched / heevjBatched (syevd; Jacobi, so its eigenvectors are checked by their
- * residual in the tests, not trusted). One call per chunk of at most 32768 entries: cuSOLVER's
- * batched eigensolvers are reported to fail past about 32k. The operands are the per-entry path's
- * gathered scratch (cusolver_dense.c), the pointer arrays are made on the device by one kernel, the
- * 32-bit pivots of cuBLAS widened into the int64 pivots every other part reads. */
+ * entries; n <= 128 for LU and Cholesky (512 for batches of 32 or more); eigh by the table below):
+ * cuBLAS getrfBatched / getrsBatched (gesv, getrf, getrs, inv, det, slogdet), cuSOLVER potrfBatched /
+ * potrsBatched (potrf; potrs with one right-hand side, potrsBatched's limit), and for eigh
+ * syevjBatched / heevjBatched (Jacobi, n <= 32: its eigenvectors are checked by their residual in the
+ * tests, not trusted) or the 64-bit XsyevBatched. One call per chunk of at most 32768 entries:
+ * cuSOLVER's batched eigensolvers are reported to fail past about 32k; XsyevBatched's chunks also keep
+ * n * n * chunk <= INT32_MAX, its documented limit. The operands are the per-entry path's gathered
+ * scratch (cusolver_dense.c), the pointer arrays are made on the device by one kernel, the 32-bit
+ * pivots of cuBLAS widened into the int64 pivots every other part reads. */
 #include "cusolver_dense.h"
 
 #define SMALL_N 128 /* LU, Cholesky: any batch */
@@ -16,16 +18,67 @@
 #define SMALL_EIG 32 /* syevjBatched's limit */
 #define CHUNK 32768
 
-void fm_cs_batched_pick(cs_impl *x)
+/* XsyevBatched is in cuSOLVER since CUDA 12.6 update 2 (cuSOLVER 11.7.1); referenced weakly, so the
+ * module still loads against an older libcusolver of the same soname, where these are NULL at run time
+ * and eigh of a batch takes the per-entry Xsyevd loop (cusolver_lanes.c) as before. */
+#pragma weak cusolverDnXsyevBatched
+#pragma weak cusolverDnXsyevBatched_bufferSize
+
+static int have_xsyev(void) { return cusolverDnXsyevBatched != NULL && cusolverDnXsyevBatched_bufferSize != NULL; }
+
+/* eigh of a batch (2+ entries) by n: the one table the planner reads, first row whose max_n >= n.
+ * Past the last row: the per-entry Xsyevd (on lanes up to n = 1024). */
+static const struct {
+    int64_t max_n;
+    int routine; /* FM_CS_EIG_* */
+} eig_table[] = {
+    /* H200 2026-12-03, f32 10000 x 32^2: syevjBatched 3.02 ms, torch 5.63; XsyevBatched there: to be
+     * measured (FUSEMATH_SOLVE_EIG_BATCHED=xsyev, benchmarks/solve_gpu.py --routines batched_eigh) */
+    {SMALL_EIG, FM_CS_EIG_SYEVJ},
+    /* the per-entry Xsyevd on 16 lanes took 1306 ms at 1000 x 128^2 and 295 ms at 100 x 512^2 (torch 1852 /
+     * 1336): XsyevBatched runs the whole batch in one call; past 512 not yet measured against the lanes */
+    {MID_N, FM_CS_EIG_XSYEV},
+};
+
+/* The batched eigensolver for x (FM_CS_EIG_*, FM_CS_EIG_NONE: the per-entry loop). */
+static int eig_pick(const cs_impl *x, int forced)
+{
+    const int64_t n = x->n;
+    const int xs_ok = have_xsyev() && n * n <= INT32_MAX;
+    switch (forced) {
+    case FM_EIG_BATCHED_SYEVJ: return n <= SMALL_EIG ? FM_CS_EIG_SYEVJ : FM_CS_EIG_NONE;
+    case FM_EIG_BATCHED_XSYEV: return xs_ok ? FM_CS_EIG_XSYEV : FM_CS_EIG_NONE;
+    case FM_EIG_BATCHED_LOOP: return FM_CS_EIG_NONE;
+    default: break;
+    }
+    for (size_t i = 0; i < sizeof eig_table / sizeof eig_table[0]; i++)
+        if (n <= eig_table[i].max_n)
+            return eig_table[i].routine == FM_CS_EIG_XSYEV && !xs_ok ? FM_CS_EIG_NONE : eig_table[i].routine;
+    return FM_CS_EIG_NONE;
+}
+
+/* entries per XsyevBatched call: at most CHUNK and n * n * chunk <= INT32_MAX */
+static int64_t xsyev_chunk(const cs_impl *x)
+{
+    const int64_t nn = x->n * x->n > 0 ? x->n * x->n : 1, lim = INT32_MAX / nn;
+    const int64_t c = lim < CHUNK ? lim : CHUNK;
+    return c < x->sp->batch_count ? c : x->sp->batch_count;
+}
+
+void fm_cs_batched_pick(cs_impl *x, const fm_settings *set)
 {
     const fm_solve_params *sp = x->sp;
-    x->batched = 0;
+    x->batched = 0, x->eig = FM_CS_EIG_NONE;
+    if (sp->routine == FM_SOLVE_SYEVD && sp->batch_count >= 2 && x->n >= 1) {
+        x->eig = eig_pick(x, set ? set->solve_eig_batched : FM_EIG_BATCHED_AUTO);
+        x->batched = x->eig != FM_CS_EIG_NONE;
+        return;
+    }
     if (sp->batch_count < 2 || x->n < 1 || x->n > MID_N || (x->n > SMALL_N && sp->batch_count < MID_BATCH))
         return;
     switch (sp->routine) {
     case FM_SOLVE_GESV: case FM_SOLVE_GETRF: case FM_SOLVE_GETRS: case FM_SOLVE_INV: case FM_SOLVE_DET:
     case FM_SOLVE_SLOGDET: case FM_SOLVE_POTRF: x->batched = 1; break;
-    case FM_SOLVE_SYEVD: x->batched = x->n <= SMALL_EIG; break;
     case FM_SOLVE_POTRS: x->batched = sp->nrhs == 1; break;
     default: break;
     }
@@ -46,6 +99,14 @@ fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d)
     const fm_solve_params *sp = x->sp;
     if (!x->batched || sp->routine != FM_SOLVE_SYEVD)
         return FM_OK;
+    if (x->eig == FM_CS_EIG_XSYEV) {
+        size_t dw = 0, hw = 0;
+        cusolverStatus_t e = cusolverDnXsyevBatched_bufferSize(d->sv, d->prm, jobz_of(sp), fill_of(sp), x->n, x->dt,
+                                                               NULL, x->n, x->rt, NULL, x->dt, &dw, &hw,
+                                                               xsyev_chunk(x));
+        x->dwork = dw, x->hwork = hw;
+        return fm_cs_sv_status(e, "cusolverDnXsyevBatched_bufferSize");
+    }
     const int n = (int)x->n, nb = (int)(sp->batch_count < CHUNK ? sp->batch_count : CHUNK);
     int lw = 0;
     cusolverStatus_t e;
@@ -204,11 +265,38 @@ static fm_status run_syevj(const run_ctx *r)
     return s;
 }
 
+/* XsyevBatched over chunks of xsyev_chunk entries, the eigenvectors in place of the gathered a */
+static fm_status run_xsyev(const run_ctx *r)
+{
+    const cs_impl *x = r->x;
+    const fm_solve_params *sp = x->sp;
+    const int64_t n = x->n, B = sp->batch_count, chunk = xsyev_chunk(x);
+    fm_status s = FM_OK;
+    for (int64_t c0 = 0; s == FM_OK && c0 < B; c0 += chunk) {
+        const int64_t nb = B - c0 < chunk ? B - c0 : chunk;
+        void *a = r->ws + x->off_a + (size_t)(c0 * n * n) * x->es;
+        void *w = (char *)r->ptrs[FM_SOLVE_W] + (size_t)(c0 * n) * x->rs;
+        s = fm_cs_sv_status(cusolverDnXsyevBatched(r->d->sv, r->d->prm, jobz_of(sp), fill_of(sp), n, x->dt, a, n, x->rt,
+                                                   w, x->dt, r->ws + x->off_work, x->dwork, r->hwork, x->hwork,
+                                                   r->info + c0, nb), "cusolverDnXsyevBatched");
+    }
+    return s;
+}
+
+const char *fm_cs_batched_name(const cs_impl *x)
+{
+    switch (x->sp->routine) {
+    case FM_SOLVE_SYEVD: return x->eig == FM_CS_EIG_XSYEV ? "batched: XsyevBatched" : "batched: syevjBatched";
+    case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: return "batched: potrfBatched / potrsBatched";
+    default: return "batched: cublas getrfBatched / getrsBatched";
+    }
+}
+
 fm_status fm_cs_batched_run(const run_ctx *r)
 {
     switch (r->x->sp->routine) {
     case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: return run_chol(r);
-    case FM_SOLVE_SYEVD: return run_syevj(r);
+    case FM_SOLVE_SYEVD: return r->x->eig == FM_CS_EIG_XSYEV ? run_xsyev(r) : run_syevj(r);
     default: return run_lu(r);
     }
 }

@@ -85,7 +85,7 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
                "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t, "fm_sv_lsqfin_" t, \
-               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t
+               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t, "fm_sv_flaginfo"
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");
@@ -237,7 +237,7 @@ static fm_status run_lu(const run_ctx *r)
     fm_status s = FM_OK;
     if (x->lowest) /* refined: cusolver_refine.c */
         return fm_cs_refine_run(r);
-    if (factored) { /* the caller's pivots, contiguous, checked */
+    if (factored) { /* the caller's pivots, contiguous, checked (unless trusted: the library's own) */
         fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
         cs_impl xd = *x;
         xd.ti = 1; /* int64 moved as 8-byte words */
@@ -246,7 +246,8 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
         int *info = r->info;
-        for (int phase = 0; phase < 2; phase++) { /* checked, then the bad entries' pivots made the identity */
+        for (int phase = 0; phase < 2 && !sp->trusted_factor; phase++) { /* checked, then the bad entries' pivots
+                                                                              made the identity */
             void *args[6] = {&piv, &nn, &count, &info, &bad, &phase};
             if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B * n, args, r->stream)) !=
                 FM_OK)
@@ -266,7 +267,7 @@ static fm_status run_lu(const run_ctx *r)
     if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
         return s;
     for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
-        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        char *a = fm_cs_factor(r, b), *bb = WS(r, off_b, b, n * nr, x->es);
         int64_t *piv = rt == FM_SOLVE_GETRF ? (int64_t *)r->ptrs[FM_SOLVE_PIVOTS] + b * n
                                             : (int64_t *)(void *)WS(r, off_piv, b, n, 8);
         if (!factored)
@@ -314,7 +315,7 @@ static fm_status run_triangular(const run_ctx *r)
     if (!x->batched && (s = fm_cs_lanes_fork(r)) != FM_OK)
         return s;
     for (int64_t b = 0; b < B && n > 0 && !x->batched && s == FM_OK; b++) {
-        char *a = WS(r, off_a, b, n * n, x->es), *bb = WS(r, off_b, b, n * nr, x->es);
+        char *a = fm_cs_factor(r, b), *bb = WS(r, off_b, b, n * nr, x->es);
         if (sp->routine == FM_SOLVE_POTRF)
             s = fm_cs_sv_status(cusolverDnXpotrf(SV(r, b), r->d->prm, fill, n, x->dt, a, n, x->dt, WORK(r, b),
                                                  x->dwork, HWORK(r, b), x->hwork, r->info + b), "cusolverDnXpotrf");
@@ -346,12 +347,20 @@ static fm_status run_eigh(const run_ctx *r)
     const int64_t n = x->n;
     const cusolverEigMode_t jobz = sp->values_only ? CUSOLVER_EIG_MODE_NOVECTOR : CUSOLVER_EIG_MODE_VECTOR;
     const cublasFillMode_t fill = sp->uplo ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-    if (x->batched) {
-        fm_status s = fm_cs_batched_run(r);
-        if (s != FM_OK)
-            return s;
+    /* an entry with an inf or NaN: flagged (off_piv, unused by eigh) and zeroed, so that no eigensolver
+     * iterates on it (the batched ones share one call), then info 1 (not converged), the CPU's outcome */
+    long long per = n * n, count = sp->batch_count;
+    void *a0 = r->ws + x->off_a, *flag = r->ws + x->off_piv;
+    fm_status s = per > 0 ? fm_cuda_status(cudaMemsetAsync(flag, 0, (size_t)count * 8, r->stream), "cudaMemsetAsync")
+                          : FM_OK;
+    for (int phase = 0; phase < 2 && per > 0 && s == FM_OK; phase++) {
+        void *args[5] = {&a0, &per, &count, &flag, &phase};
+        s = fm_cs_launch(r->d->k[x->ti][K_LSQFIN], "cudaLaunchKernel(fm_sv_lsqfin)", per * count, args, r->stream);
     }
-    fm_status s = x->batched ? FM_OK : fm_cs_lanes_fork(r);
+    if (s == FM_OK && x->batched)
+        s = fm_cs_batched_run(r);
+    if (s == FM_OK && !x->batched)
+        s = fm_cs_lanes_fork(r);
     if (s != FM_OK)
         return s;
     for (int64_t b = 0; b < sp->batch_count && n > 0 && !x->batched && s == FM_OK; b++)
@@ -359,7 +368,12 @@ static fm_status run_eigh(const run_ctx *r)
                                              n, x->rt, (char *)r->ptrs[FM_SOLVE_W] + (size_t)(b * n) * x->rs, x->dt,
                                              WORK(r, b), x->dwork, HWORK(r, b), x->hwork, r->info + b),
                             "cusolverDnXsyevd");
-    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) == FM_OK && n > 0)
+    if ((s = x->batched ? s : fm_cs_lanes_join(r, s)) == FM_OK && n > 0) {
+        int *info = r->info;
+        void *args[3] = {&flag, &info, &count};
+        s = fm_cs_launch(r->d->k[0][K_FLAGINFO], "cudaLaunchKernel(fm_sv_flaginfo)", count, args, r->stream);
+    }
+    if (s == FM_OK && n > 0)
         s = kernel_diag(r, r->ptrs[FM_SOLVE_W], 1); /* NaN eigenvalues: not converged */
     if (s != FM_OK || sp->values_only)
         return s;
@@ -484,7 +498,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
     if (in_b)
         vb = slot_view(x, FM_SOLVE_B, ptrs[FM_SOLVE_B], x->m, sp->nrhs, 0);
     if (s == FM_OK && sp->check_finite) {
-        for (int i = 0; i < 1 + in_b && s == FM_OK; i++) {
+        for (int i = sp->trusted_factor ? 1 : 0; i < 1 + in_b && s == FM_OK; i++) { /* a trusted factor: b only */
             fm_copy_args *v = i ? &vb : &va;
             void *first = ws + x->off_flag + 8 * i;
             void *args[2] = {v, &first};
@@ -493,7 +507,7 @@ static fm_status enqueue(const cs_impl *x, const dev_state *d, char *ws, void *c
                            args, stream);
         }
     }
-    if (s == FM_OK)
+    if (s == FM_OK && !x->direct)
         s = fm_cs_copy_to(x, d, va, ws + x->off_a, -1, x->mm, stream);
     if (s == FM_OK && in_b)
         s = fm_cs_copy_to(x, d, vb, ws + x->off_b, -1, x->m, stream);
@@ -527,9 +541,11 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     /* routines that cannot fail past their checked inputs do not wait for the device (check = 1);
      * given pivots are read back whatever check says: a bad one is refused, as on the CPU, since the
      * entry's result (solved or det with the identity's pivots in its place) would be silently wrong */
-    const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) != 0;
+    /* trusted pivots (the library's own getrf's, fm_solve_options.trusted_factor) are not checked: getrs
+     * and det of such a factor then cannot fail, and check = 1 costs no synchronisation */
+    const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) && !sp->trusted_factor;
     const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
-                           ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET) && !given));
+                           ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET || rt == FM_SOLVE_GETRS) && !given));
     const int sync = (sp->check && can_fail) || sp->check_finite || given;
     int *info = sync ? malloc((size_t)B * sizeof(int)) : NULL;
     void *hwork = x->hwork ? malloc(x->hwork * (size_t)x->lanes) : NULL; /* a part per lane */
@@ -634,7 +650,7 @@ static fm_status layout(cs_impl *x)
     const int q_qr = rt == FM_SOLVE_GEQRF && sp->qr_mode != 2;
     const int nb = x->batched, lu_blocked = x->blocked && (rt == FM_SOLVE_GESV || rt == FM_SOLVE_GETRS);
     const double parts[14] = {
-        B * (double)(x->mm * x->nn) * es,
+        x->direct ? 0 : B * (double)(x->mm * x->nn) * es,
         B * (double)((ls ? max64(x->m, x->n) : x->m) * nr) * es, /* lstsq: b, then x */
         x->lowest  ? B * (double)(x->n * sp->nrhs) * es
         : vec_svd  ? B * (double)(x->mm * svd_ucols(x)) * es
@@ -687,9 +703,7 @@ static const char *how_it_runs(const cs_impl *x, int a_h)
     if (x->lowest)
         return "cusolverDnIRSXgesv per entry, falling back to the plain solve";
     if (x->batched)
-        return rt == FM_SOLVE_SYEVD ? "batched: syevjBatched"
-               : rt == FM_SOLVE_POTRF || rt == FM_SOLVE_POTRS ? "batched: potrfBatched / potrsBatched"
-                                                              : "batched: cublas getrfBatched / getrsBatched";
+        return fm_cs_batched_name(x);
     if (rt == FM_SOLVE_TRTRS)
         return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
     if (rt == FM_SOLVE_GESDD)
@@ -729,10 +743,11 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     x->m = sp->m, x->n = sp->n, x->k = sp->m < sp->n ? sp->m : sp->n;
     const int a_h = (sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD) && sp->m < sp->n;
     x->mm = a_h ? sp->n : sp->m, x->nn = a_h ? sp->m : sp->n;
-    fm_cs_batched_pick(x);
+    fm_cs_batched_pick(x, fm_context_settings(ctx));
     fm_cs_refine_pick(x);
     fm_cs_trsm_pick(x);
     fm_cs_lanes_pick(x);
+    fm_cs_direct_pick(x);
     dev_state *d = NULL;
     pthread_mutex_lock(&st->lock);
     fm_status s = device_state(st, fm_context_settings(ctx), device, &d);
@@ -741,7 +756,7 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     if (s == FM_OK)
         s = buffer_sizes(x, d);
     if (s == FM_OK)
-        s = fm_cs_refine_plan(x, d);
+        s = fm_cs_refine_plan(x, d, fm_context_settings(ctx));
     pthread_mutex_unlock(&st->lock);
     if (s == FM_OK)
         s = layout(x);
@@ -754,12 +769,18 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
     out->destroy_impl = cs_destroy;
     for (int i = 0; i < FM_SOLVE_NSLOTS; i++)
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
-    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s, "
-                         "workspace %zu bytes%s%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
+    char refined[96] = "";
+    if (x->lowest)
+        snprintf(refined, sizeof refined, "; refined from %s (%s%s refinement)", fm_cs_refine_name(x),
+                 sp->refine == FM_SOLVE_REFINE_AUTO ? "auto, " : "", fm_cs_refine_solver_name(x));
+    const int no_sync = sp->check && sp->trusted_factor && sp->routine == FM_SOLVE_GETRS && !sp->check_finite;
+    fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s%s, "
+                         "workspace %zu bytes%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
                          (long long)sp->m, (long long)sp->n, (long long)sp->nrhs, (long long)sp->batch_count, device,
-                         how_it_runs(x, a_h), x->total,
-                         sp->check ? "; check: one synchronisation" : "; info on the device", x->lowest ?
-                         "; refined from " : "", fm_cs_refine_name(x));
+                         how_it_runs(x, a_h), x->direct == FM_CS_DIRECT_ROWS ? "; the factor read in place as its "
+                         "transpose" : x->direct ? "; the factor read in place" : "", x->total,
+                         no_sync ? "; trusted factor: no synchronisation"
+                         : sp->check ? "; check: one synchronisation" : "; info on the device", refined);
     return FM_OK;
 }
 

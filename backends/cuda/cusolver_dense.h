@@ -14,10 +14,15 @@
 #define WHO "solve cuda/cusolver"
 #define MAX_DEV 64
 
+enum { FM_CS_EIG_NONE = 0, FM_CS_EIG_SYEVJ = 1, FM_CS_EIG_XSYEV = 2 }; /* cs_impl.eig */
+/* cs_impl.direct: the factor gathered into scratch (none), the caller's column-major matrices, or its
+ * row-major ones read as their column-major transposes (the triangular solves flip fill and op) */
+enum { FM_CS_DIRECT_NONE = 0, FM_CS_DIRECT_COLS = 1, FM_CS_DIRECT_ROWS = 2 };
+
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
 enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_LSQFIN, K_LSQ,
-       K_LSQRES, K_TCOPY, K_COUNT };
+       K_LSQRES, K_TCOPY, K_FLAGINFO, K_COUNT };
 
 typedef struct {
     char *dst;
@@ -62,6 +67,7 @@ typedef struct {
     /* workspace parts (byte offsets) and the total */
     size_t off_a, off_b, off_q, off_vt, off_tau, off_piv, off_info, off_flag, off_work, total;
     int batched;                   /* the batched routines (cusolver_batched.c) */
+    int eig;                       /* eigh's batched routine: FM_CS_EIG_* */
     size_t off_pa, off_pb, off_p32; /* their pointer arrays and int32 pivots */
     int lowest;                     /* gesv refined from this cusolverPrecType_t (cusolver_refine.c), 0: no */
     int blocked;                    /* triangular solves blocked into trsm + gemm (cusolver_trsm.c) */
@@ -69,8 +75,10 @@ typedef struct {
     size_t dwork_step;              /* bytes between the lanes' device workspaces */
     size_t off_perm, off_b2;        /* getrs's permutation and its second right-hand side (blocked) */
     size_t off_c;                   /* lstsq's U^H b (cusolver_lstsq.c) */
+    int direct;                     /* getrs / potrs read the caller's factor in place, not gathered: FM_CS_DIRECT_* */
     cusolverDnIRSParams_t irs;
-    cusolverDnIRSInfos_t irs_infos;
+    int refine;                     /* the refine choice run, auto resolved (fm_solve_refine; cusolver_refine.c) */
+    int irs_solver;                 /* its refinement solver: FM_IRS_* */
 } cs_impl;
 
 typedef struct {
@@ -102,6 +110,7 @@ fm_status fm_cs_copy_to(const cs_impl *x, const dev_state *d, fm_copy_args a, vo
                         cudaStream_t stream);
 char *fm_cs_entry(const cs_impl *x, const char *ws, size_t off, int64_t b, int64_t elems, size_t es);
 
+
 /* ---- cusolver_report.c ---- */
 /* After the one synchronisation: the lowest failing entry (a non-finite input, then a bad given
  * pivot, then info) as core's error; FM_OK when none failed. */
@@ -110,9 +119,12 @@ fm_status fm_cs_report(const cs_impl *x, const int *info, const uint64_t *flags,
 fm_status fm_cs_read_bad_pivot(const cs_impl *x, void *const *ptrs, uint64_t at, int64_t *v);
 
 /* ---- cusolver_batched.c ---- */
-/* Whether x runs on the batched routines (many small matrices), set in x->batched. */
-void fm_cs_batched_pick(cs_impl *x);
-/* Its device workspace (syevjBatched's lwork) into x->dwork. */
+/* Whether x runs on the batched routines (many small matrices), set in x->batched (eigh: x->eig, by
+ * the table there or set->solve_eig_batched). */
+void fm_cs_batched_pick(cs_impl *x, const fm_settings *set);
+/* describe()'s words for the batched routine x runs */
+const char *fm_cs_batched_name(const cs_impl *x);
+/* Its device workspace (syevjBatched's lwork; XsyevBatched's device and host bytes) into x->dwork / hwork. */
 fm_status fm_cs_batched_sizes(cs_impl *x, const dev_state *d);
 /* The routine's calls over the batch (chunks of at most 32768 entries). */
 fm_status fm_cs_batched_run(const run_ctx *r);
@@ -139,15 +151,21 @@ fm_status fm_cs_getrs(const run_ctx *r, cublasOperation_t op, const void *lu, co
                       int64_t e);
 /* potrs (blocked: two trsm) of a Cholesky factor on b in place. */
 fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, void *b);
+/* Whether getrs / potrs read the caller's factor in place (x->direct, FM_CS_DIRECT_*); after the picks above. */
+void fm_cs_direct_pick(cs_impl *x);
+/* entry b's factor: the gathered scratch, or (x->direct) the caller's matrix in place */
+char *fm_cs_factor(const run_ctx *r, int64_t b);
 
 /* ---- cusolver_refine.c ---- */
 /* Whether x's gesv runs refined (x->lowest; it then takes the per-entry path). */
 void fm_cs_refine_pick(cs_impl *x);
-/* Its parameters and workspace (into x->dwork); fm_cs_refine_destroy frees them. */
-fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d);
+/* Its parameters (the refinement solver: set->solve_irs) and workspace (into x->dwork);
+ * fm_cs_refine_destroy frees them. */
+fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d, const fm_settings *set);
 void fm_cs_refine_destroy(cs_impl *x);
-/* "fp32" ... for describe(), "" when not refined */
+/* "fp32" ... for describe(), "" when not refined; the refinement solver's name ("gmres" ...) */
 const char *fm_cs_refine_name(const cs_impl *x);
+const char *fm_cs_refine_solver_name(const cs_impl *x);
 fm_status fm_cs_refine_run(const run_ctx *r);
 
 /* ---- cusolver_lstsq.c ---- */

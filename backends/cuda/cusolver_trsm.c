@@ -1,16 +1,20 @@
 /* cusolver_trsm.c : the dense solvers' triangular solves (getrs, potrs, trtrs) for large matrices
- * and few right-hand sides, blocked: a substitution kernel per 64-row diagonal block (fm_sv_trsv,
- * a warp per right-hand side) and one gemm per block for the rest. cuBLAS's trsm (and so
- * cuSOLVER's getrs / potrs) spends about 0.8 us per row on such a solve, on few SMs: on the H200,
- * n = 4096 with 16 right-hand sides took 7.9 ms in two trsm, near a third of the whole LU solve,
- * and blocking with cuBLAS's trsm on the diagonal blocks still left 6 ms. The numerics are those of
- * a blocked BLAS trsm (substitution, no inverted blocks). getrs's row interchanges are one
- * permutation (fm_sv_perm, composed on the device) applied by a gather kernel, instead of laswp. */
+ * and few right-hand sides, blocked: one launch of fm_sv_trsv per 64-row tile in solve order, each
+ * subtracting the tile solved by the launch before from every tile still to solve and then solving its
+ * own diagonal block by substitution (a warp per right-hand side, its rows in registers). cuBLAS's trsm
+ * (and so cuSOLVER's getrs / potrs) spends about 0.8 us per row on such a solve, on few SMs: on the
+ * H200, n = 4096 with 16 right-hand sides took 7.9 ms in two trsm, near a third of the whole LU solve,
+ * and blocking with cuBLAS's trsm on the diagonal blocks still left 6 ms; a substitution kernel plus a
+ * cuBLAS gemm per block (two launches per block, 256 per getrs at n = 4096) bound a repeated
+ * Solver.solve (5.07 ms against 18.6 for a fresh solve). The numerics are those of a blocked BLAS trsm
+ * (substitution, no inverted blocks; the off-diagonal updates summed in column order). getrs's row
+ * interchanges are one permutation (fm_sv_perm, composed on the device) applied by a gather kernel,
+ * instead of laswp. */
 #include "cuda/nvrtc_cache.h"
 #include "cuda_workspace.h"
 #include "cusolver_dense.h"
 
-#define BLOCK 64         /* rows per diagonal block: fm_sv_trsv's limit (32 KiB of shared memory; 32 for c128) */
+#define BLOCK 64         /* rows per tile: fm_sv_trsv's limit (33280 bytes of shared memory; 32 for c128) */
 #define MIN_N 1024       /* below: one trsm is as fast */
 #define MAX_K 128        /* more right-hand sides: trsm spreads over them itself */
 #define PERM_MAX 12288   /* fm_sv_perm's shared array */
@@ -54,60 +58,29 @@ static fm_status trsm_part(const run_ctx *r, cublasFillMode_t fill, cublasOperat
     return blas_fail(e, "cublas<t>trsm_v2_64");
 }
 
-/* c -= op(a) b: c m x k, op(a) m x q, b q x k (leading dimensions ld) */
-static fm_status gemm_minus(const run_ctx *r, cublasOperation_t op, int64_t m, int64_t k, int64_t q, const void *a,
-                            const void *b, void *c, int64_t ld)
-{
-    static const float sm = -1.0f, s1 = 1.0f;
-    static const double dm = -1.0, d1 = 1.0;
-    static const cuComplex cm = {-1.0f, 0.0f}, c1 = {1.0f, 0.0f};
-    static const cuDoubleComplex zm = {-1.0, 0.0}, z1 = {1.0, 0.0};
-    const cublasOperation_t N = CUBLAS_OP_N;
-    cublasHandle_t h = r->d->bl;
-    cublasStatus_t e;
-    switch (r->x->ti) {
-    case 0: e = cublasSgemm_v2_64(h, op, N, m, k, q, &sm, a, ld, b, ld, &s1, c, ld); break;
-    case 1: e = cublasDgemm_v2_64(h, op, N, m, k, q, &dm, a, ld, b, ld, &d1, c, ld); break;
-    case 2: e = cublasCgemm_v2_64(h, op, N, m, k, q, &cm, a, ld, b, ld, &c1, c, ld); break;
-    default: e = cublasZgemm_v2_64(h, op, N, m, k, q, &zm, a, ld, b, ld, &z1, c, ld); break;
-    }
-    return blas_fail(e, "cublas<t>gemm_v2_64");
-}
-
-/* op(a's diagonal block at j0, bs rows) x = b's rows j0.. (fm_sv_trsv: a warp per right-hand side) */
-static fm_status diagonal_block(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag,
-                                const char *a, char *b, int64_t j0, int64_t bs)
-{
-    long long n = r->x->n, k = r->x->sp->nrhs, jj = j0;
-    int rows = (int)bs, mode = (fill == CUBLAS_FILL_MODE_LOWER ? 1 : 0) | (op == CUBLAS_OP_T ? 2 : 0) |
-                               (op == CUBLAS_OP_C ? 4 : 0) | (diag == CUBLAS_DIAG_UNIT ? 8 : 0);
-    void *args[7] = {&a, &b, &n, &jj, &rows, &k, &mode};
-    const dim3 grid = {(unsigned)((k + 3) / 4), 1, 1}, threads = {128, 1, 1}; /* 4 warps, a column each */
-    cudaError_t e = cudaLaunchKernel((const void *)r->d->k[r->x->ti][K_TRSV], grid, threads, args, 0, r->stream);
-    return e == cudaSuccess ? FM_OK : fm_cuda_runtime_fail(e, WHO, "cudaLaunchKernel(fm_sv_trsv)");
-}
-
-/* op(a) x = b by blocks: op(a) lower (a lower and op N, or a upper and op T / C) runs forward over
- * the diagonal blocks, upper backward; each block's rows solved by trsm, then the rows still to
- * solve updated by one gemm with that block's column of op(a). */
+/* op(a) x = b by tiles of BLOCK rows (BLOCK / 2 for c128: fm_sv_trsv's shared memory), one launch per
+ * tile in solve order: forward (op(a) lower: a lower and op N, or a upper and op T / C) from the first
+ * tile, backward from the last; launch jb runs a thread block per (tile still to solve, 4 right-hand
+ * sides). */
 static fm_status blocked(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag,
                          const char *a, char *b)
 {
     const int64_t n = r->x->n, k = r->x->sp->nrhs, es = (int64_t)r->x->es;
-    const int forward = (fill == CUBLAS_FILL_MODE_LOWER) == (op == CUBLAS_OP_N);
-    const int64_t block = es == 16 ? BLOCK / 2 : BLOCK, nblocks = (n + block - 1) / block;
-    fm_status s = FM_OK;
-    for (int64_t i = 0; i < nblocks && s == FM_OK; i++) {
-        const int64_t j0 = (forward ? i : nblocks - 1 - i) * block, bs = n - j0 < block ? n - j0 : block;
-        s = diagonal_block(r, fill, op, diag, a, b, j0, bs);
-        const int64_t r0 = forward ? j0 + bs : 0, rows = forward ? n - r0 : j0; /* the rows still to solve */
-        if (s != FM_OK || rows == 0)
-            continue;
-        /* their part of block column j of op(a): a's rows r0.. of columns j (op N), else a's rows j of columns r0.. */
-        const char *ablk = op == CUBLAS_OP_N ? a + (r0 + j0 * n) * es : a + (j0 + r0 * n) * es;
-        s = gemm_minus(r, op, rows, k, bs, ablk, b + j0 * es, b + r0 * es, n);
+    int bs = es == 16 ? BLOCK / 2 : BLOCK, mode = (fill == CUBLAS_FILL_MODE_LOWER ? 1 : 0) |
+                                                 (op == CUBLAS_OP_T ? 2 : 0) | (op == CUBLAS_OP_C ? 4 : 0) |
+                                                 (diag == CUBLAS_DIAG_UNIT ? 8 : 0);
+    int nb = (int)((n + bs - 1) / bs);
+    long long nn = n, kk = k;
+    const long long kq = (k + 3) / 4;
+    const dim3 threads = {128, 1, 1}; /* 4 warps, a right-hand side each */
+    for (int jb = 0; jb < nb; jb++) {
+        void *args[8] = {&a, &b, &nn, &kk, &jb, &nb, &bs, &mode};
+        const dim3 grid = {(unsigned)((long long)(nb - jb) * kq), 1, 1};
+        cudaError_t e = cudaLaunchKernel((const void *)r->d->k[r->x->ti][K_TRSV], grid, threads, args, 0, r->stream);
+        if (e != cudaSuccess)
+            return fm_cuda_runtime_fail(e, WHO, "cudaLaunchKernel(fm_sv_trsv)");
     }
-    return s;
+    return FM_OK;
 }
 
 fm_status fm_cs_trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t op, cublasDiagType_t diag,
@@ -115,6 +88,13 @@ fm_status fm_cs_trsm(const run_ctx *r, cublasFillMode_t fill, cublasOperation_t 
 {
     if (cublasSetStream(r->d->bl, r->stream) != CUBLAS_STATUS_SUCCESS)
         return fm_fail(FM_ERR_BACKEND, WHO ": cublasSetStream failed");
+    if (r->x->direct == FM_CS_DIRECT_ROWS) {
+        /* a row-major factor f is f^T column-major: op(f) = op'(f^T) with op' = T for N and N for T (no
+         * conjugation: cusolver_dense.c's direct_pick never takes this with op C on complex data), its lower
+         * triangle f^T's upper */
+        fill = fill == CUBLAS_FILL_MODE_LOWER ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+        op = op == CUBLAS_OP_N ? CUBLAS_OP_T : CUBLAS_OP_N;
+    }
     if (r->x->blocked)
         return blocked(r, fill, op, diag, a, b);
     return trsm_part(r, fill, op, diag, r->x->n, r->x->sp->nrhs, a, r->x->n, b, r->x->n);
@@ -164,4 +144,32 @@ fm_status fm_cs_potrs(const run_ctx *r, cublasFillMode_t fill, const void *l, vo
     const int lower = fill == CUBLAS_FILL_MODE_LOWER;
     fm_status s = fm_cs_trsm(r, fill, lower ? N : h, nonunit, l, b);
     return s == FM_OK ? fm_cs_trsm(r, fill, lower ? h : N, nonunit, l, b) : s;
+}
+
+char *fm_cs_factor(const run_ctx *r, int64_t b)
+{
+    const cs_impl *x = r->x;
+    if (!x->direct)
+        return WS(r, off_a, b, x->n * x->n, x->es);
+    return (char *)r->ptrs[FM_SOLVE_A] + (size_t)fm_solve_batch_offset(x->p, FM_SOLVE_A, b) * x->es;
+}
+
+/* Whether getrs / potrs read the caller's factor in place (x->direct): contiguous matrices (leading
+ * dimension n) column-major, which every path reads (Xgetrs / Xpotrs and the blocked solves), or
+ * row-major, which the blocked solves read as the transpose (fm_cs_trsm above; not for potrs or op C of
+ * complex data: those would need a conjugated, untransposed op). Else the factor is gathered: an n x n
+ * copy (a transpose for a row-major factor) per call, which a repeated Solver.solve paid. */
+void fm_cs_direct_pick(cs_impl *x)
+{
+    const fm_solve_params *sp = x->sp;
+    const fm_tensor *t = &x->p->t[FM_SOLVE_A];
+    const int rt = sp->routine;
+    x->direct = FM_CS_DIRECT_NONE;
+    if ((rt != FM_SOLVE_GETRS && rt != FM_SOLVE_POTRS) || x->batched || x->n < 2 || sp->nrhs < 1 || t->ndim < 2)
+        return;
+    const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1], n = x->n;
+    if (rs == 1 && cs == n)
+        x->direct = FM_CS_DIRECT_COLS;
+    else if (rs == n && cs == 1 && x->blocked && !(x->ti >= 2 && (rt == FM_SOLVE_POTRS || sp->transpose == 2)))
+        x->direct = FM_CS_DIRECT_ROWS;
 }

@@ -158,6 +158,7 @@ typedef struct fm_solve_params {
     int32_t uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only;
     int32_t num_threads;                /* resolved: never 0 */
     int32_t refine;                     /* gesv: fm_solve_refine (the cpu ignores it) */
+    int32_t trusted_factor;             /* fm_solve_options.trusted_factor (routines that read a factor) */
     double rcond;                       /* gelsd; < 0: machine epsilon (LAPACK's rule) */
     int64_t m, n, nrhs;                 /* a is m x n (square routines: m == n); b is m x nrhs */
     int64_t batch_count;
@@ -298,6 +299,9 @@ struct fm_settings {
     int pipeline;              /* FUSEMATH_PIPELINE: FM_PIPELINE_AUTO (unset) | ON | OFF (core/src/pipeline.c) */
     int split;                 /* FUSEMATH_SPLIT: 1 auto (unset: best may split a batch over cpu + GPU), 0 off
                                   (core/src/split.c); not in plan_key: the decision is in the problem */
+    int solve_eig_batched;     /* FUSEMATH_SOLVE_EIG_BATCHED: FM_EIG_BATCHED_AUTO (unset: the cuSOLVER backend's
+                                  table) | SYEVJ | XSYEV | LOOP, the batched eigh routine forced (measuring) */
+    int solve_irs;             /* FUSEMATH_SOLVE_IRS: the GPU's refinement solver, FM_IRS_* (unset: GMRES) */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the
      * directories): part of every problem's key, so a plan made under other settings is never
      * returned from the cache or wisdom. */
@@ -306,6 +310,12 @@ struct fm_settings {
 /* fm_settings.pipeline: host operands of a GPU call copied in chunks overlapping the compute when
  * the chunk rule says it pays (auto), whenever the problem splits at all (on), or never (off). */
 enum { FM_PIPELINE_AUTO = 0, FM_PIPELINE_ON = 1, FM_PIPELINE_OFF = 2 };
+/* fm_settings.solve_eig_batched: eigh of a batch on the GPU by the table in cusolver_batched.c (auto), or
+ * forced to syevjBatched (n <= 32, its limit), XsyevBatched, or the per-entry Xsyevd loop. */
+enum { FM_EIG_BATCHED_AUTO = 0, FM_EIG_BATCHED_SYEVJ = 1, FM_EIG_BATCHED_XSYEV = 2, FM_EIG_BATCHED_LOOP = 3 };
+/* fm_settings.solve_irs: cusolverDnIRSXgesv's refinement solver (cusolver_refine.c): gmres (the default,
+ * cuSOLVER's documented best), classical, classical-gmres, gmres-gmres. */
+enum { FM_IRS_GMRES = 0, FM_IRS_CLASSICAL = 1, FM_IRS_CLASSICAL_GMRES = 2, FM_IRS_GMRES_GMRES = 3 };
 /* The settings of ctx. */
 FM_INTERNAL_API const fm_settings *fm_context_settings(const fm_context *ctx);
 /* Read them from the environment (context creation; tests). FM_ERR_INVALID_ARGUMENT naming the

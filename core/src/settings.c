@@ -124,6 +124,30 @@ fm_status fm_settings_read(fm_settings *s)
             st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_SPLIT = '%.40s': expected 'auto' or 'off' (or unset: "
                          "auto, execution='best' may split a batch of host data over the cpu and the GPU)", sp);
     }
+    const char *eb = getenv("FUSEMATH_SOLVE_EIG_BATCHED");
+    s->solve_eig_batched = !eb || !*eb || strcmp(eb, "auto") == 0 ? FM_EIG_BATCHED_AUTO
+                           : strcmp(eb, "syevj") == 0             ? FM_EIG_BATCHED_SYEVJ
+                           : strcmp(eb, "xsyev") == 0             ? FM_EIG_BATCHED_XSYEV
+                           : strcmp(eb, "loop") == 0              ? FM_EIG_BATCHED_LOOP
+                                                                  : -1;
+    if (s->solve_eig_batched < 0) {
+        s->solve_eig_batched = FM_EIG_BATCHED_AUTO;
+        if (st == FM_OK)
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_SOLVE_EIG_BATCHED = '%.40s': expected 'auto', 'syevj', "
+                         "'xsyev' or 'loop' (or unset: auto, the GPU backend's table by size)", eb);
+    }
+    const char *irs = getenv("FUSEMATH_SOLVE_IRS");
+    s->solve_irs = !irs || !*irs || strcmp(irs, "gmres") == 0 ? FM_IRS_GMRES
+                   : strcmp(irs, "classical") == 0            ? FM_IRS_CLASSICAL
+                   : strcmp(irs, "classical-gmres") == 0      ? FM_IRS_CLASSICAL_GMRES
+                   : strcmp(irs, "gmres-gmres") == 0          ? FM_IRS_GMRES_GMRES
+                                                              : -1;
+    if (s->solve_irs < 0) {
+        s->solve_irs = FM_IRS_GMRES;
+        if (st == FM_OK)
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_SOLVE_IRS = '%.40s': expected 'gmres', 'classical', "
+                         "'classical-gmres' or 'gmres-gmres' (or unset: gmres, the GPU's refinement solver)", irs);
+    }
     /* the settings that change what a plan does (not the directories, thread default or log) */
     uint64_t h = FM_FNV_START;
     h = fm_fnv1a(h, s->backend, sizeof s->backend);
@@ -133,6 +157,8 @@ fm_status fm_settings_read(fm_settings *s)
     h = fm_fnv1a(h, s->cufft_prolog, sizeof s->cufft_prolog);
     h = fm_fnv1a(h, &s->fft_kernel_regcap, sizeof s->fft_kernel_regcap);
     h = fm_fnv1a(h, &s->cuda_workspace_mb, sizeof s->cuda_workspace_mb);
+    h = fm_fnv1a(h, &s->solve_eig_batched, sizeof s->solve_eig_batched);
+    h = fm_fnv1a(h, &s->solve_irs, sizeof s->solve_irs);
     h = fm_fnv1a(h, &s->pipeline, sizeof s->pipeline);
     s->plan_key = h;
     return st;

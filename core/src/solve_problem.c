@@ -69,7 +69,7 @@ static fm_status check_options(const fm_solve_options *o)
         {"uplo", o->uplo, 1}, {"transpose", o->transpose, 2}, {"unit_diagonal", o->unit_diagonal, 1},
         {"check", o->check, 1}, {"check_finite", o->check_finite, 1}, {"qr_mode", o->qr_mode, 2},
         {"full_matrices", o->full_matrices, 1}, {"values_only", o->values_only, 1},
-        {"refine", o->refine, FM_SOLVE_REFINE_FP16}};
+        {"refine", o->refine, FM_SOLVE_REFINE_FP16}, {"trusted_factor", o->trusted_factor, 1}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (flags[i].v < 0 || flags[i].v > flags[i].hi)
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "solve: options.%s = %d, expected 0..%d", flags[i].name,
@@ -354,6 +354,9 @@ static void fill_params(const fm_solve_options *o, fm_solve_params *sp)
         sp->values_only = o->values_only;
     if (o->routine == FM_SOLVE_GESV)
         sp->refine = o->refine;
+    if (o->routine == FM_SOLVE_GETRS || o->routine == FM_SOLVE_POTRS || o->routine == FM_SOLVE_TRTRS ||
+        o->routine == FM_SOLVE_DET || o->routine == FM_SOLVE_SLOGDET)
+        sp->trusted_factor = o->trusted_factor;
     sp->rcond = o->routine == FM_SOLVE_GELSD ? (o->rcond < 0 ? -1.0 : o->rcond) : 0.0;
     static const int8_t core[FM_SOLVE_NSLOTS] = {2, 2, 1, 2, 2, 1, 0, 1, 1, 0};
     memcpy(sp->core_ndim, core, sizeof core);

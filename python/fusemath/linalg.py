@@ -71,13 +71,13 @@ def _pair(a: Any, b: Any):
 
 def _run(routine: int, where: str, li: int, a, b=None, ipiv=None, *, uplo=0, transpose=0, unit_diagonal=0,
          check=1, check_finite=0, qr_mode=0, full_matrices=0, values_only=0, rcond=-1.0, refine=0, outs=None,
-         execution=None):
+         execution=None, trusted=0):
     """One call of the library's solve operation: the ten slots' results (None where not written)."""
     ops = [a, b, ipiv, None, None, None, None, None, None, None]
     for slot, arr in (outs or {}).items():
         ops[slot] = arr
     opts = (routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices, values_only,
-            rcond, *_execution(execution, where), refine)
+            rcond, *_execution(execution, where), refine, trusted)
     return _call(_OP, _RUN, li, tuple(ops), opts, None, 3, where)
 
 
@@ -394,12 +394,14 @@ class Solver:
         f, kind = self._f, self._chosen
         if kind == "lu":
             lu, b, li = _pair(f["lu"], b)
+            # trusted: the factor is factor()'s own, checked there (not re-checked, no sync for its pivots)
             return _run(_C.SOLVE_GETRS, where, li, lu, b, f["piv"], transpose=1 if transpose else 0,
-                        check_finite=self._finite)[_X]
+                        check_finite=self._finite, trusted=1)[_X]
         if kind == "cholesky":
             l, b, li = _pair(f["l"], b)
             cplx = transpose and _is_complex(l)  # a^T = conj(a) for a Hermitian a
-            x = _run(_C.SOLVE_POTRS, where, li, l, _conj(b) if cplx else b, check_finite=self._finite)[_X]
+            x = _run(_C.SOLVE_POTRS, where, li, l, _conj(b) if cplx else b, check_finite=self._finite,
+                     trusted=1)[_X]
             return _conj(x) if cplx else x
         q, r = f["q"], f["r"]
         b, _ = _array(b)
@@ -419,14 +421,15 @@ class Solver:
     def _trtrs(self, where: str, r, rhs, trans: int):
         """r^-1 rhs (trans: r^-T rhs), r upper triangular, with the solver's check_finite."""
         r, rhs, li = _pair(r, rhs)
-        return _run(_C.SOLVE_TRTRS, where, li, r, rhs, uplo=1, transpose=trans, check_finite=self._finite)[_X]
+        return _run(_C.SOLVE_TRTRS, where, li, r, rhs, uplo=1, transpose=trans, check_finite=self._finite,
+                    trusted=1)[_X]
 
     def det(self):
         """det(a) from the factor."""
         where = self._factored("det")
         f, kind = self._f, self._chosen
         if kind == "lu":
-            return _scalar(_run(_C.SOLVE_DET, where, self._li, f["lu"], None, f["piv"])[_W])
+            return _scalar(_run(_C.SOLVE_DET, where, self._li, f["lu"], None, f["piv"], trusted=1)[_W])
         if kind == "cholesky":  # det(a) = prod(diag(l))^2, the diagonal real and positive
             n = f["l"].shape[-1]
             ones = np.broadcast_to(np.arange(1, n + 1, dtype=np.int64), f["l"].shape[:-1])

@@ -5,8 +5,8 @@
 #include "fmpy.h"
 
 /* options: routine, uplo, transpose, unit_diagonal, check, check_finite, qr_mode, full_matrices,
- * values_only, rcond, execution, device_id, num_threads, refine */
-#define SOLVE_NOPTS 14
+ * values_only, rcond, execution, device_id, num_threads, refine, trusted_factor */
+#define SOLVE_NOPTS 15
 #define SOLVE_VECTOR_B 1u /* c->flags: b came 1-D */
 
 static int solve_fill(fmpy_call *c, PyObject *const *o)
@@ -27,9 +27,9 @@ static int solve_fill(fmpy_call *c, PyObject *const *o)
     if (fmpy_number_arg(c->prefix, "rcond", o[9], rc) < 0)
         return -1;
     opt->rcond = rc[0];
-    static const char *const more[] = {"execution", "device_id", "num_threads", "refine"};
-    int32_t *mf[] = {&opt->execution, &opt->device_id, &opt->num_threads, &opt->refine};
-    for (int i = 0; i < 4; i++) {
+    static const char *const more[] = {"execution", "device_id", "num_threads", "refine", "trusted_factor"};
+    int32_t *mf[] = {&opt->execution, &opt->device_id, &opt->num_threads, &opt->refine, &opt->trusted_factor};
+    for (int i = 0; i < 5; i++) {
         long long v = *mf[i];
         if (fmpy_int_arg(c->prefix, more[i], o[10 + i], INT32_MIN, INT32_MAX, &v) < 0)
             return -1;

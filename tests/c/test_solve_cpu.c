@@ -398,6 +398,42 @@ static void test_factored_solves(void)
     }
 }
 
+/* trusted_factor (Solver's own factor): check_finite reads b alone (a NaN in the factor passes, one in b
+ * does not), the option is range-checked by name, and a routine that reads no factor ignores it. */
+static void test_trusted_factor(void)
+{
+    const int64_t n = 6, k = 2;
+    mat m = new_mat(FM_F64, RANDOM, n);
+    double lu[36], b[12], x[12];
+    int64_t piv[6];
+    for (int i = 0; i < 12; i++)
+        b[i] = urand();
+    fm_tensor ta = desc(m.a, FM_F64, 2, n, n), tlu = desc(lu, FM_F64, 2, n, n), tp = desc(piv, FM_I64, 1, n, 0),
+              tb = desc(b, FM_F64, 2, n, k), tx = desc(x, FM_F64, 2, n, k);
+    fm_solve_options o;
+    fm_solve_options_init(&o);
+    o.routine = FM_SOLVE_GETRF;
+    const fm_tensor *t[FM_SOLVE_NSLOTS] = {&ta, NULL, NULL, NULL, &tlu, &tp};
+    CHECK_OK(fm_solve(ctx, t, &o, NULL));
+    o.routine = FM_SOLVE_GETRS, o.check_finite = 1, o.trusted_factor = 1;
+    const fm_tensor *t2[FM_SOLVE_NSLOTS] = {&tlu, &tb, &tp, &tx};
+    CHECK_OK(fm_solve(ctx, t2, &o, NULL));
+    CHECK(solve_ratio(FM_F64, m.a, x, b, n, k, 0) < 30);
+    const double keep = lu[7];
+    lu[7] = NAN; /* not re-checked: trusted */
+    CHECK_OK(fm_solve(ctx, t2, &o, NULL));
+    o.trusted_factor = 0; /* checked: refused */
+    CHECK_STATUS(fm_solve(ctx, t2, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("a contains infs or NaNs");
+    lu[7] = keep, b[3] = NAN, o.trusted_factor = 1; /* b is checked whatever the factor */
+    CHECK_STATUS(fm_solve(ctx, t2, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("b contains infs or NaNs");
+    b[3] = 0.5, o.trusted_factor = 2;
+    CHECK_STATUS(fm_solve(ctx, t2, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("options.trusted_factor = 2, expected 0..1");
+    free(m.a);
+}
+
 /* A singular entry (a zero row) and an indefinite one: the lowest failing batch entry is named. */
 static void test_failures(void)
 {
@@ -656,6 +692,7 @@ int main(void)
     RUN_TEST(test_cholesky_inv_det);
     RUN_TEST(test_qr_eigh_svd);
     RUN_TEST(test_factored_solves);
+    RUN_TEST(test_trusted_factor);
     RUN_TEST(test_failures);
     RUN_TEST(test_bad_inputs);
     RUN_TEST(test_specs_and_cache);

@@ -202,8 +202,8 @@ def test_scipy_style(gpu, dt):
 @pytest.mark.parametrize("dt", DTYPES)
 def test_blocked_triangular_solves(gpu, dt):
     """n >= 1024 with few right-hand sides: the triangular solves of solve, lu_solve (every trans),
-    cho_solve (both triangles) and solve_triangular (every trans, unit or not) run blocked into a trsm
-    per 256-row diagonal block and gemms (cusolver_trsm.c); n = 1100 leaves a short last block."""
+    cho_solve (both triangles) and solve_triangular (every trans, unit or not) run blocked: a launch per
+    64-row tile (cusolver_trsm.c); n = 1100 leaves a short last tile, k = 7 a partial warp group."""
     rng = np.random.default_rng(1100)
     n = 1100
     a = well(rng, n, dt)
@@ -548,3 +548,74 @@ def test_eigh_25000(gpu):
     assert abs(W.sum() - tr) < 1e-9 * scale, f"sum of eigenvalues {W.sum()} vs trace {tr}"
     assert abs((W * W).sum() - fro2) < 1e-9 * fro2, f"sum of squares {(W * W).sum()} vs ||a||_F^2 {fro2}"
     assert np.all(np.diff(W) >= 0), "eigenvalues not ascending"
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("n", [64, 128, 512])
+def test_eigh_batched(gpu, dt, n):
+    """eigh of a batch past syevjBatched's n <= 32 (XsyevBatched, cusolver_batched.c's table) against
+    numpy.linalg.eigh in float64: residual ||A V - V diag(w)|| / (n ||A|| eps) and orthogonality
+    ||V^H V - I|| / (n eps) below 30 per entry, eigenvalues numpy's; a NaN entry fails naming its index
+    with the CPU's words, the entries after it no matter."""
+    rng = np.random.default_rng(600 + n)
+    count = 4 if n == 512 else 12
+    m = rand(rng, (count, n, n), dt)
+    h = ((m + np.conj(np.swapaxes(m, -1, -2))) / 2).astype(dt)
+    w, v = fl.eigh(gpu.dev(h))
+    W, V, H = host(gpu, w).real, host(gpu, v), h.astype(np.complex128)
+    want = np.linalg.eigvalsh(H)
+    for i in range(count):
+        r = n1(H[i] @ V[i] - V[i] * W[i]) / (n * n1(H[i]) * eps(dt))
+        o = n1(np.conj(V[i].T) @ V[i] - np.eye(n)) / (n * eps(dt))
+        assert r < 30 and o < 30, f"eigh {np.dtype(dt)} {count}x{n}^2 entry {i}: residual {r}, orthogonality {o}"
+        np.testing.assert_allclose(W[i], want[i], atol=30 * n * eps(dt) * n1(H[i]))
+    bad = h.copy()
+    bad[count // 2, 1, 1] = np.nan
+    with pytest.raises(fusemath.LinAlgError, match=rf"a\[{count // 2}\]") as gpu_err:
+        fl.eigh(gpu.dev(bad))
+    with pytest.raises(fusemath.LinAlgError) as cpu_err:
+        fl.eigh(bad)
+    assert str(gpu_err.value) == str(cpu_err.value), "the NaN entry's message differs from the CPU's"
+
+
+@pytest.mark.parametrize("kind", ["lu", "cholesky"])
+@pytest.mark.parametrize("dt", [np.float64, np.complex128])
+def test_solver_solve_equals_fresh(gpu, kind, dt):
+    """Solver.solve after factor() (the factor read in place, trusted: not re-checked, no synchronisation for
+    its pivots) equals a fresh solve of the same system, at n >= 1024 where the triangular solves run blocked
+    (a row-major factor read as its transpose), for a and a^T; check_finite still refuses a NaN in b."""
+    rng = np.random.default_rng(1024)
+    n, k = 1100, 16
+    a = spd(rng, n, dt) if kind == "cholesky" else well(rng, n, dt)
+    da, A = gpu.dev(a), a.astype(np.complex128)
+    with fl.Solver(da, kind=kind, check_finite=True) as s:
+        s.factor()
+        for _ in range(2):  # a repeat solve reuses the plan
+            b = rand(rng, (n, k), dt)
+            db = gpu.dev(b)
+            x, x0 = host(gpu, s.solve(db)), host(gpu, fl.solve(da, db, refine="off"))
+            assert np.abs(x - x0).max() <= 1e-9 * np.abs(x0).max(), f"Solver.solve {kind} differs from a fresh solve"
+            assert n1(A @ x - b) / (n * n1(A) * n1(x) * eps(dt)) < 30
+            xt, xt0 = host(gpu, s.solve(db, transpose=True)), host(gpu, fl.solve(gpu.dev(a.T), db, refine="off"))
+            assert np.abs(xt - xt0).max() <= 1e-9 * np.abs(xt0).max(), f"Solver.solve {kind} transpose differs"
+        bad = b.copy()
+        bad[3, 1] = np.nan
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            s.solve(gpu.dev(bad))
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.complex128])
+def test_solve_refine_large(gpu, dt):
+    """Every refine choice at n = 4096 (auto refines there: cusolver_refine.c's rule) gives a residual within
+    10x of the plain fp64 LU's (refine='off'), whatever precision the factorization ran in."""
+    rng = np.random.default_rng(4096)
+    n = 4096
+    a, b = well(rng, n, dt), rand(rng, (n, 4), dt)
+    A = a.astype(np.complex128)
+
+    def res(x):
+        return n1(A @ x - b) / (n1(A) * n1(x))
+    r_off = res(host(gpu, fl.solve(gpu.dev(a), gpu.dev(b), refine="off")))
+    for refine in ("auto", "fp32", "tf32", "bf16", "fp16"):
+        r = res(host(gpu, fl.solve(gpu.dev(a), gpu.dev(b), refine=refine)))
+        assert r <= 10 * max(r_off, n * eps(dt) * 1e-3), f"refine={refine} {np.dtype(dt)}: residual {r} vs off {r_off}"

@@ -78,7 +78,12 @@ typedef struct fm_solve_options {
     int32_t device_id;
     int32_t num_threads;   /* cpu threads; 0 = the context's setting */
     int32_t refine;        /* gesv: fm_solve_refine */
-    int32_t reserved[4];   /* zero */
+    /* getrs / potrs / trtrs / det / slogdet of a factor: 1 says a (and ipiv) are a factorization this
+     * library wrote and the caller kept unchanged (fusemath.linalg.Solver's): a is not checked for
+     * finiteness (check_finite then reads b alone), and a GPU backend neither validates the pivots nor
+     * synchronises for them. Other data under 1 gives undefined results. 0 (default): both checked. */
+    int32_t trusted_factor;
+    int32_t reserved[3];   /* zero */
 } fm_solve_options;
 
 /*! fm_solve_options_init() : gesv, lower, no transpose, check = 1, check_finite = 0, rcond -1, refine auto,
