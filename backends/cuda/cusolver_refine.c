@@ -7,7 +7,8 @@
  * below. IRSXgesv returns its iteration count on the host, so a refined solve synchronises whatever
  * check says (auto therefore refines only under check = 1, which synchronises anyway).
  *
- * The refinement solver is FUSEMATH_SOLVE_IRS's (fm_settings.solve_irs): GMRES by default, which
+ * The refinement solver is FUSEMATH_SOLVE_IRS's (fm_settings.solve_irs) for one right-hand side, classical
+ * for several (cuSOLVER's GMRES variants refuse them): GMRES by default, which
  * cuSOLVER's documentation calls the best option in most of its experiments (GMRES preconditioned by
  * the low-precision LU converges for worse-conditioned matrices than classical refinement, Haidar et
  * al., SC'18); classical, classical-gmres and gmres-gmres are there for benchmarks/solve_gpu.py
@@ -85,6 +86,10 @@ fm_status fm_cs_refine_plan(cs_impl *x, const dev_state *d, const fm_settings *s
     if (!x->lowest)
         return FM_OK;
     x->irs_solver = set ? set->solve_irs : FM_IRS_GMRES;
+    /* cuSOLVER's GMRES refinements take one right-hand side (more: CUSOLVER_STATUS_IRS_NRHS_NOT_SUPPORTED_
+     * FOR_REFINE_GMRES, seen on the H200 with 16): several are refined classically */
+    if (x->sp->nrhs > 1)
+        x->irs_solver = FM_IRS_CLASSICAL;
     static const cusolverPrecType_t main_prec[4] = {CUSOLVER_R_32F, CUSOLVER_R_64F, CUSOLVER_C_32F, CUSOLVER_C_64F};
     cusolverStatus_t e = cusolverDnIRSParamsCreate(&x->irs);
     if (e != CUSOLVER_STATUS_SUCCESS)
