@@ -12,9 +12,9 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
+from ._arrays import refresh_copies
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _CLD, _F16, _F32, _F64, _LD, _MAX_AXES, _NO_CHAIN, _R2C, _Chain,
                           _axes, _chain, _input, _length, _norm_code, check_libs)
-from ._matmul_args import refresh_copies
 from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}

@@ -9,8 +9,8 @@ import numbers
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
-from ._arrays import _BY_TYPE, NUMPY, into_out
-from ._matmul_args import (_as_array, aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
+from ._arrays import _BY_TYPE, NUMPY, host_array, into_out
+from ._matmul_args import (aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
                            _merge_epilog, _ndarray, promote, _quantization_scales, recast_out, _split_inputs,
                            _with_dropout_stream)
 from ._matmul_plan import Matmul
@@ -201,6 +201,6 @@ _PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a 
 def _host_inputs(where: str, ops, epi: int):
     """ops with every host input as a native, aligned NumPy array (a TypeError or DeviceError naming
     the argument for what is none); None if that changes nothing (the refusal was for something else)."""
-    fixed = tuple(x if name is None or x is None else _as_array(x, aux_key(epi) if name == "aux" else name, where)
+    fixed = tuple(x if name is None or x is None else host_array(x, aux_key(epi) if name == "aux" else name, where)
                   for name, x in zip(_INPUT_NAMES, ops))
     return None if all(x is y for x, y in zip(fixed, ops)) else fixed

@@ -12,10 +12,10 @@ import numbers
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, int_arg, into_out, lib_of
-from ._matmul_args import (_as_array, aux_key, checked_inputs, copy_behind, _dropout_arg, _dtype_of, _foreign,
-                           _merge_epilog, _ndarray, _operand, overlaps_input, promote, recast_out, refresh_copies,
-                           remembered_copy, _split_inputs, _with_dropout_stream)
+from ._arrays import (NUMPY, copy_behind, host_array, int_arg, into_out, lib_of, operand, refresh_copies,
+                      remembered_copy)
+from ._matmul_args import (aux_key, checked_inputs, _dropout_arg, _dtype_of, _foreign, _merge_epilog, _ndarray,
+                           overlaps_input, promote, recast_out, _split_inputs, _with_dropout_stream)
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
 _data_ptr = _C.data_ptr
@@ -90,7 +90,9 @@ class Matmul:
         return ops
 
     def _conv(self, x: Any, name: str, where: str):
-        return _as_array(x, name, where) if self._lib is NUMPY else _operand(x, name, where)
+        if self._lib is NUMPY:
+            return host_array(x, name, where)
+        return x if type(x) is _ndarray else operand(x, name, where)[1]
 
     def _install(self, plan, specs, ops, opts) -> None:
         old = self._plan
