@@ -5,7 +5,6 @@ NumPy's matmul semantics; :func:`matmul` documents the arguments for both.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
@@ -140,12 +139,6 @@ def matmul(
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
     elif bias is not None:  # the one C call checks the rest (a missing input too)
         epi |= _BIAS
-    if c is None:
-        if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
-            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
-        beta = 0.0
-    elif beta is None:
-        beta = 1.0
     ex = AUTO_DEFAULTS if execution is None and options is None else resolve_execution(
         execution, as_options(options, where), where)
     qa = qb = None

@@ -8,7 +8,6 @@ Re-exported by ``fusemath._matmul`` (and as ``fusemath.Matmul``).
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
@@ -70,9 +69,6 @@ class Matmul:
         a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
             c = self._conv(c, "c", where)
-        elif beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
-            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
-        beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
         self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None, None, 0, 0)
