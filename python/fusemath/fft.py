@@ -73,7 +73,7 @@ from ._fft_arrays import (
     _resize,
     check_libs,
 )
-from ._fft_plan import FFT, _Setup
+from ._fft_plan import FFT, options
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -151,11 +151,9 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
         return into_out(where, out, rdt, lambda: _run(where, x, s, axes, norm, None, prolog, epilog, kind=kind,
                                                       inverse=inverse, one_d=one_d, execution=execution,
                                                       stream=stream), ufunc="fft")
-    setup = _Setup((pro, epi), norm_code, _C.FFT_EFFORT_ESTIMATE, _C.FFT_PROLOG_AUTO)
-    opts = setup.options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0)
-    arrs = (pro.arr, epi.arr)
+    opts = options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0, (pro, epi), norm_code)
     # (a layout cuFFT cannot take runs through a staged device copy in the backend: describe() says so)
-    return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
+    return _call(_FFT, _RUN, lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
 
 
 def _result_dtype(dt: np.dtype, kind: int) -> np.dtype:
