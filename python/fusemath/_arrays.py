@@ -457,3 +457,19 @@ def operand(x: Any, name: str, where: str):
     if is_cuda_object(x):
         return adopt(x, name, where)
     return NUMPY, host_array(x, name, where)
+
+
+def same_operand(where: str, name: str, x, old, planned: str):
+    """x, when it has the shape, dtype, array library and device of old, the operand a planner was
+    made for (planned: the words saying so, "the plan was made for")."""
+    if tuple(x.shape) != tuple(old.shape):
+        raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, {planned} {tuple(old.shape)}")
+    lib, olib = lib_of(x) or NUMPY, lib_of(old) or NUMPY
+    if lib.dtype_of(x) != olib.dtype_of(old):
+        raise _C.DtypeError(f"{where}: {name} has dtype {lib.dtype_of(x)}, {planned} {olib.dtype_of(old)}")
+    dev, odev = lib.device_of(x), olib.device_of(old)
+    if lib is not olib or dev != odev:
+        raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__} on {'cpu' if dev < 0 else f'cuda:{dev}'}, "
+                             f"{planned} a {type(old).__name__} on {'cpu' if odev < 0 else f'cuda:{odev}'}: {name} "
+                             f"must be an array of {olib.name} on the planned device")
+    return x

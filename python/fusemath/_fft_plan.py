@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._arrays import refresh_copies
+from ._arrays import refresh_copies, same_operand
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _CLD, _F16, _F32, _F64, _LD, _MAX_AXES, _NO_CHAIN, _R2C, _Chain,
                           _axes, _chain, _input, _length, _norm_code, check_libs)
 from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
@@ -124,7 +124,6 @@ class FFT:
         self._kind, self._axes = kind_code, axes
         self._out_shape = tuple(shape)
         self._out_dtype = _RESULT_DTYPES.get((kind_code, dt), dt)
-        self._device = lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
         self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
         self._setup = None  # plan()'s
@@ -206,16 +205,8 @@ class FFT:
         """Use another array of the same shape, dtype and library/device from now on."""
         self._alive("reset_operand()")
         where = self._where + ".reset_operand"
-        lib, x = _input(x, "x", where)
-        dt = lib.dtype_of(x)
-        if lib is not self._lib or lib.device_of(x) != self._device:
-            raise _C.DeviceError(f"{where}: x must be an array of {self._lib.name} on the planned device")
-        if tuple(x.shape) != tuple(self._x.shape):
-            raise _C.ShapeError(f"{where}: x has shape {tuple(x.shape)}, the FFT was planned for "
-                                f"{tuple(self._x.shape)}")
-        if dt != self._dtype:
-            raise _C.DtypeError(f"{where}: x has dtype {dt}, the FFT was planned for {self._dtype}")
-        self._x = x  # other strides get their own plan on the next execute
+        # (other strides get their own plan on the next execute)
+        self._x = same_operand(where, "x", _input(x, "x", where)[1], self._x, "the FFT was planned for")
 
     def describe(self) -> str:
         """One line describing the default-direction plan (or the problem, before plan())."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
 from ._arrays import (NUMPY, copy_behind, host_array, int_arg, into_out, lib_of, operand, refresh_copies,
-                      remembered_copy)
+                      remembered_copy, same_operand)
 from ._matmul_args import (aux_key, checked_inputs, _dropout_arg, _dtype_of, _foreign, _merge_epilog, _ndarray,
                            overlaps_input, promote, recast_out, _split_inputs, _with_dropout_stream)
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
@@ -307,18 +307,8 @@ class Matmul:
 
 def _same_layout(where: str, name: str, x, old):
     """x, when it has the shape, dtype, library, device and memory layout the plan was made for."""
-    if tuple(x.shape) != tuple(old.shape):
-        raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
-    xdt, odt = _dtype_of(x), _dtype_of(old)
-    if xdt != odt:
-        raise _C.DtypeError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
-    if lib_of(x) is not lib_of(old):
-        raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
-                             f"{type(old).__name__} (array library and device must stay the same)")
-    lx, lo = _layout(x), _layout(old)
-    if lx[0] != lo[0]:
-        raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
-    if lx != lo:
+    same_operand(where, name, x, old, "the plan was made for")
+    if _layout(x) != _layout(old):
         copied = copy_behind(x) is not None or copy_behind(old) is not None
         raise _C.InvalidArgumentError(
             f"{where}: {name} has strides {_C.tensor_info(x)[4]}, the plan was made for {_C.tensor_info(old)[4]} "
