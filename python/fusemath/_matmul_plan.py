@@ -193,7 +193,7 @@ class Matmul:
             self.plan()
             run = self._run
         if self._dropout is not None:
-            return self._execute_dropout(stream, out)
+            run = self._execute_dropout
         try:
             return run(stream, out)
         except (_C.DtypeError, _C.AliasError, _C.InvalidArgumentError):
@@ -210,8 +210,6 @@ class Matmul:
         ops = list(self._alive(where))
         refresh_copies(*ops)  # operands run from copies (big-endian, misaligned, promoted) follow the caller's
         opts, lib = self._opts, self._lib
-        if lib is NUMPY and recast_out(out, ops[0].dtype):  # np.matmul's out= of another dtype, as execute's
-            return into_out(where, out, ops[0].dtype, lambda: self._execute_dropout(stream, None))
         ops[_D] = out
         return _with_dropout_stream(self._dropout, where, lambda pos, seed: _call(
             _MATMUL, _C.CALL_RUN, lib.index, tuple(ops), opts[:11] + (pos, seed), stream, 3, where))
