@@ -19,13 +19,15 @@ from __future__ import annotations
 import operator
 import sys
 import warnings
+import weakref
 from typing import Any, Optional
 
 import numpy as np
 
 from . import _fusemath as _C
 
-__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "is_cuda_object", "adopt"]
+__all__ = ["Lib", "NUMPY", "BF16", "C32", "lib_of", "is_cuda_object", "adopt", "operand", "host_array",
+           "native_aligned", "refresh_copies"]
 
 
 class _DType:
@@ -327,3 +329,147 @@ def into_out(where: str, out: np.ndarray, dt, compute, ufunc: str = "matmul"):
         raise _C.ShapeError(f"{where}: out has shape {out.shape}, expected {np.shape(d)}")
     np.copyto(out, d, casting="same_kind")
     return (out, r[1]) if type(r) is tuple else out
+
+
+# ---------------------------------------------------------------------------
+# Host array arguments (every operation's): NumPy views of host objects, native aligned copies
+# ---------------------------------------------------------------------------
+_ndarray = np.ndarray
+_CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
+
+
+def host_array(x: Any, name: str, where: str) -> np.ndarray:
+    """A NumPy array for a host array input: one in a byte order other than the machine's, or at
+    an address that is not a multiple of its element size, is a native, aligned copy (NumPy's own
+    routines compute on such arrays too); anything else a view (no copy)."""
+    return native_aligned(_host_view(x, name, where))
+
+
+def native_aligned(arr: np.ndarray) -> np.ndarray:
+    """arr, or a copy in the machine's byte order and aligned to its element size (BLAS and FFTW
+    read whole native elements), in arr's own memory order; the copy is remembered (copy_behind)."""
+    isz = arr.dtype.itemsize
+    if arr.dtype.isnative and arr.flags.aligned and all(st % isz == 0 for st in arr.strides):
+        return arr
+    # (a structured array's field can step by a byte count that is no multiple of its element:
+    # the libraries count strides in elements, so it is copied too)
+    return remembered_copy(arr, arr.dtype.newbyteorder("="))
+
+
+def remembered_copy(arr: np.ndarray, dtype) -> np.ndarray:
+    """arr as a copy of dtype in arr's memory order, remembered (copy_behind) so that a planner holding
+    it sees the caller's later in-place changes; host memory running out is fusemath's OutOfMemoryError."""
+    try:
+        copy = arr.astype(dtype, order="K")
+    except MemoryError as exc:
+        raise _C.OutOfMemoryError(f"fusemath: cannot allocate a {dtype} copy of shape {arr.shape}: {exc}") from exc
+    _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
+    weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)
+    return copy
+
+
+# Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
+# it was made from: a planner that holds a copy (or a view of one: a promoted 1-D operand, a
+# broadcast c) refreshes it from there before every execute, so in-place changes to the caller's
+# array are seen as they are for every other operand.
+_COPIED_FROM: dict = {}
+
+
+def copy_behind(arr: Any):
+    """(copy, source) when arr is, or views, a copy native_aligned made; else None."""
+    while isinstance(arr, np.ndarray):
+        entry = _COPIED_FROM.get(id(arr))
+        if entry is not None and entry[0]() is arr:
+            return arr, entry[1]
+        arr = arr.base
+    return None
+
+
+def refresh_copies(*arrs: Any) -> None:
+    """Bring the copies behind arrs (if any) up to date with the caller's arrays they were made
+    from; one dict test when no copy exists (an execute path)."""
+    if not _COPIED_FROM:
+        return
+    for arr in arrs:
+        found = copy_behind(arr)
+        if found is not None:
+            found[0][...] = found[1]
+
+
+def _host_view(x: Any, name: str, where: str) -> np.ndarray:
+    """A NumPy view of a host array argument (no copy where it has one). NumPy arrays pass
+    through (subclasses as plain ndarrays); DLPack objects (CPU) and buffer-protocol objects are
+    wrapped zero-copy; anything else np.asarray reads as numbers (lists, Python and NumPy numbers,
+    ``__array__`` objects; an object whose ``__dlpack__`` failed, too) as np.asarray makes it. GPU
+    arrays are a DeviceError here (this is the host path); what is no array of numbers (None, str,
+    dicts) a TypeError naming the argument."""
+    if type(x) is _ndarray:
+        return x
+    if isinstance(x, _ndarray):
+        return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
+    failed = ""
+    if hasattr(x, "__dlpack__"):
+        device = getattr(x, "__dlpack_device__", None)
+        if device is not None:
+            try:
+                dev_type, dev_id = (int(v) for v in device())
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"{where}: {name}.__dlpack_device__() did not return (device_type, device_id)"
+                ) from None
+            if dev_type not in _CPU_DEVICES:
+                raise _C.DeviceError(
+                    f"{where}: {name} lives on DLPack device ({dev_type}, {dev_id}) but a and b are "
+                    "host arrays; put all operands on one device (or pass GPU arrays for a and b)"
+                )
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            failed = f" (its __dlpack__ failed: {type(exc).__name__}: {exc})"  # NumPy may read it otherwise
+    if hasattr(x, "__cuda_array_interface__"):
+        raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
+                             "device (or pass GPU arrays for a and b)")
+    try:
+        return np.asarray(memoryview(x))  # (bytes as uint8; None, numbers, str, lists have no buffer)
+    except TypeError:
+        pass
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        if isinstance(x, (list, tuple)):
+            raise  # NumPy's own refusal (a ragged sequence)
+        arr = None
+    if arr is None or arr.dtype.kind in "OUSV":
+        raise TypeError(f"{where}: {name} must be an array, not {'None' if x is None else type(x).__name__}{failed} "
+                        "(NumPy, PyTorch, CuPy, DLPack or buffer-protocol objects, or nested sequences of numbers)")
+    return arr
+
+
+def operand(x: Any, name: str, where: str):
+    """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through CuPy /
+    PyTorch, anything else as a NumPy array (host_array: lists too, big-endian or misaligned data
+    as a native, aligned copy)."""
+    if type(x) is _ndarray:
+        return NUMPY, native_aligned(x)
+    lib = lib_of(x)
+    if lib is not None:
+        return lib, x
+    if is_cuda_object(x):
+        return adopt(x, name, where)
+    return NUMPY, host_array(x, name, where)
+
+
+def same_operand(where: str, name: str, x, old, planned: str):
+    """x, when it has the shape, dtype, array library and device of old, the operand a planner was
+    made for (planned: the words saying so, "the plan was made for")."""
+    if tuple(x.shape) != tuple(old.shape):
+        raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, {planned} {tuple(old.shape)}")
+    lib, olib = lib_of(x) or NUMPY, lib_of(old) or NUMPY
+    if lib.dtype_of(x) != olib.dtype_of(old):
+        raise _C.DtypeError(f"{where}: {name} has dtype {lib.dtype_of(x)}, {planned} {olib.dtype_of(old)}")
+    dev, odev = lib.device_of(x), olib.device_of(old)
+    if lib is not olib or dev != odev:
+        raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__} on {'cpu' if dev < 0 else f'cuda:{dev}'}, "
+                             f"{planned} a {type(old).__name__} on {'cpu' if odev < 0 else f'cuda:{odev}'}: {name} "
+                             f"must be an array of {olib.name} on the planned device")
+    return x

@@ -18,8 +18,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
-from ._arrays import NUMPY, adopt, int_arg, is_cuda_object, lib_of
-from ._matmul_args import _as_array, native_aligned
+from ._arrays import NUMPY, int_arg, lib_of, native_aligned, operand
 
 _C2C, _R2C, _C2R = _C.FFT_C2C, _C.FFT_R2C, _C.FFT_C2R
 _NORMS = {None: _C.FFT_NORM_BACKWARD, "backward": _C.FFT_NORM_BACKWARD, "ortho": _C.FFT_NORM_ORTHO,
@@ -149,28 +148,12 @@ _LD, _CLD = np.dtype(np.longdouble), np.dtype(np.clongdouble)
 # Arrays
 # ---------------------------------------------------------------------------
 def _input(x: Any, name: str, where: str):
-    """(lib, array): PyTorch / CuPy arrays as they are, other GPU arrays viewed through
-    CuPy / PyTorch, anything else as a NumPy array (lists too, as numpy.fft accepts); at most
-    8 dimensions (FM_MAX_NDIM)."""
-    lib, arr = _input_any(x, name, where)
+    """(lib, array) as _arrays.operand gives it (lists too, as numpy.fft accepts); at most 8
+    dimensions (FM_MAX_NDIM)."""
+    lib, arr = operand(x, name, where)
     if len(arr.shape) > 8:
         raise _C.ShapeError(f"{where}: {name} has {len(arr.shape)} dimensions; at most 8 are supported")
     return lib, arr
-
-
-def _input_any(x: Any, name: str, where: str):
-    if type(x) is np.ndarray:
-        return NUMPY, _native(x)
-    lib = lib_of(x)
-    if lib is not None:
-        return lib, x
-    if is_cuda_object(x):
-        return adopt(x, name, where)
-    return NUMPY, _as_array(x, name, where)
-
-
-# big-endian or misaligned data computes from a native, aligned copy, as numpy.fft does
-_native = native_aligned
 
 
 def _astype(lib, x, dtype: np.dtype, where: str):

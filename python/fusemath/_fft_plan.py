@@ -12,9 +12,9 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._arrays import C32 as _C32
+from ._arrays import refresh_copies, same_operand
 from ._fft_arrays import (_C2C, _C2R, _C64, _C128, _CLD, _F16, _F32, _F64, _LD, _MAX_AXES, _NO_CHAIN, _R2C, _Chain,
                           _axes, _chain, _input, _length, _norm_code, check_libs)
-from ._matmul_args import refresh_copies
 from ._options import _DEFAULT_OPTIONS, _choice, _resolve_execution
 
 _KINDS = {"c2c": _C2C, "r2c": _R2C, "c2r": _C2R}
@@ -35,21 +35,21 @@ _RESULT_DTYPES = {(_R2C, _F16): _C32, (_R2C, _F32): _C64, (_R2C, _F64): _C128,
                   (_C2R, _C32): _F16, (_C2R, _C64): _F32, (_C2R, _C128): _F64}
 
 
+def options(kind: int, inverse: bool, axes, execution, n: int, chains: Tuple[_Chain, _Chain], norm: int,
+            effort: int = _C.FFT_EFFORT_ESTIMATE, gpu_prolog: int = _C.FFT_PROLOG_AUTO):
+    """call()'s options tuple, in fmpy_fft.c's order (the stateless functions' and the planner's)."""
+    (pro, epi), (ex, dev, nth) = chains, execution
+    return (kind, inverse, axes, norm, effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
+            pro.source, pro.name, epi.source, epi.name, gpu_prolog, n)
+
+
 class _Setup(NamedTuple):
-    """What an FFT's plans depend on besides x's layout, replaced as one object by plan(). The
-    plans themselves live in the library context's plan cache (one per direction and layout)."""
+    """What an FFT's plans depend on besides x's layout, replaced as one object by plan(): the
+    chains and call()'s options per direction (forward, inverse). The plans themselves live in the
+    library context's plan cache (one per direction and layout)."""
 
     chains: Tuple[_Chain, _Chain]
-    norm: int
-    effort: int
-    gpu_prolog: int
-
-    def options(self, kind: int, inverse: bool, axes, execution, n: int):
-        """call()'s options tuple, in fmpy_fft.c's order (the stateless functions' too)."""
-        pro, epi = self.chains
-        ex, dev, nth = execution
-        return (kind, inverse, axes, self.norm, self.effort, ex, dev, nth, pro.ops, pro.scale, epi.ops, epi.scale,
-                pro.source, pro.name, epi.source, epi.name, self.gpu_prolog, n)
+    opts: Tuple[tuple, tuple]
 
 
 class FFT:
@@ -124,12 +124,9 @@ class FFT:
         self._kind, self._axes = kind_code, axes
         self._out_shape = tuple(shape)
         self._out_dtype = _RESULT_DTYPES.get((kind_code, dt), dt)
-        self._device = lib.device_of(x)
         self._exec = _resolve_execution(execution, _DEFAULT_OPTIONS, where)[:3]
         self._n = shape[axes[-1]] if kind_code == _C2R else 0  # c2r: the output length of the halved axis
-        self._setup = _Setup((_NO_CHAIN, _NO_CHAIN), _C.FFT_NORM_BACKWARD, _C.FFT_EFFORT_ESTIMATE,
-                             _C.FFT_PROLOG_AUTO)
-        self._opts_made = (None, None, None)
+        self._setup = None  # plan()'s
 
     # -- helpers ---------------------------------------------------------------
     def _alive(self, what: str) -> None:
@@ -147,19 +144,6 @@ class FFT:
         if self._kind == _C2R and not inverse:
             raise ValueError(f"{self._where}.execute: a c2r FFT is inverse only")
         return inverse
-
-    def _call(self, mode: int, inverse: bool, x, out, setup: _Setup, stream, where: str):
-        pro, epi = setup.chains
-        # the options tuple of this setup and direction, made once (0.3-0.6 us a call otherwise); an
-        # entry made from another setup (plan() replaced it) is never used
-        made = self._opts_made  # (setup, forward options, inverse options)
-        if made[0] is not setup:
-            made = (setup, None, None)
-        opts = made[1 + inverse]
-        if opts is None:
-            opts = setup.options(self._kind, inverse, self._axes, self._exec, self._n)
-            self._opts_made = (setup, opts, made[2]) if not inverse else (setup, made[1], opts)
-        return _C.call(_FFT, mode, self._lib.index, (x, out, pro.arr, epi.arr), opts, stream, 3, where)
 
     # -- public ------------------------------------------------------------------
     def plan(self, prolog: Any = None, epilog: Any = None, effort: str = "measure", norm: Any = "backward",
@@ -188,9 +172,12 @@ class FFT:
         check_libs(where, self._lib, None, pro, epi)
         # everything a plan depends on, swapped in one step: an execute() running in another
         # thread keeps the setup it started with (or finds its plans freed: InvalidStateError)
-        new = _Setup((pro, epi), norm_code, _choice(effort, _EFFORTS, "effort", where),
-                     _choice(gpu_prolog, _GPU_PROLOG, "gpu_prolog", where))
-        plan = self._call(_PLAN, self._kind == _C2R, self._x, None, new, None, self._where + ".plan")[0]
+        effort, gpu_prolog = _choice(effort, _EFFORTS, "effort", where), _choice(gpu_prolog, _GPU_PROLOG,
+                                                                                 "gpu_prolog", where)
+        new = _Setup((pro, epi), tuple(options(self._kind, inverse, self._axes, self._exec, self._n, (pro, epi),
+                                               norm_code, effort, gpu_prolog) for inverse in (False, True)))
+        plan = _C.call(_FFT, _PLAN, self._lib.index, (self._x, None, pro.arr, epi.arr), new.opts[self._kind == _C2R],
+                       None, 3, where)[0]
         old, self._setup, self._plan = self._plan, new, plan
         if old is not None:
             old.free()  # the context's cache and running executions hold their own references
@@ -204,28 +191,22 @@ class FFT:
         # this call's operand and setup (chains), held by the frame until the transform is done:
         # another thread's reset_operand() or plan() may replace them meanwhile
         x, setup = self._x, self._setup
-        if x is None:
+        if x is None or setup is None:
             raise _C.InvalidStateError(f"{self._where}.execute: the FFT was freed")
         inverse = self._direction(direction)
         if out is not None:  # (the chains' arrays were checked by plan())
             check_libs(self._where + ".execute", self._lib, out, _NO_CHAIN, _NO_CHAIN)
-        refresh_copies(x, setup.chains[0].arr, setup.chains[1].arr)  # big-endian or misaligned arrays run from copies
-        return self._call(_RUN, inverse, x, out, setup, stream, self._where + ".execute")
+        (pro, epi), opts = setup
+        refresh_copies(x, pro.arr, epi.arr)  # big-endian or misaligned arrays run from copies
+        return _C.call(_FFT, _RUN, self._lib.index, (x, out, pro.arr, epi.arr), opts[inverse], stream, 3,
+                       self._where + ".execute")
 
     def reset_operand(self, x: Any) -> None:
         """Use another array of the same shape, dtype and library/device from now on."""
         self._alive("reset_operand()")
         where = self._where + ".reset_operand"
-        lib, x = _input(x, "x", where)
-        dt = lib.dtype_of(x)
-        if lib is not self._lib or lib.device_of(x) != self._device:
-            raise _C.DeviceError(f"{where}: x must be an array of {self._lib.name} on the planned device")
-        if tuple(x.shape) != tuple(self._x.shape):
-            raise _C.ShapeError(f"{where}: x has shape {tuple(x.shape)}, the FFT was planned for "
-                                f"{tuple(self._x.shape)}")
-        if dt != self._dtype:
-            raise _C.DtypeError(f"{where}: x has dtype {dt}, the FFT was planned for {self._dtype}")
-        self._x = x  # other strides get their own plan on the next execute
+        # (other strides get their own plan on the next execute)
+        self._x = same_operand(where, "x", _input(x, "x", where)[1], self._x, "the FFT was planned for")
 
     def describe(self) -> str:
         """One line describing the default-direction plan (or the problem, before plan())."""
@@ -262,8 +243,7 @@ class FFT:
         plan, self._plan = self._plan, None
         if plan is not None:
             plan.free()
-        self._x = None
-        self._opts_made = (None, None, None)  # the options made from the chains hold their arrays
+        self._x = self._setup = None  # (the setup's chains hold their arrays)
         self._freed = True
 
     def __enter__(self) -> "FFT":

@@ -5,12 +5,11 @@ NumPy's matmul semantics; :func:`matmul` documents the arguments for both.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping, Optional
 
 from . import _fusemath as _C
-from ._arrays import _BY_TYPE, NUMPY, into_out
-from ._matmul_args import (_as_array, aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
+from ._arrays import _BY_TYPE, NUMPY, host_array, into_out
+from ._matmul_args import (aux_key, _BIAS, _CLAMP, _DDROPOUT, _DROPOUT, _dropout_arg, _foreign,
                            _merge_epilog, _ndarray, promote, _quantization_scales, recast_out, _split_inputs,
                            _with_dropout_stream)
 from ._matmul_plan import Matmul
@@ -140,12 +139,6 @@ def matmul(
         epi, bias, scale, aux_in, clamp = _split_inputs(where, epi, bias, epilog_inputs, clamp)
     elif bias is not None:  # the one C call checks the rest (a missing input too)
         epi |= _BIAS
-    if c is None:
-        if beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
-            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
-        beta = 0.0
-    elif beta is None:
-        beta = 1.0
     ex = AUTO_DEFAULTS if execution is None and options is None else resolve_execution(
         execution, as_options(options, where), where)
     qa = qb = None
@@ -201,6 +194,6 @@ _PROMOTED, _D = (0, 1, 2, 3), 4  # a, b, c and bias take one dtype as NumPy's a 
 def _host_inputs(where: str, ops, epi: int):
     """ops with every host input as a native, aligned NumPy array (a TypeError or DeviceError naming
     the argument for what is none); None if that changes nothing (the refusal was for something else)."""
-    fixed = tuple(x if name is None or x is None else _as_array(x, aux_key(epi) if name == "aux" else name, where)
+    fixed = tuple(x if name is None or x is None else host_array(x, aux_key(epi) if name == "aux" else name, where)
                   for name, x in zip(_INPUT_NAMES, ops))
     return None if all(x is y for x, y in zip(fixed, ops)) else fixed

@@ -1,20 +1,18 @@
 """The arguments of ``fusemath.matmul`` and ``fusemath.Matmul`` before they make a problem:
 the epilogue bits and their tables (activations, chains with a second result, epilog_inputs
-keys), host array arguments viewed as NumPy arrays (buffer protocol, DLPack) or taken from
-PyTorch / CuPy / other GPU arrays, real-scalar checks, and the parsing of the epilogue
-arguments (``epilogue`` / ``epilog``, ``epilog_inputs``, ``bias``, ``clamp``) and of fp8
-``quantization_scales``.
+keys), NumPy's type promotion and out= rules, a and b taken from PyTorch / CuPy / other GPU
+arrays, and the parsing of the epilogue arguments (``epilogue`` / ``epilog``, ``epilog_inputs``,
+``bias``, ``clamp``) and of fp8 ``quantization_scales``.
 """
 from __future__ import annotations
 
 import numbers
-import weakref
 from typing import Any, Mapping
 
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, adopt, is_cuda_object, lib_of
+from ._arrays import NUMPY, adopt, is_cuda_object, lib_of, remembered_copy
 from ._options import Epilogue
 
 _ndarray = np.ndarray
@@ -23,7 +21,6 @@ _DRELU, _DGELU = int(Epilogue.DRELU), int(Epilogue.DGELU)
 _DROPOUT, _DDROPOUT = int(Epilogue.DROPOUT), int(Epilogue.DDROPOUT)
 _INPUT_KEYS = ("bias", "relu_aux", "gelu_aux", "dropout_aux", "scale")
 _AUX_KEYS = {_DRELU: "relu_aux", _DGELU: "gelu_aux", _DDROPOUT: "dropout_aux"}  # the aux input of each backward chain
-_CPU_DEVICES = (1, 3)  # DLPack kDLCPU, kDLCUDAHost
 
 
 def aux_key(epi: int):
@@ -42,36 +39,6 @@ def _epilogue_name(bits: int) -> str:
 # ---------------------------------------------------------------------------
 # Array arguments
 # ---------------------------------------------------------------------------
-def _as_array(x: Any, name: str, where: str) -> np.ndarray:
-    """A NumPy array for a host array input: one in a byte order other than the machine's, or at
-    an address that is not a multiple of its element size, is a native, aligned copy (NumPy's own
-    routines compute on such arrays too); anything else a view (no copy)."""
-    return native_aligned(_host_view(x, name, where))
-
-
-def native_aligned(arr: np.ndarray) -> np.ndarray:
-    """arr, or a copy in the machine's byte order and aligned to its element size (BLAS and FFTW
-    read whole native elements), in arr's own memory order; the copy is remembered (copy_behind)."""
-    isz = arr.dtype.itemsize
-    if arr.dtype.isnative and arr.flags.aligned and all(st % isz == 0 for st in arr.strides):
-        return arr
-    # (a structured array's field can step by a byte count that is no multiple of its element:
-    # the libraries count strides in elements, so it is copied too)
-    return remembered_copy(arr, arr.dtype.newbyteorder("="))
-
-
-def remembered_copy(arr: np.ndarray, dtype) -> np.ndarray:
-    """arr as a copy of dtype in arr's memory order, remembered (copy_behind) so that a planner holding
-    it sees the caller's later in-place changes; host memory running out is fusemath's OutOfMemoryError."""
-    try:
-        copy = arr.astype(dtype, order="K")
-    except MemoryError as exc:
-        raise _C.OutOfMemoryError(f"fusemath: cannot allocate a {dtype} copy of shape {arr.shape}: {exc}") from exc
-    _COPIED_FROM[id(copy)] = (weakref.ref(copy), arr)
-    weakref.finalize(copy, _COPIED_FROM.pop, id(copy), None)
-    return copy
-
-
 def promote(ops: list, slots, given) -> Any:
     """NumPy's type promotion: the NumPy arrays ops[i], i in slots, that differ from their common
     dtype (np.result_type; a Python number among the arguments as given is weak, as in NumPy 2's
@@ -100,95 +67,6 @@ def recast_out(out: Any, dt) -> bool:
     """Whether out is a NumPy array of a number dtype other than dt, which into_out fills (an out of
     strings, objects etc. stays the library's refusal)."""
     return isinstance(out, _ndarray) and dt is not None and out.dtype != dt and out.dtype.kind in "biufc"
-
-
-# Each such copy (by id, with a weak reference to tell a reused id apart) -> the caller's array
-# it was made from: a planner that holds a copy (or a view of one: a promoted 1-D operand, a
-# broadcast c) refreshes it from there before every execute, so in-place changes to the caller's
-# array are seen as they are for every other operand.
-_COPIED_FROM: dict = {}
-
-
-def copy_behind(arr: Any):
-    """(copy, source) when arr is, or views, a copy native_aligned made; else None."""
-    while isinstance(arr, np.ndarray):
-        entry = _COPIED_FROM.get(id(arr))
-        if entry is not None and entry[0]() is arr:
-            return arr, entry[1]
-        arr = arr.base
-    return None
-
-
-def refresh_copies(*arrs: Any) -> None:
-    """Bring the copies behind arrs (if any) up to date with the caller's arrays they were made
-    from; one dict test when no copy exists (an execute path)."""
-    if not _COPIED_FROM:
-        return
-    for arr in arrs:
-        found = copy_behind(arr)
-        if found is not None:
-            found[0][...] = found[1]
-
-
-def _host_view(x: Any, name: str, where: str) -> np.ndarray:
-    """A NumPy view of a host array argument (no copy where it has one). NumPy arrays pass
-    through (subclasses as plain ndarrays); DLPack objects (CPU) and buffer-protocol objects are
-    wrapped zero-copy; anything else np.asarray reads as numbers (lists, Python and NumPy numbers,
-    ``__array__`` objects; an object whose ``__dlpack__`` failed, too) as np.asarray makes it. GPU
-    arrays are a DeviceError here (this is the host path); what is no array of numbers (None, str,
-    dicts) a TypeError naming the argument."""
-    if type(x) is _ndarray:
-        return x
-    if isinstance(x, _ndarray):
-        return x.view(_ndarray)  # drop subclass semantics (np.matrix, masked arrays)
-    failed = ""
-    if hasattr(x, "__dlpack__"):
-        device = getattr(x, "__dlpack_device__", None)
-        if device is not None:
-            try:
-                dev_type, dev_id = (int(v) for v in device())
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"{where}: {name}.__dlpack_device__() did not return (device_type, device_id)"
-                ) from None
-            if dev_type not in _CPU_DEVICES:
-                raise _C.DeviceError(
-                    f"{where}: {name} lives on DLPack device ({dev_type}, {dev_id}) but a and b are "
-                    "host arrays; put all operands on one device (or pass GPU arrays for a and b)"
-                )
-        try:
-            return np.from_dlpack(x)
-        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            failed = f" (its __dlpack__ failed: {type(exc).__name__}: {exc})"  # NumPy may read it otherwise
-    if hasattr(x, "__cuda_array_interface__"):
-        raise _C.DeviceError(f"{where}: {name} is a GPU array but a and b are host arrays; put all operands on one "
-                             "device (or pass GPU arrays for a and b)")
-    try:
-        return np.asarray(memoryview(x))  # (bytes as uint8; None, numbers, str, lists have no buffer)
-    except TypeError:
-        pass
-    try:
-        arr = np.asarray(x)
-    except Exception:
-        if isinstance(x, (list, tuple)):
-            raise  # NumPy's own refusal (a ragged sequence)
-        arr = None
-    if arr is None or arr.dtype.kind in "OUSV":
-        raise TypeError(f"{where}: {name} must be an array, not {'None' if x is None else type(x).__name__}{failed} "
-                        "(NumPy, PyTorch, CuPy, DLPack or buffer-protocol objects, or nested sequences of numbers)")
-    return arr
-
-
-def _operand(x: Any, name: str, where: str):
-    """An operand of a problem on library arrays: PyTorch/CuPy arrays as they are, other
-    GPU arrays viewed through CuPy/PyTorch, host arrays as NumPy views."""
-    if type(x) is _ndarray:
-        return x
-    if lib_of(x) is not None:
-        return x
-    if is_cuda_object(x):
-        return adopt(x, name, where)[1]
-    return _as_array(x, name, where)
 
 
 def _dtype_of(x):

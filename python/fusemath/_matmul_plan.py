@@ -8,14 +8,13 @@ Re-exported by ``fusemath._matmul`` (and as ``fusemath.Matmul``).
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, int_arg, into_out, lib_of
-from ._matmul_args import (_as_array, aux_key, checked_inputs, copy_behind, _dropout_arg, _dtype_of, _foreign,
-                           _merge_epilog, _ndarray, _operand, overlaps_input, promote, recast_out, refresh_copies,
-                           remembered_copy, _split_inputs, _with_dropout_stream)
+from ._arrays import (NUMPY, copy_behind, host_array, int_arg, into_out, lib_of, operand, refresh_copies,
+                      remembered_copy, same_operand)
+from ._matmul_args import (aux_key, checked_inputs, _dropout_arg, _dtype_of, _foreign, _merge_epilog, _ndarray,
+                           overlaps_input, promote, recast_out, _split_inputs, _with_dropout_stream)
 from ._options import Epilogue, as_options, epilogue_bits, resolve_execution
 
 _data_ptr = _C.data_ptr
@@ -70,9 +69,6 @@ class Matmul:
         a, b = self._conv(a, "a", where), self._conv(b, "b", where)
         if c is not None:
             c = self._conv(c, "c", where)
-        elif beta is not None and not (isinstance(beta, numbers.Number) and beta == 0):
-            raise _C.InvalidArgumentError(f"{where}: beta = {beta!r} was given but c is None")
-        beta = 0.0 if c is None else 1.0 if beta is None else beta
         ex = resolve_execution(None, as_options(options, where), where)
         self._device = lib.device_of(a if lib_of(a) is lib else b)
         self._opts = (alpha, beta, 0, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], None, None, 0, 0)
@@ -90,7 +86,9 @@ class Matmul:
         return ops
 
     def _conv(self, x: Any, name: str, where: str):
-        return _as_array(x, name, where) if self._lib is NUMPY else _operand(x, name, where)
+        if self._lib is NUMPY:
+            return host_array(x, name, where)
+        return x if type(x) is _ndarray else operand(x, name, where)[1]
 
     def _install(self, plan, specs, ops, opts) -> None:
         old = self._plan
@@ -195,7 +193,7 @@ class Matmul:
             self.plan()
             run = self._run
         if self._dropout is not None:
-            return self._execute_dropout(stream, out)
+            run = self._execute_dropout
         try:
             return run(stream, out)
         except (_C.DtypeError, _C.AliasError, _C.InvalidArgumentError):
@@ -212,8 +210,6 @@ class Matmul:
         ops = list(self._alive(where))
         refresh_copies(*ops)  # operands run from copies (big-endian, misaligned, promoted) follow the caller's
         opts, lib = self._opts, self._lib
-        if lib is NUMPY and recast_out(out, ops[0].dtype):  # np.matmul's out= of another dtype, as execute's
-            return into_out(where, out, ops[0].dtype, lambda: self._execute_dropout(stream, None))
         ops[_D] = out
         return _with_dropout_stream(self._dropout, where, lambda pos, seed: _call(
             _MATMUL, _C.CALL_RUN, lib.index, tuple(ops), opts[:11] + (pos, seed), stream, 3, where))
@@ -309,18 +305,8 @@ class Matmul:
 
 def _same_layout(where: str, name: str, x, old):
     """x, when it has the shape, dtype, library, device and memory layout the plan was made for."""
-    if tuple(x.shape) != tuple(old.shape):
-        raise _C.ShapeError(f"{where}: {name} has shape {tuple(x.shape)}, the plan was made for {tuple(old.shape)}")
-    xdt, odt = _dtype_of(x), _dtype_of(old)
-    if xdt != odt:
-        raise _C.DtypeError(f"{where}: {name} has dtype {xdt}, the plan was made for {odt}")
-    if lib_of(x) is not lib_of(old):
-        raise _C.DeviceError(f"{where}: {name} is a {type(x).__name__}, the plan was made for a "
-                             f"{type(old).__name__} (array library and device must stay the same)")
-    lx, lo = _layout(x), _layout(old)
-    if lx[0] != lo[0]:
-        raise _C.DeviceError(f"{where}: {name} is on device {lx[0]}, the plan was made for device {lo[0]}")
-    if lx != lo:
+    same_operand(where, name, x, old, "the plan was made for")
+    if _layout(x) != _layout(old):
         copied = copy_behind(x) is not None or copy_behind(old) is not None
         raise _C.InvalidArgumentError(
             f"{where}: {name} has strides {_C.tensor_info(x)[4]}, the plan was made for {_C.tensor_info(old)[4]} "

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _fusemath as _C
 from ._fft_arrays import _chain, _norm_code
-from ._matmul_args import refresh_copies
+from ._arrays import refresh_copies
 
 try:
     from mpi4py import MPI as _MPI

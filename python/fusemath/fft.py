@@ -57,7 +57,7 @@ from typing import Any, Tuple
 import numpy as np
 
 from . import _fusemath as _C
-from ._arrays import NUMPY, into_out
+from ._arrays import _NUMPY_DTYPES, NUMPY, into_out
 from ._fft_arrays import (
     _C2C,
     _C2R,
@@ -73,7 +73,7 @@ from ._fft_arrays import (
     _resize,
     check_libs,
 )
-from ._fft_plan import FFT, _Setup
+from ._fft_plan import FFT, options
 from ._options import _DEFAULT_OPTIONS, _resolve_execution
 
 __all__ = [
@@ -146,22 +146,20 @@ def _run(where: str, a: Any, s: Any, axes: Any, norm: Any, out: Any, prolog: Any
         in_len[-1] = n[-1] // 2 + 1
     x = _promote(where, lib, _resize(lib, x, axes_t, in_len, where), kind, _half_on_gpu(lib, x, ex))
     check_libs(where, lib, out, pro, epi)
-    rdt = _result_dtype(x.dtype, kind) if type(out) is np.ndarray else None
-    if rdt is not None and out.dtype != rdt and out.dtype.kind in "biufc":  # numpy.fft's casting out=
-        return into_out(where, out, rdt, lambda: _run(where, x, s, axes, norm, None, prolog, epilog, kind=kind,
-                                                      inverse=inverse, one_d=one_d, execution=execution,
-                                                      stream=stream), ufunc="fft")
-    setup = _Setup((pro, epi), norm_code, _C.FFT_EFFORT_ESTIMATE, _C.FFT_PROLOG_AUTO)
-    opts = setup.options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0)
-    arrs = (pro.arr, epi.arr)
+    opts = options(kind, inverse, axes_t, (ex, dev_id, nth), n[-1] if kind == _C2R else 0, (pro, epi), norm_code)
+    ops = (x, out, pro.arr, epi.arr)
     # (a layout cuFFT cannot take runs through a staged device copy in the backend: describe() says so)
-    return _call(_FFT, _RUN, lib.index, (x, out) + arrs, opts, stream, 3, where)
-
-
-def _result_dtype(dt: np.dtype, kind: int) -> np.dtype:
-    """The transform's output dtype for x's (promoted) dtype: complex but for c2r's real."""
-    one = np.zeros(1, dt)
-    return (one.real if kind == _C2R else one.astype(np.result_type(dt, np.complex64))).dtype
+    try:
+        return _call(_FFT, _RUN, lib.index, ops, opts, stream, 3, where)
+    except _C.FusemathError:
+        if type(out) is not np.ndarray or out.dtype.kind not in "biufc":
+            raise
+        # numpy.fft's out= of another dtype than the result's (the core's output spec says which)
+        rdt = _NUMPY_DTYPES[_call(_FFT, _C.CALL_SPECS, lib.index, (x, None) + ops[2:], opts, None, 3, where)[0][2]]
+        if out.dtype == rdt:
+            raise
+    return into_out(where, out, rdt, lambda: _call(_FFT, _RUN, lib.index, (x, None) + ops[2:], opts, stream, 3, where),
+                    ufunc="fft")
 
 
 def _run_repeated(where: str, x: Any, axes: Tuple[int, ...], n: Tuple[int, ...], args: Tuple, kind: int,

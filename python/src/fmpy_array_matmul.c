@@ -68,6 +68,23 @@ static int mm_fill_dropout(fmpy_call *c, PyObject *const *a)
     return 0;
 }
 
+/* beta: None is 1 with c and 0 without; without c only a zero may be given (what the caller meant
+ * by another is unknown: an error, not a silent 0). */
+static int mm_fill_beta(fmpy_call *c, PyObject *beta)
+{
+    fm_matmul_options *o = &c->o.mm;
+    if (c->objs[FM_MATMUL_C] != Py_None) {
+        o->beta[0] = 1.0;
+        return fmpy_number_arg(c->prefix, "beta", beta, o->beta);
+    }
+    if (beta == Py_None || (fmpy_number_arg(c->prefix, "beta", beta, o->beta) == 0 && !o->beta[0] && !o->beta[1]))
+        return 0;
+    PyErr_Clear();
+    PyErr_Format(fmpy_error_class(c->st, FM_ERR_INVALID_ARGUMENT), "%sbeta = %R was given but c is None", c->prefix,
+                 beta);
+    return -1;
+}
+
 /* options: (alpha, beta, epilogue, execution, device_id, num_threads, panel_rows, cpu_strategy, compute, clamp,
  * dropout, dropout position, dropout seed) */
 static int mm_fill(fmpy_call *c, PyObject *const *a)
@@ -75,7 +92,7 @@ static int mm_fill(fmpy_call *c, PyObject *const *a)
     const char *fname = c->prefix;
     fm_matmul_options *o = &c->o.mm;
     fm_matmul_options_init(o);
-    if (fmpy_number_arg(fname, "alpha", a[0], o->alpha) < 0 || fmpy_number_arg(fname, "beta", a[1], o->beta) < 0 ||
+    if (fmpy_number_arg(fname, "alpha", a[0], o->alpha) < 0 || mm_fill_beta(c, a[1]) < 0 ||
         fmpy_epilogue_arg(c->st, fname, a[2], &o->epilogue) < 0)
         return -1;
     static const char *const names[] = {"execution", "device_id", "num_threads", "panel_rows", "cpu_strategy",
