@@ -121,6 +121,12 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
     if (o->overwrite_input != 0 && o->overwrite_input != 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->overwrite_input = %d; expected 0 or 1", where,
                        (int)o->overwrite_input);
+    if (o->device_type != FM_DEVICE_AUTO && o->device_type != FM_DEVICE_CPU && o->device_type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->device_type = %d; expected FM_DEVICE_CPU (host data, CPU "
+                       "ranks) or FM_DEVICE_CUDA (device data, GPU ranks)", where, (int)o->device_type);
+    if (o->device_type == FM_DEVICE_CUDA && o->device_id < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->device_id = %d; expected a CUDA device number >= 0", where,
+                       (int)o->device_id);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         if (o->reserved[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->reserved[%zu] = %d; expected 0 "
@@ -298,6 +304,10 @@ fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *va
     for (int i = 0; i < count; i++) {
         if (lo[i] == hi[i])
             continue;
+        if (!strcmp(names[i], "device"))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %d ranks of comm disagree on where the data lives (host "
+                           "memory on some, a CUDA device on others); every rank must pass host arrays (CPU ranks) "
+                           "or every rank device arrays (GPU ranks)", where, size);
         if (!strcmp(names[i], "dtype"))
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %d ranks of comm disagree on dtype (%s on some, %s on "
                            "others); every rank must plan the same transform", where, size,

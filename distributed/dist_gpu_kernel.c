@@ -1,0 +1,179 @@
+/* dist_gpu_kernel.c : the GPU ranks' one kernel, a strided 3-D move of complex elements through a
+ * chain (x -> conj?(x * scale * array)): the exchange's pack and unpack and the Y <-> T transpose
+ * (dist_xgeom.h), the chain applied in the same pass where the move is the first or last stage.
+ * Compiled at the first plan on a device with NVRTC for that device's architecture (as the CUDA
+ * backend's run-time kernels are: fusion/cuda/), loaded through the runtime's cudaLibraryLoadData,
+ * and kept for the process. */
+#include "dist_gpu.h"
+
+#if FM_DIST_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char kernel_source[] =
+    "struct fm_dist_move_args {\n"
+    "    const void *src; void *dst; const void *arr;\n"
+    "    long long e0, e1, e2, s0, s1, s2, d0, d1, d2;\n"
+    "    double sr, si; unsigned flags; int pad;\n"
+    "};\n"
+    "template <typename T> __device__ void fm_dist_move(const fm_dist_move_args &a)\n"
+    "{\n"
+    "    const T *src = (const T *)a.src; T *dst = (T *)a.dst; const T *arr = (const T *)a.arr;\n"
+    "    const long long total = a.e0 * a.e1 * a.e2;\n"
+    "    const T sr = (T)a.sr, si = (T)a.si;\n"
+    "    const long long step = (long long)gridDim.x * blockDim.x;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += step) {\n"
+    "        const long long i2 = k % a.e2, r = k / a.e2, i1 = r % a.e1, i0 = r / a.e1;\n"
+    "        const long long so = i0 * a.s0 + i1 * a.s1 + i2 * a.s2, dof = i0 * a.d0 + i1 * a.d1 + i2 * a.d2;\n"
+    "        T xr = src[2 * so], xi = src[2 * so + 1];\n"
+    "        if (a.flags & 1u) { T t = xr * sr - xi * si; xi = xr * si + xi * sr; xr = t; }\n"
+    "        if (a.flags & 4u) {\n"
+    "            const long long mo = (a.flags & 16u) ? dof : so;\n"
+    "            if (a.flags & 8u) {\n"
+    "                const T mr = arr[2 * mo], mi = arr[2 * mo + 1];\n"
+    "                T t = xr * mr - xi * mi; xi = xr * mi + xi * mr; xr = t;\n"
+    "            } else {\n"
+    "                xr *= arr[mo]; xi *= arr[mo];\n"
+    "            }\n"
+    "        }\n"
+    "        if (a.flags & 2u) xi = -xi;\n"
+    "        dst[2 * dof] = xr; dst[2 * dof + 1] = xi;\n"
+    "    }\n"
+    "}\n"
+    "extern \"C\" __global__ void fm_dist_move_f32(fm_dist_move_args a) { fm_dist_move<float>(a); }\n"
+    "extern \"C\" __global__ void fm_dist_move_f64(fm_dist_move_args a) { fm_dist_move<double>(a); }\n";
+
+/* the kernel's argument, laid out as kernel_source's struct (LP64 on both sides) */
+typedef struct move_args {
+    const void *src;
+    void *dst;
+    const void *arr;
+    long long e0, e1, e2, s0, s1, s2, d0, d1, d2;
+    double sr, si;
+    unsigned flags;
+    int pad;
+} move_args;
+
+struct fm_dist_kernel {
+    cudaLibrary_t lib;
+    cudaKernel_t fn[2]; /* f32, f64 */
+};
+
+enum { MAX_DEVICES = 64 };
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static fm_dist_kernel *cache[MAX_DEVICES];
+
+/* NVRTC's CUBIN of kernel_source for sm_<arch>; *log gets the compiler's log on failure (freed by the caller) */
+static fm_status compile(const char *where, int arch, char **image, char **log)
+{
+    nvrtcProgram prog;
+    *image = NULL, *log = NULL;
+    if (nvrtcCreateProgram(&prog, kernel_source, "fm_dist_move.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+        return fm_fail(FM_ERR_BACKEND, "%s: nvrtcCreateProgram failed for the exchange's move kernel", where);
+    char opt[48];
+    snprintf(opt, sizeof opt, "--gpu-architecture=sm_%d", arch);
+    const char *opts[] = {opt, "-default-device"};
+    nvrtcResult r = nvrtcCompileProgram(prog, 2, opts);
+    fm_status st = FM_OK;
+    size_t n = 0;
+    if (r != NVRTC_SUCCESS) {
+        if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && (*log = malloc(n + 1)))
+            (void)nvrtcGetProgramLog(prog, *log);
+        st = fm_fail(FM_ERR_BACKEND, "%s: NVRTC could not compile the exchange's move kernel for sm_%d: %s (%s)",
+                     where, arch, nvrtcGetErrorString(r), *log ? *log : "no log");
+    } else if (nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || !(*image = malloc(n)) ||
+               nvrtcGetCUBIN(prog, *image) != NVRTC_SUCCESS) {
+        st = fm_fail(FM_ERR_BACKEND, "%s: NVRTC gave no CUBIN for sm_%d", where, arch);
+    }
+    nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+static fm_status build(const char *where, int device_id, fm_dist_kernel **out)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_id) != cudaSuccess)
+        return fm_fail(FM_ERR_UNAVAILABLE, "%s: cuda:%d: no compute capability (%s)", where, device_id,
+                       cudaGetErrorString(cudaGetLastError()));
+    char *image, *log;
+    fm_status st = compile(where, major * 10 + minor, &image, &log);
+    free(log);
+    if (st != FM_OK) {
+        free(image);
+        return st;
+    }
+    fm_dist_kernel *k = calloc(1, sizeof *k);
+    cudaError_t e = cudaErrorMemoryAllocation;
+    if (k && (e = cudaLibraryLoadData(&k->lib, image, NULL, NULL, 0, NULL, NULL, 0)) == cudaSuccess &&
+        (e = cudaLibraryGetKernel(&k->fn[0], k->lib, "fm_dist_move_f32")) == cudaSuccess)
+        e = cudaLibraryGetKernel(&k->fn[1], k->lib, "fm_dist_move_f64");
+    free(image);
+    if (e != cudaSuccess) {
+        if (k && k->lib)
+            cudaLibraryUnload(k->lib);
+        free(k);
+        return fm_fail(FM_ERR_BACKEND, "%s: loading the exchange's move kernel on cuda:%d: %s", where, device_id,
+                       cudaGetErrorString(e));
+    }
+    *out = k;
+    return FM_OK;
+}
+
+fm_status fm_dist_kernel_get(const char *where, int device_id, const fm_dist_kernel **k)
+{
+    if (device_id < 0 || device_id >= MAX_DEVICES)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: device_id = %d; expected 0 to %d", where, device_id,
+                       MAX_DEVICES - 1);
+    pthread_mutex_lock(&cache_lock);
+    fm_status st = FM_OK;
+    if (!cache[device_id])
+        st = build(where, device_id, &cache[device_id]);
+    *k = cache[device_id];
+    pthread_mutex_unlock(&cache_lock);
+    return st;
+}
+
+static dim3 dim3_make(unsigned x)
+{
+    dim3 d = {x, 1, 1};
+    return d;
+}
+
+fm_status fm_dist_kernel_move(const fm_dist_kernel *k, int dbl, const fm_dist_move *m, const void *src, void *dst,
+                              const fm_dist_mv_chain *c, void *stream)
+{
+    long long total = (long long)(m->e[0] * m->e[1] * m->e[2]);
+    if (total == 0)
+        return FM_OK;
+    size_t es = dbl ? 2 * sizeof(double) : 2 * sizeof(float);
+    move_args a = {0};
+    a.src = (const char *)src + (size_t)m->src_base * es;
+    a.dst = (char *)dst + (size_t)m->dst_base * es;
+    a.e0 = m->e[0], a.e1 = m->e[1], a.e2 = m->e[2];
+    a.s0 = m->s[0], a.s1 = m->s[1], a.s2 = m->s[2];
+    a.d0 = m->d[0], a.d1 = m->d[1], a.d2 = m->d[2];
+    a.sr = 1, a.si = 0;
+    if (c) {
+        a.flags = c->flags, a.sr = c->scale[0], a.si = c->scale[1];
+        if (c->flags & FM_DIST_MV_ARR) { /* the array is offset as the operand it is laid out like */
+            size_t aes = (c->flags & FM_DIST_MV_ARR_CPLX) ? es : es / 2;
+            int64_t base = (c->flags & FM_DIST_MV_ARR_DST) ? m->dst_base : m->src_base;
+            a.arr = (const char *)c->arr + (size_t)base * aes;
+        }
+    }
+    long long blocks = (total + 255) / 256;
+    if (blocks > 65536)
+        blocks = 65536; /* grid-stride beyond */
+    void *args[] = {&a};
+    cudaError_t e = cudaLaunchKernel((const void *)k->fn[dbl ? 1 : 0], dim3_make((unsigned)blocks), dim3_make(256),
+                                     args, 0, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: launching the exchange's move kernel (%lld x %lld x "
+                       "%lld): %s", a.e0, a.e1, a.e2, cudaGetErrorString(e));
+    return FM_OK;
+}
+#endif /* FM_DIST_HAVE_CUDA */
