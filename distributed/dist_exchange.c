@@ -258,14 +258,14 @@ static fm_status run_nccl(fm_dist_exchange *x, const char *send, const int64_t *
 }
 #endif
 
-fm_status fm_dist_exchange_run(fm_dist_exchange *x, const void *send, const int64_t *sc, const int64_t *so,
-                               void *recv, const int64_t *rc, const int64_t *ro, void *stream)
+fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void *send, const int64_t *sc,
+                               const int64_t *so, void *recv, const int64_t *rc, const int64_t *ro, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     size_t es = x->dbl ? 16 : 8;
     int me = x->rank;
-    fm_status st = FM_OK;
-    if (sc[me]) /* this rank's own block */
+    fm_status st = x->size > 1 ? fm_dist_agree(x->comm, prior) : prior; /* a failed stage on one rank: all stop */
+    if (st == FM_OK && sc[me]) /* this rank's own block */
         st = cuda_check(cudaMemcpyAsync((char *)recv + ro[me] * es, (const char *)send + so[me] * es,
                                         (size_t)sc[me] * es, cudaMemcpyDeviceToDevice, s), "the rank's own block");
     if (x->size == 1 || st != FM_OK)

@@ -220,12 +220,14 @@ fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom 
     return FM_OK;
 }
 
-static fm_status exchange(fm_dist_gpu *p, int to_y, const void *src, void *dst, void *stream)
+/* the exchange S -> Y (to_y) or Y -> S; st: this rank's status so far (agreed there) */
+static fm_status exchange(fm_dist_gpu *p, fm_status st, int to_y, const void *src, void *dst, void *stream)
 {
     const fm_dist_xgeom *x = &p->x;
     if (to_y)
-        return fm_dist_exchange_run(p->xch, src, x->send_count, x->send_off, dst, x->recv_count, x->recv_off, stream);
-    return fm_dist_exchange_run(p->xch, src, x->recv_count, x->recv_off, dst, x->send_count, x->send_off, stream);
+        return fm_dist_exchange_run(p->xch, st, src, x->send_count, x->send_off, dst, x->recv_count, x->recv_off,
+                                    stream);
+    return fm_dist_exchange_run(p->xch, st, src, x->recv_count, x->recv_off, dst, x->send_count, x->send_off, stream);
 }
 
 /* pack (S -> send buffer, to_send) or unpack (receive buffer -> S) every peer's columns, through c */
@@ -253,23 +255,21 @@ static fm_status run_core(const fm_plan *plan, const void *in, void *out, const 
     return fm_plan_execute(plan, ptrs, 4, stream);
 }
 
+/* Each exchange is entered on every rank whatever the stages before it gave (it agrees on that). */
 static fm_status execute_a_first(fm_dist_gpu *p, const void *in, void *out, void *s)
 {
     fm_status st = run_core(p->plan_a, in, p->w, p->arr[0], NULL, s);
     if (st == FM_OK)
         st = peers(p, 1, p->w, p->bb, NULL, s);
-    if (st == FM_OK)
-        st = exchange(p, 1, p->bb, p->yc, s);
+    st = exchange(p, st, 1, p->bb, p->yc, s);
     if (st == FM_OK)
         st = run_core(p->plan_b, p->yc, p->yc, NULL, NULL, s);
-    if (st != FM_OK)
-        return st;
     if (p->o.out_layout == FM_DIST_TRANSPOSED) {
         fm_dist_move m;
         fm_dist_xgeom_y_to_t(&p->x, &m);
-        return fm_dist_kernel_move(p->k, p->dbl, &m, p->yc, out, &p->mv, s);
+        return st == FM_OK ? fm_dist_kernel_move(p->k, p->dbl, &m, p->yc, out, &p->mv, s) : st;
     }
-    st = exchange(p, 0, p->yc, p->bb, s);
+    st = exchange(p, st, 0, p->yc, p->bb, s);
     return st == FM_OK ? peers(p, 0, p->bb, out, &p->mv, s) : st;
 }
 
@@ -285,13 +285,11 @@ static fm_status execute_b_first(fm_dist_gpu *p, const void *in, void *out, void
         st = fm_dist_kernel_move(p->k, p->dbl, &r, in, p->yc, &p->mv, s);
     } else {
         st = peers(p, 1, in, p->bb, &p->mv, s);
-        if (st == FM_OK)
-            st = exchange(p, 1, p->bb, p->yc, s);
+        st = exchange(p, st, 1, p->bb, p->yc, s);
     }
     if (st == FM_OK)
         st = run_core(p->plan_b, p->yc, p->yc, NULL, NULL, s);
-    if (st == FM_OK)
-        st = exchange(p, 0, p->yc, p->bb, s);
+    st = exchange(p, st, 0, p->yc, p->bb, s);
     if (st == FM_OK)
         st = peers(p, 0, p->bb, p->w, NULL, s);
     if (st == FM_OK)

@@ -26,8 +26,10 @@ typedef struct fm_dist_exchange fm_dist_exchange;
  * messages of complex elements (dbl: double) of at most max_elems a rank, on device_id. */
 fm_status fm_dist_exchange_create(const char *where, MPI_Comm comm, int dbl, int64_t max_elems, int device_id,
                                   fm_dist_exchange **x);
-/* Collective: recv[recv_off[q] ..] = peer q's send[send_off[me] ..] (counts in complex elements), on stream. */
-fm_status fm_dist_exchange_run(fm_dist_exchange *x, const void *send, const int64_t *send_count,
+/* Collective: recv[recv_off[q] ..] = peer q's send[send_off[me] ..] (counts in complex elements), on stream.
+ * prior: this rank's status so far, agreed first (every rank calls this even after a failed stage, so
+ * that all of them return that failure and none waits in the all-to-all). */
+fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void *send, const int64_t *send_count,
                                const int64_t *send_off, void *recv, const int64_t *recv_count,
                                const int64_t *recv_off, void *stream);
 /* "staged", "mpi-cuda-aware" or "nccl", and why where it was not the one asked for. */
