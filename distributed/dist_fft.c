@@ -429,8 +429,8 @@ void fm_dist_fft_destroy(fm_dist_plan *p)
         return;
     int finalized = 0;
     MPI_Finalized(&finalized);
+    fm_dist_gpu_destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
     if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
-        fm_dist_gpu_destroy(p->gpu);
         if (p->fftw_plan) {
             (void)fm_fftw_planner_enter();
             if (p->dbl)

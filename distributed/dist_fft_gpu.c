@@ -75,6 +75,7 @@ static void core_opts(const fm_dist_gpu *p, fm_fft_options *c, int kind, int fir
         c->axes[i] = first + i;
     c->norm = p->o.inverse ? FM_FFT_NORM_FORWARD : FM_FFT_NORM_BACKWARD; /* a factor of 1 either way */
     c->effort = p->o.effort;
+    c->execution = FM_EXECUTION_CUDA; /* on the rank's GPU, whatever FUSEMATH_EXECUTION says */
     c->device_id = p->device;
 }
 
@@ -334,6 +335,9 @@ void fm_dist_gpu_destroy(fm_dist_gpu *p)
 {
     if (!p)
         return;
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(p->device) != cudaSuccess)
+        prev = -1;
     fm_dist_exchange_destroy(p->xch);
     fm_plan_release(p->plan_a);
     fm_plan_release(p->plan_b);
@@ -343,6 +347,8 @@ void fm_dist_gpu_destroy(fm_dist_gpu *p)
     cudaFree(p->w);
     cudaFree(p->bb);
     cudaFree(p->yc);
+    if (prev >= 0)
+        cudaSetDevice(prev);
     free(p->cnt);
     free(p);
 }
