@@ -18,28 +18,28 @@ comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
 failures = []
 
-try:
-    import cupy as xp
+CPU = "--cpu" in sys.argv[2:]  # the same cases on CPU ranks (NumPy): a check of this worker's references
 
-    def to_gpu(a):
-        return xp.asarray(a)
 
-    def to_host(a):
-        return xp.asnumpy(a)
-
-    NGPU = xp.cuda.runtime.getDeviceCount()
-    xp.cuda.Device(rank % NGPU).use()
-except ImportError:  # torch
+def _arrays():
+    """to_gpu, to_host and the number of GPUs (CuPy, else torch; NumPy with --cpu)"""
+    if CPU:
+        return np.ascontiguousarray, (lambda a: a), size
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    if cp is not None:
+        n = cp.cuda.runtime.getDeviceCount()
+        cp.cuda.Device(rank % n).use()
+        return cp.asarray, cp.asnumpy, n
     import torch
+    n = torch.cuda.device_count()
+    torch.cuda.set_device(rank % n)
+    return (lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()), (lambda a: a.cpu().numpy()), n
 
-    NGPU = torch.cuda.device_count()
-    torch.cuda.set_device(rank % NGPU)
 
-    def to_gpu(a):
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-
-    def to_host(a):
-        return a.cpu().numpy()
+to_gpu, to_host, NGPU = _arrays()
 
 
 def check(cond, what):
@@ -80,8 +80,8 @@ def transform_case(shape, kind, dtype, layout_out):
     with fd.FFT(x, comm, global_shape=shape, kind=kind, layout_out=layout_out) as f:
         f.plan(norm="ortho", prolog={"scale": 2.0}, epilog={"scale": scale})
         d = f.describe()
-        check(d.startswith("dist_fft cuda:") and "exchange=" in d, f"describe: {d}")
-        if NGPU < size:  # ranks share a GPU: NCCL refuses that, so the staged exchange (whatever was asked)
+        check(CPU or (d.startswith("dist_fft cuda:") and "exchange=" in d), f"describe: {d}")
+        if NGPU < size and not CPU:  # ranks share a GPU: NCCL refuses that, so the staged exchange (whatever was asked)
             check(size == 1 or "exchange=staged" in d or "exchange=mpi-cuda-aware" in d, f"shared GPU: {d}")
         y = f.execute()
         check(type(y) is type(x), f"execute returned {type(y).__name__}, not {type(x).__name__}")
@@ -172,8 +172,9 @@ def gpu_errors():
     xb = block(g, "c2c")
     # a CUDA array on rank 0, NumPy on the others: every rank fails, none waits
     x = to_gpu(xb) if rank == 0 else xb
-    raises("mixed devices", fusemath.InvalidArgumentError, "disagree on where the data lives",
-           lambda: fd.FFT(x, comm, global_shape=shape).plan())
+    if not CPU:
+        raises("mixed devices", fusemath.InvalidArgumentError, "disagree on where the data lives",
+               lambda: fd.FFT(x, comm, global_shape=shape).plan())
     # mismatched global shapes
     bad = (8, 6, 4) if rank == 0 else (8, 6, 6)
     xg = to_gpu(block(global_array(bad, np.complex64), "c2c"))
@@ -185,8 +186,9 @@ def gpu_errors():
         raises("tiling", fusemath.ShapeError, "does not tile", lambda: fd.FFT(wrong, comm, global_shape=shape).plan())
     # a host multiply array with device data
     xd = to_gpu(xb)
-    raises("host multiply array", TypeError, "must be a", lambda: fd.FFT(xd, comm, global_shape=shape).plan(
-        prolog={"multiply": np.ones(xb.shape, np.float32)}))
+    if not CPU:
+        raises("host multiply array", TypeError, "must be a", lambda: fd.FFT(xd, comm, global_shape=shape).plan(
+            prolog={"multiply": np.ones(xb.shape, np.float32)}))
 
 
 _WHAT = {"gpu": gpu, "gpu_errors": gpu_errors}
@@ -195,5 +197,6 @@ bad = comm.allgather(failures)
 if rank == 0:
     for f in (f for per in bad for f in per):
         print(f)
-    print(f"mpi_dist_gpu_worker {sys.argv[1]} on {size} ranks: {'FAILED' if any(bad) else 'OK'}")
+    print(f"mpi_dist_gpu_worker {sys.argv[1]}{' --cpu' if CPU else ''} on {size} ranks: "
+          f"{'FAILED' if any(bad) else 'OK'}")
 sys.exit(1 if any(bad) else 0)
