@@ -45,6 +45,7 @@ static int64_t side_numel(const fm_dist_geom *g, int which)
     return k;
 }
 
+#if FM_HAVE_FFTW_MPI /* the CPU ranks' execute: copies, the direct path, FFTW-MPI's execute and planner */
 /* Copy side `which` between the caller's block (user) and FFTW's buffer, through that side's chain. */
 static void copy_side(const fm_dist_plan *p, int which, const void *user)
 {
@@ -80,7 +81,6 @@ static int direct_ok(const fm_dist_plan *p, int which, const void *user, const v
     return fftwf_alignment_of((float *)(uintptr_t)user) == fftwf_alignment_of((float *)p->buf[which]);
 }
 
-#if FM_HAVE_FFTW_MPI
 /* FFTW-MPI's execute of p from fin to fout: its own buffers, or the new-array execute */
 static void run_fftw(const fm_dist_plan *p, void *fin, void *fout)
 {
