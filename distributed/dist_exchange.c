@@ -108,9 +108,18 @@ static fm_status nccl_init(const char *where, fm_dist_exchange *x)
 static fm_status choose(const char *where, fm_dist_exchange *x, int device_id)
 {
     pthread_once(&env_once, read_env);
+    fm_status st = FM_OK;
     if (env_choice == -2)
-        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: FUSEMATH_DIST_EXCHANGE = '%s'; expected auto, nccl, mpi or "
-                       "staged", where, env_text);
+        st = fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: FUSEMATH_DIST_EXCHANGE = '%s'; expected auto, nccl, mpi or "
+                     "staged", where, env_text);
+    if ((st = fm_dist_agree(x->comm, st)) != FM_OK) /* every rank reads its own environment */
+        return st;
+    int lo = env_choice, hi = env_choice;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, x->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, x->comm);
+    if (lo != hi)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the ranks disagree on FUSEMATH_DIST_EXCHANGE (set it alike "
+                       "on every rank, e.g. mpirun -x FUSEMATH_DIST_EXCHANGE)", where);
     int want = env_choice, shared = x->size > 1 ? shared_gpu(x->comm, x->size, device_id) : 0;
     if (shared < 0)
         return fm_fail(FM_ERR_BACKEND, "%s: cudaGetDeviceProperties failed on some rank", where);
