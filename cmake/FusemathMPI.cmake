@@ -114,8 +114,15 @@ if(FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND FUSEMATH_CUDA_nvrtc_L
   target_include_directories(fusemath_mpi SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_CUDA_cudart_LIBRARY}" "${FUSEMATH_CUDA_nvrtc_LIBRARY}")
   if(NOT FUSEMATH_WITH_NCCL STREQUAL "OFF")
-    find_path(FUSEMATH_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-    find_library(FUSEMATH_NCCL_LIBRARY NAMES nccl HINTS "${CUDAToolkit_LIBRARY_DIR}")
+    # the toolkit's, FUSEMATH_NCCL_ROOT / NCCL_ROOT / NCCL_HOME, or a PyPI nvidia-nccl wheel's (torch brings one)
+    set(FUSEMATH_NCCL_ROOT "" CACHE PATH "where NCCL's include/ and lib/ are (optional)")
+    file(GLOB _fm_nccl_wheels "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/nvidia/nccl"
+         "/usr/local/lib/python3*/dist-packages/nvidia/nccl" "/usr/lib/python3/dist-packages/nvidia/nccl"
+         "$ENV{VIRTUAL_ENV}/lib/python3*/site-packages/nvidia/nccl")
+    set(_fm_nccl_roots ${FUSEMATH_NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${_fm_nccl_wheels})
+    find_path(FUSEMATH_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_fm_nccl_roots} PATH_SUFFIXES include)
+    find_library(FUSEMATH_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS "${CUDAToolkit_LIBRARY_DIR}" ${_fm_nccl_roots}
+                 PATH_SUFFIXES lib lib64)
     if(FUSEMATH_NCCL_INCLUDE_DIR AND FUSEMATH_NCCL_LIBRARY)
       set(FUSEMATH_HAVE_NCCL ON)
       target_include_directories(fusemath_mpi SYSTEM PRIVATE "${FUSEMATH_NCCL_INCLUDE_DIR}")
