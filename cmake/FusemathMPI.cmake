@@ -113,6 +113,9 @@ if(FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND FUSEMATH_CUDA_nvrtc_L
   target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=1)
   target_include_directories(fusemath_mpi SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_CUDA_cudart_LIBRARY}" "${FUSEMATH_CUDA_nvrtc_LIBRARY}")
+  # the move kernel's body: the header the host test compiles, its text compiled by NVRTC at planning
+  fusemath_embed_text("${PROJECT_SOURCE_DIR}/distributed/dist_move_body.h" fm_dist_move_body_src _fm_move_src)
+  target_sources(fusemath_mpi PRIVATE "${_fm_move_src}")
   if(NOT FUSEMATH_WITH_NCCL STREQUAL "OFF")
     # the toolkit's, FUSEMATH_NCCL_ROOT / NCCL_ROOT / NCCL_HOME, or a PyPI nvidia-nccl wheel's (torch brings one)
     set(FUSEMATH_NCCL_ROOT "" CACHE PATH "where NCCL's include/ and lib/ are (optional)")

@@ -5,6 +5,7 @@
  * backend's run-time kernels are: fusion/cuda/), loaded through the runtime's cudaLibraryLoadData,
  * and kept for the process. */
 #include "dist_gpu.h"
+#include "dist_move_body.h"
 
 #if FM_DIST_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -12,50 +13,20 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static const char kernel_source[] =
-    "struct fm_dist_move_args {\n"
-    "    const void *src; void *dst; const void *arr;\n"
-    "    long long e0, e1, e2, s0, s1, s2, d0, d1, d2;\n"
-    "    double sr, si; unsigned flags; int pad;\n"
-    "};\n"
+/* the kernel: dist_move_body.h's element (its text embedded: fm_dist_move_body_src) in a grid-stride loop */
+extern const char fm_dist_move_body_src[];
+static const char kernel_wrappers[] =
     "template <typename T> __device__ void fm_dist_move(const fm_dist_move_args &a)\n"
     "{\n"
-    "    const T *src = (const T *)a.src; T *dst = (T *)a.dst; const T *arr = (const T *)a.arr;\n"
     "    const long long total = a.e0 * a.e1 * a.e2;\n"
-    "    const T sr = (T)a.sr, si = (T)a.si;\n"
     "    const long long step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += step) {\n"
-    "        const long long i2 = k % a.e2, r = k / a.e2, i1 = r % a.e1, i0 = r / a.e1;\n"
-    "        const long long so = i0 * a.s0 + i1 * a.s1 + i2 * a.s2, dof = i0 * a.d0 + i1 * a.d1 + i2 * a.d2;\n"
-    "        T xr = src[2 * so], xi = src[2 * so + 1];\n"
-    "        if (a.flags & 1u) { T t = xr * sr - xi * si; xi = xr * si + xi * sr; xr = t; }\n"
-    "        if (a.flags & 4u) {\n"
-    "            const long long mo = (a.flags & 16u) ? dof : so;\n"
-    "            if (a.flags & 8u) {\n"
-    "                const T mr = arr[2 * mo], mi = arr[2 * mo + 1];\n"
-    "                T t = xr * mr - xi * mi; xi = xr * mi + xi * mr; xr = t;\n"
-    "            } else {\n"
-    "                xr *= arr[mo]; xi *= arr[mo];\n"
-    "            }\n"
-    "        }\n"
-    "        if (a.flags & 2u) xi = -xi;\n"
-    "        dst[2 * dof] = xr; dst[2 * dof + 1] = xi;\n"
-    "    }\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += step)\n"
+    "        FM_DIST_MOVE_ONE(T, a, k);\n"
     "}\n"
     "extern \"C\" __global__ void fm_dist_move_f32(fm_dist_move_args a) { fm_dist_move<float>(a); }\n"
     "extern \"C\" __global__ void fm_dist_move_f64(fm_dist_move_args a) { fm_dist_move<double>(a); }\n";
-
-/* the kernel's argument, laid out as kernel_source's struct (LP64 on both sides) */
-typedef struct move_args {
-    const void *src;
-    void *dst;
-    const void *arr;
-    long long e0, e1, e2, s0, s1, s2, d0, d1, d2;
-    double sr, si;
-    unsigned flags;
-    int pad;
-} move_args;
 
 struct fm_dist_kernel {
     cudaLibrary_t lib;
@@ -71,7 +42,16 @@ static fm_status compile(const char *where, int arch, char **image, char **log)
 {
     nvrtcProgram prog;
     *image = NULL, *log = NULL;
-    if (nvrtcCreateProgram(&prog, kernel_source, "fm_dist_move.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+    size_t nb = strlen(fm_dist_move_body_src), nw = strlen(kernel_wrappers);
+    char *source = malloc(nb + nw + 2);
+    if (!source)
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the move kernel's source", where);
+    memcpy(source, fm_dist_move_body_src, nb);
+    source[nb] = '\n';
+    memcpy(source + nb + 1, kernel_wrappers, nw + 1);
+    nvrtcResult cr = nvrtcCreateProgram(&prog, source, "fm_dist_move.cu", 0, NULL, NULL);
+    free(source); /* NVRTC keeps its own copy */
+    if (cr != NVRTC_SUCCESS)
         return fm_fail(FM_ERR_BACKEND, "%s: nvrtcCreateProgram failed for the exchange's move kernel", where);
     char opt[48];
     snprintf(opt, sizeof opt, "--gpu-architecture=sm_%d", arch);
@@ -150,7 +130,7 @@ fm_status fm_dist_kernel_move(const fm_dist_kernel *k, int dbl, const fm_dist_mo
     if (total == 0)
         return FM_OK;
     size_t es = dbl ? 2 * sizeof(double) : 2 * sizeof(float);
-    move_args a = {0};
+    fm_dist_move_args a = {0};
     a.src = (const char *)src + (size_t)m->src_base * es;
     a.dst = (char *)dst + (size_t)m->dst_base * es;
     a.e0 = m->e[0], a.e1 = m->e[1], a.e2 = m->e[2];
