@@ -26,8 +26,8 @@
 #include <mpi-ext.h>
 #endif
 
-enum { X_STAGED = 0, X_MPI = 1, X_NCCL = 2 };
-static const char *const x_names[3] = {"staged", "mpi-cuda-aware", "nccl"};
+enum { X_STAGED = 0, X_MPI = 1, X_NCCL = 2, X_HOST = 3 };
+static const char *const x_names[4] = {"staged", "mpi-cuda-aware", "nccl", "host"};
 
 struct fm_dist_exchange {
     int kind, rank, size, dbl;
@@ -153,7 +153,10 @@ fm_status fm_dist_exchange_create(const char *where, MPI_Comm comm, int dbl, int
     x->comm = comm, x->dbl = dbl;
     MPI_Comm_rank(comm, &x->rank);
     MPI_Comm_size(comm, &x->size);
-    st = choose(where, x, device_id); /* the same outcome on every rank (its inputs are agreed) */
+    if (fm_dist_gpu_emulated()) /* host buffers: MPI_Alltoallv on them */
+        x->kind = X_HOST, snprintf(x->text, sizeof x->text, "host (emulated)");
+    else
+        st = choose(where, x, device_id); /* the same outcome on every rank (its inputs are agreed) */
     if (st == FM_OK && x->kind != X_NCCL && max_elems > INT_MAX)
         st = fm_fail(FM_ERR_TOO_LARGE, "%s: %lld elements a rank exceed MPI's int counts; use the NCCL exchange "
                      "(FUSEMATH_DIST_EXCHANGE=nccl, one GPU per rank) or more ranks", where, (long long)max_elems);
@@ -274,7 +277,9 @@ fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void 
     size_t es = x->dbl ? 16 : 8;
     int me = x->rank;
     fm_status st = x->size > 1 ? fm_dist_agree(x->comm, prior) : prior; /* a failed stage on one rank: all stop */
-    if (st == FM_OK && sc[me]) /* this rank's own block */
+    if (st == FM_OK && sc[me] && x->kind == X_HOST)
+        memcpy((char *)recv + ro[me] * es, (const char *)send + so[me] * es, (size_t)sc[me] * es);
+    else if (st == FM_OK && sc[me]) /* this rank's own block */
         st = cuda_check(cudaMemcpyAsync((char *)recv + ro[me] * es, (const char *)send + so[me] * es,
                                         (size_t)sc[me] * es, cudaMemcpyDeviceToDevice, s), "the rank's own block");
     if (x->size == 1 || st != FM_OK)
@@ -285,6 +290,8 @@ fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void 
     if (x->kind == X_NCCL)
         return run_nccl(x, send, sc, so, recv, rc, ro, s);
 #endif
+    if (x->kind == X_HOST)
+        return mpi_alltoallv(x, send, sc, so, recv, rc, ro);
     st = cuda_check(cudaStreamSynchronize(s), "the stream before the exchange");
     if ((st = fm_dist_agree(x->comm, st)) != FM_OK)
         return st;

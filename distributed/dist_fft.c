@@ -284,7 +284,7 @@ static fm_status check_arrays(const char *where, fm_dist_plan *p, const fm_tenso
     static const char *const names[2] = {"prolog", "epilog"};
     for (int w = 0; w < 2; w++) {
         unsigned ops = w == FM_DIST_IN ? p->o.prolog.ops : p->o.epilog.ops;
-        int gpu = p->o.device_type == FM_DEVICE_CUDA ? p->o.device_id : -1;
+        int gpu = p->o.device_type == FM_DEVICE_CUDA && !fm_dist_gpu_emulated() ? p->o.device_id : -1;
         fm_status st = fm_dist_check_array(where, names[w], arr[w], ops, p->g.ndim, p->g.side[w].local, p->dbl,
                                            p->g.side[w].real, gpu, &p->run[w]);
         if (st != FM_OK)

@@ -23,6 +23,21 @@
 
 #if FM_DIST_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <pthread.h>
+
+static int emulate;
+static pthread_once_t emulate_once = PTHREAD_ONCE_INIT;
+static void read_emulate(void)
+{
+    const char *v = getenv("FUSEMATH_DIST_GPU_EMULATE");
+    emulate = v && !strcmp(v, "host");
+}
+
+int fm_dist_gpu_emulated(void)
+{
+    pthread_once(&emulate_once, read_emulate);
+    return emulate;
+}
 
 struct fm_dist_gpu {
     MPI_Comm comm;
@@ -48,6 +63,44 @@ static fm_status cu(cudaError_t e, const char *where, const char *what)
                    cudaGetErrorString(e));
 }
 
+/* device memory (host memory when emulated) */
+static fm_status dev_alloc(const char *where, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    if (!bytes)
+        return FM_OK;
+    if (fm_dist_gpu_emulated())
+        return (*ptr = malloc(bytes)) ? FM_OK : fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", where, what);
+    return cu(cudaMalloc(ptr, bytes), where, what);
+}
+
+static void dev_free(void *ptr)
+{
+    if (fm_dist_gpu_emulated())
+        free(ptr);
+    else if (ptr)
+        cudaFree(ptr);
+}
+
+/* make cuda:dev current, the caller's in *prev (-1: nothing to restore); emulated: nothing */
+static int enter_device(int dev, int *prev)
+{
+    *prev = -1;
+    if (fm_dist_gpu_emulated())
+        return 1;
+    int cur;
+    if (cudaGetDevice(&cur) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess)
+        return 0;
+    *prev = cur;
+    return 1;
+}
+
+static void leave_device(int prev)
+{
+    if (prev >= 0)
+        cudaSetDevice(prev);
+}
+
 static double norm_factor(const fm_dist_fft_options *o, const fm_dist_geom *g)
 {
     double total = 1;
@@ -62,6 +115,8 @@ static double norm_factor(const fm_dist_fft_options *o, const fm_dist_geom *g)
 static void dev_tensor(fm_tensor *t, int dev, fm_dtype dt, int ndim, const int64_t *shape)
 {
     fm_device d = {FM_DEVICE_CUDA, dev};
+    if (fm_dist_gpu_emulated())
+        d.type = FM_DEVICE_CPU, d.id = 0;
     fm_tensor_init(t, NULL, d, dt, ndim, shape, NULL);
 }
 
@@ -77,6 +132,8 @@ static void core_opts(const fm_dist_gpu *p, fm_fft_options *c, int kind, int fir
     c->effort = p->o.effort;
     c->execution = FM_EXECUTION_CUDA; /* on the rank's GPU, whatever FUSEMATH_EXECUTION says */
     c->device_id = p->device;
+    if (fm_dist_gpu_emulated())
+        c->execution = FM_EXECUTION_CPU, c->device_id = 0;
 }
 
 /* plan A: the axes past 0 of the slab, between the caller's block (the real side for r2c / c2r) and W */
@@ -162,13 +219,11 @@ static fm_status plan_local(const char *where, fm_dist_gpu *p, fm_dtype in_dtype
     size_t es = p->dbl ? 16 : 8;
     size_t sb = (size_t)p->x.s_elems * es, yb = (size_t)p->x.y_elems * es, mb = sb > yb ? sb : yb;
     fm_status st = FM_OK;
-    if (sb && (st = cu(cudaMalloc(&p->w, sb), where, "cudaMalloc of the slab work buffer")) != FM_OK)
+    if ((st = dev_alloc(where, &p->w, sb, "the slab work buffer")) != FM_OK ||
+        (st = dev_alloc(where, &p->bb, mb, "the exchange buffer")) != FM_OK ||
+        (st = dev_alloc(where, &p->yc, yb, "the column buffer")) != FM_OK)
         return st;
-    if (mb && (st = cu(cudaMalloc(&p->bb, mb), where, "cudaMalloc of the exchange buffer")) != FM_OK)
-        return st;
-    if (yb && (st = cu(cudaMalloc(&p->yc, yb), where, "cudaMalloc of the column buffer")) != FM_OK)
-        return st;
-    if ((st = fm_dist_kernel_get(where, p->device, &p->k)) != FM_OK)
+    if (!fm_dist_gpu_emulated() && (st = fm_dist_kernel_get(where, p->device, &p->k)) != FM_OK)
         return st;
     if ((st = fm_context_create(&p->ctx)) != FM_OK)
         return st;
@@ -199,7 +254,7 @@ fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom 
         if (o->in_layout == FM_DIST_TRANSPOSED && o->out_layout == FM_DIST_TRANSPOSED)
             st = fm_fail(FM_ERR_NOT_SUPPORTED, "%s: GPU ranks: both in_layout and out_layout transposed is not "
                          "implemented; use one slab side", where);
-        else if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(p->device) != cudaSuccess)
+        else if (!enter_device(p->device, &prev))
             st = fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: cuda:%d cannot be used (%s)", where, p->device,
                          cudaGetErrorString(cudaGetLastError()));
         else
@@ -209,14 +264,14 @@ fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom 
         int64_t most = p->x.s_elems > p->x.y_elems ? p->x.s_elems : p->x.y_elems;
         st = fm_dist_exchange_create(where, comm, p->dbl, most, p->device, &p->xch);
     }
-    if (prev >= 0)
-        cudaSetDevice(prev);
+    leave_device(prev);
     if (st != FM_OK) {
         fm_dist_gpu_destroy(p);
         return st;
     }
-    snprintf(text, cap, " exchange=%s order=%s", fm_dist_exchange_describe(p->xch),
-             p->a_first ? "local-first" : "exchange-first");
+    snprintf(text, cap, " exchange=%s order=%s%s", fm_dist_exchange_describe(p->xch),
+             p->a_first ? "local-first" : "exchange-first",
+             fm_dist_gpu_emulated() ? " emulated-on-host (FUSEMATH_DIST_GPU_EMULATE)" : "");
     *out = p;
     return FM_OK;
 }
@@ -231,6 +286,16 @@ static fm_status exchange(fm_dist_gpu *p, fm_status st, int to_y, const void *sr
     return fm_dist_exchange_run(p->xch, st, src, x->recv_count, x->recv_off, dst, x->send_count, x->send_off, stream);
 }
 
+/* one move through the kernel on the stream (emulated: on the host, at once) */
+static fm_status move(const fm_dist_gpu *p, const fm_dist_move *m, const void *src, void *dst,
+                      const fm_dist_mv_chain *c, void *stream)
+{
+    if (!fm_dist_gpu_emulated())
+        return fm_dist_kernel_move(p->k, p->dbl, m, src, dst, c, stream);
+    fm_dist_move_host(p->dbl, m, src, dst, c);
+    return FM_OK;
+}
+
 /* pack (S -> send buffer, to_send) or unpack (receive buffer -> S) every peer's columns, through c */
 static fm_status peers(fm_dist_gpu *p, int to_send, const void *src, void *dst, const fm_dist_mv_chain *c,
                        void *stream)
@@ -242,7 +307,7 @@ static fm_status peers(fm_dist_gpu *p, int to_send, const void *src, void *dst, 
             fm_dist_xgeom_pack_s(&p->x, q, &m);
         else
             fm_dist_xgeom_unpack_s(&p->x, q, &m);
-        st = fm_dist_kernel_move(p->k, p->dbl, &m, src, dst, c, stream);
+        st = move(p, &m, src, dst, c, stream);
     }
     return st;
 }
@@ -268,7 +333,7 @@ static fm_status execute_a_first(fm_dist_gpu *p, const void *in, void *out, void
     if (p->o.out_layout == FM_DIST_TRANSPOSED) {
         fm_dist_move m;
         fm_dist_xgeom_y_to_t(&p->x, &m);
-        return st == FM_OK ? fm_dist_kernel_move(p->k, p->dbl, &m, p->yc, out, &p->mv, s) : st;
+        return st == FM_OK ? move(p, &m, p->yc, out, &p->mv, s) : st;
     }
     st = exchange(p, st, 0, p->yc, p->bb, s);
     return st == FM_OK ? peers(p, 0, p->bb, out, &p->mv, s) : st;
@@ -283,7 +348,7 @@ static fm_status execute_b_first(fm_dist_gpu *p, const void *in, void *out, void
         r = m;
         for (int i = 0; i < 3; i++)
             r.s[i] = m.d[i], r.d[i] = m.s[i];
-        st = fm_dist_kernel_move(p->k, p->dbl, &r, in, p->yc, &p->mv, s);
+        st = move(p, &r, in, p->yc, &p->mv, s);
     } else {
         st = peers(p, 1, in, p->bb, &p->mv, s);
         st = exchange(p, st, 1, p->bb, p->yc, s);
@@ -301,7 +366,7 @@ static fm_status execute_b_first(fm_dist_gpu *p, const void *in, void *out, void
 /* FM_ERR_INVALID_ARGUMENT unless ptr (of a non-empty block) is memory the GPU can read */
 static fm_status check_device_ptr(const fm_dist_gpu *p, const char *name, const void *ptr)
 {
-    if (!ptr)
+    if (!ptr || fm_dist_gpu_emulated())
         return FM_OK;
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
@@ -322,12 +387,11 @@ fm_status fm_dist_gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *s
     fm_status st = check_device_ptr(p, "in", in);
     if (st == FM_OK)
         st = check_device_ptr(p, "out", out);
-    if (st == FM_OK && (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(p->device) != cudaSuccess))
+    if (st == FM_OK && !enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
     if ((st = fm_dist_agree(p->comm, st)) == FM_OK)
         st = p->a_first ? execute_a_first(p, in, out, stream) : execute_b_first(p, in, out, stream);
-    if (prev >= 0)
-        cudaSetDevice(prev);
+    leave_device(prev);
     return st;
 }
 
@@ -335,25 +399,25 @@ void fm_dist_gpu_destroy(fm_dist_gpu *p)
 {
     if (!p)
         return;
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(p->device) != cudaSuccess)
-        prev = -1;
+    int prev;
+    (void)enter_device(p->device, &prev);
     fm_dist_exchange_destroy(p->xch);
     fm_plan_release(p->plan_a);
     fm_plan_release(p->plan_b);
     fm_context_destroy(p->ctx);
-    if (p->w || p->bb || p->yc)
+    if ((p->w || p->bb || p->yc) && !fm_dist_gpu_emulated())
         cudaDeviceSynchronize(); /* work queued on them may still run */
-    cudaFree(p->w);
-    cudaFree(p->bb);
-    cudaFree(p->yc);
-    if (prev >= 0)
-        cudaSetDevice(prev);
+    dev_free(p->w);
+    dev_free(p->bb);
+    dev_free(p->yc);
+    leave_device(prev);
     free(p->cnt);
     free(p);
 }
 
 #else /* no CUDA toolkit at build time */
+
+int fm_dist_gpu_emulated(void) { return 0; }
 
 fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
                            fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out,

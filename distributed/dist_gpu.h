@@ -6,6 +6,11 @@
 #include "dist_impl.h"
 #include "dist_xgeom.h"
 
+/* FUSEMATH_DIST_GPU_EMULATE=host (read once; a testing aid, docs/design.md): GPU-rank plans run their
+ * stages on the host (host memory, the core's CPU FFTs, dist_move_body.h in a loop, MPI_Alltoallv of
+ * host buffers), so that machines without a GPU run the GPU ranks' orchestration. 0 without CUDA. */
+int fm_dist_gpu_emulated(void);
+
 /* ---- the move kernel (dist_gpu_kernel.c): dist_xgeom.h's fm_dist_move on complex data, through a chain */
 enum { FM_DIST_MV_SCALE = 1, FM_DIST_MV_CONJ = 2, FM_DIST_MV_ARR = 4, FM_DIST_MV_ARR_CPLX = 8, FM_DIST_MV_ARR_DST = 16 };
 typedef struct fm_dist_mv_chain {
@@ -16,6 +21,8 @@ typedef struct fm_dist_mv_chain {
 typedef struct fm_dist_kernel fm_dist_kernel;
 /* The kernels for device_id (NVRTC at the first call for that device, kept for the process). */
 fm_status fm_dist_kernel_get(const char *where, int device_id, const fm_dist_kernel **k);
+/* the move on the host (emulation), as the kernel runs it */
+void fm_dist_move_host(int dbl, const fm_dist_move *m, const void *src, void *dst, const fm_dist_mv_chain *c);
 /* src / dst are the whole buffers (the move's bases are added here); stream: cudaStream_t. */
 fm_status fm_dist_kernel_move(const fm_dist_kernel *k, int dbl, const fm_dist_move *m, const void *src, void *dst,
                               const fm_dist_mv_chain *c, void *stream);

@@ -7,6 +7,43 @@
 #include "dist_gpu.h"
 #include "dist_move_body.h"
 
+#include <stddef.h>
+
+/* the kernel's argument of move m from src to dst (whole buffers: the bases are added) through c */
+static void make_args(int dbl, const fm_dist_move *m, const void *src, void *dst, const fm_dist_mv_chain *c,
+                      fm_dist_move_args *a)
+{
+    size_t es = dbl ? 2 * sizeof(double) : 2 * sizeof(float);
+    *a = (fm_dist_move_args){0};
+    a->src = (const char *)src + (size_t)m->src_base * es;
+    a->dst = (char *)dst + (size_t)m->dst_base * es;
+    a->e0 = m->e[0], a->e1 = m->e[1], a->e2 = m->e[2];
+    a->s0 = m->s[0], a->s1 = m->s[1], a->s2 = m->s[2];
+    a->d0 = m->d[0], a->d1 = m->d[1], a->d2 = m->d[2];
+    a->sr = 1, a->si = 0;
+    if (c) {
+        a->flags = c->flags, a->sr = c->scale[0], a->si = c->scale[1];
+        if (c->flags & FM_DIST_MV_ARR) { /* the array is offset as the operand it is laid out like */
+            size_t aes = (c->flags & FM_DIST_MV_ARR_CPLX) ? es : es / 2;
+            int64_t base = (c->flags & FM_DIST_MV_ARR_DST) ? m->dst_base : m->src_base;
+            a->arr = (const char *)c->arr + (size_t)base * aes;
+        }
+    }
+}
+
+void fm_dist_move_host(int dbl, const fm_dist_move *m, const void *src, void *dst, const fm_dist_mv_chain *c)
+{
+    fm_dist_move_args a;
+    make_args(dbl, m, src, dst, c, &a);
+    long long total = a.e0 * a.e1 * a.e2;
+    for (long long k = 0; k < total; k++) {
+        if (dbl)
+            FM_DIST_MOVE_ONE(double, a, k);
+        else
+            FM_DIST_MOVE_ONE(float, a, k);
+    }
+}
+
 #if FM_DIST_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <nvrtc.h>
@@ -129,22 +166,8 @@ fm_status fm_dist_kernel_move(const fm_dist_kernel *k, int dbl, const fm_dist_mo
     long long total = (long long)(m->e[0] * m->e[1] * m->e[2]);
     if (total == 0)
         return FM_OK;
-    size_t es = dbl ? 2 * sizeof(double) : 2 * sizeof(float);
-    fm_dist_move_args a = {0};
-    a.src = (const char *)src + (size_t)m->src_base * es;
-    a.dst = (char *)dst + (size_t)m->dst_base * es;
-    a.e0 = m->e[0], a.e1 = m->e[1], a.e2 = m->e[2];
-    a.s0 = m->s[0], a.s1 = m->s[1], a.s2 = m->s[2];
-    a.d0 = m->d[0], a.d1 = m->d[1], a.d2 = m->d[2];
-    a.sr = 1, a.si = 0;
-    if (c) {
-        a.flags = c->flags, a.sr = c->scale[0], a.si = c->scale[1];
-        if (c->flags & FM_DIST_MV_ARR) { /* the array is offset as the operand it is laid out like */
-            size_t aes = (c->flags & FM_DIST_MV_ARR_CPLX) ? es : es / 2;
-            int64_t base = (c->flags & FM_DIST_MV_ARR_DST) ? m->dst_base : m->src_base;
-            a.arr = (const char *)c->arr + (size_t)base * aes;
-        }
-    }
+    fm_dist_move_args a;
+    make_args(dbl, m, src, dst, c, &a);
     long long blocks = (total + 255) / 256;
     if (blocks > 65536)
         blocks = 65536; /* grid-stride beyond */

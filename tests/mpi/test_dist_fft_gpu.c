@@ -69,7 +69,8 @@ static void c2c_case(int nd, const int64_t *n, int dbl, int out_layout)
     if (st != FM_OK)
         goto done;
     CHECK(dev_type != FM_DEVICE_CUDA ||
-              (strstr(fm_dist_fft_describe(p), "cuda:") && strstr(fm_dist_fft_describe(p), "exchange=")),
+              (strstr(fm_dist_fft_describe(p), "cuda:") && strstr(fm_dist_fft_describe(p), "exchange=") &&
+               (gpu_dev.type == FM_DEVICE_CUDA) == !strstr(fm_dist_fft_describe(p), "emulated-on-host")),
           "describe: %s", fm_dist_fft_describe(p));
     size_t ib, ob;
     void *hin = block_of(p, FM_DIST_IN, g, n, 0, 0, dbl, &ib);
@@ -175,13 +176,79 @@ done:
     free(g), free(ref);
 }
 
+/* the chains with multiply blocks: forward c2c 3-D to `lay` with a real prolog window and a complex
+ * epilog filter + conj (local-first: the prolog in the core's plan, the epilog in the last move), and
+ * the inverse slab -> slab with both (exchange-first: the prolog in the pack, the epilog in the core's) */
+static void chain_case(int dbl, int inverse, int lay)
+{
+    const int64_t n[3] = {6, 5, 4};
+    int nd = 3;
+    fm_dist_fft_options o;
+    fm_dist_fft_options_init(&o);
+    o.device_type = dev_type, o.device_id = gpu_dev.id, o.inverse = inverse, o.out_layout = lay;
+    o.prolog.ops = FM_FFT_OP_MULTIPLY;
+    o.epilog.ops = FM_FFT_OP_MULTIPLY | FM_FFT_OP_CONJ | FM_FFT_OP_SCALE, o.epilog.scale[0] = 0.5;
+    int64_t total = prod(n, nd), loc[3], oloc[3];
+    cd *g = malloc(sizeof(cd) * (size_t)total), *w = malloc(sizeof(cd) * (size_t)total);
+    cd *f = malloc(sizeof(cd) * (size_t)total), *ref = malloc(sizeof(cd) * (size_t)total);
+    for (int64_t i = 0; i < total; i++)
+        g[i] = cos(0.4 * (double)i) + I * sin(0.9 * (double)i), w[i] = 1.5 + sin(0.3 * (double)i),
+        f[i] = 0.5 + cos(0.21 * (double)i) + I * sin(0.17 * (double)i);
+    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_IN, loc, NULL);
+    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_OUT, oloc, NULL);
+    fm_dist_plan *q = NULL;
+    fm_dtype cx = dbl ? FM_C128 : FM_C64, re = dbl ? FM_F64 : FM_F32;
+    /* the blocks, through a throwaway CPU-layout plan's geometry: made with the same options */
+    fm_dist_fft_options lo = o;
+    lo.device_type = FM_DEVICE_CPU, lo.prolog.ops = lo.epilog.ops = 0;
+    fm_dist_plan *geo = NULL;
+    if (fm_dist_fft_plan(MPI_COMM_WORLD, nd, n, cx, loc, &lo, &geo) != FM_OK) {
+        CHECK(0, "geometry plan: %s", fm_last_error());
+        free(g), free(w), free(f), free(ref);
+        return;
+    }
+    size_t ib, wb, fb;
+    void *hin = block_of(geo, FM_DIST_IN, g, n, 0, 0, dbl, &ib);
+    void *hw = block_of(geo, FM_DIST_IN, w, n, 0, 1, dbl, &wb);
+    void *hf = block_of(geo, FM_DIST_OUT, f, n, lay == FM_DIST_TRANSPOSED, 0, dbl, &fb);
+    size_t ob = (size_t)prod(oloc, nd) * (dbl ? 16 : 8);
+    void *din = to_gpu(hin, ib), *dw = to_gpu(hw, wb), *df = to_gpu(hf, fb), *dout = NULL, *hout = malloc(ob + 16);
+    fm_memory_alloc(gpu_dev, ob ? ob : 1, &dout);
+    fm_tensor tw, tf;
+    fm_tensor_init(&tw, dw, gpu_dev, re, nd, loc, NULL);
+    fm_tensor_init(&tf, df, gpu_dev, cx, nd, oloc, NULL);
+    fm_status st = fm_dist_fft_plan_chains(MPI_COMM_WORLD, nd, n, cx, loc, &tw, &tf, &o, &q);
+    expect_all(st, FM_OK, NULL, "plan chains");
+    if (st == FM_OK) {
+        expect_all(fm_dist_fft_execute(q, din, dout), FM_OK, NULL, "execute chains");
+        to_host(hout, dout, ob);
+        cd *got = assemble(MPI_COMM_WORLD, q, FM_DIST_OUT, 0, dbl, n, lay == FM_DIST_TRANSPOSED, hout);
+        for (int64_t i = 0; i < total; i++)
+            ref[i] = g[i] * w[i];
+        naive_dft(ref, nd, n, inverse ? 1 : -1);
+        for (int64_t i = 0; i < total; i++)
+            ref[i] = conj(ref[i] * (inverse ? 1.0 / (double)total : 1.0) * 0.5 * f[i]);
+        double e = rel_err(got, ref, total), tol = dbl ? 1e-12 : 1e-5;
+        CHECK(e <= tol, "chains %s %s to %s: relative error %.3g (%s)", dbl ? "c128" : "c64",
+              inverse ? "inverse" : "forward", lay ? "transposed" : "slab", e, fm_dist_fft_describe(q));
+        free(got);
+    }
+    fm_dist_fft_destroy(q);
+    fm_dist_fft_destroy(geo);
+    fm_memory_free(gpu_dev, din), fm_memory_free(gpu_dev, dw), fm_memory_free(gpu_dev, df);
+    fm_memory_free(gpu_dev, dout);
+    free(hin), free(hw), free(hf), free(hout), free(g), free(w), free(f), free(ref);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     int cpu = argc > 1 && !strcmp(argv[1], "--cpu");
-    int gpus = cpu ? 1 : fm_cuda_device_count(), least = gpus;
+    /* --emulate (with FUSEMATH_DIST_GPU_EMULATE=host): GPU-rank plans whose stages run on the host */
+    int emu = argc > 1 && !strcmp(argv[1], "--emulate");
+    int gpus = cpu || emu ? 1 : fm_cuda_device_count(), least = gpus;
     MPI_Allreduce(&gpus, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (least == 0) {
         if (g_rank == 0)
@@ -190,7 +257,7 @@ int main(int argc, char **argv)
         return 77;
     }
     dev_type = cpu ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
-    gpu_dev.type = (fm_device_type)dev_type, gpu_dev.id = cpu ? 0 : g_rank % gpus;
+    gpu_dev.type = cpu || emu ? FM_DEVICE_CPU : FM_DEVICE_CUDA, gpu_dev.id = cpu || emu ? 0 : g_rank % gpus;
     static const int64_t n3[3] = {6, 5, 4}, n2[2] = {8, 6};
     for (int dbl = 0; dbl < 2; dbl++)
         for (int lay = 0; lay < 2; lay++) {
@@ -199,10 +266,16 @@ int main(int argc, char **argv)
         }
     r2c_case(1);
     r2c_case(0);
+    for (int dbl = 0; dbl < 2; dbl++) {
+        chain_case(dbl, 0, FM_DIST_SLAB);
+        chain_case(dbl, 0, FM_DIST_TRANSPOSED);
+        chain_case(dbl, 1, FM_DIST_SLAB);
+    }
     int bad = g_fail;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (g_rank == 0)
-        printf("test_dist_fft_gpu%s on %d ranks: %s\n", cpu ? " --cpu" : "", g_size, bad ? "FAILED" : "OK");
+        printf("test_dist_fft_gpu%s on %d ranks: %s\n", cpu ? " --cpu" : emu ? " --emulate" : "", g_size,
+               bad ? "FAILED" : "OK");
     MPI_Finalize();
     return bad ? 1 : 0;
 }
