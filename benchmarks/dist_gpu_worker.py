@@ -9,6 +9,9 @@ its time the maximum over ranks, per round the median of the round's calls:
   dist_T        the same with layout_out="transposed"                       (one exchange)
   dist_chain    dist_slab with prolog {scale, multiply} and epilog {scale, multiply} (each rank's blocks)
   local_fft     the first stage alone: fusemath.fft over axes (1, 2) of the rank's slab (its local cuFFT)
+  pack_est, staged_exchange_est   estimates of the other stages outside the library: every peer's column
+                block of the slab copied contiguous (CuPy), and the slab's bytes device -> host, MPI_Alltoall
+                (even splits only), host -> device (one exchange; the slab output makes two)
   one_gpu       (np = 1 only, and on rank 0 otherwise: the rank alone) fusemath.fft over all three axes of the
                 whole global array on one GPU: what the distributed transform is compared with
 The result of dist_slab is checked against one_gpu's slab of the same global array (relative error <= 1e-4,
@@ -113,8 +116,24 @@ def one_shape(cp, shape, sync, args):
         row["rel_err_vs_one_gpu"] = comm.allreduce(err, op=MPI.MAX)
         local_plan = SerialFFT(x, axes=(1, 2))
         local_plan.plan(effort="estimate")
+        # the stages' costs, estimated outside the library: a pack (every peer's column block copied
+        # contiguous) and the staged exchange of the slab's bytes (device -> host, MPI_Alltoall, host -> device)
+        bounds = comm.allgather(fd.local_shape(shape, comm, which="out", layout="transposed"))
+        host_s, host_r = np.empty(x.size, np.complex64), np.empty(x.size, np.complex64)
+
+        def pack():
+            for (lt, ot) in bounds:
+                if lt[0]:
+                    x[:, ot[0]:ot[0] + lt[0]].copy()
+
+        def staged():
+            host_s[...] = cp.asnumpy(x).reshape(-1) if hasattr(cp, "asnumpy") else x.reshape(-1)
+            if size > 1 and x.size % size == 0:
+                comm.Alltoall(host_s, host_r)
+            cp.asarray(host_r)
         cases = {"dist_slab": lambda: fs.execute(x, out=ys), "dist_T": lambda: ft.execute(x, out=yt),
-                 "dist_chain": lambda: fc.execute(x, out=yc), "local_fft": lambda: local_plan.execute()}
+                 "dist_chain": lambda: fc.execute(x, out=yc), "local_fft": lambda: local_plan.execute(),
+                 "pack_est": pack, "staged_exchange_est": staged}
         per = {k: [] for k in cases}
         names = list(cases)
         for r in range(args.rounds):
