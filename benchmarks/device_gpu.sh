@@ -10,9 +10,10 @@
 #   STEPS="build pipeline" bash benchmarks/device_gpu.sh                                # pipelined transfers
 #   STEPS="build split" bash benchmarks/device_gpu.sh                                   # split cpu + GPU execution
 #   STEPS="build solvegpu" SOLVEGPU_ARGS="--routines solve_refine" bash benchmarks/device_gpu.sh # dense solvers, GPU
+#   STEPS="build distgpu" bash benchmarks/device_gpu.sh                                 # distributed, GPU ranks
 # A call may run 600 s, less than all steps on a fresh machine. Steps (in this order): wheels build ctest
-# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch solvegpu pipeline split matmulcpu dist hostc;
-# what each runs, its *_ARGS
+# pytest pytestcpu sanitizer bench crossover heat fftcpu fft rng dispatch solvegpu pipeline split matmulcpu dist
+# distgpu hostc; what each runs, its *_ARGS
 # and T_<STEP> limit, and the files it leaves in $OUT: benchmarks/README.md. No step starts after
 # DEADLINE_S (570 s); the Python benchmarks get --max-seconds so that they still write their JSON.
 set -uo pipefail
@@ -133,6 +134,14 @@ want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "
 # over calls); needs Open MPI, FFTW-MPI and ScaLAPACK there (else libfusemath_mpi is not built: it says so)
 want dist && run_step dist "${T_DIST:-540}" "$OUT/bench.log" 40 "$VPY" benchmarks/distributed.py \
   --machine-tag h200-host --out "$OUT/distributed.json" ${DIST_ARGS:-}
+# the distributed layer's GPU ranks: its GPU tests (2 ranks sharing the one GPU: the staged exchange; NCCL
+# where each rank has a GPU) and benchmarks/distributed.py --gpu (DISTGPU_ARGS="--nps 2 --exchange nccl" on
+# nvidia-h200-x2); needs Open MPI and mpi4py there (FFTW-MPI and ScaLAPACK are optional)
+want distgpu && run_step distgpu-tests "${T_DISTGPU:-300}" "$OUT/distgpu.log" 3 bash -c \
+  "ctest --test-dir build --output-on-failure -R test_dist_fft_gpu && \
+   '$VPY' -m pytest -q -p no:cacheprovider tests/python/test_distributed_gpu.py"
+want distgpu && run_step distgpu-bench "${T_DISTGPU:-300}" "$OUT/distgpu.log" 20 "$VPY" benchmarks/distributed.py \
+  --gpu --machine-tag "${DISTGPU_TAG:-h200}" --out "$OUT/distributed_gpu.json" ${DISTGPU_ARGS:-}
 if want hostc; then
   hc() { # one JSON object: the runs of host_overhead_gpu, date and machine
     echo "{\"benchmark\": \"build/benchmarks/host_overhead_gpu N f32|bf16\", \"date\": \"$(date -u '+%Y-%m-%dT%H:%M')\","

@@ -3,6 +3,12 @@
 
   python benchmarks/distributed.py [--quick] [--nps 1,2,4] [--rounds 5] [--effort measure] [--out PATH]
   python benchmarks/distributed.py --model [--calibration results/distributed-*.json]
+  python benchmarks/distributed.py --gpu [--nps 2] [--gpu-shapes 256,512] [--exchange auto|nccl|mpi|staged]
+
+--gpu: the GPU ranks (benchmarks/dist_gpu_worker.py under mpirun, NCCL_NVLS_ENABLE=0, FUSEMATH_DIST_EXCHANGE
+= --exchange): c64 forward 256^3 and 512^3, slab and transposed outputs, a fused chain, the rank's local cuFFT
+stage alone and one GPU's fusemath.fft of the whole array; two ranks share a one-GPU machine (the staged
+exchange), one GPU per rank where there are enough (nvidia-h200-x2: NCCL). "no GPU: skipped" without one.
 
 For each np it runs itself under ``mpirun -np <np>`` (``--worker``); in those ranks, in paired rounds (the
 order rotated each round), it times on the same local data:
@@ -576,6 +582,57 @@ def driver(args) -> int:
     return 0
 
 
+def gpu_driver(args) -> int:
+    """--gpu: dist_gpu_worker.py's rows for each np; JSON benchmarks/results/distributed-gpu-<tag>-<date>.json"""
+    import fusemath
+    ngpu = fusemath.cuda_device_count()
+    if ngpu == 0:
+        print("distributed --gpu: no GPU: skipped")
+        return 0
+    out = {"benchmark": "distributed-gpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line(),
+           "machine": dict(machine(gpu=True), tag=args.machine_tag), "versions": versions("numpy", "mpi4py", "cupy"),
+           "exchange": args.exchange, "gpus": ngpu,
+           "method": "paired rounds (order rotated); a call's time is the max over ranks between a barrier and a "
+                     "device synchronize; per round the median over about --budget s; one_gpu on rank 0 alone",
+           "reference_ms_h200_x2": {"note": "../shared/GPU-MACHINE.md: local cuFFT + NCCL all-to-all, 2 GPUs vs 1",
+                                    "2gpu": {"256": 0.37, "512": 2.09, "1024": 15.8},
+                                    "1gpu": {"256": 0.24, "512": 1.83, "1024": 14.8}}, "runs": []}
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", FUSEMATH_DIST_EXCHANGE=args.exchange)
+    for np_ in (int(v) for v in (args.nps if args.nps != "1,2,4" else "2").split(",")):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
+            path = tf.name
+        base = mpirun_cmd(np_)
+        ompi = ["-x", "NCCL_NVLS_ENABLE", "-x", "FUSEMATH_DIST_EXCHANGE"] if "--oversubscribe" in base else []
+        cmd = base + ompi + [sys.executable,
+                                 os.path.join(HERE, "dist_gpu_worker.py"), "--json", path, "--shapes", args.gpu_shapes,
+                                 "--rounds", str(args.rounds), "--budget", str(args.budget)]
+        print(" ".join(cmd), flush=True)
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+            with open(path) as f:
+                run = json.load(f)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            tail = (p.stderr or p.stdout)[-1500:] if "p" in locals() else ""
+            run = {"np": np_, "errors": [f"worker failed: {err(exc)} {tail}"]}
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
+        out["runs"].append(run)
+        for row in run.get("rows", []):
+            m = row["median_s"]
+            print(f"np={np_} gpus={run.get('gpus')} {'x'.join(map(str, row['shape']))}: "
+                  + " ".join(f"{k} {v * 1e3:.3f} ms" for k, v in m.items() if v is not None)
+                  + f" err {row.get('rel_err_vs_one_gpu', float('nan')):.2e} | {row['describe']['dist_slab']}")
+        for e in run.get("errors", []):
+            print(f"np={np_} error: {e}")
+    path = args.out or os.path.join(HERE, "results", f"distributed-gpu-{args.machine_tag}-{time.strftime('%Y-%m-%d')}"
+                                    f"-np{args.nps.replace(',', '_')}-{args.exchange}.json")
+    write_json(path, out)
+    print(f"wrote {path}")
+    bad = [r for run in out["runs"] for r in run.get("rows", []) if not r.get("rel_err_vs_one_gpu", 1) <= 1e-4]
+    return 1 if bad or any(run.get("errors") for run in out["runs"]) else 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a 2-core machine): --size quick")
@@ -590,6 +647,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--no-mpi4py-fft", action="store_true", help="skip mpi4py-fft's runs")
     p.add_argument("--out", default=None)
+    p.add_argument("--gpu", action="store_true", help="the GPU ranks (dist_gpu_worker.py): see the module's doc")
+    p.add_argument("--gpu-shapes", default="256,512", help="--gpu: cube edges")
+    p.add_argument("--exchange", default="auto", choices=("auto", "nccl", "mpi", "staged"),
+                   help="--gpu: FUSEMATH_DIST_EXCHANGE for the ranks")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", help=argparse.SUPPRESS)
     p.add_argument("--m4", action="store_true", help=argparse.SUPPRESS)  # worker: mpi4py-fft only
@@ -598,6 +659,8 @@ def main() -> int:
     args = p.parse_args()
     if args.model:
         return model_main(args.calibration)
+    if args.gpu:
+        return gpu_driver(args)
     return worker(args) if args.worker else driver(args)
 
 

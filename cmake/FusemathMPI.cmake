@@ -1,41 +1,53 @@
 # FusemathMPI.cmake: the distributed layer libfusemath_mpi (distributed/*.c, header
-# core/include/fusemath/fusemath_mpi.h), built only where MPI (C) and FFTW-MPI are found, so that
-# libfusemath itself keeps no MPI dependency. ScaLAPACK (with BLACS inside it, as Debian builds it) is
-# optional: without it the fm_dist_grid / matmul / solve / cholesky functions are still built and
-# return FM_ERR_UNAVAILABLE. Sets FUSEMATH_HAVE_MPI, FUSEMATH_HAVE_SCALAPACK and, for the tests,
-# FUSEMATH_MPIEXEC_FLAGS (Open MPI's --oversubscribe --allow-run-as-root where mpiexec is Open MPI's).
-set(FUSEMATH_WITH_MPI AUTO CACHE STRING "Build libfusemath_mpi: AUTO (if MPI and FFTW-MPI are found), ON, OFF")
+# core/include/fusemath/fusemath_mpi.h), built only where MPI (C) is found, so that libfusemath
+# itself keeps no MPI dependency. Optional parts, each detected (AUTO), required (ON) or left out (OFF):
+#  - FFTW-MPI (CPU ranks' FFTs): without it fm_dist_fft_plan on host data returns FM_ERR_UNAVAILABLE;
+#  - ScaLAPACK (with BLACS inside it, as Debian builds it): without it the fm_dist_grid / matmul /
+#    solve / cholesky functions are still built and return FM_ERR_UNAVAILABLE;
+#  - GPU ranks (the CUDA toolkit, FUSEMATH_HAVE_CUDA): cudart and NVRTC linked into libfusemath_mpi
+#    (never into libfusemath), NCCL (libnccl, nccl.h) where found: docs/design.md, Distributed, GPU ranks.
+# Sets FUSEMATH_HAVE_MPI, FUSEMATH_HAVE_FFTW_MPI, FUSEMATH_HAVE_SCALAPACK, FUSEMATH_HAVE_DIST_GPU,
+# FUSEMATH_HAVE_NCCL and, for the tests, FUSEMATH_MPIEXEC_FLAGS (Open MPI's --oversubscribe
+# --allow-run-as-root where mpiexec is Open MPI's).
+set(FUSEMATH_WITH_MPI AUTO CACHE STRING "Build libfusemath_mpi: AUTO (if MPI is found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_MPI PROPERTY STRINGS AUTO ON OFF)
+set(FUSEMATH_WITH_FFTW_MPI AUTO CACHE STRING "FFTW-MPI (CPU ranks' FFTs) in libfusemath_mpi: AUTO (if found), ON, OFF")
+set_property(CACHE FUSEMATH_WITH_FFTW_MPI PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_WITH_SCALAPACK AUTO CACHE STRING "ScaLAPACK in libfusemath_mpi: AUTO (if found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_SCALAPACK PROPERTY STRINGS AUTO ON OFF)
+set(FUSEMATH_WITH_NCCL AUTO CACHE STRING "NCCL exchanges for GPU ranks in libfusemath_mpi: AUTO (if found), ON, OFF")
+set_property(CACHE FUSEMATH_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_HAVE_MPI OFF)
+set(FUSEMATH_HAVE_FFTW_MPI OFF)
 set(FUSEMATH_HAVE_SCALAPACK OFF)
+set(FUSEMATH_HAVE_DIST_GPU OFF)
+set(FUSEMATH_HAVE_NCCL OFF)
 if(FUSEMATH_WITH_MPI STREQUAL "OFF")
   message(STATUS "fusemath: distributed layer OFF (FUSEMATH_WITH_MPI=OFF)")
   return()
 endif()
 
 find_package(MPI QUIET COMPONENTS C)
-find_path(FUSEMATH_FFTW3_MPI_INCLUDE_DIR fftw3-mpi.h HINTS ${FM_FFTW3_INCLUDE_DIRS})
-foreach(_fm_lib fftw3_mpi fftw3f_mpi)
-  string(TOUPPER "${_fm_lib}" _fm_var)
-  find_library(FUSEMATH_${_fm_var}_LIBRARY NAMES ${_fm_lib} HINTS ${FM_FFTW3_LIBRARY_DIRS} ${FM_FFTW3F_LIBRARY_DIRS})
-endforeach()
-set(_fm_mpi_missing "")
 if(NOT MPI_C_FOUND)
-  list(APPEND _fm_mpi_missing "MPI for C (apt-get install libopenmpi-dev openmpi-bin)")
-endif()
-if(NOT FUSEMATH_FFTW3_MPI_INCLUDE_DIR OR NOT FUSEMATH_FFTW3_MPI_LIBRARY OR NOT FUSEMATH_FFTW3F_MPI_LIBRARY)
-  list(APPEND _fm_mpi_missing "FFTW-MPI (apt-get install libfftw3-mpi-dev)")
-endif()
-if(_fm_mpi_missing)
   if(FUSEMATH_WITH_MPI STREQUAL "ON")
-    message(FATAL_ERROR "fusemath: FUSEMATH_WITH_MPI=ON but not found: ${_fm_mpi_missing}")
+    message(FATAL_ERROR "fusemath: FUSEMATH_WITH_MPI=ON but MPI for C was not found (apt-get install libopenmpi-dev openmpi-bin)")
   endif()
-  message(STATUS "fusemath: distributed layer OFF (not found: ${_fm_mpi_missing})")
+  message(STATUS "fusemath: distributed layer OFF (not found: MPI for C: apt-get install libopenmpi-dev openmpi-bin)")
   return()
 endif()
 set(FUSEMATH_HAVE_MPI ON)
+if(NOT FUSEMATH_WITH_FFTW_MPI STREQUAL "OFF")
+  find_path(FUSEMATH_FFTW3_MPI_INCLUDE_DIR fftw3-mpi.h HINTS ${FM_FFTW3_INCLUDE_DIRS})
+  foreach(_fm_lib fftw3_mpi fftw3f_mpi)
+    string(TOUPPER "${_fm_lib}" _fm_var)
+    find_library(FUSEMATH_${_fm_var}_LIBRARY NAMES ${_fm_lib} HINTS ${FM_FFTW3_LIBRARY_DIRS} ${FM_FFTW3F_LIBRARY_DIRS})
+  endforeach()
+  if(FUSEMATH_FFTW3_MPI_INCLUDE_DIR AND FUSEMATH_FFTW3_MPI_LIBRARY AND FUSEMATH_FFTW3F_MPI_LIBRARY)
+    set(FUSEMATH_HAVE_FFTW_MPI ON)
+  elseif(FUSEMATH_WITH_FFTW_MPI STREQUAL "ON")
+    message(FATAL_ERROR "fusemath: FUSEMATH_WITH_FFTW_MPI=ON but FFTW-MPI was not found (apt-get install libfftw3-mpi-dev)")
+  endif()
+endif()
 
 file(GLOB _fm_mpi_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/distributed/*.c")
 add_library(fusemath_mpi SHARED ${_fm_mpi_sources})
@@ -44,12 +56,18 @@ set_target_properties(fusemath_mpi PROPERTIES C_VISIBILITY_PRESET hidden) # FM_A
 target_include_directories(fusemath_mpi PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/core/include>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-target_include_directories(fusemath_mpi PRIVATE "${PROJECT_SOURCE_DIR}/core/src" "${FUSEMATH_FFTW3_MPI_INCLUDE_DIR}")
+target_include_directories(fusemath_mpi PRIVATE "${PROJECT_SOURCE_DIR}/core/src")
 # core's internal functions (fm_fail, the FFTW planner lock) are imported from libfusemath.so
 target_compile_definitions(fusemath_mpi PRIVATE FM_MPI_MODULE_BUILD=1)
 target_link_libraries(fusemath_mpi PUBLIC fusemath MPI::MPI_C)
+if(FUSEMATH_HAVE_FFTW_MPI)
+  target_include_directories(fusemath_mpi PRIVATE "${FUSEMATH_FFTW3_MPI_INCLUDE_DIR}")
+  target_compile_definitions(fusemath_mpi PRIVATE FM_HAVE_FFTW_MPI=1)
+  target_link_libraries(fusemath_mpi PRIVATE ${FUSEMATH_FFTW3_MPI_LIBRARY} ${FUSEMATH_FFTW3F_MPI_LIBRARY})
+else()
+  target_compile_definitions(fusemath_mpi PRIVATE FM_HAVE_FFTW_MPI=0)
+endif()
 target_link_libraries(fusemath_mpi PRIVATE
-  ${FUSEMATH_FFTW3_MPI_LIBRARY} ${FUSEMATH_FFTW3F_MPI_LIBRARY}
   ${FUSEMATH_FFTW3_OMP_LIBRARY} ${FUSEMATH_FFTW3F_OMP_LIBRARY} # fftw_plan_with_nthreads: core's OpenMP flavour
   PkgConfig::FM_FFTW3 PkgConfig::FM_FFTW3F Threads::Threads m)
 if(NOT FUSEMATH_SANITIZE)
@@ -88,6 +106,43 @@ else()
   target_compile_definitions(fusemath_mpi PRIVATE FM_HAVE_SCALAPACK=0 FM_SCALAPACK_OFF_BY_OPTION=${_fm_sl_off})
 endif()
 
+# GPU ranks: the CUDA runtime and NVRTC (the pack / unpack kernels, compiled at planning), NCCL where
+# found. Library files, not the CUDA:: targets (which drag in the driver stub: FusemathCUDA.cmake).
+if(FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND FUSEMATH_CUDA_nvrtc_LIBRARY)
+  set(FUSEMATH_HAVE_DIST_GPU ON)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=1)
+  target_include_directories(fusemath_mpi SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_CUDA_cudart_LIBRARY}" "${FUSEMATH_CUDA_nvrtc_LIBRARY}")
+  # the move kernel's body: the header the host test compiles, its text compiled by NVRTC at planning
+  fusemath_embed_text("${PROJECT_SOURCE_DIR}/distributed/dist_move_body.h" fm_dist_move_body_src _fm_move_src)
+  target_sources(fusemath_mpi PRIVATE "${_fm_move_src}")
+  if(NOT FUSEMATH_WITH_NCCL STREQUAL "OFF")
+    # the toolkit's, FUSEMATH_NCCL_ROOT / NCCL_ROOT / NCCL_HOME, or a PyPI nvidia-nccl wheel's (torch brings one)
+    set(FUSEMATH_NCCL_ROOT "" CACHE PATH "where NCCL's include/ and lib/ are (optional)")
+    file(GLOB _fm_nccl_wheels "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/nvidia/nccl"
+         "/usr/local/lib/python3*/dist-packages/nvidia/nccl" "/usr/lib/python3/dist-packages/nvidia/nccl"
+         "$ENV{VIRTUAL_ENV}/lib/python3*/site-packages/nvidia/nccl")
+    set(_fm_nccl_roots ${FUSEMATH_NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${_fm_nccl_wheels})
+    find_path(FUSEMATH_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_fm_nccl_roots} PATH_SUFFIXES include)
+    find_library(FUSEMATH_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS "${CUDAToolkit_LIBRARY_DIR}" ${_fm_nccl_roots}
+                 PATH_SUFFIXES lib lib64)
+    if(FUSEMATH_NCCL_INCLUDE_DIR AND FUSEMATH_NCCL_LIBRARY)
+      set(FUSEMATH_HAVE_NCCL ON)
+      target_include_directories(fusemath_mpi SYSTEM PRIVATE "${FUSEMATH_NCCL_INCLUDE_DIR}")
+      target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_NCCL=1)
+      target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_NCCL_LIBRARY}")
+    elseif(FUSEMATH_WITH_NCCL STREQUAL "ON")
+      message(FATAL_ERROR "fusemath: FUSEMATH_WITH_NCCL=ON but NCCL (nccl.h, libnccl) was not found")
+    endif()
+  endif()
+endif()
+if(NOT FUSEMATH_HAVE_DIST_GPU)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=0)
+endif()
+if(NOT FUSEMATH_HAVE_NCCL)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_NCCL=0)
+endif()
+
 set(FUSEMATH_MPIEXEC_FLAGS "")
 if(MPIEXEC_EXECUTABLE)
   execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _fm_mpiexec_version ERROR_QUIET)
@@ -97,5 +152,5 @@ if(MPIEXEC_EXECUTABLE)
   endif()
 endif()
 message(STATUS "fusemath: distributed layer ON (libfusemath_mpi: MPI ${MPI_C_VERSION}, FFTW-MPI "
-               "${FUSEMATH_FFTW3_MPI_LIBRARY}, ScaLAPACK ${FUSEMATH_HAVE_SCALAPACK} "
-               "${FUSEMATH_SCALAPACK_LIBRARY}; mpiexec ${MPIEXEC_EXECUTABLE})")
+               "${FUSEMATH_HAVE_FFTW_MPI}, ScaLAPACK ${FUSEMATH_HAVE_SCALAPACK} ${FUSEMATH_SCALAPACK_LIBRARY}, "
+               "GPU ranks ${FUSEMATH_HAVE_DIST_GPU}, NCCL ${FUSEMATH_HAVE_NCCL}; mpiexec ${MPIEXEC_EXECUTABLE})")

@@ -77,7 +77,7 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *v)
 
 /* Shape, layout and memory of a multiply array (its dtype checked by the caller). */
 static fm_status check_array_layout(const char *where, const char *name, const fm_tensor *t, int ndim,
-                                    const int64_t *local, const char *side)
+                                    const int64_t *local, const char *side, int gpu)
 {
     char got[128], want[128];
     int same = t->ndim == ndim;
@@ -105,9 +105,13 @@ static fm_status check_array_layout(const char *where, const char *name, const f
     fm_status ds = fm_tensor_resolve_device(where, what, t, &dev);
     if (ds != FM_OK)
         return ds;
-    if (dev.type != FM_DEVICE_CPU)
+    if (gpu < 0 && dev.type != FM_DEVICE_CPU)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s_array is on a CUDA device; CPU ranks take host memory", where,
                        name);
+    if (gpu >= 0 && ((dev.type != FM_DEVICE_CUDA && dev.type != FM_DEVICE_CUDA_MANAGED) || dev.id != gpu))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s_array is %s; this rank's GPU-rank plan runs on cuda:%d and "
+                       "takes the array there", where, name, dev.type == FM_DEVICE_CPU ? "host memory" : "on another GPU",
+                       gpu);
     if (!t->data && numel)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s_array->data is NULL but this rank's block has %lld "
                        "elements", where, name, (long long)numel);
@@ -115,7 +119,7 @@ static fm_status check_array_layout(const char *where, const char *name, const f
 }
 
 fm_status fm_dist_check_array(const char *where, const char *name, const fm_tensor *t, unsigned ops, int ndim,
-                              const int64_t *local, int dbl, int real_side, fm_dist_chain_run *run)
+                              const int64_t *local, int dbl, int real_side, int gpu, fm_dist_chain_run *run)
 {
     run->arr = NULL, run->arr_cplx = 0;
     const char *side = strcmp(name, "prolog") ? "output" : "input";
@@ -133,7 +137,7 @@ fm_status fm_dist_check_array(const char *where, const char *name, const fm_tens
         return fm_fail(FM_ERR_DTYPE, "%s: %s_array has dtype %s; the %s data is %s %s, so expected %s%s%s", where,
                        name, fm_dtype_name(t->dtype), side, real_side ? "real" : "complex", dbl ? "double" : "single",
                        fm_dtype_name(re), real_side ? "" : " or ", real_side ? "" : fm_dtype_name(cx));
-    fm_status st = check_array_layout(where, name, t, ndim, local, side);
+    fm_status st = check_array_layout(where, name, t, ndim, local, side, gpu);
     if (st != FM_OK)
         return st;
     run->arr = t->data, run->arr_cplx = t->dtype == cx;

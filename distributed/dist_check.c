@@ -1,8 +1,11 @@
 /* dist_check.c : argument checks, the decomposition and the collective agreement of
  * libfusemath_mpi (docs/design.md, Distributed). */
 #include "dist_impl.h"
+#include "dist_xgeom.h"
 
+#if FM_HAVE_FFTW_MPI
 #include <fftw3-mpi.h>
+#endif
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -25,11 +28,13 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_fftw_mpi(void)
 {
+#if FM_HAVE_FFTW_MPI
     /* fftw_init_threads first (the planner enter does it), then the MPI solvers, under the lock */
     (void)fm_fftw_planner_enter();
     fftw_mpi_init();
     fftwf_mpi_init();
     fm_fftw_planner_leave();
+#endif
 }
 
 fm_status fm_dist_init(const char *where)
@@ -116,6 +121,12 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
     if (o->overwrite_input != 0 && o->overwrite_input != 1)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->overwrite_input = %d; expected 0 or 1", where,
                        (int)o->overwrite_input);
+    if (o->device_type != FM_DEVICE_AUTO && o->device_type != FM_DEVICE_CPU && o->device_type != FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->device_type = %d; expected FM_DEVICE_CPU (host data, CPU "
+                       "ranks) or FM_DEVICE_CUDA (device data, GPU ranks)", where, (int)o->device_type);
+    if (o->device_type == FM_DEVICE_CUDA && o->device_id < 0)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->device_id = %d; expected a CUDA device number >= 0", where,
+                       (int)o->device_id);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         if (o->reserved[i])
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->reserved[%zu] = %d; expected 0 "
@@ -153,7 +164,7 @@ fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n)
 
 /* side `which` of the transform: its global shape in storage order and this rank's block */
 static void make_side(const fm_dist_fft_options *o, int which, int ndim, const int64_t *n, const int64_t *nc,
-                      const ptrdiff_t blk[4], fm_dist_side *s)
+                      const int64_t blk[4], fm_dist_side *s)
 {
     s->real = (o->kind == FM_FFT_R2C && which == FM_DIST_IN) || (o->kind == FM_FFT_C2R && which == FM_DIST_OUT);
     const int64_t *g = s->real ? n : nc;
@@ -186,15 +197,37 @@ fm_status fm_dist_geometry(const char *where, MPI_Comm comm, int ndim, const int
         nc64[i] = (o->kind != FM_FFT_C2C && i == ndim - 1) ? n[i] / 2 + 1 : n[i];
         nc[i] = (ptrdiff_t)nc64[i];
     }
-    /* the distribution is the complex array's for r2c / c2r too (FFTW-MPI's rule); one call gives
-     * both the slab (n0) and the transposed (n1) blocks, and the buffer size covering both */
-    ptrdiff_t blk[4];
+    /* the distribution is the complex array's for r2c / c2r too (FFTW-MPI's rule): FFTW-MPI's default
+     * blocks of axis 0 (slab) and axis 1 (transposed), computed here (dist_xgeom.c) so that CPU and GPU
+     * ranks split alike; where FFTW-MPI is linked its own answer is checked against them */
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int64_t blk[4], inner = 1;
+    fm_dist_block_of(nc64[0], size, rank, &blk[0], &blk[1]);
+    fm_dist_block_of(nc64[1], size, rank, &blk[2], &blk[3]);
+    for (int i = 2; i < ndim; i++)
+        inner *= nc64[i];
+    int64_t mine = blk[0] * nc64[1] * inner, cols = blk[2] * nc64[0] * inner;
+    g->alloc = mine > cols ? mine : cols;
+#if FM_HAVE_FFTW_MPI
+    ptrdiff_t fb[4];
     ptrdiff_t alloc = fftw_mpi_local_size_many_transposed(ndim, nc, 1, FFTW_MPI_DEFAULT_BLOCK,
-                                                          FFTW_MPI_DEFAULT_BLOCK, comm, &blk[0], &blk[1], &blk[2],
-                                                          &blk[3]);
+                                                          FFTW_MPI_DEFAULT_BLOCK, comm, &fb[0], &fb[1], &fb[2],
+                                                          &fb[3]);
     if (alloc < 0)
         return fm_fail(FM_ERR_BACKEND, "%s: fftw_mpi_local_size_many_transposed failed", where);
-    g->alloc = alloc > 0 ? alloc : 1;
+    for (int i = 0; i < 4; i++)
+        if (fb[i] != blk[i])
+            return fm_fail(FM_ERR_INTERNAL, "%s: FFTW-MPI's block (%td, %td; transposed %td, %td) is not the "
+                           "default block computed (%lld, %lld; %lld, %lld)", where, fb[0], fb[1], fb[2], fb[3],
+                           (long long)blk[0], (long long)blk[1], (long long)blk[2], (long long)blk[3]);
+    g->alloc = alloc; /* the CPU ranks' buffers: what FFTW asks for */
+#else
+    (void)nc;
+#endif
+    if (g->alloc < 1)
+        g->alloc = 1;
     for (int w = 0; w < 2; w++)
         make_side(o, w, ndim, n, nc64, blk, &g->side[w]);
     return FM_OK;
@@ -271,6 +304,10 @@ fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *va
     for (int i = 0; i < count; i++) {
         if (lo[i] == hi[i])
             continue;
+        if (!strcmp(names[i], "device"))
+            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %d ranks of comm disagree on where the data lives (host "
+                           "memory on some, a CUDA device on others); every rank must pass host arrays (CPU ranks) "
+                           "or every rank device arrays (GPU ranks)", where, size);
         if (!strcmp(names[i], "dtype"))
             return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the %d ranks of comm disagree on dtype (%s on some, %s on "
                            "others); every rank must plan the same transform", where, size,

@@ -1,10 +1,17 @@
 /* dist_fft.c : slab-decomposed FFTs over MPI ranks through FFTW-MPI (libfusemath_mpi).
  * The caller's blocks are copied into FFTW's own buffers (sized by fftw_mpi_local_size_*, the
  * real rows padded) and back; the prolog's and the epilog's scale / conj and the norm are applied
- * in those copies, so they cost no extra pass (docs/design.md, Distributed). */
+ * in those copies, so they cost no extra pass (docs/design.md, Distributed). Plans whose data is
+ * on GPUs (opts->device_type FM_DEVICE_CUDA) are dist_fft_gpu.c's; this file checks and agrees on
+ * their arguments as on the CPU ranks' and hands them over. */
+#include "dist_gpu.h"
 #include "dist_impl.h"
 
+#if FM_HAVE_FFTW_MPI
 #include <fftw3-mpi.h>
+#else
+#include <fftw3.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +28,7 @@ struct fm_dist_plan {
     void *fftw_plan; /* fftw_plan or fftwf_plan */
     void *buf[2];    /* FFTW's input and output buffers */
     fm_dist_chain_run run[2]; /* FM_DIST_IN: the prolog; FM_DIST_OUT: the epilog, the norm in its scale */
+    fm_dist_gpu *gpu;         /* GPU ranks (dist_fft_gpu.c): then none of the FFTW members is used */
     char text[FM_DESCRIBE_LEN];
 };
 
@@ -37,6 +45,7 @@ static int64_t side_numel(const fm_dist_geom *g, int which)
     return k;
 }
 
+#if FM_HAVE_FFTW_MPI /* the CPU ranks' execute: copies, the direct path, FFTW-MPI's execute and planner */
 /* Copy side `which` between the caller's block (user) and FFTW's buffer, through that side's chain. */
 static void copy_side(const fm_dist_plan *p, int which, const void *user)
 {
@@ -126,6 +135,7 @@ static void *make_fftw_plan(const fm_dist_plan *p, int threads_ok)
     FM_DIST_PLAN(fftwf, float, fftwf_complex);
 #undef FM_DIST_PLAN
 }
+#endif /* FM_HAVE_FFTW_MPI */
 
 /* the chains as the copies run them: their scales (the norm folded into the epilog's) and conj */
 static void set_chains(fm_dist_plan *p)
@@ -158,8 +168,11 @@ static const char *chain_text(unsigned ops)
     return t[(ops & FM_FFT_OP_SCALE ? 1 : 0) | (ops & FM_FFT_OP_MULTIPLY ? 2 : 0) | (ops & FM_FFT_OP_CONJ ? 4 : 0)];
 }
 
-static void describe(fm_dist_plan *p)
+static void describe(fm_dist_plan *p, const char *gpu_text)
 {
+    char engine[32] = "cpu/fftw-mpi";
+    if (p->gpu)
+        snprintf(engine, sizeof engine, "cuda:%d/cufft", (int)p->o.device_id);
     char dims[3][64];
     for (int d = 0; d < 3; d++) {
         const int64_t *v = d == 0 ? p->g.n : p->g.side[d - 1].local;
@@ -168,14 +181,15 @@ static void describe(fm_dist_plan *p)
             k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? "x" : "", (long long)v[i]);
     }
     snprintf(p->text, sizeof p->text,
-             "dist_fft cpu/fftw-mpi %s %s %s %s ranks=%d %s->%s in=%s@%lld out=%s@%lld effort=%s threads=%d "
-             "norm=%s%s%s%s%s",
+             "dist_fft %s %s %s %s %s ranks=%d %s->%s in=%s@%lld out=%s@%lld effort=%s threads=%d "
+             "norm=%s%s%s%s%s%s",
+             engine,
              kind_names[p->o.kind], fm_dtype_name(p->in_dtype), p->o.inverse ? "inverse" : "forward", dims[0],
              p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1],
              (long long)p->g.side[0].offset[0], dims[2], (long long)p->g.side[1].offset[0],
              effort_names[p->o.effort], p->o.num_threads > 0 ? p->o.num_threads : 1, norm_names[p->o.norm],
              p->o.prolog.ops ? " prolog=" : "", chain_text(p->o.prolog.ops), p->o.epilog.ops ? " epilog=" : "",
-             chain_text(p->o.epilog.ops));
+             chain_text(p->o.epilog.ops), gpu_text);
 }
 
 /* Local checks of fm_dist_fft_plan's arguments (before any collective). */
@@ -228,18 +242,23 @@ static fm_status check_agreement(const char *where, MPI_Comm comm, int ndim, con
         "ndim",          "n[0]",          "n[1]",          "n[2]",          "dtype",      "opts->kind",
         "opts->inverse", "opts->in_layout", "opts->out_layout", "opts->norm", "opts->effort",
         "opts->prolog.ops", "opts->epilog.ops", "opts->prolog.scale[0]", "opts->prolog.scale[1]",
-        "opts->epilog.scale[0]", "opts->epilog.scale[1]"};
+        "opts->epilog.scale[0]", "opts->epilog.scale[1]", "device"};
     int64_t v[sizeof names / sizeof names[0]] = {ndim, n[0], n[1], ndim > 2 ? n[2] : 1, dtype, o->kind, o->inverse,
                                                  o->in_layout, o->out_layout, o->norm, o->effort, o->prolog.ops,
                                                  o->epilog.ops};
     const double sc[4] = {o->prolog.scale[0], o->prolog.scale[1], o->epilog.scale[0], o->epilog.scale[1]};
     memcpy(&v[13], sc, sizeof sc); /* equal bit patterns: the same scale */
+    v[17] = o->device_type == FM_DEVICE_CUDA; /* host or GPU data: device ids may differ between ranks */
     return fm_dist_check_same(where, comm, v, names, (int)(sizeof v / sizeof v[0]));
 }
 
 /* Allocate p's buffers and plan: local failures agreed on before FFTW's collective planning. */
 static fm_status plan_fftw(const char *where, fm_dist_plan *p)
 {
+#if !FM_HAVE_FFTW_MPI
+    return fm_dist_agree(p->comm, fm_fail(FM_ERR_UNAVAILABLE, "%s: CPU ranks: libfusemath_mpi was built without "
+                  "FFTW-MPI (apt-get install libfftw3-mpi-dev, then rebuild); GPU ranks (device data) work", where));
+#else
     size_t cbytes = (p->dbl ? sizeof(fftw_complex) : sizeof(fftwf_complex)) * (size_t)p->g.alloc;
     fm_status st = FM_OK;
     for (int i = 0; i < 2; i++)
@@ -255,6 +274,7 @@ static fm_status plan_fftw(const char *where, fm_dist_plan *p)
                      "returned NULL)", where, p->dbl ? "double" : "single", kind_names[p->o.kind],
                      p->dbl ? "fftw" : "fftwf", p->o.kind == FM_FFT_C2C ? "" : p->o.kind == FM_FFT_R2C ? "_r2c" : "_c2r");
     return fm_dist_agree(p->comm, st);
+#endif
 }
 
 /* The multiply arrays against the chains and this rank's blocks (local). */
@@ -264,8 +284,9 @@ static fm_status check_arrays(const char *where, fm_dist_plan *p, const fm_tenso
     static const char *const names[2] = {"prolog", "epilog"};
     for (int w = 0; w < 2; w++) {
         unsigned ops = w == FM_DIST_IN ? p->o.prolog.ops : p->o.epilog.ops;
+        int gpu = p->o.device_type == FM_DEVICE_CUDA && !fm_dist_gpu_emulated() ? p->o.device_id : -1;
         fm_status st = fm_dist_check_array(where, names[w], arr[w], ops, p->g.ndim, p->g.side[w].local, p->dbl,
-                                           p->g.side[w].real, &p->run[w]);
+                                           p->g.side[w].real, gpu, &p->run[w]);
         if (st != FM_OK)
             return st;
     }
@@ -296,6 +317,7 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
 {
     if (plan)
         *plan = NULL; /* before anything can fail */
+    char gpu_text[256] = "";
     int rank, size;
     fm_status st = fm_dist_check_comm(where, comm, &rank, &size); /* same answer on every rank */
     if (st != FM_OK)
@@ -325,18 +347,27 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
     if ((st = fm_dist_agree(comm, st)) == FM_OK) {
         MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
         set_chains(p);
-        st = plan_fftw(where, p);
+        if (o.device_type == FM_DEVICE_CUDA)
+            st = fm_dist_gpu_plan(where, p->comm, &p->g, &p->o, dtype, prolog_array, epilog_array, &p->gpu, gpu_text,
+                                  sizeof gpu_text);
+        else
+            st = plan_fftw(where, p);
     }
     if (st != FM_OK) {
         fm_dist_fft_destroy(p);
         return st;
     }
-    describe(p);
+    describe(p, gpu_text);
     *plan = p;
     return FM_OK;
 }
 
 fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
+{
+    return fm_dist_fft_execute_stream(p, in, out, NULL);
+}
+
+fm_status fm_dist_fft_execute_stream(const fm_dist_plan *p, const void *in, void *out, void *stream)
 {
     static const char where[] = "fm_dist_fft_execute";
     if (!p)
@@ -353,6 +384,13 @@ fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
     /* one small allreduce so a bad pointer on one rank fails every rank, not a deadlock */
     if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
         return st;
+    if (p->gpu)
+        return fm_dist_gpu_execute(p->gpu, in, out, stream);
+#if !FM_HAVE_FFTW_MPI
+    (void)stream;
+    return fm_fail(FM_ERR_INTERNAL, "%s: no FFTW-MPI in this build", where);
+#else
+    (void)stream;
     int din = direct_ok(p, FM_DIST_IN, in, out), dout = direct_ok(p, FM_DIST_OUT, out, in);
     if (!din)
         copy_side(p, FM_DIST_IN, in);
@@ -360,6 +398,7 @@ fm_status fm_dist_fft_execute(const fm_dist_plan *p, const void *in, void *out)
     if (!dout)
         copy_side(p, FM_DIST_OUT, out); /* in may be out: it was read in full above */
     return FM_OK;
+#endif
 }
 
 fm_status fm_dist_fft_local(const fm_dist_plan *p, int which, int64_t *local_shape, int64_t *offset)
@@ -390,6 +429,7 @@ void fm_dist_fft_destroy(fm_dist_plan *p)
         return;
     int finalized = 0;
     MPI_Finalized(&finalized);
+    fm_dist_gpu_destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
     if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
         if (p->fftw_plan) {
             (void)fm_fftw_planner_enter();

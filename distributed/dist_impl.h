@@ -54,10 +54,10 @@ typedef struct fm_dist_chain_run {
 void fm_dist_copy(int dbl, void *dst, int64_t drow, const void *src, int64_t srow, int64_t rows, int64_t len,
                   int cplx, const fm_dist_chain_run *c);
 /* The multiply array t of chain `name` ("prolog" / "epilog") with ops: NULL unless ops has
- * FM_FFT_OP_MULTIPLY, else of shape local[ndim], C-contiguous, host, real or complex of the
- * precision (real only where real_side). Sets run->arr, run->arr_cplx. Local. */
+ * FM_FFT_OP_MULTIPLY, else of shape local[ndim], C-contiguous, host (gpu < 0) or on cuda:gpu, real
+ * or complex of the precision (real only where real_side). Sets run->arr, run->arr_cplx. Local. */
 fm_status fm_dist_check_array(const char *where, const char *name, const fm_tensor *t, unsigned ops, int ndim,
-                              const int64_t *local, int dbl, int real_side, fm_dist_chain_run *run);
+                              const int64_t *local, int dbl, int real_side, int gpu, fm_dist_chain_run *run);
 /* One-time fftw_mpi_init / fftwf_mpi_init (after fftw_init_threads); FM_ERR_INVALID_ARGUMENT when
  * MPI is not initialized or already finalized. Local. */
 fm_status fm_dist_init(const char *where);

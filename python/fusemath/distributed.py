@@ -1,5 +1,7 @@
 """Distributed FFTs and dense linear algebra over MPI ranks (``fusemath.distributed``): slab-decomposed
-c2c and r2c / c2r transforms of 2-D and 3-D NumPy arrays through FFTW-MPI, and matmul (with a fused
+c2c and r2c / c2r transforms of 2-D and 3-D NumPy arrays through FFTW-MPI (CPU ranks) or of CuPy arrays /
+torch CUDA tensors through local cuFFT plans and all-to-alls over NCCL or MPI (GPU ranks, one GPU per
+rank or ranks sharing one; the same blocks: ``local_shape`` does not depend on the device), and matmul (with a fused
 bias / activation), solve and cholesky on block-cyclic matrices through ScaLAPACK (:class:`Layout`,
 :func:`scatter`, :func:`gather`: python/fusemath/_dist_scalapack.py), on libfusemath_mpi (its C API:
 ``fusemath/fusemath_mpi.h``, docs/api.md, Distributed).
@@ -49,8 +51,8 @@ class _Chain(ctypes.Structure):
 
 class _Options(ctypes.Structure):  # fm_dist_fft_options
     _fields_ = [(k, ctypes.c_int32) for k in ("kind", "inverse", "in_layout", "out_layout", "norm", "effort",
-                                              "num_threads", "overwrite_input")] + \
-               [("reserved", ctypes.c_int32 * 4), ("prolog", _Chain), ("epilog", _Chain)]
+                                              "num_threads", "overwrite_input", "device_type", "device_id")] + \
+               [("reserved", ctypes.c_int32 * 2), ("prolog", _Chain), ("epilog", _Chain)]
 
 
 class _Tensor(ctypes.Structure):  # fm_tensor (FM_MAX_NDIM = 8)
@@ -74,6 +76,8 @@ _plan_chains = _fn("fm_dist_fft_plan_chains", ctypes.c_int, _COMM_T, ctypes.c_in
                    ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), ctypes.POINTER(_Options),
                    ctypes.POINTER(ctypes.c_void_p))
 _execute = _fn("fm_dist_fft_execute", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_execute_stream = _fn("fm_dist_fft_execute_stream", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                      ctypes.c_void_p)
 _local = _fn("fm_dist_fft_local", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, _i64p, _i64p)
 _describe = _fn("fm_dist_fft_describe", ctypes.c_char_p, ctypes.c_void_p)
 _destroy = _fn("fm_dist_fft_destroy", None, ctypes.c_void_p)
@@ -194,15 +198,75 @@ def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str =
     return tuple(loc[:len(shape)]), tuple(off[:len(shape)])
 
 
-def _tensor(a: np.ndarray) -> _Tensor:
-    """The fm_tensor of a (host) NumPy array, its strides in elements (the library checks them)."""
+def _gpu(a: Any) -> Optional[Tuple[str, int]]:
+    """("cupy" | "torch", device id) of a CuPy array or a torch CUDA tensor, else None (GPU ranks take
+    those: docs/design.md, Distributed, GPU ranks)."""
+    top = type(a).__module__.split(".")[0]
+    if top == "cupy" and hasattr(a, "data") and hasattr(a, "device"):
+        return "cupy", int(a.device.id)
+    if top == "torch" and getattr(a, "is_cuda", False):
+        return "torch", int(a.device.index)
+    return None
+
+
+def _np_dtype(a: Any) -> np.dtype:
+    dt = a.dtype
+    return np.dtype(str(dt).replace("torch.", "")) if type(dt).__module__.startswith("torch") else np.dtype(dt)
+
+
+def _ptr(a: Any) -> Optional[int]:
+    """The data pointer of a NumPy, CuPy or torch array (None where it is empty)."""
+    if a.size == 0 if isinstance(a, np.ndarray) else (a.numel() == 0 if hasattr(a, "numel") else a.size == 0):
+        return None
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data
+    return int(a.data_ptr()) if hasattr(a, "data_ptr") else int(a.data.ptr)
+
+
+def _contiguous(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return np.ascontiguousarray(a)
+    if hasattr(a, "is_contiguous"):  # torch
+        return a if a.is_contiguous() else a.contiguous()
+    import cupy
+    return cupy.ascontiguousarray(a)
+
+
+def _empty(like: Any, shape: Tuple[int, ...], dtype: np.dtype) -> Any:
+    """An empty array of shape and dtype of like's kind and device."""
+    if isinstance(like, np.ndarray):
+        return np.empty(shape, dtype)
+    if hasattr(like, "is_cuda"):
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, dtype.name), device=like.device)
+    import cupy
+    with cupy.cuda.Device(like.device.id):
+        return cupy.empty(shape, dtype)
+
+
+def _stream(like: Any) -> Optional[int]:
+    """The caller's current stream on like's device (CuPy's or torch's), as a cudaStream_t."""
+    if hasattr(like, "is_cuda"):
+        import torch
+        return int(torch.cuda.current_stream(like.device).cuda_stream) or None
+    import cupy
+    with cupy.cuda.Device(like.device.id):
+        return int(cupy.cuda.get_current_stream().ptr) or None
+
+
+def _tensor(a: Any) -> _Tensor:
+    """The fm_tensor of a NumPy array (host) or a CuPy / torch CUDA array, its strides in elements
+    (the library checks them)."""
     t = _Tensor()
-    t.data = a.ctypes.data if a.size else None
-    t.device_type, t.device_id = 1, 0  # FM_DEVICE_CPU
-    t.dtype, t.ndim = _FM_DTYPES.get(a.dtype, 0), min(a.ndim, 8)
+    t.data = _ptr(a)
+    g = _gpu(a)
+    t.device_type, t.device_id = (2, g[1]) if g else (1, 0)  # FM_DEVICE_CUDA / FM_DEVICE_CPU
+    dt = _np_dtype(a)
+    t.dtype, t.ndim = _FM_DTYPES.get(dt, 0), min(a.ndim, 8)
+    strides = a.stride() if hasattr(a, "stride") and callable(a.stride) else tuple(v // dt.itemsize for v in a.strides)
     for i in range(t.ndim):
         t.shape[i] = a.shape[i]
-        t.strides[i] = a.strides[i] // a.itemsize if a.itemsize else 0
+        t.strides[i] = strides[i]
     return t
 
 
@@ -211,7 +275,10 @@ class FFT:
 
     ``FFT(x_local, comm, *, global_shape, axes=None, decomposition="slab", kind=None, n=None,
     direction=None, layout_in="slab", layout_out="slab")``: x_local is this rank's block
-    (``local_shape()``) of the input, whose global shape is ``global_shape`` (2-D or 3-D; c2c
+    (``local_shape()``) of the input, a NumPy array on every rank (CPU ranks: FFTW-MPI) or a CuPy
+    array / torch CUDA tensor on every rank (GPU ranks: the array's device is the rank's GPU; execute
+    returns the same kind of array and runs on the framework's current stream; the exchange is
+    chosen at planning, FUSEMATH_DIST_EXCHANGE, and named in describe()), whose global shape is ``global_shape`` (2-D or 3-D; c2c
     complex64 / complex128, r2c float32 / float64, c2r complex). kind: None (complex -> "c2c",
     real -> "r2c"), "c2c", "r2c" or "c2r"; n: c2r's output length along the last axis (default
     2 (m - 1)); direction: "forward" (c2c, r2c) or "inverse" (c2c, c2r). layout_out="transposed"
@@ -243,10 +310,13 @@ class FFT:
         """The constructor's checks and state (local; the constructor agrees on their outcome)."""
         if decomposition != "slab":
             raise ValueError(f"{where}: decomposition = {decomposition!r}; only 'slab' is implemented (pencils are not)")
-        if not isinstance(x_local, np.ndarray):
-            raise TypeError(f"{where}: x_local must be a NumPy array, not {type(x_local).__name__}")
+        self._gpu = _gpu(x_local)  # GPU ranks: the array's device is this rank's GPU
+        if not isinstance(x_local, np.ndarray) and self._gpu is None:
+            raise TypeError(f"{where}: x_local must be a NumPy array (CPU ranks) or a CuPy array / torch CUDA tensor "
+                            f"(GPU ranks), not {type(x_local).__name__}")
+        dtype = _np_dtype(x_local)
         if kind is None:
-            kind = "c2c" if x_local.dtype.kind == "c" else "r2c"
+            kind = "c2c" if dtype.kind == "c" else "r2c"
         self._kind = _choice(kind, _KINDS, "kind", where)
         if direction is None:
             direction = "inverse" if self._kind == 2 else "forward"
@@ -255,15 +325,17 @@ class FFT:
         if axes is not None and tuple(axes) != tuple(range(len(self._shape))):
             raise ValueError(f"{where}: axes = {tuple(axes)}; a slab transform runs over every axis "
                              f"{tuple(range(len(self._shape)))} (other axes are not implemented)")
-        if x_local.dtype not in _DTYPES:
-            raise _C.DtypeError(f"{where}: x_local has dtype {x_local.dtype}; expected float32 / float64 (r2c) or "
+        if dtype not in _DTYPES:
+            raise _C.DtypeError(f"{where}: x_local has dtype {dtype}; expected float32 / float64 (r2c) or "
                                 "complex64 / complex128 (c2c, c2r), native byte order")
         if x_local.ndim != len(self._shape):
             raise _C.ShapeError(f"{where}: x_local is {x_local.ndim}-D, global_shape {tuple(global_shape)} is "
                                 f"{len(self._shape)}-D")
-        self._comm, self._dtype = comm, x_local.dtype
+        self._comm, self._dtype = comm, dtype
         self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where)
-        self._x = np.ascontiguousarray(x_local)
+        if self._gpu is not None:
+            self._opts.device_type, self._opts.device_id = 2, self._gpu[1]
+        self._x = _contiguous(x_local)
         self._planned_opts = None
         self._arrays = (None, None)  # the planned chains' multiply arrays, read at every execute
         self._planned_overwrite = False
@@ -300,9 +372,12 @@ class FFT:
             side.ops = ch.ops
             if ch.scale is not None:
                 side.scale[0], side.scale[1] = ch.scale.real, ch.scale.imag
-            if ch.arr is not None and not isinstance(ch.arr, np.ndarray):
+            if ch.arr is not None and self._gpu is None and not isinstance(ch.arr, np.ndarray):
                 raise TypeError(f"{where}: {name}['{ch.key}'] must be a NumPy array (this rank's block), not "
                                 f"{type(ch.arr).__name__}")
+            if ch.arr is not None and self._gpu is not None and _gpu(ch.arr) != self._gpu:
+                raise TypeError(f"{where}: {name}['{ch.key}'] must be a {self._gpu[0]} array on cuda:{self._gpu[1]} "
+                                f"(this rank's block, where x_local is), not {type(ch.arr).__name__}")
             arrays.append(ch.arr)
         return o, arrays
 
@@ -332,6 +407,9 @@ class FFT:
         (default: a new array of out_local_shape); returns out."""
         where = self._where + ".execute"
         x, out = _agreed(self._comm, lambda: self._operands(x_local, out, where))
+        if self._gpu is not None:  # on the caller's current stream of the array's framework
+            _check(_execute_stream(self._handle, _ptr(x), _ptr(out), _stream(x)), where)
+            return out
         refresh_copies(*self._arrays)  # multiply arrays run from aligned native copies follow the caller's
         _check(_execute(self._handle, x.ctypes.data if x.size else None, out.ctypes.data if out.size else None),
                where)
@@ -345,22 +423,33 @@ class FFT:
                                  "destroys the input, and the constructor's array would be transformed again")
             x = self._x
         else:
-            if not isinstance(x_local, np.ndarray):
-                raise TypeError(f"{where}: x_local must be a NumPy array, not {type(x_local).__name__}")
-            if x_local.dtype != self._dtype:
+            self._same_kind(x_local, "x_local", where)
+            if _np_dtype(x_local) != self._dtype:
                 raise _C.DtypeError(f"{where}: x_local has dtype {x_local.dtype}; expected {self._dtype}, as planned")
-            if x_local.shape != self._x.shape:
-                raise _C.ShapeError(f"{where}: x_local has shape {x_local.shape}; expected {self._x.shape}, as planned")
-            x = np.ascontiguousarray(x_local)
+            if tuple(x_local.shape) != tuple(self._x.shape):
+                raise _C.ShapeError(f"{where}: x_local has shape {tuple(x_local.shape)}; expected "
+                                    f"{tuple(self._x.shape)}, as planned")
+            x = _contiguous(x_local)
         if out is None:
-            out = np.empty(shape, self.out_dtype)
-        elif not isinstance(out, np.ndarray):
-            raise TypeError(f"{where}: out must be a NumPy array, not {type(out).__name__}")
-        elif out.dtype != self.out_dtype:
-            raise _C.DtypeError(f"{where}: out has dtype {out.dtype}; expected {self.out_dtype}")
-        elif out.shape != shape or not out.flags.c_contiguous or not out.flags.writeable:
-            raise _C.ShapeError(f"{where}: out must be a writeable C-contiguous {self.out_dtype} array of shape {shape}")
+            out = _empty(self._x, shape, self.out_dtype)
+        else:
+            self._same_kind(out, "out", where)
+            if _np_dtype(out) != self.out_dtype:
+                raise _C.DtypeError(f"{where}: out has dtype {out.dtype}; expected {self.out_dtype}")
+            contiguous = out.flags.c_contiguous and out.flags.writeable if isinstance(out, np.ndarray) else (
+                out.is_contiguous() if hasattr(out, "is_contiguous") else out.flags.c_contiguous)
+            if tuple(out.shape) != shape or not contiguous:
+                raise _C.ShapeError(f"{where}: out must be a writeable C-contiguous {self.out_dtype} array of shape "
+                                    f"{shape}")
         return x, out
+
+    def _same_kind(self, a: Any, name: str, where: str) -> None:
+        """a is what the plan takes: a NumPy array (CPU ranks), or an array of x_local's framework on its GPU."""
+        if self._gpu is None and not isinstance(a, np.ndarray):
+            raise TypeError(f"{where}: {name} must be a NumPy array, not {type(a).__name__}")
+        if self._gpu is not None and _gpu(a) != self._gpu:
+            raise TypeError(f"{where}: {name} must be a {self._gpu[0]} array on cuda:{self._gpu[1]}, as planned, not "
+                            f"{type(a).__name__}")
 
     def describe(self) -> str:
         """The plan in one line (local)."""

@@ -1,7 +1,8 @@
 /*
  * fusemath_mpi.h : the distributed layer, libfusemath_mpi (link -lfusemath_mpi -lfusemath and
  * your MPI). libfusemath itself keeps no MPI dependency: this header and its library are built
- * only where MPI and FFTW-MPI are found (docs/design.md, Distributed).
+ * only where MPI is found (docs/design.md, Distributed); CPU ranks' FFTs need FFTW-MPI, GPU ranks'
+ * the CUDA toolkit at build time (FM_ERR_UNAVAILABLE where the build lacked one).
  *
  * Conventions, beyond fusemath.h's:
  *  - The caller owns MPI: it calls MPI_Init before and MPI_Finalize after; the library never does.
@@ -11,7 +12,8 @@
  *    rank), so no rank is left waiting in a collective.
  *  - Slab decomposition: the global array is split along axis 0 in FFTW-MPI's blocks (ceil(n0 /
  *    size) rows per rank, the last ranks may hold fewer or none); each rank holds its block as a
- *    C-contiguous array. fm_dist_local_shape() tells the block of a rank, as FFTW's
+ *    C-contiguous array. CPU ranks (host data) and GPU ranks (opts->device_type FM_DEVICE_CUDA)
+ *    split alike: the same local shapes for the same global shape and communicator. fm_dist_local_shape() tells the block of a rank, as FFTW's
  *    fftw_mpi_local_size_many_transposed does.
  *  - FM_DIST_TRANSPOSED (FFTW_MPI_TRANSPOSED_OUT / _IN): the array of that side with axes 0 and 1
  *    swapped (n1 x n0 [x n2]), split along its axis 0 (i.e. the global axis 1) the same way. A
@@ -48,11 +50,18 @@ typedef struct fm_dist_fft_options {
     int32_t overwrite_input; /* 1: execute may overwrite `in` (its values are then undefined), which lets
                                 FFTW-MPI run on the caller's complex input block itself where there is no
                                 prolog (fm_dist_fft_execute says when); 0: `in` is never changed */
-    int32_t reserved[4]; /* zero */
+    int32_t device_type; /* where the ranks' data lives: FM_DEVICE_AUTO (0) or FM_DEVICE_CPU: host memory, CPU ranks
+                            (FFTW-MPI); FM_DEVICE_CUDA: device memory on cuda:device_id, GPU ranks (local cuFFT
+                            through the core's planner + the exchange; docs/design.md, Distributed, GPU ranks).
+                            Every rank must say the same (checked at planning) */
+    int32_t device_id;   /* FM_DEVICE_CUDA: this rank's GPU (ranks may name different GPUs, or share one) */
+    int32_t reserved[2]; /* zero */
     /* Fused chains, x -> conj?(x * scale * array) as fusemath.h's, applied as the data is copied
      * into (prolog) and out of (epilog) FFTW's buffers: FM_FFT_OP_SCALE, FM_FFT_OP_CONJ and
      * FM_FFT_OP_MULTIPLY (its array is each rank's block: fm_dist_fft_plan_chains);
-     * FM_FFT_OP_CALLBACK (GPU only): FM_ERR_NOT_SUPPORTED. */
+     * FM_FFT_OP_CALLBACK: FM_ERR_NOT_SUPPORTED. GPU ranks apply a chain in the core's local cuFFT plan
+     * where that plan reads the input (prolog) or writes the output (epilog), else in the move kernel
+     * that packs the input or unpacks / transposes the output. */
     fm_fft_chain prolog, epilog;
 } fm_dist_fft_options;
 
@@ -107,6 +116,14 @@ FM_API fm_status fm_dist_fft_plan_chains(MPI_Comm comm, int ndim, const int64_t 
  *  path for its own blocks (FFTW-MPI's arrays are local, so ranks may differ). */
 FM_API fm_status fm_dist_fft_execute(const fm_dist_plan *plan, const void *in, void *out);
 
+/*! fm_dist_fft_execute_stream() : collective. fm_dist_fft_execute on a stream: a GPU-rank plan
+ *  (opts->device_type FM_DEVICE_CUDA) queues its local transforms, kernels and copies on `stream`
+ *  (a cudaStream_t of the plan's device; NULL: the legacy default stream) and returns when they are
+ *  queued, except that the MPI exchanges (staged and CUDA-aware) synchronize the stream before each
+ *  all-to-all; with the NCCL exchange nothing waits. in and out are device memory of cuda:device_id.
+ *  CPU-rank plans ignore the stream (fm_dist_fft_execute is this with NULL). */
+FM_API fm_status fm_dist_fft_execute_stream(const fm_dist_plan *plan, const void *in, void *out, void *stream);
+
 /*! fm_dist_fft_local() : local. The block of side `which` this rank holds (fm_dist_local_shape's
  *  answer for the plan), with ndim entries each; either may be NULL. */
 FM_API fm_status fm_dist_fft_local(const fm_dist_plan *plan, int which, int64_t *local_shape, int64_t *offset);
@@ -115,7 +132,8 @@ FM_API fm_status fm_dist_fft_local(const fm_dist_plan *plan, int which, int64_t 
 FM_API int fm_dist_fft_ndim(const fm_dist_plan *plan);
 FM_API fm_dtype fm_dist_fft_out_dtype(const fm_dist_plan *plan);
 
-/*! fm_dist_fft_describe() : local. "dist_fft cpu/fftw-mpi c2c c128 forward 64x64x32 ranks=4 ...". */
+/*! fm_dist_fft_describe() : local. "dist_fft cpu/fftw-mpi c2c c128 forward 64x64x32 ranks=4 ..."; GPU ranks:
+ *  "dist_fft cuda:0/cufft ... exchange=staged (auto: ranks share a GPU) order=local-first". */
 FM_API const char *fm_dist_fft_describe(const fm_dist_plan *plan);
 
 /*! fm_dist_fft_destroy() : collective (FFTW-MPI plans hold a duplicate of the communicator);

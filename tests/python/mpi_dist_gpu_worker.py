@@ -1,0 +1,209 @@
+"""One rank of tests/python/test_distributed_gpu.py's runs (mpirun -np N python mpi_dist_gpu_worker.py WHAT):
+fusemath.distributed.FFT on GPU ranks (CuPy arrays, or torch CUDA tensors where CuPy is missing), every
+rank on cuda:(rank % GPUs), so that 2 ranks on a one-GPU machine share it (the staged exchange).
+
+Every rank makes the same global array; its block goes to the GPU, is transformed, comes back, and the
+blocks gathered from every rank are compared with numpy.fft of the whole array in float64 (relative
+max error <= 1e-5 f32 / 1e-12 f64). Error cases must raise the same exception on every rank, and a
+rank left waiting would hang: the pytest side kills the run after a timeout. Exits 1 on a failure."""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import fusemath
+import fusemath.distributed as fd
+
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+failures = []
+
+CPU = "--cpu" in sys.argv[2:]  # the same cases on CPU ranks (NumPy): a check of this worker's references
+
+
+def _arrays():
+    """to_gpu, to_host and the number of GPUs (CuPy, else torch; NumPy with --cpu)"""
+    if CPU:
+        return np.ascontiguousarray, (lambda a: a), size
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    if cp is not None:
+        n = cp.cuda.runtime.getDeviceCount()
+        cp.cuda.Device(rank % n).use()
+        return cp.asarray, cp.asnumpy, n
+    import torch
+    n = torch.cuda.device_count()
+    torch.cuda.set_device(rank % n)
+    return (lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()), (lambda a: a.cpu().numpy()), n
+
+
+to_gpu, to_host, NGPU = _arrays()
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(f"rank {rank}: {what}")
+
+
+def gather(block, offset0, global_shape):
+    out = np.zeros(global_shape, np.complex128)
+    for blk, off in comm.allgather((block, offset0)):
+        out[off:off + blk.shape[0]] = blk
+    return out
+
+
+def rel_err(a, b):
+    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
+
+
+def global_array(shape, dtype, seed=1234):
+    rng = np.random.default_rng(seed)  # the same on every rank
+    real = np.dtype(dtype).kind == "f"
+    g = rng.standard_normal(shape) + (0 if real else 1j * rng.standard_normal(shape))
+    return g.astype(dtype)
+
+
+def block(g, kind, layout="slab"):
+    loc, off = fd.local_shape(g.shape if kind != "c2r" else g.shape, comm, kind=kind, layout=layout)
+    return g[off[0]:off[0] + loc[0]] if layout == "slab" else g.swapaxes(0, 1)[off[0]:off[0] + loc[0]].copy()
+
+
+def transform_case(shape, kind, dtype, layout_out):
+    """forward (with prolog scale + epilog scale, ortho) against numpy, then the inverse from that layout."""
+    real = np.dtype(dtype).kind == "f"
+    g = global_array(shape, dtype)
+    tol = 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
+    x = to_gpu(block(g, kind))
+    scale = 0.5 if real else 0.5 - 0.25j
+    with fd.FFT(x, comm, global_shape=shape, kind=kind, layout_out=layout_out) as f:
+        f.plan(norm="ortho", prolog={"scale": 2.0}, epilog={"scale": scale})
+        d = f.describe()
+        check(CPU or (d.startswith("dist_fft cuda:") and "exchange=" in d), f"describe: {d}")
+        if NGPU < size and not CPU:  # ranks share a GPU: NCCL refuses that, so the staged exchange (whatever was asked)
+            check(size == 1 or "exchange=staged" in d or "exchange=mpi-cuda-aware" in d, f"shared GPU: {d}")
+        y = f.execute()
+        check(type(y) is type(x), f"execute returned {type(y).__name__}, not {type(x).__name__}")
+        check(tuple(y.shape) == f.out_local_shape, f"out shape {tuple(y.shape)} != {f.out_local_shape}")
+        ref = (np.fft.rfftn if kind == "r2c" else np.fft.fftn)(g.astype(np.float64 if real else np.complex128),
+                                                                norm="ortho") * 2.0 * scale
+        if layout_out == "transposed":
+            ref = ref.swapaxes(0, 1)
+        yh = to_host(y)
+        e = rel_err(gather(yh, f.out_offset[0], ref.shape), ref)
+        check(e <= tol, f"{d}: relative error {e:.3g} > {tol}")
+        inv_kind = "c2r" if kind == "r2c" else "c2c"
+        gshape = shape[:-1] + (shape[-1] // 2 + 1,) if kind == "r2c" else shape
+        with fd.FFT(y, comm, global_shape=gshape, kind=inv_kind, direction="inverse", layout_in=layout_out,
+                    n=shape[-1] if kind == "r2c" else None) as b:
+            b.plan(norm="ortho", epilog=None if real else {"conj": True})
+            z = to_host(b.execute())
+            back = gather(z, b.out_offset[0], shape) / (2.0 * np.conj(scale))
+            want = g if real else np.conj(g)
+            e = rel_err(back, want.astype(np.complex128))
+            check(e <= tol, f"{b.describe()}: round trip relative error {e:.3g} > {tol}")
+        # the CPU ranks' blocks are the same (local_shape does not depend on the device)
+        check(f.out_local_shape == fd.local_shape(shape, comm, kind=kind, which="out", layout=layout_out)[0],
+              "out_local_shape differs from local_shape(which='out')")
+
+
+def chain_case(shape, kind, dtype, layout_out):
+    """multiply arrays (each rank's blocks, on the GPU) in the prolog and the epilog, conj, backward norm."""
+    real = np.dtype(dtype).kind == "f"
+    cdt = np.complex64 if dtype in (np.float32, np.complex64) else np.complex128
+    rdt = np.float32 if cdt == np.complex64 else np.float64
+    g = global_array(shape, dtype, seed=7)
+    tol = 1e-5 if rdt == np.float32 else 1e-12
+    w = global_array(shape, rdt, seed=8) + 2  # a real window on the input
+    oshape = shape[:-1] + (shape[-1] // 2 + 1,) if kind == "r2c" else shape
+    m = global_array(oshape, cdt, seed=9)     # a complex filter on the output
+    mo = m.swapaxes(0, 1) if layout_out == "transposed" else m
+    loc_o, off_o = fd.local_shape(shape, comm, kind=kind, which="out", layout=layout_out)
+    x = to_gpu(block(g, kind))
+    wl = to_gpu(block(w, kind))
+    ml = to_gpu(np.ascontiguousarray(mo[off_o[0]:off_o[0] + loc_o[0]]))
+    with fd.FFT(x, comm, global_shape=shape, kind=kind, layout_out=layout_out) as f:
+        f.plan(prolog={"multiply": wl, "scale": 1.5}, epilog={"multiply": ml, "conj": True})
+        y = to_host(f.execute())
+        ref = np.conj((np.fft.rfftn if kind == "r2c" else np.fft.fftn)(
+            g.astype(np.float64 if real else np.complex128) * w * 1.5) * m)
+        if layout_out == "transposed":
+            ref = ref.swapaxes(0, 1)
+        e = rel_err(gather(y, f.out_offset[0], ref.shape), ref)
+        check(e <= tol, f"chains {f.describe()}: relative error {e:.3g} > {tol}")
+    if kind == "c2c":  # an inverse from the slab: the prolog multiply in the pack, the epilog in the core's plan
+        with fd.FFT(x, comm, global_shape=shape, kind="c2c", direction="inverse") as b:
+            b.plan(prolog={"multiply": wl}, epilog={"multiply": to_gpu(block(w, kind)), "scale": 3.0})
+            z = to_host(b.execute())
+            ref = np.fft.ifftn(g.astype(np.complex128) * w) * w * 3.0
+            e = rel_err(gather(z, b.out_offset[0], shape), ref)
+            check(e <= tol, f"inverse chains {b.describe()}: relative error {e:.3g} > {tol}")
+
+
+def gpu():
+    for shape in ((8, 6), (12, 10, 6), (7, 5, 9)):
+        for dtype in (np.complex64, np.complex128, np.float32, np.float64):
+            kind = "c2c" if np.dtype(dtype).kind == "c" else "r2c"
+            for layout_out in ("slab", "transposed"):
+                transform_case(shape, kind, dtype, layout_out)
+    for shape in ((8, 6), (6, 8, 10)):
+        for dtype in (np.complex64, np.float64):
+            kind = "c2c" if np.dtype(dtype).kind == "c" else "r2c"
+            for layout_out in ("slab", "transposed"):
+                chain_case(shape, kind, dtype, layout_out)
+
+
+def raises(what, exc, needle, fn):
+    got = "no exception"
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - compared below
+        got = type(e).__name__
+        check(isinstance(e, exc), f"{what}: {type(e).__name__}: {e}")
+        check(needle in str(e), f"{what}: message {str(e)!r} lacks {needle!r}")
+    names = comm.allgather(got)
+    check(len(set(names)) == 1 and names[0] != "no exception", f"{what}: the ranks raised {names}")
+
+
+def gpu_errors():
+    shape = (8, 6, 4)
+    g = global_array(shape, np.complex64)
+    xb = block(g, "c2c")
+    # a CUDA array on rank 0, NumPy on the others: every rank fails, none waits
+    x = to_gpu(xb) if rank == 0 else xb
+    if not CPU:
+        raises("mixed devices", fusemath.InvalidArgumentError, "disagree on where the data lives",
+               lambda: fd.FFT(x, comm, global_shape=shape).plan())
+    # mismatched global shapes
+    bad = (8, 6, 4) if rank == 0 else (8, 6, 6)
+    xg = to_gpu(block(global_array(bad, np.complex64), "c2c"))
+    raises("shapes", fusemath.InvalidArgumentError, "disagree on n[2]",
+           lambda: fd.FFT(xg, comm, global_shape=bad).plan())
+    # a block that does not tile the global array
+    wrong = to_gpu(np.zeros((1,) + shape[1:], np.complex64))
+    if size > 1:
+        raises("tiling", fusemath.ShapeError, "does not tile", lambda: fd.FFT(wrong, comm, global_shape=shape).plan())
+    # a host multiply array with device data
+    xd = to_gpu(xb)
+    if not CPU:
+        raises("host multiply array", TypeError, "must be a", lambda: fd.FFT(xd, comm, global_shape=shape).plan(
+            prolog={"multiply": np.ones(xb.shape, np.float32)}))
+
+
+_WHAT = {"gpu": gpu, "gpu_errors": gpu_errors}
+if CPU:  # CPU ranks need FFTW-MPI in libfusemath_mpi
+    try:
+        fd.FFT(np.zeros((size, 2), np.complex64)[:1], comm, global_shape=(size, 2)).plan().close()
+    except fusemath.UnavailableError as e:
+        if rank == 0:
+            print(f"mpi_dist_gpu_worker {sys.argv[1]} --cpu on {size} ranks: SKIPPED ({e})")
+        sys.exit(0)
+_WHAT[sys.argv[1]]()
+bad = comm.allgather(failures)
+if rank == 0:
+    for f in (f for per in bad for f in per):
+        print(f)
+    print(f"mpi_dist_gpu_worker {sys.argv[1]}{' --cpu' if CPU else ''} on {size} ranks: "
+          f"{'FAILED' if any(bad) else 'OK'}")
+sys.exit(1 if any(bad) else 0)

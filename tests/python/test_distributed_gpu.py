@@ -1,0 +1,82 @@
+"""fusemath.distributed on GPU ranks under mpirun (tests/python/mpi_dist_gpu_worker.py): 2-D and 3-D
+c2c / r2c / c2r, f32 / f64, slab and transposed outputs, fused prolog / epilog with each rank's
+multiply blocks, against numpy.fft of the gathered global array; error cases raised on every rank.
+Two ranks share the one GPU of a one-GPU machine (the staged exchange); with two GPUs or more the
+NCCL exchange runs too. NCCL_NVLS_ENABLE=0 in every rank's environment (never NVLink multicast).
+Marked gpu: skipped without a CUDA device. Every run has a timeout, so a rank left waiting fails."""
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import fusemath
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
+LIB = os.path.join(os.path.dirname(fusemath.__file__), "libfusemath_mpi.so")
+TIMEOUT_S = 300
+HAVE_ARRAYS = any(importlib.util.find_spec(m) is not None for m in ("cupy", "torch"))
+
+pytestmark = [
+    pytest.mark.skipif(MPIRUN is None, reason="no mpirun (apt-get install openmpi-bin; scripts/setup.sh does)"),
+    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="no mpi4py (scripts/setup.sh installs it)"),
+    pytest.mark.skipif(not os.path.exists(LIB), reason="fusemath built without MPI (no libfusemath_mpi.so)"),
+]
+on_gpu = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_ARRAYS, reason="neither CuPy nor torch is installed")]
+
+
+def mpirun(np_, what, exchange, *extra):
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True)
+    flags = ["--oversubscribe", "--allow-run-as-root"] if "Open MPI" in version.stdout + version.stderr else []
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", FUSEMATH_DIST_EXCHANGE=exchange)
+    envflags = []
+    if flags:  # Open MPI: hand these two to every rank explicitly
+        envflags = ["-x", "NCCL_NVLS_ENABLE", "-x", "FUSEMATH_DIST_EXCHANGE"]
+    cmd = [MPIRUN, *flags, *envflags, "-np", str(np_), sys.executable, os.path.join(HERE, "mpi_dist_gpu_worker.py"),
+           what, *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=env)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} did not finish in {TIMEOUT_S} s (a deadlock?); its output:\n{out[-4000:]}")
+    assert proc.returncode == 0, f"FUSEMATH_DIST_EXCHANGE={exchange} {' '.join(cmd)} exited {proc.returncode}:\n" \
+                                 f"{out[-8000:]}"
+    head = f"mpi_dist_gpu_worker {what}{' --cpu' if extra else ''} on {np_} ranks: "
+    if head + "SKIPPED" in out:  # CPU ranks without FFTW-MPI
+        pytest.skip(out[out.index(head):].splitlines()[0])
+    assert head + "OK" in out, out[-4000:]
+
+
+def exchanges():
+    ex = ["auto", "staged"]
+    if fusemath.cuda_device_count() >= 2:
+        ex.append("nccl")
+    return ex
+
+
+@pytest.mark.parametrize("np_", [1, 2])
+@pytest.mark.parametrize("exchange", exchanges())
+@on_gpu[0]
+@on_gpu[1]
+def test_gpu_ranks_match_numpy(np_, exchange):
+    mpirun(np_, "gpu", exchange)
+
+
+@pytest.mark.parametrize("exchange", exchanges())
+@on_gpu[0]
+@on_gpu[1]
+def test_gpu_rank_errors_on_every_rank(exchange):
+    mpirun(2, "gpu_errors", exchange)
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_gpu_worker_cases_on_cpu_ranks(np_):
+    """The worker's cases with NumPy blocks (CPU ranks): its references and blocks are right on any machine."""
+    mpirun(np_, "gpu", "auto", "--cpu")
