@@ -89,7 +89,7 @@ static double gpu_part(void *user, int64_t k)
         return INFINITY;
     const double w = s->work * (double)(e->extent - k) / (double)e->extent;
     int pipelined = 0;
-    return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, &sub, s->gpu,
+    return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, s->pipeline_threads, &sub, s->gpu,
                                 fm_profile_predict(s->pf, s->threads, s->op->op, s->dtype, 1, w), &pipelined);
 }
 

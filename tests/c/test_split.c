@@ -130,7 +130,7 @@ static void test_decide(void)
     fm_profile pf;
     const double rc = 1e11, rg = 4e11, rate = 1e10, W = 2.0 * N * N * N * B;
     linear_profile(&pf, FM_OP_MATMUL, FM_F32, rc, rg, rate);
-    fm_split_query sq = {&pf, op, &q, W, FM_F32, 4, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0};
+    fm_split_query sq = {&pf, op, &q, W, FM_F32, 4, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0, 8};
     /* written out: the cpu part at 3 of the 4 threads the curve was measured with; the GPU part's a and d
      * indices there and back, b whole */
     const double cpu_k = W / B / rc * 4.0 / 3.0, gpu_k = W / B / rg + 2.0 * N * N * 4 / rate, b_in = N * N * 4 / rate;
