@@ -18,6 +18,7 @@ struct fm_copy_pool {
     pthread_cond_t done; /* some job's last part finished */
     fm_copy_part *head, *tail;
     int stop;
+    int busy; /* parts queued or being copied */
     int nthreads;
     pthread_t thread[FM_MAX_PIPELINE_THREADS];
 };
@@ -48,6 +49,7 @@ static fm_copy_part *take(fm_copy_pool *pl, const fm_copy_job *job)
 /* Under the lock: part p done. */
 static void finish(fm_copy_pool *pl, fm_copy_part *p)
 {
+    pl->busy--;
     if (--p->job->pending == 0)
         pthread_cond_broadcast(&pl->done);
 }
@@ -123,6 +125,16 @@ fm_copy_pool *fm_context_copy_pool(fm_context *ctx)
 
 int fm_copy_pool_threads(const fm_copy_pool *pool) { return pool ? pool->nthreads : 0; }
 
+int fm_copy_pool_busy(fm_copy_pool *pool)
+{
+    if (!pool)
+        return 0;
+    pthread_mutex_lock(&pool->lock);
+    const int n = pool->busy;
+    pthread_mutex_unlock(&pool->lock);
+    return n;
+}
+
 void fm_copy_submit(fm_copy_pool *pool, fm_copy_job *job, void *dst, const void *src, size_t n)
 {
     size_t parts = pool ? (size_t)pool->nthreads : 1;
@@ -142,6 +154,7 @@ void fm_copy_submit(fm_copy_pool *pool, fm_copy_job *job, void *dst, const void 
         fm_copy_part *p = &job->part[job->used++];
         *p = (fm_copy_part){NULL, job, (char *)dst + lo, (const char *)src + lo, n - lo < size ? n - lo : size};
         job->pending++;
+        pool->busy++;
         if (pool->tail)
             pool->tail->next = p;
         else

@@ -39,9 +39,11 @@ void fm_copy_submit(fm_copy_pool *pool, fm_copy_job *job, void *dst, const void 
 /* Until every part of job is done; the caller moves parts of job still queued itself meanwhile. */
 void fm_copy_wait(fm_copy_pool *pool, fm_copy_job *job);
 int fm_copy_pool_threads(const fm_copy_pool *pool);
+/* Parts queued or being copied now, from every submitter (tests: 0 once a call has returned). */
+int fm_copy_pool_busy(fm_copy_pool *pool);
 /* The context's pool: threads joined (called at context release, with no copy in flight). */
 void fm_context_copy_pool_free(fm_context *ctx);
 
-#define FM_COPY_MIN_PART ((size_t)256 << 10)
+#define FM_COPY_MIN_PART ((size_t)64 << 10)
 
 #endif

@@ -113,7 +113,7 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
 #define FM_PIPELINE_MAX_NCHUNKS 64
 /* A chunk whose split slots span more than this (one index of the split axis is that large: an FFT slab)
  * is staged whole rather than held three times in pinned memory. */
-#define FM_PIPELINE_MAX_RING_ENTRY ((int64_t)512 << 20)
+#define FM_PIPELINE_MAX_RING_ENTRY ((int64_t)256 << 20) /* the ring: at most 768 MiB pinned per GPU */
 /* Plan p (host operands, cuda execution) pipelined; FM_ERR_NOT_APPLICABLE with why in the buffer when
  * it is not (then the caller stages it whole). */
 fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan,
