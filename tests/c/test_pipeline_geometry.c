@@ -439,6 +439,10 @@ static void test_model(void)
         on_gpu(&small);
         CHECK_OK(fm_pipeline_geometry(&small, FM_PIPELINE_AUTO, &g, why, sizeof why));
         CHECK(fm_pipeline_predict(pfs[i], &g, 0, 8, NULL) >= fm_profile_copy_time(pfs[i], 0, g.whole_bytes));
+        /* test_pipeline_gpu's auto case: 2048 x 2048 with k = 16 (a, c in, d out): copies only, staged */
+        CHECK_OK(matmul_problem(2048, 2048, 16, 0, 0, 2048, &small));
+        t = predict(pfs[i], &small, 8, &staged);
+        CHECK_MSG(t >= staged, "k = 16: %g s pipelined < %g staged", t, staged);
     }
 }
 
