@@ -11,9 +11,16 @@ complex64 array over its last axis: 8 transforms of 2^24 points, "2^24 x 8" read
 2^24-point transforms (1 GiB in, 1 GiB out; the pipeline cuts it into 8 slabs of one transform). The
 results go into preallocated NumPy arrays (out=), so neither mode pays fresh pages of a new result.
 
+Modes: off, on (every problem that splits is cut) and auto (the default: pipelined only where the
+model predicts a gain over staging whole; its describe() says which and why).
+
+The host copy rate model: pageable -> pageable memcpy GB/s at 1, 2, 4, 8 threads (ctypes.memmove on
+Python threads, which releases the GIL; 256 MiB, pre-touched), the rate the pipeline's staging threads
+(FUSEMATH_PIPELINE_THREADS) can fill and drain the pinned ring at. Measured first, with or without a GPU.
+
 FUSEMATH_PIPELINE is read when the library's context is made (at import), so each mode runs in a child
 process of this script. Writes pipeline-<host>-<date>.json into --out-dir (default benchmarks/results).
-Without a GPU it says "no GPU: skipped" and exits 0.
+Without a GPU it measures the host copies only, writes them, and says "no GPU: skipped".
 """
 from __future__ import annotations
 
@@ -112,6 +119,41 @@ def floors(op, n, repeats):
     return res
 
 
+def host_copy_rates(mib=256, threads=(1, 2, 4, 8), repeats=5):
+    """{threads: GB/s} of one mib-MiB pageable -> pageable copy cut into `threads` parts copied at once."""
+    import ctypes
+    import threading
+    import numpy as np
+    n = mib << 20
+    src, dst = np.ones(n, np.uint8), np.zeros(n, np.uint8)  # both touched: no page faults timed
+    s0, d0 = src.ctypes.data, dst.ctypes.data
+    res = {}
+    for t in threads:
+        part = -(-n // t)
+        best = float("inf")
+        for _ in range(repeats):
+            go = threading.Barrier(t + 1)
+            done = threading.Barrier(t + 1)
+
+            def work(i):
+                lo, hi = i * part, min(n, (i + 1) * part)
+                go.wait()
+                ctypes.memmove(d0 + lo, s0 + lo, hi - lo)
+                done.wait()
+            ths = [threading.Thread(target=work, args=(i,)) for i in range(t)]
+            for th in ths:
+                th.start()
+            go.wait()
+            t0 = time.perf_counter()
+            done.wait()
+            best = min(best, time.perf_counter() - t0)
+            for th in ths:
+                th.join()
+        res[str(t)] = n / best / 1e9
+    assert np.array_equal(src, dst)
+    return res
+
+
 def child(args) -> int:
     op, n = args.case.split(":")
     fn = floors if args.child == "floors" else with_transfers
@@ -123,6 +165,8 @@ def run_child(mode, case, repeats):
     env = dict(os.environ)
     if mode in ("on", "off"):
         env["FUSEMATH_PIPELINE"] = mode
+    elif mode == "auto":
+        env.pop("FUSEMATH_PIPELINE", None)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--case", case, "--repeats",
                         str(repeats)], env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
@@ -136,39 +180,48 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7, help="timed calls per point (after one warm-up)")
     p.add_argument("--cases", default=",".join(f"{op}:{n}" for op, n in CASES),
                    help="comma-separated op:n (matmul:n for n x n x n f32; fft:n for (8, n) c64 over the last axis)")
-    p.add_argument("--child", choices=("on", "off", "floors"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=("on", "off", "auto", "floors"), help=argparse.SUPPRESS)
     p.add_argument("--case", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args)
     import fusemath
+    copy = host_copy_rates()
+    print("  host memcpy pageable->pageable (256 MiB): " +
+          ", ".join(f"{t} thread{'s' if t != '1' else ''} {r:.1f} GB/s" for t, r in copy.items()), flush=True)
+    now = datetime.datetime.now().astimezone()
+    res = {"date": now.isoformat(timespec="seconds"), "machine": machine(gpu=fusemath.cuda_device_count() > 0),
+           "command": " ".join(["benchmarks/pipeline.py"] + (argv if argv is not None else sys.argv[1:])),
+           "host_copy_gb_s": copy,
+           "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array"}
+    path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
     if fusemath.cuda_device_count() < 1:
-        print("no GPU: skipped")
+        write_json(path, res)
+        print(f"no GPU: skipped (host copies written to {path})")
         return 0
     rows = []
     for case in args.cases.split(","):
         row = {"case": case}
-        for mode in ("off", "on", "floors"):
+        for mode in ("off", "on", "auto", "floors"):
             row[mode] = run_child(mode, case, args.repeats)
-        fl, on, off = row["floors"], row["on"], row["off"]
-        if all("error" not in r for r in (fl, on, off)):
+        fl, on, off, au = row["floors"], row["on"], row["off"], row["auto"]
+        if all("error" not in r for r in (fl, on, off, au)):
             for kind in ("pageable", "pinned"):
                 floor = max(fl[f"copy_{kind}_ms"], fl["compute_ms"])
                 row[f"on_over_max_copy_{kind}_compute"] = on["ms"] / floor
+                row[f"auto_over_max_copy_{kind}_compute"] = au["ms"] / floor
             row["off_over_on"] = off["ms"] / on["ms"]
-            print(f"  {case:14} off {off['ms']:9.2f} ms  on {on['ms']:9.2f} ms  copy pageable "
+            row["auto_over_off"] = au["ms"] / off["ms"]
+            row["auto_pipelined"] = "pipelined chunks=" in au.get("describe", "")
+            print(f"  {case:14} off {off['ms']:9.2f} ms  on {on['ms']:9.2f}  auto {au['ms']:9.2f} "
+                  f"({'pipelined' if row['auto_pipelined'] else 'staged'})  copy pageable "
                   f"{fl['copy_pageable_ms']:8.2f} pinned {fl['copy_pinned_ms']:8.2f}  compute {fl['compute_ms']:8.2f}  "
                   f"on / max(copy pinned, compute) {row['on_over_max_copy_pinned_compute']:.2f}x", flush=True)
         else:
-            print(f"  {case}: " + "; ".join(f"{m}: {row[m]['error'][-300:]}" for m in ("off", "on", "floors")
+            print(f"  {case}: " + "; ".join(f"{m}: {row[m]['error'][-300:]}" for m in ("off", "on", "auto", "floors")
                                             if "error" in row[m]), flush=True)
         rows.append(row)
-    now = datetime.datetime.now().astimezone()
-    res = {"date": now.isoformat(timespec="seconds"), "machine": machine(gpu=True),
-           "command": " ".join(["benchmarks/pipeline.py"] + (argv if argv is not None else sys.argv[1:])),
-           "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array",
-           "rows": rows}
-    path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
+    res["rows"] = rows
     write_json(path, res)
     print(f"wrote {path}")
     return 0
