@@ -298,7 +298,8 @@ struct fm_settings {
     int execution_best;        /* FUSEMATH_EXECUTION=best: FM_EXECUTION_AUTO calls are planned as BEST */
     int pipeline;              /* FUSEMATH_PIPELINE: FM_PIPELINE_AUTO (unset) | ON | OFF (core/src/pipeline.c) */
     int pipeline_threads;      /* FUSEMATH_PIPELINE_THREADS: the context's staging threads (core/src/copy_pool.c;
-                                  unset: min(8, cores / 2), at least 1); not in plan_key: plans do not change */
+                                  unset: min(8, cores / 2), at least 1); not in plan_key: no plan computes
+                                  otherwise, and the auto rule it feeds runs per context (its own cache) */
     int split;                 /* FUSEMATH_SPLIT: 1 auto (unset: best may split a batch over cpu + GPU), 0 off
                                   (core/src/split.c); not in plan_key: the decision is in the problem */
     /* Hash of the settings that change what a plan does (all but num_threads, log_plan and the

@@ -57,7 +57,8 @@ int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m
 
 int fm_split_cpu_threads(int threads, int gpu_pipelined)
 {
-    /* the pipeline's host copies run on min(threads, 8) threads (pipeline.c's host_copy) the whole
+    /* the pipeline's host copies run on the context's staging threads (copy_pool.c: min(8, cores / 2)
+     * unless FUSEMATH_PIPELINE_THREADS says otherwise; reserved here as min(threads, 8)) the whole
      * time the GPU part runs: reserve them all, so the two parts never oversubscribe the cores and
      * the model's cpu time is the one the part runs at; a staged part's copy is one thread */
     const int reserve = gpu_pipelined ? (threads < 8 ? threads : 8) : 1;
