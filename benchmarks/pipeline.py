@@ -12,7 +12,9 @@ complex64 array over its last axis: 8 transforms of 2^24 points, "2^24 x 8" read
 results go into preallocated NumPy arrays (out=), so neither mode pays fresh pages of a new result.
 
 Modes: off, on (every problem that splits is cut) and auto (the default: pipelined only where the
-model predicts a gain over staging whole; its describe() says which and why).
+model predicts a gain over staging whole; its describe() says which and why), auto on the built-in
+rates (an empty cache directory: no machine profile) and, with --calibrate, auto_cal on a profile
+fusemath.calibrate(quick=True) measured first (in a private cache directory).
 
 The host copy rate model: pageable -> pageable memcpy GB/s at 1, 2, 4, 8 threads (ctypes.memmove on
 Python threads, which releases the GIL; 256 MiB, pre-touched), the rate the pipeline's staging threads
@@ -32,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,12 +164,17 @@ def child(args) -> int:
     return 0
 
 
+CACHE = {}  # mode -> FUSEMATH_CACHE_DIR: "auto" an empty one (built-in rates), "auto_cal" the calibrated one
+
+
 def run_child(mode, case, repeats):
     env = dict(os.environ)
     if mode in ("on", "off"):
         env["FUSEMATH_PIPELINE"] = mode
-    elif mode == "auto":
+    else:
         env.pop("FUSEMATH_PIPELINE", None)
+    if mode in CACHE:
+        env["FUSEMATH_CACHE_DIR"] = CACHE[mode]
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--case", case, "--repeats",
                         str(repeats)], env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
@@ -180,11 +188,16 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7, help="timed calls per point (after one warm-up)")
     p.add_argument("--cases", default=",".join(f"{op}:{n}" for op, n in CASES),
                    help="comma-separated op:n (matmul:n for n x n x n f32; fft:n for (8, n) c64 over the last axis)")
-    p.add_argument("--child", choices=("on", "off", "auto", "floors"), help=argparse.SUPPRESS)
+    p.add_argument("--calibrate", action="store_true",
+                   help="also run auto on a profile measured first by fusemath.calibrate(quick=True)")
+    p.add_argument("--child", choices=("on", "off", "auto", "auto_cal", "floors"), help=argparse.SUPPRESS)
     p.add_argument("--case", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args)
+    CACHE["auto"] = tempfile.mkdtemp(prefix="fm-pipeline-builtin-")
+    if args.calibrate:
+        CACHE["auto_cal"] = os.environ["FUSEMATH_CACHE_DIR"] = tempfile.mkdtemp(prefix="fm-pipeline-cal-")
     import fusemath
     copy = host_copy_rates()
     print("  host memcpy pageable->pageable (256 MiB): " +
@@ -195,6 +208,11 @@ def main(argv=None) -> int:
            "host_copy_gb_s": copy,
            "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array"}
     path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
+    if args.calibrate and fusemath.cuda_device_count() > 0:
+        t0 = time.perf_counter()
+        fusemath.calibrate(quick=True, progress=False)  # saved in CACHE["auto_cal"]: the children load it
+        res["calibrate_s"] = time.perf_counter() - t0
+        res["profile"] = fusemath.machine_profile()
     if fusemath.cuda_device_count() < 1:
         write_json(path, res)
         print(f"no GPU: skipped (host copies written to {path})")
@@ -202,7 +220,7 @@ def main(argv=None) -> int:
     rows = []
     for case in args.cases.split(","):
         row = {"case": case}
-        for mode in ("off", "on", "auto", "floors"):
+        for mode in ("off", "on", "auto") + (("auto_cal",) if "auto_cal" in CACHE else ()) + ("floors",):
             row[mode] = run_child(mode, case, args.repeats)
         fl, on, off, au = row["floors"], row["on"], row["off"], row["auto"]
         if all("error" not in r for r in (fl, on, off, au)):
@@ -217,9 +235,14 @@ def main(argv=None) -> int:
                   f"({'pipelined' if row['auto_pipelined'] else 'staged'})  copy pageable "
                   f"{fl['copy_pageable_ms']:8.2f} pinned {fl['copy_pinned_ms']:8.2f}  compute {fl['compute_ms']:8.2f}  "
                   f"on / max(copy pinned, compute) {row['on_over_max_copy_pinned_compute']:.2f}x", flush=True)
+            if "auto_cal" in row and "error" not in row["auto_cal"]:
+                row["auto_cal_over_off"] = row["auto_cal"]["ms"] / off["ms"]
+                row["auto_cal_pipelined"] = "pipelined chunks=" in row["auto_cal"].get("describe", "")
+                print(f"  {case:14} auto on the calibrated profile {row['auto_cal']['ms']:9.2f} ms "
+                      f"({'pipelined' if row['auto_cal_pipelined'] else 'staged'})", flush=True)
         else:
-            print(f"  {case}: " + "; ".join(f"{m}: {row[m]['error'][-300:]}" for m in ("off", "on", "auto", "floors")
-                                            if "error" in row[m]), flush=True)
+            print(f"  {case}: " + "; ".join(f"{m}: {r['error'][-300:]}" for m, r in row.items()
+                                            if isinstance(r, dict) and "error" in r), flush=True)
         rows.append(row)
     res["rows"] = rows
     write_json(path, res)
