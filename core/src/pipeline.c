@@ -168,31 +168,32 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
 }
 
 /* ---- the cost model (auto's decline, FM_EXECUTION_BEST's prediction) ---- */
-/* Bytes per second of the staging threads' copies between pageable and pinned memory: whole staging's
- * own copies (cuda_device.c: pinned bounce buffers filled by up to 8 threads while the DMA runs) are
- * bounded by the same host copies, so their measured rate (the profile's, else the built-in 5 GB/s) at
- * min(threads, 8) / 8 of it; the pinned DMA at twice the pageable rate. */
-static double host_rate(const fm_profile *pf, int threads)
+/* Bytes per second of the staging threads' copies between pageable and pinned memory, filling (dir 0)
+ * or draining (dir 1): whole staging's own copies (cuda_device.c: pinned bounce buffers filled by up
+ * to 8 threads while the DMA runs) are bounded by the same host copies, so its measured rate that way
+ * (the profile's, else the built-in 5 GB/s; a drain into fresh pages pays their first touch in both)
+ * at min(threads, 8) / 8 of it. */
+static double host_rate(const fm_profile *pf, int dir, int threads)
 {
     const double gib = 1073741824.0;
-    const double staged = gib / (0.5 * (fm_profile_copy_time(pf, 0, gib) + fm_profile_copy_time(pf, 1, gib)));
-    return staged * (threads < 8 ? (threads < 1 ? 1 : threads) : 8) / 8.0;
+    return gib / fm_profile_copy_time(pf, dir, gib) * (threads < 8 ? (threads < 1 ? 1 : threads) : 8) / 8.0;
 }
 
 double fm_pipeline_predict(const fm_profile *pf, const fm_pipeline_geom *g, double compute, int threads,
                            double *staged)
 {
-    const double fill = g->in_bytes + g->out_bytes, rh = host_rate(pf, threads);
+    /* the pinned DMA at twice the staged host->device rate, each way (two copy engines) */
+    const double fill = g->in_bytes / host_rate(pf, 0, threads) + g->out_bytes / host_rate(pf, 1, threads);
     const double dma_in = 0.5 * fm_profile_copy_time(pf, 0, g->in_bytes);
-    const double dma_out = 0.5 * fm_profile_copy_time(pf, 1, g->out_bytes);
+    const double dma_out = 0.5 * fm_profile_copy_time(pf, 0, g->out_bytes);
     if (staged) /* every moved byte through whole staging, then the compute, then the copy back */
         *staged = fm_profile_copy_time(pf, 0, g->in_bytes + g->whole_bytes) + compute +
                   fm_profile_copy_time(pf, 1, g->out_bytes);
     /* the whole operands first, then the slowest of the compute, the host copies (fills and drains on
      * one pool, one after the other) and each DMA direction; plus the ramp: chunk 0's fill and DMA in
      * before any compute, the last chunk's DMA out and drain after it */
-    const double steady = fmax(fmax(compute, fill / rh), fmax(dma_in, dma_out));
-    const double ramp = (fill / rh + (dma_in + dma_out)) / (g->nchunks > 0 ? g->nchunks : 1);
+    const double steady = fmax(fmax(compute, fill), fmax(dma_in, dma_out));
+    const double ramp = (fill + dma_in + dma_out) / (g->nchunks > 0 ? g->nchunks : 1);
     return fm_profile_copy_time(pf, 0, g->whole_bytes) + steady + ramp;
 }
 
@@ -580,7 +581,7 @@ static fm_status auto_rule(fm_context *ctx, const fm_problem *p, const fm_pipeli
         return FM_OK;
     return decline(why, n, "auto: predicted %.3g ms pipelined >= %.3g ms staged whole (compute %.3g ms, host "
                    "copies %.3g GB/s on %d threads, %s)", *t_pipe * 1e3, *t_staged * 1e3, compute * 1e3,
-                   host_rate(pf, threads) / 1e9, threads, pf ? "measured profile" : "built-in rates");
+                   host_rate(pf, 0, threads) / 1e9, threads, pf ? "measured profile" : "built-in rates");
 }
 
 static _Atomic(const fm_device_ops *) test_ops;

@@ -444,6 +444,17 @@ static void test_model(void)
         t = predict(pfs[i], &small, 8, &staged);
         CHECK_MSG(t >= staged, "k = 16: %g s pipelined < %g staged", t, staged);
     }
+    /* calibrate's device->host rate is into fresh pages (a NumPy result: 3 against 39 GB/s on the H200):
+     * the drains pay it as whole staging does, and the decisions stand */
+    fm_profile fresh = h200;
+    fresh.copy_rate[0] = 39e9, fresh.copy_rate[1] = 3e9;
+    fm_problem fft, mm;
+    CHECK_OK(fft_problem(8, 1 << 24, 1, &fft));
+    CHECK_OK(matmul_problem(8192, 8192, 8192, 0, 0, 8192, &mm));
+    double staged = 0, t = predict(&fresh, &fft, 8, &staged);
+    CHECK_MSG(t >= staged, "fft, fresh pages: %g s pipelined < %g staged", t, staged);
+    t = predict(&fresh, &mm, 8, &staged);
+    CHECK_MSG(t < staged, "matmul 8192, fresh pages: %g s pipelined >= %g staged", t, staged);
 }
 
 int main(void)
