@@ -169,7 +169,10 @@ CACHE = {}  # mode -> FUSEMATH_CACHE_DIR: "auto" an empty one (built-in rates), 
 
 def run_child(mode, case, repeats):
     env = dict(os.environ)
-    if mode in ("on", "off"):
+    if mode.startswith("on_t"):  # on with FUSEMATH_PIPELINE_THREADS=N (--threads-sweep)
+        env["FUSEMATH_PIPELINE"], env["FUSEMATH_PIPELINE_THREADS"] = "on", mode[4:]
+        mode = "on"
+    elif mode in ("on", "off"):
         env["FUSEMATH_PIPELINE"] = mode
     else:
         env.pop("FUSEMATH_PIPELINE", None)
@@ -190,6 +193,8 @@ def main(argv=None) -> int:
                    help="comma-separated op:n (matmul:n for n x n x n f32; fft:n for (8, n) c64 over the last axis)")
     p.add_argument("--calibrate", action="store_true",
                    help="also run auto on a profile measured first by fusemath.calibrate(quick=True)")
+    p.add_argument("--threads-sweep", default="",
+                   help="comma-separated FUSEMATH_PIPELINE_THREADS values to run 'on' with too (e.g. 4,8,16)")
     p.add_argument("--child", choices=("on", "off", "auto", "auto_cal", "floors"), help=argparse.SUPPRESS)
     p.add_argument("--case", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -199,7 +204,8 @@ def main(argv=None) -> int:
     if args.calibrate:
         CACHE["auto_cal"] = os.environ["FUSEMATH_CACHE_DIR"] = tempfile.mkdtemp(prefix="fm-pipeline-cal-")
     import fusemath
-    copy = host_copy_rates()
+    cores = os.cpu_count() or 1
+    copy = host_copy_rates(threads=tuple(t for t in (1, 2, 4, 8, 16) if t <= max(8, cores)))
     print("  host memcpy pageable->pageable (256 MiB): " +
           ", ".join(f"{t} thread{'s' if t != '1' else ''} {r:.1f} GB/s" for t, r in copy.items()), flush=True)
     now = datetime.datetime.now().astimezone()
@@ -220,7 +226,8 @@ def main(argv=None) -> int:
     rows = []
     for case in args.cases.split(","):
         row = {"case": case}
-        for mode in ("off", "on", "auto") + (("auto_cal",) if "auto_cal" in CACHE else ()) + ("floors",):
+        sweep = tuple(f"on_t{int(t)}" for t in args.threads_sweep.split(",") if t.strip())
+        for mode in ("off", "on", "auto") + (("auto_cal",) if "auto_cal" in CACHE else ()) + sweep + ("floors",):
             row[mode] = run_child(mode, case, args.repeats)
         fl, on, off, au = row["floors"], row["on"], row["off"], row["auto"]
         if all("error" not in r for r in (fl, on, off, au)):
@@ -240,6 +247,9 @@ def main(argv=None) -> int:
                 row["auto_cal_pipelined"] = "pipelined chunks=" in row["auto_cal"].get("describe", "")
                 print(f"  {case:14} auto on the calibrated profile {row['auto_cal']['ms']:9.2f} ms "
                       f"({'pipelined' if row['auto_cal_pipelined'] else 'staged'})", flush=True)
+            for m in sweep:
+                if "error" not in row[m]:
+                    print(f"  {case:14} on, FUSEMATH_PIPELINE_THREADS={m[4:]}: {row[m]['ms']:9.2f} ms", flush=True)
         else:
             print(f"  {case}: " + "; ".join(f"{m}: {r['error'][-300:]}" for m, r in row.items()
                                             if isinstance(r, dict) and "error" in r), flush=True)
