@@ -125,7 +125,7 @@ want dispatch && run_step dispatch "${T_DISPATCH:-420}" "$OUT/bench.log" 50 env 
 want solvegpu && run_step solvegpu "${T_SOLVEGPU:-540}" "$OUT/bench.log" 60 "$VPY" benchmarks/solve_gpu.py \
   --machine-tag h200 --out "$OUT/solve_gpu.json" ${SOLVEGPU_ARGS:-}
 want pipeline && run_step pipeline "${T_PIPELINE:-420}" "$OUT/bench.log" 20 "$VPY" benchmarks/pipeline.py \
-  --out-dir "$OUT" ${PIPELINE_ARGS:-}
+  --out-dir "$OUT" ${PIPELINE_ARGS:---calibrate}
 want split && run_step split "${T_SPLIT:-480}" "$OUT/bench.log" 30 env FUSEMATH_CACHE_DIR=/tmp/fm-split-cache \
   "$VPY" benchmarks/split.py --out-dir "$OUT" ${SPLIT_ARGS:-}
 want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "$VPY" benchmarks/matmul_cpu.py \

@@ -11,9 +11,18 @@ complex64 array over its last axis: 8 transforms of 2^24 points, "2^24 x 8" read
 2^24-point transforms (1 GiB in, 1 GiB out; the pipeline cuts it into 8 slabs of one transform). The
 results go into preallocated NumPy arrays (out=), so neither mode pays fresh pages of a new result.
 
+Modes: off, on (every problem that splits is cut) and auto (the default: pipelined only where the
+model predicts a gain over staging whole; its describe() says which and why), auto on the built-in
+rates (an empty cache directory: no machine profile) and, with --calibrate, auto_cal on a profile
+fusemath.calibrate(quick=True) measured first (in a private cache directory).
+
+The host copy rate model: pageable -> pageable memcpy GB/s at 1, 2, 4, 8 threads (ctypes.memmove on
+Python threads, which releases the GIL; 256 MiB, pre-touched), the rate the pipeline's staging threads
+(FUSEMATH_PIPELINE_THREADS) can fill and drain the pinned ring at. Measured first, with or without a GPU.
+
 FUSEMATH_PIPELINE is read when the library's context is made (at import), so each mode runs in a child
 process of this script. Writes pipeline-<host>-<date>.json into --out-dir (default benchmarks/results).
-Without a GPU it says "no GPU: skipped" and exits 0.
+Without a GPU it measures the host copies only, writes them, and says "no GPU: skipped".
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,6 +122,41 @@ def floors(op, n, repeats):
     return res
 
 
+def host_copy_rates(mib=256, threads=(1, 2, 4, 8), repeats=5):
+    """{threads: GB/s} of one mib-MiB pageable -> pageable copy cut into `threads` parts copied at once."""
+    import ctypes
+    import threading
+    import numpy as np
+    n = mib << 20
+    src, dst = np.ones(n, np.uint8), np.zeros(n, np.uint8)  # both touched: no page faults timed
+    s0, d0 = src.ctypes.data, dst.ctypes.data
+    res = {}
+    for t in threads:
+        part = -(-n // t)
+        best = float("inf")
+        for _ in range(repeats):
+            go = threading.Barrier(t + 1)
+            done = threading.Barrier(t + 1)
+
+            def work(i):
+                lo, hi = i * part, min(n, (i + 1) * part)
+                go.wait()
+                ctypes.memmove(d0 + lo, s0 + lo, hi - lo)
+                done.wait()
+            ths = [threading.Thread(target=work, args=(i,)) for i in range(t)]
+            for th in ths:
+                th.start()
+            go.wait()
+            t0 = time.perf_counter()
+            done.wait()
+            best = min(best, time.perf_counter() - t0)
+            for th in ths:
+                th.join()
+        res[str(t)] = n / best / 1e9
+    assert np.array_equal(src, dst)
+    return res
+
+
 def child(args) -> int:
     op, n = args.case.split(":")
     fn = floors if args.child == "floors" else with_transfers
@@ -119,10 +164,20 @@ def child(args) -> int:
     return 0
 
 
+CACHE = {}  # mode -> FUSEMATH_CACHE_DIR: "auto" an empty one (built-in rates), "auto_cal" the calibrated one
+
+
 def run_child(mode, case, repeats):
     env = dict(os.environ)
-    if mode in ("on", "off"):
+    if mode.startswith("on_t"):  # on with FUSEMATH_PIPELINE_THREADS=N (--threads-sweep)
+        env["FUSEMATH_PIPELINE"], env["FUSEMATH_PIPELINE_THREADS"] = "on", mode[4:]
+        mode = "on"
+    elif mode in ("on", "off"):
         env["FUSEMATH_PIPELINE"] = mode
+    else:
+        env.pop("FUSEMATH_PIPELINE", None)
+    if mode in CACHE:
+        env["FUSEMATH_CACHE_DIR"] = CACHE[mode]
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--case", case, "--repeats",
                         str(repeats)], env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
@@ -136,39 +191,70 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7, help="timed calls per point (after one warm-up)")
     p.add_argument("--cases", default=",".join(f"{op}:{n}" for op, n in CASES),
                    help="comma-separated op:n (matmul:n for n x n x n f32; fft:n for (8, n) c64 over the last axis)")
-    p.add_argument("--child", choices=("on", "off", "floors"), help=argparse.SUPPRESS)
+    p.add_argument("--calibrate", action="store_true",
+                   help="also run auto on a profile measured first by fusemath.calibrate(quick=True)")
+    p.add_argument("--threads-sweep", default="",
+                   help="comma-separated FUSEMATH_PIPELINE_THREADS values to run 'on' with too (e.g. 4,8,16)")
+    p.add_argument("--child", choices=("on", "off", "auto", "auto_cal", "floors"), help=argparse.SUPPRESS)
     p.add_argument("--case", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args)
+    CACHE["auto"] = tempfile.mkdtemp(prefix="fm-pipeline-builtin-")
+    if args.calibrate:
+        CACHE["auto_cal"] = os.environ["FUSEMATH_CACHE_DIR"] = tempfile.mkdtemp(prefix="fm-pipeline-cal-")
     import fusemath
+    cores = os.cpu_count() or 1
+    copy = host_copy_rates(threads=tuple(t for t in (1, 2, 4, 8, 16) if t <= max(8, cores)))
+    print("  host memcpy pageable->pageable (256 MiB): " +
+          ", ".join(f"{t} thread{'s' if t != '1' else ''} {r:.1f} GB/s" for t, r in copy.items()), flush=True)
+    now = datetime.datetime.now().astimezone()
+    res = {"date": now.isoformat(timespec="seconds"), "machine": machine(gpu=fusemath.cuda_device_count() > 0),
+           "command": " ".join(["benchmarks/pipeline.py"] + (argv if argv is not None else sys.argv[1:])),
+           "host_copy_gb_s": copy,
+           "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array"}
+    path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
+    if args.calibrate and fusemath.cuda_device_count() > 0:
+        t0 = time.perf_counter()
+        fusemath.calibrate(quick=True, progress=False)  # saved in CACHE["auto_cal"]: the children load it
+        res["calibrate_s"] = time.perf_counter() - t0
+        res["profile"] = fusemath.machine_profile()
     if fusemath.cuda_device_count() < 1:
-        print("no GPU: skipped")
+        write_json(path, res)
+        print(f"no GPU: skipped (host copies written to {path})")
         return 0
     rows = []
     for case in args.cases.split(","):
         row = {"case": case}
-        for mode in ("off", "on", "floors"):
+        sweep = tuple(f"on_t{int(t)}" for t in args.threads_sweep.split(",") if t.strip())
+        for mode in ("off", "on", "auto") + (("auto_cal",) if "auto_cal" in CACHE else ()) + sweep + ("floors",):
             row[mode] = run_child(mode, case, args.repeats)
-        fl, on, off = row["floors"], row["on"], row["off"]
-        if all("error" not in r for r in (fl, on, off)):
+        fl, on, off, au = row["floors"], row["on"], row["off"], row["auto"]
+        if all("error" not in r for r in (fl, on, off, au)):
             for kind in ("pageable", "pinned"):
                 floor = max(fl[f"copy_{kind}_ms"], fl["compute_ms"])
                 row[f"on_over_max_copy_{kind}_compute"] = on["ms"] / floor
+                row[f"auto_over_max_copy_{kind}_compute"] = au["ms"] / floor
             row["off_over_on"] = off["ms"] / on["ms"]
-            print(f"  {case:14} off {off['ms']:9.2f} ms  on {on['ms']:9.2f} ms  copy pageable "
+            row["auto_over_off"] = au["ms"] / off["ms"]
+            row["auto_pipelined"] = "pipelined chunks=" in au.get("describe", "")
+            print(f"  {case:14} off {off['ms']:9.2f} ms  on {on['ms']:9.2f}  auto {au['ms']:9.2f} "
+                  f"({'pipelined' if row['auto_pipelined'] else 'staged'})  copy pageable "
                   f"{fl['copy_pageable_ms']:8.2f} pinned {fl['copy_pinned_ms']:8.2f}  compute {fl['compute_ms']:8.2f}  "
                   f"on / max(copy pinned, compute) {row['on_over_max_copy_pinned_compute']:.2f}x", flush=True)
+            if "auto_cal" in row and "error" not in row["auto_cal"]:
+                row["auto_cal_over_off"] = row["auto_cal"]["ms"] / off["ms"]
+                row["auto_cal_pipelined"] = "pipelined chunks=" in row["auto_cal"].get("describe", "")
+                print(f"  {case:14} auto on the calibrated profile {row['auto_cal']['ms']:9.2f} ms "
+                      f"({'pipelined' if row['auto_cal_pipelined'] else 'staged'})", flush=True)
+            for m in sweep:
+                if "error" not in row[m]:
+                    print(f"  {case:14} on, FUSEMATH_PIPELINE_THREADS={m[4:]}: {row[m]['ms']:9.2f} ms", flush=True)
         else:
-            print(f"  {case}: " + "; ".join(f"{m}: {row[m]['error'][-300:]}" for m in ("off", "on", "floors")
-                                            if "error" in row[m]), flush=True)
+            print(f"  {case}: " + "; ".join(f"{m}: {r['error'][-300:]}" for m, r in row.items()
+                                            if isinstance(r, dict) and "error" in r), flush=True)
         rows.append(row)
-    now = datetime.datetime.now().astimezone()
-    res = {"date": now.isoformat(timespec="seconds"), "machine": machine(gpu=True),
-           "command": " ".join(["benchmarks/pipeline.py"] + (argv if argv is not None else sys.argv[1:])),
-           "fft_meaning": "batch 8 of 2^24-point complex64 transforms over the last axis of an (8, 2^24) array",
-           "rows": rows}
-    path = os.path.join(args.out_dir, f"pipeline-{socket.gethostname()}-{now:%Y-%m-%d}.json")
+    res["rows"] = rows
     write_json(path, res)
     print(f"wrote {path}")
     return 0

@@ -1,6 +1,7 @@
 /* context.c : backend registry, thread setting, plan cache; the environment through settings.c. */
 #define _GNU_SOURCE
 #include "context.h"
+#include "copy_pool.h"
 #include "split.h"
 #include "operation.h"
 #include "profile.h"
@@ -124,6 +125,7 @@ void fm_context_release_(fm_context *ctx)
     fm_wisdom_clear_(ctx);
     fm_context_profile_free_all(ctx);
     fm_context_pipeline_free(ctx);
+    fm_context_copy_pool_free(ctx);
     fm_context_split_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache.buckets);

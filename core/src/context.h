@@ -49,6 +49,10 @@ struct fm_context {
     /* pipelined transfers' streams, events and pinned buffers per GPU (core/src/pipeline.c): made on
      * first use under lock, freed with the context */
     struct fm_pipeline_pool *pipeline_pools[16];
+    /* the staging threads the pipelines' host copies run on (core/src/copy_pool.c): started on first
+     * use under lock, joined with the context; copy_pool_failed: none would start, callers copy */
+    _Atomic(struct fm_copy_pool *) copy_pool;
+    atomic_int copy_pool_failed;
     /* split execution's worker thread (core/src/split.c): made on first use under lock, joined with the
      * context */
     struct fm_split_worker *split_worker;

@@ -57,10 +57,10 @@ static int may_pipeline(int mode, const fm_problem *p)
 }
 
 /* The GPU's time with its copies when the pipeline cuts q (built: every parameter the chunk hooks read
- * set) there (core/src/pipeline.c): the operands read whole copied first, then about the largest of the
- * chunked copies in, the compute and the copies back, plus one chunk's fill (its copy in) and drain (its
- * copy back). < 0 when q would be staged whole. */
-static double pipelined_built(const fm_profile *pf, int mode, const fm_problem *q0, fm_device gpu, double compute)
+ * set) there: the pipeline's own model (fm_pipeline_predict, core/src/pipeline.c), with `threads`
+ * staging threads. < 0 when q would be staged whole. */
+static double pipelined_built(const fm_profile *pf, int mode, int threads, const fm_problem *q0, fm_device gpu,
+                              double compute)
 {
     if (!may_pipeline(mode, q0))
         return -1;
@@ -70,10 +70,7 @@ static double pipelined_built(const fm_profile *pf, int mode, const fm_problem *
     char why[8];
     if (fm_pipeline_geometry(&q, mode, &g, why, sizeof why) != FM_OK)
         return -1;
-    const double h2d = fm_profile_copy_time(pf, 0, g.in_bytes), d2h = fm_profile_copy_time(pf, 1, g.out_bytes);
-    /* one host thread fills the pinned ring and drains it, one chunk after the other: the copies in
-     * and out add up on the host side while the compute overlaps them */
-    return fm_profile_copy_time(pf, 0, g.whole_bytes) + fmax(compute, h2d + d2h) + (h2d + d2h) / g.nchunks;
+    return fm_pipeline_predict(pf, &g, compute, threads, NULL);
 }
 
 /* p is not built yet when best places it (its parameters follow its placement): the problem as
@@ -94,7 +91,9 @@ static double pipelined_time(const fm_context *ctx, const fm_profile *pf, const 
     if (!may_pipeline(mode, p)) /* p's descriptors are set: the size test without building */
         return -1;
     fm_problem q;
-    return build_unplaced(op, ts, opts, &q) ? pipelined_built(pf, mode, &q, gpu, compute) : -1;
+    return build_unplaced(op, ts, opts, &q)
+               ? pipelined_built(pf, mode, fm_context_settings(ctx)->pipeline_threads, &q, gpu, compute)
+               : -1;
 }
 
 double fm_dispatch_touch_time(const fm_profile *pf, const fm_problem *p)
@@ -123,13 +122,13 @@ int fm_dispatch_would_pipeline(int mode, const fm_problem *q0, fm_device gpu)
     return fm_pipeline_geometry(&q, mode, &g, why, sizeof why) == FM_OK;
 }
 
-double fm_dispatch_gpu_time(const fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
-                            int *pipelined)
+double fm_dispatch_gpu_time(const fm_profile *pf, int mode, int copy_threads, const fm_problem *q, fm_device gpu,
+                            double compute, int *pipelined)
 {
     int any = 0;
     double t = compute + copies_time(pf, q, gpu, &any);
     *pipelined = 0;
-    const double tp = any ? pipelined_built(pf, mode, q, gpu, compute) : -1;
+    const double tp = any ? pipelined_built(pf, mode, copy_threads, q, gpu, compute) : -1;
     if (tp >= 0 && tp < t) {
         t = tp;
         *pipelined = 1;
@@ -215,7 +214,8 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
     fm_problem q;
     if (!build_unplaced(op, ts, opts, &q))
         return FM_OK;
-    const fm_split_query sq = {pf, op, &q, work, dt, threads, gpu, ctx->settings.pipeline, pipelined, curve};
+    const fm_split_query sq = {pf, op, &q, work, dt, threads, gpu, ctx->settings.pipeline, pipelined,
+                              ctx->settings.pipeline_threads, curve};
     double t_split = 0;
     int cpu_threads = 0;
     const char *why = "";

@@ -547,6 +547,17 @@ static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtyp
     return 5.0 * (double)fm_tensor_numel(cplx) * log2(n > 2 ? n : 2);
 }
 
+static double problem_work(const fm_problem *p, fm_dtype *dtype)
+{
+    const fm_fft_params *f = &p->u.fft;
+    const fm_tensor *cplx = &p->t[f->kind == FM_FFT_C2R ? FM_FFT_IN : FM_FFT_OUT];
+    double n = 1;
+    for (int i = 0; i < f->naxes && i < 3; i++)
+        n *= (double)f->n[i];
+    *dtype = cplx->dtype;
+    return 5.0 * (double)fm_tensor_numel(cplx) * log2(n > 2 ? n : 2);
+}
+
 /* The rate curve: 1 for a transform over one axis (batches of independent 1-D transforms: each fits
  * in cache and the batch parallelises whole), 0 for 2-D and 3-D ones (passes over strided axes). */
 static int curve(const fm_tensor *const *ts, const void *opts_)
@@ -628,6 +639,7 @@ const fm_operation fm_operation_fft = {
     .tunables = {offsetof(fm_fft_params, cpu_path)},
     .check_tunables = check_tunables,
     .work = work,
+    .problem_work = problem_work,
     .calibration_problem = calibration_problem,
     .curve = curve,
     .chunk = chunk,

@@ -10,6 +10,7 @@
 #define FM_MAX_SLOTS 10
 #define FM_DESCRIBE_LEN 640
 #define FM_WHY_LEN 256 /* why a backend is unavailable (fm_context_backend_info) */
+#define FM_MAX_PIPELINE_THREADS 64 /* FUSEMATH_PIPELINE_THREADS' ceiling */
 
 /* Internal functions the CUDA module (libfusemath_cuda.so, core/src/cuda_module.c) and the
  * distributed layer (libfusemath_mpi.so, distributed/) call: exported from libfusemath.so (protected:
@@ -297,6 +298,9 @@ struct fm_settings {
     int64_t cache_max_bytes;   /* FUSEMATH_CACHE_MAX_MB (default 256) in bytes; fm_context_set_cache_max_bytes */
     int execution_best;        /* FUSEMATH_EXECUTION=best: FM_EXECUTION_AUTO calls are planned as BEST */
     int pipeline;              /* FUSEMATH_PIPELINE: FM_PIPELINE_AUTO (unset) | ON | OFF (core/src/pipeline.c) */
+    int pipeline_threads;      /* FUSEMATH_PIPELINE_THREADS: the context's staging threads (core/src/copy_pool.c;
+                                  unset: min(8, cores / 2), at least 1); not in plan_key: no plan computes
+                                  otherwise, and the auto rule it feeds runs per context (its own cache) */
     int split;                 /* FUSEMATH_SPLIT: 1 auto (unset: best may split a batch over cpu + GPU), 0 off
                                   (core/src/split.c); not in plan_key: the decision is in the problem */
     int solve_eig_batched;     /* FUSEMATH_SOLVE_EIG_BATCHED: FM_EIG_BATCHED_AUTO (unset: the cuSOLVER backend's

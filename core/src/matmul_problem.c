@@ -579,6 +579,15 @@ static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype
     return 2 * m * n * k * batch * (fm_dtype_is_complex(a->dtype) ? 4 : 1);
 }
 
+static double problem_work(const fm_problem *p, fm_dtype *dtype)
+{
+    fm_matmul_geom g;
+    fm_matmul_geom_from_problem(p, &g);
+    *dtype = p->t[FM_MATMUL_A].dtype;
+    return 2.0 * (double)g.m * (double)g.n * (double)g.k * (double)g.batch_count *
+           (fm_dtype_is_complex(*dtype) ? 4 : 1);
+}
+
 /* fm_context_calibrate: square f32 and f64 products (a, b -> d). */
 static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
 {
@@ -642,6 +651,7 @@ const fm_operation fm_operation_matmul = {
     .exec_ints = 4, /* dropout's position (ints[0]) and seed (ints[3]): fusemath.h, fm_matmul_plan */
     .check_exec_args = check_exec_args,
     .work = work,
+    .problem_work = problem_work,
     .calibration_problem = calibration_problem,
     .chunk = chunk,
     .cpu_threads = offsetof(fm_matmul_params, num_threads),

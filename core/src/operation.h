@@ -73,6 +73,9 @@ typedef struct fm_operation {
      * axis (p's descriptors, the split slots' extent hi - lo, strides kept) and *c. A pure function
      * of p (tests call it directly); without the hook host operands are staged whole. */
     int64_t (*chunk)(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why);
+    /* Optional (the pipeline's auto rule, core/src/pipeline.c): the work of built problem p in the unit
+     * of `work` above, its curves' dtype in *dtype; < 0 unknown (the rule then assumes no compute). */
+    double (*problem_work)(const fm_problem *p, fm_dtype *dtype);
     /* Optional (split execution, core/src/split.c): byte offset into fm_problem.u of the int32 resolved
      * cpu thread count, which the split's cpu part lowers (0: none; the part keeps the problem's). */
     uint16_t cpu_threads;
@@ -115,11 +118,17 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
 #define FM_PIPELINE_MAX_NCHUNKS 64
 /* A chunk whose split slots span more than this (one index of the split axis is that large: an FFT slab)
  * is staged whole rather than held three times in pinned memory. */
-#define FM_PIPELINE_MAX_RING_ENTRY ((int64_t)512 << 20)
+#define FM_PIPELINE_MAX_RING_ENTRY ((int64_t)256 << 20) /* the ring: at most 768 MiB pinned per GPU */
 /* Plan p (host operands, cuda execution) pipelined; FM_ERR_NOT_APPLICABLE with why in the buffer when
  * it is not (then the caller stages it whole). */
 fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm_attachments *att, fm_plan **plan,
                                   char *why, size_t why_size);
+/* The model (docs/design.md, "Pipelined transfers"): seconds of p pipelined as g cuts it with `threads`
+ * staging threads and `compute` seconds of GPU work, rates from profile pf (NULL: built-in); *staged
+ * (non-NULL) the same problem staged whole. */
+struct fm_profile;
+double fm_pipeline_predict(const struct fm_profile *pf, const fm_pipeline_geom *g, double compute, int threads,
+                           double *staged);
 /* Tests only (test_pipeline_driver.c): plan pipelines with these memory operations, as on a cuda:0
  * that is there, instead of the CUDA module's (NULL: back to those). */
 void fm_pipeline_test_device(const fm_device_ops *ops);

@@ -10,9 +10,11 @@
  * the rule does not cut, are staged whole (staging.c). core/ knows no CUDA: streams, events and
  * pinned memory are fm_device_ops rows (backends/cuda/cuda_device.c). */
 #include "context.h"
+#include "copy_pool.h"
 #include "operation.h"
+#include "profile.h"
 
-#include <omp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +167,36 @@ fm_status fm_pipeline_geometry(const fm_problem *p, int mode, fm_pipeline_geom *
     return FM_OK;
 }
 
+/* ---- the cost model (auto's decline, FM_EXECUTION_BEST's prediction) ---- */
+/* Bytes per second of the staging threads' copies between pageable and pinned memory, filling (dir 0)
+ * or draining (dir 1): whole staging's own copies (cuda_device.c: pinned bounce buffers filled by up
+ * to 8 threads while the DMA runs) are bounded by the same host copies, so its measured rate that way
+ * (the profile's, else the built-in 5 GB/s; a drain into fresh pages pays their first touch in both)
+ * at min(threads, 8) / 8 of it. */
+static double host_rate(const fm_profile *pf, int dir, int threads)
+{
+    const double gib = 1073741824.0;
+    return gib / fm_profile_copy_time(pf, dir, gib) * (threads < 8 ? (threads < 1 ? 1 : threads) : 8) / 8.0;
+}
+
+double fm_pipeline_predict(const fm_profile *pf, const fm_pipeline_geom *g, double compute, int threads,
+                           double *staged)
+{
+    /* the pinned DMA at twice the staged host->device rate, each way (two copy engines) */
+    const double fill = g->in_bytes / host_rate(pf, 0, threads) + g->out_bytes / host_rate(pf, 1, threads);
+    const double dma_in = 0.5 * fm_profile_copy_time(pf, 0, g->in_bytes);
+    const double dma_out = 0.5 * fm_profile_copy_time(pf, 0, g->out_bytes);
+    if (staged) /* every moved byte through whole staging, then the compute, then the copy back */
+        *staged = fm_profile_copy_time(pf, 0, g->in_bytes + g->whole_bytes) + compute +
+                  fm_profile_copy_time(pf, 1, g->out_bytes);
+    /* the whole operands first, then the slowest of the compute, the host copies (fills and drains on
+     * one pool, one after the other) and each DMA direction; plus the ramp: chunk 0's fill and DMA in
+     * before any compute, the last chunk's DMA out and drain after it */
+    const double steady = fmax(fmax(compute, fill), fmax(dma_in, dma_out));
+    const double ramp = (fill + dma_in + dma_out) / (g->nchunks > 0 ? g->nchunks : 1);
+    return fm_profile_copy_time(pf, 0, g->whole_bytes) + steady + ramp;
+}
+
 /* ---- the context's pool: streams, events, pinned ring (one call at a time per GPU) ---- */
 typedef struct fm_pipeline_pool {
     pthread_mutex_t lock;
@@ -261,27 +293,7 @@ typedef struct pipe_impl {
     fm_pipeline_geom g;
     size_t area[FM_MAX_SLOTS];   /* split slot i's place in one ring entry of pinned memory */
     size_t ring_bytes;           /* one ring entry */
-    int threads;                 /* host threads copying between pageable and pinned memory */
 } pipe_impl;
-
-static void host_copy(void *dst, const void *src, size_t n, int threads)
-{
-    if (threads > 8)
-        threads = 8; /* several threads together approach the link; more only contend */
-    if (n < ((size_t)1 << 20) || threads < 2) {
-        memcpy(dst, src, n);
-        return;
-    }
-    /* the ceiling of n / threads, rounded up to a cache line: threads * part >= n always (the floor
-     * dropped the last n % threads bytes whenever it was a multiple of 64 already) */
-    const size_t part = ((n + (size_t)threads - 1) / (size_t)threads + 63) & ~(size_t)63;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int t = 0; t < threads; t++) {
-        const size_t lo = (size_t)t * part, hi = lo + part < n ? lo + part : n;
-        if (lo < hi)
-            memcpy((char *)dst + lo, (const char *)src + lo, hi - lo);
-    }
-}
 
 /* Per-call state, on the caller's stack. */
 typedef struct pipe_call {
@@ -293,6 +305,9 @@ typedef struct pipe_call {
     int needs_in[FM_MAX_SLOTS];
     int64_t off[RING][FM_MAX_SLOTS]; /* byte offset of chunk c's first element in slot i, by c % RING */
     int64_t bytes[RING][FM_MAX_SLOTS];
+    fm_copy_pool *cp;            /* the context's staging threads (NULL: this thread copies) */
+    fm_copy_job fill;            /* the chunk being filled */
+    fm_copy_job drain[RING];     /* chunk c's drain, by c % RING */
 } pipe_call;
 
 static char *ring_area(const pipe_call *k, int b, int i)
@@ -300,7 +315,50 @@ static char *ring_area(const pipe_call *k, int b, int i)
     return (char *)k->pl->pinned + (size_t)b * k->pi->ring_bytes + k->pi->area[i];
 }
 
-/* Chunk c's copies in, compute and copies back queued; its host fill done here. */
+/* Chunk c's place: its sub-problem and cut. */
+static fm_status chunk_cut(const pipe_call *k, int64_t c, fm_problem *sub, fm_chunk *ch)
+{
+    const pipe_impl *pi = k->pi;
+    const int64_t lo = c * pi->g.chunk, hi = lo + pi->g.chunk < pi->g.extent ? lo + pi->g.chunk : pi->g.extent;
+    char why[128];
+    if (cut(pi->op, k->pr, lo, hi, sub, ch, why, sizeof why) != FM_OK)
+        return fm_fail(FM_ERR_INTERNAL, "%s: pipeline chunk %lld: %s", pi->op->name, (long long)c, why);
+    return FM_OK;
+}
+
+/* Chunk c's host fill handed to the staging threads, once its ring entry is free (chunk c - RING's
+ * drain moved out and its DMA in done); k->fill is waited for before the chunk's DMA is queued. */
+static fm_status fill_chunk(pipe_call *k, int64_t c)
+{
+    const pipe_impl *pi = k->pi;
+    const fm_problem *pr = k->pr;
+    const int b = (int)(c % RING);
+    fm_problem sub;
+    fm_chunk ch;
+    fm_status s = chunk_cut(k, c, &sub, &ch);
+    if (s != FM_OK)
+        return s;
+    if (c >= RING) {
+        fm_copy_wait(k->cp, &k->drain[b]);
+        if ((s = pi->ops->event_sync(k->pl->h2d_done[b])) != FM_OK)
+            return s;
+    }
+    fm_copy_job_init(&k->fill);
+    for (int i = 0; i < pr->nslots; i++) {
+        if (!k->ptrs[i])
+            continue;
+        const int64_t off = ch.offset[i] * (int64_t)fm_dtype_size(pr->t[i].dtype);
+        int64_t slo, shi;
+        fm_tensor_byte_span(&sub.t[i], &slo, &shi);
+        k->off[b][i] = off;
+        k->bytes[b][i] = shi;
+        if (((pi->g.split >> i) & 1) && k->needs_in[i] && shi > 0)
+            fm_copy_submit(k->cp, &k->fill, ring_area(k, b, i), (const char *)k->ptrs[i] + off, (size_t)shi);
+    }
+    return FM_OK;
+}
+
+/* Chunk c's copies in (its fill done), compute and copies back queued on the pool's streams. */
 static fm_status queue_chunk(pipe_call *k, int64_t c, const fm_exec_args *args)
 {
     const pipe_impl *pi = k->pi;
@@ -308,36 +366,24 @@ static fm_status queue_chunk(pipe_call *k, int64_t c, const fm_exec_args *args)
     const fm_device_ops *o = pi->ops;
     fm_pipeline_pool *pl = k->pl;
     const int b = (int)(c % RING);
-    const int64_t lo = c * pi->g.chunk, hi = lo + pi->g.chunk < pi->g.extent ? lo + pi->g.chunk : pi->g.extent;
     fm_problem sub;
     fm_chunk ch;
-    char why[128];
-    fm_status s = cut(pi->op, pr, lo, hi, &sub, &ch, why, sizeof why);
-    if (s != FM_OK)
-        return fm_fail(FM_ERR_INTERNAL, "%s: pipeline chunk %lld: %s", pi->op->name, (long long)c, why);
-    if (c >= RING && (s = o->event_sync(pl->h2d_done[b])) != FM_OK) /* the ring entry's last DMA is done */
-        return s;
+    fm_status s = chunk_cut(k, c, &sub, &ch);
     void *inner_ptrs[FM_MAX_SLOTS] = {0};
     for (int i = 0; i < pr->nslots && s == FM_OK; i++) {
         if (!k->ptrs[i])
             continue;
-        const int64_t es = (int64_t)fm_dtype_size(pr->t[i].dtype), off = ch.offset[i] * es;
-        int64_t slo, shi;
-        fm_tensor_byte_span(&sub.t[i], &slo, &shi);
-        k->off[b][i] = off;
-        k->bytes[b][i] = shi;
-        inner_ptrs[i] = (char *)(k->dev[i] ? k->dev[i] : k->ptrs[i]) + off;
-        if (!((pi->g.split >> i) & 1) || !k->needs_in[i] || shi == 0)
-            continue;
-        host_copy(ring_area(k, b, i), (const char *)k->ptrs[i] + off, (size_t)shi, pi->threads);
-        s = o->copy_async((char *)k->dev[i] + off, ring_area(k, b, i), (size_t)shi, pl->stream[S_H2D]);
+        inner_ptrs[i] = (char *)(k->dev[i] ? k->dev[i] : k->ptrs[i]) + k->off[b][i];
+        if (((pi->g.split >> i) & 1) && k->needs_in[i] && k->bytes[b][i] > 0)
+            s = o->copy_async((char *)k->dev[i] + k->off[b][i], ring_area(k, b, i), (size_t)k->bytes[b][i],
+                              pl->stream[S_H2D]);
     }
     if (s != FM_OK || (s = o->event_record(pl->h2d_done[b], pl->stream[S_H2D])) != FM_OK ||
         (s = o->stream_wait_event(pl->stream[S_COMP], pl->h2d_done[b])) != FM_OK)
         return s;
     fm_exec_args a = *args;
     a.ints[0] += ch.position;
-    const fm_plan *inner = hi - lo == pi->g.chunk ? pi->inner : pi->inner_last;
+    const fm_plan *inner = c < pi->g.nchunks - 1 || pi->g.last == pi->g.chunk ? pi->inner : pi->inner_last;
     if ((s = inner->execute(inner, inner_ptrs, &a, pl->stream[S_COMP])) != FM_OK ||
         (s = o->event_record(pl->comp_done[b], pl->stream[S_COMP])) != FM_OK ||
         (s = o->stream_wait_event(pl->stream[S_D2H], pl->comp_done[b])) != FM_OK)
@@ -349,14 +395,18 @@ static fm_status queue_chunk(pipe_call *k, int64_t c, const fm_exec_args *args)
     return s != FM_OK ? s : o->event_record(pl->d2h_done[b], pl->stream[S_D2H]);
 }
 
-/* Chunk c's results from the pinned ring into the caller's memory. */
+/* Chunk c's results, once back in the pinned ring, handed to the staging threads for the caller's
+ * memory (k->drain[c % RING], waited for before the entry is refilled and before the call returns). */
 static fm_status drain_chunk(pipe_call *k, int64_t c)
 {
     const int b = (int)(c % RING);
+    fm_copy_wait(k->cp, &k->drain[b]); /* chunk c - RING's, waited for by chunk c's fill already */
+    fm_copy_job_init(&k->drain[b]);
     fm_status s = k->pi->ops->event_sync(k->pl->d2h_done[b]);
     for (int i = 0; i < k->pr->nslots && s == FM_OK; i++)
         if (((k->pi->g.split >> i) & 1) && ((k->pr->output_mask >> i) & 1) && k->ptrs[i] && k->bytes[b][i])
-            host_copy((char *)k->ptrs[i] + k->off[b][i], ring_area(k, b, i), (size_t)k->bytes[b][i], k->pi->threads);
+            fm_copy_submit(k->cp, &k->drain[b], (char *)k->ptrs[i] + k->off[b][i], ring_area(k, b, i),
+                           (size_t)k->bytes[b][i]);
     return s;
 }
 
@@ -437,16 +487,27 @@ static fm_status pipelined_execute(const fm_plan *plan, void *const *ptrs, const
         }
         pl->pinned_bytes = need;
     }
-    /* The host thread fills chunk c while the GPU copies chunk c-1 in, computes chunk c-2's... and only
-     * then drains chunk c - LAG: two chunks stay in flight, so the host (whose copies between pageable
-     * and pinned memory are the slowest stage) does not wait for a chunk's compute and copy back. */
+    /* Chunk c's fill goes to the staging threads, then (once the GPU has it back) chunk c - LAG's drain;
+     * this thread waits for the fill and queues chunk c's DMA, compute and copy back. The threads take
+     * the fill first (it is what the next DMA waits for), the drain behind it, while the GPU works on
+     * chunk c - 1: the host copies run back to back, overlapped with the GPU's. */
+    k.cp = fm_context_copy_pool(plan->ctx);
+    fm_copy_job_init(&k.fill);
+    for (int b = 0; b < RING; b++)
+        fm_copy_job_init(&k.drain[b]);
     s = call_begin(&k, stream);
     int64_t drained = 0;
-    for (int64_t c = 0; c < pi->g.nchunks && s == FM_OK; c++)
-        if ((s = queue_chunk(&k, c, args)) == FM_OK && c >= LAG)
+    for (int64_t c = 0; c < pi->g.nchunks && s == FM_OK; c++) {
+        if ((s = fill_chunk(&k, c)) == FM_OK && c >= LAG)
             s = drain_chunk(&k, drained++);
+        fm_copy_wait(k.cp, &k.fill);
+        if (s == FM_OK)
+            s = queue_chunk(&k, c, args);
+    }
     while (s == FM_OK && drained < pi->g.nchunks)
         s = drain_chunk(&k, drained++);
+    for (int b = 0; b < RING; b++) /* also after an error: no part may still touch the ring */
+        fm_copy_wait(k.cp, &k.drain[b]);
     s = call_end(&k, stream, s);
     pthread_mutex_unlock(&pl->lock);
     return s;
@@ -504,6 +565,25 @@ static fm_status plan_inner(fm_context *ctx, pipe_impl *pi, const fm_problem *p,
     return s;
 }
 
+/* FUSEMATH_PIPELINE=auto: pipeline only where the model predicts it beats staging the whole (the
+ * compute from the operation's problem_work on the context's profile, none when it has no hook) */
+static fm_status auto_rule(fm_context *ctx, const fm_problem *p, const fm_pipeline_geom *g, double *t_pipe,
+                           double *t_staged, char *why, size_t n)
+{
+    const fm_operation *op = fm_operation_for(p->op);
+    const fm_profile *pf = fm_context_profile(ctx);
+    fm_dtype dt = FM_DTYPE_INVALID;
+    const double work = op->problem_work ? op->problem_work(p, &dt) : -1;
+    const double compute = work >= 0 ? fm_profile_predict(pf, 1, p->op, dt, 1, work) : 0;
+    const int threads = ctx->settings.pipeline_threads;
+    *t_pipe = fm_pipeline_predict(pf, g, compute, threads, t_staged);
+    if (ctx->settings.pipeline != FM_PIPELINE_AUTO || *t_pipe < *t_staged)
+        return FM_OK;
+    return decline(why, n, "auto: predicted %.3g ms pipelined >= %.3g ms staged whole (compute %.3g ms, host "
+                   "copies %.3g GB/s on %d threads, %s)", *t_pipe * 1e3, *t_staged * 1e3, compute * 1e3,
+                   host_rate(pf, 0, threads) / 1e9, threads, pf ? "measured profile" : "built-in rates");
+}
+
 static _Atomic(const fm_device_ops *) test_ops;
 
 void fm_pipeline_test_device(const fm_device_ops *ops) { atomic_store(&test_ops, ops); }
@@ -525,8 +605,10 @@ fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of host memory while planning", fm_op_name(p->op));
     pi->op = fm_operation_for(p->op);
     pi->ops = o;
-    pi->threads = fm_context_threads_for(ctx, 0);
     fm_status s = fm_pipeline_geometry(p, ctx->settings.pipeline, &pi->g, why, n);
+    double t_pipe = -1, t_staged = -1;
+    if (s == FM_OK)
+        s = auto_rule(ctx, p, &pi->g, &t_pipe, &t_staged, why, n);
     if (s == FM_OK && (s = plan_inner(ctx, pi, p, att, why, n)) != FM_OK && s != FM_ERR_NOT_APPLICABLE &&
         s != FM_ERR_OUT_OF_MEMORY) { /* no backend for a chunk's shape: the whole problem may still plan */
         snprintf(why, n, "a chunk's plan: %.120s", fm_last_error());
@@ -565,9 +647,11 @@ fm_status fm_plan_build_pipelined(fm_context *ctx, const fm_problem *p, const fm
     plan->backend = pi->inner->backend;
     plan->ctx = ctx;
     fm_context_retain_(ctx);
-    snprintf(plan->describe, sizeof plan->describe, "%.400s pipelined chunks=%d (%lld of %lld, last %lld) staged=%.40s",
-             pi->inner->describe, pi->g.nchunks, (long long)pi->g.chunk, (long long)pi->g.extent,
-             (long long)pi->g.last, moved);
+    snprintf(plan->describe, sizeof plan->describe,
+             "%.400s pipelined chunks=%d (%lld of %lld, last %lld) staged=%.40s threads=%d predicted %.3g ms "
+             "(staged whole %.3g)", pi->inner->describe, pi->g.nchunks, (long long)pi->g.chunk,
+             (long long)pi->g.extent, (long long)pi->g.last, moved, ctx->settings.pipeline_threads, t_pipe * 1e3,
+             t_staged * 1e3);
     *out = plan;
     return FM_OK;
 }

@@ -344,6 +344,12 @@ static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype
     return (double)fm_tensor_numel(ts[FM_RNG_OUT]);
 }
 
+static double problem_work(const fm_problem *p, fm_dtype *dtype)
+{
+    *dtype = p->t[FM_RNG_OUT].dtype;
+    return (double)fm_tensor_numel(&p->t[FM_RNG_OUT]);
+}
+
 /* fm_context_calibrate: standard normal f32 and f64 fills. */
 static int calibration_problem(int index, int quick, int execution, fm_tensor *t, void *opts, uint32_t *slots)
 {
@@ -402,6 +408,7 @@ const fm_operation fm_operation_rng = {
     .exec_ints = 4, /* position; curand mode's run of f64 calls [ints[1], ints[2]); the seed */
     .check_exec_args = check_exec_args,
     .work = work,
+    .problem_work = problem_work,
     .calibration_problem = calibration_problem,
     .chunk = chunk,
     .cpu_threads = offsetof(fm_rng_params, num_threads),

@@ -116,6 +116,17 @@ fm_status fm_settings_read(fm_settings *s)
             st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_PIPELINE = '%.40s': expected 'auto', 'on' or 'off' "
                          "(or unset: auto, chunked host<->GPU copies where they pay)", pl);
     }
+    const char *pt = getenv("FUSEMATH_PIPELINE_THREADS");
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long half = cores / 2 < 1 ? 1 : cores / 2 > 8 ? 8 : cores / 2; /* memcpy bandwidth stops growing by ~8 */
+    s->pipeline_threads = (int)env_int("FUSEMATH_PIPELINE_THREADS", -1, 1, FM_MAX_PIPELINE_THREADS);
+    if (s->pipeline_threads < 0) {
+        s->pipeline_threads = (int)half;
+        if (pt && *pt && st == FM_OK)
+            st = fm_fail(FM_ERR_INVALID_ARGUMENT, "FUSEMATH_PIPELINE_THREADS = '%.40s': expected an integer from 1 "
+                         "to %d (threads copying between pageable and pinned memory; unset: min(8, cores / 2) = %ld)",
+                         pt, FM_MAX_PIPELINE_THREADS, half);
+    }
     const char *sp = getenv("FUSEMATH_SPLIT");
     s->split = !sp || !*sp || strcmp(sp, "auto") == 0 ? 1 : strcmp(sp, "off") == 0 ? 0 : -1;
     if (s->split < 0) {

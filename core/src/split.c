@@ -57,7 +57,8 @@ int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m
 
 int fm_split_cpu_threads(int threads, int gpu_pipelined)
 {
-    /* the pipeline's host copies run on min(threads, 8) threads (pipeline.c's host_copy) the whole
+    /* the pipeline's host copies run on the context's staging threads (copy_pool.c: min(8, cores / 2)
+     * unless FUSEMATH_PIPELINE_THREADS says otherwise; reserved here as min(threads, 8)) the whole
      * time the GPU part runs: reserve them all, so the two parts never oversubscribe the cores and
      * the model's cpu time is the one the part runs at; a staged part's copy is one thread */
     const int reserve = gpu_pipelined ? (threads < 8 ? threads : 8) : 1;
@@ -98,7 +99,7 @@ static double gpu_part(void *user, int64_t k)
     int pipelined = 0;
     /* all of it at the copies' slowed speed: the host part of a host-data GPU run is its copies, and
      * erring long only splits less */
-    return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, &sub, s->gpu,
+    return fm_dispatch_gpu_time(s->pf, s->pipeline_mode, s->pipeline_threads, &sub, s->gpu,
                                 fm_profile_predict(s->pf, s->threads, curve_of(s), s->dtype, 1, w), &pipelined) /
            e->copy_speed;
 }
@@ -158,7 +159,13 @@ int64_t fm_split_decide(const fm_split_query *s, double t_single, double *t_spli
             return *why = "predicted under 10% faster than the better device", 0;
         if (!cut_parts(s->op, s->q, k, extent, &qc, &cc, &qg, &cg, why))
             return 0;
-        const int threads = fm_split_cpu_threads(s->threads, fm_dispatch_would_pipeline(s->pipeline_mode, &qg, s->gpu));
+        int pipelines = fm_dispatch_would_pipeline(s->pipeline_mode, &qg, s->gpu);
+        if (pipelines && s->pipeline_mode == FM_PIPELINE_AUTO) { /* auto cuts only where the model gains */
+            const double w = s->work * (double)(extent - k) / (double)extent;
+            (void)fm_dispatch_gpu_time(s->pf, s->pipeline_mode, s->pipeline_threads, &qg, s->gpu,
+                                       fm_profile_predict(s->pf, s->threads, curve_of(s), s->dtype, 1, w), &pipelines);
+        }
+        const int threads = fm_split_cpu_threads(s->threads, pipelines);
         if (threads == e.cpu_threads) {
             *cpu_threads = threads;
             return k;

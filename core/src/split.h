@@ -46,6 +46,7 @@ typedef struct fm_split_query {
     fm_device gpu;
     int pipeline_mode;
     int gpu_pipelined;
+    int pipeline_threads; /* the context's staging threads (the pipeline's copy rate) */
     int curve; /* the rate curve (FM_PROFILE_CURVE); 0 (unset): the operation's first */
 } fm_split_query;
 
@@ -68,8 +69,8 @@ void fm_context_split_free(fm_context *ctx);
 /* core/src/dispatch.c: the GPU's predicted seconds for problem q (its operands where q's descriptors say,
  * q->exec_device ignored) on gpu: `compute` plus the copies, pipelined (*pipelined = 1) where the
  * pipeline's rule would cut it under `mode` and that is sooner. */
-double fm_dispatch_gpu_time(const struct fm_profile *pf, int mode, const fm_problem *q, fm_device gpu, double compute,
-                            int *pipelined);
+double fm_dispatch_gpu_time(const struct fm_profile *pf, int mode, int copy_threads, const fm_problem *q, fm_device gpu,
+                            double compute, int *pipelined);
 /* core/src/dispatch.c: the first touch of p's results on the host that are not written in place
  * (fm_profile_touch_time): what a cpu run adds for a result allocated for the call. */
 double fm_dispatch_touch_time(const struct fm_profile *pf, const fm_problem *p);

@@ -12,6 +12,16 @@
 #include <string.h>
 
 static atomic_int live_device, live_pinned, streams, events, copies_async;
+/* > 0: the fail_countdown-th copy_async or event_sync from now fails (each call counts it down) */
+static atomic_int fail_countdown;
+
+static int injected_failure(void)
+{
+    int n = atomic_load(&fail_countdown);
+    while (n > 0 && !atomic_compare_exchange_weak(&fail_countdown, &n, n - 1))
+        ;
+    return n == 1;
+}
 
 static fm_status f_alloc(int id, size_t bytes, void *stream, void **p)
 {
@@ -31,6 +41,8 @@ static fm_status f_copy(void *dst, fm_device dd, const void *src, fm_device sd, 
 }
 static fm_status f_copy_async(void *dst, const void *src, size_t n, void *stream)
 {
+    if (injected_failure())
+        return fm_fail(FM_ERR_INTERNAL, "stand-in GPU: injected copy_async failure");
     memcpy(dst, src, n);
     atomic_fetch_add(&copies_async, 1);
     return FM_OK;
@@ -45,6 +57,10 @@ static fm_status f_stream_create(int id, void **s)
 static void f_stream_destroy(void *s) { atomic_fetch_sub(&streams, 1); }
 static fm_status f_ok1(void *x) { return FM_OK; }
 static fm_status f_ok2(void *x, void *y) { return FM_OK; }
+static fm_status f_event_sync(void *e)
+{
+    return injected_failure() ? fm_fail(FM_ERR_INTERNAL, "stand-in GPU: injected event_sync failure") : FM_OK;
+}
 static fm_status f_event_create(int id, void **e)
 {
     atomic_fetch_add(&events, 1);
@@ -70,7 +86,7 @@ static const fm_device_ops stand_in_gpu = {.device = FM_DEVICE_CUDA, .alloc = f_
                                        .stream_create = f_stream_create, .stream_destroy = f_stream_destroy,
                                        .stream_sync = f_ok1, .event_create = f_event_create,
                                        .event_destroy = f_event_destroy, .event_record = f_ok2,
-                                       .stream_wait_event = f_ok2, .event_sync = f_ok1,
+                                       .stream_wait_event = f_ok2, .event_sync = f_event_sync,
                                        .host_alloc_pinned = f_pinned, .host_free_pinned = f_pinned_free,
                                        .copy_async = f_copy_async};
 

@@ -246,9 +246,9 @@ static void test_copy_tail(void)
     float *a = malloc(sizeof(float) * M), *b = malloc(sizeof(float) * N), *d = malloc(sizeof(float) * M * N);
     CHECK(a && b && d);
     fill(a, M, 1), fill(b, N, 2);
-    setenv("FUSEMATH_NUM_THREADS", "8", 1);
+    setenv("FUSEMATH_PIPELINE_THREADS", "8", 1);
     fm_context *ctx = make_context("on");
-    unsetenv("FUSEMATH_NUM_THREADS");
+    unsetenv("FUSEMATH_PIPELINE_THREADS");
     const fm_device cpu = {FM_DEVICE_CPU, 0};
     fm_tensor ta, tb, td;
     int64_t sa[2] = {M, 1}, sb[2] = {1, N}, sd[2] = {M, N};

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "context.h"
 #include "operation.h"
+#include "profile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -394,6 +395,68 @@ static void test_solve_and_settings(void)
     unsetenv("FUSEMATH_PIPELINE");
 }
 
+/* The cost model (fm_pipeline_predict) and auto's decline: with nothing to overlap (the copy-bound
+ * FFT of 8 x 2^24) pipelining cannot beat staging whole, both use the same host copies; where the
+ * compute is as long as the copies (f32 matmul 8192) it does; more staging threads are never slower. */
+static double predict(const fm_profile *pf, const fm_problem *p, int threads, double *staged)
+{
+    fm_pipeline_geom g;
+    char why[160];
+    fm_problem q = *p;
+    on_gpu(&q);
+    CHECK_OK(fm_pipeline_geometry(&q, FM_PIPELINE_AUTO, &g, why, sizeof why));
+    fm_dtype dt = FM_DTYPE_INVALID;
+    const double work = fm_operation_for(q.op)->problem_work(&q, &dt);
+    CHECK(work > 0);
+    return fm_pipeline_predict(pf, &g, fm_profile_predict(pf, 1, q.op, dt, 1, work), threads, staged);
+}
+
+static void test_model(void)
+{
+    /* the H200's as measured there (2026-12-03): staging ~35 GB/s each way, the FFT 1.8 ms, the f32
+     * matmul 8192 21.5 ms */
+    fm_profile h200 = {.copy_latency = {1e-5, 1e-5}, .copy_rate = {35e9, 35e9}, .ncurves = 2};
+    h200.curves[0] = (fm_rate_curve){FM_OP_FFT, FM_C64, FM_DEVICE_CUDA, 2, {1e6, 1.6e10}, {1e-5, 1.8e-3}};
+    h200.curves[1] = (fm_rate_curve){FM_OP_MATMUL, FM_F32, FM_DEVICE_CUDA, 2, {1e9, 1.1e12}, {3e-5, 21.5e-3}};
+    const fm_profile *pfs[2] = {NULL, &h200};
+    for (int i = 0; i < 2; i++) {
+        fm_problem fft, mm, small;
+        CHECK_OK(fft_problem(8, 1 << 24, 1, &fft));
+        CHECK_OK(matmul_problem(8192, 8192, 8192, 0, 0, 8192, &mm));
+        double staged = 0, t;
+        for (int threads = 1; threads <= 16; threads *= 2) {
+            t = predict(pfs[i], &fft, threads, &staged);
+            CHECK_MSG(t >= staged, "fft, %d threads: %g s pipelined < %g staged", threads, t, staged);
+        }
+        t = predict(pfs[i], &mm, 8, &staged);
+        CHECK_MSG(t < 0.9 * staged, "matmul 8192: %g s pipelined, %g staged", t, staged);
+        CHECK(predict(pfs[i], &mm, 1, NULL) > predict(pfs[i], &mm, 4, NULL));
+        CHECK(predict(pfs[i], &mm, 8, NULL) == predict(pfs[i], &mm, 64, NULL)); /* the rate stops at 8 */
+        /* the whole operands (b, c here) are copied before any chunk: at least their staged time */
+        CHECK_OK(matmul_problem(2048, 2048, 2048, 0, 0, 2048, &small));
+        fm_pipeline_geom g;
+        char why[160];
+        on_gpu(&small);
+        CHECK_OK(fm_pipeline_geometry(&small, FM_PIPELINE_AUTO, &g, why, sizeof why));
+        CHECK(fm_pipeline_predict(pfs[i], &g, 0, 8, NULL) >= fm_profile_copy_time(pfs[i], 0, g.whole_bytes));
+        /* test_pipeline_gpu's auto case: 2048 x 2048 with k = 16 (a, c in, d out): copies only, staged */
+        CHECK_OK(matmul_problem(2048, 2048, 16, 0, 0, 2048, &small));
+        t = predict(pfs[i], &small, 8, &staged);
+        CHECK_MSG(t >= staged, "k = 16: %g s pipelined < %g staged", t, staged);
+    }
+    /* calibrate's device->host rate is into fresh pages (a NumPy result: 3 against 39 GB/s on the H200):
+     * the drains pay it as whole staging does, and the decisions stand */
+    fm_profile fresh = h200;
+    fresh.copy_rate[0] = 39e9, fresh.copy_rate[1] = 3e9;
+    fm_problem fft, mm;
+    CHECK_OK(fft_problem(8, 1 << 24, 1, &fft));
+    CHECK_OK(matmul_problem(8192, 8192, 8192, 0, 0, 8192, &mm));
+    double staged = 0, t = predict(&fresh, &fft, 8, &staged);
+    CHECK_MSG(t >= staged, "fft, fresh pages: %g s pipelined < %g staged", t, staged);
+    t = predict(&fresh, &mm, 8, &staged);
+    CHECK_MSG(t < staged, "matmul 8192, fresh pages: %g s pipelined >= %g staged", t, staged);
+}
+
 int main(void)
 {
     unsetenv("FUSEMATH_PIPELINE");
@@ -404,6 +467,7 @@ int main(void)
     RUN_TEST(test_fft);
     RUN_TEST(test_rng);
     RUN_TEST(test_solve_and_settings);
+    RUN_TEST(test_model);
     fm_context_destroy(ctx);
     TEST_MAIN_RETURN();
 }

@@ -131,7 +131,7 @@ static void test_decide(void)
     fm_profile pf;
     const double rc = 1e11, rg = 4e11, rate = 1e10, W = 2.0 * N * N * N * B;
     linear_profile(&pf, FM_OP_MATMUL, FM_F32, rc, rg, rate);
-    fm_split_query sq = {&pf, op, &q, W, FM_F32, 4, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0, 0};
+    fm_split_query sq = {&pf, op, &q, W, FM_F32, 4, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0, 8, 0};
     /* written out: the cpu part at 3 of the 4 threads the curve was measured with; the GPU part's a and d
      * indices there and back, b whole */
     const double cpu_k = W / B / rc * 4.0 / 3.0, gpu_k = W / B / rg + 2.0 * N * N * 4 / rate, b_in = N * N * 4 / rate;
@@ -182,7 +182,7 @@ static void test_decide(void)
         fm_profile lpf;
         linear_profile(&lpf, FM_OP_MATMUL, FM_F32, 1e12, 1e13, 5e10);
         const double LW = 2.0 * 1024 * 1024 * 1024 * B;
-        fm_split_query lsq = {&lpf, op, &lq, LW, FM_F32, 16, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0, 0};
+        fm_split_query lsq = {&lpf, op, &lq, LW, FM_F32, 16, {FM_DEVICE_CUDA, 0}, FM_PIPELINE_AUTO, 0, 8, 0};
         const double lsingle = fmin(LW / 1e12 / 4, LW / 1e13 + (2.0 * B + 1) * 1024 * 1024 * 4 / 5e10);
         CHECK_MSG(fm_split_decide(&lsq, lsingle, &t, &threads, &why) > 0 && threads == 8, "threads %d: %s", threads,
                   why);
