@@ -606,7 +606,7 @@ def test_solver_solve_equals_fresh(gpu, kind, dt):
 
 @pytest.mark.parametrize("dt", [np.float64, np.complex128])
 def test_solve_refine_large(gpu, dt):
-    """Every refine choice at n = 4096 (auto refines there: cusolver_refine.c's rule) gives a residual within
+    """Every refine choice at n = 4096 (auto is the plain solve: cusolver_refine.c) gives a residual within
     10x of the plain fp64 LU's (refine='off'), whatever precision the factorization ran in."""
     rng = np.random.default_rng(4096)
     n = 4096
