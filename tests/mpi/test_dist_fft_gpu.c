@@ -2,7 +2,7 @@
  * mpi; exits 77, skipped, without a GPU). Every rank runs on cuda:(rank % GPUs), so two ranks share a
  * one-GPU machine (the staged exchange). c2c forward to the slab and the transposed layouts, 2-D and
  * 3-D, c64 / c128, with a prolog scale, against a naive DFT of the assembled global array; the inverse
- * from each layout back to the input; r2c to transposed and back through c2r. The data goes to the GPU
+ * from each layout back to the input; r2c 2-D / 3-D to either layout and back through c2r. The data goes to the GPU
  * and back through the core's fm_memory_* (no CUDA runtime here). */
 #define _POSIX_C_SOURCE 200809L /* M_PI */
 #define _DEFAULT_SOURCE
@@ -125,14 +125,15 @@ done:
     free(g), free(ref);
 }
 
-static void r2c_case(int dbl)
+/* 2-D: the columns split between the ranks are the n1 / 2 + 1 of the complex axis */
+static void r2c_case(int nd, const int64_t *n, int dbl, int lay)
 {
-    const int64_t n[3] = {6, 5, 8};
-    int nd = 3;
     fm_dist_fft_options o;
     fm_dist_fft_options_init(&o);
-    o.kind = FM_FFT_R2C, o.device_type = dev_type, o.device_id = gpu_dev.id, o.out_layout = FM_DIST_TRANSPOSED;
-    int64_t total = prod(n, nd), nc[3] = {6, 5, 5}, ctotal = prod(nc, nd), loc[3], oloc[3];
+    o.kind = FM_FFT_R2C, o.device_type = dev_type, o.device_id = gpu_dev.id, o.out_layout = lay;
+    int64_t nc[3] = {n[0], n[1], nd > 2 ? n[2] : 1}, loc[3], oloc[3];
+    nc[nd - 1] = n[nd - 1] / 2 + 1;
+    int64_t total = prod(n, nd), ctotal = prod(nc, nd);
     cd *g = malloc(sizeof(cd) * (size_t)total), *ref = malloc(sizeof(cd) * (size_t)total);
     for (int64_t i = 0; i < total; i++)
         g[i] = sin(0.7 * (double)i) + 0.5;
@@ -150,16 +151,17 @@ static void r2c_case(int dbl)
     fm_memory_alloc(gpu_dev, ob ? ob : 1, &dout);
     expect_all(fm_dist_fft_execute(p, din, dout), FM_OK, NULL, "execute r2c");
     to_host(hout, dout, ob);
-    cd *got = assemble(MPI_COMM_WORLD, p, FM_DIST_OUT, 0, dbl, nc, 1, hout);
+    cd *got = assemble(MPI_COMM_WORLD, p, FM_DIST_OUT, 0, dbl, nc, lay == FM_DIST_TRANSPOSED, hout);
     memcpy(ref, g, sizeof(cd) * (size_t)total);
     naive_dft(ref, nd, n, -1);
     cd *half = malloc(sizeof(cd) * (size_t)ctotal);
-    for (int64_t i = 0; i < ctotal; i++) /* the first n2 / 2 + 1 of the last axis */
-        half[i] = ref[(i / nc[2]) * n[2] + i % nc[2]];
+    for (int64_t i = 0; i < ctotal; i++) /* the first n / 2 + 1 of the last axis */
+        half[i] = ref[(i / nc[nd - 1]) * n[nd - 1] + i % nc[nd - 1]];
     double e = rel_err(got, half, ctotal), tol = dbl ? 1e-12 : 1e-5;
-    CHECK(e <= tol, "r2c to transposed: relative error %.3g (%s)", e, fm_dist_fft_describe(p));
+    CHECK(e <= tol, "r2c %dd to %s: relative error %.3g (%s)", nd, lay ? "transposed" : "slab", e,
+          fm_dist_fft_describe(p));
     fm_dist_fft_options bo = o;
-    bo.kind = FM_FFT_C2R, bo.inverse = 1, bo.in_layout = FM_DIST_TRANSPOSED, bo.out_layout = FM_DIST_SLAB;
+    bo.kind = FM_FFT_C2R, bo.inverse = 1, bo.in_layout = lay, bo.out_layout = FM_DIST_SLAB;
     st = fm_dist_fft_plan(MPI_COMM_WORLD, nd, n, dbl ? FM_C128 : FM_C64, oloc, &bo, &b);
     expect_all(st, FM_OK, NULL, "plan c2r");
     if (st == FM_OK) {
@@ -169,7 +171,8 @@ static void r2c_case(int dbl)
         to_host(hback, dback, ib);
         cd *back = assemble(MPI_COMM_WORLD, b, FM_DIST_OUT, 1, dbl, n, 0, hback);
         e = rel_err(back, g, total);
-        CHECK(e <= tol, "c2r round trip: relative error %.3g (%s)", e, fm_dist_fft_describe(b));
+        CHECK(e <= tol, "c2r %dd from %s round trip: relative error %.3g (%s)", nd, lay ? "transposed" : "slab", e,
+              fm_dist_fft_describe(b));
         free(back), free(hback);
         fm_memory_free(gpu_dev, dback);
     }
@@ -264,8 +267,12 @@ int main(int argc, char **argv)
             c2c_case(2, n2, dbl, lay);
             c2c_case(3, ne, dbl, lay);
         }
-    r2c_case(1);
-    r2c_case(0);
+    static const int64_t r3[3] = {6, 5, 8}, r2[2] = {5, 10};
+    for (int dbl = 1; dbl >= 0; dbl--)
+        for (int lay = 0; lay < 2; lay++) {
+            r2c_case(3, r3, dbl, lay);
+            r2c_case(2, r2, dbl, lay);
+        }
     for (int dbl = 0; dbl < 2; dbl++) {
         chain_case(dbl, 0, FM_DIST_SLAB);
         chain_case(dbl, 0, FM_DIST_TRANSPOSED);
