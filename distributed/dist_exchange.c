@@ -148,8 +148,10 @@ fm_status fm_dist_exchange_create(const char *where, MPI_Comm comm, int dbl, int
     *out = NULL;
     fm_dist_exchange *x = calloc(1, sizeof *x);
     fm_status st = x ? FM_OK : fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the exchange", where);
-    if ((st = fm_dist_agree(comm, st)) != FM_OK)
+    if ((st = fm_dist_agree(comm, st)) != FM_OK) {
+        free(x); /* allocated here though another rank's failed */
         return st;
+    }
     x->comm = comm, x->dbl = dbl;
     MPI_Comm_rank(comm, &x->rank);
     MPI_Comm_size(comm, &x->size);
@@ -276,12 +278,14 @@ fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void 
     cudaStream_t s = (cudaStream_t)stream;
     size_t es = x->dbl ? 16 : 8;
     int me = x->rank;
-    fm_status st = x->size > 1 ? fm_dist_agree(x->comm, prior) : prior; /* a failed stage on one rank: all stop */
+    fm_status st = prior;
     if (st == FM_OK && sc[me] && x->kind == X_HOST)
         memcpy((char *)recv + ro[me] * es, (const char *)send + so[me] * es, (size_t)sc[me] * es);
-    else if (st == FM_OK && sc[me]) /* this rank's own block */
+    else if (st == FM_OK && sc[me]) /* this rank's own block, before the agreement: a failure here is agreed too */
         st = cuda_check(cudaMemcpyAsync((char *)recv + ro[me] * es, (const char *)send + so[me] * es,
                                         (size_t)sc[me] * es, cudaMemcpyDeviceToDevice, s), "the rank's own block");
+    if (x->size > 1)
+        st = fm_dist_agree(x->comm, st); /* a failed stage (or copy) on one rank: every rank stops here */
     if (x->size == 1 || st != FM_OK)
         return st;
     if (x->kind == X_STAGED)

@@ -53,6 +53,10 @@ struct fm_dist_gpu {
     void *w, *bb, *yc;         /* device: W (S-sized), the exchange's other side, Y */
     fm_dist_mv_chain mv;       /* the chain of the first (B first: prolog) or last (A first: epilog) move */
     const void *arr[2];        /* the multiply arrays' device pointers (prolog, epilog) */
+    cudaEvent_t done;          /* recorded after each execute's work on its stream: the next execute, maybe on
+                                  another stream, waits for it before it reuses W, the exchange buffer, Y and
+                                  the staged exchange's pinned buffers (NULL when emulated) */
+    int recorded;              /* done has been recorded */
 };
 
 static fm_status cu(cudaError_t e, const char *where, const char *what)
@@ -225,6 +229,12 @@ static fm_status plan_local(const char *where, fm_dist_gpu *p, fm_dtype in_dtype
         return st;
     if (!fm_dist_gpu_emulated() && (st = fm_dist_kernel_get(where, p->device, &p->k)) != FM_OK)
         return st;
+    if (!fm_dist_gpu_emulated()) {
+        cudaEvent_t ev = NULL;
+        if ((st = cu(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), where, "the plan's event")) != FM_OK)
+            return st;
+        p->done = ev;
+    }
     if ((st = fm_context_create(&p->ctx)) != FM_OK)
         return st;
     if (p->x.l0 && (st = plan_a(where, p, in_dtype, pro, epi)) != FM_OK)
@@ -389,8 +399,19 @@ fm_status fm_dist_gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *s
         st = check_device_ptr(p, "out", out);
     if (st == FM_OK && !enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
-    if ((st = fm_dist_agree(p->comm, st)) == FM_OK)
+    if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
+        st = cu(cudaStreamWaitEvent((cudaStream_t)stream, p->done, 0), "fm_dist_fft_execute",
+                "waiting for the previous execute's work");
+    if ((st = fm_dist_agree(p->comm, st)) == FM_OK) {
         st = p->a_first ? execute_a_first(p, in, out, stream) : execute_b_first(p, in, out, stream);
+        if (p->done) { /* after the last collective: a failure here is this rank's alone (the stream is broken) */
+            fm_status rs = cu(cudaEventRecord(p->done, (cudaStream_t)stream), "fm_dist_fft_execute",
+                              "recording the execute's end");
+            p->recorded = rs == FM_OK;
+            if (st == FM_OK)
+                st = rs;
+        }
+    }
     leave_device(prev);
     return st;
 }
@@ -410,6 +431,8 @@ void fm_dist_gpu_destroy(fm_dist_gpu *p)
     dev_free(p->w);
     dev_free(p->bb);
     dev_free(p->yc);
+    if (p->done)
+        cudaEventDestroy(p->done);
     leave_device(prev);
     free(p->cnt);
     free(p);

@@ -2,7 +2,7 @@
  * mpi; exits 77, skipped, without a GPU). Every rank runs on cuda:(rank % GPUs), so two ranks share a
  * one-GPU machine (the staged exchange). c2c forward to the slab and the transposed layouts, 2-D and
  * 3-D, c64 / c128, with a prolog scale, against a naive DFT of the assembled global array; the inverse
- * from each layout back to the input; r2c to transposed and back through c2r. The data goes to the GPU
+ * from each layout back to the input; r2c 2-D / 3-D to either layout and back through c2r. The data goes to the GPU
  * and back through the core's fm_memory_* (no CUDA runtime here). */
 #define _POSIX_C_SOURCE 200809L /* M_PI */
 #define _DEFAULT_SOURCE
@@ -29,13 +29,10 @@ static void to_host(void *host, const void *dev, size_t bytes)
         fm_memory_copy(host, cpu, dev, gpu_dev, bytes);
 }
 
-/* the rank's block of the global complex (or real) array g of logical shape n, side `which` of p */
-static void *block_of(const fm_dist_plan *p, int which, const cd *g, const int64_t *glob, int t, int real, int dbl,
-                      size_t *bytes)
+/* the rank's block (loc, off: nd entries) of the global complex (or real) array g of logical shape glob */
+static void *block_at(int nd, const int64_t *loc, const int64_t *off, const cd *g, const int64_t *glob, int t,
+                      int real, int dbl, size_t *bytes)
 {
-    int nd = fm_dist_fft_ndim(p);
-    int64_t loc[3], off[3];
-    fm_dist_fft_local(p, which, loc, off);
     int64_t m = prod(loc, nd), per = real ? 1 : 2;
     *bytes = (size_t)(m * per) * (dbl ? 8 : 4);
     char *b = malloc(*bytes + 16);
@@ -50,6 +47,15 @@ static void *block_of(const fm_dist_plan *p, int which, const cd *g, const int64
         }
     }
     return b;
+}
+
+/* block_at for side `which` of plan p */
+static void *block_of(const fm_dist_plan *p, int which, const cd *g, const int64_t *glob, int t, int real, int dbl,
+                      size_t *bytes)
+{
+    int64_t loc[3], off[3];
+    fm_dist_fft_local(p, which, loc, off);
+    return block_at(fm_dist_fft_ndim(p), loc, off, g, glob, t, real, dbl, bytes);
 }
 
 static void c2c_case(int nd, const int64_t *n, int dbl, int out_layout)
@@ -119,14 +125,15 @@ done:
     free(g), free(ref);
 }
 
-static void r2c_case(int dbl)
+/* 2-D: the columns split between the ranks are the n1 / 2 + 1 of the complex axis */
+static void r2c_case(int nd, const int64_t *n, int dbl, int lay)
 {
-    const int64_t n[3] = {6, 5, 8};
-    int nd = 3;
     fm_dist_fft_options o;
     fm_dist_fft_options_init(&o);
-    o.kind = FM_FFT_R2C, o.device_type = dev_type, o.device_id = gpu_dev.id, o.out_layout = FM_DIST_TRANSPOSED;
-    int64_t total = prod(n, nd), nc[3] = {6, 5, 5}, ctotal = prod(nc, nd), loc[3], oloc[3];
+    o.kind = FM_FFT_R2C, o.device_type = dev_type, o.device_id = gpu_dev.id, o.out_layout = lay;
+    int64_t nc[3] = {n[0], n[1], nd > 2 ? n[2] : 1}, loc[3], oloc[3];
+    nc[nd - 1] = n[nd - 1] / 2 + 1;
+    int64_t total = prod(n, nd), ctotal = prod(nc, nd);
     cd *g = malloc(sizeof(cd) * (size_t)total), *ref = malloc(sizeof(cd) * (size_t)total);
     for (int64_t i = 0; i < total; i++)
         g[i] = sin(0.7 * (double)i) + 0.5;
@@ -144,16 +151,17 @@ static void r2c_case(int dbl)
     fm_memory_alloc(gpu_dev, ob ? ob : 1, &dout);
     expect_all(fm_dist_fft_execute(p, din, dout), FM_OK, NULL, "execute r2c");
     to_host(hout, dout, ob);
-    cd *got = assemble(MPI_COMM_WORLD, p, FM_DIST_OUT, 0, dbl, nc, 1, hout);
+    cd *got = assemble(MPI_COMM_WORLD, p, FM_DIST_OUT, 0, dbl, nc, lay == FM_DIST_TRANSPOSED, hout);
     memcpy(ref, g, sizeof(cd) * (size_t)total);
     naive_dft(ref, nd, n, -1);
     cd *half = malloc(sizeof(cd) * (size_t)ctotal);
-    for (int64_t i = 0; i < ctotal; i++) /* the first n2 / 2 + 1 of the last axis */
-        half[i] = ref[(i / nc[2]) * n[2] + i % nc[2]];
+    for (int64_t i = 0; i < ctotal; i++) /* the first n / 2 + 1 of the last axis */
+        half[i] = ref[(i / nc[nd - 1]) * n[nd - 1] + i % nc[nd - 1]];
     double e = rel_err(got, half, ctotal), tol = dbl ? 1e-12 : 1e-5;
-    CHECK(e <= tol, "r2c to transposed: relative error %.3g (%s)", e, fm_dist_fft_describe(p));
+    CHECK(e <= tol, "r2c %dd to %s: relative error %.3g (%s)", nd, lay ? "transposed" : "slab", e,
+          fm_dist_fft_describe(p));
     fm_dist_fft_options bo = o;
-    bo.kind = FM_FFT_C2R, bo.inverse = 1, bo.in_layout = FM_DIST_TRANSPOSED, bo.out_layout = FM_DIST_SLAB;
+    bo.kind = FM_FFT_C2R, bo.inverse = 1, bo.in_layout = lay, bo.out_layout = FM_DIST_SLAB;
     st = fm_dist_fft_plan(MPI_COMM_WORLD, nd, n, dbl ? FM_C128 : FM_C64, oloc, &bo, &b);
     expect_all(st, FM_OK, NULL, "plan c2r");
     if (st == FM_OK) {
@@ -163,7 +171,8 @@ static void r2c_case(int dbl)
         to_host(hback, dback, ib);
         cd *back = assemble(MPI_COMM_WORLD, b, FM_DIST_OUT, 1, dbl, n, 0, hback);
         e = rel_err(back, g, total);
-        CHECK(e <= tol, "c2r round trip: relative error %.3g (%s)", e, fm_dist_fft_describe(b));
+        CHECK(e <= tol, "c2r %dd from %s round trip: relative error %.3g (%s)", nd, lay ? "transposed" : "slab", e,
+              fm_dist_fft_describe(b));
         free(back), free(hback);
         fm_memory_free(gpu_dev, dback);
     }
@@ -194,23 +203,16 @@ static void chain_case(int dbl, int inverse, int lay)
     for (int64_t i = 0; i < total; i++)
         g[i] = cos(0.4 * (double)i) + I * sin(0.9 * (double)i), w[i] = 1.5 + sin(0.3 * (double)i),
         f[i] = 0.5 + cos(0.21 * (double)i) + I * sin(0.17 * (double)i);
-    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_IN, loc, NULL);
-    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_OUT, oloc, NULL);
+    /* the blocks from fm_dist_local_shape (no CPU-rank plan: that needs FFTW-MPI, which a GPU machine may lack) */
+    int64_t ioff[3], ooff[3];
+    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_IN, loc, ioff);
+    fm_dist_local_shape(MPI_COMM_WORLD, nd, n, &o, FM_DIST_OUT, oloc, ooff);
     fm_dist_plan *q = NULL;
     fm_dtype cx = dbl ? FM_C128 : FM_C64, re = dbl ? FM_F64 : FM_F32;
-    /* the blocks, through a throwaway CPU-layout plan's geometry: made with the same options */
-    fm_dist_fft_options lo = o;
-    lo.device_type = FM_DEVICE_CPU, lo.prolog.ops = lo.epilog.ops = 0;
-    fm_dist_plan *geo = NULL;
-    if (fm_dist_fft_plan(MPI_COMM_WORLD, nd, n, cx, loc, &lo, &geo) != FM_OK) {
-        CHECK(0, "geometry plan: %s", fm_last_error());
-        free(g), free(w), free(f), free(ref);
-        return;
-    }
     size_t ib, wb, fb;
-    void *hin = block_of(geo, FM_DIST_IN, g, n, 0, 0, dbl, &ib);
-    void *hw = block_of(geo, FM_DIST_IN, w, n, 0, 1, dbl, &wb);
-    void *hf = block_of(geo, FM_DIST_OUT, f, n, lay == FM_DIST_TRANSPOSED, 0, dbl, &fb);
+    void *hin = block_at(nd, loc, ioff, g, n, 0, 0, dbl, &ib);
+    void *hw = block_at(nd, loc, ioff, w, n, 0, 1, dbl, &wb);
+    void *hf = block_at(nd, oloc, ooff, f, n, lay == FM_DIST_TRANSPOSED, 0, dbl, &fb);
     size_t ob = (size_t)prod(oloc, nd) * (dbl ? 16 : 8);
     void *din = to_gpu(hin, ib), *dw = to_gpu(hw, wb), *df = to_gpu(hf, fb), *dout = NULL, *hout = malloc(ob + 16);
     fm_memory_alloc(gpu_dev, ob ? ob : 1, &dout);
@@ -234,7 +236,6 @@ static void chain_case(int dbl, int inverse, int lay)
         free(got);
     }
     fm_dist_fft_destroy(q);
-    fm_dist_fft_destroy(geo);
     fm_memory_free(gpu_dev, din), fm_memory_free(gpu_dev, dw), fm_memory_free(gpu_dev, df);
     fm_memory_free(gpu_dev, dout);
     free(hin), free(hw), free(hf), free(hout), free(g), free(w), free(f), free(ref);
@@ -258,14 +259,20 @@ int main(int argc, char **argv)
     }
     dev_type = cpu ? FM_DEVICE_CPU : FM_DEVICE_CUDA;
     gpu_dev.type = cpu || emu ? FM_DEVICE_CPU : FM_DEVICE_CUDA, gpu_dev.id = cpu || emu ? 0 : g_rank % gpus;
-    static const int64_t n3[3] = {6, 5, 4}, n2[2] = {8, 6};
+    /* ne: empty blocks on 3 ranks (rows and columns 2, 2, 0) */
+    static const int64_t n3[3] = {6, 5, 4}, n2[2] = {8, 6}, ne[3] = {4, 4, 3};
     for (int dbl = 0; dbl < 2; dbl++)
         for (int lay = 0; lay < 2; lay++) {
             c2c_case(3, n3, dbl, lay);
             c2c_case(2, n2, dbl, lay);
+            c2c_case(3, ne, dbl, lay);
         }
-    r2c_case(1);
-    r2c_case(0);
+    static const int64_t r3[3] = {6, 5, 8}, r2[2] = {5, 10};
+    for (int dbl = 1; dbl >= 0; dbl--)
+        for (int lay = 0; lay < 2; lay++) {
+            r2c_case(3, r3, dbl, lay);
+            r2c_case(2, r2, dbl, lay);
+        }
     for (int dbl = 0; dbl < 2; dbl++) {
         chain_case(dbl, 0, FM_DIST_SLAB);
         chain_case(dbl, 0, FM_DIST_TRANSPOSED);

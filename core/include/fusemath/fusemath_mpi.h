@@ -120,7 +120,9 @@ FM_API fm_status fm_dist_fft_execute(const fm_dist_plan *plan, const void *in, v
  *  (opts->device_type FM_DEVICE_CUDA) queues its local transforms, kernels and copies on `stream`
  *  (a cudaStream_t of the plan's device; NULL: the legacy default stream) and returns when they are
  *  queued, except that the MPI exchanges (staged and CUDA-aware) synchronize the stream before each
- *  all-to-all; with the NCCL exchange nothing waits. in and out are device memory of cuda:device_id.
+ *  all-to-all; with the NCCL exchange nothing waits. An execute on another stream than the plan's previous
+ *  one waits (on the device, an event) for that one's work, since both use the plan's buffers. in and out
+ *  are device memory of cuda:device_id.
  *  CPU-rank plans ignore the stream (fm_dist_fft_execute is this with NULL). */
 FM_API fm_status fm_dist_fft_execute_stream(const fm_dist_plan *plan, const void *in, void *out, void *stream);
 
