@@ -31,7 +31,13 @@ static int refine_of(const cs_impl *x)
     const fm_solve_params *sp = x->sp;
     if (sp->refine != FM_SOLVE_REFINE_AUTO)
         return sp->refine;
-    return (x->ti & 1) && sp->check && x->n >= AUTO_MIN_N ? AUTO_REFINE : FM_SOLVE_REFINE_OFF;
+    /* one right-hand side only: cuSOLVER's IRSXgesv takes nrhs = 1 alone with the GMRES refinement solvers
+     * (the default, FUSEMATH_SOLVE_IRS), and classical refinement from tf32 does not converge past a condition
+     * number of about 1 / u_tf32 = 2048 (then the fallback pays a tf32 and an fp64 factorization); and n * n
+     * within int32: IRSXgesv is a 32-bit interface, the plain solve the 64-bit one */
+    return (x->ti & 1) && sp->check && x->n >= AUTO_MIN_N && sp->nrhs == 1 && x->n * x->n <= INT32_MAX
+               ? AUTO_REFINE
+               : FM_SOLVE_REFINE_OFF;
 }
 
 /* The lowest precision for x's dtype and refine choice, or 0: the plain solve. */
