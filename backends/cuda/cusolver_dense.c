@@ -708,13 +708,15 @@ static const char *how_it_runs(const cs_impl *x, int a_h)
     if (x->batched)
         return fm_cs_batched_name(x);
     if (rt == FM_SOLVE_TRTRS)
-        return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
+        return x->blocked ? "blocked triangular solve per entry: a substitution launch per 64-row tile (32: c128)"
+                          : "cublas trsm per entry";
     if (rt == FM_SOLVE_GESDD)
         return a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry";
     if (rt == FM_SOLVE_GELSD)
         return a_h ? "Xgesvd of a^H per entry, strided-batched gemms for U^H b and V c, gelsd's rank rule"
                    : "Xgesvd per entry, strided-batched gemms for U^H b, the residuals and V c, gelsd's rank rule";
-    return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: trsm per diagonal block + gemm"
+    return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: a substitution launch per "
+                        "64-row tile (32: c128)"
                       : "64-bit cusolverDnX per entry";
 }
 
