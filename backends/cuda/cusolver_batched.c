@@ -21,6 +21,20 @@
 /* XsyevBatched is in cuSOLVER since CUDA 12.6 update 2 (cuSOLVER 11.7.1); referenced weakly, so the
  * module still loads against an older libcusolver of the same soname, where these are NULL at run time
  * and eigh of a batch takes the per-entry Xsyevd loop (cusolver_lanes.c) as before. */
+#if CUSOLVER_VERSION < 11701 /* an older toolkit's header: declared here (the signatures of 11.7.1's), so the
+                               * module still builds there and takes the per-entry loop at run time */
+cusolverStatus_t cusolverDnXsyevBatched_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+                                                   cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n,
+                                                   cudaDataType dataTypeA, const void *A, int64_t lda,
+                                                   cudaDataType dataTypeW, const void *W, cudaDataType computeType,
+                                                   size_t *workspaceInBytesOnDevice, size_t *workspaceInBytesOnHost,
+                                                   int64_t batchSize);
+cusolverStatus_t cusolverDnXsyevBatched(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz,
+                                        cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void *A, int64_t lda,
+                                        cudaDataType dataTypeW, void *W, cudaDataType computeType, void *bufferOnDevice,
+                                        size_t workspaceInBytesOnDevice, void *bufferOnHost,
+                                        size_t workspaceInBytesOnHost, int *info, int64_t batchSize);
+#endif
 #pragma weak cusolverDnXsyevBatched
 #pragma weak cusolverDnXsyevBatched_bufferSize
 

@@ -237,7 +237,7 @@ static fm_status run_lu(const run_ctx *r)
     fm_status s = FM_OK;
     if (x->lowest) /* refined: cusolver_refine.c */
         return fm_cs_refine_run(r);
-    if (factored) { /* the caller's pivots, contiguous, checked (unless trusted: the library's own) */
+    if (factored) { /* the caller's pivots, contiguous, checked; a bad one made the identity's (info -7) */
         fm_copy_args v = slot_view(x, FM_SOLVE_IPIV, r->ptrs[FM_SOLVE_IPIV], n, 1, 0);
         cs_impl xd = *x;
         xd.ti = 1; /* int64 moved as 8-byte words */
@@ -246,8 +246,10 @@ static fm_status run_lu(const run_ctx *r)
         long long nn = n, count = B;
         void *piv = r->ws + x->off_piv, *bad = r->ws + x->off_flag + 16;
         int *info = r->info;
-        for (int phase = 0; phase < 2 && !sp->trusted_factor; phase++) { /* checked, then the bad entries' pivots
-                                                                              made the identity */
+        /* checked, then the bad entries' pivots made the identity; also for trusted pivots (two small
+         * kernels, no synchronisation: nothing reads the flag back unless the call synchronises anyway),
+         * since Xgetrs and getrsBatched index b by the pivots: a wrong trusted one must not fault */
+        for (int phase = 0; phase < 2; phase++) {
             void *args[6] = {&piv, &nn, &count, &info, &bad, &phase};
             if ((s = fm_cs_launch(r->d->k[0][K_PIVOTS], "cudaLaunchKernel(fm_sv_pivots)", B * n, args, r->stream)) !=
                 FM_OK)
@@ -541,8 +543,9 @@ static fm_status cs_execute(const fm_plan *p, void *const *ptrs, const fm_exec_a
     /* routines that cannot fail past their checked inputs do not wait for the device (check = 1);
      * given pivots are read back whatever check says: a bad one is refused, as on the CPU, since the
      * entry's result (solved or det with the identity's pivots in its place) would be silently wrong */
-    /* trusted pivots (the library's own getrf's, fm_solve_options.trusted_factor) are not checked: getrs
-     * and det of such a factor then cannot fail, and check = 1 costs no synchronisation */
+    /* trusted pivots (the library's own getrf's, fm_solve_options.trusted_factor) are not read back (a bad
+     * one is still made the identity's on the device, run_lu): getrs and det of such a factor then cannot
+     * fail, and check = 1 costs no synchronisation */
     const int rt = sp->routine, given = (x->p->present & 1u << FM_SOLVE_IPIV) && !sp->trusted_factor;
     const int can_fail = !(rt == FM_SOLVE_POTRS || rt == FM_SOLVE_GEQRF ||
                            ((rt == FM_SOLVE_DET || rt == FM_SOLVE_SLOGDET || rt == FM_SOLVE_GETRS) && !given));
@@ -705,13 +708,15 @@ static const char *how_it_runs(const cs_impl *x, int a_h)
     if (x->batched)
         return fm_cs_batched_name(x);
     if (rt == FM_SOLVE_TRTRS)
-        return x->blocked ? "cublas trsm per entry, blocked: trsm per diagonal block + gemm" : "cublas trsm per entry";
+        return x->blocked ? "blocked triangular solve per entry: a substitution launch per 64-row tile (32: c128)"
+                          : "cublas trsm per entry";
     if (rt == FM_SOLVE_GESDD)
         return a_h ? "Xgesvd of a^H per entry" : "Xgesvd per entry";
     if (rt == FM_SOLVE_GELSD)
         return a_h ? "Xgesvd of a^H per entry, strided-batched gemms for U^H b and V c, gelsd's rank rule"
                    : "Xgesvd per entry, strided-batched gemms for U^H b, the residuals and V c, gelsd's rank rule";
-    return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: trsm per diagonal block + gemm"
+    return x->blocked ? "64-bit cusolverDnX per entry, the triangular solves blocked: a substitution launch per "
+                        "64-row tile (32: c128)"
                       : "64-bit cusolverDnX per entry";
 }
 

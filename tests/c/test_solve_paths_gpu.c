@@ -3,7 +3,10 @@
  *    ||A V - V diag(w)|| / (n ||A|| eps) and ||V^T V - I|| / (n eps) below 30 on the host in double;
  *  - getrs of a trusted factor (fm_solve_options.trusted_factor, Solver's): the factor read in place
  *    (row-major as its transpose, column-major as it is) with no synchronisation, and its answer the
- *    fresh gesv's (within 1e-10 relative) and a residual ratio below 30, for each transpose. */
+ *    fresh gesv's (within 1e-10 relative) and a residual ratio below 30, for each transpose;
+ *  - refine = auto is the plain solve; the refinement solver named in describe() (GMRES only for one right-hand side);
+ *  - a trusted pivot outside 1..n never faults the device (per-entry, blocked, batched), and a call that
+ *    synchronises anyway refuses it. */
 #define _GNU_SOURCE
 #include "check.h"
 
@@ -185,6 +188,92 @@ static void test_trusted_getrs(void)
     free(a), free(b), free(x), free(x0), free(fc), free(fcol);
 }
 
+/* refine = auto's rule and the refinement solver in describe(), then the call itself: auto never refines
+ * (cusolver_refine.c: the plain solve), an explicit tf32 with one right-hand side refines with GMRES, with
+ * 16 classically (cuSOLVER's GMRES solvers take nrhs = 1 alone) */
+static void test_refine_rule(void)
+{
+    const int64_t n = 4096;
+    double *a = malloc(sizeof(double) * (size_t)(n * n)), *b = malloc(sizeof(double) * (size_t)(n * 16));
+    for (int64_t i = 0; i < n * n; i++)
+        a[i] = urand() + (i % (n + 1) == 0 ? 3 * sqrt((double)n) : 0);
+    for (int64_t i = 0; i < n * 16; i++)
+        b[i] = urand();
+    void *da = dcopy(a, sizeof(double) * (size_t)(n * n)), *db = dcopy(b, sizeof(double) * (size_t)(n * 16));
+    void *dx = dcopy(b, sizeof(double) * (size_t)(n * 16));
+    const struct {
+        int64_t k;
+        int refine;
+        const char *want, *absent;
+    } rows[] = {{1, FM_SOLVE_REFINE_AUTO, NULL, "refined"},
+                {16, FM_SOLVE_REFINE_AUTO, NULL, "refined"},
+                {1, FM_SOLVE_REFINE_TF32, "refined from tf32 (gmres refinement)", NULL},
+                {16, FM_SOLVE_REFINE_TF32, "refined from tf32 (classical refinement)", NULL}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const int64_t sa[2] = {n, n}, sb[2] = {n, rows[i].k};
+        fm_tensor ta, tb, tx;
+        fm_tensor_init(&ta, da, dev, FM_F64, 2, sa, NULL);
+        fm_tensor_init(&tb, db, dev, FM_F64, 2, sb, NULL);
+        fm_tensor_init(&tx, dx, dev, FM_F64, 2, sb, NULL);
+        fm_solve_options o;
+        fm_solve_options_init(&o);
+        o.refine = rows[i].refine;
+        const fm_tensor *t[FM_SOLVE_NSLOTS] = {&ta, &tb, NULL, &tx};
+        fm_plan *p = NULL;
+        CHECK_OK(fm_solve_plan(ctx, t, &o, &p));
+        const char *text = p ? fm_plan_describe(p) : "(none)";
+        CHECK_MSG((!rows[i].want || fm_test_contains(text, rows[i].want)) &&
+                      (!rows[i].absent || !fm_test_contains(text, rows[i].absent)),
+                  "refine %d nrhs %lld: describe %s", rows[i].refine, (long long)rows[i].k, text);
+        void *ptrs[FM_SOLVE_NSLOTS] = {da, db, NULL, dx};
+        CHECK_OK(p ? fm_plan_execute(p, ptrs, FM_SOLVE_NSLOTS, NULL) : FM_ERR_INVALID_ARGUMENT);
+        fm_plan_release(p);
+    }
+    cudaFree(da), cudaFree(db), cudaFree(dx);
+    free(a), free(b);
+}
+
+/* A trusted pivot outside 1..n (undefined result, documented) never faults the device, on the per-entry
+ * Xgetrs (n = 64), the blocked solves (n = 1100) and getrsBatched (4 x 16); a call that synchronises anyway
+ * (check_finite) refuses it with the untrusted call's message. */
+static void test_trusted_bad_pivot(void)
+{
+    const int64_t shapes[3][2] = {{1, 64}, {1, 1100}, {4, 16}};
+    for (int i = 0; i < 3; i++) {
+        const int64_t B = shapes[i][0], n = shapes[i][1], k = 2;
+        double *lu = malloc(sizeof(double) * (size_t)(B * n * n)), *b = malloc(sizeof(double) * (size_t)(B * n * k));
+        int64_t *piv = malloc(sizeof(int64_t) * (size_t)(B * n));
+        for (int64_t e = 0; e < B * n * n; e++)
+            lu[e] = urand() + ((e % (n * n)) % (n + 1) == 0 ? 4.0 : 0);
+        for (int64_t e = 0; e < B * n * k; e++)
+            b[e] = urand();
+        for (int64_t e = 0; e < B * n; e++)
+            piv[e] = e % n + 1;
+        piv[(B - 1) * n + 3] = 1000000; /* far past n */
+        void *dl = dcopy(lu, sizeof(double) * (size_t)(B * n * n)), *db = dcopy(b, sizeof(double) * (size_t)(B * n * k));
+        void *dx = dcopy(b, sizeof(double) * (size_t)(B * n * k)), *dp = dcopy(piv, sizeof(int64_t) * (size_t)(B * n));
+        const int64_t sa[3] = {B, n, n}, sb[3] = {B, n, k}, sp[2] = {B, n};
+        fm_tensor ta, tb, tx, tp;
+        fm_tensor_init(&ta, dl, dev, FM_F64, 3, sa, NULL);
+        fm_tensor_init(&tb, db, dev, FM_F64, 3, sb, NULL);
+        fm_tensor_init(&tx, dx, dev, FM_F64, 3, sb, NULL);
+        fm_tensor_init(&tp, dp, dev, FM_I64, 2, sp, NULL);
+        fm_solve_options o;
+        fm_solve_options_init(&o);
+        o.routine = FM_SOLVE_GETRS, o.trusted_factor = 1;
+        const fm_tensor *t[FM_SOLVE_NSLOTS] = {&ta, &tb, &tp, &tx};
+        CHECK_OK(fm_solve(ctx, t, &o, NULL));
+        const cudaError_t e = cudaDeviceSynchronize();
+        CHECK_MSG(e == cudaSuccess, "trusted bad pivot, batch %lld n %lld: %s", (long long)B, (long long)n,
+                  cudaGetErrorString(e));
+        o.check_finite = 1;
+        CHECK_STATUS(fm_solve(ctx, t, &o, NULL), FM_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_MENTIONS("has pivot 1000000 at position 3");
+        cudaFree(dl), cudaFree(db), cudaFree(dx), cudaFree(dp);
+        free(lu), free(b), free(piv);
+    }
+}
+
 int main(void)
 {
     if (fm_cuda_device_count() == 0) {
@@ -197,6 +286,8 @@ int main(void)
     }
     RUN_TEST(test_eigh_batched_paths);
     RUN_TEST(test_trusted_getrs);
+    RUN_TEST(test_refine_rule);
+    RUN_TEST(test_trusted_bad_pivot);
     fm_context_destroy(ctx);
     TEST_MAIN_RETURN();
 }

@@ -604,18 +604,37 @@ def test_solver_solve_equals_fresh(gpu, kind, dt):
             s.solve(gpu.dev(bad))
 
 
+@pytest.mark.parametrize("k", [1, 4])
 @pytest.mark.parametrize("dt", [np.float64, np.complex128])
-def test_solve_refine_large(gpu, dt):
-    """Every refine choice at n = 4096 (auto is the plain solve: cusolver_refine.c) gives a residual within
-    10x of the plain fp64 LU's (refine='off'), whatever precision the factorization ran in."""
-    rng = np.random.default_rng(4096)
+def test_solve_refine_large(gpu, dt, k):
+    """Every refine choice at n = 4096 (auto is the plain solve: cusolver_refine.c; with 4 right-hand sides
+    the explicit choices refine classically, cuSOLVER's GMRES taking one) gives a residual within 10x of the
+    plain fp64 LU's (refine='off'), whatever precision the factorization ran in."""
+    rng = np.random.default_rng(4096 + k)
     n = 4096
-    a, b = well(rng, n, dt), rand(rng, (n, 4), dt)
+    a, b = well(rng, n, dt), rand(rng, (n, k), dt)
     A = a.astype(np.complex128)
 
     def res(x):
-        return n1(A @ x - b) / (n1(A) * n1(x))
+        return n1(A @ x.reshape(n, k) - b.reshape(n, k)) / (n1(A) * n1(x.reshape(n, k)))
     r_off = res(host(gpu, fl.solve(gpu.dev(a), gpu.dev(b), refine="off")))
     for refine in ("auto", "fp32", "tf32", "bf16", "fp16"):
         r = res(host(gpu, fl.solve(gpu.dev(a), gpu.dev(b), refine=refine)))
         assert r <= 10 * max(r_off, n * eps(dt) * 1e-3), f"refine={refine} {np.dtype(dt)}: residual {r} vs off {r_off}"
+
+
+def test_solve_refine_auto_singular(gpu):
+    """refine='auto' (the plain solve) on a singular matrix (a zero row): the same LinAlgError,
+    word for word, as the plain fp64 solve (refine='off'), and as the CPU's."""
+    rng = np.random.default_rng(4097)
+    n = 4096
+    a, b = well(rng, n, np.float64), rand(rng, (n,), np.float64)
+    a[1234, :] = 0
+    errs = []
+    for refine in ("off", "auto"):
+        with pytest.raises(fusemath.LinAlgError) as e:
+            fl.solve(gpu.dev(a), gpu.dev(b), refine=refine)
+        errs.append(str(e.value))
+    with pytest.raises(fusemath.LinAlgError) as e:
+        fl.solve(a, b)
+    assert errs[0] == errs[1] == str(e.value), f"singular messages differ: {errs} vs the CPU's {e.value}"

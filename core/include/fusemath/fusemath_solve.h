@@ -80,8 +80,9 @@ typedef struct fm_solve_options {
     int32_t refine;        /* gesv: fm_solve_refine */
     /* getrs / potrs / trtrs / det / slogdet of a factor: 1 says a (and ipiv) are a factorization this
      * library wrote and the caller kept unchanged (fusemath.linalg.Solver's): a is not checked for
-     * finiteness (check_finite then reads b alone), and a GPU backend neither validates the pivots nor
-     * synchronises for them. Other data under 1 gives undefined results. 0 (default): both checked. */
+     * finiteness (check_finite then reads b alone), and a GPU backend does not synchronise to refuse a bad
+     * pivot (it still replaces one outside 1..n on the device, so nothing faults). Other data under 1
+     * gives undefined results. 0 (default): both checked. */
     int32_t trusted_factor;
     int32_t reserved[3];   /* zero */
 } fm_solve_options;
