@@ -18,6 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static const fm_device cpu = {FM_DEVICE_CPU, 0};
 
@@ -440,6 +444,39 @@ static void test_pool(void)
     fm_context_destroy(ctx);
 }
 
+/* A forked child has the context's pool but none of its threads: it copies on its own thread, and
+ * destroying the context there returns (joining the parent's threads waited forever) */
+static void test_fork(void)
+{
+    fm_context *ctx = make_context(3);
+    CHECK(fm_copy_pool_threads(ctx ? fm_context_copy_pool(ctx) : NULL) == 3);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        unsigned char src[4096], dst[4096];
+        memset(src, 7, sizeof src), memset(dst, 0, sizeof dst);
+        fm_copy_pool *pool = fm_context_copy_pool(ctx);
+        fm_copy_job job;
+        fm_copy_job_init(&job);
+        fm_copy_submit(pool, &job, dst, src, sizeof src);
+        fm_copy_wait(pool, &job);
+        fm_context_destroy(ctx);
+        _exit(pool == NULL && memcmp(dst, src, sizeof src) == 0 ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    int status = -1;
+    pid_t got = 0;
+    for (int i = 0; pid > 0 && i < 300 && (got = waitpid(pid, &status, WNOHANG)) == 0; i++)
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+    if (pid > 0 && got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK_MSG(got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the forked child %s (status %d)", got == 0 ? "hung for 30 s" : "failed", status);
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     fm_pipeline_test_device(&stand_in_gpu);
@@ -450,6 +487,7 @@ int main(void)
     RUN_TEST(test_rng_threads);
     RUN_TEST(test_failures);
     RUN_TEST(test_concurrent);
+    RUN_TEST(test_fork);
     fm_pipeline_test_device(NULL);
     TEST_MAIN_RETURN();
 }
