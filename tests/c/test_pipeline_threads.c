@@ -444,6 +444,60 @@ static void test_pool(void)
     fm_context_destroy(ctx);
 }
 
+/* Several submitters at once on one pool (pipelined calls on one GPU are serialised by its lock, so
+ * only calls on different GPUs share the queue: exercised here directly): each job waits for its own
+ * parts only, interleaved with the others' in the FIFO, and gets exactly its own bytes */
+typedef struct submitter {
+    fm_copy_pool *pool;
+    unsigned char *src, *dst;
+    size_t n;
+    int bad;
+} submitter;
+
+static void *submit_many(void *v)
+{
+    submitter *sb = v;
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < sb->n; i++)
+            sb->src[i] = (unsigned char)(i * 131 + (size_t)round * 7 + (size_t)(uintptr_t)sb % 251);
+        memset(sb->dst, 0, sb->n);
+        fm_copy_job job;
+        fm_copy_job_init(&job);
+        const size_t third = sb->n / 3; /* three copies of one job, cut into parts, queued among the others' */
+        fm_copy_submit(sb->pool, &job, sb->dst, sb->src, third);
+        fm_copy_submit(sb->pool, &job, sb->dst + third, sb->src + third, third);
+        fm_copy_submit(sb->pool, &job, sb->dst + 2 * third, sb->src + 2 * third, sb->n - 2 * third);
+        fm_copy_wait(sb->pool, &job);
+        sb->bad += memcmp(sb->dst, sb->src, sb->n) != 0 || job.pending != 0;
+    }
+    return NULL;
+}
+
+static void test_pool_submitters(void)
+{
+    enum { T = 4 };
+    fm_context *ctx = make_context(3);
+    fm_copy_pool *pool = ctx ? fm_context_copy_pool(ctx) : NULL;
+    CHECK(pool != NULL);
+    submitter sb[T];
+    pthread_t th[T];
+    int started[T] = {0};
+    for (int i = 0; i < T; i++) {
+        sb[i] = (submitter){pool, NULL, NULL, ((size_t)1 << 20) + 4099 * (size_t)i, 0};
+        sb[i].src = malloc(sb[i].n), sb[i].dst = malloc(sb[i].n);
+        CHECK(sb[i].src && sb[i].dst);
+        started[i] = pool && sb[i].src && sb[i].dst && pthread_create(&th[i], NULL, submit_many, &sb[i]) == 0;
+    }
+    for (int i = 0; i < T; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        CHECK_MSG(started[i] && sb[i].bad == 0, "submitter %d: %d wrong rounds", i, sb[i].bad);
+        free(sb[i].src), free(sb[i].dst);
+    }
+    CHECK(fm_copy_pool_busy(pool) == 0);
+    fm_context_destroy(ctx);
+}
+
 /* A forked child has the context's pool but none of its threads: it copies on its own thread, and
  * destroying the context there returns (joining the parent's threads waited forever) */
 static void test_fork(void)
@@ -482,6 +536,7 @@ int main(void)
     fm_pipeline_test_device(&stand_in_gpu);
     RUN_TEST(test_setting);
     RUN_TEST(test_pool);
+    RUN_TEST(test_pool_submitters);
     RUN_TEST(test_matmul_threads);
     RUN_TEST(test_fft_threads);
     RUN_TEST(test_rng_threads);
