@@ -261,7 +261,7 @@ static fm_status measure_concurrency(fm_context *ctx, const fm_operation *op, in
     if (s == FM_OK)
         s = fm_operation_build(ctx, op, pt.tp, opts.bytes, &q, &att);
     if (s == FM_OK && op->cpu_threads) {
-        const int32_t t = fm_split_cpu_threads(atomic_load(&ctx->num_threads), 1);
+        const int32_t t = fm_split_cpu_threads(atomic_load(&ctx->num_threads), ctx->settings.pipeline_threads, 1);
         memcpy(q.u.raw + op->cpu_threads, &t, sizeof t);
     }
     if (s == FM_OK)

@@ -5,12 +5,14 @@
  * on every thread while the GPU copies and computes. No CUDA call is made here: the threads only
  * memcpy; the pipeline's own thread waits on the GPU's events. Several calls (plans of any thread)
  * may share the queue: a job counts only its own parts. */
+#define _POSIX_C_SOURCE 200809L /* getpid under -std=c11 */
 #include "context.h"
 #include "copy_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct fm_copy_pool {
     pthread_mutex_t lock;
@@ -20,6 +22,7 @@ struct fm_copy_pool {
     int stop;
     int busy; /* parts queued or being copied */
     int nthreads;
+    pid_t pid; /* the process that started the threads: a forked child has none of them */
     pthread_t thread[FM_MAX_PIPELINE_THREADS];
 };
 
@@ -95,6 +98,7 @@ static fm_copy_pool *pool_start(int threads)
     pthread_mutex_init(&pl->lock, NULL);
     pthread_cond_init(&pl->work, NULL);
     pthread_cond_init(&pl->done, NULL);
+    pl->pid = getpid();
     if (threads > FM_MAX_PIPELINE_THREADS)
         threads = FM_MAX_PIPELINE_THREADS;
     while (pl->nthreads < threads && pthread_create(&pl->thread[pl->nthreads], NULL, worker, pl) == 0)
@@ -109,6 +113,8 @@ static fm_copy_pool *pool_start(int threads)
 fm_copy_pool *fm_context_copy_pool(fm_context *ctx)
 {
     fm_copy_pool *pl = atomic_load(&ctx->copy_pool);
+    if (pl && pl->pid != getpid())
+        return NULL; /* a forked child: the parent's threads are not here (its lock may be held): copy here */
     if (pl || atomic_load(&ctx->copy_pool_failed))
         return pl;
     pthread_mutex_lock(&ctx->lock);
@@ -187,6 +193,8 @@ void fm_copy_wait(fm_copy_pool *pool, fm_copy_job *job)
 void fm_context_copy_pool_free(fm_context *ctx)
 {
     fm_copy_pool *pl = atomic_exchange(&ctx->copy_pool, NULL);
+    if (pl && pl->pid != getpid())
+        return; /* a forked child: joining the parent's threads would wait forever; its copy is left */
     if (pl)
         pool_stop(pl);
 }

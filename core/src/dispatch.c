@@ -225,6 +225,8 @@ fm_status fm_dispatch_best(fm_context *ctx, const fm_operation *op, const fm_ten
         p->split_ms = (float)(t_split * 1e3);
         p->split_cpu_threads = cpu_threads;
         p->best |= BEST_SPLIT;
+    } else { /* why not (an old profile without the concurrent run, no gain...): describe() has no room */
+        fm_log_plan(ctx, "best: %s not split over cpu + cuda:%d: %s", op->name, gpu.id, why);
     }
     return FM_OK;
 }

@@ -547,9 +547,10 @@ static double work(const fm_tensor *const *ts, const void *opts_, fm_dtype *dtyp
     return 5.0 * (double)fm_tensor_numel(cplx) * log2(n > 2 ? n : 2);
 }
 
-static double problem_work(const fm_problem *p, fm_dtype *dtype)
+static double problem_work(const fm_problem *p, fm_dtype *dtype, int *variant)
 {
     const fm_fft_params *f = &p->u.fft;
+    *variant = f->naxes == 1; /* curve() below: a batch of 1-D transforms reads curve 1 */
     const fm_tensor *cplx = &p->t[f->kind == FM_FFT_C2R ? FM_FFT_IN : FM_FFT_OUT];
     double n = 1;
     for (int i = 0; i < f->naxes && i < 3; i++)

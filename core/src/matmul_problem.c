@@ -579,8 +579,9 @@ static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype
     return 2 * m * n * k * batch * (fm_dtype_is_complex(a->dtype) ? 4 : 1);
 }
 
-static double problem_work(const fm_problem *p, fm_dtype *dtype)
+static double problem_work(const fm_problem *p, fm_dtype *dtype, int *variant)
 {
+    *variant = 0;
     fm_matmul_geom g;
     fm_matmul_geom_from_problem(p, &g);
     *dtype = p->t[FM_MATMUL_A].dtype;

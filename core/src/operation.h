@@ -74,8 +74,9 @@ typedef struct fm_operation {
      * of p (tests call it directly); without the hook host operands are staged whole. */
     int64_t (*chunk)(const fm_problem *p, int64_t lo, int64_t hi, fm_problem *sub, fm_chunk *c, const char **why);
     /* Optional (the pipeline's auto rule, core/src/pipeline.c): the work of built problem p in the unit
-     * of `work` above, its curves' dtype in *dtype; < 0 unknown (the rule then assumes no compute). */
-    double (*problem_work)(const fm_problem *p, fm_dtype *dtype);
+     * of `work` above, its curves' dtype in *dtype and the rate curve (`curve` above: the same answer
+     * for the same problem) in *variant; < 0 unknown (the rule then assumes no compute). */
+    double (*problem_work)(const fm_problem *p, fm_dtype *dtype, int *variant);
     /* Optional (split execution, core/src/split.c): byte offset into fm_problem.u of the int32 resolved
      * cpu thread count, which the split's cpu part lowers (0: none; the part keeps the problem's). */
     uint16_t cpu_threads;

@@ -573,8 +573,9 @@ static fm_status auto_rule(fm_context *ctx, const fm_problem *p, const fm_pipeli
     const fm_operation *op = fm_operation_for(p->op);
     const fm_profile *pf = fm_context_profile(ctx);
     fm_dtype dt = FM_DTYPE_INVALID;
-    const double work = op->problem_work ? op->problem_work(p, &dt) : -1;
-    const double compute = work >= 0 ? fm_profile_predict(pf, 1, p->op, dt, 1, work) : 0;
+    int variant = 0; /* the curve best and the split read for this problem (a batch of 1-D FFTs: fft.1) */
+    const double work = op->problem_work ? op->problem_work(p, &dt, &variant) : -1;
+    const double compute = work >= 0 ? fm_profile_predict(pf, 1, FM_PROFILE_CURVE(p->op, variant), dt, 1, work) : 0;
     const int threads = ctx->settings.pipeline_threads;
     *t_pipe = fm_pipeline_predict(pf, g, compute, threads, t_staged);
     if (ctx->settings.pipeline != FM_PIPELINE_AUTO || *t_pipe < *t_staged)

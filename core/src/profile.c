@@ -223,7 +223,7 @@ static int parse_curve(const char *line, fm_rate_curve *c)
     if (dot) {
         char *end = NULL;
         const long v = strtol(dot + 1, &end, 10);
-        if (end == dot + 1 || *end || v < 1 || v > 15)
+        if (!isdigit((unsigned char)dot[1]) || end == dot + 1 || *end || v < 1 || v > 15)
             return -1;
         variant = (int)v;
         *dot = '\0';
@@ -249,6 +249,9 @@ static int parse_curve(const char *line, fm_rate_curve *c)
     return *(s + strspn(s, " \t\r\n")) ? -1 : 0;
 }
 
+/* Nothing but blanks from s on: a line's numbers are all it holds ("touch 5e9 7" is malformed). */
+static int blank_from(const char *s) { return s[strspn(s, " \t\r")] == '\0'; }
+
 static fm_status parse_line(const char *line, fm_profile *pf)
 {
     if (strncmp(line, "fingerprint ", 12) == 0 || strncmp(line, "source ", 7) == 0) {
@@ -261,24 +264,28 @@ static fm_status parse_line(const char *line, fm_profile *pf)
         dst[strcspn(dst, "\r\n")] = '\0';
         return FM_OK;
     }
-    if (sscanf(line, "threads %d", &pf->threads) == 1)
-        return pf->threads >= 1 && pf->threads <= FM_MAX_THREADS ? FM_OK : FM_ERR_INVALID_ARGUMENT;
+    int used = 0;
+    if (sscanf(line, "threads %d%n", &pf->threads, &used) == 1)
+        return pf->threads >= 1 && pf->threads <= FM_MAX_THREADS && blank_from(line + used) ? FM_OK
+                                                                                            : FM_ERR_INVALID_ARGUMENT;
     char dir[8];
     double lat, rate;
-    if (sscanf(line, "copy %7s %lf %lf", dir, &lat, &rate) == 3) {
+    if (sscanf(line, "copy %7s %lf %lf%n", dir, &lat, &rate, &used) == 3) {
         const int d = strcmp(dir, "d2h") == 0 ? 1 : strcmp(dir, "h2d") == 0 ? 0 : -1;
-        if (d < 0 || !(lat >= 0 && lat < 1) || !(rate > 0 && rate < 1e15))
+        if (d < 0 || !(lat >= 0 && lat < 1) || !(rate > 0 && rate < 1e15) || !blank_from(line + used))
             return FM_ERR_INVALID_ARGUMENT;
         pf->copy_latency[d] = lat, pf->copy_rate[d] = rate;
         return FM_OK;
     }
-    if (sscanf(line, "touch %lf", &rate) == 1)
-        return rate > 0 && rate < 1e15 ? (pf->touch_rate = rate, FM_OK) : FM_ERR_INVALID_ARGUMENT;
+    if (sscanf(line, "touch %lf%n", &rate, &used) == 1)
+        return rate > 0 && rate < 1e15 && blank_from(line + used) ? (pf->touch_rate = rate, FM_OK)
+                                                                  : FM_ERR_INVALID_ARGUMENT;
     char op[16];
     double cpu_side, copy_side;
-    if (sscanf(line, "concurrency %15s %lf %lf", op, &cpu_side, &copy_side) == 3) {
+    if (sscanf(line, "concurrency %15s %lf %lf%n", op, &cpu_side, &copy_side, &used) == 3) {
         const int o = lookup_name(op, FM_OP_COUNT_, op_name_i);
-        if (o < 0 || !(cpu_side > 0 && cpu_side <= 1) || !(copy_side > 0 && copy_side <= 1))
+        if (o < 0 || !(cpu_side > 0 && cpu_side <= 1) || !(copy_side > 0 && copy_side <= 1) ||
+            !blank_from(line + used))
             return FM_ERR_INVALID_ARGUMENT;
         pf->concurrency[o][0] = cpu_side, pf->concurrency[o][1] = copy_side;
         return FM_OK;

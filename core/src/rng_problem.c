@@ -344,8 +344,9 @@ static double work(const fm_tensor *const *ts, const void *opts, fm_dtype *dtype
     return (double)fm_tensor_numel(ts[FM_RNG_OUT]);
 }
 
-static double problem_work(const fm_problem *p, fm_dtype *dtype)
+static double problem_work(const fm_problem *p, fm_dtype *dtype, int *variant)
 {
+    *variant = 0;
     *dtype = p->t[FM_RNG_OUT].dtype;
     return (double)fm_tensor_numel(&p->t[FM_RNG_OUT]);
 }

@@ -55,13 +55,15 @@ int64_t fm_split_choose(int64_t extent, double t_single, const fm_split_model *m
     return *t * FM_SPLIT_MIN_GAIN <= t_single ? k : 0;
 }
 
-int fm_split_cpu_threads(int threads, int gpu_pipelined)
+int fm_split_cpu_threads(int threads, int copy_threads, int gpu_pipelined)
 {
-    /* the pipeline's host copies run on the context's staging threads (copy_pool.c: min(8, cores / 2)
-     * unless FUSEMATH_PIPELINE_THREADS says otherwise; reserved here as min(threads, 8)) the whole
-     * time the GPU part runs: reserve them all, so the two parts never oversubscribe the cores and
-     * the model's cpu time is the one the part runs at; a staged part's copy is one thread */
-    const int reserve = gpu_pipelined ? (threads < 8 ? threads : 8) : 1;
+    /* the pipeline's host copies run on the context's staging threads (copy_pool.c: copy_threads,
+     * FUSEMATH_PIPELINE_THREADS, unset min(8, cores / 2)) the whole time the GPU part runs: reserve
+     * them all, so the two parts never oversubscribe the cores and the model's cpu time is the one the
+     * part runs at; a staged part's copy is one thread. (A fixed 8 left an 8-core host's cpu part one
+     * thread beside 4 staging threads.) */
+    const int copies = copy_threads < 1 ? 1 : copy_threads;
+    const int reserve = gpu_pipelined ? (threads < copies ? threads : copies) : 1;
     return threads - reserve >= 1 ? threads - reserve : 1;
 }
 
@@ -145,7 +147,7 @@ int64_t fm_split_decide(const fm_split_query *s, double t_single, double *t_spli
     const double *speed = s->pf->concurrency[s->op->op];
     if (!(speed[0] > 0 && speed[1] > 0))
         return *why = "the profile has no concurrent run of this operation (fusemath.calibrate() measures one)", 0;
-    split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->gpu_pipelined), speed[0], speed[1],
+    split_eval e = {s, extent, fm_split_cpu_threads(s->threads, s->pipeline_threads, s->gpu_pipelined), speed[0], speed[1],
                     fm_dispatch_touch_time(s->pf, s->q)};
     const fm_split_model m = {cpu_part, gpu_part, (void *)&e};
     fm_problem qc, qg;
@@ -165,7 +167,7 @@ int64_t fm_split_decide(const fm_split_query *s, double t_single, double *t_spli
             (void)fm_dispatch_gpu_time(s->pf, s->pipeline_mode, s->pipeline_threads, &qg, s->gpu,
                                        fm_profile_predict(s->pf, s->threads, curve_of(s), s->dtype, 1, w), &pipelines);
         }
-        const int threads = fm_split_cpu_threads(s->threads, pipelines);
+        const int threads = fm_split_cpu_threads(s->threads, s->pipeline_threads, pipelines);
         if (threads == e.cpu_threads) {
             *cpu_threads = threads;
             return k;

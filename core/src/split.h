@@ -51,8 +51,8 @@ typedef struct fm_split_query {
 } fm_split_query;
 
 /* The cpu part's threads for a call of `threads` (the rest are left to the GPU part's host copies:
- * half of the pipeline's up to 8 copy threads when it is pipelined, one for the driver's staged copy). */
-int fm_split_cpu_threads(int threads, int gpu_pipelined);
+ * the context's copy_threads staging threads when it is pipelined, one for the driver's staged copy). */
+int fm_split_cpu_threads(int threads, int copy_threads, int gpu_pipelined);
 
 /* The split of q: k (0: none, *why says why) and its predicted seconds, the cpu part's threads. Checks
  * that q cuts there (both parts' sub-problems) and that the parts' outputs are disjoint in memory. */

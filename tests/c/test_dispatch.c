@@ -95,6 +95,40 @@ static void test_bad_input(void)
     fm_context_destroy(ctx);
 }
 
+static uint64_t fnv(const char *s, size_t n);
+
+/* text (a valid profile) with `line` added before its checksum, the checksum made right again */
+static fm_status parse_with(const char *text, const char *line, fm_profile *out)
+{
+    static char body[16384], whole[16500];
+    const char *sum = strstr(text, "\nchecksum ");
+    snprintf(body, sizeof body, "%.*s\n%s\n", (int)(sum - text), text, line);
+    snprintf(whole, sizeof whole, "%schecksum %016" PRIx64 "\n", body, fnv(body, strlen(body)));
+    const fm_status s = fm_profile_parse(whole, "test", out);
+    fm_clear_error();
+    return s;
+}
+
+/* The new lines' ranges and forms: out of range or trailing words are malformed, not half read */
+static void check_malformed_lines(const char *text)
+{
+    static fm_profile back;
+    if (!text)
+        return;
+    static const char *good[] = {"touch 5e9", "concurrency rng 1 0.02", "curve fft.2 c64 cuda 1 10 1e-3"};
+    static const char *bad[] = {"touch 0", "touch -1", "touch nan", "touch inf", "touch 5e9 7", "touch",
+                                "concurrency matmul 0 0.5", "concurrency matmul 0.5 1.5", "concurrency matmul nan 1",
+                                "concurrency matmul 0.5 0.5 9", "concurrency fft.1 0.5 0.5", "concurrency nothing 1 1",
+                                "concurrency matmul 0.5", "curve fft.0 c64 cpu 1 10 1", "curve fft.16 c64 cpu 1 10 1",
+                                "curve fft. c64 cpu 1 10 1", "curve fft.x c64 cpu 1 10 1", "curve fft.+1 c64 cpu 1 10 1",
+                                "curve fft.1 c64 cpu 1 10 -1", "curve fft.1 c64 cpu 2 10 1 5 1",
+                                "threads 4 junk", "copy h2d 1e-5 1e10 junk"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK_MSG(parse_with(text, good[i], &back) == FM_OK, "'%s' refused", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(parse_with(text, bad[i], &back) == FM_ERR_INVALID_ARGUMENT, "'%s' accepted", bad[i]);
+}
+
 /* The prediction is log-log between measured points, the last point's rate above, the first
  * point's time below; cpu times scale with the threads measured / used. */
 static void test_prediction(void)
@@ -157,6 +191,7 @@ static void test_prediction(void)
                   back.curves[1].op == FM_PROFILE_CURVE(FM_OP_FFT, 1) && strstr(text, "curve fft.1 c64 cpu 1 ") &&
                   back.concurrency[FM_OP_MATMUL][0] == 0,
               "%s", text ? text : "");
+    check_malformed_lines(text);
     free(text);
     pf.ncurves = 1;
 }

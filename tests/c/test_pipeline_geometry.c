@@ -406,9 +406,11 @@ static double predict(const fm_profile *pf, const fm_problem *p, int threads, do
     on_gpu(&q);
     CHECK_OK(fm_pipeline_geometry(&q, FM_PIPELINE_AUTO, &g, why, sizeof why));
     fm_dtype dt = FM_DTYPE_INVALID;
-    const double work = fm_operation_for(q.op)->problem_work(&q, &dt);
-    CHECK(work > 0);
-    return fm_pipeline_predict(pf, &g, fm_profile_predict(pf, 1, q.op, dt, 1, work), threads, staged);
+    int variant = -1;
+    const double work = fm_operation_for(q.op)->problem_work(&q, &dt, &variant);
+    CHECK(work > 0 && variant == (q.op == FM_OP_FFT && q.u.fft.naxes == 1));
+    return fm_pipeline_predict(pf, &g, fm_profile_predict(pf, 1, FM_PROFILE_CURVE(q.op, variant), dt, 1, work),
+                               threads, staged);
 }
 
 static void test_model(void)

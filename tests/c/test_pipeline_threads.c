@@ -18,6 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static const fm_device cpu = {FM_DEVICE_CPU, 0};
 
@@ -440,16 +444,105 @@ static void test_pool(void)
     fm_context_destroy(ctx);
 }
 
+/* Several submitters at once on one pool (pipelined calls on one GPU are serialised by its lock, so
+ * only calls on different GPUs share the queue: exercised here directly): each job waits for its own
+ * parts only, interleaved with the others' in the FIFO, and gets exactly its own bytes */
+typedef struct submitter {
+    fm_copy_pool *pool;
+    unsigned char *src, *dst;
+    size_t n;
+    int bad;
+} submitter;
+
+static void *submit_many(void *v)
+{
+    submitter *sb = v;
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < sb->n; i++)
+            sb->src[i] = (unsigned char)(i * 131 + (size_t)round * 7 + (size_t)(uintptr_t)sb % 251);
+        memset(sb->dst, 0, sb->n);
+        fm_copy_job job;
+        fm_copy_job_init(&job);
+        const size_t third = sb->n / 3; /* three copies of one job, cut into parts, queued among the others' */
+        fm_copy_submit(sb->pool, &job, sb->dst, sb->src, third);
+        fm_copy_submit(sb->pool, &job, sb->dst + third, sb->src + third, third);
+        fm_copy_submit(sb->pool, &job, sb->dst + 2 * third, sb->src + 2 * third, sb->n - 2 * third);
+        fm_copy_wait(sb->pool, &job);
+        sb->bad += memcmp(sb->dst, sb->src, sb->n) != 0 || job.pending != 0;
+    }
+    return NULL;
+}
+
+static void test_pool_submitters(void)
+{
+    enum { T = 4 };
+    fm_context *ctx = make_context(3);
+    fm_copy_pool *pool = ctx ? fm_context_copy_pool(ctx) : NULL;
+    CHECK(pool != NULL);
+    submitter sb[T];
+    pthread_t th[T];
+    int started[T] = {0};
+    for (int i = 0; i < T; i++) {
+        sb[i] = (submitter){pool, NULL, NULL, ((size_t)1 << 20) + 4099 * (size_t)i, 0};
+        sb[i].src = malloc(sb[i].n), sb[i].dst = malloc(sb[i].n);
+        CHECK(sb[i].src && sb[i].dst);
+        started[i] = pool && sb[i].src && sb[i].dst && pthread_create(&th[i], NULL, submit_many, &sb[i]) == 0;
+    }
+    for (int i = 0; i < T; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        CHECK_MSG(started[i] && sb[i].bad == 0, "submitter %d: %d wrong rounds", i, sb[i].bad);
+        free(sb[i].src), free(sb[i].dst);
+    }
+    CHECK(fm_copy_pool_busy(pool) == 0);
+    fm_context_destroy(ctx);
+}
+
+/* A forked child has the context's pool but none of its threads: it copies on its own thread, and
+ * destroying the context there returns (joining the parent's threads waited forever) */
+static void test_fork(void)
+{
+    fm_context *ctx = make_context(3);
+    CHECK(fm_copy_pool_threads(ctx ? fm_context_copy_pool(ctx) : NULL) == 3);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        unsigned char src[4096], dst[4096];
+        memset(src, 7, sizeof src), memset(dst, 0, sizeof dst);
+        fm_copy_pool *pool = fm_context_copy_pool(ctx);
+        fm_copy_job job;
+        fm_copy_job_init(&job);
+        fm_copy_submit(pool, &job, dst, src, sizeof src);
+        fm_copy_wait(pool, &job);
+        fm_context_destroy(ctx);
+        _exit(pool == NULL && memcmp(dst, src, sizeof src) == 0 ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    int status = -1;
+    pid_t got = 0;
+    for (int i = 0; pid > 0 && i < 300 && (got = waitpid(pid, &status, WNOHANG)) == 0; i++)
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+    if (pid > 0 && got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK_MSG(got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the forked child %s (status %d)", got == 0 ? "hung for 30 s" : "failed", status);
+    fm_context_destroy(ctx);
+}
+
 int main(void)
 {
     fm_pipeline_test_device(&stand_in_gpu);
     RUN_TEST(test_setting);
     RUN_TEST(test_pool);
+    RUN_TEST(test_pool_submitters);
     RUN_TEST(test_matmul_threads);
     RUN_TEST(test_fft_threads);
     RUN_TEST(test_rng_threads);
     RUN_TEST(test_failures);
     RUN_TEST(test_concurrent);
+    RUN_TEST(test_fork);
     fm_pipeline_test_device(NULL);
     TEST_MAIN_RETURN();
 }

@@ -88,8 +88,11 @@ static void test_choose(void)
                                                                  k < l.extent,
                   "case %zu: k %lld, split %g, single %g", i, (long long)k, tb, single);
     }
-    CHECK(fm_split_cpu_threads(16, 1) == 8 && fm_split_cpu_threads(4, 1) == 1 && fm_split_cpu_threads(16, 0) == 15 && fm_split_cpu_threads(2, 1) == 1 &&
-          fm_split_cpu_threads(1, 0) == 1);
+    CHECK(fm_split_cpu_threads(16, 8, 1) == 8 && fm_split_cpu_threads(4, 8, 1) == 1 &&
+          fm_split_cpu_threads(16, 8, 0) == 15 && fm_split_cpu_threads(2, 8, 1) == 1 && fm_split_cpu_threads(1, 8, 0) == 1);
+    /* the reserve is the context's staging threads, not a fixed 8 */
+    CHECK(fm_split_cpu_threads(8, 4, 1) == 4 && fm_split_cpu_threads(16, 2, 1) == 14 &&
+          fm_split_cpu_threads(16, 12, 1) == 4 && fm_split_cpu_threads(8, 4, 0) == 7);
 }
 
 /* A profile whose curves are linear (one point at work 1): cpu matmul f32 rc flop/s at 4 threads, GPU rg,
