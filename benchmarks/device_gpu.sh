@@ -73,7 +73,8 @@ if want wheels; then
     say "[wheels] skipped: no .whl/nvmath_python-*.whl (name .whl in the device call's carry)"
   fi
 fi
-want build && run_step build "${T_BUILD:-420}" "$OUT/build.log" 3 bash -c "make build FUSEMATH_WITH_CUDA=ON JOBS=$(nproc) &&
+# (the Python package with the distributed layer's GPU ranks: off by default, scripts/setup.sh)
+want build && run_step build "${T_BUILD:-420}" "$OUT/build.log" 3 bash -c "FUSEMATH_WITH_DIST_GPU=ON make build FUSEMATH_WITH_CUDA=ON JOBS=$(nproc) &&
   cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON >/dev/null && cmake --build build --parallel $(nproc) &&
   ls build/benchmarks/cublaslt_bare build/benchmarks/cufft_bare"
 # shellcheck disable=SC2086  # the *_ARGS are lists of words

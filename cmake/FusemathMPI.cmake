@@ -15,6 +15,11 @@ set(FUSEMATH_WITH_FFTW_MPI AUTO CACHE STRING "FFTW-MPI (CPU ranks' FFTs) in libf
 set_property(CACHE FUSEMATH_WITH_FFTW_MPI PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_WITH_SCALAPACK AUTO CACHE STRING "ScaLAPACK in libfusemath_mpi: AUTO (if found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_SCALAPACK PROPERTY STRINGS AUTO ON OFF)
+# GPU ranks link cudart, NVRTC and NCCL into libfusemath_mpi, which a machine without CUDA then cannot
+# load: the Python package builds them only when asked (scripts/setup.sh: FUSEMATH_WITH_DIST_GPU=ON), so
+# that fusemath.distributed imports on CPU-only machines; `make` builds them where CUDA is found (AUTO).
+set(FUSEMATH_WITH_DIST_GPU AUTO CACHE STRING "GPU ranks in libfusemath_mpi: AUTO (with the CUDA toolkit), ON, OFF")
+set_property(CACHE FUSEMATH_WITH_DIST_GPU PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_WITH_NCCL AUTO CACHE STRING "NCCL exchanges for GPU ranks in libfusemath_mpi: AUTO (if found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_HAVE_MPI OFF)
@@ -108,7 +113,12 @@ endif()
 
 # GPU ranks: the CUDA runtime and NVRTC (the pack / unpack kernels, compiled at planning), NCCL where
 # found. Library files, not the CUDA:: targets (which drag in the driver stub: FusemathCUDA.cmake).
-if(FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND FUSEMATH_CUDA_nvrtc_LIBRARY)
+if(FUSEMATH_WITH_DIST_GPU STREQUAL "ON" AND NOT (FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND
+                                                  FUSEMATH_CUDA_nvrtc_LIBRARY))
+  message(FATAL_ERROR "fusemath: FUSEMATH_WITH_DIST_GPU=ON but the CUDA toolkit (cudart, NVRTC) was not found")
+endif()
+if(NOT FUSEMATH_WITH_DIST_GPU STREQUAL "OFF" AND FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND
+   FUSEMATH_CUDA_nvrtc_LIBRARY)
   set(FUSEMATH_HAVE_DIST_GPU ON)
   target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=1)
   target_include_directories(fusemath_mpi SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

@@ -448,8 +448,9 @@ fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom 
 {
     (void)comm, (void)g, (void)o, (void)in_dtype, (void)pro, (void)epi, (void)text, (void)cap;
     *out = NULL;
-    return fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: libfusemath_mpi was built without the CUDA toolkit "
-                   "(rebuild where /usr/local/cuda is found)", where);
+    return fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: libfusemath_mpi was built without them (the CUDA "
+                   "toolkit was not found, or FUSEMATH_WITH_DIST_GPU=OFF: the Python package builds them only "
+                   "with FUSEMATH_WITH_DIST_GPU=ON, scripts/setup.sh)", where);
 }
 
 fm_status fm_dist_gpu_execute(fm_dist_gpu *x, const void *in, void *out, void *stream)
