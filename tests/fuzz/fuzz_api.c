@@ -187,7 +187,7 @@ static void fill_matmul_options(bytes *b, fm_matmul_options *o)
     if (mask & 32)
         o->gpu_algo = i32(b) % 70, o->gpu_passes = (int32_t)(u8(b) % 4) - 1;
     if (mask & 64)
-        o->reserved[u8(b) % 3] = i32(b);
+        o->reserved[u8(b) % (sizeof o->reserved / sizeof o->reserved[0])] = i32(b);
     if (mask & 128) {
         static const double vals[] = {0.0, 1.0, -2.5, 1e308, 0.0 / 0.0, 1.0 / 0.0};
         o->alpha[u8(b) % 2] = vals[u8(b) % 6];
@@ -217,7 +217,7 @@ static void fill_fft_options(bytes *b, fm_fft_options *o)
     if (mask & 32)
         o->effort = (u8(b) & 1) ? -1 : 9; /* invalid values; never measure (see the top) */
     if (mask & 64)
-        o->reserved[u8(b) % 5] = i32(b);
+        o->reserved[u8(b) % (sizeof o->reserved / sizeof o->reserved[0])] = i32(b);
     if (mask & 128) {
         static const double vals[] = {0.0, 1.0, -2.5, 0.0 / 0.0, 1.0 / 0.0};
         fm_fft_chain *ch = (u8(b) & 1) ? &o->epilog : &o->prolog;
@@ -251,7 +251,7 @@ static void fill_rng_options(bytes *b, fm_rng_options *o)
         o->out_dtype = (int32_t)(u8(b) % (FM_DTYPE_COUNT_ + 2)) - 1;
     }
     if (mask & 32)
-        o->reserved[u8(b) % 5] = i32(b);
+        o->reserved[u8(b) % (sizeof o->reserved / sizeof o->reserved[0])] = i32(b);
     if (mask & 64) { /* integers' range (the edges of int64 too) and poisson's lam */
         static const int64_t ints[] = {0, 1, -1, INT64_MIN, INT64_MAX, 255, (int64_t)1 << 32};
         o->int_low = ints[u8(b) % 7], o->int_high = ints[u8(b) % 7];
@@ -316,7 +316,7 @@ static void fill_solve_options(bytes *b, fm_solve_options *o)
     if (mask & 8)
         o->num_threads = i32(b) % 8;
     if (mask & 16)
-        o->reserved[u8(b) % 4] = i32(b);
+        o->reserved[u8(b) % (sizeof o->reserved / sizeof o->reserved[0])] = i32(b);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
