@@ -525,18 +525,23 @@ def launch(np_, args, env, extra) -> dict:
     cmd = mpirun_cmd(np_) + [sys.executable, os.path.abspath(__file__), "--worker", "--json", path,
                              "--effort", args.effort, "--rounds", str(args.rounds), "--budget", str(args.budget),
                              "--cases", args.cases, "--size", "quick" if args.quick else args.size] + extra
+    return run_worker(cmd, env, path, np_, args.timeout)
+
+
+def run_worker(cmd, env, path, np_, timeout) -> dict:
+    """run one mpirun command whose rank 0 writes JSON to path; that JSON (or the error it died of)"""
     print(" ".join(cmd), flush=True)
+    p = None
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         with open(path) as f:
-            run = json.load(f)
+            return json.load(f)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        tail = (p.stderr or p.stdout)[-1500:] if "p" in locals() else ""
-        run = {"np": np_, "errors": [f"worker failed: {err(exc)} {tail}"]}
+        tail = (p.stderr or p.stdout)[-1500:] if p is not None else ""
+        return {"np": np_, "errors": [f"worker failed: {err(exc)} {tail}"]}
     finally:
         if os.path.exists(path):
             os.unlink(path)
-    return run
 
 
 def driver(args) -> int:
@@ -606,17 +611,7 @@ def gpu_driver(args) -> int:
         cmd = base + ompi + [sys.executable,
                                  os.path.join(HERE, "dist_gpu_worker.py"), "--json", path, "--shapes", args.gpu_shapes,
                                  "--rounds", str(args.rounds), "--budget", str(args.budget)]
-        print(" ".join(cmd), flush=True)
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-            with open(path) as f:
-                run = json.load(f)
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            tail = (p.stderr or p.stdout)[-1500:] if "p" in locals() else ""
-            run = {"np": np_, "errors": [f"worker failed: {err(exc)} {tail}"]}
-        finally:
-            if os.path.exists(path):
-                os.unlink(path)
+        run = run_worker(cmd, env, path, np_, args.timeout)
         out["runs"].append(run)
         for row in run.get("rows", []):
             m = row["median_s"]
