@@ -776,8 +776,8 @@ static fm_status cs_plan(fm_context *ctx, void *state, const fm_problem *p, fm_p
         out->required_align[i] = fm_dtype_size(p->t[i].dtype ? p->t[i].dtype : FM_U8);
     char refined[96] = "";
     if (x->lowest)
-        snprintf(refined, sizeof refined, "; refined from %s (%s%s refinement)", fm_cs_refine_name(x),
-                 sp->refine == FM_SOLVE_REFINE_AUTO ? "auto, " : "", fm_cs_refine_solver_name(x));
+        snprintf(refined, sizeof refined, "; refined from %s (%s refinement)", fm_cs_refine_name(x),
+                 fm_cs_refine_solver_name(x)); /* (auto never refines: cusolver_refine.c) */
     const int no_sync = sp->check && sp->trusted_factor && sp->routine == FM_SOLVE_GETRS && !sp->check_finite;
     fm_plan_set_describe(out, "solve cuda/cusolver %s %s %lldx%lld nrhs=%lld batch=%lld device=%d (%s%s, "
                          "workspace %zu bytes%s%s)", fm_solve_routine_name(sp->routine), fm_dtype_name(dt),
