@@ -2,8 +2,9 @@
  * Distributed, GPU ranks; FUSEMATH_DIST_EXCHANGE = auto | nccl | mpi | staged, read once):
  *  - nccl   : ncclSend / ncclRecv per peer in one group, on the caller's stream; the communicator is
  *             made at planning from an ncclUniqueId broadcast over the plan's MPI communicator. NCCL
- *             refuses two ranks on one GPU, so ranks sharing a device (their UUIDs, allgathered) fall
- *             back to staged, and describe() says so;
+ *             refuses two ranks on one GPU: nccl asked for where ranks share a device (their UUIDs,
+ *             allgathered, so every rank sees the same pair) fails the plan on every rank, naming the
+ *             ranks and the MPI paths; auto takes the MPI path there and describe() says why;
  *  - mpi    : MPI_Alltoallv on the device pointers, where the MPI library is CUDA-aware (Open MPI's
  *             MPIX_Query_cuda_support() from mpi-ext.h; an MPI without it is taken as not CUDA-aware);
  *  - staged : the peers' blocks copied to pinned host buffers on the stream (cudaMemcpyAsync), the
@@ -62,8 +63,9 @@ static int mpi_cuda_aware(void)
 #endif
 }
 
-/* Collective: do two ranks of comm run on one GPU (the same UUID)? -1 on a CUDA error. */
-static int shared_gpu(MPI_Comm comm, int size, int device_id)
+/* Collective: do two ranks of comm run on one GPU (the same UUID)? -1 on a CUDA error; pair gets the
+ * first two such ranks (alike on every rank: the UUIDs are allgathered). */
+static int shared_gpu(MPI_Comm comm, int size, int device_id, int pair[2])
 {
     struct cudaDeviceProp prop;
     unsigned char mine[16] = {0};
@@ -80,7 +82,8 @@ static int shared_gpu(MPI_Comm comm, int size, int device_id)
     MPI_Allgather(mine, 16, MPI_BYTE, all, 16, MPI_BYTE, comm);
     for (int i = 0; i < size && !shared; i++)
         for (int j = i + 1; j < size && !shared; j++)
-            shared = !memcmp(all + 16 * i, all + 16 * j, 16);
+            if ((shared = !memcmp(all + 16 * i, all + 16 * j, 16)))
+                pair[0] = i, pair[1] = j;
     free(all);
     return shared;
 }
@@ -120,17 +123,24 @@ static fm_status choose(const char *where, fm_dist_exchange *x, int device_id)
     if (lo != hi)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: the ranks disagree on FUSEMATH_DIST_EXCHANGE (set it alike "
                        "on every rank, e.g. mpirun -x FUSEMATH_DIST_EXCHANGE)", where);
-    int want = env_choice, shared = x->size > 1 ? shared_gpu(x->comm, x->size, device_id) : 0;
+    int want = env_choice, pair[2] = {0, 0};
+    int shared = x->size > 1 ? shared_gpu(x->comm, x->size, device_id, pair) : 0;
     if (shared < 0)
         return fm_fail(FM_ERR_BACKEND, "%s: cudaGetDeviceProperties failed on some rank", where);
     int aware = mpi_cuda_aware(), have_nccl = FM_DIST_HAVE_NCCL;
     MPI_Allreduce(MPI_IN_PLACE, &aware, 1, MPI_INT, MPI_MIN, x->comm); /* every rank alike */
-    const char *why = "";
+    /* nccl asked for and impossible: refused (alike on every rank), not swapped for a slower path */
     if (want == X_NCCL && !have_nccl)
-        x->kind = X_STAGED, why = " (nccl asked for: libfusemath_mpi was built without NCCL)";
-    else if (want == X_NCCL && shared)
-        x->kind = X_STAGED, why = " (nccl asked for: ranks share a GPU, which NCCL refuses)";
-    else if (want == X_MPI && !aware)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but libfusemath_mpi was built "
+                       "without NCCL; use FUSEMATH_DIST_EXCHANGE=mpi (the MPI library, staged through pinned "
+                       "host buffers where it is not CUDA-aware), staged, or auto", where);
+    if (want == X_NCCL && shared)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but ranks %d and %d share one "
+                       "GPU, which NCCL refuses (one GPU per rank); use FUSEMATH_DIST_EXCHANGE=mpi (the MPI "
+                       "library, staged through pinned host buffers where it is not CUDA-aware), staged, or "
+                       "auto", where, pair[0], pair[1]);
+    const char *why = "";
+    if (want == X_MPI && !aware)
         x->kind = X_STAGED, why = " (mpi asked for: the MPI library is not CUDA-aware)";
     else if (want >= 0)
         x->kind = want;

@@ -81,7 +81,7 @@ def transform_case(shape, kind, dtype, layout_out):
         f.plan(norm="ortho", prolog={"scale": 2.0}, epilog={"scale": scale})
         d = f.describe()
         check(CPU or (d.startswith("dist_fft cuda:") and "exchange=" in d), f"describe: {d}")
-        if NGPU < size and not CPU:  # ranks share a GPU: NCCL refuses that, so the staged exchange (whatever was asked)
+        if NGPU < size and not CPU:  # ranks share a GPU: auto / staged take an MPI path (nccl is refused there)
             check(size == 1 or "exchange=staged" in d or "exchange=mpi-cuda-aware" in d, f"shared GPU: {d}")
         y = f.execute()
         check(type(y) is type(x), f"execute returned {type(y).__name__}, not {type(x).__name__}")
@@ -191,7 +191,17 @@ def gpu_errors():
             prolog={"multiply": np.ones(xb.shape, np.float32)}))
 
 
-_WHAT = {"gpu": gpu, "gpu_errors": gpu_errors}
+def nccl_shared():
+    """FUSEMATH_DIST_EXCHANGE=nccl with ranks sharing a GPU: refused on every rank, naming the MPI paths."""
+    shape = (8, 6, 4)
+    x = to_gpu(block(global_array(shape, np.complex64), "c2c"))
+    raises("nccl on a shared GPU", fusemath.NotSupportedError, "share one GPU, which NCCL refuses",
+           lambda: fd.FFT(x, comm, global_shape=shape).plan())
+    raises("nccl on a shared GPU (the suggestion)", fusemath.NotSupportedError, "FUSEMATH_DIST_EXCHANGE=mpi",
+           lambda: fd.FFT(x, comm, global_shape=shape).plan())
+
+
+_WHAT = {"gpu": gpu, "gpu_errors": gpu_errors, "nccl_shared": nccl_shared}
 if CPU:  # CPU ranks need FFTW-MPI in libfusemath_mpi
     try:
         fd.FFT(np.zeros((size, 2), np.complex64)[:1], comm, global_shape=(size, 2)).plan().close()

@@ -76,6 +76,13 @@ def test_gpu_rank_errors_on_every_rank(exchange):
     mpirun(2, "gpu_errors", exchange)
 
 
+@on_gpu[0]
+@on_gpu[1]
+@pytest.mark.skipif(fusemath.cuda_device_count() >= 2, reason="needs ranks sharing a GPU (a one-GPU machine)")
+def test_nccl_refused_where_ranks_share_a_gpu():
+    mpirun(2, "nccl_shared", "nccl")
+
+
 @pytest.mark.parametrize("np_", [2, 3])
 def test_gpu_worker_cases_on_cpu_ranks(np_):
     """The worker's cases with NumPy blocks (CPU ranks): its references and blocks are right on any machine."""
