@@ -404,13 +404,17 @@ fm_status fm_dist_gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *s
                 "waiting for the previous execute's work");
     if ((st = fm_dist_agree(p->comm, st)) == FM_OK) {
         st = p->a_first ? execute_a_first(p, in, out, stream) : execute_b_first(p, in, out, stream);
-        if (p->done) { /* after the last collective: a failure here is this rank's alone (the stream is broken) */
+        if (p->done) {
             fm_status rs = cu(cudaEventRecord(p->done, (cudaStream_t)stream), "fm_dist_fft_execute",
                               "recording the execute's end");
             p->recorded = rs == FM_OK;
             if (st == FM_OK)
                 st = rs;
         }
+        /* what failed after the last exchange (the last copy to the GPU, an NCCL enqueue, the unpack, the
+         * last local transform, the record) fails every rank: no rank goes on alone into its next collective */
+        if (p->size > 1)
+            st = fm_dist_agree(p->comm, st);
     }
     leave_device(prev);
     return st;
