@@ -73,7 +73,7 @@ if want wheels; then
     say "[wheels] skipped: no .whl/nvmath_python-*.whl (name .whl in the device call's carry)"
   fi
 fi
-# (the Python package with the distributed layer's GPU ranks: off by default, scripts/setup.sh)
+# (FUSEMATH_WITH_DIST_GPU=ON: the distributed layer's GPU-rank module is required, not just looked for)
 want build && run_step build "${T_BUILD:-420}" "$OUT/build.log" 3 bash -c "FUSEMATH_WITH_DIST_GPU=ON make build FUSEMATH_WITH_CUDA=ON JOBS=$(nproc) &&
   cmake -S . -B build -DFUSEMATH_BUILD_BENCHMARKS=ON >/dev/null && cmake --build build --parallel $(nproc) &&
   ls build/benchmarks/cublaslt_bare build/benchmarks/cufft_bare"

@@ -1,5 +1,6 @@
 # FusemathInstall.cmake: `cmake --install` layout for a regular (non-wheel) build:
-#   lib/libfusemath.so*, lib/libfusemath_cuda.so (CUDA builds), include/fusemath/*.h,
+#   lib/libfusemath.so*, lib/libfusemath_cuda.so (CUDA builds), lib/libfusemath_mpi.so and
+#   lib/libfusemath_mpi_cuda.so (MPI builds), include/fusemath/*.h,
 #   lib/cmake/fusemath/ (find_package(fusemath) -> fusemath::fusemath),
 #   lib/pkgconfig/fusemath.pc
 include(CMakePackageConfigHelpers)
@@ -15,6 +16,9 @@ if(TARGET fusemath_cuda) # loaded at run time from libfusemath.so's directory, n
 endif()
 if(TARGET fusemath_mpi) # the distributed layer (fusemath_mpi.h), where MPI was found
   install(TARGETS fusemath_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}) # not exported: find_package(MPI) is the user's
+endif()
+if(TARGET fusemath_mpi_cuda) # its GPU ranks, loaded at run time from libfusemath_mpi.so's directory
+  install(TARGETS fusemath_mpi_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 # The whole public include dir, so later public headers are installed too.
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/fusemath"

@@ -4,8 +4,9 @@
 #  - FFTW-MPI (CPU ranks' FFTs): without it fm_dist_fft_plan on host data returns FM_ERR_UNAVAILABLE;
 #  - ScaLAPACK (with BLACS inside it, as Debian builds it): without it the fm_dist_grid / matmul /
 #    solve / cholesky functions are still built and return FM_ERR_UNAVAILABLE;
-#  - GPU ranks (the CUDA toolkit, FUSEMATH_HAVE_CUDA): cudart and NVRTC linked into libfusemath_mpi
-#    (never into libfusemath), NCCL (libnccl, nccl.h) where found: docs/design.md, Distributed, GPU ranks.
+#  - GPU ranks (the CUDA toolkit, FUSEMATH_HAVE_CUDA): their own module libfusemath_mpi_cuda.so, which
+#    links cudart, NVRTC and NCCL (libnccl, nccl.h, where found) and which libfusemath_mpi loads at the
+#    first GPU-rank plan: docs/design.md, Distributed, GPU ranks.
 # Sets FUSEMATH_HAVE_MPI, FUSEMATH_HAVE_FFTW_MPI, FUSEMATH_HAVE_SCALAPACK, FUSEMATH_HAVE_DIST_GPU,
 # FUSEMATH_HAVE_NCCL and, for the tests, FUSEMATH_MPIEXEC_FLAGS (Open MPI's --oversubscribe
 # --allow-run-as-root where mpiexec is Open MPI's).
@@ -15,12 +16,9 @@ set(FUSEMATH_WITH_FFTW_MPI AUTO CACHE STRING "FFTW-MPI (CPU ranks' FFTs) in libf
 set_property(CACHE FUSEMATH_WITH_FFTW_MPI PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_WITH_SCALAPACK AUTO CACHE STRING "ScaLAPACK in libfusemath_mpi: AUTO (if found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_SCALAPACK PROPERTY STRINGS AUTO ON OFF)
-# GPU ranks link cudart, NVRTC and NCCL into libfusemath_mpi, which a machine without CUDA then cannot
-# load: the Python package builds them only when asked (scripts/setup.sh: FUSEMATH_WITH_DIST_GPU=ON), so
-# that fusemath.distributed imports on CPU-only machines; `make` builds them where CUDA is found (AUTO).
-set(FUSEMATH_WITH_DIST_GPU AUTO CACHE STRING "GPU ranks in libfusemath_mpi: AUTO (with the CUDA toolkit), ON, OFF")
+set(FUSEMATH_WITH_DIST_GPU AUTO CACHE STRING "GPU ranks (libfusemath_mpi_cuda.so): AUTO (with the CUDA toolkit), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_DIST_GPU PROPERTY STRINGS AUTO ON OFF)
-set(FUSEMATH_WITH_NCCL AUTO CACHE STRING "NCCL exchanges for GPU ranks in libfusemath_mpi: AUTO (if found), ON, OFF")
+set(FUSEMATH_WITH_NCCL AUTO CACHE STRING "NCCL exchanges for GPU ranks: AUTO (if found), ON, OFF")
 set_property(CACHE FUSEMATH_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(FUSEMATH_HAVE_MPI OFF)
 set(FUSEMATH_HAVE_FFTW_MPI OFF)
@@ -55,6 +53,10 @@ if(NOT FUSEMATH_WITH_FFTW_MPI STREQUAL "OFF")
 endif()
 
 file(GLOB _fm_mpi_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/distributed/*.c")
+# the GPU ranks' own files: their module, libfusemath_mpi_cuda.so (below), not libfusemath_mpi
+set(_fm_dist_gpu_sources dist_fft_gpu.c dist_exchange.c dist_gpu_kernel.c)
+list(TRANSFORM _fm_dist_gpu_sources PREPEND "${PROJECT_SOURCE_DIR}/distributed/")
+list(REMOVE_ITEM _fm_mpi_sources ${_fm_dist_gpu_sources})
 add_library(fusemath_mpi SHARED ${_fm_mpi_sources})
 add_library(fusemath::fusemath_mpi ALIAS fusemath_mpi)
 set_target_properties(fusemath_mpi PROPERTIES C_VISIBILITY_PRESET hidden) # FM_API only
@@ -120,12 +122,27 @@ endif()
 if(NOT FUSEMATH_WITH_DIST_GPU STREQUAL "OFF" AND FUSEMATH_HAVE_CUDA AND FUSEMATH_CUDA_cudart_LIBRARY AND
    FUSEMATH_CUDA_nvrtc_LIBRARY)
   set(FUSEMATH_HAVE_DIST_GPU ON)
-  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=1)
-  target_include_directories(fusemath_mpi SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-  target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_CUDA_cudart_LIBRARY}" "${FUSEMATH_CUDA_nvrtc_LIBRARY}")
+  # a module of its own, loaded by libfusemath_mpi at the first GPU-rank plan (dist_gpu_load.c), so that
+  # libfusemath_mpi.so links no CUDA library and loads on machines without CUDA
+  add_library(fusemath_mpi_cuda MODULE ${_fm_dist_gpu_sources} "${PROJECT_SOURCE_DIR}/distributed/dist_xgeom.c"
+              "${PROJECT_SOURCE_DIR}/distributed/dist_agree.c")
+  set_target_properties(fusemath_mpi_cuda PROPERTIES C_VISIBILITY_PRESET hidden) # its entry only
+  target_include_directories(fusemath_mpi_cuda PRIVATE "${PROJECT_SOURCE_DIR}/core/include"
+                             "${PROJECT_SOURCE_DIR}/core/src")
+  target_include_directories(fusemath_mpi_cuda SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(fusemath_mpi_cuda PRIVATE FM_MPI_MODULE_BUILD=1 FM_DIST_HAVE_CUDA=1)
+  target_link_libraries(fusemath_mpi_cuda PRIVATE fusemath MPI::MPI_C "${FUSEMATH_CUDA_cudart_LIBRARY}"
+                        "${FUSEMATH_CUDA_nvrtc_LIBRARY}" Threads::Threads m)
+  if(NOT FUSEMATH_SANITIZE)
+    target_link_options(fusemath_mpi_cuda PRIVATE -Wl,--no-undefined)
+  endif()
+  fusemath_warnings(fusemath_mpi_cuda)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_GPU_MODULE=1)
+  target_link_libraries(fusemath_mpi PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(fusemath_mpi fusemath_mpi_cuda) # built with it: what loads it expects it beside it
   # the move kernel's body: the header the host test compiles, its text compiled by NVRTC at planning
   fusemath_embed_text("${PROJECT_SOURCE_DIR}/distributed/dist_move_body.h" fm_dist_move_body_src _fm_move_src)
-  target_sources(fusemath_mpi PRIVATE "${_fm_move_src}")
+  target_sources(fusemath_mpi_cuda PRIVATE "${_fm_move_src}")
   if(NOT FUSEMATH_WITH_NCCL STREQUAL "OFF")
     # the toolkit's, FUSEMATH_NCCL_ROOT / NCCL_ROOT / NCCL_HOME, or a PyPI nvidia-nccl wheel's (torch brings one)
     set(FUSEMATH_NCCL_ROOT "" CACHE PATH "where NCCL's include/ and lib/ are (optional)")
@@ -138,19 +155,19 @@ if(NOT FUSEMATH_WITH_DIST_GPU STREQUAL "OFF" AND FUSEMATH_HAVE_CUDA AND FUSEMATH
                  PATH_SUFFIXES lib lib64)
     if(FUSEMATH_NCCL_INCLUDE_DIR AND FUSEMATH_NCCL_LIBRARY)
       set(FUSEMATH_HAVE_NCCL ON)
-      target_include_directories(fusemath_mpi SYSTEM PRIVATE "${FUSEMATH_NCCL_INCLUDE_DIR}")
-      target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_NCCL=1)
-      target_link_libraries(fusemath_mpi PRIVATE "${FUSEMATH_NCCL_LIBRARY}")
+      target_include_directories(fusemath_mpi_cuda SYSTEM PRIVATE "${FUSEMATH_NCCL_INCLUDE_DIR}")
+      target_compile_definitions(fusemath_mpi_cuda PRIVATE FM_DIST_HAVE_NCCL=1)
+      target_link_libraries(fusemath_mpi_cuda PRIVATE "${FUSEMATH_NCCL_LIBRARY}")
     elseif(FUSEMATH_WITH_NCCL STREQUAL "ON")
       message(FATAL_ERROR "fusemath: FUSEMATH_WITH_NCCL=ON but NCCL (nccl.h, libnccl) was not found")
     endif()
   endif()
+  if(NOT FUSEMATH_HAVE_NCCL)
+    target_compile_definitions(fusemath_mpi_cuda PRIVATE FM_DIST_HAVE_NCCL=0)
+  endif()
 endif()
 if(NOT FUSEMATH_HAVE_DIST_GPU)
-  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_CUDA=0)
-endif()
-if(NOT FUSEMATH_HAVE_NCCL)
-  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_NCCL=0)
+  target_compile_definitions(fusemath_mpi PRIVATE FM_DIST_HAVE_GPU_MODULE=0)
 endif()
 
 set(FUSEMATH_MPIEXEC_FLAGS "")

@@ -31,6 +31,10 @@ if(TARGET fusemath_mpi) # fusemath.distributed loads it with ctypes
   set_target_properties(fusemath_mpi PROPERTIES INSTALL_RPATH "$ORIGIN")
   install(TARGETS fusemath_mpi LIBRARY DESTINATION ${_fm_pkg_dir})
 endif()
+if(TARGET fusemath_mpi_cuda) # the GPU ranks: next to libfusemath_mpi.so, where it looks (dist_gpu_load.c)
+  set_target_properties(fusemath_mpi_cuda PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS fusemath_mpi_cuda LIBRARY DESTINATION ${_fm_pkg_dir})
+endif()
 
 if(NOT EXISTS "${_fm_ext_dir}/fmpy_module.c")
   message(WARNING "fusemath: ${_fm_ext_dir}/fmpy_module.c does not exist: the wheel has no _fusemath extension")

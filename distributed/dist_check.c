@@ -267,29 +267,6 @@ fm_status fm_dist_local_shape(MPI_Comm comm, int ndim, const int64_t *n, const f
     return FM_OK;
 }
 
-fm_status fm_dist_agree(MPI_Comm comm, fm_status st)
-{
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    int bad = st != FM_OK ? rank : INT_MAX;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MIN, comm);
-    if (bad == INT_MAX)
-        return FM_OK;
-    /* every rank gets the failing rank's own status and message */
-    struct {
-        int status;
-        char msg[480];
-    } m;
-    memset(&m, 0, sizeof m);
-    if (rank == bad) {
-        m.status = (int)st;
-        snprintf(m.msg, sizeof m.msg, "%s", fm_last_error());
-    }
-    MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, bad, comm);
-    return fm_fail((fm_status)m.status, "%s (on rank %d of %d)", m.msg, bad, size);
-}
-
 fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *vals, const char *const *names,
                              int count)
 {

@@ -29,6 +29,7 @@ struct fm_dist_plan {
     void *buf[2];    /* FFTW's input and output buffers */
     fm_dist_chain_run run[2]; /* FM_DIST_IN: the prolog; FM_DIST_OUT: the epilog, the norm in its scale */
     fm_dist_gpu *gpu;         /* GPU ranks (dist_fft_gpu.c): then none of the FFTW members is used */
+    const fm_dist_gpu_ops *gpu_ops; /* the GPU module's table (dist_gpu_load.c), set with gpu */
     char text[FM_DESCRIBE_LEN];
 };
 
@@ -284,13 +285,26 @@ static fm_status check_arrays(const char *where, fm_dist_plan *p, const fm_tenso
     static const char *const names[2] = {"prolog", "epilog"};
     for (int w = 0; w < 2; w++) {
         unsigned ops = w == FM_DIST_IN ? p->o.prolog.ops : p->o.epilog.ops;
-        int gpu = p->o.device_type == FM_DEVICE_CUDA && !fm_dist_gpu_emulated() ? p->o.device_id : -1;
+        const fm_dist_gpu_ops *gm = p->o.device_type == FM_DEVICE_CUDA ? fm_dist_gpu_module(NULL) : NULL;
+        int gpu = p->o.device_type == FM_DEVICE_CUDA && !(gm && gm->emulated()) ? p->o.device_id : -1;
         fm_status st = fm_dist_check_array(where, names[w], arr[w], ops, p->g.ndim, p->g.side[w].local, p->dbl,
                                            p->g.side[w].real, gpu, &p->run[w]);
         if (st != FM_OK)
             return st;
     }
     return FM_OK;
+}
+
+/* GPU ranks: the module's plan (collective), once every rank has the module (dist_gpu_load.c) */
+static fm_status plan_gpu(const char *where, fm_dist_plan *p, fm_dtype dtype, const fm_tensor *pro,
+                          const fm_tensor *epi, char *text, size_t cap)
+{
+    const char *why = "";
+    p->gpu_ops = fm_dist_gpu_module(&why);
+    fm_status st = p->gpu_ops ? FM_OK : fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: %s", where, why);
+    if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
+        return st;
+    return p->gpu_ops->plan(where, p->comm, &p->g, &p->o, dtype, pro, epi, &p->gpu, text, cap);
 }
 
 static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int64_t *n, fm_dtype dtype,
@@ -348,8 +362,7 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
         MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
         set_chains(p);
         if (o.device_type == FM_DEVICE_CUDA)
-            st = fm_dist_gpu_plan(where, p->comm, &p->g, &p->o, dtype, prolog_array, epilog_array, &p->gpu, gpu_text,
-                                  sizeof gpu_text);
+            st = plan_gpu(where, p, dtype, prolog_array, epilog_array, gpu_text, sizeof gpu_text);
         else
             st = plan_fftw(where, p);
     }
@@ -385,7 +398,7 @@ fm_status fm_dist_fft_execute_stream(const fm_dist_plan *p, const void *in, void
     if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
         return st;
     if (p->gpu)
-        return fm_dist_gpu_execute(p->gpu, in, out, stream);
+        return p->gpu_ops->execute(p->gpu, in, out, stream);
 #if !FM_HAVE_FFTW_MPI
     (void)stream;
     return fm_fail(FM_ERR_INTERNAL, "%s: no FFTW-MPI in this build", where);
@@ -429,7 +442,8 @@ void fm_dist_fft_destroy(fm_dist_plan *p)
         return;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    fm_dist_gpu_destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
+    if (p->gpu)
+        p->gpu_ops->destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
     if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
         if (p->fftw_plan) {
             (void)fm_fftw_planner_enter();

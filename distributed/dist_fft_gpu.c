@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if FM_DIST_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <pthread.h>
 
@@ -246,9 +245,11 @@ static fm_status plan_local(const char *where, fm_dist_gpu *p, fm_dtype in_dtype
     return FM_OK;
 }
 
-fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
-                           fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out,
-                           char *text, size_t cap)
+static void gpu_destroy(fm_dist_gpu *p);
+
+static fm_status gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
+                          fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out, char *text,
+                          size_t cap)
 {
     *out = NULL;
     fm_dist_gpu *p = calloc(1, sizeof *p);
@@ -276,7 +277,7 @@ fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom 
     }
     leave_device(prev);
     if (st != FM_OK) {
-        fm_dist_gpu_destroy(p);
+        gpu_destroy(p);
         return st;
     }
     snprintf(text, cap, " exchange=%s order=%s%s", fm_dist_exchange_describe(p->xch),
@@ -391,7 +392,7 @@ static fm_status check_device_ptr(const fm_dist_gpu *p, const char *name, const 
                    "(cuda:%d) and takes device memory", name, p->device);
 }
 
-fm_status fm_dist_gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *stream)
+static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *stream)
 {
     int prev = -1;
     fm_status st = check_device_ptr(p, "in", in);
@@ -420,7 +421,7 @@ fm_status fm_dist_gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *s
     return st;
 }
 
-void fm_dist_gpu_destroy(fm_dist_gpu *p)
+static void gpu_destroy(fm_dist_gpu *p)
 {
     if (!p)
         return;
@@ -442,26 +443,8 @@ void fm_dist_gpu_destroy(fm_dist_gpu *p)
     free(p);
 }
 
-#else /* no CUDA toolkit at build time */
+static const fm_dist_gpu_ops gpu_ops = {FM_DIST_GPU_ABI, FM_DIST_GPU_LAYOUT, fm_dist_gpu_emulated, gpu_plan,
+                                          gpu_execute, gpu_destroy};
 
-int fm_dist_gpu_emulated(void) { return 0; }
+__attribute__((visibility("default"))) const fm_dist_gpu_ops *fm_dist_gpu_module_entry(void) { return &gpu_ops; }
 
-fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
-                           fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out,
-                           char *text, size_t cap)
-{
-    (void)comm, (void)g, (void)o, (void)in_dtype, (void)pro, (void)epi, (void)text, (void)cap;
-    *out = NULL;
-    return fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: libfusemath_mpi was built without them (the CUDA "
-                   "toolkit was not found, or FUSEMATH_WITH_DIST_GPU=OFF: the Python package builds them only "
-                   "with FUSEMATH_WITH_DIST_GPU=ON, scripts/setup.sh)", where);
-}
-
-fm_status fm_dist_gpu_execute(fm_dist_gpu *x, const void *in, void *out, void *stream)
-{
-    (void)x, (void)in, (void)out, (void)stream;
-    return fm_fail(FM_ERR_INTERNAL, "fm_dist_fft_execute: no GPU plan in this build");
-}
-
-void fm_dist_gpu_destroy(fm_dist_gpu *x) { (void)x; }
-#endif

@@ -1,5 +1,9 @@
-/* dist_gpu.h : the GPU ranks of libfusemath_mpi's FFTs (dist_fft_gpu.c, dist_exchange.c,
- * dist_gpu_kernel.c; docs/design.md, Distributed, GPU ranks). Not installed. */
+/* dist_gpu.h : the GPU ranks of libfusemath_mpi's FFTs (docs/design.md, Distributed, GPU ranks). Not
+ * installed. They are a module of their own, libfusemath_mpi_cuda.so (dist_fft_gpu.c, dist_exchange.c,
+ * dist_gpu_kernel.c, with their own copies of dist_xgeom.c and dist_agree.c), the only part of the
+ * distributed layer that links the CUDA runtime, NVRTC and NCCL, so that libfusemath_mpi.so loads on
+ * machines without CUDA; libfusemath_mpi loads it at the first GPU-rank plan (dist_gpu_load.c) and
+ * reaches it through fm_dist_gpu_ops. */
 #ifndef FM_DIST_GPU_H
 #define FM_DIST_GPU_H
 
@@ -43,14 +47,26 @@ fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void 
 const char *fm_dist_exchange_describe(const fm_dist_exchange *x);
 void fm_dist_exchange_destroy(fm_dist_exchange *x); /* collective (NCCL's communicator); NULL is fine */
 
-/* ---- the plan (dist_fft_gpu.c) */
+/* ---- the plan (dist_fft_gpu.c), reached from libfusemath_mpi through the module's table */
 typedef struct fm_dist_gpu fm_dist_gpu;
-/* Collective over comm (the plan's duplicate). g and o as the CPU ranks' plan has them; pro / epi:
- * the multiply arrays (checked here: on cuda:o->device_id). text: describe()'s tail. */
-fm_status fm_dist_gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
-                           fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out,
-                           char *text, size_t cap);
-fm_status fm_dist_gpu_execute(fm_dist_gpu *x, const void *in, void *out, void *stream);
-void fm_dist_gpu_destroy(fm_dist_gpu *x); /* collective; NULL is fine */
+#define FM_DIST_GPU_ABI 1 /* bumped with any change to fm_dist_gpu_ops or the types it passes */
+typedef struct fm_dist_gpu_ops {
+    int abi;              /* FM_DIST_GPU_ABI of the module's build */
+    int layout;           /* sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options): a stale module is refused */
+    int (*emulated)(void); /* fm_dist_gpu_emulated */
+    /* Collective over comm (the plan's duplicate). g and o as the CPU ranks' plan has them; pro / epi:
+     * the multiply arrays (checked here: on cuda:o->device_id). text: describe()'s tail. */
+    fm_status (*plan)(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
+                      fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi, fm_dist_gpu **out, char *text,
+                      size_t cap);
+    fm_status (*execute)(fm_dist_gpu *x, const void *in, void *out, void *stream); /* collective */
+    void (*destroy)(fm_dist_gpu *x); /* collective; NULL is fine */
+} fm_dist_gpu_ops;
+#define FM_DIST_GPU_LAYOUT ((int)(sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options)))
+/* The module's one exported symbol (dist_fft_gpu.c). */
+const fm_dist_gpu_ops *fm_dist_gpu_module_entry(void);
+/* In libfusemath_mpi (dist_gpu_load.c): the module's table, loaded once a process from beside
+ * libfusemath_mpi.so; NULL when it cannot be loaded, *why (if given) then says why. */
+const fm_dist_gpu_ops *fm_dist_gpu_module(const char **why);
 
 #endif /* FM_DIST_GPU_H */

@@ -211,7 +211,7 @@ fi
 # build trigger the next one. FUSEMATH_WERROR (CI: ON) applies to the wheel build
 # too: that is where python/src/fmpy_*.c (the _fusemath extension) is compiled.
 stamp=$VENV/.fusemath-installed
-settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF} FUSEMATH_WITH_DIST_GPU=${FUSEMATH_WITH_DIST_GPU:-OFF}"
+settings="FUSEMATH_WERROR=${FUSEMATH_WERROR:-OFF} FUSEMATH_WITH_DIST_GPU=${FUSEMATH_WITH_DIST_GPU:-AUTO}"
 inputs=()
 for p in core fusion backends distributed python CMakeLists.txt cmake pyproject.toml; do
   [[ -e $p ]] && inputs+=("$p")
@@ -225,5 +225,5 @@ log "building and installing fusemath into $VENV (pip install --no-build-isolati
 echo "$settings" >"$stamp.new"
 quiet "$VPY" -m pip install --disable-pip-version-check --no-build-isolation --no-deps \
   --config-settings=cmake.define.FUSEMATH_WERROR="${FUSEMATH_WERROR:-OFF}" \
-  --config-settings=cmake.define.FUSEMATH_WITH_DIST_GPU="${FUSEMATH_WITH_DIST_GPU:-OFF}" .
+  --config-settings=cmake.define.FUSEMATH_WITH_DIST_GPU="${FUSEMATH_WITH_DIST_GPU:-AUTO}" .
 mv -f "$stamp.new" "$stamp"

@@ -241,6 +241,24 @@ static void chain_case(int dbl, int inverse, int lay)
     free(hin), free(hw), free(hf), free(hout), free(g), free(w), free(f), free(ref);
 }
 
+/* --module-hidden (CUDA's libraries hidden by LD_AUDIT, FUSEMATH_DIST_GPU_EMULATE=host): the GPU module
+ * cannot be loaded, so a GPU-rank plan fails on every rank, saying why; no rank waits in a collective. */
+static int module_hidden_case(void)
+{
+    static const int64_t n[3] = {6, 5, 4};
+    fm_dist_fft_options o;
+    fm_dist_fft_options_init(&o);
+    o.device_type = FM_DEVICE_CUDA;
+    int64_t loc[3], off[3];
+    fm_dist_local_shape(MPI_COMM_WORLD, 3, n, &o, FM_DIST_IN, loc, off);
+    fm_dist_plan *q = NULL;
+    expect_all(fm_dist_fft_plan(MPI_COMM_WORLD, 3, n, FM_C64, loc, &o, &q), FM_ERR_UNAVAILABLE,
+               "libfusemath_mpi_cuda.so cannot be loaded", "GPU-rank plan without the GPU module");
+    CHECK(q == NULL, "the failed plan left *plan set");
+    fm_dist_fft_destroy(q);
+    return g_fail;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -249,6 +267,14 @@ int main(int argc, char **argv)
     int cpu = argc > 1 && !strcmp(argv[1], "--cpu");
     /* --emulate (with FUSEMATH_DIST_GPU_EMULATE=host): GPU-rank plans whose stages run on the host */
     int emu = argc > 1 && !strcmp(argv[1], "--emulate");
+    if (argc > 1 && !strcmp(argv[1], "--module-hidden")) {
+        int bad = module_hidden_case();
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (g_rank == 0)
+            printf("test_dist_fft_gpu --module-hidden on %d ranks: %s\n", g_size, bad ? "FAILED" : "OK");
+        MPI_Finalize();
+        return bad ? 1 : 0;
+    }
     int gpus = cpu || emu ? 1 : fm_cuda_device_count(), least = gpus;
     MPI_Allreduce(&gpus, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (least == 0) {
