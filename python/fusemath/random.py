@@ -150,6 +150,7 @@ class Generator:
         self._run = (0, 0)  # curand mode: [a, b), the positions of the run of float64 calls
         self._entropy, self._spawn_key, self._children = self._seed, (), 0
         self._freed = False
+        self._last = None  # (library index, options) of the last draw: what describe() plans again
         self._lock = threading.Lock()  # one draw at a time: two threads never get the same positions
 
     # ---- the stream ----
@@ -211,6 +212,7 @@ class Generator:
                 f"{where}: curand mode reproduces one run of float64 calls, and 32-bit calls came after the "
                 f"last one (positions {run[0]}..{run[1]}); set state to start a new run")
         res = _call(_OP, _RUN, li, (out,), opts, None, 3, where)
+        self._last = (li, opts)
         if self._mode == "curand" and f64 and n > 0:
             self._run = (run[0], self._pos + n) if run[0] != run[1] else (self._pos, self._pos + n)
         self._pos += n
@@ -350,6 +352,23 @@ class Generator:
             kids.append(g)
         return kids
 
+    def describe(self) -> str:
+        """The plan of the last draw, as the planner made it (device and engine, distribution, dtype,
+        count; under device="best" the prediction for each device, and a split between the CPU and the
+        GPU where there was one), e.g. ``rng cpu/philox normal f32 n=1000000 portable ...``. Before the
+        first draw: InvalidStateError."""
+        where = self._live("describe")
+        with self._lock:
+            last = self._last
+        if last is None:
+            raise _C.InvalidStateError(f"{where}: nothing drawn yet; describe() tells the plan of the last draw")
+        plan = _call(_OP, _C.CALL_PLAN, last[0], (None,), last[1], None, 3, where)
+        plan = plan[0] if isinstance(plan, tuple) else plan
+        try:
+            return plan.describe()
+        finally:
+            plan.free()
+
     def free(self) -> None:
         """Retire the generator: every later use raises InvalidStateError."""
         self._freed = True
@@ -360,11 +379,12 @@ class Generator:
     def __exit__(self, *exc):
         self.free()
 
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+    def __getstate__(self):  # (the last draw's library index belongs to this process)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_last")}
 
     def __setstate__(self, d):
         self.__dict__.update(d)
+        self._last = None
         self._lock = threading.Lock()
 
     def __repr__(self):

@@ -433,11 +433,34 @@ def test_curand_second_f64_run_refused():
     assert g.random(4).shape == (4,)
 
 
+def test_describe_tells_the_last_draws_plan():
+    g = fr.default_rng(3)
+    with pytest.raises(fusemath.InvalidStateError, match="nothing drawn yet"):
+        g.describe()
+    g.standard_normal(1000, dtype=np.float32)
+    d = g.describe()
+    assert d.startswith("rng cpu/") and "normal f32" in d and "n=1000" in d and "portable" in d, d
+    g.uniform(2.0, 3.0, size=(10, 20))
+    d = g.describe()
+    assert "uniform f64" in d and "n=200" in d, d
+    g.integers(0, 10, size=5)
+    assert "integers i64" in g.describe()
+    pos = g.state["position"]
+    g.describe()
+    assert g.state["position"] == pos  # describing draws nothing
+    b = fr.default_rng(3, device="best")
+    b.random(1 << 16)
+    assert "best=" in b.describe() and "predicted" in b.describe(), b.describe()
+    h = pickle.loads(pickle.dumps(g))  # a fresh process's generator: nothing drawn there yet
+    with pytest.raises(fusemath.InvalidStateError, match="nothing drawn yet"):
+        h.describe()
+
+
 def test_used_after_free():
     g = fr.default_rng(1)
     with g:
         g.random()
-    for call in (g.random, lambda: g.advance(1), lambda: g.state, lambda: g.spawn(1)):
+    for call in (g.random, lambda: g.advance(1), lambda: g.state, lambda: g.spawn(1), g.describe):
         with pytest.raises(fusemath.InvalidStateError, match="the generator was freed"):
             call()
 

@@ -106,6 +106,12 @@ def test_cupy_out_in_place_on_the_current_stream():
     assert_same_bits(c.standard_exponential(size=(64, 1000), dtype="float32"), host, "cupy out= on a stream")
 
 
+def test_describe_names_the_gpu():
+    g = fr.default_rng(5, device="cuda")
+    g.normal(0.0, 2.0, size=1000, dtype=np.float32)
+    assert g.describe().startswith("rng cuda/rngkernel normal f32") and "device=0" in g.describe(), g.describe()
+
+
 def test_device_strings():
     cp = cupy()
     assert fr.default_rng(1, device="cuda").device == "cuda:0"
