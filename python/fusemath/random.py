@@ -355,7 +355,7 @@ class Generator:
     def describe(self) -> str:
         """The plan of the last draw, as the planner made it (device and engine, distribution, dtype,
         count; under device="best" the prediction for each device, and a split between the CPU and the
-        GPU where there was one), e.g. ``rng cpu/philox normal f32 n=1000000 portable ...``. Before the
+        GPU where there was one), e.g. ``rng cpu/philox normal f32 mode=portable n=1000 threads=2``. Before the
         first draw: InvalidStateError."""
         where = self._live("describe")
         with self._lock:
