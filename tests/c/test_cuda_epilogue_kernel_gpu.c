@@ -770,29 +770,18 @@ static void test_colsum_all(void)
 
 int main(void)
 {
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
+    SKIP_WITHOUT_GPU();
     if (cudaSetDevice(0) != cudaSuccess) {
         printf("skipped: no GPU (cudaSetDevice failed)\n");
         return 0;
     }
     double t0 = now();
     warm_cache();
-    RUN_TEST(test_ew_errors);
-    RUN_TEST(test_ew_all);
-    RUN_TEST(test_ew_large);
-    RUN_TEST(test_colsum_all);
+    RUN_TESTS(test_ew_errors, test_ew_all, test_ew_large, test_colsum_all);
     printf("    total %.2f s\n", now() - t0);
     TEST_MAIN_RETURN();
 }
 
 #else /* built without CUDA */
-int main(void)
-{
-    (void)fm_test_checks_, (void)fm_test_failures_, (void)fm_test_skips_;
-    printf("skipped: no GPU (built without CUDA)\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("no GPU (built without CUDA)")
 #endif

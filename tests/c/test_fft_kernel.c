@@ -923,22 +923,16 @@ static void test_emulated_numerics(void)
 int main(void)
 {
 #ifdef FM_HAVE_CUDA
-    RUN_TEST(test_limits);
-    RUN_TEST(test_every_length_compiles);
-    RUN_TEST(test_chain_forms_compile);
-    RUN_TEST(test_batch_size_not_in_source);
-    RUN_TEST(test_register_cap);
-    RUN_TEST(test_gpu_prolog_mode);
+    RUN_TESTS(test_limits, test_every_length_compiles, test_chain_forms_compile,
+              test_batch_size_not_in_source, test_register_cap, test_gpu_prolog_mode);
     snprintf(g_dir, sizeof g_dir, "/tmp/fm_emu_XXXXXX");
-    if (!mkdtemp(g_dir) || fm_context_create(&g_ctx) != FM_OK) {
-        fprintf(stderr, "no scratch directory or context\n");
+    if (!mkdtemp(g_dir)) {
+        fprintf(stderr, "no scratch directory\n");
         return 1;
     }
-    RUN_TEST(test_emulated_numerics);
-    RUN_TEST(test_emulated_four_step);
-    RUN_TEST(test_emulated_axis_passes);
-    RUN_TEST(test_emulated_backend_planning);
-    RUN_TEST(test_no_chain_declines);
+    CREATE_CONTEXT_OR_FAIL(&g_ctx);
+    RUN_TESTS(test_emulated_numerics, test_emulated_four_step, test_emulated_axis_passes,
+              test_emulated_backend_planning, test_no_chain_declines);
     fm_context_destroy(g_ctx);
     rmdir(g_dir);
     TEST_MAIN_RETURN();

@@ -269,23 +269,7 @@ static void test_plan_is_split(void)
     cudaFree(dp);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&g_ctx) != FM_OK)
-        return 1;
-    RUN_TEST(test_against_reference_and_cpu);
-    RUN_TEST(test_plan_is_split);
-    fm_context_destroy(g_ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&g_ctx, test_against_reference_and_cpu, test_plan_is_split)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -564,15 +564,9 @@ int main(void)
     }
     set_cache_dir(tmpdir);
     fm_nvrtc_cache_clear_memory();
-    RUN_TEST(test_cache_dir);
-    RUN_TEST(test_version_and_archs);
-    RUN_TEST(test_cubin_and_cache);
-    RUN_TEST(test_corrupt_files);
-    RUN_TEST(test_compile_error);
-    RUN_TEST(test_unwritable_dir);
-    RUN_TEST(test_threads);
-    RUN_TEST(test_generated_sources);
-    RUN_TEST(test_create_without_gpu);
+    RUN_TESTS(test_cache_dir, test_version_and_archs, test_cubin_and_cache, test_corrupt_files,
+              test_compile_error, test_unwritable_dir, test_threads, test_generated_sources,
+              test_create_without_gpu);
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     TEST_MAIN_RETURN();
 }

@@ -408,20 +408,12 @@ static void test_auto_and_threads(void)
 
 int main(void)
 {
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
+    SKIP_WITHOUT_GPU();
     ctx_on = context_with("on");
     ctx_off = context_with("off");
     ctx_auto = context_with(NULL);
     ctx_cpu = context_with(NULL);
-    RUN_TEST(test_matmul);
-    RUN_TEST(test_batched);
-    RUN_TEST(test_dropout);
-    RUN_TEST(test_fft);
-    RUN_TEST(test_rng);
-    RUN_TEST(test_auto_and_threads);
+    RUN_TESTS(test_matmul, test_batched, test_dropout, test_fft, test_rng, test_auto_and_threads);
     fm_context_destroy(ctx_on);
     fm_context_destroy(ctx_off);
     fm_context_destroy(ctx_auto);
@@ -429,9 +421,5 @@ int main(void)
     TEST_MAIN_RETURN();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -459,31 +459,8 @@ static void test_staged_host_out(void)
     }
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_portable_vs_cpu);
-    RUN_TEST(test_one_launch);
-    RUN_TEST(test_curand_vs_device);
-    RUN_TEST(test_curand_device_vs_host);
-    RUN_TEST(test_curand_refusals);
-    RUN_TEST(test_threads);
-    RUN_TEST(test_staged_host_out);
-    RUN_TEST(test_portable_large);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_portable_vs_cpu, test_one_launch, test_curand_vs_device, test_curand_device_vs_host,
+              test_curand_refusals, test_threads, test_staged_host_out, test_portable_large)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -230,9 +230,7 @@ static void test_emulated(void)
 int main(void)
 {
 #ifdef FM_HAVE_CUDA
-    RUN_TEST(test_rows_compile);
-    RUN_TEST(test_declines);
-    RUN_TEST(test_emulated);
+    RUN_TESTS(test_rows_compile, test_declines, test_emulated);
 #else
     SKIP("built without the CUDA toolkit: no NVRTC, no kernel");
     CHECK(1);

@@ -895,35 +895,9 @@ static void test_describe(void)
     cudaFree(d);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_describe);
-    RUN_TEST(test_solve);
-    RUN_TEST(test_refine);
-    RUN_TEST(test_lu_factor_inv_det);
-    RUN_TEST(test_cholesky_triangular);
-    RUN_TEST(test_eigh);
-    RUN_TEST(test_qr_svd);
-    RUN_TEST(test_svd_tall_reduced);
-    RUN_TEST(test_failures_match_cpu);
-    RUN_TEST(test_bad_pivots);
-    RUN_TEST(test_big_batch);
-    RUN_TEST(test_out_of_memory);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_describe, test_solve, test_refine, test_lu_factor_inv_det, test_cholesky_triangular,
+              test_eigh, test_qr_svd, test_svd_tall_reduced, test_failures_match_cpu, test_bad_pivots,
+              test_big_batch, test_out_of_memory)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

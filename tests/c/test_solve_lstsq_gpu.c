@@ -349,28 +349,7 @@ static void test_describe(void)
     drop(&p);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_describe);
-    RUN_TEST(test_against_cpu);
-    RUN_TEST(test_rank_deficient);
-    RUN_TEST(test_empty);
-    RUN_TEST(test_nonfinite);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_describe, test_against_cpu, test_rank_deficient, test_empty, test_nonfinite)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -274,27 +274,7 @@ static void test_trusted_bad_pivot(void)
     }
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_eigh_batched_paths);
-    RUN_TEST(test_trusted_getrs);
-    RUN_TEST(test_refine_rule);
-    RUN_TEST(test_trusted_bad_pivot);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_eigh_batched_paths, test_trusted_getrs, test_refine_rule, test_trusted_bad_pivot)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -218,14 +218,4 @@ static void test_rng(void)
     rng_case(FM_F64, 1, s1, FM_RNG_UNIFORM);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    RUN_TEST(test_matmul);
-    RUN_TEST(test_fft);
-    RUN_TEST(test_rng);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(NULL, test_matmul, test_fft, test_rng)
