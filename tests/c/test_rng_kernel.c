@@ -7,7 +7,7 @@
  * byte for byte. The host build takes philox_portable.h's C branch, so this checks the kernel's
  * index arithmetic; test_rng_cuda_gpu checks the GPU's bits. */
 #define _POSIX_C_SOURCE 200809L
-#include "check.h"
+#include "rng_test_util.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -20,19 +20,7 @@
 
 #include "env_settings.h"
 
-typedef struct kind {
-    int dist;
-    fm_dtype dt;
-    const char *name;
-} kind;
-static const kind kinds[] = {
-    {FM_RNG_RAW, FM_U32, "raw u32"},           {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
-    {FM_RNG_UNIFORM, FM_F64, "uniform f64"},   {FM_RNG_NORMAL, FM_F32, "normal f32"},
-    {FM_RNG_NORMAL, FM_F64, "normal f64"},     {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
-    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"}, {FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
-    {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"},
-};
-#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+#define NKINDS RNG_NKINDS
 
 static void params(const kind *k, double *p0, double *p1)
 {
