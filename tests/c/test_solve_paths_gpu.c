@@ -9,6 +9,8 @@
  *    synchronises anyway refuses it. */
 #define _GNU_SOURCE
 #include "check.h"
+#define SOLVE_TEST_SEED 4242
+#include "solve_test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,12 +23,6 @@
 static fm_context *ctx;
 static const fm_device dev = {FM_DEVICE_CUDA, 0};
 
-static uint64_t rng_state = 4242;
-static double urand(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((double)(rng_state >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
 
 static void *dcopy(const void *h, size_t bytes)
 {
