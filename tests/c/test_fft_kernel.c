@@ -22,6 +22,7 @@
 #include "cuda/fft_kernel.h"
 #include "cuda/nvrtc_cache.h"
 
+#include "emu_kernel.h"
 #include "env_settings.h"
 #include "operation.h"
 
@@ -377,22 +378,12 @@ static void *emu_load(const fm_fft_kernel_spec *s, emu_launch_fn *fn)
         CHECK_MSG(0, "source: %s", fm_last_error());
         return NULL;
     }
-    char cpp[128], so[128], cmd[512];
-    snprintf(cpp, sizeof cpp, "%s/k%d.cpp", g_dir, g_serial);
-    snprintf(so, sizeof so, "%s/k%d.so", g_dir, g_serial++);
-    FILE *f = fopen(cpp, "w");
-    if (f) {
-        fputs(emu_prelude, f), fputs(src, f), fputs(emu_driver, f);
-        fclose(f);
-    }
+    char stem[32];
+    snprintf(stem, sizeof stem, "k%d", g_serial++);
+    void (*launch)(void) = NULL;
+    void *h = emu_compile_load(g_dir, stem, "", emu_prelude, src, emu_driver, &launch);
     free(src);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -o %s %s -lpthread", so, cpp);
-    int rc = f ? system(cmd) : -1;
-    CHECK_MSG(rc == 0, "host compile of the generated kernel failed: %s", cmd);
-    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    *fn = h ? (emu_launch_fn)(uintptr_t)dlsym(h, "fm_emu_launch") : NULL;
-    CHECK_MSG(h && *fn, "dlopen %s: %s", so, dlerror());
-    unlink(cpp), unlink(so);
+    *fn = (emu_launch_fn)launch;
     return h;
 }
 

@@ -18,6 +18,7 @@
 #include "cuda/nvrtc_cache.h"
 #include "cuda/rng_kernel.h"
 
+#include "emu_kernel.h"
 #include "env_settings.h"
 
 #define NKINDS RNG_NKINDS
@@ -110,22 +111,12 @@ static void *emu_load(const kind *k, emu_launch_fn *fn)
         CHECK_MSG(0, "source: %s", fm_last_error());
         return NULL;
     }
-    char cpp[128], so[128], cmd[512];
-    snprintf(cpp, sizeof cpp, "%s/rng_%d_%d.cpp", g_dir, k->dist, (int)k->dt);
-    snprintf(so, sizeof so, "%s/rng_%d_%d.so", g_dir, k->dist, (int)k->dt);
-    FILE *f = fopen(cpp, "w");
-    if (f) {
-        fputs(emu_prelude, f), fputs(src, f), fputs(emu_driver, f);
-        fclose(f);
-    }
+    char stem[32];
+    snprintf(stem, sizeof stem, "rng_%d_%d", k->dist, (int)k->dt);
+    void (*launch)(void) = NULL;
+    void *h = emu_compile_load(g_dir, stem, "-ffp-contract=off", emu_prelude, src, emu_driver, &launch);
     free(src);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -ffp-contract=off -w -shared -fPIC -o %s %s -lpthread", so, cpp);
-    int rc = f ? system(cmd) : -1;
-    CHECK_MSG(rc == 0, "host compile of the generated kernel failed: %s", cmd);
-    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    *fn = h ? (emu_launch_fn)(uintptr_t)dlsym(h, "fm_emu_launch") : NULL;
-    CHECK_MSG(h && *fn, "dlopen %s: %s", so, dlerror());
-    unlink(cpp), unlink(so);
+    *fn = (emu_launch_fn)launch;
     return h;
 }
 
