@@ -1,28 +1,16 @@
 /* dist_fft_util.h : what tests/mpi's FFT tests share (included by each; static functions): the
- * failure counter, a naive separable DFT in double, and the blocks of each rank made from and
+ * checks (mpi_check.h), a naive separable DFT in double, and the blocks of each rank made from and
  * summed back into a global complex array. */
 #ifndef FM_DIST_FFT_UTIL_H
 #define FM_DIST_FFT_UTIL_H
 
-#include <fusemath/fusemath_mpi.h>
+#include "mpi_check.h"
 
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int g_rank, g_size, g_fail;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            g_fail = 1;                                                       \
-        }                                                                     \
-    } while (0)
 
 typedef double complex cd;
 
@@ -98,18 +86,6 @@ static double rel_err(const cd *a, const cd *b, int64_t m)
         s = fmax(s, cabs(b[i]));
     }
     return e / (s > 0 ? s : 1);
-}
-
-/* the status every rank got is the same and is `want` */
-static void expect_all(fm_status st, fm_status want, const char *needle, const char *what)
-{
-    int lo = (int)st, hi = (int)st;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo == hi && st == want, "%s: status %s (ranks from %d to %d), expected %s: %s", what, fm_status_name(st), lo,
-          hi, fm_status_name(want), fm_last_error());
-    if (needle)
-        CHECK(strstr(fm_last_error(), needle), "%s: message \"%s\" lacks \"%s\"", what, fm_last_error(), needle);
 }
 
 #endif /* FM_DIST_FFT_UTIL_H */

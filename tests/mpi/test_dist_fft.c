@@ -219,15 +219,8 @@ static void test_bad_input(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     test_transforms();
     test_bad_input();
-    int any = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return mpi_test_finish("test_dist_fft");
 }

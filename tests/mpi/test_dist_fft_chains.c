@@ -340,16 +340,9 @@ static void test_direct_paths(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     test_chains();
     test_bad_arrays();
     test_direct_paths();
-    int any = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft_chains on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return mpi_test_finish("test_dist_fft_chains");
 }

@@ -243,9 +243,7 @@ static void chain_case(int dbl, int inverse, int lay)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     int cpu = argc > 1 && !strcmp(argv[1], "--cpu");
     /* --emulate (with FUSEMATH_DIST_GPU_EMULATE=host): GPU-rank plans whose stages run on the host */
     int emu = argc > 1 && !strcmp(argv[1], "--emulate");
@@ -278,11 +276,7 @@ int main(int argc, char **argv)
         chain_case(dbl, 0, FM_DIST_TRANSPOSED);
         chain_case(dbl, 1, FM_DIST_SLAB);
     }
-    int bad = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft_gpu%s on %d ranks: %s\n", cpu ? " --cpu" : emu ? " --emulate" : "", g_size,
-               bad ? "FAILED" : "OK");
-    MPI_Finalize();
-    return bad ? 1 : 0;
+    return mpi_test_finish(cpu   ? "test_dist_fft_gpu --cpu"
+                           : emu ? "test_dist_fft_gpu --emulate"
+                                 : "test_dist_fft_gpu");
 }
