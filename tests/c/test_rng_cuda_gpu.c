@@ -200,6 +200,7 @@ static void test_one_launch(void)
     }
 }
 
+/* ---- curand mode: against libcurand's device generator ---- */
 /* The device generator used in a row vs fusemath's curand mode call by call (its own per-call
  * arguments), bit for bit; lengths even where curand needs them (normals). */
 static void curand_sequence(uint64_t seed, int64_t offset, const int *ids, const int64_t *lens, int ncalls)
@@ -214,7 +215,8 @@ static void curand_sequence(uint64_t seed, int64_t offset, const int *ids, const
         void *d = NULL;
         char *want = malloc(bytes), *got = malloc(bytes);
         CHECK(cudaMalloc(&d, bytes) == cudaSuccess);
-        CHECK_MSG(rng_curand_generate(g, k, n, d) == CURAND_STATUS_SUCCESS, "device curand %s of %lld failed", k->name, (long long)n);
+        CHECK_MSG(rng_curand_generate(g, k, n, d) == CURAND_STATUS_SUCCESS, "device curand %s of %lld failed", k->name,
+                  (long long)n);
         cudaMemcpy(want, d, bytes, cudaMemcpyDeviceToHost);
         CHECK_OK(gpu_values(k, FM_RNG_CURAND, n, seed, pos, ra, rb, 0, got));
         char what[160];

@@ -69,7 +69,8 @@ static void compare_from(uint64_t seed, uint64_t truth_offset, int64_t pos, int6
         a.ints[0] = pos, a.ints[1] = run_a, a.ints[2] = run_b, a.ints[3] = (int64_t)seed;
         char *want = malloc(bytes), *got = malloc(bytes), *cpu = malloc(bytes);
         void *scratch = malloc(fm_curand_scratch_bytes(&ck, lens[c], &a) + 16);
-        CHECK_MSG(rng_curand_generate(truth, k, lens[c], want) == CURAND_STATUS_SUCCESS, "curand %s of %lld failed", k->name, (long long)lens[c]);
+        CHECK_MSG(rng_curand_generate(truth, k, lens[c], want) == CURAND_STATUS_SUCCESS, "curand %s of %lld failed",
+                  k->name, (long long)lens[c]);
         CHECK_OK(fm_curand_call(fresh, &ck, lens[c], &a, got, scratch, host_copy, NULL));
         cpu_fill(ctx, k, lens[c], &a, cpu);
         const int64_t first = first_mismatch(want, got, lens[c], es), first_cpu = first_mismatch(want, cpu, lens[c], es);
