@@ -59,6 +59,30 @@ static int64_t global_index(int nd, const int64_t *glob, const int64_t *loc, con
     return k;
 }
 
+/* the block (loc, off: nd entries) of the global complex array g (NULL: zeros) of logical shape glob
+ * (axes 0, 1 swapped when t) as typed scalars (complex: re, im), zeroed past its end; its size in
+ * *bytes unless bytes is NULL */
+static void *block_at(int nd, const int64_t *loc, const int64_t *off, const cd *g, const int64_t *glob, int t,
+                      int real, int dbl, size_t *bytes)
+{
+    int64_t m = prod(loc, nd), per = real ? 1 : 2;
+    const size_t size = (size_t)(m * per) * (dbl ? 8 : 4);
+    char *b = calloc(size + 16, 1); /* never a zero-byte allocation */
+    for (int64_t e = 0; g && b && e < m; e++) {
+        cd v = g[global_index(nd, glob, loc, off, t, e)];
+        double re[2] = {creal(v), cimag(v)};
+        for (int c = 0; c < per; c++) {
+            if (dbl)
+                ((double *)b)[e * per + c] = re[c];
+            else
+                ((float *)b)[e * per + c] = (float)re[c];
+        }
+    }
+    if (bytes)
+        *bytes = size;
+    return b;
+}
+
 /* sum every rank's block of side w into a global complex array (of glob's total size) */
 static cd *assemble(MPI_Comm comm, const fm_dist_plan *p, int w, int real, int dbl, const int64_t *glob, int t, const void *b)
 {

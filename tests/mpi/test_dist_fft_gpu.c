@@ -29,26 +29,6 @@ static void to_host(void *host, const void *dev, size_t bytes)
         fm_memory_copy(host, cpu, dev, gpu_dev, bytes);
 }
 
-/* the rank's block (loc, off: nd entries) of the global complex (or real) array g of logical shape glob */
-static void *block_at(int nd, const int64_t *loc, const int64_t *off, const cd *g, const int64_t *glob, int t,
-                      int real, int dbl, size_t *bytes)
-{
-    int64_t m = prod(loc, nd), per = real ? 1 : 2;
-    *bytes = (size_t)(m * per) * (dbl ? 8 : 4);
-    char *b = malloc(*bytes + 16);
-    for (int64_t e = 0; e < m; e++) {
-        cd v = g[global_index(nd, glob, loc, off, t, e)];
-        double re[2] = {creal(v), cimag(v)};
-        for (int c = 0; c < per; c++) {
-            if (dbl)
-                ((double *)b)[e * per + c] = re[c];
-            else
-                ((float *)b)[e * per + c] = (float)re[c];
-        }
-    }
-    return b;
-}
-
 /* block_at for side `which` of plan p */
 static void *block_of(const fm_dist_plan *p, int which, const cd *g, const int64_t *glob, int t, int real, int dbl,
                       size_t *bytes)
