@@ -14,8 +14,8 @@ its time the maximum over ranks, per round the median of the round's calls:
                 (even splits only), host -> device (one exchange; the slab output makes two)
   one_gpu       (np = 1 only, and on rank 0 otherwise: the rank alone) fusemath.fft over all three axes of the
                 whole global array on one GPU: what the distributed transform is compared with
-The result of dist_slab is checked against one_gpu's slab of the same global array (relative error <= 1e-4,
-f32 over 512^3). Figures to compare with (../shared/GPU-MACHINE.md, nvidia-h200-x2, local cuFFT + NCCL
+The result of dist_slab is checked against one_gpu's slab of the same global array (the largest difference
+over the largest value of the whole output, <= 1e-4, f32 over 512^3). Figures to compare with (../shared/GPU-MACHINE.md, nvidia-h200-x2, local cuFFT + NCCL
 all-to-all): 0.37 / 2.09 / 15.8 ms at 256^3 / 512^3 / 1024^3 on 2 GPUs against 0.24 / 1.83 / 14.8 ms on one."""
 import argparse
 import json
@@ -102,18 +102,18 @@ def one_shape(cp, shape, sync, args):
         fs.execute(x, out=ys)
         sync()
         # the check: each rank's block against the one-GPU transform of the whole array (one rank at a time)
-        err = 0.0
-        for r in range(size):
-            if r == rank:
+        num = den = 0.0  # the largest difference over the largest value of the whole output (a rank's own
+        for r in range(size):  # block's largest can be far below the peak, which inflated a per-block ratio)
+            if r == rank and loc[0] > 0:
                 full = field(cp, shape, 0, shape[0])
                 ref = SerialFFT(full, axes=(0, 1, 2))
                 ref.plan(effort="estimate")
                 mine = ref.execute()[off[0]:off[0] + loc[0]]
-                err = float(cp.abs(ys - mine).max() / cp.abs(mine).max())
+                num, den = float(cp.abs(ys - mine).max()), float(cp.abs(mine).max())
                 del full, ref, mine
                 cp.get_default_memory_pool().free_all_blocks()
             comm.Barrier()
-        row["rel_err_vs_one_gpu"] = comm.allreduce(err, op=MPI.MAX)
+        row["rel_err_vs_one_gpu"] = comm.allreduce(num, op=MPI.MAX) / max(comm.allreduce(den, op=MPI.MAX), 1e-30)
         local_plan = SerialFFT(x, axes=(1, 2))
         local_plan.plan(effort="estimate")
         # the stages' costs, estimated outside the library: a pack (every peer's column block copied

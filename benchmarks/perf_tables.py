@@ -66,7 +66,9 @@ def glance(issue, what, machine, items, limit, date, unit=""):
     if not vals:
         return None  # no target case on this machine
     bad = [(lab, v) for lab, v in vals if v > limit]
-    if len(vals) > 1:
+    if len(vals) > 1 and unit:  # signed figures: a range reads better with "..": "-0.61 .. +0.09 us"
+        fig = f"{min(v for _, v in vals):+.2f} .. {max(v for _, v in vals):+.2f}"
+    elif len(vals) > 1:
         fig = f"{min(v for _, v in vals):.3f}-{max(v for _, v in vals):.3f}"
     else:
         fig = sgn(vals[0][1]) if unit else f3(vals[0][1])
@@ -599,6 +601,59 @@ def distributed(runs, model_runs):
     return "".join(text), g
 
 
+def distributed_gpu(runs):
+    """GPU ranks of the distributed FFT (benchmarks/distributed.py --gpu): the newest run per (machine, np, shape)."""
+    latest = {}
+    for name, d, date in runs:
+        for run in d.get("runs", []):
+            for r in run.get("rows", []):
+                latest[(d.get("machine", {}).get("tag", NR), run["np"], tuple(r["shape"]))] = (run, r, name, date, d)
+    text = []
+    for tag in sorted({k[0] for k in latest}):
+        picked = [latest[k] for k in sorted(k for k in latest if k[0] == tag)]
+        rows = []
+        for run, r, name, date, d in picked:
+            ms = {k: v * 1e3 for k, v in r.get("median_s", {}).items()}
+            ex = r.get("describe", {}).get("dist_slab", "")
+            ex = ex[ex.find("exchange=") + 9:].split(" order=")[0] if "exchange=" in ex else NR
+            rows.append([run["np"], run.get("gpus", NR), "x".join(map(str, r["shape"])), fms(ms.get("dist_slab", 0)),
+                         fms(ms.get("dist_T", 0)), f3(r.get("ratios", {}).get("dist_chain/dist_slab")),
+                         fms(ms.get("local_fft", 0)), fms(ms.get("pack_est", 0)), fms(ms.get("one_gpu", 0)),
+                         f"{r.get('rel_err_vs_one_gpu', 0):.2g}", ex, f"`{short(name)}`"])
+        gpu = picked[-1][4].get("machine", {}).get("nvidia_smi", {}).get("name", NR)
+        text.append(f"\n### GPU ranks: {tag} ({gpu})\nms per call, the maximum over ranks; local FFT and packing"
+                    f" are one rank's; one GPU = the whole transform on one GPU (fusemath's cuFFT path).\n\n"
+                    + md(["np", "GPUs", "shape (c64)", "slab ms", "transposed ms", "chain / plain", "local FFT ms",
+                          "pack ms", "one GPU ms", "rel. error", "exchange", "run"], rows)
+                    + runs_list([(None, n) for _, _, n, _, _ in picked], runs))
+    return "".join(text), []
+
+
+def host_overhead(runs):
+    """benchmarks/host_overhead_ab.py: the newest before/after run per machine (issue 25's reshape)."""
+    latest = {}
+    for name, d, date in runs:  # (untagged runs name the host: the H200 machine's is "vm")
+        tag = d.get("meta", {}).get("machine", NR)
+        latest[{"vm": "h200"}.get(tag, tag)] = (name, d, date)
+    text, g = [], []
+    for tag, (name, d, date) in sorted(latest.items()):
+        meta = d.get("meta", {})
+        rows, items = [], []
+        for case, c in d.get("cases", {}).items():
+            rows.append([case, f"{c['a_us']:.2f}", f"{c['b_us']:.2f}",
+                         f"{c['b_minus_a_us']:+.2f} ({c['diff_min']:+.2f} .. {c['diff_max']:+.2f})"])
+            gpu_raw = case.startswith("gpu") and "minus reference" not in case and "reference" not in case
+            if not gpu_raw and "(in-process reference)" not in case:  # GPU cases count less the reference
+                items.append((case.replace(" minus reference", " (referenced)"), c["b_minus_a_us"]))
+        text.append(f"\n### {tag}\nCPU {meta.get('cpu', NR)} ({meta.get('nproc', NR)} threads, ISA {meta.get('isa', NR)}); "
+                    f"`{short(name)}` ({date}): `{meta.get('command', NR)}`. A = {meta.get('a', NR)}, B = "
+                    f"{meta.get('b', NR)}; us per call, median over {meta.get('rounds', NR)} paired rounds (GPU cases: "
+                    f"{meta.get('gpu_rounds', '-')}) and the spread of B - A.\n\n"
+                    + md(["case", "A us", "B us", "B - A us (spread)"], rows))
+        g.append(glance("25", "host overhead growth across the reshape <= 0.2 us", tag, items, 0.2, date, " us"))
+    return "".join(text), g
+
+
 def render() -> str:
     parts = {"matmul_cpu": matmul_cpu(load("matmul_cpu-")),
              "matmul_gpu": per_gpu(matmul_gpu, load("matmul_gpu-"), load("host_overhead_gpu-")),
@@ -608,6 +663,8 @@ def render() -> str:
              "solve_gpu": solve_gpu(load("solve_gpu-")),
              "dispatch": dispatch(load("dispatch-")), "pipeline": pipeline(load("pipeline-")),
              "distributed": distributed(load("distributed-"), load("distributed_model-")),
+             "distributed_gpu": distributed_gpu(load("distributed_gpu-")),
+             "host_overhead": host_overhead(load("host_overhead_ab-")),
              "crossover": (crossover(load("matmul_crossover-", "fft_crossover-", "rng_crossover-",
                                                   "solve_crossover-")), [])}
     with open(os.path.join(HERE, "perf_template.md")) as f:
