@@ -41,7 +41,8 @@ extern "C" {
 
 typedef enum fm_dist_layout {
     FM_DIST_SLAB = 0,      /* split along axis 0, axes in their global order */
-    FM_DIST_TRANSPOSED = 1 /* axes 0 and 1 swapped, split along the swapped array's axis 0 */
+    FM_DIST_TRANSPOSED = 1 /* slabs: axes 0 and 1 swapped, split along the swapped array's axis 0; pencils: the
+                              x-pencil (axis 0 whole, axes in their global order) */
 } fm_dist_layout;
 
 /* How the global array is split over the ranks. */
