@@ -302,19 +302,26 @@ static void box_copy(const fm_dist_pencil *p, int pack, const int64_t d[3], int 
     }
 }
 
-/* Pack src's boxes, the all-to-all (entered whatever ok says: the peers are in it too), unpack into dst. */
+static int plain(const fm_dist_chain_run *c) { return !c->scaled && !c->conj && !c->arr; }
+
+/* Pack src's boxes, the all-to-all (entered whatever ok says: the peers are in it too), unpack into dst.
+ * An x-pencil side is cut along axis 0, so its peers' boxes lie in peer order, contiguous, at the
+ * displacements: that side is sent from / received into the block itself, no copy, when no chain
+ * is applied there (dst is never src's block: the receive lands in W only after W was packed). */
 static void run_xchg(const fm_dist_pencil *p, const pencil_xchg *x, int ok, const void *src, void *dst,
                      const fm_dist_chain_run *pro, const fm_dist_chain_run *epi)
 {
     int P = x->peers;
     size_t ce = p->dbl ? 16 : 8;
     const int64_t *r = x->rng;
-    for (int q = 0; ok && q < P; q++)
+    int dsend = x->sk == 0 && plain(pro) && src, drecv = x->rk == 0 && plain(epi) && dst;
+    for (int q = 0; ok && !dsend && q < P; q++)
         box_copy(p, 1, x->sdims, x->sk, r[q], r[P + q], (void *)(uintptr_t)src, (char *)p->s + (size_t)x->cnt[P + q] * ce,
                  pro);
     MPI_Datatype t = p->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
-    MPI_Alltoallv(p->s, x->cnt, x->cnt + P, t, p->r, x->cnt + 2 * P, x->cnt + 3 * P, t, x->comm);
-    for (int q = 0; ok && q < P; q++)
+    MPI_Alltoallv(dsend ? src : p->s, x->cnt, x->cnt + P, t, drecv ? dst : p->r, x->cnt + 2 * P, x->cnt + 3 * P, t,
+                  x->comm);
+    for (int q = 0; ok && !drecv && q < P; q++)
         box_copy(p, 0, x->rdims, x->rk, r[2 * P + q], r[3 * P + q], dst, (char *)p->r + (size_t)x->cnt[3 * P + q] * ce,
                  epi);
 }

@@ -329,6 +329,8 @@ static void grid_cases(int rows)
     pcase t = {{6, 5, 7}, FM_FFT_C2C, 0, FM_DIST_TRANSPOSED, FM_DIST_TRANSPOSED, 1, rows, FM_FFT_NORM_FORWARD,
                0, 0, 1, 1, 0, 0};
     run_case(&t);
+    t.norm = FM_FFT_NORM_BACKWARD; /* no scaling: the last exchange receives into the output itself */
+    run_case(&t);
     t.out_layout = FM_DIST_SLAB;
     run_case(&t);
     /* r2c (z-pencil real in) and c2r (real out), both layouts of the complex side, odd last axes */
