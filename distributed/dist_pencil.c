@@ -1,6 +1,6 @@
 /* dist_pencil.c : pencil-decomposed 3-D FFTs on CPU ranks (opts->decomposition FM_DIST_DECOMP_PENCIL;
  * docs/design.md, Distributed, Pencils). FFTW-MPI has no pencils, so the transform is made of the
- * core's one-axis FFT plans (FFTW on host data) and MPI_Alltoallv on the two sub-communicators of a
+ * core's local FFT plans (FFTW on host data) and MPI_Alltoallv on the two sub-communicators of a
  * P1 x P2 grid (rank = r1 P2 + r2). Three pencils of the complex array (n0, n1, m2; m2 = n2 / 2 + 1
  * for r2c / c2r), each C-contiguous in logical axis order, in FFTW-style ceil(n / P) blocks:
  *   Z (slab layout side): axis 0 block r1 of P1, axis 1 block r2 of P2, axis 2 whole;
@@ -9,7 +9,10 @@
  * Z <-> Y is an all-to-all among the P2 ranks of a row (same r1), Y <-> X among the P1 ranks of a
  * column (same r2). A transform walks Z -> Y -> X (2 exchanges), X -> Y -> Z, or out and back (Z ->
  * Y -> X -> Y -> Z, 4 exchanges), running the FFT of axis 2 / 1 / 0 where that axis is whole: on the
- * first visit, but for c2r on the last (its real axis 2 is the last transform). The prolog goes into
+ * first visit, but for c2r on the last (its real axis 2 is the last transform). An exchange within a
+ * row or column of one rank (P2 = 1 or P1 = 1) would move nothing (both pencils are the same block):
+ * it is left out and the FFTs on either side of it are one core plan of two or three axes (a P x 1
+ * grid is then the slab algorithm, 1 x 1 one local 3-D FFT). The prolog goes into
  * the first step (the first core plan's prolog, or the first pack), the epilog and the global norm
  * into the last (the last core plan's epilog, or the last unpack: fm_dist_copy). */
 #include "dist_impl.h"
@@ -37,7 +40,7 @@ typedef struct pencil_xchg {
 } pencil_xchg;
 
 typedef struct pencil_op {
-    int fft, axis, pos;           /* fft: the FFT of `axis` on pencil pos; else the exchange x */
+    int fft, axes, pos;           /* fft: the FFT of the axes (bit a: axis a) on pencil pos; else the exchange x */
     fm_plan *plan;                /* NULL where this rank's block is empty */
     pencil_xchg x;
 } pencil_op;
@@ -139,7 +142,7 @@ static fm_status plan_xchg(const char *where, fm_dist_pencil *p, int a, int b, p
     return FM_OK;
 }
 
-/* The core's one-axis FFT of op (local): the chains from p->run where it is the first / last step. */
+/* The core's FFT of op's axes (local): the chains from p->run where it is the first / last step. */
 static fm_status plan_fft(fm_dist_pencil *p, pencil_op *op, int first, int last, const fm_dist_fft_options *o,
                           const fm_tensor *pro, const fm_tensor *epi)
 {
@@ -157,7 +160,10 @@ static fm_status plan_fft(fm_dist_pencil *p, pencil_op *op, int first, int last,
     fm_fft_options c;
     fm_fft_options_init(&c);
     c.kind = r2c ? FM_FFT_R2C : c2r ? FM_FFT_C2R : FM_FFT_C2C;
-    c.inverse = o->inverse, c.naxes = 1, c.axes[0] = op->axis;
+    c.inverse = o->inverse, c.naxes = 0;
+    for (int a = 0; a < 3; a++) /* ascending: r2c / c2r's halved axis 2 last */
+        if (op->axes & (1 << a))
+            c.axes[c.naxes++] = a;
     c.norm = o->inverse ? FM_FFT_NORM_FORWARD : FM_FFT_NORM_BACKWARD; /* a factor of 1: the norm is a scale */
     c.effort = o->effort, c.execution = FM_EXECUTION_CPU, c.num_threads = o->num_threads > 0 ? o->num_threads : 1;
     for (int w = 0; w < 2; w++) {
@@ -194,9 +200,14 @@ static fm_status plan_local(const char *where, fm_dist_pencil *p, const fm_dist_
             done[whole_axis[path[i]]] = 1, at[i] = whole_axis[path[i]];
     fm_status st = FM_OK;
     for (int i = 0; i < len && st == FM_OK; i++) {
-        if (at[i] >= 0)
-            p->ops[p->nops++] = (pencil_op){.fft = 1, .axis = at[i], .pos = path[i]};
-        if (i + 1 < len) {
+        pencil_op *prev = p->nops ? &p->ops[p->nops - 1] : NULL;
+        if (at[i] >= 0 && prev && prev->fft) /* no exchange between: one core plan of both axes */
+            prev->axes |= 1 << at[i];
+        else if (at[i] >= 0)
+            p->ops[p->nops++] = (pencil_op){.fft = 1, .axes = 1 << at[i], .pos = path[i]};
+        /* an exchange within a row or column of one rank moves nothing: both pencils are the same block */
+        int peers = path[i] == POS_Z || (i + 1 < len && path[i + 1] == POS_Z) ? p->P2 : p->P1;
+        if (i + 1 < len && peers > 1) {
             pencil_op *op = &p->ops[p->nops++];
             op->pos = path[i], p->nx++;
             st = plan_xchg(where, p, path[i], path[i + 1], &op->x);
@@ -258,7 +269,8 @@ fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_ge
     for (int i = 0; i < p->nops && k > 0 && (size_t)k < cap; i++) {
         const pencil_op *op = &p->ops[i];
         if (op->fft)
-            k += snprintf(text + k, cap - (size_t)k, "%sfft%d", i ? "," : "", op->axis);
+            k += snprintf(text + k, cap - (size_t)k, "%sfft%s%s%s", i ? "," : "", op->axes & 1 ? "0" : "",
+                          op->axes & 2 ? "1" : "", op->axes & 4 ? "2" : "");
         else
             k += snprintf(text + k, cap - (size_t)k, "%s%c>%c", i ? "," : "", pos_names[op->x.from], pos_names[op->x.to]);
     }
