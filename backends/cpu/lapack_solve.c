@@ -12,6 +12,7 @@
 
 #include <complex.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ typedef struct {
     void *const *ptrs;
     int64_t chunk;   /* entries per item */
     entry_fail *fails; /* per item */
+    int par;         /* threads for one entry's copies and checks (1 where entries run in parallel) */
 } solve_call;
 
 /* ---- layout ---- */
@@ -92,10 +94,57 @@ static void gather(char *dst, int64_t ld, const char *src, int64_t rs, int64_t c
     }
 }
 
-/* dst (C-contiguous rows x cols) = src (column-major, ld). */
-static void scatter(char *dst, const char *src, int64_t ld, int64_t rows, int64_t cols, size_t es)
+/* fn(arg, j0, j1) over the columns [0, cols) of a matrix of `bytes`, in up to par ranges on the pool.
+ * One entry's copies and checks are memory passes that a single thread ran at a fifth of the machine's
+ * bandwidth: at n = 4096 f64 they took a third of a 16-thread cholesky. Small ones stay serial. */
+typedef void (*cols_fn)(void *arg, int64_t j0, int64_t j1);
+typedef struct {
+    cols_fn fn;
+    void *arg;
+    int64_t cols, per;
+} cols_job;
+static void cols_item(void *arg, int64_t item)
 {
-    gather(dst, cols, src, ld, 1, cols, rows, es); /* dst^T is column-major with leading dimension cols */
+    const cols_job *j = arg;
+    const int64_t j0 = item * j->per, j1 = fm_min_i64(j->cols, j0 + j->per);
+    if (j0 < j1)
+        j->fn(j->arg, j0, j1);
+}
+static void for_cols(int par, int64_t cols, size_t bytes, cols_fn fn, void *arg)
+{
+    if (par <= 1 || cols < 2 || bytes < ((size_t)4 << 20)) {
+        fn(arg, 0, cols);
+        return;
+    }
+    const int parts = (int)fm_min_i64(par, cols);
+    cols_job j = {fn, arg, cols, (cols + parts - 1) / parts};
+    fm_pool_run(parts, parts, cols_item, &j);
+}
+
+typedef struct {
+    char *dst;
+    const char *src;
+    int64_t ld, rs, cs, rows;
+    size_t es;
+} gather_job;
+static void gather_cols(void *arg, int64_t j0, int64_t j1)
+{
+    const gather_job *g = arg;
+    gather(g->dst + (size_t)(j0 * g->ld) * g->es, g->ld, g->src + j0 * g->cs * (int64_t)g->es, g->rs, g->cs, g->rows,
+           j1 - j0, g->es);
+}
+/* gather on par threads */
+static void pgather(int par, char *dst, int64_t ld, const char *src, int64_t rs, int64_t cs, int64_t rows,
+                    int64_t cols, size_t es)
+{
+    gather_job g = {dst, src, ld, rs, cs, rows, es};
+    for_cols(par, cols, (size_t)(rows * cols) * es, gather_cols, &g);
+}
+
+/* dst (C-contiguous rows x cols) = src (column-major, ld). */
+static void scatter(int par, char *dst, const char *src, int64_t ld, int64_t rows, int64_t cols, size_t es)
+{
+    pgather(par, dst, cols, src, ld, 1, cols, rows, es); /* dst^T is column-major with leading dimension cols */
 }
 
 static void gather_slot(const solve_call *c, int slot, int64_t b, char *dst, int64_t ld, int64_t rows,
@@ -105,16 +154,16 @@ static void gather_slot(const solve_call *c, int slot, int64_t b, char *dst, int
     const char *base = (const char *)c->ptrs[slot] + fm_solve_batch_offset(c->x->p, slot, b) * (int64_t)c->x->es;
     const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1];
     if (transposed) /* square: a^T's rows are a's columns */
-        gather(dst, ld, base, cs, rs, cols, rows, c->x->es);
+        pgather(c->par, dst, ld, base, cs, rs, cols, rows, c->x->es);
     else
-        gather(dst, ld, base, rs, cs, rows, cols, c->x->es);
+        pgather(c->par, dst, ld, base, rs, cs, rows, cols, c->x->es);
 }
 
-/* dst (C-contiguous n x n) = the column-major n x n at src read row by row: (src's matrix)^T. */
-static void copy_rows(char *dst, const char *src, int64_t ld, int64_t n, size_t es)
+/* dst (C-contiguous n x n) = the column-major n x n at src read row by row: (src's matrix)^T; the
+ * rows are contiguous copies (gather's column-at-a-time case with dst's rows as its columns). */
+static void copy_rows(int par, char *dst, const char *src, int64_t ld, int64_t n, size_t es)
 {
-    for (int64_t i = 0; i < n; i++)
-        memcpy(dst + (size_t)(i * n) * es, src + (size_t)(i * ld) * es, (size_t)n * es);
+    pgather(par, dst, n, src, 1, ld, n, n, es);
 }
 
 static char *out_at(const solve_call *c, int slot, int64_t b, int64_t per_entry, size_t es)
@@ -130,9 +179,9 @@ static void put_matrix(const solve_call *c, int slot, int64_t b, const char *buf
     const fm_tensor *t = &c->x->p->t[slot];
     char *dst = out_at(c, slot, b, rows * cols, c->x->es);
     if (rows * cols > 0 && t->strides[t->ndim - 2] == 1 && rows > 1)
-        gather(dst, rows, buf, 1, ld, rows, cols, c->x->es);
+        pgather(c->par, dst, rows, buf, 1, ld, rows, cols, c->x->es);
     else
-        scatter(dst, buf, ld, rows, cols, c->x->es);
+        scatter(c->par, dst, buf, ld, rows, cols, c->x->es);
 }
 
 /* Whether rows x cols of column-major w are all finite. */
@@ -146,6 +195,28 @@ static int all_finite(const solve_impl *x, const char *w, int64_t ld, int64_t ro
                 return 0;
         }
     return 1;
+}
+
+typedef struct {
+    const solve_impl *x;
+    const char *w;
+    int64_t ld, rows;
+    atomic_int bad;
+} finite_job;
+static void finite_cols(void *arg, int64_t j0, int64_t j1)
+{
+    finite_job *f = arg;
+    if (!atomic_load_explicit(&f->bad, memory_order_relaxed) &&
+        !all_finite(f->x, f->w + (size_t)(j0 * f->ld) * f->x->es, f->ld, f->rows, j1 - j0))
+        atomic_store_explicit(&f->bad, 1, memory_order_relaxed);
+}
+/* all_finite on par threads */
+static int pall_finite(int par, const solve_impl *x, const char *w, int64_t ld, int64_t rows, int64_t cols)
+{
+    finite_job f = {.x = x, .w = w, .ld = ld, .rows = rows};
+    atomic_init(&f.bad, 0);
+    for_cols(par, cols, (size_t)(rows * cols) * x->es, finite_cols, &f);
+    return !atomic_load(&f.bad);
 }
 
 /* re + i im (CMPLX is C11 but not every compiler's libc has it: clang on glibc 2.36 lacked it) */
@@ -181,13 +252,26 @@ static void put(const solve_impl *x, char *dst, int64_t at, double complex v, in
 }
 
 /* Zero the strict lower (lower = 1) or upper triangle of column-major rows x cols w: one run per column. */
-static void zero_triangle(const solve_impl *x, char *w, int64_t ld, int64_t rows, int64_t cols, int lower)
+typedef struct {
+    char *w;
+    int64_t ld, rows;
+    size_t es;
+    int lower;
+} zero_job;
+static void zero_cols(void *arg, int64_t j0, int64_t j1)
 {
-    for (int64_t j = 0; j < cols; j++) {
-        const int64_t i0 = lower ? j + 1 : 0, i1 = lower ? rows : fm_min_i64(j, rows);
+    const zero_job *z = arg;
+    for (int64_t j = j0; j < j1; j++) {
+        const int64_t i0 = z->lower ? j + 1 : 0, i1 = z->lower ? z->rows : fm_min_i64(j, z->rows);
         if (i1 > i0)
-            memset(w + (size_t)(i0 + j * ld) * x->es, 0, (size_t)(i1 - i0) * x->es);
+            memset(z->w + (size_t)(i0 + j * z->ld) * z->es, 0, (size_t)(i1 - i0) * z->es);
     }
+}
+/* the strictly lower (lower) or upper triangle of column-major w set to zero, on par threads */
+static void zero_triangle(int par, const solve_impl *x, char *w, int64_t ld, int64_t rows, int64_t cols, int lower)
+{
+    zero_job z = {w, ld, rows, x->es, lower};
+    for_cols(par, cols, (size_t)(rows * cols) * x->es, zero_cols, &z);
 }
 
 static void identity(const solve_impl *x, char *dst, int64_t n)
@@ -291,7 +375,7 @@ static lint run_lu_family(const solve_call *c, int64_t b, scratch *w, entry_fail
             lapack_status(((getri_fn)L->getri[t])(COL_MAJOR, n, w->a, lda, w->ipiv), f, b) < 0)
             return -1;
         if (x->at) /* (a^T)^-1 read row by row is a^-1 */
-            copy_rows(out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
+            copy_rows(c->par, out_at(c, FM_SOLVE_X, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
         else
             put_matrix(c, FM_SOLVE_X, b, w->a, lda, sp->n, sp->n);
         break;
@@ -330,9 +414,9 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
             return -1;
         if (info == 0)
             info = first_nan_diagonal(x, w->a, lda, n);
-        zero_triangle(x, w->a, w->lda, sp->n, sp->n, uplo == 'U');
+        zero_triangle(c->par, x, w->a, w->lda, sp->n, sp->n, uplo == 'U');
         if (x->at)
-            copy_rows(out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
+            copy_rows(c->par, out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
         else
             put_matrix(c, FM_SOLVE_FACTOR, b, w->a, lda, sp->n, sp->n);
         return info;
@@ -378,7 +462,7 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
         return -1;
     /* R: the upper triangle of the first rr rows (complete mode's rows past k are zero) */
     char *r = out_at(c, FM_SOLVE_FACTOR, b, rr * n, x->es);
-    scatter(r, w->a, x->lda, k, n, x->es); /* the first k rows (tiled), then the zeros below the diagonal */
+    scatter(c->par, r, w->a, x->lda, k, n, x->es); /* the first k rows (tiled), then the zeros below the diagonal */
     for (int64_t i = 1; i < k; i++)
         memset(r + (size_t)(i * n) * x->es, 0, (size_t)fm_min_i64(i, n) * x->es);
     if (rr > k)
@@ -388,7 +472,7 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     const int64_t qc = sp->qr_mode == 1 ? m : k; /* Q's columns */
     char *q = w->u;                               /* m x qc, leading dimension lda */
     memset(q, 0, (size_t)(x->lda * (qc > 0 ? qc : 1)) * x->es);
-    gather(q, x->lda, w->a, 1, x->lda, m, k < qc ? k : qc, x->es);
+    pgather(c->par, q, x->lda, w->a, 1, x->lda, m, k < qc ? k : qc, x->es);
     if (qc > 0 && lapack_status(((orgqr_fn)L->orgqr[x->ti])(COL_MAJOR, (lint)m, (lint)qc, (lint)k, q, (lint)x->lda,
                                                             w->tau), f, b) < 0)
         return -1;
@@ -483,8 +567,8 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     if (pr & 1u << FM_SOLVE_B)
         gather_slot(c, FM_SOLVE_B, b, w->b, x->ldb, sp->m, sp->nrhs, 0);
     if (sp->check_finite) {
-        const int bad_a = !sp->trusted_factor && !all_finite(x, w->a, x->lda, sp->m, sp->n);
-        if (bad_a || ((pr & 1u << FM_SOLVE_B) && !all_finite(x, w->b, x->ldb, sp->m, sp->nrhs))) {
+        const int bad_a = !sp->trusted_factor && !pall_finite(c->par, x, w->a, x->lda, sp->m, sp->n);
+        if (bad_a || ((pr & 1u << FM_SOLVE_B) && !pall_finite(c->par, x, w->b, x->ldb, sp->m, sp->nrhs))) {
             f->kind = FAIL_FINITE, f->batch = b, f->value = bad_a ? FM_SOLVE_A : FM_SOLVE_B;
             return -1;
         }
@@ -492,7 +576,7 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     /* LAPACK's SVD and eigenvalue iterations need not end on an inf or NaN (zgelsd of the fuzzer's
      * bytes ran for minutes): such an entry did not converge (info 1), as NumPy reports it */
     if ((sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD || sp->routine == FM_SOLVE_SYEVD) &&
-        !all_finite(x, w->a, x->lda, sp->m, sp->n))
+        !pall_finite(c->par, x, w->a, x->lda, sp->m, sp->n))
         return 1;
     switch (sp->routine) {
     case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: case FM_SOLVE_TRTRS: return run_triangular(c, b, w, f);
@@ -626,7 +710,8 @@ static fm_status solve_execute(const fm_plan *p, void *const *ptrs, const fm_exe
     entry_fail *fails = items <= 16 ? fails_small : calloc((size_t)items, sizeof *fails);
     if (!fails)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "solve: out of host memory");
-    solve_call c = {.x = x, .ptrs = ptrs, .chunk = (B + items - 1) / items, .fails = fails};
+    solve_call c = {.x = x, .ptrs = ptrs, .chunk = (B + items - 1) / items, .fails = fails,
+                    .par = x->over_batch && items > 1 ? 1 : x->threads};
     if (x->over_batch && items > 1) {
         fm_blas_single_begin();
         fm_pool_run(items, items, run_chunk, &c); /* -1: the caller ran every item itself */

@@ -19,7 +19,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _fusemath as _C
-from .distributed import _COMM_T, _MPI, _agreed, _check, _comm, _fn
+from .distributed import _COMM_T, _MPI, _Collective, _agreed, _check, _comm, _fn
 
 _VOIDP = ctypes.c_void_p
 
@@ -54,7 +54,7 @@ _REAL = {np.dtype(np.float32): 3, np.dtype(np.float64): 4}  # fm_dtype FM_F32, F
 _BIAS, _CLAMP = 1 << 0, 1 << 7  # FM_EPILOGUE_BIAS, FM_EPILOGUE_CLAMP
 
 
-class Grid:
+class Grid(_Collective):
     """The process grid of ``comm``'s ranks that ScaLAPACK computes on (collective).
 
     ``Grid(comm, shape=None)``: shape None is the near-square ``nprow x npcol`` factorization of the
@@ -63,6 +63,8 @@ class Grid:
     before MPI is finalized. Layouts made from a communicator share one cached grid per communicator
     and shape (freed at exit); make a Grid to own its lifetime.
     """
+
+    _free = staticmethod(_grid_destroy)
 
     def __init__(self, comm: Any, shape: Optional[Tuple[int, int]] = None):
         where = "fusemath.distributed.Grid"
@@ -83,21 +85,7 @@ class Grid:
 
     def close(self) -> None:
         """Free the BLACS grid (collective)."""
-        h, self._handle = self._handle, None
-        if h is not None and not _MPI.Is_finalized():
-            _grid_destroy(h)
-
-    def __enter__(self) -> "Grid":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
+        super().close()
 
     def __repr__(self) -> str:
         return f"Grid({self.shape[0]} x {self.shape[1]}, at {self.coords})"

@@ -299,7 +299,34 @@ def _tensor(a: Any) -> _Tensor:
     return t
 
 
-class FFT:
+class _Collective:
+    """The owner of a handle that a collective C call frees (FFTW-MPI's plans and BLACS grids hold a
+    communicator): close() frees it once, and never after MPI is finalized; ``with`` and the garbage
+    collector call close(). A subclass names the C function in _free (a staticmethod)."""
+
+    _handle: Any = None
+    _free: Any = None
+
+    def close(self) -> None:
+        """Free the handle (collective)."""
+        h, self._handle = self._handle, None
+        if h is not None and not _MPI.Is_finalized():
+            self._free(h)
+
+    def __enter__(self):  # -> the subclass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+class FFT(_Collective):
     """A slab- or pencil-decomposed FFT over the ranks of ``comm`` (plan once, execute many times).
 
     ``FFT(x_local, comm, *, global_shape, axes=None, decomposition="slab", kind=None, n=None,
@@ -334,6 +361,8 @@ class FFT:
     between executes). ``execute(x_local=None, out=None)`` returns this rank's output block.
     ``close()`` (or ``with``) frees the plan: collective, call it on every rank.
     """
+
+    _free = staticmethod(_destroy)
 
     def __init__(self, x_local: Any, comm: Any, *, global_shape: Any, axes: Any = None,
                  decomposition: str = "slab", kind: Optional[str] = None, n: Optional[int] = None,
@@ -497,21 +526,7 @@ class FFT:
 
     def close(self) -> None:
         """Free the plan (collective: FFTW-MPI's plans hold a communicator)."""
-        h, self._handle = self._handle, None
-        if h is not None and not _MPI.Is_finalized():
-            _destroy(h)
-
-    def __enter__(self) -> "FFT":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
+        super().close()
 
 
 from ._dist_scalapack import Grid, Layout, cho_solve, cholesky, gather, matmul, scatter, solve  # noqa: E402

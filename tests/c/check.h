@@ -118,23 +118,93 @@ static inline int fm_test_mentions_word(const char *hay, const char *word)
         printf("\n");                                                                          \
     } while (0)
 
-#define RUN_TEST(fn)                                                                           \
+/* One test function: its checks and failures counted, and failed when it checked nothing. */
+static inline void fm_test_run_(const char *name, void (*fn)(void), const char *file, int line)
+{
+    int f0 = atomic_load(&fm_test_failures_), c0 = atomic_load(&fm_test_checks_);
+    printf("[ RUN  ] %s\n", name);
+    fflush(stdout);
+    fm_clear_error();
+    fn();
+    int f = atomic_load(&fm_test_failures_) - f0;
+    int c = atomic_load(&fm_test_checks_) - c0;
+    if (c == 0) { /* a test that checked nothing has not passed */
+        atomic_fetch_add(&fm_test_failures_, 1);
+        f = 1;
+        fprintf(stderr, "%s:%d: %s checked nothing\n", file, line, name);
+    }
+    printf("[ %s ] %s (%d checks, %d failed)\n", f ? "FAIL" : " OK ", name, c, f);
+    fflush(stdout);
+}
+
+#define RUN_TEST(fn) fm_test_run_(#fn, fn, __FILE__, __LINE__)
+
+/* Each of fns in turn, named by the comma-separated list `names` (RUN_TESTS' stringized arguments). */
+static inline void fm_test_run_list_(const char *names, void (*const *fns)(void), size_t n, const char *file,
+                                     int line)
+{
+    for (size_t i = 0; i < n; i++) {
+        char name[128];
+        size_t len = 0;
+        while (*names == ',' || isspace((unsigned char)*names)) ++names;
+        while (*names && *names != ',' && !isspace((unsigned char)*names)) {
+            if (len + 1 < sizeof name) name[len++] = *names;
+            ++names;
+        }
+        name[len] = '\0';
+        fm_test_run_(name, fns[i], file, line);
+    }
+}
+
+/* RUN_TEST on each argument in turn: RUN_TESTS(test_a, test_b, ...). */
+#define RUN_TESTS(...)                                                                         \
     do {                                                                                       \
-        int fm_f0_ = atomic_load(&fm_test_failures_), fm_c0_ = atomic_load(&fm_test_checks_);  \
-        printf("[ RUN  ] %s\n", #fn);                                                          \
-        fflush(stdout);                                                                        \
-        fm_clear_error();                                                                      \
-        fn();                                                                                  \
-        int fm_f_ = atomic_load(&fm_test_failures_) - fm_f0_;                                  \
-        int fm_c_ = atomic_load(&fm_test_checks_) - fm_c0_;                                    \
-        if (fm_c_ == 0) { /* a test that checked nothing has not passed */                    \
-            atomic_fetch_add(&fm_test_failures_, 1);                                           \
-            fm_f_ = 1;                                                                         \
-            fprintf(stderr, "%s:%d: %s checked nothing\n", __FILE__, __LINE__, #fn);            \
-        }                                                                                      \
-        printf("[ %s ] %s (%d checks, %d failed)\n", fm_f_ ? "FAIL" : " OK ", #fn, fm_c_, fm_f_);  \
-        fflush(stdout);                                                                        \
+        static void (*const fm_fns_[])(void) = {__VA_ARGS__};                                  \
+        fm_test_run_list_(#__VA_ARGS__, fm_fns_, sizeof fm_fns_ / sizeof fm_fns_[0], __FILE__, \
+                          __LINE__);                                                           \
     } while (0)
+
+/* GPU tests pass as skipped (exit 0, this very text) where no device is visible. */
+#define SKIP_WITHOUT_GPU()                                                                     \
+    do {                                                                                       \
+        if (fm_cuda_device_count() == 0) {                                                     \
+            printf("skipped: no GPU\n");                                                       \
+            return 0;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* The tests' context, or exit 1 from main() with the reason: nothing could be checked without it. */
+#define CREATE_CONTEXT_OR_FAIL(ctxp)                                                           \
+    do {                                                                                       \
+        if (fm_context_create(ctxp) != FM_OK) {                                                \
+            fprintf(stderr, "no context: %s\n", fm_last_error());                              \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* The main() of a GPU test: skipped without a device; the test functions run in a row, sharing
+ * *ctxp (created before, destroyed after) unless ctxp is NULL. */
+#define GPU_TEST_MAIN(ctxp, ...)                                                               \
+    int main(void)                                                                             \
+    {                                                                                          \
+        fm_context **fm_ctxp_ = (ctxp);                                                        \
+        SKIP_WITHOUT_GPU();                                                                    \
+        if (fm_ctxp_)                                                                          \
+            CREATE_CONTEXT_OR_FAIL(fm_ctxp_);                                                  \
+        RUN_TESTS(__VA_ARGS__);                                                                \
+        if (fm_ctxp_)                                                                          \
+            fm_context_destroy(*fm_ctxp_);                                                     \
+        TEST_MAIN_RETURN();                                                                    \
+    }
+
+/* The main() of a test this build cannot run (e.g. no CUDA): exit 0 with "skipped: <why>". */
+#define TEST_MAIN_SKIPPED(why)                                                                 \
+    int main(void)                                                                             \
+    {                                                                                          \
+        (void)fm_test_checks_, (void)fm_test_failures_, (void)fm_test_skips_;                  \
+        printf("skipped: %s\n", why);                                                          \
+        return 0;                                                                              \
+    }
 
 #define TEST_MAIN_RETURN()                                                                     \
     do {                                                                                       \

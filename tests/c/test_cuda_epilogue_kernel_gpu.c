@@ -19,6 +19,7 @@
 #include "cuda/cuda_epilogue_kernel.h"
 #include "cuda/nvrtc_cache.h"
 #include "epilogue.h"
+#include "ew_chains.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -417,30 +418,6 @@ out:
 }
 
 /* ------------------------------------------------------------------------ */
-static const fm_dtype all_dtypes[6] = {FM_F16, FM_BF16, FM_F32, FM_F64, FM_C64, FM_C128};
-
-static int chains_for(fm_dtype t, unsigned *out)
-{
-    int n = 0;
-    if (fm_dtype_is_complex(t)) {
-        out[n++] = 0;
-        out[n++] = FM_EPILOGUE_BIAS;
-        return n;
-    }
-    static const unsigned acts[7] = {0, FM_EPILOGUE_RELU, FM_EPILOGUE_GELU, FM_EPILOGUE_SIGMOID,
-                                     FM_EPILOGUE_TANH, FM_EPILOGUE_SILU, FM_EPILOGUE_CLAMP};
-    for (int sc = 0; sc < 2; sc++)
-        for (int bi = 0; bi < 2; bi++)
-            for (int a = 0; a < 7; a++)
-                for (int aux = 0; aux < 2; aux++)
-                    if (!aux || acts[a])
-                        out[n++] = (sc ? FM_EPILOGUE_SCALE : 0) | (bi ? FM_EPILOGUE_BIAS : 0) | acts[a] |
-                                   (aux ? FM_EPILOGUE_AUX : 0);
-    out[n++] = FM_EPILOGUE_DRELU;
-    out[n++] = FM_EPILOGUE_DGELU;
-    return n;
-}
-
 /* Compile every module on all cores first: the creates below then hit the cache. */
 typedef struct warm_job {
     fm_cuda_ew_spec spec;
@@ -488,7 +465,7 @@ static void warm_cache(void)
     n_warm = 0;
     for (int d = 0; d < 6; d++) {
         unsigned ch[64];
-        int nc = chains_for(all_dtypes[d], ch);
+        int nc = ew_chains(all_dtypes[d], 0, ch);
         for (int c = 0; c < nc; c++)
             for (int add_c = 0; add_c < 2; add_c++)
                 warm_jobs[n_warm++].spec = (fm_cuda_ew_spec){.dtype = all_dtypes[d], .epilogue = ch[c], .add_c = add_c};
@@ -513,7 +490,7 @@ static void test_ew_all(void)
     for (int d = 0; d < 6; d++) {
         fm_dtype t = all_dtypes[d];
         unsigned ch[64];
-        int nc = chains_for(t, ch);
+        int nc = ew_chains(t, 0, ch);
         for (int c = 0; c < nc; c++)
             for (int add_c = 0; add_c < 2; add_c++) {
                 fm_cuda_ew_spec spec = {.dtype = t, .epilogue = ch[c], .add_c = add_c};
@@ -770,29 +747,18 @@ static void test_colsum_all(void)
 
 int main(void)
 {
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
+    SKIP_WITHOUT_GPU();
     if (cudaSetDevice(0) != cudaSuccess) {
         printf("skipped: no GPU (cudaSetDevice failed)\n");
         return 0;
     }
     double t0 = now();
     warm_cache();
-    RUN_TEST(test_ew_errors);
-    RUN_TEST(test_ew_all);
-    RUN_TEST(test_ew_large);
-    RUN_TEST(test_colsum_all);
+    RUN_TESTS(test_ew_errors, test_ew_all, test_ew_large, test_colsum_all);
     printf("    total %.2f s\n", now() - t0);
     TEST_MAIN_RETURN();
 }
 
 #else /* built without CUDA */
-int main(void)
-{
-    (void)fm_test_checks_, (void)fm_test_failures_, (void)fm_test_skips_;
-    printf("skipped: no GPU (built without CUDA)\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("no GPU (built without CUDA)")
 #endif

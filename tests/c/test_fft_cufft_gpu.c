@@ -776,60 +776,34 @@ static void test_half(void)
 
 int main(void)
 {
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&g_ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
+    SKIP_WITHOUT_GPU();
+    CREATE_CONTEXT_OR_FAIL(&g_ctx);
     /* the shared checks, staged to the GPU */
     g_exec = FM_EXECUTION_CUDA;
     g_describe = "fft cuda/"; /* cuFFT, or the fused kernel for the 1-D c2c chains it takes */
-    RUN_TEST(test_small_vs_naive);
-    RUN_TEST(test_identities);
-    RUN_TEST(test_large_roundtrip);
-    RUN_TEST(test_multi_axes_layouts);
-    RUN_TEST(test_chains);
-    RUN_TEST(test_chain_vs_unfused);
-    RUN_TEST(test_concurrent);
+    RUN_TESTS(test_small_vs_naive, test_identities, test_large_roundtrip, test_multi_axes_layouts,
+              test_chains, test_chain_vs_unfused, test_concurrent);
     /* device-resident */
     g_exec = FM_EXECUTION_AUTO;
-    RUN_TEST(test_c2r_input_intact);
-    RUN_TEST(test_raw_callbacks);
-    RUN_TEST(test_raw_callback_types);
-    RUN_TEST(test_streams_threads);
-    RUN_TEST(test_looped_batch_chain);
-    RUN_TEST(test_prolog_modes);
-    RUN_TEST(test_fused_kernel);
-    RUN_TEST(test_half);
+    RUN_TESTS(test_c2r_input_intact, test_raw_callbacks, test_raw_callback_types, test_streams_threads,
+              test_looped_batch_chain, test_prolog_modes, test_fused_kernel, test_half);
     /* AUTO gives the small test transforms' chains to the fused kernel where it applies: run
      * the chains again through cuFFT, every prolog as a load callback, then as a pass */
     static const char *const modes[2] = {"callback", "pass"};
     for (int m = 0; m < 2; m++) {
         setenv("FUSEMATH_CUFFT_PROLOG", modes[m], 1);
         fm_context_destroy(g_ctx); /* the variable is read when a context is created */
-        if (fm_context_create(&g_ctx) != FM_OK) {
-            printf("fm_context_create failed: %s\n", fm_last_error());
-            return 1;
-        }
+        CREATE_CONTEXT_OR_FAIL(&g_ctx);
         g_exec = FM_EXECUTION_CUDA;
         g_describe = "fft cuda/cufft";
-        RUN_TEST(test_chains);
-        RUN_TEST(test_chain_vs_unfused);
+        RUN_TESTS(test_chains, test_chain_vs_unfused);
         g_exec = FM_EXECUTION_AUTO;
-        RUN_TEST(test_raw_callbacks);
-        RUN_TEST(test_looped_batch_chain);
+        RUN_TESTS(test_raw_callbacks, test_looped_batch_chain);
     }
     unsetenv("FUSEMATH_CUFFT_PROLOG");
     fm_context_destroy(g_ctx);
     TEST_MAIN_RETURN();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -22,6 +22,7 @@
 #include "cuda/fft_kernel.h"
 #include "cuda/nvrtc_cache.h"
 
+#include "emu_kernel.h"
 #include "env_settings.h"
 #include "operation.h"
 
@@ -377,22 +378,12 @@ static void *emu_load(const fm_fft_kernel_spec *s, emu_launch_fn *fn)
         CHECK_MSG(0, "source: %s", fm_last_error());
         return NULL;
     }
-    char cpp[128], so[128], cmd[512];
-    snprintf(cpp, sizeof cpp, "%s/k%d.cpp", g_dir, g_serial);
-    snprintf(so, sizeof so, "%s/k%d.so", g_dir, g_serial++);
-    FILE *f = fopen(cpp, "w");
-    if (f) {
-        fputs(emu_prelude, f), fputs(src, f), fputs(emu_driver, f);
-        fclose(f);
-    }
+    char stem[32];
+    snprintf(stem, sizeof stem, "k%d", g_serial++);
+    void (*launch)(void) = NULL;
+    void *h = emu_compile_load(g_dir, stem, "", emu_prelude, src, emu_driver, &launch);
     free(src);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -o %s %s -lpthread", so, cpp);
-    int rc = f ? system(cmd) : -1;
-    CHECK_MSG(rc == 0, "host compile of the generated kernel failed: %s", cmd);
-    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    *fn = h ? (emu_launch_fn)(uintptr_t)dlsym(h, "fm_emu_launch") : NULL;
-    CHECK_MSG(h && *fn, "dlopen %s: %s", so, dlerror());
-    unlink(cpp), unlink(so);
+    *fn = (emu_launch_fn)launch;
     return h;
 }
 
@@ -923,22 +914,16 @@ static void test_emulated_numerics(void)
 int main(void)
 {
 #ifdef FM_HAVE_CUDA
-    RUN_TEST(test_limits);
-    RUN_TEST(test_every_length_compiles);
-    RUN_TEST(test_chain_forms_compile);
-    RUN_TEST(test_batch_size_not_in_source);
-    RUN_TEST(test_register_cap);
-    RUN_TEST(test_gpu_prolog_mode);
+    RUN_TESTS(test_limits, test_every_length_compiles, test_chain_forms_compile,
+              test_batch_size_not_in_source, test_register_cap, test_gpu_prolog_mode);
     snprintf(g_dir, sizeof g_dir, "/tmp/fm_emu_XXXXXX");
-    if (!mkdtemp(g_dir) || fm_context_create(&g_ctx) != FM_OK) {
-        fprintf(stderr, "no scratch directory or context\n");
+    if (!mkdtemp(g_dir)) {
+        fprintf(stderr, "no scratch directory\n");
         return 1;
     }
-    RUN_TEST(test_emulated_numerics);
-    RUN_TEST(test_emulated_four_step);
-    RUN_TEST(test_emulated_axis_passes);
-    RUN_TEST(test_emulated_backend_planning);
-    RUN_TEST(test_no_chain_declines);
+    CREATE_CONTEXT_OR_FAIL(&g_ctx);
+    RUN_TESTS(test_emulated_numerics, test_emulated_four_step, test_emulated_axis_passes,
+              test_emulated_backend_planning, test_no_chain_declines);
     fm_context_destroy(g_ctx);
     rmdir(g_dir);
     TEST_MAIN_RETURN();

@@ -552,22 +552,7 @@ static void test_no_product(void)
     fm_context_destroy(ctx);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    RUN_TEST(test_chains);
-    RUN_TEST(test_fp8);
-    RUN_TEST(test_no_product);
-    RUN_TEST(test_wider_search);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(NULL, test_chains, test_fp8, test_no_product, test_wider_search)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

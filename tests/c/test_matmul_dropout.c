@@ -6,6 +6,7 @@
  * test_rng_cpu.c) at the same seed and position: keep iff word >= round(p * 2^32). Every CPU
  * strategy, thread count and panel height must give the same bytes. */
 #include "check.h"
+#include "dropout_ref.h"
 #include "mmref.h"
 
 #include <math.h>
@@ -13,25 +14,6 @@
 #include <stdlib.h>
 
 static fm_context *g_ctx;
-
-/* numel words of the portable stream of seed from position pos (the RNG operation's raw fill) */
-static uint32_t *raw_words(uint64_t seed, int64_t pos, int64_t numel)
-{
-    uint32_t *w = malloc(sizeof(uint32_t) * (size_t)(numel ? numel : 1));
-    fm_tensor t;
-    fm_tensor_init(&t, w, fm_test_cpu, FM_U32, 1, &numel, NULL);
-    fm_rng_options o;
-    fm_rng_options_init(&o);
-    o.distribution = FM_RNG_RAW;
-    CHECK_OK(fm_rng(g_ctx, &t, &o, seed, pos, NULL));
-    return w;
-}
-
-static uint64_t thr_of(double p)
-{
-    double t = floor(p * 4294967296.0 + 0.5);
-    return (uint64_t)t;
-}
 
 typedef struct dcase {
     fm_dtype dt;
@@ -81,8 +63,8 @@ static void check_against_reference(const dcase *c, const test_operand *a, const
                                     const test_operand *bias, const dresult *r, const char *label)
 {
     const int64_t nb = c->nbatch ? c->nbatch : 1, numel = nb * c->m * c->n, rb = fm_relu_mask_row_bytes(c->n);
-    uint32_t *w = raw_words(c->seed, c->pos, numel);
-    const uint64_t thr = thr_of(c->p);
+    uint32_t *w = dropout_raw_words(g_ctx, c->seed, c->pos, numel);
+    const uint64_t thr = dropout_threshold(c->p);
     const double scale = 1.0 / (1.0 - c->p), tol = 8.0 * (double)(c->k + 2) * dtype_eps(c->dt);
     int64_t bad = 0, badmask = 0;
     for (int64_t bi = 0; bi < nb; bi++)

@@ -7,6 +7,7 @@
  * as outer loops (a broadcast batch), ddropout, and f16/bf16 (computed in float). Skips (exit 0)
  * without a GPU. */
 #include "check.h"
+#include "dropout_ref.h"
 #include "mmref.h"
 
 #ifdef FM_HAVE_CUDA
@@ -19,18 +20,6 @@
 #ifdef FM_HAVE_CUDA
 static fm_context *g_ctx;
 static const fm_device g_cuda = {FM_DEVICE_CUDA, 0};
-
-static uint32_t *raw_words(uint64_t seed, int64_t pos, int64_t numel)
-{
-    uint32_t *w = malloc(sizeof(uint32_t) * (size_t)(numel ? numel : 1));
-    fm_tensor t;
-    fm_tensor_init(&t, w, fm_test_cpu, FM_U32, 1, &numel, NULL);
-    fm_rng_options o;
-    fm_rng_options_init(&o);
-    o.distribution = FM_RNG_RAW;
-    CHECK_OK(fm_rng(g_ctx, &t, &o, seed, pos, NULL));
-    return w;
-}
 
 /* f16 / bf16 <-> double for the host side (round to nearest even) */
 static uint16_t half_bits(double x, fm_dtype t)
@@ -138,8 +127,8 @@ static void run_case(fm_dtype t, int64_t batch, int64_t m, int64_t n, int64_t k,
     down(&d), down(&x);
 
     /* the reference */
-    uint32_t *w = raw_words(seed, pos, numel);
-    const uint64_t thr = (uint64_t)floor(p * 4294967296.0 + 0.5);
+    uint32_t *w = dropout_raw_words(g_ctx, seed, pos, numel);
+    const uint64_t thr = dropout_threshold(p);
     const double scale = 1.0 / (1.0 - p);
     const double eps = t == FM_F64 ? DBL_EPSILON : t == FM_F32 ? FLT_EPSILON : t == FM_F16 ? 1.0 / 1024 : 1.0 / 128;
     const double tol = (t == FM_F16 || t == FM_BF16 ? 4.0 : 8.0 * (double)(k + 2)) * eps;
@@ -269,23 +258,7 @@ static void test_plan_is_split(void)
     cudaFree(dp);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&g_ctx) != FM_OK)
-        return 1;
-    RUN_TEST(test_against_reference_and_cpu);
-    RUN_TEST(test_plan_is_split);
-    fm_context_destroy(g_ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&g_ctx, test_against_reference_and_cpu, test_plan_is_split)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -16,6 +16,7 @@
 #include "cuda/cuda_epilogue_kernel.h"
 #include "cuda/nvrtc_cache.h"
 #include "epilogue.h"
+#include "ew_chains.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -386,46 +387,12 @@ static void *job_main(void *unused)
     }
 }
 
-static const fm_dtype all_dtypes[6] = {FM_F16, FM_BF16, FM_F32, FM_F64, FM_C64, FM_C128};
-
-/* Every chain the elementwise pass accepts for dtype t. */
-static int chains_for(fm_dtype t, unsigned *out)
-{
-    int n = 0;
-    if (fm_dtype_is_complex(t)) {
-        out[n++] = 0;
-        out[n++] = FM_EPILOGUE_BIAS;
-        return n;
-    }
-    static const unsigned acts[7] = {0, FM_EPILOGUE_RELU, FM_EPILOGUE_GELU, FM_EPILOGUE_SIGMOID,
-                                     FM_EPILOGUE_TANH, FM_EPILOGUE_SILU, FM_EPILOGUE_CLAMP};
-    for (int sc = 0; sc < 2; sc++)
-        for (int bi = 0; bi < 2; bi++)
-            for (int a = 0; a < 7; a++)
-                for (int aux = 0; aux < 2; aux++) {
-                    if (aux && !acts[a])
-                        continue;
-                    out[n++] = (sc ? FM_EPILOGUE_SCALE : 0) | (bi ? FM_EPILOGUE_BIAS : 0) | acts[a] |
-                               (aux ? FM_EPILOGUE_AUX : 0);
-                }
-    out[n++] = FM_EPILOGUE_DRELU;
-    out[n++] = FM_EPILOGUE_DGELU;
-    /* dropout: the Philox header prepended (philox_source.h) */
-    out[n++] = FM_EPILOGUE_DROPOUT;
-    out[n++] = FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
-    out[n++] = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT;
-    out[n++] = FM_EPILOGUE_BIAS | FM_EPILOGUE_RELU | FM_EPILOGUE_DROPOUT | FM_EPILOGUE_AUX;
-    out[n++] = FM_EPILOGUE_SCALE | FM_EPILOGUE_GELU | FM_EPILOGUE_DROPOUT;
-    out[n++] = FM_EPILOGUE_DDROPOUT;
-    return n;
-}
-
 static void test_generated_sources(void)
 {
     njobs = 0;
     for (int d = 0; d < 6; d++) {
         unsigned chains[64];
-        int nc = chains_for(all_dtypes[d], chains);
+        int nc = ew_chains(all_dtypes[d], 1, chains);
         for (int c = 0; c < nc; c++)
             for (int add_c = 0; add_c < 2 && njobs < MAX_JOBS; add_c++) {
                 job *j = &jobs[njobs++];
@@ -564,15 +531,9 @@ int main(void)
     }
     set_cache_dir(tmpdir);
     fm_nvrtc_cache_clear_memory();
-    RUN_TEST(test_cache_dir);
-    RUN_TEST(test_version_and_archs);
-    RUN_TEST(test_cubin_and_cache);
-    RUN_TEST(test_corrupt_files);
-    RUN_TEST(test_compile_error);
-    RUN_TEST(test_unwritable_dir);
-    RUN_TEST(test_threads);
-    RUN_TEST(test_generated_sources);
-    RUN_TEST(test_create_without_gpu);
+    RUN_TESTS(test_cache_dir, test_version_and_archs, test_cubin_and_cache, test_corrupt_files,
+              test_compile_error, test_unwritable_dir, test_threads, test_generated_sources,
+              test_create_without_gpu);
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     TEST_MAIN_RETURN();
 }

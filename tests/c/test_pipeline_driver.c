@@ -9,6 +9,7 @@
  * streams is the GPU test's part (test_pipeline_gpu.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "pipeline_test_util.h"
 #include "internal.h"
 #include "operation.h"
 #include "stand_in_gpu.h"
@@ -75,13 +76,6 @@ static const fm_backend fake_backend = {.name = "fakegpu", .device = FM_DEVICE_C
                                         .ops = 1u << FM_OP_MATMUL | 1u << FM_OP_RNG, .priority = 1000000,
                                         .probe = fake_probe, .plan = fake_plan};
 
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
 static fm_context *make_context(const char *pipeline)
 {
@@ -177,15 +171,9 @@ static void test_batched(void)
     static float a[B * M * K], b[K * N], d[B * M * N];
     fill(a, B * M * K, 5), fill(b, K * N, 6);
     fm_context *ctx = make_context("on");
-    const fm_device cpu = {FM_DEVICE_CPU, 0};
     fm_tensor ta, tb, td;
-    int64_t sa[3] = {B, M, K}, sb[2] = {K, N}, sd[3] = {B, M, N};
-    fm_tensor_init(&ta, a, cpu, FM_F32, 3, sa, NULL);
-    fm_tensor_init(&tb, b, cpu, FM_F32, 2, sb, NULL);
-    fm_tensor_init(&td, d, cpu, FM_F32, 3, sd, NULL);
     fm_matmul_options o;
-    fm_matmul_options_init(&o);
-    o.execution = FM_EXECUTION_CUDA;
+    batched_matmul_host(a, b, d, B, M, K, N, &ta, &tb, &td, &o);
     fm_plan *p = NULL;
     CHECK_OK(fm_matmul_plan(ctx, &ta, &tb, NULL, NULL, &td, NULL, &o, &p));
     if (p) {

@@ -17,6 +17,7 @@
  * Without a GPU (or CUDA) it says so and passes. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "pipeline_test_util.h"
 #include "internal.h"
 
 #include <complex.h>
@@ -41,13 +42,6 @@ static fm_context *context_with(const char *pipeline)
     return c;
 }
 
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
 static double gelu(double x) { return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
@@ -164,13 +158,8 @@ static void test_batched(void)
     static float a[B * M * K], b[K * N], d[B * M * N];
     fill(a, B * M * K, 7), fill(b, K * N, 8);
     fm_tensor ta, tb, td;
-    int64_t sa[3] = {B, M, K}, sb[2] = {K, N}, sd[3] = {B, M, N};
-    fm_tensor_init(&ta, a, cpu, FM_F32, 3, sa, NULL);
-    fm_tensor_init(&tb, b, cpu, FM_F32, 2, sb, NULL);
-    fm_tensor_init(&td, d, cpu, FM_F32, 3, sd, NULL);
     fm_matmul_options o;
-    fm_matmul_options_init(&o);
-    o.execution = FM_EXECUTION_CUDA;
+    batched_matmul_host(a, b, d, B, M, K, N, &ta, &tb, &td, &o);
     fm_plan *p = NULL;
     CHECK_OK(fm_matmul_plan(ctx_on, &ta, &tb, NULL, NULL, &td, NULL, &o, &p));
     if (!p)
@@ -408,20 +397,12 @@ static void test_auto_and_threads(void)
 
 int main(void)
 {
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
+    SKIP_WITHOUT_GPU();
     ctx_on = context_with("on");
     ctx_off = context_with("off");
     ctx_auto = context_with(NULL);
     ctx_cpu = context_with(NULL);
-    RUN_TEST(test_matmul);
-    RUN_TEST(test_batched);
-    RUN_TEST(test_dropout);
-    RUN_TEST(test_fft);
-    RUN_TEST(test_rng);
-    RUN_TEST(test_auto_and_threads);
+    RUN_TESTS(test_matmul, test_batched, test_dropout, test_fft, test_rng, test_auto_and_threads);
     fm_context_destroy(ctx_on);
     fm_context_destroy(ctx_off);
     fm_context_destroy(ctx_auto);
@@ -429,9 +410,5 @@ int main(void)
     TEST_MAIN_RETURN();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -8,6 +8,7 @@
  * results. Large enough that the chunks' copies are cut into several parts (FM_COPY_MIN_PART). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "pipeline_test_util.h"
 #include "copy_pool.h"
 #include "internal.h"
 #include "operation.h"
@@ -78,25 +79,7 @@ static fm_context *make_context(int threads)
     return ctx;
 }
 
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
-static double max_rel(const float *x, const float *ref, size_t n)
-{
-    double e = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)x[i] - ref[i]));
-        m = fmax(m, fabs((double)ref[i]));
-        if (x[i] != x[i])
-            return INFINITY;
-    }
-    return e / (m > 0 ? m : 1);
-}
 
 /* ---- matmul: d = relu(a b + bias), a (m, K) ---- */
 enum { K = 256, N = 288 }; /* a chunk of 126 rows of d: 145 KiB, two parts */

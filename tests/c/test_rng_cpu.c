@@ -11,7 +11,7 @@
  *  - every bad input's status and message; output specs; the plan cache.
  * Statistics are tests/python/test_random.py's. */
 #define _GNU_SOURCE
-#include "check.h"
+#include "rng_test_util.h"
 #include "internal.h"
 #include "cpu/philox_simd.h"
 #include "philox_portable.h"
@@ -20,24 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef FM_HAVE_CUDA
-#include <curand.h>
-#endif
-
 static fm_context *ctx;
 
-typedef struct kind {
-    int dist;
-    fm_dtype dt;
-    const char *name;
-} kind;
-static const kind kinds[] = {
-    {FM_RNG_RAW, FM_U32, "raw"},         {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
-    {FM_RNG_UNIFORM, FM_F64, "uniform f64"}, {FM_RNG_NORMAL, FM_F32, "normal f32"},
-    {FM_RNG_NORMAL, FM_F64, "normal f64"},   {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
-    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
-};
-#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+#define NKINDS RNG_NCURAND /* the kinds both modes make (exponential: extra[] below) */
 static const char *const isa_names[] = {"scalar", "AVX2", "AVX-512"}; /* FM_RNG_ISA_* */
 
 /* The state a caller keeps between calls: the position and curand mode's run of f64 calls. */
@@ -78,19 +63,8 @@ static fm_status fill(const kind *k, int mode, uint64_t seed, int threads, const
 {
     fm_rng_options o;
     opts_for(&o, k, mode, seed, threads);
-    fm_tensor t;
-    fm_tensor_init(&t, buf, (fm_device){FM_DEVICE_CPU, 0}, k->dt, 1, &n, NULL);
-    fm_plan *plan = NULL;
-    fm_status s = fm_rng_plan(ctx, &t, &o, &plan);
-    if (s != FM_OK)
-        return s;
-    fm_exec_args a;
-    fm_exec_args_init(&a);
-    a.ints[0] = st->pos, a.ints[1] = st->run_a, a.ints[2] = st->run_b, a.ints[3] = (int64_t)seed;
-    void *ptrs[1] = {buf};
-    s = fm_plan_execute_args(plan, ptrs, 1, &a, NULL);
-    fm_plan_release(plan);
-    return s;
+    return rng_fill_at(ctx, &o, (fm_device){FM_DEVICE_CPU, 0}, k->dt, buf, n, seed, st->pos, st->run_a, st->run_b,
+                       NULL);
 }
 
 /* ---- Philox against Random123's kat_vectors (philox4x32 10 rounds) ---- */
@@ -353,38 +327,15 @@ static void test_offsets_compose(void)
  * (normals: n must be even), -1 on another failure. */
 static int curand_fill(curandGenerator_t g, const kind *k, int64_t n, void *buf)
 {
-    curandStatus_t s;
-    const size_t m = (size_t)n;
-    switch (k->dist * 2 + (k->dt == FM_F64)) {
-    case FM_RNG_RAW * 2: s = curandGenerate(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2: s = curandGenerateUniform(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2 + 1: s = curandGenerateUniformDouble(g, buf, m); break;
-    case FM_RNG_NORMAL * 2: s = curandGenerateNormal(g, buf, m, 0.25f, 1.5f); break;
-    case FM_RNG_NORMAL * 2 + 1: s = curandGenerateNormalDouble(g, buf, m, 0.25, 1.5); break;
-    case FM_RNG_LOGNORMAL * 2: s = curandGenerateLogNormal(g, buf, m, 0.25f, 1.5f); break;
-    default: s = curandGenerateLogNormalDouble(g, buf, m, 0.25, 1.5); break;
-    }
+    const curandStatus_t s = rng_curand_generate(g, k, n, buf);
     return s == CURAND_STATUS_SUCCESS ? 0 : s == CURAND_STATUS_LENGTH_NOT_MULTIPLE ? 1 : -1;
-}
-
-static curandGenerator_t curand_host(uint64_t seed, uint64_t offset)
-{
-    curandGenerator_t g = NULL;
-    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
-        return NULL;
-    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS ||
-        curandSetGeneratorOffset(g, offset) != CURAND_STATUS_SUCCESS) {
-        curandDestroyGenerator(g);
-        return NULL;
-    }
-    return g;
 }
 
 /* One call sequence on a libcurand generator and on fusemath, compared call by call. */
 static void compare_sequence(uint64_t seed, int64_t offset, const int *kind_ids, const int64_t *lens,
                              int ncalls)
 {
-    curandGenerator_t g = curand_host(seed, (uint64_t)offset);
+    curandGenerator_t g = rng_curand_generator(1, seed, (uint64_t)offset);
     CHECK_MSG(g != NULL, "libcurand's host generator could not be created");
     if (!g)
         return;
@@ -450,7 +401,7 @@ static void test_curand_calls_in_a_row(void)
 static void test_curand(void)
 {
 #ifdef FM_HAVE_CUDA
-    curandGenerator_t g = curand_host(1, 0);
+    curandGenerator_t g = rng_curand_generator(1, 1, 0);
     if (!g) {
         SKIP("libcurand's host generator could not be created: no comparison with cuRAND");
         CHECK(1);
@@ -529,7 +480,7 @@ static void test_isa_paths_match_scalar(void)
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
                 check_portable_kind(&pk[k], isa, c % 2 ? 2 : 1, cases[c][0], cases[c][1], buf);
 #ifdef FM_HAVE_CUDA
-        curandGenerator_t g = curand_host(1, 0);
+        curandGenerator_t g = rng_curand_generator(1, 1, 0);
         if (g) { /* curand mode's Philox through this path (test_curand says when there is no libcurand) */
             curandDestroyGenerator(g);
             test_curand_each_kind();

@@ -8,7 +8,7 @@
  *    reported ("MEASURED") and bounded;
  *  - one plan executed from 8 host threads on their own streams at once; a host out staged.
  * Failures say what differed: the first mismatching index, both values and their ulp distance. */
-#include "check.h"
+#include "rng_test_util.h"
 #include "internal.h"
 
 #include <math.h>
@@ -18,24 +18,11 @@
 
 #ifdef FM_HAVE_CUDA
 #include <cuda_runtime.h>
-#include <curand.h>
 
 static fm_context *ctx;
 
-typedef struct kind {
-    int dist;
-    fm_dtype dt;
-    const char *name;
-} kind;
-static const kind kinds[] = {
-    {FM_RNG_RAW, FM_U32, "raw u32"},             {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
-    {FM_RNG_UNIFORM, FM_F64, "uniform f64"},     {FM_RNG_NORMAL, FM_F32, "normal f32"},
-    {FM_RNG_NORMAL, FM_F64, "normal f64"},       {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
-    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"}, {FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
-    {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"},
-};
-#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
-#define NCURAND 7 /* the first 7: what curand mode makes */
+#define NKINDS RNG_NKINDS
+#define NCURAND RNG_NCURAND
 
 static void opts_for(fm_rng_options *o, const kind *k, int mode, int execution)
 {
@@ -95,19 +82,7 @@ static fm_status fill(const kind *k, int mode, int execution, fm_device dev, voi
 {
     fm_rng_options o;
     opts_for(&o, k, mode, execution);
-    fm_tensor t;
-    fm_tensor_init(&t, buf, dev, k->dt, 1, &n, NULL);
-    fm_plan *p = NULL;
-    fm_status s = fm_rng_plan(ctx, &t, &o, &p);
-    if (s != FM_OK)
-        return s;
-    fm_exec_args a;
-    fm_exec_args_init(&a);
-    a.ints[0] = pos, a.ints[1] = run_a, a.ints[2] = run_b, a.ints[3] = (int64_t)seed;
-    void *ptrs[1] = {buf};
-    s = fm_plan_execute_args(p, ptrs, 1, &a, stream);
-    fm_plan_release(p);
-    return s;
+    return rng_fill_at(ctx, &o, dev, k->dt, buf, n, seed, pos, run_a, run_b, stream);
 }
 
 static const fm_device CPU = {FM_DEVICE_CPU, 0}, GPU = {FM_DEVICE_CUDA, 0};
@@ -226,42 +201,11 @@ static void test_one_launch(void)
 }
 
 /* ---- curand mode: against libcurand's device generator ---- */
-static int curand_fill(curandGenerator_t g, const kind *k, int64_t n, void *buf)
-{
-    const size_t m = (size_t)n;
-    curandStatus_t s;
-    switch (k->dist * 2 + (k->dt == FM_F64)) {
-    case FM_RNG_RAW * 2: s = curandGenerate(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2: s = curandGenerateUniform(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2 + 1: s = curandGenerateUniformDouble(g, buf, m); break;
-    case FM_RNG_NORMAL * 2: s = curandGenerateNormal(g, buf, m, 0.25f, 1.5f); break;
-    case FM_RNG_NORMAL * 2 + 1: s = curandGenerateNormalDouble(g, buf, m, 0.25, 1.5); break;
-    case FM_RNG_LOGNORMAL * 2: s = curandGenerateLogNormal(g, buf, m, 0.25f, 1.5f); break;
-    default: s = curandGenerateLogNormalDouble(g, buf, m, 0.25, 1.5); break;
-    }
-    return s == CURAND_STATUS_SUCCESS ? 0 : -1;
-}
-
-static curandGenerator_t make_gen(int host, uint64_t seed, uint64_t offset)
-{
-    curandGenerator_t g = NULL;
-    curandStatus_t s = host ? curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10)
-                            : curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10);
-    if (s != CURAND_STATUS_SUCCESS)
-        return NULL;
-    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS ||
-        curandSetGeneratorOffset(g, offset) != CURAND_STATUS_SUCCESS) {
-        curandDestroyGenerator(g);
-        return NULL;
-    }
-    return g;
-}
-
 /* The device generator used in a row vs fusemath's curand mode call by call (its own per-call
  * arguments), bit for bit; lengths even where curand needs them (normals). */
 static void curand_sequence(uint64_t seed, int64_t offset, const int *ids, const int64_t *lens, int ncalls)
 {
-    curandGenerator_t g = make_gen(0, seed, (uint64_t)offset);
+    curandGenerator_t g = rng_curand_generator(0, seed, (uint64_t)offset);
     CHECK_MSG(g != NULL, "libcurand's device generator could not be created");
     int64_t pos = offset, ra = 0, rb = 0;
     for (int c = 0; g && c < ncalls; c++) {
@@ -271,7 +215,8 @@ static void curand_sequence(uint64_t seed, int64_t offset, const int *ids, const
         void *d = NULL;
         char *want = malloc(bytes), *got = malloc(bytes);
         CHECK(cudaMalloc(&d, bytes) == cudaSuccess);
-        CHECK_MSG(curand_fill(g, k, n, d) == 0, "device curand %s of %lld failed", k->name, (long long)n);
+        CHECK_MSG(rng_curand_generate(g, k, n, d) == CURAND_STATUS_SUCCESS, "device curand %s of %lld failed", k->name,
+                  (long long)n);
         cudaMemcpy(want, d, bytes, cudaMemcpyDeviceToHost);
         CHECK_OK(gpu_values(k, FM_RNG_CURAND, n, seed, pos, ra, rb, 0, got));
         char what[160];
@@ -314,9 +259,9 @@ static void test_curand_device_vs_host(void)
     for (int ki = 3; ki < NCURAND; ki++) {
         const kind *k = &kinds[ki];
         const size_t es = fm_dtype_size(k->dt), bytes = (size_t)n * es;
-        curandGenerator_t h = make_gen(1, 1234, 5);
+        curandGenerator_t h = rng_curand_generator(1, 1234, 5);
         char *want = malloc(bytes), *got = malloc(bytes);
-        CHECK(h && curand_fill(h, k, n, want) == 0);
+        CHECK(h && rng_curand_generate(h, k, n, want) == CURAND_STATUS_SUCCESS);
         CHECK_OK(gpu_values(k, FM_RNG_CURAND, n, 1234, 5, 0, 0, 0, got));
         double max_ulp = 0, max_rel = 0;
         int64_t differ = 0, at = -1;
@@ -459,31 +404,8 @@ static void test_staged_host_out(void)
     }
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_portable_vs_cpu);
-    RUN_TEST(test_one_launch);
-    RUN_TEST(test_curand_vs_device);
-    RUN_TEST(test_curand_device_vs_host);
-    RUN_TEST(test_curand_refusals);
-    RUN_TEST(test_threads);
-    RUN_TEST(test_staged_host_out);
-    RUN_TEST(test_portable_large);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_portable_vs_cpu, test_one_launch, test_curand_vs_device, test_curand_device_vs_host,
+              test_curand_refusals, test_threads, test_staged_host_out, test_portable_large)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

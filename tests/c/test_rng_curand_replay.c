@@ -5,25 +5,13 @@
  * generator gives when the same calls are made on it in a row, the shift of the f64 calls included
  * (runs and gaps longer than the replay's round of 65536 groups, odd offsets and lengths). Odd-
  * length normals, which libcurand refuses, against the CPU backend's curand mode. */
-#include "check.h"
+#include "rng_test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef FM_HAVE_CUDA
 #include "cuda/curand_rng.h"
-
-typedef struct kind {
-    int dist;
-    fm_dtype dt;
-    const char *name;
-} kind;
-static const kind kinds[] = {
-    {FM_RNG_RAW, FM_U32, "raw"},         {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
-    {FM_RNG_UNIFORM, FM_F64, "uniform f64"}, {FM_RNG_NORMAL, FM_F32, "normal f32"},
-    {FM_RNG_NORMAL, FM_F64, "normal f64"},   {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
-    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"},
-};
 
 static fm_status host_copy(void *dst, const void *src, size_t bytes, void *ctx)
 {
@@ -35,35 +23,6 @@ static fm_status host_copy(void *dst, const void *src, size_t bytes, void *ctx)
 static fm_curand_kind kind_of(const kind *k)
 {
     return (fm_curand_kind){.distribution = k->dist, .dtype = k->dt, .mean = 0.25, .stddev = 1.5};
-}
-
-static int truth_fill(curandGenerator_t g, const kind *k, int64_t n, void *buf)
-{
-    const size_t m = (size_t)n;
-    curandStatus_t s;
-    switch (k->dist * 2 + (k->dt == FM_F64)) {
-    case FM_RNG_RAW * 2: s = curandGenerate(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2: s = curandGenerateUniform(g, buf, m); break;
-    case FM_RNG_UNIFORM * 2 + 1: s = curandGenerateUniformDouble(g, buf, m); break;
-    case FM_RNG_NORMAL * 2: s = curandGenerateNormal(g, buf, m, 0.25f, 1.5f); break;
-    case FM_RNG_NORMAL * 2 + 1: s = curandGenerateNormalDouble(g, buf, m, 0.25, 1.5); break;
-    case FM_RNG_LOGNORMAL * 2: s = curandGenerateLogNormal(g, buf, m, 0.25f, 1.5f); break;
-    default: s = curandGenerateLogNormalDouble(g, buf, m, 0.25, 1.5); break;
-    }
-    return s == CURAND_STATUS_SUCCESS ? 0 : -1;
-}
-
-static curandGenerator_t host_gen(uint64_t seed, uint64_t offset)
-{
-    curandGenerator_t g = NULL;
-    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
-        return NULL;
-    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS ||
-        curandSetGeneratorOffset(g, offset) != CURAND_STATUS_SUCCESS) {
-        curandDestroyGenerator(g);
-        return NULL;
-    }
-    return g;
 }
 
 /* The CPU backend's curand mode for the call into out (an independent derivation of the state: the
@@ -99,7 +58,7 @@ static void compare_from(uint64_t seed, uint64_t truth_offset, int64_t pos, int6
 {
     fm_context *ctx = NULL;
     CHECK_OK(fm_context_create(&ctx));
-    curandGenerator_t truth = host_gen(seed, truth_offset), fresh = host_gen(1, 0);
+    curandGenerator_t truth = rng_curand_generator(1, seed, truth_offset), fresh = rng_curand_generator(1, 1, 0);
     CHECK_MSG(truth && fresh, "libcurand's host generator could not be created");
     for (int c = 0; ctx && truth && fresh && c < ncalls; c++) {
         const kind *k = &kinds[ids[c]];
@@ -110,7 +69,8 @@ static void compare_from(uint64_t seed, uint64_t truth_offset, int64_t pos, int6
         a.ints[0] = pos, a.ints[1] = run_a, a.ints[2] = run_b, a.ints[3] = (int64_t)seed;
         char *want = malloc(bytes), *got = malloc(bytes), *cpu = malloc(bytes);
         void *scratch = malloc(fm_curand_scratch_bytes(&ck, lens[c], &a) + 16);
-        CHECK_MSG(truth_fill(truth, k, lens[c], want) == 0, "curand %s of %lld failed", k->name, (long long)lens[c]);
+        CHECK_MSG(rng_curand_generate(truth, k, lens[c], want) == CURAND_STATUS_SUCCESS, "curand %s of %lld failed",
+                  k->name, (long long)lens[c]);
         CHECK_OK(fm_curand_call(fresh, &ck, lens[c], &a, got, scratch, host_copy, NULL));
         cpu_fill(ctx, k, lens[c], &a, cpu);
         const int64_t first = first_mismatch(want, got, lens[c], es), first_cpu = first_mismatch(want, cpu, lens[c], es);
@@ -200,7 +160,7 @@ static void test_odd_normals(void)
 {
     fm_context *ctx = NULL;
     CHECK_OK(fm_context_create(&ctx));
-    curandGenerator_t g = host_gen(1, 0);
+    curandGenerator_t g = rng_curand_generator(1, 1, 0);
     CHECK(g != NULL);
     static const int64_t states[][3] = {{0, 0, 0}, {5, 0, 0}, {700001, 3, 600003}, {1000000, 1, 2}};
     static const int64_t lens[] = {1, 3, 1001};
@@ -217,17 +177,7 @@ static void test_odd_normals(void)
                 char *want = malloc((size_t)n * es), *got = malloc((size_t)n * es);
                 void *scratch = malloc(fm_curand_scratch_bytes(&ck, n, &a) + 16);
                 CHECK_OK(fm_curand_call(g, &ck, n, &a, got, scratch, host_copy, NULL));
-                fm_rng_options o;
-                fm_rng_options_init(&o);
-                o.distribution = k->dist, o.mode = FM_RNG_CURAND, o.mean = 0.25, o.stddev = 1.5;
-                o.execution = FM_EXECUTION_CPU;
-                fm_tensor t;
-                fm_tensor_init(&t, want, (fm_device){FM_DEVICE_CPU, 0}, k->dt, 1, &n, NULL);
-                fm_plan *p = NULL;
-                CHECK_OK(fm_rng_plan(ctx, &t, &o, &p));
-                void *ptrs[1] = {want};
-                CHECK_OK(fm_plan_execute_args(p, ptrs, 1, &a, NULL));
-                fm_plan_release(p);
+                cpu_fill(ctx, k, n, &a, want);
                 int64_t first = -1;
                 for (int64_t i = 0; i < n && first < 0; i++)
                     if (memcmp(want + i * es, got + i * es, es))

@@ -10,17 +10,13 @@
  *  - every bad input's status and message, nothing written to out.
  * Statistics (chi-square, planted bugs) are tests/python/test_random_stats.py's. */
 #define _GNU_SOURCE
-#include "check.h"
+#include "rng_test_util.h"
 #include "internal.h"
 #include "philox_portable.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef FM_HAVE_CUDA
-#include <curand.h>
-#endif
 
 static fm_context *ctx;
 
@@ -45,19 +41,7 @@ static void poisson_opts(fm_rng_options *o, int mode, double lam, int threads)
 static fm_status fill(const fm_rng_options *o, fm_dtype dt, uint64_t seed, int64_t pos, int64_t ra, int64_t rb,
                       int64_t n, void *buf)
 {
-    fm_tensor t;
-    fm_tensor_init(&t, buf, (fm_device){FM_DEVICE_CPU, 0}, dt, 1, &n, NULL);
-    fm_plan *plan = NULL;
-    fm_status s = fm_rng_plan(ctx, &t, o, &plan);
-    if (s != FM_OK)
-        return s;
-    fm_exec_args a;
-    fm_exec_args_init(&a);
-    a.ints[0] = pos, a.ints[1] = ra, a.ints[2] = rb, a.ints[3] = (int64_t)seed;
-    void *ptrs[1] = {buf};
-    s = fm_plan_execute_args(plan, ptrs, 1, &a, NULL);
-    fm_plan_release(plan);
-    return s;
+    return rng_fill_at(ctx, o, (fm_device){FM_DEVICE_CPU, 0}, dt, buf, n, seed, pos, ra, rb, NULL);
 }
 
 /* ---- an independent integers reference: Lemire with 128-bit products, the words by hand ---- */
@@ -207,24 +191,11 @@ static void test_threads_and_offsets(void)
 }
 
 #ifdef FM_HAVE_CUDA
-static curandGenerator_t curand_host(uint64_t seed, uint64_t offset)
-{
-    curandGenerator_t g = NULL;
-    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
-        return NULL;
-    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS ||
-        curandSetGeneratorOffset(g, offset) != CURAND_STATUS_SUCCESS) {
-        curandDestroyGenerator(g);
-        return NULL;
-    }
-    return g;
-}
-
 /* calls of poisson (lam each) in a row from offset, optionally after nd doubles; libcurand vs us */
 static void compare_poisson(uint64_t seed, int64_t offset, int64_t nd, const double *lams, const int64_t *lens,
                             int ncalls)
 {
-    curandGenerator_t g = curand_host(seed, (uint64_t)offset);
+    curandGenerator_t g = rng_curand_generator(1, seed, (uint64_t)offset);
     CHECK_MSG(g != NULL, "libcurand's host generator could not be created");
     if (!g)
         return;
@@ -258,7 +229,7 @@ static void compare_poisson(uint64_t seed, int64_t offset, int64_t nd, const dou
 
 static void test_curand_poisson(void)
 {
-    curandGenerator_t g = curand_host(1, 0);
+    curandGenerator_t g = rng_curand_generator(1, 1, 0);
     if (!g) {
         SKIP("libcurand's host generator could not be created: no comparison with cuRAND");
         return;
@@ -284,7 +255,7 @@ static void test_curand_poisson(void)
     CHECK(w[1] == 0xFFFFFFFFu);
     const double edge[] = {3.7, 0.01, 1999.0};
     for (int e = 0; e < 3; e++) {
-        curandGenerator_t h = curand_host(454088803u, 0);
+        curandGenerator_t h = rng_curand_generator(1, 454088803u, 0);
         uint32_t want[4], got[4];
         CHECK(h && curandGeneratePoisson(h, want, 4, edge[e]) == CURAND_STATUS_SUCCESS);
         fm_rng_options o;

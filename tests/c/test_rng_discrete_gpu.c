@@ -158,10 +158,7 @@ static void test_gpu_matches_cpu(void)
 int main(void)
 {
 #ifdef FM_HAVE_CUDA
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "context: %s\n", fm_last_error());
-        return 1;
-    }
+    CREATE_CONTEXT_OR_FAIL(&ctx);
     RUN_TEST(test_nvrtc_compiles);
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)

@@ -7,7 +7,7 @@
  * byte for byte. The host build takes philox_portable.h's C branch, so this checks the kernel's
  * index arithmetic; test_rng_cuda_gpu checks the GPU's bits. */
 #define _POSIX_C_SOURCE 200809L
-#include "check.h"
+#include "rng_test_util.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -18,21 +18,10 @@
 #include "cuda/nvrtc_cache.h"
 #include "cuda/rng_kernel.h"
 
+#include "emu_kernel.h"
 #include "env_settings.h"
 
-typedef struct kind {
-    int dist;
-    fm_dtype dt;
-    const char *name;
-} kind;
-static const kind kinds[] = {
-    {FM_RNG_RAW, FM_U32, "raw u32"},           {FM_RNG_UNIFORM, FM_F32, "uniform f32"},
-    {FM_RNG_UNIFORM, FM_F64, "uniform f64"},   {FM_RNG_NORMAL, FM_F32, "normal f32"},
-    {FM_RNG_NORMAL, FM_F64, "normal f64"},     {FM_RNG_LOGNORMAL, FM_F32, "lognormal f32"},
-    {FM_RNG_LOGNORMAL, FM_F64, "lognormal f64"}, {FM_RNG_EXPONENTIAL, FM_F32, "exponential f32"},
-    {FM_RNG_EXPONENTIAL, FM_F64, "exponential f64"},
-};
-#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+#define NKINDS RNG_NKINDS
 
 static void params(const kind *k, double *p0, double *p1)
 {
@@ -122,22 +111,12 @@ static void *emu_load(const kind *k, emu_launch_fn *fn)
         CHECK_MSG(0, "source: %s", fm_last_error());
         return NULL;
     }
-    char cpp[128], so[128], cmd[512];
-    snprintf(cpp, sizeof cpp, "%s/rng_%d_%d.cpp", g_dir, k->dist, (int)k->dt);
-    snprintf(so, sizeof so, "%s/rng_%d_%d.so", g_dir, k->dist, (int)k->dt);
-    FILE *f = fopen(cpp, "w");
-    if (f) {
-        fputs(emu_prelude, f), fputs(src, f), fputs(emu_driver, f);
-        fclose(f);
-    }
+    char stem[32];
+    snprintf(stem, sizeof stem, "rng_%d_%d", k->dist, (int)k->dt);
+    void (*launch)(void) = NULL;
+    void *h = emu_compile_load(g_dir, stem, "-ffp-contract=off", emu_prelude, src, emu_driver, &launch);
     free(src);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -ffp-contract=off -w -shared -fPIC -o %s %s -lpthread", so, cpp);
-    int rc = f ? system(cmd) : -1;
-    CHECK_MSG(rc == 0, "host compile of the generated kernel failed: %s", cmd);
-    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    *fn = h ? (emu_launch_fn)(uintptr_t)dlsym(h, "fm_emu_launch") : NULL;
-    CHECK_MSG(h && *fn, "dlopen %s: %s", so, dlerror());
-    unlink(cpp), unlink(so);
+    *fn = (emu_launch_fn)launch;
     return h;
 }
 
@@ -230,9 +209,7 @@ static void test_emulated(void)
 int main(void)
 {
 #ifdef FM_HAVE_CUDA
-    RUN_TEST(test_rows_compile);
-    RUN_TEST(test_declines);
-    RUN_TEST(test_emulated);
+    RUN_TESTS(test_rows_compile, test_declines, test_emulated);
 #else
     SKIP("built without the CUDA toolkit: no NVRTC, no kernel");
     CHECK(1);

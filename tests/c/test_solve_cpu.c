@@ -9,6 +9,8 @@
  *  - every bad input's status and message; output specs; the plan cache; 8 threads on one plan. */
 #define _GNU_SOURCE
 #include "check.h"
+#define SOLVE_TEST_SEED 12345
+#include "solve_test_util.h"
 
 #include <complex.h>
 #include <float.h>
@@ -21,48 +23,13 @@ static fm_context *ctx;
 static const fm_device cpu = {FM_DEVICE_CPU, 0};
 static const fm_dtype dtypes[] = {FM_F32, FM_F64, FM_C64, FM_C128};
 
-typedef double complex cplx;
 enum { RANDOM, SPD, GRADED, DIAGONAL, BANDED, NTYPES };
 static const char *const type_names[] = {"random", "spd", "graded", "diagonal", "banded"};
 
-static uint64_t rng_state = 12345;
-static double urand(void) /* in (-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((double)(rng_state >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
 
-static int is_complex(fm_dtype dt) { return dt == FM_C64 || dt == FM_C128; }
-static double eps_of(fm_dtype dt) { return dt == FM_F32 || dt == FM_C64 ? FLT_EPSILON : DBL_EPSILON; }
-static fm_dtype real_of(fm_dtype dt) { return dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt; }
 
-/* re + i im (CMPLX is C11 but not every compiler's libc has it: clang on glibc 2.36 lacked it) */
-static inline double complex make_cplx(double re, double im)
-{
-    double complex z;
-    ((double *)&z)[0] = re, ((double *)&z)[1] = im;
-    return z;
-}
 
-static cplx get(fm_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case FM_F32: return ((const float *)p)[i];
-    case FM_F64: return ((const double *)p)[i];
-    case FM_C64: return make_cplx(((const float *)p)[2 * i], ((const float *)p)[2 * i + 1]);
-    default: return make_cplx(((const double *)p)[2 * i], ((const double *)p)[2 * i + 1]);
-    }
-}
 
-static void set(fm_dtype dt, void *p, int64_t i, cplx v)
-{
-    switch (dt) {
-    case FM_F32: ((float *)p)[i] = (float)creal(v); break;
-    case FM_F64: ((double *)p)[i] = creal(v); break;
-    case FM_C64: ((float *)p)[2 * i] = (float)creal(v), ((float *)p)[2 * i + 1] = (float)cimag(v); break;
-    default: ((double *)p)[2 * i] = creal(v), ((double *)p)[2 * i + 1] = cimag(v); break;
-    }
-}
 
 /* A matrix of the given type, n x n row-major, into c (complex doubles; rounded to dt below). */
 static void make_matrix(int type, fm_dtype dt, int64_t n, cplx *c)

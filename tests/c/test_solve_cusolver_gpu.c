@@ -12,6 +12,8 @@
  *    (the context still usable). Every failure prints what differed. */
 #define _GNU_SOURCE
 #include "check.h"
+#define SOLVE_TEST_SEED 777
+#include "solve_test_util.h"
 
 #include <complex.h>
 #include <float.h>
@@ -22,45 +24,11 @@
 #ifdef FM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-typedef double complex cplx;
 static fm_context *ctx;
 static const fm_dtype dtypes[] = {FM_F32, FM_F64, FM_C64, FM_C128};
 enum { RANDOM, SPD, GRADED, SINGULAR, NTYPES };
 static const char *const type_names[] = {"random", "spd", "graded", "singular"};
 
-static uint64_t rng_state = 777;
-static double urand(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((double)(rng_state >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
-static int is_complex(fm_dtype dt) { return dt == FM_C64 || dt == FM_C128; }
-static double eps_of(fm_dtype dt) { return dt == FM_F32 || dt == FM_C64 ? FLT_EPSILON : DBL_EPSILON; }
-static fm_dtype real_of(fm_dtype dt) { return dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt; }
-static inline cplx mk(double re, double im)
-{
-    cplx z;
-    ((double *)&z)[0] = re, ((double *)&z)[1] = im;
-    return z;
-}
-static cplx get(fm_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case FM_F32: return ((const float *)p)[i];
-    case FM_F64: return ((const double *)p)[i];
-    case FM_C64: return mk(((const float *)p)[2 * i], ((const float *)p)[2 * i + 1]);
-    default: return mk(((const double *)p)[2 * i], ((const double *)p)[2 * i + 1]);
-    }
-}
-static void set(fm_dtype dt, void *p, int64_t i, cplx v)
-{
-    switch (dt) {
-    case FM_F32: ((float *)p)[i] = (float)creal(v); break;
-    case FM_F64: ((double *)p)[i] = creal(v); break;
-    case FM_C64: ((float *)p)[2 * i] = (float)creal(v), ((float *)p)[2 * i + 1] = (float)cimag(v); break;
-    default: ((double *)p)[2 * i] = creal(v), ((double *)p)[2 * i + 1] = cimag(v); break;
-    }
-}
 
 /* ---- operands: host copies, uploaded per call ---- */
 typedef struct {
@@ -895,35 +863,9 @@ static void test_describe(void)
     cudaFree(d);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_describe);
-    RUN_TEST(test_solve);
-    RUN_TEST(test_refine);
-    RUN_TEST(test_lu_factor_inv_det);
-    RUN_TEST(test_cholesky_triangular);
-    RUN_TEST(test_eigh);
-    RUN_TEST(test_qr_svd);
-    RUN_TEST(test_svd_tall_reduced);
-    RUN_TEST(test_failures_match_cpu);
-    RUN_TEST(test_bad_pivots);
-    RUN_TEST(test_big_batch);
-    RUN_TEST(test_out_of_memory);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_describe, test_solve, test_refine, test_lu_factor_inv_det, test_cholesky_triangular,
+              test_eigh, test_qr_svd, test_svd_tall_reduced, test_failures_match_cpu, test_bad_pivots,
+              test_big_batch, test_out_of_memory)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -141,19 +141,7 @@ static void test_partial_failure(void)
     }
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    RUN_TEST(test_partial_failure);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(NULL, test_partial_failure)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

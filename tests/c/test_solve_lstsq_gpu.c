@@ -7,6 +7,8 @@
  * entry fails with the CPU's very message, and with check = 0 gives the CPU's info array. The
  * plan's describe() names the route. Every failure prints what differed. */
 #include "check.h"
+#define SOLVE_TEST_SEED 4242
+#include "solve_test_util.h"
 
 #include <complex.h>
 #include <float.h>
@@ -20,34 +22,6 @@
 static fm_context *ctx;
 static const fm_dtype dtypes[] = {FM_F32, FM_F64, FM_C64, FM_C128};
 
-static uint64_t rng_state = 4242;
-static double urand(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((double)(rng_state >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
-static int cx(fm_dtype dt) { return dt == FM_C64 || dt == FM_C128; }
-static fm_dtype real_of(fm_dtype dt) { return dt == FM_C64 ? FM_F32 : dt == FM_C128 ? FM_F64 : dt; }
-static double eps_of(fm_dtype dt) { return dt == FM_F32 || dt == FM_C64 ? FLT_EPSILON : DBL_EPSILON; }
-static double complex get(fm_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case FM_F32: return ((const float *)p)[i];
-    case FM_F64: return ((const double *)p)[i];
-    case FM_C64: return CMPLX(((const float *)p)[2 * i], ((const float *)p)[2 * i + 1]);
-    case FM_C128: return CMPLX(((const double *)p)[2 * i], ((const double *)p)[2 * i + 1]);
-    default: return (double)((const int64_t *)p)[i];
-    }
-}
-static void put(fm_dtype dt, void *p, int64_t i, double complex v)
-{
-    switch (dt) {
-    case FM_F32: ((float *)p)[i] = (float)creal(v); break;
-    case FM_F64: ((double *)p)[i] = creal(v); break;
-    case FM_C64: ((float *)p)[2 * i] = (float)creal(v), ((float *)p)[2 * i + 1] = (float)cimag(v); break;
-    default: ((double *)p)[2 * i] = creal(v), ((double *)p)[2 * i + 1] = cimag(v); break;
-    }
-}
 
 /* one lstsq: a (ba, m, n), b (bb, m, k) (a batch of 0: none), the outputs of the broadcast batch */
 typedef struct {
@@ -98,7 +72,7 @@ static problem make(fm_dtype dt, int64_t ba, int64_t bb, int64_t m, int64_t n, i
     set_shape(&p, FM_SOLVE_W, p.batch, kmin, 0, 1);
     set_shape(&p, FM_SOLVE_AUX, p.batch, k, 0, 1);
     set_shape(&p, FM_SOLVE_RANK, p.batch, 0, 0, 0);
-    const int c = cx(dt);
+    const int c = is_complex(dt);
     for (int64_t e = 0; e < (ba ? ba : 1); e++) {
         double complex *l = malloc(sizeof *l * (size_t)(m * 3 + 1)), *r = malloc(sizeof *r * (size_t)(3 * n + 1));
         for (int64_t i = 0; i < m * 3; i++)
@@ -113,12 +87,12 @@ static problem make(fm_dtype dt, int64_t ba, int64_t bb, int64_t m, int64_t n, i
                     for (int q = 0; q < rank; q++)
                         v += l[i * 3 + q] * r[q * n + j];
                 }
-                put(dt, p.h[FM_SOLVE_A], (e * m + i) * n + j, v);
+                set(dt, p.h[FM_SOLVE_A], (e * m + i) * n + j, v);
             }
         free(l), free(r);
     }
     for (int64_t i = 0; i < numel(&p, FM_SOLVE_B); i++)
-        put(dt, p.h[FM_SOLVE_B], i, urand() + (c ? I * urand() : 0));
+        set(dt, p.h[FM_SOLVE_B], i, urand() + (c ? I * urand() : 0));
     return p;
 }
 static problem copy_of(const problem *p)
@@ -299,7 +273,7 @@ static void test_nonfinite(void)
     for (int d = 0; d < 4; d++)
         for (int inf = 0; inf < 2; inf++) {
             problem g = make(dtypes[d], 20, 20, 6, 4, 2, -1);
-            put(g.dt, g.h[FM_SOLVE_A], (13 * 6 + 2) * 4 + 1, inf ? INFINITY : NAN);
+            set(g.dt, g.h[FM_SOLVE_A], (13 * 6 + 2) * 4 + 1, inf ? INFINITY : NAN);
             problem c = copy_of(&g);
             fm_solve_options o = lstsq_opts(-1);
             const fm_status sg = run(1, &o, &g);
@@ -349,28 +323,7 @@ static void test_describe(void)
     drop(&p);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_describe);
-    RUN_TEST(test_against_cpu);
-    RUN_TEST(test_rank_deficient);
-    RUN_TEST(test_empty);
-    RUN_TEST(test_nonfinite);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_describe, test_against_cpu, test_rank_deficient, test_empty, test_nonfinite)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

@@ -9,6 +9,8 @@
  *    synchronises anyway refuses it. */
 #define _GNU_SOURCE
 #include "check.h"
+#define SOLVE_TEST_SEED 4242
+#include "solve_test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,12 +23,6 @@
 static fm_context *ctx;
 static const fm_device dev = {FM_DEVICE_CUDA, 0};
 
-static uint64_t rng_state = 4242;
-static double urand(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((double)(rng_state >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
 
 static void *dcopy(const void *h, size_t bytes)
 {
@@ -274,27 +270,7 @@ static void test_trusted_bad_pivot(void)
     }
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    if (fm_context_create(&ctx) != FM_OK) {
-        fprintf(stderr, "no context: %s\n", fm_last_error());
-        return 1;
-    }
-    RUN_TEST(test_eigh_batched_paths);
-    RUN_TEST(test_trusted_getrs);
-    RUN_TEST(test_refine_rule);
-    RUN_TEST(test_trusted_bad_pivot);
-    fm_context_destroy(ctx);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(&ctx, test_eigh_batched_paths, test_trusted_getrs, test_refine_rule, test_trusted_bad_pivot)
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 0;
-}
+TEST_MAIN_SKIPPED("built without CUDA")
 #endif

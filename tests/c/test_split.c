@@ -13,6 +13,7 @@
  * describe() says the split. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "pipeline_test_util.h"
 #include "internal.h"
 #include "operation.h"
 #include "profile.h"
@@ -322,13 +323,6 @@ static fm_status plan_split(fm_context *ctx, fm_op op, const fm_tensor *const *t
     return fm_plan_built(ctx, &p, &att, plan);
 }
 
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
 static double max_diff(const float *x, const float *y, size_t n)
 {
@@ -471,17 +465,9 @@ static void test_fft(void)
     fm_context *ctx = make_context();
     if (!ctx)
         return;
-    const fm_device cpu = {FM_DEVICE_CPU, 0};
     fm_tensor ti, to;
-    int64_t sh[2] = {T, L};
-    fm_tensor_init(&ti, in, cpu, FM_C64, 2, sh, NULL);
-    fm_tensor_init(&to, o0, cpu, FM_C64, 2, sh, NULL);
     fm_fft_options o;
-    fm_fft_options_init(&o);
-    o.naxes = 1;
-    o.axes[0] = 1;
-    o.execution = FM_EXECUTION_CPU;
-    CHECK_OK(fm_fft(ctx, &ti, &to, NULL, NULL, &o, NULL));
+    CHECK_OK(fft_rows_on_cpu(ctx, in, o0, T, L, &ti, &to, &o));
     double e64 = 0; /* the reference against a float64 DFT */
     for (int t = 0; t < T; t++)
         for (int f = 0; f < L; f++) {

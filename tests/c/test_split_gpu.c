@@ -7,6 +7,7 @@
  * one device. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "pipeline_test_util.h"
 #include "internal.h"
 #include "operation.h"
 #include "profile.h"
@@ -52,24 +53,7 @@ static fm_context *context_with(const char *split, double mm_rate, double fft_ra
     return ctx;
 }
 
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
-static double max_rel(const float *x, const float *y, size_t n)
-{
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)x[i] - y[i]);
-        e = d != d ? INFINITY : fmax(e, d);
-        s = fmax(s, fabs((double)y[i]));
-    }
-    return e / (s > 0 ? s : 1);
-}
 
 /* d = relu(a b + bias), a (batch, m, k) or (m, k): split (best) against the cpu */
 static void matmul_case(int batch, int64_t m, int64_t k, int64_t n)
@@ -142,17 +126,9 @@ static void test_fft(void)
         goto done;
     }
     fill(in, n, 5);
-    const fm_device cpu = {FM_DEVICE_CPU, 0};
     fm_tensor ti, to;
-    int64_t sh[2] = {T, L};
-    fm_tensor_init(&ti, in, cpu, FM_C64, 2, sh, NULL);
-    fm_tensor_init(&to, o0, cpu, FM_C64, 2, sh, NULL);
     fm_fft_options o;
-    fm_fft_options_init(&o);
-    o.naxes = 1;
-    o.axes[0] = 1;
-    o.execution = FM_EXECUTION_CPU;
-    CHECK_OK(fm_fft(ctx, &ti, &to, NULL, NULL, &o, NULL));
+    CHECK_OK(fft_rows_on_cpu(ctx, in, o0, T, L, &ti, &to, &o));
     o.execution = FM_EXECUTION_BEST;
     to.data = o1;
     fm_plan *p = NULL;
@@ -218,14 +194,4 @@ static void test_rng(void)
     rng_case(FM_F64, 1, s1, FM_RNG_UNIFORM);
 }
 
-int main(void)
-{
-    if (fm_cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 0;
-    }
-    RUN_TEST(test_matmul);
-    RUN_TEST(test_fft);
-    RUN_TEST(test_rng);
-    TEST_MAIN_RETURN();
-}
+GPU_TEST_MAIN(NULL, test_matmul, test_fft, test_rng)

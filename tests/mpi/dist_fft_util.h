@@ -1,28 +1,16 @@
 /* dist_fft_util.h : what tests/mpi's FFT tests share (included by each; static functions): the
- * failure counter, a naive separable DFT in double, and the blocks of each rank made from and
+ * checks (mpi_check.h), a naive separable DFT in double, and the blocks of each rank made from and
  * summed back into a global complex array. */
 #ifndef FM_DIST_FFT_UTIL_H
 #define FM_DIST_FFT_UTIL_H
 
-#include <fusemath/fusemath_mpi.h>
+#include "mpi_check.h"
 
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int g_rank, g_size, g_fail;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            g_fail = 1;                                                       \
-        }                                                                     \
-    } while (0)
 
 typedef double complex cd;
 
@@ -71,6 +59,30 @@ static int64_t global_index(int nd, const int64_t *glob, const int64_t *loc, con
     return k;
 }
 
+/* the block (loc, off: nd entries) of the global complex array g (NULL: zeros) of logical shape glob
+ * (axes 0, 1 swapped when t) as typed scalars (complex: re, im), zeroed past its end; its size in
+ * *bytes unless bytes is NULL */
+static void *block_at(int nd, const int64_t *loc, const int64_t *off, const cd *g, const int64_t *glob, int t,
+                      int real, int dbl, size_t *bytes)
+{
+    int64_t m = prod(loc, nd), per = real ? 1 : 2;
+    const size_t size = (size_t)(m * per) * (dbl ? 8 : 4);
+    char *b = calloc(size + 16, 1); /* never a zero-byte allocation */
+    for (int64_t e = 0; g && b && e < m; e++) {
+        cd v = g[global_index(nd, glob, loc, off, t, e)];
+        double re[2] = {creal(v), cimag(v)};
+        for (int c = 0; c < per; c++) {
+            if (dbl)
+                ((double *)b)[e * per + c] = re[c];
+            else
+                ((float *)b)[e * per + c] = (float)re[c];
+        }
+    }
+    if (bytes)
+        *bytes = size;
+    return b;
+}
+
 /* sum every rank's block of side w into a global complex array (of glob's total size) */
 static cd *assemble(MPI_Comm comm, const fm_dist_plan *p, int w, int real, int dbl, const int64_t *glob, int t, const void *b)
 {
@@ -98,18 +110,6 @@ static double rel_err(const cd *a, const cd *b, int64_t m)
         s = fmax(s, cabs(b[i]));
     }
     return e / (s > 0 ? s : 1);
-}
-
-/* the status every rank got is the same and is `want` */
-static void expect_all(fm_status st, fm_status want, const char *needle, const char *what)
-{
-    int lo = (int)st, hi = (int)st;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo == hi && st == want, "%s: status %s (ranks from %d to %d), expected %s: %s", what, fm_status_name(st), lo,
-          hi, fm_status_name(want), fm_last_error());
-    if (needle)
-        CHECK(strstr(fm_last_error(), needle), "%s: message \"%s\" lacks \"%s\"", what, fm_last_error(), needle);
 }
 
 #endif /* FM_DIST_FFT_UTIL_H */

@@ -31,20 +31,8 @@ static void *make_block(const fm_dist_plan *p, int w, int real, int dbl, const i
     int nd = fm_dist_fft_ndim(p);
     int64_t loc[3], off[3];
     fm_dist_fft_local(p, w, loc, off);
-    int64_t m = prod(loc, nd), per = real ? 1 : 2;
-    void *b = calloc((size_t)(m * per + 1), dbl ? sizeof(double) : sizeof(float));
-    for (int64_t e = 0; gx && e < m; e++) {
-        cd v = gx[global_index(nd, glob, loc, off, t, e)];
-        for (int c = 0; c < per; c++) {
-            double s = c ? cimag(v) : creal(v);
-            if (dbl)
-                ((double *)b)[e * per + c] = s;
-            else
-                ((float *)b)[e * per + c] = (float)s;
-        }
-    }
-    *count = m;
-    return b;
+    *count = prod(loc, nd);
+    return block_at(nd, loc, off, gx, glob, t, real, dbl, NULL);
 }
 
 /* forward transform of case c vs the naive DFT, then the inverse back to the input */
@@ -219,15 +207,8 @@ static void test_bad_input(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     test_transforms();
     test_bad_input();
-    int any = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return mpi_test_finish("test_dist_fft");
 }

@@ -26,19 +26,7 @@ static void *block_of(MPI_Comm comm, int nd, const int64_t *n, const fm_dist_fft
 {
     int64_t off[3];
     fm_dist_local_shape(comm, nd, n, o, w, loc, off);
-    int64_t m = prod(loc, nd), per = real ? 1 : 2;
-    void *b = calloc((size_t)(m * per + 1), dbl ? sizeof(double) : sizeof(float));
-    for (int64_t e = 0; e < m; e++) {
-        cd v = g[global_index(nd, glob, loc, off, t, e)];
-        for (int c = 0; c < per; c++) {
-            double s = c ? cimag(v) : creal(v);
-            if (dbl)
-                ((double *)b)[e * per + c] = s;
-            else
-                ((float *)b)[e * per + c] = (float)s;
-        }
-    }
-    return b;
+    return block_at(nd, loc, off, g, glob, t, real, dbl, NULL);
 }
 
 static fm_dtype dtype_of(int real, int dbl) { return real ? (dbl ? FM_F64 : FM_F32) : (dbl ? FM_C128 : FM_C64); }
@@ -340,16 +328,9 @@ static void test_direct_paths(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     test_chains();
     test_bad_arrays();
     test_direct_paths();
-    int any = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft_chains on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return mpi_test_finish("test_dist_fft_chains");
 }

@@ -29,26 +29,6 @@ static void to_host(void *host, const void *dev, size_t bytes)
         fm_memory_copy(host, cpu, dev, gpu_dev, bytes);
 }
 
-/* the rank's block (loc, off: nd entries) of the global complex (or real) array g of logical shape glob */
-static void *block_at(int nd, const int64_t *loc, const int64_t *off, const cd *g, const int64_t *glob, int t,
-                      int real, int dbl, size_t *bytes)
-{
-    int64_t m = prod(loc, nd), per = real ? 1 : 2;
-    *bytes = (size_t)(m * per) * (dbl ? 8 : 4);
-    char *b = malloc(*bytes + 16);
-    for (int64_t e = 0; e < m; e++) {
-        cd v = g[global_index(nd, glob, loc, off, t, e)];
-        double re[2] = {creal(v), cimag(v)};
-        for (int c = 0; c < per; c++) {
-            if (dbl)
-                ((double *)b)[e * per + c] = re[c];
-            else
-                ((float *)b)[e * per + c] = (float)re[c];
-        }
-    }
-    return b;
-}
-
 /* block_at for side `which` of plan p */
 static void *block_of(const fm_dist_plan *p, int which, const cd *g, const int64_t *glob, int t, int real, int dbl,
                       size_t *bytes)
@@ -261,9 +241,7 @@ static int module_hidden_case(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     int cpu = argc > 1 && !strcmp(argv[1], "--cpu");
     /* --emulate (with FUSEMATH_DIST_GPU_EMULATE=host): GPU-rank plans whose stages run on the host */
     int emu = argc > 1 && !strcmp(argv[1], "--emulate");
@@ -304,11 +282,7 @@ int main(int argc, char **argv)
         chain_case(dbl, 0, FM_DIST_TRANSPOSED);
         chain_case(dbl, 1, FM_DIST_SLAB);
     }
-    int bad = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_fft_gpu%s on %d ranks: %s\n", cpu ? " --cpu" : emu ? " --emulate" : "", g_size,
-               bad ? "FAILED" : "OK");
-    MPI_Finalize();
-    return bad ? 1 : 0;
+    return mpi_test_finish(cpu   ? "test_dist_fft_gpu --cpu"
+                           : emu ? "test_dist_fft_gpu --emulate"
+                                 : "test_dist_fft_gpu");
 }

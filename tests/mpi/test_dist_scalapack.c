@@ -16,17 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank, g_size, g_fail;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            g_fail = 1;                                                       \
-        }                                                                     \
-    } while (0)
+#include "mpi_check.h"
 
 /* global entry (i, j) of the test matrix `seed`: the same on every rank */
 typedef double (*entry_fn)(int seed, int64_t i, int64_t j);
@@ -260,17 +250,6 @@ static void test_solvers(const fm_dist_grid *g)
     run_cholesky(g, 1, 100, 4, 12, 1);
 }
 
-/* the status every rank got is the same and is `want`, its message holding needle */
-static void expect_all(fm_status st, fm_status want, const char *needle, const char *what)
-{
-    int lo = (int)st, hi = (int)st;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo == hi && st == want, "%s: status %s (ranks from %d to %d), expected %s: %s", what, fm_status_name(st), lo,
-          hi, fm_status_name(want), fm_last_error());
-    if (needle && st != FM_OK)
-        CHECK(strstr(fm_last_error(), needle), "%s: message \"%s\" lacks \"%s\"", what, fm_last_error(), needle);
-}
 
 static double diag_zero(int seed, int64_t i, int64_t j) { return i == j ? (i == seed ? 0.0 : 2.0) : 0.0; }
 static double diag_negative(int seed, int64_t i, int64_t j) { return i == j ? (i == seed ? -1.0 : 3.0) : 0.0; }
@@ -422,9 +401,7 @@ static void test_bad_input(const fm_dist_grid *g)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    mpi_test_init(&argc, &argv);
     fm_dist_grid *g = NULL;
     fm_status st = fm_dist_grid_create(MPI_COMM_WORLD, 0, 0, &g);
     if (st == FM_ERR_UNAVAILABLE) {
@@ -444,10 +421,5 @@ int main(int argc, char **argv)
         test_bad_input(g);
     }
     fm_dist_grid_destroy(g);
-    int any = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("test_dist_scalapack on %d ranks: %s\n", g_size, any ? "FAILED" : "OK");
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return mpi_test_finish("test_dist_scalapack");
 }

@@ -9,14 +9,11 @@ rank left waiting would hang: the pytest side kills the run after a timeout. Exi
 import sys
 
 import numpy as np
-from mpi4py import MPI
 
 import fusemath
 import fusemath.distributed as fd
 
-comm = MPI.COMM_WORLD
-rank, size = comm.rank, comm.size
-failures = []
+from mpi_worker_common import check, comm, finish, gather, raises, rank, rel_err, size
 
 CPU = "--cpu" in sys.argv[2:]  # the same cases on CPU ranks (NumPy): a check of this worker's references
 
@@ -40,22 +37,6 @@ def _arrays():
 
 
 to_gpu, to_host, NGPU = _arrays()
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(f"rank {rank}: {what}")
-
-
-def gather(block, offset0, global_shape):
-    out = np.zeros(global_shape, np.complex128)
-    for blk, off in comm.allgather((block, offset0)):
-        out[off:off + blk.shape[0]] = blk
-    return out
-
-
-def rel_err(a, b):
-    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
 
 
 def global_array(shape, dtype, seed=1234):
@@ -154,18 +135,6 @@ def gpu():
                 chain_case(shape, kind, dtype, layout_out)
 
 
-def raises(what, exc, needle, fn):
-    got = "no exception"
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - compared below
-        got = type(e).__name__
-        check(isinstance(e, exc), f"{what}: {type(e).__name__}: {e}")
-        check(needle in str(e), f"{what}: message {str(e)!r} lacks {needle!r}")
-    names = comm.allgather(got)
-    check(len(set(names)) == 1 and names[0] != "no exception", f"{what}: the ranks raised {names}")
-
-
 def gpu_errors():
     shape = (8, 6, 4)
     g = global_array(shape, np.complex64)
@@ -210,10 +179,4 @@ if CPU:  # CPU ranks need FFTW-MPI in libfusemath_mpi
             print(f"mpi_dist_gpu_worker {sys.argv[1]} --cpu on {size} ranks: SKIPPED ({e})")
         sys.exit(0)
 _WHAT[sys.argv[1]]()
-bad = comm.allgather(failures)
-if rank == 0:
-    for f in (f for per in bad for f in per):
-        print(f)
-    print(f"mpi_dist_gpu_worker {sys.argv[1]}{' --cpu' if CPU else ''} on {size} ranks: "
-          f"{'FAILED' if any(bad) else 'OK'}")
-sys.exit(1 if any(bad) else 0)
+finish(f"mpi_dist_gpu_worker {sys.argv[1]}{' --cpu' if CPU else ''}")

@@ -13,26 +13,7 @@ from mpi4py import MPI
 import fusemath
 import fusemath.distributed as fd
 
-comm = MPI.COMM_WORLD
-rank, size = comm.rank, comm.size
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(f"rank {rank}: {what}")
-
-
-def gather(block, offset0, global_shape, comm=comm):
-    """The global array (in the block's storage order) from every rank's block along axis 0."""
-    out = np.zeros(global_shape, np.complex128)
-    for blk, off in comm.allgather((block, offset0)):
-        out[off:off + blk.shape[0]] = blk
-    return out
-
-
-def rel_err(a, b):
-    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
+from mpi_worker_common import check, comm, finish, gather, raises, rank, rel_err, size
 
 
 def transform_case(shape, kind, dtype, layout_out, comm=comm):
@@ -195,19 +176,6 @@ def chains():
         for _ in range(2):  # twice, each with a fresh input: both right
             y = gather(f.execute(xs.copy()), f.out_offset[0], shape)
             check(rel_err(y, np.fft.fftn(g)) <= 1e-12, "overwrite_input with x_local each call")
-
-
-def raises(what, exc, needle, fn):
-    """fn() must raise exc with needle in its message; the same on every rank."""
-    got = "no exception"
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - compared below
-        got = type(e).__name__
-        check(isinstance(e, exc), f"{what}: {type(e).__name__}: {e}")
-        check(needle in str(e), f"{what}: message {str(e)!r} lacks {needle!r}")
-    names = comm.allgather(got)
-    check(len(set(names)) == 1 and names[0] != "no exception", f"{what}: the ranks raised {names}")
 
 
 def errors():
@@ -450,9 +418,4 @@ if sys.argv[1].startswith("scalapack") and not scalapack_available():
 if sys.argv[1] in ("transforms", "chains", "errors") and not fftw_mpi_available():
     sys.exit(0)
 _WHAT[sys.argv[1]]()
-bad = comm.allgather(failures)
-if rank == 0:
-    for f in (f for per in bad for f in per):
-        print(f)
-    print(f"mpi_dist_worker {sys.argv[1]} on {size} ranks: {'FAILED' if any(bad) else 'OK'}")
-sys.exit(1 if any(bad) else 0)
+finish(f"mpi_dist_worker {sys.argv[1]}")

@@ -46,28 +46,17 @@ def mpirun(np_, what):
     assert f"mpi_dist_worker {what} on {np_} ranks: OK" in out, out[-4000:]
 
 
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_transforms_match_numpy(np_):
-    mpirun(np_, "transforms")
+# what each worker run checks, by its WHAT (mpi_dist_worker.py)
+RUNS = {
+    "transforms": "c2c / r2c and back against numpy.fft, both out layouts, overwrite_input",
+    "chains": "prolog / epilog with scale, each rank's multiply block and conj, c2c / r2c / c2r, 2-D / 3-D",
+    "errors": "the FFTs' bad input fails on every rank",
+    "scalapack": "matmul with its epilogues, solve, cholesky and cho_solve against NumPy on the gathered matrices",
+    "scalapack_errors": "the ScaLAPACK functions' bad input fails on every rank",
+}
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_chains_with_multiply_arrays_match_numpy(np_):
-    """prolog / epilog with scale, each rank's multiply block and conj, c2c / r2c / c2r, 2-D / 3-D."""
-    mpirun(np_, "chains")
-
-
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_bad_input_fails_on_every_rank(np_):
-    mpirun(np_, "errors")
-
-
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_scalapack_matches_numpy(np_):
-    """matmul with its epilogues, solve, cholesky and cho_solve against NumPy on the gathered matrices."""
-    mpirun(np_, "scalapack")
-
-
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_scalapack_bad_input_fails_on_every_rank(np_):
-    mpirun(np_, "scalapack_errors")
+@pytest.mark.parametrize("what", list(RUNS))
+def test_worker_on_ranks(what, np_):
+    mpirun(np_, what)

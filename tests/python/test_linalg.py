@@ -232,6 +232,32 @@ def test_check_finite():
     assert np.isnan(fl.solve(bad, np.ones(2))).any()  # numpy.linalg's names do not check, as NumPy's
 
 
+@pytest.mark.parametrize("dt", [np.float64, np.complex64])
+def test_one_large_matrix_copies_on_threads(rng, dt, restore_threads):
+    """Matrices past 4 MiB are gathered, checked, zeroed and scattered in column ranges on the library's
+    threads: the results are those of NumPy / SciPy, and a NaN in the last column is still found."""
+    fusemath.set_num_threads(2)  # no more than the CI machine's cores (3 made OpenBLAS's LAPACK 100x slower)
+    n = 731  # 4.3 MiB in f64 and c64, just past the threshold; odd, so the two ranges differ
+    spd = make(rng, "spd", n, dt)
+    g = make(rng, "random", n, dt)
+    tol = 1e3 * n * eps(dt)
+    l = fl.cholesky(spd)
+    assert np.array_equal(l, np.tril(l)), "the upper triangle is not zero"
+    assert n1(l @ np.conj(l.T) - spd).max() <= tol * n1(spd).max()
+    u = fl.cholesky(spd, upper=True)
+    assert np.array_equal(u, np.triu(u)) and np.allclose(u, np.conj(l.T), atol=tol * np.abs(l).max())
+    b = rng.standard_normal((n, 3)).astype(dt)
+    assert solve_ratio(g, fl.solve(g, b), b) <= 100
+    w, v = fl.eigh(spd)
+    assert n1(spd @ v - v * w).max() <= tol * n1(spd).max()
+    q, r = fl.qr(g)
+    assert n1(q @ r - g).max() <= tol * n1(g).max() and np.array_equal(r, np.triu(r))
+    bad = spd.copy()
+    bad[n - 1, n - 1] = np.nan
+    with pytest.raises(ValueError, match="a contains infs or NaNs"):
+        fl.cho_factor(bad)
+
+
 @pytest.mark.parametrize("kind", ["lu", "cholesky", "qr", "auto"])
 @pytest.mark.filterwarnings("error")
 def test_solver_check_finite_b(rng, kind):
