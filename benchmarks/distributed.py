@@ -20,6 +20,8 @@ order rotated each round), it times on the same local data:
     fusemath_ow, fusemath_T_ow  plan(overwrite_input=True): FFTW-MPI on the caller's blocks, no copy (the input
                       refilled untimed, as FFTW-MPI's)
     fusemath_chain    fusemath slab -> slab with prolog {scale, multiply} and epilog {scale, multiply}
+    fusemath_pencil   3-D: decomposition="pencil" on MPI_Dims_create's P1 x P2 grid, z-pencil -> z-pencil (4
+                      all-to-alls); fusemath_pencil_T: -> x-pencil (2)
     mpi4py_fft        mpi4py_fft.PFFT(comm, shape, slab=True, planner_effort) .forward(u, uh): its slab
                       decomposition (input along axis 0, output along axis 1); "not installed" where it is not
   ScaLAPACK, float64 (n = 2048, --quick 512, 64 x 64 blocks, the near-square grid): fusemath.distributed.matmul
@@ -152,10 +154,16 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
     loc, off = fd.local_shape(shape, comm)
     x = (rng.standard_normal(loc) + 1j * rng.standard_normal(loc)).astype(np.complex64)
     plans, impls, outs = {}, {}, {}
+    grid = tuple(MPI.Compute_dims(comm.size, 2))  # the pencils' P1 x P2 (MPI_Dims_create's, P1 >= P2)
+    if len(shape) == 3:
+        lp = fd.local_shape(shape, comm, decomposition="pencil", grid=grid)[0]
+        xp = (rng.standard_normal(lp) + 1j * rng.standard_normal(lp)).astype(np.complex64)
 
-    def fm(name, layout, chains, overwrite=False):
-        f = fd.FFT(x, comm, global_shape=shape, layout_out=layout)
-        xin = np.empty_like(x) if overwrite else x  # refilled (untimed) before each call, as FFTW's input
+    def fm(name, layout, chains, overwrite=False, pencil=False):
+        xx = xp if pencil else x
+        kw = {"decomposition": "pencil", "grid": grid} if pencil else {}
+        f = fd.FFT(xx, comm, global_shape=shape, layout_out=layout, **kw)
+        xin = np.empty_like(xx) if overwrite else xx  # refilled (untimed) before each call, as FFTW's input
         if overwrite:
             f.plan(effort=effort, overwrite_input=True)
         elif chains:
@@ -170,7 +178,7 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
 
         def call():
             if overwrite:
-                xin[...] = x
+                xin[...] = xx
             comm.Barrier()
             t0 = time.perf_counter()
             f.execute(xin, out=y)
@@ -182,6 +190,9 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
     fm("fusemath_ow", "slab", False, overwrite=True)
     fm("fusemath_T_ow", "transposed", False, overwrite=True)
     fm("fusemath_chain", "slab", True)
+    if len(shape) == 3:  # pencils: the core's 1-D FFTs + 4 (slab out) or 2 (transposed out) all-to-alls
+        fm("fusemath_pencil", "slab", False, pencil=True)
+        fm("fusemath_pencil_T", "transposed", False, pencil=True)
     n_c = (ctypes.c_long * len(shape))(*shape)
     checks = {}
     for slot, (name, t) in enumerate((("fftw_mpi", 0), ("fftw_mpi_T", 1))):
@@ -209,7 +220,10 @@ def fft_case(comm, bare, shape, effort, rounds, budget):
            "median_s": {k: statistics.median(v) for k, v in times.items()},
            "ratios": {f"{a}/{b}": _ratios(times, a, b) for a, b in
                       (("fusemath", "fftw_mpi"), ("fusemath_T", "fftw_mpi_T"), ("fusemath_ow", "fftw_mpi"),
-                       ("fusemath_T_ow", "fftw_mpi_T"), ("fusemath_chain", "fusemath"))}}
+                       ("fusemath_T_ow", "fftw_mpi_T"), ("fusemath_chain", "fusemath"),
+                       ("fusemath_pencil", "fusemath"), ("fusemath_pencil_T", "fusemath_T")) if a in times}}
+    if len(shape) == 3:
+        row["pencil_grid"] = list(grid)
     return row
 
 

@@ -127,15 +127,21 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
     if (o->device_type == FM_DEVICE_CUDA && o->device_id < 0)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->device_id = %d; expected a CUDA device number >= 0", where,
                        (int)o->device_id);
-    for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
-        if (o->reserved[i])
-            return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->reserved[%zu] = %d; expected 0 "
-                           "(fm_dist_fft_options_init)", where, i, (int)o->reserved[i]);
+    if (o->decomposition != FM_DIST_DECOMP_SLAB && o->decomposition != FM_DIST_DECOMP_PENCIL)
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->decomposition = %d; expected FM_DIST_DECOMP_SLAB (0) or "
+                       "FM_DIST_DECOMP_PENCIL (1)", where, (int)o->decomposition);
+    if (o->grid_rows < 0 || (o->grid_rows && o->decomposition != FM_DIST_DECOMP_PENCIL))
+        return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->grid_rows = %d; expected 0%s", where, (int)o->grid_rows,
+                       o->grid_rows < 0 ? " (MPI_Dims_create's grid) or P1, a divisor of the ranks"
+                                        : ": it is the pencil grid's P1 and the decomposition is slab");
+    if (o->decomposition == FM_DIST_DECOMP_PENCIL && o->device_type == FM_DEVICE_CUDA)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: opts->decomposition = FM_DIST_DECOMP_PENCIL with opts->device_type "
+                       "= FM_DEVICE_CUDA: pencils on GPU ranks are not implemented; use decomposition slab", where);
     fm_status st = check_chain(where, "prolog", &o->prolog, o->kind == FM_FFT_R2C);
     return st != FM_OK ? st : check_chain(where, "epilog", &o->epilog, o->kind == FM_FFT_C2R);
 }
 
-fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n)
+fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n, int pencil)
 {
     if (ndim != 2 && ndim != 3)
         return fm_fail(ndim == 1 || (ndim > 3 && ndim <= FM_MAX_NDIM) ? FM_ERR_NOT_SUPPORTED : FM_ERR_INVALID_ARGUMENT,
@@ -154,7 +160,7 @@ fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n)
     }
     /* FFTW-MPI 3.3.10 overflows its buffers or computes wrong values for a length-1 second axis
      * (reproduced without fusemath, under ASan): refused, with the way around it */
-    if (n[1] == 1)
+    if (n[1] == 1 && !pencil)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: n[1] = 1: FFTW-MPI's slab transforms mishandle a length-1 second "
                        "axis; drop it and transform the array without it", where);
     if (n[0] > INT_MAX || (ndim > 1 && n[1] > INT_MAX)) /* MPI counts of the split axes */
@@ -188,6 +194,8 @@ static void make_side(const fm_dist_fft_options *o, int which, int ndim, const i
 fm_status fm_dist_geometry(const char *where, MPI_Comm comm, int ndim, const int64_t *n,
                            const fm_dist_fft_options *o, fm_dist_geom *g)
 {
+    if (o->decomposition == FM_DIST_DECOMP_PENCIL)
+        return fm_dist_pencil_geometry(where, comm, ndim, n, o, g);
     memset(g, 0, sizeof *g);
     g->ndim = ndim;
     ptrdiff_t nc[FM_DIST_MAX_NDIM];
@@ -245,9 +253,9 @@ fm_status fm_dist_local_shape(MPI_Comm comm, int ndim, const int64_t *n, const f
     }
     fm_status st = fm_dist_check_comm(where, comm, &rank, &size);
     if (st == FM_OK)
-        st = fm_dist_check_shape(where, ndim, n);
-    if (st == FM_OK)
         st = fm_dist_check_options(where, opts);
+    if (st == FM_OK)
+        st = fm_dist_check_shape(where, ndim, n, opts->decomposition == FM_DIST_DECOMP_PENCIL);
     if (st != FM_OK)
         return st;
     if (which != FM_DIST_IN && which != FM_DIST_OUT)

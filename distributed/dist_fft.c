@@ -29,6 +29,7 @@ struct fm_dist_plan {
     void *buf[2];    /* FFTW's input and output buffers */
     fm_dist_chain_run run[2]; /* FM_DIST_IN: the prolog; FM_DIST_OUT: the epilog, the norm in its scale */
     fm_dist_gpu *gpu;         /* GPU ranks (dist_fft_gpu.c): then none of the FFTW members is used */
+    fm_dist_pencil *pencil;   /* pencil decompositions (dist_pencil.c): likewise */
     const fm_dist_gpu_ops *gpu_ops; /* the GPU module's table (dist_gpu_load.c), set with gpu */
     char text[FM_DESCRIBE_LEN];
 };
@@ -172,22 +173,24 @@ static const char *chain_text(unsigned ops)
 static void describe(fm_dist_plan *p, const char *gpu_text)
 {
     char engine[32] = "cpu/fftw-mpi";
+    if (p->pencil)
+        snprintf(engine, sizeof engine, "cpu/fftw"); /* the core's local plans; the exchanges are MPI's */
     if (p->gpu)
         snprintf(engine, sizeof engine, "cuda:%d/cufft", (int)p->o.device_id);
-    char dims[3][64];
-    for (int d = 0; d < 3; d++) {
-        const int64_t *v = d == 0 ? p->g.n : p->g.side[d - 1].local;
-        int k = 0;
-        for (int i = 0; i < p->g.ndim; i++)
-            k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? "x" : "", (long long)v[i]);
+    char dims[5][64]; /* the global shape, the two blocks, their offsets (pencils: every axis) */
+    for (int d = 0; d < 5; d++) {
+        const int64_t *v = d == 0 ? p->g.n : d < 3 ? p->g.side[d - 1].local : p->g.side[d - 3].offset;
+        int k = 0, nd = d < 3 || p->pencil ? p->g.ndim : 1;
+        for (int i = 0; i < nd; i++)
+            k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? (d < 3 ? "x" : ",") : "",
+                          (long long)v[i]);
     }
     snprintf(p->text, sizeof p->text,
-             "dist_fft %s %s %s %s %s ranks=%d %s->%s in=%s@%lld out=%s@%lld effort=%s threads=%d "
+             "dist_fft %s %s %s %s %s ranks=%d %s->%s in=%s@%s out=%s@%s effort=%s threads=%d "
              "norm=%s%s%s%s%s%s",
              engine,
              kind_names[p->o.kind], fm_dtype_name(p->in_dtype), p->o.inverse ? "inverse" : "forward", dims[0],
-             p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1],
-             (long long)p->g.side[0].offset[0], dims[2], (long long)p->g.side[1].offset[0],
+             p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1], dims[3], dims[2], dims[4],
              effort_names[p->o.effort], p->o.num_threads > 0 ? p->o.num_threads : 1, norm_names[p->o.norm],
              p->o.prolog.ops ? " prolog=" : "", chain_text(p->o.prolog.ops), p->o.epilog.ops ? " epilog=" : "",
              chain_text(p->o.epilog.ops), gpu_text);
@@ -199,12 +202,13 @@ static fm_status check_plan_args(const char *where, int ndim, const int64_t *n, 
 {
     if (!plan)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: plan is NULL", where);
-    fm_status st = fm_dist_check_shape(where, ndim, n);
+    fm_status st = fm_dist_check_options(where, o);
+    int pencil = o->decomposition == FM_DIST_DECOMP_PENCIL;
     if (st == FM_OK)
-        st = fm_dist_check_options(where, o);
+        st = fm_dist_check_shape(where, ndim, n, pencil);
     if (st != FM_OK)
         return st;
-    if (n[0] == 1 && (o->in_layout == FM_DIST_TRANSPOSED || o->out_layout == FM_DIST_TRANSPOSED))
+    if (n[0] == 1 && !pencil && (o->in_layout == FM_DIST_TRANSPOSED || o->out_layout == FM_DIST_TRANSPOSED))
         return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: n[0] = 1 with a transposed layout: FFTW-MPI plans none; use the "
                        "slab layouts", where);
     int want_real = o->kind == FM_FFT_R2C;
@@ -229,6 +233,11 @@ static fm_status check_tiling(const char *where, const fm_dist_plan *p, const in
     }
     if (ok)
         return FM_OK;
+    if (p->o.decomposition == FM_DIST_DECOMP_PENCIL)
+        return fm_fail(FM_ERR_SHAPE, "%s: the local input shape %s%s does not tile the global array in the pencil "
+                       "decomposition (%s side) over %d ranks: its block is %s) from index (%lld, %lld, %lld) "
+                       "(fm_dist_local_shape)", where, got, in_local_shape ? ")" : "", layout_names[p->o.in_layout],
+                       p->size, want, (long long)s->offset[0], (long long)s->offset[1], (long long)s->offset[2]);
     return fm_fail(FM_ERR_SHAPE, "%s: the local input shape %s%s does not tile the global array in FFTW-MPI's %s "
                    "decomposition over %d ranks: its block is %s) from index %lld of axis 0 "
                    "(fm_dist_local_shape)", where, got, in_local_shape ? ")" : "", layout_names[p->o.in_layout],
@@ -243,13 +252,14 @@ static fm_status check_agreement(const char *where, MPI_Comm comm, int ndim, con
         "ndim",          "n[0]",          "n[1]",          "n[2]",          "dtype",      "opts->kind",
         "opts->inverse", "opts->in_layout", "opts->out_layout", "opts->norm", "opts->effort",
         "opts->prolog.ops", "opts->epilog.ops", "opts->prolog.scale[0]", "opts->prolog.scale[1]",
-        "opts->epilog.scale[0]", "opts->epilog.scale[1]", "device"};
+        "opts->epilog.scale[0]", "opts->epilog.scale[1]", "device", "opts->decomposition", "opts->grid_rows"};
     int64_t v[sizeof names / sizeof names[0]] = {ndim, n[0], n[1], ndim > 2 ? n[2] : 1, dtype, o->kind, o->inverse,
                                                  o->in_layout, o->out_layout, o->norm, o->effort, o->prolog.ops,
                                                  o->epilog.ops};
     const double sc[4] = {o->prolog.scale[0], o->prolog.scale[1], o->epilog.scale[0], o->epilog.scale[1]};
     memcpy(&v[13], sc, sizeof sc); /* equal bit patterns: the same scale */
     v[17] = o->device_type == FM_DEVICE_CUDA; /* host or GPU data: device ids may differ between ranks */
+    v[18] = o->decomposition, v[19] = o->grid_rows;
     return fm_dist_check_same(where, comm, v, names, (int)(sizeof v / sizeof v[0]));
 }
 
@@ -361,7 +371,10 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
     if ((st = fm_dist_agree(comm, st)) == FM_OK) {
         MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
         set_chains(p);
-        if (o.device_type == FM_DEVICE_CUDA)
+        if (o.decomposition == FM_DIST_DECOMP_PENCIL)
+            st = fm_dist_pencil_plan(where, p->comm, &p->g, &p->o, dtype, prolog_array, epilog_array, p->run,
+                                     &p->pencil, gpu_text, sizeof gpu_text);
+        else if (o.device_type == FM_DEVICE_CUDA)
             st = plan_gpu(where, p, dtype, prolog_array, epilog_array, gpu_text, sizeof gpu_text);
         else
             st = plan_fftw(where, p);
@@ -399,6 +412,8 @@ fm_status fm_dist_fft_execute_stream(const fm_dist_plan *p, const void *in, void
         return st;
     if (p->gpu)
         return p->gpu_ops->execute(p->gpu, in, out, stream);
+    if (p->pencil)
+        return fm_dist_pencil_execute(p->pencil, in, out);
 #if !FM_HAVE_FFTW_MPI
     (void)stream;
     return fm_fail(FM_ERR_INTERNAL, "%s: no FFTW-MPI in this build", where);
@@ -444,6 +459,7 @@ void fm_dist_fft_destroy(fm_dist_plan *p)
     MPI_Finalized(&finalized);
     if (p->gpu)
         p->gpu_ops->destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
+    fm_dist_pencil_destroy(p->pencil); /* frees its own communicators unless MPI is finalized */
     if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
         if (p->fftw_plan) {
             (void)fm_fftw_planner_enter();

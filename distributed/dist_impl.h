@@ -30,7 +30,8 @@ typedef struct fm_dist_geom {
  * argument; none communicates unless it says so. */
 fm_status fm_dist_check_comm(const char *where, MPI_Comm comm, int *rank, int *size);
 fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o);
-fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n);
+/* pencil: FFTW-MPI's slab limits (a length-1 axis 1) do not apply */
+fm_status fm_dist_check_shape(const char *where, int ndim, const int64_t *n, int pencil);
 /* geometry of (ndim, n, opts) on this rank of comm (calls fftw_mpi_local_size_many_transposed) */
 fm_status fm_dist_geometry(const char *where, MPI_Comm comm, int ndim, const int64_t *n,
                            const fm_dist_fft_options *o, fm_dist_geom *g);
@@ -61,5 +62,23 @@ fm_status fm_dist_check_array(const char *where, const char *name, const fm_tens
 /* One-time fftw_mpi_init / fftwf_mpi_init (after fftw_init_threads); FM_ERR_INVALID_ARGUMENT when
  * MPI is not initialized or already finalized. Local. */
 fm_status fm_dist_init(const char *where);
+
+/* Pencil decompositions on CPU ranks (dist_pencil.c). */
+typedef struct fm_dist_pencil fm_dist_pencil;
+/* P1 x P2 = size from opts->grid_rows (0: MPI_Dims_create); FM_ERR_INVALID_ARGUMENT unless it divides. Local. */
+fm_status fm_dist_pencil_grid(const char *where, int size, int rows, int *p1, int *p2);
+/* fm_dist_geometry's answer for a pencil decomposition (3-D only). Local. */
+fm_status fm_dist_pencil_geometry(const char *where, MPI_Comm comm, int ndim, const int64_t *n,
+                                  const fm_dist_fft_options *o, fm_dist_geom *g);
+/* Collective over comm (the plan's, kept, not owned): the exchanges' communicators and the core's
+ * local plans; run: the chains as set_chains made them (the epilog's scale holds the norm). text: the
+ * describe() suffix. Fails on every rank alike. */
+fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
+                              fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi,
+                              const fm_dist_chain_run run[2], fm_dist_pencil **out, char *text, size_t cap);
+/* Collective; agrees on the outcome. */
+fm_status fm_dist_pencil_execute(const fm_dist_pencil *p, const void *in, void *out);
+/* Collective (frees communicators); NULL is fine. */
+void fm_dist_pencil_destroy(fm_dist_pencil *p);
 
 #endif /* FM_DIST_IMPL_H */

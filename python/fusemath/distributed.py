@@ -52,7 +52,8 @@ class _Chain(ctypes.Structure):
 class _Options(ctypes.Structure):  # fm_dist_fft_options
     _fields_ = [(k, ctypes.c_int32) for k in ("kind", "inverse", "in_layout", "out_layout", "norm", "effort",
                                               "num_threads", "overwrite_input", "device_type", "device_id")] + \
-               [("reserved", ctypes.c_int32 * 2), ("prolog", _Chain), ("epilog", _Chain)]
+               [("decomposition", ctypes.c_int32), ("grid_rows", ctypes.c_int32), ("prolog", _Chain),
+                ("epilog", _Chain)]
 
 
 class _Tensor(ctypes.Structure):  # fm_tensor (FM_MAX_NDIM = 8)
@@ -99,6 +100,7 @@ _ERRORS = {1: "InvalidArgumentError", 2: "ShapeError", 3: "DtypeError", 5: "NotS
            12: "InvalidStateError", 13: "LinAlgError", 14: "InternalError"}
 _KINDS = {"c2c": 0, "r2c": 1, "c2r": 2}
 _LAYOUTS = {"slab": 0, "transposed": 1}
+_DECOMPOSITIONS = {"slab": 0, "pencil": 1}
 _EFFORTS = {"estimate": 0, "measure": 1, "patient": 2}
 _DTYPES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4, np.dtype(np.complex64): 5, np.dtype(np.complex128): 6}
 _DTYPE_OF = {v: k for k, v in _DTYPES.items()}
@@ -173,26 +175,53 @@ def _logical_shape(global_shape: Any, kind: int, n: Optional[int], where: str) -
     return shape
 
 
-def _options(kind: int, inverse: bool, layout_in: Any, layout_out: Any, where: str) -> _Options:
+def _grid_rows(grid: Any, comm: Any, where: str) -> int:
+    """fm_dist_fft_options.grid_rows (P1) of grid=None | (P1, P2); P2 is not passed to the library, so
+    P1 * P2 = the size is checked here (whether P1 divides the size, the library checks)."""
+    if grid is None:
+        return 0
+    try:
+        p1, p2 = (int(v) for v in grid)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: grid must be None or a pair (P1, P2) of ints, not {grid!r}") from None
+    size = comm.Get_size()
+    if p1 * p2 != size:
+        raise ValueError(f"{where}: grid = ({p1}, {p2}); P1 x P2 must be the communicator's {size} ranks")
+    return p1
+
+
+def _options(kind: int, inverse: bool, layout_in: Any, layout_out: Any, where: str, decomposition: Any = "slab",
+             grid_rows: int = 0) -> _Options:
     o = _Options()
     _options_init(ctypes.byref(o))
     o.kind, o.inverse = kind, int(inverse)
     o.in_layout = _choice(layout_in, _LAYOUTS, "layout_in", where)
     o.out_layout = _choice(layout_out, _LAYOUTS, "layout_out", where)
+    o.decomposition = _choice(decomposition, _DECOMPOSITIONS, "decomposition", where)
+    o.grid_rows = grid_rows
     return o
 
 
 def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str = "in", layout: str = "slab",
-                n: Optional[int] = None) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
-    """This rank's block of the input (``which="in"``) or the output (``"out"``) of a slab transform
-    whose input has ``global_shape``: ``(local_shape, offset)``, as FFTW-MPI's local_size functions
-    give (axis 0 split in blocks of ceil(n0 / size) rows). For ``layout="transposed"`` the block is
-    of the array with axes 0 and 1 swapped, in that order. Local (no communication)."""
+                n: Optional[int] = None, decomposition: str = "slab",
+                grid: Optional[Tuple[int, int]] = None) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """This rank's block of the input (``which="in"``) or the output (``"out"``) of a transform
+    whose input has ``global_shape``: ``(local_shape, offset)``.
+
+    ``decomposition="slab"``: as FFTW-MPI's local_size functions give (axis 0 split in blocks of
+    ceil(n0 / size) rows); for ``layout="transposed"`` the block is of the array with axes 0 and 1
+    swapped, in that order. ``decomposition="pencil"`` (3-D, CPU ranks) on a P1 x P2 grid (``grid``,
+    None: MPI_Dims_create's, P1 >= P2; rank r is (r // P2, r % P2) = (r1, r2)): ``layout="slab"`` is
+    the z-pencil (axis 0 block r1 of P1, axis 1 block r2 of P2, axis 2 whole), ``"transposed"`` the
+    x-pencil (axis 0 whole, axis 1 block r1 of P1, axis 2 block r2 of P2), both in logical axis
+    order (never swapped; the offset is non-zero on two axes), in the same ceil(n / P) blocks.
+    Local (no communication)."""
     where = "fusemath.distributed.local_shape"
     kind_code = _choice(kind, _KINDS, "kind", where)
     w = _choice(which, {"in": 0, "out": 1}, "which", where)
     shape = _logical_shape(global_shape, kind_code, n, where)
-    o = _options(kind_code, kind_code == 2, layout if w == 0 else "slab", layout if w == 1 else "slab", where)
+    o = _options(kind_code, kind_code == 2, layout if w == 0 else "slab", layout if w == 1 else "slab", where,
+                 decomposition, _grid_rows(grid, comm, where) if isinstance(comm, _MPI.Comm) else 0)
     loc, off = _i64([0] * len(shape)), _i64([0] * len(shape))
     _check(_local_shape(_comm(comm, where), len(shape), _i64(shape), ctypes.byref(o), w, loc, off), where)
     return tuple(loc[:len(shape)]), tuple(off[:len(shape)])
@@ -298,10 +327,10 @@ class _Collective:
 
 
 class FFT(_Collective):
-    """A slab-decomposed FFT over the ranks of ``comm`` (plan once, execute many times).
+    """A slab- or pencil-decomposed FFT over the ranks of ``comm`` (plan once, execute many times).
 
     ``FFT(x_local, comm, *, global_shape, axes=None, decomposition="slab", kind=None, n=None,
-    direction=None, layout_in="slab", layout_out="slab")``: x_local is this rank's block
+    direction=None, layout_in="slab", layout_out="slab", grid=None)``: x_local is this rank's block
     (``local_shape()``) of the input, a NumPy array on every rank (CPU ranks: FFTW-MPI) or a CuPy
     array / torch CUDA tensor on every rank (GPU ranks: the array's device is the rank's GPU; execute
     returns the same kind of array and runs on the framework's current stream; the exchange is
@@ -312,6 +341,15 @@ class FFT(_Collective):
     leaves the output with axes 0 and 1 swapped, split along the global axis 1 (FFTW's
     FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer); an inverse with layout_in="transposed" takes
     that output back. The transform runs over every axis (axes: None or all of them in order).
+
+    ``decomposition="pencil"`` (3-D, NumPy arrays / CPU ranks; GPU ranks refuse it): the ranks form a
+    P1 x P2 grid (``grid=(P1, P2)``, None: MPI_Dims_create's, P1 >= P2) and two axes are split
+    (``local_shape(..., decomposition="pencil", grid=...)``): the "slab" layout is the z-pencil (axis
+    0 over P1, axis 1 over P2, axis 2 whole), "transposed" the x-pencil (axis 0 whole, axis 1 over P1,
+    axis 2 over P2), both in logical axis order (out_offset non-zero on two axes). Slab -> transposed
+    (or back) costs 2 all-to-alls, each within a row or a column of the grid; slab -> slab 4. The
+    local transforms are fusemath's own one-axis FFTs; the chains go into the first and last of them
+    (or the first pack / last unpack). overwrite_input is ignored there (the input is never changed).
 
     ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None,
     overwrite_input=False)``:
@@ -328,17 +366,16 @@ class FFT(_Collective):
 
     def __init__(self, x_local: Any, comm: Any, *, global_shape: Any, axes: Any = None,
                  decomposition: str = "slab", kind: Optional[str] = None, n: Optional[int] = None,
-                 direction: Optional[str] = None, layout_in: str = "slab", layout_out: str = "slab"):
+                 direction: Optional[str] = None, layout_in: str = "slab", layout_out: str = "slab",
+                 grid: Optional[Tuple[int, int]] = None):
         where = "fusemath.distributed.FFT"
         self._where, self._handle = where, None
         _agreed(comm, lambda: self._setup(x_local, comm, global_shape, axes, decomposition, kind, n, direction,
-                                          layout_in, layout_out, where))
+                                          layout_in, layout_out, grid, where))
 
     def _setup(self, x_local, comm, global_shape, axes, decomposition, kind, n, direction, layout_in, layout_out,
-               where):
+               grid, where):
         """The constructor's checks and state (local; the constructor agrees on their outcome)."""
-        if decomposition != "slab":
-            raise ValueError(f"{where}: decomposition = {decomposition!r}; only 'slab' is implemented (pencils are not)")
         self._gpu = _gpu(x_local)  # GPU ranks: the array's device is this rank's GPU
         if not isinstance(x_local, np.ndarray) and self._gpu is None:
             raise TypeError(f"{where}: x_local must be a NumPy array (CPU ranks) or a CuPy array / torch CUDA tensor "
@@ -361,7 +398,8 @@ class FFT(_Collective):
             raise _C.ShapeError(f"{where}: x_local is {x_local.ndim}-D, global_shape {tuple(global_shape)} is "
                                 f"{len(self._shape)}-D")
         self._comm, self._dtype = comm, dtype
-        self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where)
+        self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where, decomposition,
+                              _grid_rows(grid, comm, where))
         if self._gpu is not None:
             self._opts.device_type, self._opts.device_id = 2, self._gpu[1]
         self._x = _contiguous(x_local)

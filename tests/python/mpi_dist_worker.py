@@ -205,13 +205,13 @@ def errors():
            lambda: fd.FFT(np.zeros(4, np.complex128), comm, global_shape=(4 * size,)).plan())
     # front-end checks, local and the same on every rank
     raises("layout", ValueError, "layout_out", lambda: fd.FFT(x, comm, global_shape=shape, layout_out="pencil"))
-    raises("decomposition", ValueError, "pencils", lambda: fd.FFT(x, comm, global_shape=shape, decomposition="pencil"))
+    raises("decomposition", ValueError, "decomposition", lambda: fd.FFT(x, comm, global_shape=shape, decomposition="cube"))
     raises("comm", TypeError, "mpi4py communicator", lambda: fd.FFT(x, 0, global_shape=shape).plan())
     raises("dtype int", fusemath.DtypeError, "int64", lambda: fd.FFT(x.real.astype(np.int64), comm, global_shape=shape))
     raises("axes", ValueError, "every axis", lambda: fd.FFT(x, comm, global_shape=shape, axes=(1,)))
     # a bad argument on the last rank only: every rank raises (none is left waiting in a collective)
-    raises("decomposition on one rank", ValueError, "pencils",
-           lambda: fd.FFT(x, comm, global_shape=shape, decomposition="pencil" if last else "slab").plan())
+    raises("decomposition on one rank", ValueError, "decomposition",
+           lambda: fd.FFT(x, comm, global_shape=shape, decomposition="cube" if last else "slab").plan())
     raises("a length-1 second axis", fusemath.NotSupportedError, "n[1] = 1",
            lambda: fd.FFT(np.zeros((fd.local_shape((5, 1, 3), comm)[0]), np.complex128), comm,
                           global_shape=(5, 1, 3)).plan())

@@ -19,6 +19,14 @@
  *    swapped (n1 x n0 [x n2]), split along its axis 0 (i.e. the global axis 1) the same way. A
  *    forward transform to transposed output saves FFTW's last all-to-all; the inverse from it
  *    (in_layout transposed) restores the slab layout.
+ *  - Pencil decomposition (opts->decomposition FM_DIST_DECOMP_PENCIL; 3-D, CPU ranks): the ranks form a
+ *    P1 x P2 grid (opts->grid_rows = P1; rank r is (r / P2, r % P2) = (r1, r2)), each axis split in
+ *    the same ceil(n / P) blocks. FM_DIST_SLAB side ("z-pencil"): axis 0 block r1 of P1, axis 1 block
+ *    r2 of P2, axis 2 whole. FM_DIST_TRANSPOSED side ("x-pencil"): axis 0 whole, axis 1 block r1 of
+ *    P1, axis 2 block r2 of P2 (n2 / 2 + 1 for the complex side of r2c / c2r). Both are stored
+ *    C-contiguous in the logical axis order (no axes swapped) and their offsets have two non-zero
+ *    entries. Slab -> transposed (or back) costs 2 all-to-alls over the grid's rows / columns, slab ->
+ *    slab 4; the local FFTs are the core's (FFTW). A grid of size x 1 has the slab's input blocks.
  */
 #ifndef FUSEMATH_MPI_H
 #define FUSEMATH_MPI_H
@@ -33,8 +41,15 @@ extern "C" {
 
 typedef enum fm_dist_layout {
     FM_DIST_SLAB = 0,      /* split along axis 0, axes in their global order */
-    FM_DIST_TRANSPOSED = 1 /* axes 0 and 1 swapped, split along the swapped array's axis 0 */
+    FM_DIST_TRANSPOSED = 1 /* slabs: axes 0 and 1 swapped, split along the swapped array's axis 0; pencils: the
+                              x-pencil (axis 0 whole, axes in their global order) */
 } fm_dist_layout;
+
+/* How the global array is split over the ranks. */
+typedef enum fm_dist_decomposition {
+    FM_DIST_DECOMP_SLAB = 0,  /* axis 0 over all ranks (FFTW-MPI on CPU ranks; GPU ranks) */
+    FM_DIST_DECOMP_PENCIL = 1 /* 3-D: two axes over a P1 x P2 grid (CPU ranks; see the top of this file) */
+} fm_dist_decomposition;
 
 /* Which side of a transform fm_dist_local_shape / fm_dist_fft_local describe. */
 enum { FM_DIST_IN = 0, FM_DIST_OUT = 1 };
@@ -55,7 +70,10 @@ typedef struct fm_dist_fft_options {
                             through the core's planner + the exchange; docs/design.md, Distributed, GPU ranks).
                             Every rank must say the same (checked at planning) */
     int32_t device_id;   /* FM_DEVICE_CUDA: this rank's GPU (ranks may name different GPUs, or share one) */
-    int32_t reserved[2]; /* zero */
+    int32_t decomposition; /* fm_dist_decomposition: FM_DIST_DECOMP_SLAB (0) or FM_DIST_DECOMP_PENCIL (3-D, CPU
+                              ranks; overwrite_input is ignored there: the input is never changed) */
+    int32_t grid_rows;   /* pencils: P1 of the P1 x P2 process grid (a divisor of the size); 0 = MPI_Dims_create's
+                            choice (P1 >= P2). Slabs: 0 */
     /* Fused chains, x -> conj?(x * scale * array) as fusemath.h's, applied as the data is copied
      * into (prolog) and out of (epilog) FFTW's buffers: FM_FFT_OP_SCALE, FM_FFT_OP_CONJ and
      * FM_FFT_OP_MULTIPLY (its array is each rank's block: fm_dist_fft_plan_chains);
@@ -71,9 +89,10 @@ FM_API void fm_dist_fft_options_init(fm_dist_fft_options *o);
 /*! fm_dist_local_shape() : local (no communication). The part of side `which` (FM_DIST_IN /
  *  FM_DIST_OUT) of the transform of logical global shape n[ndim] (ndim 2 or 3; for r2c / c2r the
  *  real shape: the complex side has n[ndim-1] / 2 + 1 there) that this rank of comm holds, in the
- *  order it is stored: local_shape[ndim] (for a transposed side, axes 0 and 1 swapped) and
- *  offset[ndim], the index of its first element in that (swapped) global array (zero but on
- *  axis 0). Uses opts' kind and layouts (NULL: the defaults). */
+ *  order it is stored: local_shape[ndim] (for a transposed slab side, axes 0 and 1 swapped) and
+ *  offset[ndim], the index of its first element in that (swapped) global array (slabs: zero but on
+ *  axis 0; pencils: non-zero on the two split axes, the array never swapped). Uses opts' kind,
+ *  layouts, decomposition and grid_rows (NULL: the defaults). */
 FM_API fm_status fm_dist_local_shape(MPI_Comm comm, int ndim, const int64_t *n, const fm_dist_fft_options *opts,
                                      int which, int64_t *local_shape, int64_t *offset);
 
