@@ -96,7 +96,9 @@ static void gather(char *dst, int64_t ld, const char *src, int64_t rs, int64_t c
 
 /* fn(arg, j0, j1) over the columns [0, cols) of a matrix of `bytes`, in up to par ranges on the pool.
  * One entry's copies and checks are memory passes that a single thread ran at a fifth of the machine's
- * bandwidth: at n = 4096 f64 they took a third of a 16-thread cholesky. Small ones stay serial. */
+ * bandwidth: at n = 4096 f64 (128 MiB) they took a third of a 16-thread cholesky (129 -> 79 ms on the
+ * H200 host). Below 64 MiB they stay serial: at n = 1024 (8 MiB) the pool's threads, sharing the cores
+ * with OpenBLAS's workers still spinning after the last call, made a 5 ms cholesky take 114. */
 typedef void (*cols_fn)(void *arg, int64_t j0, int64_t j1);
 typedef struct {
     cols_fn fn;
@@ -112,7 +114,7 @@ static void cols_item(void *arg, int64_t item)
 }
 static void for_cols(int par, int64_t cols, size_t bytes, cols_fn fn, void *arg)
 {
-    if (par <= 1 || cols < 2 || bytes < ((size_t)4 << 20)) {
+    if (par <= 1 || cols < 2 || bytes < ((size_t)64 << 20)) {
         fn(arg, 0, cols);
         return;
     }

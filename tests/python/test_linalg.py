@@ -232,26 +232,33 @@ def test_check_finite():
     assert np.isnan(fl.solve(bad, np.ones(2))).any()  # numpy.linalg's names do not check, as NumPy's
 
 
-@pytest.mark.parametrize("dt", [np.float64, np.complex64])
-def test_one_large_matrix_copies_on_threads(rng, dt, restore_threads):
-    """Matrices past 4 MiB are gathered, checked, zeroed and scattered in column ranges on the library's
-    threads: the results are those of NumPy / SciPy, and a NaN in the last column is still found."""
+def test_one_large_matrix_copies_on_threads(rng, restore_threads):
+    """Matrices past 64 MiB are gathered, checked, zeroed and scattered in column ranges on the library's
+    threads: cholesky (the contiguous copies, the zeroed triangle) and lu_factor (the transposing tile
+    copies both ways) against projections of a (O(n^2): a product of the whole would cost more than the
+    factorizations), and a NaN in the last column is still found."""
     fusemath.set_num_threads(2)  # no more than the CI machine's cores (3 made OpenBLAS's LAPACK 100x slower)
-    n = 731  # 4.3 MiB in f64 and c64, just past the threshold; odd, so the two ranges differ
-    spd = make(rng, "spd", n, dt)
-    g = make(rng, "random", n, dt)
-    tol = 1e3 * n * eps(dt)
+    n = 4099  # 64.1 MiB in f32, just past the threshold; odd, so the two ranges differ
+    g = rng.standard_normal((n, n)).astype(np.float32)
+    spd = np.eye(n, dtype=np.float32) * (2 * np.sqrt(n)) + (g + g.T) * np.float32(0.25)  # dominant diagonal
+    v = rng.standard_normal((n, 2))
+    sd, gd = spd.astype(np.float64), g.astype(np.float64)
+
+    def close(x, y):
+        return np.abs(x - y).max() <= 1e-4 * np.abs(y).max()
     l = fl.cholesky(spd)
-    assert np.array_equal(l, np.tril(l)), "the upper triangle is not zero"
-    assert n1(l @ np.conj(l.T) - spd).max() <= tol * n1(spd).max()
+    assert not np.triu(l, 1).any(), "the upper triangle is not zero"
+    ld = l.astype(np.float64)
+    assert close(ld @ (ld.T @ v), sd @ v)
     u = fl.cholesky(spd, upper=True)
-    assert np.array_equal(u, np.triu(u)) and np.allclose(u, np.conj(l.T), atol=tol * np.abs(l).max())
-    b = rng.standard_normal((n, 3)).astype(dt)
-    assert solve_ratio(g, fl.solve(g, b), b) <= 100
-    w, v = fl.eigh(spd)
-    assert n1(spd @ v - v * w).max() <= tol * n1(spd).max()
-    q, r = fl.qr(g)
-    assert n1(q @ r - g).max() <= tol * n1(g).max() and np.array_equal(r, np.triu(r))
+    assert not np.tril(u, -1).any() and close(u, l.T)  # (the other triangle: other rounding)
+    lu, piv = fl.lu_factor(g)
+    lo = np.tril(lu.astype(np.float64), -1) + np.eye(n)
+    up = np.triu(lu.astype(np.float64))
+    pg = gd.copy()
+    for i, p in enumerate(piv):  # LAPACK's row interchanges, in order
+        pg[[i, p]] = pg[[p, i]]
+    assert close(lo @ (up @ v), pg @ v)
     bad = spd.copy()
     bad[n - 1, n - 1] = np.nan
     with pytest.raises(ValueError, match="a contains infs or NaNs"):
