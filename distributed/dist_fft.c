@@ -185,7 +185,8 @@ static void describe(fm_dist_plan *p, const char *gpu_text)
             k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? (d < 3 ? "x" : ",") : "",
                           (long long)v[i]);
     }
-    snprintf(p->text, sizeof p->text,
+    /* (the return value looked at: a long GPU tail may be cut, which describe() may do) */
+    if (snprintf(p->text, sizeof p->text,
              "dist_fft %s %s %s %s %s ranks=%d %s->%s in=%s@%s out=%s@%s effort=%s threads=%d "
              "norm=%s%s%s%s%s%s",
              engine,
@@ -193,7 +194,8 @@ static void describe(fm_dist_plan *p, const char *gpu_text)
              p->size, layout_names[p->o.in_layout], layout_names[p->o.out_layout], dims[1], dims[3], dims[2], dims[4],
              effort_names[p->o.effort], p->o.num_threads > 0 ? p->o.num_threads : 1, norm_names[p->o.norm],
              p->o.prolog.ops ? " prolog=" : "", chain_text(p->o.prolog.ops), p->o.epilog.ops ? " epilog=" : "",
-             chain_text(p->o.epilog.ops), gpu_text);
+             chain_text(p->o.epilog.ops), gpu_text) < 0)
+        p->text[0] = '\0';
 }
 
 /* Local checks of fm_dist_fft_plan's arguments (before any collective). */
