@@ -129,16 +129,17 @@ static fm_status choose(const char *where, fm_dist_exchange *x, int device_id)
         return fm_fail(FM_ERR_BACKEND, "%s: cudaGetDeviceProperties failed on some rank", where);
     int aware = mpi_cuda_aware(), have_nccl = FM_DIST_HAVE_NCCL;
     MPI_Allreduce(MPI_IN_PLACE, &aware, 1, MPI_INT, MPI_MIN, x->comm); /* every rank alike */
-    /* nccl asked for and impossible: refused (alike on every rank), not swapped for a slower path */
-    if (want == X_NCCL && !have_nccl)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but libfusemath_mpi was built "
-                       "without NCCL; use FUSEMATH_DIST_EXCHANGE=mpi (the MPI library, staged through pinned "
-                       "host buffers where it is not CUDA-aware), staged, or auto", where);
+    /* nccl asked for and impossible: refused (alike on every rank), not swapped for a slower path; the
+     * shared GPU first: with it no build of NCCL would do */
     if (want == X_NCCL && shared)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but ranks %d and %d share one "
                        "GPU, which NCCL refuses (one GPU per rank); use FUSEMATH_DIST_EXCHANGE=mpi (the MPI "
                        "library, staged through pinned host buffers where it is not CUDA-aware), staged, or "
                        "auto", where, pair[0], pair[1]);
+    if (want == X_NCCL && !have_nccl)
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but libfusemath_mpi_cuda.so was "
+                       "built without NCCL; use FUSEMATH_DIST_EXCHANGE=mpi (the MPI library, staged through pinned "
+                       "host buffers where it is not CUDA-aware), staged, or auto", where);
     const char *why = "";
     if (want == X_MPI && !aware)
         x->kind = X_STAGED, why = " (mpi asked for: the MPI library is not CUDA-aware)";

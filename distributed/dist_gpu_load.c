@@ -38,8 +38,9 @@ static void load(void)
     if (ops && ops->abi == FM_DIST_GPU_ABI && ops->layout == FM_DIST_GPU_LAYOUT)
         loaded = ops;
     else
-        snprintf(absent_why, sizeof absent_why, "%.300s is not the GPU module of this libfusemath_mpi build (ABI %d, "
-                 "expected %d)", path, ops ? ops->abi : -1, FM_DIST_GPU_ABI);
+        snprintf(absent_why, sizeof absent_why, "%.280s is not the GPU module of this libfusemath_mpi build (ABI %d, "
+                 "layout %d; expected %d, %d)", path, ops ? ops->abi : -1, ops ? ops->layout : -1, FM_DIST_GPU_ABI,
+                 FM_DIST_GPU_LAYOUT);
 #endif
 }
 

@@ -175,15 +175,25 @@ def _logical_shape(global_shape: Any, kind: int, n: Optional[int], where: str) -
     return shape
 
 
-def _grid_rows(grid: Any, comm: Any, where: str) -> int:
-    """fm_dist_fft_options.grid_rows (P1) of grid=None | (P1, P2); P2 is not passed to the library, so
-    P1 * P2 = the size is checked here (whether P1 divides the size, the library checks)."""
+def _grid_rows(grid: Any, comm: Any, decomposition: Any, where: str) -> int:
+    """fm_dist_fft_options.grid_rows (P1) of grid=None | (P1, P2); grid is this front's argument (P2 is
+    not passed to the library), so it is checked here: whole numbers >= 1 whose product is the size,
+    pencils only (whether P1 divides the size, the library checks)."""
     if grid is None:
         return 0
+    if decomposition != "pencil":
+        raise ValueError(f"{where}: grid = {grid!r} is for decomposition='pencil' (a slab has no process grid)")
     try:
-        p1, p2 = (int(v) for v in grid)
+        p1, p2 = grid
     except (TypeError, ValueError):
         raise TypeError(f"{where}: grid must be None or a pair (P1, P2) of ints, not {grid!r}") from None
+    for v in (p1, p2):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{where}: grid must be None or a pair (P1, P2) of ints, not {grid!r}")
+        if v < 1:
+            raise ValueError(f"{where}: grid = {tuple(grid)}; P1 and P2 must be >= 1")
+    p1, p2 = int(p1), int(p2)
+    _comm(comm, where)  # a communicator first (its TypeError), then its size
     size = comm.Get_size()
     if p1 * p2 != size:
         raise ValueError(f"{where}: grid = ({p1}, {p2}); P1 x P2 must be the communicator's {size} ranks")
@@ -221,7 +231,7 @@ def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str =
     w = _choice(which, {"in": 0, "out": 1}, "which", where)
     shape = _logical_shape(global_shape, kind_code, n, where)
     o = _options(kind_code, kind_code == 2, layout if w == 0 else "slab", layout if w == 1 else "slab", where,
-                 decomposition, _grid_rows(grid, comm, where) if isinstance(comm, _MPI.Comm) else 0)
+                 decomposition, _grid_rows(grid, comm, decomposition, where))
     loc, off = _i64([0] * len(shape)), _i64([0] * len(shape))
     _check(_local_shape(_comm(comm, where), len(shape), _i64(shape), ctypes.byref(o), w, loc, off), where)
     return tuple(loc[:len(shape)]), tuple(off[:len(shape)])
@@ -389,7 +399,7 @@ class FFT(_Collective):
         self._inverse = _choice(direction, {"forward": 0, "inverse": 1}, "direction", where)
         self._shape = _logical_shape(global_shape, self._kind, n, where)
         if axes is not None and tuple(axes) != tuple(range(len(self._shape))):
-            raise ValueError(f"{where}: axes = {tuple(axes)}; a slab transform runs over every axis "
+            raise ValueError(f"{where}: axes = {tuple(axes)}; a distributed transform runs over every axis "
                              f"{tuple(range(len(self._shape)))} (other axes are not implemented)")
         if dtype not in _DTYPES:
             raise _C.DtypeError(f"{where}: x_local has dtype {dtype}; expected float32 / float64 (r2c) or "
@@ -399,7 +409,7 @@ class FFT(_Collective):
                                 f"{len(self._shape)}-D")
         self._comm, self._dtype = comm, dtype
         self._opts = _options(self._kind, self._inverse, layout_in, layout_out, where, decomposition,
-                              _grid_rows(grid, comm, where))
+                              _grid_rows(grid, comm, decomposition, where))
         if self._gpu is not None:
             self._opts.device_type, self._opts.device_id = 2, self._gpu[1]
         self._x = _contiguous(x_local)
@@ -458,7 +468,8 @@ class FFT(_Collective):
 
     @property
     def out_local_shape(self) -> Tuple[int, ...]:
-        """This rank's output block (axes 0 and 1 swapped for a transposed output)."""
+        """This rank's output block (a slab's transposed output: axes 0 and 1 swapped; pencils keep the
+        logical axis order)."""
         return self._block(1)[0]
 
     @property

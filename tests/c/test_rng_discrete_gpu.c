@@ -169,6 +169,7 @@ int main(void)
     fm_context_destroy(ctx);
     TEST_MAIN_RETURN();
 #else
+    (void)fm_test_checks_, (void)fm_test_failures_, (void)fm_test_skips_; /* (unused without CUDA) */
     printf("skipped: built without the CUDA toolkit\n");
     return 0; /* nothing to check: a skip, as the other GPU tests' */
 #endif

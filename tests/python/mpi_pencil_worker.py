@@ -9,19 +9,10 @@ exception on every rank. Exits 1 (printing what failed) on any failure.
 import sys
 
 import numpy as np
-from mpi4py import MPI
 
 import fusemath
 import fusemath.distributed as fd
-
-comm = MPI.COMM_WORLD
-rank, size = comm.rank, comm.size
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(f"rank {rank}: {what}")
+from mpi_worker_common import check, comm, finish, raises, rel_err, size
 
 
 def grids():
@@ -38,10 +29,6 @@ def gather(block, offset, global_shape):
 
 def cut(g, loc, off):
     return g[tuple(slice(o, o + n) for o, n in zip(off, loc))]
-
-
-def rel_err(a, b):
-    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
 
 
 def tol_of(dtype):
@@ -111,18 +98,6 @@ def chains():
                 check(e <= tol_of(dtype), f"{f.describe()}: chains relative error {e:.3g}")
 
 
-def raises(what, exc, needle, fn):
-    try:
-        fn()
-    except exc as e:
-        check(needle in str(e), f"{what}: message lacks {needle!r}: {e}")
-        return
-    except Exception as e:  # noqa: BLE001 - reported
-        check(False, f"{what}: raised {type(e).__name__}: {e}; expected {exc.__name__}")
-        return
-    check(False, f"{what}: did not raise {exc.__name__}")
-
-
 def errors():
     x2 = np.zeros(fd.local_shape((6, 5), comm)[0], np.complex128)
     raises("2-D pencil", fusemath.NotSupportedError, "3-D only",
@@ -133,9 +108,15 @@ def errors():
     raises("grid product", ValueError, "P1 x P2",
            lambda: fd.FFT(x3, comm, global_shape=(6, 5, 4), decomposition="pencil", grid=(size, 2)))
     raises("grid type", TypeError, "pair", lambda: fd.local_shape((6, 5, 4), comm, decomposition="pencil", grid=3))
-    raises("grid with slab", fusemath.InvalidArgumentError, "grid_rows",
+    raises("grid with slab", ValueError, "grid = (1, ",
            lambda: fd.FFT(np.zeros(fd.local_shape((6, 5, 4), comm)[0], np.complex128), comm, global_shape=(6, 5, 4),
-                          grid=(1, size)).plan())
+                          grid=(1, size)))
+    raises("grid negative", ValueError, ">= 1",
+           lambda: fd.FFT(x3, comm, global_shape=(6, 5, 4), decomposition="pencil", grid=(-1, -size)))
+    raises("grid float", TypeError, "pair (P1, P2) of ints",
+           lambda: fd.local_shape((6, 5, 4), comm, decomposition="pencil", grid=(1.0, size)))
+    raises("grid comm", TypeError, "mpi4py communicator",
+           lambda: fd.FFT(x3, 0, global_shape=(6, 5, 4), decomposition="pencil", grid=(1, size)))
     raises("decomposition name", ValueError, "decomposition",
            lambda: fd.FFT(x3, comm, global_shape=(6, 5, 4), decomposition="cube"))
     wrong = np.zeros((6, 5, 4 if size > 1 else 3), np.complex128)
@@ -153,9 +134,4 @@ def errors():
 
 _WHAT = {"transforms": transforms, "chains": chains, "errors": errors}
 _WHAT[sys.argv[1]]()
-bad = comm.allgather(bool(failures))
-for line in failures:
-    print(line, flush=True)
-if rank == 0:
-    print(f"mpi_pencil_worker {sys.argv[1]} on {size} ranks: {'FAILED' if any(bad) else 'OK'}")
-sys.exit(1 if any(bad) else 0)
+finish(f"mpi_pencil_worker {sys.argv[1]}")
