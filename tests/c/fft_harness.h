@@ -17,6 +17,9 @@
 #include <pthread.h>
 #include <stdio.h>
 
+/* the harness's tests: a file built without their device (test_fft_cufft_gpu.c without CUDA) runs none */
+#define FM_HARNESS_TEST static __attribute__((unused))
+
 static fm_context *g_ctx;
 static test_rng g_rng = {0x9E3779B97F4A7C15ULL};
 static int g_exec = FM_EXECUTION_AUTO; /* FM_EXECUTION_CUDA: staged to the GPU */
@@ -306,7 +309,7 @@ static void run_case(const fcase *c)
 }
 
 /* (1) small 1-D sizes, batched, every kind / direction / norm / precision */
-static void test_small_vs_naive(void)
+FM_HARNESS_TEST void test_small_vs_naive(void)
 {
     static const int64_t sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 30, 64, 97};
     for (int dbl = 0; dbl < 2; dbl++)
@@ -339,7 +342,7 @@ static void fft1(int dbl, int inverse, int64_t n, const double complex *x, doubl
     tb_free(&bi), tb_free(&bo);
 }
 
-static void test_identities(void)
+FM_HARNESS_TEST void test_identities(void)
 {
     static const int64_t sizes[] = {4096, 3 * 5 * 7 * 11, 1009};
     for (int dbl = 0; dbl < 2; dbl++)
@@ -395,7 +398,7 @@ static void test_identities(void)
 
 /* a single large transform planned with FFTW's threads: forward then inverse (backward
  * norm: the inverse takes 1/n as its epilog) gives the input back */
-static void test_large_roundtrip(void)
+FM_HARNESS_TEST void test_large_roundtrip(void)
 {
     int64_t n = 1 << 17;
     tbuf a, b, c;
@@ -426,7 +429,7 @@ static void test_large_roundtrip(void)
 }
 
 /* (3) several axes, layouts, in place; (4) input preserved is checked in every run_case */
-static void test_multi_axes_layouts(void)
+FM_HARNESS_TEST void test_multi_axes_layouts(void)
 {
     static const int rev3[3] = {2, 1, 0}, perm3[3] = {1, 2, 0}, rev2[2] = {1, 0}, rev4[4] = {3, 1, 0, 2};
     for (int dbl = 0; dbl < 2; dbl++)
@@ -469,7 +472,7 @@ static void test_multi_axes_layouts(void)
 }
 
 /* (5) fused chains against the chain applied by hand around the naive transform */
-static void test_chains(void)
+FM_HARNESS_TEST void test_chains(void)
 {
     for (int dbl = 0; dbl < 2; dbl++)
         for (int kind = 0; kind < 3; kind++) {
@@ -557,7 +560,7 @@ static void test_chains(void)
 
 /* chunked (fused) vs. direct on a larger batched problem: the library's own unfused
  * transform with the chain applied by hand */
-static void test_chain_vs_unfused(void)
+FM_HARNESS_TEST void test_chain_vs_unfused(void)
 {
     const int64_t B = 300, N = 1024; /* 300 x 16 KiB: many chunks */
     int64_t sh[2] = {B, N};
@@ -626,7 +629,7 @@ static void *thr_main(void *v)
             a->rc = 1;
     return NULL;
 }
-static void test_concurrent(void)
+FM_HARNESS_TEST void test_concurrent(void)
 {
     enum { T = 4 };
     for (int chained = 0; chained < 2; chained++) {

@@ -928,6 +928,7 @@ int main(void)
     rmdir(g_dir);
     TEST_MAIN_RETURN();
 #else
+    (void)fm_test_checks_, (void)fm_test_failures_, (void)fm_test_skips_; /* (unused without CUDA) */
     printf("skipped: built without CUDA\n");
     return 0;
 #endif

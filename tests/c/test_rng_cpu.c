@@ -32,7 +32,7 @@ typedef struct stream_state {
 
 /* The caller's bookkeeping after a call of n values (fusemath.random does the same). Returns 0
  * when a curand state after it is not one run (the tests never go there). */
-static int advance_state(stream_state *st, int mode, fm_dtype dt, int64_t n)
+static __attribute__((unused)) int advance_state(stream_state *st, int mode, fm_dtype dt, int64_t n)
 {
     if (mode == FM_RNG_CURAND && dt == FM_F64 && n > 0) {
         if (st->run_a == st->run_b)
