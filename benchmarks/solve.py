@@ -138,6 +138,9 @@ def _blas_config(mod) -> str:
 
 
 def _time(fn, budget: float) -> float:
+    # OpenBLAS's workers spin ~0.1 s after a call: fusemath's and SciPy's / NumPy's instances would share
+    # the cores with the previous implementation's (cholesky 1024: scipy 5 ms one run, 26 the next)
+    time.sleep(0.2)
     fn()  # warm-up
     calls, t0 = 0, time.perf_counter()
     while True:
