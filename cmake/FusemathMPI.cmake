@@ -54,7 +54,7 @@ endif()
 
 file(GLOB _fm_mpi_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/distributed/*.c")
 # the GPU ranks' own files: their module, libfusemath_mpi_cuda.so (below), not libfusemath_mpi
-set(_fm_dist_gpu_sources dist_fft_gpu.c dist_exchange.c dist_gpu_kernel.c)
+set(_fm_dist_gpu_sources dist_fft_gpu.c dist_exchange.c dist_gpu_kernel.c dist_pencil_gpu.c) # + dist_pencil.c, included
 list(TRANSFORM _fm_dist_gpu_sources PREPEND "${PROJECT_SOURCE_DIR}/distributed/")
 list(REMOVE_ITEM _fm_mpi_sources ${_fm_dist_gpu_sources})
 add_library(fusemath_mpi SHARED ${_fm_mpi_sources})

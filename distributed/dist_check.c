@@ -134,9 +134,6 @@ fm_status fm_dist_check_options(const char *where, const fm_dist_fft_options *o)
         return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: opts->grid_rows = %d; expected 0%s", where, (int)o->grid_rows,
                        o->grid_rows < 0 ? " (MPI_Dims_create's grid) or P1, a divisor of the ranks"
                                         : ": it is the pencil grid's P1 and the decomposition is slab");
-    if (o->decomposition == FM_DIST_DECOMP_PENCIL && o->device_type == FM_DEVICE_CUDA)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: opts->decomposition = FM_DIST_DECOMP_PENCIL with opts->device_type "
-                       "= FM_DEVICE_CUDA: pencils on GPU ranks are not implemented; use decomposition slab", where);
     fm_status st = check_chain(where, "prolog", &o->prolog, o->kind == FM_FFT_R2C);
     return st != FM_OK ? st : check_chain(where, "epilog", &o->epilog, o->kind == FM_FFT_C2R);
 }

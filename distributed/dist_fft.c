@@ -30,6 +30,7 @@ struct fm_dist_plan {
     fm_dist_chain_run run[2]; /* FM_DIST_IN: the prolog; FM_DIST_OUT: the epilog, the norm in its scale */
     fm_dist_gpu *gpu;         /* GPU ranks (dist_fft_gpu.c): then none of the FFTW members is used */
     fm_dist_pencil *pencil;   /* pencil decompositions (dist_pencil.c): likewise */
+    fm_dist_pencil *gpu_pencil; /* pencils on GPU ranks (the GPU module's dist_pencil_gpu.c): likewise */
     const fm_dist_gpu_ops *gpu_ops; /* the GPU module's table (dist_gpu_load.c), set with gpu */
     char text[FM_DESCRIBE_LEN];
 };
@@ -175,12 +176,12 @@ static void describe(fm_dist_plan *p, const char *gpu_text)
     char engine[32] = "cpu/fftw-mpi";
     if (p->pencil)
         snprintf(engine, sizeof engine, "cpu/fftw"); /* the core's local plans; the exchanges are MPI's */
-    if (p->gpu)
+    if (p->gpu || p->gpu_pencil)
         snprintf(engine, sizeof engine, "cuda:%d/cufft", (int)p->o.device_id);
     char dims[5][64]; /* the global shape, the two blocks, their offsets (pencils: every axis) */
     for (int d = 0; d < 5; d++) {
         const int64_t *v = d == 0 ? p->g.n : d < 3 ? p->g.side[d - 1].local : p->g.side[d - 3].offset;
-        int k = 0, nd = d < 3 || p->pencil ? p->g.ndim : 1;
+        int k = 0, nd = d < 3 || p->pencil || p->gpu_pencil ? p->g.ndim : 1;
         for (int i = 0; i < nd; i++)
             k += snprintf(dims[d] + k, sizeof dims[d] - (size_t)k, "%s%lld", i ? (d < 3 ? "x" : ",") : "",
                           (long long)v[i]);
@@ -316,6 +317,9 @@ static fm_status plan_gpu(const char *where, fm_dist_plan *p, fm_dtype dtype, co
     fm_status st = p->gpu_ops ? FM_OK : fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: %s", where, why);
     if ((st = fm_dist_agree(p->comm, st)) != FM_OK)
         return st;
+    if (p->o.decomposition == FM_DIST_DECOMP_PENCIL)
+        return p->gpu_ops->pencil_plan(where, p->comm, &p->g, &p->o, dtype, pro, epi, p->run, &p->gpu_pencil, text,
+                                       cap);
     return p->gpu_ops->plan(where, p->comm, &p->g, &p->o, dtype, pro, epi, &p->gpu, text, cap);
 }
 
@@ -343,7 +347,7 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
 {
     if (plan)
         *plan = NULL; /* before anything can fail */
-    char gpu_text[256] = "";
+    char gpu_text[384] = "";
     int rank, size;
     fm_status st = fm_dist_check_comm(where, comm, &rank, &size); /* same answer on every rank */
     if (st != FM_OK)
@@ -373,11 +377,11 @@ static fm_status plan_impl(const char *where, MPI_Comm comm, int ndim, const int
     if ((st = fm_dist_agree(comm, st)) == FM_OK) {
         MPI_Comm_dup(comm, &p->comm); /* collective; the caller may free comm after planning */
         set_chains(p);
-        if (o.decomposition == FM_DIST_DECOMP_PENCIL)
+        if (o.device_type == FM_DEVICE_CUDA) /* slabs or pencils: the GPU module's */
+            st = plan_gpu(where, p, dtype, prolog_array, epilog_array, gpu_text, sizeof gpu_text);
+        else if (o.decomposition == FM_DIST_DECOMP_PENCIL)
             st = fm_dist_pencil_plan(where, p->comm, &p->g, &p->o, dtype, prolog_array, epilog_array, p->run,
                                      &p->pencil, gpu_text, sizeof gpu_text);
-        else if (o.device_type == FM_DEVICE_CUDA)
-            st = plan_gpu(where, p, dtype, prolog_array, epilog_array, gpu_text, sizeof gpu_text);
         else
             st = plan_fftw(where, p);
     }
@@ -414,8 +418,10 @@ fm_status fm_dist_fft_execute_stream(const fm_dist_plan *p, const void *in, void
         return st;
     if (p->gpu)
         return p->gpu_ops->execute(p->gpu, in, out, stream);
+    if (p->gpu_pencil)
+        return p->gpu_ops->pencil_execute(p->gpu_pencil, in, out, stream);
     if (p->pencil)
-        return fm_dist_pencil_execute(p->pencil, in, out);
+        return fm_dist_pencil_execute(p->pencil, in, out, NULL);
 #if !FM_HAVE_FFTW_MPI
     (void)stream;
     return fm_fail(FM_ERR_INTERNAL, "%s: no FFTW-MPI in this build", where);
@@ -461,6 +467,8 @@ void fm_dist_fft_destroy(fm_dist_plan *p)
     MPI_Finalized(&finalized);
     if (p->gpu)
         p->gpu_ops->destroy(p->gpu); /* its NCCL communicator and device memory need no MPI */
+    if (p->gpu_pencil) /* frees its own communicators unless MPI is finalized */
+        p->gpu_ops->pencil_destroy(p->gpu_pencil);
     fm_dist_pencil_destroy(p->pencil); /* frees its own communicators unless MPI is finalized */
     if (!finalized) { /* after MPI_Finalize the plan's communicators cannot be freed: left, as MPI's are */
         if (p->fftw_plan) {

@@ -67,7 +67,7 @@ static fm_status cu(cudaError_t e, const char *where, const char *what)
 }
 
 /* device memory (host memory when emulated) */
-static fm_status dev_alloc(const char *where, void **ptr, size_t bytes, const char *what)
+fm_status fm_dist_dev_alloc(const char *where, void **ptr, size_t bytes, const char *what)
 {
     *ptr = NULL;
     if (!bytes)
@@ -77,7 +77,7 @@ static fm_status dev_alloc(const char *where, void **ptr, size_t bytes, const ch
     return cu(cudaMalloc(ptr, bytes), where, what);
 }
 
-static void dev_free(void *ptr)
+void fm_dist_dev_free(void *ptr)
 {
     if (fm_dist_gpu_emulated())
         free(ptr);
@@ -86,7 +86,7 @@ static void dev_free(void *ptr)
 }
 
 /* make cuda:dev current, the caller's in *prev (-1: nothing to restore); emulated: nothing */
-static int enter_device(int dev, int *prev)
+int fm_dist_enter_device(int dev, int *prev)
 {
     *prev = -1;
     if (fm_dist_gpu_emulated())
@@ -98,7 +98,7 @@ static int enter_device(int dev, int *prev)
     return 1;
 }
 
-static void leave_device(int prev)
+void fm_dist_leave_device(int prev)
 {
     if (prev >= 0)
         cudaSetDevice(prev);
@@ -222,9 +222,9 @@ static fm_status plan_local(const char *where, fm_dist_gpu *p, fm_dtype in_dtype
     size_t es = p->dbl ? 16 : 8;
     size_t sb = (size_t)p->x.s_elems * es, yb = (size_t)p->x.y_elems * es, mb = sb > yb ? sb : yb;
     fm_status st = FM_OK;
-    if ((st = dev_alloc(where, &p->w, sb, "the slab work buffer")) != FM_OK ||
-        (st = dev_alloc(where, &p->bb, mb, "the exchange buffer")) != FM_OK ||
-        (st = dev_alloc(where, &p->yc, yb, "the column buffer")) != FM_OK)
+    if ((st = fm_dist_dev_alloc(where, &p->w, sb, "the slab work buffer")) != FM_OK ||
+        (st = fm_dist_dev_alloc(where, &p->bb, mb, "the exchange buffer")) != FM_OK ||
+        (st = fm_dist_dev_alloc(where, &p->yc, yb, "the column buffer")) != FM_OK)
         return st;
     if (!fm_dist_gpu_emulated() && (st = fm_dist_kernel_get(where, p->device, &p->k)) != FM_OK)
         return st;
@@ -265,7 +265,7 @@ static fm_status gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *
         if (o->in_layout == FM_DIST_TRANSPOSED && o->out_layout == FM_DIST_TRANSPOSED)
             st = fm_fail(FM_ERR_NOT_SUPPORTED, "%s: GPU ranks: both in_layout and out_layout transposed is not "
                          "implemented; use one slab side", where);
-        else if (!enter_device(p->device, &prev))
+        else if (!fm_dist_enter_device(p->device, &prev))
             st = fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: cuda:%d cannot be used (%s)", where, p->device,
                          cudaGetErrorString(cudaGetLastError()));
         else
@@ -275,7 +275,7 @@ static fm_status gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *
         int64_t most = p->x.s_elems > p->x.y_elems ? p->x.s_elems : p->x.y_elems;
         st = fm_dist_exchange_create(where, comm, p->dbl, most, p->device, &p->xch);
     }
-    leave_device(prev);
+    fm_dist_leave_device(prev);
     if (st != FM_OK) {
         gpu_destroy(p);
         return st;
@@ -375,7 +375,7 @@ static fm_status execute_b_first(fm_dist_gpu *p, const void *in, void *out, void
 }
 
 /* FM_ERR_INVALID_ARGUMENT unless ptr (of a non-empty block) is memory the GPU can read */
-static fm_status check_device_ptr(const fm_dist_gpu *p, const char *name, const void *ptr)
+fm_status fm_dist_check_device_ptr(int device, const char *name, const void *ptr)
 {
     if (!ptr || fm_dist_gpu_emulated())
         return FM_OK;
@@ -385,20 +385,20 @@ static fm_status check_device_ptr(const fm_dist_gpu *p, const char *name, const 
         a.type = cudaMemoryTypeUnregistered;
     }
     if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
-        return a.device == p->device ? FM_OK
+        return a.device == device ? FM_OK
                                      : fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_execute: %s is on cuda:%d; the plan "
-                                               "was made for cuda:%d", name, a.device, p->device);
+                                               "was made for cuda:%d", name, a.device, device);
     return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_execute: %s is host memory; this plan runs on GPU ranks "
-                   "(cuda:%d) and takes device memory", name, p->device);
+                   "(cuda:%d) and takes device memory", name, device);
 }
 
 static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *stream)
 {
     int prev = -1;
-    fm_status st = check_device_ptr(p, "in", in);
+    fm_status st = fm_dist_check_device_ptr(p->device, "in", in);
     if (st == FM_OK)
-        st = check_device_ptr(p, "out", out);
-    if (st == FM_OK && !enter_device(p->device, &prev))
+        st = fm_dist_check_device_ptr(p->device, "out", out);
+    if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
     if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
         st = cu(cudaStreamWaitEvent((cudaStream_t)stream, p->done, 0), "fm_dist_fft_execute",
@@ -417,7 +417,7 @@ static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *st
         if (p->size > 1)
             st = fm_dist_agree(p->comm, st);
     }
-    leave_device(prev);
+    fm_dist_leave_device(prev);
     return st;
 }
 
@@ -426,25 +426,26 @@ static void gpu_destroy(fm_dist_gpu *p)
     if (!p)
         return;
     int prev;
-    (void)enter_device(p->device, &prev);
+    (void)fm_dist_enter_device(p->device, &prev);
     fm_dist_exchange_destroy(p->xch);
     fm_plan_release(p->plan_a);
     fm_plan_release(p->plan_b);
     fm_context_destroy(p->ctx);
     if ((p->w || p->bb || p->yc) && !fm_dist_gpu_emulated())
         cudaDeviceSynchronize(); /* work queued on them may still run */
-    dev_free(p->w);
-    dev_free(p->bb);
-    dev_free(p->yc);
+    fm_dist_dev_free(p->w);
+    fm_dist_dev_free(p->bb);
+    fm_dist_dev_free(p->yc);
     if (p->done)
         cudaEventDestroy(p->done);
-    leave_device(prev);
+    fm_dist_leave_device(prev);
     free(p->cnt);
     free(p);
 }
 
 static const fm_dist_gpu_ops gpu_ops = {FM_DIST_GPU_ABI, FM_DIST_GPU_LAYOUT, fm_dist_gpu_emulated, gpu_plan,
-                                          gpu_execute, gpu_destroy};
+                                          gpu_execute, gpu_destroy, fm_dist_pencil_plan, fm_dist_pencil_execute,
+                                          fm_dist_pencil_destroy}; /* the pencils: dist_pencil_gpu.c */
 
 __attribute__((visibility("default"))) const fm_dist_gpu_ops *fm_dist_gpu_module_entry(void) { return &gpu_ops; }
 

@@ -47,9 +47,20 @@ fm_status fm_dist_exchange_run(fm_dist_exchange *x, fm_status prior, const void 
 const char *fm_dist_exchange_describe(const fm_dist_exchange *x);
 void fm_dist_exchange_destroy(fm_dist_exchange *x); /* collective (NCCL's communicator); NULL is fine */
 
-/* ---- the plan (dist_fft_gpu.c), reached from libfusemath_mpi through the module's table */
+/* ---- what the module's plans share (dist_fft_gpu.c): device memory (host memory when emulated), the
+ * current device, CUDA errors as fm_status, and the check that an execute's pointer is on the device */
+fm_status fm_dist_dev_alloc(const char *where, void **ptr, size_t bytes, const char *what);
+void fm_dist_dev_free(void *ptr);
+/* make cuda:dev current, the caller's in *prev (-1: nothing to restore); emulated: nothing. 0: failed */
+int fm_dist_enter_device(int dev, int *prev);
+void fm_dist_leave_device(int prev);
+/* FM_ERR_INVALID_ARGUMENT unless ptr (NULL is fine) is memory cuda:device can read (emulated: anything) */
+fm_status fm_dist_check_device_ptr(int device, const char *name, const void *ptr);
+
+/* ---- the plan (dist_fft_gpu.c, slabs; dist_pencil_gpu.c, pencils), reached from libfusemath_mpi through
+ * the module's table */
 typedef struct fm_dist_gpu fm_dist_gpu;
-#define FM_DIST_GPU_ABI 1 /* bumped with any change to fm_dist_gpu_ops or the types it passes */
+#define FM_DIST_GPU_ABI 2 /* bumped with any change to fm_dist_gpu_ops or the types it passes (2: pencils) */
 typedef struct fm_dist_gpu_ops {
     int abi;              /* FM_DIST_GPU_ABI of the module's build */
     int layout;           /* sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options): a stale module is refused */
@@ -61,8 +72,15 @@ typedef struct fm_dist_gpu_ops {
                       size_t cap);
     fm_status (*execute)(fm_dist_gpu *x, const void *in, void *out, void *stream); /* collective */
     void (*destroy)(fm_dist_gpu *x); /* collective; NULL is fine */
+    /* Pencils on GPU ranks (dist_pencil.c built into the module as dist_pencil_gpu.c): as
+     * fm_dist_pencil_plan / _execute / _destroy (dist_impl.h), on cuda:o->device_id, stream-ordered. */
+    fm_status (*pencil_plan)(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
+                             fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi,
+                             const fm_dist_chain_run run[2], fm_dist_pencil **out, char *text, size_t cap);
+    fm_status (*pencil_execute)(fm_dist_pencil *x, const void *in, void *out, void *stream); /* collective */
+    void (*pencil_destroy)(fm_dist_pencil *x); /* collective; NULL is fine */
 } fm_dist_gpu_ops;
-#define FM_DIST_GPU_LAYOUT ((int)(sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options)))
+#define FM_DIST_GPU_LAYOUT ((int)(sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options) + sizeof(fm_dist_chain_run)))
 /* The module's one exported symbol (dist_fft_gpu.c). */
 const fm_dist_gpu_ops *fm_dist_gpu_module_entry(void);
 /* In libfusemath_mpi (dist_gpu_load.c): the module's table, loaded once a process from beside

@@ -63,7 +63,8 @@ fm_status fm_dist_check_array(const char *where, const char *name, const fm_tens
  * MPI is not initialized or already finalized. Local. */
 fm_status fm_dist_init(const char *where);
 
-/* Pencil decompositions on CPU ranks (dist_pencil.c). */
+/* Pencil decompositions on CPU ranks (dist_pencil.c); the GPU module builds the same file for GPU ranks
+ * (dist_pencil_gpu.c: FM_DIST_PENCIL_GPU), reached through fm_dist_gpu_ops (dist_gpu.h). */
 typedef struct fm_dist_pencil fm_dist_pencil;
 /* P1 x P2 = size from opts->grid_rows (0: MPI_Dims_create); FM_ERR_INVALID_ARGUMENT unless it divides. Local. */
 fm_status fm_dist_pencil_grid(const char *where, int size, int rows, int *p1, int *p2);
@@ -76,8 +77,8 @@ fm_status fm_dist_pencil_geometry(const char *where, MPI_Comm comm, int ndim, co
 fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
                               fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi,
                               const fm_dist_chain_run run[2], fm_dist_pencil **out, char *text, size_t cap);
-/* Collective; agrees on the outcome. */
-fm_status fm_dist_pencil_execute(const fm_dist_pencil *p, const void *in, void *out);
+/* Collective; agrees on the outcome. stream: GPU ranks' cudaStream_t (CPU ranks: ignored). */
+fm_status fm_dist_pencil_execute(fm_dist_pencil *p, const void *in, void *out, void *stream);
 /* Collective (frees communicators); NULL is fine. */
 void fm_dist_pencil_destroy(fm_dist_pencil *p);
 

@@ -14,9 +14,24 @@
  * it is left out and the FFTs on either side of it are one core plan of two or three axes (a P x 1
  * grid is then the slab algorithm, 1 x 1 one local 3-D FFT). The prolog goes into
  * the first step (the first core plan's prolog, or the first pack), the epilog and the global norm
- * into the last (the last core plan's epilog, or the last unpack: fm_dist_copy). */
+ * into the last (the last core plan's epilog, or the last unpack: fm_dist_copy).
+ *
+ * GPU ranks (docs/design.md, Distributed, GPU ranks): the GPU module, libfusemath_mpi_cuda.so, builds
+ * this file too (dist_pencil_gpu.c defines FM_DIST_PENCIL_GPU), so that the algorithm is one: only its
+ * three primitives differ there. The core plans are on cuda:opts->device_id (cuFFT through the core,
+ * which fuses the chains), the box copies are the module's move kernel (fm_dist_kernel_move, the chain
+ * as fm_dist_mv_chain), the exchanges are the module's (fm_dist_exchange: staged, CUDA-aware MPI or
+ * NCCL, one for the rows and one for the columns), the three buffers are device memory, and an
+ * execute is ordered on the caller's stream (a `done` event: the next execute, on any stream, waits
+ * for the previous one's use of the buffers). FUSEMATH_DIST_GPU_EMULATE=host runs all of it on the
+ * host. */
 #include "dist_impl.h"
 #include "dist_xgeom.h"
+#if FM_DIST_PENCIL_GPU
+#include "dist_gpu.h"
+
+#include <cuda_runtime.h>
+#endif
 
 #include <limits.h>
 #include <stdio.h>
@@ -37,6 +52,10 @@ typedef struct pencil_xchg {
     int64_t *rng;                 /* send offset, send length, recv offset, recv length (along sk / rk) */
     int64_t sdims[3], rdims[3];   /* this rank's blocks of the two pencils */
     int sk, rk;                   /* the axis each side's per-peer box is cut along */
+#if FM_DIST_PENCIL_GPU
+    int64_t *c64;                 /* cnt as the GPU exchange takes it (int64 counts and offsets) */
+    fm_dist_exchange *ex;         /* the pencil's row or column exchange (not owned) */
+#endif
 } pencil_xchg;
 
 typedef struct pencil_op {
@@ -49,11 +68,19 @@ struct fm_dist_pencil {
     MPI_Comm comm, row, col;      /* comm: the plan's (not owned); row, col: owned */
     int P1, P2, r1, r2, dbl, real_in, real_out, nops, nx;
     int64_t nc[3], n2;            /* the complex array's shape; the real axis 2 */
+    int64_t most;                 /* complex elements of this rank's largest pencil: each buffer's */
     pencil_op ops[MAX_OPS];
     fm_context *ctx;
     void *w, *s, *r;              /* the pencil being worked on, the send and the receive buffer */
     fm_dist_chain_run run[2];     /* the prolog's and the epilog's (the norm included) */
     fm_dist_chain_run none;
+#if FM_DIST_PENCIL_GPU
+    int device;
+    fm_dist_exchange *xrow, *xcol; /* the rows' (z <> y) and columns' (y <> x) exchanges; NULL where unused */
+    const fm_dist_kernel *k;       /* the move kernel (NULL when emulated) */
+    cudaEvent_t done;              /* recorded after each execute's work on its stream (NULL when emulated) */
+    int recorded;
+#endif
 };
 
 fm_status fm_dist_pencil_grid(const char *where, int size, int rows, int *p1, int *p2)
@@ -139,6 +166,12 @@ static fm_status plan_xchg(const char *where, fm_dist_pencil *p, int a, int b, p
         x->cnt[q] = (int)sc, x->cnt[P + q] = (int)sdisp, x->cnt[2 * P + q] = (int)rc, x->cnt[3 * P + q] = (int)rdisp;
         sdisp += sc, rdisp += rc;
     }
+#if FM_DIST_PENCIL_GPU
+    if (!(x->c64 = calloc((size_t)P * 4, sizeof(int64_t))))
+        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the exchange's counts", where);
+    for (int i = 0; i < 4 * P; i++)
+        x->c64[i] = x->cnt[i];
+#endif
     return FM_OK;
 }
 
@@ -153,10 +186,14 @@ static fm_status plan_fft(fm_dist_pencil *p, pencil_op *op, int first, int last,
     fm_dtype cx = p->dbl ? FM_C128 : FM_C64, re = p->dbl ? FM_F64 : FM_F32;
     int r2c = first && p->real_in, c2r = last && p->real_out;
     int64_t rd[3] = {d[0], d[1], p->n2};
-    fm_device host = {FM_DEVICE_CPU, 0};
+    fm_device dev = {FM_DEVICE_CPU, 0};
+#if FM_DIST_PENCIL_GPU
+    if (!fm_dist_gpu_emulated())
+        dev.type = FM_DEVICE_CUDA, dev.id = p->device;
+#endif
     fm_tensor tin, tout;
-    fm_tensor_init(&tin, NULL, host, r2c ? re : cx, 3, r2c ? rd : d, NULL);
-    fm_tensor_init(&tout, NULL, host, c2r ? re : cx, 3, c2r ? rd : d, NULL);
+    fm_tensor_init(&tin, NULL, dev, r2c ? re : cx, 3, r2c ? rd : d, NULL);
+    fm_tensor_init(&tout, NULL, dev, c2r ? re : cx, 3, c2r ? rd : d, NULL);
     fm_fft_options c;
     fm_fft_options_init(&c);
     c.kind = r2c ? FM_FFT_R2C : c2r ? FM_FFT_C2R : FM_FFT_C2C;
@@ -166,6 +203,8 @@ static fm_status plan_fft(fm_dist_pencil *p, pencil_op *op, int first, int last,
             c.axes[c.naxes++] = a;
     c.norm = o->inverse ? FM_FFT_NORM_FORWARD : FM_FFT_NORM_BACKWARD; /* a factor of 1: the norm is a scale */
     c.effort = o->effort, c.execution = FM_EXECUTION_CPU, c.num_threads = o->num_threads > 0 ? o->num_threads : 1;
+    if (dev.type == FM_DEVICE_CUDA) /* on the rank's GPU, whatever FUSEMATH_EXECUTION says */
+        c.execution = FM_EXECUTION_CUDA, c.device_id = dev.id;
     for (int w = 0; w < 2; w++) {
         if (!(w == FM_DIST_IN ? first : last))
             continue;
@@ -221,10 +260,27 @@ static fm_status plan_local(const char *where, fm_dist_pencil *p, const fm_dist_
         block3(p->nc, pos, p->P1, p->P2, p->r1, p->r2, d, off);
         most = prod3(d) > most ? prod3(d) : most;
     }
+    p->most = most;
     size_t bytes = (size_t)most * (p->dbl ? 16 : 8);
+#if FM_DIST_PENCIL_GPU
+    if ((st = fm_dist_dev_alloc(where, &p->w, bytes, "the pencil work buffer")) != FM_OK ||
+        (st = fm_dist_dev_alloc(where, &p->s, bytes, "the pencil send buffer")) != FM_OK ||
+        (st = fm_dist_dev_alloc(where, &p->r, bytes, "the pencil receive buffer")) != FM_OK)
+        return st;
+    if (!fm_dist_gpu_emulated()) {
+        if ((st = fm_dist_kernel_get(where, p->device, &p->k)) != FM_OK)
+            return st;
+        cudaEvent_t ev = NULL;
+        cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        if (e != cudaSuccess)
+            return fm_fail(FM_ERR_BACKEND, "%s: the plan's event: %s", where, cudaGetErrorString(e));
+        p->done = ev;
+    }
+#else
     p->w = malloc(bytes), p->s = malloc(bytes), p->r = malloc(bytes);
     if (!p->w || !p->s || !p->r)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the pencils' three %zu-byte buffers", where, bytes);
+#endif
     if ((st = fm_context_create(&p->ctx)) != FM_OK)
         return st;
     for (int i = 0; i < p->nops && st == FM_OK; i++)
@@ -232,6 +288,23 @@ static fm_status plan_local(const char *where, fm_dist_pencil *p, const fm_dist_
             st = plan_fft(p, &p->ops[i], i == 0, i == p->nops - 1, o, pro, epi);
     return st;
 }
+
+#if FM_DIST_PENCIL_GPU
+/* GPU ranks: the two exchanges (each collective over its row or column; every rank creates the ones its
+ * grid has, rows first, whatever the other gave, then agrees over the plan's communicator) */
+static fm_status plan_exchanges(const char *where, fm_dist_pencil *p)
+{
+    fm_status sr = FM_OK, sc = FM_OK;
+    if (p->P2 > 1)
+        sr = fm_dist_exchange_create(where, p->row, p->dbl, p->most, p->device, &p->xrow);
+    if (p->P1 > 1)
+        sc = fm_dist_exchange_create(where, p->col, p->dbl, p->most, p->device, &p->xcol);
+    for (int i = 0; i < p->nops; i++)
+        if (!p->ops[i].fft)
+            p->ops[i].x.ex = p->ops[i].x.comm == p->row ? p->xrow : p->xcol;
+    return fm_dist_agree(p->comm, sr != FM_OK ? sr : sc);
+}
+#endif
 
 fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_geom *g, const fm_dist_fft_options *o,
                               fm_dtype in_dtype, const fm_tensor *pro, const fm_tensor *epi,
@@ -260,7 +333,21 @@ fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_ge
     p->nc[0] = g->n[0], p->nc[1] = g->n[1], p->n2 = g->n[2];
     p->nc[2] = o->kind == FM_FFT_C2C ? g->n[2] : g->n[2] / 2 + 1;
     p->run[0] = run[0], p->run[1] = run[1];
+#if FM_DIST_PENCIL_GPU
+    p->device = o->device_id;
+    int prev = -1;
+    if (!fm_dist_enter_device(p->device, &prev))
+        st = fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: cuda:%d cannot be used (%s)", where, p->device,
+                     cudaGetErrorString(cudaGetLastError()));
+    else
+        st = plan_local(where, p, o, pro, epi);
+    st = fm_dist_agree(comm, st);
+    if (st == FM_OK)
+        st = plan_exchanges(where, p);
+    fm_dist_leave_device(prev);
+#else
     st = fm_dist_agree(comm, plan_local(where, p, o, pro, epi));
+#endif
     if (st != FM_OK) {
         fm_dist_pencil_destroy(p);
         return st;
@@ -274,34 +361,72 @@ fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_ge
         else
             k += snprintf(text + k, cap - (size_t)k, "%s%c>%c", i ? "," : "", pos_names[op->x.from], pos_names[op->x.to]);
     }
+#if FM_DIST_PENCIL_GPU
+    /* one exchange's text where both are alike (the usual case), else the rows' and the columns' */
+    const char *xr = p->xrow ? fm_dist_exchange_describe(p->xrow) : NULL;
+    const char *xc = p->xcol ? fm_dist_exchange_describe(p->xcol) : NULL;
+    if (k > 0 && (size_t)k < cap)
+        snprintf(text + k, cap - (size_t)k, " exchanges=%d exchange=%s%s%s%s local=core-fft%s", p->nx,
+                 xr && xc && strcmp(xr, xc) ? "rows:" : "", xr ? xr : xc ? xc : "none",
+                 xr && xc && strcmp(xr, xc) ? ",columns:" : "", xr && xc && strcmp(xr, xc) ? xc : "",
+                 fm_dist_gpu_emulated() ? " emulated-on-host (FUSEMATH_DIST_GPU_EMULATE)" : "");
+#else
     if (k > 0 && (size_t)k < cap)
         snprintf(text + k, cap - (size_t)k, " exchanges=%d (MPI_Alltoallv: z<>y over rows of %d, y<>x over columns "
                  "of %d) local=core-fft", p->nx, P2, P1);
+#endif
     *out = p;
     return FM_OK;
 }
 
-/* Copy peer box (off, len along axis k) of the block `blk` (dims d) to or from its contiguous chunk,
- * through chain c (its multiply array laid out as the block). */
-static void box_copy(const fm_dist_pencil *p, int pack, const int64_t d[3], int k, int64_t off, int64_t len,
-                     void *blk, void *chunk, const fm_dist_chain_run *c)
+/* Copy peer box (off, len along axis k) of the block `blk` (dims d) to or from the contiguous chunk at
+ * element `at` of buf, through chain c (its multiply array laid out as the block). GPU ranks: one move
+ * of the module's kernel on the stream. */
+static fm_status box_copy(const fm_dist_pencil *p, int pack, const int64_t d[3], int k, int64_t off, int64_t len,
+                          void *blk, void *buf, int64_t at, const fm_dist_chain_run *c, void *stream)
 {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < k; i++)
         outer *= d[i];
     for (int i = k + 1; i < 3; i++)
         inner *= d[i];
+#if FM_DIST_PENCIL_GPU
+    if (!outer || !len || !inner)
+        return FM_OK;
+    /* the block's box: outer x len x inner at (0, off, 0); the chunk: the same, contiguous */
+    fm_dist_move bm = {off * inner, at, {outer, len, inner}, {d[k] * inner, inner, 1}, {len * inner, inner, 1}}, m = bm;
+    if (!pack) /* chunk -> block */
+        for (int i = 0; i < 3; i++)
+            m.s[i] = bm.d[i], m.d[i] = bm.s[i];
+    m.src_base = pack ? bm.src_base : at, m.dst_base = pack ? at : bm.src_base;
+    fm_dist_mv_chain mc = {0, {1, 0}, NULL};
+    if (c->scaled)
+        mc.flags |= FM_DIST_MV_SCALE, mc.scale[0] = c->scale[0], mc.scale[1] = c->scale[1];
+    if (c->conj)
+        mc.flags |= FM_DIST_MV_CONJ;
+    if (c->arr) /* indexed as the block: the source of a pack, the destination of an unpack */
+        mc.flags |= FM_DIST_MV_ARR | (c->arr_cplx ? FM_DIST_MV_ARR_CPLX : 0u) | (pack ? 0u : FM_DIST_MV_ARR_DST),
+        mc.arr = c->arr;
+    const void *src = pack ? blk : buf;
+    void *dst = pack ? buf : blk;
+    if (fm_dist_gpu_emulated()) {
+        fm_dist_move_host(p->dbl, &m, src, dst, &mc);
+        return FM_OK;
+    }
+    return fm_dist_kernel_move(p->k, p->dbl, &m, src, dst, &mc, stream);
+#else
+    (void)stream;
     int64_t L = 2 * len * inner, B = 2 * d[k] * inner; /* scalars: a row of the chunk, of the block */
     if (!outer || !L)
-        return;
+        return FM_OK;
     size_t es = p->dbl ? sizeof(double) : sizeof(float);
-    char *b = (char *)blk + (size_t)(2 * off * inner) * es, *ch = chunk;
+    char *b = (char *)blk + (size_t)(2 * off * inner) * es, *ch = (char *)buf + (size_t)(2 * at) * es;
     if (!c->arr) { /* one call: its rows are the box's */
         if (pack)
             fm_dist_copy(p->dbl, ch, L, b, B, outer, L, 1, c);
         else
             fm_dist_copy(p->dbl, b, B, ch, L, outer, L, 1, c);
-        return;
+        return FM_OK;
     }
     size_t ae = es * (c->arr_cplx ? 2 : 1); /* the array's element, at the block's element offsets */
     for (int64_t r = 0; r < outer; r++) {
@@ -312,33 +437,42 @@ static void box_copy(const fm_dist_pencil *p, int pack, const int64_t d[3], int 
         else
             fm_dist_copy(p->dbl, b + (size_t)(r * B) * es, B, ch + (size_t)(r * L) * es, L, 1, L, 1, &rc);
     }
+    return FM_OK;
+#endif
 }
 
 static int plain(const fm_dist_chain_run *c) { return !c->scaled && !c->conj && !c->arr; }
 
-/* Pack src's boxes, the all-to-all (entered whatever ok says: the peers are in it too), unpack into dst.
+/* Pack src's boxes, the all-to-all (entered whatever st says: the peers are in it too), unpack into dst.
  * An x-pencil side is cut along axis 0, so its peers' boxes lie in peer order, contiguous, at the
  * displacements: that side is sent from / received into the block itself, no copy, when no chain
- * is applied there (dst is never src's block: the receive lands in W only after W was packed). */
-static void run_xchg(const fm_dist_pencil *p, const pencil_xchg *x, int ok, const void *src, void *dst,
-                     const fm_dist_chain_run *pro, const fm_dist_chain_run *epi)
+ * is applied there (dst is never src's block: the receive lands in W only after W was packed).
+ * CPU ranks: MPI_Alltoallv (st passes through); GPU ranks: the module's exchange, which agrees on st
+ * over the row or column first. */
+static fm_status run_xchg(const fm_dist_pencil *p, const pencil_xchg *x, fm_status st, const void *src, void *dst,
+                          const fm_dist_chain_run *pro, const fm_dist_chain_run *epi, void *stream)
 {
     int P = x->peers;
-    size_t ce = p->dbl ? 16 : 8;
     const int64_t *r = x->rng;
     int dsend = x->sk == 0 && plain(pro) && src, drecv = x->rk == 0 && plain(epi) && dst;
-    for (int q = 0; ok && !dsend && q < P; q++)
-        box_copy(p, 1, x->sdims, x->sk, r[q], r[P + q], (void *)(uintptr_t)src, (char *)p->s + (size_t)x->cnt[P + q] * ce,
-                 pro);
+    for (int q = 0; st == FM_OK && !dsend && q < P; q++)
+        st = box_copy(p, 1, x->sdims, x->sk, r[q], r[P + q], (void *)(uintptr_t)src, p->s, x->cnt[P + q], pro, stream);
+#if FM_DIST_PENCIL_GPU
+    const int64_t *c = x->c64;
+    st = fm_dist_exchange_run(x->ex, st, dsend ? src : p->s, c, c + P, drecv ? dst : p->r, c + 2 * P, c + 3 * P,
+                              stream);
+#else
     MPI_Datatype t = p->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
     MPI_Alltoallv(dsend ? src : p->s, x->cnt, x->cnt + P, t, drecv ? dst : p->r, x->cnt + 2 * P, x->cnt + 3 * P, t,
                   x->comm);
-    for (int q = 0; ok && !drecv && q < P; q++)
-        box_copy(p, 0, x->rdims, x->rk, r[2 * P + q], r[3 * P + q], dst, (char *)p->r + (size_t)x->cnt[3 * P + q] * ce,
-                 epi);
+#endif
+    for (int q = 0; st == FM_OK && !drecv && q < P; q++)
+        st = box_copy(p, 0, x->rdims, x->rk, r[2 * P + q], r[3 * P + q], dst, p->r, x->cnt[3 * P + q], epi, stream);
+    return st;
 }
 
-fm_status fm_dist_pencil_execute(const fm_dist_pencil *p, const void *in, void *out)
+/* the steps, in order (GPU ranks: enqueued on the stream) */
+static fm_status steps(const fm_dist_pencil *p, const void *in, void *out, void *stream)
 {
     fm_status st = FM_OK;
     const void *cur = in;
@@ -350,25 +484,71 @@ fm_status fm_dist_pencil_execute(const fm_dist_pencil *p, const void *in, void *
             if (st == FM_OK && op->plan) {
                 void *ptrs[4] = {(void *)(uintptr_t)cur, dst, first ? (void *)(uintptr_t)p->run[0].arr : NULL,
                                  last ? (void *)(uintptr_t)p->run[1].arr : NULL};
-                st = fm_plan_execute(op->plan, ptrs, 4, NULL);
+                st = fm_plan_execute(op->plan, ptrs, 4, stream);
             }
         } else {
-            run_xchg(p, &op->x, st == FM_OK, cur, dst, first ? &p->run[0] : &p->none, last ? &p->run[1] : &p->none);
+            st = run_xchg(p, &op->x, st, cur, dst, first ? &p->run[0] : &p->none, last ? &p->run[1] : &p->none,
+                          stream);
         }
         cur = dst;
     }
+    return st;
+}
+
+fm_status fm_dist_pencil_execute(fm_dist_pencil *p, const void *in, void *out, void *stream)
+{
+#if FM_DIST_PENCIL_GPU
+    int prev = -1;
+    fm_status st = fm_dist_check_device_ptr(p->device, "in", in);
+    if (st == FM_OK)
+        st = fm_dist_check_device_ptr(p->device, "out", out);
+    if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
+        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
+    cudaError_t e = cudaSuccess;
+    if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
+        e = cudaStreamWaitEvent((cudaStream_t)stream, p->done, 0);
+    if (e != cudaSuccess)
+        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: waiting for the previous execute's work: %s",
+                     cudaGetErrorString(e));
+    if ((st = fm_dist_agree(p->comm, st)) == FM_OK) {
+        st = steps(p, in, out, stream);
+        if (p->done) {
+            e = cudaEventRecord(p->done, (cudaStream_t)stream);
+            p->recorded = e == cudaSuccess;
+            if (st == FM_OK && e != cudaSuccess)
+                st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: recording the execute's end: %s",
+                             cudaGetErrorString(e));
+        }
+        /* a local failure (an enqueue, a core execute, the record) fails every rank; the exchanges were
+         * entered by all */
+        st = fm_dist_agree(p->comm, st);
+    }
+    fm_dist_leave_device(prev);
+    return st;
+#else
+    (void)stream;
     /* a local failure (a core execute) fails every rank; the exchanges were entered by all */
-    return fm_dist_agree(p->comm, st);
+    return fm_dist_agree(p->comm, steps(p, in, out, NULL));
+#endif
 }
 
 void fm_dist_pencil_destroy(fm_dist_pencil *p)
 {
     if (!p)
         return;
+#if FM_DIST_PENCIL_GPU
+    int prev = -1;
+    (void)fm_dist_enter_device(p->device, &prev);
+    fm_dist_exchange_destroy(p->xrow); /* collective over its row / column (NCCL's communicator) */
+    fm_dist_exchange_destroy(p->xcol);
+#endif
     for (int i = 0; i < p->nops; i++) {
         fm_plan_release(p->ops[i].plan);
         free(p->ops[i].x.cnt);
         free(p->ops[i].x.rng);
+#if FM_DIST_PENCIL_GPU
+        free(p->ops[i].x.c64);
+#endif
     }
     fm_context_destroy(p->ctx);
     int finalized = 0;
@@ -379,8 +559,19 @@ void fm_dist_pencil_destroy(fm_dist_pencil *p)
         if (p->col != MPI_COMM_NULL)
             MPI_Comm_free(&p->col);
     }
+#if FM_DIST_PENCIL_GPU
+    if ((p->w || p->s || p->r) && !fm_dist_gpu_emulated())
+        cudaDeviceSynchronize(); /* work queued on them may still run */
+    fm_dist_dev_free(p->w);
+    fm_dist_dev_free(p->s);
+    fm_dist_dev_free(p->r);
+    if (p->done)
+        cudaEventDestroy(p->done);
+    fm_dist_leave_device(prev);
+#else
     free(p->w);
     free(p->s);
     free(p->r);
+#endif
     free(p);
 }

@@ -352,14 +352,16 @@ class FFT(_Collective):
     FFTW_MPI_TRANSPOSED_OUT: one all-to-all fewer); an inverse with layout_in="transposed" takes
     that output back. The transform runs over every axis (axes: None or all of them in order).
 
-    ``decomposition="pencil"`` (3-D, NumPy arrays / CPU ranks; GPU ranks refuse it): the ranks form a
+    ``decomposition="pencil"`` (3-D; CPU ranks with NumPy arrays, GPU ranks with CuPy / torch CUDA blocks,
+    the same blocks either way): the ranks form a
     P1 x P2 grid (``grid=(P1, P2)``, None: MPI_Dims_create's, P1 >= P2) and two axes are split
     (``local_shape(..., decomposition="pencil", grid=...)``): the "slab" layout is the z-pencil (axis
     0 over P1, axis 1 over P2, axis 2 whole), "transposed" the x-pencil (axis 0 whole, axis 1 over P1,
     axis 2 over P2), both in logical axis order (out_offset non-zero on two axes). Slab -> transposed
     (or back) costs 2 all-to-alls, each within a row or a column of the grid; slab -> slab 4. The
-    local transforms are fusemath's own one-axis FFTs; the chains go into the first and last of them
-    (or the first pack / last unpack). overwrite_input is ignored there (the input is never changed).
+    local transforms are fusemath's own FFTs (FFTW on CPU ranks, cuFFT on GPU ranks, where the
+    exchanges are the GPU ranks' own: staged / CUDA-aware MPI / NCCL, named in describe()); the chains
+    go into the first and last of them (or the first pack / last unpack). overwrite_input is ignored there (the input is never changed).
 
     ``plan(prolog=None, epilog=None, effort="estimate", norm="backward", num_threads=None,
     overwrite_input=False)``:

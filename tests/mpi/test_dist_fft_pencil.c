@@ -5,7 +5,13 @@
  * <= 1e-5 f32 / 1e-12 f64, agreed over the ranks): c2c forward / inverse, r2c, c2r, slab and
  * transposed sides, odd sizes, empty blocks, every grid of the size, chains with multiply arrays.
  * Then the refusals: each must fail on every rank with the same status. Self-contained (no
- * dist_fft_util.h) so that it does not depend on the other tests' helpers. */
+ * dist_fft_util.h) so that it does not depend on the other tests' helpers.
+ *
+ * GPU ranks (the same cases, opts->device_type FM_DEVICE_CUDA): --gpu puts every block (and the chain
+ * arrays) in device memory on cuda:(rank % GPUs) through the core's fm_memory_* (exit 77, skipped,
+ * without a GPU; ctest test_dist_fft_pencil_gpu_np1 / _np2, labels gpu and mpi); --emulate, with
+ * FUSEMATH_DIST_GPU_EMULATE=host, runs the GPU ranks' plan with its stages on the host (host memory),
+ * on any machine whose build has the GPU module (ctest test_dist_fft_pencil_gpu_emulated_np1..4). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <complex.h>
@@ -20,6 +26,44 @@
 typedef double complex cd;
 
 static int rank_, size_, failures, cases, overwrite_;
+static int gpu_mode_;                       /* 0 CPU ranks, 1 GPU ranks (--gpu), 2 emulated GPU ranks (--emulate) */
+static fm_device dev_ = {FM_DEVICE_CPU, 0}; /* where the blocks live: cuda:(rank % GPUs) with --gpu */
+
+/* a copy of host memory on dev_ (NULL for NULL); bytes may be 0 */
+static void *to_dev(const void *host, size_t bytes)
+{
+    if (!host)
+        return NULL;
+    if (dev_.type == FM_DEVICE_CPU) {
+        void *d = malloc(bytes + 1);
+        memcpy(d, host, bytes);
+        return d;
+    }
+    void *d = NULL;
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    if (fm_memory_alloc(dev_, bytes + 16, &d) != FM_OK)
+        return NULL;
+    if (bytes)
+        fm_memory_copy(d, dev_, host, cpu, bytes);
+    return d;
+}
+
+static void from_dev(void *host, const void *d, size_t bytes)
+{
+    fm_device cpu = {FM_DEVICE_CPU, 0};
+    if (dev_.type == FM_DEVICE_CPU)
+        memcpy(host, d, bytes);
+    else if (bytes)
+        fm_memory_copy(host, cpu, d, dev_, bytes);
+}
+
+static void dev_free(void *d)
+{
+    if (dev_.type == FM_DEVICE_CPU)
+        free(d);
+    else
+        fm_memory_free(dev_, d);
+}
 
 #define CHECK(cond, ...)                                                                                       \
     do {                                                                                                        \
@@ -141,6 +185,8 @@ static void options_of(const pcase *c, fm_dist_fft_options *o)
     o->kind = c->kind, o->inverse = c->inverse, o->in_layout = c->in_layout, o->out_layout = c->out_layout;
     o->norm = c->norm, o->decomposition = FM_DIST_DECOMP_PENCIL, o->grid_rows = c->grid_rows;
     o->overwrite_input = overwrite_;
+    if (gpu_mode_)
+        o->device_type = FM_DEVICE_CUDA, o->device_id = dev_.id;
     if (c->pro_scale != 1 || c->pro_mul || c->pro_conj) {
         o->prolog.ops = (c->pro_scale != 1 ? FM_FFT_OP_SCALE : 0u) | (c->pro_mul ? FM_FFT_OP_MULTIPLY : 0u) |
                         (c->pro_conj ? FM_FFT_OP_CONJ : 0u);
@@ -187,12 +233,18 @@ static void run_case(const pcase *c)
         st = fm_dist_local_shape(MPI_COMM_WORLD, 3, c->n, &o, FM_DIST_OUT, lo, oo);
     CHECK(st == FM_OK, "local_shape: %s", fm_last_error());
     void *bin = block(x, gi, li, oi, rin, c->dbl), *bout = calloc((size_t)(numel(lo) * 2 + 1), 16);
-    void *bpro = pro ? block(pro, gi, li, oi, c->pro_mul == 1 || rin || c->kind == FM_FFT_C2R, c->dbl) : NULL;
-    void *bepi = epi ? block(epi, go, lo, oo, c->epi_mul == 1 || rout, c->dbl) : NULL;
+    int pro_real = c->pro_mul == 1 || rin || c->kind == FM_FFT_C2R, epi_real = c->epi_mul == 1 || rout;
+    void *bpro = pro ? block(pro, gi, li, oi, pro_real, c->dbl) : NULL;
+    void *bepi = epi ? block(epi, go, lo, oo, epi_real, c->dbl) : NULL;
+    size_t es = c->dbl ? 8 : 4, inbytes = (size_t)(numel(li) * (rin ? 1 : 2)) * es;
+    size_t outbytes = (size_t)(numel(lo) * (rout ? 1 : 2)) * es;
+    /* the blocks where the plan takes them: host memory, or device memory on GPU ranks (--gpu) */
+    void *din = to_dev(bin, inbytes), *dout = to_dev(bout, outbytes);
+    void *dpro = to_dev(bpro, (size_t)(numel(li) * (pro_real ? 1 : 2)) * es);
+    void *depi = to_dev(bepi, (size_t)(numel(lo) * (epi_real ? 1 : 2)) * es);
     fm_tensor tp, te;
-    fm_device host = {FM_DEVICE_CPU, 0};
-    fm_tensor_init(&tp, bpro, host, dtype_of(c->pro_mul == 1 || rin || c->kind == FM_FFT_C2R, c->dbl), 3, li, NULL);
-    fm_tensor_init(&te, bepi, host, dtype_of(c->epi_mul == 1 || rout, c->dbl), 3, lo, NULL);
+    fm_tensor_init(&tp, dpro, dev_, dtype_of(pro_real, c->dbl), 3, li, NULL);
+    fm_tensor_init(&te, depi, dev_, dtype_of(epi_real, c->dbl), 3, lo, NULL);
     /* tiling: the blocks of every rank cover each side once */
     long long mine[2] = {(long long)numel(li), (long long)numel(lo)}, all[2];
     MPI_Allreduce(mine, all, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -208,14 +260,20 @@ static void run_case(const pcase *c)
         CHECK(!memcmp(l2, lo, sizeof l2) && !memcmp(o2, oo, sizeof o2), "fm_dist_fft_local differs");
         const char *d = fm_dist_fft_describe(plan);
         CHECK(strstr(d, "decomposition=pencil grid=") && strstr(d, "exchanges="), "describe: %s", d);
-        size_t inbytes = (size_t)(numel(li) * (rin ? 1 : 2)) * (c->dbl ? 8 : 4);
-        void *keep = malloc(inbytes + 1);
-        memcpy(keep, bin, inbytes);
+        if (gpu_mode_) /* the GPU ranks' engine and exchange; emulated on the host exactly with --emulate */
+            CHECK(strstr(d, "cuda:") && strstr(d, "/cufft") && strstr(d, " exchange=") &&
+                      (gpu_mode_ == 2) == (strstr(d, "emulated-on-host") != NULL),
+                  "describe: %s", d);
+        else
+            CHECK(strstr(d, "cpu/fftw") && strstr(d, "MPI_Alltoallv"), "describe: %s", d);
         for (int rep = 0; rep < 2 && st == FM_OK; rep++) /* twice: the plan's buffers are reused */
-            st = fm_dist_fft_execute(plan, numel(li) ? bin : NULL, numel(lo) ? bout : NULL);
+            st = fm_dist_fft_execute(plan, numel(li) ? din : NULL, numel(lo) ? dout : NULL);
         CHECK(st == FM_OK, "execute: %s", fm_last_error());
+        void *keep = malloc(inbytes + 1);
+        from_dev(keep, din, inbytes);
         CHECK(!memcmp(keep, bin, inbytes), "the input was changed");
         free(keep);
+        from_dev(bout, dout, outbytes);
         int64_t per = rout ? 1 : 2;
         for (int64_t a = 0, e = 0; a < lo[0]; a++)
             for (int64_t b = 0; b < lo[1]; b++)
@@ -238,6 +296,7 @@ static void run_case(const pcase *c)
           rel, tol);
     fm_dist_fft_destroy(plan);
     free(x), free(pro), free(epi), free(ref), free(bin), free(bout), free(bpro), free(bepi);
+    dev_free(din), dev_free(dout), dev_free(dpro), dev_free(depi);
 }
 
 /* st is the same on every rank and equals want */
@@ -263,13 +322,29 @@ static void refusals(void)
                       "2-D pencil", "3-D only");
     expect_everywhere(fm_dist_local_shape(MPI_COMM_WORLD, 2, n2, &o, FM_DIST_IN, loc, off), FM_ERR_NOT_SUPPORTED,
                       "2-D pencil local_shape", "3-D only");
-    /* GPU ranks */
-    o.device_type = FM_DEVICE_CUDA;
-    expect_everywhere(fm_dist_fft_plan(MPI_COMM_WORLD, 3, n3, FM_C128, n3, &o, &plan), FM_ERR_NOT_SUPPORTED,
-                      "GPU pencil", "pencils on GPU ranks are not implemented; use decomposition slab");
+    o.device_type = gpu_mode_ ? FM_DEVICE_CUDA : FM_DEVICE_CPU, o.device_id = dev_.id;
+    expect_everywhere(fm_dist_fft_plan(MPI_COMM_WORLD, 2, n2, FM_C128, n2, &o, &plan), FM_ERR_NOT_SUPPORTED,
+                      "2-D pencil on these ranks", "3-D only");
+    /* GPU ranks (a real GPU): host memory is refused at execute, on every rank */
+    if (gpu_mode_ == 1) {
+        fm_dist_local_shape(MPI_COMM_WORLD, 3, n3, &o, FM_DIST_IN, loc, off);
+        expect_everywhere(fm_dist_fft_plan(MPI_COMM_WORLD, 3, n3, FM_C128, loc, &o, &plan), FM_OK, "GPU pencil plan",
+                          NULL);
+        int64_t lo2[3];
+        fm_dist_fft_local(plan, FM_DIST_OUT, lo2, NULL);
+        void *hi = calloc((size_t)(numel(loc) + 1), 16), *ho = calloc((size_t)(numel(lo2) + 1), 16);
+        fm_status hs = fm_dist_fft_execute(plan, numel(loc) ? hi : NULL, numel(lo2) ? ho : NULL);
+        /* a rank with two empty blocks passes nothing to check: the others' refusal is agreed */
+        expect_everywhere(hs, FM_ERR_INVALID_ARGUMENT, "GPU pencil on host memory", NULL);
+        fm_dist_fft_destroy(plan);
+        plan = NULL;
+        free(hi), free(ho);
+    }
     /* a grid_rows that does not divide the size */
     fm_dist_fft_options_init(&o);
     o.decomposition = FM_DIST_DECOMP_PENCIL, o.grid_rows = size_ + 1;
+    if (gpu_mode_)
+        o.device_type = FM_DEVICE_CUDA, o.device_id = dev_.id;
     expect_everywhere(fm_dist_fft_plan(MPI_COMM_WORLD, 3, n3, FM_C128, n3, &o, &plan), FM_ERR_INVALID_ARGUMENT,
                       "grid_rows", "opts->grid_rows");
     expect_everywhere(fm_dist_local_shape(MPI_COMM_WORLD, 3, n3, &o, FM_DIST_IN, loc, off), FM_ERR_INVALID_ARGUMENT,
@@ -302,6 +377,8 @@ static void refusals(void)
     /* a local shape that is not this rank's pencil (the whole array, on more than one rank; a wrong one on 1) */
     fm_dist_fft_options_init(&o);
     o.decomposition = FM_DIST_DECOMP_PENCIL;
+    if (gpu_mode_)
+        o.device_type = FM_DEVICE_CUDA, o.device_id = dev_.id;
     int64_t wrong[3] = {n3[0], n3[1], size_ > 1 ? n3[2] : n3[2] - 1};
     expect_everywhere(fm_dist_fft_plan(MPI_COMM_WORLD, 3, n3, FM_C128, wrong, &o, &plan), FM_ERR_SHAPE,
                       "wrong local shape", "pencil decomposition");
@@ -368,6 +445,18 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    gpu_mode_ = argc > 1 && !strcmp(argv[1], "--gpu") ? 1 : argc > 1 && !strcmp(argv[1], "--emulate") ? 2 : 0;
+    if (gpu_mode_ == 1) { /* every rank on cuda:(rank % GPUs); none: skipped */
+        int gpus = fm_cuda_device_count(), least = gpus;
+        MPI_Allreduce(&gpus, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (least == 0) {
+            if (rank_ == 0)
+                printf("test_dist_fft_pencil --gpu: no GPU: skipped\n");
+            MPI_Finalize();
+            return 77;
+        }
+        dev_.type = FM_DEVICE_CUDA, dev_.id = rank_ % gpus;
+    }
     /* every grid of this size (P1 = each divisor), and MPI_Dims_create's (0) */
     grid_cases(0);
     for (int rows = 1; rows <= size_; rows++)
@@ -382,7 +471,8 @@ int main(int argc, char **argv)
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
-        printf("test_dist_fft_pencil: %d ranks, %d cases, %d failures\n", size_, cases, total);
+        printf("test_dist_fft_pencil%s: %d ranks, %d cases, %d failures\n",
+               gpu_mode_ == 1 ? " --gpu" : gpu_mode_ == 2 ? " --emulate" : "", size_, cases, total);
     MPI_Finalize();
     return total ? 1 : 0;
 }

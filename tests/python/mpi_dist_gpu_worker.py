@@ -1,5 +1,5 @@
 """One rank of tests/python/test_distributed_gpu.py's runs (mpirun -np N python mpi_dist_gpu_worker.py WHAT):
-fusemath.distributed.FFT on GPU ranks (CuPy arrays, or torch CUDA tensors where CuPy is missing), every
+fusemath.distributed.FFT on GPU ranks (WHAT "pencil": decomposition="pencil", every grid of the size) (CuPy arrays, or torch CUDA tensors where CuPy is missing), every
 rank on cuda:(rank % GPUs), so that 2 ranks on a one-GPU machine share it (the staged exchange).
 
 Every rank makes the same global array; its block goes to the GPU, is transformed, comes back, and the
@@ -160,6 +160,82 @@ def gpu_errors():
             prolog={"multiply": np.ones(xb.shape, np.float32)}))
 
 
+def pencil_grids():
+    """None (MPI_Dims_create's) and every P1 x P2 of this size."""
+    return [None] + [(p, size // p) for p in range(1, size + 1) if size % p == 0]
+
+
+def gather3(blk, offset, global_shape):
+    """the global array from every rank's block at its 3-D offset (pencils split two axes)"""
+    out = np.zeros(global_shape, np.complex128)
+    for b, off in comm.allgather((blk, tuple(offset))):
+        out[tuple(slice(o, o + n) for o, n in zip(off, b.shape))] = b
+    return out
+
+
+def cut(g, loc, off):
+    return np.ascontiguousarray(g[tuple(slice(o, o + n) for o, n in zip(off, loc))])
+
+
+def pencil_case(shape, kind, dtype, layout_out, grid, chains=False):
+    """decomposition="pencil" on GPU ranks: forward (z-pencil in) to either layout, then the inverse back;
+    chains: a real multiply window in the prolog and a complex filter + conj in the epilog, on the GPU."""
+    real = np.dtype(dtype).kind == "f"
+    rdt = np.float32 if dtype in (np.float32, np.complex64) else np.float64
+    cdt = np.complex64 if rdt == np.float32 else np.complex128
+    g = global_array(shape, dtype, seed=11)
+    tol = 1e-5 if rdt == np.float32 else 1e-12
+    pen = dict(decomposition="pencil", grid=grid)
+    loc, off = fd.local_shape(shape, comm, kind=kind, **pen)
+    lo, oo = fd.local_shape(shape, comm, kind=kind, which="out", layout=layout_out, **pen)
+    oshape = shape[:-1] + (shape[-1] // 2 + 1,) if real else shape
+    w = global_array(shape, rdt, seed=12) + 2
+    m = global_array(oshape, cdt, seed=13)
+    x = to_gpu(cut(g, loc, off))
+    with fd.FFT(x, comm, global_shape=shape, kind=kind, layout_out=layout_out, **pen) as f:
+        if chains:
+            f.plan(prolog={"multiply": to_gpu(cut(w, loc, off)), "scale": 1.5},
+                   epilog={"multiply": to_gpu(cut(m, lo, oo)), "conj": True})
+        else:
+            f.plan(norm="ortho")
+        d = f.describe()
+        check(CPU or (d.startswith("dist_fft cuda:") and "decomposition=pencil" in d and " exchange=" in d and
+                      (grid is None or f"grid={grid[0]}x{grid[1]}" in d)), f"describe: {d}")
+        y = f.execute()
+        check(type(y) is type(x), f"execute returned {type(y).__name__}, not {type(x).__name__}")
+        check(tuple(y.shape) == f.out_local_shape and f.out_local_shape == lo and f.out_offset == oo,
+              f"out {tuple(y.shape)} {f.out_local_shape} {f.out_offset} vs local_shape {lo} {oo}")
+        xin = g.astype(np.float64 if real else np.complex128)
+        fft = np.fft.rfftn if real else np.fft.fftn
+        ref = np.conj(fft(xin * w * 1.5) * m) if chains else fft(xin, norm="ortho")
+        yh = to_host(y)
+        e = rel_err(gather3(yh, oo, ref.shape), ref)
+        check(e <= tol, f"{d}: relative error {e:.3g} > {tol}")
+    if chains:
+        return
+    inv_kind = "c2r" if real else "c2c"
+    with fd.FFT(y, comm, global_shape=oshape, kind=inv_kind, n=shape[-1] if real else None, direction="inverse",
+                layout_in=layout_out, **pen) as b:
+        b.plan(norm="ortho")
+        z = to_host(b.execute())
+        check(b.out_offset == off and b.out_local_shape == loc, f"inverse blocks {b.out_offset} vs {off}")
+        e = rel_err(gather3(z, off, shape), g.astype(np.complex128))
+        check(e <= tol, f"{b.describe()}: round trip relative error {e:.3g} > {tol}")
+
+
+def pencil():
+    for grid in pencil_grids():
+        for dtype in (np.complex64, np.complex128, np.float32, np.float64):
+            kind = "c2c" if np.dtype(dtype).kind == "c" else "r2c"
+            for layout_out in ("slab", "transposed"):
+                pencil_case((6, 5, 8) if kind == "r2c" else (6, 5, 7), kind, dtype, layout_out, grid)
+        pencil_case((1, 3, 5), "c2c", np.complex128, "transposed", grid)  # n0 < P1: empty blocks
+    for dtype in (np.complex64, np.float64):
+        kind = "c2c" if np.dtype(dtype).kind == "c" else "r2c"
+        for layout_out in ("slab", "transposed"):
+            pencil_case((5, 6, 4), kind, dtype, layout_out, None, chains=True)
+
+
 def nccl_shared():
     """FUSEMATH_DIST_EXCHANGE=nccl with ranks sharing a GPU: refused on every rank, naming the MPI paths."""
     shape = (8, 6, 4)
@@ -170,7 +246,7 @@ def nccl_shared():
            lambda: fd.FFT(x, comm, global_shape=shape).plan())
 
 
-_WHAT = {"gpu": gpu, "gpu_errors": gpu_errors, "nccl_shared": nccl_shared}
+_WHAT = {"gpu": gpu, "gpu_errors": gpu_errors, "nccl_shared": nccl_shared, "pencil": pencil}
 if CPU:  # CPU ranks need FFTW-MPI in libfusemath_mpi
     try:
         fd.FFT(np.zeros((size, 2), np.complex64)[:1], comm, global_shape=(size, 2)).plan().close()

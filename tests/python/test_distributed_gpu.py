@@ -1,6 +1,7 @@
 """fusemath.distributed on GPU ranks under mpirun (tests/python/mpi_dist_gpu_worker.py): 2-D and 3-D
 c2c / r2c / c2r, f32 / f64, slab and transposed outputs, fused prolog / epilog with each rank's
-multiply blocks, against numpy.fft of the gathered global array; error cases raised on every rank.
+multiply blocks, against numpy.fft of the gathered global array; error cases raised on every rank; pencil
+decompositions (3-D, every grid of the size, both layouts, the inverse back, chains on the GPU).
 Two ranks share the one GPU of a one-GPU machine (the staged exchange); with two GPUs or more the
 NCCL exchange runs too. NCCL_NVLS_ENABLE=0 in every rank's environment (never NVLink multicast).
 Marked gpu: skipped without a CUDA device. Every run has a timeout, so a rank left waiting fails."""
@@ -67,6 +68,21 @@ def exchanges():
 @on_gpu[1]
 def test_gpu_ranks_match_numpy(np_, exchange):
     mpirun(np_, "gpu", exchange)
+
+
+@pytest.mark.parametrize("np_", [1, 2])
+@pytest.mark.parametrize("exchange", exchanges())
+@on_gpu[0]
+@on_gpu[1]
+def test_gpu_rank_pencils_match_numpy(np_, exchange):
+    mpirun(np_, "pencil", exchange)
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_gpu_pencil_worker_cases_on_cpu_ranks(np_):
+    """The pencil cases with NumPy blocks (CPU ranks): the worker's references and 3-D gathers are right on any
+    machine (skipped, as the slab one is, where the worker's --cpu probe finds no FFTW-MPI)."""
+    mpirun(np_, "pencil", "auto", "--cpu")
 
 
 @pytest.mark.parametrize("exchange", exchanges())
