@@ -107,6 +107,23 @@ static fm_status nccl_init(const char *where, fm_dist_exchange *x)
 }
 #endif
 
+/* rank r of comm as a rank of MPI_COMM_WORLD (a pencil's exchange spans a row or column of the grid,
+ * whose own numbering the user never sees) */
+static int world_rank(MPI_Comm comm, int r)
+{
+    MPI_Group g, w;
+    int out = r;
+    if (MPI_Comm_group(comm, &g) == MPI_SUCCESS) {
+        if (MPI_Comm_group(MPI_COMM_WORLD, &w) == MPI_SUCCESS) {
+            if (MPI_Group_translate_ranks(g, 1, &r, w, &out) != MPI_SUCCESS || out == MPI_UNDEFINED)
+                out = r;
+            MPI_Group_free(&w);
+        }
+        MPI_Group_free(&g);
+    }
+    return out;
+}
+
 /* the backend asked for (env) and the one this machine allows; x->text says which and why */
 static fm_status choose(const char *where, fm_dist_exchange *x, int device_id)
 {
@@ -132,10 +149,11 @@ static fm_status choose(const char *where, fm_dist_exchange *x, int device_id)
     /* nccl asked for and impossible: refused (alike on every rank), not swapped for a slower path; the
      * shared GPU first: with it no build of NCCL would do */
     if (want == X_NCCL && shared)
-        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but ranks %d and %d share one "
-                       "GPU, which NCCL refuses (one GPU per rank); use FUSEMATH_DIST_EXCHANGE=mpi (the MPI "
+        return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but ranks %d and %d (of "
+                       "MPI_COMM_WORLD) share one GPU, which NCCL refuses (one GPU per rank); use "
+                       "FUSEMATH_DIST_EXCHANGE=mpi (the MPI "
                        "library, staged through pinned host buffers where it is not CUDA-aware), staged, or "
-                       "auto", where, pair[0], pair[1]);
+                       "auto", where, world_rank(x->comm, pair[0]), world_rank(x->comm, pair[1]));
     if (want == X_NCCL && !have_nccl)
         return fm_fail(FM_ERR_NOT_SUPPORTED, "%s: FUSEMATH_DIST_EXCHANGE=nccl, but libfusemath_mpi_cuda.so was "
                        "built without NCCL; use FUSEMATH_DIST_EXCHANGE=mpi (the MPI library, staged through pinned "

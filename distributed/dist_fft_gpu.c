@@ -269,6 +269,8 @@ static fm_status gpu_plan(const char *where, MPI_Comm comm, const fm_dist_geom *
             st = fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: cuda:%d cannot be used (%s)", where, p->device,
                          cudaGetErrorString(cudaGetLastError()));
         else
+            st = fm_dist_check_chain_arrays(where, p->device, pro, epi);
+        if (st == FM_OK)
             st = plan_local(where, p, in_dtype, pro, epi);
     }
     if ((st = fm_dist_agree(comm, st)) == FM_OK) {
@@ -375,7 +377,7 @@ static fm_status execute_b_first(fm_dist_gpu *p, const void *in, void *out, void
 }
 
 /* FM_ERR_INVALID_ARGUMENT unless ptr (of a non-empty block) is memory the GPU can read */
-fm_status fm_dist_check_device_ptr(int device, const char *name, const void *ptr)
+fm_status fm_dist_check_device_ptr(const char *where, int device, const char *name, const void *ptr)
 {
     if (!ptr || fm_dist_gpu_emulated())
         return FM_OK;
@@ -386,18 +388,26 @@ fm_status fm_dist_check_device_ptr(int device, const char *name, const void *ptr
     }
     if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
         return a.device == device ? FM_OK
-                                     : fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_execute: %s is on cuda:%d; the plan "
-                                               "was made for cuda:%d", name, a.device, device);
-    return fm_fail(FM_ERR_INVALID_ARGUMENT, "fm_dist_fft_execute: %s is host memory; this plan runs on GPU ranks "
-                   "(cuda:%d) and takes device memory", name, device);
+                                     : fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s is on cuda:%d; the plan is for "
+                                               "cuda:%d", where, name, a.device, device);
+    return fm_fail(FM_ERR_INVALID_ARGUMENT, "%s: %s is host memory; this plan runs on GPU ranks (cuda:%d) and "
+                   "takes device memory", where, name, device);
+}
+
+/* The chains' multiply arrays said to be on the plan's GPU are device memory there (a host pointer
+ * labelled CUDA would be read by the kernels and break the rank's CUDA context) */
+fm_status fm_dist_check_chain_arrays(const char *where, int device, const fm_tensor *pro, const fm_tensor *epi)
+{
+    fm_status st = fm_dist_check_device_ptr(where, device, "prolog_array", pro ? pro->data : NULL);
+    return st == FM_OK ? fm_dist_check_device_ptr(where, device, "epilog_array", epi ? epi->data : NULL) : st;
 }
 
 static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *stream)
 {
     int prev = -1;
-    fm_status st = fm_dist_check_device_ptr(p->device, "in", in);
+    fm_status st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "in", in);
     if (st == FM_OK)
-        st = fm_dist_check_device_ptr(p->device, "out", out);
+        st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "out", out);
     if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
     if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
@@ -408,7 +418,10 @@ static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *st
         if (p->done) {
             fm_status rs = cu(cudaEventRecord(p->done, (cudaStream_t)stream), "fm_dist_fft_execute",
                               "recording the execute's end");
-            p->recorded = rs == FM_OK;
+            if (rs == FM_OK)
+                p->recorded = 1;
+            else /* the event does not mark this execute's work: wait for it here instead */
+                (void)cudaStreamSynchronize((cudaStream_t)stream);
             if (st == FM_OK)
                 st = rs;
         }
@@ -427,12 +440,12 @@ static void gpu_destroy(fm_dist_gpu *p)
         return;
     int prev;
     (void)fm_dist_enter_device(p->device, &prev);
+    if (!fm_dist_gpu_emulated())
+        cudaDeviceSynchronize(); /* first: queued work may still use the buffers, the staging, cuFFT's areas */
     fm_dist_exchange_destroy(p->xch);
     fm_plan_release(p->plan_a);
     fm_plan_release(p->plan_b);
     fm_context_destroy(p->ctx);
-    if ((p->w || p->bb || p->yc) && !fm_dist_gpu_emulated())
-        cudaDeviceSynchronize(); /* work queued on them may still run */
     fm_dist_dev_free(p->w);
     fm_dist_dev_free(p->bb);
     fm_dist_dev_free(p->yc);

@@ -1,6 +1,7 @@
 /* dist_gpu.h : the GPU ranks of libfusemath_mpi's FFTs (docs/design.md, Distributed, GPU ranks). Not
  * installed. They are a module of their own, libfusemath_mpi_cuda.so (dist_fft_gpu.c, dist_exchange.c,
- * dist_gpu_kernel.c, with their own copies of dist_xgeom.c and dist_agree.c), the only part of the
+ * dist_gpu_kernel.c, dist_pencil_gpu.c (dist_pencil.c for the device), with their own copies of
+ * dist_xgeom.c and dist_agree.c), the only part of the
  * distributed layer that links the CUDA runtime, NVRTC and NCCL, so that libfusemath_mpi.so loads on
  * machines without CUDA; libfusemath_mpi loads it at the first GPU-rank plan (dist_gpu_load.c) and
  * reaches it through fm_dist_gpu_ops. */
@@ -55,7 +56,9 @@ void fm_dist_dev_free(void *ptr);
 int fm_dist_enter_device(int dev, int *prev);
 void fm_dist_leave_device(int prev);
 /* FM_ERR_INVALID_ARGUMENT unless ptr (NULL is fine) is memory cuda:device can read (emulated: anything) */
-fm_status fm_dist_check_device_ptr(int device, const char *name, const void *ptr);
+fm_status fm_dist_check_device_ptr(const char *where, int device, const char *name, const void *ptr);
+/* fm_dist_check_device_ptr of both chains' multiply arrays (NULL: none) */
+fm_status fm_dist_check_chain_arrays(const char *where, int device, const fm_tensor *pro, const fm_tensor *epi);
 
 /* ---- the plan (dist_fft_gpu.c, slabs; dist_pencil_gpu.c, pencils), reached from libfusemath_mpi through
  * the module's table */
@@ -63,7 +66,7 @@ typedef struct fm_dist_gpu fm_dist_gpu;
 #define FM_DIST_GPU_ABI 2 /* bumped with any change to fm_dist_gpu_ops or the types it passes (2: pencils) */
 typedef struct fm_dist_gpu_ops {
     int abi;              /* FM_DIST_GPU_ABI of the module's build */
-    int layout;           /* sizeof(fm_dist_geom) + sizeof(fm_dist_fft_options): a stale module is refused */
+    int layout;           /* FM_DIST_GPU_LAYOUT, the sizes of the types passed: a stale module is refused */
     int (*emulated)(void); /* fm_dist_gpu_emulated */
     /* Collective over comm (the plan's duplicate). g and o as the CPU ranks' plan has them; pro / epi:
      * the multiply arrays (checked here: on cuda:o->device_id). text: describe()'s tail. */

@@ -339,7 +339,7 @@ fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_ge
     if (!fm_dist_enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_UNAVAILABLE, "%s: GPU ranks: cuda:%d cannot be used (%s)", where, p->device,
                      cudaGetErrorString(cudaGetLastError()));
-    else
+    else if ((st = fm_dist_check_chain_arrays(where, p->device, pro, epi)) == FM_OK)
         st = plan_local(where, p, o, pro, epi);
     st = fm_dist_agree(comm, st);
     if (st == FM_OK)
@@ -499,9 +499,9 @@ fm_status fm_dist_pencil_execute(fm_dist_pencil *p, const void *in, void *out, v
 {
 #if FM_DIST_PENCIL_GPU
     int prev = -1;
-    fm_status st = fm_dist_check_device_ptr(p->device, "in", in);
+    fm_status st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "in", in);
     if (st == FM_OK)
-        st = fm_dist_check_device_ptr(p->device, "out", out);
+        st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "out", out);
     if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
     cudaError_t e = cudaSuccess;
@@ -514,7 +514,10 @@ fm_status fm_dist_pencil_execute(fm_dist_pencil *p, const void *in, void *out, v
         st = steps(p, in, out, stream);
         if (p->done) {
             e = cudaEventRecord(p->done, (cudaStream_t)stream);
-            p->recorded = e == cudaSuccess;
+            if (e == cudaSuccess)
+                p->recorded = 1;
+            else /* the event does not mark this execute's work: wait for it here instead */
+                (void)cudaStreamSynchronize((cudaStream_t)stream);
             if (st == FM_OK && e != cudaSuccess)
                 st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: recording the execute's end: %s",
                              cudaGetErrorString(e));
@@ -539,6 +542,8 @@ void fm_dist_pencil_destroy(fm_dist_pencil *p)
 #if FM_DIST_PENCIL_GPU
     int prev = -1;
     (void)fm_dist_enter_device(p->device, &prev);
+    if (!fm_dist_gpu_emulated())
+        cudaDeviceSynchronize(); /* first: queued work may still use the buffers, the staging, cuFFT's areas */
     fm_dist_exchange_destroy(p->xrow); /* collective over its row / column (NCCL's communicator) */
     fm_dist_exchange_destroy(p->xcol);
 #endif
@@ -560,8 +565,6 @@ void fm_dist_pencil_destroy(fm_dist_pencil *p)
             MPI_Comm_free(&p->col);
     }
 #if FM_DIST_PENCIL_GPU
-    if ((p->w || p->s || p->r) && !fm_dist_gpu_emulated())
-        cudaDeviceSynchronize(); /* work queued on them may still run */
     fm_dist_dev_free(p->w);
     fm_dist_dev_free(p->s);
     fm_dist_dev_free(p->r);

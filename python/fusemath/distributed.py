@@ -220,7 +220,7 @@ def local_shape(global_shape: Any, comm: Any, *, kind: str = "c2c", which: str =
 
     ``decomposition="slab"``: as FFTW-MPI's local_size functions give (axis 0 split in blocks of
     ceil(n0 / size) rows); for ``layout="transposed"`` the block is of the array with axes 0 and 1
-    swapped, in that order. ``decomposition="pencil"`` (3-D, CPU ranks) on a P1 x P2 grid (``grid``,
+    swapped, in that order. ``decomposition="pencil"`` (3-D, CPU and GPU ranks) on a P1 x P2 grid (``grid``,
     None: MPI_Dims_create's, P1 >= P2; rank r is (r // P2, r % P2) = (r1, r2)): ``layout="slab"`` is
     the z-pencil (axis 0 block r1 of P1, axis 1 block r2 of P2, axis 2 whole), ``"transposed"`` the
     x-pencil (axis 0 whole, axis 1 block r1 of P1, axis 2 block r2 of P2), both in logical axis

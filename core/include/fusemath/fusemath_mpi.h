@@ -19,14 +19,15 @@
  *    swapped (n1 x n0 [x n2]), split along its axis 0 (i.e. the global axis 1) the same way. A
  *    forward transform to transposed output saves FFTW's last all-to-all; the inverse from it
  *    (in_layout transposed) restores the slab layout.
- *  - Pencil decomposition (opts->decomposition FM_DIST_DECOMP_PENCIL; 3-D, CPU ranks): the ranks form a
+ *  - Pencil decomposition (opts->decomposition FM_DIST_DECOMP_PENCIL; 3-D, CPU and GPU ranks): the ranks form a
  *    P1 x P2 grid (opts->grid_rows = P1; rank r is (r / P2, r % P2) = (r1, r2)), each axis split in
  *    the same ceil(n / P) blocks. FM_DIST_SLAB side ("z-pencil"): axis 0 block r1 of P1, axis 1 block
  *    r2 of P2, axis 2 whole. FM_DIST_TRANSPOSED side ("x-pencil"): axis 0 whole, axis 1 block r1 of
  *    P1, axis 2 block r2 of P2 (n2 / 2 + 1 for the complex side of r2c / c2r). Both are stored
  *    C-contiguous in the logical axis order (no axes swapped) and their offsets have two non-zero
  *    entries. Slab -> transposed (or back) costs 2 all-to-alls over the grid's rows / columns, slab ->
- *    slab 4; the local FFTs are the core's (FFTW). A grid of size x 1 has the slab's input blocks.
+ *    slab 4; the local FFTs are the core's (FFTW on CPU ranks, cuFFT on GPU ranks, whose exchanges are
+ *    the slab GPU ranks' per row / column). A grid of size x 1 has the slab's input blocks.
  */
 #ifndef FUSEMATH_MPI_H
 #define FUSEMATH_MPI_H
@@ -48,7 +49,7 @@ typedef enum fm_dist_layout {
 /* How the global array is split over the ranks. */
 typedef enum fm_dist_decomposition {
     FM_DIST_DECOMP_SLAB = 0,  /* axis 0 over all ranks (FFTW-MPI on CPU ranks; GPU ranks) */
-    FM_DIST_DECOMP_PENCIL = 1 /* 3-D: two axes over a P1 x P2 grid (CPU ranks; see the top of this file) */
+    FM_DIST_DECOMP_PENCIL = 1 /* 3-D: two axes over a P1 x P2 grid (CPU and GPU ranks; the top of this file) */
 } fm_dist_decomposition;
 
 /* Which side of a transform fm_dist_local_shape / fm_dist_fft_local describe. */
