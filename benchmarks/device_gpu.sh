@@ -135,11 +135,11 @@ want matmulcpu && run_step matmulcpu "${T_MATMULCPU:-360}" "$OUT/bench.log" 20 "
 # over calls); needs Open MPI, FFTW-MPI and ScaLAPACK there (else libfusemath_mpi is not built: it says so)
 want dist && run_step dist "${T_DIST:-540}" "$OUT/bench.log" 40 "$VPY" benchmarks/distributed.py \
   --machine-tag h200-host --out "$OUT/distributed.json" ${DIST_ARGS:-}
-# the distributed layer's GPU ranks: its GPU tests (2 ranks sharing the one GPU: the staged exchange; NCCL
+# the distributed layer's GPU ranks: its GPU tests, slabs and pencils (2 ranks sharing the one GPU: the staged exchange; NCCL
 # where each rank has a GPU) and benchmarks/distributed.py --gpu (DISTGPU_ARGS="--nps 2 --exchange nccl" on
 # nvidia-h200-x2); needs Open MPI and mpi4py there (FFTW-MPI and ScaLAPACK are optional)
 want distgpu && run_step distgpu-tests "${T_DISTGPU:-300}" "$OUT/distgpu.log" 3 bash -c \
-  "ctest --test-dir build --output-on-failure -R test_dist_fft_gpu && \
+  "ctest --test-dir build --output-on-failure -R 'test_dist_fft_gpu|test_dist_fft_pencil_gpu' && \
    '$VPY' -m pytest -q -p no:cacheprovider tests/python/test_distributed_gpu.py"
 want distgpu && run_step distgpu-bench "${T_DISTGPU:-300}" "$OUT/distgpu.log" 20 "$VPY" benchmarks/distributed.py \
   --gpu --machine-tag "${DISTGPU_TAG:-h200}" --out "$OUT/distributed_gpu.json" ${DISTGPU_ARGS:-}
