@@ -402,29 +402,40 @@ fm_status fm_dist_check_chain_arrays(const char *where, int device, const fm_ten
     return st == FM_OK ? fm_dist_check_device_ptr(where, device, "epilog_array", epi ? epi->data : NULL) : st;
 }
 
+fm_status fm_dist_gpu_begin(int device, const void *in, const void *out, void *done, int recorded, void *stream,
+                            int *prev)
+{
+    fm_status st = fm_dist_check_device_ptr("fm_dist_fft_execute", device, "in", in);
+    if (st == FM_OK)
+        st = fm_dist_check_device_ptr("fm_dist_fft_execute", device, "out", out);
+    if (st == FM_OK && !fm_dist_enter_device(device, prev))
+        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", device);
+    if (st == FM_OK && recorded) /* the previous execute (on any stream) is done with the plan's buffers */
+        st = cu(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)done, 0), "fm_dist_fft_execute",
+                "waiting for the previous execute's work");
+    return st;
+}
+
+fm_status fm_dist_gpu_end(void *done, int *recorded, void *stream, fm_status st)
+{
+    if (!done)
+        return st;
+    fm_status rs = cu(cudaEventRecord((cudaEvent_t)done, (cudaStream_t)stream), "fm_dist_fft_execute",
+                      "recording the execute's end");
+    if (rs == FM_OK)
+        *recorded = 1;
+    else /* the event does not mark this execute's work: wait for it here instead */
+        (void)cudaStreamSynchronize((cudaStream_t)stream);
+    return st == FM_OK ? rs : st;
+}
+
 static fm_status gpu_execute(fm_dist_gpu *p, const void *in, void *out, void *stream)
 {
     int prev = -1;
-    fm_status st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "in", in);
-    if (st == FM_OK)
-        st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "out", out);
-    if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
-        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
-    if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
-        st = cu(cudaStreamWaitEvent((cudaStream_t)stream, p->done, 0), "fm_dist_fft_execute",
-                "waiting for the previous execute's work");
+    fm_status st = fm_dist_gpu_begin(p->device, in, out, p->done, p->recorded, stream, &prev);
     if ((st = fm_dist_agree(p->comm, st)) == FM_OK) {
         st = p->a_first ? execute_a_first(p, in, out, stream) : execute_b_first(p, in, out, stream);
-        if (p->done) {
-            fm_status rs = cu(cudaEventRecord(p->done, (cudaStream_t)stream), "fm_dist_fft_execute",
-                              "recording the execute's end");
-            if (rs == FM_OK)
-                p->recorded = 1;
-            else /* the event does not mark this execute's work: wait for it here instead */
-                (void)cudaStreamSynchronize((cudaStream_t)stream);
-            if (st == FM_OK)
-                st = rs;
-        }
+        st = fm_dist_gpu_end(p->done, &p->recorded, stream, st);
         /* what failed after the last exchange (the last copy to the GPU, an NCCL enqueue, the unpack, the
          * last local transform, the record) fails every rank: no rank goes on alone into its next collective */
         if (p->size > 1)

@@ -57,6 +57,14 @@ int fm_dist_enter_device(int dev, int *prev);
 void fm_dist_leave_device(int prev);
 /* FM_ERR_INVALID_ARGUMENT unless ptr (NULL is fine) is memory cuda:device can read (emulated: anything) */
 fm_status fm_dist_check_device_ptr(const char *where, int device, const char *name, const void *ptr);
+/* An execute's start on GPU ranks (local, before its agreement): in / out device memory of `device`, the
+ * device entered (*prev: for fm_dist_leave_device), the stream made to wait for the previous execute's
+ * work (the cudaEvent_t done, once recorded). */
+fm_status fm_dist_gpu_begin(int device, const void *in, const void *out, void *done, int recorded, void *stream,
+                            int *prev);
+/* An execute's end: done (NULL: none, emulated) recorded on the stream, else the stream synchronized;
+ * returns st, or the record's failure where st is FM_OK. */
+fm_status fm_dist_gpu_end(void *done, int *recorded, void *stream, fm_status st);
 /* fm_dist_check_device_ptr of both chains' multiply arrays (NULL: none) */
 fm_status fm_dist_check_chain_arrays(const char *where, int device, const fm_tensor *pro, const fm_tensor *epi);
 

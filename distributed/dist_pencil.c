@@ -499,29 +499,9 @@ fm_status fm_dist_pencil_execute(fm_dist_pencil *p, const void *in, void *out, v
 {
 #if FM_DIST_PENCIL_GPU
     int prev = -1;
-    fm_status st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "in", in);
-    if (st == FM_OK)
-        st = fm_dist_check_device_ptr("fm_dist_fft_execute", p->device, "out", out);
-    if (st == FM_OK && !fm_dist_enter_device(p->device, &prev))
-        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: cudaSetDevice(%d) failed", p->device);
-    cudaError_t e = cudaSuccess;
-    if (st == FM_OK && p->recorded) /* the previous execute (on any stream) is done with the plan's buffers */
-        e = cudaStreamWaitEvent((cudaStream_t)stream, p->done, 0);
-    if (e != cudaSuccess)
-        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: waiting for the previous execute's work: %s",
-                     cudaGetErrorString(e));
+    fm_status st = fm_dist_gpu_begin(p->device, in, out, p->done, p->recorded, stream, &prev);
     if ((st = fm_dist_agree(p->comm, st)) == FM_OK) {
-        st = steps(p, in, out, stream);
-        if (p->done) {
-            e = cudaEventRecord(p->done, (cudaStream_t)stream);
-            if (e == cudaSuccess)
-                p->recorded = 1;
-            else /* the event does not mark this execute's work: wait for it here instead */
-                (void)cudaStreamSynchronize((cudaStream_t)stream);
-            if (st == FM_OK && e != cudaSuccess)
-                st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: recording the execute's end: %s",
-                             cudaGetErrorString(e));
-        }
+        st = fm_dist_gpu_end(p->done, &p->recorded, stream, steps(p, in, out, stream));
         /* a local failure (an enqueue, a core execute, the record) fails every rank; the exchanges were
          * entered by all */
         st = fm_dist_agree(p->comm, st);

@@ -6,53 +6,23 @@ Two ranks share the one GPU of a one-GPU machine (the staged exchange); with two
 NCCL exchange runs too. NCCL_NVLS_ENABLE=0 in every rank's environment (never NVLink multicast).
 Marked gpu: skipped without a CUDA device. Every run has a timeout, so a rank left waiting fails."""
 import importlib.util
-import os
-import shutil
-import signal
-import subprocess
-import sys
 
 import pytest
 
 import fusemath
+from mpi_launch import MARKS, run
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-LIB = os.path.join(os.path.dirname(fusemath.__file__), "libfusemath_mpi.so")
-TIMEOUT_S = 300
 HAVE_ARRAYS = any(importlib.util.find_spec(m) is not None for m in ("cupy", "torch"))
 
-pytestmark = [
-    pytest.mark.skipif(MPIRUN is None, reason="no mpirun (apt-get install openmpi-bin; scripts/setup.sh does)"),
-    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="no mpi4py (scripts/setup.sh installs it)"),
-    pytest.mark.skipif(not os.path.exists(LIB), reason="fusemath built without MPI (no libfusemath_mpi.so)"),
-]
+pytestmark = MARKS
 on_gpu = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_ARRAYS, reason="neither CuPy nor torch is installed")]
 
 
 def mpirun(np_, what, exchange, *extra):
-    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True)
-    flags = ["--oversubscribe", "--allow-run-as-root"] if "Open MPI" in version.stdout + version.stderr else []
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", FUSEMATH_DIST_EXCHANGE=exchange)
-    envflags = []
-    if flags:  # Open MPI: hand these two to every rank explicitly
-        envflags = ["-x", "NCCL_NVLS_ENABLE", "-x", "FUSEMATH_DIST_EXCHANGE"]
-    cmd = [MPIRUN, *flags, *envflags, "-np", str(np_), sys.executable, os.path.join(HERE, "mpi_dist_gpu_worker.py"),
-           what, *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env=env)
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish in {TIMEOUT_S} s (a deadlock?); its output:\n{out[-4000:]}")
-    assert proc.returncode == 0, f"FUSEMATH_DIST_EXCHANGE={exchange} {' '.join(cmd)} exited {proc.returncode}:\n" \
-                                 f"{out[-8000:]}"
-    head = f"mpi_dist_gpu_worker {what}{' --cpu' if extra else ''} on {np_} ranks: "
-    if head + "SKIPPED" in out:  # CPU ranks without FFTW-MPI
-        pytest.skip(out[out.index(head):].splitlines()[0])
-    assert head + "OK" in out, out[-4000:]
+    """SKIPPED: CPU ranks without FFTW-MPI"""
+    run(np_, "mpi_dist_gpu_worker.py", [what, *extra],
+        f"mpi_dist_gpu_worker {what}{' --cpu' if extra else ''} on {np_} ranks: ", timeout_s=300,
+        env={"NCCL_NVLS_ENABLE": "0", "FUSEMATH_DIST_EXCHANGE": exchange})
 
 
 def exchanges():

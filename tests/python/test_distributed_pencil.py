@@ -6,43 +6,15 @@ on the whole array for every grid of the size, and checks that the bad inputs ra
 on every rank.
 
 The pytest process itself never imports mpi4py's MPI (that would initialize MPI here)."""
-import importlib.util
-import os
-import shutil
-import signal
-import subprocess
-import sys
-
 import pytest
 
-import fusemath
+from mpi_launch import MARKS, run
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-LIB = os.path.join(os.path.dirname(fusemath.__file__), "libfusemath_mpi.so")
-TIMEOUT_S = 180
-
-pytestmark = [
-    pytest.mark.skipif(MPIRUN is None, reason="no mpirun (apt-get install openmpi-bin; scripts/setup.sh does)"),
-    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="no mpi4py (scripts/setup.sh installs it)"),
-    pytest.mark.skipif(not os.path.exists(LIB), reason="fusemath built without MPI (no libfusemath_mpi.so)"),
-]
+pytestmark = MARKS
 
 
 def mpirun(np_, what):
-    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True)
-    # Open MPI's: more ranks than cores, and CI runs as root
-    flags = ["--oversubscribe", "--allow-run-as-root"] if "Open MPI" in version.stdout + version.stderr else []
-    cmd = [MPIRUN, *flags, "-np", str(np_), sys.executable, os.path.join(HERE, "mpi_pencil_worker.py"), what]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # mpirun and its ranks: the session started for them
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish in {TIMEOUT_S} s (a deadlock?); its output:\n{out[-4000:]}")
-    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-8000:]}"
-    assert f"mpi_pencil_worker {what} on {np_} ranks: OK" in out, out[-4000:]
+    run(np_, "mpi_pencil_worker.py", [what], f"mpi_pencil_worker {what} on {np_} ranks: ")
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3, 4])
