@@ -9,10 +9,10 @@
  * batch index, as numpy.linalg does, or only recorded in the info output (check = 0). */
 #include "blas_provider.h"
 #include "cpu_matmul.h"
+#include "lapack_layout.h"
 
 #include <complex.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,87 +68,6 @@ typedef struct {
 } solve_call;
 
 /* ---- layout ---- */
-/* dst (column-major, leading dimension ld) = src's rows x cols with element strides rs, cs: a column at
- * a time where src's columns are contiguous, else in 32 x 32 tiles (a transpose at memory speed). */
-#define GATHER_TILES(T)                                                                                   \
-    for (int64_t i0 = 0; i0 < rows; i0 += 32)                                                             \
-        for (int64_t j0 = 0; j0 < cols; j0 += 32) {                                                       \
-            const int64_t i1 = fm_min_i64(rows, i0 + 32), j1 = fm_min_i64(cols, j0 + 32);                 \
-            for (int64_t j = j0; j < j1; j++)                                                             \
-                for (int64_t i = i0; i < i1; i++)                                                         \
-                    ((T *)dst)[i + j * ld] = ((const T *)src)[i * rs + j * cs];                           \
-        }
-typedef struct { uint64_t lo, hi; } u128;
-static void gather(char *dst, int64_t ld, const char *src, int64_t rs, int64_t cs, int64_t rows, int64_t cols,
-                   size_t es)
-{
-    if (rs == 1 || rows == 1) {
-        for (int64_t j = 0; j < cols; j++)
-            memcpy(dst + (size_t)(j * ld) * es, src + j * cs * (int64_t)es, (size_t)rows * es);
-        return;
-    }
-    switch (es) {
-    case 4: GATHER_TILES(uint32_t) break;
-    case 8: GATHER_TILES(uint64_t) break;
-    default: GATHER_TILES(u128) break;
-    }
-}
-
-/* fn(arg, j0, j1) over the columns [0, cols) of a matrix of `bytes`, in up to par ranges on the pool.
- * One entry's copies and checks are memory passes that a single thread ran at a fifth of the machine's
- * bandwidth: at n = 4096 f64 (128 MiB) they took a third of a 16-thread cholesky (129 -> 79 ms on the
- * H200 host). Below 64 MiB they stay serial: at n = 1024 (8 MiB) the pool's threads, sharing the cores
- * with OpenBLAS's workers still spinning after the last call, made a 5 ms cholesky take 114. */
-typedef void (*cols_fn)(void *arg, int64_t j0, int64_t j1);
-typedef struct {
-    cols_fn fn;
-    void *arg;
-    int64_t cols, per;
-} cols_job;
-static void cols_item(void *arg, int64_t item)
-{
-    const cols_job *j = arg;
-    const int64_t j0 = item * j->per, j1 = fm_min_i64(j->cols, j0 + j->per);
-    if (j0 < j1)
-        j->fn(j->arg, j0, j1);
-}
-static void for_cols(int par, int64_t cols, size_t bytes, cols_fn fn, void *arg)
-{
-    if (par <= 1 || cols < 2 || bytes < ((size_t)64 << 20)) {
-        fn(arg, 0, cols);
-        return;
-    }
-    const int parts = (int)fm_min_i64(par, cols);
-    cols_job j = {fn, arg, cols, (cols + parts - 1) / parts};
-    fm_pool_run(parts, parts, cols_item, &j);
-}
-
-typedef struct {
-    char *dst;
-    const char *src;
-    int64_t ld, rs, cs, rows;
-    size_t es;
-} gather_job;
-static void gather_cols(void *arg, int64_t j0, int64_t j1)
-{
-    const gather_job *g = arg;
-    gather(g->dst + (size_t)(j0 * g->ld) * g->es, g->ld, g->src + j0 * g->cs * (int64_t)g->es, g->rs, g->cs, g->rows,
-           j1 - j0, g->es);
-}
-/* gather on par threads */
-static void pgather(int par, char *dst, int64_t ld, const char *src, int64_t rs, int64_t cs, int64_t rows,
-                    int64_t cols, size_t es)
-{
-    gather_job g = {dst, src, ld, rs, cs, rows, es};
-    for_cols(par, cols, (size_t)(rows * cols) * es, gather_cols, &g);
-}
-
-/* dst (C-contiguous rows x cols) = src (column-major, ld). */
-static void scatter(int par, char *dst, const char *src, int64_t ld, int64_t rows, int64_t cols, size_t es)
-{
-    pgather(par, dst, cols, src, ld, 1, cols, rows, es); /* dst^T is column-major with leading dimension cols */
-}
-
 static void gather_slot(const solve_call *c, int slot, int64_t b, char *dst, int64_t ld, int64_t rows,
                         int64_t cols, int transposed)
 {
@@ -156,16 +75,16 @@ static void gather_slot(const solve_call *c, int slot, int64_t b, char *dst, int
     const char *base = (const char *)c->ptrs[slot] + fm_solve_batch_offset(c->x->p, slot, b) * (int64_t)c->x->es;
     const int64_t rs = t->strides[t->ndim - 2], cs = t->strides[t->ndim - 1];
     if (transposed) /* square: a^T's rows are a's columns */
-        pgather(c->par, dst, ld, base, cs, rs, cols, rows, c->x->es);
+        fm_lapack_gather(c->par, dst, ld, base, cs, rs, cols, rows, c->x->es);
     else
-        pgather(c->par, dst, ld, base, rs, cs, rows, cols, c->x->es);
+        fm_lapack_gather(c->par, dst, ld, base, rs, cs, rows, cols, c->x->es);
 }
 
 /* dst (C-contiguous n x n) = the column-major n x n at src read row by row: (src's matrix)^T; the
  * rows are contiguous copies (gather's column-at-a-time case with dst's rows as its columns). */
 static void copy_rows(int par, char *dst, const char *src, int64_t ld, int64_t n, size_t es)
 {
-    pgather(par, dst, n, src, 1, ld, n, n, es);
+    fm_lapack_gather(par, dst, n, src, 1, ld, n, n, es);
 }
 
 static char *out_at(const solve_call *c, int slot, int64_t b, int64_t per_entry, size_t es)
@@ -181,44 +100,9 @@ static void put_matrix(const solve_call *c, int slot, int64_t b, const char *buf
     const fm_tensor *t = &c->x->p->t[slot];
     char *dst = out_at(c, slot, b, rows * cols, c->x->es);
     if (rows * cols > 0 && t->strides[t->ndim - 2] == 1 && rows > 1)
-        pgather(c->par, dst, rows, buf, 1, ld, rows, cols, c->x->es);
+        fm_lapack_gather(c->par, dst, rows, buf, 1, ld, rows, cols, c->x->es);
     else
-        scatter(c->par, dst, buf, ld, rows, cols, c->x->es);
-}
-
-/* Whether rows x cols of column-major w are all finite. */
-static int all_finite(const solve_impl *x, const char *w, int64_t ld, int64_t rows, int64_t cols)
-{
-    const int k = x->ti >= 2 ? 2 : 1;
-    for (int64_t j = 0; j < cols; j++)
-        for (int64_t i = 0; i < rows * k; i++) {
-            const size_t at = (size_t)(j * ld * k + i);
-            if (x->rs == 4 ? !isfinite(((const float *)w)[at]) : !isfinite(((const double *)w)[at]))
-                return 0;
-        }
-    return 1;
-}
-
-typedef struct {
-    const solve_impl *x;
-    const char *w;
-    int64_t ld, rows;
-    atomic_int bad;
-} finite_job;
-static void finite_cols(void *arg, int64_t j0, int64_t j1)
-{
-    finite_job *f = arg;
-    if (!atomic_load_explicit(&f->bad, memory_order_relaxed) &&
-        !all_finite(f->x, f->w + (size_t)(j0 * f->ld) * f->x->es, f->ld, f->rows, j1 - j0))
-        atomic_store_explicit(&f->bad, 1, memory_order_relaxed);
-}
-/* all_finite on par threads */
-static int pall_finite(int par, const solve_impl *x, const char *w, int64_t ld, int64_t rows, int64_t cols)
-{
-    finite_job f = {.x = x, .w = w, .ld = ld, .rows = rows};
-    atomic_init(&f.bad, 0);
-    for_cols(par, cols, (size_t)(rows * cols) * x->es, finite_cols, &f);
-    return !atomic_load(&f.bad);
+        fm_lapack_scatter(c->par, dst, buf, ld, rows, cols, c->x->es);
 }
 
 /* re + i im (CMPLX is C11 but not every compiler's libc has it: clang on glibc 2.36 lacked it) */
@@ -251,29 +135,6 @@ static void put(const solve_impl *x, char *dst, int64_t at, double complex v, in
     } else {
         ((double *)dst)[2 * at] = creal(v), ((double *)dst)[2 * at + 1] = cimag(v);
     }
-}
-
-/* Zero the strict lower (lower = 1) or upper triangle of column-major rows x cols w: one run per column. */
-typedef struct {
-    char *w;
-    int64_t ld, rows;
-    size_t es;
-    int lower;
-} zero_job;
-static void zero_cols(void *arg, int64_t j0, int64_t j1)
-{
-    const zero_job *z = arg;
-    for (int64_t j = j0; j < j1; j++) {
-        const int64_t i0 = z->lower ? j + 1 : 0, i1 = z->lower ? z->rows : fm_min_i64(j, z->rows);
-        if (i1 > i0)
-            memset(z->w + (size_t)(i0 + j * z->ld) * z->es, 0, (size_t)(i1 - i0) * z->es);
-    }
-}
-/* the strictly lower (lower) or upper triangle of column-major w set to zero, on par threads */
-static void zero_triangle(int par, const solve_impl *x, char *w, int64_t ld, int64_t rows, int64_t cols, int lower)
-{
-    zero_job z = {w, ld, rows, x->es, lower};
-    for_cols(par, cols, (size_t)(rows * cols) * x->es, zero_cols, &z);
 }
 
 static void identity(const solve_impl *x, char *dst, int64_t n)
@@ -416,7 +277,7 @@ static lint run_triangular(const solve_call *c, int64_t b, scratch *w, entry_fai
             return -1;
         if (info == 0)
             info = first_nan_diagonal(x, w->a, lda, n);
-        zero_triangle(c->par, x, w->a, w->lda, sp->n, sp->n, uplo == 'U');
+        fm_lapack_zero_triangle(c->par, w->a, w->lda, sp->n, sp->n, x->es, uplo == 'U');
         if (x->at)
             copy_rows(c->par, out_at(c, FM_SOLVE_FACTOR, b, sp->n * sp->n, x->es), w->a, lda, sp->n, x->es);
         else
@@ -464,7 +325,7 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
         return -1;
     /* R: the upper triangle of the first rr rows (complete mode's rows past k are zero) */
     char *r = out_at(c, FM_SOLVE_FACTOR, b, rr * n, x->es);
-    scatter(c->par, r, w->a, x->lda, k, n, x->es); /* the first k rows (tiled), then the zeros below the diagonal */
+    fm_lapack_scatter(c->par, r, w->a, x->lda, k, n, x->es); /* the first k rows (tiled), then the zeros below the diagonal */
     for (int64_t i = 1; i < k; i++)
         memset(r + (size_t)(i * n) * x->es, 0, (size_t)fm_min_i64(i, n) * x->es);
     if (rr > k)
@@ -474,7 +335,7 @@ static lint run_qr(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     const int64_t qc = sp->qr_mode == 1 ? m : k; /* Q's columns */
     char *q = w->u;                               /* m x qc, leading dimension lda */
     memset(q, 0, (size_t)(x->lda * (qc > 0 ? qc : 1)) * x->es);
-    pgather(c->par, q, x->lda, w->a, 1, x->lda, m, k < qc ? k : qc, x->es);
+    fm_lapack_gather(c->par, q, x->lda, w->a, 1, x->lda, m, k < qc ? k : qc, x->es);
     if (qc > 0 && lapack_status(((orgqr_fn)L->orgqr[x->ti])(COL_MAJOR, (lint)m, (lint)qc, (lint)k, q, (lint)x->lda,
                                                             w->tau), f, b) < 0)
         return -1;
@@ -569,8 +430,8 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     if (pr & 1u << FM_SOLVE_B)
         gather_slot(c, FM_SOLVE_B, b, w->b, x->ldb, sp->m, sp->nrhs, 0);
     if (sp->check_finite) {
-        const int bad_a = !sp->trusted_factor && !pall_finite(c->par, x, w->a, x->lda, sp->m, sp->n);
-        if (bad_a || ((pr & 1u << FM_SOLVE_B) && !pall_finite(c->par, x, w->b, x->ldb, sp->m, sp->nrhs))) {
+        const int bad_a = !sp->trusted_factor && !fm_lapack_all_finite(c->par, w->a, x->lda, sp->m, sp->n, x->es, x->rs);
+        if (bad_a || ((pr & 1u << FM_SOLVE_B) && !fm_lapack_all_finite(c->par, w->b, x->ldb, sp->m, sp->nrhs, x->es, x->rs))) {
             f->kind = FAIL_FINITE, f->batch = b, f->value = bad_a ? FM_SOLVE_A : FM_SOLVE_B;
             return -1;
         }
@@ -578,7 +439,7 @@ static lint run_entry(const solve_call *c, int64_t b, scratch *w, entry_fail *f)
     /* LAPACK's SVD and eigenvalue iterations need not end on an inf or NaN (zgelsd of the fuzzer's
      * bytes ran for minutes): such an entry did not converge (info 1), as NumPy reports it */
     if ((sp->routine == FM_SOLVE_GESDD || sp->routine == FM_SOLVE_GELSD || sp->routine == FM_SOLVE_SYEVD) &&
-        !pall_finite(c->par, x, w->a, x->lda, sp->m, sp->n))
+        !fm_lapack_all_finite(c->par, w->a, x->lda, sp->m, sp->n, x->es, x->rs))
         return 1;
     switch (sp->routine) {
     case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: case FM_SOLVE_TRTRS: return run_triangular(c, b, w, f);
