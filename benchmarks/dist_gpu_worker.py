@@ -8,13 +8,14 @@ its time the maximum over ranks, per round the median of the round's calls:
   dist_slab     FFT(x, comm, global_shape).plan() .execute(x, out=y)        slab -> slab (two exchanges)
   dist_T        the same with layout_out="transposed"                       (one exchange)
   dist_chain    dist_slab with prolog {scale, multiply} and epilog {scale, multiply} (each rank's blocks)
+  dist_pencil   decomposition="pencil" on MPI_Dims_create's grid, z-pencils in and out (np >= 2)
   local_fft     the first stage alone: fusemath.fft over axes (1, 2) of the rank's slab (its local cuFFT)
   pack_est, staged_exchange_est   estimates of the other stages outside the library: every peer's column
-                block of the slab copied contiguous (CuPy), and the slab's bytes device -> host, MPI_Alltoall
-                (even splits only), host -> device (one exchange; the slab output makes two)
+                block of the slab copied contiguous (CuPy), and the slab's bytes device -> pinned host,
+                MPI_Alltoall (even splits only), pinned host -> device (one exchange; the slab output makes two)
   one_gpu       (np = 1 only, and on rank 0 otherwise: the rank alone) fusemath.fft over all three axes of the
                 whole global array on one GPU: what the distributed transform is compared with
-The result of dist_slab is checked against one_gpu's slab of the same global array (the largest difference
+The results of dist_slab and dist_pencil are checked against one_gpu's slab of the same global array (the largest difference
 over the largest value of the whole output, <= 1e-4, f32 over 512^3). Figures to compare with (../shared/GPU-MACHINE.md, nvidia-h200-x2, local cuFFT + NCCL
 all-to-all): 0.37 / 2.09 / 15.8 ms at 256^3 / 512^3 / 1024^3 on 2 GPUs against 0.24 / 1.83 / 14.8 ms on one."""
 import argparse
@@ -75,11 +76,13 @@ def main():
             json.dump(out, f, indent=1)
 
 
-def field(cp, shape, lo, hi):
-    """rows [lo, hi) of a deterministic complex64 global array (the same values on every rank)"""
+def field(cp, shape, lo, hi, off=(0, 0), loc=None):
+    """rows [lo, hi) of a deterministic complex64 global array (the same values on every rank), axes 1 and 2
+    from off for loc values (default: whole)"""
+    loc = loc or shape[1:]
     i0 = cp.arange(lo, hi, dtype=cp.float32)[:, None, None]
-    i1 = cp.arange(shape[1], dtype=cp.float32)[None, :, None]
-    i2 = cp.arange(shape[2], dtype=cp.float32)[None, None, :]
+    i1 = cp.arange(off[0], off[0] + loc[0], dtype=cp.float32)[None, :, None]
+    i2 = cp.arange(off[1], off[1] + loc[1], dtype=cp.float32)[None, None, :]
     ph = 0.37 * i0 + 1.3 * i1 * i1 / shape[1] + 0.11 * i2 + 0.05 * i0 * i2 / shape[2]
     return (cp.cos(ph) + 1j * cp.sin(1.7 * ph + 0.3 * i1)).astype(cp.complex64)
 
@@ -91,6 +94,15 @@ def one_shape(cp, shape, sync, args):
     x = field(cp, shape, off[0], off[0] + loc[0])
     win = cp.broadcast_to(cp.hanning(shape[0]).astype(cp.float32)[off[0]:off[0] + loc[0], None, None], loc).copy()
     row = {"shape": list(shape), "local": list(loc)}
+    pencil = size > 1
+    if pencil:
+        ploc, poff = fd.local_shape(shape, comm, decomposition="pencil")
+        px = field(cp, shape, poff[0], poff[0] + ploc[0], poff[1:], ploc[1:])
+        fp = fd.FFT(px, comm, global_shape=shape, decomposition="pencil")
+        fp.plan()
+        py = cp.empty(fp.out_local_shape, cp.complex64)
+        pout = fd.local_shape(shape, comm, which="out", decomposition="pencil")
+        row["pencil_local"] = list(ploc)
     with fd.FFT(x, comm, global_shape=shape) as fs, fd.FFT(x, comm, global_shape=shape, layout_out="transposed") as ft, \
             fd.FFT(x, comm, global_shape=shape) as fc:
         fs.plan()
@@ -100,26 +112,40 @@ def one_shape(cp, shape, sync, args):
         ys, yt, yc = (cp.empty(f.out_local_shape, cp.complex64) for f in (fs, ft, fc))
         row["describe"] = {"dist_slab": fs.describe(), "dist_T": ft.describe(), "dist_chain": fc.describe()}
         fs.execute(x, out=ys)
+        if pencil:
+            row["describe"]["dist_pencil"] = fp.describe()
+            fp.execute(px, out=py)
         sync()
         # the check: each rank's block against the one-GPU transform of the whole array (one rank at a time)
-        num = den = 0.0  # the largest difference over the largest value of the whole output (a rank's own
-        for r in range(size):  # block's largest can be far below the peak, which inflated a per-block ratio)
+        num = den = pnum = 0.0  # the largest difference over the largest value of the whole output (a rank's
+        for r in range(size):  # own block's largest can be far below the peak, which inflated a per-block ratio)
             if r == rank and loc[0] > 0:
                 full = field(cp, shape, 0, shape[0])
                 ref = SerialFFT(full, axes=(0, 1, 2))
                 ref.plan(effort="estimate")
-                mine = ref.execute()[off[0]:off[0] + loc[0]]
+                whole = ref.execute()
+                mine = whole[off[0]:off[0] + loc[0]]
                 num, den = float(cp.abs(ys - mine).max()), float(cp.abs(mine).max())
-                del full, ref, mine
+                if pencil:
+                    (pl, po) = pout
+                    blk = whole[po[0]:po[0] + pl[0], po[1]:po[1] + pl[1], po[2]:po[2] + pl[2]]
+                    pnum = float(cp.abs(py - blk).max()) if blk.size else 0.0
+                    del blk
+                del full, ref, mine, whole
                 cp.get_default_memory_pool().free_all_blocks()
             comm.Barrier()
-        row["rel_err_vs_one_gpu"] = comm.allreduce(num, op=MPI.MAX) / max(comm.allreduce(den, op=MPI.MAX), 1e-30)
+        peak = max(comm.allreduce(den, op=MPI.MAX), 1e-30)
+        row["rel_err_vs_one_gpu"] = comm.allreduce(num, op=MPI.MAX) / peak
+        if pencil:
+            row["pencil_rel_err_vs_one_gpu"] = comm.allreduce(pnum, op=MPI.MAX) / peak
         local_plan = SerialFFT(x, axes=(1, 2))
         local_plan.plan(effort="estimate")
         # the stages' costs, estimated outside the library: a pack (every peer's column block copied
         # contiguous) and the staged exchange of the slab's bytes (device -> host, MPI_Alltoall, host -> device)
         bounds = comm.allgather(fd.local_shape(shape, comm, which="out", layout="transposed"))
-        host_s, host_r = np.empty(x.size, np.complex64), np.empty(x.size, np.complex64)
+        pinned = [cp.cuda.alloc_pinned_memory(x.nbytes) for _ in range(2)]  # as the library stages: pinned
+        host_s, host_r = (np.frombuffer(m, np.complex64, x.size).reshape(x.shape) for m in pinned)
+        back = cp.empty_like(x)
 
         def pack():
             for (lt, ot) in bounds:
@@ -127,19 +153,24 @@ def one_shape(cp, shape, sync, args):
                     x[:, ot[0]:ot[0] + lt[0]].copy()
 
         def staged():
-            host_s[...] = cp.asnumpy(x).reshape(-1) if hasattr(cp, "asnumpy") else x.reshape(-1)
+            x.get(out=host_s)
             if size > 1 and x.size % size == 0:
                 comm.Alltoall(host_s, host_r)
-            cp.asarray(host_r)
+            back.set(host_r)
         cases = {"dist_slab": lambda: fs.execute(x, out=ys), "dist_T": lambda: ft.execute(x, out=yt),
                  "dist_chain": lambda: fc.execute(x, out=yc), "local_fft": lambda: local_plan.execute(),
                  "pack_est": pack, "staged_exchange_est": staged}
+        if pencil:
+            cases["dist_pencil"] = lambda: fp.execute(px, out=py)
         per = {k: [] for k in cases}
         names = list(cases)
         for r in range(args.rounds):
             for k in names[r % len(names):] + names[:r % len(names)]:
                 per[k].append(timed(cases[k], sync, args.budget))
         row["median_s"] = {k: statistics.median(v) for k, v in per.items()}
+        row["pinned_estimate"] = True
+        if pencil:
+            fp.close()
         row["ratios"] = {"dist_chain/dist_slab": statistics.median(c / s for c, s in zip(per["dist_chain"],
                                                                                       per["dist_slab"]))}
         t = None  # the one-GPU transform of the whole array, on rank 0 alone (the others wait)

@@ -618,13 +618,18 @@ def distributed_gpu(runs):
             ex = ex[ex.find("exchange=") + 9:].split(" order=")[0] if "exchange=" in ex else NR
             rows.append([run["np"], run.get("gpus", NR), "x".join(map(str, r["shape"])), fms(ms.get("dist_slab", 0)),
                          fms(ms.get("dist_T", 0)), f3(r.get("ratios", {}).get("dist_chain/dist_slab")),
-                         fms(ms.get("local_fft", 0)), fms(ms.get("pack_est", 0)), fms(ms.get("one_gpu", 0)),
-                         f"{r.get('rel_err_vs_one_gpu', 0):.2g}", ex, f"`{short(name)}`"])
+                         fms(ms.get("dist_pencil", 0)) if "dist_pencil" in ms else "-",
+                         fms(ms.get("local_fft", 0)), fms(ms.get("pack_est", 0)),
+                         fms(ms.get("staged_exchange_est", 0)) if r.get("pinned_estimate") else "-",
+                         fms(ms.get("one_gpu", 0)), f"{r.get('rel_err_vs_one_gpu', 0):.2g}", ex, f"`{short(name)}`"])
         gpu = picked[-1][4].get("machine", {}).get("nvidia_smi", {}).get("name", NR)
         text.append(f"\n### GPU ranks: {tag} ({gpu})\nms per call, the maximum over ranks; local FFT and packing"
-                    f" are one rank's; one GPU = the whole transform on one GPU (fusemath's cuFFT path).\n\n"
-                    + md(["np", "GPUs", "shape (c64)", "slab ms", "transposed ms", "chain / plain", "local FFT ms",
-                          "pack ms", "one GPU ms", "rel. error", "exchange", "run"], rows)
+                    f" are one rank's; staged exchange = one exchange of the slab outside the library (pinned host"
+                    f" buffers, MPI_Alltoall; runs before 2026-12-04 timed pageable copies and are not shown); one GPU"
+                    f" = the whole transform on one GPU (fusemath's cuFFT path).\n\n"
+                    + md(["np", "GPUs", "shape (c64)", "slab ms", "transposed ms", "chain / plain", "pencil ms",
+                          "local FFT ms", "pack ms", "staged exchange ms", "one GPU ms", "rel. error", "exchange",
+                          "run"], rows)
                     + runs_list([(None, n) for _, _, n, _, _ in picked], runs))
     return "".join(text), []
 

@@ -121,21 +121,57 @@ static const char kernel_source[] =
     "    if (phase == 0 && (piv[t] < 1 || piv[t] > n)) { atomicMin(bad, (unsigned long long)t); info[b] = -7; }\n"
     "    if (phase == 1 && info[b] == -7) piv[t] = t - b * n + 1; } }\n"
     /* getrs's row interchanges as one permutation (row i of P b is row perm[i] of b), composed in
-     * shared memory (n <= FM_PERM_MAX): warp 0 reads the pivots 32 at a time (one coalesced load, not a
-     * dependent global load per swap) and lane 0 applies them in order (the swaps are sequential); a
-     * pivot outside 1..n is skipped, never an index past s (trusted pivots are not checked) */
+     * shared memory (n <= FM_PERM_MAX) by warp 0, 32 swaps at a time. getrf's pivots (p >= i) leave a
+     * swap's position i final, so a chunk is parallel: step i reads positions i and p, which only the
+     * chunk's earlier steps may have written (each its p, with the value it read at its i); each lane
+     * finds the last such step (__match_any_sync for p, a ballot of the in-chunk pivots for i) and follows
+     * the chain by pointer jumping (at most 5 rounds for 32 steps; none where no pivot stays in the chunk). A chunk holding a pivot below its step (not getrf's: LAPACK's laswp still
+     * swaps in order) runs its swaps one by one. Lane 0 doing every swap in order took 176 us at n =
+     * 4096 on the H200. A pivot outside 1..n is skipped, never an index past s (trusted pivots are not
+     * checked) */
+    "__device__ void perm_chunk(int *s, int i0, long long q, long long n, int lane) {\n"
+    "  const unsigned all = 0xffffffffu;\n"
+    "  const int i = i0 + lane, live = i < n;\n"
+    "  const int p = live && q >= 0 && q < n ? (int)q : i;\n"
+    "  if (__any_sync(all, p < i)) {\n"
+    "    for (int l = 0; l < 32 && i0 + l < n; l++) {\n"
+    "      const int pl = __shfl_sync(all, p, l);\n"
+    "      if (lane == 0) { const int v = s[i0 + l]; s[i0 + l] = s[pl]; s[pl] = v; } }\n"
+    "    __syncwarp();\n"
+    "    return; }\n"
+    "  /* the last earlier step of the chunk that wrote position p (same p), and position i (its p is i) */\n"
+    "  const unsigned same = __match_any_sync(all, p), below = same & ((1u << lane) - 1u);\n"
+    "  const int srcp = below ? 31 - __clz(below) : -1;\n"
+    "  int src = -1;\n"
+    "  for (unsigned hits = __ballot_sync(all, p != i && p < i0 + 32); hits; hits &= hits - 1u) {\n"
+    "    const int j = __ffs(hits) - 1;\n"
+    "    if (__shfl_sync(all, p, j) == i) src = j; }\n"
+    "  int cur = live ? s[i] : 0; /* position i's value before step i: cur of step src, or s[i] */\n"
+    "  const int atp = live ? s[p] : 0;\n"
+    "  while (__any_sync(all, src >= 0)) { /* pointer jumping: at most 5 rounds for 32 steps */\n"
+    "    const int from = src < 0 ? lane : src;\n"
+    "    const int s2 = __shfl_sync(all, src, from), v2 = __shfl_sync(all, cur, from);\n"
+    "    if (src >= 0) { cur = v2; src = s2; } }\n"
+    "  const int vp = __shfl_sync(all, cur, srcp < 0 ? lane : srcp);\n"
+    "  const int fin = srcp < 0 ? atp : vp; /* position p's value before step i: position i's for good */\n"
+    "  __syncwarp();\n"
+    "  if (live) s[i] = fin;\n"
+    "  if (live && p >= i0 + 32 && (same >> lane) == 1u) s[p] = cur; /* the chunk's last write of p */\n"
+    "  __syncwarp(); }\n"
+    /* the pivots read 8 chunks (256 steps) at a time, one global latency for 8 chunks' work */
     "extern \"C\" __global__ void fm_sv_perm(const long long *piv, long long n, int *perm) {\n"
     "  __shared__ int s[12288];\n"
     "  for (long long i = threadIdx.x; i < n; i += blockDim.x) s[i] = (int)i;\n"
     "  __syncthreads();\n"
     "  if (threadIdx.x < 32) {\n"
     "    const int lane = threadIdx.x;\n"
-    "    for (long long i0 = 0; i0 < n; i0 += 32) {\n"
-    "      const long long mine = i0 + lane < n ? piv[i0 + lane] - 1 : -1;\n"
-    "      const int cnt = n - i0 < 32 ? (int)(n - i0) : 32;\n"
-    "      for (int l = 0; l < cnt; l++) {\n"
-    "        const long long p = __shfl_sync(0xffffffffu, mine, l);\n"
-    "        if (lane == 0 && p >= 0 && p < n) { const long long i = i0 + l; const int v = s[i]; s[i] = s[p]; s[p] = v; } } } }\n"
+    "    for (int i8 = 0; i8 < n; i8 += 256) {\n"
+    "      long long q[8];\n"
+    "#pragma unroll\n"
+    "      for (int u = 0; u < 8; u++) { const long long i = i8 + 32 * u + lane; q[u] = i < n ? piv[i] - 1 : -1; }\n"
+    "#pragma unroll\n"
+    "      for (int u = 0; u < 8; u++)\n"
+    "        if (i8 + 32 * u < n) perm_chunk(s, i8 + 32 * u, q[u], n, lane); } }\n"
     "  __syncthreads();\n"
     "  for (long long i = threadIdx.x; i < n; i += blockDim.x) perm[i] = s[i]; }\n"
     /* info 1 (not converged) where fm_sv_lsqfin flagged a non-finite entry (flag -1): eigh's NaN rule */
@@ -165,13 +201,17 @@ static const char kernel_source[] =
     "  return make_float2((a.x * b.x + a.y * b.y) / d, (a.y * b.x - a.x * b.y) / d); }\n"
     "__device__ double2 div_of(double2 a, double2 b) { const double d = b.x * b.x + b.y * b.y;\n"
     "  return make_double2((a.x * b.x + a.y * b.y) / d, (a.y * b.x - a.x * b.y) / d); }\n"
-    /* op(a) x = b by tiles of bs rows (bs <= 64, bs * (bs + 1) * sizeof(T) <= 33280 bytes), one launch per
+    /* op(a) x = b by tiles of bs rows (bs <= 64, bs * (bs + 1) * sizeof(T) <= 33280 bytes; bs <= 64 reciprocals
+     * after them), one launch per
      * tile jb in solve order (cusolver_trsm.c): every tile q >= jb still to solve first subtracts
      * op(a)[q, jb - 1] x[jb - 1] (the tile solved by the launch before), then tile jb solves its diagonal
      * block by substitution. A thread block per (tile, 4 right-hand sides), a warp per right-hand side
      * holding its tile's rows in registers (rows lane and lane + 32), x_j broadcast by a shuffle; the
      * blocks of op(a) staged in shared memory with op applied (leading dimension bs + 1: no bank
-     * conflicts), read along a's contiguous axis. mode: 1 lower, 2 / 4 op T / C, 8 unit. This replaced a
+     * conflicts), read along a's contiguous axis; the diagonal's reciprocals computed up front, in parallel,
+     * so that a row's step is a multiply, a shuffle and a fused multiply-add (the IEEE division in the chain
+     * made a launch take ~38 us on the H200, almost all of it the 64 steps; a reciprocal rounds once more,
+     * as cuBLAS's and MAGMA's blocked solves do). mode: 1 lower, 2 / 4 op T / C, 8 unit. This replaced a
      * substitution kernel and a cuBLAS gemm per 64-row block (two launches, the kernel keeping x in
      * shared memory behind two __syncwarp per step), whose launches and steps bound Solver.solve */
     "__device__ float shfl_of(float v, int s) { return __shfl_sync(0xffffffffu, v, s); }\n"
@@ -180,55 +220,90 @@ static const char kernel_source[] =
     "  v.x = __shfl_sync(0xffffffffu, v.x, s); v.y = __shfl_sync(0xffffffffu, v.y, s); return v; }\n"
     "__device__ double2 shfl_of(double2 v, int s) {\n"
     "  v.x = __shfl_sync(0xffffffffu, v.x, s); v.y = __shfl_sync(0xffffffffu, v.y, s); return v; }\n"
-    /* op(a)'s rows r0.. (rq) x columns c0.. (rc) into m (column-major, leading dimension ld) */
-    "template <class T> __device__ void stage_op(const T *a, long long n, long long r0, long long c0, int rq, int rc,\n"
-    "    int ld, int tr, int cj, T *m) {\n"
-    "  for (int t = threadIdx.x; t < rq * rc; t += blockDim.x) {\n"
-    "    const int ii = tr ? t / rc : t % rq, jj = tr ? t % rc : t / rq;\n"
-    "    const long long I = r0 + ii, J = c0 + jj;\n"
-    "    const T v = tr ? a[J + I * n] : a[I + J * n];\n"
-    "    m[ii + jj * ld] = cj ? conj_of(v) : v; } }\n"
-    "template <class T> __device__ void trsv_body(const T *a, T *b, long long n, long long k, int jb, int nb, int bs,\n"
+    /* op(a)'s rows r0.. (rq) x columns c0.. (rc) into v, PER values a thread of 128 (128 * PER = BS * BS):
+     * every load issued before any is used. A full tile (every one but a short last) takes the branch-free
+     * path, its indices shifts of a compile-time BS, so the loads overlap; a guarded load per value and a
+     * division per index made each launch's staging take ~4 us on the H200 */
+    "template <class T, int BS, int PER> __device__ void stage_load(const T *a, long long n, long long r0,\n"
+    "    long long c0, int rq, int rc, int tr, T (&v)[PER]) {\n"
+    "  if (rq == BS && rc == BS) { /* value t: (fast, slow) = (t % BS, t / BS) along a's contiguous axis */\n"
+    "    const T *base = tr ? a + c0 + r0 * n : a + r0 + c0 * n;\n"
+    "#pragma unroll\n"
+    "    for (int u = 0; u < PER; u++) { const int t = threadIdx.x + u * 128; v[u] = base[t % BS + (t / BS) * n]; }\n"
+    "    return; }\n"
+    "#pragma unroll\n"
+    "  for (int u = 0; u < PER; u++) {\n"
+    "    const int t = threadIdx.x + u * 128, ii = tr ? t / rc : t % rq, jj = tr ? t % rc : t / rq;\n"
+    "    if (t < rq * rc) v[u] = tr ? a[c0 + jj + (r0 + ii) * n] : a[r0 + ii + (c0 + jj) * n]; } }\n"
+    /* ... into m (column-major, leading dimension BS + 1), conjugated for op C */
+    "template <class T, int BS, int PER> __device__ void stage_store(const T (&v)[PER], int rq, int rc, int tr, int cj,\n"
+    "    T *m) {\n"
+    "  constexpr int LD = BS + 1;\n"
+    "  const int full = rq == BS && rc == BS;\n"
+    "#pragma unroll\n"
+    "  for (int u = 0; u < PER; u++) {\n"
+    "    const int t = threadIdx.x + u * 128;\n"
+    "    const int ii = full ? (tr ? t / BS : t % BS) : (tr ? t / rc : t % rq);\n"
+    "    const int jj = full ? (tr ? t % BS : t / BS) : (tr ? t % rc : t / rq);\n"
+    "    if (full || t < rq * rc) m[ii + jj * LD] = cj ? conj_of(v[u]) : v[u]; } }\n"
+    /* blockDim.x is 128 (cusolver_trsm.c); BS = 64 rows a tile, 32 for c128 (cusolver_trsm.c's bs, which it
+     * passes). The loops are branch-free (rows past a short tile compute values never stored; solved rows
+     * kept by a select), so the shared loads and shuffles of later steps overlap the chain: with a branch
+     * around each row's update, a step of the update or of the substitution took ~200-430 cycles */
+    "template <class T> __device__ void trsv_body(const T *a, T *b, long long n, long long k, int jb, int nb, int,\n"
     "    int mode) {\n"
-    "  __shared__ __align__(16) char smem[33280];\n"
-    "  T *m = (T *)smem;\n"
-    "  const int ld = bs + 1, tr = (mode & 6) != 0, cj = (mode & 4) != 0, unit = (mode & 8) != 0;\n"
+    "  constexpr int BS = sizeof(T) == 16 ? 32 : 64, PER = BS * BS / 128, LD = BS + 1;\n"
+    "  __shared__ __align__(16) char smem[(BS * LD + BS) * sizeof(T)];\n"
+    "  T *m = (T *)smem, *rinv = m + BS * LD;\n"
+    "  T v[PER];\n"
+    "  const int tr = (mode & 6) != 0, cj = (mode & 4) != 0, unit = (mode & 8) != 0;\n"
     "  const int fwd = ((mode & 1) != 0) != tr;\n"
     "  const long long kq = (k + 3) / 4, g = blockIdx.x % kq;\n"
     "  const int q = jb + (int)(blockIdx.x / kq);\n"
-    "  const long long r0 = (long long)(fwd ? q : nb - 1 - q) * bs;\n"
-    "  const int rq = (int)(n - r0 < bs ? n - r0 : bs);\n"
+    "  const long long r0 = (long long)(fwd ? q : nb - 1 - q) * BS;\n"
+    "  const int rq = (int)(n - r0 < BS ? n - r0 : BS);\n"
     "  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
     "  const long long c = g * 4 + w;\n"
     "  const int active = c < k; /* per warp: every lane of a warp takes the same branches */\n"
     "  T *bc = b + (active ? c : 0) * n;\n"
-    "  T x0 = zero_of<T>(), x1 = zero_of<T>();\n"
+    "  const int p = jb - 1;\n"
+    "  const long long p0 = (long long)(fwd ? p : nb - 1 - p) * BS;\n"
+    "  const int rp = jb > 0 ? (int)(n - p0 < BS ? n - p0 : BS) : 0;\n"
+    "  if (jb > 0) stage_load<T, BS, PER>(a, n, r0, p0, rq, rp, tr, v);\n"
+    "  else if (q == jb) stage_load<T, BS, PER>(a, n, r0, r0, rq, rq, tr, v);\n"
+    "  T x0 = zero_of<T>(), x1 = zero_of<T>(), y0 = zero_of<T>(), y1 = zero_of<T>();\n"
     "  if (active && lane < rq) x0 = bc[r0 + lane];\n"
     "  if (active && lane + 32 < rq) x1 = bc[r0 + lane + 32];\n"
+    "  if (active && lane < rp) y0 = bc[p0 + lane];\n"
+    "  if (active && lane + 32 < rp) y1 = bc[p0 + lane + 32];\n"
     "  if (jb > 0) {\n"
-    "    const int p = jb - 1;\n"
-    "    const long long p0 = (long long)(fwd ? p : nb - 1 - p) * bs;\n"
-    "    const int rp = (int)(n - p0 < bs ? n - p0 : bs);\n"
-    "    stage_op(a, n, r0, p0, rq, rp, ld, tr, cj, m);\n"
+    "    stage_store<T, BS, PER>(v, rq, rp, tr, cj, m);\n"
     "    __syncthreads();\n"
+    "    if (q == jb) stage_load<T, BS, PER>(a, n, r0, r0, rq, rq, tr, v); /* in flight during the update */\n"
     "    if (active) {\n"
-    "      const T y0 = lane < rp ? bc[p0 + lane] : zero_of<T>(), y1 = lane + 32 < rp ? bc[p0 + lane + 32] : zero_of<T>();\n"
+    "#pragma unroll 8\n"
     "      for (int jj = 0; jj < rp; jj++) {\n"
     "        const T yj = shfl_of(jj < 32 ? y0 : y1, jj & 31);\n"
-    "        if (lane < rq) x0 = sub_of(x0, mul_of(m[lane + jj * ld], yj));\n"
-    "        if (lane + 32 < rq) x1 = sub_of(x1, mul_of(m[lane + 32 + jj * ld], yj)); } }\n"
+    "        x0 = sub_of(x0, mul_of(m[lane + jj * LD], yj));\n"
+    "        if (BS > 32) x1 = sub_of(x1, mul_of(m[lane + 32 + jj * LD], yj)); } }\n"
     "    __syncthreads(); }\n"
     "  if (q == jb) { /* the whole thread block: q is the block's */\n"
-    "    stage_op(a, n, r0, r0, rq, rq, ld, tr, cj, m);\n"
+    "    stage_store<T, BS, PER>(v, rq, rq, tr, cj, m);\n"
     "    __syncthreads();\n"
-    "    for (int s = 0; active && s < rq; s++) {\n"
-    "      const int j = fwd ? s : rq - 1 - s, src = j & 31;\n"
-    "      T v = j < 32 ? x0 : x1;\n"
-    "      if (!unit) v = div_of(v, m[j + j * ld]);\n"
-    "      const T xj = shfl_of(v, src);\n"
-    "      if (lane == src) { if (j < 32) x0 = xj; else x1 = xj; }\n"
-    "      if ((fwd ? lane > j : lane < j) && lane < rq) x0 = sub_of(x0, mul_of(m[lane + j * ld], xj));\n"
-    "      if ((fwd ? lane + 32 > j : lane + 32 < j) && lane + 32 < rq) x1 = sub_of(x1, mul_of(m[lane + 32 + j * ld], xj)); } }\n"
+    "    if (!unit && threadIdx.x < rq) rinv[threadIdx.x] = div_of(one_of<T>(), m[threadIdx.x * (LD + 1)]);\n"
+    "    __syncthreads();\n"
+    "    if (active) {\n"
+    "#pragma unroll 8\n"
+    "      for (int s = 0; s < rq; s++) {\n"
+    "        const int j = fwd ? s : rq - 1 - s, src = j & 31;\n"
+    "        T xs = j < 32 ? x0 : x1;\n"
+    "        if (!unit) xs = mul_of(xs, rinv[j]);\n"
+    "        const T xj = shfl_of(xs, src);\n"
+    "        const T u0 = sub_of(x0, mul_of(m[lane + j * LD], xj));\n"
+    "        x0 = lane == src && j < 32 ? xj : (fwd ? lane > j : lane < j) ? u0 : x0;\n"
+    "        if (BS > 32) {\n"
+    "          const T u1 = sub_of(x1, mul_of(m[lane + 32 + j * LD], xj));\n"
+    "          x1 = lane == src && j >= 32 ? xj : (fwd ? lane + 32 > j : lane + 32 < j) ? u1 : x1; } } } }\n"
     "  if (active && lane < rq) bc[r0 + lane] = x0;\n"
     "  if (active && lane + 32 < rq) bc[r0 + lane + 32] = x1; }\n"
     /* n x k column-major rows through a permutation: gathered (dst[i] = src[perm[i]]) or scattered */

@@ -250,6 +250,28 @@ def test_blocked_triangular_solves(gpu, dt):
     assert str(gpu_err.value) == str(cpu_err.value), "the bad pivot's message differs from the CPU's"
 
 
+def test_pivot_sequences(gpu):
+    """lu_solve at n >= 1024 composes the row interchanges into one permutation on the device (fm_sv_perm:
+    32 swaps at a time in parallel where every pivot is at or below its row, as getrf's are, one by one
+    where not); given pivot sequences that stress both - one row taken again and again (long chains), each
+    row swapped with the next (a chain through the whole chunk), random rows below, random rows anywhere
+    (LAPACK's laswp still swaps in order) - give the CPU's (LAPACK getrs) answer."""
+    rng = np.random.default_rng(4242)
+    n = 1100
+    a = well(rng, n, np.float64)
+    lu, _ = fl.lu_factor(a)
+    b = rand(rng, (n, 3), np.float64)
+    rows = np.arange(n)
+    cases = {"last row": np.full(n, n - 1), "next row": np.minimum(rows + 1, n - 1),
+             "below": np.array([rng.integers(i, n) for i in rows]), "anywhere": rng.integers(0, n, n),
+             "near": np.minimum(rows + rng.integers(0, 3, n), n - 1)}
+    for name, piv in cases.items():
+        piv = piv.astype(np.int32)
+        x_cpu = fl.lu_solve((lu, piv), b)
+        x = host(gpu, fl.lu_solve((gpu.dev(lu), gpu.dev(piv)), gpu.dev(b)))
+        assert np.abs(x - x_cpu).max() <= 1e-9 * np.abs(x_cpu).max(), f"pivots {name}: GPU differs from LAPACK"
+
+
 def test_batch_on_streams(gpu):
     """A batch of mid-sized matrices (129 <= n <= 1024) runs its per-entry routines on 16 streams at
     once (cusolver_lanes.c): 20 entries wrap around the lanes; every entry checked, and a failing entry
