@@ -182,6 +182,10 @@ static cublasStatus_t getrs(const run_ctx *r, cublasOperation_t op, int n, int k
     }
 }
 
+/* getrf and potrf of a batch by the library's warp-per-entry kernels (fm_sv_lu32, fm_sv_chol32) up to this n
+ * (16 for c128, whose rows would spill past): getrfBatched and potrfBatched were slower than torch there */
+static int64_t warp_max(const cs_impl *x) { return x->ti == 3 ? 16 : 32; }
+
 static fm_status run_lu(const run_ctx *r)
 {
     const cs_impl *x = r->x;
@@ -199,7 +203,14 @@ static fm_status run_lu(const run_ctx *r)
         s = pointers(r, x->off_pb, r->ws + x->off_b, (long long)((size_t)(x->n * nr) * x->es));
     if (s == FM_OK && factored) /* the given pivots, checked into off_piv by the caller */
         s = convert(r, K_NARROW, r->ws + x->off_piv, p32, B * n);
-    for (int64_t c0 = 0; s == FM_OK && !factored && c0 < B; c0 += CHUNK)
+    if (s == FM_OK && !factored && x->n <= warp_max(x)) {
+        void *a = r->ws + x->off_a;
+        long long nn = x->n, count = B;
+        int *info = r->info;
+        void *args[5] = {&a, &nn, &count, &p32, &info};
+        s = fm_cs_launch(r->d->k[x->ti][K_LU32], "cudaLaunchKernel(fm_sv_lu32)", B * 32, args, r->stream);
+    }
+    for (int64_t c0 = 0; s == FM_OK && !factored && x->n > warp_max(x) && c0 < B; c0 += CHUNK)
         s = blas_status(getrf(r, n, pa + c0, p32 + c0 * n, r->info + c0, (int)(B - c0 < CHUNK ? B - c0 : CHUNK)),
                         "cublas<t>getrfBatched");
     if (s == FM_OK && !factored)
@@ -217,12 +228,21 @@ static fm_status run_lu(const run_ctx *r)
     return s;
 }
 
+
 static fm_status run_chol(const run_ctx *r)
 {
     const cs_impl *x = r->x;
     const fm_solve_params *sp = x->sp;
     const int n = (int)x->n;
     const int64_t B = sp->batch_count;
+    if (sp->routine == FM_SOLVE_POTRF && x->n <= warp_max(x)) {
+        void *a = r->ws + x->off_a;
+        long long nn = x->n, count = B;
+        int upper = sp->uplo != 0;
+        int *info = r->info;
+        void *args[5] = {&a, &nn, &count, &upper, &info};
+        return fm_cs_launch(r->d->k[x->ti][K_CHOL32], "cudaLaunchKernel(fm_sv_chol32)", B * 32, args, r->stream);
+    }
     void **pa = (void **)(void *)(r->ws + x->off_pa), **pb = (void **)(void *)(r->ws + x->off_pb);
     fm_status s = pointers(r, x->off_pa, r->ws + x->off_a, (long long)((size_t)(x->n * x->n) * x->es));
     const int potrs = sp->routine == FM_SOLVE_POTRS;
@@ -301,8 +321,13 @@ const char *fm_cs_batched_name(const cs_impl *x)
 {
     switch (x->sp->routine) {
     case FM_SOLVE_SYEVD: return x->eig == FM_CS_EIG_XSYEV ? "batched: XsyevBatched" : "batched: syevjBatched";
-    case FM_SOLVE_POTRF: case FM_SOLVE_POTRS: return "batched: potrfBatched / potrsBatched";
-    default: return "batched: cublas getrfBatched / getrsBatched";
+    case FM_SOLVE_POTRF:
+        return x->n <= warp_max(x) ? "batched: a warp per entry (fm_sv_chol32)" : "batched: potrfBatched";
+    case FM_SOLVE_POTRS: return "batched: potrsBatched";
+    case FM_SOLVE_GETRS: return "batched: cublas getrsBatched";
+    default:
+        return x->n <= warp_max(x) ? "batched: getrf a warp per entry (fm_sv_lu32), cublas getrsBatched"
+                                   : "batched: cublas getrfBatched / getrsBatched";
     }
 }
 

@@ -85,7 +85,8 @@ static fm_status device_state(cs_state *st, const fm_settings *set, int device, 
     static const char *const names[] = {
 #define ROW(t) "fm_sv_copy_" t, "fm_sv_finite_" t, "fm_sv_diag_" t, "fm_sv_det_" t, "fm_sv_pivots", "fm_sv_info", \
                "fm_sv_ptrs", "fm_sv_narrow", "fm_sv_perm", "fm_sv_rows_" t, "fm_sv_trsv_" t, "fm_sv_lsqfin_" t, \
-               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t, "fm_sv_flaginfo"
+               "fm_sv_lsq_" t, "fm_sv_lsqres_" t, "fm_sv_tcopy_" t, "fm_sv_flaginfo", "fm_sv_chol32_" t, \
+               "fm_sv_lu32_" t
         ROW("s"), ROW("d"), ROW("c"), ROW("z")};
 #undef ROW
     _Static_assert(sizeof names / sizeof names[0] == 4 * K_COUNT, "a name per kernel and dtype");

@@ -22,7 +22,7 @@ enum { FM_CS_DIRECT_NONE = 0, FM_CS_DIRECT_COLS = 1, FM_CS_DIRECT_ROWS = 2 };
 #define FM_CS_LANES 16 /* streams a batch of mid-sized matrices runs on at once */
 
 enum { K_COPY, K_FINITE, K_DIAG, K_DET, K_PIVOTS, K_INFO, K_PTRS, K_NARROW, K_PERM, K_ROWS, K_TRSV, K_LSQFIN, K_LSQ,
-       K_LSQRES, K_TCOPY, K_FLAGINFO, K_COUNT };
+       K_LSQRES, K_TCOPY, K_FLAGINFO, K_CHOL32, K_LU32, K_COUNT };
 
 typedef struct {
     char *dst;

@@ -272,6 +272,90 @@ def test_pivot_sequences(gpu):
         assert np.abs(x - x_cpu).max() <= 1e-9 * np.abs(x_cpu).max(), f"pivots {name}: GPU differs from LAPACK"
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 32])
+def test_batched_cholesky_warp(gpu, dt, n):
+    """cholesky of a batch of n <= 32 (16 for complex128) runs a warp per entry (fm_sv_chol32; describe-free:
+    the residual and the zero triangle say it is right): both triangles against L L^H = a; an entry whose
+    leading minor of order 3 (or 1) is not positive definite, or holds a NaN, gives the CPU's (LAPACK's)
+    message, naming the lowest failing entry."""
+    rng = np.random.default_rng(100 + n)
+    count = 300
+    s = spd(rng, n, dt, (count,))
+    S = s.astype(np.complex128)
+    for upper in (False, True):
+        f = host(gpu, fl.cholesky(gpu.dev(s), upper=upper)).astype(np.complex128)
+        tri = np.triu(np.ones((n, n), bool), 1) if not upper else np.tril(np.ones((n, n), bool), -1)
+        assert not f[:, tri].any(), f"upper={upper}: the other triangle is not zero"
+        prod = f @ np.conj(np.swapaxes(f, 1, 2)) if not upper else np.conj(np.swapaxes(f, 1, 2)) @ f
+        r = max(n1(prod[i] - S[i]) / (n * n1(S[i]) * eps(dt)) for i in range(count))
+        assert r < 30, f"upper={upper}: residual ratio {r}"
+    bad = s.copy()
+    k = min(3, n) - 1
+    bad[250, k, k] = -abs(bad[250, k, k]) * 10  # minor k + 1 fails first
+    bad[40, 0, 0] = np.nan if n > 1 else -1.0
+    for upper in (False, True):
+        with pytest.raises(fusemath.LinAlgError) as cpu_err:
+            fl.cholesky(bad, upper=upper)
+        with pytest.raises(fusemath.LinAlgError, match=r"a\[40\]") as gpu_err:
+            fl.cholesky(gpu.dev(bad), upper=upper)
+        assert str(gpu_err.value) == str(cpu_err.value), f"upper={upper}: the GPU's message differs"
+    one = s.copy()
+    one[7, k, k] = -1.0
+    with pytest.raises(fusemath.LinAlgError) as cpu_err:
+        fl.cholesky(one)
+    with pytest.raises(fusemath.LinAlgError, match=r"a\[7\]") as gpu_err:
+        fl.cholesky(gpu.dev(one))
+    assert str(gpu_err.value) == str(cpu_err.value), "the failing minor's order differs from LAPACK's"
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 32])
+def test_batched_lu_warp(gpu, dt, n):
+    """getrf of a batch of n <= 32 (16 for complex128) runs a warp per entry (fm_sv_lu32, the solves after it
+    cuBLAS's getrsBatched): lu_factor's P L U = a entry by entry with its pivots applied as LAPACK's, solve
+    (1, 2, 8, 9 right-hand sides) and inv residuals, det and slogdet
+    against the CPU's, and an exactly singular entry (a zero column: the zero pivot) reported with the
+    CPU's message, the lowest failing entry named."""
+    rng = np.random.default_rng(200 + n)
+    count = 300
+    a = rand(rng, (count, n, n), dt)
+    A = a.astype(np.complex128)
+    lu, piv = fl.lu_factor(gpu.dev(a))
+    LU, P = host(gpu, lu), np.asarray(gpu.host(piv)).astype(np.int64)
+    e = eps(dt)
+    for i in (0, 1, 150, count - 1):
+        L, U = np.tril(LU[i], -1) + np.eye(n), np.triu(LU[i])
+        pa = A[i].copy()
+        for j, p in enumerate(P[i]):  # LAPACK's order: row j swapped with row p (0-based, SciPy's)
+            pa[[j, p]] = pa[[p, j]]
+        assert n1(L @ U - pa) / (n * n1(A[i]) * e) < 30, f"entry {i}: P L U != a"
+    for k in (1, 2, 8, 9):
+        b = rand(rng, (count, n, k), dt)
+        x = host(gpu, fl.solve(gpu.dev(a), gpu.dev(b)))
+        for i in range(0, count, 37):
+            assert n1(A[i] @ x[i] - b[i]) / (n * n1(A[i]) * n1(x[i]) * e) < 300, f"solve k={k} entry {i}"
+    xi = host(gpu, fl.inv(gpu.dev(a)))
+    for i in range(0, count, 37):
+        assert n1(A[i] @ xi[i] - np.eye(n)) / (n * n1(A[i]) * n1(xi[i]) * e) < 300, f"inv entry {i}"
+    tol = 2000 * e * n  # GPU and CPU round their LUs differently: the difference grows with a's condition
+    np.testing.assert_allclose(host(gpu, fl.det(gpu.dev(a))), fl.det(a), rtol=tol)
+    sg, ld = (host(gpu, t) for t in fl.slogdet(gpu.dev(a)))
+    sg_cpu, ld_cpu = fl.slogdet(a)
+    np.testing.assert_allclose(ld.real, ld_cpu, rtol=0, atol=tol)
+    np.testing.assert_allclose(sg, sg_cpu, rtol=0, atol=tol)
+    sing = a.copy()
+    sing[260, :, n // 2] = 0
+    sing[90, :, n - 1] = 0
+    for k in (1, 9):
+        b = rand(rng, (count, n, k), dt)
+        with pytest.raises(fusemath.LinAlgError) as cpu_err:
+            fl.solve(sing, b)
+        with pytest.raises(fusemath.LinAlgError, match=r"a\[90\]") as gpu_err:
+            fl.solve(gpu.dev(sing), gpu.dev(b))
+        assert str(gpu_err.value) == str(cpu_err.value), f"k={k}: the singular entry's message differs from the CPU's"
+
+
 def test_batch_on_streams(gpu):
     """A batch of mid-sized matrices (129 <= n <= 1024) runs its per-entry routines on 16 streams at
     once (cusolver_lanes.c): 20 entries wrap around the lanes; every entry checked, and a failing entry
