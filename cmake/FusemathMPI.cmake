@@ -125,7 +125,7 @@ if(NOT FUSEMATH_WITH_DIST_GPU STREQUAL "OFF" AND FUSEMATH_HAVE_CUDA AND FUSEMATH
   # a module of its own, loaded by libfusemath_mpi at the first GPU-rank plan (dist_gpu_load.c), so that
   # libfusemath_mpi.so links no CUDA library and loads on machines without CUDA
   add_library(fusemath_mpi_cuda MODULE ${_fm_dist_gpu_sources} "${PROJECT_SOURCE_DIR}/distributed/dist_xgeom.c"
-              "${PROJECT_SOURCE_DIR}/distributed/dist_agree.c")
+              "${PROJECT_SOURCE_DIR}/distributed/dist_agree.c" "${PROJECT_SOURCE_DIR}/distributed/dist_alltoallv.c")
   set_target_properties(fusemath_mpi_cuda PROPERTIES C_VISIBILITY_PRESET hidden) # its entry only
   target_include_directories(fusemath_mpi_cuda PRIVATE "${PROJECT_SOURCE_DIR}/core/include"
                              "${PROJECT_SOURCE_DIR}/core/src")

@@ -188,9 +188,6 @@ fm_status fm_dist_exchange_create(const char *where, MPI_Comm comm, int dbl, int
         x->kind = X_HOST, snprintf(x->text, sizeof x->text, "host (emulated)");
     else
         st = choose(where, x, device_id); /* the same outcome on every rank (its inputs are agreed) */
-    if (st == FM_OK && x->kind != X_NCCL && max_elems > INT_MAX)
-        st = fm_fail(FM_ERR_TOO_LARGE, "%s: %lld elements a rank exceed MPI's int counts; use the NCCL exchange "
-                     "(FUSEMATH_DIST_EXCHANGE=nccl, one GPU per rank) or more ranks", where, (long long)max_elems);
     size_t bytes = (size_t)max_elems * (dbl ? 16 : 8);
     if (st == FM_OK && x->kind != X_NCCL && !(x->counts = calloc((size_t)x->size * 4, sizeof(int))))
         st = fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the exchange's counts", where);
@@ -237,20 +234,15 @@ static fm_status cuda_check(cudaError_t e, const char *what)
     return fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: %s: %s", what, cudaGetErrorString(e));
 }
 
-/* MPI_Alltoallv of everything but this rank's own block, on host or (CUDA-aware) device buffers */
+/* MPI_Alltoallv of everything but this rank's own block, on host or (CUDA-aware) device buffers; past
+ * MPI's int counts as messages (fm_dist_alltoallv) */
 static fm_status mpi_alltoallv(fm_dist_exchange *x, const void *send, const int64_t *sc, const int64_t *so,
                                void *recv, const int64_t *rc, const int64_t *ro)
 {
-    int *c = x->counts, n = x->size;
-    for (int p = 0; p < n; p++) {
-        int self = p == x->rank;
-        c[p] = self ? 0 : (int)sc[p], c[n + p] = (int)so[p];
-        c[2 * n + p] = self ? 0 : (int)rc[p], c[3 * n + p] = (int)ro[p];
-    }
     MPI_Datatype t = x->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
-    int r = MPI_Alltoallv(send, c, c + n, t, recv, c + 2 * n, c + 3 * n, t, x->comm);
+    int r = fm_dist_alltoallv(send, sc, so, recv, rc, ro, t, x->dbl ? 16 : 8, x->comm, x->counts, INT_MAX, 1);
     if (r != MPI_SUCCESS)
-        return fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: MPI_Alltoallv failed (%d)", r);
+        return fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: the MPI exchange failed (%d)", r);
     return FM_OK;
 }
 

@@ -48,12 +48,12 @@ static const int whole_axis[3] = {2, 1, 0};
 typedef struct pencil_xchg {
     MPI_Comm comm;                /* the pencil's row (Z <-> Y) or column (Y <-> X) communicator */
     int peers, from, to;          /* pencils */
-    int *cnt;                     /* send count, send displ, recv count, recv displ: peers entries each */
+    int64_t *cnt;                 /* send count, send displ, recv count, recv displ: peers entries each */
+    int *scratch;                 /* fm_dist_alltoallv's int counts (CPU ranks) */
     int64_t *rng;                 /* send offset, send length, recv offset, recv length (along sk / rk) */
     int64_t sdims[3], rdims[3];   /* this rank's blocks of the two pencils */
     int sk, rk;                   /* the axis each side's per-peer box is cut along */
 #if FM_DIST_PENCIL_GPU
-    int64_t *c64;                 /* cnt as the GPU exchange takes it (int64 counts and offsets) */
     fm_dist_exchange *ex;         /* the pencil's row or column exchange (not owned) */
 #endif
 } pencil_xchg;
@@ -149,9 +149,10 @@ static fm_status plan_xchg(const char *where, fm_dist_pencil *p, int a, int b, p
     block3(p->nc, a, p->P1, p->P2, p->r1, p->r2, x->sdims, (int64_t[3]){0});
     block3(p->nc, b, p->P1, p->P2, p->r1, p->r2, x->rdims, (int64_t[3]){0});
     x->sk = whole_axis[a], x->rk = whole_axis[b]; /* whole on this side, split over the peers on the other */
-    x->cnt = calloc((size_t)P * 4, sizeof(int));
+    x->cnt = calloc((size_t)P * 4, sizeof(int64_t));
     x->rng = calloc((size_t)P * 4, sizeof(int64_t));
-    if (!x->cnt || !x->rng)
+    x->scratch = calloc((size_t)P * 4, sizeof(int));
+    if (!x->cnt || !x->rng || !x->scratch)
         return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the exchange's counts", where);
     int64_t sdisp = 0, rdisp = 0;
     for (int q = 0; q < P; q++) {
@@ -160,18 +161,9 @@ static fm_status plan_xchg(const char *where, fm_dist_pencil *p, int a, int b, p
         fm_dist_block_of(p->nc[x->rk], P, q, &r[3 * P + q], &r[2 * P + q]);
         int64_t sc = prod3(x->sdims) / x->sdims[x->sk] * r[P + q]; /* the cut axis is whole: >= 1 */
         int64_t rc = prod3(x->rdims) / x->rdims[x->rk] * r[3 * P + q];
-        if (sdisp + sc > INT_MAX || rdisp + rc > INT_MAX)
-            return fm_fail(FM_ERR_TOO_LARGE, "%s: a pencil exchange moves more than %d elements per rank (MPI's "
-                           "int counts); use more ranks", where, INT_MAX);
-        x->cnt[q] = (int)sc, x->cnt[P + q] = (int)sdisp, x->cnt[2 * P + q] = (int)rc, x->cnt[3 * P + q] = (int)rdisp;
+        x->cnt[q] = sc, x->cnt[P + q] = sdisp, x->cnt[2 * P + q] = rc, x->cnt[3 * P + q] = rdisp;
         sdisp += sc, rdisp += rc;
     }
-#if FM_DIST_PENCIL_GPU
-    if (!(x->c64 = calloc((size_t)P * 4, sizeof(int64_t))))
-        return fm_fail(FM_ERR_OUT_OF_MEMORY, "%s: out of memory for the exchange's counts", where);
-    for (int i = 0; i < 4 * P; i++)
-        x->c64[i] = x->cnt[i];
-#endif
     return FM_OK;
 }
 
@@ -457,14 +449,16 @@ static fm_status run_xchg(const fm_dist_pencil *p, const pencil_xchg *x, fm_stat
     int dsend = x->sk == 0 && plain(pro) && src, drecv = x->rk == 0 && plain(epi) && dst;
     for (int q = 0; st == FM_OK && !dsend && q < P; q++)
         st = box_copy(p, 1, x->sdims, x->sk, r[q], r[P + q], (void *)(uintptr_t)src, p->s, x->cnt[P + q], pro, stream);
+    const int64_t *c = x->cnt;
 #if FM_DIST_PENCIL_GPU
-    const int64_t *c = x->c64;
     st = fm_dist_exchange_run(x->ex, st, dsend ? src : p->s, c, c + P, drecv ? dst : p->r, c + 2 * P, c + 3 * P,
                               stream);
 #else
     MPI_Datatype t = p->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
-    MPI_Alltoallv(dsend ? src : p->s, x->cnt, x->cnt + P, t, drecv ? dst : p->r, x->cnt + 2 * P, x->cnt + 3 * P, t,
-                  x->comm);
+    int mr = fm_dist_alltoallv(dsend ? src : p->s, c, c + P, drecv ? dst : p->r, c + 2 * P, c + 3 * P, t,
+                               p->dbl ? 16 : 8, x->comm, x->scratch, INT_MAX, 0);
+    if (mr != MPI_SUCCESS && st == FM_OK)
+        st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: the pencil exchange failed (MPI error %d)", mr);
 #endif
     for (int q = 0; st == FM_OK && !drecv && q < P; q++)
         st = box_copy(p, 0, x->rdims, x->rk, r[2 * P + q], r[3 * P + q], dst, p->r, x->cnt[3 * P + q], epi, stream);
@@ -531,9 +525,7 @@ void fm_dist_pencil_destroy(fm_dist_pencil *p)
         fm_plan_release(p->ops[i].plan);
         free(p->ops[i].x.cnt);
         free(p->ops[i].x.rng);
-#if FM_DIST_PENCIL_GPU
-        free(p->ops[i].x.c64);
-#endif
+        free(p->ops[i].x.scratch);
     }
     fm_context_destroy(p->ctx);
     int finalized = 0;

@@ -168,7 +168,9 @@ static const char kernel_source[] =
     "    for (int i8 = 0; i8 < n; i8 += 256) {\n"
     "      long long q[8];\n"
     "#pragma unroll\n"
-    "      for (int u = 0; u < 8; u++) { const long long i = i8 + 32 * u + lane; q[u] = i < n ? piv[i] - 1 : -1; }\n"
+    "      for (int u = 0; u < 8; u++) {\n"
+    "        const long long i = i8 + 32 * u + lane, v = i < n ? piv[i] : 0;\n"
+    "        q[u] = v >= 1 && v <= n ? v - 1 : -1; } /* checked before the subtraction: any int64 is safe */\n"
     "#pragma unroll\n"
     "      for (int u = 0; u < 8; u++)\n"
     "        if (i8 + 32 * u < n) perm_chunk(s, i8 + 32 * u, q[u], n, lane); } }\n"
@@ -197,10 +199,15 @@ static const char kernel_source[] =
     "__device__ double2 sub_of(double2 a, double2 b) { return make_double2(a.x - b.x, a.y - b.y); }\n"
     "__device__ float div_of(float a, float b) { return a / b; }\n"
     "__device__ double div_of(double a, double b) { return a / b; }\n"
-    "__device__ float2 div_of(float2 a, float2 b) { const float d = b.x * b.x + b.y * b.y;\n"
-    "  return make_float2((a.x * b.x + a.y * b.y) / d, (a.y * b.x - a.x * b.y) / d); }\n"
-    "__device__ double2 div_of(double2 a, double2 b) { const double d = b.x * b.x + b.y * b.y;\n"
-    "  return make_double2((a.x * b.x + a.y * b.y) / d, (a.y * b.x - a.x * b.y) / d); }\n"
+    /* complex division by Smith's scaling (no b.x^2 + b.y^2, which over- / underflows in f32 past |b| ~ 1.8e19
+     * or below ~1e-22: a getrf pivot or a triangular solve's diagonal of that size came out 0 or NaN) */
+    "template <class C, class R> __device__ C smith_div(C a, C b) {\n"
+    "  if (fabs((double)b.x) >= fabs((double)b.y)) { const R t = b.y / b.x, d = b.x + b.y * t;\n"
+    "    C q; q.x = (a.x + a.y * t) / d; q.y = (a.y - a.x * t) / d; return q; }\n"
+    "  const R t = b.x / b.y, d = b.x * t + b.y;\n"
+    "  C q; q.x = (a.x * t + a.y) / d; q.y = (a.y * t - a.x) / d; return q; }\n"
+    "__device__ float2 div_of(float2 a, float2 b) { return smith_div<float2, float>(a, b); }\n"
+    "__device__ double2 div_of(double2 a, double2 b) { return smith_div<double2, double>(a, b); }\n"
     /* op(a) x = b by tiles of bs rows (bs <= 64, bs * (bs + 1) * sizeof(T) <= 33280 bytes; bs <= 64 reciprocals
      * after them), one launch per
      * tile jb in solve order (cusolver_trsm.c): every tile q >= jb still to solve first subtracts
@@ -413,6 +420,8 @@ static const char kernel_source[] =
      * the diagonal, the rows swapped whole, the column divided by a non-zero pivot, info[e] = j for the
      * first exactly zero one (the factorization goes on), the rank-1 update of the rest; p32 1-based as
      * getrfBatched's, whose 10000 x 32 x 32 f32 was most of a batched solve that torch beat */
+    "__device__ float inf_of(float) { return __int_as_float(0x7f800000); }\n"
+    "__device__ double inf_of(double) { return __longlong_as_double(0x7ff0000000000000LL); }\n"
     "__device__ float mag1_of(float v) { return fabsf(v); }\n"
     "__device__ double mag1_of(double v) { return fabs(v); }\n"
     "__device__ float mag1_of(float2 v) { return fabsf(v.x) + fabsf(v.y); }\n"
@@ -430,7 +439,10 @@ static const char kernel_source[] =
     "#pragma unroll\n"
     "    for (int j = 0; j < NM; j++) {\n"
     "      if (j >= n) break;\n"
-    "      R best = lane >= j && lane < n ? mag1_of(r[j]) : (R)-1;\n"
+    /* i?amax's order: row j is where the search starts (a NaN there stays: nothing compares above it),
+     * a NaN below it never wins; so the pivot is never above the diagonal and every lane agrees */
+    "      const R mj = mag1_of(r[j]);\n"
+    "      R best = lane == j ? (mj == mj ? mj : inf_of(mj)) : lane > j && lane < n && mj == mj ? mj : (R)-1;\n"
     "      int at = lane;\n"
     "      for (int o = 16; o > 0; o >>= 1) { /* the largest, the lowest row among equals */\n"
     "        const R ob = __shfl_xor_sync(0xffffffffu, best, o);\n"

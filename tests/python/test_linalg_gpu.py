@@ -356,6 +356,33 @@ def test_batched_lu_warp(gpu, dt, n):
         assert str(gpu_err.value) == str(cpu_err.value), f"k={k}: the singular entry's message differs from the CPU's"
 
 
+@pytest.mark.parametrize("dt", [np.complex64, np.float32])
+def test_batched_lu_warp_extremes(gpu, dt):
+    """fm_sv_lu32 at the edges of the range: entries near 1e20 and 1e-20 (complex64's |b|^2 would over- and
+    underflow: the division is Smith's), and NaNs with check_finite=False (the pivot search keeps
+    i?amax's order: a pivot is never above its row, whatever the NaNs)."""
+    rng = np.random.default_rng(77)
+    count, n = 64, 8
+    for scale in (1e20, 1e-20):
+        a = (rand(rng, (count, n, n), dt) * np.float32(scale)).astype(dt)
+        A = a.astype(np.complex128)
+        lu, piv = fl.lu_factor(gpu.dev(a))
+        LU, P = host(gpu, lu), np.asarray(gpu.host(piv)).astype(np.int64)
+        for i in (0, count - 1):
+            L, U = np.tril(LU[i], -1) + np.eye(n), np.triu(LU[i])
+            pa = A[i].copy()
+            for j, p in enumerate(P[i]):
+                pa[[j, p]] = pa[[p, j]]
+            assert np.isfinite(LU[i]).all() and n1(L @ U - pa) / (n * n1(A[i]) * eps(dt)) < 30, f"scale {scale}"
+    a = rand(rng, (count, n, n), dt)
+    a[3, 0, 0] = np.nan
+    a[5, :, 2] = np.nan
+    a[9, 4, 4] = np.nan
+    _, piv = fl.lu_factor(gpu.dev(a), check_finite=False)
+    P = np.asarray(gpu.host(piv)).astype(np.int64)
+    assert ((P >= np.arange(n)) & (P < n)).all(), f"a pivot above its row: {P[[3, 5, 9]]}"
+
+
 def test_batch_on_streams(gpu):
     """A batch of mid-sized matrices (129 <= n <= 1024) runs its per-entry routines on 16 streams at
     once (cusolver_lanes.c): 20 entries wrap around the lanes; every entry checked, and a failing entry
