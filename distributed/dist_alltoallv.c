@@ -35,20 +35,34 @@ static int post(int dir, char *base, const int64_t *count, const int64_t *displ,
     return MPI_SUCCESS;
 }
 
+int fm_dist_alltoallv_fits(const int64_t *sc, const int64_t *so, const int64_t *rc, const int64_t *ro, int peers,
+                           int64_t message_max)
+{
+    if (message_max < 1 || message_max > INT_MAX)
+        message_max = INT_MAX;
+    int fits = 1;
+    for (int p = 0; p < peers; p++)
+        fits &= sc[p] <= message_max && rc[p] <= message_max && so[p] <= INT_MAX && ro[p] <= INT_MAX;
+    return fits;
+}
+
 int fm_dist_alltoallv(const void *send, const int64_t *sc, const int64_t *so, void *recv, const int64_t *rc,
                       const int64_t *ro, MPI_Datatype t, size_t esize, MPI_Comm comm, int *scratch,
-                      int64_t message_max, int skip_self)
+                      int64_t message_max, int skip_self, int path)
 {
     int n, me;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
     if (message_max < 1 || message_max > INT_MAX)
         message_max = INT_MAX;
-    int fits = 1;
-    for (int p = 0; p < n; p++)
-        fits &= sc[p] <= message_max && rc[p] <= message_max && so[p] <= INT_MAX && ro[p] <= INT_MAX;
-    /* the same path on every rank: a pair's send and receive must both be messages or both the collective */
-    MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_LAND, comm);
+    int fits = fm_dist_alltoallv_fits(sc, so, rc, ro, n, message_max);
+    if (path < 0) /* the same path on every rank: a pair's send and receive must both be messages or both
+                   * the collective */
+        MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_LAND, comm);
+    else if (path == 1 && !fits) /* the caller's agreement is wrong for these counts: never truncate */
+        return MPI_ERR_COUNT;
+    else
+        fits = path;
     if (fits) {
         for (int p = 0; p < n; p++) {
             const int self = skip_self && p == me;

@@ -35,6 +35,7 @@ struct fm_dist_exchange {
     MPI_Comm comm;
     void *host[2];   /* staged: pinned send / receive buffers */
     int *counts;     /* MPI: 4 x size ints (send counts, displacements, receive counts, displacements) */
+    int fits;        /* every rank's blocks fit MPI's int counts: one MPI_Alltoallv (else messages) */
 #if FM_DIST_HAVE_NCCL
     ncclComm_t nccl;
 #endif
@@ -198,6 +199,10 @@ fm_status fm_dist_exchange_create(const char *where, MPI_Comm comm, int dbl, int
                          bytes);
         }
     st = fm_dist_agree(comm, st);
+    if (st == FM_OK) { /* every rank is here: whether the MPI paths' exchanges are one MPI_Alltoallv, once */
+        x->fits = max_elems <= INT_MAX;
+        MPI_Allreduce(MPI_IN_PLACE, &x->fits, 1, MPI_INT, MPI_LAND, comm);
+    }
 #if FM_DIST_HAVE_NCCL
     if (st == FM_OK && x->kind == X_NCCL)
         st = nccl_init(where, x);
@@ -240,7 +245,8 @@ static fm_status mpi_alltoallv(fm_dist_exchange *x, const void *send, const int6
                                void *recv, const int64_t *rc, const int64_t *ro)
 {
     MPI_Datatype t = x->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
-    int r = fm_dist_alltoallv(send, sc, so, recv, rc, ro, t, x->dbl ? 16 : 8, x->comm, x->counts, INT_MAX, 1);
+    int r = fm_dist_alltoallv(send, sc, so, recv, rc, ro, t, x->dbl ? 16 : 8, x->comm, x->counts, INT_MAX, 1,
+                              x->fits);
     if (r != MPI_SUCCESS)
         return fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: the MPI exchange failed (%d)", r);
     return FM_OK;

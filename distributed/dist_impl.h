@@ -39,13 +39,17 @@ fm_status fm_dist_geometry(const char *where, MPI_Comm comm, int ndim, const int
  * of the lowest failing rank (its number added). */
 fm_status fm_dist_agree(MPI_Comm comm, fm_status st);
 /* Collective: MPI_Alltoallv with int64 counts and displacements (elements of t, esize bytes each;
- * dist_alltoallv.c): one MPI_Alltoallv where every count is at most message_max (INT_MAX when out of
- * 1..INT_MAX) and every displacement fits an int, else each peer's block as messages of at most
- * message_max elements. scratch: 4 x size ints. skip_self: this rank's own block is left to the caller.
- * Returns an MPI error code. */
+ * dist_alltoallv.c): one MPI_Alltoallv where every rank's counts are at most message_max (INT_MAX when
+ * out of 1..INT_MAX) and its displacements fit an int, else each peer's block as messages of at most
+ * message_max elements. path: 1 every rank's counts fit (agreed at planning: MPI_ERR_COUNT where this
+ * rank's do not, never a truncation), 0 messages, -1 agree here (an allreduce). scratch: 4 x size ints.
+ * skip_self: this rank's own block is left to the caller. Returns an MPI error code. */
 int fm_dist_alltoallv(const void *send, const int64_t *sc, const int64_t *so, void *recv, const int64_t *rc,
                       const int64_t *ro, MPI_Datatype t, size_t esize, MPI_Comm comm, int *scratch,
-                      int64_t message_max, int skip_self);
+                      int64_t message_max, int skip_self, int path);
+/* whether this rank's counts and displacements suit fm_dist_alltoallv's one MPI_Alltoallv (local) */
+int fm_dist_alltoallv_fits(const int64_t *sc, const int64_t *so, const int64_t *rc, const int64_t *ro, int peers,
+                           int64_t message_max);
 /* Collective: FM_ERR_INVALID_ARGUMENT on every rank when the ranks' vals[count] differ, naming
  * names[i] of the first that does. */
 fm_status fm_dist_check_same(const char *where, MPI_Comm comm, const int64_t *vals, const char *const *names,

@@ -50,6 +50,7 @@ typedef struct pencil_xchg {
     int peers, from, to;          /* pencils */
     int64_t *cnt;                 /* send count, send displ, recv count, recv displ: peers entries each */
     int *scratch;                 /* fm_dist_alltoallv's int counts (CPU ranks) */
+    int fits;                     /* the exchange's counts fit MPI's int on every rank (CPU ranks) */
     int64_t *rng;                 /* send offset, send length, recv offset, recv length (along sk / rk) */
     int64_t sdims[3], rdims[3];   /* this rank's blocks of the two pencils */
     int sk, rk;                   /* the axis each side's per-peer box is cut along */
@@ -164,6 +165,8 @@ static fm_status plan_xchg(const char *where, fm_dist_pencil *p, int a, int b, p
         x->cnt[q] = sc, x->cnt[P + q] = sdisp, x->cnt[2 * P + q] = rc, x->cnt[3 * P + q] = rdisp;
         sdisp += sc, rdisp += rc;
     }
+    /* this rank's part; agreed over the row / column once the plan is (fm_dist_pencil_plan) */
+    x->fits = fm_dist_alltoallv_fits(x->cnt, x->cnt + P, x->cnt + 2 * P, x->cnt + 3 * P, P, INT_MAX);
     return FM_OK;
 }
 
@@ -339,6 +342,11 @@ fm_status fm_dist_pencil_plan(const char *where, MPI_Comm comm, const fm_dist_ge
     fm_dist_leave_device(prev);
 #else
     st = fm_dist_agree(comm, plan_local(where, p, o, pro, epi));
+    /* every rank is here with the same ops: whether an exchange is one MPI_Alltoallv, agreed once over
+     * its row / column instead of at every execute */
+    for (int i = 0; st == FM_OK && i < p->nops; i++)
+        if (!p->ops[i].fft)
+            MPI_Allreduce(MPI_IN_PLACE, &p->ops[i].x.fits, 1, MPI_INT, MPI_LAND, p->ops[i].x.comm);
 #endif
     if (st != FM_OK) {
         fm_dist_pencil_destroy(p);
@@ -456,7 +464,7 @@ static fm_status run_xchg(const fm_dist_pencil *p, const pencil_xchg *x, fm_stat
 #else
     MPI_Datatype t = p->dbl ? MPI_C_DOUBLE_COMPLEX : MPI_C_FLOAT_COMPLEX;
     int mr = fm_dist_alltoallv(dsend ? src : p->s, c, c + P, drecv ? dst : p->r, c + 2 * P, c + 3 * P, t,
-                               p->dbl ? 16 : 8, x->comm, x->scratch, INT_MAX, 0);
+                               p->dbl ? 16 : 8, x->comm, x->scratch, INT_MAX, 0, x->fits);
     if (mr != MPI_SUCCESS && st == FM_OK)
         st = fm_fail(FM_ERR_BACKEND, "fm_dist_fft_execute: the pencil exchange failed (MPI error %d)", mr);
 #endif
